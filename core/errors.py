@@ -1,0 +1,25 @@
+"""One exception family. Every message names what it is about (file, node, op, input)."""
+
+
+class GeError(Exception):
+    """Base of every error ge reports to a user."""
+
+
+class GraphError(GeError):
+    """The model graph is malformed or uses something ge does not support."""
+
+
+class UnsupportedOpError(GraphError):
+    """An op type (or attribute value) has no kernel."""
+
+
+class ShapeError(GeError):
+    """A shape or dtype does not match what the model expects."""
+
+
+class FormatError(GeError):
+    """A file (ONNX, OM, weight file, meta.json, input array) is broken or untrusted."""
+
+
+class DeviceError(GeError):
+    """A device operation failed: bad address, out of memory, timeout."""
