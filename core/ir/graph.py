@@ -1,0 +1,139 @@
+"""Graph, Node and Value, spelled as ONNX spells them.
+
+A dim is an int (static), a str (symbolic, e.g. "batch") or None (unknown); a shape of None means
+unknown rank. Constants live in `Graph.initializers` as numpy arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import GraphError
+
+# ONNX TensorProto data type id -> numpy dtype (the types ge's kernels handle)
+DTYPES: dict[int, np.dtype] = {
+    1: np.dtype(np.float32), 2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16),
+    5: np.dtype(np.int16), 6: np.dtype(np.int32), 7: np.dtype(np.int64), 9: np.dtype(np.bool_),
+    10: np.dtype(np.float16), 11: np.dtype(np.float64), 12: np.dtype(np.uint32), 13: np.dtype(np.uint64),
+}
+_ONNX_OF = {v: k for k, v in DTYPES.items()}
+
+
+def dtype_from_onnx(elem_type: int, where: str = "") -> np.dtype:
+    try:
+        return DTYPES[elem_type]
+    except KeyError:
+        raise GraphError(f"{where}: unsupported ONNX element type {elem_type}") from None
+
+
+def dtype_to_onnx(dtype) -> int:
+    return _ONNX_OF[np.dtype(dtype)]
+
+
+class Meta(NamedTuple):
+    """A static tensor description: what kernels and the planner see."""
+    dtype: np.dtype
+    shape: tuple
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+@dataclass
+class Value:
+    name: str
+    dtype: np.dtype | None = None
+    shape: tuple | None = None
+
+    @property
+    def is_static(self) -> bool:
+        return self.dtype is not None and self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
+
+    @property
+    def meta(self) -> Meta:
+        if not self.is_static:
+            raise GraphError(f"tensor '{self.name}' has no static shape (shape {self.shape})")
+        return Meta(self.dtype, tuple(self.shape))
+
+
+@dataclass
+class Node:
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict = field(default_factory=dict)
+    name: str = ""
+    domain: str = ""
+
+    def __str__(self) -> str:
+        return f"node '{self.name}' ({self.op_type})"
+
+
+@dataclass
+class Graph:
+    name: str = "graph"
+    nodes: list[Node] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    values: dict[str, Value] = field(default_factory=dict)
+    initializers: dict[str, np.ndarray] = field(default_factory=dict)
+    opset: dict[str, int] = field(default_factory=lambda: {"": 17})
+
+    def value(self, name: str) -> Value:
+        if name not in self.values:
+            self.values[name] = Value(name)
+        return self.values[name]
+
+    def meta(self, name: str) -> Meta:
+        if name in self.initializers:
+            a = self.initializers[name]
+            return Meta(a.dtype, a.shape)
+        return self.value(name).meta
+
+    def producers(self) -> dict[str, Node]:
+        return {o: n for n in self.nodes for o in n.outputs if o}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        users: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                if i:
+                    users.setdefault(i, []).append(n)
+        return users
+
+    def toposort(self) -> None:
+        """Order nodes so each runs after its producers; stable (Kahn's algorithm, lowest index first)."""
+        import heapq
+        produced = {o: i for i, n in enumerate(self.nodes) for o in n.outputs if o}
+        available = set(self.inputs) | set(self.initializers)
+        pending = [0] * len(self.nodes)
+        users: dict[int, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            for name in n.inputs:
+                if not name or name in available:
+                    continue
+                if name not in produced:
+                    raise GraphError(f"{n} reads '{name}', which no node, input or initializer provides")
+                pending[i] += 1
+                users.setdefault(produced[name], []).append(i)
+        ready = [i for i, c in enumerate(pending) if c == 0]
+        heapq.heapify(ready)
+        order: list[Node] = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(self.nodes[i])
+            for u in users.get(i, ()):
+                pending[u] -= 1
+                if pending[u] == 0:
+                    heapq.heappush(ready, u)
+        if len(order) != len(self.nodes):
+            stuck = next(n for i, n in enumerate(self.nodes) if pending[i])
+            raise GraphError(f"graph has a cycle through {stuck}")
+        self.nodes = order

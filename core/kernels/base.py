@@ -1,0 +1,73 @@
+"""The Kernel contract: one small class per ONNX op (as in onnx's reference evaluator).
+
+A kernel is built once per node, from the node's attributes, its input metas (dtype + static
+shape) and the values of its constant inputs (weights: views of WEIGHT memory at run time).
+It is immutable afterwards and may be shared by several execution contexts.
+
+- `compute(*xs)` is the reference path: plain numpy, allocates its results. The compiler uses
+  it for constant folding and, through `infer`, for shapes.
+- `run(xs, ys, ws)` is the planned path: it writes into the `ys` views (planned memory) and may
+  use `ws`, a uint8 scratch view of `workspace_nbytes()` bytes. No Python loop over elements,
+  pixels or channels. The default copies `compute`'s results into `ys`; hot ops override it.
+- `infer()` returns the output metas; the default evaluates `compute` on zeros (and on the
+  constant inputs), which is exact for every op whose output shape depends only on input
+  shapes and constant values. Ops override it where that is cheap.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import GraphError
+from ..ir import Meta
+
+
+class Kernel:
+    op_type: str = ""
+    domain: str = ""
+    since: int = 1
+    #: True when the output is input 0 reinterpreted with another shape (no task, no copy)
+    alias: bool = False
+
+    def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
+                 outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = ""):
+        self.attrs = attrs
+        self.inputs = list(inputs)
+        self.consts = list(consts) + [None] * (len(self.inputs) - len(consts))
+        self.outputs = list(outputs) if outputs is not None else None
+        self.opset = opset
+        self.name = name
+        self.prepare()
+
+    # -- hooks for subclasses --------------------------------------------------------------
+    def prepare(self) -> None:
+        """Parse attributes, pre-pack constant weights. Called once."""
+
+    def compute(self, *xs: np.ndarray | None) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def run(self, xs: Sequence[np.ndarray | None], ys: Sequence[np.ndarray], ws: np.ndarray | None) -> None:
+        for y, r in zip(ys, self.compute(*xs)):
+            np.copyto(y, r, casting="unsafe")
+
+    def workspace_nbytes(self) -> int:
+        return 0
+
+    def infer(self) -> list[Meta]:
+        xs = [c if c is not None else (None if m is None else np.zeros(m.shape, m.dtype))
+              for m, c in zip(self.inputs, self.consts)]
+        return [Meta(np.asarray(r).dtype, tuple(np.shape(r))) for r in self.compute(*xs)]
+
+    # -- helpers ------------------------------------------------------------------------------
+    def attr(self, key: str, default=None):
+        return self.attrs.get(key, default)
+
+    def fail(self, message: str) -> GraphError:
+        return GraphError(f"node '{self.name}' ({self.op_type}): {message}")
+
+    def const(self, index: int, what: str) -> np.ndarray:
+        """The value of a constant input the kernel needs at build time (e.g. Reshape's shape)."""
+        if index >= len(self.consts) or self.consts[index] is None:
+            raise self.fail(f"input {index} ({what}) must be a constant; computed {what} needs dynamic shapes")
+        return self.consts[index]

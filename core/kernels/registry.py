@@ -1,0 +1,50 @@
+"""Kernel lookup by (domain, op_type, opset): the newest registered version <= the model's opset."""
+from __future__ import annotations
+
+from ..errors import UnsupportedOpError
+from .base import Kernel
+
+_KERNELS: dict[tuple[str, str], list[type[Kernel]]] = {}
+
+
+def register(op_type: str, since: int = 1, domain: str = ""):
+    def wrap(cls: type[Kernel]) -> type[Kernel]:
+        cls.op_type, cls.since, cls.domain = op_type, since, domain
+        versions = _KERNELS.setdefault((domain, op_type), [])
+        versions.append(cls)
+        versions.sort(key=lambda k: k.since)
+        return cls
+    return wrap
+
+
+def lookup(op_type: str, domain: str = "", opset: int = 10**6, node: str = "") -> type[Kernel]:
+    _load_families()
+    domain = "" if domain == "ai.onnx" else domain
+    versions = [k for k in _KERNELS.get((domain, op_type), []) if k.since <= opset]
+    if not versions:
+        where = f"node '{node}': " if node else ""
+        have = "" if (domain, op_type) not in _KERNELS else f" at opset {opset}"
+        raise UnsupportedOpError(f"{where}op {domain + '::' if domain else ''}{op_type} is not supported{have}")
+    return versions[-1]
+
+
+def supported_ops() -> list[str]:
+    _load_families()
+    return sorted(op for _, op in _KERNELS)
+
+
+_loaded = False
+
+
+def _load_families() -> None:
+    """Import every kernel family module once, so their @register calls run."""
+    global _loaded
+    if _loaded:
+        return
+    import importlib
+    import pkgutil
+    from . import __path__ as here
+    for info in pkgutil.iter_modules(here):
+        if info.name not in ("base", "registry"):
+            importlib.import_module(f"{__package__}.{info.name}")
+    _loaded = True
