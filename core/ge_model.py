@@ -1,0 +1,134 @@
+"""GeModel: what the compiler produces, the OM file stores and the runtime loads.
+
+Everything here is plain data (ints, strings, tuples, bytes), so the OM format can serialize it
+field by field and a reader can validate it before trusting a single size or offset.
+
+Memory is addressed the seed's way: a task argument is (allocation id, offset); the runtime
+keeps an active base address per allocation and resolves arguments into the args table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ir import Meta
+
+# allocation kinds (GE's logical memory allocation types) and the region each lives in
+WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT = "WEIGHT", "FEATURE_MAP", "WORKSPACE", "INPUT", "OUTPUT"
+ALLOCATION_KINDS = (WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT)
+# fixed ids of the three model-wide allocations; inputs and outputs follow
+WEIGHT_ID, FM_ID, WORKSPACE_ID = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One logical allocation: a base address the runtime can move (GE's logical_mem_allocations_)."""
+    id: int
+    kind: str
+    size: int
+    io_index: int = -1  # which model input/output, for INPUT/OUTPUT
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """A model input or output as the user sees it (GE's IO desc)."""
+    name: str
+    dtype: str
+    shape: tuple
+    allocation: int
+
+    @property
+    def meta(self) -> Meta:
+        return Meta(np.dtype(self.dtype), tuple(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.meta.nbytes
+
+
+@dataclass(frozen=True)
+class TensorPlan:
+    """Where a tensor lives: one row of the logical allocation table. Aliases (Reshape...) share
+    their root's bytes; `first`/`last` are the task steps that produce and last read it."""
+    name: str
+    allocation: int
+    offset: int
+    nbytes: int
+    dtype: str
+    shape: tuple
+    first: int
+    last: int
+    alias_of: str = ""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A task argument: a tensor at (allocation, offset), seen with a dtype and shape."""
+    allocation: int
+    offset: int
+    dtype: str
+    shape: tuple
+
+    @property
+    def meta(self) -> Meta:
+        return Meta(np.dtype(self.dtype), tuple(self.shape))
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """One kernel launch, fixed at compile time (GE's TaskDef). Inputs may be None (absent optional)."""
+    node: str
+    op_type: str
+    domain: str
+    opset: int
+    attrs: dict
+    inputs: tuple  # of Arg | None
+    outputs: tuple  # of Arg
+    workspace: int = 0  # scratch bytes, at offset 0 of the WORKSPACE allocation
+
+    @property
+    def args(self) -> list[Arg]:
+        """Arguments in args-table order: inputs (present ones), then outputs."""
+        return [a for a in self.inputs if a is not None] + list(self.outputs)
+
+
+@dataclass(frozen=True)
+class WeightDesc:
+    """A constant in WEIGHT memory; `file` is set when its bytes live in an external weight file."""
+    name: str
+    dtype: str
+    shape: tuple
+    offset: int
+    nbytes: int
+    file: str = ""
+    file_offset: int = 0
+    sha256: str = ""
+
+
+@dataclass
+class GeModel:
+    name: str
+    inputs: list[TensorDesc]
+    outputs: list[TensorDesc]
+    allocations: list[Allocation]
+    tensors: list[TensorPlan]
+    tasks: list[TaskDef]
+    weights: list[WeightDesc]
+    weight_data: bytes | memoryview = b""  # inline WEIGHTS_DATA (empty when weights are external)
+    soc_version: str = "Ascend-sim"
+    opset: int = 17
+    atc_cmdline: str = ""
+    attrs: dict = field(default_factory=dict)  # memory_size, weight_size, lower_bound, ops, ...
+
+    def allocation(self, kind: str) -> Allocation:
+        return next(a for a in self.allocations if a.kind == kind)
+
+    @property
+    def weight_size(self) -> int:
+        return self.allocations[WEIGHT_ID].size
+
+    @property
+    def memory_size(self) -> int:
+        """Feature-map plus workspace bytes a context needs (ACL's work size)."""
+        return self.allocations[FM_ID].size + self.allocations[WORKSPACE_ID].size
