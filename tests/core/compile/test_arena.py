@@ -39,7 +39,7 @@ def test_residual_block_exact_offsets():
 
 def test_best_fit_picks_the_smallest_gap():
     bufs = [Buffer("big", 1000, 0, 5), Buffer("hole1", 300, 0, 1), Buffer("mid", 500, 0, 5),
-            Buffer("hole2", 100, 0, 1), Buffer("top", 200, 0, 5), Buffer("cap", 50, 0, 5),
+            Buffer("hole2", 100, 0, 1), Buffer("top", 200, 0, 5), Buffer("cap", 80, 0, 5),
             Buffer("small", 64, 2, 3)]
     plan = plan_arena(bufs)
     assert_valid(bufs, plan)
