@@ -31,13 +31,15 @@ class Kernel:
     alias: bool = False
 
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
-                 outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = ""):
+                 outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None):
         self.attrs = attrs
         self.inputs = list(inputs)
         self.consts = list(consts) + [None] * (len(self.inputs) - len(consts))
         self.outputs = list(outputs) if outputs is not None else None
         self.opset = opset
         self.name = name
+        #: how many outputs the node declares (Split, Dropout's mask, MaxPool's indices depend on it)
+        self.num_outputs = num_outputs if num_outputs is not None else (len(outputs) if outputs is not None else 1)
         self.prepare()
 
     # -- hooks for subclasses --------------------------------------------------------------

@@ -39,14 +39,15 @@ def check_op():
         metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
         const_values = [inputs[n] if n in consts else None for n in inputs]
         kernel_cls = lookup(op_type, opset=opset)
-        kernel = kernel_cls(attrs, metas, const_values, opset=opset, name="n0")
+        kernel = kernel_cls(attrs, metas, const_values, opset=opset, name="n0", num_outputs=n_outputs)
         inferred = kernel.infer()
         assert [(m.dtype, m.shape) for m in inferred] == [(e.dtype, e.shape) for e in expected], "infer()"
         for got, want in zip(kernel.compute(*arrays), expected):
             assert np.asarray(got).dtype == want.dtype
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg="compute()")
         # the planned path: outputs pre-filled with garbage, a workspace of the declared size
-        planned = kernel_cls(attrs, metas, const_values, outputs=inferred, opset=opset, name="n0")
+        planned = kernel_cls(attrs, metas, const_values, outputs=inferred, opset=opset, name="n0",
+                             num_outputs=n_outputs)
         ys = [np.full(m.shape, 77, m.dtype) for m in inferred]
         ws = np.zeros(planned.workspace_nbytes(), np.uint8) if planned.workspace_nbytes() else None
         planned.run(arrays, ys, ws)
