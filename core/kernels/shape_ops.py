@@ -1,0 +1,384 @@
+"""Shape ops: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference), Shape, Size,
+Constant, ConstantOfShape, Range, EyeLike.
+
+The first six only reinterpret input 0 (`alias = True`): the compiler makes their output a view of
+the input; their `run` (a plain copy into the planned output, whose shape is already known) is only
+used when an alias has to become a copy. Shape-defining inputs (Reshape's shape, the axes of
+Squeeze/Unsqueeze from opset 13, ConstantOfShape's shape, Range's bounds) must be constants for
+`infer`; `compute` always reads them from its arguments (constant folding).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import DTYPES, dtype_from_onnx
+from .base import Kernel
+from .registry import register
+
+
+# -- helpers shared with tensor_ops ------------------------------------------------------------------
+
+def text(value) -> str:
+    """A string attribute, as onnx gives it (bytes) or as written by hand (str)."""
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def ints(value) -> list[int]:
+    """A 1-D int tensor (or a Python list / scalar) as a list of ints."""
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def view_as(y: np.ndarray, shape) -> np.ndarray | None:
+    """`y` reshaped without a copy (so writes land in `y`), or None when that is impossible."""
+    v = y.view()
+    try:
+        v.shape = tuple(shape)
+    except AttributeError:
+        return None
+    return v
+
+
+class ShapeKernel(Kernel):
+    """A kernel with helpers for axes and for the inputs `infer` needs as constants."""
+    #: (input index, what) pairs that must be constants to know the output shape
+    shape_inputs: tuple = ()
+
+    def norm_axis(self, axis: int, rank: int, what: str = "axis") -> int:
+        axis = int(axis)
+        if not -rank <= axis < rank:
+            raise self.fail(f"{what} {axis} is out of range for rank {rank}")
+        return axis + rank if axis < 0 else axis
+
+    def norm_axes(self, axes, rank: int, what: str = "axes") -> list[int]:
+        out = [self.norm_axis(a, rank, what) for a in axes]
+        if len(set(out)) != len(out):
+            raise self.fail(f"{what} {list(axes)} repeat an axis")
+        return out
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def const_or_none(self, i: int):
+        """The value of input i when it is a known constant, else None (absent or computed)."""
+        return self.consts[i] if i < len(self.consts) else None
+
+    def infer(self):
+        for i, what in self.shape_inputs:
+            if self.has_input(i):
+                self.const(i, what)
+        return super().infer()
+
+    def tensor_attr(self, key: str, value) -> np.ndarray:
+        """A TENSOR attribute (onnx TensorProto or an array) as a numpy array of a supported dtype."""
+        if hasattr(value, "dims") and hasattr(value, "data_type"):
+            from onnx import numpy_helper
+            if value.data_type not in DTYPES:
+                raise self.fail(f"attribute '{key}' has unsupported element type {value.data_type}")
+            value = numpy_helper.to_array(value)
+        value = np.asarray(value)
+        if value.dtype not in DTYPES.values():
+            raise self.fail(f"attribute '{key}' has unsupported dtype {value.dtype}")
+        return value
+
+
+class AliasKernel(ShapeKernel):
+    """Output 0 is input 0 with another shape: a view. `run` copies (alias turned into a copy)."""
+    alias = True
+
+    def run(self, xs, ys, ws):
+        np.copyto(ys[0], xs[0].reshape(ys[0].shape))
+
+
+# -- alias ops ------------------------------------------------------------------------------------------
+
+@register("Reshape", since=5)
+class Reshape(AliasKernel):
+    shape_inputs = ((1, "shape"),)
+
+    def prepare(self):
+        self.allowzero = int(self.attr("allowzero", 0))
+        if self.allowzero not in (0, 1):
+            raise self.fail(f"allowzero must be 0 or 1, got {self.allowzero}")
+
+    def target(self, in_shape, shape) -> tuple:
+        shape = ints(shape)
+        out, infer_at = [], -1
+        for i, s in enumerate(shape):
+            if s == -1:
+                if infer_at >= 0:
+                    raise self.fail(f"shape {shape} has more than one -1")
+                infer_at = i
+                out.append(1)
+            elif s == 0 and not self.allowzero:
+                if i >= len(in_shape):
+                    raise self.fail(f"shape {shape}: 0 at position {i} copies a dim the input {tuple(in_shape)} lacks")
+                out.append(int(in_shape[i]))
+            elif s < 0:
+                raise self.fail(f"shape {shape} has the invalid dim {s}")
+            else:
+                out.append(s)
+        total = math.prod(in_shape)
+        if infer_at >= 0:
+            known = math.prod(out)
+            if known == 0 or total % known:
+                raise self.fail(f"cannot reshape {tuple(in_shape)} to {shape}")
+            out[infer_at] = total // known
+        if math.prod(out) != total:
+            raise self.fail(f"cannot reshape {tuple(in_shape)} ({total} elements) to {shape}")
+        return tuple(out)
+
+    def compute(self, x, shape):
+        return [x.reshape(self.target(x.shape, shape))]
+
+    def infer(self):
+        from ..ir import Meta
+        shape = self.const(1, "shape")
+        return [Meta(self.inputs[0].dtype, self.target(self.inputs[0].shape, shape))]
+
+
+@register("Flatten")
+class Flatten(AliasKernel):
+    def prepare(self):
+        self.axis = int(self.attr("axis", 1))
+
+    def compute(self, x):
+        r = x.ndim
+        if not -r <= self.axis <= r:
+            raise self.fail(f"axis {self.axis} is out of range for rank {r}")
+        a = self.axis + r if self.axis < 0 else self.axis
+        return [x.reshape(math.prod(x.shape[:a]), math.prod(x.shape[a:]))]
+
+
+@register("Squeeze")
+class Squeeze(AliasKernel):
+    """Squeeze-1/11: axes as an attribute (absent: every dim of size 1)."""
+
+    def prepare(self):
+        axes = self.attr("axes")
+        self.axes_attr = None if axes is None else ints(axes)
+
+    def squeeze(self, x, axes):
+        if axes is None or len(axes) == 0:
+            return x.reshape(tuple(d for d in x.shape if d != 1))
+        axes = self.norm_axes(axes, x.ndim)
+        for a in axes:
+            if x.shape[a] != 1:
+                raise self.fail(f"cannot squeeze axis {a} of size {x.shape[a]} (shape {x.shape})")
+        return x.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+    def compute(self, x, axes=None):
+        return [self.squeeze(x, self.axes_attr)]
+
+
+@register("Squeeze", since=13)
+class Squeeze13(Squeeze):
+    """Squeeze-13: axes as an optional input."""
+    shape_inputs = ((1, "axes"),)
+
+    def compute(self, x, axes=None):
+        return [self.squeeze(x, None if axes is None else ints(axes))]
+
+
+@register("Unsqueeze")
+class Unsqueeze(AliasKernel):
+    """Unsqueeze-1/11: axes as a required attribute."""
+
+    def prepare(self):
+        if not self.from_input:
+            axes = self.attr("axes")
+            if axes is None:
+                raise self.fail("attribute 'axes' is required")
+            self.axes_attr = ints(axes)
+
+    from_input = False
+
+    def unsqueeze(self, x, axes):
+        if len(axes) == 0:
+            raise self.fail("axes is empty")
+        rank = x.ndim + len(axes)
+        axes = set(self.norm_axes(axes, rank))
+        dims = iter(x.shape)
+        return x.reshape(tuple(1 if i in axes else next(dims) for i in range(rank)))
+
+    def compute(self, x, axes=None):
+        return [self.unsqueeze(x, self.axes_attr)]
+
+
+@register("Unsqueeze", since=13)
+class Unsqueeze13(Unsqueeze):
+    """Unsqueeze-13: axes as a required input."""
+    from_input = True
+    shape_inputs = ((1, "axes"),)
+
+    def prepare(self):
+        if not self.has_input(1):
+            raise self.fail("input 1 (axes) is required")
+
+    def compute(self, x, axes):
+        return [self.unsqueeze(x, ints(axes))]
+
+
+@register("Identity")
+class Identity(AliasKernel):
+    def compute(self, x):
+        return [x]
+
+    def run(self, xs, ys, ws):
+        np.copyto(ys[0], xs[0])
+
+
+@register("Dropout")
+class Dropout(AliasKernel):
+    """Inference: output = input; the optional mask is all True (x's dtype, all ones, before opset 10).
+    Training mode (a true `training_mode` input, opset 12) is refused. With a mask output the node is
+    not an alias (the instance's `alias` is False): the mask must be written by a task."""
+
+    def prepare(self):
+        if self.num_outputs > 1:
+            self.alias = False
+        ratio = self.attr("ratio", 0.5)
+        if not 0 <= float(ratio) < 1:
+            raise self.fail(f"ratio must be in [0, 1), got {ratio}")
+        mode = self.const_or_none(2)
+        if mode is not None:
+            self.check_mode(mode)
+
+    def check_mode(self, training_mode):
+        if training_mode is not None and bool(np.asarray(training_mode).reshape(-1)[0]):
+            raise self.fail("training_mode=True is not supported (inference only)")
+
+    def mask_dtype(self, x_dtype):
+        return np.dtype(np.bool_) if self.opset >= 10 else np.dtype(x_dtype)
+
+    def compute(self, x, ratio=None, training_mode=None):
+        self.check_mode(training_mode)
+        out = [x]
+        if self.num_outputs > 1:
+            out.append(np.ones(x.shape, self.mask_dtype(x.dtype)))
+        return out
+
+    def run(self, xs, ys, ws):
+        if len(xs) > 2:
+            self.check_mode(xs[2])
+        np.copyto(ys[0], xs[0].reshape(ys[0].shape))
+        if len(ys) > 1:
+            ys[1].fill(1)
+
+
+# -- shape queries and generators ------------------------------------------------------------
+
+@register("Shape")
+class Shape(ShapeKernel):
+    """Shape-1/13/15 (start/end, clamped like Python slicing)."""
+
+    def prepare(self):
+        start, end = self.attr("start", 0), self.attr("end")
+        self.slice = slice(int(start), None if end is None else int(end))
+
+    def compute(self, x):
+        return [np.array(x.shape[self.slice], np.int64)]
+
+    def run(self, xs, ys, ws):
+        ys[0][...] = xs[0].shape[self.slice]
+
+
+@register("Size")
+class Size(ShapeKernel):
+    def compute(self, x):
+        return [np.array(x.size, np.int64)]
+
+    def run(self, xs, ys, ws):
+        ys[0][...] = xs[0].size
+
+
+@register("Constant")
+class Constant(ShapeKernel):
+    """value (tensor), value_float(s), value_int(s). Strings and sparse tensors are not supported."""
+
+    def prepare(self):
+        given = [k for k in self.attrs if k.startswith("value") or k == "sparse_value"]
+        if len(given) != 1:
+            raise self.fail(f"needs exactly one value attribute, got {given or 'none'}")
+        key = given[0]
+        v = self.attrs[key]
+        if key == "value":
+            self.value = self.tensor_attr(key, v)
+        elif key == "value_float":
+            self.value = np.array(v, np.float32)
+        elif key == "value_floats":
+            self.value = np.array(list(v), np.float32).reshape(-1)
+        elif key == "value_int":
+            self.value = np.array(v, np.int64)
+        elif key == "value_ints":
+            self.value = np.array(list(v), np.int64).reshape(-1)
+        else:
+            raise self.fail(f"attribute '{key}' is not supported")
+
+    def compute(self):
+        return [self.value.copy()]
+
+    def run(self, xs, ys, ws):
+        np.copyto(ys[0], self.value)
+
+
+@register("ConstantOfShape", since=9)
+class ConstantOfShape(ShapeKernel):
+    shape_inputs = ((0, "shape"),)
+
+    def prepare(self):
+        v = self.attr("value")
+        v = np.zeros(1, np.float32) if v is None else self.tensor_attr("value", v)
+        if v.size != 1:
+            raise self.fail(f"value must have one element, got shape {v.shape}")
+        self.value = v.reshape(())
+
+    def compute(self, shape):
+        dims = ints(shape)
+        if any(d < 0 for d in dims):
+            raise self.fail(f"negative dim in shape {dims}")
+        return [np.full(dims, self.value, self.value.dtype)]
+
+    def run(self, xs, ys, ws):
+        ys[0].fill(self.value)
+
+
+@register("Range", since=11)
+class Range(ShapeKernel):
+    shape_inputs = ((0, "start"), (1, "limit"), (2, "delta"))
+
+    def compute(self, start, limit, delta):
+        dtype = np.asarray(start).dtype
+        start, limit, delta = (np.asarray(v, dtype).reshape(-1)[0] for v in (start, limit, delta))
+        if delta == 0:
+            raise self.fail("delta is 0")
+        if dtype.kind in "iu":
+            s, l, d = int(start), int(limit), int(delta)
+            n = max(-((s - l) // d), 0)
+            return [(s + np.arange(n, dtype=np.int64) * d).astype(dtype)]
+        n = max(math.ceil(float(limit - start) / float(delta)), 0)
+        return [(float(start) + np.arange(n, dtype=np.float64) * float(delta)).astype(dtype)]
+
+
+@register("EyeLike", since=9)
+class EyeLike(ShapeKernel):
+    def prepare(self):
+        self.k = int(self.attr("k", 0))
+        dt = self.attr("dtype")
+        self.dtype = None if dt is None else dtype_from_onnx(int(dt), f"node '{self.name}' (EyeLike) dtype")
+        if self.inputs and self.inputs[0] is not None and len(self.inputs[0].shape) != 2:
+            raise self.fail(f"input must be 2-D, got shape {self.inputs[0].shape}")
+
+    def compute(self, x):
+        if x.ndim != 2:
+            raise self.fail(f"input must be 2-D, got shape {x.shape}")
+        return [np.eye(x.shape[0], x.shape[1], self.k, dtype=self.dtype or x.dtype)]
+
+    def run(self, xs, ys, ws):
+        y = ys[0]
+        y.fill(0)
+        k = self.k
+        part = y[:, k:] if k >= 0 else y[-k:, :]
+        if part.size:
+            np.fill_diagonal(part, 1)
