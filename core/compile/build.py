@@ -1,0 +1,136 @@
+"""Build a GeModel from an optimized, fully static Graph: aliases, lifetimes, memory plan,
+task defs with (allocation, offset) arguments, IO descs and the inline weight blob."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GraphError
+from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
+                        Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
+from ..ir import Graph, Node
+from ..kernels import lookup
+from .arena import ALIGNMENT, Buffer, align, plan_arena
+
+EPILOGUE = "ge.epilogue"  # attribute carrying activations fused into a producer (applied in place)
+
+
+def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "") -> GeModel:
+    opset = graph.opset.get("", 17)
+    output_names = list(graph.outputs)
+    _copy_outputs_that_are_not_produced(graph)
+    graph.toposort()
+    outputs = set(graph.outputs)
+
+    # 1. aliases: Reshape/Flatten/Squeeze/Unsqueeze/Identity become views of their input (no task)
+    root: dict[str, str] = {}
+    tasks_nodes: list[Node] = []
+    for node in graph.nodes:
+        cls = lookup(node.op_type, node.domain, opset, node.name)
+        produced = [o for o in node.outputs if o]
+        src = node.inputs[0] if node.inputs else ""
+        if cls.alias and len(produced) == 1 and produced[0] not in outputs and src and src not in graph.initializers:
+            root[produced[0]] = root.get(src, src)
+        else:
+            tasks_nodes.append(node)
+
+    # 2. lifetimes of every storage root, in task steps
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for step, node in enumerate(tasks_nodes):
+        for o in node.outputs:
+            if o:
+                first[o] = last[o] = step
+        for i in node.inputs:
+            if i:
+                r = root.get(i, i)
+                last[r] = max(last.get(r, step), step)
+
+    # 3. allocations: weights, feature maps, workspace, then one per model input and output
+    weights, weight_data, weight_offset = _layout_weights(graph, tasks_nodes, root)
+    fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
+    arena = plan_arena([Buffer(t, graph.meta(t).nbytes, first[t], last[t]) for t in fm_roots])
+    kernels = [_kernel(graph, n, opset) for n in tasks_nodes]
+    workspace = align(max((k.workspace_nbytes() for k in kernels), default=0))
+    allocations = [Allocation(WEIGHT_ID, WEIGHT, len(weight_data)), Allocation(FM_ID, FEATURE_MAP, arena.size),
+                   Allocation(WORKSPACE_ID, WORKSPACE, workspace)]
+    place: dict[str, tuple[int, int]] = {t: (WEIGHT_ID, off) for t, off in weight_offset.items()}
+    place.update({t: (FM_ID, off) for t, off in arena.offsets.items()})
+    inputs, outs = [], []
+    for index, t in enumerate(graph.inputs):
+        allocations.append(Allocation(len(allocations), INPUT, graph.meta(t).nbytes, index))
+        place[t] = (allocations[-1].id, 0)
+        inputs.append(_desc(graph, t, t, allocations[-1].id))
+    for index, (t, shown) in enumerate(zip(graph.outputs, output_names)):
+        allocations.append(Allocation(len(allocations), OUTPUT, graph.meta(t).nbytes, index))
+        place[t] = (allocations[-1].id, 0)
+        outs.append(_desc(graph, t, shown, allocations[-1].id))
+
+    # 4. the logical allocation table: every tensor, aliases included, has a place (strict plan)
+    def arg(t: str) -> Arg:
+        r = root.get(t, t)
+        if r not in place:
+            raise GraphError(f"tensor '{t}' has no memory plan entry")
+        m = graph.meta(t)
+        return Arg(place[r][0], place[r][1], m.dtype.name, tuple(m.shape))
+
+    tensors = []
+    for t in list(first) + list(root) + list(graph.inputs):
+        r = root.get(t, t)
+        a = arg(t)
+        tensors.append(TensorPlan(t, a.allocation, a.offset, graph.meta(t).nbytes, a.dtype, a.shape,
+                                  first.get(r, 0), last.get(r, first.get(r, 0)), r if r != t else ""))
+    tasks = [TaskDef(n.name, n.op_type, n.domain, opset, dict(n.attrs),
+                     tuple(arg(i) if i else None for i in n.inputs), tuple(arg(o) for o in n.outputs if o),
+                     k.workspace_nbytes())
+             for n, k in zip(tasks_nodes, kernels)]
+
+    ops: dict[str, int] = {}
+    for n in graph.nodes:
+        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    attrs = {"memory_size": arena.size + workspace, "feature_map_size": arena.size, "workspace_size": workspace,
+             "weight_size": len(weight_data), "lower_bound": arena.lower_bound, "stream_num": 1, "event_num": 0,
+             "zero_copy_memory_size": sum(a.size for a in allocations if a.kind in (INPUT, OUTPUT)),
+             "ops": ops, "aliases": len(root), "alignment": ALIGNMENT}
+    return GeModel(name or graph.name, inputs, outs, allocations, tensors, tasks, weights, bytes(weight_data),
+                   soc_version=soc_version, opset=opset, atc_cmdline=atc_cmdline, attrs=attrs)
+
+
+def _copy_outputs_that_are_not_produced(graph: Graph) -> None:
+    """A model output must be written by a task into its own OUTPUT allocation: an output that is
+    a model input, a constant, or a repeat of another output gets an Identity copy."""
+    seen: set[str] = set()
+    for j, t in enumerate(graph.outputs):
+        if t in graph.inputs or t in graph.initializers or t in seen:
+            copy = f"{t}:output{j}"
+            graph.nodes.append(Node("Identity", [t], [copy], name=f"{t}:copy_to_output{j}"))
+            graph.values[copy] = graph.value(t).__class__(copy, *graph.meta(t))
+            graph.outputs[j] = copy
+        seen.add(graph.outputs[j])
+
+
+def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[WeightDesc], bytearray, dict]:
+    blob = bytearray()
+    descs, offsets = [], {}
+    for node in nodes:
+        for t in node.inputs:
+            if t in graph.initializers and t not in offsets:
+                a = np.ascontiguousarray(graph.initializers[t])
+                offsets[t] = off = align(len(blob))
+                blob.extend(b"\0" * (off - len(blob)))
+                blob.extend(a.tobytes())
+                descs.append(WeightDesc(t, a.dtype.name, tuple(a.shape), off, a.nbytes))
+    blob.extend(b"\0" * (align(len(blob)) - len(blob)))
+    return descs, blob, offsets
+
+
+def _kernel(graph: Graph, node: Node, opset: int):
+    cls = lookup(node.op_type, node.domain, opset, node.name)
+    metas = [graph.meta(i) if i else None for i in node.inputs]
+    consts = [graph.initializers.get(i) if i else None for i in node.inputs]
+    return cls(node.attrs, metas, consts, outputs=[graph.meta(o) for o in node.outputs if o], opset=opset,
+               name=node.name, num_outputs=len(node.outputs))
+
+
+def _desc(graph: Graph, tensor: str, shown: str, allocation: int) -> TensorDesc:
+    m = graph.meta(tensor)
+    return TensorDesc(shown, m.dtype.name, tuple(m.shape), allocation)

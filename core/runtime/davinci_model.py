@@ -1,0 +1,214 @@
+"""DavinciModel: a GeModel loaded on a device, with the seed's Init steps and NnExecute.
+
+Init builds the immutable part (weights in device memory, prepared kernels, the args layout:
+a `LoadedPlan`) and one default ExecutionContext; `create_context()` makes more, which share
+everything but their per-run memory. Shrink drops the host-side GeModel afterwards.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import FormatError, GeError, ShapeError
+from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, GeModel, TaskDef, TensorDesc
+from ..ir import Meta
+from ..kernels import Kernel, lookup
+from .args_manager import ArgsLayout
+from .context import ExecutionContext
+
+EPILOGUE = "ge.epilogue"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """A task ready to sink: its kernel (built once, shared by contexts) and argument layout."""
+    name: str
+    kernel: Kernel
+    epilogue: tuple
+    first_arg: int
+    metas: tuple
+    present_inputs: tuple  # bool per kernel input: False where an optional input is absent
+    num_present_inputs: int
+    workspace: int
+
+
+@dataclass(frozen=True)
+class LoadedPlan:
+    """Everything a context needs, immutable and shared (Mini-Infer's InferencePlan)."""
+    name: str
+    inputs: tuple
+    outputs: tuple
+    tasks: tuple
+    args_layout: ArgsLayout
+    fm_size: int
+    workspace_size: int
+    io_allocations: tuple
+
+    def check_inputs(self, inputs) -> list[np.ndarray]:
+        if isinstance(inputs, dict):
+            missing = [d.name for d in self.inputs if d.name not in inputs]
+            extra = sorted(set(inputs) - {d.name for d in self.inputs})
+            if missing or extra:
+                raise ShapeError(f"model '{self.name}': inputs {missing} missing" if missing else
+                                 f"model '{self.name}': unknown inputs {extra} (expects {[d.name for d in self.inputs]})")
+            inputs = [inputs[d.name] for d in self.inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(self.inputs):
+            raise ShapeError(f"model '{self.name}' expects {len(self.inputs)} inputs "
+                             f"({', '.join(d.name for d in self.inputs)}), got {len(inputs)}")
+        return [_check(d, np.asarray(x), "input") for d, x in zip(self.inputs, inputs)]
+
+    def check_outputs(self, outputs) -> list[np.ndarray]:
+        outputs = list(outputs)
+        if len(outputs) != len(self.outputs):
+            raise ShapeError(f"model '{self.name}' has {len(self.outputs)} outputs, got {len(outputs)} buffers")
+        for d, y in zip(self.outputs, outputs):
+            if not isinstance(y, np.ndarray) or not y.flags.writeable:
+                raise ShapeError(f"output '{d.name}': the output buffer must be a writeable numpy array")
+            _check(d, y, "output")
+        return outputs
+
+
+def _check(desc: TensorDesc, x: np.ndarray, role: str) -> np.ndarray:
+    if x.dtype != np.dtype(desc.dtype):
+        raise ShapeError(f"{role} '{desc.name}': dtype {x.dtype} does not match the model's {desc.dtype}")
+    if tuple(x.shape) != tuple(desc.shape):
+        raise ShapeError(f"{role} '{desc.name}': shape {list(x.shape)} does not match the model's {list(desc.shape)}")
+    return x
+
+
+class DavinciModel:
+    def __init__(self, ge_model: GeModel, device, model_id: int = 0):
+        self.ge_model: GeModel | None = ge_model
+        self.device = device
+        self.model_id = model_id
+        self.name = ge_model.name
+        self.timings: dict[str, float] = {}
+        self.contexts: list[ExecutionContext] = []
+        self._owned: list[int] = []
+        self.weight_addr = 0
+
+    # -- Init, step by step --------------------------------------------------------------------
+    def init(self) -> "DavinciModel":
+        steps = [self.init_runtime_params, self.init_weight_mem, self.init_fixed_feature_map,
+                 self.pre_process_file_constants, self.init_io_nodes, self.init_runtime_resource,
+                 self.trans_all_var_data, self.init_nodes, self.do_task_sink, self.shrink]
+        try:
+            for step in steps:
+                t0 = time.perf_counter()
+                step()
+                self.timings[step.__name__] = time.perf_counter() - t0
+        except BaseException:
+            self.unload()
+            raise
+        return self
+
+    def init_runtime_params(self) -> None:
+        m = self.ge_model
+        self.inputs = tuple(m.inputs)
+        self.outputs = tuple(m.outputs)
+        self.fm_size = m.allocation(FEATURE_MAP).size
+        self.workspace_size = m.allocation(WORKSPACE).size
+        self.weight_size = m.weight_size
+        self.soc_version = m.soc_version
+
+    def init_weight_mem(self) -> None:
+        m = self.ge_model
+        self.weight_addr = self._malloc(self.weight_size)
+        if m.weight_data is not None and len(m.weight_data):
+            if len(m.weight_data) != self.weight_size:
+                raise FormatError(f"model '{self.name}': weight data is {len(m.weight_data)} bytes, "
+                                  f"the model declares {self.weight_size}")
+            self.device.memcpy_h2d(self.weight_addr, np.frombuffer(m.weight_data, np.uint8))
+
+    def init_fixed_feature_map(self) -> None:
+        """ge plans no fixed (non-refreshable) feature maps yet: every FM base can move."""
+        self.fixed_fm_size = 0
+
+    def pre_process_file_constants(self) -> None:
+        external = [w for w in self.ge_model.weights if w.file]
+        if external:
+            raise GeError(f"model '{self.name}': {len(external)} weights live in external weight files "
+                          f"(e.g. '{external[0].file}'), which this runtime cannot load yet")
+
+    def init_io_nodes(self) -> None:
+        self.io_allocations = tuple(a for a in self.ge_model.allocations if a.kind in (INPUT, OUTPUT))
+
+    def init_runtime_resource(self) -> None:
+        """Streams and the model handle are per context (see ExecutionContext); nothing global."""
+
+    def trans_all_var_data(self) -> None:
+        """ONNX inference graphs have no variables; the VAR region stays empty."""
+
+    def init_nodes(self) -> None:
+        tasks, first = [], 0
+        for td in self.ge_model.tasks:
+            metas = tuple(a.meta for a in td.args)
+            tasks.append(TaskPlan(td.node, self._kernel(td), self._epilogue(td), first, metas,
+                                  tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
+                                  td.workspace))
+            first += len(metas)
+        self.tasks = tuple(tasks)
+
+    def do_task_sink(self) -> None:
+        """InitTaskInfo (args layout) and DistributeTask into the default context's model handle."""
+        m = self.ge_model
+        self.ge_plan = LoadedPlan(self.name, self.inputs, self.outputs, self.tasks, ArgsLayout.of(m),
+                                  self.fm_size, self.workspace_size, self.io_allocations)
+        self.default_context = self.create_context()
+
+    def shrink(self) -> None:
+        """Everything needed is on the device or in the plan: drop the host-side GeModel."""
+        self.ge_model = None
+
+    # -- execution -----------------------------------------------------------------------------
+    def create_context(self) -> ExecutionContext:
+        ctx = ExecutionContext(self)
+        self.contexts.append(ctx)
+        return ctx
+
+    def nn_execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
+        return self.default_context.execute(inputs, outputs, timeout)
+
+    def unload(self) -> None:
+        for ctx in self.contexts:
+            ctx.destroy()
+        self.contexts.clear()
+        for addr in self._owned:
+            self.device.free(addr)
+        self._owned.clear()
+
+    @property
+    def work_size(self) -> int:
+        return self.fm_size + self.workspace_size
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _malloc(self, nbytes: int) -> int:
+        addr = self.device.malloc(nbytes)
+        self._owned.append(addr)
+        return addr
+
+    def _kernel(self, td: TaskDef) -> Kernel:
+        """Resolve the kernel; constant inputs are views of WEIGHT memory (pre-packed once here)."""
+        consts = [None if a is None or a.allocation != WEIGHT_ID
+                  else self.device.view(self.weight_addr + a.offset, a.dtype, a.shape) for a in td.inputs]
+        cls = lookup(td.op_type, td.domain, td.opset, td.node)
+        return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
+                   outputs=[a.meta for a in td.outputs], opset=td.opset, name=td.node, num_outputs=len(td.outputs))
+
+    def _epilogue(self, td: TaskDef) -> tuple:
+        out = td.outputs[0].meta
+        kernels = []
+        for op_type, attrs in td.attrs.get(EPILOGUE, ()):
+            attrs = dict(attrs)
+            inputs, consts = [out], [None]
+            if op_type == "Clip":  # bounds travel as attributes; the opset-11 kernel takes them as inputs
+                for key in ("min", "max"):
+                    bound = np.array(attrs.pop(key, np.inf if key == "max" else -np.inf), out.dtype)
+                    inputs.append(Meta(bound.dtype, ()))
+                    consts.append(bound)
+            cls = lookup(op_type, "", td.opset, td.node)
+            kernels.append(cls(attrs, inputs, consts, outputs=[out], opset=td.opset, name=f"{td.node}:{op_type}"))
+        return tuple(kernels)

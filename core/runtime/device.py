@@ -1,0 +1,236 @@
+"""Devices: where memory lives and how copies, launches and streams are carried out and counted.
+
+A device address is an integer. `cpu` hands out real host pointers and can bind user numpy
+buffers in place (zero copy); `sim` is a simulated NPU whose memory is a pool separate from host
+memory (numpy byte buffers addressed by integers from its own address space), so every transfer
+is an explicit, counted H2D/D2H copy. Both run the same kernels on numpy views of their memory.
+"""
+from __future__ import annotations
+
+import bisect
+import queue
+import threading
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DeviceError
+
+DEVICE_NAMES = ("cpu", "sim")
+
+
+@dataclass
+class Block:
+    addr: int
+    nbytes: int
+    data: np.ndarray  # uint8, exactly nbytes long
+    owned: bool = True  # False for user buffers bound zero-copy
+
+
+class Device:
+    name = ""
+    align = 64
+
+    def __init__(self):
+        self._starts: list[int] = []
+        self._blocks: list[Block] = []
+        self._lock = threading.Lock()
+        self.counters: Counter = Counter()
+        self.in_use = 0
+        self.peak = 0
+
+    # -- memory --------------------------------------------------------------------------------
+    def malloc(self, nbytes: int) -> int:
+        data = self._backing(max(int(nbytes), 1))
+        addr = self._address_of(data)
+        with self._lock:
+            self._insert(Block(addr, int(nbytes), data[:nbytes]))
+            self.counters["mallocs"] += 1
+            self.counters["malloc_bytes"] += nbytes
+            self.in_use += nbytes
+            self.peak = max(self.peak, self.in_use)
+        return addr
+
+    def free(self, addr: int) -> None:
+        with self._lock:
+            i = bisect.bisect_left(self._starts, addr)
+            if i == len(self._starts) or self._starts[i] != addr or not self._blocks[i].owned:
+                raise DeviceError(f"{self.name}: free of {addr:#x}, which is not an allocation of this device")
+            self.in_use -= self._blocks[i].nbytes
+            del self._starts[i], self._blocks[i]
+            self.counters["frees"] += 1
+
+    def block(self, addr: int, nbytes: int) -> tuple[Block, int]:
+        """The block holding [addr, addr + nbytes) and the offset of addr inside it."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0:
+            b = self._blocks[i]
+            if addr + nbytes <= b.addr + b.nbytes:
+                return b, addr - b.addr
+        raise DeviceError(f"{self.name}: address range {addr:#x}+{nbytes} is not device memory")
+
+    def bytes_at(self, addr: int, nbytes: int) -> np.ndarray:
+        b, off = self.block(addr, nbytes)
+        return b.data[off:off + nbytes]
+
+    def view(self, addr: int, dtype, shape) -> np.ndarray:
+        """A numpy view of device memory: what a kernel reads and writes."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return self.bytes_at(addr, nbytes).view(dtype).reshape(shape)
+
+    # -- copies (counted) ------------------------------------------------------------------------
+    def memcpy_h2d(self, dst: int, src: np.ndarray) -> None:
+        src = np.ascontiguousarray(src)
+        self.bytes_at(dst, src.nbytes)[...] = src.reshape(-1).view(np.uint8)
+        self.counters["h2d_count"] += 1
+        self.counters["h2d_bytes"] += src.nbytes
+
+    def memcpy_d2h(self, dst: np.ndarray, src: int) -> None:
+        np.copyto(dst, self.view(src, dst.dtype, dst.shape))
+        self.counters["d2h_count"] += 1
+        self.counters["d2h_bytes"] += dst.nbytes
+
+    def memcpy_d2d(self, dst: int, src: int, nbytes: int) -> None:
+        self.bytes_at(dst, nbytes)[...] = self.bytes_at(src, nbytes)
+        self.counters["d2d_count"] += 1
+        self.counters["d2d_bytes"] += nbytes
+
+    # -- zero copy -----------------------------------------------------------------------------
+    def bindable(self, array: np.ndarray) -> bool:
+        """Can this user buffer be used by kernels in place?"""
+        return False
+
+    def bind_host(self, array: np.ndarray) -> int:
+        raise DeviceError(f"{self.name}: host buffers cannot be bound zero-copy on this device")
+
+    def unbind(self, addr: int) -> None:
+        with self._lock:
+            i = bisect.bisect_left(self._starts, addr)
+            if i < len(self._starts) and self._starts[i] == addr and not self._blocks[i].owned:
+                del self._starts[i], self._blocks[i]
+
+    # -- streams -------------------------------------------------------------------------------
+    def create_stream(self) -> "Stream":
+        self.counters["streams_created"] += 1
+        return Stream(self, asynchronous=self.name == "sim")
+
+    # -- internals -----------------------------------------------------------------------------
+    def _insert(self, block: Block) -> None:
+        i = bisect.bisect_left(self._starts, block.addr)
+        self._starts.insert(i, block.addr)
+        self._blocks.insert(i, block)
+
+    def _backing(self, nbytes: int) -> np.ndarray:
+        raw = np.empty(nbytes + self.align, np.uint8)
+        skip = (-raw.ctypes.data) % self.align
+        return raw[skip:skip + nbytes]
+
+    def _address_of(self, data: np.ndarray) -> int:
+        raise NotImplementedError
+
+
+class CpuDevice(Device):
+    """Host memory; addresses are real pointers, user buffers bind in place when they qualify."""
+    name = "cpu"
+
+    def _address_of(self, data):
+        return data.ctypes.data
+
+    def bindable(self, array):
+        return isinstance(array, np.ndarray) and array.flags.c_contiguous and array.flags.aligned
+
+    def bind_host(self, array):
+        addr, nbytes = array.ctypes.data, array.nbytes
+        block = Block(addr, nbytes, array.reshape(-1).view(np.uint8), owned=False)
+        with self._lock:
+            i = bisect.bisect_right(self._starts, addr) - 1
+            if i >= 0 and self._blocks[i].owned and addr + nbytes <= self._blocks[i].addr + self._blocks[i].nbytes:
+                return addr  # already device memory (a view of a device allocation)
+            if i >= 0 and self._starts[i] == addr and not self._blocks[i].owned:
+                self._blocks[i] = block  # the same address bound again, maybe with another size
+            else:
+                self._insert(block)
+        return addr
+
+
+class SimDevice(Device):
+    """A simulated NPU: its own address space and pool; the host never touches its memory directly."""
+    name = "sim"
+    align = 512  # GE aligns device allocations to 512 bytes
+    BASE = 0x1_0000_0000
+
+    def __init__(self, capacity: int = 16 << 30):
+        super().__init__()
+        self.capacity = capacity
+        self._next = self.BASE
+
+    def malloc(self, nbytes):
+        if self.in_use + nbytes > self.capacity:
+            raise DeviceError(f"sim: out of device memory allocating {nbytes} bytes "
+                              f"({self.in_use} of {self.capacity} in use)")
+        return super().malloc(nbytes)
+
+    def _address_of(self, data):
+        with self._lock:
+            addr = self._next
+            self._next += (max(data.nbytes, 1) + self.align - 1) // self.align * self.align
+        return addr
+
+
+class Stream:
+    """An in-order queue of device work. On `sim` a worker thread drains it (launches return at
+    once, synchronize waits); on `cpu` work runs when it is launched."""
+
+    def __init__(self, device: Device, asynchronous: bool):
+        self.device = device
+        self.asynchronous = asynchronous
+        self._error: BaseException | None = None
+        if asynchronous:
+            self._queue: queue.Queue = queue.Queue()
+            self._worker = threading.Thread(target=self._drain, name=f"{device.name}-stream", daemon=True)
+            self._worker.start()
+
+    def launch(self, work) -> None:
+        self.device.counters["launches"] += 1
+        if self.asynchronous:
+            self._queue.put(work)
+        else:
+            work()
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        if self.asynchronous:
+            done = threading.Event()
+            self._queue.put(done)
+            if not done.wait(timeout):
+                raise DeviceError(f"{self.device.name}: stream synchronize timed out after {timeout} s")
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def destroy(self) -> None:
+        if self.asynchronous:
+            self._queue.put(None)
+
+    def _drain(self) -> None:
+        while (work := self._queue.get()) is not None:
+            if isinstance(work, threading.Event):  # a synchronize marker
+                work.set()
+            elif self._error is None:  # after a failure the rest of the queue is dropped
+                try:
+                    work()
+                except BaseException as e:  # surfaced by synchronize()
+                    self._error = e
+
+
+_devices: dict[str, Device] = {}
+
+
+def get_device(name: str) -> Device:
+    """One device object per name for the process, like a device id."""
+    if name not in DEVICE_NAMES:
+        raise DeviceError(f"unknown device '{name}' (choose from {', '.join(DEVICE_NAMES)})")
+    if name not in _devices:
+        _devices[name] = CpuDevice() if name == "cpu" else SimDevice()
+    return _devices[name]

@@ -1,0 +1,46 @@
+"""ModelManager: loads models onto devices and hands out model ids (ACL's aclmdl* calls)."""
+from __future__ import annotations
+
+import itertools
+import threading
+
+from ..errors import GeError
+from ..ge_model import GeModel
+from .davinci_model import DavinciModel
+from .device import get_device
+
+
+class ModelManager:
+    def __init__(self):
+        self._models: dict[int, DavinciModel] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def load(self, ge_model: GeModel, device: str = "cpu") -> int:
+        """Load a GeModel (already read from an OM file or bytes) and return its model id."""
+        with self._lock:
+            model_id = next(self._ids)
+        model = DavinciModel(ge_model, get_device(device), model_id).init()
+        with self._lock:
+            self._models[model_id] = model
+        return model_id
+
+    def model(self, model_id: int) -> DavinciModel:
+        try:
+            return self._models[model_id]
+        except KeyError:
+            raise GeError(f"no loaded model with id {model_id}") from None
+
+    def execute(self, model_id: int, inputs, outputs=None, timeout: float | None = None):
+        return self.model(model_id).nn_execute(inputs, outputs, timeout)
+
+    def unload(self, model_id: int) -> None:
+        with self._lock:
+            model = self._models.pop(model_id, None)
+        if model is None:
+            raise GeError(f"no loaded model with id {model_id}")
+        model.unload()
+
+    @property
+    def model_ids(self) -> list[int]:
+        return sorted(self._models)
