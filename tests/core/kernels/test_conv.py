@@ -1,0 +1,147 @@
+import numpy as np
+import pytest
+
+from ge.core.errors import GraphError
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+
+rng = np.random.default_rng(0)
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+CONV2D = [
+    # x shape, w shape, attrs
+    ((1, 3, 9, 9), (4, 3, 3, 3), {}),
+    ((2, 3, 9, 9), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 4, 10, 8), (6, 4, 3, 3), {"pads": [1, 2, 0, 1], "strides": [2, 1]}),
+    ((1, 4, 11, 11), (5, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 4, 11, 11), (5, 4, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 4, 12, 10), (5, 4, 3, 2), {"dilations": [2, 3], "strides": [2, 1]}),
+    ((1, 3, 15, 15), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    ((1, 8, 7, 7), (16, 8, 1, 1), {}),
+    ((3, 8, 7, 7), (16, 8, 1, 1), {}),
+    ((2, 8, 9, 9), (16, 8, 1, 1), {"strides": [2, 2]}),
+    ((1, 8, 9, 9), (4, 8, 1, 1), {"pads": [1, 1, 1, 1]}),
+    ((1, 8, 9, 9), (6, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ((2, 8, 9, 9), (8, 2, 3, 3), {"group": 4, "strides": [2, 2]}),
+    ((1, 8, 6, 6), (4, 2, 1, 1), {"group": 4}),
+    ((1, 8, 10, 10), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+    ((2, 6, 11, 11), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 6, 11, 11), (6, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2], "dilations": [1, 2]}),
+    ((1, 4, 9, 9), (12, 1, 3, 3), {"group": 4, "pads": [1, 0, 1, 2]}),
+    ((1, 4, 9, 9), (4, 1, 3, 3), {"group": 4}),
+    ((1, 3, 9, 9), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER"}),
+    ((1, 3, 10, 9), (4, 3, 4, 4), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 10, 9), (4, 3, 4, 4), {"auto_pad": "SAME_LOWER", "strides": [2, 2]}),
+    ((1, 3, 10, 9), (4, 3, 2, 2), {"auto_pad": "SAME_LOWER"}),
+    ((1, 3, 10, 9), (4, 3, 3, 3), {"auto_pad": "VALID", "strides": [2, 3]}),
+    ((1, 6, 10, 9), (6, 1, 3, 3), {"auto_pad": "SAME_UPPER", "group": 6, "strides": [2, 2]}),
+    ((1, 3, 9, 9), (4, 3, 3, 3), {"kernel_shape": [3, 3], "pads": [0, 0, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("consts", [True, False])
+@pytest.mark.parametrize("xs,ws,attrs", CONV2D)
+def test_conv2d(check_op, xs, ws, attrs, bias, consts):
+    inputs = {"x": f32(*xs), "w": f32(*ws)}
+    if bias:
+        inputs["b"] = f32(ws[0])
+    names = ("w", "b") if consts else ()
+    check_op("Conv", inputs, attrs, consts=tuple(n for n in names if n in inputs), **TOL)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 3, 20), (4, 3, 3), {}),
+    ((2, 3, 20), (4, 3, 5), {"pads": [2, 1], "strides": [2], "dilations": [2]}),
+    ((1, 4, 20), (4, 1, 3), {"group": 4, "pads": [1, 1]}),
+    ((1, 4, 20), (6, 2, 1), {"group": 2}),
+    ((1, 3, 17), (4, 3, 4), {"auto_pad": "SAME_LOWER", "strides": [3]}),
+])
+def test_conv1d(check_op, xs, ws, attrs):
+    check_op("Conv", {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[0])}, attrs, consts=("w", "b"), **TOL)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 3, 6, 7, 8), (4, 3, 3, 3, 3), {"pads": [1, 1, 1, 1, 1, 1]}),
+    ((1, 4, 6, 7, 8), (4, 2, 2, 3, 1), {"group": 2, "strides": [2, 1, 2], "dilations": [1, 2, 1]}),
+    ((2, 3, 5, 5, 5), (6, 3, 1, 1, 1), {}),
+    ((1, 4, 6, 6, 6), (4, 1, 3, 3, 3), {"group": 4, "auto_pad": "SAME_UPPER"}),
+])
+def test_conv3d(check_op, xs, ws, attrs):
+    check_op("Conv", {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[0])}, attrs, consts=("w", "b"), **TOL)
+
+
+def test_conv_resnet_like_shapes(check_op):
+    check_op("Conv", {"x": f32(1, 16, 28, 28), "w": f32(32, 16, 3, 3), "b": f32(32)},
+             {"pads": [1, 1, 1, 1]}, consts=("w", "b"), **TOL)
+    check_op("Conv", {"x": f32(1, 3, 32, 32), "w": f32(16, 3, 7, 7), "b": f32(16)},
+             {"pads": [3, 3, 3, 3], "strides": [2, 2]}, consts=("w", "b"), **TOL)
+
+
+def _kernel(op, metas, attrs, consts=()):
+    return lookup(op)(attrs, metas, consts, name="c1")
+
+
+def test_conv_errors():
+    x, w = Meta(np.dtype(np.float32), (1, 4, 8, 8)), Meta(np.dtype(np.float32), (4, 3, 3, 3))
+    with pytest.raises(GraphError, match=r"node 'c1' \(Conv\).*group"):
+        _kernel("Conv", [x, w], {})
+    w = Meta(np.dtype(np.float32), (4, 4, 3, 3))
+    with pytest.raises(GraphError, match="auto_pad 'BOGUS'"):
+        _kernel("Conv", [x, w], {"auto_pad": "BOGUS"})
+    with pytest.raises(GraphError, match="kernel_shape"):
+        _kernel("Conv", [x, w], {"kernel_shape": [5, 5]})
+    with pytest.raises(GraphError, match="larger than the padded input"):
+        _kernel("Conv", [Meta(np.dtype(np.float32), (1, 4, 2, 2)), w], {})
+    with pytest.raises(GraphError, match="pads"):
+        _kernel("Conv", [x, w], {"pads": [1, 1]})
+
+
+def test_conv_auto_pad_bytes_attribute(check_op):
+    k = _kernel("Conv", [Meta(np.dtype(np.float32), (1, 3, 9, 9)), Meta(np.dtype(np.float32), (4, 3, 3, 3))],
+                {"auto_pad": b"SAME_UPPER"})
+    assert k.infer()[0].shape == (1, 4, 9, 9)
+
+
+CONVT = [
+    ((1, 3, 5, 5), (3, 4, 3, 3), {}),
+    ((2, 3, 5, 4), (3, 4, 3, 3), {"strides": [2, 2]}),
+    ((1, 3, 5, 5), (3, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 5, 5), (3, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    ((1, 3, 5, 5), (3, 2, 4, 4), {"strides": [2, 3], "pads": [1, 0, 2, 1], "dilations": [1, 2]}),
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"group": 2, "strides": [2, 2]}),
+    ((1, 4, 6, 6), (4, 1, 4, 4), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 5, 5), (3, 4, 3, 3), {"strides": [2, 2], "output_shape": [10, 10]}),
+    ((1, 3, 5, 5), (3, 4, 3, 3), {"strides": [2, 2], "output_shape": [10, 9], "auto_pad": "SAME_UPPER"}),
+    ((1, 3, 5, 5), (3, 4, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 3, 5, 5), (3, 4, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 3, 5, 5), (3, 4, 3, 3), {"strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 3, 5, 5), (3, 4, 1, 1), {}),
+    ((1, 3, 5, 5), (3, 4, 2, 2), {"strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("consts", [True, False])
+@pytest.mark.parametrize("xs,ws,attrs", CONVT)
+def test_conv_transpose_2d(check_op, xs, ws, attrs, consts):
+    g = attrs.get("group", 1)
+    inputs = {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[1] * g)}
+    check_op("ConvTranspose", inputs, attrs, consts=("w", "b") if consts else (), **TOL)
+
+
+def test_conv_transpose_no_bias(check_op):
+    check_op("ConvTranspose", {"x": f32(1, 3, 5, 5), "w": f32(3, 4, 3, 3)}, {"strides": [2, 2]}, consts=("w",),
+             **TOL)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 3, 7), (3, 2, 3), {"strides": [2], "pads": [1, 0], "output_padding": [1]}),
+    ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), {"strides": [2, 1, 2]}),
+])
+def test_conv_transpose_1d_3d(check_op, xs, ws, attrs):
+    check_op("ConvTranspose", {"x": f32(*xs), "w": f32(*ws)}, attrs, consts=("w",), **TOL)
