@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import GeError
 from ..ge_model import FM_ID, WEIGHT_ID, WORKSPACE_ID
 from .args_manager import ModelArgsManager
 
@@ -98,8 +98,15 @@ class ExecutionContext:
 
     def _run(self, dirty) -> None:
         self._rebuild(dirty)
-        for task in self.handle:
-            task.run()
+        task = None
+        try:
+            for task in self.handle:
+                task.run()
+        except GeError:
+            raise
+        except Exception as e:  # a kernel failed: name the node, keep the cause for --debug
+            p = task.plan
+            raise GeError(f"node '{p.name}' ({p.kernel.op_type}) failed at run time: {type(e).__name__}: {e}") from e
 
     def _rebuild(self, dirty) -> None:
         table = self.args.table

@@ -1,0 +1,96 @@
+"""The runtime on hand-built GeModels: results, address refresh, zero copy, contexts, errors."""
+import numpy as np
+import pytest
+
+from ge.core.compile.build import build
+from ge.core.errors import ShapeError
+from ge.core.ir import Graph, Node, Value
+from ge.core.runtime.device import get_device
+from ge.core.runtime.model_manager import ModelManager
+
+F32 = np.dtype(np.float32)
+W = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+
+
+def small_model():
+    """y = relu(x + w) + x, and x itself as a second output (an Identity copy task)."""
+    g = Graph(name="small", nodes=[Node("Add", ["x", "w"], ["a"], name="add"), Node("Relu", ["a"], ["b"], name="relu"),
+                                   Node("Add", ["b", "x"], ["y"], name="add2")],
+              inputs=["x"], outputs=["y", "x"], values={n: Value(n, F32, (2, 3)) for n in "xaby"},
+              initializers={"w": W})
+    return build(g)
+
+
+def expected(x):
+    return np.maximum(x + W, 0) + x
+
+
+@pytest.fixture(params=["cpu", "sim"])
+def loaded(request):
+    mm = ModelManager()
+    model_id = mm.load(small_model(), request.param)
+    yield mm.model(model_id)
+    mm.unload(model_id)
+
+
+def test_results(loaded):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
+    y, x_copy = loaded.nn_execute([x])
+    np.testing.assert_array_equal(y, expected(x))
+    np.testing.assert_array_equal(x_copy, x)
+
+
+def test_moved_output_buffer_receives_the_results(loaded):
+    """The args table drives execution: a new output address must be where results land."""
+    x = np.ones((2, 3), np.float32)
+    first = [np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)]
+    loaded.nn_execute([x], first)
+    np.testing.assert_array_equal(first[0], expected(x))
+    second = [np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)]
+    x2 = np.full((2, 3), -2.0, np.float32)
+    loaded.nn_execute([x2], second)
+    np.testing.assert_array_equal(second[0], expected(x2))
+    np.testing.assert_array_equal(first[0], expected(x))  # the old buffer was not written again
+
+
+def test_same_buffers_twice_write_no_args(loaded):
+    x = np.ones((2, 3), np.float32)
+    outs = [np.empty((2, 3), np.float32), np.empty((2, 3), np.float32)]
+    loaded.nn_execute([x], outs)
+    loaded.nn_execute([x], outs)
+    stats = loaded.default_context.stats
+    assert stats["args_bytes"] == 0 and stats["views_rebuilt"] == 0 and stats["mallocs"] == 0
+    if loaded.device.name == "cpu":
+        assert stats["zero_copy_io"] == 3 and stats["h2d_bytes"] == 0
+    else:
+        assert stats["copied_io"] == 3 and stats["h2d_bytes"] == x.nbytes and stats["d2h_bytes"] == 2 * x.nbytes
+
+
+def test_input_errors_name_the_input(loaded):
+    with pytest.raises(ShapeError, match="input 'x': shape \\[3, 2\\] does not match the model's \\[2, 3\\]"):
+        loaded.nn_execute([np.ones((3, 2), np.float32)])
+    with pytest.raises(ShapeError, match="input 'x': dtype float64 does not match the model's float32"):
+        loaded.nn_execute([np.ones((2, 3))])
+    with pytest.raises(ShapeError, match="expects 1 inputs \\(x\\), got 2"):
+        loaded.nn_execute([np.ones((2, 3), np.float32)] * 2)
+
+
+def test_contexts_share_weights_and_run_independently(loaded):
+    ctx = loaded.create_context()
+    a, b = np.full((2, 3), 3.0, np.float32), np.full((2, 3), -5.0, np.float32)
+    ya = loaded.nn_execute([a])[0]
+    yb = ctx.execute([b])[0]
+    np.testing.assert_array_equal(ya, expected(a))
+    np.testing.assert_array_equal(yb, expected(b))
+    assert ctx.fm_addr != loaded.default_context.fm_addr
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_unload_frees_device_memory(device):
+    dev = get_device(device)
+    before = dev.in_use
+    mm = ModelManager()
+    model_id = mm.load(small_model(), device)
+    assert dev.in_use > before
+    mm.unload(model_id)
+    assert dev.in_use == before
