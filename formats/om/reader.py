@@ -1,0 +1,548 @@
+"""Read an OM file (format v1) into a GeModel, trusting nothing until it has been checked.
+
+Order of checks: file size, magic, header length (bounded before anything is read), msgpack header
+(unpacked with limits), major version, header checksum, partition table (inside the file, no
+overlap, required partitions present), length, body checksum, then each partition unpacked with
+limits derived from its size and validated field by field (types, ranges, offsets inside their
+allocation, dtypes, shapes, nbytes). Every failure is a FormatError whose message starts with the
+file name (or "<bytes>").
+
+A path is memory-mapped read-only: weight_data is a memoryview slice of the map (no copy). The map
+stays alive as long as that view does.
+"""
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+
+import msgpack
+import numpy as np
+
+from ge.core.errors import FormatError
+from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
+                              WORKSPACE_ID, Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
+
+from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, DTYPE_TAG, DTYPES, FORMAT_VERSION, ITEMSIZE, MAGIC,
+                     MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_ATTR_DEPTH, MAX_DIM, MAX_HEADER_SIZE, MAX_INT,
+                     MAX_MAP_LEN, MAX_MODELS, MAX_PARTITIONS, MAX_RANK, MAX_STR_LEN, MAX_TOTAL_SIZE, MIN_FILE_SIZE,
+                     MODEL_DEF, NDARRAY_TAG, PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA,
+                     partition_name)
+
+BYTES_LABEL = "<bytes>"
+# Tests set this to True so that a validation gap shows up as the raw exception instead of being
+# turned into a generic FormatError by the safety net in load().
+STRICT = False
+_SAFETY_NET = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, UnicodeError,
+               ArithmeticError)
+_FIXED_KINDS = {WEIGHT_ID: WEIGHT, FM_ID: FEATURE_MAP, WORKSPACE_ID: WORKSPACE}
+
+
+class Bad(Exception):
+    """What is wrong with an OM; load() prefixes the file name and raises FormatError."""
+
+
+# ---------------------------------------------------------------- public entry points
+
+
+def read_om(source: str | os.PathLike | bytes, *, verify_checksum: bool = True) -> GeModel:
+    """Load and validate an OM from a path (memory-mapped) or from bytes."""
+    return load(source, verify_checksum=verify_checksum)
+
+
+def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = True) -> dict:
+    """Header fields and partition table of an OM (`ge atc --mode=6` style), validated but without
+    unpacking the partitions."""
+    label, view, mm = _open(source, None)
+    try:
+        header, hsize = _guard(label, lambda: parse_header(view, verify_checksum))
+        info = {"magic": MAGIC.decode(), "file_size": view.nbytes, "header_size": PREFIX_SIZE + hsize}
+        for key, value in header.items():
+            if key == "header_version":
+                info[key] = f"{value[0]}.{value[1]}"
+            elif key in ("checksum", "header_checksum"):
+                info[key] = value.hex()
+            elif key == "partitions":
+                info[key] = [{"type": partition_name(p["type"]), "type_id": p["type"], "submodel": p["submodel"],
+                              "offset": p["offset"], "size": p["size"]} for p in value]
+            else:
+                info[key] = value
+        return info
+    finally:
+        _close(view, mm)
+
+
+def load(source, *, label: str | None = None, verify_checksum: bool = True) -> GeModel:
+    label, view, mm = _open(source, label)
+    model = None
+    try:
+        model = _guard(label, lambda: parse(view, verify_checksum))
+        return model
+    finally:
+        if model is None or not isinstance(model.weight_data, memoryview):
+            _close(view, mm)
+
+
+def _guard(label: str, fn):
+    try:
+        return fn()
+    except Bad as e:
+        raise FormatError(f"{label}: {e}") from None
+    except _SAFETY_NET as e:
+        if STRICT:
+            raise
+        raise FormatError(f"{label}: malformed OM ({type(e).__name__}: {e})") from None
+
+
+def _open(source, label):
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        view = memoryview(source)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        return label or BYTES_LABEL, view, None
+    try:
+        path = os.fspath(source)
+    except TypeError:
+        raise FormatError(f"read_om: expected a path or bytes, got {type(source).__name__}") from None
+    label = label or str(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < MIN_FILE_SIZE:
+                data = f.read(MIN_FILE_SIZE)
+                _guard(label, lambda: _check_prefix(memoryview(data)))
+            if size > MAX_TOTAL_SIZE:
+                raise FormatError(f"{label}: file is {size} bytes, more than the {MAX_TOTAL_SIZE}-byte limit")
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise FormatError(f"{label}: cannot read: {e.strerror or e}") from None
+    return label, memoryview(mm), mm
+
+
+def _close(view: memoryview, mm) -> None:
+    view.release()
+    if mm is not None:
+        try:
+            mm.close()
+        except BufferError:  # a slice is still referenced (e.g. from a traceback); the GC closes it
+            pass
+
+
+# ---------------------------------------------------------------- header and partition table
+
+
+def _check_prefix(view: memoryview) -> int:
+    size = view.nbytes
+    head = bytes(view[:len(MAGIC)])
+    if head != MAGIC:
+        if size < len(MAGIC) and MAGIC.startswith(head):
+            raise Bad(f"truncated: file is {size} bytes, an OM has at least {MIN_FILE_SIZE}")
+        raise Bad("bad magic (not an OM file)")
+    if size < MIN_FILE_SIZE:
+        raise Bad(f"truncated: file is {size} bytes, an OM has at least {MIN_FILE_SIZE}")
+    if size > MAX_TOTAL_SIZE:
+        raise Bad(f"file is {size} bytes, more than the {MAX_TOTAL_SIZE}-byte limit")
+    hsize = int.from_bytes(view[len(MAGIC):PREFIX_SIZE], "little")
+    if not 1 <= hsize <= MAX_HEADER_SIZE:
+        raise Bad(f"header length {hsize} is out of range (1..{MAX_HEADER_SIZE})")
+    if PREFIX_SIZE + hsize > size:
+        raise Bad(f"truncated: header ends at {PREFIX_SIZE + hsize} beyond file size {size}")
+    return hsize
+
+
+def parse_header(view: memoryview, verify_checksum: bool = True) -> tuple[dict, int]:
+    """Validated header map (known fields only, tuples where declared) and the header length H."""
+    hsize = _check_prefix(view)
+    size = view.nbytes
+    raw = view[PREFIX_SIZE:PREFIX_SIZE + hsize]
+    header = _unpack(raw, "header")
+    if type(header) is not dict:
+        raise Bad(f"header is a {_tname(header)}, not a map")
+    version = header.get("header_version")
+    if (type(version) is not list or len(version) != 2
+            or any(type(x) is not int or not 0 <= x <= MAX_INT for x in version)):
+        raise Bad(f"header has no valid header_version (got {_show(version)})")
+    major, minor = version
+    if major > FORMAT_VERSION[0]:
+        raise Bad(f"OM format version {major}.{minor} is newer than this ge supports ({FORMAT_VERSION[0]}.x)")
+    if major < FORMAT_VERSION[0]:
+        raise Bad(f"OM format version {major}.{minor} is not supported (this ge reads {FORMAT_VERSION[0]}.x)")
+
+    f = _Fields(header, "header")
+    out = {"header_version": (major, minor)}
+    out["checksum"] = f.digest("checksum")
+    out["length"] = f.int("length", hi=MAX_TOTAL_SIZE)
+    out["is_encrypt"] = f.int("is_encrypt", hi=255)
+    if out["is_encrypt"]:
+        raise Bad("encrypted OM files are not supported (is_encrypt != 0)")
+    out["is_checksum"] = f.int("is_checksum", hi=1)
+    out["model_type"] = f.int("model_type", hi=255)
+    out["gen_mode"] = f.int("gen_mode", hi=1)
+    out["name"] = f.str("name")
+    out["ops"] = f.int("ops")
+    out["om_ir_version"] = f.int("om_ir_version")
+    out["model_num"] = f.int("model_num", lo=1, hi=MAX_MODELS)
+    out["platform_version"] = f.str("platform_version")
+    out["platform_type"] = f.int("platform_type", hi=255)
+    out["has_unknown_shape"] = f.bool("has_unknown_shape")
+    out["atc_cmdline"] = f.str("atc_cmdline")
+    table = f.list("partitions", MAX_PARTITIONS)
+    out["header_checksum"] = f.digest("header_checksum")
+
+    if verify_checksum:
+        if bytes(raw[-CHECKSUM_SIZE - 2:-CHECKSUM_SIZE]) != CHECKSUM_TAIL or bytes(raw[-CHECKSUM_SIZE:]) != out["header_checksum"]:
+            raise Bad("header checksum is not the header's last field (file is corrupt or was modified)")
+        if hashlib.sha256(view[:PREFIX_SIZE + hsize - CHECKSUM_SIZE]).digest() != out["header_checksum"]:
+            raise Bad("header checksum mismatch (file is corrupt or was modified)")
+
+    body = PREFIX_SIZE + hsize
+    parts, seen = [], set()
+    for k, p in enumerate(table):
+        pf = _Fields(p, f"partition table entry {k}")
+        kind = pf.int("type")
+        name = partition_name(kind)
+        sub = pf.int("submodel")
+        if sub >= out["model_num"]:
+            raise Bad(f"partition {name} belongs to submodel {sub} but the header says model_num {out['model_num']}")
+        offset, psize = pf.int("offset", hi=MAX_TOTAL_SIZE), pf.int("size", hi=MAX_TOTAL_SIZE)
+        if offset < body:
+            raise Bad(f"partition {name} starts at {offset}, inside the header (which ends at {body})")
+        if offset + psize > size:
+            raise Bad(f"truncated: partition {name} ends at {offset + psize} beyond file size {size}")
+        if (kind, sub) in seen:
+            raise Bad(f"partition {name} of submodel {sub} appears twice")
+        seen.add((kind, sub))
+        parts.append({"type": kind, "submodel": sub, "offset": offset, "size": psize})
+    for sub in range(out["model_num"]):
+        for kind in REQUIRED_PARTITIONS:
+            if (kind, sub) not in seen:
+                raise Bad(f"partition {partition_name(kind)} of submodel {sub} is missing")
+    ordered = sorted((p for p in parts if p["size"]), key=lambda p: p["offset"])
+    for a, b in zip(ordered, ordered[1:]):
+        if a["offset"] + a["size"] > b["offset"]:
+            raise Bad(f"partitions {partition_name(a['type'])} and {partition_name(b['type'])} overlap")
+    out["partitions"] = parts
+
+    end = body + out["length"]
+    if end > size:
+        raise Bad(f"truncated: model data ends at {end} beyond file size {size}")
+    if end < size:
+        raise Bad(f"{size - end} unexpected bytes after the model data (file is corrupt or was modified)")
+    if verify_checksum and out["is_checksum"]:
+        if hashlib.sha256(view[body:]).digest() != out["checksum"]:
+            raise Bad("checksum mismatch (file is corrupt or was modified)")
+    return out, hsize
+
+
+def _unpack(raw: memoryview, what: str):
+    n = raw.nbytes
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=True, use_list=True,
+                               max_str_len=min(n, MAX_STR_LEN), max_bin_len=n, max_array_len=min(n, MAX_ARRAY_LEN),
+                               max_map_len=min(n // 2, MAX_MAP_LEN), max_ext_len=0)
+    except Exception as e:  # msgpack raises ValueError, ExtraData, FormatError, StackError, UnicodeDecodeError...
+        raise Bad(f"{what} is not valid msgpack ({type(e).__name__}: {_clip(str(e))})") from None
+
+
+# ---------------------------------------------------------------- the model
+
+
+def parse(view: memoryview, verify_checksum: bool = True) -> GeModel:
+    header, _ = parse_header(view, verify_checksum)
+    if header["model_num"] != 1:
+        raise Bad(f"holds {header['model_num']} models; this ge reads single-model OM files only")
+    where = {p["type"]: p for p in header["partitions"] if p["submodel"] == 0}
+
+    def body(kind):
+        p = where[kind]
+        return view[p["offset"]:p["offset"] + p["size"]]
+
+    md = _unpack(body(MODEL_DEF), "MODEL_DEF")
+    ti = _unpack(body(TASK_INFO), "TASK_INFO")
+    model = _model(md, ti, where[WEIGHTS_DATA]["size"])
+    model.atc_cmdline = header["atc_cmdline"]
+    if header["name"] != model.name:
+        raise Bad(f"header names the model '{_clip(header['name'])}' but MODEL_DEF names it '{_clip(model.name)}'")
+    if header["platform_version"] != model.soc_version:
+        raise Bad(f"header platform_version '{_clip(header['platform_version'])}' differs from MODEL_DEF "
+                  f"soc_version '{_clip(model.soc_version)}'")
+    if header["ops"] != len(model.tasks):
+        raise Bad(f"header says {header['ops']} ops but TASK_INFO holds {len(model.tasks)} tasks")
+    if where[WEIGHTS_DATA]["size"]:
+        model.weight_data = body(WEIGHTS_DATA)  # a view of the file: no copy
+    return model
+
+
+def _model(md, ti, weight_bytes: int) -> GeModel:
+    f = _Fields(md, "MODEL_DEF")
+    name = f.str("name")
+    soc = f.str("soc_version")
+    opset = f.int("opset")
+
+    allocations = []
+    for k, a in enumerate(f.list("allocations")):
+        af = _Fields(a, f"MODEL_DEF allocation {k}")
+        aid = af.int("id")
+        if aid != k:
+            raise Bad(f"MODEL_DEF allocation {k} has id {aid} (ids must equal their position)")
+        kind = af.str("kind")
+        if kind not in ALLOCATION_KINDS:
+            raise Bad(f"MODEL_DEF allocation {k} has unknown kind '{_clip(kind)}'")
+        if k in _FIXED_KINDS and kind != _FIXED_KINDS[k]:
+            raise Bad(f"MODEL_DEF allocation {k} must be {_FIXED_KINDS[k]}, not {kind}")
+        allocations.append(Allocation(aid, kind, af.int("size", hi=MAX_ALLOCATION_SIZE), af.int("io_index", lo=-1)))
+    if len(allocations) < len(_FIXED_KINDS):
+        raise Bad(f"MODEL_DEF has {len(allocations)} allocations; WEIGHT, FEATURE_MAP and WORKSPACE are required")
+
+    def check_place(alloc: int, offset: int, nbytes: int, what: str) -> None:
+        if alloc >= len(allocations):
+            raise Bad(f"{what}: allocation {alloc} does not exist (the model has {len(allocations)})")
+        a = allocations[alloc]
+        if offset + nbytes > a.size:
+            raise Bad(f"{what}: offset {offset} + {nbytes} bytes exceeds allocation {alloc} ({a.kind}) "
+                      f"size {a.size}")
+
+    def descs(key: str) -> list[TensorDesc]:
+        out = []
+        for k, d in enumerate(f.list(key)):
+            df = _Fields(d, f"MODEL_DEF {key[:-1]} {k}")
+            dname = df.str("name")
+            df.where = f"MODEL_DEF {key[:-1]} {k} '{_clip(dname)}'"
+            dtype, shape = df.dtype("dtype"), df.shape("shape")
+            alloc = df.int("allocation")
+            check_place(alloc, 0, _nbytes(dtype, shape), df.where)
+            out.append(TensorDesc(dname, dtype, shape, alloc))
+        return out
+
+    inputs, outputs = descs("inputs"), descs("outputs")
+    for a in allocations:
+        if a.kind in (INPUT, OUTPUT):
+            n = len(inputs) if a.kind == INPUT else len(outputs)
+            if not 0 <= a.io_index < n:
+                raise Bad(f"MODEL_DEF allocation {a.id} ({a.kind}) has io_index {a.io_index}, "
+                          f"but the model has {n} {a.kind.lower()}s")
+
+    tensors = []
+    for k, t in enumerate(f.list("tensors")):
+        tf = _Fields(t, f"MODEL_DEF tensor {k}")
+        tname = tf.str("name")
+        tf.where = f"MODEL_DEF tensor {k} '{_clip(tname)}'"
+        alloc, offset, nbytes = tf.int("allocation"), tf.int("offset"), tf.int("nbytes")
+        dtype, shape = tf.dtype("dtype"), tf.shape("shape")
+        _check_nbytes(nbytes, dtype, shape, tf.where)
+        check_place(alloc, offset, nbytes, tf.where)
+        tensors.append(TensorPlan(tname, alloc, offset, nbytes, dtype, shape, tf.int("first", lo=-1),
+                                  tf.int("last", lo=-1), tf.str("alias_of")))
+
+    weight_size = allocations[WEIGHT_ID].size
+    if weight_bytes > weight_size:
+        raise Bad(f"WEIGHTS_DATA is {weight_bytes} bytes, more than the WEIGHT allocation size {weight_size}")
+    weights = []
+    for k, w in enumerate(f.list("weights")):
+        wf = _Fields(w, f"MODEL_DEF weight {k}")
+        wname = wf.str("name")
+        wf.where = f"MODEL_DEF weight {k} '{_clip(wname)}'"
+        dtype, shape = wf.dtype("dtype"), wf.shape("shape")
+        offset, nbytes = wf.int("offset"), wf.int("nbytes")
+        _check_nbytes(nbytes, dtype, shape, wf.where)
+        if offset + nbytes > weight_size:
+            raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight_size {weight_size}")
+        file = wf.str("file")
+        if file:
+            _check_weight_file_name(file, wf.where)
+        elif offset + nbytes > weight_bytes:
+            raise Bad(f"{wf.where}: inline weight ends at {offset + nbytes} beyond WEIGHTS_DATA "
+                      f"({weight_bytes} bytes)")
+        sha = wf.str("sha256")
+        if sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha)):
+            raise Bad(f"{wf.where}: sha256 '{_clip(sha)}' is not 64 lowercase hex digits")
+        weights.append(WeightDesc(wname, dtype, shape, offset, nbytes, file, wf.int("file_offset"), sha))
+
+    sizes = {k: a.size for k, a in enumerate(allocations)}
+    expected = {"memory_size": sizes[FM_ID] + sizes[WORKSPACE_ID], "weight_size": weight_size,
+                "workspace_size": sizes[WORKSPACE_ID],
+                "zero_copy_memory_size": sum(a.size for a in allocations if a.kind in (INPUT, OUTPUT))}
+    for key, value in expected.items():
+        got = f.int(key)
+        if got != value:
+            raise Bad(f"MODEL_DEF {key} is {got} but the allocations add up to {value}")
+    f.int("stream_num", lo=1)
+    f.int("event_num")
+    attrs = _attr_map(f.get("attrs"), "MODEL_DEF attrs", 0)
+
+    tasks = []
+    tf = _Fields(ti, "TASK_INFO")
+    for k, t in enumerate(tf.list("tasks")):
+        kf = _Fields(t, f"TASK_INFO task {k}")
+        node = kf.str("node")
+        op_type = kf.str("op_type")
+        kf.where = f"TASK_INFO task {k} '{_clip(node)}' ({_clip(op_type)})"
+
+        def arg(a, what):
+            af = _Fields(a, what)
+            alloc, offset = af.int("allocation"), af.int("offset")
+            dtype, shape = af.dtype("dtype"), af.shape("shape")
+            check_place(alloc, offset, _nbytes(dtype, shape), what)
+            return Arg(alloc, offset, dtype, shape)
+
+        ins = tuple(None if a is None else arg(a, f"{kf.where} input {j}") for j, a in enumerate(kf.list("inputs")))
+        outs = tuple(arg(a, f"{kf.where} output {j}") for j, a in enumerate(kf.list("outputs")))
+        workspace = kf.int("workspace")
+        if workspace > sizes[WORKSPACE_ID]:
+            raise Bad(f"{kf.where}: workspace {workspace} bytes exceeds the WORKSPACE allocation "
+                      f"size {sizes[WORKSPACE_ID]}")
+        tasks.append(TaskDef(node, op_type, kf.str("domain"), kf.int("opset"),
+                             _attr_map(kf.get("attrs"), f"{kf.where} attrs", 0), ins, outs, workspace))
+
+    return GeModel(name=name, inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
+                   tasks=tasks, weights=weights, soc_version=soc, opset=opset, attrs=attrs)
+
+
+def _nbytes(dtype: str, shape: tuple) -> int:
+    n = ITEMSIZE[dtype]
+    for d in shape:
+        n *= d
+    return n
+
+
+def _check_nbytes(nbytes: int, dtype: str, shape: tuple, where: str) -> None:
+    expected = _nbytes(dtype, shape)
+    if nbytes != expected:
+        raise Bad(f"{where}: nbytes {nbytes} does not match {dtype} {list(shape)} ({expected} bytes)")
+
+
+def _check_weight_file_name(name: str, where: str) -> None:
+    """External weight files live in <om dir>/weight/: a plain file name, never a path."""
+    if (name in (".", "..") or "/" in name or "\\" in name or "\0" in name or ":" in name
+            or len(name) > 255 or not name.isprintable()):
+        raise Bad(f"{where}: external weight file '{_clip(name)}' is not a plain file name")
+
+
+# ---------------------------------------------------------------- attribute values
+
+
+def _attr_map(v, where: str, depth: int) -> dict:
+    if type(v) is not dict:
+        raise Bad(f"{where} must be a map, got {_tname(v)}")
+    return {k: decode_attr(x, f"{where}['{_clip(k)}']", depth + 1) for k, x in v.items() if _str_key(k, where)}
+
+
+def _str_key(k, where: str) -> bool:
+    if type(k) is not str:
+        raise Bad(f"{where}: key {_show(k)} is not a string")
+    return True
+
+
+def decode_attr(v, where: str = "attribute", depth: int = 0):
+    """Inverse of writer.encode_attr: tagged maps become ndarrays / dtypes, arrays become lists."""
+    if depth > MAX_ATTR_DEPTH:
+        raise Bad(f"{where}: nested deeper than {MAX_ATTR_DEPTH} levels")
+    t = type(v)
+    if v is None or t in (bool, int, float, str, bytes):
+        return v
+    if t is list:
+        return [decode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
+    if t is dict:
+        if NDARRAY_TAG in v:
+            return _ndarray(v, where)
+        if DTYPE_TAG in v:
+            if len(v) != 1 or type(v[DTYPE_TAG]) is not str or v[DTYPE_TAG] not in DTYPES:
+                raise Bad(f"{where}: malformed dtype value {_show(v)}")
+            return np.dtype(v[DTYPE_TAG])
+        return _attr_map(v, where, depth)
+    raise Bad(f"{where}: unsupported value of type {_tname(v)}")
+
+
+def _ndarray(v: dict, where: str) -> np.ndarray:
+    if set(v) != {NDARRAY_TAG, "dtype", "shape", "data"} or v[NDARRAY_TAG] is not True:
+        raise Bad(f"{where}: malformed ndarray (keys {sorted(map(str, v))})")
+    f = _Fields(v, f"{where} (ndarray)")
+    dtype, shape, data = f.dtype("dtype"), f.shape("shape"), f.bytes("data")
+    expected = _nbytes(dtype, shape)
+    if len(data) != expected:
+        raise Bad(f"{where}: ndarray data is {len(data)} bytes, {dtype} {list(shape)} needs {expected}")
+    if dtype == "bool":
+        flat = np.frombuffer(data, dtype=np.uint8) != 0
+    else:
+        flat = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).astype(np.dtype(dtype))
+    return flat.reshape(shape)
+
+
+# ---------------------------------------------------------------- typed field access
+
+
+class _Fields:
+    """Typed, bounded access to one msgpack map; every failure names `where` and the key."""
+
+    def __init__(self, m, where: str):
+        if type(m) is not dict:
+            raise Bad(f"{where} must be a map, got {_tname(m)}")
+        self.m, self.where = m, where
+
+    def get(self, key: str):
+        if key not in self.m:
+            raise Bad(f"{self.where} has no '{key}'")
+        return self.m[key]
+
+    def int(self, key: str, lo: int = 0, hi: int = MAX_INT) -> int:
+        v = self.get(key)
+        if type(v) is not int or not lo <= v <= hi:
+            raise Bad(f"{self.where}: '{key}' must be an integer in [{lo}, {hi}], got {_show(v)}")
+        return v
+
+    def str(self, key: str) -> str:
+        v = self.get(key)
+        if type(v) is not str:
+            raise Bad(f"{self.where}: '{key}' must be a string, got {_show(v)}")
+        return v
+
+    def bool(self, key: str) -> bool:
+        v = self.get(key)
+        if type(v) is not bool:
+            raise Bad(f"{self.where}: '{key}' must be a bool, got {_show(v)}")
+        return v
+
+    def bytes(self, key: str) -> bytes:
+        v = self.get(key)
+        if type(v) is not bytes:
+            raise Bad(f"{self.where}: '{key}' must be bytes, got {_show(v)}")
+        return v
+
+    def digest(self, key: str) -> bytes:
+        v = self.bytes(key)
+        if len(v) != CHECKSUM_SIZE:
+            raise Bad(f"{self.where}: '{key}' must be {CHECKSUM_SIZE} bytes, got {len(v)}")
+        return v
+
+    def list(self, key: str, max_len: int = MAX_ARRAY_LEN) -> list:
+        v = self.get(key)
+        if type(v) is not list:
+            raise Bad(f"{self.where}: '{key}' must be a list, got {_show(v)}")
+        if len(v) > max_len:
+            raise Bad(f"{self.where}: '{key}' has {len(v)} entries, more than the limit {max_len}")
+        return v
+
+    def dtype(self, key: str) -> str:
+        v = self.get(key)
+        if type(v) is not str or v not in DTYPES:
+            raise Bad(f"{self.where}: dtype {_show(v)} is not one of {', '.join(DTYPES)}")
+        return v
+
+    def shape(self, key: str) -> tuple:
+        v = self.list(key, MAX_RANK)
+        if any(type(d) is not int or not 0 <= d <= MAX_DIM for d in v):
+            raise Bad(f"{self.where}: shape {_show(v)} must be non-negative integers")
+        return tuple(v)
+
+
+def _tname(v) -> str:
+    return {dict: "map", list: "list", str: "string", bytes: "bytes", type(None): "nil"}.get(type(v), type(v).__name__)
+
+
+def _show(v) -> str:
+    return f"{_clip(repr(v))} ({_tname(v)})"
+
+
+def _clip(s: str, n: int = 60) -> str:
+    s = str(s)
+    return s if len(s) <= n else s[:n - 3] + "..."

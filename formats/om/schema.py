@@ -1,0 +1,88 @@
+"""OM format v1: constants, limits and field names. docs/om-format.md is the prose version.
+
+The layout mirrors GE's offline model: a fixed prefix, a header carrying ModelFileHeader's fields,
+a partition table (ModelPartitionTable) and the typed partition bodies, one set per (sub)model.
+
+    offset 0   b"IMOD"                      magic
+    offset 4   uint32 little-endian H       length of the msgpack header
+    offset 8   msgpack map (H bytes)        header fields + partition table; its last 34 bytes
+                                            are the bin8 value of `header_checksum`
+    8 + H ...  partition bodies, each at a 64-byte aligned file offset, zero padding between
+
+Every limit below is checked by the reader before it allocates anything.
+"""
+from __future__ import annotations
+
+MAGIC = b"IMOD"
+FORMAT_VERSION = (1, 0)  # (major, minor): readers refuse a newer major, accept a newer minor
+PREFIX_SIZE = 8  # magic + uint32 header length
+ALIGNMENT = 64  # every partition starts at a multiple of this file offset
+CHECKSUM_SIZE = 32  # sha256 digest
+CHECKSUM_TAIL = b"\xc4\x20"  # msgpack bin8 marker + length 32: precedes the header checksum bytes
+
+# ModelPartitionType (GE's numbering)
+MODEL_DEF, WEIGHTS_DATA, TASK_INFO = 0, 1, 2
+PARTITION_NAMES = {MODEL_DEF: "MODEL_DEF", WEIGHTS_DATA: "WEIGHTS_DATA", TASK_INFO: "TASK_INFO"}
+REQUIRED_PARTITIONS = (MODEL_DEF, WEIGHTS_DATA, TASK_INFO)  # per submodel
+
+# ModelFileHeader enumerations as ge writes them
+MODEL_TYPE_NORMAL = 0
+GEN_MODE_OFFLINE, GEN_MODE_ONLINE = 0, 1
+PLATFORM_TYPE_SIM = 0  # ge has one platform: the CPU / simulated NPU
+OM_IR_VERSION = 1  # version of the MODEL_DEF / TASK_INFO schema (bumped with FORMAT_VERSION)
+
+# limits
+MAX_HEADER_SIZE = 1 << 20  # 1 MiB of msgpack header
+MAX_PARTITIONS = 64  # entries in the partition table
+MAX_MODELS = 16  # model_num: root model + static submodels
+MAX_TOTAL_SIZE = 1 << 40  # 1 TiB: largest OM file accepted
+MAX_STR_LEN = 1 << 20  # any msgpack string (names, attribute strings, atc_cmdline)
+MAX_ARRAY_LEN = 1 << 24  # any msgpack array (tasks, tensors, attribute lists)
+MAX_MAP_LEN = 1 << 20  # any msgpack map
+MAX_ALLOCATION_SIZE = 1 << 40  # bytes of one logical allocation (WEIGHT, FEATURE_MAP, ...)
+MAX_RANK = 32  # dimensions of a shape
+MAX_DIM = 1 << 62  # largest single dimension
+MAX_INT = (1 << 63) - 1  # counts, offsets, opsets, steps
+MAX_ATTR_DEPTH = 16  # nesting of lists / maps inside one attribute value
+MIN_FILE_SIZE = PREFIX_SIZE + 1  # prefix plus at least a one-byte header
+
+# tensor element types an OM may name (numpy dtype names)
+DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+          "uint8", "uint16", "uint32", "uint64", "bool")
+ITEMSIZE = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+            "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1}
+
+# tagged maps inside attribute values
+NDARRAY_TAG = "__ndarray__"  # {"__ndarray__": True, "dtype": str, "shape": [int], "data": bin}
+DTYPE_TAG = "__dtype__"  # {"__dtype__": "float32"}: an np.dtype attribute value
+RESERVED_TAGS = (NDARRAY_TAG, DTYPE_TAG)
+
+# header fields (ModelFileHeader), in the order the writer emits them; header_checksum is last
+HEADER_FIELDS = (
+    "header_version",  # [major, minor]
+    "checksum",  # bin 32: sha256 of every byte after the header (file[8 + H:])
+    "length",  # bytes after the header: file size == 8 + H + length
+    "is_encrypt",  # 0: ge never encrypts
+    "is_checksum",  # 1: `checksum` is valid
+    "model_type",  # MODEL_TYPE_NORMAL
+    "gen_mode",  # GEN_MODE_OFFLINE (atc) or GEN_MODE_ONLINE
+    "name",  # model name
+    "ops",  # number of tasks (op launches) over all submodels
+    "om_ir_version",  # OM_IR_VERSION
+    "model_num",  # number of (sub)models; partitions carry their submodel index
+    "platform_version",  # soc version, e.g. "Ascend-sim"
+    "platform_type",  # PLATFORM_TYPE_SIM
+    "has_unknown_shape",  # bool: the OM holds a dynamic root graph plus static submodels
+    "atc_cmdline",  # the command line that built it
+    "partitions",  # [{"type", "submodel", "offset", "size"}], offsets are absolute file offsets
+    "header_checksum",  # bin 32: sha256 of file[0 : 8 + H - 32] (prefix and header up to this value)
+)
+PARTITION_FIELDS = ("type", "submodel", "offset", "size")
+
+
+def partition_name(kind: int) -> str:
+    return PARTITION_NAMES.get(kind, f"type {kind}")
+
+
+def align_up(n: int, alignment: int = ALIGNMENT) -> int:
+    return (n + alignment - 1) // alignment * alignment
