@@ -1,0 +1,248 @@
+"""Model inputs and outputs as files: what `ge run` (msame) reads and writes.
+
+Inputs come as `.npy`, `.npz` or raw `.bin` files, one per model input in order (a single
+`.npz` may also hold every input, by name or in order). Everything is checked against the
+model's input descs before the runtime sees it: the error names the file, the input, and the
+expected and actual size, shape or dtype. Outputs are written atomically, file by file:
+`<dir>/<om name>_output_<i>.<npy|bin|txt>`.
+
+A desc is anything with `name`, `dtype` and `shape` (ge.core.ge_model.TensorDesc).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from typing import Sequence
+
+import numpy as np
+
+from ..core.errors import FormatError, ShapeError
+
+OUTPUT_FORMATS = ("NPY", "BIN", "TXT")
+_EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt"}
+#: most arrays an input .npz may hold
+_MAX_ARCHIVE_MEMBERS = 4096
+
+
+def _expected(desc) -> tuple[np.dtype, tuple, int]:
+    dtype = np.dtype(desc.dtype)
+    shape = tuple(int(d) for d in desc.shape)
+    return dtype, shape, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def _where(path: str, desc) -> str:
+    return f"input '{desc.name}' (file '{path}')"
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+def load_inputs(paths: Sequence[str], descs: Sequence) -> list[np.ndarray]:
+    """Read one array per model input from `paths` (in model input order) and check each against
+    its desc. A single `.npz` may supply every input (by input name, else in order)."""
+    paths = [os.fspath(p) for p in paths]
+    descs = list(descs)
+    if len(paths) == 1 and len(descs) != 1 and paths[0].lower().endswith(".npz"):
+        return _load_npz_all(paths[0], descs)
+    if len(paths) != len(descs):
+        names = ", ".join(f"'{d.name}'" for d in descs) or "none"
+        raise ShapeError(f"the model has {len(descs)} input(s) ({names}) but {len(paths)} input file(s) were given"
+                         f" ({', '.join(paths) or 'none'})")
+    return [_load_one(path, desc) for path, desc in zip(paths, descs)]
+
+
+def _load_one(path: str, desc) -> np.ndarray:
+    if not os.path.isfile(path):
+        raise FormatError(f"{_where(path, desc)}: no such file")
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".npy":
+        return _check(_read_npy(path, desc), path, desc)
+    if ext == ".npz":
+        with _open_npz(path) as npz:
+            names = list(npz.files)
+            if desc.name in names:
+                key = desc.name
+            elif len(names) == 1:
+                key = names[0]
+            else:
+                raise FormatError(f"{_where(path, desc)}: the archive holds {names}, none named '{desc.name}'")
+            return _check(_npz_member(npz, key, path, desc), path, desc)
+    return _read_bin(path, desc)
+
+
+def _load_npz_all(path: str, descs: list) -> list[np.ndarray]:
+    if not os.path.isfile(path):
+        raise FormatError(f"input file '{path}': no such file")
+    with _open_npz(path) as npz:
+        names = list(npz.files)
+        if all(d.name in names for d in descs):
+            keys = [d.name for d in descs]
+        elif len(names) == len(descs):
+            keys = names
+        else:
+            raise ShapeError(f"input file '{path}' holds {len(names)} array(s) {names}; the model has {len(descs)} "
+                             f"inputs ({', '.join(repr(d.name) for d in descs)}) and they are not all named in it")
+        return [_check(_npz_member(npz, k, path, d), f"{path}[{k}]", d) for k, d in zip(keys, descs)]
+
+
+def _open_npz(path: str):
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise FormatError(f"input file '{path}': not a readable .npz archive ({e})") from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise FormatError(f"input file '{path}': not an .npz archive")
+    if len(npz.files) > _MAX_ARCHIVE_MEMBERS:
+        npz.close()
+        raise FormatError(f"input file '{path}': {len(npz.files)} arrays, more than {_MAX_ARCHIVE_MEMBERS}")
+    return npz
+
+
+def _npz_member(npz, key: str, path: str, desc) -> np.ndarray:
+    try:
+        return npz[key]
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as e:
+        raise FormatError(f"{_where(path, desc)}: array '{key}' is unreadable ({e})") from None
+
+
+def _read_npy(path: str, desc) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise FormatError(f"{_where(path, desc)}: not a readable .npy file ({e})") from None
+
+
+def _read_bin(path: str, desc) -> np.ndarray:
+    dtype, shape, nbytes = _expected(desc)
+    size = os.path.getsize(path)
+    if size != nbytes:
+        raise ShapeError(f"{_where(path, desc)}: the file has {size} bytes, the input needs {nbytes} "
+                         f"({desc.dtype} {list(shape)})")
+    try:
+        data = np.fromfile(path, dtype=dtype)
+    except (OSError, ValueError) as e:
+        raise FormatError(f"{_where(path, desc)}: cannot read ({e})") from None
+    if data.nbytes != nbytes:  # the file changed under us
+        raise ShapeError(f"{_where(path, desc)}: read {data.nbytes} bytes, the input needs {nbytes}")
+    return data.reshape(shape)
+
+
+def _check(x: np.ndarray, path: str, desc) -> np.ndarray:
+    dtype, shape, _ = _expected(desc)
+    if x.dtype != dtype:
+        raise ShapeError(f"{_where(path, desc)}: dtype {x.dtype} does not match the model's {dtype}")
+    if tuple(x.shape) != shape:
+        raise ShapeError(f"{_where(path, desc)}: shape {list(x.shape)} does not match the model's {list(shape)}")
+    return np.ascontiguousarray(x)
+
+
+def random_inputs(descs: Sequence, seed: int = 0) -> list[np.ndarray]:
+    """Seeded random inputs of the right dtype and shape: floats N(0, 1), integers in [0, 10)
+    (safe as token ids or indices for small vocabularies), booleans uniform."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for desc in descs:
+        dtype, shape, _ = _expected(desc)
+        if dtype.kind == "f":
+            x = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            x = rng.integers(0, 10, size=shape).astype(dtype)
+        elif dtype.kind == "b":
+            x = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            raise ShapeError(f"input '{desc.name}': cannot make random data of dtype {dtype}")
+        arrays.append(np.ascontiguousarray(x))
+    return arrays
+
+
+# --------------------------------------------------------------------------------------------
+# outputs
+# --------------------------------------------------------------------------------------------
+def output_path(directory: str, om_name: str, index: int, fmt: str) -> str:
+    return os.path.join(directory, f"{om_name}_output_{index}{_EXT[_fmt(fmt)]}")
+
+
+def _fmt(fmt: str) -> str:
+    f = str(fmt).upper()
+    if f not in OUTPUT_FORMATS:
+        raise FormatError(f"output format '{fmt}' is not one of {', '.join(OUTPUT_FORMATS)}")
+    return f
+
+
+def save_outputs(arrays: Sequence[np.ndarray], directory: str, om_name: str, fmt: str = "NPY") -> list[str]:
+    """Write `arrays` as `<directory>/<om_name>_output_<i>.<ext>`; each file appears atomically
+    (temporary file + rename). Returns the paths in output order."""
+    fmt = _fmt(fmt)
+    directory = os.fspath(directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise FormatError(f"output directory '{directory}': cannot create ({e.strerror or e})") from None
+    paths = []
+    for i, array in enumerate(arrays):
+        path = output_path(directory, om_name, i, fmt)
+        _write_atomic(path, np.asarray(array), fmt)
+        paths.append(path)
+    return paths
+
+
+def _write_atomic(path: str, array: np.ndarray, fmt: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as e:
+        raise FormatError(f"output file '{path}': cannot write ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if fmt == "NPY":
+                np.save(f, array, allow_pickle=False)
+            elif fmt == "BIN":
+                f.write(np.ascontiguousarray(array).tobytes())
+            else:
+                _savetxt(f, array)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as e:
+        _unlink(tmp)
+        raise FormatError(f"output file '{path}': cannot write ({e.strerror or e})") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _savetxt(f, array: np.ndarray) -> None:
+    """One row per last-axis vector (the flattened array for rank <= 1), values at full precision."""
+    if array.ndim == 0 or array.size == 0:
+        rows = array.reshape(1, -1)
+    else:
+        rows = array.reshape(-1, array.shape[-1])
+    kind = array.dtype.kind
+    if kind == "f":
+        digits = {2: 5, 4: 9}.get(array.dtype.itemsize, 17)
+        fmt = f"%.{digits}g"
+    elif kind == "b":
+        rows, fmt = rows.astype(np.uint8), "%d"
+    else:
+        fmt = "%d"
+    np.savetxt(f, rows, fmt=fmt, delimiter=" ")
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once: os.umask is process-wide, so never toggle it while threads write
+
+
+def _umask() -> int:
+    return _UMASK
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

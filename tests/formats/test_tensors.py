@@ -1,0 +1,119 @@
+"""formats/tensors.py: input files (.npy/.npz/.bin) checked against input descs, random inputs,
+atomic output files."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from ge.core.errors import FormatError, ShapeError
+from ge.formats.tensors import load_inputs, output_path, random_inputs, save_outputs
+
+
+@dataclass(frozen=True)
+class Desc:
+    name: str
+    dtype: str
+    shape: tuple
+
+
+X = Desc("x", "float32", (1, 3, 4))
+IDS = Desc("ids", "int64", (2, 5))
+
+
+def test_npy_and_bin_in_order(tmp_path):
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+    ids = np.arange(10, dtype=np.int64).reshape(2, 5)
+    np.save(tmp_path / "x.npy", x)
+    ids.tofile(tmp_path / "ids.bin")
+    got = load_inputs([str(tmp_path / "x.npy"), str(tmp_path / "ids.bin")], [X, IDS])
+    np.testing.assert_array_equal(got[0], x)
+    np.testing.assert_array_equal(got[1], ids)
+    assert got[1].dtype == np.int64 and got[1].shape == (2, 5)
+
+
+def test_npz_by_name_in_order_and_single_archive(tmp_path):
+    x = np.ones((1, 3, 4), np.float32)
+    ids = np.zeros((2, 5), np.int64)
+    np.savez(tmp_path / "named.npz", ids=ids, x=x)
+    got = load_inputs([str(tmp_path / "named.npz")], [X, IDS])  # one archive, by name
+    np.testing.assert_array_equal(got[0], x)
+    np.testing.assert_array_equal(got[1], ids)
+    np.savez(tmp_path / "ordered.npz", x, ids)  # arr_0, arr_1: in order
+    got = load_inputs([str(tmp_path / "ordered.npz")], [X, IDS])
+    np.testing.assert_array_equal(got[1], ids)
+    np.savez(tmp_path / "one.npz", anything=x)  # per-input archive holding one array
+    got = load_inputs([str(tmp_path / "one.npz")], [X])
+    np.testing.assert_array_equal(got[0], x)
+
+
+def test_bin_of_wrong_size_names_file_input_and_sizes(tmp_path):
+    np.zeros(11, np.float32).tofile(tmp_path / "x.bin")
+    with pytest.raises(ShapeError) as e:
+        load_inputs([str(tmp_path / "x.bin")], [X])
+    msg = str(e.value)
+    assert "'x'" in msg and "x.bin" in msg and "44" in msg and "48" in msg
+
+
+def test_wrong_shape_and_dtype_name_the_input(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((1, 4, 3), np.float32))
+    with pytest.raises(ShapeError, match=r"input 'x'.*a\.npy.*\[1, 4, 3\].*\[1, 3, 4\]"):
+        load_inputs([str(tmp_path / "a.npy")], [X])
+    np.save(tmp_path / "b.npy", np.zeros((1, 3, 4), np.float64))
+    with pytest.raises(ShapeError, match=r"input 'x'.*float64.*float32"):
+        load_inputs([str(tmp_path / "b.npy")], [X])
+
+
+def test_count_missing_and_broken_files(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 4), np.float32))
+    with pytest.raises(ShapeError, match="2 input"):
+        load_inputs([str(tmp_path / "x.npy")], [X, IDS])
+    with pytest.raises(FormatError, match="nope.npy"):
+        load_inputs([str(tmp_path / "nope.npy")], [X])
+    (tmp_path / "bad.npy").write_bytes(b"not numpy at all")
+    with pytest.raises(FormatError, match=r"input 'x'.*bad\.npy"):
+        load_inputs([str(tmp_path / "bad.npy")], [X])
+    (tmp_path / "bad.npz").write_bytes(b"PK not a zip")
+    with pytest.raises(FormatError, match=r"bad\.npz"):
+        load_inputs([str(tmp_path / "bad.npz")], [X])
+    np.savez(tmp_path / "two.npz", a=np.zeros(1), b=np.zeros(1))
+    with pytest.raises(FormatError, match="none named 'x'"):
+        load_inputs([str(tmp_path / "two.npz")], [X])
+
+
+def test_random_inputs_are_seeded_and_typed():
+    b = Desc("mask", "bool", (3,))
+    a1 = random_inputs([X, IDS, b], seed=3)
+    a2 = random_inputs([X, IDS, b], seed=3)
+    for p, q in zip(a1, a2):
+        np.testing.assert_array_equal(p, q)
+    assert [a.dtype for a in a1] == [np.float32, np.int64, np.bool_]
+    assert a1[0].shape == (1, 3, 4) and a1[1].shape == (2, 5)
+    assert a1[1].min() >= 0 and a1[1].max() < 10
+    assert not np.array_equal(random_inputs([X], seed=4)[0], a1[0])
+
+
+@pytest.mark.parametrize("fmt", ["npy", "BIN", "Txt"])
+def test_save_outputs_round_trip(tmp_path, fmt):
+    y0 = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    y1 = np.arange(4, dtype=np.int64)
+    paths = save_outputs([y0, y1], tmp_path / "out", "net", fmt)
+    ext = "." + fmt.lower()
+    assert paths == [str(tmp_path / "out" / f"net_output_{i}{ext}") for i in range(2)]
+    assert paths[0] == output_path(str(tmp_path / "out"), "net", 0, fmt)
+    if fmt.upper() == "NPY":
+        back = [np.load(p) for p in paths]
+    elif fmt.upper() == "BIN":
+        back = [np.fromfile(paths[0], np.float32).reshape(2, 3), np.fromfile(paths[1], np.int64)]
+    else:
+        back = [np.loadtxt(paths[0], dtype=np.float32).reshape(2, 3), np.loadtxt(paths[1], dtype=np.int64)]
+    np.testing.assert_array_equal(back[0], y0)
+    np.testing.assert_array_equal(back[1], y1)
+    assert not [f for f in os.listdir(tmp_path / "out") if f.endswith(".tmp")]
+
+
+def test_save_outputs_bad_format(tmp_path):
+    with pytest.raises(FormatError, match="PNG"):
+        save_outputs([np.zeros(1)], tmp_path, "m", "PNG")
