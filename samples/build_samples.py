@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""Build the sample ONNX models used by ge's demos, tests and benchmarks.
+
+Every builder returns an ``onnx.ModelProto`` that passes
+``onnx.checker.check_model(model, full_check=True)`` and runs in onnxruntime.
+Weights come from ``np.random.default_rng(seed)``, so a given seed always
+gives the same bytes.  The graphs are written the way ``torch.onnx.export``
+writes them (unfused BatchNormalization, Clip-as-ReLU6 with constant inputs,
+Shape/Gather/Unsqueeze/Concat/Reshape chains for dynamic shapes, Constant
+nodes for small scalars), because that is what ATC-style compilers are fed.
+
+    resnet50_style     ResNet-50 v1.5 (torchvision): bottlenecks, projection shortcuts
+    mobilenetv2_style  MobileNetV2 (torchvision): inverted residuals, depthwise convs, ReLU6
+    bert_style         BERT encoder (HuggingFace): dynamic "batch"/"seq", attention mask, Erf-GELU
+    tiny_cnn           a ~40 KB CNN, the README demo model (samples/models/tiny_cnn.onnx)
+
+Usage::
+
+    python samples/build_samples.py --out DIR [--only name[,name]] [--seed N] [--no-inputs]
+
+writes DIR/<name>.onnx and a seeded sample input next to it
+(DIR/<name>_input.npy for single-input models, DIR/<name>_inputs.npz otherwise).
+The file is also importable by path (tests use importlib); it is not a package.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+PRODUCER_NAME = "ge.samples"
+PRODUCER_VERSION = "1"
+
+FLOAT = TensorProto.FLOAT
+INT64 = TensorProto.INT64
+
+Dim = int | str  # a static size, or a symbolic dim_param such as "batch"
+
+
+# --------------------------------------------------------------------------- #
+# Graph builder
+# --------------------------------------------------------------------------- #
+class GraphBuilder:
+    """Appends nodes/initializers in topological order and names them like torch.onnx.
+
+    Node names are ``/<innermost scope, dots as slashes>/<OpType>`` (deduplicated) and
+    outputs ``<node name>_output_0``.
+    ``self.m2`` keeps a rough estimate of each CNN tensor's second moment E[x^2],
+    split into a non-negative part (post-ReLU) and a zero-mean symmetric part,
+    because ReLU halves only the latter.  ``batch_norm`` divides by it, so the
+    running statistics look calibrated (as in a trained network in eval mode)
+    and activations stay O(1) through 50 layers of random weights.
+    """
+
+    def __init__(self, name: str, seed: int, opset: int, doc: str = ""):
+        self.name = name
+        self.opset = opset
+        self.doc = doc
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.outputs: list[onnx.ValueInfoProto] = []
+        self.m2: dict[str, tuple[float, float]] = {}  # name -> (non-negative part, symmetric part)
+        self._scopes: list[str] = []
+        self._used: dict[str, int] = {}
+        self._relu6_bounds: tuple[str, str] | None = None
+
+    # ---- naming ---------------------------------------------------------- #
+    @contextlib.contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        self._scopes.append(name)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def _unique(self, base: str) -> str:
+        n = self._used.get(base, 0)
+        self._used[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+    # ---- graph I/O, parameters, constants -------------------------------- #
+    def input(self, name: str, elem_type: int, shape: Sequence[Dim]) -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
+        self.m2[name] = (0.0, 1.0)
+        return name
+
+    def output(self, name: str, elem_type: int, shape: Sequence[Dim]) -> None:
+        self.outputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
+
+    def param(self, name: str, array: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def normal(self, shape: Sequence[int], std: float, mean: float = 0.0) -> np.ndarray:
+        return (mean + std * self.rng.standard_normal(tuple(shape))).astype(np.float32)
+
+    def uniform(self, shape: Sequence[int], low: float, high: float) -> np.ndarray:
+        return self.rng.uniform(low, high, tuple(shape)).astype(np.float32)
+
+    def const(self, value, dtype=None) -> str:
+        """A Constant node (how torch.onnx emits scalars and shape pieces)."""
+        arr = np.asarray(value, dtype=dtype)
+        if dtype is None:
+            if arr.dtype.kind == "f":
+                arr = arr.astype(np.float32)
+            elif arr.dtype.kind in "iu":
+                arr = arr.astype(np.int64)
+        return self.op("Constant", [], value=numpy_helper.from_array(arr))
+
+    # ---- generic node ---------------------------------------------------- #
+    def op(self, op_type: str, inputs: Sequence[str], *, out: str | None = None, **attrs) -> str:
+        scope = self._scopes[-1].replace(".", "/") + "/" if self._scopes else ""
+        node_name = self._unique(f"/{scope}{op_type}")
+        output = out if out is not None else f"{node_name}_output_0"
+        self.nodes.append(helper.make_node(op_type, list(inputs), [output], name=node_name, **attrs))
+        return output
+
+    def unsqueeze(self, x: str, axes: Sequence[int]) -> str:
+        if self.opset >= 13:
+            return self.op("Unsqueeze", [x, self.const(list(axes))])
+        return self.op("Unsqueeze", [x], axes=list(axes))
+
+    # ---- CNN pieces ------------------------------------------------------ #
+    def energy(self, x: str) -> float:
+        """Estimated E[x^2] of a CNN activation."""
+        return sum(self.m2.get(x, (0.0, 1.0)))
+
+    def conv(self, x: str, cin: int, cout: int, k: int, *, stride: int = 1, group: int = 1,
+             name: str) -> str:
+        """Bias-free Conv with He-normal (fan_in) weights, 'same' padding for odd k."""
+        fan_in = cin // group * k * k
+        w = self.param(f"{name}.weight", self.normal([cout, cin // group, k, k], math.sqrt(2.0 / fan_in)))
+        pad = k // 2
+        with self.scope(name):
+            y = self.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride],
+                        pads=[pad] * 4, dilations=[1, 1], group=group)
+        self.m2[y] = (0.0, 2.0 * self.energy(x))  # He init: E[y^2] = fan_in * (2 / fan_in) * E[x^2]
+        return y
+
+    def batch_norm(self, x: str, c: int, *, name: str, eps: float = 1e-5) -> str:
+        """Eval-mode BatchNormalization with plausible trained statistics."""
+        # running_var = E[x^2] / u with E[u] = 1, so the output scale is right on average
+        # (E[1/u] != 1 would compound over 50 BatchNorms)
+        var = (self.energy(x) / self.rng.uniform(0.75, 1.25, c)).astype(np.float32)
+        mean = self.normal([c], 0.1) * np.sqrt(var)
+        gamma = self.normal([c], 0.1, mean=1.0)
+        beta = self.normal([c], 0.1)
+        ins = [x] + [self.param(f"{name}.{p}", a) for p, a in
+                     (("weight", gamma), ("bias", beta), ("running_mean", mean), ("running_var", var))]
+        with self.scope(name):
+            y = self.op("BatchNormalization", ins, epsilon=eps, momentum=0.9)
+        self.m2[y] = (0.0, math.fsum(float(a) ** 2 + float(b) ** 2 for a, b in zip(gamma, beta)) / c)
+        return y
+
+    def relu(self, x: str) -> str:
+        y = self.op("Relu", [x])
+        pos, sym = self.m2.get(x, (0.0, 1.0))
+        self.m2[y] = (pos + sym / 2, 0.0)
+        return y
+
+    def relu6(self, x: str) -> str:
+        """ReLU6 as PyTorch exports it for opset >= 11: Clip(x, min, max) with constant inputs."""
+        if self._relu6_bounds is None:
+            self._relu6_bounds = (self.const(np.float32(0.0)), self.const(np.float32(6.0)))
+        y = self.op("Clip", [x, *self._relu6_bounds])
+        pos, sym = self.m2.get(x, (0.0, 1.0))
+        self.m2[y] = (pos + sym / 2, 0.0)
+        return y
+
+    def add(self, a: str, b: str) -> str:
+        y = self.op("Add", [a, b])
+        (pa, sa), (pb, sb) = self.m2.get(a, (0.0, 1.0)), self.m2.get(b, (0.0, 1.0))
+        self.m2[y] = (pa + pb, sa + sb)
+        return y
+
+    def conv_bn(self, x, cin, cout, k, *, stride=1, group=1, conv: str, bn: str) -> str:
+        return self.batch_norm(self.conv(x, cin, cout, k, stride=stride, group=group, name=conv), cout, name=bn)
+
+    def conv_bn_relu(self, x, cin, cout, k, *, stride=1, group=1, conv: str, bn: str) -> str:
+        y = self.conv_bn(x, cin, cout, k, stride=stride, group=group, conv=conv, bn=bn)
+        with self.scope(conv):
+            return self.relu(y)
+
+    def conv_bn_relu6(self, x, cin, cout, k, *, stride=1, group=1, conv: str, bn: str) -> str:
+        y = self.conv_bn(x, cin, cout, k, stride=stride, group=group, conv=conv, bn=bn)
+        with self.scope(conv):
+            return self.relu6(y)
+
+    def max_pool(self, x: str, k: int, stride: int, pad: int) -> str:
+        y = self.op("MaxPool", [x], kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
+        # the max of n = k*k ReLU'd N(0,1) samples has E[max^2] ~ (1 + 2 ln n) * E[relu^2]
+        self.m2[y] = (self.energy(x) * (1 + 2 * math.log(k * k)), 0.0)
+        return y
+
+    def global_avg_pool(self, x: str) -> str:
+        y = self.op("GlobalAveragePool", [x])
+        self.m2[y] = self.m2.get(x, (0.0, 1.0))
+        return y
+
+    def gemm(self, x: str, fin: int, fout: int, *, name: str, w_std: float | None = None,
+             out: str | None = None) -> str:
+        """nn.Linear as Gemm(transB=1); PyTorch's default U(+-1/sqrt(fin)) init unless w_std given."""
+        bound = 1.0 / math.sqrt(fin)
+        w = self.normal([fout, fin], w_std) if w_std else self.uniform([fout, fin], -bound, bound)
+        b = self.uniform([fout], -bound, bound)
+        with self.scope(name):
+            return self.op("Gemm", [x, self.param(f"{name}.weight", w), self.param(f"{name}.bias", b)],
+                           out=out, alpha=1.0, beta=1.0, transB=1)
+
+    # ---- transformer pieces ---------------------------------------------- #
+    def linear(self, x: str, fin: int, fout: int, *, name: str, std: float = 0.02,
+               out: str | None = None) -> str:
+        """nn.Linear as torch exports it for 3-D inputs: MatMul(x, W^T) + bias (W^T stored [fin, fout])."""
+        w = self.param(f"{name}.weight", self.normal([fin, fout], std))
+        b = self.param(f"{name}.bias", self.normal([fout], std))
+        with self.scope(name):
+            return self.op("Add", [self.op("MatMul", [x, w]), b], out=out)
+
+    def layer_norm(self, x: str, dim: int, *, name: str, eps: float = 1e-12, out: str | None = None) -> str:
+        """LayerNormalization (opset >= 17), or the ReduceMean/Sub/Pow/Sqrt/Div decomposition before it."""
+        gamma = self.param(f"{name}.weight", self.normal([dim], 0.02, mean=1.0))
+        beta = self.param(f"{name}.bias", self.normal([dim], 0.02))
+        with self.scope(name):
+            if self.opset >= 17:
+                return self.op("LayerNormalization", [x, gamma, beta], out=out, axis=-1, epsilon=eps)
+            mean = self.op("ReduceMean", [x], axes=[-1], keepdims=1)
+            centered = self.op("Sub", [x, mean])
+            var = self.op("ReduceMean", [self.op("Pow", [centered, self.const(np.float32(2.0))])],
+                          axes=[-1], keepdims=1)
+            std = self.op("Sqrt", [self.op("Add", [var, self.const(np.float32(eps))])])
+            normed = self.op("Div", [centered, std])
+            return self.op("Add", [self.op("Mul", [normed, gamma]), beta], out=out)
+
+    def dims(self, x: str, axes: Sequence[int]) -> list[str]:
+        """Runtime sizes of x along axes, each as a 1-element int64 tensor: Shape -> Gather -> Unsqueeze."""
+        shape = self.op("Shape", [x])
+        return [self.unsqueeze(self.op("Gather", [shape, self.const(a)], axis=0), [0]) for a in axes]
+
+    # ---- finish ---------------------------------------------------------- #
+    def build(self) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs,
+                                  initializer=self.initializers, doc_string=self.doc)
+        opsets = [helper.make_opsetid("", self.opset)]
+        model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER_NAME,
+                                  producer_version=PRODUCER_VERSION,
+                                  ir_version=helper.find_min_ir_version_for(opsets))
+        model.doc_string = self.doc
+        return model
+
+
+def _check_opset(opset: int, minimum: int) -> None:
+    if opset < minimum:
+        raise ValueError(f"opset {opset} is not supported here (need >= {minimum})")
+
+
+def _signature(fn_name: str, **kwargs) -> str:
+    return f"{fn_name}(" + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")"
+
+
+# --------------------------------------------------------------------------- #
+# ResNet-50 (He et al. 2015; torchvision v1.5: stride on the 3x3 conv)
+# --------------------------------------------------------------------------- #
+def _bottleneck(g: GraphBuilder, x: str, cin: int, planes: int, stride: int, name: str) -> tuple[str, int]:
+    cout = planes * 4  # expansion
+    with g.scope(name):
+        out = g.conv_bn_relu(x, cin, planes, 1, conv=f"{name}.conv1", bn=f"{name}.bn1")
+        out = g.conv_bn_relu(out, planes, planes, 3, stride=stride, conv=f"{name}.conv2", bn=f"{name}.bn2")
+        out = g.conv_bn(out, planes, cout, 1, conv=f"{name}.conv3", bn=f"{name}.bn3")
+        shortcut = x
+        if stride != 1 or cin != cout:  # projection shortcut
+            shortcut = g.conv_bn(x, cin, cout, 1, stride=stride,
+                                 conv=f"{name}.downsample.0", bn=f"{name}.downsample.1")
+        return g.relu(g.add(out, shortcut)), cout
+
+
+def resnet50_style(batch: int = 1, image: int = 224, width: int = 64,
+                   blocks: Sequence[int] = (3, 4, 6, 3), classes: int = 1000,
+                   opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """ResNet-50: image [batch, 3, image, image] float32 -> logits [batch, classes]."""
+    _check_opset(opset, 11)
+    doc = _signature("resnet50_style", batch=batch, image=image, width=width, blocks=tuple(blocks),
+                     classes=classes, opset=opset, seed=seed)
+    g = GraphBuilder("resnet50_style", seed, opset, doc)
+    x = g.input("image", FLOAT, [batch, 3, image, image])
+
+    x = g.conv_bn_relu(x, 3, width, 7, stride=2, conv="conv1", bn="bn1")
+    with g.scope("maxpool"):
+        x = g.max_pool(x, 3, stride=2, pad=1)
+
+    cin = width
+    for stage, n_blocks in enumerate(blocks):
+        planes = width * 2 ** stage
+        for i in range(n_blocks):
+            stride = 2 if stage > 0 and i == 0 else 1
+            x, cin = _bottleneck(g, x, cin, planes, stride, name=f"layer{stage + 1}.{i}")
+
+    x = g.op("Flatten", [g.global_avg_pool(x)], axis=1)
+    g.gemm(x, cin, classes, name="fc", out="logits")
+    g.output("logits", FLOAT, [batch, classes])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
+# MobileNetV2 (Sandler et al. 2018; torchvision layout and names)
+# --------------------------------------------------------------------------- #
+# expansion t, output channels c, repeats n, first stride s
+_MOBILENETV2_SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                         (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def _make_divisible(v: float, divisor: int = 8) -> int:
+    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return new_v + divisor if new_v < 0.9 * v else new_v
+
+
+def _inverted_residual(g: GraphBuilder, x: str, cin: int, cout: int, stride: int, t: int, name: str) -> str:
+    hidden = int(round(cin * t))
+    with g.scope(name):
+        y, i = x, 0
+        if t != 1:  # 1x1 expand
+            y = g.conv_bn_relu6(y, cin, hidden, 1, conv=f"{name}.conv.0.0", bn=f"{name}.conv.0.1")
+            i = 1
+        # 3x3 depthwise
+        y = g.conv_bn_relu6(y, hidden, hidden, 3, stride=stride, group=hidden,
+                            conv=f"{name}.conv.{i}.0", bn=f"{name}.conv.{i}.1")
+        # 1x1 linear projection (no activation)
+        y = g.conv_bn(y, hidden, cout, 1, conv=f"{name}.conv.{i + 1}", bn=f"{name}.conv.{i + 2}")
+        if stride == 1 and cin == cout:
+            y = g.add(x, y)
+        return y
+
+
+def mobilenetv2_style(batch: int = 1, image: int = 224, width_mult: float = 1.0, classes: int = 1000,
+                      opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """MobileNetV2: image [batch, 3, image, image] float32 -> logits [batch, classes]."""
+    _check_opset(opset, 11)
+    doc = _signature("mobilenetv2_style", batch=batch, image=image, width_mult=width_mult,
+                     classes=classes, opset=opset, seed=seed)
+    g = GraphBuilder("mobilenetv2_style", seed, opset, doc)
+    x = g.input("image", FLOAT, [batch, 3, image, image])
+
+    cin = _make_divisible(32 * width_mult)
+    last_channel = _make_divisible(1280 * max(1.0, width_mult))
+    x = g.conv_bn_relu6(x, 3, cin, 3, stride=2, conv="features.0.0", bn="features.0.1")
+    idx = 1
+    for t, c, n, s in _MOBILENETV2_SETTINGS:
+        cout = _make_divisible(c * width_mult)
+        for i in range(n):
+            x = _inverted_residual(g, x, cin, cout, s if i == 0 else 1, t, name=f"features.{idx}")
+            cin, idx = cout, idx + 1
+    x = g.conv_bn_relu6(x, cin, last_channel, 1, conv=f"features.{idx}.0", bn=f"features.{idx}.1")
+
+    x = g.global_avg_pool(x)
+    x = g.op("Reshape", [x, g.const([batch, -1])])  # torch: x.reshape(x.shape[0], -1), shapes folded
+    g.gemm(x, last_channel, classes, name="classifier.1", out="logits")
+    g.output("logits", FLOAT, [batch, classes])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
+# BERT encoder (Devlin et al. 2018; HuggingFace BertModel as torch.onnx exports it)
+# --------------------------------------------------------------------------- #
+def _extended_attention_mask(g: GraphBuilder, mask: str, style: str) -> str:
+    """[batch, seq] int64 1/0 mask -> additive float mask [batch, 1, 1, seq]."""
+    with g.scope("get_extended_attention_mask"):
+        if style == "where":  # masked_fill(mask == 0, finfo(float32).min)
+            is_pad = g.op("Equal", [mask, g.const(0)])
+            add = g.op("Where", [is_pad, g.const(np.finfo(np.float32).min), g.const(np.float32(0.0))])
+            return g.unsqueeze(add, [1, 2])
+        if style == "sub_mul":  # (1.0 - mask[:, None, None, :].float()) * -10000.0
+            m = g.op("Cast", [g.unsqueeze(mask, [1, 2])], to=FLOAT)
+            return g.op("Mul", [g.op("Sub", [g.const(np.float32(1.0)), m]), g.const(np.float32(-10000.0))])
+    raise ValueError(f"mask_style must be 'where' or 'sub_mul', not {style!r}")
+
+
+def _split_heads(g: GraphBuilder, x: str, heads: int, head_dim: int, perm: Sequence[int]) -> str:
+    """x.view(b, s, heads, head_dim).permute(perm), with b and s read from Shape at run time."""
+    b, s = g.dims(x, [0, 1])
+    shape = g.op("Concat", [b, s, g.const([heads]), g.const([head_dim])], axis=0)
+    return g.op("Transpose", [g.op("Reshape", [x, shape])], perm=list(perm))
+
+
+def _self_attention(g: GraphBuilder, x: str, mask: str, hidden: int, heads: int, name: str) -> str:
+    head_dim = hidden // heads
+    with g.scope(f"{name}.self"):
+        q = _split_heads(g, g.linear(x, hidden, hidden, name=f"{name}.self.query"), heads, head_dim, [0, 2, 1, 3])
+        k = _split_heads(g, g.linear(x, hidden, hidden, name=f"{name}.self.key"), heads, head_dim, [0, 2, 3, 1])
+        v = _split_heads(g, g.linear(x, hidden, hidden, name=f"{name}.self.value"), heads, head_dim, [0, 2, 1, 3])
+        scores = g.op("Div", [g.op("MatMul", [q, k]), g.const(np.float32(math.sqrt(head_dim)))])
+        probs = g.op("Softmax", [g.op("Add", [scores, mask])], axis=-1)
+        ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+        b, s = g.dims(ctx, [0, 1])
+        ctx = g.op("Reshape", [ctx, g.op("Concat", [b, s, g.const([hidden])], axis=0)])
+    with g.scope(f"{name}.output"):
+        y = g.linear(ctx, hidden, hidden, name=f"{name}.output.dense")
+        return g.layer_norm(g.op("Add", [y, x]), hidden, name=f"{name}.output.LayerNorm")
+
+
+def _gelu_erf(g: GraphBuilder, x: str, name: str) -> str:
+    """x * 0.5 * (1 + erf(x / sqrt(2))), exactly as torch.onnx writes F.gelu."""
+    with g.scope(name):
+        erf = g.op("Erf", [g.op("Div", [x, g.const(np.float32(math.sqrt(2.0)))])])
+        y = g.op("Mul", [x, g.op("Add", [erf, g.const(np.float32(1.0))])])
+        return g.op("Mul", [y, g.const(np.float32(0.5))])
+
+
+def _encoder_layer(g: GraphBuilder, x: str, mask: str, hidden: int, heads: int, intermediate: int,
+                   name: str, out: str | None) -> str:
+    with g.scope(name):
+        x = _self_attention(g, x, mask, hidden, heads, name=f"{name}.attention")
+        h = g.linear(x, hidden, intermediate, name=f"{name}.intermediate.dense")
+        h = _gelu_erf(g, h, name=f"{name}.intermediate.intermediate_act_fn")
+        y = g.linear(h, intermediate, hidden, name=f"{name}.output.dense")
+        return g.layer_norm(g.op("Add", [y, x]), hidden, name=f"{name}.output.LayerNorm", out=out)
+
+
+def bert_style(layers: int = 4, hidden: int = 256, heads: int = 4, intermediate: int = 1024,
+               vocab: int = 1000, max_pos: int = 512, opset: int = 17, seed: int = 0,
+               mask_style: str = "where") -> onnx.ModelProto:
+    """BERT encoder.
+
+    Inputs  input_ids, attention_mask: int64 [batch, seq] (symbolic dims).
+    Outputs last_hidden_state [batch, seq, hidden], pooler_output [batch, hidden].
+    opset >= 13; below 17 LayerNormalization is written out as ReduceMean/Sub/Pow/Sqrt/Div.
+    mask_style "where": Where(Equal(mask, 0), finfo.min, 0); "sub_mul": (1 - mask) * -10000.
+    Weights, biases, LayerNorm beta ~ N(0, 0.02); LayerNorm gamma ~ N(1, 0.02).
+    """
+    _check_opset(opset, 13)
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    if layers < 1:
+        raise ValueError("layers must be >= 1")
+    doc = _signature("bert_style", layers=layers, hidden=hidden, heads=heads, intermediate=intermediate,
+                     vocab=vocab, max_pos=max_pos, opset=opset, seed=seed, mask_style=mask_style)
+    g = GraphBuilder("bert_style", seed, opset, doc)
+    input_ids = g.input("input_ids", INT64, ["batch", "seq"])
+    attention_mask = g.input("attention_mask", INT64, ["batch", "seq"])
+
+    with g.scope("embeddings"):
+        word = g.param("embeddings.word_embeddings.weight", g.normal([vocab, hidden], 0.02))
+        position = g.param("embeddings.position_embeddings.weight", g.normal([max_pos, hidden], 0.02))
+        token_type = g.param("embeddings.token_type_embeddings.weight", g.normal([2, hidden], 0.02))
+
+        seq_len = g.op("Gather", [g.op("Shape", [input_ids]), g.const(1)], axis=0)  # int64 scalar
+        position_ids = g.unsqueeze(g.op("Range", [g.const(0), seq_len, g.const(1)]), [0])  # [1, seq]
+        token_type_ids = g.op("ConstantOfShape", [g.op("Shape", [input_ids])],
+                              value=numpy_helper.from_array(np.zeros([1], np.int64)))
+
+        x = g.op("Add", [g.op("Gather", [word, input_ids], axis=0),
+                         g.op("Gather", [token_type, token_type_ids], axis=0)])
+        x = g.op("Add", [x, g.op("Gather", [position, position_ids], axis=0)])
+        x = g.layer_norm(x, hidden, name="embeddings.LayerNorm")
+
+    mask = _extended_attention_mask(g, attention_mask, mask_style)
+    for i in range(layers):
+        x = _encoder_layer(g, x, mask, hidden, heads, intermediate, name=f"encoder.layer.{i}",
+                           out="last_hidden_state" if i == layers - 1 else None)
+
+    with g.scope("pooler"):
+        first_token = g.op("Gather", [x, g.const(0)], axis=1)  # hidden_states[:, 0]
+        g.op("Tanh", [g.linear(first_token, hidden, hidden, name="pooler.dense")], out="pooler_output")
+
+    g.output("last_hidden_state", FLOAT, ["batch", "seq", hidden])
+    g.output("pooler_output", FLOAT, ["batch", hidden])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
+# tiny CNN: the README demo model
+# --------------------------------------------------------------------------- #
+def tiny_cnn(opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """image [1, 3, 32, 32] float32 -> probs [1, 10] (Softmax over 10 classes); ~10k parameters."""
+    _check_opset(opset, 11)
+    g = GraphBuilder("tiny_cnn", seed, opset, _signature("tiny_cnn", opset=opset, seed=seed))
+    x = g.input("image", FLOAT, [1, 3, 32, 32])
+
+    x = g.conv_bn_relu(x, 3, 16, 3, conv="stem.conv", bn="stem.bn")                   # 16x32x32
+    x = g.conv_bn_relu(x, 16, 16, 3, group=16, conv="dw.conv", bn="dw.bn")            # depthwise
+    with g.scope("pool"):
+        x = g.max_pool(x, 2, stride=2, pad=0)                                          # 16x16x16
+    with g.scope("block"):                                                             # basic residual block
+        y = g.conv_bn_relu(x, 16, 16, 3, conv="block.conv1", bn="block.bn1")
+        y = g.conv_bn(y, 16, 16, 3, conv="block.conv2", bn="block.bn2")
+        x = g.relu(g.add(x, y))
+    x = g.conv_bn_relu(x, 16, 32, 3, stride=2, conv="down.conv", bn="down.bn")         # 32x8x8
+
+    x = g.op("Flatten", [g.global_avg_pool(x)], axis=1)
+    logits = g.gemm(x, 32, 10, name="fc", w_std=0.5)  # large enough for a confident-looking top-1
+    g.op("Softmax", [logits], out="probs", axis=1)
+    g.output("probs", FLOAT, [1, 10])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
+# sample inputs, CLI
+# --------------------------------------------------------------------------- #
+BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
+    "resnet50_style": resnet50_style,
+    "mobilenetv2_style": mobilenetv2_style,
+    "bert_style": bert_style,
+    "tiny_cnn": tiny_cnn,
+}
+
+
+def sample_inputs(model: onnx.ModelProto, seed: int = 0, batch: int = 1, seq: int = 16) -> dict[str, np.ndarray]:
+    """Seeded feeds for a model built here: N(0, 1) images; token ids in [0, vocab) and
+    attention masks with right padding (row 0 unpadded) for BERT; symbolic dims -> batch/seq."""
+    rng = np.random.default_rng(seed)
+    symbols = {"batch": batch, "seq": seq}
+    feeds: dict[str, np.ndarray] = {}
+    for inp in model.graph.input:
+        shape = [d.dim_value if d.HasField("dim_value") else symbols[d.dim_param]
+                 for d in inp.type.tensor_type.shape.dim]
+        if inp.type.tensor_type.elem_type == FLOAT:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+        elif inp.name == "input_ids":
+            vocab = next(t.dims[0] for t in model.graph.initializer
+                         if t.name == "embeddings.word_embeddings.weight")
+            feeds[inp.name] = rng.integers(0, vocab, shape, dtype=np.int64)
+        elif inp.name == "attention_mask":
+            n, s = shape
+            lengths = [s] + [int(rng.integers(max(1, s // 2), s + 1)) for _ in range(n - 1)]
+            feeds[inp.name] = (np.arange(s)[None, :] < np.array(lengths)[:, None]).astype(np.int64)
+        else:
+            raise ValueError(f"no sample-input rule for {inp.name!r}")
+    return feeds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="models: " + ", ".join(BUILDERS))
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--only", default=",".join(BUILDERS),
+                        help="comma-separated subset of models (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="weight/input seed (default 0)")
+    parser.add_argument("--no-inputs", action="store_true", help="do not write sample inputs")
+    args = parser.parse_args(argv)
+
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BUILDERS]
+    if unknown or not names:
+        parser.error(f"unknown model(s) {unknown}; choose from {', '.join(BUILDERS)}")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        model = BUILDERS[name](seed=args.seed)
+        onnx.checker.check_model(model, full_check=True)
+        path = args.out / f"{name}.onnx"
+        path.write_bytes(model.SerializeToString())
+        n_params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+        print(f"{path}  {path.stat().st_size / 1e6:.2f} MB  {len(model.graph.node)} nodes  "
+              f"{n_params / 1e6:.2f} M params")
+        if not args.no_inputs:
+            feeds = sample_inputs(model, seed=args.seed)
+            if len(feeds) == 1:
+                inp_path = args.out / f"{name}_input.npy"
+                np.save(inp_path, next(iter(feeds.values())))
+            else:
+                inp_path = args.out / f"{name}_inputs.npz"
+                np.savez(inp_path, **feeds)
+            print(f"{inp_path}  ({', '.join(f'{k} {list(v.shape)}' for k, v in feeds.items())})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
