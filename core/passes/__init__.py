@@ -1,0 +1,63 @@
+"""Graph passes, one per module, each `pass_(graph, stats=None) -> Graph` (in place).
+
+`optimize(graph)` runs the pipeline ATC-style, in place, leaving every value static, and returns
+a report of what each pass did.
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..ir import Graph
+from .constant_folding import constant_folding
+from .dead_code import dead_code
+from .fuse_activation import build_epilogue, fuse_activation
+from .fuse_conv_bn import fuse_conv_bn
+from .infer_shapes import infer_shapes
+
+__all__ = ["optimize", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "dead_code",
+           "build_epilogue", "PIPELINE"]
+
+#: (report key, pass) in the order optimize() runs them
+PIPELINE = [
+    ("dead_code", dead_code),               # --out_nodes may cut the graph: drop what no output needs
+    ("constant_folding", constant_folding),  # shape chains, Constant nodes, weight preprocessing
+    ("infer_shapes", infer_shapes),          # ge's kernels give every tensor its static meta
+    ("fuse_conv_bn", fuse_conv_bn),
+    ("fuse_activation", fuse_activation),
+    ("dead_code", dead_code),                # bypassed copies, orphaned weights and values
+    ("constant_folding", constant_folding),  # anything the fusions made constant
+    ("infer_shapes", infer_shapes),          # re-check the rewritten graph
+]
+
+
+def optimize(graph: Graph, report: dict | None = None) -> dict:
+    """Run the pass pipeline on `graph` in place; return the report (JSON-able ints):
+    {"nodes_before", "nodes_after", "folded_nodes", "fused_conv_bn", "fused_activations",
+     "removed_nodes", "passes": {pass name: {counter: n}}} (filled into `report` if one is given).
+    """
+    report = {} if report is None else report
+    report["nodes_before"] = len(graph.nodes)
+    per_pass: dict[str, dict] = report.setdefault("passes", {})
+    for key, fn in PIPELINE:
+        fn(graph, stats=per_pass.setdefault(key, {}))
+    report["nodes_after"] = len(graph.nodes)
+    report["folded_nodes"] = per_pass["constant_folding"].get("folded", 0)
+    report["fused_conv_bn"] = per_pass["fuse_conv_bn"].get("fused", 0)
+    report["fused_activations"] = per_pass["fuse_activation"].get("fused", 0)
+    report["removed_nodes"] = per_pass["dead_code"].get("removed_nodes", 0)
+    require_static(graph)
+    return report
+
+
+def require_static(graph: Graph) -> None:
+    """Every tensor the graph references must have a dtype and a static shape."""
+    names = list(graph.inputs) + list(graph.outputs)
+    for n in graph.nodes:
+        names.extend(i for i in n.inputs if i)
+        names.extend(o for o in n.outputs if o)
+    for name in names:
+        if name in graph.initializers:
+            continue
+        v = graph.values.get(name)
+        if v is None or not v.is_static:
+            raise ShapeError(f"tensor '{name}' has no static dtype/shape after optimization "
+                             f"(dtype {None if v is None else v.dtype}, shape {None if v is None else v.shape})")

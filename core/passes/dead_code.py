@@ -1,0 +1,110 @@
+"""Dead code elimination.
+
+Why: after folding and fusion (and after --out_nodes picks a subgraph) parts of the graph no
+longer contribute to any output; Identity, and Dropout at inference, are copies that only cost a
+task and a tensor. Removing them shrinks the task list, the memory plan and the weights.
+
+- Identity, and Dropout whose mask is unused and that is not in training mode, are bypassed: their
+  consumers read the input directly. When the output is a graph output the producer writes it
+  directly instead, unless the input is a graph input, an initializer or another graph output
+  (then a copy is really needed and the node stays).
+- Nodes none of whose outputs reach a graph output are removed.
+- Initializers nobody reads and Values nobody references are removed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+
+
+def dead_code(graph: Graph, stats: dict | None = None) -> Graph:
+    graph.toposort()
+    bypassed = _bypass_copies(graph)
+    unreachable = _remove_unreachable(graph)
+
+    read = set(graph.outputs)
+    for n in graph.nodes:
+        read.update(i for i in n.inputs if i)
+    unused_inits = [k for k in graph.initializers if k not in read]
+    for k in unused_inits:
+        del graph.initializers[k]
+
+    referenced = set(graph.inputs) | set(graph.outputs) | set(graph.initializers)
+    for n in graph.nodes:
+        referenced.update(i for i in n.inputs if i)
+        referenced.update(o for o in n.outputs if o)
+    for k in [k for k in graph.values if k not in referenced]:
+        del graph.values[k]
+
+    if stats is not None:
+        stats["removed_nodes"] = stats.get("removed_nodes", 0) + bypassed + unreachable
+        stats["bypassed_copies"] = stats.get("bypassed_copies", 0) + bypassed
+        stats["removed_initializers"] = stats.get("removed_initializers", 0) + len(unused_inits)
+    return graph
+
+
+def _is_copy(graph: Graph, node: Node, read: set[str]) -> bool:
+    if node.domain != "" or not node.inputs or not node.inputs[0] or not node.outputs or not node.outputs[0]:
+        return False
+    if node.op_type == "Identity":
+        return True
+    if node.op_type != "Dropout":
+        return False
+    if any(o and (o in read or o in graph.outputs) for o in node.outputs[1:]):
+        return False
+    if len(node.inputs) > 2 and node.inputs[2]:
+        mode = graph.initializers.get(node.inputs[2])
+        if mode is None or bool(np.asarray(mode).reshape(-1)[0]):
+            return False
+    return True
+
+
+def _bypass_copies(graph: Graph) -> int:
+    read = {i for n in graph.nodes for i in n.inputs if i}
+    outputs, inputs = set(graph.outputs), set(graph.inputs)
+    alias: dict[str, str] = {}
+
+    def resolve(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    kept: list[Node] = []
+    removed = 0
+    for node in graph.nodes:  # in topological order: a chain of copies resolves to its source
+        if not _is_copy(graph, node, read):
+            kept.append(node)
+            continue
+        x, y = resolve(node.inputs[0]), node.outputs[0]
+        if y in outputs:
+            if x in inputs or x in outputs or x in graph.initializers:
+                node.inputs = [x]
+                node.outputs = [y]
+                kept.append(node)
+                continue
+            alias[x] = y  # the producer of x writes y
+        else:
+            alias[y] = x
+        removed += 1
+    if alias:
+        for n in kept:
+            n.inputs = [resolve(i) if i else i for i in n.inputs]
+            n.outputs = [resolve(o) if o else o for o in n.outputs]
+    graph.nodes = kept
+    return removed
+
+
+def _remove_unreachable(graph: Graph) -> int:
+    producers = graph.producers()
+    live: set[int] = set()
+    stack = [producers[o] for o in graph.outputs if o in producers]
+    while stack:
+        n = stack.pop()
+        if id(n) in live:
+            continue
+        live.add(id(n))
+        stack.extend(producers[i] for i in n.inputs if i in producers and id(producers[i]) not in live)
+    before = len(graph.nodes)
+    graph.nodes = [n for n in graph.nodes if id(n) in live]
+    return before - len(graph.nodes)

@@ -1,0 +1,490 @@
+"""ONNX ModelProto -> ge IR (core.ir.Graph), the front end of `ge atc`.
+
+What happens, in order, and why:
+
+1. The file is parsed without its external data; the checker runs on that light proto (fast, and
+   it works for models whose weights exceed protobuf's 2 GB limit).
+2. External data is read by hand, not by onnx's helper: every location must stay inside the
+   model's folder and every (offset, length) must fit the file and the tensor's size, so a missing
+   or truncated weight file is a FormatError naming the file, not a crash deep in numpy.
+3. `input_shape` (ATC's --input_shape) replaces the dims of the named inputs; afterwards no input
+   may keep a symbolic dim: ATC compiles static graphs, so the error says which --input_shape fixes it.
+4. onnx's shape inference (with data propagation) runs on a copy whose big initializers are
+   turned into typed inputs (their values are never needed for shapes); its results seed the
+   Values. ge's own kernels re-infer everything later (core/passes/infer_shapes.py) and use
+   onnx's shapes only as a cross-check.
+5. Nodes, attributes (as plain Python values), initializers (numpy arrays) and value infos become
+   the IR. `out_nodes` (ATC's --out_nodes) replaces the graph outputs.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, TensorProto, numpy_helper
+
+from ...core.errors import FormatError, GraphError, ShapeError
+from ...core.ir import DTYPES, Graph, Node, Value
+
+MIN_OPSET, MAX_OPSET = 11, 21
+#: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
+_INFER_CONST_LIMIT = 4096
+
+__all__ = ["load_onnx", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MAX_OPSET"]
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: list[str] | None = None,
+              allow_dynamic: bool = False) -> Graph:
+    """Load an ONNX model as a ge Graph.
+
+    input_shape: {input name: dims} replacing the declared dims (ATC's --input_shape).
+    out_nodes: entries "node_name:index", "node_name" (its output 0) or tensor names, selected as
+      the graph outputs instead of the model's own (ATC's --out_nodes).
+    allow_dynamic: keep symbolic input dims instead of failing (for the dynamic-shape paths).
+    """
+    path = Path(path)
+    model = _read_model(path)
+    _check_model(model, path)
+    opset = _opsets(model, path)
+    _load_external_data(model, path)
+
+    g = model.graph
+    init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    inputs = [vi for vi in g.input if vi.name not in init_names]
+    _apply_input_shape(inputs, input_shape or {})
+    if not allow_dynamic:
+        _require_static_inputs(inputs)
+
+    inferred = _onnx_shapes(model, inputs)
+    return _to_graph(model, path, inputs, inferred, opset, out_nodes)
+
+
+def parse_input_shape(text: str) -> dict[str, list[int]]:
+    """ATC's --input_shape syntax: "name:1,3,224,224;name2:1,128" (a scalar: "name:")."""
+    shapes: dict[str, list[int]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, sep, dims = part.rpartition(":")
+        if not sep or not name:
+            raise ShapeError(f"--input_shape entry '{part}' is not 'name:d0,d1,...'")
+        try:
+            shapes[name] = [int(d) for d in dims.split(",") if d.strip()]
+        except ValueError:
+            raise ShapeError(f"--input_shape entry '{part}': dims must be integers") from None
+    return shapes
+
+
+def parse_out_nodes(text: str) -> list[str]:
+    """ATC's --out_nodes syntax: "node:0;node2:1" (or tensor names), split into entries."""
+    return [p.strip() for p in text.split(";") if p.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# reading and checking
+# --------------------------------------------------------------------------------------------
+def _read_model(path: Path) -> onnx.ModelProto:
+    if not path.is_file():
+        raise FormatError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    try:
+        model = onnx.load_model(str(path), load_external_data=False)
+    except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
+        raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
+    return model
+
+
+def _check_model(model: onnx.ModelProto, path: Path) -> None:
+    # Graph outputs without a type or shape are legal for onnxruntime (and common in hand-built
+    # models) but the checker rejects them; ge infers them anyway, so they get a placeholder
+    # for the check only.
+    patched = []
+    for o in model.graph.output:
+        if not o.type.HasField("tensor_type") or not o.type.tensor_type.HasField("shape"):
+            saved = onnx.ValueInfoProto()
+            saved.CopyFrom(o)
+            patched.append((o, saved))
+            if not o.type.tensor_type.elem_type:
+                o.type.tensor_type.elem_type = TensorProto.FLOAT
+            o.type.tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise FormatError(f"{path}: ONNX checker: {_short(e)}") from None
+    finally:
+        for o, saved in patched:
+            o.CopyFrom(saved)
+
+
+def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
+    opset: dict[str, int] = {}
+    for o in model.opset_import:
+        opset["" if o.domain in ("", "ai.onnx") else o.domain] = int(o.version)
+    v = opset.get("")
+    if v is None:
+        raise GraphError(f"{path}: the model imports no default-domain (ai.onnx) opset")
+    if not MIN_OPSET <= v <= MAX_OPSET:
+        raise GraphError(f"{path}: opset {v} of the default domain (ai.onnx) is not supported; "
+                         f"ge supports opsets {MIN_OPSET}..{MAX_OPSET} (convert the model with "
+                         f"onnx.version_converter or re-export it)")
+    return opset
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line[:300]
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# external data
+# --------------------------------------------------------------------------------------------
+def _all_tensors(model: onnx.ModelProto):
+    def of_graph(g: onnx.GraphProto):
+        yield from g.initializer
+        for s in g.sparse_initializer:
+            yield s.values
+            yield s.indices
+        for n in g.node:
+            for a in n.attribute:
+                if a.HasField("t"):
+                    yield a.t
+                yield from a.tensors
+                if a.HasField("sparse_tensor"):
+                    yield a.sparse_tensor.values
+                    yield a.sparse_tensor.indices
+                if a.HasField("g"):
+                    yield from of_graph(a.g)
+                for sub in a.graphs:
+                    yield from of_graph(sub)
+    yield from of_graph(model.graph)
+
+
+def _expected_nbytes(t: TensorProto) -> int | None:
+    if t.data_type not in DTYPES:
+        return None
+    return int(np.prod(t.dims, dtype=np.int64)) * DTYPES[t.data_type].itemsize
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    base = path.resolve().parent
+    sizes: dict[Path, int] = {}
+    for t in _all_tensors(model):
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {kv.key: kv.value for kv in t.external_data}
+        where = f"{path}: tensor '{t.name}'"
+        location = info.get("location", "")
+        if not location:
+            raise FormatError(f"{where}: external data without a location")
+        if os.path.isabs(location) or ".." in Path(location).parts:
+            raise FormatError(f"{where}: external data location '{location}' must be a path inside the model's folder")
+        file = (base / location).resolve()
+        if base not in file.parents:
+            raise FormatError(f"{where}: external data location '{location}' leaves the model's folder")
+        if file not in sizes:
+            if not file.is_file():
+                raise FormatError(f"{where}: external data file '{file}' is missing")
+            sizes[file] = file.stat().st_size
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError:
+            raise FormatError(f"{where}: bad external data offset/length {info}") from None
+        expected = _expected_nbytes(t)
+        if length is None:
+            length = expected if expected is not None else sizes[file] - offset
+        if offset < 0 or length < 0 or offset + length > sizes[file]:
+            raise FormatError(f"{where}: external data file '{file}' is truncated: needs bytes "
+                              f"[{offset}, {offset + length}), the file has {sizes[file]}")
+        if expected is not None and length != expected:
+            raise FormatError(f"{where}: external data in '{file}' has {length} bytes, "
+                              f"the tensor (dims {list(t.dims)}) needs {expected}")
+        with open(file, "rb") as f:
+            f.seek(offset)
+            data = f.read(length)
+        if len(data) != length:
+            raise FormatError(f"{where}: external data file '{file}' is truncated")
+        t.raw_data = data
+        del t.external_data[:]
+        t.data_location = TensorProto.DEFAULT
+
+
+# --------------------------------------------------------------------------------------------
+# input shapes
+# --------------------------------------------------------------------------------------------
+def _dims(vi: onnx.ValueInfoProto):
+    """Dims of a ValueInfo: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
+    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return None
+    out = []
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            out.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            out.append(d.dim_param)
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def _fmt_shape(dims) -> str:
+    if dims is None:
+        return "unknown rank"
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str, list[int]]) -> None:
+    by_name = {vi.name: vi for vi in inputs}
+    for name, dims in input_shape.items():
+        if name not in by_name:
+            raise GraphError(f"--input_shape names input '{name}', which the model does not have; "
+                             f"its inputs are {[vi.name for vi in inputs]}")
+        vi = by_name[name]
+        if not vi.type.HasField("tensor_type"):
+            raise GraphError(f"input '{name}' is not a tensor; --input_shape cannot apply to it")
+        declared = _dims(vi)
+        dims = [int(d) for d in dims]
+        if declared is not None and len(declared) != len(dims):
+            raise ShapeError(f"--input_shape gives input '{name}' shape {list(dims)} (rank {len(dims)}), "
+                             f"but the model declares {_fmt_shape(declared)} (rank {len(declared)})")
+        if any(d < -1 for d in dims):
+            raise ShapeError(f"--input_shape gives input '{name}' shape {list(dims)}: dims must be >= 0 "
+                             f"(or -1 to keep the model's dim)")
+        shape = vi.type.tensor_type.shape
+        old = list(shape.dim)
+        del shape.dim[:]
+        for i, d in enumerate(dims):
+            nd = shape.dim.add()
+            if d >= 0:
+                nd.dim_value = d
+            elif declared is not None:
+                nd.CopyFrom(old[i])
+
+
+def _static(d) -> bool:
+    return isinstance(d, int) and d >= 0
+
+
+def _require_static_inputs(inputs: list[onnx.ValueInfoProto]) -> None:
+    bad = []
+    for vi in inputs:
+        dims = _dims(vi)
+        if not vi.type.HasField("tensor_type"):
+            raise GraphError(f"input '{vi.name}' is not a tensor (type {vi.type.WhichOneof('value')}); "
+                             f"only tensor inputs are supported")
+        if dims is None or any(not _static(d) for d in dims):
+            bad.append((vi.name, dims))
+    if not bad:
+        return
+    parts, hints = [], []
+    for name, dims in bad:
+        if dims is None:
+            parts.append(f"input '{name}' has an unknown rank")
+            hints.append(f"{name}:<d0>,<d1>,...")
+        else:
+            sym = ["?" if d is None else d for d in dims if not _static(d)]
+            parts.append(f"input '{name}' has symbolic dims {sym} (shape {_fmt_shape(dims)})")
+            hints.append(f"{name}:" + ",".join(str(d) if _static(d) else "1" for d in dims))
+    raise ShapeError("; ".join(parts) + f"; fix them with --input_shape \"{';'.join(hints)}\"")
+
+
+# --------------------------------------------------------------------------------------------
+# onnx shape inference (cross-check and seed)
+# --------------------------------------------------------------------------------------------
+def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> dict[str, tuple]:
+    """Run onnx's shape inference on a light copy; {tensor name: (elem_type, dims)}. Never fails."""
+    light = onnx.ModelProto()
+    light.ir_version = model.ir_version
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    g, src = light.graph, model.graph
+    g.name = src.name
+    g.node.extend(src.node)
+    g.input.extend(inputs)
+    for t in src.initializer:
+        if np.prod(t.dims, dtype=np.int64) > _INFER_CONST_LIMIT:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            g.initializer.append(t)
+    g.sparse_initializer.extend(src.sparse_initializer)
+    for o in src.output:  # types only: declared output dims may contradict a changed --input_shape
+        vo = g.output.add()
+        vo.name = o.name
+        if o.type.HasField("tensor_type"):
+            vo.type.tensor_type.elem_type = o.type.tensor_type.elem_type
+    if light.ir_version < 4:
+        light.ir_version = 4  # initializers need not be inputs from ir 4 on
+    try:
+        out = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:
+        try:
+            out = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=False)
+        except Exception:
+            return {}
+    found = {}
+    for vi in list(out.graph.value_info) + list(out.graph.output):
+        if vi.type.HasField("tensor_type"):
+            found[vi.name] = (vi.type.tensor_type.elem_type, _dims(vi))
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# conversion
+# --------------------------------------------------------------------------------------------
+def _tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
+    if t.data_type not in DTYPES:
+        name = TensorProto.DataType.Name(t.data_type) if t.data_type in TensorProto.DataType.values() else t.data_type
+        raise GraphError(f"{where}: tensor '{t.name}' has element type {name}, which ge does not support")
+    try:
+        a = numpy_helper.to_array(t)
+    except Exception as e:
+        raise FormatError(f"{where}: tensor '{t.name}' cannot be read ({_short(e)})") from None
+    return np.array(a, dtype=DTYPES[t.data_type], order="C", copy=None)
+
+
+def _sparse_to_array(s: onnx.SparseTensorProto, where: str) -> np.ndarray:
+    values = _tensor_to_array(s.values, where)
+    indices = numpy_helper.to_array(s.indices).astype(np.int64)
+    dims = tuple(int(d) for d in s.dims)
+    dense = np.zeros(dims, values.dtype)
+    numel = dense.size
+    if indices.ndim == 1:
+        flat = indices
+    elif indices.ndim == 2 and indices.shape[1] == len(dims):
+        flat = np.ravel_multi_index(tuple(indices.T), dims) if len(indices) else indices[:, 0]
+    else:
+        raise FormatError(f"{where}: sparse tensor '{s.values.name}' has indices of shape {indices.shape}")
+    if len(flat) != values.size or (len(flat) and (flat.min() < 0 or flat.max() >= numel)):
+        raise FormatError(f"{where}: sparse tensor '{s.values.name}' has out-of-range indices")
+    dense.reshape(-1)[flat] = values.reshape(-1)
+    return dense
+
+
+def _attr_value(a: AttributeProto, node_desc: str):
+    t = a.type
+    where = f"{node_desc} attribute '{a.name}'"
+    if t == AttributeProto.FLOAT:
+        return float(a.f)
+    if t == AttributeProto.INT:
+        return int(a.i)
+    if t == AttributeProto.STRING:
+        return a.s.decode("utf-8", errors="replace")
+    if t == AttributeProto.TENSOR:
+        return _tensor_to_array(a.t, where)
+    if t == AttributeProto.SPARSE_TENSOR:
+        return _sparse_to_array(a.sparse_tensor, where)
+    if t == AttributeProto.FLOATS:
+        return [float(x) for x in a.floats]
+    if t == AttributeProto.INTS:
+        return [int(x) for x in a.ints]
+    if t == AttributeProto.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in a.strings]
+    if t == AttributeProto.TENSORS:
+        return [_tensor_to_array(x, where) for x in a.tensors]
+    if t in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+        raise GraphError(f"{node_desc}: attribute '{a.name}' is a subgraph; control flow "
+                         f"(If/Loop/Scan) is not supported yet")
+    raise GraphError(f"{where}: attribute type {AttributeProto.AttributeType.Name(t)} is not supported")
+
+
+def _value(name: str, elem_type: int | None, dims, where: str) -> Value:
+    dtype = None
+    if elem_type:
+        if elem_type not in DTYPES:
+            tname = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
+            raise GraphError(f"{where} '{name}' has element type {tname}, which ge does not support")
+        dtype = DTYPES[elem_type]
+    return Value(name, dtype, None if dims is None else tuple(dims))
+
+
+def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
+    src = model.graph
+    graph = Graph(name=src.name or path.stem, opset=dict(opset))
+
+    for t in src.initializer:
+        graph.initializers[t.name] = _tensor_to_array(t, f"{path}: initializer")
+    for s in src.sparse_initializer:
+        graph.initializers[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")
+    for name, a in graph.initializers.items():
+        graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
+
+    for vi in inputs:
+        graph.inputs.append(vi.name)
+        graph.values[vi.name] = _value(vi.name, vi.type.tensor_type.elem_type, _dims(vi), "input")
+
+    # names: keep the model's, make missing or duplicate ones unique
+    taken = {n.name for n in src.node if n.name}
+    seen: set[str] = set()
+    for i, n in enumerate(src.node):
+        name = n.name
+        if not name or name in seen:
+            base = f"{n.op_type}_{i}" if not name else f"{name}_{i}"
+            name, k = base, 1
+            while name in taken or name in seen:
+                name, k = f"{base}_{k}", k + 1
+        seen.add(name)
+        domain = "" if n.domain in ("", "ai.onnx") else n.domain
+        desc = f"node '{name}' ({n.op_type})"
+        attrs = {a.name: _attr_value(a, desc) for a in n.attribute}
+        graph.nodes.append(Node(n.op_type, list(n.input), list(n.output), attrs, name, domain))
+        for o in n.output:
+            if o and o not in graph.values:
+                elem, dims = inferred.get(o, (None, None))
+                graph.values[o] = _value(o, elem, dims, "tensor")
+
+    # the model's declared value infos fill what inference left unknown (dtype only when shapes moved)
+    for vi in list(src.value_info) + list(src.output):
+        v = graph.values.get(vi.name)
+        if v is not None and v.dtype is None and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            v.dtype = _value(vi.name, vi.type.tensor_type.elem_type, None, "tensor").dtype
+
+    if out_nodes:
+        graph.outputs = _select_outputs(graph, out_nodes)
+    else:
+        graph.outputs = [o.name for o in src.output]
+    for o in graph.outputs:
+        if o not in graph.values:
+            raise GraphError(f"{path}: graph output '{o}' is produced by no node, input or initializer")
+    return graph
+
+
+def _select_outputs(graph: Graph, out_nodes: list[str]) -> list[str]:
+    by_node = {n.name: n for n in graph.nodes}
+    tensors = set(graph.producers()) | set(graph.inputs)
+    outputs: list[str] = []
+    for entry in out_nodes:
+        entry = entry.strip()
+        if not entry:
+            continue
+        if entry in tensors:
+            picked = entry
+        else:
+            node_name, sep, index = entry.rpartition(":")
+            if sep and node_name in by_node and index.strip().lstrip("-").isdigit():
+                node, k = by_node[node_name], int(index)
+                real = [o for o in node.outputs]
+                if not 0 <= k < len(real) or not real[k]:
+                    raise GraphError(f"--out_nodes '{entry}': {node} has {len(real)} output(s); "
+                                     f"index {k} is out of range")
+                picked = real[k]
+            elif entry in by_node:
+                picked = next((o for o in by_node[entry].outputs if o), None)
+                if picked is None:
+                    raise GraphError(f"--out_nodes '{entry}': {by_node[entry]} has no outputs")
+            else:
+                sample = [n.name for n in graph.nodes[:8]]
+                raise GraphError(f"--out_nodes '{entry}' names neither a node ('name:index') nor a tensor "
+                                 f"of the model (nodes include {sample}{' ...' if len(graph.nodes) > 8 else ''})")
+        if picked not in outputs:
+            outputs.append(picked)
+    if not outputs:
+        raise GraphError("--out_nodes selects no outputs")
+    return outputs
