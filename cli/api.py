@@ -98,3 +98,157 @@ def unload(model_id: int) -> None:
 def model(model_id: int):
     """The loaded DavinciModel (descs, contexts, timings)."""
     return model_manager.model(model_id)
+
+
+# -- looking inside an OM: `ge inspect`, `ge atc --mode=1` and `--mode=6` --------------------------
+REGIONS = ("WEIGHT", "FEATURE_MAP", "WORKSPACE", "IO")
+
+
+def version() -> str:
+    """ge's version (the installed distribution's), as `atc_version` shows it."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+    try:
+        return dist_version("ge")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
+        return "0+unknown"
+
+
+def inspect(path: str) -> dict:
+    """Everything `ge inspect` shows, as plain JSON-ready data: header, IO descs, memory regions,
+    the logical allocations, the tensor allocation table, tasks (with kernels and arguments) and
+    weights. Raises FormatError for a broken OM."""
+    from ..formats.om import header_info
+    header = header_info(path)
+    m = read_om(path)
+    kinds = {a.id: a.kind for a in m.allocations}
+    return {
+        "header": _jsonable(header),
+        "inputs": [_desc_dict(d, kinds) for d in m.inputs],
+        "outputs": [_desc_dict(d, kinds) for d in m.outputs],
+        "memory": _regions(m),
+        "feature_map_lower_bound": int(m.attrs.get("lower_bound", 0)) if isinstance(m.attrs, dict) else 0,
+        "logical_allocations": [{"id": a.id, "kind": a.kind, "size": a.size, "io_index": a.io_index}
+                                for a in m.allocations],
+        "allocations": [{"tensor": t.name, "allocation": t.allocation, "kind": kinds.get(t.allocation, "?"),
+                         "offset": t.offset, "size": t.nbytes, "dtype": t.dtype, "shape": list(t.shape),
+                         "first": t.first, "last": t.last, "alias_of": t.alias_of} for t in m.tensors],
+        "tasks": [_task_dict(i, t, kinds) for i, t in enumerate(m.tasks)],
+        "weights": [{"name": w.name, "dtype": w.dtype, "shape": list(w.shape), "offset": w.offset,
+                     "bytes": w.nbytes, "storage": "file" if w.file else "inline", "file": w.file,
+                     "file_offset": w.file_offset} for w in m.weights],
+    }
+
+
+def model_info(path: str) -> dict:
+    """What `atc --mode=6` displays: command line, versions, resource and partition sizes."""
+    from ..formats.om import header_info
+    header = header_info(path)
+    m = read_om(path)
+    attrs = m.attrs if isinstance(m.attrs, dict) else {}
+    parts: dict[str, int] = {}
+    for p in header.get("partitions", []):
+        parts[p["type"]] = parts.get(p["type"], 0) + int(p["size"])
+    return {
+        "atc_cmdline": header.get("atc_cmdline", ""),
+        "atc_version": f"ge {version()}",
+        "soc_version": header.get("platform_version", m.soc_version),
+        "framework_type": 5,
+        "memory_size": m.memory_size,
+        "weight_size": m.weight_size,
+        "stream_num": int(attrs.get("stream_num", 1)),
+        "event_num": int(attrs.get("event_num", 0)),
+        "modeldef_size": parts.get("MODEL_DEF", 0),
+        "weight_data_size": parts.get("WEIGHTS_DATA", 0),
+        "task_info_size": parts.get("TASK_INFO", 0),
+    }
+
+
+def om_to_json(path: str) -> dict:
+    """The whole OM as JSON-ready data (`atc --mode=1`): header, model def, tasks and weight descs;
+    weight bytes are left out (their offsets and sizes are in the descs)."""
+    from ..formats.om import header_info
+    header = header_info(path)
+    m = read_om(path)
+    attrs = m.attrs if isinstance(m.attrs, dict) else {}
+    return _jsonable({
+        "header": header,
+        "model_def": {
+            "name": m.name, "soc_version": m.soc_version, "opset": m.opset,
+            "memory_size": m.memory_size, "weight_size": m.weight_size,
+            "workspace_size": m.allocation("WORKSPACE").size,
+            "zero_copy_memory_size": sum(a.size for a in m.allocations if a.kind in ("INPUT", "OUTPUT")),
+            "stream_num": attrs.get("stream_num", 1), "event_num": attrs.get("event_num", 0),
+            "allocations": [vars_of(a) for a in m.allocations],
+            "inputs": [vars_of(d) for d in m.inputs],
+            "outputs": [vars_of(d) for d in m.outputs],
+            "tensors": [vars_of(t) for t in m.tensors],
+            "attrs": attrs,
+        },
+        "tasks": [{"index": i, "node": t.node, "op_type": t.op_type, "domain": t.domain, "opset": t.opset,
+                   "attrs": t.attrs, "inputs": [None if a is None else vars_of(a) for a in t.inputs],
+                   "outputs": [vars_of(a) for a in t.outputs], "workspace": t.workspace}
+                  for i, t in enumerate(m.tasks)],
+        "weights": [vars_of(w) for w in m.weights],
+    })
+
+
+def vars_of(obj) -> dict:
+    """A frozen dataclass (Allocation, TensorDesc, TensorPlan, Arg, WeightDesc) as a dict."""
+    import dataclasses
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def _regions(m: GeModel) -> dict:
+    sizes = {kind: 0 for kind in REGIONS}
+    for a in m.allocations:
+        sizes["IO" if a.kind in ("INPUT", "OUTPUT") else a.kind] += a.size
+    return {kind: {"base": 0, "size": size} for kind, size in sizes.items()}
+
+
+def _desc_dict(d, kinds: dict) -> dict:
+    return {"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "bytes": d.nbytes,
+            "allocation": d.allocation, "kind": kinds.get(d.allocation, "?")}
+
+
+def _task_dict(index: int, t, kinds: dict) -> dict:
+    from ..core.kernels import lookup
+    try:
+        kernel = lookup(t.op_type, t.domain, t.opset, t.node).__name__
+    except GeError:
+        kernel = "(unsupported)"
+
+    def arg(a, role):
+        kind = kinds.get(a.allocation, "?")
+        return {"role": role, "allocation": a.allocation, "kind": kind, "offset": a.offset, "dtype": a.dtype,
+                "shape": list(a.shape), "ref": f"alloc#{a.allocation}+{a.offset}"}
+
+    epilogue = [op for op, _ in t.attrs.get("ge.epilogue", ())] if isinstance(t.attrs, dict) else []
+    return {"index": index, "node": t.node, "op": t.op_type, "domain": t.domain, "kernel": kernel,
+            "epilogue": epilogue,
+            "args": [arg(a, "in") for a in t.inputs if a is not None] + [arg(a, "out") for a in t.outputs],
+            "workspace": t.workspace}
+
+
+def _jsonable(v):
+    """Plain JSON types: tuples -> lists, numpy scalars/arrays -> Python values, dtypes -> names,
+    bytes -> hex, dataclasses -> dicts."""
+    import dataclasses
+
+    import numpy as np
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _jsonable(v.tolist())
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (np.dtype, type)) and not isinstance(v, bool):
+        return np.dtype(v).name if isinstance(v, np.dtype) else v.__name__
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return _jsonable(vars_of(v))
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)

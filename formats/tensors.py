@@ -211,6 +211,28 @@ def _write_atomic(path: str, array: np.ndarray, fmt: str) -> None:
         raise
 
 
+def write_text(path: str, text: str) -> None:
+    """Write a text file (a JSON summary, a model dump) atomically: temporary file, then rename."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as e:
+        raise FormatError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as e:
+        _unlink(tmp)
+        raise FormatError(f"{path}: cannot write ({e.strerror or e})") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
 def _savetxt(f, array: np.ndarray) -> None:
     """One row per last-axis vector (the flattened array for rank <= 1), values at full precision."""
     if array.ndim == 0 or array.size == 0:

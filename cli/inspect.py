@@ -1,0 +1,89 @@
+"""`ge inspect X.om`: what was compiled — header, IO, memory regions, the allocation table, tasks
+with their kernels and arguments, weights. The data comes from `api.inspect` (also for Python
+users); this module only renders it."""
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+
+from . import api, console
+from .options import json_option
+
+
+@click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("om", metavar="FILE.om", type=click.Path(dir_okay=False))
+@json_option
+def inspect(om, as_json):
+    """Show what an OM holds: header, inputs/outputs, memory, allocations, tasks, weights."""
+    data = api.inspect(om)
+    if as_json:
+        console.echo(json.dumps(data, indent=2))
+        return
+    render(data)
+
+
+def _table(title: str, *columns: str, right: tuple = ()) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c, justify="right" if c in right else "left")
+    return t
+
+
+def render(d: dict) -> None:
+    out = console.out
+    h = d["header"]
+    head = _table("Header", "field", "value")
+    for key, value in h.items():
+        if key == "partitions":
+            continue
+        head.add_row(key, str(value))
+    out.print(head)
+    parts = _table("Partitions", "type", "submodel", "offset", "size", right=("submodel", "offset", "size"))
+    for p in h.get("partitions", []):
+        parts.add_row(str(p["type"]), str(p["submodel"]), str(p["offset"]), str(p["size"]))
+    out.print(parts)
+
+    io = _table("Inputs / outputs", "", "name", "dtype", "shape", "bytes", "allocation", right=("bytes",))
+    for role in ("inputs", "outputs"):
+        for i, x in enumerate(d[role]):
+            io.add_row(f"{role[:-1]} {i}", x["name"], x["dtype"], str(x["shape"]), str(x["bytes"]),
+                       f"#{x['allocation']} {x['kind']}")
+    out.print(io)
+
+    mem = _table("Memory regions", "region", "base", "size", "", right=("base", "size", ""))
+    for region, r in d["memory"].items():
+        mem.add_row(region, str(r["base"]), str(r["size"]), console.nbytes(r["size"]))
+    out.print(mem)
+    bound = d.get("feature_map_lower_bound", 0)
+    fm = d["memory"].get("FEATURE_MAP", {}).get("size", 0)
+    if bound:
+        out.print(f"feature-map lower bound {bound} B, planned {fm} B, ratio {fm / bound:.3f}")
+
+    logical = _table("Logical allocations", "id", "kind", "size", "io index", right=("id", "size", "io index"))
+    for a in d["logical_allocations"]:
+        logical.add_row(str(a["id"]), a["kind"], str(a["size"]), "" if a["io_index"] < 0 else str(a["io_index"]))
+    out.print(logical)
+
+    alloc = _table("Allocation table", "tensor", "allocation", "offset", "size", "dtype", "shape", "first", "last",
+                   "alias of", right=("offset", "size", "first", "last"))
+    for t in d["allocations"]:
+        alloc.add_row(t["tensor"], f"#{t['allocation']} {t['kind']}", str(t["offset"]), str(t["size"]), t["dtype"],
+                      str(t["shape"]), str(t["first"]), str(t["last"]), t["alias_of"])
+    out.print(alloc)
+
+    tasks = _table("Tasks", "#", "node", "op", "kernel", "args (alloc#id+offset kind)", "workspace",
+                   right=("#", "workspace"))
+    for t in d["tasks"]:
+        op = "+".join([t["op"], *t.get("epilogue", [])])
+        ins = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "in")
+        outs = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "out")
+        tasks.add_row(str(t["index"]), t["node"], op, t["kernel"], f"{ins} -> {outs}", str(t["workspace"]))
+    out.print(tasks)
+
+    weights = _table("Weights", "name", "dtype", "shape", "offset", "bytes", "storage", right=("offset", "bytes"))
+    for w in d["weights"]:
+        weights.add_row(w["name"], w["dtype"], str(w["shape"]), str(w["offset"]), str(w["bytes"]),
+                        w["file"] if w["storage"] == "file" else "inline")
+    out.print(weights)

@@ -1,0 +1,93 @@
+"""`ge`: the command line (ATC's `atc`, msame's `run`, and `inspect`).
+
+Errors: a GeError prints `error: <message>` as one line on stderr and exits 1; click usage errors
+exit 2; any other exception prints `internal error: <type>: <message> (...)` and exits 1.
+`--debug` (before or after the subcommand) adds the traceback.
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from ..core.errors import GeError
+from . import console
+from .options import DEBUG_FLAG, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
+
+
+
+class GeGroup(click.Group):
+    """The `ge` group: takes `--debug` anywhere on the line and turns exceptions into one-line errors."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_META_ARGV] = list(args)
+        end = args.index("--") if "--" in args else len(args)
+        if DEBUG_FLAG in args[:end]:
+            ctx.meta[_META_DEBUG] = True
+            args = [a for a in args[:end] if a != DEBUG_FLAG] + args[end:]
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
+            raise
+        except GeError as e:
+            _report(ctx, e, "error")
+        except OSError as e:  # a file the user named is missing or not writable
+            _report(ctx, e, "error")
+        except Exception as e:
+            _report(ctx, e, "internal error", internal=True)
+        ctx.exit(1)
+
+
+def _report(ctx: click.Context, e: BaseException, prefix: str, internal: bool = False) -> None:
+    debug = bool(ctx.meta.get(_META_DEBUG))
+    if debug:
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+    if isinstance(e, OSError) and not isinstance(e, GeError) and e.filename is not None:
+        message = f"{e.filename}: {e.strerror or e}"
+    else:
+        message = str(e) or type(e).__name__
+    if internal:
+        message = f"{type(e).__name__}: {message}"
+        if not debug:
+            message += " (run with --debug for the traceback)"
+    console.error(message, prefix)
+
+
+@click.group(cls=GeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="show tracebacks of errors (also accepted after the subcommand)")
+@click.version_option(package_name="ge", prog_name="ge", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """ge: compile ONNX models into offline models (OM) and run them on a CPU or a simulated NPU.
+
+    \b
+      ge atc --model=net.onnx --framework=5 --output=net --input_shape="x:1,3,224,224"
+      ge run --model net.om --input x.npy --output out --loop 10
+      ge inspect net.om
+    """
+    if debug:
+        ctx.meta[_META_DEBUG] = True
+
+
+def _register() -> None:
+    from .atc import atc
+    from .inspect import inspect
+    from .run import run
+    for command in (atc, run, inspect):
+        cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (`ge = "ge.cli.main:main"`)."""
+    cli.main(args=argv, prog_name="ge")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,137 @@
+"""`ge run`: msame's job. Load an OM on a device, feed it inputs from files (or seeded random
+data), run it once or in a timed loop, write the outputs as <om name>_output_<i>.<npy|bin|txt>."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import click
+import numpy as np
+from rich.table import Table
+
+from ..formats.tensors import OUTPUT_FORMATS, load_inputs, random_inputs, save_outputs, write_text
+from . import api, console
+from .options import device_option, json_option, om_option
+
+
+@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
+@om_option(help="the offline model (.om) to run")
+@click.option("--input", "input_files", metavar="a.npy,b.bin",
+              help="input files, comma-separated, one per model input in order (.npy, .npz, raw .bin); "
+                   "a single .npz may hold every input; random seeded data when omitted")
+@click.option("--output", "output_dir", default="out", show_default=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="directory for the output files")
+@click.option("--outfmt", type=click.Choice(OUTPUT_FORMATS, case_sensitive=False), default="NPY",
+              show_default=True, help="output file format")
+@device_option
+@click.option("--loop", type=click.IntRange(min=1), default=1, show_default=True,
+              help="timed runs; with N > 1 one warm-up run comes first")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
+@click.option("--summary-json", "--summary_json", "summary_json", metavar="FILE", type=click.Path(dir_okay=False),
+              help="write the latency/throughput summary as JSON")
+@click.option("--verbose", "-v", is_flag=True, help="show the model's init step timings and execution stats")
+@json_option
+def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json, verbose, as_json):
+    """Run an offline model (msame): inputs from files or random, outputs to DIR.
+
+    \b
+      ge run --model net.om --input x.npy --output out
+      ge run --model net.om --device sim --loop 100 --summary-json perf.json
+    """
+    device = device.lower()
+    outfmt = outfmt.upper()
+    t0 = time.perf_counter()
+    model_id = api.load_from_file(model, device)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    try:
+        dm = api.model(model_id)
+        in_descs, out_descs = list(dm.inputs), list(dm.outputs)
+        if input_files:
+            paths = [p.strip() for p in input_files.split(",") if p.strip()]
+            inputs = load_inputs(paths, in_descs)
+            sources = paths if len(paths) == len(in_descs) else [f"{paths[0]}[{d.name}]" for d in in_descs]
+        else:
+            inputs = random_inputs(in_descs, seed)
+            sources = [f"random (seed {seed})"] * len(in_descs)
+        if loop > 1:
+            api.execute(model_id, inputs)  # warm-up
+        latencies = []
+        for _ in range(loop):
+            t = time.perf_counter()
+            outputs = api.execute(model_id, inputs)
+            latencies.append((time.perf_counter() - t) * 1e3)
+        timings = dict(dm.timings)
+        stats = dict(getattr(dm.default_context, "stats", {}) or {})
+    finally:
+        api.unload(model_id)
+
+    om_name = os.path.splitext(os.path.basename(model))[0]
+    files = save_outputs(outputs, output_dir, om_name, outfmt)  # only after a successful run
+    batch = int(in_descs[0].shape[0]) if in_descs and len(in_descs[0].shape) else 1
+    summary = perf_summary(model, device, latencies, batch)
+    if summary_json:
+        write_text(summary_json, json.dumps(summary, indent=2) + "\n")
+
+    if as_json:
+        data = dict(summary, load_ms=round(load_ms, 3),
+                    inputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "source": s}
+                            for d, s in zip(in_descs, sources)],
+                    outputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "file": f}
+                             for d, f in zip(out_descs, files)])
+        if verbose:
+            data.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, stats=stats)
+        console.echo(json.dumps(api._jsonable(data), indent=2))
+        return
+
+    out = console.out
+    out.print(f"model [bold]{model}[/bold] loaded on [bold]{device}[/bold] in {load_ms:.2f} ms")
+    io = Table(title="Inputs / outputs", title_justify="left")
+    for col in ("", "name", "dtype", "shape", "file"):
+        io.add_column(col)
+    for i, (d, s) in enumerate(zip(in_descs, sources)):
+        io.add_row(f"input {i}", d.name, d.dtype, str(list(d.shape)), s)
+    for i, (d, f) in enumerate(zip(out_descs, files)):
+        io.add_row(f"output {i}", d.name, d.dtype, str(list(d.shape)), f)
+    out.print(io)
+    if verbose:
+        steps = Table(title="DavinciModel init", title_justify="left")
+        steps.add_column("step")
+        steps.add_column("ms", justify="right")
+        for step, seconds in timings.items():
+            steps.add_row(step, f"{seconds * 1e3:.3f}")
+        steps.add_section()
+        steps.add_row("total", f"{sum(timings.values()) * 1e3:.3f}")
+        out.print(steps)
+        st = Table(title="Last execution", title_justify="left")
+        st.add_column("counter")
+        st.add_column("value", justify="right")
+        for k, v in stats.items():
+            st.add_row(k, str(v))
+        out.print(st)
+    lat = summary["latency_ms"]
+    if loop == 1:
+        out.print(f"inference time: {lat['mean']:.3f} ms")
+    else:
+        t = Table(title=f"Latency over {loop} runs (after 1 warm-up), batch {batch}", title_justify="left")
+        for col in ("min ms", "mean ms", "median ms", "p99 ms", "throughput /s"):
+            t.add_column(col, justify="right")
+        t.add_row(*(f"{lat[k]:.3f}" for k in ("min", "mean", "median", "p99")), f"{summary['throughput']:.2f}")
+        out.print(t)
+    if summary_json:
+        out.print(f"summary written to {summary_json}")
+    out.print(f"{len(files)} output(s) written to [bold]{output_dir}[/bold]")
+
+
+def perf_summary(model: str, device: str, latencies_ms: list[float], batch: int) -> dict:
+    lat = np.asarray(latencies_ms, dtype=np.float64)
+    mean = float(lat.mean())
+    return {
+        "model": model,
+        "device": device,
+        "loop": len(latencies_ms),
+        "latency_ms": {"min": float(lat.min()), "mean": mean, "median": float(np.median(lat)),
+                       "p99": float(np.percentile(lat, 99))},
+        "throughput": 1000.0 * batch / mean if mean > 0 else float("inf"),
+        "batch": batch,
+    }
