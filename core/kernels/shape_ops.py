@@ -184,6 +184,7 @@ class Squeeze13(Squeeze):
 @register("Unsqueeze")
 class Unsqueeze(AliasKernel):
     """Unsqueeze-1/11: axes as a required attribute."""
+    from_input = False
 
     def prepare(self):
         if not self.from_input:
@@ -191,8 +192,6 @@ class Unsqueeze(AliasKernel):
             if axes is None:
                 raise self.fail("attribute 'axes' is required")
             self.axes_attr = ints(axes)
-
-    from_input = False
 
     def unsqueeze(self, x, axes):
         if len(axes) == 0:
@@ -295,7 +294,8 @@ class Size(ShapeKernel):
 
 @register("Constant")
 class Constant(ShapeKernel):
-    """value (tensor), value_float(s), value_int(s). Strings and sparse tensors are not supported."""
+    """value (tensor), sparse_value (as the importer densifies it), value_float(s), value_int(s).
+    Strings are not supported."""
 
     def prepare(self):
         given = [k for k in self.attrs if k.startswith("value") or k == "sparse_value"]
@@ -303,7 +303,7 @@ class Constant(ShapeKernel):
             raise self.fail(f"needs exactly one value attribute, got {given or 'none'}")
         key = given[0]
         v = self.attrs[key]
-        if key == "value":
+        if key == "value" or (key == "sparse_value" and isinstance(v, np.ndarray)):
             self.value = self.tensor_attr(key, v)
         elif key == "value_float":
             self.value = np.array(v, np.float32)

@@ -20,7 +20,7 @@ def _at(axis: int, index, rank: int) -> tuple:
     return (slice(None),) * axis + (index,) + (slice(None),) * (rank - axis - 1)
 
 
-def _scalar(value, what: str = "value"):
+def _scalar(value):
     a = np.asarray(value)
     return a.reshape(-1)[0] if a.size else None
 

@@ -224,6 +224,8 @@ def test_constant(check_op, attrs):
 def test_constant_accepts_arrays_and_refuses_two_values():
     k = lookup("Constant", opset=13)({"value": np.ones((2, 2), np.int32)}, [], opset=13)
     assert k.compute()[0].dtype == np.int32
+    k = lookup("Constant", opset=13)({"sparse_value": np.eye(2, dtype=np.float32)}, [], opset=13)
+    np.testing.assert_array_equal(k.compute()[0], np.eye(2))
     with pytest.raises(GraphError, match="exactly one"):
         lookup("Constant", opset=13)({"value_int": 1, "value_float": 2.0}, [], opset=13)
     with pytest.raises(GraphError, match="not supported"):
