@@ -2,11 +2,11 @@
 
 What happens, in order, and why:
 
-1. The file is parsed without its external data; the checker runs on that light proto (fast, and
-   it works for models whose weights exceed protobuf's 2 GB limit).
-2. External data is read by hand, not by onnx's helper: every location must stay inside the
-   model's folder and every (offset, length) must fit the file and the tensor's size, so a missing
-   or truncated weight file is a FormatError naming the file, not a crash deep in numpy.
+1. The file is parsed without its external data, which is then read by hand, not by onnx's
+   helper: every location must stay inside the model's folder and every (offset, length) must fit
+   the file and the tensor's size, so a missing or truncated weight file is a FormatError naming
+   the file, not a crash deep in numpy.
+2. onnx's checker runs on the loaded proto (on the file when the proto would exceed 2 GB).
 3. `input_shape` (ATC's --input_shape) replaces the dims of the named inputs; afterwards no input
    may keep a symbolic dim: ATC compiles static graphs, so the error says which --input_shape fixes it.
 4. onnx's shape inference (with data propagation) runs on a copy whose big initializers are
@@ -31,6 +31,7 @@ from ...core.ir import DTYPES, Graph, Node, Value
 MIN_OPSET, MAX_OPSET = 11, 21
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
+_PROTO_LIMIT = 2**31 - 2**20
 
 __all__ = ["load_onnx", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MAX_OPSET"]
 
@@ -49,9 +50,9 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     """
     path = Path(path)
     model = _read_model(path)
+    _load_external_data(model, path)
     _check_model(model, path)
     opset = _opsets(model, path)
-    _load_external_data(model, path)
 
     g = model.graph
     init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
@@ -112,7 +113,10 @@ def _check_model(model: onnx.ModelProto, path: Path) -> None:
                 o.type.tensor_type.elem_type = TensorProto.FLOAT
             o.type.tensor_type.shape.SetInParent()
     try:
-        onnx.checker.check_model(model)
+        if model.ByteSize() < _PROTO_LIMIT:
+            onnx.checker.check_model(model)
+        else:  # too big for one protobuf message: the checker reads the file (and its external data)
+            onnx.checker.check_model(str(path))
     except Exception as e:
         raise FormatError(f"{path}: ONNX checker: {_short(e)}") from None
     finally:

@@ -1,0 +1,99 @@
+"""Helpers for pass tests: build ONNX models with onnx.helper, load them, run them through
+onnxruntime and through ge's kernels (compute() in a plain loop, epilogues included)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.core.errors import UnsupportedOpError
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+from ge.core.passes.fuse_activation import EPILOGUE, build_epilogue
+from ge.formats.onnx import load_onnx
+
+
+def _model(nodes, inputs, outputs, inits=None, opset=17):
+    """inputs/outputs: {name: (elem_type or numpy dtype, shape)} or a list of names for untyped outputs."""
+    def vi(name, spec):
+        if spec is None:
+            return onnx.ValueInfoProto(name=name)
+        t, shape = spec
+        t = t if isinstance(t, int) else helper.np_dtype_to_tensor_dtype(np.dtype(t))
+        return helper.make_tensor_value_info(name, t, shape)
+    ins = [vi(k, v) for k, v in inputs.items()]
+    outs = [vi(k, v) for k, v in (outputs.items() if isinstance(outputs, dict) else ((o, None) for o in outputs))]
+    tensors = [numpy_helper.from_array(np.asarray(a), k) for k, a in (inits or {}).items()]
+    g = helper.make_graph(nodes, "test", ins, outs, tensors)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.fixture
+def make_model():
+    return _model
+
+
+@pytest.fixture
+def load(tmp_path):
+    """Save a ModelProto and load it back as a ge Graph."""
+    def do(model, input_shape=None, out_nodes=None, name="m.onnx"):
+        path = tmp_path / name
+        onnx.save(model, str(path))
+        return load_onnx(path, input_shape, out_nodes)
+    return do
+
+
+def ort_run(model, feeds: dict) -> list[np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def ge_run(graph, feeds: dict) -> list[np.ndarray]:
+    """Evaluate a ge Graph with the kernels' compute(), applying fused epilogues in place."""
+    graph.toposort()
+    env = dict(graph.initializers)
+    env.update(feeds)
+    opset = graph.opset.get("", 17)
+    for node in graph.nodes:
+        xs = [env[i] if i else None for i in node.inputs]
+        metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
+        consts = [graph.initializers.get(i) if i else None for i in node.inputs]
+        kernel = lookup(node.op_type, node.domain, opset, node.name)(
+            node.attrs, metas, consts, opset=opset, name=node.name, num_outputs=len(node.outputs))
+        ys = [np.array(y) for y in kernel.compute(*xs)]
+        if node.attrs.get(EPILOGUE):
+            y = ys[0]
+            build_epilogue(node.attrs[EPILOGUE], Meta(y.dtype, y.shape), opset, node.name)(y)
+        for o, y in zip(node.outputs, ys):
+            if o:
+                env[o] = y
+    return [env[o] for o in graph.outputs]
+
+
+@pytest.fixture
+def run_ort():
+    return ort_run
+
+
+@pytest.fixture
+def run_ge():
+    return ge_run
+
+
+@pytest.fixture
+def requires():
+    """Skip the test while a kernel it needs is not written yet (kernels land concurrently)."""
+    def check(*ops, opset=17):
+        for op in ops:
+            try:
+                lookup(op, "", opset)
+            except UnsupportedOpError:
+                pytest.skip(f"kernel {op} not available yet")
+    return check
+
+
+__all__ = ["TensorProto", "helper", "numpy_helper"]

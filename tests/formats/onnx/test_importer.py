@@ -1,0 +1,199 @@
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.core.errors import FormatError, GraphError, ShapeError
+from ge.formats.onnx import load_onnx, parse_input_shape, parse_out_nodes
+
+F = TensorProto.FLOAT
+
+
+def _conv_relu(make_model, x_shape=("batch", 3, 8, 8), opset=17):
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    return make_model(nodes, {"x": (F, list(x_shape))}, {"y": (F, ["batch", 4, 8, 8])}, {"W": w}, opset=opset), w
+
+
+def test_load_converts_nodes_attrs_values_initializers(make_model, load):
+    model, w = _conv_relu(make_model)
+    g = load(model, {"x": [2, 3, 8, 8]})
+    assert [n.op_type for n in g.nodes] == ["Conv", "Relu"]
+    assert [n.name for n in g.nodes] == ["Conv_0", "Relu_1"]  # unnamed nodes get unique names
+    assert g.nodes[0].attrs == {"pads": [1, 1, 1, 1], "strides": [1, 1]}
+    assert g.inputs == ["x"] and g.outputs == ["y"]
+    assert g.opset == {"": 17}
+    np.testing.assert_array_equal(g.initializers["W"], w)
+    assert g.values["x"].shape == (2, 3, 8, 8) and g.values["x"].dtype == np.float32
+    assert g.values["c"].shape == (2, 4, 8, 8)  # onnx's inference seeds the values
+    assert g.values["y"].shape == (2, 4, 8, 8)  # the declared symbolic output dim is replaced
+
+
+def test_attribute_kinds(make_model, load):
+    t = np.arange(4, dtype=np.int64)
+    nodes = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(t, "t")),
+             helper.make_node("Cast", ["x"], ["xc"], to=TensorProto.INT64),
+             helper.make_node("Add", ["xc", "c"], ["s"]),
+             helper.make_node("LeakyRelu", ["x"], ["l"], alpha=0.25),
+             helper.make_node("Resize", ["x", "", "scales"], ["r"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric")]
+    g = load(make_model(nodes, {"x": (F, [1, 1, 1, 4])}, ["s", "l", "r"],
+                        {"scales": np.array([1, 1, 2, 2], np.float32)}))
+    by = {n.op_type: n for n in g.nodes}
+    np.testing.assert_array_equal(by["Constant"].attrs["value"], t)
+    assert by["Cast"].attrs["to"] == 7 and isinstance(by["Cast"].attrs["to"], int)
+    assert by["LeakyRelu"].attrs["alpha"] == pytest.approx(0.25)
+    assert by["Resize"].attrs["mode"] == "nearest"
+    assert by["Resize"].inputs == ["x", "", "scales"]
+
+
+def test_input_that_is_an_initializer_is_an_initializer(make_model, load, tmp_path):
+    model, w = _conv_relu(make_model, (1, 3, 8, 8))
+    model.graph.input.append(helper.make_tensor_value_info("W", F, [4, 3, 3, 3]))  # old exporters
+    g = load(model)
+    assert g.inputs == ["x"] and "W" in g.initializers
+    with pytest.raises(GraphError, match=r"'W'.*\['x'\]"):
+        load(model, {"W": [4, 3, 3, 3]})
+
+
+def test_symbolic_dims_need_input_shape(make_model, load):
+    nodes = [helper.make_node("Add", ["input_ids", "input_ids"], ["y"])]
+    model = make_model(nodes, {"input_ids": (TensorProto.INT64, ["batch", "seq"])}, ["y"])
+    with pytest.raises(ShapeError) as e:
+        load(model)
+    msg = str(e.value)
+    assert "input 'input_ids'" in msg and "['batch', 'seq']" in msg and "[batch, seq]" in msg
+    assert '--input_shape "input_ids:' in msg
+    g = load(model, {"input_ids": [1, 128]})
+    assert g.values["y"].shape == (1, 128)
+
+
+def test_input_shape_errors(make_model, load):
+    model, _ = _conv_relu(make_model)
+    with pytest.raises(GraphError) as e:
+        load(model, {"images": [1, 3, 8, 8]})
+    assert "'images'" in str(e.value) and "['x']" in str(e.value)
+    with pytest.raises(ShapeError) as e:
+        load(model, {"x": [1, 3, 8]})
+    assert "'x'" in str(e.value) and "[1, 3, 8]" in str(e.value) and "[batch, 3, 8, 8]" in str(e.value)
+
+
+def test_input_shape_overrides_static_dims_and_keeps_with_minus_one(make_model, load):
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8))
+    g = load(model, {"x": [4, -1, 8, 8]})
+    assert g.values["x"].shape == (4, 3, 8, 8) and g.values["y"].shape == (4, 4, 8, 8)
+
+
+def test_broken_file(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(np.random.default_rng(3).bytes(4096))
+    with pytest.raises(FormatError, match=r"bad\.onnx: not a valid ONNX model \(.+\)"):
+        load_onnx(bad)
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(FormatError, match="empty.onnx: not a valid ONNX model"):
+        load_onnx(empty)
+    with pytest.raises(FormatError, match="missing.onnx"):
+        load_onnx(tmp_path / "missing.onnx")
+
+
+def test_checker_error_names_file(make_model, tmp_path):
+    nodes = [helper.make_node("Relu", ["x", "x"], ["y"])]  # Relu takes one input
+    model = make_model(nodes, {"x": (F, [2])}, ["y"])
+    path = tmp_path / "twice.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(FormatError, match=r"twice\.onnx: ONNX checker: .*Relu"):
+        load_onnx(path)
+
+
+def test_old_opset_is_rejected(make_model, load):
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8), opset=9)
+    with pytest.raises(GraphError, match=r"opset 9 .*11\.\.21"):
+        load(model)
+
+
+def test_subgraph_attribute_names_node(make_model, load):
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [],
+                               [helper.make_tensor_value_info("o", F, [2])])
+    nodes = [helper.make_node("If", ["cond"], ["y"], name="my_if", then_branch=branch, else_branch=branch)]
+    model = make_model(nodes, {"cond": (TensorProto.BOOL, []), "x": (F, [2])}, {"y": (F, [2])})
+    with pytest.raises(GraphError, match=r"node 'my_if' \(If\).*not supported"):
+        load(model)
+
+
+def _save_external(model, tmp_path):
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="w.bin", size_threshold=0)
+    return path
+
+
+def test_external_data_loads(make_model, tmp_path):
+    model, w = _conv_relu(make_model, (1, 3, 8, 8))
+    path = _save_external(model, tmp_path)
+    assert (tmp_path / "w.bin").stat().st_size >= w.nbytes
+    g = load_onnx(path)
+    np.testing.assert_array_equal(g.initializers["W"], w)
+    assert g.initializers["W"].dtype == np.float32
+
+
+def test_external_data_loads_from_another_cwd(make_model, tmp_path, monkeypatch):
+    model, w = _conv_relu(make_model, (1, 3, 8, 8))
+    sub = tmp_path / "model_dir"
+    sub.mkdir()
+    path = _save_external(model, sub)
+    monkeypatch.chdir(tmp_path)
+    np.testing.assert_array_equal(load_onnx("model_dir/ext.onnx").initializers["W"], w)
+
+
+def test_missing_external_data(make_model, tmp_path):
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8))
+    path = _save_external(model, tmp_path)
+    (tmp_path / "w.bin").unlink()
+    with pytest.raises(FormatError, match=r"w\.bin.*missing"):
+        load_onnx(path)
+
+
+def test_truncated_external_data(make_model, tmp_path):
+    model, w = _conv_relu(make_model, (1, 3, 8, 8))
+    path = _save_external(model, tmp_path)
+    data = (tmp_path / "w.bin").read_bytes()
+    (tmp_path / "w.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(FormatError, match=r"w\.bin.*truncated"):
+        load_onnx(path)
+
+
+def test_external_data_outside_model_folder(make_model, tmp_path):
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8))
+    path = _save_external(model, tmp_path)
+    m = onnx.load(str(path), load_external_data=False)
+    for t in m.graph.initializer:
+        for kv in t.external_data:
+            if kv.key == "location":
+                kv.value = "../w.bin"
+    onnx.save(m, str(path))
+    with pytest.raises(FormatError, match="inside the model's folder"):
+        load_onnx(path)
+
+
+def test_out_nodes_by_node_index_and_tensor_name(make_model, load):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Split", ["a"], ["s0", "s1"], name="split", axis=0, num_outputs=2),
+             helper.make_node("Add", ["s0", "s1"], ["y"], name="add")]
+    model = make_model(nodes, {"x": (F, [4, 2])}, ["y"], opset=18)
+    assert load(model, out_nodes=["split:1", "r1:0"]).outputs == ["s1", "a"]
+    assert load(model, out_nodes=["s0"]).outputs == ["s0"]
+    assert load(model, out_nodes=["r1"]).outputs == ["a"]
+    with pytest.raises(GraphError, match="'nope:0'"):
+        load(model, out_nodes=["nope:0"])
+    with pytest.raises(GraphError, match=r"split.*index 2"):
+        load(model, out_nodes=["split:2"])
+
+
+def test_parse_helpers():
+    assert parse_input_shape("x:1,3,224,224;mask:1,128") == {"x": [1, 3, 224, 224], "mask": [1, 128]}
+    assert parse_input_shape("scalar:") == {"scalar": []}
+    with pytest.raises(ShapeError):
+        parse_input_shape("x:1,a")
+    assert parse_out_nodes("a:0; b:1;") == ["a:0", "b:1"]
