@@ -24,14 +24,16 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     # 1. aliases: Reshape/Flatten/Squeeze/Unsqueeze/Identity become views of their input (no task)
     root: dict[str, str] = {}
     tasks_nodes: list[Node] = []
+    kernels = []
     for node in graph.nodes:
-        cls = lookup(node.op_type, node.domain, opset, node.name)
+        kernel = _kernel(graph, node, opset)  # the instance decides (Dropout with a mask is no alias)
         produced = [o for o in node.outputs if o]
         src = node.inputs[0] if node.inputs else ""
-        if cls.alias and len(produced) == 1 and produced[0] not in outputs and src and src not in graph.initializers:
+        if kernel.alias and len(produced) == 1 and produced[0] not in outputs and src and src not in graph.initializers:
             root[produced[0]] = root.get(src, src)
         else:
             tasks_nodes.append(node)
+            kernels.append(kernel)
 
     # 2. lifetimes of every storage root, in task steps
     first: dict[str, int] = {}
@@ -49,7 +51,6 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     weights, weight_data, weight_offset = _layout_weights(graph, tasks_nodes, root)
     fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
     arena = plan_arena([Buffer(t, graph.meta(t).nbytes, first[t], last[t]) for t in fm_roots])
-    kernels = [_kernel(graph, n, opset) for n in tasks_nodes]
     workspace = align(max((k.workspace_nbytes() for k in kernels), default=0))
     allocations = [Allocation(WEIGHT_ID, WEIGHT, len(weight_data)), Allocation(FM_ID, FEATURE_MAP, arena.size),
                    Allocation(WORKSPACE_ID, WORKSPACE, workspace)]
