@@ -62,8 +62,8 @@ def _bn_params(graph: Graph, bn: Node, consumers) -> tuple[np.ndarray, np.ndarra
 
 def _fuse(graph: Graph, prod: Node, bn: Node, consumers) -> bool:
     x = bn.inputs[0]
-    if len([o for o in prod.outputs if o]) != 1 or x in graph.outputs:
-        return False
+    if len([o for o in prod.outputs if o]) != 1 or x in graph.outputs or prod.attrs.get("ge.epilogue"):
+        return False  # (an epilogue already applies after the producer: BN cannot move before it)
     if len(consumers.get(x, [])) != 1 or bn.inputs.count(x) != 1:
         return False
     if len(prod.inputs) < 2 or prod.inputs[1] not in graph.initializers:

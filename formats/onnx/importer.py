@@ -49,9 +49,10 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     allow_dynamic: keep symbolic input dims instead of failing (for the dynamic-shape paths).
     """
     path = Path(path)
-    model = _read_model(path)
-    _load_external_data(model, path)
-    _check_model(model, path)
+    model, raw = _read_model(path)
+    n_external, external_nbytes = _load_external_data(model, path)
+    _check_model(model, path, None if n_external else raw, len(raw) + external_nbytes)
+    del raw
     opset = _opsets(model, path)
 
     g = model.graph
@@ -87,19 +88,27 @@ def parse_out_nodes(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # reading and checking
 # --------------------------------------------------------------------------------------------
-def _read_model(path: Path) -> onnx.ModelProto:
+def _read_model(path: Path) -> tuple[onnx.ModelProto, bytes]:
+    """The model (external data not loaded) and the file's bytes."""
     if not path.is_file():
         raise FormatError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     try:
-        model = onnx.load_model(str(path), load_external_data=False)
+        raw = path.read_bytes()
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read ({e.strerror})") from None
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(raw)
     except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
         raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
-    return model
+    return model, raw
 
 
-def _check_model(model: onnx.ModelProto, path: Path) -> None:
+def _check_model(model: onnx.ModelProto, path: Path, raw: bytes | None, nbytes: int) -> None:
+    """onnx's checker; `raw` is the file's bytes when they are the model as loaded (no external
+    data), which saves serializing a big model again; `nbytes` the model's total size."""
     # Graph outputs without a type or shape are legal for onnxruntime (and common in hand-built
     # models) but the checker rejects them; ge infers them anyway, so they get a placeholder
     # for the check only.
@@ -113,7 +122,9 @@ def _check_model(model: onnx.ModelProto, path: Path) -> None:
                 o.type.tensor_type.elem_type = TensorProto.FLOAT
             o.type.tensor_type.shape.SetInParent()
     try:
-        if model.ByteSize() < _PROTO_LIMIT:
+        if raw is not None and not patched:
+            onnx.checker.check_model(raw)
+        elif nbytes < _PROTO_LIMIT:
             onnx.checker.check_model(model)
         else:  # too big for one protobuf message: the checker reads the file (and its external data)
             onnx.checker.check_model(str(path))
@@ -177,7 +188,9 @@ def _expected_nbytes(t: TensorProto) -> int | None:
     return int(np.prod(t.dims, dtype=np.int64)) * DTYPES[t.data_type].itemsize
 
 
-def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+def _load_external_data(model: onnx.ModelProto, path: Path) -> tuple[int, int]:
+    """Read every tensor's external data into the proto; returns (tensors, bytes) read."""
+    count = total = 0
     base = path.resolve().parent
     sizes: dict[Path, int] = {}
     for t in _all_tensors(model):
@@ -219,6 +232,8 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
         t.raw_data = data
         del t.external_data[:]
         t.data_location = TensorProto.DEFAULT
+        count, total = count + 1, total + length
+    return count, total
 
 
 # --------------------------------------------------------------------------------------------

@@ -105,3 +105,17 @@ def test_shapes_stay_valid_after_fusion(make_model, load, requires):
     fuse_activation(g)
     infer_shapes(g)
     assert g.values["y"].shape == (1, 4, 5, 5)
+
+
+def test_optimize_twice_is_stable(make_model, load, run_ort, run_ge, requires):
+    requires("Conv", "Relu")
+    from ge.core.passes import optimize
+    model = _conv_model(make_model, [helper.make_node("Relu", ["c"], ["y"])])
+    g = load(model)
+    first = optimize(g)
+    second = optimize(g)
+    assert first["fused_activations"] == 1 and second["fused_activations"] == 0
+    assert second["folded_nodes"] == 0 and second["removed_nodes"] == 0
+    assert [n.op_type for n in g.nodes] == ["Conv"] and g.nodes[0].attrs[EPILOGUE] == [["Relu", {}]]
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
