@@ -430,6 +430,7 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
 
     for t in src.initializer:
         graph.initializers[t.name] = _tensor_to_array(t, f"{path}: initializer")
+        t.ClearField("raw_data")  # the array owns a copy: keep peak memory near one model
     for s in src.sparse_initializer:
         graph.initializers[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")
     for name, a in graph.initializers.items():
