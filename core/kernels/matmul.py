@@ -1,0 +1,134 @@
+"""MatMul (numpy semantics: broadcast batch dims, 1-D operands) and Gemm, as BLAS calls into the output."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Meta
+from .base import Kernel
+from .registry import register
+
+
+class _Planned(Kernel):
+    """compute() runs the planned path into fresh arrays; infer() returns what prepare() derived."""
+
+    out_metas: list[Meta]
+    ws_nbytes = 0
+
+    def infer(self):
+        return list(self.out_metas)
+
+    def workspace_nbytes(self):
+        return self.ws_nbytes
+
+    def compute(self, *xs):
+        metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
+        if any(m is not None and k is not None and (m.dtype != k.dtype or tuple(m.shape) != tuple(k.shape))
+               for m, k in zip(metas, self.inputs)):
+            other = type(self)(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
+                               num_outputs=self.num_outputs)
+            return other.compute(*xs)
+        ys = [np.empty(m.shape, m.dtype) for m in self.out_metas]
+        ws = np.empty(self.ws_nbytes, np.uint8) if self.ws_nbytes else None
+        self.run([None if x is None else np.asarray(x) for x in xs], ys, ws)
+        return ys
+
+    def meta(self, i, what):
+        m = self.inputs[i] if i < len(self.inputs) else None
+        if m is None:
+            raise self.fail(f"input {i} ({what}) is missing")
+        return m
+
+
+@register("MatMul", since=1)
+class MatMul(_Planned):
+    def prepare(self):
+        a, b = self.meta(0, "A"), self.meta(1, "B")
+        if a.dtype != b.dtype:
+            raise self.fail(f"A is {a.dtype}, B is {b.dtype}: the types must match")
+        sa, sb = tuple(a.shape), tuple(b.shape)
+        if not sa or not sb:
+            raise self.fail(f"MatMul needs operands of rank >= 1, got shapes {sa} and {sb}")
+        a2 = sa if len(sa) > 1 else (1,) + sa
+        b2 = sb if len(sb) > 1 else sb + (1,)
+        if a2[-1] != b2[-2]:
+            raise self.fail(f"shapes {sa} and {sb} do not match: {a2[-1]} != {b2[-2]}")
+        try:
+            batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+        except ValueError:
+            raise self.fail(f"batch dimensions of {sa} and {sb} do not broadcast") from None
+        out = tuple(batch) + (a2[-2], b2[-1])
+        if len(sa) == 1:
+            out = out[:-2] + out[-1:]
+        if len(sb) == 1:
+            out = out[:-1]
+        self.out_metas = [Meta(a.dtype, out)]
+        self.k = a2[-1]
+        # a stack of rows times one matrix: one GEMM over all rows
+        self.flatten = len(sa) > 2 and len(sb) == 2
+        self.b_const = self.consts[1] if len(self.consts) > 1 else None
+
+    def run(self, xs, ys, ws):
+        a = xs[0]
+        b = self.b_const if self.b_const is not None else xs[1]
+        y = ys[0]
+        if self.flatten and y.flags.c_contiguous:
+            np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
+        else:
+            np.matmul(a, b, out=y)
+
+
+@register("Gemm", since=1)
+class Gemm(_Planned):
+    def prepare(self):
+        a, b = self.meta(0, "A"), self.meta(1, "B")
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            raise self.fail(f"A and B must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+        if a.dtype != b.dtype:
+            raise self.fail(f"A is {a.dtype}, B is {b.dtype}: the types must match")
+        self.ta, self.tb = int(self.attr("transA", 0)), int(self.attr("transB", 0))
+        m, ka = a.shape[::-1] if self.ta else a.shape
+        kb, n = b.shape[::-1] if self.tb else b.shape
+        if ka != kb:
+            raise self.fail(f"A{'^T' if self.ta else ''} {(m, ka)} and B{'^T' if self.tb else ''} {(kb, n)} do not match")
+        self.alpha = float(self.attr("alpha", 1.0))
+        self.beta = float(self.attr("beta", 1.0))
+        self.out_metas = [Meta(a.dtype, (m, n))]
+        cm = self.inputs[2] if len(self.inputs) > 2 else None
+        if cm is None and self.opset < 11:
+            raise self.fail("input C is required before opset 11")
+        self.has_c = cm is not None and self.beta != 0.0
+        if cm is not None:
+            try:
+                if np.broadcast_shapes(tuple(cm.shape), (m, n)) != (m, n):
+                    raise ValueError
+            except ValueError:
+                raise self.fail(f"C of shape {tuple(cm.shape)} does not broadcast to {(m, n)}") from None
+        b_const = self.consts[1] if len(self.consts) > 1 else None
+        self.b_view = None if b_const is None else (b_const.T if self.tb else b_const)
+        c_const = self.consts[2] if len(self.consts) > 2 else None
+        self.c_scaled = None
+        if self.has_c and c_const is not None:
+            c = np.asarray(c_const)
+            self.c_scaled = c if self.beta == 1.0 else (c * a.dtype.type(self.beta)).astype(a.dtype)
+        if self.has_c and self.c_scaled is None and self.beta != 1.0:
+            self.ws_nbytes = int(np.prod(cm.shape, dtype=np.int64)) * a.dtype.itemsize
+            self.c_shape = tuple(cm.shape)
+        self.alpha_t = a.dtype.type(self.alpha)
+        self.beta_t = a.dtype.type(self.beta)
+
+    def run(self, xs, ys, ws):
+        a = xs[0].T if self.ta else xs[0]
+        b = self.b_view if self.b_view is not None else (xs[1].T if self.tb else xs[1])
+        y = ys[0]
+        np.matmul(a, b, out=y)
+        if self.alpha != 1.0:
+            np.multiply(y, self.alpha_t, out=y)
+        if self.has_c:
+            c = self.c_scaled
+            if c is None:
+                c = xs[2]
+                if self.beta != 1.0:
+                    tmp = ws[:self.ws_nbytes].view(y.dtype).reshape(self.c_shape)
+                    np.multiply(c, self.beta_t, out=tmp)
+                    c = tmp
+            np.add(y, c, out=y)

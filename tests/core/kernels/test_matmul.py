@@ -1,0 +1,92 @@
+import numpy as np
+import pytest
+
+from ge.core.errors import GraphError
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+
+rng = np.random.default_rng(0)
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("consts", [(), ("b",)])
+@pytest.mark.parametrize("sa,sb", [
+    ((3, 4), (4, 5)),
+    ((1, 2048), (2048, 10)),
+    ((2, 3, 4), (4, 5)),
+    ((2, 7, 3, 4), (4, 6)),
+    ((2, 3, 4), (2, 4, 5)),
+    ((2, 1, 3, 4), (5, 4, 6)),
+    ((3, 4), (2, 4, 5)),
+    ((4,), (4, 5)),
+    ((4,), (2, 4, 5)),
+    ((2, 3, 4), (4,)),
+    ((3, 4), (4,)),
+    ((4,), (4,)),
+    ((1, 1), (1, 1)),
+    ((5, 0), (0, 3)),
+])
+def test_matmul_shapes(check_op, sa, sb, consts):
+    check_op("MatMul", {"a": f32(*sa), "b": f32(*sb)}, consts=consts, **TOL)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int64])
+def test_matmul_dtypes(check_op, dtype):
+    a = (rng.standard_normal((2, 3, 4)) * 5).astype(dtype)
+    b = (rng.standard_normal((4, 5)) * 5).astype(dtype)
+    check_op("MatMul", {"a": a, "b": b})
+
+
+def test_matmul_errors():
+    k = lookup("MatMul")
+    f = np.dtype(np.float32)
+    with pytest.raises(GraphError, match=r"node 'm' \(MatMul\).*do not match"):
+        k({}, [Meta(f, (3, 4)), Meta(f, (5, 6))], name="m")
+    with pytest.raises(GraphError, match="do not broadcast"):
+        k({}, [Meta(f, (2, 3, 4)), Meta(f, (3, 4, 5))], name="m")
+    with pytest.raises(GraphError, match="types must match"):
+        k({}, [Meta(f, (3, 4)), Meta(np.dtype(np.float64), (4, 5))], name="m")
+
+
+GEMM = [
+    ((3, 4), (4, 5), (5,), {}),
+    ((4, 3), (4, 5), (5,), {"transA": 1}),
+    ((3, 4), (5, 4), (5,), {"transB": 1}),
+    ((4, 3), (5, 4), (3, 5), {"transA": 1, "transB": 1}),
+    ((3, 4), (4, 5), (3, 1), {"alpha": 0.5}),
+    ((3, 4), (4, 5), (1, 5), {"beta": 2.0}),
+    ((3, 4), (4, 5), (), {"alpha": -1.5, "beta": 0.25}),
+    ((3, 4), (4, 5), (1,), {"beta": 0.0}),
+    ((1, 2048), (1000, 2048), (1000,), {"transB": 1}),
+    ((3, 4), (4, 5), None, {}),
+    ((3, 4), (4, 5), None, {"alpha": 3.0, "transB": 0}),
+]
+
+
+@pytest.mark.parametrize("consts", [(), ("b", "c")])
+@pytest.mark.parametrize("sa,sb,sc,attrs", GEMM)
+def test_gemm(check_op, sa, sb, sc, attrs, consts):
+    # weights scaled like a trained layer's, so K=2048 sums stay well inside float32 tolerance
+    inputs = {"a": f32(*sa), "b": f32(*sb) / np.float32(np.sqrt(max(sb)))}
+    if sc is not None:
+        inputs["c"] = f32(*sc)
+    check_op("Gemm", inputs, attrs, consts=tuple(n for n in consts if n in inputs), **TOL)
+
+
+def test_gemm_opset_11_optional_c(check_op):
+    check_op("Gemm", {"a": f32(3, 4), "b": f32(4, 5)}, {"alpha": 2.0}, opset=11, **TOL)
+
+
+def test_gemm_errors():
+    k = lookup("Gemm")
+    f = np.dtype(np.float32)
+    with pytest.raises(GraphError, match=r"node 'g' \(Gemm\).*do not match"):
+        k({}, [Meta(f, (3, 4)), Meta(f, (5, 6))], name="g")
+    with pytest.raises(GraphError, match="does not broadcast"):
+        k({}, [Meta(f, (3, 4)), Meta(f, (4, 6)), Meta(f, (4,))], name="g")
+    with pytest.raises(GraphError, match="2-D"):
+        k({}, [Meta(f, (2, 3, 4)), Meta(f, (4, 6))], name="g")
