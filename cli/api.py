@@ -121,8 +121,8 @@ def inspect(path: str) -> dict:
     header = header_info(path)
     m = read_om(path)
     kinds = {a.id: a.kind for a in m.allocations}
-    return {
-        "header": _jsonable(header),
+    return _jsonable({
+        "header": header,
         "inputs": [_desc_dict(d, kinds) for d in m.inputs],
         "outputs": [_desc_dict(d, kinds) for d in m.outputs],
         "memory": _regions(m),
@@ -136,7 +136,7 @@ def inspect(path: str) -> dict:
         "weights": [{"name": w.name, "dtype": w.dtype, "shape": list(w.shape), "offset": w.offset,
                      "bytes": w.nbytes, "storage": "file" if w.file else "inline", "file": w.file,
                      "file_offset": w.file_offset} for w in m.weights],
-    }
+    })
 
 
 def model_info(path: str) -> dict:
@@ -233,6 +233,7 @@ def _jsonable(v):
     """Plain JSON types: tuples -> lists, numpy scalars/arrays -> Python values, dtypes -> names,
     bytes -> hex, dataclasses -> dicts."""
     import dataclasses
+    import math
 
     import numpy as np
     if isinstance(v, dict):
@@ -242,13 +243,15 @@ def _jsonable(v):
     if isinstance(v, np.ndarray):
         return _jsonable(v.tolist())
     if isinstance(v, np.generic):
-        return v.item()
+        return _jsonable(v.item())
     if isinstance(v, (np.dtype, type)) and not isinstance(v, bool):
         return np.dtype(v).name if isinstance(v, np.dtype) else v.__name__
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v).hex()
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return _jsonable(vars_of(v))
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")  # strict JSON has no Infinity/NaN
     if v is None or isinstance(v, (str, int, float, bool)):
         return v
     return str(v)

@@ -71,7 +71,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
     batch = int(in_descs[0].shape[0]) if in_descs and len(in_descs[0].shape) else 1
     summary = perf_summary(model, device, latencies, batch)
     if summary_json:
-        write_text(summary_json, json.dumps(summary, indent=2) + "\n")
+        write_text(summary_json, json.dumps(api._jsonable(summary), indent=2) + "\n")
 
     if as_json:
         data = dict(summary, load_ms=round(load_ms, 3),
