@@ -1,0 +1,113 @@
+import numpy as np
+import pytest
+
+from ge.core.errors import GraphError
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+
+rng = np.random.default_rng(0)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+WINDOWS_2D = [
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2]}),
+    ((2, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 64, 112, 112), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 10, 9), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 2, 1]}),
+    ((1, 3, 10, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 3, 11, 10), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 3, 10, 10), {"kernel_shape": [3, 3], "strides": [3, 3], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ((1, 3, 9, 9), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 10, 10), {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER", "strides": [1, 1]}),
+    ((1, 3, 10, 10), {"kernel_shape": [4, 4], "auto_pad": "SAME_UPPER", "strides": [3, 3]}),
+    ((1, 3, 10, 10), {"kernel_shape": [3, 3], "auto_pad": "VALID", "strides": [2, 2]}),
+    ((1, 3, 5, 5), {"kernel_shape": [5, 5]}),
+    ((1, 3, 6, 6), {"kernel_shape": [1, 1], "strides": [2, 2]}),
+]
+
+DILATED = [
+    ((1, 3, 10, 10), {"kernel_shape": [2, 2], "dilations": [2, 2]}),
+    ((1, 3, 11, 11), {"kernel_shape": [3, 3], "dilations": [2, 1], "strides": [2, 2], "pads": [1, 1, 2, 2]}),
+    ((1, 3, 11, 10), {"kernel_shape": [2, 2], "dilations": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+]
+
+
+@pytest.mark.parametrize("shape,attrs", WINDOWS_2D + DILATED)
+def test_maxpool_2d(check_op, shape, attrs):
+    check_op("MaxPool", {"x": f32(*shape)}, attrs)
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 12), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ((1, 3, 12), {"kernel_shape": [2], "strides": [2], "ceil_mode": 1, "dilations": [2]}),
+    ((1, 2, 6, 7, 8), {"kernel_shape": [2, 3, 2], "strides": [2, 2, 2], "pads": [0, 1, 0, 1, 1, 1]}),
+])
+def test_maxpool_1d_3d(check_op, shape, attrs):
+    check_op("MaxPool", {"x": f32(*shape)}, attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.float64])
+def test_maxpool_dtypes(check_op, dtype):
+    x = (rng.standard_normal((1, 3, 9, 9)) * 50).astype(dtype)
+    check_op("MaxPool", {"x": x}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 8, 7), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 9, 7), {"kernel_shape": [2, 3], "dilations": [2, 1]}),
+])
+def test_maxpool_indices(check_op, shape, attrs, storage_order):
+    check_op("MaxPool", {"x": f32(*shape)}, dict(attrs, storage_order=storage_order), n_outputs=2)
+
+
+def test_maxpool_indices_3d(check_op):
+    check_op("MaxPool", {"x": f32(1, 2, 4, 5, 6)}, {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]}, n_outputs=2)
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("shape,attrs", WINDOWS_2D)
+def test_averagepool_2d(check_op, shape, attrs, include_pad):
+    check_op("AveragePool", {"x": f32(*shape)}, dict(attrs, count_include_pad=include_pad), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("shape,attrs", DILATED)
+def test_averagepool_dilated(check_op, shape, attrs, include_pad):
+    check_op("AveragePool", {"x": f32(*shape)}, dict(attrs, count_include_pad=include_pad), opset=19)
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 12), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ((1, 2, 6, 7, 8), {"kernel_shape": [2, 3, 2], "strides": [2, 2, 2], "pads": [0, 1, 0, 1, 1, 1]}),
+    ((1, 2, 6, 7, 8), {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "ceil_mode": 1}),
+])
+def test_averagepool_1d_3d(check_op, shape, attrs, include_pad):
+    check_op("AveragePool", {"x": f32(*shape)}, dict(attrs, count_include_pad=include_pad))
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(1, 2048, 7, 7), (2, 3, 5), (2, 3, 4, 5, 6), (1, 3, 1, 1)])
+def test_global_pools(check_op, op, shape):
+    check_op(op, {"x": f32(*shape)}, rtol=1e-5, atol=1e-6)
+
+
+def test_pool_errors():
+    f = np.dtype(np.float32)
+    x = Meta(f, (1, 3, 8, 8))
+    with pytest.raises(GraphError, match=r"node 'p' \(MaxPool\): attribute kernel_shape is required"):
+        lookup("MaxPool")({}, [x], name="p")
+    with pytest.raises(GraphError, match=r"\(AveragePool\).*kernel_shape \[3\]"):
+        lookup("AveragePool")({"kernel_shape": [3]}, [x], name="p")
+    with pytest.raises(GraphError, match="storage_order"):
+        lookup("MaxPool")({"kernel_shape": [2, 2], "storage_order": 3}, [x], name="p", num_outputs=2)
+    with pytest.raises(GraphError, match="larger than the padded input"):
+        lookup("MaxPool")({"kernel_shape": [9, 9]}, [x], name="p")
+    with pytest.raises(GraphError, match="rank >= 3"):
+        lookup("GlobalAveragePool")({}, [Meta(f, (3, 4))], name="p")
