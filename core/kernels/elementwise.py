@@ -1,42 +1,870 @@
-"""Elementwise ops with ONNX (numpy) broadcasting; every one writes straight into `out`."""
+"""Elementwise ops with ONNX (numpy) broadcasting; every one writes straight into its planned output.
+
+Conventions of the family:
+- `prepare` checks the input dtypes against the op's ONNX type constraints and the broadcast of the
+  input shapes; `infer` is exact and cheap (no evaluation); `compute` allocates the outputs and a
+  workspace and goes through `run`, so the reference and the planned path are the same code.
+- `run` uses ufuncs with `out=` (and `where=`): multi-step float formulas are evaluated step by
+  step in place in the output, with any temporary carved from the declared workspace. float16 is
+  evaluated in float32 scratch and rounded once at the end, as onnxruntime does for half ops.
+- `run` assumes the outputs do not overlap the inputs (the planner gives them their own memory).
+- IEEE specials (division by zero, overflow, invalid) are the values numpy produces, silently.
+"""
 from __future__ import annotations
+
+import math
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from ..ir import DTYPES, Meta
 from .base import Kernel
 from .registry import register
 
+FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+SIGNED = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+UNSIGNED = frozenset(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+INTS = SIGNED | UNSIGNED
+NUMERIC = FLOATS | INTS
+BOOL = frozenset([np.dtype(np.bool_)])
+ALL = NUMERIC | BOOL
 
-class Unary(Kernel):
+
+def type_names(types) -> str:
+    return "/".join(sorted(np.dtype(t).name for t in types))
+
+
+def working_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype float formulas are evaluated in: float32 for float16, float64 for ints and bool."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        return np.dtype(np.float32)
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
+class Scratch:
+    """Typed views carved out of a kernel's uint8 workspace: one per (dtype, shape), 64-byte aligned."""
+    ALIGN = 64
+
+    def __init__(self, specs: Sequence[tuple]):
+        self.specs = [(np.dtype(d), tuple(int(n) for n in s)) for d, s in specs]
+        self.offsets, end = [], 0
+        for dtype, shape in self.specs:
+            self.offsets.append(end)
+            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            end += -(-size // self.ALIGN) * self.ALIGN
+        self.nbytes = end
+
+    def carve(self, ws: np.ndarray | None) -> list[np.ndarray]:
+        if not self.specs:
+            return []
+        if self.nbytes and (ws is None or ws.nbytes < self.nbytes):
+            raise ValueError(f"workspace of {0 if ws is None else ws.nbytes} bytes, {self.nbytes} needed")
+        flat = ws.reshape(-1).view(np.uint8) if self.nbytes else np.empty(0, np.uint8)
+        views = []
+        for (dtype, shape), off in zip(self.specs, self.offsets):
+            n = int(np.prod(shape, dtype=np.int64))
+            views.append(flat[off:off + n * dtype.itemsize].view(dtype).reshape(shape))
+        return views
+
+    def allocate(self) -> np.ndarray | None:
+        return np.empty(self.nbytes, np.uint8) if self.nbytes else None
+
+
+# ----------------------------------------------------------------------------------------------
+# bases
+# ----------------------------------------------------------------------------------------------
+class Elementwise(Kernel):
+    """Shared by the family: dtype checks, broadcast shape, compute() through run()."""
+    #: dtypes the data inputs may have (ONNX type constraint T)
+    types: frozenset = NUMERIC
+    #: indices of the inputs that share T (None: all present inputs)
+    data_inputs: tuple | None = None
+    #: fixed output dtype (comparisons: bool); None: the data inputs' dtype
+    out_type = None
+    min_inputs, max_inputs = 1, 1
+
+    def prepare(self) -> None:
+        present = [i for i, m in enumerate(self.inputs) if m is not None]
+        if len(self.inputs) < self.min_inputs or (self.max_inputs is not None and len(self.inputs) > self.max_inputs):
+            most = "any number of" if self.max_inputs is None else f"at most {self.max_inputs}"
+            raise self.fail(f"takes at least {self.min_inputs} and {most} inputs, got {len(self.inputs)}")
+        for i in range(self.min_inputs):
+            if self.inputs[i] is None:
+                raise self.fail(f"input {i} is required")
+        data = [i for i in (self.data_inputs if self.data_inputs is not None else present)
+                if i < len(self.inputs) and self.inputs[i] is not None]
+        self.dtype = np.dtype(self.inputs[data[0]].dtype)
+        for i in data:
+            dt = np.dtype(self.inputs[i].dtype)
+            if dt not in self.types:
+                raise self.fail(f"input {i} has dtype {dt.name}; {self.op_type} takes {type_names(self.types)}")
+            if dt != self.dtype:
+                raise self.fail(f"inputs have different dtypes ({self.dtype.name} and {dt.name})")
+        self.shape = self.broadcast([self.input_shape(i) for i in present])
+        self.out_dtype = np.dtype(self.out_type) if self.out_type is not None else self.dtype
+        self.setup()
+
+    def setup(self) -> None:
+        """Op-specific attribute parsing; self.dtype, self.shape and self.out_dtype are set."""
+
+    def input_shape(self, i: int) -> tuple:
+        return tuple(self.inputs[i].shape)
+
+    def broadcast(self, shapes) -> tuple:
+        try:
+            return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
+        except ValueError:
+            raise self.fail("input shapes " + ", ".join(str(tuple(s)) for s in shapes) + " do not broadcast") from None
+
+    def infer(self) -> list[Meta]:
+        return [Meta(self.out_dtype, self.shape)]
+
+    def workspace_nbytes(self) -> int:
+        return 0
+
+    def compute(self, *xs):
+        ys = [np.empty(m.shape, m.dtype) for m in self.infer()]
+        n = self.workspace_nbytes()
+        self.run(list(xs), ys, np.empty(n, np.uint8) if n else None)
+        return ys
+
+    def run(self, xs, ys, ws):
+        with np.errstate(all="ignore"):
+            self.evaluate(xs, ys, ws)
+
+    def evaluate(self, xs, ys, ws) -> None:
+        raise NotImplementedError
+
+
+class Unary(Elementwise):
     """y = ufunc(x), evaluated into the planned output."""
     ufunc = None
 
-    def compute(self, x):
-        return [self.ufunc(x)]
-
-    def run(self, xs, ys, ws):
+    def evaluate(self, xs, ys, ws):
         self.ufunc(xs[0], out=ys[0])
 
 
-class Binary(Kernel):
+class Binary(Elementwise):
+    """y = ufunc(a, b) with multidirectional broadcasting."""
     ufunc = None
+    min_inputs = max_inputs = 2
 
-    def compute(self, a, b):
-        return [self.ufunc(a, b)]
-
-    def run(self, xs, ys, ws):
+    def evaluate(self, xs, ys, ws):
         self.ufunc(xs[0], xs[1], out=ys[0])
 
 
+class Compare(Binary):
+    out_type = np.bool_
+
+
+class Logical(Binary):
+    types = BOOL
+    out_type = np.bool_
+
+
+class Variadic(Elementwise):
+    """y = a (op) b (op) c ... over 1..N inputs, all broadcast together."""
+    ufunc = None
+    max_inputs = None
+
+    def prepare(self):
+        if any(m is None for m in self.inputs):
+            raise self.fail("inputs cannot be empty-named")
+        super().prepare()
+
+    def evaluate(self, xs, ys, ws):
+        y = ys[0]
+        if len(xs) == 1:
+            np.copyto(y, xs[0])
+            return
+        self.ufunc(xs[0], xs[1], out=y)
+        for x in xs[2:]:
+            self.ufunc(y, x, out=y)
+
+
+class FloatUnary(Unary):
+    """A multi-step float formula `formula(x, y, *scratch)` evaluated in place into y.
+
+    `temps` scratch arrays of the working dtype and `masks` bool arrays, all output-sized, come
+    from the workspace. For float16 (and integer inputs, where ONNX allows them) x is first
+    converted into working-dtype scratch and the result rounded into the output at the end."""
+    types = FLOATS
+    temps = 0
+    masks = 0
+
+    def setup(self):
+        self.work = working_dtype(self.dtype)
+        self.convert = self.work != self.dtype
+        n_work = self.temps + (2 if self.convert else 0)
+        self.scratch = Scratch([(self.work, self.shape)] * n_work + [(np.bool_, self.shape)] * self.masks)
+        self.c = self.work.type  # typed constants keep every ufunc in the working dtype
+
+    def workspace_nbytes(self):
+        return self.scratch.nbytes
+
+    def evaluate(self, xs, ys, ws):
+        bufs = self.scratch.carve(ws)
+        if self.convert:
+            xw, yw, *bufs = bufs
+            np.copyto(xw, xs[0], casting="unsafe")
+            self.formula(xw, yw, *bufs)
+            np.copyto(ys[0], yw, casting="unsafe")
+        else:
+            self.formula(xs[0], ys[0], *bufs)
+
+    def formula(self, x, y, *scratch) -> None:
+        raise NotImplementedError
+
+
+def float_attr(kernel: Kernel, key: str, default: float) -> float:
+    value = kernel.attr(key, default)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise kernel.fail(f"attribute {key} must be a float, got {value!r}") from None
+    return value
+
+
+def str_attr(kernel: Kernel, key: str, default: str) -> str:
+    value = kernel.attr(key, default)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        raise kernel.fail(f"attribute {key} must be a string, got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# activations
+# ----------------------------------------------------------------------------------------------
 @register("Relu")
 class Relu(Unary):
-    def compute(self, x):
-        return [np.maximum(x, x.dtype.type(0))]
+    types = FLOATS | SIGNED
 
-    def run(self, xs, ys, ws):
-        np.maximum(xs[0], xs[0].dtype.type(0), out=ys[0])
+    def evaluate(self, xs, ys, ws):
+        np.maximum(xs[0], self.dtype.type(0), out=ys[0])
 
 
+@register("LeakyRelu")
+class LeakyRelu(FloatUnary):
+    def setup(self):
+        super().setup()
+        self.alpha = float_attr(self, "alpha", 0.01)
+
+    def formula(self, x, y):
+        # x >= 0 ? x : alpha*x  ==  max(x, alpha*x) for alpha <= 1, min(x, alpha*x) above
+        np.multiply(x, self.c(self.alpha), out=y)
+        (np.maximum if self.alpha <= 1 else np.minimum)(y, x, out=y)
+
+
+@register("PRelu")
+class PRelu(Elementwise):
+    """y = x >= 0 ? x : slope*x. The slope broadcasts to x; a 1-D slope of x.shape[1] values that
+    does not broadcast is taken per channel (Caffe style), as (C, 1, ..., 1)."""
+    types = FLOATS | frozenset(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64))
+    min_inputs = max_inputs = 2
+
+    def prepare(self):
+        x, s = self.inputs[0], self.inputs[1] if len(self.inputs) > 1 else None
+        self.slope_shape = None
+        if x is not None and s is not None and len(s.shape) == 1 and len(x.shape) >= 2 and s.shape[0] == x.shape[1] > 1:
+            try:
+                np.broadcast_shapes(tuple(x.shape), tuple(s.shape))
+            except ValueError:
+                self.slope_shape = (s.shape[0],) + (1,) * (len(x.shape) - 2)
+        super().prepare()
+
+    def input_shape(self, i):
+        return self.slope_shape if i == 1 and self.slope_shape is not None else super().input_shape(i)
+
+    def setup(self):
+        slope = self.consts[1]
+        if slope is not None and slope.size:
+            self.mode = "max" if np.all(slope <= 1) else "min" if np.all(slope > 1) else "mask"
+        else:
+            self.mode = "mask"
+        self.scratch = Scratch([(np.bool_, self.shape)] if self.mode == "mask" else [])
+
+    def workspace_nbytes(self):
+        return self.scratch.nbytes
+
+    def evaluate(self, xs, ys, ws):
+        x, s, y = xs[0], xs[1], ys[0]
+        if self.slope_shape is not None:
+            s = s.reshape(self.slope_shape)
+        np.multiply(x, s, out=y)
+        if self.mode == "max":
+            np.maximum(y, x, out=y)
+        elif self.mode == "min":
+            np.minimum(y, x, out=y)
+        else:
+            (keep,) = self.scratch.carve(ws)
+            np.greater_equal(x, self.dtype.type(0), out=keep)
+            np.copyto(y, np.broadcast_to(x, y.shape), where=keep)
+
+
+@register("Sigmoid")
+class Sigmoid(FloatUnary):
+    def formula(self, x, y):
+        # 1 / (1 + exp(-x)) with -x capped below exp's overflow: exact to the last ulp or two for
+        # every x (sigmoid(-x) for x past the cap is below the smallest normal anyway)
+        cap = 88.0 if self.work == np.float32 else 709.0
+        np.negative(x, out=y)
+        np.minimum(y, self.c(cap), out=y)
+        np.exp(y, out=y)
+        np.add(y, self.c(1), out=y)
+        np.reciprocal(y, out=y)
+
+
+@register("Tanh")
+class Tanh(Unary):
+    types = FLOATS
+    ufunc = np.tanh
+
+
+@register("HardSigmoid")
+class HardSigmoid(FloatUnary):
+    def setup(self):
+        super().setup()
+        self.alpha = float_attr(self, "alpha", 0.2)
+        self.beta = float_attr(self, "beta", 0.5)
+
+    def formula(self, x, y):
+        np.multiply(x, self.c(self.alpha), out=y)
+        np.add(y, self.c(self.beta), out=y)
+        np.minimum(y, self.c(1), out=y)
+        np.maximum(y, self.c(0), out=y)
+
+
+@register("HardSwish", since=14)
+class HardSwish(FloatUnary):
+    def formula(self, x, y):
+        # x * max(0, min(1, x/6 + 1/2))
+        np.multiply(x, self.c(1 / 6), out=y)
+        np.add(y, self.c(0.5), out=y)
+        np.minimum(y, self.c(1), out=y)
+        np.maximum(y, self.c(0), out=y)
+        np.multiply(y, x, out=y)
+
+
+@register("Softplus")
+class Softplus(FloatUnary):
+    def formula(self, x, y):
+        np.logaddexp(x, self.c(0), out=y)  # log(1 + exp(x)), stable both ways
+
+
+@register("Softsign")
+class Softsign(FloatUnary):
+    def formula(self, x, y):
+        np.absolute(x, out=y)
+        np.add(y, self.c(1), out=y)
+        np.divide(x, y, out=y)
+
+
+@register("Mish", since=18)
+class Mish(FloatUnary):
+    def formula(self, x, y):
+        np.logaddexp(x, self.c(0), out=y)
+        np.tanh(y, out=y)
+        np.multiply(y, x, out=y)
+
+
+@register("Elu")
+class Elu(FloatUnary):
+    masks = 1
+
+    def setup(self):
+        super().setup()
+        self.alpha = float_attr(self, "alpha", 1.0)
+
+    def formula(self, x, y, positive):
+        np.minimum(x, self.c(0), out=y)
+        np.expm1(y, out=y)
+        np.multiply(y, self.c(self.alpha), out=y)
+        np.greater(x, self.c(0), out=positive)
+        np.copyto(y, x, where=positive)
+
+
+@register("Selu")
+class Selu(FloatUnary):
+    masks = 1
+
+    def setup(self):
+        super().setup()
+        self.alpha = float_attr(self, "alpha", 1.67326319217681884765625)
+        self.gamma = float_attr(self, "gamma", 1.05070102214813232421875)
+
+    def formula(self, x, y, positive):
+        np.minimum(x, self.c(0), out=y)
+        np.expm1(y, out=y)
+        np.multiply(y, self.c(self.alpha * self.gamma), out=y)
+        np.greater(x, self.c(0), out=positive)
+        np.multiply(x, self.c(self.gamma), out=y, where=positive)
+
+
+@register("Celu", since=12)
+class Celu(FloatUnary):
+    masks = 1
+
+    def setup(self):
+        super().setup()
+        self.alpha = float_attr(self, "alpha", 1.0)
+        if self.alpha == 0:
+            raise self.fail("attribute alpha must not be 0")
+
+    def formula(self, x, y, positive):
+        # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+        np.multiply(x, self.c(1 / self.alpha), out=y)
+        np.minimum(y, self.c(0), out=y)
+        np.expm1(y, out=y)
+        np.multiply(y, self.c(self.alpha), out=y)
+        np.greater(x, self.c(0), out=positive)
+        np.copyto(y, x, where=positive)
+
+
+@register("ThresholdedRelu", since=10)
+class ThresholdedRelu(FloatUnary):
+    masks = 1
+
+    def setup(self):
+        super().setup()
+        self.alpha = float_attr(self, "alpha", 1.0)
+
+    def formula(self, x, y, above):
+        np.greater(x, self.c(self.alpha), out=above)
+        np.copyto(y, self.c(0))
+        np.copyto(y, x, where=above)
+
+
+# ----------------------------------------------------------------------------------------------
+# erf and gelu
+# ----------------------------------------------------------------------------------------------
+class _ErfCoefs(NamedTuple):
+    split: float   # |x| < split: x * P(x^2); above: 1 - exp(-x^2) * Q(2 / (2 + |x|))
+    top: float     # |x| >= top: erf is 1 in this precision
+    small: tuple   # P, lowest degree first
+    large: tuple   # Q (erfcx), lowest degree first
+
+
+# Least-squares Chebyshev fits (relative error) against math.erf / math.erfc, in monomial form.
+# Max error on a dense grid: float32 ~1.0e-7 absolute (under 1 ulp of 1.0), float64 ~9e-16.
+_ERF_F32 = _ErfCoefs(split=1.0, top=4.0,
+    small=(1.1283791211856542, -0.37612319818442197, 0.11280130624170323, -0.026709955243486135,
+           0.004916026606412127, -0.0005625398990096682),
+    large=(-0.00015454313831042565, 0.28491700461736424, 0.2596667493378016, 0.347843537312342,
+           -0.10361761363347632, 0.5631667518222812, -0.47104973904955433, 0.11928059268073357))
+_ERF_F64 = _ErfCoefs(split=0.8, top=6.0,
+    small=(1.1283791670955126, -0.3761263890319252, 0.11283791671474447, -0.026866170751113437,
+           0.005223978698736417, -0.0008548389156709437, 0.00012057518667177713, -1.4973058136127264e-05,
+           1.7077813747515539e-06, -2.0681879210693342e-07, 2.6225428375350738e-08),
+    large=(1.906277904972775e-08, 0.28209426954322137, 0.2820995011829853, 0.24684404664961304,
+           0.17562648704306297, 0.09174865491620382, -0.06070179209037672, 0.22112958072724956,
+           -1.0722905129476183, 2.839997798173423, -6.038348423724492, 9.994336800490267,
+           -12.152188808643434, 10.634107711409003, -6.57717582706245, 2.755684968989676,
+           -0.7075715954356578, 0.08460778862775235))
+
+ERF_TEMPS, ERF_MASKS = 3, 2
+
+
+def _horner(coefs, v, out, c):
+    np.multiply(v, c(coefs[-1]), out=out)
+    for k in coefs[-2:0:-1]:
+        np.add(out, c(k), out=out)
+        np.multiply(out, v, out=out)
+    np.add(out, c(coefs[0]), out=out)
+
+
+def erf_into(x, y, t0, t1, t2, large, negative):
+    """y = erf(x), vectorized, for float32 or float64 arrays; x may be y itself. t0..t2 are
+    scratch arrays of y's dtype and shape, `large` and `negative` bool ones."""
+    c = y.dtype.type
+    k = _ERF_F64 if y.dtype == np.float64 else _ERF_F32
+    np.signbit(x, out=negative)
+    np.absolute(x, out=t0)                     # x is not read again: x may alias y
+    np.greater_equal(t0, c(k.split), out=large)
+    np.clip(t0, c(k.split), c(k.top), out=t1)  # |x| for the large branch
+    np.minimum(t0, c(k.split), out=t0)         # |x| for the small branch (NaN stays NaN)
+    np.multiply(t0, t0, out=t2)
+    _horner(k.small, t2, y, c)
+    np.multiply(y, t0, out=y)                  # small branch: |x| * P(x^2)
+    np.add(t1, c(2), out=t2)
+    np.divide(c(2), t2, out=t2)
+    _horner(k.large, t2, t0, c)                # erfcx(|x|)
+    np.multiply(t1, t1, out=t1)
+    np.negative(t1, out=t1)
+    np.exp(t1, out=t1)
+    np.multiply(t0, t1, out=t0)                # erfc(|x|)
+    np.subtract(c(1), t0, out=t0)
+    np.copyto(y, t0, where=large)
+    np.negative(y, out=y, where=negative)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf of any float array (allocating; float16 is evaluated in float32)."""
+    x = np.asarray(x)
+    work = working_dtype(x.dtype)
+    xw = x.astype(work)
+    y = np.empty_like(xw)
+    with np.errstate(all="ignore"):
+        erf_into(xw, y, *(np.empty_like(xw) for _ in range(ERF_TEMPS)),
+                 *(np.empty(x.shape, np.bool_) for _ in range(ERF_MASKS)))
+    return y.astype(x.dtype) if x.dtype.kind == "f" else y
+
+
+@register("Erf")
+class Erf(FloatUnary):
+    types = NUMERIC
+    temps, masks = ERF_TEMPS, ERF_MASKS
+
+    def formula(self, x, y, *scratch):
+        erf_into(x, y, *scratch)
+
+
+@register("Gelu", since=20)
+class Gelu(FloatUnary):
+    temps, masks = ERF_TEMPS, ERF_MASKS
+
+    def setup(self):
+        super().setup()
+        self.approximate = str_attr(self, "approximate", "none")
+        if self.approximate not in ("none", "tanh"):
+            raise self.fail(f"attribute approximate must be 'none' or 'tanh', got {self.approximate!r}")
+
+    def formula(self, x, y, *scratch):
+        c = self.c
+        if self.approximate == "tanh":
+            # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            np.multiply(x, x, out=y)
+            np.multiply(y, c(0.044715), out=y)
+            np.add(y, c(1), out=y)
+            np.multiply(y, x, out=y)
+            np.multiply(y, c(math.sqrt(2 / math.pi)), out=y)
+            np.tanh(y, out=y)
+        else:
+            # 0.5 x (1 + erf(x / sqrt(2)))
+            np.multiply(x, c(1 / math.sqrt(2)), out=y)
+            erf_into(y, y, *scratch)
+        np.add(y, c(1), out=y)
+        np.multiply(y, x, out=y)
+        np.multiply(y, c(0.5), out=y)
+
+
+# ----------------------------------------------------------------------------------------------
+# arithmetic
+# ----------------------------------------------------------------------------------------------
 @register("Add")
 class Add(Binary):
     ufunc = np.add
+
+
+@register("Sub")
+class Sub(Binary):
+    ufunc = np.subtract
+
+
+@register("Mul")
+class Mul(Binary):
+    ufunc = np.multiply
+
+
+@register("Div")
+class Div(Binary):
+    """Integer division truncates toward zero (C, onnxruntime), not numpy's floor. A zero integer
+    divisor gives 0 (onnxruntime fails the run)."""
+
+    def evaluate(self, xs, ys, ws):
+        a, b, y = xs[0], xs[1], ys[0]
+        if self.dtype.kind in "fu":
+            np.divide(a, b, out=y) if self.dtype.kind == "f" else np.floor_divide(a, b, out=y)
+            return
+        # trunc(a / b) == (a - fmod(a, b)) / b, an exact division (fmod has the dividend's sign)
+        np.fmod(a, b, out=y)
+        np.subtract(a, y, out=y)
+        np.floor_divide(y, b, out=y)
+
+
+@register("Mod", since=10)
+class Mod(Binary):
+    """fmod=0: the remainder has the divisor's sign (integers only); fmod=1: the dividend's (C fmod)."""
+
+    def setup(self):
+        self.fmod = int(self.attr("fmod", 0))
+        if self.fmod not in (0, 1):
+            raise self.fail(f"attribute fmod must be 0 or 1, got {self.fmod}")
+        if self.fmod == 0 and self.dtype.kind == "f":
+            raise self.fail("fmod=0 is not defined for floating point inputs; set fmod=1")
+
+    def evaluate(self, xs, ys, ws):
+        (np.fmod if self.fmod else np.remainder)(xs[0], xs[1], out=ys[0])
+
+
+@register("Pow")
+class Pow(Binary):
+    """Base and exponent may have different dtypes; the result has the base's. Like onnxruntime
+    (std::pow), mixed and integer cases are evaluated in double, integers truncated back."""
+    types = FLOATS | frozenset(np.dtype(t) for t in (np.int32, np.int64))
+    data_inputs = (0,)
+
+    def setup(self):
+        e = np.dtype(self.inputs[1].dtype)
+        if e not in NUMERIC:
+            raise self.fail(f"exponent has dtype {e.name}; Pow takes {type_names(NUMERIC)}")
+        if self.dtype == e and self.dtype.kind == "f":
+            self.loop = working_dtype(self.dtype)
+        else:
+            self.loop = np.dtype(np.float64)
+
+    def evaluate(self, xs, ys, ws):
+        np.power(xs[0], xs[1], out=ys[0], dtype=self.loop, casting="unsafe")
+
+
+def _unary(name, ufunc, types=FLOATS, since=1):
+    cls = type(name, (Unary,), {"ufunc": staticmethod(ufunc), "types": types, "__doc__": f"y = {ufunc.__name__}(x)"})
+    return register(name, since=since)(cls)
+
+
+Sqrt = _unary("Sqrt", np.sqrt)
+Exp = _unary("Exp", np.exp)
+Log = _unary("Log", np.log)
+Reciprocal = _unary("Reciprocal", np.reciprocal)
+Neg = _unary("Neg", np.negative, FLOATS | SIGNED)
+Abs = _unary("Abs", np.absolute, NUMERIC)
+Sign = _unary("Sign", np.sign, NUMERIC, since=9)
+Floor = _unary("Floor", np.floor)
+Ceil = _unary("Ceil", np.ceil)
+Round = _unary("Round", np.rint, since=11)  # half to even
+Sin = _unary("Sin", np.sin, since=7)
+Cos = _unary("Cos", np.cos, since=7)
+Tan = _unary("Tan", np.tan, since=7)
+Asin = _unary("Asin", np.arcsin, since=7)
+Acos = _unary("Acos", np.arccos, since=7)
+Atan = _unary("Atan", np.arctan, since=7)
+Sinh = _unary("Sinh", np.sinh, since=9)
+Cosh = _unary("Cosh", np.cosh, since=9)
+Asinh = _unary("Asinh", np.arcsinh, since=9)
+Acosh = _unary("Acosh", np.arccosh, since=9)
+Atanh = _unary("Atanh", np.arctanh, since=9)
+
+
+@register("Clip")
+class Clip(Elementwise):
+    """min/max: attributes before opset 11, optional scalar inputs (absent or empty-named) since.
+    min > max gives max everywhere, as in the spec and onnxruntime."""
+    max_inputs = 3
+
+    def setup(self):
+        self.lo = self.hi = None
+        if self.opset < 11:
+            if self.dtype not in FLOATS:
+                raise self.fail(f"dtype {self.dtype.name} needs opset 12 or later")
+            with np.errstate(over="ignore"):  # float16: FLT_MAX bounds become +-inf
+                if "min" in self.attrs:
+                    self.lo = np.array(float_attr(self, "min", 0.0)).astype(self.dtype)
+                if "max" in self.attrs:
+                    self.hi = np.array(float_attr(self, "max", 0.0)).astype(self.dtype)
+        for i in (1, 2):
+            m = self.inputs[i] if i < len(self.inputs) else None
+            if m is not None and int(np.prod(m.shape, dtype=np.int64)) != 1:
+                raise self.fail(f"input {i} ({('min', 'max')[i - 1]}) must be a scalar, has shape {tuple(m.shape)}")
+        if self.shape != tuple(self.inputs[0].shape):
+            self.shape = tuple(self.inputs[0].shape)
+
+    def evaluate(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        lo = xs[1] if len(xs) > 1 and xs[1] is not None else self.lo
+        hi = xs[2] if len(xs) > 2 and xs[2] is not None else self.hi
+        src = x
+        if lo is not None:
+            np.maximum(src, np.reshape(lo, ()), out=y)
+            src = y
+        if hi is not None:
+            np.minimum(src, np.reshape(hi, ()), out=y)
+            src = y
+        if src is x:
+            np.copyto(y, x)
+
+
+@register("Max")
+class Max(Variadic):
+    ufunc = np.maximum  # NaN propagates, as in onnxruntime
+
+
+@register("Min")
+class Min(Variadic):
+    ufunc = np.minimum
+
+
+@register("Sum")
+class Sum(Variadic):
+    types = FLOATS
+    ufunc = np.add
+
+
+@register("Mean")
+class Mean(Variadic):
+    types = FLOATS
+    ufunc = np.add
+
+    def evaluate(self, xs, ys, ws):
+        super().evaluate(xs, ys, ws)
+        if len(xs) > 1:
+            np.divide(ys[0], self.dtype.type(len(xs)), out=ys[0])
+
+
+@register("Where", since=9)
+class Where(Elementwise):
+    types = ALL
+    data_inputs = (1, 2)
+    min_inputs = max_inputs = 3
+
+    def setup(self):
+        c = np.dtype(self.inputs[0].dtype)
+        if c != np.bool_:
+            raise self.fail(f"condition has dtype {c.name}; it must be bool")
+
+    def evaluate(self, xs, ys, ws):
+        np.copyto(ys[0], xs[2])
+        np.copyto(ys[0], xs[1], where=xs[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# comparison and logic
+# ----------------------------------------------------------------------------------------------
+@register("Equal")
+class Equal(Compare):
+    types = ALL
+    ufunc = np.equal
+
+
+@register("Less")
+class Less(Compare):
+    ufunc = np.less
+
+
+@register("Greater")
+class Greater(Compare):
+    ufunc = np.greater
+
+
+@register("LessOrEqual", since=12)
+class LessOrEqual(Compare):
+    ufunc = np.less_equal
+
+
+@register("GreaterOrEqual", since=12)
+class GreaterOrEqual(Compare):
+    ufunc = np.greater_equal
+
+
+@register("And")
+class And(Logical):
+    ufunc = np.logical_and
+
+
+@register("Or")
+class Or(Logical):
+    ufunc = np.logical_or
+
+
+@register("Xor")
+class Xor(Logical):
+    ufunc = np.logical_xor
+
+
+@register("Not")
+class Not(Unary):
+    types = BOOL
+    ufunc = np.logical_not
+
+
+@register("BitwiseAnd", since=18)
+class BitwiseAnd(Binary):
+    types = INTS
+    ufunc = np.bitwise_and
+
+
+@register("BitwiseOr", since=18)
+class BitwiseOr(Binary):
+    types = INTS
+    ufunc = np.bitwise_or
+
+
+@register("BitwiseXor", since=18)
+class BitwiseXor(Binary):
+    types = INTS
+    ufunc = np.bitwise_xor
+
+
+@register("BitwiseNot", since=18)
+class BitwiseNot(Unary):
+    types = INTS
+    ufunc = np.invert
+
+
+@register("IsNaN", since=9)
+class IsNaN(Unary):
+    types = FLOATS
+    out_type = np.bool_
+    ufunc = np.isnan
+
+
+@register("IsInf", since=10)
+class IsInf(Unary):
+    types = FLOATS
+    out_type = np.bool_
+
+    def setup(self):
+        self.negative = int(self.attr("detect_negative", 1))
+        self.positive = int(self.attr("detect_positive", 1))
+        for key, v in (("detect_negative", self.negative), ("detect_positive", self.positive)):
+            if v not in (0, 1):
+                raise self.fail(f"attribute {key} must be 0 or 1, got {v}")
+
+    def evaluate(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.negative and self.positive:
+            np.isinf(x, out=y)
+        elif self.positive:
+            np.equal(x, self.dtype.type(np.inf), out=y)
+        elif self.negative:
+            np.equal(x, self.dtype.type(-np.inf), out=y)
+        else:
+            np.copyto(y, False)
+
+
+# ----------------------------------------------------------------------------------------------
+# casts
+# ----------------------------------------------------------------------------------------------
+@register("Cast")
+class Cast(Unary):
+    """Any supported dtype to any other: C conversions (float -> int truncates toward zero, the
+    result of out-of-range values is the platform's, as in onnxruntime). `saturate` only concerns
+    float8 types, which ge does not have."""
+    types = ALL
+
+    def setup(self):
+        to = self.attr("to")
+        if to is None:
+            raise self.fail("attribute 'to' is required")
+        if int(to) not in DTYPES:
+            raise self.fail(f"cannot cast to ONNX element type {to} (supported: "
+                            + ", ".join(f"{k} ({v.name})" for k, v in sorted(DTYPES.items())) + ")")
+        self.out_dtype = DTYPES[int(to)]
+
+    def evaluate(self, xs, ys, ws):
+        np.copyto(ys[0], xs[0], casting="unsafe")
+
+
+@register("CastLike", since=15)
+class CastLike(Cast):
+    types = ALL
+    data_inputs = (0,)
+    min_inputs = max_inputs = 2
+
+    def setup(self):
+        target = np.dtype(self.inputs[1].dtype)
+        if target not in ALL:
+            raise self.fail(f"cannot cast to {target.name}")
+        self.out_dtype = target
+        self.shape = tuple(self.inputs[0].shape)
