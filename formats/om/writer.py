@@ -96,6 +96,7 @@ def assemble(fields: dict, parts: list[tuple[int, int, bytes | memoryview]], *, 
     digest = hashlib.sha256()
     for piece in pieces:
         digest.update(piece)
+    header, _ = _lay_out(fields, parts, PREFIX_SIZE + size)
     header["checksum"] = digest.digest()
     if tamper is not None:
         tamper(header)
@@ -142,10 +143,18 @@ def _encode_checked(model: GeModel, label: str) -> tuple[bytes, list]:
         return encode(model)
     except _Unencodable as e:
         raise FormatError(f"{label}: cannot write OM: {e}") from None
+    except (AttributeError, TypeError) as e:  # a list holding something that is not a TensorDesc/Arg/...
+        raise FormatError(f"{label}: cannot write OM: malformed GeModel ({type(e).__name__}: {e})") from None
 
 
-def encode(model: GeModel) -> tuple[bytes, list]:
+def encode(model: GeModel, *, tamper=None) -> tuple[bytes, list]:
     """(prefix + header, body pieces) of `model`, not yet validated (om_bytes/write_om validate)."""
+    fields, parts = fields_and_parts(model)
+    return assemble(fields, parts, tamper=tamper)
+
+
+def fields_and_parts(model: GeModel) -> tuple[dict, list]:
+    """The header fields `assemble` does not compute, and the (type, submodel, body) partitions."""
     model_def = _model_def(model)
     task_info = {"tasks": [_task(i, t) for i, t in enumerate(model.tasks)]}
     weights = _as_bytes_view(model.weight_data if model.weight_data is not None else b"")
@@ -165,7 +174,7 @@ def encode(model: GeModel) -> tuple[bytes, list]:
     }
     parts = [(MODEL_DEF, 0, _pack(model_def, "MODEL_DEF")), (TASK_INFO, 0, _pack(task_info, "TASK_INFO")),
              (WEIGHTS_DATA, 0, weights)]
-    return assemble(fields, parts)
+    return fields, parts
 
 
 def _pack(obj, what: str) -> bytes:
