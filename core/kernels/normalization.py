@@ -1,0 +1,194 @@
+"""BatchNormalization (inference), LayerNormalization, Softmax, LogSoftmax: ufuncs with `out=` over the
+whole tensor, per-row statistics in small workspace arrays."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Meta
+from .conv import Scratch, SpatialKernel
+from .registry import register
+
+
+def _input(k: SpatialKernel, i: int, what: str) -> Meta:
+    m = k.inputs[i] if i < len(k.inputs) else None
+    if m is None:
+        raise k.fail(f"input {i} ({what}) is missing")
+    return m
+
+
+def _float_type(k: SpatialKernel, dt: np.dtype) -> None:
+    if dt not in (np.float32, np.float64):
+        raise k.fail(f"input type {dt} is not supported (float32, float64)")
+
+
+@register("BatchNormalization", since=1)
+class BatchNormalization(SpatialKernel):
+    """y = x * a + b per channel, a = scale / sqrt(var + eps), b = B - mean * a (folded once if constant)."""
+
+    def prepare(self):
+        xm = _input(self, 0, "X")
+        if len(xm.shape) < 2:
+            raise self.fail(f"X has shape {tuple(xm.shape)}, rank >= 2 expected")
+        _float_type(self, xm.dtype)
+        if int(self.attr("training_mode", 0)):
+            raise self.fail("training_mode=1 is not supported (inference only)")
+        if self.num_outputs > 1:
+            raise self.fail(f"{self.num_outputs} outputs requested: only the inference form (1 output) is supported")
+        c = xm.shape[1]
+        for i, what in enumerate(("scale", "B", "input_mean", "input_var"), start=1):
+            m = _input(self, i, what)
+            if tuple(m.shape) != (c,):
+                raise self.fail(f"{what} has shape {tuple(m.shape)}, ({c},) expected")
+        self.eps = float(self.attr("epsilon", 1e-5))
+        self.bshape = (c,) + (1,) * (len(xm.shape) - 2)
+        self.dtype = xm.dtype
+        self.out_metas = [Meta(xm.dtype, tuple(xm.shape))]
+        self.scratch = Scratch()
+        params = self.consts[1:5]
+        if len(params) == 4 and all(p is not None for p in params):
+            self.ab = self._fold(*params)
+        else:
+            self.ab = None
+            self.scratch.add("a", self.bshape, xm.dtype)
+            self.scratch.add("b", self.bshape, xm.dtype)
+
+    def _fold(self, scale, bias, mean, var):
+        a = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + self.eps)
+        b = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * a
+        return a.astype(self.dtype).reshape(self.bshape), b.astype(self.dtype).reshape(self.bshape)
+
+    def run(self, xs, ys, ws):
+        if self.ab is not None:
+            a, b = self.ab
+        else:
+            v = self.views(ws)
+            a, b = v["a"], v["b"]
+            a1, b1 = a.reshape(-1), b.reshape(-1)
+            np.add(xs[4], self.dtype.type(self.eps), out=a1)
+            np.sqrt(a1, out=a1)
+            np.divide(xs[1], a1, out=a1)
+            np.multiply(xs[3], a1, out=b1)
+            np.subtract(xs[2], b1, out=b1)
+        y = ys[0]
+        np.multiply(xs[0], a, out=y)
+        np.add(y, b, out=y)
+
+
+@register("LayerNormalization", since=17)
+class LayerNormalization(SpatialKernel):
+    def prepare(self):
+        xm = _input(self, 0, "X")
+        _float_type(self, xm.dtype)
+        shape = tuple(xm.shape)
+        r = len(shape)
+        axis = int(self.attr("axis", -1))
+        if not -r <= axis < r:
+            raise self.fail(f"axis={axis} is out of range for X of shape {shape}")
+        axis %= r
+        stash = int(self.attr("stash_type", 1))
+        if stash != 1:
+            raise self.fail(f"stash_type={stash} is not supported (1: float32 statistics)")
+        norm = shape[axis:]
+        for i, what in ((1, "Scale"), (2, "B")):
+            m = self.inputs[i] if i < len(self.inputs) else None
+            if m is None:
+                if i == 1:
+                    raise self.fail("input 1 (Scale) is missing")
+                continue
+            try:
+                if np.broadcast_shapes(tuple(m.shape), norm) != norm:
+                    raise ValueError
+            except ValueError:
+                raise self.fail(f"{what} of shape {tuple(m.shape)} does not broadcast to {norm}") from None
+        self.eps = xm.dtype.type(float(self.attr("epsilon", 1e-5)))
+        self.rows, self.cols = math.prod(shape[:axis]), math.prod(norm)
+        self.inv_n = xm.dtype.type(1.0 / max(self.cols, 1))
+        self.vshape = (self.rows,) + norm
+        stat = Meta(xm.dtype, shape[:axis] + (1,) * (r - axis))
+        self.out_metas = [Meta(xm.dtype, shape)] + [stat] * max(0, min(self.num_outputs, 3) - 1)
+        self.scratch = Scratch()
+        self.scratch.add("mean", (self.rows, 1), xm.dtype)
+        self.scratch.add("inv", (self.rows, 1), xm.dtype)
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        mean, inv = v["mean"], v["inv"]
+        x2 = xs[0].reshape(self.rows, self.cols)
+        y = ys[0]
+        y2 = y.reshape(self.rows, self.cols)
+        np.mean(x2, axis=1, keepdims=True, out=mean)
+        np.subtract(x2, mean, out=y2)
+        inv1 = inv.reshape(-1)
+        np.einsum("ij,ij->i", y2, y2, out=inv1)
+        np.multiply(inv1, self.inv_n, out=inv1)
+        np.add(inv1, self.eps, out=inv1)
+        np.sqrt(inv1, out=inv1)
+        np.divide(1, inv1, out=inv1)
+        np.multiply(y2, inv, out=y2)
+        yv = y.reshape(self.vshape)
+        np.multiply(yv, xs[1], out=yv)
+        if len(xs) > 2 and xs[2] is not None:
+            np.add(yv, xs[2], out=yv)
+        if len(ys) > 1:
+            np.copyto(ys[1].reshape(self.rows, 1), mean)
+        if len(ys) > 2:
+            np.copyto(ys[2].reshape(self.rows, 1), inv)
+
+
+class _SoftmaxBase(SpatialKernel):
+    log = False
+
+    def prepare(self):
+        xm = _input(self, 0, "input")
+        _float_type(self, xm.dtype)
+        shape = tuple(xm.shape)
+        r = len(shape)
+        legacy = self.opset < 13
+        axis = int(self.attr("axis", 1 if legacy else -1))
+        if r == 0:
+            raise self.fail("the input is a scalar; rank >= 1 expected")
+        if not -r <= axis < r:
+            raise self.fail(f"axis={axis} is out of range for an input of shape {shape}")
+        self.out_metas = [Meta(xm.dtype, shape)]
+        self.scratch = Scratch()
+        if legacy:
+            axis %= r
+            # opset < 13: the input is coerced to 2-D [prod(shape[:axis]), prod(shape[axis:])]
+            self.view_shape, self.axis = (math.prod(shape[:axis]), math.prod(shape[axis:])), 1
+        else:
+            self.view_shape, self.axis = shape, axis % r
+        red = list(self.view_shape)
+        red[self.axis] = 1
+        self.scratch.add("m", red, xm.dtype)
+        if self.log:
+            self.scratch.add("e", self.view_shape, xm.dtype)
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        x = xs[0].reshape(self.view_shape)
+        y = ys[0].reshape(self.view_shape)
+        m, ax = v["m"], self.axis
+        np.max(x, axis=ax, keepdims=True, out=m)
+        np.subtract(x, m, out=y)
+        if self.log:
+            e = v["e"]
+            np.exp(y, out=e)
+            np.sum(e, axis=ax, keepdims=True, out=m)
+            np.log(m, out=m)
+            np.subtract(y, m, out=y)
+        else:
+            np.exp(y, out=y)
+            np.sum(y, axis=ax, keepdims=True, out=m)
+            np.divide(y, m, out=y)
+
+
+@register("Softmax", since=1)
+class Softmax(_SoftmaxBase):
+    log = False
+
+
+@register("LogSoftmax", since=1)
+class LogSoftmax(_SoftmaxBase):
+    log = True

@@ -1,0 +1,104 @@
+import numpy as np
+import pytest
+
+from ge.core.errors import GraphError
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+
+rng = np.random.default_rng(0)
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def bn_inputs(shape):
+    c = shape[1]
+    return {"x": f32(*shape), "scale": f32(c), "b": f32(c), "mean": f32(c),
+            "var": rng.uniform(0.5, 2.0, c).astype(np.float32)}
+
+
+@pytest.mark.parametrize("opset", [11, 14, 15])
+@pytest.mark.parametrize("consts", [(), ("scale", "b", "mean", "var")])
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (1, 8, 6, 6), (2, 4, 3, 4, 5)])
+def test_batchnorm(check_op, shape, consts, opset):
+    check_op("BatchNormalization", bn_inputs(shape), {"epsilon": 1e-3}, consts=consts, opset=opset, **TOL)
+
+
+def test_batchnorm_default_epsilon(check_op):
+    check_op("BatchNormalization", bn_inputs((1, 16, 7, 7)), consts=("scale", "b", "mean", "var"), **TOL)
+
+
+def test_batchnorm_errors():
+    f = np.dtype(np.float32)
+    ms = [Meta(f, (1, 3, 4, 4))] + [Meta(f, (3,))] * 4
+    k = lookup("BatchNormalization", opset=15)
+    with pytest.raises(GraphError, match=r"node 'bn' \(BatchNormalization\): training_mode=1"):
+        k({"training_mode": 1}, ms, name="bn", opset=15)
+    with pytest.raises(GraphError, match="only the inference form"):
+        k({}, ms, name="bn", opset=15, num_outputs=3)
+    with pytest.raises(GraphError, match=r"scale has shape \(4,\)"):
+        k({}, [ms[0], Meta(f, (4,))] + ms[2:], name="bn")
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2, 3])
+@pytest.mark.parametrize("consts", [(), ("scale", "b")])
+@pytest.mark.parametrize("shape,axis,sshape", [
+    ((2, 5, 8), -1, (8,)),
+    ((2, 5, 8), 1, (5, 8)),
+    ((2, 5, 8), -2, (5, 8)),
+    ((2, 5, 8), 0, (2, 5, 8)),
+    ((4, 3, 2, 6), 2, (2, 6)),
+    ((1, 128, 768), -1, (768,)),
+    ((2, 5, 8), -1, (1,)),
+    ((2, 5, 8), 1, (8,)),
+])
+def test_layernorm(check_op, shape, axis, sshape, consts, n_outputs):
+    inputs = {"x": f32(*shape) * 3 + 1, "scale": f32(*sshape), "b": f32(*sshape)}
+    check_op("LayerNormalization", inputs, {"axis": axis, "epsilon": 1e-4}, n_outputs=n_outputs, consts=consts,
+             rtol=1e-4, atol=1e-5)
+
+
+def test_layernorm_without_bias(check_op):
+    check_op("LayerNormalization", {"x": f32(3, 4, 10), "scale": f32(10)}, {}, rtol=1e-4, atol=1e-5)
+
+
+def test_layernorm_errors():
+    f = np.dtype(np.float32)
+    k = lookup("LayerNormalization")
+    with pytest.raises(GraphError, match=r"node 'ln' \(LayerNormalization\): axis=3"):
+        k({"axis": 3}, [Meta(f, (2, 3, 4)), Meta(f, (4,))], name="ln")
+    with pytest.raises(GraphError, match="does not broadcast"):
+        k({}, [Meta(f, (2, 3, 4)), Meta(f, (3,))], name="ln")
+    with pytest.raises(GraphError, match="not supported"):
+        k({}, [Meta(np.dtype(np.int32), (2, 3, 4)), Meta(np.dtype(np.int32), (4,))], name="ln")
+
+
+SOFTMAX_CASES = [((7,), None), ((3, 5), None), ((3, 5), 0), ((2, 3, 4), None), ((2, 3, 4), 0), ((2, 3, 4), 1),
+                 ((2, 3, 4), -1), ((2, 3, 4), 2), ((2, 3, 4, 5), -3), ((1, 1000), None)]
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset", [11, 13, 17])
+@pytest.mark.parametrize("shape,axis", SOFTMAX_CASES)
+def test_softmax(check_op, op, opset, shape, axis):
+    x = f32(*shape) * 4
+    attrs = {} if axis is None else {"axis": axis}
+    if opset < 13 and len(shape) == 1 and axis is None:  # the legacy default axis=1 does not exist
+        with pytest.raises(GraphError, match="axis=1 is out of range"):
+            lookup(op, opset=opset)(attrs, [Meta(x.dtype, x.shape)], opset=opset)
+        return
+    check_op(op, {"x": x}, attrs, opset=opset, **TOL)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_extreme_values(check_op, op):
+    x = np.array([[1000.0, 0.0, -1000.0], [-1e30, -1e30, 5.0]], np.float32)
+    check_op(op, {"x": x}, {}, **TOL)
+
+
+def test_softmax_errors():
+    k = lookup("Softmax", opset=13)
+    with pytest.raises(GraphError, match=r"node 's' \(Softmax\): axis=2"):
+        k({"axis": 2}, [Meta(np.dtype(np.float32), (3, 4))], name="s", opset=13)
