@@ -46,7 +46,9 @@ class Bad(Exception):
 
 
 def read_om(source: str | os.PathLike | bytes, *, verify_checksum: bool = True) -> GeModel:
-    """Load and validate an OM from a path (memory-mapped) or from bytes."""
+    """Load and validate an OM from a path or from bytes. A path is memory-mapped read-only and
+    weight_data is a memoryview of the map; for a bytes-like source it is a memoryview of that
+    buffer (no copy either way; b"" when the OM has no inline weights)."""
     return load(source, verify_checksum=verify_checksum)
 
 

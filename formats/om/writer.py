@@ -57,7 +57,8 @@ def write_om(model: GeModel, path: str | os.PathLike) -> None:
                     f.write(piece)
                 f.flush()
                 os.fsync(f.fileno())
-                os.fchmod(f.fileno(), 0o666 & ~_umask())
+                if hasattr(os, "fchmod"):  # mkstemp makes 0600; an OM gets the usual 0666 & ~umask
+                    os.fchmod(f.fileno(), 0o666 & ~_umask())
         except OSError as e:
             raise FormatError(f"{label}: cannot write: {e.strerror or e}") from e
         _self_check_file(tmp, label)
