@@ -186,32 +186,47 @@ class Variadic(Elementwise):
 class FloatUnary(Unary):
     """A multi-step float formula `formula(x, y, *scratch)` evaluated in place into y.
 
-    `temps` scratch arrays of the working dtype and `masks` bool arrays, all output-sized, come
-    from the workspace. For float16 (and integer inputs, where ONNX allows them) x is first
-    converted into working-dtype scratch and the result rounded into the output at the end."""
+    The formula runs over blocks of CHUNK elements, so that its passes stay in cache (1.5-2x
+    faster than whole-tensor passes) and its scratch is block-sized: `temps` arrays of the
+    working dtype and `masks` bool arrays of CHUNK elements, carved from the workspace. For
+    float16 (and integer inputs, where ONNX allows them) each block of x is first converted into
+    working-dtype scratch and the result rounded into the output at the end."""
     types = FLOATS
     temps = 0
     masks = 0
+    CHUNK = 1 << 15
 
     def setup(self):
         self.work = working_dtype(self.dtype)
         self.convert = self.work != self.dtype
+        self.chunk = max(1, min(int(np.prod(self.shape, dtype=np.int64)), self.CHUNK))
         n_work = self.temps + (2 if self.convert else 0)
-        self.scratch = Scratch([(self.work, self.shape)] * n_work + [(np.bool_, self.shape)] * self.masks)
+        self.scratch = Scratch([(self.work, (self.chunk,))] * n_work + [(np.bool_, (self.chunk,))] * self.masks)
         self.c = self.work.type  # typed constants keep every ufunc in the working dtype
 
     def workspace_nbytes(self):
         return self.scratch.nbytes
 
     def evaluate(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if not y.flags.c_contiguous:  # not a planned output: evaluate aside
+            tmp = np.empty(y.shape, y.dtype)
+            self.evaluate(xs, [tmp], ws)
+            np.copyto(y, tmp)
+            return
+        xf, yf = np.reshape(x, -1), y.reshape(-1)  # views (x is copied only if not contiguous)
         bufs = self.scratch.carve(ws)
-        if self.convert:
-            xw, yw, *bufs = bufs
-            np.copyto(xw, xs[0], casting="unsafe")
-            self.formula(xw, yw, *bufs)
-            np.copyto(ys[0], yw, casting="unsafe")
-        else:
-            self.formula(xs[0], ys[0], *bufs)
+        step = self.chunk
+        for start in range(0, yf.size, step):
+            stop = min(start + step, yf.size)
+            b = bufs if stop - start == step else [t[:stop - start] for t in bufs]
+            if self.convert:
+                xw, yw, *b = b
+                np.copyto(xw, xf[start:stop], casting="unsafe")
+                self.formula(xw, yw, *b)
+                np.copyto(yf[start:stop], yw, casting="unsafe")
+            else:
+                self.formula(xf[start:stop], yf[start:stop], *b)
 
     def formula(self, x, y, *scratch) -> None:
         raise NotImplementedError
@@ -281,10 +296,10 @@ class PRelu(Elementwise):
     def setup(self):
         slope = self.consts[1]
         if slope is not None and slope.size:
-            self.mode = "max" if np.all(slope <= 1) else "min" if np.all(slope > 1) else "mask"
+            self.mode = "max" if np.all(slope <= 1) else "min" if np.all(slope > 1) else "mixed"
         else:
-            self.mode = "mask"
-        self.scratch = Scratch([(np.bool_, self.shape)] if self.mode == "mask" else [])
+            self.mode = "mixed"
+        self.scratch = Scratch([(self.dtype, self.shape)] if self.mode == "mixed" else [])
 
     def workspace_nbytes(self):
         return self.scratch.nbytes
@@ -293,15 +308,17 @@ class PRelu(Elementwise):
         x, s, y = xs[0], xs[1], ys[0]
         if self.slope_shape is not None:
             s = s.reshape(self.slope_shape)
+        if self.mode == "mixed":  # max(x, 0) + slope * min(x, 0)
+            (t,) = self.scratch.carve(ws)
+            zero = self.dtype.type(0)
+            np.minimum(x, zero, out=t)
+            np.multiply(t, s, out=t)
+            np.maximum(x, zero, out=y)
+            np.add(y, t, out=y)
+            return
+        # x >= 0 ? x : s*x  ==  max(x, s*x) when every s <= 1, min(x, s*x) when every s > 1
         np.multiply(x, s, out=y)
-        if self.mode == "max":
-            np.maximum(y, x, out=y)
-        elif self.mode == "min":
-            np.minimum(y, x, out=y)
-        else:
-            (keep,) = self.scratch.carve(ws)
-            np.greater_equal(x, self.dtype.type(0), out=keep)
-            np.copyto(y, np.broadcast_to(x, y.shape), where=keep)
+        (np.maximum if self.mode == "max" else np.minimum)(y, x, out=y)
 
 
 @register("Sigmoid")
@@ -348,10 +365,23 @@ class HardSwish(FloatUnary):
         np.multiply(y, x, out=y)
 
 
+def softplus_into(x, y, t):
+    """y = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow, accurate for x << 0."""
+    c = y.dtype.type
+    np.absolute(x, out=y)
+    np.negative(y, out=y)
+    np.exp(y, out=y)
+    np.log1p(y, out=y)
+    np.maximum(x, c(0), out=t)
+    np.add(y, t, out=y)
+
+
 @register("Softplus")
 class Softplus(FloatUnary):
-    def formula(self, x, y):
-        np.logaddexp(x, self.c(0), out=y)  # log(1 + exp(x)), stable both ways
+    temps = 1
+
+    def formula(self, x, y, t):
+        softplus_into(x, y, t)
 
 
 @register("Softsign")
@@ -364,63 +394,58 @@ class Softsign(FloatUnary):
 
 @register("Mish", since=18)
 class Mish(FloatUnary):
-    def formula(self, x, y):
-        np.logaddexp(x, self.c(0), out=y)
+    temps = 1
+
+    def formula(self, x, y, t):
+        softplus_into(x, y, t)
         np.tanh(y, out=y)
         np.multiply(y, x, out=y)
 
 
-@register("Elu")
-class Elu(FloatUnary):
-    masks = 1
+class _ExpLinear(FloatUnary):
+    """y = gamma * (x > 0 ? x : alpha * (exp(x / scale) - 1)), as the sum of the two parts (each
+    0 outside its side): masked ufuncs (where=) are several times slower."""
+    temps = 1
+    alpha = gamma = scale = 1.0
 
+    def formula(self, x, y, t):
+        c = self.c
+        if self.scale != 1:
+            np.multiply(x, c(1 / self.scale), out=y)
+            np.minimum(y, c(0), out=y)
+        else:
+            np.minimum(x, c(0), out=y)
+        np.expm1(y, out=y)
+        np.multiply(y, c(self.alpha * self.gamma), out=y)
+        np.maximum(x, c(0), out=t)
+        if self.gamma != 1:
+            np.multiply(t, c(self.gamma), out=t)
+        np.add(y, t, out=y)
+
+
+@register("Elu")
+class Elu(_ExpLinear):
     def setup(self):
         super().setup()
         self.alpha = float_attr(self, "alpha", 1.0)
 
-    def formula(self, x, y, positive):
-        np.minimum(x, self.c(0), out=y)
-        np.expm1(y, out=y)
-        np.multiply(y, self.c(self.alpha), out=y)
-        np.greater(x, self.c(0), out=positive)
-        np.copyto(y, x, where=positive)
-
 
 @register("Selu")
-class Selu(FloatUnary):
-    masks = 1
-
+class Selu(_ExpLinear):
     def setup(self):
         super().setup()
         self.alpha = float_attr(self, "alpha", 1.67326319217681884765625)
         self.gamma = float_attr(self, "gamma", 1.05070102214813232421875)
 
-    def formula(self, x, y, positive):
-        np.minimum(x, self.c(0), out=y)
-        np.expm1(y, out=y)
-        np.multiply(y, self.c(self.alpha * self.gamma), out=y)
-        np.greater(x, self.c(0), out=positive)
-        np.multiply(x, self.c(self.gamma), out=y, where=positive)
-
 
 @register("Celu", since=12)
-class Celu(FloatUnary):
-    masks = 1
-
+class Celu(_ExpLinear):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))"""
     def setup(self):
         super().setup()
-        self.alpha = float_attr(self, "alpha", 1.0)
+        self.alpha = self.scale = float_attr(self, "alpha", 1.0)
         if self.alpha == 0:
             raise self.fail("attribute alpha must not be 0")
-
-    def formula(self, x, y, positive):
-        # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
-        np.multiply(x, self.c(1 / self.alpha), out=y)
-        np.minimum(y, self.c(0), out=y)
-        np.expm1(y, out=y)
-        np.multiply(y, self.c(self.alpha), out=y)
-        np.greater(x, self.c(0), out=positive)
-        np.copyto(y, x, where=positive)
 
 
 @register("ThresholdedRelu", since=10)
@@ -464,7 +489,7 @@ _ERF_F64 = _ErfCoefs(split=0.8, top=6.0,
            -12.152188808643434, 10.634107711409003, -6.57717582706245, 2.755684968989676,
            -0.7075715954356578, 0.08460778862775235))
 
-ERF_TEMPS, ERF_MASKS = 3, 2
+ERF_TEMPS, ERF_MASKS = 3, 1
 
 
 def _horner(coefs, v, out, c):
@@ -475,19 +500,24 @@ def _horner(coefs, v, out, c):
     np.add(out, c(coefs[0]), out=out)
 
 
-def erf_into(x, y, t0, t1, t2, large, negative):
-    """y = erf(x), vectorized, for float32 or float64 arrays; x may be y itself. t0..t2 are
-    scratch arrays of y's dtype and shape, `large` and `negative` bool ones."""
+def erf_into(x, y, t0, t1, t2, large, sign=None):
+    """y = erf(x), vectorized, for float32 or float64 arrays. t0..t2 are scratch arrays of y's
+    dtype and shape, `large` a bool one. x may be y itself if `sign` (an array with x's signs)
+    is given. Both branches are evaluated everywhere (clamped to their ranges) and blended
+    arithmetically: masked ufuncs (where=) are several times slower than the whole formula."""
     c = y.dtype.type
     k = _ERF_F64 if y.dtype == np.float64 else _ERF_F32
-    np.signbit(x, out=negative)
-    np.absolute(x, out=t0)                     # x is not read again: x may alias y
+    if sign is None:
+        if np.shares_memory(x, y):
+            raise ValueError("erf_into: x aliases y, pass sign=")
+        sign = x
+    np.absolute(x, out=t0)                     # x is not read again
     np.greater_equal(t0, c(k.split), out=large)
     np.clip(t0, c(k.split), c(k.top), out=t1)  # |x| for the large branch
     np.minimum(t0, c(k.split), out=t0)         # |x| for the small branch (NaN stays NaN)
     np.multiply(t0, t0, out=t2)
     _horner(k.small, t2, y, c)
-    np.multiply(y, t0, out=y)                  # small branch: |x| * P(x^2)
+    np.multiply(y, t0, out=y)                  # small branch: |x| P(x^2)
     np.add(t1, c(2), out=t2)
     np.divide(c(2), t2, out=t2)
     _horner(k.large, t2, t0, c)                # erfcx(|x|)
@@ -495,9 +525,13 @@ def erf_into(x, y, t0, t1, t2, large, negative):
     np.negative(t1, out=t1)
     np.exp(t1, out=t1)
     np.multiply(t0, t1, out=t0)                # erfc(|x|)
-    np.subtract(c(1), t0, out=t0)
-    np.copyto(y, t0, where=large)
-    np.negative(y, out=y, where=negative)
+    np.subtract(c(1), t0, out=t0)              # large branch
+    # y += large * (large branch - small branch): exact, both are finite and, where large is
+    # set, the small branch is erf(split) and the difference exact (Sterbenz)
+    np.subtract(t0, y, out=t0)
+    np.multiply(t0, large, out=t0)
+    np.add(y, t0, out=y)
+    np.copysign(y, sign, out=y)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -508,7 +542,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     y = np.empty_like(xw)
     with np.errstate(all="ignore"):
         erf_into(xw, y, *(np.empty_like(xw) for _ in range(ERF_TEMPS)),
-                 *(np.empty(x.shape, np.bool_) for _ in range(ERF_MASKS)))
+                 *(np.empty(x.shape, np.bool_) for _ in range(ERF_MASKS)), sign=xw)
     return y.astype(x.dtype) if x.dtype.kind == "f" else y
 
 
@@ -523,13 +557,13 @@ class Erf(FloatUnary):
 
 @register("Gelu", since=20)
 class Gelu(FloatUnary):
-    temps, masks = ERF_TEMPS, ERF_MASKS
-
     def setup(self):
-        super().setup()
         self.approximate = str_attr(self, "approximate", "none")
         if self.approximate not in ("none", "tanh"):
             raise self.fail(f"attribute approximate must be 'none' or 'tanh', got {self.approximate!r}")
+        if self.approximate == "none":
+            self.temps, self.masks = ERF_TEMPS, ERF_MASKS
+        super().setup()
 
     def formula(self, x, y, *scratch):
         c = self.c
@@ -544,7 +578,7 @@ class Gelu(FloatUnary):
         else:
             # 0.5 x (1 + erf(x / sqrt(2)))
             np.multiply(x, c(1 / math.sqrt(2)), out=y)
-            erf_into(y, y, *scratch)
+            erf_into(y, y, *scratch, sign=x)
         np.add(y, c(1), out=y)
         np.multiply(y, x, out=y)
         np.multiply(y, c(0.5), out=y)
