@@ -881,8 +881,8 @@ class Cast(Unary):
         to = self.attr("to")
         if to is None:
             raise self.fail("attribute 'to' is required")
-        if int(to) not in DTYPES:
-            raise self.fail(f"cannot cast to ONNX element type {to} (supported: "
+        if not isinstance(to, (int, np.integer)) or int(to) not in DTYPES:
+            raise self.fail(f"cannot cast to ONNX element type {to!r} (supported: "
                             + ", ".join(f"{k} ({v.name})" for k, v in sorted(DTYPES.items())) + ")")
         self.out_dtype = DTYPES[int(to)]
 

@@ -239,6 +239,34 @@ def test_erf_of_integers(dtype):
     assert y.dtype == dtype and list(y) == [0, 0, 0, 1, 1]  # erf(x) truncated toward zero
 
 
+@pytest.mark.parametrize("op,opset", [("Erf", 17), ("Gelu", 20), ("Sigmoid", 17), ("Softplus", 17), ("Selu", 17)])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_float_formulas_across_blocks(check_op, op, opset, dtype):
+    """More elements than one scratch block, and not a multiple of it."""
+    from ge.core.kernels.elementwise import FloatUnary
+    x = randn((3, FloatUnary.CHUNK // 2 + 7), dtype)
+    check_op(op, {"x": x}, opset=opset, **(tol(dtype) if dtype == F16 else dict(rtol=1e-5, atol=2e-6)))
+
+
+@pytest.mark.parametrize("op,opset", [("Erf", 17), ("Gelu", 20), ("HardSwish", 17)])
+def test_float_formulas_on_strided_views(op, opset):
+    base = randn((300, 200))
+    x = base.T[::2]  # neither C-contiguous nor dense
+    k = kernel(op, [x], opset=opset)
+    y = np.full(x.shape, 77, F32)
+    k.run([x], [y], Scratch_for(k))
+    want = k.compute(np.ascontiguousarray(x))[0]
+    np.testing.assert_array_equal(y, want)
+    y_t = np.full(x.shape[::-1], 77, F32).T  # a non-contiguous output as well
+    k.run([x], [y_t], Scratch_for(k))
+    np.testing.assert_array_equal(y_t, want)
+
+
+def Scratch_for(k):
+    n = k.workspace_nbytes()
+    return np.zeros(n + 64, np.uint8)[64:] if n else None  # an offset (still aligned) view
+
+
 def test_gelu_rejects_unknown_approximation():
     x = np.zeros(3, F32)
     with pytest.raises(GraphError, match="approximate"):
@@ -675,6 +703,8 @@ def test_cast_errors():
         kernel("Cast", [np.zeros(2, F32)], {"to": 8})
     with pytest.raises(GraphError, match="'to' is required"):
         kernel("Cast", [np.zeros(2, F32)])
+    with pytest.raises(GraphError, match="cannot cast to ONNX element type 'float'"):
+        kernel("Cast", [np.zeros(2, F32)], {"to": "float"})
 
 
 @pytest.mark.parametrize("src,dst", [(F32, np.int64), (np.int32, F16), (np.bool_, F32), (F64, np.uint8)])
