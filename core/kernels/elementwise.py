@@ -4,9 +4,11 @@ Conventions of the family:
 - `prepare` checks the input dtypes against the op's ONNX type constraints and the broadcast of the
   input shapes; `infer` is exact and cheap (no evaluation); `compute` allocates the outputs and a
   workspace and goes through `run`, so the reference and the planned path are the same code.
-- `run` uses ufuncs with `out=` (and `where=`): multi-step float formulas are evaluated step by
-  step in place in the output, with any temporary carved from the declared workspace. float16 is
-  evaluated in float32 scratch and rounded once at the end, as onnxruntime does for half ops.
+- `run` uses ufuncs with `out=`: multi-step float formulas are evaluated step by step in place in
+  the output, block by block, with any temporary carved from the declared workspace (FloatUnary).
+  float16 is evaluated in float32 scratch and rounded once at the end, as onnxruntime does for
+  half ops. Masked ufuncs (`where=`) are kept for true selections (Where): with a random mask
+  they are ~20x slower than a plain pass, so formulas blend branches arithmetically instead.
 - `run` assumes the outputs do not overlap the inputs (the planner gives them their own memory).
 - IEEE specials (division by zero, overflow, invalid) are the values numpy produces, silently.
 """
@@ -87,8 +89,13 @@ class Elementwise(Kernel):
     def prepare(self) -> None:
         present = [i for i, m in enumerate(self.inputs) if m is not None]
         if len(self.inputs) < self.min_inputs or (self.max_inputs is not None and len(self.inputs) > self.max_inputs):
-            most = "any number of" if self.max_inputs is None else f"at most {self.max_inputs}"
-            raise self.fail(f"takes at least {self.min_inputs} and {most} inputs, got {len(self.inputs)}")
+            if self.min_inputs == self.max_inputs:
+                expected = str(self.min_inputs)
+            elif self.max_inputs is None:
+                expected = f"at least {self.min_inputs}"
+            else:
+                expected = f"{self.min_inputs} to {self.max_inputs}"
+            raise self.fail(f"takes {expected} inputs, got {len(self.inputs)}")
         for i in range(self.min_inputs):
             if self.inputs[i] is None:
                 raise self.fail(f"input {i} is required")

@@ -436,6 +436,12 @@ def test_neg_rejects_unsigned():
 
 
 def test_binary_type_and_shape_errors():
+    with pytest.raises(GraphError, match="takes 2 inputs, got 1"):
+        kernel("Add", [np.zeros(2, F32)])
+    with pytest.raises(GraphError, match="takes 1 to 3 inputs, got 4"):
+        kernel("Clip", [np.zeros(2, F32)] * 4, opset=13)
+    with pytest.raises(GraphError, match="takes at least 1 inputs, got 0"):
+        kernel("Max", [])
     with pytest.raises(GraphError, match="different dtypes"):
         kernel("Add", [np.zeros(2, F32), np.zeros(2, F64)])
     with pytest.raises(GraphError, match=r"\(2, 3\), \(4,\) do not broadcast"):
