@@ -29,6 +29,9 @@ class Kernel:
     since: int = 1
     #: True when the output is input 0 reinterpreted with another shape (no task, no copy)
     alias: bool = False
+    #: True when run() is correct with ys[0] being xs[0] and no workspace: such an op can be fused
+    #: into its producer as an epilogue applied in place
+    in_place: bool = False
 
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
                  outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None):

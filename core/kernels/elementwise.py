@@ -262,6 +262,7 @@ def str_attr(kernel: Kernel, key: str, default: str) -> str:
 # ----------------------------------------------------------------------------------------------
 @register("Relu")
 class Relu(Unary):
+    in_place = True
     types = FLOATS | SIGNED
 
     def evaluate(self, xs, ys, ws):
@@ -330,6 +331,7 @@ class PRelu(Elementwise):
 
 @register("Sigmoid")
 class Sigmoid(FloatUnary):
+    in_place = True
     def formula(self, x, y):
         # 1 / (1 + exp(-x)) with -x capped below exp's overflow: exact to the last ulp or two for
         # every x (sigmoid(-x) for x past the cap is below the smallest normal anyway)
@@ -343,12 +345,14 @@ class Sigmoid(FloatUnary):
 
 @register("Tanh")
 class Tanh(Unary):
+    in_place = True
     types = FLOATS
     ufunc = np.tanh
 
 
 @register("HardSigmoid")
 class HardSigmoid(FloatUnary):
+    in_place = True
     def setup(self):
         super().setup()
         self.alpha = float_attr(self, "alpha", 0.2)
@@ -690,6 +694,7 @@ Atanh = _unary("Atanh", np.arctanh, since=9)
 
 @register("Clip")
 class Clip(Elementwise):
+    in_place = True
     """min/max: attributes before opset 11, optional scalar inputs (absent or empty-named) since.
     min > max gives max everywhere, as in the spec and onnxruntime."""
     max_inputs = 3

@@ -726,3 +726,20 @@ def test_compute_returns_arrays_for_rank0(op, n):
     xs = [np.asarray(True)] + [np.asarray(np.float32(1.5))] * (n - 1) if op == "Where" else [np.asarray(np.float32(1.5))] * n
     (y,) = kernel(op, xs).compute(*xs)
     assert isinstance(y, np.ndarray) and y.shape == ()
+
+
+@pytest.mark.parametrize("op_type", ["Relu", "Sigmoid", "Tanh", "HardSigmoid", "Clip"])
+def test_in_place_kernels_run_in_place(op_type):
+    """Kernels flagged in_place can be fused as epilogues: run with ys[0] is xs[0], no workspace."""
+    from ge.core.ir import Meta
+    from ge.core.kernels import lookup
+    x = (rng.standard_normal((3, 70000)) * 4).astype(np.float32)
+    m = Meta(x.dtype, x.shape)
+    bounds = [np.array(0, np.float32), np.array(6, np.float32)] if op_type == "Clip" else []
+    cls = lookup(op_type)
+    assert cls.in_place
+    kernel = cls({}, [m] + [Meta(b.dtype, ()) for b in bounds], [None] + bounds, outputs=[m])
+    want = kernel.compute(x, *bounds)[0]
+    y = x.copy()
+    kernel.run([y, *bounds], [y], None)
+    np.testing.assert_array_equal(y, want)
