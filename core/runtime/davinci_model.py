@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError, GeError, ShapeError
+from ..errors import FormatError, GeError, GraphError, ShapeError
 from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, GeModel, TaskDef, TensorDesc
 from ..ir import Meta
 from ..kernels import Kernel, lookup
@@ -210,5 +210,7 @@ class DavinciModel:
                     inputs.append(Meta(bound.dtype, ()))
                     consts.append(bound)
             cls = lookup(op_type, "", td.opset, td.node)
+            if not cls.in_place:
+                raise GraphError(f"node '{td.node}' ({td.op_type}): fused {op_type} cannot run in place")
             kernels.append(cls(attrs, inputs, consts, outputs=[out], opset=td.opset, name=f"{td.node}:{op_type}"))
         return tuple(kernels)
