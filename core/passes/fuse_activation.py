@@ -8,9 +8,10 @@ Representation: the producer gets node.attrs["ge.epilogue"] = [[op_type, attrs],
 in order, in place, to its output; the activation node disappears and the producer writes the
 activation's output tensor. Clip's min/max (inputs from opset 11 on) must be constants and are
 recorded as attrs {"min": float, "max": float}. The runtime applies each step with the
-activation's own kernel (see `build_epilogue`), so an activation is only fused when its kernel
-exists, needs no workspace and gives the same result when run in place (y = f(y)): this is
-checked once per (op, attrs, dtype) on a sample array.
+activation's own kernel (see `build_epilogue`, which builds and calls it as the runtime does), so
+an activation is only fused when its kernel exists, is flagged `in_place`, needs no workspace and
+gives the same result when run in place as kernel.run([y], [y], None): checked once per
+(op, attrs, dtype, opset) on a sample array.
 
 Conditions: the producer has one output, read only by the activation (not a graph output).
 """
@@ -132,8 +133,8 @@ def _check_in_place(op: str, attrs: dict, dtype: np.dtype, opset: int) -> bool:
     meta = Meta(np.dtype(dtype), (3, 41))
     try:
         kernel = _epilogue_kernel(op, attrs, meta, opset)
-        if kernel.workspace_nbytes():
-            return False
+        if not getattr(kernel, "in_place", False) or kernel.workspace_nbytes():
+            return False  # the kernel does not claim in-place correctness (Kernel.in_place)
         extra = kernel.consts[1:]
         rng = np.random.default_rng(0)
         sample = (rng.standard_normal(meta.shape) * 4).astype(dtype)
