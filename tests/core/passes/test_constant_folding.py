@@ -108,3 +108,37 @@ def test_folded_graph_output_keeps_a_producer(make_model, load, requires):
     assert producer["s"].op_type == "Identity"
     np.testing.assert_array_equal(g.initializers[producer["s"].inputs[0]], [2, 3])
     assert report["folded_nodes"] == 1
+
+
+def test_shape_with_start_end_and_size_fold(make_model, load, requires):
+    requires("Shape", "Size", "Concat")
+    nodes = [helper.make_node("Shape", ["x"], ["tail"], start=-2),
+             helper.make_node("Shape", ["x"], ["mid"], start=1, end=2),
+             helper.make_node("Size", ["x"], ["n"]),
+             _const("ax", np.array([0], np.int64)),
+             helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+             helper.make_node("Concat", ["tail", "mid", "n1"], ["y"], axis=0),
+             helper.make_node("Relu", ["x"], ["r"])]
+    g = load(make_model(nodes, {"x": (F, [2, 3, 4, 5])}, ["y", "r"]))
+    constant_folding(g)
+    producer = {o: n for n in g.nodes for o in n.outputs}
+    assert producer["y"].op_type == "Identity"  # the folded output keeps a producer
+    np.testing.assert_array_equal(g.initializers[producer["y"].inputs[0]], [4, 5, 3, 120])
+
+
+def test_huge_expand_is_not_folded(make_model, load, requires):
+    requires("Expand")
+    n = int(np.sqrt(MAX_FOLD_NBYTES // 4)) + 64
+    nodes = [helper.make_node("Expand", ["one", "shape"], ["big"]), helper.make_node("Add", ["x", "big"], ["y"])]
+    g = load(make_model(nodes, {"x": (F, [n, n])}, ["y"],
+                        {"one": np.ones((1, 1), np.float32), "shape": np.array([n, n], np.int64)}))
+    constant_folding(g)
+    assert [nd.op_type for nd in g.nodes] == ["Expand", "Add"]
+
+
+def test_random_ops_are_not_folded(make_model, load):
+    nodes = [helper.make_node("RandomUniform", [], ["r"], shape=[2], dtype=F),
+             helper.make_node("Add", ["x", "r"], ["y"])]
+    g = load(make_model(nodes, {"x": (F, [2])}, ["y"]))
+    constant_folding(g)
+    assert [nd.op_type for nd in g.nodes] == ["RandomUniform", "Add"]

@@ -59,3 +59,18 @@ def test_out_nodes_cut_then_optimize(make_model, load, requires):
     report = optimize(g)  # Det (unsupported, and not needed) is cut away before any kernel is looked up
     assert [n.name for n in g.nodes] == ["first", "second"] and report["fused_activations"] == 0
     assert report["removed_nodes"] == 1
+
+
+def test_dropout_in_training_mode_is_kept(make_model, load):
+    nodes = [helper.make_node("Dropout", ["x", "ratio", "train"], ["y"])]
+    inits = {"ratio": np.array(0.5, np.float32), "train": np.array(True)}
+    g = load(make_model(nodes, {"x": (F, [2])}, ["y"], inits, opset=13))
+    dead_code(g)
+    assert [n.op_type for n in g.nodes] == ["Dropout"]
+    inits["train"] = np.array(False)
+    g = load(make_model([helper.make_node("Dropout", ["x", "ratio", "train"], ["d"]),
+                         helper.make_node("Relu", ["d"], ["y"])], {"x": (F, [2])}, ["y"], inits, opset=13),
+             name="m2.onnx")
+    dead_code(g)
+    assert [n.op_type for n in g.nodes] == ["Relu"] and g.nodes[0].inputs == ["x"]
+    assert g.initializers == {}

@@ -197,3 +197,28 @@ def test_parse_helpers():
     with pytest.raises(ShapeError):
         parse_input_shape("x:1,a")
     assert parse_out_nodes("a:0; b:1;") == ["a:0", "b:1"]
+
+
+def test_allow_dynamic_keeps_symbolic_dims(make_model, tmp_path):
+    model, _ = _conv_relu(make_model)
+    path = tmp_path / "dyn.onnx"
+    onnx.save(model, str(path))
+    g = load_onnx(path, allow_dynamic=True)
+    assert g.values["x"].shape == ("batch", 3, 8, 8)
+    assert g.values["y"].shape[1:] == (4, 8, 8)
+
+
+def test_untyped_graph_output_is_accepted(make_model, load):
+    g = load(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (F, [2, 3])}, ["y"]))
+    assert g.values["y"].shape == (2, 3) and g.values["y"].dtype == np.float32
+
+
+def test_sparse_initializer_is_densified(make_model, tmp_path):
+    model = make_model([helper.make_node("Add", ["x", "s"], ["y"])], {"x": (F, [2, 3])}, ["y"])
+    values = numpy_helper.from_array(np.array([5.0, 7.0], np.float32), "s")
+    indices = numpy_helper.from_array(np.array([1, 5], np.int64), "s_idx")
+    model.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [2, 3]))
+    path = tmp_path / "sparse.onnx"
+    onnx.save(model, str(path))
+    g = load_onnx(path)
+    np.testing.assert_array_equal(g.initializers["s"], [[0, 5, 0], [0, 0, 7]])
