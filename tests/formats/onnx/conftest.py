@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from ge.core.errors import UnsupportedOpError
 from ge.core.ir import Meta
@@ -95,5 +95,3 @@ def requires():
                 pytest.skip(f"kernel {op} not available yet")
     return check
 
-
-__all__ = ["TensorProto", "helper", "numpy_helper"]
