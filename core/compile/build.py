@@ -11,8 +11,6 @@ from ..ir import Graph, Node
 from ..kernels import lookup
 from .arena import ALIGNMENT, Buffer, align, plan_arena
 
-EPILOGUE = "ge.epilogue"  # attribute carrying activations fused into a producer (applied in place)
-
 
 def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "") -> GeModel:
     opset = graph.opset.get("", 17)

@@ -8,10 +8,8 @@ Representation: the producer gets node.attrs["ge.epilogue"] = [[op_type, attrs],
 in order, in place, to its output; the activation node disappears and the producer writes the
 activation's output tensor. Clip's min/max (inputs from opset 11 on) must be constants and are
 recorded as attrs {"min": float, "max": float}. The runtime applies each step with the
-activation's own kernel (see `build_epilogue`, which builds and calls it as the runtime does), so
-an activation is only fused when its kernel exists, is flagged `in_place`, needs no workspace and
-gives the same result when run in place as kernel.run([y], [y], None): checked once per
-(op, attrs, dtype, opset) on a sample array.
+activation's own kernel through ge.core.kernels.epilogue.Epilogue, so an activation is only fused
+when its kernel exists, is flagged `in_place` (tested per kernel) and needs no workspace.
 
 Conditions: the producer has one output, read only by the activation (not a graph output).
 """
@@ -22,11 +20,10 @@ from typing import Callable
 import numpy as np
 
 from ..ir import Graph, Meta, Node
-from ..kernels import lookup
+from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 
 PRODUCERS = {"Conv", "Gemm", "MatMul", "Add"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu"}
-EPILOGUE = "ge.epilogue"
 
 
 def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
@@ -91,59 +88,10 @@ def _fusable(graph: Graph, prod: Node, consumers, opset: int):
     return act, act.op_type, attrs
 
 
-def _epilogue_kernel(op: str, attrs: dict, meta: Meta, opset: int, name: str = ""):
-    """The kernel of one epilogue step, built the way the runtime builds it (DavinciModel._epilogue):
-    Clip's bounds become constant inputs of the opset-11 kernel, run as kernel.run([y], [y], None)."""
-    attrs = dict(attrs)
-    inputs, consts = [meta], [None]
-    if op == "Clip":
-        for key in ("min", "max"):
-            bound = np.array(attrs.pop(key, np.inf if key == "max" else -np.inf))
-            if np.issubdtype(meta.dtype, np.integer):
-                info = np.iinfo(meta.dtype)
-                bound = np.clip(bound, info.min, info.max)
-            bound = bound.astype(meta.dtype)
-            inputs.append(Meta(bound.dtype, ()))
-            consts.append(bound)
-    cls = lookup(op, "", opset, node=name)
-    return cls(attrs, inputs, consts, outputs=[meta], opset=opset, name=f"{name}:{op}", num_outputs=1)
-
-
 def build_epilogue(epilogue: list, meta: Meta, opset: int = 17, name: str = "") -> Callable[[np.ndarray], None]:
-    """A function applying a node's "ge.epilogue" in place to its output array `y`."""
-    kernels = [_epilogue_kernel(op, attrs, meta, opset, name) for op, attrs in epilogue]
-
-    def apply(y: np.ndarray) -> None:
-        for kernel in kernels:
-            kernel.run([y], [y], None)
-    return apply
-
-
-_IN_PLACE: dict[tuple, bool] = {}
+    """A function applying a node's "ge.epilogue" in place to its output array `y` (as the runtime does)."""
+    return Epilogue(epilogue, meta, opset, name)
 
 
 def works_in_place(op: str, attrs: dict, dtype: np.dtype, opset: int) -> bool:
-    key = (op, repr(sorted(attrs.items())), str(dtype), opset)
-    if key not in _IN_PLACE:
-        _IN_PLACE[key] = _check_in_place(op, attrs, dtype, opset)
-    return _IN_PLACE[key]
-
-
-def _check_in_place(op: str, attrs: dict, dtype: np.dtype, opset: int) -> bool:
-    meta = Meta(np.dtype(dtype), (3, 41))
-    try:
-        kernel = _epilogue_kernel(op, attrs, meta, opset)
-        if not getattr(kernel, "in_place", False) or kernel.workspace_nbytes():
-            return False  # the kernel does not claim in-place correctness (Kernel.in_place)
-        extra = kernel.consts[1:]
-        rng = np.random.default_rng(0)
-        sample = (rng.standard_normal(meta.shape) * 4).astype(dtype)
-        expected = np.asarray(kernel.compute(sample.copy(), *extra)[0])
-        buf = sample.copy()
-        kernel.run([buf], [buf], None)
-        if expected.shape != buf.shape:
-            return False
-        tol = 1e-2 if dtype == np.float16 else 1e-5
-        return bool(np.allclose(buf, expected.astype(dtype), rtol=tol, atol=tol, equal_nan=True))
-    except Exception:  # no kernel, or one that cannot run this way: do not fuse
-        return False
+    return Epilogue.supports(op, attrs, dtype, opset)

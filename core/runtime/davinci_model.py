@@ -15,10 +15,10 @@ from ..errors import FormatError, GeError, GraphError, ShapeError
 from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, GeModel, TaskDef, TensorDesc
 from ..ir import Meta
 from ..kernels import Kernel, lookup
+from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
 from .context import ExecutionContext
 
-EPILOGUE = "ge.epilogue"
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class TaskPlan:
     """A task ready to sink: its kernel (built once, shared by contexts) and argument layout."""
     name: str
     kernel: Kernel
-    epilogue: tuple
+    epilogue: Epilogue | None
     first_arg: int
     metas: tuple
     present_inputs: tuple  # bool per kernel input: False where an optional input is absent
@@ -198,19 +198,6 @@ class DavinciModel:
         return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
                    outputs=[a.meta for a in td.outputs], opset=td.opset, name=td.node, num_outputs=len(td.outputs))
 
-    def _epilogue(self, td: TaskDef) -> tuple:
-        out = td.outputs[0].meta
-        kernels = []
-        for op_type, attrs in td.attrs.get(EPILOGUE, ()):
-            attrs = dict(attrs)
-            inputs, consts = [out], [None]
-            if op_type == "Clip":  # bounds travel as attributes; the opset-11 kernel takes them as inputs
-                for key in ("min", "max"):
-                    bound = np.array(attrs.pop(key, np.inf if key == "max" else -np.inf), out.dtype)
-                    inputs.append(Meta(bound.dtype, ()))
-                    consts.append(bound)
-            cls = lookup(op_type, "", td.opset, td.node)
-            if not cls.in_place:
-                raise GraphError(f"node '{td.node}' ({td.op_type}): fused {op_type} cannot run in place")
-            kernels.append(cls(attrs, inputs, consts, outputs=[out], opset=td.opset, name=f"{td.node}:{op_type}"))
-        return tuple(kernels)
+    def _epilogue(self, td: TaskDef) -> Epilogue | None:
+        spec = td.attrs.get(EPILOGUE)
+        return Epilogue(spec, td.outputs[0].meta, td.opset, td.node) if spec else None
