@@ -89,8 +89,9 @@ class TaskDef:
 
     @property
     def args(self) -> list[Arg]:
-        """Arguments in args-table order: inputs (present ones), then outputs."""
-        return [a for a in self.inputs if a is not None] + list(self.outputs)
+        """Arguments in args-table order: inputs (present ones), outputs, then the workspace."""
+        scratch = [Arg(WORKSPACE_ID, 0, "uint8", (self.workspace,))] if self.workspace else []
+        return [a for a in self.inputs if a is not None] + list(self.outputs) + scratch
 
 
 @dataclass(frozen=True)

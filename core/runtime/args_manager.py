@@ -2,8 +2,13 @@
 
 Every task argument is (allocation id, offset). The active base table holds each allocation's
 current base address; the args table (one uint64 per argument, in device memory) holds the
-resolved addresses kernels run on. A refresh rewrites only the entries of allocations whose base
-moved, and reports which tasks must rebuild their views.
+resolved addresses kernels run on. Each allocation has a refresh policy (what can move it);
+`update_for_execute` rewrites only the entries of allocations whose base moved since the last
+refresh (frozen inputs drop out), and reports which tasks must rebuild their views.
+
+ret_up, as in GE, is the highest policy level among the moved allocations: up to
+REFRESH_BY_MODEL_IO the refresh is incremental (scattered entries); when feature-map bases move
+(known-node mode) most entries change, and one contiguous full write is cheaper.
 """
 from __future__ import annotations
 
@@ -13,10 +18,11 @@ import numpy as np
 
 from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel
 
-# refresh policies, by what moves an allocation's base (GE's kRefreshByFm / kRefreshByModelIo)
-FIXED, REFRESH_BY_FM, REFRESH_BY_MODEL_IO = "fixed", "by_fm", "by_model_io"
-POLICY = {WEIGHT: FIXED, FEATURE_MAP: REFRESH_BY_FM, WORKSPACE: REFRESH_BY_FM, INPUT: REFRESH_BY_MODEL_IO,
-          OUTPUT: REFRESH_BY_MODEL_IO}
+# refresh policies, in rising order (GE's kRefreshByModelIo / kRefreshByFm)
+FIXED, REFRESH_BY_MODEL_IO, REFRESH_BY_FM = 0, 1, 2
+POLICY_NAMES = {FIXED: "fixed", REFRESH_BY_MODEL_IO: "by_model_io", REFRESH_BY_FM: "by_fm"}
+POLICY = {WEIGHT: FIXED, INPUT: REFRESH_BY_MODEL_IO, OUTPUT: REFRESH_BY_MODEL_IO, FEATURE_MAP: REFRESH_BY_FM,
+          WORKSPACE: REFRESH_BY_FM}
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,7 @@ class ArgsLayout:
         alloc_a = np.array(alloc, np.int64)
         by = tuple(np.flatnonzero(alloc_a == a.id) for a in model.allocations)
         return cls(alloc_a, np.array(off, np.uint64), np.array(task, np.int64), by,
-                   tuple(POLICY[a.kind] for a in model.allocations))
+                   tuple(POLICY.get(a.kind, FIXED) for a in model.allocations))
 
     @property
     def size(self) -> int:
@@ -52,24 +58,35 @@ class ModelArgsManager:
     def __init__(self, layout: ArgsLayout, device, table_addr: int):
         self.layout = layout
         self.device = device
+        self.table_addr = table_addr
         self.table = device.view(table_addr, np.uint64, (layout.size,))
         self.base = np.zeros(len(layout.by_allocation), np.uint64)
         self._moved: set[int] = set(range(len(layout.by_allocation)))  # everything, before the first refresh
-        self.bytes_written = 0  # of the last refresh
+        self.bytes_written = 0  # by the last refresh
+        self.full_refresh = False  # whether the last refresh rewrote the whole table
 
     def set_base(self, allocation: int, addr: int) -> None:
         if self.base[allocation] != addr:
             self.base[allocation] = addr
             self._moved.add(allocation)
 
+    def ret_up(self) -> int:
+        return max((self.layout.policy[a] for a in self._moved), default=FIXED)
+
     def update_for_execute(self) -> np.ndarray:
         """Write the entries of moved allocations to the args table; return the tasks to rebuild."""
+        self.bytes_written, self.full_refresh = 0, False
         if not self._moved:
-            self.bytes_written = 0
             return np.empty(0, np.int64)
-        idx = np.concatenate([self.layout.by_allocation[a] for a in sorted(self._moved)])
+        lay = self.layout
+        idx = np.concatenate([lay.by_allocation[a] for a in sorted(self._moved)])
+        self.full_refresh = self.ret_up() >= REFRESH_BY_FM or 2 * idx.size > lay.size
+        if self.full_refresh:  # one contiguous H2D of the whole table
+            host = self.base[lay.allocation] + lay.offset
+            self.device.memcpy_h2d(self.table_addr, host, kind="args")
+            self.bytes_written = host.nbytes
+        else:  # only the moved entries
+            self.device.write_args(self.table, idx, self.base[lay.allocation[idx]] + lay.offset[idx])
+            self.bytes_written = idx.size * 8
         self._moved.clear()
-        self.table[idx] = self.base[self.layout.allocation[idx]] + self.layout.offset[idx]
-        self.bytes_written = idx.size * 8
-        self.device.counters["args_bytes"] += self.bytes_written
-        return np.unique(self.layout.task[idx])
+        return np.unique(lay.task[idx])

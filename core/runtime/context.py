@@ -9,26 +9,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GeError
+from ..errors import DeviceError, GeError
 from ..ge_model import FM_ID, WEIGHT_ID, WORKSPACE_ID
 from .args_manager import ModelArgsManager
+from .device import DeviceBuffer
+
+COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs", "launches")
 
 
 class SunkTask:
-    """One task as the device holds it: a prepared kernel and views resolved from the args table."""
+    """One task as the device holds it: a prepared kernel and views resolved from argument addresses."""
     __slots__ = ("plan", "xs", "ys", "ws")
 
     def __init__(self, plan):
         self.plan = plan
         self.xs = self.ys = self.ws = None
 
-    def rebuild(self, table: np.ndarray, device, ws: np.ndarray | None) -> None:
+    def bind(self, addrs, device) -> "SunkTask":
         p = self.plan
-        views = [device.view(int(addr), m.dtype, m.shape) for addr, m in zip(table[p.first_arg:p.first_arg + len(p.metas)], p.metas)]
+        views = [device.view(int(addr), m.dtype, m.shape) for addr, m in zip(addrs, p.metas)]
+        if p.workspace:
+            self.ws = views.pop()
         xs = iter(views[:p.num_present_inputs])
         self.xs = [next(xs) if present else None for present in p.present_inputs]
         self.ys = views[p.num_present_inputs:]
-        self.ws = ws[:p.workspace] if p.workspace else None
+        return self
 
     def run(self) -> None:
         p = self.plan
@@ -38,64 +43,93 @@ class SunkTask:
 
 
 class ExecutionContext:
-    def __init__(self, model):
+    """`own_memory=False` is the known-node case: feature maps and workspace come from the caller
+    (update_workspaces) and I/O addresses too (update_io); the context copies nothing itself."""
+
+    def __init__(self, model, own_memory: bool = True):
         self.model = model
         self.device = device = model.device
         plan = model.ge_plan
         self._owned: list[int] = []
-        self.fm_addr = self._malloc(plan.fm_size)
-        self.ws_addr = self._malloc(plan.workspace_size)
-        self.ws = device.view(self.ws_addr, np.uint8, (plan.workspace_size,))
-        # planned I/O memory: used whenever a user buffer cannot be bound in place
-        self.io_default = {a.id: self._malloc(a.size) for a in plan.io_allocations}
+        self.own_memory = own_memory
         self.args = ModelArgsManager(plan.args_layout, device, self._malloc(plan.args_layout.size * 8))
-        self.stream = device.create_stream()
+        self.stream = device.acquire_stream()
         self.handle = [SunkTask(t) for t in plan.tasks]  # DistributeTask: the sunk task list
         self.args.set_base(WEIGHT_ID, model.weight_addr)
-        self.args.set_base(FM_ID, self.fm_addr)
-        self.args.set_base(WORKSPACE_ID, self.ws_addr)
-        for alloc, addr in self.io_default.items():
-            self.args.set_base(alloc, addr)
-        self._rebuild(self.args.update_for_execute())  # UpdateStaticModelArgsByFm
-        self._bound: dict[int, int] = {}  # allocation -> user buffer address bound zero-copy
+        self.io_default: dict[int, int] = {}
+        self.workspaces_set = False
+        if own_memory:
+            self.update_workspaces(self._malloc(plan.fm_size), self._malloc(plan.workspace_size))
+            # planned I/O memory: used whenever a user buffer cannot be bound in place
+            self.io_default = {a.id: self._malloc(a.size) for a in plan.io_allocations}
+            for alloc, addr in self.io_default.items():
+                self.args.set_base(alloc, addr)
+            self._rebuild(self.args.update_for_execute())  # UpdateStaticModelArgsByFm
+        self._bound: dict[int, int] = {}  # allocation -> host buffer address bound zero-copy
         self.stats: dict = {}
 
     # -- NnExecute -----------------------------------------------------------------------------
-    def execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
+    def execute(self, inputs, outputs=None, timeout: float | None = None, launch: str = "sunk"):
+        """Run once. Inputs/outputs are numpy arrays or DeviceBuffers; outputs are allocated
+        (numpy) when not given. `launch="per_task"` launches every task from the host instead of
+        executing the sunk task list (the seed's first row in 8.1; for comparison only)."""
         plan, device = self.model.ge_plan, self.device
+        if not self.own_memory:
+            raise GeError(f"model '{plan.name}' is a known-shape subgraph: run it through the V2 kernel calls")
         before = dict(device.counters)
         inputs = plan.check_inputs(inputs)
-        zero_copy = copied = 0
-        for desc, x in zip(plan.inputs, inputs):  # CopyModelData
-            if self._bind(desc.allocation, x):
-                zero_copy += 1
-            else:
-                self._unbind(desc.allocation)
-                device.memcpy_h2d(self.io_default[desc.allocation], x)
-                copied += 1
-        if outputs is None:
-            outputs = [np.empty(d.shape, d.dtype) for d in plan.outputs]
-        else:
-            outputs = plan.check_outputs(outputs)
-        pending = []
-        for desc, y in zip(plan.outputs, outputs):
-            if self._bind(desc.allocation, y):
-                zero_copy += 1
-            else:
-                self._unbind(desc.allocation)
-                pending.append((y, self.io_default[desc.allocation]))
+        outputs = plan.check_outputs(outputs) if outputs is not None else [np.empty(d.shape, d.dtype) for d in plan.outputs]
+        zero_copy_in = sum(self._bind_input(d.allocation, x) for d, x in zip(plan.inputs, inputs))  # CopyModelData
+        pending = [(y, d) for d, y in zip(plan.outputs, outputs) if not self._try_bind(d.allocation, y)]
         dirty = self.args.update_for_execute()
-        self.stream.launch(lambda: self._run(dirty))  # rtModelExecute: the device walks the sunk tasks
+        if launch == "sunk":
+            self.stream.launch(lambda: self._run(dirty))  # rtModelExecute: the device walks the sunk tasks
+        else:
+            self._launch_per_task()
         self.stream.synchronize(timeout)
-        for y, addr in pending:  # CopyOutputData
-            device.memcpy_d2h(y, addr)
-            copied += 1
+        for y, d in pending:  # CopyOutputData
+            src = self.io_default[d.allocation]
+            if isinstance(y, DeviceBuffer):
+                device.memcpy_d2d(y.addr, src, d.nbytes)
+            else:
+                device.memcpy_d2h(y, src)
         after = device.counters
-        self.stats = {k: after[k] - before.get(k, 0) for k in ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "mallocs")}
-        self.stats.update(args_bytes=self.args.bytes_written, views_rebuilt=int(len(dirty)), zero_copy_io=zero_copy,
-                          copied_io=copied, tasks=len(self.handle))
+        self.stats = {k: after[k] - before.get(k, 0) for k in COUNTERS}
+        self.stats.update(allocations=self.stats.pop("mallocs"), full_refresh=self.args.full_refresh,
+                          views_rebuilt=int(len(dirty)), tasks=len(self.handle),
+                          zero_copy_inputs=zero_copy_in, copied_inputs=len(inputs) - zero_copy_in,
+                          zero_copy_outputs=len(outputs) - len(pending), copied_outputs=len(pending))
         return outputs
 
+    # -- known-node mode (V2 kernels): the caller owns every address -----------------------------
+    def update_workspaces(self, fm_addr: int, ws_addr: int) -> None:
+        """UpdateHbmFmMemBases / UpdateExMemBase: feature maps and workspace move to these bases."""
+        plan = self.model.ge_plan
+        for what, addr, size in (("feature map", fm_addr, plan.fm_size), ("workspace", ws_addr, plan.workspace_size)):
+            if size:
+                self.device.block(addr, size)  # raises unless [addr, addr + size) is device memory
+        self.args.set_base(FM_ID, fm_addr)
+        self.args.set_base(WORKSPACE_ID, ws_addr)
+        self.workspaces_set = True
+
+    def update_io(self, inputs, outputs) -> None:
+        """UpdateKnownNodeArgs: model inputs and outputs live at these device addresses."""
+        plan = self.model.ge_plan
+        for role, descs, addrs in (("inputs", plan.inputs, inputs), ("outputs", plan.outputs, outputs)):
+            if len(addrs) != len(descs):
+                raise GeError(f"model '{plan.name}' has {len(descs)} {role}, got {len(addrs)} addresses")
+            for d, addr in zip(descs, addrs):
+                self.device.block(int(addr), d.nbytes)
+                self.args.set_base(d.allocation, int(addr))
+
+    def launch(self) -> None:
+        """Refresh what moved and execute the sunk task list on the stream (DavinciModelExecute)."""
+        if not self.workspaces_set:
+            raise GeError(f"model '{self.model.ge_plan.name}': workspaces not set (call update_workspaces first)")
+        dirty = self.args.update_for_execute()
+        self.stream.launch(lambda: self._run(dirty))
+
+    # -- the device side -------------------------------------------------------------------------
     def _run(self, dirty) -> None:
         self._rebuild(dirty)
         task = None
@@ -109,26 +143,59 @@ class ExecutionContext:
             raise GeError(f"node '{p.name}' ({p.kernel.op_type}) failed at run time: {type(e).__name__}: {e}") from e
 
     def _rebuild(self, dirty) -> None:
+        """Task views follow the args table in device memory: what it says is what kernels touch."""
         table = self.args.table
         for t in dirty:
-            self.handle[t].rebuild(table, self.device, self.ws)
+            task = self.handle[t]
+            first = task.plan.first_arg
+            task.bind(table[first:first + len(task.plan.metas)], self.device)
 
-    def _bind(self, allocation: int, array: np.ndarray) -> bool:
-        if not self.device.bindable(array):
-            return False
-        addr = self.device.bind_host(array)
-        if self._bound.get(allocation, addr) != addr:
+    def _launch_per_task(self) -> None:
+        """Resolve each task's arguments on the host and launch it on its own, every run."""
+        layout, base = self.args.layout, self.args.base
+        for task in self.handle:
+            first = task.plan.first_arg
+            sl = slice(first, first + len(task.plan.metas))
+            fresh = SunkTask(task.plan).bind(base[layout.allocation[sl]] + layout.offset[sl], self.device)
+            self.stream.launch(fresh.run)
+
+    # -- I/O binding: zero copy when the buffer qualifies, else a copy through planned memory ----
+    def _bind_input(self, allocation: int, x) -> bool:
+        if self._try_bind(allocation, x):
+            return True
+        if isinstance(x, DeviceBuffer):  # device memory we may not bind (misaligned, foreign)
+            self.device.memcpy_d2d(self.io_default[allocation], x.addr, self.model.ge_plan.allocation_sizes[allocation])
+        else:  # CopyInputForNoZeroCopy
+            self.device.memcpy_h2d(self.io_default[allocation], x)
+        return False
+
+    def _try_bind(self, allocation: int, buf) -> bool:
+        device = self.device
+        if isinstance(buf, DeviceBuffer):
+            if not device.owns(buf):
+                self._unbind(allocation)
+                return False
+            self._release_host(allocation)
+            self.args.set_base(allocation, buf.addr)
+            return True
+        if not device.bindable(buf):
             self._unbind(allocation)
+            return False
+        addr = device.bind_host(buf)
+        if self._bound.get(allocation, addr) != addr:
+            self._release_host(allocation)
         self._bound[allocation] = addr
         self.args.set_base(allocation, addr)
         return True
 
-    def _unbind(self, allocation: int) -> None:
+    def _release_host(self, allocation: int) -> None:
         addr = self._bound.pop(allocation, None)
-        if addr is not None:
-            if addr not in self._bound.values():
-                self.device.unbind(addr)
-            self.args.set_base(allocation, self.io_default[allocation])
+        if addr is not None and addr not in self._bound.values():
+            self.device.unbind(addr)
+
+    def _unbind(self, allocation: int) -> None:
+        self._release_host(allocation)
+        self.args.set_base(allocation, self.io_default[allocation])
 
     # -- resources -----------------------------------------------------------------------------
     def _malloc(self, nbytes: int) -> int:
@@ -138,8 +205,8 @@ class ExecutionContext:
 
     def destroy(self) -> None:
         for allocation in list(self._bound):
-            self._unbind(allocation)
-        self.stream.destroy()
+            self._release_host(allocation)
+        self.device.release_stream(self.stream)
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()

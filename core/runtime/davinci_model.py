@@ -18,6 +18,7 @@ from ..kernels import Kernel, lookup
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
 from .context import ExecutionContext
+from .device import DeviceBuffer
 
 
 
@@ -45,8 +46,9 @@ class LoadedPlan:
     fm_size: int
     workspace_size: int
     io_allocations: tuple
+    allocation_sizes: tuple
 
-    def check_inputs(self, inputs) -> list[np.ndarray]:
+    def check_inputs(self, inputs) -> list:
         if isinstance(inputs, dict):
             missing = [d.name for d in self.inputs if d.name not in inputs]
             extra = sorted(set(inputs) - {d.name for d in self.inputs})
@@ -58,20 +60,24 @@ class LoadedPlan:
         if len(inputs) != len(self.inputs):
             raise ShapeError(f"model '{self.name}' expects {len(self.inputs)} inputs "
                              f"({', '.join(d.name for d in self.inputs)}), got {len(inputs)}")
-        return [_check(d, np.asarray(x), "input") for d, x in zip(self.inputs, inputs)]
+        return [_check(d, x if isinstance(x, DeviceBuffer) else np.asarray(x), "input") for d, x in zip(self.inputs, inputs)]
 
-    def check_outputs(self, outputs) -> list[np.ndarray]:
+    def check_outputs(self, outputs) -> list:
         outputs = list(outputs)
         if len(outputs) != len(self.outputs):
             raise ShapeError(f"model '{self.name}' has {len(self.outputs)} outputs, got {len(outputs)} buffers")
         for d, y in zip(self.outputs, outputs):
-            if not isinstance(y, np.ndarray) or not y.flags.writeable:
-                raise ShapeError(f"output '{d.name}': the output buffer must be a writeable numpy array")
+            if not isinstance(y, DeviceBuffer) and not (isinstance(y, np.ndarray) and y.flags.writeable):
+                raise ShapeError(f"output '{d.name}': the output buffer must be a writeable numpy array or a DeviceBuffer")
             _check(d, y, "output")
         return outputs
 
 
-def _check(desc: TensorDesc, x: np.ndarray, role: str) -> np.ndarray:
+def _check(desc: TensorDesc, x, role: str):
+    if isinstance(x, DeviceBuffer):  # untyped device memory, as aclDataBuffer: only its size is known
+        if x.nbytes < desc.nbytes:
+            raise ShapeError(f"{role} '{desc.name}': device buffer of {x.nbytes} bytes, the model needs {desc.nbytes}")
+        return x
     if x.dtype != np.dtype(desc.dtype):
         raise ShapeError(f"{role} '{desc.name}': dtype {x.dtype} does not match the model's {desc.dtype}")
     if tuple(x.shape) != tuple(desc.shape):
@@ -156,7 +162,8 @@ class DavinciModel:
         """InitTaskInfo (args layout) and DistributeTask into the default context's model handle."""
         m = self.ge_model
         self.ge_plan = LoadedPlan(self.name, self.inputs, self.outputs, self.tasks, ArgsLayout.of(m),
-                                  self.fm_size, self.workspace_size, self.io_allocations)
+                                  self.fm_size, self.workspace_size, self.io_allocations,
+                                  tuple(a.size for a in m.allocations))
         self.default_context = self.create_context()
 
     def shrink(self) -> None:

@@ -20,6 +20,17 @@ from ..errors import DeviceError
 DEVICE_NAMES = ("cpu", "sim")
 
 
+@dataclass(frozen=True)
+class DeviceBuffer:
+    """Device memory passed by address, as ACL's aclDataBuffer: the unit of zero-copy I/O."""
+    device: "Device"
+    addr: int
+    nbytes: int
+
+    def view(self, dtype, shape) -> np.ndarray:
+        return self.device.view(self.addr, dtype, shape)
+
+
 @dataclass
 class Block:
     addr: int
@@ -37,6 +48,7 @@ class Device:
         self._blocks: list[Block] = []
         self._lock = threading.Lock()
         self.counters: Counter = Counter()
+        self._idle_streams: list[Stream] = []
         self.in_use = 0
         self.peak = 0
 
@@ -52,6 +64,19 @@ class Device:
             self.peak = max(self.peak, self.in_use)
         return addr
 
+    def buffer(self, nbytes: int) -> DeviceBuffer:
+        """malloc, wrapped for passing as a model input or output."""
+        return DeviceBuffer(self, self.malloc(nbytes), int(nbytes))
+
+    def owns(self, buf: DeviceBuffer) -> bool:
+        """Is this one of our allocations, aligned to our rule? (What zero copy needs.)"""
+        if buf.device is not self or buf.addr % self.align:
+            return False
+        try:
+            return self.block(buf.addr, buf.nbytes)[0].owned
+        except DeviceError:
+            return False
+
     def free(self, addr: int) -> None:
         with self._lock:
             i = bisect.bisect_left(self._starts, addr)
@@ -63,11 +88,11 @@ class Device:
 
     def block(self, addr: int, nbytes: int) -> tuple[Block, int]:
         """The block holding [addr, addr + nbytes) and the offset of addr inside it."""
-        i = bisect.bisect_right(self._starts, addr) - 1
-        if i >= 0:
-            b = self._blocks[i]
-            if addr + nbytes <= b.addr + b.nbytes:
-                return b, addr - b.addr
+        with self._lock:
+            i = bisect.bisect_right(self._starts, addr) - 1
+            b = self._blocks[i] if i >= 0 else None
+        if b is not None and addr + nbytes <= b.addr + b.nbytes:
+            return b, addr - b.addr
         raise DeviceError(f"{self.name}: address range {addr:#x}+{nbytes} is not device memory")
 
     def bytes_at(self, addr: int, nbytes: int) -> np.ndarray:
@@ -81,11 +106,18 @@ class Device:
         return self.bytes_at(addr, nbytes).view(dtype).reshape(shape)
 
     # -- copies (counted) ------------------------------------------------------------------------
-    def memcpy_h2d(self, dst: int, src: np.ndarray) -> None:
+    def memcpy_h2d(self, dst: int, src: np.ndarray, kind: str = "h2d") -> None:
+        """Copy host bytes to device memory; `kind` names the counter ("args" for args-table updates)."""
         src = np.ascontiguousarray(src)
         self.bytes_at(dst, src.nbytes)[...] = src.reshape(-1).view(np.uint8)
-        self.counters["h2d_count"] += 1
-        self.counters["h2d_bytes"] += src.nbytes
+        self.counters[f"{kind}_count"] += 1
+        self.counters[f"{kind}_bytes"] += src.nbytes
+
+    def write_args(self, table: np.ndarray, indices: np.ndarray, values: np.ndarray) -> None:
+        """A scattered update of args-table entries (GE's UpdateModelParam), counted as args bytes."""
+        table[indices] = values
+        self.counters["args_count"] += 1
+        self.counters["args_bytes"] += values.nbytes
 
     def memcpy_d2h(self, dst: np.ndarray, src: int) -> None:
         np.copyto(dst, self.view(src, dst.dtype, dst.shape))
@@ -111,10 +143,20 @@ class Device:
             if i < len(self._starts) and self._starts[i] == addr and not self._blocks[i].owned:
                 del self._starts[i], self._blocks[i]
 
-    # -- streams -------------------------------------------------------------------------------
-    def create_stream(self) -> "Stream":
-        self.counters["streams_created"] += 1
+    # -- streams: a reusable stream allocator (GE's ReusableStreamAllocator) -----------------------
+    def acquire_stream(self) -> "Stream":
+        with self._lock:
+            if self._idle_streams:
+                self.counters["streams_reused"] += 1
+                return self._idle_streams.pop()
+            self.counters["streams_created"] += 1
         return Stream(self, asynchronous=self.name == "sim")
+
+    def release_stream(self, stream: "Stream") -> None:
+        """Back to the pool once its work is done: the next load or context takes it."""
+        stream.synchronize()
+        with self._lock:
+            self._idle_streams.append(stream)
 
     # -- internals -----------------------------------------------------------------------------
     def _insert(self, block: Block) -> None:
@@ -222,6 +264,30 @@ class Stream:
                     work()
                 except BaseException as e:  # surfaced by synchronize()
                     self._error = e
+
+
+class Event:
+    """Recorded on a stream, it fires when the work launched before it is done."""
+
+    def __init__(self, device: Device):
+        self._fired = threading.Event()
+        device.counters["events_created"] += 1
+
+    def record(self, stream: Stream) -> None:
+        self._fired.clear()
+        stream.launch(self._fired.set)
+
+    def wait(self, stream: Stream) -> None:
+        """Make `stream` wait for this event before running what is launched after."""
+        stream.launch(self._fired.wait)
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        if not self._fired.wait(timeout):
+            raise DeviceError(f"event synchronize timed out after {timeout} s")
+
+    @property
+    def fired(self) -> bool:
+        return self._fired.is_set()
 
 
 _devices: dict[str, Device] = {}
