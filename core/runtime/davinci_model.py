@@ -47,6 +47,7 @@ class LoadedPlan:
     workspace_size: int
     io_allocations: tuple
     allocation_sizes: tuple
+    allocation_kinds: tuple
 
     def check_inputs(self, inputs) -> list:
         if isinstance(inputs, dict):
@@ -86,8 +87,11 @@ def _check(desc: TensorDesc, x, role: str):
 
 
 class DavinciModel:
-    def __init__(self, ge_model: GeModel, device, model_id: int = 0):
+    def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False):
         self.ge_model: GeModel | None = ge_model
+        # SetKnownNode: a known-shape subgraph whose feature maps, workspace and I/O addresses
+        # come from its caller (see known_subgraph.py); otherwise a standalone model
+        self.known_node = known_node
         self.device = device
         self.model_id = model_id
         self.name = ge_model.name
@@ -163,16 +167,16 @@ class DavinciModel:
         m = self.ge_model
         self.ge_plan = LoadedPlan(self.name, self.inputs, self.outputs, self.tasks, ArgsLayout.of(m),
                                   self.fm_size, self.workspace_size, self.io_allocations,
-                                  tuple(a.size for a in m.allocations))
-        self.default_context = self.create_context()
+                                  tuple(a.size for a in m.allocations), tuple(a.kind for a in m.allocations))
+        self.default_context = self.create_context(own_memory=not self.known_node)
 
     def shrink(self) -> None:
         """Everything needed is on the device or in the plan: drop the host-side GeModel."""
         self.ge_model = None
 
     # -- execution -----------------------------------------------------------------------------
-    def create_context(self) -> ExecutionContext:
-        ctx = ExecutionContext(self)
+    def create_context(self, own_memory: bool = True) -> ExecutionContext:
+        ctx = ExecutionContext(self, own_memory)
         self.contexts.append(ctx)
         return ctx
 

@@ -1,0 +1,55 @@
+"""A static model as a known-shape subgraph: the V2 runtime's DavinciModel kernels.
+
+Inside a larger (dynamic) execution, the caller owns every address: it hands the model its
+feature-map and workspace memory (UpdateWorkspaces), the device addresses of its inputs and
+outputs (UpdateArgs), and asks where weights live (GetRunAddress). The model copies nothing:
+only its args table is refreshed, incrementally, before each execution.
+"""
+from __future__ import annotations
+
+from ..errors import GeError
+from ..ge_model import GeModel
+from .davinci_model import DavinciModel
+from .device import Device
+
+
+def davinci_model_create(ge_model: GeModel, device: Device, model_id: int = 0) -> DavinciModel:
+    """DavinciModelCreate: load with known_node set (weights loaded, no feature maps of its own)."""
+    return DavinciModel(ge_model, device, model_id, known_node=True).init()
+
+
+def davinci_model_update_workspaces(model: DavinciModel, feature_map: int, workspace: int) -> None:
+    """DavinciModelUpdateWorkspaces: UpdateHbmFmMemBases + UpdateExMemBase."""
+    model.default_context.update_workspaces(feature_map, workspace)
+
+
+def davinci_model_update_args(model: DavinciModel, inputs: list[int], outputs: list[int]) -> None:
+    """DavinciModelUpdateArgs: UpdateKnownNodeArgs with the device addresses of inputs and outputs."""
+    model.default_context.update_io(inputs, outputs)
+
+
+def davinci_model_execute(model: DavinciModel, inputs: list[int] | None = None, outputs: list[int] | None = None,
+                          timeout: float | None = None) -> dict:
+    """DavinciModelExecute: refresh the addresses that moved, run the sunk tasks, wait. Returns
+    what the refresh cost (args bytes, whether it was full, views rebuilt)."""
+    ctx = model.default_context
+    if inputs is not None or outputs is not None:
+        davinci_model_update_args(model, inputs or [], outputs or [])
+    before = ctx.device.counters["args_bytes"]
+    ctx.launch()
+    ctx.stream.synchronize(timeout)
+    return {"args_bytes": ctx.device.counters["args_bytes"] - before, "full_refresh": ctx.args.full_refresh}
+
+
+def davinci_model_get_run_address(model: DavinciModel, mem_type: str, offset: int = 0, index: int = 0) -> int:
+    """DavinciModelGetRunAddress: the current device address of (memory type, offset), e.g.
+    ("WEIGHT", weight offset) for a downstream kernel that reads a weight directly. `index`
+    picks among several allocations of one type (one per external weight file)."""
+    plan, base = model.ge_plan, model.default_context.args.base
+    matches = [i for i, kind in enumerate(plan.allocation_kinds) if kind == mem_type.upper()]
+    if index >= len(matches):
+        raise GeError(f"model '{plan.name}' has no {mem_type} memory #{index} (kinds: {sorted(set(plan.allocation_kinds))})")
+    alloc = matches[index]
+    if not 0 <= offset < max(plan.allocation_sizes[alloc], 1):
+        raise GeError(f"offset {offset} is outside {mem_type} memory of {plan.allocation_sizes[alloc]} bytes")
+    return int(base[alloc]) + offset
