@@ -133,6 +133,7 @@ def inspect(path: str) -> dict:
                          "offset": t.offset, "size": t.nbytes, "dtype": t.dtype, "shape": list(t.shape),
                          "first": t.first, "last": t.last, "alias_of": t.alias_of} for t in m.tensors],
         "tasks": [_task_dict(i, t, kinds) for i, t in enumerate(m.tasks)],
+        "args_table": _args_table(m),
         "weights": [{"name": w.name, "dtype": w.dtype, "shape": list(w.shape), "offset": w.offset,
                      "bytes": w.nbytes, "storage": "file" if w.file else "inline", "file": w.file,
                      "file_offset": w.file_offset} for w in m.weights],
@@ -227,6 +228,22 @@ def _task_dict(index: int, t, kinds: dict) -> dict:
             "epilogue": epilogue,
             "args": [arg(a, "in") for a in t.inputs if a is not None] + [arg(a, "out") for a in t.outputs],
             "workspace": t.workspace}
+
+
+def _args_table(m: GeModel) -> list[dict]:
+    """One row per args-table slot: task, argument, allocation + offset, and whether a refresh
+    can rewrite it (its allocation's policy)."""
+    from ..core.runtime.args_manager import FIXED, POLICY, POLICY_NAMES
+    rows = []
+    for index, t in enumerate(m.tasks):
+        roles = ([f"in{i}" for i, a in enumerate(t.inputs) if a is not None] + [f"out{i}" for i in range(len(t.outputs))]
+                 + (["workspace"] if t.workspace else []))
+        for role, a in zip(roles, t.args):
+            policy = POLICY.get(m.allocations[a.allocation].kind, FIXED)
+            rows.append({"slot": len(rows), "task": index, "node": t.node, "arg": role, "allocation": a.allocation,
+                         "kind": m.allocations[a.allocation].kind, "offset": a.offset,
+                         "policy": POLICY_NAMES[policy], "refreshable": policy != FIXED})
+    return rows
 
 
 def _jsonable(v):

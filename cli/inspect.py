@@ -82,6 +82,13 @@ def render(d: dict) -> None:
         tasks.add_row(str(t["index"]), t["node"], op, t["kernel"], f"{ins} -> {outs}", str(t["workspace"]))
     out.print(tasks)
 
+    args = _table("Args table (one uint64 per slot in device memory)", "slot", "task", "node", "arg", "allocation",
+                  "offset", "refresh", right=("slot", "task", "offset"))
+    for a in d["args_table"]:
+        args.add_row(str(a["slot"]), str(a["task"]), a["node"], a["arg"], f"#{a['allocation']} {a['kind']}",
+                     str(a["offset"]), a["policy"] if a["refreshable"] else "fixed")
+    out.print(args)
+
     weights = _table("Weights", "name", "dtype", "shape", "offset", "bytes", "storage", right=("offset", "bytes"))
     for w in d["weights"]:
         weights.add_row(w["name"], w["dtype"], str(w["shape"]), str(w["offset"]), str(w["bytes"]),

@@ -31,8 +31,11 @@ from .options import device_option, json_option, om_option
 @click.option("--summary-json", "--summary_json", "summary_json", metavar="FILE", type=click.Path(dir_okay=False),
               help="write the latency/throughput summary as JSON")
 @click.option("--verbose", "-v", is_flag=True, help="show the model's init step timings and execution stats")
+@click.option("--stats", is_flag=True,
+              help="counters of every execution: H2D/D2H bytes, args bytes written, zero-copy vs copied I/O, "
+                   "tasks, allocations (also under 'stats' in --summary-json)")
 @json_option
-def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json, verbose, as_json):
+def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json, verbose, stats, as_json):
     """Run an offline model (msame): inputs from files or random, outputs to DIR.
 
     \b
@@ -54,15 +57,18 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
         else:
             inputs = random_inputs(in_descs, seed)
             sources = [f"random (seed {seed})"] * len(in_descs)
+        executions = []  # counters of every execution, warm-up first
         if loop > 1:
             api.execute(model_id, inputs)  # warm-up
+            executions.append(dict(dm.default_context.stats, run="warm-up"))
         latencies = []
-        for _ in range(loop):
+        for i in range(loop):
             t = time.perf_counter()
             outputs = api.execute(model_id, inputs)
             latencies.append((time.perf_counter() - t) * 1e3)
+            executions.append(dict(dm.default_context.stats, run=i))
         timings = dict(dm.timings)
-        stats = dict(getattr(dm.default_context, "stats", {}) or {})
+        last_stats = {k: v for k, v in executions[-1].items() if k != "run"}
     finally:
         api.unload(model_id)
 
@@ -70,6 +76,8 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
     files = save_outputs(outputs, output_dir, om_name, outfmt)  # only after a successful run
     batch = int(in_descs[0].shape[0]) if in_descs and len(in_descs[0].shape) else 1
     summary = perf_summary(model, device, latencies, batch)
+    if stats:
+        summary["stats"] = executions
     if summary_json:
         write_text(summary_json, json.dumps(api._jsonable(summary), indent=2) + "\n")
 
@@ -80,7 +88,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
                     outputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "file": f}
                              for d, f in zip(out_descs, files)])
         if verbose:
-            data.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, stats=stats)
+            data.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats)
         console.echo(json.dumps(api._jsonable(data), indent=2))
         return
 
@@ -106,9 +114,11 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
         st = Table(title="Last execution", title_justify="left")
         st.add_column("counter")
         st.add_column("value", justify="right")
-        for k, v in stats.items():
+        for k, v in last_stats.items():
             st.add_row(k, str(v))
         out.print(st)
+    if stats:
+        out.print(_stats_table(executions))
     lat = summary["latency_ms"]
     if loop == 1:
         out.print(f"inference time: {lat['mean']:.3f} ms")
@@ -121,6 +131,21 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
     if summary_json:
         out.print(f"summary written to {summary_json}")
     out.print(f"{len(files)} output(s) written to [bold]{output_dir}[/bold]")
+
+
+STATS_COLUMNS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "args_bytes", "views_rebuilt", "zero_copy_inputs",
+                 "copied_inputs", "zero_copy_outputs", "copied_outputs", "tasks", "allocations")
+
+
+def _stats_table(executions: list[dict], limit: int = 12) -> Table:
+    t = Table(title="Per-execution counters", title_justify="left")
+    t.add_column("run")
+    for col in STATS_COLUMNS:
+        t.add_column(col.replace("_", " "), justify="right")
+    shown = executions if len(executions) <= limit else executions[:limit - 1] + executions[-1:]
+    for e in shown:
+        t.add_row(str(e["run"]), *(str(e.get(c, "")) for c in STATS_COLUMNS))
+    return t
 
 
 def perf_summary(model: str, device: str, latencies_ms: list[float], batch: int) -> dict:

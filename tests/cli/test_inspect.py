@@ -46,3 +46,14 @@ def test_inspect_corrupted_om(ge, compiled, tmp_path, error_line):
         assert r.exit_code == 1
         assert "bad.om" in error_line(r)
         assert r.stdout == ""
+
+
+def test_inspect_args_table(ge, compiled):
+    d = json.loads(ge("inspect", compiled["small"], "--json", ok=True).stdout)
+    table = d["args_table"]
+    assert [r["slot"] for r in table] == list(range(len(table)))
+    by_kind = {r["kind"]: r for r in table}
+    assert by_kind["WEIGHT"]["policy"] == "fixed" and not by_kind["WEIGHT"]["refreshable"]
+    assert by_kind["INPUT"]["policy"] == "by_model_io" and by_kind["OUTPUT"]["refreshable"]
+    assert sum(len([a for a in t["args"]]) + (1 if t["workspace"] else 0) for t in d["tasks"]) == len(table)
+    assert "Args table" in ge("inspect", compiled["small"], ok=True).stdout

@@ -117,7 +117,7 @@ def test_loop_json_output(ge, compiled, tmp_path):
     d = json.loads(r.stdout)
     assert d["batch"] == 2 and d["loop"] == 2 and d["device"] == "sim"
     assert [o["file"] for o in d["outputs"]] == [str(tmp_path / f"two_output_{i}.npy") for i in range(2)]
-    assert "init_nodes" in d["init_timings_ms"] and d["stats"]["tasks"] == 3
+    assert "init_nodes" in d["init_timings_ms"] and d["last_stats"]["tasks"] == 3
 
 
 def test_verbose_shows_init_steps_and_stats(ge, compiled, tmp_path):
@@ -180,3 +180,20 @@ def test_tiny_cnn_sample(ge, samples, tmp_path, ort_run):
            "--output", tmp_path / device, ok=True)
         np.testing.assert_allclose(np.load(tmp_path / device / "tiny_cnn_output_0.npy"),
                                    ort_run(path, {"image": image})[0], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_stats_per_execution(ge, compiled, tmp_path, device):
+    ge("run", "--model", compiled["small"], "--output", tmp_path / "o", "--loop", "3", "--device", device,
+       "--stats", "--summary-json", tmp_path / "perf.json", ok=True)
+    runs = json.loads((tmp_path / "perf.json").read_text())["stats"]
+    assert [r["run"] for r in runs] == ["warm-up", 0, 1, 2]
+    nbytes_in, nbytes_out = 3 * 8 * 8 * 4, 4 * 8 * 8 * 4
+    for r in runs:
+        assert r["tasks"] == 3 and r["allocations"] == 0  # conv, relu, add: c is read twice, so no fusion
+        if device == "sim":  # host arrays on a device: copied both ways
+            assert (r["h2d_bytes"], r["d2h_bytes"], r["copied_inputs"], r["copied_outputs"]) == (nbytes_in, nbytes_out, 1, 1)
+        else:  # the input binds in place; each run's fresh output array is bound too
+            assert (r["h2d_bytes"], r["zero_copy_inputs"], r["zero_copy_outputs"]) == (0, 1, 1)
+    if device == "sim":
+        assert all(r["args_bytes"] == 0 for r in runs[1:])  # frozen: nothing moved after the first run
