@@ -9,6 +9,8 @@ It is immutable afterwards and may be shared by several execution contexts.
 - `run(xs, ys, ws)` is the planned path: it writes into the `ys` views (planned memory) and may
   use `ws`, a uint8 scratch view of `workspace_nbytes()` bytes. No Python loop over elements,
   pixels or channels. The default copies `compute`'s results into `ys`; hot ops override it.
+  The runtime calls it with numpy's floating-point errors ignored (np.errstate is set once per
+  execution, not per kernel: it costs microseconds).
 - `infer()` returns the output metas; the default evaluates `compute` on zeros (and on the
   constant inputs), which is exact for every op whose output shape depends only on input
   shapes and constant values. Ops override it where that is cheap.

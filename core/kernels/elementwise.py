@@ -133,12 +133,12 @@ class Elementwise(Kernel):
     def compute(self, *xs):
         ys = [np.empty(m.shape, m.dtype) for m in self.infer()]
         n = self.workspace_nbytes()
-        self.run(list(xs), ys, np.empty(n, np.uint8) if n else None)
+        with np.errstate(all="ignore"):
+            self.run(list(xs), ys, np.empty(n, np.uint8) if n else None)
         return ys
 
     def run(self, xs, ys, ws):
-        with np.errstate(all="ignore"):
-            self.evaluate(xs, ys, ws)
+        self.evaluate(xs, ys, ws)
 
     def evaluate(self, xs, ys, ws) -> None:
         raise NotImplementedError

@@ -7,6 +7,8 @@ model can run at once from different threads.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..errors import DeviceError, GeError
@@ -40,6 +42,11 @@ class SunkTask:
         p.kernel.run(self.xs, self.ys, self.ws)
         if p.epilogue is not None:  # fused activations, in place on the output
             p.epilogue(self.ys[0])
+
+
+def _run_quietly(task: SunkTask) -> None:
+    with np.errstate(all="ignore"):
+        task.run()
 
 
 class ExecutionContext:
@@ -134,8 +141,9 @@ class ExecutionContext:
         self._rebuild(dirty)
         task = None
         try:
-            for task in self.handle:
-                task.run()
+            with np.errstate(all="ignore"):  # once per execution; kernels rely on it (see Kernel.run)
+                for task in self.handle:
+                    task.run()
         except GeError:
             raise
         except Exception as e:  # a kernel failed: name the node, keep the cause for --debug
@@ -157,7 +165,7 @@ class ExecutionContext:
             first = task.plan.first_arg
             sl = slice(first, first + len(task.plan.metas))
             fresh = SunkTask(task.plan).bind(base[layout.allocation[sl]] + layout.offset[sl], self.device)
-            self.stream.launch(fresh.run)
+            self.stream.launch(partial(_run_quietly, fresh))
 
     # -- I/O binding: zero copy when the buffer qualifies, else a copy through planned memory ----
     def _bind_input(self, allocation: int, x) -> bool:

@@ -6,6 +6,7 @@ everything but their per-run memory. Shrink drops the host-side GeModel afterwar
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -74,6 +75,15 @@ class LoadedPlan:
         return outputs
 
 
+def host_rss() -> int:
+    """Resident host memory of this process in bytes (0 where /proc is not available)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _check(desc: TensorDesc, x, role: str):
     if isinstance(x, DeviceBuffer):  # untyped device memory, as aclDataBuffer: only its size is known
         if x.nbytes < desc.nbytes:
@@ -96,6 +106,7 @@ class DavinciModel:
         self.model_id = model_id
         self.name = ge_model.name
         self.timings: dict[str, float] = {}
+        self.host_rss: dict[str, int] = {"before_init": host_rss()}  # resident host bytes after each step
         self.contexts: list[ExecutionContext] = []
         self._owned: list[int] = []
         self.weight_addr = 0
@@ -110,6 +121,7 @@ class DavinciModel:
                 t0 = time.perf_counter()
                 step()
                 self.timings[step.__name__] = time.perf_counter() - t0
+                self.host_rss[step.__name__] = host_rss()
         except BaseException:
             self.unload()
             raise
