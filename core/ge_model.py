@@ -16,8 +16,11 @@ from .ir import Meta
 
 # allocation kinds (GE's logical memory allocation types) and the region each lives in
 WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT = "WEIGHT", "FEATURE_MAP", "WORKSPACE", "INPUT", "OUTPUT"
-ALLOCATION_KINDS = (WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT)
-# fixed ids of the three model-wide allocations; inputs and outputs follow
+# one per external weight file: the image of that file in device memory (GE's FileConstant memory)
+FILE_CONSTANT = "FILE_CONSTANT"
+ALLOCATION_KINDS = (WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT, FILE_CONSTANT)
+WEIGHT_KINDS = (WEIGHT, FILE_CONSTANT)  # fixed after load, read by kernels as constants
+# fixed ids of the three model-wide allocations; inputs, outputs and weight files follow
 WEIGHT_ID, FM_ID, WORKSPACE_ID = 0, 1, 2
 
 
@@ -28,6 +31,7 @@ class Allocation:
     kind: str
     size: int
     io_index: int = -1  # which model input/output, for INPUT/OUTPUT
+    file: str = ""  # the weight file (a plain name in the weight folder), for FILE_CONSTANT
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,9 @@ class TaskDef:
 
 @dataclass(frozen=True)
 class WeightDesc:
-    """A constant in WEIGHT memory; `file` is set when its bytes live in an external weight file."""
+    """A constant at (allocation, offset) on the device. Inline ones live in the WEIGHT allocation
+    (bytes in WEIGHTS_DATA); external ones in their file's FILE_CONSTANT allocation, at
+    `file_offset` of `file` (== offset: the allocation is the file's image), checked by `sha256`."""
     name: str
     dtype: str
     shape: tuple
@@ -105,6 +111,7 @@ class WeightDesc:
     file: str = ""
     file_offset: int = 0
     sha256: str = ""
+    allocation: int = 0  # WEIGHT_ID, or the FILE_CONSTANT allocation of `file`
 
 
 @dataclass
@@ -127,7 +134,13 @@ class GeModel:
 
     @property
     def weight_size(self) -> int:
+        """Bytes of the inline WEIGHT allocation (external weight files come on top)."""
         return self.allocations[WEIGHT_ID].size
+
+    @property
+    def weight_files(self) -> list[Allocation]:
+        """The FILE_CONSTANT allocations, one per external weight file."""
+        return [a for a in self.allocations if a.kind == FILE_CONSTANT]
 
     @property
     def memory_size(self) -> int:

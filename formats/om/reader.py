@@ -20,8 +20,10 @@ import msgpack
 import numpy as np
 
 from ge.core.errors import FormatError
-from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
-                              WORKSPACE_ID, Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
+from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID,
+                              WORKSPACE, WORKSPACE_ID, Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan,
+                              WeightDesc)
+from ge.core.weight_files import name_problem
 
 from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, DTYPE_TAG, DTYPES, FORMAT_VERSION, ITEMSIZE, MAGIC,
                      MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_ATTR_DEPTH, MAX_DIM, MAX_HEADER_SIZE, MAX_INT,
@@ -292,9 +294,20 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
             raise Bad(f"MODEL_DEF allocation {k} has unknown kind '{_clip(kind)}'")
         if k in _FIXED_KINDS and kind != _FIXED_KINDS[k]:
             raise Bad(f"MODEL_DEF allocation {k} must be {_FIXED_KINDS[k]}, not {kind}")
-        allocations.append(Allocation(aid, kind, af.int("size", hi=MAX_ALLOCATION_SIZE), af.int("io_index", lo=-1)))
+        file = af.str("file") if "file" in a else ""  # since format 1.1
+        if kind == FILE_CONSTANT:
+            _check_weight_file_name(file, f"MODEL_DEF allocation {k} ({kind})")
+        elif file:
+            raise Bad(f"MODEL_DEF allocation {k} ({kind}) names a weight file '{_clip(file)}'; only "
+                      f"{FILE_CONSTANT} allocations do")
+        allocations.append(Allocation(aid, kind, af.int("size", hi=MAX_ALLOCATION_SIZE), af.int("io_index", lo=-1),
+                                      file))
     if len(allocations) < len(_FIXED_KINDS):
         raise Bad(f"MODEL_DEF has {len(allocations)} allocations; WEIGHT, FEATURE_MAP and WORKSPACE are required")
+    files = [a.file for a in allocations if a.kind == FILE_CONSTANT]
+    if len(set(files)) != len(files):
+        raise Bad(f"MODEL_DEF: weight file '{_clip(next(f for f in files if files.count(f) > 1))}' has two "
+                  f"{FILE_CONSTANT} allocations")
 
     def check_place(alloc: int, offset: int, nbytes: int, what: str) -> None:
         if alloc >= len(allocations):
@@ -347,18 +360,43 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
         dtype, shape = wf.dtype("dtype"), wf.shape("shape")
         offset, nbytes = wf.int("offset"), wf.int("nbytes")
         _check_nbytes(nbytes, dtype, shape, wf.where)
-        if offset + nbytes > weight_size:
-            raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight_size {weight_size}")
-        file = wf.str("file")
-        if file:
-            _check_weight_file_name(file, wf.where)
-        elif offset + nbytes > weight_bytes:
-            raise Bad(f"{wf.where}: inline weight ends at {offset + nbytes} beyond WEIGHTS_DATA "
-                      f"({weight_bytes} bytes)")
-        sha = wf.str("sha256")
+        file, file_offset, sha = wf.str("file"), wf.int("file_offset"), wf.str("sha256")
         if sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha)):
             raise Bad(f"{wf.where}: sha256 '{_clip(sha)}' is not 64 lowercase hex digits")
-        weights.append(WeightDesc(wname, dtype, shape, offset, nbytes, file, wf.int("file_offset"), sha))
+        alloc = wf.int("allocation") if "allocation" in w else WEIGHT_ID  # since format 1.1
+        if alloc >= len(allocations):
+            raise Bad(f"{wf.where}: allocation {alloc} does not exist (the model has {len(allocations)})")
+        home = allocations[alloc]
+        if home.kind == WEIGHT:
+            if offset + nbytes > weight_size:
+                raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight_size {weight_size}")
+            if file:
+                _check_weight_file_name(file, wf.where)
+                raise Bad(f"{wf.where}: names the weight file '{_clip(file)}' but lives in the WEIGHT allocation "
+                          f"(external weights live in their file's {FILE_CONSTANT} allocation)")
+            if offset + nbytes > weight_bytes:
+                raise Bad(f"{wf.where}: inline weight ends at {offset + nbytes} beyond WEIGHTS_DATA "
+                          f"({weight_bytes} bytes)")
+        elif home.kind == FILE_CONSTANT:
+            _check_weight_file_name(file, wf.where)
+            if file != home.file:
+                raise Bad(f"{wf.where}: names the weight file '{_clip(file)}' but allocation {alloc} is the image "
+                          f"of '{_clip(home.file)}'")
+            if file_offset != offset:
+                raise Bad(f"{wf.where}: file_offset {file_offset} differs from its offset {offset} in allocation "
+                          f"{alloc} (the image of its file)")
+            if offset + nbytes > home.size:
+                raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight file '{_clip(file)}' "
+                          f"({home.size} bytes)")
+            if not sha:
+                raise Bad(f"{wf.where}: an external weight needs its sha256")
+        else:
+            raise Bad(f"{wf.where}: lives in allocation {alloc} ({home.kind}); weights live in WEIGHT or "
+                      f"{FILE_CONSTANT} allocations")
+        weights.append(WeightDesc(wname, dtype, shape, offset, nbytes, file, file_offset, sha, alloc))
+    unused = {a.file for a in allocations if a.kind == FILE_CONSTANT} - {w.file for w in weights}
+    if unused:
+        raise Bad(f"MODEL_DEF: weight file '{_clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
 
     sizes = {k: a.size for k, a in enumerate(allocations)}
     expected = {"memory_size": sizes[FM_ID] + sizes[WORKSPACE_ID], "weight_size": weight_size,
@@ -415,9 +453,9 @@ def _check_nbytes(nbytes: int, dtype: str, shape: tuple, where: str) -> None:
 
 def _check_weight_file_name(name: str, where: str) -> None:
     """External weight files live in <om dir>/weight/: a plain file name, never a path."""
-    if (name in (".", "..") or "/" in name or "\\" in name or "\0" in name or ":" in name
-            or len(name) > 255 or not name.isprintable()):
-        raise Bad(f"{where}: external weight file '{_clip(name)}' is not a plain file name")
+    problem = name_problem(name)
+    if problem:
+        raise Bad(f"{where}: external weight file '{_clip(name)}' is not a plain file name (it {problem})")
 
 
 # ---------------------------------------------------------------- attribute values

@@ -189,7 +189,8 @@ def _model_def(m: GeModel) -> dict:
     if not isinstance(m.allocations, (list, tuple)) or len(m.allocations) < 3:
         raise _Unencodable("a model needs at least the WEIGHT, FEATURE_MAP and WORKSPACE allocations")
     allocations = [{"id": _i(a.id, f"allocation {k} id"), "kind": _s(a.kind, f"allocation {k} kind"),
-                    "size": _i(a.size, f"allocation {k} size"), "io_index": _i(a.io_index, f"allocation {k} io_index")}
+                    "size": _i(a.size, f"allocation {k} size"), "io_index": _i(a.io_index, f"allocation {k} io_index"),
+                    "file": _s(a.file, f"allocation {k} file")}
                    for k, a in enumerate(m.allocations)]
     attrs = m.attrs if isinstance(m.attrs, dict) else {}
     return {
@@ -215,7 +216,8 @@ def _model_def(m: GeModel) -> dict:
                      "shape": _shape(w.shape, f"weight '{w.name}'"), "offset": _i(w.offset, f"weight '{w.name}' offset"),
                      "nbytes": _i(w.nbytes, f"weight '{w.name}' nbytes"), "file": _s(w.file, f"weight '{w.name}' file"),
                      "file_offset": _i(w.file_offset, f"weight '{w.name}' file_offset"),
-                     "sha256": _s(w.sha256, f"weight '{w.name}' sha256")}
+                     "sha256": _s(w.sha256, f"weight '{w.name}' sha256"),
+                     "allocation": _i(w.allocation, f"weight '{w.name}' allocation")}
                     for k, w in enumerate(m.weights)],
         "attrs": _attr_map(m.attrs, "model attrs", 0),
     }

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ge.core.errors import FormatError, GeError
-from ge.core.ge_model import (FEATURE_MAP, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, GeModel, TaskDef,
+from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, GeModel, TaskDef,
                               TensorDesc, TensorPlan, WeightDesc)
 from ge.formats.om import FORMAT_VERSION, MAGIC, header_info, om_bytes, read_om, write_om
 from ge.formats.om import reader, schema, writer
@@ -42,7 +42,8 @@ def make_model(**changes) -> GeModel:
         inputs=[TensorDesc("x", "float32", (2, 3, 4), 3), TensorDesc("mask", "bool", (2, 3), 4)],
         outputs=[TensorDesc("y", "float32", (2, 3, 3), 5)],
         allocations=[Allocation(0, WEIGHT, 192), Allocation(1, FEATURE_MAP, 256), Allocation(2, WORKSPACE, 64),
-                     Allocation(3, INPUT, 96, 0), Allocation(4, INPUT, 6, 1), Allocation(5, OUTPUT, 72, 0)],
+                     Allocation(3, INPUT, 96, 0), Allocation(4, INPUT, 6, 1), Allocation(5, OUTPUT, 72, 0),
+                     Allocation(6, FILE_CONSTANT, 544, file=f"weight_{SHA}")],
         tensors=[TensorPlan("x", 3, 0, 96, "float32", (2, 3, 4), 0, 0),
                  TensorPlan("h", 1, 0, 96, "float32", (2, 3, 4), 0, 1),
                  TensorPlan("h2", 1, 0, 96, "float32", (6, 4), 1, 1, alias_of="h"),
@@ -62,7 +63,8 @@ def make_model(**changes) -> GeModel:
         ],
         weights=[WeightDesc("w0", "float32", (3, 4), 0, 48),
                  WeightDesc("w1", "int64", (3,), 64, 24),
-                 WeightDesc("ext", "uint8", (32,), 128, 32, file=f"weight_{SHA}", file_offset=512, sha256=SHA)],
+                 WeightDesc("ext", "uint8", (32,), 512, 32, file=f"weight_{SHA}", file_offset=512, sha256=SHA,
+                            allocation=6)],
         weight_data=bytes(weight_data),
         soc_version="Ascend310P3",
         opset=17,
@@ -210,6 +212,19 @@ def test_newer_minor_version_and_unknown_fields_are_accepted():
     data = join(writer.encode(make_model(), tamper=tamper))
     assert header_info(data)["header_version"] == f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1] + 3}"
     assert_models_equal(make_model(), read_om(data))
+
+
+def test_format_1_0_files_without_external_weight_fields_still_read():
+    base = make_model()
+    m = make_model(allocations=base.allocations[:6], weights=base.weights[:2])
+
+    def as_1_0(md):
+        for a in md["allocations"]:
+            a.pop("file")
+        for w in md["weights"]:
+            w.pop("allocation")
+    r = read_om(rebuild(m, md=as_1_0, tamper=lambda h: h.update(header_version=[1, 0])))
+    assert r.allocations == m.allocations and r.weights == m.weights
 
 
 # ---------------------------------------------------------------- helpers for malformed files
@@ -551,6 +566,22 @@ def test_model_def_validation():
         (weight(2, file="../../etc/passwd"), "is not a plain file name"),
         (weight(2, file=".."), "is not a plain file name"),
         (weight(2, sha256="XYZ"), "sha256 'XYZ' is not 64 lowercase hex digits"),
+        (weight(2, file="/etc/passwd"), "is not a plain file name \\(it is an absolute path\\)"),
+        (weight(2, file="weight_other"), "names the weight file 'weight_other' but allocation 6 is the image of"),
+        (weight(2, file_offset=0), "file_offset 0 differs from its offset 512 in allocation 6"),
+        (weight(2, offset=520, file_offset=520), "offset 520 \\+ 32 bytes exceeds weight file 'weight_.*' \\(544 bytes\\)"),
+        (weight(2, sha256=""), "weight 2 'ext': an external weight needs its sha256"),
+        (weight(2, allocation=1), "lives in allocation 1 \\(FEATURE_MAP\\); weights live in WEIGHT or FILE_CONSTANT"),
+        (weight(2, allocation=7), "weight 2 'ext': allocation 7 does not exist"),
+        (weight(2, allocation=0, offset=0, file_offset=0),
+         "names the weight file 'weight_.*' but lives in the WEIGHT allocation"),
+        (weight(0, file="x", allocation=6), "names the weight file 'x' but allocation 6"),
+        (alloc(6, file="../w"), "allocation 6 \\(FILE_CONSTANT\\): external weight file '../w' is not a plain file name"),
+        (alloc(6, file=""), "allocation 6 \\(FILE_CONSTANT\\): external weight file '' is not a plain file name"),
+        (alloc(2, file="w"), "allocation 2 \\(WORKSPACE\\) names a weight file 'w'; only FILE_CONSTANT"),
+        (lambda md: md["allocations"].append(dict(md["allocations"][6], id=7)), "has two FILE_CONSTANT allocations"),
+        (lambda md: md["allocations"].append(dict(md["allocations"][6], id=7, file="weight_x")),
+         "weight file 'weight_x' has a FILE_CONSTANT allocation but no weight"),
         (alloc(0, size=100), "WEIGHTS_DATA is 192 bytes, more than the WEIGHT allocation size 100"),
         (alloc(1, kind="WEIGHT"), "allocation 1 must be FEATURE_MAP, not WEIGHT"),
         (alloc(3, kind="HBM"), "allocation 3 has unknown kind 'HBM'"),
@@ -574,7 +605,7 @@ def test_model_def_validation():
     ]
     for edit, match in cases:
         fails(rebuild(md=edit), match)
-    fails(rebuild(md=weight(2, file=""), weights=bytes(128)),
+    fails(rebuild(md=weight(2, file="", allocation=0, offset=128, file_offset=0), weights=bytes(128)),
           "weight 2 'ext': inline weight ends at 160 beyond WEIGHTS_DATA \\(128 bytes\\)")
     assert read_om(rebuild(weights=bytes(128))).weight_data == bytes(128)  # 'ext' is external: fine
 
@@ -593,7 +624,7 @@ def test_task_info_validation():
         (task(0, attrs=None), "attrs must be a map, got nil"),
         (task(0, attrs={"x": deep}), "nested deeper than"),
         (task(0, opset=-17), "'opset' must be an integer"),
-        (lambda ti: ti["tasks"][1]["inputs"][2].update(allocation=6), "input 2: allocation 6 does not exist"),
+        (lambda ti: ti["tasks"][1]["inputs"][2].update(allocation=9), "input 2: allocation 9 does not exist"),
         (lambda ti: ti["tasks"][1]["inputs"][2].update(shape=[100, 4]),
          "input 2: offset 0 \\+ 1600 bytes exceeds allocation 0 \\(WEIGHT\\) size 192"),
         (lambda ti: ti["tasks"].append(dict(ti["tasks"][0])), "header says 2 ops but TASK_INFO holds 3 tasks"),
