@@ -500,6 +500,54 @@ def tiny_cnn(opset: int = 17, seed: int = 0) -> onnx.ModelProto:
     return g.build()
 
 
+# GoogLeNet's Inception blocks (torchvision config): in, 1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5" (a
+# 3x3 in torchvision), pool projection. Four independent branches: what the parallel executor overlaps.
+INCEPTION_BLOCKS = (("3a", 192, 64, 96, 128, 16, 32, 32), ("3b", 256, 128, 128, 192, 32, 96, 64), "pool",
+                    ("4a", 480, 192, 96, 208, 16, 48, 64), ("4b", 512, 160, 112, 224, 24, 64, 64),
+                    ("4c", 512, 128, 128, 256, 24, 64, 64))
+
+
+def _inception(g: GraphBuilder, x: str, spec: tuple) -> tuple[str, int]:
+    name, cin, c1, r3, c3, r5, c5, pp = spec
+    with g.scope(f"inception{name}"):
+        b1 = g.conv_bn_relu(x, cin, c1, 1, conv=f"inception{name}.branch1.conv", bn=f"inception{name}.branch1.bn")
+        b2 = g.conv_bn_relu(x, cin, r3, 1, conv=f"inception{name}.branch2.0.conv", bn=f"inception{name}.branch2.0.bn")
+        b2 = g.conv_bn_relu(b2, r3, c3, 3, conv=f"inception{name}.branch2.1.conv", bn=f"inception{name}.branch2.1.bn")
+        b3 = g.conv_bn_relu(x, cin, r5, 1, conv=f"inception{name}.branch3.0.conv", bn=f"inception{name}.branch3.0.bn")
+        b3 = g.conv_bn_relu(b3, r5, c5, 3, conv=f"inception{name}.branch3.1.conv", bn=f"inception{name}.branch3.1.bn")
+        b4 = g.max_pool(x, 3, stride=1, pad=1)
+        b4 = g.conv_bn_relu(b4, cin, pp, 1, conv=f"inception{name}.branch4.1.conv", bn=f"inception{name}.branch4.1.bn")
+        return g.op("Concat", [b1, b2, b3, b4], axis=1), c1 + c3 + c5 + pp
+
+
+def inception_style(batch: int = 1, image: int = 224, blocks: int = len(INCEPTION_BLOCKS), classes: int = 1000,
+                    opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """GoogLeNet-style: stem, then Inception blocks of four parallel branches joined by Concat."""
+    _check_opset(opset, 11)
+    g = GraphBuilder("inception_style", seed, opset,
+                     _signature("inception_style", batch=batch, image=image, blocks=blocks, classes=classes,
+                                opset=opset, seed=seed))
+    x = g.input("image", FLOAT, [batch, 3, image, image])
+    x = g.conv_bn_relu(x, 3, 64, 7, stride=2, conv="conv1.conv", bn="conv1.bn")
+    with g.scope("maxpool1"):
+        x = g.max_pool(x, 3, stride=2, pad=1)
+    x = g.conv_bn_relu(x, 64, 64, 1, conv="conv2.conv", bn="conv2.bn")
+    x = g.conv_bn_relu(x, 64, 192, 3, conv="conv3.conv", bn="conv3.bn")
+    with g.scope("maxpool2"):
+        x = g.max_pool(x, 3, stride=2, pad=1)
+    c = 192
+    for spec in INCEPTION_BLOCKS[:blocks]:
+        if spec == "pool":
+            with g.scope("maxpool3"):
+                x = g.max_pool(x, 3, stride=2, pad=1)
+        else:
+            x, c = _inception(g, x, spec)
+    x = g.op("Flatten", [g.global_avg_pool(x)], axis=1)
+    g.gemm(x, c, classes, name="fc", out="logits")
+    g.output("logits", FLOAT, [batch, classes])
+    return g.build()
+
+
 # --------------------------------------------------------------------------- #
 # sample inputs, CLI
 # --------------------------------------------------------------------------- #
@@ -508,6 +556,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenetv2_style": mobilenetv2_style,
     "bert_style": bert_style,
     "tiny_cnn": tiny_cnn,
+    "inception_style": inception_style,
 }
 
 

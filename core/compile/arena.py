@@ -8,7 +8,7 @@ the lowest offset where it fits beside the already placed buffers whose lifetime
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 ALIGNMENT = 64  # cache line; also what numpy's SIMD loops like
 
@@ -46,13 +46,20 @@ def lower_bound(buffers: Sequence[Buffer], alignment: int = ALIGNMENT) -> int:
     return peak
 
 
-def plan_arena(buffers: Sequence[Buffer], alignment: int = ALIGNMENT) -> ArenaPlan:
+def lifetimes_overlap(a: Buffer, b: Buffer) -> bool:
+    return a.first <= b.last and b.first <= a.last
+
+
+def plan_arena(buffers: Sequence[Buffer], alignment: int = ALIGNMENT,
+               conflicts: Callable[[Buffer, Buffer], bool] = lifetimes_overlap) -> ArenaPlan:
+    """`conflicts(a, b)`: may a and b not share bytes? By default, when their lifetimes in one
+    linear order overlap; a concurrent schedule passes a stricter rule (see dataflow_plan)."""
     placed: list[tuple[int, int, Buffer]] = []  # (offset, aligned size, buffer)
     offsets: dict[str, int] = {}
     # largest first; ties by earlier start, then name, so the plan is deterministic
     for b in sorted(buffers, key=lambda b: (-b.nbytes, b.first, b.name)):
         size = align(b.nbytes, alignment)
-        overlapping = sorted((off, sz) for off, sz, o in placed if o.first <= b.last and b.first <= o.last)
+        overlapping = sorted((off, sz) for off, sz, o in placed if conflicts(o, b))
         best, best_gap, cursor = None, None, 0
         for off, sz in overlapping:
             gap = off - cursor

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel
+from ..ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel
 
 # refresh policies, in rising order (GE's kRefreshByModelIo / kRefreshByFm)
 FIXED, REFRESH_BY_MODEL_IO, REFRESH_BY_FM = 0, 1, 2
 POLICY_NAMES = {FIXED: "fixed", REFRESH_BY_MODEL_IO: "by_model_io", REFRESH_BY_FM: "by_fm"}
-POLICY = {WEIGHT: FIXED, INPUT: REFRESH_BY_MODEL_IO, OUTPUT: REFRESH_BY_MODEL_IO, FEATURE_MAP: REFRESH_BY_FM,
-          WORKSPACE: REFRESH_BY_FM}
+POLICY = {WEIGHT: FIXED, FILE_CONSTANT: FIXED, INPUT: REFRESH_BY_MODEL_IO, OUTPUT: REFRESH_BY_MODEL_IO,
+          FEATURE_MAP: REFRESH_BY_FM, WORKSPACE: REFRESH_BY_FM}
 
 
 @dataclass(frozen=True)
@@ -31,21 +31,27 @@ class ArgsLayout:
     allocation: np.ndarray  # int64 per argument
     offset: np.ndarray  # uint64 per argument
     task: np.ndarray  # int64 per argument
+    role: np.ndarray  # int64 per argument: 0 input, 1 output, 2 workspace
+    nbytes: np.ndarray  # int64 per argument
     by_allocation: tuple  # allocation id -> int64 array of argument indices
     policy: tuple  # allocation id -> refresh policy
 
     @classmethod
     def of(cls, model: GeModel) -> "ArgsLayout":
-        alloc, off, task = [], [], []
+        rows = []
         for t, td in enumerate(model.tasks):
-            for a in td.args:
-                alloc.append(a.allocation)
-                off.append(a.offset)
-                task.append(t)
-        alloc_a = np.array(alloc, np.int64)
-        by = tuple(np.flatnonzero(alloc_a == a.id) for a in model.allocations)
-        return cls(alloc_a, np.array(off, np.uint64), np.array(task, np.int64), by,
-                   tuple(POLICY.get(a.kind, FIXED) for a in model.allocations))
+            n_in, n_out = sum(a is not None for a in td.inputs), len(td.outputs)
+            for i, a in enumerate(td.args):
+                rows.append((a.allocation, a.offset, t, 0 if i < n_in else 1 if i < n_in + n_out else 2, a.meta.nbytes))
+        alloc, off, task, role, nbytes = (np.array(c, np.int64).reshape(-1) for c in zip(*rows)) if rows else \
+            (np.empty(0, np.int64) for _ in range(5))
+        return cls.with_places(alloc, off, task, role, nbytes, tuple(POLICY.get(a.kind, FIXED) for a in model.allocations))
+
+    @classmethod
+    def with_places(cls, alloc, off, task, role, nbytes, policy) -> "ArgsLayout":
+        """The same arguments at other places (another memory plan)."""
+        by = tuple(np.flatnonzero(alloc == a) for a in range(len(policy)))
+        return cls(alloc, np.asarray(off, np.uint64), task, role, nbytes, by, policy)
 
     @property
     def size(self) -> int:

@@ -1,0 +1,106 @@
+"""A memory plan safe for any schedule that respects data dependencies.
+
+The linear plan reuses bytes between tensors whose lifetimes do not overlap in ONE order; run
+ops in another order or at the same time and a buffer can be overwritten while an op still reads
+it. Here two tensors may share bytes only when every access to one is a strict ancestor (in the
+data-dependency graph) of the producer of the other. Each kernel workspace becomes its own buffer
+with the same rule, so concurrent tasks never share scratch either.
+
+Input: the linear plan's arguments (allocation, offset, task, role) and its tensor table; output:
+the dependency graph and new feature-map offsets for every argument. Pure functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GraphError
+from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WORKSPACE
+from .arena import Buffer, plan_arena
+
+IN, OUT, SCRATCH = 0, 1, 2  # argument roles
+
+
+@dataclass(frozen=True)
+class DataflowPlan:
+    deps: tuple  # per task: the tasks it must wait for (data dependencies only)
+    allocation: np.ndarray  # per argument, in the new plan
+    offset: np.ndarray
+    fm_size: int  # feature maps and workspaces together
+    lower_bound: int
+
+
+def plan_dataflow(arg_alloc, arg_offset, arg_task, arg_role, arg_nbytes, alloc_kinds, tensors, fm_id: int) -> DataflowPlan:
+    n_tasks = int(arg_task.max()) + 1 if len(arg_task) else 0
+    roots = [t for t in tensors if t.allocation == fm_id and not t.alias_of]
+    r_off = np.array([t.offset for t in roots], np.int64)
+    r_end = r_off + np.array([t.nbytes for t in roots], np.int64)
+    r_first = np.array([t.first for t in roots], np.int64)
+    r_last = np.array([t.last for t in roots], np.int64)
+
+    # 1. which buffer each argument touches: a feature-map root, a model I/O, or its own workspace
+    key = []
+    for alloc, off, task, role, nbytes in zip(arg_alloc.tolist(), arg_offset.tolist(), arg_task.tolist(),
+                                              arg_role.tolist(), arg_nbytes.tolist()):
+        kind = alloc_kinds[alloc]
+        if nbytes == 0:
+            key.append(None)  # an empty tensor touches no memory
+        elif kind == FEATURE_MAP:
+            hit = np.flatnonzero((r_off <= off) & (off < r_end) & (r_first <= task) & (task <= r_last))
+            if len(hit) != 1:
+                raise GraphError(f"task {task}: feature-map offset {off} matches {len(hit)} live tensors")
+            key.append(("fm", int(hit[0])))
+        elif kind in (INPUT, OUTPUT):
+            key.append(("io", alloc))
+        elif kind == WORKSPACE or role == SCRATCH:
+            key.append(("ws", task))
+        else:
+            key.append(None)  # weights: read-only, no ordering needed
+
+    # 2. data dependencies (read after write) and who touches what
+    writer: dict = {}
+    users: dict = {}
+    deps = [set() for _ in range(n_tasks)]
+    for k, task, role in zip(key, arg_task.tolist(), arg_role.tolist()):
+        if k is None:
+            continue
+        users[k] = users.get(k, 0) | (1 << task)
+        if role == IN and k in writer and writer[k] != task:
+            deps[task].add(writer[k])
+        elif role != IN:
+            writer[k] = task
+    ancestors = [0] * n_tasks
+    for t in range(n_tasks):  # tasks are in a topological order
+        for p in deps[t]:
+            ancestors[t] |= ancestors[p] | (1 << p)
+
+    # 3. place feature maps and workspaces: sharing only between buffers ordered by the graph
+    buffers, producer = [], {}
+    for k in users:
+        if k[0] == "fm":
+            r = roots[k[1]]
+            buffers.append(Buffer(f"fm{k[1]}", r.nbytes, r.first, r.last))
+            producer[buffers[-1].name] = (writer.get(k, r.first), users[k])
+        elif k[0] == "ws":
+            nbytes = int(max(arg_nbytes[(arg_task == k[1]) & (arg_role == SCRATCH)]))
+            buffers.append(Buffer(f"ws{k[1]}", nbytes, k[1], k[1]))
+            producer[buffers[-1].name] = (k[1], users[k])
+
+    def conflicts(a: Buffer, b: Buffer) -> bool:
+        (pa, ua), (pb, ub) = producer[a.name], producer[b.name]
+        return (ua & ~ancestors[pb]) != 0 and (ub & ~ancestors[pa]) != 0
+
+    arena = plan_arena(buffers, conflicts=conflicts)
+
+    # 4. every argument re-pointed into the new arena
+    allocation, offset = arg_alloc.copy(), arg_offset.copy()
+    for i, k in enumerate(key):
+        if k is None or k[0] == "io":
+            continue
+        allocation[i] = fm_id
+        if k[0] == "fm":
+            offset[i] = arena.offsets[f"fm{k[1]}"] + (int(arg_offset[i]) - int(r_off[k[1]]))
+        else:
+            offset[i] = arena.offsets[f"ws{k[1]}"]
+    return DataflowPlan(tuple(tuple(sorted(d)) for d in deps), allocation, offset, arena.size, arena.lower_bound)
