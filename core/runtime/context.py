@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from ..errors import DeviceError, GeError
-from ..ge_model import FM_ID, WEIGHT_ID, WORKSPACE_ID
+from ..ge_model import FM_ID, WORKSPACE_ID
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
 
@@ -62,7 +62,8 @@ class ExecutionContext:
         self.args = ModelArgsManager(plan.args_layout, device, self._malloc(plan.args_layout.size * 8))
         self.stream = device.acquire_stream()
         self.handle = [SunkTask(t) for t in plan.tasks]  # DistributeTask: the sunk task list
-        self.args.set_base(WEIGHT_ID, model.weight_addr)
+        for alloc, addr in model.weight_bases.items():  # WEIGHT and one FILE_CONSTANT per weight file
+            self.args.set_base(alloc, addr)
         self.io_default: dict[int, int] = {}
         self.workspaces_set = False
         if own_memory:

@@ -12,14 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError, GeError, GraphError, ShapeError
-from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, GeModel, TaskDef, TensorDesc
+from ..errors import DeviceError, FormatError, GeError, GraphError, ShapeError
+from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, GeModel, TaskDef, TensorDesc
 from ..ir import Meta
 from ..kernels import Kernel, lookup
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
 from .context import ExecutionContext
 from .device import DeviceBuffer
+from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
+from .weight_loader import WeightCheck
 
 
 
@@ -97,7 +99,8 @@ def _check(desc: TensorDesc, x, role: str):
 
 
 class DavinciModel:
-    def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False):
+    def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False,
+                 weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None):
         self.ge_model: GeModel | None = ge_model
         # SetKnownNode: a known-shape subgraph whose feature maps, workspace and I/O addresses
         # come from its caller (see known_subgraph.py); otherwise a standalone model
@@ -110,6 +113,12 @@ class DavinciModel:
         self.contexts: list[ExecutionContext] = []
         self._owned: list[int] = []
         self.weight_addr = 0
+        self.weight_config = weights or ExternalWeightConfig()
+        self.weight_manager = weight_manager or ExternalWeightManager()  # a private one: nothing to share with
+        self.weight_bases: dict[int, int] = {}  # WEIGHT and FILE_CONSTANT allocation id -> device address
+        self.external_weights: list[dict] = []  # per weight file: where its device memory came from
+        self._shared: list[tuple] = []  # what this model holds in the weight manager
+
 
     # -- Init, step by step --------------------------------------------------------------------
     def init(self) -> "DavinciModel":
@@ -139,6 +148,7 @@ class DavinciModel:
     def init_weight_mem(self) -> None:
         m = self.ge_model
         self.weight_addr = self._malloc(self.weight_size)
+        self.weight_bases[WEIGHT_ID] = self.weight_addr
         if m.weight_data is not None and len(m.weight_data):
             if len(m.weight_data) != self.weight_size:
                 raise FormatError(f"model '{self.name}': weight data is {len(m.weight_data)} bytes, "
@@ -150,10 +160,55 @@ class DavinciModel:
         self.fixed_fm_size = 0
 
     def pre_process_file_constants(self) -> None:
-        external = [w for w in self.ge_model.weights if w.file]
-        if external:
-            raise GeError(f"model '{self.name}': {len(external)} weights live in external weight files "
-                          f"(e.g. '{external[0].file}'), which this runtime cannot load yet")
+        """Give each external weight file (a FILE_CONSTANT allocation) its device memory: the
+        user's buffer when one was set for that file (it wins, as in GE), else the session's copy
+        of the file, loaded once in chunks and shared by every model using it. Mode 2's single
+        file is one allocation and one chunked copy; mode 1 has one of each per file."""
+        cfg, files = self.weight_config, self.ge_model.weight_files
+        unknown = sorted(set(cfg.user_memory) - {a.file for a in files})
+        if unknown:
+            raise GeError(f"model '{self.name}': external weight memory was given for '{unknown[0]}', which the "
+                          f"model does not use (its weight files: {', '.join(a.file for a in files) or 'none'})")
+        for a in files:
+            checks = self._weight_checks(a)
+            if a.file in cfg.user_memory:
+                addr, source = self._user_weight_memory(a), "user"
+            elif cfg.weight_dir is None:
+                raise GeError(f"model '{self.name}' keeps its weights in external files (e.g. '{a.file}'): load it "
+                              "with their folder (weight_dir) or with device memory for each file")
+            else:
+                key, addr, shared = self.weight_manager.acquire(self.device, cfg.weight_dir, a.file, a.size, checks,
+                                                                cfg.verify)
+                self._shared.append(key)
+                source = "shared" if shared else "file"
+            self.weight_bases[a.id] = addr
+            self.external_weights.append({"file": a.file, "allocation": a.id, "nbytes": a.size, "addr": addr,
+                                          "source": source})
+
+    def _weight_checks(self, a: Allocation) -> list[WeightCheck]:
+        """The weights mapped into file allocation `a` (MapNodeAddressesToCombinedWeight), bounds checked."""
+        checks = []
+        for w in self.ge_model.weights:
+            if w.allocation != a.id:
+                continue
+            if w.file != a.file or w.file_offset != w.offset or w.offset + w.nbytes > a.size:
+                raise FormatError(f"model '{self.name}': weight '{w.name}' at offset {w.file_offset} + {w.nbytes} bytes "
+                                  f"of '{w.file}' does not fit weight file '{a.file}' ({a.size} bytes)")
+            checks.append(WeightCheck(w.name, w.offset, w.nbytes, w.sha256))
+        return checks
+
+    def _user_weight_memory(self, a: Allocation) -> int:
+        """aclmdlSetExternalWeightAddress: the user's device buffer already holds the file's bytes."""
+        addr, size = self.weight_config.user_memory[a.file]
+        if size < a.size:
+            raise GeError(f"model '{self.name}': the memory given for weight file '{a.file}' is {size} bytes, "
+                          f"the file needs {a.size}")
+        try:
+            self.device.block(addr, a.size)
+        except DeviceError:
+            raise GeError(f"model '{self.name}': the memory given for weight file '{a.file}' ({addr:#x}, {size} bytes) "
+                          f"is not {self.device.name} device memory") from None
+        return addr
 
     def init_io_nodes(self) -> None:
         self.io_allocations = tuple(a for a in self.ge_model.allocations if a.kind in (INPUT, OUTPUT))
@@ -202,6 +257,9 @@ class DavinciModel:
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()
+        for key in self._shared:  # user memory is the user's: never freed here
+            self.weight_manager.release(key)
+        self._shared.clear()
 
     @property
     def work_size(self) -> int:
@@ -214,9 +272,10 @@ class DavinciModel:
         return addr
 
     def _kernel(self, td: TaskDef) -> Kernel:
-        """Resolve the kernel; constant inputs are views of WEIGHT memory (pre-packed once here)."""
-        consts = [None if a is None or a.allocation != WEIGHT_ID
-                  else self.device.view(self.weight_addr + a.offset, a.dtype, a.shape) for a in td.inputs]
+        """Resolve the kernel; constant inputs are views of weight memory (pre-packed once here)."""
+        consts = [None if a is None or a.allocation not in self.weight_bases
+                  else self.device.view(self.weight_bases[a.allocation] + a.offset, a.dtype, a.shape)
+                  for a in td.inputs]
         cls = lookup(td.op_type, td.domain, td.opset, td.node)
         return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
                    outputs=[a.meta for a in td.outputs], opset=td.opset, name=td.node, num_outputs=len(td.outputs))
