@@ -1,4 +1,7 @@
-"""ModelManager: loads models onto devices and hands out model ids (ACL's aclmdl* calls)."""
+"""ModelManager: loads models onto devices and hands out model ids (ACL's aclmdl* calls).
+
+It is the session: its ExternalWeightManager lets models that use the same external weight file
+on the same device share one copy of it."""
 from __future__ import annotations
 
 import itertools
@@ -8,6 +11,7 @@ from ..errors import GeError
 from ..ge_model import GeModel
 from .davinci_model import DavinciModel
 from .device import get_device
+from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 
 
 class ModelManager:
@@ -15,12 +19,15 @@ class ModelManager:
         self._models: dict[int, DavinciModel] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self.weight_manager = ExternalWeightManager()
 
-    def load(self, ge_model: GeModel, device: str = "cpu") -> int:
-        """Load a GeModel (already read from an OM file or bytes) and return its model id."""
+    def load(self, ge_model: GeModel, device: str = "cpu", weights: ExternalWeightConfig | None = None) -> int:
+        """Load a GeModel (already read from an OM file or bytes) and return its model id.
+        `weights` says where its external weight files come from (folder, user memory)."""
         with self._lock:
             model_id = next(self._ids)
-        model = DavinciModel(ge_model, get_device(device), model_id).init()
+        model = DavinciModel(ge_model, get_device(device), model_id, weights=weights,
+                             weight_manager=self.weight_manager).init()
         with self._lock:
             self._models[model_id] = model
         return model_id
