@@ -5,6 +5,13 @@
     model_id = api.load_from_file("out/model.om", device="sim")
     outputs = api.execute(model_id, [x])
     api.unload(model_id)
+
+External weights (docs/external-weights.md):
+
+    api.atc("model.onnx", "out/model", external_weight=1)      # out/weight/weight_<sha256> ...
+    model_id = api.load_from_file("out/model.om", weight_dir="elsewhere/weight")
+    buf = api.malloc(size, "sim"); api.memcpy_h2d(buf, file_bytes)
+    model_id = api.load_from_file("out/model.om", "sim", weight_memory={"model_weight_combined": buf})
 """
 from __future__ import annotations
 
@@ -13,13 +20,18 @@ import time
 from dataclasses import dataclass
 
 from ..core.compile.build import build
+from ..core.compile.external_weights import externalize
 from ..core.compile.summary import summarize
 from ..core.errors import GeError
 from ..core.ge_model import GeModel
 from ..core.passes import optimize
+from ..core.runtime.device import DeviceBuffer, get_device
+from ..core.runtime.external_weight_manager import ExternalWeightConfig
 from ..core.runtime.model_manager import ModelManager
+from ..core.weight_files import DEFAULT_DIR
 from ..formats.om import read_om, write_om
 from ..formats.onnx.importer import load_onnx
+from ..formats.weights import write_weight_files
 
 DEFAULT_SOC = "Ascend-sim"
 
@@ -53,9 +65,16 @@ def om_path_for(output: str) -> str:
     return output if output.endswith(".om") else output + ".om"
 
 
+def default_weight_dir(om_path: str) -> str:
+    """Where external weight files go and are looked for: `<om dir>/weight/`."""
+    return os.path.join(os.path.dirname(os.path.abspath(om_path)), DEFAULT_DIR)
+
+
 def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_nodes: str | list | None = None,
-        soc_version: str = DEFAULT_SOC, cmdline: str = "") -> AtcResult:
-    """Compile an ONNX model into an OM file (ATC --framework=5)."""
+        soc_version: str = DEFAULT_SOC, cmdline: str = "", external_weight: int = 0,
+        external_weight_dir: str | None = None) -> AtcResult:
+    """Compile an ONNX model into an OM file (ATC --framework=5). `external_weight` 1 or 2 moves
+    the weights into files in `external_weight_dir` (default `<om dir>/weight/`)."""
     t0 = time.perf_counter()
     shapes = input_shape if isinstance(input_shape, dict) else parse_input_shape(input_shape)
     nodes = out_nodes.split(";") if isinstance(out_nodes, str) else out_nodes
@@ -63,22 +82,56 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
     report = optimize(graph)
     name = os.path.splitext(os.path.basename(om_path_for(output)))[0]
     ge_model = build(graph, name=name, soc_version=soc_version, atc_cmdline=cmdline)
+    ge_model, files = externalize(ge_model, external_weight)
     om_path = om_path_for(output)
     os.makedirs(os.path.dirname(os.path.abspath(om_path)), exist_ok=True)
+    weight_dir = os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
+    if files:  # before the OM: an OM never names a weight file that is not there yet
+        write_weight_files(files, weight_dir)
     write_om(ge_model, om_path)
-    return AtcResult(om_path, ge_model, summarize(ge_model, time.perf_counter() - t0, report))
+    return AtcResult(om_path, ge_model, summarize(ge_model, time.perf_counter() - t0, report, weight_dir))
 
 
 # -- the runtime, ACL style: one process-wide ModelManager -------------------------------------
 model_manager = ModelManager()
 
 
-def load_from_file(path: str, device: str = "cpu") -> int:
-    return model_manager.load(read_om(path), device)
+def load_from_file(path: str, device: str = "cpu", *, weight_dir: str | None = None,
+                   weight_memory: dict | None = None, verify_weights: bool = True) -> int:
+    """aclmdlLoadFromFile(WithConfig). External weight files are read from `weight_dir`
+    (ACL_MDL_WEIGHT_PATH_PTR; default `<om dir>/weight/`), except those given in
+    `weight_memory` as {file name: DeviceBuffer or (address, size)} already holding the file's
+    bytes (aclmdlSetExternalWeightAddress), which ge uses in place and never frees.
+    `verify_weights=False` skips the sha256 check (lengths are always checked)."""
+    config = ExternalWeightConfig(weight_dir or default_weight_dir(path), weight_memory or {}, verify_weights)
+    return model_manager.load(read_om(path), device, config)
 
 
-def load_from_mem(data: bytes, device: str = "cpu") -> int:
-    return model_manager.load(read_om(bytes(data)), device)
+def load_from_mem(data: bytes, device: str = "cpu", *, weight_dir: str | None = None,
+                  weight_memory: dict | None = None, verify_weights: bool = True) -> int:
+    """aclmdlLoadFromMem: as load_from_file, but an OM in memory has no folder of its own, so a
+    model with external weights needs `weight_dir` or `weight_memory`."""
+    config = ExternalWeightConfig(weight_dir, weight_memory or {}, verify_weights)
+    return model_manager.load(read_om(bytes(data)), device, config)
+
+
+def malloc(nbytes: int, device: str = "cpu") -> DeviceBuffer:
+    """aclrtMalloc: device memory, e.g. to hand a model its external weights."""
+    return get_device(device).buffer(nbytes)
+
+
+def memcpy_h2d(buffer: DeviceBuffer, data) -> None:
+    """aclrtMemcpy host -> device into the start of `buffer`."""
+    import numpy as np
+    host = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray, memoryview)) else np.asarray(data)
+    if host.nbytes > buffer.nbytes:
+        raise GeError(f"memcpy_h2d: {host.nbytes} bytes do not fit a device buffer of {buffer.nbytes}")
+    buffer.device.memcpy_h2d(buffer.addr, host)
+
+
+def free(buffer: DeviceBuffer) -> None:
+    """aclrtFree."""
+    buffer.device.free(buffer.addr)
 
 
 def query_size(path: str) -> tuple[int, int]:
@@ -134,9 +187,8 @@ def inspect(path: str) -> dict:
                          "first": t.first, "last": t.last, "alias_of": t.alias_of} for t in m.tensors],
         "tasks": [_task_dict(i, t, kinds) for i, t in enumerate(m.tasks)],
         "args_table": _args_table(m),
-        "weights": [{"name": w.name, "dtype": w.dtype, "shape": list(w.shape), "offset": w.offset,
-                     "bytes": w.nbytes, "storage": "file" if w.file else "inline", "file": w.file,
-                     "file_offset": w.file_offset} for w in m.weights],
+        "weights": [_weight_dict(m, w) for w in m.weights],
+        "weight_totals": _weight_totals(m),
     })
 
 
@@ -201,9 +253,30 @@ def vars_of(obj) -> dict:
 
 def _regions(m: GeModel) -> dict:
     sizes = {kind: 0 for kind in REGIONS}
-    for a in m.allocations:
-        sizes["IO" if a.kind in ("INPUT", "OUTPUT") else a.kind] += a.size
+    for a in m.allocations:  # FILE_CONSTANT (external weight files) only when the model has some
+        kind = "IO" if a.kind in ("INPUT", "OUTPUT") else a.kind
+        sizes[kind] = sizes.get(kind, 0) + a.size
     return {kind: {"base": 0, "size": size} for kind, size in sizes.items()}
+
+
+def _weight_dict(m: GeModel, w) -> dict:
+    """One weight for `ge inspect`: where it lives (inline or which file, offset, length) and its
+    sha256 (an inline weight's is computed from WEIGHTS_DATA: the OM stores only external ones)."""
+    import hashlib
+    sha = w.sha256 or hashlib.sha256(memoryview(m.weight_data)[w.offset:w.offset + w.nbytes]).hexdigest()
+    return {"name": w.name, "dtype": w.dtype, "shape": list(w.shape), "storage": "file" if w.file else "inline",
+            "file": w.file, "allocation": w.allocation, "offset": w.file_offset if w.file else w.offset,
+            "bytes": w.nbytes, "sha256": sha, "short_sha256": sha[:12]}
+
+
+def _weight_totals(m: GeModel) -> dict:
+    inline = [w for w in m.weights if not w.file]
+    external = [w for w in m.weights if w.file]
+    attrs = m.attrs if isinstance(m.attrs, dict) else {}
+    return {"mode": int(attrs.get("external_weight", 0)),
+            "inline": {"count": len(inline), "bytes": sum(w.nbytes for w in inline)},
+            "file": {"count": len(external), "bytes": sum(w.nbytes for w in external), "files": len(m.weight_files),
+                     "file_bytes": sum(a.size for a in m.weight_files)}}
 
 
 def _desc_dict(d, kinds: dict) -> dict:

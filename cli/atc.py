@@ -32,15 +32,23 @@ STDOUT = "-"
               help="static shapes for the model inputs (replaces symbolic dims)")
 @click.option("--out_nodes", "--out-nodes", "out_nodes", metavar='"node:index;..."',
               help="use these node outputs (or tensor names) as the model outputs")
+@click.option("--external_weight", "--external-weight", "external_weight", type=int, default=0, show_default=True,
+              help="0: weights inside the OM; 1: one file per weight (weight_<sha256>); 2: one combined file "
+                   "(<name>_weight_combined). Constants under 1 KiB stay inline")
+@click.option("--external_weight_dir", "--external-weight-dir", "external_weight_dir", metavar="DIR",
+              help="where the weight files go (default: <om dir>/weight/; loading elsewhere needs "
+                   "`ge run --weight_dir`)")
 @click.option("--om", metavar="FILE.om", help="the OM to read (modes 1 and 6)")
 @click.option("--json", "json_out", is_flag=False, flag_value=STDOUT, default=None, metavar="[FILE]",
               help="mode 1: the JSON file to write; modes 0 and 6: print JSON instead of tables "
                    "(or write it to FILE)")
-def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, om, json_out):
+def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, external_weight, external_weight_dir, om,
+        json_out):
     """Compile an ONNX model into an offline model (OM), or look inside an OM (ATC's modes 1 and 6).
 
     \b
       ge atc --model=net.onnx --framework=5 --output=out/net --input_shape="x:1,3,224,224"
+      ge atc --model=net.onnx --output=out/net --external_weight=2
       ge atc --mode=1 --om out/net.om --json out/net.json
       ge atc --mode=6 --om out/net.om
     """
@@ -48,7 +56,8 @@ def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, om,
         raise GeError(f"--mode={mode} is not supported; ge supports "
                       + ", ".join(f"{k} ({v})" for k, v in MODES.items()))
     if mode == 0:
-        _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out)
+        _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out, external_weight,
+                 external_weight_dir)
     elif mode == 1:
         _om_to_json(om, json_out)
     else:
@@ -56,7 +65,8 @@ def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, om,
 
 
 # -- mode 0 -------------------------------------------------------------------------------------
-def _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out) -> None:
+def _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out, external_weight=0,
+             external_weight_dir=None) -> None:
     if framework != ONNX:
         name = FRAMEWORKS.get(framework)
         what = f"{name} models" if name else "this framework"
@@ -67,7 +77,7 @@ def _compile(model, output, framework, soc_version, input_shape, out_nodes, json
     if not output:
         raise click.UsageError("--mode=0 needs --output (the OM to write; .om is appended)")
     result = api.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
-                     cmdline=command_line())
+                     cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir)
     data = api._jsonable(dict(result.summary, om=result.om_path))
     if json_out == STDOUT:
         console.echo(json.dumps(data, indent=2))
@@ -110,9 +120,24 @@ def render_summary(s: dict) -> None:
             note = f"lower bound {bound} B, ratio {ratio}"
         elif region == "WEIGHT":
             w = s.get("weights", {})
-            note = f"{w.get('count', 0)} weights, {w.get('bytes', 0)} B of data"
+            inline = w.get("inline", {"count": w.get("count", 0), "bytes": w.get("bytes", 0)})
+            note = f"{inline['count']} inline weights, {inline['bytes']} B of data"
+        elif region == "FILE_CONSTANT":
+            ext = s.get("weights", {}).get("external", {})
+            note = f"{ext.get('count', 0)} weights in {ext.get('files', 0)} external files"
         mem.add_row(region, str(size), console.nbytes(size), note)
     out.print(mem)
+
+    ext = s.get("external_weight") or {}
+    if ext.get("paths"):
+        n = len(ext.get("files", []))
+        files = Table(title=f"External weights (--external_weight={ext.get('mode')}, {n} file{'s' * (n != 1)} "
+                            f"in {ext.get('dir')})", title_justify="left")
+        for col in ("id", "weight", "path", "offset", "size"):
+            files.add_column(col, justify="right" if col in ("id", "offset", "size") else "left")
+        for d in ext["paths"]:
+            files.add_row(str(d["id"]), d["weight"], d["path"], str(d["offset"]), str(d["size"]))
+        out.print(files)
 
     io = Table(title="Inputs / outputs", title_justify="left")
     for col in ("", "name", "dtype", "shape"):

@@ -89,8 +89,13 @@ def render(d: dict) -> None:
                      str(a["offset"]), a["policy"] if a["refreshable"] else "fixed")
     out.print(args)
 
-    weights = _table("Weights", "name", "dtype", "shape", "offset", "bytes", "storage", right=("offset", "bytes"))
+    weights = _table("Weights", "name", "dtype", "shape", "storage", "file", "offset", "bytes", "sha256",
+                     right=("offset", "bytes"))
     for w in d["weights"]:
-        weights.add_row(w["name"], w["dtype"], str(w["shape"]), str(w["offset"]), str(w["bytes"]),
-                        w["file"] if w["storage"] == "file" else "inline")
+        weights.add_row(w["name"], w["dtype"], str(w["shape"]), w["storage"], w["file"] or "-", str(w["offset"]),
+                        str(w["bytes"]), w["short_sha256"])
     out.print(weights)
+    t = d["weight_totals"]
+    out.print(f"weights (--external_weight={t['mode']}): inline {t['inline']['count']} ({t['inline']['bytes']} B), "
+              f"in files {t['file']['count']} ({t['file']['bytes']} B) in {t['file']['files']} file{'s' * (t['file']['files'] != 1)} "
+              f"({t['file']['file_bytes']} B)")

@@ -34,18 +34,24 @@ from .options import device_option, json_option, om_option
 @click.option("--stats", is_flag=True,
               help="counters of every execution: H2D/D2H bytes, args bytes written, zero-copy vs copied I/O, "
                    "tasks, allocations (also under 'stats' in --summary-json)")
+@click.option("--weight_dir", "--weight-dir", "weight_dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="folder of the external weight files (default: <om dir>/weight/)")
+@click.option("--skip_weight_check", "--skip-weight-check", "skip_weight_check", is_flag=True,
+              help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @json_option
-def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json, verbose, stats, as_json):
+def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json, verbose, stats, weight_dir,
+        skip_weight_check, as_json):
     """Run an offline model (msame): inputs from files or random, outputs to DIR.
 
     \b
       ge run --model net.om --input x.npy --output out
       ge run --model net.om --device sim --loop 100 --summary-json perf.json
+      ge run --model net.om --weight_dir /data/weights
     """
     device = device.lower()
     outfmt = outfmt.upper()
     t0 = time.perf_counter()
-    model_id = api.load_from_file(model, device)
+    model_id = api.load_from_file(model, device, weight_dir=weight_dir, verify_weights=not skip_weight_check)
     load_ms = (time.perf_counter() - t0) * 1e3
     try:
         dm = api.model(model_id)
@@ -68,6 +74,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
             latencies.append((time.perf_counter() - t) * 1e3)
             executions.append(dict(dm.default_context.stats, run=i))
         timings = dict(dm.timings)
+        weight_files = [dict(f) for f in dm.external_weights]
         last_stats = {k: v for k, v in executions[-1].items() if k != "run"}
     finally:
         api.unload(model_id)
@@ -88,7 +95,8 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
                     outputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "file": f}
                              for d, f in zip(out_descs, files)])
         if verbose:
-            data.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats)
+            data.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats,
+                        external_weights=weight_files)
         console.echo(json.dumps(api._jsonable(data), indent=2))
         return
 
@@ -111,6 +119,14 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
         steps.add_section()
         steps.add_row("total", f"{sum(timings.values()) * 1e3:.3f}")
         out.print(steps)
+        if weight_files:
+            wt = Table(title="External weight files", title_justify="left")
+            for col in ("file", "bytes", "device memory"):
+                wt.add_column(col, justify="right" if col == "bytes" else "left")
+            for f in weight_files:
+                wt.add_row(f["file"], str(f["nbytes"]), {"file": "loaded", "shared": "shared with a loaded model",
+                                                         "user": "user memory"}[f["source"]])
+            out.print(wt)
         st = Table(title="Last execution", title_justify="left")
         st.add_column("counter")
         st.add_column("value", justify="right")
