@@ -16,7 +16,7 @@ import json
 import os
 
 from ge.core.errors import FormatError
-from ge.core.weight_files import META_NAME, name_problem
+from ge.core.weight_files import META_NAME, individual_name, name_problem
 
 from .atomic import write_atomically
 
@@ -85,8 +85,9 @@ def update_meta(folder: str | os.PathLike, entries, rewritten=()) -> dict:
     """Record (sha256, file, offset) entries under the lock and return the new meta.
 
     Entries of files just `rewritten` (a combined file compiled again) and of files that no
-    longer exist are dropped first; then a hash already recorded keeps its first location, so
-    an entry never moves under a reader's feet. Every entry left points at an existing file."""
+    longer exist are dropped first (or moved to the hash's own `weight_<sha256>` file if there
+    is one); then a hash already recorded keeps its first location, so an entry does not move
+    while its file holds it. Every entry left points at an existing file."""
     folder = os.fspath(folder)
     with locked(folder):
         meta = read_meta(folder)
@@ -99,8 +100,11 @@ def update_meta(folder: str | os.PathLike, entries, rewritten=()) -> dict:
             return exists[file]
 
         for sha in [s for s, f in meta[FILES].items() if not keep(f)]:
-            del meta[FILES][sha]
-            meta[OFFSETS].pop(sha, None)
+            if keep(individual_name(sha)):  # its bytes still live in their own mode-1 file
+                meta[FILES][sha], meta[OFFSETS][sha] = individual_name(sha), 0
+            else:
+                del meta[FILES][sha]
+                meta[OFFSETS].pop(sha, None)
         for sha, file, offset in entries:
             if sha not in meta[FILES]:
                 meta[FILES][sha] = file
