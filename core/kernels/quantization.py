@@ -1,0 +1,467 @@
+"""Quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+QLinearMatMul, QLinearConv — with onnxruntime's arithmetic.
+
+- Quantize: y = saturate(round_half_even(x / scale) + zero_point), the division in float32.
+- Dequantize: y = float32(x - zero_point) * scale (cast to float16 last when the scale is float16).
+- Integer products (MatMulInteger, ConvInteger and the accumulators of the QLinear ops) run as float64
+  BLAS GEMMs / ge's Conv kernel on (x - zero_point): every product and partial sum of 8-bit operands is
+  an integer below 2^53, so the float64 result is the exact int32 accumulator.
+- Requantize (QLinear*): y = saturate(round_half_even(float32(acc) * (x_scale * w_scale / y_scale)) + y_zp),
+  the multiplier in float32 as onnxruntime's MlasRequantizeOutput.
+
+Scales and zero points are per tensor, per axis (1-D along `axis`), or blocked (opset 21 `block_size`:
+same rank as x, axis dim ceil(D / block_size)). Constant ones are folded in prepare().
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Meta
+from .conv import Scratch, SpatialKernel
+from .registry import lookup, register
+
+QRANGE = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32)}
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+#: ONNX element types QuantizeLinear-21's output_dtype may name, and ge supports
+OUTPUT_DTYPES = {2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16), 5: np.dtype(np.int16)}
+
+
+def _meta(k: SpatialKernel, i: int, what: str) -> Meta | None:
+    m = k.inputs[i] if i < len(k.inputs) else None
+    if m is None and what:
+        raise k.fail(f"input {i} ({what}) is missing")
+    return m
+
+
+def _const(k: SpatialKernel, i: int):
+    return k.consts[i] if i < len(k.consts) else None
+
+
+class Param:
+    """How a scale or zero point of shape `pshape` applies to x of shape `xshape`: per tensor, per axis,
+    or blocked. `expand(p, out)` gives an array broadcasting against x."""
+
+    def __init__(self, k: SpatialKernel, what: str, pshape, xshape, axis: int, block: int):
+        pshape, xshape = tuple(pshape), tuple(xshape)
+        r = len(xshape)
+        self.kind, self.shape = "tensor", ()
+        if block > 0:
+            if not -r <= axis < r:
+                raise k.fail(f"axis={axis} is out of range for x of shape {xshape}")
+            axis %= r
+            want = xshape[:axis] + (-(-xshape[axis] // block),) + xshape[axis + 1:]
+            if pshape != want:
+                raise k.fail(f"{what} has shape {pshape}; with block_size={block} on axis {axis} of x {xshape}, "
+                             f"{want} expected")
+            self.kind, self.axis, self.full = "block", axis, xshape
+            self.take = np.arange(xshape[axis], dtype=np.intp) // block
+        elif len(pshape) == 0 or pshape == (1,):
+            pass
+        elif len(pshape) == 1:
+            if not -r <= axis < r:
+                raise k.fail(f"axis={axis} is out of range for x of shape {xshape}")
+            axis %= r
+            if pshape[0] != xshape[axis]:
+                raise k.fail(f"{what} has {pshape[0]} values but x {xshape} has {xshape[axis]} along axis {axis}")
+            self.kind, self.shape = "axis", (1,) * axis + (pshape[0],) + (1,) * (r - axis - 1)
+        else:
+            raise k.fail(f"{what} has shape {pshape}: a scalar or a 1-D tensor expected "
+                         f"(or a blocked tensor with block_size)")
+
+    def expand(self, p: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if self.kind == "tensor":
+            return p.reshape(())
+        if self.kind == "axis":
+            return p.reshape(self.shape)
+        if out is None:
+            return np.take(p, self.take, axis=self.axis)
+        np.take(p, self.take, axis=self.axis, out=out)
+        return out
+
+
+def saturate_cast(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> None:
+    """y = cast(clip(t)), t already rounded (in place on t)."""
+    np.clip(t, lo, hi, out=t)
+    np.copyto(y, t, casting="unsafe")
+
+
+# -- QuantizeLinear, DequantizeLinear ------------------------------------------------------------------
+
+@register("QuantizeLinear", since=10)
+class QuantizeLinear(SpatialKernel):
+    def prepare(self):
+        xm, sm = _meta(self, 0, "x"), _meta(self, 1, "y_scale")
+        zm = _meta(self, 2, "")
+        allowed_x = (np.float32, np.int32) + ((np.float16,) if self.opset >= 19 else ())
+        if xm.dtype not in allowed_x:
+            raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
+                            f"at opset {self.opset}")
+        if sm.dtype not in ((np.float32, np.float16, np.int32) if self.opset >= 19 else (np.float32,)):
+            raise self.fail(f"y_scale has type {sm.dtype}")
+        out_attr = int(self.attr("output_dtype", 0)) if self.opset >= 21 else 0
+        if zm is not None:
+            dt = zm.dtype
+            if out_attr and OUTPUT_DTYPES.get(out_attr) != dt:
+                raise self.fail(f"output_dtype={out_attr} differs from y_zero_point's type {dt}")
+        elif out_attr:
+            if out_attr not in OUTPUT_DTYPES:
+                raise self.fail(f"output_dtype={out_attr} is not supported (uint8, int8, uint16, int16)")
+            dt = OUTPUT_DTYPES[out_attr]
+        else:
+            dt = np.dtype(np.uint8)
+        allowed_y = (np.uint8, np.int8) + ((np.uint16, np.int16) if self.opset >= 21 else ())
+        if dt not in allowed_y:
+            raise self.fail(f"output type {dt} is not supported at opset {self.opset} "
+                            f"({', '.join(np.dtype(t).name for t in allowed_y)})")
+        xs = tuple(xm.shape)
+        axis = int(self.attr("axis", 1)) if self.opset >= 13 else 1
+        block = int(self.attr("block_size", 0)) if self.opset >= 21 else 0
+        if block < 0:
+            raise self.fail(f"block_size={block} must be >= 0")
+        self.ps = Param(self, "y_scale", sm.shape, xs, axis, block)
+        self.pz = None if zm is None else Param(self, "y_zero_point", zm.shape, xs, axis, block)
+        self.lo, self.hi = QRANGE[dt]
+        self.out_metas = [Meta(dt, xs)]
+        self.scratch = Scratch()
+        self.scratch.add("t", xs, F32)
+        if self.ps.kind == "block":
+            self.scratch.add("s", xs, sm.dtype)
+            if self.pz is not None:
+                self.scratch.add("z", xs, zm.dtype)
+        s, z = _const(self, 1), _const(self, 2)
+        self.s = None if s is None else self.ps.expand(np.asarray(s, F32))
+        self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z, F32))
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        t = v["t"]
+        s = self.s if self.s is not None else self.ps.expand(xs[1], v.get("s"))
+        np.divide(xs[0], s, out=t, dtype=F32)
+        np.rint(t, out=t)
+        if self.pz is not None:
+            z = self.z if self.z is not None else self.pz.expand(xs[2], v.get("z"))
+            np.add(t, z, out=t, dtype=F32)
+        saturate_cast(t, ys[0], self.lo, self.hi)
+
+
+@register("DequantizeLinear", since=10)
+class DequantizeLinear(SpatialKernel):
+    def prepare(self):
+        xm, sm = _meta(self, 0, "x"), _meta(self, 1, "x_scale")
+        zm = _meta(self, 2, "")
+        allowed_x = (np.uint8, np.int8, np.int32) + ((np.uint16, np.int16) if self.opset >= 21 else ())
+        if xm.dtype not in allowed_x:
+            raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
+                            f"at opset {self.opset}")
+        if zm is not None and zm.dtype != xm.dtype:
+            raise self.fail(f"x_zero_point has type {zm.dtype}, x has {xm.dtype}")
+        if sm.dtype not in ((np.float32, np.float16) if self.opset >= 19 else (np.float32,)):
+            raise self.fail(f"x_scale has type {sm.dtype}")
+        out_attr = int(self.attr("output_dtype", 0)) if self.opset >= 23 else 0
+        if out_attr and out_attr not in (1, 10):
+            raise self.fail(f"output_dtype={out_attr} is not supported (float, float16)")
+        dt = {1: F32, 10: np.dtype(np.float16)}.get(out_attr, sm.dtype)
+        xs = tuple(xm.shape)
+        axis = int(self.attr("axis", 1)) if self.opset >= 13 else 1
+        block = int(self.attr("block_size", 0)) if self.opset >= 21 else 0
+        self.ps = Param(self, "x_scale", sm.shape, xs, axis, block)
+        self.pz = None if zm is None else Param(self, "x_zero_point", zm.shape, xs, axis, block)
+        z = _const(self, 2)
+        if xm.dtype == np.int32 and z is not None and np.any(z != 0):
+            raise self.fail("x_zero_point must be 0 for int32 x")
+        self.out_metas = [Meta(dt, xs)]
+        self.scratch = Scratch()
+        if dt != F32:
+            self.scratch.add("t", xs, F32)
+        if self.ps.kind == "block":
+            self.scratch.add("s", xs, sm.dtype)
+            if self.pz is not None:
+                self.scratch.add("z", xs, zm.dtype)
+        s = _const(self, 1)
+        self.s = None if s is None else self.ps.expand(np.asarray(s, F32))
+        self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z, np.int32))
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        t = v.get("t", ys[0])
+        if self.pz is not None:
+            z = self.z if self.z is not None else self.pz.expand(xs[2], v.get("z"))
+            np.subtract(xs[0], z, out=t, dtype=F32)
+        else:
+            np.copyto(t, xs[0], casting="unsafe")
+        s = self.s if self.s is not None else self.ps.expand(xs[1], v.get("s"))
+        np.multiply(t, s, out=t, dtype=F32)
+        if t is not ys[0]:
+            np.copyto(ys[0], t, casting="unsafe")
+
+
+@register("DynamicQuantizeLinear", since=11)
+class DynamicQuantizeLinear(SpatialKernel):
+    """uint8 quantization with scale and zero point from the data range (including 0), as onnxruntime:
+    scale = (max - min) / 255 (1 when max == min), zero_point = round(saturate(-min / scale))."""
+
+    def prepare(self):
+        xm = _meta(self, 0, "x")
+        if xm.dtype != np.float32:
+            raise self.fail(f"x has type {xm.dtype}, float32 expected")
+        xs = tuple(xm.shape)
+        self.out_metas = [Meta(np.dtype(np.uint8), xs), Meta(F32, ()), Meta(np.dtype(np.uint8), ())]
+        self.scratch = Scratch()
+        self.scratch.add("t", xs, F32)
+
+    def run(self, xs, ys, ws):
+        t = self.views(ws)["t"]
+        x = xs[0]
+        f = np.float32
+        lo = min(f(x.min()), f(0)) if x.size else f(0)
+        hi = max(f(x.max()), f(0)) if x.size else f(0)
+        scale = f(1) if hi == lo else f((hi - lo) / f(255))
+        zp = np.rint(np.clip(f(0) - lo / scale, f(0), f(255)))
+        np.divide(x, scale, out=t)
+        np.rint(t, out=t)
+        np.add(t, zp, out=t)
+        saturate_cast(t, ys[0], 0, 255)
+        ys[1][...] = scale
+        ys[2][...] = zp
+
+
+# -- integer products ---------------------------------------------------------------------------------
+
+def _centered(k, i: int, what: str, zp_index: int, zp_shape_ok, per) -> tuple:
+    """Meta, zero point meta and broadcast shape for an 8-bit operand."""
+    m = _meta(k, i, what)
+    if m.dtype not in (np.uint8, np.int8):
+        raise k.fail(f"{what} has type {m.dtype}; uint8 or int8 expected")
+    zm = _meta(k, zp_index, "")
+    if zm is not None:
+        if zm.dtype != m.dtype:
+            raise k.fail(f"the zero point of {what} has type {zm.dtype}, {what} has {m.dtype}")
+        if math.prod(zm.shape) != 1 and not zp_shape_ok(tuple(zm.shape)):
+            raise k.fail(f"the zero point of {what} has shape {tuple(zm.shape)}: a scalar or {per} expected")
+    return m, zm
+
+
+class _IntegerMatMul(SpatialKernel):
+    """(A - a_zp) @ (B - b_zp) as a float64 GEMM, numpy matmul broadcasting; subclasses requantize."""
+    A, AZ, B, BZ = 0, 2, 1, 3
+
+    def prepare_matmul(self):
+        am, azm = _centered(self, self.A, "A", self.AZ, lambda s: len(s) == 1 and s[0] == self._m(), "one per row of A")
+        bm, bzm = _centered(self, self.B, "B", self.BZ, lambda s: len(s) == 1 and s[0] == self._n(), "one per column of B")
+        ash, bsh = tuple(am.shape), tuple(bm.shape)
+        if not ash or not bsh:
+            raise self.fail(f"A {ash} and B {bsh} must have rank >= 1")
+        ka, kb = ash[-1], (bsh[0] if len(bsh) == 1 else bsh[-2])
+        if ka != kb:
+            raise self.fail(f"A {ash} and B {bsh}: inner dims {ka} and {kb} differ")
+        try:
+            batch = np.broadcast_shapes(ash[:-2], bsh[:-2])
+        except ValueError:
+            raise self.fail(f"the batch dims of A {ash} and B {bsh} do not broadcast") from None
+        out = tuple(batch) + ((ash[-2],) if len(ash) > 1 else ()) + ((bsh[-1],) if len(bsh) > 1 else ())
+        self.ash, self.bsh, self.out = ash, bsh, out
+        self.az_shape = (-1, 1) if azm is not None and math.prod(azm.shape) != 1 else ()
+        self.bz_shape = (-1,) if bzm is not None and math.prod(bzm.shape) != 1 else ()
+        self.has_az, self.has_bz = azm is not None, bzm is not None
+        self.scratch = Scratch()
+        self.scratch.add("a", ash, F64)
+        self.scratch.add("acc", out, F64)
+        b, bz = _const(self, self.B), _const(self, self.BZ)
+        if b is not None and (bzm is None or bz is not None):
+            self.b64 = self.center(b, bz, self.bz_shape, np.empty(bsh, F64))
+        else:
+            self.b64 = None
+            self.scratch.add("b", bsh, F64)
+
+    def _m(self):
+        m = self.inputs[self.A]
+        return m.shape[-2] if m is not None and len(m.shape) > 1 else -1
+
+    def _n(self):
+        m = self.inputs[self.B]
+        return m.shape[-1] if m is not None and len(m.shape) > 1 else -1
+
+    @staticmethod
+    def center(x, z, zshape, out) -> np.ndarray:
+        if z is None:
+            np.copyto(out, x, casting="unsafe")
+        else:
+            np.subtract(x, np.asarray(z).reshape(zshape), out=out, dtype=F64)
+        return out
+
+    def accumulate(self, xs, v) -> np.ndarray:
+        a = self.center(xs[self.A], xs[self.AZ] if self.has_az else None, self.az_shape, v["a"])
+        b = self.b64 if self.b64 is not None else \
+            self.center(xs[self.B], xs[self.BZ] if self.has_bz else None, self.bz_shape, v["b"])
+        acc = v["acc"]
+        np.matmul(a, b, out=acc)
+        return acc
+
+
+@register("MatMulInteger", since=10)
+class MatMulInteger(_IntegerMatMul):
+    def prepare(self):
+        self.prepare_matmul()
+        self.out_metas = [Meta(np.dtype(np.int32), self.out)]
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        xs = list(xs) + [None] * (4 - len(xs))
+        np.copyto(ys[0], self.accumulate(xs, v), casting="unsafe")
+
+
+class _Requantize:
+    """float32(acc) * multiplier, rounded half to even, + y_zero_point, saturated."""
+
+    def prepare_requant(self, k, scales: list[tuple[int, str]], yz: int, per_index: int, per_len: int, per_shape):
+        for i, what in scales:
+            m = _meta(k, i, what)
+            if m.dtype != np.float32:
+                raise k.fail(f"{what} has type {m.dtype}, float32 expected")
+        zm = _meta(k, yz, "y_zero_point")
+        if zm.dtype not in (np.uint8, np.int8):
+            raise k.fail(f"y_zero_point has type {zm.dtype}; uint8 or int8 expected")
+        if math.prod(zm.shape) != 1:
+            raise k.fail(f"y_zero_point has shape {tuple(zm.shape)}, a scalar expected")
+        for i, what in scales:
+            n = math.prod(_meta(k, i, what).shape)
+            if n != 1 and not (i == per_index and n == per_len):
+                raise k.fail(f"{what} has shape {tuple(_meta(k, i, what).shape)}: a scalar"
+                             + (f" or {per_len} values" if i == per_index else "") + " expected")
+        self.yz_dtype, self.yz_index = zm.dtype, yz
+        self.lo, self.hi = QRANGE[zm.dtype]
+        self.scale_idx = [i for i, _ in scales]
+        self.per_shape = per_shape
+        c = [_const(k, i) for i in self.scale_idx]
+        self.mult = None if any(v is None for v in c) else self.multiplier(*c)
+        self.yz = _const(k, yz)
+
+    def multiplier(self, s0, s1, sy) -> np.ndarray:
+        s0, s1, sy = (np.asarray(s, F32) for s in (s0, s1, sy))
+        m = (s0.reshape(-1) * s1.reshape(-1)) / sy.reshape(-1)
+        return m.reshape(self.per_shape) if m.size > 1 else m.reshape(())
+
+    def requantize(self, xs, acc, t, y) -> None:
+        mult = self.mult if self.mult is not None else self.multiplier(*(xs[i] for i in self.scale_idx))
+        np.copyto(t, acc, casting="unsafe")
+        np.multiply(t, mult, out=t)
+        np.rint(t, out=t)
+        np.add(t, np.asarray(xs[self.yz_index] if self.yz is None else self.yz, F32).reshape(()), out=t)
+        saturate_cast(t, y, self.lo, self.hi)
+
+
+@register("QLinearMatMul", since=10)
+class QLinearMatMul(_IntegerMatMul, _Requantize):
+    """a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point."""
+    A, AZ, B, BZ = 0, 2, 3, 5
+
+    def prepare(self):
+        self.prepare_matmul()
+        n = self.bsh[-1] if len(self.bsh) > 1 else 1
+        self.prepare_requant(self, [(1, "a_scale"), (4, "b_scale"), (6, "y_scale")], 7, 4, n, (-1,))
+        self.out_metas = [Meta(self.yz_dtype, self.out)]
+        self.scratch.add("t", self.out, F32)
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        self.requantize(xs, self.accumulate(xs, v), v["t"], ys[0])
+
+
+# -- ConvInteger, QLinearConv ---------------------------------------------------------------------------
+
+class _IntegerConv(SpatialKernel):
+    """conv(x - x_zp, w - w_zp) by ge's Conv kernel in float64 (exact), bias added exactly."""
+    X, XZ, W, WZ, BIAS = 0, 2, 1, 3, None
+
+    def prepare_conv(self):
+        xm, xzm = _centered(self, self.X, "x", self.XZ, lambda s: False, "")
+        wm, wzm = _centered(self, self.W, "w", self.WZ, lambda s: len(s) == 1 and s[0] == self._oc(), "one per output channel")
+        if len(xm.shape) < 3 or len(wm.shape) != len(xm.shape):
+            raise self.fail(f"x {tuple(xm.shape)} and w {tuple(wm.shape)} must have one rank >= 3")
+        oc = wm.shape[0]
+        self.has_xz, self.has_wz = xzm is not None, wzm is not None
+        self.wz_shape = (-1,) + (1,) * (len(wm.shape) - 1) if wzm is not None and math.prod(wzm.shape) != 1 else ()
+        w, wz = _const(self, self.W), _const(self, self.WZ)
+        self.w64 = None
+        if w is not None and (wzm is None or wz is not None):
+            self.w64 = _IntegerMatMul.center(w, wz, self.wz_shape, np.empty(wm.shape, F64))
+        bias = None
+        if self.BIAS is not None:
+            bm = _meta(self, self.BIAS, "")
+            if bm is not None:
+                if bm.dtype != np.int32 or tuple(bm.shape) != (oc,):
+                    raise self.fail(f"B has type {bm.dtype} and shape {tuple(bm.shape)}; int32 ({oc},) expected")
+                bias = Meta(F64, (oc,))
+        self.has_bias = bias is not None
+        b = _const(self, self.BIAS) if self.has_bias else None
+        self.b64 = None if b is None else np.asarray(b).astype(F64)
+        conv_cls = lookup("Conv", opset=11)
+        metas = [Meta(F64, tuple(xm.shape)), Meta(F64, tuple(wm.shape))] + ([bias] if bias else [])
+        consts = [None, self.w64] + ([self.b64] if bias else [])
+        attrs = {k: v for k, v in self.attrs.items()
+                 if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+        self.conv = conv_cls(attrs, metas, consts, opset=11, name=self.name)
+        out = self.conv.infer()[0]
+        self.out = tuple(out.shape)
+        self.scratch = Scratch()
+        self.scratch.add("x", xm.shape, F64)
+        self.scratch.add("acc", self.out, F64)
+        if self.w64 is None:
+            self.scratch.add("w", wm.shape, F64)
+        if self.has_bias and b is None:
+            self.scratch.add("b", (oc,), F64)
+        self.scratch.add("conv", (max(self.conv.workspace_nbytes(), 1),), np.uint8)
+
+    def _oc(self):
+        m = self.inputs[self.W]
+        return m.shape[0] if m is not None and m.shape else -1
+
+    def accumulate(self, xs, v) -> np.ndarray:
+        x = _IntegerMatMul.center(xs[self.X], xs[self.XZ] if self.has_xz else None, (), v["x"])
+        w = self.w64 if self.w64 is not None else \
+            _IntegerMatMul.center(xs[self.W], xs[self.WZ] if self.has_wz else None, self.wz_shape, v["w"])
+        args = [x, w]
+        if self.has_bias:
+            b = self.b64
+            if b is None:
+                b = v["b"]
+                np.copyto(b, xs[self.BIAS])
+            args.append(b)
+        acc = v["acc"]
+        self.conv.run(args, [acc], v["conv"][:self.conv.workspace_nbytes()] if self.conv.workspace_nbytes() else None)
+        return acc
+
+
+@register("ConvInteger", since=10)
+class ConvInteger(_IntegerConv):
+    """x, w, x_zero_point, w_zero_point -> int32."""
+
+    def prepare(self):
+        self.prepare_conv()
+        self.out_metas = [Meta(np.dtype(np.int32), self.out)]
+
+    def run(self, xs, ys, ws):
+        xs = list(xs) + [None] * (4 - len(xs))
+        np.copyto(ys[0], self.accumulate(xs, self.views(ws)), casting="unsafe")
+
+
+@register("QLinearConv", since=10)
+class QLinearConv(_IntegerConv, _Requantize):
+    """x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B (int32)."""
+    X, XZ, W, WZ, BIAS = 0, 2, 3, 5, 8
+
+    def prepare(self):
+        self.prepare_conv()
+        oc = self.out[1]
+        self.prepare_requant(self, [(1, "x_scale"), (4, "w_scale"), (6, "y_scale")], 7, 4, oc,
+                             (-1,) + (1,) * (len(self.out) - 2))
+        self.out_metas = [Meta(self.yz_dtype, self.out)]
+        self.scratch.add("t", self.out, F32)
+
+    def run(self, xs, ys, ws):
+        xs = list(xs) + [None] * (9 - len(xs))
+        v = self.views(ws)
+        self.requantize(xs, self.accumulate(xs, v), v["t"], ys[0])
