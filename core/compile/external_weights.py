@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import GeError, GraphError
-from ..ge_model import FILE_CONSTANT, WEIGHT_ID, Allocation, Arg, GeModel, WeightDesc
+from ..ge_model import FILE_CONSTANT, WEIGHT_ID, Allocation, Arg, GeModel
 from ..weight_files import (COMBINED, COMBINED_ALIGNMENT, INDIVIDUAL, INLINE, INLINE_LIMIT, MODES, combined_name,
                             individual_name)
 from .arena import align
@@ -38,46 +38,65 @@ def externalize(model: GeModel, mode: int) -> tuple[GeModel, list[WeightFilePlan
     if mode == INLINE:
         return model, []
     data = memoryview(model.weight_data).cast("B") if len(model.weight_data) else memoryview(b"")
-    outside = [w for w in model.weights if w.nbytes >= INLINE_LIMIT]
-    if not outside:
-        return dataclasses.replace(model, attrs=dict(model.attrs, external_weight=mode)), []
+    files = _place([w for w in model.weights if w.nbytes >= INLINE_LIMIT], data, mode, model.name,
+                   first_id=len(model.allocations))
 
-    first_file_id = len(model.allocations)
-    files: dict[str, list] = {}  # file name -> [allocation id, size, {sha: offset}, pieces]
-    placed: dict[str, tuple[str, int, str]] = {}  # weight name -> (file, offset, sha256)
-    for w in outside:
-        raw = data[w.offset:w.offset + w.nbytes]
-        sha = hashlib.sha256(raw).hexdigest()
-        name = individual_name(sha) if mode == INDIVIDUAL else combined_name(model.name)
-        f = files.setdefault(name, [first_file_id + len(files), 0, {}, []])
-        if sha not in f[2]:  # identical weights share one copy (file in mode 1, slot in mode 2)
-            offset = align(f[1], COMBINED_ALIGNMENT) if mode == COMBINED else 0
-            f[2][sha] = offset
-            f[3].append((offset, sha, raw))
-            f[1] = offset + w.nbytes
-        placed[w.name] = (name, f[2][sha], sha)
-
-    # the inline blob keeps only the small constants, packed again
-    blob = bytearray()
-    weights, moved = [], {}  # moved: (old offset, nbytes) -> (allocation, offset)
+    home = {name: f for f in files.values() for name in f.weights}
+    blob = bytearray()  # the inline blob keeps only the small constants, packed again
+    weights, moved = [], {}  # moved: (old offset, nbytes) -> (allocation, new offset)
     for w in model.weights:
-        if w.name in placed:
-            name, offset, sha = placed[w.name]
-            alloc = files[name][0]
-            weights.append(dataclasses.replace(w, offset=offset, file=name, file_offset=offset, sha256=sha,
-                                               allocation=alloc))
+        f = home.get(w.name)
+        if f is not None:
+            offset, sha = f.weights[w.name]
+            weights.append(dataclasses.replace(w, offset=offset, file=f.name, file_offset=offset, sha256=sha,
+                                               allocation=f.allocation))
+            moved[(w.offset, w.nbytes)] = (f.allocation, offset)
         else:
             offset = align(len(blob))
             blob.extend(bytes(offset - len(blob)))
             blob.extend(data[w.offset:w.offset + w.nbytes])
-            alloc = WEIGHT_ID
             weights.append(dataclasses.replace(w, offset=offset))
-        moved[(w.offset, w.nbytes)] = (alloc, offset)
+            moved[(w.offset, w.nbytes)] = (WEIGHT_ID, offset)
     blob.extend(bytes(align(len(blob)) - len(blob)))
 
     allocations = [dataclasses.replace(model.allocations[WEIGHT_ID], size=len(blob)), *model.allocations[1:]]
-    allocations += [Allocation(alloc, FILE_CONSTANT, size, file=name) for name, (alloc, size, _, _) in files.items()]
+    allocations += [Allocation(f.allocation, FILE_CONSTANT, f.nbytes, file=f.name) for f in files.values()]
+    plans = [WeightFilePlan(f.name, f.nbytes, tuple(f.pieces)) for f in files.values()]
+    attrs = dict(model.attrs, weight_size=len(blob), external_weight=mode,
+                 external_weight_bytes=sum(p.nbytes for p in plans))
+    return dataclasses.replace(model, allocations=allocations, tasks=_remap_tasks(model.tasks, moved),
+                               tensors=_remap_tensors(model.tensors, moved), weights=weights,
+                               weight_data=bytes(blob), attrs=attrs), plans
 
+
+@dataclass
+class _File:
+    name: str
+    allocation: int
+    nbytes: int = 0
+    slots: dict = field(default_factory=dict)  # sha256 -> offset: identical weights share one copy
+    weights: dict = field(default_factory=dict)  # weight name -> (offset, sha256)
+    pieces: list = field(default_factory=list)  # (offset, sha256, bytes) per slot
+
+
+def _place(outside: list, data: memoryview, mode: int, model_name: str, first_id: int) -> dict[str, _File]:
+    """Files and offsets: mode 1 a file per distinct weight, mode 2 one file of 512-byte slots."""
+    files: dict[str, _File] = {}
+    for w in outside:
+        raw = data[w.offset:w.offset + w.nbytes]
+        sha = hashlib.sha256(raw).hexdigest()
+        name = individual_name(sha) if mode == INDIVIDUAL else combined_name(model_name)
+        f = files.setdefault(name, _File(name, first_id + len(files)))
+        if sha not in f.slots:
+            offset = align(f.nbytes, COMBINED_ALIGNMENT) if mode == COMBINED else 0
+            f.slots[sha] = offset
+            f.pieces.append((offset, sha, raw))
+            f.nbytes = offset + w.nbytes
+        f.weights[w.name] = (f.slots[sha], sha)
+    return files
+
+
+def _remap_tasks(tasks: list, moved: dict) -> list:
     def remap(a: Arg | None, where: str) -> Arg | None:
         if a is None or a.allocation != WEIGHT_ID:
             return a
@@ -87,20 +106,17 @@ def externalize(model: GeModel, mode: int) -> tuple[GeModel, list[WeightFilePlan
         alloc, offset = moved[key]
         return dataclasses.replace(a, allocation=alloc, offset=offset)
 
-    tasks = [dataclasses.replace(t, inputs=tuple(remap(a, f"node '{t.node}'") for a in t.inputs),
-                                 outputs=tuple(remap(a, f"node '{t.node}'") for a in t.outputs))
-             for t in model.tasks]
-    tensors = []
-    for t in model.tensors:
-        if t.allocation == WEIGHT_ID:
-            alloc, offset = moved.get((t.offset, t.nbytes), (None, None))
-            if alloc is None:
-                raise GraphError(f"tensor '{t.name}' at WEIGHT offset {t.offset} is not a weight")
-            t = dataclasses.replace(t, allocation=alloc, offset=offset)
-        tensors.append(t)
+    return [dataclasses.replace(t, inputs=tuple(remap(a, f"node '{t.node}'") for a in t.inputs),
+                                outputs=tuple(remap(a, f"node '{t.node}'") for a in t.outputs)) for t in tasks]
 
-    plans = [WeightFilePlan(name, size, tuple(pieces)) for name, (_, size, _, pieces) in files.items()]
-    attrs = dict(model.attrs, weight_size=len(blob), external_weight=mode,
-                 external_weight_bytes=sum(p.nbytes for p in plans))
-    return dataclasses.replace(model, allocations=allocations, tasks=tasks, tensors=tensors, weights=weights,
-                               weight_data=bytes(blob), attrs=attrs), plans
+
+def _remap_tensors(tensors: list, moved: dict) -> list:
+    out = []
+    for t in tensors:
+        if t.allocation == WEIGHT_ID:
+            if (t.offset, t.nbytes) not in moved:
+                raise GraphError(f"tensor '{t.name}' at WEIGHT offset {t.offset} is not a weight")
+            alloc, offset = moved[(t.offset, t.nbytes)]
+            t = dataclasses.replace(t, allocation=alloc, offset=offset)
+        out.append(t)
+    return out
