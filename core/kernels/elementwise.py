@@ -14,8 +14,7 @@ Conventions of the family:
 """
 from __future__ import annotations
 
-import math
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -471,128 +470,6 @@ class ThresholdedRelu(FloatUnary):
         np.greater(x, self.c(self.alpha), out=above)
         np.copyto(y, self.c(0))
         np.copyto(y, x, where=above)
-
-
-# ----------------------------------------------------------------------------------------------
-# erf and gelu
-# ----------------------------------------------------------------------------------------------
-class _ErfCoefs(NamedTuple):
-    split: float   # |x| < split: x * P(x^2); above: 1 - exp(-x^2) * Q(2 / (2 + |x|))
-    top: float     # |x| >= top: erf is 1 in this precision
-    small: tuple   # P, lowest degree first
-    large: tuple   # Q (erfcx), lowest degree first
-
-
-# Least-squares Chebyshev fits (relative error) against math.erf / math.erfc, in monomial form.
-# Max error on a dense grid: float32 ~1.0e-7 absolute (under 1 ulp of 1.0), float64 ~9e-16.
-_ERF_F32 = _ErfCoefs(split=1.0, top=4.0,
-    small=(1.1283791211856542, -0.37612319818442197, 0.11280130624170323, -0.026709955243486135,
-           0.004916026606412127, -0.0005625398990096682),
-    large=(-0.00015454313831042565, 0.28491700461736424, 0.2596667493378016, 0.347843537312342,
-           -0.10361761363347632, 0.5631667518222812, -0.47104973904955433, 0.11928059268073357))
-_ERF_F64 = _ErfCoefs(split=0.8, top=6.0,
-    small=(1.1283791670955126, -0.3761263890319252, 0.11283791671474447, -0.026866170751113437,
-           0.005223978698736417, -0.0008548389156709437, 0.00012057518667177713, -1.4973058136127264e-05,
-           1.7077813747515539e-06, -2.0681879210693342e-07, 2.6225428375350738e-08),
-    large=(1.906277904972775e-08, 0.28209426954322137, 0.2820995011829853, 0.24684404664961304,
-           0.17562648704306297, 0.09174865491620382, -0.06070179209037672, 0.22112958072724956,
-           -1.0722905129476183, 2.839997798173423, -6.038348423724492, 9.994336800490267,
-           -12.152188808643434, 10.634107711409003, -6.57717582706245, 2.755684968989676,
-           -0.7075715954356578, 0.08460778862775235))
-
-ERF_TEMPS, ERF_MASKS = 3, 1
-
-
-def _horner(coefs, v, out, c):
-    np.multiply(v, c(coefs[-1]), out=out)
-    for k in coefs[-2:0:-1]:
-        np.add(out, c(k), out=out)
-        np.multiply(out, v, out=out)
-    np.add(out, c(coefs[0]), out=out)
-
-
-def erf_into(x, y, t0, t1, t2, large, sign=None):
-    """y = erf(x), vectorized, for float32 or float64 arrays. t0..t2 are scratch arrays of y's
-    dtype and shape, `large` a bool one. x may be y itself if `sign` (an array with x's signs)
-    is given. Both branches are evaluated everywhere (clamped to their ranges) and blended
-    arithmetically: masked ufuncs (where=) are several times slower than the whole formula."""
-    c = y.dtype.type
-    k = _ERF_F64 if y.dtype == np.float64 else _ERF_F32
-    if sign is None:
-        if np.shares_memory(x, y):
-            raise ValueError("erf_into: x aliases y, pass sign=")
-        sign = x
-    np.absolute(x, out=t0)                     # x is not read again
-    np.greater_equal(t0, c(k.split), out=large)
-    np.clip(t0, c(k.split), c(k.top), out=t1)  # |x| for the large branch
-    np.minimum(t0, c(k.split), out=t0)         # |x| for the small branch (NaN stays NaN)
-    np.multiply(t0, t0, out=t2)
-    _horner(k.small, t2, y, c)
-    np.multiply(y, t0, out=y)                  # small branch: |x| P(x^2)
-    np.add(t1, c(2), out=t2)
-    np.divide(c(2), t2, out=t2)
-    _horner(k.large, t2, t0, c)                # erfcx(|x|)
-    np.multiply(t1, t1, out=t1)
-    np.negative(t1, out=t1)
-    np.exp(t1, out=t1)
-    np.multiply(t0, t1, out=t0)                # erfc(|x|)
-    np.subtract(c(1), t0, out=t0)              # large branch
-    # y += large * (large branch - small branch): exact, both are finite and, where large is
-    # set, the small branch is erf(split) and the difference exact (Sterbenz)
-    np.subtract(t0, y, out=t0)
-    np.multiply(t0, large, out=t0)
-    np.add(y, t0, out=y)
-    np.copysign(y, sign, out=y)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """erf of any float array (allocating; float16 is evaluated in float32)."""
-    x = np.asarray(x)
-    work = working_dtype(x.dtype)
-    xw = x.astype(work)
-    y = np.empty_like(xw)
-    with np.errstate(all="ignore"):
-        erf_into(xw, y, *(np.empty_like(xw) for _ in range(ERF_TEMPS)),
-                 *(np.empty(x.shape, np.bool_) for _ in range(ERF_MASKS)), sign=xw)
-    return y.astype(x.dtype) if x.dtype.kind == "f" else y
-
-
-@register("Erf")
-class Erf(FloatUnary):
-    types = NUMERIC
-    temps, masks = ERF_TEMPS, ERF_MASKS
-
-    def formula(self, x, y, *scratch):
-        erf_into(x, y, *scratch)
-
-
-@register("Gelu", since=20)
-class Gelu(FloatUnary):
-    def setup(self):
-        self.approximate = str_attr(self, "approximate", "none")
-        if self.approximate not in ("none", "tanh"):
-            raise self.fail(f"attribute approximate must be 'none' or 'tanh', got {self.approximate!r}")
-        if self.approximate == "none":
-            self.temps, self.masks = ERF_TEMPS, ERF_MASKS
-        super().setup()
-
-    def formula(self, x, y, *scratch):
-        c = self.c
-        if self.approximate == "tanh":
-            # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-            np.multiply(x, x, out=y)
-            np.multiply(y, c(0.044715), out=y)
-            np.add(y, c(1), out=y)
-            np.multiply(y, x, out=y)
-            np.multiply(y, c(math.sqrt(2 / math.pi)), out=y)
-            np.tanh(y, out=y)
-        else:
-            # 0.5 x (1 + erf(x / sqrt(2)))
-            np.multiply(x, c(1 / math.sqrt(2)), out=y)
-            erf_into(y, y, *scratch, sign=x)
-        np.add(y, c(1), out=y)
-        np.multiply(y, x, out=y)
-        np.multiply(y, c(0.5), out=y)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -209,7 +209,7 @@ def test_sigmoid_is_stable_in_the_tails(dtype):
 
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_erf_dense_grid(dtype):
-    from ge.core.kernels.elementwise import erf
+    from ge.core.kernels.erf import erf
     x = np.concatenate([np.linspace(-7, 7, 300001), np.logspace(-30, 1, 4001), -np.logspace(-30, 1, 4001)]).astype(dtype)
     ref = np.array([math.erf(float(v)) for v in x])
     got = erf(x)
@@ -244,8 +244,7 @@ def test_erf_of_integers(dtype):
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_float_formulas_across_blocks(check_op, op, opset, dtype):
     """More elements than one scratch block, and not a multiple of it."""
-    from ge.core.kernels.elementwise import FloatUnary
-    x = randn((3, FloatUnary.CHUNK // 2 + 7), dtype)
+    x = randn((3, lookup(op, opset=opset).CHUNK // 2 + 7), dtype)
     check_op(op, {"x": x}, opset=opset, **(tol(dtype) if dtype == F16 else dict(rtol=1e-5, atol=2e-6)))
 
 
@@ -279,6 +278,30 @@ def test_gelu_needs_opset_20():
     from ge.core.errors import UnsupportedOpError
     with pytest.raises(UnsupportedOpError, match="at opset 17"):
         lookup("Gelu", opset=17)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, F16])
+def test_fused_gelu_at_any_opset(dtype):
+    """ge's domain has the Gelu that passes.fuse_gelu puts in place of the exported erf formula."""
+    from ge.core.kernels.fused import GE_DOMAIN
+    x = _data("wide", (4, 300), dtype)
+    fused = lookup("Gelu", GE_DOMAIN, 1)({}, [Meta(x.dtype, x.shape)], [None], opset=1)
+    want = lookup("Gelu", opset=20)({}, [Meta(x.dtype, x.shape)], [None], opset=20).compute(x)[0]
+    np.testing.assert_array_equal(fused.compute(x)[0], want)
+
+
+def test_gelu_float32_dense_grid():
+    """Within 4e-7 of 0.5 x (1 + erf(x / sqrt 2)), relative above 1 (a rounding or two of the
+    result); x itself beyond 5.7 (up to the float max: no overflow); signed zeros and NaN."""
+    x = np.concatenate([np.linspace(-9, 9, 360001), np.logspace(-30, 38.5, 2001)]).astype(F32)
+    (y,) = run_planned("Gelu", [x], opset=20)
+    ref = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(F64)])
+    assert (np.abs(y - ref) / np.maximum(np.abs(ref), 1)).max() < 4e-7
+    small = (np.abs(x) < 1e-3) & (x != 0)
+    assert (np.abs(y - ref)[small] / np.abs(ref[small])).max() < 2e-7
+    assert np.array_equal(y[x > 5.7], x[x > 5.7])
+    (s,) = run_planned("Gelu", [np.array([0.0, -0.0, np.nan, np.inf], F32)], opset=20)
+    assert list(s[[0, 1, 3]]) == [0, 0, np.inf] and np.isnan(s[2]) and np.signbit(s[1])
 
 
 def test_float_ops_reject_ints():

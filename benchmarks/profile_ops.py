@@ -1,0 +1,93 @@
+"""Per-op profile of a compiled sample on the cpu device: time per task, summed by op type.
+
+    python benchmarks/profile_ops.py [--model bert_style] [--input_shape "input_ids:1,128;attention_mask:1,128"]
+                                     [--runs 50] [--tasks 10]
+
+Walks the sunk task list itself, in order (so caches see what a real execution sees), timing
+each task's kernel and epilogue; prints, per op type (fused epilogues as "MatMul+Add"), the
+calls, the median total ms per execution and its share, then the slowest single tasks. The sum
+is a little above one execution's latency (the timer's own cost per task).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+
+from ge.cli import api
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from samples_vs_onnxruntime import feeds_for, load_samples  # noqa: E402
+
+DEFAULT_SHAPES = {"bert_style": "input_ids:1,128;attention_mask:1,128"}
+
+
+def label(task) -> str:
+    p = task.plan
+    steps = [k.op_type for k, _ in p.epilogue.steps] if p.epilogue is not None else []
+    return "+".join([p.kernel.op_type] + steps)
+
+
+def profile(ctx, runs: int) -> list[list[float]]:
+    """Seconds per task per run, running the whole task list in order each run."""
+    handle, clock = ctx.handle, time.perf_counter
+    times = [[] for _ in handle]
+    with np.errstate(all="ignore"):
+        for _ in range(runs + 1):  # the first run warms up
+            for t, task in enumerate(handle):
+                t0 = clock()
+                task.run()
+                times[t].append(clock() - t0)
+    return [ts[1:] for ts in times]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="bert_style")
+    parser.add_argument("--input_shape", default=None)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=10, help="how many of the slowest tasks to list")
+    args = parser.parse_args()
+    model = getattr(load_samples(), args.model)()
+    spec = args.input_shape if args.input_shape is not None else DEFAULT_SHAPES.get(args.model, "")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, f"{args.model}.onnx")
+        onnx.save(model, path)
+        result = api.atc(path, os.path.join(tmp, args.model), input_shape=spec or None)
+        model_id = api.load_from_file(result.om_path, "cpu")
+        loaded = api.model(model_id)
+        shapes = {d.name: list(d.shape) for d in loaded.inputs}
+        feeds = feeds_for(model, shapes)
+        ctx = loaded.default_context
+        ctx.execute([feeds[d.name] for d in loaded.inputs])  # binds inputs, refreshes the views
+        times = profile(ctx, args.runs)
+        api.unload(model_id)
+    per_run = [sum(ts[r] for ts in times) for r in range(args.runs)]
+    by_op: dict[str, list] = collections.defaultdict(lambda: [0, np.zeros(args.runs)])
+    labels = [label(t) for t in ctx.handle]
+    for lab, ts in zip(labels, times):
+        by_op[lab][0] += 1
+        by_op[lab][1] += ts
+    total = statistics.median(per_run) * 1e3
+    print(f"{args.model} ({spec or 'declared shapes'}): {len(times)} tasks, {total:.2f} ms per execution (sum of tasks)")
+    print(f"{'op':<28}{'calls':>6}{'ms':>9}{'share':>8}{'us/call':>10}")
+    rows = sorted(((lab, n, float(np.median(acc)) * 1e3) for lab, (n, acc) in by_op.items()), key=lambda r: -r[2])
+    for lab, n, ms in rows:
+        print(f"{lab:<28}{n:>6}{ms:>9.3f}{ms / total:>8.1%}{ms / n * 1e3:>10.1f}")
+    print(f"\nslowest tasks (median us):")
+    slow = sorted(((statistics.median(ts) * 1e6, lab, t.plan.name) for ts, lab, t in zip(times, labels, ctx.handle)),
+                  reverse=True)[:args.tasks]
+    for us, lab, name in slow:
+        print(f"{us:>9.1f}  {lab:<20} {name}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Pattern matching for the fusion passes: who produces and reads a tensor, scalar constants, and
+replacing a matched group of nodes by one node in graph order."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ..kernels.fused import GE_DOMAIN
+
+
+class Matcher:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.producers = graph.producers()
+        self.consumers = graph.consumers()
+        self._removed: set[int] = set()
+        self._placed: dict[int, Node] = {}  # id(last node of a group) -> its replacement
+
+    # -- queries -------------------------------------------------------------------------------
+    def removed(self, node: Node) -> bool:
+        return id(node) in self._removed
+
+    def internal(self, name: str) -> bool:
+        """A tensor that can disappear into a fusion: not a graph output, not an initializer."""
+        return bool(name) and name not in self.graph.outputs and name not in self.graph.initializers
+
+    def sole_consumer(self, node: Node) -> Node | None:
+        """The only node reading node's only output (which is not a graph output)."""
+        outs = [o for o in node.outputs if o]
+        if len(outs) != 1 or len(node.outputs) != 1 or not self.internal(outs[0]):
+            return None
+        users = self.consumers.get(outs[0], [])
+        if len(users) != 1 or self.removed(users[0]):
+            return None
+        return users[0]
+
+    def sole_producer(self, name: str, reader: Node) -> Node | None:
+        """The producer of `name` when `reader` is the only node reading it (and it is no graph output)."""
+        if not self.internal(name):
+            return None
+        users = self.consumers.get(name, [])
+        prod = self.producers.get(name)
+        if len(users) != 1 or users[0] is not reader or prod is None or self.removed(prod) or prod.domain != "":
+            return None
+        if len([o for o in prod.outputs if o]) != 1 or len(prod.outputs) != 1:
+            return None
+        return prod
+
+    def scalar_value(self, name: str | None) -> float | None:
+        a = self.graph.initializers.get(name) if name else None
+        if a is None or a.size != 1 or a.dtype.kind != "f":
+            return None
+        return float(a.reshape(-1)[0])
+
+    def other_input(self, node: Node, name: str) -> str | None:
+        """The other input of a two-input node that reads `name` once, else None."""
+        if len(node.inputs) != 2 or node.inputs.count(name) != 1:
+            return None
+        return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+    def scalar_operand(self, node: Node, name: str, value: float) -> bool:
+        """node is op(name, c) or op(c, name) with the scalar constant c == value."""
+        return self.scalar_value(self.other_input(node, name)) == value
+
+    def is_float(self, name: str) -> bool:
+        v = self.graph.values.get(name)
+        dtype = self.graph.initializers[name].dtype if name in self.graph.initializers else (v.dtype if v else None)
+        return dtype is not None and np.dtype(dtype).kind == "f"
+
+    def meta(self, name: str):
+        if name in self.graph.initializers:
+            a = self.graph.initializers[name]
+            return a.dtype, tuple(a.shape)
+        v = self.graph.values.get(name)
+        return (None, None) if v is None or not v.is_static else (np.dtype(v.dtype), tuple(v.shape))
+
+    # -- rewriting -----------------------------------------------------------------------------
+    def replace(self, group: list[Node], node: Node) -> None:
+        """`node` takes the place of `group` (in graph order: at the group's last node)."""
+        order = {id(n): i for i, n in enumerate(self.graph.nodes)}
+        last = max(group, key=lambda n: order[id(n)])
+        for n in group:
+            self._removed.add(id(n))
+        self._placed[id(last)] = node
+        for o in node.outputs:
+            self.producers[o] = node
+        for i in node.inputs:
+            users = self.consumers.setdefault(i, [])
+            users[:] = [u for u in users if id(u) not in self._removed] + [node]
+
+    def commit(self) -> int:
+        """Apply the replacements; drop the tensors only the removed nodes produced. Returns how many."""
+        g = self.graph
+        if not self._placed:
+            return 0
+        kept = set()
+        nodes = []
+        for n in g.nodes:
+            if id(n) in self._placed:
+                nodes.append(self._placed[id(n)])
+            elif id(n) not in self._removed:
+                nodes.append(n)
+        for n in nodes:
+            kept.update(n.inputs)
+            kept.update(n.outputs)
+        for n in g.nodes:
+            if id(n) in self._removed:
+                for o in n.outputs:
+                    if o and o not in kept and o not in g.outputs:
+                        g.values.pop(o, None)
+        g.nodes = nodes
+        g.opset.setdefault(GE_DOMAIN, g.opset.get("", 17))  # see kernels/fused.py
+        n = len(self._placed)
+        self._placed.clear()
+        self._removed.clear()
+        return n

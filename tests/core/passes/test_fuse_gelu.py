@@ -1,0 +1,85 @@
+import math
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from ge.core.kernels.fused import GE_DOMAIN
+from ge.core.passes import fuse_gelu, infer_shapes, optimize
+
+F = TensorProto.FLOAT
+rng = np.random.default_rng(3)
+C = {"sqrt2": np.array(math.sqrt(2), np.float32), "isqrt2": np.array(1 / math.sqrt(2), np.float32),
+     "one": np.array(1, np.float32), "half": np.array(0.5, np.float32)}
+
+
+def mk(op, ins, out):
+    return helper.make_node(op, ins, [out])
+
+
+# the exported orderings: (name, nodes producing "y" from "x")
+PATTERNS = [
+    ("torch: (x * s) * 0.5", [mk("Div", ["x", "sqrt2"], "u"), mk("Erf", ["u"], "e"), mk("Add", ["e", "one"], "s"),
+                              mk("Mul", ["x", "s"], "p"), mk("Mul", ["p", "half"], "y")]),
+    ("mul by 1/sqrt2, (0.5 * s) * x", [mk("Mul", ["isqrt2", "x"], "u"), mk("Erf", ["u"], "e"),
+                                       mk("Add", ["one", "e"], "s"), mk("Mul", ["half", "s"], "p"),
+                                       mk("Mul", ["x", "p"], "y")]),
+    ("(x * 0.5) * s", [mk("Mul", ["x", "half"], "h"), mk("Div", ["x", "sqrt2"], "u"), mk("Erf", ["u"], "e"),
+                       mk("Add", ["e", "one"], "s"), mk("Mul", ["h", "s"], "y")]),
+]
+
+
+def _model(make_model, nodes, outputs=("y",), opset=13):
+    # x comes out of a Relu-free producer (an Add) so that it is an intermediate tensor, as in BERT
+    pre = [helper.make_node("Add", ["a", "b"], ["x"])]
+    return make_model(pre + nodes, {"a": (F, [2, 8, 16]), "b": (F, [16])}, list(outputs), C, opset=opset)
+
+
+@pytest.mark.parametrize("name,nodes", PATTERNS, ids=[p[0] for p in PATTERNS])
+def test_patterns_become_one_gelu(make_model, load, run_ort, run_ge, name, nodes):
+    model = _model(make_model, nodes)
+    g = infer_shapes(load(model))
+    stats = {}
+    fuse_gelu(g, stats=stats)
+    assert stats["fused"] == 1
+    assert [(n.op_type, n.domain) for n in g.nodes] == [("Add", ""), ("Gelu", GE_DOMAIN)]
+    gelu = g.nodes[1]
+    assert gelu.inputs == ["x"] and gelu.outputs == ["y"]
+    assert not {"u", "e", "s", "p", "h"} & set(g.values)
+    assert g.opset[GE_DOMAIN] == g.opset[""]
+    feeds = {"a": (rng.standard_normal((2, 8, 16)) * 3).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("change", ["intermediate is an output", "intermediate read twice", "wrong constant", "add 2"])
+def test_near_misses_stay(make_model, load, change):
+    nodes = [mk("Div", ["x", "sqrt2"], "u"), mk("Erf", ["u"], "e"), mk("Add", ["e", "one"], "s"),
+             mk("Mul", ["x", "s"], "p"), mk("Mul", ["p", "half"], "y")]
+    outputs = ["y"]
+    if change == "intermediate is an output":
+        outputs.append("e")
+    elif change == "intermediate read twice":
+        nodes.append(mk("Neg", ["s"], "z"))
+        outputs.append("z")
+    elif change == "wrong constant":
+        nodes[0] = mk("Div", ["x", "one"], "u")
+    else:
+        nodes[2] = mk("Add", ["e", "half"], "s")
+    g = infer_shapes(load(_model(make_model, nodes, outputs)))
+    stats = {}
+    fuse_gelu(g, stats=stats)
+    assert stats["fused"] == 0 and "Erf" in [n.op_type for n in g.nodes]
+
+
+def test_two_gelus_and_the_pipeline(make_model, load, run_ort, run_ge):
+    nodes = [mk("Div", ["x", "sqrt2"], "u"), mk("Erf", ["u"], "e"), mk("Add", ["e", "one"], "s"),
+             mk("Mul", ["x", "s"], "p"), mk("Mul", ["p", "half"], "y1"),
+             mk("Mul", ["y1", "isqrt2"], "u2"), mk("Erf", ["u2"], "e2"), mk("Add", ["one", "e2"], "s2"),
+             mk("Mul", ["s2", "y1"], "p2"), mk("Mul", ["half", "p2"], "y")]
+    model = _model(make_model, nodes, opset=17)
+    g = load(model)
+    report = optimize(g)
+    assert report["passes"]["fuse_gelu"]["fused"] == 2
+    assert [n.op_type for n in g.nodes] == ["Add", "Gelu", "Gelu"]
+    feeds = {"a": (rng.standard_normal((2, 8, 16)) * 3).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
