@@ -1,4 +1,4 @@
-"""Helpers for pass tests: build ONNX models with onnx.helper, load them, run them through
+"""Shared test helpers: build ONNX models with onnx.helper, load them, run them through
 onnxruntime and through ge's kernels (compute() in a plain loop, epilogues included)."""
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ model can run at once from different threads.
 """
 from __future__ import annotations
 
+import time
+from collections import Counter
 from functools import partial
 
 import numpy as np
@@ -15,8 +17,9 @@ from ..errors import DeviceError, GeError
 from ..ge_model import FM_ID, WORKSPACE_ID
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
+from .executors import TaskFailed, make_executor
 
-COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs", "launches")
+COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs")
 
 
 class SunkTask:
@@ -53,13 +56,20 @@ class ExecutionContext:
     """`own_memory=False` is the known-node case: feature maps and workspace come from the caller
     (update_workspaces) and I/O addresses too (update_io); the context copies nothing itself."""
 
-    def __init__(self, model, own_memory: bool = True):
+    def __init__(self, model, own_memory: bool = True, executor: str = "linear"):
         self.model = model
         self.device = device = model.device
         plan = model.ge_plan
         self._owned: list[int] = []
         self.own_memory = own_memory
-        self.args = ModelArgsManager(plan.args_layout, device, self._malloc(plan.args_layout.size * 8))
+        self.counters: Counter = Counter()  # this context's own copies and allocations
+        if executor == "linear":  # the compile-time order and its memory plan
+            layout, deps, self.fm_size, self.workspace_size = plan.args_layout, None, plan.fm_size, plan.workspace_size
+        else:  # any order the dependencies allow: the dataflow plan (workspaces live among feature maps)
+            dataflow, layout = plan.dataflow
+            deps, self.fm_size, self.workspace_size = dataflow.deps, dataflow.fm_size, 0
+        self.executor = make_executor(executor, deps)
+        self.args = ModelArgsManager(layout, device, self._malloc(layout.size * 8))
         self.stream = device.acquire_stream()
         self.handle = [SunkTask(t) for t in plan.tasks]  # DistributeTask: the sunk task list
         for alloc, addr in model.weight_bases.items():  # WEIGHT and one FILE_CONSTANT per weight file
@@ -67,7 +77,7 @@ class ExecutionContext:
         self.io_default: dict[int, int] = {}
         self.workspaces_set = False
         if own_memory:
-            self.update_workspaces(self._malloc(plan.fm_size), self._malloc(plan.workspace_size))
+            self.update_workspaces(self._malloc(self.fm_size), self._malloc(self.workspace_size))
             # planned I/O memory: used whenever a user buffer cannot be bound in place
             self.io_default = {a.id: self._malloc(a.size) for a in plan.io_allocations}
             for alloc, addr in self.io_default.items():
@@ -84,36 +94,41 @@ class ExecutionContext:
         plan, device = self.model.ge_plan, self.device
         if not self.own_memory:
             raise GeError(f"model '{plan.name}' is a known-shape subgraph: run it through the V2 kernel calls")
-        before = dict(device.counters)
+        before = Counter(self.counters)
+        clock = time.perf_counter
+        t0 = clock()
         inputs = plan.check_inputs(inputs)
         outputs = plan.check_outputs(outputs) if outputs is not None else [np.empty(d.shape, d.dtype) for d in plan.outputs]
         zero_copy_in = sum(self._bind_input(d.allocation, x) for d, x in zip(plan.inputs, inputs))  # CopyModelData
         pending = [(y, d) for d, y in zip(plan.outputs, outputs) if not self._try_bind(d.allocation, y)]
         dirty = self.args.update_for_execute()
+        t1 = clock()
         if launch == "sunk":
             self.stream.launch(lambda: self._run(dirty))  # rtModelExecute: the device walks the sunk tasks
         else:
             self._launch_per_task()
         self.stream.synchronize(timeout)
+        t2 = clock()
         for y, d in pending:  # CopyOutputData
             src = self.io_default[d.allocation]
             if isinstance(y, DeviceBuffer):
-                device.memcpy_d2d(y.addr, src, d.nbytes)
+                self._copy("d2d", device.memcpy_d2d, d.nbytes, y.addr, src, d.nbytes)
             else:
-                device.memcpy_d2h(y, src)
-        after = device.counters
-        self.stats = {k: after[k] - before.get(k, 0) for k in COUNTERS}
+                self._copy("d2h", device.memcpy_d2h, y.nbytes, y, src)
+        self.counters["args_bytes"] += self.args.bytes_written
+        self.stats = {k: self.counters[k] - before[k] for k in COUNTERS}
         self.stats.update(allocations=self.stats.pop("mallocs"), full_refresh=self.args.full_refresh,
                           views_rebuilt=int(len(dirty)), tasks=len(self.handle),
                           zero_copy_inputs=zero_copy_in, copied_inputs=len(inputs) - zero_copy_in,
-                          zero_copy_outputs=len(outputs) - len(pending), copied_outputs=len(pending))
+                          zero_copy_outputs=len(outputs) - len(pending), copied_outputs=len(pending),
+                          h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3, d2h_ms=(clock() - t2) * 1e3)
         return outputs
 
     # -- known-node mode (V2 kernels): the caller owns every address -----------------------------
     def update_workspaces(self, fm_addr: int, ws_addr: int) -> None:
         """UpdateHbmFmMemBases / UpdateExMemBase: feature maps and workspace move to these bases."""
         plan = self.model.ge_plan
-        for what, addr, size in (("feature map", fm_addr, plan.fm_size), ("workspace", ws_addr, plan.workspace_size)):
+        for what, addr, size in (("feature map", fm_addr, self.fm_size), ("workspace", ws_addr, self.workspace_size)):
             if size:
                 self.device.block(addr, size)  # raises unless [addr, addr + size) is device memory
         self.args.set_base(FM_ID, fm_addr)
@@ -140,16 +155,15 @@ class ExecutionContext:
     # -- the device side -------------------------------------------------------------------------
     def _run(self, dirty) -> None:
         self._rebuild(dirty)
-        task = None
         try:
             with np.errstate(all="ignore"):  # once per execution; kernels rely on it (see Kernel.run)
-                for task in self.handle:
-                    task.run()
-        except GeError:
-            raise
-        except Exception as e:  # a kernel failed: name the node, keep the cause for --debug
-            p = task.plan
-            raise GeError(f"node '{p.name}' ({p.kernel.op_type}) failed at run time: {type(e).__name__}: {e}") from e
+                self.executor.run(self.handle)
+        except TaskFailed as failed:  # a kernel failed: name the node, keep the cause for --debug
+            if isinstance(failed.cause, GeError):
+                raise failed.cause
+            p = self.handle[failed.task].plan
+            raise GeError(f"node '{p.name}' ({p.kernel.op_type}) failed at run time: "
+                          f"{type(failed.cause).__name__}: {failed.cause}") from failed.cause
 
     def _rebuild(self, dirty) -> None:
         """Task views follow the args table in device memory: what it says is what kernels touch."""
@@ -173,10 +187,16 @@ class ExecutionContext:
         if self._try_bind(allocation, x):
             return True
         if isinstance(x, DeviceBuffer):  # device memory we may not bind (misaligned, foreign)
-            self.device.memcpy_d2d(self.io_default[allocation], x.addr, self.model.ge_plan.allocation_sizes[allocation])
+            nbytes = self.model.ge_plan.allocation_sizes[allocation]
+            self._copy("d2d", self.device.memcpy_d2d, nbytes, self.io_default[allocation], x.addr, nbytes)
         else:  # CopyInputForNoZeroCopy
-            self.device.memcpy_h2d(self.io_default[allocation], x)
+            self._copy("h2d", self.device.memcpy_h2d, x.nbytes, self.io_default[allocation], x)
         return False
+
+    def _copy(self, kind: str, copy, nbytes: int, *args) -> None:
+        copy(*args)
+        self.counters[f"{kind}_count"] += 1
+        self.counters[f"{kind}_bytes"] += nbytes
 
     def _try_bind(self, allocation: int, buf) -> bool:
         device = self.device
@@ -210,6 +230,7 @@ class ExecutionContext:
     def _malloc(self, nbytes: int) -> int:
         addr = self.device.malloc(nbytes)
         self._owned.append(addr)
+        self.counters["mallocs"] += 1
         return addr
 
     def destroy(self) -> None:

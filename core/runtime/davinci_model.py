@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..errors import DeviceError, FormatError, GeError, GraphError, ShapeError
-from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, GeModel, TaskDef, TensorDesc
+from ..ge_model import FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, GeModel, TaskDef, TensorDesc
+from ..compile.dataflow_plan import DataflowPlan, plan_dataflow
 from ..ir import Meta
 from ..kernels import Kernel, lookup
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
@@ -51,6 +53,15 @@ class LoadedPlan:
     io_allocations: tuple
     allocation_sizes: tuple
     allocation_kinds: tuple
+    tensors: tuple  # the logical allocation table, for re-planning memory for other executors
+
+    @cached_property
+    def dataflow(self) -> tuple[DataflowPlan, ArgsLayout]:
+        """The dependency graph and a memory plan safe for any order it allows (made on first use)."""
+        lay = self.args_layout
+        p = plan_dataflow(lay.allocation, lay.offset, lay.task, lay.role, lay.nbytes, self.allocation_kinds,
+                          self.tensors, FM_ID)
+        return p, ArgsLayout.with_places(p.allocation, p.offset, lay.task, lay.role, lay.nbytes, lay.policy)
 
     def check_inputs(self, inputs) -> list:
         if isinstance(inputs, dict):
@@ -118,7 +129,6 @@ class DavinciModel:
         self.weight_bases: dict[int, int] = {}  # WEIGHT and FILE_CONSTANT allocation id -> device address
         self.external_weights: list[dict] = []  # per weight file: where its device memory came from
         self._shared: list[tuple] = []  # what this model holds in the weight manager
-
 
     # -- Init, step by step --------------------------------------------------------------------
     def init(self) -> "DavinciModel":
@@ -234,7 +244,8 @@ class DavinciModel:
         m = self.ge_model
         self.ge_plan = LoadedPlan(self.name, self.inputs, self.outputs, self.tasks, ArgsLayout.of(m),
                                   self.fm_size, self.workspace_size, self.io_allocations,
-                                  tuple(a.size for a in m.allocations), tuple(a.kind for a in m.allocations))
+                                  tuple(a.size for a in m.allocations), tuple(a.kind for a in m.allocations),
+                                  tuple(m.tensors))
         self.default_context = self.create_context(own_memory=not self.known_node)
 
     def shrink(self) -> None:
@@ -242,10 +253,15 @@ class DavinciModel:
         self.ge_model = None
 
     # -- execution -----------------------------------------------------------------------------
-    def create_context(self, own_memory: bool = True) -> ExecutionContext:
-        ctx = ExecutionContext(self, own_memory)
+    def create_context(self, own_memory: bool = True, executor: str = "linear") -> ExecutionContext:
+        """A new per-run state (feature maps, args table, stream) sharing this model's weights."""
+        ctx = ExecutionContext(self, own_memory, executor)
         self.contexts.append(ctx)
         return ctx
+
+    def destroy_context(self, ctx: ExecutionContext) -> None:
+        ctx.destroy()
+        self.contexts.remove(ctx)
 
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
         return self.default_context.execute(inputs, outputs, timeout)
