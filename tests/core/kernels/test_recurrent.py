@@ -1,0 +1,186 @@
+import numpy as np
+import pytest
+
+from ge.core.errors import GraphError
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+
+rng = np.random.default_rng(6)
+TOL = dict(rtol=1e-4, atol=1e-5)
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def rnn_inputs(op, T, B, I, H, direction="forward", layout=0, bias=True, lens=None, init=False, peep=False,
+               dtype=np.float32, scale=0.5):
+    D = 2 if direction == "bidirectional" else 1
+    G = GATES[op]
+    r = lambda *s: (rng.standard_normal(s) * scale).astype(dtype)  # noqa: E731
+    x = r(T, B, I) if layout == 0 else r(B, T, I)
+    inputs = {"x": x, "w": r(D, G * H, I), "r": r(D, G * H, H), "b": r(D, 2 * G * H) if bias else None,
+              "lens": None if lens is None else np.asarray(lens, np.int32),
+              "h0": (r(D, B, H) if layout == 0 else r(B, D, H)) if init else None}
+    if op == "LSTM":
+        inputs["c0"] = (r(D, B, H) if layout == 0 else r(B, D, H)) if init else None
+        inputs["p"] = r(D, 3 * H) if peep else None
+    while list(inputs.values())[-1] is None:  # no trailing empty inputs
+        inputs.popitem()
+    return inputs
+
+
+def n_out(op):
+    return 3 if op == "LSTM" else 2
+
+
+def check_rnn(check_op, op, inputs, attrs, n_outputs, opset=14, consts=(), layout=0, **tol):
+    """check_op; layout 1 (which onnxruntime lacks) against onnxruntime on the layout-0 transposes."""
+    if not layout:
+        return check_op(op, inputs, attrs, n_outputs=n_outputs, opset=opset, consts=consts, **tol)
+    t = {k: (v.transpose(1, 0, 2).copy() if k in ("x", "h0", "c0") and v is not None else v) for k, v in inputs.items()}
+    want = check_op(op, t, {k: v for k, v in attrs.items() if k != "layout"}, n_outputs=n_outputs, opset=opset,
+                    consts=consts, **tol)
+    want = [w.transpose(2, 0, 1, 3) if w.ndim == 4 else w.transpose(1, 0, 2) for w in want]
+    arrays = list(inputs.values())
+    metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
+    cv = [inputs[k] if k in consts else None for k in inputs]
+    k = lookup(op, opset=opset)(attrs, metas, cv, opset=opset, name="n", num_outputs=n_outputs)
+    assert [tuple(m.shape) for m in k.infer()] == [w.shape for w in want]
+    for got, w in zip(k.compute(*arrays), want):
+        np.testing.assert_allclose(got, w, **tol)
+    ys = [np.full(w.shape, 77, w.dtype) for w in want]
+    k.run(arrays, ys, np.zeros(k.workspace_nbytes(), np.uint8))
+    for got, w in zip(ys, want):
+        np.testing.assert_allclose(got, w, **tol)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("consts", [(), ("w", "r", "b")])
+def test_recurrent_basic(check_op, op, direction, layout, consts):
+    inputs = rnn_inputs(op, 5, 3, 4, 6, direction, layout, init=True)
+    attrs = {"hidden_size": 6, "direction": direction} | ({"layout": 1} if layout else {})
+    check_rnn(check_op, op, inputs, attrs, n_out(op), consts=consts, layout=layout, **TOL)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("lens", [[5, 2, 4], [1, 5, 3], [5, 5, 5]])
+@pytest.mark.parametrize("consts", [(), ("lens",)])
+def test_recurrent_sequence_lens(check_op, op, direction, layout, lens, consts):
+    inputs = rnn_inputs(op, 5, 3, 4, 3, direction, layout, lens=lens, init=True)
+    attrs = {"hidden_size": 3, "direction": direction} | ({"layout": 1} if layout else {})
+    check_rnn(check_op, op, inputs, attrs, n_out(op), consts=consts, layout=layout, **TOL)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("opset", [7, 14, 22])
+def test_recurrent_defaults(check_op, op, opset):
+    """No bias, no initial state, hidden_size only; only Y requested; only Y_h requested."""
+    inputs = rnn_inputs(op, 4, 2, 3, 5, bias=False)
+    check_op(op, inputs, {"hidden_size": 5}, n_outputs=1, opset=opset, **TOL)
+    check_op(op, inputs, {"hidden_size": 5}, n_outputs=n_out(op), opset=opset, **TOL)
+
+
+@pytest.mark.parametrize("op,acts", [
+    ("RNN", ["Relu"]), ("RNN", ["Sigmoid"]), ("RNN", ["LeakyRelu"]), ("RNN", ["HardSigmoid"]),
+    ("RNN", ["Softsign"]), ("RNN", ["Softplus"]), ("RNN", ["Elu"]), ("RNN", ["ThresholdedRelu"]),
+    ("RNN", ["ScaledTanh"]), ("RNN", ["Affine"]),
+    ("GRU", ["Sigmoid", "Relu"]), ("GRU", ["HardSigmoid", "Tanh"]), ("GRU", ["HardSigmoid", "Softsign"]),
+    ("LSTM", ["HardSigmoid", "Tanh", "Tanh"]), ("LSTM", ["Sigmoid", "Relu", "Softsign"]),
+    ("LSTM", ["Sigmoid", "Tanh", "ScaledTanh"]),
+])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_recurrent_activations(check_op, op, acts, direction):
+    D = 2 if direction == "bidirectional" else 1
+    inputs = rnn_inputs(op, 4, 2, 3, 4, direction, init=True)
+    attrs = {"hidden_size": 4, "direction": direction, "activations": acts * D}
+    if any(a in ("LeakyRelu", "HardSigmoid", "Elu", "ThresholdedRelu", "ScaledTanh", "Affine") for a in acts):
+        attrs["activation_alpha"] = [0.3, 0.7, 0.2, 0.9, 0.4, 0.6][:3 * D]
+        attrs["activation_beta"] = [0.4, 0.6, 0.5, 0.3][:2 * D]
+    check_op(op, inputs, attrs, n_outputs=n_out(op), opset=14, **TOL)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("clip", [0.5, 3.0])
+def test_recurrent_clip(check_op, op, clip):
+    inputs = rnn_inputs(op, 5, 2, 3, 4, "bidirectional", init=True, scale=1.5)
+    check_op(op, inputs, {"hidden_size": 4, "direction": "bidirectional", "clip": clip}, n_outputs=n_out(op),
+             opset=14, **TOL)
+
+
+@pytest.mark.parametrize("lbr", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_gru_linear_before_reset(check_op, lbr, direction, bias):
+    inputs = rnn_inputs("GRU", 6, 3, 5, 4, direction, bias=bias, init=True)
+    check_op("GRU", inputs, {"hidden_size": 4, "direction": direction, "linear_before_reset": lbr},
+             n_outputs=2, opset=14, consts=("w", "r"), **TOL)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("lens", [None, [3, 6]])
+def test_recurrent_float64(check_op, op, lens):
+    """onnxruntime has float32 recurrences only: float64 against them on the same (float32) values."""
+    inputs = rnn_inputs(op, 6, 2, 3, 4, "bidirectional", lens=lens, init=True)
+    attrs = {"hidden_size": 4, "direction": "bidirectional"}
+    want = check_op(op, inputs, attrs, n_outputs=n_out(op), opset=14, **TOL)
+    arrays = [a if a is None or a.dtype != np.float32 else a.astype(np.float64) for a in inputs.values()]
+    metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
+    k = lookup(op, opset=14)(attrs, metas, opset=14, num_outputs=n_out(op))
+    for got, w in zip(k.compute(*arrays), want):
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("peep", [True, False])
+@pytest.mark.parametrize("input_forget", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("lens", [None, [4, 2]])
+def test_lstm_peepholes_input_forget(check_op, peep, input_forget, direction, lens):
+    inputs = rnn_inputs("LSTM", 4, 2, 3, 5, direction, lens=lens, init=True, peep=peep)
+    attrs = {"hidden_size": 5, "direction": direction, "input_forget": input_forget}
+    check_op("LSTM", inputs, attrs, n_outputs=3, opset=14, **TOL)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_recurrent_larger(check_op, op):
+    """A speech-model-sized layer: 50 steps, batch 4, 40 features, 64 hidden."""
+    inputs = rnn_inputs(op, 50, 4, 40, 64, "bidirectional", init=True, scale=0.2)
+    check_op(op, inputs, {"hidden_size": 64, "direction": "bidirectional"}, n_outputs=n_out(op), opset=14,
+             consts=("w", "r", "b"), rtol=1e-4, atol=1e-4)
+
+
+def test_recurrent_present_outputs_only():
+    """The planner passes only the present outputs: Y_h and Y_c (no Y) are placed by rank."""
+    inputs = rnn_inputs("LSTM", 4, 2, 3, 5, init=True)
+    arrays = list(inputs.values())
+    metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
+    k = lookup("LSTM", opset=14)
+    full = k({"hidden_size": 5}, metas, opset=14, num_outputs=3).compute(*arrays)
+    planned = k({"hidden_size": 5}, metas, outputs=[Meta(np.dtype(np.float32), (1, 2, 5))] * 2, opset=14,
+                num_outputs=3)
+    yh, yc = np.zeros((1, 2, 5), np.float32), np.zeros((1, 2, 5), np.float32)
+    planned.run(arrays, [yh, yc], np.zeros(planned.workspace_nbytes(), np.uint8))
+    np.testing.assert_array_equal(yh, full[1])
+    np.testing.assert_array_equal(yc, full[2])
+
+
+def test_recurrent_errors():
+    f = np.dtype(np.float32)
+    k = lookup("LSTM", opset=14)
+    with pytest.raises(GraphError, match=r"node 'l' \(LSTM\): W has shape \(1, 20, 3\), \(1, 16, 3\) expected"):
+        k({"hidden_size": 4}, [Meta(f, (5, 2, 3)), Meta(f, (1, 20, 3)), Meta(f, (1, 16, 4))], name="l", opset=14)
+    with pytest.raises(GraphError, match="direction 'up'"):
+        k({"hidden_size": 4, "direction": "up"}, [Meta(f, (5, 2, 3)), Meta(f, (1, 16, 3)), Meta(f, (1, 16, 4))],
+          name="l", opset=14)
+    with pytest.raises(GraphError, match="activation 'Gelu' is not supported"):
+        k({"hidden_size": 4, "activations": ["Gelu", "Tanh", "Tanh"]},
+          [Meta(f, (5, 2, 3)), Meta(f, (1, 16, 3)), Meta(f, (1, 16, 4))], name="l", opset=14)
+    with pytest.raises(GraphError, match="2 activations given, 3 expected"):
+        k({"hidden_size": 4, "activations": ["Tanh", "Tanh"]},
+          [Meta(f, (5, 2, 3)), Meta(f, (1, 16, 3)), Meta(f, (1, 16, 4))], name="l", opset=14)
+    with pytest.raises(GraphError, match=r"sequence_lens values in \[1, 9\]"):
+        lookup("GRU", opset=14)({"hidden_size": 4}, [Meta(f, (5, 2, 3)), Meta(f, (1, 12, 3)), Meta(f, (1, 12, 4)),
+                                                     None, Meta(np.dtype(np.int32), (2,))],
+                                [None, None, None, None, np.array([1, 9], np.int32)], name="g", opset=14)
