@@ -10,6 +10,8 @@ import click
 import numpy as np
 from rich.table import Table
 
+from ..core.runtime.executors import EXECUTORS
+from ..core.runtime.throughput import run_contexts
 from ..formats.tensors import OUTPUT_FORMATS, load_inputs, random_inputs, save_outputs, write_text
 from . import api, console
 from .options import device_option, json_option, om_option
@@ -27,6 +29,11 @@ from .options import device_option, json_option, om_option
 @device_option
 @click.option("--loop", type=click.IntRange(min=1), default=1, show_default=True,
               help="timed runs; with N > 1 one warm-up run comes first")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="linear", show_default=True,
+              help="linear: the compiled order; dataflow: ready set at run time, one task at a time; "
+                   "parallel: ready tasks at once on a thread pool")
+@click.option("--contexts", type=click.IntRange(min=1), default=1, show_default=True,
+              help="throughput mode: N contexts (own feature maps, shared weights) each run --loop times at once")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
 @click.option("--summary-json", "--summary_json", "summary_json", metavar="FILE", type=click.Path(dir_okay=False),
               help="write the latency/throughput summary as JSON")
@@ -39,14 +46,15 @@ from .options import device_option, json_option, om_option
 @click.option("--skip_weight_check", "--skip-weight-check", "skip_weight_check", is_flag=True,
               help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @json_option
-def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json, verbose, stats, weight_dir,
-        skip_weight_check, as_json):
+def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts, seed, summary_json, verbose, stats,
+        weight_dir, skip_weight_check, as_json):
     """Run an offline model (msame): inputs from files or random, outputs to DIR.
 
     \b
       ge run --model net.om --input x.npy --output out
       ge run --model net.om --device sim --loop 100 --summary-json perf.json
       ge run --model net.om --weight_dir /data/weights
+      ge run --model net.om --contexts 2 --loop 100 --executor parallel
     """
     device = device.lower()
     outfmt = outfmt.upper()
@@ -63,16 +71,18 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
         else:
             inputs = random_inputs(in_descs, seed)
             sources = [f"random (seed {seed})"] * len(in_descs)
+        ctx = dm.default_context if executor == "linear" else dm.create_context(executor=executor)
         executions = []  # counters of every execution, warm-up first
         if loop > 1:
-            api.execute(model_id, inputs)  # warm-up
-            executions.append(dict(dm.default_context.stats, run="warm-up"))
+            ctx.execute(inputs)  # warm-up
+            executions.append(dict(ctx.stats, run="warm-up"))
         latencies = []
         for i in range(loop):
             t = time.perf_counter()
-            outputs = api.execute(model_id, inputs)
+            outputs = ctx.execute(inputs)
             latencies.append((time.perf_counter() - t) * 1e3)
-            executions.append(dict(dm.default_context.stats, run=i))
+            executions.append(dict(ctx.stats, run=i))
+        parallel = run_contexts(dm, inputs, contexts, loop, executor) if contexts > 1 else None
         timings = dict(dm.timings)
         weight_files = [dict(f) for f in dm.external_weights]
         last_stats = {k: v for k, v in executions[-1].items() if k != "run"}
@@ -83,8 +93,11 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
     files = save_outputs(outputs, output_dir, om_name, outfmt)  # only after a successful run
     batch = int(in_descs[0].shape[0]) if in_descs and len(in_descs[0].shape) else 1
     summary = perf_summary(model, device, latencies, batch)
+    summary["executor"] = executor
     if stats:
         summary["stats"] = executions
+    if parallel:
+        summary["throughput_mode"] = parallel
     if summary_json:
         write_text(summary_json, json.dumps(api._jsonable(summary), indent=2) + "\n")
 
@@ -144,6 +157,9 @@ def run(model, input_files, output_dir, outfmt, device, loop, seed, summary_json
             t.add_column(col, justify="right")
         t.add_row(*(f"{lat[k]:.3f}" for k in ("min", "mean", "median", "p99")), f"{summary['throughput']:.2f}")
         out.print(t)
+    if parallel:
+        for line in ais_bench_lines(parallel):
+            out.print(line, highlight=False)
     if summary_json:
         out.print(f"summary written to {summary_json}")
     out.print(f"{len(files)} output(s) written to [bold]{output_dir}[/bold]")
@@ -162,6 +178,23 @@ def _stats_table(executions: list[dict], limit: int = 12) -> Table:
     for e in shown:
         t.add_row(str(e["run"]), *(str(e.get(c, "")) for c in STATS_COLUMNS))
     return t
+
+
+def ais_bench_lines(s: dict) -> list[str]:
+    """The throughput summary in ais_bench's words."""
+    def row(label, p):
+        return (f"[INFO] {label} (ms): min = {p['min']:.4f}, max = {p['max']:.4f}, mean = {p['mean']:.4f}, "
+                f"median = {p['median']:.4f}, percentile(99%) = {p['p99']:.4f}")
+    mem = s["memory"]
+    return ["[INFO] -----------------Performance Summary------------------",
+            row("H2D_latency", s["h2d_ms"]), row("NPU_compute_time", s["compute_ms"]), row("D2H_latency", s["d2h_ms"]),
+            f"[INFO] throughput 1000*batchsize.mean({s['batch']})/NPU_compute_time.mean({s['compute_ms']['mean']:.4f})"
+            f"*contexts({s['contexts']}): {s['throughput']:.2f}",
+            f"[INFO] wall-clock throughput: {s['wall_throughput']:.2f} /s ({s['contexts']} contexts x {s['loop']} runs, "
+            f"{s['executor']} executor)",
+            f"[INFO] device memory: weights {mem['weights']} B shared + {s['contexts']} x {mem['per_context']} B per "
+            f"context = {mem['total']} B",
+            "[INFO] ------------------------------------------------------"]
 
 
 def perf_summary(model: str, device: str, latencies_ms: list[float], batch: int) -> dict:

@@ -278,6 +278,11 @@ class DavinciModel:
         self._shared.clear()
 
     @property
+    def weight_bytes(self) -> int:
+        """Device bytes holding this model's weights: inline plus external weight files."""
+        return self.weight_size + sum(self.ge_plan.allocation_sizes[a] for a in self.weight_bases if a != WEIGHT_ID)
+
+    @property
     def work_size(self) -> int:
         return self.fm_size + self.workspace_size
 

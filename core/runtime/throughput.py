@@ -23,7 +23,9 @@ def percentiles(values) -> dict:
 
 def run_contexts(model, inputs, contexts: int = 1, loop: int = 1, executor: str = "linear", warmup: int = 1) -> dict:
     """Run `loop` executions on each of `contexts` new contexts in parallel; return the summary."""
+    in_use = model.device.in_use
     ctxs = [model.create_context(executor=executor) for _ in range(contexts)]
+    per_context = (model.device.in_use - in_use) // contexts
     records: list[list[dict]] = [[] for _ in ctxs]
     errors: list[BaseException] = []
     start = threading.Barrier(contexts + 1)
@@ -65,5 +67,7 @@ def run_contexts(model, inputs, contexts: int = 1, loop: int = 1, executor: str 
     latency = [r["h2d_ms"] + r["compute_ms"] + r["d2h_ms"] for r in flat]
     summary.update(latency_ms=percentiles(latency), contexts=contexts, loop=loop, executor=executor, batch=batch,
                    throughput=1000.0 * batch / summary["compute_ms"]["mean"] * contexts,
-                   wall_throughput=len(flat) * batch / wall, wall_s=wall)
+                   wall_throughput=len(flat) * batch / wall, wall_s=wall,
+                   memory={"weights": model.weight_bytes, "per_context": per_context,
+                           "total": model.weight_bytes + contexts * per_context})
     return summary

@@ -101,7 +101,7 @@ def test_loop_and_summary_json(ge, compiled, tmp_path):
     r = ge("run", "--model", compiled["small"], "--output", tmp_path / "o", "--loop", "5",
            "--summary-json", tmp_path / "perf.json", ok=True)
     s = json.loads((tmp_path / "perf.json").read_text())
-    assert set(s) == {"model", "device", "loop", "latency_ms", "throughput", "batch"}
+    assert set(s) == {"model", "device", "loop", "latency_ms", "throughput", "batch", "executor"}
     assert set(s["latency_ms"]) == {"min", "mean", "median", "p99"}
     assert s["loop"] == 5 and s["batch"] == 1 and s["device"] == "cpu" and s["model"] == compiled["small"]
     lat = s["latency_ms"]
@@ -197,3 +197,17 @@ def test_stats_per_execution(ge, compiled, tmp_path, device):
             assert (r["h2d_bytes"], r["zero_copy_inputs"], r["zero_copy_outputs"]) == (0, 1, 1)
     if device == "sim":
         assert all(r["args_bytes"] == 0 for r in runs[1:])  # frozen: nothing moved after the first run
+
+
+@pytest.mark.parametrize("executor", ["linear", "dataflow", "parallel"])
+def test_executor_and_contexts(ge, compiled, tmp_path, executor):
+    r = ge("run", "--model", compiled["small"], "--output", tmp_path / "o", "--loop", "4", "--contexts", "2",
+           "--executor", executor, "--summary-json", tmp_path / "perf.json", ok=True)
+    s = json.loads((tmp_path / "perf.json").read_text())
+    t = s["throughput_mode"]
+    assert s["executor"] == executor and t["contexts"] == 2 and t["loop"] == 4
+    for phase in ("h2d_ms", "compute_ms", "d2h_ms"):
+        assert set(t[phase]) == {"min", "max", "mean", "median", "p99"}
+    assert t["throughput"] == pytest.approx(1000 * t["batch"] / t["compute_ms"]["mean"] * 2)
+    assert t["memory"]["total"] == t["memory"]["weights"] + 2 * t["memory"]["per_context"]
+    assert "NPU_compute_time (ms)" in r.stdout and "throughput 1000*batchsize" in r.stdout

@@ -15,6 +15,7 @@ CASES = {
     "mobilenetv2": lambda s: (s.mobilenetv2_style(), {}),
     "bert_b2_s24": lambda s: (s.bert_style(layers=2, hidden=64, heads=2, intermediate=128, vocab=100),
                               {"input_ids": [2, 24], "attention_mask": [2, 24]}),
+    "inception": lambda s: (s.inception_style(image=96, classes=10), {}),
     "bert_default_b1_s128": lambda s: (s.bert_style(), {"input_ids": [1, 128], "attention_mask": [1, 128]}),
 }
 
@@ -57,3 +58,18 @@ def test_om_round_trips(compiled):
     result = compiled[0]
     again = read_om(result.om_path)
     assert om_bytes(again) == om_bytes(result.model)
+
+
+def test_executors_are_bit_identical(compiled):
+    result, feeds, _ = compiled
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        model = api.model(model_id)
+        reference = model.nn_execute(feeds)
+        for executor in ("dataflow", "parallel"):
+            ctx = model.create_context(executor=executor)
+            for _ in range(2):
+                for got, want in zip(ctx.execute(feeds), reference):
+                    np.testing.assert_array_equal(got, want)
+    finally:
+        api.unload(model_id)
