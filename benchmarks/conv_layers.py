@@ -9,6 +9,9 @@ Prints per layer both medians and the ratio ge/ort; for ResNet-50 also the sum o
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -81,7 +84,28 @@ def ort_session(node, inputs, inits):
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def timeit(fn, reps):
+def _cpu_times():
+    with open("/proc/stat") as f:
+        vals = [int(v) for v in f.readline().split()[1:]]
+    return vals[3] + vals[4], sum(vals)  # idle + iowait, total
+
+
+def wait_quiet(max_wait=60.0, idle_needed=0.9):
+    """Wait (up to max_wait s) until the machine is idle: other processes on the 2 cores distort
+    2-thread timings badly (BLAS threads spin-wait on each other)."""
+    end = time.time() + max_wait
+    while True:
+        i0, t0 = _cpu_times()
+        time.sleep(0.25)
+        i1, t1 = _cpu_times()
+        if t1 == t0 or (i1 - i0) / (t1 - t0) >= idle_needed or time.time() > end:
+            return
+
+
+def timeit(fn, reps, warmup=3):
+    """Per-call times after a few discarded calls (the other library's thread pool may still be spinning)."""
+    for _ in range(warmup):
+        fn()
     ts = []
     for _ in range(reps):
         t = time.perf_counter()
@@ -90,35 +114,74 @@ def timeit(fn, reps):
     return ts
 
 
-def compare(op, attrs, x, consts, reps, rounds=5):
-    """Median times (ms) of ge's planned run and onnxruntime, interleaved in rounds."""
-    names = list(consts)
-    node = helper.make_node(op, ["x"] + names, ["y"], **attrs)
-    sess = ort_session(node, [helper.make_tensor_value_info("x", 1, x.shape)], consts)
-    metas = [Meta(x.dtype, x.shape)] + [Meta(a.dtype, a.shape) for a in consts.values()]
-    cls = lookup(op, opset=17)
-    probe = cls(attrs, metas, [None] + list(consts.values()), opset=17, name="bench")
-    outs = probe.infer()
-    k = cls(attrs, metas, [None] + list(consts.values()), outputs=outs, opset=17, name="bench")
-    ys = [np.empty(m.shape, m.dtype) for m in outs]
-    ws = np.empty(k.workspace_nbytes(), np.uint8) if k.workspace_nbytes() else None
-    xs = [x] + list(consts.values())
-    feeds = {"x": x}
-    want = sess.run(None, feeds)[0]
-    k.run(xs, ys, ws)
-    np.testing.assert_allclose(ys[0], want, rtol=1e-3, atol=1e-3)
-    ge_t, ort_t = [], []
+class Case:
+    """One node, built both ways: ge's kernel on the planned path and an onnxruntime session."""
+
+    def __init__(self, name, count, op, attrs, x, consts):
+        self.name, self.count = name, count
+        node = helper.make_node(op, ["x"] + list(consts), ["y"], **attrs)
+        self.sess = ort_session(node, [helper.make_tensor_value_info("x", 1, x.shape)], consts)
+        metas = [Meta(x.dtype, x.shape)] + [Meta(a.dtype, a.shape) for a in consts.values()]
+        cls = lookup(op, opset=17)
+        outs = cls(attrs, metas, [None] + list(consts.values()), opset=17, name=name).infer()
+        self.kernel = cls(attrs, metas, [None] + list(consts.values()), outputs=outs, opset=17, name=name)
+        self.ys = [np.empty(m.shape, m.dtype) for m in outs]
+        nbytes = self.kernel.workspace_nbytes()
+        self.ws = np.empty(nbytes, np.uint8) if nbytes else None
+        self.xs = [x] + list(consts.values())
+        self.feeds = {"x": x}
+        self.plan = getattr(self.kernel, "plan", "")
+        self.ge_t, self.ort_t = [], []
+        want = self.sess.run(None, self.feeds)[0]
+        self.run_ge()
+        np.testing.assert_allclose(self.ys[0], want, rtol=1e-3, atol=1e-3)
+
+    def run_ge(self):
+        self.kernel.run(self.xs, self.ys, self.ws)
+
+    def run_ort(self):
+        self.sess.run(None, self.feeds)
+
+
+def measure_side(cases, side, reps):
+    """Fastest call per case of one library, each case after waiting for an idle machine."""
+    res = []
+    for c in cases:
+        wait_quiet()
+        res.append(float(np.min(timeit(c.run_ge if side == "ge" else c.run_ort, reps))) * 1e3)
+    return res
+
+
+def measure(cases, reps, rounds, argv):
+    """Alternating rounds, each library in a process of its own (a library's spinning thread pool slows
+    the other down when they share a process). A case's time is its fastest call over all rounds: other
+    processes on the 2 cores distort 2-thread timings badly (a BLAS thread descheduled for a moment
+    stalls the whole call), and the minimum is the uncontended time."""
     for _ in range(rounds):
-        ge_t += timeit(lambda: k.run(xs, ys, ws), reps)
-        ort_t += timeit(lambda: sess.run(None, feeds), reps)
-    return float(np.median(ge_t)) * 1e3, float(np.median(ort_t)) * 1e3, getattr(k, "plan", "")
+        for side in ("ort", "ge"):
+            out = subprocess.run([sys.executable, __file__, "--side", side, "--reps", str(reps)] + argv,
+                                 check=True, capture_output=True, text=True).stdout
+            times = json.loads(out.strip().splitlines()[-1])
+            for c, t in zip(cases, times):
+                (c.ort_t if side == "ort" else c.ge_t).append(t)
 
 
-def conv_table(title, layers, reps, flt):
-    rng = np.random.default_rng(0)
+def table(title, cases, weighted=True):
     print(f"\n{title}")
     print(f"{'layer':26s} {'n':>2s} {'plan':>10s} {'ge ms':>8s} {'ort ms':>8s} {'ratio':>6s}")
     tot_ge = tot_ort = 0.0
+    for c in cases:
+        t_ge, t_ort = min(c.ge_t), min(c.ort_t)
+        tot_ge += c.count * t_ge
+        tot_ort += c.count * t_ort
+        print(f"{c.name:26s} {c.count:2d} {c.plan:>10s} {t_ge:8.3f} {t_ort:8.3f} {t_ge / t_ort:6.2f}")
+    if weighted and tot_ort:
+        print(f"{'weighted total':26s} {'':2s} {'':>10s} {tot_ge:8.3f} {tot_ort:8.3f} {tot_ge / tot_ort:6.2f}")
+
+
+def conv_cases(layers, flt):
+    rng = np.random.default_rng(0)
+    cases = []
     for name, count, c, h, oc, kk, s, p, g in layers:
         if flt and flt not in name:
             continue
@@ -126,36 +189,46 @@ def conv_table(title, layers, reps, flt):
         w = (rng.standard_normal((oc, c // g, kk, kk)) * 0.1).astype(np.float32)
         b = rng.standard_normal(oc).astype(np.float32)
         attrs = {"kernel_shape": [kk, kk], "strides": [s, s], "pads": [p] * 4, "group": g}
-        t_ge, t_ort, plan = compare("Conv", attrs, x, {"w": w, "b": b}, reps)
-        tot_ge += count * t_ge
-        tot_ort += count * t_ort
-        print(f"{name:26s} {count:2d} {plan:>10s} {t_ge:8.3f} {t_ort:8.3f} {t_ge / t_ort:6.2f}")
-    if tot_ort:
-        print(f"{'weighted total':26s} {'':2s} {'':>10s} {tot_ge:8.3f} {tot_ort:8.3f} {tot_ge / tot_ort:6.2f}")
+        cases.append(Case(name, count, "Conv", attrs, x, {"w": w, "b": b}))
+    return cases
 
 
-def matmul_table(reps):
+def matmul_cases(flt):
     rng = np.random.default_rng(0)
-    print("\nMatMul (B constant)")
-    for name, _, m, kdim, n in MATMULS:
+    cases = []
+    for name, count, m, kdim, n in MATMULS:
+        if flt and flt not in name:
+            continue
         a = rng.standard_normal((1, m, kdim)).astype(np.float32)
         b = (rng.standard_normal((kdim, n)) * 0.05).astype(np.float32)
-        t_ge, t_ort, _ = compare("MatMul", {}, a, {"b": b}, reps)
-        print(f"{name:26s} {t_ge:8.3f} {t_ort:8.3f} {t_ge / t_ort:6.2f}")
+        cases.append(Case(name, count, "MatMul", {}, a, {"b": b}))
+    return cases
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", choices=["resnet", "mobilenet", "matmul"])
     ap.add_argument("--filter", default="")
+    ap.add_argument("--side", choices=["ge", "ort"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    tables = []
     if args.only in (None, "resnet"):
-        conv_table("ResNet-50 convs (batch 1)", RESNET50, args.reps, args.filter)
+        tables.append(("ResNet-50 convs (batch 1)", conv_cases(RESNET50, args.filter), True))
     if args.only in (None, "mobilenet"):
-        conv_table("MobileNetV2 depthwise / pointwise (batch 1)", MOBILENET_DW, args.reps, args.filter)
+        tables.append(("MobileNetV2 depthwise / pointwise (batch 1)", conv_cases(MOBILENET_DW, args.filter), True))
     if args.only in (None, "matmul"):
-        matmul_table(args.reps)
+        tables.append(("MatMul (B constant)", matmul_cases(args.filter), False))
+    cases = [c for _, cs, _ in tables for c in cs]
+    if args.side:
+        print(json.dumps(measure_side(cases, args.side, args.reps)))
+        return
+    print("load average:", open("/proc/loadavg").read().split()[:3])
+    argv = (["--only", args.only] if args.only else []) + (["--filter", args.filter] if args.filter else [])
+    measure(cases, args.reps, args.rounds, argv)
+    for title, cs, weighted in tables:
+        table(title, cs, weighted)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ kernel position.
 """
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
+import os
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -25,6 +27,66 @@ from .registry import register
 ALIGN = 64
 #: im2col columns are built for at most this many bytes of batch items at a time
 COLS_LIMIT = 64 << 20
+
+
+class Cblas:
+    """cblas_sgemm of the BLAS numpy itself uses, called through ctypes.
+
+    numpy's matmul has no beta (C += A @ B) and wants whole arrays; the "taps" conv plan needs both: one
+    accumulating GEMM per kernel tap, whose B operand is a run of rows inside the padded input. The
+    library is reached through numpy's extension module (dlsym searches its dependencies), so it is
+    exactly the BLAS np.matmul calls. A self-test at load guards the integer width; on any problem
+    `sgemm` stays None and the kernels use np.matmul plans instead. GE_NO_CBLAS=1 disables it.
+    """
+
+    ROW_MAJOR, NO_TRANS = 101, 111
+    sgemm = None
+
+    def __init__(self):
+        if os.environ.get("GE_NO_CBLAS"):
+            return
+        try:
+            try:
+                from numpy._core import _multiarray_umath as mu
+            except ImportError:  # numpy 1.x
+                from numpy.core import _multiarray_umath as mu
+            lib = ctypes.CDLL(mu.__file__)
+        except (ImportError, OSError):
+            return
+        for name, int_t in (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
+                            ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int)):
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                continue
+            i, f, p = int_t, ctypes.c_float, ctypes.c_void_p
+            fn.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
+            fn.restype = None
+            if self._works(fn):
+                self.sgemm = fn
+            return
+
+    def _works(self, fn) -> bool:
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        b = np.arange(20, dtype=np.float32).reshape(4, 5) - 7
+        c = np.ones((3, 5), np.float32)
+        fn(self.ROW_MAJOR, self.NO_TRANS, self.NO_TRANS, 3, 5, 4, 1.0, a.ctypes.data, 4, b.ctypes.data, 5,
+           1.0, c.ctypes.data, 5)
+        return bool(np.array_equal(c, a @ b + 1))
+
+    def call(self, m, n, k, a, lda, b, ldb, beta, c, ldc):
+        """Row-major C[m, n] = A[m, k] @ B[k, n] + beta * C, on raw addresses and leading dimensions."""
+        self.sgemm(self.ROW_MAJOR, self.NO_TRANS, self.NO_TRANS, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc)
+
+
+_CBLAS: Cblas | None = None
+
+
+def cblas() -> Cblas:
+    global _CBLAS
+    if _CBLAS is None:
+        _CBLAS = Cblas()
+    return _CBLAS
 
 
 # -- shared helpers ---------------------------------------------------------------------------------
@@ -77,8 +139,12 @@ class SpatialKernel(Kernel):
         if ws.nbytes < self.scratch.nbytes:
             raise self.fail(f"workspace of {ws.nbytes} bytes, {self.scratch.nbytes} needed")
         v = self.scratch.carve(ws)
+        self.derive(v)
         self._view_cache = (owner, addr, v)
         return v
+
+    def derive(self, v: dict) -> None:
+        """Add views (or call arguments) derived from the workspace views; cached with them."""
 
     def compute(self, *xs):
         metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
@@ -189,6 +255,129 @@ def kernel_position_view(xp: np.ndarray, pos, strides, dilations, out) -> np.nda
     return xp[(slice(None), slice(None)) + sl]
 
 
+# -- the phase layout: a padded input split by stride phase, each phase flattened ----------------------
+class PhaseLayout:
+    """The padded input, split into its stride phases (prod(strides) of them; one for stride 1), each phase
+    a dense (nb, C, *Sq) block with one slack row, so that the inputs under one kernel position are a view
+    with unit stride along the flattened output.
+
+    Coordinate u (padded) = q * s + r: phase r, position q. A kernel tap k reads phase (k*dil) % s at
+    offset (k*dil) // s. Over the "flat" output index (o0 * prod(Sq[1:]) + o1 * prod(Sq[2:]) + ...) every
+    tap is a contiguous run of L = O0 * prod(Sq[1:]) elements: the columns past O[d] in the inner dims
+    are garbage that the consumer drops. Every element of the buffer is written (input or zero) on
+    fill(), so the garbage is finite.
+    """
+
+    def __init__(self, nb, c, spatial, pb, strides, kernel, dil, out, dtype):
+        self.nb, self.c, self.spatial, self.pb, self.strides = nb, c, list(spatial), list(pb), list(strides)
+        self.kernel, self.dil, self.out = list(kernel), list(dil), list(out)
+        d = len(spatial)
+        offmax = [((k - 1) * v) // s for k, v, s in zip(kernel, dil, strides)]
+        sq = [o + m for o, m in zip(out, offmax)]
+        sq[0] += 1  # slack: the last run of a tap may spill into one more row
+        self.sq = sq
+        self.pst = [math.prod(sq[i + 1:]) for i in range(d)]  # element strides inside one phase
+        self.phase_count = math.prod(strides)
+        self.phase_shape = tuple(strides) + (nb, c) + tuple(sq)
+        self.L = out[0] * self.pst[0]
+        self.dense = math.prod(out)
+        self.waste = self.L / self.dense
+        self.itemsize = np.dtype(dtype).itemsize
+        # fill plan per phase: the interior copied from x, the rest zeroed
+        self.fill_plan = []
+        for r in itertools.product(*[range(s) for s in strides]):
+            dst, src, ok = [], [], True
+            for i in range(d):
+                s, p = strides[i], pb[i]
+                q_lo = max(0, -((r[i] - p) // s))  # first q with q*s + r - p >= 0
+                q_hi = min(sq[i], (spatial[i] - 1 + p - r[i]) // s + 1)  # past the last q inside x
+                if q_hi <= q_lo:
+                    ok = False
+                    dst.append((0, 0))
+                    src.append(slice(0, 0))
+                    continue
+                x0 = q_lo * s + r[i] - p
+                dst.append((q_lo, q_hi))
+                src.append(slice(x0, x0 + (q_hi - q_lo - 1) * s + 1, s))
+            self.fill_plan.append((r, dst, src, ok))
+        # kernel taps grouped by phase: (cols slices over the kernel dims, phase, element offset, counts,
+        # element strides over the taps)
+        self.groups = []
+        for r in itertools.product(*[range(s) for s in strides]):
+            ksl, cnt, kst, off = [], [], [], 0
+            for i in range(d):
+                ks = [k for k in range(kernel[i]) if (k * dil[i]) % strides[i] == r[i]]
+                if not ks:
+                    break
+                g = math.gcd(dil[i], strides[i])
+                kstep = strides[i] // g
+                ksl.append(slice(ks[0], ks[-1] + 1, kstep))
+                cnt.append(len(ks))
+                kst.append((dil[i] // g) * self.pst[i])
+                off += ((ks[0] * dil[i]) // strides[i]) * self.pst[i]
+            else:
+                self.groups.append((tuple(ksl), r, off, tuple(cnt), tuple(kst)))
+        self.taps = []
+        for k in itertools.product(*[range(v) for v in kernel]):
+            r = tuple((kk * v) % s for kk, v, s in zip(k, dil, strides))
+            off = sum(((kk * v) // s) * p for kk, v, s, p in zip(k, dil, strides, self.pst))
+            self.taps.append((k, r, off))
+
+    def fill(self, ph: np.ndarray, x: np.ndarray) -> None:
+        d = len(self.spatial)
+        for r, dst, src, ok in self.fill_plan:
+            p = ph[r]
+            if not ok:
+                p[...] = 0
+                continue
+            for i, (lo, hi) in enumerate(dst):
+                if lo:
+                    p[spatial_slices(p.ndim, 2 + i, slice(0, lo))] = 0
+                if hi < self.sq[i]:
+                    p[spatial_slices(p.ndim, 2 + i, slice(hi, None))] = 0
+            inner = (slice(None), slice(None)) + tuple(slice(lo, hi) for lo, hi in dst)
+            np.copyto(p[inner], x[(slice(None), slice(None)) + tuple(src)])
+        del d
+
+    def _flat(self, ph, r, off):
+        p = ph[r].reshape(self.nb, self.c, -1)
+        return p[:, :, off:]
+
+    def group_views(self, ph, flat: bool):
+        """Per phase group: (kernel-dims slices of cols, view (nb, C, *counts, L) or (nb, C, *counts, *out))."""
+        isz = self.itemsize
+        res = []
+        for ksl, r, off, cnt, kst in self.groups:
+            base = self._flat(ph, r, off)
+            st = base.strides[:2] + tuple(k * isz for k in kst)
+            if flat:
+                v = as_strided(base, base.shape[:2] + cnt + (self.L,), st + (isz,), writeable=False)
+            else:
+                v = as_strided(base, base.shape[:2] + cnt + tuple(self.out),
+                               st + tuple(p * isz for p in self.pst), writeable=False)
+            res.append((ksl, v))
+        return res
+
+    def tap_views(self, ph):
+        """Per kernel tap (row-major order): the (nb, C, L) run of inputs under it."""
+        return [self._flat(ph, r, off)[:, :, :self.L] for _, r, off in self.taps]
+
+    def dense_view(self, flat: np.ndarray) -> np.ndarray:
+        """The (nb, OC, *out) view of a (nb, OC, L) flat result without the garbage columns."""
+        nb, oc = flat.shape[:2]
+        full = flat.reshape((nb, oc, self.out[0]) + tuple(self.sq[1:]))
+        return full[(slice(None), slice(None), slice(None)) + tuple(slice(0, o) for o in self.out[1:])]
+
+
+#: use the flat layout (GEMM over garbage columns, then one extracting pass) when it wastes at most this
+FLAT_WASTE = 1.12
+#: the "taps" plan: at least this many input channels (the K of each GEMM), at most this much waste
+TAPS_MIN_C = 32
+TAPS_WASTE = 1.15
+#: depthwise: channels per block, so a block's working set stays in the L2 cache
+DW_BLOCK_BYTES = 512 << 10
+
+
 # -- Conv --------------------------------------------------------------------------------------------
 @register("Conv", since=1)
 class Conv(SpatialKernel):
@@ -230,10 +419,9 @@ class Conv(SpatialKernel):
         w = self.consts[1] if len(self.consts) > 1 else None
         b = self.consts[2] if len(self.consts) > 2 else None
         self.w_const = w
-        self.b_col = None if b is None else b.reshape((oc,) + (1,) * 1)
+        self.b_col = None if b is None else b.reshape(oc, 1)
 
-        pointwise = all(k == 1 for k in kernel) and not self.has_pad
-        if pointwise:
+        if all(k == 1 for k in kernel) and not self.has_pad:
             self.plan = "gemm"
             self.strided_pointwise = any(s != 1 for s in strides)
             if self.strided_pointwise:
@@ -243,28 +431,82 @@ class Conv(SpatialKernel):
         if g == c and cg == 1 and g > 1:
             self.plan = "depthwise"
             self.mult = oc // c
-            self.padded_shape = (n, c) + tuple(s + b_ + e for s, b_, e in zip(spatial, pb, pe))
-            if self.has_pad:
-                self.scratch.add("xp", self.padded_shape, dt)
-            self.scratch.add("tmp", (n, c, self.mult) + tuple(out), dt)
-            self.positions = list(itertools.product(*[range(k) for k in kernel]))
+            self.lay = PhaseLayout(n, c, spatial, pb, strides, kernel, dil, out, dt)
+            self.scratch.add("ph", self.lay.phase_shape, dt)
+            self.scratch.add("acc", (n, oc, self.lay.L), dt)
+            per_channel = self.lay.L * dt.itemsize * (2 + self.mult)
+            self.cb = max(1, min(c, DW_BLOCK_BYTES // per_channel))
+            self.scratch.add("tmp", (n, min(c, self.cb), self.mult, self.lay.L), dt)
             self.w_dw = None if w is None else self._dw_weights(w)
+            return
+        if self._taps_fit(n, c, g, dt, pb, strides, kernel, dil, out, spatial):
+            self.plan = "taps"
+            self.scratch.add("ph", self.lay.phase_shape, dt)
+            self.scratch.add("yflat", (n, oc, self.lay.L), dt)
+            if w is None:
+                self.scratch.add("wt", (self.kp, oc, c), dt)
+            self.wt = None if w is None else self._pack_taps(w)
             return
         self.plan = "im2col"
         kg = cg * self.kp
         per_item = c * self.kp * self.p_out * dt.itemsize
         self.nb = max(1, min(n, COLS_LIMIT // max(per_item, 1)))
-        self.padded_shape = (self.nb, c) + tuple(s + b_ + e for s, b_, e in zip(spatial, pb, pe))
-        if self.has_pad:
-            self.scratch.add("xp", self.padded_shape, dt)
-        self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
+        self.lay = PhaseLayout(self.nb, c, spatial, pb, strides, kernel, dil, out, dt)
+        self.flat = self.lay.waste <= FLAT_WASTE
+        self.scratch.add("ph", self.lay.phase_shape, dt)
+        if self.flat:
+            self.scratch.add("cols", (self.nb, c) + tuple(kernel) + (self.lay.L,), dt)
+            if self.lay.L != self.p_out:
+                self.scratch.add("yflat", (self.nb, oc, self.lay.L), dt)
+        else:
+            self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
         self.w_mat = None if w is None else (w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(oc, kg))
 
+    def _taps_fit(self, n, c, g, dt, pb, strides, kernel, dil, out, spatial) -> bool:
+        """One accumulating GEMM per kernel tap straight from the padded input (no im2col): for float32,
+        one group, enough channels for a GEMM with K = C, and little waste in the flat layout."""
+        if cblas().sgemm is None or dt != np.float32 or g != 1 or self.kp == 1 or c < TAPS_MIN_C:
+            return False
+        self.lay = PhaseLayout(n, c, spatial, pb, strides, kernel, dil, out, dt)
+        return self.lay.waste <= TAPS_WASTE
+
+    def _pack_taps(self, w):
+        # (OC, C, *k) -> (taps, OC, C): tap t's weights as one contiguous GEMM operand
+        return np.ascontiguousarray(np.moveaxis(w.reshape(self.oc, self.c, self.kp), 2, 0))
+
+    def derive(self, v):
+        if self.plan == "im2col":
+            v["_groups"] = self.lay.group_views(v["ph"], self.flat)
+        if self.plan == "depthwise":
+            v["_taps"] = [t.reshape(self.n, self.c, 1, self.lay.L) for t in self.lay.tap_views(v["ph"])]
+        if self.plan == "taps":
+            lay, isz = self.lay, self.inputs[0].dtype.itemsize
+            wt = self.wt if self.wt is not None else v["wt"]
+            ph, yflat = v["ph"], v["yflat"]
+            ldb = math.prod(lay.sq)
+            bl = cblas()
+            calls = []
+            for b in range(self.n):
+                c_ptr = yflat[b].ctypes.data
+                for t, (_, r, off) in enumerate(lay.taps):
+                    calls.append((bl.ROW_MAJOR, bl.NO_TRANS, bl.NO_TRANS, self.oc, lay.L, self.c, 1.0,
+                                  wt[t].ctypes.data, self.c, ph[r][b].ctypes.data + off * isz, ldb,
+                                  0.0 if t == 0 else 1.0, c_ptr, lay.L))
+            v["_calls"] = calls
+
+    def _run_taps(self, x, w, b, y, v):
+        self.lay.fill(v["ph"], x)
+        if self.wt is None:
+            np.copyto(v["wt"], np.moveaxis(w.reshape(self.oc, self.c, self.kp), 2, 0))
+        sgemm = cblas().sgemm
+        for args in v["_calls"]:
+            sgemm(*args)
+        self._store(v["yflat"], b, y)
+
     def _dw_weights(self, w):
-        # (C, mult, *kernel) -> per kernel position, a (C, mult, 1, ...) array broadcasting over pixels
+        # per kernel tap, a (C, mult, 1) array broadcasting over the flat pixels
         wr = w.reshape((self.c, self.mult, self.kp))
-        ones = (1,) * len(self.out)
-        return [np.ascontiguousarray(wr[:, :, i]).reshape((self.c, self.mult) + ones) for i in range(self.kp)]
+        return [np.ascontiguousarray(wr[:, :, i]).reshape(self.c, self.mult, 1) for i in range(self.kp)]
 
     def run(self, xs, ys, ws):
         x, y = xs[0], ys[0]
@@ -283,65 +525,96 @@ class Conv(SpatialKernel):
             wm = self.w_mat if self.w_mat is not None else (
                 w.reshape(g, self.ocg, self.cg) if g > 1 else w.reshape(oc, self.cg))
             if g == 1:
-                if n == 1:
-                    np.matmul(wm, x.reshape(self.c, self.p_out), out=y3[0])
-                else:
-                    np.matmul(wm, x.reshape(n, self.c, self.p_out), out=y3)
+                self._gemm(wm, x.reshape(n, self.c, self.p_out), y3, b)
             else:
                 np.matmul(wm, x.reshape(n, g, self.cg, self.p_out), out=y.reshape(n, g, self.ocg, self.p_out))
+                if b is not None:
+                    np.add(y3, b, out=y3)
+        elif self.plan == "taps":
+            self._run_taps(x, w, b, y, v)
         elif self.plan == "depthwise":
-            self._run_depthwise(x, w, y, v)
+            self._run_depthwise(x, w, b, y, v)
         else:
-            self._run_im2col(x, w, y3, v)
-        if b is not None:
-            np.add(y3, b, out=y3)
+            self._run_im2col(x, w, b, y, v)
 
-    def _padded(self, x, v, b0=0, b1=None):
-        if not self.has_pad:
-            return x[b0:b1] if (b0 or b1 is not None) else x
-        xp = v["xp"]
-        nb = (b1 if b1 is not None else x.shape[0]) - b0
-        xp = xp[:nb]
-        zero_borders(xp, self.pb, self.pe)
-        inner = (slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(self.pb, self.spatial))
-        np.copyto(xp[inner], x[b0:b0 + nb])
-        return xp
-
-    def _run_depthwise(self, x, w, y, v):
-        xp = self._padded(x, v)
+    def _run_depthwise(self, x, w, b, y, v):
+        lay = self.lay
+        ph, acc, tmp = v["ph"], v["acc"], v["tmp"]
+        lay.fill(ph, x)
         wd = self.w_dw if self.w_dw is not None else self._dw_weights(w)
-        n, c, m = self.n, self.c, self.mult
-        y5 = y.reshape((n, c, m) + tuple(self.out))
-        tmp = v["tmp"]
-        for i, pos in enumerate(self.positions):
-            xv = kernel_position_view(xp, pos, self.strides, self.dil, self.out)
-            xv = xv.reshape((n, c, 1) + tuple(self.out)) if m == 1 else xv[:, :, None]
-            if i == 0:
-                np.multiply(xv, wd[i], out=y5)
-            else:
-                np.multiply(xv, wd[i], out=tmp)
-                np.add(y5, tmp, out=y5)
+        n, c, m, cb = self.n, self.c, self.mult, self.cb
+        acc4 = acc.reshape(n, c, m, lay.L)
+        taps = v["_taps"]
+        # blocks of channels, so the accumulator and the tap rows stay in cache across the taps
+        for c0 in range(0, c, cb):
+            c1 = min(c, c0 + cb)
+            a = acc4[:, c0:c1]
+            t = tmp[:, :c1 - c0]
+            np.multiply(taps[0][:, c0:c1], wd[0][c0:c1], out=a)
+            for tv, wk in zip(taps[1:], wd[1:]):
+                np.multiply(tv[:, c0:c1], wk[c0:c1], out=t)
+                np.add(a, t, out=a)
+        self._store(acc, b, y)
 
-    def _run_im2col(self, x, w, y3, v):
-        g, nb = self.g, self.nb
+    def _store(self, flat, b, y):
+        """y = the dense part of a flat (nb, OC, L) result, plus the bias, in one pass."""
+        dense = self.lay.dense_view(flat)
+        if b is not None:
+            np.add(dense, b.reshape((self.oc,) + (1,) * len(self.out)), out=y)
+        else:
+            np.copyto(y, dense)
+
+    def _gemm(self, wm, xm, ym, b):
+        """ym[i] = wm @ xm[i] (+ b) for stacks xm (k, K, N), ym (k, M, N). With a bias and cblas, the
+        output is first filled with the bias and the GEMM accumulates onto it (beta = 1): cheaper than
+        a separate pass adding the bias to the result."""
+        k, m, nn = ym.shape
+        kk = xm.shape[1]
+        bl = cblas()
+        if (b is not None and bl.sgemm is not None and ym.dtype == np.float32 and wm.dtype == np.float32
+                and wm.flags.c_contiguous and xm.flags.c_contiguous and ym.flags.c_contiguous):
+            np.copyto(ym, b)
+            wp, xp, yp = _addr(wm), _addr(xm), _addr(ym)
+            for i in range(k):
+                bl.sgemm(bl.ROW_MAJOR, bl.NO_TRANS, bl.NO_TRANS, m, nn, kk, 1.0, wp, kk, xp + i * kk * nn * 4, nn,
+                         1.0, yp + i * m * nn * 4, nn)
+            return
+        if k == 1:
+            np.matmul(wm, xm[0], out=ym[0])
+        else:
+            np.matmul(wm, xm, out=ym)
+        if b is not None:
+            np.add(ym, b, out=ym)
+
+    def _run_im2col(self, x, w, b, y, v):
+        g, nb, lay = self.g, self.nb, self.lay
         kg = self.cg * self.kp
+        ck = self.c * self.kp
         wm = self.w_mat if self.w_mat is not None else (
             w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(self.oc, kg))
-        cols_all = v["cols"]
+        ph, cols_all = v["ph"], v["cols"]
+        cols_n = cols_all.shape[-1] if self.flat else self.p_out
+        direct = not self.flat or lay.L == self.p_out
         for b0 in range(0, self.n, nb):
             b1 = min(self.n, b0 + nb)
-            xp = self._padded(x, v, b0, b1)
-            cols = cols_all[:b1 - b0]
-            np.copyto(cols, window_view(xp, self.kernel, self.strides, self.dil, self.out))
-            yb = y3[b0:b1]
+            k = b1 - b0
+            lay.fill(ph[(slice(None),) * len(self.strides) + (slice(0, k),)] if k < nb else ph, x[b0:b1])
+            cols = cols_all[:k]
+            for ksl, view in v["_groups"]:
+                np.copyto(cols[(slice(None), slice(None)) + ksl], view[:k])
+            dst = y[b0:b1].reshape(k, self.oc, self.p_out) if direct else v["yflat"][:k]
             if g == 1:
-                if b1 - b0 == 1:
-                    np.matmul(wm, cols.reshape(self.c * self.kp, self.p_out), out=yb[0])
-                else:
-                    np.matmul(wm, cols.reshape(b1 - b0, self.c * self.kp, self.p_out), out=yb)
+                self._gemm(wm, cols.reshape(k, ck, cols_n), dst, b if direct else None)
             else:
-                np.matmul(wm, cols.reshape(b1 - b0, g, kg, self.p_out),
-                          out=yb.reshape(b1 - b0, g, self.ocg, self.p_out))
+                np.matmul(wm, cols.reshape(k, g, kg, cols_n), out=dst.reshape(k, g, self.ocg, cols_n))
+                if direct and b is not None:
+                    np.add(dst, b, out=dst)
+            if not direct:
+                self._store(dst, b, y[b0:b1])
+
+
+def _addr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
 
 
 # -- ConvTranspose -----------------------------------------------------------------------------------

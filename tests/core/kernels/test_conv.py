@@ -13,6 +13,21 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+@pytest.fixture(params=["taps", "flat", "direct"])
+def layout(request, monkeypatch):
+    """Run each conv case through every dense plan (the choice is a cost heuristic): one GEMM per kernel
+    tap, im2col in the flat layout, im2col straight into the output; and with tiny depthwise channel
+    blocks, so every code path sees every attribute combination."""
+    from ge.core.kernels import conv
+    if request.param == "taps" and conv.cblas().sgemm is None:
+        pytest.skip("no cblas_sgemm reachable through numpy")
+    monkeypatch.setattr(conv, "TAPS_MIN_C", 1 if request.param == "taps" else 10**9)
+    monkeypatch.setattr(conv, "TAPS_WASTE", 1e9)
+    monkeypatch.setattr(conv, "FLAT_WASTE", 1e9 if request.param == "flat" else 0.0)
+    monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 1 if request.param == "direct" else conv.DW_BLOCK_BYTES)
+    return request.param
+
+
 CONV2D = [
     # x shape, w shape, attrs
     ((1, 3, 9, 9), (4, 3, 3, 3), {}),
@@ -41,13 +56,16 @@ CONV2D = [
     ((1, 3, 10, 9), (4, 3, 3, 3), {"auto_pad": "VALID", "strides": [2, 3]}),
     ((1, 6, 10, 9), (6, 1, 3, 3), {"auto_pad": "SAME_UPPER", "group": 6, "strides": [2, 2]}),
     ((1, 3, 9, 9), (4, 3, 3, 3), {"kernel_shape": [3, 3], "pads": [0, 0, 1, 1]}),
+    ((1, 3, 14, 13), (4, 3, 3, 4), {"strides": [3, 2], "dilations": [2, 3], "pads": [2, 1, 0, 3]}),
+    ((1, 4, 13, 13), (4, 1, 3, 3), {"group": 4, "strides": [3, 3], "dilations": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 8, 8), (4, 3, 2, 2), {"strides": [4, 4], "pads": [3, 3, 3, 3]}),
 ]
 
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("consts", [True, False])
 @pytest.mark.parametrize("xs,ws,attrs", CONV2D)
-def test_conv2d(check_op, xs, ws, attrs, bias, consts):
+def test_conv2d(check_op, layout, xs, ws, attrs, bias, consts):
     inputs = {"x": f32(*xs), "w": f32(*ws)}
     if bias:
         inputs["b"] = f32(ws[0])
@@ -62,7 +80,7 @@ def test_conv2d(check_op, xs, ws, attrs, bias, consts):
     ((1, 4, 20), (6, 2, 1), {"group": 2}),
     ((1, 3, 17), (4, 3, 4), {"auto_pad": "SAME_LOWER", "strides": [3]}),
 ])
-def test_conv1d(check_op, xs, ws, attrs):
+def test_conv1d(check_op, layout, xs, ws, attrs):
     check_op("Conv", {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[0])}, attrs, consts=("w", "b"), **TOL)
 
 
@@ -72,11 +90,11 @@ def test_conv1d(check_op, xs, ws, attrs):
     ((2, 3, 5, 5, 5), (6, 3, 1, 1, 1), {}),
     ((1, 4, 6, 6, 6), (4, 1, 3, 3, 3), {"group": 4, "auto_pad": "SAME_UPPER"}),
 ])
-def test_conv3d(check_op, xs, ws, attrs):
+def test_conv3d(check_op, layout, xs, ws, attrs):
     check_op("Conv", {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[0])}, attrs, consts=("w", "b"), **TOL)
 
 
-def test_conv_resnet_like_shapes(check_op):
+def test_conv_resnet_like_shapes(check_op, layout):
     check_op("Conv", {"x": f32(1, 16, 28, 28), "w": f32(32, 16, 3, 3), "b": f32(32)},
              {"pads": [1, 1, 1, 1]}, consts=("w", "b"), **TOL)
     check_op("Conv", {"x": f32(1, 3, 32, 32), "w": f32(16, 3, 7, 7), "b": f32(16)},
@@ -145,3 +163,11 @@ def test_conv_transpose_no_bias(check_op):
 ])
 def test_conv_transpose_1d_3d(check_op, xs, ws, attrs):
     check_op("ConvTranspose", {"x": f32(*xs), "w": f32(*ws)}, attrs, consts=("w",), **TOL)
+
+
+def test_conv_batch_chunks(check_op, layout, monkeypatch):
+    """Batches larger than the im2col budget are processed a few items at a time."""
+    from ge.core.kernels import conv
+    monkeypatch.setattr(conv, "COLS_LIMIT", 2 * 4 * 3 * 9 * 81)
+    check_op("Conv", {"x": f32(5, 4, 9, 9), "w": f32(6, 4, 3, 3), "b": f32(6)}, {"pads": [1, 1, 1, 1]},
+             consts=("w", "b"), **TOL)
