@@ -5,6 +5,7 @@ import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
+from .fused import GE_DOMAIN
 from .registry import register
 
 
@@ -39,6 +40,26 @@ class _Planned(Kernel):
         return m
 
 
+def matmul_shape(k: Kernel, sa: tuple, sb: tuple) -> tuple:
+    """numpy's matmul output shape (1-D operands promoted and the unit dim dropped), or a GraphError."""
+    if not sa or not sb:
+        raise k.fail(f"MatMul needs operands of rank >= 1, got shapes {sa} and {sb}")
+    a2 = sa if len(sa) > 1 else (1,) + sa
+    b2 = sb if len(sb) > 1 else sb + (1,)
+    if a2[-1] != b2[-2]:
+        raise k.fail(f"shapes {sa} and {sb} do not match: {a2[-1]} != {b2[-2]}")
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        raise k.fail(f"batch dimensions of {sa} and {sb} do not broadcast") from None
+    out = tuple(batch) + (a2[-2], b2[-1])
+    if len(sa) == 1:
+        out = out[:-2] + out[-1:]
+    if len(sb) == 1:
+        out = out[:-1]
+    return out
+
+
 @register("MatMul", since=1)
 class MatMul(_Planned):
     def prepare(self):
@@ -46,23 +67,8 @@ class MatMul(_Planned):
         if a.dtype != b.dtype:
             raise self.fail(f"A is {a.dtype}, B is {b.dtype}: the types must match")
         sa, sb = tuple(a.shape), tuple(b.shape)
-        if not sa or not sb:
-            raise self.fail(f"MatMul needs operands of rank >= 1, got shapes {sa} and {sb}")
-        a2 = sa if len(sa) > 1 else (1,) + sa
-        b2 = sb if len(sb) > 1 else sb + (1,)
-        if a2[-1] != b2[-2]:
-            raise self.fail(f"shapes {sa} and {sb} do not match: {a2[-1]} != {b2[-2]}")
-        try:
-            batch = np.broadcast_shapes(a2[:-2], b2[:-2])
-        except ValueError:
-            raise self.fail(f"batch dimensions of {sa} and {sb} do not broadcast") from None
-        out = tuple(batch) + (a2[-2], b2[-1])
-        if len(sa) == 1:
-            out = out[:-2] + out[-1:]
-        if len(sb) == 1:
-            out = out[:-1]
-        self.out_metas = [Meta(a.dtype, out)]
-        self.k = a2[-1]
+        self.out_metas = [Meta(a.dtype, matmul_shape(self, sa, sb))]
+        self.k = sa[-1]
         # a stack of rows times one matrix: one GEMM over all rows
         self.flatten = len(sa) > 2 and len(sb) == 2
         self.b_const = self.consts[1] if len(self.consts) > 1 else None
@@ -71,10 +77,85 @@ class MatMul(_Planned):
         a = xs[0]
         b = self.b_const if self.b_const is not None else xs[1]
         y = ys[0]
-        if self.flatten and y.flags.c_contiguous:
+        if self.flatten and y.flags.c_contiguous and a.flags.c_contiguous:
             np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
         else:
             np.matmul(a, b, out=y)
+
+
+@register("FusedMatMul", since=1, domain=GE_DOMAIN)
+class FusedMatMul(_Planned):
+    """Y = transpose(alpha * (A' @ B') + C, perm_y), A' = transpose(A, perm_a), B' likewise
+    (passes.fuse_matmul). The transposes are strided views BLAS reads or writes directly, alpha
+    and the optional C (any tensor broadcasting to the product) are applied in place while the
+    product is hot in cache. A and B have rank >= 2; perms keep the unit-stride axis among the
+    last two, so that numpy hands every matrix to BLAS without a copy."""
+
+    def prepare(self):
+        a, b = self.meta(0, "A"), self.meta(1, "B")
+        if a.dtype != b.dtype:
+            raise self.fail(f"A is {a.dtype}, B is {b.dtype}: the types must match")
+        self.perm_a, self.perm_b = self._perm("perm_a", a), self._perm("perm_b", b)
+        sa, sb = _permuted(a.shape, self.perm_a), _permuted(b.shape, self.perm_b)
+        if len(sa) < 2 or len(sb) < 2:
+            raise self.fail(f"A and B must have rank >= 2, got shapes {sa} and {sb}")
+        product = matmul_shape(self, sa, sb)
+        perm_y = self._perm("perm_y", Meta(a.dtype, product), inverse=True)
+        self.inv_y = None if perm_y is None else tuple(int(i) for i in np.argsort(perm_y))
+        self.out_metas = [Meta(a.dtype, _permuted(product, perm_y))]
+        self.alpha = float(self.attr("alpha", 1.0))
+        self.alpha_t = a.dtype.type(self.alpha)
+        cm = self.inputs[2] if len(self.inputs) > 2 else None
+        if cm is not None:
+            if cm.dtype != a.dtype:
+                raise self.fail(f"C is {cm.dtype}, A is {a.dtype}: the types must match")
+            try:
+                if np.broadcast_shapes(tuple(cm.shape), product) != product:
+                    raise ValueError
+            except ValueError:
+                raise self.fail(f"C of shape {tuple(cm.shape)} does not broadcast to {product}") from None
+        self.has_c = cm is not None
+        self.b_const = self.consts[1] if len(self.consts) > 1 else None
+        if self.b_const is not None and self.perm_b is not None:
+            self.b_const = self.b_const.transpose(self.perm_b)
+        self.c_const = self.consts[2] if len(self.consts) > 2 else None
+        self.k = sa[-1]
+        self.flatten = self.perm_a is None and self.inv_y is None and len(sa) > 2 and len(sb) == 2
+
+    def _perm(self, key, m, inverse=False):
+        """The attribute as a tuple; the matrix view it makes (through its inverse for perm_y, which
+        views Y as the product) must keep the tensor's unit-stride last axis among its last two."""
+        perm = self.attr(key)
+        if perm is None:
+            return None
+        perm = tuple(int(p) for p in perm)
+        r = len(m.shape)
+        view = tuple(int(i) for i in np.argsort(perm)) if inverse and sorted(perm) == list(range(r)) else perm
+        if sorted(perm) != list(range(r)) or r < 2 or (r - 1) not in view[-2:]:
+            raise self.fail(f"{key}={list(perm)} is not a permutation of rank {r} whose matrix view keeps "
+                            f"the last axis among the last two")
+        return perm
+
+    def run(self, xs, ys, ws):
+        a = xs[0] if self.perm_a is None else xs[0].transpose(self.perm_a)
+        if self.b_const is not None:
+            b = self.b_const
+        else:
+            b = xs[1] if self.perm_b is None else xs[1].transpose(self.perm_b)
+        y = ys[0] if self.inv_y is None else ys[0].transpose(self.inv_y)
+        if self.flatten and y.flags.c_contiguous and a.flags.c_contiguous:
+            np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
+        else:
+            np.matmul(a, b, out=y)
+        if self.alpha != 1.0:
+            np.multiply(y, self.alpha_t, out=y)
+        if self.has_c:
+            np.add(y, self.c_const if self.c_const is not None else xs[2], out=y)
+
+
+def _permuted(shape, perm) -> tuple:
+    shape = tuple(shape)
+    return shape if perm is None else tuple(shape[p] for p in perm)
 
 
 @register("Gemm", since=1)

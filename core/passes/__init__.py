@@ -12,10 +12,11 @@ from .dead_code import dead_code
 from .fuse_activation import build_epilogue, fuse_activation
 from .fuse_conv_bn import fuse_conv_bn
 from .fuse_gelu import fuse_gelu
+from .fuse_matmul import fuse_matmul
 from .infer_shapes import infer_shapes
 
 __all__ = ["optimize", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_gelu",
-           "dead_code", "build_epilogue", "PIPELINE"]
+           "fuse_matmul", "dead_code", "build_epilogue", "PIPELINE"]
 
 #: (report key, pass) in the order optimize() runs them
 PIPELINE = [
@@ -25,6 +26,7 @@ PIPELINE = [
     ("fuse_gelu", fuse_gelu),                # before fuse_activation: the pattern's Add is a producer there
     ("fuse_conv_bn", fuse_conv_bn),
     ("fuse_activation", fuse_activation),
+    ("fuse_matmul", fuse_matmul),            # after fuse_activation: a bias Add's activations move along
     ("dead_code", dead_code),                # bypassed copies, orphaned weights and values
     ("constant_folding", constant_folding),  # anything the fusions made constant
     ("infer_shapes", infer_shapes),          # re-check the rewritten graph

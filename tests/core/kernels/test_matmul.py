@@ -90,3 +90,71 @@ def test_gemm_errors():
         k({}, [Meta(f, (3, 4)), Meta(f, (4, 6)), Meta(f, (4,))], name="g")
     with pytest.raises(GraphError, match="2-D"):
         k({}, [Meta(f, (2, 3, 4)), Meta(f, (4, 6))], name="g")
+
+
+# ----------------------------------------------------------------------------------------------
+# ge::FusedMatMul (passes.fuse_matmul): transposed views, alpha, C
+# ----------------------------------------------------------------------------------------------
+def _fused(shapes, attrs, consts=()):
+    from ge.core.kernels.fused import GE_DOMAIN
+    arrays = [f32(*s) for s in shapes]
+    metas = [Meta(a.dtype, a.shape) for a in arrays]
+    values = [a if i in consts else None for i, a in enumerate(arrays)]
+    return lookup("FusedMatMul", GE_DOMAIN, 1)(attrs, metas, values, name="f"), arrays
+
+
+def _reference(arrays, attrs):
+    a, b = arrays[:2]
+    a = a.transpose(attrs["perm_a"]) if "perm_a" in attrs else a
+    b = b.transpose(attrs["perm_b"]) if "perm_b" in attrs else b
+    y = attrs.get("alpha", 1.0) * (a.astype(np.float64) @ b.astype(np.float64))
+    if len(arrays) > 2:
+        y = y + arrays[2]
+    return y.transpose(attrs["perm_y"]) if "perm_y" in attrs else y
+
+
+FUSED = [  # (shapes, attrs, constant inputs)
+    ([(1, 8, 2, 16), (1, 8, 2, 16), (1, 1, 1, 8)], {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.25}, ()),
+    ([(1, 2, 8, 8), (1, 8, 2, 16)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}, ()),
+    ([(2, 8, 32), (32, 24), (24,)], {}, (1, 2)),      # one GEMM over the rows, constant bias
+    ([(2, 8, 32), (24, 32), (24,)], {"perm_b": [1, 0]}, (1, 2)),  # a constant weight stored transposed
+    ([(3, 5), (5, 4), (3, 4)], {"alpha": -2.0}, ()),
+    ([(4, 6, 5), (5, 3)], {"perm_y": [0, 2, 1]}, ()),
+    ([(2, 4, 5), (5, 3)], {"perm_y": [2, 0, 1]}, ()),  # Y written as column-major matrices
+]
+
+
+@pytest.mark.parametrize("shapes,attrs,consts", FUSED)
+def test_fused_matmul(shapes, attrs, consts):
+    k, arrays = _fused(shapes, attrs, consts)
+    want = _reference(arrays, attrs)
+    (meta,) = k.infer()
+    assert meta.shape == want.shape and meta.dtype == np.float32
+    y = np.full(want.shape, 77, np.float32)
+    k.run(arrays, [y], None)
+    np.testing.assert_allclose(y, want, **TOL)
+    np.testing.assert_allclose(k.compute(*arrays)[0], want, **TOL)
+
+
+def test_fused_matmul_run_does_not_allocate():
+    import tracemalloc
+    k, arrays = _fused([(1, 128, 4, 64), (1, 128, 4, 64), (1, 1, 1, 128)],
+                       {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.125})
+    y = np.empty(k.infer()[0].shape, np.float32)
+    k.run(arrays, [y], None)
+    tracemalloc.start()
+    k.run(arrays, [y], None)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < y.nbytes // 4
+
+
+def test_fused_matmul_errors():
+    with pytest.raises(GraphError, match="perm_a=.*last axis"):
+        _fused([(4, 5, 6), (5, 3)], {"perm_a": [2, 0, 1]})
+    with pytest.raises(GraphError, match="perm_y=.*last axis"):
+        _fused([(2, 4, 5), (5, 3)], {"perm_y": [1, 2, 0]})
+    with pytest.raises(GraphError, match="does not broadcast"):
+        _fused([(3, 5), (5, 4), (3, 5)], {})
+    with pytest.raises(GraphError, match="rank >= 2"):
+        _fused([(5,), (5, 4)], {})

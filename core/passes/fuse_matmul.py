@@ -1,0 +1,102 @@
+"""Fold what surrounds a MatMul into one ge::FusedMatMul task (kernels/matmul.py).
+
+Why: in a transformer every MatMul comes with small passes over its operands or product: the
+bias Add of each projection, the attention scores' Div by sqrt(d) and mask Add, the Transposes
+that move heads in and out of the batch dims. As separate tasks each one is a full pass over a
+feature map and a tensor to plan. Folded, the transposes are strided views BLAS reads and writes
+directly, and scale and add run in place on the product while it is still in cache.
+
+Recognized around a MatMul whose operands have rank >= 2:
+- Transpose feeding A or B (read only by this MatMul) whose matrix view keeps the unit-stride
+  axis among the last two (BLAS takes it as a transposed or strided matrix, numpy copies nothing);
+- then, along the product's only reader: Mul or Div by a scalar constant (alpha), an Add of any
+  tensor broadcasting to the product without enlarging it (C; its fused activations move along),
+  a Transpose of the result under the same strided-view condition (perm_y).
+A MatMul that already has an epilogue only takes its input transposes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ..kernels.epilogue import ATTR as EPILOGUE
+from ..kernels.fused import GE_DOMAIN
+from ._fusion import Matcher
+
+
+def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
+    m = Matcher(graph)
+    counts = {"fused": 0, "transposes": 0, "scales": 0, "adds": 0}
+    for mm in list(graph.nodes):
+        if mm.op_type != "MatMul" or mm.domain != "" or m.removed(mm) or len(mm.inputs) != 2:
+            continue
+        metas = [m.meta(i) for i in mm.inputs]
+        if any(s is None or len(s) < 2 or dt is None or dt.kind != "f" for dt, s in metas):
+            continue
+        dtype = metas[0][0]
+        inputs, attrs, group = list(mm.inputs), {}, [mm]
+        for i, key in ((0, "perm_a"), (1, "perm_b")):
+            t = m.sole_producer(inputs[i], mm)
+            perm = _perm(m, t)
+            if perm is not None and len(perm) - 1 in perm[-2:]:
+                inputs[i], attrs[key] = t.inputs[0], list(perm)
+                group.append(t)
+                counts["transposes"] += 1
+        y, epilogue = mm.outputs[0], mm.attrs.get(EPILOGUE)
+        nxt = None if epilogue else m.sole_consumer(mm)
+        if nxt is not None and nxt.op_type in ("Mul", "Div"):
+            other = m.other_input(nxt, y)
+            v = m.scalar_value(other)
+            if v and (nxt.op_type == "Mul" or nxt.inputs[0] == y) and m.meta(other)[0] == dtype:
+                attrs["alpha"] = v if nxt.op_type == "Mul" else 1.0 / v
+                group.append(nxt)
+                y, nxt = nxt.outputs[0], m.sole_consumer(nxt)
+                counts["scales"] += 1
+        if nxt is not None and nxt.op_type == "Add":
+            other = m.other_input(nxt, y)
+            if other and _broadcasts_into(m.meta(other), m.meta(y), dtype):
+                inputs.append(other)
+                group.append(nxt)
+                epilogue = nxt.attrs.get(EPILOGUE)
+                y, nxt = nxt.outputs[0], None if epilogue else m.sole_consumer(nxt)
+                counts["adds"] += 1
+        if nxt is not None and nxt.op_type == "Transpose":
+            perm = _perm(m, nxt)
+            if perm is not None and len(perm) - 1 in [int(i) for i in np.argsort(perm)][-2:]:
+                attrs["perm_y"] = list(perm)
+                group.append(nxt)
+                y = nxt.outputs[0]
+                counts["transposes"] += 1
+        if len(group) == 1:
+            continue
+        if epilogue:
+            attrs[EPILOGUE] = epilogue
+        m.replace(group, Node("FusedMatMul", inputs, [y], attrs, name=mm.name, domain=GE_DOMAIN))
+        counts["fused"] += 1
+    m.commit()
+    if stats is not None:
+        for k, v in counts.items():
+            stats[k] = stats.get(k, 0) + v
+    return graph
+
+
+def _perm(m: Matcher, t: Node | None) -> tuple | None:
+    """A Transpose's permutation (the default reverses the axes), or None when t is no Transpose."""
+    if t is None or t.op_type != "Transpose" or t.domain != "" or not t.inputs:
+        return None
+    _, shape = m.meta(t.inputs[0])
+    if shape is None:
+        return None
+    perm = t.attrs.get("perm")
+    perm = tuple(int(p) for p in perm) if perm is not None else tuple(range(len(shape)))[::-1]
+    return perm if sorted(perm) == list(range(len(shape))) else None
+
+
+def _broadcasts_into(c_meta, y_meta, dtype) -> bool:
+    (c_dtype, c_shape), (_, y_shape) = c_meta, y_meta
+    if c_shape is None or y_shape is None or c_dtype != dtype:
+        return False
+    try:
+        return np.broadcast_shapes(c_shape, y_shape) == y_shape
+    except ValueError:
+        return False

@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from ge.core.kernels.epilogue import ATTR as EPILOGUE
+from ge.core.kernels.fused import GE_DOMAIN
+from ge.core.passes import fuse_matmul, infer_shapes, optimize
+
+F = TensorProto.FLOAT
+rng = np.random.default_rng(5)
+S, H, D = 8, 2, 4  # sequence, heads, head size
+
+
+def w(*shape):
+    return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+
+def attention_model(make_model):
+    """BERT's self-attention as exported: projections + bias, heads moved by Reshape/Transpose,
+    scores scaled by Div and masked by Add, context moved back."""
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "wq"], ["q0"]), n("Add", ["q0", "bq"], ["q1"]), n("Reshape", ["q1", "heads"], ["q2"]),
+        n("Transpose", ["q2"], ["q"], perm=[0, 2, 1, 3]),
+        n("MatMul", ["x", "wk"], ["k0"]), n("Add", ["bk", "k0"], ["k1"]), n("Reshape", ["k1", "heads"], ["k2"]),
+        n("Transpose", ["k2"], ["kt"], perm=[0, 2, 3, 1]),
+        n("MatMul", ["x", "wv"], ["v0"]), n("Add", ["v0", "bv"], ["v1"]), n("Reshape", ["v1", "heads"], ["v2"]),
+        n("Transpose", ["v2"], ["v"], perm=[0, 2, 1, 3]),
+        n("MatMul", ["q", "kt"], ["s0"]), n("Div", ["s0", "scale"], ["s1"]), n("Add", ["s1", "mask"], ["s2"]),
+        n("Softmax", ["s2"], ["p"], axis=-1),
+        n("MatMul", ["p", "v"], ["c0"]), n("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["c1", "merge"], ["c2"]),
+        n("MatMul", ["c2", "wo"], ["o0"]), n("Add", ["o0", "bo"], ["o1"]), n("Relu", ["o1"], ["y"]),
+    ]
+    inits = {"wq": w(H * D, H * D), "wk": w(H * D, H * D), "wv": w(H * D, H * D), "wo": w(H * D, H * D),
+             "bq": w(H * D), "bk": w(H * D), "bv": w(H * D), "bo": w(H * D), "scale": np.array(np.sqrt(D), np.float32),
+             "heads": np.array([1, S, H, D], np.int64), "merge": np.array([1, S, H * D], np.int64)}
+    return make_model(nodes, {"x": (F, [1, S, H * D]), "mask": (F, [1, 1, 1, S])}, ["y"], inits)
+
+
+def test_attention_becomes_fused_matmuls(make_model, load, run_ort, run_ge):
+    model = attention_model(make_model)
+    g = load(model)
+    report = optimize(g)
+    stats = report["passes"]["fuse_matmul"]
+    assert stats == {"fused": 6, "transposes": 4, "scales": 1, "adds": 5}
+    ops = [(n.op_type, n.domain) for n in g.nodes if n.op_type not in ("Reshape",)]
+    assert ops.count(("FusedMatMul", GE_DOMAIN)) == 6 and ("Softmax", "") in ops and len(ops) == 7
+    scores = next(n for n in g.nodes if n.inputs[-1] == "mask")
+    assert scores.attrs == {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": pytest.approx(1 / np.sqrt(D))}
+    out = next(n for n in g.nodes if n.outputs == ["y"])
+    assert out.attrs[EPILOGUE] == [["Relu", {}]]  # moved along with the bias Add
+    feeds = {"x": rng.standard_normal((1, S, H * D)).astype(np.float32),
+             "mask": np.where(np.arange(S) < S - 2, 0, -1e4).astype(np.float32).reshape(1, 1, 1, S)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_near_misses_stay(make_model, load):
+    n = helper.make_node
+    nodes = [
+        n("Transpose", ["a"], ["at"], perm=[2, 0, 1]),   # A's last axis would leave the matrix view
+        n("MatMul", ["at", "b"], ["p"]),
+        n("Div", ["two", "p"], ["r"]),                    # scalar / product: no alpha
+        n("MatMul", ["a", "b2"], ["y2"]),                 # product is a graph output: nothing after it folds
+        n("Add", ["y2", "bias"], ["y3"]),
+        n("MatMul", ["a", "b2"], ["y4"]),                 # bias that would enlarge the product
+        n("Add", ["y4", "big"], ["y5"]),
+    ]
+    inits = {"b": w(5, 3), "b2": w(6, 3), "two": np.array(2, np.float32), "bias": w(3), "big": w(2, 4, 5, 3)}
+    model = make_model(nodes, {"a": (F, [4, 5, 6])}, ["r", "y2", "y3", "y5"], inits)
+    g = infer_shapes(load(model))
+    stats = {}
+    fuse_matmul(g, stats=stats)
+    assert stats["fused"] == 0
+    assert [x.op_type for x in g.nodes] == ["Transpose", "MatMul", "Div", "MatMul", "Add", "MatMul", "Add"]
