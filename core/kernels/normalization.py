@@ -78,6 +78,10 @@ class BatchNormalization(SpatialKernel):
 
 @register("LayerNormalization", since=17)
 class LayerNormalization(SpatialKernel):
+    """Rows of x (the normalized axes flattened) centred and scaled. The row sums are matrix-vector
+    products with a constant vector and the sums of squares np.vecdot (BLAS-speed reductions, where
+    np.mean/einsum along a short last axis loop per row): four passes over x in all."""
+
     def prepare(self):
         xm = _input(self, 0, "X")
         _float_type(self, xm.dtype)
@@ -105,6 +109,7 @@ class LayerNormalization(SpatialKernel):
         self.eps = xm.dtype.type(float(self.attr("epsilon", 1e-5)))
         self.rows, self.cols = math.prod(shape[:axis]), math.prod(norm)
         self.inv_n = xm.dtype.type(1.0 / max(self.cols, 1))
+        self.mean_weights = np.full(self.cols, self.inv_n, xm.dtype)  # x @ w: the row means
         self.vshape = (self.rows,) + norm
         stat = Meta(xm.dtype, shape[:axis] + (1,) * (r - axis))
         self.out_metas = [Meta(xm.dtype, shape)] + [stat] * max(0, min(self.num_outputs, 3) - 1)
@@ -115,13 +120,16 @@ class LayerNormalization(SpatialKernel):
     def run(self, xs, ys, ws):
         v = self.views(ws)
         mean, inv = v["mean"], v["inv"]
+        mean1, inv1 = mean.reshape(-1), inv.reshape(-1)
         x2 = xs[0].reshape(self.rows, self.cols)
         y = ys[0]
         y2 = y.reshape(self.rows, self.cols)
-        np.mean(x2, axis=1, keepdims=True, out=mean)
+        if self.cols:
+            np.matmul(x2, self.mean_weights, out=mean1)
+        else:
+            mean1.fill(np.nan)
         np.subtract(x2, mean, out=y2)
-        inv1 = inv.reshape(-1)
-        np.einsum("ij,ij->i", y2, y2, out=inv1)
+        np.vecdot(y2, y2, out=inv1)
         np.multiply(inv1, self.inv_n, out=inv1)
         np.add(inv1, self.eps, out=inv1)
         np.sqrt(inv1, out=inv1)
@@ -138,7 +146,13 @@ class LayerNormalization(SpatialKernel):
 
 
 class _SoftmaxBase(SpatialKernel):
+    """Along the last axis (the usual case) the shift that keeps exp in range is the tensor's
+    maximum, one fast reduction, where per-row maxima along a short axis cost more than the rest
+    of the kernel; softmax is shift-invariant, so the result is the same unless a whole row lies
+    so far below that maximum that its exponentials underflow: then (row sum below MIN_SUM, or a
+    NaN/inf maximum) the kernel redoes the row-wise form. Row sums are matrix-vector products."""
     log = False
+    MIN_SUM = 1e-28  # a row sum >= e^-64: every term within e^-23 of the row's largest is a normal float
 
     def prepare(self):
         xm = _input(self, 0, "input")
@@ -164,13 +178,44 @@ class _SoftmaxBase(SpatialKernel):
         self.scratch.add("m", red, xm.dtype)
         if self.log:
             self.scratch.add("e", self.view_shape, xm.dtype)
+        self.rows_shape = None
+        if self.axis == len(self.view_shape) - 1 and math.prod(self.view_shape):
+            n = self.view_shape[-1]
+            self.rows_shape = (math.prod(self.view_shape) // n, n)
+            self.ones = np.ones(n, xm.dtype)
+            self.scratch.add("g", (), xm.dtype)
 
     def run(self, xs, ys, ws):
         v = self.views(ws)
         x = xs[0].reshape(self.view_shape)
         y = ys[0].reshape(self.view_shape)
+        if self.rows_shape is not None and self._rows(x.reshape(self.rows_shape), y.reshape(self.rows_shape), v):
+            return
         m, ax = v["m"], self.axis
         np.max(x, axis=ax, keepdims=True, out=m)
+        self._finish(x, y, m, v, ax)
+
+    def _rows(self, x, y, v) -> bool:
+        """The fast path on [rows, n]; False when a row needs its own shift."""
+        g, m = v["g"], v["m"].reshape(-1, 1)
+        np.max(x, out=g)
+        if not np.isfinite(g):
+            return False
+        np.subtract(x, g, out=y)
+        e = v["e"].reshape(x.shape) if self.log else y
+        np.exp(y, out=e)
+        np.matmul(e, self.ones, out=m.reshape(-1))
+        if not np.min(m) >= self.MIN_SUM:  # (also False for NaN)
+            return False
+        if self.log:
+            np.log(m, out=m)
+            np.subtract(y, m, out=y)
+        else:
+            np.reciprocal(m, out=m)
+            np.multiply(y, m, out=y)
+        return True
+
+    def _finish(self, x, y, m, v, ax):
         np.subtract(x, m, out=y)
         if self.log:
             e = v["e"]

@@ -102,3 +102,42 @@ def test_softmax_errors():
     k = lookup("Softmax", opset=13)
     with pytest.raises(GraphError, match=r"node 's' \(Softmax\): axis=2"):
         k({"axis": 2}, [Meta(np.dtype(np.float32), (3, 4))], name="s", opset=13)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("case", ["far apart", "nan row", "inf", "masked"])
+def test_softmax_shift_by_tensor_max(check_op, op, case):
+    """The last-axis path shifts by the tensor's maximum; rows far below it, NaN and inf fall
+    back to per-row shifts and give what onnxruntime gives."""
+    x = f32(6, 37) * 3
+    if case == "far apart":
+        x += np.array([0, -50, -80, -200, 300, 1e30], np.float32)[:, None]
+    elif case == "nan row":
+        x[2, 5] = np.nan
+    elif case == "inf":
+        x[1, 3] = np.inf
+        x[4, 0] = -np.inf
+    else:  # attention masks: finfo.min added to some columns, a row fully masked
+        x[:, 30:] += np.finfo(np.float32).min
+        x[5] = np.finfo(np.float32).min
+    check_op(op, {"x": x}, {"axis": -1}, opset=13, **TOL)
+
+
+def test_layernorm_and_softmax_run_do_not_allocate():
+    """Nothing in proportion to the tensors (numpy's ufunc iterator takes a fixed 32 KB buffer for
+    per-row operands such as the means)."""
+    import tracemalloc
+    f = np.dtype(np.float32)
+    x = f32(16, 128, 128)
+    cases = [(lookup("Softmax", opset=13)({}, [Meta(f, x.shape)], opset=13), [x]),
+             (lookup("LayerNormalization")({}, [Meta(f, x.shape), Meta(f, (128,)), Meta(f, (128,))]),
+              [x, f32(128), f32(128)])]
+    for k, xs in cases:
+        y = np.empty_like(x)
+        ws = np.zeros(k.workspace_nbytes(), np.uint8)
+        k.run(xs, [y], ws)
+        tracemalloc.start()
+        k.run(xs, [y], ws)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert peak < 48 * 1024, f"{k.op_type} allocated {peak} bytes"
