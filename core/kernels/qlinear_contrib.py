@@ -1,0 +1,340 @@
+"""onnxruntime's quantized contrib ops (domain com.microsoft), as written by its quantization tool into
+QOperator-format models (the model zoo's *-int8 models): QLinearAdd, QLinearMul, QLinearSigmoid,
+QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, and
+QGemm.
+
+QLinearAdd and QLinearMul use MLAS's float32 formulas. The others but QGemm are "dequantize, float op, quantize": each quantized input is dequantized into float32
+workspace (x - zp) * scale, ge's own float kernel for the op runs on it (into workspace), and the
+result is quantized into the planned output: saturate(round_half_even(y / y_scale) + y_zp).
+onnxruntime computes some of them in fixed point or through lookup tables, so a result may differ by
+one quantization step where the float value sits on a rounding boundary.
+QGemm is an exact integer GEMM (float64) like QLinearMatMul, with int32 bias and alpha.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Meta
+from .conv import Scratch, SpatialKernel
+from .quantization import QRANGE, _IntegerMatMul
+from .registry import lookup, register
+from .shape_ops import text
+
+MS = "com.microsoft"
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+Q8 = (np.uint8, np.int8)
+
+
+class _QWrapped(SpatialKernel):
+    """Subclasses set QUANT_INPUTS [(x, scale, zp)], OUT (scale, zp), INNER op type, and inner_attrs()."""
+    QUANT_INPUTS: tuple = ((0, 1, 2),)
+    OUT = (3, 4)
+    INNER = ""
+    INNER_OPSET = 17
+    channels_last = False
+
+    def inner_attrs(self) -> dict:
+        return {}
+
+    def quant_inputs(self):
+        return self.QUANT_INPUTS
+
+    def meta(self, i, what, required=True):
+        m = self.inputs[i] if i < len(self.inputs) else None
+        if m is None and required:
+            raise self.fail(f"input {i} ({what}) is missing")
+        return m
+
+    def scalar_param(self, i, what, dtypes, required=True):
+        m = self.meta(i, what, required)
+        if m is None:
+            return None
+        if m.dtype not in dtypes:
+            raise self.fail(f"{what} has type {m.dtype}; {', '.join(np.dtype(t).name for t in dtypes)} expected")
+        if math.prod(m.shape) != 1:
+            raise self.fail(f"{what} has shape {tuple(m.shape)}, a scalar expected (per-tensor quantization)")
+        return m
+
+    def prepare(self):
+        self.channels_last = bool(int(self.attr("channels_last", 0)))
+        metas, self.groups = [], []
+        q_dtype = None
+        for k, (xi, si, zi) in enumerate(self.quant_inputs()):
+            xm = self.meta(xi, f"X{k}")
+            if xm.dtype not in Q8:
+                raise self.fail(f"input {xi} has type {xm.dtype}; uint8 or int8 expected")
+            q_dtype = q_dtype or xm.dtype
+            self.scalar_param(si, f"input {si} (scale)", (np.float32,))
+            zm = self.scalar_param(zi, f"input {zi} (zero point)", (xm.dtype,), required=False)
+            shape = tuple(xm.shape)
+            if self.channels_last:
+                if len(shape) < 3:
+                    raise self.fail(f"channels_last needs rank >= 3, input {xi} has shape {shape}")
+                shape = (shape[0], shape[-1]) + shape[1:-1]
+            self.groups.append((xi, si, zi if zm is not None else None, shape))
+            metas.append(Meta(F32, shape))
+        ys, yz = self.OUT
+        self.scalar_param(ys, "y_scale", (np.float32,))
+        zm = self.scalar_param(yz, "y_zero_point", Q8, required=False)
+        self.y_dtype = zm.dtype if zm is not None else q_dtype
+        self.yz_index = yz if zm is not None else None
+        self.ys_index = ys
+        self.inner = lookup(self.INNER, opset=self.INNER_OPSET)(self.inner_attrs(), metas, opset=self.INNER_OPSET,
+                                                               name=self.name)
+        out = tuple(self.inner.infer()[0].shape)
+        self.inner_out = out
+        if self.channels_last:
+            out = (out[0],) + out[2:] + (out[1],)
+        self.lo, self.hi = QRANGE[self.y_dtype]
+        self.out_metas = [Meta(self.y_dtype, out)]
+        self.scratch = Scratch()
+        for k, m in enumerate(metas):
+            self.scratch.add(f"x{k}", m.shape, F32)
+        self.scratch.add("y", self.inner_out, F32)
+        self.scratch.add("inner", (max(1, self.inner.workspace_nbytes()),), np.uint8)
+
+    def nchw(self, a):
+        return a.transpose((0, a.ndim - 1) + tuple(range(1, a.ndim - 1))) if self.channels_last else a
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        fs = []
+        for k, (xi, si, zi, _) in enumerate(self.groups):
+            f = v[f"x{k}"]
+            x = self.nchw(xs[xi])
+            if zi is not None:
+                np.subtract(x, xs[zi].reshape(()), out=f, dtype=F32)
+            else:
+                np.copyto(f, x, casting="unsafe")
+            np.multiply(f, xs[si].reshape(()), out=f)
+            fs.append(f)
+        y = v["y"]
+        n = self.inner.workspace_nbytes()
+        self.inner.run(fs, [y], v["inner"][:n] if n else None)
+        np.divide(y, xs[self.ys_index].reshape(()), out=y)
+        np.rint(y, out=y)
+        if self.yz_index is not None:
+            np.add(y, xs[self.yz_index].reshape(()), out=y, dtype=F32)
+        np.clip(y, self.lo, self.hi, out=y)
+        np.copyto(self.nchw(ys[0]), y, casting="unsafe")
+
+
+class _QLinearBinary(SpatialKernel):
+    """A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point, with numpy
+    broadcasting, in onnxruntime's (MLAS) float32 formulas."""
+
+    def prepare(self):
+        am = self.inputs[0]
+        bm = self.inputs[3] if len(self.inputs) > 3 else None
+        if am is None or bm is None:
+            raise self.fail("inputs 0 (A) and 3 (B) are required")
+        if am.dtype not in Q8 or bm.dtype != am.dtype:
+            raise self.fail(f"A {am.dtype} and B {bm.dtype} must be one type, uint8 or int8")
+        for i in (1, 4, 6):
+            m = self.inputs[i] if i < len(self.inputs) else None
+            if m is None or m.dtype != np.float32 or math.prod(m.shape) != 1:
+                raise self.fail(f"input {i} (scale) must be a float32 scalar")
+        for i in (2, 5, 7):
+            m = self.inputs[i] if i < len(self.inputs) else None
+            if m is not None and (m.dtype != am.dtype or math.prod(m.shape) != 1):
+                raise self.fail(f"input {i} (zero point) must be a {am.dtype} scalar")
+        try:
+            shape = np.broadcast_shapes(tuple(am.shape), tuple(bm.shape))
+        except ValueError:
+            raise self.fail(f"A {tuple(am.shape)} and B {tuple(bm.shape)} do not broadcast") from None
+        self.lo, self.hi = QRANGE[am.dtype]
+        self.out_metas = [Meta(am.dtype, shape)]
+        self.scratch = Scratch()
+        self.scratch.add("t", shape, F32)
+        self.scratch.add("u", shape, F32)
+
+    @staticmethod
+    def scalar(xs, i):
+        x = xs[i] if i < len(xs) else None
+        return np.float32(0) if x is None else np.float32(np.asarray(x).reshape(-1)[0])
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        t, u = v["t"], v["u"]
+        f = lambda i: self.scalar(xs, i)  # noqa: E731
+        self.combine(xs[0], xs[3], f(1), f(2), f(4), f(5), f(6), f(7), t, u)
+        np.rint(t, out=t)
+        np.clip(t, self.lo, self.hi, out=t)
+        np.copyto(ys[0], t, casting="unsafe")
+
+
+@register("QLinearAdd", domain=MS)
+class QLinearAdd(_QLinearBinary):
+    """C = (zc - rA * za - rB * zb) + rA * A + rB * B, rA = sa / sc, rB = sb / sc."""
+
+    def combine(self, a, b, sa, za, sb, zb, sc, zc, t, u):
+        ra, rb = sa / sc, sb / sc
+        fixed = zc - ra * za - rb * zb
+        np.multiply(a, ra, out=t, dtype=F32)
+        np.add(t, fixed, out=t)
+        np.multiply(b, rb, out=u, dtype=F32)
+        np.add(t, u, out=t)
+
+
+@register("QLinearMul", domain=MS)
+class QLinearMul(_QLinearBinary):
+    """C = (A - za) * (B - zb) * (sa * sb / sc) + zc."""
+
+    def combine(self, a, b, sa, za, sb, zb, sc, zc, t, u):
+        np.subtract(a, za, out=t, dtype=F32)
+        np.subtract(b, zb, out=u, dtype=F32)
+        np.multiply(t, u, out=t)
+        np.multiply(t, sa * sb / sc, out=t)
+        np.add(t, zc, out=t)
+
+
+@register("QLinearSigmoid", domain=MS)
+class QLinearSigmoid(_QWrapped):
+    INNER = "Sigmoid"
+
+
+@register("QLinearLeakyRelu", domain=MS)
+class QLinearLeakyRelu(_QWrapped):
+    INNER = "LeakyRelu"
+
+    def inner_attrs(self):
+        return {"alpha": float(self.attr("alpha", 0.01))}
+
+
+@register("QLinearSoftmax", domain=MS)
+class QLinearSoftmax(_QWrapped):
+    INNER = "Softmax"
+
+    def prepare(self):
+        # `opset` says which Softmax the node means (< 13: 2-D coercion, axis default 1)
+        self.INNER_OPSET = int(self.attr("opset", 13))
+        super().prepare()
+
+    def inner_attrs(self):
+        a = self.attr("axis")
+        return {} if a is None else {"axis": int(a)}
+
+
+@register("QLinearGlobalAveragePool", domain=MS)
+class QLinearGlobalAveragePool(_QWrapped):
+    INNER = "GlobalAveragePool"
+
+
+@register("QLinearAveragePool", domain=MS)
+class QLinearAveragePool(_QWrapped):
+    INNER = "AveragePool"
+    INNER_OPSET = 19
+
+    def inner_attrs(self):
+        return {k: v for k, v in self.attrs.items() if k != "channels_last"}
+
+
+@register("QLinearConcat", domain=MS)
+class QLinearConcat(_QWrapped):
+    """Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input."""
+    OUT = (0, 1)
+    INNER = "Concat"
+
+    def quant_inputs(self):
+        n = len(self.inputs) - 2
+        if n < 3 or n % 3:
+            raise self.fail(f"{len(self.inputs)} inputs: Y_scale, Y_zero_point and (X, X_scale, X_zero_point) "
+                            f"triples expected")
+        return tuple((2 + 3 * k, 3 + 3 * k, 4 + 3 * k) for k in range(n // 3))
+
+    def inner_attrs(self):
+        if self.attr("axis") is None:
+            raise self.fail("attribute 'axis' is required")
+        return {"axis": int(self.attr("axis"))}
+
+
+@register("QGemm", domain=MS)
+class QGemm(_IntegerMatMul):
+    """A, a_scale, a_zero_point, B, b_scale, b_zero_point, C (int32, scale alpha * a_scale * b_scale),
+    y_scale, y_zero_point: y = alpha * a_scale * b_scale * (A'B' + C), quantized when y_scale is given,
+    else float32. transA / transB as Gemm."""
+    A, AZ, B, BZ = 0, 2, 3, 5
+
+    def meta(self, i, what):
+        m = self.inputs[i] if i < len(self.inputs) else None
+        if m is None:
+            raise self.fail(f"input {i} ({what}) is missing")
+        return m
+
+    def prepare(self):
+        self.trans_a, self.trans_b = int(self.attr("transA", 0)), int(self.attr("transB", 0))
+        am, bm = self.meta(self.A, "A"), self.meta(self.B, "B")
+        if len(am.shape) != 2 or len(bm.shape) != 2:
+            raise self.fail(f"A {tuple(am.shape)} and B {tuple(bm.shape)} must be 2-D")
+        # the integer product runs on A, B as stored; transposes are views at run time
+        self.inputs_t = list(self.inputs)
+        if self.trans_a:
+            self.inputs[self.A] = Meta(am.dtype, tuple(am.shape)[::-1])
+        if self.trans_b:
+            self.inputs[self.B] = Meta(bm.dtype, tuple(bm.shape)[::-1])
+        consts = self.consts
+        if self.trans_b and consts[self.B] is not None:
+            self.consts = list(consts)
+            self.consts[self.B] = np.ascontiguousarray(np.asarray(consts[self.B]).T)
+        self.prepare_matmul()
+        self.consts, self.inputs = consts, self.inputs_t
+        m, n = self.out
+        self.alpha = float(self.attr("alpha", 1.0))
+        for i, what in ((1, "a_scale"), (4, "b_scale")):
+            sm = self.meta(i, what)
+            if sm.dtype != np.float32 or math.prod(sm.shape) not in (1, n if i == 4 else 1):
+                raise self.fail(f"{what} has type {sm.dtype} and shape {tuple(sm.shape)}")
+        cm = self.inputs[6] if len(self.inputs) > 6 else None
+        if cm is not None:
+            if cm.dtype != np.int32:
+                raise self.fail(f"C has type {cm.dtype}, int32 expected")
+            try:
+                if np.broadcast_shapes(tuple(cm.shape), (m, n)) != (m, n):
+                    raise ValueError
+            except ValueError:
+                raise self.fail(f"C of shape {tuple(cm.shape)} does not broadcast to {(m, n)}") from None
+        self.has_c = cm is not None
+        ysm = self.inputs[7] if len(self.inputs) > 7 else None
+        self.quantized = ysm is not None
+        if self.quantized:
+            yzm = self.inputs[8] if len(self.inputs) > 8 else None
+            self.y_dtype = yzm.dtype if yzm is not None else np.dtype(np.uint8)
+            if self.y_dtype not in Q8:
+                raise self.fail(f"y_zero_point has type {self.y_dtype}; uint8 or int8 expected")
+            self.lo, self.hi = QRANGE[self.y_dtype]
+            self.has_yz = yzm is not None
+        else:
+            self.y_dtype = F32
+        self.out_metas = [Meta(self.y_dtype, (m, n))]
+        self.scratch.add("t", (m, n), F32)
+
+    def accumulate(self, xs, v):
+        xs = list(xs)
+        if self.trans_a:
+            xs[self.A] = xs[self.A].T
+        if self.trans_b and self.b64 is None:
+            xs[self.B] = xs[self.B].T
+        return super().accumulate(xs, v)
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        xs = list(xs) + [None] * (9 - len(xs))
+        acc = self.accumulate(xs, v)
+        if self.has_c:
+            np.add(acc, xs[6], out=acc)
+        t = v["t"]
+        np.copyto(t, acc, casting="unsafe")
+        f = np.float32
+        scale = f(self.alpha) * np.asarray(xs[1], F32).reshape(()) * np.asarray(xs[4], F32).reshape(-1)
+        if self.quantized:
+            np.multiply(t, scale / np.asarray(xs[7], F32).reshape(()), out=t)
+            np.rint(t, out=t)
+            if self.has_yz:
+                np.add(t, xs[8].reshape(()), out=t, dtype=F32)
+            np.clip(t, self.lo, self.hi, out=t)
+            np.copyto(ys[0], t, casting="unsafe")
+        else:
+            np.multiply(t, scale, out=ys[0])
