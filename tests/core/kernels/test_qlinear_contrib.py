@@ -83,8 +83,7 @@ def test_qlinear_unary(op, attrs, dtype):
     xs, xz = qparams(dtype, 0.07)
     ys, yz = qparams(dtype, 0.004 if op == "QLinearSigmoid" else 0.05)
     x = np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1).astype(dtype).reshape(16, 16)  # every value
-    check(op, {"x": x, "xs": xs, "xz": xz, "ys": ys, "yz": yz}, attrs, consts=("xs", "xz", "ys", "yz"),
-          steps=1, frac=0.01)
+    check(op, {"x": x, "xs": xs, "xz": xz, "ys": ys, "yz": yz}, attrs, consts=("xs", "xz", "ys", "yz"))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -114,8 +113,7 @@ def test_qlinear_concat(dtype, axis):
     for k, shape in enumerate([(2, 3, 4), (2, 3, 4), (2, 3, 4)]):
         s, z = qparams(dtype, 0.02 * (k + 1))
         inputs |= {f"x{k}": q(shape, dtype), f"s{k}": s, f"z{k}": z}
-    check("QLinearConcat", inputs, {"axis": axis}, consts=tuple(n for n in inputs if not n.startswith("x")),
-          steps=1, frac=0.02)
+    check("QLinearConcat", inputs, {"axis": axis}, consts=tuple(n for n in inputs if not n.startswith("x")))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
