@@ -209,6 +209,9 @@ class DynamicQuantizeLinear(SpatialKernel):
             raise self.fail(f"x has type {xm.dtype}, float32 expected")
         xs = tuple(xm.shape)
         self.out_metas = [Meta(np.dtype(np.uint8), xs), Meta(F32, ()), Meta(np.dtype(np.uint8), ())]
+        if self.outputs is not None and len(self.outputs) < self.num_outputs:
+            raise self.fail("an absent output before a present one is not supported (the compiled task keeps "
+                            "only present outputs, so their positions would be lost)")
         self.scratch = Scratch()
         self.scratch.add("t", xs, F32)
 
@@ -224,8 +227,10 @@ class DynamicQuantizeLinear(SpatialKernel):
         np.rint(t, out=t)
         np.add(t, zp, out=t)
         saturate_cast(t, ys[0], 0, 255)
-        ys[1][...] = scale
-        ys[2][...] = zp
+        if len(ys) > 1:
+            ys[1][...] = scale
+        if len(ys) > 2:
+            ys[2][...] = zp
 
 
 # -- integer products ---------------------------------------------------------------------------------

@@ -160,6 +160,12 @@ class _Recurrent(SpatialKernel):
         self.prepare_extra()
         y = (T, D, B, H) if self.layout == 0 else (B, T, D, H)
         self.out_metas = ([Meta(dt, y)] + [Meta(dt, state)] * self.N_STATE_OUT)[:max(1, self.num_outputs)]
+        if self.outputs is not None and len(self.outputs) < self.num_outputs:
+            # compiled task args list only the present outputs and the runtime rebuilds the kernel with
+            # num_outputs = their count: an absent output before a present one would shift the others
+            raise self.fail(f"{self.num_outputs - len(self.outputs)} of its first {self.num_outputs} outputs are "
+                            f"absent (''): an absent output before a present one is not supported (the compiled "
+                            f"task keeps only present outputs, so their positions would be lost)")
         # weights: packed once when constant
         self.packed = self.pack(*[self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]) \
             if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None) \
@@ -235,20 +241,9 @@ class _Recurrent(SpatialKernel):
 
     # -- run -------------------------------------------------------------------------------------------
     def outputs_by_position(self, ys):
-        """(Y, [Y_h, (Y_c)]) with None for absent outputs."""
+        """(Y, [Y_h, (Y_c)]), positional; None (or a missing tail) for absent outputs."""
         n = len(self.out_metas)
-        ys = list(ys)
-        if len(ys) < n and self.outputs is not None:
-            # the planner passes only present outputs: place them by rank (Y is rank 4)
-            placed = [None] * n
-            states = [y for y in ys if y is not None and y.ndim == 3]
-            full = [y for y in ys if y is not None and y.ndim == 4]
-            if full:
-                placed[0] = full[0]
-            for i, y in enumerate(states):
-                placed[1 + i] = y
-            ys = placed
-        ys = ys + [None] * (n - len(ys))
+        ys = list(ys) + [None] * (n - len(ys))
         return ys[0], ys[1:]
 
     def run(self, xs, ys, ws):

@@ -151,19 +151,18 @@ def test_recurrent_larger(check_op, op):
              consts=("w", "r", "b"), rtol=1e-4, atol=1e-4)
 
 
-def test_recurrent_present_outputs_only():
-    """The planner passes only the present outputs: Y_h and Y_c (no Y) are placed by rank."""
-    inputs = rnn_inputs("LSTM", 4, 2, 3, 5, init=True)
-    arrays = list(inputs.values())
-    metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
-    k = lookup("LSTM", opset=14)
-    full = k({"hidden_size": 5}, metas, opset=14, num_outputs=3).compute(*arrays)
-    planned = k({"hidden_size": 5}, metas, outputs=[Meta(np.dtype(np.float32), (1, 2, 5))] * 2, opset=14,
-                num_outputs=3)
-    yh, yc = np.zeros((1, 2, 5), np.float32), np.zeros((1, 2, 5), np.float32)
-    planned.run(arrays, [yh, yc], np.zeros(planned.workspace_nbytes(), np.uint8))
-    np.testing.assert_array_equal(yh, full[1])
-    np.testing.assert_array_equal(yc, full[2])
+def test_recurrent_absent_middle_output_is_an_error():
+    """Compiled tasks keep only present outputs: ["Y", "", "Y_c"] cannot be placed at run time."""
+    inputs = rnn_inputs("LSTM", 4, 2, 3, 5)
+    metas = [None if a is None else Meta(a.dtype, a.shape) for a in inputs.values()]
+    f = np.dtype(np.float32)
+    with pytest.raises(GraphError, match=r"node 'l' \(LSTM\): 1 of its first 3 outputs are absent"):
+        lookup("LSTM", opset=14)({"hidden_size": 5}, metas, outputs=[Meta(f, (4, 1, 2, 5)), Meta(f, (1, 2, 5))],
+                                 opset=14, name="l", num_outputs=3)
+    # a missing tail is fine: Y and Y_h of an LSTM
+    k = lookup("LSTM", opset=14)({"hidden_size": 5}, metas, outputs=[Meta(f, (4, 1, 2, 5)), Meta(f, (1, 2, 5))],
+                                 opset=14, name="l", num_outputs=2)
+    assert [tuple(m.shape) for m in k.infer()] == [(4, 1, 2, 5), (1, 2, 5)]
 
 
 def test_recurrent_errors():
