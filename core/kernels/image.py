@@ -1,0 +1,148 @@
+"""Image sampling ops: GridSample (opset 16: 4-D; opset 20: N-D, modes linear/nearest/cubic).
+
+GridSample, as onnxruntime computes it: grid coordinates are un-normalized (align_corners), nearest
+rounds half to even, out-of-range coordinates are clamped (border) or reflected (reflection), and
+the taps outside the image read 0 (zeros) or the clamped/reflected pixel. Every tap (1 nearest,
+2^d linear, 4^d cubic) is one gather of all output points per batch item plus one multiply-add over
+the whole [N, C, points] output; the loop runs over taps and batch items, never over points.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..ir import Meta
+from .conv import Scratch, SpatialKernel
+from .registry import register
+from .shape_ops import text
+
+MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
+
+
+def _cubic_coeffs(t: np.ndarray) -> list[np.ndarray]:
+    """Weights of the taps at offsets -1, 0, 1, 2 from floor(x), t = x - floor(x) (A = -0.75)."""
+    a = -0.75
+    x = np.abs(t)
+    c0 = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a
+    c1 = ((a + 2) * x - (a + 3)) * x * x + 1
+    c2 = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1
+    c3 = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a
+    return [c0, c1, c2, c3]
+
+
+def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """onnxruntime's GsReflect: fold coordinates outside [lo, hi] back inside."""
+    rng = hi - lo
+    if rng <= 0:
+        return np.full_like(x, lo)
+    below, above = x < lo, x > hi
+    d = np.where(below, lo - x, np.where(above, x - hi, 0))
+    n = np.floor(d / rng)
+    r = d - n * rng
+    even = (n % 2) == 0
+    low_side = np.where(even, lo + r, hi - r)
+    high_side = np.where(even, hi - r, lo + r)
+    return np.where(below, low_side, np.where(above, high_side, x)).astype(x.dtype)
+
+
+@register("GridSample", since=16)
+class GridSample(SpatialKernel):
+    def prepare(self):
+        xm, gm = self.spatial_meta(0, "X"), self.spatial_meta(1, "grid")
+        if xm.dtype not in (np.float32, np.float64) or gm.dtype != xm.dtype:
+            raise self.fail(f"X {xm.dtype} and grid {gm.dtype} must be one float type (float32, float64)")
+        xs, gs = tuple(xm.shape), tuple(gm.shape)
+        d = len(xs) - 2
+        if self.opset < 20 and d != 2:
+            raise self.fail(f"X has shape {xs}: GridSample-16 samples 4-D inputs")
+        if len(gs) != d + 2 or gs[0] != xs[0] or gs[-1] != d:
+            raise self.fail(f"grid has shape {gs}; [{xs[0]}, *out, {d}] expected for X {xs}")
+        mode = text(self.attr("mode", "bilinear" if self.opset < 20 else "linear"))
+        names = ("bilinear", "nearest", "bicubic") if self.opset < 20 else ("linear", "nearest", "cubic")
+        if mode not in names:
+            raise self.fail(f"mode '{mode}' is not one of {', '.join(names)} at opset {self.opset}")
+        self.mode = MODES[mode]
+        self.pad = text(self.attr("padding_mode", "zeros"))
+        if self.pad not in ("zeros", "border", "reflection"):
+            raise self.fail(f"padding_mode '{self.pad}' is not one of zeros, border, reflection")
+        self.align = bool(int(self.attr("align_corners", 0)))
+        self.n, self.c = xs[:2]
+        self.sizes = xs[2:]  # spatial, outermost first (grid's last dim lists them innermost first)
+        self.out = gs[1:-1]
+        self.points = math.prod(self.out)
+        self.plane = math.prod(self.sizes)
+        self.strides = [math.prod(self.sizes[k + 1:]) for k in range(d)]
+        self.dt = xm.dtype
+        self.out_metas = [Meta(xm.dtype, (self.n, self.c) + tuple(self.out))]
+        self.scratch = Scratch()
+        self.scratch.add("tap", (self.n, self.c, self.points), xm.dtype)
+
+    def axis_taps(self, g: np.ndarray, size: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """Per tap along one axis: (index, weight, valid or None) arrays of shape [N, points]."""
+        f = self.dt.type
+        if self.align:
+            x = (g + 1) / f(2) * f(size - 1)
+            lo, hi = 0.0, float(size - 1)
+        else:
+            x = ((g + 1) * f(size) - 1) / f(2)
+            lo, hi = -0.5, size - 0.5
+        if self.mode == "nearest":
+            x = np.rint(x)
+        out = (x < lo) | (x > hi)
+        if self.pad == "border" and self.mode != "cubic":  # cubic clamps each tap instead
+            x = np.where(out, np.clip(x, 0, size - 1), x)
+        elif self.pad == "reflection":
+            x = np.where(out, _reflect(x, lo, hi), x)
+        if self.mode == "nearest":
+            idx, wts = [x.astype(np.int64)], [None]
+        elif self.mode == "linear":
+            x0 = np.floor(x)
+            t = (x - x0).astype(self.dt)
+            idx, wts = [x0.astype(np.int64), x0.astype(np.int64) + 1], [1 - t, t]
+        else:
+            x0 = np.floor(x)
+            t = (x - x0).astype(self.dt)
+            base = x0.astype(np.int64) - 1
+            idx, wts = [base + k for k in range(4)], _cubic_coeffs(t)
+        taps = []
+        for i, w in zip(idx, wts):
+            i, valid = self.pixel_index(i, size, lo, hi)
+            taps.append((i, w, valid))
+        return taps
+
+    def pixel_index(self, i: np.ndarray, size: int, lo: float, hi: float):
+        """onnxruntime's PixelAtGrid for one axis: (in-range index, valid mask for zeros padding)."""
+        if self.pad == "zeros":
+            valid = (i >= 0) & (i < size)
+            return np.clip(i, 0, size - 1), valid
+        if self.pad == "border":
+            return np.clip(i, 0, size - 1), None
+        r = _reflect(i.astype(np.float64), lo, hi).astype(np.int64)
+        return np.clip(r, 0, size - 1), None
+
+    def run(self, xs, ys, ws):
+        x, grid = xs[0], xs[1]
+        d = len(self.sizes)
+        g = grid.reshape(self.n, self.points, d)
+        per_axis = [self.axis_taps(g[..., d - 1 - k], self.sizes[k]) for k in range(d)]  # grid: (x, y, ...)
+        tap = self.views(ws)["tap"]
+        y = ys[0].reshape(self.n, self.c, self.points)
+        y.fill(0)
+        x2 = x.reshape(self.n, self.c, self.plane)
+        for combo in itertools.product(*per_axis):  # one gather and one multiply-add per tap
+            flat = sum(i * s for (i, _, _), s in zip(combo, self.strides))
+            w = None
+            for _, wk, vk in combo:
+                if wk is not None:
+                    w = wk if w is None else w * wk
+                if vk is not None:
+                    w = vk.astype(self.dt) if w is None else w * vk
+            for b in range(self.n):
+                np.take(x2[b], flat[b], axis=1, out=tap[b])
+            if w is None:
+                np.add(y, tap, out=y)
+            else:
+                np.multiply(tap, w.reshape(self.n, 1, self.points), out=tap)
+                np.add(y, tap, out=y)
