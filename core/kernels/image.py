@@ -1,4 +1,5 @@
-"""Image sampling ops: GridSample (opset 16: 4-D; opset 20: N-D, modes linear/nearest/cubic).
+"""Image sampling ops: GridSample (opset 16: 4-D; opset 20: N-D, modes linear/nearest/cubic), AffineGrid,
+MaxUnpool.
 
 GridSample, as onnxruntime computes it: grid coordinates are un-normalized (align_corners), nearest
 rounds half to even, out-of-range coordinates are clamped (border) or reflected (reflection), and
@@ -146,3 +147,73 @@ class GridSample(SpatialKernel):
             else:
                 np.multiply(tap, w.reshape(self.n, 1, self.points), out=tap)
                 np.add(y, tap, out=y)
+
+
+@register("AffineGrid", since=20)
+class AffineGrid(SpatialKernel):
+    """grid[n] = [x, y, (z,) 1] @ theta[n]^T over the base grid of `size` ([N, C, H, W] or [N, C, D, H, W])."""
+
+    def prepare(self):
+        tm = self.inputs[0] if self.inputs else None
+        if tm is None or tm.dtype not in (np.float32, np.float64):
+            raise self.fail("theta must be a float32 or float64 tensor")
+        size = [int(v) for v in np.asarray(self.const(1, "size")).reshape(-1)]
+        if len(size) not in (4, 5):
+            raise self.fail(f"size {size} must have 4 or 5 values")
+        d = len(size) - 2
+        n = size[0]
+        if tuple(tm.shape) != (n, d, d + 1):
+            raise self.fail(f"theta has shape {tuple(tm.shape)}, ({n}, {d}, {d + 1}) expected for size {size}")
+        align = bool(int(self.attr("align_corners", 0)))
+        spatial = size[2:]
+        axes = []
+        for L in spatial:
+            i = np.arange(L, dtype=np.float64)
+            axes.append((-1 + 2 * i / (L - 1) if L > 1 else np.zeros(L)) if align else (2 * i + 1) / L - 1)
+        mesh = np.meshgrid(*axes, indexing="ij")  # outermost first; the grid lists x (innermost) first
+        base = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(math.prod(spatial))], axis=1)
+        self.base = base.astype(tm.dtype)  # [points, d + 1]
+        self.n, self.d, self.points = n, d, math.prod(spatial)
+        self.out_metas = [Meta(tm.dtype, (n,) + tuple(spatial) + (d,))]
+        self.scratch = Scratch()
+
+    def run(self, xs, ys, ws):
+        np.matmul(self.base, xs[0].transpose(0, 2, 1), out=ys[0].reshape(self.n, self.points, self.d))
+
+
+@register("MaxUnpool", since=9)
+class MaxUnpool(SpatialKernel):
+    """Zeros, with X's values put back at MaxPool's flat indices I (over the whole output tensor)."""
+
+    def prepare(self):
+        xm, im = self.spatial_meta(0, "X"), self.spatial_meta(1, "I")
+        if im.dtype != np.int64 or tuple(im.shape) != tuple(xm.shape):
+            raise self.fail(f"I has type {im.dtype} and shape {tuple(im.shape)}; int64 {tuple(xm.shape)} expected")
+        xs = tuple(xm.shape)
+        d = len(xs) - 2
+        ks = self.attrs.get("kernel_shape")
+        if ks is None or len(ks) != d:
+            raise self.fail(f"kernel_shape {ks} does not fit an input with {d} spatial dims")
+        kernel = [int(k) for k in ks]
+        strides = self.ints("strides", d, 1)
+        pads = self.ints("pads", 2 * d, 0)
+        out = [(s - 1) * st + k - pads[i] - pads[i + d] for i, (s, st, k) in enumerate(zip(xs[2:], strides, kernel))]
+        shape = xs[:2] + tuple(out)
+        if len(self.inputs) > 2 and self.inputs[2] is not None:
+            given = tuple(int(v) for v in np.asarray(self.const(2, "output_shape")).reshape(-1))
+            if len(given) != len(xs) or given[:2] != xs[:2] or any(g < o for g, o in zip(given[2:], out)):
+                raise self.fail(f"output_shape {list(given)} does not fit X {xs} (at least {list(shape)})")
+            shape = given
+        if any(o <= 0 for o in shape[2:]):
+            raise self.fail(f"output shape {shape} is empty")
+        self.size = math.prod(shape)
+        self.out_metas = [Meta(xm.dtype, shape)]
+        self.scratch = Scratch()
+
+    def run(self, xs, ys, ws):
+        y = ys[0].reshape(-1)
+        idx = xs[1].reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.size):
+            raise self.fail(f"indices out of range [0, {self.size - 1}]")
+        y.fill(0)
+        y[idx] = xs[0].reshape(-1)
