@@ -1,12 +1,17 @@
 """Conv and ConvTranspose (NCHW, 1-D/2-D/3-D), plus the helpers the other spatial kernels share.
 
-Conv picks one of three plans in prepare():
+Conv picks a plan in prepare():
 - "gemm": a pointwise conv (1x1, no padding): one GEMM per batch item, W[OC, C] @ X[C, H*W], straight
   into the output (a strided pointwise conv first gathers its input into the workspace);
-- "depthwise": group == C with one input channel per group: a multiply-accumulate over the kernel
-  positions, broadcasting the weights over the pixels, into the output;
-- "im2col": pad once into the workspace, one copy of a strided view into the column matrix, one GEMM
-  (batched over groups) into the output.
+- "taps" (float32, one group, C >= 32): the padded input is laid out once in the workspace, split into
+  its stride phases (PhaseLayout) so that the inputs under one kernel tap are a (C, L) matrix with unit
+  stride: one accumulating GEMM per tap, W_tap[OC, C] @ X_tap[C, L], through cblas (no im2col at all),
+  then one pass drops the padding columns and adds the bias;
+- "depthwise": group == C with one input channel per group: per block of channels, im2col columns
+  (cache-sized) and one batched matmul over the channels of the block;
+- "im2col": the general case (groups, few channels, small images): per phase group one copy of a
+  strided view into the column matrix, then one GEMM (batched over groups) into the output.
+With a bias, the GEMMs accumulate onto an output pre-filled with it (cheaper than adding it after).
 ConvTranspose is a GEMM (W^T @ X) into workspace columns, scattered into the output with one add per
 kernel position.
 """
@@ -358,10 +363,6 @@ class PhaseLayout:
             res.append((ksl, v))
         return res
 
-    def tap_views(self, ph):
-        """Per kernel tap (row-major order): the (nb, C, L) run of inputs under it."""
-        return [self._flat(ph, r, off)[:, :, :self.L] for _, r, off in self.taps]
-
     def dense_view(self, flat: np.ndarray) -> np.ndarray:
         """The (nb, OC, *out) view of a (nb, OC, L) flat result without the garbage columns."""
         nb, oc = flat.shape[:2]
@@ -369,12 +370,10 @@ class PhaseLayout:
         return full[(slice(None), slice(None), slice(None)) + tuple(slice(0, o) for o in self.out[1:])]
 
 
-#: use the flat layout (GEMM over garbage columns, then one extracting pass) when it wastes at most this
-FLAT_WASTE = 1.12
 #: the "taps" plan: at least this many input channels (the K of each GEMM), at most this much waste
 TAPS_MIN_C = 32
 TAPS_WASTE = 1.15
-#: depthwise: channels per block, so a block's working set stays in the L2 cache
+#: depthwise: the im2col columns of a block of channels take about this much (they stay in the L2 cache)
 DW_BLOCK_BYTES = 512 << 10
 
 
@@ -434,10 +433,9 @@ class Conv(SpatialKernel):
             self.lay = PhaseLayout(n, c, spatial, pb, strides, kernel, dil, out, dt)
             self.scratch.add("ph", self.lay.phase_shape, dt)
             self.scratch.add("acc", (n, oc, self.lay.L), dt)
-            per_channel = self.lay.L * dt.itemsize * (2 + self.mult)
-            self.cb = max(1, min(c, DW_BLOCK_BYTES // per_channel))
-            self.scratch.add("tmp", (n, min(c, self.cb), self.mult, self.lay.L), dt)
-            self.w_dw = None if w is None else self._dw_weights(w)
+            self.cb = max(1, min(c, DW_BLOCK_BYTES // (self.kp * self.lay.L * dt.itemsize)))
+            self.scratch.add("cols", (self.cb,) + tuple(kernel) + (self.lay.L,), dt)
+            self.w3 = None if w is None else w.reshape(c, self.mult, self.kp)
             return
         if self._taps_fit(n, c, g, dt, pb, strides, kernel, dil, out, spatial):
             self.plan = "taps"
@@ -452,14 +450,8 @@ class Conv(SpatialKernel):
         per_item = c * self.kp * self.p_out * dt.itemsize
         self.nb = max(1, min(n, COLS_LIMIT // max(per_item, 1)))
         self.lay = PhaseLayout(self.nb, c, spatial, pb, strides, kernel, dil, out, dt)
-        self.flat = self.lay.waste <= FLAT_WASTE
         self.scratch.add("ph", self.lay.phase_shape, dt)
-        if self.flat:
-            self.scratch.add("cols", (self.nb, c) + tuple(kernel) + (self.lay.L,), dt)
-            if self.lay.L != self.p_out:
-                self.scratch.add("yflat", (self.nb, oc, self.lay.L), dt)
-        else:
-            self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
+        self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
         self.w_mat = None if w is None else (w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(oc, kg))
 
     def _taps_fit(self, n, c, g, dt, pb, strides, kernel, dil, out, spatial) -> bool:
@@ -476,9 +468,9 @@ class Conv(SpatialKernel):
 
     def derive(self, v):
         if self.plan == "im2col":
-            v["_groups"] = self.lay.group_views(v["ph"], self.flat)
+            v["_groups"] = self.lay.group_views(v["ph"], False)
         if self.plan == "depthwise":
-            v["_taps"] = [t.reshape(self.n, self.c, 1, self.lay.L) for t in self.lay.tap_views(v["ph"])]
+            v["_groups"] = self.lay.group_views(v["ph"], True)
         if self.plan == "taps":
             lay, isz = self.lay, self.inputs[0].dtype.itemsize
             wt = self.wt if self.wt is not None else v["wt"]
@@ -502,11 +494,6 @@ class Conv(SpatialKernel):
         for args in v["_calls"]:
             sgemm(*args)
         self._store(v["yflat"], b, y)
-
-    def _dw_weights(self, w):
-        # per kernel tap, a (C, mult, 1) array broadcasting over the flat pixels
-        wr = w.reshape((self.c, self.mult, self.kp))
-        return [np.ascontiguousarray(wr[:, :, i]).reshape(self.c, self.mult, 1) for i in range(self.kp)]
 
     def run(self, xs, ys, ws):
         x, y = xs[0], ys[0]
@@ -538,22 +525,21 @@ class Conv(SpatialKernel):
             self._run_im2col(x, w, b, y, v)
 
     def _run_depthwise(self, x, w, b, y, v):
+        """Per block of channels: the block's im2col columns (kept in cache), then one batched matmul
+        (C_block x (mult x taps) @ (taps x L)) into the flat accumulator; then the store pass."""
         lay = self.lay
-        ph, acc, tmp = v["ph"], v["acc"], v["tmp"]
-        lay.fill(ph, x)
-        wd = self.w_dw if self.w_dw is not None else self._dw_weights(w)
-        n, c, m, cb = self.n, self.c, self.mult, self.cb
-        acc4 = acc.reshape(n, c, m, lay.L)
-        taps = v["_taps"]
-        # blocks of channels, so the accumulator and the tap rows stay in cache across the taps
-        for c0 in range(0, c, cb):
-            c1 = min(c, c0 + cb)
-            a = acc4[:, c0:c1]
-            t = tmp[:, :c1 - c0]
-            np.multiply(taps[0][:, c0:c1], wd[0][c0:c1], out=a)
-            for tv, wk in zip(taps[1:], wd[1:]):
-                np.multiply(tv[:, c0:c1], wk[c0:c1], out=t)
-                np.add(a, t, out=a)
+        lay.fill(v["ph"], x)
+        c, m, cb, kp, L = self.c, self.mult, self.cb, self.kp, lay.L
+        w3 = self.w3 if self.w3 is not None else w.reshape(c, m, kp)
+        cols, acc = v["cols"], v["acc"]
+        for i in range(self.n):
+            for c0 in range(0, c, cb):
+                c1 = min(c, c0 + cb)
+                k = c1 - c0
+                cc = cols[:k]
+                for ksl, gv in v["_groups"]:
+                    np.copyto(cc[(slice(None),) + ksl], gv[i, c0:c1])
+                np.matmul(w3[c0:c1], cc.reshape(k, kp, L), out=acc[i, c0 * m:c1 * m].reshape(k, m, L))
         self._store(acc, b, y)
 
     def _store(self, flat, b, y):
@@ -593,8 +579,6 @@ class Conv(SpatialKernel):
         wm = self.w_mat if self.w_mat is not None else (
             w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(self.oc, kg))
         ph, cols_all = v["ph"], v["cols"]
-        cols_n = cols_all.shape[-1] if self.flat else self.p_out
-        direct = not self.flat or lay.L == self.p_out
         for b0 in range(0, self.n, nb):
             b1 = min(self.n, b0 + nb)
             k = b1 - b0
@@ -602,15 +586,13 @@ class Conv(SpatialKernel):
             cols = cols_all[:k]
             for ksl, view in v["_groups"]:
                 np.copyto(cols[(slice(None), slice(None)) + ksl], view[:k])
-            dst = y[b0:b1].reshape(k, self.oc, self.p_out) if direct else v["yflat"][:k]
+            dst = y[b0:b1].reshape(k, self.oc, self.p_out)
             if g == 1:
-                self._gemm(wm, cols.reshape(k, ck, cols_n), dst, b if direct else None)
+                self._gemm(wm, cols.reshape(k, ck, self.p_out), dst, b)
             else:
-                np.matmul(wm, cols.reshape(k, g, kg, cols_n), out=dst.reshape(k, g, self.ocg, cols_n))
-                if direct and b is not None:
+                np.matmul(wm, cols.reshape(k, g, kg, self.p_out), out=dst.reshape(k, g, self.ocg, self.p_out))
+                if b is not None:
                     np.add(dst, b, out=dst)
-            if not direct:
-                self._store(dst, b, y[b0:b1])
 
 
 def _addr(a: np.ndarray) -> int:

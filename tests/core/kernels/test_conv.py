@@ -13,18 +13,17 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(params=["taps", "flat", "direct"])
+@pytest.fixture(params=["taps", "im2col"])
 def layout(request, monkeypatch):
-    """Run each conv case through every dense plan (the choice is a cost heuristic): one GEMM per kernel
-    tap, im2col in the flat layout, im2col straight into the output; and with tiny depthwise channel
-    blocks, so every code path sees every attribute combination."""
+    """Run each conv case through both dense plans (the choice is a cost heuristic): one GEMM per kernel
+    tap, or im2col; depthwise with tiny channel blocks in one of them, so every code path sees every
+    attribute combination."""
     from ge.core.kernels import conv
     if request.param == "taps" and conv.cblas().sgemm is None:
         pytest.skip("no cblas_sgemm reachable through numpy")
     monkeypatch.setattr(conv, "TAPS_MIN_C", 1 if request.param == "taps" else 10**9)
     monkeypatch.setattr(conv, "TAPS_WASTE", 1e9)
-    monkeypatch.setattr(conv, "FLAT_WASTE", 1e9 if request.param == "flat" else 0.0)
-    monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 1 if request.param == "direct" else conv.DW_BLOCK_BYTES)
+    monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 1 if request.param == "im2col" else conv.DW_BLOCK_BYTES)
     return request.param
 
 
