@@ -85,11 +85,12 @@ class MatMul(_Planned):
 
 @register("FusedMatMul", since=1, domain=GE_DOMAIN)
 class FusedMatMul(_Planned):
-    """Y = transpose(alpha * (A' @ B') + C, perm_y), A' = transpose(A, perm_a), B' likewise
-    (passes.fuse_matmul). The transposes are strided views BLAS reads or writes directly, alpha
-    and the optional C (any tensor broadcasting to the product) are applied in place while the
-    product is hot in cache. A and B have rank >= 2; perms keep the unit-stride axis among the
-    last two, so that numpy hands every matrix to BLAS without a copy."""
+    """Y = transpose(alpha * (A' @ B') + C1 + C2 ..., perm_y), A' = transpose(A, perm_a), B'
+    likewise (passes.fuse_matmul). The transposes are strided views BLAS reads or writes directly;
+    alpha and the addends (inputs 2..., any tensors broadcasting to the product: a bias, a mask, a
+    residual) are applied in place while the product is hot in cache. A and B have rank >= 2;
+    perms keep the unit-stride axis among the last two, so that numpy hands every matrix to BLAS
+    without a copy."""
 
     def prepare(self):
         a, b = self.meta(0, "A"), self.meta(1, "B")
@@ -105,20 +106,20 @@ class FusedMatMul(_Planned):
         self.out_metas = [Meta(a.dtype, _permuted(product, perm_y))]
         self.alpha = float(self.attr("alpha", 1.0))
         self.alpha_t = a.dtype.type(self.alpha)
-        cm = self.inputs[2] if len(self.inputs) > 2 else None
-        if cm is not None:
+        for i, cm in enumerate(self.inputs[2:], start=2):
+            if cm is None:
+                raise self.fail(f"input {i} (an addend) is missing")
             if cm.dtype != a.dtype:
-                raise self.fail(f"C is {cm.dtype}, A is {a.dtype}: the types must match")
+                raise self.fail(f"addend {i} is {cm.dtype}, A is {a.dtype}: the types must match")
             try:
                 if np.broadcast_shapes(tuple(cm.shape), product) != product:
                     raise ValueError
             except ValueError:
-                raise self.fail(f"C of shape {tuple(cm.shape)} does not broadcast to {product}") from None
-        self.has_c = cm is not None
+                raise self.fail(f"addend {i} of shape {tuple(cm.shape)} does not broadcast to {product}") from None
         self.b_const = self.consts[1] if len(self.consts) > 1 else None
         if self.b_const is not None and self.perm_b is not None:
             self.b_const = self.b_const.transpose(self.perm_b)
-        self.c_const = self.consts[2] if len(self.consts) > 2 else None
+        self.addends = [(i, c) for i, c in enumerate(self.consts[2:len(self.inputs)], start=2)]
         self.k = sa[-1]
         self.flatten = self.perm_a is None and self.inv_y is None and len(sa) > 2 and len(sb) == 2
 
@@ -149,8 +150,8 @@ class FusedMatMul(_Planned):
             np.matmul(a, b, out=y)
         if self.alpha != 1.0:
             np.multiply(y, self.alpha_t, out=y)
-        if self.has_c:
-            np.add(y, self.c_const if self.c_const is not None else xs[2], out=y)
+        for i, c in self.addends:
+            np.add(y, c if c is not None else xs[i], out=y)
 
 
 def _permuted(shape, perm) -> tuple:

@@ -9,9 +9,10 @@ directly, and scale and add run in place on the product while it is still in cac
 Recognized around a MatMul whose operands have rank >= 2:
 - Transpose feeding A or B (read only by this MatMul) whose matrix view keeps the unit-stride
   axis among the last two (BLAS takes it as a transposed or strided matrix, numpy copies nothing);
-- then, along the product's only reader: Mul or Div by a scalar constant (alpha), an Add of any
-  tensor broadcasting to the product without enlarging it (C; its fused activations move along),
-  a Transpose of the result under the same strided-view condition (perm_y).
+- then, along the product's only reader: Mul or Div by a scalar constant (alpha), up to two Adds
+  of tensors broadcasting to the product without enlarging it (a bias, then a residual or mask;
+  fused activations of the last one move along), a Transpose of the result under the same
+  strided-view condition (perm_y).
 A MatMul that already has an epilogue only takes its input transposes.
 """
 from __future__ import annotations
@@ -22,6 +23,8 @@ from ..ir import Graph, Node
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher
+
+MAX_ADDENDS = 2  # a bias and a residual (or a mask)
 
 
 def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
@@ -52,14 +55,15 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
                 group.append(nxt)
                 y, nxt = nxt.outputs[0], m.sole_consumer(nxt)
                 counts["scales"] += 1
-        if nxt is not None and nxt.op_type == "Add":
+        while nxt is not None and nxt.op_type == "Add" and len(inputs) < 2 + MAX_ADDENDS:
             other = m.other_input(nxt, y)
-            if other and _broadcasts_into(m.meta(other), m.meta(y), dtype):
-                inputs.append(other)
-                group.append(nxt)
-                epilogue = nxt.attrs.get(EPILOGUE)
-                y, nxt = nxt.outputs[0], None if epilogue else m.sole_consumer(nxt)
-                counts["adds"] += 1
+            if not other or not _broadcasts_into(m.meta(other), m.meta(y), dtype):
+                break
+            inputs.append(other)
+            group.append(nxt)
+            epilogue = nxt.attrs.get(EPILOGUE)
+            y, nxt = nxt.outputs[0], None if epilogue else m.sole_consumer(nxt)
+            counts["adds"] += 1
         if nxt is not None and nxt.op_type == "Transpose":
             perm = _perm(m, nxt)
             if perm is not None and len(perm) - 1 in [int(i) for i in np.argsort(perm)][-2:]:

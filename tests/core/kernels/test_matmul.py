@@ -108,8 +108,8 @@ def _reference(arrays, attrs):
     a = a.transpose(attrs["perm_a"]) if "perm_a" in attrs else a
     b = b.transpose(attrs["perm_b"]) if "perm_b" in attrs else b
     y = attrs.get("alpha", 1.0) * (a.astype(np.float64) @ b.astype(np.float64))
-    if len(arrays) > 2:
-        y = y + arrays[2]
+    for c in arrays[2:]:
+        y = y + c
     return y.transpose(attrs["perm_y"]) if "perm_y" in attrs else y
 
 
@@ -117,6 +117,7 @@ FUSED = [  # (shapes, attrs, constant inputs)
     ([(1, 8, 2, 16), (1, 8, 2, 16), (1, 1, 1, 8)], {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.25}, ()),
     ([(1, 2, 8, 8), (1, 8, 2, 16)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}, ()),
     ([(2, 8, 32), (32, 24), (24,)], {}, (1, 2)),      # one GEMM over the rows, constant bias
+    ([(2, 8, 32), (32, 24), (24,), (2, 8, 24)], {}, (1, 2)),  # and a residual
     ([(2, 8, 32), (24, 32), (24,)], {"perm_b": [1, 0]}, (1, 2)),  # a constant weight stored transposed
     ([(3, 5), (5, 4), (3, 4)], {"alpha": -2.0}, ()),
     ([(4, 6, 5), (5, 3)], {"perm_y": [0, 2, 1]}, ()),

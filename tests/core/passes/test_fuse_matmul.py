@@ -73,3 +73,17 @@ def test_near_misses_stay(make_model, load):
     fuse_matmul(g, stats=stats)
     assert stats["fused"] == 0
     assert [x.op_type for x in g.nodes] == ["Transpose", "MatMul", "Div", "MatMul", "Add", "MatMul", "Add"]
+
+
+def test_bias_and_residual_then_a_third_add_stays(make_model, load, run_ort, run_ge):
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w"], ["p"]), n("Add", ["p", "b"], ["q"]), n("Add", ["x", "q"], ["r"]),
+             n("Add", ["r", "b"], ["y"])]
+    model = make_model(nodes, {"x": (F, [2, S, 6])}, ["y"], {"w": w(6, 6), "b": w(6)})
+    g = infer_shapes(load(model))
+    stats = {}
+    fuse_matmul(g, stats=stats)
+    assert stats["adds"] == 2
+    assert [(x.op_type, x.inputs) for x in g.nodes] == [("FusedMatMul", ["x", "w", "b", "x"]), ("Add", ["r", "b"])]
+    feeds = {"x": rng.standard_normal((2, S, 6)).astype(np.float32)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
