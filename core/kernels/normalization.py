@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ir import Meta
 from .conv import Scratch, SpatialKernel
+from .fused import GE_DOMAIN
 from .registry import register
 
 
@@ -143,6 +144,12 @@ class LayerNormalization(SpatialKernel):
             np.copyto(ys[1].reshape(self.rows, 1), mean)
         if len(ys) > 2:
             np.copyto(ys[2].reshape(self.rows, 1), inv)
+
+
+@register("LayerNormalization", since=1, domain=GE_DOMAIN)
+class FusedLayerNormalization(LayerNormalization):
+    """The written-out form recognized by passes.fuse_layer_norm, at any opset (ONNX has the op
+    from opset 17 only)."""
 
 
 class _SoftmaxBase(SpatialKernel):

@@ -12,18 +12,20 @@ from .dead_code import dead_code
 from .fuse_activation import build_epilogue, fuse_activation
 from .fuse_conv_bn import fuse_conv_bn
 from .fuse_gelu import fuse_gelu
+from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
 from .infer_shapes import infer_shapes
 
 __all__ = ["optimize", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_gelu",
-           "fuse_matmul", "dead_code", "build_epilogue", "PIPELINE"]
+           "fuse_layer_norm", "fuse_matmul", "dead_code", "build_epilogue", "PIPELINE"]
 
 #: (report key, pass) in the order optimize() runs them
 PIPELINE = [
     ("dead_code", dead_code),               # --out_nodes may cut the graph: drop what no output needs
     ("constant_folding", constant_folding),  # shape chains, Constant nodes, weight preprocessing
     ("infer_shapes", infer_shapes),          # ge's kernels give every tensor its static meta
-    ("fuse_gelu", fuse_gelu),                # before fuse_activation: the pattern's Add is a producer there
+    ("fuse_layer_norm", fuse_layer_norm),    # before fuse_activation, as fuse_gelu: their Adds are producers there
+    ("fuse_gelu", fuse_gelu),
     ("fuse_conv_bn", fuse_conv_bn),
     ("fuse_activation", fuse_activation),
     ("fuse_matmul", fuse_matmul),            # after fuse_activation: a bias Add's activations move along
