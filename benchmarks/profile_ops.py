@@ -1,12 +1,14 @@
 """Per-op profile of a compiled sample on the cpu device: time per task, summed by op type.
 
     python benchmarks/profile_ops.py [--model bert_style] [--input_shape "input_ids:1,128;attention_mask:1,128"]
-                                     [--runs 50] [--tasks 10]
+                                     [--runs 50] [--tasks 10] [--clock wall|thread]
 
 Walks the sunk task list itself, in order (so caches see what a real execution sees), timing
 each task's kernel and epilogue; prints, per op type (fused epilogues as "MatMul+Add"), the
 calls, the median total ms per execution and its share, then the slowest single tasks. The sum
 is a little above one execution's latency (the timer's own cost per task).
+--clock thread counts the CPU time of the calling thread only: steady while other processes load
+the machine, exact for numpy kernels, but BLAS calls show only the caller's share of the work.
 """
 from __future__ import annotations
 
@@ -36,9 +38,9 @@ def label(task) -> str:
     return "+".join([p.kernel.op_type] + steps)
 
 
-def profile(ctx, runs: int) -> list[list[float]]:
+def profile(ctx, runs: int, clock=time.perf_counter) -> list[list[float]]:
     """Seconds per task per run, running the whole task list in order each run."""
-    handle, clock = ctx.handle, time.perf_counter
+    handle = ctx.handle
     times = [[] for _ in handle]
     with np.errstate(all="ignore"):
         for _ in range(runs + 1):  # the first run warms up
@@ -55,6 +57,7 @@ def main() -> None:
     parser.add_argument("--input_shape", default=None)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=10, help="how many of the slowest tasks to list")
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
     args = parser.parse_args()
     model = getattr(load_samples(), args.model)()
     spec = args.input_shape if args.input_shape is not None else DEFAULT_SHAPES.get(args.model, "")
@@ -68,7 +71,7 @@ def main() -> None:
         feeds = feeds_for(model, shapes)
         ctx = loaded.default_context
         ctx.execute([feeds[d.name] for d in loaded.inputs])  # binds inputs, refreshes the views
-        times = profile(ctx, args.runs)
+        times = profile(ctx, args.runs, time.perf_counter if args.clock == "wall" else time.thread_time)
         api.unload(model_id)
     per_run = [sum(ts[r] for ts in times) for r in range(args.runs)]
     by_op: dict[str, list] = collections.defaultdict(lambda: [0, np.zeros(args.runs)])
@@ -77,7 +80,8 @@ def main() -> None:
         by_op[lab][0] += 1
         by_op[lab][1] += ts
     total = statistics.median(per_run) * 1e3
-    print(f"{args.model} ({spec or 'declared shapes'}): {len(times)} tasks, {total:.2f} ms per execution (sum of tasks)")
+    print(f"{args.model} ({spec or 'declared shapes'}): {len(times)} tasks, {total:.2f} ms per execution "
+          f"(sum of tasks, {args.clock} clock)")
     print(f"{'op':<28}{'calls':>6}{'ms':>9}{'share':>8}{'us/call':>10}")
     rows = sorted(((lab, n, float(np.median(acc)) * 1e3) for lab, (n, acc) in by_op.items()), key=lambda r: -r[2])
     for lab, n, ms in rows:
