@@ -17,7 +17,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .registry import register
 from .shape_ops import text, view_as
 
@@ -33,7 +34,7 @@ TYPES = (np.float16, np.float32, np.float64, np.int32, np.int64, np.uint32, np.u
 
 
 @register("Einsum", since=12)
-class Einsum(SpatialKernel):
+class Einsum(PlannedKernel):
     def prepare(self):
         eq = self.attr("equation")
         if eq is None:

@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .registry import register
 from .shape_ops import text
 
@@ -49,7 +50,7 @@ def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 @register("GridSample", since=16)
-class GridSample(SpatialKernel):
+class GridSample(PlannedKernel):
     def prepare(self):
         xm, gm = self.spatial_meta(0, "X"), self.spatial_meta(1, "grid")
         if xm.dtype not in (np.float32, np.float64) or gm.dtype != xm.dtype:
@@ -150,7 +151,7 @@ class GridSample(SpatialKernel):
 
 
 @register("AffineGrid", since=20)
-class AffineGrid(SpatialKernel):
+class AffineGrid(PlannedKernel):
     """grid[n] = [x, y, (z,) 1] @ theta[n]^T over the base grid of `size` ([N, C, H, W] or [N, C, D, H, W])."""
 
     def prepare(self):
@@ -182,7 +183,7 @@ class AffineGrid(SpatialKernel):
 
 
 @register("MaxUnpool", since=9)
-class MaxUnpool(SpatialKernel):
+class MaxUnpool(PlannedKernel):
     """Zeros, with X's values put back at MaxPool's flat indices I (over the whole output tensor)."""
 
     def prepare(self):

@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel, kernel_position_view, window_pads, zero_borders
+from .conv import Scratch, kernel_position_view, window_pads, zero_borders
+from .planned import PlannedKernel
 from .registry import register
 from .shape_ops import text
 
@@ -27,7 +28,7 @@ def _meta(k, i: int, what: str) -> Meta:
 
 
 @register("Shrink", since=9)
-class Shrink(SpatialKernel):
+class Shrink(PlannedKernel):
     """y = x - bias where x > lambd, x + bias where x < -lambd, else 0."""
 
     def prepare(self):
@@ -59,7 +60,7 @@ class Shrink(SpatialKernel):
 
 
 @register("BitShift", since=11)
-class BitShift(SpatialKernel):
+class BitShift(PlannedKernel):
     def prepare(self):
         xm, sm = _meta(self, 0, "X"), _meta(self, 1, "Y")
         if xm.dtype not in (np.uint8, np.uint16, np.uint32, np.uint64) or sm.dtype != xm.dtype:
@@ -80,7 +81,7 @@ class BitShift(SpatialKernel):
 
 
 @register("Det", since=11)
-class Det(SpatialKernel):
+class Det(PlannedKernel):
     """Determinants of the trailing [M, M] matrices (LAPACK LU through numpy)."""
 
     def prepare(self):
@@ -126,7 +127,7 @@ def _root(y, p):
 
 
 @register("LpPool", since=1)
-class LpPool(SpatialKernel):
+class LpPool(PlannedKernel):
     """(sum over the window of |x|^p)^(1/p), windows as the other pools (pads, auto_pad, strides,
     dilations and ceil_mode from opset 18)."""
 
@@ -176,7 +177,7 @@ class LpPool(SpatialKernel):
 
 
 @register("GlobalLpPool", since=1)
-class GlobalLpPool(SpatialKernel):
+class GlobalLpPool(PlannedKernel):
     def prepare(self):
         xm = self.spatial_meta(0, "X")
         if xm.dtype not in FLOATS:

@@ -12,26 +12,27 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .registry import register
 
 FLOATS = (np.float16, np.float32, np.float64)
 
 
-def _meta(k: SpatialKernel, i: int, what: str) -> Meta:
+def _meta(k: PlannedKernel, i: int, what: str) -> Meta:
     m = k.inputs[i] if i < len(k.inputs) else None
     if m is None:
         raise k.fail(f"input {i} ({what}) is missing")
     return m
 
 
-def _float(k: SpatialKernel, m: Meta, what: str = "input", types=FLOATS) -> None:
+def _float(k: PlannedKernel, m: Meta, what: str = "input", types=FLOATS) -> None:
     if m.dtype not in types:
         names = ", ".join(np.dtype(t).name for t in types)
         raise k.fail(f"{what} has type {m.dtype}; supported: {names}")
 
 
-def _axis(k: SpatialKernel, axis: int, rank: int) -> int:
+def _axis(k: PlannedKernel, axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
         raise k.fail(f"axis={axis} is out of range for rank {rank}")
     return axis % rank
@@ -50,7 +51,7 @@ def _row_stats(x2, y2, mean, inv, inv_n, eps) -> None:
 
 
 @register("LRN", since=1)
-class LRN(SpatialKernel):
+class LRN(PlannedKernel):
     """y = x * (bias + alpha / size * sum of x^2 over a window of `size` channels) ^ -beta."""
 
     def prepare(self):
@@ -92,7 +93,7 @@ class LRN(SpatialKernel):
 
 
 @register("InstanceNormalization", since=1)
-class InstanceNormalization(SpatialKernel):
+class InstanceNormalization(PlannedKernel):
     """Per (n, c): y = scale[c] * (x - mean) / sqrt(var + eps) + B[c]."""
 
     def prepare(self):
@@ -122,6 +123,8 @@ class InstanceNormalization(SpatialKernel):
             self.scratch.add("xf", (self.rows, self.cols), st)
 
     def run(self, xs, ys, ws):
+        if ys[0].size == 0:
+            return
         v = self.views(ws)
         mean, inv = v["mean"], v["inv"]
         x2 = xs[0].reshape(self.rows, self.cols)
@@ -142,7 +145,7 @@ class InstanceNormalization(SpatialKernel):
 
 
 @register("GroupNormalization", since=18)
-class GroupNormalization(SpatialKernel):
+class GroupNormalization(PlannedKernel):
     """Statistics per (n, group); GroupNormalization-18 has one scale/bias per group, -21 one per channel."""
     per_channel = False
 
@@ -183,6 +186,8 @@ class GroupNormalization(SpatialKernel):
             self.scratch.add("xf", (self.rows, self.cols), self.st)
 
     def run(self, xs, ys, ws):
+        if ys[0].size == 0:
+            return
         v = self.views(ws)
         mean, inv = v["mean"], v["inv"]
         x2 = xs[0].reshape(self.rows, self.cols)
@@ -213,7 +218,7 @@ class GroupNormalization21(GroupNormalization):
 
 
 @register("LpNormalization", since=1)
-class LpNormalization(SpatialKernel):
+class LpNormalization(PlannedKernel):
     """y = x / ||x||_p along `axis` (p = 1 or 2); a zero norm leaves the (zero) slice as it is."""
 
     def prepare(self):
@@ -252,7 +257,7 @@ class LpNormalization(SpatialKernel):
 
 
 @register("MeanVarianceNormalization", since=9)
-class MeanVarianceNormalization(SpatialKernel):
+class MeanVarianceNormalization(PlannedKernel):
     """y = (x - mean) / (sqrt(var) + 1e-9) over `axes` (default [0, 2, 3]), as ONNX's function body."""
 
     def prepare(self):
@@ -274,6 +279,8 @@ class MeanVarianceNormalization(SpatialKernel):
         self.scratch.add("sq", shape, xm.dtype)
 
     def run(self, xs, ys, ws):
+        if ys[0].size == 0:
+            return
         v = self.views(ws)
         mean, var, m2, sq = v["mean"], v["var"], v["m2"], v["sq"]
         x, y, ax = xs[0], ys[0], self.axes
@@ -290,7 +297,7 @@ class MeanVarianceNormalization(SpatialKernel):
 
 
 @register("Hardmax", since=1)
-class Hardmax(SpatialKernel):
+class Hardmax(PlannedKernel):
     """1 at the first maximum along `axis`, 0 elsewhere (opset < 13: over the input coerced to 2-D)."""
 
     def prepare(self):

@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .quantization import QRANGE, _IntegerMatMul
 from .registry import lookup, register
 from .shape_ops import text
@@ -28,7 +29,7 @@ F64 = np.dtype(np.float64)
 Q8 = (np.uint8, np.int8)
 
 
-class _QWrapped(SpatialKernel):
+class _QWrapped(PlannedKernel):
     """Subclasses set QUANT_INPUTS [(x, scale, zp)], OUT (scale, zp), INNER op type, and inner_attrs()."""
     QUANT_INPUTS: tuple = ((0, 1, 2),)
     OUT = (3, 4)
@@ -122,7 +123,7 @@ class _QWrapped(SpatialKernel):
         np.copyto(self.nchw(ys[0]), y, casting="unsafe")
 
 
-class _QLinearBinary(SpatialKernel):
+class _QLinearBinary(PlannedKernel):
     """A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point, with numpy
     broadcasting, in onnxruntime's (MLAS) float32 formulas."""
 

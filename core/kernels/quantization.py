@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .registry import lookup, register
 
 QRANGE = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32)}
@@ -29,14 +30,14 @@ F64 = np.dtype(np.float64)
 OUTPUT_DTYPES = {2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16), 5: np.dtype(np.int16)}
 
 
-def _meta(k: SpatialKernel, i: int, what: str) -> Meta | None:
+def _meta(k: PlannedKernel, i: int, what: str) -> Meta | None:
     m = k.inputs[i] if i < len(k.inputs) else None
     if m is None and what:
         raise k.fail(f"input {i} ({what}) is missing")
     return m
 
 
-def _const(k: SpatialKernel, i: int):
+def _const(k: PlannedKernel, i: int):
     return k.consts[i] if i < len(k.consts) else None
 
 
@@ -44,7 +45,7 @@ class Param:
     """How a scale or zero point of shape `pshape` applies to x of shape `xshape`: per tensor, per axis,
     or blocked. `expand(p, out)` gives an array broadcasting against x."""
 
-    def __init__(self, k: SpatialKernel, what: str, pshape, xshape, axis: int, block: int):
+    def __init__(self, k: PlannedKernel, what: str, pshape, xshape, axis: int, block: int):
         pshape, xshape = tuple(pshape), tuple(xshape)
         r = len(xshape)
         self.kind, self.shape = "tensor", ()
@@ -91,7 +92,7 @@ def saturate_cast(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> None:
 # -- QuantizeLinear, DequantizeLinear ------------------------------------------------------------------
 
 @register("QuantizeLinear", since=10)
-class QuantizeLinear(SpatialKernel):
+class QuantizeLinear(PlannedKernel):
     def prepare(self):
         xm, sm = _meta(self, 0, "x"), _meta(self, 1, "y_scale")
         zm = _meta(self, 2, "")
@@ -148,7 +149,7 @@ class QuantizeLinear(SpatialKernel):
 
 
 @register("DequantizeLinear", since=10)
-class DequantizeLinear(SpatialKernel):
+class DequantizeLinear(PlannedKernel):
     def prepare(self):
         xm, sm = _meta(self, 0, "x"), _meta(self, 1, "x_scale")
         zm = _meta(self, 2, "")
@@ -199,7 +200,7 @@ class DequantizeLinear(SpatialKernel):
 
 
 @register("DynamicQuantizeLinear", since=11)
-class DynamicQuantizeLinear(SpatialKernel):
+class DynamicQuantizeLinear(PlannedKernel):
     """uint8 quantization with scale and zero point from the data range (including 0), as onnxruntime:
     scale = (max - min) / 255 (1 when max == min), zero_point = round(saturate(-min / scale))."""
 
@@ -249,7 +250,7 @@ def _centered(k, i: int, what: str, zp_index: int, zp_shape_ok, per) -> tuple:
     return m, zm
 
 
-class _IntegerMatMul(SpatialKernel):
+class _IntegerMatMul(PlannedKernel):
     """(A - a_zp) @ (B - b_zp) as a float64 GEMM, numpy matmul broadcasting; subclasses requantize."""
     A, AZ, B, BZ = 0, 2, 1, 3
 
@@ -377,7 +378,7 @@ class QLinearMatMul(_IntegerMatMul, _Requantize):
 
 # -- ConvInteger, QLinearConv ---------------------------------------------------------------------------
 
-class _IntegerConv(SpatialKernel):
+class _IntegerConv(PlannedKernel):
     """conv(x - x_zp, w - w_zp) by ge's Conv kernel in float64 (exact), bias added exactly."""
     X, XZ, W, WZ, BIAS = 0, 2, 1, 3, None
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import DTYPES, Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .registry import register
 
 FLOATS = (np.float16, np.float32, np.float64)
 
 
-class _Random(SpatialKernel):
+class _Random(PlannedKernel):
     def generator(self) -> np.random.Generator:
         seed = self.attr("seed")
         if seed is None:

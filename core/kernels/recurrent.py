@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .registry import register
 from .shape_ops import text
 
@@ -99,7 +100,7 @@ class Activation:
         self.fn(a, self.alpha, self.beta, t)
 
 
-class _Recurrent(SpatialKernel):
+class _Recurrent(PlannedKernel):
     GATES = 1
     DEFAULT_ACTIVATIONS = ("Tanh",)
     N_STATE_OUT = 1  # Y_h (LSTM: Y_h, Y_c)
@@ -281,7 +282,7 @@ class _Recurrent(SpatialKernel):
             np.take(x.reshape(T * B, I), plan[1], axis=0, out=v["xr"].reshape(T * B, I))
             x = v["xr"]
         xw = v["xw"]
-        np.matmul(x.reshape(T * B, I), p["wt"], out=xw.reshape(T * B, -1))  # every step's input projection
+        np.matmul(x.reshape(T * B, I), p["wt"], out=xw.reshape(T * B, self.GATES * H))  # every step's input projection
         if p["bias"] is not None:
             np.add(xw, p["bias"], out=xw)
         yd = yfinal = None

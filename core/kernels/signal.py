@@ -14,7 +14,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..ir import DTYPES, Meta
-from .conv import Scratch, SpatialKernel
+from .conv import Scratch
+from .planned import PlannedKernel
 from .registry import register
 
 FLOATS = (np.float32, np.float64)
@@ -53,8 +54,8 @@ def _signal(x: np.ndarray) -> np.ndarray:
     return x.view(COMPLEX[x.dtype])[..., 0]
 
 
-class _Planned(SpatialKernel):
-    """Output shape fixed in prepare(); compute() runs run() (SpatialKernel), needing no workspace."""
+class _Planned(PlannedKernel):
+    """Output shape fixed in prepare(); compute() runs run() (PlannedKernel), needing no workspace."""
 
 
 @register("DFT", since=17)
