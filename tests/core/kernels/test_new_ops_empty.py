@@ -23,8 +23,6 @@ CASES = [
     ("DequantizeLinear", {"x": np.zeros((0, 4), U8), "s": np.array(0.1, F), "z": np.array(1, U8)}, {}, 13, (), 1),
     ("DynamicQuantizeLinear", {"x": np.zeros((0, 4), F)}, {}, 11, (), 3),
     ("MatMulInteger", {"a": np.zeros((0, 4), U8), "b": np.zeros((4, 5), U8)}, {}, 10, (), 1),
-    ("LSTM", {"x": np.zeros((0, 2, 3), F), "w": np.zeros((1, 8, 3), F), "r": np.zeros((1, 8, 2), F)},
-     {"hidden_size": 2}, 14, (), 3),
     ("RoiAlign", {"x": np.zeros((1, 2, 4, 4), F), "r": np.zeros((0, 4), F), "b": np.zeros(0, np.int64)}, {}, 16, (),
      1),
     ("NonMaxSuppression", {"b": np.zeros((1, 0, 4), F), "s": np.zeros((1, 2, 0), F), "m": np.array([3], np.int64)},
@@ -38,3 +36,17 @@ CASES = [
 @pytest.mark.parametrize("op,inputs,attrs,opset,consts,n", CASES, ids=[c[0] for c in CASES])
 def test_empty(check_op, op, inputs, attrs, opset, consts, n):
     check_op(op, inputs, attrs, n_outputs=n, opset=opset, consts=consts)
+
+
+def test_empty_sequence_keeps_the_initial_state():
+    """T = 0: Y is empty, Y_h / Y_c are the initial states (onnxruntime leaves them uninitialized)."""
+    from ge.core.ir import Meta
+    from ge.core.kernels import lookup
+    x, w, r = np.zeros((0, 2, 3), F), np.zeros((1, 8, 3), F), np.zeros((1, 8, 2), F)
+    h0, c0 = np.full((1, 2, 2), 0.5, F), np.full((1, 2, 2), -1.5, F)
+    arrays = [x, w, r, None, None, h0, c0]
+    metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
+    y, yh, yc = lookup("LSTM", opset=14)({"hidden_size": 2}, metas, opset=14, num_outputs=3).compute(*arrays)
+    assert y.shape == (0, 1, 2, 2)
+    np.testing.assert_array_equal(yh, h0)
+    np.testing.assert_array_equal(yc, c0)
