@@ -1,8 +1,9 @@
 """MaxPool (with the optional Indices output), AveragePool, GlobalAveragePool, GlobalMaxPool (NC + 1-3-D).
 
-The windowed pools pad once into the workspace (with -inf, or 0 for the average) when the windows
-reach outside the input, then reduce over the kernel positions: one ufunc call with `out=` per
-position, over the whole (N, C, *out) strided view.
+The windowed pools reduce one spatial axis at a time (max and sum are separable over a box): per
+kernel tap along the axis, one ufunc with `out=` over the strided views of all outputs whose tap lies
+inside the input. MaxPool's Indices output needs the whole window at once: that path pads once into
+the workspace (with -inf) and updates per kernel position.
 """
 from __future__ import annotations
 
@@ -12,12 +13,22 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel, kernel_position_view, window_pads, zero_borders
+from .conv import Scratch, SpatialKernel, kernel_position_view, spatial_slices, window_pads, zero_borders
 from .registry import register
 
 
 class _WindowPool(SpatialKernel):
-    pad_kind = "zero"
+    """Shared setup. Two ways to reduce the windows:
+    - separable (the default): max and sum over a box are separable, so the pool runs one spatial
+      axis at a time: per kernel tap along that axis, one ufunc over the strided view of the outputs
+      whose tap falls inside the input (no padded copy: taps in the padding are simply skipped),
+      through at most two intermediate tensors in the workspace;
+    - per position (MaxPool with Indices): pad once into the workspace, then one update per kernel
+      position over the whole (N, C, *out) view.
+    """
+
+    reduce = None  # the ufunc combining taps
+    separable = True
 
     def prepare(self):
         xm = self.spatial_meta(0, "X")
@@ -39,23 +50,85 @@ class _WindowPool(SpatialKernel):
         pb, pe, out = window_pads(self, spatial, kernel, strides, dil, ceil_mode)
         if any(o <= 0 for o in out):
             raise self.fail(f"output spatial shape {out} is empty")
-        dk = [(k - 1) * v + 1 for k, v in zip(kernel, dil)]
-        # the padded extent every window fits in (ceil_mode windows may run past the end padding)
-        padded = [max(s + b + e, (o - 1) * st + e_) for s, b, e, o, st, e_ in zip(spatial, pb, pe, out, strides, dk)]
-        self.pe_eff = [p - s - b for p, s, b in zip(padded, spatial, pb)]
         self.n, self.c, self.spatial, self.kernel, self.strides, self.dil = n, c, spatial, kernel, strides, dil
         self.pb, self.pe, self.out = pb, pe, out
         self.dtype = xm.dtype
-        self.needs_pad = any(pb) or any(self.pe_eff)
         self.scratch = Scratch()
-        if self.needs_pad:
-            self.scratch.add("xp", (n, c) + tuple(padded), xm.dtype)
-        self.positions = list(itertools.product(*[range(k) for k in kernel]))
         self.out_metas = [Meta(xm.dtype, (n, c) + tuple(out))]
         self.prepare_pool()
+        if self.separable:
+            self._plan_separable()
+        else:
+            self._plan_positions()
 
     def prepare_pool(self):
         pass
+
+    # -- separable ---------------------------------------------------------------------------------------
+    def _plan_separable(self):
+        """Per spatial axis (outermost first, so the early passes read whole contiguous rows): the
+        shape after it, and per kernel tap the output range it contributes to with the input slice."""
+        self.axis_steps = []
+        cur = [self.n, self.c] + list(self.spatial)
+        for i in range(len(self.spatial)):
+            s, k, dl, b, size, o = (self.strides[i], self.kernel[i], self.dil[i], self.pb[i], self.spatial[i],
+                                    self.out[i])
+            if k == 1 and s == 1 and b == 0 and o == size:
+                continue  # identity along this axis
+            taps = []
+            for j in range(k):
+                off = j * dl - b  # input coordinate of output 0 under tap j
+                lo = max(0, -(off // s))
+                hi = min(o, (size - 1 - off) // s + 1) if size - 1 - off >= 0 else 0
+                if hi > lo:
+                    x0 = lo * s + off
+                    taps.append((lo, hi, slice(x0, x0 + (hi - lo - 1) * s + 1, s)))
+            if not taps:
+                raise self.fail(f"no window along spatial axis {i} overlaps the input")
+            taps.sort(key=lambda t: t[0] - t[1])  # the widest range first: it initializes the output
+            lo, hi, _ = taps[0]
+            holes = [r for r in ((0, lo), (hi, o)) if r[1] > r[0]]
+            cur[2 + i] = o
+            self.axis_steps.append((2 + i, tuple(cur), taps, holes))
+        sizes = [math.prod(shp) for _, shp, _, _ in self.axis_steps[:-1]]
+        for j in range(min(2, len(sizes))):
+            self.scratch.add(f"sep{j}", (max(sizes[j::2]),), self.dtype)
+
+    def run_separable(self, x, y, v, init):
+        src = x
+        last = len(self.axis_steps) - 1
+        if last < 0:
+            np.copyto(y, x)
+            return
+        ufunc = type(self).reduce
+        for j, (axis, shp, taps, holes) in enumerate(self.axis_steps):
+            dst = y if j == last else v[f"sep{j % 2}"][:math.prod(shp)].reshape(shp)
+            nd = dst.ndim
+            (lo, hi, sl), rest = taps[0], taps[1:]
+            first = dst[spatial_slices(nd, axis, slice(lo, hi))]
+            if rest and rest[0][:2] == (lo, hi):  # two taps over the same range: combine them at once
+                ufunc(src[spatial_slices(nd, axis, sl)], src[spatial_slices(nd, axis, rest[0][2])], out=first)
+                rest = rest[1:]
+            else:
+                np.copyto(first, src[spatial_slices(nd, axis, sl)])
+            for lo, hi in holes:
+                dst[spatial_slices(nd, axis, slice(lo, hi))] = init
+            for lo, hi, sl in rest:
+                dv = dst[spatial_slices(nd, axis, slice(lo, hi))]
+                ufunc(dv, src[spatial_slices(nd, axis, sl)], out=dv)
+            src = dst
+
+    # -- per kernel position -----------------------------------------------------------------------------
+    def _plan_positions(self):
+        dk = [(k - 1) * v + 1 for k, v in zip(self.kernel, self.dil)]
+        # the padded extent every window fits in (ceil_mode windows may run past the end padding)
+        padded = [max(s + b + e, (o - 1) * st + e_)
+                  for s, b, e, o, st, e_ in zip(self.spatial, self.pb, self.pe, self.out, self.strides, dk)]
+        self.pe_eff = [p - s - b for p, s, b in zip(padded, self.spatial, self.pb)]
+        self.needs_pad = any(self.pb) or any(self.pe_eff)
+        if self.needs_pad:
+            self.scratch.add("xp", (self.n, self.c) + tuple(padded), self.dtype)
+        self.positions = list(itertools.product(*[range(k) for k in self.kernel]))
 
     def padded(self, x, v, value):
         if not self.needs_pad:
@@ -72,6 +145,8 @@ class _WindowPool(SpatialKernel):
 
 @register("MaxPool", since=1)
 class MaxPool(_WindowPool):
+    reduce = np.maximum
+
     def prepare_pool(self):
         dt = self.dtype
         if dt.kind == "f":
@@ -81,6 +156,7 @@ class MaxPool(_WindowPool):
         else:
             raise self.fail(f"input type {dt} is not supported")
         self.with_indices = self.num_outputs >= 2
+        self.separable = not self.with_indices
         if not self.with_indices:
             return
         order = int(self.attr("storage_order", 0))
@@ -92,7 +168,7 @@ class MaxPool(_WindowPool):
         mult = [math.prod(sp[i + 1:]) for i in range(d)] if order == 0 else [math.prod(sp[:i]) for i in range(d)]
         grids = np.meshgrid(*[np.arange(o) * s for o, s in zip(self.out, self.strides)], indexing="ij")
         self.pos_index = []
-        for pos in self.positions:
+        for pos in itertools.product(*[range(k) for k in self.kernel]):
             idx = np.zeros(tuple(self.out), np.int64)
             for i in range(d):
                 idx += (grids[i] + pos[i] * self.dil[i] - self.pb[i]) * mult[i]
@@ -104,14 +180,13 @@ class MaxPool(_WindowPool):
 
     def run(self, xs, ys, ws):
         v = self.views(ws) if self.scratch.items else {}
-        xp = self.padded(xs[0], v, self.pad_value)
         y = ys[0]
+        if self.separable:
+            self.run_separable(xs[0], y, v, self.pad_value)
+            return
+        xp = self.padded(xs[0], v, self.pad_value)
         views = self.position_views(xp)
         np.copyto(y, views[0])
-        if not self.with_indices:
-            for xv in views[1:]:
-                np.maximum(y, xv, out=y)
-            return
         ind, mask = ys[1], v["mask"]
         np.copyto(ind, self.pos_index[0])
         for xv, idx in zip(views[1:], self.pos_index[1:]):
@@ -123,6 +198,12 @@ class MaxPool(_WindowPool):
 
 @register("AveragePool", since=1)
 class AveragePool(_WindowPool):
+    """The separable sum of the taps inside the input, times 1 / (the window's count): the whole
+    window with count_include_pad (but not past the end padding: ceil_mode overhang), else the taps
+    inside the input."""
+
+    reduce = np.add
+
     def prepare_pool(self):
         if self.dtype.kind != "f":
             raise self.fail(f"input type {self.dtype} is not supported")
@@ -142,15 +223,8 @@ class AveragePool(_WindowPool):
 
     def run(self, xs, ys, ws):
         v = self.views(ws) if self.scratch.items else {}
-        xp = self.padded(xs[0], v, 0)
         y = ys[0]
-        views = self.position_views(xp)
-        if len(views) == 1:
-            np.multiply(views[0], self.inv, out=y)
-            return
-        np.add(views[0], views[1], out=y)
-        for xv in views[2:]:
-            np.add(y, xv, out=y)
+        self.run_separable(xs[0], y, v, 0)
         np.multiply(y, self.inv, out=y)
 
 
