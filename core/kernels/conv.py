@@ -497,6 +497,13 @@ class Conv(SpatialKernel):
 
     def run(self, xs, ys, ws):
         x, y = xs[0], ys[0]
+        if not y.flags.c_contiguous:  # the plans write through reshaped views of the output
+            tmp = np.empty(y.shape, y.dtype)
+            self.run(xs, [tmp], ws)
+            np.copyto(y, tmp)
+            return
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
         w = self.w_const if self.w_const is not None else xs[1]
         b = None
         if len(xs) > 2 and xs[2] is not None:

@@ -170,3 +170,18 @@ def test_conv_batch_chunks(check_op, layout, monkeypatch):
     monkeypatch.setattr(conv, "COLS_LIMIT", 2 * 4 * 3 * 9 * 81)
     check_op("Conv", {"x": f32(5, 4, 9, 9), "w": f32(6, 4, 3, 3), "b": f32(6)}, {"pads": [1, 1, 1, 1]},
              consts=("w", "b"), **TOL)
+
+
+def test_conv_non_contiguous_input_and_output():
+    """Planned buffers are contiguous, but a strided input or output view must still be right."""
+    k0 = lookup("Conv")({"pads": [1, 1, 1, 1]}, [Meta(np.dtype(np.float32), (1, 4, 6, 6)),
+                                                 Meta(np.dtype(np.float32), (5, 4, 3, 3))], [None, f32(5, 4, 3, 3)])
+    w = k0.consts[1]
+    x = f32(1, 4, 6, 12)[:, :, :, ::2]
+    want = k0.compute(np.ascontiguousarray(x), w)[0]
+    k = lookup("Conv")({"pads": [1, 1, 1, 1]}, k0.inputs, [None, w], outputs=k0.infer())
+    big = np.full((1, 5, 6, 12), 7, np.float32)
+    y = big[:, :, :, ::2]
+    k.run([x, w], [y], np.zeros(k.workspace_nbytes(), np.uint8))
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(big[:, :, :, 1::2], 7)
