@@ -12,12 +12,13 @@ QGemm is an exact integer GEMM (float64) like QLinearMatMul, with int32 bias and
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch
+from .conv import Scratch, kernel_position_view, window_pads, zero_borders
 from .planned import PlannedKernel
 from .quantization import QRANGE, _IntegerMatMul
 from .registry import lookup, register
@@ -219,18 +220,110 @@ class QLinearSoftmax(_QWrapped):
         return {} if a is None else {"axis": int(a)}
 
 
+class _QPool(_QWrapped):
+    """Shared by the pools: quantize a float32 result `t` into the planned output (MLAS's order)."""
+
+    def quantize_into(self, t, xs, y):
+        np.rint(t, out=t)
+        if self.yz_index is not None:
+            np.add(t, xs[self.yz_index].reshape(()), out=t, dtype=F32)
+        np.clip(t, self.lo, self.hi, out=t)
+        np.copyto(self.nchw(y), t, casting="unsafe")
+
+
 @register("QLinearGlobalAveragePool", domain=MS)
-class QLinearGlobalAveragePool(_QWrapped):
+class QLinearGlobalAveragePool(_QPool):
+    """As MLAS: the exact integer sum per channel, minus zp * size, times x_scale / (y_scale * size)."""
     INNER = "GlobalAveragePool"
+
+    def prepare(self):
+        super().prepare()
+        n, c = self.groups[0][3][:2]
+        self.size = math.prod(self.groups[0][3][2:])
+        self.scratch = Scratch()
+        self.scratch.add("acc", (n, c), np.int64)
+        self.scratch.add("t", self.inner_out, F32)
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        acc, t = v["acc"], v["t"]
+        x = self.nchw(xs[0])
+        np.sum(x, axis=tuple(range(2, x.ndim)), dtype=np.int64, out=acc)
+        if self.groups[0][2] is not None:
+            np.subtract(acc, np.int64(xs[self.groups[0][2]].reshape(())) * self.size, out=acc)
+        t2 = t.reshape(acc.shape)
+        np.copyto(t2, acc, casting="unsafe")
+        f = np.float32
+        scale = f(xs[1].reshape(())) / (f(xs[self.ys_index].reshape(())) * f(self.size))
+        np.multiply(t2, scale, out=t2)
+        self.quantize_into(t, xs, ys[0])
 
 
 @register("QLinearAveragePool", domain=MS)
-class QLinearAveragePool(_QWrapped):
+class QLinearAveragePool(_QPool):
+    """As onnxruntime: dequantized windows summed in window order, divided by the window's count, then
+    quantized as round(y / y_scale + y_zero_point)."""
     INNER = "AveragePool"
     INNER_OPSET = 19
 
     def inner_attrs(self):
         return {k: v for k, v in self.attrs.items() if k != "channels_last"}
+
+    def prepare(self):
+        super().prepare()
+        shape = self.groups[0][3]
+        n, c = shape[:2]
+        spatial = list(shape[2:])
+        kernel = [int(k) for k in self.attrs["kernel_shape"]]
+        d = len(spatial)
+        strides = self.ints("strides", d, 1)
+        ceil_mode = bool(int(self.attr("ceil_mode", 0)))
+        pb, pe, out = window_pads(self, spatial, kernel, strides, [1] * d, ceil_mode)
+        padded = [max(s + b + e, (o - 1) * st + k) for s, b, e, o, st, k in zip(spatial, pb, pe, out, strides, kernel)]
+        self.pb, self.pe_eff = pb, [p - s - b for p, s, b in zip(padded, spatial, pb)]
+        self.spatial, self.strides, self.out = spatial, strides, out
+        self.positions = list(itertools.product(*[range(k) for k in kernel]))
+        # onnxruntime: the whole kernel with count_include_pad, else the window clipped to the input
+        if int(self.attr("count_include_pad", 0)):
+            count = np.full(tuple(out), math.prod(kernel))
+        else:
+            counts = []
+            for sz, b, o, st, k in zip(spatial, pb, out, strides, kernel):
+                pos = (np.arange(o)[:, None] * st - b) + np.arange(k)[None, :]
+                counts.append(((pos >= 0) & (pos < sz)).sum(axis=1))
+            count = counts[0]
+            for cnt in counts[1:]:
+                count = np.multiply.outer(count, cnt)
+        self.count = np.maximum(np.asarray(count, np.float32), 1).reshape((1, 1) + tuple(out))
+        self.scratch = Scratch()
+        self.scratch.add("xp", (n, c) + tuple(padded), F32)
+        self.scratch.add("t", self.inner_out, F32)
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        xp, t = v["xp"], v["t"]
+        zero_borders(xp, self.pb, self.pe_eff, 0)
+        inner = (slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(self.pb, self.spatial))
+        xi = xp[inner]
+        x = self.nchw(xs[0])
+        zi = self.groups[0][2]
+        if zi is not None:
+            np.subtract(x, xs[zi].reshape(()), out=xi, dtype=F32)
+        else:
+            np.copyto(xi, x, casting="unsafe")
+        np.multiply(xi, xs[1].reshape(()), out=xi)
+        views = [kernel_position_view(xp, pos, self.strides, [1] * len(self.out), self.out) for pos in self.positions]
+        np.copyto(t, views[0])
+        for xv in views[1:]:  # in window order, as onnxruntime sums
+            np.add(t, xv, out=t)
+        np.divide(t, self.count, out=t)
+        # onnxruntime's quantize_value: round(y / y_scale + y_zero_point), the zero point added before rounding
+        np.divide(t, xs[self.ys_index].reshape(()), out=t)
+        if self.yz_index is not None:
+            np.add(t, xs[self.yz_index].reshape(()), out=t, dtype=F32)
+        np.rint(t, out=t)
+        np.clip(t, self.lo, self.hi, out=t)
+        np.copyto(self.nchw(ys[0]), t, casting="unsafe")
 
 
 @register("QLinearConcat", domain=MS)
