@@ -98,11 +98,25 @@ def test_qlinear_global_average_pool(dtype, shape, channels_last):
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("attrs", [{"kernel_shape": [3, 3]}, {"kernel_shape": [3, 3], "strides": [2, 2],
                                                              "pads": [1, 1, 1, 1]},
-                                   {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}])
+                                   {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+                                   {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+                                   {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                                    "count_include_pad": 1},
+                                   {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "channels_last": 1}])
 def test_qlinear_average_pool(dtype, attrs):
     xs, xz = qparams(dtype, 0.05)
     ys, yz = qparams(dtype, 0.03)
-    check("QLinearAveragePool", {"x": q((1, 4, 7, 7), dtype), "xs": xs, "xz": xz, "ys": ys, "yz": yz}, attrs,
+    check("QLinearAveragePool", {"x": q((1, 4, 7, 8), dtype), "xs": xs, "xz": xz, "ys": ys, "yz": yz}, attrs,
+          consts=("xs", "xz", "ys", "yz"))
+
+
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [3], "strides": [2], "pads": [1, 1]},
+                                   {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]}])
+def test_qlinear_average_pool_1d_3d(attrs):
+    xs, xz = qparams(np.uint8, 0.05)
+    ys, yz = qparams(np.uint8, 0.03)
+    shape = (1, 3, 9) if len(attrs["kernel_shape"]) == 1 else (1, 2, 4, 5, 6)
+    check("QLinearAveragePool", {"x": q(shape, np.uint8), "xs": xs, "xz": xz, "ys": ys, "yz": yz}, attrs,
           consts=("xs", "xz", "ys", "yz"))
 
 
