@@ -5,7 +5,8 @@ Everything shape-dependent is computed in prepare(), in float32 like onnxruntime
 rounding land the same way): per resized axis, a few taps (index array, weight array).
 - nearest: one np.take over the flattened trailing block of axes, with a precomputed flat index;
 - linear/cubic: separable, one axis at a time: per tap a np.take into the workspace, a multiply by the
-  tap's weights (broadcast along the axis) and an add, all with out=.
+  tap's weights (broadcast along the axis) and an add, all with out=; the last axis (short rows) is
+  instead one GEMM with the interpolation matrix, rows @ M[in, out].
 tf_crop_and_resize then writes extrapolation_value where a coordinate fell outside the input.
 """
 from __future__ import annotations
@@ -24,6 +25,9 @@ COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "alig
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 #: above this many flat indices, nearest falls back to one np.take per axis
 FLAT_INDEX_LIMIT = 1 << 24
+#: linear/cubic along the last axis is a GEMM while the input length is at most this times
+#: (2 * taps + 1) (the passes of the gather path, each ~40 multiply-adds' worth of time)
+GEMM_PER_TAP = 40
 
 
 @register("Resize", since=11)
@@ -224,14 +228,24 @@ class Resize(SpatialKernel):
         self.steps.sort(key=lambda st: self.out[st[0]] / self.shape[st[0]])
         cur = list(self.shape)
         self.step_shapes = []
+        self.mats = []
         for a, taps in self.steps:
+            n_in = cur[a]
             cur[a] = self.out[a]
             self.step_shapes.append(tuple(cur))
+            mat = None
+            if a == r - 1 and taps[0][1] is not None and n_in <= GEMM_PER_TAP * (2 * len(taps) + 1):
+                # the last axis as one GEMM, rows @ M[in, out] (M holds each output's tap weights): cheaper
+                # than a gather, a multiply and an add per tap while the input rows are short
+                mat = np.zeros((n_in, self.out[a]), self.dtype)
+                cols = np.arange(self.out[a])
+                for ix, w in taps:
+                    np.add.at(mat, (ix, cols), w)
+            self.mats.append(mat)
             weights = [None if w is None else w.reshape((-1,) + (1,) * (r - a - 1)) for _, w in taps]
             taps[:] = [(ix, w) for (ix, _), w in zip(taps, weights)]
         biggest = max(math.prod(s) for s in self.step_shapes)
-        ntaps = max(len(t) for _, t in self.steps)
-        if ntaps > 1:
+        if any(len(t) > 1 and m is None for (_, t), m in zip(self.steps, self.mats)):
             self.scratch.add("tap", (biggest,), self.dtype)
         if len(self.steps) > 1:
             self.scratch.add("buf0", (biggest,), self.dtype)
@@ -248,9 +262,13 @@ class Resize(SpatialKernel):
             v = self.views(ws)
             cur = x
             last = len(self.steps) - 1
-            for j, ((a, taps), shp) in enumerate(zip(self.steps, self.step_shapes)):
+            for j, ((a, taps), shp, mat) in enumerate(zip(self.steps, self.step_shapes, self.mats)):
                 n = math.prod(shp)
                 dst = y if j == last else v["buf0" if j % 2 == 0 else "buf1"][:n].reshape(shp)
+                if mat is not None:
+                    np.matmul(cur.reshape(-1, mat.shape[0]), mat, out=dst.reshape(-1, mat.shape[1]))
+                    cur = dst
+                    continue
                 ix, w = taps[0]
                 np.take(cur, ix, axis=a, out=dst, mode="clip")
                 if w is not None:

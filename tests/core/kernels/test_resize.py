@@ -16,6 +16,14 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+@pytest.fixture(autouse=True, params=["gemm", "gather"])
+def last_axis_path(request, monkeypatch):
+    """Every case with the last axis interpolated by a GEMM (short rows) and by per-tap gathers."""
+    from ge.core.kernels import resize
+    monkeypatch.setattr(resize, "GEMM_PER_TAP", 40 if request.param == "gemm" else 0)
+    return request.param
+
+
 def resize(check_op, x, attrs, scales=None, sizes=None, roi=None, opset=13, **tol):
     inputs = {"x": x}
     if opset < 13:  # opset 11: roi and scales are required inputs, possibly empty
