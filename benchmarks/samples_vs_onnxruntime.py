@@ -7,6 +7,7 @@ Prints one row per model: ge ms, onnxruntime ms, and the ratio ge / onnxruntime 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import os
 import statistics
@@ -38,6 +39,19 @@ def median_ms(fn, runs: int) -> float:
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def onnxruntime_ms(path: str, feeds: dict, runs: int) -> float:
+    """onnxruntime with 2 intra-op threads. The session is dropped before returning: its idle
+    threads spin and slow every BLAS call made while it lives (measured: 10x and more)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    try:
+        return median_ms(lambda: session.run(None, feeds), runs)
+    finally:
+        del session
+        gc.collect()
 
 
 def feeds_for(model: onnx.ModelProto, shapes: dict, seed: int = 0) -> dict:
@@ -83,11 +97,8 @@ def main() -> None:
             inputs = [feeds[d.name] for d in api.model(model_id).inputs]
             outputs = [np.empty(d.shape, d.dtype) for d in api.model(model_id).outputs]
             ge_ms = median_ms(lambda: api.execute(model_id, inputs, outputs), args.runs)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 2
-            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-            ort_ms = median_ms(lambda: session.run(None, feeds), args.runs)
             api.unload(model_id)
+            ort_ms = onnxruntime_ms(path, feeds, args.runs)
             print(f"{name:<20}{ge_ms:>10.2f}{ort_ms:>10.2f}{ge_ms / ort_ms:>9.2f}", flush=True)
 
 

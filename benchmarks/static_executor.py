@@ -20,7 +20,6 @@ import time
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.cli import api
@@ -28,7 +27,7 @@ from ge.core.runtime.davinci_model import host_rss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from samples_vs_onnxruntime import load_samples  # noqa: E402
+from samples_vs_onnxruntime import load_samples, onnxruntime_ms  # noqa: E402
 
 
 def chain(n: int = 1000, width: int = 16) -> onnx.ModelProto:
@@ -71,11 +70,8 @@ def per_node(name: str, model: onnx.ModelProto, tmp: str, runs: int) -> None:
     outputs = [np.empty(d.shape, d.dtype) for d in api.model(model_id).outputs]
     sunk = median_us(lambda: ctx.execute(inputs, outputs), runs)
     per_task = median_us(lambda: ctx.execute(inputs, outputs, launch="per_task"), runs)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    onnxrt = median_us(lambda: session.run(None, feeds), runs)
     api.unload(model_id)
+    onnxrt = onnxruntime_ms(path, feeds, runs) * 1e3
     print(f"{name:<16}{tasks:>7}{sunk / tasks:>14.2f}{per_task / tasks:>18.2f}{onnxrt / tasks:>13.2f}"
           f"{per_task / sunk:>15.2f}", flush=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError
+from ..errors import GraphError, UnsupportedOpError
 from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
                         Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
 from ..ir import Graph, Node
@@ -24,6 +24,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     tasks_nodes: list[Node] = []
     kernels = []
     for node in graph.nodes:
+        _check_omitted_outputs(node)
         kernel = _kernel(graph, node, opset)  # the instance decides (Dropout with a mask is no alias)
         produced = [o for o in node.outputs if o]
         src = node.inputs[0] if node.inputs else ""
@@ -105,6 +106,17 @@ def _copy_outputs_that_are_not_produced(graph: Graph) -> None:
             graph.values[copy] = graph.value(t).__class__(copy, *graph.meta(t))
             graph.outputs[j] = copy
         seen.add(graph.outputs[j])
+
+
+def _check_omitted_outputs(node: Node) -> None:
+    """Tasks keep the named outputs in order; an omitted output before a named one (LSTM's
+    ["Y", "", "Y_c"]) would shift the rest onto the wrong kernel output. Refuse it until tasks
+    keep placeholders for omitted outputs as they do for omitted inputs."""
+    named = list(node.outputs)
+    while named and not named[-1]:
+        named.pop()
+    if "" in named:
+        raise UnsupportedOpError(f"{node}: omitting output {named.index('')} while using a later one is not supported yet")
 
 
 def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[WeightDesc], bytearray, dict]:

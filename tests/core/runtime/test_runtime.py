@@ -96,3 +96,13 @@ def test_unload_frees_device_memory(device):
     assert dev.in_use > before
     mm.unload(model_id)
     assert dev.in_use == before
+
+
+def test_an_omitted_middle_output_is_refused_not_misplaced():
+    from ge.core.errors import UnsupportedOpError
+    g = Graph(name="ln", nodes=[Node("LayerNormalization", ["x", "s"], ["y", "", "inv"], name="ln", attrs={"axis": -1})],
+              inputs=["x"], outputs=["y", "inv"],
+              values={"x": Value("x", F32, (2, 3)), "y": Value("y", F32, (2, 3)), "inv": Value("inv", F32, (2, 1))},
+              initializers={"s": np.ones(3, np.float32)})
+    with pytest.raises(UnsupportedOpError, match="node 'ln' \\(LayerNormalization\\): omitting output 1"):
+        build(g)
