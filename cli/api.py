@@ -32,6 +32,7 @@ from ..core.weight_files import DEFAULT_DIR
 from ..formats.om import read_om, write_om
 from ..formats.onnx.importer import load_onnx
 from ..formats.weights import write_weight_files
+from . import api_dynamic
 
 DEFAULT_SOC = "Ascend-sim"
 
@@ -72,15 +73,30 @@ def default_weight_dir(om_path: str) -> str:
 
 def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_nodes: str | list | None = None,
         soc_version: str = DEFAULT_SOC, cmdline: str = "", external_weight: int = 0,
-        external_weight_dir: str | None = None) -> AtcResult:
+        external_weight_dir: str | None = None, dynamic: dict | None = None) -> AtcResult:
     """Compile an ONNX model into an OM file (ATC --framework=5). `external_weight` 1 or 2 moves
     the weights into files in `external_weight_dir` (default `<om dir>/weight/`)."""
     t0 = time.perf_counter()
-    shapes = input_shape if isinstance(input_shape, dict) else parse_input_shape(input_shape)
     nodes = out_nodes.split(";") if isinstance(out_nodes, str) else out_nodes
-    graph = load_onnx(model, shapes or None, [n for n in (nodes or []) if n] or None)
-    report = optimize(graph)
+    nodes = [n for n in (nodes or []) if n] or None
     name = os.path.splitext(os.path.basename(om_path_for(output)))[0]
+    gears = dict(dynamic or {})
+    spec = input_shape if isinstance(input_shape, dict) else api_dynamic.parse_shape_spec(input_shape)
+    if gears.get("input_shape_range"):  # ATC's deprecated spelling of ranges
+        spec.update(api_dynamic.parse_shape_spec(gears.pop("input_shape_range"), "--input_shape_range"))
+    min_static_ops = gears.pop("static_model_ops_lower_limit", None) or api_dynamic.DEFAULT_STATIC_OPS_LOWER_LIMIT
+    if api_dynamic.is_dynamic(spec, gears):
+        return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
+                            external_weight, t0)
+    shapes = spec
+    graph = load_onnx(model, shapes or None, nodes)
+    try:
+        report = optimize(graph)
+    except GeError:
+        if not api_dynamic.is_data_dependent(model, shapes, nodes):
+            raise
+        return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
+                            external_weight, t0)
     ge_model = build(graph, name=name, soc_version=soc_version, atc_cmdline=cmdline)
     ge_model, files = externalize(ge_model, external_weight)
     om_path = om_path_for(output)
@@ -90,6 +106,20 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
         write_weight_files(files, weight_dir)
     write_om(ge_model, om_path)
     return AtcResult(om_path, ge_model, summarize(ge_model, time.perf_counter() - t0, report, weight_dir))
+
+
+def _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops, external_weight,
+                 t0) -> AtcResult:
+    """Gears, ranges or the hybrid path: one OM with a root model and its static submodels.
+    `gears` holds dynamic_batch_size / dynamic_image_size / dynamic_dims (ATC spellings)."""
+    if external_weight:
+        raise GeError("--external_weight is not supported with dynamic shapes (gears, ranges, unknown dims)")
+    dyn = api_dynamic.compile_dynamic(model, name, spec, gears, nodes, soc_version=soc_version, cmdline=cmdline,
+                                      min_static_ops=int(min_static_ops))
+    om_path = om_path_for(output)
+    os.makedirs(os.path.dirname(os.path.abspath(om_path)), exist_ok=True)
+    write_om(dyn, om_path)
+    return AtcResult(om_path, dyn, api_dynamic.summarize_dynamic(dyn, time.perf_counter() - t0))
 
 
 # -- the runtime, ACL style: one process-wide ModelManager -------------------------------------

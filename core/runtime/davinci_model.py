@@ -111,8 +111,11 @@ def _check(desc: TensorDesc, x, role: str):
 
 class DavinciModel:
     def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False,
-                 weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None):
+                 weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None,
+                 shared_weight_addr: int | None = None):
         self.ge_model: GeModel | None = ge_model
+        # submodels of a dynamic OM read one shared weight blob loaded by their root model
+        self.shared_weight_addr = shared_weight_addr
         # SetKnownNode: a known-shape subgraph whose feature maps, workspace and I/O addresses
         # come from its caller (see known_subgraph.py); otherwise a standalone model
         self.known_node = known_node
@@ -157,6 +160,9 @@ class DavinciModel:
 
     def init_weight_mem(self) -> None:
         m = self.ge_model
+        if self.shared_weight_addr is not None:
+            self.weight_addr = self.weight_bases[WEIGHT_ID] = self.shared_weight_addr
+            return
         self.weight_addr = self._malloc(self.weight_size)
         self.weight_bases[WEIGHT_ID] = self.weight_addr
         if m.weight_data is not None and len(m.weight_data):

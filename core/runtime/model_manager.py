@@ -9,6 +9,7 @@ import threading
 
 from ..errors import GeError
 from ..ge_model import GeModel
+from ..dynamic_model import GEARS, DynamicModel
 from .davinci_model import DavinciModel
 from .device import get_device
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
@@ -26,8 +27,11 @@ class ModelManager:
         `weights` says where its external weight files come from (folder, user memory)."""
         with self._lock:
             model_id = next(self._ids)
-        model = DavinciModel(ge_model, get_device(device), model_id, weights=weights,
-                             weight_manager=self.weight_manager).init()
+        if isinstance(ge_model, DynamicModel):  # a root model with submodels: hybrid, range or gears
+            model = load_dynamic(ge_model, get_device(device), model_id)
+        else:
+            model = DavinciModel(ge_model, get_device(device), model_id, weights=weights,
+                                 weight_manager=self.weight_manager).init()
         with self._lock:
             self._models[model_id] = model
         return model_id
@@ -51,3 +55,9 @@ class ModelManager:
     @property
     def model_ids(self) -> list[int]:
         return sorted(self._models)
+
+
+def load_dynamic(dyn: DynamicModel, device, model_id: int = 0):
+    from .gears import GearModel
+    from .hybrid import HybridModel
+    return GearModel(dyn, device, model_id) if dyn.mode == GEARS else HybridModel(dyn, device, model_id)

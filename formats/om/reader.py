@@ -251,10 +251,13 @@ def _unpack(raw: memoryview, what: str):
 # ---------------------------------------------------------------- the model
 
 
-def parse(view: memoryview, verify_checksum: bool = True) -> GeModel:
+def parse(view: memoryview, verify_checksum: bool = True):
     header, _ = parse_header(view, verify_checksum)
+    if header["has_unknown_shape"]:
+        return _parse_dynamic(view, header)
     if header["model_num"] != 1:
-        raise Bad(f"holds {header['model_num']} models; this ge reads single-model OM files only")
+        raise Bad(f"holds {header['model_num']} models but has_unknown_shape is false (only a dynamic root "
+                  f"model has submodels)")
     where = {p["type"]: p for p in header["partitions"] if p["submodel"] == 0}
 
     def body(kind):
@@ -275,6 +278,46 @@ def parse(view: memoryview, verify_checksum: bool = True) -> GeModel:
     if where[WEIGHTS_DATA]["size"]:
         model.weight_data = body(WEIGHTS_DATA)  # a view of the file: no copy
     return model
+
+
+def _parse_dynamic(view: memoryview, header: dict):
+    """Root model (submodel 0) plus its static submodels, which share the root's WEIGHTS_DATA."""
+    import sys
+
+    from .root import decode_root
+    where = {(p["type"], p["submodel"]): p for p in header["partitions"]}
+
+    def body(kind, sub):
+        p = where[(kind, sub)]
+        return view[p["offset"]:p["offset"] + p["size"]]
+
+    shared = where[(WEIGHTS_DATA, 0)]["size"]
+    root_md = _unpack(body(MODEL_DEF, 0), "root MODEL_DEF")
+    if type(root_md) is not dict or root_md.get("root") is not True:
+        raise Bad("has_unknown_shape is set but submodel 0 is not a root model")
+    root = decode_root(root_md, _unpack(body(TASK_INFO, 0), "root TASK_INFO"), shared, sys.modules[__name__])
+    if header["model_num"] != 1 + root_md["submodels"]:  # decode_root checked its type
+        raise Bad(f"header model_num {header['model_num']} differs from 1 + the root's submodels")
+    for sub in range(1, header["model_num"]):
+        if where[(WEIGHTS_DATA, sub)]["size"]:
+            raise Bad(f"submodel {sub} has WEIGHTS_DATA of its own; submodels read the root's shared weights")
+        m = _model(_unpack(body(MODEL_DEF, sub), f"submodel {sub} MODEL_DEF"),
+                   _unpack(body(TASK_INFO, sub), f"submodel {sub} TASK_INFO"), shared)
+        if m.weight_size != shared:
+            raise Bad(f"submodel {sub} has a WEIGHT allocation of {m.weight_size} bytes; the shared weights are {shared}")
+        root.submodels.append(m)
+    root.atc_cmdline = header["atc_cmdline"]
+    if header["name"] != root.name:
+        raise Bad(f"header names the model '{_clip(header['name'])}' but the root MODEL_DEF names it '{_clip(root.name)}'")
+    ops = len(root.nodes) + sum(len(m.tasks) for m in root.submodels)
+    if header["ops"] != ops:
+        raise Bad(f"header says {header['ops']} ops but the root and its submodels hold {ops}")
+    for c in root.clusters:
+        if c.kind == "KNOWN" and c.submodel >= len(root.submodels):
+            raise Bad(f"root cluster {c.index} names submodel {c.submodel}, which does not exist")
+    if shared:
+        root.weight_data = body(WEIGHTS_DATA, 0)  # a view of the file: no copy
+    return root
 
 
 def _model(md, ti, weight_bytes: int) -> GeModel:

@@ -14,6 +14,7 @@ import tempfile
 import msgpack
 import numpy as np
 
+from ge.core.dynamic_model import DynamicModel
 from ge.core.errors import FormatError
 from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID
 
@@ -138,8 +139,8 @@ def _as_bytes_view(body) -> memoryview:
 
 
 def _encode_checked(model: GeModel, label: str) -> tuple[bytes, list]:
-    if not isinstance(model, GeModel):
-        raise FormatError(f"{label}: write_om needs a GeModel, got {type(model).__name__}")
+    if not isinstance(model, (GeModel, DynamicModel)):
+        raise FormatError(f"{label}: write_om needs a GeModel or DynamicModel, got {type(model).__name__}")
     try:
         return encode(model)
     except _Unencodable as e:
@@ -156,6 +157,8 @@ def encode(model: GeModel, *, tamper=None) -> tuple[bytes, list]:
 
 def fields_and_parts(model: GeModel) -> tuple[dict, list]:
     """The header fields `assemble` does not compute, and the (type, submodel, body) partitions."""
+    if isinstance(model, DynamicModel):
+        return _dynamic_fields_and_parts(model)
     model_def = _model_def(model)
     task_info = {"tasks": [_task(i, t) for i, t in enumerate(model.tasks)]}
     weights = _as_bytes_view(model.weight_data if model.weight_data is not None else b"")
@@ -175,6 +178,28 @@ def fields_and_parts(model: GeModel) -> tuple[dict, list]:
     }
     parts = [(MODEL_DEF, 0, _pack(model_def, "MODEL_DEF")), (TASK_INFO, 0, _pack(task_info, "TASK_INFO")),
              (WEIGHTS_DATA, 0, weights)]
+    return fields, parts
+
+
+def _dynamic_fields_and_parts(model: DynamicModel) -> tuple[dict, list]:
+    """Submodel 0 is the root (its WEIGHTS_DATA the shared weights); 1..n the static submodels."""
+    import sys
+
+    from .root import encode_root
+    root_def, root_tasks = encode_root(model, sys.modules[__name__])
+    parts = [(MODEL_DEF, 0, _pack(root_def, "root MODEL_DEF")), (TASK_INFO, 0, _pack(root_tasks, "root TASK_INFO")),
+             (WEIGHTS_DATA, 0, _as_bytes_view(model.weight_data))]
+    for k, sm in enumerate(model.submodels, start=1):
+        sub_fields, sub_parts = fields_and_parts(sm)
+        parts += [(kind, k, body if kind != WEIGHTS_DATA else memoryview(b"")) for kind, _, body in sub_parts]
+    fields = {
+        "is_encrypt": 0, "is_checksum": 1, "model_type": MODEL_TYPE_NORMAL, "gen_mode": GEN_MODE_OFFLINE,
+        "name": _s(model.name, "model name"),
+        "ops": len(model.nodes) + sum(len(sm.tasks) for sm in model.submodels),
+        "om_ir_version": OM_IR_VERSION, "model_num": 1 + len(model.submodels),
+        "platform_version": _s(model.soc_version, "soc_version"), "platform_type": PLATFORM_TYPE_SIM,
+        "has_unknown_shape": True, "atc_cmdline": _s(model.atc_cmdline, "atc_cmdline"),
+    }
     return fields, parts
 
 

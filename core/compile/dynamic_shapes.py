@@ -1,0 +1,62 @@
+"""Shape inference that tolerates unknown shapes: the partitioner's MarkUnknownShapeNodes input.
+
+A node whose inputs are all static gets its outputs from its kernel's infer(); when infer() fails
+because an output depends on input *values* (NonZero, NonMaxSuppression, a Reshape whose shape is
+computed, TopK with a computed k...), the node is data-dependent. A node with any input of unknown
+dims is unknown too. Outputs of unknown nodes keep only their dtype (from onnx when it knows it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GeError
+from ..ir import Graph
+from ..passes import constant_folding, dead_code
+from ..passes._util import build_kernel
+
+
+def _shape_text(shape) -> str:
+    return "?" if shape is None else "[" + ", ".join("?" if not isinstance(d, int) or d < 0 else str(d)
+                                                        for d in shape) + "]"
+
+
+def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
+    """Simplify `graph` (dead code, constant folding) and infer what can be inferred, in place.
+    Returns {node name: why its shape is unknown} for every unknown node."""
+    dead_code(graph)
+    constant_folding(graph)
+    graph.toposort()
+    unknown: dict[str, str] = {}
+    for node in graph.nodes:
+        dynamic_in = [i for i in node.inputs if i and i not in graph.initializers and not graph.value(i).is_static]
+        if dynamic_in:
+            v = graph.value(dynamic_in[0])
+            unknown[node.name] = f"input '{v.name}' has unknown dims {_shape_text(v.shape)}"
+            _forget(graph, node)
+            continue
+        try:
+            metas = build_kernel(graph, node).infer()
+        except GeError as e:
+            unknown[node.name] = f"data-dependent output ({_short(e)})"
+            _forget(graph, node)
+            continue
+        for out, m in zip(node.outputs, metas):
+            if out:
+                v = graph.value(out)
+                v.dtype, v.shape = np.dtype(m.dtype), tuple(int(d) for d in m.shape)
+    if stats is not None:
+        stats["unknown_nodes"] = len(unknown)
+    return unknown
+
+
+def _forget(graph: Graph, node) -> None:
+    """Outputs of an unknown node: keep the dtype, make the shape unknown (even if onnx guessed it)."""
+    for out in node.outputs:
+        if out:
+            v = graph.value(out)
+            v.shape = None
+
+
+def _short(e: Exception) -> str:
+    text = str(e)
+    return text.split("): ", 1)[-1] if "): " in text else text

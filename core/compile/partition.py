@@ -1,0 +1,133 @@
+"""DynamicShapePartitioner (the seed's §6.1): KNOWN_SHAPE and UNKNOWN_SHAPE clusters.
+
+Partition() = MarkUnknownShapeNodes -> InitClusters -> MergeClusters (unknown, normal, input data)
+-> PruneUniqueClusters. Unknown shape is contagious: a known node on a path between two unknown
+nodes becomes unknown (its output feeds an unknown node, so the two are managed together).
+Known nodes merge when they are connected and have the same set of unknown ancestors: that is
+exactly when merging cannot create a cycle through an unknown node (a known cluster must run as
+one static submodel, after all its inputs and before all its consumers). Known clusters smaller
+than `min_static_ops` (ATC's --static_model_ops_lower_limit) are not worth a submodel: their nodes
+run in the hybrid executor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import Graph, Node
+
+KNOWN, UNKNOWN = "KNOWN", "UNKNOWN"
+
+
+@dataclass
+class PartCluster:
+    kind: str
+    nodes: list[Node] = field(default_factory=list)
+    reason: str = ""
+
+
+def partition(graph: Graph, unknown: dict[str, str], min_static_ops: int = 1) -> list[PartCluster]:
+    """Clusters of `graph` (topologically sorted) in an executable order. `unknown` maps node
+    names to why they are unknown (MarkUnknownShapeNodes, from infer_dynamic); it is extended in
+    place with the nodes made unknown here."""
+    graph.toposort()
+    nodes = graph.nodes
+    index = {n.name: i for i, n in enumerate(nodes)}
+    producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
+    preds = [{producer[t] for t in n.inputs if t in producer} for n in nodes]
+
+    # contagion: known nodes reached from an unknown node and reaching one become unknown
+    from_unknown = _reach(preds, [n.name in unknown for n in nodes])
+    succs: list[set[int]] = [set() for _ in nodes]
+    for i, ps in enumerate(preds):
+        for p in ps:
+            succs[p].add(i)
+    to_unknown = _reach(succs, [n.name in unknown for n in nodes], reverse=True)
+    for i, n in enumerate(nodes):
+        if n.name not in unknown and from_unknown[i] and to_unknown[i]:
+            unknown[n.name] = "on a path between unknown-shape nodes (contagious)"
+
+    # InitClusters + MergeClustersNormal: union known nodes with equal unknown-ancestor sets
+    ancestors = [0] * len(nodes)  # bitset of unknown ancestors (inclusive for unknown nodes)
+    for i, n in enumerate(nodes):
+        bits = 0
+        for p in preds[i]:
+            bits |= ancestors[p]
+        ancestors[i] = bits | ((1 << i) if n.name in unknown else 0)
+    parent = list(range(len(nodes)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, n in enumerate(nodes):
+        if n.name in unknown:
+            continue
+        for p in preds[i]:
+            if nodes[p].name not in unknown and ancestors[p] == ancestors[i]:
+                parent[find(i)] = find(p)
+
+    # MergeClustersUnknownShape: connected unknown nodes form one cluster (for reporting; each runs alone)
+    for i, n in enumerate(nodes):
+        if n.name in unknown:
+            for p in preds[i]:
+                if nodes[p].name in unknown:
+                    parent[find(i)] = find(p)
+
+    # PruneUniqueClusters: one cluster per root; small known clusters dissolve into unknown nodes
+    members: dict[int, list[int]] = {}
+    for i in range(len(nodes)):
+        members.setdefault(find(i), []).append(i)
+    for root, ids in members.items():
+        if nodes[root].name not in unknown and len(ids) < min_static_ops:
+            for i in ids:
+                unknown[nodes[i].name] = (f"known cluster of {len(ids)} node(s) is smaller than "
+                                          f"static_model_ops_lower_limit={min_static_ops}")
+    return _ordered(nodes, preds, members, unknown)
+
+
+def _reach(edges: list[set[int]], seeds: list[bool], reverse: bool = False) -> list[bool]:
+    """reached[i]: some seed strictly before i along `edges` (preds; or succs with reverse)."""
+    n = len(seeds)
+    reached = [False] * n
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    for i in order:
+        reached[i] = any(seeds[j] or reached[j] for j in edges[i])
+    return reached
+
+
+def _ordered(nodes, preds, members, unknown) -> list[PartCluster]:
+    """Clusters in a topological order of the cluster graph (Kahn, lowest first node first)."""
+    import heapq
+    cluster_of = {}
+    clusters: list[PartCluster] = []
+    for ids in sorted(members.values(), key=min):
+        if nodes[ids[0]].name in unknown:  # an unknown component: one cluster per node, to run one by one
+            for i in ids:
+                cluster_of[i] = len(clusters)
+                clusters.append(PartCluster(UNKNOWN, [nodes[i]], unknown[nodes[i].name]))
+        else:
+            for i in ids:
+                cluster_of[i] = len(clusters)
+            clusters.append(PartCluster(KNOWN, [nodes[i] for i in sorted(ids)]))
+    deps = [set() for _ in clusters]
+    for i, ps in enumerate(preds):
+        deps[cluster_of[i]].update(cluster_of[p] for p in ps if cluster_of[p] != cluster_of[i])
+    users: list[list[int]] = [[] for _ in clusters]
+    for c, ds in enumerate(deps):
+        for d in ds:
+            users[d].append(c)
+    pending = [len(d) for d in deps]
+    ready = [c for c, k in enumerate(pending) if k == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        c = heapq.heappop(ready)
+        order.append(clusters[c])
+        for u in users[c]:
+            pending[u] -= 1
+            if not pending[u]:
+                heapq.heappush(ready, u)
+    assert len(order) == len(clusters), "partitioner produced a cycle"  # excluded by the merge rule
+    return order

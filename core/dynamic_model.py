@@ -1,0 +1,96 @@
+"""DynamicModel: the root model of an OM with dynamic shapes (GE's root graph + static submodels).
+
+Plain data, like GeModel. Three modes:
+- "hybrid": unknown dims or data-dependent shapes. `steps` interleave UNKNOWN nodes (run one by one
+  by the hybrid executor) and KNOWN clusters (static GeModels run as V2 DavinciModel kernels).
+- "range": as hybrid, but every input dim has a [lo, hi] range and every tensor a planned capacity
+  (bytes at the largest shape): a run inside the range allocates nothing.
+- "gears": one static GeModel per gear; no root nodes.
+Every weight (of root nodes and of every submodel) lives once in `weight_data`; submodels carry
+no weight bytes of their own, their weight descs are offsets into this shared blob.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ge_model import GeModel, WeightDesc
+
+HYBRID, RANGE, GEARS = "hybrid", "range", "gears"
+MODES = (HYBRID, RANGE, GEARS)
+UNKNOWN_DIM = -1  # a dim only known at run time, as ATC spells it
+
+
+@dataclass(frozen=True)
+class DynTensor:
+    """A root input/output: dims are ints, -1 where unknown; `ranges` [[lo, hi]] per dim in range mode."""
+    name: str
+    dtype: str
+    shape: tuple
+    ranges: tuple = ()
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class DynNode:
+    """An UNKNOWN-shape node, run by the hybrid executor."""
+    name: str
+    op_type: str
+    domain: str
+    opset: int
+    attrs: dict
+    inputs: tuple  # tensor names ("" for an absent optional input)
+    outputs: tuple
+    dtypes: tuple  # dtype name per output ("" when unknown before running)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One partition of the root graph: what `ge inspect` shows (nodes, KNOWN/UNKNOWN and why)."""
+    index: int
+    kind: str  # "KNOWN" | "UNKNOWN"
+    nodes: tuple  # node names, original graph
+    reason: str  # why UNKNOWN (first node's reason), or "" for KNOWN
+    submodel: int = -1  # its GeModel for KNOWN clusters
+
+
+@dataclass(frozen=True)
+class Step:
+    """Execution order of the root graph: ("node", i) runs nodes[i]; ("submodel", j) runs submodels[j]."""
+    kind: str
+    index: int
+
+
+@dataclass
+class DynamicModel:
+    name: str
+    mode: str
+    inputs: list[DynTensor]
+    outputs: list[DynTensor]
+    nodes: list[DynNode]
+    steps: list[Step]
+    clusters: list[Cluster]
+    submodels: list[GeModel]
+    weights: list[WeightDesc]  # the constants root nodes read (offsets into weight_data)
+    weight_data: bytes | memoryview = b""
+    soc_version: str = "Ascend-sim"
+    opset: int = 17
+    atc_cmdline: str = ""
+    attrs: dict = field(default_factory=dict)  # gears, capacities (range), static_model_ops_lower_limit, ...
+
+    @property
+    def weight_size(self) -> int:
+        return len(self.weight_data)
+
+    @property
+    def memory_size(self) -> int:
+        """Work memory known at compile time: the largest submodel (gears) or all submodels plus
+        planned capacities (range); the hybrid path allocates the rest at run time."""
+        sizes = [m.memory_size for m in self.submodels]
+        if self.mode == GEARS:
+            return max(sizes, default=0)
+        return sum(sizes) + sum(self.attrs.get("capacities", {}).values())

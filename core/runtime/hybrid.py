@@ -1,0 +1,333 @@
+"""The hybrid executor: a dynamic root graph whose KNOWN clusters run as static submodels through
+the V2 DavinciModel kernels and whose UNKNOWN nodes run the OpenVINO way (001_*: primitive_inst::execute).
+
+Per unknown node, each execution:
+  update_shape    only when an input shape (or the value of a shape input) changed since last time;
+  update_impl     the impl cache, keyed by node and input shapes/shape values (counts hits, builds);
+                  ge's kernels are built for their input shapes, so every impl is shape-specialized
+                  and the cache is what makes a repeated shape free;
+  data-dependent  (NonZero, NonMaxSuppression ...: infer() cannot tell) compute() gives the outputs,
+                  their shapes decide the allocation;
+  realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
+  empty output    skips the node;
+  set arguments   views are rebuilt only when an address or a shape changed.
+Range mode plans every buffer's capacity for the largest shapes at compile time: a run inside the
+range allocates nothing, and a tensor that would need more is an error (the seed's capacity check).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dynamic_model import RANGE, DynamicModel, DynNode
+from ..errors import GeError, ShapeError
+from ..ir import Meta
+from ..kernels import lookup
+from .device import DeviceBuffer
+from .known_subgraph import davinci_model_create, davinci_model_execute, davinci_model_update_workspaces
+
+#: inputs whose *values* decide output shapes, beyond each kernel's `shape_inputs`
+EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
+                      "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
+                      "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,)}
+COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "shape_updates", "args_set",
+            "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes")
+
+
+@dataclass
+class Slot:
+    """A tensor's device buffer: `capacity` bytes at `addr`, currently seen as dtype/shape."""
+    addr: int
+    capacity: int
+    dtype: np.dtype | None = None
+    shape: tuple | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclass
+class Impl:
+    """A cached kernel for one (node, input shapes, shape values): out_metas None = data-dependent."""
+    kernel: object
+    out_metas: list | None
+    workspace: int
+
+
+class NodeState:
+    __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws")
+
+    def __init__(self):
+        self.sig = self.impl = self.view_key = None
+        self.xs = self.ys = self.ws = None
+
+
+class HybridModel:
+    """A DynamicModel (hybrid or range mode) loaded on a device: weights once, submodels created."""
+
+    def __init__(self, dyn: DynamicModel, device, model_id: int = 0):
+        self.dyn, self.device, self.model_id, self.name = dyn, device, model_id, dyn.name
+        self.inputs, self.outputs = list(dyn.inputs), list(dyn.outputs)
+        self.timings: dict[str, float] = {}
+        self.external_weights: list = []
+        t0 = time.perf_counter()
+        self.weight_addr = device.malloc(max(len(dyn.weight_data), 1))
+        if len(dyn.weight_data):
+            device.memcpy_h2d(self.weight_addr, np.frombuffer(dyn.weight_data, np.uint8))
+        self.consts = {w.name: device.view(self.weight_addr + w.offset, w.dtype, w.shape) for w in dyn.weights}
+        self.timings["init_weight_mem"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.submodels = []
+        try:
+            for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
+                self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr))
+        except BaseException:
+            self.unload()
+            raise
+        self.timings["davinci_model_create"] = time.perf_counter() - t0
+        self.cache: dict[tuple, Impl] = {}  # the in-memory impl cache, shared by contexts
+        self.shape_inputs = [self._shape_inputs(n) for n in dyn.nodes]
+        self.contexts: list[HybridContext] = []
+        self.default_context = self.create_context()
+
+    def _shape_inputs(self, node: DynNode) -> tuple:
+        cls = lookup(node.op_type, node.domain, node.opset, node.name)
+        idx = {i for i, _ in getattr(cls, "shape_inputs", ())} | set(EXTRA_SHAPE_INPUTS.get(node.op_type, ()))
+        return tuple(sorted(i for i in idx if i < len(node.inputs) and node.inputs[i]
+                            and node.inputs[i] not in self.consts))
+
+    def create_context(self, executor: str = "linear") -> "HybridContext":
+        if executor != "linear" or self.contexts:
+            raise GeError(f"model '{self.name}' has dynamic shapes: it runs one context with the hybrid executor")
+        ctx = HybridContext(self)
+        self.contexts.append(ctx)
+        return ctx
+
+    def nn_execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
+        return self.default_context.execute(inputs, outputs)
+
+    def unload(self) -> None:
+        for ctx in getattr(self, "contexts", []):
+            ctx.destroy()
+        for sm in self.submodels:
+            sm.unload()
+        self.submodels = []
+        if self.weight_addr:
+            self.device.free(self.weight_addr)
+            self.weight_addr = 0
+
+    @property
+    def weight_bytes(self) -> int:
+        return len(self.dyn.weight_data)
+
+    def impl(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
+        """update_impl: the cached kernel for these input shapes and shape values, else build one."""
+        key = (index, tuple(metas), tuple((i, v.dtype.str, v.tobytes()) for i, v in shape_values.items()))
+        found = self.cache.get(key)
+        if found is not None:
+            counters["cache_hits"] += 1
+            return found
+        counters["cache_builds"] += 1
+        consts = [self.consts.get(t) if t else None for t in node.inputs]
+        for i, v in shape_values.items():
+            consts[i] = v
+        cls = lookup(node.op_type, node.domain, node.opset, node.name)
+        kernel = cls(node.attrs, metas, consts, opset=node.opset, name=node.name, num_outputs=len(node.outputs))
+        try:
+            out_metas = [Meta(np.dtype(m.dtype), tuple(int(d) for d in m.shape)) for m in kernel.infer()]
+        except GeError:
+            out_metas = None  # data-dependent: compute() tells the shapes at run time
+        self.cache[key] = impl = Impl(kernel, out_metas, int(kernel.workspace_nbytes()) if out_metas else 0)
+        return impl
+
+
+class HybridContext:
+    def __init__(self, model: HybridModel):
+        self.model, self.device = model, model.device
+        dyn = model.dyn
+        self.slots: dict[str, Slot] = {}
+        self.counters: Counter = Counter()
+        self.states = [NodeState() for _ in dyn.nodes]
+        self.stats: dict = {}
+        self._owned: list[int] = []
+        self.growable = dyn.mode != RANGE
+        for sm in model.submodels:  # DavinciModelUpdateWorkspaces: the caller owns FM and workspace
+            davinci_model_update_workspaces(sm, self._malloc(sm.fm_size), self._malloc(sm.workspace_size))
+        for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
+            self.slots[name] = Slot(self._malloc(nbytes), int(nbytes))
+        self.planned_bytes = sum(dyn.attrs.get("capacities", {}).values())
+
+    # -- one execution ---------------------------------------------------------------------------
+    def execute(self, inputs, outputs=None) -> list[np.ndarray]:
+        model, device, dyn = self.model, self.device, self.model.dyn
+        before = Counter(self.counters)
+        t0 = time.perf_counter()
+        for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
+            slot = self.realloc_if_needed(d.name, x.dtype, x.shape)
+            device.memcpy_h2d(slot.addr, x)
+            self.counters["h2d_bytes"] += x.nbytes
+        t1 = time.perf_counter()
+        with np.errstate(all="ignore"):
+            for step in dyn.steps:
+                if step.kind == "node":
+                    self._run_node(step.index)
+                else:
+                    self._run_submodel(step.index)
+        t2 = time.perf_counter()
+        results = []
+        for k, d in enumerate(dyn.outputs):
+            slot = self.slots[d.name]
+            y = outputs[k] if outputs is not None else np.empty(slot.shape, slot.dtype)
+            if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
+                raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
+                                 f"{y.dtype} {list(y.shape)}")
+            device.memcpy_d2h(y, slot.addr)
+            self.counters["d2h_bytes"] += y.nbytes
+            results.append(y)
+        self.stats = {k: self.counters[k] - before[k] for k in COUNTERS}
+        self.stats.update(h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3, d2h_ms=(time.perf_counter() - t2) * 1e3,
+                          tasks=len(dyn.steps))
+        return results
+
+    def _check_inputs(self, inputs) -> list[np.ndarray]:
+        dyn = self.model.dyn
+        if isinstance(inputs, dict):
+            missing = [d.name for d in dyn.inputs if d.name not in inputs]
+            if missing:
+                raise ShapeError(f"model '{dyn.name}': inputs {missing} missing")
+            inputs = [inputs[d.name] for d in dyn.inputs]
+        inputs = [x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x) for x in inputs]
+        if len(inputs) != len(dyn.inputs):
+            raise ShapeError(f"model '{dyn.name}' expects {len(dyn.inputs)} inputs, got {len(inputs)}")
+        for d, x in zip(dyn.inputs, inputs):
+            if x.dtype != np.dtype(d.dtype):
+                raise ShapeError(f"input '{d.name}': dtype {x.dtype} does not match the model's {d.dtype}")
+            if d.shape != (-2,) and (len(x.shape) != len(d.shape)
+                                     or any(s >= 0 and s != v for s, v in zip(d.shape, x.shape))):
+                raise ShapeError(f"input '{d.name}': shape {list(x.shape)} does not match the model's "
+                                 f"{list(d.shape)} (-1: any size)")
+            for k, (lo, hi) in enumerate(d.ranges):
+                if x.shape[k] < lo or (hi >= 0 and x.shape[k] > hi):
+                    raise ShapeError(f"input '{d.name}': dim {k} is {x.shape[k]}, outside the range "
+                                     f"{lo}~{hi if hi >= 0 else ''} compiled into the model")
+        return inputs
+
+    # -- UNKNOWN nodes ---------------------------------------------------------------------------
+    def _run_node(self, index: int) -> None:
+        model = self.model
+        node, st = model.dyn.nodes[index], self.states[index]
+        ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
+        metas = [None if s is None else (Meta(s.dtype, tuple(s.shape)) if isinstance(s, Slot) else Meta(s.dtype, s.shape))
+                 for s in ins]
+        shape_values = {i: self._view(ins[i]).copy() for i in model.shape_inputs[index]}
+        sig = (tuple(metas), tuple((i, v.tobytes()) for i, v in shape_values.items()))
+        if sig != st.sig:  # update_shape: only when an input shape (or shape value) changed
+            self.counters["shape_updates"] += 1
+            st.impl = model.impl(index, node, metas, shape_values, self.counters)
+            st.sig = sig
+        impl = st.impl
+        if impl.out_metas is None:  # data-dependent: the values decide the shapes
+            self.counters["data_dependent"] += 1
+            results = impl.kernel.compute(*[None if s is None else self._view(s) for s in ins])
+            for out, r in zip(node.outputs, results):
+                if out:
+                    r = np.asarray(r)
+                    slot = self.realloc_if_needed(out, r.dtype, r.shape)
+                    np.copyto(self._view(slot), r, casting="unsafe")
+            st.view_key = None
+            self.counters["nodes_run"] += 1
+            return
+        outs = [self.realloc_if_needed(o, m.dtype, m.shape) if o else None
+                for o, m in zip(node.outputs, impl.out_metas)]
+        if all(s is None or s.nbytes == 0 for s in outs):
+            self.counters["skipped_empty"] += 1  # an empty output: nothing to compute
+            return
+        ws = self.realloc_if_needed(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,)) \
+            if impl.workspace else None
+        key = tuple((s.addr, s.shape) if isinstance(s, Slot) else None for s in ins + outs + [ws]) + (id(impl),)
+        if key != st.view_key:  # set arguments only when an address or a shape changed
+            self.counters["args_set"] += 1
+            st.xs = [None if s is None else self._view(s) for s in ins]
+            st.ys = [self._view(s) for s in outs if s is not None]
+            st.ws = None if ws is None else self._view(ws)
+            st.view_key = key
+        impl.kernel.run(st.xs, st.ys, st.ws)
+        self.counters["nodes_run"] += 1
+
+    # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
+    def _run_submodel(self, index: int) -> None:
+        sm = self.model.submodels[index]
+        in_addrs = []
+        for d in sm.inputs:
+            slot = self.slots.get(d.name)
+            if slot is None or tuple(slot.shape) != tuple(d.shape) or slot.dtype != np.dtype(d.dtype):
+                got = "nothing" if slot is None else f"{slot.dtype} {list(slot.shape)}"
+                raise ShapeError(f"static submodel '{sm.name}': input '{d.name}' is {got}, it was compiled for "
+                                 f"{d.dtype} {list(d.shape)}")
+            in_addrs.append(slot.addr)
+        out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
+        davinci_model_execute(sm, in_addrs, out_addrs)  # UpdateArgs (incremental) + Execute
+        self.counters["submodel_launches"] += 1
+
+    # -- memory ----------------------------------------------------------------------------------
+    def realloc_if_needed(self, name: str, dtype, shape) -> Slot:
+        """The tensor's buffer, grown only when the new shape needs more bytes than it holds."""
+        dtype, shape = np.dtype(dtype), tuple(int(d) for d in shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        slot = self.slots.get(name)
+        if slot is None or nbytes > slot.capacity:
+            if not self.growable:
+                have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
+                raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have} "
+                                 f"(range plan: shapes beyond the compiled range are not supported)")
+            addr = self._malloc(nbytes)
+            if slot is None:
+                slot = self.slots[name] = Slot(addr, nbytes)
+            else:
+                self._free(slot.addr)
+                slot.addr, slot.capacity = addr, nbytes
+                self.counters["reallocs"] += 1
+        slot.dtype, slot.shape = dtype, shape
+        return slot
+
+    def _slot(self, name: str, node: DynNode) -> Slot:
+        slot = self.slots.get(name)
+        if slot is None or slot.shape is None:
+            raise GeError(f"node '{node.name}' ({node.op_type}) reads '{name}', which nothing has produced")
+        return slot
+
+    def _view(self, s):
+        return self.device.view(s.addr, s.dtype, s.shape) if isinstance(s, Slot) else s
+
+    def _malloc(self, nbytes: int) -> int:
+        addr = self.device.malloc(max(int(nbytes), 1))
+        self._owned.append(addr)
+        self.counters["allocations"] += 1
+        self.counters["alloc_bytes"] += int(nbytes)
+        return addr
+
+    def _free(self, addr: int) -> None:
+        self._owned.remove(addr)
+        self.device.free(addr)
+
+    def destroy(self) -> None:
+        for addr in self._owned:
+            self.device.free(addr)
+        self._owned.clear()
+        self.slots.clear()
+
+
+def plan_capacities(dyn: DynamicModel, max_inputs: list[np.ndarray], device) -> dict[str, int]:
+    """Range mode: the bytes every tensor needs at the largest input shapes, found by running the
+    model once on them (zeros) at compile time."""
+    model = HybridModel(dyn, device)
+    try:
+        model.default_context.growable = True  # this run is what finds the capacities
+        model.nn_execute(max_inputs)
+        return {name: int(s.capacity) for name, s in model.default_context.slots.items()}
+    finally:
+        model.unload()
