@@ -28,7 +28,7 @@ from onnx import AttributeProto, TensorProto, numpy_helper
 from ...core.errors import FormatError, GraphError, ShapeError
 from ...core.ir import DTYPES, Graph, Node, Value
 
-MIN_OPSET, MAX_OPSET = 11, 21
+MIN_OPSET, MAX_OPSET = 7, 21  # 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels)
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
 _PROTO_LIMIT = 2**31 - 2**20

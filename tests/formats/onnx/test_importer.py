@@ -108,9 +108,14 @@ def test_checker_error_names_file(make_model, tmp_path):
 
 
 def test_old_opset_is_rejected(make_model, load):
-    model, _ = _conv_relu(make_model, (1, 3, 8, 8), opset=9)
-    with pytest.raises(GraphError, match=r"opset 9 .*11\.\.21"):
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8), opset=6)
+    with pytest.raises(GraphError, match=r"opset 6 .*7\.\.21"):
         load(model)
+
+
+def test_opset_9_model_zoo_style_loads(make_model, load):
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8), opset=9)
+    assert load(model).opset[""] == 9
 
 
 def test_subgraph_attribute_names_node(make_model, load):
