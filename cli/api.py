@@ -178,6 +178,37 @@ def unload(model_id: int) -> None:
     model_manager.unload(model_id)
 
 
+def set_dynamic_batch_size(model_id: int, batch: int) -> int:
+    """aclmdlSetDynamicBatchSize: run the gear of this batch size (a gear model); returns its index."""
+    return _gear_model(model_id).set_dynamic_batch_size(batch)
+
+
+def set_dynamic_hw_size(model_id: int, height: int, width: int) -> int:
+    """aclmdlSetDynamicHWSize: run the gear of this image size."""
+    return _gear_model(model_id).set_dynamic_hw_size(height, width)
+
+
+def set_input_dynamic_dims(model_id: int, dims) -> int:
+    """aclmdlSetInputDynamicDims: run the gear whose -1 dims take these values (in order)."""
+    return _gear_model(model_id).set_input_dynamic_dims(dims)
+
+
+def gear_sizes(model_id: int) -> list[dict]:
+    """Per gear: its -1 dim values, input shapes and work memory (aclmdlGetDynamicBatch & co)."""
+    m = _gear_model(model_id)
+    return [{"values": list(v), "inputs": {k: list(s) for k, s in shapes.items()}, "memory_size": g.work_size}
+            for v, shapes, g in zip(m.gear_values, m.gear_shapes, m.gears)]
+
+
+def _gear_model(model_id: int):
+    from ..core.runtime.gears import GearModel
+    m = model_manager.model(model_id)
+    if not isinstance(m, GearModel):
+        raise GeError(f"model {model_id} ('{m.name}') has no gears (compile it with --dynamic_batch_size, "
+                      "--dynamic_image_size or --dynamic_dims)")
+    return m
+
+
 def model(model_id: int):
     """The loaded DavinciModel (descs, contexts, timings)."""
     return model_manager.model(model_id)

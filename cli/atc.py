@@ -38,11 +38,22 @@ STDOUT = "-"
 @click.option("--external_weight_dir", "--external-weight-dir", "external_weight_dir", metavar="DIR",
               help="where the weight files go (default: <om dir>/weight/; loading elsewhere needs "
                    "`ge run --weight_dir`)")
+@click.option("--dynamic_batch_size", "--dynamic-batch-size", "dynamic_batch_size", metavar='"1,2,4,8"',
+              help="gears: batch sizes for the -1 dims of --input_shape (one static plan each)")
+@click.option("--dynamic_image_size", "--dynamic-image-size", "dynamic_image_size", metavar='"h,w;h,w"',
+              help="gears: image sizes for the two -1 dims of --input_shape")
+@click.option("--dynamic_dims", "--dynamic-dims", "dynamic_dims", metavar='"d1,d2;d1,d2"',
+              help="gears: one value per -1 dim of --input_shape, in order")
+@click.option("--input_shape_range", "--input-shape-range", "input_shape_range", metavar='"x:[1~8,3,224,224]"',
+              help="deprecated spelling of ranges (use --input_shape \"x:1~8,3,224,224\")")
+@click.option("--static_model_ops_lower_limit", "--static-model-ops-lower-limit", "static_model_ops_lower_limit",
+              type=int, default=None, help="smallest known-shape cluster compiled as a static submodel (default 4)")
 @click.option("--om", metavar="FILE.om", help="the OM to read (modes 1 and 6)")
 @click.option("--json", "json_out", is_flag=False, flag_value=STDOUT, default=None, metavar="[FILE]",
               help="mode 1: the JSON file to write; modes 0 and 6: print JSON instead of tables "
                    "(or write it to FILE)")
-def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, external_weight, external_weight_dir, om,
+def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, external_weight, external_weight_dir,
+        dynamic_batch_size, dynamic_image_size, dynamic_dims, input_shape_range, static_model_ops_lower_limit, om,
         json_out):
     """Compile an ONNX model into an offline model (OM), or look inside an OM (ATC's modes 1 and 6).
 
@@ -56,8 +67,11 @@ def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, ext
         raise GeError(f"--mode={mode} is not supported; ge supports "
                       + ", ".join(f"{k} ({v})" for k, v in MODES.items()))
     if mode == 0:
+        dynamic = {"dynamic_batch_size": dynamic_batch_size, "dynamic_image_size": dynamic_image_size,
+                   "dynamic_dims": dynamic_dims, "input_shape_range": input_shape_range,
+                   "static_model_ops_lower_limit": static_model_ops_lower_limit}
         _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out, external_weight,
-                 external_weight_dir)
+                 external_weight_dir, {k: v for k, v in dynamic.items() if v is not None})
     elif mode == 1:
         _om_to_json(om, json_out)
     else:
@@ -66,7 +80,7 @@ def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, ext
 
 # -- mode 0 -------------------------------------------------------------------------------------
 def _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out, external_weight=0,
-             external_weight_dir=None) -> None:
+             external_weight_dir=None, dynamic=None) -> None:
     if framework != ONNX:
         name = FRAMEWORKS.get(framework)
         what = f"{name} models" if name else "this framework"
@@ -77,7 +91,8 @@ def _compile(model, output, framework, soc_version, input_shape, out_nodes, json
     if not output:
         raise click.UsageError("--mode=0 needs --output (the OM to write; .om is appended)")
     result = api.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
-                     cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir)
+                     cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir,
+                     dynamic=dynamic)
     data = api._jsonable(dict(result.summary, om=result.om_path))
     if json_out == STDOUT:
         console.echo(json.dumps(data, indent=2))

@@ -13,7 +13,9 @@ from rich.table import Table
 from ..core.runtime.executors import EXECUTORS
 from ..core.runtime.throughput import run_contexts
 from ..formats.tensors import OUTPUT_FORMATS, load_inputs, random_inputs, save_outputs, write_text
-from . import api, console
+from ..core.errors import GeError
+from ..core.ge_model import TensorDesc
+from . import api, api_dynamic, console
 from .options import device_option, json_option, om_option
 
 
@@ -45,9 +47,13 @@ from .options import device_option, json_option, om_option
               help="folder of the external weight files (default: <om dir>/weight/)")
 @click.option("--skip_weight_check", "--skip-weight-check", "skip_weight_check", is_flag=True,
               help="do not check the sha256 of external weights (faster load; lengths are still checked)")
+@click.option("--dymBatch", "dym_batch", type=int, metavar="N", help="gear model: run the gear of batch size N")
+@click.option("--dymHW", "dym_hw", metavar="H,W", help="gear model: run the gear of image size H,W")
+@click.option("--dymDims", "dym_dims", metavar='"in:1,600;in2:..."',
+              help="gear model: run the gear whose input shapes these are")
 @json_option
 def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts, seed, summary_json, verbose, stats,
-        weight_dir, skip_weight_check, as_json):
+        weight_dir, skip_weight_check, dym_batch, dym_hw, dym_dims, as_json):
     """Run an offline model (msame): inputs from files or random, outputs to DIR.
 
     \b
@@ -64,6 +70,10 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
     try:
         dm = api.model(model_id)
         in_descs, out_descs = list(dm.inputs), list(dm.outputs)
+        if dym_batch is not None or dym_hw or dym_dims:
+            in_descs = _select_gear(model_id, dm, dym_batch, dym_hw, dym_dims)
+        elif any(d < 0 for d in _dims(in_descs)):
+            in_descs = _concrete_descs(dm, in_descs, input_files)
         if input_files:
             paths = [p.strip() for p in input_files.split(",") if p.strip()]
             inputs = load_inputs(paths, in_descs)
@@ -83,6 +93,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
             latencies.append((time.perf_counter() - t) * 1e3)
             executions.append(dict(ctx.stats, run=i))
         parallel = run_contexts(dm, inputs, contexts, loop, executor) if contexts > 1 else None
+        out_descs = [TensorDesc(d.name, y.dtype.name, tuple(y.shape), 0) for d, y in zip(out_descs, outputs)]
         timings = dict(dm.timings)
         weight_files = [dict(f) for f in dm.external_weights]
         last_stats = {k: v for k, v in executions[-1].items() if k != "run"}
@@ -165,18 +176,66 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
     out.print(f"{len(files)} output(s) written to [bold]{output_dir}[/bold]")
 
 
+def _dims(descs) -> list[int]:
+    return [d for desc in descs for d in desc.shape]
+
+
+def _select_gear(model_id, dm, batch, hw, dims) -> list:
+    """msame's --dymBatch / --dymHW / --dymDims: pick a gear; its shapes are the inputs' shapes."""
+    if batch is not None:
+        k = api.set_dynamic_batch_size(model_id, batch)
+    elif hw:
+        h, _, w = hw.partition(",")
+        try:
+            k = api.set_dynamic_hw_size(model_id, int(h), int(w))
+        except ValueError:
+            raise GeError(f"--dymHW '{hw}' is not H,W") from None
+    else:
+        shapes = api_dynamic.parse_shape_spec(dims, "--dymDims")
+        values = [v for d in dm.inputs for want, v in zip(d.shape, shapes.get(d.name, d.shape)) if want == -1]
+        k = api.set_input_dynamic_dims(model_id, values)
+    return [TensorDesc(d.name, d.dtype, dm.gear_shapes[k][d.name], 0) for d in dm.inputs]
+
+
+def _concrete_descs(dm, descs, input_files) -> list:
+    """Random inputs of a dynamic model take the largest shape of a range, or the first gear."""
+    if input_files:  # the files' own shapes (.npy / .npz headers)
+        paths = [p.strip() for p in input_files.split(",") if p.strip()]
+        if any(not p.endswith((".npy", ".npz")) for p in paths):
+            raise GeError(f"model '{dm.name}' has unknown input dims: give its inputs as .npy or .npz (raw .bin "
+                          "files carry no shape)")
+        if len(paths) == 1 and paths[0].endswith(".npz"):
+            with np.load(paths[0]) as z:
+                shapes = [z[d.name].shape if d.name in z else d.shape for d in descs]
+        else:
+            shapes = [np.load(p, mmap_mode="r").shape for p in paths]
+        return [TensorDesc(d.name, d.dtype, tuple(s), 0) for d, s in zip(descs, shapes)]
+    if getattr(dm, "gear_shapes", None):
+        return [TensorDesc(d.name, d.dtype, dm.gear_shapes[0][d.name], 0) for d in descs]
+    if all(d.ranges for d in descs if any(x < 0 for x in d.shape)):
+        return [TensorDesc(d.name, d.dtype, tuple(hi if x < 0 else x for x, (_, hi) in zip(d.shape, d.ranges))
+                           if d.ranges else d.shape, 0) for d in descs]
+    raise GeError(f"model '{dm.name}' has unknown input dims: give its inputs with --input")
+
+
 STATS_COLUMNS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "args_bytes", "views_rebuilt", "zero_copy_inputs",
                  "copied_inputs", "zero_copy_outputs", "copied_outputs", "tasks", "allocations")
+
+
+#: the hybrid executor's counters (dynamic shapes)
+HYBRID_COLUMNS = ("h2d_bytes", "d2h_bytes", "allocations", "reallocs", "cache_hits", "cache_builds", "shape_updates",
+                  "args_set", "skipped_empty", "data_dependent", "submodel_launches", "nodes_run")
 
 
 def _stats_table(executions: list[dict], limit: int = 12) -> Table:
     t = Table(title="Per-execution counters", title_justify="left")
     t.add_column("run")
-    for col in STATS_COLUMNS:
+    columns = HYBRID_COLUMNS if executions and "cache_hits" in executions[0] else STATS_COLUMNS
+    for col in columns:
         t.add_column(col.replace("_", " "), justify="right")
     shown = executions if len(executions) <= limit else executions[:limit - 1] + executions[-1:]
     for e in shown:
-        t.add_row(str(e["run"]), *(str(e.get(c, "")) for c in STATS_COLUMNS))
+        t.add_row(str(e["run"]), *(str(e.get(c, "")) for c in columns))
     return t
 
 

@@ -500,6 +500,41 @@ def tiny_cnn(opset: int = 17, seed: int = 0) -> onnx.ModelProto:
     return g.build()
 
 
+# --------------------------------------------------------------------------- #
+# detection: CNN backbone -> box decoding -> NonMaxSuppression -> Gather of kept boxes
+# --------------------------------------------------------------------------- #
+def detection_style(image: int = 32, max_boxes: int = 50, iou: float = 0.4, score: float = 0.7,
+                    opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """image [1, 3, image, image] -> kept_boxes [N, 4], kept_scores [N]: N depends on the data.
+    The backbone and box decoding have static shapes (a KNOWN partition); NonMaxSuppression and
+    what follows it do not (UNKNOWN)."""
+    _check_opset(opset, 13)
+    g = GraphBuilder("detection_style", seed, opset,
+                     _signature("detection_style", image=image, max_boxes=max_boxes, iou=iou, score=score,
+                                opset=opset, seed=seed))
+    x = g.input("image", FLOAT, [1, 3, image, image])
+    x = g.conv_bn_relu(x, 3, 16, 3, stride=2, conv="stem.conv", bn="stem.bn")
+    x = g.conv_bn_relu(x, 16, 32, 3, stride=2, conv="body.conv", bn="body.bn")
+    cells = (image // 4) ** 2
+    head = g.conv(x, 32, 5, 1, name="head.conv")                         # [1, 5, h, w]: 4 deltas + 1 logit
+    head = g.op("Transpose", [g.op("Reshape", [head, g.const([1, 5, cells])])], perm=[0, 2, 1])  # [1, cells, 5]
+    deltas = g.op("Slice", [head, g.const([0]), g.const([4]), g.const([2])])
+    logits = g.op("Slice", [head, g.const([4]), g.const([5]), g.const([2])])
+    side = image // 4
+    cy, cx = np.meshgrid((np.arange(side) + 0.5) / side, (np.arange(side) + 0.5) / side, indexing="ij")
+    half = 0.5 / side * 3
+    anchors = np.stack([cy - half, cx - half, cy + half, cx + half], -1).reshape(1, cells, 4).astype(np.float32)
+    boxes = g.op("Add", [g.param("anchors", anchors), g.op("Mul", [deltas, g.const(0.1)])])  # [1, cells, 4]
+    scores = g.op("Transpose", [g.op("Sigmoid", [logits])], perm=[0, 2, 1])                  # [1, 1, cells]
+    selected = g.op("NonMaxSuppression", [boxes, scores, g.const([max_boxes]), g.const([iou]), g.const([score])])
+    index = g.op("Gather", [selected, g.const(2)], axis=1)                                  # [N] box indices
+    g.op("Gather", [g.op("Squeeze", [boxes, g.const([0])]), index], out="kept_boxes", axis=0)
+    g.op("Gather", [g.op("Reshape", [scores, g.const([-1])]), index], out="kept_scores", axis=0)
+    g.output("kept_boxes", FLOAT, ["detections", 4])
+    g.output("kept_scores", FLOAT, ["detections"])
+    return g.build()
+
+
 # GoogLeNet's Inception blocks (torchvision config): in, 1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5" (a
 # 3x3 in torchvision), pool projection. Four independent branches: what the parallel executor overlaps.
 INCEPTION_BLOCKS = (("3a", 192, 64, 96, 128, 16, 32, 32), ("3b", 256, 128, 128, 192, 32, 96, 64), "pool",
@@ -557,6 +592,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_style": bert_style,
     "tiny_cnn": tiny_cnn,
     "inception_style": inception_style,
+    "detection_style": detection_style,
 }
 
 

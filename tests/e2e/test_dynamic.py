@@ -1,0 +1,151 @@
+"""Dynamic shapes end to end: the hybrid executor (known + unknown partitions), shape ranges and
+gears, each equal to onnxruntime, with the counters that prove what is (not) allocated."""
+import numpy as np
+import onnx
+import pytest
+
+from ge.cli import api
+from ge.core.errors import GeError, ShapeError
+from ge.formats.om import header_info, om_bytes, read_om
+
+from .conftest import onnxruntime_outputs
+
+BERT_SHAPES = [(1, 16), (3, 24), (8, 32), (3, 24), (1, 16)]  # grows, then repeats and shrinks
+
+
+def bert_feeds(batch, seq, seed=0):
+    ids = np.random.default_rng(seed + batch * 100 + seq).integers(0, 100, (batch, seq)).astype(np.int64)
+    mask = np.ones((batch, seq), np.int64)
+    mask[:, seq * 3 // 4:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+@pytest.fixture(scope="module")
+def bert_path(samples, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("bert_dyn") / "bert.onnx")
+    onnx.save(samples.bert_style(layers=2, hidden=64, heads=2, intermediate=128, vocab=100), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def detection(samples, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("detection")
+    path = str(tmp / "det.onnx")
+    onnx.save(samples.detection_style(), path)
+    return path, api.atc(path, str(tmp / "det"))
+
+
+def _compile(bert_path, tmp_path, kind):
+    spec = {"hybrid": "input_ids:-1,-1;attention_mask:-1,-1",
+            "range": "input_ids:1~8,1~32;attention_mask:1~8,1~32",
+            "gears": "input_ids:-1,-1;attention_mask:-1,-1"}[kind]
+    dynamic = {"dynamic_dims": ";".join(f"{b},{s},{b},{s}" for b, s in sorted(set(BERT_SHAPES)))} if kind == "gears" else {}
+    return api.atc(bert_path, str(tmp_path / f"bert_{kind}"), input_shape=spec, dynamic=dynamic)
+
+
+@pytest.mark.parametrize("kind", ["hybrid", "range", "gears"])
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_bert_dynamic_equals_onnxruntime(bert_path, tmp_path, kind, device):
+    result = _compile(bert_path, tmp_path, kind)
+    assert header_info(result.om_path)["has_unknown_shape"]
+    model_id = api.load_from_file(result.om_path, device)
+    try:
+        ctx = api.model(model_id).default_context
+        stats = []
+        for b, s in BERT_SHAPES:
+            feeds = bert_feeds(b, s)
+            got = api.execute(model_id, feeds)
+            for g, e in zip(got, onnxruntime_outputs(bert_path, feeds)):
+                assert g.shape == e.shape
+                np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-4)
+            stats.append(dict(getattr(ctx, "stats", {})))
+    finally:
+        api.unload(model_id)
+    if kind == "range":  # planned for the largest shape: nothing allocated inside the range
+        assert all(st["allocations"] == 0 and st["reallocs"] == 0 for st in stats)
+    if kind in ("hybrid", "range"):
+        assert stats[0]["cache_builds"] > 0
+        for st in stats[3:]:  # repeated shapes: cache hits only, and a shrink reallocates nothing
+            assert st["cache_builds"] == 0 and st["cache_hits"] > 0
+            assert st["allocations"] == 0 and st["reallocs"] == 0
+
+
+def test_range_outside_is_an_error_naming_input_dim_and_range(bert_path, tmp_path):
+    result = _compile(bert_path, tmp_path, "range")
+    assert result.model.attrs["capacities"]
+    model_id = api.load_from_file(result.om_path)
+    try:
+        with pytest.raises(ShapeError, match=r"input 'input_ids': dim 1 is 40, outside the range 1~32"):
+            api.execute(model_id, bert_feeds(2, 40))
+    finally:
+        api.unload(model_id)
+
+
+def test_input_shape_range_is_the_deprecated_spelling(bert_path, tmp_path):
+    result = api.atc(bert_path, str(tmp_path / "b"), dynamic={
+        "input_shape_range": "input_ids:[1~4,8~16];attention_mask:[1~4,8~16]"})
+    assert result.model.mode == "range"
+    assert result.model.inputs[0].ranges == ((1, 4), (8, 16))
+
+
+def test_gears_pick_by_shape_or_by_acl_call_and_share_weights(bert_path, tmp_path):
+    result = api.atc(bert_path, str(tmp_path / "g"), input_shape="input_ids:-1,16;attention_mask:-1,16",
+                     dynamic={"dynamic_batch_size": "1,2,4"})
+    dyn = result.model
+    assert len(dyn.submodels) == 3 and all(len(m.weight_data) == 0 for m in dyn.submodels)
+    model_id = api.load_from_file(result.om_path, "sim")
+    try:
+        assert [g["values"] for g in api.gear_sizes(model_id)] == [[1, 1], [2, 2], [4, 4]]
+        feeds = bert_feeds(2, 16)
+        np.testing.assert_allclose(api.execute(model_id, feeds)[0], onnxruntime_outputs(bert_path, feeds)[0],
+                                   rtol=1e-3, atol=1e-4)
+        assert api.model(model_id).last_gear == 1
+        with pytest.raises(ShapeError, match=r"no gear matches .* gears \(dynamic_batch_size\): 1,1; 2,2; 4,4"):
+            api.execute(model_id, bert_feeds(3, 16))
+        with pytest.raises(ShapeError, match="no gear for batch size 8"):
+            api.set_dynamic_batch_size(model_id, 8)
+        assert api.set_dynamic_batch_size(model_id, 4) == 2
+    finally:
+        api.unload(model_id)
+
+
+def test_gear_options_are_checked(bert_path, tmp_path):
+    spec = "input_ids:-1,16;attention_mask:-1,16"
+    with pytest.raises(GeError, match="mutually exclusive"):
+        api.atc(bert_path, str(tmp_path / "x"), input_shape=spec,
+                dynamic={"dynamic_batch_size": "1,2", "dynamic_dims": "1,1"})
+    with pytest.raises(GeError, match="between 1 and 100"):
+        api.atc(bert_path, str(tmp_path / "x"), input_shape=spec,
+                dynamic={"dynamic_batch_size": ",".join(map(str, range(1, 102)))})
+
+
+def test_detection_partitions_known_and_unknown(detection):
+    _, result = detection
+    kinds = [c.kind for c in result.model.clusters]
+    assert kinds[0] == "KNOWN" and "UNKNOWN" in kinds and len(result.model.submodels) == 1
+    nms = next(c for c in result.model.clusters if c.kind == "UNKNOWN")
+    assert "data-dependent" in nms.reason
+    assert om_bytes(read_om(result.om_path)) == om_bytes(result.model)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_detection_equals_onnxruntime_with_varying_detections(detection, device):
+    path, result = detection
+    model_id = api.load_from_file(result.om_path, device)
+    counts, stats = [], []
+    try:
+        ctx = api.model(model_id).default_context
+        for seed, scale in [(0, 1.0), (1, 2.0), (2, 0.5), (0, 1.0), (4, 0.0)]:
+            x = (np.random.default_rng(seed).standard_normal((1, 3, 32, 32)) * scale).astype(np.float32)
+            got = api.execute(model_id, [x])
+            for g, e in zip(got, onnxruntime_outputs(path, {"image": x})):
+                assert g.shape == e.shape
+                np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+            counts.append(got[0].shape[0])
+            stats.append(dict(ctx.stats))
+    finally:
+        api.unload(model_id)
+    assert len(set(counts)) >= 4 and counts[-1] == 0
+    assert all(st["submodel_launches"] == 1 for st in stats)
+    assert stats[3]["cache_builds"] == 0 and stats[3]["allocations"] == 0  # a repeated count: cached, no alloc
+    assert stats[4]["skipped_empty"] > 0  # no detection: the Gathers have empty outputs and are skipped
