@@ -79,10 +79,6 @@ class Cblas:
            1.0, c.ctypes.data, 5)
         return bool(np.array_equal(c, a @ b + 1))
 
-    def call(self, m, n, k, a, lda, b, ldb, beta, c, ldc):
-        """Row-major C[m, n] = A[m, k] @ B[k, n] + beta * C, on raw addresses and leading dimensions."""
-        self.sgemm(self.ROW_MAJOR, self.NO_TRANS, self.NO_TRANS, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc)
-
 
 _CBLAS: Cblas | None = None
 
@@ -244,16 +240,6 @@ def zero_borders(xp: np.ndarray, pb, pe, value=0) -> None:
             xp[spatial_slices(nd, 2 + i, slice(xp.shape[2 + i] - e, None))] = value
 
 
-def window_view(xp: np.ndarray, kernel, strides, dilations, out, kernel_first=True) -> np.ndarray:
-    """The (N, C, *kernel, *out) (or (N, C, *out, *kernel)) strided view of windows over a padded input."""
-    sp = xp.strides[2:]
-    kst = tuple(s * d for s, d in zip(sp, dilations))
-    ost = tuple(s * t for s, t in zip(sp, strides))
-    if kernel_first:
-        return as_strided(xp, xp.shape[:2] + tuple(kernel) + tuple(out), xp.strides[:2] + kst + ost, writeable=False)
-    return as_strided(xp, xp.shape[:2] + tuple(out) + tuple(kernel), xp.strides[:2] + ost + kst, writeable=False)
-
-
 def kernel_position_view(xp: np.ndarray, pos, strides, dilations, out) -> np.ndarray:
     """The (N, C, *out) view of the inputs under one kernel position."""
     sl = tuple(slice(p * d, p * d + (o - 1) * s + 1, s) for p, d, s, o in zip(pos, dilations, strides, out))
@@ -329,7 +315,7 @@ class PhaseLayout:
             self.taps.append((k, r, off))
 
     def fill(self, ph: np.ndarray, x: np.ndarray) -> None:
-        d = len(self.spatial)
+        """Write the padded input into its phases: the input where it lands, zeros elsewhere."""
         for r, dst, src, ok in self.fill_plan:
             p = ph[r]
             if not ok:
@@ -342,7 +328,6 @@ class PhaseLayout:
                     p[spatial_slices(p.ndim, 2 + i, slice(hi, None))] = 0
             inner = (slice(None), slice(None)) + tuple(slice(lo, hi) for lo, hi in dst)
             np.copyto(p[inner], x[(slice(None), slice(None)) + tuple(src)])
-        del d
 
     def _flat(self, ph, r, off):
         p = ph[r].reshape(self.nb, self.c, -1)
