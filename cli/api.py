@@ -23,6 +23,7 @@ from ..core.compile.build import build
 from ..core.compile.external_weights import externalize
 from ..core.compile.summary import summarize
 from ..core.errors import GeError
+from ..core.dynamic_model import DynamicModel
 from ..core.ge_model import GeModel
 from ..core.passes import optimize
 from ..core.runtime.device import DeviceBuffer, get_device
@@ -234,9 +235,14 @@ def inspect(path: str) -> dict:
     from ..formats.om import header_info
     header = header_info(path)
     m = read_om(path)
+    if isinstance(m, DynamicModel):
+        return _jsonable(dict(api_dynamic.inspect_dynamic(m, _ge_model_dict), header=header))
+    return _jsonable(dict(_ge_model_dict(m), header=header))
+
+
+def _ge_model_dict(m: GeModel) -> dict:
     kinds = {a.id: a.kind for a in m.allocations}
     return _jsonable({
-        "header": header,
         "inputs": [_desc_dict(d, kinds) for d in m.inputs],
         "outputs": [_desc_dict(d, kinds) for d in m.outputs],
         "memory": _regions(m),
@@ -259,6 +265,8 @@ def model_info(path: str) -> dict:
     header = header_info(path)
     m = read_om(path)
     attrs = m.attrs if isinstance(m.attrs, dict) else {}
+    if isinstance(m, DynamicModel):
+        attrs = {"stream_num": 1, "event_num": 0}
     parts: dict[str, int] = {}
     for p in header.get("partitions", []):
         parts[p["type"]] = parts.get(p["type"], 0) + int(p["size"])
@@ -283,6 +291,8 @@ def om_to_json(path: str) -> dict:
     from ..formats.om import header_info
     header = header_info(path)
     m = read_om(path)
+    if isinstance(m, DynamicModel):  # the root model, then every submodel's model def and tasks
+        return _jsonable(dict(api_dynamic.inspect_dynamic(m, _ge_model_dict), header=header))
     attrs = m.attrs if isinstance(m.attrs, dict) else {}
     return _jsonable({
         "header": header,

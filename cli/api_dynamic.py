@@ -145,3 +145,26 @@ def summarize_dynamic(dyn: DynamicModel, seconds: float) -> dict:
         "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.outputs],
         "seconds": seconds,
     }
+
+
+def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
+    """`ge inspect` of a dynamic OM: partitions (nodes, known/unknown and why), gears with their
+    memory, ranges with their planned capacity, and each static submodel as a static OM shows it."""
+    caps = dyn.attrs.get("capacities", {})
+    gears = [{"gear": k, "values": list(v), "inputs": {n: list(s) for n, s in dyn.attrs["gears"][k].items()},
+              "memory_size": m.memory_size} for k, (v, m) in enumerate(zip(dyn.attrs.get("gear_values", []),
+                                                                                dyn.submodels))]
+    return {
+        "dynamic": {"mode": dyn.mode, "name": dyn.name, "weight_size": dyn.weight_size,
+                    "static_model_ops_lower_limit": dyn.attrs.get("static_model_ops_lower_limit"),
+                    "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
+                                "ranges": [f"{lo}~{hi}" if lo != hi else str(lo) for lo, hi in t.ranges]}
+                               for t in dyn.inputs],
+                    "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.outputs],
+                    "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
+                                  "submodel": c.submodel} for c in dyn.clusters],
+                    "steps": [f"{s.kind} {s.index}" for s in dyn.steps],
+                    "gears": gears,
+                    "planned_capacity": {"total": sum(caps.values()), "tensors": caps}},
+        "submodels": [submodel_dict(m) for m in dyn.submodels],
+    }

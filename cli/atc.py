@@ -109,6 +109,11 @@ def render_summary(s: dict) -> None:
     out = console.out
     out.print(f"[bold]{s.get('model', '?')}[/bold]  soc_version {s.get('soc_version', '?')}, "
               f"opset {s.get('opset', '?')}")
+    if s.get("mode"):  # a dynamic model: root graph + static submodels
+        p = s.get("partitions", {})
+        out.print(f"dynamic shapes ({s['mode']}): {p.get('known', 0)} known cluster(s) as {p.get('submodels', 0)} "
+                  f"static submodel(s), {p.get('unknown_nodes', 0)} unknown-shape node(s)"
+                  + (f", gears {s['gears']}" if s.get("gears") else ""))
 
     ops = Table(title="Ops", title_justify="left")
     ops.add_column("op type")

@@ -32,6 +32,9 @@ def _table(title: str, *columns: str, right: tuple = ()) -> Table:
 
 
 def render(d: dict) -> None:
+    if "dynamic" in d:
+        render_dynamic(d)
+        return
     out = console.out
     h = d["header"]
     head = _table("Header", "field", "value")
@@ -99,3 +102,36 @@ def render(d: dict) -> None:
     out.print(f"weights (--external_weight={t['mode']}): inline {t['inline']['count']} ({t['inline']['bytes']} B), "
               f"in files {t['file']['count']} ({t['file']['bytes']} B) in {t['file']['files']} file{'s' * (t['file']['files'] != 1)} "
               f"({t['file']['file_bytes']} B)")
+
+
+def render_dynamic(d: dict) -> None:
+    """A dynamic OM: root (partitions, gears, ranges), then each static submodel."""
+    out, dyn = console.out, d["dynamic"]
+    out.print(f"[bold]{dyn['name']}[/bold]: dynamic model, mode {dyn['mode']}, {len(d['submodels'])} static "
+              f"submodel(s), shared weights {dyn['weight_size']} B")
+    io = _table("Root inputs / outputs", "", "name", "dtype", "shape", "range")
+    for role in ("inputs", "outputs"):
+        for x in dyn[role]:
+            io.add_row(role[:-1], x["name"], x["dtype"], str(x["shape"]), ",".join(x.get("ranges", [])) or "-")
+    out.print(io)
+    if dyn["clusters"]:
+        parts = _table(f"Partitions (static_model_ops_lower_limit={dyn['static_model_ops_lower_limit']})",
+                       "#", "kind", "submodel", "nodes", "why", right=("#",))
+        for c in dyn["clusters"]:
+            nodes = ", ".join(c["nodes"][:4]) + (f" ... ({len(c['nodes'])} nodes)" if len(c["nodes"]) > 4 else "")
+            parts.add_row(str(c["index"]), c["kind"], "-" if c["submodel"] < 0 else str(c["submodel"]), nodes,
+                          c["reason"] or "static shapes")
+        out.print(parts)
+    if dyn["gears"]:
+        gears = _table("Gears", "gear", "-1 dims", "input shapes", "memory", right=("memory",))
+        for g in dyn["gears"]:
+            gears.add_row(str(g["gear"]), ",".join(map(str, g["values"])),
+                          "; ".join(f"{k}:{v}" for k, v in g["inputs"].items()), str(g["memory_size"]))
+        out.print(gears)
+    cap = dyn["planned_capacity"]
+    if cap["tensors"]:
+        out.print(f"range plan: {len(cap['tensors'])} tensors planned for the largest shapes, "
+                  f"{cap['total']} B ({console.nbytes(cap['total'])}) in total")
+    for k, sub in enumerate(d["submodels"]):
+        out.print(f"[bold]submodel {k}[/bold]")
+        render(dict(sub, header={"partitions": []}))

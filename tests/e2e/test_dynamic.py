@@ -149,3 +149,33 @@ def test_detection_equals_onnxruntime_with_varying_detections(detection, device)
     assert all(st["submodel_launches"] == 1 for st in stats)
     assert stats[3]["cache_builds"] == 0 and stats[3]["allocations"] == 0  # a repeated count: cached, no alloc
     assert stats[4]["skipped_empty"] > 0  # no detection: the Gathers have empty outputs and are skipped
+
+
+def test_inspect_shows_partitions_gears_and_ranges(detection, bert_path, tmp_path):
+    data = api.inspect(detection[1].om_path)
+    clusters = data["dynamic"]["clusters"]
+    assert clusters[0]["kind"] == "KNOWN" and any("data-dependent" in c["reason"] for c in clusters)
+    assert len(data["submodels"]) == 1 and data["submodels"][0]["tasks"]
+    gears = api.inspect(api.atc(bert_path, str(tmp_path / "g"), input_shape="input_ids:-1,16;attention_mask:-1,16",
+                                dynamic={"dynamic_batch_size": "1,2"}).om_path)["dynamic"]["gears"]
+    assert [g["values"] for g in gears] == [[1, 1], [2, 2]] and gears[1]["memory_size"] > gears[0]["memory_size"]
+    ranged = api.inspect(_compile(bert_path, tmp_path, "range").om_path)["dynamic"]
+    assert ranged["planned_capacity"]["total"] > 0 and ranged["inputs"][0]["ranges"] == ["1~8", "1~32"]
+
+
+def test_cli_compiles_and_runs_a_dynamic_model(bert_path, tmp_path):
+    from click.testing import CliRunner
+
+    from ge.cli.main import cli as main
+    runner = CliRunner()
+    om = str(tmp_path / "b")
+    r = runner.invoke(main, ["atc", "--model", bert_path, "--output", om, "--input_shape",
+                             "input_ids:-1,16;attention_mask:-1,16", "--dynamic_batch_size", "1,2"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["run", "-m", om + ".om", "--dymBatch", "2", "--output", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert np.load(tmp_path / "out" / "b_output_0.npy").shape == (2, 16, 64)
+    r = runner.invoke(main, ["run", "-m", om + ".om", "--dymBatch", "3", "--output", str(tmp_path / "out")])
+    assert r.exit_code == 1 and "gears (dynamic_batch_size): 1,1; 2,2" in r.output
+    r = runner.invoke(main, ["inspect", om + ".om"])
+    assert r.exit_code == 0 and "Gears" in r.output
