@@ -133,12 +133,14 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 class _ErfFamily(FloatUnary):
-    """Scratch by working dtype: one temp in float32, the two-branch form's in float64. Blocks of
-    128K elements: three of them (x, y, t) still sit in L2, and each pass is one ufunc call
-    (a 32K block costs four calls per pass, ~20 passes)."""
+    """Scratch by working dtype: one temp in float32, the two-branch form's in float64. float32
+    blocks of 128K elements: three of them (x, y, t) still sit in L2, and each pass is one ufunc
+    call (32K blocks cost four calls per pass, ~20 passes)."""
     CHUNK = 1 << 17
 
     def setup(self):
+        if working_dtype(self.dtype) == np.float64:
+            self.CHUNK = FloatUnary.CHUNK  # 3 temps and a mask: keep the workspace small
         if self.uses_erf():
             self.temps, self.masks = (F64_TEMPS, F64_MASKS) if working_dtype(self.dtype) == np.float64 else (1, 0)
         super().setup()
