@@ -185,3 +185,42 @@ def test_conv_non_contiguous_input_and_output():
     k.run([x, w], [y], np.zeros(k.workspace_nbytes(), np.uint8))
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(big[:, :, :, 1::2], 7)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("n_adds", [1, 2])
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((2, 8, 7, 7), (16, 8, 1, 1), {}),
+    ((1, 8, 9, 9), (16, 8, 1, 1), {"strides": [2, 2]}),
+    ((1, 40, 9, 9), (8, 40, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 8, 9, 9), (8, 4, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
+    ((1, 6, 9, 9), (6, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 6}),
+    ((2, 3, 11, 11), (4, 3, 3, 3), {"strides": [2, 2]}),
+])
+def test_fused_conv_adds_residuals(layout, xs, ws, attrs, bias, n_adds):
+    """ge::FusedConv = Conv + the addends (a residual), whatever plan the conv takes."""
+    from .conftest import run_onnxruntime
+    x, w, b = f32(*xs), f32(*ws), f32(ws[0])
+    inputs = {"x": x, "w": w, "b": b} if bias else {"x": x, "w": w}
+    ref = run_onnxruntime("Conv", inputs, attrs, 1, 17, ("w", "b") if bias else ("w",))[0]
+    adds = [f32(*ref.shape) for _ in range(n_adds)]
+    want = ref + sum(adds)
+    arrays = [x, w, b if bias else None] + adds
+    metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
+    consts = [None, w, b if bias else None] + [None] * n_adds
+    cls = lookup("FusedConv", domain="ge")
+    k = cls(attrs, metas, consts, name="fc")
+    np.testing.assert_allclose(k.compute(*arrays)[0], want, **TOL)
+    planned = cls(attrs, metas, consts, outputs=k.infer(), name="fc")
+    y = np.full(ref.shape, 77, np.float32)
+    planned.run(arrays, [y], np.zeros(planned.workspace_nbytes(), np.uint8))
+    np.testing.assert_allclose(y, want, **TOL)
+
+
+def test_fused_conv_addend_shape_is_checked():
+    f = np.dtype(np.float32)
+    ms = [Meta(f, (1, 4, 8, 8)), Meta(f, (4, 4, 3, 3)), None, Meta(f, (1, 4, 1, 1))]
+    with pytest.raises(GraphError, match=r"node 'c1' \(FusedConv\): addend 3"):
+        lookup("FusedConv", domain="ge")({"pads": [1, 1, 1, 1]}, ms, name="c1")
+    with pytest.raises(GraphError, match=r"\(Conv\): 4 inputs, at most 3"):
+        lookup("Conv")({"pads": [1, 1, 1, 1]}, ms[:3] + [Meta(f, (1, 4, 8, 8))], name="c1")
