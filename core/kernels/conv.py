@@ -27,7 +27,6 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..ir import Meta
 from .base import Kernel
-from .fused import GE_DOMAIN
 from .registry import register
 
 ALIGN = 64
@@ -366,8 +365,6 @@ DW_BLOCK_BYTES = 512 << 10
 # -- Conv --------------------------------------------------------------------------------------------
 @register("Conv", since=1)
 class Conv(SpatialKernel):
-    addends = False  # FusedConv: inputs 3... are added to the output
-
     def prepare(self):
         xm = self.spatial_meta(0, "X")
         wm = self.spatial_meta(1, "W")
@@ -396,7 +393,6 @@ class Conv(SpatialKernel):
             raise self.fail(f"B has shape {tuple(bm.shape)}, ({oc},) expected")
         dt = xm.dtype
         self.out_metas = [Meta(dt, (n, oc) + tuple(out))]
-        self.n_adds = self._check_addends(self.out_metas[0])
         self.n, self.c, self.oc, self.g, self.cg, self.ocg = n, c, oc, g, cg, oc // g
         self.spatial, self.kernel, self.strides, self.dil, self.pb, self.pe, self.out = \
             spatial, kernel, strides, dil, pb, pe, out
@@ -442,16 +438,6 @@ class Conv(SpatialKernel):
         self.scratch.add("ph", self.lay.phase_shape, dt)
         self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
         self.w_mat = None if w is None else (w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(oc, kg))
-
-    def _check_addends(self, out: Meta) -> int:
-        """Plain Conv has none (ONNX: X, W, B); FusedConv adds inputs 3... to its output."""
-        if len(self.inputs) > 3 and not self.addends:
-            raise self.fail(f"{len(self.inputs)} inputs, at most 3 expected (X, W, B)")
-        for i, m in enumerate(self.inputs[3:], start=3):
-            if m is None or m.dtype != out.dtype or tuple(m.shape) != tuple(out.shape):
-                got = None if m is None else (str(m.dtype), tuple(m.shape))
-                raise self.fail(f"addend {i} is {got}, the output's ({out.dtype}, {tuple(out.shape)}) expected")
-        return max(0, len(self.inputs) - 3)
 
     def _taps_fit(self, n, c, g, dt, pb, strides, kernel, dil, out, spatial) -> bool:
         """One accumulating GEMM per kernel tap straight from the padded input (no im2col): for float32,
@@ -507,7 +493,6 @@ class Conv(SpatialKernel):
         b = None
         if len(xs) > 2 and xs[2] is not None:
             b = self.b_col if self.b_col is not None else xs[2].reshape(self.oc, 1)
-        adds = [a.reshape(self.n, self.oc, self.p_out) for a in xs[3:3 + self.n_adds]]
         v = self.views(ws) if self.scratch.items else {}
         n, oc, g = self.n, self.oc, self.g
         y3 = y.reshape(n, oc, self.p_out)
@@ -519,18 +504,17 @@ class Conv(SpatialKernel):
             wm = self.w_mat if self.w_mat is not None else (
                 w.reshape(g, self.ocg, self.cg) if g > 1 else w.reshape(oc, self.cg))
             if g == 1:
-                self._gemm(wm, x.reshape(n, self.c, self.p_out), y3, b, adds)
+                self._gemm(wm, x.reshape(n, self.c, self.p_out), y3, b)
             else:
                 np.matmul(wm, x.reshape(n, g, self.cg, self.p_out), out=y.reshape(n, g, self.ocg, self.p_out))
-                _add_all(y3, b, adds)
+                if b is not None:
+                    np.add(y3, b, out=y3)
         elif self.plan == "taps":
             self._run_taps(x, w, b, y, v)
-            _add_all(y3, None, adds)
         elif self.plan == "depthwise":
             self._run_depthwise(x, w, b, y, v)
-            _add_all(y3, None, adds)
         else:
-            self._run_im2col(x, w, b, y, v, adds)
+            self._run_im2col(x, w, b, y, v)
 
     def _run_depthwise(self, x, w, b, y, v):
         """Per block of channels: the block's im2col columns (kept in cache), then one batched matmul
@@ -558,24 +542,16 @@ class Conv(SpatialKernel):
         else:
             np.copyto(y, dense)
 
-    def _gemm(self, wm, xm, ym, b, adds=()):
-        """ym[i] = wm @ xm[i] (+ b + addends) for stacks xm (k, K, N), ym (k, M, N). With a bias or
-        addends and cblas, the output is first filled with them and the GEMM accumulates onto it
-        (beta = 1): cheaper than separate passes adding them to the result."""
+    def _gemm(self, wm, xm, ym, b):
+        """ym[i] = wm @ xm[i] (+ b) for stacks xm (k, K, N), ym (k, M, N). With a bias and cblas, the
+        output is first filled with the bias and the GEMM accumulates onto it (beta = 1): cheaper than
+        a separate pass adding the bias to the result."""
         k, m, nn = ym.shape
         kk = xm.shape[1]
         bl = cblas()
-        if ((b is not None or adds) and bl.sgemm is not None and ym.dtype == np.float32
-                and wm.dtype == np.float32 and wm.flags.c_contiguous and xm.flags.c_contiguous
-                and ym.flags.c_contiguous):
-            if adds:
-                if b is not None:
-                    np.add(adds[0], b, out=ym)
-                else:
-                    np.copyto(ym, adds[0])
-                _add_all(ym, None, adds[1:])
-            else:
-                np.copyto(ym, b)
+        if (b is not None and bl.sgemm is not None and ym.dtype == np.float32 and wm.dtype == np.float32
+                and wm.flags.c_contiguous and xm.flags.c_contiguous and ym.flags.c_contiguous):
+            np.copyto(ym, b)
             wp, xp, yp = _addr(wm), _addr(xm), _addr(ym)
             for i in range(k):
                 bl.sgemm(bl.ROW_MAJOR, bl.NO_TRANS, bl.NO_TRANS, m, nn, kk, 1.0, wp, kk, xp + i * kk * nn * 4, nn,
@@ -585,9 +561,10 @@ class Conv(SpatialKernel):
             np.matmul(wm, xm[0], out=ym[0])
         else:
             np.matmul(wm, xm, out=ym)
-        _add_all(ym, b, adds)
+        if b is not None:
+            np.add(ym, b, out=ym)
 
-    def _run_im2col(self, x, w, b, y, v, adds=()):
+    def _run_im2col(self, x, w, b, y, v):
         g, nb, lay = self.g, self.nb, self.lay
         kg = self.cg * self.kp
         ck = self.c * self.kp
@@ -602,33 +579,16 @@ class Conv(SpatialKernel):
             for ksl, view in v["_groups"]:
                 np.copyto(cols[(slice(None), slice(None)) + ksl], view[:k])
             dst = y[b0:b1].reshape(k, self.oc, self.p_out)
-            part = [a[b0:b1] for a in adds]
             if g == 1:
-                self._gemm(wm, cols.reshape(k, ck, self.p_out), dst, b, part)
+                self._gemm(wm, cols.reshape(k, ck, self.p_out), dst, b)
             else:
                 np.matmul(wm, cols.reshape(k, g, kg, self.p_out), out=dst.reshape(k, g, self.ocg, self.p_out))
-                _add_all(dst, b, part)
+                if b is not None:
+                    np.add(dst, b, out=dst)
 
 
 def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
-
-
-def _add_all(y: np.ndarray, b, adds) -> None:
-    if b is not None:
-        np.add(y, b, out=y)
-    for a in adds:
-        np.add(y, a, out=y)
-
-
-@register("FusedConv", since=1, domain=GE_DOMAIN)
-class FusedConv(Conv):
-    """ge::FusedConv: Conv(X, W, B) + Z1 + Z2 ... (inputs 3..., each exactly the output's shape and
-    type: a residual), for a pass folding the Add that follows a Conv (ResNet's shortcut). The 1x1
-    and im2col plans pre-fill the output with bias + addends and let the GEMM accumulate onto it, so
-    the Add costs nothing beyond the bias pre-fill; the other plans add after. B may be absent ("")."""
-
-    addends = True
 
 
 # -- ConvTranspose -----------------------------------------------------------------------------------
