@@ -11,13 +11,13 @@ A desc is anything with `name`, `dtype` and `shape` (ge.core.ge_model.TensorDesc
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from typing import Sequence
 
 import numpy as np
 
 from ..core.errors import FormatError, ShapeError
+from .atomic import write_atomically
 
 OUTPUT_FORMATS = ("NPY", "BIN", "TXT")
 _EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt"}
@@ -188,49 +188,25 @@ def save_outputs(arrays: Sequence[np.ndarray], directory: str, om_name: str, fmt
 
 
 def _write_atomic(path: str, array: np.ndarray, fmt: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    except OSError as e:
-        raise FormatError(f"output file '{path}': cannot write ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if fmt == "NPY":
-                np.save(f, array, allow_pickle=False)
-            elif fmt == "BIN":
-                f.write(np.ascontiguousarray(array).tobytes())
-            else:
-                _savetxt(f, array)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except OSError as e:
-        _unlink(tmp)
-        raise FormatError(f"output file '{path}': cannot write ({e.strerror or e})") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
+    def write(f) -> None:
+        if fmt == "NPY":
+            np.save(f, array, allow_pickle=False)
+        elif fmt == "BIN":
+            f.write(np.ascontiguousarray(array).tobytes())
+        else:
+            _savetxt(f, array)
+
+    write_atomically(path, write, label=f"output file '{path}'")
 
 
 def write_text(path: str, text: str) -> None:
     """Write a text file (a JSON summary, a model dump) atomically: temporary file, then rename."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     except OSError as e:
-        raise FormatError(f"{path}: cannot write ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except OSError as e:
-        _unlink(tmp)
-        raise FormatError(f"{path}: cannot write ({e.strerror or e})") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
+        raise FormatError(f"{path}: cannot write: {e.strerror or e}") from None
+    write_atomically(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def _savetxt(f, array: np.ndarray) -> None:
@@ -248,23 +224,3 @@ def _savetxt(f, array: np.ndarray) -> None:
     else:
         fmt = "%d"
     np.savetxt(f, rows, fmt=fmt, delimiter=" ")
-
-
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()  # read once: os.umask is process-wide, so never toggle it while threads write
-
-
-def _umask() -> int:
-    return _UMASK
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

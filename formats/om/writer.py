@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import operator
 import os
-import tempfile
 
 import msgpack
 import numpy as np
@@ -18,6 +17,7 @@ from ge.core.dynamic_model import DynamicModel
 from ge.core.errors import FormatError
 from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID
 
+from ..atomic import write_atomically
 from . import reader
 from .schema import (ALIGNMENT, CHECKSUM_SIZE, CHECKSUM_TAIL, DTYPE_TAG, DTYPES, FORMAT_VERSION,
                      GEN_MODE_OFFLINE, MAGIC, MAX_ATTR_DEPTH, MAX_HEADER_SIZE, MODEL_DEF, MODEL_TYPE_NORMAL,
@@ -45,34 +45,13 @@ def write_om(model: GeModel, path: str | os.PathLike) -> None:
     and renamed over `path`. On any error the temporary file is removed and `path` is untouched."""
     label = os.fspath(path)
     head, pieces = _encode_checked(model, label)
-    directory = os.path.dirname(os.path.abspath(label))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(label)}.", suffix=".tmp")
-    except OSError as e:
-        raise FormatError(f"{label}: cannot write: {e.strerror or e}") from e
-    try:
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(head)
-                for piece in pieces:
-                    f.write(piece)
-                f.flush()
-                os.fsync(f.fileno())
-                if hasattr(os, "fchmod"):  # mkstemp makes 0600; an OM gets the usual 0666 & ~umask
-                    os.fchmod(f.fileno(), 0o666 & ~_umask())
-        except OSError as e:
-            raise FormatError(f"{label}: cannot write: {e.strerror or e}") from e
-        _self_check_file(tmp, label)
-        try:
-            os.replace(tmp, label)
-        except OSError as e:
-            raise FormatError(f"{label}: cannot write: {e.strerror or e}") from e
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    def write(f) -> None:
+        f.write(head)
+        for piece in pieces:
+            f.write(piece)
+
+    write_atomically(label, write, check=lambda tmp: _self_check_file(tmp, label))
 
 
 # ---------------------------------------------------------------- layout
@@ -375,14 +354,3 @@ def _self_check_file(path: str, label: str) -> None:
     except FormatError as e:
         detail = str(e)[len(label) + 2:] if str(e).startswith(label + ": ") else str(e)
         raise FormatError(f"{label}: refusing to write an invalid OM: {detail}") from None
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022

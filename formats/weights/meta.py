@@ -18,7 +18,7 @@ import os
 from ge.core.errors import FormatError
 from ge.core.weight_files import META_NAME, individual_name, name_problem
 
-from .atomic import write_atomically
+from ..atomic import write_atomically
 
 LOCK_NAME = META_NAME + ".lock"
 FILES, OFFSETS = "hash_to_weight_file", "hash_to_weight_offset"

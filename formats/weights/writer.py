@@ -1,6 +1,6 @@
 """Write a model's external weight files (ATC --external_weight 1|2) and record them in meta.json.
 
-Files are written by a pool of 8 threads, each atomically (formats/weights/atomic.py), so a
+Files are written by a pool of 8 threads, each atomically (formats/atomic.py), so a
 crash or a concurrent `ge atc` never leaves a half-written weight file under its final name. A
 file that already holds exactly the planned bytes (a weight shared with another model compiled
 into the same folder, or the same model compiled again) is kept, not written again.
@@ -16,7 +16,7 @@ from ge.core.compile.external_weights import WeightFilePlan
 from ge.core.errors import FormatError
 from ge.core.weight_files import individual_name, name_problem
 
-from .atomic import write_atomically
+from ..atomic import write_atomically
 from .meta import update_meta
 
 THREADS = 8

@@ -1,0 +1,55 @@
+"""Write a file so that readers see the old file or the whole new one, never a part: a temporary
+file beside it, fsync'ed, optionally checked, renamed over it. A failure removes the temporary
+file and leaves `path` as it was. Used for OM files, weight files, meta.json and run outputs."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+
+from ge.core.errors import FormatError
+
+
+def write_atomically(path, write, *, label: str | None = None, check=None) -> None:
+    """`write(f)` fills the binary file object `f`; `check(tmp_path)` may inspect the finished
+    file before it replaces `path`. OS errors become FormatError "<label>: cannot write: <why>"."""
+    path = os.fspath(path)
+    label = label or path
+    directory, base = os.path.split(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=".tmp")
+    except OSError as e:
+        raise FormatError(f"{label}: cannot write: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+            if hasattr(os, "fchmod"):  # mkstemp makes 0600; files get the usual 0666 & ~umask
+                os.fchmod(f.fileno(), 0o666 & ~_UMASK)
+        if check is not None:
+            check(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise FormatError(f"{label}: cannot write: {e.strerror or e}") from None
+        raise
+
+
+def _read_umask() -> int:
+    """The process umask, read once at import (os.umask sets it too: never toggle it while threads write)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
