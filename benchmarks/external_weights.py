@@ -12,7 +12,6 @@ Medians over --repeat runs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -23,14 +22,8 @@ import onnx
 
 from ge.cli import api
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load_samples():
-    spec = importlib.util.spec_from_file_location("build_samples", os.path.join(HERE, "..", "samples", "build_samples.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from samples_vs_onnxruntime import load_samples  # noqa: E402
 
 
 def median_s(fn, repeat: int) -> float:
