@@ -174,7 +174,14 @@ class HybridContext:
         with np.errstate(all="ignore"):
             for step in dyn.steps:
                 if step.kind == "node":
-                    self._run_node(step.index)
+                    try:
+                        self._run_node(step.index)
+                    except GeError:
+                        raise
+                    except Exception as e:  # a kernel failed: name the node, keep the cause for --debug
+                        node = dyn.nodes[step.index]
+                        raise GeError(f"node '{node.name}' ({node.op_type}) failed at run time: "
+                                      f"{type(e).__name__}: {e}") from e
                 else:
                     self._run_submodel(step.index)
         t2 = time.perf_counter()
