@@ -17,77 +17,20 @@ kernel position.
 """
 from __future__ import annotations
 
-import ctypes
 import itertools
 import math
-import os
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..ir import Meta
 from .base import Kernel
+from .blas import cblas
 from .registry import register
 
 ALIGN = 64
 #: im2col columns are built for at most this many bytes of batch items at a time
 COLS_LIMIT = 64 << 20
-
-
-class Cblas:
-    """cblas_sgemm of the BLAS numpy itself uses, called through ctypes.
-
-    numpy's matmul has no beta (C += A @ B) and wants whole arrays; the "taps" conv plan needs both: one
-    accumulating GEMM per kernel tap, whose B operand is a run of rows inside the padded input. The
-    library is reached through numpy's extension module (dlsym searches its dependencies), so it is
-    exactly the BLAS np.matmul calls. A self-test at load guards the integer width; on any problem
-    `sgemm` stays None and the kernels use np.matmul plans instead. GE_NO_CBLAS=1 disables it.
-    """
-
-    ROW_MAJOR, NO_TRANS = 101, 111
-    sgemm = None
-
-    def __init__(self):
-        if os.environ.get("GE_NO_CBLAS"):
-            return
-        try:
-            try:
-                from numpy._core import _multiarray_umath as mu
-            except ImportError:  # numpy 1.x
-                from numpy.core import _multiarray_umath as mu
-            lib = ctypes.CDLL(mu.__file__)
-        except (ImportError, OSError):
-            return
-        for name, int_t in (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
-                            ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int)):
-            try:
-                fn = getattr(lib, name)
-            except AttributeError:
-                continue
-            i, f, p = int_t, ctypes.c_float, ctypes.c_void_p
-            fn.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
-            fn.restype = None
-            if self._works(fn):
-                self.sgemm = fn
-            return
-
-    def _works(self, fn) -> bool:
-        a = np.arange(12, dtype=np.float32).reshape(3, 4)
-        b = np.arange(20, dtype=np.float32).reshape(4, 5) - 7
-        c = np.ones((3, 5), np.float32)
-        fn(self.ROW_MAJOR, self.NO_TRANS, self.NO_TRANS, 3, 5, 4, 1.0, a.ctypes.data, 4, b.ctypes.data, 5,
-           1.0, c.ctypes.data, 5)
-        return bool(np.array_equal(c, a @ b + 1))
-
-
-_CBLAS: Cblas | None = None
-
-
-def cblas() -> Cblas:
-    global _CBLAS
-    if _CBLAS is None:
-        _CBLAS = Cblas()
-    return _CBLAS
 
 
 # -- shared helpers ---------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..kernels.blas import set_local_threads
+
 EXECUTORS = ("linear", "dataflow", "parallel")
 
 
@@ -80,7 +82,9 @@ def _shared_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="ge-parallel")
+            # tasks run side by side: one BLAS thread each, or concurrent GEMMs oversubscribe the cores
+            _pool = ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="ge-parallel",
+                                       initializer=set_local_threads, initargs=(1,))
         return _pool
 
 

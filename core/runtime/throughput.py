@@ -12,6 +12,8 @@ import time
 
 import numpy as np
 
+from ..kernels.blas import set_local_threads
+
 PHASES = ("h2d_ms", "compute_ms", "d2h_ms")
 
 
@@ -33,6 +35,8 @@ def run_contexts(model, inputs, contexts: int = 1, loop: int = 1, executor: str 
     def work(i: int) -> None:
         ctx = ctxs[i]
         outputs = [np.empty(d.shape, d.dtype) for d in model.outputs]
+        if contexts > 1:  # the contexts share the cores: one BLAS thread each, or they oversubscribe
+            set_local_threads(1)
         try:
             for _ in range(warmup):
                 ctx.execute(inputs, outputs)

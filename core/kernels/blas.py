@@ -1,0 +1,92 @@
+"""The BLAS numpy itself uses, reached through ctypes: cblas_sgemm with beta (numpy's matmul has
+none) and OpenBLAS's per-thread thread count.
+
+The library is reached through numpy's extension module (dlsym searches its dependencies), so it
+is exactly the BLAS np.matmul calls. Everything here is optional: when a symbol is missing or a
+self-test fails, callers fall back to plain numpy.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+
+def _numpy_blas():
+    try:
+        try:
+            from numpy._core import _multiarray_umath as mu
+        except ImportError:  # numpy 1.x
+            from numpy.core import _multiarray_umath as mu
+        return ctypes.CDLL(mu.__file__)
+    except (ImportError, OSError):
+        return None
+
+
+class Cblas:
+    """cblas_sgemm of the BLAS numpy itself uses, called through ctypes.
+
+    numpy's matmul has no beta (C += A @ B) and wants whole arrays; the "taps" conv plan needs both: one
+    accumulating GEMM per kernel tap, whose B operand is a run of rows inside the padded input. The
+    library is reached through numpy's extension module (dlsym searches its dependencies), so it is
+    exactly the BLAS np.matmul calls. A self-test at load guards the integer width; on any problem
+    `sgemm` stays None and the kernels use np.matmul plans instead. GE_NO_CBLAS=1 disables it.
+    """
+
+    ROW_MAJOR, NO_TRANS = 101, 111
+    sgemm = None
+
+    def __init__(self):
+        if os.environ.get("GE_NO_CBLAS"):
+            return
+        lib = _numpy_blas()
+        if lib is None:
+            return
+        for name, int_t in (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
+                            ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int)):
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                continue
+            i, f, p = int_t, ctypes.c_float, ctypes.c_void_p
+            fn.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
+            fn.restype = None
+            if self._works(fn):
+                self.sgemm = fn
+            return
+
+    def _works(self, fn) -> bool:
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        b = np.arange(20, dtype=np.float32).reshape(4, 5) - 7
+        c = np.ones((3, 5), np.float32)
+        fn(self.ROW_MAJOR, self.NO_TRANS, self.NO_TRANS, 3, 5, 4, 1.0, a.ctypes.data, 4, b.ctypes.data, 5,
+           1.0, c.ctypes.data, 5)
+        return bool(np.array_equal(c, a @ b + 1))
+
+
+_CBLAS: Cblas | None = None
+
+
+def cblas() -> Cblas:
+    global _CBLAS
+    if _CBLAS is None:
+        _CBLAS = Cblas()
+    return _CBLAS
+
+
+def set_local_threads(n: int) -> int | None:
+    """Threads OpenBLAS may use for calls made from THIS thread (openblas_set_num_threads_local);
+    returns the previous count, or None where the BLAS has no such call. Concurrent contexts set 1
+    each: two 2-thread GEMMs at once on 2 cores oversubscribe and spin."""
+    global _SET_LOCAL
+    if _SET_LOCAL is None:
+        lib = _numpy_blas()
+        fn = getattr(lib, "openblas_set_num_threads_local", None) if lib is not None else None
+        if fn is not None:
+            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+        _SET_LOCAL = fn or False
+    return _SET_LOCAL(int(n)) if _SET_LOCAL else None
+
+
+_SET_LOCAL = None
