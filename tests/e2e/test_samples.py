@@ -73,3 +73,37 @@ def test_executors_are_bit_identical(compiled):
                     np.testing.assert_array_equal(got, want)
     finally:
         api.unload(model_id)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_four_threads_own_contexts_against_onnxruntime(samples, tmp_path, device):
+    """One loaded model, 4 threads x 100 runs, each thread on its own context with its own inputs,
+    every output checked against onnxruntime's for those inputs."""
+    import threading
+    model = samples.tiny_cnn()
+    path = str(tmp_path / "tiny.onnx")
+    onnx.save(model, path)
+    om = api.atc(path, str(tmp_path / "tiny")).om_path
+    rng = np.random.default_rng(7)
+    inputs = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(8)]
+    expected = [onnxruntime_outputs(path, {"image": x})[0] for x in inputs]
+    model_id = api.load_from_file(om, device)
+    dm = api.model(model_id)
+    failures, runs = [], [0] * 4
+
+    def worker(k: int) -> None:
+        ctx = dm.create_context(executor=("linear", "dataflow", "parallel", "linear")[k])
+        for i in range(100):
+            j = (k + i) % len(inputs)
+            (y,) = ctx.execute([inputs[j]])
+            runs[k] += 1
+            if not np.allclose(y, expected[j], rtol=1e-4, atol=1e-6):
+                failures.append((k, i))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    api.unload(model_id)
+    assert runs == [100] * 4 and not failures
