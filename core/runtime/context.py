@@ -210,16 +210,17 @@ class ExecutionContext:
         if not device.bindable(buf):
             self._unbind(allocation)
             return False
-        addr = device.bind_host(buf)
-        if self._bound.get(allocation, addr) != addr:
+        addr = buf.ctypes.data
+        if self._bound.get(allocation) != addr:  # bound once per allocation, however many runs
             self._release_host(allocation)
-        self._bound[allocation] = addr
+            device.bind_host(buf)
+            self._bound[allocation] = addr
         self.args.set_base(allocation, addr)
         return True
 
     def _release_host(self, allocation: int) -> None:
         addr = self._bound.pop(allocation, None)
-        if addr is not None and addr not in self._bound.values():
+        if addr is not None:
             self.device.unbind(addr)
 
     def _unbind(self, allocation: int) -> None:

@@ -37,6 +37,7 @@ class Block:
     nbytes: int
     data: np.ndarray  # uint8, exactly nbytes long
     owned: bool = True  # False for user buffers bound zero-copy
+    refs: int = 1  # bindings of a user buffer (several contexts may bind the same array)
 
 
 class Device:
@@ -138,10 +139,13 @@ class Device:
         raise DeviceError(f"{self.name}: host buffers cannot be bound zero-copy on this device")
 
     def unbind(self, addr: int) -> None:
+        """Drop one binding of a user buffer; it stops being device memory with the last one."""
         with self._lock:
             i = bisect.bisect_left(self._starts, addr)
             if i < len(self._starts) and self._starts[i] == addr and not self._blocks[i].owned:
-                del self._starts[i], self._blocks[i]
+                self._blocks[i].refs -= 1
+                if self._blocks[i].refs == 0:
+                    del self._starts[i], self._blocks[i]
 
     # -- streams: a reusable stream allocator (GE's ReusableStreamAllocator) -----------------------
     def acquire_stream(self) -> "Stream":
@@ -191,7 +195,11 @@ class CpuDevice(Device):
             if i >= 0 and self._blocks[i].owned and addr + nbytes <= self._blocks[i].addr + self._blocks[i].nbytes:
                 return addr  # already device memory (a view of a device allocation)
             if i >= 0 and self._starts[i] == addr and not self._blocks[i].owned:
-                self._blocks[i] = block  # the same address bound again, maybe with another size
+                old = self._blocks[i]  # the same buffer bound again (another context, or a larger view)
+                block.refs = old.refs + 1
+                if old.nbytes > nbytes:
+                    block.nbytes, block.data = old.nbytes, old.data
+                self._blocks[i] = block
             else:
                 self._insert(block)
         return addr
