@@ -95,6 +95,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
         parallel = run_contexts(dm, inputs, contexts, loop, executor) if contexts > 1 else None
         out_descs = [TensorDesc(d.name, y.dtype.name, tuple(y.shape), 0) for d, y in zip(out_descs, outputs)]
         timings = dict(dm.timings)
+        memory = {"weights": dm.weight_bytes, "per_context": getattr(ctx, "device_bytes", None)}
         weight_files = [dict(f) for f in dm.external_weights]
         last_stats = {k: v for k, v in executions[-1].items() if k != "run"}
     finally:
@@ -107,6 +108,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
     summary["executor"] = executor
     if stats:
         summary["stats"] = executions
+        summary["memory"] = memory
     if parallel:
         summary["throughput_mode"] = parallel
     if summary_json:
@@ -159,6 +161,8 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
         out.print(st)
     if stats:
         out.print(_stats_table(executions))
+        out.print(f"device memory: weights {memory['weights']} B (shared by every context), "
+                  f"{memory['per_context']} B per context (feature maps, workspace, I/O, args table)")
     lat = summary["latency_ms"]
     if loop == 1:
         out.print(f"inference time: {lat['mean']:.3f} ms")

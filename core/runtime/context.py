@@ -228,10 +228,16 @@ class ExecutionContext:
         self.args.set_base(allocation, self.io_default[allocation])
 
     # -- resources -----------------------------------------------------------------------------
+    @property
+    def device_bytes(self) -> int:
+        """Device memory this context owns: feature maps, workspace, default I/O, args table."""
+        return self.counters["malloc_bytes"]
+
     def _malloc(self, nbytes: int) -> int:
         addr = self.device.malloc(nbytes)
         self._owned.append(addr)
         self.counters["mallocs"] += 1
+        self.counters["malloc_bytes"] += nbytes
         return addr
 
     def destroy(self) -> None:
