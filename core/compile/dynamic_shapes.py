@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..ir import Graph
-from ..passes import constant_folding, dead_code
+from ..passes import optimize_dynamic
 from ..passes._util import build_kernel
 
 
@@ -21,10 +21,9 @@ def _shape_text(shape) -> str:
 
 
 def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
-    """Simplify `graph` (dead code, constant folding) and infer what can be inferred, in place.
-    Returns {node name: why its shape is unknown} for every unknown node."""
-    dead_code(graph)
-    constant_folding(graph)
+    """Optimize `graph` (dead code, constant folding, the fusions: optimize_dynamic) and infer what
+    can be inferred, in place. Returns {node name: why its shape is unknown} for every unknown node."""
+    optimize_dynamic(graph)
     graph.toposort()
     unknown: dict[str, str] = {}
     for node in graph.nodes:

@@ -16,7 +16,7 @@ from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
 from .infer_shapes import infer_shapes
 
-__all__ = ["optimize", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_gelu",
+__all__ = ["optimize", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_gelu",
            "fuse_layer_norm", "fuse_matmul", "dead_code", "build_epilogue", "PIPELINE"]
 
 #: (report key, pass) in the order optimize() runs them
@@ -51,6 +51,20 @@ def optimize(graph: Graph, report: dict | None = None) -> dict:
     report["fused_activations"] = per_pass["fuse_activation"].get("fused", 0)
     report["removed_nodes"] = per_pass["dead_code"].get("removed_nodes", 0)
     require_static(graph)
+    return report
+
+
+def optimize_dynamic(graph: Graph, report: dict | None = None) -> dict:
+    """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
+    infers what it can afterwards, core/compile/dynamic_shapes.py). The fusions decide from dtypes,
+    ranks, constants and provably equal dims, and skip a match they cannot decide."""
+    report = {} if report is None else report
+    report["nodes_before"] = len(graph.nodes)
+    per_pass: dict[str, dict] = report.setdefault("passes", {})
+    for key, fn in PIPELINE:
+        if fn is not infer_shapes:
+            fn(graph, stats=per_pass.setdefault(key, {}))
+    report["nodes_after"] = len(graph.nodes)
     return report
 
 

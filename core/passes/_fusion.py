@@ -68,11 +68,14 @@ class Matcher:
         return dtype is not None and np.dtype(dtype).kind == "f"
 
     def meta(self, name: str):
+        """(dtype, shape), or (None, None) when the dtype or the rank is unknown. On a dynamic graph
+        dims may be symbolic (str: equal names are equal sizes) or None (unknown): callers check
+        only what they need and skip a fusion they cannot decide (see known_dims, same_dim)."""
         if name in self.graph.initializers:
             a = self.graph.initializers[name]
             return a.dtype, tuple(a.shape)
         v = self.graph.values.get(name)
-        return (None, None) if v is None or not v.is_static else (np.dtype(v.dtype), tuple(v.shape))
+        return (None, None) if v is None or v.dtype is None or v.shape is None else (np.dtype(v.dtype), tuple(v.shape))
 
     # -- rewriting -----------------------------------------------------------------------------
     def replace(self, group: list[Node], node: Node) -> None:
@@ -114,3 +117,12 @@ class Matcher:
         self._placed.clear()
         self._removed.clear()
         return n
+
+
+def known_dims(shape) -> bool:
+    return shape is not None and all(isinstance(d, int) and d >= 0 for d in shape)
+
+
+def same_dim(a, b) -> bool:
+    """Provably equal dims: equal ints, or one symbol (onnx names equal sizes alike); None is unknown."""
+    return a is not None and b is not None and a == b and not (isinstance(a, int) and a < 0)

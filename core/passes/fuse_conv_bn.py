@@ -153,6 +153,8 @@ def _gemm(graph, prod, w, b, s, t):
         if len(shape) > 2 or (out is not None and out.is_static and len(shape) == 2 and
                               np.broadcast_shapes(shape, tuple(out.shape)) != tuple(out.shape)):
             return None
+        if len(shape) == 2 and shape[0] != 1 and (out is None or not out.is_static):
+            return None  # a per-row bias against rows only known at run time: cannot tell it fits
         b_new = np.broadcast_to(c, shape) * s + t
     return w_new, b_new
 

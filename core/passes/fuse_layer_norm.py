@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..kernels.fused import GE_DOMAIN
-from ._fusion import Matcher
+from ._fusion import Matcher, known_dims
 from ._util import set_initializer, unique_name
 
 
@@ -50,7 +50,7 @@ def _match(m: Matcher, mean: Node):
     if dtype is None or dtype.kind != "f":
         return None
     axis = _trailing_axis(m, mean, len(shape))
-    if axis is None:
+    if axis is None or not known_dims(shape[axis:]):  # scale and bias are planned over the normalized dims
         return None
     sub = m.sole_consumer(mean)
     if sub is None or sub.op_type != "Sub" or sub.inputs != [x, mean.outputs[0]]:

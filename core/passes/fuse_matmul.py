@@ -22,7 +22,7 @@ import numpy as np
 from ..ir import Graph, Node
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.fused import GE_DOMAIN
-from ._fusion import Matcher
+from ._fusion import Matcher, same_dim
 
 MAX_ADDENDS = 2  # a bias and a residual (or a mask)
 
@@ -97,10 +97,9 @@ def _perm(m: Matcher, t: Node | None) -> tuple | None:
 
 
 def _broadcasts_into(c_meta, y_meta, dtype) -> bool:
+    """The addend provably broadcasts to the product without enlarging it: each of its dims is 1 or
+    the product's own (same int or same symbol); an undecidable dim keeps the Add a task of its own."""
     (c_dtype, c_shape), (_, y_shape) = c_meta, y_meta
-    if c_shape is None or y_shape is None or c_dtype != dtype:
+    if c_shape is None or y_shape is None or c_dtype != dtype or len(c_shape) > len(y_shape):
         return False
-    try:
-        return np.broadcast_shapes(c_shape, y_shape) == y_shape
-    except ValueError:
-        return False
+    return all(c == 1 or same_dim(c, y) for c, y in zip(c_shape[::-1], y_shape[::-1]))

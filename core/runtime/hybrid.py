@@ -26,6 +26,7 @@ from ..dynamic_model import RANGE, DynamicModel, DynNode
 from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
+from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
 from .known_subgraph import davinci_model_create, davinci_model_execute, davinci_model_update_workspaces
 
@@ -56,6 +57,7 @@ class Impl:
     kernel: object
     out_metas: list | None
     workspace: int
+    epilogue: Epilogue | None = None  # fused activations, in place on output 0
 
 
 class NodeState:
@@ -141,7 +143,9 @@ class HybridModel:
             out_metas = [Meta(np.dtype(m.dtype), tuple(int(d) for d in m.shape)) for m in kernel.infer()]
         except GeError:
             out_metas = None  # data-dependent: compute() tells the shapes at run time
-        self.cache[key] = impl = Impl(kernel, out_metas, int(kernel.workspace_nbytes()) if out_metas else 0)
+        spec = node.attrs.get(EPILOGUE)
+        epilogue = Epilogue(spec, out_metas[0], node.opset, node.name) if spec and out_metas else None
+        self.cache[key] = impl = Impl(kernel, out_metas, int(kernel.workspace_nbytes()) if out_metas else 0, epilogue)
         return impl
 
 
@@ -240,6 +244,11 @@ class HybridContext:
         if impl.out_metas is None:  # data-dependent: the values decide the shapes
             self.counters["data_dependent"] += 1
             results = impl.kernel.compute(*[None if s is None else self._view(s) for s in ins])
+            spec = node.attrs.get(EPILOGUE)
+            if spec:  # rare: a fused producer whose shape only its values tell
+                results = list(results)
+                results[0] = np.array(results[0])
+                Epilogue(spec, Meta(results[0].dtype, results[0].shape), node.opset, node.name)(results[0])
             for out, r in zip(node.outputs, results):
                 if out:
                     r = np.asarray(r)
@@ -259,10 +268,12 @@ class HybridContext:
         if key != st.view_key:  # set arguments only when an address or a shape changed
             self.counters["args_set"] += 1
             st.xs = [None if s is None else self._view(s) for s in ins]
-            st.ys = [self._view(s) for s in outs if s is not None]
+            st.ys = [None if s is None else self._view(s) for s in outs]
             st.ws = None if ws is None else self._view(ws)
             st.view_key = key
         impl.kernel.run(st.xs, st.ys, st.ws)
+        if impl.epilogue is not None:
+            impl.epilogue(st.ys[0])
         self.counters["nodes_run"] += 1
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------

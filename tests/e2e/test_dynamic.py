@@ -193,3 +193,12 @@ def test_reader_validates_the_root_model(detection):
     bad = dataclasses.replace(dyn, inputs=[dataclasses.replace(dyn.inputs[0], ranges=((4, 2),) * 4)])
     with pytest.raises(FormatError, match="range"):
         om_bytes(bad)
+
+
+def test_dynamic_paths_run_the_static_fusions(bert_path, tmp_path):
+    """Range and fully dynamic graphs are fused like static ones: the hybrid executor runs
+    FusedMatMul (bias, scale, transposes) and Gelu, not the exported MatMul/Add/Erf chains."""
+    for kind in ("hybrid", "range"):
+        dyn = _compile(bert_path, tmp_path, kind).model
+        ops = {n.op_type for n in dyn.nodes}
+        assert {"FusedMatMul", "Gelu"} <= ops and not {"Erf", "MatMul", "Transpose"} & ops

@@ -87,3 +87,24 @@ def test_bias_and_residual_then_a_third_add_stays(make_model, load, run_ort, run
     assert [(x.op_type, x.inputs) for x in g.nodes] == [("FusedMatMul", ["x", "w", "b", "x"]), ("Add", ["r", "b"])]
     feeds = {"x": rng.standard_normal((2, S, 6)).astype(np.float32)}
     np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_symbolic_dims_fuse_only_what_they_prove():
+    """On a dynamic graph a bias over the known last dim and an addend sharing the product's
+    symbols fuse; an addend whose dim is unknown (None) or another symbol stays an Add task."""
+    from ge.core.ir import Graph, Node
+    from ge.core.passes._util import set_initializer
+    nodes = [Node("MatMul", ["x", "w"], ["y0"], name="mm"), Node("Add", ["y0", "b"], ["y1"], name="bias"),
+             Node("Add", ["y1", "r"], ["y2"], name="res"),
+             Node("MatMul", ["x", "w"], ["z0"], name="mm2"), Node("Add", ["z0", "u"], ["z1"], name="odd")]
+    g = Graph("g", nodes=nodes, inputs=["x", "r", "u"], outputs=["y2", "z1"])
+    for name, shape in (("x", ("batch", "seq", 4)), ("r", ("batch", 1, 4)), ("u", (None, "seq", 4)),
+                        ("y0", ("batch", "seq", 4)), ("y1", ("batch", "seq", 4)), ("y2", ("batch", "seq", 4)),
+                        ("z0", ("batch", "seq", 4)), ("z1", ("batch", "seq", 4))):
+        v = g.value(name)
+        v.dtype, v.shape = np.dtype(np.float32), shape
+    set_initializer(g, "w", w(4, 4))
+    set_initializer(g, "b", w(4))
+    fuse_matmul(g)
+    assert [(n.op_type, n.inputs) for n in g.nodes] == [("FusedMatMul", ["x", "w", "b", "r"]),
+                                                        ("MatMul", ["x", "w"]), ("Add", ["z0", "u"])]
