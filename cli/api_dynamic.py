@@ -22,7 +22,7 @@ from ..core.errors import GeError
 from ..core.passes import optimize
 from ..core.runtime.device import get_device
 from ..core.runtime.gears import MAX_GEARS
-from ..core.runtime.hybrid import plan_capacities
+from ..core.runtime.hybrid import plan_range
 from ..formats.onnx.importer import load_onnx
 
 GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
@@ -104,7 +104,7 @@ def compile_dynamic(model: str, name: str, shapes: dict, gears: dict, out_nodes,
             if unbounded:
                 raise GeError(f"input '{t.name}': dim {unbounded[0]} has no upper bound; a range plan needs one")
         largest = [np.zeros([hi for _, hi in t.ranges] if t.ranges else t.shape, t.dtype) for t in dyn.inputs]
-        dyn.attrs["capacities"] = plan_capacities(dyn, largest, get_device("cpu"))
+        dyn.attrs.update(plan_range(dyn, largest, get_device("cpu")))
     return dyn
 
 
@@ -138,7 +138,8 @@ def summarize_dynamic(dyn: DynamicModel, seconds: float) -> dict:
         "ops": {}, "nodes": len(dyn.nodes) + sum(len(c.nodes) for c in known),
         "tasks": len(dyn.nodes) + sum(len(m.tasks) for m in dyn.submodels),
         "memory": {"WEIGHT": dyn.weight_size, "SUBMODELS": sum(m.memory_size for m in dyn.submodels),
-                   "PLANNED_CAPACITY": sum(dyn.attrs.get("capacities", {}).values())},
+                   "PLANNED_CAPACITY": sum(dyn.attrs.get("capacities", {}).values()),
+                   "RANGE_ARENA": dyn.attrs.get("arena", {}).get("size", 0)},
         "partitions": {"known": len(known), "unknown_nodes": len(dyn.nodes), "submodels": len(dyn.submodels)},
         "gears": dyn.attrs.get("gear_values", []),
         "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.inputs],
@@ -165,6 +166,8 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                                   "submodel": c.submodel} for c in dyn.clusters],
                     "steps": [f"{s.kind} {s.index}" for s in dyn.steps],
                     "gears": gears,
-                    "planned_capacity": {"total": sum(caps.values()), "tensors": caps}},
+                    "planned_capacity": {"total": sum(caps.values()), "tensors": caps,
+                                         "arena": {k: v for k, v in dyn.attrs.get("arena", {}).items()
+                                                   if k != "offsets"}}},
         "submodels": [submodel_dict(m) for m in dyn.submodels],
     }

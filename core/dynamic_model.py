@@ -88,9 +88,11 @@ class DynamicModel:
 
     @property
     def memory_size(self) -> int:
-        """Work memory known at compile time: the largest submodel (gears) or all submodels plus
-        planned capacities (range); the hybrid path allocates the rest at run time."""
+        """Work memory known at compile time: the largest submodel (gears), the one arena (range), or
+        all submodels (hybrid: it allocates the rest at run time)."""
         sizes = [m.memory_size for m in self.submodels]
         if self.mode == GEARS:
             return max(sizes, default=0)
+        if "arena" in self.attrs:  # range: submodels' FM and workspace live in the one arena
+            return self.attrs["arena"]["size"]
         return sum(sizes) + sum(self.attrs.get("capacities", {}).values())

@@ -11,8 +11,10 @@ Per unknown node, each execution:
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
   empty output    skips the node;
   set arguments   views are rebuilt only when an address or a shape changed.
-Range mode plans every buffer's capacity for the largest shapes at compile time: a run inside the
-range allocates nothing, and a tensor that would need more is an error (the seed's capacity check).
+Range mode plans every buffer's capacity for the largest shapes at compile time, and places the
+buffers (and the submodels' feature maps) in one arena by lifetime, as the static planner does:
+a context allocates that arena once, a run inside the range allocates nothing, and a tensor that
+would need more than its capacity is an error (the seed's capacity check).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dynamic_model import RANGE, DynamicModel, DynNode
+from ..compile.arena import Buffer, plan_arena
 from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
@@ -159,24 +162,31 @@ class HybridContext:
         self.stats: dict = {}
         self._owned: list[int] = []
         self.growable = dyn.mode != RANGE
-        for sm in model.submodels:  # DavinciModelUpdateWorkspaces: the caller owns FM and workspace
-            davinci_model_update_workspaces(sm, self._malloc(sm.fm_size), self._malloc(sm.workspace_size))
+        self.trace: dict[str, list] | None = None  # plan_range: tensor -> [first, last] position
+        self._pos = 0
+        arena = dyn.attrs.get("arena")
+        base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
+        for k, sm in enumerate(model.submodels):  # DavinciModelUpdateWorkspaces: the caller owns FM and workspace
+            fm, ws = (base + arena["offsets"][f"submodel{k}:{r}"] if arena else self._malloc(n)
+                      for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
+            davinci_model_update_workspaces(sm, fm, ws)
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
-            self.slots[name] = Slot(self._malloc(nbytes), int(nbytes))
-        self.planned_bytes = sum(dyn.attrs.get("capacities", {}).values())
+            self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
+        self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
 
     # -- one execution ---------------------------------------------------------------------------
     def execute(self, inputs, outputs=None) -> list[np.ndarray]:
         model, device, dyn = self.model, self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
+        self._pos = 0
         for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
             slot = self.realloc_if_needed(d.name, x.dtype, x.shape)
             device.memcpy_h2d(slot.addr, x)
             self.counters["h2d_bytes"] += x.nbytes
         t1 = time.perf_counter()
         with np.errstate(all="ignore"):
-            for step in dyn.steps:
+            for self._pos, step in enumerate(dyn.steps, 1):
                 if step.kind == "node":
                     try:
                         self._run_node(step.index)
@@ -190,8 +200,11 @@ class HybridContext:
                     self._run_submodel(step.index)
         t2 = time.perf_counter()
         results = []
+        self._pos = len(dyn.steps) + 1
         for k, d in enumerate(dyn.outputs):
             slot = self.slots[d.name]
+            if self.trace is not None:
+                self._touch(d.name)
             y = outputs[k] if outputs is not None else np.empty(slot.shape, slot.dtype)
             if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
                 raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
@@ -287,6 +300,8 @@ class HybridContext:
                 raise ShapeError(f"static submodel '{sm.name}': input '{d.name}' is {got}, it was compiled for "
                                  f"{d.dtype} {list(d.shape)}")
             in_addrs.append(slot.addr)
+            if self.trace is not None:
+                self._touch(d.name)
         out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
         davinci_model_execute(sm, in_addrs, out_addrs)  # UpdateArgs (incremental) + Execute
         self.counters["submodel_launches"] += 1
@@ -310,13 +325,21 @@ class HybridContext:
                 slot.addr, slot.capacity = addr, nbytes
                 self.counters["reallocs"] += 1
         slot.dtype, slot.shape = dtype, shape
+        if self.trace is not None:
+            self._touch(name)
         return slot
 
     def _slot(self, name: str, node: DynNode) -> Slot:
         slot = self.slots.get(name)
         if slot is None or slot.shape is None:
             raise GeError(f"node '{node.name}' ({node.op_type}) reads '{name}', which nothing has produced")
+        if self.trace is not None:
+            self._touch(name)
         return slot
+
+    def _touch(self, name: str) -> None:
+        """plan_range: `name` is used at the current position (0 inputs, k step k, last the outputs)."""
+        self.trace.setdefault(name, [self._pos, self._pos])[1] = self._pos
 
     def _view(self, s):
         return self.device.view(s.addr, s.dtype, s.shape) if isinstance(s, Slot) else s
@@ -339,13 +362,25 @@ class HybridContext:
         self.slots.clear()
 
 
-def plan_capacities(dyn: DynamicModel, max_inputs: list[np.ndarray], device) -> dict[str, int]:
-    """Range mode: the bytes every tensor needs at the largest input shapes, found by running the
-    model once on them (zeros) at compile time."""
+def plan_range(dyn: DynamicModel, max_inputs: list[np.ndarray], device) -> dict:
+    """Range mode: the bytes every tensor needs at the largest input shapes and when it is alive,
+    found by running the model once on them (zeros) at compile time; then one arena for them all and
+    the submodels' FM and workspace (alive at their step), reusing memory between lifetimes.
+    Returns the attrs {"capacities": {tensor: bytes}, "arena": {"size", "offsets", "lower_bound"}}."""
     model = HybridModel(dyn, device)
     try:
-        model.default_context.growable = True  # this run is what finds the capacities
+        ctx = model.default_context
+        ctx.growable, ctx.trace = True, {}  # this run is what finds the capacities and lifetimes
         model.nn_execute(max_inputs)
-        return {name: int(s.capacity) for name, s in model.default_context.slots.items()}
+        capacities = {name: int(s.capacity) for name, s in ctx.slots.items()}
+        buffers = [Buffer(name, capacities[name], first, last) for name, (first, last) in ctx.trace.items()]
+        for pos, step in enumerate(dyn.steps, 1):
+            if step.kind == "submodel":
+                sm, k = model.submodels[step.index], step.index
+                buffers += [Buffer(f"submodel{k}:fm", sm.fm_size, pos, pos),
+                            Buffer(f"submodel{k}:workspace", sm.workspace_size, pos, pos)]
     finally:
         model.unload()
+    plan = plan_arena(buffers)
+    return {"capacities": capacities,
+            "arena": {"size": plan.size, "lower_bound": plan.lower_bound, "offsets": dict(plan.offsets)}}

@@ -202,3 +202,19 @@ def test_dynamic_paths_run_the_static_fusions(bert_path, tmp_path):
         dyn = _compile(bert_path, tmp_path, kind).model
         ops = {n.op_type for n in dyn.nodes}
         assert {"FusedMatMul", "Gelu"} <= ops and not {"Erf", "MatMul", "Transpose"} & ops
+
+
+def test_range_plan_is_one_arena_about_the_static_plan_at_the_largest_shape(bert_path, tmp_path):
+    """Range buffers share one arena by lifetime: a context allocates it once, and it costs about
+    what the static plan of the largest shape costs (not one buffer per tensor)."""
+    dyn = _compile(bert_path, tmp_path, "range").model
+    static = api.atc(bert_path, str(tmp_path / "static"), input_shape="input_ids:8,32;attention_mask:8,32").model
+    arena = dyn.attrs["arena"]
+    assert arena["lower_bound"] <= arena["size"] == dyn.memory_size < sum(dyn.attrs["capacities"].values()) / 4
+    assert dyn.memory_size <= 1.5 * (static.memory_size + sum(d.nbytes for d in static.outputs + static.inputs))
+    model_id = api.load_from_file(_compile(bert_path, tmp_path, "range").om_path, "cpu")
+    try:
+        ctx = api.model(model_id).default_context
+        assert ctx.counters["allocations"] == 1 and ctx.planned_bytes == arena["size"]
+    finally:
+        api.unload(model_id)
