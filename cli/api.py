@@ -310,7 +310,7 @@ def om_to_json(path: str) -> dict:
         },
         "tasks": [{"index": i, "node": t.node, "op_type": t.op_type, "domain": t.domain, "opset": t.opset,
                    "attrs": t.attrs, "inputs": [None if a is None else vars_of(a) for a in t.inputs],
-                   "outputs": [vars_of(a) for a in t.outputs], "workspace": t.workspace}
+                   "outputs": [None if a is None else vars_of(a) for a in t.outputs], "workspace": t.workspace}
                   for i, t in enumerate(m.tasks)],
         "weights": [vars_of(w) for w in m.weights],
     })
@@ -370,7 +370,8 @@ def _task_dict(index: int, t, kinds: dict) -> dict:
     epilogue = [op for op, _ in t.attrs.get("ge.epilogue", ())] if isinstance(t.attrs, dict) else []
     return {"index": index, "node": t.node, "op": t.op_type, "domain": t.domain, "kernel": kernel,
             "epilogue": epilogue,
-            "args": [arg(a, "in") for a in t.inputs if a is not None] + [arg(a, "out") for a in t.outputs],
+            "args": ([arg(a, "in") for a in t.inputs if a is not None]
+                     + [arg(a, "out") for a in t.outputs if a is not None]),
             "workspace": t.workspace}
 
 
@@ -380,7 +381,8 @@ def _args_table(m: GeModel) -> list[dict]:
     from ..core.runtime.args_manager import FIXED, POLICY, POLICY_NAMES
     rows = []
     for index, t in enumerate(m.tasks):
-        roles = ([f"in{i}" for i, a in enumerate(t.inputs) if a is not None] + [f"out{i}" for i in range(len(t.outputs))]
+        roles = ([f"in{i}" for i, a in enumerate(t.inputs) if a is not None]
+                 + [f"out{i}" for i, a in enumerate(t.outputs) if a is not None]
                  + (["workspace"] if t.workspace else []))
         for role, a in zip(roles, t.args):
             policy = POLICY.get(m.allocations[a.allocation].kind, FIXED)

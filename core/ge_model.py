@@ -81,21 +81,22 @@ class Arg:
 
 @dataclass(frozen=True)
 class TaskDef:
-    """One kernel launch, fixed at compile time (GE's TaskDef). Inputs may be None (absent optional)."""
+    """One kernel launch, fixed at compile time (GE's TaskDef). Inputs and outputs may be None
+    (an absent optional input, an omitted optional output): positions are kept."""
     node: str
     op_type: str
     domain: str
     opset: int
     attrs: dict
     inputs: tuple  # of Arg | None
-    outputs: tuple  # of Arg
+    outputs: tuple  # of Arg | None
     workspace: int = 0  # scratch bytes, at offset 0 of the WORKSPACE allocation
 
     @property
     def args(self) -> list[Arg]:
-        """Arguments in args-table order: inputs (present ones), outputs, then the workspace."""
+        """Arguments in args-table order: present inputs, present outputs, then the workspace."""
         scratch = [Arg(WORKSPACE_ID, 0, "uint8", (self.workspace,))] if self.workspace else []
-        return [a for a in self.inputs if a is not None] + list(self.outputs) + scratch
+        return [a for a in self.inputs + self.outputs if a is not None] + scratch
 
 
 @dataclass(frozen=True)

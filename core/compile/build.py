@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError, UnsupportedOpError
+from ..errors import GraphError
 from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
                         Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
 from ..ir import Graph, Node
@@ -24,7 +24,6 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     tasks_nodes: list[Node] = []
     kernels = []
     for node in graph.nodes:
-        _check_omitted_outputs(node)
         kernel = _kernel(graph, node, opset)  # the instance decides (Dropout with a mask is no alias)
         produced = [o for o in node.outputs if o]
         src = node.inputs[0] if node.inputs else ""
@@ -80,7 +79,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
         tensors.append(TensorPlan(t, a.allocation, a.offset, graph.meta(t).nbytes, a.dtype, a.shape,
                                   first.get(r, 0), last.get(r, first.get(r, 0)), r if r != t else ""))
     tasks = [TaskDef(n.name, n.op_type, n.domain, opset, dict(n.attrs),
-                     tuple(arg(i) if i else None for i in n.inputs), tuple(arg(o) for o in n.outputs if o),
+                     tuple(arg(i) if i else None for i in n.inputs), tuple(arg(o) if o else None for o in n.outputs),
                      k.workspace_nbytes())
              for n, k in zip(tasks_nodes, kernels)]
 
@@ -108,17 +107,6 @@ def _copy_outputs_that_are_not_produced(graph: Graph) -> None:
         seen.add(graph.outputs[j])
 
 
-def _check_omitted_outputs(node: Node) -> None:
-    """Tasks keep the named outputs in order; an omitted output before a named one (LSTM's
-    ["Y", "", "Y_c"]) would shift the rest onto the wrong kernel output. Refuse it until tasks
-    keep placeholders for omitted outputs as they do for omitted inputs."""
-    named = list(node.outputs)
-    while named and not named[-1]:
-        named.pop()
-    if "" in named:
-        raise UnsupportedOpError(f"{node}: omitting output {named.index('')} while using a later one is not supported yet")
-
-
 def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[WeightDesc], bytearray, dict]:
     blob = bytearray()
     descs, offsets = [], {}
@@ -138,7 +126,7 @@ def _kernel(graph: Graph, node: Node, opset: int):
     cls = lookup(node.op_type, node.domain, opset, node.name)
     metas = [graph.meta(i) if i else None for i in node.inputs]
     consts = [graph.initializers.get(i) if i else None for i in node.inputs]
-    return cls(node.attrs, metas, consts, outputs=[graph.meta(o) for o in node.outputs if o], opset=opset,
+    return cls(node.attrs, metas, consts, outputs=[graph.meta(o) if o else None for o in node.outputs], opset=opset,
                name=node.name, num_outputs=len(node.outputs))
 
 

@@ -6,9 +6,9 @@ It is immutable afterwards and may be shared by several execution contexts.
 
 - `compute(*xs)` is the reference path: plain numpy, allocates its results. The compiler uses
   it for constant folding and, through `infer`, for shapes.
-- `run(xs, ys, ws)` is the planned path: it writes into the `ys` views (planned memory) and may
-  use `ws`, a uint8 scratch view of `workspace_nbytes()` bytes. No Python loop over elements,
-  pixels or channels. The default copies `compute`'s results into `ys`; hot ops override it.
+- `run(xs, ys, ws)` is the planned path: it writes into the `ys` views (planned memory; None at
+  an omitted optional output, as xs holds None at an absent optional input) and may use `ws`, a
+  uint8 scratch view of `workspace_nbytes()` bytes. No Python loop over elements, pixels or channels. The default copies `compute`'s results into `ys`; hot ops override it.
   The runtime calls it with numpy's floating-point errors ignored (np.errstate is set once per
   execution, not per kernel: it costs microseconds).
 - `infer()` returns the output metas; the default evaluates `compute` on zeros (and on the
@@ -56,7 +56,8 @@ class Kernel:
 
     def run(self, xs: Sequence[np.ndarray | None], ys: Sequence[np.ndarray], ws: np.ndarray | None) -> None:
         for y, r in zip(ys, self.compute(*xs)):
-            np.copyto(y, r, casting="unsafe")
+            if y is not None:
+                np.copyto(y, r, casting="unsafe")
 
     def workspace_nbytes(self) -> int:
         return 0

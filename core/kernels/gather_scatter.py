@@ -275,7 +275,8 @@ class Unique(IndexKernel):
 
     def run(self, xs, ys, ws):
         for y, r in zip(ys, self.unique(np.asarray(xs[0]))):
-            np.copyto(y, r)
+            if y is not None:
+                np.copyto(y, r)
 
 
 # -- ReverseSequence --------------------------------------------------------------------------------------

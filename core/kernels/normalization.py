@@ -140,9 +140,9 @@ class LayerNormalization(SpatialKernel):
         np.multiply(yv, xs[1], out=yv)
         if len(xs) > 2 and xs[2] is not None:
             np.add(yv, xs[2], out=yv)
-        if len(ys) > 1:
+        if len(ys) > 1 and ys[1] is not None:
             np.copyto(ys[1].reshape(self.rows, 1), mean)
-        if len(ys) > 2:
+        if len(ys) > 2 and ys[2] is not None:
             np.copyto(ys[2].reshape(self.rows, 1), inv)
 
 

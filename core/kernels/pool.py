@@ -155,7 +155,7 @@ class MaxPool(_WindowPool):
             self.pad_value = np.iinfo(dt).min
         else:
             raise self.fail(f"input type {dt} is not supported")
-        self.with_indices = self.num_outputs >= 2
+        self.with_indices = self.num_outputs >= 2 and not (self.outputs and self.outputs[1] is None)
         self.separable = not self.with_indices
         if not self.with_indices:
             return
@@ -187,13 +187,16 @@ class MaxPool(_WindowPool):
         xp = self.padded(xs[0], v, self.pad_value)
         views = self.position_views(xp)
         np.copyto(y, views[0])
-        ind, mask = ys[1], v["mask"]
-        np.copyto(ind, self.pos_index[0])
+        ind, mask = ys[1], v["mask"]  # None: indices omitted (a kernel built without output metas)
+        if ind is not None:
+            np.copyto(ind, self.pos_index[0])
         for xv, idx in zip(views[1:], self.pos_index[1:]):
             np.greater(xv, y, out=mask)
             np.copyto(y, xv, where=mask)
-            np.copyto(ind, idx, where=mask)
-        np.add(ind, self.base, out=ind)
+            if ind is not None:
+                np.copyto(ind, idx, where=mask)
+        if ind is not None:
+            np.add(ind, self.base, out=ind)
 
 
 @register("AveragePool", since=1)

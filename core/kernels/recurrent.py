@@ -161,12 +161,6 @@ class _Recurrent(PlannedKernel):
         self.prepare_extra()
         y = (T, D, B, H) if self.layout == 0 else (B, T, D, H)
         self.out_metas = ([Meta(dt, y)] + [Meta(dt, state)] * self.N_STATE_OUT)[:max(1, self.num_outputs)]
-        if self.outputs is not None and len(self.outputs) < self.num_outputs:
-            # compiled task args list only the present outputs and the runtime rebuilds the kernel with
-            # num_outputs = their count: an absent output before a present one would shift the others
-            raise self.fail(f"{self.num_outputs - len(self.outputs)} of its first {self.num_outputs} outputs are "
-                            f"absent (''): an absent output before a present one is not supported (the compiled "
-                            f"task keeps only present outputs, so their positions would be lost)")
         # weights: packed once when constant
         self.packed = self.pack(*[self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]) \
             if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None) \

@@ -235,7 +235,7 @@ class Dropout(AliasKernel):
     not an alias (the instance's `alias` is False): the mask must be written by a task."""
 
     def prepare(self):
-        if self.num_outputs > 1:
+        if self.num_outputs > 1 and not (self.outputs and self.outputs[1] is None):  # a used mask
             self.alias = False
         ratio = self.attr("ratio", 0.5)
         if not 0 <= float(ratio) < 1:
@@ -262,7 +262,7 @@ class Dropout(AliasKernel):
         if len(xs) > 2:
             self.check_mode(xs[2])
         np.copyto(ys[0], xs[0].reshape(ys[0].shape))
-        if len(ys) > 1:
+        if len(ys) > 1 and ys[1] is not None:
             ys[1].fill(1)
 
 

@@ -135,7 +135,8 @@ class Split(StaticInputKernel):
     def run(self, xs, ys, ws):
         parts = self.parts or self.slices(xs[0].shape, xs[1] if len(xs) > 1 else None)
         for y, sl in zip(ys, parts):
-            np.copyto(y, xs[0][sl])
+            if y is not None:
+                np.copyto(y, xs[0][sl])
 
 
 @register("Split", since=13)

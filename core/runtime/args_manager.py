@@ -40,7 +40,7 @@ class ArgsLayout:
     def of(cls, model: GeModel) -> "ArgsLayout":
         rows = []
         for t, td in enumerate(model.tasks):
-            n_in, n_out = sum(a is not None for a in td.inputs), len(td.outputs)
+            n_in, n_out = sum(a is not None for a in td.inputs), sum(a is not None for a in td.outputs)
             for i, a in enumerate(td.args):
                 rows.append((a.allocation, a.offset, t, 0 if i < n_in else 1 if i < n_in + n_out else 2, a.meta.nbytes))
         alloc, off, task, role, nbytes = (np.array(c, np.int64).reshape(-1) for c in zip(*rows)) if rows else \

@@ -37,7 +37,8 @@ class SunkTask:
             self.ws = views.pop()
         xs = iter(views[:p.num_present_inputs])
         self.xs = [next(xs) if present else None for present in p.present_inputs]
-        self.ys = views[p.num_present_inputs:]
+        ys = iter(views[p.num_present_inputs:])
+        self.ys = [next(ys) if present else None for present in p.present_outputs]
         return self
 
     def run(self) -> None:

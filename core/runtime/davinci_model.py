@@ -37,6 +37,7 @@ class TaskPlan:
     metas: tuple
     present_inputs: tuple  # bool per kernel input: False where an optional input is absent
     num_present_inputs: int
+    present_outputs: tuple  # bool per kernel output: False where an optional output is omitted
     workspace: int
 
 
@@ -241,7 +242,7 @@ class DavinciModel:
             metas = tuple(a.meta for a in td.args)
             tasks.append(TaskPlan(td.node, self._kernel(td), self._epilogue(td), first, metas,
                                   tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
-                                  td.workspace))
+                                  tuple(a is not None for a in td.outputs), td.workspace))
             first += len(metas)
         self.tasks = tuple(tasks)
 
@@ -305,7 +306,8 @@ class DavinciModel:
                   for a in td.inputs]
         cls = lookup(td.op_type, td.domain, td.opset, td.node)
         return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
-                   outputs=[a.meta for a in td.outputs], opset=td.opset, name=td.node, num_outputs=len(td.outputs))
+                   outputs=[None if a is None else a.meta for a in td.outputs], opset=td.opset, name=td.node,
+                   num_outputs=len(td.outputs))
 
     def _epilogue(self, td: TaskDef) -> Epilogue | None:
         spec = td.attrs.get(EPILOGUE)

@@ -469,7 +469,9 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
             return Arg(alloc, offset, dtype, shape)
 
         ins = tuple(None if a is None else arg(a, f"{kf.where} input {j}") for j, a in enumerate(kf.list("inputs")))
-        outs = tuple(arg(a, f"{kf.where} output {j}") for j, a in enumerate(kf.list("outputs")))
+        outs = tuple(None if a is None else arg(a, f"{kf.where} output {j}") for j, a in enumerate(kf.list("outputs")))
+        if all(a is None for a in outs):
+            raise Bad(f"{kf.where}: no output (a task writes at least one)")
         workspace = kf.int("workspace")
         if workspace > sizes[WORKSPACE_ID]:
             raise Bad(f"{kf.where}: workspace {workspace} bytes exceeds the WORKSPACE allocation "

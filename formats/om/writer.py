@@ -238,7 +238,7 @@ def _task(k: int, t) -> dict:
             "domain": _s(t.domain, f"{where} domain"), "opset": _i(t.opset, f"{where} opset"),
             "attrs": _attr_map(t.attrs, f"{where} attrs", 0),
             "inputs": [None if a is None else _arg(a, f"{where} input {j}") for j, a in enumerate(t.inputs)],
-            "outputs": [_arg(a, f"{where} output {j}") for j, a in enumerate(t.outputs)],
+            "outputs": [None if a is None else _arg(a, f"{where} output {j}") for j, a in enumerate(t.outputs)],
             "workspace": _i(t.workspace, f"{where} workspace")}
 
 

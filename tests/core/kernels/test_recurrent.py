@@ -151,18 +151,21 @@ def test_recurrent_larger(check_op, op):
              consts=("w", "r", "b"), rtol=1e-4, atol=1e-4)
 
 
-def test_recurrent_absent_middle_output_is_an_error():
-    """Compiled tasks keep only present outputs: ["Y", "", "Y_c"] cannot be placed at run time."""
+def test_recurrent_omitted_middle_output_keeps_positions():
+    """["Y", "", "Y_c"]: ys holds None for Y_h, and Y_c lands at position 2."""
     inputs = rnn_inputs("LSTM", 4, 2, 3, 5)
-    metas = [None if a is None else Meta(a.dtype, a.shape) for a in inputs.values()]
+    xs = list(inputs.values())
+    metas = [None if a is None else Meta(a.dtype, a.shape) for a in xs]
     f = np.dtype(np.float32)
-    with pytest.raises(GraphError, match=r"node 'l' \(LSTM\): 1 of its first 3 outputs are absent"):
-        lookup("LSTM", opset=14)({"hidden_size": 5}, metas, outputs=[Meta(f, (4, 1, 2, 5)), Meta(f, (1, 2, 5))],
+    k = lookup("LSTM", opset=14)({"hidden_size": 5}, metas, outputs=[Meta(f, (4, 1, 2, 5)), None, Meta(f, (1, 2, 5))],
                                  opset=14, name="l", num_outputs=3)
-    # a missing tail is fine: Y and Y_h of an LSTM
-    k = lookup("LSTM", opset=14)({"hidden_size": 5}, metas, outputs=[Meta(f, (4, 1, 2, 5)), Meta(f, (1, 2, 5))],
-                                 opset=14, name="l", num_outputs=2)
-    assert [tuple(m.shape) for m in k.infer()] == [(4, 1, 2, 5), (1, 2, 5)]
+    y, yh, yc = k.compute(*xs)
+    ys = [np.full((4, 1, 2, 5), np.nan, f), None, np.full((1, 2, 5), np.nan, f)]
+    ws = np.zeros(k.workspace_nbytes(), np.uint8)
+    k.run(xs, ys, ws)
+    np.testing.assert_allclose(ys[0], y, rtol=1e-6)
+    np.testing.assert_allclose(ys[2], yc, rtol=1e-6)
+    assert not np.allclose(yh, yc)
 
 
 def test_recurrent_errors():

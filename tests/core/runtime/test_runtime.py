@@ -98,11 +98,20 @@ def test_unload_frees_device_memory(device):
     assert dev.in_use == before
 
 
-def test_an_omitted_middle_output_is_refused_not_misplaced():
-    from ge.core.errors import UnsupportedOpError
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_an_omitted_middle_output_keeps_its_place(device):
+    """["y", "", "inv"]: the task keeps a placeholder, so InvStdDev lands in output 2, not in Mean's place."""
     g = Graph(name="ln", nodes=[Node("LayerNormalization", ["x", "s"], ["y", "", "inv"], name="ln", attrs={"axis": -1})],
               inputs=["x"], outputs=["y", "inv"],
               values={"x": Value("x", F32, (2, 3)), "y": Value("y", F32, (2, 3)), "inv": Value("inv", F32, (2, 1))},
               initializers={"s": np.ones(3, np.float32)})
-    with pytest.raises(UnsupportedOpError, match="node 'ln' \\(LayerNormalization\\): omitting output 1"):
-        build(g)
+    m = build(g)
+    assert m.tasks[0].outputs[1] is None and len(m.tasks[0].args) == 5  # x, s, y, inv, workspace
+    mm = ModelManager()
+    model_id = mm.load(m, device)
+    x = np.array([[1, 2, 4], [0, -3, 9]], np.float32)
+    y, inv = mm.model(model_id).nn_execute([x])
+    mm.unload(model_id)
+    want_inv = 1 / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(inv, want_inv, rtol=1e-5)
+    np.testing.assert_allclose(y, (x - x.mean(axis=1, keepdims=True)) * want_inv, rtol=1e-5, atol=1e-6)

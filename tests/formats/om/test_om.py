@@ -619,7 +619,8 @@ def test_task_info_validation():
         deep = [deep]
     cases = [
         (task(1, workspace=65), "task 1 'gemm' \\(Gemm\\): workspace 65 bytes exceeds the WORKSPACE allocation size 64"),
-        (task(0, outputs=[None]), "task 0 'relu' \\(Relu\\) output 0 must be a map, got nil"),
+        (task(0, outputs=[None]), "task 0 'relu' \\(Relu\\): no output \\(a task writes at least one\\)"),
+        (task(0, outputs=[None, 3]), "task 0 'relu' \\(Relu\\) output 1 must be a map, got int"),
         (task(0, inputs={"a": 1}), "'inputs' must be a list, got"),
         (task(0, attrs=None), "attrs must be a map, got nil"),
         (task(0, attrs={"x": deep}), "nested deeper than"),
