@@ -240,7 +240,12 @@ class DavinciModel:
         tasks, first = [], 0
         for td in self.ge_model.tasks:
             metas = tuple(a.meta for a in td.args)
-            tasks.append(TaskPlan(td.node, self._kernel(td), self._epilogue(td), first, metas,
+            kernel = self._kernel(td)
+            if kernel.workspace_nbytes() > td.workspace:  # an OM from a ge whose kernel needed less scratch
+                raise FormatError(f"model '{self.name}': node '{td.node}' ({td.op_type}) needs "
+                                  f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "
+                                  "recompile the model with this ge")
+            tasks.append(TaskPlan(td.node, kernel, self._epilogue(td), first, metas,
                                   tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
                                   tuple(a is not None for a in td.outputs), td.workspace))
             first += len(metas)

@@ -115,3 +115,17 @@ def test_an_omitted_middle_output_keeps_its_place(device):
     want_inv = 1 / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(inv, want_inv, rtol=1e-5)
     np.testing.assert_allclose(y, (x - x.mean(axis=1, keepdims=True)) * want_inv, rtol=1e-5, atol=1e-6)
+
+
+def test_an_om_planning_too_little_workspace_is_refused_at_load():
+    """An OM from a ge whose kernel needed less scratch: a clear error at load, not a failed run."""
+    import dataclasses
+    from ge.core.errors import FormatError
+    g = Graph(name="ws", nodes=[Node("Conv", ["x", "w"], ["y"], name="conv", attrs={"pads": [1, 1, 1, 1]})],
+              inputs=["x"], outputs=["y"], values={"x": Value("x", F32, (1, 4, 8, 8)), "y": Value("y", F32, (1, 4, 8, 8))},
+              initializers={"w": np.ones((4, 4, 3, 3), np.float32)})
+    m = build(g)
+    assert m.tasks[0].workspace > 0
+    m.tasks[0] = dataclasses.replace(m.tasks[0], workspace=8)
+    with pytest.raises(FormatError, match="node 'conv' \\(Conv\\) needs \\d+ bytes of workspace, the OM plans 8; recompile"):
+        ModelManager().load(m, "cpu")
