@@ -15,9 +15,10 @@ from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
 from .infer_shapes import infer_shapes
+from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_gelu",
-           "fuse_layer_norm", "fuse_matmul", "dead_code", "build_epilogue", "PIPELINE"]
+           "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE"]
 
 #: (report key, pass) in the order optimize() runs them
 PIPELINE = [
@@ -57,13 +58,18 @@ def optimize(graph: Graph, report: dict | None = None) -> dict:
 def optimize_dynamic(graph: Graph, report: dict | None = None) -> dict:
     """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
     infers what it can afterwards, core/compile/dynamic_shapes.py). The fusions decide from dtypes,
-    ranks, constants and provably equal dims, and skip a match they cannot decide."""
+    ranks, constants and provably equal dims, and skip a match they cannot decide. After each
+    constant folding, resolve_shapes turns the shape arithmetic it can follow symbolically into
+    constants (Reshape targets with 0/-1), and dead_code drops the chains that became unused."""
     report = {} if report is None else report
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
     for key, fn in PIPELINE:
         if fn is not infer_shapes:
             fn(graph, stats=per_pass.setdefault(key, {}))
+        if fn is constant_folding:
+            resolve_shapes(graph, stats=per_pass.setdefault("resolve_shapes", {}))
+            dead_code(graph, stats=per_pass.setdefault("dead_code", {}))
     report["nodes_after"] = len(graph.nodes)
     return report
 

@@ -218,3 +218,12 @@ def test_range_plan_is_one_arena_about_the_static_plan_at_the_largest_shape(bert
         assert ctx.counters["allocations"] == 1 and ctx.planned_bytes == arena["size"]
     finally:
         api.unload(model_id)
+
+
+def test_dynamic_shape_arithmetic_is_resolved_symbolically(bert_path, tmp_path):
+    """The attention's Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains become Reshapes with
+    constant 0/-1 shapes (resolve_shapes): only the embeddings' Range/ConstantOfShape read a Shape."""
+    dyn = _compile(bert_path, tmp_path, "hybrid").model
+    ops = [n.op_type for n in dyn.nodes]
+    assert "Concat" not in ops and ops.count("Shape") <= 2 and ops.count("Unsqueeze") <= 2
+    assert ops.count("Reshape") == 8  # 2 layers x (q, k, v, context)

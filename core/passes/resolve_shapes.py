@@ -1,0 +1,137 @@
+"""Symbolic shape resolution, for graphs with unknown dims (optimize_dynamic).
+
+Why: exporters compute shapes at run time (Shape -> Gather -> Unsqueeze -> Concat -> Reshape).
+With static inputs constant_folding folds all of it; with unknown dims it stays, and in a BERT-style
+graph two nodes in three are such shape arithmetic, each one an unknown node of the hybrid
+executor. Most of it only restates what the Reshape already knows: "keep my batch and sequence
+dims, split the last one in heads x head_dim".
+
+Each 1-D int64 shape tensor is followed as a list of elements, an int or a dim (tensor, axis,
+symbol): Shape gives the dims of its input (the static ones as ints), Gather of constant indices
+picks some, Unsqueeze of a scalar makes one, Concat joins them. Then:
+- a Gather/Unsqueeze/Concat whose elements are all ints becomes a constant (Shape of a tensor with
+  partly static dims, followed by a Gather of its static dims, folds);
+- a Reshape (allowzero=0) whose target shape is such a list becomes a Reshape with a constant
+  shape: a dim that is provably the Reshape input's own dim at the same position becomes 0 (copy
+  the dim), and one remaining dim becomes -1 when the list has no -1 yet. Anything else stays.
+  (A -1 cannot be inferred for an empty input: such a Reshape fails at run time, like a -1 in the
+  model would.)
+dead_code then drops the chains nobody reads any more.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ._fusion import same_dim
+from ._util import set_initializer, unique_name
+
+
+def resolve_shapes(graph: Graph, stats: dict | None = None) -> Graph:
+    graph.toposort()
+    elems: dict[str, list] = {}  # 1-D shape tensor -> [int | (tensor, axis, symbol)]
+    scalars: dict[str, object] = {}  # 0-D shape scalar -> int | (tensor, axis, symbol)
+    outputs = set(graph.outputs)
+    kept: list[Node] = []
+    folded = reshapes = 0
+    for node in graph.nodes:
+        if node.domain not in ("", "ai.onnx"):
+            kept.append(node)
+            continue
+        out = node.outputs[0] if node.outputs else ""
+        got = _follow(graph, node, elems, scalars)
+        if got is not None:
+            value, is_scalar = got
+            (scalars if is_scalar else elems)[out] = value
+            items = [value] if is_scalar else value
+            if node.op_type != "Shape" and all(isinstance(e, int) for e in items) and out not in outputs:
+                shape = () if is_scalar else (len(items),)
+                set_initializer(graph, out, np.array(items, np.int64).reshape(shape))
+                folded += 1
+                continue
+        if node.op_type == "Reshape" and len(node.inputs) > 1 and node.inputs[1] in elems \
+                and int(node.attrs.get("allowzero", 0)) == 0:
+            target = _reshape_target(graph, node.inputs[0], elems[node.inputs[1]])
+            if target is not None:
+                const = unique_name(graph, f"{node.name}_shape")
+                set_initializer(graph, const, np.array(target, np.int64))
+                node.inputs = [node.inputs[0], const]
+                reshapes += 1
+        kept.append(node)
+    graph.nodes = kept
+    if stats is not None:
+        stats["folded"] = stats.get("folded", 0) + folded
+        stats["reshapes"] = stats.get("reshapes", 0) + reshapes
+    return graph
+
+
+def _shape(graph: Graph, name: str):
+    if name in graph.initializers:
+        return tuple(graph.initializers[name].shape)
+    v = graph.values.get(name)
+    return None if v is None or v.shape is None else tuple(v.shape)
+
+
+def _const_ints(graph: Graph, name: str):
+    a = graph.initializers.get(name) if name else None
+    return None if a is None or a.dtype.kind not in "iu" else a
+
+
+def _follow(graph: Graph, node: Node, elems: dict, scalars: dict):
+    """(elements, is_scalar) of the node's output when it is shape arithmetic we can follow, else None."""
+    op, ins = node.op_type, node.inputs
+    if len(node.outputs) != 1 or not ins or not ins[0]:
+        return None
+    if op == "Shape":
+        shape = _shape(graph, ins[0])
+        if shape is None:
+            return None
+        rank = len(shape)
+        start, end = node.attrs.get("start", 0), node.attrs.get("end", rank)
+        start, end = (max(0, min(rank, a + rank if a < 0 else a)) for a in (start, end))
+        return [d if isinstance(d, int) and d >= 0 else (ins[0], k, d)
+                for k, d in enumerate(shape) if start <= k < end], False
+    if op == "Gather" and ins[0] in elems and len(ins) > 1 and int(node.attrs.get("axis", 0)) in (0, -1):
+        idx, src = _const_ints(graph, ins[1]), elems[ins[0]]
+        if idx is None or idx.ndim > 1 or not all(-len(src) <= int(i) < len(src) for i in idx.reshape(-1)):
+            return None
+        picked = [src[int(i)] for i in idx.reshape(-1)]
+        return (picked[0], True) if idx.ndim == 0 else (picked, False)
+    if op == "Unsqueeze" and ins[0] in scalars:
+        axes = _const_ints(graph, ins[1]) if len(ins) > 1 else node.attrs.get("axes")
+        if axes is not None and [int(a) for a in np.asarray(axes).reshape(-1)] in ([0], [-1]):
+            return [scalars[ins[0]]], False
+        return None
+    if op == "Concat" and int(node.attrs.get("axis", 0)) in (0, -1):
+        parts = []
+        for i in ins:
+            c = _const_ints(graph, i)
+            if c is not None and c.ndim == 1:
+                parts.extend(int(v) for v in c)
+            elif i in elems:
+                parts.extend(elems[i])
+            else:
+                return None
+        return parts, False
+    return None
+
+
+def _reshape_target(graph: Graph, data: str, items: list):
+    """The constant shape with 0 (copy) / -1 (infer) for the symbolic dims, or None if it cannot be."""
+    shape = _shape(graph, data)
+    if shape is None:
+        return None
+    target, open_at = [], []
+    for j, e in enumerate(items):
+        if isinstance(e, int):
+            target.append(e)
+        elif j < len(shape) and ((e[0] == data and e[1] == j) or same_dim(e[2], shape[j])):
+            target.append(0)
+        else:
+            target.append(None)
+            open_at.append(j)
+    if len(open_at) > 1 or (open_at and -1 in target):
+        return None
+    if open_at:
+        target[open_at[0]] = -1
+    return target
