@@ -15,9 +15,13 @@ Range mode plans every buffer's capacity for the largest shapes at compile time,
 buffers (and the submodels' feature maps) in one arena by lifetime, as the static planner does:
 a context allocates that arena once, a run inside the range allocates nothing, and a tensor that
 would need more than its capacity is an error (the seed's capacity check).
+Several contexts may run at once, one per thread: each owns its tensors and a context of every
+static submodel (its own args table, stream, feature maps and workspace); the impl cache is the
+model's, shared, and builds each key once under a lock.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -95,6 +99,7 @@ class HybridModel:
             raise
         self.timings["davinci_model_create"] = time.perf_counter() - t0
         self.cache: dict[tuple, Impl] = {}  # the in-memory impl cache, shared by contexts
+        self._cache_lock = threading.Lock()  # contexts may run in several threads
         self.shape_inputs = [self._shape_inputs(n) for n in dyn.nodes]
         self.contexts: list[HybridContext] = []
         self.default_context = self.create_context()
@@ -106,11 +111,18 @@ class HybridModel:
                             and node.inputs[i] not in self.consts))
 
     def create_context(self, executor: str = "linear") -> "HybridContext":
-        if executor != "linear" or self.contexts:
-            raise GeError(f"model '{self.name}' has dynamic shapes: it runs one context with the hybrid executor")
+        """A new per-run state: its own tensors, and its own context of every static submodel (their
+        feature maps and workspace are the hybrid context's); the impl cache is the model's."""
+        if executor != "linear":
+            raise GeError(f"model '{self.name}' has dynamic shapes: it runs with the hybrid executor, "
+                          f"not the '{executor}' executor")
         ctx = HybridContext(self)
         self.contexts.append(ctx)
         return ctx
+
+    def destroy_context(self, ctx: "HybridContext") -> None:
+        ctx.destroy()
+        self.contexts.remove(ctx)
 
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
         return self.default_context.execute(inputs, outputs)
@@ -136,7 +148,17 @@ class HybridModel:
         if found is not None:
             counters["cache_hits"] += 1
             return found
-        counters["cache_builds"] += 1
+        with self._cache_lock:  # one build per key, even when contexts ask at once
+            found = self.cache.get(key)
+            if found is not None:
+                counters["cache_hits"] += 1
+                return found
+            counters["cache_builds"] += 1
+            impl = self._build(node, metas, shape_values)
+            self.cache[key] = impl
+            return impl
+
+    def _build(self, node: DynNode, metas: list, shape_values: dict) -> Impl:
         consts = [self.consts.get(t) if t else None for t in node.inputs]
         for i, v in shape_values.items():
             consts[i] = v
@@ -148,8 +170,7 @@ class HybridModel:
             out_metas = None  # data-dependent: compute() tells the shapes at run time
         spec = node.attrs.get(EPILOGUE)
         epilogue = Epilogue(spec, out_metas[0], node.opset, node.name) if spec and out_metas else None
-        self.cache[key] = impl = Impl(kernel, out_metas, int(kernel.workspace_nbytes()) if out_metas else 0, epilogue)
-        return impl
+        return Impl(kernel, out_metas, int(kernel.workspace_nbytes()) if out_metas else 0, epilogue)
 
 
 class HybridContext:
@@ -166,10 +187,12 @@ class HybridContext:
         self._pos = 0
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
-        for k, sm in enumerate(model.submodels):  # DavinciModelUpdateWorkspaces: the caller owns FM and workspace
+        # each hybrid context runs every submodel in a context of its own (own args, stream, FM bases)
+        self.sub_contexts = [sm.create_context(own_memory=False) for sm in model.submodels]
+        for k, (sm, sub) in enumerate(zip(model.submodels, self.sub_contexts)):
             fm, ws = (base + arena["offsets"][f"submodel{k}:{r}"] if arena else self._malloc(n)
                       for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
-            davinci_model_update_workspaces(sm, fm, ws)
+            davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
             self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
@@ -303,7 +326,7 @@ class HybridContext:
             if self.trace is not None:
                 self._touch(d.name)
         out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
-        davinci_model_execute(sm, in_addrs, out_addrs)  # UpdateArgs (incremental) + Execute
+        davinci_model_execute(sm, in_addrs, out_addrs, ctx=self.sub_contexts[index])  # UpdateArgs + Execute
         self.counters["submodel_launches"] += 1
 
     # -- memory ----------------------------------------------------------------------------------
@@ -356,6 +379,10 @@ class HybridContext:
         self.device.free(addr)
 
     def destroy(self) -> None:
+        for sm, sub in zip(self.model.submodels, getattr(self, "sub_contexts", [])):
+            if sub in sm.contexts:
+                sm.destroy_context(sub)
+        self.sub_contexts = []
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import GeError
 from ..ge_model import GeModel
+from .context import ExecutionContext
 from .davinci_model import DavinciModel
 from .device import Device
 
@@ -20,23 +21,27 @@ def davinci_model_create(ge_model: GeModel, device: Device, model_id: int = 0,
     return DavinciModel(ge_model, device, model_id, known_node=True, shared_weight_addr=shared_weight_addr).init()
 
 
-def davinci_model_update_workspaces(model: DavinciModel, feature_map: int, workspace: int) -> None:
-    """DavinciModelUpdateWorkspaces: UpdateHbmFmMemBases + UpdateExMemBase."""
-    model.default_context.update_workspaces(feature_map, workspace)
+def davinci_model_update_workspaces(model: DavinciModel, feature_map: int, workspace: int,
+                                    ctx: ExecutionContext | None = None) -> None:
+    """DavinciModelUpdateWorkspaces: UpdateHbmFmMemBases + UpdateExMemBase. `ctx`: one of the
+    model's contexts (create_context(own_memory=False)), so that several callers each run the
+    model on their own memory; the default context when not given."""
+    (ctx or model.default_context).update_workspaces(feature_map, workspace)
 
 
-def davinci_model_update_args(model: DavinciModel, inputs: list[int], outputs: list[int]) -> None:
+def davinci_model_update_args(model: DavinciModel, inputs: list[int], outputs: list[int],
+                              ctx: ExecutionContext | None = None) -> None:
     """DavinciModelUpdateArgs: UpdateKnownNodeArgs with the device addresses of inputs and outputs."""
-    model.default_context.update_io(inputs, outputs)
+    (ctx or model.default_context).update_io(inputs, outputs)
 
 
 def davinci_model_execute(model: DavinciModel, inputs: list[int] | None = None, outputs: list[int] | None = None,
-                          timeout: float | None = None) -> dict:
+                          timeout: float | None = None, ctx: ExecutionContext | None = None) -> dict:
     """DavinciModelExecute: refresh the addresses that moved, run the sunk tasks, wait. Returns
     what the refresh cost (args bytes, whether it was full, views rebuilt)."""
-    ctx = model.default_context
+    ctx = ctx or model.default_context
     if inputs is not None or outputs is not None:
-        davinci_model_update_args(model, inputs or [], outputs or [])
+        davinci_model_update_args(model, inputs or [], outputs or [], ctx)
     before = ctx.device.counters["args_bytes"]
     ctx.launch()
     ctx.stream.synchronize(timeout)

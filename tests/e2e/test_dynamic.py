@@ -227,3 +227,72 @@ def test_dynamic_shape_arithmetic_is_resolved_symbolically(bert_path, tmp_path):
     ops = [n.op_type for n in dyn.nodes]
     assert "Concat" not in ops and ops.count("Shape") <= 2 and ops.count("Unsqueeze") <= 2
     assert ops.count("Reshape") == 8  # 2 layers x (q, k, v, context)
+
+
+
+def _run_in_threads(contexts, feeds_per_thread, reference, rtol):
+    """Each thread runs its own context over its own feeds; every result equals onnxruntime's."""
+    import threading
+    errors, got = [], [[] for _ in contexts]
+
+    def work(k):
+        try:
+            for feeds in feeds_per_thread[k]:
+                got[k].append(contexts[k].execute(feeds))
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(contexts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k, feeds_list in enumerate(feeds_per_thread):
+        assert len(got[k]) == len(feeds_list)
+        for feeds, outs in zip(feeds_list, got[k]):
+            for g, e in zip(outs, reference(feeds)):
+                assert g.shape == e.shape
+                np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol / 10)
+
+
+@pytest.mark.parametrize("kind", ["hybrid", "range"])
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_hybrid_contexts_run_in_threads_with_different_shapes(bert_path, tmp_path, kind, device):
+    """Each hybrid context has its own tensors; the impl cache is the model's: two threads, each its
+    own context and shapes, equal onnxruntime; a third context builds nothing already built."""
+    model_id = api.load_from_file(_compile(bert_path, tmp_path, kind).om_path, device)
+    model = api.model(model_id)
+    feeds = [[bert_feeds(*s) for s in [(1, 16), (3, 24), (1, 16)] * 2],
+             [bert_feeds(*s) for s in [(8, 32), (2, 8), (8, 32)] * 2]]
+    try:
+        _run_in_threads([model.default_context, model.create_context()], feeds,
+                        lambda f: onnxruntime_outputs(bert_path, f), 1e-3)
+        third = model.create_context()
+        third.execute(bert_feeds(3, 24))
+        assert third.stats["cache_builds"] == 0 and third.stats["cache_hits"] > 0
+        model.destroy_context(third)
+        assert len(model.contexts) == 2
+    finally:
+        api.unload(model_id)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_hybrid_contexts_give_each_static_submodel_its_own_memory(detection, device):
+    """The detection sample's backbone is a static submodel: each hybrid context runs it in a
+    submodel context of its own (own FM/workspace and args), so two threads with different
+    numbers of detections each get onnxruntime's results."""
+    path, result = detection
+    model_id = api.load_from_file(result.om_path, device)
+    model = api.model(model_id)
+    images = [[(np.random.default_rng(seed).standard_normal((1, 3, 32, 32)) * scale).astype(np.float32)]
+              for seed, scale in [(0, 1.0), (1, 2.0), (2, 0.5), (3, 1.5), (4, 0.0), (5, 1.0)]]
+    try:
+        second = model.create_context()
+        assert all(len(sm.contexts) == 3 for sm in model.submodels)  # its default + one per hybrid context
+        assert second.sub_contexts[0] is not model.default_context.sub_contexts[0]
+        _run_in_threads([model.default_context, second], [images[:3] * 3, images[3:] * 3],
+                        lambda f: onnxruntime_outputs(path, {"image": f[0]}), 1e-4)
+        model.destroy_context(second)
+        assert all(len(sm.contexts) == 2 for sm in model.submodels)
+    finally:
+        api.unload(model_id)
