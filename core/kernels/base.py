@@ -34,6 +34,11 @@ class Kernel:
     #: True when run() is correct with ys[0] being xs[0] and no workspace: such an op can be fused
     #: into its producer as an epilogue applied in place
     in_place: bool = False
+    #: True when run() reads nothing of the shapes the kernel was built for (only xs, ys, the
+    #: dtypes and attributes), needs no workspace, and its one output has the broadcast shape of
+    #: the present inputs: one instance serves every shape of the same dtypes and ranks (the hybrid
+    #: executor's shape-agnostic impl). Set only on classes checked to be so; subclasses restate it.
+    shape_agnostic: bool = False
 
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
                  outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None):

@@ -262,6 +262,7 @@ def str_attr(kernel: Kernel, key: str, default: str) -> str:
 @register("Relu")
 class Relu(Unary):
     in_place = True
+    shape_agnostic = True
     types = FLOATS | SIGNED
 
     def evaluate(self, xs, ys, ws):
@@ -345,6 +346,7 @@ class Sigmoid(FloatUnary):
 @register("Tanh")
 class Tanh(Unary):
     in_place = True
+    shape_agnostic = True
     types = FLOATS
     ufunc = np.tanh
 
@@ -477,16 +479,19 @@ class ThresholdedRelu(FloatUnary):
 # ----------------------------------------------------------------------------------------------
 @register("Add")
 class Add(Binary):
+    shape_agnostic = True
     ufunc = np.add
 
 
 @register("Sub")
 class Sub(Binary):
+    shape_agnostic = True
     ufunc = np.subtract
 
 
 @register("Mul")
 class Mul(Binary):
+    shape_agnostic = True
     ufunc = np.multiply
 
 
@@ -494,6 +499,7 @@ class Mul(Binary):
 class Div(Binary):
     """Integer division truncates toward zero (C, onnxruntime), not numpy's floor. A zero integer
     divisor gives 0 (onnxruntime fails the run)."""
+    shape_agnostic = True
 
     def evaluate(self, xs, ys, ws):
         a, b, y = xs[0], xs[1], ys[0]

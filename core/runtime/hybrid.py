@@ -4,8 +4,10 @@ the V2 DavinciModel kernels and whose UNKNOWN nodes run the OpenVINO way (001_*:
 Per unknown node, each execution:
   update_shape    only when an input shape (or the value of a shape input) changed since last time;
   update_impl     the impl cache, keyed by node and input shapes/shape values (counts hits, builds);
-                  ge's kernels are built for their input shapes, so every impl is shape-specialized
-                  and the cache is what makes a repeated shape free;
+                  ge's kernels are built for their input shapes, so most impls are shape-specialized
+                  and the cache is what makes a repeated shape free; a kernel class that declares
+                  itself `shape_agnostic` is built once per (node, dtypes, ranks) and serves every
+                  new shape without a build (counted as agnostic_hits);
   data-dependent  (NonZero, NonMaxSuppression ...: infer() cannot tell) compute() gives the outputs,
                   their shapes decide the allocation;
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
@@ -41,7 +43,8 @@ from .known_subgraph import davinci_model_create, davinci_model_execute, davinci
 EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
                       "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                       "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,)}
-COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "shape_updates", "args_set",
+COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "agnostic_hits", "shape_updates",
+            "args_set",
             "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes")
 
 
@@ -153,10 +156,37 @@ class HybridModel:
             if found is not None:
                 counters["cache_hits"] += 1
                 return found
+            agnostic = self._agnostic(index, node, metas, shape_values, counters)
+            if agnostic is not None:  # a new shape served by the shape-agnostic kernel: nothing built
+                self.cache[key] = agnostic
+                return agnostic
             counters["cache_builds"] += 1
             impl = self._build(node, metas, shape_values)
             self.cache[key] = impl
             return impl
+
+    def _agnostic(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl | None:
+        """The shape-agnostic impl (001_*: dynamic_impl) of a kernel class that declares itself so:
+        one kernel per (node, dtypes, ranks), the output shape broadcast from the inputs'. None when
+        the class is not shape-agnostic, or the node has shape inputs or a fused epilogue."""
+        cls = lookup(node.op_type, node.domain, node.opset, node.name)
+        if not cls.__dict__.get("shape_agnostic") or shape_values or node.attrs.get(EPILOGUE) \
+                or any(m is None for m in metas):
+            return None
+        akey = (index, "agnostic", tuple((m.dtype.str, len(m.shape)) for m in metas))
+        base = self.cache.get(akey)
+        if base is None:  # the first shape builds it (counted as the build it is)
+            built = self._build(node, metas, shape_values)
+            counters["cache_builds"] += 1
+            if built.out_metas is not None and not built.workspace and len(built.out_metas) == 1:
+                self.cache[akey] = built
+            return built
+        try:
+            shape = tuple(int(d) for d in np.broadcast_shapes(*[tuple(m.shape) for m in metas]))
+        except ValueError:
+            return None  # let the kernel's own build name the node and the shapes
+        counters["agnostic_hits"] += 1
+        return Impl(base.kernel, [Meta(base.out_metas[0].dtype, shape)], 0)
 
     def _build(self, node: DynNode, metas: list, shape_values: dict) -> Impl:
         consts = [self.consts.get(t) if t else None for t in node.inputs]
