@@ -9,20 +9,17 @@ from ..dynamic_model import DynamicModel
 from ..errors import ShapeError
 from .davinci_model import DavinciModel
 from .device import DeviceBuffer
+from .shared_weights import SharedWeightsModel
 
 MAX_GEARS = 100
 
 
-class GearModel:
+class GearModel(SharedWeightsModel):
     def __init__(self, dyn: DynamicModel, device, model_id: int = 0):
-        self.dyn, self.device, self.model_id, self.name = dyn, device, model_id, dyn.name
-        self.inputs, self.outputs = list(dyn.inputs), list(dyn.outputs)
+        super().__init__(dyn, device, model_id)
         self.gear_shapes = [{k: tuple(v) for k, v in g.items()} for g in dyn.attrs["gears"]]
         self.gear_values = [tuple(v) for v in dyn.attrs["gear_values"]]
         self.kind = dyn.attrs.get("gear_kind", "dynamic_dims")
-        self.weight_addr = device.malloc(max(len(dyn.weight_data), 1))
-        if len(dyn.weight_data):
-            device.memcpy_h2d(self.weight_addr, np.frombuffer(dyn.weight_data, np.uint8))
         self.gears: list[DavinciModel] = []
         try:
             for m in dyn.submodels:
@@ -31,7 +28,6 @@ class GearModel:
             self.unload()
             raise
         self.timings = dict(self.gears[0].timings) if self.gears else {}
-        self.external_weights: list = []
         self.selected: int | None = None
         self.last_gear: int | None = None
 
@@ -87,13 +83,7 @@ class GearModel:
         for g in self.gears:
             g.unload()
         self.gears = []
-        if self.weight_addr:
-            self.device.free(self.weight_addr)
-            self.weight_addr = 0
-
-    @property
-    def weight_bytes(self) -> int:
-        return len(self.dyn.weight_data)
+        self.free_weights()
 
 
 class _GearContext:

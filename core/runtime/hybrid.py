@@ -30,14 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dynamic_model import RANGE, DynamicModel, DynNode
 from ..compile.arena import Buffer, plan_arena
+from ..dynamic_model import RANGE, DynamicModel, DynNode
 from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
 from .known_subgraph import davinci_model_create, davinci_model_execute, davinci_model_update_workspaces
+from .shared_weights import SharedWeightsModel
 
 #: inputs whose *values* decide output shapes, beyond each kernel's `shape_inputs`
 EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
@@ -78,18 +79,13 @@ class NodeState:
         self.xs = self.ys = self.ws = None
 
 
-class HybridModel:
+class HybridModel(SharedWeightsModel):
     """A DynamicModel (hybrid or range mode) loaded on a device: weights once, submodels created."""
 
     def __init__(self, dyn: DynamicModel, device, model_id: int = 0):
-        self.dyn, self.device, self.model_id, self.name = dyn, device, model_id, dyn.name
-        self.inputs, self.outputs = list(dyn.inputs), list(dyn.outputs)
         self.timings: dict[str, float] = {}
-        self.external_weights: list = []
         t0 = time.perf_counter()
-        self.weight_addr = device.malloc(max(len(dyn.weight_data), 1))
-        if len(dyn.weight_data):
-            device.memcpy_h2d(self.weight_addr, np.frombuffer(dyn.weight_data, np.uint8))
+        super().__init__(dyn, device, model_id)
         self.consts = {w.name: device.view(self.weight_addr + w.offset, w.dtype, w.shape) for w in dyn.weights}
         self.timings["init_weight_mem"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -136,13 +132,7 @@ class HybridModel:
         for sm in self.submodels:
             sm.unload()
         self.submodels = []
-        if self.weight_addr:
-            self.device.free(self.weight_addr)
-            self.weight_addr = 0
-
-    @property
-    def weight_bytes(self) -> int:
-        return len(self.dyn.weight_data)
+        self.free_weights()
 
     def impl(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
         """update_impl: the cached kernel for these input shapes and shape values, else build one."""
