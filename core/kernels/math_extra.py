@@ -11,8 +11,9 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, kernel_position_view, window_pads, zero_borders
+from .conv import Scratch, kernel_position_view, zero_borders
 from .planned import PlannedKernel
+from .pool import pool_window
 from .registry import register
 from .shape_ops import text
 
@@ -138,21 +139,7 @@ class LpPool(PlannedKernel):
         shape = tuple(xm.shape)
         n, c = shape[:2]
         spatial = list(shape[2:])
-        d = len(spatial)
-        ks = self.attrs.get("kernel_shape")
-        if ks is None:
-            raise self.fail("attribute kernel_shape is required")
-        kernel = [int(v) for v in ks]
-        if len(kernel) != d or any(k < 1 for k in kernel):
-            raise self.fail(f"kernel_shape {kernel} does not fit an input with {d} spatial dims")
-        strides = self.ints("strides", d, 1)
-        dil = self.ints("dilations", d, 1) if self.opset >= 18 else [1] * d
-        ceil_mode = bool(int(self.attr("ceil_mode", 0))) if self.opset >= 18 else False
-        if any(s < 1 for s in strides) or any(v < 1 for v in dil):
-            raise self.fail(f"strides {strides} and dilations {dil} must be positive")
-        pb, pe, out = window_pads(self, spatial, kernel, strides, dil, ceil_mode)
-        if any(o <= 0 for o in out):
-            raise self.fail(f"output spatial shape {out} is empty")
+        kernel, strides, dil, pb, pe, out = pool_window(self, spatial, dilations_and_ceil=self.opset >= 18)
         dk = [(k - 1) * v + 1 for k, v in zip(kernel, dil)]
         padded = [max(s + b + e, (o - 1) * st + e_) for s, b, e, o, st, e_ in zip(spatial, pb, pe, out, strides, dk)]
         self.pe_eff = [p - s - b for p, s, b in zip(padded, spatial, pb)]
