@@ -45,23 +45,6 @@ class AtcResult:
     summary: dict
 
 
-def parse_input_shape(spec: str | None) -> dict[str, list[int]]:
-    """ATC's --input_shape "in:1,3,224,224;in2:1,10" -> {"in": [1, 3, 224, 224], "in2": [1, 10]}."""
-    shapes: dict[str, list[int]] = {}
-    for part in filter(None, (p.strip() for p in (spec or "").split(";"))):
-        name, sep, dims = part.rpartition(":")
-        if not sep or not name:
-            raise GeError(f"--input_shape: '{part}' is not 'name:d1,d2,...'")
-        try:
-            shapes[name] = [int(d) for d in dims.split(",")] if dims.strip() else []
-        except ValueError:
-            raise GeError(f"--input_shape: dims of '{name}' must be integers, got '{dims}'") from None
-        if any(d < 0 for d in shapes[name]):
-            raise GeError(f"--input_shape: input '{name}' has negative dims {shapes[name]}; "
-                          "dynamic dims need gears or ranges, not supported yet")
-    return shapes
-
-
 def om_path_for(output: str) -> str:
     """ATC appends .om to --output."""
     return output if output.endswith(".om") else output + ".om"
