@@ -86,7 +86,7 @@ def main() -> None:
     rows = sorted(((lab, n, float(np.median(acc)) * 1e3) for lab, (n, acc) in by_op.items()), key=lambda r: -r[2])
     for lab, n, ms in rows:
         print(f"{lab:<28}{n:>6}{ms:>9.3f}{ms / total:>8.1%}{ms / n * 1e3:>10.1f}")
-    print(f"\nslowest tasks (median us):")
+    print("\nslowest tasks (median us):")
     slow = sorted(((statistics.median(ts) * 1e6, lab, t.plan.name) for ts, lab, t in zip(times, labels, ctx.handle)),
                   reverse=True)[:args.tasks]
     for us, lab, name in slow:

@@ -31,7 +31,6 @@ def partition(graph: Graph, unknown: dict[str, str], min_static_ops: int = 1) ->
     place with the nodes made unknown here."""
     graph.toposort()
     nodes = graph.nodes
-    index = {n.name: i for i, n in enumerate(nodes)}
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
     preds = [{producer[t] for t in n.inputs if t in producer} for n in nodes]
 

@@ -195,7 +195,7 @@ class RoiAlign(Kernel):
             raise self.fail(f"batch_indices out of range [0, {self.n - 1}]")
         f = self.dtype.type
         r = rois.astype(f) * f(self.scale) - f(0.5 if self.half_pixel else 0.0)
-        c, h, w, ph, pw = self.c, self.h, self.w, self.ph, self.pw
+        h, w, ph, pw = self.h, self.w, self.ph, self.pw
         for k in range(n_rois):  # per roi: its own sampling grid
             x0, y0, x1, y1 = r[k]
             rw, rh = x1 - x0, y1 - y0

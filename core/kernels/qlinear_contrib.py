@@ -22,7 +22,6 @@ from .conv import Scratch, kernel_position_view, window_pads, zero_borders
 from .planned import PlannedKernel
 from .quantization import QRANGE, _IntegerMatMul
 from .registry import lookup, register
-from .shape_ops import text
 
 MS = "com.microsoft"
 F32 = np.dtype(np.float32)

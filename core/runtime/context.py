@@ -13,7 +13,7 @@ from functools import partial
 
 import numpy as np
 
-from ..errors import DeviceError, GeError
+from ..errors import GeError
 from ..ge_model import FM_ID, WORKSPACE_ID
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
@@ -128,7 +128,6 @@ class ExecutionContext:
     # -- known-node mode (V2 kernels): the caller owns every address -----------------------------
     def update_workspaces(self, fm_addr: int, ws_addr: int) -> None:
         """UpdateHbmFmMemBases / UpdateExMemBase: feature maps and workspace move to these bases."""
-        plan = self.model.ge_plan
         for what, addr, size in (("feature map", fm_addr, self.fm_size), ("workspace", ws_addr, self.workspace_size)):
             if size:
                 self.device.block(addr, size)  # raises unless [addr, addr + size) is device memory

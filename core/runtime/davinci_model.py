@@ -13,10 +13,9 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import DeviceError, FormatError, GeError, GraphError, ShapeError
+from ..errors import DeviceError, FormatError, GeError, ShapeError
 from ..ge_model import FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, GeModel, TaskDef, TensorDesc
 from ..compile.dataflow_plan import DataflowPlan, plan_dataflow
-from ..ir import Meta
 from ..kernels import Kernel, lookup
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout

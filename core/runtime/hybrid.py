@@ -219,7 +219,7 @@ class HybridContext:
 
     # -- one execution ---------------------------------------------------------------------------
     def execute(self, inputs, outputs=None) -> list[np.ndarray]:
-        model, device, dyn = self.model, self.device, self.model.dyn
+        device, dyn = self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
         self._pos = 0
