@@ -1,0 +1,106 @@
+"""How fast could ge be with numpy's BLAS? The "GEMM floor" of each sample beside onnxruntime, in one run.
+
+    python benchmarks/gemm_floor.py [--runs 30] [--rounds 3] [--only resnet50_style,bert_style]
+
+For each sample the script compiles the model with ge, collects the matrix products its kernels
+compute (Conv as OC x C*k*k @ C*k*k x H*W per batch item and group, MatMul, FusedMatMul, Gemm) and
+times exactly those products with np.matmul on preallocated operands, one after the other as an
+execution would run them. That is the floor: the latency of a ge that spent nothing outside BLAS.
+Rounds alternate onnxruntime, ge and the floor, and each figure is the best round's median, so a
+load spike on this shared machine moves all three alike. Columns: ge ms, onnxruntime ms, floor ms,
+floor / onnxruntime (what numpy's BLAS alone allows) and ge / floor (ge's cost beyond BLAS).
+Depthwise convolutions are not GEMMs and are left out of the floor.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+
+from ge.cli import api
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from samples_vs_onnxruntime import cases, feeds_for, load_samples, median_ms, onnxruntime_ms  # noqa: E402
+
+
+def gemm_shapes(kernel) -> list[tuple[int, int, int, int]]:
+    """(batch, M, K, N) of the matrix products one kernel computes; [] for the rest."""
+    op, ins = kernel.op_type, kernel.inputs
+    if op == "Conv":
+        x, w = ins[0].shape, ins[1].shape
+        n, c, oc, g = x[0], x[1], w[0], int(kernel.attrs.get("group", 1))
+        if g > 1 and g == c and w[1] == 1:
+            return []  # depthwise
+        out = kernel.infer()[0].shape
+        return [(n * g, oc // g, w[1] * math.prod(w[2:]), math.prod(out[2:]))]
+    if op in ("MatMul", "FusedMatMul", "Gemm"):
+        out = kernel.infer()[0].shape
+        a = ins[0].shape
+        if op == "FusedMatMul" and kernel.perm_a is not None:
+            a = tuple(a[p] for p in kernel.perm_a)
+        if op == "Gemm":
+            k = a[0] if kernel.ta else a[1]
+            return [(1, out[0], k, out[1])]
+        m, n = (out[-2], out[-1]) if len(out) >= 2 else (1, out[-1])
+        batch = math.prod(out[:-2]) if len(out) > 2 else 1
+        if len(ins[1].shape) == 2:  # a stack of rows times one matrix: one GEMM
+            return [(1, batch * m, a[-1], n)]
+        return [(batch, m, a[-1], n)]
+    return []
+
+
+def floor_runner(shapes):
+    rng = np.random.default_rng(0)
+    ops = [(rng.standard_normal((b, m, k), np.float32), rng.standard_normal((b, k, n), np.float32),
+            np.empty((b, m, n), np.float32)) for b, m, k, n in shapes]
+
+    def run():
+        for a, b, c in ops:
+            np.matmul(a, b, out=c)
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    print(f"{'model':<20}{'ge ms':>9}{'ort ms':>9}{'floor ms':>10}{'floor/ort':>11}{'ge/floor':>10}  GFLOP")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, model, shapes in cases(load_samples()):
+            if only and name not in only:
+                continue
+            path = os.path.join(tmp, f"{name}.onnx")
+            onnx.save(model, path)
+            shapes = {vi.name: shapes.get(vi.name) or [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                      for vi in model.graph.input}
+            spec = ";".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items())
+            result = api.atc(path, os.path.join(tmp, name), input_shape=spec)
+            feeds = feeds_for(model, shapes)
+            model_id = api.load_from_file(result.om_path, "cpu")
+            loaded = api.model(model_id)
+            products = [s for task in loaded.default_context.handle for s in gemm_shapes(task.plan.kernel)]
+            floor = floor_runner(products)
+            inputs = [feeds[d.name] for d in loaded.inputs]
+            outputs = [np.empty(d.shape, d.dtype) for d in loaded.outputs]
+            best = {"ge": math.inf, "ort": math.inf, "floor": math.inf}
+            for _ in range(args.rounds):
+                best["ort"] = min(best["ort"], onnxruntime_ms(path, feeds, args.runs))
+                best["ge"] = min(best["ge"], median_ms(lambda: api.execute(model_id, inputs, outputs), args.runs))
+                best["floor"] = min(best["floor"], median_ms(floor, args.runs))
+            api.unload(model_id)
+            gflop = sum(2 * b * m * k * n for b, m, k, n in products) / 1e9
+            print(f"{name:<20}{best['ge']:>9.2f}{best['ort']:>9.2f}{best['floor']:>10.2f}"
+                  f"{best['floor'] / best['ort']:>11.2f}{best['ge'] / best['floor']:>10.2f}  {gflop:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
