@@ -78,8 +78,11 @@ def cblas() -> Cblas:
 def set_local_threads(n: int) -> int | None:
     """Threads OpenBLAS may use for calls made from THIS thread (openblas_set_num_threads_local);
     returns the previous count, or None where the BLAS has no such call. Concurrent contexts set 1
-    each: two 2-thread GEMMs at once on 2 cores oversubscribe and spin."""
+    each: two 2-thread GEMMs at once on 2 cores oversubscribe and spin. ge's native GEMM follows
+    the same per-thread count."""
     global _SET_LOCAL
+    from . import native  # native's threads are set with OpenBLAS's: one knob per thread
+    native.set_threads(n)
     if _SET_LOCAL is None:
         lib = _numpy_blas()
         fn = getattr(lib, "openblas_set_num_threads_local", None) if lib is not None else None

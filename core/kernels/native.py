@@ -1,0 +1,143 @@
+"""ge's native GEMM (_gemm.c), reached through ctypes: C = clamp(A @ B + bias + Z), float32.
+
+Built at install time as the extension module ge.core.kernels._gemm when a C compiler is there
+(optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
+numpy plans). A self-test at load checks the library against numpy before anything uses it.
+
+Operands, as _gemm.c documents: A row-major or prepacked (weights, once at load); B gathered
+through offset tables, B[k, n] = b[koff[k] + noff[n]] (a plain matrix, or a convolution's input,
+so that im2col is the packing), or prepacked. Threads: a per-calling-thread count, set with
+blas.set_local_threads together with OpenBLAS's (concurrent contexts use one each).
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import threading
+
+import numpy as np
+
+ALIGN = 64
+_i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int
+_SIGNATURES = {
+    "ge_mr": ([], _int), "ge_nr": ([], _int),
+    "ge_packed_a_floats": ([_i64, _i64], _i64), "ge_packed_b_floats": ([_i64, _i64], _i64),
+    "ge_workspace_floats": ([_i64, _i64, _int, _int, _int], _i64),
+    "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr], None),
+    "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr], None),
+    "ge_gemm": ([_i64, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _i64,
+                 _ptr, _ptr, _ptr, _i64, _int, _f32, _f32, _int, _ptr], None),
+}
+_local = threading.local()
+
+
+def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
+    """A 1-D array of n elements whose data starts on a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + n * dtype.itemsize].view(dtype)
+
+
+def set_threads(n: int) -> None:
+    """Threads the native GEMM may use for calls made from this thread (at most the CPU count, which
+    workspaces are sized for)."""
+    _local.threads = max(1, min(int(n), default_threads()))
+
+
+def default_threads() -> int:
+    return min(os.cpu_count() or 1, 64)
+
+
+def threads() -> int:
+    return getattr(_local, "threads", None) or default_threads()
+
+
+def _addr(a) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
+class Native:
+    def __init__(self, lib: ctypes.CDLL):
+        for name, (args, res) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+        self.lib = lib
+        self.mr, self.nr = lib.ge_mr(), lib.ge_nr()
+
+    # -- packing (weights, once) -------------------------------------------------------------------
+    def pack_a(self, a: np.ndarray) -> np.ndarray:
+        """A (M, K) float32, any row stride, into the micro-kernel's row blocks."""
+        m, k = a.shape
+        a = np.ascontiguousarray(a, np.float32) if a.strides[1] != 4 else a
+        out = aligned_empty(self.lib.ge_packed_a_floats(m, k))
+        self.lib.ge_pack_a(a.ctypes.data, a.strides[0] // 4, m, k, out.ctypes.data)
+        return out
+
+    def pack_b(self, b: np.ndarray) -> np.ndarray:
+        """B (K, N) float32 (any strides) into the micro-kernel's column panels."""
+        k, n = b.shape
+        koff = np.arange(k, dtype=np.int64) * (b.strides[0] // 4)
+        noff = np.arange(n, dtype=np.int64) * (b.strides[1] // 4)
+        out = aligned_empty(self.lib.ge_packed_b_floats(k, n))
+        self.lib.ge_pack_b(b.ctypes.data, koff.ctypes.data, noff.ctypes.data, k, n, out.ctypes.data)
+        return out
+
+    def workspace_nbytes(self, m: int, k: int, raw_a: bool, gathered_b: bool) -> int:
+        """Scratch for one call: the packed A (raw A) and one B panel per thread (gathered B)."""
+        return 4 * self.lib.ge_workspace_floats(m, k, int(raw_a), int(gathered_b), default_threads()) + ALIGN
+
+    # -- the product ---------------------------------------------------------------------------------
+    def gemm(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
+             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, ws=None) -> None:
+        """c[m, n] = clamp(A @ B + bias_m[:, None] + bias_n + z). Arrays are passed by address:
+        a, b, c, z are the base arrays the leading dimensions (in elements) refer to, or ints."""
+        if ws is None:  # the packing scratch; a NULL pointer would crash the process
+            raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
+        lo, hi = clamp if clamp is not None else (0.0, 0.0)
+        ws_addr = ws.ctypes.data
+        ws_addr += -ws_addr % ALIGN
+        self.lib.ge_gemm(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
+                         _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz,
+                         int(clamp is not None), lo, hi, threads(), ws_addr)
+
+    def _works(self) -> bool:
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((37, 70), np.float32)
+        b = rng.standard_normal((70, 45), np.float32)
+        bias = rng.standard_normal(45).astype(np.float32)
+        c = np.empty((37, 45), np.float32)
+        ws = np.empty(self.workspace_nbytes(37, 70, True, False), np.uint8)
+        self.gemm(37, 45, 70, c, 45, a=a, lda=70, bp=self.pack_b(b), bias_n=bias, clamp=(0.0, 1.0), ws=ws)
+        ok = np.allclose(c, np.clip(a @ b + bias, 0, 1), rtol=1e-4, atol=1e-5)
+        koff = np.arange(70, dtype=np.int64) * 45
+        noff = np.arange(45, dtype=np.int64)
+        ws = np.empty(self.workspace_nbytes(37, 70, False, True), np.uint8)
+        self.gemm(37, 45, 70, c, 45, ap=self.pack_a(a), b=b, koff=koff, noff=noff, ws=ws)
+        return ok and np.allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+def _ptr_of(x):
+    if x is None or isinstance(x, int):
+        return x
+    return x.ctypes.data
+
+
+_NATIVE: Native | None | bool = False
+
+
+def native() -> Native | None:
+    """The native GEMM, or None when it is not built, disabled, or fails its self-test."""
+    global _NATIVE
+    if _NATIVE is False:
+        _NATIVE = None
+        spec = None if os.environ.get("GE_NO_NATIVE") else importlib.util.find_spec(f"{__package__}._gemm")
+        if spec is not None and spec.origin:
+            try:
+                candidate = Native(ctypes.CDLL(spec.origin))
+                if candidate._works():
+                    _NATIVE = candidate
+            except (OSError, AttributeError):
+                pass
+    return _NATIVE

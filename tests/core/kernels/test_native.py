@@ -1,0 +1,132 @@
+"""ge's native GEMM (core/kernels/_gemm.c through native.py) against numpy, exactly as callers use it."""
+import threading
+
+import numpy as np
+import pytest
+
+from ge.core.kernels import native as native_mod
+from ge.core.kernels.native import native
+
+nat = native()
+pytestmark = pytest.mark.skipif(nat is None, reason="ge's native GEMM is not built")
+rng = np.random.default_rng(0)
+TOL = dict(rtol=1e-5, atol=1e-4)
+
+SHAPES = [(1, 1, 1), (5, 7, 3), (13, 300, 33), (64, 576, 97), (37, 513, 70), (128, 256, 1024), (3, 0, 4)]
+
+
+def operands(m, k, n):
+    a = rng.standard_normal((m, k), np.float32)
+    b = rng.standard_normal((k, n), np.float32)
+    return a, b, a.astype(np.float64) @ b
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_raw_a_packed_b_with_epilogue(m, k, n, threads):
+    """Rows of activations times packed weights, with a column bias, a residual and a clamp."""
+    a, b, ab = operands(m, k, n)
+    bias = rng.standard_normal(n).astype(np.float32)
+    z = rng.standard_normal((m, n), np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    ws = np.empty(nat.workspace_nbytes(m, k, raw_a=True, gathered_b=False), np.uint8)
+    native_mod.set_threads(threads)
+    try:
+        nat.gemm(m, n, k, c, n, a=a, lda=k, bp=nat.pack_b(b), bias_n=bias, z=z, ldz=n, clamp=(-0.5, 2.0), ws=ws)
+    finally:
+        native_mod.set_threads(native_mod.default_threads())
+    np.testing.assert_allclose(c, np.clip(ab + bias + z, -0.5, 2.0), **TOL)
+
+
+@pytest.mark.parametrize("threads", [1, 64])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_packed_a_gathered_b(m, k, n, threads):
+    """Packed weights times columns gathered through offset tables (here a transposed matrix: every
+    panel is a gather), with a row bias and no clamp."""
+    a, b, ab = operands(m, k, n)
+    bt = np.ascontiguousarray(b.T)  # B[k, j] = bt[j, k]
+    koff = np.arange(k, dtype=np.int64)
+    noff = np.arange(n, dtype=np.int64) * k
+    bias = rng.standard_normal(m).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    ws = np.empty(nat.workspace_nbytes(m, k, raw_a=False, gathered_b=True), np.uint8)
+    native_mod.set_threads(threads)  # more than the CPUs: capped, the per-thread panels fit
+    try:
+        nat.gemm(m, n, k, c, n, ap=nat.pack_a(a), b=bt, koff=koff, noff=noff, bias_m=bias, ws=ws)
+    finally:
+        native_mod.set_threads(native_mod.default_threads())
+    np.testing.assert_allclose(c, ab + bias[:, None], **TOL)
+
+
+def test_strided_rows_and_output():
+    """A with a row stride wider than K, C written into a wider matrix: the rest stays untouched."""
+    a_wide = rng.standard_normal((20, 50), np.float32)
+    a = a_wide[:, 5:35]
+    b = rng.standard_normal((30, 40), np.float32)
+    c_wide = np.zeros((20, 64), np.float32)
+    ws = np.empty(nat.workspace_nbytes(20, 30, raw_a=True, gathered_b=False), np.uint8)
+    nat.gemm(20, 40, 30, c_wide.ctypes.data + 8 * 4, 64, a=a.ctypes.data, lda=50, bp=nat.pack_b(b), ws=ws)
+    np.testing.assert_allclose(c_wide[:, 8:48], a @ b, **TOL)
+    assert not c_wide[:, :8].any() and not c_wide[:, 48:].any()
+
+
+def test_concurrent_callers_share_the_pool():
+    """Threads calling at once (several contexts): each result is its own."""
+    a, b, ab = operands(96, 200, 150)
+    bp = nat.pack_b(b)
+    errors = []
+
+    def work(scale):
+        x = a * scale
+        c = np.empty((96, 150), np.float32)
+        ws = np.empty(nat.workspace_nbytes(96, 200, raw_a=True, gathered_b=False), np.uint8)
+        for _ in range(30):
+            nat.gemm(96, 150, 200, c, 150, a=x, lda=200, bp=bp, ws=ws)
+            if not np.allclose(c, ab * scale, **TOL):
+                errors.append(scale)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (1.0, 2.0, -1.0, 0.5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_workspace_is_required():
+    a, b, _ = operands(4, 4, 4)
+    with pytest.raises(ValueError, match="workspace"):
+        nat.gemm(4, 4, 4, np.empty((4, 4), np.float32), 4, a=a, lda=4, bp=nat.pack_b(b))
+
+
+def test_disabled_by_environment(monkeypatch):
+    monkeypatch.setenv("GE_NO_NATIVE", "1")
+    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    assert native_mod.native() is None
+    monkeypatch.delenv("GE_NO_NATIVE")
+    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    assert native_mod.native() is not None
+
+
+@pytest.mark.parametrize("spec,lo,hi", [([["Relu", {}]], 0.0, np.inf), ([["Clip", {"min": 0.0, "max": 6.0}]], 0.0, 6.0)])
+def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
+    """Conv and FusedMatMul apply a fused Relu/Clip as the GEMM stores: the runtime gets no epilogue
+    to run after them, and the output is clamped once."""
+    from ge.core.ir import Meta
+    from ge.core.kernels import lookup
+    from ge.core.kernels.epilogue import Epilogue
+    x = rng.standard_normal((1, 8, 6, 6), np.float32) * 4
+    w = rng.standard_normal((5, 8, 3, 3), np.float32)
+    attrs = {"pads": [1, 1, 1, 1], "ge.epilogue": spec}
+    conv = lookup("Conv", opset=17)(attrs, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w])
+    a = rng.standard_normal((4, 8), np.float32) * 4
+    wm = rng.standard_normal((8, 3), np.float32)
+    mm = lookup("FusedMatMul", "ge", 1)({"ge.epilogue": spec}, [Meta(a.dtype, a.shape), Meta(wm.dtype, wm.shape)],
+                                        [None, wm])
+    plain = lookup("Conv", opset=17)({"pads": [1, 1, 1, 1]}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w])
+    for kernel, args, want in ((conv, [x, w], plain.compute(x, w)[0]), (mm, [a, wm], a @ wm)):
+        assert kernel.absorbs_epilogue
+        assert Epilogue.unless_absorbed(kernel, spec, kernel.infer()[0]) is None
+        y = np.empty(kernel.infer()[0].shape, np.float32)
+        kernel.run(args, [y], np.empty(kernel.workspace_nbytes(), np.uint8))
+        np.testing.assert_allclose(y, np.clip(want, lo, hi), **TOL)
