@@ -39,6 +39,9 @@ class Kernel:
     #: the present inputs: one instance serves every shape of the same dtypes and ranks (the hybrid
     #: executor's shape-agnostic impl). Set only on classes checked to be so; subclasses restate it.
     shape_agnostic: bool = False
+    #: set by prepare() when run() applies the node's fused epilogue ("ge.epilogue") itself, so the
+    #: runtime must not apply it again (epilogue.Epilogue.unless_absorbed)
+    absorbs_epilogue: bool = False
 
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
                  outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None):

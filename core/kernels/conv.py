@@ -1,6 +1,9 @@
 """Conv and ConvTranspose (NCHW, 1-D/2-D/3-D), plus the helpers the other spatial kernels share.
 
 Conv picks a plan in prepare():
+- "native": float32 with constant weights, any group but depthwise, when ge's native GEMM is built
+  (conv_native.py: the GEMM gathers its columns from the input and applies bias and a fused
+  Relu/Clip as it stores); the numpy plans below are the fallback and serve the other cases:
 - "gemm": a pointwise conv (1x1, no padding): one GEMM per batch item, W[OC, C] @ X[C, H*W], straight
   into the output (a strided pointwise conv first gathers its input into the workspace);
 - "taps" (float32, one group, C >= 32): the padded input is laid out once in the workspace, split into
@@ -26,6 +29,9 @@ from numpy.lib.stride_tricks import as_strided
 from ..ir import Meta
 from .base import Kernel
 from .blas import cblas
+from .conv_native import NativeConv
+from .epilogue import ATTR as EPILOGUE, clamp_of
+from .native import native
 from .registry import register
 
 ALIGN = 64
@@ -348,6 +354,14 @@ class Conv(SpatialKernel):
         self.w_const = w
         self.b_col = None if b is None else b.reshape(oc, 1)
 
+        nat = native()
+        depthwise = g == c and cg == 1 and g > 1
+        if nat is not None and dt == np.float32 and w is not None and not depthwise:
+            self.plan = "native"
+            clamp = clamp_of(self.attrs.get(EPILOGUE))
+            self.native = NativeConv(self, nat, w, b, clamp)
+            self.absorbs_epilogue = clamp is not None
+            return
         if all(k == 1 for k in kernel) and not self.has_pad:
             self.plan = "gemm"
             self.strided_pointwise = any(s != 1 for s in strides)
@@ -452,6 +466,8 @@ class Conv(SpatialKernel):
                 np.matmul(wm, x.reshape(n, g, self.cg, self.p_out), out=y.reshape(n, g, self.ocg, self.p_out))
                 if b is not None:
                     np.add(y3, b, out=y3)
+        elif self.plan == "native":
+            self.native.run(x, y, v)
         elif self.plan == "taps":
             self._run_taps(x, w, b, y, v)
         elif self.plan == "depthwise":

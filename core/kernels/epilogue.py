@@ -35,12 +35,31 @@ class Epilogue:
             kernel.run([y, *extra], [y], None)
 
     @classmethod
+    def unless_absorbed(cls, kernel, spec, meta: Meta, opset: int = 17, name: str = "") -> "Epilogue | None":
+        """The epilogue the runtime applies after `kernel`: None without one, or when the kernel
+        applies it itself."""
+        return cls(spec, meta, opset, name) if spec and not kernel.absorbs_epilogue else None
+
+    @classmethod
     def supports(cls, op_type: str, attrs: dict, dtype, opset: int = 17) -> bool:
         try:
             cls([[op_type, attrs]], Meta(np.dtype(dtype), (1,)), opset)
             return True
         except GraphError:
             return False
+
+
+def clamp_of(spec) -> tuple[float, float] | None:
+    """(lo, hi) when the epilogue is one Relu or Clip (a kernel can apply it as it stores), else None."""
+    if not spec or len(spec) != 1:
+        return None
+    op_type, attrs = spec[0]
+    if op_type == "Relu":
+        return 0.0, float("inf")
+    if op_type == "Clip":
+        attrs = dict(attrs)
+        return float(attrs.get("min", -np.inf)), float(attrs.get("max", np.inf))
+    return None
 
 
 def _bound(value, dtype: np.dtype) -> np.ndarray:

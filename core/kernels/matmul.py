@@ -6,14 +6,29 @@ import numpy as np
 from ..ir import Meta
 from .base import Kernel
 from .fused import GE_DOMAIN
+from .matmul_native import native_product
 from .registry import register
 
 
 class _Planned(Kernel):
-    """compute() runs the planned path into fresh arrays; infer() returns what prepare() derived."""
+    """compute() runs the planned path into fresh arrays; infer() returns what prepare() derived.
+    `native`: the native GEMM plan (matmul_native.py) when B is constant weights, else None."""
 
     out_metas: list[Meta]
     ws_nbytes = 0
+    native = None
+
+    def use_native(self, a: Meta, w, addends=()) -> None:
+        self.native = native_product(self, a, w, addends, tuple(self.out_metas[0].shape))
+        if self.native is not None:
+            self.ws_nbytes = self.native.ws_nbytes
+
+    def run_native(self, a, y, xs, ws) -> bool:
+        """Run the native plan when there is one and Y is contiguous; False: use the numpy plan."""
+        if self.native is None or not y.flags.c_contiguous:
+            return False
+        self.native.run(a, y, xs, ws)
+        return True
 
     def infer(self):
         return list(self.out_metas)
@@ -72,11 +87,14 @@ class MatMul(_Planned):
         # a stack of rows times one matrix: one GEMM over all rows
         self.flatten = len(sa) > 2 and len(sb) == 2
         self.b_const = self.consts[1] if len(self.consts) > 1 else None
+        self.use_native(a, self.b_const)
 
     def run(self, xs, ys, ws):
         a = xs[0]
         b = self.b_const if self.b_const is not None else xs[1]
         y = ys[0]
+        if self.run_native(a, y, xs, ws):
+            return
         if self.flatten and y.flags.c_contiguous and a.flags.c_contiguous:
             np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
         else:
@@ -122,6 +140,8 @@ class FusedMatMul(_Planned):
         self.addends = [(i, c) for i, c in enumerate(self.consts[2:len(self.inputs)], start=2)]
         self.k = sa[-1]
         self.flatten = self.perm_a is None and self.inv_y is None and len(sa) > 2 and len(sb) == 2
+        if self.perm_a is None and self.inv_y is None and self.alpha == 1.0:
+            self.use_native(a, self.b_const, [(i, self.inputs[i], c) for i, c in self.addends])
 
     def _perm(self, key, m, inverse=False):
         """The attribute as a tuple; the matrix view it makes (through its inverse for perm_y, which
@@ -138,6 +158,8 @@ class FusedMatMul(_Planned):
         return perm
 
     def run(self, xs, ys, ws):
+        if self.run_native(xs[0], ys[0], xs, ws):
+            return
         a = xs[0] if self.perm_a is None else xs[0].transpose(self.perm_a)
         if self.b_const is not None:
             b = self.b_const
@@ -197,8 +219,12 @@ class Gemm(_Planned):
             self.c_shape = tuple(cm.shape)
         self.alpha_t = a.dtype.type(self.alpha)
         self.beta_t = a.dtype.type(self.beta)
+        if not self.ta and self.alpha == 1.0 and (not self.has_c or self.beta == 1.0):
+            self.use_native(a, self.b_view, [(2, cm, c_const)] if self.has_c else [])
 
     def run(self, xs, ys, ws):
+        if self.run_native(xs[0], ys[0], xs, ws):
+            return
         a = xs[0].T if self.ta else xs[0]
         b = self.b_view if self.b_view is not None else (xs[1].T if self.tb else xs[1])
         y = ys[0]

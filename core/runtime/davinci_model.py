@@ -244,7 +244,7 @@ class DavinciModel:
                 raise FormatError(f"model '{self.name}': node '{td.node}' ({td.op_type}) needs "
                                   f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "
                                   "recompile the model with this ge")
-            tasks.append(TaskPlan(td.node, kernel, self._epilogue(td), first, metas,
+            tasks.append(TaskPlan(td.node, kernel, self._epilogue(td, kernel), first, metas,
                                   tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
                                   tuple(a is not None for a in td.outputs), td.workspace))
             first += len(metas)
@@ -313,6 +313,5 @@ class DavinciModel:
                    outputs=[None if a is None else a.meta for a in td.outputs], opset=td.opset, name=td.node,
                    num_outputs=len(td.outputs))
 
-    def _epilogue(self, td: TaskDef) -> Epilogue | None:
-        spec = td.attrs.get(EPILOGUE)
-        return Epilogue(spec, td.outputs[0].meta, td.opset, td.node) if spec else None
+    def _epilogue(self, td: TaskDef, kernel) -> Epilogue | None:
+        return Epilogue.unless_absorbed(kernel, td.attrs.get(EPILOGUE), td.outputs[0].meta, td.opset, td.node)

@@ -188,8 +188,8 @@ class HybridModel(SharedWeightsModel):
             out_metas = [Meta(np.dtype(m.dtype), tuple(int(d) for d in m.shape)) for m in kernel.infer()]
         except GeError:
             out_metas = None  # data-dependent: compute() tells the shapes at run time
-        spec = node.attrs.get(EPILOGUE)
-        epilogue = Epilogue(spec, out_metas[0], node.opset, node.name) if spec and out_metas else None
+        spec = node.attrs.get(EPILOGUE) if out_metas else None
+        epilogue = Epilogue.unless_absorbed(kernel, spec, out_metas[0], node.opset, node.name) if spec else None
         return Impl(kernel, out_metas, int(kernel.workspace_nbytes()) if out_metas else 0, epilogue)
 
 
@@ -301,7 +301,7 @@ class HybridContext:
             self.counters["data_dependent"] += 1
             results = impl.kernel.compute(*[None if s is None else self._view(s) for s in ins])
             spec = node.attrs.get(EPILOGUE)
-            if spec:  # rare: a fused producer whose shape only its values tell
+            if spec and not impl.kernel.absorbs_epilogue:  # rare: a fused producer whose shape only its values tell
                 results = list(results)
                 results[0] = np.array(results[0])
                 Epilogue(spec, Meta(results[0].dtype, results[0].shape), node.opset, node.name)(results[0])

@@ -13,12 +13,18 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(params=["taps", "im2col"])
+@pytest.fixture(params=["native-flat", "native-dense", "taps", "im2col"])
 def layout(request, monkeypatch):
-    """Run each conv case through both dense plans (the choice is a cost heuristic): one GEMM per kernel
-    tap, or im2col; depthwise with tiny channel blocks in one of them, so every code path sees every
-    attribute combination."""
-    from ge.core.kernels import conv
+    """Run each conv case through every dense plan (the choice is a cost heuristic): the native GEMM
+    with flat or gathered (dense) columns, one GEMM per kernel tap, or im2col; depthwise with tiny
+    channel blocks in one of them, so every code path sees every attribute combination."""
+    from ge.core.kernels import conv, conv_native
+    if request.param.startswith("native"):
+        if conv.native() is None:
+            pytest.skip("ge's native GEMM is not built")
+        monkeypatch.setattr(conv_native, "FLAT_WASTE", 1e9 if request.param == "native-flat" else 0.0)
+        return request.param
+    monkeypatch.setattr(conv, "native", lambda: None)
     if request.param == "taps" and conv.cblas().sgemm is None:
         pytest.skip("no cblas_sgemm reachable through numpy")
     monkeypatch.setattr(conv, "TAPS_MIN_C", 1 if request.param == "taps" else 10**9)

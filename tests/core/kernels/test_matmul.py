@@ -13,6 +13,17 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def plan(request, monkeypatch):
+    """Every case with constant weights through both plans: ge's native GEMM and numpy's matmul."""
+    from ge.core.kernels import matmul_native
+    if request.param == "native" and matmul_native.native() is None:
+        pytest.skip("ge's native GEMM is not built")
+    if request.param == "numpy":
+        monkeypatch.setattr(matmul_native, "native", lambda: None)
+    return request.param
+
+
 @pytest.mark.parametrize("consts", [(), ("b",)])
 @pytest.mark.parametrize("sa,sb", [
     ((3, 4), (4, 5)),
@@ -132,7 +143,7 @@ def test_fused_matmul(shapes, attrs, consts):
     (meta,) = k.infer()
     assert meta.shape == want.shape and meta.dtype == np.float32
     y = np.full(want.shape, 77, np.float32)
-    k.run(arrays, [y], None)
+    k.run(arrays, [y], np.empty(k.workspace_nbytes(), np.uint8))
     np.testing.assert_allclose(y, want, **TOL)
     np.testing.assert_allclose(k.compute(*arrays)[0], want, **TOL)
 

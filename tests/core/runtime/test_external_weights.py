@@ -104,7 +104,7 @@ def test_real_chunk_size_is_10_mb(tmp_path):
     manager, model_id = load(m, "sim", tmp_path)
     assert dev.counters["weight_file_chunks"] - chunks == 2  # 10 MB + 2 MB
     x = np.ones((1, 1000), np.float32)
-    np.testing.assert_array_equal(manager.execute(model_id, [x])[0], x @ big)
+    np.testing.assert_allclose(manager.execute(model_id, [x])[0], x @ big, rtol=1e-5)  # summation order differs
     manager.unload(model_id)
     assert weight_loader.CHUNK == 10 << 20 and dev.counters["h2d_count"] - h2d >= 3
 

@@ -1,0 +1,56 @@
+"""Rows @ constant weights through ge's native GEMM: Y = clamp(A @ W + bias + Z), float32.
+
+MatMul, FusedMatMul and Gemm use it when B is a constant matrix (a layer's weights): W is packed
+once at build, A's rows are read in place (any row stride), and the bias (a constant addend over
+the columns), one residual addend of the product's shape and a fused Relu/Clip are applied by the
+GEMM as it stores, instead of one pass over Y each.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Meta
+from .epilogue import ATTR as EPILOGUE, clamp_of
+from .native import native
+
+
+class NativeProduct:
+    def __init__(self, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp):
+        self.nat, self.clamp, self.z_index = nat, clamp, z_index
+        self.k, self.n = w.shape
+        self.rows = rows
+        self.bp = nat.pack_b(w)
+        self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32).reshape(self.n)
+        self.ws_nbytes = nat.workspace_nbytes(rows, self.k, raw_a=True, gathered_b=False)
+
+    def run(self, a: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
+        """a: (..., K) with unit stride in K and rows at a fixed stride; y: contiguous (..., N)."""
+        a2 = a.reshape(self.rows, self.k)
+        z = None if self.z_index is None else np.ascontiguousarray(xs[self.z_index])
+        self.nat.gemm(self.rows, self.n, self.k, y, self.n, a=a2, lda=a2.strides[0] // 4, bp=self.bp,
+                      bias_n=self.bias, z=z, ldz=self.n, clamp=self.clamp, ws=ws)
+
+
+def native_product(kernel, a: Meta, w, addends, out_shape: tuple) -> NativeProduct | None:
+    """The native plan for rows(A) @ w when it applies: float32, w a constant 2-D matrix, each addend
+    (index, meta, constant or None) either a constant bias over the columns or one tensor of the
+    product's shape (a residual); else None (the kernel keeps its numpy plan)."""
+    nat = native()
+    if nat is None or w is None or w.ndim != 2 or a.dtype != np.float32 or w.dtype != np.float32 \
+            or len(a.shape) < 2 or not out_shape:
+        return None
+    n = w.shape[1]
+    bias = z_index = None
+    for i, m, const in addends:
+        if const is not None and const.size == n and tuple(const.shape)[-1:] == (n,) and bias is None:
+            bias = const
+        elif const is None and tuple(m.shape) == tuple(out_shape) and z_index is None:
+            z_index = i
+        else:
+            return None
+    clamp = clamp_of(kernel.attrs.get(EPILOGUE))
+    plan = NativeProduct(nat, w, math.prod(a.shape[:-1]), bias, z_index, clamp)
+    kernel.absorbs_epilogue = clamp is not None
+    return plan
