@@ -8,7 +8,7 @@ from ..errors import GraphError
 from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
                         Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
 from ..ir import Graph, Node
-from ..kernels import lookup
+from ..kernels import lookup, native
 from .arena import ALIGNMENT, Buffer, align, plan_arena
 
 
@@ -22,7 +22,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     # 1. aliases: Reshape/Flatten/Squeeze/Unsqueeze/Identity become views of their input (no task)
     root: dict[str, str] = {}
     tasks_nodes: list[Node] = []
-    kernels = []
+    kernels, workspaces = [], []
     for node in graph.nodes:
         kernel = _kernel(graph, node, opset)  # the instance decides (Dropout with a mask is no alias)
         produced = [o for o in node.outputs if o]
@@ -32,6 +32,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
         else:
             tasks_nodes.append(node)
             kernels.append(kernel)
+            workspaces.append(_workspace(graph, node, opset, kernel))
 
     # 2. lifetimes of every storage root, in task steps
     first: dict[str, int] = {}
@@ -49,7 +50,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     weights, weight_data, weight_offset = _layout_weights(graph, tasks_nodes, root)
     fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
     arena = plan_arena([Buffer(t, graph.meta(t).nbytes, first[t], last[t]) for t in fm_roots])
-    workspace = align(max((k.workspace_nbytes() for k in kernels), default=0))
+    workspace = align(max(workspaces, default=0))
     allocations = [Allocation(WEIGHT_ID, WEIGHT, len(weight_data)), Allocation(FM_ID, FEATURE_MAP, arena.size),
                    Allocation(WORKSPACE_ID, WORKSPACE, workspace)]
     place: dict[str, tuple[int, int]] = {t: (WEIGHT_ID, off) for t, off in weight_offset.items()}
@@ -80,8 +81,8 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
                                   first.get(r, 0), last.get(r, first.get(r, 0)), r if r != t else ""))
     tasks = [TaskDef(n.name, n.op_type, n.domain, opset, dict(n.attrs),
                      tuple(arg(i) if i else None for i in n.inputs), tuple(arg(o) if o else None for o in n.outputs),
-                     k.workspace_nbytes())
-             for n, k in zip(tasks_nodes, kernels)]
+                     ws)
+             for n, ws in zip(tasks_nodes, workspaces)]
 
     ops: dict[str, int] = {}
     for n in graph.nodes:
@@ -128,6 +129,16 @@ def _kernel(graph: Graph, node: Node, opset: int):
     consts = [graph.initializers.get(i) if i else None for i in node.inputs]
     return cls(node.attrs, metas, consts, outputs=[graph.meta(o) if o else None for o in node.outputs], opset=opset,
                name=node.name, num_outputs=len(node.outputs))
+
+
+def _workspace(graph: Graph, node: Node, opset: int, kernel) -> int:
+    """Scratch for the plan chosen here and for the numpy plan the kernel falls back to where ge's
+    native GEMM is not built, so that the OM loads on either machine (the loader takes the numpy
+    plan when the native one needs more than the OM plans)."""
+    if not kernel.uses_native:
+        return kernel.workspace_nbytes()
+    with native.disabled():
+        return max(kernel.workspace_nbytes(), _kernel(graph, node, opset).workspace_nbytes())
 
 
 def _desc(graph: Graph, tensor: str, shown: str, allocation: int) -> TensorDesc:

@@ -12,9 +12,9 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation clamps to [lo, hi].
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
-Work: items (panel, chunk of MC rows) claimed one by one by the threads of _pool.h; per item and
-block of KC: pack the B panel (when gathered) into the thread's scratch, then run the micro-kernel
-over the chunk's blocks of MR rows. The caller's workspace holds the packed A (when raw) and the
+Work: K in blocks of KC, outermost; per block, items (panel, chunk of rows) claimed one by one by
+the threads of _pool.h: pack the B panel (when gathered) into the thread's scratch, then run the
+micro-kernel over the chunk's blocks of MR rows. The caller's workspace holds the packed A (when raw) and the
 per-thread panels; sizes from ge_workspace_floats.
 
 Vector code through GCC/Clang vector extensions: one source for AVX-512, AVX2 and NEON, tile sizes
@@ -37,7 +37,7 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #endif
 #define NR (2 * VL)
 #define KC 256
-#define MC (MR * 8)
+#define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in the L2 cache */
 
 typedef float vec __attribute__((vector_size(VL * 4)));
 typedef float vec_u __attribute__((vector_size(VL * 4), aligned(4), may_alias));  /* unaligned access */
@@ -160,9 +160,22 @@ int ge_kc(void) { return KC; }
 int64_t ge_packed_a_floats(int64_t M, int64_t K) { return (M + MR - 1) / MR * MR * K; }
 int64_t ge_packed_b_floats(int64_t K, int64_t N) { return (N + NR - 1) / NR * NR * K; }
 
-/* Workspace (floats) for a call with raw A (packed here) and/or gathered B (one panel per thread). */
-int64_t ge_workspace_floats(int64_t M, int64_t K, int raw_a, int gathered_b, int threads) {
-    return (raw_a ? ge_packed_a_floats(M, K) : 0) + (gathered_b ? (int64_t)threads * KC * NR : 0) + 16;
+/* Chunks of rows per panel: enough rows in a chunk to reuse each B panel (at most MC_MAX, whose
+   block of A fits the L2 cache), and enough items (panels x chunks) to balance the threads. */
+static int64_t row_chunks(int64_t M, int64_t N, int threads) {
+    int64_t mblocks = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
+    int64_t chunks = (mblocks * MR + MC_MAX - 1) / MC_MAX;
+    int64_t balance = panels > 0 ? (4 * threads + panels - 1) / panels : 1;
+    if (threads > 1 && chunks < balance) chunks = balance;
+    return chunks < mblocks ? chunks : (mblocks > 0 ? mblocks : 1);
+}
+
+/* Workspace (floats) for a call: the packed A when A is raw; for a gathered B, one panel per thread
+   and room for the whole packed B, taken when several chunks of rows would each gather it again. */
+int64_t ge_workspace_floats(int64_t M, int64_t N, int64_t K, int raw_a, int gathered_b, int threads) {
+    int64_t panels = (int64_t)threads * KC * NR, whole = ge_packed_b_floats(K, N);
+    int64_t b = !gathered_b ? 0 : panels > whole ? panels : whole;
+    return (raw_a ? ge_packed_a_floats(M, K) : 0) + b + 16;
 }
 
 void ge_pack_a(const float *a, int64_t lda, int64_t M, int64_t K, float *ap) {
@@ -178,11 +191,19 @@ void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t
 
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks;
+    int64_t k0, kc;  /* the block of K being multiplied */
     const float *a, *b, *bp;
     const int64_t *koff, *noff;
     float *a_packed, *c, *scratch;
     Epilogue e;
 } Gemm;
+
+static void pack_b_item(void *ctx, int64_t p, int slot) {
+    Gemm *g = ctx;
+    (void)slot;
+    int cols = g->N - p * NR < NR ? (int)(g->N - p * NR) : NR;
+    pack_b_panel(g->b, g->koff, g->noff, 0, g->K, p * NR, cols, (float *)g->bp + p * g->K * NR);
+}
 
 static void pack_a_item(void *ctx, int64_t blk, int slot) {
     Gemm *g = ctx;
@@ -190,28 +211,26 @@ static void pack_a_item(void *ctx, int64_t blk, int slot) {
     pack_a_rows(g->a, g->lda, g->M, g->K, g->a_packed, blk, blk + 1);
 }
 
-/* One item: a panel of NR columns times a chunk of MC rows, over all of K. */
+/* One item: a panel of NR columns times a chunk of rows, over the current block of K. */
 static void gemm_item(void *ctx, int64_t it, int slot) {
     Gemm *g = ctx;
-    int64_t p = it / g->chunks, ch = it % g->chunks, j0 = p * NR, K = g->K;
+    int64_t p = it / g->chunks, ch = it % g->chunks, j0 = p * NR, K = g->K, k0 = g->k0, kc = g->kc;
     int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
     int64_t blk0 = ch * g->chunk_blocks;
     int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
-    float *panel = g->scratch + (int64_t)slot * KC * NR;
-    int64_t k0 = 0;
-    do {  /* K = 0 still runs once: C = the epilogue of zero */
-        int64_t kc = K - k0 < KC ? K - k0 : KC;
-        const float *bpan;
-        if (g->bp) bpan = g->bp + p * K * NR + k0 * NR;
-        else { pack_b_panel(g->b, g->koff, g->noff, k0, kc, j0, cols, panel); bpan = panel; }
-        for (int64_t blk = blk0; blk < blk1; blk++) {
-            int64_t i0 = blk * MR;
-            int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-            micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, bpan, g->c + i0 * g->ldc + j0, g->ldc,
-                         rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
-        }
-        k0 += kc;
-    } while (k0 < K);
+    const float *bpan;
+    if (g->bp) bpan = g->bp + p * K * NR + k0 * NR;
+    else {
+        float *panel = g->scratch + (int64_t)slot * KC * NR;
+        pack_b_panel(g->b, g->koff, g->noff, k0, kc, j0, cols, panel);
+        bpan = panel;
+    }
+    for (int64_t blk = blk0; blk < blk1; blk++) {
+        int64_t i0 = blk * MR;
+        int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+        micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, bpan, g->c + i0 * g->ldc + j0, g->ldc,
+                     rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
+    }
 }
 
 void ge_gemm(int64_t M, int64_t N, int64_t K,
@@ -225,15 +244,26 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
               .e = {bias_m, bias_n, z, ldz, lo, hi, clamp}};
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;
-    g.chunk_blocks = MC / MR;
-    g.chunks = (g.mblocks + g.chunk_blocks - 1) / g.chunk_blocks;
     if (threads < 1) threads = 1;
+    g.chunks = row_chunks(M, N, threads);
+    g.chunk_blocks = (g.mblocks + g.chunks - 1) / g.chunks;
+    g.chunks = (g.mblocks + g.chunk_blocks - 1) / g.chunk_blocks;
     if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
         pool_run(pack_a_item, &g, g.mblocks, threads);
     }
-    pool_run(gemm_item, &g, g.panels * g.chunks, threads);
+    if (!bp && g.chunks > 1) {  /* pack B once, not once per chunk of rows */
+        g.bp = g.scratch;
+        pool_run(pack_b_item, &g, g.panels, threads);
+    }
+    /* K in blocks, outermost: the rows of A in one block stay in the L2 cache for every panel */
+    g.k0 = 0;
+    do {  /* K = 0 still runs once: C = the epilogue of zero */
+        g.kc = K - g.k0 < KC ? K - g.k0 : KC;
+        pool_run(gemm_item, &g, g.panels * g.chunks, threads);
+        g.k0 += g.kc;
+    } while (g.k0 < K);
 }
 
 /* A Python extension module only so that setuptools builds and installs it; ge calls the

@@ -42,6 +42,9 @@ class Kernel:
     #: set by prepare() when run() applies the node's fused epilogue ("ge.epilogue") itself, so the
     #: runtime must not apply it again (epilogue.Epilogue.unless_absorbed)
     absorbs_epilogue: bool = False
+    #: set by prepare() when the kernel runs on ge's native GEMM (native.py); built inside
+    #: native.disabled() it takes a numpy plan instead
+    uses_native: bool = False
 
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
                  outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None):

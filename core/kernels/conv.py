@@ -361,6 +361,7 @@ class Conv(SpatialKernel):
             clamp = clamp_of(self.attrs.get(EPILOGUE))
             self.native = NativeConv(self, nat, w, b, clamp)
             self.absorbs_epilogue = clamp is not None
+            self.uses_native = True
             return
         if all(k == 1 for k in kernel) and not self.has_pad:
             self.plan = "gemm"

@@ -58,7 +58,8 @@ class NativeConv:
             if self.flat and lay.L != lay.dense:  # padding columns: the result goes through the workspace
                 k.scratch.add("yflat", (k.n, k.oc, lay.L), np.float32)
         self.columns = len(self.noff)
-        k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, self.kdim, raw_a=False, gathered_b=True),), np.uint8)
+        k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, self.columns, self.kdim, raw_a=False, gathered_b=True),),
+                      np.uint8)
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict) -> None:
         if self.lay is not None:

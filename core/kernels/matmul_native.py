@@ -15,6 +15,9 @@ from ..ir import Meta
 from .epilogue import ATTR as EPILOGUE, clamp_of
 from .native import native
 
+#: fewer rows than this stay with numpy (a classifier's final Gemm at batch 1 is one row)
+MIN_ROWS = 8
+
 
 class NativeProduct:
     def __init__(self, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp):
@@ -23,7 +26,7 @@ class NativeProduct:
         self.rows = rows
         self.bp = nat.pack_b(w)
         self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32).reshape(self.n)
-        self.ws_nbytes = nat.workspace_nbytes(rows, self.k, raw_a=True, gathered_b=False)
+        self.ws_nbytes = nat.workspace_nbytes(rows, self.n, self.k, raw_a=True, gathered_b=False)
 
     def run(self, a: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
         """a: (..., K) with unit stride in K and rows at a fixed stride; y: contiguous (..., N)."""
@@ -41,7 +44,9 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple) -> NativeProdu
     if nat is None or w is None or w.ndim != 2 or a.dtype != np.float32 or w.dtype != np.float32 \
             or len(a.shape) < 2 or not out_shape:
         return None
-    n = w.shape[1]
+    rows, n = math.prod(a.shape[:-1]), w.shape[1]
+    if rows < MIN_ROWS:  # a matrix-vector product: BLAS's gemv streams W once, no blocks of rows to fill
+        return None
     bias = z_index = None
     for i, m, const in addends:
         if const is not None and const.size == n and tuple(const.shape)[-1:] == (n,) and bias is None:
@@ -51,6 +56,7 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple) -> NativeProdu
         else:
             return None
     clamp = clamp_of(kernel.attrs.get(EPILOGUE))
-    plan = NativeProduct(nat, w, math.prod(a.shape[:-1]), bias, z_index, clamp)
+    plan = NativeProduct(nat, w, rows, bias, z_index, clamp)
     kernel.absorbs_epilogue = clamp is not None
+    kernel.uses_native = True
     return plan

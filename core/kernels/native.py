@@ -15,6 +15,7 @@ import ctypes
 import importlib.util
 import os
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -23,7 +24,7 @@ _i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes
 _SIGNATURES = {
     "ge_mr": ([], _int), "ge_nr": ([], _int),
     "ge_packed_a_floats": ([_i64, _i64], _i64), "ge_packed_b_floats": ([_i64, _i64], _i64),
-    "ge_workspace_floats": ([_i64, _i64, _int, _int, _int], _i64),
+    "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr], None),
     "ge_gemm": ([_i64, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _i64,
@@ -84,9 +85,9 @@ class Native:
         self.lib.ge_pack_b(b.ctypes.data, koff.ctypes.data, noff.ctypes.data, k, n, out.ctypes.data)
         return out
 
-    def workspace_nbytes(self, m: int, k: int, raw_a: bool, gathered_b: bool) -> int:
-        """Scratch for one call: the packed A (raw A) and one B panel per thread (gathered B)."""
-        return 4 * self.lib.ge_workspace_floats(m, k, int(raw_a), int(gathered_b), default_threads()) + ALIGN
+    def workspace_nbytes(self, m: int, n: int, k: int, raw_a: bool, gathered_b: bool) -> int:
+        """Scratch for one call: the packed A (raw A) and the packed panels of B (gathered B)."""
+        return 4 * self.lib.ge_workspace_floats(m, n, k, int(raw_a), int(gathered_b), default_threads()) + ALIGN
 
     # -- the product ---------------------------------------------------------------------------------
     def gemm(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
@@ -108,12 +109,12 @@ class Native:
         b = rng.standard_normal((70, 45), np.float32)
         bias = rng.standard_normal(45).astype(np.float32)
         c = np.empty((37, 45), np.float32)
-        ws = np.empty(self.workspace_nbytes(37, 70, True, False), np.uint8)
+        ws = np.empty(self.workspace_nbytes(37, 45, 70, True, False), np.uint8)
         self.gemm(37, 45, 70, c, 45, a=a, lda=70, bp=self.pack_b(b), bias_n=bias, clamp=(0.0, 1.0), ws=ws)
         ok = np.allclose(c, np.clip(a @ b + bias, 0, 1), rtol=1e-4, atol=1e-5)
         koff = np.arange(70, dtype=np.int64) * 45
         noff = np.arange(45, dtype=np.int64)
-        ws = np.empty(self.workspace_nbytes(37, 70, False, True), np.uint8)
+        ws = np.empty(self.workspace_nbytes(37, 45, 70, False, True), np.uint8)
         self.gemm(37, 45, 70, c, 45, ap=self.pack_a(a), b=b, koff=koff, noff=noff, ws=ws)
         return ok and np.allclose(c, a @ b, rtol=1e-4, atol=1e-5)
 
@@ -127,9 +128,22 @@ def _ptr_of(x):
 _NATIVE: Native | None | bool = False
 
 
+@contextmanager
+def disabled():
+    """Kernels built inside (in this thread) take their numpy plans."""
+    before = getattr(_local, "off", False)
+    _local.off = True
+    try:
+        yield
+    finally:
+        _local.off = before
+
+
 def native() -> Native | None:
     """The native GEMM, or None when it is not built, disabled, or fails its self-test."""
     global _NATIVE
+    if getattr(_local, "off", False):
+        return None
     if _NATIVE is False:
         _NATIVE = None
         spec = None if os.environ.get("GE_NO_NATIVE") else importlib.util.find_spec(f"{__package__}._gemm")

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import DeviceError, FormatError, GeError, ShapeError
 from ..ge_model import FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, GeModel, TaskDef, TensorDesc
 from ..compile.dataflow_plan import DataflowPlan, plan_dataflow
-from ..kernels import Kernel, lookup
+from ..kernels import Kernel, lookup, native
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
 from .context import ExecutionContext
@@ -240,6 +240,9 @@ class DavinciModel:
         for td in self.ge_model.tasks:
             metas = tuple(a.meta for a in td.args)
             kernel = self._kernel(td)
+            if kernel.uses_native and kernel.workspace_nbytes() > td.workspace:
+                with native.disabled():  # an OM compiled where the native GEMM is not built: numpy plans
+                    kernel = self._kernel(td)
             if kernel.workspace_nbytes() > td.workspace:  # an OM from a ge whose kernel needed less scratch
                 raise FormatError(f"model '{self.name}': node '{td.node}' ({td.op_type}) needs "
                                   f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "

@@ -29,7 +29,7 @@ def test_raw_a_packed_b_with_epilogue(m, k, n, threads):
     bias = rng.standard_normal(n).astype(np.float32)
     z = rng.standard_normal((m, n), np.float32)
     c = np.full((m, n), np.nan, np.float32)
-    ws = np.empty(nat.workspace_nbytes(m, k, raw_a=True, gathered_b=False), np.uint8)
+    ws = np.empty(nat.workspace_nbytes(m, n, k, raw_a=True, gathered_b=False), np.uint8)
     native_mod.set_threads(threads)
     try:
         nat.gemm(m, n, k, c, n, a=a, lda=k, bp=nat.pack_b(b), bias_n=bias, z=z, ldz=n, clamp=(-0.5, 2.0), ws=ws)
@@ -49,7 +49,7 @@ def test_packed_a_gathered_b(m, k, n, threads):
     noff = np.arange(n, dtype=np.int64) * k
     bias = rng.standard_normal(m).astype(np.float32)
     c = np.full((m, n), np.nan, np.float32)
-    ws = np.empty(nat.workspace_nbytes(m, k, raw_a=False, gathered_b=True), np.uint8)
+    ws = np.empty(nat.workspace_nbytes(m, n, k, raw_a=False, gathered_b=True), np.uint8)
     native_mod.set_threads(threads)  # more than the CPUs: capped, the per-thread panels fit
     try:
         nat.gemm(m, n, k, c, n, ap=nat.pack_a(a), b=bt, koff=koff, noff=noff, bias_m=bias, ws=ws)
@@ -64,7 +64,7 @@ def test_strided_rows_and_output():
     a = a_wide[:, 5:35]
     b = rng.standard_normal((30, 40), np.float32)
     c_wide = np.zeros((20, 64), np.float32)
-    ws = np.empty(nat.workspace_nbytes(20, 30, raw_a=True, gathered_b=False), np.uint8)
+    ws = np.empty(nat.workspace_nbytes(20, 40, 30, raw_a=True, gathered_b=False), np.uint8)
     nat.gemm(20, 40, 30, c_wide.ctypes.data + 8 * 4, 64, a=a.ctypes.data, lda=50, bp=nat.pack_b(b), ws=ws)
     np.testing.assert_allclose(c_wide[:, 8:48], a @ b, **TOL)
     assert not c_wide[:, :8].any() and not c_wide[:, 48:].any()
@@ -79,7 +79,7 @@ def test_concurrent_callers_share_the_pool():
     def work(scale):
         x = a * scale
         c = np.empty((96, 150), np.float32)
-        ws = np.empty(nat.workspace_nbytes(96, 200, raw_a=True, gathered_b=False), np.uint8)
+        ws = np.empty(nat.workspace_nbytes(96, 150, 200, raw_a=True, gathered_b=False), np.uint8)
         for _ in range(30):
             nat.gemm(96, 150, 200, c, 150, a=x, lda=200, bp=bp, ws=ws)
             if not np.allclose(c, ab * scale, **TOL):
@@ -119,7 +119,7 @@ def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
     w = rng.standard_normal((5, 8, 3, 3), np.float32)
     attrs = {"pads": [1, 1, 1, 1], "ge.epilogue": spec}
     conv = lookup("Conv", opset=17)(attrs, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w])
-    a = rng.standard_normal((4, 8), np.float32) * 4
+    a = rng.standard_normal((16, 8), np.float32) * 4
     wm = rng.standard_normal((8, 3), np.float32)
     mm = lookup("FusedMatMul", "ge", 1)({"ge.epilogue": spec}, [Meta(a.dtype, a.shape), Meta(wm.dtype, wm.shape)],
                                         [None, wm])

@@ -1,0 +1,45 @@
+"""An OM runs where ge's native GEMM is built and where it is not, whichever machine compiled it: the
+compiler plans workspace for both kinds of plans, the loader falls back to numpy plans."""
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+from ge.cli import api
+from ge.core.kernels import native
+
+from .conftest import make_feeds, onnxruntime_outputs
+
+pytestmark = pytest.mark.skipif(native.native() is None, reason="ge's native GEMM is not built")
+
+
+def run(om_path, feeds):
+    model_id = api.load_from_file(om_path, "cpu")
+    try:
+        kernels = [t.plan.kernel for t in api.model(model_id).default_context.handle]
+        outputs = api.execute(model_id, list(feeds.values()))
+        return outputs, any(k.uses_native for k in kernels)
+    finally:
+        api.unload(model_id)
+
+
+@pytest.mark.parametrize("compiled_native", [True, False])
+def test_om_runs_with_and_without_native(samples, tmp_path, compiled_native):
+    model = samples.resnet50_style(blocks=(1, 1, 1, 1), width=16, image=64)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    feeds = make_feeds(model, {})
+    want = onnxruntime_outputs(path, feeds)
+    if compiled_native:
+        result = api.atc(path, str(tmp_path / "m"))
+    else:
+        with native.disabled():
+            result = api.atc(path, str(tmp_path / "m"))
+    with native.disabled():
+        got, used = run(result.om_path, feeds)
+    assert not used
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-4)
+    got, used = run(result.om_path, feeds)
+    assert used or not compiled_native  # compiled without it, a native plan is taken where it fits
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-4)
