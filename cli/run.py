@@ -227,8 +227,9 @@ STATS_COLUMNS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "args_bytes
 
 
 #: the hybrid executor's counters (dynamic shapes)
-HYBRID_COLUMNS = ("h2d_bytes", "d2h_bytes", "allocations", "reallocs", "cache_hits", "cache_builds", "shape_updates",
-                  "args_set", "skipped_empty", "data_dependent", "submodel_launches", "nodes_run")
+HYBRID_COLUMNS = ("h2d_bytes", "d2h_bytes", "allocations", "reallocs", "cache_hits", "cache_builds", "agnostic_hits",
+                  "weight_packs", "weight_pack_hits", "shape_updates", "args_set", "skipped_empty", "data_dependent",
+                  "submodel_launches", "nodes_run")
 
 
 def _stats_table(executions: list[dict], limit: int = 12) -> Table:
