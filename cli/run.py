@@ -42,7 +42,8 @@ from .options import device_option, json_option, om_option
 @click.option("--verbose", "-v", is_flag=True, help="show the model's init step timings and execution stats")
 @click.option("--stats", is_flag=True,
               help="counters of every execution: H2D/D2H bytes, args bytes written, zero-copy vs copied I/O, "
-                   "tasks, allocations (also under 'stats' in --summary-json)")
+                   "tasks, allocations; dynamic models: impl cache hits/builds, agnostic hits, weight packs/hits "
+                   "(also under 'stats' in --summary-json)")
 @click.option("--weight_dir", "--weight-dir", "weight_dir", metavar="DIR", type=click.Path(file_okay=False),
               help="folder of the external weight files (default: <om dir>/weight/)")
 @click.option("--skip_weight_check", "--skip-weight-check", "skip_weight_check", is_flag=True,
@@ -227,8 +228,9 @@ STATS_COLUMNS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "args_bytes
 
 
 #: the hybrid executor's counters (dynamic shapes)
-HYBRID_COLUMNS = ("h2d_bytes", "d2h_bytes", "allocations", "reallocs", "cache_hits", "cache_builds", "shape_updates",
-                  "args_set", "skipped_empty", "data_dependent", "submodel_launches", "nodes_run")
+HYBRID_COLUMNS = ("h2d_bytes", "d2h_bytes", "allocations", "reallocs", "cache_hits", "cache_builds", "agnostic_hits",
+                  "weight_packs", "weight_pack_hits", "shape_updates", "args_set", "skipped_empty", "data_dependent",
+                  "submodel_launches", "nodes_run")
 
 
 def _stats_table(executions: list[dict], limit: int = 12) -> Table:

@@ -14,15 +14,25 @@ It is immutable afterwards and may be shared by several execution contexts.
 - `infer()` returns the output metas; the default evaluates `compute` on zeros (and on the
   constant inputs), which is exact for every op whose output shape depends only on input
   shapes and constant values. Ops override it where that is cheap.
+- Weight packs: a kernel that copies constant weights into another layout in prepare() does it
+  through `self.shared_pack(layout, pack, *weights)`. Built with a pack cache (`packs`, the hybrid
+  executor's WeightPacks, shared by the kernels of one model), a kernel built for another shape
+  reuses the pack when the layout key is the same; without one (the static path) it just packs.
+  The layout key names whatever the result depends on besides the weights (and the op type).
+  Packs are read-only. A layout that is a view of the weight (a reshape) needs no pack.
+- Shape-agnostic kernels (`shape_agnostic`, below): the hybrid executor serves every new shape of
+  the same dtypes and ranks with the instance built for the first, its output shape given by
+  `agnostic_output_shape`, and only when that instance's workspace_nbytes() is 0.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..errors import GraphError
 from ..ir import Meta
+from .packs import WeightPacks
 
 
 class Kernel:
@@ -35,9 +45,11 @@ class Kernel:
     #: into its producer as an epilogue applied in place
     in_place: bool = False
     #: True when run() reads nothing of the shapes the kernel was built for (only xs, ys, the
-    #: dtypes and attributes), needs no workspace, and its one output has the broadcast shape of
-    #: the present inputs: one instance serves every shape of the same dtypes and ranks (the hybrid
-    #: executor's shape-agnostic impl). Set only on classes checked to be so; subclasses restate it.
+    #: dtypes and attributes), needs no workspace, and has one output whose shape
+    #: agnostic_output_shape() gives: one instance serves every shape of the same dtypes and ranks
+    #: (the hybrid executor's shape-agnostic impl). Set only on classes checked to be so (the
+    #: executor reads it from the class itself: subclasses restate it); an instance that needs a
+    #: workspace (e.g. float16 evaluated in float32 blocks) is not used so.
     shape_agnostic: bool = False
     #: set by prepare() when run() applies the node's fused epilogue ("ge.epilogue") itself, so the
     #: runtime must not apply it again (epilogue.Epilogue.unless_absorbed)
@@ -46,8 +58,16 @@ class Kernel:
     #: native.disabled() it takes a numpy plan instead
     uses_native: bool = False
 
+    @classmethod
+    def agnostic_output_shape(cls, shapes: Sequence[tuple | None]) -> tuple:
+        """A shape-agnostic kernel's output shape for these input shapes (None: an absent input):
+        the broadcast of the present ones. Raises ValueError when they do not broadcast."""
+        return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes if s is not None]))
+
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
-                 outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None):
+                 outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None,
+                 packs: WeightPacks | None = None):
+        self.packs = packs
         self.attrs = attrs
         self.inputs = list(inputs)
         self.consts = list(consts) + [None] * (len(self.inputs) - len(consts))
@@ -79,6 +99,13 @@ class Kernel:
         return [Meta(np.asarray(r).dtype, tuple(np.shape(r))) for r in self.compute(*xs)]
 
     # -- helpers ------------------------------------------------------------------------------
+    def shared_pack(self, layout: tuple, pack: Callable, *weights: np.ndarray | None):
+        """pack(*weights): constant weights in the layout this kernel's plan wants, shared through
+        the pack cache when the kernel has one (same weights, same op and layout key: one pack)."""
+        if self.packs is None:
+            return pack(*weights)
+        return self.packs.get(weights, (self.domain, self.op_type) + tuple(layout), pack)
+
     def attr(self, key: str, default=None):
         return self.attrs.get(key, default)
 

@@ -386,7 +386,7 @@ class Conv(SpatialKernel):
             self.scratch.add("yflat", (n, oc, self.lay.L), dt)
             if w is None:
                 self.scratch.add("wt", (self.kp, oc, c), dt)
-            self.wt = None if w is None else self._pack_taps(w)
+            self.wt = None if w is None else self.shared_pack(("taps",), self._pack_taps, w)  # shared across shapes
             return
         self.plan = "im2col"
         kg = cg * self.kp

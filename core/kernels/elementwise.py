@@ -196,7 +196,9 @@ class FloatUnary(Unary):
     faster than whole-tensor passes) and its scratch is block-sized: `temps` arrays of the
     working dtype and `masks` bool arrays of CHUNK elements, carved from the workspace. For
     float16 (and integer inputs, where ONNX allows them) each block of x is first converted into
-    working-dtype scratch and the result rounded into the output at the end."""
+    working-dtype scratch and the result rounded into the output at the end. A formula with no
+    temps or masks needs no workspace in float32/float64: such classes are shape-agnostic (their
+    float16 instances, which need scratch, are built per shape by the hybrid executor)."""
     types = FLOATS
     temps = 0
     masks = 0
@@ -205,8 +207,11 @@ class FloatUnary(Unary):
     def setup(self):
         self.work = working_dtype(self.dtype)
         self.convert = self.work != self.dtype
-        self.chunk = max(1, min(int(np.prod(self.shape, dtype=np.int64)), self.CHUNK))
         n_work = self.temps + (2 if self.convert else 0)
+        # without scratch the block size is free: CHUNK whatever the shape (one block for a smaller
+        # tensor, as before), so that run() reads nothing of the shape the kernel was built for
+        self.chunk = self.CHUNK if n_work + self.masks == 0 else \
+            max(1, min(int(np.prod(self.shape, dtype=np.int64)), self.CHUNK))
         self.scratch = Scratch([(self.work, (self.chunk,))] * n_work + [(np.bool_, (self.chunk,))] * self.masks)
         self.c = self.work.type  # typed constants keep every ufunc in the working dtype
 
@@ -271,6 +276,8 @@ class Relu(Unary):
 
 @register("LeakyRelu")
 class LeakyRelu(FloatUnary):
+    shape_agnostic = True
+
     def setup(self):
         super().setup()
         self.alpha = float_attr(self, "alpha", 0.01)
@@ -331,6 +338,7 @@ class PRelu(Elementwise):
 
 @register("Sigmoid")
 class Sigmoid(FloatUnary):
+    shape_agnostic = True
     in_place = True
     def formula(self, x, y):
         # 1 / (1 + exp(-x)) with -x capped below exp's overflow: exact to the last ulp or two for
@@ -353,6 +361,7 @@ class Tanh(Unary):
 
 @register("HardSigmoid")
 class HardSigmoid(FloatUnary):
+    shape_agnostic = True
     in_place = True
     def setup(self):
         super().setup()
@@ -368,6 +377,8 @@ class HardSigmoid(FloatUnary):
 
 @register("HardSwish", since=14)
 class HardSwish(FloatUnary):
+    shape_agnostic = True
+
     def formula(self, x, y):
         # x * max(0, min(1, x/6 + 1/2))
         np.multiply(x, self.c(1 / 6), out=y)
@@ -398,6 +409,8 @@ class Softplus(FloatUnary):
 
 @register("Softsign")
 class Softsign(FloatUnary):
+    shape_agnostic = True
+
     def formula(self, x, y):
         np.absolute(x, out=y)
         np.add(y, self.c(1), out=y)
@@ -515,6 +528,7 @@ class Div(Binary):
 @register("Mod", since=10)
 class Mod(Binary):
     """fmod=0: the remainder has the divisor's sign (integers only); fmod=1: the dividend's (C fmod)."""
+    shape_agnostic = True
 
     def setup(self):
         self.fmod = int(self.attr("fmod", 0))
@@ -531,6 +545,7 @@ class Mod(Binary):
 class Pow(Binary):
     """Base and exponent may have different dtypes; the result has the base's. Like onnxruntime
     (std::pow), mixed and integer cases are evaluated in double, integers truncated back."""
+    shape_agnostic = True
     types = FLOATS | frozenset(np.dtype(t) for t in (np.int32, np.int64))
     data_inputs = (0,)
 
@@ -548,7 +563,8 @@ class Pow(Binary):
 
 
 def _unary(name, ufunc, types=FLOATS, since=1):
-    cls = type(name, (Unary,), {"ufunc": staticmethod(ufunc), "types": types, "__doc__": f"y = {ufunc.__name__}(x)"})
+    cls = type(name, (Unary,), {"ufunc": staticmethod(ufunc), "types": types, "shape_agnostic": True,
+                                "__doc__": f"y = {ufunc.__name__}(x)"})
     return register(name, since=since)(cls)
 
 
@@ -577,10 +593,15 @@ Atanh = _unary("Atanh", np.arctanh, since=9)
 
 @register("Clip")
 class Clip(Elementwise):
+    shape_agnostic = True
     in_place = True
     """min/max: attributes before opset 11, optional scalar inputs (absent or empty-named) since.
     min > max gives max everywhere, as in the spec and onnxruntime."""
     max_inputs = 3
+
+    @classmethod
+    def agnostic_output_shape(cls, shapes):
+        return tuple(shapes[0])  # min and max are scalars: x's shape, even when x is a scalar
 
     def setup(self):
         self.lo = self.hi = None
@@ -616,22 +637,26 @@ class Clip(Elementwise):
 
 @register("Max")
 class Max(Variadic):
+    shape_agnostic = True
     ufunc = np.maximum  # NaN propagates, as in onnxruntime
 
 
 @register("Min")
 class Min(Variadic):
+    shape_agnostic = True
     ufunc = np.minimum
 
 
 @register("Sum")
 class Sum(Variadic):
+    shape_agnostic = True
     types = FLOATS
     ufunc = np.add
 
 
 @register("Mean")
 class Mean(Variadic):
+    shape_agnostic = True
     types = FLOATS
     ufunc = np.add
 
@@ -643,6 +668,7 @@ class Mean(Variadic):
 
 @register("Where", since=9)
 class Where(Elementwise):
+    shape_agnostic = True
     types = ALL
     data_inputs = (1, 2)
     min_inputs = max_inputs = 3
@@ -662,77 +688,91 @@ class Where(Elementwise):
 # ----------------------------------------------------------------------------------------------
 @register("Equal")
 class Equal(Compare):
+    shape_agnostic = True
     types = ALL
     ufunc = np.equal
 
 
 @register("Less")
 class Less(Compare):
+    shape_agnostic = True
     ufunc = np.less
 
 
 @register("Greater")
 class Greater(Compare):
+    shape_agnostic = True
     ufunc = np.greater
 
 
 @register("LessOrEqual", since=12)
 class LessOrEqual(Compare):
+    shape_agnostic = True
     ufunc = np.less_equal
 
 
 @register("GreaterOrEqual", since=12)
 class GreaterOrEqual(Compare):
+    shape_agnostic = True
     ufunc = np.greater_equal
 
 
 @register("And")
 class And(Logical):
+    shape_agnostic = True
     ufunc = np.logical_and
 
 
 @register("Or")
 class Or(Logical):
+    shape_agnostic = True
     ufunc = np.logical_or
 
 
 @register("Xor")
 class Xor(Logical):
+    shape_agnostic = True
     ufunc = np.logical_xor
 
 
 @register("Not")
 class Not(Unary):
+    shape_agnostic = True
     types = BOOL
     ufunc = np.logical_not
 
 
 @register("BitwiseAnd", since=18)
 class BitwiseAnd(Binary):
+    shape_agnostic = True
     types = INTS
     ufunc = np.bitwise_and
 
 
 @register("BitwiseOr", since=18)
 class BitwiseOr(Binary):
+    shape_agnostic = True
     types = INTS
     ufunc = np.bitwise_or
 
 
 @register("BitwiseXor", since=18)
 class BitwiseXor(Binary):
+    shape_agnostic = True
     types = INTS
     ufunc = np.bitwise_xor
 
 
 @register("BitwiseNot", since=18)
 class BitwiseNot(Unary):
+    shape_agnostic = True
     types = INTS
     ufunc = np.invert
 
 
 @register("IsNaN", since=9)
 class IsNaN(Unary):
+    shape_agnostic = True
     types = FLOATS
     out_type = np.bool_
     ufunc = np.isnan
@@ -740,6 +780,7 @@ class IsNaN(Unary):
 
 @register("IsInf", since=10)
 class IsInf(Unary):
+    shape_agnostic = True
     types = FLOATS
     out_type = np.bool_
 
@@ -770,6 +811,7 @@ class Cast(Unary):
     """Any supported dtype to any other: C conversions (float -> int truncates toward zero, the
     result of out-of-range values is the platform's, as in onnxruntime). `saturate` only concerns
     float8 types, which ge does not have."""
+    shape_agnostic = True
     types = ALL
 
     def setup(self):
@@ -787,13 +829,20 @@ class Cast(Unary):
 
 @register("CastLike", since=15)
 class CastLike(Cast):
+    shape_agnostic = True
     types = ALL
     data_inputs = (0,)
     min_inputs = max_inputs = 2
+
+    @classmethod
+    def agnostic_output_shape(cls, shapes):
+        return tuple(shapes[0])  # input 1 gives only the dtype
+
+    def input_shape(self, i):
+        return () if i == 1 else super().input_shape(i)  # target_type's shape need not broadcast to x's
 
     def setup(self):
         target = np.dtype(self.inputs[1].dtype)
         if target not in ALL:
             raise self.fail(f"cannot cast to {target.name}")
         self.out_dtype = target
-        self.shape = tuple(self.inputs[0].shape)

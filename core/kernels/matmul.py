@@ -213,7 +213,9 @@ class Gemm(_Planned):
         self.c_scaled = None
         if self.has_c and c_const is not None:
             c = np.asarray(c_const)
-            self.c_scaled = c if self.beta == 1.0 else (c * a.dtype.type(self.beta)).astype(a.dtype)
+            beta, dt = a.dtype.type(self.beta), a.dtype
+            self.c_scaled = c if self.beta == 1.0 else \
+                self.shared_pack(("beta*C", self.beta, dt.str), lambda c: (c * beta).astype(dt), c)
         if self.has_c and self.c_scaled is None and self.beta != 1.0:
             self.ws_nbytes = int(np.prod(cm.shape, dtype=np.int64)) * a.dtype.itemsize
             self.c_shape = tuple(cm.shape)

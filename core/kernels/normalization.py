@@ -49,7 +49,7 @@ class BatchNormalization(SpatialKernel):
         self.scratch = Scratch()
         params = self.consts[1:5]
         if len(params) == 4 and all(p is not None for p in params):
-            self.ab = self._fold(*params)
+            self.ab = self.shared_pack(("fold", self.eps, self.dtype.str, self.bshape), self._fold, *params)
         else:
             self.ab = None
             self.scratch.add("a", self.bshape, xm.dtype)

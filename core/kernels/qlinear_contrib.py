@@ -371,7 +371,8 @@ class QGemm(_IntegerMatMul):
         consts = self.consts
         if self.trans_b and consts[self.B] is not None:
             self.consts = list(consts)
-            self.consts[self.B] = np.ascontiguousarray(np.asarray(consts[self.B]).T)
+            self.consts[self.B] = self.shared_pack(("B^T",), lambda b: np.ascontiguousarray(np.asarray(b).T),
+                                                   consts[self.B])
         self.prepare_matmul()
         self.consts, self.inputs = consts, self.inputs_t
         m, n = self.out

@@ -274,7 +274,8 @@ class _IntegerMatMul(PlannedKernel):
         self.scratch.add("acc", out, F64)
         b, bz = _const(self, self.B), _const(self, self.BZ)
         if b is not None and (bzm is None or bz is not None):
-            self.b64 = self.center(b, bz, self.bz_shape, np.empty(bsh, F64))
+            self.b64 = self.shared_pack(("center", self.bz_shape), lambda b, bz: self.center(
+                b, bz, self.bz_shape, np.empty(bsh, F64)), b, bz)
         else:
             self.b64 = None
             self.scratch.add("b", bsh, F64)
@@ -390,7 +391,8 @@ class _IntegerConv(PlannedKernel):
         w, wz = _const(self, self.W), _const(self, self.WZ)
         self.w64 = None
         if w is not None and (wzm is None or wz is not None):
-            self.w64 = _IntegerMatMul.center(w, wz, self.wz_shape, np.empty(wm.shape, F64))
+            self.w64 = self.shared_pack(("center", self.wz_shape), lambda w, wz: _IntegerMatMul.center(
+                w, wz, self.wz_shape, np.empty(wm.shape, F64)), w, wz)
         bias = None
         if self.BIAS is not None:
             bm = _meta(self, self.BIAS, "")
@@ -400,13 +402,13 @@ class _IntegerConv(PlannedKernel):
                 bias = Meta(F64, (oc,))
         self.has_bias = bias is not None
         b = _const(self, self.BIAS) if self.has_bias else None
-        self.b64 = None if b is None else np.asarray(b).astype(F64)
+        self.b64 = None if b is None else self.shared_pack(("float64",), lambda b: np.asarray(b).astype(F64), b)
         conv_cls = lookup("Conv", opset=11)
         metas = [Meta(F64, tuple(xm.shape)), Meta(F64, tuple(wm.shape))] + ([bias] if bias else [])
         consts = [None, self.w64] + ([self.b64] if bias else [])
         attrs = {k: v for k, v in self.attrs.items()
                  if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
-        self.conv = conv_cls(attrs, metas, consts, opset=11, name=self.name)
+        self.conv = conv_cls(attrs, metas, consts, opset=11, name=self.name, packs=self.packs)
         out = self.conv.infer()[0]
         self.out = tuple(out.shape)
         self.scratch = Scratch()

@@ -161,8 +161,9 @@ class _Recurrent(PlannedKernel):
         self.prepare_extra()
         y = (T, D, B, H) if self.layout == 0 else (B, T, D, H)
         self.out_metas = ([Meta(dt, y)] + [Meta(dt, state)] * self.N_STATE_OUT)[:max(1, self.num_outputs)]
-        # weights: packed once when constant
-        self.packed = self.pack(*[self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]) \
+        # weights: packed once when constant, and shared by the kernels built for other shapes
+        self.packed = self.shared_pack(self.pack_layout(), self.pack,
+                                       *[self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]) \
             if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None) \
             else None
         lens = self.consts[4] if len(self.consts) > 4 else None
@@ -218,6 +219,10 @@ class _Recurrent(PlannedKernel):
 
     def pack_extra(self, p: dict) -> None:
         p["bias"] = None if "wb" not in p else p["wb"] + p["rb"]
+
+    def pack_layout(self) -> tuple:
+        """What pack() depends on besides W, R, B (whose shapes give D, G and H)."""
+        return ()
 
     # -- sequence lengths ----------------------------------------------------------------------------
     def lens_plan(self, lens):
@@ -347,6 +352,9 @@ class GRU(_Recurrent):
 
     def prepare_extra(self):
         self.lbr = int(self.attr("linear_before_reset", 0))
+
+    def pack_layout(self):
+        return (self.lbr,)
 
     def pack_extra(self, p):
         H = self.H

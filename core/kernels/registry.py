@@ -33,6 +33,12 @@ def supported_ops() -> list[str]:
     return sorted(op for _, op in _KERNELS)
 
 
+def kernel_classes() -> list[type[Kernel]]:
+    """Every registered kernel class, every version."""
+    _load_families()
+    return [cls for versions in _KERNELS.values() for cls in versions]
+
+
 _loaded = False
 
 

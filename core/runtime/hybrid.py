@@ -8,6 +8,9 @@ Per unknown node, each execution:
                   and the cache is what makes a repeated shape free; a kernel class that declares
                   itself `shape_agnostic` is built once per (node, dtypes, ranks) and serves every
                   new shape without a build (counted as agnostic_hits);
+  update_weights  a kernel built for a new shape takes its packed weights from the model's
+                  WeightPacks: it packs (weight_packs) only when its plan wants a layout not made
+                  yet, and otherwise reuses the pack (weight_pack_hits);
   data-dependent  (NonZero, NonMaxSuppression ...: infer() cannot tell) compute() gives the outputs,
                   their shapes decide the allocation;
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
@@ -36,6 +39,7 @@ from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
+from ..kernels.packs import WeightPacks
 from .device import DeviceBuffer
 from .known_subgraph import davinci_model_create, davinci_model_execute, davinci_model_update_workspaces
 from .shared_weights import SharedWeightsModel
@@ -44,8 +48,8 @@ from .shared_weights import SharedWeightsModel
 EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
                       "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                       "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,)}
-COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "agnostic_hits", "shape_updates",
-            "args_set",
+COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "agnostic_hits", "weight_packs",
+            "weight_pack_hits", "shape_updates", "args_set",
             "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes")
 
 
@@ -87,6 +91,7 @@ class HybridModel(SharedWeightsModel):
         t0 = time.perf_counter()
         super().__init__(dyn, device, model_id)
         self.consts = {w.name: device.view(self.weight_addr + w.offset, w.dtype, w.shape) for w in dyn.weights}
+        self.packs = WeightPacks()  # packed weights, shared by the impls built for every shape
         self.timings["init_weight_mem"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         self.submodels = []
@@ -132,6 +137,7 @@ class HybridModel(SharedWeightsModel):
         for sm in self.submodels:
             sm.unload()
         self.submodels = []
+        self.packs.clear()
         self.free_weights()
 
     def impl(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
@@ -151,39 +157,43 @@ class HybridModel(SharedWeightsModel):
                 self.cache[key] = agnostic
                 return agnostic
             counters["cache_builds"] += 1
-            impl = self._build(node, metas, shape_values)
+            impl = self._build(node, metas, shape_values, counters)
             self.cache[key] = impl
             return impl
 
     def _agnostic(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl | None:
         """The shape-agnostic impl (001_*: dynamic_impl) of a kernel class that declares itself so:
-        one kernel per (node, dtypes, ranks), the output shape broadcast from the inputs'. None when
-        the class is not shape-agnostic, or the node has shape inputs or a fused epilogue."""
+        one kernel per (node, dtypes, ranks, absent inputs), the output shape from the class's
+        agnostic_output_shape. None when the class is not shape-agnostic, or the node has shape
+        inputs or a fused epilogue."""
         cls = lookup(node.op_type, node.domain, node.opset, node.name)
-        if not cls.__dict__.get("shape_agnostic") or shape_values or node.attrs.get(EPILOGUE) \
-                or any(m is None for m in metas):
+        if not cls.__dict__.get("shape_agnostic") or shape_values or node.attrs.get(EPILOGUE):
             return None
-        akey = (index, "agnostic", tuple((m.dtype.str, len(m.shape)) for m in metas))
+        akey = (index, "agnostic", tuple(None if m is None else (m.dtype.str, len(m.shape)) for m in metas))
         base = self.cache.get(akey)
         if base is None:  # the first shape builds it (counted as the build it is)
-            built = self._build(node, metas, shape_values)
+            built = self._build(node, metas, shape_values, counters)
             counters["cache_builds"] += 1
             if built.out_metas is not None and not built.workspace and len(built.out_metas) == 1:
                 self.cache[akey] = built
             return built
         try:
-            shape = tuple(int(d) for d in np.broadcast_shapes(*[tuple(m.shape) for m in metas]))
+            shape = cls.agnostic_output_shape([None if m is None else tuple(m.shape) for m in metas])
         except ValueError:
             return None  # let the kernel's own build name the node and the shapes
         counters["agnostic_hits"] += 1
         return Impl(base.kernel, [Meta(base.out_metas[0].dtype, shape)], 0)
 
-    def _build(self, node: DynNode, metas: list, shape_values: dict) -> Impl:
+    def _build(self, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
         consts = [self.consts.get(t) if t else None for t in node.inputs]
         for i, v in shape_values.items():
             consts[i] = v
         cls = lookup(node.op_type, node.domain, node.opset, node.name)
-        kernel = cls(node.attrs, metas, consts, opset=node.opset, name=node.name, num_outputs=len(node.outputs))
+        packs, hits = self.packs.packs, self.packs.hits  # builds run under the cache lock: the deltas are this build's
+        kernel = cls(node.attrs, metas, consts, opset=node.opset, name=node.name, num_outputs=len(node.outputs),
+                     packs=self.packs)
+        counters["weight_packs"] += self.packs.packs - packs
+        counters["weight_pack_hits"] += self.packs.hits - hits
         try:
             out_metas = [Meta(np.dtype(m.dtype), tuple(int(d) for d in m.shape)) for m in kernel.infer()]
         except GeError:

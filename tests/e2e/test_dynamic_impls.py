@@ -1,0 +1,107 @@
+"""The hybrid executor's impls on fully dynamic models (no gears, no ranges): the impl cache, the
+shape-agnostic impls and the weight packs, seen through the per-execution counters; every result
+equals onnxruntime."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.cli import api
+
+from .conftest import onnxruntime_outputs
+
+TOL = dict(rtol=1e-3, atol=1e-4)
+
+
+def run_shapes(om_path, model_path, feeds_list):
+    """Execute each feeds dict in turn; check it against onnxruntime; return each run's counters."""
+    model_id = api.load_from_file(om_path, "cpu")
+    try:
+        ctx = api.model(model_id).default_context
+        stats = []
+        for feeds in feeds_list:
+            got = api.execute(model_id, feeds)
+            for g, e in zip(got, onnxruntime_outputs(model_path, feeds)):
+                assert g.shape == e.shape
+                np.testing.assert_allclose(g, e, **TOL)
+            stats.append(dict(ctx.stats))
+        return stats, api.model(model_id)
+    finally:
+        api.unload(model_id)
+
+
+def test_bert_sequence_lengths(samples, tmp_path):
+    """BERT-style, symbolic batch and sequence: the first shape builds every impl; a new sequence
+    length builds the shape-specialized ones only (the shape-agnostic ones serve it); a repeated
+    length is all cache hits. Its weights are used in their stored layout (FusedMatMul's B is
+    [K, N], LayerNormalization's scale and bias are read as they are), so no impl packs any."""
+    path = str(tmp_path / "bert.onnx")
+    onnx.save(samples.bert_style(layers=2, hidden=64, heads=2, intermediate=128, vocab=100), path)
+    result = api.atc(path, str(tmp_path / "bert"), input_shape="input_ids:-1,-1;attention_mask:-1,-1")
+    assert not result.model.submodels  # fully dynamic: every node runs in the hybrid executor
+    seqs = [8, 16, 24, 16, 8]
+    feeds = []
+    for k, seq in enumerate(seqs):
+        mask = np.ones((2, seq), np.int64)
+        mask[1, seq // 2:] = 0
+        feeds.append({"input_ids": np.random.default_rng(k).integers(0, 100, (2, seq)).astype(np.int64),
+                      "attention_mask": mask})
+    stats, _ = run_shapes(result.om_path, path, feeds)
+    first, new, repeated = stats[0], stats[1:3], stats[3:]
+    assert first["cache_builds"] == first["nodes_run"] and first["agnostic_hits"] == 0
+    for st in new:
+        assert 0 < st["cache_builds"] < first["cache_builds"]
+        assert st["agnostic_hits"] >= 6  # the embeddings' Adds, the mask's Equal and Where, the residual Adds
+        assert st["cache_builds"] + st["agnostic_hits"] == st["shape_updates"]
+    for st in repeated:
+        assert st["cache_builds"] == 0 and st["agnostic_hits"] == 0 and st["cache_hits"] == st["shape_updates"]
+    assert all(st["weight_packs"] == 0 and st["weight_pack_hits"] == 0 for st in stats)
+
+
+def _save(tmp_path, name, nodes, inputs, outputs, inits):
+    graph = helper.make_graph(nodes, name, inputs, outputs, [numpy_helper.from_array(a, k) for k, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def test_conv_packs_once_per_layout(tmp_path):
+    """A 3x3 Conv over 32 channels with a symbolic image size: large images take the 'taps' plan,
+    whose W[taps, OC, C] is packed for the first of them and reused by the impls built for the
+    others; small images take im2col, which reads W as stored: nothing to pack, nothing reused."""
+    from ge.core.kernels.conv import cblas
+    if cblas().sgemm is None:
+        pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((16, 32, 3, 3)).astype(np.float32) * 0.1, rng.standard_normal(16).astype(np.float32)
+    path = _save(tmp_path, "conv", [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                                    helper.make_node("Abs", ["c"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, "h", "w"])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], {"w": w, "b": b})
+    result = api.atc(path, str(tmp_path / "conv"), input_shape="x:1,32,-1,-1")
+    sizes = [32, 40, 4, 48, 32, 4]
+    stats, _ = run_shapes(result.om_path, path,
+                          [{"x": rng.standard_normal((1, 32, s, s)).astype(np.float32)} for s in sizes])
+    packs = [(st["weight_packs"], st["weight_pack_hits"]) for st in stats]
+    assert packs == [(1, 0), (0, 1), (0, 0), (0, 1), (0, 0), (0, 0)]
+    assert [st["agnostic_hits"] for st in stats] == [0, 1, 1, 1, 0, 0]  # the Abs (a Sigmoid would be fused into the Conv)
+    assert [st["cache_builds"] for st in stats] == [2, 1, 1, 1, 0, 0]
+
+
+def test_lstm_packs_once_for_every_sequence_length_and_batch(tmp_path):
+    rng = np.random.default_rng(1)
+    hidden, inp = 8, 5
+    w, r = (rng.standard_normal((1, 4 * hidden, n)).astype(np.float32) * 0.3 for n in (inp, hidden))
+    bias = rng.standard_normal((1, 8 * hidden)).astype(np.float32) * 0.1
+    path = _save(tmp_path, "lstm", [helper.make_node("LSTM", ["x", "w", "r", "b"], ["y", "h"], hidden_size=hidden)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["t", "n", inp])],
+                 [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("y", "h")],
+                 {"w": w, "r": r, "b": bias})
+    result = api.atc(path, str(tmp_path / "lstm"), input_shape=f"x:-1,-1,{inp}")
+    shapes = [(3, 2), (7, 1), (5, 4), (7, 1)]
+    stats, _ = run_shapes(result.om_path, path,
+                          [{"x": rng.standard_normal((t, n, inp)).astype(np.float32)} for t, n in shapes])
+    assert [(st["cache_builds"], st["weight_packs"], st["weight_pack_hits"]) for st in stats] == \
+        [(1, 1, 0), (1, 0, 1), (1, 0, 1), (0, 0, 0)]
