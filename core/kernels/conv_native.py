@@ -30,8 +30,8 @@ class NativeConv:
         self.nat, self.clamp = nat, clamp
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
-        wm = w.reshape(k.g, k.ocg, self.kdim)
-        self.w_packed = [nat.pack_a(wm[gi]) for gi in range(k.g)]
+        self.w_packed = k.shared_pack(("native", k.g), lambda w: [nat.pack_a(wg) for wg in
+                                                               w.reshape(k.g, k.ocg, self.kdim)], w)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad
         itemsize = 4

@@ -20,11 +20,11 @@ MIN_ROWS = 8
 
 
 class NativeProduct:
-    def __init__(self, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp):
+    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp):
         self.nat, self.clamp, self.z_index = nat, clamp, z_index
         self.k, self.n = w.shape
         self.rows = rows
-        self.bp = nat.pack_b(w)
+        self.bp = kernel.shared_pack(("native",), nat.pack_b, w)
         self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32).reshape(self.n)
         self.ws_nbytes = nat.workspace_nbytes(rows, self.n, self.k, raw_a=True, gathered_b=False)
 
@@ -56,7 +56,7 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple) -> NativeProdu
         else:
             return None
     clamp = clamp_of(kernel.attrs.get(EPILOGUE))
-    plan = NativeProduct(nat, w, rows, bias, z_index, clamp)
+    plan = NativeProduct(kernel, nat, w, rows, bias, z_index, clamp)
     kernel.absorbs_epilogue = clamp is not None
     kernel.uses_native = True
     return plan

@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.cli import api
+from ge.core.kernels import native
 
 from .conftest import onnxruntime_outputs
 
@@ -33,8 +34,9 @@ def run_shapes(om_path, model_path, feeds_list):
 def test_bert_sequence_lengths(samples, tmp_path):
     """BERT-style, symbolic batch and sequence: the first shape builds every impl; a new sequence
     length builds the shape-specialized ones only (the shape-agnostic ones serve it); a repeated
-    length is all cache hits. Its weights are used in their stored layout (FusedMatMul's B is
-    [K, N], LayerNormalization's scale and bias are read as they are), so no impl packs any."""
+    length is all cache hits. With ge's native GEMM the first shape packs the weights of every
+    FusedMatMul and the impls of later shapes reuse them; the numpy plans use the weights as
+    stored (B is [K, N]), so they pack nothing."""
     path = str(tmp_path / "bert.onnx")
     onnx.save(samples.bert_style(layers=2, hidden=64, heads=2, intermediate=128, vocab=100), path)
     result = api.atc(path, str(tmp_path / "bert"), input_shape="input_ids:-1,-1;attention_mask:-1,-1")
@@ -55,7 +57,12 @@ def test_bert_sequence_lengths(samples, tmp_path):
         assert st["cache_builds"] + st["agnostic_hits"] == st["shape_updates"]
     for st in repeated:
         assert st["cache_builds"] == 0 and st["agnostic_hits"] == 0 and st["cache_hits"] == st["shape_updates"]
-    assert all(st["weight_packs"] == 0 and st["weight_pack_hits"] == 0 for st in stats)
+    packs = [(st["weight_packs"], st["weight_pack_hits"]) for st in stats]
+    if native.native() is None:
+        assert packs == [(0, 0)] * 5
+    else:
+        made = packs[0][0]
+        assert made >= 8 and packs == [(made, 0), (0, made), (0, made), (0, 0), (0, 0)]  # 2 layers x 4+ products
 
 
 def _save(tmp_path, name, nodes, inputs, outputs, inits):
@@ -67,13 +74,19 @@ def _save(tmp_path, name, nodes, inputs, outputs, inits):
     return path
 
 
-def test_conv_packs_once_per_layout(tmp_path):
-    """A 3x3 Conv over 32 channels with a symbolic image size: large images take the 'taps' plan,
-    whose W[taps, OC, C] is packed for the first of them and reused by the impls built for the
-    others; small images take im2col, which reads W as stored: nothing to pack, nothing reused."""
+@pytest.mark.parametrize("plans", ["native", "numpy"])
+def test_conv_packs_once_per_layout(tmp_path, monkeypatch, plans):
+    """A 3x3 Conv over 32 channels with a symbolic image size. Native: every size takes the native
+    plan, whose packed W is made once and reused. numpy: large images take the 'taps' plan, whose
+    W[taps, OC, C] is packed for the first of them and reused by the impls built for the others;
+    small images take im2col, which reads W as stored: nothing to pack, nothing reused."""
     from ge.core.kernels.conv import cblas
-    if cblas().sgemm is None:
-        pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
+    if plans == "native" and native.native() is None:
+        pytest.skip("ge's native GEMM is not built")
+    if plans == "numpy":
+        monkeypatch.setattr(native, "_NATIVE", None)
+        if cblas().sgemm is None:
+            pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
     rng = np.random.default_rng(0)
     w, b = rng.standard_normal((16, 32, 3, 3)).astype(np.float32) * 0.1, rng.standard_normal(16).astype(np.float32)
     path = _save(tmp_path, "conv", [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
@@ -85,7 +98,8 @@ def test_conv_packs_once_per_layout(tmp_path):
     stats, _ = run_shapes(result.om_path, path,
                           [{"x": rng.standard_normal((1, 32, s, s)).astype(np.float32)} for s in sizes])
     packs = [(st["weight_packs"], st["weight_pack_hits"]) for st in stats]
-    assert packs == [(1, 0), (0, 1), (0, 0), (0, 1), (0, 0), (0, 0)]
+    assert packs == ([(1, 0), (0, 1), (0, 1), (0, 1), (0, 0), (0, 0)] if plans == "native" else
+                     [(1, 0), (0, 1), (0, 0), (0, 1), (0, 0), (0, 0)])
     assert [st["agnostic_hits"] for st in stats] == [0, 1, 1, 1, 0, 0]  # the Abs (a Sigmoid would be fused into the Conv)
     assert [st["cache_builds"] for st in stats] == [2, 1, 1, 1, 0, 0]
 

@@ -37,13 +37,15 @@ def conv(x_shape, w, b, packs=None):
                [None, w, b], packs=packs)
 
 
-def test_conv_packs_taps_once_and_not_for_a_view_layout():
-    """A 3x3 Conv over 32 channels: the 'taps' plan on large images packs W into [taps, OC, C], once
-    for every image size it serves; small images take im2col, which reads W in its stored layout
-    (a reshape, no pack). Every result equals the kernel built without a pack cache, bit for bit."""
-    from ge.core.kernels.conv import cblas
-    if cblas().sgemm is None:
+def test_conv_packs_taps_once_and_not_for_a_view_layout(monkeypatch):
+    """A 3x3 Conv over 32 channels, numpy plans: the 'taps' plan on large images packs W into
+    [taps, OC, C], once for every image size it serves; small images take im2col, which reads W in
+    its stored layout (a reshape, no pack). Every result equals the kernel built without a pack
+    cache, bit for bit."""
+    from ge.core.kernels import conv as conv_module
+    if conv_module.cblas().sgemm is None:
         pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
+    monkeypatch.setattr(conv_module, "native", lambda: None)
     w, b, packs = f32(16, 32, 3, 3), f32(16), WeightPacks()
     seen = []
     for size in (32, 40, 4, 48, 5):
@@ -53,6 +55,21 @@ def test_conv_packs_taps_once_and_not_for_a_view_layout():
         np.testing.assert_array_equal(k.compute(x, w, b)[0], conv(x.shape, w, b).compute(x, w, b)[0])
     assert seen == [("taps", 1, 0), ("taps", 1, 1), ("im2col", 1, 1), ("taps", 1, 2), ("im2col", 1, 2)]
     assert conv((1, 32, 32, 32), w, b).packs is None  # static path: no cache, packs per kernel
+
+
+def test_native_conv_packs_once_for_every_size():
+    """With ge's native GEMM every image size takes the native plan: W is packed for the first and
+    shared by the rest."""
+    from ge.core.kernels.native import native
+    if native() is None:
+        pytest.skip("ge's native GEMM is not built")
+    w, b, packs = f32(16, 32, 3, 3), f32(16), WeightPacks()
+    for size in (32, 40, 4):
+        x = f32(1, 32, size, size)
+        k = conv(x.shape, w, b, packs)
+        assert k.plan == "native"
+        np.testing.assert_array_equal(k.compute(x, w, b)[0], conv(x.shape, w, b).compute(x, w, b)[0])
+    assert (packs.packs, packs.hits) == (1, 2)
 
 
 def test_recurrent_and_batchnorm_share_their_packs_across_shapes():
