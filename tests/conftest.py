@@ -65,7 +65,7 @@ def ge_run(graph, feeds: dict) -> list[np.ndarray]:
         kernel = lookup(node.op_type, node.domain, opset, node.name)(
             node.attrs, metas, consts, opset=opset, name=node.name, num_outputs=len(node.outputs))
         ys = [np.array(y) for y in kernel.compute(*xs)]
-        if node.attrs.get(EPILOGUE):
+        if node.attrs.get(EPILOGUE) and not kernel.absorbs_epilogue:
             y = ys[0]
             build_epilogue(node.attrs[EPILOGUE], Meta(y.dtype, y.shape), opset, node.name)(y)
         for o, y in zip(node.outputs, ys):

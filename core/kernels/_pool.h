@@ -1,48 +1,47 @@
-/* A small thread pool for _gemm.c: run fn(ctx, item, slot) for items [0, n) on up to `threads`
+/* A small thread pool for _native.c: run fn(ctx, item, slot) for items [0, n) on up to `threads`
 threads, the caller included.
 
 Why not OpenMP: its parallel region ends in a barrier that waits for every thread of the team,
 also one the scheduler has not run yet; on a loaded machine (or beside numpy's own BLAS threads)
 that costs a whole time slice, several milliseconds per call. Here items are claimed one at a
-time, so the caller does all of them when the workers are late, and it waits only for items a
-worker has actually started. Workers spin briefly for the next job (GEMMs come in bursts), then
-sleep on a condition variable.
+time, so the caller does all of them when the workers are late, and it waits only for workers
+that have joined the job. A job costs a few atomics: workers spin (yielding) for the next one,
+since GEMMs come in bursts, and sleep on a condition variable after POOL_SPIN_NS idle.
 
 `slot` numbers the threads working on one job (0 for the caller): per-thread scratch. One job
-runs at a time; a caller that finds the pool busy (another context's thread) runs alone. */
+runs at a time; a caller that finds the pool busy (another context's thread) runs alone.
+
+Joining: a worker announces itself (active++), then checks that the job it saw is still the
+current one and still has items; only then does it take a slot. The caller, done with the items,
+waits until no worker is active, so no worker touches a job (or the caller's scratch) after
+pool_run returns. */
 #ifndef GE_POOL_H
 #define GE_POOL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
 #define POOL_MAX 64
-#define POOL_SPIN_NS 200000  /* how long an idle worker spins before sleeping */
+#define POOL_SPIN_NS 200000 /* how long an idle worker spins before sleeping */
 
 typedef void (*pool_fn)(void *ctx, int64_t item, int slot);
 
-typedef struct {
+static struct {
+    pthread_mutex_t submit, sleep_lock;
+    pthread_cond_t wake;
+    atomic_ulong generation;  /* odd while a job is open */
+    atomic_int active, joined, sleepers;
+    atomic_llong next;
     pool_fn fn;
     void *ctx;
     int64_t items;
-    atomic_llong next;   /* the next item to claim */
-    int slots;           /* threads allowed on this job, the caller included */
-    int joined;          /* threads that took a slot (under the pool lock) */
-    int active;          /* workers inside the job (under the pool lock) */
-} PoolJob;
-
-static struct {
-    pthread_mutex_t lock, submit;
-    pthread_cond_t wake, left;
-    atomic_ulong generation;
-    PoolJob *job;
-    int workers;
+    int slots, workers;
     pid_t pid;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -58,43 +57,40 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void pool_drain(PoolJob *job, int slot) {
-    for (int64_t it; (it = atomic_fetch_add(&job->next, 1)) < job->items;)
-        job->fn(job->ctx, it, slot);
+static void pool_drain(int slot) {
+    for (int64_t it; (it = atomic_fetch_add(&pool.next, 1)) < pool.items;)
+        pool.fn(pool.ctx, it, slot);
 }
 
 static void *pool_worker(void *arg) {
     (void)arg;
     unsigned long seen = atomic_load(&pool.generation);
     for (;;) {
-        unsigned long g = atomic_load(&pool.generation);
-        if (g == seen) {  /* spin a while, then sleep until the next job */
-            int64_t until = now_ns() + POOL_SPIN_NS;
-            int spins = 0;
-            while ((g = atomic_load(&pool.generation)) == seen) {
-                cpu_relax();
-                if (++spins % 64 == 0 && now_ns() > until) break;
-            }
-            if (g == seen) {
-                pthread_mutex_lock(&pool.lock);
-                while ((g = atomic_load(&pool.generation)) == seen) pthread_cond_wait(&pool.wake, &pool.lock);
-                pthread_mutex_unlock(&pool.lock);
+        unsigned long g;
+        int64_t until = now_ns() + POOL_SPIN_NS;
+        for (int spins = 0; (g = atomic_load(&pool.generation)) == seen || !(g & 1); spins++) {
+            seen = g;  /* a job that closed meanwhile is not ours to join */
+            cpu_relax();
+            if (spins % 64 == 63) {
+                sched_yield();  /* let other threads (numpy's BLAS, the caller) have this core */
+                if (now_ns() > until) {  /* idle: sleep until the next job opens */
+                    pthread_mutex_lock(&pool.sleep_lock);
+                    atomic_fetch_add(&pool.sleepers, 1);
+                    while ((g = atomic_load(&pool.generation)) == seen || !(g & 1))
+                        pthread_cond_wait(&pool.wake, &pool.sleep_lock);
+                    atomic_fetch_sub(&pool.sleepers, 1);
+                    pthread_mutex_unlock(&pool.sleep_lock);
+                    break;
+                }
             }
         }
         seen = g;
-        pthread_mutex_lock(&pool.lock);
-        PoolJob *job = pool.job;
-        int slot = -1;
-        if (job && job->joined < job->slots && atomic_load(&job->next) < job->items) {
-            slot = job->joined++;
-            job->active++;
+        atomic_fetch_add(&pool.active, 1);
+        if (atomic_load(&pool.generation) == g && atomic_load(&pool.next) < pool.items) {
+            int slot = atomic_fetch_add(&pool.joined, 1);
+            if (slot < pool.slots) pool_drain(slot);
         }
-        pthread_mutex_unlock(&pool.lock);
-        if (slot < 0) continue;
-        pool_drain(job, slot);
-        pthread_mutex_lock(&pool.lock);
-        if (--job->active == 0) pthread_cond_signal(&pool.left);
-        pthread_mutex_unlock(&pool.lock);
+        atomic_fetch_sub(&pool.active, 1);
     }
     return NULL;
 }
@@ -115,22 +111,27 @@ static void pool_grow(int workers) {
 }
 
 static void pool_run(pool_fn fn, void *ctx, int64_t items, int threads) {
-    PoolJob job = {fn, ctx, items, 0, threads < items ? threads : (int)items, 1, 0};
-    if (job.slots <= 1 || pthread_mutex_trylock(&pool.submit) != 0) {
-        pool_drain(&job, 0);  /* one thread asked for, or the pool is busy: run alone */
+    int slots = threads < items ? threads : (int)items;
+    if (slots <= 1 || pthread_mutex_trylock(&pool.submit) != 0) {
+        for (int64_t it = 0; it < items; it++) fn(ctx, it, 0);  /* alone: one thread, or the pool is busy */
         return;
     }
-    pthread_mutex_lock(&pool.lock);
-    pool_grow(job.slots - 1);
-    pool.job = &job;
-    atomic_fetch_add(&pool.generation, 1);
-    pthread_cond_broadcast(&pool.wake);
-    pthread_mutex_unlock(&pool.lock);
-    pool_drain(&job, 0);
-    pthread_mutex_lock(&pool.lock);
-    pool.job = NULL;  /* late workers find nothing; wait only for those inside */
-    while (job.active > 0) pthread_cond_wait(&pool.left, &pool.lock);
-    pthread_mutex_unlock(&pool.lock);
+    pool_grow(slots - 1);
+    pool.fn = fn, pool.ctx = ctx, pool.items = items, pool.slots = slots;
+    atomic_store(&pool.next, 0);
+    atomic_store(&pool.joined, 1);                /* slot 0 is the caller's */
+    atomic_fetch_add(&pool.generation, 1);        /* open: odd */
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.sleep_lock);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.sleep_lock);
+    }
+    pool_drain(0);
+    atomic_fetch_add(&pool.generation, 1);        /* closed: even; late workers leave at once */
+    for (int spins = 0; atomic_load(&pool.active) > 0; spins++) {
+        cpu_relax();
+        if (spins % 64 == 63) sched_yield();
+    }
     pthread_mutex_unlock(&pool.submit);
 }
 

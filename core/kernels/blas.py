@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -80,9 +81,14 @@ def set_local_threads(n: int) -> int | None:
     returns the previous count, or None where the BLAS has no such call. Concurrent contexts set 1
     each: two 2-thread GEMMs at once on 2 cores oversubscribe and spin. ge's native GEMM follows
     the same per-thread count."""
-    global _SET_LOCAL
     from . import native  # native's threads are set with OpenBLAS's: one knob per thread
     native.set_threads(n)
+    return openblas_threads_local(n)
+
+
+def openblas_threads_local(n: int) -> int | None:
+    """OpenBLAS's own per-thread count alone (see set_local_threads); returns the previous one."""
+    global _SET_LOCAL
     if _SET_LOCAL is None:
         lib = _numpy_blas()
         fn = getattr(lib, "openblas_set_num_threads_local", None) if lib is not None else None
@@ -93,3 +99,22 @@ def set_local_threads(n: int) -> int | None:
 
 
 _SET_LOCAL = None
+
+
+@contextmanager
+def kernel_threads(native_kernels: bool = True):
+    """Around the kernels of one execution, in the thread that runs them: when they include native
+    GEMM kernels (and the native GEMM is built), numpy's OpenBLAS runs single-threaded. Its workers spin for a long while after each
+    call, as the native pool's do; the two pools on the same cores starve each other (measured on
+    BERT: the native products 1.6x slower, numpy's own 1.2x). The heavy products are native; what
+    is left for OpenBLAS (attention's small batched products) does not need a second thread."""
+    from .native import native
+    if not native_kernels or native() is None:
+        yield
+        return
+    before = openblas_threads_local(1)
+    try:
+        yield
+    finally:
+        if before is not None:
+            openblas_threads_local(before)

@@ -1,9 +1,10 @@
 """Conv and ConvTranspose (NCHW, 1-D/2-D/3-D), plus the helpers the other spatial kernels share.
 
 Conv picks a plan in prepare():
-- "native": float32 with constant weights, any group but depthwise, when ge's native GEMM is built
-  (conv_native.py: the GEMM gathers its columns from the input and applies bias and a fused
-  Relu/Clip as it stores); the numpy plans below are the fallback and serve the other cases:
+- "native": float32 with constant weights, when ge's native kernels are built (conv_native.py):
+  the GEMM gathers its columns from the input and applies bias and a fused Relu/Clip as it stores;
+  a 2-D depthwise conv runs the native direct kernel instead. The numpy plans below are the
+  fallback and serve the other cases:
 - "gemm": a pointwise conv (1x1, no padding): one GEMM per batch item, W[OC, C] @ X[C, H*W], straight
   into the output (a strided pointwise conv first gathers its input into the workspace);
 - "taps" (float32, one group, C >= 32): the padded input is laid out once in the workspace, split into
@@ -29,8 +30,9 @@ from numpy.lib.stride_tricks import as_strided
 from ..ir import Meta
 from .base import Kernel
 from .blas import cblas
-from .conv_native import NativeConv
+from .conv_native import NativeConv, NativeDepthwise
 from .epilogue import ATTR as EPILOGUE, clamp_of
+from .fused import GE_DOMAIN
 from .native import native
 from .registry import register
 
@@ -314,6 +316,9 @@ DW_BLOCK_BYTES = 512 << 10
 # -- Conv --------------------------------------------------------------------------------------------
 @register("Conv", since=1)
 class Conv(SpatialKernel):
+    #: FusedConv: input 3 (Z, the output's shape) is added to the result, before the epilogue
+    residual = False
+
     def prepare(self):
         xm = self.spatial_meta(0, "X")
         wm = self.spatial_meta(1, "W")
@@ -356,11 +361,12 @@ class Conv(SpatialKernel):
 
         nat = native()
         depthwise = g == c and cg == 1 and g > 1
-        if nat is not None and dt == np.float32 and w is not None and not depthwise:
+        if nat is not None and dt == np.float32 and w is not None and (not depthwise or d == 2):
             self.plan = "native"
             clamp = clamp_of(self.attrs.get(EPILOGUE))
-            self.native = NativeConv(self, nat, w, b, clamp)
-            self.absorbs_epilogue = clamp is not None
+            self.native = NativeDepthwise(self, nat, w, b, clamp) if depthwise else \
+                NativeConv(self, nat, w, b, clamp, self.residual)
+            self.absorbs_epilogue = self.native.absorbs
             self.uses_native = True
             return
         if all(k == 1 for k in kernel) and not self.has_pad:
@@ -468,13 +474,16 @@ class Conv(SpatialKernel):
                 if b is not None:
                     np.add(y3, b, out=y3)
         elif self.plan == "native":
-            self.native.run(x, y, v)
+            self.native.run(x, y, v, xs[3] if self.residual else None)
+            return
         elif self.plan == "taps":
             self._run_taps(x, w, b, y, v)
         elif self.plan == "depthwise":
             self._run_depthwise(x, w, b, y, v)
         else:
             self._run_im2col(x, w, b, y, v)
+        if self.residual:
+            np.add(y, xs[3], out=y)
 
     def _run_depthwise(self, x, w, b, y, v):
         """Per block of channels: the block's im2col columns (kept in cache), then one batched matmul
@@ -552,6 +561,23 @@ def _addr(a: np.ndarray) -> int:
 
 
 # -- ConvTranspose -----------------------------------------------------------------------------------
+@register("FusedConv", since=1, domain=GE_DOMAIN)
+class FusedConv(Conv):
+    """Conv(X, W, B) + Z, Z a tensor of the output's shape (a residual), then the node's epilogue:
+    passes.fuse_conv_add. The native GEMM adds Z as it stores; the numpy plans add it after."""
+    residual = True
+
+    def prepare(self):
+        super().prepare()
+        z = self.inputs[3] if len(self.inputs) > 3 else None
+        out = self.out_metas[0]
+        if z is None or z.dtype != out.dtype or tuple(z.shape) != tuple(out.shape):
+            got = "missing" if z is None else f"{z.dtype} {tuple(z.shape)}"
+            raise self.fail(f"input 3 (Z) is {got}, {out.dtype} {tuple(out.shape)} expected")
+        if self.g != 1:
+            raise self.fail(f"group={self.g}: a residual is fused into one-group convolutions only")
+
+
 @register("ConvTranspose", since=1)
 class ConvTranspose(SpatialKernel):
     def prepare(self):

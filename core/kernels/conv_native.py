@@ -18,14 +18,14 @@ import math
 
 import numpy as np
 
-from .native import Native
+from .native import CallCache, Native
 
 #: flat columns while padding columns add at most this much work; dense (gathered) columns beyond
 FLAT_WASTE = 1.15
 
 
 class NativeConv:
-    def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp):
+    def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp, residual: bool = False):
         from .conv import PhaseLayout  # conv imports this module
         self.nat, self.clamp = nat, clamp
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
@@ -58,27 +58,94 @@ class NativeConv:
             if self.flat and lay.L != lay.dense:  # padding columns: the result goes through the workspace
                 k.scratch.add("yflat", (k.n, k.oc, lay.L), np.float32)
         self.columns = len(self.noff)
+        self.calls = CallCache()
+        # a residual Z is added by the GEMM when it writes Y itself; through the workspace, by the
+        # pass that drops the padding columns, and the activation (after Z) is then the runtime's
+        self.direct = not k.scratch.items.get("yflat")
+        self.absorbs = clamp is not None and (self.direct or not residual)
+        if not self.absorbs:
+            self.clamp = None
         k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, self.columns, self.kdim, raw_a=False, gathered_b=True),),
                       np.uint8)
 
-    def run(self, x: np.ndarray, y: np.ndarray, v: dict) -> None:
-        if self.lay is not None:
-            self.lay.fill(v["ph"], x)
-            src = v["ph"].ctypes.data
+    def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None) -> None:
+        ph, out = v.get("ph"), v.get("yflat", y)
+        gz = z if out is y else None  # Z for the GEMM: only when it writes Y itself
+        if gz is not None and not gz.flags.c_contiguous:  # a copy: new each run, so are its calls
+            calls = self._calls(x, ph, out, v["gemm"], np.ascontiguousarray(gz))
         else:
-            src = x.ctypes.data
-        yflat = v.get("yflat")
-        out = yflat if yflat is not None else y
-        out_addr, ncols = out.ctypes.data, self.columns
+            calls = self.calls.get((x, ph, out, v["gemm"], gz), lambda: self._calls(x, ph, out, v["gemm"], gz))
+        for call in calls:
+            call.run()
+        if out is not y:
+            if z is None:
+                np.copyto(y, self.lay.dense_view(out))
+            else:
+                np.add(self.lay.dense_view(out), z, out=y)
+
+    def _calls(self, x, ph, out, ws, z) -> list:
+        """The phase fill (unless pointwise), then one GEMM per batch item and group: W[group] @ the
+        group's columns of the item (+ Z)."""
+        src = x if ph is None else ph
+        base, out_addr, ncols = src.ctypes.data, out.ctypes.data, self.columns
         out_item, out_group = self.oc * ncols * 4, self.ocg * ncols * 4
-        for i in range(self.n):
-            for gi in range(self.g):
-                self.nat.gemm(self.ocg, ncols, self.kdim, out_addr + i * out_item + gi * out_group, ncols,
-                              ap=self.w_packed[gi], b=src + i * self.item_step + gi * self.group_step,
-                              koff=self.koff, noff=self.noff,
-                              bias_m=None if self.bias is None else self.bias[gi], clamp=self.clamp, ws=v["gemm"])
-        if yflat is not None:
-            np.copyto(y, self.lay.dense_view(yflat))
+        fill = [] if ph is None else [fill_call(self.nat, self.lay, x, ph)]
+        return fill + [self.nat.call(self.ocg, ncols, self.kdim, out_addr + i * out_item + gi * out_group, ncols,
+                                     ap=self.w_packed[gi], b=base + i * self.item_step + gi * self.group_step,
+                                     koff=self.koff, noff=self.noff,
+                                     bias_m=None if self.bias is None else self.bias[gi],
+                                     z=None if z is None else z.ctypes.data + i * out_item + gi * out_group,
+                                     ldz=ncols, clamp=self.clamp, ws=ws)
+                       for i in range(self.n) for gi in range(self.g)]
+
+
+class NativeDepthwise:
+    """A 2-D depthwise Conv (group == C, any channel multiplier) through the native direct kernel:
+    per output channel and row, the sum over kernel taps of weight x a unit-stride run of the phase
+    layout (conv.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y."""
+
+    def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp):
+        from .conv import PhaseLayout
+        self.nat, self.clamp, self.n, self.c, self.oc = nat, clamp, k.n, k.c, k.oc
+        lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
+        self.plane = math.prod(lay.sq)
+        phase_elems = k.n * k.c * self.plane
+        self.tap_off = np.array([np.ravel_multi_index(r, tuple(k.strides)) * phase_elems + off
+                                 for _, r, off in lay.taps], np.int64)
+        self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)
+        self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
+        self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
+        self.absorbs = clamp is not None
+        k.scratch.add("ph", lay.phase_shape, np.float32)
+        self.calls = CallCache()
+
+    def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:  # no residual: one group only
+        ph = v["ph"]
+        for call in self.calls.get((x, ph, y), lambda: self._calls(x, ph, y)):
+            call.run()
+
+    def _calls(self, x, ph, y) -> list:
+        item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * 4
+        return [fill_call(self.nat, self.lay, x, ph)] + [
+            self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
+                                    y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
+                                    rows=self.rows, cols=self.cols, pitch=self.pitch,
+                                    in_channel_step=self.plane, clamp=self.clamp)
+            for i in range(self.n)]
+
+
+class _NumpyFill:
+    """PhaseLayout.fill as a call (1-D and 3-D layouts; the native fill is 2-D)."""
+
+    def __init__(self, lay, x, ph):
+        self.lay, self.x, self.ph = lay, x, ph
+
+    def run(self) -> None:
+        self.lay.fill(self.ph, self.x)
+
+
+def fill_call(nat: Native, lay, x: np.ndarray, ph: np.ndarray):
+    return nat.phase_fill_call(x, ph, lay) if len(lay.spatial) == 2 else _NumpyFill(lay, x, ph)
 
 
 def _grid(out, steps) -> np.ndarray:

@@ -1,10 +1,10 @@
-"""ge's native GEMM (_gemm.c), reached through ctypes: C = clamp(A @ B + bias + Z), float32.
+"""ge's native GEMM (_native.c), reached through ctypes: C = clamp(A @ B + bias + Z), float32.
 
-Built at install time as the extension module ge.core.kernels._gemm when a C compiler is there
+Built at install time as the extension module ge.core.kernels._native when a C compiler is there
 (optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
 numpy plans). A self-test at load checks the library against numpy before anything uses it.
 
-Operands, as _gemm.c documents: A row-major or prepacked (weights, once at load); B gathered
+Operands, as _native.c documents: A row-major or prepacked (weights, once at load); B gathered
 through offset tables, B[k, n] = b[koff[k] + noff[n]] (a plain matrix, or a convolution's input,
 so that im2col is the packing), or prepacked. Threads: a per-calling-thread count, set with
 blas.set_local_threads together with OpenBLAS's (concurrent contexts use one each).
@@ -27,8 +27,9 @@ _SIGNATURES = {
     "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr], None),
-    "ge_gemm": ([_i64, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _i64,
-                 _ptr, _ptr, _ptr, _i64, _int, _f32, _f32, _int, _ptr], None),
+    "ge_gemm_args": ([_ptr], None),
+    "ge_depthwise": ([_ptr], None),
+    "ge_phase_fill": ([_ptr], None),
 }
 _local = threading.local()
 
@@ -90,18 +91,38 @@ class Native:
         return 4 * self.lib.ge_workspace_floats(m, n, k, int(raw_a), int(gathered_b), default_threads()) + ALIGN
 
     # -- the product ---------------------------------------------------------------------------------
-    def gemm(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
-             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, ws=None) -> None:
-        """c[m, n] = clamp(A @ B + bias_m[:, None] + bias_n + z). Arrays are passed by address:
-        a, b, c, z are the base arrays the leading dimensions (in elements) refer to, or ints."""
+    def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
+             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, ws=None) -> PreparedCall:
+        """The call c[m, n] = clamp(A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as
+        often as its buffers stay put. Arrays are passed by address: a, b, c, z are the base
+        arrays (or addresses) the leading dimensions, in elements, refer to."""
         if ws is None:  # the packing scratch; a NULL pointer would crash the process
             raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
         lo, hi = clamp if clamp is not None else (0.0, 0.0)
         ws_addr = ws.ctypes.data
-        ws_addr += -ws_addr % ALIGN
-        self.lib.ge_gemm(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
-                         _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz,
-                         int(clamp is not None), lo, hi, threads(), ws_addr)
+        args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
+                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, int(clamp is not None),
+                        lo, hi, threads(), ws_addr + -ws_addr % ALIGN)
+        return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
+
+    def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult, rows,
+                       cols, pitch, in_channel_step, clamp=None) -> PreparedCall:
+        """y[oc, oy, ox] = clamp(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
+        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared."""
+        lo, hi = clamp if clamp is not None else (0.0, 0.0)
+        args = DepthwiseArgs(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
+                             rows, cols, pitch, in_channel_step, int(clamp is not None), lo, hi, threads())
+        return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off))
+
+    def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
+        """conv.PhaseLayout.fill(ph, x) for a 2-D layout, prepared."""
+        args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
+                         *lay.sq, threads())
+        return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
+
+    def gemm(self, m, n, k, c, ldc, **operands) -> None:
+        """One call (see call())."""
+        self.call(m, n, k, c, ldc, **operands).run()
 
     def _works(self) -> bool:
         rng = np.random.default_rng(0)
@@ -117,6 +138,59 @@ class Native:
         ws = np.empty(self.workspace_nbytes(37, 45, 70, False, True), np.uint8)
         self.gemm(37, 45, 70, c, 45, ap=self.pack_a(a), b=b, koff=koff, noff=noff, ws=ws)
         return ok and np.allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+class GemmArgs(ctypes.Structure):
+    """_native.c's GemmArgs."""
+    _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("ap", _ptr), ("b", _ptr),
+                ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
+                ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("clamp", ctypes.c_int32), ("lo", _f32),
+                ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr)]
+
+
+class CallCache:
+    """A kernel's prepared calls, kept while it runs on the same buffers: the key holds the arrays
+    themselves (compared by identity; holding them, no address can be recycled under it) and the
+    thread count. Kernels are shared by contexts: a miss builds new calls, never edits old ones."""
+    __slots__ = ("key", "calls")
+
+    def __init__(self):
+        self.key, self.calls = None, None
+
+    def get(self, arrays: tuple, build):
+        key, n = self.key, threads()
+        if key is not None and key[1] == n and len(key[0]) == len(arrays) and \
+                all(x is y for x, y in zip(key[0], arrays)):
+            return self.calls
+        calls = build()
+        self.key, self.calls = (arrays, n), calls
+        return calls
+
+
+class DepthwiseArgs(ctypes.Structure):
+    """_native.c's Depthwise."""
+    _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
+                ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
+                ("in_channel_step", _i64), ("clamp", ctypes.c_int32), ("lo", _f32), ("hi", _f32),
+                ("threads", ctypes.c_int32)]
+
+
+class PhaseFill(ctypes.Structure):
+    """_native.c's PhaseFill."""
+    _fields_ = [("x", _ptr), ("ph", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "s0", "s1", "pb0", "pb1",
+                                                                  "sq0", "sq1")] + [("threads", ctypes.c_int32)]
+
+
+class PreparedCall:
+    """A native call with its arguments in a struct (one pointer for ctypes to convert, instead of
+    twenty); holds the arrays the struct's addresses point into."""
+    __slots__ = ("fn", "ref", "keep")
+
+    def __init__(self, fn, args: ctypes.Structure, keep: tuple):
+        self.fn, self.ref, self.keep = fn, ctypes.byref(args), (args, keep)
+
+    def run(self) -> None:
+        self.fn(self.ref)
 
 
 def _ptr_of(x):
@@ -146,7 +220,7 @@ def native() -> Native | None:
         return None
     if _NATIVE is False:
         _NATIVE = None
-        spec = None if os.environ.get("GE_NO_NATIVE") else importlib.util.find_spec(f"{__package__}._gemm")
+        spec = None if os.environ.get("GE_NO_NATIVE") else importlib.util.find_spec(f"{__package__}._native")
         if spec is not None and spec.origin:
             try:
                 candidate = Native(ctypes.CDLL(spec.origin))

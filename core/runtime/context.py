@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..ge_model import FM_ID, WORKSPACE_ID
+from ..kernels.blas import kernel_threads
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
 from .executors import TaskFailed, make_executor
@@ -156,7 +157,7 @@ class ExecutionContext:
     def _run(self, dirty) -> None:
         self._rebuild(dirty)
         try:
-            with np.errstate(all="ignore"):  # once per execution; kernels rely on it (see Kernel.run)
+            with np.errstate(all="ignore"), kernel_threads(self.model.ge_plan.uses_native):  # once per execution
                 self.executor.run(self.handle)
         except TaskFailed as failed:  # a kernel failed: name the node, keep the cause for --debug
             if isinstance(failed.cause, GeError):

@@ -56,6 +56,11 @@ class LoadedPlan:
     tensors: tuple  # the logical allocation table, for re-planning memory for other executors
 
     @cached_property
+    def uses_native(self) -> bool:
+        """Some kernel runs on ge's native GEMM (then numpy's BLAS runs single-threaded: blas.kernel_threads)."""
+        return any(t.kernel.uses_native for t in self.tasks)
+
+    @cached_property
     def dataflow(self) -> tuple[DataflowPlan, ArgsLayout]:
         """The dependency graph and a memory plan safe for any order it allows (made on first use)."""
         lay = self.args_layout

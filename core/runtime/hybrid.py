@@ -38,6 +38,7 @@ from ..dynamic_model import RANGE, DynamicModel, DynNode
 from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
+from ..kernels.blas import kernel_threads
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.packs import WeightPacks
 from .device import DeviceBuffer
@@ -238,7 +239,7 @@ class HybridContext:
             device.memcpy_h2d(slot.addr, x)
             self.counters["h2d_bytes"] += x.nbytes
         t1 = time.perf_counter()
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), kernel_threads():
             for self._pos, step in enumerate(dyn.steps, 1):
                 if step.kind == "node":
                     try:

@@ -130,3 +130,21 @@ def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
         y = np.empty(kernel.infer()[0].shape, np.float32)
         kernel.run(args, [y], np.empty(kernel.workspace_nbytes(), np.uint8))
         np.testing.assert_allclose(y, np.clip(want, lo, hi), **TOL)
+
+
+def test_kernel_threads_keep_numpy_blas_single_threaded_beside_native_kernels():
+    """Around a model with native kernels numpy's OpenBLAS runs one thread (its spinning workers and
+    the native pool would fight for the cores); the count is restored after, and left alone for a
+    model without native kernels."""
+    from ge.core.kernels.blas import kernel_threads, openblas_threads_local
+    before = openblas_threads_local(2)
+    if before is None:
+        pytest.skip("numpy's BLAS has no per-thread thread count")
+    try:
+        with kernel_threads(True):
+            assert openblas_threads_local(1) == 1
+        assert openblas_threads_local(2) == 2
+        with kernel_threads(False):
+            assert openblas_threads_local(2) == 2
+    finally:
+        openblas_threads_local(before)

@@ -1,4 +1,5 @@
-/* ge's native GEMM: C[M,N] = act(A[M,K] @ B[K,N] + bias + Z), float32, with the epilogue fused.
+/* ge's native kernels, float32: the GEMM C[M,N] = act(A[M,K] @ B[K,N] + bias + Z) with its epilogue
+fused, and the depthwise convolution (at the end of this file).
 
 Why: numpy's OpenBLAS reaches 55-75% of this machine's peak on the skinny products of a CNN or a
 small transformer, and every bias, residual or activation costs one more pass over C. Here one
@@ -12,10 +13,12 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation clamps to [lo, hi].
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
-Work: K in blocks of KC, outermost; per block, items (panel, chunk of rows) claimed one by one by
-the threads of _pool.h: pack the B panel (when gathered) into the thread's scratch, then run the
-micro-kernel over the chunk's blocks of MR rows. The caller's workspace holds the packed A (when raw) and the
-per-thread panels; sizes from ge_workspace_floats.
+Work: K in blocks of KC, outermost; per block, items (a group of adjacent panels, a chunk of rows)
+claimed one by one by the threads of _pool.h: per panel, pack it (when gathered; a run of NR floats
+per row is two vector copies) into the thread's scratch, then run the micro-kernel over the
+chunk's blocks of MR rows. (Reading B's rows in place, unpacked, measured slower: the hardware
+prefetcher follows one packed stream, not a row pointer per step.) The caller's workspace
+holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
 Vector code through GCC/Clang vector extensions: one source for AVX-512, AVX2 and NEON, tile sizes
 chosen by the register file the compiler targets (-march=native at build time). */
@@ -37,6 +40,7 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #endif
 #define NR (2 * VL)
 #define KC 256
+#define ITEMS_PER_THREAD 4  /* work items per thread and block of K: enough to balance them */
 #define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in the L2 cache */
 
 typedef float vec __attribute__((vector_size(VL * 4)));
@@ -56,6 +60,14 @@ typedef struct {
     int clamp;
 } Epilogue;
 
+/* The vector at src + at of a row of `cols` valid floats (zeros past them). */
+static inline vec load_cols(const float *src, int cols, int at) {
+    if (at + VL <= cols) return vload(src + at);
+    vec v = (vec){0};
+    for (int j = at; j < cols; j++) v[j - at] = src[j];
+    return v;
+}
+
 /* Write a block of products to C: overwrite (first) or add to it, and apply the epilogue (last).
    rows/cols: the valid part of the block. Kept apart from the product loop, whose accumulators
    need every register. */
@@ -73,15 +85,10 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
         }
         if (last) {
             if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
-            if (e->bias_n) {
-                float bn[NR] = {0};
-                memcpy(bn, e->bias_n + j0, (size_t)cols * 4);
-                v0 += vload(bn); v1 += vload(bn + VL);
-            }
+            if (e->bias_n) v0 += load_cols(e->bias_n + j0, cols, 0), v1 += load_cols(e->bias_n + j0, cols, VL);
             if (e->z) {
-                float zt[NR] = {0};
-                memcpy(zt, e->z + (i0 + i) * e->ldz + j0, (size_t)cols * 4);
-                v0 += vload(zt); v1 += vload(zt + VL);
+                const float *zr = e->z + (i0 + i) * e->ldz + j0;
+                v0 += load_cols(zr, cols, 0), v1 += load_cols(zr, cols, VL);
             }
             if (e->clamp) { v0 = vclamp(v0, e->lo, e->hi); v1 = vclamp(v1, e->lo, e->hi); }
         }
@@ -90,34 +97,40 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
     }
 }
 
-/* The first R rows of a block of packed A times a panel of packed B, over kc steps. R is a
-   constant in each inlined copy, so the accumulators stay in registers. */
-static inline __attribute__((always_inline)) void block_product(const int R, int64_t kc, const float *ap,
-                                                                const float *bp, float *acc) {
+/* The first R rows of a block of packed A times the first V vectors (V = 1 or 2) of a packed panel
+of B, over kc steps. R and V are constants in each inlined copy, so the accumulators stay in
+registers. */
+static inline __attribute__((always_inline)) void block_product(const int R, const int V, int64_t kc,
+                                                                const float *ap, const float *bp, float *acc) {
     vec acc0[MR], acc1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
     for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
-        vec b0 = vload(bp), b1 = vload(bp + VL);
+        vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
             acc0[i] += ap[i] * b0;
-            acc1[i] += ap[i] * b1;
+            if (V == 2) acc1[i] += ap[i] * b1;
         }
     }
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
 }
 
-/* One block of MR rows x NR columns of C; a tail block of rows runs a shorter product (64 rows are
-   5 x 12 + 4, not 6 x 12). */
+/* One block of MR rows x NR columns of C. A tail block of rows runs a shorter product (64 rows are
+   5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product. */
 static void micro_kernel(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
                          int rows, int cols, int first, int last, const Epilogue *e,
                          int64_t i0, int64_t j0) {
     float acc[MR * NR] __attribute__((aligned(64)));
-    if (rows > 2 * MR / 3) block_product(MR, kc, ap, bp, acc);
-    else if (rows > MR / 3) block_product(2 * MR / 3, kc, ap, bp, acc);
-    else block_product(MR / 3, kc, ap, bp, acc);
+    if (cols > VL) {
+        if (rows > 2 * MR / 3) block_product(MR, 2, kc, ap, bp, acc);
+        else if (rows > MR / 3) block_product(2 * MR / 3, 2, kc, ap, bp, acc);
+        else block_product(MR / 3, 2, kc, ap, bp, acc);
+    } else {
+        if (rows > MR / 2) block_product(MR, 1, kc, ap, bp, acc);
+        else block_product(MR / 2, 1, kc, ap, bp, acc);
+    }
     store_block(acc, c, ldc, rows, cols, first, last, e, i0, j0);
 }
 
@@ -165,7 +178,7 @@ int64_t ge_packed_b_floats(int64_t K, int64_t N) { return (N + NR - 1) / NR * NR
 static int64_t row_chunks(int64_t M, int64_t N, int threads) {
     int64_t mblocks = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
     int64_t chunks = (mblocks * MR + MC_MAX - 1) / MC_MAX;
-    int64_t balance = panels > 0 ? (4 * threads + panels - 1) / panels : 1;
+    int64_t balance = panels > 0 ? (ITEMS_PER_THREAD * threads + panels - 1) / panels : 1;
     if (threads > 1 && chunks < balance) chunks = balance;
     return chunks < mblocks ? chunks : (mblocks > 0 ? mblocks : 1);
 }
@@ -190,7 +203,7 @@ void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t
 }
 
 typedef struct {
-    int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks;
+    int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int64_t k0, kc;  /* the block of K being multiplied */
     const float *a, *b, *bp;
     const int64_t *koff, *noff;
@@ -214,22 +227,21 @@ static void pack_a_item(void *ctx, int64_t blk, int slot) {
 /* One item: a panel of NR columns times a chunk of rows, over the current block of K. */
 static void gemm_item(void *ctx, int64_t it, int slot) {
     Gemm *g = ctx;
-    int64_t p = it / g->chunks, ch = it % g->chunks, j0 = p * NR, K = g->K, k0 = g->k0, kc = g->kc;
-    int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
+    int64_t group = it / g->chunks, ch = it % g->chunks, K = g->K, k0 = g->k0, kc = g->kc;
     int64_t blk0 = ch * g->chunk_blocks;
     int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
-    const float *bpan;
-    if (g->bp) bpan = g->bp + p * K * NR + k0 * NR;
-    else {
-        float *panel = g->scratch + (int64_t)slot * KC * NR;
-        pack_b_panel(g->b, g->koff, g->noff, k0, kc, j0, cols, panel);
-        bpan = panel;
-    }
-    for (int64_t blk = blk0; blk < blk1; blk++) {
-        int64_t i0 = blk * MR;
-        int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-        micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, bpan, g->c + i0 * g->ldc + j0, g->ldc,
-                     rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
+    int64_t p1 = (group + 1) * g->group_panels < g->panels ? (group + 1) * g->group_panels : g->panels;
+    for (int64_t p = group * g->group_panels; p < p1; p++) {
+        int64_t j0 = p * NR;
+        int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
+        const float *panel = g->bp ? g->bp + p * K * NR + k0 * NR : g->scratch + (int64_t)slot * KC * NR;
+        if (!g->bp) pack_b_panel(g->b, g->koff, g->noff, k0, kc, j0, cols, (float *)panel);
+        for (int64_t blk = blk0; blk < blk1; blk++) {
+            int64_t i0 = blk * MR;
+            int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+            micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c + i0 * g->ldc + j0, g->ldc,
+                         rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
+        }
     }
 }
 
@@ -248,6 +260,10 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
     g.chunks = row_chunks(M, N, threads);
     g.chunk_blocks = (g.mblocks + g.chunks - 1) / g.chunks;
     g.chunks = (g.mblocks + g.chunk_blocks - 1) / g.chunk_blocks;
+    /* adjacent panels in one item (a wide strip of each row of C, in few pages) while there are
+       more than enough items to balance the threads */
+    g.group_panels = g.panels / (ITEMS_PER_THREAD * threads * g.chunks);
+    if (g.group_panels < 1) g.group_panels = 1;
     if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
@@ -261,12 +277,130 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
     g.k0 = 0;
     do {  /* K = 0 still runs once: C = the epilogue of zero */
         g.kc = K - g.k0 < KC ? K - g.k0 : KC;
-        pool_run(gemm_item, &g, g.panels * g.chunks, threads);
+        pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
         g.k0 += g.kc;
     } while (g.k0 < K);
 }
 
+/* The same call with its arguments in one struct: ctypes converts one pointer instead of 21
+   arguments (microseconds per call; a kernel keeps its struct while its buffers stay put). */
+typedef struct {
+    int64_t M, N, K;
+    const float *a;
+    int64_t lda;
+    const float *ap, *b;
+    const int64_t *koff, *noff;
+    const float *bp;
+    float *c;
+    int64_t ldc;
+    const float *bias_m, *bias_n, *z;
+    int64_t ldz;
+    int32_t clamp;
+    float lo, hi;
+    int32_t threads;
+    float *ws;
+} GemmArgs;
+
+void ge_gemm_args(const GemmArgs *g) {
+    ge_gemm(g->M, g->N, g->K, g->a, g->lda, g->ap, g->b, g->koff, g->noff, g->bp, g->c, g->ldc, g->bias_m,
+            g->bias_n, g->z, g->ldz, g->clamp, g->lo, g->hi, g->threads, g->ws);
+}
+
+/* Depthwise convolution (2-D, any stride, dilation and padding, a channel multiplier), on the input
+laid out by conv.PhaseLayout: there every kernel tap of output row oy is a unit-stride run starting
+at tap_off[t] + oy * pitch in the input channel's planes. Per output channel and row:
+y[ox] = clamp(bias + sum_t w[t] * x[tap_off[t] + oy * pitch + ox]). Items are output channels of
+one batch item; no workspace. */
+typedef struct {
+    const float *x, *w, *bias;
+    const int64_t *tap_off;
+    float *y;
+    int64_t channels, mult, taps, rows, cols, pitch, in_channel_step;
+    int32_t clamp;
+    float lo, hi;
+    int32_t threads;
+} Depthwise;
+
+/* Per output channel: the flat run of its rows (pitch apart, the columns past `cols` are padding)
+in blocks that stay in L1, every element a vector lane; then the valid columns of each row are
+copied into Y. Narrow images vectorize as well as wide ones. */
+#define DW_BLOCK 1024
+
+static void depthwise_item(void *ctx, int64_t oc, int slot) {
+    const Depthwise *d = ctx;
+    (void)slot;
+    const float *x = d->x + (oc / d->mult) * d->in_channel_step, *w = d->w + oc * d->taps;
+    float bias = d->bias ? d->bias[oc] : 0.0f, *y = d->y + oc * d->rows * d->cols;
+    const int64_t *off = d->tap_off, pitch = d->pitch, cols = d->cols;
+    int64_t flat = (d->rows - 1) * pitch + cols;
+    float buf[DW_BLOCK];
+    for (int64_t n0 = 0; n0 < flat; n0 += DW_BLOCK) {
+        int64_t n1 = n0 + DW_BLOCK < flat ? n0 + DW_BLOCK : flat, j = n0;
+        for (; j + 2 * VL <= n1; j += 2 * VL) {  /* two vectors at a time: independent chains */
+            vec a0 = (vec){0} + bias, a1 = a0;
+            for (int64_t t = 0; t < d->taps; t++) {
+                a0 += w[t] * vload(x + off[t] + j);
+                a1 += w[t] * vload(x + off[t] + j + VL);
+            }
+            if (d->clamp) { a0 = vclamp(a0, d->lo, d->hi); a1 = vclamp(a1, d->lo, d->hi); }
+            vstore(buf + j - n0, a0);
+            vstore(buf + j - n0 + VL, a1);
+        }
+        for (; j < n1; j++) {
+            float acc = bias;
+            for (int64_t t = 0; t < d->taps; t++) acc += w[t] * x[off[t] + j];
+            if (d->clamp) acc = acc < d->lo ? d->lo : acc > d->hi ? d->hi : acc;
+            buf[j - n0] = acc;
+        }
+        for (int64_t oy = n0 / pitch; oy * pitch < n1; oy++) {  /* the valid columns of each row */
+            int64_t lo = oy * pitch > n0 ? oy * pitch : n0, hi = oy * pitch + cols < n1 ? oy * pitch + cols : n1;
+            if (lo < hi) memcpy(y + oy * cols + (lo - oy * pitch), buf + (lo - n0), (size_t)(hi - lo) * 4);
+        }
+    }
+}
+
+void ge_depthwise(const Depthwise *d) {
+    pool_run(depthwise_item, (void *)d, d->channels * d->mult, d->threads);
+}
+
+/* conv.PhaseLayout.fill for 2-D inputs: the padded input split into its stride phases, ph[r0, r1,
+plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], zero outside x. Items are
+planes (each source row is read once for all its phases); every element of ph is written. */
+typedef struct {
+    const float *x;
+    float *ph;
+    int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
+    int32_t threads;
+} PhaseFill;
+
+static void phase_fill_item(void *ctx, int64_t plane, int slot) {
+    const PhaseFill *f = ctx;
+    (void)slot;
+    const float *x = f->x + plane * f->h * f->w;
+    int64_t phase_size = f->planes * f->sq0 * f->sq1;
+    for (int64_t r0 = 0; r0 < f->s0; r0++)
+        for (int64_t q0 = 0; q0 < f->sq0; q0++) {
+            int64_t hh = q0 * f->s0 + r0 - f->pb0;
+            for (int64_t r1 = 0; r1 < f->s1; r1++) {  /* the phases of one source row, while it is in L1 */
+                float *d = f->ph + (r0 * f->s1 + r1) * phase_size + (plane * f->sq0 + q0) * f->sq1;
+                int64_t lo = 0, hi = f->sq1;  /* the q1 whose column lies inside x */
+                while (lo < hi && lo * f->s1 + r1 - f->pb1 < 0) lo++;
+                while (hi > lo && (hi - 1) * f->s1 + r1 - f->pb1 >= f->w) hi--;
+                if (hh < 0 || hh >= f->h || lo >= hi) { memset(d, 0, (size_t)f->sq1 * 4); continue; }
+                const float *src = x + hh * f->w + lo * f->s1 + r1 - f->pb1;
+                memset(d, 0, (size_t)lo * 4);
+                if (f->s1 == 1) memcpy(d + lo, src, (size_t)(hi - lo) * 4);
+                else for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[q * f->s1];
+                memset(d + hi, 0, (size_t)(f->sq1 - hi) * 4);
+            }
+        }
+}
+
+void ge_phase_fill(const PhaseFill *f) {
+    pool_run(phase_fill_item, (void *)f, f->planes, f->threads);
+}
+
 /* A Python extension module only so that setuptools builds and installs it; ge calls the
    functions above through ctypes (core/kernels/native.py). */
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gemm", "ge's native GEMM (called through ctypes)", -1, NULL};
-PyMODINIT_FUNC PyInit__gemm(void) { return PyModule_Create(&module); }
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "ge's native kernels (called through ctypes)", -1, NULL};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
