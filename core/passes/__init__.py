@@ -10,6 +10,7 @@ from ..ir import Graph
 from .constant_folding import constant_folding
 from .dead_code import dead_code
 from .fuse_activation import build_epilogue, fuse_activation
+from .fuse_conv_add import fuse_conv_add
 from .fuse_conv_bn import fuse_conv_bn
 from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
@@ -17,7 +18,7 @@ from .fuse_matmul import fuse_matmul
 from .infer_shapes import infer_shapes
 from .resolve_shapes import resolve_shapes
 
-__all__ = ["optimize", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_gelu",
+__all__ = ["optimize", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
            "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE"]
 
 #: (report key, pass) in the order optimize() runs them
@@ -29,6 +30,7 @@ PIPELINE = [
     ("fuse_gelu", fuse_gelu),
     ("fuse_conv_bn", fuse_conv_bn),
     ("fuse_activation", fuse_activation),
+    ("fuse_conv_add", fuse_conv_add),        # after fuse_activation: the residual Add's Relu moves along
     ("fuse_matmul", fuse_matmul),            # after fuse_activation: a bias Add's activations move along
     ("dead_code", dead_code),                # bypassed copies, orphaned weights and values
     ("constant_folding", constant_folding),  # anything the fusions made constant
