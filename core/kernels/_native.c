@@ -48,9 +48,15 @@ typedef float vec_u __attribute__((vector_size(VL * 4), aligned(4), may_alias));
 
 static inline vec vload(const float *p) { return *(const vec_u *)p; }
 static inline void vstore(float *p, vec v) { *(vec_u *)p = v; }
+typedef int32_t ivec __attribute__((vector_size(VL * 4)));
+
+/* min(max(v, lo), hi) per lane as masks and blends (vector code; NaN stays NaN, as in numpy) */
 static inline vec vclamp(vec v, float lo, float hi) {
-    for (int i = 0; i < VL; i++) v[i] = v[i] < lo ? lo : v[i] > hi ? hi : v[i];
-    return v;
+    vec l = (vec){0} + lo, h = (vec){0} + hi;
+    ivec below = v < l, above = v > h, r = (ivec)v;
+    r = (r & ~below) | ((ivec)l & below);
+    r = (r & ~above) | ((ivec)h & above);
+    return (vec)r;
 }
 
 typedef struct {
