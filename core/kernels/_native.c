@@ -10,7 +10,8 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   A: row-major (a, lda), or prepacked by ge_pack_a (weights: once, at load);
   B: B[k, n] = b[koff[k] + noff[n]], or prepacked by ge_pack_b (weights);
   C: row-major (c, ldc); Z (optional, same layout, ldz) is added before the activation;
-  bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation clamps to [lo, hi].
+  bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation `act` is none, a clamp
+  to [lo, hi] (Relu, Clip) or Gelu (erf form).
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
 Work: K in blocks of KC, outermost; per block, items (a group of adjacent panels, a chunk of rows)
@@ -59,11 +60,40 @@ static inline vec vclamp(vec v, float lo, float hi) {
     return (vec)r;
 }
 
+/* exp(x) for float32 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial (degree 6:
+   relative error below 2e-7), 2^n built in the exponent bits. Underflows to 0 below -87. */
+static inline vec vexp(vec x) {
+    vec lo = (vec){0} - 87.0f, hi = (vec){0} + 88.0f;
+    ivec below = x < lo, above = x > hi;
+    x = (vec)(((ivec)x & ~below) | ((ivec)lo & below));
+    x = (vec)(((ivec)x & ~above) | ((ivec)hi & above));
+    vec fx = x * 1.44269504088896341f + 0.5f;
+    ivec n = __builtin_convertvector(fx, ivec);
+    n += (ivec)(__builtin_convertvector(n, vec) > fx);  /* truncation -> floor (true is -1) */
+    vec nf = __builtin_convertvector(n, vec);
+    vec r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
+    vec p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    return p * (vec)((n + 127) << 23);
+}
+
+/* Gelu(x) = x/2 (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7):
+   erf(u) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-u^2), t = 1 / (1 + p u), u >= 0. */
+static inline vec vgelu(vec x) {
+    vec u = (vec)((ivec)(x * 0.70710678118654752f) & 0x7fffffff);
+    vec t = 1.0f / (1.0f + 0.3275911f * u);
+    vec poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    vec erf_abs = 1.0f - poly * vexp(-u * u);
+    vec erf = (vec)((ivec)erf_abs | ((ivec)x & (int32_t)0x80000000));  /* the sign of x */
+    return 0.5f * x * (1.0f + erf);
+}
+
+enum { ACT_NONE, ACT_CLAMP, ACT_GELU };
+
 typedef struct {
     const float *bias_m, *bias_n, *z;
     int64_t ldz;
     float lo, hi;
-    int clamp;
+    int act;
 } Epilogue;
 
 /* The vector at src + at of a row of `cols` valid floats (zeros past them). */
@@ -96,7 +126,8 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
                 const float *zr = e->z + (i0 + i) * e->ldz + j0;
                 v0 += load_cols(zr, cols, 0), v1 += load_cols(zr, cols, VL);
             }
-            if (e->clamp) { v0 = vclamp(v0, e->lo, e->hi); v1 = vclamp(v1, e->lo, e->hi); }
+            if (e->act == ACT_CLAMP) { v0 = vclamp(v0, e->lo, e->hi); v1 = vclamp(v1, e->lo, e->hi); }
+            else if (e->act == ACT_GELU) { v0 = vgelu(v0); v1 = vgelu(v1); }
         }
         vstore(dst, v0); vstore(dst + VL, v1);
         if (dst == tmp) memcpy(cr, tmp, (size_t)cols * 4);
@@ -256,10 +287,10 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
              const float *b, const int64_t *koff, const int64_t *noff, const float *bp,
              float *c, int64_t ldc,
              const float *bias_m, const float *bias_n, const float *z, int64_t ldz,
-             int clamp, float lo, float hi, int threads, float *ws) {
+             int act, float lo, float hi, int threads, float *ws) {
     Gemm g = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .a = a, .b = b, .bp = bp, .koff = koff,
               .noff = noff, .a_packed = (float *)ap, .c = c, .scratch = ws,
-              .e = {bias_m, bias_n, z, ldz, lo, hi, clamp}};
+              .e = {bias_m, bias_n, z, ldz, lo, hi, act}};
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;
     if (threads < 1) threads = 1;
@@ -301,7 +332,7 @@ typedef struct {
     int64_t ldc;
     const float *bias_m, *bias_n, *z;
     int64_t ldz;
-    int32_t clamp;
+    int32_t act;
     float lo, hi;
     int32_t threads;
     float *ws;
@@ -309,7 +340,7 @@ typedef struct {
 
 void ge_gemm_args(const GemmArgs *g) {
     ge_gemm(g->M, g->N, g->K, g->a, g->lda, g->ap, g->b, g->koff, g->noff, g->bp, g->c, g->ldc, g->bias_m,
-            g->bias_n, g->z, g->ldz, g->clamp, g->lo, g->hi, g->threads, g->ws);
+            g->bias_n, g->z, g->ldz, g->act, g->lo, g->hi, g->threads, g->ws);
 }
 
 /* Depthwise convolution (2-D, any stride, dilation and padding, a channel multiplier), on the input

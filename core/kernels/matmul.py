@@ -7,7 +7,7 @@ from ..ir import Meta
 from .base import Kernel
 from .fused import GE_DOMAIN
 from .matmul_native import native_product
-from .registry import register
+from .registry import lookup, register
 
 
 class _Planned(Kernel):
@@ -18,8 +18,8 @@ class _Planned(Kernel):
     ws_nbytes = 0
     native = None
 
-    def use_native(self, a: Meta, w, addends=()) -> None:
-        self.native = native_product(self, a, w, addends, tuple(self.out_metas[0].shape))
+    def use_native(self, a: Meta, w, addends=(), gelu: bool = False) -> None:
+        self.native = native_product(self, a, w, addends, tuple(self.out_metas[0].shape), gelu)
         if self.native is not None:
             self.ws_nbytes = self.native.ws_nbytes
 
@@ -140,8 +140,22 @@ class FusedMatMul(_Planned):
         self.addends = [(i, c) for i, c in enumerate(self.consts[2:len(self.inputs)], start=2)]
         self.k = sa[-1]
         self.flatten = self.perm_a is None and self.inv_y is None and len(sa) > 2 and len(sb) == 2
+        self.gelu = self._activation(product)
         if self.perm_a is None and self.inv_y is None and self.alpha == 1.0:
-            self.use_native(a, self.b_const, [(i, self.inputs[i], c) for i, c in self.addends])
+            self.use_native(a, self.b_const, [(i, self.inputs[i], c) for i, c in self.addends], self.gelu is not None)
+        if self.gelu is not None and self.native is None:  # numpy: the product in the workspace, Gelu into Y
+            self.ws_nbytes = self.out_metas[0].nbytes + self.gelu.workspace_nbytes()
+
+    def _activation(self, product):
+        """The Gelu kernel for attribute activation="Gelu" (passes.fuse_matmul), else None."""
+        act = self.attr("activation")
+        if act is None:
+            return None
+        act = act.decode() if isinstance(act, bytes) else act
+        if act != "Gelu" or self.inv_y is not None:
+            raise self.fail(f"activation={act!r}: only 'Gelu', on a product written as it is (no perm_y)")
+        m = Meta(self.out_metas[0].dtype, product)
+        return lookup("Gelu", GE_DOMAIN, 1, self.name)({}, [m], outputs=[m], name=f"{self.name}:Gelu")
 
     def _perm(self, key, m, inverse=False):
         """The attribute as a tuple; the matrix view it makes (through its inverse for perm_y, which
@@ -166,6 +180,8 @@ class FusedMatMul(_Planned):
         else:
             b = xs[1] if self.perm_b is None else xs[1].transpose(self.perm_b)
         y = ys[0] if self.inv_y is None else ys[0].transpose(self.inv_y)
+        if self.gelu is not None:  # the product goes to the workspace, Gelu writes Y
+            out, y = y, ws[:y.nbytes].view(y.dtype).reshape(y.shape)
         if self.flatten and y.flags.c_contiguous and a.flags.c_contiguous:
             np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
         else:
@@ -174,6 +190,8 @@ class FusedMatMul(_Planned):
             np.multiply(y, self.alpha_t, out=y)
         for i, c in self.addends:
             np.add(y, c if c is not None else xs[i], out=y)
+        if self.gelu is not None:
+            self.gelu.run([y], [out], ws[y.nbytes:])
 
 
 def _permuted(shape, perm) -> tuple:

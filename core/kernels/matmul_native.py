@@ -20,8 +20,9 @@ MIN_ROWS = 8
 
 
 class NativeProduct:
-    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp):
-        self.nat, self.clamp, self.z_index = nat, clamp, z_index
+    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp,
+                 gelu: bool = False):
+        self.nat, self.clamp, self.gelu, self.z_index = nat, clamp, gelu, z_index
         self.k, self.n = w.shape
         self.rows = rows
         self.bp = kernel.shared_pack(("native",), nat.pack_b, w)
@@ -41,13 +42,14 @@ class NativeProduct:
 
     def _call(self, a2, y, z, ws):
         return self.nat.call(self.rows, self.n, self.k, y, self.n, a=a2, lda=a2.strides[0] // 4, bp=self.bp,
-                             bias_n=self.bias, z=z, ldz=self.n, clamp=self.clamp, ws=ws)
+                             bias_n=self.bias, z=z, ldz=self.n, clamp=self.clamp, gelu=self.gelu, ws=ws)
 
 
-def native_product(kernel, a: Meta, w, addends, out_shape: tuple) -> NativeProduct | None:
+def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = False) -> NativeProduct | None:
     """The native plan for rows(A) @ w when it applies: float32, w a constant 2-D matrix, each addend
     (index, meta, constant or None) either a constant bias over the columns or one tensor of the
-    product's shape (a residual); else None (the kernel keeps its numpy plan)."""
+    product's shape (a residual); else None (the kernel keeps its numpy plan). gelu: Gelu (erf
+    form) is the activation, applied after the addends."""
     nat = native()
     if nat is None or w is None or w.ndim != 2 or a.dtype != np.float32 or w.dtype != np.float32 \
             or len(a.shape) < 2 or not out_shape:
@@ -64,7 +66,7 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple) -> NativeProdu
         else:
             return None
     clamp = clamp_of(kernel.attrs.get(EPILOGUE))
-    plan = NativeProduct(kernel, nat, w, rows, bias, z_index, clamp)
+    plan = NativeProduct(kernel, nat, w, rows, bias, z_index, clamp, gelu)
     kernel.absorbs_epilogue = clamp is not None
     kernel.uses_native = True
     return plan

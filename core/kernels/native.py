@@ -32,6 +32,7 @@ _SIGNATURES = {
     "ge_phase_fill": ([_ptr], None),
 }
 _local = threading.local()
+ACT_NONE, ACT_CLAMP, ACT_GELU = 0, 1, 2  # _native.c's activations
 
 
 def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
@@ -92,16 +93,18 @@ class Native:
 
     # -- the product ---------------------------------------------------------------------------------
     def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
-             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, ws=None) -> PreparedCall:
-        """The call c[m, n] = clamp(A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as
-        often as its buffers stay put. Arrays are passed by address: a, b, c, z are the base
-        arrays (or addresses) the leading dimensions, in elements, refer to."""
+             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, gelu=False, ws=None) -> PreparedCall:
+        """The call c[m, n] = act(A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
+        as its buffers stay put. act: clamp to (lo, hi), or Gelu (erf form), or nothing. Arrays are
+        passed by address: a, b, c, z are the base arrays (or addresses) the leading dimensions, in
+        elements, refer to."""
         if ws is None:  # the packing scratch; a NULL pointer would crash the process
             raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
         lo, hi = clamp if clamp is not None else (0.0, 0.0)
         ws_addr = ws.ctypes.data
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
-                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, int(clamp is not None),
+                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz,
+                        ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE,
                         lo, hi, threads(), ws_addr + -ws_addr % ALIGN)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
@@ -144,7 +147,7 @@ class GemmArgs(ctypes.Structure):
     """_native.c's GemmArgs."""
     _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("ap", _ptr), ("b", _ptr),
                 ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
-                ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("clamp", ctypes.c_int32), ("lo", _f32),
+                ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", ctypes.c_int32), ("lo", _f32),
                 ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr)]
 
 

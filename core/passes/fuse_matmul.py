@@ -11,8 +11,9 @@ Recognized around a MatMul whose operands have rank >= 2:
   axis among the last two (BLAS takes it as a transposed or strided matrix, numpy copies nothing);
 - then, along the product's only reader: Mul or Div by a scalar constant (alpha), up to two Adds
   of tensors broadcasting to the product without enlarging it (a bias, then a residual or mask;
-  fused activations of the last one move along), a Transpose of the result under the same
-  strided-view condition (perm_y).
+  fused activations of the last one move along), a Gelu (activation="Gelu": the native GEMM
+  applies it as it stores), or a Transpose of the result under the same strided-view condition
+  (perm_y).
 A MatMul that already has an epilogue only takes its input transposes.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ MAX_ADDENDS = 2  # a bias and a residual (or a mask)
 
 def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
     m = Matcher(graph)
-    counts = {"fused": 0, "transposes": 0, "scales": 0, "adds": 0}
+    counts = {"fused": 0, "transposes": 0, "scales": 0, "adds": 0, "gelus": 0}
     for mm in list(graph.nodes):
         if mm.op_type != "MatMul" or mm.domain != "" or m.removed(mm) or len(mm.inputs) != 2:
             continue
@@ -64,6 +65,11 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
             epilogue = nxt.attrs.get(EPILOGUE)
             y, nxt = nxt.outputs[0], None if epilogue else m.sole_consumer(nxt)
             counts["adds"] += 1
+        if nxt is not None and _is_gelu(nxt, y):  # BERT's intermediate: Gelu(x W + b)
+            attrs["activation"] = "Gelu"
+            group.append(nxt)
+            y, nxt = nxt.outputs[0], None
+            counts["gelus"] += 1
         if nxt is not None and nxt.op_type == "Transpose":
             perm = _perm(m, nxt)
             if perm is not None and len(perm) - 1 in [int(i) for i in np.argsort(perm)][-2:]:
@@ -82,6 +88,15 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
         for k, v in counts.items():
             stats[k] = stats.get(k, 0) + v
     return graph
+
+
+def _is_gelu(node: Node, y: str) -> bool:
+    """Gelu (erf form) of y alone: ge's from fuse_gelu, or ONNX's (opset 20) with approximate none."""
+    if node.op_type != "Gelu" or node.inputs[:1] != [y] or len(node.inputs) != 1 or node.attrs.get(EPILOGUE):
+        return False
+    approximate = node.attrs.get("approximate", "none")
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    return node.domain == GE_DOMAIN or (node.domain == "" and approximate == "none")
 
 
 def _perm(m: Matcher, t: Node | None) -> tuple | None:

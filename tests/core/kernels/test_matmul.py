@@ -121,6 +121,9 @@ def _reference(arrays, attrs):
     y = attrs.get("alpha", 1.0) * (a.astype(np.float64) @ b.astype(np.float64))
     for c in arrays[2:]:
         y = y + c
+    if attrs.get("activation") == "Gelu":
+        from math import erf, sqrt
+        y = 0.5 * y * (1 + np.vectorize(erf)(y / sqrt(2)))
     return y.transpose(attrs["perm_y"]) if "perm_y" in attrs else y
 
 
@@ -130,6 +133,8 @@ FUSED = [  # (shapes, attrs, constant inputs)
     ([(2, 8, 32), (32, 24), (24,)], {}, (1, 2)),      # one GEMM over the rows, constant bias
     ([(2, 8, 32), (32, 24), (24,), (2, 8, 24)], {}, (1, 2)),  # and a residual
     ([(2, 8, 32), (24, 32), (24,)], {"perm_b": [1, 0]}, (1, 2)),  # a constant weight stored transposed
+    ([(2, 8, 32), (32, 40), (40,)], {"activation": "Gelu"}, (1, 2)),  # BERT's intermediate: Gelu(x W + b)
+    ([(3, 5), (5, 4)], {"activation": "Gelu"}, ()),  # Gelu without a native plan
     ([(3, 5), (5, 4), (3, 4)], {"alpha": -2.0}, ()),
     ([(4, 6, 5), (5, 3)], {"perm_y": [0, 2, 1]}, ()),
     ([(2, 4, 5), (5, 3)], {"perm_y": [2, 0, 1]}, ()),  # Y written as column-major matrices

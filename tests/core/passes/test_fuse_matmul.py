@@ -43,7 +43,7 @@ def test_attention_becomes_fused_matmuls(make_model, load, run_ort, run_ge):
     g = load(model)
     report = optimize(g)
     stats = report["passes"]["fuse_matmul"]
-    assert stats == {"fused": 6, "transposes": 4, "scales": 1, "adds": 5}
+    assert stats == {"fused": 6, "transposes": 4, "scales": 1, "adds": 5, "gelus": 0}
     ops = [(n.op_type, n.domain) for n in g.nodes if n.op_type not in ("Reshape",)]
     assert ops.count(("FusedMatMul", GE_DOMAIN)) == 6 and ("Softmax", "") in ops and len(ops) == 7
     scores = next(n for n in g.nodes if n.inputs[-1] == "mask")
@@ -108,3 +108,22 @@ def test_symbolic_dims_fuse_only_what_they_prove():
     fuse_matmul(g)
     assert [(n.op_type, n.inputs) for n in g.nodes] == [("FusedMatMul", ["x", "w", "b", "r"]),
                                                         ("MatMul", ["x", "w"]), ("Add", ["z0", "u"])]
+
+
+def test_intermediate_gelu_becomes_the_products_activation(make_model, load, run_ort, run_ge):
+    """BERT's intermediate as exported: x W + b, then Gelu written out with Erf. fuse_gelu makes it a
+    Gelu, fuse_matmul folds bias and Gelu into one FusedMatMul (activation="Gelu")."""
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w"], ["h0"]), n("Add", ["h0", "b"], ["h"]),
+             n("Div", ["h", "sqrt2"], ["g0"]), n("Erf", ["g0"], ["g1"]), n("Add", ["g1", "one"], ["g2"]),
+             n("Mul", ["h", "g2"], ["g3"]), n("Mul", ["g3", "half"], ["y"])]
+    inits = {"w": w(16, 32), "b": w(32), "sqrt2": np.array(np.sqrt(2), np.float32),
+             "one": np.array(1, np.float32), "half": np.array(0.5, np.float32)}
+    model = make_model(nodes, {"x": (F, [1, 12, 16])}, ["y"], inits)
+    g = load(model)
+    report = optimize(g)
+    assert report["passes"]["fuse_matmul"]["gelus"] == 1
+    (node,) = g.nodes
+    assert (node.op_type, node.attrs["activation"]) == ("FusedMatMul", "Gelu")
+    feeds = {"x": rng.standard_normal((1, 12, 16)).astype(np.float32) * 2}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
