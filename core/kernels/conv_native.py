@@ -2,12 +2,12 @@
 
 The columns are never built: the GEMM reads them from the input through offset tables while it
 packs its panels (B[k, n] = src[koff[k] + noff[n]]), so im2col costs no memory traffic of its own.
-- pointwise (1x1, no padding): the source is X itself; stride 1 gives contiguous columns written
+- pointwise (1x1, stride 1, no padding): the source is X itself, contiguous columns written
   straight into Y;
 - otherwise the padded input is laid out once in its stride phases (conv.PhaseLayout), where every
   kernel tap is a unit-stride run. "flat" columns run over the phase rows, padding columns included,
   so every panel is one contiguous copy per row; the result lands in the workspace and one pass
-  drops the padding columns. When those columns would waste too much work (small images), "dense"
+  drops the padding columns. When those columns would add too many panels of work, "dense"
   columns gather the output pixels themselves and the result is written straight into Y.
 W is packed once, at build. Bias, Relu and Clip are applied by the GEMM as it stores (the kernel
 absorbs a Relu/Clip epilogue the compiler fused onto the Conv).
@@ -20,7 +20,7 @@ import numpy as np
 
 from .native import CallCache, Native
 
-#: flat columns while padding columns add at most this much work; dense (gathered) columns beyond
+#: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
 FLAT_WASTE = 1.15
 
 
@@ -33,14 +33,13 @@ class NativeConv:
         self.w_packed = k.shared_pack(("native", k.g), lambda w: [nat.pack_a(wg) for wg in
                                                                w.reshape(k.g, k.ocg, self.kdim)], w)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
-        self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad
+        self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
         itemsize = 4
         if self.pointwise:  # columns straight from X
             self.lay = None
             plane = math.prod(k.spatial)
-            xst = [math.prod(k.spatial[i + 1:]) for i in range(len(k.spatial))]
             self.koff = np.arange(k.cg, dtype=np.int64) * plane
-            self.noff = _grid(k.out, [s * st for s, st in zip(k.strides, xst)])
+            self.noff = np.arange(plane, dtype=np.int64)
             self.group_step, self.item_step = k.cg * plane * itemsize, k.c * plane * itemsize
             self.flat = False
         else:
@@ -51,7 +50,8 @@ class NativeConv:
             tap_off = np.array([np.ravel_multi_index(r, strides_shape) * phase_elems + off for _, r, off in lay.taps],
                                np.int64)
             self.koff = (np.arange(k.cg, dtype=np.int64)[:, None] * plane + tap_off[None, :]).ravel()
-            self.flat = lay.waste <= FLAT_WASTE
+            panels = lambda columns: -(-columns // nat.nr)  # the GEMM's work is in panels of nr columns
+            self.flat = panels(lay.L) <= panels(lay.dense) * FLAT_WASTE
             self.noff = np.arange(lay.L, dtype=np.int64) if self.flat else _grid(k.out, lay.pst)
             self.group_step, self.item_step = k.cg * plane * itemsize, k.c * plane * itemsize
             k.scratch.add("ph", lay.phase_shape, np.float32)
