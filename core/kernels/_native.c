@@ -41,6 +41,7 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #endif
 #define NR (2 * VL)
 #define KC 256
+#define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
 #define ITEMS_PER_THREAD 4  /* work items per thread and block of K: enough to balance them */
 #define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in the L2 cache */
 
@@ -241,6 +242,7 @@ void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t
 
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
+    int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
     int64_t k0, kc;  /* the block of K being multiplied */
     const float *a, *b, *bp;
     const int64_t *koff, *noff;
@@ -267,8 +269,22 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
     int64_t group = it / g->chunks, ch = it % g->chunks, K = g->K, k0 = g->k0, kc = g->kc;
     int64_t blk0 = ch * g->chunk_blocks;
     int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
-    int64_t p1 = (group + 1) * g->group_panels < g->panels ? (group + 1) * g->group_panels : g->panels;
-    for (int64_t p = group * g->group_panels; p < p1; p++) {
+    int64_t p0 = group * g->group_panels;
+    int64_t p1 = p0 + g->group_panels < g->panels ? p0 + g->group_panels : g->panels;
+    if (g->few_panels) {  /* few columns, many rows: each block of A (weights) is read once per block of K */
+        for (int64_t blk = blk0; blk < blk1; blk++) {
+            int64_t i0 = blk * MR;
+            int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+            for (int64_t p = p0; p < p1; p++) {
+                int64_t j0 = p * NR;
+                int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
+                micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR,
+                             g->c + i0 * g->ldc + j0, g->ldc, rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
+            }
+        }
+        return;
+    }
+    for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * NR;
         int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
         const float *panel = g->bp ? g->bp + p * K * NR + k0 * NR : g->scratch + (int64_t)slot * KC * NR;
@@ -301,6 +317,8 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
        more than enough items to balance the threads */
     g.group_panels = g.panels / (ITEMS_PER_THREAD * threads * g.chunks);
     if (g.group_panels < 1) g.group_panels = 1;
+    g.few_panels = g.panels <= FEW_PANELS && g.chunks > 1;
+    if (g.few_panels) g.group_panels = g.panels;
     if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
