@@ -40,7 +40,7 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #define MR 8
 #endif
 #define NR (2 * VL)
-#define KC 256
+#define KC 512
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
 #define ITEMS_PER_THREAD 4  /* work items per thread and block of K: enough to balance them */
 #define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in the L2 cache */
@@ -420,11 +420,12 @@ void ge_depthwise(const Depthwise *d) {
 
 /* conv.PhaseLayout.fill for 2-D inputs: the padded input split into its stride phases, ph[r0, r1,
 plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], zero outside x. Items are
-planes (each source row is read once for all its phases); every element of ph is written. */
+planes (each source row is read once for all its phases); every element of a used phase is written. */
 typedef struct {
     const float *x;
     float *ph;
     int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
+    uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
     int32_t threads;
 } PhaseFill;
 
@@ -437,6 +438,7 @@ static void phase_fill_item(void *ctx, int64_t plane, int slot) {
         for (int64_t q0 = 0; q0 < f->sq0; q0++) {
             int64_t hh = q0 * f->s0 + r0 - f->pb0;
             for (int64_t r1 = 0; r1 < f->s1; r1++) {  /* the phases of one source row, while it is in L1 */
+                if (!(f->used >> (r0 * f->s1 + r1) & 1)) continue;
                 float *d = f->ph + (r0 * f->s1 + r1) * phase_size + (plane * f->sq0 + q0) * f->sq1;
                 int64_t lo = 0, hi = f->sq1;  /* the q1 whose column lies inside x */
                 while (lo < hi && lo * f->s1 + r1 - f->pb1 < 0) lo++;

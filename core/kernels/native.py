@@ -119,8 +119,9 @@ class Native:
 
     def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
         """conv.PhaseLayout.fill(ph, x) for a 2-D layout, prepared."""
+        used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
         args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
-                         *lay.sq, threads())
+                         *lay.sq, used, threads())
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
     def gemm(self, m, n, k, c, ldc, **operands) -> None:
@@ -181,7 +182,8 @@ class DepthwiseArgs(ctypes.Structure):
 class PhaseFill(ctypes.Structure):
     """_native.c's PhaseFill."""
     _fields_ = [("x", _ptr), ("ph", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "s0", "s1", "pb0", "pb1",
-                                                                  "sq0", "sq1")] + [("threads", ctypes.c_int32)]
+                                                                  "sq0", "sq1")] + \
+        [("used", ctypes.c_uint64), ("threads", ctypes.c_int32)]
 
 
 class PreparedCall:
