@@ -30,6 +30,7 @@ _SIGNATURES = {
     "ge_gemm_args": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
     "ge_phase_fill": ([_ptr], None),
+    "ge_rows": ([_ptr], None),
 }
 _local = threading.local()
 ACT_NONE, ACT_CLAMP, ACT_GELU = 0, 1, 2  # _native.c's activations
@@ -124,6 +125,13 @@ class Native:
                          *lay.sq, used, threads())
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
+    def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
+                  eps=0.0) -> PreparedCall:
+        """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
+        scale + bias (scale, bias: `cols` floats or None), prepared."""
+        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads())
+        return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
+
     def gemm(self, m, n, k, c, ldc, **operands) -> None:
         """One call (see call())."""
         self.call(m, n, k, c, ldc, **operands).run()
@@ -184,6 +192,12 @@ class PhaseFill(ctypes.Structure):
     _fields_ = [("x", _ptr), ("ph", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "s0", "s1", "pb0", "pb1",
                                                                   "sq0", "sq1")] + \
         [("used", ctypes.c_uint64), ("threads", ctypes.c_int32)]
+
+
+class Rows(ctypes.Structure):
+    """_native.c's Rows."""
+    _fields_ = [("x", _ptr), ("scale", _ptr), ("bias", _ptr), ("y", _ptr), ("rows", _i64), ("cols", _i64),
+                ("eps", _f32), ("softmax", ctypes.c_int32), ("threads", ctypes.c_int32)]
 
 
 class PreparedCall:

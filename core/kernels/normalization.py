@@ -9,6 +9,7 @@ import numpy as np
 from ..ir import Meta
 from .conv import Scratch, SpatialKernel
 from .fused import GE_DOMAIN
+from .native import CallCache, native
 from .registry import register
 
 
@@ -117,8 +118,24 @@ class LayerNormalization(SpatialKernel):
         self.scratch = Scratch()
         self.scratch.add("mean", (self.rows, 1), xm.dtype)
         self.scratch.add("inv", (self.rows, 1), xm.dtype)
+        # the native row kernel: float32, Scale and B (if any) of the normalized shape, Y alone
+        full = [self.inputs[i] is None or tuple(self.inputs[i].shape) == norm
+                for i in (1, 2) if i < len(self.inputs)]
+        self.nat = native() if xm.dtype == np.float32 and all(full) and self.num_outputs == 1 else None
+        self.uses_native = self.nat is not None
+        self.calls = CallCache()
 
     def run(self, xs, ys, ws):
+        if self.nat is not None and ys[0].flags.c_contiguous:
+            x = np.ascontiguousarray(xs[0])
+            scale, bias = xs[1], xs[2] if len(xs) > 2 else None
+            ok = all(a is None or (a.dtype == np.float32 and a.flags.c_contiguous) for a in (scale, bias))
+            if ok:
+                key = (x, ys[0], scale, bias) if x is xs[0] else None  # a copy is new each run
+                build = lambda: self.nat.rows_call(x, ys[0], self.rows, self.cols, scale=scale, bias=bias,
+                                                   eps=float(self.eps))
+                (self.calls.get(key, build) if key else build()).run()
+                return
         v = self.views(ws)
         mean, inv = v["mean"], v["inv"]
         mean1, inv1 = mean.reshape(-1), inv.reshape(-1)
@@ -191,8 +208,15 @@ class _SoftmaxBase(SpatialKernel):
             self.rows_shape = (math.prod(self.view_shape) // n, n)
             self.ones = np.ones(n, xm.dtype)
             self.scratch.add("g", (), xm.dtype)
+        self.nat = native() if xm.dtype == np.float32 and not self.log and self.rows_shape is not None else None
+        self.uses_native = self.nat is not None
+        self.calls = CallCache()
 
     def run(self, xs, ys, ws):
+        if self.nat is not None and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
+            rows, n = self.rows_shape
+            self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)).run()
+            return
         v = self.views(ws)
         x = xs[0].reshape(self.view_shape)
         y = ys[0].reshape(self.view_shape)

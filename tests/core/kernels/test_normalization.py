@@ -13,6 +13,17 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def plan(request, monkeypatch):
+    """Every case through both plans: ge's native row kernels (LayerNormalization, Softmax) and numpy."""
+    from ge.core.kernels import normalization
+    if request.param == "native" and normalization.native() is None:
+        pytest.skip("ge's native kernels are not built")
+    if request.param == "numpy":
+        monkeypatch.setattr(normalization, "native", lambda: None)
+    return request.param
+
+
 def bn_inputs(shape):
     c = shape[1]
     return {"x": f32(*shape), "scale": f32(c), "b": f32(c), "mean": f32(c),
