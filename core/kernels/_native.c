@@ -499,8 +499,19 @@ static void layer_norm_row(const Rows *r, const float *x, float *y) {
 
 static void softmax_row(const Rows *r, const float *x, float *y) {
     int64_t n = r->cols, j;
-    float m = x[0];
-    for (j = 1; j < n; j++) m = m == m && (x[j] > m || x[j] != x[j]) ? x[j] : m;  /* NaN propagates, as np.max */
+    vec vm = (vec){0} + x[0];
+    ivec nan = (ivec){0};
+    for (j = 0; j + VL <= n; j += VL) {  /* the row maximum; a NaN anywhere makes it NaN, as np.max */
+        vec v = vload(x + j);
+        ivec gt = v > vm;
+        vm = (vec)(((ivec)vm & ~gt) | ((ivec)v & gt));
+        nan |= v != v;
+    }
+    float m = vm[0];
+    int any_nan = 0;
+    for (int i = 0; i < VL; i++) { m = vm[i] > m ? vm[i] : m; any_nan |= nan[i] != 0; }
+    for (; j < n; j++) { m = x[j] > m ? x[j] : m; any_nan |= x[j] != x[j]; }
+    if (any_nan) m = __builtin_nanf("");
     vec acc = (vec){0};
     float tail = 0.0f;
     for (j = 0; j + VL <= n; j += VL) { vec e = vexp(vload(x + j) - m); vstore(y + j, e); acc += e; }
