@@ -163,19 +163,21 @@ class GemmArgs(ctypes.Structure):
 class CallCache:
     """A kernel's prepared calls, kept while it runs on the same buffers: the key holds the arrays
     themselves (compared by identity; holding them, no address can be recycled under it) and the
-    thread count. Kernels are shared by contexts: a miss builds new calls, never edits old ones."""
-    __slots__ = ("key", "calls")
+    thread count. Kernels are shared by contexts running in several threads: each thread keeps
+    its own entry (its context's buffers), and an entry is replaced whole, never edited."""
+    __slots__ = ("local",)
 
     def __init__(self):
-        self.key, self.calls = None, None
+        self.local = threading.local()
 
     def get(self, arrays: tuple, build):
-        key, n = self.key, threads()
-        if key is not None and key[1] == n and len(key[0]) == len(arrays) and \
-                all(x is y for x, y in zip(key[0], arrays)):
-            return self.calls
+        entry, n = getattr(self.local, "entry", None), threads()
+        if entry is not None:
+            (key, key_threads), calls = entry
+            if key_threads == n and len(key) == len(arrays) and all(x is y for x, y in zip(key, arrays)):
+                return calls
         calls = build()
-        self.key, self.calls = (arrays, n), calls
+        self.local.entry = ((arrays, n), calls)
         return calls
 
 
