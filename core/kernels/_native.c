@@ -90,6 +90,26 @@ static inline vec vgelu(vec x) {
 
 enum { ACT_NONE, ACT_CLAMP, ACT_GELU };
 
+/* Short copies and fills as vector loops: a depthwise or fill row is a few dozen floats, where a
+   memcpy/memset call costs more than the copy (GCC would turn the plain loops back into calls). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NO_LIBCALLS
+#endif
+
+static inline void copy_floats(float *d, const float *s, int64_t n) {
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) vstore(d + j, vload(s + j));
+    for (; j < n; j++) d[j] = s[j];
+}
+
+static inline void zero_floats(float *d, int64_t n) {
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) vstore(d + j, (vec){0});
+    for (; j < n; j++) d[j] = 0.0f;
+}
+
 typedef struct {
     const float *bias_m, *bias_n, *z;
     int64_t ldz;
@@ -381,7 +401,7 @@ in blocks that stay in L1, every element a vector lane; then the valid columns o
 copied into Y. Narrow images vectorize as well as wide ones. */
 #define DW_BLOCK 1024
 
-static void depthwise_item(void *ctx, int64_t oc, int slot) {
+static NO_LIBCALLS void depthwise_item(void *ctx, int64_t oc, int slot) {
     const Depthwise *d = ctx;
     (void)slot;
     const float *x = d->x + (oc / d->mult) * d->in_channel_step, *w = d->w + oc * d->taps;
@@ -409,7 +429,7 @@ static void depthwise_item(void *ctx, int64_t oc, int slot) {
         }
         for (int64_t oy = n0 / pitch; oy * pitch < n1; oy++) {  /* the valid columns of each row */
             int64_t lo = oy * pitch > n0 ? oy * pitch : n0, hi = oy * pitch + cols < n1 ? oy * pitch + cols : n1;
-            if (lo < hi) memcpy(y + oy * cols + (lo - oy * pitch), buf + (lo - n0), (size_t)(hi - lo) * 4);
+            if (lo < hi) copy_floats(y + oy * cols + (lo - oy * pitch), buf + (lo - n0), hi - lo);
         }
     }
 }
@@ -429,7 +449,7 @@ typedef struct {
     int32_t threads;
 } PhaseFill;
 
-static void phase_fill_item(void *ctx, int64_t plane, int slot) {
+static NO_LIBCALLS void phase_fill_item(void *ctx, int64_t plane, int slot) {
     const PhaseFill *f = ctx;
     (void)slot;
     const float *x = f->x + plane * f->h * f->w;
@@ -443,12 +463,12 @@ static void phase_fill_item(void *ctx, int64_t plane, int slot) {
                 int64_t lo = 0, hi = f->sq1;  /* the q1 whose column lies inside x */
                 while (lo < hi && lo * f->s1 + r1 - f->pb1 < 0) lo++;
                 while (hi > lo && (hi - 1) * f->s1 + r1 - f->pb1 >= f->w) hi--;
-                if (hh < 0 || hh >= f->h || lo >= hi) { memset(d, 0, (size_t)f->sq1 * 4); continue; }
+                if (hh < 0 || hh >= f->h || lo >= hi) { zero_floats(d, f->sq1); continue; }
                 const float *src = x + hh * f->w + lo * f->s1 + r1 - f->pb1;
-                memset(d, 0, (size_t)lo * 4);
-                if (f->s1 == 1) memcpy(d + lo, src, (size_t)(hi - lo) * 4);
+                zero_floats(d, lo);
+                if (f->s1 == 1) copy_floats(d + lo, src, hi - lo);
                 else for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[q * f->s1];
-                memset(d + hi, 0, (size_t)(f->sq1 - hi) * 4);
+                zero_floats(d + hi, f->sq1 - hi);
             }
         }
 }
