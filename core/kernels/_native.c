@@ -467,6 +467,7 @@ static NO_LIBCALLS void phase_fill_item(void *ctx, int64_t plane, int slot) {
                 const float *src = x + hh * f->w + lo * f->s1 + r1 - f->pb1;
                 zero_floats(d, lo);
                 if (f->s1 == 1) copy_floats(d + lo, src, hi - lo);
+                else if (f->s1 == 2) for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[2 * q];  /* vectorized */
                 else for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[q * f->s1];
                 zero_floats(d + hi, f->sq1 - hi);
             }
