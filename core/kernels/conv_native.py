@@ -1,4 +1,5 @@
-"""Conv through ge's native GEMM (native.py): per batch item and group, Y = clamp(W @ columns + bias).
+"""Conv through ge's native kernels (native.py): per batch item and group, Y = act(W @ columns + bias
+(+ Z)) on the GEMM; a 2-D depthwise Conv on the direct depthwise kernel.
 
 The columns are never built: the GEMM reads them from the input through offset tables while it
 packs its panels (B[k, n] = src[koff[k] + noff[n]]), so im2col costs no memory traffic of its own.
@@ -10,7 +11,7 @@ packs its panels (B[k, n] = src[koff[k] + noff[n]]), so im2col costs no memory t
   drops the padding columns. When those columns would add too many panels of work, "dense"
   columns gather the output pixels themselves and the result is written straight into Y.
 W is packed once, at build. Bias, Relu and Clip are applied by the GEMM as it stores (the kernel
-absorbs a Relu/Clip epilogue the compiler fused onto the Conv).
+absorbs a Relu/Clip epilogue the compiler fused onto the Conv), and FusedConv's residual Z too.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ FLAT_WASTE = 1.15
 
 
 class NativeConv:
+    """A dense (not depthwise) Conv, any group count, on the native GEMM."""
+
     def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp, residual: bool = False):
         from .conv import PhaseLayout  # conv imports this module
         self.nat, self.clamp = nat, clamp
@@ -45,11 +48,7 @@ class NativeConv:
         else:
             lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
             plane = math.prod(lay.sq)
-            phase_elems = k.n * k.c * plane
-            strides_shape = tuple(k.strides)
-            tap_off = np.array([np.ravel_multi_index(r, strides_shape) * phase_elems + off for _, r, off in lay.taps],
-                               np.int64)
-            self.koff = (np.arange(k.cg, dtype=np.int64)[:, None] * plane + tap_off[None, :]).ravel()
+            self.koff = (np.arange(k.cg, dtype=np.int64)[:, None] * plane + tap_offsets(lay)[None, :]).ravel()
             panels = lambda columns: -(-columns // nat.nr)  # the GEMM's work is in panels of nr columns
             self.flat = panels(lay.L) <= panels(lay.dense) * FLAT_WASTE
             self.noff = np.arange(lay.L, dtype=np.int64) if self.flat else _grid(k.out, lay.pst)
@@ -109,9 +108,7 @@ class NativeDepthwise:
         self.nat, self.clamp, self.n, self.c, self.oc = nat, clamp, k.n, k.c, k.oc
         lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
         self.plane = math.prod(lay.sq)
-        phase_elems = k.n * k.c * self.plane
-        self.tap_off = np.array([np.ravel_multi_index(r, tuple(k.strides)) * phase_elems + off
-                                 for _, r, off in lay.taps], np.int64)
+        self.tap_off = tap_offsets(lay)
         self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
         self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
@@ -142,6 +139,14 @@ class _NumpyFill:
 
     def run(self) -> None:
         self.lay.fill(self.ph, self.x)
+
+
+def tap_offsets(lay) -> np.ndarray:
+    """Per kernel tap, where its run starts in the phase layout, from the start of channel 0's plane
+    of its phase (phases are (nb, c, *sq) blocks, in C order over the strides)."""
+    phase_elems = lay.nb * lay.c * math.prod(lay.sq)
+    return np.array([np.ravel_multi_index(r, tuple(lay.strides)) * phase_elems + off for _, r, off in lay.taps],
+                    np.int64)
 
 
 def fill_call(nat: Native, lay, x: np.ndarray, ph: np.ndarray):

@@ -1,4 +1,5 @@
-"""ge's native GEMM (_native.c), reached through ctypes: C = clamp(A @ B + bias + Z), float32.
+"""ge's native kernels (_native.c), reached through ctypes: the GEMM C = act(A @ B + bias + Z), the
+depthwise convolution, the phase fill, LayerNormalization and Softmax rows; float32.
 
 Built at install time as the extension module ge.core.kernels._native when a C compiler is there
 (optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
@@ -45,7 +46,7 @@ def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
 
 
 def set_threads(n: int) -> None:
-    """Threads the native GEMM may use for calls made from this thread (at most the CPU count, which
+    """Threads the native kernels may use for calls made from this thread (at most the CPU count, which
     workspaces are sized for)."""
     _local.threads = max(1, min(int(n), default_threads()))
 
@@ -160,27 +161,6 @@ class GemmArgs(ctypes.Structure):
                 ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr)]
 
 
-class CallCache:
-    """A kernel's prepared calls, kept while it runs on the same buffers: the key holds the arrays
-    themselves (compared by identity; holding them, no address can be recycled under it) and the
-    thread count. Kernels are shared by contexts running in several threads: each thread keeps
-    its own entry (its context's buffers), and an entry is replaced whole, never edited."""
-    __slots__ = ("local",)
-
-    def __init__(self):
-        self.local = threading.local()
-
-    def get(self, arrays: tuple, build):
-        entry, n = getattr(self.local, "entry", None), threads()
-        if entry is not None:
-            (key, key_threads), calls = entry
-            if key_threads == n and len(key) == len(arrays) and all(x is y for x, y in zip(key, arrays)):
-                return calls
-        calls = build()
-        self.local.entry = ((arrays, n), calls)
-        return calls
-
-
 class DepthwiseArgs(ctypes.Structure):
     """_native.c's Depthwise."""
     _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
@@ -214,6 +194,27 @@ class PreparedCall:
         self.fn(self.ref)
 
 
+class CallCache:
+    """A kernel's prepared calls, kept while it runs on the same buffers: the key holds the arrays
+    themselves (compared by identity; holding them, no address can be recycled under it) and the
+    thread count. Kernels are shared by contexts running in several threads: each thread keeps
+    its own entry (its context's buffers), and an entry is replaced whole, never edited."""
+    __slots__ = ("local",)
+
+    def __init__(self):
+        self.local = threading.local()
+
+    def get(self, arrays: tuple, build):
+        entry, n = getattr(self.local, "entry", None), threads()
+        if entry is not None:
+            (key, key_threads), calls = entry
+            if key_threads == n and len(key) == len(arrays) and all(x is y for x, y in zip(key, arrays)):
+                return calls
+        calls = build()
+        self.local.entry = ((arrays, n), calls)
+        return calls
+
+
 def _ptr_of(x):
     if x is None or isinstance(x, int):
         return x
@@ -235,7 +236,7 @@ def disabled():
 
 
 def native() -> Native | None:
-    """The native GEMM, or None when it is not built, disabled, or fails its self-test."""
+    """ge's native kernels, or None when they are not built, disabled, or fail their self-test."""
     global _NATIVE
     if getattr(_local, "off", False):
         return None
