@@ -3,9 +3,11 @@
     python benchmarks/gemm_floor.py [--runs 30] [--rounds 3] [--only resnet50_style,bert_style]
 
 For each sample the script compiles the model with ge, collects the matrix products its kernels
-compute (Conv as OC x C*k*k @ C*k*k x H*W per batch item and group, MatMul, FusedMatMul, Gemm) and
-times exactly those products with np.matmul on preallocated operands, one after the other as an
-execution would run them. That is the floor: the latency of a ge that spent nothing outside BLAS.
+compute (Conv and FusedConv as OC x C*k*k @ C*k*k x H*W per batch item and group, MatMul,
+FusedMatMul, Gemm) and times exactly those products with np.matmul on preallocated operands, one
+after the other as an execution would run them. That is the floor of a ge built on numpy's BLAS:
+the latency of one that spent nothing outside it. (ge's native kernels go below it: ge / floor
+under 1.)
 Rounds alternate onnxruntime, ge and the floor, and each figure is the best round's median, so a
 load spike on this shared machine moves all three alike. Columns: ge ms, onnxruntime ms, floor ms,
 floor / onnxruntime (what numpy's BLAS alone allows) and ge / floor (ge's cost beyond BLAS).
@@ -32,7 +34,7 @@ from samples_vs_onnxruntime import cases, feeds_for, load_samples, median_ms, on
 def gemm_shapes(kernel) -> list[tuple[int, int, int, int]]:
     """(batch, M, K, N) of the matrix products one kernel computes; [] for the rest."""
     op, ins = kernel.op_type, kernel.inputs
-    if op == "Conv":
+    if op in ("Conv", "FusedConv"):
         x, w = ins[0].shape, ins[1].shape
         n, c, oc, g = x[0], x[1], w[0], int(kernel.attrs.get("group", 1))
         if g > 1 and g == c and w[1] == 1:

@@ -50,7 +50,7 @@ class SunkTask:
 
 
 def _run_quietly(task: SunkTask) -> None:
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), kernel_threads(task.plan.kernel.uses_native):
         task.run()
 
 

@@ -212,7 +212,7 @@ class HybridContext:
         self.counters: Counter = Counter()
         self.states = [NodeState() for _ in dyn.nodes]
         self.stats: dict = {}
-        self._owned: list[int] = []
+        self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
         self.trace: dict[str, list] | None = None  # plan_range: tensor -> [first, last] position
         self._pos = 0
@@ -400,13 +400,19 @@ class HybridContext:
 
     def _malloc(self, nbytes: int) -> int:
         addr = self.device.malloc(max(int(nbytes), 1))
-        self._owned.append(addr)
+        self._owned[addr] = max(int(nbytes), 1)
         self.counters["allocations"] += 1
         self.counters["alloc_bytes"] += int(nbytes)
         return addr
 
+    @property
+    def device_bytes(self) -> int:
+        """Device memory this context holds now: its tensors (the range arena) and its submodels'
+        feature maps and workspace."""
+        return sum(self._owned.values())
+
     def _free(self, addr: int) -> None:
-        self._owned.remove(addr)
+        del self._owned[addr]
         self.device.free(addr)
 
     def destroy(self) -> None:

@@ -26,6 +26,7 @@ def run_shapes(om_path, model_path, feeds_list):
                 assert g.shape == e.shape
                 np.testing.assert_allclose(g, e, **TOL)
             stats.append(dict(ctx.stats))
+            assert ctx.device_bytes > 0  # what `ge run --stats` prints per context
         return stats, api.model(model_id)
     finally:
         api.unload(model_id)
