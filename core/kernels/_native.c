@@ -1,5 +1,6 @@
 /* ge's native kernels, float32: the GEMM C[M,N] = act(A[M,K] @ B[K,N] + bias + Z) with its epilogue
-fused, and the depthwise convolution (at the end of this file).
+fused; after it, the depthwise convolution, the phase fill of conv.PhaseLayout, and the row kernels
+(LayerNormalization, Softmax).
 
 Why: numpy's OpenBLAS reaches 55-75% of this machine's peak on the skinny products of a CNN or a
 small transformer, and every bias, residual or activation costs one more pass over C. Here one
