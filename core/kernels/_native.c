@@ -41,10 +41,10 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #define MR 8
 #endif
 #define NR (2 * VL)
-#define KC 512
+#define KC 640  /* the largest block of K (blocks are K split evenly: 576, 2 x 576, ...) */
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
 #define ITEMS_PER_THREAD 4  /* work items per thread and block of K: enough to balance them */
-#define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in the L2 cache */
+#define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in the (2 MB) L2 cache */
 
 typedef float vec __attribute__((vector_size(VL * 4)));
 typedef float vec_u __attribute__((vector_size(VL * 4), aligned(4), may_alias));  /* unaligned access */
@@ -349,10 +349,12 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
         g.bp = g.scratch;
         pool_run(pack_b_item, &g, g.panels, threads);
     }
-    /* K in blocks, outermost: the rows of A in one block stay in the L2 cache for every panel */
+    /* K in blocks, outermost: the rows of A in one block stay in the L2 cache for every panel.
+       Blocks of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
+    int64_t kblocks = (K + KC - 1) / KC, kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     g.k0 = 0;
     do {  /* K = 0 still runs once: C = the epilogue of zero */
-        g.kc = K - g.k0 < KC ? K - g.k0 : KC;
+        g.kc = K - g.k0 < kc ? K - g.k0 : kc;
         pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
         g.k0 += g.kc;
     } while (g.k0 < K);
