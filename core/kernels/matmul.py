@@ -143,8 +143,8 @@ class FusedMatMul(_Planned):
         self.gelu = self._activation(product)
         if self.perm_a is None and self.inv_y is None and self.alpha == 1.0:
             self.use_native(a, self.b_const, [(i, self.inputs[i], c) for i, c in self.addends], self.gelu is not None)
-        if self.gelu is not None and self.native is None:  # numpy: the product in the workspace, Gelu into Y
-            self.ws_nbytes = self.out_metas[0].nbytes + self.gelu.workspace_nbytes()
+        if self.gelu is not None:  # the numpy plan (also the fallback): the product in the workspace, Gelu into Y
+            self.ws_nbytes = max(self.ws_nbytes, self.out_metas[0].nbytes + self.gelu.workspace_nbytes())
 
     def _activation(self, product):
         """The Gelu kernel for attribute activation="Gelu" (passes.fuse_matmul), else None."""
