@@ -35,6 +35,7 @@ _SIGNATURES = {
 }
 _local = threading.local()
 ACT_NONE, ACT_CLAMP, ACT_GELU = 0, 1, 2  # _native.c's activations
+GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
 
 
 def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
@@ -46,8 +47,7 @@ def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
 
 
 def set_threads(n: int) -> None:
-    """Threads the native kernels may use for calls made from this thread (at most the CPU count, which
-    workspaces are sized for)."""
+    """Threads the native kernels may use for calls made from this thread (at most the CPU count)."""
     _local.threads = max(1, min(int(n), default_threads()))
 
 
@@ -90,8 +90,10 @@ class Native:
         return out
 
     def workspace_nbytes(self, m: int, n: int, k: int, raw_a: bool, gathered_b: bool) -> int:
-        """Scratch for one call: the packed A (raw A) and the packed panels of B (gathered B)."""
-        return 4 * self.lib.ge_workspace_floats(m, n, k, int(raw_a), int(gathered_b), default_threads()) + ALIGN
+        """Scratch for one call: the packed A (raw A) and the packed panels of B (gathered B), for
+        up to GEMM_SLOTS threads whatever this machine has: the OM plans it, and a machine with
+        more cores than the compiling one must still find it big enough."""
+        return 4 * self.lib.ge_workspace_floats(m, n, k, int(raw_a), int(gathered_b), GEMM_SLOTS) + ALIGN
 
     # -- the product ---------------------------------------------------------------------------------
     def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
@@ -107,7 +109,7 @@ class Native:
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
                         _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz,
                         ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE,
-                        lo, hi, threads(), ws_addr + -ws_addr % ALIGN)
+                        lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
     def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult, rows,

@@ -43,3 +43,18 @@ def test_om_runs_with_and_without_native(samples, tmp_path, compiled_native):
     got, used = run(result.om_path, feeds)
     assert used or not compiled_native  # compiled without it, a native plan is taken where it fits
     np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-4)
+
+
+def test_om_from_a_smaller_machine_keeps_native_plans(samples, tmp_path, monkeypatch):
+    """Workspaces are planned for a fixed number of GEMM threads, not the compiling machine's
+    cores: loaded where there are more cores, the native plans still fit."""
+    model = samples.resnet50_style(blocks=(1, 1, 1, 1), width=16, image=64)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    monkeypatch.setattr(native, "default_threads", lambda: 2)
+    result = api.atc(path, str(tmp_path / "m"))
+    monkeypatch.setattr(native, "default_threads", lambda: 32)
+    feeds = make_feeds(model, {})
+    got, used = run(result.om_path, feeds)
+    assert used
+    np.testing.assert_allclose(got[0], onnxruntime_outputs(path, feeds)[0], rtol=1e-3, atol=1e-4)
