@@ -89,6 +89,12 @@ static inline vec vgelu(vec x) {
     return 0.5f * x * (1.0f + erf);
 }
 
+/* max(a, v) per lane; a NaN in v wins and stays (np.maximum's rule) */
+static inline vec vmax(vec a, vec v) {
+    ivec take = (v > a) | (v != v);
+    return (vec)(((ivec)a & ~take) | ((ivec)v & take));
+}
+
 enum { ACT_NONE, ACT_CLAMP, ACT_GELU };
 
 /* Short copies and fills as vector loops: a depthwise or fill row is a few dozen floats, where a
@@ -105,10 +111,10 @@ static inline void copy_floats(float *d, const float *s, int64_t n) {
     for (; j < n; j++) d[j] = s[j];
 }
 
-static inline void zero_floats(float *d, int64_t n) {
+static inline void fill_floats(float *d, int64_t n, float value) {
     int64_t j = 0;
-    for (; j + VL <= n; j += VL) vstore(d + j, (vec){0});
-    for (; j < n; j++) d[j] = 0.0f;
+    for (; j + VL <= n; j += VL) vstore(d + j, (vec){0} + value);
+    for (; j < n; j++) d[j] = value;
 }
 
 typedef struct {
@@ -387,8 +393,9 @@ void ge_gemm_args(const GemmArgs *g) {
 /* Depthwise convolution (2-D, any stride, dilation and padding, a channel multiplier), on the input
 laid out by conv.PhaseLayout: there every kernel tap of output row oy is a unit-stride run starting
 at tap_off[t] + oy * pitch in the input channel's planes. Per output channel and row:
-y[ox] = clamp(bias + sum_t w[t] * x[tap_off[t] + oy * pitch + ox]). Items are output channels of
-one batch item; no workspace. */
+y[ox] = clamp(bias + sum_t w[t] * x[tap_off[t] + oy * pitch + ox]), or for MaxPool (max_pool)
+y[ox] = max_t x[tap_off[t] + oy * pitch + ox] over an input padded with -inf. Items are output
+channels of one batch item; no workspace. */
 typedef struct {
     const float *x, *w, *bias;
     const int64_t *tap_off;
@@ -397,6 +404,7 @@ typedef struct {
     int32_t clamp;
     float lo, hi;
     int32_t threads;
+    int32_t max_pool;  /* MaxPool: the maximum over the taps (no weights, no bias) */
 } Depthwise;
 
 /* Per output channel: the flat run of its rows (pitch apart, the columns past `cols` are padding)
@@ -416,7 +424,13 @@ static NO_LIBCALLS void depthwise_item(void *ctx, int64_t oc, int slot) {
         int64_t n1 = n0 + DW_BLOCK < flat ? n0 + DW_BLOCK : flat, j = n0;
         for (; j + 2 * VL <= n1; j += 2 * VL) {  /* two vectors at a time: independent chains */
             vec a0 = (vec){0} + bias, a1 = a0;
-            for (int64_t t = 0; t < d->taps; t++) {
+            if (d->max_pool) {
+                a0 = vload(x + off[0] + j), a1 = vload(x + off[0] + j + VL);
+                for (int64_t t = 1; t < d->taps; t++) {
+                    a0 = vmax(a0, vload(x + off[t] + j));
+                    a1 = vmax(a1, vload(x + off[t] + j + VL));
+                }
+            } else for (int64_t t = 0; t < d->taps; t++) {
                 a0 += w[t] * vload(x + off[t] + j);
                 a1 += w[t] * vload(x + off[t] + j + VL);
             }
@@ -426,7 +440,13 @@ static NO_LIBCALLS void depthwise_item(void *ctx, int64_t oc, int slot) {
         }
         for (; j < n1; j++) {
             float acc = bias;
-            for (int64_t t = 0; t < d->taps; t++) acc += w[t] * x[off[t] + j];
+            if (d->max_pool) {
+                acc = x[off[0] + j];
+                for (int64_t t = 1; t < d->taps; t++) {
+                    float v = x[off[t] + j];
+                    acc = v > acc || v != v ? v : acc;
+                }
+            } else for (int64_t t = 0; t < d->taps; t++) acc += w[t] * x[off[t] + j];
             if (d->clamp) acc = acc < d->lo ? d->lo : acc > d->hi ? d->hi : acc;
             buf[j - n0] = acc;
         }
@@ -442,7 +462,7 @@ void ge_depthwise(const Depthwise *d) {
 }
 
 /* conv.PhaseLayout.fill for 2-D inputs: the padded input split into its stride phases, ph[r0, r1,
-plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], zero outside x. Items are
+plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], `pad` outside x. Items are
 planes (each source row is read once for all its phases); every element of a used phase is written. */
 typedef struct {
     const float *x;
@@ -450,6 +470,7 @@ typedef struct {
     int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
     uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
     int32_t threads;
+    float pad;  /* the value outside x: 0 for a convolution, -inf for MaxPool */
 } PhaseFill;
 
 static NO_LIBCALLS void phase_fill_item(void *ctx, int64_t plane, int slot) {
@@ -466,13 +487,13 @@ static NO_LIBCALLS void phase_fill_item(void *ctx, int64_t plane, int slot) {
                 int64_t lo = 0, hi = f->sq1;  /* the q1 whose column lies inside x */
                 while (lo < hi && lo * f->s1 + r1 - f->pb1 < 0) lo++;
                 while (hi > lo && (hi - 1) * f->s1 + r1 - f->pb1 >= f->w) hi--;
-                if (hh < 0 || hh >= f->h || lo >= hi) { zero_floats(d, f->sq1); continue; }
+                if (hh < 0 || hh >= f->h || lo >= hi) { fill_floats(d, f->sq1, f->pad); continue; }
                 const float *src = x + hh * f->w + lo * f->s1 + r1 - f->pb1;
-                zero_floats(d, lo);
+                fill_floats(d, lo, f->pad);
                 if (f->s1 == 1) copy_floats(d + lo, src, hi - lo);
                 else if (f->s1 == 2) for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[2 * q];  /* vectorized */
                 else for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[q * f->s1];
-                zero_floats(d + hi, f->sq1 - hi);
+                fill_floats(d + hi, f->sq1 - hi, f->pad);
             }
         }
 }

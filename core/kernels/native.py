@@ -112,20 +112,22 @@ class Native:
                         lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
-    def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult, rows,
-                       cols, pitch, in_channel_step, clamp=None) -> PreparedCall:
+    def depthwise_call(self, x: int, w: np.ndarray | None, bias, tap_off: np.ndarray, y: int, *, channels, mult,
+                       rows, cols, pitch, in_channel_step, clamp=None, max_pool=False) -> PreparedCall:
         """y[oc, oy, ox] = clamp(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
-        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared."""
+        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared; with
+        max_pool, the maximum over the taps instead (w and bias unused)."""
         lo, hi = clamp if clamp is not None else (0.0, 0.0)
-        args = DepthwiseArgs(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
-                             rows, cols, pitch, in_channel_step, int(clamp is not None), lo, hi, threads())
+        args = DepthwiseArgs(x, _addr(w), _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
+                             rows, cols, pitch, in_channel_step, int(clamp is not None), lo, hi, threads(),
+                             int(max_pool))
         return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off))
 
-    def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
-        """conv.PhaseLayout.fill(ph, x) for a 2-D layout, prepared."""
+    def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay, pad: float = 0.0) -> PreparedCall:
+        """conv.PhaseLayout.fill(ph, x) for a 2-D layout (`pad` outside x), prepared."""
         used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
         args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
-                         *lay.sq, used, threads())
+                         *lay.sq, used, threads(), pad)
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
     def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
@@ -168,14 +170,14 @@ class DepthwiseArgs(ctypes.Structure):
     _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
                 ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
                 ("in_channel_step", _i64), ("clamp", ctypes.c_int32), ("lo", _f32), ("hi", _f32),
-                ("threads", ctypes.c_int32)]
+                ("threads", ctypes.c_int32), ("max_pool", ctypes.c_int32)]
 
 
 class PhaseFill(ctypes.Structure):
     """_native.c's PhaseFill."""
     _fields_ = [("x", _ptr), ("ph", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "s0", "s1", "pb0", "pb1",
                                                                   "sq0", "sq1")] + \
-        [("used", ctypes.c_uint64), ("threads", ctypes.c_int32)]
+        [("used", ctypes.c_uint64), ("threads", ctypes.c_int32), ("pad", _f32)]
 
 
 class Rows(ctypes.Structure):

@@ -14,6 +14,8 @@ import numpy as np
 
 from ..ir import Meta
 from .conv import Scratch, SpatialKernel, kernel_position_view, spatial_slices, window_pads, zero_borders
+from .conv_native import NativeDepthwise
+from .native import native
 from .registry import register
 
 
@@ -165,6 +167,12 @@ class MaxPool(_WindowPool):
             raise self.fail(f"input type {dt} is not supported")
         self.with_indices = self.num_outputs >= 2 and not (self.outputs and self.outputs[1] is None)
         self.separable = not self.with_indices
+        nat = native()
+        if nat is not None and dt == np.float32 and len(self.spatial) == 2 and not self.with_indices:
+            self.oc, self.kp = self.c, math.prod(self.kernel)  # NativeDepthwise's view of the window
+            self.native = NativeDepthwise(self, nat, None, None, None, max_pool=True)
+            self.uses_native, self.separable = True, False
+            return
         if not self.with_indices:
             return
         order = int(self.attr("storage_order", 0))
@@ -189,6 +197,9 @@ class MaxPool(_WindowPool):
     def run(self, xs, ys, ws):
         v = self.views(ws) if self.scratch.items else {}
         y = ys[0]
+        if self.uses_native and y.flags.c_contiguous:
+            self.native.run(np.ascontiguousarray(xs[0]), y, v)
+            return
         if self.separable:
             self.run_separable(xs[0], y, v, self.pad_value)
             return

@@ -12,6 +12,17 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def plan(request, monkeypatch):
+    """Every case through both plans: the native window kernel (2-D MaxPool) and numpy."""
+    from ge.core.kernels import pool
+    if request.param == "native" and pool.native() is None:
+        pytest.skip("ge's native kernels are not built")
+    if request.param == "numpy":
+        monkeypatch.setattr(pool, "native", lambda: None)
+    return request.param
+
+
 WINDOWS_2D = [
     ((1, 2, 8, 8), {"kernel_shape": [2, 2]}),
     ((2, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2]}),
