@@ -10,7 +10,9 @@ still in registers.
 Operands (B is the convolution's input, read through two offset tables, so im2col is the packing):
   A: row-major (a, lda), or prepacked by ge_pack_a (weights: once, at load);
   B: B[k, n] = b[koff[k] + noff[n]], or prepacked by ge_pack_b (weights);
-  C: row-major (c, ldc); Z (optional, same layout, ldz) is added before the activation;
+  C: row-major (c, ldc), or a convolution's output seen through flat columns (pitch, width: the
+  GEMM's column n is Y's column (n / pitch) * width + n % pitch, dropped when n % pitch >= width);
+  Z (optional, the layout of C, ldz) is added before the activation;
   bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation `act` is none, a clamp
   to [lo, hi] (Relu, Clip) or Gelu (erf form).
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
@@ -122,6 +124,10 @@ typedef struct {
     int64_t ldz;
     float lo, hi;
     int act;
+    /* flat columns (a convolution's output rows `pitch` apart, the columns past `width` padding):
+       column n of C is Y's column (n / pitch) * width + n % pitch when n % pitch < width, else
+       dropped; 0: C is plain */
+    int64_t pitch, width;
 } Epilogue;
 
 /* The vector at src + at of a row of `cols` valid floats (zeros past them). */
@@ -162,6 +168,45 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
     }
 }
 
+/* store_block for flat columns (e->pitch): the valid runs of the panel's columns are found once,
+   then each row goes through a full-width buffer: gathered from Y and Z along those runs,
+   scattered back along them. Only per-row bias (a convolution's) applies here. */
+static void store_block_flat(const float *acc, float *c, int64_t ldc, int rows, int cols, int first, int last,
+                             const Epilogue *e, int64_t i0, int64_t j0) {
+    int64_t run_at[NR], run_to[NR], run_n[NR];  /* offset in the panel, column of Y, length */
+    int runs = 0;
+    for (int64_t t = 0; t < cols;) {
+        int64_t n = j0 + t, oy = n / e->pitch, ox = n % e->pitch;
+        int64_t rest = e->pitch - ox < cols - t ? e->pitch - ox : cols - t;
+        if (ox < e->width) {
+            run_at[runs] = t, run_to[runs] = oy * e->width + ox;
+            run_n[runs++] = e->width - ox < rest ? e->width - ox : rest;
+        }
+        t += rest;
+    }
+    float tmp[NR] __attribute__((aligned(64))) = {0}, zt[NR] __attribute__((aligned(64))) = {0};
+    for (int i = 0; i < rows; i++) {
+        float *cr = c + i * ldc;
+        vec v0 = vload(acc + i * NR), v1 = vload(acc + i * NR + VL);
+        if (!first) {
+            for (int r = 0; r < runs; r++) copy_floats(tmp + run_at[r], cr + run_to[r], run_n[r]);
+            v0 += vload(tmp), v1 += vload(tmp + VL);  /* lanes outside the runs: dropped */
+        }
+        if (last) {
+            if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
+            if (e->z) {
+                const float *zr = e->z + (i0 + i) * e->ldz;
+                for (int r = 0; r < runs; r++) copy_floats(zt + run_at[r], zr + run_to[r], run_n[r]);
+                v0 += vload(zt), v1 += vload(zt + VL);
+            }
+            if (e->act == ACT_CLAMP) { v0 = vclamp(v0, e->lo, e->hi); v1 = vclamp(v1, e->lo, e->hi); }
+            else if (e->act == ACT_GELU) { v0 = vgelu(v0); v1 = vgelu(v1); }
+        }
+        vstore(tmp, v0), vstore(tmp + VL, v1);
+        for (int r = 0; r < runs; r++) copy_floats(cr + run_to[r], tmp + run_at[r], run_n[r]);
+    }
+}
+
 /* The first R rows of a block of packed A times the first V vectors (V = 1 or 2) of a packed panel
 of B, over kc steps. R and V are constants in each inlined copy, so the accumulators stay in
 registers. */
@@ -182,7 +227,7 @@ static inline __attribute__((always_inline)) void block_product(const int R, con
     for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
 }
 
-/* One block of MR rows x NR columns of C. A tail block of rows runs a shorter product (64 rows are
+/* One block of MR rows x NR columns of C (c: the block's first row; j0: its first column). A tail block of rows runs a shorter product (64 rows are
    5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product. */
 static void micro_kernel(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
                          int rows, int cols, int first, int last, const Epilogue *e,
@@ -196,7 +241,8 @@ static void micro_kernel(int64_t kc, const float *ap, const float *bp, float *c,
         if (rows > MR / 2) block_product(MR, 1, kc, ap, bp, acc);
         else block_product(MR / 2, 1, kc, ap, bp, acc);
     }
-    store_block(acc, c, ldc, rows, cols, first, last, e, i0, j0);
+    if (e->pitch) store_block_flat(acc, c, ldc, rows, cols, first, last, e, i0, j0);
+    else store_block(acc, c + j0, ldc, rows, cols, first, last, e, i0, j0);
 }
 
 /* A rows [0, M) of a row-major matrix into blocks of MR rows (zero rows past M). */
@@ -306,7 +352,7 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 int64_t j0 = p * NR;
                 int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
                 micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR,
-                             g->c + i0 * g->ldc + j0, g->ldc, rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
+                             g->c + i0 * g->ldc, g->ldc, rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
             }
         }
         return;
@@ -319,7 +365,7 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
         for (int64_t blk = blk0; blk < blk1; blk++) {
             int64_t i0 = blk * MR;
             int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-            micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c + i0 * g->ldc + j0, g->ldc,
+            micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c + i0 * g->ldc, g->ldc,
                          rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
         }
     }
@@ -330,10 +376,10 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
              const float *b, const int64_t *koff, const int64_t *noff, const float *bp,
              float *c, int64_t ldc,
              const float *bias_m, const float *bias_n, const float *z, int64_t ldz,
-             int act, float lo, float hi, int threads, float *ws) {
+             int act, float lo, float hi, int64_t pitch, int64_t width, int threads, float *ws) {
     Gemm g = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .a = a, .b = b, .bp = bp, .koff = koff,
               .noff = noff, .a_packed = (float *)ap, .c = c, .scratch = ws,
-              .e = {bias_m, bias_n, z, ldz, lo, hi, act}};
+              .e = {bias_m, bias_n, z, ldz, lo, hi, act, pitch, width}};
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;
     if (threads < 1) threads = 1;
@@ -383,11 +429,12 @@ typedef struct {
     float lo, hi;
     int32_t threads;
     float *ws;
+    int64_t pitch, width;  /* flat columns (see Epilogue), or 0 */
 } GemmArgs;
 
 void ge_gemm_args(const GemmArgs *g) {
     ge_gemm(g->M, g->N, g->K, g->a, g->lda, g->ap, g->b, g->koff, g->noff, g->bp, g->c, g->ldc, g->bias_m,
-            g->bias_n, g->z, g->ldz, g->act, g->lo, g->hi, g->threads, g->ws);
+            g->bias_n, g->z, g->ldz, g->act, g->lo, g->hi, g->pitch, g->width, g->threads, g->ws);
 }
 
 /* Depthwise convolution (2-D, any stride, dilation and padding, a channel multiplier), on the input

@@ -7,9 +7,9 @@ packs its panels (B[k, n] = src[koff[k] + noff[n]]), so im2col costs no memory t
   straight into Y;
 - otherwise the padded input is laid out once in its stride phases (conv.PhaseLayout), where every
   kernel tap is a unit-stride run. "flat" columns run over the phase rows, padding columns included,
-  so every panel is one contiguous copy per row; the result lands in the workspace and one pass
-  drops the padding columns. When those columns would add too many panels of work, "dense"
-  columns gather the output pixels themselves and the result is written straight into Y.
+  so every panel is one contiguous copy per row; the GEMM drops the padding columns as it stores
+  into Y (3-D: the result lands in the workspace and one pass drops them). When those columns
+  would add too many panels of work, "dense" columns gather the output pixels themselves.
 W is packed once, at build. Bias, Relu and Clip are applied by the GEMM as it stores (the kernel
 absorbs a Relu/Clip epilogue the compiler fused onto the Conv), and FusedConv's residual Z too.
 """
@@ -54,9 +54,12 @@ class NativeConv:
             self.noff = np.arange(lay.L, dtype=np.int64) if self.flat else _grid(k.out, lay.pst)
             self.group_step, self.item_step = k.cg * plane * itemsize, k.c * plane * itemsize
             k.scratch.add("ph", lay.phase_shape, np.float32)
-            if self.flat and lay.L != lay.dense:  # padding columns: the result goes through the workspace
+            if self.flat and lay.L != lay.dense and len(k.out) != 2:  # 3-D padding columns: through the workspace
                 k.scratch.add("yflat", (k.n, k.oc, lay.L), np.float32)
+        # 2-D flat columns with padding ones: the GEMM writes Y through the (pitch, width) map
+        self.flat_map = (lay.pst[0], k.out[1]) if self.flat and lay.L != lay.dense and len(k.out) == 2 else None
         self.columns = len(self.noff)
+        self.dense = math.prod(k.out)
         self.calls = CallCache()
         # a residual Z is added by the GEMM when it writes Y itself; through the workspace, by the
         # pass that drops the padding columns, and the activation (after Z) is then the runtime's
@@ -87,14 +90,15 @@ class NativeConv:
         group's columns of the item (+ Z)."""
         src = x if ph is None else ph
         base, out_addr, ncols = src.ctypes.data, out.ctypes.data, self.columns
-        out_item, out_group = self.oc * ncols * 4, self.ocg * ncols * 4
+        ld = self.dense if self.flat_map else ncols  # the elements of one output channel
+        out_item, out_group = self.oc * ld * 4, self.ocg * ld * 4
         fill = [] if ph is None else [fill_call(self.nat, self.lay, x, ph)]
-        return fill + [self.nat.call(self.ocg, ncols, self.kdim, out_addr + i * out_item + gi * out_group, ncols,
+        return fill + [self.nat.call(self.ocg, ncols, self.kdim, out_addr + i * out_item + gi * out_group, ld,
                                      ap=self.w_packed[gi], b=base + i * self.item_step + gi * self.group_step,
                                      koff=self.koff, noff=self.noff,
                                      bias_m=None if self.bias is None else self.bias[gi],
                                      z=None if z is None else z.ctypes.data + i * out_item + gi * out_group,
-                                     ldz=ncols, clamp=self.clamp, ws=ws)
+                                     ldz=ld, clamp=self.clamp, flat=self.flat_map, ws=ws)
                        for i in range(self.n) for gi in range(self.g)]
 
 

@@ -97,9 +97,10 @@ class Native:
 
     # -- the product ---------------------------------------------------------------------------------
     def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
-             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, gelu=False, ws=None) -> PreparedCall:
+             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, gelu=False, flat=None, ws=None) -> PreparedCall:
         """The call c[m, n] = act(A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
-        as its buffers stay put. act: clamp to (lo, hi), or Gelu (erf form), or nothing. Arrays are
+        as its buffers stay put. act: clamp to (lo, hi), or Gelu (erf form), or nothing. flat:
+        (pitch, width), C's columns are a convolution's flat columns (see _native.c). Arrays are
         passed by address: a, b, c, z are the base arrays (or addresses) the leading dimensions, in
         elements, refer to."""
         if ws is None:  # the packing scratch; a NULL pointer would crash the process
@@ -109,7 +110,7 @@ class Native:
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
                         _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz,
                         ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE,
-                        lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN)
+                        lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)))
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
     def depthwise_call(self, x: int, w: np.ndarray | None, bias, tap_off: np.ndarray, y: int, *, channels, mult,
@@ -162,7 +163,7 @@ class GemmArgs(ctypes.Structure):
     _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("ap", _ptr), ("b", _ptr),
                 ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
                 ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", ctypes.c_int32), ("lo", _f32),
-                ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr)]
+                ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64)]
 
 
 class DepthwiseArgs(ctypes.Structure):
