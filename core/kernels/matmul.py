@@ -95,7 +95,7 @@ class MatMul(_Planned):
         y = ys[0]
         if self.run_native(a, y, xs, ws):
             return
-        if self.flatten and y.flags.c_contiguous and a.flags.c_contiguous:
+        if self.flatten and y.flags.c_contiguous:  # (reshape copies A when its rows are not one stride)
             np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
         else:
             np.matmul(a, b, out=y)
@@ -139,10 +139,17 @@ class FusedMatMul(_Planned):
             self.b_const = self.b_const.transpose(self.perm_b)
         self.addends = [(i, c) for i, c in enumerate(self.consts[2:len(self.inputs)], start=2)]
         self.k = sa[-1]
-        self.flatten = self.perm_a is None and self.inv_y is None and len(sa) > 2 and len(sb) == 2
+        # a stack of rows times one matrix: one GEMM over all rows (through perm_a too, when A's last axis
+        # stays last: numpy would otherwise run one small product per leading index)
+        self.flatten = (self.perm_a is None or self.perm_a[-1] == len(sa) - 1) and self.inv_y is None \
+            and len(sa) > 2 and len(sb) == 2
         self.gelu = self._activation(product)
-        if self.perm_a is None and self.inv_y is None and self.alpha == 1.0:
-            self.use_native(a, self.b_const, [(i, self.inputs[i], c) for i, c in self.addends], self.gelu is not None)
+        # native: A's rows may come through perm_a when its last axis stays last (PyTorch's
+        # seq-first attention transposes x before the packed QKV projection)
+        rows_of_a = self.perm_a is None or self.perm_a[-1] == len(a.shape) - 1
+        if rows_of_a and self.inv_y is None and self.alpha == 1.0:
+            self.use_native(Meta(a.dtype, sa), self.b_const, [(i, self.inputs[i], c) for i, c in self.addends],
+                            self.gelu is not None)
         if self.gelu is not None:  # the numpy plan (also the fallback): the product in the workspace, Gelu into Y
             self.ws_nbytes = max(self.ws_nbytes, self.out_metas[0].nbytes + self.gelu.workspace_nbytes())
 
@@ -182,7 +189,7 @@ class FusedMatMul(_Planned):
         y = ys[0] if self.inv_y is None else ys[0].transpose(self.inv_y)
         if self.gelu is not None:  # the product goes to the workspace, Gelu writes Y
             out, y = y, ws[:y.nbytes].view(y.dtype).reshape(y.shape)
-        if self.flatten and y.flags.c_contiguous and a.flags.c_contiguous:
+        if self.flatten and y.flags.c_contiguous:  # (reshape copies A when its rows are not one stride)
             np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
         else:
             np.matmul(a, b, out=y)

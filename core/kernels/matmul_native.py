@@ -23,6 +23,7 @@ class NativeProduct:
     def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp,
                  gelu: bool = False):
         self.nat, self.clamp, self.gelu, self.z_index = nat, clamp, gelu, z_index
+        self.perm = getattr(kernel, "perm_a", None)  # FusedMatMul's A comes through a transpose
         self.k, self.n = w.shape
         self.rows = rows
         self.bp = kernel.shared_pack(("native",), nat.pack_b, w)
@@ -30,19 +31,22 @@ class NativeProduct:
         self.ws_nbytes = nat.workspace_nbytes(rows, self.n, self.k, raw_a=True, gathered_b=False)
         self.calls = CallCache()
 
-    def run(self, a: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
-        """a: (..., K) with unit stride in K and rows at a fixed stride; y: contiguous (..., N)."""
+    def run(self, x: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
+        """x: input A as the kernel receives it (its rows after perm_a have unit stride in K); y:
+        contiguous (..., N). The prepared call is cached on the arrays themselves; when A or Z is
+        not a view (a copy, new each run) the call is made anew each run."""
         z = None if self.z_index is None else xs[self.z_index]
+        call = self.calls.get((x, y, z, ws), lambda: self._call(x, y, z, ws, copies=False))
+        (call or self._call(x, y, z, ws, copies=True)).run()
+
+    def _call(self, x, y, z, ws, copies: bool):
+        a = x if self.perm is None else x.transpose(self.perm)
         a2 = a.reshape(self.rows, self.k)
         z2 = None if z is None else np.ascontiguousarray(z)
-        if not (np.shares_memory(a2, a) and (z is None or z2 is z)):  # copies: their addresses are new each run
-            self._call(a2, y, z2, ws).run()
-            return
-        self.calls.get((a, y, z, ws), lambda: self._call(a2, y, z2, ws)).run()
-
-    def _call(self, a2, y, z, ws):
+        if not copies and not (np.shares_memory(a2, x) and (z is None or z2 is z)):
+            return None
         return self.nat.call(self.rows, self.n, self.k, y, self.n, a=a2, lda=a2.strides[0] // 4, bp=self.bp,
-                             bias_n=self.bias, z=z, ldz=self.n, clamp=self.clamp, gelu=self.gelu, ws=ws)
+                             bias_n=self.bias, z=z2, ldz=self.n, clamp=self.clamp, gelu=self.gelu, ws=ws)
 
 
 def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = False) -> NativeProduct | None:

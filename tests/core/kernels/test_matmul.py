@@ -134,6 +134,8 @@ FUSED = [  # (shapes, attrs, constant inputs)
     ([(2, 8, 32), (32, 24), (24,), (2, 8, 24)], {}, (1, 2)),  # and a residual
     ([(2, 8, 32), (24, 32), (24,)], {"perm_b": [1, 0]}, (1, 2)),  # a constant weight stored transposed
     ([(2, 8, 32), (32, 40), (40,)], {"activation": "Gelu"}, (1, 2)),  # BERT's intermediate: Gelu(x W + b)
+    ([(1, 9, 32), (32, 24), (24,)], {"perm_a": [1, 0, 2]}, (1, 2)),  # seq-first attention's QKV projection
+    ([(2, 9, 32), (32, 24), (24,)], {"perm_a": [1, 0, 2]}, (1, 2)),  # the same, rows not one stride: a copy
     ([(3, 5), (5, 4)], {"activation": "Gelu"}, ()),  # Gelu without a native plan
     ([(3, 5), (5, 4), (3, 4)], {"alpha": -2.0}, ()),
     ([(4, 6, 5), (5, 3)], {"perm_y": [0, 2, 1]}, ()),
