@@ -65,7 +65,9 @@ static inline vec vclamp(vec v, float lo, float hi) {
 }
 
 /* exp(x) for float32 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial (degree 6:
-   relative error below 2e-7), 2^n built in the exponent bits. Underflows to 0 below -87. */
+   relative error below 2e-7), 2^n built in the exponent bits. Below -87 the result is exactly 0:
+   a masked softmax (-inf, or float's lowest) must give zeros, not tiny values that turn into
+   denormals downstream (the product after it then runs 100x slower). */
 static inline vec vexp(vec x) {
     vec lo = (vec){0} - 87.0f, hi = (vec){0} + 88.0f;
     ivec below = x < lo, above = x > hi;
@@ -77,7 +79,7 @@ static inline vec vexp(vec x) {
     vec nf = __builtin_convertvector(n, vec);
     vec r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
     vec p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    return p * (vec)((n + 127) << 23);
+    return (vec)((ivec)(p * (vec)((n + 127) << 23)) & ~below);
 }
 
 /* Gelu(x) = x/2 (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7):

@@ -152,3 +152,17 @@ def test_layernorm_and_softmax_run_do_not_allocate():
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert peak < 48 * 1024, f"{k.op_type} allocated {peak} bytes"
+
+
+@pytest.mark.parametrize("masked", [-np.inf, np.finfo(np.float32).min, -200.0])
+def test_softmax_masked_entries_are_exact_zeros(masked):
+    """A causal or padding mask (-inf, float's lowest, or just far below) gives exact zeros: tiny
+    values there would be denormals, and the product that follows would crawl."""
+    x = f32(2, 8, 40)
+    x[:, :, 20:] = masked
+    k = lookup("Softmax", opset=17)({"axis": -1}, [Meta(x.dtype, x.shape)])
+    y = np.empty_like(x)
+    k.run([x], [y], np.empty(k.workspace_nbytes(), np.uint8))
+    assert np.all(y[:, :, 20:] == 0)
+    e = np.exp(x[:, :, :20] - x[:, :, :20].max(-1, keepdims=True))
+    np.testing.assert_allclose(y[:, :, :20], e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
