@@ -304,17 +304,6 @@ int64_t ge_workspace_floats(int64_t M, int64_t N, int64_t K, int raw_a, int gath
     return (raw_a ? ge_packed_a_floats(M, K) : 0) + b + 16;
 }
 
-void ge_pack_a(const float *a, int64_t lda, int64_t M, int64_t K, float *ap) {
-    pack_a_rows(a, lda, M, K, ap, 0, (M + MR - 1) / MR);
-}
-
-void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t K, int64_t N, float *bp) {
-    for (int64_t p = 0; p * NR < N; p++) {
-        int cols = N - p * NR < NR ? (int)(N - p * NR) : NR;
-        pack_b_panel(b, koff, noff, 0, K, p * NR, cols, bp + p * K * NR);
-    }
-}
-
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
@@ -336,6 +325,18 @@ static void pack_a_item(void *ctx, int64_t blk, int slot) {
     Gemm *g = ctx;
     (void)slot;
     pack_a_rows(g->a, g->lda, g->M, g->K, g->a_packed, blk, blk + 1);
+}
+
+/* Weights, packed once at load (on the pool: a model's weights are ~100 MB to copy). */
+void ge_pack_a(const float *a, int64_t lda, int64_t M, int64_t K, float *ap, int threads) {
+    Gemm g = {.M = M, .K = K, .lda = lda, .a = a, .a_packed = ap};
+    pool_run(pack_a_item, &g, (M + MR - 1) / MR, threads);
+}
+
+void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t K, int64_t N, float *bp,
+               int threads) {
+    Gemm g = {.N = N, .K = K, .b = b, .koff = koff, .noff = noff, .bp = bp};
+    pool_run(pack_b_item, &g, (N + NR - 1) / NR, threads);
 }
 
 /* One item: a panel of NR columns times a chunk of rows, over the current block of K. */

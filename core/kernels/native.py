@@ -26,8 +26,8 @@ _SIGNATURES = {
     "ge_mr": ([], _int), "ge_nr": ([], _int),
     "ge_packed_a_floats": ([_i64, _i64], _i64), "ge_packed_b_floats": ([_i64, _i64], _i64),
     "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
-    "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr], None),
-    "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr], None),
+    "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
+    "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
     "ge_gemm_args": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
     "ge_phase_fill": ([_ptr], None),
@@ -77,7 +77,7 @@ class Native:
         m, k = a.shape
         a = np.ascontiguousarray(a, np.float32) if a.strides[1] != 4 else a
         out = aligned_empty(self.lib.ge_packed_a_floats(m, k))
-        self.lib.ge_pack_a(a.ctypes.data, a.strides[0] // 4, m, k, out.ctypes.data)
+        self.lib.ge_pack_a(a.ctypes.data, a.strides[0] // 4, m, k, out.ctypes.data, threads())
         return out
 
     def pack_b(self, b: np.ndarray) -> np.ndarray:
@@ -86,7 +86,7 @@ class Native:
         koff = np.arange(k, dtype=np.int64) * (b.strides[0] // 4)
         noff = np.arange(n, dtype=np.int64) * (b.strides[1] // 4)
         out = aligned_empty(self.lib.ge_packed_b_floats(k, n))
-        self.lib.ge_pack_b(b.ctypes.data, koff.ctypes.data, noff.ctypes.data, k, n, out.ctypes.data)
+        self.lib.ge_pack_b(b.ctypes.data, koff.ctypes.data, noff.ctypes.data, k, n, out.ctypes.data, threads())
         return out
 
     def workspace_nbytes(self, m: int, n: int, k: int, raw_a: bool, gathered_b: bool) -> int:
