@@ -117,8 +117,9 @@ def _check(desc: TensorDesc, x, role: str):
 class DavinciModel:
     def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False,
                  weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None,
-                 shared_weight_addr: int | None = None):
+                 shared_weight_addr: int | None = None, packs=None):
         self.ge_model: GeModel | None = ge_model
+        self.packs = packs  # a root model's WeightPacks (gears, submodels): weights packed once for all
         # submodels of a dynamic OM read one shared weight blob loaded by their root model
         self.shared_weight_addr = shared_weight_addr
         # SetKnownNode: a known-shape subgraph whose feature maps, workspace and I/O addresses
@@ -319,7 +320,7 @@ class DavinciModel:
         cls = lookup(td.op_type, td.domain, td.opset, td.node)
         return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
                    outputs=[None if a is None else a.meta for a in td.outputs], opset=td.opset, name=td.node,
-                   num_outputs=len(td.outputs))
+                   num_outputs=len(td.outputs), packs=self.packs)
 
     def _epilogue(self, td: TaskDef, kernel) -> Epilogue | None:
         return Epilogue.unless_absorbed(kernel, td.attrs.get(EPILOGUE), td.outputs[0].meta, td.opset, td.node)

@@ -23,7 +23,8 @@ class GearModel(SharedWeightsModel):
         self.gears: list[DavinciModel] = []
         try:
             for m in dyn.submodels:
-                self.gears.append(DavinciModel(m, device, model_id, shared_weight_addr=self.weight_addr).init())
+                self.gears.append(DavinciModel(m, device, model_id, shared_weight_addr=self.weight_addr,
+                                               packs=self.packs).init())
         except BaseException:
             self.unload()
             raise

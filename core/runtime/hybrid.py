@@ -40,7 +40,6 @@ from ..ir import Meta
 from ..kernels import lookup
 from ..kernels.blas import kernel_threads
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
-from ..kernels.packs import WeightPacks
 from .device import DeviceBuffer
 from .known_subgraph import davinci_model_create, davinci_model_execute, davinci_model_update_workspaces
 from .shared_weights import SharedWeightsModel
@@ -92,13 +91,13 @@ class HybridModel(SharedWeightsModel):
         t0 = time.perf_counter()
         super().__init__(dyn, device, model_id)
         self.consts = {w.name: device.view(self.weight_addr + w.offset, w.dtype, w.shape) for w in dyn.weights}
-        self.packs = WeightPacks()  # packed weights, shared by the impls built for every shape
         self.timings["init_weight_mem"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         self.submodels = []
         try:
             for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
-                self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr))
+                self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr,
+                                                           packs=self.packs))
         except BaseException:
             self.unload()
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dynamic_model import DynamicModel
+from ..kernels.packs import WeightPacks
 
 
 class SharedWeightsModel:
@@ -15,8 +16,12 @@ class SharedWeightsModel:
         self.weight_addr = device.malloc(max(len(dyn.weight_data), 1))
         if len(dyn.weight_data):
             device.memcpy_h2d(self.weight_addr, np.frombuffer(dyn.weight_data, np.uint8))
+        # the weights packed for a kernel's plan, shared by every plan that reads them (gears,
+        # static submodels, the hybrid executor's impls): packed once, not once per plan
+        self.packs = WeightPacks()
 
     def free_weights(self) -> None:
+        self.packs.clear()
         if self.weight_addr:
             self.device.free(self.weight_addr)
             self.weight_addr = 0
