@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from . import native
+
 
 def _numpy_blas():
     try:
@@ -81,8 +83,7 @@ def set_local_threads(n: int) -> int | None:
     returns the previous count, or None where the BLAS has no such call. Concurrent contexts set 1
     each: two 2-thread GEMMs at once on 2 cores oversubscribe and spin. ge's native GEMM follows
     the same per-thread count."""
-    from . import native  # native's threads are set with OpenBLAS's: one knob per thread
-    native.set_threads(n)
+    native.set_threads(n)  # one knob per thread for both
     return openblas_threads_local(n)
 
 
@@ -104,12 +105,12 @@ _SET_LOCAL = None
 @contextmanager
 def kernel_threads(native_kernels: bool = True):
     """Around the kernels of one execution, in the thread that runs them: when they include native
-    GEMM kernels (and the native GEMM is built), numpy's OpenBLAS runs single-threaded. Its workers spin for a long while after each
-    call, as the native pool's do; the two pools on the same cores starve each other (measured on
-    BERT: the native products 1.6x slower, numpy's own 1.2x). The heavy products are native; what
-    is left for OpenBLAS (attention's small batched products) does not need a second thread."""
-    from .native import native
-    if not native_kernels or native() is None:
+    kernels (and those are built), numpy's OpenBLAS runs single-threaded. Its workers spin for a
+    long while after each call, as the native pool's do; the two pools on the same cores starve
+    each other (measured on BERT: the native products 1.6x slower, numpy's own 1.2x). The heavy
+    products are native; what is left for OpenBLAS (attention's small batched products) does not
+    need a second thread."""
+    if not native_kernels or native.native() is None:
         yield
         return
     before = openblas_threads_local(1)

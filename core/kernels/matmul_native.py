@@ -1,9 +1,10 @@
-"""Rows @ constant weights through ge's native GEMM: Y = clamp(A @ W + bias + Z), float32.
+"""Rows @ constant weights through ge's native GEMM: Y = act(A @ W + bias + Z), float32.
 
 MatMul, FusedMatMul and Gemm use it when B is a constant matrix (a layer's weights): W is packed
-once at build, A's rows are read in place (any row stride), and the bias (a constant addend over
-the columns), one residual addend of the product's shape and a fused Relu/Clip are applied by the
-GEMM as it stores, instead of one pass over Y each.
+once at build, A's rows are read in place (any row stride, through FusedMatMul's perm_a when the
+last axis stays last), and the bias (a constant addend over the columns), one residual addend of
+the product's shape and a fused Relu/Clip or FusedMatMul's Gelu are applied by the GEMM as it
+stores, instead of one pass over Y each.
 """
 from __future__ import annotations
 
