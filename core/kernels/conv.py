@@ -560,7 +560,6 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-# -- ConvTranspose -----------------------------------------------------------------------------------
 @register("FusedConv", since=1, domain=GE_DOMAIN)
 class FusedConv(Conv):
     """Conv(X, W, B) + Z, Z a tensor of the output's shape (a residual), then the node's epilogue:
@@ -578,6 +577,7 @@ class FusedConv(Conv):
             raise self.fail(f"group={self.g}: a residual is fused into one-group convolutions only")
 
 
+# -- ConvTranspose -----------------------------------------------------------------------------------
 @register("ConvTranspose", since=1)
 class ConvTranspose(SpatialKernel):
     def prepare(self):

@@ -171,7 +171,7 @@ class MaxPool(_WindowPool):
         if nat is not None and dt == np.float32 and len(self.spatial) == 2 and not self.with_indices:
             self.oc, self.kp = self.c, math.prod(self.kernel)  # NativeDepthwise's view of the window
             self.native = NativeDepthwise(self, nat, None, None, None, max_pool=True)
-            self.uses_native, self.separable = True, False
+            self.uses_native = True  # (the separable numpy plan stays, for an output that is not contiguous)
             return
         if not self.with_indices:
             return
