@@ -95,9 +95,22 @@ static void *pool_worker(void *arg) {
     return NULL;
 }
 
+/* A forked child has none of the workers, and locks or counts they held: start from scratch. */
+static void pool_after_fork(void) {
+    pthread_mutex_init(&pool.submit, NULL);
+    pthread_mutex_init(&pool.sleep_lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    atomic_store(&pool.active, 0);
+    atomic_store(&pool.sleepers, 0);
+    pool.workers = 0;
+    pool.pid = getpid();
+}
+
 static void pool_grow(int workers) {
-    pid_t pid = getpid();
-    if (pool.pid != pid) { pool.pid = pid; pool.workers = 0; }  /* a forked child has no workers */
+    if (pool.pid == 0) {  /* the first job of this process */
+        pool.pid = getpid();
+        pthread_atfork(NULL, NULL, pool_after_fork);
+    }
     while (pool.workers < workers && pool.workers < POOL_MAX - 1) {
         pthread_t t;
         pthread_attr_t attr;

@@ -1,4 +1,5 @@
 """ge's native GEMM (core/kernels/_gemm.c through native.py) against numpy, exactly as callers use it."""
+import os
 import threading
 
 import numpy as np
@@ -148,3 +149,19 @@ def test_kernel_threads_keep_numpy_blas_single_threaded_beside_native_kernels():
             assert openblas_threads_local(2) == 2
     finally:
         openblas_threads_local(before)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_runs_the_pool_again():
+    """After fork the child has none of the pool's workers (nor their locks): it starts its own."""
+    a, b, ab = operands(64, 96, 80)
+    bp = nat.pack_b(b)
+    ws = np.empty(nat.workspace_nbytes(64, 80, 96, raw_a=True, gathered_b=False), np.uint8)
+    c = np.empty((64, 80), np.float32)
+    nat.gemm(64, 80, 96, c, 80, a=a, lda=96, bp=bp, ws=ws)  # the parent's pool has run
+    pid = os.fork()
+    if pid == 0:  # the child: exit status says whether its product is right
+        nat.gemm(64, 80, 96, c, 80, a=a, lda=96, bp=bp, ws=ws)
+        os._exit(0 if np.allclose(c, ab, **TOL) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
