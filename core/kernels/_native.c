@@ -1,6 +1,6 @@
 /* ge's native kernels, float32: the GEMM C[M,N] = act(A[M,K] @ B[K,N] + bias + Z) with its epilogue
-fused; after it, the depthwise convolution, the phase fill of conv.PhaseLayout, and the row kernels
-(LayerNormalization, Softmax).
+fused; after it, the depthwise convolution (and MaxPool's window maximum), the phase fill of
+conv.PhaseLayout, and the row kernels (LayerNormalization, Softmax).
 
 Why: numpy's OpenBLAS reaches 55-75% of this machine's peak on the skinny products of a CNN or a
 small transformer, and every bias, residual or activation costs one more pass over C. Here one
@@ -17,10 +17,11 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   to [lo, hi] (Relu, Clip) or Gelu (erf form).
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
-Work: K in blocks of KC, outermost; per block, items (a group of adjacent panels, a chunk of rows)
-claimed one by one by the threads of _pool.h: per panel, pack it (when gathered; a run of NR floats
-per row is two vector copies) into the thread's scratch, then run the micro-kernel over the
-chunk's blocks of MR rows. (Reading B's rows in place, unpacked, measured slower: the hardware
+Work: K split evenly into blocks of at most KC, outermost; per block, items (a group of adjacent
+panels, a chunk of rows) claimed one by one by the threads of _pool.h: per panel, pack it (when
+gathered; a run of NR floats per row is two vector copies) into the thread's scratch, then run the
+micro-kernel over the chunk's blocks of MR rows (with few panels and many rows, blocks of rows go
+outermost over B packed whole, so each block of weights is read once). (Reading B's rows in place, unpacked, measured slower: the hardware
 prefetcher follows one packed stream, not a row pointer per step.) The caller's workspace
 holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
@@ -46,7 +47,7 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #define KC 640  /* the largest block of K (blocks are K split evenly: 576, 2 x 576, ...) */
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
 #define ITEMS_PER_THREAD 4  /* work items per thread and block of K: enough to balance them */
-#define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in the (2 MB) L2 cache */
+#define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in a 2 MB L2 cache */
 
 typedef float vec __attribute__((vector_size(VL * 4)));
 typedef float vec_u __attribute__((vector_size(VL * 4), aligned(4), may_alias));  /* unaligned access */
