@@ -109,6 +109,16 @@ class Kernel:
     def attr(self, key: str, default=None):
         return self.attrs.get(key, default)
 
+    def built_for(self, xs) -> "Kernel":
+        """This kernel when xs (arrays or None) have the dtypes and shapes it was built for, else one
+        built for theirs: compute() of a planned kernel on other inputs."""
+        metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
+        if any(m is not None and k is not None and (m.dtype != k.dtype or tuple(m.shape) != tuple(k.shape))
+               for m, k in zip(metas, self.inputs)):
+            return type(self)(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
+                              num_outputs=self.num_outputs)
+        return self
+
     def fail(self, message: str) -> GraphError:
         return GraphError(f"node '{self.name}' ({self.op_type}): {message}")
 

@@ -99,11 +99,8 @@ class SpatialKernel(Kernel):
         """Add views (or call arguments) derived from the workspace views; cached with them."""
 
     def compute(self, *xs):
-        metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
-        if any(m is not None and k is not None and (m.dtype != k.dtype or tuple(m.shape) != tuple(k.shape))
-               for m, k in zip(metas, self.inputs)):
-            other = type(self)(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
-                               num_outputs=self.num_outputs)
+        other = self.built_for(xs)
+        if other is not self:
             return other.compute(*xs)
         xs = [None if x is None else np.ascontiguousarray(x) for x in xs]
         ys = [np.empty(m.shape, m.dtype) for m in self.out_metas]

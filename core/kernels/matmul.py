@@ -37,11 +37,8 @@ class _Planned(Kernel):
         return self.ws_nbytes
 
     def compute(self, *xs):
-        metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
-        if any(m is not None and k is not None and (m.dtype != k.dtype or tuple(m.shape) != tuple(k.shape))
-               for m, k in zip(metas, self.inputs)):
-            other = type(self)(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
-                               num_outputs=self.num_outputs)
+        other = self.built_for(xs)
+        if other is not self:
             return other.compute(*xs)
         ys = [np.empty(m.shape, m.dtype) for m in self.out_metas]
         ws = np.empty(self.ws_nbytes, np.uint8) if self.ws_nbytes else None
