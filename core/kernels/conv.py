@@ -130,6 +130,27 @@ class SpatialKernel(Kernel):
             raise self.fail(f"input {index} ({what}) has shape {tuple(m.shape)}, rank >= {min_rank} expected")
         return m
 
+    # Conv and ConvTranspose: X and W, and the window attributes
+    def x_and_w(self) -> tuple[Meta, Meta]:
+        xm, wm = self.spatial_meta(0, "X"), self.spatial_meta(1, "W")
+        if len(wm.shape) != len(xm.shape):
+            raise self.fail(f"W has shape {tuple(wm.shape)}, X has shape {tuple(xm.shape)}: ranks differ")
+        return xm, wm
+
+    def kernel_of(self, wm: Meta) -> list:
+        """W's spatial dims, which attribute kernel_shape (optional) must restate."""
+        kernel = list(wm.shape[2:])
+        ks = self.attrs.get("kernel_shape")
+        if ks is not None and [int(v) for v in ks] != kernel:
+            raise self.fail(f"kernel_shape {list(ks)} does not match W's shape {tuple(wm.shape)}")
+        return kernel
+
+    def strides_dilations(self, d: int) -> tuple[list, list]:
+        strides, dil = self.ints("strides", d, 1), self.ints("dilations", d, 1)
+        if any(s < 1 for s in strides) or any(v < 1 for v in dil):
+            raise self.fail(f"strides {strides} and dilations {dil} must be positive")
+        return strides, dil
+
 
 def window_pads(k: SpatialKernel, in_sizes, kernel, strides, dilations, ceil_mode=False):
     """ONNX's auto_pad / pads resolution for Conv and the pools: (begin pads, end pads, output sizes)."""
@@ -317,25 +338,16 @@ class Conv(SpatialKernel):
     residual = False
 
     def prepare(self):
-        xm = self.spatial_meta(0, "X")
-        wm = self.spatial_meta(1, "W")
-        if len(wm.shape) != len(xm.shape):
-            raise self.fail(f"W has shape {tuple(wm.shape)}, X has shape {tuple(xm.shape)}: ranks differ")
+        xm, wm = self.x_and_w()
         n, c = xm.shape[:2]
         spatial = list(xm.shape[2:])
         d = len(spatial)
         oc, cg = wm.shape[:2]
-        kernel = list(wm.shape[2:])
-        ks = self.attrs.get("kernel_shape")
-        if ks is not None and [int(v) for v in ks] != kernel:
-            raise self.fail(f"kernel_shape {list(ks)} does not match W's shape {tuple(wm.shape)}")
+        kernel = self.kernel_of(wm)
         g = int(self.attr("group", 1))
         if g < 1 or c != cg * g or oc % g:
             raise self.fail(f"group={g} does not fit X with {c} channels and W of shape {tuple(wm.shape)}")
-        strides = self.ints("strides", d, 1)
-        dil = self.ints("dilations", d, 1)
-        if any(s < 1 for s in strides) or any(v < 1 for v in dil):
-            raise self.fail(f"strides {strides} and dilations {dil} must be positive")
+        strides, dil = self.strides_dilations(d)
         pb, pe, out = window_pads(self, spatial, kernel, strides, dil)
         if any(o <= 0 for o in out):
             raise self.fail(f"output spatial shape {out} is empty")
@@ -578,10 +590,7 @@ class FusedConv(Conv):
 @register("ConvTranspose", since=1)
 class ConvTranspose(SpatialKernel):
     def prepare(self):
-        xm = self.spatial_meta(0, "X")
-        wm = self.spatial_meta(1, "W")
-        if len(wm.shape) != len(xm.shape):
-            raise self.fail(f"W has shape {tuple(wm.shape)}, X has shape {tuple(xm.shape)}: ranks differ")
+        xm, wm = self.x_and_w()
         n, c = xm.shape[:2]
         spatial = list(xm.shape[2:])
         d = len(spatial)
@@ -590,14 +599,8 @@ class ConvTranspose(SpatialKernel):
             raise self.fail(f"W of shape {tuple(wm.shape)} and group={g} do not fit X with {c} channels")
         ocg = wm.shape[1]
         oc = ocg * g
-        kernel = list(wm.shape[2:])
-        ks = self.attrs.get("kernel_shape")
-        if ks is not None and [int(v) for v in ks] != kernel:
-            raise self.fail(f"kernel_shape {list(ks)} does not match W's shape {tuple(wm.shape)}")
-        strides = self.ints("strides", d, 1)
-        dil = self.ints("dilations", d, 1)
-        if any(s < 1 for s in strides) or any(v < 1 for v in dil):
-            raise self.fail(f"strides {strides} and dilations {dil} must be positive")
+        kernel = self.kernel_of(wm)
+        strides, dil = self.strides_dilations(d)
         opad = self.ints("output_padding", d, 0)
         dk = [(k - 1) * dl + 1 for k, dl in zip(kernel, dil)]
         full = [s * (i - 1) + op + e for s, i, op, e in zip(strides, spatial, opad, dk)]
