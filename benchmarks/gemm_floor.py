@@ -22,13 +22,12 @@ import sys
 import tempfile
 
 import numpy as np
-import onnx
 
 from ge.cli import api
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from samples_vs_onnxruntime import cases, feeds_for, load_samples, median_ms, onnxruntime_ms  # noqa: E402
+from samples_vs_onnxruntime import compiled_samples, median_ms, onnxruntime_ms  # noqa: E402
 
 
 def gemm_shapes(kernel) -> list[tuple[int, int, int, int]]:
@@ -77,28 +76,15 @@ def main() -> None:
     only = set(filter(None, args.only.split(",")))
     print(f"{'model':<20}{'ge ms':>9}{'ort ms':>9}{'floor ms':>10}{'floor/ort':>11}{'ge/floor':>10}  GFLOP")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, model, shapes in cases(load_samples()):
-            if only and name not in only:
-                continue
-            path = os.path.join(tmp, f"{name}.onnx")
-            onnx.save(model, path)
-            shapes = {vi.name: shapes.get(vi.name) or [d.dim_value for d in vi.type.tensor_type.shape.dim]
-                      for vi in model.graph.input}
-            spec = ";".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items())
-            result = api.atc(path, os.path.join(tmp, name), input_shape=spec)
-            feeds = feeds_for(model, shapes)
-            model_id = api.load_from_file(result.om_path, "cpu")
-            loaded = api.model(model_id)
-            products = [s for task in loaded.default_context.handle for s in gemm_shapes(task.plan.kernel)]
+        for name, path, feeds, model_id, inputs, outputs in compiled_samples(tmp, only):
+            handle = api.model(model_id).default_context.handle
+            products = [s for task in handle for s in gemm_shapes(task.plan.kernel)]
             floor = floor_runner(products)
-            inputs = [feeds[d.name] for d in loaded.inputs]
-            outputs = [np.empty(d.shape, d.dtype) for d in loaded.outputs]
             best = {"ge": math.inf, "ort": math.inf, "floor": math.inf}
             for _ in range(args.rounds):
                 best["ort"] = min(best["ort"], onnxruntime_ms(path, feeds, args.runs))
                 best["ge"] = min(best["ge"], median_ms(lambda: api.execute(model_id, inputs, outputs), args.runs))
                 best["floor"] = min(best["floor"], median_ms(floor, args.runs))
-            api.unload(model_id)
             gflop = sum(2 * b * m * k * n for b, m, k, n in products) / 1e9
             print(f"{name:<20}{best['ge']:>9.2f}{best['ort']:>9.2f}{best['floor']:>10.2f}"
                   f"{best['floor'] / best['ort']:>11.2f}{best['ge'] / best['floor']:>10.2f}  {gflop:.2f}", flush=True)

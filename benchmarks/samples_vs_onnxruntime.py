@@ -76,6 +76,28 @@ def cases(samples):
     yield "bert_style", samples.bert_style(), {"input_ids": [1, 128], "attention_mask": [1, 128]}
 
 
+def compiled_samples(tmp: str, only=()):
+    """Each sample of cases() saved in `tmp`, compiled at its benchmark shapes and loaded on cpu:
+    yields (name, onnx path, feeds, model id, input arrays, output buffers); unloaded after."""
+    for name, model, shapes in cases(load_samples()):
+        if only and name not in only:
+            continue
+        path = os.path.join(tmp, f"{name}.onnx")
+        onnx.save(model, path)
+        shapes = {vi.name: shapes.get(vi.name) or [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                  for vi in model.graph.input}
+        spec = ";".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items())
+        result = api.atc(path, os.path.join(tmp, name), input_shape=spec)
+        feeds = feeds_for(model, shapes)
+        model_id = api.load_from_file(result.om_path, "cpu")
+        loaded = api.model(model_id)
+        try:
+            yield (name, path, feeds, model_id, [feeds[d.name] for d in loaded.inputs],
+                   [np.empty(d.shape, d.dtype) for d in loaded.outputs])
+        finally:
+            api.unload(model_id)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -83,27 +105,13 @@ def main() -> None:
     parser.add_argument("--only", default="")
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
-    samples = load_samples()
     print(f"{'model':<20}{'ge ms':>10}{'ort ms':>10}{'ge/ort':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, model, shapes in cases(samples):
-            if only and name not in only:
-                continue
-            path = os.path.join(tmp, f"{name}.onnx")
-            onnx.save(model, path)
-            shapes = {vi.name: shapes.get(vi.name) or [d.dim_value for d in vi.type.tensor_type.shape.dim]
-                      for vi in model.graph.input}
-            spec = ";".join(f"{n}:{','.join(map(str, s))}" for n, s in shapes.items())
-            result = api.atc(path, os.path.join(tmp, name), input_shape=spec)
-            feeds = feeds_for(model, shapes)
-            model_id = api.load_from_file(result.om_path, "cpu")
-            inputs = [feeds[d.name] for d in api.model(model_id).inputs]
-            outputs = [np.empty(d.shape, d.dtype) for d in api.model(model_id).outputs]
+        for name, path, feeds, model_id, inputs, outputs in compiled_samples(tmp, only):
             ge_ms = ort_ms = float("inf")
             for _ in range(args.rounds):
                 ort_ms = min(ort_ms, onnxruntime_ms(path, feeds, args.runs))
                 ge_ms = min(ge_ms, median_ms(lambda: api.execute(model_id, inputs, outputs), args.runs))
-            api.unload(model_id)
             print(f"{name:<20}{ge_ms:>10.2f}{ort_ms:>10.2f}{ge_ms / ort_ms:>9.2f}", flush=True)
 
 
