@@ -8,7 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ge.core.ir import Meta, dtype_to_onnx
-from ge.core.kernels import lookup
+from ge.core.kernels import lookup, native
 
 
 def run_onnxruntime(op_type, inputs, attrs, n_outputs, opset, const_names, domain=""):
@@ -57,3 +57,16 @@ def check_op():
         return expected
 
     return check
+
+
+@pytest.fixture(params=["native", "numpy"])
+def native_and_numpy(request):
+    """A test once with ge's native kernels and once with the numpy plans (kernels built in it
+    take them: native.disabled()). Modules with native plans use it on every test."""
+    if request.param == "native":
+        if native.native() is None:
+            pytest.skip("ge's native kernels are not built")
+        yield request.param
+    else:
+        with native.disabled():
+            yield request.param

@@ -13,15 +13,7 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(autouse=True, params=["native", "numpy"])
-def plan(request, monkeypatch):
-    """Every case with constant weights through both plans: ge's native GEMM and numpy's matmul."""
-    from ge.core.kernels import matmul_native
-    if request.param == "native" and matmul_native.native() is None:
-        pytest.skip("ge's native GEMM is not built")
-    if request.param == "numpy":
-        monkeypatch.setattr(matmul_native, "native", lambda: None)
-    return request.param
+pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every case through both plans
 
 
 @pytest.mark.parametrize("consts", [(), ("b",)])

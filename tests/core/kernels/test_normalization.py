@@ -13,15 +13,7 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(autouse=True, params=["native", "numpy"])
-def plan(request, monkeypatch):
-    """Every case through both plans: ge's native row kernels (LayerNormalization, Softmax) and numpy."""
-    from ge.core.kernels import normalization
-    if request.param == "native" and normalization.native() is None:
-        pytest.skip("ge's native kernels are not built")
-    if request.param == "numpy":
-        monkeypatch.setattr(normalization, "native", lambda: None)
-    return request.param
+pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every case through both plans
 
 
 def bn_inputs(shape):

@@ -12,15 +12,7 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(autouse=True, params=["native", "numpy"])
-def plan(request, monkeypatch):
-    """Every case through both plans: the native window kernel (2-D MaxPool) and numpy."""
-    from ge.core.kernels import pool
-    if request.param == "native" and pool.native() is None:
-        pytest.skip("ge's native kernels are not built")
-    if request.param == "numpy":
-        monkeypatch.setattr(pool, "native", lambda: None)
-    return request.param
+pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every case through both plans
 
 
 WINDOWS_2D = [
