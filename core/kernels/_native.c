@@ -141,6 +141,12 @@ static inline vec load_cols(const float *src, int cols, int at) {
     return v;
 }
 
+/* The epilogue's activation, on the two vectors of a row of a block. */
+static inline void activate(const Epilogue *e, vec *v0, vec *v1) {
+    if (e->act == ACT_CLAMP) *v0 = vclamp(*v0, e->lo, e->hi), *v1 = vclamp(*v1, e->lo, e->hi);
+    else if (e->act == ACT_GELU) *v0 = vgelu(*v0), *v1 = vgelu(*v1);
+}
+
 /* Write a block of products to C: overwrite (first) or add to it, and apply the epilogue (last).
    rows/cols: the valid part of the block. Kept apart from the product loop, whose accumulators
    need every register. */
@@ -163,8 +169,7 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
                 const float *zr = e->z + (i0 + i) * e->ldz + j0;
                 v0 += load_cols(zr, cols, 0), v1 += load_cols(zr, cols, VL);
             }
-            if (e->act == ACT_CLAMP) { v0 = vclamp(v0, e->lo, e->hi); v1 = vclamp(v1, e->lo, e->hi); }
-            else if (e->act == ACT_GELU) { v0 = vgelu(v0); v1 = vgelu(v1); }
+            activate(e, &v0, &v1);
         }
         vstore(dst, v0); vstore(dst + VL, v1);
         if (dst == tmp) memcpy(cr, tmp, (size_t)cols * 4);
@@ -202,8 +207,7 @@ static void store_block_flat(const float *acc, float *c, int64_t ldc, int rows, 
                 for (int r = 0; r < runs; r++) copy_floats(zt + run_at[r], zr + run_to[r], run_n[r]);
                 v0 += vload(zt), v1 += vload(zt + VL);
             }
-            if (e->act == ACT_CLAMP) { v0 = vclamp(v0, e->lo, e->hi); v1 = vclamp(v1, e->lo, e->hi); }
-            else if (e->act == ACT_GELU) { v0 = vgelu(v0); v1 = vgelu(v1); }
+            activate(e, &v0, &v1);
         }
         vstore(tmp, v0), vstore(tmp + VL, v1);
         for (int r = 0; r < runs; r++) copy_floats(cr + run_to[r], tmp + run_at[r], run_n[r]);
