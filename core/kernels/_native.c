@@ -17,12 +17,15 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   to [lo, hi] (Relu, Clip) or Gelu (erf form).
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
-Work: K split evenly into blocks of at most KC, outermost; per block, items (a group of adjacent
-panels, a chunk of rows) claimed one by one by the threads of _pool.h: per panel, pack it (when
-gathered; a run of NR floats per row is two vector copies) into the thread's scratch, then run the
-micro-kernel over the chunk's blocks of MR rows (with few panels and many rows, blocks of rows go
-outermost over B packed whole, so each block of weights is read once). (Reading B's rows in place, unpacked, measured slower: the hardware
-prefetcher follows one packed stream, not a row pointer per step.) The caller's workspace
+Work: items (a group of adjacent panels, a chunk of rows) claimed one by one by the threads of
+_pool.h, each over K split evenly into blocks of at most KC: per block and panel, pack the panel
+(when gathered; a run of NR floats per row is two vector copies) into the thread's scratch, then
+run the micro-kernel over the chunk's blocks of MR rows (with few panels and many rows, blocks of
+rows go outermost over B packed whole, so each block of weights is read once). An item owns its
+block of C through all of K, so one GEMM is one job of the pool: no barrier per block of K, and
+enough items (ITEMS_PER_THREAD) that a thread finishing early has one to take. (Reading B's rows in
+place, unpacked, measured slower: the hardware prefetcher follows one packed stream, not a row
+pointer per step.) The caller's workspace
 holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
 Vector code through GCC/Clang vector extensions: one source for AVX-512, AVX2 and NEON, tile sizes
@@ -32,6 +35,9 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #include <stdint.h>
 #include <string.h>
 #include "_pool.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #if defined(__AVX512F__)
 #define VL 16
@@ -46,7 +52,7 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #define NR (2 * VL)
 #define KC 640  /* the largest block of K (blocks are K split evenly: 576, 2 x 576, ...) */
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
-#define ITEMS_PER_THREAD 4  /* work items per thread and block of K: enough to balance them */
+#define ITEMS_PER_THREAD 8  /* work items per thread: enough to balance them (measured: 4 left 3-6% idle) */
 #define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in a 2 MB L2 cache */
 
 typedef float vec __attribute__((vector_size(VL * 4)));
@@ -296,7 +302,8 @@ int64_t ge_packed_b_floats(int64_t K, int64_t N) { return (N + NR - 1) / NR * NR
 static int64_t row_chunks(int64_t M, int64_t N, int threads) {
     int64_t mblocks = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
     int64_t chunks = (mblocks * MR + MC_MAX - 1) / MC_MAX;
-    int64_t balance = panels > 0 ? (ITEMS_PER_THREAD * threads + panels - 1) / panels : 1;
+    int64_t items = ITEMS_PER_THREAD * threads;
+    int64_t balance = panels <= FEW_PANELS ? items : (items + panels - 1) / panels;
     if (threads > 1 && chunks < balance) chunks = balance;
     return chunks < mblocks ? chunks : (mblocks > 0 ? mblocks : 1);
 }
@@ -312,7 +319,7 @@ int64_t ge_workspace_floats(int64_t M, int64_t N, int64_t K, int raw_a, int gath
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
-    int64_t k0, kc;  /* the block of K being multiplied */
+    int64_t kc;  /* the blocks of K */
     const float *a, *b, *bp;
     const int64_t *koff, *noff;
     float *a_packed, *c, *scratch;
@@ -344,38 +351,44 @@ void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t
     pool_run(pack_b_item, &g, (N + NR - 1) / NR, threads);
 }
 
-/* One item: a panel of NR columns times a chunk of rows, over the current block of K. */
+/* One item: a group of panels times a chunk of rows, over every block of K in turn (so a thread
+   that claimed it owns its block of C: no barrier between the blocks of K). */
 static void gemm_item(void *ctx, int64_t it, int slot) {
     Gemm *g = ctx;
-    int64_t group = it / g->chunks, ch = it % g->chunks, K = g->K, k0 = g->k0, kc = g->kc;
+    int64_t group = it / g->chunks, ch = it % g->chunks, K = g->K;
     int64_t blk0 = ch * g->chunk_blocks;
     int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
     int64_t p0 = group * g->group_panels;
     int64_t p1 = p0 + g->group_panels < g->panels ? p0 + g->group_panels : g->panels;
-    if (g->few_panels) {  /* few columns, many rows: each block of A (weights) is read once per block of K */
-        for (int64_t blk = blk0; blk < blk1; blk++) {
-            int64_t i0 = blk * MR;
-            int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+    for (int64_t k0 = 0, kc; k0 < K || (K == 0 && k0 == 0); k0 += kc) {
+        kc = K - k0 < g->kc ? K - k0 : g->kc;
+        int first = k0 == 0, last = k0 + kc >= K;
+        if (g->few_panels) {  /* few columns, many rows: each block of A (weights) is read once per block of K */
+            for (int64_t blk = blk0; blk < blk1; blk++) {
+                int64_t i0 = blk * MR;
+                int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+                for (int64_t p = p0; p < p1; p++) {
+                    int64_t j0 = p * NR;
+                    int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
+                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR,
+                                 g->c + i0 * g->ldc, g->ldc, rows, cols, first, last, &g->e, i0, j0);
+                }
+            }
+        } else {
             for (int64_t p = p0; p < p1; p++) {
                 int64_t j0 = p * NR;
                 int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
-                micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR,
-                             g->c + i0 * g->ldc, g->ldc, rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
+                const float *panel = g->bp ? g->bp + p * K * NR + k0 * NR : g->scratch + (int64_t)slot * KC * NR;
+                if (!g->bp) pack_b_panel(g->b, g->koff, g->noff, k0, kc, j0, cols, (float *)panel);
+                for (int64_t blk = blk0; blk < blk1; blk++) {
+                    int64_t i0 = blk * MR;
+                    int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c + i0 * g->ldc, g->ldc,
+                                 rows, cols, first, last, &g->e, i0, j0);
+                }
             }
         }
-        return;
-    }
-    for (int64_t p = p0; p < p1; p++) {
-        int64_t j0 = p * NR;
-        int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
-        const float *panel = g->bp ? g->bp + p * K * NR + k0 * NR : g->scratch + (int64_t)slot * KC * NR;
-        if (!g->bp) pack_b_panel(g->b, g->koff, g->noff, k0, kc, j0, cols, (float *)panel);
-        for (int64_t blk = blk0; blk < blk1; blk++) {
-            int64_t i0 = blk * MR;
-            int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-            micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c + i0 * g->ldc, g->ldc,
-                         rows, cols, k0 == 0, k0 + kc >= K, &g->e, i0, j0);
-        }
+        if (K == 0) break;
     }
 }
 
@@ -409,15 +422,9 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
         g.bp = g.scratch;
         pool_run(pack_b_item, &g, g.panels, threads);
     }
-    /* K in blocks, outermost: the rows of A in one block stay in the L2 cache for every panel.
-       Blocks of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
-    int64_t kblocks = (K + KC - 1) / KC, kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
-    g.k0 = 0;
-    do {  /* K = 0 still runs once: C = the epilogue of zero */
-        g.kc = K - g.k0 < kc ? K - g.k0 : kc;
-        pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
-        g.k0 += g.kc;
-    } while (g.k0 < K);
+    int64_t kblocks = (K + KC - 1) / KC;
+    g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
+    pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
 }
 
 /* The same call with its arguments in one struct: ctypes converts one pointer instead of 21
@@ -443,6 +450,172 @@ typedef struct {
 void ge_gemm_args(const GemmArgs *g) {
     ge_gemm(g->M, g->N, g->K, g->a, g->lda, g->ap, g->b, g->koff, g->noff, g->bp, g->c, g->ldc, g->bias_m,
             g->bias_n, g->z, g->ldz, g->act, g->lo, g->hi, g->pitch, g->width, g->threads, g->ws);
+}
+
+/* Direct convolution: output channels in the vector lanes, output pixels broadcast. For a block of
+R output pixels that are consecutive in the source (an output row of a phase layout, or a run of a
+pointwise conv's plane) and a panel of NR output channels:
+    acc[i][j] = sum_k x[koff[k] + pos + i] * wp[k][j]
+so the input is read in place (one broadcast per pixel and k: no packing pass, no im2col), the
+weights are the panel ge_pack_b made of W^T, once, at load, and no lane is spent on padding pixels or
+a tail panel of pixels: a 7x7 output is 7 blocks of 7, where the GEMM's 32-column panels would
+compute 64 or 63 columns for 49. The whole K runs in registers, then the block is transposed
+(channels x pixels) and stored into Y (NCHW) with bias, residual Z and the activation. Items are
+(panel, chunk of blocks); no workspace. */
+#define DIRECT_AHEAD 16  /* prefetch the input that many steps of k ahead: its rows are a plane apart */
+#if VL == 16
+#define RMAX 14  /* 28 accumulators, 2 weight vectors: 30 of the 32 registers */
+#else
+#define RMAX 6
+#endif
+
+typedef struct {
+    const float *x;
+    const int64_t *koff;
+    const float *wp;
+    float *y;
+    const float *bias, *z;
+    int64_t K, M, rows, width, pitch, ldy;  /* y[ch * ldy + oy * width + ox], x row oy at oy * pitch */
+    int32_t act;
+    float lo, hi;
+    int32_t threads;
+} ConvDirect;
+
+typedef struct {
+    const ConvDirect *d;
+    int64_t seg_len, seg_pitch, seg_blocks, base, rem, blocks, panels, chunks, chunk_blocks;
+} DirectWork;
+
+static inline __attribute__((always_inline)) void direct_product(const int R, const int V, int64_t K,
+                                                                 const float *x, const int64_t *koff,
+                                                                 const float *wp, float *acc) {
+    vec acc0[RMAX], acc1[RMAX];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
+    for (int64_t k = 0; k < K; k++, wp += NR) {
+        const float *xk = x + koff[k];
+        if (k + DIRECT_AHEAD < K) __builtin_prefetch(x + koff[k + DIRECT_AHEAD] + R - 1);
+        vec w0 = vload(wp), w1 = V == 2 ? vload(wp + VL) : w0;
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            acc0[i] += xk[i] * w0;
+            if (V == 2) acc1[i] += xk[i] * w1;
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
+}
+
+/* The first n (<= VL) lanes of a vector from or to memory: one masked access where the target has them. */
+static inline vec load_part(const float *p, int n) {
+#if defined(__AVX512F__)
+    return n == VL ? vload(p) : (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+#else
+    return load_cols(p, n, 0);
+#endif
+}
+
+static inline void store_part(float *p, vec v, int n) {
+#if defined(__AVX512F__)
+    if (n == VL) vstore(p, v);
+    else _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
+#else
+    for (int j = 0; j < n; j++) p[j] = v[j];
+#endif
+}
+
+/* VL x VL transpose in registers: swap the off-diagonal h x h blocks for h = VL/2 .. 1. */
+static inline void transpose(vec *r) {
+#if defined(__clang__)
+    float t[VL][VL];
+    for (int i = 0; i < VL; i++) for (int j = 0; j < VL; j++) t[j][i] = r[i][j];
+    for (int i = 0; i < VL; i++) r[i] = vload(t[i]);
+#else
+    ivec idx;
+    for (int c = 0; c < VL; c++) idx[c] = c;
+#pragma GCC unroll 8
+    for (int h = VL / 2; h >= 1; h /= 2) {
+        ivec upper = (idx & h) != 0;
+        ivec lo = idx + (upper & (VL - h)), hi = idx + ((upper & VL) | (~upper & h));
+#pragma GCC unroll 16
+        for (int i = 0; i < VL; i++)
+            if (!(i & h)) {
+                vec a = r[i], b = r[i + h];
+                r[i] = __builtin_shuffle(a, b, lo);
+                r[i + h] = __builtin_shuffle(a, b, hi);
+            }
+    }
+#endif
+}
+
+/* The block's products (acc: R rows of pixels x NR channels) into Y, channel by channel. */
+static void direct_store(const ConvDirect *d, const float *acc, int R, int64_t ch0, int64_t out) {
+    for (int v = 0; v < 2 && ch0 + v * VL < d->M; v++)
+        for (int g = 0; g < R; g += VL) {
+            vec t[VL];
+            for (int r = 0; r < VL; r++) t[r] = g + r < R ? vload(acc + (g + r) * NR + v * VL) : (vec){0};
+            transpose(t);
+            int n = R - g < VL ? R - g : VL;
+            for (int c = 0; c < VL; c++) {
+                int64_t ch = ch0 + v * VL + c;
+                if (ch >= d->M) break;
+                vec val = t[c];
+                if (d->bias) val += d->bias[ch];
+                if (d->z) val += load_part(d->z + ch * d->ldy + out + g, n);
+                if (d->act == ACT_CLAMP) val = vclamp(val, d->lo, d->hi);
+                else if (d->act == ACT_GELU) val = vgelu(val);
+                float *yr = d->y + ch * d->ldy + out + g;
+                store_part(yr, val, n);
+            }
+        }
+}
+
+#define DIRECT_CASE(r) case r: { if (two) direct_product(r, 2, K, x, koff, wp, acc); \
+                                 else direct_product(r, 1, K, x, koff, wp, acc); } break;
+
+static void direct_item(void *ctx, int64_t it, int slot) {
+    const DirectWork *w = ctx;
+    const ConvDirect *d = w->d;
+    (void)slot;
+    int64_t p = it / w->chunks, b0 = it % w->chunks * w->chunk_blocks, K = d->K;
+    int64_t b1 = b0 + w->chunk_blocks < w->blocks ? b0 + w->chunk_blocks : w->blocks;
+    const float *wp = d->wp + p * K * NR;
+    const int64_t *koff = d->koff;
+    int two = d->M - p * NR > VL;
+    float acc[RMAX * NR] __attribute__((aligned(64)));
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t seg = b / w->seg_blocks, j = b % w->seg_blocks;
+        int64_t start = j * w->base + (j < w->rem ? j : w->rem);
+        int R = (int)(w->base + (j < w->rem));
+        const float *x = d->x + seg * w->seg_pitch + start;
+        switch (R) {
+            DIRECT_CASE(1) DIRECT_CASE(2) DIRECT_CASE(3) DIRECT_CASE(4) DIRECT_CASE(5) DIRECT_CASE(6)
+#if RMAX > 6
+            DIRECT_CASE(7) DIRECT_CASE(8) DIRECT_CASE(9) DIRECT_CASE(10) DIRECT_CASE(11) DIRECT_CASE(12)
+            DIRECT_CASE(13) DIRECT_CASE(14)
+#endif
+        }
+        direct_store(d, acc, R, p * NR, seg * w->seg_len + start);
+    }
+}
+
+void ge_conv_direct(const ConvDirect *d) {
+    DirectWork w = {.d = d};
+    int contiguous = d->pitch == d->width;  /* no padding columns: blocks may run across rows */
+    w.seg_len = contiguous ? d->rows * d->width : d->width;
+    w.seg_pitch = contiguous ? w.seg_len : d->pitch;
+    int64_t segs = contiguous ? 1 : d->rows;
+    w.seg_blocks = (w.seg_len + RMAX - 1) / RMAX;  /* blocks of a segment: near-equal, at most RMAX */
+    w.base = w.seg_len / w.seg_blocks, w.rem = w.seg_len % w.seg_blocks;
+    w.blocks = segs * w.seg_blocks;
+    w.panels = (d->M + NR - 1) / NR;
+    int threads = d->threads < 1 ? 1 : d->threads;
+    int64_t items = ITEMS_PER_THREAD * threads;
+    w.chunks = threads > 1 ? (items + w.panels - 1) / w.panels : 1;
+    if (w.chunks > w.blocks) w.chunks = w.blocks;
+    w.chunk_blocks = (w.blocks + w.chunks - 1) / w.chunks;
+    w.chunks = (w.blocks + w.chunk_blocks - 1) / w.chunk_blocks;
+    pool_run(direct_item, &w, w.panels * w.chunks, threads);
 }
 
 /* Depthwise convolution (2-D, any stride, dilation and padding, a channel multiplier), on the input

@@ -23,60 +23,79 @@ from .native import CallCache, Native
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
 FLAT_WASTE = 1.15
+#: The direct kernel (output channels in the vector lanes, pixels broadcast, the input read in place)
+#: runs every 1-D or 2-D conv whose kernel has more than one tap: no packing pass, no padding or tail
+#: columns computed. A 1x1 conv's direct kernel reads the input a plane apart per step of K (a page
+#: each, where the GEMM's packing reads runs), so it takes the direct kernel only where the GEMM's
+#: panels of nr pixels would compute this many times the pixels (a 7x7 output: 64 for 49).
+DIRECT_WASTE = 1.2
+DIRECT = "auto"
 
 
 class NativeConv:
-    """A dense (not depthwise) Conv, any group count, on the native GEMM."""
+    """A dense (not depthwise) Conv, any group count, on the direct kernel or the native GEMM."""
 
     def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp, residual: bool = False):
         from .conv import PhaseLayout  # conv imports this module
         self.nat, self.clamp = nat, clamp
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
-        self.w_packed = k.shared_pack(("native", k.g), lambda w: [nat.pack_a(wg) for wg in
-                                                               w.reshape(k.g, k.ocg, self.kdim)], w)
-        self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
+        self.direct = use_direct(k, nat.nr, self.pointwise)
+        pack = nat.pack_weights_t if self.direct else nat.pack_a
+        self.w_packed = k.shared_pack(("native-direct" if self.direct else "native", k.g),
+                                      lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
+        self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
+        self.dense = math.prod(k.out)
+        self.calls = CallCache()
         itemsize = 4
+        self.flat = False
         if self.pointwise:  # columns straight from X
             self.lay = None
             plane = math.prod(k.spatial)
             self.koff = np.arange(k.cg, dtype=np.int64) * plane
             self.noff = np.arange(plane, dtype=np.int64)
-            self.group_step, self.item_step = k.cg * plane * itemsize, k.c * plane * itemsize
-            self.flat = False
         else:
             lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
             plane = math.prod(lay.sq)
             self.koff = (np.arange(k.cg, dtype=np.int64)[:, None] * plane + tap_offsets(lay)[None, :]).ravel()
+            k.scratch.add("ph", lay.phase_shape, np.float32)
+        self.group_step, self.item_step = k.cg * plane * itemsize, k.c * plane * itemsize
+        # the GEMM's scratch either way: a machine whose vector width makes the other choice (DIRECT_WASTE
+        # counts panels of nr pixels) must find the OM's workspace big enough for it
+        gemm_columns = math.prod(k.spatial) if self.pointwise else max(self.lay.L, self.dense)
+        k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, gemm_columns, self.kdim, raw_a=False, gathered_b=True),),
+                      np.uint8)
+        if self.direct:  # Y written by the kernel, output rows `pitch` apart in the source
+            two_d = self.lay is not None and len(k.out) == 2
+            self.rows, self.width = (k.out[0], k.out[1]) if two_d else (1, self.dense)
+            self.pitch = self.lay.pst[0] if two_d else self.dense
+            self.flat_map, self.writes_y, self.absorbs = None, True, clamp is not None
+            return
+        if not self.pointwise:
             panels = lambda columns: -(-columns // nat.nr)  # the GEMM's work is in panels of nr columns
             self.flat = panels(lay.L) <= panels(lay.dense) * FLAT_WASTE
             self.noff = np.arange(lay.L, dtype=np.int64) if self.flat else _grid(k.out, lay.pst)
-            self.group_step, self.item_step = k.cg * plane * itemsize, k.c * plane * itemsize
-            k.scratch.add("ph", lay.phase_shape, np.float32)
             if self.flat and lay.L != lay.dense and len(k.out) != 2:  # 3-D padding columns: through the workspace
                 k.scratch.add("yflat", (k.n, k.oc, lay.L), np.float32)
         # 2-D flat columns with padding ones: the GEMM writes Y through the (pitch, width) map
         self.flat_map = (lay.pst[0], k.out[1]) if self.flat and lay.L != lay.dense and len(k.out) == 2 else None
         self.columns = len(self.noff)
-        self.dense = math.prod(k.out)
-        self.calls = CallCache()
         # a residual Z is added by the GEMM when it writes Y itself; through the workspace, by the
         # pass that drops the padding columns, and the activation (after Z) is then the runtime's
-        self.direct = not k.scratch.items.get("yflat")
-        self.absorbs = clamp is not None and (self.direct or not residual)
+        self.writes_y = not k.scratch.items.get("yflat")
+        self.absorbs = clamp is not None and (self.writes_y or not residual)
         if not self.absorbs:
             self.clamp = None
-        k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, self.columns, self.kdim, raw_a=False, gathered_b=True),),
-                      np.uint8)
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None) -> None:
         ph, out = v.get("ph"), v.get("yflat", y)
-        gz = z if out is y else None  # Z for the GEMM: only when it writes Y itself
+        gz = z if out is y else None  # Z for the kernel: only when it writes Y itself
+        ws = v.get("gemm")
         if gz is not None and not gz.flags.c_contiguous:  # a copy: new each run, so are its calls
-            calls = self._calls(x, ph, out, v["gemm"], np.ascontiguousarray(gz))
+            calls = self._calls(x, ph, out, ws, np.ascontiguousarray(gz))
         else:
-            calls = self.calls.get((x, ph, out, v["gemm"], gz), lambda: self._calls(x, ph, out, v["gemm"], gz))
+            calls = self.calls.get((x, ph, out, ws, gz), lambda: self._calls(x, ph, out, ws, gz))
         for call in calls:
             call.run()
         if out is not y:
@@ -86,20 +105,37 @@ class NativeConv:
                 np.add(self.lay.dense_view(out), z, out=y)
 
     def _calls(self, x, ph, out, ws, z) -> list:
-        """The phase fill (unless pointwise), then one GEMM per batch item and group: W[group] @ the
-        group's columns of the item (+ Z)."""
+        """The phase fill (unless pointwise), then one direct conv or GEMM per batch item and group:
+        W[group] @ the group's columns of the item (+ Z)."""
         src = x if ph is None else ph
-        base, out_addr, ncols = src.ctypes.data, out.ctypes.data, self.columns
-        ld = self.dense if self.flat_map else ncols  # the elements of one output channel
+        base, out_addr = src.ctypes.data, out.ctypes.data
+        ld = self.dense if self.direct or self.flat_map else self.columns  # the elements of one output channel
         out_item, out_group = self.oc * ld * 4, self.ocg * ld * 4
         fill = [] if ph is None else [fill_call(self.nat, self.lay, x, ph)]
-        return fill + [self.nat.call(self.ocg, ncols, self.kdim, out_addr + i * out_item + gi * out_group, ld,
-                                     ap=self.w_packed[gi], b=base + i * self.item_step + gi * self.group_step,
-                                     koff=self.koff, noff=self.noff,
-                                     bias_m=None if self.bias is None else self.bias[gi],
-                                     z=None if z is None else z.ctypes.data + i * out_item + gi * out_group,
-                                     ldz=ld, clamp=self.clamp, flat=self.flat_map, ws=ws)
-                       for i in range(self.n) for gi in range(self.g)]
+        calls = []
+        for i in range(self.n):
+            for gi in range(self.g):
+                x_at, y_at = base + i * self.item_step + gi * self.group_step, out_addr + i * out_item + gi * out_group
+                z_at = None if z is None else z.ctypes.data + i * out_item + gi * out_group
+                bias = None if self.bias is None else self.bias[gi]
+                if self.direct:
+                    calls.append(self.nat.conv_direct_call(
+                        x_at, self.koff, self.w_packed[gi], y_at, m=self.ocg, k=self.kdim, rows=self.rows,
+                        width=self.width, pitch=self.pitch, ldy=ld, bias=bias, z=z_at, clamp=self.clamp))
+                else:
+                    calls.append(self.nat.call(
+                        self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,
+                        noff=self.noff, bias_m=bias, z=z_at, ldz=ld, clamp=self.clamp, flat=self.flat_map, ws=ws))
+        return fill + calls
+
+
+def use_direct(k, nr: int, pointwise: bool) -> bool:
+    """The direct kernel for this conv (DIRECT: "auto", or "always"/"never" where it can run)."""
+    if DIRECT == "never" or not (pointwise or len(k.out) <= 2):
+        return False
+    pixels = math.prod(k.out)
+    wide = any(v > 1 for v in k.kernel)
+    return DIRECT == "always" or wide or -(-pixels // nr) * nr > DIRECT_WASTE * pixels
 
 
 class NativeDepthwise:

@@ -30,6 +30,7 @@ _SIGNATURES = {
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
     "ge_gemm_args": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
+    "ge_conv_direct": ([_ptr], None),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
 }
@@ -113,6 +114,19 @@ class Native:
                         lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)))
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
+    def pack_weights_t(self, w: np.ndarray) -> np.ndarray:
+        """W (M, K) for the direct convolution: W^T in panels of nr output channels."""
+        return self.pack_b(np.ascontiguousarray(w.T, np.float32))
+
+    def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
+                         ldy, bias=None, z: int | None = None, clamp=None, gelu=False) -> PreparedCall:
+        """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
+        + ox]) for ch < m (the direct convolution of _native.c; x, y, z are addresses), prepared."""
+        lo, hi = clamp if clamp is not None else (0.0, 0.0)
+        args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
+                          ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE, lo, hi, threads())
+        return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
+
     def depthwise_call(self, x: int, w: np.ndarray | None, bias, tap_off: np.ndarray, y: int, *, channels, mult,
                        rows, cols, pitch, in_channel_step, clamp=None, max_pool=False) -> PreparedCall:
         """y[oc, oy, ox] = clamp(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
@@ -155,7 +169,11 @@ class Native:
         noff = np.arange(45, dtype=np.int64)
         ws = np.empty(self.workspace_nbytes(37, 45, 70, False, True), np.uint8)
         self.gemm(37, 45, 70, c, 45, ap=self.pack_a(a), b=b, koff=koff, noff=noff, ws=ws)
-        return ok and np.allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+        ok = ok and np.allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+        # the direct convolution (register transposes): 37 channels of 45 pixels, a 1x1 conv of 70 channels
+        self.conv_direct_call(b.ctypes.data, koff, self.pack_weights_t(a), c.ctypes.data, m=37, k=70, rows=1,
+                              width=45, pitch=45, ldy=45, bias=bias[:37].copy()).run()
+        return ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
 
 
 class GemmArgs(ctypes.Structure):
@@ -164,6 +182,13 @@ class GemmArgs(ctypes.Structure):
                 ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
                 ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", ctypes.c_int32), ("lo", _f32),
                 ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64)]
+
+
+class ConvDirect(ctypes.Structure):
+    """_native.c's ConvDirect."""
+    _fields_ = [("x", _ptr), ("koff", _ptr), ("wp", _ptr), ("y", _ptr), ("bias", _ptr), ("z", _ptr)] + \
+        [(f, _i64) for f in ("K", "M", "rows", "width", "pitch", "ldy")] + \
+        [("act", ctypes.c_int32), ("lo", _f32), ("hi", _f32), ("threads", ctypes.c_int32)]
 
 
 class DepthwiseArgs(ctypes.Structure):

@@ -63,13 +63,12 @@ def test_not_folded(make_model, load, case):
 @pytest.mark.parametrize("plan", ["native-direct", "native-flat", "native-dense", "numpy"])
 @pytest.mark.parametrize("kernel,pads,relu", [(1, 0, True), (3, 1, True), (3, 1, False)])
 def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, plan, kernel, pads, relu):
-    """Compiled and run: the GEMM adds Z and applies the Relu as it stores (direct, dense), or the
-    pass dropping the padding columns adds Z and the runtime applies the Relu (flat); numpy plans
-    add Z after the convolution."""
+    """Compiled and run: the direct kernel or the GEMM adds Z and applies the Relu as it stores
+    (direct; dense; a pointwise conv's GEMM), or the pass dropping the padding columns adds Z and the
+    runtime applies the Relu (flat); numpy plans add Z after the convolution."""
     if plan != "numpy" and native.native() is None:
         pytest.skip("ge's native kernels are not built")
-    if plan == "native-direct" and kernel != 1:
-        pytest.skip("only a pointwise conv writes Y directly from flat columns")
+    monkeypatch.setattr(conv_native, "DIRECT", "always" if plan == "native-direct" else "never")
     monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
     model = block(make_model, kernel, pads, relu=relu)
     path = str(tmp_path / "m.onnx")
