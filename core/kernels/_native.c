@@ -53,6 +53,7 @@ chosen by the register file the compiler targets (-march=native at build time). 
 #define KC 640  /* the largest block of K (blocks are K split evenly: 576, 2 x 576, ...) */
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
 #define ITEMS_PER_THREAD 8  /* work items per thread: enough to balance them (measured: 4 left 3-6% idle) */
+#define FILL_ITEM_FLOATS 8192  /* a fill's or depthwise item's least work: claiming it costs nothing beside it */
 #define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in a 2 MB L2 cache */
 
 typedef float vec __attribute__((vector_size(VL * 4)));
@@ -116,16 +117,37 @@ enum { ACT_NONE, ACT_CLAMP, ACT_GELU };
 #define NO_LIBCALLS
 #endif
 
+/* The first n (<= VL) lanes of a vector from or to memory (zeros past them): one masked access
+   where the target has them. */
+static inline vec load_part(const float *p, int n) {
+#if defined(__AVX512F__)
+    return n == VL ? vload(p) : (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+#else
+    vec v = (vec){0};
+    for (int j = 0; j < n; j++) v[j] = p[j];
+    return v;
+#endif
+}
+
+static inline void store_part(float *p, vec v, int n) {
+#if defined(__AVX512F__)
+    if (n == VL) vstore(p, v);
+    else _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
+#else
+    for (int j = 0; j < n; j++) p[j] = v[j];
+#endif
+}
+
 static inline void copy_floats(float *d, const float *s, int64_t n) {
     int64_t j = 0;
     for (; j + VL <= n; j += VL) vstore(d + j, vload(s + j));
-    for (; j < n; j++) d[j] = s[j];
+    if (j < n) store_part(d + j, load_part(s + j, (int)(n - j)), (int)(n - j));
 }
 
 static inline void fill_floats(float *d, int64_t n, float value) {
     int64_t j = 0;
     for (; j + VL <= n; j += VL) vstore(d + j, (vec){0} + value);
-    for (; j < n; j++) d[j] = value;
+    if (j < n) store_part(d + j, (vec){0} + value, (int)(n - j));
 }
 
 typedef struct {
@@ -141,10 +163,7 @@ typedef struct {
 
 /* The vector at src + at of a row of `cols` valid floats (zeros past them). */
 static inline vec load_cols(const float *src, int cols, int at) {
-    if (at + VL <= cols) return vload(src + at);
-    vec v = (vec){0};
-    for (int j = at; j < cols; j++) v[j - at] = src[j];
-    return v;
+    return at + VL <= cols ? vload(src + at) : at < cols ? load_part(src + at, cols - at) : (vec){0};
 }
 
 /* The epilogue's activation, on the two vectors of a row of a block. */
@@ -462,6 +481,8 @@ a tail panel of pixels: a 7x7 output is 7 blocks of 7, where the GEMM's 32-colum
 compute 64 or 63 columns for 49. The whole K runs in registers, then the block is transposed
 (channels x pixels) and stored into Y (NCHW) with bias, residual Z and the activation. Items are
 (panel, chunk of blocks); no workspace. */
+#define DIRECT_KC 192  /* steps of K per pass: a panel's weights for them (24 KB) stay in L1 */
+#define DIRECT_SUB 16  /* blocks whose partial sums are kept between the passes over K */
 #define DIRECT_AHEAD 16  /* prefetch the input that many steps of k ahead: its rows are a plane apart */
 #if VL == 16
 #define RMAX 14  /* 28 accumulators, 2 weight vectors: 30 of the 32 registers */
@@ -488,10 +509,13 @@ typedef struct {
 
 static inline __attribute__((always_inline)) void direct_product(const int R, const int V, int64_t K,
                                                                  const float *x, const int64_t *koff,
-                                                                 const float *wp, float *acc) {
+                                                                 const float *wp, float *acc, int first) {
     vec acc0[RMAX], acc1[RMAX];
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
+    for (int i = 0; i < R; i++) {
+        acc0[i] = first ? (vec){0} : vload(acc + i * NR);
+        acc1[i] = first ? (vec){0} : vload(acc + i * NR + VL);
+    }
     for (int64_t k = 0; k < K; k++, wp += NR) {
         const float *xk = x + koff[k];
         if (k + DIRECT_AHEAD < K) __builtin_prefetch(x + koff[k + DIRECT_AHEAD] + R - 1);
@@ -504,24 +528,6 @@ static inline __attribute__((always_inline)) void direct_product(const int R, co
     }
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
-}
-
-/* The first n (<= VL) lanes of a vector from or to memory: one masked access where the target has them. */
-static inline vec load_part(const float *p, int n) {
-#if defined(__AVX512F__)
-    return n == VL ? vload(p) : (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
-#else
-    return load_cols(p, n, 0);
-#endif
-}
-
-static inline void store_part(float *p, vec v, int n) {
-#if defined(__AVX512F__)
-    if (n == VL) vstore(p, v);
-    else _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
-#else
-    for (int j = 0; j < n; j++) p[j] = v[j];
-#endif
 }
 
 /* VL x VL transpose in registers: swap the off-diagonal h x h blocks for h = VL/2 .. 1. */
@@ -570,8 +576,8 @@ static void direct_store(const ConvDirect *d, const float *acc, int R, int64_t c
         }
 }
 
-#define DIRECT_CASE(r) case r: { if (two) direct_product(r, 2, K, x, koff, wp, acc); \
-                                 else direct_product(r, 1, K, x, koff, wp, acc); } break;
+#define DIRECT_CASE(r) case r: { if (two) direct_product(r, 2, kc, x, koff + k0, wp + k0 * NR, acc, !k0); \
+                                 else direct_product(r, 1, kc, x, koff + k0, wp + k0 * NR, acc, !k0); } break;
 
 static void direct_item(void *ctx, int64_t it, int slot) {
     const DirectWork *w = ctx;
@@ -582,20 +588,28 @@ static void direct_item(void *ctx, int64_t it, int slot) {
     const float *wp = d->wp + p * K * NR;
     const int64_t *koff = d->koff;
     int two = d->M - p * NR > VL;
-    float acc[RMAX * NR] __attribute__((aligned(64)));
-    for (int64_t b = b0; b < b1; b++) {
-        int64_t seg = b / w->seg_blocks, j = b % w->seg_blocks;
-        int64_t start = j * w->base + (j < w->rem ? j : w->rem);
-        int R = (int)(w->base + (j < w->rem));
-        const float *x = d->x + seg * w->seg_pitch + start;
-        switch (R) {
-            DIRECT_CASE(1) DIRECT_CASE(2) DIRECT_CASE(3) DIRECT_CASE(4) DIRECT_CASE(5) DIRECT_CASE(6)
+    float sums[DIRECT_SUB * RMAX * NR] __attribute__((aligned(64)));
+    int64_t kblocks = (K + DIRECT_KC - 1) / DIRECT_KC, kstep = (K + kblocks - 1) / kblocks;
+    for (int64_t s0 = b0; s0 < b1; s0 += DIRECT_SUB) {
+        int64_t s1 = s0 + DIRECT_SUB < b1 ? s0 + DIRECT_SUB : b1;
+        for (int64_t k0 = 0; k0 < K; k0 += kstep) {
+            int64_t kc = K - k0 < kstep ? K - k0 : kstep;
+            for (int64_t b = s0; b < s1; b++) {
+                int64_t seg = b / w->seg_blocks, j = b % w->seg_blocks;
+                int64_t start = j * w->base + (j < w->rem ? j : w->rem);
+                int R = (int)(w->base + (j < w->rem));
+                const float *x = d->x + seg * w->seg_pitch + start;
+                float *acc = sums + (b - s0) * RMAX * NR;
+                switch (R) {
+                    DIRECT_CASE(1) DIRECT_CASE(2) DIRECT_CASE(3) DIRECT_CASE(4) DIRECT_CASE(5) DIRECT_CASE(6)
 #if RMAX > 6
-            DIRECT_CASE(7) DIRECT_CASE(8) DIRECT_CASE(9) DIRECT_CASE(10) DIRECT_CASE(11) DIRECT_CASE(12)
-            DIRECT_CASE(13) DIRECT_CASE(14)
+                    DIRECT_CASE(7) DIRECT_CASE(8) DIRECT_CASE(9) DIRECT_CASE(10) DIRECT_CASE(11) DIRECT_CASE(12)
+                    DIRECT_CASE(13) DIRECT_CASE(14)
 #endif
+                }
+                if (k0 + kc >= K) direct_store(d, acc, R, p * NR, seg * w->seg_len + start);
+            }
         }
-        direct_store(d, acc, R, p * NR, seg * w->seg_len + start);
     }
 }
 
@@ -640,9 +654,7 @@ in blocks that stay in L1, every element a vector lane; then the valid columns o
 copied into Y. Narrow images vectorize as well as wide ones. */
 #define DW_BLOCK 1024
 
-static NO_LIBCALLS void depthwise_item(void *ctx, int64_t oc, int slot) {
-    const Depthwise *d = ctx;
-    (void)slot;
+static NO_LIBCALLS void depthwise_channel(const Depthwise *d, int64_t oc) {
     const float *x = d->x + (oc / d->mult) * d->in_channel_step, *w = d->w + oc * d->taps;
     float bias = d->bias ? d->bias[oc] : 0.0f, *y = d->y + oc * d->rows * d->cols;
     const int64_t *off = d->tap_off, pitch = d->pitch, cols = d->cols;
@@ -685,8 +697,19 @@ static NO_LIBCALLS void depthwise_item(void *ctx, int64_t oc, int slot) {
     }
 }
 
+/* Channels per item: a 7x7 plane is too little work to be claimed alone (one atomic per channel). */
+static int64_t depthwise_per_item(const Depthwise *d) { return 1 + FILL_ITEM_FLOATS / (d->rows * d->cols * d->taps + 1); }
+
+static void depthwise_item(void *ctx, int64_t it, int slot) {
+    const Depthwise *d = ctx;
+    (void)slot;
+    int64_t per = depthwise_per_item(d), end = d->channels * d->mult;
+    for (int64_t oc = it * per; oc < (it + 1) * per && oc < end; oc++) depthwise_channel(d, oc);
+}
+
 void ge_depthwise(const Depthwise *d) {
-    pool_run(depthwise_item, (void *)d, d->channels * d->mult, d->threads);
+    int64_t per = depthwise_per_item(d);
+    pool_run(depthwise_item, (void *)d, (d->channels * d->mult + per - 1) / per, d->threads);
 }
 
 /* conv.PhaseLayout.fill for 2-D inputs: the padded input split into its stride phases, ph[r0, r1,
@@ -701,9 +724,7 @@ typedef struct {
     float pad;  /* the value outside x: 0 for a convolution, -inf for MaxPool */
 } PhaseFill;
 
-static NO_LIBCALLS void phase_fill_item(void *ctx, int64_t plane, int slot) {
-    const PhaseFill *f = ctx;
-    (void)slot;
+static NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {
     const float *x = f->x + plane * f->h * f->w;
     int64_t phase_size = f->planes * f->sq0 * f->sq1;
     for (int64_t r0 = 0; r0 < f->s0; r0++)
@@ -726,8 +747,17 @@ static NO_LIBCALLS void phase_fill_item(void *ctx, int64_t plane, int slot) {
         }
 }
 
+
+static void phase_fill_item(void *ctx, int64_t it, int slot) {
+    const PhaseFill *f = ctx;
+    (void)slot;
+    int64_t per = 1 + FILL_ITEM_FLOATS / (f->h * f->w + 1);
+    for (int64_t plane = it * per; plane < (it + 1) * per && plane < f->planes; plane++) phase_fill_plane(f, plane);
+}
+
 void ge_phase_fill(const PhaseFill *f) {
-    pool_run(phase_fill_item, (void *)f, f->planes, f->threads);
+    int64_t per = 1 + FILL_ITEM_FLOATS / (f->h * f->w + 1);
+    pool_run(phase_fill_item, (void *)f, (f->planes + per - 1) / per, f->threads);
 }
 
 /* Row-wise kernels (a transformer's LayerNormalization and Softmax over the last axis): rows of
