@@ -473,22 +473,37 @@ void ge_gemm_args(const GemmArgs *g) {
 
 /* Direct convolution: output channels in the vector lanes, output pixels broadcast. For a block of
 R output pixels that are consecutive in the source (an output row of a phase layout, or a run of a
-pointwise conv's plane) and a panel of NR output channels:
+pointwise conv's plane) and a panel of output channels:
     acc[i][j] = sum_k x[koff[k] + pos + i] * wp[k][j]
 so the input is read in place (one broadcast per pixel and k: no packing pass, no im2col), the
-weights are the panel ge_pack_b made of W^T, once, at load, and no lane is spent on padding pixels or
-a tail panel of pixels: a 7x7 output is 7 blocks of 7, where the GEMM's 32-column panels would
-compute 64 or 63 columns for 49. The whole K runs in registers, then the block is transposed
-(channels x pixels) and stored into Y (NCHW) with bias, residual Z and the activation. Items are
-(panel, chunk of blocks); no workspace. */
-#define DIRECT_KC 192  /* steps of K per pass: a panel's weights for them (24 KB) stay in L1 */
-#define DIRECT_SUB 16  /* blocks whose partial sums are kept between the passes over K */
-#define DIRECT_AHEAD 16  /* prefetch the input that many steps of k ahead: its rows are a plane apart */
+weights are packed once, at load, in panels (wp[p][k][j], see ge_direct_panel), and no lane is
+spent on padding pixels or a tail of pixels: a 7x7 output is 7 blocks of 7, where the GEMM's
+32-column panels would compute 64 or 63 columns for 49. Two tiles (AVX-512):
+  wide: 4 vectors of channels x up to 6 pixels, 10 loads per 24 FMAs (onnxruntime's NCHWc tile),
+        for deep products (K >= DIRECT_WIDE_K);
+  tall: 2 vectors x up to 14 pixels, a transpose per 14 pixels instead of 6: for a short K (a
+        network's first conv) and for pointwise convs, whose input rows lie a plane (a page) apart
+        per step of K, so each page visited should feed as many pixels as it can.
+K runs in passes of DIRECT_KC steps whose weights stay in L1 for a run of blocks; then each block is
+transposed (channels x pixels) and stored into Y (NCHW) with bias, residual Z and the activation.
+Items are (panel, chunk of blocks); no workspace. */
 #if VL == 16
-#define RMAX 14  /* 28 accumulators, 2 weight vectors: 30 of the 32 registers */
+#define DV_WIDE 4  /* vectors of output channels per tile */
+#define DR_WIDE 6  /* pixels per tile: DV_WIDE x DR_WIDE accumulators, DV_WIDE weights, one broadcast */
+#define DR_TALL 14 /* pixels per tile of 2 vectors */
 #else
-#define RMAX 6
+#define DV_WIDE 2
+#define DR_WIDE 6
+#define DR_TALL 6
 #endif
+#define DV_MAX DV_WIDE
+#define DR_MAX DR_TALL
+#define DIRECT_ITEMS_PER_THREAD 4
+#define DIRECT_KC 128  /* steps of K per pass: a wide panel's weights for them (32 KB) stay in L1 */
+#define DIRECT_SUB 32  /* blocks whose partial sums are kept between the passes over K */
+
+/* Output channels per panel of packed weights: the wide tile's, or the tall's (2 vectors). */
+int ge_direct_panel(int wide) { return (wide ? DV_WIDE : 2) * VL; }
 
 typedef struct {
     const float *x;
@@ -500,34 +515,46 @@ typedef struct {
     int32_t act;
     float lo, hi;
     int32_t threads;
+    int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
 } ConvDirect;
 
 typedef struct {
     const ConvDirect *d;
-    int64_t seg_len, seg_pitch, seg_blocks, base, rem, blocks, panels, chunks, chunk_blocks;
+    int64_t seg_len, seg_pitch, seg_blocks, base, rem, blocks, panels, chunks, chunk_blocks, panel;
 } DirectWork;
 
-static inline __attribute__((always_inline)) void direct_product(const int R, const int V, int64_t K,
+/* R pixels x V vectors of channels over kc steps of K (weights: P floats per step), into or onto
+   acc[i * P + v * VL]. One array per vector of channels: GCC keeps each in registers (one 4 x 14
+   array it would not). */
+#define DIRECT_ACC(v, stmt) do { if (V > 0 && (v) == 0) { vec *a = a0; stmt; } \
+                                  if (V > 1 && (v) == 1) { vec *a = a1; stmt; } \
+                                  if (V > 2 && (v) == 2) { vec *a = a2; stmt; } \
+                                  if (V > 3 && (v) == 3) { vec *a = a3; stmt; } } while (0)
+static inline __attribute__((always_inline)) void direct_product(const int R, const int V, const int P, int64_t kc,
                                                                  const float *x, const int64_t *koff,
                                                                  const float *wp, float *acc, int first) {
-    vec acc0[RMAX], acc1[RMAX];
+    vec a0[DR_MAX], a1[DR_MAX], a2[DR_MAX], a3[DR_MAX];
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) {
-        acc0[i] = first ? (vec){0} : vload(acc + i * NR);
-        acc1[i] = first ? (vec){0} : vload(acc + i * NR + VL);
-    }
-    for (int64_t k = 0; k < K; k++, wp += NR) {
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) DIRECT_ACC(v, a[i] = first ? (vec){0} : vload(acc + i * P + v * VL));
+    for (int64_t k = 0; k < kc; k++, wp += P) {
         const float *xk = x + koff[k];
-        if (k + DIRECT_AHEAD < K) __builtin_prefetch(x + koff[k + DIRECT_AHEAD] + R - 1);
-        vec w0 = vload(wp), w1 = V == 2 ? vload(wp + VL) : w0;
+        vec w0 = vload(wp), w1 = V > 1 ? vload(wp + VL) : w0, w2 = V > 2 ? vload(wp + 2 * VL) : w0,
+            w3 = V > 3 ? vload(wp + 3 * VL) : w0;
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
-            acc0[i] += xk[i] * w0;
-            if (V == 2) acc1[i] += xk[i] * w1;
+            float b = xk[i];
+            a0[i] += b * w0;
+            if (V > 1) a1[i] += b * w1;
+            if (V > 2) a2[i] += b * w2;
+            if (V > 3) a3[i] += b * w3;
         }
     }
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) DIRECT_ACC(v, vstore(acc + i * P + v * VL, a[i]));
 }
 
 /* VL x VL transpose in registers: swap the off-diagonal h x h blocks for h = VL/2 .. 1. */
@@ -554,12 +581,12 @@ static inline void transpose(vec *r) {
 #endif
 }
 
-/* The block's products (acc: R rows of pixels x NR channels) into Y, channel by channel. */
-static void direct_store(const ConvDirect *d, const float *acc, int R, int64_t ch0, int64_t out) {
-    for (int v = 0; v < 2 && ch0 + v * VL < d->M; v++)
+/* The block's products (acc: R rows of pixels x P channels) into Y, channel by channel. */
+static void direct_store(const ConvDirect *d, const float *acc, int R, int P, int64_t ch0, int64_t out) {
+    for (int v = 0; v < P / VL && ch0 + v * VL < d->M; v++)
         for (int g = 0; g < R; g += VL) {
             vec t[VL];
-            for (int r = 0; r < VL; r++) t[r] = g + r < R ? vload(acc + (g + r) * NR + v * VL) : (vec){0};
+            for (int r = 0; r < VL; r++) t[r] = g + r < R ? vload(acc + (g + r) * P + v * VL) : (vec){0};
             transpose(t);
             int n = R - g < VL ? R - g : VL;
             for (int c = 0; c < VL; c++) {
@@ -570,25 +597,51 @@ static void direct_store(const ConvDirect *d, const float *acc, int R, int64_t c
                 if (d->z) val += load_part(d->z + ch * d->ldy + out + g, n);
                 if (d->act == ACT_CLAMP) val = vclamp(val, d->lo, d->hi);
                 else if (d->act == ACT_GELU) val = vgelu(val);
-                float *yr = d->y + ch * d->ldy + out + g;
-                store_part(yr, val, n);
+                store_part(d->y + ch * d->ldy + out + g, val, n);
             }
         }
 }
 
-#define DIRECT_CASE(r) case r: { if (two) direct_product(r, 2, kc, x, koff + k0, wp + k0 * NR, acc, !k0); \
-                                 else direct_product(r, 1, kc, x, koff + k0, wp + k0 * NR, acc, !k0); } break;
+/* direct_product with R, V and the panel as constants (each case its own register allocation):
+   V 1..4 x R 1..6 for the wide tile, V 1..2 x R 1..14 for the tall one. */
+#define DIRECT_R(r, v, p) case r: direct_product(r, v, p, kc, x, koff + k0, wp + k0 * (p), acc, !k0); break;
+#define DIRECT_R6(v, p) DIRECT_R(1, v, p) DIRECT_R(2, v, p) DIRECT_R(3, v, p) DIRECT_R(4, v, p) \
+                        DIRECT_R(5, v, p) DIRECT_R(6, v, p)
+#if DR_TALL > 6
+#define DIRECT_R14(v, p) DIRECT_R6(v, p) DIRECT_R(7, v, p) DIRECT_R(8, v, p) DIRECT_R(9, v, p) \
+                         DIRECT_R(10, v, p) DIRECT_R(11, v, p) DIRECT_R(12, v, p) DIRECT_R(13, v, p) DIRECT_R(14, v, p)
+#else
+#define DIRECT_R14(v, p) DIRECT_R6(v, p)
+#endif
+
+static void direct_block(int wide, int V, int R, int64_t kc, int64_t k0, const float *x, const int64_t *koff,
+                         const float *wp, float *acc) {
+    if (wide) {
+        switch (V) {
+            case 1: switch (R) { DIRECT_R6(1, DV_WIDE * VL) } break;
+            case 2: switch (R) { DIRECT_R6(2, DV_WIDE * VL) } break;
+#if DV_WIDE > 2
+            case 3: switch (R) { DIRECT_R6(3, DV_WIDE * VL) } break;
+            case 4: switch (R) { DIRECT_R6(4, DV_WIDE * VL) } break;
+#endif
+        }
+    } else if (V == 1) {
+        switch (R) { DIRECT_R14(1, 2 * VL) }
+    } else {
+        switch (R) { DIRECT_R14(2, 2 * VL) }
+    }
+}
 
 static void direct_item(void *ctx, int64_t it, int slot) {
     const DirectWork *w = ctx;
     const ConvDirect *d = w->d;
     (void)slot;
-    int64_t p = it / w->chunks, b0 = it % w->chunks * w->chunk_blocks, K = d->K;
+    int64_t P = w->panel, p = it / w->chunks, b0 = it % w->chunks * w->chunk_blocks, K = d->K;
     int64_t b1 = b0 + w->chunk_blocks < w->blocks ? b0 + w->chunk_blocks : w->blocks;
-    const float *wp = d->wp + p * K * NR;
-    const int64_t *koff = d->koff;
-    int two = d->M - p * NR > VL;
-    float sums[DIRECT_SUB * RMAX * NR] __attribute__((aligned(64)));
+    const float *wp = d->wp + p * K * P;
+    int64_t left = d->M - p * P;
+    int V = left >= P ? (int)(P / VL) : (int)((left + VL - 1) / VL);
+    float sums[DIRECT_SUB * DR_MAX * 2 * VL] __attribute__((aligned(64)));  /* DR_WIDE x DV_WIDE fits too */
     int64_t kblocks = (K + DIRECT_KC - 1) / DIRECT_KC, kstep = (K + kblocks - 1) / kblocks;
     for (int64_t s0 = b0; s0 < b1; s0 += DIRECT_SUB) {
         int64_t s1 = s0 + DIRECT_SUB < b1 ? s0 + DIRECT_SUB : b1;
@@ -598,16 +651,9 @@ static void direct_item(void *ctx, int64_t it, int slot) {
                 int64_t seg = b / w->seg_blocks, j = b % w->seg_blocks;
                 int64_t start = j * w->base + (j < w->rem ? j : w->rem);
                 int R = (int)(w->base + (j < w->rem));
-                const float *x = d->x + seg * w->seg_pitch + start;
-                float *acc = sums + (b - s0) * RMAX * NR;
-                switch (R) {
-                    DIRECT_CASE(1) DIRECT_CASE(2) DIRECT_CASE(3) DIRECT_CASE(4) DIRECT_CASE(5) DIRECT_CASE(6)
-#if RMAX > 6
-                    DIRECT_CASE(7) DIRECT_CASE(8) DIRECT_CASE(9) DIRECT_CASE(10) DIRECT_CASE(11) DIRECT_CASE(12)
-                    DIRECT_CASE(13) DIRECT_CASE(14)
-#endif
-                }
-                if (k0 + kc >= K) direct_store(d, acc, R, p * NR, seg * w->seg_len + start);
+                float *acc = sums + (b - s0) * DR_MAX * 2 * VL;
+                direct_block(d->wide, V, R, kc, k0, d->x + seg * w->seg_pitch + start, d->koff, wp, acc);
+                if (k0 + kc >= K) direct_store(d, acc, R, (int)P, p * P, seg * w->seg_len + start);
             }
         }
     }
@@ -619,13 +665,17 @@ void ge_conv_direct(const ConvDirect *d) {
     w.seg_len = contiguous ? d->rows * d->width : d->width;
     w.seg_pitch = contiguous ? w.seg_len : d->pitch;
     int64_t segs = contiguous ? 1 : d->rows;
-    w.seg_blocks = (w.seg_len + RMAX - 1) / RMAX;  /* blocks of a segment: near-equal, at most RMAX */
+    int rmax = d->wide ? DR_WIDE : DR_TALL;
+    w.seg_blocks = (w.seg_len + rmax - 1) / rmax;  /* blocks of a segment: near-equal, at most rmax */
     w.base = w.seg_len / w.seg_blocks, w.rem = w.seg_len % w.seg_blocks;
     w.blocks = segs * w.seg_blocks;
-    w.panels = (d->M + NR - 1) / NR;
+    w.panel = ge_direct_panel(d->wide);
+    w.panels = (d->M + w.panel - 1) / w.panel;
     int threads = d->threads < 1 ? 1 : d->threads;
-    int64_t items = ITEMS_PER_THREAD * threads;
-    w.chunks = threads > 1 ? (items + w.panels - 1) / w.panels : 1;
+    /* each chunk of blocks reads its panel's weights again (a deep layer's are megabytes, cold in a
+       model): split the blocks only while there are too few panels to balance the threads */
+    int64_t items = DIRECT_ITEMS_PER_THREAD * threads;
+    w.chunks = threads > 1 && w.panels < items ? (items + w.panels - 1) / w.panels : 1;
     if (w.chunks > w.blocks) w.chunks = w.blocks;
     w.chunk_blocks = (w.blocks + w.chunks - 1) / w.chunks;
     w.chunks = (w.blocks + w.chunk_blocks - 1) / w.chunk_blocks;

@@ -30,6 +30,9 @@ FLAT_WASTE = 1.15
 #: panels of nr pixels would compute this many times the pixels (a 7x7 output: 64 for 49).
 DIRECT_WASTE = 1.2
 DIRECT = "auto"
+#: the direct kernel's wide tile (4 vectors of channels x 6 pixels) from this K on (not pointwise);
+#: below, the tall one (2 x 14), whose transposes into Y cost less per pixel
+DIRECT_WIDE_K = 256
 
 
 class NativeConv:
@@ -42,8 +45,9 @@ class NativeConv:
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
         self.direct = use_direct(k, nat.nr, self.pointwise)
-        pack = nat.pack_weights_t if self.direct else nat.pack_a
-        self.w_packed = k.shared_pack(("native-direct" if self.direct else "native", k.g),
+        self.wide = self.direct and not self.pointwise and self.kdim >= DIRECT_WIDE_K
+        pack = (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct else nat.pack_a
+        self.w_packed = k.shared_pack(("native-direct", self.wide, k.g) if self.direct else ("native", k.g),
                                       lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
         self.dense = math.prod(k.out)
@@ -121,7 +125,7 @@ class NativeConv:
                 if self.direct:
                     calls.append(self.nat.conv_direct_call(
                         x_at, self.koff, self.w_packed[gi], y_at, m=self.ocg, k=self.kdim, rows=self.rows,
-                        width=self.width, pitch=self.pitch, ldy=ld, bias=bias, z=z_at, clamp=self.clamp))
+                        width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, clamp=self.clamp))
                 else:
                     calls.append(self.nat.call(
                         self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,

@@ -23,7 +23,7 @@ import numpy as np
 ALIGN = 64
 _i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int
 _SIGNATURES = {
-    "ge_mr": ([], _int), "ge_nr": ([], _int),
+    "ge_mr": ([], _int), "ge_nr": ([], _int), "ge_direct_panel": ([_int], _int),
     "ge_packed_a_floats": ([_i64, _i64], _i64), "ge_packed_b_floats": ([_i64, _i64], _i64),
     "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
@@ -114,17 +114,25 @@ class Native:
                         lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)))
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
-    def pack_weights_t(self, w: np.ndarray) -> np.ndarray:
-        """W (M, K) for the direct convolution: W^T in panels of nr output channels."""
-        return self.pack_b(np.ascontiguousarray(w.T, np.float32))
+    def pack_direct(self, w: np.ndarray, wide: bool) -> np.ndarray:
+        """W (M, K) for the direct convolution's wide or tall tile: panels of P output channels, k-major
+        inside (wp[p, k, j] = W[p * P + j, k], zeros past M)."""
+        (m, k), size = w.shape, self.lib.ge_direct_panel(int(wide))
+        panels = -(-m // size)
+        padded = np.zeros((panels * size, k), np.float32)
+        padded[:m] = w
+        out = aligned_empty(panels * k * size)
+        out.reshape(panels, k, size)[:] = padded.reshape(panels, size, k).transpose(0, 2, 1)
+        return out
 
     def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
-                         ldy, bias=None, z: int | None = None, clamp=None, gelu=False) -> PreparedCall:
+                         ldy, wide, bias=None, z: int | None = None, clamp=None, gelu=False) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
         + ox]) for ch < m (the direct convolution of _native.c; x, y, z are addresses), prepared."""
         lo, hi = clamp if clamp is not None else (0.0, 0.0)
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
-                          ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE, lo, hi, threads())
+                          ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE, lo, hi, threads(),
+                          int(wide))
         return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
 
     def depthwise_call(self, x: int, w: np.ndarray | None, bias, tap_off: np.ndarray, y: int, *, channels, mult,
@@ -170,10 +178,12 @@ class Native:
         ws = np.empty(self.workspace_nbytes(37, 45, 70, False, True), np.uint8)
         self.gemm(37, 45, 70, c, 45, ap=self.pack_a(a), b=b, koff=koff, noff=noff, ws=ws)
         ok = ok and np.allclose(c, a @ b, rtol=1e-4, atol=1e-5)
-        # the direct convolution (register transposes): 37 channels of 45 pixels, a 1x1 conv of 70 channels
-        self.conv_direct_call(b.ctypes.data, koff, self.pack_weights_t(a), c.ctypes.data, m=37, k=70, rows=1,
-                              width=45, pitch=45, ldy=45, bias=bias[:37].copy()).run()
-        return ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
+        # the direct convolution, both tiles (register transposes): 37 channels of 45 pixels, a 1x1 conv of 70
+        for wide in (False, True):
+            self.conv_direct_call(b.ctypes.data, koff, self.pack_direct(a, wide), c.ctypes.data, m=37, k=70, rows=1,
+                                  width=45, pitch=45, ldy=45, wide=wide, bias=bias[:37].copy()).run()
+            ok = ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
+        return ok
 
 
 class GemmArgs(ctypes.Structure):
@@ -188,7 +198,7 @@ class ConvDirect(ctypes.Structure):
     """_native.c's ConvDirect."""
     _fields_ = [("x", _ptr), ("koff", _ptr), ("wp", _ptr), ("y", _ptr), ("bias", _ptr), ("z", _ptr)] + \
         [(f, _i64) for f in ("K", "M", "rows", "width", "pitch", "ldy")] + \
-        [("act", ctypes.c_int32), ("lo", _f32), ("hi", _f32), ("threads", ctypes.c_int32)]
+        [("act", ctypes.c_int32), ("lo", _f32), ("hi", _f32), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32)]
 
 
 class DepthwiseArgs(ctypes.Structure):

@@ -13,17 +13,19 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(params=["native-direct", "native-flat", "native-dense", "taps", "im2col"])
+@pytest.fixture(params=["native-direct", "native-wide", "native-flat", "native-dense", "taps", "im2col"])
 def layout(request, monkeypatch):
     """Run each conv case through every dense plan (the choice is a cost heuristic): the native direct
-    kernel (where it runs), the native GEMM with flat or gathered (dense) columns, one GEMM per kernel
+    kernel (where it runs) with its tall or wide tile, the native GEMM with flat or gathered (dense) columns, one GEMM per kernel
     tap, or im2col; depthwise with tiny
     channel blocks in one of them, so every code path sees every attribute combination."""
     from ge.core.kernels import conv, conv_native
     if request.param.startswith("native"):
         if conv.native() is None:
             pytest.skip("ge's native GEMM is not built")
-        monkeypatch.setattr(conv_native, "DIRECT", "always" if request.param == "native-direct" else "never")
+        direct = request.param in ("native-direct", "native-wide")
+        monkeypatch.setattr(conv_native, "DIRECT", "always" if direct else "never")
+        monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if request.param == "native-wide" else 10**9)
         monkeypatch.setattr(conv_native, "FLAT_WASTE", 1e9 if request.param == "native-flat" else 0.0)
         return request.param
     monkeypatch.setattr(conv, "native", lambda: None)
@@ -108,9 +110,10 @@ def test_conv_resnet_like_shapes(check_op, layout):
              {"pads": [3, 3, 3, 3], "strides": [2, 2]}, consts=("w", "b"), **TOL)
     # direct kernel: rows of 30 in 3 blocks of 10, a second panel of output channels 8 wide
     check_op("Conv", {"x": f32(1, 24, 30, 30), "w": f32(40, 24, 3, 3), "b": f32(40)},
-             {"pads": [1, 1, 1, 1]}, consts=("w", "b"), **TOL)
+             {"pads": [1, 1, 1, 1]}, consts=("w", "b"), rtol=1e-4, atol=1e-4)  # sums of 216 products
     # pointwise, a 7x7 output: the direct kernel by default (49 pixels in blocks of 13 and 12)
-    check_op("Conv", {"x": f32(2, 64, 7, 7), "w": f32(96, 64, 1, 1), "b": f32(96)}, {}, consts=("w", "b"), **TOL)
+    check_op("Conv", {"x": f32(2, 64, 7, 7), "w": f32(96, 64, 1, 1), "b": f32(96)}, {}, consts=("w", "b"),
+             rtol=1e-4, atol=1e-4)
 
 
 def _kernel(op, metas, attrs, consts=()):

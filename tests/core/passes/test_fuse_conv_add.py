@@ -60,7 +60,7 @@ def test_not_folded(make_model, load, case):
     assert [n.op_type for n in g.nodes if n.op_type in ("Conv", "FusedConv")] == ["Conv"]
 
 
-@pytest.mark.parametrize("plan", ["native-direct", "native-flat", "native-dense", "numpy"])
+@pytest.mark.parametrize("plan", ["native-direct", "native-wide", "native-flat", "native-dense", "numpy"])
 @pytest.mark.parametrize("kernel,pads,relu", [(1, 0, True), (3, 1, True), (3, 1, False)])
 def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, plan, kernel, pads, relu):
     """Compiled and run: the direct kernel or the GEMM adds Z and applies the Relu as it stores
@@ -68,7 +68,8 @@ def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, plan, kerne
     runtime applies the Relu (flat); numpy plans add Z after the convolution."""
     if plan != "numpy" and native.native() is None:
         pytest.skip("ge's native kernels are not built")
-    monkeypatch.setattr(conv_native, "DIRECT", "always" if plan == "native-direct" else "never")
+    monkeypatch.setattr(conv_native, "DIRECT", "always" if plan in ("native-direct", "native-wide") else "never")
+    monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if plan == "native-wide" else 10**9)
     monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
     model = block(make_model, kernel, pads, relu=relu)
     path = str(tmp_path / "m.onnx")
