@@ -685,8 +685,7 @@ void ge_conv_direct(const ConvDirect *d) {
 /* Depthwise convolution (2-D, any stride, dilation and padding, a channel multiplier), on the input
 laid out by conv.PhaseLayout: there every kernel tap of output row oy is a unit-stride run starting
 at tap_off[t] + oy * pitch in the input channel's planes. Per output channel and row:
-y[ox] = clamp(bias + sum_t w[t] * x[tap_off[t] + oy * pitch + ox]), or for MaxPool (max_pool)
-y[ox] = max_t x[tap_off[t] + oy * pitch + ox] over an input padded with -inf. Items are output
+y[ox] = clamp(bias + sum_t w[t] * x[tap_off[t] + oy * pitch + ox]). Items are runs of output
 channels of one batch item; no workspace. */
 typedef struct {
     const float *x, *w, *bias;
@@ -696,7 +695,6 @@ typedef struct {
     int32_t clamp;
     float lo, hi;
     int32_t threads;
-    int32_t max_pool;  /* MaxPool: the maximum over the taps (no weights, no bias) */
 } Depthwise;
 
 /* Per output channel: the flat run of its rows (pitch apart, the columns past `cols` are padding)
@@ -714,13 +712,7 @@ static NO_LIBCALLS void depthwise_channel(const Depthwise *d, int64_t oc) {
         int64_t n1 = n0 + DW_BLOCK < flat ? n0 + DW_BLOCK : flat, j = n0;
         for (; j + 2 * VL <= n1; j += 2 * VL) {  /* two vectors at a time: independent chains */
             vec a0 = (vec){0} + bias, a1 = a0;
-            if (d->max_pool) {
-                a0 = vload(x + off[0] + j), a1 = vload(x + off[0] + j + VL);
-                for (int64_t t = 1; t < d->taps; t++) {
-                    a0 = vmax(a0, vload(x + off[t] + j));
-                    a1 = vmax(a1, vload(x + off[t] + j + VL));
-                }
-            } else for (int64_t t = 0; t < d->taps; t++) {
+            for (int64_t t = 0; t < d->taps; t++) {
                 a0 += w[t] * vload(x + off[t] + j);
                 a1 += w[t] * vload(x + off[t] + j + VL);
             }
@@ -730,13 +722,7 @@ static NO_LIBCALLS void depthwise_channel(const Depthwise *d, int64_t oc) {
         }
         for (; j < n1; j++) {
             float acc = bias;
-            if (d->max_pool) {
-                acc = x[off[0] + j];
-                for (int64_t t = 1; t < d->taps; t++) {
-                    float v = x[off[t] + j];
-                    acc = v > acc || v != v ? v : acc;
-                }
-            } else for (int64_t t = 0; t < d->taps; t++) acc += w[t] * x[off[t] + j];
+            for (int64_t t = 0; t < d->taps; t++) acc += w[t] * x[off[t] + j];
             if (d->clamp) acc = acc < d->lo ? d->lo : acc > d->hi ? d->hi : acc;
             buf[j - n0] = acc;
         }
@@ -762,8 +748,83 @@ void ge_depthwise(const Depthwise *d) {
     pool_run(depthwise_item, (void *)d, (d->channels * d->mult + per - 1) / per, d->threads);
 }
 
+/* MaxPool, 2-D, float32: any window, stride, dilation and padding, read in place (no padded copy).
+Per plane and output row: the maximum over the window's rows that fall inside X, into a row buffer
+with -inf where the window hangs over the left and right edges; then per output column the maximum
+over the window's columns, from the buffer split into its stride phases so that every tap is a
+unit-stride vector load. A NaN wins (numpy's maximum). Items are runs of planes. */
+#define POOL_ROW_MAX 16384  /* the longest padded row (floats) the stack buffers take */
+
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t planes, h, w, oh, ow, k0, k1, s0, s1, d0, d1, pb0, pb1;
+    int32_t threads;
+} MaxPool2d;
+
+static int64_t pool_row_len(const MaxPool2d *p) { return (p->ow - 1) * p->s1 + (p->k1 - 1) * p->d1 + 1; }
+
+static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
+    const float *x = p->x + plane * p->h * p->w;
+    float *y = p->y + plane * p->oh * p->ow;
+    int64_t len = pool_row_len(p), phase_len = (len + p->s1 - 1) / p->s1 + VL;
+    float row[POOL_ROW_MAX], phases[POOL_ROW_MAX];
+    const float ninf = -__builtin_inff();
+    for (int64_t oy = 0; oy < p->oh; oy++) {
+        /* the window's rows inside X, combined over the columns inside X */
+        int64_t lo = p->pb1 < len ? p->pb1 : len, hi = p->pb1 + p->w < len ? p->pb1 + p->w : len;
+        fill_floats(row, lo, ninf);
+        fill_floats(row + hi, len - hi, ninf);
+        int rows = 0;
+        for (int64_t t = 0; t < p->k0; t++) {
+            int64_t iy = oy * p->s0 - p->pb0 + t * p->d0;
+            if (iy < 0 || iy >= p->h) continue;
+            const float *src = x + iy * p->w + (lo - p->pb1);
+            int64_t j = 0, n = hi - lo;
+            if (rows++ == 0) { copy_floats(row + lo, src, n); continue; }
+            for (; j + VL <= n; j += VL) vstore(row + lo + j, vmax(vload(row + lo + j), vload(src + j)));
+            for (; j < n; j++) row[lo + j] = src[j] > row[lo + j] || src[j] != src[j] ? src[j] : row[lo + j];
+        }
+        if (!rows) fill_floats(row + lo, hi - lo, ninf);
+        /* the stride phases of the row, then per tap a unit-stride run of one phase */
+        const float *ph = row;
+        if (p->s1 > 1) {
+            for (int64_t r = 0; r < p->s1; r++)
+                for (int64_t j = 0; j * p->s1 + r < len; j++) phases[r * phase_len + j] = row[j * p->s1 + r];
+            ph = phases;
+        }
+        float *out = y + oy * p->ow;
+        for (int64_t ox = 0; ox < p->ow; ox += VL) {
+            int n = p->ow - ox < VL ? (int)(p->ow - ox) : VL;
+            vec m = (vec){0} + ninf;
+            for (int64_t t = 0; t < p->k1; t++) {
+                int64_t at = t * p->d1, r = at % p->s1, q = at / p->s1;
+                m = vmax(m, load_part(ph + (p->s1 > 1 ? r * phase_len : 0) + q + ox, n));
+            }
+            store_part(out + ox, m, n);
+        }
+    }
+}
+
+static int64_t pool_per_item(const MaxPool2d *p) { return 1 + FILL_ITEM_FLOATS / (p->h * p->w + 1); }
+
+static void max_pool_item(void *ctx, int64_t it, int slot) {
+    const MaxPool2d *p = ctx;
+    (void)slot;
+    int64_t per = pool_per_item(p);
+    for (int64_t plane = it * per; plane < (it + 1) * per && plane < p->planes; plane++) max_pool_plane(p, plane);
+}
+
+/* 0 when the rows are too long for the stack buffers (the caller keeps its numpy plan). */
+int ge_max_pool_fits(const MaxPool2d *p) { return pool_row_len(p) + p->s1 * (VL + 1) <= POOL_ROW_MAX; }
+
+void ge_max_pool2d(const MaxPool2d *p) {
+    int64_t per = pool_per_item(p);
+    pool_run(max_pool_item, (void *)p, (p->planes + per - 1) / per, p->threads);
+}
+
 /* conv.PhaseLayout.fill for 2-D inputs: the padded input split into its stride phases, ph[r0, r1,
-plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], `pad` outside x. Items are
+plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], zero outside x. Items are runs of
 planes (each source row is read once for all its phases); every element of a used phase is written. */
 typedef struct {
     const float *x;
@@ -771,7 +832,6 @@ typedef struct {
     int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
     uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
     int32_t threads;
-    float pad;  /* the value outside x: 0 for a convolution, -inf for MaxPool */
 } PhaseFill;
 
 static NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {
@@ -786,13 +846,13 @@ static NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {
                 int64_t lo = 0, hi = f->sq1;  /* the q1 whose column lies inside x */
                 while (lo < hi && lo * f->s1 + r1 - f->pb1 < 0) lo++;
                 while (hi > lo && (hi - 1) * f->s1 + r1 - f->pb1 >= f->w) hi--;
-                if (hh < 0 || hh >= f->h || lo >= hi) { fill_floats(d, f->sq1, f->pad); continue; }
+                if (hh < 0 || hh >= f->h || lo >= hi) { fill_floats(d, f->sq1, 0.0f); continue; }
                 const float *src = x + hh * f->w + lo * f->s1 + r1 - f->pb1;
-                fill_floats(d, lo, f->pad);
+                fill_floats(d, lo, 0.0f);
                 if (f->s1 == 1) copy_floats(d + lo, src, hi - lo);
                 else if (f->s1 == 2) for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[2 * q];  /* vectorized */
                 else for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[q * f->s1];
-                fill_floats(d + hi, f->sq1 - hi, f->pad);
+                fill_floats(d + hi, f->sq1 - hi, 0.0f);
             }
         }
 }

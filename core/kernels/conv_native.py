@@ -145,16 +145,15 @@ def use_direct(k, nr: int, pointwise: bool) -> bool:
 class NativeDepthwise:
     """A 2-D depthwise Conv (group == C, any channel multiplier) through the native direct kernel:
     per output channel and row, the sum over kernel taps of weight x a unit-stride run of the phase
-    layout (conv.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y. With
-    max_pool (a 2-D MaxPool, pool.py), the maximum over the taps of an input padded with -inf."""
+    layout (conv.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y."""
 
-    def __init__(self, k, nat: Native, w: np.ndarray | None, b: np.ndarray | None, clamp, max_pool: bool = False):
+    def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp):
         from .conv import PhaseLayout
-        self.nat, self.clamp, self.max_pool, self.n, self.c, self.oc = nat, clamp, max_pool, k.n, k.c, k.oc
+        self.nat, self.clamp, self.n, self.c, self.oc = nat, clamp, k.n, k.c, k.oc
         lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
         self.plane = math.prod(lay.sq)
         self.tap_off = tap_offsets(lay)
-        self.w = None if w is None else np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)
+        self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
         self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
         self.absorbs = clamp is not None
@@ -168,12 +167,11 @@ class NativeDepthwise:
 
     def _calls(self, x, ph, y) -> list:
         item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * 4
-        pad = -np.inf if self.max_pool else 0.0
-        return [fill_call(self.nat, self.lay, x, ph, pad)] + [
+        return [fill_call(self.nat, self.lay, x, ph)] + [
             self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
                                     y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
                                     rows=self.rows, cols=self.cols, pitch=self.pitch,
-                                    in_channel_step=self.plane, clamp=self.clamp, max_pool=self.max_pool)
+                                    in_channel_step=self.plane, clamp=self.clamp)
             for i in range(self.n)]
 
 
@@ -195,9 +193,9 @@ def tap_offsets(lay) -> np.ndarray:
                     np.int64)
 
 
-def fill_call(nat: Native, lay, x: np.ndarray, ph: np.ndarray, pad: float = 0.0):
-    """The fill of the phase layout: native for 2-D (padding `pad`), numpy's (zeros) otherwise."""
-    return nat.phase_fill_call(x, ph, lay, pad) if len(lay.spatial) == 2 else _NumpyFill(lay, x, ph)
+def fill_call(nat: Native, lay, x: np.ndarray, ph: np.ndarray):
+    """The fill of the phase layout: native for 2-D, numpy's otherwise."""
+    return nat.phase_fill_call(x, ph, lay) if len(lay.spatial) == 2 else _NumpyFill(lay, x, ph)
 
 
 def _grid(out, steps) -> np.ndarray:

@@ -31,6 +31,7 @@ _SIGNATURES = {
     "ge_gemm_args": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
     "ge_conv_direct": ([_ptr], None),
+    "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
 }
@@ -135,22 +136,30 @@ class Native:
                           int(wide))
         return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
 
-    def depthwise_call(self, x: int, w: np.ndarray | None, bias, tap_off: np.ndarray, y: int, *, channels, mult,
-                       rows, cols, pitch, in_channel_step, clamp=None, max_pool=False) -> PreparedCall:
+    def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
+                       rows, cols, pitch, in_channel_step, clamp=None) -> PreparedCall:
         """y[oc, oy, ox] = clamp(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
-        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared; with
-        max_pool, the maximum over the taps instead (w and bias unused)."""
+        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared."""
         lo, hi = clamp if clamp is not None else (0.0, 0.0)
-        args = DepthwiseArgs(x, _addr(w), _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
-                             rows, cols, pitch, in_channel_step, int(clamp is not None), lo, hi, threads(),
-                             int(max_pool))
+        args = DepthwiseArgs(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
+                             rows, cols, pitch, in_channel_step, int(clamp is not None), lo, hi, threads())
         return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off))
 
-    def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay, pad: float = 0.0) -> PreparedCall:
-        """conv.PhaseLayout.fill(ph, x) for a 2-D layout (`pad` outside x), prepared."""
+    def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
+        """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
+        return bool(self.lib.ge_max_pool_fits(ctypes.byref(_max_pool_args(0, 0, x_shape, y_shape, **window))))
+
+    def max_pool_call(self, x: np.ndarray, y: np.ndarray, **window) -> PreparedCall:
+        """A 2-D MaxPool of x (N, C, H, W) into y (N, C, OH, OW), both C-contiguous float32, prepared.
+        window: kernel, strides, dilations, pads (at the beginnings), 2 ints each."""
+        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window)
+        return PreparedCall(self.lib.ge_max_pool2d, args, (x, y))
+
+    def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
+        """conv.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared."""
         used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
         args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
-                         *lay.sq, used, threads(), pad)
+                         *lay.sq, used, threads())
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
     def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
@@ -206,14 +215,26 @@ class DepthwiseArgs(ctypes.Structure):
     _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
                 ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
                 ("in_channel_step", _i64), ("clamp", ctypes.c_int32), ("lo", _f32), ("hi", _f32),
-                ("threads", ctypes.c_int32), ("max_pool", ctypes.c_int32)]
+                ("threads", ctypes.c_int32)]
+
+
+class MaxPool2d(ctypes.Structure):
+    """_native.c's MaxPool2d."""
+    _fields_ = [("x", _ptr), ("y", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "oh", "ow", "k0", "k1", "s0",
+                                                                 "s1", "d0", "d1", "pb0", "pb1")] + \
+        [("threads", ctypes.c_int32)]
+
+
+def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads) -> MaxPool2d:
+    (n, c, h, w), (oh, ow) = x_shape, y_shape[2:]
+    return MaxPool2d(x, y, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads())
 
 
 class PhaseFill(ctypes.Structure):
     """_native.c's PhaseFill."""
     _fields_ = [("x", _ptr), ("ph", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "s0", "s1", "pb0", "pb1",
                                                                   "sq0", "sq1")] + \
-        [("used", ctypes.c_uint64), ("threads", ctypes.c_int32), ("pad", _f32)]
+        [("used", ctypes.c_uint64), ("threads", ctypes.c_int32)]
 
 
 class Rows(ctypes.Structure):

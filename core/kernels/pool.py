@@ -14,8 +14,7 @@ import numpy as np
 
 from ..ir import Meta
 from .conv import Scratch, SpatialKernel, kernel_position_view, spatial_slices, window_pads, zero_borders
-from .conv_native import NativeDepthwise
-from .native import native
+from .native import CallCache, native
 from .registry import register
 
 
@@ -169,10 +168,12 @@ class MaxPool(_WindowPool):
         self.separable = not self.with_indices
         nat = native()
         if nat is not None and dt == np.float32 and len(self.spatial) == 2 and not self.with_indices:
-            self.oc, self.kp = self.c, math.prod(self.kernel)  # NativeDepthwise's view of the window
-            self.native = NativeDepthwise(self, nat, None, None, None, max_pool=True)
-            self.uses_native = True  # (the separable numpy plan stays, for an output that is not contiguous)
-            return
+            self.window = dict(kernel=self.kernel, strides=self.strides, dilations=self.dil, pads=self.pb)
+            shapes = ((self.n, self.c, *self.spatial), (self.n, self.c, *self.out))
+            if nat.max_pool_fits(*shapes, **self.window):
+                self.native, self.calls = nat, CallCache()
+                self.uses_native = True  # (the separable numpy plan stays, for an output that is not contiguous)
+                return
         if not self.with_indices:
             return
         order = int(self.attr("storage_order", 0))
@@ -198,7 +199,11 @@ class MaxPool(_WindowPool):
         v = self.views(ws) if self.scratch.items else {}
         y = ys[0]
         if self.uses_native and y.flags.c_contiguous:
-            self.native.run(np.ascontiguousarray(xs[0]), y, v)
+            x = xs[0]
+            if x.flags.c_contiguous:
+                self.calls.get((x, y), lambda: self.native.max_pool_call(x, y, **self.window)).run()
+            else:  # a copy, new each run: so is its call
+                self.native.max_pool_call(np.ascontiguousarray(x), y, **self.window).run()
             return
         if self.separable:
             self.run_separable(xs[0], y, v, self.pad_value)

@@ -30,6 +30,8 @@ WINDOWS_2D = [
     ((1, 3, 10, 10), {"kernel_shape": [3, 3], "auto_pad": "VALID", "strides": [2, 2]}),
     ((1, 3, 5, 5), {"kernel_shape": [5, 5]}),
     ((1, 3, 6, 6), {"kernel_shape": [1, 1], "strides": [2, 2]}),
+    ((1, 2, 7, 45), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # rows of several vectors and a tail
+    ((1, 2, 9, 40), {"kernel_shape": [2, 5], "strides": [1, 3], "pads": [0, 4, 1, 4]}),  # windows in the padding
 ]
 
 DILATED = [
@@ -42,6 +44,18 @@ DILATED = [
 @pytest.mark.parametrize("shape,attrs", WINDOWS_2D + DILATED)
 def test_maxpool_2d(check_op, shape, attrs):
     check_op("MaxPool", {"x": f32(*shape)}, attrs)
+
+
+def test_maxpool_2d_nan_wins():
+    """A NaN in a window is its maximum (numpy's rule), on the native plan as on numpy's."""
+    x = f32(1, 2, 9, 20)
+    x[0, 0, 4, 7] = x[0, 1, 0, 0] = np.nan
+    k = lookup("MaxPool")({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+                          [Meta(x.dtype, x.shape)], name="p")
+    k.infer()
+    (got,) = k.compute(x)
+    # (4, 7) lies in the windows of output row 2, columns 3 and 4; (0, 0) in output (0, 0) only
+    assert [tuple(i) for i in np.argwhere(np.isnan(got))] == [(0, 0, 2, 3), (0, 0, 2, 4), (0, 1, 0, 0)]
 
 
 @pytest.mark.parametrize("shape,attrs", [
