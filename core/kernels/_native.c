@@ -557,21 +557,23 @@ static inline __attribute__((always_inline)) void direct_product(const int R, co
         for (int v = 0; v < V; v++) DIRECT_ACC(v, vstore(acc + i * P + v * VL, a[i]));
 }
 
-/* VL x VL transpose in registers: swap the off-diagonal h x h blocks for h = VL/2 .. 1. */
-static inline void transpose(vec *r) {
+/* Transpose the rows x rows blocks of rows r[0, rows) in registers (rows a power of two, at most
+VL): swap the off-diagonal h x h blocks for h = rows/2 .. 1. With rows = VL, the whole transpose;
+with rows = VL/2, row i becomes [column i | column VL/2 + i] of the two halves. */
+static inline __attribute__((always_inline)) void transpose_blocks(vec *r, const int rows) {
 #if defined(__clang__)
     float t[VL][VL];
-    for (int i = 0; i < VL; i++) for (int j = 0; j < VL; j++) t[j][i] = r[i][j];
-    for (int i = 0; i < VL; i++) r[i] = vload(t[i]);
+    for (int i = 0; i < rows; i++) for (int j = 0; j < VL; j++) t[i][j] = r[i][j];
+    for (int i = 0; i < rows; i++) for (int j = 0; j < VL; j++) r[i][j] = t[j % rows][j / rows * rows + i];
 #else
     ivec idx;
     for (int c = 0; c < VL; c++) idx[c] = c;
 #pragma GCC unroll 8
-    for (int h = VL / 2; h >= 1; h /= 2) {
+    for (int h = rows / 2; h >= 1; h /= 2) {
         ivec upper = (idx & h) != 0;
         ivec lo = idx + (upper & (VL - h)), hi = idx + ((upper & VL) | (~upper & h));
 #pragma GCC unroll 16
-        for (int i = 0; i < VL; i++)
+        for (int i = 0; i < rows; i++)
             if (!(i & h)) {
                 vec a = r[i], b = r[i + h];
                 r[i] = __builtin_shuffle(a, b, lo);
@@ -581,25 +583,64 @@ static inline void transpose(vec *r) {
 #endif
 }
 
-/* The block's products (acc: R rows of pixels x P channels) into Y, channel by channel. */
+/* Lanes [VL/2, VL/2 + n) of v from or to p[0, n): the upper half of a row pair (n <= VL/2). */
+static inline vec load_upper(vec v, const float *p, int n) {
+#if defined(__AVX512F__)
+    return (vec)_mm512_mask_loadu_ps((__m512)v, (__mmask16)(((1u << n) - 1) << 8), p - 8);
+#else
+    for (int j = 0; j < n; j++) v[VL / 2 + j] = p[j];
+    return v;
+#endif
+}
+
+static inline void store_upper(float *p, vec v, int n) {
+#if defined(__AVX512F__)
+    _mm512_mask_storeu_ps(p - 8, (__mmask16)(((1u << n) - 1) << 8), (__m512)v);
+#else
+    for (int j = 0; j < n; j++) p[j] = v[VL / 2 + j];
+#endif
+}
+
+/* One vector of results for up to VL pixels: bias, residual, activation, stored. Two channels
+(lanes below VL/2: ch, n pixels; above: ch2 = ch + VL/2, when pair) or one (all lanes). */
+static inline void direct_finish(const ConvDirect *d, vec val, int64_t ch, int pair, int64_t at, int n) {
+    int upper = pair && ch + VL / 2 < d->M;
+    int64_t ch2 = ch + VL / 2;
+    if (d->bias) {
+        vec b = (vec){0} + d->bias[ch];
+        if (upper)
+            for (int j = VL / 2; j < VL; j++) b[j] = d->bias[ch2];
+        val += b;
+    }
+    if (d->z) {
+        vec z = load_part(d->z + ch * d->ldy + at, n);
+        val += upper ? load_upper(z, d->z + ch2 * d->ldy + at, n) : z;
+    }
+    if (d->act == ACT_CLAMP) val = vclamp(val, d->lo, d->hi);
+    else if (d->act == ACT_GELU) val = vgelu(val);
+    store_part(d->y + ch * d->ldy + at, val, n);
+    if (upper) store_upper(d->y + ch2 * d->ldy + at, val, n);
+}
+
+/* The block's products (acc: R rows of pixels x P channels) into Y, channel by channel: a block of at
+most VL/2 pixels (the wide tile's) in half transposes, each row then holding two channels. */
 static void direct_store(const ConvDirect *d, const float *acc, int R, int P, int64_t ch0, int64_t out) {
-    for (int v = 0; v < P / VL && ch0 + v * VL < d->M; v++)
-        for (int g = 0; g < R; g += VL) {
-            vec t[VL];
-            for (int r = 0; r < VL; r++) t[r] = g + r < R ? vload(acc + (g + r) * P + v * VL) : (vec){0};
-            transpose(t);
-            int n = R - g < VL ? R - g : VL;
-            for (int c = 0; c < VL; c++) {
-                int64_t ch = ch0 + v * VL + c;
-                if (ch >= d->M) break;
-                vec val = t[c];
-                if (d->bias) val += d->bias[ch];
-                if (d->z) val += load_part(d->z + ch * d->ldy + out + g, n);
-                if (d->act == ACT_CLAMP) val = vclamp(val, d->lo, d->hi);
-                else if (d->act == ACT_GELU) val = vgelu(val);
-                store_part(d->y + ch * d->ldy + out + g, val, n);
-            }
+    for (int v = 0; v < P / VL && ch0 + v * VL < d->M; v++) {
+        vec t[VL];
+        if (R <= VL / 2) {
+            for (int r = 0; r < VL / 2; r++) t[r] = r < R ? vload(acc + r * P + v * VL) : (vec){0};
+            transpose_blocks(t, VL / 2);
+            for (int c = 0; c < VL / 2 && ch0 + v * VL + c < d->M; c++)
+                direct_finish(d, t[c], ch0 + v * VL + c, 1, out, R);
+            continue;
         }
+        for (int g = 0; g < R; g += VL) {
+            for (int r = 0; r < VL; r++) t[r] = g + r < R ? vload(acc + (g + r) * P + v * VL) : (vec){0};
+            transpose_blocks(t, VL);
+            for (int c = 0; c < VL && ch0 + v * VL + c < d->M; c++)
+                direct_finish(d, t[c], ch0 + v * VL + c, 0, out + g, R - g < VL ? R - g : VL);
+        }
+    }
 }
 
 /* direct_product with R, V and the panel as constants (each case its own register allocation):

@@ -53,8 +53,11 @@ def set_threads(n: int) -> None:
     _local.threads = max(1, min(int(n), default_threads()))
 
 
+_CPUS = min(os.cpu_count() or 1, 64)  # read once: os.cpu_count() reads sysfs, and every kernel call asks
+
+
 def default_threads() -> int:
-    return min(os.cpu_count() or 1, 64)
+    return _CPUS
 
 
 def threads() -> int:
