@@ -761,11 +761,12 @@ static NO_LIBCALLS void depthwise_channel(const Depthwise *d, int64_t oc) {
             vstore(buf + j - n0, a0);
             vstore(buf + j - n0 + VL, a1);
         }
-        for (; j < n1; j++) {
-            float acc = bias;
-            for (int64_t t = 0; t < d->taps; t++) acc += w[t] * x[off[t] + j];
-            if (d->clamp) acc = acc < d->lo ? d->lo : acc > d->hi ? d->hi : acc;
-            buf[j - n0] = acc;
+        for (; j < n1; j += VL) {  /* the tail, in masked vectors: a 7x7 plane is mostly tail */
+            int n = n1 - j < VL ? (int)(n1 - j) : VL;
+            vec a = (vec){0} + bias;
+            for (int64_t t = 0; t < d->taps; t++) a += w[t] * load_part(x + off[t] + j, n);
+            if (d->clamp) a = vclamp(a, d->lo, d->hi);
+            store_part(buf + j - n0, a, n);
         }
         for (int64_t oy = n0 / pitch; oy * pitch < n1; oy++) {  /* the valid columns of each row */
             int64_t lo = oy * pitch > n0 ? oy * pitch : n0, hi = oy * pitch + cols < n1 ? oy * pitch + cols : n1;
