@@ -876,6 +876,18 @@ typedef struct {
     int32_t threads;
 } PhaseFill;
 
+/* d[q] = src[2 q] for q < n, reading at most `avail` floats of src: pairs of vectors, one shuffle. */
+static inline void take_evens(float *d, const float *src, int64_t n, int64_t avail) {
+    int64_t q = 0;
+#if !defined(__clang__)
+    ivec even;
+    for (int i = 0; i < VL; i++) even[i] = 2 * i;
+    for (; q + VL <= n && 2 * q + 2 * VL <= avail; q += VL)
+        vstore(d + q, __builtin_shuffle(vload(src + 2 * q), vload(src + 2 * q + VL), even));
+#endif
+    for (; q < n; q++) d[q] = src[2 * q];
+}
+
 static NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {
     const float *x = f->x + plane * f->h * f->w;
     int64_t phase_size = f->planes * f->sq0 * f->sq1;
@@ -892,7 +904,7 @@ static NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {
                 const float *src = x + hh * f->w + lo * f->s1 + r1 - f->pb1;
                 fill_floats(d, lo, 0.0f);
                 if (f->s1 == 1) copy_floats(d + lo, src, hi - lo);
-                else if (f->s1 == 2) for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[2 * q];  /* vectorized */
+                else if (f->s1 == 2) take_evens(d + lo, src, hi - lo, x + (hh + 1) * f->w - src);
                 else for (int64_t q = 0; q < hi - lo; q++) d[lo + q] = src[q * f->s1];
                 fill_floats(d + hi, f->sq1 - hi, 0.0f);
             }
