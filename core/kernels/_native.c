@@ -477,10 +477,10 @@ pointwise conv's plane) and a panel of output channels:
     acc[i][j] = sum_k x[koff[k] + pos + i] * wp[k][j]
 so the input is read in place (one broadcast per pixel and k: no packing pass, no im2col), the
 weights are packed once, at load, in panels (wp[p][k][j], see ge_direct_panel), and no lane is
-spent on padding pixels or a tail of pixels: a 7x7 output is 7 blocks of 7, where the GEMM's
-32-column panels would compute 64 or 63 columns for 49. Two tiles (AVX-512):
-  wide: 4 vectors of channels x up to 6 pixels, 10 loads per 24 FMAs (onnxruntime's NCHWc tile),
-        for deep products (K >= DIRECT_WIDE_K);
+spent on padding pixels or a tail of pixels: a 7x7 output's blocks cover its 49 pixels, where the
+GEMM's 32-column panels would compute 64 or 63 columns. Two tiles (AVX-512):
+  wide: 4 vectors of channels x up to 6 pixels, 10 loads per 24 FMAs, for deep products (K >=
+        conv_native.DIRECT_WIDE_K);
   tall: 2 vectors x up to 14 pixels, a transpose per 14 pixels instead of 6: for a short K (a
         network's first conv) and for pointwise convs, whose input rows lie a plane (a page) apart
         per step of K, so each page visited should feed as many pixels as it can.
@@ -526,18 +526,18 @@ typedef struct {
 /* R pixels x V vectors of channels over kc steps of K (weights: P floats per step), into or onto
    acc[i * P + v * VL]. One array per vector of channels: GCC keeps each in registers (one 4 x 14
    array it would not). */
-#define DIRECT_ACC(v, stmt) do { if (V > 0 && (v) == 0) { vec *a = a0; stmt; } \
-                                  if (V > 1 && (v) == 1) { vec *a = a1; stmt; } \
-                                  if (V > 2 && (v) == 2) { vec *a = a2; stmt; } \
-                                  if (V > 3 && (v) == 3) { vec *a = a3; stmt; } } while (0)
 static inline __attribute__((always_inline)) void direct_product(const int R, const int V, const int P, int64_t kc,
                                                                  const float *x, const int64_t *koff,
                                                                  const float *wp, float *acc, int first) {
     vec a0[DR_MAX], a1[DR_MAX], a2[DR_MAX], a3[DR_MAX];
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) DIRECT_ACC(v, a[i] = first ? (vec){0} : vload(acc + i * P + v * VL));
+    for (int i = 0; i < R; i++) {
+        const float *ai = acc + i * P;
+        a0[i] = first ? (vec){0} : vload(ai);
+        if (V > 1) a1[i] = first ? (vec){0} : vload(ai + VL);
+        if (V > 2) a2[i] = first ? (vec){0} : vload(ai + 2 * VL);
+        if (V > 3) a3[i] = first ? (vec){0} : vload(ai + 3 * VL);
+    }
     for (int64_t k = 0; k < kc; k++, wp += P) {
         const float *xk = x + koff[k];
         vec w0 = vload(wp), w1 = V > 1 ? vload(wp + VL) : w0, w2 = V > 2 ? vload(wp + 2 * VL) : w0,
@@ -552,9 +552,13 @@ static inline __attribute__((always_inline)) void direct_product(const int R, co
         }
     }
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) DIRECT_ACC(v, vstore(acc + i * P + v * VL, a[i]));
+    for (int i = 0; i < R; i++) {
+        float *ai = acc + i * P;
+        vstore(ai, a0[i]);
+        if (V > 1) vstore(ai + VL, a1[i]);
+        if (V > 2) vstore(ai + 2 * VL, a2[i]);
+        if (V > 3) vstore(ai + 3 * VL, a3[i]);
+    }
 }
 
 /* Transpose the rows x rows blocks of rows r[0, rows) in registers (rows a power of two, at most
