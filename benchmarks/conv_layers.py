@@ -130,7 +130,8 @@ class Case:
         self.ws = np.empty(nbytes, np.uint8) if nbytes else None
         self.xs = [x] + list(consts.values())
         self.feeds = {"x": x}
-        self.plan = getattr(self.kernel, "plan", "")
+        nat = getattr(self.kernel, "native", None)  # which native kernel, else the numpy plan's name
+        self.plan = getattr(nat, "kind", None) or getattr(self.kernel, "plan", "")
         self.ge_t, self.ort_t = [], []
         want = self.sess.run(None, self.feeds)[0]
         self.run_ge()
@@ -168,15 +169,15 @@ def measure(cases, reps, rounds, argv):
 
 def table(title, cases, weighted=True):
     print(f"\n{title}")
-    print(f"{'layer':26s} {'n':>2s} {'plan':>10s} {'ge ms':>8s} {'ort ms':>8s} {'ratio':>6s}")
+    print(f"{'layer':26s} {'n':>2s} {'plan':>11s} {'ge ms':>8s} {'ort ms':>8s} {'ratio':>6s}")
     tot_ge = tot_ort = 0.0
     for c in cases:
         t_ge, t_ort = min(c.ge_t), min(c.ort_t)
         tot_ge += c.count * t_ge
         tot_ort += c.count * t_ort
-        print(f"{c.name:26s} {c.count:2d} {c.plan:>10s} {t_ge:8.3f} {t_ort:8.3f} {t_ge / t_ort:6.2f}")
+        print(f"{c.name:26s} {c.count:2d} {c.plan:>11s} {t_ge:8.3f} {t_ort:8.3f} {t_ge / t_ort:6.2f}")
     if weighted and tot_ort:
-        print(f"{'weighted total':26s} {'':2s} {'':>10s} {tot_ge:8.3f} {tot_ort:8.3f} {tot_ge / tot_ort:6.2f}")
+        print(f"{'weighted total':26s} {'':2s} {'':>11s} {tot_ge:8.3f} {tot_ort:8.3f} {tot_ge / tot_ort:6.2f}")
 
 
 def conv_cases(layers, flt):

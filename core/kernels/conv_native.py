@@ -30,8 +30,9 @@ FLAT_WASTE = 1.15
 #: panels of nr pixels would compute this many times the pixels (a 7x7 output: 64 for 49).
 DIRECT_WASTE = 1.2
 DIRECT = "auto"
-#: the direct kernel's wide tile (4 vectors of channels x 6 pixels) from this K on (not pointwise);
-#: below, the tall one (2 x 14), whose transposes into Y cost less per pixel
+#: the direct kernel's wide tile (4 vectors of channels x 6 pixels) from this K on, for kernels of
+#: several taps; else the tall one (2 x 14): its transposes into Y cost less per pixel, and a 1x1
+#: kernel's rows of K lie a plane (a page) apart, so each one read should feed as many pixels as it can
 DIRECT_WIDE_K = 256
 
 
@@ -45,7 +46,7 @@ class NativeConv:
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
         self.direct = use_direct(k, nat.nr, self.pointwise)
-        self.wide = self.direct and not self.pointwise and self.kdim >= DIRECT_WIDE_K
+        self.wide = self.direct and any(v > 1 for v in k.kernel) and self.kdim >= DIRECT_WIDE_K
         pack = (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct else nat.pack_a
         self.w_packed = k.shared_pack(("native-direct", self.wide, k.g) if self.direct else ("native", k.g),
                                       lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
@@ -71,6 +72,7 @@ class NativeConv:
         k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, gemm_columns, self.kdim, raw_a=False, gathered_b=True),),
                       np.uint8)
         if self.direct:  # Y written by the kernel, output rows `pitch` apart in the source
+            self.kind = "direct-wide" if self.wide else "direct"
             two_d = self.lay is not None and len(k.out) == 2
             self.rows, self.width = (k.out[0], k.out[1]) if two_d else (1, self.dense)
             self.pitch = self.lay.pst[0] if two_d else self.dense
@@ -82,6 +84,7 @@ class NativeConv:
             self.noff = np.arange(lay.L, dtype=np.int64) if self.flat else _grid(k.out, lay.pst)
             if self.flat and lay.L != lay.dense and len(k.out) != 2:  # 3-D padding columns: through the workspace
                 k.scratch.add("yflat", (k.n, k.oc, lay.L), np.float32)
+        self.kind = "gemm" if self.pointwise else "gemm-flat" if self.flat else "gemm-dense"
         # 2-D flat columns with padding ones: the GEMM writes Y through the (pitch, width) map
         self.flat_map = (lay.pst[0], k.out[1]) if self.flat and lay.L != lay.dense and len(k.out) == 2 else None
         self.columns = len(self.noff)
@@ -146,6 +149,7 @@ class NativeDepthwise:
     """A 2-D depthwise Conv (group == C, any channel multiplier) through the native direct kernel:
     per output channel and row, the sum over kernel taps of weight x a unit-stride run of the phase
     layout (conv.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y."""
+    kind = "depthwise"
 
     def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp):
         from .conv import PhaseLayout
