@@ -1,5 +1,5 @@
 /* ge's native kernels, float32: the GEMM C[M,N] = act(A[M,K] @ B[K,N] + bias + Z) with its epilogue
-fused; after it, the depthwise convolution (and MaxPool's window maximum), the phase fill of
+fused; after it, the direct convolution, the depthwise convolution, MaxPool, the phase fill of
 conv.PhaseLayout, and the row kernels (LayerNormalization, Softmax).
 
 Why: numpy's OpenBLAS reaches 55-75% of this machine's peak on the skinny products of a CNN or a

@@ -1,17 +1,23 @@
 """Conv through ge's native kernels (native.py): per batch item and group, Y = act(W @ columns + bias
-(+ Z)) on the GEMM; a 2-D depthwise Conv on the direct depthwise kernel.
+(+ Z)) on the direct convolution kernel or the GEMM; a 2-D depthwise Conv on the depthwise kernel.
 
-The columns are never built: the GEMM reads them from the input through offset tables while it
-packs its panels (B[k, n] = src[koff[k] + noff[n]]), so im2col costs no memory traffic of its own.
-- pointwise (1x1, stride 1, no padding): the source is X itself, contiguous columns written
-  straight into Y;
-- otherwise the padded input is laid out once in its stride phases (conv.PhaseLayout), where every
-  kernel tap is a unit-stride run. "flat" columns run over the phase rows, padding columns included,
-  so every panel is one contiguous copy per row; the GEMM drops the padding columns as it stores
-  into Y (3-D: the result lands in the workspace and one pass drops them). When those columns
-  would add too many panels of work, "dense" columns gather the output pixels themselves.
-W is packed once, at build. Bias, Relu and Clip are applied by the GEMM as it stores (the kernel
-absorbs a Relu/Clip epilogue the compiler fused onto the Conv), and FusedConv's residual Z too.
+The columns are never built: both kernels read the input through an offset per step of K
+(koff[k]: the channel's plane and the kernel tap), so im2col costs no memory traffic of its own.
+The source:
+- pointwise (1x1, stride 1, no padding): X itself;
+- otherwise the padded input, laid out once in its stride phases (conv.PhaseLayout), where every
+  kernel tap of an output row is a unit-stride run.
+The kernel (`kind`):
+- "direct" / "direct-wide" (1-D and 2-D; see use_direct): output channels in the vector lanes,
+  each block of output pixels a run of the source broadcast from place, no padding column
+  computed; the two tiles are _native.c's tall and wide ones;
+- "gemm" (pointwise), "gemm-flat", "gemm-dense": the GEMM packs its panels of columns from the
+  source (B[k, n] = src[koff[k] + noff[n]]). "flat" columns run over the phase rows, padding
+  columns included, so every panel is one contiguous copy per row, and the GEMM drops the padding
+  columns as it stores into Y (3-D: the result lands in the workspace and one pass drops them);
+  when those columns would add too many panels of work, "dense" columns gather the output pixels.
+W is packed once, at build. Bias, Relu and Clip are applied as Y is stored (the kernel absorbs a
+Relu/Clip epilogue the compiler fused onto the Conv), and FusedConv's residual Z too.
 """
 from __future__ import annotations
 
