@@ -26,6 +26,7 @@ def layout(request, monkeypatch):
         direct = request.param in ("native-direct", "native-wide")
         monkeypatch.setattr(conv_native, "DIRECT", "always" if direct else "never")
         monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if request.param == "native-wide" else 10**9)
+        monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
         monkeypatch.setattr(conv_native, "FLAT_WASTE", 1e9 if request.param == "native-flat" else 0.0)
         return request.param
     monkeypatch.setattr(conv, "native", lambda: None)

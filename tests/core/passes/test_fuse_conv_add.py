@@ -70,6 +70,7 @@ def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, plan, kerne
         pytest.skip("ge's native kernels are not built")
     monkeypatch.setattr(conv_native, "DIRECT", "always" if plan in ("native-direct", "native-wide") else "never")
     monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if plan == "native-wide" else 10**9)
+    monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
     monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
     model = block(make_model, kernel, pads, relu=relu)
     path = str(tmp_path / "m.onnx")
