@@ -57,19 +57,21 @@ def test_conv_packs_taps_once_and_not_for_a_view_layout(monkeypatch):
     assert conv((1, 32, 32, 32), w, b).packs is None  # static path: no cache, packs per kernel
 
 
-def test_native_conv_packs_once_for_every_size():
-    """With ge's native GEMM every image size takes the native plan: W is packed for the first and
-    shared by the rest."""
+def test_native_conv_packs_once_per_tile():
+    """With ge's native kernels every image size takes the native plan (here the direct convolution):
+    W is packed once per tile layout and shared by every size that uses it. Rows of 32 and 40
+    pixels take the wide tile, rows of 4 the tall one."""
     from ge.core.kernels.native import native
     if native() is None:
         pytest.skip("ge's native GEMM is not built")
-    w, b, packs = f32(16, 32, 3, 3), f32(16), WeightPacks()
+    w, b, packs, seen = f32(16, 32, 3, 3), f32(16), WeightPacks(), []
     for size in (32, 40, 4):
         x = f32(1, 32, size, size)
         k = conv(x.shape, w, b, packs)
         assert k.plan == "native"
         np.testing.assert_array_equal(k.compute(x, w, b)[0], conv(x.shape, w, b).compute(x, w, b)[0])
-    assert (packs.packs, packs.hits) == (1, 2)
+        seen.append((k.native.kind, packs.packs, packs.hits))
+    assert seen == [("direct-wide", 1, 0), ("direct-wide", 1, 1), ("direct", 2, 1)]
 
 
 def test_recurrent_and_batchnorm_share_their_packs_across_shapes():
