@@ -155,6 +155,7 @@ typedef struct {
     int64_t ldz;
     float lo, hi;
     int act;
+    float alpha;  /* the product's scale, before bias and Z */
     /* flat columns (a convolution's output rows `pitch` apart, the columns past `width` padding):
        column n of C is Y's column (n / pitch) * width + n % pitch when n % pitch < width, else
        dropped; 0: C is plain */
@@ -188,6 +189,7 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
             v0 += vload(dst); v1 += vload(dst + VL);
         }
         if (last) {
+            if (e->alpha != 1.0f) { v0 *= e->alpha; v1 *= e->alpha; }
             if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
             if (e->bias_n) v0 += load_cols(e->bias_n + j0, cols, 0), v1 += load_cols(e->bias_n + j0, cols, VL);
             if (e->z) {
@@ -226,6 +228,7 @@ static void store_block_flat(const float *acc, float *c, int64_t ldc, int rows, 
             v0 += vload(tmp), v1 += vload(tmp + VL);  /* lanes outside the runs: dropped */
         }
         if (last) {
+            if (e->alpha != 1.0f) { v0 *= e->alpha; v1 *= e->alpha; }
             if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
             if (e->z) {
                 const float *zr = e->z + (i0 + i) * e->ldz;
@@ -411,15 +414,36 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
     }
 }
 
-void ge_gemm(int64_t M, int64_t N, int64_t K,
-             const float *a, int64_t lda, const float *ap,
-             const float *b, const int64_t *koff, const int64_t *noff, const float *bp,
-             float *c, int64_t ldc,
-             const float *bias_m, const float *bias_n, const float *z, int64_t ldz,
-             int act, float lo, float hi, int64_t pitch, int64_t width, int threads, float *ws) {
-    Gemm g = {.M = M, .N = N, .K = K, .lda = lda, .ldc = ldc, .a = a, .b = b, .bp = bp, .koff = koff,
-              .noff = noff, .a_packed = (float *)ap, .c = c, .scratch = ws,
-              .e = {bias_m, bias_n, z, ldz, lo, hi, act, pitch, width}};
+/* A call's arguments in one struct: ctypes converts one pointer instead of 23 arguments
+   (microseconds per call; a kernel keeps its struct while its buffers stay put). */
+typedef struct {
+    int64_t M, N, K;
+    const float *a;
+    int64_t lda;
+    const float *ap, *b;
+    const int64_t *koff, *noff;
+    const float *bp;
+    float *c;
+    int64_t ldc;
+    const float *bias_m, *bias_n, *z;
+    int64_t ldz;
+    int32_t act;
+    float lo, hi;
+    int32_t threads;
+    float *ws;
+    int64_t pitch, width;  /* flat columns (see Epilogue), or 0 */
+    float alpha;
+} GemmArgs;
+
+void ge_gemm_args(const GemmArgs *args) {
+    int64_t M = args->M, N = args->N, K = args->K;
+    int threads = args->threads;
+    const float *ap = args->ap, *bp = args->bp;
+    float *ws = args->ws;
+    Gemm g = {.M = M, .N = N, .K = K, .lda = args->lda, .ldc = args->ldc, .a = args->a, .b = args->b, .bp = bp,
+              .koff = args->koff, .noff = args->noff, .a_packed = (float *)ap, .c = args->c, .scratch = ws,
+              .e = {args->bias_m, args->bias_n, args->z, args->ldz, args->lo, args->hi, args->act, args->alpha,
+                    args->pitch, args->width}};
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;
     if (threads < 1) threads = 1;
@@ -446,29 +470,32 @@ void ge_gemm(int64_t M, int64_t N, int64_t K,
     pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
 }
 
-/* The same call with its arguments in one struct: ctypes converts one pointer instead of 21
-   arguments (microseconds per call; a kernel keeps its struct while its buffers stay put). */
+/* A batch of products with one shape, C[i] = act(alpha A[i] @ B[i] + bias_n[i] + Z[i]) (attention's
+Q K^T and P V per head): `g` holds the first one's arguments, the offsets (in floats, NULL: all 0)
+where each operand of product i starts from it. Items are products, each a single-threaded GEMM
+with its own slot of the workspace (ge_workspace_floats(M, N, K, 1, 1, 1) floats per slot): a head's
+product is too small to share between threads. */
 typedef struct {
-    int64_t M, N, K;
-    const float *a;
-    int64_t lda;
-    const float *ap, *b;
-    const int64_t *koff, *noff;
-    const float *bp;
-    float *c;
-    int64_t ldc;
-    const float *bias_m, *bias_n, *z;
-    int64_t ldz;
-    int32_t act;
-    float lo, hi;
-    int32_t threads;
-    float *ws;
-    int64_t pitch, width;  /* flat columns (see Epilogue), or 0 */
-} GemmArgs;
+    GemmArgs g;
+    int64_t batch;
+    const int64_t *a_off, *b_off, *c_off, *bias_off, *z_off;
+} GemmBatch;
 
-void ge_gemm_args(const GemmArgs *g) {
-    ge_gemm(g->M, g->N, g->K, g->a, g->lda, g->ap, g->b, g->koff, g->noff, g->bp, g->c, g->ldc, g->bias_m,
-            g->bias_n, g->z, g->ldz, g->act, g->lo, g->hi, g->pitch, g->width, g->threads, g->ws);
+static void gemm_batch_item(void *ctx, int64_t i, int slot) {
+    const GemmBatch *bt = ctx;
+    GemmArgs g = bt->g;
+    g.a += bt->a_off ? bt->a_off[i] : 0;
+    g.b += bt->b_off ? bt->b_off[i] : 0;
+    g.c += bt->c_off ? bt->c_off[i] : 0;
+    if (g.bias_n && bt->bias_off) g.bias_n += bt->bias_off[i];
+    if (g.z && bt->z_off) g.z += bt->z_off[i];
+    g.threads = 1;
+    g.ws += slot * ge_workspace_floats(g.M, g.N, g.K, 1, 1, 1);
+    ge_gemm_args(&g);
+}
+
+void ge_gemm_batch(const GemmBatch *bt) {
+    pool_run(gemm_batch_item, (void *)bt, bt->batch, bt->g.threads);
 }
 
 /* Direct convolution: output channels in the vector lanes, output pixels broadcast. For a block of

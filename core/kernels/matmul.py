@@ -6,13 +6,14 @@ import numpy as np
 from ..ir import Meta
 from .base import Kernel
 from .fused import GE_DOMAIN
-from .matmul_native import native_product
+from .matmul_native import native_batch, native_product
 from .registry import lookup, register
 
 
 class _Planned(Kernel):
     """compute() runs the planned path into fresh arrays; infer() returns what prepare() derived.
-    `native`: the native GEMM plan (matmul_native.py) when B is constant weights, else None."""
+    `native`: the native GEMM plan (matmul_native.py): NativeProduct when B is constant weights,
+    NativeBatch when both operands are computed, else None."""
 
     out_metas: list[Meta]
     ws_nbytes = 0
@@ -20,6 +21,12 @@ class _Planned(Kernel):
 
     def use_native(self, a: Meta, w, addends=(), gelu: bool = False) -> None:
         self.native = native_product(self, a, w, addends, tuple(self.out_metas[0].shape), gelu)
+        if self.native is not None:
+            self.ws_nbytes = self.native.ws_nbytes
+
+    def use_native_batch(self, **how) -> None:
+        """The native plan for A @ B with both computed (how: native_batch's arguments)."""
+        self.native = native_batch(self, self.inputs[0], self.inputs[1], **how)
         if self.native is not None:
             self.ws_nbytes = self.native.ws_nbytes
 
@@ -84,7 +91,10 @@ class MatMul(_Planned):
         # a stack of rows times one matrix: one GEMM over all rows
         self.flatten = len(sa) > 2 and len(sb) == 2
         self.b_const = self.consts[1] if len(self.consts) > 1 else None
-        self.use_native(a, self.b_const)
+        if self.b_const is not None:
+            self.use_native(a, self.b_const)
+        elif self.consts[0] is None:
+            self.use_native_batch()
 
     def run(self, xs, ys, ws):
         a = xs[0]
@@ -144,9 +154,12 @@ class FusedMatMul(_Planned):
         # native: A's rows may come through perm_a when its last axis stays last (PyTorch's
         # seq-first attention transposes x before the packed QKV projection)
         rows_of_a = self.perm_a is None or self.perm_a[-1] == len(a.shape) - 1
-        if rows_of_a and self.inv_y is None and self.alpha == 1.0:
+        if self.b_const is not None and rows_of_a and self.inv_y is None and self.alpha == 1.0:
             self.use_native(Meta(a.dtype, sa), self.b_const, [(i, self.inputs[i], c) for i, c in self.addends],
                             self.gelu is not None)
+        elif self.b_const is None and self.consts[0] is None and all(c is None for _, c in self.addends):
+            self.use_native_batch(perm_a=self.perm_a, perm_b=self.perm_b, inv_y=self.inv_y, alpha=self.alpha,
+                                  addends=[(i, self.inputs[i]) for i, _ in self.addends], gelu=self.gelu is not None)
         if self.gelu is not None:  # the numpy plan (also the fallback): the product in the workspace, Gelu into Y
             self.ws_nbytes = max(self.ws_nbytes, self.out_metas[0].nbytes + self.gelu.workspace_nbytes())
 

@@ -1,10 +1,15 @@
-"""Rows @ constant weights through ge's native GEMM: Y = act(A @ W + bias + Z), float32.
+"""Products through ge's native GEMM, float32.
 
-MatMul, FusedMatMul and Gemm use it when B is a constant matrix (a layer's weights): W is packed
-once at build, A's rows are read in place (any row stride, through FusedMatMul's perm_a when the
-last axis stays last), and the bias (a constant addend over the columns), one residual addend of
-the product's shape and a fused Relu/Clip or FusedMatMul's Gelu are applied by the GEMM as it
-stores, instead of one pass over Y each.
+- NativeProduct, rows @ constant weights: Y = act(A @ W + bias + Z). MatMul, FusedMatMul and Gemm
+  use it when B is a constant matrix (a layer's weights): W is packed once at build, A's rows are
+  read in place (any row stride, through FusedMatMul's perm_a when the last axis stays last), and
+  the bias (a constant addend over the columns), one residual addend of the product's shape and a
+  fused Relu/Clip or FusedMatMul's Gelu are applied by the GEMM as it stores, instead of one pass
+  over Y each.
+- NativeBatch, a batch of products of two tensors: Y[i] = act(alpha A[i] @ B[i] + bias[i] + Z[i])
+  (attention's Q K^T, with its scale and mask, and P V). Every operand is read or written in place
+  through its strides (FusedMatMul's perm_a, perm_b and perm_y are strides too), the products are
+  spread over the threads one per item (a head's product is too small to share).
 """
 from __future__ import annotations
 
@@ -72,6 +77,114 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = F
             return None
     clamp = clamp_of(kernel.attrs.get(EPILOGUE))
     plan = NativeProduct(kernel, nat, w, rows, bias, z_index, clamp, gelu)
+    kernel.absorbs_epilogue = clamp is not None
+    kernel.uses_native = True
+    return plan
+
+
+#: a batch of products this small per product stays with numpy (its calls would cost more than the work)
+BATCH_MIN_MACS = 1 << 15
+
+
+def _strides(shape) -> list:
+    """C-contiguous strides of a shape, in elements."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def _view(shape, perm=None):
+    """(shape, strides) of a contiguous tensor seen through a transpose."""
+    st = _strides(shape)
+    if perm is None:
+        return list(shape), st
+    return [shape[p] for p in perm], [st[p] for p in perm]
+
+
+def _batch_offsets(shape, strides, batch_shape) -> np.ndarray:
+    """Per index of batch_shape (C order), where an operand's matrix starts: its batch dims aligned
+    right, a dim of size 1 (or a missing one) broadcast (stride 0)."""
+    lead = len(shape) - 2
+    st = [0] * (len(batch_shape) - lead) + [0 if shape[i] == 1 else strides[i] for i in range(lead)]
+    grids = np.meshgrid(*[np.arange(d, dtype=np.int64) * s for d, s in zip(batch_shape, st)], indexing="ij")
+    return sum(g.ravel() for g in grids) if grids else np.zeros(1, np.int64)
+
+
+class NativeBatch:
+    def __init__(self, nat, a: Meta, b: Meta, perm_a, perm_b, inv_y, product: tuple, out_shape: tuple,
+                 addends, alpha: float, clamp, gelu: bool):
+        self.nat, self.clamp, self.gelu, self.alpha = nat, clamp, gelu, alpha
+        (sa, ta), (sb, tb) = _view(tuple(a.shape), perm_a), _view(tuple(b.shape), perm_b)
+        _, ty = _view(out_shape, inv_y)
+        self.m, self.k, self.n = product[-2], sa[-1], product[-1]
+        batch = product[:-2]
+        self.lda, self.ldc = ta[-2], ty[-2]
+        self.koff = np.arange(self.k, dtype=np.int64) * tb[-2]
+        self.noff = np.arange(self.n, dtype=np.int64) * tb[-1]
+        self.offsets = {"a": _batch_offsets(sa, ta, batch), "b": _batch_offsets(sb, tb, batch),
+                        "c": _batch_offsets(product, ty, batch)}
+        self.bias_index = self.z_index = None
+        for i, kind, shape, st in addends:
+            self.offsets[kind] = _batch_offsets(shape, st, batch)
+            if kind == "bias":
+                self.bias_index = i
+            else:
+                self.z_index, self.ldz = i, st[-2]
+        self.ws_nbytes = nat.batch_workspace_nbytes(self.m, self.n, self.k)
+        self.calls = CallCache()
+
+    def run(self, a: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
+        """a, xs[1], the addends and y as the kernel receives them; each is read in place when
+        C-contiguous (planned tensors are), else through a copy (then so is its call)."""
+        arrays = [a, xs[1]] + [xs[i] for i in (self.bias_index, self.z_index) if i is not None]
+        if all(x.flags.c_contiguous for x in arrays):
+            call = self.calls.get(tuple(arrays) + (y, ws), lambda: self._call(arrays, y, ws))
+        else:
+            call = self._call([np.ascontiguousarray(x) for x in arrays], y, ws)
+        call.run()
+
+    def _call(self, arrays, y, ws):
+        a, b, *rest = arrays
+        bias = rest.pop(0) if self.bias_index is not None else None
+        z = rest.pop(0) if self.z_index is not None else None
+        return self.nat.batch_call(self.m, self.n, self.k, self.offsets, ws=ws, a=a, lda=self.lda, b=b,
+                                   koff=self.koff, noff=self.noff, c=y, ldc=self.ldc,
+                                   bias_n=bias,
+                                   z=z, ldz=self.ldz if z is not None else 0, alpha=self.alpha,
+                                   clamp=self.clamp, gelu=self.gelu)
+
+
+def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None, addends=(), alpha: float = 1.0,
+                 gelu: bool = False) -> NativeBatch | None:
+    """The native plan for a product of two tensors (A and B both computed), when it applies: float32,
+    A's rows and Y's rows of unit stride (through the perms), each addend (index, meta) broadcasting
+    to the product as a bias over its columns or as a tensor with unit-stride rows, and products big
+    enough; else None (the kernel keeps its numpy plan)."""
+    nat = native()
+    if nat is None or a.dtype != np.float32 or b.dtype != np.float32 or len(a.shape) < 2 or len(b.shape) < 2:
+        return None
+    (sa, ta), (sb, tb) = _view(tuple(a.shape), perm_a), _view(tuple(b.shape), perm_b)
+    product = tuple(kernel.out_metas[0].shape) if inv_y is None else \
+        tuple(kernel.out_metas[0].shape[i] for i in inv_y)
+    _, ty = _view(tuple(kernel.out_metas[0].shape), inv_y)
+    m, k, n = product[-2], sa[-1], product[-1]
+    if ta[-1] != 1 or ty[-1] != 1 or m * n * k < BATCH_MIN_MACS or 0 in product:
+        return None
+    kinds = []
+    for i, meta in addends:
+        shape = (1,) * (len(product) - len(meta.shape)) + tuple(meta.shape)
+        st = [0 if d == 1 else s for d, s in zip(shape, _strides(shape))]
+        if shape[-1] != n or st[-1] != 1:
+            return None
+        kind = "bias" if shape[-2] == 1 else "z"
+        if kind in (kd for _, kd, _, _ in kinds):
+            return None
+        kinds.append((i, kind, shape, st))
+    clamp = clamp_of(kernel.attrs.get(EPILOGUE))
+    plan = NativeBatch(nat, a, b, perm_a, perm_b, inv_y, product, tuple(kernel.out_metas[0].shape), kinds, alpha,
+                       clamp, gelu)
     kernel.absorbs_epilogue = clamp is not None
     kernel.uses_native = True
     return plan

@@ -28,7 +28,7 @@ _SIGNATURES = {
     "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
-    "ge_gemm_args": ([_ptr], None),
+    "ge_gemm_args": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
     "ge_conv_direct": ([_ptr], None),
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
@@ -102,8 +102,9 @@ class Native:
 
     # -- the product ---------------------------------------------------------------------------------
     def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
-             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, gelu=False, flat=None, ws=None) -> PreparedCall:
-        """The call c[m, n] = act(A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
+             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, gelu=False, flat=None, ws=None,
+             alpha=1.0) -> PreparedCall:
+        """The call c[m, n] = act(alpha A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
         as its buffers stay put. act: clamp to (lo, hi), or Gelu (erf form), or nothing. flat:
         (pitch, width), C's columns are a convolution's flat columns (see _native.c). Arrays are
         passed by address: a, b, c, z are the base arrays (or addresses) the leading dimensions, in
@@ -115,8 +116,21 @@ class Native:
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
                         _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz,
                         ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE,
-                        lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)))
+                        lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
+
+    def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
+        """Scratch for batch_call: one single-threaded GEMM's (raw A, gathered B) per thread slot."""
+        return 4 * GEMM_SLOTS * self.lib.ge_workspace_floats(m, n, k, 1, 1, 1) + ALIGN
+
+    def batch_call(self, m, n, k, offsets: dict, *, ws, **operands) -> PreparedCall:
+        """A batch of products of one shape (call()'s operands: the first product's; raw A, gathered B),
+        offsets: {"a", "b", "c", "bias", "z"} -> int64 arrays, in elements, of where each product's
+        operand starts from the first's (missing: all zero); prepared. ws: batch_workspace_nbytes."""
+        first = self.call(m, n, k, ws=ws, **operands)
+        batch = max(len(v) for v in offsets.values())
+        args = GemmBatch(first.keep[0], batch, *(_addr(offsets.get(key)) for key in ("a", "b", "c", "bias", "z")))
+        return PreparedCall(self.lib.ge_gemm_batch, args, (first, offsets))
 
     def pack_direct(self, w: np.ndarray, wide: bool) -> np.ndarray:
         """W (M, K) for the direct convolution's wide or tall tile: panels of P output channels, k-major
@@ -203,7 +217,14 @@ class GemmArgs(ctypes.Structure):
     _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("ap", _ptr), ("b", _ptr),
                 ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
                 ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", ctypes.c_int32), ("lo", _f32),
-                ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64)]
+                ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64),
+                ("alpha", _f32)]
+
+
+class GemmBatch(ctypes.Structure):
+    """_native.c's GemmBatch."""
+    _fields_ = [("g", GemmArgs), ("batch", _i64)] + [(f, _ptr) for f in ("a_off", "b_off", "c_off", "bias_off",
+                                                                         "z_off")]
 
 
 class ConvDirect(ctypes.Structure):

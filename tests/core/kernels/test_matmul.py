@@ -16,6 +16,13 @@ def f32(*shape):
 pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every case through both plans
 
 
+@pytest.fixture(autouse=True)
+def small_batches_native(monkeypatch):
+    """The test products are small: take the native batch plan for every size, as big ones do."""
+    from ge.core.kernels import matmul_native
+    monkeypatch.setattr(matmul_native, "BATCH_MIN_MACS", 0)
+
+
 @pytest.mark.parametrize("consts", [(), ("b",)])
 @pytest.mark.parametrize("sa,sb", [
     ((3, 4), (4, 5)),
@@ -132,6 +139,12 @@ FUSED = [  # (shapes, attrs, constant inputs)
     ([(3, 5), (5, 4), (3, 4)], {"alpha": -2.0}, ()),
     ([(4, 6, 5), (5, 3)], {"perm_y": [0, 2, 1]}, ()),
     ([(2, 4, 5), (5, 3)], {"perm_y": [2, 0, 1]}, ()),  # Y written as column-major matrices
+    # computed operands (the native batch plan): attention with 3 heads, its mask per batch item, a residual
+    ([(2, 7, 3, 40), (2, 7, 3, 40), (2, 1, 1, 7)], {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.3}, ()),
+    ([(2, 3, 7, 7), (2, 7, 3, 40)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}, ()),
+    ([(2, 3, 9, 33), (2, 3, 33, 17), (2, 3, 9, 17)], {"activation": "Gelu"}, ()),
+    ([(3, 9, 33), (1, 33, 17)], {"alpha": 2.0}, ()),  # B broadcast over the batch
+    ([(3, 9, 33), (1, 33, 17), (9, 1)], {}, ()),  # an addend per row: the numpy plan
 ]
 
 
@@ -147,14 +160,28 @@ def test_fused_matmul(shapes, attrs, consts):
     np.testing.assert_allclose(k.compute(*arrays)[0], want, **TOL)
 
 
+def test_attention_products_take_the_native_batch_plan():
+    from ge.core.kernels.matmul_native import NativeBatch
+    from ge.core.kernels.native import native
+    for shapes, attrs in [([(1, 128, 4, 64), (1, 128, 4, 64), (1, 1, 1, 128)],
+                           {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.125}),
+                          ([(1, 4, 128, 128), (1, 128, 4, 64)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]})]:
+        k, arrays = _fused(shapes, attrs)
+        assert isinstance(k.native, NativeBatch) == (native() is not None)
+        y = np.empty(k.infer()[0].shape, np.float32)
+        k.run(arrays, [y], np.empty(k.workspace_nbytes(), np.uint8))
+        np.testing.assert_allclose(y, _reference(arrays, attrs), rtol=1e-4, atol=1e-4)
+
+
 def test_fused_matmul_run_does_not_allocate():
     import tracemalloc
     k, arrays = _fused([(1, 128, 4, 64), (1, 128, 4, 64), (1, 1, 1, 128)],
                        {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.125})
     y = np.empty(k.infer()[0].shape, np.float32)
-    k.run(arrays, [y], None)
+    ws = np.empty(k.workspace_nbytes(), np.uint8)  # the native plan's packing scratch (the numpy plan's: none)
+    k.run(arrays, [y], ws)
     tracemalloc.start()
-    k.run(arrays, [y], None)
+    k.run(arrays, [y], ws)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < y.nbytes // 4
