@@ -843,9 +843,9 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
     int64_t len = pool_row_len(p), phase_len = (len + p->s1 - 1) / p->s1 + VL;
     float row[POOL_ROW_MAX], phases[POOL_ROW_MAX];
     const float ninf = -__builtin_inff();
+    int64_t lo = p->pb1 < len ? p->pb1 : len, hi = p->pb1 + p->w < len ? p->pb1 + p->w : len;  /* X's columns */
     for (int64_t oy = 0; oy < p->oh; oy++) {
         /* the window's rows inside X, combined over the columns inside X */
-        int64_t lo = p->pb1 < len ? p->pb1 : len, hi = p->pb1 + p->w < len ? p->pb1 + p->w : len;
         fill_floats(row, lo, ninf);
         fill_floats(row + hi, len - hi, ninf);
         int rows = 0;
