@@ -20,6 +20,9 @@ from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
 from .executors import TaskFailed, make_executor
 
+#: outputs ge allocates itself (execute without outputs) up to this size are copied out of the
+#: planned buffers rather than bound in place (see ExecutionContext._bind_output)
+COPY_OUT_MAX = 256 << 10
 COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs")
 
 
@@ -100,9 +103,10 @@ class ExecutionContext:
         clock = time.perf_counter
         t0 = clock()
         inputs = plan.check_inputs(inputs)
-        outputs = plan.check_outputs(outputs) if outputs is not None else [np.empty(d.shape, d.dtype) for d in plan.outputs]
+        fresh = outputs is None
+        outputs = [np.empty(d.shape, d.dtype) for d in plan.outputs] if fresh else plan.check_outputs(outputs)
         zero_copy_in = sum(self._bind_input(d.allocation, x) for d, x in zip(plan.inputs, inputs))  # CopyModelData
-        pending = [(y, d) for d, y in zip(plan.outputs, outputs) if not self._try_bind(d.allocation, y)]
+        pending = [(y, d) for d, y in zip(plan.outputs, outputs) if not self._bind_output(d, y, fresh)]
         dirty = self.args.update_for_execute()
         t1 = clock()
         if launch == "sunk":
@@ -193,6 +197,15 @@ class ExecutionContext:
         else:  # CopyInputForNoZeroCopy
             self._copy("h2d", self.device.memcpy_h2d, x.nbytes, self.io_default[allocation], x)
         return False
+
+    def _bind_output(self, d, y, fresh: bool) -> bool:
+        """Bind an output buffer zero-copy, except a small array of our own (`fresh`, new each run):
+        copying it out of the planned buffer costs less than binding it and rebuilding the views
+        of the tasks that write it (tens of microseconds, a tiny model's whole run)."""
+        if fresh and y.nbytes <= COPY_OUT_MAX and isinstance(y, np.ndarray):
+            self._unbind(d.allocation)
+            return False
+        return self._try_bind(d.allocation, y)
 
     def _copy(self, kind: str, copy, nbytes: int, *args) -> None:
         copy(*args)

@@ -41,6 +41,25 @@ def test_results(loaded):
     np.testing.assert_array_equal(x_copy, x)
 
 
+@pytest.mark.parametrize("copy_out_max", [0, 1 << 20])
+def test_outputs_ge_allocates_are_bound_or_copied_by_size(loaded, monkeypatch, copy_out_max):
+    """Outputs the caller does not give are new arrays each run: a small one is copied out of the
+    planned buffer, a large one bound in place; either way each run's results are its own."""
+    from ge.core.runtime import context
+    monkeypatch.setattr(context, "COPY_OUT_MAX", copy_out_max)
+    x = np.ones((2, 3), np.float32)
+    first = loaded.nn_execute([x])
+    first[0][...] = 0  # the caller's own array: nothing ge holds
+    second = loaded.nn_execute([x])
+    assert second[0] is not first[0]
+    np.testing.assert_array_equal(second[0], expected(x))
+    stats = loaded.default_context.stats
+    if loaded.device.name == "cpu":  # (sim copies host arrays whatever their size)
+        copied = copy_out_max > 0
+        assert (stats["copied_outputs"], stats["zero_copy_outputs"]) == ((2, 0) if copied else (0, 2))
+        assert stats["views_rebuilt"] == (0 if copied else 2)  # a bound output moves each run: its writer's views
+
+
 def test_moved_output_buffer_receives_the_results(loaded):
     """The args table drives execution: a new output address must be where results land."""
     x = np.ones((2, 3), np.float32)
