@@ -382,8 +382,9 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
     int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
     int64_t p0 = group * g->group_panels;
     int64_t p1 = p0 + g->group_panels < g->panels ? p0 + g->group_panels : g->panels;
-    for (int64_t k0 = 0, kc; k0 < K || (K == 0 && k0 == 0); k0 += kc) {
-        kc = K - k0 < g->kc ? K - k0 : g->kc;
+    int64_t k0 = 0;
+    do {  /* K = 0 still runs once: C = the epilogue of zero */
+        int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
         int first = k0 == 0, last = k0 + kc >= K;
         if (g->few_panels) {  /* few columns, many rows: each block of A (weights) is read once per block of K */
             for (int64_t blk = blk0; blk < blk1; blk++) {
@@ -410,8 +411,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 }
             }
         }
-        if (K == 0) break;
-    }
+        k0 += kc;
+    } while (k0 < K);
 }
 
 /* A call's arguments in one struct: ctypes converts one pointer instead of 23 arguments
