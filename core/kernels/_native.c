@@ -466,6 +466,7 @@ void ge_gemm_args(const GemmArgs *args) {
         g.bp = g.scratch;
         pool_run(pack_b_item, &g, g.panels, threads);
     }
+    /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
     int64_t kblocks = (K + KC - 1) / KC;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
