@@ -511,8 +511,9 @@ GEMM's 32-column panels would compute 64 or 63 columns. Two tiles (AVX-512):
   wide: 4 vectors of channels x up to 6 pixels, 10 loads per 24 FMAs, for deep products (K >=
         conv_native.DIRECT_WIDE_K);
   tall: 2 vectors x up to 14 pixels, a transpose per 14 pixels instead of 6: for a short K (a
-        network's first conv) and for pointwise convs, whose input rows lie a plane (a page) apart
-        per step of K, so each page visited should feed as many pixels as it can.
+        network's first conv), for rows narrower than 8 (a row of 7 is one block), and for 1x1
+        kernels, whose input rows lie a plane (a page) apart per step of K, so each page visited
+        should feed as many pixels as it can. (conv_native.NativeConv chooses.)
 K runs in passes of DIRECT_KC steps whose weights stay in L1 for a run of blocks; then each block is
 transposed (channels x pixels) and stored into Y (NCHW) with bias, residual Z and the activation.
 Items are (panel, chunk of blocks); no workspace. */
