@@ -165,7 +165,7 @@ def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None,
     nat = native()
     if nat is None or a.dtype != np.float32 or b.dtype != np.float32 or len(a.shape) < 2 or len(b.shape) < 2:
         return None
-    (sa, ta), (sb, tb) = _view(tuple(a.shape), perm_a), _view(tuple(b.shape), perm_b)
+    sa, ta = _view(tuple(a.shape), perm_a)
     product = tuple(kernel.out_metas[0].shape) if inv_y is None else \
         tuple(kernel.out_metas[0].shape[i] for i in inv_y)
     _, ty = _view(tuple(kernel.out_metas[0].shape), inv_y)
