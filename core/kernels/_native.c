@@ -530,7 +530,7 @@ Items are (panel, chunk of blocks); no workspace. */
 #define DR_MAX DR_TALL
 #define DIRECT_ITEMS_PER_THREAD 4
 #define DIRECT_KC 128  /* steps of K per pass: a wide panel's weights for them (32 KB) stay in L1 */
-#define DIRECT_SUB 32  /* blocks whose partial sums are kept between the passes over K */
+#define DIRECT_SUB 16  /* blocks whose partial sums are kept (on the stack) between the passes over K */
 
 /* Output channels per panel of packed weights: the wide tile's, or the tall's (2 vectors). */
 int ge_direct_panel(int wide) { return (wide ? DV_WIDE : 2) * VL; }
@@ -829,7 +829,7 @@ Per plane and output row: the maximum over the window's rows that fall inside X,
 with -inf where the window hangs over the left and right edges; then per output column the maximum
 over the window's columns, from the buffer split into its stride phases so that every tap is a
 unit-stride vector load. A NaN wins (numpy's maximum). Items are runs of planes. */
-#define POOL_ROW_MAX 16384  /* the longest padded row (floats) the stack buffers take */
+#define POOL_ROW_MAX 8192  /* the longest padded row (floats) the stack buffers take (2 x 32 KB) */
 
 typedef struct {
     const float *x;

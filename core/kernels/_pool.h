@@ -27,6 +27,7 @@ pool_run returns. */
 
 #define POOL_MAX 64
 #define POOL_SPIN_NS 200000 /* how long an idle worker spins before sleeping */
+#define POOL_STACK (8 << 20)  /* a worker's stack, whatever the libc's default (musl's is 128 KB) */
 
 typedef void (*pool_fn)(void *ctx, int64_t item, int slot);
 
@@ -116,6 +117,7 @@ static void pool_grow(int workers) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, POOL_STACK);  /* kernels keep row buffers on the stack */
         int failed = pthread_create(&t, &attr, pool_worker, NULL);
         pthread_attr_destroy(&attr);
         if (failed) break;

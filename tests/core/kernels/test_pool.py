@@ -32,6 +32,7 @@ WINDOWS_2D = [
     ((1, 3, 6, 6), {"kernel_shape": [1, 1], "strides": [2, 2]}),
     ((1, 2, 7, 45), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # rows of several vectors and a tail
     ((1, 2, 9, 40), {"kernel_shape": [2, 5], "strides": [1, 3], "pads": [0, 4, 1, 4]}),  # windows in the padding
+    ((1, 1, 3, 9000), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # rows too long for the native buffers
 ]
 
 DILATED = [
