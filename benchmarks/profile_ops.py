@@ -1,7 +1,7 @@
 """Per-op profile of a compiled sample on the cpu device: time per task, summed by op type.
 
     python benchmarks/profile_ops.py [--model bert_style] [--input_shape "input_ids:1,128;attention_mask:1,128"]
-                                     [--runs 50] [--tasks 10] [--clock wall|thread]
+                                     [--runs 50] [--tasks 10] [--clock wall|thread] [--host-only]
 
 Walks the sunk task list itself, in order (so caches see what a real execution sees), timing
 each task's kernel and epilogue; prints, per op type (fused epilogues as "MatMul+Add"), the
@@ -9,6 +9,8 @@ calls, the median total ms per execution and its share, then the slowest single 
 is a little above one execution's latency (the timer's own cost per task).
 --clock thread counts the CPU time of the calling thread only: steady while other processes load
 the machine, exact for numpy kernels, but BLAS calls show only the caller's share of the work.
+--host-only makes every native kernel call return at once (the results are garbage): what is left
+is the host's cost per task (Python, argument checks, prepared-call lookup) and the numpy kernels.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=10, help="how many of the slowest tasks to list")
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    parser.add_argument("--host-only", action="store_true", help="native kernel calls do nothing")
     args = parser.parse_args()
     model = getattr(load_samples(), args.model)()
     spec = args.input_shape if args.input_shape is not None else DEFAULT_SHAPES.get(args.model, "")
@@ -72,6 +75,9 @@ def main() -> None:
         feeds = feeds_for(model, shapes)
         ctx = loaded.default_context
         ctx.execute([feeds[d.name] for d in loaded.inputs])  # binds inputs, refreshes the views
+        if args.host_only:
+            from ge.core.kernels.native import PreparedCall
+            PreparedCall.run = lambda call: None
         times = profile(ctx, args.runs, time.perf_counter if args.clock == "wall" else time.thread_time)
         api.unload(model_id)
     per_run = [sum(ts[r] for ts in times) for r in range(args.runs)]
