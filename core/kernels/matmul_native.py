@@ -113,6 +113,10 @@ def _batch_offsets(shape, strides, batch_shape) -> np.ndarray:
 
 
 class NativeBatch:
+    """The batch of products of a MatMul or FusedMatMul whose operands are both computed: offsets of
+    each product's operands (from the metas' contiguous strides through the perms), B gathered
+    through (koff, noff), an addend as the GEMM's bias over columns or its Z."""
+
     def __init__(self, nat, a: Meta, b: Meta, perm_a, perm_b, inv_y, product: tuple, out_shape: tuple,
                  addends, alpha: float, clamp, gelu: bool):
         self.nat, self.clamp, self.gelu, self.alpha = nat, clamp, gelu, alpha
@@ -150,10 +154,9 @@ class NativeBatch:
         bias = rest.pop(0) if self.bias_index is not None else None
         z = rest.pop(0) if self.z_index is not None else None
         return self.nat.batch_call(self.m, self.n, self.k, self.offsets, ws=ws, a=a, lda=self.lda, b=b,
-                                   koff=self.koff, noff=self.noff, c=y, ldc=self.ldc,
-                                   bias_n=bias,
-                                   z=z, ldz=self.ldz if z is not None else 0, alpha=self.alpha,
-                                   clamp=self.clamp, gelu=self.gelu)
+                                   koff=self.koff, noff=self.noff, c=y, ldc=self.ldc, bias_n=bias, z=z,
+                                   ldz=self.ldz if z is not None else 0, alpha=self.alpha, clamp=self.clamp,
+                                   gelu=self.gelu)
 
 
 def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None, addends=(), alpha: float = 1.0,

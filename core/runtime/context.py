@@ -202,7 +202,7 @@ class ExecutionContext:
         """Bind an output buffer zero-copy, except a small array of our own (`fresh`, new each run):
         copying it out of the planned buffer costs less than binding it and rebuilding the views
         of the tasks that write it (tens of microseconds, a tiny model's whole run)."""
-        if fresh and y.nbytes <= COPY_OUT_MAX and isinstance(y, np.ndarray):
+        if fresh and y.nbytes <= COPY_OUT_MAX:
             self._unbind(d.allocation)
             return False
         return self._try_bind(d.allocation, y)
