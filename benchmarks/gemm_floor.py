@@ -15,7 +15,6 @@ Depthwise convolutions are not GEMMs and are left out of the floor.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -27,7 +26,7 @@ from ge.cli import api
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from samples_vs_onnxruntime import compiled_samples, median_ms, onnxruntime_ms  # noqa: E402
+from samples_vs_onnxruntime import compiled_samples, median_ms, onnxruntime_ms, sample_arguments  # noqa: E402
 
 
 def gemm_shapes(kernel) -> list[tuple[int, int, int, int]]:
@@ -68,12 +67,7 @@ def floor_runner(shapes):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default="")
-    args = parser.parse_args()
-    only = set(filter(None, args.only.split(",")))
+    args, only = sample_arguments(__doc__)
     print(f"{'model':<20}{'ge ms':>9}{'ort ms':>9}{'floor ms':>10}{'floor/ort':>11}{'ge/floor':>10}  GFLOP")
     with tempfile.TemporaryDirectory() as tmp:
         for name, path, feeds, model_id, inputs, outputs in compiled_samples(tmp, only):

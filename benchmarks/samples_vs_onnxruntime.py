@@ -98,13 +98,18 @@ def compiled_samples(tmp: str, only=()):
             api.unload(model_id)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def sample_arguments(doc: str):
+    """The sample benchmarks' command line (--runs, --rounds, --only a,b): (args, the --only set)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="")
     args = parser.parse_args()
-    only = set(filter(None, args.only.split(",")))
+    return args, set(filter(None, args.only.split(",")))
+
+
+def main() -> None:
+    args, only = sample_arguments(__doc__)
     print(f"{'model':<20}{'ge ms':>10}{'ort ms':>10}{'ge/ort':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, path, feeds, model_id, inputs, outputs in compiled_samples(tmp, only):
