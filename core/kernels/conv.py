@@ -2,9 +2,9 @@
 
 Conv picks a plan in prepare():
 - "native": float32 with constant weights, when ge's native kernels are built (conv_native.py):
-  the GEMM gathers its columns from the input and applies bias and a fused Relu/Clip as it stores;
-  a 2-D depthwise conv runs the native direct kernel instead. The numpy plans below are the
-  fallback and serve the other cases:
+  the direct convolution or the GEMM, both reading the input in place (no im2col) and applying
+  bias, a residual and a fused Relu/Clip as they store; a 2-D depthwise conv runs the native
+  depthwise kernel. The numpy plans below are the fallback and serve the other cases:
 - "gemm": a pointwise conv (1x1, no padding): one GEMM per batch item, W[OC, C] @ X[C, H*W], straight
   into the output (a strided pointwise conv first gathers its input into the workspace);
 - "taps" (float32, one group, C >= 32): the padded input is laid out once in the workspace, split into
@@ -86,8 +86,7 @@ class SpatialKernel(Kernel):
         cache = getattr(self, "_view_cache", None)
         if cache is not None and cache[3] is ws:  # the same array as last run (a task's bound view)
             return cache[2]
-        owner = ws if ws.base is None else ws.base
-        addr = ws.__array_interface__["data"][0]
+        owner, addr = ws if ws.base is None else ws.base, _addr(ws)
         if cache is not None and cache[0] is owner and cache[1] == addr:
             return cache[2]
         if ws.nbytes < self.scratch.nbytes:

@@ -146,14 +146,13 @@ class FusedMatMul(_Planned):
             self.b_const = self.b_const.transpose(self.perm_b)
         self.addends = [(i, c) for i, c in enumerate(self.consts[2:len(self.inputs)], start=2)]
         self.k = sa[-1]
-        # a stack of rows times one matrix: one GEMM over all rows (through perm_a too, when A's last axis
-        # stays last: numpy would otherwise run one small product per leading index)
-        self.flatten = (self.perm_a is None or self.perm_a[-1] == len(sa) - 1) and self.inv_y is None \
-            and len(sa) > 2 and len(sb) == 2
+        # A's rows keep unit stride through perm_a when its last axis stays last (PyTorch's seq-first
+        # attention transposes x before the packed QKV projection): then a stack of rows times one
+        # matrix is one GEMM over all rows (numpy would otherwise run one small product per leading
+        # index), and the native plan reads them in place
+        rows_of_a = self.perm_a is None or self.perm_a[-1] == len(sa) - 1
+        self.flatten = rows_of_a and self.inv_y is None and len(sa) > 2 and len(sb) == 2
         self.gelu = self._activation(product)
-        # native: A's rows may come through perm_a when its last axis stays last (PyTorch's
-        # seq-first attention transposes x before the packed QKV projection)
-        rows_of_a = self.perm_a is None or self.perm_a[-1] == len(a.shape) - 1
         if self.b_const is not None and rows_of_a and self.inv_y is None and self.alpha == 1.0:
             self.use_native(Meta(a.dtype, sa), self.b_const, [(i, self.inputs[i], c) for i, c in self.addends],
                             self.gelu is not None)

@@ -1,5 +1,6 @@
-"""ge's native kernels (_native.c), reached through ctypes: the GEMM C = act(A @ B + bias + Z), the
-depthwise convolution, the phase fill, LayerNormalization and Softmax rows; float32.
+"""ge's native kernels (_native.c), reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z)
+(also as a batch of products), the direct and the depthwise convolution, MaxPool, the phase fill,
+LayerNormalization and Softmax rows; float32.
 
 Built at install time as the extension module ge.core.kernels._native when a C compiler is there
 (optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
@@ -68,6 +69,12 @@ def _addr(a) -> int | None:
     return None if a is None else a.ctypes.data
 
 
+def _activation(clamp, gelu: bool) -> tuple[int, float, float]:
+    """_native.c's (act, lo, hi): Gelu, a clamp to (lo, hi) (Relu, Clip), or nothing."""
+    lo, hi = clamp if clamp is not None else (0.0, 0.0)
+    return (ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE), lo, hi
+
+
 class Native:
     def __init__(self, lib: ctypes.CDLL):
         for name, (args, res) in _SIGNATURES.items():
@@ -111,12 +118,10 @@ class Native:
         elements, refer to."""
         if ws is None:  # the packing scratch; a NULL pointer would crash the process
             raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
-        lo, hi = clamp if clamp is not None else (0.0, 0.0)
         ws_addr = ws.ctypes.data
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
-                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz,
-                        ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE,
-                        lo, hi, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha)
+                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, *_activation(clamp, gelu),
+                        min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
@@ -147,10 +152,8 @@ class Native:
                          ldy, wide, bias=None, z: int | None = None, clamp=None, gelu=False) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
         + ox]) for ch < m (the direct convolution of _native.c; x, y, z are addresses), prepared."""
-        lo, hi = clamp if clamp is not None else (0.0, 0.0)
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
-                          ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE, lo, hi, threads(),
-                          int(wide))
+                          *_activation(clamp, gelu), threads(), int(wide))
         return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
 
     def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
