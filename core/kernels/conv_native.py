@@ -151,8 +151,8 @@ def use_direct(k, nr: int, pointwise: bool) -> bool:
     if DIRECT == "never" or not (pointwise or len(k.out) <= 2):
         return False
     pixels = math.prod(k.out)
-    wide = any(v > 1 for v in k.kernel)
-    return DIRECT == "always" or wide or -(-pixels // nr) * nr > DIRECT_WASTE * pixels
+    several_taps = any(v > 1 for v in k.kernel)
+    return DIRECT == "always" or several_taps or -(-pixels // nr) * nr > DIRECT_WASTE * pixels
 
 
 class NativeDepthwise:
