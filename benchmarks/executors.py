@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ge.cli import api
+from ge.core import api
 from ge.core.runtime.throughput import run_contexts
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -20,7 +20,7 @@ import time
 
 import onnx
 
-from ge.cli import api
+from ge.core import api
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from samples_vs_onnxruntime import load_samples  # noqa: E402

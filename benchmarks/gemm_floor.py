@@ -22,7 +22,7 @@ import tempfile
 
 import numpy as np
 
-from ge.cli import api
+from ge.core import api
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import onnx
 
-from ge.cli import api
+from ge.core import api
 from ge.core import passes
 
 HERE = os.path.dirname(os.path.abspath(__file__))

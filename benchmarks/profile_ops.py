@@ -25,7 +25,7 @@ import time
 import numpy as np
 import onnx
 
-from ge.cli import api
+from ge.core import api
 from ge.core.kernels.blas import kernel_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))

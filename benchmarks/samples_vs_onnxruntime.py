@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ge.cli import api
+from ge.core import api
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

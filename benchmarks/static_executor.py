@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ge.cli import api
+from ge.core import api
 from ge.core.runtime.davinci_model import host_rss
 
 HERE = os.path.dirname(os.path.abspath(__file__))

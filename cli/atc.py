@@ -10,7 +10,8 @@ from rich.table import Table
 
 from ..core.errors import GeError
 from ..formats.tensors import write_text as _write_text
-from . import api, console
+from ..core import api
+from . import console
 from .options import command_line
 
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
@@ -93,7 +94,7 @@ def _compile(model, output, framework, soc_version, input_shape, out_nodes, json
     result = api.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
                      cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir,
                      dynamic=dynamic)
-    data = api._jsonable(dict(result.summary, om=result.om_path))
+    data = api.jsonable(dict(result.summary, om=result.om_path))
     if json_out == STDOUT:
         console.echo(json.dumps(data, indent=2))
         return

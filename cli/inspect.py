@@ -8,7 +8,8 @@ import json
 import click
 from rich.table import Table
 
-from . import api, console
+from ..core import api
+from . import console
 from .options import json_option
 
 

@@ -15,7 +15,8 @@ from ..core.runtime.throughput import run_contexts
 from ..formats.tensors import OUTPUT_FORMATS, load_inputs, random_inputs, save_outputs, write_text
 from ..core.errors import GeError
 from ..core.ge_model import TensorDesc
-from . import api, api_dynamic, console
+from ..core import api
+from . import console
 from .options import device_option, json_option, om_option
 
 
@@ -113,7 +114,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
     if parallel:
         summary["throughput_mode"] = parallel
     if summary_json:
-        write_text(summary_json, json.dumps(api._jsonable(summary), indent=2) + "\n")
+        write_text(summary_json, json.dumps(api.jsonable(summary), indent=2) + "\n")
 
     if as_json:
         data = dict(summary, load_ms=round(load_ms, 3),
@@ -124,7 +125,7 @@ def run(model, input_files, output_dir, outfmt, device, loop, executor, contexts
         if verbose:
             data.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats,
                         external_weights=weight_files)
-        console.echo(json.dumps(api._jsonable(data), indent=2))
+        console.echo(json.dumps(api.jsonable(data), indent=2))
         return
 
     out = console.out
@@ -196,7 +197,7 @@ def _select_gear(model_id, dm, batch, hw, dims) -> list:
         except ValueError:
             raise GeError(f"--dymHW '{hw}' is not H,W") from None
     else:
-        shapes = api_dynamic.parse_shape_spec(dims, "--dymDims")
+        shapes = api.parse_shape_spec(dims, "--dymDims")
         values = [v for d in dm.inputs for want, v in zip(d.shape, shapes.get(d.name, d.shape)) if want == -1]
         k = api.set_input_dynamic_dims(model_id, values)
     return [TensorDesc(d.name, d.dtype, dm.gear_shapes[k][d.name], 0) for d in dm.inputs]

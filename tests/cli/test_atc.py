@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ge.cli import api
+from ge.core import api
 from ge.formats.om import header_info
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ge.cli import api
+from ge.core import api
 
 
 def test_inspect_json(ge, compiled):

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from ge.cli import api
+from ge.core import api
 
 
 def test_help_and_version(ge):

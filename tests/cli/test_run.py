@@ -7,8 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from ge.cli import api
+from ge.core import api
 from ge.formats.tensors import random_inputs
+from ge.formats.om import read_om
 
 
 @pytest.fixture
@@ -40,13 +41,13 @@ def test_random_inputs_are_seeded(ge, models, compiled, tmp_path, ort_run):
     ge("run", "--model", compiled["small"], "--output", tmp_path / "b", "--seed", "3", ok=True)
     a, b = (np.load(tmp_path / d / "small_output_0.npy") for d in ("a", "b"))
     np.testing.assert_array_equal(a, b)
-    (feed,) = random_inputs(api.read_om(compiled["small"]).inputs, 3)
+    (feed,) = random_inputs(read_om(compiled["small"]).inputs, 3)
     np.testing.assert_allclose(a, ort_run(models["small"], {"x": feed})[0], rtol=1e-4, atol=1e-5)
 
 
 def test_random_int64_ids_are_in_range(ge, models, compiled, tmp_path, ort_run):
     ge("run", "--model", compiled["emb"], "--output", tmp_path, "--device", "sim", ok=True)
-    (ids,) = random_inputs(api.read_om(compiled["emb"]).inputs, 0)
+    (ids,) = random_inputs(read_om(compiled["emb"]).inputs, 0)
     np.testing.assert_array_equal(np.load(tmp_path / "emb_output_0.npy"), ort_run(models["emb"], {"ids": ids})[0])
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 import pytest
 
-from ge.cli import api
+from ge.core import api
 from ge.core.errors import GeError, ShapeError
 from ge.core.kernels import native
 from ge.formats.om import header_info, om_bytes, read_om

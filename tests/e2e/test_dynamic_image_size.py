@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 import pytest
 
-from ge.cli import api
+from ge.core import api
 from ge.core.errors import ShapeError
 
 from .conftest import onnxruntime_outputs

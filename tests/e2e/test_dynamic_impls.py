@@ -6,7 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ge.cli import api
+from ge.core import api
 from ge.core.kernels import native
 
 from .conftest import onnxruntime_outputs

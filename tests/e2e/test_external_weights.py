@@ -8,7 +8,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from ge.cli import api
+from ge.core import api
 from ge.cli.main import cli
 
 from .conftest import ROOT, make_feeds, onnxruntime_outputs

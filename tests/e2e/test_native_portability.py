@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import pytest
 
-from ge.cli import api
+from ge.core import api
 from ge.core.kernels import native
 
 from .conftest import make_feeds, onnxruntime_outputs

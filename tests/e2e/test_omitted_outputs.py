@@ -6,7 +6,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from ge.cli import api
+from ge.core import api
 from ge.formats.om import om_bytes, read_om
 
 F = onnx.TensorProto.FLOAT

@@ -6,7 +6,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from ge.cli import api
+from ge.core import api
 from ge.core.kernels import conv_native, native
 from ge.core.kernels.epilogue import ATTR as EPILOGUE
 from ge.core.kernels.fused import GE_DOMAIN

@@ -44,7 +44,7 @@ def test_reshape_of_its_own_dims_gets_a_constant_shape(tmp_path):
     reshape = g.nodes[1]
     assert g.initializers[reshape.inputs[1]].tolist() == [0, 0, 4, 8]
     assert report["passes"]["resolve_shapes"]["reshapes"] == 1
-    from ge.cli import api
+    from ge.core import api
     result = api.atc(path, str(tmp_path / "m"), input_shape="x:-1,-1,32;z:-1,-1,32")
     model_id = api.load_from_file(result.om_path, "cpu")
     try:

@@ -1,0 +1,28 @@
+"""ge's Python API: what the `ge` commands do, spelled after ACL's and ATC's calls.
+
+    from ge.core import api
+    api.atc("model.onnx", "out/model", input_shape="x:1,3,224,224")    # conversion.py (ATC)
+    model_id = api.load_from_file("out/model.om", device="sim")         # acl.py (the runtime)
+    outputs = api.execute(model_id, [x])
+    api.unload(model_id)
+    api.inspect("out/model.om")                                          # om_info.py (ge inspect)
+
+The conversion is imported on first use of its names: loading and running an OM never imports
+the compiler, as a deployed ACL runtime has no ATC in it.
+"""
+from ..errors import GeError
+from .acl import (default_weight_dir, execute, free, gear_sizes, load_from_file, load_from_mem, malloc,
+                  memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
+                  set_input_dynamic_dims, unload)
+from .om_info import inspect, jsonable, model_info, om_to_json, version
+from .shape_options import parse_shape_spec
+from ..soc import DEFAULT_SOC
+
+_CONVERSION = ("atc", "AtcResult", "om_path_for")
+
+
+def __getattr__(name: str):
+    if name in _CONVERSION:
+        from . import conversion
+        return getattr(conversion, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

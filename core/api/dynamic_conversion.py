@@ -1,0 +1,91 @@
+"""ATC's dynamic-shape options, compiled: gears, shape ranges and the hybrid (unknown-shape) path.
+
+    --input_shape "x:-1,3,224,224" --dynamic_batch_size "1,2,4,8"     gears
+    --input_shape "x:-1,3,-1,-1" --dynamic_image_size "224,224;448,448"
+    --input_shape "ids:-1,-1;mask:-1,-1" --dynamic_dims "1,16;8,128"
+    --input_shape "x:1~8,3,224,224"   (or --input_shape_range "x:[1~8,3,224,224]")   range
+    --input_shape "ids:-1,-1;mask:-1,-1"                                   fully dynamic (hybrid)
+A model whose shapes are static but data-dependent (NonZero, NonMaxSuppression ...) goes the
+hybrid way too: its static parts become submodels.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..compile.build import build
+from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid
+from ..compile.dynamic_shapes import infer_dynamic
+from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
+from ..errors import GeError
+from ..passes import optimize
+from ..runtime.device import get_device
+from ..runtime.hybrid import plan_range
+from ...formats.onnx.importer import load_onnx
+from .shape_options import parse_gears
+
+
+def compile_dynamic(model: str, name: str, shapes: dict, gears: dict, out_nodes, *, soc_version: str,
+                    cmdline: str = "", min_static_ops: int = DEFAULT_STATIC_OPS_LOWER_LIMIT) -> DynamicModel:
+    if any(gears.values()):
+        return _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline)
+    plain = {k: [-1 if isinstance(d, tuple) else d for d in dims] for k, dims in shapes.items()}
+    ranges = {k: [d if isinstance(d, tuple) else (d, d) if d >= 0 else (0, -1) for d in dims]
+              for k, dims in shapes.items() if any(isinstance(d, tuple) for d in dims)}
+    graph = load_onnx(model, plain or None, out_nodes, allow_dynamic=True)
+    unknown = infer_dynamic(graph)
+    mode = RANGE if ranges else HYBRID
+    dyn = build_hybrid(graph, unknown, name=name, soc_version=soc_version, atc_cmdline=cmdline,
+                       min_static_ops=min_static_ops, mode=mode, ranges=ranges)
+    if mode == RANGE:
+        for t in dyn.inputs:
+            if not t.ranges and any(d < 0 for d in t.shape):
+                raise GeError(f"input '{t.name}' has unknown dims {list(t.shape)} but no range; give it one "
+                              f"(e.g. \"{t.name}:1~8,...\")")
+            unbounded = [k for k, (lo, hi) in enumerate(t.ranges) if hi < 0]
+            if unbounded:
+                raise GeError(f"input '{t.name}': dim {unbounded[0]} has no upper bound; a range plan needs one")
+        largest = [np.zeros([hi for _, hi in t.ranges] if t.ranges else t.shape, t.dtype) for t in dyn.inputs]
+        dyn.attrs.update(plan_range(dyn, largest, get_device("cpu")))
+    return dyn
+
+
+def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline) -> DynamicModel:
+    kind, values = parse_gears(gears, shapes)
+    models, gear_shapes = [], []
+    for v in values:
+        it = iter(v)
+        concrete = {k: [next(it) if d == -1 else d for d in dims] for k, dims in shapes.items()}
+        graph = load_onnx(model, concrete, out_nodes)
+        optimize(graph)
+        models.append(build(graph, name=f"{name}_gear{len(models)}", soc_version=soc_version))
+        gear_shapes.append({d.name: tuple(d.shape) for d in models[-1].inputs})
+    inputs = [DynTensor(d.name, d.dtype, tuple(-1 if x == -1 else x for x in shapes.get(d.name, d.shape)))
+              for d in models[0].inputs]
+    dyn = build_gears(models, inputs, gear_shapes, name=name, soc_version=soc_version, atc_cmdline=cmdline, kind=kind)
+    dyn.attrs["gear_values"] = [list(v) for v in values]
+    return dyn
+
+
+def is_data_dependent(model: str, shapes: dict, out_nodes) -> bool:
+    """A static model the static path refused: does it hold data-dependent shapes?"""
+    graph = load_onnx(model, shapes or None, out_nodes, allow_dynamic=True)
+    return bool(infer_dynamic(graph))
+
+
+def summarize_dynamic(dyn: DynamicModel, seconds: float) -> dict:
+    known = [c for c in dyn.clusters if c.kind == "KNOWN"]
+    return {
+        "model": dyn.name, "soc_version": dyn.soc_version, "opset": dyn.opset, "mode": dyn.mode,
+        "ops": {}, "nodes": len(dyn.nodes) + sum(len(c.nodes) for c in known),
+        "tasks": len(dyn.nodes) + sum(len(m.tasks) for m in dyn.submodels),
+        "memory": {"WEIGHT": dyn.weight_size, "SUBMODELS": sum(m.memory_size for m in dyn.submodels),
+                   "PLANNED_CAPACITY": sum(dyn.attrs.get("capacities", {}).values()),
+                   "RANGE_ARENA": dyn.attrs.get("arena", {}).get("size", 0)},
+        "partitions": {"known": len(known), "unknown_nodes": len(dyn.nodes), "submodels": len(dyn.submodels)},
+        "gears": dyn.attrs.get("gear_values", []),
+        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.inputs],
+        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.outputs],
+        "seconds": seconds,
+    }
+
+
