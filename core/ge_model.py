@@ -115,6 +115,33 @@ class WeightDesc:
     allocation: int = 0  # WEIGHT_ID, or the FILE_CONSTANT allocation of `file`
 
 
+@dataclass(frozen=True)
+class DataflowPlan:
+    """The memory plan for any task order the data dependencies allow (the dataflow and parallel
+    executors), made by the compiler (core/compile/dataflow_plan.py) and stored in the OM."""
+    deps: tuple  # per task: the earlier tasks it waits for
+    fm_offsets: tuple  # per argument (args-table order): its offset in the feature map, or -1 to keep its place
+    fm_size: int  # feature maps and workspaces together
+    lower_bound: int
+
+
+# argument roles in the args table
+ARG_IN, ARG_OUT, ARG_SCRATCH = 0, 1, 2
+
+
+def arg_rows(tasks) -> tuple[np.ndarray, ...]:
+    """Every task argument in args-table order, as int64 columns (allocation, offset, task, role, nbytes)."""
+    rows = []
+    for t, td in enumerate(tasks):
+        n_in, n_out = sum(a is not None for a in td.inputs), sum(a is not None for a in td.outputs)
+        for i, a in enumerate(td.args):
+            role = ARG_IN if i < n_in else ARG_OUT if i < n_in + n_out else ARG_SCRATCH
+            rows.append((a.allocation, a.offset, t, role, a.meta.nbytes))
+    if not rows:
+        return tuple(np.empty(0, np.int64) for _ in range(5))
+    return tuple(np.array(c, np.int64) for c in zip(*rows))
+
+
 @dataclass
 class GeModel:
     name: str
@@ -129,6 +156,7 @@ class GeModel:
     opset: int = 17
     atc_cmdline: str = ""
     attrs: dict = field(default_factory=dict)  # memory_size, weight_size, lower_bound, ops, ...
+    dataflow: DataflowPlan | None = None
 
     def allocation(self, kind: str) -> Allocation:
         return next(a for a in self.allocations if a.kind == kind)

@@ -15,11 +15,11 @@ import numpy as np
 from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid
 from ..compile.dynamic_shapes import infer_dynamic
+from ..compile.range_plan import plan_range
 from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
 from ..errors import GeError
 from ..passes import optimize
 from ..runtime.device import get_device
-from ..runtime.hybrid import plan_range
 from ...formats.onnx.importer import load_onnx
 from .shape_options import parse_gears
 

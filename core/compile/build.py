@@ -10,6 +10,7 @@ from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WO
 from ..ir import Graph, Node
 from ..kernels import lookup, native
 from .arena import ALIGNMENT, Buffer, align, plan_arena
+from .dataflow_plan import plan_dataflow
 
 
 def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "") -> GeModel:
@@ -91,8 +92,10 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
              "weight_size": len(weight_data), "lower_bound": arena.lower_bound, "stream_num": 1, "event_num": 0,
              "zero_copy_memory_size": sum(a.size for a in allocations if a.kind in (INPUT, OUTPUT)),
              "ops": ops, "aliases": len(root), "alignment": ALIGNMENT}
-    return GeModel(name or graph.name, inputs, outs, allocations, tensors, tasks, weights, bytes(weight_data),
-                   soc_version=soc_version, opset=opset, atc_cmdline=atc_cmdline, attrs=attrs)
+    model = GeModel(name or graph.name, inputs, outs, allocations, tensors, tasks, weights, bytes(weight_data),
+                    soc_version=soc_version, opset=opset, atc_cmdline=atc_cmdline, attrs=attrs)
+    model.dataflow = plan_dataflow(model)
+    return model
 
 
 def _copy_outputs_that_are_not_produced(graph: Graph) -> None:

@@ -6,32 +6,24 @@ it. Here two tensors may share bytes only when every access to one is a strict a
 data-dependency graph) of the producer of the other. Each kernel workspace becomes its own buffer
 with the same rule, so concurrent tasks never share scratch either.
 
-Input: the linear plan's arguments (allocation, offset, task, role) and its tensor table; output:
-the dependency graph and new feature-map offsets for every argument. Pure functions.
+Input: a built GeModel (its linear plan's arguments and tensor table); output: the dependency
+graph and a feature-map offset for every argument that moves (a DataflowPlan, stored in the OM so
+that the runtime never plans). Pure functions.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import GraphError
-from ..ge_model import FEATURE_MAP, INPUT, OUTPUT, WORKSPACE
+from ..ge_model import (ARG_IN as IN, ARG_SCRATCH as SCRATCH, FEATURE_MAP, FM_ID, INPUT, OUTPUT, WORKSPACE,
+                        DataflowPlan, GeModel, arg_rows)
 from .arena import Buffer, plan_arena
 
-IN, OUT, SCRATCH = 0, 1, 2  # argument roles
 
-
-@dataclass(frozen=True)
-class DataflowPlan:
-    deps: tuple  # per task: the tasks it must wait for (data dependencies only)
-    allocation: np.ndarray  # per argument, in the new plan
-    offset: np.ndarray
-    fm_size: int  # feature maps and workspaces together
-    lower_bound: int
-
-
-def plan_dataflow(arg_alloc, arg_offset, arg_task, arg_role, arg_nbytes, alloc_kinds, tensors, fm_id: int) -> DataflowPlan:
+def plan_dataflow(model: GeModel) -> DataflowPlan:
+    arg_alloc, arg_offset, arg_task, arg_role, arg_nbytes = arg_rows(model.tasks)
+    alloc_kinds = [a.kind for a in model.allocations]
+    tensors, fm_id = model.tensors, FM_ID
     n_tasks = int(arg_task.max()) + 1 if len(arg_task) else 0
     roots = [t for t in tensors if t.allocation == fm_id and not t.alias_of]
     r_off = np.array([t.offset for t in roots], np.int64)
@@ -93,14 +85,13 @@ def plan_dataflow(arg_alloc, arg_offset, arg_task, arg_role, arg_nbytes, alloc_k
 
     arena = plan_arena(buffers, conflicts=conflicts)
 
-    # 4. every argument re-pointed into the new arena
-    allocation, offset = arg_alloc.copy(), arg_offset.copy()
+    # 4. feature maps and workspaces re-pointed into the new arena; I/O and weights keep their place
+    fm_offsets = [-1] * len(key)
     for i, k in enumerate(key):
         if k is None or k[0] == "io":
             continue
-        allocation[i] = fm_id
         if k[0] == "fm":
-            offset[i] = arena.offsets[f"fm{k[1]}"] + (int(arg_offset[i]) - int(r_off[k[1]]))
+            fm_offsets[i] = arena.offsets[f"fm{k[1]}"] + (int(arg_offset[i]) - int(r_off[k[1]]))
         else:
-            offset[i] = arena.offsets[f"ws{k[1]}"]
-    return DataflowPlan(tuple(tuple(sorted(d)) for d in deps), allocation, offset, arena.size, arena.lower_bound)
+            fm_offsets[i] = arena.offsets[f"ws{k[1]}"]
+    return DataflowPlan(tuple(tuple(sorted(d)) for d in deps), tuple(fm_offsets), arena.size, arena.lower_bound)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel
+from ..ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel, arg_rows
 
 # refresh policies, in rising order (GE's kRefreshByModelIo / kRefreshByFm)
 FIXED, REFRESH_BY_MODEL_IO, REFRESH_BY_FM = 0, 1, 2
@@ -38,13 +38,7 @@ class ArgsLayout:
 
     @classmethod
     def of(cls, model: GeModel) -> "ArgsLayout":
-        rows = []
-        for t, td in enumerate(model.tasks):
-            n_in, n_out = sum(a is not None for a in td.inputs), sum(a is not None for a in td.outputs)
-            for i, a in enumerate(td.args):
-                rows.append((a.allocation, a.offset, t, 0 if i < n_in else 1 if i < n_in + n_out else 2, a.meta.nbytes))
-        alloc, off, task, role, nbytes = (np.array(c, np.int64).reshape(-1) for c in zip(*rows)) if rows else \
-            (np.empty(0, np.int64) for _ in range(5))
+        alloc, off, task, role, nbytes = arg_rows(model.tasks)
         return cls.with_places(alloc, off, task, role, nbytes, tuple(POLICY.get(a.kind, FIXED) for a in model.allocations))
 
     @classmethod

@@ -14,8 +14,8 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import DeviceError, FormatError, GeError, ShapeError
-from ..ge_model import FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, GeModel, TaskDef, TensorDesc
-from ..compile.dataflow_plan import DataflowPlan, plan_dataflow
+from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, DataflowPlan, GeModel,
+                        TaskDef, TensorDesc)
 from ..kernels import Kernel, lookup, native
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
@@ -53,7 +53,7 @@ class LoadedPlan:
     io_allocations: tuple
     allocation_sizes: tuple
     allocation_kinds: tuple
-    tensors: tuple  # the logical allocation table, for re-planning memory for other executors
+    dataflow_plan: DataflowPlan | None  # the compiler's plan for the dataflow and parallel executors
 
     @cached_property
     def uses_native(self) -> bool:
@@ -62,11 +62,16 @@ class LoadedPlan:
 
     @cached_property
     def dataflow(self) -> tuple[DataflowPlan, ArgsLayout]:
-        """The dependency graph and a memory plan safe for any order it allows (made on first use)."""
+        """The dependency graph and the args layout of the memory plan safe for any order it allows."""
+        p = self.dataflow_plan
+        if p is None:
+            raise GeError(f"model '{self.name}' has no dataflow plan (an OM from an older ge): recompile it "
+                          "to run it with the dataflow or parallel executor")
         lay = self.args_layout
-        p = plan_dataflow(lay.allocation, lay.offset, lay.task, lay.role, lay.nbytes, self.allocation_kinds,
-                          self.tensors, FM_ID)
-        return p, ArgsLayout.with_places(p.allocation, p.offset, lay.task, lay.role, lay.nbytes, lay.policy)
+        moved = np.asarray(p.fm_offsets, np.int64) >= 0
+        allocation = np.where(moved, FM_ID, lay.allocation)
+        offset = np.where(moved, np.asarray(p.fm_offsets, np.int64), lay.offset.astype(np.int64))
+        return p, ArgsLayout.with_places(allocation, offset, lay.task, lay.role, lay.nbytes, lay.policy)
 
     def check_inputs(self, inputs) -> list:
         if isinstance(inputs, dict):
@@ -265,7 +270,7 @@ class DavinciModel:
         self.ge_plan = LoadedPlan(self.name, self.inputs, self.outputs, self.tasks, ArgsLayout.of(m),
                                   self.fm_size, self.workspace_size, self.io_allocations,
                                   tuple(a.size for a in m.allocations), tuple(a.kind for a in m.allocations),
-                                  tuple(m.tensors))
+                                  m.dataflow)
         self.default_context = self.create_context(own_memory=not self.known_node)
 
     def shrink(self) -> None:

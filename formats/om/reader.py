@@ -21,8 +21,8 @@ import numpy as np
 
 from ge.core.errors import FormatError
 from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID,
-                              WORKSPACE, WORKSPACE_ID, Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan,
-                              WeightDesc)
+                              WORKSPACE, WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc,
+                              TensorPlan, WeightDesc, arg_rows)
 from ge.core.weight_files import name_problem
 
 from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, DTYPE_TAG, DTYPES, FORMAT_VERSION, ITEMSIZE, MAGIC,
@@ -479,8 +479,32 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
         tasks.append(TaskDef(node, op_type, kf.str("domain"), kf.int("opset"),
                              _attr_map(kf.get("attrs"), f"{kf.where} attrs", 0), ins, outs, workspace))
 
+    dataflow = _dataflow(tf, tasks, allocations) if "dataflow" in ti else None  # since format 1.4
     return GeModel(name=name, inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
-                   tasks=tasks, weights=weights, soc_version=soc, opset=opset, attrs=attrs)
+                   tasks=tasks, weights=weights, soc_version=soc, opset=opset, attrs=attrs, dataflow=dataflow)
+
+
+def _dataflow(tf: "_Fields", tasks: list, allocations: list) -> DataflowPlan:
+    """The dataflow executors' plan: each task waits for earlier tasks only, and exactly the
+    feature-map and workspace arguments move, to places inside its fm_size."""
+    df = _Fields(tf.get("dataflow"), "TASK_INFO dataflow")
+    fm_size, lower_bound = df.int("fm_size", hi=MAX_ALLOCATION_SIZE), df.int("lower_bound", hi=MAX_ALLOCATION_SIZE)
+    deps = df.list("deps")
+    if len(deps) != len(tasks):
+        raise Bad(f"{df.where}: 'deps' has {len(deps)} entries for {len(tasks)} tasks")
+    for t, d in enumerate(deps):
+        if type(d) is not list or any(type(x) is not int or not 0 <= x < t for x in d) or len(set(d)) != len(d):
+            raise Bad(f"{df.where}: deps of task {t} must be distinct earlier tasks, got {_show(d)}")
+    alloc, _, _, _, nbytes = arg_rows(tasks)
+    offsets = df.list("fm_offsets")
+    if len(offsets) != len(alloc):
+        raise Bad(f"{df.where}: 'fm_offsets' has {len(offsets)} entries for {len(alloc)} task arguments")
+    for k, (o, a, n) in enumerate(zip(offsets, alloc.tolist(), nbytes.tolist())):
+        moves = allocations[a].kind in (FEATURE_MAP, WORKSPACE) and n > 0
+        if type(o) is not int or (o >= 0) != moves or (moves and o + n > fm_size) or o < -1:
+            what = f"an offset in [0, {fm_size - n}]" if moves else "-1 (it keeps its place)"
+            raise Bad(f"{df.where}: fm_offsets[{k}] must be {what}, got {_show(o)}")
+    return DataflowPlan(tuple(tuple(d) for d in deps), tuple(offsets), fm_size, lower_bound)
 
 
 def _nbytes(dtype: str, shape: tuple) -> int:

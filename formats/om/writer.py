@@ -140,6 +140,8 @@ def fields_and_parts(model: GeModel) -> tuple[dict, list]:
         return _dynamic_fields_and_parts(model)
     model_def = _model_def(model)
     task_info = {"tasks": [_task(i, t) for i, t in enumerate(model.tasks)]}
+    if model.dataflow is not None:
+        task_info["dataflow"] = _dataflow(model.dataflow)
     weights = _as_bytes_view(model.weight_data if model.weight_data is not None else b"")
     fields = {
         "is_encrypt": 0,
@@ -240,6 +242,12 @@ def _task(k: int, t) -> dict:
             "inputs": [None if a is None else _arg(a, f"{where} input {j}") for j, a in enumerate(t.inputs)],
             "outputs": [None if a is None else _arg(a, f"{where} output {j}") for j, a in enumerate(t.outputs)],
             "workspace": _i(t.workspace, f"{where} workspace")}
+
+
+def _dataflow(p) -> dict:
+    return {"deps": [[_i(d, f"dataflow deps of task {t}") for d in deps] for t, deps in enumerate(p.deps)],
+            "fm_offsets": [_i(o, "dataflow fm_offsets") for o in p.fm_offsets],
+            "fm_size": _i(p.fm_size, "dataflow fm_size"), "lower_bound": _i(p.lower_bound, "dataflow lower_bound")}
 
 
 def _arg(a, where: str) -> dict:

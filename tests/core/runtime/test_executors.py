@@ -53,7 +53,7 @@ def model(request):
 
 
 def test_linear_plan_reuses_across_branches_and_dataflow_plan_does_not(model):
-    tensors = {t.name: t for t in model.ge_plan.tensors}
+    tensors = {t.name: t for t in branches_model().tensors}  # the linear plan, as compiled
     assert tensors["a"].allocation == tensors["c"].allocation == FM_ID
     assert tensors["a"].offset == tensors["c"].offset  # the hazard exists in the linear plan
     dataflow, layout = model.ge_plan.dataflow

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ge.core.errors import FormatError, GeError
-from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, GeModel, TaskDef,
+from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, DataflowPlan, GeModel, TaskDef,
                               TensorDesc, TensorPlan, WeightDesc)
 from ge.formats.om import FORMAT_VERSION, MAGIC, header_info, om_bytes, read_om, write_om
 from ge.formats.om import reader, schema, writer
@@ -640,6 +640,37 @@ def test_task_info_validation():
     fails(rebuild(parts=lambda p: [p[0], (schema.TASK_INFO, 0, ti_ext), p[2]]), "TASK_INFO is not valid msgpack")
     ti_junk = msgpack.packb({"tasks": []}) + b"\x00"
     fails(rebuild(parts=lambda p: [p[0], (schema.TASK_INFO, 0, ti_junk), p[2]]), "TASK_INFO is not valid msgpack")
+
+
+DATAFLOW = DataflowPlan(deps=((), (0,)), fm_offsets=(-1, 0, 0, -1, -1, 128), fm_size=192, lower_bound=160)
+
+
+def test_dataflow_plan_round_trips():
+    m = read_om(writer.om_bytes(make_model(dataflow=DATAFLOW)))
+    assert m.dataflow == DATAFLOW
+    assert read_om(writer.om_bytes(make_model())).dataflow is None  # an OM before format 1.4
+
+
+def test_dataflow_plan_validation():
+    def edit(**kw):
+        return lambda ti: ti["dataflow"].update(kw)
+
+    cases = [
+        (edit(deps=[[]]), "TASK_INFO dataflow: 'deps' has 1 entries for 2 tasks"),
+        (edit(deps=[[], [1]]), "deps of task 1 must be distinct earlier tasks, got \\[1\\]"),
+        (edit(deps=[[0], []]), "deps of task 0 must be distinct earlier tasks"),
+        (edit(deps=[[], [0, 0]]), "deps of task 1 must be distinct earlier tasks"),
+        (edit(deps=[[], "0"]), "deps of task 1 must be distinct earlier tasks"),
+        (edit(fm_offsets=[-1, 0, 0]), "'fm_offsets' has 3 entries for 6 task arguments"),
+        (edit(fm_offsets=[0, 0, 0, -1, -1, 128]), "fm_offsets\\[0\\] must be -1 \\(it keeps its place\\)"),
+        (edit(fm_offsets=[-1, -1, 0, -1, -1, 128]), "fm_offsets\\[1\\] must be an offset in \\[0, 96\\]"),
+        (edit(fm_offsets=[-1, 0, 0, -1, -1, 129]), "fm_offsets\\[5\\] must be an offset in \\[0, 128\\], got 129"),
+        (edit(fm_offsets=[-1, 0, 0, -1, -1, "x"]), "fm_offsets\\[5\\] must be an offset"),
+        (edit(fm_size=-5), "'fm_size' must be an integer"),
+        (lambda ti: ti.update(dataflow=[]), "TASK_INFO dataflow must be a map, got list"),
+    ]
+    for change, match in cases:
+        fails(rebuild(make_model(dataflow=DATAFLOW), ti=change), match)
 
 
 # ---------------------------------------------------------------- writer

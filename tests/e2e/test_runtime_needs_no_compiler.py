@@ -1,0 +1,47 @@
+"""A deployed runtime has no ATC in it: `ge run` of a static, gear, range or hybrid OM imports
+neither ge.core.compile nor ge.core.passes (issue 13)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+from ge.core import api
+
+PROBE = """
+import json, sys
+from ge.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+compiler = sorted(m for m in sys.modules if m.startswith(("ge.core.compile", "ge.core.passes")))
+print(json.dumps({"code": code, "compiler": compiler}))
+"""
+
+
+@pytest.fixture(scope="module")
+def bert_path(samples, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("bert_rt") / "bert.onnx")
+    onnx.save(samples.bert_style(layers=1, hidden=32, heads=2, intermediate=64, vocab=50), path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["static", "gears", "range", "hybrid"])
+def test_ge_run_imports_no_compiler(bert_path, tmp_path, kind):
+    spec = {"static": "input_ids:2,8;attention_mask:2,8", "gears": "input_ids:-1,8;attention_mask:-1,8",
+            "range": "input_ids:1~4,1~8;attention_mask:1~4,1~8", "hybrid": "input_ids:-1,-1;attention_mask:-1,-1"}[kind]
+    dynamic = {"dynamic_batch_size": "1,2"} if kind == "gears" else {}
+    om = api.atc(bert_path, str(tmp_path / kind), input_shape=spec, dynamic=dynamic).om_path
+    shapes = ["--dymBatch", "2"] if kind == "gears" else []
+    if kind in ("range", "hybrid"):  # inputs of a shape inside the range
+        feeds = {"input_ids": np.ones((2, 8), np.int64), "attention_mask": np.ones((2, 8), np.int64)}
+        np.savez(tmp_path / "feeds.npz", **feeds)
+        shapes = ["--input", str(tmp_path / "feeds.npz")]
+    r = subprocess.run([sys.executable, "-c", PROBE, "run", "--model", om, "--output", str(tmp_path / "out"), *shapes],
+                       capture_output=True, text=True, timeout=120)
+    probe = json.loads(r.stdout.strip().splitlines()[-1])
+    assert probe["code"] in (0, None), r.stderr
+    assert probe["compiler"] == []
