@@ -9,6 +9,7 @@ and its folder can move together and no name in an OM can reach outside that fol
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from .errors import FormatError
 
@@ -24,6 +25,15 @@ META_NAME = "meta.json"
 # a file or a 512-byte slot each would cost more than their bytes, and together they weigh nothing.
 INLINE_LIMIT = 1024
 MAX_NAME_LEN = 255
+
+
+@dataclass(frozen=True)
+class WeightFilePlan:
+    """One file to write (made by the compiler, written by formats/weights): `pieces` are
+    (offset, sha256, bytes) of its distinct weights, by offset; the gaps between them are zeros."""
+    name: str
+    nbytes: int
+    pieces: tuple
 
 
 def individual_name(sha256: str) -> str:

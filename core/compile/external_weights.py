@@ -16,18 +16,9 @@ from dataclasses import dataclass, field
 
 from ..errors import GeError, GraphError
 from ..ge_model import FILE_CONSTANT, WEIGHT_ID, Allocation, Arg, GeModel
-from ..weight_files import (COMBINED, COMBINED_ALIGNMENT, INDIVIDUAL, INLINE, INLINE_LIMIT, MODES, combined_name,
-                            individual_name)
+from ..weight_files import (COMBINED, COMBINED_ALIGNMENT, INDIVIDUAL, INLINE, INLINE_LIMIT, MODES, WeightFilePlan,
+                            combined_name, individual_name)
 from .arena import align
-
-
-@dataclass(frozen=True)
-class WeightFilePlan:
-    """One file to write: `pieces` are (offset, sha256, bytes) of its distinct weights, by
-    offset; the gaps between them are zeros."""
-    name: str
-    nbytes: int
-    pieces: tuple
 
 
 def externalize(model: GeModel, mode: int) -> tuple[GeModel, list[WeightFilePlan]]:

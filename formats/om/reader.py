@@ -17,18 +17,17 @@ import mmap
 import os
 
 import msgpack
-import numpy as np
 
 from ge.core.errors import FormatError
 from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID,
                               WORKSPACE, WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc,
                               TensorPlan, WeightDesc, arg_rows)
-from ge.core.weight_files import name_problem
 
-from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, DTYPE_TAG, DTYPES, FORMAT_VERSION, ITEMSIZE, MAGIC,
-                     MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_ATTR_DEPTH, MAX_DIM, MAX_HEADER_SIZE, MAX_INT,
-                     MAX_MAP_LEN, MAX_MODELS, MAX_PARTITIONS, MAX_RANK, MAX_STR_LEN, MAX_TOTAL_SIZE, MIN_FILE_SIZE,
-                     MODEL_DEF, NDARRAY_TAG, PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA,
+from .decode import Bad, Fields, attr_map, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
+from .root import decode_root
+from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN,
+                     MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_MODELS, MAX_PARTITIONS, MAX_STR_LEN, MAX_TOTAL_SIZE,
+                     MIN_FILE_SIZE, MODEL_DEF, PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA,
                      partition_name)
 
 BYTES_LABEL = "<bytes>"
@@ -38,10 +37,6 @@ STRICT = False
 _SAFETY_NET = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, UnicodeError,
                ArithmeticError)
 _FIXED_KINDS = {WEIGHT_ID: WEIGHT, FM_ID: FEATURE_MAP, WORKSPACE_ID: WORKSPACE}
-
-
-class Bad(Exception):
-    """What is wrong with an OM; load() prefixes the file name and raises FormatError."""
 
 
 # ---------------------------------------------------------------- public entry points
@@ -161,18 +156,18 @@ def parse_header(view: memoryview, verify_checksum: bool = True) -> tuple[dict, 
     raw = view[PREFIX_SIZE:PREFIX_SIZE + hsize]
     header = _unpack(raw, "header")
     if type(header) is not dict:
-        raise Bad(f"header is a {_tname(header)}, not a map")
+        raise Bad(f"header is a {tname(header)}, not a map")
     version = header.get("header_version")
     if (type(version) is not list or len(version) != 2
             or any(type(x) is not int or not 0 <= x <= MAX_INT for x in version)):
-        raise Bad(f"header has no valid header_version (got {_show(version)})")
+        raise Bad(f"header has no valid header_version (got {show(version)})")
     major, minor = version
     if major > FORMAT_VERSION[0]:
         raise Bad(f"OM format version {major}.{minor} is newer than this ge supports ({FORMAT_VERSION[0]}.x)")
     if major < FORMAT_VERSION[0]:
         raise Bad(f"OM format version {major}.{minor} is not supported (this ge reads {FORMAT_VERSION[0]}.x)")
 
-    f = _Fields(header, "header")
+    f = Fields(header, "header")
     out = {"header_version": (major, minor)}
     out["checksum"] = f.digest("checksum")
     out["length"] = f.int("length", hi=MAX_TOTAL_SIZE)
@@ -202,7 +197,7 @@ def parse_header(view: memoryview, verify_checksum: bool = True) -> tuple[dict, 
     body = PREFIX_SIZE + hsize
     parts, seen = [], set()
     for k, p in enumerate(table):
-        pf = _Fields(p, f"partition table entry {k}")
+        pf = Fields(p, f"partition table entry {k}")
         kind = pf.int("type")
         name = partition_name(kind)
         sub = pf.int("submodel")
@@ -245,7 +240,7 @@ def _unpack(raw: memoryview, what: str):
                                max_str_len=min(n, MAX_STR_LEN), max_bin_len=n, max_array_len=min(n, MAX_ARRAY_LEN),
                                max_map_len=min(n // 2, MAX_MAP_LEN), max_ext_len=0)
     except Exception as e:  # msgpack raises ValueError, ExtraData, FormatError, StackError, UnicodeDecodeError...
-        raise Bad(f"{what} is not valid msgpack ({type(e).__name__}: {_clip(str(e))})") from None
+        raise Bad(f"{what} is not valid msgpack ({type(e).__name__}: {clip(str(e))})") from None
 
 
 # ---------------------------------------------------------------- the model
@@ -269,10 +264,10 @@ def parse(view: memoryview, verify_checksum: bool = True):
     model = _model(md, ti, where[WEIGHTS_DATA]["size"])
     model.atc_cmdline = header["atc_cmdline"]
     if header["name"] != model.name:
-        raise Bad(f"header names the model '{_clip(header['name'])}' but MODEL_DEF names it '{_clip(model.name)}'")
+        raise Bad(f"header names the model '{clip(header['name'])}' but MODEL_DEF names it '{clip(model.name)}'")
     if header["platform_version"] != model.soc_version:
-        raise Bad(f"header platform_version '{_clip(header['platform_version'])}' differs from MODEL_DEF "
-                  f"soc_version '{_clip(model.soc_version)}'")
+        raise Bad(f"header platform_version '{clip(header['platform_version'])}' differs from MODEL_DEF "
+                  f"soc_version '{clip(model.soc_version)}'")
     if header["ops"] != len(model.tasks):
         raise Bad(f"header says {header['ops']} ops but TASK_INFO holds {len(model.tasks)} tasks")
     if where[WEIGHTS_DATA]["size"]:
@@ -282,9 +277,6 @@ def parse(view: memoryview, verify_checksum: bool = True):
 
 def _parse_dynamic(view: memoryview, header: dict):
     """Root model (submodel 0) plus its static submodels, which share the root's WEIGHTS_DATA."""
-    import sys
-
-    from .root import decode_root
     where = {(p["type"], p["submodel"]): p for p in header["partitions"]}
 
     def body(kind, sub):
@@ -295,7 +287,7 @@ def _parse_dynamic(view: memoryview, header: dict):
     root_md = _unpack(body(MODEL_DEF, 0), "root MODEL_DEF")
     if type(root_md) is not dict or root_md.get("root") is not True:
         raise Bad("has_unknown_shape is set but submodel 0 is not a root model")
-    root = decode_root(root_md, _unpack(body(TASK_INFO, 0), "root TASK_INFO"), shared, sys.modules[__name__])
+    root = decode_root(root_md, _unpack(body(TASK_INFO, 0), "root TASK_INFO"), shared)
     if header["model_num"] != 1 + root_md["submodels"]:  # decode_root checked its type
         raise Bad(f"header model_num {header['model_num']} differs from 1 + the root's submodels")
     for sub in range(1, header["model_num"]):
@@ -308,7 +300,7 @@ def _parse_dynamic(view: memoryview, header: dict):
         root.submodels.append(m)
     root.atc_cmdline = header["atc_cmdline"]
     if header["name"] != root.name:
-        raise Bad(f"header names the model '{_clip(header['name'])}' but the root MODEL_DEF names it '{_clip(root.name)}'")
+        raise Bad(f"header names the model '{clip(header['name'])}' but the root MODEL_DEF names it '{clip(root.name)}'")
     ops = len(root.nodes) + sum(len(m.tasks) for m in root.submodels)
     if header["ops"] != ops:
         raise Bad(f"header says {header['ops']} ops but the root and its submodels hold {ops}")
@@ -321,27 +313,27 @@ def _parse_dynamic(view: memoryview, header: dict):
 
 
 def _model(md, ti, weight_bytes: int) -> GeModel:
-    f = _Fields(md, "MODEL_DEF")
+    f = Fields(md, "MODEL_DEF")
     name = f.str("name")
     soc = f.str("soc_version")
     opset = f.int("opset")
 
     allocations = []
     for k, a in enumerate(f.list("allocations")):
-        af = _Fields(a, f"MODEL_DEF allocation {k}")
+        af = Fields(a, f"MODEL_DEF allocation {k}")
         aid = af.int("id")
         if aid != k:
             raise Bad(f"MODEL_DEF allocation {k} has id {aid} (ids must equal their position)")
         kind = af.str("kind")
         if kind not in ALLOCATION_KINDS:
-            raise Bad(f"MODEL_DEF allocation {k} has unknown kind '{_clip(kind)}'")
+            raise Bad(f"MODEL_DEF allocation {k} has unknown kind '{clip(kind)}'")
         if k in _FIXED_KINDS and kind != _FIXED_KINDS[k]:
             raise Bad(f"MODEL_DEF allocation {k} must be {_FIXED_KINDS[k]}, not {kind}")
         file = af.str("file") if "file" in a else ""  # since format 1.1
         if kind == FILE_CONSTANT:
-            _check_weight_file_name(file, f"MODEL_DEF allocation {k} ({kind})")
+            check_weight_file_name(file, f"MODEL_DEF allocation {k} ({kind})")
         elif file:
-            raise Bad(f"MODEL_DEF allocation {k} ({kind}) names a weight file '{_clip(file)}'; only "
+            raise Bad(f"MODEL_DEF allocation {k} ({kind}) names a weight file '{clip(file)}'; only "
                       f"{FILE_CONSTANT} allocations do")
         allocations.append(Allocation(aid, kind, af.int("size", hi=MAX_ALLOCATION_SIZE), af.int("io_index", lo=-1),
                                       file))
@@ -349,7 +341,7 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
         raise Bad(f"MODEL_DEF has {len(allocations)} allocations; WEIGHT, FEATURE_MAP and WORKSPACE are required")
     files = [a.file for a in allocations if a.kind == FILE_CONSTANT]
     if len(set(files)) != len(files):
-        raise Bad(f"MODEL_DEF: weight file '{_clip(next(f for f in files if files.count(f) > 1))}' has two "
+        raise Bad(f"MODEL_DEF: weight file '{clip(next(f for f in files if files.count(f) > 1))}' has two "
                   f"{FILE_CONSTANT} allocations")
 
     def check_place(alloc: int, offset: int, nbytes: int, what: str) -> None:
@@ -363,12 +355,12 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
     def descs(key: str) -> list[TensorDesc]:
         out = []
         for k, d in enumerate(f.list(key)):
-            df = _Fields(d, f"MODEL_DEF {key[:-1]} {k}")
+            df = Fields(d, f"MODEL_DEF {key[:-1]} {k}")
             dname = df.str("name")
-            df.where = f"MODEL_DEF {key[:-1]} {k} '{_clip(dname)}'"
+            df.where = f"MODEL_DEF {key[:-1]} {k} '{clip(dname)}'"
             dtype, shape = df.dtype("dtype"), df.shape("shape")
             alloc = df.int("allocation")
-            check_place(alloc, 0, _nbytes(dtype, shape), df.where)
+            check_place(alloc, 0, nbytes_of(dtype, shape), df.where)
             out.append(TensorDesc(dname, dtype, shape, alloc))
         return out
 
@@ -382,12 +374,12 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
 
     tensors = []
     for k, t in enumerate(f.list("tensors")):
-        tf = _Fields(t, f"MODEL_DEF tensor {k}")
+        tf = Fields(t, f"MODEL_DEF tensor {k}")
         tname = tf.str("name")
-        tf.where = f"MODEL_DEF tensor {k} '{_clip(tname)}'"
+        tf.where = f"MODEL_DEF tensor {k} '{clip(tname)}'"
         alloc, offset, nbytes = tf.int("allocation"), tf.int("offset"), tf.int("nbytes")
         dtype, shape = tf.dtype("dtype"), tf.shape("shape")
-        _check_nbytes(nbytes, dtype, shape, tf.where)
+        check_nbytes(nbytes, dtype, shape, tf.where)
         check_place(alloc, offset, nbytes, tf.where)
         tensors.append(TensorPlan(tname, alloc, offset, nbytes, dtype, shape, tf.int("first", lo=-1),
                                   tf.int("last", lo=-1), tf.str("alias_of")))
@@ -397,15 +389,15 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
         raise Bad(f"WEIGHTS_DATA is {weight_bytes} bytes, more than the WEIGHT allocation size {weight_size}")
     weights = []
     for k, w in enumerate(f.list("weights")):
-        wf = _Fields(w, f"MODEL_DEF weight {k}")
+        wf = Fields(w, f"MODEL_DEF weight {k}")
         wname = wf.str("name")
-        wf.where = f"MODEL_DEF weight {k} '{_clip(wname)}'"
+        wf.where = f"MODEL_DEF weight {k} '{clip(wname)}'"
         dtype, shape = wf.dtype("dtype"), wf.shape("shape")
         offset, nbytes = wf.int("offset"), wf.int("nbytes")
-        _check_nbytes(nbytes, dtype, shape, wf.where)
+        check_nbytes(nbytes, dtype, shape, wf.where)
         file, file_offset, sha = wf.str("file"), wf.int("file_offset"), wf.str("sha256")
         if sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha)):
-            raise Bad(f"{wf.where}: sha256 '{_clip(sha)}' is not 64 lowercase hex digits")
+            raise Bad(f"{wf.where}: sha256 '{clip(sha)}' is not 64 lowercase hex digits")
         alloc = wf.int("allocation") if "allocation" in w else WEIGHT_ID  # since format 1.1
         if alloc >= len(allocations):
             raise Bad(f"{wf.where}: allocation {alloc} does not exist (the model has {len(allocations)})")
@@ -414,22 +406,22 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
             if offset + nbytes > weight_size:
                 raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight_size {weight_size}")
             if file:
-                _check_weight_file_name(file, wf.where)
-                raise Bad(f"{wf.where}: names the weight file '{_clip(file)}' but lives in the WEIGHT allocation "
+                check_weight_file_name(file, wf.where)
+                raise Bad(f"{wf.where}: names the weight file '{clip(file)}' but lives in the WEIGHT allocation "
                           f"(external weights live in their file's {FILE_CONSTANT} allocation)")
             if offset + nbytes > weight_bytes:
                 raise Bad(f"{wf.where}: inline weight ends at {offset + nbytes} beyond WEIGHTS_DATA "
                           f"({weight_bytes} bytes)")
         elif home.kind == FILE_CONSTANT:
-            _check_weight_file_name(file, wf.where)
+            check_weight_file_name(file, wf.where)
             if file != home.file:
-                raise Bad(f"{wf.where}: names the weight file '{_clip(file)}' but allocation {alloc} is the image "
-                          f"of '{_clip(home.file)}'")
+                raise Bad(f"{wf.where}: names the weight file '{clip(file)}' but allocation {alloc} is the image "
+                          f"of '{clip(home.file)}'")
             if file_offset != offset:
                 raise Bad(f"{wf.where}: file_offset {file_offset} differs from its offset {offset} in allocation "
                           f"{alloc} (the image of its file)")
             if offset + nbytes > home.size:
-                raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight file '{_clip(file)}' "
+                raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight file '{clip(file)}' "
                           f"({home.size} bytes)")
             if not sha:
                 raise Bad(f"{wf.where}: an external weight needs its sha256")
@@ -439,7 +431,7 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
         weights.append(WeightDesc(wname, dtype, shape, offset, nbytes, file, file_offset, sha, alloc))
     unused = {a.file for a in allocations if a.kind == FILE_CONSTANT} - {w.file for w in weights}
     if unused:
-        raise Bad(f"MODEL_DEF: weight file '{_clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
+        raise Bad(f"MODEL_DEF: weight file '{clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
 
     sizes = {k: a.size for k, a in enumerate(allocations)}
     expected = {"memory_size": sizes[FM_ID] + sizes[WORKSPACE_ID], "weight_size": weight_size,
@@ -451,21 +443,21 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
             raise Bad(f"MODEL_DEF {key} is {got} but the allocations add up to {value}")
     f.int("stream_num", lo=1)
     f.int("event_num")
-    attrs = _attr_map(f.get("attrs"), "MODEL_DEF attrs", 0)
+    attrs = attr_map(f.get("attrs"), "MODEL_DEF attrs", 0)
 
     tasks = []
-    tf = _Fields(ti, "TASK_INFO")
+    tf = Fields(ti, "TASK_INFO")
     for k, t in enumerate(tf.list("tasks")):
-        kf = _Fields(t, f"TASK_INFO task {k}")
+        kf = Fields(t, f"TASK_INFO task {k}")
         node = kf.str("node")
         op_type = kf.str("op_type")
-        kf.where = f"TASK_INFO task {k} '{_clip(node)}' ({_clip(op_type)})"
+        kf.where = f"TASK_INFO task {k} '{clip(node)}' ({clip(op_type)})"
 
         def arg(a, what):
-            af = _Fields(a, what)
+            af = Fields(a, what)
             alloc, offset = af.int("allocation"), af.int("offset")
             dtype, shape = af.dtype("dtype"), af.shape("shape")
-            check_place(alloc, offset, _nbytes(dtype, shape), what)
+            check_place(alloc, offset, nbytes_of(dtype, shape), what)
             return Arg(alloc, offset, dtype, shape)
 
         ins = tuple(None if a is None else arg(a, f"{kf.where} input {j}") for j, a in enumerate(kf.list("inputs")))
@@ -477,24 +469,24 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
             raise Bad(f"{kf.where}: workspace {workspace} bytes exceeds the WORKSPACE allocation "
                       f"size {sizes[WORKSPACE_ID]}")
         tasks.append(TaskDef(node, op_type, kf.str("domain"), kf.int("opset"),
-                             _attr_map(kf.get("attrs"), f"{kf.where} attrs", 0), ins, outs, workspace))
+                             attr_map(kf.get("attrs"), f"{kf.where} attrs", 0), ins, outs, workspace))
 
     dataflow = _dataflow(tf, tasks, allocations) if "dataflow" in ti else None  # since format 1.4
     return GeModel(name=name, inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
                    tasks=tasks, weights=weights, soc_version=soc, opset=opset, attrs=attrs, dataflow=dataflow)
 
 
-def _dataflow(tf: "_Fields", tasks: list, allocations: list) -> DataflowPlan:
+def _dataflow(tf: "Fields", tasks: list, allocations: list) -> DataflowPlan:
     """The dataflow executors' plan: each task waits for earlier tasks only, and exactly the
     feature-map and workspace arguments move, to places inside its fm_size."""
-    df = _Fields(tf.get("dataflow"), "TASK_INFO dataflow")
+    df = Fields(tf.get("dataflow"), "TASK_INFO dataflow")
     fm_size, lower_bound = df.int("fm_size", hi=MAX_ALLOCATION_SIZE), df.int("lower_bound", hi=MAX_ALLOCATION_SIZE)
     deps = df.list("deps")
     if len(deps) != len(tasks):
         raise Bad(f"{df.where}: 'deps' has {len(deps)} entries for {len(tasks)} tasks")
     for t, d in enumerate(deps):
         if type(d) is not list or any(type(x) is not int or not 0 <= x < t for x in d) or len(set(d)) != len(d):
-            raise Bad(f"{df.where}: deps of task {t} must be distinct earlier tasks, got {_show(d)}")
+            raise Bad(f"{df.where}: deps of task {t} must be distinct earlier tasks, got {show(d)}")
     alloc, _, _, _, nbytes = arg_rows(tasks)
     offsets = df.list("fm_offsets")
     if len(offsets) != len(alloc):
@@ -503,155 +495,5 @@ def _dataflow(tf: "_Fields", tasks: list, allocations: list) -> DataflowPlan:
         moves = allocations[a].kind in (FEATURE_MAP, WORKSPACE) and n > 0
         if type(o) is not int or (o >= 0) != moves or (moves and o + n > fm_size) or o < -1:
             what = f"an offset in [0, {fm_size - n}]" if moves else "-1 (it keeps its place)"
-            raise Bad(f"{df.where}: fm_offsets[{k}] must be {what}, got {_show(o)}")
+            raise Bad(f"{df.where}: fm_offsets[{k}] must be {what}, got {show(o)}")
     return DataflowPlan(tuple(tuple(d) for d in deps), tuple(offsets), fm_size, lower_bound)
-
-
-def _nbytes(dtype: str, shape: tuple) -> int:
-    n = ITEMSIZE[dtype]
-    for d in shape:
-        n *= d
-    return n
-
-
-def _check_nbytes(nbytes: int, dtype: str, shape: tuple, where: str) -> None:
-    expected = _nbytes(dtype, shape)
-    if nbytes != expected:
-        raise Bad(f"{where}: nbytes {nbytes} does not match {dtype} {list(shape)} ({expected} bytes)")
-
-
-def _check_weight_file_name(name: str, where: str) -> None:
-    """External weight files live in <om dir>/weight/: a plain file name, never a path."""
-    problem = name_problem(name)
-    if problem:
-        raise Bad(f"{where}: external weight file '{_clip(name)}' is not a plain file name (it {problem})")
-
-
-# ---------------------------------------------------------------- attribute values
-
-
-def _attr_map(v, where: str, depth: int) -> dict:
-    if type(v) is not dict:
-        raise Bad(f"{where} must be a map, got {_tname(v)}")
-    return {k: decode_attr(x, f"{where}['{_clip(k)}']", depth + 1) for k, x in v.items() if _str_key(k, where)}
-
-
-def _str_key(k, where: str) -> bool:
-    if type(k) is not str:
-        raise Bad(f"{where}: key {_show(k)} is not a string")
-    return True
-
-
-def decode_attr(v, where: str = "attribute", depth: int = 0):
-    """Inverse of writer.encode_attr: tagged maps become ndarrays / dtypes, arrays become lists."""
-    if depth > MAX_ATTR_DEPTH:
-        raise Bad(f"{where}: nested deeper than {MAX_ATTR_DEPTH} levels")
-    t = type(v)
-    if v is None or t in (bool, int, float, str, bytes):
-        return v
-    if t is list:
-        return [decode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
-    if t is dict:
-        if NDARRAY_TAG in v:
-            return _ndarray(v, where)
-        if DTYPE_TAG in v:
-            if len(v) != 1 or type(v[DTYPE_TAG]) is not str or v[DTYPE_TAG] not in DTYPES:
-                raise Bad(f"{where}: malformed dtype value {_show(v)}")
-            return np.dtype(v[DTYPE_TAG])
-        return _attr_map(v, where, depth)
-    raise Bad(f"{where}: unsupported value of type {_tname(v)}")
-
-
-def _ndarray(v: dict, where: str) -> np.ndarray:
-    if set(v) != {NDARRAY_TAG, "dtype", "shape", "data"} or v[NDARRAY_TAG] is not True:
-        raise Bad(f"{where}: malformed ndarray (keys {sorted(map(str, v))})")
-    f = _Fields(v, f"{where} (ndarray)")
-    dtype, shape, data = f.dtype("dtype"), f.shape("shape"), f.bytes("data")
-    expected = _nbytes(dtype, shape)
-    if len(data) != expected:
-        raise Bad(f"{where}: ndarray data is {len(data)} bytes, {dtype} {list(shape)} needs {expected}")
-    if dtype == "bool":
-        flat = np.frombuffer(data, dtype=np.uint8) != 0
-    else:
-        flat = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).astype(np.dtype(dtype))
-    return flat.reshape(shape)
-
-
-# ---------------------------------------------------------------- typed field access
-
-
-class _Fields:
-    """Typed, bounded access to one msgpack map; every failure names `where` and the key."""
-
-    def __init__(self, m, where: str):
-        if type(m) is not dict:
-            raise Bad(f"{where} must be a map, got {_tname(m)}")
-        self.m, self.where = m, where
-
-    def get(self, key: str):
-        if key not in self.m:
-            raise Bad(f"{self.where} has no '{key}'")
-        return self.m[key]
-
-    def int(self, key: str, lo: int = 0, hi: int = MAX_INT) -> int:
-        v = self.get(key)
-        if type(v) is not int or not lo <= v <= hi:
-            raise Bad(f"{self.where}: '{key}' must be an integer in [{lo}, {hi}], got {_show(v)}")
-        return v
-
-    def str(self, key: str) -> str:
-        v = self.get(key)
-        if type(v) is not str:
-            raise Bad(f"{self.where}: '{key}' must be a string, got {_show(v)}")
-        return v
-
-    def bool(self, key: str) -> bool:
-        v = self.get(key)
-        if type(v) is not bool:
-            raise Bad(f"{self.where}: '{key}' must be a bool, got {_show(v)}")
-        return v
-
-    def bytes(self, key: str) -> bytes:
-        v = self.get(key)
-        if type(v) is not bytes:
-            raise Bad(f"{self.where}: '{key}' must be bytes, got {_show(v)}")
-        return v
-
-    def digest(self, key: str) -> bytes:
-        v = self.bytes(key)
-        if len(v) != CHECKSUM_SIZE:
-            raise Bad(f"{self.where}: '{key}' must be {CHECKSUM_SIZE} bytes, got {len(v)}")
-        return v
-
-    def list(self, key: str, max_len: int = MAX_ARRAY_LEN) -> list:
-        v = self.get(key)
-        if type(v) is not list:
-            raise Bad(f"{self.where}: '{key}' must be a list, got {_show(v)}")
-        if len(v) > max_len:
-            raise Bad(f"{self.where}: '{key}' has {len(v)} entries, more than the limit {max_len}")
-        return v
-
-    def dtype(self, key: str) -> str:
-        v = self.get(key)
-        if type(v) is not str or v not in DTYPES:
-            raise Bad(f"{self.where}: dtype {_show(v)} is not one of {', '.join(DTYPES)}")
-        return v
-
-    def shape(self, key: str) -> tuple:
-        v = self.list(key, MAX_RANK)
-        if any(type(d) is not int or not 0 <= d <= MAX_DIM for d in v):
-            raise Bad(f"{self.where}: shape {_show(v)} must be non-negative integers")
-        return tuple(v)
-
-
-def _tname(v) -> str:
-    return {dict: "map", list: "list", str: "string", bytes: "bytes", type(None): "nil"}.get(type(v), type(v).__name__)
-
-
-def _show(v) -> str:
-    return f"{_clip(repr(v))} ({_tname(v)})"
-
-
-def _clip(s: str, n: int = 60) -> str:
-    s = str(s)
-    return s if len(s) <= n else s[:n - 3] + "..."

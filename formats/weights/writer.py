@@ -12,9 +12,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ge.core.compile.external_weights import WeightFilePlan
 from ge.core.errors import FormatError
-from ge.core.weight_files import individual_name, name_problem
+from ge.core.weight_files import WeightFilePlan, individual_name, name_problem
 
 from ..atomic import write_atomically
 from .meta import update_meta
