@@ -20,6 +20,9 @@ WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT = "WEIGHT", "FEATURE_MAP", "WORKSP
 FILE_CONSTANT = "FILE_CONSTANT"
 ALLOCATION_KINDS = (WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT, FILE_CONSTANT)
 WEIGHT_KINDS = (WEIGHT, FILE_CONSTANT)  # fixed after load, read by kernels as constants
+#: every planned tensor and workspace region starts at a multiple of this (a cache line; what numpy's
+#: SIMD loops like)
+ALIGNMENT = 64
 # fixed ids of the three model-wide allocations; inputs, outputs and weight files follow
 WEIGHT_ID, FM_ID, WORKSPACE_ID = 0, 1, 2
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-ALIGNMENT = 64  # cache line; also what numpy's SIMD loops like
+from ..ge_model import ALIGNMENT
 
 
 @dataclass(frozen=True)

@@ -25,304 +25,20 @@ import itertools
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ..ir import Meta
-from .base import Kernel
 from .blas import cblas
 from .conv_native import NativeConv, NativeDepthwise
 from .epilogue import ATTR as EPILOGUE, clamp_of
 from .fused import GE_DOMAIN
 from .native import native
+from .phase_layout import PhaseLayout
+from .planned import Scratch, address
 from .registry import register
+from .windows import SpatialKernel, window_pads
 
-ALIGN = 64
 #: im2col columns are built for at most this many bytes of batch items at a time
 COLS_LIMIT = 64 << 20
-
-
-# -- shared helpers ---------------------------------------------------------------------------------
-class Scratch:
-    """A workspace layout: named, 64-byte aligned typed regions carved out of the uint8 `ws`."""
-
-    def __init__(self):
-        self.nbytes = 0
-        self.items: dict[str, tuple[int, tuple, np.dtype]] = {}
-
-    def add(self, name: str, shape, dtype) -> None:
-        dtype = np.dtype(dtype)
-        shape = tuple(int(s) for s in shape)
-        off = (self.nbytes + ALIGN - 1) // ALIGN * ALIGN
-        self.items[name] = (off, shape, dtype)
-        self.nbytes = off + math.prod(shape) * dtype.itemsize
-
-    def carve(self, ws: np.ndarray) -> dict[str, np.ndarray]:
-        out = {}
-        for name, (off, shape, dtype) in self.items.items():
-            n = math.prod(shape) * dtype.itemsize
-            out[name] = ws[off:off + n].view(dtype).reshape(shape)
-        return out
-
-
-class SpatialKernel(Kernel):
-    """Base of the kernels here: a planned `run`, and `compute`/`infer` derived from it.
-
-    Subclasses set self.out_metas and self.scratch in prepare() and implement run(). The views of
-    the workspace are cached per workspace buffer (the check is on the buffer object and address,
-    and the cache holds a reference, so a recycled address cannot alias a stale view)."""
-
-    out_metas: list[Meta]
-    scratch: Scratch
-
-    def infer(self):
-        return list(self.out_metas)
-
-    def workspace_nbytes(self) -> int:
-        return self.scratch.nbytes
-
-    def views(self, ws) -> dict[str, np.ndarray]:
-        if not self.scratch.items:
-            return {}
-        cache = getattr(self, "_view_cache", None)
-        if cache is not None and cache[3] is ws:  # the same array as last run (a task's bound view)
-            return cache[2]
-        owner, addr = ws if ws.base is None else ws.base, _addr(ws)
-        if cache is not None and cache[0] is owner and cache[1] == addr:
-            return cache[2]
-        if ws.nbytes < self.scratch.nbytes:
-            raise self.fail(f"workspace of {ws.nbytes} bytes, {self.scratch.nbytes} needed")
-        v = self.scratch.carve(ws)
-        self.derive(v)
-        self._view_cache = (owner, addr, v, ws)
-        return v
-
-    def derive(self, v: dict) -> None:
-        """Add views (or call arguments) derived from the workspace views; cached with them."""
-
-    def compute(self, *xs):
-        other = self.built_for(xs)
-        if other is not self:
-            return other.compute(*xs)
-        xs = [None if x is None else np.ascontiguousarray(x) for x in xs]
-        ys = [np.empty(m.shape, m.dtype) for m in self.out_metas]
-        ws = np.empty(self.scratch.nbytes, np.uint8) if self.scratch.nbytes else None
-        self.run(xs, ys, ws)
-        return ys
-
-    # attribute helpers
-    def ints(self, key, n, default):
-        v = self.attrs.get(key)
-        if v is None:
-            return [default] * n
-        v = [int(a) for a in v]
-        if len(v) != n:
-            raise self.fail(f"attribute {key} has {len(v)} values, {n} expected")
-        return v
-
-    def string(self, key, default):
-        v = self.attrs.get(key, default)
-        return v.decode() if isinstance(v, bytes) else str(v)
-
-    def spatial_meta(self, index: int, what: str, min_rank: int = 3) -> Meta:
-        m = self.inputs[index] if index < len(self.inputs) else None
-        if m is None:
-            raise self.fail(f"input {index} ({what}) is missing")
-        if len(m.shape) < min_rank:
-            raise self.fail(f"input {index} ({what}) has shape {tuple(m.shape)}, rank >= {min_rank} expected")
-        return m
-
-    # Conv and ConvTranspose: X and W, and the window attributes
-    def x_and_w(self) -> tuple[Meta, Meta]:
-        xm, wm = self.spatial_meta(0, "X"), self.spatial_meta(1, "W")
-        if len(wm.shape) != len(xm.shape):
-            raise self.fail(f"W has shape {tuple(wm.shape)}, X has shape {tuple(xm.shape)}: ranks differ")
-        return xm, wm
-
-    def kernel_of(self, wm: Meta) -> list:
-        """W's spatial dims, which attribute kernel_shape (optional) must restate."""
-        kernel = list(wm.shape[2:])
-        ks = self.attrs.get("kernel_shape")
-        if ks is not None and [int(v) for v in ks] != kernel:
-            raise self.fail(f"kernel_shape {list(ks)} does not match W's shape {tuple(wm.shape)}")
-        return kernel
-
-    def strides_dilations(self, d: int) -> tuple[list, list]:
-        strides, dil = self.ints("strides", d, 1), self.ints("dilations", d, 1)
-        if any(s < 1 for s in strides) or any(v < 1 for v in dil):
-            raise self.fail(f"strides {strides} and dilations {dil} must be positive")
-        return strides, dil
-
-
-def window_pads(k: SpatialKernel, in_sizes, kernel, strides, dilations, ceil_mode=False):
-    """ONNX's auto_pad / pads resolution for Conv and the pools: (begin pads, end pads, output sizes)."""
-    d = len(in_sizes)
-    auto_pad = k.string("auto_pad", "NOTSET")
-    dk = [(kk - 1) * dl + 1 for kk, dl in zip(kernel, dilations)]
-    if auto_pad in ("NOTSET", ""):
-        pads = k.ints("pads", 2 * d, 0)
-        pb, pe = pads[:d], pads[d:]
-        if any(p < 0 for p in pads):
-            raise k.fail(f"negative pads {pads} are not supported")
-        out = []
-        for i in range(d):
-            span = in_sizes[i] + pb[i] + pe[i] - dk[i]
-            if span < 0:
-                raise k.fail(f"kernel extent {dk[i]} is larger than the padded input {in_sizes[i] + pb[i] + pe[i]}"
-                             f" on spatial axis {i}")
-            o = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
-            # a window must start inside the input or the begin padding
-            if ceil_mode and (o - 1) * strides[i] >= in_sizes[i] + pb[i]:
-                o -= 1
-            out.append(o)
-        return pb, pe, out
-    if auto_pad == "VALID":
-        out = []
-        for i in range(d):
-            span = in_sizes[i] - dk[i]
-            if span < 0:
-                raise k.fail(f"kernel extent {dk[i]} is larger than the input {in_sizes[i]} on spatial axis {i}")
-            out.append((-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1)
-        return [0] * d, [0] * d, out
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pb, pe, out = [], [], []
-        for i in range(d):
-            o = -(-in_sizes[i] // strides[i])
-            total = max(0, (o - 1) * strides[i] + dk[i] - in_sizes[i])
-            small, big = total // 2, total - total // 2
-            pb.append(small if auto_pad == "SAME_UPPER" else big)
-            pe.append(big if auto_pad == "SAME_UPPER" else small)
-            out.append(o)
-        return pb, pe, out
-    raise k.fail(f"auto_pad '{auto_pad}' is not supported")
-
-
-def spatial_slices(ndim: int, axis: int, s: slice) -> tuple:
-    return (slice(None),) * axis + (s,) + (slice(None),) * (ndim - axis - 1)
-
-
-def zero_borders(xp: np.ndarray, pb, pe, value=0) -> None:
-    """Fill the padding frame of a padded NC... buffer (the interior is copied separately)."""
-    nd = xp.ndim
-    for i, (b, e) in enumerate(zip(pb, pe)):
-        if b:
-            xp[spatial_slices(nd, 2 + i, slice(0, b))] = value
-        if e:
-            xp[spatial_slices(nd, 2 + i, slice(xp.shape[2 + i] - e, None))] = value
-
-
-def kernel_position_view(xp: np.ndarray, pos, strides, dilations, out) -> np.ndarray:
-    """The (N, C, *out) view of the inputs under one kernel position."""
-    sl = tuple(slice(p * d, p * d + (o - 1) * s + 1, s) for p, d, s, o in zip(pos, dilations, strides, out))
-    return xp[(slice(None), slice(None)) + sl]
-
-
-# -- the phase layout: a padded input split by stride phase, each phase flattened ----------------------
-class PhaseLayout:
-    """The padded input, split into its stride phases (prod(strides) of them; one for stride 1), each phase
-    a dense (nb, C, *Sq) block with one slack row, so that the inputs under one kernel position are a view
-    with unit stride along the flattened output.
-
-    Coordinate u (padded) = q * s + r: phase r, position q. A kernel tap k reads phase (k*dil) % s at
-    offset (k*dil) // s. Over the "flat" output index (o0 * prod(Sq[1:]) + o1 * prod(Sq[2:]) + ...) every
-    tap is a contiguous run of L = O0 * prod(Sq[1:]) elements: the columns past O[d] in the inner dims
-    are garbage that the consumer drops. Every element of the buffer is written (input or zero) on
-    fill(), so the garbage is finite.
-    """
-
-    def __init__(self, nb, c, spatial, pb, strides, kernel, dil, out, dtype):
-        self.nb, self.c, self.spatial, self.pb, self.strides = nb, c, list(spatial), list(pb), list(strides)
-        self.kernel, self.dil, self.out = list(kernel), list(dil), list(out)
-        d = len(spatial)
-        offmax = [((k - 1) * v) // s for k, v, s in zip(kernel, dil, strides)]
-        sq = [o + m for o, m in zip(out, offmax)]
-        sq[0] += 1  # slack: the last run of a tap may spill into one more row
-        self.sq = sq
-        self.pst = [math.prod(sq[i + 1:]) for i in range(d)]  # element strides inside one phase
-        self.phase_count = math.prod(strides)
-        self.phase_shape = tuple(strides) + (nb, c) + tuple(sq)
-        self.L = out[0] * self.pst[0]
-        self.dense = math.prod(out)
-        self.waste = self.L / self.dense
-        self.itemsize = np.dtype(dtype).itemsize
-        # fill plan per phase: the interior copied from x, the rest zeroed
-        self.fill_plan = []
-        for r in itertools.product(*[range(s) for s in strides]):
-            dst, src, ok = [], [], True
-            for i in range(d):
-                s, p = strides[i], pb[i]
-                q_lo = max(0, -((r[i] - p) // s))  # first q with q*s + r - p >= 0
-                q_hi = min(sq[i], (spatial[i] - 1 + p - r[i]) // s + 1)  # past the last q inside x
-                if q_hi <= q_lo:
-                    ok = False
-                    dst.append((0, 0))
-                    src.append(slice(0, 0))
-                    continue
-                x0 = q_lo * s + r[i] - p
-                dst.append((q_lo, q_hi))
-                src.append(slice(x0, x0 + (q_hi - q_lo - 1) * s + 1, s))
-            self.fill_plan.append((r, dst, src, ok))
-        # kernel taps grouped by phase: (cols slices over the kernel dims, phase, element offset, counts,
-        # element strides over the taps)
-        self.groups = []
-        for r in itertools.product(*[range(s) for s in strides]):
-            ksl, cnt, kst, off = [], [], [], 0
-            for i in range(d):
-                ks = [k for k in range(kernel[i]) if (k * dil[i]) % strides[i] == r[i]]
-                if not ks:
-                    break
-                g = math.gcd(dil[i], strides[i])
-                kstep = strides[i] // g
-                ksl.append(slice(ks[0], ks[-1] + 1, kstep))
-                cnt.append(len(ks))
-                kst.append((dil[i] // g) * self.pst[i])
-                off += ((ks[0] * dil[i]) // strides[i]) * self.pst[i]
-            else:
-                self.groups.append((tuple(ksl), r, off, tuple(cnt), tuple(kst)))
-        self.taps = []
-        for k in itertools.product(*[range(v) for v in kernel]):
-            r = tuple((kk * v) % s for kk, v, s in zip(k, dil, strides))
-            off = sum(((kk * v) // s) * p for kk, v, s, p in zip(k, dil, strides, self.pst))
-            self.taps.append((k, r, off))
-
-    def fill(self, ph: np.ndarray, x: np.ndarray) -> None:
-        """Write the padded input into its phases: the input where it lands, zeros elsewhere."""
-        for r, dst, src, ok in self.fill_plan:
-            p = ph[r]
-            if not ok:
-                p[...] = 0
-                continue
-            for i, (lo, hi) in enumerate(dst):
-                if lo:
-                    p[spatial_slices(p.ndim, 2 + i, slice(0, lo))] = 0
-                if hi < self.sq[i]:
-                    p[spatial_slices(p.ndim, 2 + i, slice(hi, None))] = 0
-            inner = (slice(None), slice(None)) + tuple(slice(lo, hi) for lo, hi in dst)
-            np.copyto(p[inner], x[(slice(None), slice(None)) + tuple(src)])
-
-    def _flat(self, ph, r, off):
-        p = ph[r].reshape(self.nb, self.c, -1)
-        return p[:, :, off:]
-
-    def group_views(self, ph, flat: bool):
-        """Per phase group: (kernel-dims slices of cols, view (nb, C, *counts, L) or (nb, C, *counts, *out))."""
-        isz = self.itemsize
-        res = []
-        for ksl, r, off, cnt, kst in self.groups:
-            base = self._flat(ph, r, off)
-            st = base.strides[:2] + tuple(k * isz for k in kst)
-            if flat:
-                v = as_strided(base, base.shape[:2] + cnt + (self.L,), st + (isz,), writeable=False)
-            else:
-                v = as_strided(base, base.shape[:2] + cnt + tuple(self.out),
-                               st + tuple(p * isz for p in self.pst), writeable=False)
-            res.append((ksl, v))
-        return res
-
-    def dense_view(self, flat: np.ndarray) -> np.ndarray:
-        """The (nb, OC, *out) view of a (nb, OC, L) flat result without the garbage columns."""
-        nb, oc = flat.shape[:2]
-        full = flat.reshape((nb, oc, self.out[0]) + tuple(self.sq[1:]))
-        return full[(slice(None), slice(None), slice(None)) + tuple(slice(0, o) for o in self.out[1:])]
 
 
 #: the "taps" plan: at least this many input channels (the K of each GEMM), at most this much waste
@@ -531,7 +247,7 @@ class Conv(SpatialKernel):
         if (b is not None and bl.sgemm is not None and ym.dtype == np.float32 and wm.dtype == np.float32
                 and wm.flags.c_contiguous and xm.flags.c_contiguous and ym.flags.c_contiguous):
             np.copyto(ym, b)
-            wp, xp, yp = _addr(wm), _addr(xm), _addr(ym)
+            wp, xp, yp = address(wm), address(xm), address(ym)
             for i in range(k):
                 bl.sgemm(bl.ROW_MAJOR, bl.NO_TRANS, bl.NO_TRANS, m, nn, kk, 1.0, wp, kk, xp + i * kk * nn * 4, nn,
                          1.0, yp + i * m * nn * 4, nn)
@@ -564,10 +280,6 @@ class Conv(SpatialKernel):
                 np.matmul(wm, cols.reshape(k, g, kg, self.p_out), out=dst.reshape(k, g, self.ocg, self.p_out))
                 if b is not None:
                     np.add(dst, b, out=dst)
-
-
-def _addr(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
 
 
 @register("FusedConv", since=1, domain=GE_DOMAIN)

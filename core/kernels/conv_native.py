@@ -5,7 +5,7 @@ The columns are never built: both kernels read the input through an offset per s
 (koff[k]: the channel's plane and the kernel tap), so im2col costs no memory traffic of its own.
 The source:
 - pointwise (1x1, stride 1, no padding): X itself;
-- otherwise the padded input, laid out once in its stride phases (conv.PhaseLayout), where every
+- otherwise the padded input, laid out once in its stride phases (phase_layout.PhaseLayout), where every
   kernel tap of an output row is a unit-stride run.
 The kernel (`kind`):
 - "direct" / "direct-wide" (1-D and 2-D; see use_direct): output channels in the vector lanes,
@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from .native import CallCache, Native
+from .phase_layout import PhaseLayout
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
 FLAT_WASTE = 1.15
@@ -49,7 +50,6 @@ class NativeConv:
     """A dense (not depthwise) Conv, any group count, on the direct kernel or the native GEMM."""
 
     def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp, residual: bool = False):
-        from .conv import PhaseLayout  # conv imports this module
         self.nat, self.clamp = nat, clamp
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
@@ -158,11 +158,10 @@ def use_direct(k, nr: int, pointwise: bool) -> bool:
 class NativeDepthwise:
     """A 2-D depthwise Conv (group == C, any channel multiplier) through the native direct kernel:
     per output channel and row, the sum over kernel taps of weight x a unit-stride run of the phase
-    layout (conv.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y."""
+    layout (phase_layout.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y."""
     kind = "depthwise"
 
     def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp):
-        from .conv import PhaseLayout
         self.nat, self.clamp, self.n, self.c, self.oc = nat, clamp, k.n, k.c, k.oc
         lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
         self.plane = math.prod(lay.sq)

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..ir import Meta
-from .conv import Scratch
+from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
 from .shape_ops import text, view_as

@@ -14,12 +14,11 @@ Conventions of the family:
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 
 from ..ir import DTYPES, Meta
 from .base import Kernel
+from .planned import Scratch
 from .registry import register
 
 FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
@@ -41,35 +40,6 @@ def working_dtype(dtype: np.dtype) -> np.dtype:
     if dtype == np.float16:
         return np.dtype(np.float32)
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
-
-
-class Scratch:
-    """Typed views carved out of a kernel's uint8 workspace: one per (dtype, shape), 64-byte aligned."""
-    ALIGN = 64
-
-    def __init__(self, specs: Sequence[tuple]):
-        self.specs = [(np.dtype(d), tuple(int(n) for n in s)) for d, s in specs]
-        self.offsets, end = [], 0
-        for dtype, shape in self.specs:
-            self.offsets.append(end)
-            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            end += -(-size // self.ALIGN) * self.ALIGN
-        self.nbytes = end
-
-    def carve(self, ws: np.ndarray | None) -> list[np.ndarray]:
-        if not self.specs:
-            return []
-        if self.nbytes and (ws is None or ws.nbytes < self.nbytes):
-            raise ValueError(f"workspace of {0 if ws is None else ws.nbytes} bytes, {self.nbytes} needed")
-        flat = ws.reshape(-1).view(np.uint8) if self.nbytes else np.empty(0, np.uint8)
-        views = []
-        for (dtype, shape), off in zip(self.specs, self.offsets):
-            n = int(np.prod(shape, dtype=np.int64))
-            views.append(flat[off:off + n * dtype.itemsize].view(dtype).reshape(shape))
-        return views
-
-    def allocate(self) -> np.ndarray | None:
-        return np.empty(self.nbytes, np.uint8) if self.nbytes else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,7 +182,7 @@ class FloatUnary(Unary):
         # tensor, as before), so that run() reads nothing of the shape the kernel was built for
         self.chunk = self.CHUNK if n_work + self.masks == 0 else \
             max(1, min(int(np.prod(self.shape, dtype=np.int64)), self.CHUNK))
-        self.scratch = Scratch([(self.work, (self.chunk,))] * n_work + [(np.bool_, (self.chunk,))] * self.masks)
+        self.scratch = Scratch.of([(self.work, (self.chunk,))] * n_work + [(np.bool_, (self.chunk,))] * self.masks)
         self.c = self.work.type  # typed constants keep every ufunc in the working dtype
 
     def workspace_nbytes(self):
@@ -226,7 +196,7 @@ class FloatUnary(Unary):
             np.copyto(y, tmp)
             return
         xf, yf = np.reshape(x, -1), y.reshape(-1)  # views (x is copied only if not contiguous)
-        bufs = self.scratch.carve(ws)
+        bufs = self.scratch.carve_list(ws)
         step = self.chunk
         for start in range(0, yf.size, step):
             stop = min(start + step, yf.size)
@@ -314,7 +284,7 @@ class PRelu(Elementwise):
             self.mode = "max" if np.all(slope <= 1) else "min" if np.all(slope > 1) else "mixed"
         else:
             self.mode = "mixed"
-        self.scratch = Scratch([(self.dtype, self.shape)] if self.mode == "mixed" else [])
+        self.scratch = Scratch.of([(self.dtype, self.shape)] if self.mode == "mixed" else [])
 
     def workspace_nbytes(self):
         return self.scratch.nbytes
@@ -324,7 +294,7 @@ class PRelu(Elementwise):
         if self.slope_shape is not None:
             s = s.reshape(self.slope_shape)
         if self.mode == "mixed":  # max(x, 0) + slope * min(x, 0)
-            (t,) = self.scratch.carve(ws)
+            (t,) = self.scratch.carve_list(ws)
             zero = self.dtype.type(0)
             np.minimum(x, zero, out=t)
             np.multiply(t, s, out=t)

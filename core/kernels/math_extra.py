@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, kernel_position_view, zero_borders
+from .planned import Scratch
+from .windows import kernel_position_view, zero_borders
 from .planned import PlannedKernel
 from .pool import pool_window
 from .registry import register

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch
+from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
 

@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .planned import Scratch
+from .windows import SpatialKernel
 from .fused import GE_DOMAIN
 from .native import CallCache, native
 from .registry import register

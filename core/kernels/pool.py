@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel, kernel_position_view, spatial_slices, window_pads, zero_borders
+from .planned import Scratch
+from .windows import SpatialKernel, kernel_position_view, spatial_slices, window_pads, zero_borders
 from .native import CallCache, native
 from .registry import register
 

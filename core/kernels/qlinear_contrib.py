@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, kernel_position_view, window_pads, zero_borders
+from .planned import Scratch
+from .windows import kernel_position_view, window_pads, zero_borders
 from .planned import PlannedKernel
 from .quantization import QRANGE, _IntegerMatMul
 from .registry import lookup, register

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch
+from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import lookup, register
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import DTYPES, Meta
-from .conv import Scratch
+from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch
+from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
 from .shape_ops import text

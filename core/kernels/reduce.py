@@ -14,7 +14,8 @@ import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
-from .elementwise import BOOL, FLOATS, NUMERIC, Scratch, type_names
+from .elementwise import BOOL, FLOATS, NUMERIC, type_names
+from .planned import Scratch
 
 #: ONNX's type constraint of the accumulating reductions (ReduceMax/Min and ArgMax/Min take all)
 ACCUMULATE = FLOATS | frozenset(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64))
@@ -88,7 +89,7 @@ class Reduce(Kernel):
 
     # -- hooks -------------------------------------------------------------------------------
     def setup(self) -> None:
-        self.scratch = Scratch([])
+        self.scratch = Scratch()
 
     def workspace_nbytes(self) -> int:
         return self.scratch.nbytes
@@ -103,7 +104,7 @@ class Reduce(Kernel):
 
     def run(self, xs, ys, ws):
         with np.errstate(all="ignore"):
-            self.evaluate(xs[0], ys[0], self.scratch.carve(ws))
+            self.evaluate(xs[0], ys[0], self.scratch.carve_list(ws))
 
     def evaluate(self, x, y, bufs) -> None:
         raise NotImplementedError
@@ -138,7 +139,7 @@ class Accumulate(Reduce):
         if self.op_type == "ReduceMean" and self.dtype.kind in "iu":
             specs["rem"] = (self.dtype, self.shape)
         self.names = list(specs)
-        self.scratch = Scratch(list(specs.values()))
+        self.scratch = Scratch.of(list(specs.values()))
 
     def evaluate(self, x, y, bufs):
         b = dict(zip(self.names, bufs))
@@ -286,7 +287,7 @@ class ArgExtremum(Kernel):
         # copy (axis moved last, reversed for select_last_index) goes to the workspace instead
         self.staged = self.last or self.axis != rank - 1
         moved = tuple(d for i, d in enumerate(shape) if i != self.axis) + (self.n,)
-        self.scratch = Scratch([(self.dtype, moved)] if self.staged else [])
+        self.scratch = Scratch.of([(self.dtype, moved)] if self.staged else [])
 
     def workspace_nbytes(self) -> int:
         return self.scratch.nbytes
@@ -303,7 +304,7 @@ class ArgExtremum(Kernel):
         x, y = xs[0], ys[0]
         out = np.squeeze(y, self.axis) if self.keepdims else y  # a view: writes land in y
         if self.staged:
-            (t,) = self.scratch.carve(ws)
+            (t,) = self.scratch.carve_list(ws)
             src = np.moveaxis(x, self.axis, -1)
             np.copyto(t, src[..., ::-1] if self.last else src)
             x = t

@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .conv import Scratch, SpatialKernel
+from .planned import Scratch
+from .windows import SpatialKernel
 from .registry import register
 
 MODES = ("nearest", "linear", "cubic")

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..ir import DTYPES, Meta
-from .conv import Scratch
+from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
 

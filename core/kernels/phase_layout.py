@@ -1,0 +1,120 @@
+"""The phase layout: a padded input split by stride phase, each phase flattened, so that the inputs
+under one kernel tap are a matrix with unit stride (the conv "taps" plan, the native fill and the
+depthwise kernel read it)."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .windows import spatial_slices
+
+
+class PhaseLayout:
+    """The padded input, split into its stride phases (prod(strides) of them; one for stride 1), each phase
+    a dense (nb, C, *Sq) block with one slack row, so that the inputs under one kernel position are a view
+    with unit stride along the flattened output.
+
+    Coordinate u (padded) = q * s + r: phase r, position q. A kernel tap k reads phase (k*dil) % s at
+    offset (k*dil) // s. Over the "flat" output index (o0 * prod(Sq[1:]) + o1 * prod(Sq[2:]) + ...) every
+    tap is a contiguous run of L = O0 * prod(Sq[1:]) elements: the columns past O[d] in the inner dims
+    are garbage that the consumer drops. Every element of the buffer is written (input or zero) on
+    fill(), so the garbage is finite.
+    """
+
+    def __init__(self, nb, c, spatial, pb, strides, kernel, dil, out, dtype):
+        self.nb, self.c, self.spatial, self.pb, self.strides = nb, c, list(spatial), list(pb), list(strides)
+        self.kernel, self.dil, self.out = list(kernel), list(dil), list(out)
+        d = len(spatial)
+        offmax = [((k - 1) * v) // s for k, v, s in zip(kernel, dil, strides)]
+        sq = [o + m for o, m in zip(out, offmax)]
+        sq[0] += 1  # slack: the last run of a tap may spill into one more row
+        self.sq = sq
+        self.pst = [math.prod(sq[i + 1:]) for i in range(d)]  # element strides inside one phase
+        self.phase_count = math.prod(strides)
+        self.phase_shape = tuple(strides) + (nb, c) + tuple(sq)
+        self.L = out[0] * self.pst[0]
+        self.dense = math.prod(out)
+        self.waste = self.L / self.dense
+        self.itemsize = np.dtype(dtype).itemsize
+        # fill plan per phase: the interior copied from x, the rest zeroed
+        self.fill_plan = []
+        for r in itertools.product(*[range(s) for s in strides]):
+            dst, src, ok = [], [], True
+            for i in range(d):
+                s, p = strides[i], pb[i]
+                q_lo = max(0, -((r[i] - p) // s))  # first q with q*s + r - p >= 0
+                q_hi = min(sq[i], (spatial[i] - 1 + p - r[i]) // s + 1)  # past the last q inside x
+                if q_hi <= q_lo:
+                    ok = False
+                    dst.append((0, 0))
+                    src.append(slice(0, 0))
+                    continue
+                x0 = q_lo * s + r[i] - p
+                dst.append((q_lo, q_hi))
+                src.append(slice(x0, x0 + (q_hi - q_lo - 1) * s + 1, s))
+            self.fill_plan.append((r, dst, src, ok))
+        # kernel taps grouped by phase: (cols slices over the kernel dims, phase, element offset, counts,
+        # element strides over the taps)
+        self.groups = []
+        for r in itertools.product(*[range(s) for s in strides]):
+            ksl, cnt, kst, off = [], [], [], 0
+            for i in range(d):
+                ks = [k for k in range(kernel[i]) if (k * dil[i]) % strides[i] == r[i]]
+                if not ks:
+                    break
+                g = math.gcd(dil[i], strides[i])
+                kstep = strides[i] // g
+                ksl.append(slice(ks[0], ks[-1] + 1, kstep))
+                cnt.append(len(ks))
+                kst.append((dil[i] // g) * self.pst[i])
+                off += ((ks[0] * dil[i]) // strides[i]) * self.pst[i]
+            else:
+                self.groups.append((tuple(ksl), r, off, tuple(cnt), tuple(kst)))
+        self.taps = []
+        for k in itertools.product(*[range(v) for v in kernel]):
+            r = tuple((kk * v) % s for kk, v, s in zip(k, dil, strides))
+            off = sum(((kk * v) // s) * p for kk, v, s, p in zip(k, dil, strides, self.pst))
+            self.taps.append((k, r, off))
+
+    def fill(self, ph: np.ndarray, x: np.ndarray) -> None:
+        """Write the padded input into its phases: the input where it lands, zeros elsewhere."""
+        for r, dst, src, ok in self.fill_plan:
+            p = ph[r]
+            if not ok:
+                p[...] = 0
+                continue
+            for i, (lo, hi) in enumerate(dst):
+                if lo:
+                    p[spatial_slices(p.ndim, 2 + i, slice(0, lo))] = 0
+                if hi < self.sq[i]:
+                    p[spatial_slices(p.ndim, 2 + i, slice(hi, None))] = 0
+            inner = (slice(None), slice(None)) + tuple(slice(lo, hi) for lo, hi in dst)
+            np.copyto(p[inner], x[(slice(None), slice(None)) + tuple(src)])
+
+    def _flat(self, ph, r, off):
+        p = ph[r].reshape(self.nb, self.c, -1)
+        return p[:, :, off:]
+
+    def group_views(self, ph, flat: bool):
+        """Per phase group: (kernel-dims slices of cols, view (nb, C, *counts, L) or (nb, C, *counts, *out))."""
+        isz = self.itemsize
+        res = []
+        for ksl, r, off, cnt, kst in self.groups:
+            base = self._flat(ph, r, off)
+            st = base.strides[:2] + tuple(k * isz for k in kst)
+            if flat:
+                v = as_strided(base, base.shape[:2] + cnt + (self.L,), st + (isz,), writeable=False)
+            else:
+                v = as_strided(base, base.shape[:2] + cnt + tuple(self.out),
+                               st + tuple(p * isz for p in self.pst), writeable=False)
+            res.append((ksl, v))
+        return res
+
+    def dense_view(self, flat: np.ndarray) -> np.ndarray:
+        """The (nb, OC, *out) view of a (nb, OC, L) flat result without the garbage columns."""
+        nb, oc = flat.shape[:2]
+        full = flat.reshape((nb, oc, self.out[0]) + tuple(self.sq[1:]))
+        return full[(slice(None), slice(None), slice(None)) + tuple(slice(0, o) for o in self.out[1:])]
