@@ -56,9 +56,9 @@ def render(d: dict) -> None:
                        f"#{x['allocation']} {x['kind']}")
     out.print(io)
 
-    mem = _table("Memory regions", "region", "base", "size", "", right=("base", "size", ""))
+    mem = _table("Memory regions", "region", "size", "", right=("size", ""))
     for region, r in d["memory"].items():
-        mem.add_row(region, str(r["base"]), str(r["size"]), console.nbytes(r["size"]))
+        mem.add_row(region, str(r["size"]), console.nbytes(r["size"]))
     out.print(mem)
     bound = d.get("feature_map_lower_bound", 0)
     fm = d["memory"].get("FEATURE_MAP", {}).get("size", 0)

@@ -115,7 +115,7 @@ def _regions(m: GeModel) -> dict:
     for a in m.allocations:  # FILE_CONSTANT (external weight files) only when the model has some
         kind = "IO" if a.kind in ("INPUT", "OUTPUT") else a.kind
         sizes[kind] = sizes.get(kind, 0) + a.size
-    return {kind: {"base": 0, "size": size} for kind, size in sizes.items()}
+    return {kind: {"size": size} for kind, size in sizes.items()}  # bases exist only once loaded (`ge run --verbose`)
 
 
 def _weight_dict(m: GeModel, w) -> dict:

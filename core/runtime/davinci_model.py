@@ -146,9 +146,11 @@ class DavinciModel:
 
     # -- Init, step by step --------------------------------------------------------------------
     def init(self) -> "DavinciModel":
-        steps = [self.init_runtime_params, self.init_weight_mem, self.init_fixed_feature_map,
-                 self.pre_process_file_constants, self.init_io_nodes, self.init_runtime_resource,
-                 self.trans_all_var_data, self.init_nodes, self.do_task_sink, self.shrink]
+        # GE's InitFixedFeatureMap, InitRuntimeResource and TransAllVarData have nothing to do here:
+        # every feature-map base can move (no fixed feature maps), streams and the model handle are
+        # per context (ExecutionContext), and ONNX inference graphs have no variables.
+        steps = [self.init_runtime_params, self.init_weight_mem, self.pre_process_file_constants,
+                 self.init_io_nodes, self.init_nodes, self.do_task_sink, self.shrink]
         try:
             for step in steps:
                 t0 = time.perf_counter()
@@ -181,10 +183,6 @@ class DavinciModel:
                 raise FormatError(f"model '{self.name}': weight data is {len(m.weight_data)} bytes, "
                                   f"the model declares {self.weight_size}")
             self.device.memcpy_h2d(self.weight_addr, np.frombuffer(m.weight_data, np.uint8))
-
-    def init_fixed_feature_map(self) -> None:
-        """ge plans no fixed (non-refreshable) feature maps yet: every FM base can move."""
-        self.fixed_fm_size = 0
 
     def pre_process_file_constants(self) -> None:
         """Give each external weight file (a FILE_CONSTANT allocation) its device memory: the
@@ -239,12 +237,6 @@ class DavinciModel:
 
     def init_io_nodes(self) -> None:
         self.io_allocations = tuple(a for a in self.ge_model.allocations if a.kind in (INPUT, OUTPUT))
-
-    def init_runtime_resource(self) -> None:
-        """Streams and the model handle are per context (see ExecutionContext); nothing global."""
-
-    def trans_all_var_data(self) -> None:
-        """ONNX inference graphs have no variables; the VAR region stays empty."""
 
     def init_nodes(self) -> None:
         tasks, first = [], 0
