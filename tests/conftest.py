@@ -95,3 +95,31 @@ def requires():
                 pytest.skip(f"kernel {op} not available yet")
     return check
 
+
+
+@pytest.fixture
+def default_backend(monkeypatch):
+    """`use("numpy")` or `use("native", direct="always"|"never"|"auto")`: the backend the compiler,
+    the loader and kernels built without one select from now on in this test (production code
+    selects once per model; tests steer that selection here). `use` returns a context manager that
+    restores the previous choice, for a part of a test."""
+    import contextlib
+
+    from ge.core.kernels import backend as backends, native
+
+    def use(kind: str = "numpy", direct: str = "auto"):
+        if kind == "native" and native.native() is None:
+            pytest.skip("ge's native kernels are not built")
+        chosen = backends.NUMPY if kind == "numpy" else backends.Backend(native.native(), direct)
+        before = backends.select
+        monkeypatch.setattr(backends, "select", lambda *a, **k: chosen)
+
+        @contextlib.contextmanager
+        def restore_after():
+            try:
+                yield chosen
+            finally:
+                monkeypatch.setattr(backends, "select", before)
+        return restore_after()
+
+    return use

@@ -8,7 +8,9 @@ from ..errors import GraphError
 from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
                         Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
 from ..ir import Graph, Node
-from ..kernels import lookup, native
+from ..kernels import lookup
+from ..kernels import backend as backends
+from ..kernels.backend import NUMPY, Backend
 from .arena import ALIGNMENT, Buffer, align, plan_arena
 from .dataflow_plan import plan_dataflow
 
@@ -126,22 +128,23 @@ def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[W
     return descs, blob, offsets
 
 
-def _kernel(graph: Graph, node: Node, opset: int):
+def _kernel(graph: Graph, node: Node, opset: int, backend: Backend | None = None):
+    """The node's kernel, planned (never loaded: the compiler packs no weight), on the best backend
+    this machine has unless one is given."""
     cls = lookup(node.op_type, node.domain, opset, node.name)
     metas = [graph.meta(i) if i else None for i in node.inputs]
     consts = [graph.initializers.get(i) if i else None for i in node.inputs]
     return cls(node.attrs, metas, consts, outputs=[graph.meta(o) if o else None for o in node.outputs], opset=opset,
-               name=node.name, num_outputs=len(node.outputs))
+               name=node.name, num_outputs=len(node.outputs), backend=backend or backends.select())
 
 
 def _workspace(graph: Graph, node: Node, opset: int, kernel) -> int:
     """Scratch for the plan chosen here and for the numpy plan the kernel falls back to where ge's
-    native GEMM is not built, so that the OM loads on either machine (the loader takes the numpy
+    native kernels are not built, so that the OM loads on either machine (the loader takes the numpy
     plan when the native one needs more than the OM plans)."""
     if not kernel.uses_native:
         return kernel.workspace_nbytes()
-    with native.disabled():
-        return max(kernel.workspace_nbytes(), _kernel(graph, node, opset).workspace_nbytes())
+    return max(kernel.workspace_nbytes(), _kernel(graph, node, opset, NUMPY).workspace_nbytes())
 
 
 def _desc(graph: Graph, tensor: str, shown: str, allocation: int) -> TensorDesc:

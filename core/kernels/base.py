@@ -1,8 +1,16 @@
 """The Kernel contract: one small class per ONNX op (as in onnx's reference evaluator).
 
-A kernel is built once per node, from the node's attributes, its input metas (dtype + static
-shape) and the values of its constant inputs (weights: views of WEIGHT memory at run time).
-It is immutable afterwards and may be shared by several execution contexts.
+A kernel object has two phases, and the compiler only ever sees the first:
+- **planned** (construction, `prepare()`): from the node's attributes, its input metas (dtype +
+  static shape), the values of its shape-carrying constant inputs (Reshape's shape, axes, pads)
+  and a Backend (backend.py: the native kernels or the numpy plans, chosen by the caller, never a
+  global), it checks the op and decides its output metas (`infer()`), whether it is an alias, and
+  its plan and workspace (`workspace_nbytes()`). This is the op's spec: shape inference, constant
+  folding and the builder use it, and no weight is read or packed here.
+- **loaded** (`load()`, by the runtime at model load): weights are packed into the layouts the
+  plan wants (`pack()`), native calls prepared. Then the kernel is immutable and may be shared by
+  several execution contexts. compute() loads a kernel on first use (constant folding evaluates
+  ops; that is not packing weights into an OM).
 
 - `compute(*xs)` is the reference path: plain numpy, allocates its results. The compiler uses
   it for constant folding and, through `infer`, for shapes.
@@ -14,7 +22,7 @@ It is immutable afterwards and may be shared by several execution contexts.
 - `infer()` returns the output metas; the default evaluates `compute` on zeros (and on the
   constant inputs), which is exact for every op whose output shape depends only on input
   shapes and constant values. Ops override it where that is cheap.
-- Weight packs: a kernel that copies constant weights into another layout in prepare() does it
+- Weight packs: a kernel that copies constant weights into another layout does it in pack(),
   through `self.shared_pack(layout, pack, *weights)`. Built with a pack cache (`packs`, the hybrid
   executor's WeightPacks, shared by the kernels of one model), a kernel built for another shape
   reuses the pack when the layout key is the same; without one (the static path) it just packs.
@@ -32,6 +40,8 @@ import numpy as np
 
 from ..errors import GraphError
 from ..ir import Meta
+from . import backend as backends
+from .backend import Backend
 from .packs import WeightPacks
 
 
@@ -54,9 +64,10 @@ class Kernel:
     #: set by prepare() when run() applies the node's fused epilogue ("ge.epilogue") itself, so the
     #: runtime must not apply it again (epilogue.Epilogue.unless_absorbed)
     absorbs_epilogue: bool = False
-    #: set by prepare() when the kernel runs on ge's native GEMM (native.py); built inside
-    #: native.disabled() it takes a numpy plan instead
+    #: set by prepare() when the kernel runs on ge's native kernels (its backend has them and its
+    #: plan uses them); built with backend.NUMPY it takes a numpy plan instead
     uses_native: bool = False
+    loaded: bool = False
 
     @classmethod
     def agnostic_output_shape(cls, shapes: Sequence[tuple | None]) -> tuple:
@@ -66,8 +77,9 @@ class Kernel:
 
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
                  outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None,
-                 packs: WeightPacks | None = None):
+                 packs: WeightPacks | None = None, backend: Backend | None = None):
         self.packs = packs
+        self.backend = backend if backend is not None else backends.select()
         self.attrs = attrs
         self.inputs = list(inputs)
         self.consts = list(consts) + [None] * (len(self.inputs) - len(consts))
@@ -80,7 +92,22 @@ class Kernel:
 
     # -- hooks for subclasses --------------------------------------------------------------
     def prepare(self) -> None:
-        """Parse attributes, pre-pack constant weights. Called once."""
+        """Parse attributes, decide the plan, output metas and workspace layout. Called once, at
+        construction; reads no weight."""
+
+    def pack(self) -> None:
+        """Pack constant weights for the plan (through shared_pack). Called once, by load()."""
+
+    def load(self) -> "Kernel":
+        """The loaded phase: weights packed. Idempotent; returns the kernel."""
+        if not self.loaded:
+            self._packing = True
+            try:
+                self.pack()
+            finally:
+                self._packing = False
+            self.loaded = True
+        return self
 
     def compute(self, *xs: np.ndarray | None) -> list[np.ndarray]:
         raise NotImplementedError
@@ -102,6 +129,8 @@ class Kernel:
     def shared_pack(self, layout: tuple, pack: Callable, *weights: np.ndarray | None):
         """pack(*weights): constant weights in the layout this kernel's plan wants, shared through
         the pack cache when the kernel has one (same weights, same op and layout key: one pack)."""
+        if not getattr(self, "_packing", False):
+            raise RuntimeError(f"{type(self).__name__}: weights are packed in pack() (load), never while planning")
         if self.packs is None:
             return pack(*weights)
         return self.packs.get(weights, (self.domain, self.op_type) + tuple(layout), pack)
@@ -116,7 +145,7 @@ class Kernel:
         if any(m is not None and k is not None and (m.dtype != k.dtype or tuple(m.shape) != tuple(k.shape))
                for m, k in zip(metas, self.inputs)):
             return type(self)(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
-                              num_outputs=self.num_outputs)
+                              num_outputs=self.num_outputs, backend=self.backend).load()
         return self
 
     def fail(self, message: str) -> GraphError:

@@ -31,7 +31,6 @@ from .blas import cblas
 from .conv_native import NativeConv, NativeDepthwise
 from .epilogue import ATTR as EPILOGUE, clamp_of
 from .fused import GE_DOMAIN
-from .native import native
 from .phase_layout import PhaseLayout
 from .planned import Scratch, address
 from .registry import register
@@ -85,13 +84,13 @@ class Conv(SpatialKernel):
         self.w_const = w
         self.b_col = None if b is None else b.reshape(oc, 1)
 
-        nat = native()
+        nat = self.backend.lib
         depthwise = g == c and cg == 1 and g > 1
         if nat is not None and dt == np.float32 and w is not None and (not depthwise or d == 2):
             self.plan = "native"
             clamp = clamp_of(self.attrs.get(EPILOGUE))
-            self.native = NativeDepthwise(self, nat, w, b, clamp) if depthwise else \
-                NativeConv(self, nat, w, b, clamp, self.residual)
+            self.native = NativeDepthwise(self, nat, clamp) if depthwise else \
+                NativeConv(self, nat, clamp, self.residual)
             self.absorbs_epilogue = self.native.absorbs
             self.uses_native = True
             return
@@ -118,7 +117,7 @@ class Conv(SpatialKernel):
             self.scratch.add("yflat", (n, oc, self.lay.L), dt)
             if w is None:
                 self.scratch.add("wt", (self.kp, oc, c), dt)
-            self.wt = None if w is None else self.shared_pack(("taps",), self._pack_taps, w)  # shared across shapes
+            self.wt = None
             return
         self.plan = "im2col"
         kg = cg * self.kp
@@ -128,6 +127,13 @@ class Conv(SpatialKernel):
         self.scratch.add("ph", self.lay.phase_shape, dt)
         self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
         self.w_mat = None if w is None else (w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(oc, kg))
+
+    def pack(self):
+        w, b = self.w_const, self.consts[2] if len(self.consts) > 2 else None
+        if self.plan == "native":
+            self.native.pack(self, w, b)
+        elif self.plan == "taps" and w is not None:
+            self.wt = self.shared_pack(("taps",), self._pack_taps, w)  # shared across shapes
 
     def _taps_fit(self, n, c, g, dt, pb, strides, kernel, dil, out, spatial) -> bool:
         """One accumulating GEMM per kernel tap straight from the padded input (no im2col): for float32,

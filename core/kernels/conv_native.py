@@ -36,7 +36,6 @@ FLAT_WASTE = 1.15
 #: each, where the GEMM's packing reads runs), so it takes the direct kernel only where the GEMM's
 #: panels of nr pixels would compute this many times the pixels (a 7x7 output: 64 for 49).
 DIRECT_WASTE = 1.2
-DIRECT = "auto"
 #: the direct kernel's wide tile (4 vectors of channels x 6 pixels) from this K on, for kernels of
 #: several taps; else the tall one (2 x 14): its transposes into Y cost less per pixel, and a 1x1
 #: kernel's rows of K lie a plane (a page) apart, so each one read should feed as many pixels as it can.
@@ -49,7 +48,7 @@ DIRECT_WIDE_ROW = 8
 class NativeConv:
     """A dense (not depthwise) Conv, any group count, on the direct kernel or the native GEMM."""
 
-    def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp, residual: bool = False):
+    def __init__(self, k, nat: Native, clamp, residual: bool = False):
         self.nat, self.clamp = nat, clamp
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
@@ -57,10 +56,6 @@ class NativeConv:
         self.direct = use_direct(k, nat.nr, self.pointwise)
         self.wide = self.direct and any(v > 1 for v in k.kernel) and self.kdim >= DIRECT_WIDE_K and \
             k.out[-1] >= DIRECT_WIDE_ROW
-        pack = (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct else nat.pack_a
-        self.w_packed = k.shared_pack(("native-direct", self.wide, k.g) if self.direct else ("native", k.g),
-                                      lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
-        self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
         self.dense = math.prod(k.out)
         self.calls = CallCache()
         itemsize = 4
@@ -105,6 +100,14 @@ class NativeConv:
         if not self.absorbs:
             self.clamp = None
 
+    def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
+        """W per group in the layout of the direct kernel's tile or of the GEMM's A panels."""
+        nat = self.nat
+        pack = (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct else nat.pack_a
+        self.w_packed = k.shared_pack(("native-direct", self.wide, k.g) if self.direct else ("native", k.g),
+                                      lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
+        self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
+
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None) -> None:
         ph, out = v.get("ph"), v.get("yflat", y)
         gz = z if out is y else None  # Z for the kernel: only when it writes Y itself
@@ -147,12 +150,13 @@ class NativeConv:
 
 
 def use_direct(k, nr: int, pointwise: bool) -> bool:
-    """The direct kernel for this conv (DIRECT: "auto", or "always"/"never" where it can run)."""
-    if DIRECT == "never" or not (pointwise or len(k.out) <= 2):
+    """The direct kernel for this conv (the backend's `direct`: "auto", or "always"/"never" where it can run)."""
+    choice = k.backend.direct
+    if choice == "never" or not (pointwise or len(k.out) <= 2):
         return False
     pixels = math.prod(k.out)
     several_taps = any(v > 1 for v in k.kernel)
-    return DIRECT == "always" or several_taps or -(-pixels // nr) * nr > DIRECT_WASTE * pixels
+    return choice == "always" or several_taps or -(-pixels // nr) * nr > DIRECT_WASTE * pixels
 
 
 class NativeDepthwise:
@@ -161,17 +165,19 @@ class NativeDepthwise:
     layout (phase_layout.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y."""
     kind = "depthwise"
 
-    def __init__(self, k, nat: Native, w: np.ndarray, b: np.ndarray | None, clamp):
+    def __init__(self, k, nat: Native, clamp):
         self.nat, self.clamp, self.n, self.c, self.oc = nat, clamp, k.n, k.c, k.oc
         lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
         self.plane = math.prod(lay.sq)
         self.tap_off = tap_offsets(lay)
-        self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)
-        self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
         self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
         self.absorbs = clamp is not None
         k.scratch.add("ph", lay.phase_shape, np.float32)
         self.calls = CallCache()
+
+    def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
+        self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)  # a view when W is float32 already
+        self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:  # no residual: one group only
         ph = v["ph"]

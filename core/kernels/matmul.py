@@ -30,6 +30,10 @@ class _Planned(Kernel):
         if self.native is not None:
             self.ws_nbytes = self.native.ws_nbytes
 
+    def pack(self):
+        if hasattr(self.native, "pack"):  # NativeProduct: constant weights (NativeBatch has none)
+            self.native.pack(self)
+
     def run_native(self, a, y, xs, ws) -> bool:
         """Run the native plan when there is one and Y is contiguous; False: use the numpy plan."""
         if self.native is None or not y.flags.c_contiguous:
@@ -47,6 +51,7 @@ class _Planned(Kernel):
         other = self.built_for(xs)
         if other is not self:
             return other.compute(*xs)
+        self.load()
         ys = [np.empty(m.shape, m.dtype) for m in self.out_metas]
         ws = np.empty(self.ws_nbytes, np.uint8) if self.ws_nbytes else None
         self.run([None if x is None else np.asarray(x) for x in xs], ys, ws)
@@ -171,7 +176,7 @@ class FusedMatMul(_Planned):
         if act != "Gelu" or self.inv_y is not None:
             raise self.fail(f"activation={act!r}: only 'Gelu', on a product written as it is (no perm_y)")
         m = Meta(self.out_metas[0].dtype, product)
-        return lookup("Gelu", GE_DOMAIN, 1, self.name)({}, [m], outputs=[m], name=f"{self.name}:Gelu")
+        return lookup("Gelu", GE_DOMAIN, 1, self.name)({}, [m], outputs=[m], name=f"{self.name}:Gelu", backend=self.backend)
 
     def _perm(self, key, m, inverse=False):
         """The attribute as a tuple; the matrix view it makes (through its inverse for perm_y, which
@@ -244,19 +249,23 @@ class Gemm(_Planned):
         b_const = self.consts[1] if len(self.consts) > 1 else None
         self.b_view = None if b_const is None else (b_const.T if self.tb else b_const)
         c_const = self.consts[2] if len(self.consts) > 2 else None
-        self.c_scaled = None
-        if self.has_c and c_const is not None:
-            c = np.asarray(c_const)
-            beta, dt = a.dtype.type(self.beta), a.dtype
-            self.c_scaled = c if self.beta == 1.0 else \
-                self.shared_pack(("beta*C", self.beta, dt.str), lambda c: (c * beta).astype(dt), c)
-        if self.has_c and self.c_scaled is None and self.beta != 1.0:
+        self.c_scaled = None  # beta * C when C is constant: pack()
+        if self.has_c and c_const is None and self.beta != 1.0:
             self.ws_nbytes = int(np.prod(cm.shape, dtype=np.int64)) * a.dtype.itemsize
             self.c_shape = tuple(cm.shape)
         self.alpha_t = a.dtype.type(self.alpha)
         self.beta_t = a.dtype.type(self.beta)
         if not self.ta and self.alpha == 1.0 and (not self.has_c or self.beta == 1.0):
             self.use_native(a, self.b_view, [(2, cm, c_const)] if self.has_c else [])
+
+    def pack(self):
+        super().pack()
+        c_const = self.consts[2] if len(self.consts) > 2 else None
+        if self.has_c and c_const is not None:
+            c, dt = np.asarray(c_const), self.out_metas[0].dtype
+            beta = dt.type(self.beta)
+            self.c_scaled = c if self.beta == 1.0 else \
+                self.shared_pack(("beta*C", self.beta, dt.str), lambda c: (c * beta).astype(dt), c)
 
     def run(self, xs, ys, ws):
         if self.run_native(xs[0], ys[0], xs, ws):

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..ir import Meta
 from .epilogue import ATTR as EPILOGUE, clamp_of
-from .native import CallCache, native
+from .native import CallCache
 
 #: fewer rows than this stay with numpy (a classifier's final Gemm at batch 1 is one row)
 MIN_ROWS = 8
@@ -32,10 +32,14 @@ class NativeProduct:
         self.perm = getattr(kernel, "perm_a", None)  # FusedMatMul's A comes through a transpose
         self.k, self.n = w.shape
         self.rows = rows
-        self.bp = kernel.shared_pack(("native",), nat.pack_b, w)
-        self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32).reshape(self.n)
+        self.w, self.bias_const = w, bias
         self.ws_nbytes = nat.workspace_nbytes(rows, self.n, self.k, raw_a=True, gathered_b=False)
         self.calls = CallCache()
+
+    def pack(self, kernel) -> None:
+        """W in the GEMM's B panels; the bias as float32."""
+        self.bp = kernel.shared_pack(("native",), self.nat.pack_b, self.w)
+        self.bias = None if self.bias_const is None else np.ascontiguousarray(self.bias_const, np.float32).reshape(self.n)
 
     def run(self, x: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
         """x: input A as the kernel receives it (its rows after perm_a have unit stride in K); y:
@@ -60,7 +64,7 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = F
     (index, meta, constant or None) either a constant bias over the columns or one tensor of the
     product's shape (a residual); else None (the kernel keeps its numpy plan). gelu: Gelu (erf
     form) is the activation, applied after the addends."""
-    nat = native()
+    nat = kernel.backend.lib
     if nat is None or w is None or w.ndim != 2 or a.dtype != np.float32 or w.dtype != np.float32 \
             or len(a.shape) < 2 or not out_shape:
         return None
@@ -165,7 +169,7 @@ def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None,
     A's rows and Y's rows of unit stride (through the perms), each addend (index, meta) broadcasting
     to the product as a bias over its columns or as a tensor with unit-stride rows, and products big
     enough; else None (the kernel keeps its numpy plan)."""
-    nat = native()
+    nat = kernel.backend.lib
     if nat is None or a.dtype != np.float32 or b.dtype != np.float32 or len(a.shape) < 2 or len(b.shape) < 2:
         return None
     sa, ta = _view(tuple(a.shape), perm_a)

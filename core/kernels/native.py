@@ -17,7 +17,6 @@ import ctypes
 import importlib.util
 import os
 import threading
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -176,7 +175,7 @@ class Native:
         return PreparedCall(self.lib.ge_max_pool2d, args, (x, y))
 
     def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
-        """conv.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared."""
+        """phase_layout.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared."""
         used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
         args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
                          *lay.sq, used, threads())
@@ -312,22 +311,10 @@ def _ptr_of(x):
 _NATIVE: Native | None | bool = False
 
 
-@contextmanager
-def disabled():
-    """Kernels built inside (in this thread) take their numpy plans."""
-    before = getattr(_local, "off", False)
-    _local.off = True
-    try:
-        yield
-    finally:
-        _local.off = before
-
-
 def native() -> Native | None:
-    """ge's native kernels, or None when they are not built, disabled, or fail their self-test."""
+    """ge's native kernels, or None when they are not built, turned off (GE_NO_NATIVE=1) or fail
+    their self-test. Kernels do not call this: they take the Backend they are given (backend.py)."""
     global _NATIVE
-    if getattr(_local, "off", False):
-        return None
     if _NATIVE is False:
         _NATIVE = None
         spec = None if os.environ.get("GE_NO_NATIVE") else importlib.util.find_spec(f"{__package__}._native")

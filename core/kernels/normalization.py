@@ -10,7 +10,7 @@ from ..ir import Meta
 from .planned import Scratch
 from .windows import SpatialKernel
 from .fused import GE_DOMAIN
-from .native import CallCache, native
+from .native import CallCache
 from .registry import register
 
 
@@ -49,13 +49,18 @@ class BatchNormalization(SpatialKernel):
         self.dtype = xm.dtype
         self.out_metas = [Meta(xm.dtype, tuple(xm.shape))]
         self.scratch = Scratch()
-        params = self.consts[1:5]
-        if len(params) == 4 and all(p is not None for p in params):
-            self.ab = self.shared_pack(("fold", self.eps, self.dtype.str, self.bshape), self._fold, *params)
-        else:
-            self.ab = None
+        self.ab = None  # (a, b) folded once by pack() when the parameters are constants
+        if not self.constant_params():
             self.scratch.add("a", self.bshape, xm.dtype)
             self.scratch.add("b", self.bshape, xm.dtype)
+
+    def constant_params(self) -> bool:
+        params = self.consts[1:5]
+        return len(params) == 4 and all(p is not None for p in params)
+
+    def pack(self):
+        if self.constant_params():
+            self.ab = self.shared_pack(("fold", self.eps, self.dtype.str, self.bshape), self._fold, *self.consts[1:5])
 
     def _fold(self, scale, bias, mean, var):
         a = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + self.eps)
@@ -122,7 +127,7 @@ class LayerNormalization(SpatialKernel):
         # the native row kernel: float32, Scale and B (if any) of the normalized shape, Y alone
         full = [self.inputs[i] is None or tuple(self.inputs[i].shape) == norm
                 for i in (1, 2) if i < len(self.inputs)]
-        self.nat = native() if xm.dtype == np.float32 and all(full) and self.num_outputs == 1 else None
+        self.nat = self.backend.lib if xm.dtype == np.float32 and all(full) and self.num_outputs == 1 else None
         self.uses_native = self.nat is not None
         self.calls = CallCache()
 
@@ -209,7 +214,7 @@ class _SoftmaxBase(SpatialKernel):
             self.rows_shape = (math.prod(self.view_shape) // n, n)
             self.ones = np.ones(n, xm.dtype)
             self.scratch.add("g", (), xm.dtype)
-        self.nat = native() if xm.dtype == np.float32 and not self.log and self.rows_shape is not None else None
+        self.nat = self.backend.lib if xm.dtype == np.float32 and not self.log and self.rows_shape is not None else None
         self.uses_native = self.nat is not None
         self.calls = CallCache()
 

@@ -100,6 +100,7 @@ class PlannedKernel(Kernel):
         other = self.built_for(xs)
         if other is not self:
             return other.compute(*xs)
+        self.load()
         xs = [None if x is None else np.ascontiguousarray(x) for x in xs]
         ys = [np.empty(m.shape, m.dtype) for m in self.out_metas]
         ws = np.empty(self.scratch.nbytes, np.uint8) if self.scratch.nbytes else None

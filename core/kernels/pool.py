@@ -15,7 +15,7 @@ import numpy as np
 from ..ir import Meta
 from .planned import Scratch
 from .windows import SpatialKernel, kernel_position_view, spatial_slices, window_pads, zero_borders
-from .native import CallCache, native
+from .native import CallCache
 from .registry import register
 
 
@@ -167,7 +167,7 @@ class MaxPool(_WindowPool):
             raise self.fail(f"input type {dt} is not supported")
         self.with_indices = self.num_outputs >= 2 and not (self.outputs and self.outputs[1] is None)
         self.separable = not self.with_indices
-        nat = native()
+        nat = self.backend.lib
         if nat is not None and dt == np.float32 and len(self.spatial) == 2 and not self.with_indices:
             self.window = dict(kernel=self.kernel, strides=self.strides, dilations=self.dil, pads=self.pb)
             shapes = ((self.n, self.c, *self.spatial), (self.n, self.c, *self.out))

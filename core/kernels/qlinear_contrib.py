@@ -85,7 +85,7 @@ class _QWrapped(PlannedKernel):
         self.yz_index = yz if zm is not None else None
         self.ys_index = ys
         self.inner = lookup(self.INNER, opset=self.INNER_OPSET)(self.inner_attrs(), metas, opset=self.INNER_OPSET,
-                                                               name=self.name)
+                                                               name=self.name, backend=self.backend)
         out = tuple(self.inner.infer()[0].shape)
         self.inner_out = out
         if self.channels_last:
@@ -97,6 +97,9 @@ class _QWrapped(PlannedKernel):
             self.scratch.add(f"x{k}", m.shape, F32)
         self.scratch.add("y", self.inner_out, F32)
         self.scratch.add("inner", (max(1, self.inner.workspace_nbytes()),), np.uint8)
+
+    def pack(self):
+        self.inner.load()
 
     def nchw(self, a):
         return a.transpose((0, a.ndim - 1) + tuple(range(1, a.ndim - 1))) if self.channels_last else a
@@ -358,6 +361,16 @@ class QGemm(_IntegerMatMul):
             raise self.fail(f"input {i} ({what}) is missing")
         return m
 
+    def pack(self):
+        """A constant B is centered as stored: transposed once first when transB."""
+        consts = self.consts
+        if self.trans_b and consts[self.B] is not None:
+            self.consts = list(consts)
+            self.consts[self.B] = self.shared_pack(("B^T",), lambda b: np.ascontiguousarray(np.asarray(b).T),
+                                                   consts[self.B])
+        super().pack()
+        self.consts = consts
+
     def prepare(self):
         self.trans_a, self.trans_b = int(self.attr("transA", 0)), int(self.attr("transB", 0))
         am, bm = self.meta(self.A, "A"), self.meta(self.B, "B")
@@ -369,13 +382,8 @@ class QGemm(_IntegerMatMul):
             self.inputs[self.A] = Meta(am.dtype, tuple(am.shape)[::-1])
         if self.trans_b:
             self.inputs[self.B] = Meta(bm.dtype, tuple(bm.shape)[::-1])
-        consts = self.consts
-        if self.trans_b and consts[self.B] is not None:
-            self.consts = list(consts)
-            self.consts[self.B] = self.shared_pack(("B^T",), lambda b: np.ascontiguousarray(np.asarray(b).T),
-                                                   consts[self.B])
         self.prepare_matmul()
-        self.consts, self.inputs = consts, self.inputs_t
+        self.inputs = self.inputs_t
         m, n = self.out
         self.alpha = float(self.attr("alpha", 1.0))
         for i, what in ((1, "a_scale"), (4, "b_scale")):

@@ -273,12 +273,16 @@ class _IntegerMatMul(PlannedKernel):
         self.scratch.add("a", ash, F64)
         self.scratch.add("acc", out, F64)
         b, bz = _const(self, self.B), _const(self, self.BZ)
-        if b is not None and (bzm is None or bz is not None):
-            self.b64 = self.shared_pack(("center", self.bz_shape), lambda b, bz: self.center(
-                b, bz, self.bz_shape, np.empty(bsh, F64)), b, bz)
-        else:
-            self.b64 = None
+        self.b64 = None  # B centered once by pack() when B (and its zero point) are constants
+        self.b_is_const = b is not None and (bzm is None or bz is not None)
+        if not self.b_is_const:
             self.scratch.add("b", bsh, F64)
+
+    def pack(self):
+        if self.b_is_const:
+            bsh = self.bsh
+            self.b64 = self.shared_pack(("center", self.bz_shape), lambda b, bz: self.center(
+                b, bz, self.bz_shape, np.empty(bsh, F64)), _const(self, self.B), _const(self, self.BZ))
 
     def _m(self):
         m = self.inputs[self.A]
@@ -389,10 +393,8 @@ class _IntegerConv(PlannedKernel):
         self.has_xz, self.has_wz = xzm is not None, wzm is not None
         self.wz_shape = (-1,) + (1,) * (len(wm.shape) - 1) if wzm is not None and math.prod(wzm.shape) != 1 else ()
         w, wz = _const(self, self.W), _const(self, self.WZ)
-        self.w64 = None
-        if w is not None and (wzm is None or wz is not None):
-            self.w64 = self.shared_pack(("center", self.wz_shape), lambda w, wz: _IntegerMatMul.center(
-                w, wz, self.wz_shape, np.empty(wm.shape, F64)), w, wz)
+        self.w64 = self.b64 = None  # W centered and B widened once by pack() when constant
+        self.w_is_const = w is not None and (wzm is None or wz is not None)
         bias = None
         if self.BIAS is not None:
             bm = _meta(self, self.BIAS, "")
@@ -402,23 +404,39 @@ class _IntegerConv(PlannedKernel):
                 bias = Meta(F64, (oc,))
         self.has_bias = bias is not None
         b = _const(self, self.BIAS) if self.has_bias else None
-        self.b64 = None if b is None else self.shared_pack(("float64",), lambda b: np.asarray(b).astype(F64), b)
-        conv_cls = lookup("Conv", opset=11)
-        metas = [Meta(F64, tuple(xm.shape)), Meta(F64, tuple(wm.shape))] + ([bias] if bias else [])
-        consts = [None, self.w64] + ([self.b64] if bias else [])
-        attrs = {k: v for k, v in self.attrs.items()
-                 if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
-        self.conv = conv_cls(attrs, metas, consts, opset=11, name=self.name, packs=self.packs)
+        self.b_is_const = b is not None
+        self.conv_metas = [Meta(F64, tuple(xm.shape)), Meta(F64, tuple(wm.shape))] + ([bias] if bias else [])
+        self.conv = self._inner_conv(None, None)
         out = self.conv.infer()[0]
         self.out = tuple(out.shape)
         self.scratch = Scratch()
         self.scratch.add("x", xm.shape, F64)
         self.scratch.add("acc", self.out, F64)
-        if self.w64 is None:
+        if not self.w_is_const:
             self.scratch.add("w", wm.shape, F64)
         if self.has_bias and b is None:
             self.scratch.add("b", (oc,), F64)
         self.scratch.add("conv", (max(self.conv.workspace_nbytes(), 1),), np.uint8)
+
+    def _inner_conv(self, w64, b64):
+        """The float64 Conv on the centered operands (constant W and B when packed)."""
+        attrs = {k: v for k, v in self.attrs.items()
+                 if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+        consts = [None, w64] + ([b64] if self.has_bias else [])
+        return lookup("Conv", opset=11)(attrs, self.conv_metas, consts, opset=11, name=self.name, packs=self.packs,
+                                        backend=self.backend)
+
+    def pack(self):
+        wm = self.inputs[self.W]
+        if self.w_is_const:
+            self.w64 = self.shared_pack(("center", self.wz_shape), lambda w, wz: _IntegerMatMul.center(
+                w, wz, self.wz_shape, np.empty(wm.shape, F64)), _const(self, self.W), _const(self, self.WZ))
+        if self.b_is_const:
+            self.b64 = self.shared_pack(("float64",), lambda b: np.asarray(b).astype(F64), _const(self, self.BIAS))
+        conv = self._inner_conv(self.w64, self.b64)
+        if conv.workspace_nbytes() > self.conv.workspace_nbytes():  # float64 plans do not depend on W being known
+            raise self.fail("the inner convolution's plan changed with constant weights")
+        self.conv = conv.load()
 
     def _oc(self):
         m = self.inputs[self.W]

@@ -161,11 +161,7 @@ class _Recurrent(PlannedKernel):
         self.prepare_extra()
         y = (T, D, B, H) if self.layout == 0 else (B, T, D, H)
         self.out_metas = ([Meta(dt, y)] + [Meta(dt, state)] * self.N_STATE_OUT)[:max(1, self.num_outputs)]
-        # weights: packed once when constant, and shared by the kernels built for other shapes
-        self.packed = self.shared_pack(self.pack_layout(), self.pack,
-                                       *[self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]) \
-            if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None) \
-            else None
+        self.packed = None  # the weights, packed once by pack() when constant
         lens = self.consts[4] if len(self.consts) > 4 else None
         self.lens_known = lens is not None
         self.lens_const = None if lens is None else self.lens_plan(lens)
@@ -205,7 +201,13 @@ class _Recurrent(PlannedKernel):
         return [out[d * n:(d + 1) * n] for d in range(D)]
 
     # -- weights -----------------------------------------------------------------------------------
-    def pack(self, w, r, b) -> list[dict]:
+    def pack(self):
+        """Constant weights packed once, and shared by the kernels built for other shapes."""
+        if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None):
+            self.packed = self.shared_pack(self.pack_layout(), self.pack_weights,
+                                           *[self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)])
+
+    def pack_weights(self, w, r, b) -> list[dict]:
         """Per direction: W^T [I, G*H], R^T [H, G*H] (C-contiguous) and the bias added to XW."""
         GH = self.GATES * self.H
         out = []
@@ -250,7 +252,7 @@ class _Recurrent(PlannedKernel):
         v = dict(self.views(ws))  # a private copy: commit() swaps buffers in it
         xs = list(xs) + [None] * (8 - len(xs))
         y, states = self.outputs_by_position(ys)
-        packed = self.packed if self.packed is not None else self.pack(xs[1], xs[2], xs[3])
+        packed = self.packed if self.packed is not None else self.pack_weights(xs[1], xs[2], xs[3])
         if xs[4] is None:
             plan = None
         else:

@@ -6,6 +6,7 @@ import numpy as np
 from ..errors import GraphError
 from ..ir import Graph, Meta, Node
 from ..kernels import Kernel, lookup
+from ..kernels.backend import NUMPY
 
 
 def node_opset(graph: Graph, node: Node) -> int:
@@ -28,13 +29,14 @@ def input_meta(graph: Graph, node: Node, name: str) -> Meta | None:
 
 
 def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = None) -> Kernel:
-    """The node's kernel with its input metas and constant inputs (initializer values)."""
+    """The node's kernel, planned on the numpy backend (the same on every machine), with its input
+    metas and constant inputs (initializer values): shapes, and values when folding constants."""
     opset = node_opset(graph, node)
     cls = lookup(node.op_type, node.domain, opset, node=node.name)
     if metas is None:
         metas = [input_meta(graph, node, i) for i in node.inputs]
     consts = [graph.initializers.get(i) if i else None for i in node.inputs]
-    return cls(node.attrs, metas, consts, opset=opset, name=node.name, num_outputs=len(node.outputs))
+    return cls(node.attrs, metas, consts, opset=opset, name=node.name, num_outputs=len(node.outputs), backend=NUMPY)
 
 
 def unique_name(graph: Graph, base: str, taken: set[str] | None = None) -> str:

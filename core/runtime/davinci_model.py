@@ -16,7 +16,9 @@ import numpy as np
 from ..errors import DeviceError, FormatError, GeError, ShapeError
 from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, DataflowPlan, GeModel,
                         TaskDef, TensorDesc)
-from ..kernels import Kernel, lookup, native
+from ..kernels import Kernel, lookup
+from ..kernels import backend as backends
+from ..kernels.backend import NUMPY, Backend
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
 from .context import ExecutionContext
@@ -122,8 +124,9 @@ def _check(desc: TensorDesc, x, role: str):
 class DavinciModel:
     def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False,
                  weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None,
-                 shared_weight_addr: int | None = None, packs=None):
+                 shared_weight_addr: int | None = None, packs=None, backend: Backend | None = None):
         self.ge_model: GeModel | None = ge_model
+        self.backend = backend if backend is not None else backends.select()  # the implementation selection, once per model
         self.packs = packs  # a root model's WeightPacks (gears, submodels): weights packed once for all
         # submodels of a dynamic OM read one shared weight blob loaded by their root model
         self.shared_weight_addr = shared_weight_addr
@@ -242,14 +245,14 @@ class DavinciModel:
         tasks, first = [], 0
         for td in self.ge_model.tasks:
             metas = tuple(a.meta for a in td.args)
-            kernel = self._kernel(td)
+            kernel = self._kernel(td, self.backend)
             if kernel.uses_native and kernel.workspace_nbytes() > td.workspace:
-                with native.disabled():  # an OM compiled where the native GEMM is not built: numpy plans
-                    kernel = self._kernel(td)
+                kernel = self._kernel(td, NUMPY)  # an OM compiled where the native kernels are not built
             if kernel.workspace_nbytes() > td.workspace:  # an OM from a ge whose kernel needed less scratch
                 raise FormatError(f"model '{self.name}': node '{td.node}' ({td.op_type}) needs "
                                   f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "
                                   "recompile the model with this ge")
+            kernel.load()
             tasks.append(TaskPlan(td.node, kernel, self._epilogue(td, kernel), first, metas,
                                   tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
                                   tuple(a is not None for a in td.outputs), td.workspace))
@@ -309,15 +312,15 @@ class DavinciModel:
         self._owned.append(addr)
         return addr
 
-    def _kernel(self, td: TaskDef) -> Kernel:
-        """Resolve the kernel; constant inputs are views of weight memory (pre-packed once here)."""
+    def _kernel(self, td: TaskDef, backend: Backend) -> Kernel:
+        """The task's kernel, planned on `backend`; constant inputs are views of weight memory."""
         consts = [None if a is None or a.allocation not in self.weight_bases
                   else self.device.view(self.weight_bases[a.allocation] + a.offset, a.dtype, a.shape)
                   for a in td.inputs]
         cls = lookup(td.op_type, td.domain, td.opset, td.node)
         return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
                    outputs=[None if a is None else a.meta for a in td.outputs], opset=td.opset, name=td.node,
-                   num_outputs=len(td.outputs), packs=self.packs)
+                   num_outputs=len(td.outputs), packs=self.packs, backend=backend)
 
     def _epilogue(self, td: TaskDef, kernel) -> Epilogue | None:
         return Epilogue.unless_absorbed(kernel, td.attrs.get(EPILOGUE), td.outputs[0].meta, td.opset, td.node)

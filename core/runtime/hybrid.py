@@ -37,6 +37,7 @@ from ..dynamic_model import RANGE, DynamicModel, DynNode
 from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
+from ..kernels import backend as backends
 from ..kernels.blas import kernel_threads
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
@@ -89,6 +90,7 @@ class HybridModel(SharedWeightsModel):
         self.timings: dict[str, float] = {}
         t0 = time.perf_counter()
         super().__init__(dyn, device, model_id)
+        self.backend = backends.select()  # the implementation selection, once for the root's kernels and every submodel
         self.consts = {w.name: device.view(self.weight_addr + w.offset, w.dtype, w.shape) for w in dyn.weights}
         self.timings["init_weight_mem"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -96,7 +98,7 @@ class HybridModel(SharedWeightsModel):
         try:
             for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
                 self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr,
-                                                           packs=self.packs))
+                                                           packs=self.packs, backend=self.backend))
         except BaseException:
             self.unload()
             raise
@@ -190,7 +192,7 @@ class HybridModel(SharedWeightsModel):
         cls = lookup(node.op_type, node.domain, node.opset, node.name)
         packs, hits = self.packs.packs, self.packs.hits  # builds run under the cache lock: the deltas are this build's
         kernel = cls(node.attrs, metas, consts, opset=node.opset, name=node.name, num_outputs=len(node.outputs),
-                     packs=self.packs)
+                     packs=self.packs, backend=self.backend).load()
         counters["weight_packs"] += self.packs.packs - packs
         counters["weight_pack_hits"] += self.packs.hits - hits
         try:

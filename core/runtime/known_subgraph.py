@@ -15,12 +15,12 @@ from .device import Device
 
 
 def davinci_model_create(ge_model: GeModel, device: Device, model_id: int = 0,
-                         shared_weight_addr: int | None = None, packs=None) -> DavinciModel:
+                         shared_weight_addr: int | None = None, packs=None, backend=None) -> DavinciModel:
     """DavinciModelCreate: load with known_node set (weights loaded, no feature maps of its own).
     `shared_weight_addr`: the root model already holds the weights there (one copy for all);
     `packs`: its WeightPacks, so that weights are packed once for all its plans."""
     return DavinciModel(ge_model, device, model_id, known_node=True, shared_weight_addr=shared_weight_addr,
-                        packs=packs).init()
+                        packs=packs, backend=backend).init()
 
 
 def davinci_model_update_workspaces(model: DavinciModel, feature_map: int, workspace: int,

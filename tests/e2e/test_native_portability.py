@@ -25,7 +25,7 @@ def run(om_path, feeds):
 
 
 @pytest.mark.parametrize("compiled_native", [True, False])
-def test_om_runs_with_and_without_native(samples, tmp_path, compiled_native):
+def test_om_runs_with_and_without_native(samples, tmp_path, default_backend, compiled_native):
     model = samples.resnet50_style(blocks=(1, 1, 1, 1), width=16, image=64)
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
@@ -34,9 +34,9 @@ def test_om_runs_with_and_without_native(samples, tmp_path, compiled_native):
     if compiled_native:
         result = api.atc(path, str(tmp_path / "m"))
     else:
-        with native.disabled():
+        with default_backend("numpy"):
             result = api.atc(path, str(tmp_path / "m"))
-    with native.disabled():
+    with default_backend("numpy"):
         got, used = run(result.om_path, feeds)
     assert not used
     np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-4)

@@ -8,7 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ge.core.ir import Meta, dtype_to_onnx
-from ge.core.kernels import lookup, native
+from ge.core.kernels import lookup
 
 
 def run_onnxruntime(op_type, inputs, attrs, n_outputs, opset, const_names, domain=""):
@@ -47,7 +47,7 @@ def check_op():
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg="compute()")
         # the planned path: outputs pre-filled with garbage, a workspace of the declared size
         planned = kernel_cls(attrs, metas, const_values, outputs=inferred, opset=opset, name="n0",
-                             num_outputs=n_outputs)
+                             num_outputs=n_outputs).load()
         ys = [np.full(m.shape, 77, m.dtype) for m in inferred]
         ws = np.zeros(planned.workspace_nbytes(), np.uint8) if planned.workspace_nbytes() else None
         with np.errstate(all="ignore"):  # as the runtime runs kernels
@@ -60,13 +60,8 @@ def check_op():
 
 
 @pytest.fixture(params=["native", "numpy"])
-def native_and_numpy(request):
+def native_and_numpy(request, default_backend):
     """A test once with ge's native kernels and once with the numpy plans (kernels built in it
-    take them: native.disabled()). Modules with native plans use it on every test."""
-    if request.param == "native":
-        if native.native() is None:
-            pytest.skip("ge's native kernels are not built")
-        yield request.param
-    else:
-        with native.disabled():
-            yield request.param
+    select that backend). Modules with native plans use it on every test."""
+    default_backend(request.param)
+    return request.param

@@ -14,22 +14,20 @@ def f32(*shape):
 
 
 @pytest.fixture(params=["native-direct", "native-wide", "native-flat", "native-dense", "taps", "im2col"])
-def layout(request, monkeypatch):
+def layout(request, monkeypatch, default_backend):
     """Run each conv case through every dense plan (the choice is a cost heuristic): the native direct
     kernel (where it runs) with its tall or wide tile, the native GEMM with flat or gathered (dense) columns, one GEMM per kernel
     tap, or im2col; depthwise with tiny
     channel blocks in one of them, so every code path sees every attribute combination."""
     from ge.core.kernels import conv, conv_native
     if request.param.startswith("native"):
-        if conv.native() is None:
-            pytest.skip("ge's native GEMM is not built")
         direct = request.param in ("native-direct", "native-wide")
-        monkeypatch.setattr(conv_native, "DIRECT", "always" if direct else "never")
+        default_backend("native", direct="always" if direct else "never")
         monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if request.param == "native-wide" else 10**9)
         monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
         monkeypatch.setattr(conv_native, "FLAT_WASTE", 1e9 if request.param == "native-flat" else 0.0)
         return request.param
-    monkeypatch.setattr(conv, "native", lambda: None)
+    default_backend("numpy")
     if request.param == "taps" and conv.cblas().sgemm is None:
         pytest.skip("no cblas_sgemm reachable through numpy")
     monkeypatch.setattr(conv, "TAPS_MIN_C", 1 if request.param == "taps" else 10**9)
@@ -196,7 +194,7 @@ def test_conv_non_contiguous_input_and_output():
     w = k0.consts[1]
     x = f32(1, 4, 6, 12)[:, :, :, ::2]
     want = k0.compute(np.ascontiguousarray(x), w)[0]
-    k = lookup("Conv")({"pads": [1, 1, 1, 1]}, k0.inputs, [None, w], outputs=k0.infer())
+    k = lookup("Conv")({"pads": [1, 1, 1, 1]}, k0.inputs, [None, w], outputs=k0.infer()).load()
     big = np.full((1, 5, 6, 12), 7, np.float32)
     y = big[:, :, :, ::2]
     k.run([x, w], [y], np.zeros(k.workspace_nbytes(), np.uint8))

@@ -119,11 +119,11 @@ def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
     x = rng.standard_normal((1, 8, 6, 6), np.float32) * 4
     w = rng.standard_normal((5, 8, 3, 3), np.float32)
     attrs = {"pads": [1, 1, 1, 1], "ge.epilogue": spec}
-    conv = lookup("Conv", opset=17)(attrs, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w])
+    conv = lookup("Conv", opset=17)(attrs, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w]).load()
     a = rng.standard_normal((16, 8), np.float32) * 4
     wm = rng.standard_normal((8, 3), np.float32)
     mm = lookup("FusedMatMul", "ge", 1)({"ge.epilogue": spec}, [Meta(a.dtype, a.shape), Meta(wm.dtype, wm.shape)],
-                                        [None, wm])
+                                        [None, wm]).load()
     plain = lookup("Conv", opset=17)({"pads": [1, 1, 1, 1]}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w])
     for kernel, args, want in ((conv, [x, w], plain.compute(x, w)[0]), (mm, [a, wm], a @ wm)):
         assert kernel.absorbs_epilogue

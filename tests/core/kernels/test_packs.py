@@ -34,10 +34,10 @@ def test_one_pack_per_weights_and_layout_read_only():
 def conv(x_shape, w, b, packs=None):
     cls = lookup("Conv", opset=17)
     return cls({"pads": [1, 1, 1, 1]}, [Meta(F32, x_shape), Meta(w.dtype, w.shape), Meta(b.dtype, b.shape)],
-               [None, w, b], packs=packs)
+               [None, w, b], packs=packs).load()
 
 
-def test_conv_packs_taps_once_and_not_for_a_view_layout(monkeypatch):
+def test_conv_packs_taps_once_and_not_for_a_view_layout(default_backend):
     """A 3x3 Conv over 32 channels, numpy plans: the 'taps' plan on large images packs W into
     [taps, OC, C], once for every image size it serves; small images take im2col, which reads W in
     its stored layout (a reshape, no pack). Every result equals the kernel built without a pack
@@ -45,7 +45,7 @@ def test_conv_packs_taps_once_and_not_for_a_view_layout(monkeypatch):
     from ge.core.kernels import conv as conv_module
     if conv_module.cblas().sgemm is None:
         pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
-    monkeypatch.setattr(conv_module, "native", lambda: None)
+    default_backend("numpy")
     w, b, packs = f32(16, 32, 3, 3), f32(16), WeightPacks()
     seen = []
     for size in (32, 40, 4, 48, 5):
@@ -81,7 +81,7 @@ def test_recurrent_and_batchnorm_share_their_packs_across_shapes():
     for t, batch in ((3, 2), (7, 1), (3, 4)):
         x = f32(t, batch, 5)
         metas = [Meta(F32, a.shape) for a in (x, w, r, bias)]
-        k = lstm({"hidden_size": 8}, metas, [None, w, r, bias], packs=packs, num_outputs=3)
+        k = lstm({"hidden_size": 8}, metas, [None, w, r, bias], packs=packs, num_outputs=3).load()
         ref = lstm({"hidden_size": 8}, metas, [None, w, r, bias], num_outputs=3)
         for got, want in zip(k.compute(x, w, r, bias), ref.compute(x, w, r, bias)):
             np.testing.assert_array_equal(got, want)
@@ -90,5 +90,5 @@ def test_recurrent_and_batchnorm_share_their_packs_across_shapes():
     params = [f32(6), f32(6), f32(6), np.abs(f32(6)) + 0.1]
     for size in (4, 9):
         metas = [Meta(F32, (2, 6, size, size))] + [Meta(F32, (6,))] * 4
-        bn({}, metas, [None] + params, packs=packs)
+        bn({}, metas, [None] + params, packs=packs).load()
     assert (packs.packs, packs.hits) == (2, 3)

@@ -40,7 +40,7 @@ def check(op, inputs, attrs=None, consts=(), steps=0, frac=0.0):
     k = cls(attrs, metas, cv, opset=1, name="n0")
     (m,) = k.infer()
     assert (m.dtype, tuple(m.shape)) == (want.dtype, want.shape)
-    planned = cls(attrs, metas, cv, outputs=[m], opset=1, name="n0")
+    planned = cls(attrs, metas, cv, outputs=[m], opset=1, name="n0").load()
     y = np.full(m.shape, 77, m.dtype)
     planned.run(arrays, [y], np.zeros(planned.workspace_nbytes(), np.uint8))
     for got in (k.compute(*arrays)[0], y):

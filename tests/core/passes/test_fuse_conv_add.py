@@ -1,5 +1,3 @@
-from contextlib import nullcontext
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -7,7 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.kernels import conv_native, native
+from ge.core.kernels import conv_native
 from ge.core.kernels.epilogue import ATTR as EPILOGUE
 from ge.core.kernels.fused import GE_DOMAIN
 from ge.core.passes import optimize
@@ -62,13 +60,12 @@ def test_not_folded(make_model, load, case):
 
 @pytest.mark.parametrize("plan", ["native-direct", "native-wide", "native-flat", "native-dense", "numpy"])
 @pytest.mark.parametrize("kernel,pads,relu", [(1, 0, True), (3, 1, True), (3, 1, False)])
-def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, plan, kernel, pads, relu):
+def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, default_backend, plan, kernel, pads, relu):
     """Compiled and run: the direct kernel or the GEMM adds Z and applies the Relu as it stores
     (direct; dense; a pointwise conv's GEMM), or the pass dropping the padding columns adds Z and the
     runtime applies the Relu (flat); numpy plans add Z after the convolution."""
-    if plan != "numpy" and native.native() is None:
-        pytest.skip("ge's native kernels are not built")
-    monkeypatch.setattr(conv_native, "DIRECT", "always" if plan in ("native-direct", "native-wide") else "never")
+    default_backend("numpy" if plan == "numpy" else "native",
+                    direct="always" if plan in ("native-direct", "native-wide") else "never")
     monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if plan == "native-wide" else 10**9)
     monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
     monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
@@ -76,14 +73,13 @@ def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, plan, kerne
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     f = feeds()
-    with native.disabled() if plan == "numpy" else nullcontext():
-        result = api.atc(path, str(tmp_path / "m"))
-        model_id = api.load_from_file(result.om_path, "cpu")
-        try:
-            (task,) = api.model(model_id).default_context.handle
-            assert task.plan.kernel.op_type == "FusedConv" and task.plan.kernel.uses_native == (plan != "numpy")
-            got = api.execute(model_id, [f["x"], f["r"]])[0]
-        finally:
-            api.unload(model_id)
+    result = api.atc(path, str(tmp_path / "m"))
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        (task,) = api.model(model_id).default_context.handle
+        assert task.plan.kernel.op_type == "FusedConv" and task.plan.kernel.uses_native == (plan != "numpy")
+        got = api.execute(model_id, [f["x"], f["r"]])[0]
+    finally:
+        api.unload(model_id)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, f)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
