@@ -20,7 +20,7 @@ from ..ir import Meta
 from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
-from .shape_ops import text, view_as
+from .values import text, view_as
 
 
 def _viewable(shape, dtype, perm, new_shape) -> bool:

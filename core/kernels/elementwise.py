@@ -18,28 +18,9 @@ import numpy as np
 
 from ..ir import DTYPES, Meta
 from .base import Kernel
+from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, type_names, working_dtype
 from .planned import Scratch
 from .registry import register
-
-FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
-SIGNED = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
-UNSIGNED = frozenset(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
-INTS = SIGNED | UNSIGNED
-NUMERIC = FLOATS | INTS
-BOOL = frozenset([np.dtype(np.bool_)])
-ALL = NUMERIC | BOOL
-
-
-def type_names(types) -> str:
-    return "/".join(sorted(np.dtype(t).name for t in types))
-
-
-def working_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype float formulas are evaluated in: float32 for float16, float64 for ints and bool."""
-    dtype = np.dtype(dtype)
-    if dtype == np.float16:
-        return np.dtype(np.float32)
-    return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
 
 # ----------------------------------------------------------------------------------------------

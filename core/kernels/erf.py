@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .elementwise import NUMERIC, FloatUnary, str_attr, working_dtype
+from .dtypes import NUMERIC, working_dtype
+from .elementwise import FloatUnary, str_attr
 from .fused import GE_DOMAIN
 from .registry import register
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..ir import Meta
 from .base import Kernel
 from .registry import register
-from .shape_ops import text
+from .values import text
 
 DYNAMIC = "output shape depends on the input values; needs dynamic shapes"
 

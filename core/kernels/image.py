@@ -18,7 +18,7 @@ from ..ir import Meta
 from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
-from .shape_ops import text
+from .values import text
 
 MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
 

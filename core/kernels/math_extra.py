@@ -12,11 +12,10 @@ import numpy as np
 
 from ..ir import Meta
 from .planned import Scratch
-from .windows import kernel_position_view, zero_borders
+from .windows import kernel_position_view, pool_window, zero_borders
 from .planned import PlannedKernel
-from .pool import pool_window
 from .registry import register
-from .shape_ops import text
+from .values import text
 
 FLOATS = (np.float16, np.float32, np.float64)
 NUMBERS = FLOATS + (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)

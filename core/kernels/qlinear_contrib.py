@@ -21,7 +21,8 @@ from ..ir import Meta
 from .planned import Scratch
 from .windows import kernel_position_view, window_pads, zero_borders
 from .planned import PlannedKernel
-from .quantization import QRANGE, _IntegerMatMul
+from .dtypes import QRANGE
+from .integer_matmul import IntegerMatMul
 from .registry import lookup, register
 
 MS = "com.microsoft"
@@ -349,7 +350,7 @@ class QLinearConcat(_QWrapped):
 
 
 @register("QGemm", domain=MS)
-class QGemm(_IntegerMatMul):
+class QGemm(IntegerMatMul):
     """A, a_scale, a_zero_point, B, b_scale, b_zero_point, C (int32, scale alpha * a_scale * b_scale),
     y_scale, y_zero_point: y = alpha * a_scale * b_scale * (A'B' + C), quantized when y_scale is given,
     else float32. transA / transB as Gemm."""

@@ -19,26 +19,15 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .planned import Scratch
-from .planned import PlannedKernel
+from .dtypes import QRANGE
+from .planned import PlannedKernel, Scratch
+from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
 from .registry import lookup, register
 
-QRANGE = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32)}
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 #: ONNX element types QuantizeLinear-21's output_dtype may name, and ge supports
 OUTPUT_DTYPES = {2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16), 5: np.dtype(np.int16)}
-
-
-def _meta(k: PlannedKernel, i: int, what: str) -> Meta | None:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None and what:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
-
-
-def _const(k: PlannedKernel, i: int):
-    return k.consts[i] if i < len(k.consts) else None
 
 
 class Param:
@@ -94,8 +83,8 @@ def saturate_cast(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> None:
 @register("QuantizeLinear", since=10)
 class QuantizeLinear(PlannedKernel):
     def prepare(self):
-        xm, sm = _meta(self, 0, "x"), _meta(self, 1, "y_scale")
-        zm = _meta(self, 2, "")
+        xm, sm = input_meta(self, 0, "x"), input_meta(self, 1, "y_scale")
+        zm = input_meta(self, 2, "")
         allowed_x = (np.float32, np.int32) + ((np.float16,) if self.opset >= 19 else ())
         if xm.dtype not in allowed_x:
             raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
@@ -132,7 +121,7 @@ class QuantizeLinear(PlannedKernel):
             self.scratch.add("s", xs, sm.dtype)
             if self.pz is not None:
                 self.scratch.add("z", xs, zm.dtype)
-        s, z = _const(self, 1), _const(self, 2)
+        s, z = const_input(self, 1), const_input(self, 2)
         self.s = None if s is None else self.ps.expand(np.asarray(s, F32))
         self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z, F32))
 
@@ -151,8 +140,8 @@ class QuantizeLinear(PlannedKernel):
 @register("DequantizeLinear", since=10)
 class DequantizeLinear(PlannedKernel):
     def prepare(self):
-        xm, sm = _meta(self, 0, "x"), _meta(self, 1, "x_scale")
-        zm = _meta(self, 2, "")
+        xm, sm = input_meta(self, 0, "x"), input_meta(self, 1, "x_scale")
+        zm = input_meta(self, 2, "")
         allowed_x = (np.uint8, np.int8, np.int32) + ((np.uint16, np.int16) if self.opset >= 21 else ())
         if xm.dtype not in allowed_x:
             raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
@@ -170,7 +159,7 @@ class DequantizeLinear(PlannedKernel):
         block = int(self.attr("block_size", 0)) if self.opset >= 21 else 0
         self.ps = Param(self, "x_scale", sm.shape, xs, axis, block)
         self.pz = None if zm is None else Param(self, "x_zero_point", zm.shape, xs, axis, block)
-        z = _const(self, 2)
+        z = const_input(self, 2)
         if xm.dtype == np.int32 and z is not None and np.any(z != 0):
             raise self.fail("x_zero_point must be 0 for int32 x")
         self.out_metas = [Meta(dt, xs)]
@@ -181,7 +170,7 @@ class DequantizeLinear(PlannedKernel):
             self.scratch.add("s", xs, sm.dtype)
             if self.pz is not None:
                 self.scratch.add("z", xs, zm.dtype)
-        s = _const(self, 1)
+        s = const_input(self, 1)
         self.s = None if s is None else self.ps.expand(np.asarray(s, F32))
         self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z, np.int32))
 
@@ -205,7 +194,7 @@ class DynamicQuantizeLinear(PlannedKernel):
     scale = (max - min) / 255 (1 when max == min), zero_point = round(saturate(-min / scale))."""
 
     def prepare(self):
-        xm = _meta(self, 0, "x")
+        xm = input_meta(self, 0, "x")
         if xm.dtype != np.float32:
             raise self.fail(f"x has type {xm.dtype}, float32 expected")
         xs = tuple(xm.shape)
@@ -233,84 +222,8 @@ class DynamicQuantizeLinear(PlannedKernel):
 
 # -- integer products ---------------------------------------------------------------------------------
 
-def _centered(k, i: int, what: str, zp_index: int, zp_shape_ok, per) -> tuple:
-    """Meta, zero point meta and broadcast shape for an 8-bit operand."""
-    m = _meta(k, i, what)
-    if m.dtype not in (np.uint8, np.int8):
-        raise k.fail(f"{what} has type {m.dtype}; uint8 or int8 expected")
-    zm = _meta(k, zp_index, "")
-    if zm is not None:
-        if zm.dtype != m.dtype:
-            raise k.fail(f"the zero point of {what} has type {zm.dtype}, {what} has {m.dtype}")
-        if math.prod(zm.shape) != 1 and not zp_shape_ok(tuple(zm.shape)):
-            raise k.fail(f"the zero point of {what} has shape {tuple(zm.shape)}: a scalar or {per} expected")
-    return m, zm
-
-
-class _IntegerMatMul(PlannedKernel):
-    """(A - a_zp) @ (B - b_zp) as a float64 GEMM, numpy matmul broadcasting; subclasses requantize."""
-    A, AZ, B, BZ = 0, 2, 1, 3
-
-    def prepare_matmul(self):
-        am, azm = _centered(self, self.A, "A", self.AZ, lambda s: len(s) == 1 and s[0] == self._m(), "one per row of A")
-        bm, bzm = _centered(self, self.B, "B", self.BZ, lambda s: len(s) == 1 and s[0] == self._n(), "one per column of B")
-        ash, bsh = tuple(am.shape), tuple(bm.shape)
-        if not ash or not bsh:
-            raise self.fail(f"A {ash} and B {bsh} must have rank >= 1")
-        ka, kb = ash[-1], (bsh[0] if len(bsh) == 1 else bsh[-2])
-        if ka != kb:
-            raise self.fail(f"A {ash} and B {bsh}: inner dims {ka} and {kb} differ")
-        try:
-            batch = np.broadcast_shapes(ash[:-2], bsh[:-2])
-        except ValueError:
-            raise self.fail(f"the batch dims of A {ash} and B {bsh} do not broadcast") from None
-        out = tuple(batch) + ((ash[-2],) if len(ash) > 1 else ()) + ((bsh[-1],) if len(bsh) > 1 else ())
-        self.ash, self.bsh, self.out = ash, bsh, out
-        self.az_shape = (-1, 1) if azm is not None and math.prod(azm.shape) != 1 else ()
-        self.bz_shape = (-1,) if bzm is not None and math.prod(bzm.shape) != 1 else ()
-        self.has_az, self.has_bz = azm is not None, bzm is not None
-        self.scratch = Scratch()
-        self.scratch.add("a", ash, F64)
-        self.scratch.add("acc", out, F64)
-        b, bz = _const(self, self.B), _const(self, self.BZ)
-        self.b64 = None  # B centered once by pack() when B (and its zero point) are constants
-        self.b_is_const = b is not None and (bzm is None or bz is not None)
-        if not self.b_is_const:
-            self.scratch.add("b", bsh, F64)
-
-    def pack(self):
-        if self.b_is_const:
-            bsh = self.bsh
-            self.b64 = self.shared_pack(("center", self.bz_shape), lambda b, bz: self.center(
-                b, bz, self.bz_shape, np.empty(bsh, F64)), _const(self, self.B), _const(self, self.BZ))
-
-    def _m(self):
-        m = self.inputs[self.A]
-        return m.shape[-2] if m is not None and len(m.shape) > 1 else -1
-
-    def _n(self):
-        m = self.inputs[self.B]
-        return m.shape[-1] if m is not None and len(m.shape) > 1 else -1
-
-    @staticmethod
-    def center(x, z, zshape, out) -> np.ndarray:
-        if z is None:
-            np.copyto(out, x, casting="unsafe")
-        else:
-            np.subtract(x, np.asarray(z).reshape(zshape), out=out, dtype=F64)
-        return out
-
-    def accumulate(self, xs, v) -> np.ndarray:
-        a = self.center(xs[self.A], xs[self.AZ] if self.has_az else None, self.az_shape, v["a"])
-        b = self.b64 if self.b64 is not None else \
-            self.center(xs[self.B], xs[self.BZ] if self.has_bz else None, self.bz_shape, v["b"])
-        acc = v["acc"]
-        np.matmul(a, b, out=acc)
-        return acc
-
-
 @register("MatMulInteger", since=10)
-class MatMulInteger(_IntegerMatMul):
+class MatMulInteger(IntegerMatMul):
     def prepare(self):
         self.prepare_matmul()
         self.out_metas = [Meta(np.dtype(np.int32), self.out)]
@@ -326,26 +239,26 @@ class _Requantize:
 
     def prepare_requant(self, k, scales: list[tuple[int, str]], yz: int, per_index: int, per_len: int, per_shape):
         for i, what in scales:
-            m = _meta(k, i, what)
+            m = input_meta(k, i, what)
             if m.dtype != np.float32:
                 raise k.fail(f"{what} has type {m.dtype}, float32 expected")
-        zm = _meta(k, yz, "y_zero_point")
+        zm = input_meta(k, yz, "y_zero_point")
         if zm.dtype not in (np.uint8, np.int8):
             raise k.fail(f"y_zero_point has type {zm.dtype}; uint8 or int8 expected")
         if math.prod(zm.shape) != 1:
             raise k.fail(f"y_zero_point has shape {tuple(zm.shape)}, a scalar expected")
         for i, what in scales:
-            n = math.prod(_meta(k, i, what).shape)
+            n = math.prod(input_meta(k, i, what).shape)
             if n != 1 and not (i == per_index and n == per_len):
-                raise k.fail(f"{what} has shape {tuple(_meta(k, i, what).shape)}: a scalar"
+                raise k.fail(f"{what} has shape {tuple(input_meta(k, i, what).shape)}: a scalar"
                              + (f" or {per_len} values" if i == per_index else "") + " expected")
         self.yz_dtype, self.yz_index = zm.dtype, yz
         self.lo, self.hi = QRANGE[zm.dtype]
         self.scale_idx = [i for i, _ in scales]
         self.per_shape = per_shape
-        c = [_const(k, i) for i in self.scale_idx]
+        c = [const_input(k, i) for i in self.scale_idx]
         self.mult = None if any(v is None for v in c) else self.multiplier(*c)
-        self.yz = _const(k, yz)
+        self.yz = const_input(k, yz)
 
     def multiplier(self, s0, s1, sy) -> np.ndarray:
         s0, s1, sy = (np.asarray(s, F32) for s in (s0, s1, sy))
@@ -362,7 +275,7 @@ class _Requantize:
 
 
 @register("QLinearMatMul", since=10)
-class QLinearMatMul(_IntegerMatMul, _Requantize):
+class QLinearMatMul(IntegerMatMul, _Requantize):
     """a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point."""
     A, AZ, B, BZ = 0, 2, 3, 5
 
@@ -385,25 +298,25 @@ class _IntegerConv(PlannedKernel):
     X, XZ, W, WZ, BIAS = 0, 2, 1, 3, None
 
     def prepare_conv(self):
-        xm, xzm = _centered(self, self.X, "x", self.XZ, lambda s: False, "")
-        wm, wzm = _centered(self, self.W, "w", self.WZ, lambda s: len(s) == 1 and s[0] == self._oc(), "one per output channel")
+        xm, xzm = quantized_operand(self, self.X, "x", self.XZ, lambda s: False, "")
+        wm, wzm = quantized_operand(self, self.W, "w", self.WZ, lambda s: len(s) == 1 and s[0] == self._oc(), "one per output channel")
         if len(xm.shape) < 3 or len(wm.shape) != len(xm.shape):
             raise self.fail(f"x {tuple(xm.shape)} and w {tuple(wm.shape)} must have one rank >= 3")
         oc = wm.shape[0]
         self.has_xz, self.has_wz = xzm is not None, wzm is not None
         self.wz_shape = (-1,) + (1,) * (len(wm.shape) - 1) if wzm is not None and math.prod(wzm.shape) != 1 else ()
-        w, wz = _const(self, self.W), _const(self, self.WZ)
+        w, wz = const_input(self, self.W), const_input(self, self.WZ)
         self.w64 = self.b64 = None  # W centered and B widened once by pack() when constant
         self.w_is_const = w is not None and (wzm is None or wz is not None)
         bias = None
         if self.BIAS is not None:
-            bm = _meta(self, self.BIAS, "")
+            bm = input_meta(self, self.BIAS, "")
             if bm is not None:
                 if bm.dtype != np.int32 or tuple(bm.shape) != (oc,):
                     raise self.fail(f"B has type {bm.dtype} and shape {tuple(bm.shape)}; int32 ({oc},) expected")
                 bias = Meta(F64, (oc,))
         self.has_bias = bias is not None
-        b = _const(self, self.BIAS) if self.has_bias else None
+        b = const_input(self, self.BIAS) if self.has_bias else None
         self.b_is_const = b is not None
         self.conv_metas = [Meta(F64, tuple(xm.shape)), Meta(F64, tuple(wm.shape))] + ([bias] if bias else [])
         self.conv = self._inner_conv(None, None)
@@ -429,10 +342,10 @@ class _IntegerConv(PlannedKernel):
     def pack(self):
         wm = self.inputs[self.W]
         if self.w_is_const:
-            self.w64 = self.shared_pack(("center", self.wz_shape), lambda w, wz: _IntegerMatMul.center(
-                w, wz, self.wz_shape, np.empty(wm.shape, F64)), _const(self, self.W), _const(self, self.WZ))
+            self.w64 = self.shared_pack(("center", self.wz_shape), lambda w, wz: IntegerMatMul.center(
+                w, wz, self.wz_shape, np.empty(wm.shape, F64)), const_input(self, self.W), const_input(self, self.WZ))
         if self.b_is_const:
-            self.b64 = self.shared_pack(("float64",), lambda b: np.asarray(b).astype(F64), _const(self, self.BIAS))
+            self.b64 = self.shared_pack(("float64",), lambda b: np.asarray(b).astype(F64), const_input(self, self.BIAS))
         conv = self._inner_conv(self.w64, self.b64)
         if conv.workspace_nbytes() > self.conv.workspace_nbytes():  # float64 plans do not depend on W being known
             raise self.fail("the inner convolution's plan changed with constant weights")
@@ -443,9 +356,9 @@ class _IntegerConv(PlannedKernel):
         return m.shape[0] if m is not None and m.shape else -1
 
     def accumulate(self, xs, v) -> np.ndarray:
-        x = _IntegerMatMul.center(xs[self.X], xs[self.XZ] if self.has_xz else None, (), v["x"])
+        x = IntegerMatMul.center(xs[self.X], xs[self.XZ] if self.has_xz else None, (), v["x"])
         w = self.w64 if self.w64 is not None else \
-            _IntegerMatMul.center(xs[self.W], xs[self.WZ] if self.has_wz else None, self.wz_shape, v["w"])
+            IntegerMatMul.center(xs[self.W], xs[self.WZ] if self.has_wz else None, self.wz_shape, v["w"])
         args = [x, w]
         if self.has_bias:
             b = self.b64

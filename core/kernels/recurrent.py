@@ -17,7 +17,7 @@ from ..ir import Meta
 from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
-from .shape_ops import text
+from .values import text
 
 FLOATS = (np.float32, np.float64)
 

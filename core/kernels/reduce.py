@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
-from .elementwise import BOOL, FLOATS, NUMERIC, type_names
+from .dtypes import BOOL, FLOATS, NUMERIC, type_names
 from .planned import Scratch
 
 #: ONNX's type constraint of the accumulating reductions (ReduceMax/Min and ArgMax/Min take all)

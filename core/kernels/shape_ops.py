@@ -13,75 +13,13 @@ import math
 
 import numpy as np
 
-from ..ir import DTYPES, dtype_from_onnx
-from .base import Kernel
+from ..ir import dtype_from_onnx
 from .registry import register
+from .shape_kernel import ShapeKernel
+from .values import ints
 
 
 # -- helpers shared with tensor_ops ------------------------------------------------------------------
-
-def text(value) -> str:
-    """A string attribute, as onnx gives it (bytes) or as written by hand (str)."""
-    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
-
-
-def ints(value) -> list[int]:
-    """A 1-D int tensor (or a Python list / scalar) as a list of ints."""
-    return [int(v) for v in np.asarray(value).reshape(-1)]
-
-
-def view_as(y: np.ndarray, shape) -> np.ndarray | None:
-    """`y` reshaped without a copy (so writes land in `y`), or None when that is impossible."""
-    v = y.view()
-    try:
-        v.shape = tuple(shape)
-    except AttributeError:
-        return None
-    return v
-
-
-class ShapeKernel(Kernel):
-    """A kernel with helpers for axes and for the inputs `infer` needs as constants."""
-    #: (input index, what) pairs that must be constants to know the output shape
-    shape_inputs: tuple = ()
-
-    def norm_axis(self, axis: int, rank: int, what: str = "axis") -> int:
-        axis = int(axis)
-        if not -rank <= axis < rank:
-            raise self.fail(f"{what} {axis} is out of range for rank {rank}")
-        return axis + rank if axis < 0 else axis
-
-    def norm_axes(self, axes, rank: int, what: str = "axes") -> list[int]:
-        out = [self.norm_axis(a, rank, what) for a in axes]
-        if len(set(out)) != len(out):
-            raise self.fail(f"{what} {list(axes)} repeat an axis")
-        return out
-
-    def has_input(self, i: int) -> bool:
-        return i < len(self.inputs) and self.inputs[i] is not None
-
-    def const_or_none(self, i: int):
-        """The value of input i when it is a known constant, else None (absent or computed)."""
-        return self.consts[i] if i < len(self.consts) else None
-
-    def infer(self):
-        for i, what in self.shape_inputs:
-            if self.has_input(i):
-                self.const(i, what)
-        return super().infer()
-
-    def tensor_attr(self, key: str, value) -> np.ndarray:
-        """A TENSOR attribute (onnx TensorProto or an array) as a numpy array of a supported dtype."""
-        if hasattr(value, "dims") and hasattr(value, "data_type"):
-            from onnx import numpy_helper
-            if value.data_type not in DTYPES:
-                raise self.fail(f"attribute '{key}' has unsupported element type {value.data_type}")
-            value = numpy_helper.to_array(value)
-        value = np.asarray(value)
-        if value.dtype not in DTYPES.values():
-            raise self.fail(f"attribute '{key}' has unsupported dtype {value.dtype}")
-        return value
-
 
 class AliasKernel(ShapeKernel):
     """Output 0 is input 0 with another shape: a view. `run` copies (alias turned into a copy)."""

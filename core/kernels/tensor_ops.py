@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 from .registry import register
-from .shape_ops import ShapeKernel, ints, text, view_as
+from .shape_kernel import ShapeKernel
+from .values import ints, text, view_as
 
 
 def _at(axis: int, index, rank: int) -> tuple:

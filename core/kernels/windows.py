@@ -94,3 +94,25 @@ def kernel_position_view(xp: np.ndarray, pos, strides, dilations, out) -> np.nda
     """The (N, C, *out) view of the inputs under one kernel position."""
     sl = tuple(slice(p * d, p * d + (o - 1) * s + 1, s) for p, d, s, o in zip(pos, dilations, strides, out))
     return xp[(slice(None), slice(None)) + sl]
+
+
+def pool_window(k, spatial: list, dilations_and_ceil: bool = True) -> tuple:
+    """A pooling window from a node's attributes: kernel_shape (required), strides, dilations and
+    ceil_mode (when the op version has them), pads/auto_pad; checked. Returns (kernel, strides,
+    dilations, pads at the beginnings, pads at the ends, output spatial shape)."""
+    d = len(spatial)
+    ks = k.attrs.get("kernel_shape")
+    if ks is None:
+        raise k.fail("attribute kernel_shape is required")
+    kernel = [int(v) for v in ks]
+    if len(kernel) != d or any(v < 1 for v in kernel):
+        raise k.fail(f"kernel_shape {kernel} does not fit an input with {d} spatial dims")
+    strides = k.ints("strides", d, 1)
+    dil = k.ints("dilations", d, 1) if dilations_and_ceil else [1] * d
+    ceil_mode = bool(int(k.attr("ceil_mode", 0))) if dilations_and_ceil else False
+    if any(v < 1 for v in strides) or any(v < 1 for v in dil):
+        raise k.fail(f"strides {strides} and dilations {dil} must be positive")
+    pb, pe, out = window_pads(k, spatial, kernel, strides, dil, ceil_mode)
+    if any(o <= 0 for o in out):
+        raise k.fail(f"output spatial shape {out} is empty")
+    return kernel, strides, dil, pb, pe, out

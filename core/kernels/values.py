@@ -1,0 +1,24 @@
+"""Values as kernels read them: string attributes, 1-D int constants, an output seen in another shape."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def text(value) -> str:
+    """A string attribute, as onnx gives it (bytes) or as written by hand (str)."""
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def ints(value) -> list[int]:
+    """A 1-D int tensor (or a Python list / scalar) as a list of ints."""
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def view_as(y: np.ndarray, shape) -> np.ndarray | None:
+    """`y` reshaped without a copy (so writes land in `y`), or None when that is impossible."""
+    v = y.view()
+    try:
+        v.shape = tuple(shape)
+    except AttributeError:
+        return None
+    return v
