@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ir import Graph
+from .attribute_defaults import complete_attributes
 from .constant_folding import constant_folding
 from .dead_code import dead_code
 from .fuse_activation import build_epilogue, fuse_activation
@@ -18,11 +19,12 @@ from .fuse_matmul import fuse_matmul
 from .infer_shapes import infer_shapes
 from .resolve_shapes import resolve_shapes
 
-__all__ = ["optimize", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
+__all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
            "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE"]
 
 #: (report key, pass) in the order optimize() runs them
 PIPELINE = [
+    ("complete_attributes", complete_attributes),  # the schema's defaults: every op as its spec defines it
     ("dead_code", dead_code),               # --out_nodes may cut the graph: drop what no output needs
     ("constant_folding", constant_folding),  # shape chains, Constant nodes, weight preprocessing
     ("infer_shapes", infer_shapes),          # ge's kernels give every tensor its static meta
