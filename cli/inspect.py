@@ -55,6 +55,12 @@ def render(d: dict) -> None:
             io.add_row(f"{role[:-1]} {i}", x["name"], x["dtype"], str(x["shape"]), str(x["bytes"]),
                        f"#{x['allocation']} {x['kind']}")
     out.print(io)
+    for a in d.get("aipp", []):
+        steps = [f"{a['input_format']} {a['raw_dtype']} {a['raw_shape']} -> {a['model_shape']}"]
+        steps += [s for s, on in (("channel swap", a["rbuv_swap_switch"]), (f"crop {a['crop_size_w']}x{a['crop_size_h']} "
+                  f"at ({a['load_start_pos_w']}, {a['load_start_pos_h']})", a["crop"]), ("CSC", a["csc_switch"]),
+                  ("padding", a["padding"])) if on]
+        out.print(f"AIPP on input '{a['input']}' (static): " + ", ".join(steps))
 
     mem = _table("Memory regions", "region", "size", "", right=("size", ""))
     for region, r in d["memory"].items():

@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from ..compile.aipp import insert_aipp
 from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
 from ..compile.external_weights import externalize
@@ -18,6 +19,7 @@ from ..errors import GeError
 from ..ge_model import GeModel
 from ..passes import optimize
 from ..soc import DEFAULT_SOC
+from ...formats.aipp_config import read_aipp_config
 from ...formats.om import write_om
 from ...formats.onnx.importer import load_onnx
 from ...formats.weights import write_weight_files
@@ -39,9 +41,11 @@ def om_path_for(output: str) -> str:
 
 def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_nodes: str | list | None = None,
         soc_version: str = DEFAULT_SOC, cmdline: str = "", external_weight: int = 0,
-        external_weight_dir: str | None = None, dynamic: dict | None = None) -> AtcResult:
+        external_weight_dir: str | None = None, dynamic: dict | None = None,
+        insert_op_conf: str | None = None) -> AtcResult:
     """Compile an ONNX model into an OM file (ATC --framework=5). `external_weight` 1 or 2 moves
-    the weights into files in `external_weight_dir` (default `<om dir>/weight/`)."""
+    the weights into files in `external_weight_dir` (default `<om dir>/weight/`). `insert_op_conf`:
+    an ATC AIPP configuration file (static AIPP: the input becomes the raw image)."""
     t0 = time.perf_counter()
     nodes = out_nodes.split(";") if isinstance(out_nodes, str) else out_nodes
     nodes = [n for n in (nodes or []) if n] or None
@@ -51,19 +55,26 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
     if gears.get("input_shape_range"):  # ATC's deprecated spelling of ranges
         spec.update(parse_shape_spec(gears.pop("input_shape_range"), "--input_shape_range"))
     min_static_ops = gears.pop("static_model_ops_lower_limit", None) or DEFAULT_STATIC_OPS_LOWER_LIMIT
+    aipp_configs = read_aipp_config(insert_op_conf) if insert_op_conf else None
     if is_dynamic(spec, gears):
+        if aipp_configs:
+            raise GeError("--insert_op_conf: ge runs static AIPP on static shapes only (no gears, ranges or "
+                          "unknown dims)")
         return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
                             external_weight, t0)
     shapes = spec
     graph = load_onnx(model, shapes or None, nodes)
+    aipp = insert_aipp(graph, aipp_configs) if aipp_configs else None
     try:
         report = optimize(graph)
     except GeError:
-        if not is_data_dependent(model, shapes, nodes):
+        if aipp or not is_data_dependent(model, shapes, nodes):
             raise
         return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
                             external_weight, t0)
     ge_model = build(graph, name=name, soc_version=soc_version, atc_cmdline=cmdline)
+    if aipp:
+        ge_model.attrs["aipp"] = aipp
     ge_model, files = externalize(ge_model, external_weight)
     om_path = om_path_for(output)
     os.makedirs(os.path.dirname(os.path.abspath(om_path)), exist_ok=True)

@@ -46,6 +46,7 @@ def _ge_model_dict(m: GeModel) -> dict:
         "args_table": _args_table(m),
         "weights": [_weight_dict(m, w) for w in m.weights],
         "weight_totals": _weight_totals(m),
+        "aipp": list(m.attrs.get("aipp", [])) if isinstance(m.attrs, dict) else [],
     })
 
 
