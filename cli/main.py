@@ -75,9 +75,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def _register() -> None:
     from .atc import atc
+    from .compare import compare
     from .inspect import inspect
     from .run import run
-    for command in (atc, run, inspect):
+    for command in (atc, run, inspect, compare):
         cli.add_command(command)
 
 

@@ -6,6 +6,7 @@
     outputs = api.execute(model_id, [x])
     api.unload(model_id)
     api.inspect("out/model.om")                                          # om_info.py (ge inspect)
+    api.compare("model.onnx", "out/model.om")                            # comparison.py (ge compare)
 
 The conversion is imported on first use of its names: loading and running an OM never imports
 the compiler, as a deployed ACL runtime has no ATC in it.
@@ -25,4 +26,7 @@ def __getattr__(name: str):
     if name in _CONVERSION:
         from . import conversion
         return getattr(conversion, name)
+    if name == "compare":  # ge compare: the reference side imports onnxruntime or onnx.reference
+        from .comparison import compare
+        return compare
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

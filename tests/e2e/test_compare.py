@@ -1,0 +1,110 @@
+"""ge compare: every output and every layer both sides have, against onnxruntime or onnx's
+reference evaluator; a deliberately broken OM is caught at the layer it breaks."""
+import json
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.core import api
+from ge.core.api.comparison import metrics
+from ge.core.errors import GeError
+
+rng = np.random.default_rng(0)
+
+
+def cnn(tmp_path):
+    w1 = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((4, 4, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
+             helper.make_node("Sigmoid", ["c2"], ["s2"], name="sig2"),
+             helper.make_node("Add", ["s2", "r1"], ["y"], name="add")]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    path = str(tmp_path / "cnn.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path, api.atc(path, str(tmp_path / "cnn")).om_path
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_every_output_and_layer_passes(tmp_path, device):
+    path, om = cnn(tmp_path)
+    r = api.compare(path, om, device=device)
+    assert r["reference"] == "onnxruntime" and r["passed"] and r["first_bad_layer"] is None
+    assert [o["name"] for o in r["outputs"]] == ["y"] and r["outputs"][0]["cosine"] > 0.999999
+    layers = {row["name"]: row["op"] for row in r["layers"]}
+    # conv1 + relu1 are fused: compared at the chain's end (r1); c1 exists on the reference side only
+    assert "r1" in layers and layers["r1"] == "Relu" and "c1" not in layers and "y" in layers
+    assert all(row["pass"] for row in r["layers"])
+
+
+def test_the_reference_evaluator_stands_in_for_onnxruntime(tmp_path, monkeypatch):
+    path, om = cnn(tmp_path)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if the compare extra were not installed
+    r = api.compare(path, om)
+    assert r["reference"] == "onnx.reference" and r["passed"]
+
+
+def test_a_broken_om_names_its_first_bad_layer(tmp_path):
+    """The OM of a model whose second conv weight differs: conv2's output and everything after fail,
+    r1 still passes; the CLI exits 1 and writes JSON and CSV."""
+    path, _ = cnn(tmp_path)
+    m = onnx.load(path)
+    w2 = next(t for t in m.graph.initializer if t.name == "w2")
+    w2.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w2) * 1.5, "w2"))
+    other = str(tmp_path / "other.onnx")
+    onnx.save(m, other)
+    om = api.atc(other, str(tmp_path / "other")).om_path
+    r = api.compare(path, om)
+    assert not r["passed"]
+    assert r["first_bad_layer"] in ("c2", "s2")
+    assert {row["name"]: row["pass"] for row in r["layers"]}["r1"]
+
+    from click.testing import CliRunner
+    from ge.cli.main import cli
+    res = CliRunner().invoke(cli, ["compare", "--model", path, "--om", om, "--json", str(tmp_path / "c.json"),
+                                   "--output", str(tmp_path / "cmp")])
+    assert res.exit_code == 1, res.output
+    assert "first failing layer in graph order" in res.output
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert set(data) >= {"outputs", "layers", "first_bad_layer"} and data["first_bad_layer"] == r["first_bad_layer"]
+    assert set(data["layers"][0]) == {"name", "op", "cosine", "max_abs", "max_rel", "pass"}
+    assert (tmp_path / "cmp" / "layers.csv").read_text().startswith("name,op,cosine,max_abs,max_rel,pass")
+
+
+def test_cli_passes_with_inputs_from_files(tmp_path):
+    from click.testing import CliRunner
+    from ge.cli.main import cli
+    path, om = cnn(tmp_path)
+    np.save(tmp_path / "x.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+    res = CliRunner().invoke(cli, ["compare", "--model", path, "--om", om, "--input", str(tmp_path / "x.npy"),
+                                   "--json", "-"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["passed"] is True
+
+
+def test_metrics():
+    a = np.array([1.0, 2.0, 0.0], np.float32)
+    m = metrics("t", "Op", a, a, 1e-4, 1e-3)
+    assert (round(m.cosine, 12), m.max_abs, m.max_rel, m.passed) == (1.0, 0.0, 0.0, True)
+    m = metrics("t", "Op", a + [0, 0.5, 0], a, 1e-4, 1e-3)
+    assert m.max_abs == 0.5 and m.max_rel == 0.25 and not m.passed
+    assert not metrics("t", "Op", np.zeros(2), np.zeros(3), 1, 1).passed  # shapes differ
+    nan = np.array([np.nan, 1.0])
+    assert metrics("t", "Op", nan, nan, 0, 0).passed and not metrics("t", "Op", nan, np.array([0.0, 1.0]), 0, 0).passed
+
+
+def test_dynamic_and_mismatched_models_are_refused(tmp_path):
+    path, om = cnn(tmp_path)
+    other = str(tmp_path / "o.onnx")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["z"])], "o",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, 8, 8])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), other)
+    with pytest.raises(GeError, match="output 'y' of .* is not a tensor of"):
+        api.compare(other, om)
