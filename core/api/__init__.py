@@ -7,6 +7,7 @@
     api.unload(model_id)
     api.inspect("out/model.om")                                          # om_info.py (ge inspect)
     api.compare("model.onnx", "out/model.om")                            # comparison.py (ge compare)
+    trace = api.profile(model_id, runs=10)                               # profiling.py (ge run --profile)
 
 The conversion is imported on first use of its names: loading and running an OM never imports
 the compiler, as a deployed ACL runtime has no ATC in it.
@@ -16,6 +17,7 @@ from .acl import (default_weight_dir, execute, free, gear_sizes, load_from_file,
                   memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
                   set_input_dynamic_dims, unload)
 from .om_info import inspect, jsonable, model_info, om_to_json, version
+from .profiling import profile
 from .shape_options import parse_shape_spec
 from ..soc import DEFAULT_SOC
 

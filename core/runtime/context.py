@@ -90,6 +90,7 @@ class ExecutionContext:
             self._rebuild(self.args.update_for_execute())  # UpdateStaticModelArgsByFm
         self._bound: dict[int, int] = {}  # allocation -> host buffer address bound zero-copy
         self.stats: dict = {}
+        self.copy_trace: list | None = None  # set by the profiler (core/api/profiling.py)
 
     # -- NnExecute -----------------------------------------------------------------------------
     def execute(self, inputs, outputs=None, timeout: float | None = None, launch: str = "sunk"):
@@ -208,7 +209,12 @@ class ExecutionContext:
         return self._try_bind(d.allocation, y)
 
     def _copy(self, kind: str, copy, nbytes: int, *args) -> None:
-        copy(*args)
+        if self.copy_trace is None:
+            copy(*args)
+        else:  # the profiler's: (kind, start, seconds, bytes) per copy
+            start = time.perf_counter()
+            copy(*args)
+            self.copy_trace.append((kind, start, time.perf_counter() - start, nbytes))
         self.counters[f"{kind}_count"] += 1
         self.counters[f"{kind}_bytes"] += nbytes
 

@@ -1,0 +1,77 @@
+"""Per-task profiles of a loaded model (`ge run --profile`, onnxruntime's profiler): every task of
+every timed execution as a Chrome trace event (`{"traceEvents": [...]}`, complete events
+"ph": "X", opens in Perfetto and chrome://tracing), the H2D/D2H copies as their own events, and
+a table per op type. One context of its own, the linear order with an observer after each task."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import GeError
+from ..runtime.davinci_model import DavinciModel
+from ..runtime.executors import TracingExecutor
+from ...formats.tensors import random_inputs
+from .acl import model as loaded_model
+
+TASKS_TID, COPIES_TID = 0, 1
+
+
+def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed: int = 0) -> dict:
+    """{"traceEvents": [...], "ops": [{op, count, total_ms, mean_us, share}], "runs": n} for `runs`
+    executions after `warmup` untimed ones. `inputs`: arrays in input order (random when None)."""
+    dm = loaded_model(model_id)
+    if not isinstance(dm, DavinciModel):
+        raise GeError(f"model {model_id} ('{dm.name}') has dynamic shapes; the profiler traces static models")
+    if runs < 1:
+        raise GeError(f"runs={runs}: profile at least one run")
+    feeds = random_inputs(dm.inputs, seed) if inputs is None else [np.asarray(x) for x in inputs]
+    ctx = dm.create_context()
+    try:
+        for _ in range(warmup):
+            ctx.execute(feeds)
+        origin, events, tasks, copies = time.perf_counter(), [], [], []
+        ctx.executor = TracingExecutor(lambda t, task, seconds: tasks.append((t, time.perf_counter() - seconds, seconds)))
+        ctx.copy_trace = copies
+        for k in range(runs):
+            start = time.perf_counter()
+            ctx.execute(feeds)
+            events.append(_event(f"execute #{k}", "execute", start, time.perf_counter() - start, origin, COPIES_TID + 1))
+            for t, begin, seconds in tasks:
+                p = ctx.handle[t].plan
+                events.append(_event(p.name, _op(p), begin, seconds, origin, TASKS_TID, run=k, task=t))
+            for kind, begin, seconds, nbytes in copies:
+                events.append(_event(kind.upper(), "copy", begin, seconds, origin, COPIES_TID, run=k, bytes=nbytes))
+            tasks.clear()
+            copies.clear()
+    finally:
+        dm.destroy_context(ctx)
+    meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}
+            for tid, name in ((TASKS_TID, "tasks"), (COPIES_TID, "copies"), (COPIES_TID + 1, "executions"))]
+    return {"traceEvents": meta + events, "ops": op_table(events), "runs": runs, "model": dm.name,
+            "device": dm.device.name}
+
+
+def _op(plan) -> str:
+    """The op type as run: a fused node shows what it absorbed (FusedConv+Relu)."""
+    ep = plan.epilogue
+    return plan.kernel.op_type + "".join(f"+{k.op_type}" for k, _ in (ep.steps if ep is not None else ()))
+
+
+def _event(name: str, op: str, start: float, seconds: float, origin: float, tid: int, **args) -> dict:
+    return {"name": name, "ph": "X", "pid": 0, "tid": tid, "ts": round((start - origin) * 1e6, 3),
+            "dur": round(seconds * 1e6, 3), "args": {"op": op, **args}}
+
+
+def op_table(events: list[dict]) -> list[dict]:
+    """Per op type over the task events: count, total ms, mean us, share of the tasks' time; largest first."""
+    totals: dict[str, list] = {}
+    for e in events:
+        if e.get("tid") == TASKS_TID and e.get("ph") == "X":
+            acc = totals.setdefault(e["args"]["op"], [0, 0.0])
+            acc[0] += 1
+            acc[1] += e["dur"]
+    whole = sum(t for _, t in totals.values()) or 1.0
+    rows = [{"op": op, "count": n, "total_ms": round(us / 1e3, 4), "mean_us": round(us / n, 2),
+             "share": round(us / whole, 4)} for op, (n, us) in totals.items()]
+    return sorted(rows, key=lambda r: -r["total_ms"])
