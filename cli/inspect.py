@@ -12,43 +12,78 @@ from ..core import api
 from . import console
 from .options import json_option
 
+#: `--section NAME`: the inspect data each section shows (SECTIONS below renders them)
+_SECTION_KEYS = {"header": ("header",), "io": ("inputs", "outputs", "aipp"), "memory": ("memory", "feature_map_lower_bound",
+                 "logical_allocations"), "allocations": ("allocations",), "tasks": ("tasks",), "args": ("args_table",),
+                 "weights": ("weights", "weight_totals")}
+SECTION_NAMES = tuple(_SECTION_KEYS)
+
+
+def _section_data(d: dict, section: str) -> dict:
+    if section not in _SECTION_KEYS:
+        raise click.UsageError(f"--section {section}: one of {', '.join(SECTION_NAMES)}")
+    return {k: d[k] for k in _SECTION_KEYS[section] if k in d}
+
 
 @click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("om", metavar="FILE.om", type=click.Path(dir_okay=False))
 @json_option
-def inspect(om, as_json):
-    """Show what an OM holds: header, inputs/outputs, memory, allocations, tasks, weights."""
+@click.option("--section", metavar="NAME", help="print one section: " + ", ".join(SECTION_NAMES))
+@click.option("--plot", metavar="FILE.svg|.png", type=click.Path(dir_okay=False),
+              help="draw the memory plan (offset against step, a box per tensor, coloured by region, the lower "
+                   "bound marked)")
+def inspect(om, as_json, section, plot):
+    """Show what an OM holds: header, inputs/outputs, memory, allocations, tasks, weights.
+
+    \b
+      ge inspect out/net.om
+      ge inspect out/net.om --section tasks
+      ge inspect out/net.om --plot plan.svg
+    """
+    if plot:
+        api.plot_memory(om, plot)
+        console.out.print(f"memory plan drawn to {plot}")
+        return
     data = api.inspect(om)
     if as_json:
-        console.echo(json.dumps(data, indent=2))
+        console.echo(json.dumps(data if not section else {section: _section_data(data, section)}, indent=2))
         return
-    render(data)
+    render(data, section)
 
 
 def _table(title: str, *columns: str, right: tuple = ()) -> Table:
+    """Cells wrap (fold) rather than being cut: at 80 columns a long name takes two lines, and no
+    digit of a number is ever lost to an ellipsis."""
     t = Table(title=title, title_justify="left")
     for c in columns:
-        t.add_column(c, justify="right" if c in right else "left")
+        t.add_column(c, justify="right" if c in right else "left", overflow="fold")
     return t
 
 
-def render(d: dict) -> None:
+def render(d: dict, section: str | None = None) -> None:
     if "dynamic" in d:
         render_dynamic(d)
         return
-    out = console.out
-    h = d["header"]
+    if section is not None and section not in SECTIONS:
+        raise click.UsageError(f"--section {section}: one of {', '.join(SECTIONS)}")
+    for name, show in SECTIONS.items():
+        if section in (None, name):
+            show(d, console.out)
+
+
+def _header(d, out):
     head = _table("Header", "field", "value")
-    for key, value in h.items():
-        if key == "partitions":
-            continue
-        head.add_row(key, str(value))
+    for key, value in d["header"].items():
+        if key != "partitions":
+            head.add_row(key, str(value))
     out.print(head)
     parts = _table("Partitions", "type", "submodel", "offset", "size", right=("submodel", "offset", "size"))
-    for p in h.get("partitions", []):
+    for p in d["header"].get("partitions", []):
         parts.add_row(str(p["type"]), str(p["submodel"]), str(p["offset"]), str(p["size"]))
     out.print(parts)
 
+
+def _io(d, out):
     io = _table("Inputs / outputs", "", "name", "dtype", "shape", "bytes", "allocation", right=("bytes",))
     for role in ("inputs", "outputs"):
         for i, x in enumerate(d[role]):
@@ -62,6 +97,8 @@ def render(d: dict) -> None:
                   ("padding", a["padding"])) if on]
         out.print(f"AIPP on input '{a['input']}' (static): " + ", ".join(steps))
 
+
+def _memory(d, out):
     mem = _table("Memory regions", "region", "size", "", right=("size", ""))
     for region, r in d["memory"].items():
         mem.add_row(region, str(r["size"]), console.nbytes(r["size"]))
@@ -70,12 +107,13 @@ def render(d: dict) -> None:
     fm = d["memory"].get("FEATURE_MAP", {}).get("size", 0)
     if bound:
         out.print(f"feature-map lower bound {bound} B, planned {fm} B, ratio {fm / bound:.3f}")
-
     logical = _table("Logical allocations", "id", "kind", "size", "io index", right=("id", "size", "io index"))
     for a in d["logical_allocations"]:
         logical.add_row(str(a["id"]), a["kind"], str(a["size"]), "" if a["io_index"] < 0 else str(a["io_index"]))
     out.print(logical)
 
+
+def _allocations(d, out):
     alloc = _table("Allocation table", "tensor", "allocation", "offset", "size", "dtype", "shape", "first", "last",
                    "alias of", right=("offset", "size", "first", "last"))
     for t in d["allocations"]:
@@ -83,6 +121,8 @@ def render(d: dict) -> None:
                       str(t["shape"]), str(t["first"]), str(t["last"]), t["alias_of"])
     out.print(alloc)
 
+
+def _tasks(d, out):
     tasks = _table("Tasks", "#", "node", "op", "kernel", "args (alloc#id+offset kind)", "workspace",
                    right=("#", "workspace"))
     for t in d["tasks"]:
@@ -92,6 +132,8 @@ def render(d: dict) -> None:
         tasks.add_row(str(t["index"]), t["node"], op, t["kernel"], f"{ins} -> {outs}", str(t["workspace"]))
     out.print(tasks)
 
+
+def _args(d, out):
     args = _table("Args table (one uint64 per slot in device memory)", "slot", "task", "node", "arg", "allocation",
                   "offset", "refresh", right=("slot", "task", "offset"))
     for a in d["args_table"]:
@@ -99,6 +141,8 @@ def render(d: dict) -> None:
                      str(a["offset"]), a["policy"] if a["refreshable"] else "fixed")
     out.print(args)
 
+
+def _weights(d, out):
     weights = _table("Weights", "name", "dtype", "shape", "storage", "file", "offset", "bytes", "sha256",
                      right=("offset", "bytes"))
     for w in d["weights"]:
@@ -109,6 +153,11 @@ def render(d: dict) -> None:
     out.print(f"weights (--external_weight={t['mode']}): inline {t['inline']['count']} ({t['inline']['bytes']} B), "
               f"in files {t['file']['count']} ({t['file']['bytes']} B) in {t['file']['files']} file{'s' * (t['file']['files'] != 1)} "
               f"({t['file']['file_bytes']} B)")
+
+
+#: what each section prints, in the order a full `ge inspect` prints them
+SECTIONS = {"header": _header, "io": _io, "memory": _memory, "allocations": _allocations, "tasks": _tasks,
+            "args": _args, "weights": _weights}
 
 
 def render_dynamic(d: dict) -> None:

@@ -2,6 +2,8 @@
 `--mode=6` (the info banner) show. Reading only: nothing here compiles or loads."""
 from __future__ import annotations
 
+import os
+
 from ..dynamic_model import DynamicModel
 from ..errors import GeError
 from ..ge_model import GeModel
@@ -232,3 +234,18 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                                                    if k != "offsets"}}},
         "submodels": [submodel_dict(m) for m in dyn.submodels],
     }
+
+
+def plot_memory(path: str, out_file: str) -> str:
+    """`ge inspect --plot`: the memory plan of a static OM as SVG or PNG (by `out_file`'s extension)."""
+    from ...formats.atomic import write_atomically
+    from .memory_plot import plot_png, plot_svg
+    kind = os.path.splitext(out_file)[1].lower()
+    if kind not in (".svg", ".png"):
+        raise GeError(f"--plot {out_file}: the picture is .svg or .png")
+    d = inspect(path)
+    if "dynamic" in d:
+        raise GeError(f"{path}: --plot draws a static OM's memory plan (this one has dynamic shapes)")
+    data = plot_svg(d).encode() if kind == ".svg" else plot_png(d)
+    write_atomically(out_file, lambda f: f.write(data))
+    return out_file

@@ -57,3 +57,37 @@ def test_inspect_args_table(ge, compiled):
     assert by_kind["INPUT"]["policy"] == "by_model_io" and by_kind["OUTPUT"]["refreshable"]
     assert sum(len([a for a in t["args"]]) + (1 if t["workspace"] else 0) for t in d["tasks"]) == len(table)
     assert "Args table" in ge("inspect", compiled["small"], ok=True).stdout
+
+
+def test_sections_and_plots(ge, compiled, tmp_path):
+    from ge.cli.inspect import SECTION_NAMES, SECTIONS
+    assert tuple(SECTIONS) == SECTION_NAMES
+    r = ge("inspect", compiled["small"], "--section", "tasks", ok=True)
+    assert "Tasks" in r.stdout and "Weights" not in r.stdout and "Header" not in r.stdout
+    r = ge("inspect", compiled["small"], "--section", "weights", "--json", ok=True)
+    assert set(json.loads(r.stdout)["weights"]) == {"weights", "weight_totals"}
+    r = ge("inspect", compiled["small"], "--section", "nope")
+    assert r.exit_code == 2 and "one of header, io, memory" in r.stderr
+    svg, png = tmp_path / "plan.svg", tmp_path / "plan.png"
+    ge("inspect", compiled["small"], "--plot", str(svg), ok=True)
+    text = svg.read_text()
+    assert text.startswith("<svg") and "FEATURE_MAP" in text and "lower bound" in text
+    n_boxes = sum(1 for a in api.inspect(compiled["small"])["allocations"] if not a["alias_of"] and a["size"])
+    assert text.count("<title>") == n_boxes
+    ge("inspect", compiled["small"], "--plot", str(png), ok=True)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    import zlib
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    idat = data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8]
+    assert len(zlib.decompress(idat)) == height * (1 + 3 * width)
+    r = ge("inspect", compiled["small"], "--plot", str(tmp_path / "plan.gif"))
+    assert r.exit_code == 1 and "the picture is .svg or .png" in r.stderr and not (tmp_path / "plan.gif").exists()
+
+
+def test_tables_fold_at_80_columns(ge, compiled, monkeypatch):
+    from ge.cli import console
+    monkeypatch.setattr(console.out, "width", 80)
+    r = ge("inspect", compiled["small"], ok=True)
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    assert "…" not in r.stdout  # wrapped, never cut
