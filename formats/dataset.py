@@ -1,0 +1,87 @@
+"""Dataset folders as msame and ais_bench read them (`ge run --input DIR`):
+
+    DIR/                one file per sample (.npy, .bin, .npz) for a one-input model
+    DIR/<input name>/   one sub-folder per input, the same file names in each (several inputs)
+    DIR1,DIR2           one folder per input, in the model's input order (ais_bench's spelling)
+    DIR/*.npz           one .npz per sample holding every input by name
+
+A sample is named by its file's stem; its outputs become `OUT/<stem>_output_<i>.<fmt>`. Files are
+only listed and checked here (names, pairing); their contents are read and checked against the
+model per sample by formats/tensors.py.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..core.errors import FormatError
+
+EXTENSIONS = (".npy", ".bin", ".npz")
+
+
+@dataclass(frozen=True)
+class Sample:
+    stem: str
+    files: tuple  # one per input, or a single .npz holding every input
+
+
+def is_dataset(paths: list[str]) -> bool:
+    """`--input` names folders (a dataset) rather than files."""
+    return bool(paths) and all(os.path.isdir(p) for p in paths)
+
+
+def discover(paths: list[str], input_names: list[str]) -> list[Sample]:
+    """The samples of a dataset, sorted by name; a file that does not pair up is an error naming it."""
+    if len(paths) > 1:
+        if len(paths) != len(input_names):
+            raise FormatError(f"--input gives {len(paths)} folders for a model with {len(input_names)} inputs "
+                              f"({', '.join(input_names)})")
+        return _paired(dict(zip(input_names, paths)))
+    root = paths[0]
+    subdirs = {n: os.path.join(root, n) for n in input_names if os.path.isdir(os.path.join(root, n))}
+    if len(input_names) > 1 and subdirs:
+        missing = [n for n in input_names if n not in subdirs]
+        if missing:
+            raise FormatError(f"{root}: no sub-folder for input(s) {', '.join(missing)} (one per input, named after it)")
+        return _paired(subdirs)
+    files = _files(root)
+    if not files:
+        raise FormatError(f"{root}: no sample files ({', '.join(EXTENSIONS)})")
+    if len(input_names) > 1:
+        not_npz = [f for f in files if not f.endswith(".npz")]
+        if not_npz:
+            raise FormatError(f"{os.path.join(root, not_npz[0])}: a model with {len(input_names)} inputs reads one "
+                              f".npz per sample, or one sub-folder per input named after it")
+    return [Sample(_stem(f), (os.path.join(root, f),)) for f in files]
+
+
+def _paired(folders: dict[str, str]) -> list[Sample]:
+    listing = {name: {_stem(f): f for f in _files(d)} for name, d in folders.items()}
+    first, stems = next(iter(listing)), set(next(iter(listing.values())))
+    for name, files in listing.items():
+        if not files:
+            raise FormatError(f"{folders[name]}: no sample files ({', '.join(EXTENSIONS)})")
+        odd = sorted(set(files) ^ stems)
+        if odd:
+            where = folders[name] if odd[0] in files else folders[first]
+            raise FormatError(f"{os.path.join(where, (files if odd[0] in files else listing[first])[odd[0]])}: "
+                              f"no file of that name for every input")
+    return [Sample(stem, tuple(os.path.join(folders[n], listing[n][stem]) for n in folders)) for stem in sorted(stems)]
+
+
+def _files(folder: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as e:
+        raise FormatError(f"{folder}: {e.strerror or e}") from None
+    files = [n for n in names if os.path.splitext(n)[1].lower() in EXTENSIONS and os.path.isfile(os.path.join(folder, n))]
+    seen: dict[str, str] = {}
+    for f in files:  # a.npy and a.bin would write the same outputs
+        if _stem(f) in seen:
+            raise FormatError(f"{os.path.join(folder, f)}: another sample has the same name ({seen[_stem(f)]})")
+        seen[_stem(f)] = f
+    return files
+
+
+def _stem(name: str) -> str:
+    return os.path.splitext(name)[0]
