@@ -22,13 +22,13 @@ from .profiling import profile
 from .shape_options import parse_shape_spec
 from ..soc import DEFAULT_SOC
 
-_CONVERSION = ("atc", "AtcResult", "om_path_for")
+_CONVERSION = ("atc", "AtcResult", "om_path_for", "precheck")
 
 
 def __getattr__(name: str):
     if name in _CONVERSION:
-        from . import conversion
-        return getattr(conversion, name)
+        from . import conversion, pre_check
+        return getattr(conversion if name != "precheck" else pre_check, name)
     if name == "compare":  # ge compare: the reference side imports onnxruntime or onnx.reference
         from .comparison import compare
         return compare
