@@ -11,6 +11,8 @@ nodes for small scalars), because that is what ATC-style compilers are fed.
 
     resnet50_style     ResNet-50 v1.5 (torchvision): bottlenecks, projection shortcuts
     mobilenetv2_style  MobileNetV2 (torchvision): inverted residuals, depthwise convs, ReLU6
+    mobilenetv3_style  MobileNetV3-Large (torchvision): depthwise 3x3/5x5, HardSwish, squeeze-excite
+    vit_style          ViT-B/16 (torchvision): patch-embedding conv, pre-norm encoder, Gelu (opset 20)
     bert_style         BERT encoder (HuggingFace): dynamic "batch"/"seq", attention mask, Erf-GELU
     tiny_cnn           a ~40 KB CNN, the README demo model (samples/models/tiny_cnn.onnx)
 
@@ -584,14 +586,181 @@ def inception_style(batch: int = 1, image: int = 224, blocks: int = len(INCEPTIO
 
 
 # --------------------------------------------------------------------------- #
+# MobileNetV3-Large (Howard et al. 2019; torchvision layout and names), also the
+# PP-LCNet family's pieces: depthwise convs, HardSwish, squeeze-excite with HardSigmoid
+# --------------------------------------------------------------------------- #
+# kernel, expanded channels, output channels, squeeze-excite, activation ("RE" Relu, "HS" HardSwish), stride
+_MOBILENETV3_LARGE = [(3, 16, 16, False, "RE", 1), (3, 64, 24, False, "RE", 2), (3, 72, 24, False, "RE", 1),
+                      (5, 72, 40, True, "RE", 2), (5, 120, 40, True, "RE", 1), (5, 120, 40, True, "RE", 1),
+                      (3, 240, 80, False, "HS", 2), (3, 200, 80, False, "HS", 1), (3, 184, 80, False, "HS", 1),
+                      (3, 184, 80, False, "HS", 1), (3, 480, 112, True, "HS", 1), (3, 672, 112, True, "HS", 1),
+                      (5, 672, 160, True, "HS", 2), (5, 960, 160, True, "HS", 1), (5, 960, 160, True, "HS", 1)]
+
+
+def _hardswish(g: GraphBuilder, x: str) -> str:
+    y = g.op("HardSwish", [x])
+    g.m2[y] = (g.energy(x) / 3, 0.0)  # E[hardswish(x)^2] = 0.33 for x ~ N(0, 1)
+    return y
+
+
+def _activation(g: GraphBuilder, x: str, kind: str) -> str:
+    return g.relu(x) if kind == "RE" else _hardswish(g, x)
+
+
+def _squeeze_excite(g: GraphBuilder, x: str, c: int, name: str) -> str:
+    """torchvision's SqueezeExcitation: GlobalAveragePool -> 1x1 conv -> Relu -> 1x1 conv ->
+    HardSigmoid -> Mul with x (the 1x1 convs carry biases)."""
+    squeeze = _make_divisible(c // 4)
+    with g.scope(name):
+        s = g.global_avg_pool(x)
+        for i, (cin, cout) in enumerate(((c, squeeze), (squeeze, c))):
+            bound = 1.0 / math.sqrt(cin)
+            w = g.param(f"{name}.fc{i + 1}.weight", g.normal([cout, cin, 1, 1], math.sqrt(2.0 / cin)))
+            b = g.param(f"{name}.fc{i + 1}.bias", g.uniform([cout], -bound, bound))
+            with g.scope(f"{name}.fc{i + 1}"):
+                s = g.op("Conv", [s, w, b], kernel_shape=[1, 1], strides=[1, 1], pads=[0] * 4, dilations=[1, 1],
+                         group=1)
+            if i == 0:
+                s = g.op("Relu", [s])
+        # torch's F.hardsigmoid: relu6(x + 3) / 6
+        scale = g.op("HardSigmoid", [s], alpha=1.0 / 6, beta=0.5)
+        y = g.op("Mul", [x, scale])
+    g.m2[y] = tuple(0.4 * v for v in g.m2.get(x, (0.0, 1.0)))
+    return y
+
+
+def mobilenetv3_style(batch: int = 1, image: int = 224, width_mult: float = 1.0, classes: int = 1000,
+                      opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """MobileNetV3-Large: image [batch, 3, image, image] float32 -> logits [batch, classes].
+    Inverted residuals with 3x3 and 5x5 depthwise convs, Relu or HardSwish, squeeze-excite
+    (HardSigmoid gates), a HardSwish head; BatchNormalization unfused, as torch exports it."""
+    _check_opset(opset, 14)  # HardSwish
+    doc = _signature("mobilenetv3_style", batch=batch, image=image, width_mult=width_mult, classes=classes,
+                     opset=opset, seed=seed)
+    g = GraphBuilder("mobilenetv3_style", seed, opset, doc)
+    x = g.input("image", FLOAT, [batch, 3, image, image])
+
+    cin = _make_divisible(16 * width_mult)
+    x = g.conv_bn(x, 3, cin, 3, stride=2, conv="features.0.0", bn="features.0.1")
+    with g.scope("features.0"):
+        x = _hardswish(g, x)
+    for idx, (k, exp, cout, se, act, stride) in enumerate(_MOBILENETV3_LARGE, start=1):
+        exp, cout = _make_divisible(exp * width_mult), _make_divisible(cout * width_mult)
+        name = f"features.{idx}"
+        with g.scope(name):
+            y, i = x, 0
+            if exp != cin:  # 1x1 expand
+                y = g.conv_bn(y, cin, exp, 1, conv=f"{name}.block.0.0", bn=f"{name}.block.0.1")
+                y, i = _activation(g, y, act), 1
+            y = g.conv_bn(y, exp, exp, k, stride=stride, group=exp, conv=f"{name}.block.{i}.0",
+                          bn=f"{name}.block.{i}.1")
+            y = _activation(g, y, act)
+            if se:
+                y = _squeeze_excite(g, y, exp, name=f"{name}.block.{i + 1}")
+                i += 1
+            y = g.conv_bn(y, exp, cout, 1, conv=f"{name}.block.{i + 1}.0", bn=f"{name}.block.{i + 1}.1")
+            if stride == 1 and cin == cout:
+                y = g.add(x, y)
+        x, cin = y, cout
+    last_conv = 6 * cin
+    idx = len(_MOBILENETV3_LARGE) + 1
+    x = g.conv_bn(x, cin, last_conv, 1, conv=f"features.{idx}.0", bn=f"features.{idx}.1")
+    with g.scope(f"features.{idx}"):
+        x = _hardswish(g, x)
+
+    x = g.op("Flatten", [g.global_avg_pool(x)], axis=1)
+    last_channel = _make_divisible(1280 * width_mult)
+    x = g.gemm(x, last_conv, last_channel, name="classifier.0")
+    with g.scope("classifier.1"):
+        x = g.op("HardSwish", [x])
+    g.gemm(x, last_channel, classes, name="classifier.3", out="logits")
+    g.output("logits", FLOAT, [batch, classes])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
+# ViT (Dosovitskiy et al. 2020; torchvision vit_b_16 layout and names)
+# --------------------------------------------------------------------------- #
+def _vit_attention(g: GraphBuilder, x: str, tokens: int, hidden: int, heads: int, name: str) -> str:
+    head_dim = hidden // heads
+    batch_first = [-1, tokens, heads, head_dim]  # static shapes, as torch exports them with fixed inputs
+    with g.scope(name):
+        def split(t: str, perm: list[int]) -> str:
+            return g.op("Transpose", [g.op("Reshape", [t, g.const(batch_first)])], perm=perm)
+        q = split(g.linear(x, hidden, hidden, name=f"{name}.q"), [0, 2, 1, 3])
+        k = split(g.linear(x, hidden, hidden, name=f"{name}.k"), [0, 2, 3, 1])
+        v = split(g.linear(x, hidden, hidden, name=f"{name}.v"), [0, 2, 1, 3])
+        scores = g.op("Mul", [g.op("MatMul", [q, k]), g.const(np.float32(1.0 / math.sqrt(head_dim)))])
+        probs = g.op("Softmax", [scores], axis=-1)
+        ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+        ctx = g.op("Reshape", [ctx, g.const([-1, tokens, hidden])])
+        return g.linear(ctx, hidden, hidden, name=f"{name}.out_proj")
+
+
+def _gelu(g: GraphBuilder, x: str, name: str) -> str:
+    """Gelu (opset >= 20), or torch's Erf decomposition before it."""
+    if g.opset >= 20:
+        with g.scope(name):
+            return g.op("Gelu", [x])
+    return _gelu_erf(g, x, name)
+
+
+def vit_style(batch: int = 1, image: int = 224, patch: int = 16, layers: int = 12, hidden: int = 768,
+              heads: int = 12, mlp: int = 3072, classes: int = 1000, opset: int = 20,
+              seed: int = 0) -> onnx.ModelProto:
+    """ViT-B/16 by default: image [batch, 3, image, image] float32 -> logits [batch, classes].
+    A patch-embedding Conv (patch x patch, stride patch), a class token, learned position
+    embeddings, pre-norm encoder layers (LayerNormalization, attention, an MLP with Gelu), the
+    class token's final LayerNorm and a linear head. opset >= 17; below 20 Gelu is torch's Erf form."""
+    _check_opset(opset, 17)
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    if image % patch:
+        raise ValueError(f"image ({image}) must be a multiple of patch ({patch})")
+    doc = _signature("vit_style", batch=batch, image=image, patch=patch, layers=layers, hidden=hidden, heads=heads,
+                     mlp=mlp, classes=classes, opset=opset, seed=seed)
+    g = GraphBuilder("vit_style", seed, opset, doc)
+    x = g.input("image", FLOAT, [batch, 3, image, image])
+    tokens = (image // patch) ** 2 + 1
+
+    fan_in = 3 * patch * patch
+    w = g.param("conv_proj.weight", g.normal([hidden, 3, patch, patch], math.sqrt(1.0 / fan_in)))
+    b = g.param("conv_proj.bias", g.normal([hidden], 0.02))
+    with g.scope("conv_proj"):
+        x = g.op("Conv", [x, w, b], kernel_shape=[patch, patch], strides=[patch, patch], pads=[0] * 4,
+                 dilations=[1, 1], group=1)
+    x = g.op("Transpose", [g.op("Reshape", [x, g.const([batch, hidden, tokens - 1])])], perm=[0, 2, 1])
+    cls = g.param("class_token", g.normal([1, 1, hidden], 0.02))
+    cls = g.op("Expand", [cls, g.const([batch, 1, hidden])])
+    x = g.op("Concat", [cls, x], axis=1)
+    with g.scope("encoder"):
+        x = g.op("Add", [x, g.param("encoder.pos_embedding", g.normal([1, tokens, hidden], 0.02))])
+    for i in range(layers):
+        name = f"encoder.layers.encoder_layer_{i}"
+        with g.scope(name):
+            y = g.layer_norm(x, hidden, name=f"{name}.ln_1", eps=1e-6)
+            x = g.op("Add", [x, _vit_attention(g, y, tokens, hidden, heads, name=f"{name}.self_attention")])
+            y = g.layer_norm(x, hidden, name=f"{name}.ln_2", eps=1e-6)
+            y = _gelu(g, g.linear(y, hidden, mlp, name=f"{name}.mlp.0"), name=f"{name}.mlp.1")
+            x = g.op("Add", [x, g.linear(y, mlp, hidden, name=f"{name}.mlp.3")])
+    x = g.layer_norm(x, hidden, name="encoder.ln", eps=1e-6)
+    x = g.op("Gather", [x, g.const(0)], axis=1)  # the class token: x[:, 0]
+    g.gemm(x, hidden, classes, name="heads.head", out="logits")
+    g.output("logits", FLOAT, [batch, classes])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
 # sample inputs, CLI
 # --------------------------------------------------------------------------- #
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet50_style": resnet50_style,
     "mobilenetv2_style": mobilenetv2_style,
+    "mobilenetv3_style": mobilenetv3_style,
     "bert_style": bert_style,
     "tiny_cnn": tiny_cnn,
     "inception_style": inception_style,
+    "vit_style": vit_style,
     "detection_style": detection_style,
 }
 

@@ -358,3 +358,56 @@ def test_sample_inputs_bert(small):
     assert 0 <= feeds["input_ids"].min() and feeds["input_ids"].max() < 100
     assert feeds["attention_mask"][0].all()  # row 0 unpadded, others right-padded
     assert all((np.diff(row) <= 0).all() for row in feeds["attention_mask"])
+
+
+# --------------------------------------------------------------------------- #
+# MobileNetV3 and ViT
+# --------------------------------------------------------------------------- #
+def test_mobilenetv3_topology_and_runs():
+    model = bs.mobilenetv3_style(image=64, width_mult=0.5, classes=10)
+    onnx.checker.check_model(model, full_check=True)
+    ops = op_counts(model)
+    assert {"Conv", "BatchNormalization", "HardSwish", "HardSigmoid", "Relu", "Mul", "GlobalAveragePool",
+            "Gemm"} <= set(ops)
+    assert ops["HardSigmoid"] == 8  # one per squeeze-excite block
+    w = inits(model)
+    depthwise = [n for n in model.graph.node if n.op_type == "Conv" and attr(n, "group", 1) > 1]
+    assert len(depthwise) == 15 and {tuple(attr(n, "kernel_shape")) for n in depthwise} == {(3, 3), (5, 5)}
+    for n in depthwise:
+        assert attr(n, "group") == w[n.input[1]].shape[0] and w[n.input[1]].shape[1] == 1
+    # squeeze-excite: GlobalAveragePool -> Conv -> Relu -> Conv -> HardSigmoid -> Mul
+    producer = {n.output[0]: n for n in model.graph.node}
+    for gate in (n for n in model.graph.node if n.op_type == "HardSigmoid"):
+        chain, x = [], gate
+        while x.op_type != "GlobalAveragePool":
+            x = producer[x.input[0]]
+            chain.append(x.op_type)
+        assert chain == ["Conv", "Relu", "Conv", "GlobalAveragePool"]
+        assert attr(gate, "alpha") == pytest.approx(1 / 6) and attr(gate, "beta") == 0.5
+    (logits,) = run(model, bs.sample_inputs(model))
+    assert logits.shape == (1, 10) and np.isfinite(logits).all() and len(np.unique(logits)) > 1
+    full = bs.mobilenetv3_style()
+    assert 5_400_000 < sum(int(np.prod(t.dims)) for t in full.graph.initializer) < 5_600_000  # torchvision's 5.48 M
+
+
+@pytest.mark.parametrize("opset", [20, 17])
+def test_vit_topology_and_runs(opset):
+    model = bs.vit_style(image=32, patch=16, layers=2, hidden=64, heads=4, mlp=128, classes=10, opset=opset)
+    onnx.checker.check_model(model, full_check=True)
+    ops = op_counts(model)
+    assert ops["LayerNormalization"] == 2 * 2 + 1 and ops["Softmax"] == 2
+    assert ("Gelu" in ops) == (opset >= 20) and ("Erf" in ops) == (opset < 20)
+    (patch,) = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert attr(patch, "kernel_shape") == [16, 16] and attr(patch, "strides") == [16, 16]
+    (logits,) = run(model, bs.sample_inputs(model))
+    assert logits.shape == (1, 10) and np.isfinite(logits).all()
+    if opset == 17:  # same seed, same weights: Gelu and its Erf form compute the same function
+        (reference,) = run(bs.vit_style(image=32, patch=16, layers=2, hidden=64, heads=4, mlp=128, classes=10),
+                           bs.sample_inputs(model))
+        np.testing.assert_allclose(logits, reference, rtol=1e-4, atol=1e-5)
+
+
+def test_vit_b16_size_without_running():
+    model = bs.vit_style()
+    assert sum(int(np.prod(t.dims)) for t in model.graph.initializer) == pytest.approx(86.57e6, rel=1e-3)
+    assert op_counts(model)["MatMul"] == 12 * (4 + 2 + 2)  # q, k, v, out; the MLP's two; the attention's two
