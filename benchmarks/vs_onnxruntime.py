@@ -1,0 +1,401 @@
+"""ge against onnxruntime on every row of issue 12's table, each engine in its own process.
+
+    python benchmarks/vs_onnxruntime.py [--rounds 5] [--only resnet50_b1,two_node] [--json out.json]
+    python benchmarks/vs_onnxruntime.py --quick        # small models, one round: a smoke test
+
+Models are built here from samples/build_samples.py (random weights) and compiled once by ge
+(cpu device). Then, round after round, every row is measured by a fresh process per engine (ge,
+then onnxruntime with 2 intra-op threads, or the other way round on alternate rounds), so neither
+engine's threads, caches or heap see the other's. A latency row's figure per round is the median
+of its timed runs; the table shows, per engine, the median over rounds, their ratio ge /
+onnxruntime (lower is better) and the range of the rounds' own ratios (how noisy the machine was).
+
+Rows (--only takes their keys):
+  resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b8 mobilenetv3_b1 vit_b16_b1
+  bert_base bert_small    latency of one inference (ms)
+  chain_1000              1000 tiny elementwise ops (Add/Relu, [1, 16]): latency / 1000 (us per node)
+  two_node                a 2-node model (Add, Mul on [1, 16]): latency of one call (us)
+  compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
+  rss_resnet50            peak RSS (getrusage maxrss) of a fresh process that loads ResNet-50 (ge: its OM,
+                          onnxruntime: the ONNX file) and runs it once (MiB); load time beside it
+
+Every call is the public one: ge's `api.execute(model_id, inputs)` (outputs allocated by the call,
+as onnxruntime's `run` does), onnxruntime's `InferenceSession.run(None, feeds)`.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENGINES = ("ge", "onnxruntime")
+
+
+# -- what is measured ---------------------------------------------------------------------------
+@dataclass
+class Row:
+    key: str
+    label: str
+    kind: str            # latency | per_node | per_call | compile_load | rss
+    build: tuple         # (builder name in build_samples or in this file, kwargs)
+    target: str
+    runs: int = 20       # timed runs per process (latency kinds)
+    nodes: int = 1       # per_node: the latency is divided by this
+    seq: int = 128       # BERT inputs [1, seq]
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def unit(self) -> str:
+        return {"latency": "ms", "per_node": "us", "per_call": "us", "compile_load": "s", "rss": "MiB"}[self.kind]
+
+    @property
+    def scale(self) -> float:  # seconds (or bytes) -> unit
+        return {"latency": 1e3, "per_node": 1e6, "per_call": 1e6, "compile_load": 1.0, "rss": 1.0 / 2**20}[self.kind]
+
+
+BERT_BASE = dict(layers=12, hidden=768, heads=12, intermediate=3072, vocab=30522, max_pos=512)
+BERT_SMALL = dict(layers=4, hidden=512, heads=8, intermediate=2048, vocab=30522, max_pos=512)  # L-4 H-512 A-8
+
+
+def full_rows() -> list[Row]:
+    return [
+        Row("resnet50_b1", "ResNet-50 batch 1", "latency", ("resnet50_style", {}), "<= 1.0", runs=20),
+        Row("resnet50_b8", "ResNet-50 batch 8", "latency", ("resnet50_style", {"batch": 8}), "<= 1.0", runs=6),
+        Row("mobilenetv2_b1", "MobileNetV2 batch 1", "latency", ("mobilenetv2_style", {}), "<= 1.2", runs=40),
+        Row("mobilenetv2_b8", "MobileNetV2 batch 8", "latency", ("mobilenetv2_style", {"batch": 8}), "<= 1.0",
+            runs=12),
+        Row("mobilenetv3_b1", "MobileNetV3-Large batch 1", "latency", ("mobilenetv3_style", {}), "<= 1.0", runs=40),
+        Row("vit_b16_b1", "ViT-B/16 batch 1", "latency", ("vit_style", {}), "<= 1.0", runs=10),
+        Row("bert_base", "BERT-base seq 128 batch 1", "latency", ("bert_style", BERT_BASE), "<= 1.0", runs=15),
+        Row("bert_small", "BERT-small seq 128 batch 1", "latency", ("bert_style", BERT_SMALL), "<= 1.0", runs=30),
+        Row("chain_1000", "1000 tiny elementwise ops, per node", "per_node", ("chain", {"n": 1000}),
+            "<= onnxruntime's", runs=200, nodes=1000),
+        Row("two_node", "a 2-node model, per call", "per_call", ("two_node", {}), "<= 2x", runs=3000),
+        Row("compile_load", "compile + load, BERT-base", "compile_load", ("bert_style", BERT_BASE), "<= 2x"),
+        Row("rss_resnet50", "peak RSS, load ResNet-50 + run", "rss", ("resnet50_style", {}), "<= 250 MiB"),
+    ]
+
+
+def quick_rows() -> list[Row]:
+    """The same rows on models small enough for a smoke test (seconds, not minutes)."""
+    cnn = {"image": 32}
+    bert = dict(layers=1, hidden=32, heads=2, intermediate=64, vocab=50, max_pos=32)
+    sizes = {
+        "resnet50_b1": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),
+        "resnet50_b8": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10, batch=2)),
+        "mobilenetv2_b1": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10)),
+        "mobilenetv2_b8": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10, batch=2)),
+        "mobilenetv3_b1": ("mobilenetv3_style", dict(cnn, width_mult=0.25, classes=10)),
+        "vit_b16_b1": ("vit_style", dict(image=32, layers=1, hidden=32, heads=2, mlp=64, classes=10)),
+        "bert_base": ("bert_style", bert), "bert_small": ("bert_style", bert),
+        "chain_1000": ("chain", {"n": 20}), "two_node": ("two_node", {}),
+        "compile_load": ("bert_style", bert),
+        "rss_resnet50": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),
+    }
+    rows = []
+    for row in full_rows():
+        row.build = sizes[row.key]
+        row.runs = min(row.runs, 5)
+        row.seq = 8
+        if row.kind == "per_node":
+            row.nodes = row.build[1]["n"]
+        rows.append(row)
+    return rows
+
+
+# -- models ---------------------------------------------------------------------------------------
+def load_samples():
+    spec = importlib.util.spec_from_file_location("build_samples", os.path.join(HERE, "..", "samples", "build_samples.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny_model(nodes, inits, width: int):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.asarray(a, np.float32), name) for name, a in inits]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def chain(n: int = 1000, width: int = 16):
+    """x -> Add(w0) -> Relu -> Add(w2) -> Relu -> ...: n nodes, n/2 of them Add (each its own weight)."""
+    import numpy as np
+    from onnx import helper
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(n):
+        out = "y" if i == n - 1 else f"t{i}"
+        if i % 2:
+            nodes.append(helper.make_node("Relu", [prev], [out], name=f"relu{i}"))
+        else:
+            inits.append((f"w{i}", 0.01 * rng.standard_normal(width)))
+            nodes.append(helper.make_node("Add", [prev, f"w{i}"], [out], name=f"add{i}"))
+        prev = out
+    return _tiny_model(nodes, inits, width)
+
+
+def two_node(width: int = 16):
+    """y = (x + a) * b on [1, width]: the smallest model with more than one task."""
+    from onnx import helper
+    nodes = [helper.make_node("Add", ["x", "a"], ["t"], name="add"), helper.make_node("Mul", ["t", "b"], ["y"], name="mul")]
+    return _tiny_model(nodes, [("a", [0.5] * width), ("b", [2.0] * width)], width)
+
+
+def build_model(row: Row, samples):
+    name, kwargs = row.build
+    return (globals()[name] if name in ("chain", "two_node") else getattr(samples, name))(**kwargs)
+
+
+def feeds_for(model, samples, seq: int) -> dict:
+    """Seeded inputs: the samples' rules (BERT: token ids, an all-ones mask at batch 1)."""
+    import numpy as np
+    from onnx import TensorProto
+    if any(vi.type.tensor_type.elem_type == TensorProto.INT64 for vi in model.graph.input):
+        return samples.sample_inputs(model, batch=1, seq=seq)
+    rng = np.random.default_rng(0)
+    return {vi.name: rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
+            for vi in model.graph.input}
+
+
+def prepare(rows: list[Row], tmp: str) -> dict:
+    """Each row's ONNX file, inputs (.npz) and, but for compile_load, ge's OM: {key: job}."""
+    import numpy as np
+    import onnx
+    from ge.core import api
+    samples = load_samples()
+    built: dict = {}
+    jobs = {}
+    for row in rows:
+        t0 = time.perf_counter()
+        if row.build[0] + repr(row.build[1]) not in built:
+            model = build_model(row, samples)
+            base = os.path.join(tmp, f"{row.key}")
+            onnx.save(model, base + ".onnx")
+            feeds = feeds_for(model, samples, row.seq)
+            np.savez(base + ".npz", **feeds)
+            spec = ";".join(f"{k}:{','.join(map(str, v.shape))}" for k, v in feeds.items())
+            om = None
+            if row.kind != "compile_load":
+                om = api.atc(base + ".onnx", base, input_shape=spec).om_path
+            built[row.build[0] + repr(row.build[1])] = dict(onnx=base + ".onnx", npz=base + ".npz", spec=spec, om=om)
+            del model
+        job = dict(built[row.build[0] + repr(row.build[1])], kind=row.kind, runs=row.runs, nodes=row.nodes,
+                   out=os.path.join(tmp, f"{row.key}_worker"))
+        if row.kind != "compile_load" and job["om"] is None:  # built for compile_load first
+            job["om"] = api.atc(job["onnx"], job["out"], input_shape=job["spec"]).om_path
+        jobs[row.key] = job
+        print(f"  prepared {row.key:<16}({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+    return jobs
+
+
+# -- the worker: one engine, one row, one process -------------------------------------------------
+def _median_time(fn, runs: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    clock = time.perf_counter
+    times = []
+    for _ in range(runs):
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    return statistics.median(times)
+
+
+def _ort_options():
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    return options
+
+
+def worker(engine: str, job: dict) -> dict:
+    """Measure one row with one engine in this (fresh) process; returns {"value": ..., ...}."""
+    import resource
+    import numpy as np
+    feeds = dict(np.load(job["npz"]))
+    kind = job["kind"]
+    if engine == "ge":
+        from ge.core import api
+        if kind == "compile_load":
+            from ge.core.api import conversion  # noqa: F401  (imported on first use: not timed)
+            t0 = time.perf_counter()
+            om = api.atc(job["onnx"], job["out"], input_shape=job["spec"]).om_path
+            t1 = time.perf_counter()
+            model_id = api.load_from_file(om, "cpu")
+            t2 = time.perf_counter()
+            api.unload(model_id)
+            return {"value": t2 - t0, "compile_s": t1 - t0, "load_s": t2 - t1}
+        t0 = time.perf_counter()
+        model_id = api.load_from_file(job["om"], "cpu")
+        load_s = time.perf_counter() - t0
+        inputs = [feeds[d.name] for d in api.model(model_id).inputs]
+        run = lambda: api.execute(model_id, inputs)  # noqa: E731
+    else:
+        import onnxruntime as ort
+        t0 = time.perf_counter()
+        session = ort.InferenceSession(job["onnx"], _ort_options(), providers=["CPUExecutionProvider"])
+        load_s = time.perf_counter() - t0
+        if kind == "compile_load":
+            return {"value": load_s}
+        run = lambda: session.run(None, feeds)  # noqa: E731
+    if kind == "rss":
+        run()
+        return {"value": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "vm_hwm": _vm_hwm(),
+                "load_s": load_s}
+    value = _median_time(run, job["runs"], warmup=max(2, job["runs"] // 10))
+    return {"value": value / job["nodes"], "load_s": load_s}
+
+
+def _vm_hwm() -> int | None:
+    """This process's peak RSS since exec (Linux), beside getrusage's."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+class Launcher:
+    """Starts the workers from a small process of its own. Linux keeps a process's peak RSS
+    (getrusage's ru_maxrss) across fork and exec, so a worker started by this script once it has
+    built and compiled the models would report this script's peak, not its own."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--launcher"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, argv: list[str]) -> dict:
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def launcher_loop() -> int:
+    for line in sys.stdin:
+        proc = subprocess.run(json.loads(line), capture_output=True, text=True)
+        print(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}), flush=True)
+    return 0
+
+
+def measure(launcher: Launcher, engine: str, job: dict) -> dict:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    proc = launcher.run([sys.executable, os.path.abspath(__file__), "--worker", engine, json.dumps(job)])
+    if proc["returncode"]:
+        raise SystemExit(f"{engine} worker failed on {job['onnx']}:\n{proc['stderr']}")
+    return dict(json.loads(proc["stdout"].strip().splitlines()[-1]), loadavg=load)
+
+
+# -- the table ------------------------------------------------------------------------------------
+def _fmt(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "MiB":
+        return f"{value:.0f} MiB"
+    return f"{value:.3g} {unit}" if value < 10 else f"{value:.1f} {unit}"
+
+
+def summarize(rows: list[Row], results: dict) -> list[dict]:
+    table = []
+    for row in rows:
+        per_round = results[row.key]
+        ge = statistics.median(r["ge"]["value"] for r in per_round) * row.scale
+        ort = statistics.median(r["onnxruntime"]["value"] for r in per_round) * row.scale
+        ratios = [r["ge"]["value"] / r["onnxruntime"]["value"] for r in per_round]
+        entry = dict(key=row.key, workload=row.label, unit=row.unit, ge=ge, onnxruntime=ort, ratio=ge / ort,
+                     ratio_min=min(ratios), ratio_max=max(ratios), target=row.target, rounds=per_round)
+        if row.kind == "compile_load":
+            entry["ge_compile_s"] = statistics.median(r["ge"]["compile_s"] for r in per_round)
+            entry["ge_load_s"] = statistics.median(r["ge"]["load_s"] for r in per_round)
+        if row.kind == "rss":
+            entry["ge_load_s"] = statistics.median(r["ge"]["load_s"] for r in per_round)
+            entry["onnxruntime_load_s"] = statistics.median(r["onnxruntime"]["load_s"] for r in per_round)
+        table.append(entry)
+    return table
+
+
+def render(table: list[dict]) -> str:
+    lines = ["| workload | ge | onnxruntime | ge / onnxruntime | rounds' ratios | target |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for e in table:
+        ge, ort = _fmt(e["ge"], e["unit"]), _fmt(e["onnxruntime"], e["unit"])
+        if "ge_compile_s" in e:
+            ge += f" ({e['ge_compile_s']:.2f} + {e['ge_load_s']:.2f})"
+        if "onnxruntime_load_s" in e:
+            ge += f" (load {e['ge_load_s'] * 1e3:.0f} ms)"
+            ort += f" (load {e['onnxruntime_load_s'] * 1e3:.0f} ms)"
+        lines.append(f"| {e['workload']} | {ge} | {ort} | {e['ratio']:.2f} | "
+                     f"{e['ratio_min']:.2f}-{e['ratio_max']:.2f} | {e['target']} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per row (default 5; 1 with --quick)")
+    parser.add_argument("--only", default="", help="comma-separated row keys (default: every row)")
+    parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
+    parser.add_argument("--json", default=None, help="also write every round's figures here")
+    parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
+    parser.add_argument("--launcher", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        engine, job = args.worker
+        print(json.dumps(worker(engine, json.loads(job))))
+        return 0
+    if args.launcher:
+        return launcher_loop()
+
+    rows = quick_rows() if args.quick else full_rows()
+    only = [k for k in args.only.split(",") if k]
+    unknown = set(only) - {r.key for r in rows}
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(r.key for r in rows)}")
+    rows = [r for r in rows if not only or r.key in only]
+    rounds = args.rounds or (1 if args.quick else 5)
+    results: dict = {r.key: [] for r in rows}
+    launcher = Launcher()  # first, while this process is small
+    try:
+        with tempfile.TemporaryDirectory(prefix="ge_vs_ort_") as tmp:
+            jobs = prepare(rows, tmp)
+            for n in range(rounds):
+                for i, row in enumerate(rows):
+                    order = ENGINES if (n + i) % 2 == 0 else ENGINES[::-1]
+                    results[row.key].append({engine: measure(launcher, engine, jobs[row.key]) for engine in order})
+                print(f"  round {n + 1}/{rounds} done", file=sys.stderr, flush=True)
+    finally:
+        launcher.close()
+    table = summarize(rows, results)
+    loads = [r[e]["loadavg"] for rs in results.values() for r in rs for e in ENGINES if r[e]["loadavg"] is not None]
+    print(f"python benchmarks/vs_onnxruntime.py{' --quick' if args.quick else ''} --rounds {rounds}"
+          f"{' --only ' + args.only if only else ''}: each engine in its own process, onnxruntime "
+          "with 2 intra-op threads; median over rounds, ratio ge / onnxruntime (lower is better)"
+          + (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""))
+    print(render(table))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rounds": rounds, "quick": args.quick, "rows": table}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""benchmarks/vs_onnxruntime.py --quick: every row of issue 12's table is measured and printed
+(small models, one round). Speed is not asserted here: the README quotes the full command."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnxruntime")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "vs_onnxruntime.py"
+LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "MobileNetV2 batch 8",
+          "MobileNetV3-Large batch 1", "ViT-B/16 batch 1", "BERT-base seq 128 batch 1", "BERT-small seq 128 batch 1",
+          "1000 tiny elementwise ops, per node", "a 2-node model, per call", "compile + load, BERT-base",
+          "peak RSS, load ResNet-50 + run"]
+
+
+def test_quick_prints_every_row(tmp_path):
+    out = tmp_path / "table.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| workload | ge | onnxruntime | ge / onnxruntime |")
+    assert [line.split(" | ")[0][2:] for line in table[2:]] == LABELS
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["workload"] for r in rows] == LABELS
+    for r in rows:  # each engine measured something in its own process
+        assert r["ge"] > 0 and r["onnxruntime"] > 0 and r["ratio"] > 0
+        assert len(r["rounds"]) == 1 and set(r["rounds"][0]) == {"ge", "onnxruntime"}
+
+
+def test_only_and_unknown_rows():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "two_node"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line.startswith("| a 2-node")]
+    assert "ResNet-50" not in proc.stdout
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "vgg"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown rows" in bad.stderr
