@@ -24,8 +24,13 @@ from .args_manager import ArgsLayout
 from .context import ExecutionContext
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
+from .mapped_weights import MappedWeights
 from .weight_loader import WeightCheck
 
+
+
+#: constants smaller than this are copied out of mapped weights for their kernel (see _const)
+SMALL_CONST = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,7 @@ class DavinciModel:
         self.contexts: list[ExecutionContext] = []
         self._owned: list[int] = []
         self.weight_addr = 0
+        self.mapped_weights: MappedWeights | None = None  # the OM's weights in place (no copy), on cpu
         self.weight_config = weights or ExternalWeightConfig()
         self.weight_manager = weight_manager or ExternalWeightManager()  # a private one: nothing to share with
         self.weight_bases: dict[int, int] = {}  # WEIGHT and FILE_CONSTANT allocation id -> device address
@@ -179,12 +185,17 @@ class DavinciModel:
         if self.shared_weight_addr is not None:
             self.weight_addr = self.weight_bases[WEIGHT_ID] = self.shared_weight_addr
             return
+        if m.weight_data is not None and len(m.weight_data) and len(m.weight_data) != self.weight_size:
+            raise FormatError(f"model '{self.name}': weight data is {len(m.weight_data)} bytes, "
+                              f"the model declares {self.weight_size}")
+        if MappedWeights.usable(self.device, m.weight_data):  # cpu: the mapped partition is the weight memory
+            self.mapped_weights = MappedWeights(self.device, m.weight_data)
+            self.mapped_weights.release()  # the pages the reader's checksum touched
+            self.weight_addr = self.weight_bases[WEIGHT_ID] = self.mapped_weights.addr
+            return
         self.weight_addr = self._malloc(self.weight_size)
         self.weight_bases[WEIGHT_ID] = self.weight_addr
         if m.weight_data is not None and len(m.weight_data):
-            if len(m.weight_data) != self.weight_size:
-                raise FormatError(f"model '{self.name}': weight data is {len(m.weight_data)} bytes, "
-                                  f"the model declares {self.weight_size}")
             self.device.memcpy_h2d(self.weight_addr, np.frombuffer(m.weight_data, np.uint8))
 
     def pre_process_file_constants(self) -> None:
@@ -253,11 +264,20 @@ class DavinciModel:
                                   f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "
                                   "recompile the model with this ge")
             kernel.load()
+            if kernel.uses_native and self.mapped_weights is not None:
+                self._release_packed(td)
             tasks.append(TaskPlan(td.node, kernel, self._epilogue(td, kernel), first, metas,
                                   tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
                                   tuple(a is not None for a in td.outputs), td.workspace))
             first += len(metas)
         self.tasks = tuple(tasks)
+
+    def _release_packed(self, td: TaskDef) -> None:
+        """The task's kernel has packed its weights: their mapped pages leave the resident set
+        (read again from the file if anything still reads them)."""
+        for a in td.inputs:
+            if a is not None and a.allocation == WEIGHT_ID:
+                self.mapped_weights.release(a.offset, a.meta.nbytes)
 
     def do_task_sink(self) -> None:
         """InitTaskInfo (args layout) and DistributeTask into the default context's model handle."""
@@ -293,6 +313,9 @@ class DavinciModel:
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()
+        if self.mapped_weights is not None:
+            self.mapped_weights.unbind()
+            self.mapped_weights = None
         for key in self._shared:  # user memory is the user's: never freed here
             self.weight_manager.release(key)
         self._shared.clear()
@@ -315,12 +338,20 @@ class DavinciModel:
     def _kernel(self, td: TaskDef, backend: Backend) -> Kernel:
         """The task's kernel, planned on `backend`; constant inputs are views of weight memory."""
         consts = [None if a is None or a.allocation not in self.weight_bases
-                  else self.device.view(self.weight_bases[a.allocation] + a.offset, a.dtype, a.shape)
-                  for a in td.inputs]
+                  else self._const(a) for a in td.inputs]
         cls = lookup(td.op_type, td.domain, td.opset, td.node)
         return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
                    outputs=[None if a is None else a.meta for a in td.outputs], opset=td.opset, name=td.node,
                    num_outputs=len(td.outputs), packs=self.packs, backend=backend)
+
+    def _const(self, a):
+        """A constant input as its kernel sees it: a view of weight memory, except a small weight of
+        mapped weights (a bias, a scale), which is the kernel's own copy, so that running the kernel
+        does not bring back the pages its packed weights left (a fault maps a whole folio)."""
+        view = self.device.view(self.weight_bases[a.allocation] + a.offset, a.dtype, a.shape)
+        if self.mapped_weights is not None and a.allocation == WEIGHT_ID and view.nbytes < SMALL_CONST:
+            return view.copy()
+        return view
 
     def _epilogue(self, td: TaskDef, kernel) -> Epilogue | None:
         return Epilogue.unless_absorbed(kernel, td.attrs.get(EPILOGUE), td.outputs[0].meta, td.opset, td.node)
