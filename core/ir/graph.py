@@ -85,6 +85,10 @@ class Graph:
     values: dict[str, Value] = field(default_factory=dict)
     initializers: dict[str, np.ndarray] = field(default_factory=dict)
     opset: dict[str, int] = field(default_factory=lambda: {"": 17})
+    #: a subgraph (an If branch, a Loop or Scan body): how many of its inputs, the last ones, are
+    #: values of the enclosing graph it reads (captured). The node lists the same values, in the same
+    #: order, as its own last inputs: outer-scope reads are explicit edges, so every pass sees them.
+    captures: int = 0
 
     def value(self, name: str) -> Value:
         if name not in self.values:
@@ -137,3 +141,8 @@ class Graph:
             stuck = next(n for i, n in enumerate(self.nodes) if pending[i])
             raise GraphError(f"graph has a cycle through {stuck}")
         self.nodes = order
+
+
+def subgraphs(node: Node) -> list[tuple[str, Graph]]:
+    """(attribute name, graph) of each subgraph attribute of a control-flow node (If, Loop, Scan)."""
+    return [(k, v) for k, v in node.attrs.items() if isinstance(v, Graph)]

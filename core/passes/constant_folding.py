@@ -14,16 +14,21 @@ Rules, in topological order (so chains fold completely in one pass):
   ConstantOfShape blow-ups) is skipped: the node stays and computes at run time.
 - A graph output that folds keeps a producer: Identity(constant), so outputs are always written
   by a task.
+- An If with a constant condition is replaced by the branch it takes; constants a control-flow
+  node captures move into its subgraphs (passes/subgraphs.py).
 Nodes that do not fold get their output shapes inferred on the way (best effort), so a later Shape
 of their output can fold too.
 """
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
 from ..errors import GeError, GraphError, UnsupportedOpError
 from ..ir import DTYPES, Graph, Node
 from ._util import build_kernel, input_meta, set_initializer, unique_name
+from .subgraphs import capture_constants, inline_branch, is_control_flow
 
 #: a fold may not create a constant bigger than this unless its inputs are about as big
 MAX_FOLD_NBYTES = 64 << 20
@@ -36,10 +41,21 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
     graph.toposort()
     outputs = set(graph.outputs)
     kept: list[Node] = []
-    folded = skipped_big = 0
+    folded = skipped_big = inlined = captured = 0
     node_names = {n.name for n in graph.nodes}
 
-    for node in graph.nodes:
+    pending = deque(graph.nodes)
+    while pending:
+        node = pending.popleft()
+        if is_control_flow(node):
+            if node.op_type == "If" and node.domain == "" and node.inputs[0] in graph.initializers:
+                pending.extendleft(reversed(inline_branch(graph, node, node_names)))
+                inlined += 1
+                continue
+            captured += capture_constants(graph, node)
+            kept.append(node)
+            _infer_best_effort(graph, node)
+            continue
         if node.op_type == "Identity" and node.domain == "" and node.outputs and node.outputs[0] in outputs:
             arrays = None  # the copy a folded graph output keeps
         else:
@@ -68,6 +84,8 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
     if stats is not None:
         stats["folded"] = stats.get("folded", 0) + folded
         stats["skipped_big"] = stats.get("skipped_big", 0) + skipped_big
+        stats["inlined_branches"] = stats.get("inlined_branches", 0) + inlined
+        stats["captured_constants"] = stats.get("captured_constants", 0) + captured
     return graph
 
 

@@ -408,9 +408,8 @@ def _attr_value(a: AttributeProto, node_desc: str):
         return [s.decode("utf-8", errors="replace") for s in a.strings]
     if t == AttributeProto.TENSORS:
         return [_tensor_to_array(x, where) for x in a.tensors]
-    if t in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
-        raise GraphError(f"{node_desc}: attribute '{a.name}' is a subgraph; control flow "
-                         f"(If/Loop/Scan) is not supported yet")
+    if t == AttributeProto.GRAPHS:
+        raise GraphError(f"{node_desc}: attribute '{a.name}' is a list of graphs, which no op ge runs takes")
     raise GraphError(f"{where}: attribute type {AttributeProto.AttributeType.Name(t)} is not supported")
 
 
@@ -440,21 +439,9 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
         graph.inputs.append(vi.name)
         graph.values[vi.name] = _value(vi.name, vi.type.tensor_type.elem_type, _dims(vi), "input")
 
-    # names: keep the model's, make missing or duplicate ones unique
-    taken = {n.name for n in src.node if n.name}
-    seen: set[str] = set()
-    for i, n in enumerate(src.node):
-        name = n.name
-        if not name or name in seen:
-            base = f"{n.op_type}_{i}" if not name else f"{name}_{i}"
-            name, k = base, 1
-            while name in taken or name in seen:
-                name, k = f"{base}_{k}", k + 1
-        seen.add(name)
-        domain = "" if n.domain in ("", "ai.onnx") else n.domain
-        desc = f"node '{name}' ({n.op_type})"
-        attrs = {a.name: _attr_value(a, desc) for a in n.attribute}
-        graph.nodes.append(Node(n.op_type, list(n.input), list(n.output), attrs, name, domain))
+    scope = _Scope(path, graph.opset, None, graph.initializers, set(graph.values) | _produced(src))
+    for n, name in zip(src.node, _node_names(src)):
+        graph.nodes.append(_node(n, name, scope))
         for o in n.output:
             if o and o not in graph.values:
                 elem, dims = inferred.get(o, (None, None))
@@ -474,6 +461,101 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
         if o not in graph.values:
             raise GraphError(f"{path}: graph output '{o}' is produced by no node, input or initializer")
     return graph
+
+
+# --------------------------------------------------------------------------------------------
+# subgraphs (If branches, Loop and Scan bodies)
+# --------------------------------------------------------------------------------------------
+class _Scope:
+    """What a graph's nodes may read from the graphs around it: `consts` the initializers of every
+    enclosing graph (nearest first wins), `names` every tensor name visible there."""
+
+    def __init__(self, path, opset, outer, consts: dict, names: set):
+        self.path, self.opset, self.outer = path, opset, outer
+        self.consts = {**(outer.consts if outer else {}), **consts}
+        self.names = (outer.names if outer else set()) | names
+
+
+def _produced(g: onnx.GraphProto) -> set:
+    return {o for n in g.node for o in n.output if o}
+
+
+def _node_names(g: onnx.GraphProto) -> list[str]:
+    """The graph's node names: the model's, with missing or duplicate ones made unique."""
+    taken = {n.name for n in g.node if n.name}
+    seen: set[str] = set()
+    names = []
+    for i, n in enumerate(g.node):
+        name = n.name
+        if not name or name in seen:
+            base = f"{n.op_type}_{i}" if not name else f"{name}_{i}"
+            name, k = base, 1
+            while name in taken or name in seen:
+                name, k = f"{base}_{k}", k + 1
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def _node(n: onnx.NodeProto, name: str, scope: _Scope) -> Node:
+    """One node; a control-flow node's subgraphs become Graphs whose outer-scope reads are
+    captured: appended to the node's inputs (and to each subgraph's inputs, in the same order)."""
+    domain = "" if n.domain in ("", "ai.onnx") else n.domain
+    desc = f"node '{name}' ({n.op_type})"
+    attrs, bodies = {}, {}
+    for a in n.attribute:
+        if a.type == AttributeProto.GRAPH:
+            bodies[a.name] = _subgraph(a.g, f"{desc} attribute '{a.name}'", scope)
+        else:
+            attrs[a.name] = _attr_value(a, desc)
+    inputs = list(n.input)
+    captured: list[str] = []
+    for _, reads in bodies.values():
+        captured.extend(r for r in reads if r not in captured)
+    for key, (body, _) in bodies.items():
+        # every subgraph of the node takes the union, so the node's inputs line up with each one
+        for r in captured:
+            body.inputs.append(r)
+            body.value(r)
+        body.captures = len(captured)
+        attrs[key] = body
+    return Node(n.op_type, inputs + captured, list(n.output), attrs, name, domain)
+
+
+def _subgraph(g: onnx.GraphProto, where: str, outer: _Scope) -> tuple[Graph, list[str]]:
+    """(graph, names it reads from enclosing graphs). Enclosing initializers it reads are copied
+    into it (constants need no capture); other outer names are captured."""
+    graph = Graph(name=g.name or "subgraph", opset=dict(outer.opset))
+    for t in g.initializer:
+        graph.initializers[t.name] = _tensor_to_array(t, f"{outer.path}: {where}: initializer")
+    for sp in g.sparse_initializer:
+        graph.initializers[sp.values.name] = _sparse_to_array(sp, f"{outer.path}: {where}: sparse initializer")
+    declared = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
+    graph.inputs = [vi.name for vi in g.input if vi.name not in graph.initializers]
+    defined = set(graph.inputs) | set(graph.initializers) | _produced(g)
+    scope = _Scope(outer.path, outer.opset, outer, graph.initializers, defined)
+    for n, name in zip(g.node, _node_names(g)):
+        graph.nodes.append(_node(n, name, scope))
+    graph.outputs = [o.name for o in g.output]
+    reads: list[str] = []
+    for name in [i for n in graph.nodes for i in n.inputs] + graph.outputs:
+        if not name or name in defined or name in reads or name in graph.initializers:
+            continue
+        if name in outer.consts:
+            graph.initializers[name] = outer.consts[name]
+        elif name in outer.names:
+            reads.append(name)
+        else:
+            raise GraphError(f"{outer.path}: {where} reads '{name}', which neither the subgraph nor an "
+                             f"enclosing graph provides")
+    for name, a in graph.initializers.items():
+        graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
+    for name, vi in declared.items():
+        if name not in graph.values and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            graph.values[name] = _value(name, vi.type.tensor_type.elem_type, _dims(vi), "tensor")
+    for name in defined:
+        graph.value(name)
+    return graph, reads
 
 
 def _select_outputs(graph: Graph, out_nodes: list[str]) -> list[str]:

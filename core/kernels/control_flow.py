@@ -1,0 +1,221 @@
+"""If, Loop and Scan: the ops' semantics, given their subgraphs as callables.
+
+A control-flow node's subgraphs are submodels the runtime compiled and loaded; a kernel cannot run
+them itself (kernels sit below the runtime), so `execute(xs, bodies)` takes each subgraph as a
+function from its input arrays to its output arrays. The inputs `xs` are the node's: its ONNX
+inputs followed by the outer-scope values its subgraphs read (`captures` of them), which every
+call passes on as the subgraph's last inputs.
+
+Output shapes depend on running the subgraphs (a branch taken, a trip count, a condition), so
+infer() raises: the compiler routes these nodes to the hybrid executor.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..ir import Graph
+from .base import Kernel
+from .registry import register
+
+Body = Callable[[list], list]
+#: the attribute a compiled control-flow node carries in place of its subgraphs' `captures`
+CAPTURES = "ge.captures"
+
+
+class ControlFlow(Kernel):
+    #: the attributes holding subgraphs, in the order execute() takes them
+    bodies: tuple = ()
+
+    def prepare(self) -> None:
+        graphs = [v for v in self.attrs.values() if isinstance(v, Graph)]
+        self.captures = int(self.attrs.get(CAPTURES, graphs[0].captures if graphs else 0))
+        if not 0 <= self.captures <= len(self.inputs):
+            raise self.fail(f"{self.captures} captured outer values for {len(self.inputs)} inputs")
+        self.formal = len(self.inputs) - self.captures
+        self.check()
+
+    def check(self) -> None:
+        """The op's attribute and input-count checks."""
+
+    def infer(self):
+        raise self.fail("control flow: its output shapes come from running its subgraphs")
+
+    def compute(self, *xs):
+        raise self.fail("control flow runs its subgraphs as submodels; it has no standalone compute")
+
+    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def split(self, xs):
+        """(formal inputs, captured values)."""
+        xs = list(xs)
+        return xs[:self.formal], xs[self.formal:]
+
+    def scalar(self, x: np.ndarray | None, what: str):
+        a = np.asarray(x)
+        if a.size != 1:
+            raise self.fail(f"{what} must hold one value, got shape {list(a.shape)}")
+        return a.reshape(-1)[0]
+
+    def stack(self, parts: list, axis: int, template, what: str) -> np.ndarray:
+        """Per-iteration outputs stacked along a new `axis`; `template` (dtype, shape or None) gives
+        an empty result its per-iteration shape and dtype when there was no iteration."""
+        if not parts:
+            dtype, shape = template
+            shape = tuple(0 if d is None or d < 0 else d for d in (shape or ()))
+            return np.zeros(shape[:axis] + (0,) + shape[axis:], dtype)
+        first = np.asarray(parts[0])
+        for t, p in enumerate(parts):
+            if np.shape(p) != first.shape:
+                raise self.fail(f"{what} has shape {list(np.shape(p))} at iteration {t} but "
+                                f"{list(first.shape)} at iteration 0; scan outputs must keep their shape")
+        return np.stack(parts, axis=axis)
+
+
+@register("If", since=1)
+class If(ControlFlow):
+    bodies = ("then_branch", "else_branch")
+
+    def check(self) -> None:
+        if self.formal != 1:
+            raise self.fail(f"takes one input (cond), got {self.formal}")
+
+    def execute(self, xs, bodies):
+        (cond,), captured = self.split(xs)
+        branch = bodies[0] if bool(self.scalar(cond, "cond")) else bodies[1]
+        return branch(captured)
+
+
+@register("Loop", since=1)
+class Loop(ControlFlow):
+    """Inputs (M, cond, v_initial...): runs the body while i < M (when M is given) and cond (when
+    given, then the body's first output); outputs the final carried values, then each scan output
+    stacked over the iterations (a new axis 0)."""
+    bodies = ("body",)
+
+    def check(self) -> None:
+        if self.formal < 2:
+            raise self.fail(f"takes at least 2 inputs (M, cond), got {self.formal}")
+        self.carried = self.formal - 2
+
+    def execute(self, xs, bodies, scan_templates=()):
+        (trip, cond, *carried), captured = self.split(xs)
+        body = bodies[0]
+        limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
+        go = True if cond is None else bool(self.scalar(cond, "input cond"))
+        scans: list[list] = []
+        i = 0
+        while go and (limit is None or i < limit):
+            outs = body([np.array(i, np.int64), np.array(go), *carried, *captured])
+            if len(outs) < 1 + self.carried:
+                raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {self.carried} carried values")
+            go = bool(self.scalar(outs[0], "the body's cond output"))
+            carried = [np.asarray(o) for o in outs[1:1 + self.carried]]
+            scans.append(outs[1 + self.carried:])
+            i += 1
+        n_scan = self.num_outputs - self.carried
+        columns = [[s[k] for s in scans] for k in range(n_scan)]
+        templates = list(scan_templates) + [(np.float32, None)] * n_scan
+        return carried + [self.stack(c, 0, templates[k], f"scan output {k}") for k, c in enumerate(columns)]
+
+
+class _ScanBase(ControlFlow):
+    bodies = ("body",)
+
+    def check(self) -> None:
+        self.m = int(self.attrs.get("num_scan_inputs", 0))
+        if self.m < 1:
+            raise self.fail(f"num_scan_inputs must be >= 1, got {self.m}")
+
+    def directions(self, key: str, count: int) -> list[int]:
+        d = [int(x) for x in (self.attrs.get(key) or [0] * count)]
+        if len(d) != count or any(x not in (0, 1) for x in d):
+            raise self.fail(f"{key} {d} must list {count} values, each 0 (forward) or 1 (reverse)")
+        return d
+
+    def axes(self, key: str, ranks: list[int]) -> list[int]:
+        given = self.attrs.get(key)
+        a = [int(x) for x in given] if given else [0] * len(ranks)
+        if len(a) != len(ranks):
+            raise self.fail(f"{key} {a} must list {len(ranks)} axes")
+        for k, (x, r) in enumerate(zip(a, ranks)):
+            if not -r <= x < r:
+                raise self.fail(f"{key}[{k}] = {x} is out of range for rank {r}")
+        return [x % r for x, r in zip(a, ranks)]
+
+    def scan(self, states, scans, captured, body, in_axes, in_dirs, out_axes, out_dirs, templates):
+        """The opset-9 algorithm: states carried, each scan input sliced along its axis."""
+        lengths = {np.shape(x)[a] for x, a in zip(scans, in_axes)}
+        if len(lengths) != 1:
+            raise self.fail(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
+        steps = lengths.pop()
+        n = len(states)
+        outputs: list[list] = []
+        for t in range(steps):
+            slices = [np.take(x, steps - 1 - t if d else t, axis=a) for x, a, d in zip(scans, in_axes, in_dirs)]
+            outs = body([*states, *slices, *captured])
+            states = [np.asarray(o) for o in outs[:n]]
+            outputs.append(outs[n:])
+        results = list(states)
+        for k in range(len(out_axes)):
+            column = [o[k] for o in outputs]
+            if out_dirs[k]:
+                column.reverse()
+            results.append(self.stack(column, out_axes[k], templates[k], f"scan output {k}"))
+        return results
+
+
+@register("Scan", since=9)
+class Scan(_ScanBase):
+    """Inputs (initial states..., scan inputs...): the body runs once per slice along each scan
+    input's axis (scan_input_axes, reversed where scan_input_directions is 1); states are carried,
+    scan outputs stacked along scan_output_axes (reversed where scan_output_directions is 1)."""
+
+    def execute(self, xs, bodies, scan_templates=()):
+        formal, captured = self.split(xs)
+        if self.m > len(formal):
+            raise self.fail(f"num_scan_inputs {self.m} exceeds its {len(formal)} inputs")
+        n = len(formal) - self.m
+        states, scans = formal[:n], formal[n:]
+        n_out = self.num_outputs - n
+        in_axes = self.axes("scan_input_axes", [np.ndim(x) for x in scans])
+        in_dirs = self.directions("scan_input_directions", self.m)
+        out_dirs = self.directions("scan_output_directions", n_out)
+        templates = list(scan_templates) + [(np.float32, None)] * n_out
+        ranks = [len(t[1]) + 1 if t[1] is not None else 1 for t in templates[:n_out]]
+        out_axes = self.axes("scan_output_axes", ranks) if self.attrs.get("scan_output_axes") else [0] * n_out
+        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, [*out_axes], out_dirs, templates)
+
+
+@register("Scan", since=8)
+class Scan8(_ScanBase):
+    """Opset 8: inputs (sequence_lens?, initial states..., scan inputs...) with a batch axis 0 on
+    every input and output; the scan axis is 1 (directions: per scan input). A batch item shorter
+    than the others (sequence_lens) leaves its scan outputs zero past its length."""
+
+    def execute(self, xs, bodies, scan_templates=()):
+        (lens, *formal), captured = self.split(xs)
+        n = len(formal) - self.m
+        if n < 0:
+            raise self.fail(f"num_scan_inputs {self.m} exceeds its {len(formal)} inputs")
+        states, scans = formal[:n], formal[n:]
+        batch = np.shape(scans[0])[0]
+        steps = np.shape(scans[0])[1]
+        lengths = [steps] * batch if lens is None else [int(v) for v in np.asarray(lens).reshape(-1)]
+        if len(lengths) != batch or any(not 0 <= v <= steps for v in lengths):
+            raise self.fail(f"sequence_lens {lengths} must give one length in [0, {steps}] per batch item")
+        dirs = self.directions("directions", self.m)
+        n_out = self.num_outputs - n
+        templates = list(scan_templates) + [(np.float32, None)] * n_out
+        per_item = []
+        for b in range(batch):
+            item = self.scan([s[b] for s in states], [x[b, :lengths[b]] for x in scans], captured, bodies[0],
+                             [0] * self.m, dirs, [0] * n_out, [0] * n_out, templates)
+            for k in range(n, n + n_out):  # zeros past a short item's length
+                pad = steps - item[k].shape[0]
+                if pad:
+                    item[k] = np.concatenate([item[k], np.zeros((pad,) + item[k].shape[1:], item[k].dtype)])
+            per_item.append(item)
+        return [np.stack([p[k] for p in per_item]) for k in range(n + n_out)]
