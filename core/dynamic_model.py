@@ -8,6 +8,8 @@ Plain data, like GeModel. Three modes:
 - "gears": one static GeModel per gear; no root nodes.
 Every weight (of root nodes and of every submodel) lives once in `weight_data`; submodels carry
 no weight bytes of their own, their weight descs are offsets into this shared blob.
+Control flow (hybrid mode): If/Loop/Scan nodes are UNKNOWN nodes whose subgraphs are DynamicModels
+in `subgraphs`, sharing the root's static submodels and weights.
 """
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ class DynNode:
     inputs: tuple  # tensor names ("" for an absent optional input)
     outputs: tuple
     dtypes: tuple  # dtype name per output ("" when unknown before running)
+    #: control flow: (attribute name, index into the root's `subgraphs`) per subgraph attribute
+    subgraphs: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,11 @@ class DynamicModel:
     opset: int = 17
     atc_cmdline: str = ""
     attrs: dict = field(default_factory=dict)  # gears, capacities (range), static_model_ops_lower_limit, ...
+    #: the subgraphs of control-flow nodes (If branches, Loop and Scan bodies, nested ones too), each a
+    #: hybrid DynamicModel whose steps run the root's `submodels` and whose weight descs point into the
+    #: root's weight_data (their own `submodels`, `subgraphs` and weight_data are empty); the last
+    #: attrs["captures"] inputs are the outer values the node captures. Root models only.
+    subgraphs: list["DynamicModel"] = field(default_factory=list)
 
     @property
     def weight_size(self) -> int:

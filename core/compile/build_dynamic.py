@@ -1,5 +1,7 @@
 """Build a DynamicModel: the root graph, its KNOWN clusters as static submodels (the seed's
-BuildForKnownShapeGraph: optimize + build each one), and one shared copy of every weight."""
+BuildForKnownShapeGraph: optimize + build each one), and one shared copy of every weight.
+Control-flow nodes' subgraphs are built the same way, recursively, into the root's `subgraphs`:
+their static clusters join the root's submodels and their constants the one weight blob."""
 from __future__ import annotations
 
 import copy
@@ -9,9 +11,10 @@ import hashlib
 import numpy as np
 
 from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step
-from ..errors import GraphError
+from ..errors import GeError, GraphError
 from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
-from ..ir import Graph, Node
+from ..ir import Graph, Node, subgraphs
+from ..kernels.control_flow import CAPTURES
 from ..passes import optimize
 from ..passes._util import node_opset
 from .arena import align
@@ -26,52 +29,110 @@ def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_versio
                  min_static_ops: int = DEFAULT_STATIC_OPS_LOWER_LIMIT, mode: str = HYBRID,
                  ranges: dict | None = None) -> DynamicModel:
     """`graph` went through infer_dynamic (which gave `unknown`)."""
-    parts = partition(graph, unknown, min_static_ops)
-    consumers = graph.consumers()
-    dyn_nodes, steps, clusters, submodels = [], [], [], []
-    root_consts: dict[str, np.ndarray] = {}
-    for part in parts:
-        if part.kind == KNOWN:
-            sub = _subgraph(graph, part.nodes, consumers, f"{name}_sub{len(submodels)}")
-            optimize(sub)
-            submodels.append(build(sub, name=sub.name, soc_version=soc_version))
-            clusters.append(Cluster(len(clusters), KNOWN, tuple(n.name for n in part.nodes), "", len(submodels) - 1))
-            steps.append(Step("submodel", len(submodels) - 1))
-            continue
-        node = part.nodes[0]
-        root_consts.update({i: graph.initializers[i] for i in node.inputs if i in graph.initializers})
-        dyn_nodes.append(DynNode(node.name, node.op_type, node.domain, node_opset(graph, node), dict(node.attrs),
-                                 tuple(node.inputs), tuple(node.outputs),
-                                 tuple(_dtype_name(graph, o) for o in node.outputs)))
-        clusters.append(Cluster(len(clusters), "UNKNOWN", (node.name,), part.reason))
-        steps.append(Step("node", len(dyn_nodes) - 1))
+    parts = _Parts(soc_version, int(min_static_ops))
+    dyn, consts = _build_graph(graph, unknown, name, parts, int(min_static_ops))
     outputs_from_consts = [o for o in graph.outputs if o in graph.initializers]
     if outputs_from_consts:
         raise GraphError(f"output '{outputs_from_consts[0]}' is a constant; dynamic models need it computed")
-    weights, blob, submodels = share_weights(submodels, root_consts)
+    if parts.subgraphs and mode != HYBRID:
+        node = next(n for n in dyn.nodes if n.subgraphs)
+        raise GeError(f"node '{node.name}' ({node.op_type}): control flow has no shape range to plan; compile "
+                      f"with unknown dims (-1) instead of ranges")
+    descs, blob, submodels = share_weights(parts.submodels, consts, *parts.consts)
+    dyn.weights, dyn.weight_data, dyn.submodels, dyn.subgraphs = descs[0], blob, submodels, parts.subgraphs
+    for sub, d in zip(parts.subgraphs, descs[1:]):
+        sub.weights = d
     ranges = ranges or {}
-    inputs = [_dyn_tensor(graph, t, ranges.get(t, ())) for t in graph.inputs]
+    dyn.inputs = [_dyn_tensor(graph, t, ranges.get(t, ())) for t in graph.inputs]
+    dyn.mode, dyn.soc_version, dyn.atc_cmdline = mode, soc_version, atc_cmdline
+    dyn.attrs["static_model_ops_lower_limit"] = int(min_static_ops)
+    return dyn
+
+
+class _Parts:
+    """What the graphs of one model share: static submodels, subgraphs and their constants."""
+
+    def __init__(self, soc_version: str, min_static_ops: int):
+        self.soc_version, self.min_static_ops = soc_version, min_static_ops
+        self.submodels: list[GeModel] = []
+        self.subgraphs: list[DynamicModel] = []
+        self.consts: list[dict] = []
+
+
+def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts, min_static_ops: int
+                 ) -> tuple[DynamicModel, dict]:
+    """One graph (the root or a subgraph) as a DynamicModel: its KNOWN clusters become static
+    submodels and its control-flow nodes' subgraphs subgraphs, both in `parts`; returns it with
+    the constants its UNKNOWN nodes read (the caller places them)."""
+    clustered = partition(graph, unknown, min_static_ops)
+    consumers = graph.consumers()
+    dyn_nodes, steps, clusters = [], [], []
+    consts: dict[str, np.ndarray] = {}
+    for part in clustered:
+        if part.kind == KNOWN:
+            index = len(parts.submodels)
+            sub = _subgraph(graph, part.nodes, consumers, f"{name}_sub{index}")
+            optimize(sub)
+            parts.submodels.append(build(sub, name=sub.name, soc_version=parts.soc_version))
+            clusters.append(Cluster(len(clusters), KNOWN, tuple(n.name for n in part.nodes), "", index))
+            steps.append(Step("submodel", index))
+            continue
+        node = part.nodes[0]
+        consts.update({i: graph.initializers[i] for i in node.inputs if i in graph.initializers})
+        attrs = {k: v for k, v in node.attrs.items() if not isinstance(v, Graph)}
+        bodies = subgraphs(node)
+        if bodies:
+            attrs[CAPTURES] = bodies[0][1].captures
+        refs = tuple((key, _build_subgraph(body, f"{name}/{node.name}/{key}", parts)) for key, body in bodies)
+        dyn_nodes.append(DynNode(node.name, node.op_type, node.domain, node_opset(graph, node), attrs,
+                                 tuple(node.inputs), tuple(node.outputs),
+                                 tuple(_dtype_name(graph, o) for o in node.outputs), refs))
+        clusters.append(Cluster(len(clusters), "UNKNOWN", (node.name,), part.reason))
+        steps.append(Step("node", len(dyn_nodes) - 1))
     outputs = [_dyn_tensor(graph, t) for t in graph.outputs]
-    return DynamicModel(name, mode, inputs, outputs, dyn_nodes, steps, clusters, submodels, weights, blob,
-                        soc_version=soc_version, opset=graph.opset.get("", 17), atc_cmdline=atc_cmdline,
-                        attrs={"static_model_ops_lower_limit": int(min_static_ops)})
+    dyn = DynamicModel(name, HYBRID, [], outputs, dyn_nodes, steps, clusters, [], [], b"",
+                       opset=graph.opset.get("", 17))
+    return dyn, consts
+
+
+def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
+    """Compile a subgraph (its inputs' shapes as compile/control_flow.py left them) into
+    `parts.subgraphs`; returns its index. A subgraph with no unknown node is one static submodel
+    whatever its size; others keep the model's static_model_ops_lower_limit."""
+    from .dynamic_shapes import infer_dynamic
+    sub = copy.deepcopy(body)
+    for k, out in enumerate(sub.outputs):  # outputs are computed: a constant or a repeated one gets a copy
+        if out in sub.initializers or out in sub.outputs[:k]:
+            copied = f"{out}__out{k}"
+            sub.nodes.append(Node("Identity", [out], [copied], {}, f"{name}/output{k}", ""))
+            sub.outputs[k] = copied
+    unknown = infer_dynamic(sub)
+    index = len(parts.subgraphs)
+    parts.subgraphs.append(None)
+    parts.consts.append({})
+    dyn, consts = _build_graph(sub, unknown, name, parts, parts.min_static_ops if unknown else 1)
+    dyn.inputs = [_dyn_tensor(sub, t) for t in sub.inputs]
+    dyn.attrs["captures"] = sub.captures
+    parts.subgraphs[index], parts.consts[index] = dyn, consts
+    return index
 
 
 def build_gears(models: list[GeModel], inputs: list[DynTensor], gears: list[dict], *, name: str, soc_version: str,
                 atc_cmdline: str = "", kind: str = "dynamic_batch_size") -> DynamicModel:
     """One static submodel per gear (built by the static path), sharing one copy of the weights.
     `gears[i]` = {input name: shape} of submodel i."""
-    weights, blob, models = share_weights(models, {})
+    (weights,), blob, models = share_weights(models, {})
     outputs = [DynTensor(d.name, d.dtype, tuple(d.shape)) for d in models[0].outputs]
     return DynamicModel(name, GEARS, inputs, outputs, [], [], [], models, weights, blob, soc_version=soc_version,
                         opset=models[0].opset, atc_cmdline=atc_cmdline,
                         attrs={"gear_kind": kind, "gears": [{k: list(v) for k, v in g.items()} for g in gears]})
 
 
-def share_weights(models: list[GeModel], root_consts: dict[str, np.ndarray]
-                  ) -> tuple[list[WeightDesc], bytes, list[GeModel]]:
-    """One blob holding each distinct constant once (by dtype, shape and bytes). Returns the root's
-    weight descs, the blob, and the models rewritten to point into it (no weight bytes of their own)."""
+def share_weights(models: list[GeModel], *const_sets: dict[str, np.ndarray]
+                  ) -> tuple[list[list[WeightDesc]], bytes, list[GeModel]]:
+    """One blob holding each distinct constant once (by dtype, shape and bytes). Returns the weight
+    descs of each const set (the root's, each subgraph's), the blob, and the models rewritten to
+    point into it (no weight bytes of their own)."""
     blob = bytearray()
     placed: dict[tuple, int] = {}
 
@@ -84,7 +145,8 @@ def share_weights(models: list[GeModel], root_consts: dict[str, np.ndarray]
             blob.extend(a.tobytes())
         return placed[key]
 
-    root = [WeightDesc(n, a.dtype.name, tuple(a.shape), place(a), a.nbytes) for n, a in root_consts.items()]
+    descs = [[WeightDesc(n, a.dtype.name, tuple(a.shape), place(a), a.nbytes) for n, a in consts.items()]
+             for consts in const_sets]
     shared_models = []
     for m in models:
         data = np.frombuffer(memoryview(m.weight_data), np.uint8)
@@ -102,7 +164,7 @@ def share_weights(models: list[GeModel], root_consts: dict[str, np.ndarray]
         m.weight_data = b""
         m.attrs["weight_size"] = len(blob)
         m.attrs["shared_weights"] = True
-    return root, bytes(blob), shared_models
+    return descs, bytes(blob), shared_models
 
 
 def _moved_task(t: TaskDef, moved: dict) -> TaskDef:

@@ -4,13 +4,16 @@ A node whose inputs are all static gets its outputs from its kernel's infer(); w
 because an output depends on input *values* (NonZero, NonMaxSuppression, a Reshape whose shape is
 computed, TopK with a computed k...), the node is data-dependent. A node with any input of unknown
 dims is unknown too. Outputs of unknown nodes keep only their dtype (from onnx when it knows it).
+Control-flow nodes (If, Loop, Scan) are unknown; their outputs keep what their subgraphs tell
+(compile/control_flow.py), so a static Scan feeds a static cluster.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import GeError
-from ..ir import Graph
+from ..ir import Graph, subgraphs
+from .control_flow import control_flow_outputs
 from ..passes import optimize_dynamic
 from ..passes._util import build_kernel
 
@@ -27,6 +30,13 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
     graph.toposort()
     unknown: dict[str, str] = {}
     for node in graph.nodes:
+        if subgraphs(node):  # control flow runs in the hybrid executor, its outputs as far as known
+            unknown[node.name] = f"control flow ({node.op_type}): runs its subgraphs as submodels"
+            for out, (dtype, shape) in zip(node.outputs, control_flow_outputs(graph, node)):
+                if out:
+                    v = graph.value(out)
+                    v.dtype, v.shape = (v.dtype if dtype is None else np.dtype(dtype)), shape
+            continue
         dynamic_in = [i for i in node.inputs if i and i not in graph.initializers and not graph.value(i).is_static]
         if dynamic_in:
             v = graph.value(dynamic_in[0])

@@ -45,7 +45,10 @@ class ControlFlow(Kernel):
     def compute(self, *xs):
         raise self.fail("control flow runs its subgraphs as submodels; it has no standalone compute")
 
-    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body]) -> list[np.ndarray]:
+    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body], templates=()) -> list[np.ndarray]:
+        """The node's outputs. `bodies`: one callable per attribute in `self.bodies`; `templates`:
+        (dtype, shape or None) of the body's outputs as compiled, which give a scan output its
+        per-iteration shape when there is no iteration (-1 or None dims: 0)."""
         raise NotImplementedError
 
     def split(self, xs):
@@ -60,18 +63,24 @@ class ControlFlow(Kernel):
         return a.reshape(-1)[0]
 
     def stack(self, parts: list, axis: int, template, what: str) -> np.ndarray:
-        """Per-iteration outputs stacked along a new `axis`; `template` (dtype, shape or None) gives
-        an empty result its per-iteration shape and dtype when there was no iteration."""
+        """Per-iteration outputs stacked along a new `axis` (negative: from the end of the result);
+        `template` (dtype, shape or None) gives an empty result its per-iteration shape and dtype
+        when there was no iteration."""
+        if parts:
+            first = np.asarray(parts[0])
+            for t, p in enumerate(parts):
+                if np.shape(p) != first.shape:
+                    raise self.fail(f"{what} has shape {list(np.shape(p))} at iteration {t} but "
+                                    f"{list(first.shape)} at iteration 0; scan outputs must keep their shape")
+            shape = first.shape
+        else:
+            shape = tuple(0 if d is None or d < 0 else d for d in (template[1] or ()))
+        a = axis + len(shape) + 1 if axis < 0 else axis
+        if not 0 <= a <= len(shape):
+            raise self.fail(f"{what}: axis {axis} is out of range for a result of rank {len(shape) + 1}")
         if not parts:
-            dtype, shape = template
-            shape = tuple(0 if d is None or d < 0 else d for d in (shape or ()))
-            return np.zeros(shape[:axis] + (0,) + shape[axis:], dtype)
-        first = np.asarray(parts[0])
-        for t, p in enumerate(parts):
-            if np.shape(p) != first.shape:
-                raise self.fail(f"{what} has shape {list(np.shape(p))} at iteration {t} but "
-                                f"{list(first.shape)} at iteration 0; scan outputs must keep their shape")
-        return np.stack(parts, axis=axis)
+            return np.zeros(shape[:a] + (0,) + shape[a:], template[0])
+        return np.stack(parts, axis=a)
 
 
 @register("If", since=1)
@@ -100,7 +109,7 @@ class Loop(ControlFlow):
             raise self.fail(f"takes at least 2 inputs (M, cond), got {self.formal}")
         self.carried = self.formal - 2
 
-    def execute(self, xs, bodies, scan_templates=()):
+    def execute(self, xs, bodies, templates=()):
         (trip, cond, *carried), captured = self.split(xs)
         body = bodies[0]
         limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
@@ -117,7 +126,7 @@ class Loop(ControlFlow):
             i += 1
         n_scan = self.num_outputs - self.carried
         columns = [[s[k] for s in scans] for k in range(n_scan)]
-        templates = list(scan_templates) + [(np.float32, None)] * n_scan
+        templates = list(templates[1 + self.carried:]) + [(np.float32, None)] * n_scan
         return carried + [self.stack(c, 0, templates[k], f"scan output {k}") for k, c in enumerate(columns)]
 
 
@@ -173,7 +182,7 @@ class Scan(_ScanBase):
     input's axis (scan_input_axes, reversed where scan_input_directions is 1); states are carried,
     scan outputs stacked along scan_output_axes (reversed where scan_output_directions is 1)."""
 
-    def execute(self, xs, bodies, scan_templates=()):
+    def execute(self, xs, bodies, templates=()):
         formal, captured = self.split(xs)
         if self.m > len(formal):
             raise self.fail(f"num_scan_inputs {self.m} exceeds its {len(formal)} inputs")
@@ -183,10 +192,11 @@ class Scan(_ScanBase):
         in_axes = self.axes("scan_input_axes", [np.ndim(x) for x in scans])
         in_dirs = self.directions("scan_input_directions", self.m)
         out_dirs = self.directions("scan_output_directions", n_out)
-        templates = list(scan_templates) + [(np.float32, None)] * n_out
-        ranks = [len(t[1]) + 1 if t[1] is not None else 1 for t in templates[:n_out]]
-        out_axes = self.axes("scan_output_axes", ranks) if self.attrs.get("scan_output_axes") else [0] * n_out
-        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, [*out_axes], out_dirs, templates)
+        templates = list(templates[n:]) + [(np.float32, None)] * n_out
+        out_axes = [int(a) for a in self.attrs.get("scan_output_axes") or [0] * n_out]
+        if len(out_axes) != n_out:
+            raise self.fail(f"scan_output_axes {out_axes} must list {n_out} axes")
+        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, out_axes, out_dirs, templates)
 
 
 @register("Scan", since=8)
@@ -195,7 +205,7 @@ class Scan8(_ScanBase):
     every input and output; the scan axis is 1 (directions: per scan input). A batch item shorter
     than the others (sequence_lens) leaves its scan outputs zero past its length."""
 
-    def execute(self, xs, bodies, scan_templates=()):
+    def execute(self, xs, bodies, templates=()):
         (lens, *formal), captured = self.split(xs)
         n = len(formal) - self.m
         if n < 0:
@@ -208,7 +218,7 @@ class Scan8(_ScanBase):
             raise self.fail(f"sequence_lens {lengths} must give one length in [0, {steps}] per batch item")
         dirs = self.directions("directions", self.m)
         n_out = self.num_outputs - n
-        templates = list(scan_templates) + [(np.float32, None)] * n_out
+        templates = list(templates[n:]) + [(np.float32, None)] * n_out
         per_item = []
         for b in range(batch):
             item = self.scan([s[b] for s in states], [x[b, :lengths[b]] for x in scans], captured, bodies[0],

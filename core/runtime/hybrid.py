@@ -20,6 +20,10 @@ Range mode plans every buffer's capacity for the largest shapes at compile time,
 buffers (and the submodels' feature maps) in one arena by lifetime, as the static planner does:
 a context allocates that arena once, a run inside the range allocates nothing, and a tensor that
 would need more than its capacity is an error (the seed's capacity check).
+Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/control_flow.py) calls
+its subgraphs: each subgraph is a HybridModel of its own sharing the root's weights, packs and
+static submodels, run in a child context of the calling context (made on first use, kept: its
+impl cache and buffers serve every iteration).
 Several contexts may run at once, one per thread: each owns its tensors and a context of every
 static submodel (its own args table, stream, feature maps and workspace); the impl cache is the
 model's, shared, and builds each key once under a lock.
@@ -50,7 +54,7 @@ EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), 
                       "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,)}
 COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "agnostic_hits", "weight_packs",
             "weight_pack_hits", "shape_updates", "args_set",
-            "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes")
+            "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes", "subgraph_runs")
 
 
 @dataclass
@@ -86,28 +90,42 @@ class NodeState:
 class HybridModel(SharedWeightsModel):
     """A DynamicModel (hybrid or range mode) loaded on a device: weights once, submodels created."""
 
-    def __init__(self, dyn: DynamicModel, device, model_id: int = 0):
+    def __init__(self, dyn: DynamicModel, device, model_id: int = 0, root: "HybridModel | None" = None):
         self.timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        super().__init__(dyn, device, model_id)
-        self.backend = backends.select()  # the implementation selection, once for the root's kernels and every submodel
+        if root is None:
+            super().__init__(dyn, device, model_id)
+            self.backend = backends.select()  # the implementation selection, once for the root's kernels and every submodel
+        else:  # a control-flow subgraph: the root's weights, packs, backend and static submodels
+            self.dyn, self.device, self.model_id, self.name = dyn, device, model_id, dyn.name
+            self.inputs, self.outputs, self.external_weights = list(dyn.inputs), list(dyn.outputs), []
+            self.weight_addr, self.packs, self.backend = root.weight_addr, root.packs, root.backend
         self.consts = {w.name: device.view(self.weight_addr + w.offset, w.dtype, w.shape) for w in dyn.weights}
         self.timings["init_weight_mem"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        self.submodels = []
-        try:
-            for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
-                self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr,
-                                                           packs=self.packs, backend=self.backend))
-        except BaseException:
-            self.unload()
-            raise
+        self.submodels, self.subgraphs = ([], []) if root is None else (root.submodels, root.subgraphs)
+        self.contexts: list[HybridContext] = []
+        self.root = root
+        if root is None:
+            try:
+                for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
+                    self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr,
+                                                               packs=self.packs, backend=self.backend))
+            except BaseException:
+                self.unload()
+                raise
+            # every subgraph's model exists before any is used: a node refers to them by index
+            self.subgraphs.extend(HybridModel(sg, device, model_id, root=self) for sg in dyn.subgraphs)
         self.timings["davinci_model_create"] = time.perf_counter() - t0
         self.cache: dict[tuple, Impl] = {}  # the in-memory impl cache, shared by contexts
         self._cache_lock = threading.Lock()  # contexts may run in several threads
         self.shape_inputs = [self._shape_inputs(n) for n in dyn.nodes]
-        self.contexts: list[HybridContext] = []
-        self.default_context = self.create_context()
+        # control flow: the op's semantics, built once per node (it runs subgraphs, not a planned kernel)
+        self.flow = {k: lookup(n.op_type, n.domain, n.opset, n.name)(
+            {**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name, num_outputs=len(n.outputs),
+            backend=self.backend) for k, n in enumerate(dyn.nodes) if n.subgraphs}
+        if root is None:
+            self.default_context = self.create_context()
 
     def _shape_inputs(self, node: DynNode) -> tuple:
         cls = lookup(node.op_type, node.domain, node.opset, node.name)
@@ -135,6 +153,8 @@ class HybridModel(SharedWeightsModel):
     def unload(self) -> None:
         for ctx in getattr(self, "contexts", []):
             ctx.destroy()
+        if getattr(self, "root", None) is not None:
+            return  # a subgraph: the root owns weights and submodels
         for sm in self.submodels:
             sm.unload()
         self.submodels = []
@@ -218,12 +238,16 @@ class HybridContext:
         self._pos = 0
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
-        # each hybrid context runs every submodel in a context of its own (own args, stream, FM bases)
-        self.sub_contexts = [sm.create_context(own_memory=False) for sm in model.submodels]
-        for k, (sm, sub) in enumerate(zip(model.submodels, self.sub_contexts)):
+        # each hybrid context runs each submodel its steps name in a context of its own (own args,
+        # stream, FM bases); a subgraph's context runs only its own
+        self.sub_contexts = {}
+        for k in sorted({s.index for s in dyn.steps if s.kind == "submodel"}):
+            sm = model.submodels[k]
+            sub = self.sub_contexts[k] = sm.create_context(own_memory=False)
             fm, ws = (base + arena["offsets"][f"submodel{k}:{r}"] if arena else self._malloc(n)
                       for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
+        self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
             self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
@@ -299,6 +323,8 @@ class HybridContext:
         model = self.model
         node, st = model.dyn.nodes[index], self.states[index]
         ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
+        if node.subgraphs:
+            return self._run_control_flow(index, node, ins)
         metas = [None if s is None else (Meta(s.dtype, tuple(s.shape)) if isinstance(s, Slot) else Meta(s.dtype, s.shape))
                  for s in ins]
         shape_values = {i: self._view(ins[i]).copy() for i in model.shape_inputs[index]}
@@ -342,6 +368,35 @@ class HybridContext:
         if impl.epilogue is not None:
             impl.epilogue(st.ys[0])
         self.counters["nodes_run"] += 1
+
+    # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
+    def _run_control_flow(self, index: int, node: DynNode, ins: list) -> None:
+        """The node's kernel (core/kernels/control_flow.py) drives; each subgraph call runs the
+        subgraph's model in this context's child context for it, on the arrays it is given."""
+        flow = self.model.flow[index]
+        refs = dict(node.subgraphs)
+        bodies = [self._subgraph_call(refs[key]) for key in flow.bodies]
+        templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
+                     for t in self.model.subgraphs[refs[flow.bodies[0]]].outputs]
+        results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
+        for out, r in zip(node.outputs, results):
+            if out:
+                r = np.asarray(r)
+                slot = self.realloc_if_needed(out, r.dtype, r.shape)
+                np.copyto(self._view(slot), r)
+        self.counters["nodes_run"] += 1
+
+    def _subgraph_call(self, k: int):
+        child = self.children.get(k)
+        if child is None:
+            child = self.children[k] = self.model.subgraphs[k].create_context()
+
+        def call(arrays: list) -> list:
+            outs = child.execute(arrays)
+            self.counters["subgraph_runs"] += 1
+            self.counters["submodel_launches"] += child.stats.get("submodel_launches", 0)
+            return outs
+        return call
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
     def _run_submodel(self, index: int) -> None:
@@ -416,10 +471,16 @@ class HybridContext:
         self.device.free(addr)
 
     def destroy(self) -> None:
-        for sm, sub in zip(self.model.submodels, getattr(self, "sub_contexts", [])):
+        for k, sub in getattr(self, "sub_contexts", {}).items():
+            sm = self.model.submodels[k]
             if sub in sm.contexts:
                 sm.destroy_context(sub)
-        self.sub_contexts = []
+        self.sub_contexts = {}
+        for k, child in getattr(self, "children", {}).items():
+            sg = self.model.subgraphs[k]
+            if child in sg.contexts:
+                sg.destroy_context(child)
+        self.children = {}
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()

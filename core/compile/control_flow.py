@@ -1,0 +1,135 @@
+"""Compile-time shapes of control flow: what a subgraph receives and what the node gives.
+
+Each subgraph's inputs get the dtypes and shapes known at compile time (outer values as they are,
+a Loop's iteration number and condition as scalars, a Scan's slices without their scan axis), and
+the subgraph is inferred like any dynamic graph (dynamic_shapes.infer_dynamic, on a copy). Carried
+state (Loop and Scan) is found by a fixpoint: the body is inferred with the initial values' shapes,
+a dim the body's output does not keep becomes unknown, and again until nothing changes; a body
+whose carried shapes stay as they enter compiles static. The node's outputs: an If output is static
+when both branches agree, a dim they disagree on is unknown; a Loop's scan outputs have an unknown
+leading dim (the trip count); a Scan's have the scan inputs' length.
+The inferred input shapes are left on the subgraph's input Values: the builder compiles them so.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..ir import Graph, Node
+
+#: how many times a carried shape may widen before it is taken as unknown rank
+_MAX_WIDENING = 4
+
+
+def control_flow_outputs(graph: Graph, node: Node) -> list[tuple]:
+    """(dtype, shape) of each node output; shapes use None for unknown dims (None: unknown rank)."""
+    outer = [_of(graph, i) for i in node.inputs]
+    op = node.op_type
+    if op == "If":
+        then, other = node.attrs["then_branch"], node.attrs["else_branch"]
+        a = _infer(then, outer[1:])
+        b = _infer(other, outer[1:])
+        return [(da or db, _merge(sa, sb)) for (da, sa), (db, sb) in zip(a, b)]
+    body = node.attrs["body"]
+    k = body.captures
+    captured = outer[len(outer) - k:] if k else []
+    formal = outer[:len(outer) - k]
+    if op == "Loop":
+        carried = formal[2:]
+        fixed = [(np.dtype(np.int64), ()), (np.dtype(np.bool_), ())]
+        state, outs = _fixpoint(body, fixed, carried, [], captured, 1)
+        scans = outs[1 + len(carried):]
+        return state + [(d, None if s is None else (None,) + tuple(s)) for d, s in scans]
+    # Scan (opset 9+, or 8 with sequence_lens and a batch axis)
+    m = int(node.attrs.get("num_scan_inputs", 1))
+    if node_opset_below_9(graph):
+        formal, batch = formal[1:], [s[0] if s else None for _, s in formal[-m:]]
+        batch = batch[0] if batch else None
+        states = [(d, None if s is None else tuple(s)[1:]) for d, s in formal[:len(formal) - m]]
+        slices = [(d, None if s is None else tuple(s)[2:]) for d, s in formal[len(formal) - m:]]
+        steps = [None if s is None or len(s) < 2 else s[1] for _, s in formal[len(formal) - m:]]
+        state, outs = _fixpoint(body, [], states, slices, captured, 0)
+        step = _common(steps)
+        return ([(d, None if s is None else (batch,) + tuple(s)) for d, s in state]
+                + [(d, None if s is None else (batch, step) + tuple(s)) for d, s in outs[len(states):]])
+    states, scans = formal[:len(formal) - m], formal[len(formal) - m:]
+    in_axes = [int(a) for a in node.attrs.get("scan_input_axes") or [0] * m]
+    slices, steps = [], []
+    for (d, s), a in zip(scans, in_axes):
+        if s is None:
+            slices.append((d, None))
+            steps.append(None)
+        else:
+            a %= max(len(s), 1)
+            slices.append((d, tuple(s[:a]) + tuple(s[a + 1:])))
+            steps.append(s[a])
+    state, outs = _fixpoint(body, [], states, slices, captured, 0)
+    step = _common(steps)
+    out_axes = [int(a) for a in node.attrs.get("scan_output_axes") or [0] * (len(outs) - len(states))]
+    results = list(state)
+    for (d, s), a in zip(outs[len(states):], out_axes):
+        if s is None:
+            results.append((d, None))
+        else:
+            a %= len(s) + 1
+            results.append((d, tuple(s[:a]) + (step,) + tuple(s[a:])))
+    return results
+
+
+def node_opset_below_9(graph: Graph) -> bool:
+    return graph.opset.get("", 17) < 9
+
+
+def _of(graph: Graph, name: str) -> tuple:
+    if not name:
+        return (None, None)
+    if name in graph.initializers:
+        a = graph.initializers[name]
+        return (a.dtype, tuple(a.shape))
+    v = graph.value(name)
+    return (v.dtype, None if v.shape is None else tuple(v.shape))
+
+
+def _fixpoint(body: Graph, fixed: list, carried: list, slices: list, captured: list, skip: int):
+    """Carried input shapes the body keeps (dims it changes made unknown) and the body's outputs.
+    `skip`: outputs before the carried ones (a Loop body's condition)."""
+    state = [(d, None if s is None else tuple(s)) for d, s in carried]
+    for _ in range(_MAX_WIDENING + 1):
+        outs = _infer(body, fixed + state + slices + captured)
+        after = outs[skip:skip + len(state)]
+        widened = [(d0 or d1, _merge(s0, s1)) for (d0, s0), (d1, s1) in zip(state, after)]
+        if widened == state:
+            return state, outs
+        state = widened
+    state = [(d, None) for d, _ in state]
+    return state, _infer(body, fixed + state + slices + captured)
+
+
+def _infer(body: Graph, inputs: list) -> list[tuple]:
+    """Set the subgraph's inputs to `inputs` (dtype, shape) and infer its outputs (on a copy)."""
+    from .dynamic_shapes import infer_dynamic
+    for name, (dtype, shape) in zip(body.inputs, inputs):
+        v = body.value(name)
+        if dtype is not None:
+            v.dtype = np.dtype(dtype)
+        v.shape = None if shape is None else tuple(shape)
+    trial = copy.deepcopy(body)
+    infer_dynamic(trial)
+    return [_of(trial, o) for o in trial.outputs]
+
+
+def _merge(a, b):
+    """The shape both may have: equal dims (or symbols) kept, others unknown (None); different ranks: None."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def _known(d) -> bool:
+    return isinstance(d, int) and d >= 0
+
+
+def _common(dims: list):
+    known = {d for d in dims if _known(d)}
+    return known.pop() if len(known) == 1 else None
