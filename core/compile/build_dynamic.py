@@ -13,12 +13,12 @@ import numpy as np
 from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step
 from ..errors import GeError, GraphError
 from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
-from ..ir import Graph, Node, subgraphs
-from ..kernels.control_flow import CAPTURES
+from ..ir import CAPTURES, Graph, Node, subgraphs
 from ..passes import optimize
 from ..passes._util import node_opset
 from .arena import align
 from .build import build
+from .dynamic_shapes import infer_dynamic
 from .partition import KNOWN, partition
 
 #: ATC's --static_model_ops_lower_limit: a known cluster smaller than this runs in the hybrid executor
@@ -99,7 +99,6 @@ def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
     """Compile a subgraph (its inputs' shapes as compile/control_flow.py left them) into
     `parts.subgraphs`; returns its index. A subgraph with no unknown node is one static submodel
     whatever its size; others keep the model's static_model_ops_lower_limit."""
-    from .dynamic_shapes import infer_dynamic
     sub = copy.deepcopy(body)
     for k, out in enumerate(sub.outputs):  # outputs are computed: a constant or a repeated one gets a copy
         if out in sub.initializers or out in sub.outputs[:k]:

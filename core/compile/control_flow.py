@@ -22,14 +22,15 @@ from ..ir import Graph, Node
 _MAX_WIDENING = 4
 
 
-def control_flow_outputs(graph: Graph, node: Node) -> list[tuple]:
-    """(dtype, shape) of each node output; shapes use None for unknown dims (None: unknown rank)."""
+def control_flow_outputs(graph: Graph, node: Node, infer_graph) -> list[tuple]:
+    """(dtype, shape) of each node output; shapes use None for unknown dims (None: unknown rank).
+    `infer_graph(graph)` infers a graph in place (dynamic_shapes.infer_dynamic)."""
     outer = [_of(graph, i) for i in node.inputs]
     op = node.op_type
     if op == "If":
         then, other = node.attrs["then_branch"], node.attrs["else_branch"]
-        a = _infer(then, outer[1:])
-        b = _infer(other, outer[1:])
+        a = _infer(then, outer[1:], infer_graph)
+        b = _infer(other, outer[1:], infer_graph)
         return [(da or db, _merge(sa, sb)) for (da, sa), (db, sb) in zip(a, b)]
     body = node.attrs["body"]
     k = body.captures
@@ -38,7 +39,7 @@ def control_flow_outputs(graph: Graph, node: Node) -> list[tuple]:
     if op == "Loop":
         carried = formal[2:]
         fixed = [(np.dtype(np.int64), ()), (np.dtype(np.bool_), ())]
-        state, outs = _fixpoint(body, fixed, carried, [], captured, 1)
+        state, outs = _fixpoint(body, fixed, carried, [], captured, 1, infer_graph)
         scans = outs[1 + len(carried):]
         return state + [(d, None if s is None else (None,) + tuple(s)) for d, s in scans]
     # Scan (opset 9+, or 8 with sequence_lens and a batch axis)
@@ -49,7 +50,7 @@ def control_flow_outputs(graph: Graph, node: Node) -> list[tuple]:
         states = [(d, None if s is None else tuple(s)[1:]) for d, s in formal[:len(formal) - m]]
         slices = [(d, None if s is None else tuple(s)[2:]) for d, s in formal[len(formal) - m:]]
         steps = [None if s is None or len(s) < 2 else s[1] for _, s in formal[len(formal) - m:]]
-        state, outs = _fixpoint(body, [], states, slices, captured, 0)
+        state, outs = _fixpoint(body, [], states, slices, captured, 0, infer_graph)
         step = _common(steps)
         return ([(d, None if s is None else (batch,) + tuple(s)) for d, s in state]
                 + [(d, None if s is None else (batch, step) + tuple(s)) for d, s in outs[len(states):]])
@@ -64,7 +65,7 @@ def control_flow_outputs(graph: Graph, node: Node) -> list[tuple]:
             a %= max(len(s), 1)
             slices.append((d, tuple(s[:a]) + tuple(s[a + 1:])))
             steps.append(s[a])
-    state, outs = _fixpoint(body, [], states, slices, captured, 0)
+    state, outs = _fixpoint(body, [], states, slices, captured, 0, infer_graph)
     step = _common(steps)
     out_axes = [int(a) for a in node.attrs.get("scan_output_axes") or [0] * (len(outs) - len(states))]
     results = list(state)
@@ -91,31 +92,30 @@ def _of(graph: Graph, name: str) -> tuple:
     return (v.dtype, None if v.shape is None else tuple(v.shape))
 
 
-def _fixpoint(body: Graph, fixed: list, carried: list, slices: list, captured: list, skip: int):
+def _fixpoint(body: Graph, fixed: list, carried: list, slices: list, captured: list, skip: int, infer_graph):
     """Carried input shapes the body keeps (dims it changes made unknown) and the body's outputs.
     `skip`: outputs before the carried ones (a Loop body's condition)."""
     state = [(d, None if s is None else tuple(s)) for d, s in carried]
     for _ in range(_MAX_WIDENING + 1):
-        outs = _infer(body, fixed + state + slices + captured)
+        outs = _infer(body, fixed + state + slices + captured, infer_graph)
         after = outs[skip:skip + len(state)]
         widened = [(d0 or d1, _merge(s0, s1)) for (d0, s0), (d1, s1) in zip(state, after)]
         if widened == state:
             return state, outs
         state = widened
     state = [(d, None) for d, _ in state]
-    return state, _infer(body, fixed + state + slices + captured)
+    return state, _infer(body, fixed + state + slices + captured, infer_graph)
 
 
-def _infer(body: Graph, inputs: list) -> list[tuple]:
+def _infer(body: Graph, inputs: list, infer_graph) -> list[tuple]:
     """Set the subgraph's inputs to `inputs` (dtype, shape) and infer its outputs (on a copy)."""
-    from .dynamic_shapes import infer_dynamic
     for name, (dtype, shape) in zip(body.inputs, inputs):
         v = body.value(name)
         if dtype is not None:
             v.dtype = np.dtype(dtype)
         v.shape = None if shape is None else tuple(shape)
     trial = copy.deepcopy(body)
-    infer_dynamic(trial)
+    infer_graph(trial)
     return [_of(trial, o) for o in trial.outputs]
 
 

@@ -32,7 +32,7 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
     for node in graph.nodes:
         if subgraphs(node):  # control flow runs in the hybrid executor, its outputs as far as known
             unknown[node.name] = f"control flow ({node.op_type}): runs its subgraphs as submodels"
-            for out, (dtype, shape) in zip(node.outputs, control_flow_outputs(graph, node)):
+            for out, (dtype, shape) in zip(node.outputs, control_flow_outputs(graph, node, infer_dynamic)):
                 if out:
                     v = graph.value(out)
                     v.dtype, v.shape = (v.dtype if dtype is None else np.dtype(dtype)), shape

@@ -143,6 +143,10 @@ class Graph:
         self.nodes = order
 
 
+#: a compiled control-flow node's attribute: how many of its inputs (the last ones) are captured
+CAPTURES = "ge.captures"
+
+
 def subgraphs(node: Node) -> list[tuple[str, Graph]]:
     """(attribute name, graph) of each subgraph attribute of a control-flow node (If, Loop, Scan)."""
     return [(k, v) for k, v in node.attrs.items() if isinstance(v, Graph)]

@@ -15,13 +15,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..ir import Graph
+from ..ir import CAPTURES, Graph
 from .base import Kernel
 from .registry import register
 
 Body = Callable[[list], list]
-#: the attribute a compiled control-flow node carries in place of its subgraphs' `captures`
-CAPTURES = "ge.captures"
 
 
 class ControlFlow(Kernel):

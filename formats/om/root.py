@@ -1,122 +1,216 @@
 """The root model of a dynamic OM (format 1.2): submodel 0 holds the root graph's MODEL_DEF
 (mode, inputs with -1 dims and ranges, the root weights, the partitions), its TASK_INFO (UNKNOWN
 nodes and the execution steps) and WEIGHTS_DATA (one shared copy of every weight); submodels
-1..n are static GeModels whose weight descs point into that shared blob. See docs/om-format.md."""
+1..n are static GeModels whose weight descs point into that shared blob. Format 1.5 adds the
+control-flow subgraphs: the root MODEL_DEF's "subgraphs" (each a graph in the root's own schema,
+over the same submodels and weights) and each node's "subgraphs" ([attribute, index] pairs).
+See docs/om-format.md."""
 from __future__ import annotations
 
-from ge.core.dynamic_model import MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
+from ge.core.dynamic_model import HYBRID, MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
 from ge.core.ge_model import WeightDesc
+from ge.core.ir import CAPTURES
 
 from .decode import Bad, Fields, attr_map, check_nbytes, clip, show
 from .encode import as_attr_map, as_dtype, as_int, as_shape, as_str
 from .schema import MAX_DIM, MAX_MODELS, MAX_RANK
 
 MAX_RANGE_DIM = 1 << 62
+MAX_SUBGRAPHS = 1 << 16
 
 
 def encode_root(m: DynamicModel) -> tuple[dict, dict]:
-    """(MODEL_DEF, TASK_INFO) maps; `w` is the writer module (its typed field helpers)."""
+    """(MODEL_DEF, TASK_INFO) maps of the root; its control-flow subgraphs are in MODEL_DEF
+    "subgraphs", each {"model_def", "task_info"} in the same schema (format 1.5)."""
+    model_def, task_info = _encode_graph(m, "root")
+    model_def["subgraphs"] = [dict(zip(("model_def", "task_info"), _encode_graph(sg, f"subgraph {k}")))
+                              for k, sg in enumerate(m.subgraphs)]
+    return model_def, task_info
+
+
+def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
     def tensor(t: DynTensor, where: str) -> dict:
         return {"name": as_str(t.name, f"{where} name"), "dtype": as_dtype(t.dtype, where),
                 "shape": [as_int(d, f"{where} shape") for d in t.shape],
                 "ranges": [[as_int(lo, f"{where} range"), as_int(hi, f"{where} range")] for lo, hi in t.ranges]}
     model_def = {
-        "root": True, "name": as_str(m.name, "model name"), "soc_version": as_str(m.soc_version, "soc_version"),
+        "root": label == "root", "name": as_str(m.name, "model name"), "soc_version": as_str(m.soc_version, "soc_version"),
         "opset": as_int(m.opset, "opset"), "mode": as_str(m.mode, "mode"),
-        "inputs": [tensor(t, f"root input {k}") for k, t in enumerate(m.inputs)],
-        "outputs": [tensor(t, f"root output {k}") for k, t in enumerate(m.outputs)],
+        "inputs": [tensor(t, f"{label} input {k}") for k, t in enumerate(m.inputs)],
+        "outputs": [tensor(t, f"{label} output {k}") for k, t in enumerate(m.outputs)],
         "weights": [{"name": as_str(x.name, "weight name"), "dtype": as_dtype(x.dtype, f"weight '{x.name}'"),
                      "shape": as_shape(x.shape, f"weight '{x.name}'"), "offset": as_int(x.offset, "weight offset"),
                      "nbytes": as_int(x.nbytes, "weight nbytes")} for x in m.weights],
         "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                       "submodel": c.submodel} for c in m.clusters],
         "submodels": len(m.submodels),
-        "attrs": as_attr_map(m.attrs, "root attrs", 0),
+        "attrs": as_attr_map(m.attrs, f"{label} attrs", 0),
     }
     task_info = {
         "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain, "opset": as_int(n.opset, "opset"),
-                   "attrs": as_attr_map(n.attrs, f"root node '{n.name}' attrs", 0), "inputs": list(n.inputs),
-                   "outputs": list(n.outputs), "dtypes": list(n.dtypes)} for n in m.nodes],
+                   "attrs": as_attr_map(n.attrs, f"{label} node '{n.name}' attrs", 0), "inputs": list(n.inputs),
+                   "outputs": list(n.outputs), "dtypes": list(n.dtypes),
+                   "subgraphs": [[as_str(key, "subgraph attribute"), as_int(i, "subgraph index")]
+                                 for key, i in n.subgraphs]} for n in m.nodes],
         "steps": [[s.kind, as_int(s.index, "step index")] for s in m.steps],
     }
     return model_def, task_info
 
 
 def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
-    """Validate and build the root model; `r` is the reader module (Bad, _Fields, _attr_map...)."""
+    """Validate and build the root model and its control-flow subgraphs."""
     f = Fields(md, "root MODEL_DEF")
+    n_sub = f.int("submodels", hi=MAX_MODELS - 1)
+    root = _decode_graph(md, ti, weight_bytes, n_sub, "root")
+    root.subgraphs = decode_subgraphs(f.m.get("subgraphs", []), weight_bytes, n_sub)  # none before format 1.5
+    check_subgraph_refs(root, -1, "root", root.subgraphs)
+    for k, sg in enumerate(root.subgraphs):
+        check_subgraph_refs(sg, k, f"subgraph {k} '{clip(sg.name)}'", root.subgraphs)
+    return root
+
+
+# ---------------------------------------------------------------- control-flow subgraphs (format 1.5)
+#: the subgraph attributes of each control-flow op, in the order its kernel takes them
+SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan": ("body",)}
+
+
+def decode_subgraphs(v, weight_bytes: int, n_sub: int) -> list[DynamicModel]:
+    """The root MODEL_DEF's "subgraphs": each a hybrid graph over the root's submodels and weights."""
+    if type(v) is not list or len(v) > MAX_SUBGRAPHS:
+        raise Bad(f"root MODEL_DEF: 'subgraphs' must be a list of at most {MAX_SUBGRAPHS} entries, got {show(v)}")
+    out = []
+    for k, x in enumerate(v):
+        label = f"subgraph {k}"
+        f = Fields(x, label)
+        md, ti = f.get("model_def"), f.get("task_info")
+        sg = _decode_graph(md, ti, weight_bytes, n_sub, label)
+        if md.get("root") is not False or sg.mode != HYBRID:
+            raise Bad(f"{label} '{clip(sg.name)}': must be a hybrid graph that is not a root (root "
+                      f"{show(md.get('root'))}, mode '{clip(sg.mode)}')")
+        captures = sg.attrs.get("captures")
+        if type(captures) is not int or not 0 <= captures <= len(sg.inputs):
+            raise Bad(f"{label} '{clip(sg.name)}': attrs 'captures' must be an integer in [0, {len(sg.inputs)}] "
+                      f"(its inputs), got {show(captures)}")
+        if "subgraphs" in md and md["subgraphs"] != []:
+            raise Bad(f"{label} '{clip(sg.name)}': subgraphs are listed by the root only")
+        out.append(sg)
+    return out
+
+
+def check_subgraph_refs(g: DynamicModel, own: int, label: str, subgraphs: list[DynamicModel]) -> None:
+    """Each control-flow node of `g` names existing subgraphs, later in the list than `g` itself
+    (so no graph can run itself), under its op's attribute names, with inputs and outputs that
+    line up with the node's."""
+    for n in g.nodes:
+        where = f"{label} node '{clip(n.name)}' ({clip(n.op_type)})"
+        expected = SUBGRAPH_ATTRS.get(n.op_type) if n.domain == "" else None
+        keys = tuple(sorted(key for key, _ in n.subgraphs))
+        if expected is None and not n.subgraphs:
+            continue
+        if keys != expected:
+            raise Bad(f"{where}: subgraph attributes {list(keys)}, expected {list(expected or ())}")
+        captures = n.attrs.get(CAPTURES)
+        for key, j in n.subgraphs:
+            if not own < j < len(subgraphs):
+                raise Bad(f"{where}: attribute '{clip(key)}' names subgraph {j}; it must be one of "
+                          f"{own + 1}..{len(subgraphs) - 1} (nested subgraphs come after their parent)")
+            sg = subgraphs[j]
+            if captures != sg.attrs["captures"]:
+                raise Bad(f"{where}: captures {show(captures)} but its subgraph {j} captures {sg.attrs['captures']}")
+            ins, outs = _subgraph_io(n)
+            if (len(sg.inputs), len(sg.outputs)) != (ins, outs):
+                raise Bad(f"{where}: subgraph {j} '{clip(sg.name)}' has {len(sg.inputs)} inputs and "
+                          f"{len(sg.outputs)} outputs; the node needs {ins} and {outs}")
+
+
+def _subgraph_io(n: DynNode) -> tuple[int, int]:
+    """(inputs, outputs) a node's subgraphs must have, from its own inputs and outputs."""
+    captures = n.attrs.get(CAPTURES)
+    if n.op_type == "If":
+        return captures, len(n.outputs)
+    if n.op_type == "Loop":
+        return len(n.inputs), 1 + len(n.outputs)
+    return len(n.inputs) - (1 if n.opset < 9 else 0), len(n.outputs)  # Scan (opset 8: sequence_lens)
+
+
+def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicModel:
+    """One graph's MODEL_DEF and TASK_INFO (the root's or a subgraph's); `n_sub` static submodels exist."""
+    f = Fields(md, f"{label} MODEL_DEF")
     name, soc, opset = f.str("name"), f.str("soc_version"), f.int("opset")
     mode = f.str("mode")
     if mode not in MODES:
-        raise Bad(f"root MODEL_DEF: mode '{clip(mode)}' is not one of {', '.join(MODES)}")
-    n_sub = f.int("submodels", hi=MAX_MODELS - 1)
+        raise Bad(f"{label} MODEL_DEF: mode '{clip(mode)}' is not one of {', '.join(MODES)}")
 
     def tensors(key: str) -> list[DynTensor]:
         out = []
         for k, t in enumerate(f.list(key)):
-            tf = Fields(t, f"root MODEL_DEF {key[:-1]} {k}")
+            tf = Fields(t, f"{label} MODEL_DEF {key[:-1]} {k}")
             tname = tf.str("name")
             dtype = tf.dtype("dtype")
             shape = tf.list("shape", MAX_RANK)
             if any(type(d) is not int or not -2 <= d <= MAX_DIM for d in shape):
-                raise Bad(f"root {key[:-1]} '{clip(tname)}': shape {show(shape)} must be ints >= -2")
+                raise Bad(f"{label} {key[:-1]} '{clip(tname)}': shape {show(shape)} must be ints >= -2")
             ranges = []
             for rg in tf.list("ranges", MAX_RANK):
                 if (type(rg) is not list or len(rg) != 2 or any(type(x) is not int for x in rg)
                         or not 0 <= rg[0] <= MAX_RANGE_DIM or not -1 <= rg[1] <= MAX_RANGE_DIM
                         or (rg[1] >= 0 and rg[1] < rg[0])):
-                    raise Bad(f"root {key[:-1]} '{clip(tname)}': range {show(rg)} is not [lo, hi] "
+                    raise Bad(f"{label} {key[:-1]} '{clip(tname)}': range {show(rg)} is not [lo, hi] "
                                 f"with 0 <= lo <= hi (hi -1: unbounded)")
                 ranges.append(tuple(rg))
             if ranges and len(ranges) != len(shape):
-                raise Bad(f"root {key[:-1]} '{clip(tname)}': {len(ranges)} ranges for rank {len(shape)}")
+                raise Bad(f"{label} {key[:-1]} '{clip(tname)}': {len(ranges)} ranges for rank {len(shape)}")
             out.append(DynTensor(tname, dtype, tuple(shape), tuple(ranges)))
         return out
 
     inputs, outputs = tensors("inputs"), tensors("outputs")
     weights = []
     for k, x in enumerate(f.list("weights")):
-        wf = Fields(x, f"root MODEL_DEF weight {k}")
+        wf = Fields(x, f"{label} MODEL_DEF weight {k}")
         wname, dtype, shape = wf.str("name"), wf.dtype("dtype"), wf.shape("shape")
         offset, nbytes = wf.int("offset"), wf.int("nbytes")
-        check_nbytes(nbytes, dtype, shape, f"root weight '{clip(wname)}'")
+        check_nbytes(nbytes, dtype, shape, f"{label} weight '{clip(wname)}'")
         if offset + nbytes > weight_bytes:
-            raise Bad(f"root weight '{clip(wname)}': offset {offset} + {nbytes} bytes exceeds the shared "
+            raise Bad(f"{label} weight '{clip(wname)}': offset {offset} + {nbytes} bytes exceeds the shared "
                         f"WEIGHTS_DATA ({weight_bytes} bytes)")
         weights.append(WeightDesc(wname, dtype, shape, offset, nbytes))
 
     clusters = []
     for k, c in enumerate(f.list("clusters")):
-        cf = Fields(c, f"root cluster {k}")
+        cf = Fields(c, f"{label} cluster {k}")
         kind, sub = cf.str("kind"), cf.int("submodel", lo=-1)
         if kind not in ("KNOWN", "UNKNOWN") or (kind == "KNOWN") != (0 <= sub < n_sub):
-            raise Bad(f"root cluster {k}: kind '{clip(kind)}' with submodel {sub} (of {n_sub}) is inconsistent")
+            raise Bad(f"{label} cluster {k}: kind '{clip(kind)}' with submodel {sub} (of {n_sub}) is inconsistent")
         nodes = cf.list("nodes")
         if any(type(n) is not str for n in nodes):
-            raise Bad(f"root cluster {k}: node names must be strings")
+            raise Bad(f"{label} cluster {k}: node names must be strings")
         clusters.append(Cluster(cf.int("index"), kind, tuple(nodes), cf.str("reason"), sub))
-    attrs = attr_map(f.get("attrs"), "root MODEL_DEF attrs", 0)
+    attrs = attr_map(f.get("attrs"), f"{label} MODEL_DEF attrs", 0)
 
-    t = Fields(ti, "root TASK_INFO")
+    t = Fields(ti, f"{label} TASK_INFO")
     nodes = []
     for k, n in enumerate(t.list("nodes")):
-        nf = Fields(n, f"root TASK_INFO node {k}")
+        nf = Fields(n, f"{label} TASK_INFO node {k}")
         nname, op = nf.str("name"), nf.str("op_type")
         lists = {key: nf.list(key) for key in ("inputs", "outputs", "dtypes")}
         if any(type(s) is not str for v in lists.values() for s in v):
-            raise Bad(f"root node '{clip(nname)}' ({clip(op)}): inputs/outputs/dtypes must be strings")
+            raise Bad(f"{label} node '{clip(nname)}' ({clip(op)}): inputs/outputs/dtypes must be strings")
         if len(lists["dtypes"]) != len(lists["outputs"]):
-            raise Bad(f"root node '{clip(nname)}': {len(lists['dtypes'])} dtypes for {len(lists['outputs'])} outputs")
+            raise Bad(f"{label} node '{clip(nname)}': {len(lists['dtypes'])} dtypes for {len(lists['outputs'])} outputs")
+        refs = nf.list("subgraphs") if "subgraphs" in n else []  # format 1.5
+        if any(type(r) is not list or len(r) != 2 or type(r[0]) is not str or type(r[1]) is not int for r in refs):
+            raise Bad(f"{label} node '{clip(nname)}': subgraphs must be [attribute, index] pairs")
         nodes.append(DynNode(nname, op, nf.str("domain"), nf.int("opset"),
-                             attr_map(nf.get("attrs"), f"root node '{clip(nname)}' attrs", 0),
-                             tuple(lists["inputs"]), tuple(lists["outputs"]), tuple(lists["dtypes"])))
+                             attr_map(nf.get("attrs"), f"{label} node '{clip(nname)}' attrs", 0),
+                             tuple(lists["inputs"]), tuple(lists["outputs"]), tuple(lists["dtypes"]),
+                             tuple((key, i) for key, i in refs)))
     steps = []
     for k, s in enumerate(t.list("steps")):
         if type(s) is not list or len(s) != 2 or s[0] not in ("node", "submodel") or type(s[1]) is not int:
-            raise Bad(f"root TASK_INFO step {k}: {show(s)} is not [\"node\"|\"submodel\", index]")
+            raise Bad(f"{label} TASK_INFO step {k}: {show(s)} is not [\"node\"|\"submodel\", index]")
         limit = len(nodes) if s[0] == "node" else n_sub
         if not 0 <= s[1] < limit:
-            raise Bad(f"root TASK_INFO step {k}: {s[0]} {s[1]} does not exist (there are {limit})")
+            raise Bad(f"{label} TASK_INFO step {k}: {s[0]} {s[1]} does not exist (there are {limit})")
         steps.append(Step(s[0], s[1]))
     return DynamicModel(name, mode, inputs, outputs, nodes, steps, clusters, [], weights, b"", soc_version=soc,
                         opset=opset, attrs=attrs)

@@ -118,13 +118,23 @@ def test_opset_9_model_zoo_style_loads(make_model, load):
     assert load(model).opset[""] == 9
 
 
-def test_subgraph_attribute_names_node(make_model, load):
-    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [],
-                               [helper.make_tensor_value_info("o", F, [2])])
-    nodes = [helper.make_node("If", ["cond"], ["y"], name="my_if", then_branch=branch, else_branch=branch)]
-    model = make_model(nodes, {"cond": (TensorProto.BOOL, []), "x": (F, [2])}, {"y": (F, [2])})
-    with pytest.raises(GraphError, match=r"node 'my_if' \(If\).*not supported"):
-        load(model)
+def test_subgraph_reads_of_outer_values_are_captured_as_inputs(make_model, load):
+    then = helper.make_graph([helper.make_node("Add", ["x", "k"], ["o"])], "then", [],
+                             [helper.make_tensor_value_info("o", F, [2])])
+    other = helper.make_graph([helper.make_node("Neg", ["z"], ["p"])], "else", [],
+                              [helper.make_tensor_value_info("p", F, [2])])
+    nodes = [helper.make_node("Relu", ["x"], ["z"]),
+             helper.make_node("If", ["cond"], ["y"], name="my_if", then_branch=then, else_branch=other)]
+    model = make_model(nodes, {"cond": (TensorProto.BOOL, []), "x": (F, [2])}, {"y": (F, [2])},
+                       inits={"k": np.ones(2, np.float32)})
+    g = load(model)
+    node = g.nodes[1]
+    # x and z are captured (inputs of the node and of both branches); the constant k is copied in
+    assert node.inputs[0] == "cond" and sorted(node.inputs[1:]) == ["x", "z"]
+    for key in ("then_branch", "else_branch"):
+        branch = node.attrs[key]
+        assert branch.inputs == node.inputs[1:] and branch.captures == 2
+    np.testing.assert_array_equal(node.attrs["then_branch"].initializers["k"], np.ones(2, np.float32))
 
 
 def _save_external(model, tmp_path):
