@@ -89,7 +89,7 @@ class If(ControlFlow):
         if self.formal != 1:
             raise self.fail(f"takes one input (cond), got {self.formal}")
 
-    def execute(self, xs, bodies):
+    def execute(self, xs, bodies, templates=()):
         (cond,), captured = self.split(xs)
         branch = bodies[0] if bool(self.scalar(cond, "cond")) else bodies[1]
         return branch(captured)

@@ -1,0 +1,330 @@
+"""Control flow end to end (ge atc + ge run's API on cpu and sim), each result equal to onnxruntime:
+If (both branches, folded when its condition is constant, outer-scope capture, branches of
+different shapes), Loop (trip count, condition, both, carried state, scan outputs, outer capture,
+growing state), Scan (opset 8 and 9+, axes, directions), nesting, the exporters' patterns, and
+onnx's own backend node cases for these ops."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from ge.core import api
+from ge.formats.om import header_info, read_om
+
+from .conftest import onnxruntime_outputs
+
+F, I64, B = T.FLOAT, T.INT64, T.BOOL
+DEVICES = ["cpu", "sim"]
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "cf", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def const(name, value):
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def check(m, feeds_list, tmp_path, devices=DEVICES, **atc):
+    """Compile `m`, run every feed on every device, compare with onnxruntime; the atc result."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    result = api.atc(path, str(tmp_path / "m"), **atc)
+    for device in devices:
+        model_id = api.load_from_file(result.om_path, device)
+        try:
+            for feeds in feeds_list:
+                got = api.execute(model_id, feeds)
+                expected = onnxruntime_outputs(path, feeds)
+                assert len(got) == len(expected)
+                for g, e in zip(got, expected):
+                    assert g.dtype == e.dtype and g.shape == e.shape, (device, g.dtype, g.shape, e.dtype, e.shape)
+                    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+        finally:
+            api.unload(model_id)
+    return result
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------ If
+def _if_model(then_nodes, then_out, else_nodes, else_out, out_shape, extra_inputs=()):
+    then = helper.make_graph(then_nodes, "then", [], [vi(then_out, F, None)])
+    other = helper.make_graph(else_nodes, "else", [], [vi(else_out, F, None)])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)]
+    return model(nodes, [vi("cond", B, []), vi("x", F, [2, 3]), *extra_inputs], [vi("y", F, out_shape)])
+
+
+def test_if_runs_the_branch_its_condition_picks_reading_outer_values(tmp_path):
+    m = _if_model([helper.make_node("Add", ["r", "x"], ["t"])], "t",  # captures r (a node's output) and x
+                  [helper.make_node("Mul", ["x", "x"], ["e"])], "e", [2, 3])
+    x = rand(2, 3)
+    result = check(m, [{"cond": np.array(True), "x": x}, {"cond": np.array(False), "x": x}], tmp_path)
+    assert header_info(result.om_path)["has_unknown_shape"]
+    om = read_om(result.om_path)
+    assert [n.op_type for n in om.nodes if n.subgraphs] == ["If"]
+    assert len(om.subgraphs) == 2 and all(sg.attrs["captures"] == 2 for sg in om.subgraphs)
+
+
+def test_if_branches_of_different_shapes(tmp_path):
+    m = _if_model([helper.make_node("Concat", ["x", "r"], ["t"], axis=0)], "t",
+                  [helper.make_node("ReduceSum", ["x", "axes"], ["e"], keepdims=0)], "e", None,
+                  [vi("axes", I64, [1])])
+    x, axes = rand(2, 3), np.array([1], np.int64)
+    result = check(m, [{"cond": np.array(True), "x": x, "axes": axes},
+                       {"cond": np.array(False), "x": x, "axes": axes},
+                       {"cond": np.array(True), "x": x, "axes": axes}], tmp_path)
+    assert [(t.name, t.shape) for t in result.model.outputs] == [("y", (-2,))]  # rank differs: unknown
+
+
+def test_if_on_a_shape_comparison_folds_to_its_branch_at_compile_time(tmp_path):
+    """PyTorch exports `if x.shape[0] == 2` as Shape -> Gather -> Equal -> If: with static shapes
+    the condition is a constant and the If becomes the branch taken: a static OM."""
+    then = helper.make_graph([helper.make_node("Add", ["x", "one"], ["t"])], "then", [], [vi("t", F, None)],
+                             [const("one", np.float32(1))])
+    other = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["e"])], "else", [], [vi("e", F, None)])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["d0"], axis=0),
+             helper.make_node("Equal", ["d0", "two"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Relu", ["y"], ["z"])]
+    inits = [const("zero", np.int64(0)), const("two", np.int64(2))]
+    for rows in (2, 3):  # then, else
+        m = model(nodes, [vi("x", F, [rows, 3])], [vi("z", F, [rows, 3])], inits)
+        sub = tmp_path / str(rows)
+        sub.mkdir()
+        result = check(m, [{"x": rand(rows, 3)}], sub)
+        assert not header_info(result.om_path)["has_unknown_shape"]
+        assert result.summary["passes"]["passes"]["constant_folding"]["inlined_branches"] == 1
+        assert [t.op_type for t in result.model.tasks] == (["Add", "Relu"] if rows == 2 else ["Mul", "Relu"])
+
+
+# ---------------------------------------------------------------------------------------- Loop
+def _loop_model(trip: bool, cond: bool, scan: bool = True):
+    """s <- s + w (w captured); cond <- sum(s) < lim (lim captured); scan output s*s."""
+    body = helper.make_graph([
+        helper.make_node("Add", ["s_in", "w"], ["s_out"]),
+        helper.make_node("Mul", ["s_out", "s_out"], ["sq"]),
+        helper.make_node("ReduceSum", ["s_out"], ["tot"], keepdims=0),
+        helper.make_node("Less", ["tot", "lim"], ["c_out"])], "body",
+        [vi("i", I64, []), vi("c", B, []), vi("s_in", F, [2, 3])],
+        [vi("c_out", B, []), vi("s_out", F, [2, 3])] + ([vi("sq", F, [2, 3])] if scan else []))
+    outs = ["s_final"] + (["sqs"] if scan else [])
+    nodes = [helper.make_node("Loop", ["M" if trip else "", "cond" if cond else "", "s0"], outs, body=body)]
+    inputs = ([vi("M", I64, [])] if trip else []) + ([vi("cond", B, [])] if cond else []) + \
+        [vi("s0", F, [2, 3]), vi("w", F, [2, 3]), vi("lim", F, [])]
+    outputs = [vi("s_final", F, [2, 3])] + ([vi("sqs", F, [None, 2, 3])] if scan else [])
+    return model(nodes, inputs, outputs)
+
+
+@pytest.mark.parametrize("trip,cond", [(True, False), (False, True), (True, True)])
+def test_loop_trip_count_condition_carried_state_scan_outputs(tmp_path, trip, cond):
+    base = {"s0": np.abs(rand(2, 3)), "w": np.ones((2, 3), np.float32)}
+    feeds = []
+    for m_, c, lim in [(5, True, 20.0), (3, True, 1e9), (7, True, 0.0), (0, True, 20.0), (4, False, 20.0)]:
+        f = dict(base, lim=np.array(lim, np.float32))
+        if trip:
+            f["M"] = np.array(m_, np.int64)
+        if cond:
+            f["cond"] = np.array(c)
+        if not trip and lim > 1e8:
+            continue  # no trip count and a condition that stays true: an endless loop
+        feeds.append(f)
+    result = check(_loop_model(trip, cond), feeds, tmp_path)
+    body = read_om(result.om_path).subgraphs[0]
+    assert [s.kind for s in body.steps] == ["submodel"]  # a static body is one static submodel
+
+
+def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
+    """PyTorch's exported generation loop: each step appends to the carried sequence (its shape
+    changes every iteration) and reads the iteration number; the scan output is per step."""
+    body = helper.make_graph([
+        helper.make_node("Cast", ["i"], ["fi"], to=F),
+        helper.make_node("Unsqueeze", ["fi", "ax"], ["fi1"]),
+        helper.make_node("Unsqueeze", ["fi1", "ax"], ["fi2"]),
+        helper.make_node("Add", ["fi2", "bias"], ["tok"]),  # bias captured: [1, 4]
+        helper.make_node("Concat", ["seq_in", "tok"], ["seq_out"], axis=0),
+        helper.make_node("ReduceMax", ["seq_out"], ["mx"], keepdims=0),
+        helper.make_node("Identity", ["c"], ["c_out"])], "gen",
+        [vi("i", I64, []), vi("c", B, []), vi("seq_in", F, [None, 4])],
+        [vi("c_out", B, []), vi("seq_out", F, [None, 4]), vi("mx", F, [])],
+        [const("ax", np.array([0], np.int64))])
+    nodes = [helper.make_node("Loop", ["steps", "", "start"], ["seq", "maxes"], body=body)]
+    m = model(nodes, [vi("steps", I64, []), vi("start", F, [1, 4]), vi("bias", F, [1, 4])],
+              [vi("seq", F, [None, 4]), vi("maxes", F, [None])])
+    feeds = [{"steps": np.array(n, np.int64), "start": rand(1, 4), "bias": rand(1, 4, seed=1)} for n in (3, 6, 0, 3)]
+    result = check(m, feeds, tmp_path)
+    body = read_om(result.om_path).subgraphs[0]
+    assert body.inputs[2].shape == (-2,)  # the carried sequence changes shape: the body runs dynamic
+
+
+def test_loop_with_dynamic_input_dims(tmp_path):
+    m = _loop_model(True, True)
+    path = str(tmp_path / "m.onnx")
+    for vin in m.graph.input:
+        if vin.name in ("s0", "w"):
+            vin.type.tensor_type.shape.dim[1].dim_param = "n"
+    onnx.save(m, path)
+    result = api.atc(path, str(tmp_path / "m"), input_shape="s0:2,-1;w:2,-1;M:;cond:;lim:")
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for n in (3, 5):
+            feeds = {"M": np.array(4, np.int64), "cond": np.array(True), "s0": rand(2, n), "w": rand(2, n, seed=n),
+                     "lim": np.array(1e9, np.float32)}
+            for g, e in zip(api.execute(model_id, feeds), onnxruntime_outputs(path, feeds)):
+                np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    finally:
+        api.unload(model_id)
+
+
+# ---------------------------------------------------------------------------------------- Scan
+def _cumsum_body(extra_scan_axis_shape):
+    return helper.make_graph([
+        helper.make_node("Add", ["acc_in", "x_t"], ["acc_out"]),
+        helper.make_node("Mul", ["acc_out", "k"], ["y_t"])], "cumsum",  # k captured
+        [vi("acc_in", F, extra_scan_axis_shape), vi("x_t", F, extra_scan_axis_shape)],
+        [vi("acc_out", F, extra_scan_axis_shape), vi("y_t", F, extra_scan_axis_shape)])
+
+
+@pytest.mark.parametrize("in_axis,in_dir,out_axis,out_dir", [(0, 0, 0, 0), (1, 1, 1, 0), (1, 0, -1, 1), (-2, 1, 0, 1)])
+def test_scan_axes_and_directions(tmp_path, in_axis, in_dir, out_axis, out_dir):
+    x = rand(5, 4)  # a scan along axis 0 sees rows of 4, along axis 1 columns of 5
+    per_step = [4] if in_axis % 2 == 0 else [5]
+    body = _cumsum_body(per_step)
+    node = helper.make_node("Scan", ["acc0", "x"], ["acc", "ys"], body=body, num_scan_inputs=1,
+                            scan_input_axes=[in_axis], scan_input_directions=[in_dir],
+                            scan_output_axes=[out_axis], scan_output_directions=[out_dir])
+    steps = x.shape[in_axis]
+    ys_shape = [steps, per_step[0]] if out_axis == 0 else [per_step[0], steps]
+    m = model([node], [vi("acc0", F, per_step), vi("x", F, [5, 4]), vi("k", F, [])],
+              [vi("acc", F, per_step), vi("ys", F, ys_shape)])
+    result = check(m, [{"acc0": rand(*per_step, seed=2), "x": x, "k": np.array(0.5, np.float32)}], tmp_path)
+    assert [tuple(t.shape) for t in result.model.outputs] == [tuple(per_step), tuple(ys_shape)]
+
+
+def test_scan_feeds_a_static_cluster(tmp_path):
+    """A Scan's outputs are static when its body is: what follows it runs as a static submodel."""
+    body = _cumsum_body([4])
+    nodes = [helper.make_node("Scan", ["acc0", "x"], ["acc", "ys"], body=body, num_scan_inputs=1),
+             helper.make_node("Relu", ["ys"], ["r"]), helper.make_node("Sigmoid", ["r"], ["s"]),
+             helper.make_node("Neg", ["s"], ["n"]), helper.make_node("Abs", ["n"], ["out"])]
+    m = model(nodes, [vi("acc0", F, [4]), vi("x", F, [5, 4]), vi("k", F, [])], [vi("out", F, [5, 4])])
+    result = check(m, [{"acc0": rand(4), "x": rand(5, 4, seed=3), "k": np.array(2.0, np.float32)}], tmp_path)
+    om = read_om(result.om_path)
+    assert [s.kind for s in om.steps] == ["node", "submodel"]
+
+
+# -------------------------------------------------------------------------------------- nesting
+def test_loop_inside_if_and_if_inside_loop(tmp_path):
+    # Loop body: an If on the iteration number's parity (not constant: runs per iteration)
+    even = helper.make_graph([helper.make_node("Add", ["s_in", "x"], ["a"])], "even", [], [vi("a", F, None)])
+    odd = helper.make_graph([helper.make_node("Sub", ["s_in", "x"], ["b"])], "odd", [], [vi("b", F, None)])
+    body = helper.make_graph([
+        helper.make_node("Mod", ["i", "two"], ["r"]),
+        helper.make_node("Equal", ["r", "zero"], ["is_even"]),
+        helper.make_node("If", ["is_even"], ["s_out"], then_branch=even, else_branch=odd),
+        helper.make_node("Identity", ["c"], ["c_out"])], "body",
+        [vi("i", I64, []), vi("c", B, []), vi("s_in", F, [3])], [vi("c_out", B, []), vi("s_out", F, [3])],
+        [const("two", np.int64(2)), const("zero", np.int64(0))])
+    loop = helper.make_node("Loop", ["M", "", "x"], ["looped"], body=body)
+    then = helper.make_graph([loop], "then", [], [vi("looped", F, None)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["neg"])], "else", [], [vi("neg", F, None)])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)]
+    m = model(nodes, [vi("cond", B, []), vi("M", I64, []), vi("x", F, [3])], [vi("y", F, [3])])
+    x = rand(3)
+    feeds = [{"cond": np.array(c), "M": np.array(n, np.int64), "x": x} for c, n in ((True, 5), (False, 2), (True, 0))]
+    result = check(m, feeds, tmp_path)
+    om = read_om(result.om_path)
+    # root If -> then (Loop) -> body (If) -> even, odd; plus the root's else
+    assert len(om.subgraphs) == 5
+
+
+# --------------------------------------------------------------------------- exporters' patterns
+def test_voice_activity_style_if_with_lstm_state(tmp_path):
+    """A VAD model (Silero-style): an If on the sample rate picks the front end, an LSTM carries
+    its state (h, c) from call to call as inputs and outputs."""
+    rng = np.random.default_rng(7)
+    hid, feat = 8, 6
+    w16, w8 = (rng.standard_normal((16, feat)).astype(np.float32) * 0.3 for _ in range(2))
+    W = rng.standard_normal((1, 4 * hid, feat)).astype(np.float32) * 0.3
+    R = rng.standard_normal((1, 4 * hid, hid)).astype(np.float32) * 0.3
+    head = rng.standard_normal((hid, 1)).astype(np.float32)
+    b16 = helper.make_graph([helper.make_node("MatMul", ["x", "w16"], ["f16"]),
+                             helper.make_node("Relu", ["f16"], ["feat16"])], "sr16", [], [vi("feat16", F, None)],
+                            [const("w16", w16)])
+    b8 = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s1", "s2"], ["half"]),
+                            helper.make_node("MatMul", ["half", "w8h"], ["f8"]),
+                            helper.make_node("Tanh", ["f8"], ["feat8"])], "sr8", [], [vi("feat8", F, None)],
+                           [const("w8h", w8[:8]), const("s0", np.array([0], np.int64)),
+                            const("s1", np.array([8], np.int64)), const("s2", np.array([1], np.int64))])
+    nodes = [helper.make_node("Equal", ["sr", "k16"], ["is16"]),
+             helper.make_node("If", ["is16"], ["feat"], then_branch=b16, else_branch=b8),
+             helper.make_node("Unsqueeze", ["feat", "ax0"], ["seq"]),
+             helper.make_node("LSTM", ["seq", "W", "R", "", "", "h0", "c0"], ["Y", "hn", "cn"], hidden_size=hid),
+             helper.make_node("Squeeze", ["Y", "ax01"], ["y2"]),
+             helper.make_node("MatMul", ["y2", "head"], ["logit"]),
+             helper.make_node("Sigmoid", ["logit"], ["prob"])]
+    inits = [const("k16", np.int64(16000)), const("ax0", np.array([0], np.int64)),
+             const("ax01", np.array([0, 1], np.int64)), const("W", W), const("R", R), const("head", head)]
+    m = model(nodes, [vi("x", F, [1, 16]), vi("sr", I64, []), vi("h0", F, [1, 1, hid]), vi("c0", F, [1, 1, hid])],
+              [vi("prob", F, [1, 1]), vi("hn", F, [1, 1, hid]), vi("cn", F, [1, 1, hid])], inits)
+    path = str(tmp_path / "vad.onnx")
+    onnx.save(m, path)
+    result = api.atc(path, str(tmp_path / "vad"))
+    for device in DEVICES:
+        model_id = api.load_from_file(result.om_path, device)
+        h, c = np.zeros((1, 1, hid), np.float32), np.zeros((1, 1, hid), np.float32)
+        eh, ec = h, c
+        try:
+            for step, sr in enumerate([16000, 16000, 8000, 16000, 8000]):
+                x = rand(1, 16, seed=step)
+                prob, h, c = api.execute(model_id, {"x": x, "sr": np.array(sr, np.int64), "h0": h, "c0": c})
+                ep, eh, ec = onnxruntime_outputs(path, {"x": x, "sr": np.array(sr, np.int64), "h0": eh, "c0": ec})
+                for g, e in ((prob, ep), (h, eh), (c, ec)):
+                    np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+        finally:
+            api.unload(model_id)
+
+
+# ------------------------------------------------------------------ onnx's backend node test cases
+def _node_cases():
+    from onnx.backend.test.case.node import collect_testcases
+    with np.errstate(all="ignore"):
+        return {c.name: c for c in collect_testcases(None)}
+
+
+CASES = ["test_if", "test_loop11", "test_scan_sum", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar",
+         "test_affine_grid_2d_expanded", "test_affine_grid_3d_align_corners_expanded"]
+
+
+@pytest.fixture(scope="module")
+def node_cases():
+    return _node_cases()
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_onnx_backend_node_case(node_cases, tmp_path, name, device):
+    case = node_cases[name]
+    path = str(tmp_path / "case.onnx")
+    onnx.save(case.model, path)
+    result = api.atc(path, str(tmp_path / "case"))
+    model_id = api.load_from_file(result.om_path, device)
+    try:
+        for inputs, expected in case.data_sets:
+            feeds = {vin.name: x for vin, x in zip(case.model.graph.input, inputs)}
+            got = api.execute(model_id, feeds)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                assert g.shape == np.shape(e)
+                np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
+    finally:
+        api.unload(model_id)
