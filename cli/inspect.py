@@ -160,6 +160,21 @@ SECTIONS = {"header": _header, "io": _io, "memory": _memory, "allocations": _all
             "args": _args, "weights": _weights}
 
 
+def _subgraphs(subgraphs: list, out) -> None:
+    """Control flow: each subgraph, whose it is, what it takes (captured outer values marked) and
+    how it runs: static submodels (KNOWN) and nodes of the hybrid executor (UNKNOWN)."""
+    table = _table("Control-flow subgraphs", "#", "of", "inputs (captured*)", "outputs", "runs as", right=("#",))
+    for sg in subgraphs:
+        first_captured = len(sg["inputs"]) - sg["captures"]
+        ins = ", ".join(f"{t['name']}{'*' if j >= first_captured else ''}{t['shape']}" for j, t in enumerate(sg["inputs"]))
+        outs = ", ".join(f"{t['name']}{t['shape']}" for t in sg["outputs"])
+        runs = "; ".join(f"submodel {c['submodel']} ({len(c['nodes'])} nodes)" if c["kind"] == "KNOWN"
+                         else f"{c['nodes'][0]}" for c in sg["clusters"]) or "-"
+        owner = f"{sg.get('graph', '?')}: {sg.get('node', '?')} ({sg.get('op_type', '?')}).{sg.get('attribute', '?')}"
+        table.add_row(str(sg["index"]), owner, ins or "-", outs, runs)
+    out.print(table)
+
+
 def render_dynamic(d: dict) -> None:
     """A dynamic OM: root (partitions, gears, ranges), then each static submodel."""
     out, dyn = console.out, d["dynamic"]
@@ -184,6 +199,8 @@ def render_dynamic(d: dict) -> None:
             gears.add_row(str(g["gear"]), ",".join(map(str, g["values"])),
                           "; ".join(f"{k}:{v}" for k, v in g["inputs"].items()), str(g["memory_size"]))
         out.print(gears)
+    if d.get("subgraphs"):
+        _subgraphs(d["subgraphs"], out)
     cap = dyn["planned_capacity"]
     if cap["tensors"]:
         out.print(f"range plan: {len(cap['tensors'])} tensors planned for the largest shapes, "

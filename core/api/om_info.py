@@ -232,8 +232,26 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                     "planned_capacity": {"total": sum(caps.values()), "tensors": caps,
                                          "arena": {k: v for k, v in dyn.attrs.get("arena", {}).items()
                                                    if k != "offsets"}}},
+        "subgraphs": subgraphs_info(dyn),
         "submodels": [submodel_dict(m) for m in dyn.submodels],
     }
+
+
+def subgraphs_info(dyn: DynamicModel) -> list[dict]:
+    """The control-flow subgraphs: whose (graph, node, attribute) each is, its inputs and outputs
+    (the last `captures` inputs are outer values), and how it runs (its partitions and steps)."""
+    owners = {}
+    for label, g in [("root", dyn)] + [(f"subgraph {k}", sg) for k, sg in enumerate(dyn.subgraphs)]:
+        for n in g.nodes:
+            for key, j in n.subgraphs:
+                owners[j] = {"graph": label, "node": n.name, "op_type": n.op_type, "attribute": key}
+    return [{"index": k, "name": sg.name, **owners.get(k, {}), "captures": sg.attrs.get("captures", 0),
+             "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in sg.inputs],
+             "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in sg.outputs],
+             "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
+                           "submodel": c.submodel} for c in sg.clusters],
+             "steps": [f"{s.kind} {s.index}" for s in sg.steps]}
+            for k, sg in enumerate(dyn.subgraphs)]
 
 
 def plot_memory(path: str, out_file: str) -> str:

@@ -328,3 +328,26 @@ def test_onnx_backend_node_case(node_cases, tmp_path, name, device):
                 np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
     finally:
         api.unload(model_id)
+
+
+# ------------------------------------------------------------------------------------ ge inspect
+def test_ge_inspect_shows_the_subgraphs(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from ge.cli.main import cli
+    path = str(tmp_path / "loop.onnx")
+    onnx.save(_loop_model(True, True), path)
+    om = api.atc(path, str(tmp_path / "loop")).om_path
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["inspect", om])
+    assert shown.exit_code == 0, shown.output
+    assert "Control-flow subgraphs" in shown.output
+    assert "root: Loop_0 (Loop).body" in shown.output and "w*[2, 3]" in shown.output
+    d = json.loads(runner.invoke(cli, ["inspect", om, "--json"]).output)
+    (body,) = d["subgraphs"]
+    assert (body["node"], body["op_type"], body["attribute"], body["captures"]) == ("Loop_0", "Loop", "body", 2)
+    assert [t["name"] for t in body["inputs"]] == ["i", "c", "s_in", "w", "lim"]
+    assert [t["name"] for t in body["outputs"]] == ["c_out", "s_out", "sq"]
+    assert body["steps"] == ["submodel 0"] and body["clusters"][0]["kind"] == "KNOWN"
