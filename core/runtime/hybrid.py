@@ -375,7 +375,7 @@ class HybridContext:
         subgraph's model in this context's child context for it, on the arrays it is given."""
         flow = self.model.flow[index]
         refs = dict(node.subgraphs)
-        bodies = [self._subgraph_call(refs[key]) for key in flow.bodies]
+        bodies = [self._subgraph_call(node, key, refs[key]) for key in flow.bodies]
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
                      for t in self.model.subgraphs[refs[flow.bodies[0]]].outputs]
         results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
@@ -386,13 +386,16 @@ class HybridContext:
                 np.copyto(self._view(slot), r)
         self.counters["nodes_run"] += 1
 
-    def _subgraph_call(self, k: int):
+    def _subgraph_call(self, node: DynNode, key: str, k: int):
         child = self.children.get(k)
         if child is None:
             child = self.children[k] = self.model.subgraphs[k].create_context()
 
         def call(arrays: list) -> list:
-            outs = child.execute(arrays)
+            try:
+                outs = child.execute(arrays)
+            except GeError as e:  # the inner node's message, and whose subgraph it is in
+                raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
             self.counters["subgraph_runs"] += 1
             self.counters["submodel_launches"] += child.stats.get("submodel_launches", 0)
             return outs

@@ -10,6 +10,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from ge.core import api
+from ge.core.errors import GeError
 from ge.formats.om import header_info, read_om
 
 from .conftest import onnxruntime_outputs
@@ -302,7 +303,10 @@ def _node_cases():
 
 
 CASES = ["test_if", "test_loop11", "test_scan_sum", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar",
-         "test_affine_grid_2d_expanded", "test_affine_grid_3d_align_corners_expanded"]
+         # functions expanded into If, Loop and Scan
+         "test_affine_grid_2d_expanded", "test_affine_grid_3d_align_corners_expanded",
+         "test_range_float_type_positive_delta_expanded", "test_range_int32_type_negative_delta_expanded",
+         "test_linear_attention_linear_expanded", "test_linear_attention_gated_delta_expanded"]
 
 
 @pytest.fixture(scope="module")
@@ -313,14 +317,20 @@ def node_cases():
 @pytest.mark.parametrize("name", CASES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_onnx_backend_node_case(node_cases, tmp_path, name, device):
+    from ge.formats.onnx.importer import MAX_OPSET
     case = node_cases[name]
+    m = onnx.ModelProto()
+    m.CopyFrom(case.model)
+    for o in m.opset_import:  # the expanded functions use only ops whose meaning is the same at ge's newest opset
+        if o.domain in ("", "ai.onnx"):
+            o.version = min(o.version, MAX_OPSET)
     path = str(tmp_path / "case.onnx")
-    onnx.save(case.model, path)
+    onnx.save(m, path)
     result = api.atc(path, str(tmp_path / "case"))
     model_id = api.load_from_file(result.om_path, device)
     try:
         for inputs, expected in case.data_sets:
-            feeds = {vin.name: x for vin, x in zip(case.model.graph.input, inputs)}
+            feeds = {vin.name: x for vin, x in zip(m.graph.input, inputs)}
             got = api.execute(model_id, feeds)
             assert len(got) == len(expected)
             for g, e in zip(got, expected):
@@ -328,6 +338,53 @@ def test_onnx_backend_node_case(node_cases, tmp_path, name, device):
                 np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
     finally:
         api.unload(model_id)
+
+
+# ---------------------------------------------------------------------------------------- errors
+def test_scan_output_changing_shape_is_an_error_naming_the_node(tmp_path):
+    body = helper.make_graph([helper.make_node("Identity", ["s_in"], ["s_out"]),
+                              helper.make_node("NonZero", ["x_t"], ["nz"])], "b",
+                             [vi("s_in", F, [1]), vi("x_t", F, [3])], [vi("s_out", F, [1]), vi("nz", I64, [1, None])])
+    m = model([helper.make_node("Scan", ["s0", "x"], ["s", "nzs"], body=body, num_scan_inputs=1, name="scan")],
+              [vi("s0", F, [1]), vi("x", F, [2, 3])], [vi("s", F, [1]), vi("nzs", I64, None)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path)
+    try:
+        x = np.array([[1, 0, 1], [1, 1, 1]], np.float32)
+        with pytest.raises(GeError, match=r"node 'scan' \(Scan\): scan output 0 has shape \[1, 3\] at iteration 1 "
+                                          r"but \[1, 2\] at iteration 0"):
+            api.execute(model_id, {"s0": np.zeros(1, np.float32), "x": x})
+    finally:
+        api.unload(model_id)
+
+
+def test_a_failing_node_inside_a_body_names_the_loop_and_the_node(tmp_path):
+    body = helper.make_graph([helper.make_node("Reshape", ["s_in", "shape"], ["s_out"], name="inner")], "b",
+                             [vi("i", I64, []), vi("c", B, []), vi("s_in", F, [6])], [vi("c", B, []), vi("s_out", F, [6])])
+    m = model([helper.make_node("Loop", ["M", "", "s0"], ["s"], body=body, name="outer")],
+              [vi("M", I64, []), vi("s0", F, [6]), vi("shape", I64, [1])], [vi("s", F, [6])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path)
+    try:
+        with pytest.raises(GeError, match=r"node 'outer' \(Loop\) subgraph 'body': .*'inner' \(Reshape\)"):
+            api.execute(model_id, {"M": np.array(2, np.int64), "s0": np.zeros(6, np.float32),
+                                   "shape": np.array([4], np.int64)})
+    finally:
+        api.unload(model_id)
+
+
+def test_shape_ranges_with_control_flow_are_refused_naming_the_node(tmp_path):
+    path = str(tmp_path / "m.onnx")
+    m = _loop_model(True, True)
+    for vin in m.graph.input:
+        if vin.name in ("s0", "w"):
+            vin.type.tensor_type.shape.dim[1].dim_param = "n"
+    onnx.save(m, path)
+    with pytest.raises(GeError, match=r"node 'Loop_0' \(Loop\): control flow has no shape range to plan"):
+        api.atc(path, str(tmp_path / "m"), input_shape="s0:2,1~8;w:2,1~8;M:;cond:;lim:")
+    assert not (tmp_path / "m.om").exists()
 
 
 # ------------------------------------------------------------------------------------ ge inspect
