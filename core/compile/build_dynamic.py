@@ -19,7 +19,7 @@ from ..passes._util import node_opset
 from .arena import align
 from .build import build
 from .dynamic_shapes import infer_dynamic
-from .partition import KNOWN, partition
+from .partition import KNOWN, PartCluster, partition
 
 #: ATC's --static_model_ops_lower_limit: a known cluster smaller than this runs in the hybrid executor
 DEFAULT_STATIC_OPS_LOWER_LIMIT = 4
@@ -59,12 +59,17 @@ class _Parts:
         self.consts: list[dict] = []
 
 
-def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts, min_static_ops: int
-                 ) -> tuple[DynamicModel, dict]:
+def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts, min_static_ops: int,
+                 whole: bool = False) -> tuple[DynamicModel, dict]:
     """One graph (the root or a subgraph) as a DynamicModel: its KNOWN clusters become static
     submodels and its control-flow nodes' subgraphs subgraphs, both in `parts`; returns it with
-    the constants its UNKNOWN nodes read (the caller places them)."""
-    clustered = partition(graph, unknown, min_static_ops)
+    the constants its UNKNOWN nodes read (the caller places them). `whole`: a graph without
+    unknown nodes is one static submodel, however its nodes connect."""
+    if whole and not unknown:  # a static subgraph: one static submodel with its own plan
+        graph.toposort()
+        clustered = [PartCluster(KNOWN, list(graph.nodes))]
+    else:
+        clustered = partition(graph, unknown, min_static_ops)
     consumers = graph.consumers()
     dyn_nodes, steps, clusters = [], [], []
     consts: dict[str, np.ndarray] = {}
@@ -98,10 +103,10 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
 def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
     """Compile a subgraph (its inputs' shapes as compile/control_flow.py left them) into
     `parts.subgraphs`; returns its index. A subgraph with no unknown node is one static submodel
-    whatever its size; others keep the model's static_model_ops_lower_limit."""
+    whatever its size and shape; others keep the model's static_model_ops_lower_limit."""
     sub = copy.deepcopy(body)
-    for k, out in enumerate(sub.outputs):  # outputs are computed: a constant or a repeated one gets a copy
-        if out in sub.initializers or out in sub.outputs[:k]:
+    for k, out in enumerate(sub.outputs):  # outputs are computed: a constant, an input or a repeated one gets a copy
+        if out in sub.initializers or out in sub.inputs or out in sub.outputs[:k]:
             copied = f"{out}__out{k}"
             sub.nodes.append(Node("Identity", [out], [copied], {}, f"{name}/output{k}", ""))
             sub.outputs[k] = copied
@@ -109,7 +114,7 @@ def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
     index = len(parts.subgraphs)
     parts.subgraphs.append(None)
     parts.consts.append({})
-    dyn, consts = _build_graph(sub, unknown, name, parts, parts.min_static_ops if unknown else 1)
+    dyn, consts = _build_graph(sub, unknown, name, parts, parts.min_static_ops, whole=True)
     dyn.inputs = [_dyn_tensor(sub, t) for t in sub.inputs]
     dyn.attrs["captures"] = sub.captures
     parts.subgraphs[index], parts.consts[index] = dyn, consts

@@ -30,6 +30,8 @@ model's, shared, and builds each key once under a lock.
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import threading
 import time
 from collections import Counter
@@ -57,6 +59,12 @@ COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_build
             "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes", "subgraph_runs")
 
 
+@contextlib.contextmanager
+def _kernel_state():
+    with np.errstate(all="ignore"), kernel_threads():
+        yield
+
+
 @dataclass
 class Slot:
     """A tensor's device buffer: `capacity` bytes at `addr`, currently seen as dtype/shape."""
@@ -67,7 +75,7 @@ class Slot:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 @dataclass
@@ -253,7 +261,9 @@ class HybridContext:
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
 
     # -- one execution ---------------------------------------------------------------------------
-    def execute(self, inputs, outputs=None) -> list[np.ndarray]:
+    def execute(self, inputs, outputs=None, nested: bool = False) -> list[np.ndarray]:
+        """One run. `nested`: a subgraph's run inside its caller's (whose floating-point state and
+        BLAS threads already hold)."""
         device, dyn = self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
@@ -263,7 +273,7 @@ class HybridContext:
             device.memcpy_h2d(slot.addr, x)
             self.counters["h2d_bytes"] += x.nbytes
         t1 = time.perf_counter()
-        with np.errstate(all="ignore"), kernel_threads():
+        with contextlib.nullcontext() if nested else _kernel_state():
             for self._pos, step in enumerate(dyn.steps, 1):
                 if step.kind == "node":
                     try:
@@ -393,7 +403,7 @@ class HybridContext:
 
         def call(arrays: list) -> list:
             try:
-                outs = child.execute(arrays)
+                outs = child.execute(arrays, nested=True)
             except GeError as e:  # the inner node's message, and whose subgraph it is in
                 raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
             self.counters["subgraph_runs"] += 1
@@ -422,7 +432,7 @@ class HybridContext:
     def realloc_if_needed(self, name: str, dtype, shape) -> Slot:
         """The tensor's buffer, grown only when the new shape needs more bytes than it holds."""
         dtype, shape = np.dtype(dtype), tuple(int(d) for d in shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         slot = self.slots.get(name)
         if slot is None or nbytes > slot.capacity:
             if not self.growable:
