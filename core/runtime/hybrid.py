@@ -60,7 +60,7 @@ COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_build
 
 
 @contextlib.contextmanager
-def _kernel_state():
+def _kernel_state():  # numpy's floating-point errors ignored and BLAS threads set, once per run
     with np.errstate(all="ignore"), kernel_threads():
         yield
 
@@ -261,9 +261,7 @@ class HybridContext:
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
 
     # -- one execution ---------------------------------------------------------------------------
-    def execute(self, inputs, outputs=None, nested: bool = False) -> list[np.ndarray]:
-        """One run. `nested`: a subgraph's run inside its caller's (whose floating-point state and
-        BLAS threads already hold)."""
+    def execute(self, inputs, outputs=None) -> list[np.ndarray]:
         device, dyn = self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
@@ -273,19 +271,8 @@ class HybridContext:
             device.memcpy_h2d(slot.addr, x)
             self.counters["h2d_bytes"] += x.nbytes
         t1 = time.perf_counter()
-        with contextlib.nullcontext() if nested else _kernel_state():
-            for self._pos, step in enumerate(dyn.steps, 1):
-                if step.kind == "node":
-                    try:
-                        self._run_node(step.index)
-                    except GeError:
-                        raise
-                    except Exception as e:  # a kernel failed: name the node, keep the cause for --debug
-                        node = dyn.nodes[step.index]
-                        raise GeError(f"node '{node.name}' ({node.op_type}) failed at run time: "
-                                      f"{type(e).__name__}: {e}") from e
-                else:
-                    self._run_submodel(step.index)
+        with _kernel_state():
+            self._run_steps()
         t2 = time.perf_counter()
         results = []
         self._pos = len(dyn.steps) + 1
@@ -304,6 +291,39 @@ class HybridContext:
         self.stats.update(h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3, d2h_ms=(time.perf_counter() - t2) * 1e3,
                           tasks=len(dyn.steps))
         return results
+
+    def run_nested(self, arrays: list) -> list[np.ndarray]:
+        """A subgraph's run inside its caller's run (whose floating-point state and BLAS threads
+        already hold): inputs in, steps, outputs out; the caller keeps the statistics."""
+        device, dyn = self.device, self.model.dyn
+        if len(arrays) != len(dyn.inputs):
+            raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
+        for d, x in zip(dyn.inputs, arrays):
+            x = np.asarray(x)
+            device.memcpy_h2d(self.realloc_if_needed(d.name, x.dtype, x.shape).addr, x)
+        self._run_steps()
+        results = []
+        for d in dyn.outputs:
+            slot = self.slots[d.name]
+            y = np.empty(slot.shape, slot.dtype)
+            device.memcpy_d2h(y, slot.addr)
+            results.append(y)
+        return results
+
+    def _run_steps(self) -> None:
+        dyn = self.model.dyn
+        for self._pos, step in enumerate(dyn.steps, 1):
+            if step.kind == "node":
+                try:
+                    self._run_node(step.index)
+                except GeError:
+                    raise
+                except Exception as e:  # a kernel failed: name the node, keep the cause for --debug
+                    node = dyn.nodes[step.index]
+                    raise GeError(f"node '{node.name}' ({node.op_type}) failed at run time: "
+                                  f"{type(e).__name__}: {e}") from e
+            else:
+                self._run_submodel(step.index)
 
     def _check_inputs(self, inputs) -> list[np.ndarray]:
         dyn = self.model.dyn
@@ -402,12 +422,13 @@ class HybridContext:
             child = self.children[k] = self.model.subgraphs[k].create_context()
 
         def call(arrays: list) -> list:
+            launches = child.counters["submodel_launches"]
             try:
-                outs = child.execute(arrays, nested=True)
+                outs = child.run_nested(arrays)
             except GeError as e:  # the inner node's message, and whose subgraph it is in
                 raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
             self.counters["subgraph_runs"] += 1
-            self.counters["submodel_launches"] += child.stats.get("submodel_launches", 0)
+            self.counters["submodel_launches"] += child.counters["submodel_launches"] - launches
             return outs
         return call
 
