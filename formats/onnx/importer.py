@@ -352,7 +352,19 @@ def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> d
     for vi in list(out.graph.value_info) + list(out.graph.output):
         if vi.type.HasField("tensor_type"):
             found[vi.name] = (vi.type.tensor_type.elem_type, _dims(vi))
+    for g in _subgraph_protos(out.graph):  # element types inside subgraphs (shapes: ge infers them)
+        for vi in list(g.value_info) + list(g.output):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type and vi.name not in found:
+                found[vi.name] = (vi.type.tensor_type.elem_type, None)
     return found
+
+
+def _subgraph_protos(g: onnx.GraphProto):
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == AttributeProto.GRAPH:
+                yield a.g
+                yield from _subgraph_protos(a.g)
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,7 +451,7 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
         graph.inputs.append(vi.name)
         graph.values[vi.name] = _value(vi.name, vi.type.tensor_type.elem_type, _dims(vi), "input")
 
-    scope = _Scope(path, graph.opset, None, graph.initializers, set(graph.values) | _produced(src))
+    scope = _Scope(path, graph.opset, None, graph.initializers, set(graph.values) | _produced(src), inferred)
     for n, name in zip(src.node, _node_names(src)):
         graph.nodes.append(_node(n, name, scope))
         for o in n.output:
@@ -470,8 +482,9 @@ class _Scope:
     """What a graph's nodes may read from the graphs around it: `consts` the initializers of every
     enclosing graph (nearest first wins), `names` every tensor name visible there."""
 
-    def __init__(self, path, opset, outer, consts: dict, names: set):
+    def __init__(self, path, opset, outer, consts: dict, names: set, inferred: dict | None = None):
         self.path, self.opset, self.outer = path, opset, outer
+        self.inferred = outer.inferred if outer else (inferred or {})
         self.consts = {**(outer.consts if outer else {}), **consts}
         self.names = (outer.names if outer else set()) | names
 
@@ -554,7 +567,10 @@ def _subgraph(g: onnx.GraphProto, where: str, outer: _Scope) -> tuple[Graph, lis
         if name not in graph.values and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
             graph.values[name] = _value(name, vi.type.tensor_type.elem_type, _dims(vi), "tensor")
     for name in defined:
-        graph.value(name)
+        v = graph.value(name)
+        elem = outer.inferred.get(name, (None, None))[0]
+        if v.dtype is None and elem in DTYPES:
+            v.dtype = DTYPES[elem]
     return graph, reads
 
 

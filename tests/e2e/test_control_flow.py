@@ -87,6 +87,19 @@ def test_if_branches_of_different_shapes(tmp_path):
     assert [(t.name, t.shape) for t in result.model.outputs] == [("y", (-2,))]  # rank differs: unknown
 
 
+def test_if_branch_outputs_without_declared_types_on_unknown_dims(tmp_path):
+    """Exporters leave subgraph outputs untyped (Silero VAD's nested Ifs do): their element types
+    come from onnx's inference of the subgraphs, their shapes from running."""
+    then = helper.make_graph([helper.make_node("Unsqueeze", ["x", "ax"], ["u"]),
+                              helper.make_node("Squeeze", ["u", "ax"], ["t"])], "then", [],
+                             [onnx.ValueInfoProto(name="t")], [const("ax", np.array([0], np.int64))])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [onnx.ValueInfoProto(name="e")])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)]
+    m = model(nodes, [vi("cond", B, []), vi("x", F, ["n"])], [vi("y", F, ["n"])])
+    feeds = [{"cond": np.array(c), "x": rand(n)} for c, n in ((True, 3), (False, 5), (True, 7))]
+    check(m, feeds, tmp_path, input_shape="cond:;x:-1")
+
+
 def test_if_on_a_shape_comparison_folds_to_its_branch_at_compile_time(tmp_path):
     """PyTorch exports `if x.shape[0] == 2` as Shape -> Gather -> Equal -> If: with static shapes
     the condition is a constant and the If becomes the branch taken: a static OM."""
