@@ -354,4 +354,6 @@ class DavinciModel:
         return view
 
     def _epilogue(self, td: TaskDef, kernel) -> Epilogue | None:
+        if td.outputs[0] is None:  # an omitted first output (GRU's ["", "Y_h"]): nothing to fuse into
+            return None
         return Epilogue.unless_absorbed(kernel, td.attrs.get(EPILOGUE), td.outputs[0].meta, td.opset, td.node)

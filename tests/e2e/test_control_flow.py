@@ -308,6 +308,39 @@ def test_voice_activity_style_if_with_lstm_state(tmp_path):
             api.unload(model_id)
 
 
+def test_greedy_decoding_loop_stops_at_end_of_sequence(tmp_path):
+    """torch.jit.script's greedy decoder as exported: Loop(max_len, true) carrying the last token
+    and a GRU state; the body embeds the token (Gather), steps the GRU, picks ArgMax, and its
+    condition is token != eos; the tokens are the scan output."""
+    rng = np.random.default_rng(3)
+    vocab, hid = 12, 8
+    emb = rng.standard_normal((vocab, hid)).astype(np.float32)
+    W, R = (rng.standard_normal((1, 3 * hid, hid)).astype(np.float32) * 0.5 for _ in range(2))
+    out_w = rng.standard_normal((hid, vocab)).astype(np.float32)
+    body = helper.make_graph([
+        helper.make_node("Gather", ["emb", "tok_in"], ["e"], axis=0),           # [1, hid]
+        helper.make_node("Unsqueeze", ["e", "ax0"], ["seq"]),                   # [1, 1, hid]
+        helper.make_node("GRU", ["seq", "W", "R", "", "", "h_in"], ["", "h_out"], hidden_size=hid),
+        helper.make_node("Squeeze", ["h_out", "ax0"], ["h2"]),                  # [1, hid]
+        helper.make_node("MatMul", ["h2", "out_w"], ["logits"]),
+        helper.make_node("ArgMax", ["logits"], ["tok_out"], axis=1, keepdims=0),  # [1]
+        helper.make_node("Equal", ["tok_out", "eos"], ["is_eos"]),
+        helper.make_node("Not", ["is_eos"], ["go1"]),
+        helper.make_node("Squeeze", ["go1", "ax0"], ["go"]),
+        helper.make_node("Identity", ["tok_out"], ["emitted"])], "step",
+        [vi("i", I64, []), vi("c", B, []), vi("tok_in", I64, [1]), vi("h_in", F, [1, 1, hid])],
+        [vi("go", B, []), vi("tok_out", I64, [1]), vi("h_out", F, [1, 1, hid]), vi("emitted", I64, [1])],
+        [const("W", W), const("R", R), const("out_w", out_w), const("ax0", np.array([0], np.int64))])
+    nodes = [helper.make_node("Loop", ["max_len", "true", "bos", "h0"], ["last", "h", "tokens"], body=body)]
+    m = model(nodes, [vi("max_len", I64, []), vi("bos", I64, [1]), vi("h0", F, [1, 1, hid]), vi("eos", I64, [])],
+              [vi("last", I64, [1]), vi("h", F, [1, 1, hid]), vi("tokens", I64, [None, 1])],
+              [const("true", np.array(True)), const("emb", emb)])
+    feeds = [{"max_len": np.array(n, np.int64), "bos": np.array([b], np.int64),
+              "h0": rng.standard_normal((1, 1, hid)).astype(np.float32), "eos": np.array(e, np.int64)}
+             for n, b, e in ((20, 1, 3), (20, 2, 5), (4, 0, 7), (20, 4, 0))]
+    check(m, feeds, tmp_path)
+
+
 # ------------------------------------------------------------------ onnx's backend node test cases
 def _node_cases():
     from onnx.backend.test.case.node import collect_testcases
