@@ -47,7 +47,8 @@ from ..kernels import backend as backends
 from ..kernels.blas import kernel_threads
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
-from .known_subgraph import davinci_model_create, davinci_model_execute, davinci_model_update_workspaces
+from .known_subgraph import (davinci_model_create, davinci_model_execute, davinci_model_update_args,
+                             davinci_model_update_workspaces)
 from .shared_weights import SharedWeightsModel
 
 #: inputs whose *values* decide output shapes, beyond each kernel's `shape_inputs`
@@ -232,6 +233,47 @@ class HybridModel(SharedWeightsModel):
         return Impl(kernel, out_metas, int(kernel.workspace_nbytes()) if out_metas else 0, epilogue)
 
 
+class _StaticBody:
+    """A subgraph that is one static submodel (a static Loop or Scan body, a static branch), run
+    with its inputs and outputs bound once: a call copies the inputs into their buffers, launches
+    the submodel's tasks and copies the outputs out; no address moves between calls."""
+
+    @classmethod
+    def of(cls, ctx: "HybridContext") -> "_StaticBody | None":
+        dyn = ctx.model.dyn
+        if dyn.nodes or len(dyn.steps) != 1 or dyn.steps[0].kind != "submodel":
+            return None
+        sm = ctx.model.submodels[dyn.steps[0].index]
+        if not {d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}:
+            return None
+        return cls(ctx, dyn.steps[0].index)
+
+    def __init__(self, ctx: "HybridContext", index: int):
+        dyn, sm = ctx.model.dyn, ctx.model.submodels[index]
+        self.name, self.sm, self.sub, self.counters = dyn.name, sm, ctx.sub_contexts[index], ctx.counters
+        ins = [ctx.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in sm.inputs]
+        outs = [ctx.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in sm.outputs]
+        davinci_model_update_args(sm, [s.addr for s in ins], [s.addr for s in outs], self.sub)
+        views = {d.name: ctx._view(s) for d, s in zip(list(sm.inputs) + list(sm.outputs), ins + outs)}
+        self.inputs = [(d.name, views.get(d.name)) for d in dyn.inputs]  # None: an input the body never reads
+        self.outputs = [views[d.name] for d in dyn.outputs]
+
+    def __call__(self, arrays: list) -> list[np.ndarray]:
+        if len(arrays) != len(self.inputs):
+            raise ShapeError(f"subgraph '{self.name}' takes {len(self.inputs)} inputs, got {len(arrays)}")
+        for (name, view), x in zip(self.inputs, arrays):
+            if view is None:
+                continue
+            x = np.asarray(x)
+            if x.shape != view.shape or x.dtype != view.dtype:
+                raise ShapeError(f"static subgraph '{self.name}': input '{name}' is {x.dtype} {list(x.shape)}, it "
+                                 f"was compiled for {view.dtype} {list(view.shape)}")
+            np.copyto(view, x)
+        davinci_model_execute(self.sm, ctx=self.sub)
+        self.counters["submodel_launches"] += 1
+        return [np.array(v) for v in self.outputs]
+
+
 class HybridContext:
     def __init__(self, model: HybridModel):
         self.model, self.device = model, model.device
@@ -256,6 +298,7 @@ class HybridContext:
                       for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
         self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
+        self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
             self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
@@ -295,6 +338,10 @@ class HybridContext:
     def run_nested(self, arrays: list) -> list[np.ndarray]:
         """A subgraph's run inside its caller's run (whose floating-point state and BLAS threads
         already hold): inputs in, steps, outputs out; the caller keeps the statistics."""
+        if self.static_body is None:
+            self.static_body = _StaticBody.of(self) or False
+        if self.static_body:
+            return self.static_body(arrays)
         device, dyn = self.device, self.model.dyn
         if len(arrays) != len(dyn.inputs):
             raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")

@@ -157,6 +157,23 @@ def test_loop_trip_count_condition_carried_state_scan_outputs(tmp_path, trip, co
     assert [s.kind for s in body.steps] == ["submodel"]  # a static body is one static submodel
 
 
+def test_a_static_body_runs_as_its_static_submodel_once_per_iteration(tmp_path):
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_loop_model(True, False), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, "cpu")
+    try:
+        feeds = {"M": np.array(6, np.int64), "s0": np.zeros((2, 3), np.float32), "w": np.ones((2, 3), np.float32),
+                 "lim": np.array(1e9, np.float32)}
+        for _ in range(2):  # the second run binds nothing new
+            api.execute(model_id, feeds)
+            stats = api.model(model_id).default_context.stats
+            assert stats["subgraph_runs"] == 6 and stats["submodel_launches"] == 6
+            assert stats["nodes_run"] == 1  # the Loop itself; its body is no node of the hybrid executor
+        assert stats["allocations"] == 0
+    finally:
+        api.unload(model_id)
+
+
 def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
     """PyTorch's exported generation loop: each step appends to the carried sequence (its shape
     changes every iteration) and reads the iteration number; the scan output is per step."""
