@@ -241,6 +241,19 @@ def test_scan_axes_and_directions(tmp_path, in_axis, in_dir, out_axis, out_dir):
     assert [tuple(t.shape) for t in result.model.outputs] == [tuple(per_step), tuple(ys_shape)]
 
 
+@pytest.mark.parametrize("direction", [0, 1])
+def test_scan_opset_8_batch_sequence_lens_and_direction(tmp_path, direction):
+    body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Identity", ["acc2"], ["y"])],
+                             "b", [vi("acc", F, [2]), vi("x", F, [2])], [vi("acc2", F, [2]), vi("y", F, [2])])
+    node = helper.make_node("Scan", ["lens", "a0", "xs"], ["a", "ys"], body=body, num_scan_inputs=1, directions=[direction])
+    m = model([node], [vi("lens", I64, [3]), vi("a0", F, [3, 2]), vi("xs", F, [3, 4, 2])],
+              [vi("a", F, [3, 2]), vi("ys", F, [3, 4, 2])], opset=8)
+    m.ir_version = 8
+    feeds = {"lens": np.array([4, 2, 3], np.int64), "a0": np.ones((3, 2), np.float32),
+             "xs": np.arange(24, dtype=np.float32).reshape(3, 4, 2)}
+    check(m, [feeds], tmp_path)  # a short item's scan outputs are zeros past its length
+
+
 def test_scan_feeds_a_static_cluster(tmp_path):
     """A Scan's outputs are static when its body is: what follows it runs as a static submodel."""
     body = _cumsum_body([4])
