@@ -18,6 +18,7 @@ from ..compile.dynamic_shapes import infer_dynamic
 from ..compile.range_plan import plan_range
 from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
 from ..errors import GeError
+from ..ir import subgraphs
 from ..passes import optimize
 from ..runtime.device import get_device
 from ...formats.onnx.importer import load_onnx
@@ -56,7 +57,14 @@ def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline) 
         it = iter(v)
         concrete = {k: [next(it) if d == -1 else d for d in dims] for k, dims in shapes.items()}
         graph = load_onnx(model, concrete, out_nodes)
-        optimize(graph)
+        try:
+            optimize(graph)
+        except GeError:
+            flow = next((n for n in graph.nodes if subgraphs(n)), None)
+            if flow is None:
+                raise
+            raise GeError(f"{flow}: control flow runs in the hybrid executor, not in gears; compile with "
+                          f"unknown dims (-1) and no gear list") from None
         models.append(build(graph, name=f"{name}_gear{len(models)}", soc_version=soc_version))
         gear_shapes.append({d.name: tuple(d.shape) for d in models[-1].inputs})
     inputs = [DynTensor(d.name, d.dtype, tuple(-1 if x == -1 else x for x in shapes.get(d.name, d.shape)))

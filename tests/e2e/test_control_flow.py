@@ -461,6 +461,10 @@ def test_shape_ranges_with_control_flow_are_refused_naming_the_node(tmp_path):
     with pytest.raises(GeError, match=r"node 'Loop_0' \(Loop\): control flow has no shape range to plan"):
         api.atc(path, str(tmp_path / "m"), input_shape="s0:2,1~8;w:2,1~8;M:;cond:;lim:")
     assert not (tmp_path / "m.om").exists()
+    with pytest.raises(GeError, match=r"node 'Loop_0' \(Loop\): control flow runs in the hybrid executor, not in gears"):
+        api.atc(path, str(tmp_path / "m"), input_shape="s0:2,-1;w:2,-1;M:;cond:;lim:",
+                dynamic={"dynamic_dims": "3,3;5,5"})
+    assert not (tmp_path / "m.om").exists()
 
 
 # ------------------------------------------------------------------------------------ ge inspect
