@@ -256,14 +256,16 @@ class _StaticBody:
         davinci_model_update_args(sm, [s.addr for s in ins], [s.addr for s in outs], self.sub)
         views = {d.name: ctx._view(s) for d, s in zip(list(sm.inputs) + list(sm.outputs), ins + outs)}
         self.inputs = [(d.name, views.get(d.name)) for d in dyn.inputs]  # None: an input the body never reads
+        self.last: list = [None] * len(self.inputs)
         self.outputs = [views[d.name] for d in dyn.outputs]
 
     def __call__(self, arrays: list) -> list[np.ndarray]:
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"subgraph '{self.name}' takes {len(self.inputs)} inputs, got {len(arrays)}")
-        for (name, view), x in zip(self.inputs, arrays):
-            if view is None:
+        for k, ((name, view), x) in enumerate(zip(self.inputs, arrays)):
+            if view is None or x is self.last[k]:  # the same array as the last call's (a Loop's captured values)
                 continue
+            self.last[k] = x
             x = np.asarray(x)
             if x.shape != view.shape or x.dtype != view.dtype:
                 raise ShapeError(f"static subgraph '{self.name}': input '{name}' is {x.dtype} {list(x.shape)}, it "
