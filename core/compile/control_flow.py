@@ -41,7 +41,8 @@ def control_flow_outputs(graph: Graph, node: Node, infer_graph) -> list[tuple]:
         fixed = [(np.dtype(np.int64), ()), (np.dtype(np.bool_), ())]
         state, outs = _fixpoint(body, fixed, carried, [], captured, 1, infer_graph)
         scans = outs[1 + len(carried):]
-        return state + [(d, None if s is None else (None,) + tuple(s)) for d, s in scans]
+        steps = _fixed_trip_count(graph, node)
+        return state + [(d, None if s is None else (steps,) + tuple(s)) for d, s in scans]
     # Scan (opset 9+, or 8 with sequence_lens and a batch axis)
     m = int(node.attrs.get("num_scan_inputs", 1))
     if node_opset_below_9(graph):
@@ -90,6 +91,31 @@ def _of(graph: Graph, name: str) -> tuple:
         return (a.dtype, tuple(a.shape))
     v = graph.value(name)
     return (v.dtype, None if v.shape is None else tuple(v.shape))
+
+
+def _fixed_trip_count(graph: Graph, node: Node):
+    """A Loop's iteration count when the compiler knows it (else None): a constant trip count and a
+    condition that cannot become false (absent or constant true, and the body passes it through or
+    sets it to a constant true: PyTorch's `for i in range(n)`)."""
+    trip, cond = (node.inputs + ["", ""])[:2]
+    if trip not in graph.initializers or (cond and not _is_true(graph, cond)):
+        return None
+    body = node.attrs["body"]
+    out = body.outputs[0] if body.outputs else ""
+    producer = body.producers().get(out)
+    if producer is not None and producer.op_type == "Identity" and producer.domain == "":
+        out = producer.inputs[0]
+        producer = body.producers().get(out)
+    if out != body.inputs[1] and not _is_true(body, out) and not (
+            producer is not None and producer.op_type == "Constant" and "value" in producer.attrs
+            and np.asarray(producer.attrs["value"]).size == 1 and bool(np.asarray(producer.attrs["value"]).reshape(-1)[0])):
+        return None
+    return max(int(np.asarray(graph.initializers[trip]).reshape(-1)[0]), 0)
+
+
+def _is_true(graph: Graph, name: str) -> bool:
+    a = graph.initializers.get(name)
+    return a is not None and a.size == 1 and bool(a.reshape(-1)[0])
 
 
 def _fixpoint(body: Graph, fixed: list, carried: list, slices: list, captured: list, skip: int, infer_graph):

@@ -197,6 +197,23 @@ def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
     assert body.inputs[2].shape == (-2,)  # the carried sequence changes shape: the body runs dynamic
 
 
+def test_loop_with_a_constant_trip_count_has_static_outputs(tmp_path):
+    """PyTorch's `for i in range(3)`: a constant trip count and a condition the body passes through:
+    the scan outputs' length is known, so what follows the Loop is a static submodel."""
+    body = helper.make_graph([helper.make_node("Add", ["s", "x"], ["s2"]), helper.make_node("Identity", ["c"], ["c2"]),
+                              helper.make_node("Relu", ["s2"], ["y"])], "b",
+                             [vi("i", I64, []), vi("c", B, []), vi("s", F, [4])],
+                             [vi("c2", B, []), vi("s2", F, [4]), vi("y", F, [4])])
+    nodes = [helper.make_node("Loop", ["n", "t", "x"], ["last", "ys"], body=body),
+             helper.make_node("Sigmoid", ["ys"], ["a"]), helper.make_node("Neg", ["a"], ["b"]),
+             helper.make_node("Exp", ["b"], ["e"]), helper.make_node("Abs", ["e"], ["z"])]
+    m = model(nodes, [vi("x", F, [4])], [vi("z", F, [3, 4]), vi("last", F, [4])],
+              [const("n", np.int64(3)), const("t", np.array(True))])
+    result = check(m, [{"x": rand(4)}], tmp_path)
+    om = read_om(result.om_path)
+    assert [s.kind for s in om.steps] == ["node", "submodel"] and [t.shape for t in om.outputs] == [(3, 4), (4,)]
+
+
 def test_loop_with_dynamic_input_dims(tmp_path):
     m = _loop_model(True, True)
     path = str(tmp_path / "m.onnx")
