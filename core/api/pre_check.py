@@ -7,13 +7,27 @@ only."""
 from __future__ import annotations
 
 from ..errors import GeError
-from ..ir import Graph
+from ..ir import Graph, subgraphs
 from ..kernels import lookup
 from ..passes import complete_attributes
 from ..passes._util import build_kernel, node_opset
 from ...formats.onnx.importer import load_onnx
 
 SUCCESS, FAILED = "success", "failed"
+
+
+def _subgraph_failures(node, where: str = "") -> list[str]:
+    """'<node>.<attribute>: <why>' for each op in the node's subgraphs (nested too) without a kernel."""
+    out = []
+    for key, body in subgraphs(node):
+        for inner in body.nodes:
+            place = f"{where}{node.name}.{key}"
+            try:
+                lookup(inner.op_type, inner.domain, node_opset(body, inner), inner.name)
+            except GeError as e:
+                out.append(f"{place}: {e}")
+            out.extend(_subgraph_failures(inner, f"{place}/"))
+    return out
 
 
 def precheck(model: str, input_shape: dict | None = None, out_nodes=None) -> dict:
@@ -34,6 +48,12 @@ def _check(graph: Graph, node) -> dict:
         lookup(node.op_type, node.domain, node_opset(graph, node), node.name)
     except GeError as e:
         return dict(entry, result=FAILED, reason=str(e))
+    if subgraphs(node):  # control flow: every op of its subgraphs must have a kernel
+        missing = _subgraph_failures(node)
+        if missing:
+            return dict(entry, result=FAILED, reason="; ".join(missing))
+        entry["reason"] = "control flow: runs its subgraphs in the hybrid executor; their ops have kernels"
+        return entry
     if not all(graph.value(i).is_static for i in node.inputs if i and i not in graph.initializers):
         entry["reason"] = "kernel found; input shapes unknown here, so attributes and dtypes are checked at compile"
         return entry

@@ -484,6 +484,26 @@ def test_shape_ranges_with_control_flow_are_refused_naming_the_node(tmp_path):
     assert not (tmp_path / "m.om").exists()
 
 
+def test_precheck_checks_the_ops_of_subgraphs(tmp_path):
+    body = helper.make_graph([helper.make_node("Foo", ["s"], ["s2"], domain="com.example", name="foo"),
+                              helper.make_node("Identity", ["c"], ["c2"])], "b",
+                             [vi("i", I64, []), vi("c", B, []), vi("s", F, [2])], [vi("c2", B, []), vi("s2", F, [2])])
+    ok_body = helper.make_graph([helper.make_node("Neg", ["s"], ["s2"]), helper.make_node("Identity", ["c"], ["c2"])], "b",
+                                [vi("i", I64, []), vi("c", B, []), vi("s", F, [2])], [vi("c2", B, []), vi("s2", F, [2])])
+    for name, b in (("bad", body), ("good", ok_body)):
+        m = model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=b, name="loop")],
+                  [vi("M", I64, []), vi("x", F, [2])], [vi("y", F, [2])])
+        m.opset_import.append(helper.make_opsetid("com.example", 1))
+        path = str(tmp_path / f"{name}.onnx")
+        onnx.save(m, path)
+        (entry,) = api.precheck(path)["op_list"]
+        if name == "bad":
+            assert entry["result"] == "failed"
+            assert entry["reason"].startswith("loop.body: node 'foo': op com.example::Foo is not supported")
+        else:
+            assert entry["result"] == "success" and "control flow" in entry["reason"]
+
+
 # ------------------------------------------------------------------------------------ ge inspect
 def test_ge_inspect_shows_the_subgraphs(tmp_path):
     import json
