@@ -120,11 +120,11 @@ class HybridModel(SharedWeightsModel):
                 for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
                     self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr,
                                                                packs=self.packs, backend=self.backend))
+                # every subgraph's model exists before any is used: a node refers to them by index
+                self.subgraphs.extend(HybridModel(sg, device, model_id, root=self) for sg in dyn.subgraphs)
             except BaseException:
                 self.unload()
                 raise
-            # every subgraph's model exists before any is used: a node refers to them by index
-            self.subgraphs.extend(HybridModel(sg, device, model_id, root=self) for sg in dyn.subgraphs)
         self.timings["davinci_model_create"] = time.perf_counter() - t0
         self.cache: dict[tuple, Impl] = {}  # the in-memory impl cache, shared by contexts
         self._cache_lock = threading.Lock()  # contexts may run in several threads
