@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GeError
+from ..errors import GeError, UnsupportedOpError
 from ..ir import Graph, subgraphs
 from .control_flow import control_flow_outputs
 from ..passes import optimize_dynamic
@@ -45,6 +45,8 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
             continue
         try:
             metas = build_kernel(graph, node).infer()
+        except UnsupportedOpError:
+            raise  # no kernel: nothing would run it (in a subgraph too), not a data-dependent shape
         except GeError as e:
             unknown[node.name] = f"data-dependent output ({_short(e)})"
             _forget(graph, node)

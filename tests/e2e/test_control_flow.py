@@ -484,6 +484,20 @@ def test_shape_ranges_with_control_flow_are_refused_naming_the_node(tmp_path):
     assert not (tmp_path / "m.om").exists()
 
 
+def test_an_op_without_kernel_in_a_body_fails_atc_naming_it(tmp_path):
+    body = helper.make_graph([helper.make_node("Foo", ["s"], ["s2"], domain="com.example", name="foo"),
+                              helper.make_node("Identity", ["c"], ["c2"])], "b",
+                             [vi("i", I64, []), vi("c", B, []), vi("s", F, [2])], [vi("c2", B, []), vi("s2", F, [2])])
+    m = model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="loop")],
+              [vi("M", I64, []), vi("x", F, [2])], [vi("y", F, [2])])
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    with pytest.raises(GeError, match=r"node 'foo': op com.example::Foo is not supported"):
+        api.atc(path, str(tmp_path / "m"))
+    assert not (tmp_path / "m.om").exists()
+
+
 def test_precheck_checks_the_ops_of_subgraphs(tmp_path):
     body = helper.make_graph([helper.make_node("Foo", ["s"], ["s2"], domain="com.example", name="foo"),
                               helper.make_node("Identity", ["c"], ["c2"])], "b",
