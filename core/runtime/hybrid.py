@@ -301,6 +301,7 @@ class HybridContext:
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
         self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
+        self._last_inputs: list = [None] * len(dyn.inputs)  # run_nested: the arrays its inputs hold
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
             self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
@@ -347,7 +348,11 @@ class HybridContext:
         device, dyn = self.device, self.model.dyn
         if len(arrays) != len(dyn.inputs):
             raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
-        for d, x in zip(dyn.inputs, arrays):
+        last = self._last_inputs
+        for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
+            if x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
+                continue
+            last[k] = x
             x = np.asarray(x)
             device.memcpy_h2d(self.realloc_if_needed(d.name, x.dtype, x.shape).addr, x)
         self._run_steps()
