@@ -18,6 +18,7 @@ What happens, in order, and why:
 """
 from __future__ import annotations
 
+import heapq
 import os
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     path = Path(path)
     model, raw = _read_model(path)
     n_external, external_nbytes = _load_external_data(model, path)
-    _check_model(model, path, None if n_external else raw, len(raw) + external_nbytes)
+    reordered = _sort_topologically(model.graph, path)
+    _check_model(model, path, None if n_external or reordered else raw, len(raw) + external_nbytes)
     del raw
     opset = _opsets(model, path)
 
@@ -147,6 +149,65 @@ def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
                          f"ge supports opsets {MIN_OPSET}..{MAX_OPSET} (convert the model with "
                          f"onnx.version_converter or re-export it)")
     return opset
+
+
+def _sort_topologically(graph: onnx.GraphProto, path: Path, outer: frozenset = frozenset()) -> bool:
+    """Put the nodes (and those of every subgraph) in an order where each runs after its
+    producers, as onnxruntime and onnx's reference evaluator accept them (exporters and graph
+    surgery tools leave unsorted graphs; onnx's checker refuses them). Stable: an already sorted
+    graph keeps its order. Returns whether anything moved; a cycle is an error naming its nodes."""
+    defined = set(outer) | {""} | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    moved, scope = False, None
+    for node in graph.node:  # subgraphs first: they see every name of this scope
+        for sub in _subgraphs(node):
+            scope = scope or frozenset(defined | {o for n in graph.node for o in n.output})
+            moved |= _sort_topologically(sub, path, scope)
+    needs = [set(_node_reads(n)) - defined for n in graph.node]
+    producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    waiting_on = [{producer[t] for t in need if t in producer} for need in needs]
+    users: dict[int, list[int]] = {}
+    for i, deps in enumerate(waiting_on):
+        for j in deps:
+            users.setdefault(j, []).append(i)
+    ready = [i for i, deps in enumerate(waiting_on) if not deps]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, ()):
+            waiting_on[u].discard(i)
+            if not waiting_on[u]:
+                heapq.heappush(ready, u)
+    if len(order) < len(graph.node):
+        stuck = [graph.node[i].name or graph.node[i].op_type for i in sorted(set(range(len(graph.node))) - set(order))]
+        raise GraphError(f"{path}: the graph has a cycle through nodes {stuck[:8]}")
+    if order == sorted(order):
+        return moved
+    nodes = []
+    for i in order:
+        nodes.append(onnx.NodeProto())
+        nodes[-1].CopyFrom(graph.node[i])
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return True
+
+
+def _node_reads(node: onnx.NodeProto):
+    """The names a node reads: its inputs and those its subgraphs take from outer scopes."""
+    yield from node.input
+    for sub in _subgraphs(node):
+        inner = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+        inner |= {o for n in sub.node for o in n.output}
+        yield from (t for n in sub.node for t in _node_reads(n) if t not in inner)
+
+
+def _subgraphs(node: onnx.NodeProto):
+    for a in node.attribute:
+        if a.HasField("g"):
+            yield a.g
+        yield from a.graphs
 
 
 def _short(e: BaseException) -> str:
