@@ -18,7 +18,6 @@ What happens, in order, and why:
 """
 from __future__ import annotations
 
-import heapq
 import os
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import onnx
 from onnx import AttributeProto, TensorProto, numpy_helper
 
 from ...core.errors import FormatError, GraphError, ShapeError
-from ...core.ir import DTYPES, Graph, Node, Value
+from ...core.ir import DTYPES, Graph, Node, Value, stable_topological_order
 
 MIN_OPSET, MAX_OPSET = 7, 21  # 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels)
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
@@ -165,21 +164,7 @@ def _sort_topologically(graph: onnx.GraphProto, path: Path, outer: frozenset = f
             moved |= _sort_topologically(sub, path, scope)
     needs = [set(_node_reads(n)) - defined for n in graph.node]
     producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
-    waiting_on = [{producer[t] for t in need if t in producer} for need in needs]
-    users: dict[int, list[int]] = {}
-    for i, deps in enumerate(waiting_on):
-        for j in deps:
-            users.setdefault(j, []).append(i)
-    ready = [i for i, deps in enumerate(waiting_on) if not deps]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users.get(i, ()):
-            waiting_on[u].discard(i)
-            if not waiting_on[u]:
-                heapq.heappush(ready, u)
+    order = stable_topological_order([{producer[t] for t in need if t in producer} for need in needs])
     if len(order) < len(graph.node):
         stuck = [graph.node[i].name or graph.node[i].op_type for i in sorted(set(range(len(graph.node))) - set(order))]
         raise GraphError(f"{path}: the graph has a cycle through nodes {stuck[:8]}")
