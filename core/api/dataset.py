@@ -14,28 +14,34 @@ from ...formats.tensors import load_inputs, save_outputs
 from .acl import execute, model
 
 
-def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NPY", progress=None) -> dict:
-    """Run every sample; `progress(done, total, stem)` after each. Returns {"samples", "seconds",
-    "throughput" (samples per second of wall time, reading and writing included), "compute_ms"
-    (the executions alone), "outputs": [paths per sample]}. A sample whose files do not fit the
-    model stops the run with an error naming the file; its outputs are not written."""
+def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NPY", progress=None,
+                descs=None, check_outputs=None) -> dict:
+    """Run every sample; `progress(done, total, stem)` after each. `descs`: the input shapes to read
+    the samples with (a gear set beforehand, ais_bench's --dymShape); by default the model's, or for
+    a dynamic model the shapes each sample's .npy/.npz files declare. `check_outputs(outputs)` may
+    refuse a sample's outputs before they are written. Returns {"samples", "seconds", "throughput"
+    (samples per second of wall time, reading and writing included), "compute_ms" (the executions
+    alone), "latency_ms" (each execution), "outputs": [paths per sample]}. A sample whose files do
+    not fit the model stops the run with an error naming the file; its outputs are not written."""
     m = model(model_id)
     samples = discover(list(paths), [d.name for d in m.inputs])
-    written, compute = [], 0.0
+    written, latencies = [], []
     start = time.perf_counter()
-    dynamic = any(d < 0 for desc in m.inputs for d in desc.shape)
+    dynamic = descs is None and any(d < 0 for desc in m.inputs for d in desc.shape)
     for k, sample in enumerate(samples):
-        descs = file_descs(m.inputs, sample.files) if dynamic else m.inputs
-        inputs = load_inputs(list(sample.files), descs)
+        sample_descs = file_descs(m.inputs, sample.files) if dynamic else (descs or m.inputs)
+        inputs = load_inputs(list(sample.files), sample_descs)
         t0 = time.perf_counter()
         outputs = execute(model_id, inputs)
-        compute += time.perf_counter() - t0
+        latencies.append((time.perf_counter() - t0) * 1e3)
+        if check_outputs is not None:
+            check_outputs(outputs)
         written.append(save_outputs(outputs, output_dir, sample.stem, fmt))
         if progress is not None:
             progress(k + 1, len(samples), sample.stem)
     seconds = time.perf_counter() - start
     return {"samples": len(samples), "seconds": seconds, "throughput": len(samples) / seconds if seconds else 0.0,
-            "compute_ms": compute * 1e3, "outputs": written}
+            "compute_ms": sum(latencies), "latency_ms": latencies, "outputs": written}
 
 
 def file_descs(descs, files) -> list[TensorDesc]:
