@@ -372,13 +372,16 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
         _check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
 
     if as_json:
-        result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check)
+        result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
+                                 output_batch_axis=opts["output_batchsize_axis"])
     else:
         with Progress(console=console.out, transient=True) as bar:
             task = bar.add_task("samples", total=None)
             result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
+                                     output_batch_axis=opts["output_batchsize_axis"],
                                      progress=lambda done, total, stem: bar.update(task, completed=done, total=total))
-    summary = {"model": model, "device": device, "samples": result["samples"], "seconds": result["seconds"],
+    summary = {"model": model, "device": device, "samples": result["samples"], "executions": result["executions"],
+               "files_per_batch": result["files_per_batch"], "seconds": result["seconds"],
                "throughput": result["throughput"], "output_dir": folder, "load_ms": load_ms,
                "latency_ms": percentiles(result["latency_ms"]) if result["latency_ms"] else None}
     if summary_json:
@@ -389,6 +392,9 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
     out = console.out
     for line in msame_lines(result["latency_ms"]):
         out.print(line, highlight=False)
+    if result["files_per_batch"] > 1:
+        out.print(f"{result['files_per_batch']} files per execution (each holds part of the batch), "
+                  f"{result['executions']} execution(s)")
     out.print(f"{result['samples']} sample(s) in {result['seconds']:.3f} s: {result['throughput']:.2f} samples/s "
               f"(wall time, reading and writing included); outputs written to [bold]{folder}[/bold]")
 

@@ -402,3 +402,25 @@ def test_the_python_api_does_what_the_cli_does(free, gears, tmp_path, ort_run):
     assert inference.output_folder("out", now=0).startswith(os.path.join("out", ""))
     assert TIMESTAMP.fullmatch(os.path.basename(inference.output_folder("out")))
     assert inference.dym_shape_range("x:1~2,3;y:4-6") == ["x:1,3;y:4", "x:1,3;y:6", "x:2,3;y:4", "x:2,3;y:6"]
+
+
+@pytest.mark.parametrize("axis", ["0", "1"])
+def test_batch_of_files_and_output_batchsize_axis(ge, free, tmp_path, ort_run, axis):
+    """ais_bench: a batch-2 model reads batch-1 files two per execution (the odd one out padded) and
+    splits each output back per file along --output_batchsize_axis."""
+    om = api.atc(free, str(tmp_path / "b2"), input_shape="x:2,3,8,8").om_path
+    data = tmp_path / "data"
+    data.mkdir()
+    xs = {f"s{i}": small_input(seed=i) for i in range(3)}
+    for stem, x in xs.items():
+        x.tofile(data / f"{stem}.bin")
+    d = summary(ge, "--model", om, "--input", data, "--output-dir", tmp_path / "o", "--output_batchsize_axis", axis)
+    assert (d["samples"], d["executions"], d["files_per_batch"]) == (3, 2, 2)
+    assert sorted(os.listdir(tmp_path / "o")) == [f"s{i}_output_0.npy" for i in range(3)]
+    groups = [["s0", "s1"], ["s2", "s2"]]  # the last group padded with its first sample
+    for group in groups:
+        full = ort_run(free, {"x": np.concatenate([xs[s] for s in group])})[0]  # [2, 4, 8, 8]
+        for j, stem in enumerate(group[:1] if group[0] == group[1] else group):
+            got = np.load(tmp_path / "o" / f"{stem}_output_0.npy")
+            want = full[j:j + 1] if axis == "0" else full[:, 2 * j:2 * j + 2]  # axis 1: half the channels each
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
