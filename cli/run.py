@@ -93,7 +93,8 @@ def ais_bench_options(f):
                      help="ais_bench: the outputs' batch axis (checked against every output's rank)"),
         click.option("--run_mode", "--run-mode", "run_mode", type=click.Choice(("array", "files", "tensor", "full")),
                      default="array", show_default=True,
-                     help="ais_bench: how it stages inputs; full reads every sample before running (same results)"),
+                     help="ais_bench: how it stages inputs (host arrays, files, device tensors, all first); ge "
+                          "reads each sample as it runs it: same results"),
         switch_option("--display_all_summary", "--display-all-summary", "display_all_summary",
                       help="also print H2D and D2H latency (ais_bench's full summary)"),
         click.option("--threads", "--thread", "threads", type=click.IntRange(min=1), metavar="N",
@@ -188,7 +189,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
             return _shape_range(model_id, dm, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
         if paths and is_dataset(paths):
             return _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,
-                            summary_json, as_json)
+                            summary_json, as_json, warmup)
         if paths and any(os.path.isdir(p) for p in paths):
             raise GeError(f"--input mixes folders and files ({', '.join(paths)}): give files, or one folder per input")
         in_descs = gear_descs or inference.input_descs(model_id, paths, opts["dym_shape"])
@@ -362,7 +363,7 @@ def _check_outputs(outputs, descs, sizes, axis: int) -> None:
 
 
 def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms, summary_json,
-             as_json) -> None:
+             as_json, warmup) -> None:
     """--input DIR[,DIR2]: every sample of the folder(s), with a progress bar."""
     from rich.progress import Progress
 
@@ -373,14 +374,15 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
 
     if as_json:
         result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
-                                 output_batch_axis=opts["output_batchsize_axis"])
+                                 output_batch_axis=opts["output_batchsize_axis"], warmup=warmup)
     else:
         with Progress(console=console.out, transient=True) as bar:
             task = bar.add_task("samples", total=None)
             result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
-                                     output_batch_axis=opts["output_batchsize_axis"],
+                                     output_batch_axis=opts["output_batchsize_axis"], warmup=warmup,
                                      progress=lambda done, total, stem: bar.update(task, completed=done, total=total))
-    summary = {"model": model, "device": device, "samples": result["samples"], "executions": result["executions"],
+    summary = {"model": model, "device": device, "warmup": warmup, "samples": result["samples"],
+               "executions": result["executions"],
                "files_per_batch": result["files_per_batch"], "seconds": result["seconds"],
                "throughput": result["throughput"], "output_dir": folder, "load_ms": load_ms,
                "latency_ms": percentiles(result["latency_ms"]) if result["latency_ms"] else None}
@@ -390,6 +392,7 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
         console.echo(json.dumps(api.jsonable(dict(summary, outputs=result["outputs"])), indent=2))
         return
     out = console.out
+    out.print(f"model [bold]{model}[/bold] loaded on [bold]{device}[/bold] in {load_ms:.2f} ms")
     for line in msame_lines(result["latency_ms"]):
         out.print(line, highlight=False)
     if result["files_per_batch"] > 1:

@@ -16,14 +16,15 @@ from .acl import execute, model
 
 
 def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NPY", progress=None,
-                descs=None, check_outputs=None, output_batch_axis: int = 0) -> dict:
+                descs=None, check_outputs=None, output_batch_axis: int = 0, warmup: int = 0) -> dict:
     """Run every sample; `progress(done, total, stem)` after each execution. `descs`: the input
     shapes to read the samples with (a gear set beforehand, ais_bench's --dymShape); by default the
     model's, or for a dynamic model the shapes each sample's .npy/.npz files declare.
     As ais_bench, files holding a fraction of a static input's batch (a batch-8 model, batch-1
     files) are stacked along axis 0, `batch` files per execution (the last group padded with its
     first sample), and each output is split back along `output_batch_axis` into one per sample.
-    `check_outputs(outputs)` may refuse an execution's outputs before they are written.
+    `check_outputs(outputs)` may refuse an execution's outputs before they are written. `warmup`
+    untimed executions of the first sample's inputs come first (ais_bench's --warmup_count).
     Returns {"samples", "executions", "files_per_batch", "seconds", "throughput" (samples per
     second of wall time, reading and writing included), "compute_ms" (the executions alone),
     "latency_ms" (each execution), "outputs": [paths per sample]}. A sample whose files do not fit
@@ -44,6 +45,8 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
         else:
             loaded = [load_inputs(list(s.files), part) for s in group + group[:1] * (per_batch - len(group))]
             inputs = [np.concatenate([x[j] for x in loaded], axis=0) for j in range(len(descs))]
+        for _ in range(warmup if first == 0 else 0):
+            execute(model_id, inputs)
         t0 = time.perf_counter()
         outputs = execute(model_id, inputs)
         latencies.append((time.perf_counter() - t0) * 1e3)

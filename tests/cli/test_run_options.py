@@ -424,3 +424,16 @@ def test_batch_of_files_and_output_batchsize_axis(ge, free, tmp_path, ort_run, a
             got = np.load(tmp_path / "o" / f"{stem}_output_0.npy")
             want = full[j:j + 1] if axis == "0" else full[:, 2 * j:2 * j + 2]  # axis 1: half the channels each
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_dataset_warmup_count(ge, compiled, tmp_path, monkeypatch):
+    from ge.core.api import dataset
+    calls = []
+    real = dataset.execute
+    monkeypatch.setattr(dataset, "execute", lambda model_id, inputs: calls.append(1) or real(model_id, inputs))
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(2):
+        small_input(seed=i).tofile(data / f"s{i}.bin")
+    d = summary(ge, "--model", compiled["small"], "--input", data, "--output-dir", tmp_path / "o", "--warmup_count", "3")
+    assert d["warmup"] == 3 and d["samples"] == 2 and len(calls) == 3 + 2
