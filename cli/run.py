@@ -102,7 +102,7 @@ def ais_bench_options(f):
         click.option("--npu_id", "--npu-id", "npu_id", type=click.IntRange(0, 255), metavar="ID",
                      help="ais_bench: the NPU whose power --energy_consumption reads (accepted, 0-255)"),
         switch_option("--pipeline", "pipeline",
-                      help="ais_bench: overlap reading, running and writing (ge runs them in turn: same outputs)"),
+                      help="dataset: read the next sample on a second thread while one runs (ais_bench)"),
         # refused where nothing here can honour them; kept so the error says why instead of "no such option"
         click.option("--aipp_config", "--aipp-config", "aipp_config", metavar="FILE", help="refused: dynamic AIPP"),
         switch_option("--energy_consumption", "--energy-consumption", "energy_consumption",
@@ -175,8 +175,9 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
     seed = seed or 0
     sizes = inference.parse_output_sizes(opts["output_size"]) if opts["output_size"] else None
     warmup = opts["warmup_count"] if opts["warmup_count"] is not None else (1 if loop > 1 else 0)
-    if opts["threads"]:
-        inference.set_threads(opts["threads"])
+    if opts["threads"]:  # for this run only: restored when the command ends
+        before = inference.set_threads(opts["threads"])
+        click.get_current_context().call_on_close(lambda: inference.set_threads(before))
     paths = [p.strip() for p in (input_files or "").split(",") if p.strip()]
 
     t0 = time.perf_counter()
@@ -186,7 +187,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
         dm = api.model(model_id)
         gear_descs = _gear(model_id, opts)
         if opts["dym_shape_range"]:
-            return _shape_range(model_id, dm, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
+            return _shape_range(model_id, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
         if paths and is_dataset(paths):
             return _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,
                             summary_json, as_json, warmup)
@@ -374,12 +375,14 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
 
     if as_json:
         result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
-                                 output_batch_axis=opts["output_batchsize_axis"], warmup=warmup)
+                                 output_batch_axis=opts["output_batchsize_axis"], warmup=warmup,
+                                 prefetch=opts["pipeline"])
     else:
         with Progress(console=console.out, transient=True) as bar:
             task = bar.add_task("samples", total=None)
             result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
                                      output_batch_axis=opts["output_batchsize_axis"], warmup=warmup,
+                                     prefetch=opts["pipeline"],
                                      progress=lambda done, total, stem: bar.update(task, completed=done, total=total))
     summary = {"model": model, "device": device, "warmup": warmup, "samples": result["samples"],
                "executions": result["executions"],
@@ -402,16 +405,9 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
               f"(wall time, reading and writing included); outputs written to [bold]{folder}[/bold]")
 
 
-def _shape_range(model_id, dm, spec, loop, warmup, data_type, seed, as_json) -> None:
-    """ais_bench's --dymShape_range: every shape timed with generated inputs; the fastest per sample named."""
-    rows = []
-    for shape in inference.dym_shape_range(spec):
-        descs = inference.shaped_descs(dm.inputs, shape, "--dymShape_range")
-        inputs = inference.generated_inputs(descs, data_type, seed)
-        _, latencies, _ = inference.timed_runs(dm.default_context, inputs, loop, warmup)
-        batch = int(descs[0].shape[0]) if descs[0].shape else 1
-        mean = float(np.mean(latencies))
-        rows.append({"shape": shape, "mean_ms": mean, "throughput": 1000.0 * batch / mean if mean else float("inf")})
+def _shape_range(model_id, spec, loop, warmup, data_type, seed, as_json) -> None:
+    """ais_bench's --dymShape_range: every shape timed; the one of best throughput named."""
+    rows = inference.time_shapes(model_id, spec, loop, warmup, data_type, seed)
     best = max(rows, key=lambda r: r["throughput"])
     if as_json:
         console.echo(json.dumps(api.jsonable({"shapes": rows, "best": best["shape"]}), indent=2))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -16,7 +18,8 @@ from .acl import execute, model
 
 
 def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NPY", progress=None,
-                descs=None, check_outputs=None, output_batch_axis: int = 0, warmup: int = 0) -> dict:
+                descs=None, check_outputs=None, output_batch_axis: int = 0, warmup: int = 0,
+                prefetch: bool = False) -> dict:
     """Run every sample; `progress(done, total, stem)` after each execution. `descs`: the input
     shapes to read the samples with (a gear set beforehand, ais_bench's --dymShape); by default the
     model's, or for a dynamic model the shapes each sample's .npy/.npz files declare.
@@ -25,37 +28,44 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
     first sample), and each output is split back along `output_batch_axis` into one per sample.
     `check_outputs(outputs)` may refuse an execution's outputs before they are written. `warmup`
     untimed executions of the first sample's inputs come first (ais_bench's --warmup_count).
+    `prefetch` reads the next sample on a second thread while one runs (ais_bench's --pipeline).
     Returns {"samples", "executions", "files_per_batch", "seconds", "throughput" (samples per
     second of wall time, reading and writing included), "compute_ms" (the executions alone),
     "latency_ms" (each execution), "outputs": [paths per sample]}. A sample whose files do not fit
     the model stops the run with an error naming the file; its outputs are not written."""
     m = model(model_id)
     samples = discover(list(paths), [d.name for d in m.inputs])
-    written, latencies = [], []
-    start = time.perf_counter()
     dynamic = descs is None and any(d < 0 for desc in m.inputs for d in desc.shape)
     descs = list(descs or m.inputs)
     per_batch = 1 if dynamic else files_per_batch(samples[0].files, descs)
     part = [TensorDesc(d.name, d.dtype, (d.shape[0] // per_batch, *d.shape[1:]), 0) for d in descs]
-    for first in range(0, len(samples), per_batch):
-        group = samples[first:first + per_batch]
+
+    def load(group) -> list[np.ndarray]:
         if per_batch == 1:
-            sample_descs = file_descs(m.inputs, group[0].files) if dynamic else descs
-            inputs = load_inputs(list(group[0].files), sample_descs)
-        else:
-            loaded = [load_inputs(list(s.files), part) for s in group + group[:1] * (per_batch - len(group))]
-            inputs = [np.concatenate([x[j] for x in loaded], axis=0) for j in range(len(descs))]
-        for _ in range(warmup if first == 0 else 0):
-            execute(model_id, inputs)
-        t0 = time.perf_counter()
-        outputs = execute(model_id, inputs)
-        latencies.append((time.perf_counter() - t0) * 1e3)
-        if check_outputs is not None:
-            check_outputs(outputs)
-        for k, per_sample in enumerate(_split(outputs, len(group), per_batch, output_batch_axis)):
-            written.append(save_outputs(per_sample, output_dir, group[k].stem, fmt))
-        if progress is not None:
-            progress(first + len(group), len(samples), group[-1].stem)
+            return load_inputs(list(group[0].files), file_descs(m.inputs, group[0].files) if dynamic else descs)
+        loaded = [load_inputs(list(s.files), part) for s in group + group[:1] * (per_batch - len(group))]
+        return [np.concatenate([x[j] for x in loaded], axis=0) for j in range(len(descs))]
+
+    groups = [samples[i:i + per_batch] for i in range(0, len(samples), per_batch)]
+    written, latencies = [], []
+    start = time.perf_counter()
+    with ThreadPoolExecutor(1, thread_name_prefix="ge-prefetch") if prefetch else nullcontext() as pool:
+        pending = pool.submit(load, groups[0]) if pool else None
+        for g, group in enumerate(groups):
+            inputs = pending.result() if pool else load(group)
+            if pool and g + 1 < len(groups):  # the next sample is read while this one runs
+                pending = pool.submit(load, groups[g + 1])
+            for _ in range(warmup if g == 0 else 0):
+                execute(model_id, inputs)
+            t0 = time.perf_counter()
+            outputs = execute(model_id, inputs)
+            latencies.append((time.perf_counter() - t0) * 1e3)
+            if check_outputs is not None:
+                check_outputs(outputs)
+            for k, per_sample in enumerate(_split(outputs, len(group), per_batch, output_batch_axis)):
+                written.append(save_outputs(per_sample, output_dir, group[k].stem, fmt))
+            if progress is not None:
+                progress(g * per_batch + len(group), len(samples), group[-1].stem)
     seconds = time.perf_counter() - start
     return {"samples": len(samples), "executions": len(latencies), "files_per_batch": per_batch, "seconds": seconds,
             "throughput": len(samples) / seconds if seconds else 0.0, "compute_ms": sum(latencies),

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import GeError, ShapeError
 from ..ge_model import TensorDesc
+from ..kernels import native
 from ..kernels.blas import set_local_threads
 from ...formats.tensors import random_inputs
 from .acl import model, set_dynamic_batch_size, set_dynamic_hw_size, set_input_dynamic_dims
@@ -170,11 +171,14 @@ def check_output_sizes(outputs, sizes: list[int], descs=()) -> None:
                              f"gives {size}")
 
 
-def set_threads(n: int) -> None:
-    """Threads of the native kernels and of OpenBLAS for runs on this thread (ais_bench --threads)."""
+def set_threads(n: int) -> int:
+    """Threads of the native kernels and of OpenBLAS for runs on this thread (ais_bench --threads);
+    returns the count before, to restore."""
     if n < 1:
         raise GeError(f"threads {n}: at least 1")
+    before = native.threads()
     set_local_threads(n)
+    return before
 
 
 def dym_shape_range(spec: str) -> list[str]:
@@ -203,6 +207,21 @@ def dym_shape_range(spec: str) -> list[str]:
     if len(combos) > 4096:
         raise GeError(f"--dymShape_range names {len(combos)} shapes; at most 4096")
     return [";".join(f"{n}:{','.join(map(str, s))}" for (n, _), s in zip(inputs, combo)) for combo in combos]
+
+
+def time_shapes(model_id: int, spec: str, loop: int = 1, warmup: int = 0, data_type: str = "zero",
+                seed: int = 0) -> list[dict]:
+    """ais_bench's --dymShape_range: every shape of `spec` (see dym_shape_range) run with generated
+    inputs, `warmup` + `loop` times each: [{"shape", "mean_ms", "throughput"}] in spec order."""
+    dm = model(model_id)
+    rows = []
+    for shape in dym_shape_range(spec):
+        descs = shaped_descs(dm.inputs, shape, "--dymShape_range")
+        _, latencies, _ = timed_runs(dm.default_context, generated_inputs(descs, data_type, seed), loop, warmup)
+        batch = int(descs[0].shape[0]) if descs and descs[0].shape else 1
+        mean = float(np.mean(latencies))
+        rows.append({"shape": shape, "mean_ms": mean, "throughput": 1000.0 * batch / mean if mean else float("inf")})
+    return rows
 
 
 def read_acl_json(path: str) -> dict:

@@ -115,9 +115,10 @@ def test_device_takes_npu_ids(ge, models, compiled, tmp_path, ort_run, error_lin
         "error: --device 0,1: multi-device runs are not supported (one simulated NPU per process); run one ge per device")
 
 
-@pytest.mark.parametrize("value,verbose", [("true", True), ("false", False)])
-def test_debug_true_prints_the_model_description(ge, compiled, tmp_path, value, verbose):
-    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path, "--debug", value, ok=True)
+@pytest.mark.parametrize("args,verbose", [(("--debug", "true"), True), (("--debug", "false"), False),
+                                          (("--debug=1",), True), (("--debug=false",), False)])
+def test_debug_true_prints_the_model_description(ge, compiled, tmp_path, args, verbose):
+    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path, *args, ok=True)
     assert ("DavinciModel init" in r.stdout) is verbose
 
 
@@ -329,8 +330,8 @@ def test_output_batchsize_axis_is_checked_against_each_output(ge, compiled, tmp_
     assert r.exit_code == 1 and error_line(r) == "error: --output_batchsize_axis 4: output 0 ('y') has rank 4"
 
 
-@pytest.mark.parametrize("args", [("--run_mode", "full"), ("--run_mode", "tensor"), ("--threads", "1"),
-                                  ("--pipeline", "true"), ("--profiler_rename", "false"), ("--npu_id", "1"),
+@pytest.mark.parametrize("args", [("--run_mode", "full"), ("--run_mode", "tensor"),
+                                  ("--profiler_rename", "false"), ("--npu_id", "1"),
                                   ("--energy_consumption", "false"), ("--executor", "parallel")])
 def test_options_that_keep_the_results(ge, models, compiled, tmp_path, ort_run, args):
     x = small_input()
@@ -401,6 +402,10 @@ def test_the_python_api_does_what_the_cli_does(free, gears, tmp_path, ort_run):
         api.unload(model_id)
     assert inference.output_folder("out", now=0).startswith(os.path.join("out", ""))
     assert TIMESTAMP.fullmatch(os.path.basename(inference.output_folder("out")))
+    inference.set_threads(1)
+    from ge.core.kernels import native
+    assert native.threads() == 1
+    native.set_threads(native.default_threads())
     assert inference.dym_shape_range("x:1~2,3;y:4-6") == ["x:1,3;y:4", "x:1,3;y:6", "x:2,3;y:4", "x:2,3;y:6"]
 
 
@@ -437,3 +442,45 @@ def test_dataset_warmup_count(ge, compiled, tmp_path, monkeypatch):
         small_input(seed=i).tofile(data / f"s{i}.bin")
     d = summary(ge, "--model", compiled["small"], "--input", data, "--output-dir", tmp_path / "o", "--warmup_count", "3")
     assert d["warmup"] == 3 and d["samples"] == 2 and len(calls) == 3 + 2
+
+
+def test_pipeline_reads_the_next_sample_on_another_thread(ge, models, compiled, tmp_path, ort_run, monkeypatch,
+                                                          error_line):
+    import threading
+
+    from ge.core.api import dataset
+    readers = []
+    real = dataset.load_inputs
+    monkeypatch.setattr(dataset, "load_inputs",
+                        lambda paths, descs: readers.append(threading.current_thread().name) or real(paths, descs))
+    data = tmp_path / "data"
+    data.mkdir()
+    xs = {f"s{i}": small_input(seed=i) for i in range(3)}
+    for stem, x in xs.items():
+        x.tofile(data / f"{stem}.bin")
+    ge("run", "--model", compiled["small"], "--input", data, "--output-dir", tmp_path / "o", "--pipeline", "true",
+       ok=True)
+    assert len(readers) == 3 and all(name.startswith("ge-prefetch") for name in readers)
+    for stem, x in xs.items():
+        np.testing.assert_allclose(np.load(tmp_path / "o" / f"{stem}_output_0.npy"),
+                                   ort_run(models["small"], {"x": x})[0], rtol=1e-5, atol=1e-6)
+    np.zeros(5, np.float32).tofile(data / "s1.bin")  # a bad sample read ahead is reported when its turn comes
+    r = ge("run", "--model", compiled["small"], "--input", data, "--output-dir", tmp_path / "p", "--pipeline", "true")
+    assert r.exit_code == 1 and "s1.bin" in error_line(r)
+    assert os.listdir(tmp_path / "p") == ["s0_output_0.npy"]
+
+
+def test_threads_apply_to_the_run_only(ge, models, compiled, tmp_path, ort_run, monkeypatch):
+    from ge.core.api import inference
+    from ge.core.kernels import native
+    seen = []
+    real = inference.timed_runs
+    monkeypatch.setattr(inference, "timed_runs", lambda *a, **k: seen.append(native.threads()) or real(*a, **k))
+    before = native.threads()
+    x = small_input()
+    np.save(tmp_path / "x.npy", x)
+    ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", tmp_path, "--threads", "1",
+       ok=True)
+    assert seen == [1] and native.threads() == before
+    np.testing.assert_allclose(np.load(tmp_path / "small_output_0.npy"), ort_run(models["small"], {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
