@@ -18,7 +18,7 @@ from ..core.api import inference
 from ..core.errors import GeError
 from ..core.ge_model import TensorDesc
 from ..core.runtime.executors import EXECUTORS
-from ..core.runtime.throughput import percentiles, run_contexts
+from ..core.runtime.throughput import PHASES, percentiles, run_contexts
 from ..formats.dataset import is_dataset
 from ..formats.tensors import OUTPUT_FORMATS, load_inputs, save_outputs, write_text
 from . import console
@@ -166,8 +166,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
     """
     _refuse(opts, output, device)
     device, device_id = _device(device)
-    debug = is_debug()
-    verbose = verbose or debug  # msame's --debug true prints the model's description
+    verbose = verbose or is_debug()  # msame's --debug true prints the model's description
     folder = inference.output_folder(output, opts["output_dirname"]) if output else (output_dir or DEFAULT_OUTPUT_DIR)
     outfmt = (outfmt or ("BIN" if output else "NPY")).upper()
     profiler_dir, dump_dir = _profiler_and_dump(opts, output or folder)
@@ -190,7 +189,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
             return _shape_range(model_id, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
         if paths and is_dataset(paths):
             return _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,
-                            summary_json, as_json, warmup)
+                            summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats, verbose)
         if paths and any(os.path.isdir(p) for p in paths):
             raise GeError(f"--input mixes folders and files ({', '.join(paths)}): give files, or one folder per input")
         in_descs = gear_descs or inference.input_descs(model_id, paths, opts["dym_shape"])
@@ -199,7 +198,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
             sources = paths if len(paths) == len(in_descs) else [f"{paths[0]}[{d.name}]" for d in in_descs]
         else:
             inputs = inference.generated_inputs(in_descs, data_type, seed)
-            sources = [f"zeros" if data_type == "zero" else f"random (seed {seed})"] * len(in_descs)
+            sources = ["zeros" if data_type == "zero" else f"random (seed {seed})"] * len(in_descs)
         ctx = dm.default_context if executor == "linear" else dm.create_context(executor=executor)
         outputs, latencies, executions = inference.timed_runs(ctx, inputs, loop, warmup)
         _check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
@@ -223,7 +222,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
         summary["device_id"] = device_id
     if opts["display_all_summary"]:
         timed = [e for e in executions if e["run"] != "warm-up"]
-        summary.update({phase: percentiles([e[phase] for e in timed]) for phase in ("h2d_ms", "compute_ms", "d2h_ms")})
+        summary.update({phase: percentiles([e[phase] for e in timed]) for phase in PHASES})
     if stats:
         summary["stats"] = executions
         summary["memory"] = memory
@@ -278,10 +277,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
         t.add_row(*(f"{lat[k]:.3f}" for k in ("min", "mean", "median", "p99")), f"{summary['throughput']:.2f}")
         out.print(t)
     if opts["display_all_summary"]:
-        for phase, label in (("h2d_ms", "H2D_latency"), ("compute_ms", "NPU_compute_time"), ("d2h_ms", "D2H_latency")):
-            p = summary[phase]
-            out.print(f"[INFO] {label} (ms): min = {p['min']:.4f}, max = {p['max']:.4f}, mean = {p['mean']:.4f}, "
-                      f"median = {p['median']:.4f}, percentile(99%) = {p['p99']:.4f}", highlight=False)
+        _print_phases(out, summary)
     if parallel:
         for line in ais_bench_lines(parallel):
             out.print(line, highlight=False)
@@ -364,31 +360,45 @@ def _check_outputs(outputs, descs, sizes, axis: int) -> None:
 
 
 def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms, summary_json,
-             as_json, warmup) -> None:
-    """--input DIR[,DIR2]: every sample of the folder(s), with a progress bar."""
+             as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats, verbose) -> None:
+    """--input DIR[,DIR2]: every sample of the folder(s) in turn, with a progress bar."""
     from rich.progress import Progress
 
+    if contexts > 1 or executor != "linear":
+        raise GeError("--contexts and --executor time one set of inputs; a dataset folder runs its samples in turn "
+                      "(give one sample's files with --input)")
     descs = gear_descs or (inference.shaped_descs(dm.inputs, opts["dym_shape"]) if opts["dym_shape"] else None)
 
     def check(outputs):
         _check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
 
+    def run(progress=None):
+        return api.run_dataset(model_id, paths, folder, outfmt, progress, descs=descs, check_outputs=check,
+                               output_batch_axis=opts["output_batchsize_axis"], warmup=warmup, prefetch=opts["pipeline"],
+                               profile=bool(profiler_dir or opts["profile_json"]), dump_dir=dump_dir)
+
     if as_json:
-        result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
-                                 output_batch_axis=opts["output_batchsize_axis"], warmup=warmup,
-                                 prefetch=opts["pipeline"])
+        result = run()
     else:
         with Progress(console=console.out, transient=True) as bar:
             task = bar.add_task("samples", total=None)
-            result = api.run_dataset(model_id, paths, folder, outfmt, descs=descs, check_outputs=check,
-                                     output_batch_axis=opts["output_batchsize_axis"], warmup=warmup,
-                                     prefetch=opts["pipeline"],
-                                     progress=lambda done, total, stem: bar.update(task, completed=done, total=total))
+            result = run(lambda done, total, stem: bar.update(task, completed=done, total=total))
+    timings = dict(dm.timings)
     summary = {"model": model, "device": device, "warmup": warmup, "samples": result["samples"],
-               "executions": result["executions"],
-               "files_per_batch": result["files_per_batch"], "seconds": result["seconds"],
-               "throughput": result["throughput"], "output_dir": folder, "load_ms": load_ms,
-               "latency_ms": percentiles(result["latency_ms"]) if result["latency_ms"] else None}
+               "executions": result["executions"], "files_per_batch": result["files_per_batch"],
+               "seconds": result["seconds"], "throughput": result["throughput"], "output_dir": folder,
+               "load_ms": load_ms, "latency_ms": percentiles(result["latency_ms"])}
+    if opts["display_all_summary"]:
+        summary.update({phase: percentiles([e[phase] for e in result["stats"]]) for phase in PHASES})
+    if stats:
+        summary["stats"] = result["stats"]
+    om_name = os.path.splitext(os.path.basename(model))[0]
+    trace = {"traceEvents": result["trace"], "ops": result["ops"]} if "trace" in result else None
+    trace_files = _write_trace(trace, profiler_dir, opts["profile_json"], om_name)
+    if trace is not None:
+        summary.update(ops=trace["ops"], trace=trace_files)
+    if dump_dir:
+        summary["dump"] = {"folder": dump_dir}
     if summary_json:
         write_text(summary_json, json.dumps(api.jsonable(summary), indent=2) + "\n")
     if as_json:
@@ -396,13 +406,33 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
         return
     out = console.out
     out.print(f"model [bold]{model}[/bold] loaded on [bold]{device}[/bold] in {load_ms:.2f} ms")
+    if verbose:
+        _print_verbose(out, timings, [], {k: v for k, v in result["stats"][-1].items() if k != "run"})
+    if stats:
+        out.print(_stats_table(result["stats"]))
     for line in msame_lines(result["latency_ms"]):
         out.print(line, highlight=False)
+    if opts["display_all_summary"]:
+        _print_phases(out, summary)
+    if trace is not None:
+        out.print(op_table(trace["ops"]))
+    for f in trace_files:
+        out.print(f"trace written to {f} (open it in Perfetto or chrome://tracing)")
+    if dump_dir:
+        out.print(f"dump: every op's outputs of each sample written to {dump_dir}/<sample>/")
     if result["files_per_batch"] > 1:
         out.print(f"{result['files_per_batch']} files per execution (each holds part of the batch), "
                   f"{result['executions']} execution(s)")
     out.print(f"{result['samples']} sample(s) in {result['seconds']:.3f} s: {result['throughput']:.2f} samples/s "
               f"(wall time, reading and writing included); outputs written to [bold]{folder}[/bold]")
+
+
+def _print_phases(out, summary: dict) -> None:
+    """ais_bench's --display_all_summary lines."""
+    for phase, label in zip(PHASES, ("H2D_latency", "NPU_compute_time", "D2H_latency")):
+        p = summary[phase]
+        out.print(f"[INFO] {label} (ms): min = {p['min']:.4f}, max = {p['max']:.4f}, mean = {p['mean']:.4f}, "
+                  f"median = {p['median']:.4f}, percentile(99%) = {p['p99']:.4f}", highlight=False)
 
 
 def _shape_range(model_id, spec, loop, warmup, data_type, seed, as_json) -> None:

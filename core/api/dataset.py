@@ -14,12 +14,13 @@ from ..errors import GeError
 from ..ge_model import TensorDesc
 from ...formats.dataset import discover
 from ...formats.tensors import load_inputs, save_outputs
+from . import profiling
 from .acl import execute, model
 
 
 def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NPY", progress=None,
                 descs=None, check_outputs=None, output_batch_axis: int = 0, warmup: int = 0,
-                prefetch: bool = False) -> dict:
+                prefetch: bool = False, profile: bool = False, dump_dir: str | None = None) -> dict:
     """Run every sample; `progress(done, total, stem)` after each execution. `descs`: the input
     shapes to read the samples with (a gear set beforehand, ais_bench's --dymShape); by default the
     model's, or for a dynamic model the shapes each sample's .npy/.npz files declare.
@@ -29,9 +30,13 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
     `check_outputs(outputs)` may refuse an execution's outputs before they are written. `warmup`
     untimed executions of the first sample's inputs come first (ais_bench's --warmup_count).
     `prefetch` reads the next sample on a second thread while one runs (ais_bench's --pipeline).
+    `profile` adds a traced run of every sample (result["trace"]: one timeline, each task event
+    tagged with its sample; result["ops"]: the per-op table); `dump_dir` a run that writes every
+    op's outputs into dump_dir/<sample>/ (profiling.py). Both are static models' only.
     Returns {"samples", "executions", "files_per_batch", "seconds", "throughput" (samples per
     second of wall time, reading and writing included), "compute_ms" (the executions alone),
-    "latency_ms" (each execution), "outputs": [paths per sample]}. A sample whose files do not fit
+    "latency_ms" and "stats" (each execution's time and counters), "outputs": [paths per sample]}
+    (+ "trace", "ops" when profiled). A sample whose files do not fit
     the model stops the run with an error naming the file; its outputs are not written."""
     m = model(model_id)
     samples = discover(list(paths), [d.name for d in m.inputs])
@@ -47,7 +52,7 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
         return [np.concatenate([x[j] for x in loaded], axis=0) for j in range(len(descs))]
 
     groups = [samples[i:i + per_batch] for i in range(0, len(samples), per_batch)]
-    written, latencies = [], []
+    written, latencies, stats, events = [], [], [], []
     start = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="ge-prefetch") if prefetch else nullcontext() as pool:
         pending = pool.submit(load, groups[0]) if pool else None
@@ -55,11 +60,18 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
             inputs = pending.result() if pool else load(group)
             if pool and g + 1 < len(groups):  # the next sample is read while this one runs
                 pending = pool.submit(load, groups[g + 1])
+            if profile:
+                for e in profiling.profile(model_id, inputs, runs=1, warmup=0, origin=start)["traceEvents"]:
+                    if e["ph"] == "X":
+                        events.append(dict(e, args=dict(e["args"], sample=group[0].stem)))
+            if dump_dir is not None:
+                profiling.dump(model_id, inputs, os.path.join(dump_dir, group[0].stem))
             for _ in range(warmup if g == 0 else 0):
                 execute(model_id, inputs)
             t0 = time.perf_counter()
             outputs = execute(model_id, inputs)
             latencies.append((time.perf_counter() - t0) * 1e3)
+            stats.append(dict(getattr(getattr(m, "default_context", None), "stats", None) or {}, run=g))
             if check_outputs is not None:
                 check_outputs(outputs)
             for k, per_sample in enumerate(_split(outputs, len(group), per_batch, output_batch_axis)):
@@ -69,7 +81,8 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
     seconds = time.perf_counter() - start
     return {"samples": len(samples), "executions": len(latencies), "files_per_batch": per_batch, "seconds": seconds,
             "throughput": len(samples) / seconds if seconds else 0.0, "compute_ms": sum(latencies),
-            "latency_ms": latencies, "outputs": written}
+            "latency_ms": latencies, "stats": stats, "outputs": written,
+            **({"trace": profiling.trace_meta() + events, "ops": profiling.op_table(events)} if profile else {})}
 
 
 def files_per_batch(files, descs) -> int:

@@ -21,9 +21,11 @@ from .acl import model as loaded_model
 TASKS_TID, COPIES_TID = 0, 1
 
 
-def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed: int = 0) -> dict:
+def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed: int = 0,
+            origin: float | None = None) -> dict:
     """{"traceEvents": [...], "ops": [{op, count, total_ms, mean_us, share}], "runs": n} for `runs`
-    executions after `warmup` untimed ones. `inputs`: arrays in input order (random when None)."""
+    executions after `warmup` untimed ones. `inputs`: arrays in input order (random when None).
+    `origin`: the time.perf_counter() that is ts 0 (several profiles on one timeline); default now."""
     dm = _static(model_id, "the profiler traces")
     if runs < 1:
         raise GeError(f"runs={runs}: profile at least one run")
@@ -32,7 +34,8 @@ def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed:
     try:
         for _ in range(warmup):
             ctx.execute(feeds)
-        origin, events, tasks, copies = time.perf_counter(), [], [], []
+        origin = time.perf_counter() if origin is None else origin
+        events, tasks, copies = [], [], []
         ctx.executor = TracingExecutor(lambda t, task, seconds: tasks.append((t, time.perf_counter() - seconds, seconds)))
         ctx.copy_trace = copies
         for k in range(runs):
@@ -48,10 +51,14 @@ def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed:
             copies.clear()
     finally:
         dm.destroy_context(ctx)
-    meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}
-            for tid, name in ((TASKS_TID, "tasks"), (COPIES_TID, "copies"), (COPIES_TID + 1, "executions"))]
-    return {"traceEvents": meta + events, "ops": op_table(events), "runs": runs, "model": dm.name,
+    return {"traceEvents": trace_meta() + events, "ops": op_table(events), "runs": runs, "model": dm.name,
             "device": dm.device.name}
+
+
+def trace_meta() -> list[dict]:
+    """The names of the trace's rows (Chrome trace metadata events)."""
+    return [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}
+            for tid, name in ((TASKS_TID, "tasks"), (COPIES_TID, "copies"), (COPIES_TID + 1, "executions"))]
 
 
 def _op(plan) -> str:

@@ -484,3 +484,42 @@ def test_threads_apply_to_the_run_only(ge, models, compiled, tmp_path, ort_run, 
     assert seen == [1] and native.threads() == before
     np.testing.assert_allclose(np.load(tmp_path / "small_output_0.npy"), ort_run(models["small"], {"x": x})[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def dataset_of(tmp_path, n=2) -> tuple:
+    data = tmp_path / "data"
+    data.mkdir()
+    xs = {f"s{i}": small_input(seed=i) for i in range(n)}
+    for stem, x in xs.items():
+        x.tofile(data / f"{stem}.bin")
+    return data, xs
+
+
+def test_dataset_profiler_traces_every_sample(ge, compiled, tmp_path):
+    data, _ = dataset_of(tmp_path)
+    d = summary(ge, "--model", compiled["small"], "--input", data, "--output", tmp_path / "out", "--profiler", "true",
+                "--display_all_summary", "true", "--stats")
+    trace = json.loads((tmp_path / "out" / "profiler" / "small_trace.json").read_text())
+    tasks = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["tid"] == 0]
+    assert sorted((e["name"], e["args"]["sample"]) for e in tasks) == sorted(
+        (n, s) for n in ("conv", "relu", "add") for s in ("s0", "s1"))
+    assert sum(o["count"] for o in d["ops"]) == 6
+    assert [e["run"] for e in d["stats"]] == [0, 1] and set(d["compute_ms"]) == {"min", "max", "mean", "median", "p99"}
+
+
+def test_dataset_dump_per_sample(ge, models, compiled, tmp_path, ort_run):
+    data, xs = dataset_of(tmp_path)
+    ge("run", "--model", compiled["small"], "--input", data, "--output", tmp_path / "out", "--dump", "true", ok=True)
+    for stem, x in xs.items():
+        files = sorted(os.listdir(tmp_path / "out" / "dump" / stem))
+        assert len(files) == 3
+        np.testing.assert_allclose(np.load(tmp_path / "out" / "dump" / stem / files[-1]),
+                                   ort_run(models["small"], {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_dataset_refuses_contexts(ge, compiled, tmp_path, error_line):
+    data, _ = dataset_of(tmp_path)
+    r = ge("run", "--model", compiled["small"], "--input", data, "--contexts", "2", "--output-dir", tmp_path / "o")
+    assert r.exit_code == 1 and error_line(r) == (
+        "error: --contexts and --executor time one set of inputs; a dataset folder runs its samples in turn (give one "
+        "sample's files with --input)")
