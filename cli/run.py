@@ -186,6 +186,13 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
         dm = api.model(model_id)
         gear_descs = _gear(model_id, opts)
         if opts["dym_shape_range"]:
+            clash = [name for name, given in (("--input", paths), ("--dymShape", opts["dym_shape"]),
+                                              ("--profiler/--profile", profiler_dir or opts["profile_json"]),
+                                              ("--dump", dump_dir), ("--contexts", contexts > 1),
+                                              ("--executor", executor != "linear")) if given]
+            if clash:
+                raise GeError(f"--dymShape_range times generated inputs at each of its shapes; it does not combine "
+                              f"with {', '.join(clash)}")
             return _shape_range(model_id, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
         if paths and is_dataset(paths):
             return _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,

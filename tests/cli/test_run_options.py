@@ -185,6 +185,13 @@ def test_dym_shape_range_times_every_shape(ge, gears):
     assert "x:1,3,8,8" in r.stdout and "x:4,3,8,8" in r.stdout and "best throughput" in r.stdout
 
 
+def test_dym_shape_range_refuses_inputs(ge, gears, tmp_path, error_line):
+    np.save(tmp_path / "x.npy", small_input())
+    r = ge("run", "--model", gears["range"], "--dymShape_range", "x:1~2,3,8,8", "--input", tmp_path / "x.npy")
+    assert r.exit_code == 1 and error_line(r) == (
+        "error: --dymShape_range times generated inputs at each of its shapes; it does not combine with --input")
+
+
 def test_output_size(ge, compiled, tmp_path, error_line):
     ge("run", "--model", compiled["small"], "--outputSize", "1024", "--output-dir", tmp_path / "ok", ok=True)
     r = ge("run", "--model", compiled["small"], "--output_size", "1000", "--output-dir", tmp_path / "o")
