@@ -164,7 +164,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
       ge run --model net.om --profile trace.json --loop 10
       ge run --model net.om --contexts 2 --loop 100 --executor parallel
     """
-    _refuse(opts, output, device)
+    _refuse(opts, output, output_dir, device)
     device, device_id = _device(device)
     verbose = verbose or is_debug()  # msame's --debug true prints the model's description
     folder = inference.output_folder(output, opts["output_dirname"]) if output else (output_dir or DEFAULT_OUTPUT_DIR)
@@ -299,8 +299,11 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
     out.print(f"{len(files)} output(s) written to [bold]{folder}[/bold]")
 
 
-def _refuse(opts: dict, output: str | None, device: str) -> None:
-    """Options nothing here can honour: one line each saying why."""
+def _refuse(opts: dict, output: str | None, output_dir: str | None, device: str) -> None:
+    """Options nothing here can honour, or that contradict each other: one line each saying why."""
+    if output and output_dir:
+        raise GeError("--output (msame's timestamped folder) and --output-dir (exactly that folder) both say where "
+                      "outputs go: give one")
     if opts["aipp_config"]:
         raise GeError("--aipp_config: dynamic AIPP (parameters set at run time) is not supported; compile static AIPP "
                       "into the model with ge atc --insert_op_conf")

@@ -222,6 +222,13 @@ def test_short_options(ge, compiled, tmp_path):
     assert d["loop"] == 3 and d["device"] == "sim" and d["outputs"][0]["file"].endswith(".bin")
 
 
+def test_output_and_output_dir_together(ge, compiled, tmp_path, error_line):
+    r = ge("run", "--model", compiled["small"], "--output", tmp_path / "a", "--output-dir", tmp_path / "b")
+    assert r.exit_code == 1 and error_line(r) == ("error: --output (msame's timestamped folder) and --output-dir "
+                                                  "(exactly that folder) both say where outputs go: give one")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_output_dirname_needs_output(ge, compiled, error_line):
     r = ge("run", "--model", compiled["small"], "--output_dirname", "r1")
     assert r.exit_code == 1 and error_line(r) == "error: --output_dirname names a folder inside --output: give --output too"
