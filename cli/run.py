@@ -262,7 +262,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
     out.print(f"model [bold]{model}[/bold] loaded on [bold]{where}[/bold] in {load_ms:.2f} ms")
     io = Table(title="Inputs / outputs", title_justify="left")
     for col in ("", "name", "dtype", "shape", "file"):
-        io.add_column(col)
+        io.add_column(col, overflow="fold")
     for i, (d, s) in enumerate(zip(in_descs, sources)):
         io.add_row(f"input {i}", d.name, d.dtype, str(list(d.shape)), s)
     for i, (d, f) in enumerate(zip(out_descs, files)):
@@ -278,11 +278,13 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
         out.print(line, highlight=False)
     lat = summary["latency_ms"]
     if loop > 1:
-        t = Table(title=f"Latency over {loop} runs (after {warmup} warm-up), batch {batch}", title_justify="left")
-        for col in ("min ms", "mean ms", "median ms", "p99 ms", "throughput /s"):
-            t.add_column(col, justify="right")
-        t.add_row(*(f"{lat[k]:.3f}" for k in ("min", "mean", "median", "p99")), f"{summary['throughput']:.2f}")
+        t = Table(title=f"Latency (ms) over {loop} runs (after {warmup} warm-up), batch {batch}", title_justify="left")
+        keys = ("min", "mean", "median", "p90", "p95", "p99", "max", "std")
+        for col in (*keys, "throughput /s"):
+            t.add_column(col, justify="right", overflow="fold")
+        t.add_row(*(f"{lat[k]:.3f}" for k in keys), f"{summary['throughput']:.2f}")
         out.print(t)
+        out.print(f"throughput = 1000 * batch ({batch}) / mean latency ms", highlight=False)
     if opts["display_all_summary"]:
         _print_phases(out, summary)
     if parallel:
@@ -454,7 +456,7 @@ def _shape_range(model_id, spec, loop, warmup, data_type, seed, as_json) -> None
         return
     t = Table(title=f"--dymShape_range: {len(rows)} shape(s), {loop} run(s) each", title_justify="left")
     for col in ("shape", "mean ms", "throughput /s"):
-        t.add_column(col, justify="left" if col == "shape" else "right")
+        t.add_column(col, justify="left" if col == "shape" else "right", overflow="fold")
     for r in rows:
         t.add_row(r["shape"], f"{r['mean_ms']:.3f}", f"{r['throughput']:.2f}")
     console.out.print(t)
@@ -511,7 +513,7 @@ def msame_lines(latencies_ms: list[float]) -> list[str]:
 def op_table(ops: list[dict]) -> Table:
     t = Table(title="Time per op type", title_justify="left")
     for col in ("op", "count", "total ms", "mean us", "share"):
-        t.add_column(col, justify="left" if col == "op" else "right")
+        t.add_column(col, justify="left" if col == "op" else "right", overflow="fold")
     for r in ops:
         t.add_row(r["op"], str(r["count"]), f"{r['total_ms']:.3f}", f"{r['mean_us']:.1f}", f"{r['share']:.1%}")
     return t
@@ -564,7 +566,8 @@ def perf_summary(model: str, device: str, latencies_ms: list[float], batch: int)
         "device": device,
         "loop": len(latencies_ms),
         "latency_ms": {"min": float(lat.min()), "mean": mean, "median": float(np.median(lat)),
-                       "p99": float(np.percentile(lat, 99))},
+                       **{f"p{q}": float(np.percentile(lat, q)) for q in (90, 95, 99)},
+                       "max": float(lat.max()), "std": float(lat.std())},
         "throughput": 1000.0 * batch / mean if mean > 0 else float("inf"),
         "batch": batch,
     }

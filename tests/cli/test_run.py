@@ -105,10 +105,11 @@ def test_loop_and_summary_json(ge, compiled, tmp_path):
     s = json.loads((tmp_path / "perf.json").read_text())
     assert set(s) == {"model", "device", "loop", "latency_ms", "throughput", "batch", "executor", "warmup", "output_dir"}
     assert s["warmup"] == 1 and s["output_dir"] == str(tmp_path / "o")
-    assert set(s["latency_ms"]) == {"min", "mean", "median", "p99"}
+    assert set(s["latency_ms"]) == {"min", "mean", "median", "p90", "p95", "p99", "max", "std"}
     assert s["loop"] == 5 and s["batch"] == 1 and s["device"] == "cpu" and s["model"] == compiled["small"]
     lat = s["latency_ms"]
-    assert 0 < lat["min"] <= lat["median"] <= lat["p99"] and lat["min"] <= lat["mean"]
+    assert 0 < lat["min"] <= lat["median"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+    assert lat["min"] <= lat["mean"] <= lat["max"] and lat["std"] >= 0
     assert s["throughput"] == pytest.approx(1000 / lat["mean"])
     for word in ("min", "mean", "median", "p99", "throughput"):
         assert word in r.stdout
