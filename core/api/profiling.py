@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import GeError
 from ..runtime.davinci_model import DavinciModel
 from ..runtime.executors import TracingExecutor
+from ..runtime.gears import GearModel
 from ...formats.atomic import write_atomically
 from ...formats.tensors import random_inputs
 from .acl import model as loaded_model
@@ -26,7 +27,7 @@ def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed:
     """{"traceEvents": [...], "ops": [{op, count, total_ms, mean_us, share}], "runs": n} for `runs`
     executions after `warmup` untimed ones. `inputs`: arrays in input order (random when None).
     `origin`: the time.perf_counter() that is ts 0 (several profiles on one timeline); default now."""
-    dm = _static(model_id, "the profiler traces")
+    dm = _static(model_id, "the profiler traces", inputs)
     if runs < 1:
         raise GeError(f"runs={runs}: profile at least one run")
     feeds = random_inputs(dm.inputs, seed) if inputs is None else [np.asarray(x) for x in inputs]
@@ -89,7 +90,7 @@ def op_table(events: list[dict]) -> list[dict]:
 def dump(model_id: int, inputs, folder: str) -> list[str]:
     """Run once and write every task's outputs (an ACL dump in "output" mode) as
     `folder/<task>_<op>_<node>_output_<j>.npy`, task in run order; returns the files written."""
-    dm = _static(model_id, "the dump covers")
+    dm = _static(model_id, "the dump covers", inputs)
     taken: list[tuple[int, int, np.ndarray]] = []
 
     def keep(t: int, task, seconds: float) -> None:
@@ -112,10 +113,14 @@ def dump(model_id: int, inputs, folder: str) -> list[str]:
     return files
 
 
-def _static(model_id: int, what: str) -> DavinciModel:
+def _static(model_id: int, what: str, inputs=None) -> DavinciModel:
+    """The static model that runs: the model itself, or a gear model's gear for these inputs (the
+    one set with set_dynamic_* first, else the first gear when no inputs are given)."""
     dm = loaded_model(model_id)
+    if isinstance(dm, GearModel):
+        return dm.gears[dm.gear_for(inputs) if inputs is not None else (dm.selected or 0)]
     if not isinstance(dm, DavinciModel):
-        raise GeError(f"model {model_id} ('{dm.name}') has dynamic shapes; {what} static models")
+        raise GeError(f"model {model_id} ('{dm.name}') has dynamic shapes; {what} static models and gears")
     return dm
 
 

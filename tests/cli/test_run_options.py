@@ -537,3 +537,25 @@ def test_dataset_refuses_contexts(ge, compiled, tmp_path, error_line):
     assert r.exit_code == 1 and error_line(r) == (
         "error: --contexts and --executor time one set of inputs; a dataset folder runs its samples in turn (give one "
         "sample's files with --input)")
+
+
+def test_input_mixing_folders_and_files(ge, compiled, tmp_path, error_line):
+    data, _ = dataset_of(tmp_path)
+    np.zeros((2, 3), np.float32).tofile(tmp_path / "b.bin")
+    r = ge("run", "--model", compiled["two"], "--input", f"{data},{tmp_path / 'b.bin'}", "--output-dir", tmp_path / "o")
+    assert r.exit_code == 1 and error_line(r) == (
+        f"error: --input mixes folders and files ({data}, {tmp_path / 'b.bin'}): give files, or one folder per input")
+
+
+def test_dump_of_a_dynamic_model_is_refused(ge, gears, tmp_path, error_line):
+    r = ge("run", "--model", gears["range"], "--dymShape", "x:2,3,8,8", "--output", tmp_path / "out", "--dump", "true")
+    assert r.exit_code == 1 and "has dynamic shapes; the dump covers static models and gears" in error_line(r)
+    assert not any(f.endswith(".bin") for _, _, fs in os.walk(tmp_path) for f in fs)
+
+
+def test_profile_and_dump_of_a_gear(ge, gears, tmp_path):
+    d = summary(ge, "--model", gears["batch"], "--dymBatch", "2", "--output", tmp_path / "out", "--profiler", "true")
+    assert d["inputs"][0]["shape"] == [2, 3, 8, 8] and sum(o["count"] for o in d["ops"]) == 3
+    ge("run", "--model", gears["batch"], "--dymBatch", "2", "--output", tmp_path / "o2", "--dump", "true", ok=True)
+    dumped = sorted(os.listdir(tmp_path / "o2" / "dump"))
+    assert len(dumped) == 3 and np.load(tmp_path / "o2" / "dump" / dumped[0]).shape == (2, 4, 8, 8)
