@@ -414,8 +414,13 @@ def test_the_python_api_does_what_the_cli_does(free, gears, tmp_path, ort_run):
         np.testing.assert_allclose(outputs[0], ort_run(free, {"x": x})[0], rtol=1e-5, atol=1e-6)
     finally:
         api.unload(model_id)
-    assert inference.output_folder("out", now=0).startswith(os.path.join("out", ""))
+    import time
+    assert inference.output_folder("out", now=0) == os.path.join("out", time.strftime("%Y%m%d_%H%M%S",
+                                                                                      time.localtime(0)))
     assert TIMESTAMP.fullmatch(os.path.basename(inference.output_folder("out")))
+    assert inference.output_folder("out", "r1") == os.path.join("out", "r1")
+    with pytest.raises(api.GeError, match=r"--output_dirname '\.\./x': give a folder name inside --output"):
+        inference.output_folder("out", "../x")
     inference.set_threads(1)
     from ge.core.kernels import native
     assert native.threads() == 1
