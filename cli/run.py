@@ -175,8 +175,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
     sizes = inference.parse_output_sizes(opts["output_size"]) if opts["output_size"] else None
     warmup = opts["warmup_count"] if opts["warmup_count"] is not None else (1 if loop > 1 else 0)
     if opts["threads"]:  # for this run only: restored when the command ends
-        before = inference.set_threads(opts["threads"])
-        click.get_current_context().call_on_close(lambda: inference.set_threads(before))
+        click.get_current_context().with_resource(inference.threads(opts["threads"]))
     paths = [p.strip() for p in (input_files or "").split(",") if p.strip()]
 
     t0 = time.perf_counter()

@@ -9,13 +9,14 @@ import json
 import os
 import re
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
 from ..errors import GeError, ShapeError
 from ..ge_model import TensorDesc
 from ..kernels import native
-from ..kernels.blas import set_local_threads
+from ..kernels.blas import openblas_threads_local, set_local_threads
 from ...formats.tensors import random_inputs
 from .acl import model, set_dynamic_batch_size, set_dynamic_hw_size, set_input_dynamic_dims
 from .dataset import file_descs
@@ -171,14 +172,20 @@ def check_output_sizes(outputs, sizes: list[int], descs=()) -> None:
                              f"gives {size}")
 
 
-def set_threads(n: int) -> int:
-    """Threads of the native kernels and of OpenBLAS for runs on this thread (ais_bench --threads);
-    returns the count before, to restore."""
+@contextmanager
+def threads(n: int):
+    """Threads of the native kernels and of OpenBLAS for the runs made on this thread inside the
+    block (ais_bench --threads); both counts are restored after it."""
     if n < 1:
         raise GeError(f"threads {n}: at least 1")
-    before = native.threads()
-    set_local_threads(n)
-    return before
+    native_before = native.threads()
+    blas_before = set_local_threads(n)
+    try:
+        yield
+    finally:
+        native.set_threads(native_before)
+        if blas_before is not None:
+            openblas_threads_local(blas_before)
 
 
 def dym_shape_range(spec: str) -> list[str]:

@@ -421,10 +421,12 @@ def test_the_python_api_does_what_the_cli_does(free, gears, tmp_path, ort_run):
     assert inference.output_folder("out", "r1") == os.path.join("out", "r1")
     with pytest.raises(api.GeError, match=r"--output_dirname '\.\./x': give a folder name inside --output"):
         inference.output_folder("out", "../x")
-    inference.set_threads(1)
-    from ge.core.kernels import native
-    assert native.threads() == 1
-    native.set_threads(native.default_threads())
+    from ge.core.kernels import blas, native
+    before = native.threads(), blas.openblas_threads_local(1)
+    blas.openblas_threads_local(before[1] or 1)
+    with inference.threads(1):
+        assert native.threads() == 1
+    assert native.threads() == before[0] and blas.openblas_threads_local(before[1] or 1) == before[1]
     assert inference.dym_shape_range("x:1~2,3;y:4-6") == ["x:1,3;y:4", "x:1,3;y:6", "x:2,3;y:4", "x:2,3;y:6"]
 
 
