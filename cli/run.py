@@ -54,16 +54,19 @@ def ais_bench_options(f):
     options = [
         click.option("--output_dirname", "--output-dirname", "output_dirname", metavar="NAME",
                      help="with --output: write into OUTPUT/NAME instead of a timestamped folder (ais_bench)"),
-        click.option("--pure_data_type", "--pure-data-type", "pure_data_type", type=click.Choice(inference.PURE_DATA_TYPES),
+        click.option("--pure_data_type", "--pure-data-type", "pure_data_type",
+                     type=click.Choice(inference.PURE_DATA_TYPES),
                      help="inputs when --input is omitted: zero (msame's and ais_bench's default) or seeded random "
                           "(the default once --seed is given)"),
         click.option("--warmup_count", "--warmup-count", "warmup_count", type=click.IntRange(min=0), metavar="N",
                      help="untimed runs before the timed ones [default: 1 with --loop > 1, else 0]"),
         click.option("--batchsize", "--batch_size", "--batch-size", "batchsize", type=click.IntRange(min=1),
-                     metavar="N", help="samples per execution in the throughput figures [default: the first input's dim 0]"),
+                     metavar="N",
+                     help="samples per execution in the throughput figures [default: the first input's dim 0]"),
         click.option("--dymBatch", "--dym_batch", "--dym-batch", "dym_batch", type=click.IntRange(min=1), metavar="N",
                      help="gear model: run the gear of batch size N"),
-        click.option("--dymHW", "--dym_hw", "--dym-hw", "dym_hw", metavar="H,W", help="gear model: run the gear of image size H,W"),
+        click.option("--dymHW", "--dym_hw", "--dym-hw", "dym_hw", metavar="H,W",
+                     help="gear model: run the gear of image size H,W"),
         click.option("--dymDims", "--dym_dims", "--dym-dims", "dym_dims", metavar='"in:1,600;in2:..."',
                      help="gear model: run the gear of these input shapes ('name:dims;...', or msame's every dim in "
                           "input order: 1,600,600,3,1,3)"),
@@ -71,7 +74,7 @@ def ais_bench_options(f):
                      help="dynamic-shape model: the input shapes of this run (read .bin inputs with them)"),
         click.option("--dymShape_range", "--dym_shape_range", "--dym-shape-range", "dym_shape_range",
                      metavar='"in:1,3,224~226;in2:1-2"',
-                     help="dynamic-shape model: time every shape of these ranges (lo~hi, or a-b-c) and name the fastest"),
+                     help="dynamic-shape model: time every shape of these ranges (lo~hi, or a-b-c), name the fastest"),
         click.option("--outputSize", "--output_size", "--output-size", "output_size", metavar="BYTES,...",
                      help="the bytes of each output's buffer: an output that needs more is an error, as on ACL"),
         switch_option("--auto_set_dymshape_mode", "--auto-set-dymshape-mode", "auto_set_dymshape_mode",
@@ -194,8 +197,9 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
                               f"with {', '.join(clash)}")
             return _shape_range(model_id, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
         if paths and is_dataset(paths):
-            return _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,
-                            summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats, verbose)
+            return _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear_descs, opts, sizes,
+                            load_ms, summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats,
+                            verbose)
         if paths and any(os.path.isdir(p) for p in paths):
             raise GeError(f"--input mixes folders and files ({', '.join(paths)}): give files, or one folder per input")
         in_descs = gear_descs or inference.input_descs(model_id, paths, opts["dym_shape"])
@@ -257,7 +261,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
         return
 
     out = console.out
-    where = device if device_id is None else f"{device} (NPU id {device_id})"
+    where = _where(device, device_id)
     out.print(f"model [bold]{model}[/bold] loaded on [bold]{where}[/bold] in {load_ms:.2f} ms")
     io = Table(title="Inputs / outputs", title_justify="left")
     for col in ("", "name", "dtype", "shape", "file"):
@@ -309,8 +313,8 @@ def _refuse(opts: dict, output: str | None, output_dir: str | None, device: str)
         raise GeError("--aipp_config: dynamic AIPP (parameters set at run time) is not supported; compile static AIPP "
                       "into the model with ge atc --insert_op_conf")
     if opts["energy_consumption"]:
-        raise GeError("--energy_consumption: there is no NPU power sensor to read (ais_bench reads npu-smi); ge runs on "
-                      "the CPU or a simulated NPU")
+        raise GeError("--energy_consumption: there is no NPU power sensor to read (ais_bench reads npu-smi); ge "
+                      "runs on the CPU or a simulated NPU")
     if opts["backend"]:
         raise GeError(f"--backend {opts['backend']}: ais_bench's backend runs another engine (trtexec: TensorRT); ge "
                       "runs the OM itself")
@@ -326,7 +330,8 @@ def _refuse(opts: dict, output: str | None, output_dir: str | None, device: str)
     if opts["output_dirname"] is not None and not output:
         raise GeError("--output_dirname names a folder inside --output: give --output too")
     if opts["profiler"] and opts["dump"]:
-        raise GeError("--profiler and --dump cannot both be true (as msame and ais_bench): profile or dump, one per run")
+        raise GeError("--profiler and --dump cannot both be true (as msame and ais_bench): profile or dump, one per "
+                      "run")
 
 
 def _device(device: str) -> tuple[str, int | None]:
@@ -341,6 +346,10 @@ def _device(device: str) -> tuple[str, int | None]:
     if not 0 <= device_id <= 255:
         raise click.BadParameter(f"NPU id {device_id} is outside 0-255", param_hint="--device")
     return "sim", device_id
+
+
+def _where(device: str, device_id: int | None) -> str:
+    return device if device_id is None else f"{device} (NPU id {device_id})"
 
 
 def _profiler_and_dump(opts: dict, base: str) -> tuple[str | None, str | None]:
@@ -370,8 +379,8 @@ def _check_outputs(outputs, descs, sizes, axis: int) -> None:
             raise GeError(f"--output_batchsize_axis {axis}: output {i} ('{d.name}') has rank {np.ndim(y)}")
 
 
-def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opts, sizes, load_ms, summary_json,
-             as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats, verbose) -> None:
+def _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,
+             summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats, verbose) -> None:
     """--input DIR[,DIR2]: every sample of the folder(s) in turn, with a progress bar."""
     from rich.progress import Progress
 
@@ -385,7 +394,8 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
 
     def run(progress=None):
         return api.run_dataset(model_id, paths, folder, outfmt, progress, descs=descs, check_outputs=check,
-                               output_batch_axis=opts["output_batchsize_axis"], warmup=warmup, prefetch=opts["pipeline"],
+                               output_batch_axis=opts["output_batchsize_axis"], warmup=warmup,
+                               prefetch=opts["pipeline"],
                                profile=bool(profiler_dir or opts["profile_json"]), dump_dir=dump_dir)
 
     if as_json:
@@ -395,7 +405,8 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
             task = bar.add_task("samples", total=None)
             result = run(lambda done, total, stem: bar.update(task, completed=done, total=total))
     timings = dict(dm.timings)
-    summary = {"model": model, "device": device, "warmup": warmup, "samples": result["samples"],
+    summary = {"model": model, "device": device, **({"device_id": device_id} if device_id is not None else {}),
+               "warmup": warmup, "samples": result["samples"],
                "executions": result["executions"], "files_per_batch": result["files_per_batch"],
                "seconds": result["seconds"], "throughput": result["throughput"], "output_dir": folder,
                "load_ms": load_ms, "latency_ms": percentiles(result["latency_ms"])}
@@ -416,7 +427,7 @@ def _dataset(model_id, dm, model, device, paths, folder, outfmt, gear_descs, opt
         console.echo(json.dumps(api.jsonable(dict(summary, outputs=result["outputs"])), indent=2))
         return
     out = console.out
-    out.print(f"model [bold]{model}[/bold] loaded on [bold]{device}[/bold] in {load_ms:.2f} ms")
+    out.print(f"model [bold]{model}[/bold] loaded on [bold]{_where(device, device_id)}[/bold] in {load_ms:.2f} ms")
     if verbose:
         _print_verbose(out, timings, [], {k: v for k, v in result["stats"][-1].items() if k != "run"})
     if stats:

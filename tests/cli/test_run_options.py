@@ -112,7 +112,8 @@ def test_device_takes_npu_ids(ge, models, compiled, tmp_path, ort_run, error_lin
     assert ge("run", "--model", compiled["small"], "--device", "256").exit_code == 2
     r = ge("run", "--model", compiled["small"], "--device", "0,1")
     assert r.exit_code == 1 and error_line(r) == (
-        "error: --device 0,1: multi-device runs are not supported (one simulated NPU per process); run one ge per device")
+        "error: --device 0,1: multi-device runs are not supported (one simulated NPU per process); run one ge per "
+        "device")
 
 
 @pytest.mark.parametrize("args,verbose", [(("--debug", "true"), True), (("--debug", "false"), False),
@@ -207,9 +208,10 @@ def test_ais_bench_line_as_written(ge, models, compiled, tmp_path, ort_run):
     xs = {f"img{i}": small_input(seed=i) for i in range(3)}
     for stem, x in xs.items():
         x.tofile(data / f"{stem}.bin")
-    ge("run", "--model", compiled["small"], "--input", data, "--output", tmp_path / "result", "--output_dirname", "r1",
-       "--outfmt", "NPY", "--batchsize", "1", "--warmup_count", "2", "--loop", "1", "--device", "0", ok=True)
+    r = ge("run", "--model", compiled["small"], "--input", data, "--output", tmp_path / "result", "--output_dirname",
+           "r1", "--outfmt", "NPY", "--batchsize", "1", "--warmup_count", "2", "--loop", "1", "--device", "0", ok=True)
     folder = tmp_path / "result" / "r1"
+    assert "loaded on sim (NPU id 0)" in r.stdout
     assert sorted(os.listdir(folder)) == [f"img{i}_output_0.npy" for i in range(3)]
     for stem, x in xs.items():
         np.testing.assert_allclose(np.load(folder / f"{stem}_output_0.npy"), ort_run(models["small"], {"x": x})[0],
@@ -231,7 +233,8 @@ def test_output_and_output_dir_together(ge, compiled, tmp_path, error_line):
 
 def test_output_dirname_needs_output(ge, compiled, error_line):
     r = ge("run", "--model", compiled["small"], "--output_dirname", "r1")
-    assert r.exit_code == 1 and error_line(r) == "error: --output_dirname names a folder inside --output: give --output too"
+    assert r.exit_code == 1
+    assert error_line(r) == "error: --output_dirname names a folder inside --output: give --output too"
 
 
 @pytest.mark.parametrize("args", [("--pure_data_type", "random"), ("--seed", "0")])
@@ -257,7 +260,8 @@ def test_batchsize_sets_the_throughput_batch(ge, compiled, tmp_path):
 
 
 def test_display_all_summary(ge, compiled, tmp_path):
-    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path, "--display_all_summary", "true", "--loop", "3",
+    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path, "--display_all_summary", "true", "--loop",
+           "3",
            "--device", "sim", "--summary-json", tmp_path / "s.json", ok=True)
     for label in ("H2D_latency", "NPU_compute_time", "D2H_latency"):
         assert f"[INFO] {label} (ms): min = " in r.stdout
@@ -461,7 +465,8 @@ def test_dataset_warmup_count(ge, compiled, tmp_path, monkeypatch):
     data.mkdir()
     for i in range(2):
         small_input(seed=i).tofile(data / f"s{i}.bin")
-    d = summary(ge, "--model", compiled["small"], "--input", data, "--output-dir", tmp_path / "o", "--warmup_count", "3")
+    d = summary(ge, "--model", compiled["small"], "--input", data, "--output-dir", tmp_path / "o", "--warmup_count",
+                "3")
     assert d["warmup"] == 3 and d["samples"] == 2 and len(calls) == 3 + 2
 
 
