@@ -1,4 +1,6 @@
 """ge's graph IR: ONNX's model, minus protobuf. Formats convert to and from it; passes rewrite it."""
-from .graph import Graph, Node, Value, Meta, dtype_from_onnx, dtype_to_onnx, DTYPES, subgraphs, CAPTURES
+from .graph import (CAPTURES, DTYPES, Graph, Meta, Node, Value, dtype_from_onnx, dtype_to_onnx, stable_topological_order,
+                    subgraphs)
 
-__all__ = ["Graph", "Node", "Value", "Meta", "dtype_from_onnx", "dtype_to_onnx", "DTYPES", "subgraphs", "CAPTURES"]
+__all__ = ["Graph", "Node", "Value", "Meta", "dtype_from_onnx", "dtype_to_onnx", "DTYPES", "stable_topological_order",
+           "subgraphs", "CAPTURES"]

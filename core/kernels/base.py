@@ -75,6 +75,23 @@ class Kernel:
         the broadcast of the present ones. Raises ValueError when they do not broadcast."""
         return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes if s is not None]))
 
+    #: installed by float16.py (imported with every kernel family): the class that builds a float16
+    #: instance of an op numpy computes slowly in float16 as its float32 kernel behind conversions
+    float16_adapter = None
+
+    def __new__(cls, *args, **kwargs):
+        adapter = Kernel.float16_adapter
+        if adapter is not None and cls is not adapter:
+            inputs = args[1] if len(args) > 1 else kwargs.get("inputs", ())
+            if adapter.applies(cls, inputs):
+                return adapter(cls, *args, **kwargs)  # not a `cls`: its __init__ is not called again
+        return super().__new__(cls)
+
+    @property
+    def planned_class(self) -> type["Kernel"]:
+        """The class that plans this op for other input metas (built_for)."""
+        return type(self)
+
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
                  outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None,
                  packs: WeightPacks | None = None, backend: Backend | None = None):
@@ -144,7 +161,7 @@ class Kernel:
         metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
         if any(m is not None and k is not None and (m.dtype != k.dtype or tuple(m.shape) != tuple(k.shape))
                for m, k in zip(metas, self.inputs)):
-            return type(self)(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
+            return self.planned_class(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
                               num_outputs=self.num_outputs, backend=self.backend).load()
         return self
 
