@@ -60,6 +60,19 @@ class ControlFlow(Kernel):
             raise self.fail(f"{what} must hold one value, got shape {list(a.shape)}")
         return a.reshape(-1)[0]
 
+    @staticmethod
+    def known(templates) -> bool:
+        return all(t[1] is not None and all(d is not None and d >= 0 for d in t[1]) for t in templates)
+
+    @staticmethod
+    def dry_run(body: Body, inputs: list, templates: list) -> list:
+        """The per-iteration (dtype, shape) of a body that ran no iteration, from one run on the
+        inputs it would have had (zeros for slices); the compiled templates when that run fails."""
+        try:
+            return [(np.asarray(o).dtype, np.shape(o)) for o in body(inputs)]
+        except Exception:
+            return templates
+
     def stack(self, parts: list, axis: int, template, what: str) -> np.ndarray:
         """Per-iteration outputs stacked along a new `axis` (negative: from the end of the result);
         `template` (dtype, shape or None) gives an empty result its per-iteration shape and dtype
@@ -125,6 +138,9 @@ class Loop(ControlFlow):
         n_scan = self.num_outputs - self.carried
         columns = [[s[k] for s in scans] for k in range(n_scan)]
         templates = list(templates[1 + self.carried:]) + [(np.float32, None)] * n_scan
+        if not scans and n_scan and not self.known(templates[:n_scan]):
+            templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
+                                     [None] * (1 + self.carried) + templates)[1 + self.carried:]
         return carried + [self.stack(c, 0, templates[k], f"scan output {k}") for k, c in enumerate(columns)]
 
 
@@ -165,6 +181,9 @@ class _ScanBase(ControlFlow):
             outs = body([*states, *slices, *captured])
             states = [np.asarray(o) for o in outs[:n]]
             outputs.append(outs[n:])
+        if not steps and out_axes and not self.known(templates[:len(out_axes)]):
+            slices = [np.zeros(np.shape(x)[:a] + np.shape(x)[a + 1:], np.asarray(x).dtype) for x, a in zip(scans, in_axes)]
+            templates = self.dry_run(body, [*states, *slices, *captured], [None] * n + templates)[n:]
         results = list(states)
         for k in range(len(out_axes)):
             column = [o[k] for o in outputs]

@@ -271,6 +271,27 @@ def test_scan_opset_8_batch_sequence_lens_and_direction(tmp_path, direction):
     check(m, [feeds], tmp_path)  # a short item's scan outputs are zeros past its length
 
 
+def test_scan_of_unknown_dims_over_zero_steps(tmp_path):
+    """No iteration, and no compiled per-step shape (unknown dims): the per-step shape comes from one
+    run of the body on the step it would have had, so ys is [w, 0] (onnxruntime 1.2x stops with a
+    floating-point exception on this case)."""
+    body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Mul", ["acc2", "x"], ["y"])],
+                             "b", [vi("acc", F, ["w"]), vi("x", F, ["w"])], [vi("acc2", F, ["w"]), vi("y", F, ["w"])])
+    node = helper.make_node("Scan", ["a0", "xs"], ["a", "ys"], body=body, num_scan_inputs=1,
+                            scan_input_axes=[1], scan_output_axes=[1])
+    m = model([node], [vi("a0", F, ["w"]), vi("xs", F, ["w", "t"])], [vi("a", F, ["w"]), vi("ys", F, ["w", "t"])])
+    check(m, [{"a0": rand(3), "xs": rand(3, 5)}, {"a0": rand(4), "xs": rand(4, 2)}], tmp_path, devices=["sim"],
+          input_shape="a0:-1;xs:-1,-1")
+    model_id = api.load_from_file(str(tmp_path / "m.om"), "cpu")
+    try:
+        a0 = rand(2)
+        a, ys = api.execute(model_id, {"a0": a0, "xs": np.zeros((2, 0), np.float32)})
+        np.testing.assert_array_equal(a, a0)
+        assert ys.shape == (2, 0) and ys.dtype == np.float32
+    finally:
+        api.unload(model_id)
+
+
 def test_scan_feeds_a_static_cluster(tmp_path):
     """A Scan's outputs are static when its body is: what follows it runs as a static submodel."""
     body = _cumsum_body([4])
