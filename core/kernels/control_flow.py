@@ -46,7 +46,7 @@ class ControlFlow(Kernel):
     def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body], templates=()) -> list[np.ndarray]:
         """The node's outputs. `bodies`: one callable per attribute in `self.bodies`; `templates`:
         (dtype, shape or None) of the body's outputs as compiled, which give a scan output its
-        per-iteration shape when there is no iteration (-1 or None dims: 0)."""
+        per-iteration shape when there is no iteration (when they do not know it: dry_run)."""
         raise NotImplementedError
 
     def split(self, xs):
