@@ -1,0 +1,108 @@
+"""If, Loop and Scan kernels on Python bodies: the ops' semantics (what each iteration receives,
+what the node gives) and their errors, apart from any compiled subgraph."""
+import numpy as np
+import pytest
+
+from ge.core.errors import GeError
+from ge.core.ir import CAPTURES
+from ge.core.kernels import lookup
+
+
+def kernel(op, n_inputs, n_outputs, opset=17, captures=0, **attrs):
+    cls = lookup(op, "", opset)
+    return cls({CAPTURES: captures, **attrs}, [None] * n_inputs, opset=opset, name="n", num_outputs=n_outputs)
+
+
+def test_if_runs_one_branch_with_the_captured_values():
+    k = kernel("If", 3, 1, captures=2)
+    calls = []
+    then = lambda xs: calls.append(("then", xs)) or [xs[0] + xs[1]]
+    other = lambda xs: calls.append(("else", xs)) or [xs[0] - xs[1]]
+    a, b = np.float32(5), np.float32(2)
+    assert k.execute([np.array([True]), a, b], [then, other]) == [7]
+    assert k.execute([np.array(False), a, b], [then, other]) == [3]
+    assert [c[0] for c in calls] == ["then", "else"]
+
+
+def test_loop_passes_iteration_number_and_condition_and_stacks_scan_outputs():
+    k = kernel("Loop", 4, 2, captures=1)  # M, cond, one carried value, one captured
+    seen = []
+
+    def body(xs):
+        i, cond, s, w = xs
+        seen.append((int(i), bool(cond)))
+        s2 = s + w
+        return [np.array(s2.sum() < 10), s2, s2 * 2]
+
+    last, scans = k.execute([np.array(5, np.int64), np.array(True), np.zeros(2, np.float32), np.ones(2, np.float32)],
+                            [body])
+    assert seen == [(i, True) for i in range(5)]
+    np.testing.assert_array_equal(last, [5, 5])
+    np.testing.assert_array_equal(scans, [[2, 2], [4, 4], [6, 6], [8, 8], [10, 10]])
+
+    # the condition stops it first (sum reaches 10 at s = [5, 5]): no trip count
+    k2 = kernel("Loop", 4, 2, captures=1)
+    last, scans = k2.execute([None, np.array(True), np.zeros(2, np.float32), np.full(2, 2.5, np.float32)], [body])
+    np.testing.assert_array_equal(last, [5, 5])
+    np.testing.assert_array_equal(scans, [[5, 5], [10, 10]])
+
+
+def test_loop_without_iterations_gives_the_initial_values_and_empty_scans():
+    k = kernel("Loop", 3, 2)
+    s0 = np.arange(3, dtype=np.float32)
+    last, scans = k.execute([np.array(0, np.int64), None, s0], [lambda xs: 1 / 0],
+                            templates=[(np.bool_, ()), (np.float32, (3,)), (np.int32, (4, 2))])
+    np.testing.assert_array_equal(last, s0)
+    assert scans.shape == (0, 4, 2) and scans.dtype == np.int32
+
+
+def test_scan_axes_and_directions_follow_numpy():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    k = kernel("Scan", 2, 2, num_scan_inputs=1, scan_input_axes=[1], scan_input_directions=[1],
+               scan_output_axes=[-1], scan_output_directions=[0])
+    state, ys = k.execute([np.zeros(3, np.float32), x], [lambda xs: [xs[0] + xs[1], xs[0] + xs[1]]])
+    expected = np.cumsum(x[:, ::-1], axis=1)  # columns from the last, the sums stacked along the last axis
+    np.testing.assert_array_equal(ys, expected)
+    np.testing.assert_array_equal(state, expected[:, -1])
+
+
+def test_scan_8_has_a_batch_axis_and_sequence_lens():
+    k = kernel("Scan", 3, 2, opset=8, num_scan_inputs=1, directions=[0])
+    xs = np.ones((2, 3, 1), np.float32)
+    state, ys = k.execute([np.array([3, 1], np.int64), np.zeros((2, 1), np.float32), xs],
+                          [lambda v: [v[0] + v[1], v[0] + v[1]]])
+    np.testing.assert_array_equal(state, [[3], [1]])
+    np.testing.assert_array_equal(ys[:, :, 0], [[1, 2, 3], [1, 0, 0]])  # zeros past the short item's length
+
+
+@pytest.mark.parametrize("op,n_in,n_out,attrs,xs,message", [
+    ("If", 2, 1, {}, None, r"node 'n' \(If\): takes one input \(cond\), got 2"),
+    ("Loop", 1, 1, {}, None, r"node 'n' \(Loop\): takes at least 2 inputs \(M, cond\), got 1"),
+    ("Scan", 2, 2, {"num_scan_inputs": 0}, None, r"num_scan_inputs must be >= 1, got 0"),
+    ("Scan", 3, 2, {"num_scan_inputs": 2}, [np.zeros(2, np.float32), np.zeros((3, 2)), np.zeros((4, 2))],
+     r"scan inputs have different lengths \[3, 4\]"),
+    ("Scan", 2, 2, {"num_scan_inputs": 1, "scan_input_directions": [2]}, [np.zeros(2), np.zeros((3, 2))],
+     r"scan_input_directions \[2\] must list 1 values, each 0 \(forward\) or 1 \(reverse\)"),
+    ("Scan", 2, 2, {"num_scan_inputs": 1, "scan_input_axes": [2]}, [np.zeros(2), np.zeros((3, 2))],
+     r"scan_input_axes\[0\] = 2 is out of range for rank 2"),
+])
+def test_errors_name_the_node_and_what_is_wrong(op, n_in, n_out, attrs, xs, message):
+    with pytest.raises(GeError, match=message):
+        k = kernel(op, n_in, n_out, **attrs)
+        k.execute(xs, [lambda v: [v[0], v[0]]])
+
+
+def test_scan_output_changing_shape_and_a_cond_of_many_values_are_errors():
+    k = kernel("Scan", 2, 2, num_scan_inputs=1)
+    grow = iter(range(1, 10))
+    with pytest.raises(GeError, match=r"scan output 0 has shape \[2\] at iteration 1 but \[1\] at iteration 0"):
+        k.execute([np.zeros(1), np.zeros((3, 1))], [lambda v: [v[0], np.zeros(next(grow))]])
+    loop = kernel("Loop", 2, 0)
+    with pytest.raises(GeError, match=r"node 'n' \(Loop\): input M \(trip count\) must hold one value, got shape \[2\]"):
+        loop.execute([np.array([1, 2]), None], [lambda v: [v[1]]])
+
+
+def test_infer_and_compute_say_control_flow_runs_its_subgraphs():
+    k = kernel("Loop", 2, 0)
+    with pytest.raises(GeError, match="control flow: its output shapes come from running its subgraphs"):
+        k.infer()
