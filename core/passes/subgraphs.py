@@ -31,9 +31,8 @@ def inline_branch(graph: Graph, node: Node, taken: set[str]) -> list[Node]:
         if name not in rename:
             rename[name] = unique_name(graph, name) if name in graph.values or name in graph.initializers else name
             v = branch.values.get(name)
-            target = graph.value(rename[name])
-            if v is not None:
-                target.dtype, target.shape = v.dtype, v.shape
+            if v is not None and v.dtype is not None:  # the dtype only: shapes are inferred where they land
+                graph.value(rename[name]).dtype = v.dtype
         return rename[name]
 
     for name, a in branch.initializers.items():
