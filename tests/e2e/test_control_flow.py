@@ -233,6 +233,44 @@ def test_loop_with_dynamic_input_dims(tmp_path):
         api.unload(model_id)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_contexts_run_loops_in_threads(tmp_path, device):
+    """Each hybrid context runs the body in a child context of its own: two threads, different trip
+    counts and state, each equal to onnxruntime; destroying a context destroys its children."""
+    import threading
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_loop_model(True, True), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, device)
+    model = api.model(model_id)
+    second = model.create_context()
+    feeds = [[{"M": np.array(n, np.int64), "cond": np.array(True), "s0": rand(2, 3, seed=n), "w": rand(2, 3, seed=n + 1),
+               "lim": np.array(1e9, np.float32)} for n in ns] for ns in ((3, 9, 1, 6) * 3, (7, 2, 8, 0) * 3)]
+    got, errors = [[], []], []
+
+    def work(k, ctx):
+        try:
+            got[k].extend(ctx.execute(f) for f in feeds[k])
+        except BaseException as e:
+            errors.append(e)
+    try:
+        threads = [threading.Thread(target=work, args=(k, c)) for k, c in enumerate((model.default_context, second))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for k in range(2):
+            for f, outs in zip(feeds[k], got[k]):
+                for g, e in zip(outs, onnxruntime_outputs(path, f)):
+                    np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+        body = model.subgraphs[0]
+        assert len(body.contexts) == 2
+        model.destroy_context(second)
+        assert len(body.contexts) == 1
+    finally:
+        api.unload(model_id)
+
+
 # ---------------------------------------------------------------------------------------- Scan
 def _cumsum_body(extra_scan_axis_shape):
     return helper.make_graph([
