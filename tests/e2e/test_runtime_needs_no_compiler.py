@@ -45,3 +45,23 @@ def test_ge_run_imports_no_compiler(bert_path, tmp_path, kind):
     probe = json.loads(r.stdout.strip().splitlines()[-1])
     assert probe["code"] in (0, None), r.stderr
     assert probe["compiler"] == []
+
+
+def test_ge_run_of_control_flow_imports_no_compiler(tmp_path):
+    """A Scan over a static body: its subgraph and submodel load and run without the compiler."""
+    from onnx import TensorProto, helper
+    F = TensorProto.FLOAT
+    body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Relu", ["acc2"], ["y"])],
+                             "body", [helper.make_tensor_value_info("acc", F, [4]), helper.make_tensor_value_info("x", F, [4])],
+                             [helper.make_tensor_value_info("acc2", F, [4]), helper.make_tensor_value_info("y", F, [4])])
+    g = helper.make_graph([helper.make_node("Scan", ["a0", "xs"], ["a", "ys"], body=body, num_scan_inputs=1)], "scan",
+                          [helper.make_tensor_value_info("a0", F, [4]), helper.make_tensor_value_info("xs", F, [3, 4])],
+                          [helper.make_tensor_value_info("a", F, [4]), helper.make_tensor_value_info("ys", F, [3, 4])])
+    path = str(tmp_path / "scan.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    om = api.atc(path, str(tmp_path / "scan")).om_path
+    r = subprocess.run([sys.executable, "-c", PROBE, "run", "--model", om, "--output-dir", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120)
+    probe = json.loads(r.stdout.strip().splitlines()[-1])
+    assert probe["code"] in (0, None), r.stderr
+    assert probe["compiler"] == []
