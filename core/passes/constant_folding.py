@@ -15,7 +15,8 @@ Rules, in topological order (so chains fold completely in one pass):
 - A graph output that folds keeps a producer: Identity(constant), so outputs are always written
   by a task.
 - An If with a constant condition is replaced by the branch it takes; constants a control-flow
-  node captures move into its subgraphs (passes/subgraphs.py).
+  node captures move into its subgraphs; a control-flow node whose inputs are all constants is
+  evaluated (passes/subgraphs.py).
 Nodes that do not fold get their output shapes inferred on the way (best effort), so a later Shape
 of their output can fold too.
 """
@@ -28,7 +29,7 @@ import numpy as np
 from ..errors import GeError, GraphError, UnsupportedOpError
 from ..ir import DTYPES, Graph, Node
 from ._util import build_kernel, input_meta, set_initializer, unique_name
-from .subgraphs import capture_constants, inline_branch, is_control_flow
+from .subgraphs import capture_constants, evaluate, inline_branch, is_control_flow
 
 #: a fold may not create a constant bigger than this unless its inputs are about as big
 MAX_FOLD_NBYTES = 64 << 20
@@ -41,7 +42,7 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
     graph.toposort()
     outputs = set(graph.outputs)
     kept: list[Node] = []
-    folded = skipped_big = inlined = captured = 0
+    folded = skipped_big = inlined = captured = evaluated = 0
     node_names = {n.name for n in graph.nodes}
 
     pending = deque(graph.nodes)
@@ -53,10 +54,14 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
                 inlined += 1
                 continue
             captured += capture_constants(graph, node)
-            kept.append(node)
-            _infer_best_effort(graph, node)
-            continue
-        if node.op_type == "Identity" and node.domain == "" and node.outputs and node.outputs[0] in outputs:
+            arrays = _evaluate(graph, node)
+            if arrays is None or arrays == "big":
+                skipped_big += arrays == "big"
+                kept.append(node)
+                _infer_best_effort(graph, node)
+                continue
+            evaluated += 1
+        elif node.op_type == "Identity" and node.domain == "" and node.outputs and node.outputs[0] in outputs:
             arrays = None  # the copy a folded graph output keeps
         else:
             arrays = _fold(graph, node)
@@ -86,6 +91,7 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
         stats["skipped_big"] = stats.get("skipped_big", 0) + skipped_big
         stats["inlined_branches"] = stats.get("inlined_branches", 0) + inlined
         stats["captured_constants"] = stats.get("captured_constants", 0) + captured
+        stats["evaluated_control_flow"] = stats.get("evaluated_control_flow", 0) + evaluated
     return graph
 
 
@@ -145,6 +151,25 @@ def _fold(graph: Graph, node: Node):
     if _too_big(sum(a.nbytes for a, o in zip(arrays, node.outputs) if o), in_nbytes):
         return "big"
     return [np.array(a, order="C", copy=None) for a in arrays[:len(node.outputs)]]
+
+
+def _evaluate(graph: Graph, node: Node):
+    """A control-flow node's outputs when its inputs are all constants, None if they are not (or it
+    does not fold), "big" if they would be too big."""
+    ins = [i for i in node.inputs if i]
+    if not all(i in graph.initializers for i in ins):
+        return None
+    try:
+        arrays = evaluate(graph, node)
+    except GeError:
+        raise
+    except Exception as e:
+        raise GraphError(f"{node}: constant folding failed: {type(e).__name__}: {e}") from e
+    if arrays is None or any(a.dtype not in _DTYPE_SET for a in arrays):
+        return None
+    if _too_big(sum(a.nbytes for a in arrays), sum(graph.initializers[i].nbytes for i in ins)):
+        return "big"
+    return [np.array(a, order="C", copy=None) for a in arrays]
 
 
 def _too_big(out_nbytes: int, in_nbytes: int) -> bool:

@@ -6,13 +6,68 @@
   emit such Ifs on shape comparisons that fold once shapes are static.
 - A constant that a control-flow node captures moves into its subgraphs: it is no longer a
   run-time input, and the subgraph's own constant folding can use it.
+- A Loop or Scan (or an If whose condition only its inputs decide) all of whose inputs are
+  constants is evaluated: its subgraphs run node by node on the kernels' compute(), as constant
+  folding runs any node; exporters build constant tables so (positions, ranges). A fold that would
+  take more than MAX_FOLD_ITERATIONS iterations, or that meets a random op, is left to run time.
 """
 from __future__ import annotations
 
 import copy
 
-from ..ir import Graph, Node, subgraphs
-from ._util import set_initializer, unique_name
+import numpy as np
+
+from ..ir import Graph, Meta, Node, subgraphs
+from ..kernels import lookup
+from ..kernels.backend import NUMPY
+from ._util import node_opset, set_initializer, unique_name
+
+#: a constant Loop or Scan is evaluated at compile time only up to this many body runs in all
+MAX_FOLD_ITERATIONS = 10000
+RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+class _TooLong(Exception):
+    """A constant control-flow node whose evaluation would take too many body runs."""
+
+
+def evaluate(graph: Graph, node: Node) -> list[np.ndarray] | None:
+    """The outputs of a control-flow node whose inputs are all constants (None: left to run time)."""
+    if _has_random(node):
+        return None
+    budget = [MAX_FOLD_ITERATIONS]
+    try:
+        return _run_node(graph, node, [graph.initializers[i] if i else None for i in node.inputs], budget)
+    except _TooLong:
+        return None
+
+
+def _has_random(node: Node) -> bool:
+    return node.op_type in RANDOM_OPS or any(_has_random(n) for _, g in subgraphs(node) for n in g.nodes)
+
+
+def _run_node(graph: Graph, node: Node, xs: list, budget: list) -> list:
+    cls = lookup(node.op_type, node.domain, node_opset(graph, node), node.name)
+    metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
+    kernel = cls(node.attrs, metas, xs, opset=node_opset(graph, node), name=node.name,
+                 num_outputs=len(node.outputs), backend=NUMPY)
+    bodies = dict(subgraphs(node))
+    if not bodies:
+        return [np.asarray(r) for r in kernel.compute(*xs)]
+    calls = [lambda arrays, g=bodies[key]: _run_graph(g, arrays, budget) for key in kernel.bodies]
+    return [np.asarray(r) for r in kernel.execute(xs, calls)]
+
+
+def _run_graph(g: Graph, arrays: list, budget: list) -> list:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooLong
+    values = dict(g.initializers)
+    values.update(zip(g.inputs, arrays))
+    for n in g.nodes:
+        outs = _run_node(g, n, [values[i] if i else None for i in n.inputs], budget)
+        values.update((o, a) for o, a in zip(n.outputs, outs) if o)
+    return [values[o] for o in g.outputs]
 
 
 def is_control_flow(node: Node) -> bool:

@@ -214,6 +214,31 @@ def test_loop_with_a_constant_trip_count_has_static_outputs(tmp_path):
     assert [s.kind for s in om.steps] == ["node", "submodel"] and [t.shape for t in om.outputs] == [(3, 4), (4,)]
 
 
+def _table_loop(rows):
+    """A positions table built by a Loop over a constant range (sin(i * freq) per row), added to x."""
+    body = helper.make_graph([helper.make_node("Cast", ["i"], ["fi"], to=F), helper.make_node("Mul", ["fi", "freq"], ["a"]),
+                              helper.make_node("Sin", ["a"], ["row"]), helper.make_node("Identity", ["c"], ["c2"])], "b",
+                             [vi("i", I64, []), vi("c", B, [])], [vi("c2", B, []), vi("row", F, [4])])
+    nodes = [helper.make_node("Loop", ["n", ""], ["table"], body=body), helper.make_node("Add", ["x", "table"], ["y"])]
+    return model(nodes, [vi("x", F, [rows, 4])], [vi("y", F, [rows, 4])],
+                 [const("n", np.int64(rows)), const("freq", np.array([1, .5, .25, .125], np.float32))])
+
+
+def test_a_loop_of_constants_is_evaluated_at_compile_time(tmp_path):
+    result = check(_table_loop(6), [{"x": rand(6, 4)}], tmp_path)
+    assert not header_info(result.om_path)["has_unknown_shape"]  # a static OM: the table is a weight
+    assert result.summary["passes"]["passes"]["constant_folding"]["evaluated_control_flow"] == 1
+    assert [t.op_type for t in result.model.tasks] == ["Add"]
+
+
+def test_a_constant_loop_too_long_to_evaluate_runs_at_run_time(tmp_path, monkeypatch):
+    from ge.core.passes import subgraphs as folding
+    monkeypatch.setattr(folding, "MAX_FOLD_ITERATIONS", 50)
+    result = check(_table_loop(80), [{"x": rand(80, 4)}], tmp_path)
+    assert header_info(result.om_path)["has_unknown_shape"]
+    assert "Loop" in [n.op_type for n in read_om(result.om_path).nodes]
+
+
 def test_loop_with_dynamic_input_dims(tmp_path):
     m = _loop_model(True, True)
     path = str(tmp_path / "m.onnx")
