@@ -128,3 +128,49 @@ def check_case_kernel(case) -> None:
         assert g.dtype == e.dtype and g.shape == e.shape, f"output {i}: {g.dtype} {g.shape}, {e.dtype} {e.shape} expected"
         np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=case.rtol, atol=case.atol,
                                    err_msg=f"output {i}")
+
+
+def node_model(op_type, inputs: dict, attrs: dict, n_outputs=1, domain="", opset=None, default_opset=21):
+    """A one-node model (inputs: name -> array), importing the default domain and `domain`."""
+    from onnx import helper
+    from ge.core.ir import dtype_to_onnx
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op_type, list(inputs), outs, domain=domain, **attrs)
+    graph = helper.make_graph([node], op_type, [
+        helper.make_tensor_value_info(n, dtype_to_onnx(a.dtype), a.shape) for n, a in inputs.items()],
+        [onnx.ValueInfoProto(name=o) for o in outs])
+    imports = [helper.make_opsetid("", default_opset)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, opset or 1))
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = 9
+    return model
+
+
+def run_model(model, inputs: list, tmp_path, monkeypatch, device="cpu") -> list[np.ndarray]:
+    """ge atc + run of a model (on `device`) through the API."""
+    allow_opset(monkeypatch, model)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    result = api.atc(str(path), str(tmp_path / "m"))
+    model_id = api.load_from_file(result.om_path, device=device)
+    try:
+        return [np.asarray(y) for y in api.execute(model_id, [np.asarray(x) for x in inputs])]
+    finally:
+        api.unload(model_id)
+
+
+def compare_with_onnxruntime(model, inputs: dict, tmp_path, monkeypatch, rtol=1e-5, atol=1e-6, device="cpu"):
+    """The model through ge's API and through onnxruntime: same dtypes, shapes and values."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, inputs)
+    got = run_model(model, list(inputs.values()), tmp_path, monkeypatch, device)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"output {i}: {g.dtype} {g.shape}, onnxruntime {w.dtype} {w.shape}"
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {i}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"output {i}")
+    return got

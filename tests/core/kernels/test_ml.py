@@ -1,0 +1,121 @@
+"""The ai.onnx.ml ops' kernels: onnx's node cases through ge's API, and every op against
+onnxruntime (which implements the domain) on models built here."""
+import math
+
+import numpy as np
+import pytest
+
+from ge.core.errors import GraphError
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+
+from .node_cases import case_ids, check_case, compare_with_onnxruntime, node_cases, node_model, run_model
+
+ML = "ai.onnx.ml"
+rng = np.random.default_rng(7)
+NUMERIC = [c for op in ("Binarizer", "ArrayFeatureExtractor") for c in node_cases(op, ML)]
+
+
+@pytest.mark.parametrize("case", NUMERIC, ids=case_ids(NUMERIC))
+def test_node_case(case, tmp_path, monkeypatch):
+    check_case(case, tmp_path, monkeypatch)
+
+
+def check(op, inputs, attrs, tmp_path, monkeypatch, n_outputs=1, opset=1, **tol):
+    model = node_model(op, inputs, attrs, n_outputs, domain=ML, opset=opset)
+    return compare_with_onnxruntime(model, inputs, tmp_path, monkeypatch, **tol)
+
+
+X = rng.standard_normal((5, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+def test_binarizer_scaler_normalizer_imputer(dtype, tmp_path, monkeypatch):
+    x = (X * 3).astype(dtype)
+    if dtype == np.float32:
+        check("Binarizer", {"x": x}, {"threshold": 0.5}, tmp_path, monkeypatch)
+    else:  # onnxruntime's Binarizer is float32 only
+        y = run_model(node_model("Binarizer", {"x": x}, {"threshold": 0.5}, domain=ML), [x], tmp_path, monkeypatch)[0]
+        np.testing.assert_array_equal(y, (x > 0.5).astype(dtype))
+    check("Scaler", {"x": x}, {"offset": [0.5, -1.0, 2.0, 0.0], "scale": [2.0, 0.5, 1.0, -1.0]}, tmp_path, monkeypatch)
+    check("Scaler", {"x": x}, {"offset": [1.5], "scale": [3.0]}, tmp_path, monkeypatch)
+    for norm in ("MAX", "L1", "L2"):
+        check("Normalizer", {"x": x}, {"norm": norm}, tmp_path, monkeypatch)
+    if x.dtype.kind == "f":
+        x[1, 2] = x[3, 0] = np.nan
+        attrs = {"imputed_value_floats": [9.0, 8.0, 7.0, 6.0], "replaced_value_float": np.nan}
+        want = np.where(np.isnan(x), np.array([9.0, 8.0, 7.0, 6.0], dtype), x)
+    else:
+        attrs = {"imputed_value_int64s": [42], "replaced_value_int64": 1}
+        want = np.where(x == 1, dtype(42), x)
+    if dtype in (np.float32, np.int64):
+        check("Imputer", {"x": x}, attrs, tmp_path, monkeypatch)
+    y = run_model(node_model("Imputer", {"x": x}, attrs, domain=ML), [x], tmp_path, monkeypatch)[0]
+    np.testing.assert_array_equal(y, want)  # onnxruntime's Imputer has float32 and int64 only
+
+
+def test_array_feature_extractor_and_feature_vectorizer(tmp_path, monkeypatch):
+    check("ArrayFeatureExtractor", {"x": X, "i": np.array([[3, 0, 3]], np.int64)}, {}, tmp_path, monkeypatch)
+    check("ArrayFeatureExtractor", {"x": X[0], "i": np.array([1, 2], np.int64)}, {}, tmp_path, monkeypatch)
+    a, b = X[:, :3].astype(np.float64), np.arange(10, dtype=np.float64).reshape(5, 2)
+    check("FeatureVectorizer", {"a": a, "b": b}, {"inputdimensions": [2, 4]}, tmp_path, monkeypatch)
+
+
+def test_one_hot_and_label_encoder(tmp_path, monkeypatch):
+    x = np.array([[3, 1, 7], [1, 9, 3]], np.int64)
+    check("OneHotEncoder", {"x": x}, {"cats_int64s": [7, 1, 3, 5]}, tmp_path, monkeypatch)
+    check("LabelEncoder", {"x": x}, {"keys_int64s": [7, 1, 3], "values_int64s": [70, 10, 30], "default_int64": -5},
+          tmp_path, monkeypatch, opset=2)
+    f = np.array([0.5, np.nan, 2.0, -1.0], np.float32)
+    attrs = {"keys_floats": [2.0, 0.5, np.nan], "values_int64s": [2, 1, 99]}
+    check("LabelEncoder", {"x": f}, attrs, tmp_path, monkeypatch, opset=4)
+    # the spec (opset 2 and 4): NaN keys match NaN, and of a repeated key the last counts (onnxruntime
+    # takes the first, and matches no NaN at opset 2)
+    attrs = {"keys_floats": [2.0, 0.5, np.nan, 0.5], "values_int64s": [2, 1, 99, 7]}
+    for opset in (2, 4):
+        y = run_model(node_model("LabelEncoder", {"x": f}, attrs, domain=ML, opset=opset), [f], tmp_path,
+                      monkeypatch)[0]
+        np.testing.assert_array_equal(y, [7, 99, 2, -1])
+    from onnx import numpy_helper
+    check("LabelEncoder", {"x": x}, {"keys_tensor": numpy_helper.from_array(np.array([1, 3], np.int64)),
+                                     "values_tensor": numpy_helper.from_array(np.array([0.25, 0.5], np.float64)),
+                                     "default_tensor": numpy_helper.from_array(np.array([-1.0], np.float64))},
+          tmp_path, monkeypatch, opset=4)
+
+
+@pytest.mark.parametrize("post", ["NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"])
+def test_linear_models(post, tmp_path, monkeypatch):
+    coef = rng.standard_normal(12).astype(np.float32).tolist()
+    if post != "PROBIT":  # onnxruntime's LinearRegressor has NONE only... and PROBIT for one target
+        check("LinearClassifier", {"x": X}, {"coefficients": coef, "intercepts": [0.1, -0.2, 0.3],
+                                             "classlabels_ints": [4, 5, 6], "post_transform": post},
+              tmp_path, monkeypatch, n_outputs=2, rtol=1e-5, atol=1e-6)
+    binary = {"coefficients": coef[:4], "intercepts": [0.1], "classlabels_ints": [3, 8], "post_transform": post}
+    if post != "PROBIT":
+        check("LinearClassifier", {"x": X}, binary, tmp_path, monkeypatch, n_outputs=2, atol=1e-5)
+    else:  # onnxruntime's probit gives NaN below 0.5: checked as erf(z / sqrt(2)) = 2 p - 1
+        x = X * 0.05
+        binary["intercepts"] = [0.5]
+        s = x @ np.array(coef[:4], np.float32) + np.float32(0.5)
+        y, z = run_model(node_model("LinearClassifier", {"x": x}, binary, 2, domain=ML), [x], tmp_path, monkeypatch)
+        np.testing.assert_array_equal(y, np.where(s > 0, 8, 3))
+        erf = np.vectorize(math.erf)
+        np.testing.assert_allclose(erf(z / np.sqrt(2)), 2 * np.stack([1 - s, s], 1) - 1, atol=2e-3)
+    p = X[:, :1] * 0.1 + 0.5  # probabilities for PROBIT
+    if post in ("NONE",):
+        check("LinearRegressor", {"x": X}, {"coefficients": coef[:8], "intercepts": [1.0, 2.0], "targets": 2},
+              tmp_path, monkeypatch)
+    if post == "PROBIT":
+        check("LinearRegressor", {"x": p}, {"coefficients": [1.0], "post_transform": post}, tmp_path, monkeypatch,
+              atol=1e-5)
+
+
+def test_errors():
+    f32 = np.dtype(np.float32)
+    with pytest.raises(GraphError, match=r"node 'o' \(OneHotEncoder\): string categories"):
+        lookup("OneHotEncoder", ML, 1)({"cats_strings": ["a"]}, [Meta(np.dtype(np.int64), (2,))], name="o")
+    with pytest.raises(GraphError, match="X is a string tensor; ge runs string tensors on the dynamic path only"):
+        lookup("LabelEncoder", ML, 2)({"keys_strings": ["a"], "values_int64s": [1]}, [Meta(np.dtype(object), (2,))],
+                                      name="l")
+    with pytest.raises(GraphError, match="7 coefficients for 1 outputs of 4 features"):
+        lookup("LinearRegressor", ML, 1)({"coefficients": [1.0] * 7}, [Meta(f32, (2, 4))], name="r")
