@@ -13,7 +13,7 @@ from .node_cases import case_ids, check_case, compare_with_onnxruntime, node_cas
 
 ML = "ai.onnx.ml"
 rng = np.random.default_rng(7)
-NUMERIC = [c for op in ("Binarizer", "ArrayFeatureExtractor") for c in node_cases(op, ML)]
+NUMERIC = [c for op in ("Binarizer", "ArrayFeatureExtractor", "TreeEnsemble") for c in node_cases(op, ML)]
 
 
 @pytest.mark.parametrize("case", NUMERIC, ids=case_ids(NUMERIC))
@@ -119,3 +119,106 @@ def test_errors():
                                       name="l")
     with pytest.raises(GraphError, match="7 coefficients for 1 outputs of 4 features"):
         lookup("LinearRegressor", ML, 1)({"coefficients": [1.0] * 7}, [Meta(f32, (2, 4))], name="r")
+
+
+def random_forest(n_trees, n_features, prefix, n_targets, depth=3, modes=("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE",
+                                                                       "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"),
+                  per_leaf=2):
+    """Old-style tree attributes: full binary trees of `depth`, node ids in breadth-first order
+    (shuffled per tree so ids and positions differ), every leaf contributing to 1-2 targets."""
+    a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
+                         "nodes_truenodeids", "nodes_falsenodeids", "nodes_missing_value_tracks_true")}
+    c = {f"{prefix}_{k}": [] for k in ("treeids", "nodeids", "ids", "weights")}
+    for t in range(n_trees):
+        n_nodes = 2 ** (depth + 1) - 1
+        ids = rng.permutation(n_nodes) + 3
+        for i in range(n_nodes):
+            leaf = i >= 2 ** depth - 1
+            a["nodes_treeids"].append(t)
+            a["nodes_nodeids"].append(int(ids[i]))
+            a["nodes_featureids"].append(int(rng.integers(n_features)))
+            a["nodes_modes"].append("LEAF" if leaf else str(rng.choice(modes)))
+            a["nodes_values"].append(float(np.float32(rng.choice([0.0, 0.5, -0.25]) if not leaf else 0)))
+            a["nodes_truenodeids"].append(0 if leaf else int(ids[2 * i + 1]))
+            a["nodes_falsenodeids"].append(0 if leaf else int(ids[2 * i + 2]))
+            a["nodes_missing_value_tracks_true"].append(int(rng.integers(2)))
+            if leaf:
+                for target in rng.choice(n_targets, size=min(n_targets, int(rng.integers(1, per_leaf + 1))), replace=False):
+                    c[f"{prefix}_treeids"].append(t)
+                    c[f"{prefix}_nodeids"].append(int(ids[i]))
+                    c[f"{prefix}_ids"].append(int(target))
+                    c[f"{prefix}_weights"].append(float(np.float32(rng.standard_normal())))
+    return {**a, **c}
+
+
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+def test_tree_ensemble_regressor(aggregate, post, tmp_path, monkeypatch):
+    x = rng.choice([0.0, 0.5, -0.25, 1.0], size=(20, 3)).astype(np.float32)
+    attrs = random_forest(4, 3, "target", 3)
+    attrs.update(n_targets=3, aggregate_function=aggregate, post_transform=post, base_values=[0.5, -1.0, 0.25])
+    check("TreeEnsembleRegressor", {"x": x}, attrs, tmp_path, monkeypatch, opset=3, atol=1e-5)
+    check("TreeEnsembleRegressor", {"x": x.astype(np.float64)}, attrs, tmp_path, monkeypatch, opset=3, atol=1e-5)
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+def test_tree_ensemble_classifier(post, tmp_path, monkeypatch):
+    x = rng.choice([0.0, 0.5, -0.25, 1.0], size=(20, 3)).astype(np.float32)
+    attrs = random_forest(3, 3, "class", 4)
+    attrs.update(classlabels_int64s=[10, 20, 30, 40], post_transform=post, base_values=[0.1, 0.2, 0.3, 0.4])
+    check("TreeEnsembleClassifier", {"x": x}, attrs, tmp_path, monkeypatch, n_outputs=2, opset=3, atol=1e-5)
+
+
+
+def test_tree_ensemble_v5_aggregates_and_members(tmp_path, monkeypatch):
+    """TreeEnsemble (opset 5) against the same forest as TreeEnsembleRegressor in onnxruntime, and
+    set membership against exact expectations."""
+    from onnx import numpy_helper
+    x = rng.choice([0.0, 0.5, -0.25, 1.0], size=(20, 3)).astype(np.float32)
+    old = random_forest(2, 3, "target", 2, depth=2, modes=("BRANCH_LEQ", "BRANCH_GT"), per_leaf=1)
+    # the same trees in TreeEnsemble's encoding: interior nodes only, leaves numbered apart
+    n = len(old["nodes_treeids"])
+    pos = {(t, i): k for k, (t, i) in enumerate(zip(old["nodes_treeids"], old["nodes_nodeids"]))}
+    inner = [k for k in range(n) if old["nodes_modes"][k] != "LEAF"]
+    inner_at = {k: j for j, k in enumerate(inner)}
+    leaf_of = {}
+    leaf_t, leaf_w = [], []
+    for t, i, tid, w in zip(old["target_treeids"], old["target_nodeids"], old["target_ids"], old["target_weights"]):
+        leaf_of.setdefault(pos[(t, i)], len(leaf_t))
+        leaf_t.append(tid)
+        leaf_w.append(w)
+    assert len(leaf_of) == len(leaf_t)  # one contribution per leaf, as TreeEnsemble encodes them
+    def branch(k, key):
+        child = pos[(old["nodes_treeids"][k], old[key][k])]
+        is_leaf = old["nodes_modes"][child] == "LEAF"
+        return (leaf_of[child] if is_leaf else inner_at[child]), int(is_leaf)
+    tb = [branch(k, "nodes_truenodeids") for k in inner]
+    fb = [branch(k, "nodes_falsenodeids") for k in inner]
+    mode = {"BRANCH_LEQ": 0, "BRANCH_GT": 3}
+    new = dict(
+        nodes_featureids=[old["nodes_featureids"][k] for k in inner],
+        nodes_modes=numpy_helper.from_array(np.array([mode[old["nodes_modes"][k]] for k in inner], np.uint8)),
+        nodes_splits=numpy_helper.from_array(np.array([old["nodes_values"][k] for k in inner], np.float32)),
+        nodes_truenodeids=[b[0] for b in tb], nodes_trueleafs=[b[1] for b in tb],
+        nodes_falsenodeids=[b[0] for b in fb], nodes_falseleafs=[b[1] for b in fb],
+        leaf_targetids=leaf_t, leaf_weights=numpy_helper.from_array(np.array(leaf_w, np.float32)),
+        tree_roots=[inner_at[k] for k in inner if k == min(j for j in inner if old["nodes_treeids"][j]
+                                                             == old["nodes_treeids"][k])],
+        n_targets=2)
+    old.pop("nodes_missing_value_tracks_true")
+    for agg, code in (("SUM", 1), ("AVERAGE", 0), ("MIN", 2), ("MAX", 3)):
+        want = check("TreeEnsembleRegressor", {"x": x}, {**old, "n_targets": 2, "aggregate_function": agg},
+                     tmp_path, monkeypatch, opset=3, atol=1e-5)[0]
+        got = run_model(node_model("TreeEnsemble", {"x": x}, {**new, "aggregate_function": code}, domain=ML,
+                                   opset=5), [x], tmp_path, monkeypatch)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    # one MEMBER node: feature 0 in {0.5, 1.0} -> leaf 0 (weight 1), else leaf 1 (weight 2); NaN tracks true
+    xm = np.array([[0.5], [1.0], [0.0], [np.nan]], np.float64)
+    member = dict(nodes_featureids=[0], nodes_modes=numpy_helper.from_array(np.array([6], np.uint8)),
+                  nodes_splits=numpy_helper.from_array(np.array([0.0])), nodes_truenodeids=[0],
+                  nodes_trueleafs=[1], nodes_falsenodeids=[1], nodes_falseleafs=[1],
+                  nodes_missing_value_tracks_true=[1], leaf_targetids=[0, 0],
+                  leaf_weights=numpy_helper.from_array(np.array([1.0, 2.0])), tree_roots=[0], n_targets=1,
+                  membership_values=numpy_helper.from_array(np.array([0.5, 1.0, np.nan])))
+    got = run_model(node_model("TreeEnsemble", {"x": xm}, member, domain=ML, opset=5), [xm], tmp_path, monkeypatch)[0]
+    np.testing.assert_array_equal(got, [[1.0], [1.0], [2.0], [1.0]])
