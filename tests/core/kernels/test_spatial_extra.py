@@ -1,4 +1,4 @@
-"""CenterCropPad, Col2Im, DeformConv and MaxRoiPool: onnx's node cases through ge's API, and
+"""CenterCropPad, Col2Im, DeformConv, MaxRoiPool (and AffineGrid with a computed size): onnx's node cases through ge's API, and
 onnxruntime on models built here."""
 import numpy as np
 import pytest
@@ -10,7 +10,8 @@ from ge.core.kernels import lookup
 from .node_cases import (case_ids, check_against_onnxruntime, check_case, compare_with_onnxruntime, node_cases,
                          node_model, run_model)
 
-CASES = [c for op in ("CenterCropPad", "Col2Im", "DeformConv") for c in node_cases(op)]
+# AffineGrid's kernel is image.py's; its node cases feed `size` as a graph input (the dynamic path)
+CASES = [c for op in ("CenterCropPad", "Col2Im", "DeformConv", "AffineGrid") for c in node_cases(op)]
 rng = np.random.default_rng(13)
 
 
