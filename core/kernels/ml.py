@@ -4,8 +4,8 @@ Imputer, FeatureVectorizer, OneHotEncoder, LabelEncoder, LinearRegressor and Lin
 Their parameters are attributes, turned into arrays once at planning. Lookups (OneHotEncoder's
 categories, LabelEncoder's keys) are a searchsorted into the sorted keys, never a dict per element.
 String tensors (string categories, keys or class labels) have no static layout: those variants are
-refused here with a message saying so. What they share with the tree kernels
-(ml_trees.py) is in ml_common.py.
+refused here with a message saying so. The tree ensembles are in ml_trees.py, the SVMs in
+ml_svm.py; what they share is in ml_common.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the ai.onnx.ml kernels share (ml.py, ml_trees.py): the domain, input checks, float
+"""What the ai.onnx.ml kernels share (ml.py, ml_trees.py, ml_svm.py): the domain, input checks, float
 attributes as arrays, and the post transforms of the classifiers and regressors."""
 from __future__ import annotations
 

@@ -222,3 +222,42 @@ def test_tree_ensemble_v5_aggregates_and_members(tmp_path, monkeypatch):
                   membership_values=numpy_helper.from_array(np.array([0.5, 1.0, np.nan])))
     got = run_model(node_model("TreeEnsemble", {"x": xm}, member, domain=ML, opset=5), [xm], tmp_path, monkeypatch)[0]
     np.testing.assert_array_equal(got, [[1.0], [1.0], [2.0], [1.0]])
+
+
+@pytest.mark.parametrize("kernel", ["LINEAR", "POLY", "RBF", "SIGMOID"])
+def test_svm_regressor(kernel, tmp_path, monkeypatch):
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    sv = rng.standard_normal((5, 4)).astype(np.float32)
+    attrs = {"kernel_type": kernel, "kernel_params": [0.3, 0.5, 2.0], "n_supports": 5,
+             "support_vectors": sv.reshape(-1).tolist(), "coefficients": rng.standard_normal(5).tolist(), "rho": [0.2]}
+    check("SVMRegressor", {"x": x}, attrs, tmp_path, monkeypatch, rtol=1e-4, atol=1e-5)
+    check("SVMRegressor", {"x": x}, {**attrs, "one_class": 1}, tmp_path, monkeypatch)
+    check("SVMRegressor", {"x": x}, {"coefficients": [1.0, -2.0, 0.5, 0.0], "rho": [0.1], "kernel_params": [0.0, 0.0, 0.0]},
+          tmp_path, monkeypatch,
+          rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["LINEAR", "RBF", "POLY"])
+@pytest.mark.parametrize("proba", [False, True])
+@pytest.mark.parametrize("n_classes", [3, 2])
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC"])
+def test_svm_classifier(kernel, proba, n_classes, post, tmp_path, monkeypatch):
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    per_class = [2, 3, 2][:n_classes]
+    total = sum(per_class)
+    pairs = n_classes * (n_classes - 1) // 2
+    attrs = {"kernel_type": kernel, "kernel_params": [0.4, 0.1, 2.0], "vectors_per_class": per_class,
+             "support_vectors": rng.standard_normal(total * 3).tolist(),
+             "coefficients": rng.standard_normal((n_classes - 1) * total).tolist(),
+             "rho": rng.standard_normal(pairs).tolist(), "classlabels_ints": [5, 7, 9][:n_classes],
+             "post_transform": post}
+    if proba:
+        attrs.update(prob_a=(-rng.random(pairs) - 0.5).tolist(), prob_b=(rng.standard_normal(pairs) * 0.1).tolist())
+    check("SVMClassifier", {"x": x}, attrs, tmp_path, monkeypatch, n_outputs=2, rtol=1e-4, atol=1e-4)
+
+
+def test_svm_classifier_linear(tmp_path, monkeypatch):
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    attrs = {"coefficients": rng.standard_normal(9).tolist(), "rho": [0.3], "classlabels_ints": [1, 2, 3],
+             "kernel_params": [0.0, 0.0, 0.0]}
+    check("SVMClassifier", {"x": x}, attrs, tmp_path, monkeypatch, n_outputs=2, rtol=1e-4, atol=1e-4)
