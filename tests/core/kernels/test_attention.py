@@ -43,3 +43,15 @@ def test_errors():
         att({}, [Meta(f32, (1, 2, 4, 8))] * 3 + [None, Meta(f32, (1, 2, 3, 8))], opset=25, name="a")
     with pytest.raises(GraphError, match=r"attn_mask \(3, 4\) does not broadcast"):
         att({}, [Meta(f32, (1, 2, 4, 8))] * 3 + [Meta(f32, (3, 4))], opset=25, name="a")
+
+
+SIM = [c for c in CASES if c.name in ("test_attention_3d_gqa_with_past_and_present",
+                                      "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal",
+                                      "test_attention_4d_gqa_causal_nonpad_decode")]
+
+
+@pytest.mark.parametrize("case", SIM, ids=case_ids(SIM))
+def test_node_case_on_sim(case, tmp_path, monkeypatch):
+    """The same cases on the sim device (its own memory and streams)."""
+    assert len(SIM) == 3
+    check_case(case, tmp_path, monkeypatch, device="sim")
