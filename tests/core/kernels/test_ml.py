@@ -261,3 +261,33 @@ def test_svm_classifier_linear(tmp_path, monkeypatch):
     attrs = {"coefficients": rng.standard_normal(9).tolist(), "rho": [0.3], "classlabels_ints": [1, 2, 3],
              "kernel_params": [0.0, 0.0, 0.0]}
     check("SVMClassifier", {"x": x}, attrs, tmp_path, monkeypatch, n_outputs=2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kt,vt", [(np.float64, np.int16), (np.int32, np.float64), (np.int16, np.int32),
+                                   (np.int64, np.float32)])
+def test_label_encoder_tensor_types(kt, vt, tmp_path, monkeypatch):
+    """Opset 4's keys_tensor/values_tensor/default_tensor in every numeric type."""
+    from onnx import numpy_helper
+    keys = np.array([3, -1, 8, 2], kt)
+    values = np.array([30, -10, 80, 20], vt)
+    x = np.array([[8, 5], [3, -1], [2, 2]], kt)
+    attrs = {"keys_tensor": numpy_helper.from_array(keys), "values_tensor": numpy_helper.from_array(values),
+             "default_tensor": numpy_helper.from_array(np.array([7], vt))}
+    model = node_model("LabelEncoder", {"x": x}, attrs, domain=ML, opset=4)
+    got = run_model(model, [x], tmp_path, monkeypatch)[0]
+    assert got.dtype == vt
+    np.testing.assert_array_equal(got, np.array([[80, 7], [30, -10], [20, 20]], vt))
+
+
+def test_tree_ensemble_float16(tmp_path, monkeypatch):
+    from onnx import numpy_helper
+    x = np.array([[0.25], [0.75], [np.nan]], np.float16)
+    attrs = dict(nodes_featureids=[0], nodes_modes=numpy_helper.from_array(np.array([1], np.uint8)),
+                 nodes_splits=numpy_helper.from_array(np.array([0.5], np.float16)), nodes_truenodeids=[0],
+                 nodes_trueleafs=[1], nodes_falsenodeids=[1], nodes_falseleafs=[1], leaf_targetids=[0, 1],
+                 leaf_weights=numpy_helper.from_array(np.array([1.5, -2.0], np.float16)), tree_roots=[0],
+                 n_targets=2, post_transform=2)
+    got = run_model(node_model("TreeEnsemble", {"x": x}, attrs, domain=ML, opset=5), [x], tmp_path, monkeypatch)[0]
+    assert got.dtype == np.float16
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731 (LOGISTIC); NaN takes the false branch (no missing flag)
+    np.testing.assert_allclose(got, [[sig(1.5), 0.5], [0.5, sig(-2.0)], [0.5, sig(-2.0)]], rtol=1e-3)
