@@ -7,6 +7,8 @@ a report of what each pass did. The fusions can be switched off by name (ATC's
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import time
 
@@ -27,7 +29,7 @@ from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
            "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
-           "FUSIONS", "fusion_switches", "select_impl_mode"]
+           "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
 log = logging.getLogger("ge.passes")
 
@@ -92,7 +94,23 @@ def fusion_switches(switch: dict[str, dict[str, bool]]) -> tuple[set[str], dict[
     return disabled, {ge: why[ge] for ge in disabled}, unknown
 
 
-def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset = frozenset(),
+#: (disabled fusions, impl modes) of the conversion under way: every optimize() of it (a gear, a
+#: static submodel of a dynamic model) follows the user's switches without each caller passing them
+_CONFIG: contextvars.ContextVar = contextvars.ContextVar("ge_pass_config", default=(frozenset(), None))
+
+
+@contextlib.contextmanager
+def configured(disabled: set[str] | frozenset = frozenset(), impl_modes: dict | None = None):
+    """Within the block, optimize() and optimize_dynamic() skip `disabled` and apply `impl_modes`
+    unless a call gives its own."""
+    token = _CONFIG.set((frozenset(disabled), impl_modes))
+    try:
+        yield
+    finally:
+        _CONFIG.reset(token)
+
+
+def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
              impl_modes: dict | None = None) -> dict:
     """Run the pass pipeline on `graph` in place; return the report (JSON-able ints):
     {"nodes_before", "nodes_after", "folded_nodes", "fused_conv_bn", "fused_activations",
@@ -112,7 +130,7 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
     return report
 
 
-def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset = frozenset(),
+def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
                      impl_modes: dict | None = None) -> dict:
     """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
     infers what it can afterwards, core/compile/dynamic_shapes.py). The fusions decide from dtypes,
@@ -129,6 +147,10 @@ def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[
 
 def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool) -> None:
     """The pipeline, each pass timed and logged at info (ATC's --log=info shows what each pass did)."""
+    if disabled is None:
+        disabled = _CONFIG.get()[0]
+    if impl_modes is None:
+        impl_modes = _CONFIG.get()[1]
     unknown = set(disabled) - set(FUSIONS)
     if unknown:
         raise ValueError(f"not a switchable fusion: {sorted(unknown)}")

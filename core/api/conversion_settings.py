@@ -1,0 +1,136 @@
+"""What ATC's tuning options do to one conversion: the fusions switched off, the impl modes, the
+memory planner's reuse, the boundary Casts and --input_format, each checked once and then applied
+to every graph the conversion compiles (the static model, each gear, a dynamic model's graph).
+`record()` is what the OM keeps of them (`ge inspect` shows it)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from ..compile.io_dtypes import cast_inputs_from_fp16, cast_outputs
+from ..errors import GeError
+from ..ir import Graph
+from ..passes import FUSIONS, fusion_switches
+from ...formats.atc_config import (read_customize_dtypes, read_fusion_switch, read_keep_dtype, read_modify_mixlist,
+                                   read_op_precision_mode)
+from .atc_options import KEPT_PRECISION, log_recorded
+from .shape_options import input_formats
+
+log = logging.getLogger("ge.atc")
+IMPL = ("high_precision", "high_performance")
+
+
+@dataclass
+class Settings:
+    options: dict  # the checked options, ATC's names -> value strings
+    disabled: set = field(default_factory=set)  # ge fusions switched off
+    switched_off: dict = field(default_factory=dict)  # ge fusion -> the switch file names that turned it off
+    impl_modes: dict | None = None
+    reuse_memory: bool = True
+    applied: dict = field(default_factory=dict)  # what prepare() did to the first graph, for the record
+
+    @classmethod
+    def from_options(cls, opts: dict) -> "Settings":
+        s = cls(dict(opts))
+        log_recorded(opts)
+        if "weight" in opts:
+            log.warning("--weight is ignored for ONNX models (their weights are in the model)")
+        s.reuse_memory = opts.get("disable_reuse_memory", "0") != "1"
+        if not s.reuse_memory:
+            log.info("--disable_reuse_memory=1: every feature map gets memory of its own")
+        if "fusion_switch_file" in opts:
+            s._switches(opts["fusion_switch_file"])
+        s.impl_modes = _impl_modes(opts)
+        _precision(opts)
+        return s
+
+    def _switches(self, path: str) -> None:
+        self.disabled, self.switched_off, unknown = fusion_switches(read_fusion_switch(path))
+        for name in unknown:
+            log.warning("--fusion_switch_file %s: '%s' names no fusion of ge (ge's: %s, or the ATC passes they "
+                        "stand for, see docs/atc-options.md); ignored", path, name, ", ".join(FUSIONS))
+        for ge, names in self.switched_off.items():
+            log.info("--fusion_switch_file: %s is off (%s)", ge, ", ".join(names))
+
+    def prepare(self, graph: Graph) -> None:
+        """The options that rewrite or check the imported graph, before the passes."""
+        o = self.options
+        ranks = {t: (len(graph.value(t).shape) if graph.value(t).shape is not None else None) for t in graph.inputs}
+        formats = input_formats(ranks, o.get("input_format"))
+        for name, fmt in formats.items():
+            if fmt != o.get("input_format"):
+                log.info("--input_format=%s: input '%s' has rank %s; it is taken as ND", o["input_format"], name,
+                         ranks[name])
+        names = {n.name for n in graph.nodes}
+        types = {n.op_type for n in graph.nodes}
+        for option, check in (("keep_dtype", _keep_dtype_names), ("customize_dtypes", _customize_names)):
+            if option in o:
+                for kind, missing in check(o[option], names, types):
+                    log.warning("--%s: %s '%s' is not in the model", option, kind, missing)
+        fp16_inputs = cast_inputs_from_fp16(graph, o["input_fp16_nodes"]) if "input_fp16_nodes" in o else []
+        output_casts = cast_outputs(graph, o["output_type"]) if "output_type" in o else {}
+        if not self.applied:
+            self.applied = {"input_formats": formats, "input_fp16_nodes": fp16_inputs, "output_type": output_casts}
+
+    def check_aipp(self, aipp: list[dict]) -> None:
+        """AIPP writes NCHW: an input --input_format says is NHWC cannot take it."""
+        formats = self.applied.get("input_formats", {})
+        for a in aipp:
+            if formats.get(a["input"], "NCHW") not in ("NCHW", "ND"):
+                raise GeError(f"--insert_op_conf: AIPP feeds input '{a['input']}' in NCHW, but --input_format says "
+                              f"{formats[a['input']]}")
+
+    def record(self) -> dict:
+        """What the OM keeps: the options as given, and what ge made of them."""
+        out = {"options": dict(self.options)}
+        out.update({k: v for k, v in self.applied.items() if v})
+        if self.switched_off:
+            out["fusions_off"] = {k: list(v) for k, v in self.switched_off.items()}
+        if self.impl_modes:
+            out["impl_modes"] = self.impl_modes
+        return out
+
+
+def _impl_modes(o: dict) -> dict | None:
+    modes: dict = {"default": None, "by_type": {}, "by_name": {}}
+    mode = o.get("op_select_implmode")
+    if mode:
+        base = mode.removesuffix("_for_all")
+        if "optypelist_for_implmode" in o:
+            modes["by_type"] = {t.strip(): base for t in o["optypelist_for_implmode"].split(",") if t.strip()}
+        else:
+            modes["default"] = base
+    if "op_precision_mode" in o:
+        table = read_op_precision_mode(o["op_precision_mode"])
+        for section, key in (("ByOpType", "by_type"), ("ByNodeName", "by_name")):
+            for name, m in table[section].items():
+                if m in IMPL:
+                    modes[key][name] = m
+                else:
+                    log.info("--op_precision_mode: %s=%s is an NPU kernel setting; recorded, it does not change a "
+                             "result on cpu or sim", name, m)
+    if modes["default"] is None and not modes["by_type"] and not modes["by_name"]:
+        return None
+    return modes
+
+
+def _precision(o: dict) -> None:
+    mode = o.get("precision_mode") or o.get("precision_mode_v2")
+    if mode and mode not in KEPT_PRECISION:
+        log.warning("--precision_mode%s=%s: recorded, but ge has no fp16/bf16 compute path yet: the model computes "
+                    "in its own dtypes (as must_keep_origin_dtype)", "_v2" if "precision_mode_v2" in o else "", mode)
+    if "modify_mixlist" in o:
+        read_modify_mixlist(o["modify_mixlist"])
+
+
+def _keep_dtype_names(path: str, names: set, types: set):
+    keep = read_keep_dtype(path)
+    yield from (("node", n) for n in keep["op_names"] if n not in names)
+    yield from (("op type", t) for t in keep["op_types"] if t not in types)
+
+
+def _customize_names(path: str, names: set, types: set):
+    for entry in read_customize_dtypes(path):
+        known = types if entry["by"] == "op_type" else names
+        if entry["name"] not in known:
+            yield ("op type" if entry["by"] == "op_type" else "node"), entry["name"]
