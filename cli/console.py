@@ -7,6 +7,7 @@ Machine-readable output (JSON, ATC's banners) goes through `echo`, never through
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -51,3 +52,23 @@ def nbytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n} B"
+
+
+class _StderrHandler(logging.Handler):
+    """ge's log records as `[LEVEL] logger: message` lines on the current stderr (resolved per record,
+    as the consoles do)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"[{record.levelname}] {record.name}: {one_line(record.getMessage())}", err=True)
+        except Exception:  # pragma: no cover - logging must never break a command
+            self.handleError(record)
+
+
+def setup_logging(level: int = logging.WARNING) -> None:
+    """ge's log on stderr, at warning unless a command's --log (ATC's levels) says otherwise."""
+    log = logging.getLogger("ge")
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        log.addHandler(_StderrHandler())
+        log.propagate = False
+    log.setLevel(level)
