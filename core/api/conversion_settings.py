@@ -31,21 +31,25 @@ class Settings:
 
     @classmethod
     def from_options(cls, opts: dict) -> "Settings":
+        """Every file is read and checked before anything is logged: a bad file is one error line."""
         s = cls(dict(opts))
+        switch = read_fusion_switch(opts["fusion_switch_file"]) if "fusion_switch_file" in opts else None
+        if "modify_mixlist" in opts:
+            read_modify_mixlist(opts["modify_mixlist"])
+        s.impl_modes = _impl_modes(opts)
         log_recorded(opts)
         if "weight" in opts:
             log.warning("--weight is ignored for ONNX models (their weights are in the model)")
         s.reuse_memory = opts.get("disable_reuse_memory", "0") != "1"
         if not s.reuse_memory:
             log.info("--disable_reuse_memory=1: every feature map gets memory of its own")
-        if "fusion_switch_file" in opts:
-            s._switches(opts["fusion_switch_file"])
-        s.impl_modes = _impl_modes(opts)
+        if switch is not None:
+            s._switches(switch, opts["fusion_switch_file"])
         _precision(opts)
         return s
 
-    def _switches(self, path: str) -> None:
-        self.disabled, self.switched_off, unknown = fusion_switches(read_fusion_switch(path))
+    def _switches(self, switch: dict, path: str) -> None:
+        self.disabled, self.switched_off, unknown = fusion_switches(switch)
         for name in unknown:
             log.warning("--fusion_switch_file %s: '%s' names no fusion of ge (ge's: %s, or the ATC passes they "
                         "stand for, see docs/atc-options.md); ignored", path, name, ", ".join(FUSIONS))
@@ -119,8 +123,6 @@ def _precision(o: dict) -> None:
     if mode and mode not in KEPT_PRECISION:
         log.warning("--precision_mode%s=%s: recorded, but ge has no fp16/bf16 compute path yet: the model computes "
                     "in its own dtypes (as must_keep_origin_dtype)", "_v2" if "precision_mode_v2" in o else "", mode)
-    if "modify_mixlist" in o:
-        read_modify_mixlist(o["modify_mixlist"])
 
 
 def _keep_dtype_names(path: str, names: set, types: set):
