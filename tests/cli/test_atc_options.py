@@ -560,6 +560,16 @@ def test_soc_version_typo_names_close_matches(ge, models, tmp_path, error_line, 
     assert "known: " in error_line(r) and "Ascend310P3" in error_line(r)
 
 
+def test_simulated_npu_reports_the_soc(ge, models, tmp_path):
+    compile_small(ge, models, tmp_path, "--soc_version=Ascend910B1")
+    model_id = api.load_from_file(str(tmp_path / "net.om"), "sim")
+    try:
+        assert api.soc_info(model_id) == {"soc_version": "Ascend910B1", "family": "Atlas A2 training/inference "
+                                          "(910B, 24 cores)", "aicore_num": 24, "vector_core_num": 48}
+    finally:
+        api.unload(model_id)
+
+
 def test_inspect_shows_soc_and_recorded_options(ge, models, tmp_path):
     compile_small(ge, models, tmp_path, "--soc_version=Ascend310P3", "--enable_small_channel=1",
                   "--op_compiler_cache_mode=enable")
@@ -609,6 +619,20 @@ def test_python_api_takes_atc_options(models, tmp_path):
     with pytest.raises(GeError, match="--soc_version='Ascend311' is not an Ascend SoC ATC knows"):
         api.atc(models["two"], str(tmp_path / "bad"), soc_version="Ascend311")
     assert not os.path.exists(tmp_path / "bad.om")
+
+
+def test_options_apply_to_the_hybrid_path(models, tmp_path, ort_run):
+    result = api.atc(models["dynamic"], str(tmp_path / "hy"), input_shape="x:-1,3,8,8", output_type="FP16",
+                     disable_reuse_memory=1, soc_version="Ascend310P3")
+    assert result.model.mode == "hybrid" and result.model.outputs[0].dtype == "float16"
+    x = np.random.default_rng(8).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        got = api.execute(model_id, [x])[0]
+        assert api.soc_info(model_id)["soc_version"] == "Ascend310P3"
+    finally:
+        api.unload(model_id)
+    np.testing.assert_allclose(got, ort_run(models["dynamic"], {"x": x})[0], rtol=2e-3, atol=2e-3)
 
 
 def test_options_apply_to_every_gear(models, tmp_path, ort_run):
