@@ -141,6 +141,9 @@ OPTIONS: dict[str, AtcOption] = {o.name: o for o in [
     _o("enable_attr_compression", RECORDED, "recorded", TRUE_FALSE),
     _o("oo_level", RECORDED, "the graph optimizer's level; recorded (ge's pipeline is fixed; "
        "--fusion_switch_file turns fusions off)", ("O1", "O3")),
+    _o("oo_constant_folding", RECORDED, "recorded (ge always folds constants: its shape chains need it)",
+       TRUE_FALSE),
+    _o("oo_dead_code_elimination", RECORDED, "recorded (ge always drops dead code)", TRUE_FALSE),
     _o("enable_scope_fusion_passes", RECORDED, "TensorFlow scope fusions; recorded (no effect on ONNX models)",
        metavar='"Pass1,Pass2"'),
     _o("op_name_map", RECORDED, "Caffe custom op name mapping; recorded (no effect on ONNX models)", path="file"),

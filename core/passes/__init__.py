@@ -56,13 +56,12 @@ PIPELINE = [
 #: stands for). GraphFusion rewrites the graph; UBFusion folds an op into its producer's kernel (an
 #: epilogue), as the NPU's UB fusion keeps it in the unified buffer.
 FUSIONS = {
-    "fuse_layer_norm": ("GraphFusion", ("LayerNormFusionPass", "LayerNormONNXFusionPass")),
-    "fuse_gelu": ("GraphFusion", ("GeluFusionPass", "GeluONNXFusionPass")),
-    "fuse_conv_bn": ("GraphFusion", ("ConvBatchnormFusionPass", "ConvScaleFusionPass", "BatchNormBnInferFusionPass")),
-    "fuse_matmul": ("GraphFusion", ("MatMulBiasAddFusionPass", "BatchMatMulFusionPass", "MatMulGeluFusionPass")),
-    "fuse_activation": ("UBFusion", ("TbeConvElemwiseFusionPass", "TbeConv2DReluv2Pass", "TbeEltwiseFusionPass",
-                                     "TbeBatchMatmulElementWiseFusionPass", "ATbeMatMulElemwiseFusionPass",
-                                     "AutomaticUbFusion")),
+    "fuse_layer_norm": ("GraphFusion", ("LayerNormONNXFusionPass",)),
+    "fuse_gelu": ("GraphFusion", ("GeluFusionPass",)),
+    "fuse_conv_bn": ("GraphFusion", ("ConvBatchnormFusionPass", "ConvScaleFusionPass")),
+    "fuse_matmul": ("GraphFusion", ("MatMulBiasAddFusionPass", "BatchMatMulFusionPass")),
+    "fuse_activation": ("UBFusion", ("TbeConv2DReluv2Pass", "TbeEltwiseFusionPass", "TbeBatchMatmulElementWiseFusionPass",
+                                     "ATbeMatMulElemwiseFusionPass", "AutomaticUbFusion")),
     "fuse_conv_add": ("UBFusion", ("TbeConvDoubleInFusionPass",)),
 }
 

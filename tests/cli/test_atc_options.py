@@ -644,3 +644,12 @@ def test_options_apply_to_every_gear(models, tmp_path, ort_run):
     got = run(result.om_path, {"x": x})[0]
     assert got.dtype == np.float16
     np.testing.assert_allclose(got, ort_run(models["dynamic"], {"x": x})[0], rtol=2e-3, atol=2e-3)
+
+
+def test_docs_table_lists_every_option():
+    from ge.cli.atc import atc
+    from .conftest import ROOT
+    text = open(os.path.join(ROOT, "docs", "atc-options.md"), encoding="utf-8").read()
+    names = {p.name for p in atc.params if p.name != "json_out"} | set(OPTIONS)
+    missing = [n for n in names if f"`--{n}`" not in text]
+    assert not missing
