@@ -17,7 +17,7 @@ from ..core.errors import GeError
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
-from .options import command_line
+from .options import command_line, log_option
 
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
 ONNX = 5
@@ -45,6 +45,9 @@ class AtcCommand(click.Command):
 def atc_options(f):
     """One click option per entry of ATC's table (the names api.atc takes as keyword arguments)."""
     for opt in reversed(list(OPTIONS.values())):
+        if opt.name == "log":  # the option all commands share
+            f = log_option(f)
+            continue
         spellings = [f"--{opt.name}"] + ([f"--{opt.name.replace('_', '-')}"] if "_" in opt.name else [])
         extra = {"is_flag": False, "flag_value": opt.flag_value} if opt.flag_value else {}
         metavar = opt.metavar or ("FILE" if opt.path == "file" else "|".join(opt.values) if opt.values else "VALUE")
@@ -109,7 +112,6 @@ def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, ins
       ge atc --mode=1 --om out/net.om --json out/net.json
       ge atc --mode=6 --om out/net.om
     """
-    console.setup_logging()
     if mode not in MODES:
         raise GeError(f"--mode={mode} is not supported; ge supports "
                       + ", ".join(f"{k} ({v})" for k, v in MODES.items()))

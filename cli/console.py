@@ -65,10 +65,14 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
-def setup_logging(level: int = logging.WARNING) -> None:
-    """ge's log on stderr, at warning unless a command's --log (ATC's levels) says otherwise."""
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
+           "null": logging.CRITICAL + 10}
+
+
+def setup_logging(level: str = "warning") -> None:
+    """ge's log on stderr at one of ATC's --log levels (the `--log` option of cli/options.py)."""
     log = logging.getLogger("ge")
     if not any(isinstance(h, _StderrHandler) for h in log.handlers):
         log.addHandler(_StderrHandler())
         log.propagate = False
-    log.setLevel(level)
+    log.setLevel(_LEVELS[level])

@@ -182,7 +182,6 @@ def test_single_dash_and_dashed_spellings(ge, models, tmp_path):
 
 @pytest.mark.parametrize("option, message", [
     ("--enable_small_channel=2", "--enable_small_channel=2: must be one of 0, 1"),
-    ("--log=verbose", "--log=verbose: must be one of debug, info, warning, error, null"),
     ("--op_select_implmode=fast", "--op_select_implmode=fast: must be one of high_precision, high_performance"),
     ("--buffer_optimize=l3_optimize", "--buffer_optimize=l3_optimize: must be one of l2_optimize, l1_optimize"),
     ("--core_type=TensorCore", "--core_type=TensorCore: must be one of AiCore, VectorCore"),
@@ -194,6 +193,13 @@ def test_bad_values_are_refused_naming_the_option(ge, models, tmp_path, error_li
     r = compile_small(ge, models, tmp_path, option, ok=None)
     assert r.exit_code == 1 and message in error_line(r)
     assert not (tmp_path / "net.om").exists()
+
+
+def test_bad_log_level_is_a_usage_error(ge, models, tmp_path):
+    r = compile_small(ge, models, tmp_path, "--log=verbose", ok=None)
+    assert r.exit_code == 2 and "'verbose' is not one of 'debug', 'info', 'warning', 'error', 'null'" in r.stderr
+    with pytest.raises(GeError, match="--log=verbose: must be one of debug, info, warning, error, null"):
+        api.atc(models["small"], str(tmp_path / "net"), log="verbose")
 
 
 def test_singleop_is_refused_with_its_reason(ge, models, tmp_path, error_line):
