@@ -28,6 +28,7 @@ class Settings:
     impl_modes: dict | None = None
     reuse_memory: bool = True
     applied: dict = field(default_factory=dict)  # what prepare() did to the first graph, for the record
+    named: dict = field(default_factory=dict)  # --keep_dtype / --customize_dtypes files, parsed
 
     @classmethod
     def from_options(cls, opts: dict) -> "Settings":
@@ -36,6 +37,10 @@ class Settings:
         switch = read_fusion_switch(opts["fusion_switch_file"]) if "fusion_switch_file" in opts else None
         if "modify_mixlist" in opts:
             read_modify_mixlist(opts["modify_mixlist"])
+        if "keep_dtype" in opts:
+            s.named["keep_dtype"] = read_keep_dtype(opts["keep_dtype"])
+        if "customize_dtypes" in opts:
+            s.named["customize_dtypes"] = read_customize_dtypes(opts["customize_dtypes"])
         s.impl_modes = _impl_modes(opts)
         log_recorded(opts)
         if "weight" in opts:
@@ -57,10 +62,21 @@ class Settings:
             log.info("--fusion_switch_file: %s is off (%s)", ge, ", ".join(names))
 
     def prepare(self, graph: Graph) -> None:
-        """The options that rewrite or check the imported graph, before the passes."""
+        """The options that rewrite or check the imported graph, before the passes. The checks
+        speak once per conversion (a model with 100 gears is checked on its first graph)."""
         o = self.options
+        first = not self.applied
         ranks = {t: (len(graph.value(t).shape) if graph.value(t).shape is not None else None) for t in graph.inputs}
         formats = input_formats(ranks, o.get("input_format"))
+        if first:
+            self._check_names(graph, formats, ranks)
+        fp16_inputs = cast_inputs_from_fp16(graph, o["input_fp16_nodes"]) if "input_fp16_nodes" in o else []
+        output_casts = cast_outputs(graph, o["output_type"]) if "output_type" in o else {}
+        if first:
+            self.applied = {"input_formats": formats, "input_fp16_nodes": fp16_inputs, "output_type": output_casts}
+
+    def _check_names(self, graph: Graph, formats: dict, ranks: dict) -> None:
+        o = self.options
         for name, fmt in formats.items():
             if fmt != o.get("input_format"):
                 log.info("--input_format=%s: input '%s' has rank %s; it is taken as ND", o["input_format"], name,
@@ -68,13 +84,9 @@ class Settings:
         names = {n.name for n in graph.nodes}
         types = {n.op_type for n in graph.nodes}
         for option, check in (("keep_dtype", _keep_dtype_names), ("customize_dtypes", _customize_names)):
-            if option in o:
-                for kind, missing in check(o[option], names, types):
+            if option in self.named:
+                for kind, missing in check(self.named[option], names, types):
                     log.warning("--%s: %s '%s' is not in the model", option, kind, missing)
-        fp16_inputs = cast_inputs_from_fp16(graph, o["input_fp16_nodes"]) if "input_fp16_nodes" in o else []
-        output_casts = cast_outputs(graph, o["output_type"]) if "output_type" in o else {}
-        if not self.applied:
-            self.applied = {"input_formats": formats, "input_fp16_nodes": fp16_inputs, "output_type": output_casts}
 
     def check_aipp(self, aipp: list[dict]) -> None:
         """AIPP writes NCHW: an input --input_format says is NHWC cannot take it."""
@@ -125,14 +137,13 @@ def _precision(o: dict) -> None:
                     "in its own dtypes (as must_keep_origin_dtype)", "_v2" if "precision_mode_v2" in o else "", mode)
 
 
-def _keep_dtype_names(path: str, names: set, types: set):
-    keep = read_keep_dtype(path)
+def _keep_dtype_names(keep: dict, names: set, types: set):
     yield from (("node", n) for n in keep["op_names"] if n not in names)
     yield from (("op type", t) for t in keep["op_types"] if t not in types)
 
 
-def _customize_names(path: str, names: set, types: set):
-    for entry in read_customize_dtypes(path):
+def _customize_names(entries: list, names: set, types: set):
+    for entry in entries:
         known = types if entry["by"] == "op_type" else names
         if entry["name"] not in known:
             yield ("op type" if entry["by"] == "op_type" else "node"), entry["name"]
