@@ -3,6 +3,8 @@ argument in api.atc: what ge does with it, its values, and its checks (ATC's rul
 
 Three kinds:
   IMPLEMENTED  it has a meaning on a CPU or the simulated NPU, and ge does it;
+  PARTIAL      part of it is done and the rest waits for a compute path ge does not have yet (fp16):
+               checked, recorded, and a warning says what is not done;
   RECORDED     it tunes the NPU's hardware or its toolchain (caches, tuning banks, core types ...):
                checked as ATC checks it, recorded in the OM (`ge inspect` shows it), and one
                info-level log line says it changes no result here;
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import GeError
 
-IMPLEMENTED, RECORDED, REFUSED = "implemented", "recorded", "refused"
+IMPLEMENTED, PARTIAL, RECORDED, REFUSED = "implemented", "partial", "recorded", "refused"
 log = logging.getLogger("ge.atc")
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
@@ -84,16 +86,16 @@ OPTIONS: dict[str, AtcOption] = {o.name: o for o in [
     _o("op_precision_mode", IMPLEMENTED, "ini file: [ByOpType] / [ByNodeName] name=high_precision|"
        "high_performance|...; high_* applied as --op_select_implmode per op or node, the other modes recorded",
        path="file"),
-    _o("precision_mode", IMPLEMENTED, "force_fp32 / must_keep_origin_dtype: what ge computes; the fp16/bf16/mixed "
+    _o("precision_mode", PARTIAL, "force_fp32 / must_keep_origin_dtype: what ge computes; the fp16/bf16/mixed "
        "modes are checked and recorded, and ge (no fp16 compute path yet) computes in the model's dtypes, with a "
        "warning", PRECISION_MODES),
-    _o("precision_mode_v2", IMPLEMENTED, "origin: what ge computes; the other modes are checked, recorded and "
+    _o("precision_mode_v2", PARTIAL, "origin: what ge computes; the other modes are checked, recorded and "
        "warned about as --precision_mode's", PRECISION_MODES_V2),
-    _o("keep_dtype", IMPLEMENTED, "nodes kept in their original dtype (file: node names, OpType::type); parsed, "
+    _o("keep_dtype", PARTIAL, "nodes kept in their original dtype (file: node names, OpType::type); parsed, "
        "names checked against the model, recorded; ge keeps every node's dtype", path="file"),
-    _o("modify_mixlist", IMPLEMENTED, "mixed-precision list changes (JSON); only with a mixed precision mode, "
+    _o("modify_mixlist", PARTIAL, "mixed-precision list changes (JSON); only with a mixed precision mode, "
        "as ATC; parsed and recorded", path="file"),
-    _o("customize_dtypes", IMPLEMENTED, "per node or op type input/output dtypes (file); parsed, names checked "
+    _o("customize_dtypes", PARTIAL, "per node or op type input/output dtypes (file); parsed, names checked "
        "against the model, recorded", path="file"),
     _o("display_model_info", IMPLEMENTED, "1: print ATC's model info banner (as --mode=6) after compiling", BOOL01),
     _o("dump_mode", RECORDED, "1: shapes in --mode=1's JSON; ge's JSON always has them", BOOL01),

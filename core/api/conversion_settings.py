@@ -51,6 +51,11 @@ class Settings:
         if switch is not None:
             s._switches(switch, opts["fusion_switch_file"])
         _precision(opts)
+        if "customize_dtypes" in opts:
+            log.warning("--customize_dtypes: recorded, but ge has no fp16/bf16 compute path yet: every node computes "
+                        "in the model's dtypes")
+        if "keep_dtype" in opts:
+            log.info("--keep_dtype: ge keeps every node in its original dtype")
         return s
 
     def _switches(self, switch: dict, path: str) -> None:

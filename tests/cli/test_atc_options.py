@@ -517,6 +517,7 @@ def test_customize_dtypes_file(ge, models, tmp_path, error_line):
                                     "OpType::Relu::InputDtype:float32,OutputDtype:float32\nghost::OutputDtype:int8\n")
     r = compile_small(ge, models, tmp_path, f"--customize_dtypes={cfg}")
     assert "--customize_dtypes: node 'ghost' is not in the model" in r.stderr and "'conv'" not in r.stderr
+    assert "--customize_dtypes: recorded, but ge has no fp16/bf16 compute path yet" in r.stderr
     bad = write(tmp_path / "bad.cfg", "conv::InputDtype:float8\n")
     r = compile_small(ge, models, tmp_path, f"--customize_dtypes={bad}", ok=None)
     assert "bad.cfg line 1: dtype 'float8' is not one of" in error_line(r)
