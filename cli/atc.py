@@ -8,6 +8,7 @@ core/api/atc_options.py's table (docs/atc-options.md).
 from __future__ import annotations
 
 import json
+import re
 
 import click
 from rich.table import Table
@@ -36,7 +37,7 @@ class AtcCommand(click.Command):
         for a in args[:end]:
             if a in ("--h", "-h", "-help"):
                 a = "--help"
-            elif a.startswith("-") and not a.startswith("--") and len(a.split("=", 1)[0]) > 2:
+            elif re.match(r"-[A-Za-z][\w-]+(=|$)", a):  # -soc_version=X; not a value such as -1,3,224,224
                 a = "-" + a
             fixed.append(a)
         return super().parse_args(ctx, fixed + args[end:])

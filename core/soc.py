@@ -29,8 +29,8 @@ def _family(family: str, aicore: int, vector: int, *names: str) -> dict[str, Soc
 SOCS: dict[str, Soc] = {
     DEFAULT_SOC: Soc(DEFAULT_SOC, "ge simulator", 0),
     **_family("Atlas 200/300/500 inference", 2, 0, "Ascend310"),
-    **_family("Atlas inference series (310P)", 8, 7, "Ascend310P1", "Ascend310P2", "Ascend310P3", "Ascend310P4",
-              "Ascend310P5", "Ascend310P7"),
+    **_family("Atlas inference series (310P; Ascend710 its older name)", 8, 7, "Ascend710", "Ascend310P1",
+              "Ascend310P2", "Ascend310P3", "Ascend310P4", "Ascend310P5", "Ascend310P7"),
     **_family("Atlas 200I/500 A2 inference (310B)", 1, 1, "Ascend310B1", "Ascend310B2", "Ascend310B3",
               "Ascend310B4"),
     **_family("Atlas training series (910)", 32, 0, "Ascend910", "Ascend910A", "Ascend910ProA", "Ascend910PremiumA"),

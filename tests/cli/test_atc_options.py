@@ -178,6 +178,8 @@ def test_single_dash_and_dashed_spellings(ge, models, tmp_path):
                                                             "op_select_implmode": "high_precision"}
     assert api.inspect(str(tmp_path / "net.om"))["header"]["platform_version"] == "Ascend310"
     assert "--input_format" in ge("atc", "--h", ok=True).stdout
+    ge("atc", f"-model={models['small']}", f"-output={tmp_path / 'net'}", "--static_model_ops_lower_limit", "-1",
+       ok=True)  # a value that starts with a dash stays a value
 
 
 @pytest.mark.parametrize("option, message", [
@@ -549,7 +551,7 @@ def test_compress_weight_options_are_exclusive(ge, models, tmp_path, error_line)
 
 # -- soc_version ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("soc", ["Ascend310", "Ascend310P3", "Ascend310B1", "Ascend910A", "Ascend910ProB",
-                                 "Ascend910PremiumA", "Ascend910B4", "Ascend610", "Ascend-sim"])
+                                 "Ascend910PremiumA", "Ascend910B4", "Ascend610", "Ascend710", "Ascend-sim"])
 def test_known_soc_versions_are_accepted_and_reported(ge, models, tmp_path, soc):
     compile_small(ge, models, tmp_path, f"--soc_version={soc}")
     info = api.inspect(str(tmp_path / "net.om"))
@@ -581,7 +583,7 @@ def test_inspect_shows_soc_and_recorded_options(ge, models, tmp_path):
     compile_small(ge, models, tmp_path, "--soc_version=Ascend310P3", "--enable_small_channel=1",
                   "--op_compiler_cache_mode=enable")
     r = ge("inspect", tmp_path / "net.om", "--section", "header", ok=True)
-    assert "SoC Ascend310P3: Atlas inference series (310P), 8 AI Cores" in r.stdout
+    assert "SoC Ascend310P3: Atlas inference series (310P; Ascend710 its older name), 8 AI Cores" in r.stdout
     assert "--enable_small_channel" in r.stdout and "--op_compiler_cache_mode" in r.stdout
 
 
