@@ -10,7 +10,7 @@ Three kinds:
                info-level log line says it changes no result here;
   REFUSED      honouring it is impossible here; refused with the reason.
 `check_options(dict)` validates a user's options (ATC's spelling, values as strings or numbers) and
-returns them normalized; `describe()` lists the table docs/atc-options.md shows.
+returns them normalized; docs/atc-options.md shows the table.
 """
 from __future__ import annotations
 
@@ -157,10 +157,6 @@ OPTIONS: dict[str, AtcOption] = {o.name: o for o in [
        "op in a one-node ONNX model)", path="file"),
 ]}
 
-def describe() -> list[AtcOption]:
-    return list(OPTIONS.values())
-
-
 def check_options(options: dict, soc=None, out_nodes: str | None = None) -> dict[str, str]:
     """The user's options (ATC's names; values as strings or numbers) checked as ATC checks them;
     returns {name: value string}. `soc`: the core.soc.Soc compiled for (bounds --aicore_num);
@@ -172,7 +168,10 @@ def check_options(options: dict, soc=None, out_nodes: str | None = None) -> dict
         if name not in OPTIONS:
             raise GeError(f"unknown ATC option '{name}'")
         opt = OPTIONS[name]
-        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if isinstance(value, bool):  # Python's True/False in the option's own spelling
+            text = ("1" if value else "0") if opt.values == BOOL01 else str(value).lower()
+        else:
+            text = str(value)
         if opt.kind == REFUSED:
             raise GeError(f"--{name}: {opt.what}")
         if opt.values and text not in opt.values:

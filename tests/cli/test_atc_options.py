@@ -618,7 +618,7 @@ def test_mode_3_writes_atc_check_report(ge, more, tmp_path, monkeypatch):
 
 # -- Python: every option by its ATC name -----------------------------------------------------------
 def test_python_api_takes_atc_options(models, tmp_path):
-    result = api.atc(models["two"], str(tmp_path / "py"), input_format="ND", disable_reuse_memory=1,
+    result = api.atc(models["two"], str(tmp_path / "py"), input_format="ND", disable_reuse_memory=True,
                      output_type="FP16", enable_small_channel=1, soc_version="Ascend310P3", log="error")
     assert [o.dtype for o in result.model.outputs] == ["float16", "float16"]
     assert recorded(result.om_path)["options"] == {"input_format": "ND", "disable_reuse_memory": "1",
