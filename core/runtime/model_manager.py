@@ -7,11 +7,13 @@ from __future__ import annotations
 import itertools
 import threading
 
+import numpy as np
+
 from ..errors import GeError
 from ..ge_model import GeModel
 from ..dynamic_model import GEARS, DynamicModel
 from .davinci_model import DavinciModel
-from .device import get_device
+from .device import DeviceBuffer, get_device
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 
 
@@ -43,6 +45,8 @@ class ModelManager:
             raise GeError(f"no loaded model with id {model_id}") from None
 
     def execute(self, model_id: int, inputs, outputs=None, timeout: float | None = None):
+        if isinstance(inputs, (np.ndarray, DeviceBuffer)):  # one array is the only input, not a list of rows
+            inputs = [inputs]
         return self.model(model_id).nn_execute(inputs, outputs, timeout)
 
     def unload(self, model_id: int) -> None:
