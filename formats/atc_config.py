@@ -4,7 +4,8 @@
                                        "UBFusion": {...}}}          (or the older "PassName:off" lines)
     --op_precision_mode    an ini file: [ByOpType] optype=mode, [ByNodeName] node=mode
     --keep_dtype           one node name per line, or OpType::type
-    --modify_mixlist       {"black-list"|"white-list"|"gray-list": {"to-add": [...], "to-remove": [...]}}
+    --modify_mixlist       {"allow_mix_precision": {"black-list"|"white-list"|"gray-list": {"to-add": [...],
+                           "to-remove": [...]}}} (the mode's key may be left out)
     --customize_dtypes     [OpName::|OpType::]name::InputDtype:d1,d2,...,OutputDtype:d1,...
 """
 from __future__ import annotations
@@ -116,11 +117,19 @@ def read_keep_dtype(path: str) -> dict[str, list[str]]:
     return out
 
 
+MIXLIST_MODES = ("allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16", "mixed_float16",
+                 "mixed_bfloat16")
+
+
 def read_modify_mixlist(path: str) -> dict[str, dict[str, list[str]]]:
+    """{list name: {"to-add": [op types], "to-remove": [...]}} (the mode's key taken off)."""
     option = "--modify_mixlist"
     data = _json(path, option)
+    if isinstance(data, dict) and len(data) == 1 and next(iter(data)) in MIXLIST_MODES:
+        data = next(iter(data.values()))
     if not isinstance(data, dict):
-        raise GeError(f"{option}: {path} must hold an object with {', '.join(MIXLISTS)}")
+        raise GeError(f"{option}: {path} must hold an object {{\"allow_mix_precision\": {{list: changes}}}} with lists "
+                      f"{', '.join(MIXLISTS)}")
     for name, change in data.items():
         if name not in MIXLISTS:
             raise GeError(f"{option}: {path}: {name!r} is not one of {', '.join(MIXLISTS)}")

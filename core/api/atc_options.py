@@ -33,8 +33,12 @@ PRECISION_MODES = ("force_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix
                    "allow_fp32_to_bf16")
 PRECISION_MODES_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16", "mixed_bfloat16", "cube_hif8",
                       "mixed_hif8")
-#: the precision modes ge computes as asked: the model's own dtypes (ge has no fp16 compute path yet)
-KEPT_PRECISION = ("force_fp32", "must_keep_origin_dtype", "origin")
+#: the precision modes ge computes (core/passes/precision_mode.py), as that pass names them; the
+#: bf16, hif8 and cube_fp16in_fp32out modes have no compute path in ge yet
+COMPUTED_PRECISION = {"force_fp32": "force_fp32", "must_keep_origin_dtype": "must_keep_origin_dtype",
+                      "force_fp16": "force_fp16", "allow_fp32_to_fp16": "allow_fp32_to_fp16",
+                      "allow_mix_precision": "allow_mix_precision", "allow_mix_precision_fp16": "allow_mix_precision",
+                      "origin": "must_keep_origin_dtype", "fp16": "force_fp16", "mixed_float16": "allow_mix_precision"}
 MIXED_PRECISION = ("allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16", "mixed_float16",
                    "mixed_bfloat16", "mixed_hif8")
 IMPL_MODES = ("high_precision", "high_performance", "high_precision_for_all", "high_performance_for_all")
@@ -86,17 +90,18 @@ OPTIONS: dict[str, AtcOption] = {o.name: o for o in [
     _o("op_precision_mode", IMPLEMENTED, "ini file: [ByOpType] / [ByNodeName] name=high_precision|"
        "high_performance|...; high_* applied as --op_select_implmode per op or node, the other modes recorded",
        path="file"),
-    _o("precision_mode", PARTIAL, "force_fp32 / must_keep_origin_dtype: what ge computes; the fp16/bf16/mixed "
-       "modes are checked and recorded, and ge (no fp16 compute path yet) computes in the model's dtypes, with a "
-       "warning", PRECISION_MODES),
-    _o("precision_mode_v2", PARTIAL, "origin: what ge computes; the other modes are checked, recorded and "
-       "warned about as --precision_mode's", PRECISION_MODES_V2),
-    _o("keep_dtype", PARTIAL, "nodes kept in their original dtype (file: node names, OpType::type); parsed, "
-       "names checked against the model, recorded; ge keeps every node's dtype", path="file"),
-    _o("modify_mixlist", PARTIAL, "mixed-precision list changes (JSON); only with a mixed precision mode, "
-       "as ATC; parsed and recorded", path="file"),
-    _o("customize_dtypes", PARTIAL, "per node or op type input/output dtypes (file); parsed, names checked "
-       "against the model, recorded", path="file"),
+    _o("precision_mode", PARTIAL, "which ops compute in float16: force_fp32 / must_keep_origin_dtype (ge's default; "
+       "ATC's is force_fp16), force_fp16, allow_fp32_to_fp16 (Conv/MatMul/Gemm in float16), allow_mix_precision"
+       "[_fp16] (white/black/gray lists), weights of float16 ops stored in float16; cube_fp16in_fp32out and the bf16 "
+       "modes are checked and recorded, with a warning that the model computes in its own dtypes", PRECISION_MODES),
+    _o("precision_mode_v2", PARTIAL, "as --precision_mode: origin, fp16, mixed_float16 are computed; "
+       "cube_fp16in_fp32out, mixed_bfloat16, cube_hif8, mixed_hif8 are recorded with a warning", PRECISION_MODES_V2),
+    _o("keep_dtype", IMPLEMENTED, "nodes (names, or OpType::type) that keep their original dtype under a float16 "
+       "precision mode; names checked against the model (unknown ones warned)", path="file"),
+    _o("modify_mixlist", IMPLEMENTED, "edits of allow_mix_precision's white/black/gray lists (ATC's JSON); only with "
+       "a mixed precision mode, as ATC", path="file"),
+    _o("customize_dtypes", PARTIAL, "per node or op type input/output dtypes (file); parsed, names checked against "
+       "the model, recorded, with a warning: ge does not set single nodes' dtypes yet", path="file"),
     _o("display_model_info", IMPLEMENTED, "1: print ATC's model info banner (as --mode=6) after compiling", BOOL01),
     _o("dump_mode", RECORDED, "1: shapes in --mode=1's JSON; ge's JSON always has them", BOOL01),
     _o("deterministic", RECORDED, "ge's kernels give the same result on every run; recorded", BOOL01),

@@ -76,7 +76,7 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
             spec.update(parse_shape_spec(gears.pop("input_shape_range"), "--input_shape_range"))
         if gears.get("dynamic_image_size"):
             check_image_size_dims(spec, opts.get("input_format"))
-        with configured(settings.disabled, settings.impl_modes):
+        with configured(settings.disabled, settings.impl_modes, settings.precision):
             result = _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, external_weight,
                               external_weight_dir, insert_op_conf, settings, t0)
     return result

@@ -13,7 +13,7 @@ from ..ir import Graph
 from ..passes import FUSIONS, fusion_switches
 from ...formats.atc_config import (read_customize_dtypes, read_fusion_switch, read_keep_dtype, read_modify_mixlist,
                                    read_op_precision_mode)
-from .atc_options import KEPT_PRECISION, log_recorded
+from .atc_options import COMPUTED_PRECISION, log_recorded
 from .shape_options import input_formats
 
 log = logging.getLogger("ge.atc")
@@ -26,6 +26,7 @@ class Settings:
     disabled: set = field(default_factory=set)  # ge fusions switched off
     switched_off: dict = field(default_factory=dict)  # ge fusion -> the switch file names that turned it off
     impl_modes: dict | None = None
+    precision: dict | None = None  # for passes.configured: {"mode", "keep_dtype", "mixlist"}
     reuse_memory: bool = True
     applied: dict = field(default_factory=dict)  # what prepare() did to the first graph, for the record
     named: dict = field(default_factory=dict)  # --keep_dtype / --customize_dtypes files, parsed
@@ -35,8 +36,7 @@ class Settings:
         """Every file is read and checked before anything is logged: a bad file is one error line."""
         s = cls(dict(opts))
         switch = read_fusion_switch(opts["fusion_switch_file"]) if "fusion_switch_file" in opts else None
-        if "modify_mixlist" in opts:
-            read_modify_mixlist(opts["modify_mixlist"])
+        mixlist = read_modify_mixlist(opts["modify_mixlist"]) if "modify_mixlist" in opts else None
         if "keep_dtype" in opts:
             s.named["keep_dtype"] = read_keep_dtype(opts["keep_dtype"])
         if "customize_dtypes" in opts:
@@ -50,12 +50,10 @@ class Settings:
             log.info("--disable_reuse_memory=1: every feature map gets memory of its own")
         if switch is not None:
             s._switches(switch, opts["fusion_switch_file"])
-        _precision(opts)
+        s.precision = _precision(opts, s.named.get("keep_dtype"), mixlist)
         if "customize_dtypes" in opts:
-            log.warning("--customize_dtypes: recorded, but ge has no fp16/bf16 compute path yet: every node computes "
-                        "in the model's dtypes")
-        if "keep_dtype" in opts:
-            log.info("--keep_dtype: ge keeps every node in its original dtype")
+            log.warning("--customize_dtypes: recorded, but ge does not set single nodes' dtypes yet: they compute as "
+                        "the precision mode says")
         return s
 
     def _switches(self, switch: dict, path: str) -> None:
@@ -109,6 +107,8 @@ class Settings:
             out["fusions_off"] = {k: list(v) for k, v in self.switched_off.items()}
         if self.impl_modes:
             out["impl_modes"] = self.impl_modes
+        if self.precision:
+            out["precision_mode"] = self.precision["mode"]
         return out
 
 
@@ -135,11 +135,19 @@ def _impl_modes(o: dict) -> dict | None:
     return modes
 
 
-def _precision(o: dict) -> None:
-    mode = o.get("precision_mode") or o.get("precision_mode_v2")
-    if mode and mode not in KEPT_PRECISION:
-        log.warning("--precision_mode%s=%s: recorded, but ge has no fp16/bf16 compute path yet: the model computes "
-                    "in its own dtypes (as must_keep_origin_dtype)", "_v2" if "precision_mode_v2" in o else "", mode)
+def _precision(o: dict, keep: dict | None, mixlist: dict | None) -> dict | None:
+    """The precision pass's settings, or None when the model keeps its dtypes."""
+    option = "--precision_mode_v2" if "precision_mode_v2" in o else "--precision_mode"
+    asked = o.get("precision_mode") or o.get("precision_mode_v2")
+    if asked and asked not in COMPUTED_PRECISION:
+        log.warning("%s=%s: recorded, but ge has no compute path for it yet: the model computes in its own dtypes (as "
+                    "must_keep_origin_dtype)", option, asked)
+        return None
+    mode = COMPUTED_PRECISION.get(asked or "", "must_keep_origin_dtype")
+    if mode == "must_keep_origin_dtype" or mode == "force_fp32":
+        return None
+    kept = [*keep["op_names"], *(f"OpType::{t}" for t in keep["op_types"])] if keep else []
+    return {"mode": mode, "keep_dtype": kept, "mixlist": mixlist}
 
 
 def _keep_dtype_names(keep: dict, names: set, types: set):

@@ -25,6 +25,7 @@ from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
 from .impl_mode import select_impl_mode
 from .infer_shapes import infer_shapes
+from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
@@ -93,16 +94,18 @@ def fusion_switches(switch: dict[str, dict[str, bool]]) -> tuple[set[str], dict[
     return disabled, {ge: why[ge] for ge in disabled}, unknown
 
 
-#: (disabled fusions, impl modes) of the conversion under way: every optimize() of it (a gear, a
-#: static submodel of a dynamic model) follows the user's switches without each caller passing them
-_CONFIG: contextvars.ContextVar = contextvars.ContextVar("ge_pass_config", default=(frozenset(), None))
+#: (disabled fusions, impl modes, precision) of the conversion under way: every optimize() of it (a
+#: gear, a static submodel of a dynamic model) follows the user's options without each caller passing them
+_CONFIG: contextvars.ContextVar = contextvars.ContextVar("ge_pass_config", default=(frozenset(), None, None))
 
 
 @contextlib.contextmanager
-def configured(disabled: set[str] | frozenset = frozenset(), impl_modes: dict | None = None):
+def configured(disabled: set[str] | frozenset = frozenset(), impl_modes: dict | None = None,
+               precision: dict | None = None):
     """Within the block, optimize() and optimize_dynamic() skip `disabled` and apply `impl_modes`
-    unless a call gives its own."""
-    token = _CONFIG.set((frozenset(disabled), impl_modes))
+    unless a call gives its own, and optimize() ends with `precision`: {"mode", "keep_dtype",
+    "mixlist"} for precision_mode.apply_precision_mode (ATC's --precision_mode)."""
+    token = _CONFIG.set((frozenset(disabled), impl_modes, precision))
     try:
         yield
     finally:
@@ -120,6 +123,14 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
     _run(graph, per_pass, disabled, impl_modes, static=True)
+    precision = _CONFIG.get()[2]
+    if precision:  # on the optimized graph: the fused ops lower as one
+        apply_precision_mode(graph, precision["mode"], precision.get("keep_dtype", ()), precision.get("mixlist"),
+                             stats=per_pass.setdefault("precision_mode", {}))
+        dead_code(graph, stats=per_pass["dead_code"])
+        infer_shapes(graph, stats=per_pass["infer_shapes"])
+        log.info("pass precision_mode (%s): %s", precision["mode"],
+                 ", ".join(f"{k}={v}" for k, v in per_pass["precision_mode"].items()))
     report["nodes_after"] = len(graph.nodes)
     report["folded_nodes"] = per_pass["constant_folding"].get("folded", 0)
     report["fused_conv_bn"] = per_pass["fuse_conv_bn"].get("fused", 0)

@@ -476,38 +476,72 @@ def test_op_precision_mode_by_node_and_type(ge, more, tmp_path, error_line):
         assert r.exit_code == 1 and message in error_line(r)
 
 
-def test_precision_modes_are_recorded_and_said_to_compute_in_model_dtypes(ge, models, tmp_path, error_line):
-    r = compile_small(ge, models, tmp_path, "--precision_mode=force_fp16")
-    assert "--precision_mode=force_fp16: recorded, but ge has no fp16/bf16 compute path yet" in r.stderr
-    om = str(tmp_path / "net.om")
-    assert recorded(om)["options"]["precision_mode"] == "force_fp16"
-    assert {t["dtype"] for t in api.inspect(om)["allocations"]} == {"float32"}
+def _task_dtypes(om: str) -> dict[str, str]:
+    """node -> dtype of its first output, per task."""
+    return {t["node"]: t["outputs"][0]["dtype"] for t in api.om_to_json(om)["tasks"]}
+
+
+def test_precision_mode_computes_in_float16(ge, models, tmp_path, ort_run, error_line):
+    x = np.random.default_rng(9).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = ort_run(models["small"], {"x": x})[0]
+    compile_small(ge, models, tmp_path, "--precision_mode=force_fp32")
+    fp32 = str(tmp_path / "fp32.om")
+    os.replace(tmp_path / "net.om", fp32)
+    assert set(_task_dtypes(fp32).values()) == {"float32"}
+    for flag in ("--precision_mode=force_fp16", "--precision_mode_v2=fp16"):
+        r = compile_small(ge, models, tmp_path, flag, "--log=info")
+        om = str(tmp_path / "net.om")
+        assert "pass precision_mode (force_fp16): lowered=" in r.stderr
+        assert _task_dtypes(om)["conv"] == "float16" and recorded(om)["precision_mode"] == "force_fp16"
+        assert api.inspect(om)["memory"]["WEIGHT"]["size"] < api.inspect(fp32)["memory"]["WEIGHT"]["size"]
+        got = run(om, {"x": x}, "sim")[0]
+        assert got.dtype == np.float32  # the model's outputs keep their dtype
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+        assert np.abs(got - want).max() > 0  # float16 error, really
+    for flag in ("--precision_mode=cube_fp16in_fp32out", "--precision_mode_v2=mixed_bfloat16"):
+        r = compile_small(ge, models, tmp_path, flag)
+        assert "recorded, but ge has no compute path for it yet" in r.stderr
+        assert set(_task_dtypes(str(tmp_path / "net.om")).values()) == {"float32"}
     assert compile_small(ge, models, tmp_path, "--precision_mode=must_keep_origin_dtype").stderr == ""
-    assert compile_small(ge, models, tmp_path, "--precision_mode_v2=origin").stderr == ""
-    r = compile_small(ge, models, tmp_path, "--precision_mode_v2=mixed_float16")
-    assert "--precision_mode_v2=mixed_float16: recorded" in r.stderr
     r = compile_small(ge, models, tmp_path, "--precision_mode=force_fp32", "--precision_mode_v2=origin", ok=None)
     assert "--precision_mode and --precision_mode_v2 are mutually exclusive" in error_line(r)
     r = compile_small(ge, models, tmp_path, "--precision_mode=fp8", ok=None)
     assert "--precision_mode=fp8: must be one of force_fp16, force_fp32" in error_line(r)
 
 
+def test_precision_mode_applies_to_every_gear(models, tmp_path, ort_run):
+    result = api.atc(models["dynamic"], str(tmp_path / "dyn"), input_shape="x:-1,3,8,8", dynamic_batch_size="1,2",
+                     precision_mode="force_fp16")
+    assert all(t.op_type != "Conv" or t.outputs[0].dtype == "float16" for m in result.model.submodels
+               for t in m.tasks)
+    x = np.random.default_rng(10).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(run(result.om_path, {"x": x})[0], ort_run(models["dynamic"], {"x": x})[0],
+                               rtol=2e-2, atol=2e-2)
+
+
 def test_keep_dtype_file(ge, models, tmp_path, error_line):
-    cfg = write(tmp_path / "keep.cfg", "# kept\nconv\nOpType::Relu\nnot_a_node\nOpType::Softmax\n")
-    r = compile_small(ge, models, tmp_path, f"--keep_dtype={cfg}")
+    cfg = write(tmp_path / "keep.cfg", "# kept\nconv\nnot_a_node\nOpType::Softmax\n")
+    r = compile_small(ge, models, tmp_path, f"--keep_dtype={cfg}", "--precision_mode=force_fp16")
     assert "--keep_dtype: node 'not_a_node' is not in the model" in r.stderr
-    assert "--keep_dtype: op type 'Softmax' is not in the model" in r.stderr
-    assert "'conv'" not in r.stderr and recorded(str(tmp_path / "net.om"))["options"]["keep_dtype"] == cfg
+    assert "--keep_dtype: op type 'Softmax' is not in the model" in r.stderr and "'conv'" not in r.stderr
+    dtypes = _task_dtypes(str(tmp_path / "net.om"))
+    assert dtypes["conv"] == "float32" and "float16" in dtypes.values()  # the Conv kept, the rest lowered
+    compile_small(ge, models, tmp_path, f"--keep_dtype={write(tmp_path / 'k2.cfg', 'OpType::Conv')}",
+                  "--precision_mode=force_fp16")
+    assert _task_dtypes(str(tmp_path / "net.om"))["conv"] == "float32"
     r = compile_small(ge, models, tmp_path, f"--keep_dtype={write(tmp_path / 'k.cfg', 'Op::Relu')}", ok=None)
     assert "--keep_dtype: " in error_line(r) and "k.cfg line 1: 'Op::Relu' is not a node name or 'OpType::type'" \
         in error_line(r)
 
 
 def test_modify_mixlist_file(ge, models, tmp_path, error_line):
-    mix = write(tmp_path / "mix.json", '{"black-list": {"to-add": ["Conv"], "to-remove": ["Relu"]}}')
+    compile_small(ge, models, tmp_path, "--precision_mode=allow_mix_precision")
+    assert _task_dtypes(str(tmp_path / "net.om"))["conv"] == "float16"  # Conv is on the white list
+    mix = write(tmp_path / "mix.json", '{"allow_mix_precision": {"black-list": {"to-add": ["Conv"]}}}')
     r = compile_small(ge, models, tmp_path, f"--modify_mixlist={mix}", ok=None)
     assert "--modify_mixlist needs a mixed precision mode" in error_line(r)
     compile_small(ge, models, tmp_path, f"--modify_mixlist={mix}", "--precision_mode=allow_mix_precision")
+    assert set(_task_dtypes(str(tmp_path / "net.om")).values()) == {"float32"}  # Conv moved to the black list
     assert recorded(str(tmp_path / "net.om"))["options"]["modify_mixlist"] == mix
     bad = write(tmp_path / "bad.json", '{"grey-list": {"to-add": ["Conv"]}}')
     r = compile_small(ge, models, tmp_path, f"--modify_mixlist={bad}", "--precision_mode_v2=mixed_float16", ok=None)
@@ -519,7 +553,7 @@ def test_customize_dtypes_file(ge, models, tmp_path, error_line):
                                     "OpType::Relu::InputDtype:float32,OutputDtype:float32\nghost::OutputDtype:int8\n")
     r = compile_small(ge, models, tmp_path, f"--customize_dtypes={cfg}")
     assert "--customize_dtypes: node 'ghost' is not in the model" in r.stderr and "'conv'" not in r.stderr
-    assert "--customize_dtypes: recorded, but ge has no fp16/bf16 compute path yet" in r.stderr
+    assert "--customize_dtypes: recorded, but ge does not set single nodes' dtypes yet" in r.stderr
     bad = write(tmp_path / "bad.cfg", "conv::InputDtype:float8\n")
     r = compile_small(ge, models, tmp_path, f"--customize_dtypes={bad}", ok=None)
     assert "bad.cfg line 1: dtype 'float8' is not one of" in error_line(r)
