@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass
 
@@ -200,6 +201,11 @@ def _check_rules(o: dict, soc) -> None:
                       "--precision_mode_v2=mixed_float16...)")
     if o.get("enable_compress_weight") == "true" and "compress_weight_conf" in o:
         raise GeError("--enable_compress_weight and --compress_weight_conf are mutually exclusive")
+    hint = o.get("input_hint_shape")
+    if hint is not None:
+        for entry in filter(None, (e.strip() for e in hint.split(";"))):
+            if not re.fullmatch(r"\d+:\[\d+(,\d+)*\]", entry.replace(" ", "")):
+                raise GeError(f"--input_hint_shape: '{entry}' is not 'input index:[d1,d2,...]'")
     if "aicore_num" in o:
         try:
             n = int(o["aicore_num"])

@@ -190,6 +190,7 @@ def test_single_dash_and_dashed_spellings(ge, models, tmp_path):
     ("--disable_reuse_memory=yes", "--disable_reuse_memory=yes: must be one of 0, 1"),
     ("--fusion_switch_file=nope.json", "--fusion_switch_file: file nope.json not found"),
     ("--aicore_num=0", "--aicore_num=0: must be a positive integer"),
+    ("--input_hint_shape=x:1,3", "--input_hint_shape: 'x:1,3' is not 'input index:[d1,d2,...]'"),
 ])
 def test_bad_values_are_refused_naming_the_option(ge, models, tmp_path, error_line, option, message):
     r = compile_small(ge, models, tmp_path, option, ok=None)
