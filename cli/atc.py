@@ -15,6 +15,7 @@ from rich.table import Table
 
 from ..core.api.atc_options import OPTIONS, REFUSED
 from ..core.errors import GeError
+from ..core.soc import check_soc
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
@@ -128,6 +129,7 @@ def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, ins
         _compile(model, output, soc_version, input_shape, out_nodes, json_out, external_weight,
                  external_weight_dir, {k: v for k, v in dynamic.items() if v is not None}, insert_op_conf, options)
     elif mode == 3:
+        check_soc(soc_version)
         _precheck(model, input_shape, out_nodes, check_report or DEFAULT_CHECK_REPORT)
     elif mode == 1:
         _om_to_json(om, json_out)
@@ -139,8 +141,7 @@ def _check_framework(framework: int) -> None:
     if framework != ONNX:
         name = FRAMEWORKS.get(framework)
         what = f"{name} models are" if name else "this framework is"
-        raise GeError(f"--framework={framework}: {what} not supported; ge converts ONNX models (--framework={ONNX}); "
-                      f"Caffe, TensorFlow and MindSpore models are not supported")
+        raise GeError(f"--framework={framework}: {what} not supported; ge converts ONNX models (--framework={ONNX})")
 
 
 # -- mode 0 -------------------------------------------------------------------------------------
