@@ -73,12 +73,11 @@ OPTIONS: dict[str, AtcOption] = {o.name: o for o in [
        "UINT8, INT8 ... for all outputs, or \"node:index:dtype;...\" per output", metavar='FP16|"node:0:FP16;..."'),
     _o("input_fp16_nodes", IMPLEMENTED, "these float32 inputs take float16 data (a Cast at the model boundary)",
        metavar='"input1;input2"'),
-    _o("is_input_adjust_hw_layout", RECORDED, "per --input_fp16_nodes entry, true/false: the NPU's NC1HWC0 layout "
-       "of that input; checked as ATC (only with --input_fp16_nodes, one value per node) and recorded; ge keeps "
-       "the input in its model layout", metavar='"true,false"'),
-    _o("is_output_adjust_hw_layout", RECORDED, "per --out_nodes entry, true/false: NC1HWC0 fp16 outputs; checked as "
-       "ATC (only with --out_nodes, one value per entry) and recorded; ge keeps the output's layout",
-       metavar='"true,false"'),
+    _o("is_input_adjust_hw_layout", IMPLEMENTED, "per --input_fp16_nodes entry, true: that float16 input arrives in "
+       "the NPU's NC1HWC0 layout ([N, C1, H, W, 16], channels zero-padded), converted to the model's NCHW inside; "
+       "only with --input_fp16_nodes, one value per node (ATC's rule)", metavar='"true,false"'),
+    _o("is_output_adjust_hw_layout", IMPLEMENTED, "per --out_nodes entry, true: that output is float16 in NC1HWC0 "
+       "([N, C1, H, W, 16]); only with --out_nodes, one value per entry (ATC's rule)", metavar='"true,false"'),
     _o("disable_reuse_memory", IMPLEMENTED, "1: the memory planner gives every tensor bytes of its own (a "
        "debugging aid to bisect wrong results); 0 (default): tensors share memory when their lifetimes allow",
        BOOL01),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from ..compile.io_dtypes import cast_inputs_from_fp16, cast_outputs
+from ..compile.io_boundary import cast_inputs_from_fp16, cast_outputs, outputs_to_nc1hwc0
 from ..errors import GeError
 from ..ir import Graph
 from ..passes import FUSIONS, fusion_switches
@@ -73,10 +73,14 @@ class Settings:
         formats = input_formats(ranks, o.get("input_format"))
         if first:
             self._check_names(graph, formats, ranks)
-        fp16_inputs = cast_inputs_from_fp16(graph, o["input_fp16_nodes"]) if "input_fp16_nodes" in o else []
+        fp16_inputs = (cast_inputs_from_fp16(graph, o["input_fp16_nodes"], _flags(o.get("is_input_adjust_hw_layout")))
+                       if "input_fp16_nodes" in o else [])
         output_casts = cast_outputs(graph, o["output_type"]) if "output_type" in o else {}
+        nc1hwc0 = outputs_to_nc1hwc0(graph, _flags(o["is_output_adjust_hw_layout"])) \
+            if "is_output_adjust_hw_layout" in o else []
         if first:
-            self.applied = {"input_formats": formats, "input_fp16_nodes": fp16_inputs, "output_type": output_casts}
+            self.applied = {"input_formats": formats, "input_fp16_nodes": fp16_inputs, "output_type": output_casts,
+                            "nc1hwc0_outputs": nc1hwc0}
 
     def _check_names(self, graph: Graph, formats: dict, ranks: dict) -> None:
         o = self.options
@@ -110,6 +114,11 @@ class Settings:
         if self.precision:
             out["precision_mode"] = self.precision["mode"]
         return out
+
+
+def _flags(value: str | None) -> list[bool]:
+    """ATC's "true,false,..." per entry (checked by atc_options)."""
+    return [f.strip() == "true" for f in value.split(",")] if value else []
 
 
 def _impl_modes(o: dict) -> dict | None:

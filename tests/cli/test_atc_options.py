@@ -355,10 +355,39 @@ def test_adjust_hw_layout_follows_atc_rules(ge, models, tmp_path, error_line):
     assert "--is_input_adjust_hw_layout=yes: each value must be true or false" in error_line(r)
     r = compile_small(ge, models, tmp_path, "--is_output_adjust_hw_layout=true", ok=None)
     assert "--is_output_adjust_hw_layout is used with --out_nodes" in error_line(r)
-    compile_small(ge, models, tmp_path, "--input_fp16_nodes=a;b", "--is_input_adjust_hw_layout=true,false",
-                  "--out_nodes=add:0;mul:0", "--is_output_adjust_hw_layout=false,true", model="two")
+    r = compile_small(ge, models, tmp_path, "--input_fp16_nodes=a;b", "--is_input_adjust_hw_layout=true,false",
+                      model="two", ok=None)
+    assert ("--is_input_adjust_hw_layout: input 'a' has shape (2, 3); NC1HWC0 needs a static 4-D NCHW tensor"
+            in error_line(r))
+    compile_small(ge, models, tmp_path, "--input_fp16_nodes=a;b", "--is_input_adjust_hw_layout=false,false",
+                  "--out_nodes=add:0;mul:0", "--is_output_adjust_hw_layout=false,false", model="two")
     opts = recorded(str(tmp_path / "net.om"))["options"]
-    assert opts["is_input_adjust_hw_layout"] == "true,false" and opts["is_output_adjust_hw_layout"] == "false,true"
+    assert opts["is_input_adjust_hw_layout"] == "false,false" and opts["is_output_adjust_hw_layout"] == "false,false"
+
+
+def to_nc1hwc0(x: np.ndarray) -> np.ndarray:
+    """NCHW -> the NPU's [N, C1, H, W, 16] float16, channels zero-padded to a multiple of 16."""
+    n, c, h, w = x.shape
+    c1 = -(-c // 16)
+    padded = np.zeros((n, c1 * 16, h, w), np.float16)
+    padded[:, :c] = x
+    return padded.reshape(n, c1, 16, h, w).transpose(0, 1, 3, 4, 2)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_adjust_hw_layout_takes_and_gives_nc1hwc0(ge, models, tmp_path, ort_run, device):
+    compile_small(ge, models, tmp_path, "--input_fp16_nodes=x", "--is_input_adjust_hw_layout=true",
+                  "--out_nodes=add:0", "--is_output_adjust_hw_layout=true")
+    om = str(tmp_path / "net.om")
+    info = api.inspect(om)
+    assert (info["inputs"][0]["dtype"], info["inputs"][0]["shape"]) == ("float16", [1, 1, 8, 8, 16])
+    assert (info["outputs"][0]["dtype"], info["outputs"][0]["shape"]) == ("float16", [1, 1, 8, 8, 16])
+    x = np.random.default_rng(11).standard_normal((1, 3, 8, 8)).astype(np.float16)
+    got = run(om, {"x": to_nc1hwc0(x)}, device)[0]
+    want = ort_run(models["small"], {"x": x.astype(np.float32)})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), to_nc1hwc0(want).astype(np.float32), rtol=1e-3, atol=1e-3)
+    assert not got[..., 4:].any()  # the padding channels (4..15) are zeros
 
 
 def _feature_maps(om: str) -> list[tuple[int, int]]:
