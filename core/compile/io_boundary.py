@@ -12,11 +12,15 @@ boundary is ordinary ONNX ops (Cast, Transpose, Reshape, Gather, Concat), compil
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ..errors import GeError
 from ..ir import Graph, Node, Value
 from ..ir.graph import dtype_to_onnx
+
+log = logging.getLogger("ge.atc")
 
 #: ATC's spellings of --output_type dtypes
 ATC_DTYPES = {"FP32": np.float32, "FP16": np.float16, "UINT8": np.uint8, "INT8": np.int8, "INT16": np.int16,
@@ -64,6 +68,7 @@ def cast_inputs_from_fp16(graph: Graph, spec: str, nc1hwc0: list[bool] | None = 
         graph.nodes[:0] = nodes
         graph.values[inside] = Value(inside, np.dtype(v.dtype), None if layout else v.shape)
         v.dtype = np.dtype(np.float16)
+        log.debug("--input_fp16_nodes: input '%s' takes float16%s", name, " in NC1HWC0" if layout else "")
         done.append(name)
     return done
 
@@ -153,6 +158,7 @@ def cast_outputs(graph: Graph, spec: str) -> dict[str, str]:
             graph.values[inner] = Value(inner, v.dtype, v.shape)
         graph.nodes.append(Node("Cast", [inner], [t], {"to": dtype_to_onnx(dtype)}, name=f"{t}:output_type_cast"))
         graph.values[t] = Value(t, dtype, graph.value(inner).shape)
+        log.debug("--output_type: output '%s' is cast to %s", t, dtype.name)
         done[t] = dtype.name
     return done
 

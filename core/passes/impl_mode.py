@@ -13,7 +13,11 @@ model is left as it is.
 """
 from __future__ import annotations
 
+import logging
+
 from ..ir import Graph
+
+log = logging.getLogger("ge.passes")
 
 HIGH_PRECISION, HIGH_PERFORMANCE = "high_precision", "high_performance"
 GELU_DOMAINS = ("", "ge")
@@ -29,6 +33,7 @@ def select_impl_mode(graph: Graph, stats: dict | None = None, modes: dict | None
         if (mode == HIGH_PERFORMANCE and node.op_type == "Gelu" and node.domain in GELU_DOMAINS
                 and node.attrs.get("approximate", "none") == "none"):
             node.attrs = dict(node.attrs, approximate="tanh")
+            log.debug("select_impl_mode: %s takes the tanh form of Gelu (high_performance)", node)
             fast += 1
     if stats is not None:
         stats["gelu_tanh"] = stats.get("gelu_tanh", 0) + fast

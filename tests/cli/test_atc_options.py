@@ -292,8 +292,10 @@ def test_log_levels(ge, models, tmp_path):
     assert "[WARNING] ge.atc: --fusion_switch_file" in warned.stderr and "'NoSuchPass' names no fusion" in warned.stderr
     assert compile_small(ge, models, tmp_path, f"--fusion_switch_file={switch}", "--log=error").stderr == ""
     assert compile_small(ge, models, tmp_path, f"--fusion_switch_file={switch}", "--log=null").stderr == ""
-    debug = compile_small(ge, models, tmp_path, "--log=debug")
+    debug = compile_small(ge, models, tmp_path, "--log=debug", "--output_type=FP16")
     assert "[INFO] ge.passes: pass infer_shapes" in debug.stderr
+    assert "[DEBUG] ge.atc: --output_type: output 'y' is cast to float16" in debug.stderr
+    assert "[DEBUG]" not in compile_small(ge, models, tmp_path, "--log=info", "--output_type=FP16").stderr
 
 
 def test_output_type_casts_every_output(ge, models, tmp_path, ort_run):
