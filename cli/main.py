@@ -23,10 +23,20 @@ class GeGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_META_ARGV] = list(args)
         end = args.index("--") if "--" in args else len(args)
-        if DEBUG_FLAG in args[:end]:
-            ctx.meta[_META_DEBUG] = True
-            args = [a for a in args[:end] if a != DEBUG_FLAG] + args[end:]
-        return super().parse_args(ctx, args)
+        kept, i = [], 0
+        while i < end:  # --debug, or msame's and ais_bench's --debug true|false (--debug=false)
+            flag, _, value = args[i].partition("=")
+            if flag != DEBUG_FLAG:
+                kept.append(args[i])
+            elif value:
+                ctx.meta[_META_DEBUG] = _switch(value)
+            elif i + 1 < end and args[i + 1].lower() in _SWITCH_WORDS:
+                i += 1
+                ctx.meta[_META_DEBUG] = _switch(args[i])
+            else:
+                ctx.meta[_META_DEBUG] = True
+            i += 1
+        return super().parse_args(ctx, kept + args[end:])
 
     def invoke(self, ctx: click.Context):
         try:
@@ -40,6 +50,17 @@ class GeGroup(click.Group):
         except Exception as e:
             _report(ctx, e, "internal error", internal=True)
         ctx.exit(1)
+
+
+_SWITCH_WORDS = {"true": True, "t": True, "yes": True, "y": True, "1": True,
+                 "false": False, "f": False, "no": False, "n": False, "0": False}
+
+
+def _switch(value: str) -> bool:
+    try:
+        return _SWITCH_WORDS[value.lower()]
+    except KeyError:
+        raise click.UsageError(f"--debug '{value}': give true or false") from None
 
 
 def _report(ctx: click.Context, e: BaseException, prefix: str, internal: bool = False) -> None:

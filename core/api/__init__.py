@@ -8,6 +8,9 @@
     api.inspect("out/model.om")                                          # om_info.py (ge inspect)
     api.compare("model.onnx", "out/model.om")                            # comparison.py (ge compare)
     trace = api.profile(model_id, runs=10)                               # profiling.py (ge run --profile)
+    api.dump(model_id, inputs, "out/dump")                               # every op's outputs (--dump true)
+    api.run_dataset(model_id, ["data/"], "out")                          # dataset.py (ge run --input DIR)
+    inference.select_gear(model_id, batch=4)                            # inference.py: msame/ais_bench steps
 
 The conversion is imported on first use of its names: loading and running an OM never imports
 the compiler, as a deployed ACL runtime has no ATC in it.
@@ -18,7 +21,8 @@ from .acl import (default_weight_dir, execute, free, gear_sizes, load_from_file,
                   set_input_dynamic_dims, soc_info, unload)
 from .dataset import run_dataset
 from .om_info import inspect, jsonable, model_info, om_to_json, plot_memory, version
-from .profiling import profile
+from .profiling import dump, profile
+from . import inference
 from .shape_options import parse_shape_spec
 from ..soc import DEFAULT_SOC
 

@@ -1,9 +1,12 @@
 """Per-task profiles of a loaded model (`ge run --profile`, onnxruntime's profiler): every task of
 every timed execution as a Chrome trace event (`{"traceEvents": [...]}`, complete events
 "ph": "X", opens in Perfetto and chrome://tracing), the H2D/D2H copies as their own events, and
-a table per op type. One context of its own, the linear order with an observer after each task."""
+a table per op type. One context of its own, the linear order with an observer after each task.
+The same observer dumps every task's outputs (msame's and ais_bench's `--dump`)."""
 from __future__ import annotations
 
+import os
+import re
 import time
 
 import numpy as np
@@ -11,18 +14,20 @@ import numpy as np
 from ..errors import GeError
 from ..runtime.davinci_model import DavinciModel
 from ..runtime.executors import TracingExecutor
+from ..runtime.gears import GearModel
+from ...formats.atomic import write_atomically
 from ...formats.tensors import random_inputs
 from .acl import model as loaded_model
 
 TASKS_TID, COPIES_TID = 0, 1
 
 
-def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed: int = 0) -> dict:
+def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed: int = 0,
+            origin: float | None = None) -> dict:
     """{"traceEvents": [...], "ops": [{op, count, total_ms, mean_us, share}], "runs": n} for `runs`
-    executions after `warmup` untimed ones. `inputs`: arrays in input order (random when None)."""
-    dm = loaded_model(model_id)
-    if not isinstance(dm, DavinciModel):
-        raise GeError(f"model {model_id} ('{dm.name}') has dynamic shapes; the profiler traces static models")
+    executions after `warmup` untimed ones. `inputs`: arrays in input order (random when None).
+    `origin`: the time.perf_counter() that is ts 0 (several profiles on one timeline); default now."""
+    dm = _static(model_id, "the profiler traces", inputs)
     if runs < 1:
         raise GeError(f"runs={runs}: profile at least one run")
     feeds = random_inputs(dm.inputs, seed) if inputs is None else [np.asarray(x) for x in inputs]
@@ -30,7 +35,8 @@ def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed:
     try:
         for _ in range(warmup):
             ctx.execute(feeds)
-        origin, events, tasks, copies = time.perf_counter(), [], [], []
+        origin = time.perf_counter() if origin is None else origin
+        events, tasks, copies = [], [], []
         ctx.executor = TracingExecutor(lambda t, task, seconds: tasks.append((t, time.perf_counter() - seconds, seconds)))
         ctx.copy_trace = copies
         for k in range(runs):
@@ -46,10 +52,14 @@ def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed:
             copies.clear()
     finally:
         dm.destroy_context(ctx)
-    meta = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}
-            for tid, name in ((TASKS_TID, "tasks"), (COPIES_TID, "copies"), (COPIES_TID + 1, "executions"))]
-    return {"traceEvents": meta + events, "ops": op_table(events), "runs": runs, "model": dm.name,
+    return {"traceEvents": trace_meta() + events, "ops": op_table(events), "runs": runs, "model": dm.name,
             "device": dm.device.name}
+
+
+def trace_meta() -> list[dict]:
+    """The names of the trace's rows (Chrome trace metadata events)."""
+    return [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": name}}
+            for tid, name in ((TASKS_TID, "tasks"), (COPIES_TID, "copies"), (COPIES_TID + 1, "executions"))]
 
 
 def _op(plan) -> str:
@@ -75,3 +85,45 @@ def op_table(events: list[dict]) -> list[dict]:
     rows = [{"op": op, "count": n, "total_ms": round(us / 1e3, 4), "mean_us": round(us / n, 2),
              "share": round(us / whole, 4)} for op, (n, us) in totals.items()]
     return sorted(rows, key=lambda r: -r["total_ms"])
+
+
+def dump(model_id: int, inputs, folder: str) -> list[str]:
+    """Run once and write every task's outputs (an ACL dump in "output" mode) as
+    `folder/<task>_<op>_<node>_output_<j>.npy`, task in run order; returns the files written."""
+    dm = _static(model_id, "the dump covers", inputs)
+    taken: list[tuple[int, int, np.ndarray]] = []
+
+    def keep(t: int, task, seconds: float) -> None:
+        taken.extend((t, j, np.array(y)) for j, y in enumerate(task.ys) if y is not None)
+
+    ctx = dm.create_context()
+    try:
+        ctx.executor = TracingExecutor(keep)
+        ctx.execute([np.asarray(x) for x in inputs])
+        plans = [ctx.handle[t].plan for t in range(len(ctx.handle))]
+    finally:
+        dm.destroy_context(ctx)
+    os.makedirs(folder, exist_ok=True)
+    files = []
+    for t, j, y in taken:
+        p = plans[t]
+        path = os.path.join(folder, f"{t:04d}_{_safe(_op(p))}_{_safe(p.name)}_output_{j}.npy")
+        write_atomically(path, lambda f, y=y: np.save(f, y, allow_pickle=False), label=f"dump file '{path}'")
+        files.append(path)
+    return files
+
+
+def _static(model_id: int, what: str, inputs=None) -> DavinciModel:
+    """The static model that runs: the model itself, or a gear model's gear for these inputs (the
+    one set with set_dynamic_* first, else the first gear when no inputs are given)."""
+    dm = loaded_model(model_id)
+    if isinstance(dm, GearModel):
+        return dm.gears[dm.gear_for(inputs) if inputs is not None else (dm.selected or 0)]
+    if not isinstance(dm, DavinciModel):
+        raise GeError(f"model {model_id} ('{dm.name}') has dynamic shapes; {what} static models and gears")
+    return dm
+
+
+def _safe(name: str) -> str:
+    """A node name as part of a file name."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name) or "_"

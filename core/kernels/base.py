@@ -75,13 +75,16 @@ class Kernel:
         the broadcast of the present ones. Raises ValueError when they do not broadcast."""
         return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes if s is not None]))
 
+    #: installed by float16.py (imported with every kernel family): the class that builds a float16
+    #: instance of an op numpy computes slowly in float16 as its float32 kernel behind conversions
+    float16_adapter = None
+
     def __new__(cls, *args, **kwargs):
-        # a float16 instance of an op numpy computes slowly in float16 is its float32 kernel behind
-        # conversions (float16.py); the instance returned is then not a `cls`
-        from .float16 import Float16ViaFloat32, via_float32
-        inputs = args[1] if len(args) > 1 else kwargs.get("inputs", ())
-        if cls is not Float16ViaFloat32 and via_float32(cls, inputs):
-            return Float16ViaFloat32(cls, *args, **kwargs)
+        adapter = Kernel.float16_adapter
+        if adapter is not None and cls is not adapter:
+            inputs = args[1] if len(args) > 1 else kwargs.get("inputs", ())
+            if adapter.applies(cls, inputs):
+                return adapter(cls, *args, **kwargs)  # not a `cls`: its __init__ is not called again
         return super().__new__(cls)
 
     @property

@@ -3,7 +3,7 @@
 numpy has no float16 arithmetic: every float16 ufunc converts each element to float32 and back,
 and float16 matmul has no BLAS, so a float16 Conv, MatMul or Gemm takes 100-400x its float32 time
 and a pooling or reduction 5-40x. The ops listed in VIA_FLOAT32, built on float16 inputs, are
-built as Float16ViaFloat32 instead (Kernel.__new__ asks `via_float32`): the op's float32 kernel,
+built as Float16ViaFloat32 instead (Kernel.__new__ asks its `applies`): the op's float32 kernel,
 planned on float32 metas, with its float16 inputs converted into float32 workspace blocks, its
 float16 constants converted once at load, and its float32 results rounded once into the float16
 outputs. That is what a float16 kernel accumulating in float32 computes (the NPU's cube units
@@ -31,10 +31,6 @@ VIA_FLOAT32 = frozenset({
 })
 
 
-def via_float32(cls: type[Kernel], inputs: Sequence[Meta | None]) -> bool:
-    return (cls.domain, cls.op_type) in VIA_FLOAT32 and any(m is not None and m.dtype == F16 for m in inputs)
-
-
 def _wide(m: Meta | None) -> Meta | None:
     return m if m is None or m.dtype != F16 else Meta(F32, tuple(m.shape))
 
@@ -49,6 +45,10 @@ class Float16ViaFloat32(PlannedKernel):
                          outputs=None if outputs is None else [_wide(m) for m in outputs],
                          opset=opset, name=name, num_outputs=num_outputs, packs=packs, backend=backend)
         super().__init__(attrs, inputs, consts, outputs, opset, name, num_outputs, packs, backend)
+
+    @staticmethod
+    def applies(cls: type[Kernel], inputs: Sequence[Meta | None]) -> bool:
+        return (cls.domain, cls.op_type) in VIA_FLOAT32 and any(m is not None and m.dtype == F16 for m in inputs)
 
     @property
     def planned_class(self) -> type[Kernel]:
@@ -93,3 +93,6 @@ class Float16ViaFloat32(PlannedKernel):
         for j in self.narrowed:
             if ys[j] is not None:
                 np.copyto(ys[j], wys[j], casting="unsafe")
+
+
+Kernel.float16_adapter = Float16ViaFloat32

@@ -38,7 +38,7 @@ def built(tmp_path_factory):
 
 
 def run_output(ge, om, out_dir, *extra, ok=True):
-    r = ge("run", "--model", om, "--input", TINY_INPUT, "--output", out_dir, *extra, ok=ok)
+    r = ge("run", "--model", om, "--input", TINY_INPUT, "--output-dir", out_dir, *extra, ok=ok)
     return r, (np.load(os.path.join(out_dir, "tiny_output_0.npy")) if r.exit_code == 0 else None)
 
 
@@ -100,10 +100,10 @@ def test_weight_dir_elsewhere(ge, tmp_path, error_line):
     ge("atc", f"--model={TINY}", f"--output={tmp_path / 'net'}", "--external_weight=1",
        f"--external_weight_dir={weights}", ok=True)
     assert not (tmp_path / "weight").exists() and len(os.listdir(weights)) == 5 + 2
-    r = ge("run", "--model", tmp_path / "net.om", "--input", TINY_INPUT, "--output", tmp_path / "o")
+    r = ge("run", "--model", tmp_path / "net.om", "--input", TINY_INPUT, "--output-dir", tmp_path / "o")
     assert r.exit_code == 1
     assert f"{tmp_path / 'weight'}/weight_" in error_line(r) and "external weight file is missing" in error_line(r)
-    r = ge("run", "--model", tmp_path / "net.om", "--input", TINY_INPUT, "--output", tmp_path / "o",
+    r = ge("run", "--model", tmp_path / "net.om", "--input", TINY_INPUT, "--output-dir", tmp_path / "o",
            "--weight_dir", weights, "-v", ok=True)
     assert "External weight files" in r.stdout and "loaded" in r.stdout
 

@@ -22,7 +22,7 @@ def x(tmp_path):
 @pytest.mark.parametrize("device", ["cpu", "sim", "SIM"])
 def test_run_matches_onnxruntime(ge, models, compiled, tmp_path, x, ort_run, device):
     out = tmp_path / "out"
-    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output", out, "--device", device,
+    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", out, "--device", device,
            ok=True)
     assert os.listdir(out) == ["small_output_0.npy"]
     assert str(out / "small_output_0.npy") in r.stdout
@@ -37,8 +37,8 @@ def test_default_output_dir_is_out(ge, compiled, tmp_path, x, monkeypatch):
 
 
 def test_random_inputs_are_seeded(ge, models, compiled, tmp_path, ort_run):
-    ge("run", "--model", compiled["small"], "--output", tmp_path / "a", "--seed", "3", ok=True)
-    ge("run", "--model", compiled["small"], "--output", tmp_path / "b", "--seed", "3", ok=True)
+    ge("run", "--model", compiled["small"], "--output-dir", tmp_path / "a", "--seed", "3", ok=True)
+    ge("run", "--model", compiled["small"], "--output-dir", tmp_path / "b", "--seed", "3", ok=True)
     a, b = (np.load(tmp_path / d / "small_output_0.npy") for d in ("a", "b"))
     np.testing.assert_array_equal(a, b)
     (feed,) = random_inputs(read_om(compiled["small"]).inputs, 3)
@@ -46,7 +46,8 @@ def test_random_inputs_are_seeded(ge, models, compiled, tmp_path, ort_run):
 
 
 def test_random_int64_ids_are_in_range(ge, models, compiled, tmp_path, ort_run):
-    ge("run", "--model", compiled["emb"], "--output", tmp_path, "--device", "sim", ok=True)
+    ge("run", "--model", compiled["emb"], "--output-dir", tmp_path, "--device", "sim", "--pure_data_type", "random",
+       ok=True)
     (ids,) = random_inputs(read_om(compiled["emb"]).inputs, 0)
     np.testing.assert_array_equal(np.load(tmp_path / "emb_output_0.npy"), ort_run(models["emb"], {"ids": ids})[0])
 
@@ -58,9 +59,9 @@ def test_two_inputs_in_order_npy_bin_npz(ge, models, compiled, tmp_path, ort_run
     np.save(tmp_path / "a.npy", a)
     b.tofile(tmp_path / "b.bin")
     ge("run", "--model", compiled["two"], "--input", f"{tmp_path / 'a.npy'},{tmp_path / 'b.bin'}",
-       "--output", tmp_path / "o1", ok=True)
+       "--output-dir", tmp_path / "o1", ok=True)
     np.savez(tmp_path / "ab.npz", b=b, a=a)  # one archive, by name
-    ge("run", "--model", compiled["two"], "--input", tmp_path / "ab.npz", "--output", tmp_path / "o2", ok=True)
+    ge("run", "--model", compiled["two"], "--input", tmp_path / "ab.npz", "--output-dir", tmp_path / "o2", ok=True)
     for d in ("o1", "o2"):
         for i in range(2):
             np.testing.assert_allclose(np.load(tmp_path / d / f"two_output_{i}.npy"), expected[i], rtol=1e-6)
@@ -68,7 +69,7 @@ def test_two_inputs_in_order_npy_bin_npz(ge, models, compiled, tmp_path, ort_run
 
 def test_input_count_mismatch(ge, compiled, tmp_path, error_line):
     np.save(tmp_path / "a.npy", np.zeros((2, 3), np.float32))
-    r = ge("run", "--model", compiled["two"], "--input", tmp_path / "a.npy", "--output", tmp_path / "o")
+    r = ge("run", "--model", compiled["two"], "--input", tmp_path / "a.npy", "--output-dir", tmp_path / "o")
     assert r.exit_code == 1
     line = error_line(r)
     assert "2 input" in line and "'a'" in line and "'b'" in line
@@ -77,9 +78,9 @@ def test_input_count_mismatch(ge, compiled, tmp_path, error_line):
 
 @pytest.mark.parametrize("fmt", ["BIN", "txt", "Npy"])
 def test_outfmt(ge, compiled, tmp_path, x, fmt):
-    ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output", tmp_path / "ref", ok=True)
+    ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "ref", ok=True)
     ref = np.load(tmp_path / "ref" / "small_output_0.npy")
-    ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output", tmp_path / "o",
+    ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "o",
        "--outfmt", fmt, ok=True)
     path = tmp_path / "o" / f"small_output_0.{fmt.lower()}"
     assert os.listdir(tmp_path / "o") == [path.name]
@@ -94,26 +95,28 @@ def test_outfmt(ge, compiled, tmp_path, x, fmt):
 
 
 def test_bad_outfmt_is_a_usage_error(ge, compiled, tmp_path):
-    r = ge("run", "--model", compiled["small"], "--output", tmp_path, "--outfmt", "PNG")
+    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path, "--outfmt", "PNG")
     assert r.exit_code == 2
 
 
 def test_loop_and_summary_json(ge, compiled, tmp_path):
-    r = ge("run", "--model", compiled["small"], "--output", tmp_path / "o", "--loop", "5",
+    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path / "o", "--loop", "5",
            "--summary-json", tmp_path / "perf.json", ok=True)
     s = json.loads((tmp_path / "perf.json").read_text())
-    assert set(s) == {"model", "device", "loop", "latency_ms", "throughput", "batch", "executor"}
-    assert set(s["latency_ms"]) == {"min", "mean", "median", "p99"}
+    assert set(s) == {"model", "device", "loop", "latency_ms", "throughput", "batch", "executor", "warmup", "output_dir"}
+    assert s["warmup"] == 1 and s["output_dir"] == str(tmp_path / "o")
+    assert set(s["latency_ms"]) == {"min", "mean", "median", "p90", "p95", "p99", "max", "std"}
     assert s["loop"] == 5 and s["batch"] == 1 and s["device"] == "cpu" and s["model"] == compiled["small"]
     lat = s["latency_ms"]
-    assert 0 < lat["min"] <= lat["median"] <= lat["p99"] and lat["min"] <= lat["mean"]
+    assert 0 < lat["min"] <= lat["median"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+    assert lat["min"] <= lat["mean"] <= lat["max"] and lat["std"] >= 0
     assert s["throughput"] == pytest.approx(1000 / lat["mean"])
     for word in ("min", "mean", "median", "p99", "throughput"):
         assert word in r.stdout
 
 
 def test_loop_json_output(ge, compiled, tmp_path):
-    r = ge("run", "--model", compiled["two"], "--output", tmp_path, "--loop", "2", "--json", "--verbose",
+    r = ge("run", "--model", compiled["two"], "--output-dir", tmp_path, "--loop", "2", "--json", "--verbose",
            "--device", "sim", ok=True)
     d = json.loads(r.stdout)
     assert d["batch"] == 2 and d["loop"] == 2 and d["device"] == "sim"
@@ -122,14 +125,14 @@ def test_loop_json_output(ge, compiled, tmp_path):
 
 
 def test_verbose_shows_init_steps_and_stats(ge, compiled, tmp_path):
-    r = ge("run", "--model", compiled["small"], "--output", tmp_path, "--verbose", "--device", "sim", ok=True)
+    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path, "--verbose", "--device", "sim", ok=True)
     for word in ("init_weight_mem", "init_nodes", "do_task_sink", "h2d_bytes", "args_bytes", "tasks"):
         assert word in r.stdout
 
 
 def test_bin_of_wrong_size(ge, compiled, tmp_path, error_line):
     np.zeros(100, np.float32).tofile(tmp_path / "x.bin")
-    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.bin", "--output", tmp_path / "o")
+    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.bin", "--output-dir", tmp_path / "o")
     assert r.exit_code == 1
     line = error_line(r)
     assert "'x'" in line and "x.bin" in line and "400" in line and "768" in line
@@ -138,7 +141,7 @@ def test_bin_of_wrong_size(ge, compiled, tmp_path, error_line):
 
 def test_npy_of_wrong_shape(ge, compiled, tmp_path, error_line):
     np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 9), np.float32))
-    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output", tmp_path / "o")
+    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "o")
     assert r.exit_code == 1
     line = error_line(r)
     assert "'x'" in line and "[1, 3, 8, 9]" in line and "[1, 3, 8, 8]" in line
@@ -150,7 +153,7 @@ def test_corrupted_om(ge, compiled, tmp_path, error_line):
     data[len(data) // 2] ^= 0xFF
     bad = tmp_path / "flipped.om"
     bad.write_bytes(bytes(data))
-    r = ge("run", "--model", bad, "--output", tmp_path / "o")
+    r = ge("run", "--model", bad, "--output-dir", tmp_path / "o")
     assert r.exit_code == 1
     assert "flipped.om" in error_line(r)
     assert not (tmp_path / "o").exists()
@@ -178,14 +181,14 @@ def test_tiny_cnn_sample(ge, samples, tmp_path, ort_run):
     np.save(tmp_path / "image.npy", image)
     for device in ("cpu", "sim"):
         ge("run", "--model", tmp_path / "tiny_cnn.om", "--input", tmp_path / "image.npy", "--device", device,
-           "--output", tmp_path / device, ok=True)
+           "--output-dir", tmp_path / device, ok=True)
         np.testing.assert_allclose(np.load(tmp_path / device / "tiny_cnn_output_0.npy"),
                                    ort_run(path, {"image": image})[0], rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
 def test_stats_per_execution(ge, compiled, tmp_path, device):
-    ge("run", "--model", compiled["small"], "--output", tmp_path / "o", "--loop", "3", "--device", device,
+    ge("run", "--model", compiled["small"], "--output-dir", tmp_path / "o", "--loop", "3", "--device", device,
        "--stats", "--summary-json", tmp_path / "perf.json", ok=True)
     runs = json.loads((tmp_path / "perf.json").read_text())["stats"]
     assert [r["run"] for r in runs] == ["warm-up", 0, 1, 2]
@@ -202,7 +205,7 @@ def test_stats_per_execution(ge, compiled, tmp_path, device):
 
 @pytest.mark.parametrize("executor", ["linear", "dataflow", "parallel"])
 def test_executor_and_contexts(ge, compiled, tmp_path, executor):
-    r = ge("run", "--model", compiled["small"], "--output", tmp_path / "o", "--loop", "4", "--contexts", "2",
+    r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path / "o", "--loop", "4", "--contexts", "2",
            "--executor", executor, "--summary-json", tmp_path / "perf.json", ok=True)
     s = json.loads((tmp_path / "perf.json").read_text())
     t = s["throughput_mode"]

@@ -177,10 +177,10 @@ def test_cli_compiles_and_runs_a_dynamic_model(bert_path, tmp_path):
     r = runner.invoke(main, ["atc", "--model", bert_path, "--output", om, "--input_shape",
                              "input_ids:-1,16;attention_mask:-1,16", "--dynamic_batch_size", "1,2"])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(main, ["run", "-m", om + ".om", "--dymBatch", "2", "--output", str(tmp_path / "out")])
+    r = runner.invoke(main, ["run", "-m", om + ".om", "--dymBatch", "2", "--output-dir", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     assert np.load(tmp_path / "out" / "b_output_0.npy").shape == (2, 16, 64)
-    r = runner.invoke(main, ["run", "-m", om + ".om", "--dymBatch", "3", "--output", str(tmp_path / "out")])
+    r = runner.invoke(main, ["run", "-m", om + ".om", "--dymBatch", "3", "--output-dir", str(tmp_path / "out")])
     assert r.exit_code == 1 and "gears (dynamic_batch_size): 1,1; 2,2" in r.output
     r = runner.invoke(main, ["inspect", om + ".om"])
     assert r.exit_code == 0 and "Gears" in r.output

@@ -71,10 +71,10 @@ def test_cli_dym_hw_runs_the_gear_of_that_size(cnn, tmp_path):
     np.save(tmp_path / "x.npy", x)
     runner = CliRunner()
     r = runner.invoke(main, ["run", "-m", result.om_path, "--dymHW", "16,24", "--input", str(tmp_path / "x.npy"),
-                             "--output", str(tmp_path / "out")])
+                             "--output-dir", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     out = next((tmp_path / "out").glob("*_output_0.npy"))
     np.testing.assert_allclose(np.load(out), onnxruntime_outputs(path, {"image": x})[0], rtol=1e-4, atol=1e-5)
     for bad, msg in (("16,16", "no gear for image size 16,16"), ("16x24", "--dymHW '16x24' is not H,W")):
-        r = runner.invoke(main, ["run", "-m", result.om_path, "--dymHW", bad, "--output", str(tmp_path / "o2")])
+        r = runner.invoke(main, ["run", "-m", result.om_path, "--dymHW", bad, "--output-dir", str(tmp_path / "o2")])
         assert r.exit_code == 1 and msg in r.output, r.output

@@ -42,7 +42,7 @@ def test_ge_run_is_bit_identical_in_every_mode(samples, tmp_path, name):
             assert os.listdir(tmp_path / f"m{mode}" / "weight")
         for device in ("cpu", "sim"):
             out = tmp_path / f"out{mode}{device}"
-            ge("run", "--model", f"{om}.om", "--device", device, "--output", out, "--seed", "1")
+            ge("run", "--model", f"{om}.om", "--device", device, "--output-dir", out, "--seed", "1")
             outputs[mode, device] = [np.load(out / f) for f in sorted(os.listdir(out))]
     reference = outputs[0, "cpu"]
     for key, got in outputs.items():

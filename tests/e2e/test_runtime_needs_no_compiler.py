@@ -40,7 +40,7 @@ def test_ge_run_imports_no_compiler(bert_path, tmp_path, kind):
         feeds = {"input_ids": np.ones((2, 8), np.int64), "attention_mask": np.ones((2, 8), np.int64)}
         np.savez(tmp_path / "feeds.npz", **feeds)
         shapes = ["--input", str(tmp_path / "feeds.npz")]
-    r = subprocess.run([sys.executable, "-c", PROBE, "run", "--model", om, "--output", str(tmp_path / "out"), *shapes],
+    r = subprocess.run([sys.executable, "-c", PROBE, "run", "--model", om, "--output-dir", str(tmp_path / "out"), *shapes],
                        capture_output=True, text=True, timeout=120)
     probe = json.loads(r.stdout.strip().splitlines()[-1])
     assert probe["code"] in (0, None), r.stderr
