@@ -259,6 +259,13 @@ def render_summary(s: dict) -> None:
             else:
                 table.add_row(key, str(value))
         out.print(table)
+    rec = s.get("atc_options") or {}
+    if rec.get("options"):
+        kinds = {name: OPTIONS[name].kind for name in rec["options"] if name in OPTIONS}
+        out.print("ATC options: " + ", ".join(f"--{k}={v} ({kinds.get(k, 'implemented')})"
+                                              for k, v in rec["options"].items()))
+    if rec.get("fusions_off"):
+        out.print("fusions off: " + ", ".join(rec["fusions_off"]))
     out.print(f"compiled in {float(s.get('seconds', 0)):.3f} s")
 
 

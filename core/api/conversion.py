@@ -117,7 +117,8 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
     if files:  # before the OM: an OM never names a weight file that is not there yet
         write_weight_files(files, weight_dir)
     write_om(ge_model, om_path)
-    return AtcResult(om_path, ge_model, summarize(ge_model, time.perf_counter() - t0, report, weight_dir))
+    summary = summarize(ge_model, time.perf_counter() - t0, report, weight_dir)
+    return AtcResult(om_path, ge_model, dict(summary, atc_options=ge_model.attrs["atc_options"]))
 
 
 def _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops, external_weight,
@@ -133,4 +134,5 @@ def _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, 
     om_path = om_path_for(output)
     os.makedirs(os.path.dirname(os.path.abspath(om_path)), exist_ok=True)
     write_om(dyn, om_path)
-    return AtcResult(om_path, dyn, summarize_dynamic(dyn, time.perf_counter() - t0))
+    return AtcResult(om_path, dyn, dict(summarize_dynamic(dyn, time.perf_counter() - t0),
+                                        atc_options=dyn.attrs["atc_options"]))
