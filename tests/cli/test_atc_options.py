@@ -731,3 +731,5 @@ def test_docs_table_lists_every_option():
     names = {p.name for p in atc.params if p.name != "json_out"} | set(OPTIONS)
     missing = [n for n in names if f"`--{n}`" not in text]
     assert not missing
+    wrong = [o.name for o in OPTIONS.values() if f"| `--{o.name}` | {o.kind} |" not in text]
+    assert not wrong  # the table says what the code does
