@@ -24,7 +24,7 @@ DEFAULT_STATIC_OPS_LOWER_LIMIT = 4
 
 def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_version: str, atc_cmdline: str = "",
                  min_static_ops: int = DEFAULT_STATIC_OPS_LOWER_LIMIT, mode: str = HYBRID,
-                 ranges: dict | None = None) -> DynamicModel:
+                 ranges: dict | None = None, reuse_memory: bool = True) -> DynamicModel:
     """`graph` went through infer_dynamic (which gave `unknown`)."""
     parts = partition(graph, unknown, min_static_ops)
     consumers = graph.consumers()
@@ -34,7 +34,7 @@ def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_versio
         if part.kind == KNOWN:
             sub = _subgraph(graph, part.nodes, consumers, f"{name}_sub{len(submodels)}")
             optimize(sub)
-            submodels.append(build(sub, name=sub.name, soc_version=soc_version))
+            submodels.append(build(sub, name=sub.name, soc_version=soc_version, reuse_memory=reuse_memory))
             clusters.append(Cluster(len(clusters), KNOWN, tuple(n.name for n in part.nodes), "", len(submodels) - 1))
             steps.append(Step("submodel", len(submodels) - 1))
             continue
