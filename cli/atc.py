@@ -1,38 +1,81 @@
 """`ge atc`: ATC's command line. --mode=0 compiles ONNX into an OM, --mode=1 dumps an OM as JSON,
---mode=6 displays an OM's info in ATC's banner format. Options take ATC's spelling, as
-`--opt=value` or `--opt value` (dashed aliases such as --input-shape work too)."""
+--mode=3 pre-checks a model (--check_report), --mode=6 displays an OM's info in ATC's banner format.
+
+Every option of ATC's parameter list is taken with ATC's spelling, as `--opt=value` or `--opt value`
+(`-opt` and dashed aliases such as --input-shape too, as ATC takes them); what ge does with each is
+core/api/atc_options.py's table (docs/atc-options.md).
+"""
 from __future__ import annotations
 
 import json
+import re
 
 import click
 from rich.table import Table
 
+from ..core.api.atc_options import OPTIONS, REFUSED
 from ..core.errors import GeError
+from ..core.soc import check_soc
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
-from .options import command_line
+from .options import command_line, log_option
 
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
 ONNX = 5
-MODES = {0: "compile an ONNX model into an OM", 1: "convert an OM into JSON", 6: "display OM info"}
+MODES = {0: "compile an ONNX model into an OM", 1: "convert an OM into JSON", 3: "pre-check an ONNX model",
+         6: "display OM info"}
 STDOUT = "-"
+DEFAULT_CHECK_REPORT = "check_result.json"
 
 
-@click.command("atc", context_settings={"help_option_names": ["-h", "--help"]})
+class AtcCommand(click.Command):
+    """ATC's spellings: `-soc_version=X` is `--soc_version=X`, and `--h` is --help."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        fixed = []
+        for a in args[:end]:
+            if a in ("--h", "-h", "-help"):
+                a = "--help"
+            elif re.match(r"-[A-Za-z][\w-]+(=|$)", a):  # -soc_version=X; not a value such as -1,3,224,224
+                a = "-" + a
+            fixed.append(a)
+        return super().parse_args(ctx, fixed + args[end:])
+
+
+def atc_options(f):
+    """One click option per entry of ATC's table (the names api.atc takes as keyword arguments)."""
+    for opt in reversed(list(OPTIONS.values())):
+        if opt.name == "log":  # the option all commands share
+            f = log_option(f)
+            continue
+        spellings = [f"--{opt.name}"] + ([f"--{opt.name.replace('_', '-')}"] if "_" in opt.name else [])
+        extra = {"is_flag": False, "flag_value": opt.flag_value} if opt.flag_value else {}
+        metavar = opt.metavar or ("FILE" if opt.path == "file" else "|".join(opt.values) if opt.values else "VALUE")
+        kind = "" if opt.kind != REFUSED else "refused: "
+        f = click.option(*spellings, opt.name, default=None, metavar=metavar, help=kind + opt.what, **extra)(f)
+    return f
+
+
+@click.command("atc", cls=AtcCommand, context_settings={"help_option_names": ["-h", "--help"],
+                                                         "max_content_width": 120})
 @click.option("--mode", type=int, default=0, show_default=True,
-              help="0: ONNX -> OM; 1: OM -> JSON (--om, --json FILE); 6: display OM info (--om)")
-@click.option("--model", metavar="FILE.onnx", help="the ONNX model to compile (mode 0)")
+              help="0: ONNX -> OM; 1: OM -> JSON (--om, --json FILE); 3: pre-check (--check_report); "
+                   "6: display OM info (--om)")
+@click.option("--model", metavar="FILE.onnx", help="the ONNX model to compile (modes 0 and 3)")
 @click.option("--output", metavar="PATH", help="the OM to write; ATC appends .om (mode 0)")
 @click.option("--framework", type=int, default=ONNX, show_default=True,
-              help="source framework; ge compiles ONNX only (5)")
+              help="source framework; ge converts ONNX models only (5)")
 @click.option("--soc_version", "--soc-version", "soc_version", default=api.DEFAULT_SOC, show_default=True,
-              help="target SoC, recorded in the OM")
+              help="target SoC, one of the names ATC knows (Ascend310P3, Ascend910B1, ...) or Ascend-sim; recorded "
+                   "in the OM")
 @click.option("--input_shape", "--input-shape", "input_shape", metavar='"name:d0,d1,...;name2:..."',
               help="static shapes for the model inputs (replaces symbolic dims)")
 @click.option("--out_nodes", "--out-nodes", "out_nodes", metavar='"node:index;..."',
               help="use these node outputs (or tensor names) as the model outputs")
+@click.option("--insert_op_conf", "--insert-op-conf", "insert_op_conf", metavar="FILE",
+              help="ATC's AIPP config (static AIPP): the input becomes the raw image, preprocessed in the model")
 @click.option("--external_weight", "--external-weight", "external_weight", type=int, default=0, show_default=True,
               help="0: weights inside the OM; 1: one file per weight (weight_<sha256>); 2: one combined file "
                    "(<name>_weight_combined). Constants under 1 KiB stay inline")
@@ -40,11 +83,11 @@ STDOUT = "-"
               help="where the weight files go (default: <om dir>/weight/; loading elsewhere needs "
                    "`ge run --weight_dir`)")
 @click.option("--dynamic_batch_size", "--dynamic-batch-size", "dynamic_batch_size", metavar='"1,2,4,8"',
-              help="gears: batch sizes for the -1 dims of --input_shape (one static plan each)")
+              help="gears (up to 100): batch sizes for the -1 dims of --input_shape (one static plan each)")
 @click.option("--dynamic_image_size", "--dynamic-image-size", "dynamic_image_size", metavar='"h,w;h,w"',
-              help="gears: image sizes for the two -1 dims of --input_shape")
+              help="gears (up to 100): image sizes for the H,W -1 dims of --input_shape")
 @click.option("--dynamic_dims", "--dynamic-dims", "dynamic_dims", metavar='"d1,d2;d1,d2"',
-              help="gears: one value per -1 dim of --input_shape, in order")
+              help="gears (up to 100): one value per -1 dim of --input_shape, in order")
 @click.option("--input_shape_range", "--input-shape-range", "input_shape_range", metavar='"x:[1~8,3,224,224]"',
               help="deprecated spelling of ranges (use --input_shape \"x:1~8,3,224,224\")")
 @click.option("--static_model_ops_lower_limit", "--static-model-ops-lower-limit", "static_model_ops_lower_limit",
@@ -53,47 +96,63 @@ STDOUT = "-"
 @click.option("--json", "json_out", is_flag=False, flag_value=STDOUT, default=None, metavar="[FILE]",
               help="mode 1: the JSON file to write; modes 0 and 6: print JSON instead of tables "
                    "(or write it to FILE)")
-def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, external_weight, external_weight_dir,
-        dynamic_batch_size, dynamic_image_size, dynamic_dims, input_shape_range, static_model_ops_lower_limit, om,
-        json_out):
-    """Compile an ONNX model into an offline model (OM), or look inside an OM (ATC's modes 1 and 6).
+@click.option("--check_report", "--check-report", "check_report", default=None, metavar="FILE",
+              help=f"mode 3: the pre-check report to write (default {DEFAULT_CHECK_REPORT})")
+@atc_options
+def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, insert_op_conf, external_weight,
+        external_weight_dir, dynamic_batch_size, dynamic_image_size, dynamic_dims, input_shape_range,
+        static_model_ops_lower_limit, om, json_out, check_report, **options):
+    """Compile an ONNX model into an offline model (OM), pre-check it, or look inside an OM (ATC's
+    modes 0, 3, 1 and 6). Every ATC option is accepted: implemented where it means something on a
+    CPU or the simulated NPU, checked and recorded in the OM where it tunes NPU hardware.
 
     \b
-      ge atc --model=net.onnx --framework=5 --output=out/net --input_shape="x:1,3,224,224"
+      ge atc --model=net.onnx --framework=5 --output=out/net --input_format=NCHW \\
+             --input_shape="x:1,3,224,224" --log=error --soc_version=Ascend310P3
       ge atc --model=net.onnx --output=out/net --external_weight=2
+      ge atc --mode=3 --model=net.onnx --framework=5 --check_report=check.json
       ge atc --mode=1 --om out/net.om --json out/net.json
       ge atc --mode=6 --om out/net.om
     """
     if mode not in MODES:
         raise GeError(f"--mode={mode} is not supported; ge supports "
                       + ", ".join(f"{k} ({v})" for k, v in MODES.items()))
+    if mode in (0, 3):
+        _check_framework(framework)
+        if not model:
+            raise click.UsageError(f"--mode={mode} needs --model (the ONNX file to {'compile' if mode == 0 else 'check'})")
     if mode == 0:
         dynamic = {"dynamic_batch_size": dynamic_batch_size, "dynamic_image_size": dynamic_image_size,
                    "dynamic_dims": dynamic_dims, "input_shape_range": input_shape_range,
                    "static_model_ops_lower_limit": static_model_ops_lower_limit}
-        _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out, external_weight,
-                 external_weight_dir, {k: v for k, v in dynamic.items() if v is not None})
+        options = {k: v for k, v in options.items() if v is not None}
+        _compile(model, output, soc_version, input_shape, out_nodes, json_out, external_weight,
+                 external_weight_dir, {k: v for k, v in dynamic.items() if v is not None}, insert_op_conf, options)
+    elif mode == 3:
+        check_soc(soc_version)
+        _precheck(model, input_shape, out_nodes, check_report or DEFAULT_CHECK_REPORT)
     elif mode == 1:
         _om_to_json(om, json_out)
     else:
         _display(om, json_out)
 
 
-# -- mode 0 -------------------------------------------------------------------------------------
-def _compile(model, output, framework, soc_version, input_shape, out_nodes, json_out, external_weight=0,
-             external_weight_dir=None, dynamic=None) -> None:
+def _check_framework(framework: int) -> None:
     if framework != ONNX:
         name = FRAMEWORKS.get(framework)
-        what = f"{name} models" if name else "this framework"
-        raise GeError(f"--framework={framework}: {what} are not supported; ge compiles ONNX models only "
-                      f"(--framework={ONNX})")
-    if not model:
-        raise click.UsageError("--mode=0 needs --model (the ONNX file to compile)")
+        what = f"{name} models are" if name else "this framework is"
+        raise GeError(f"--framework={framework}: {what} not supported; ge converts ONNX models (--framework={ONNX})")
+
+
+# -- mode 0 -------------------------------------------------------------------------------------
+def _compile(model, output, soc_version, input_shape, out_nodes, json_out, external_weight=0,
+             external_weight_dir=None, dynamic=None, insert_op_conf=None, options=None) -> None:
     if not output:
         raise click.UsageError("--mode=0 needs --output (the OM to write; .om is appended)")
+    options = dict(options or {})
     result = api.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
                      cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir,
-                     dynamic=dynamic)
+                     dynamic=dynamic, insert_op_conf=insert_op_conf, **options)
     data = api.jsonable(dict(result.summary, om=result.om_path))
     if json_out == STDOUT:
         console.echo(json.dumps(data, indent=2))
@@ -103,7 +162,25 @@ def _compile(model, output, framework, soc_version, input_shape, out_nodes, json
         _write_text(json_out, json.dumps(data, indent=2) + "\n")
         console.out.print(f"summary JSON: {json_out}")
     console.out.print(f"OM written to [bold]{result.om_path}[/bold]")
+    if options.get("display_model_info") == "1":
+        for line in display_lines(api.model_info(result.om_path)):
+            console.echo(line)
     console.echo("ATC run success, welcome to the next use.")
+
+
+# -- mode 3 -------------------------------------------------------------------------------------
+def _precheck(model, input_shape, out_nodes, report_path) -> None:
+    from ..core.api.pre_check import check_report
+    nodes = [n for n in (out_nodes or "").split(";") if n] or None
+    result = api.precheck(model, api.parse_shape_spec(input_shape) or None, nodes)
+    _write_text(report_path, json.dumps(check_report(result), indent=4) + "\n")
+    console.echo(f"pre-check of {model}: {result['nodes'] - result['failed']} of {result['nodes']} nodes "
+                 f"supported; report written to {report_path}")
+    for e in result["op_list"]:
+        if e["result"] != "success":
+            console.echo(f"  {e['op_name']} ({e['op_type']}): {console.one_line(e['reason'])}")
+    console.echo("ATC run success, welcome to the next use." if result["result"] == "success" else
+                 "ATC pre-check found unsupported nodes (see the report).")
 
 
 def render_summary(s: dict) -> None:
@@ -182,6 +259,13 @@ def render_summary(s: dict) -> None:
             else:
                 table.add_row(key, str(value))
         out.print(table)
+    rec = s.get("atc_options") or {}
+    if rec.get("options"):
+        kinds = {name: OPTIONS[name].kind for name in rec["options"] if name in OPTIONS}
+        out.print("ATC options: " + ", ".join(f"--{k}={v} ({kinds.get(k, 'implemented')})"
+                                              for k, v in rec["options"].items()))
+    if rec.get("fusions_off"):
+        out.print("fusions off: " + ", ".join(rec["fusions_off"]))
     out.print(f"compiled in {float(s.get('seconds', 0)):.3f} s")
 
 

@@ -7,6 +7,7 @@ Machine-readable output (JSON, ATC's banners) goes through `echo`, never through
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -51,3 +52,27 @@ def nbytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n} B"
+
+
+class _StderrHandler(logging.Handler):
+    """ge's log records as `[LEVEL] logger: message` lines on the current stderr (resolved per record,
+    as the consoles do)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"[{record.levelname}] {record.name}: {one_line(record.getMessage())}", err=True)
+        except Exception:  # pragma: no cover - logging must never break a command
+            self.handleError(record)
+
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
+           "null": logging.CRITICAL + 10}
+
+
+def setup_logging(level: str = "warning") -> None:
+    """ge's log on stderr at one of ATC's --log levels (the `--log` option of cli/options.py)."""
+    log = logging.getLogger("ge")
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        log.addHandler(_StderrHandler())
+        log.propagate = False
+    log.setLevel(_LEVELS[level])

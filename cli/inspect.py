@@ -13,7 +13,7 @@ from . import console
 from .options import json_option
 
 #: `--section NAME`: the inspect data each section shows (SECTIONS below renders them)
-_SECTION_KEYS = {"header": ("header",), "io": ("inputs", "outputs", "aipp"), "memory": ("memory", "feature_map_lower_bound",
+_SECTION_KEYS = {"header": ("header", "soc", "atc_options"), "io": ("inputs", "outputs", "aipp"), "memory": ("memory", "feature_map_lower_bound",
                  "logical_allocations"), "allocations": ("allocations",), "tasks": ("tasks",), "args": ("args_table",),
                  "weights": ("weights", "weight_totals")}
 SECTION_NAMES = tuple(_SECTION_KEYS)
@@ -81,6 +81,23 @@ def _header(d, out):
     for p in d["header"].get("partitions", []):
         parts.add_row(str(p["type"]), str(p["submodel"]), str(p["offset"]), str(p["size"]))
     out.print(parts)
+    render_atc_options(d, out)
+
+
+def render_atc_options(d: dict, out) -> None:
+    """The SoC the OM was compiled for and the ATC options it records (what ge made of them)."""
+    soc = d.get("soc") or {}
+    if soc.get("family"):
+        out.print(f"SoC {soc['soc_version']}: {soc['family']}, {soc['aicore_num'] or 'no fixed number of'} AI Cores")
+    rec = d.get("atc_options") or {}
+    if rec.get("options") or len(rec) > 1:
+        table = _table("ATC options", "option", "value")
+        for name, value in rec.get("options", {}).items():
+            table.add_row(f"--{name}", str(value))
+        for key, value in rec.items():
+            if key != "options":
+                table.add_row(f"({key})", json.dumps(value))
+        out.print(table)
 
 
 def _io(d, out):
@@ -180,6 +197,7 @@ def render_dynamic(d: dict) -> None:
     out, dyn = console.out, d["dynamic"]
     out.print(f"[bold]{dyn['name']}[/bold]: dynamic model, mode {dyn['mode']}, {len(d['submodels'])} static "
               f"submodel(s), shared weights {dyn['weight_size']} B")
+    render_atc_options(dyn, out)
     io = _table("Root inputs / outputs", "", "name", "dtype", "shape", "range")
     for role in ("inputs", "outputs"):
         for x in dyn[role]:

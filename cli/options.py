@@ -29,6 +29,20 @@ def om_option(required: bool = True, help: str = "the offline model (.om) file")
     return wrap
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "null")  # ATC's --log
+
+
+def log_option(f):
+    """ATC's `--log=debug|info|warning|error|null`: ge's log on stderr at that level (warning by default)."""
+    def apply(ctx, param, value):
+        from . import console
+        console.setup_logging(value or "warning")
+        return value
+    return click.option("--log", type=click.Choice(LOG_LEVELS), default=None, callback=apply, is_eager=True,
+                        help="ge's log on stderr at this level: debug, info (what each step did and its time), "
+                             "warning (the default), error, null")(f)
+
+
 def is_debug(ctx: click.Context | None = None) -> bool:
     ctx = ctx or click.get_current_context(silent=True)
     return bool(ctx and ctx.meta.get(META_DEBUG))

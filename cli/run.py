@@ -141,6 +141,11 @@ def ais_bench_options(f):
                    "parallel: ready tasks at once on a thread pool")
 @click.option("--contexts", type=click.IntRange(min=1), default=1, show_default=True,
               help="throughput mode: N contexts (own feature maps, shared weights) each run --loop times at once")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", metavar="[ADDRESS]",
+              help="dataset folder: run the samples on Ray actors (a local Ray instance, or the cluster at "
+                   "ADDRESS); same outputs as without it (pip install 'ge[ray]')")
+@click.option("--ray-actors", "--ray_actors", "ray_actors", type=click.IntRange(min=1), default=2, show_default=True,
+              help="with --ray: actors, each loading the model once")
 @click.option("--seed", type=int, help="seed of random inputs (implies --pure_data_type random) [default: 0]")
 @click.option("--summary-json", "--summary_json", "summary_json", metavar="FILE", type=click.Path(dir_okay=False),
               help="write the latency/throughput summary as JSON")
@@ -196,6 +201,8 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
                 raise GeError(f"--dymShape_range times generated inputs at each of its shapes; it does not combine "
                               f"with {', '.join(clash)}")
             return _shape_range(model_id, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
+        if opts["ray_address"]:
+            return _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary_json, as_json)
         if paths and is_dataset(paths):
             return _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear_descs, opts, sizes,
                             load_ms, summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats,
@@ -447,6 +454,47 @@ def _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear
                   f"{result['executions']} execution(s)")
     out.print(f"{result['samples']} sample(s) in {result['seconds']:.3f} s: {result['throughput']:.2f} samples/s "
               f"(wall time, reading and writing included); outputs written to [bold]{folder}[/bold]")
+
+
+def _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary_json, as_json) -> None:
+    """--input DIR --ray [ADDRESS]: dataset mode on Ray actors (core/api/ray_dataset.py)."""
+    from rich.progress import Progress
+
+    from ge.core.api.ray_dataset import run_dataset_on_ray
+    if not paths or not is_dataset(paths):
+        raise GeError("--ray runs a dataset: give --input one folder (or one folder per input)")
+    given = [name for name, on in (("--profiler/--profile", opts["profiler"] or opts["profile_json"]),
+                                   ("--dump", opts["dump"]), ("--dymShape", opts["dym_shape"]),
+                                   ("--dymBatch/--dymHW/--dymDims", opts["dym_batch"] or opts["dym_hw"]
+                                    or opts["dym_dims"])) if on]
+    if given:
+        raise GeError(f"--ray runs each sample as the model's inputs; it does not combine with {', '.join(given)}")
+    address = None if opts["ray_address"] == "local" else opts["ray_address"]
+    kwargs = dict(address=address, actors=opts["ray_actors"], device=device, weight_dir=weight_dir)
+    if as_json:
+        result = run_dataset_on_ray(model, paths, folder, outfmt, **kwargs)
+    else:
+        with Progress(console=console.out, transient=True) as bar:
+            task = bar.add_task("samples on Ray", total=None)
+            result = run_dataset_on_ray(model, paths, folder, outfmt, **kwargs,
+                                        progress=lambda done, total, stem: bar.update(task, completed=done, total=total))
+    summary = {k: v for k, v in result.items() if k != "outputs"}
+    summary.update(model=model, device=device, output_dir=folder, ray=address or "local")
+    if summary_json:
+        write_text(summary_json, json.dumps(api.jsonable(summary), indent=2) + "\n")
+    if as_json:
+        console.echo(json.dumps(api.jsonable(dict(summary, outputs=result["outputs"])), indent=2))
+        return
+    out = console.out
+    t = Table(title=f"Ray actors ({summary['ray']})", title_justify="left")
+    for col in ("actor", "samples", "compute ms", "samples/s (compute)"):
+        t.add_column(col, justify="right", overflow="fold")
+    for actor, a in result["actors"].items():
+        t.add_row(actor, str(a["samples"]), f"{a['compute_ms']:.1f}", f"{a['throughput']:.1f}")
+    out.print(t)
+    out.print(f"{result['samples']} sample(s) in {result['seconds']:.3f} s: {result['throughput']:.2f} samples/s "
+              f"(wall time: Ray's and the actors' start, reading and writing included); outputs written to "
+              f"[bold]{folder}[/bold]")
 
 
 def _print_phases(out, summary: dict) -> None:

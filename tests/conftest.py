@@ -123,3 +123,12 @@ def default_backend(monkeypatch):
         return restore_after()
 
     return use
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local 2-CPU Ray instance for the tests that use Ray (issue 21), started on first use."""
+    import ray
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()

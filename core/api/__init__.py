@@ -18,7 +18,7 @@ the compiler, as a deployed ACL runtime has no ATC in it.
 from ..errors import GeError
 from .acl import (default_weight_dir, execute, free, gear_sizes, load_from_file, load_from_mem, malloc,
                   memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
-                  set_input_dynamic_dims, unload)
+                  set_input_dynamic_dims, soc_info, unload)
 from .dataset import run_dataset
 from .om_info import inspect, jsonable, model_info, om_to_json, plot_memory, version
 from .profiling import dump, profile

@@ -116,3 +116,11 @@ def model(model_id: int):
     return model_manager.model(model_id)
 
 
+def soc_info(model_id: int) -> dict:
+    """What the simulated NPU reports while it runs this model (aclrtGetSocName and its AI Core
+    count): the SoC the model was compiled for (--soc_version)."""
+    from ..soc import soc_info as describe
+    m = model_manager.model(model_id)
+    return describe(m.soc_version if hasattr(m, "soc_version") else m.dyn.soc_version)
+
+

@@ -10,6 +10,8 @@ hybrid way too: its static parts become submodels.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..compile.build import build
@@ -18,7 +20,7 @@ from ..compile.dynamic_shapes import infer_dynamic
 from ..compile.range_plan import plan_range
 from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
 from ..errors import GeError
-from ..ir import subgraphs
+from ..ir import Graph, subgraphs
 from ..passes import optimize
 from ..runtime.device import get_device
 from ...formats.onnx.importer import load_onnx
@@ -26,17 +28,21 @@ from .shape_options import parse_gears
 
 
 def compile_dynamic(model: str, name: str, shapes: dict, gears: dict, out_nodes, *, soc_version: str,
-                    cmdline: str = "", min_static_ops: int = DEFAULT_STATIC_OPS_LOWER_LIMIT) -> DynamicModel:
+                    cmdline: str = "", min_static_ops: int = DEFAULT_STATIC_OPS_LOWER_LIMIT,
+                    prepare: Callable[[Graph], None] | None = None, reuse_memory: bool = True) -> DynamicModel:
+    """`prepare(graph)`: applied to each graph as it is imported (the options' boundary Casts and checks)."""
+    prepare = prepare or (lambda graph: None)
     if any(gears.values()):
-        return _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline)
+        return _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline, prepare, reuse_memory)
     plain = {k: [-1 if isinstance(d, tuple) else d for d in dims] for k, dims in shapes.items()}
     ranges = {k: [d if isinstance(d, tuple) else (d, d) if d >= 0 else (0, -1) for d in dims]
               for k, dims in shapes.items() if any(isinstance(d, tuple) for d in dims)}
     graph = load_onnx(model, plain or None, out_nodes, allow_dynamic=True)
+    prepare(graph)
     unknown = infer_dynamic(graph)
     mode = RANGE if ranges else HYBRID
     dyn = build_hybrid(graph, unknown, name=name, soc_version=soc_version, atc_cmdline=cmdline,
-                       min_static_ops=min_static_ops, mode=mode, ranges=ranges)
+                       min_static_ops=min_static_ops, mode=mode, ranges=ranges, reuse_memory=reuse_memory)
     if mode == RANGE:
         for t in dyn.inputs:
             if not t.ranges and any(d < 0 for d in t.shape):
@@ -50,13 +56,14 @@ def compile_dynamic(model: str, name: str, shapes: dict, gears: dict, out_nodes,
     return dyn
 
 
-def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline) -> DynamicModel:
+def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline, prepare, reuse_memory) -> DynamicModel:
     kind, values = parse_gears(gears, shapes)
     models, gear_shapes = [], []
     for v in values:
         it = iter(v)
         concrete = {k: [next(it) if d == -1 else d for d in dims] for k, dims in shapes.items()}
         graph = load_onnx(model, concrete, out_nodes)
+        prepare(graph)
         try:
             optimize(graph)
         except GeError:
@@ -65,7 +72,8 @@ def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline) 
                 raise
             raise GeError(f"{flow}: control flow runs in the hybrid executor, not in gears; compile with "
                           f"unknown dims (-1) and no gear list") from None
-        models.append(build(graph, name=f"{name}_gear{len(models)}", soc_version=soc_version))
+        models.append(build(graph, name=f"{name}_gear{len(models)}", soc_version=soc_version,
+                            reuse_memory=reuse_memory))
         gear_shapes.append({d.name: tuple(d.shape) for d in models[-1].inputs})
     inputs = [DynTensor(d.name, d.dtype, tuple(-1 if x == -1 else x for x in shapes.get(d.name, d.shape)))
               for d in models[0].inputs]

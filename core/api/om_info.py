@@ -7,6 +7,7 @@ import os
 from ..dynamic_model import DynamicModel
 from ..errors import GeError
 from ..ge_model import GeModel
+from ..soc import soc_info
 from ...formats.om import header_info, read_om
 
 REGIONS = ("WEIGHT", "FEATURE_MAP", "WORKSPACE", "IO")
@@ -49,6 +50,8 @@ def _ge_model_dict(m: GeModel) -> dict:
         "weights": [_weight_dict(m, w) for w in m.weights],
         "weight_totals": _weight_totals(m),
         "aipp": list(m.attrs.get("aipp", [])) if isinstance(m.attrs, dict) else [],
+        "atc_options": dict(m.attrs.get("atc_options", {})) if isinstance(m.attrs, dict) else {},
+        "soc": soc_info(m.soc_version),
     })
 
 
@@ -221,6 +224,7 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
     return {
         "dynamic": {"mode": dyn.mode, "name": dyn.name, "weight_size": dyn.weight_size,
                     "static_model_ops_lower_limit": dyn.attrs.get("static_model_ops_lower_limit"),
+                    "atc_options": dict(dyn.attrs.get("atc_options", {})), "soc": soc_info(dyn.soc_version),
                     "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
                                 "ranges": [f"{lo}~{hi}" if lo != hi else str(lo) for lo, hi in t.ranges]}
                                for t in dyn.inputs],

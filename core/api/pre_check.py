@@ -68,3 +68,17 @@ def _check(graph: Graph, node) -> dict:
             v = graph.value(out)
             v.dtype, v.shape = m.dtype, tuple(int(d) for d in m.shape)
     return entry
+
+
+def check_report(result: dict) -> dict:
+    """precheck()'s result in the layout of ATC's check_result.json: the model's name, result and
+    counts, then one entry per op with its cause(s) when it failed."""
+    ops = []
+    for e in result["op_list"]:
+        op = {"name": e["op_name"], "type": e["op_type"], "result": e["result"]}
+        if e["result"] == FAILED:
+            op["cause"] = [{"code": "TYPE_UNSUPPORTED" if "no kernel" in e["reason"] or "not supported" in e["reason"]
+                            else "PARAM_INVALID", "message": e["reason"]}]
+        ops.append(op)
+    return {"name": result["model"], "result": result["result"], "total": result["nodes"],
+            "pass": result["nodes"] - result["failed"], "fail": result["failed"], "op": ops}

@@ -19,6 +19,8 @@ readable where the actors run.
 """
 from __future__ import annotations
 
+import logging
+import os
 import time
 
 import numpy as np
@@ -118,7 +120,6 @@ class SamplePredictor:
     identity and compute time for the summary."""
 
     def __init__(self, om: str, device: str = "cpu", weight_dir: str | None = None):
-        import os
         import socket
         self.model_id = load_from_file(om, device, weight_dir=weight_dir)
         m = model(self.model_id)
@@ -158,6 +159,8 @@ def run_dataset_on_ray(om: str, paths: list[str], output_dir: str, fmt: str = "N
     the dataset must be readable at the same paths on every node). Outputs are written by this
     process, in sample order, with the local mode's names and contents. Returns the local mode's
     summary plus "actors": {actor: {"samples", "compute_ms", "throughput"}} and "ray_start_s"."""
+    for var, level in (("RAY_BACKEND_LOG_LEVEL", "fatal"), ("RAY_DATA_LOG_LEVEL", "ERROR")):
+        os.environ.setdefault(var, level)  # ge prints its own progress and summary
     try:
         import ray
     except ImportError:
@@ -174,13 +177,14 @@ def run_dataset_on_ray(om: str, paths: list[str], output_dir: str, fmt: str = "N
     samples = discover(list(paths), input_names)
     start = time.perf_counter()
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     ray_start = time.perf_counter() - start
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False
     rows = [{"index": k, "stem": s.stem, "files": [str(f) for f in s.files]} for k, s in enumerate(samples)]
-    blocks = max(1, min(len(rows), actors * 4))  # enough blocks for every actor to get some
+    blocks = max(1, min(len(rows), actors * 4))  # enough blocks and batches for every actor to get some
+    batch_size = max(1, min(batch_size, -(-len(rows) // blocks)))
     results = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
         SamplePredictor, fn_constructor_kwargs={"om": om, "device": device, "weight_dir": weight_dir},
         compute=ray.data.ActorPoolStrategy(size=actors), batch_size=batch_size, batch_format="numpy")

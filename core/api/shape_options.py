@@ -9,6 +9,10 @@ from ..errors import GeError
 from ..runtime.gears import MAX_GEARS
 
 GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
+#: an input of more elements than this is refused (its bytes would not fit any device: 8 GiB of float32)
+MAX_INPUT_ELEMENTS = 2**31 - 1
+#: where H and W are in the layouts --input_format names (for --dynamic_image_size)
+HW_AXES = {"NCHW": (2, 3), "NHWC": (1, 2)}
 
 
 def parse_shape_spec(spec: str | None, option: str = "--input_shape") -> dict[str, list]:
@@ -28,10 +32,46 @@ def parse_shape_spec(spec: str | None, option: str = "--input_shape") -> dict[st
                 raise GeError(f"{option}: dim '{d}' of input '{name}' is not an integer, -1 or lo~hi") from None
             if m and 0 <= int(m[2]) < int(m[1]):
                 raise GeError(f"{option}: range '{d}' of input '{name}' has its upper bound below its lower bound")
-            if not m and out[-1] < -1:
-                raise GeError(f"{option}: input '{name}' has dim {out[-1]}; dims are >= 0, -1 or lo~hi")
+            if not m and (out[-1] < -1 or out[-1] == 0):
+                raise GeError(f"{option}: input '{name}' has dim {out[-1]}; dims are > 0, -1 (unknown) or lo~hi")
+        known = [d for d in out if isinstance(d, int) and d > 0]
+        if _product(known) > MAX_INPUT_ELEMENTS:
+            raise GeError(f"{option}: input '{name}' has {_product(known)} elements (dims {dims}); at most "
+                          f"{MAX_INPUT_ELEMENTS} are allowed")
         shapes[name] = out
     return shapes
+
+
+def _product(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def input_formats(ranks: dict[str, int | None], fmt: str | None) -> dict[str, str]:
+    """--input_format per input: an input of the format's rank has it, any other is ND (a BERT's
+    token ids under the NCHW of a model-zoo script). An ND format, or none, leaves every input ND."""
+    from .atc_options import INPUT_FORMATS
+    if fmt is None:
+        return {}
+    if fmt not in INPUT_FORMATS:
+        raise GeError(f"--input_format={fmt}: must be one of {', '.join(INPUT_FORMATS)}")
+    rank = INPUT_FORMATS[fmt]
+    return {name: fmt if rank is None or r == rank else "ND" for name, r in ranks.items()}
+
+
+def check_image_size_dims(shapes: dict, fmt: str | None) -> None:
+    """--dynamic_image_size: the -1 dims of each input must be its H and W under --input_format
+    (NCHW when none is given, ATC's default for ONNX)."""
+    fmt = fmt or "NCHW"
+    if fmt not in HW_AXES:
+        raise GeError(f"--dynamic_image_size needs --input_format NCHW or NHWC, not {fmt}")
+    for name, dims in shapes.items():
+        unknown = tuple(k for k, d in enumerate(dims) if d == -1)
+        if unknown and (len(dims) != 4 or unknown != HW_AXES[fmt]):
+            raise GeError(f"--dynamic_image_size: input '{name}' {dims}: under {fmt} the -1 dims must be H and W "
+                          f"(dims {HW_AXES[fmt][0]} and {HW_AXES[fmt][1]} of 4)")
 
 
 def is_dynamic(shapes: dict, gears: dict) -> bool:

@@ -50,10 +50,18 @@ def lifetimes_overlap(a: Buffer, b: Buffer) -> bool:
     return a.first <= b.last and b.first <= a.last
 
 
+def never_share(a: Buffer, b: Buffer) -> bool:
+    return True
+
+
 def plan_arena(buffers: Sequence[Buffer], alignment: int = ALIGNMENT,
-               conflicts: Callable[[Buffer, Buffer], bool] = lifetimes_overlap) -> ArenaPlan:
+               conflicts: Callable[[Buffer, Buffer], bool] = lifetimes_overlap, reuse: bool = True) -> ArenaPlan:
     """`conflicts(a, b)`: may a and b not share bytes? By default, when their lifetimes in one
-    linear order overlap; a concurrent schedule passes a stricter rule (see dataflow_plan)."""
+    linear order overlap; a concurrent schedule passes a stricter rule (see dataflow_plan).
+    `reuse=False` (ATC's --disable_reuse_memory=1) gives every buffer bytes of its own: a wrong
+    result that goes away then points at a memory plan or a kernel writing past its output."""
+    if not reuse:
+        conflicts = never_share
     placed: list[tuple[int, int, Buffer]] = []  # (offset, aligned size, buffer)
     offsets: dict[str, int] = {}
     # largest first; ties by earlier start, then name, so the plan is deterministic

@@ -15,7 +15,9 @@ from .arena import ALIGNMENT, Buffer, align, plan_arena
 from .dataflow_plan import plan_dataflow
 
 
-def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "") -> GeModel:
+def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "",
+          reuse_memory: bool = True) -> GeModel:
+    """`reuse_memory=False` (--disable_reuse_memory=1): every feature map gets bytes of its own."""
     opset = graph.opset.get("", 17)
     output_names = list(graph.outputs)
     _copy_outputs_that_are_not_produced(graph)
@@ -52,7 +54,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     # 3. allocations: weights, feature maps, workspace, then one per model input and output
     weights, weight_data, weight_offset = _layout_weights(graph, tasks_nodes, root)
     fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
-    arena = plan_arena([Buffer(t, graph.meta(t).nbytes, first[t], last[t]) for t in fm_roots])
+    arena = plan_arena([Buffer(t, graph.meta(t).nbytes, first[t], last[t]) for t in fm_roots], reuse=reuse_memory)
     workspace = align(max(workspaces, default=0))
     allocations = [Allocation(WEIGHT_ID, WEIGHT, len(weight_data)), Allocation(FM_ID, FEATURE_MAP, arena.size),
                    Allocation(WORKSPACE_ID, WORKSPACE, workspace)]
@@ -94,6 +96,8 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
              "weight_size": len(weight_data), "lower_bound": arena.lower_bound, "stream_num": 1, "event_num": 0,
              "zero_copy_memory_size": sum(a.size for a in allocations if a.kind in (INPUT, OUTPUT)),
              "ops": ops, "aliases": len(root), "alignment": ALIGNMENT}
+    if not reuse_memory:
+        attrs["disable_reuse_memory"] = 1
     model = GeModel(name or graph.name, inputs, outs, allocations, tensors, tasks, weights, weight_data,
                     soc_version=soc_version, opset=opset, atc_cmdline=atc_cmdline, attrs=attrs)
     model.dataflow = plan_dataflow(model)

@@ -27,9 +27,9 @@ DEFAULT_STATIC_OPS_LOWER_LIMIT = 4
 
 def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_version: str, atc_cmdline: str = "",
                  min_static_ops: int = DEFAULT_STATIC_OPS_LOWER_LIMIT, mode: str = HYBRID,
-                 ranges: dict | None = None) -> DynamicModel:
+                 ranges: dict | None = None, reuse_memory: bool = True) -> DynamicModel:
     """`graph` went through infer_dynamic (which gave `unknown`)."""
-    parts = _Parts(soc_version, int(min_static_ops))
+    parts = _Parts(soc_version, int(min_static_ops), reuse_memory)
     dyn, consts = _build_graph(graph, unknown, name, parts, int(min_static_ops))
     outputs_from_consts = [o for o in graph.outputs if o in graph.initializers]
     if outputs_from_consts:
@@ -52,8 +52,8 @@ def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_versio
 class _Parts:
     """What the graphs of one model share: static submodels, subgraphs and their constants."""
 
-    def __init__(self, soc_version: str, min_static_ops: int):
-        self.soc_version, self.min_static_ops = soc_version, min_static_ops
+    def __init__(self, soc_version: str, min_static_ops: int, reuse_memory: bool = True):
+        self.soc_version, self.min_static_ops, self.reuse_memory = soc_version, min_static_ops, reuse_memory
         self.submodels: list[GeModel] = []
         self.subgraphs: list[DynamicModel] = []
         self.consts: list[dict] = []
@@ -78,7 +78,8 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
             index = len(parts.submodels)
             sub = _subgraph(graph, part.nodes, consumers, f"{name}_sub{index}")
             optimize(sub)
-            parts.submodels.append(build(sub, name=sub.name, soc_version=parts.soc_version))
+            parts.submodels.append(build(sub, name=sub.name, soc_version=parts.soc_version,
+                                         reuse_memory=parts.reuse_memory))
             clusters.append(Cluster(len(clusters), KNOWN, tuple(n.name for n in part.nodes), "", index))
             steps.append(Step("submodel", index))
             continue

@@ -83,7 +83,7 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
         (pa, ua), (pb, ub) = producer[a.name], producer[b.name]
         return (ua & ~ancestors[pb]) != 0 and (ub & ~ancestors[pa]) != 0
 
-    arena = plan_arena(buffers, conflicts=conflicts)
+    arena = plan_arena(buffers, conflicts=conflicts, reuse=not model.attrs.get("disable_reuse_memory"))
 
     # 4. feature maps and workspaces re-pointed into the new arena; I/O and weights keep their place
     fm_offsets = [-1] * len(key)

@@ -153,6 +153,8 @@ class GridSample(PlannedKernel):
 @register("AffineGrid", since=20)
 class AffineGrid(PlannedKernel):
     """grid[n] = [x, y, (z,) 1] @ theta[n]^T over the base grid of `size` ([N, C, H, W] or [N, C, D, H, W])."""
+    #: size sets the output shape: a computed one runs on the dynamic path (its value at run time)
+    shape_inputs = ((1, "size"),)
 
     def prepare(self):
         tm = self.inputs[0] if self.inputs else None

@@ -1,9 +1,16 @@
 """Graph passes, one per module, each `pass_(graph, stats=None) -> Graph` (in place).
 
 `optimize(graph)` runs the pipeline ATC-style, in place, leaving every value static, and returns
-a report of what each pass did.
+a report of what each pass did. The fusions can be switched off by name (ATC's
+`--fusion_switch_file`: ge's own pass names or the ATC pass names in FUSIONS), and
+`select_impl_mode` applies `--op_select_implmode` / `--op_precision_mode`.
 """
 from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import time
 
 from ..errors import ShapeError
 from ..ir import Graph
@@ -16,11 +23,16 @@ from .fuse_conv_bn import fuse_conv_bn
 from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
+from .impl_mode import select_impl_mode
 from .infer_shapes import infer_shapes
+from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
-           "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE"]
+           "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
+
+log = logging.getLogger("ge.passes")
 
 #: (report key, pass) in the order optimize() runs them
 PIPELINE = [
@@ -30,6 +42,7 @@ PIPELINE = [
     ("infer_shapes", infer_shapes),          # ge's kernels give every tensor its static meta
     ("fuse_layer_norm", fuse_layer_norm),    # before fuse_activation, as fuse_gelu: their Adds are producers there
     ("fuse_gelu", fuse_gelu),
+    ("select_impl_mode", select_impl_mode),  # after fuse_gelu (its Gelus too), before fuse_activation moves them
     ("fuse_conv_bn", fuse_conv_bn),
     ("fuse_activation", fuse_activation),
     ("fuse_conv_add", fuse_conv_add),        # after fuse_activation: the residual Add's Relu moves along
@@ -40,16 +53,84 @@ PIPELINE = [
 ]
 
 
-def optimize(graph: Graph, report: dict | None = None) -> dict:
+#: the fusions a user may switch off: ge's pass -> (ATC's switch file section, the ATC pass names it
+#: stands for). GraphFusion rewrites the graph; UBFusion folds an op into its producer's kernel (an
+#: epilogue), as the NPU's UB fusion keeps it in the unified buffer.
+FUSIONS = {
+    "fuse_layer_norm": ("GraphFusion", ("LayerNormONNXFusionPass",)),
+    "fuse_gelu": ("GraphFusion", ("GeluFusionPass",)),
+    "fuse_conv_bn": ("GraphFusion", ("ConvBatchnormFusionPass", "ConvScaleFusionPass")),
+    "fuse_matmul": ("GraphFusion", ("MatMulBiasAddFusionPass", "BatchMatMulFusionPass")),
+    "fuse_activation": ("UBFusion", ("TbeConv2DReluv2Pass", "TbeEltwiseFusionPass", "TbeBatchMatmulElementWiseFusionPass",
+                                     "ATbeMatMulElemwiseFusionPass", "AutomaticUbFusion")),
+    "fuse_conv_add": ("UBFusion", ("TbeConvDoubleInFusionPass",)),
+}
+
+
+def fusion_switches(switch: dict[str, dict[str, bool]]) -> tuple[set[str], dict[str, list[str]], list[str]]:
+    """ATC's switch file ({"GraphFusion": {name: on?}, "UBFusion": {...}}) as ge's passes to skip.
+    Returns (disabled ge passes, {ge pass: the names that turned it off}, unknown names). A section's
+    "ALL" applies first, then its named passes: "ALL": "off" with one pass "on" leaves just that one."""
+    by_name = {ge: ge for ge in FUSIONS}
+    by_name.update({atc: ge for ge, (_, names) in FUSIONS.items() for atc in names})
+    state = {ge: True for ge in FUSIONS}
+    why: dict[str, list[str]] = {}
+    unknown = []
+    for section, passes in switch.items():
+        if "ALL" in passes:
+            for ge, (sec, _) in FUSIONS.items():
+                if sec == section:
+                    state[ge] = passes["ALL"]
+                    why.setdefault(ge, []).append(f"{section}.ALL")
+        for name, on in passes.items():
+            if name == "ALL":
+                continue
+            if name not in by_name:
+                unknown.append(name)
+                continue
+            state[by_name[name]] = on
+            why.setdefault(by_name[name], []).append(name)
+    disabled = {ge for ge, on in state.items() if not on}
+    return disabled, {ge: why[ge] for ge in disabled}, unknown
+
+
+#: (disabled fusions, impl modes, precision) of the conversion under way: every optimize() of it (a
+#: gear, a static submodel of a dynamic model) follows the user's options without each caller passing them
+_CONFIG: contextvars.ContextVar = contextvars.ContextVar("ge_pass_config", default=(frozenset(), None, None))
+
+
+@contextlib.contextmanager
+def configured(disabled: set[str] | frozenset = frozenset(), impl_modes: dict | None = None,
+               precision: dict | None = None):
+    """Within the block, optimize() and optimize_dynamic() skip `disabled` and apply `impl_modes`
+    unless a call gives its own, and optimize() ends with `precision`: {"mode", "keep_dtype",
+    "mixlist"} for precision_mode.apply_precision_mode (ATC's --precision_mode)."""
+    token = _CONFIG.set((frozenset(disabled), impl_modes, precision))
+    try:
+        yield
+    finally:
+        _CONFIG.reset(token)
+
+
+def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
+             impl_modes: dict | None = None) -> dict:
     """Run the pass pipeline on `graph` in place; return the report (JSON-able ints):
     {"nodes_before", "nodes_after", "folded_nodes", "fused_conv_bn", "fused_activations",
      "removed_nodes", "passes": {pass name: {counter: n}}} (filled into `report` if one is given).
+    `disabled`: fusions (keys of FUSIONS) not to run; `impl_modes`: see select_impl_mode.
     """
     report = {} if report is None else report
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
-    for key, fn in PIPELINE:
-        fn(graph, stats=per_pass.setdefault(key, {}))
+    _run(graph, per_pass, disabled, impl_modes, static=True)
+    precision = _CONFIG.get()[2]
+    if precision:  # on the optimized graph: the fused ops lower as one
+        apply_precision_mode(graph, precision["mode"], precision.get("keep_dtype", ()), precision.get("mixlist"),
+                             stats=per_pass.setdefault("precision_mode", {}))
+        dead_code(graph, stats=per_pass["dead_code"])
+        infer_shapes(graph, stats=per_pass["infer_shapes"])
+        log.info("pass precision_mode (%s): %s", precision["mode"],
+                 ", ".join(f"{k}={v}" for k, v in per_pass["precision_mode"].items()))
     report["nodes_after"] = len(graph.nodes)
     report["folded_nodes"] = per_pass["constant_folding"].get("folded", 0)
     report["fused_conv_bn"] = per_pass["fuse_conv_bn"].get("fused", 0)
@@ -59,7 +140,8 @@ def optimize(graph: Graph, report: dict | None = None) -> dict:
     return report
 
 
-def optimize_dynamic(graph: Graph, report: dict | None = None) -> dict:
+def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
+                     impl_modes: dict | None = None) -> dict:
     """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
     infers what it can afterwards, core/compile/dynamic_shapes.py). The fusions decide from dtypes,
     ranks, constants and provably equal dims, and skip a match they cannot decide. After each
@@ -68,14 +150,37 @@ def optimize_dynamic(graph: Graph, report: dict | None = None) -> dict:
     report = {} if report is None else report
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
-    for key, fn in PIPELINE:
-        if fn is not infer_shapes:
-            fn(graph, stats=per_pass.setdefault(key, {}))
-        if fn is constant_folding:
-            resolve_shapes(graph, stats=per_pass.setdefault("resolve_shapes", {}))
-            dead_code(graph, stats=per_pass.setdefault("dead_code", {}))
+    _run(graph, per_pass, disabled, impl_modes, static=False)
     report["nodes_after"] = len(graph.nodes)
     return report
+
+
+def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool) -> None:
+    """The pipeline, each pass timed and logged at info (ATC's --log=info shows what each pass did)."""
+    if disabled is None:
+        disabled = _CONFIG.get()[0]
+    if impl_modes is None:
+        impl_modes = _CONFIG.get()[1]
+    unknown = set(disabled) - set(FUSIONS)
+    if unknown:
+        raise ValueError(f"not a switchable fusion: {sorted(unknown)}")
+    for key, fn in PIPELINE:
+        if key in disabled:
+            per_pass[key] = {"switched_off": 1}
+            continue
+        if fn is infer_shapes and not static:
+            continue
+        t0 = time.perf_counter()
+        stats = per_pass.setdefault(key, {})
+        if fn is select_impl_mode:
+            fn(graph, stats=stats, modes=impl_modes)
+        else:
+            fn(graph, stats=stats)
+        if fn is constant_folding and not static:
+            resolve_shapes(graph, stats=per_pass.setdefault("resolve_shapes", {}))
+            dead_code(graph, stats=per_pass.setdefault("dead_code", {}))
+        log.info("pass %s: %s (%.1f ms, %d nodes)", key, ", ".join(f"{k}={v}" for k, v in stats.items()) or "-",
+                 (time.perf_counter() - t0) * 1e3, len(graph.nodes))
 
 
 def require_static(graph: Graph) -> None:

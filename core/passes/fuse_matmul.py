@@ -96,7 +96,7 @@ def _is_gelu(node: Node, y: str) -> bool:
         return False
     approximate = node.attrs.get("approximate", "none")
     approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
-    return node.domain == GE_DOMAIN or (node.domain == "" and approximate == "none")
+    return node.domain in (GE_DOMAIN, "") and approximate == "none"  # the native GEMM applies the erf form only
 
 
 def _perm(m: Matcher, t: Node | None) -> tuple | None:

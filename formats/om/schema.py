@@ -38,8 +38,8 @@ OM_IR_VERSION = 1  # version of the MODEL_DEF / TASK_INFO schema (bumped with FO
 
 # limits
 MAX_HEADER_SIZE = 1 << 20  # 1 MiB of msgpack header
-MAX_PARTITIONS = 64  # entries in the partition table
-MAX_MODELS = 16  # model_num: root model + static submodels
+MAX_PARTITIONS = 512  # entries in the partition table (up to 4 per (sub)model, MAX_MODELS of them)
+MAX_MODELS = 101  # model_num: root model + static submodels (ATC allows 100 gears: root + 100)
 MAX_TOTAL_SIZE = 1 << 40  # 1 TiB: largest OM file accepted
 MAX_STR_LEN = 1 << 20  # any msgpack string (names, attribute strings, atc_cmdline)
 MAX_ARRAY_LEN = 1 << 24  # any msgpack array (tasks, tensors, attribute lists)

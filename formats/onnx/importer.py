@@ -142,7 +142,9 @@ def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
         opset["" if o.domain in ("", "ai.onnx") else o.domain] = int(o.version)
     v = opset.get("")
     if v is None:
-        raise GraphError(f"{path}: the model imports no default-domain (ai.onnx) opset")
+        if any(n.domain in ("", "ai.onnx") for n in model.graph.node):
+            raise GraphError(f"{path}: the model imports no default-domain (ai.onnx) opset")
+        return opset  # only ops of other domains (an ai.onnx.ml pipeline)
     if not MIN_OPSET <= v <= MAX_OPSET:
         raise GraphError(f"{path}: opset {v} of the default domain (ai.onnx) is not supported; "
                          f"ge supports opsets {MIN_OPSET}..{MAX_OPSET} (convert the model with "

@@ -71,9 +71,9 @@ def test_missing_model_or_output_is_a_usage_error(ge, models, tmp_path):
 
 
 def test_unsupported_mode(ge, error_line):
-    r = ge("atc", "--mode=3", "--om", "x.om")
+    r = ge("atc", "--mode=5", "--om", "x.om")
     assert r.exit_code == 1
-    assert "--mode=3" in error_line(r)
+    assert "--mode=5" in error_line(r)
 
 
 def test_symbolic_input_needs_input_shape(ge, models, tmp_path, error_line):

@@ -17,13 +17,6 @@ F = TensorProto.FLOAT
 rng = np.random.default_rng(0)
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
-
-
 def conv_model(tmp_path, make_model, batch=1, **atc):
     """Conv + Relu with the same weights every time, compiled into tmp_path/<batch>/."""
     w = (np.random.default_rng(1).standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)
