@@ -39,3 +39,62 @@ def _value(a: AttributeProto):
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+# ---------------------------------------------------------------- attribute types (a loaded OM's check)
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _is_int(v) -> bool:
+    return type(v) is int and _INT64[0] <= v <= _INT64[1]
+
+
+def _is_float(v) -> bool:
+    return type(v) is float
+
+
+_TYPE_CHECKS = {  # AttributeProto type -> (what it must be, check)
+    AttributeProto.INT: ("an int64", _is_int),
+    AttributeProto.FLOAT: ("a float", _is_float),
+    AttributeProto.STRING: ("a string", lambda v: type(v) is str),
+    AttributeProto.INTS: ("a list of int64", lambda v: type(v) is list and all(_is_int(x) for x in v)),
+    AttributeProto.FLOATS: ("a list of floats", lambda v: type(v) is list and all(_is_float(x) for x in v)),
+    AttributeProto.STRINGS: ("a list of strings", lambda v: type(v) is list and all(type(x) is str for x in v)),
+    AttributeProto.TENSOR: ("a tensor", lambda v: isinstance(v, np.ndarray)),
+}
+
+
+@lru_cache(maxsize=None)
+def attribute_types(domain: str, op_type: str, opset: int) -> tuple[dict, frozenset]:
+    """({attribute: AttributeProto type} of the ones ge can check, the names the OM must carry:
+    required ones and those with a default, which the compiler always writes)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
+    except onnx.defs.SchemaError:
+        return {}, frozenset()
+    types = {name: a.type for name, a in schema.attributes.items() if a.type in _TYPE_CHECKS}
+    present = frozenset(name for name, a in schema.attributes.items()
+                        if a.required or (a.default_value is not None and a.default_value.type))
+    return types, present
+
+
+def attribute_problem(domain: str, op_type: str, opset: int, attrs: dict, complete: bool = False) -> str | None:
+    """What is wrong with a node's attributes against its op's schema (a message naming the
+    attribute), or None. `complete`: every attribute the schema declares with a default must be
+    there (an OM ge wrote has them all). Ops without an onnx schema (ge's fused ops) are their
+    kernel's to check."""
+    types, present = attribute_types(domain, op_type, opset)
+    for name in sorted(present - attrs.keys()) if complete else ():
+        return f"attrs['{name}'] is missing (the op's schema declares it; ge writes every one)"
+    for name, kind in types.items():
+        if name in attrs:
+            what, ok = _TYPE_CHECKS[kind]
+            if not ok(attrs[name]):
+                return f"attrs['{name}'] must be {what}, got {_show(attrs[name])}"
+    return None
+
+
+def _show(v) -> str:
+    text = repr(v)
+    return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(v).__name__})"

@@ -19,6 +19,7 @@ import os
 import msgpack
 
 from ge.core.errors import FormatError
+from ge.core.weight_files import open_regular
 from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID,
                               WORKSPACE, WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc,
                               TensorPlan, WeightDesc, arg_rows)
@@ -26,8 +27,8 @@ from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FILE_CONSTANT, FM_I
 from .decode import Bad, Fields, attr_map, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
 from .root import decode_root
 from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN,
-                     MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_MODELS, MAX_PARTITIONS, MAX_STR_LEN, MAX_TOTAL_SIZE,
-                     MIN_FILE_SIZE, MODEL_DEF, PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA,
+                     MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_STR_LEN,
+                     MAX_TOTAL_SIZE, MIN_FILE_SIZE, MODEL_DEF, PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA,
                      partition_name)
 
 BYTES_LABEL = "<bytes>"
@@ -105,7 +106,7 @@ def _open(source, label):
         raise FormatError(f"read_om: expected a path or bytes, got {type(source).__name__}") from None
     label = label or str(path)
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, label, "the OM"), "rb") as f:  # a FIFO or device: refused, no hang
             size = os.fstat(f.fileno()).st_size
             if size < MIN_FILE_SIZE:
                 data = f.read(MIN_FILE_SIZE)
@@ -316,7 +317,7 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
     f = Fields(md, "MODEL_DEF")
     name = f.str("name")
     soc = f.str("soc_version")
-    opset = f.int("opset")
+    opset = f.int("opset", lo=1, hi=MAX_OPSET)
 
     allocations = []
     for k, a in enumerate(f.list("allocations")):
@@ -468,12 +469,29 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
         if workspace > sizes[WORKSPACE_ID]:
             raise Bad(f"{kf.where}: workspace {workspace} bytes exceeds the WORKSPACE allocation "
                       f"size {sizes[WORKSPACE_ID]}")
-        tasks.append(TaskDef(node, op_type, kf.str("domain"), kf.int("opset"),
+        tasks.append(TaskDef(node, op_type, kf.str("domain"), kf.int("opset", lo=1, hi=MAX_OPSET),
                              attr_map(kf.get("attrs"), f"{kf.where} attrs", 0), ins, outs, workspace))
 
+    _check_io_args(tasks, inputs + outputs)
     dataflow = _dataflow(tf, tasks, allocations) if "dataflow" in ti else None  # since format 1.4
     return GeModel(name=name, inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
                    tasks=tasks, weights=weights, soc_version=soc, opset=opset, attrs=attrs, dataflow=dataflow)
+
+
+def _check_io_args(tasks: list, descs: list) -> None:
+    """A task reads a model input (writes an output) as the desc says: at its allocation's start,
+    with its dtype and byte size (a Reshape-style alias may view it with another shape)."""
+    io = {d.allocation: d for d in descs}
+    for k, t in enumerate(tasks):
+        for role, args in (("inputs", t.inputs), ("outputs", t.outputs)):
+            for j, a in enumerate(args):
+                d = None if a is None else io.get(a.allocation)
+                if d is not None and (a.offset != 0 or a.dtype != d.dtype or nbytes_of(a.dtype, a.shape)
+                                      != nbytes_of(d.dtype, d.shape)):
+                    raise Bad(f"TASK_INFO task {k} '{clip(t.node)}' ({clip(t.op_type)}) {role[:-1]} {j}: "
+                              f"{a.dtype} {list(a.shape)} at offset {a.offset} of allocation {a.allocation} "
+                              f"does not match model I/O '{clip(d.name)}' "
+                              f"({d.dtype} {list(d.shape)})")
 
 
 def _dataflow(tf: "Fields", tasks: list, allocations: list) -> DataflowPlan:

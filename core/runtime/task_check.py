@@ -1,0 +1,64 @@
+"""A loaded OM's tasks checked against their ops' specs, the half of an OM's validation the
+format reader cannot do (formats/om knows msgpack and the layout, not the ops):
+
+- before any kernel is built, each task's attributes against its op's onnx schema: of the declared
+  type, and for a model read from a file every attribute with a default present (ge writes them
+  all; a missing one would silently take the default);
+- while building, a kernel that refuses the task is a FormatError naming the task, whatever it
+  raised (an attribute value in range for its type but not for the op, e.g. a stride of 2**62);
+- after building, the output metas the kernel computes from its inputs and attributes must be the
+  ones the task declares: a task whose attributes were edited to another valid-looking value
+  (pads, strides, a kernel shape) would otherwise write a different tensor into the same place.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..errors import FormatError, GeError
+from ..ir import Meta
+from ..kernels.schema import attribute_problem
+
+# what a kernel raises when the values it was given do not fit its op (kernels raise GeError for
+# the cases they check; a stored file can reach the others)
+_KERNEL_REFUSALS = (TypeError, ValueError, IndexError, KeyError, OverflowError, ZeroDivisionError, ArithmeticError,
+                    AttributeError, MemoryError, RecursionError, NotImplementedError)
+
+
+def task_label(model: str, k: int, node: str, op_type: str) -> str:
+    return f"model '{model}': TASK_INFO.tasks[{k}] '{node}' ({op_type})"
+
+
+def check_attributes(where: str, domain: str, op_type: str, opset: int, attrs: dict, complete: bool) -> None:
+    problem = attribute_problem(domain, op_type, opset, attrs, complete)
+    if problem:
+        raise FormatError(f"{where}: {problem}")
+
+
+def check_model_tasks(ge_model, complete: bool = False) -> None:
+    """Every task of a static GeModel (and of a dynamic model's submodels and root nodes).
+    `complete` (a model read from a file): every attribute with a schema default is present."""
+    for k, td in enumerate(getattr(ge_model, "tasks", ())):
+        check_attributes(task_label(ge_model.name, k, td.node, td.op_type), td.domain, td.op_type, td.opset, td.attrs,
+                         complete)
+    for k, node in enumerate(getattr(ge_model, "nodes", ())):
+        check_attributes(f"model '{ge_model.name}': root TASK_INFO.nodes[{k}] '{node.name}' ({node.op_type})",
+                         node.domain, node.op_type, node.opset, node.attrs, complete)
+    for sub in getattr(ge_model, "submodels", ()):
+        check_model_tasks(sub, complete)
+
+
+def built_kernel(where: str, build: Callable, declared: Sequence[Meta | None]):
+    """build() the task's kernel; refused or disagreeing with the declared outputs: FormatError."""
+    try:
+        kernel = build()
+        metas = kernel.infer()
+    except GeError as e:
+        raise FormatError(f"{where}: {e}") from None
+    except _KERNEL_REFUSALS as e:
+        raise FormatError(f"{where}: its attributes or arguments do not fit the op ({type(e).__name__}: "
+                          f"{str(e)[:120]})") from None
+    for j, (got, want) in enumerate(zip(metas, declared)):
+        if want is not None and (got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape)):
+            raise FormatError(f"{where}: outputs[{j}] is declared {want.dtype} {list(want.shape)} but the op "
+                              f"computes {got.dtype} {list(got.shape)} from its inputs and attributes")
+    return kernel

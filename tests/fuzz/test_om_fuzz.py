@@ -1,0 +1,69 @@
+"""The OM fuzzer (om_fuzz.py) in the normal test run: a fixed seed, a thousand mutated files (raw,
+re-signed and structured), each ending in a GeError or in the unmutated outputs. A longer
+campaign: `python -m tests.fuzz.om_fuzz --cases 20000`."""
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from ge.core import api
+from ge.core.errors import FormatError
+
+from .om_fuzz import Campaign, Layout, main
+
+CASES = 1000
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    return Campaign(seed=0)
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_mutated_oms_end_in_a_ge_error_or_the_unmutated_outputs(campaign, block):
+    n = CASES // 4
+    failures = campaign.run(n, start=block * n)
+    assert not failures, "\n".join(failures[:5])
+
+
+def test_the_mutator_covers_every_kind_and_reaches_the_decoder(campaign):
+    kinds = {}
+    for n in range(200):
+        case = campaign.case(n)
+        kinds.setdefault(case.kind, []).append(case)
+    assert set(kinds) == {"raw", "signed", "structured"}
+    # a structured edit passes both checksums: what rejects it is the validation, not the checksum
+    for case in kinds["structured"][:20]:
+        try:
+            api.unload(api.load_from_mem(case.data))
+        except FormatError as e:
+            assert "checksum" not in str(e)
+
+
+def test_an_attribute_of_the_wrong_type_names_task_and_attribute(campaign):
+    layout = campaign.layout
+    key = next(k for k in layout.decoded if k[0] == 2)  # TASK_INFO
+    ti = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
+    k = next(j for j, t in enumerate(ti["tasks"]) if t["op_type"] == "LeakyRelu")
+    ti["tasks"][k]["attrs"]["alpha"] = "xxx"
+    data = layout.signed({key: msgpack.packb(ti, use_bin_type=True)})
+    with pytest.raises(FormatError, match=rf"TASK_INFO.tasks\[{k}\] 'leaky' \(LeakyRelu\): attrs\['alpha'\] must be "
+                                          r"a float, got 'xxx' \(str\)"):
+        api.load_from_mem(data)
+
+
+def test_an_attribute_edited_to_another_valid_value_is_caught_by_the_declared_outputs(campaign):
+    layout = campaign.layout
+    key = next(k for k in layout.decoded if k[0] == 2)
+    ti = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
+    k = next(j for j, t in enumerate(ti["tasks"]) if t["op_type"] == "MaxPool")
+    ti["tasks"][k]["attrs"]["strides"] = [1, 1]
+    data = layout.signed({key: msgpack.packb(ti, use_bin_type=True)})
+    with pytest.raises(FormatError, match=r"outputs\[0\] is declared float32 \[2, 4, 4, 4\] but the op computes "
+                                          r"float32 \[2, 4, 7, 7\]"):
+        api.load_from_mem(data)
+
+
+def test_the_long_campaign_command(capsys):
+    assert main(["--cases", "30", "--seed", "3"]) == 0
+    assert "30 cases" in capsys.readouterr().out and Layout
