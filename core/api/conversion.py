@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..compile.aipp import insert_aipp
 from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
+from ..compile.domains import check_domains
 from ..compile.external_weights import externalize
 from ..compile.summary import summarize
 from ..errors import GeError
@@ -63,7 +64,7 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
         return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
                             external_weight, t0)
     shapes = spec
-    graph = load_onnx(model, shapes or None, nodes)
+    graph = check_domains(load_onnx(model, shapes or None, nodes))
     aipp = insert_aipp(graph, aipp_configs) if aipp_configs else None
     try:
         report = optimize(graph)
