@@ -32,9 +32,6 @@ from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_AL
                      partition_name)
 
 BYTES_LABEL = "<bytes>"
-# Tests set this to True so that a validation gap shows up as the raw exception instead of being
-# turned into a generic FormatError by the safety net in load().
-STRICT = False
 _SAFETY_NET = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, UnicodeError,
                ArithmeticError)
 _FIXED_KINDS = {WEIGHT_ID: WEIGHT, FM_ID: FEATURE_MAP, WORKSPACE_ID: WORKSPACE}
@@ -43,19 +40,20 @@ _FIXED_KINDS = {WEIGHT_ID: WEIGHT, FM_ID: FEATURE_MAP, WORKSPACE_ID: WORKSPACE}
 # ---------------------------------------------------------------- public entry points
 
 
-def read_om(source: str | os.PathLike | bytes, *, verify_checksum: bool = True) -> GeModel:
+def read_om(source: str | os.PathLike | bytes, *, verify_checksum: bool = True, strict: bool = False) -> GeModel:
     """Load and validate an OM from a path or from bytes. A path is memory-mapped read-only and
     weight_data is a memoryview of the map; for a bytes-like source it is a memoryview of that
-    buffer (no copy either way; b"" when the OM has no inline weights)."""
-    return load(source, verify_checksum=verify_checksum)
+    buffer (no copy either way; b"" when the OM has no inline weights). `strict` (tests): a gap in
+    the validation raises its own exception instead of the safety net's generic FormatError."""
+    return load(source, verify_checksum=verify_checksum, strict=strict)
 
 
-def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = True) -> dict:
+def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = True, strict: bool = False) -> dict:
     """Header fields and partition table of an OM (`ge atc --mode=6` style), validated but without
     unpacking the partitions."""
     label, view, mm = _open(source, None)
     try:
-        header, hsize = _guard(label, lambda: parse_header(view, verify_checksum))
+        header, hsize = _guard(label, lambda: parse_header(view, verify_checksum), strict)
         info = {"magic": MAGIC.decode(), "file_size": view.nbytes, "header_size": PREFIX_SIZE + hsize}
         for key, value in header.items():
             if key == "header_version":
@@ -72,24 +70,24 @@ def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = Tr
         _close(view, mm)
 
 
-def load(source, *, label: str | None = None, verify_checksum: bool = True) -> GeModel:
+def load(source, *, label: str | None = None, verify_checksum: bool = True, strict: bool = False) -> GeModel:
     label, view, mm = _open(source, label)
     model = None
     try:
-        model = _guard(label, lambda: parse(view, verify_checksum))
+        model = _guard(label, lambda: parse(view, verify_checksum), strict)
         return model
     finally:
         if model is None or not isinstance(model.weight_data, memoryview):
             _close(view, mm)
 
 
-def _guard(label: str, fn):
+def _guard(label: str, fn, strict: bool = False):
     try:
         return fn()
     except Bad as e:
         raise FormatError(f"{label}: {e}") from None
     except _SAFETY_NET as e:
-        if STRICT:
+        if strict:
             raise
         raise FormatError(f"{label}: malformed OM ({type(e).__name__}: {e})") from None
 
