@@ -16,7 +16,9 @@ from typing import Callable, Sequence
 
 from ..errors import FormatError, GeError
 from ..ir import Meta
+from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.schema import attribute_problem
+from ...formats.om.schema import MAX_OPSET
 
 # what a kernel raises when the values it was given do not fit its op (kernels raise GeError for
 # the cases they check; a stored file can reach the others)
@@ -29,9 +31,40 @@ def task_label(model: str, k: int, node: str, op_type: str) -> str:
 
 
 def check_attributes(where: str, domain: str, op_type: str, opset: int, attrs: dict, complete: bool) -> None:
+    if type(opset) is not int or not 1 <= opset <= MAX_OPSET:
+        raise FormatError(f"{where}: opset {opset!r} is not in [1, {MAX_OPSET}]")
     problem = attribute_problem(domain, op_type, opset, attrs, complete)
+    if problem is None and EPILOGUE in attrs:
+        problem = epilogue_problem(attrs[EPILOGUE], opset, complete)
     if problem:
         raise FormatError(f"{where}: {problem}")
+
+
+def epilogue_problem(spec, opset: int, complete: bool) -> str | None:
+    """The fused activations a task applies to its output (kernels/epilogue.py): a non-empty list
+    of [op_type, attrs] of default-domain ops, each step's attributes as its schema says (Clip's
+    bounds travel as numbers "min"/"max")."""
+    where = f"attrs['{EPILOGUE}']"
+    if type(spec) is not list or not spec:
+        return f"{where} must be a non-empty list of [op_type, attrs], got {_show(spec)}"
+    for j, step in enumerate(spec):
+        if type(step) is not list or len(step) != 2 or type(step[0]) is not str or type(step[1]) is not dict:
+            return f"{where}[{j}] must be [op_type, attrs], got {_show(step)}"
+        op_type, attrs = step
+        if op_type == "Clip":
+            bad = next((k for k, v in attrs.items() if k not in ("min", "max") or type(v) not in (int, float)), None)
+            if bad is not None:
+                return f"{where}[{j}] (Clip): attrs['{bad}'] must be a number 'min' or 'max', got {_show(attrs[bad])}"
+            continue
+        problem = attribute_problem("", op_type, opset, attrs, complete)
+        if problem:
+            return f"{where}[{j}] ({op_type}): {problem}"
+    return None
+
+
+def _show(v) -> str:
+    text = repr(v)
+    return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(v).__name__})"
 
 
 def check_model_tasks(ge_model, complete: bool = False) -> None:
@@ -44,6 +77,8 @@ def check_model_tasks(ge_model, complete: bool = False) -> None:
         check_attributes(f"model '{ge_model.name}': root TASK_INFO.nodes[{k}] '{node.name}' ({node.op_type})",
                          node.domain, node.op_type, node.opset, node.attrs, complete)
     for sub in getattr(ge_model, "submodels", ()):
+        check_model_tasks(sub, complete)
+    for sub in getattr(ge_model, "subgraphs", ()):  # control-flow bodies (format 1.5)
         check_model_tasks(sub, complete)
 
 

@@ -26,6 +26,7 @@ from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FILE_CONSTANT, FM_I
 
 from .decode import Bad, Fields, attr_map, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
 from .root import decode_root
+from .root_check import check_root
 from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN,
                      MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_STR_LEN,
                      MAX_TOTAL_SIZE, MIN_FILE_SIZE, MODEL_DEF, PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA,
@@ -306,6 +307,7 @@ def _parse_dynamic(view: memoryview, header: dict):
     for c in root.clusters:
         if c.kind == "KNOWN" and c.submodel >= len(root.submodels):
             raise Bad(f"root cluster {c.index} names submodel {c.submodel}, which does not exist")
+    check_root(root)
     if shared:
         root.weight_data = body(WEIGHTS_DATA, 0)  # a view of the file: no copy
     return root
@@ -370,6 +372,12 @@ def _model(md, ti, weight_bytes: int) -> GeModel:
             if not 0 <= a.io_index < n:
                 raise Bad(f"MODEL_DEF allocation {a.id} ({a.kind}) has io_index {a.io_index}, "
                           f"but the model has {n} {a.kind.lower()}s")
+    for key, kind, descs_ in (("input", INPUT, inputs), ("output", OUTPUT, outputs)):
+        for k, d in enumerate(descs_):  # each I/O its own allocation, the one whose io_index it is
+            home = allocations[d.allocation]
+            if home.kind != kind or home.io_index != k:
+                raise Bad(f"MODEL_DEF {key} {k} '{clip(d.name)}': allocation {d.allocation} is {home.kind} with "
+                          f"io_index {home.io_index}, not {kind} {k}")
 
     tensors = []
     for k, t in enumerate(f.list("tensors")):

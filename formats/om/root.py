@@ -9,7 +9,7 @@ from ge.core.ge_model import WeightDesc
 
 from .decode import Bad, Fields, attr_map, check_nbytes, clip, show
 from .encode import as_attr_map, as_dtype, as_int, as_shape, as_str
-from .schema import MAX_DIM, MAX_MODELS, MAX_OPSET, MAX_RANK
+from .schema import MAX_DIM, MAX_MODELS, MAX_RANK
 
 MAX_RANGE_DIM = 1 << 62
 
@@ -45,7 +45,7 @@ def encode_root(m: DynamicModel) -> tuple[dict, dict]:
 def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
     """Validate and build the root model; `r` is the reader module (Bad, _Fields, _attr_map...)."""
     f = Fields(md, "root MODEL_DEF")
-    name, soc, opset = f.str("name"), f.str("soc_version"), f.int("opset", lo=1, hi=MAX_OPSET)
+    name, soc, opset = f.str("name"), f.str("soc_version"), f.int("opset")
     mode = f.str("mode")
     if mode not in MODES:
         raise Bad(f"root MODEL_DEF: mode '{clip(mode)}' is not one of {', '.join(MODES)}")
@@ -107,7 +107,7 @@ def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
             raise Bad(f"root node '{clip(nname)}' ({clip(op)}): inputs/outputs/dtypes must be strings")
         if len(lists["dtypes"]) != len(lists["outputs"]):
             raise Bad(f"root node '{clip(nname)}': {len(lists['dtypes'])} dtypes for {len(lists['outputs'])} outputs")
-        nodes.append(DynNode(nname, op, nf.str("domain"), nf.int("opset", lo=1, hi=MAX_OPSET),
+        nodes.append(DynNode(nname, op, nf.str("domain"), nf.int("opset"),
                              attr_map(nf.get("attrs"), f"root node '{clip(nname)}' attrs", 0),
                              tuple(lists["inputs"]), tuple(lists["outputs"]), tuple(lists["dtypes"])))
     steps = []

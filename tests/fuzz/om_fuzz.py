@@ -10,12 +10,17 @@ MaxPool, Reshape, Gemm, Softmax; inline weights) and mutates it one way:
 - structured edits of one decoded field (its value replaced by one of another type or out of
   range, the key deleted, a list entry dropped or duplicated), re-encoded and re-signed.
 
+Seeds: a static CNN (inline weights, and external weights in a weight folder), a gears model and a
+range model (a root graph with its static submodels).
+
 The oracle: loading the file with `api.load_from_mem` and running it with `api.execute` either
 raises a `GeError` (not the reader's safety net: a "malformed OM (KeyError...)" is a gap in the
 validation) or gives the unmutated outputs bit for bit — except for a re-signed raw
 mutation that decodes to another well-formed model (a flipped bit in an offset or a float is a
-different model, signed as such: its outputs are only required to be finite-shaped arrays of the
-declared dtypes). Never another exception, never a hang.
+different model, signed as such), a list entry dropped or duplicated or one of ge's optional
+"ge.*" attributes deleted (a fused activation) that leaves another well-formed model: their
+outputs are only required to have the unmutated dtypes and shapes. Never another exception,
+never a hang.
 
     python -m tests.fuzz.om_fuzz --cases 5000 [--seed 1] [--device cpu]
 
@@ -77,14 +82,54 @@ def seed_inputs() -> list[np.ndarray]:
     return [np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)]
 
 
-def compile_seed() -> bytes:
-    """The seed OM's bytes (compiled once per process)."""
+def dynamic_onnx() -> onnx.ModelProto:
+    """x [n, 8] -> MatMul, Add, Relu, Softmax: compiled with gears or a range of n."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], "matmul"), helper.make_node("Add", ["m", "b"], ["a"], "add"),
+             helper.make_node("Relu", ["a"], ["r"], "relu"), helper.make_node("Softmax", ["r"], ["y"], "softmax", axis=-1)]
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    graph = helper.make_graph(nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@dataclass
+class Seed:
+    """One valid OM the mutations start from, how to load it and what it must output."""
+    name: str
+    om: bytes
+    inputs: list
+    load: dict  # keyword arguments of api.load_from_mem (weight_dir)
+    layout: "Layout" = None
+    expected: list = None
+
+
+# name -> (onnx builder, atc keyword arguments, inputs)
+SEEDS = {
+    "cnn": (seed_onnx, {}, seed_inputs),
+    "cnn_external": (seed_onnx, {"external_weight": 1}, seed_inputs),
+    "gears": (dynamic_onnx, {"input_shape": "x:-1,8", "dynamic": {"dynamic_batch_size": "1,3"}},
+              lambda: [np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)]),
+    "range": (dynamic_onnx, {"input_shape": "x:1~4,8"},
+              lambda: [np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)]),
+}
+
+
+def compile_seed(name: str = "cnn", folder: str | None = None) -> Seed:
+    """Seed `name` compiled by ge; external weight files go to `folder`/weight (kept by the caller)."""
+    build, options, inputs = SEEDS[name]
     with tempfile.TemporaryDirectory() as d:
+        out = folder or d
         path = os.path.join(d, "fuzz.onnx")
-        onnx.save(seed_onnx(), path)
-        result = api.atc(path, os.path.join(d, "fuzz"))
+        onnx.save(build(), path)
+        result = api.atc(path, os.path.join(out, name), **options)
         with open(result.om_path, "rb") as f:
-            return f.read()
+            om = f.read()
+    load = {"weight_dir": os.path.join(out, "weight")} if options.get("external_weight") else {}
+    return Seed(name, om, inputs(), load)
 
 
 # ---------------------------------------------------------------- the file's pieces
@@ -190,6 +235,12 @@ def _parent(obj, path):
     return obj
 
 
+# a list entry dropped or duplicated, or an optional "ge.*" attribute deleted, may leave another
+# well-formed model (an optional input dropped, a bias input repeated as the residual, no fused
+# activation): such a case may run, with outputs of its own
+LIST_EDIT = "semantic:"
+
+
 def structured_edit(rng: random.Random, obj) -> str:
     """Edit one field of `obj` in place with a hostile value; returns what was done."""
     path, value = rng.choice(list(leaves(obj)))
@@ -197,13 +248,13 @@ def structured_edit(rng: random.Random, obj) -> str:
     how = rng.random()
     if how < 0.12 and isinstance(parent, dict):
         del parent[key]
-        return f"delete {path}"
+        return f"{LIST_EDIT if str(key).startswith('ge.') else ''}delete {path}"
     if how < 0.2 and isinstance(parent, list):
         if rng.random() < 0.5:
             del parent[key]
-            return f"drop {path}"
+            return f"{LIST_EDIT}drop {path}"
         parent.insert(key, copy.deepcopy(parent[key]))
-        return f"duplicate {path}"
+        return f"{LIST_EDIT}duplicate {path}"
     new = rng.choice(hostile_values(value))
     if isinstance(value, str) and rng.random() < 0.3:
         new = value + "_x"  # a name that no longer refers to anything
@@ -226,7 +277,7 @@ def make_case(seed: int, number: int, om: bytes, layout: Layout) -> Case:
         name = rng.choice(sorted(RAW))
         return Case(number, "raw", name, RAW[name](rng, om))
     key = rng.choice(sorted(layout.decoded))
-    part = "MODEL_DEF" if key[0] == MODEL_DEF else "TASK_INFO"
+    part = f"{'MODEL_DEF' if key[0] == MODEL_DEF else 'TASK_INFO'}[{key[1]}]"
     if roll < 0.45:
         name = rng.choice(("flip_bits", "byte_run", "inflate_length", "truncate"))
         body = {(t, s): b for t, s, b in layout.parts}[key]
@@ -239,21 +290,21 @@ def make_case(seed: int, number: int, om: bytes, layout: Layout) -> Case:
 # ---------------------------------------------------------------- the oracle
 
 
-def run_om(data: bytes, inputs, device: str):
-    model_id = api.load_from_mem(data, device)
+def run_om(data: bytes, inputs, device: str, load: dict | None = None):
+    model_id = api.load_from_mem(data, device, **(load or {}))
     try:
         return api.execute(model_id, inputs)
     finally:
         api.unload(model_id)
 
 
-def check(case: Case, expected: list, inputs, device: str, layout: Layout) -> str | None:
+def check(case: Case, seed: Seed, device: str) -> str | None:
     """None when the case ends as it must, else what went wrong."""
-    box = {}
+    box, expected, layout = {}, seed.expected, seed.layout
 
     def attempt():
         try:
-            box["out"] = run_om(case.data, inputs, device)
+            box["out"] = run_om(case.data, seed.inputs, device, seed.load)
         except GeError as e:
             box["ge"] = e
         except BaseException as e:  # noqa: BLE001 - anything else is the finding
@@ -281,7 +332,7 @@ def check(case: Case, expected: list, inputs, device: str, layout: Layout) -> st
     same = all(o.dtype == e.dtype and o.shape == e.shape and o.tobytes() == e.tobytes() for o, e in zip(out, expected))
     if same:
         return None
-    if case.kind == "signed" and _decodes_differently(case.data, layout):
+    if (case.kind == "signed" or LIST_EDIT in case.what) and _decodes_differently(case.data, layout):
         if all(o.dtype == e.dtype and o.shape == e.shape for o, e in zip(out, expected)):
             return None  # another well-formed model, signed: its own outputs
     return "ran but its outputs differ from the unmutated model's"
@@ -298,20 +349,27 @@ def _decodes_differently(data: bytes, layout: Layout) -> bool:
 
 
 class Campaign:
-    def __init__(self, seed: int = 0, device: str = "cpu"):
+    """Every seed compiled and run once; case n mutates seed n % len(seeds)."""
+
+    def __init__(self, seed: int = 0, device: str = "cpu", seeds=tuple(SEEDS)):
         self.seed, self.device = seed, device
-        self.om = compile_seed()
-        self.layout = Layout.of(self.om)
-        self.inputs = seed_inputs()
-        self.expected = run_om(self.om, self.inputs, device)
+        self._folder = tempfile.TemporaryDirectory(prefix="ge_om_fuzz_")  # external weight files
+        self.seeds = [compile_seed(name, os.path.join(self._folder.name, name)) for name in seeds]
+        for s in self.seeds:
+            s.layout = Layout.of(s.om)
+            s.expected = run_om(s.om, s.inputs, device, s.load)
+
+    def seed_of(self, number: int) -> Seed:
+        return self.seeds[number % len(self.seeds)]
 
     def case(self, number: int) -> Case:
-        return make_case(self.seed, number, self.om, self.layout)
+        s = self.seed_of(number)
+        return make_case(self.seed, number, s.om, s.layout)
 
     def failure(self, number: int) -> str | None:
-        case = self.case(number)
-        problem = check(case, self.expected, self.inputs, self.device, self.layout)
-        return None if problem is None else f"case {number} ({case.kind}: {case.what}): {problem}"
+        case, s = self.case(number), self.seed_of(number)
+        problem = check(case, s, self.device)
+        return None if problem is None else f"case {number} on {s.name} ({case.kind}: {case.what}): {problem}"
 
     def run(self, cases: int, start: int = 0) -> list[str]:
         return [f for f in (self.failure(n) for n in range(start, start + cases)) if f]
@@ -324,17 +382,18 @@ def main(argv=None) -> int:
     p.add_argument("--start", type=int, default=0, help="first case number")
     p.add_argument("--only", type=int, default=None, help="replay one case")
     p.add_argument("--device", default="cpu", choices=("cpu", "sim"))
+    p.add_argument("--seeds", default=",".join(SEEDS), help=f"seed models (of {', '.join(SEEDS)})")
     args = p.parse_args(argv)
-    campaign = Campaign(args.seed, args.device)
+    campaign = Campaign(args.seed, args.device, args.seeds.split(","))
     numbers = [args.only] if args.only is not None else range(args.start, args.start + args.cases)
     t0, failures, kinds = time.perf_counter(), 0, {}
     for n in numbers:
-        case = campaign.case(n)
-        kinds[case.kind] = kinds.get(case.kind, 0) + 1
-        problem = check(case, campaign.expected, campaign.inputs, campaign.device, campaign.layout)
+        kind = campaign.case(n).kind
+        kinds[kind] = kinds.get(kind, 0) + 1
+        problem = campaign.failure(n)
         if problem:
             failures += 1
-            print(f"FAIL case {n} ({case.kind}: {case.what}): {problem}", flush=True)
+            print(f"FAIL {problem}", flush=True)
     elapsed = time.perf_counter() - t0
     print(f"{len(numbers)} cases ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}), seed {args.seed}, "
           f"{failures} failures, {elapsed:.1f} s")

@@ -7,7 +7,7 @@ import msgpack
 import pytest
 
 from ge.core import api
-from ge.core.errors import FormatError
+from ge.core.errors import FormatError, GeError
 
 from .om_fuzz import Campaign, Layout, main
 
@@ -27,21 +27,22 @@ def test_mutated_oms_end_in_a_ge_error_or_the_unmutated_outputs(campaign, block)
 
 
 def test_the_mutator_covers_every_kind_and_reaches_the_decoder(campaign):
-    kinds = {}
+    kinds, seeds = {}, set()
     for n in range(200):
         case = campaign.case(n)
-        kinds.setdefault(case.kind, []).append(case)
-    assert set(kinds) == {"raw", "signed", "structured"}
+        kinds.setdefault(case.kind, []).append(n)
+        seeds.add(campaign.seed_of(n).name)
+    assert set(kinds) == {"raw", "signed", "structured"} and seeds == {"cnn", "cnn_external", "gears", "range"}
     # a structured edit passes both checksums: what rejects it is the validation, not the checksum
-    for case in kinds["structured"][:20]:
+    for n in kinds["structured"][:40]:
         try:
-            api.unload(api.load_from_mem(case.data))
-        except FormatError as e:
+            api.unload(api.load_from_mem(campaign.case(n).data, **campaign.seed_of(n).load))
+        except GeError as e:
             assert "checksum" not in str(e)
 
 
 def test_an_attribute_of_the_wrong_type_names_task_and_attribute(campaign):
-    layout = campaign.layout
+    layout = campaign.seeds[0].layout
     key = next(k for k in layout.decoded if k[0] == 2)  # TASK_INFO
     ti = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
     k = next(j for j, t in enumerate(ti["tasks"]) if t["op_type"] == "LeakyRelu")
@@ -53,7 +54,7 @@ def test_an_attribute_of_the_wrong_type_names_task_and_attribute(campaign):
 
 
 def test_an_attribute_edited_to_another_valid_value_is_caught_by_the_declared_outputs(campaign):
-    layout = campaign.layout
+    layout = campaign.seeds[0].layout
     key = next(k for k in layout.decoded if k[0] == 2)
     ti = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
     k = next(j for j, t in enumerate(ti["tasks"]) if t["op_type"] == "MaxPool")
