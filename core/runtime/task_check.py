@@ -18,6 +18,7 @@ from ..errors import FormatError, GeError
 from ..ir import Meta
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.schema import attribute_problem
+from ...formats.om.decode import clip
 from ...formats.om.schema import MAX_OPSET
 
 # what a kernel raises when the values it was given do not fit its op (kernels raise GeError for
@@ -27,7 +28,7 @@ _KERNEL_REFUSALS = (TypeError, ValueError, IndexError, KeyError, OverflowError, 
 
 
 def task_label(model: str, k: int, node: str, op_type: str) -> str:
-    return f"model '{model}': TASK_INFO.tasks[{k}] '{node}' ({op_type})"
+    return f"model '{clip(model)}': TASK_INFO.tasks[{k}] '{clip(node)}' ({clip(op_type)})"
 
 
 def check_attributes(where: str, domain: str, op_type: str, opset: int, attrs: dict, complete: bool) -> None:
@@ -74,7 +75,8 @@ def check_model_tasks(ge_model, complete: bool = False) -> None:
         check_attributes(task_label(ge_model.name, k, td.node, td.op_type), td.domain, td.op_type, td.opset, td.attrs,
                          complete)
     for k, node in enumerate(getattr(ge_model, "nodes", ())):
-        check_attributes(f"model '{ge_model.name}': root TASK_INFO.nodes[{k}] '{node.name}' ({node.op_type})",
+        check_attributes(f"model '{clip(ge_model.name)}': root TASK_INFO.nodes[{k}] '{clip(node.name)}' "
+                         f"({clip(node.op_type)})",
                          node.domain, node.op_type, node.opset, node.attrs, complete)
     for sub in getattr(ge_model, "submodels", ()):
         check_model_tasks(sub, complete)

@@ -160,5 +160,8 @@ def show(v) -> str:
 
 
 def clip(s: str, n: int = 60) -> str:
+    """`s` shortened for a one-line message; a character that is not printable shows escaped."""
     s = str(s)
+    if not s.isprintable():
+        s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
     return s if len(s) <= n else s[:n - 3] + "..."
