@@ -342,18 +342,19 @@ class _Placer:
     def __init__(self, allocations: list[Allocation]):
         self.allocations = allocations
 
-    def __call__(self, alloc: int, offset: int, nbytes: int, where: str) -> None:
+    def __call__(self, alloc: int, offset: int, nbytes: int, where) -> None:
+        """`where()`: the label of what is placed, made only for a message."""
         if alloc >= len(self.allocations):
-            raise Bad(f"{where}: allocation {alloc} does not exist (the model has {len(self.allocations)})")
+            raise Bad(f"{where()}: allocation {alloc} does not exist (the model has {len(self.allocations)})")
         a = self.allocations[alloc]
         if offset + nbytes > a.size:
-            raise Bad(f"{where}: offset {offset} + {nbytes} bytes exceeds allocation {alloc} ({a.kind}) size {a.size}")
+            raise Bad(f"{where()}: offset {offset} + {nbytes} bytes exceeds allocation {alloc} ({a.kind}) size {a.size}")
 
 
 def _descs(records_, path: str, place: _Placer) -> list[TensorDesc]:
     out = []
     for k, d in enumerate(records_):
-        place(d.allocation, 0, nbytes_of(d.dtype, d.shape), f"{path}[{k}] '{clip(d.name)}'")
+        place(d.allocation, 0, nbytes_of(d.dtype, d.shape), lambda: f"{path}[{k}] '{clip(d.name)}'")
         out.append(TensorDesc(d.name, d.dtype, d.shape, d.allocation))
     return out
 
@@ -376,8 +377,10 @@ def _check_io_indexes(allocations: list, inputs: list, outputs: list, path: str)
 def _tensors(records_, path: str, place: _Placer) -> list[TensorPlan]:
     out = []
     for k, t in enumerate(records_):
-        where = f"{path}[{k}] '{clip(t.name)}'"
-        check_nbytes(t.nbytes, t.dtype, t.shape, where)
+        def where(k=k, t=t):
+            return f"{path}[{k}] '{clip(t.name)}'"
+        if t.nbytes != nbytes_of(t.dtype, t.shape):
+            check_nbytes(t.nbytes, t.dtype, t.shape, where())
         place(t.allocation, t.offset, t.nbytes, where)
         out.append(TensorPlan(t.name, t.allocation, t.offset, t.nbytes, t.dtype, t.shape, t.first, t.last, t.alias_of))
     return out
@@ -389,42 +392,50 @@ def _weights(records_, path: str, allocations: list, weight_bytes: int) -> list[
         raise Bad(f"WEIGHTS_DATA is {weight_bytes} bytes, more than the WEIGHT allocation size {weight_size}")
     out = []
     for k, w in enumerate(records_):
-        where = f"{path}[{k}] '{clip(w.name)}'"
-        check_nbytes(w.nbytes, w.dtype, w.shape, where)
-        if w.allocation >= len(allocations):
-            raise Bad(f"{where}: allocation {w.allocation} does not exist (the model has {len(allocations)})")
-        home, end = allocations[w.allocation], w.offset + w.nbytes
-        if home.kind == WEIGHT:
-            if end > weight_size:
-                raise Bad(f"{where}: offset {w.offset} + {w.nbytes} bytes exceeds weight_size {weight_size}")
-            if w.file:
-                check_weight_file_name(w.file, where)
-                raise Bad(f"{where}: names the weight file '{clip(w.file)}' but lives in the WEIGHT allocation "
-                          f"(external weights live in their file's {FILE_CONSTANT} allocation)")
-            if end > weight_bytes:
-                raise Bad(f"{where}: inline weight ends at {end} beyond WEIGHTS_DATA ({weight_bytes} bytes)")
-        elif home.kind == FILE_CONSTANT:
-            check_weight_file_name(w.file, where)
-            if w.file != home.file:
-                raise Bad(f"{where}: names the weight file '{clip(w.file)}' but allocation {w.allocation} is the "
-                          f"image of '{clip(home.file)}'")
-            if w.file_offset != w.offset:
-                raise Bad(f"{where}: file_offset {w.file_offset} differs from its offset {w.offset} in allocation "
-                          f"{w.allocation} (the image of its file)")
-            if end > home.size:
-                raise Bad(f"{where}: offset {w.offset} + {w.nbytes} bytes exceeds weight file '{clip(w.file)}' "
-                          f"({home.size} bytes)")
-            if not w.sha256:
-                raise Bad(f"{where}: an external weight needs its sha256")
-        else:
-            raise Bad(f"{where}: lives in allocation {w.allocation} ({home.kind}); weights live in WEIGHT or "
-                      f"{FILE_CONSTANT} allocations")
+        inline_and_fits = (w.allocation == WEIGHT_ID and not w.file and w.offset + w.nbytes <= weight_bytes
+                           and w.nbytes == nbytes_of(w.dtype, w.shape))
+        if not inline_and_fits:  # the common case needs no more; anything else, the full check
+            _check_weight(w, f"{path}[{k}] '{clip(w.name)}'", allocations, weight_bytes)
         out.append(WeightDesc(w.name, w.dtype, w.shape, w.offset, w.nbytes, w.file, w.file_offset, w.sha256,
                               w.allocation))
     unused = {a.file for a in allocations if a.kind == FILE_CONSTANT} - {w.file for w in out}
     if unused:
         raise Bad(f"{path}: weight file '{clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
     return out
+
+
+def _check_weight(w, where: str, allocations: list, weight_bytes: int) -> None:
+    """One weight record: its bytes, inside the WEIGHT allocation or its file's FILE_CONSTANT one."""
+    weight_size = allocations[WEIGHT_ID].size
+    check_nbytes(w.nbytes, w.dtype, w.shape, where)
+    if w.allocation >= len(allocations):
+        raise Bad(f"{where}: allocation {w.allocation} does not exist (the model has {len(allocations)})")
+    home, end = allocations[w.allocation], w.offset + w.nbytes
+    if home.kind == WEIGHT:
+        if end > weight_size:
+            raise Bad(f"{where}: offset {w.offset} + {w.nbytes} bytes exceeds weight_size {weight_size}")
+        if w.file:
+            check_weight_file_name(w.file, where)
+            raise Bad(f"{where}: names the weight file '{clip(w.file)}' but lives in the WEIGHT allocation "
+                      f"(external weights live in their file's {FILE_CONSTANT} allocation)")
+        if end > weight_bytes:
+            raise Bad(f"{where}: inline weight ends at {end} beyond WEIGHTS_DATA ({weight_bytes} bytes)")
+    elif home.kind == FILE_CONSTANT:
+        check_weight_file_name(w.file, where)
+        if w.file != home.file:
+            raise Bad(f"{where}: names the weight file '{clip(w.file)}' but allocation {w.allocation} is the "
+                      f"image of '{clip(home.file)}'")
+        if w.file_offset != w.offset:
+            raise Bad(f"{where}: file_offset {w.file_offset} differs from its offset {w.offset} in allocation "
+                      f"{w.allocation} (the image of its file)")
+        if end > home.size:
+            raise Bad(f"{where}: offset {w.offset} + {w.nbytes} bytes exceeds weight file '{clip(w.file)}' "
+                      f"({home.size} bytes)")
+        if not w.sha256:
+            raise Bad(f"{where}: an external weight needs its sha256")
+    else:
+        raise Bad(f"{where}: lives in allocation {w.allocation} ({home.kind}); weights live in WEIGHT or "
+                  f"{FILE_CONSTANT} allocations")
 
 
 def _check_sizes(md, allocations: list, path: str) -> None:
@@ -441,22 +452,21 @@ def _check_sizes(md, allocations: list, path: str) -> None:
 def _tasks(records_, path: str, place: _Placer, workspace_size: int) -> list[TaskDef]:
     tasks = []
     for k, t in enumerate(records_):
-        where = f"{path}[{k}] '{clip(t.node)}' ({clip(t.op_type)})"
-        args = {}
-        for role in ("inputs", "outputs"):
-            args[role] = tuple(None if a is None else _arg(a, f"{where}.{role}[{j}]", place)
-                               for j, a in enumerate(t[role]))
-        if all(a is None for a in args["outputs"]):
-            raise Bad(f"{where}: no output (a task writes at least one)")
+        def where(k=k, t=t):
+            return f"{path}[{k}] '{clip(t.node)}' ({clip(t.op_type)})"
+        ins, outs = (tuple(None if a is None else _arg(a, where, f".{role}[{j}]", place) for j, a in enumerate(t[role]))
+                     for role in ("inputs", "outputs"))
+        if all(a is None for a in outs):
+            raise Bad(f"{where()}: no output (a task writes at least one)")
         if t.workspace > workspace_size:
-            raise Bad(f"{where}: workspace {t.workspace} bytes exceeds the WORKSPACE allocation size {workspace_size}")
-        tasks.append(TaskDef(t.node, t.op_type, t.domain, t.opset, t.attrs, args["inputs"], args["outputs"],
-                             t.workspace))
+            raise Bad(f"{where()}: workspace {t.workspace} bytes exceeds the WORKSPACE allocation size "
+                      f"{workspace_size}")
+        tasks.append(TaskDef(t.node, t.op_type, t.domain, t.opset, t.attrs, ins, outs, t.workspace))
     return tasks
 
 
-def _arg(a, where: str, place: _Placer) -> Arg:
-    place(a.allocation, a.offset, nbytes_of(a.dtype, a.shape), where)
+def _arg(a, where, step: str, place: _Placer) -> Arg:
+    place(a.allocation, a.offset, nbytes_of(a.dtype, a.shape), lambda: where() + step)
     return Arg(a.allocation, a.offset, a.dtype, a.shape)
 
 

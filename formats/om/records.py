@@ -26,8 +26,20 @@ class Decoded(dict):
 # ---------------------------------------------------------------- field types
 
 
+class Invalid(Exception):
+    """A value that is not of its field's type: `message` follows the field's path, which the
+    records around it build on the way out (no path is formatted while values are valid)."""
+
+    def __init__(self, message: str):
+        self.message, self.path = message, []
+
+    def at(self, step: str) -> "Invalid":
+        self.path.append(step)
+        return self
+
+
 class Field:
-    """One field's type: `check(v, path)` returns the value to keep or raises Bad. `default`: the
+    """One field's type: `check(v)` returns the value to keep or raises Invalid. `default`: the
     value of an absent field (a field added by a later minor version); without it, absent is Bad."""
     default = _MISSING
 
@@ -40,9 +52,9 @@ class Int(Field):
     def __init__(self, lo: int = 0, hi: int = MAX_INT):
         self.lo, self.hi = lo, hi
 
-    def check(self, v, path):
+    def check(self, v):
         if type(v) is not int or not self.lo <= v <= self.hi:
-            raise Bad(f"{path} must be an integer in [{self.lo}, {self.hi}], got {show(v)}")
+            raise Invalid(f" must be an integer in [{self.lo}, {self.hi}], got {show(v)}")
         return v
 
 
@@ -50,57 +62,64 @@ class Str(Field):
     def __init__(self, choices: tuple | None = None):
         self.choices = choices
 
-    def check(self, v, path):
+    def check(self, v):
         if type(v) is not str:
-            raise Bad(f"{path} must be a string, got {show(v)}")
+            raise Invalid(f" must be a string, got {show(v)}")
         if self.choices is not None and v not in self.choices:
-            raise Bad(f"{path} '{clip(v)}' is not one of {', '.join(self.choices)}")
+            raise Invalid(f" '{clip(v)}' is not one of {', '.join(self.choices)}")
         return v
 
 
 class Bool(Field):
-    def check(self, v, path):
+    def check(self, v):
         if type(v) is not bool:
-            raise Bad(f"{path} must be a bool, got {show(v)}")
+            raise Invalid(f" must be a bool, got {show(v)}")
         return v
 
 
 class Digest(Field):
-    def check(self, v, path):
+    def check(self, v):
         if type(v) is not bytes or len(v) != CHECKSUM_SIZE:
-            raise Bad(f"{path} must be {CHECKSUM_SIZE} bytes, got {show(v) if type(v) is not bytes else len(v)}")
+            raise Invalid(f" must be {CHECKSUM_SIZE} bytes, got {show(v) if type(v) is not bytes else len(v)}")
         return v
 
 
 class Sha256Hex(Field):
     """64 lowercase hex digits, or "" (an inline weight has none)."""
 
-    def check(self, v, path):
-        if type(v) is not str or (v and (len(v) != 64 or any(c not in "0123456789abcdef" for c in v))):
-            raise Bad(f"{path} '{clip(v)}' is not 64 lowercase hex digits")
+    def check(self, v):
+        if type(v) is not str or (v and (len(v) != 64 or v.strip("0123456789abcdef"))):
+            raise Invalid(f" '{clip(v)}' is not 64 lowercase hex digits")
         return v
 
 
 class DType(Field):
-    def check(self, v, path):
+    def check(self, v):
         if type(v) is not str or v not in DTYPES:
-            raise Bad(f"{path}: dtype {show(v)} is not one of {', '.join(DTYPES)}")
+            raise Invalid(f": dtype {show(v)} is not one of {', '.join(DTYPES)}")
         return v
 
 
 class Shape(Field):
-    def check(self, v, path):
-        v = List(None, MAX_RANK).check(v, path)
-        if any(type(d) is not int or not 0 <= d <= MAX_DIM for d in v):
-            raise Bad(f"{path}: shape {show(v)} must be non-negative integers")
+    def check(self, v):
+        if type(v) is not list:
+            raise Invalid(f" must be a list, got {show(v)}")
+        if len(v) > MAX_RANK:
+            raise Invalid(f" has {len(v)} entries, more than the limit {MAX_RANK}")
+        for d in v:
+            if type(d) is not int or not 0 <= d <= MAX_DIM:
+                raise Invalid(f": shape {show(v)} must be non-negative integers")
         return tuple(v)
 
 
 class Attrs(Field):
     """A str-keyed map of attribute values (decode.py: tagged ndarrays and dtypes decoded)."""
 
-    def check(self, v, path):
-        return attr_map(v, path, 0)
+    def check(self, v):
+        try:
+            return attr_map(v, "", 0)
+        except Bad as e:  # its message goes on from the path inside the map: "['key']: ...", " must be ..."
+            raise Invalid(str(e)) from None
 
 
 class List(Field):
@@ -109,39 +128,52 @@ class List(Field):
     def __init__(self, item: Field | None, max_len: int = MAX_ARRAY_LEN, nullable: bool = False):
         self.item, self.max_len, self.nullable = item, max_len, nullable
 
-    def check(self, v, path):
+    def check(self, v):
         if type(v) is not list:
-            raise Bad(f"{path} must be a list, got {show(v)}")
+            raise Invalid(f" must be a list, got {show(v)}")
         if len(v) > self.max_len:
-            raise Bad(f"{path} has {len(v)} entries, more than the limit {self.max_len}")
+            raise Invalid(f" has {len(v)} entries, more than the limit {self.max_len}")
         if self.item is None:
             return v
-        return [None if x is None and self.nullable else self.item.check(x, f"{path}[{j}]") for j, x in enumerate(v)]
+        check, nullable, out = self.item.check, self.nullable, []
+        for j, x in enumerate(v):
+            try:
+                out.append(None if x is None and nullable else check(x))
+            except Invalid as e:
+                raise e.at(f"[{j}]")
+        return out
 
 
 class Record(Field):
     """A msgpack map with these fields (unknown keys, from a newer minor version, are ignored)."""
 
     def __init__(self, **fields: Field):
-        self.fields = fields
+        self.fields = tuple(fields.items())
 
-    def check(self, v, path):
+    def check(self, v):
         if type(v) is not dict:
-            raise Bad(f"{path} must be a map, got {tname(v)}")
+            raise Invalid(f" must be a map, got {tname(v)}")
         out = Decoded()
-        for key, spec in self.fields.items():
+        for key, spec in self.fields:
             x = v.get(key, _MISSING)
             if x is _MISSING:
                 if spec.default is _MISSING:
-                    raise Bad(f"{path} has no '{key}'")
+                    raise Invalid(f" has no '{key}'")
                 out[key] = spec.default
-            else:
-                out[key] = spec.check(x, f"{path}.{key}")
+                continue
+            try:
+                out[key] = spec.check(x)
+            except Invalid as e:
+                raise e.at(f".{key}")
         return out
 
 
 def decode(record: Record, value, path: str) -> Decoded:
-    return record.check(value, path)
+    """`value` checked as `record`; Bad naming the field's path (`path` + the steps inside)."""
+    try:
+        return record.check(value)
+    except Invalid as e:
+        raise Bad(path + "".join(reversed(e.path)) + e.message) from None
 
 
 # ---------------------------------------------------------------- the records
