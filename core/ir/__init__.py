@@ -1,4 +1,4 @@
 """ge's graph IR: ONNX's model, minus protobuf. Formats convert to and from it; passes rewrite it."""
-from .graph import Graph, Node, Value, Meta, dtype_from_onnx, dtype_to_onnx, DTYPES
+from .graph import Graph, Node, Value, Meta, dtype_from_onnx, dtype_to_onnx, stable_topological_order, DTYPES
 
-__all__ = ["Graph", "Node", "Value", "Meta", "dtype_from_onnx", "dtype_to_onnx", "DTYPES"]
+__all__ = ["Graph", "Node", "Value", "Meta", "dtype_from_onnx", "dtype_to_onnx", "DTYPES", "stable_topological_order"]

@@ -5,6 +5,7 @@ unknown rank. Constants live in `Graph.initializers` as numpy arrays.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -109,31 +110,41 @@ class Graph:
         return users
 
     def toposort(self) -> None:
-        """Order nodes so each runs after its producers; stable (Kahn's algorithm, lowest index first)."""
-        import heapq
+        """Order nodes so each runs after its producers (stable_topological_order)."""
         produced = {o: i for i, n in enumerate(self.nodes) for o in n.outputs if o}
         available = set(self.inputs) | set(self.initializers)
-        pending = [0] * len(self.nodes)
-        users: dict[int, list[int]] = {}
-        for i, n in enumerate(self.nodes):
+        waits_on: list[set[int]] = []
+        for n in self.nodes:
+            waits_on.append(set())
             for name in n.inputs:
                 if not name or name in available:
                     continue
                 if name not in produced:
                     raise GraphError(f"{n} reads '{name}', which no node, input or initializer provides")
-                pending[i] += 1
-                users.setdefault(produced[name], []).append(i)
-        ready = [i for i, c in enumerate(pending) if c == 0]
-        heapq.heapify(ready)
-        order: list[Node] = []
-        while ready:
-            i = heapq.heappop(ready)
-            order.append(self.nodes[i])
-            for u in users.get(i, ()):
-                pending[u] -= 1
-                if pending[u] == 0:
-                    heapq.heappush(ready, u)
+                waits_on[-1].add(produced[name])
+        order = stable_topological_order(waits_on)
         if len(order) != len(self.nodes):
-            stuck = next(n for i, n in enumerate(self.nodes) if pending[i])
+            stuck = self.nodes[min(set(range(len(self.nodes))) - set(order))]
             raise GraphError(f"graph has a cycle through {stuck}")
-        self.nodes = order
+        self.nodes = [self.nodes[i] for i in order]
+
+
+def stable_topological_order(waits_on: list[set[int]]) -> list[int]:
+    """Indices 0..n-1 ordered so each comes after the indices it waits on, the lowest ready index
+    first (Kahn's algorithm): an already sorted list keeps its order. Indices on a cycle are left out."""
+    users: dict[int, list[int]] = {}
+    pending = [len(w) for w in waits_on]
+    for i, deps in enumerate(waits_on):
+        for j in deps:
+            users.setdefault(j, []).append(i)
+    ready = [i for i, c in enumerate(pending) if c == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, ()):
+            pending[u] -= 1
+            if pending[u] == 0:
+                heapq.heappush(ready, u)
+    return order

@@ -75,6 +75,20 @@ class Kernel:
         the broadcast of the present ones. Raises ValueError when they do not broadcast."""
         return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes if s is not None]))
 
+    def __new__(cls, *args, **kwargs):
+        # a float16 instance of an op numpy computes slowly in float16 is its float32 kernel behind
+        # conversions (float16.py); the instance returned is then not a `cls`
+        from .float16 import Float16ViaFloat32, via_float32
+        inputs = args[1] if len(args) > 1 else kwargs.get("inputs", ())
+        if cls is not Float16ViaFloat32 and via_float32(cls, inputs):
+            return Float16ViaFloat32(cls, *args, **kwargs)
+        return super().__new__(cls)
+
+    @property
+    def planned_class(self) -> type["Kernel"]:
+        """The class that plans this op for other input metas (built_for)."""
+        return type(self)
+
     def __init__(self, attrs: dict, inputs: Sequence[Meta | None], consts: Sequence[np.ndarray | None] = (),
                  outputs: Sequence[Meta] | None = None, opset: int = 17, name: str = "", num_outputs: int | None = None,
                  packs: WeightPacks | None = None, backend: Backend | None = None):
@@ -144,7 +158,7 @@ class Kernel:
         metas = [None if x is None else Meta(np.asarray(x).dtype, np.shape(x)) for x in xs]
         if any(m is not None and k is not None and (m.dtype != k.dtype or tuple(m.shape) != tuple(k.shape))
                for m, k in zip(metas, self.inputs)):
-            return type(self)(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
+            return self.planned_class(self.attrs, metas, self.consts, opset=self.opset, name=self.name,
                               num_outputs=self.num_outputs, backend=self.backend).load()
         return self
 

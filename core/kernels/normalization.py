@@ -1,5 +1,6 @@
 """BatchNormalization (inference), LayerNormalization, Softmax, LogSoftmax: ufuncs with `out=` over the
-whole tensor, per-row statistics in small workspace arrays."""
+whole tensor, per-row statistics in small workspace arrays. float16 is computed in float32 scratch
+and rounded once into Y (float16 sums and exponentials lose too much; onnxruntime widens too)."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,7 @@ import math
 import numpy as np
 
 from ..ir import Meta
+from .dtypes import working_dtype
 from .planned import Scratch
 from .windows import SpatialKernel
 from .fused import GE_DOMAIN
@@ -22,12 +24,36 @@ def _input(k: SpatialKernel, i: int, what: str) -> Meta:
 
 
 def _float_type(k: SpatialKernel, dt: np.dtype) -> None:
-    if dt not in (np.float32, np.float64):
-        raise k.fail(f"input type {dt} is not supported (float32, float64)")
+    if dt not in (np.float16, np.float32, np.float64):
+        raise k.fail(f"input type {dt} is not supported (float16, float32, float64)")
+
+
+class _Widened(SpatialKernel):
+    """A kernel whose run_wide() works in `self.work`: float32 for float16 X, else X's dtype."""
+
+    def widen(self, xm: Meta) -> np.dtype:
+        """Called by prepare() once `self.scratch` exists; returns the working dtype."""
+        self.work = working_dtype(xm.dtype) if xm.dtype == np.float16 else xm.dtype
+        if self.work != xm.dtype:
+            self.scratch.add("x_wide", tuple(xm.shape), self.work)
+            self.scratch.add("y_wide", tuple(xm.shape), self.work)
+        return self.work
+
+    def run(self, xs, ys, ws):
+        if self.work == xs[0].dtype:
+            return self.run_wide(xs, ys, ws)
+        v = self.views(ws)
+        x, y = v["x_wide"], v["y_wide"]
+        np.copyto(x, xs[0])
+        self.run_wide([x, *xs[1:]], [y, *ys[1:]], ws)
+        np.copyto(ys[0], y, casting="unsafe")
+
+    def run_wide(self, xs, ys, ws):
+        raise NotImplementedError
 
 
 @register("BatchNormalization", since=1)
-class BatchNormalization(SpatialKernel):
+class BatchNormalization(_Widened):
     """y = x * a + b per channel, a = scale / sqrt(var + eps), b = B - mean * a (folded once if constant)."""
 
     def prepare(self):
@@ -46,13 +72,13 @@ class BatchNormalization(SpatialKernel):
                 raise self.fail(f"{what} has shape {tuple(m.shape)}, ({c},) expected")
         self.eps = float(self.attr("epsilon", 1e-5))
         self.bshape = (c,) + (1,) * (len(xm.shape) - 2)
-        self.dtype = xm.dtype
         self.out_metas = [Meta(xm.dtype, tuple(xm.shape))]
         self.scratch = Scratch()
+        self.dtype = self.widen(xm)
         self.ab = None  # (a, b) folded once by pack() when the parameters are constants
         if not self.constant_params():
-            self.scratch.add("a", self.bshape, xm.dtype)
-            self.scratch.add("b", self.bshape, xm.dtype)
+            self.scratch.add("a", self.bshape, self.dtype)
+            self.scratch.add("b", self.bshape, self.dtype)
 
     def constant_params(self) -> bool:
         params = self.consts[1:5]
@@ -67,7 +93,7 @@ class BatchNormalization(SpatialKernel):
         b = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * a
         return a.astype(self.dtype).reshape(self.bshape), b.astype(self.dtype).reshape(self.bshape)
 
-    def run(self, xs, ys, ws):
+    def run_wide(self, xs, ys, ws):
         if self.ab is not None:
             a, b = self.ab
         else:
@@ -85,7 +111,7 @@ class BatchNormalization(SpatialKernel):
 
 
 @register("LayerNormalization", since=17)
-class LayerNormalization(SpatialKernel):
+class LayerNormalization(_Widened):
     """Rows of x (the normalized axes flattened) centred and scaled. The row sums are matrix-vector
     products with a constant vector and the sums of squares np.vecdot (BLAS-speed reductions, where
     np.mean/einsum along a short last axis loop per row): four passes over x in all."""
@@ -114,24 +140,25 @@ class LayerNormalization(SpatialKernel):
                     raise ValueError
             except ValueError:
                 raise self.fail(f"{what} of shape {tuple(m.shape)} does not broadcast to {norm}") from None
-        self.eps = xm.dtype.type(float(self.attr("epsilon", 1e-5)))
-        self.rows, self.cols = math.prod(shape[:axis]), math.prod(norm)
-        self.inv_n = xm.dtype.type(1.0 / max(self.cols, 1))
-        self.mean_weights = np.full(self.cols, self.inv_n, xm.dtype)  # x @ w: the row means
-        self.vshape = (self.rows,) + norm
-        stat = Meta(xm.dtype, shape[:axis] + (1,) * (r - axis))
-        self.out_metas = [Meta(xm.dtype, shape)] + [stat] * max(0, min(self.num_outputs, 3) - 1)
         self.scratch = Scratch()
-        self.scratch.add("mean", (self.rows, 1), xm.dtype)
-        self.scratch.add("inv", (self.rows, 1), xm.dtype)
+        work = self.widen(xm)
+        self.eps = work.type(float(self.attr("epsilon", 1e-5)))
+        self.rows, self.cols = math.prod(shape[:axis]), math.prod(norm)
+        self.inv_n = work.type(1.0 / max(self.cols, 1))
+        self.mean_weights = np.full(self.cols, self.inv_n, work)  # x @ w: the row means
+        self.vshape = (self.rows,) + norm
+        stat = Meta(work, shape[:axis] + (1,) * (r - axis))  # Mean, InvStdDev: the stash type
+        self.out_metas = [Meta(xm.dtype, shape)] + [stat] * max(0, min(self.num_outputs, 3) - 1)
+        self.scratch.add("mean", (self.rows, 1), work)
+        self.scratch.add("inv", (self.rows, 1), work)
         # the native row kernel: float32, Scale and B (if any) of the normalized shape, Y alone
         full = [self.inputs[i] is None or tuple(self.inputs[i].shape) == norm
                 for i in (1, 2) if i < len(self.inputs)]
-        self.nat = self.backend.lib if xm.dtype == np.float32 and all(full) and self.num_outputs == 1 else None
+        self.nat = self.backend.lib if work == np.float32 and all(full) and self.num_outputs == 1 else None
         self.uses_native = self.nat is not None
         self.calls = CallCache()
 
-    def run(self, xs, ys, ws):
+    def run_wide(self, xs, ys, ws):
         if self.nat is not None and ys[0].flags.c_contiguous:
             x = np.ascontiguousarray(xs[0])
             scale, bias = xs[1], xs[2] if len(xs) > 2 else None
@@ -175,7 +202,7 @@ class FusedLayerNormalization(LayerNormalization):
     from opset 17 only)."""
 
 
-class _SoftmaxBase(SpatialKernel):
+class _SoftmaxBase(_Widened):
     """Along the last axis (the usual case) the shift that keeps exp in range is the tensor's
     maximum, one fast reduction, where per-row maxima along a short axis cost more than the rest
     of the kernel; softmax is shift-invariant, so the result is the same unless a whole row lies
@@ -197,6 +224,7 @@ class _SoftmaxBase(SpatialKernel):
             raise self.fail(f"axis={axis} is out of range for an input of shape {shape}")
         self.out_metas = [Meta(xm.dtype, shape)]
         self.scratch = Scratch()
+        work = self.widen(xm)
         if legacy:
             axis %= r
             # opset < 13: the input is coerced to 2-D [prod(shape[:axis]), prod(shape[axis:])]
@@ -205,20 +233,20 @@ class _SoftmaxBase(SpatialKernel):
             self.view_shape, self.axis = shape, axis % r
         red = list(self.view_shape)
         red[self.axis] = 1
-        self.scratch.add("m", red, xm.dtype)
+        self.scratch.add("m", red, work)
         if self.log:
-            self.scratch.add("e", self.view_shape, xm.dtype)
+            self.scratch.add("e", self.view_shape, work)
         self.rows_shape = None
         if self.axis == len(self.view_shape) - 1 and math.prod(self.view_shape):
             n = self.view_shape[-1]
             self.rows_shape = (math.prod(self.view_shape) // n, n)
-            self.ones = np.ones(n, xm.dtype)
-            self.scratch.add("g", (), xm.dtype)
-        self.nat = self.backend.lib if xm.dtype == np.float32 and not self.log and self.rows_shape is not None else None
+            self.ones = np.ones(n, work)
+            self.scratch.add("g", (), work)
+        self.nat = self.backend.lib if work == np.float32 and not self.log and self.rows_shape is not None else None
         self.uses_native = self.nat is not None
         self.calls = CallCache()
 
-    def run(self, xs, ys, ws):
+    def run_wide(self, xs, ys, ws):
         if self.nat is not None and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
             rows, n = self.rows_shape
             self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)).run()

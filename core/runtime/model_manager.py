@@ -17,11 +17,13 @@ import contextlib
 import itertools
 import threading
 
+import numpy as np
+
 from ..errors import GeError
 from ..ge_model import GeModel
 from ..dynamic_model import GEARS, DynamicModel
 from .davinci_model import DavinciModel
-from .device import get_device
+from .device import DeviceBuffer, get_device
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .task_check import check_model_tasks
 
@@ -64,6 +66,8 @@ class ModelManager:
         runner = self._runners.get(model_id)
         if runner is None:  # unloaded meanwhile
             raise GeError(f"no loaded model with id {model_id}")
+        if isinstance(inputs, (np.ndarray, DeviceBuffer)):  # one array is the only input, not a list of rows
+            inputs = [inputs]
         return runner.execute(inputs, outputs, timeout)
 
     def unload(self, model_id: int) -> None:

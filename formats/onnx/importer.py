@@ -26,7 +26,7 @@ import onnx
 from onnx import AttributeProto, TensorProto, numpy_helper
 
 from ...core.errors import FormatError, GraphError, ShapeError
-from ...core.ir import DTYPES, Graph, Node, Value
+from ...core.ir import DTYPES, Graph, Node, Value, stable_topological_order
 
 MIN_OPSET, MAX_OPSET = 7, 21  # 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels)
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
@@ -51,7 +51,8 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     path = Path(path)
     model, raw = _read_model(path)
     n_external, external_nbytes = _load_external_data(model, path)
-    _check_model(model, path, None if n_external else raw, len(raw) + external_nbytes)
+    reordered = _sort_topologically(model.graph, path)
+    _check_model(model, path, None if n_external or reordered else raw, len(raw) + external_nbytes)
     del raw
     opset = _opsets(model, path)
 
@@ -147,6 +148,51 @@ def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
                          f"ge supports opsets {MIN_OPSET}..{MAX_OPSET} (convert the model with "
                          f"onnx.version_converter or re-export it)")
     return opset
+
+
+def _sort_topologically(graph: onnx.GraphProto, path: Path, outer: frozenset = frozenset()) -> bool:
+    """Put the nodes (and those of every subgraph) in an order where each runs after its
+    producers, as onnxruntime and onnx's reference evaluator accept them (exporters and graph
+    surgery tools leave unsorted graphs; onnx's checker refuses them). Stable: an already sorted
+    graph keeps its order. Returns whether anything moved; a cycle is an error naming its nodes."""
+    defined = set(outer) | {""} | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    moved, scope = False, None
+    for node in graph.node:  # subgraphs first: they see every name of this scope
+        for sub in _subgraphs(node):
+            scope = scope or frozenset(defined | {o for n in graph.node for o in n.output})
+            moved |= _sort_topologically(sub, path, scope)
+    needs = [set(_node_reads(n)) - defined for n in graph.node]
+    producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    order = stable_topological_order([{producer[t] for t in need if t in producer} for need in needs])
+    if len(order) < len(graph.node):
+        stuck = [graph.node[i].name or graph.node[i].op_type for i in sorted(set(range(len(graph.node))) - set(order))]
+        raise GraphError(f"{path}: the graph has a cycle through nodes {stuck[:8]}")
+    if order == sorted(order):
+        return moved
+    nodes = []
+    for i in order:
+        nodes.append(onnx.NodeProto())
+        nodes[-1].CopyFrom(graph.node[i])
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return True
+
+
+def _node_reads(node: onnx.NodeProto):
+    """The names a node reads: its inputs and those its subgraphs take from outer scopes."""
+    yield from node.input
+    for sub in _subgraphs(node):
+        inner = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+        inner |= {o for n in sub.node for o in n.output}
+        yield from (t for n in sub.node for t in _node_reads(n) if t not in inner)
+
+
+def _subgraphs(node: onnx.NodeProto):
+    for a in node.attribute:
+        if a.HasField("g"):
+            yield a.g
+        yield from a.graphs
 
 
 def _short(e: BaseException) -> str:

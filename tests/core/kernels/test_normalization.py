@@ -158,3 +158,30 @@ def test_softmax_masked_entries_are_exact_zeros(masked):
     assert np.all(y[:, :, 20:] == 0)
     e = np.exp(x[:, :, :20] - x[:, :, :20].max(-1, keepdims=True))
     np.testing.assert_allclose(y[:, :, :20], e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+FP16_TOL = dict(rtol=2e-3, atol=2e-3)  # one float16 rounding of a float32 result
+
+
+def f16(*shape):
+    return rng.standard_normal(shape).astype(np.float16)
+
+
+@pytest.mark.parametrize("consts", [(), ("scale", "b", "mean", "var")])
+def test_batchnorm_float16(check_op, consts):
+    inputs = {k: v.astype(np.float16) for k, v in bn_inputs((2, 3, 4, 5)).items()}
+    check_op("BatchNormalization", inputs, consts=consts, opset=15, **FP16_TOL)
+
+
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_layernorm_float16_statistics_in_float32(check_op, n_outputs):
+    """Y is float16; Mean and InvStdDev are the stash type (float32), as the schema's U says."""
+    expected = check_op("LayerNormalization", {"x": f16(2, 5, 64), "scale": f16(64), "b": f16(64)}, {},
+                        n_outputs=n_outputs, **FP16_TOL)
+    assert [e.dtype for e in expected] == [np.float16] + [np.float32] * (n_outputs - 1)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset,axis", [(11, 1), (13, -1), (13, 0)])
+def test_softmax_float16(check_op, op, opset, axis):
+    check_op(op, {"x": f16(3, 4, 50) * 4}, {"axis": axis}, opset=opset, **FP16_TOL)

@@ -3,8 +3,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core.errors import GraphError, UnsupportedOpError
-from ge.core.kernels import supported_ops
-from ge.core.passes import infer_shapes, optimize
+from ge.core.passes import infer_shapes
 
 F = TensorProto.FLOAT
 
@@ -21,24 +20,14 @@ def test_fills_every_value(make_model, load, requires):
     assert g.values["y"].dtype == np.float32
 
 
-def test_unsupported_op_names_op_and_node(make_model, load):
-    if "Det" in supported_ops():
-        pytest.skip("Det has a kernel now; pick another unsupported op")
-    nodes = [helper.make_node("Relu", ["x"], ["a"]),
-             helper.make_node("Det", ["a"], ["y"], name="my_det")]
-    g = load(make_model(nodes, {"x": (F, [3, 3])}, ["y"]))
-    with pytest.raises(UnsupportedOpError) as e:
-        optimize(g)
-    assert "Det" in str(e.value) and "my_det" in str(e.value)
-
-
 def test_custom_domain_op_is_named(make_model, load):
     nodes = [helper.make_node("FusedThing", ["x"], ["y"], name="ft", domain="com.example")]
     model = make_model(nodes, {"x": (F, [2])}, {"y": (F, [2])})
     model.opset_import.append(helper.make_opsetid("com.example", 1))
     g = load(model)
-    with pytest.raises(UnsupportedOpError, match="com.example.*FusedThing|FusedThing.*com.example"):
+    with pytest.raises(UnsupportedOpError) as e:
         infer_shapes(g)
+    assert all(part in str(e.value) for part in ("com.example", "FusedThing", "'ft'"))
 
 
 def test_cross_check_with_onnx_shapes(make_model, load, requires):

@@ -227,3 +227,32 @@ def test_sparse_initializer_is_densified(make_model, tmp_path):
     onnx.save(model, str(path))
     g = load_onnx(path)
     np.testing.assert_array_equal(g.initializers["s"], [[0, 5, 0], [0, 0, 7]])
+
+
+def test_unsorted_graph_is_sorted_and_runs_as_onnxruntime_runs_it(make_model, tmp_path):
+    """Graph-surgery tools leave nodes out of order; onnxruntime runs them, so ge does."""
+    from ge.core import api
+    from tests.conftest import ort_run
+    w = np.arange(4, dtype=np.float32).reshape(1, 4)
+    nodes = [helper.make_node("Mul", ["s", "W"], ["y"], name="last"),
+             helper.make_node("Add", ["r", "r"], ["s"], name="middle"),
+             helper.make_node("Relu", ["x"], ["r"], name="first")]
+    model = make_model(nodes, {"x": (F, [2, 4])}, {"y": (F, [2, 4])}, {"W": w})
+    path = tmp_path / "unsorted.onnx"
+    onnx.save(model, str(path))
+    graph = load_onnx(path)
+    assert [n.name for n in graph.nodes] == ["first", "middle", "last"]
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    model_id = api.load_from_file(api.atc(str(path), str(tmp_path / "m")).om_path)
+    try:
+        np.testing.assert_allclose(api.execute(model_id, [x])[0], ort_run(model, {"x": x})[0], rtol=1e-6)
+    finally:
+        api.unload(model_id)
+
+
+def test_cycle_is_refused_naming_its_nodes(make_model, tmp_path):
+    nodes = [helper.make_node("Relu", ["b"], ["a"], name="p"), helper.make_node("Add", ["a", "x"], ["b"], name="q")]
+    path = tmp_path / "cycle.onnx"
+    onnx.save(make_model(nodes, {"x": (F, [2])}, {"b": (F, [2])}), str(path))
+    with pytest.raises(GraphError, match=r"cycle.onnx: the graph has a cycle through nodes \['p', 'q'\]"):
+        load_onnx(path)

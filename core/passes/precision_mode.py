@@ -1,0 +1,215 @@
+"""ATC's --precision_mode on the optimized graph: which float32 ops compute in float16.
+
+An op chosen for float16 reads float16 operands (float32 weights are stored as float16: the OM
+shrinks) and writes float16 results; a Cast is inserted only where a value crosses between a
+float16 and a float32 op, and the graph's inputs and outputs keep their dtypes (--input_fp16_nodes
+and --output_type change those). Products inside Conv/MatMul/Gemm accumulate in float32 as the
+NPU's cube units do. The modes:
+
+- force_fp32, must_keep_origin_dtype: nothing changes (ge's default; ATC's is force_fp16).
+- force_fp16: every float32 op that has a float16 kernel.
+- allow_fp32_to_fp16: ops keep float32 where they have it; on the Ascend inference SoCs the cube
+  units (Conv, ConvTranspose, MatMul, Gemm) have float16 only, so those drop to float16, and the
+  element-wise ops between two of them follow (the gray list's rule below).
+- allow_mix_precision: the white list in float16, the black list (ops whose float16 error grows:
+  exponentials, logarithms, sums, statistics) in float32, the gray list follows its inputs: float16
+  when one of its float inputs comes float16. `modify_mixlist` edits the lists.
+
+`keep_dtype` (ATC's --keep_dtype file: node names, or `OpType::Conv` for every node of a type)
+keeps nodes in their original dtype whatever the mode.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..errors import GeError, GraphError
+from ..ir import Graph, Node, Value
+from ..kernels.fused import GE_DOMAIN
+from ._util import build_kernel, input_meta, node_opset, rename_tensor, unique_name
+
+ORIGIN_MODES = ("force_fp32", "must_keep_origin_dtype")
+MODES = ORIGIN_MODES + ("force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
+#: --precision_mode_v2's spellings of the same modes
+V2_MODES = {"origin": "must_keep_origin_dtype", "fp16": "force_fp16", "mixed_float16": "allow_mix_precision"}
+
+CUBE_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"})
+#: ge's fused ops are listed under the op they extend
+FUSED_BASE = {"FusedConv": "Conv", "FusedMatMul": "MatMul"}
+WHITE_LIST = CUBE_OPS
+BLACK_LIST = frozenset({
+    "Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization", "InstanceNormalization",
+    "LpNormalization", "MeanVarianceNormalization", "RMSNormalization", "Exp", "Log", "Pow", "Sqrt",
+    "Reciprocal", "Softplus", "Erf", "CumSum", "ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL1",
+    "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "Gelu"})
+
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+
+
+def apply_precision_mode(graph: Graph, mode: str, keep_dtype=(), mixlist: dict | None = None,
+                         stats: dict | None = None) -> Graph:
+    """Rewrite `graph` (shapes inferred) in place for `mode`; `mixlist` is ATC's --modify_mixlist
+    content ({"allow_mix_precision": {"black-list": {"to-add": [...], "to-remove": [...]}, ...}})."""
+    mode = V2_MODES.get(mode, mode)
+    if mode not in MODES:
+        raise GeError(f"--precision_mode {mode!r} is not one of {', '.join(MODES)}")
+    if mode in ORIGIN_MODES:
+        return graph
+    keep = set(keep_dtype)
+    white, black = _lists(mixlist or {})
+    half: dict[str, str] = {}    # float32 tensor -> its float16 twin
+    full = set(graph.inputs) | set(graph.initializers)  # tensors whose float32 form exists
+    nodes: list[Node] = []
+    taken = {n.name for n in graph.nodes}
+    lowered = casts = 0
+    for node in graph.nodes:
+        base = _base_op(node)
+        ins, outs = _float_formals(graph, node)
+        if not outs or node.name in keep or f"OpType::{base}" in keep:
+            low = False
+        elif mode == "force_fp16":
+            low = True
+        elif mode == "allow_fp32_to_fp16":
+            low = base in CUBE_OPS or (base not in black and any(node.inputs[i] in half for i in ins))
+        else:
+            low = base in white or (base not in black and any(node.inputs[i] in half for i in ins))
+        if low and _runs_in_half(graph, node, ins):
+            lowered += 1
+            for i in ins:
+                t = node.inputs[i]
+                if t not in half:
+                    casts += _make_half(graph, t, half, nodes, taken)
+                node.inputs[i] = half[t]
+            for j in outs:
+                o = node.outputs[j]
+                half[o] = unique_name(graph, f"{o}_fp16")
+                _twin_value(graph, o, half[o], F16)
+                node.outputs[j] = half[o]
+        else:
+            for t in node.inputs:
+                if t and t not in full and t in half:
+                    casts += _make_full(graph, t, half, nodes, taken)
+                    full.add(t)
+            full.update(o for o in node.outputs if o)
+        nodes.append(node)
+    for t in graph.outputs:
+        if t not in full and t in half:
+            casts += _make_full(graph, t, half, nodes, taken)
+            full.add(t)
+    graph.nodes = nodes
+    _rename_unshared_weights(graph, half)
+    if stats is not None:
+        stats.update(lowered=stats.get("lowered", 0) + lowered, casts=stats.get("casts", 0) + casts)
+    return graph
+
+
+def _rename_unshared_weights(graph: Graph, half: dict) -> None:
+    """A weight that only float16 ops read keeps its name (its float32 form is gone)."""
+    read = set(graph.outputs) | {t for n in graph.nodes for t in n.inputs}
+    for t, h in half.items():
+        if t in graph.initializers and t not in read:
+            graph.initializers[t] = graph.initializers.pop(h)
+            rename_tensor(graph, h, t)
+
+
+def _lists(mixlist: dict) -> tuple[frozenset, frozenset]:
+    """The white and black lists after --modify_mixlist (the gray list is everything else)."""
+    lists = {"white-list": set(WHITE_LIST), "black-list": set(BLACK_LIST), "gray-list": set()}
+    edits = mixlist.get("allow_mix_precision", mixlist)
+    if not isinstance(edits, dict):
+        raise GeError("--modify_mixlist: expected {\"allow_mix_precision\": {\"black-list\": {\"to-add\": [...]}}}")
+    for name, change in edits.items():
+        if name not in lists or not isinstance(change, dict):
+            raise GeError(f"--modify_mixlist: unknown list {name!r} (white-list, black-list, gray-list)")
+        for verb, ops in change.items():
+            if verb not in ("to-add", "to-remove") or not isinstance(ops, list):
+                raise GeError(f"--modify_mixlist: {name}.{verb}: expected \"to-add\" or \"to-remove\" with a list of op types")
+            for op in ops:
+                if verb == "to-add":
+                    for other in lists.values():  # an op is on one list
+                        other.discard(op)
+                    lists[name].add(op)
+                else:
+                    lists[name].discard(op)
+    return frozenset(lists["white-list"]), frozenset(lists["black-list"])
+
+
+def _base_op(node: Node) -> str:
+    return FUSED_BASE.get(node.op_type, node.op_type) if node.domain == GE_DOMAIN else node.op_type
+
+
+def _float_formals(graph: Graph, node: Node) -> tuple[list[int], list[int]]:
+    """(input indices, output indices) that carry the op's float type: the float32 tensors bound
+    to the type parameter of its float32 outputs in the ONNX schema (Resize's scales or
+    LayerNormalization's statistics keep float32); ge's fused ops have one type for all."""
+    dtype = lambda t: None if not t else (graph.initializers[t].dtype if t in graph.initializers
+                                         else graph.values[t].dtype if t in graph.values else None)
+    schema = _schema(graph, node)
+    if schema is None:
+        return ([i for i, t in enumerate(node.inputs) if dtype(t) == F32],
+                [j for j, t in enumerate(node.outputs) if dtype(t) == F32])
+    out_types = [_formal(schema.outputs, j) for j in range(len(node.outputs))]
+    ins_t = [_formal(schema.inputs, i) for i in range(len(node.inputs))]
+    # a type parameter bound by a float32 input (LayerNormalization's U comes from an attribute)
+    param = {t for t, x in zip(ins_t, node.inputs) if dtype(x) == F32 and t and not t.startswith("tensor(")}
+    outs = [j for j, (t, o) in enumerate(zip(out_types, node.outputs)) if t in param and dtype(o) == F32]
+    ins = [i for i, (t, x) in enumerate(zip(ins_t, node.inputs)) if t in param and dtype(x) == F32]
+    return ins, outs
+
+
+def _schema(graph: Graph, node: Node):
+    if node.domain == GE_DOMAIN:
+        return None
+    try:
+        return onnx.defs.get_schema(node.op_type, node_opset(graph, node), node.domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _formal(params, i: int) -> str | None:
+    if not params:
+        return None
+    p = params[min(i, len(params) - 1)]
+    if i >= len(params) and p.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+        return None
+    return p.type_str
+
+
+def _runs_in_half(graph: Graph, node: Node, ins: list[int]) -> bool:
+    """Whether the node's kernel takes float16 where it takes float32 now (its spec decides)."""
+    metas = [input_meta(graph, node, t) for t in node.inputs]
+    metas = [m._replace(dtype=F16) if i in ins and m is not None else m for i, m in enumerate(metas)]
+    try:
+        build_kernel(graph, node, metas)
+    except GraphError:
+        return False
+    return True
+
+
+def _twin_value(graph: Graph, name: str, twin: str, dtype: np.dtype) -> None:
+    shape = graph.values[name].shape if name in graph.values else None
+    graph.values[twin] = Value(twin, dtype, shape)
+
+
+def _make_half(graph: Graph, t: str, half: dict, nodes: list[Node], taken: set) -> int:
+    """The float16 twin of float32 tensor t: a converted weight, or a Cast; returns casts made."""
+    half[t] = unique_name(graph, f"{t}_fp16")
+    if t in graph.initializers:
+        graph.initializers[half[t]] = graph.initializers[t].astype(F16)
+        return 0
+    _twin_value(graph, t, half[t], F16)
+    nodes.append(Node("Cast", [t], [half[t]], {"to": onnx.TensorProto.FLOAT16}, _node_name(graph, f"{t}_to_fp16", taken)))
+    return 1
+
+
+def _make_full(graph: Graph, t: str, half: dict, nodes: list[Node], taken: set) -> int:
+    """Tensor t (float32 in the original graph) cast back from its float16 twin."""
+    graph.values[t] = Value(t, F32, graph.values[half[t]].shape)
+    nodes.append(Node("Cast", [half[t]], [t], {"to": onnx.TensorProto.FLOAT}, _node_name(graph, f"{t}_to_fp32", taken)))
+    return 1
+
+
+def _node_name(graph: Graph, base: str, taken: set) -> str:
+    name = unique_name(graph, base, taken)
+    taken.add(name)
+    return name

@@ -1,0 +1,77 @@
+"""float16 ops numpy computes slowly run through their float32 kernels (core/kernels/float16.py):
+same results as onnxruntime's float16 kernels, on both plans, weights constant or not."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from ge.core import api
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+from ge.core.kernels.float16 import VIA_FLOAT32, Float16ViaFloat32
+from tests.conftest import ort_run
+
+rng = np.random.default_rng(0)
+TOL = dict(rtol=2e-3, atol=2e-3)
+pytestmark = pytest.mark.usefixtures("native_and_numpy")
+
+
+def f16(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float16)
+
+
+CASES = [
+    ("Conv", {"x": f16(1, 8, 10, 10), "w": f16(16, 8, 3, 3, scale=0.2), "b": f16(16)}, {"pads": [1, 1, 1, 1]}),
+    ("Conv", {"x": f16(2, 8, 9, 9), "w": f16(8, 1, 3, 3)}, {"group": 8, "strides": [2, 2]}),
+    ("ConvTranspose", {"x": f16(1, 4, 5, 5), "w": f16(4, 3, 2, 2)}, {"strides": [2, 2]}),
+    ("MatMul", {"a": f16(2, 16, 32, scale=0.2), "b": f16(32, 24, scale=0.2)}, {}),
+    ("Gemm", {"a": f16(16, 32, scale=0.2), "b": f16(24, 32, scale=0.2), "c": f16(24)}, {"transB": 1, "alpha": 0.5}),
+    ("MaxPool", {"x": f16(1, 4, 9, 9)}, {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ("AveragePool", {"x": f16(1, 4, 9, 9)}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ("GlobalAveragePool", {"x": f16(2, 4, 7, 7)}, {}),
+    ("GlobalMaxPool", {"x": f16(2, 4, 7, 7)}, {}),
+    ("ReduceMean", {"x": f16(2, 4, 7, 7)}, {"axes": [2, 3]}),
+    ("ReduceSum", {"x": f16(2, 4, 7)}, {"keepdims": 0}),
+    ("ReduceMax", {"x": f16(2, 4, 7)}, {"axes": [1]}),
+    ("InstanceNormalization", {"x": f16(2, 4, 6, 6), "s": f16(4), "b": f16(4)}, {}),
+]
+
+
+@pytest.mark.parametrize("consts", [False, True], ids=["weights-as-inputs", "constant-weights"])
+@pytest.mark.parametrize("op,inputs,attrs", CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(CASES)])
+def test_float16_op_matches_onnxruntime(check_op, op, inputs, attrs, consts):
+    opset = 17 if op != "ReduceSum" else 13
+    check_op(op, inputs, attrs, opset=opset, consts=list(inputs)[1:] if consts else (), **TOL)
+
+
+def test_float16_instances_are_the_float32_kernel_behind_conversions():
+    h, f = np.dtype(np.float16), np.dtype(np.float32)
+    k = lookup("MatMul", opset=17)({}, [Meta(h, (4, 8)), Meta(h, (8, 3))], name="mm")
+    assert isinstance(k, Float16ViaFloat32) and type(k.inner).__name__ == "MatMul"
+    assert [m.dtype for m in k.infer()] == [h] and [m.dtype for m in k.inner.infer()] == [f]
+    plain = lookup("MatMul", opset=17)({}, [Meta(f, (4, 8)), Meta(f, (8, 3))], name="mm")
+    assert not isinstance(plain, Float16ViaFloat32)
+    assert all(domain in ("", "ge") for domain, _ in VIA_FLOAT32)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_float16_model_end_to_end(make_model, tmp_path, device):
+    """A float16 export: weights stay float16 in the OM, results as onnxruntime's."""
+    H = TensorProto.FLOAT16
+    w, w2 = f16(8, 3, 3, 3, scale=0.3), f16(8, 10, scale=0.3)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("MatMul", ["f", "w2"], ["y"])]
+    model = make_model(nodes, {"x": (H, [2, 3, 8, 8])}, {"y": (H, [2, 10])}, {"w": w, "w2": w2})
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    result = api.atc(str(path), str(tmp_path / "m"))
+    assert {w.dtype for w in result.model.weights} == {"float16"}
+    x = f16(2, 3, 8, 8)
+    model_id = api.load_from_file(result.om_path, device)
+    try:
+        got = api.execute(model_id, [x])[0]
+    finally:
+        api.unload(model_id)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), ort_run(model, {"x": x})[0].astype(np.float32), **TOL)
