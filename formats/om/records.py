@@ -9,8 +9,11 @@ and MODEL_DEF repeat). docs/om-format.md is the prose version of these tables.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ge.core.ge_model import ALLOCATION_KINDS, WEIGHT_ID
 
+from ..aipp_config import AippConfig
 from .decode import Bad, attr_map, clip, show, tname
 from .schema import (CHECKSUM_SIZE, DTYPES, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT, MAX_MODELS,
                      MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE)
@@ -122,6 +125,32 @@ class Attrs(Field):
             raise Invalid(str(e)) from None
 
 
+class Num(Field):
+    """A float, or an int where a float is meant (a bool is neither)."""
+
+    def check(self, v):
+        if type(v) not in (int, float):
+            raise Invalid(f" must be a number, got {show(v)}")
+        return v
+
+
+class AttrsWith(Attrs):
+    """An attribute map some of whose keys ge itself reads: those, when present, of these types."""
+
+    def __init__(self, **known: Field):
+        self.known = tuple(known.items())
+
+    def check(self, v):
+        out = super().check(v)
+        for key, spec in self.known:
+            if key in out:
+                try:
+                    spec.check(out[key])
+                except Invalid as e:
+                    raise e.at(f"['{key}']")
+        return out
+
+
 class List(Field):
     """A list of at most `max_len` entries, each of type `item` (None: unchecked here)."""
 
@@ -216,6 +245,22 @@ WEIGHT = Record(name=Str(), dtype=DType(), shape=Shape(), offset=Int(), nbytes=I
                 file_offset=Int(), sha256=Sha256Hex(),
                 allocation=Int().since(WEIGHT_ID))  # format 1.1: FILE_CONSTANT allocations
 
+def _aipp_record() -> Record:
+    """One input's static AIPP as `ge inspect` shows it: the input, raw and model shapes, and every
+    setting of the AIPP configuration (formats/aipp_config.py), typed as declared there."""
+    by_type = {"int": Int(lo=-MAX_INT), "bool": Bool(), "str": Str(), "float": Num(), "list": List(None)}
+    settings = {f.name: by_type[f.type] for f in dataclasses.fields(AippConfig) if f.name != "source"}
+    return Record(input=Str(), raw_dtype=Str(), raw_shape=Shape(), model_shape=Shape(), **settings)
+
+
+MODEL_ATTRS = AttrsWith(  # the model attributes ge reads back (ge inspect, atc --mode=1/6)
+    lower_bound=Int(),  # the feature maps' lower bound
+    stream_num=Int(lo=1),
+    event_num=Int(),
+    external_weight=Int(hi=2),  # ATC's --external_weight mode
+    aipp=List(_aipp_record()),  # static AIPP steps, one per preprocessed input
+)
+
 MODEL_DEF = Record(
     name=Str(),
     soc_version=Str(),
@@ -231,7 +276,7 @@ MODEL_DEF = Record(
     outputs=List(TENSOR_DESC),
     tensors=List(TENSOR_PLAN),
     weights=List(WEIGHT),
-    attrs=Attrs(),
+    attrs=MODEL_ATTRS,
 )
 
 ARG = Record(allocation=Int(), offset=Int(), dtype=DType(), shape=Shape())

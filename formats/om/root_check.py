@@ -92,7 +92,7 @@ def _check_range_plan(root: DynamicModel) -> None:
     unknown = next((name for name in caps if name not in tensors), None)
     if unknown is not None:
         raise Bad(f"root MODEL_DEF.attrs.capacities['{clip(unknown)}'] is not a tensor or node workspace of the root graph")
-    if arena is None:
+    if "arena" not in root.attrs:
         return
     if type(arena) is not dict or type(arena.get("offsets")) is not dict:
         raise Bad(f"root MODEL_DEF.attrs.arena must be a map with 'size', 'lower_bound' and 'offsets', got {show(arena)}")

@@ -13,7 +13,8 @@ MaxPool, Reshape, Gemm, Softmax; inline weights) and mutates it one way:
 Seeds: a static CNN (inline weights, and external weights in a weight folder), a gears model and a
 range model (a root graph with its static submodels).
 
-The oracle: loading the file with `api.load_from_mem` and running it with `api.execute` either
+The oracle: `api.inspect` of the file gives its data or a `GeError`; loading the file with
+`api.load_from_mem` and running it with `api.execute` either
 raises a `GeError` (not the reader's safety net: a "malformed OM (KeyError...)" is a gap in the
 validation) or gives the unmutated outputs bit for bit — except for a re-signed raw
 mutation that decodes to another well-formed model (a flipped bit in an offset or a float is a
@@ -303,6 +304,14 @@ def check(case: Case, seed: Seed, device: str) -> str | None:
     box, expected, layout = {}, seed.expected, seed.layout
 
     def attempt():
+        try:
+            info = api.inspect(case.data)  # what `ge inspect` shows: a GeError or plain data, too
+            box["inspected"] = isinstance(info, dict)
+        except GeError:
+            pass
+        except BaseException as e:  # noqa: BLE001 - anything else is the finding
+            box["other"], box["tb"] = e, "(in api.inspect) " + traceback.format_exc()
+            return
         try:
             box["out"] = run_om(case.data, seed.inputs, device, seed.load)
         except GeError as e:

@@ -602,6 +602,11 @@ def test_model_def_validation():
          "malformed ndarray"),
         (lambda md: md["attrs"].update({"t": {"__dtype__": "str"}}), "malformed dtype value"),
         (lambda md: md.pop("tensors"), "MODEL_DEF has no 'tensors'"),
+        (lambda md: md["attrs"].update(lower_bound="96"), r"MODEL_DEF\.attrs\['lower_bound'\] must be an integer"),
+        (lambda md: md["attrs"].update(external_weight=3), r"MODEL_DEF\.attrs\['external_weight'\] must be an integer "
+                                                           r"in \[0, 2\]"),
+        (lambda md: md["attrs"].update(aipp=[{"input": 1}]), r"MODEL_DEF\.attrs\['aipp'\]\[0\]\.input must be a string"),
+        (lambda md: md["attrs"].update(aipp={}), r"MODEL_DEF\.attrs\['aipp'\] must be a list"),
     ]
     for edit, match in cases:
         fails(rebuild(md=edit), match)
