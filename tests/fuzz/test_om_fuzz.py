@@ -7,7 +7,7 @@ import msgpack
 import pytest
 
 from ge.core import api
-from ge.core.errors import FormatError, GeError
+from ge.core.errors import DeviceError, FormatError, GeError
 
 from .om_fuzz import Campaign, Layout, main
 
@@ -68,3 +68,17 @@ def test_an_attribute_edited_to_another_valid_value_is_caught_by_the_declared_ou
 def test_the_long_campaign_command(capsys):
     assert main(["--cases", "30", "--seed", "3"]) == 0
     assert "30 cases" in capsys.readouterr().out and Layout
+
+
+def test_a_consistent_but_huge_allocation_is_refused_as_out_of_memory(campaign):
+    """Sizes that agree with each other and stay under the format's 1 TiB bound, but not with the
+    host: a DeviceError naming the size, not a MemoryError."""
+    layout = campaign.seeds[0].layout
+    key = next(k for k in layout.decoded if k[0] == 0)  # MODEL_DEF
+    md = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
+    grow = (1 << 40) - md["allocations"][1]["size"]
+    md["allocations"][1]["size"] += grow
+    md["memory_size"] += grow
+    data = layout.signed({key: msgpack.packb(md, use_bin_type=True)})
+    with pytest.raises(DeviceError, match=r"cpu: out of host memory allocating 1099511627776 bytes"):
+        api.load_from_mem(data)
