@@ -18,7 +18,7 @@ from ..errors import FormatError, GeError
 from ..ir import Meta
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.schema import attribute_problem
-from ...formats.om.decode import clip
+from ...formats.om.decode import clip, show
 from ...formats.om.schema import MAX_OPSET
 
 # what a kernel raises when the values it was given do not fit its op (kernels raise GeError for
@@ -47,25 +47,20 @@ def epilogue_problem(spec, opset: int, complete: bool) -> str | None:
     bounds travel as numbers "min"/"max")."""
     where = f"attrs['{EPILOGUE}']"
     if type(spec) is not list or not spec:
-        return f"{where} must be a non-empty list of [op_type, attrs], got {_show(spec)}"
+        return f"{where} must be a non-empty list of [op_type, attrs], got {show(spec)}"
     for j, step in enumerate(spec):
         if type(step) is not list or len(step) != 2 or type(step[0]) is not str or type(step[1]) is not dict:
-            return f"{where}[{j}] must be [op_type, attrs], got {_show(step)}"
+            return f"{where}[{j}] must be [op_type, attrs], got {show(step)}"
         op_type, attrs = step
         if op_type == "Clip":
             bad = next((k for k, v in attrs.items() if k not in ("min", "max") or type(v) not in (int, float)), None)
             if bad is not None:
-                return f"{where}[{j}] (Clip): attrs['{bad}'] must be a number 'min' or 'max', got {_show(attrs[bad])}"
+                return f"{where}[{j}] (Clip): attrs['{bad}'] must be a number 'min' or 'max', got {show(attrs[bad])}"
             continue
         problem = attribute_problem("", op_type, opset, attrs, complete)
         if problem:
             return f"{where}[{j}] ({op_type}): {problem}"
     return None
-
-
-def _show(v) -> str:
-    text = repr(v)
-    return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(v).__name__})"
 
 
 def check_model_tasks(ge_model, complete: bool = False) -> None:

@@ -1,32 +1,29 @@
 """A deterministic, seeded OM mutator and the oracle every mutated file must satisfy.
 
-Each case takes one valid OM (a small CNN compiled by ge: Conv with pads and strides, LeakyRelu,
-MaxPool, Reshape, Gemm, Softmax; inline weights) and mutates it one way:
+Seeds (valid OMs compiled by ge): a small CNN (Conv with pads and strides, LeakyRelu, MaxPool,
+Reshape, Gemm, Softmax) with inline weights and with external weights in a weight folder, a gears
+model and a range model (a root graph with its static submodels). Case n mutates seed n % 4 one way:
 
 - raw mutations of the file as it is (bit flips, byte runs, truncation, an inflated msgpack length
   prefix); the checksums are left as they are, so these test the framing and the checksums;
-- the same raw mutations inside the MODEL_DEF or TASK_INFO partition with both checksums
+- the same raw mutations inside a MODEL_DEF or TASK_INFO partition with both checksums
   recomputed, so the mutation reaches the msgpack decoder and the schema validation;
 - structured edits of one decoded field (its value replaced by one of another type or out of
   range, the key deleted, a list entry dropped or duplicated), re-encoded and re-signed.
 
-Seeds: a static CNN (inline weights, and external weights in a weight folder), a gears model and a
-range model (a root graph with its static submodels).
+The oracle, for every case: `api.inspect` gives its data or a `GeError`; `api.load_from_mem` and
+`api.execute` raise a `GeError` (not the reader's safety net: "malformed OM (KeyError...)" is a gap
+in the validation) or give the unmutated outputs bit for bit. Never another exception, never a
+hang. Some mutations leave another well-formed model, whose outputs need only have the unmutated
+dtypes and shapes: a re-signed raw mutation that decodes to different data (a flipped bit in an
+offset or a float, signed as such), a list entry dropped or duplicated (an optional input dropped,
+a bias repeated as the residual) and one of ge's optional "ge.*" attributes deleted (a fused
+activation).
 
-The oracle: `api.inspect` of the file gives its data or a `GeError`; loading the file with
-`api.load_from_mem` and running it with `api.execute` either
-raises a `GeError` (not the reader's safety net: a "malformed OM (KeyError...)" is a gap in the
-validation) or gives the unmutated outputs bit for bit — except for a re-signed raw
-mutation that decodes to another well-formed model (a flipped bit in an offset or a float is a
-different model, signed as such), a list entry dropped or duplicated or one of ge's optional
-"ge.*" attributes deleted (a fused activation) that leaves another well-formed model: their
-outputs are only required to have the unmutated dtypes and shapes. Never another exception,
-never a hang.
+    python -m tests.fuzz.om_fuzz --cases 20000 [--seed 1] [--device cpu|sim] [--seeds cnn,gears]
 
-    python -m tests.fuzz.om_fuzz --cases 5000 [--seed 1] [--device cpu]
-
-runs a long campaign and prints each failing case (seed, case number, mutation) so it can be
-replayed with `--only N`; tests/fuzz/test_om_fuzz.py runs a few hundred cases in the test suite.
+runs a longer campaign and prints each failing case (seed model, case number, mutation); `--only N`
+replays one. tests/fuzz/test_om_fuzz.py runs a thousand cases in the test suite.
 """
 from __future__ import annotations
 
@@ -51,10 +48,10 @@ from ge.core.errors import GeError
 from ge.formats.om import reader, writer
 from ge.formats.om.schema import MODEL_DEF, TASK_INFO
 
-HANG_SECONDS = 60.0  # one case (load + execute of a tiny CNN) takes milliseconds
+HANG_SECONDS = 60.0  # one case (load + execute of a tiny model) takes milliseconds
 
 
-# ---------------------------------------------------------------- the seed model
+# ---------------------------------------------------------------- the seed models
 
 
 def seed_onnx() -> onnx.ModelProto:
@@ -236,10 +233,8 @@ def _parent(obj, path):
     return obj
 
 
-# a list entry dropped or duplicated, or an optional "ge.*" attribute deleted, may leave another
-# well-formed model (an optional input dropped, a bias input repeated as the residual, no fused
-# activation): such a case may run, with outputs of its own
-LIST_EDIT = "semantic:"
+# marks an edit that may leave another well-formed model (see the module's docstring)
+SEMANTIC = "semantic:"
 
 
 def structured_edit(rng: random.Random, obj) -> str:
@@ -249,13 +244,13 @@ def structured_edit(rng: random.Random, obj) -> str:
     how = rng.random()
     if how < 0.12 and isinstance(parent, dict):
         del parent[key]
-        return f"{LIST_EDIT if str(key).startswith('ge.') else ''}delete {path}"
+        return f"{SEMANTIC if str(key).startswith('ge.') else ''}delete {path}"
     if how < 0.2 and isinstance(parent, list):
         if rng.random() < 0.5:
             del parent[key]
-            return f"{LIST_EDIT}drop {path}"
+            return f"{SEMANTIC}drop {path}"
         parent.insert(key, copy.deepcopy(parent[key]))
-        return f"{LIST_EDIT}duplicate {path}"
+        return f"{SEMANTIC}duplicate {path}"
     new = rng.choice(hostile_values(value))
     if isinstance(value, str) and rng.random() < 0.3:
         new = value + "_x"  # a name that no longer refers to anything
@@ -341,7 +336,7 @@ def check(case: Case, seed: Seed, device: str) -> str | None:
     same = all(o.dtype == e.dtype and o.shape == e.shape and o.tobytes() == e.tobytes() for o, e in zip(out, expected))
     if same:
         return None
-    if (case.kind == "signed" or LIST_EDIT in case.what) and _decodes_differently(case.data, layout):
+    if (case.kind == "signed" or SEMANTIC in case.what) and _decodes_differently(case.data, layout):
         if all(o.dtype == e.dtype and o.shape == e.shape for o, e in zip(out, expected)):
             return None  # another well-formed model, signed: its own outputs
     return "ran but its outputs differ from the unmutated model's"
