@@ -23,7 +23,7 @@ activation).
     python -m tests.fuzz.om_fuzz --cases 20000 [--seed 1] [--device cpu|sim] [--seeds cnn,gears]
 
 runs a longer campaign and prints each failing case (seed model, case number, mutation); `--only N`
-replays one. tests/fuzz/test_om_fuzz.py runs a thousand cases in the test suite.
+replays one. tests/fuzz/test_om_fuzz.py runs three thousand cases in the test suite.
 """
 from __future__ import annotations
 
