@@ -1,8 +1,9 @@
 """A deterministic, seeded OM mutator and the oracle every mutated file must satisfy.
 
 Seeds (valid OMs compiled by ge): a small CNN (Conv with pads and strides, LeakyRelu, MaxPool,
-Reshape, Gemm, Softmax) with inline weights and with external weights in a weight folder, a gears
-model and a range model (a root graph with its static submodels). Case n mutates seed n % 4 one way:
+Reshape, Gemm, Softmax) with inline weights and with external weights in a weight folder, and a
+gears, a range and a hybrid model (a root graph with its static submodels). Case n mutates seed
+n % 5 one way:
 
 - raw mutations of the file as it is (bit flips, byte runs, truncation, an inflated msgpack length
   prefix); the checksums are left as they are, so these test the framing and the checksums;
@@ -113,6 +114,8 @@ SEEDS = {
               lambda: [np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)]),
     "range": (dynamic_onnx, {"input_shape": "x:1~4,8"},
               lambda: [np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)]),
+    "hybrid": (dynamic_onnx, {"input_shape": "x:-1,8"},
+               lambda: [np.random.default_rng(5).standard_normal((5, 8)).astype(np.float32)]),
 }
 
 
