@@ -1,11 +1,14 @@
 """Read an OM file (format v1) into a GeModel, trusting nothing until it has been checked.
 
-Order of checks: file size, magic, header length (bounded before anything is read), msgpack header
-(unpacked with limits), major version, header checksum, partition table (inside the file, no
-overlap, required partitions present), length, body checksum, then each partition unpacked with
-limits derived from its size and validated field by field (types, ranges, offsets inside their
-allocation, dtypes, shapes, nbytes). Every failure is a FormatError whose message starts with the
-file name (or "<bytes>").
+Order of checks: the file (a regular file: a FIFO or device is refused, never opened), its size,
+magic, header length (bounded before anything is read), msgpack header (unpacked with limits),
+major version, the header record, header checksum, partition table (inside the file, no overlap,
+required partitions present), length, body checksum; then each partition unpacked with limits
+derived from its size, decoded as its records (records.py: every field's type and range, in one
+step per record) and its cross-references checked, one function each below (allocations, I/O
+descs, tensors, weights, sizes, tasks, the dataflow plan; root_check.py for a dynamic OM's root).
+Every failure is a FormatError whose message starts with the file name (or "<bytes>") and names
+the field's path (`TASK_INFO.tasks[3] 'conv' (Conv).inputs[0]: ...`).
 
 A path is memory-mapped read-only: weight_data is a memoryview slice of the map (no copy). The map
 stays alive as long as that view does.
