@@ -9,6 +9,7 @@ and its folder can move together and no name in an OM can reach outside that fol
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 from .errors import FormatError
@@ -76,3 +77,41 @@ def resolve(folder: str | os.PathLike, name: str) -> str:
     if real == root or os.path.commonpath([root, real]) != root:
         raise FormatError(f"{path}: a symlink leading outside the weight folder {root} (to {real}); refused")
     return real
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"))
+
+
+def not_regular(mode: int) -> str:
+    """What a file of this st_mode is when it is not a regular file ("" when it is one)."""
+    if stat.S_ISREG(mode):
+        return ""
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str, shown: str, what: str) -> int:
+    """A read-only descriptor of `path`, which must be a regular file: looked at with lstat before
+    it is opened (a FIFO, device, socket, directory or symlink is refused at once, never opened, so
+    nothing blocks), opened with O_NOFOLLOW and O_NONBLOCK (what replaced it between the two calls
+    is not followed and does not block) and checked again on the descriptor. Errors name `shown`."""
+    try:
+        kind = not_regular(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise FormatError(f"{shown}: cannot read {what} ({e.strerror or e})") from None
+    if kind:
+        raise FormatError(f"{shown}: {what} is {kind}, not a regular file; refused")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise FormatError(f"{shown}: cannot open {what} ({e.strerror or e})") from None
+    kind = not_regular(os.fstat(fd).st_mode)
+    if kind:
+        os.close(fd)
+        raise FormatError(f"{shown}: {what} is {kind}, not a regular file; refused")
+    return fd

@@ -36,7 +36,7 @@ def load_from_file(path: str, device: str = "cpu", *, weight_dir: str | None = N
     bytes (aclmdlSetExternalWeightAddress), which ge uses in place and never frees.
     `verify_weights=False` skips the sha256 check (lengths are always checked)."""
     config = ExternalWeightConfig(weight_dir or default_weight_dir(path), weight_memory or {}, verify_weights)
-    return model_manager.load(read_om(path), device, config)
+    return model_manager.load(read_om(path), device, config, from_file=True)
 
 
 def load_from_mem(data: bytes, device: str = "cpu", *, weight_dir: str | None = None,
@@ -44,7 +44,7 @@ def load_from_mem(data: bytes, device: str = "cpu", *, weight_dir: str | None = 
     """aclmdlLoadFromMem: as load_from_file, but an OM in memory has no folder of its own, so a
     model with external weights needs `weight_dir` or `weight_memory`."""
     config = ExternalWeightConfig(weight_dir, weight_memory or {}, verify_weights)
-    return model_manager.load(read_om(bytes(data)), device, config)
+    return model_manager.load(read_om(bytes(data)), device, config, from_file=True)
 
 
 def malloc(nbytes: int, device: str = "cpu") -> DeviceBuffer:

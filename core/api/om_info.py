@@ -7,6 +7,7 @@ import os
 from ..dynamic_model import DynamicModel
 from ..errors import GeError
 from ..ge_model import GeModel
+from ..runtime.task_check import check_model_tasks
 from ..soc import soc_info
 from ...formats.om import header_info, read_om
 
@@ -28,6 +29,7 @@ def inspect(path: str) -> dict:
     weights. Raises FormatError for a broken OM."""
     header = header_info(path)
     m = read_om(path)
+    check_model_tasks(m, complete=True)  # what it shows of the tasks (epilogues, attributes) as a load checks it
     if isinstance(m, DynamicModel):
         return jsonable(dict(inspect_dynamic(m, _ge_model_dict), header=header))
     return jsonable(dict(_ge_model_dict(m), header=header))

@@ -25,6 +25,7 @@ from .context import ExecutionContext
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .mapped_weights import MappedWeights
+from .task_check import built_kernel, task_label
 from .weight_loader import WeightCheck
 
 
@@ -254,11 +255,11 @@ class DavinciModel:
 
     def init_nodes(self) -> None:
         tasks, first = [], 0
-        for td in self.ge_model.tasks:
+        for k, td in enumerate(self.ge_model.tasks):
             metas = tuple(a.meta for a in td.args)
-            kernel = self._kernel(td, self.backend)
+            kernel = self._kernel(td, self.backend, k)
             if kernel.uses_native and kernel.workspace_nbytes() > td.workspace:
-                kernel = self._kernel(td, NUMPY)  # an OM compiled where the native kernels are not built
+                kernel = self._kernel(td, NUMPY, k)  # an OM compiled where the native kernels are not built
             if kernel.workspace_nbytes() > td.workspace:  # an OM from a ge whose kernel needed less scratch
                 raise FormatError(f"model '{self.name}': node '{td.node}' ({td.op_type}) needs "
                                   f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "
@@ -335,14 +336,18 @@ class DavinciModel:
         self._owned.append(addr)
         return addr
 
-    def _kernel(self, td: TaskDef, backend: Backend) -> Kernel:
-        """The task's kernel, planned on `backend`; constant inputs are views of weight memory."""
+    def _kernel(self, td: TaskDef, backend: Backend, k: int) -> Kernel:
+        """The task's kernel, planned on `backend`; constant inputs are views of weight memory.
+        A stored task the op refuses, or whose declared outputs the op does not compute, is a
+        FormatError naming the task (task_check.py)."""
         consts = [None if a is None or a.allocation not in self.weight_bases
                   else self._const(a) for a in td.inputs]
         cls = lookup(td.op_type, td.domain, td.opset, td.node)
-        return cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
-                   outputs=[None if a is None else a.meta for a in td.outputs], opset=td.opset, name=td.node,
-                   num_outputs=len(td.outputs), packs=self.packs, backend=backend)
+        outputs = [None if a is None else a.meta for a in td.outputs]
+        return built_kernel(task_label(self.name, k, td.node, td.op_type),
+                            lambda: cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
+                                        outputs=outputs, opset=td.opset, name=td.node, num_outputs=len(td.outputs),
+                                        packs=self.packs, backend=backend), outputs)
 
     def _const(self, a):
         """A constant input as its kernel sees it: a view of weight memory, except a small weight of

@@ -56,7 +56,10 @@ class Device:
 
     # -- memory --------------------------------------------------------------------------------
     def malloc(self, nbytes: int) -> int:
-        data = self._backing(max(int(nbytes), 1))
+        try:
+            data = self._backing(max(int(nbytes), 1))
+        except MemoryError:  # e.g. an OM planning more memory than the host has
+            raise DeviceError(f"{self.name}: out of host memory allocating {nbytes} bytes") from None
         addr = self._address_of(data)
         with self._lock:
             self._insert(Block(addr, int(nbytes), data[:nbytes]))

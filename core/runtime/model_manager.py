@@ -1,9 +1,19 @@
 """ModelManager: loads models onto devices and hands out model ids (ACL's aclmdl* calls).
 
 It is the session: its ExternalWeightManager lets models that use the same external weight file
-on the same device share one copy of it."""
+on the same device share one copy of it.
+
+`execute(model_id, ...)` is thread-safe: each caller gets its own outputs, bit-identical to a
+single-thread run. A static model runs every caller on an execution context of its own (a
+`ContextPool`): the model's default context for the first, and a new context for a caller that
+finds every context busy, kept for later callers. The cost is memory, not waiting: one context
+(feature maps, workspace, default I/O buffers, args table, stream) per call that ran at the same
+time as others, held until unload; the weights and kernels are shared. A dynamic model (gears,
+ranges, unknown shapes) keeps per-model state between calls (the selected gear, the impl
+cache), so its calls take turns on a lock: correct, not parallel."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 
@@ -15,6 +25,7 @@ from ..dynamic_model import GEARS, DynamicModel
 from .davinci_model import DavinciModel
 from .device import DeviceBuffer, get_device
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
+from .task_check import check_model_tasks
 
 
 class ModelManager:
@@ -22,11 +33,16 @@ class ModelManager:
         self._models: dict[int, DavinciModel] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._runners: dict[int, object] = {}  # model id -> how execute() runs it from several threads
         self.weight_manager = ExternalWeightManager()
 
-    def load(self, ge_model: GeModel, device: str = "cpu", weights: ExternalWeightConfig | None = None) -> int:
+    def load(self, ge_model: GeModel, device: str = "cpu", weights: ExternalWeightConfig | None = None,
+             from_file: bool = False) -> int:
         """Load a GeModel (already read from an OM file or bytes) and return its model id.
-        `weights` says where its external weight files come from (folder, user memory)."""
+        `weights` says where its external weight files come from (folder, user memory). Every
+        task's attributes are checked against its op's schema before anything is built (`from_file`:
+        as an OM states them, complete)."""
+        check_model_tasks(ge_model, complete=from_file)
         with self._lock:
             model_id = next(self._ids)
         if isinstance(ge_model, DynamicModel):  # a root model with submodels: hybrid, range or gears
@@ -36,6 +52,7 @@ class ModelManager:
                                  weight_manager=self.weight_manager).init()
         with self._lock:
             self._models[model_id] = model
+            self._runners[model_id] = ContextPool(model) if isinstance(model, DavinciModel) else _TakeTurns(model)
         return model_id
 
     def model(self, model_id: int) -> DavinciModel:
@@ -45,13 +62,18 @@ class ModelManager:
             raise GeError(f"no loaded model with id {model_id}") from None
 
     def execute(self, model_id: int, inputs, outputs=None, timeout: float | None = None):
+        self.model(model_id)  # a clear error for an unknown id
+        runner = self._runners.get(model_id)
+        if runner is None:  # unloaded meanwhile
+            raise GeError(f"no loaded model with id {model_id}")
         if isinstance(inputs, (np.ndarray, DeviceBuffer)):  # one array is the only input, not a list of rows
             inputs = [inputs]
-        return self.model(model_id).nn_execute(inputs, outputs, timeout)
+        return runner.execute(inputs, outputs, timeout)
 
     def unload(self, model_id: int) -> None:
         with self._lock:
             model = self._models.pop(model_id, None)
+            self._runners.pop(model_id, None)
         if model is None:
             raise GeError(f"no loaded model with id {model_id}")
         model.unload()
@@ -65,3 +87,39 @@ def load_dynamic(dyn: DynamicModel, device, model_id: int = 0):
     from .gears import GearModel
     from .hybrid import HybridModel
     return GearModel(dyn, device, model_id) if dyn.mode == GEARS else HybridModel(dyn, device, model_id)
+
+
+class ContextPool:
+    """A static model's execution contexts for concurrent callers: a caller borrows an idle one
+    (the default context first) or creates one when all are busy; it is returned after the call."""
+
+    def __init__(self, model: DavinciModel):
+        self.model = model
+        self._idle = [model.default_context]
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def borrowed(self):
+        with self._lock:
+            ctx = self._idle.pop() if self._idle else self.model.create_context()
+        try:
+            yield ctx
+        finally:
+            with self._lock:
+                self._idle.append(ctx)
+
+    def execute(self, inputs, outputs=None, timeout: float | None = None):
+        with self.borrowed() as ctx:
+            return ctx.execute(inputs, outputs, timeout)
+
+
+class _TakeTurns:
+    """A model whose calls share state (gear selection, impl caches): one call at a time."""
+
+    def __init__(self, model):
+        self.model = model
+        self._lock = threading.Lock()
+
+    def execute(self, inputs, outputs=None, timeout: float | None = None):
+        with self._lock:
+            return self.model.nn_execute(inputs, outputs, timeout)

@@ -1,7 +1,8 @@
 """Read external weight files into device memory: the file side of PreProcessFileConstants.
 
-A file is opened through its real path inside the weight folder (core/weight_files.resolve),
-its length checked against the OM, and copied to device memory in chunks of at most 10 MB (GE's
+A file is opened through its real path inside the weight folder (core/weight_files.resolve), only
+when it is a regular file (looked at before it is opened: a FIFO or device never blocks the load),
+its length checked against the OM before a byte is read, and copied to device memory in chunks of at most 10 MB (GE's
 CopyWeightFromFile; the device counts them as `weight_file_chunks`) through one reused host
 buffer. While the bytes pass, the sha256 of every weight in the file is computed and compared
 with the OM's, unless the caller opts out for speed. Every failure is a FormatError naming the file.
@@ -10,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import FormatError
-from ..weight_files import resolve
+from ..weight_files import open_regular, resolve
 
 CHUNK = 10 << 20  # bytes per H2D copy
 
@@ -36,15 +36,11 @@ def open_weight_file(folder: str, name: str, nbytes: int) -> tuple[str, int]:
     real = resolve(folder, name)
     shown = os.path.join(folder, name)
     try:
-        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = open_regular(real, shown, "external weight file")
     except FileNotFoundError:
         raise FormatError(f"{shown}: external weight file is missing (weight folder {folder})") from None
-    except OSError as e:
-        raise FormatError(f"{shown}: cannot open external weight file ({e.strerror or e})") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FormatError(f"{shown}: external weight file is not a regular file")
         if st.st_size < nbytes:
             raise FormatError(f"{shown}: external weight file is truncated: {st.st_size} bytes, "
                               f"the model needs {nbytes}")

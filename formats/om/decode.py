@@ -37,10 +37,14 @@ def check_weight_file_name(name: str, where: str) -> None:
 # ---------------------------------------------------------------- attribute values
 
 
+_SCALARS = frozenset((bool, int, float, str, bytes, type(None)))
+
+
 def attr_map(v, where: str, depth: int) -> dict:
     if type(v) is not dict:
         raise Bad(f"{where} must be a map, got {tname(v)}")
-    return {k: decode_attr(x, f"{where}['{clip(k)}']", depth + 1) for k, x in v.items() if _str_key(k, where)}
+    return {k: x if type(x) in _SCALARS else decode_attr(x, f"{where}['{clip(k)}']", depth + 1)  # scalars as they are
+            for k, x in v.items() if _str_key(k, where)}
 
 
 def _str_key(k, where: str) -> bool:
@@ -57,7 +61,7 @@ def decode_attr(v, where: str = "attribute", depth: int = 0):
     if v is None or t in (bool, int, float, str, bytes):
         return v
     if t is list:
-        return [decode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
+        return [x if type(x) in _SCALARS else decode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
     if t is dict:
         if NDARRAY_TAG in v:
             return _ndarray(v, where)
@@ -160,5 +164,8 @@ def show(v) -> str:
 
 
 def clip(s: str, n: int = 60) -> str:
+    """`s` shortened for a one-line message; a character that is not printable shows escaped."""
     s = str(s)
+    if not s.isprintable():
+        s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
     return s if len(s) <= n else s[:n - 3] + "..."

@@ -1,11 +1,14 @@
 """Read an OM file (format v1) into a GeModel, trusting nothing until it has been checked.
 
-Order of checks: file size, magic, header length (bounded before anything is read), msgpack header
-(unpacked with limits), major version, header checksum, partition table (inside the file, no
-overlap, required partitions present), length, body checksum, then each partition unpacked with
-limits derived from its size and validated field by field (types, ranges, offsets inside their
-allocation, dtypes, shapes, nbytes). Every failure is a FormatError whose message starts with the
-file name (or "<bytes>").
+Order of checks: the file (a regular file: a FIFO or device is refused, never opened), its size,
+magic, header length (bounded before anything is read), msgpack header (unpacked with limits),
+major version, the header record, header checksum, partition table (inside the file, no overlap,
+required partitions present), length, body checksum; then each partition unpacked with limits
+derived from its size, decoded as its records (records.py: every field's type and range, in one
+step per record) and its cross-references checked, one function each below (allocations, I/O
+descs, tensors, weights, sizes, tasks, the dataflow plan; root_check.py for a dynamic OM's root).
+Every failure is a FormatError whose message starts with the file name (or "<bytes>") and names
+the field's path (`TASK_INFO.tasks[3] 'conv' (Conv).inputs[0]: ...`).
 
 A path is memory-mapped read-only: weight_data is a memoryview slice of the map (no copy). The map
 stays alive as long as that view does.
@@ -19,21 +22,21 @@ import os
 import msgpack
 
 from ge.core.errors import FormatError
-from ge.core.ge_model import (ALLOCATION_KINDS, FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID,
-                              WORKSPACE, WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc,
-                              TensorPlan, WeightDesc, arg_rows)
+from ge.core.weight_files import open_regular
+from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
+                              WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc, TensorPlan,
+                              WeightDesc, arg_rows)
 
-from .decode import Bad, Fields, attr_map, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
+from . import records
+from .decode import Bad, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
+from .records import HEADER, decode
 from .root import decode_root
-from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN,
-                     MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_MODELS, MAX_PARTITIONS, MAX_STR_LEN, MAX_TOTAL_SIZE,
-                     MIN_FILE_SIZE, MODEL_DEF, PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA,
-                     partition_name)
+from .root_check import check_root
+from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ARRAY_LEN, MAX_HEADER_SIZE, MAX_INT,
+                     MAX_MAP_LEN, MAX_STR_LEN, MAX_TOTAL_SIZE, MIN_FILE_SIZE, MODEL_DEF, PREFIX_SIZE,
+                     REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA, partition_name)
 
 BYTES_LABEL = "<bytes>"
-# Tests set this to True so that a validation gap shows up as the raw exception instead of being
-# turned into a generic FormatError by the safety net in load().
-STRICT = False
 _SAFETY_NET = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, UnicodeError,
                ArithmeticError)
 _FIXED_KINDS = {WEIGHT_ID: WEIGHT, FM_ID: FEATURE_MAP, WORKSPACE_ID: WORKSPACE}
@@ -42,19 +45,20 @@ _FIXED_KINDS = {WEIGHT_ID: WEIGHT, FM_ID: FEATURE_MAP, WORKSPACE_ID: WORKSPACE}
 # ---------------------------------------------------------------- public entry points
 
 
-def read_om(source: str | os.PathLike | bytes, *, verify_checksum: bool = True) -> GeModel:
+def read_om(source: str | os.PathLike | bytes, *, verify_checksum: bool = True, strict: bool = False) -> GeModel:
     """Load and validate an OM from a path or from bytes. A path is memory-mapped read-only and
     weight_data is a memoryview of the map; for a bytes-like source it is a memoryview of that
-    buffer (no copy either way; b"" when the OM has no inline weights)."""
-    return load(source, verify_checksum=verify_checksum)
+    buffer (no copy either way; b"" when the OM has no inline weights). `strict` (tests): a gap in
+    the validation raises its own exception instead of the safety net's generic FormatError."""
+    return load(source, verify_checksum=verify_checksum, strict=strict)
 
 
-def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = True) -> dict:
+def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = True, strict: bool = False) -> dict:
     """Header fields and partition table of an OM (`ge atc --mode=6` style), validated but without
     unpacking the partitions."""
     label, view, mm = _open(source, None)
     try:
-        header, hsize = _guard(label, lambda: parse_header(view, verify_checksum))
+        header, hsize = _guard(label, lambda: parse_header(view, verify_checksum), strict)
         info = {"magic": MAGIC.decode(), "file_size": view.nbytes, "header_size": PREFIX_SIZE + hsize}
         for key, value in header.items():
             if key == "header_version":
@@ -71,24 +75,24 @@ def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = Tr
         _close(view, mm)
 
 
-def load(source, *, label: str | None = None, verify_checksum: bool = True) -> GeModel:
+def load(source, *, label: str | None = None, verify_checksum: bool = True, strict: bool = False) -> GeModel:
     label, view, mm = _open(source, label)
     model = None
     try:
-        model = _guard(label, lambda: parse(view, verify_checksum))
+        model = _guard(label, lambda: parse(view, verify_checksum), strict)
         return model
     finally:
         if model is None or not isinstance(model.weight_data, memoryview):
             _close(view, mm)
 
 
-def _guard(label: str, fn):
+def _guard(label: str, fn, strict: bool = False):
     try:
         return fn()
     except Bad as e:
         raise FormatError(f"{label}: {e}") from None
     except _SAFETY_NET as e:
-        if STRICT:
+        if strict:
             raise
         raise FormatError(f"{label}: malformed OM ({type(e).__name__}: {e})") from None
 
@@ -105,7 +109,7 @@ def _open(source, label):
         raise FormatError(f"read_om: expected a path or bytes, got {type(source).__name__}") from None
     label = label or str(path)
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, label, "the OM"), "rb") as f:  # a FIFO or device: refused, no hang
             size = os.fstat(f.fileno()).st_size
             if size < MIN_FILE_SIZE:
                 data = f.read(MIN_FILE_SIZE)
@@ -167,26 +171,10 @@ def parse_header(view: memoryview, verify_checksum: bool = True) -> tuple[dict, 
     if major < FORMAT_VERSION[0]:
         raise Bad(f"OM format version {major}.{minor} is not supported (this ge reads {FORMAT_VERSION[0]}.x)")
 
-    f = Fields(header, "header")
-    out = {"header_version": (major, minor)}
-    out["checksum"] = f.digest("checksum")
-    out["length"] = f.int("length", hi=MAX_TOTAL_SIZE)
-    out["is_encrypt"] = f.int("is_encrypt", hi=255)
+    out = {"header_version": (major, minor), **decode(HEADER, header, "header")}
     if out["is_encrypt"]:
         raise Bad("encrypted OM files are not supported (is_encrypt != 0)")
-    out["is_checksum"] = f.int("is_checksum", hi=1)
-    out["model_type"] = f.int("model_type", hi=255)
-    out["gen_mode"] = f.int("gen_mode", hi=1)
-    out["name"] = f.str("name")
-    out["ops"] = f.int("ops")
-    out["om_ir_version"] = f.int("om_ir_version")
-    out["model_num"] = f.int("model_num", lo=1, hi=MAX_MODELS)
-    out["platform_version"] = f.str("platform_version")
-    out["platform_type"] = f.int("platform_type", hi=255)
-    out["has_unknown_shape"] = f.bool("has_unknown_shape")
-    out["atc_cmdline"] = f.str("atc_cmdline")
-    table = f.list("partitions", MAX_PARTITIONS)
-    out["header_checksum"] = f.digest("header_checksum")
+    table = out.pop("partitions")
 
     if verify_checksum:
         if bytes(raw[-CHECKSUM_SIZE - 2:-CHECKSUM_SIZE]) != CHECKSUM_TAIL or bytes(raw[-CHECKSUM_SIZE:]) != out["header_checksum"]:
@@ -197,13 +185,10 @@ def parse_header(view: memoryview, verify_checksum: bool = True) -> tuple[dict, 
     body = PREFIX_SIZE + hsize
     parts, seen = [], set()
     for k, p in enumerate(table):
-        pf = Fields(p, f"partition table entry {k}")
-        kind = pf.int("type")
+        kind, sub, offset, psize = p.type, p.submodel, p.offset, p.size
         name = partition_name(kind)
-        sub = pf.int("submodel")
         if sub >= out["model_num"]:
             raise Bad(f"partition {name} belongs to submodel {sub} but the header says model_num {out['model_num']}")
-        offset, psize = pf.int("offset", hi=MAX_TOTAL_SIZE), pf.int("size", hi=MAX_TOTAL_SIZE)
         if offset < body:
             raise Bad(f"partition {name} starts at {offset}, inside the header (which ends at {body})")
         if offset + psize > size:
@@ -294,7 +279,7 @@ def _parse_dynamic(view: memoryview, header: dict):
         if where[(WEIGHTS_DATA, sub)]["size"]:
             raise Bad(f"submodel {sub} has WEIGHTS_DATA of its own; submodels read the root's shared weights")
         m = _model(_unpack(body(MODEL_DEF, sub), f"submodel {sub} MODEL_DEF"),
-                   _unpack(body(TASK_INFO, sub), f"submodel {sub} TASK_INFO"), shared)
+                   _unpack(body(TASK_INFO, sub), f"submodel {sub} TASK_INFO"), shared, f"submodels[{sub}].")
         if m.weight_size != shared:
             raise Bad(f"submodel {sub} has a WEIGHT allocation of {m.weight_size} bytes; the shared weights are {shared}")
         root.submodels.append(m)
@@ -307,193 +292,216 @@ def _parse_dynamic(view: memoryview, header: dict):
     for c in root.clusters:
         if c.kind == "KNOWN" and c.submodel >= len(root.submodels):
             raise Bad(f"root cluster {c.index} names submodel {c.submodel}, which does not exist")
+    check_root(root)
     if shared:
         root.weight_data = body(WEIGHTS_DATA, 0)  # a view of the file: no copy
     return root
 
 
-def _model(md, ti, weight_bytes: int) -> GeModel:
-    f = Fields(md, "MODEL_DEF")
-    name = f.str("name")
-    soc = f.str("soc_version")
-    opset = f.int("opset")
+def _model(md, ti, weight_bytes: int, at: str = "") -> GeModel:
+    """A static (sub)model: MODEL_DEF and TASK_INFO decoded as their records (records.py: every
+    field's type and range), then their cross-references checked. `at`: the submodel's path."""
+    md, ti = decode(records.MODEL_DEF, md, f"{at}MODEL_DEF"), decode(records.TASK_INFO, ti, f"{at}TASK_INFO")
+    allocations = _allocations(md, f"{at}MODEL_DEF")
+    place = _Placer(allocations)
+    inputs, outputs = (_descs(md[key], f"{at}MODEL_DEF.{key}", place) for key in ("inputs", "outputs"))
+    _check_io_indexes(allocations, inputs, outputs, f"{at}MODEL_DEF")
+    tensors = _tensors(md.tensors, f"{at}MODEL_DEF.tensors", place)
+    weights = _weights(md.weights, f"{at}MODEL_DEF.weights", allocations, weight_bytes)
+    _check_sizes(md, allocations, f"{at}MODEL_DEF")
+    tasks = _tasks(ti.tasks, f"{at}TASK_INFO.tasks", place, allocations[WORKSPACE_ID].size)
+    _check_io_args(tasks, inputs + outputs, f"{at}TASK_INFO.tasks")
+    dataflow = None if ti.dataflow is None else _dataflow(ti.dataflow, f"{at}TASK_INFO.dataflow", tasks, allocations)
+    return GeModel(name=md.name, inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
+                   tasks=tasks, weights=weights, soc_version=md.soc_version, opset=md.opset, attrs=md.attrs,
+                   dataflow=dataflow)
 
-    allocations = []
-    for k, a in enumerate(f.list("allocations")):
-        af = Fields(a, f"MODEL_DEF allocation {k}")
-        aid = af.int("id")
-        if aid != k:
-            raise Bad(f"MODEL_DEF allocation {k} has id {aid} (ids must equal their position)")
-        kind = af.str("kind")
-        if kind not in ALLOCATION_KINDS:
-            raise Bad(f"MODEL_DEF allocation {k} has unknown kind '{clip(kind)}'")
-        if k in _FIXED_KINDS and kind != _FIXED_KINDS[k]:
-            raise Bad(f"MODEL_DEF allocation {k} must be {_FIXED_KINDS[k]}, not {kind}")
-        file = af.str("file") if "file" in a else ""  # since format 1.1
-        if kind == FILE_CONSTANT:
-            check_weight_file_name(file, f"MODEL_DEF allocation {k} ({kind})")
-        elif file:
-            raise Bad(f"MODEL_DEF allocation {k} ({kind}) names a weight file '{clip(file)}'; only "
-                      f"{FILE_CONSTANT} allocations do")
-        allocations.append(Allocation(aid, kind, af.int("size", hi=MAX_ALLOCATION_SIZE), af.int("io_index", lo=-1),
-                                      file))
-    if len(allocations) < len(_FIXED_KINDS):
-        raise Bad(f"MODEL_DEF has {len(allocations)} allocations; WEIGHT, FEATURE_MAP and WORKSPACE are required")
-    files = [a.file for a in allocations if a.kind == FILE_CONSTANT]
+
+def _allocations(md, path: str) -> list[Allocation]:
+    out = []
+    for k, a in enumerate(md.allocations):
+        where = f"{path}.allocations[{k}]"
+        if a.id != k:
+            raise Bad(f"{where} has id {a.id} (ids must equal their position)")
+        if k in _FIXED_KINDS and a.kind != _FIXED_KINDS[k]:
+            raise Bad(f"{where} must be {_FIXED_KINDS[k]}, not {a.kind}")
+        if a.kind == FILE_CONSTANT:
+            check_weight_file_name(a.file, f"{where} ({a.kind})")
+        elif a.file:
+            raise Bad(f"{where} ({a.kind}) names a weight file '{clip(a.file)}'; only {FILE_CONSTANT} allocations do")
+        out.append(Allocation(a.id, a.kind, a.size, a.io_index, a.file))
+    if len(out) < len(_FIXED_KINDS):
+        raise Bad(f"{path} has {len(out)} allocations; WEIGHT, FEATURE_MAP and WORKSPACE are required")
+    files = [a.file for a in out if a.kind == FILE_CONSTANT]
     if len(set(files)) != len(files):
-        raise Bad(f"MODEL_DEF: weight file '{clip(next(f for f in files if files.count(f) > 1))}' has two "
+        raise Bad(f"{path}: weight file '{clip(next(f for f in files if files.count(f) > 1))}' has two "
                   f"{FILE_CONSTANT} allocations")
+    return out
 
-    def check_place(alloc: int, offset: int, nbytes: int, what: str) -> None:
-        if alloc >= len(allocations):
-            raise Bad(f"{what}: allocation {alloc} does not exist (the model has {len(allocations)})")
-        a = allocations[alloc]
+
+class _Placer:
+    """Checks that (allocation, offset, nbytes) lies inside an existing allocation."""
+
+    def __init__(self, allocations: list[Allocation]):
+        self.allocations = allocations
+
+    def __call__(self, alloc: int, offset: int, nbytes: int, where) -> None:
+        """`where()`: the label of what is placed, made only for a message."""
+        if alloc >= len(self.allocations):
+            raise Bad(f"{where()}: allocation {alloc} does not exist (the model has {len(self.allocations)})")
+        a = self.allocations[alloc]
         if offset + nbytes > a.size:
-            raise Bad(f"{what}: offset {offset} + {nbytes} bytes exceeds allocation {alloc} ({a.kind}) "
-                      f"size {a.size}")
+            raise Bad(f"{where()}: offset {offset} + {nbytes} bytes exceeds allocation {alloc} ({a.kind}) size {a.size}")
 
-    def descs(key: str) -> list[TensorDesc]:
-        out = []
-        for k, d in enumerate(f.list(key)):
-            df = Fields(d, f"MODEL_DEF {key[:-1]} {k}")
-            dname = df.str("name")
-            df.where = f"MODEL_DEF {key[:-1]} {k} '{clip(dname)}'"
-            dtype, shape = df.dtype("dtype"), df.shape("shape")
-            alloc = df.int("allocation")
-            check_place(alloc, 0, nbytes_of(dtype, shape), df.where)
-            out.append(TensorDesc(dname, dtype, shape, alloc))
-        return out
 
-    inputs, outputs = descs("inputs"), descs("outputs")
+def _descs(records_, path: str, place: _Placer) -> list[TensorDesc]:
+    out = []
+    for k, d in enumerate(records_):
+        place(d.allocation, 0, nbytes_of(d.dtype, d.shape), lambda: f"{path}[{k}] '{clip(d.name)}'")
+        out.append(TensorDesc(d.name, d.dtype, d.shape, d.allocation))
+    return out
+
+
+def _check_io_indexes(allocations: list, inputs: list, outputs: list, path: str) -> None:
     for a in allocations:
         if a.kind in (INPUT, OUTPUT):
             n = len(inputs) if a.kind == INPUT else len(outputs)
             if not 0 <= a.io_index < n:
-                raise Bad(f"MODEL_DEF allocation {a.id} ({a.kind}) has io_index {a.io_index}, "
-                          f"but the model has {n} {a.kind.lower()}s")
+                raise Bad(f"{path}.allocations[{a.id}] ({a.kind}) has io_index {a.io_index}, but the model has {n} "
+                          f"{a.kind.lower()}s")
+    for key, kind, descs in (("inputs", INPUT, inputs), ("outputs", OUTPUT, outputs)):
+        for k, d in enumerate(descs):  # each I/O its own allocation, the one whose io_index it is
+            home = allocations[d.allocation]
+            if home.kind != kind or home.io_index != k:
+                raise Bad(f"{path}.{key}[{k}] '{clip(d.name)}': allocation {d.allocation} is {home.kind} with "
+                          f"io_index {home.io_index}, not {kind} {k}")
 
-    tensors = []
-    for k, t in enumerate(f.list("tensors")):
-        tf = Fields(t, f"MODEL_DEF tensor {k}")
-        tname = tf.str("name")
-        tf.where = f"MODEL_DEF tensor {k} '{clip(tname)}'"
-        alloc, offset, nbytes = tf.int("allocation"), tf.int("offset"), tf.int("nbytes")
-        dtype, shape = tf.dtype("dtype"), tf.shape("shape")
-        check_nbytes(nbytes, dtype, shape, tf.where)
-        check_place(alloc, offset, nbytes, tf.where)
-        tensors.append(TensorPlan(tname, alloc, offset, nbytes, dtype, shape, tf.int("first", lo=-1),
-                                  tf.int("last", lo=-1), tf.str("alias_of")))
 
+def _tensors(records_, path: str, place: _Placer) -> list[TensorPlan]:
+    out = []
+    for k, t in enumerate(records_):
+        def where(k=k, t=t):
+            return f"{path}[{k}] '{clip(t.name)}'"
+        if t.nbytes != nbytes_of(t.dtype, t.shape):
+            check_nbytes(t.nbytes, t.dtype, t.shape, where())
+        place(t.allocation, t.offset, t.nbytes, where)
+        out.append(TensorPlan(t.name, t.allocation, t.offset, t.nbytes, t.dtype, t.shape, t.first, t.last, t.alias_of))
+    return out
+
+
+def _weights(records_, path: str, allocations: list, weight_bytes: int) -> list[WeightDesc]:
     weight_size = allocations[WEIGHT_ID].size
     if weight_bytes > weight_size:
         raise Bad(f"WEIGHTS_DATA is {weight_bytes} bytes, more than the WEIGHT allocation size {weight_size}")
-    weights = []
-    for k, w in enumerate(f.list("weights")):
-        wf = Fields(w, f"MODEL_DEF weight {k}")
-        wname = wf.str("name")
-        wf.where = f"MODEL_DEF weight {k} '{clip(wname)}'"
-        dtype, shape = wf.dtype("dtype"), wf.shape("shape")
-        offset, nbytes = wf.int("offset"), wf.int("nbytes")
-        check_nbytes(nbytes, dtype, shape, wf.where)
-        file, file_offset, sha = wf.str("file"), wf.int("file_offset"), wf.str("sha256")
-        if sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha)):
-            raise Bad(f"{wf.where}: sha256 '{clip(sha)}' is not 64 lowercase hex digits")
-        alloc = wf.int("allocation") if "allocation" in w else WEIGHT_ID  # since format 1.1
-        if alloc >= len(allocations):
-            raise Bad(f"{wf.where}: allocation {alloc} does not exist (the model has {len(allocations)})")
-        home = allocations[alloc]
-        if home.kind == WEIGHT:
-            if offset + nbytes > weight_size:
-                raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight_size {weight_size}")
-            if file:
-                check_weight_file_name(file, wf.where)
-                raise Bad(f"{wf.where}: names the weight file '{clip(file)}' but lives in the WEIGHT allocation "
-                          f"(external weights live in their file's {FILE_CONSTANT} allocation)")
-            if offset + nbytes > weight_bytes:
-                raise Bad(f"{wf.where}: inline weight ends at {offset + nbytes} beyond WEIGHTS_DATA "
-                          f"({weight_bytes} bytes)")
-        elif home.kind == FILE_CONSTANT:
-            check_weight_file_name(file, wf.where)
-            if file != home.file:
-                raise Bad(f"{wf.where}: names the weight file '{clip(file)}' but allocation {alloc} is the image "
-                          f"of '{clip(home.file)}'")
-            if file_offset != offset:
-                raise Bad(f"{wf.where}: file_offset {file_offset} differs from its offset {offset} in allocation "
-                          f"{alloc} (the image of its file)")
-            if offset + nbytes > home.size:
-                raise Bad(f"{wf.where}: offset {offset} + {nbytes} bytes exceeds weight file '{clip(file)}' "
-                          f"({home.size} bytes)")
-            if not sha:
-                raise Bad(f"{wf.where}: an external weight needs its sha256")
-        else:
-            raise Bad(f"{wf.where}: lives in allocation {alloc} ({home.kind}); weights live in WEIGHT or "
-                      f"{FILE_CONSTANT} allocations")
-        weights.append(WeightDesc(wname, dtype, shape, offset, nbytes, file, file_offset, sha, alloc))
-    unused = {a.file for a in allocations if a.kind == FILE_CONSTANT} - {w.file for w in weights}
+    out = []
+    for k, w in enumerate(records_):
+        inline_and_fits = (w.allocation == WEIGHT_ID and not w.file and w.offset + w.nbytes <= weight_bytes
+                           and w.nbytes == nbytes_of(w.dtype, w.shape))
+        if not inline_and_fits:  # the common case needs no more; anything else, the full check
+            _check_weight(w, f"{path}[{k}] '{clip(w.name)}'", allocations, weight_bytes)
+        out.append(WeightDesc(w.name, w.dtype, w.shape, w.offset, w.nbytes, w.file, w.file_offset, w.sha256,
+                              w.allocation))
+    unused = {a.file for a in allocations if a.kind == FILE_CONSTANT} - {w.file for w in out}
     if unused:
-        raise Bad(f"MODEL_DEF: weight file '{clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
+        raise Bad(f"{path}: weight file '{clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
+    return out
 
+
+def _check_weight(w, where: str, allocations: list, weight_bytes: int) -> None:
+    """One weight record: its bytes, inside the WEIGHT allocation or its file's FILE_CONSTANT one."""
+    weight_size = allocations[WEIGHT_ID].size
+    check_nbytes(w.nbytes, w.dtype, w.shape, where)
+    if w.allocation >= len(allocations):
+        raise Bad(f"{where}: allocation {w.allocation} does not exist (the model has {len(allocations)})")
+    home, end = allocations[w.allocation], w.offset + w.nbytes
+    if home.kind == WEIGHT:
+        if end > weight_size:
+            raise Bad(f"{where}: offset {w.offset} + {w.nbytes} bytes exceeds weight_size {weight_size}")
+        if w.file:
+            check_weight_file_name(w.file, where)
+            raise Bad(f"{where}: names the weight file '{clip(w.file)}' but lives in the WEIGHT allocation "
+                      f"(external weights live in their file's {FILE_CONSTANT} allocation)")
+        if end > weight_bytes:
+            raise Bad(f"{where}: inline weight ends at {end} beyond WEIGHTS_DATA ({weight_bytes} bytes)")
+    elif home.kind == FILE_CONSTANT:
+        check_weight_file_name(w.file, where)
+        if w.file != home.file:
+            raise Bad(f"{where}: names the weight file '{clip(w.file)}' but allocation {w.allocation} is the "
+                      f"image of '{clip(home.file)}'")
+        if w.file_offset != w.offset:
+            raise Bad(f"{where}: file_offset {w.file_offset} differs from its offset {w.offset} in allocation "
+                      f"{w.allocation} (the image of its file)")
+        if end > home.size:
+            raise Bad(f"{where}: offset {w.offset} + {w.nbytes} bytes exceeds weight file '{clip(w.file)}' "
+                      f"({home.size} bytes)")
+        if not w.sha256:
+            raise Bad(f"{where}: an external weight needs its sha256")
+    else:
+        raise Bad(f"{where}: lives in allocation {w.allocation} ({home.kind}); weights live in WEIGHT or "
+                  f"{FILE_CONSTANT} allocations")
+
+
+def _check_sizes(md, allocations: list, path: str) -> None:
+    """The sizes MODEL_DEF repeats (GE's ModelDef attributes) agree with its allocations."""
     sizes = {k: a.size for k, a in enumerate(allocations)}
-    expected = {"memory_size": sizes[FM_ID] + sizes[WORKSPACE_ID], "weight_size": weight_size,
+    expected = {"memory_size": sizes[FM_ID] + sizes[WORKSPACE_ID], "weight_size": sizes[WEIGHT_ID],
                 "workspace_size": sizes[WORKSPACE_ID],
                 "zero_copy_memory_size": sum(a.size for a in allocations if a.kind in (INPUT, OUTPUT))}
     for key, value in expected.items():
-        got = f.int(key)
-        if got != value:
-            raise Bad(f"MODEL_DEF {key} is {got} but the allocations add up to {value}")
-    f.int("stream_num", lo=1)
-    f.int("event_num")
-    attrs = attr_map(f.get("attrs"), "MODEL_DEF attrs", 0)
+        if md[key] != value:
+            raise Bad(f"{path}.{key} is {md[key]} but the allocations add up to {value}")
 
+
+def _tasks(records_, path: str, place: _Placer, workspace_size: int) -> list[TaskDef]:
     tasks = []
-    tf = Fields(ti, "TASK_INFO")
-    for k, t in enumerate(tf.list("tasks")):
-        kf = Fields(t, f"TASK_INFO task {k}")
-        node = kf.str("node")
-        op_type = kf.str("op_type")
-        kf.where = f"TASK_INFO task {k} '{clip(node)}' ({clip(op_type)})"
-
-        def arg(a, what):
-            af = Fields(a, what)
-            alloc, offset = af.int("allocation"), af.int("offset")
-            dtype, shape = af.dtype("dtype"), af.shape("shape")
-            check_place(alloc, offset, nbytes_of(dtype, shape), what)
-            return Arg(alloc, offset, dtype, shape)
-
-        ins = tuple(None if a is None else arg(a, f"{kf.where} input {j}") for j, a in enumerate(kf.list("inputs")))
-        outs = tuple(None if a is None else arg(a, f"{kf.where} output {j}") for j, a in enumerate(kf.list("outputs")))
+    for k, t in enumerate(records_):
+        def where(k=k, t=t):
+            return f"{path}[{k}] '{clip(t.node)}' ({clip(t.op_type)})"
+        ins, outs = (tuple(None if a is None else _arg(a, where, f".{role}[{j}]", place) for j, a in enumerate(t[role]))
+                     for role in ("inputs", "outputs"))
         if all(a is None for a in outs):
-            raise Bad(f"{kf.where}: no output (a task writes at least one)")
-        workspace = kf.int("workspace")
-        if workspace > sizes[WORKSPACE_ID]:
-            raise Bad(f"{kf.where}: workspace {workspace} bytes exceeds the WORKSPACE allocation "
-                      f"size {sizes[WORKSPACE_ID]}")
-        tasks.append(TaskDef(node, op_type, kf.str("domain"), kf.int("opset"),
-                             attr_map(kf.get("attrs"), f"{kf.where} attrs", 0), ins, outs, workspace))
-
-    dataflow = _dataflow(tf, tasks, allocations) if "dataflow" in ti else None  # since format 1.4
-    return GeModel(name=name, inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
-                   tasks=tasks, weights=weights, soc_version=soc, opset=opset, attrs=attrs, dataflow=dataflow)
+            raise Bad(f"{where()}: no output (a task writes at least one)")
+        if t.workspace > workspace_size:
+            raise Bad(f"{where()}: workspace {t.workspace} bytes exceeds the WORKSPACE allocation size "
+                      f"{workspace_size}")
+        tasks.append(TaskDef(t.node, t.op_type, t.domain, t.opset, t.attrs, ins, outs, t.workspace))
+    return tasks
 
 
-def _dataflow(tf: "Fields", tasks: list, allocations: list) -> DataflowPlan:
+def _arg(a, where, step: str, place: _Placer) -> Arg:
+    place(a.allocation, a.offset, nbytes_of(a.dtype, a.shape), lambda: where() + step)
+    return Arg(a.allocation, a.offset, a.dtype, a.shape)
+
+
+def _check_io_args(tasks: list, descs: list, path: str) -> None:
+    """A task reads a model input (writes an output) as the desc says: at its allocation's start,
+    with its dtype and byte size (a Reshape-style alias may view it with another shape)."""
+    io = {d.allocation: d for d in descs}
+    for k, t in enumerate(tasks):
+        for role, args in (("inputs", t.inputs), ("outputs", t.outputs)):
+            for j, a in enumerate(args):
+                d = None if a is None else io.get(a.allocation)
+                if d is not None and (a.offset != 0 or a.dtype != d.dtype or nbytes_of(a.dtype, a.shape)
+                                      != nbytes_of(d.dtype, d.shape)):
+                    raise Bad(f"{path}[{k}] '{clip(t.node)}' ({clip(t.op_type)}).{role}[{j}]: {a.dtype} "
+                              f"{list(a.shape)} at offset {a.offset} of allocation {a.allocation} does not match "
+                              f"model I/O '{clip(d.name)}' ({d.dtype} {list(d.shape)})")
+
+
+def _dataflow(df, path: str, tasks: list, allocations: list) -> DataflowPlan:
     """The dataflow executors' plan: each task waits for earlier tasks only, and exactly the
     feature-map and workspace arguments move, to places inside its fm_size."""
-    df = Fields(tf.get("dataflow"), "TASK_INFO dataflow")
-    fm_size, lower_bound = df.int("fm_size", hi=MAX_ALLOCATION_SIZE), df.int("lower_bound", hi=MAX_ALLOCATION_SIZE)
-    deps = df.list("deps")
-    if len(deps) != len(tasks):
-        raise Bad(f"{df.where}: 'deps' has {len(deps)} entries for {len(tasks)} tasks")
-    for t, d in enumerate(deps):
-        if type(d) is not list or any(type(x) is not int or not 0 <= x < t for x in d) or len(set(d)) != len(d):
-            raise Bad(f"{df.where}: deps of task {t} must be distinct earlier tasks, got {show(d)}")
+    if len(df.deps) != len(tasks):
+        raise Bad(f"{path}.deps has {len(df.deps)} entries for {len(tasks)} tasks")
+    for t, d in enumerate(df.deps):
+        if any(x >= t for x in d) or len(set(d)) != len(d):
+            raise Bad(f"{path}.deps[{t}] must be distinct earlier tasks, got {show(d)}")
     alloc, _, _, _, nbytes = arg_rows(tasks)
-    offsets = df.list("fm_offsets")
-    if len(offsets) != len(alloc):
-        raise Bad(f"{df.where}: 'fm_offsets' has {len(offsets)} entries for {len(alloc)} task arguments")
-    for k, (o, a, n) in enumerate(zip(offsets, alloc.tolist(), nbytes.tolist())):
+    if len(df.fm_offsets) != len(alloc):
+        raise Bad(f"{path}.fm_offsets has {len(df.fm_offsets)} entries for {len(alloc)} task arguments")
+    for k, (o, a, n) in enumerate(zip(df.fm_offsets, alloc.tolist(), nbytes.tolist())):
         moves = allocations[a].kind in (FEATURE_MAP, WORKSPACE) and n > 0
-        if type(o) is not int or (o >= 0) != moves or (moves and o + n > fm_size) or o < -1:
-            what = f"an offset in [0, {fm_size - n}]" if moves else "-1 (it keeps its place)"
-            raise Bad(f"{df.where}: fm_offsets[{k}] must be {what}, got {show(o)}")
-    return DataflowPlan(tuple(tuple(d) for d in deps), tuple(offsets), fm_size, lower_bound)
+        if (o >= 0) != moves or (moves and o + n > df.fm_size):
+            what = f"an offset in [0, {df.fm_size - n}]" if moves else "-1 (it keeps its place)"
+            raise Bad(f"{path}.fm_offsets[{k}] must be {what}, got {show(o)}")
+    return DataflowPlan(tuple(tuple(d) for d in df.deps), tuple(df.fm_offsets), df.fm_size, df.lower_bound)

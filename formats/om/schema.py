@@ -47,7 +47,8 @@ MAX_MAP_LEN = 1 << 20  # any msgpack map
 MAX_ALLOCATION_SIZE = 1 << 40  # bytes of one logical allocation (WEIGHT, FEATURE_MAP, ...)
 MAX_RANK = 32  # dimensions of a shape
 MAX_DIM = 1 << 62  # largest single dimension
-MAX_INT = (1 << 63) - 1  # counts, offsets, opsets, steps
+MAX_INT = (1 << 63) - 1  # counts, offsets, steps
+MAX_OPSET = 10_000  # an operator set version (ONNX's are two-digit)
 MAX_ATTR_DEPTH = 16  # nesting of lists / maps inside one attribute value
 MIN_FILE_SIZE = PREFIX_SIZE + 1  # prefix plus at least a one-byte header
 

@@ -16,7 +16,7 @@ import json
 import os
 
 from ge.core.errors import FormatError
-from ge.core.weight_files import META_NAME, individual_name, name_problem
+from ge.core.weight_files import META_NAME, individual_name, name_problem, open_regular
 
 from ..atomic import write_atomically
 
@@ -33,7 +33,7 @@ def read_meta(folder: str | os.PathLike) -> dict:
     """The folder's meta.json, validated (an empty meta when there is none)."""
     path = os.path.join(os.fspath(folder), META_NAME)
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, path, META_NAME), "rb") as f:  # a FIFO: refused, not waited on
             raw = f.read(MAX_META_SIZE + 1)
     except FileNotFoundError:
         return empty()
@@ -71,7 +71,7 @@ def locked(folder: str | os.PathLike):
     import fcntl  # POSIX; ge's CLI targets Linux and macOS
     path = os.path.join(os.fspath(folder), LOCK_NAME)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except OSError as e:
         raise FormatError(f"{path}: cannot open the lock file ({e.strerror or e})") from None
     try:

@@ -81,7 +81,9 @@ def _holds(path: str, plan: WeightFilePlan) -> bool:
     if not os.path.isfile(path) or os.path.islink(path) or st.st_size != plan.nbytes:
         return False
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            if not os.path.samestat(st, os.fstat(f.fileno())):  # replaced since lstat: not ours to reuse
+                return False
             for offset, sha, data in plan.pieces:
                 f.seek(offset)
                 digest, left = hashlib.sha256(), len(data)

@@ -1,0 +1,302 @@
+"""The static model's records as data: every msgpack map of the header, MODEL_DEF and TASK_INFO,
+each field with its type and range. `decode(RECORD, value, path)` checks a whole record (and the
+records inside it) in one step and returns its fields as a `Decoded` namespace; any failure is a
+`Bad` naming the field's path, e.g. `TASK_INFO.tasks[12].workspace must be an integer in [0, ...]`.
+
+The reader (reader.py) then checks only what types cannot say: the cross-references between
+records (allocation ids, offsets and sizes inside their allocation, names, the sizes the header
+and MODEL_DEF repeat). docs/om-format.md is the prose version of these tables.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ge.core.ge_model import ALLOCATION_KINDS, WEIGHT_ID
+
+from ..aipp_config import AippConfig
+from .decode import Bad, attr_map, clip, show, tname
+from .schema import (CHECKSUM_SIZE, DTYPES, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT, MAX_MODELS,
+                     MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE)
+
+_MISSING = object()
+
+
+class Decoded(dict):
+    """A decoded record: its fields by name (also as attributes)."""
+    __getattr__ = dict.__getitem__
+
+
+# ---------------------------------------------------------------- field types
+
+
+class Invalid(Exception):
+    """A value that is not of its field's type: `message` follows the field's path, which the
+    records around it build on the way out (no path is formatted while values are valid)."""
+
+    def __init__(self, message: str):
+        self.message, self.path = message, []
+
+    def at(self, step: str) -> "Invalid":
+        self.path.append(step)
+        return self
+
+
+class Field:
+    """One field's type: `check(v)` returns the value to keep or raises Invalid. `default`: the
+    value of an absent field (a field added by a later minor version); without it, absent is Bad."""
+    default = _MISSING
+
+    def since(self, default) -> "Field":
+        self.default = default
+        return self
+
+
+class Int(Field):
+    def __init__(self, lo: int = 0, hi: int = MAX_INT):
+        self.lo, self.hi = lo, hi
+
+    def check(self, v):
+        if type(v) is not int or not self.lo <= v <= self.hi:
+            raise Invalid(f" must be an integer in [{self.lo}, {self.hi}], got {show(v)}")
+        return v
+
+
+class Str(Field):
+    def __init__(self, choices: tuple | None = None):
+        self.choices = choices
+
+    def check(self, v):
+        if type(v) is not str:
+            raise Invalid(f" must be a string, got {show(v)}")
+        if self.choices is not None and v not in self.choices:
+            raise Invalid(f" '{clip(v)}' is not one of {', '.join(self.choices)}")
+        return v
+
+
+class Bool(Field):
+    def check(self, v):
+        if type(v) is not bool:
+            raise Invalid(f" must be a bool, got {show(v)}")
+        return v
+
+
+class Digest(Field):
+    def check(self, v):
+        if type(v) is not bytes or len(v) != CHECKSUM_SIZE:
+            raise Invalid(f" must be {CHECKSUM_SIZE} bytes, got {show(v) if type(v) is not bytes else len(v)}")
+        return v
+
+
+class Sha256Hex(Field):
+    """64 lowercase hex digits, or "" (an inline weight has none)."""
+
+    def check(self, v):
+        if type(v) is not str or (v and (len(v) != 64 or v.strip("0123456789abcdef"))):
+            raise Invalid(f" '{clip(v)}' is not 64 lowercase hex digits")
+        return v
+
+
+class DType(Field):
+    def check(self, v):
+        if type(v) is not str or v not in DTYPES:
+            raise Invalid(f": dtype {show(v)} is not one of {', '.join(DTYPES)}")
+        return v
+
+
+class Shape(Field):
+    def check(self, v):
+        if type(v) is not list:
+            raise Invalid(f" must be a list, got {show(v)}")
+        if len(v) > MAX_RANK:
+            raise Invalid(f" has {len(v)} entries, more than the limit {MAX_RANK}")
+        for d in v:
+            if type(d) is not int or not 0 <= d <= MAX_DIM:
+                raise Invalid(f": shape {show(v)} must be non-negative integers")
+        return tuple(v)
+
+
+class Attrs(Field):
+    """A str-keyed map of attribute values (decode.py: tagged ndarrays and dtypes decoded)."""
+
+    def check(self, v):
+        try:
+            return attr_map(v, "", 0)
+        except Bad as e:  # its message goes on from the path inside the map: "['key']: ...", " must be ..."
+            raise Invalid(str(e)) from None
+
+
+class Num(Field):
+    """A float, or an int where a float is meant (a bool is neither)."""
+
+    def check(self, v):
+        if type(v) not in (int, float):
+            raise Invalid(f" must be a number, got {show(v)}")
+        return v
+
+
+class AttrsWith(Attrs):
+    """An attribute map some of whose keys ge itself reads: those, when present, of these types."""
+
+    def __init__(self, **known: Field):
+        self.known = tuple(known.items())
+
+    def check(self, v):
+        out = super().check(v)
+        for key, spec in self.known:
+            if key in out:
+                try:
+                    spec.check(out[key])
+                except Invalid as e:
+                    raise e.at(f"['{key}']")
+        return out
+
+
+class List(Field):
+    """A list of at most `max_len` entries, each of type `item` (None: unchecked here)."""
+
+    def __init__(self, item: Field | None, max_len: int = MAX_ARRAY_LEN, nullable: bool = False):
+        self.item, self.max_len, self.nullable = item, max_len, nullable
+
+    def check(self, v):
+        if type(v) is not list:
+            raise Invalid(f" must be a list, got {show(v)}")
+        if len(v) > self.max_len:
+            raise Invalid(f" has {len(v)} entries, more than the limit {self.max_len}")
+        if self.item is None:
+            return v
+        check, nullable, out = self.item.check, self.nullable, []
+        for j, x in enumerate(v):
+            try:
+                out.append(None if x is None and nullable else check(x))
+            except Invalid as e:
+                raise e.at(f"[{j}]")
+        return out
+
+
+class Record(Field):
+    """A msgpack map with these fields (unknown keys, from a newer minor version, are ignored)."""
+
+    def __init__(self, **fields: Field):
+        self.fields = tuple(fields.items())
+
+    def check(self, v):
+        if type(v) is not dict:
+            raise Invalid(f" must be a map, got {tname(v)}")
+        out = Decoded()
+        for key, spec in self.fields:
+            x = v.get(key, _MISSING)
+            if x is _MISSING:
+                if spec.default is _MISSING:
+                    raise Invalid(f" has no '{key}'")
+                out[key] = spec.default
+                continue
+            try:
+                out[key] = spec.check(x)
+            except Invalid as e:
+                raise e.at(f".{key}")
+        return out
+
+
+def decode(record: Record, value, path: str) -> Decoded:
+    """`value` checked as `record`; Bad naming the field's path (`path` + the steps inside)."""
+    try:
+        return record.check(value)
+    except Invalid as e:
+        raise Bad(path + "".join(reversed(e.path)) + e.message) from None
+
+
+# ---------------------------------------------------------------- the records
+
+PARTITION = Record(type=Int(), submodel=Int(), offset=Int(hi=MAX_TOTAL_SIZE), size=Int(hi=MAX_TOTAL_SIZE))
+
+HEADER = Record(  # after header_version, which decides whether the rest can be read at all
+    checksum=Digest(),
+    length=Int(hi=MAX_TOTAL_SIZE),
+    is_encrypt=Int(hi=255),
+    is_checksum=Int(hi=1),
+    model_type=Int(hi=255),
+    gen_mode=Int(hi=1),
+    name=Str(),
+    ops=Int(),
+    om_ir_version=Int(),
+    model_num=Int(lo=1, hi=MAX_MODELS),
+    platform_version=Str(),
+    platform_type=Int(hi=255),
+    has_unknown_shape=Bool(),
+    atc_cmdline=Str(),
+    partitions=List(PARTITION, MAX_PARTITIONS),
+    header_checksum=Digest(),
+)
+
+ALLOCATION = Record(
+    id=Int(),  # == its position
+    kind=Str(ALLOCATION_KINDS),
+    size=Int(hi=MAX_ALLOCATION_SIZE),
+    io_index=Int(lo=-1),  # which model input / output (INPUT, OUTPUT), else -1
+    file=Str().since(""),  # format 1.1: the weight file of a FILE_CONSTANT allocation
+)
+
+TENSOR_DESC = Record(name=Str(), dtype=DType(), shape=Shape(), allocation=Int())  # a model input / output
+
+TENSOR_PLAN = Record(name=Str(), allocation=Int(), offset=Int(), nbytes=Int(), dtype=DType(), shape=Shape(),
+                     first=Int(lo=-1), last=Int(lo=-1), alias_of=Str())
+
+WEIGHT = Record(name=Str(), dtype=DType(), shape=Shape(), offset=Int(), nbytes=Int(), file=Str(),
+                file_offset=Int(), sha256=Sha256Hex(),
+                allocation=Int().since(WEIGHT_ID))  # format 1.1: FILE_CONSTANT allocations
+
+def _aipp_record() -> Record:
+    """One input's static AIPP as `ge inspect` shows it: the input, raw and model shapes, and every
+    setting of the AIPP configuration (formats/aipp_config.py), typed as declared there."""
+    by_type = {"int": Int(lo=-MAX_INT), "bool": Bool(), "str": Str(), "float": Num(), "list": List(None)}
+    settings = {f.name: by_type[f.type] for f in dataclasses.fields(AippConfig) if f.name != "source"}
+    return Record(input=Str(), raw_dtype=Str(), raw_shape=Shape(), model_shape=Shape(), **settings)
+
+
+MODEL_ATTRS = AttrsWith(  # the model attributes ge reads back (ge inspect, atc --mode=1/6)
+    lower_bound=Int(),  # the feature maps' lower bound
+    stream_num=Int(lo=1),
+    event_num=Int(),
+    external_weight=Int(hi=2),  # ATC's --external_weight mode
+    aipp=List(_aipp_record()),  # static AIPP steps, one per preprocessed input
+)
+
+MODEL_DEF = Record(
+    name=Str(),
+    soc_version=Str(),
+    opset=Int(lo=1, hi=MAX_OPSET),
+    memory_size=Int(),  # FEATURE_MAP + WORKSPACE sizes
+    weight_size=Int(),  # WEIGHT size
+    workspace_size=Int(),  # WORKSPACE size
+    zero_copy_memory_size=Int(),  # INPUT + OUTPUT sizes
+    stream_num=Int(lo=1),
+    event_num=Int(),
+    allocations=List(ALLOCATION),
+    inputs=List(TENSOR_DESC),
+    outputs=List(TENSOR_DESC),
+    tensors=List(TENSOR_PLAN),
+    weights=List(WEIGHT),
+    attrs=MODEL_ATTRS,
+)
+
+ARG = Record(allocation=Int(), offset=Int(), dtype=DType(), shape=Shape())
+
+TASK = Record(
+    node=Str(),
+    op_type=Str(),
+    domain=Str(),
+    opset=Int(lo=1, hi=MAX_OPSET),
+    attrs=Attrs(),
+    inputs=List(ARG, nullable=True),  # None: an absent optional input
+    outputs=List(ARG, nullable=True),  # format 1.3: None, an omitted optional output
+    workspace=Int(),  # scratch bytes at offset 0 of WORKSPACE
+)
+
+DATAFLOW = Record(  # format 1.4: the dataflow executors' memory plan
+    deps=List(List(Int())),  # per task: the earlier tasks it waits for
+    fm_offsets=List(Int(lo=-1)),  # per task argument: its feature-map offset, -1 where it stays
+    fm_size=Int(hi=MAX_ALLOCATION_SIZE),
+    lower_bound=Int(hi=MAX_ALLOCATION_SIZE),
+)
+
+TASK_INFO = Record(tasks=List(TASK), dataflow=DATAFLOW.since(None))

@@ -1,0 +1,112 @@
+"""Cross-references of a dynamic OM's root model, checked once root.py has decoded its records
+and the reader its submodels: the runtime trusts every one of them.
+
+- names: root inputs and outputs are distinct;
+- dataflow (hybrid, range): the steps read only what exists when they run (root inputs, root weights, outputs of
+  earlier steps) and leave every root output produced;
+- gears (`attrs["gears"]`, `["gear_values"]`, `["gear_kind"]`): one gear per submodel, each
+  naming root inputs with the shapes its submodel was compiled for;
+- range (`attrs["capacities"]`, `["arena"]`): every capacity a root tensor's (or a node's
+  workspace) bytes, every planned region inside the arena, each submodel's feature maps and
+  workspace included.
+"""
+from __future__ import annotations
+
+from ge.core.dynamic_model import GEARS, DynamicModel
+from ge.core.ge_model import FEATURE_MAP, WORKSPACE
+
+from .decode import Bad, clip, show
+from .schema import MAX_ALLOCATION_SIZE
+
+GEAR_KINDS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
+
+
+def check_root(root: DynamicModel) -> None:
+    if not root.outputs:
+        raise Bad("root MODEL_DEF.outputs is empty (a model has at least one output)")
+    for key, descs in (("inputs", root.inputs), ("outputs", root.outputs)):
+        names = [d.name for d in descs]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise Bad(f"root MODEL_DEF.{key}: '{clip(dup)}' appears twice")
+    if root.mode == GEARS:  # no steps: the gear whose shapes match runs
+        _check_gears(root)
+    else:
+        _check_dataflow(root)
+    if "capacities" in root.attrs or "arena" in root.attrs:
+        _check_range_plan(root)
+
+
+def _check_dataflow(root: DynamicModel) -> None:
+    ready = {d.name for d in root.inputs} | {w.name for w in root.weights}
+    for k, step in enumerate(root.steps):
+        if step.kind == "node":
+            node = root.nodes[step.index]
+            reads, writes, what = [n for n in node.inputs if n], node.outputs, f"node '{clip(node.name)}'"
+        else:
+            sm = root.submodels[step.index]
+            reads, writes, what = [d.name for d in sm.inputs], [d.name for d in sm.outputs], f"submodel {step.index}"
+        missing = next((n for n in reads if n not in ready), None)
+        if missing is not None:
+            raise Bad(f"root TASK_INFO.steps[{k}] ({what}) reads '{clip(missing)}', which no earlier step, root input "
+                      f"or root weight provides")
+        ready.update(n for n in writes if n)
+    missing = next((d.name for d in root.outputs if d.name not in ready), None)
+    if missing is not None:
+        raise Bad(f"root MODEL_DEF.outputs: '{clip(missing)}' is produced by no step")
+
+
+def _check_gears(root: DynamicModel) -> None:
+    attrs, n = root.attrs, len(root.submodels)
+    if not n:
+        raise Bad("root MODEL_DEF: a gears model has no submodel (one per gear)")
+    kind = attrs.get("gear_kind", "dynamic_dims")
+    if kind not in GEAR_KINDS:
+        raise Bad(f"root MODEL_DEF.attrs.gear_kind must be one of {', '.join(GEAR_KINDS)}, got {show(kind)}")
+    gears, values = attrs.get("gears"), attrs.get("gear_values")
+    if type(gears) is not list or len(gears) != n:
+        raise Bad(f"root MODEL_DEF.attrs.gears must be a list of {n} maps (one per submodel), got {show(gears)}")
+    if (type(values) is not list or len(values) != n or any(type(v) is not list or not v for v in values)
+            or any(type(x) is not int or x < 1 for v in values for x in v) or len({len(v) for v in values}) != 1):
+        raise Bad(f"root MODEL_DEF.attrs.gear_values must be {n} equally long lists of positive ints, got {show(values)}")
+    root_inputs = {d.name for d in root.inputs}
+    for k, (gear, sm) in enumerate(zip(gears, root.submodels)):
+        where = f"root MODEL_DEF.attrs.gears[{k}]"
+        if type(gear) is not dict or not gear:
+            raise Bad(f"{where} must be a map of input name -> shape, got {show(gear)}")
+        compiled = {d.name: tuple(d.shape) for d in sm.inputs}
+        for name, shape in gear.items():
+            if name not in root_inputs or name not in compiled:
+                raise Bad(f"{where}: '{clip(name)}' is not an input of the model and of submodel {k + 1}")
+            if type(shape) is not list or tuple(shape) != compiled[name]:
+                raise Bad(f"{where}['{clip(name)}'] is {show(shape)}; submodel {k + 1} was compiled for "
+                          f"{list(compiled[name])}")
+
+
+def _check_range_plan(root: DynamicModel) -> None:
+    caps, arena = root.attrs.get("capacities", {}), root.attrs.get("arena")
+    if type(caps) is not dict or any(type(v) is not int or not 0 <= v <= MAX_ALLOCATION_SIZE for v in caps.values()):
+        raise Bad(f"root MODEL_DEF.attrs.capacities must map tensor names to byte counts, got {show(caps)}")
+    tensors = ({d.name for d in root.inputs} | {o for n in root.nodes for o in n.outputs if o}
+               | {d.name for sm in root.submodels for d in sm.outputs} | {f"{n.name}:workspace" for n in root.nodes})
+    unknown = next((name for name in caps if name not in tensors), None)
+    if unknown is not None:
+        raise Bad(f"root MODEL_DEF.attrs.capacities['{clip(unknown)}'] is not a tensor or node workspace of the root graph")
+    if "arena" not in root.attrs:
+        return
+    if type(arena) is not dict or type(arena.get("offsets")) is not dict:
+        raise Bad(f"root MODEL_DEF.attrs.arena must be a map with 'size', 'lower_bound' and 'offsets', got {show(arena)}")
+    size, lower = arena.get("size"), arena.get("lower_bound")
+    for key, v in (("size", size), ("lower_bound", lower)):
+        if type(v) is not int or not 0 <= v <= MAX_ALLOCATION_SIZE:
+            raise Bad(f"root MODEL_DEF.attrs.arena.{key} must be a byte count, got {show(v)}")
+    regions = dict(caps)
+    for k, sm in enumerate(root.submodels):
+        regions[f"submodel{k}:fm"] = sm.allocation(FEATURE_MAP).size
+        regions[f"submodel{k}:workspace"] = sm.allocation(WORKSPACE).size
+    offsets = arena["offsets"]
+    for name, nbytes in regions.items():
+        offset = offsets.get(name)
+        if type(offset) is not int or not 0 <= offset or offset + nbytes > size:
+            raise Bad(f"root MODEL_DEF.attrs.arena.offsets['{clip(name)}'] must place {nbytes} bytes inside the "
+                      f"{size}-byte arena, got {show(offset)}")

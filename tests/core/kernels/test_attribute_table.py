@@ -1,0 +1,50 @@
+"""attribute_table.py (the attribute types a loaded OM's tasks are checked against, generated so
+that a load never wakes onnx.defs' registry) agrees with onnx's schemas, and the check uses it."""
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from ge.core.kernels import schema
+from ge.core.kernels.attribute_table import ONNX_VERSION, TABLE
+
+
+def test_the_table_is_onnx_s_schemas():
+    """Every stored version is still onnx's (a newer onnx only adds versions; regenerate with
+    `python -m ge.core.kernels.schema` to pick them up)."""
+    assert ONNX_VERSION
+    fresh = schema.attribute_table(set(TABLE))
+    for op, versions in TABLE.items():
+        for since, attrs in versions.items():
+            assert fresh[op][since] == attrs, (op, since)
+
+
+def test_ops_in_the_table_never_ask_onnx_defs(monkeypatch):
+    def woken(*a):
+        raise AssertionError("onnx.defs was asked")
+    monkeypatch.setattr(schema, "schema_attributes", woken)
+    schema.attribute_types.cache_clear()
+    try:
+        types, present = schema.attribute_types("", "Conv", 17)
+        assert types["pads"] == onnx.AttributeProto.INTS and "group" in present and "pads" not in present
+        assert schema.attribute_types("", "Softmax", 12)[0] == {"axis": onnx.AttributeProto.INT}
+        assert schema.attribute_types("", "Gelu", 17) == ({}, frozenset())  # before its first version (20)
+    finally:
+        schema.attribute_types.cache_clear()
+
+
+def test_other_ops_come_from_onnx_defs():
+    schema.attribute_types.cache_clear()
+    types, present = schema.attribute_types("", "NotAnOp", 17)
+    assert (types, present) == ({}, frozenset())
+    types, _ = schema.attribute_types("com.microsoft", "QGemm", 1)  # no onnx schema: the kernel checks
+    assert types == {}
+
+
+@pytest.mark.parametrize("attrs,problem", [
+    ({"alpha": "x"}, "attrs['alpha'] must be a float, got 'x' (str)"),
+    ({"alpha": 1}, "attrs['alpha'] must be a float, got 1 (int)"),
+    ({}, "attrs['alpha'] is missing"),
+])
+def test_attribute_problem_names_the_attribute(attrs, problem):
+    assert schema.attribute_problem("", "LeakyRelu", 16, attrs, complete=True).startswith(problem)

@@ -1,0 +1,84 @@
+"""The OM fuzzer (om_fuzz.py) in the normal test run: a fixed seed, three thousand mutated files (raw,
+re-signed and structured), each ending in a GeError or in the unmutated outputs. A longer
+campaign: `python -m tests.fuzz.om_fuzz --cases 20000`."""
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from ge.core import api
+from ge.core.errors import DeviceError, FormatError, GeError
+
+from .om_fuzz import SEEDS, Campaign, Layout, main
+
+CASES, BLOCKS = 3000, 6  # about 10 s on this machine; case n mutates seed n % 5
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    return Campaign(seed=0)
+
+
+@pytest.mark.parametrize("block", range(BLOCKS))
+def test_mutated_oms_end_in_a_ge_error_or_the_unmutated_outputs(campaign, block):
+    n = CASES // BLOCKS
+    failures = campaign.run(n, start=block * n)
+    assert not failures, "\n".join(failures[:5])
+
+
+def test_the_mutator_covers_every_kind_and_reaches_the_decoder(campaign):
+    kinds, seeds = {}, set()
+    for n in range(200):
+        case = campaign.case(n)
+        kinds.setdefault(case.kind, []).append(n)
+        seeds.add(campaign.seed_of(n).name)
+    assert set(kinds) == {"raw", "signed", "structured"} and seeds == set(SEEDS)
+    # a structured edit passes both checksums: what rejects it is the validation, not the checksum
+    for n in kinds["structured"][:40]:
+        try:
+            api.unload(api.load_from_mem(campaign.case(n).data, **campaign.seed_of(n).load))
+        except GeError as e:
+            assert "checksum" not in str(e)
+
+
+def test_an_attribute_of_the_wrong_type_names_task_and_attribute(campaign):
+    layout = campaign.seeds[0].layout
+    key = next(k for k in layout.decoded if k[0] == 2)  # TASK_INFO
+    ti = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
+    k = next(j for j, t in enumerate(ti["tasks"]) if t["op_type"] == "LeakyRelu")
+    ti["tasks"][k]["attrs"]["alpha"] = "xxx"
+    data = layout.signed({key: msgpack.packb(ti, use_bin_type=True)})
+    with pytest.raises(FormatError, match=rf"TASK_INFO.tasks\[{k}\] 'leaky' \(LeakyRelu\): attrs\['alpha'\] must be "
+                                          r"a float, got 'xxx' \(str\)"):
+        api.load_from_mem(data)
+
+
+def test_an_attribute_edited_to_another_valid_value_is_caught_by_the_declared_outputs(campaign):
+    layout = campaign.seeds[0].layout
+    key = next(k for k in layout.decoded if k[0] == 2)
+    ti = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
+    k = next(j for j, t in enumerate(ti["tasks"]) if t["op_type"] == "MaxPool")
+    ti["tasks"][k]["attrs"]["strides"] = [1, 1]
+    data = layout.signed({key: msgpack.packb(ti, use_bin_type=True)})
+    with pytest.raises(FormatError, match=r"outputs\[0\] is declared float32 \[2, 4, 4, 4\] but the op computes "
+                                          r"float32 \[2, 4, 7, 7\]"):
+        api.load_from_mem(data)
+
+
+def test_the_long_campaign_command(capsys):
+    assert main(["--cases", "30", "--seed", "3"]) == 0
+    assert "30 cases" in capsys.readouterr().out and Layout
+
+
+def test_a_consistent_but_huge_allocation_is_refused_as_out_of_memory(campaign):
+    """Sizes that agree with each other and stay under the format's 1 TiB bound, but not with the
+    host: a DeviceError naming the size, not a MemoryError."""
+    layout = campaign.seeds[0].layout
+    key = next(k for k in layout.decoded if k[0] == 0)  # MODEL_DEF
+    md = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
+    grow = (1 << 40) - md["allocations"][1]["size"]
+    md["allocations"][1]["size"] += grow
+    md["memory_size"] += grow
+    data = layout.signed({key: msgpack.packb(md, use_bin_type=True)})
+    with pytest.raises(DeviceError, match=r"cpu: out of host memory allocating 1099511627776 bytes"):
+        api.load_from_mem(data)
