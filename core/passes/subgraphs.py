@@ -20,6 +20,7 @@ import numpy as np
 from ..ir import Graph, Meta, Node, subgraphs
 from ..kernels import lookup
 from ..kernels.backend import NUMPY
+from ..kernels.schema import attribute_defaults
 from ._util import node_opset, set_initializer, unique_name
 
 #: a constant Loop or Scan is evaluated at compile time only up to this many body runs in all
@@ -98,7 +99,8 @@ def inline_branch(graph: Graph, node: Node, taken: set[str]) -> list[Node]:
         outputs = [local(o) if o else o for o in n.outputs]
         name = n.name if n.name not in taken else unique_name(graph, f"{node.name}/{n.name}", taken)
         taken.add(name)
-        inlined.append(Node(n.op_type, inputs, outputs, copy.deepcopy(n.attrs), name, n.domain))
+        attrs = {**attribute_defaults(n.domain, n.op_type, node_opset(graph, n)), **copy.deepcopy(n.attrs)}
+        inlined.append(Node(n.op_type, inputs, outputs, attrs, name, n.domain))  # (the pipeline completed attributes before)
     for k, (inner, outer) in enumerate(zip(branch.outputs, node.outputs)):
         if outer:
             name = unique_name(graph, f"{node.name}/output{k}", taken)
