@@ -9,6 +9,7 @@ from ge.core.ge_model import WeightDesc
 
 from .decode import Bad, Fields, attr_map, check_nbytes, clip, show
 from .encode import as_attr_map, as_dtype, as_int, as_shape, as_str
+from .records import ROOT_ATTRS, decode
 from .schema import MAX_DIM, MAX_MODELS, MAX_RANK
 
 MAX_RANGE_DIM = 1 << 62
@@ -95,7 +96,7 @@ def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
         if any(type(n) is not str for n in nodes):
             raise Bad(f"root cluster {k}: node names must be strings")
         clusters.append(Cluster(cf.int("index"), kind, tuple(nodes), cf.str("reason"), sub))
-    attrs = attr_map(f.get("attrs"), "root MODEL_DEF attrs", 0)
+    attrs = decode(ROOT_ATTRS, f.get("attrs"), "root MODEL_DEF attrs")
 
     t = Fields(ti, "root TASK_INFO")
     nodes = []
