@@ -259,6 +259,11 @@ MODEL_ATTRS = AttrsWith(  # the model attributes ge reads back (ge inspect, atc 
     event_num=Int(),
     external_weight=Int(hi=2),  # ATC's --external_weight mode
     aipp=List(_aipp_record()),  # static AIPP steps, one per preprocessed input
+    atc_options=Attrs(),  # the ATC options given and what ge made of them (core/api/conversion_settings.py)
+)
+
+ROOT_ATTRS = AttrsWith(  # a dynamic OM's root model: the attributes ge reads back besides root_check's
+    atc_options=Attrs(),
 )
 
 MODEL_DEF = Record(

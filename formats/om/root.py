@@ -13,6 +13,7 @@ from ge.core.ir import CAPTURES
 
 from .decode import Bad, Fields, attr_map, check_nbytes, clip, show
 from .encode import as_attr_map, as_dtype, as_int, as_shape, as_str
+from .records import ROOT_ATTRS, decode
 from .schema import MAX_DIM, MAX_MODELS, MAX_RANK
 
 MAX_RANGE_DIM = 1 << 62
@@ -185,7 +186,7 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicM
         if any(type(n) is not str for n in nodes):
             raise Bad(f"{label} cluster {k}: node names must be strings")
         clusters.append(Cluster(cf.int("index"), kind, tuple(nodes), cf.str("reason"), sub))
-    attrs = attr_map(f.get("attrs"), f"{label} MODEL_DEF attrs", 0)
+    attrs = decode(ROOT_ATTRS, f.get("attrs"), f"{label} MODEL_DEF attrs")
 
     t = Fields(ti, f"{label} TASK_INFO")
     nodes = []
