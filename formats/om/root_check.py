@@ -16,6 +16,7 @@ from ge.core.dynamic_model import GEARS, DynamicModel
 from ge.core.ge_model import FEATURE_MAP, WORKSPACE
 
 from .decode import Bad, clip, show
+from .root import check_subgraph_dataflow
 from .schema import MAX_ALLOCATION_SIZE
 
 GEAR_KINDS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
@@ -35,6 +36,7 @@ def check_root(root: DynamicModel) -> None:
         _check_dataflow(root)
     if "capacities" in root.attrs or "arena" in root.attrs:
         _check_range_plan(root)
+    check_subgraph_dataflow(root)  # control-flow subgraphs (root.py)
 
 
 def _check_dataflow(root: DynamicModel) -> None:

@@ -2,8 +2,8 @@
 
 Seeds (valid OMs compiled by ge): a small CNN (Conv with pads and strides, LeakyRelu, MaxPool,
 Reshape, Gemm, Softmax) with inline weights and with external weights in a weight folder, and a
-gears, a range and a hybrid model (a root graph with its static submodels). Case n mutates seed
-n % 5 one way:
+gears, a range and a hybrid model (a root graph with its static submodels), and a control-flow
+model (an If holding a Loop: nested subgraphs). Case n mutates seed n % 6 one way:
 
 - raw mutations of the file as it is (bit flips, byte runs, truncation, an inflated msgpack length
   prefix); the checksums are left as they are, so these test the framing and the checksums;
@@ -95,6 +95,29 @@ def dynamic_onnx() -> onnx.ModelProto:
     return model
 
 
+def control_flow_onnx() -> onnx.ModelProto:
+    """An If on a computed condition whose then-branch holds a Loop (a static body capturing x and
+    the outer w) and whose else-branch is a Neg: OM format 1.5's nested subgraphs."""
+    f, i64, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph([helper.make_node("Mul", ["s", "w"], ["m"], "mul"), helper.make_node("Add", ["m", "x"], ["s2"], "add"),
+                              helper.make_node("Identity", ["c"], ["c2"], "cond")], "body",
+                             [vi("i", i64, []), vi("c", b, []), vi("s", f, [4])], [vi("c2", b, []), vi("s2", f, [4]), vi("m", f, [4])])
+    then = helper.make_graph([helper.make_node("Loop", ["n", "", "x"], ["last", "all"], "loop", body=body),
+                              helper.make_node("ReduceSum", ["all", "ax"], ["t"], "sum", keepdims=0)], "then", [],
+                             [vi("t", f, [4])], [numpy_helper.from_array(np.array([0], np.int64), "ax")])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], "neg")], "else", [], [vi("e", f, [4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["tot"], "total", keepdims=0),
+             helper.make_node("Greater", ["tot", "zero"], ["pos"], "positive"),
+             helper.make_node("If", ["pos"], ["y"], "if", then_branch=then, else_branch=other)]
+    inits = [numpy_helper.from_array(np.array([0.5, -1, 2, 0.25], np.float32), "w"),
+             numpy_helper.from_array(np.array(3, np.int64), "n"), numpy_helper.from_array(np.array(0, np.float32), "zero")]
+    graph = helper.make_graph(nodes, "cf", [vi("x", f, [4])], [vi("y", f, [4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 @dataclass
 class Seed:
     """One valid OM the mutations start from, how to load it and what it must output."""
@@ -116,6 +139,7 @@ SEEDS = {
               lambda: [np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)]),
     "hybrid": (dynamic_onnx, {"input_shape": "x:-1,8"},
                lambda: [np.random.default_rng(5).standard_normal((5, 8)).astype(np.float32)]),
+    "control_flow": (control_flow_onnx, {}, lambda: [np.array([1, 2, -0.5, 0.25], np.float32)]),
 }
 
 

@@ -115,7 +115,12 @@ def _not_a_list(md):
     md["subgraphs"] = {"a": 1}
 
 
+def _output_from_nowhere(md):
+    md["subgraphs"][0]["model_def"]["outputs"][0]["name"] = "nowhere"
+
+
 @pytest.mark.parametrize("edit,message", [
+    (_output_from_nowhere, r"subgraph 0 '.*': output 'nowhere' is produced by no step"),
     (_self_reference, r"subgraph \d+ '.*' node '.*' \(Loop\): attribute 'body' names subgraph \d+; it must be one of"),
     (_captures_differ, r"node '.*' \(Loop\): captures \d+ .*but its subgraph \d+ captures \d+"),
     (_wrong_attribute, r"node '.*' \(Loop\): subgraph attributes \['then_branch'\], expected \['body'\]"),
