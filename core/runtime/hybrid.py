@@ -244,8 +244,9 @@ class _StaticBody:
         if dyn.nodes or len(dyn.steps) != 1 or dyn.steps[0].kind != "submodel":
             return None
         sm = ctx.model.submodels[dyn.steps[0].index]
-        if not {d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}:
-            return None
+        if not ({d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}
+                and {d.name for d in sm.inputs} <= {d.name for d in dyn.inputs}):
+            return None  # not exactly the subgraph: the step-by-step path runs (and names what is missing)
         return cls(ctx, dyn.steps[0].index)
 
     def __init__(self, ctx: "HybridContext", index: int):
