@@ -266,12 +266,12 @@ class _StaticBody:
         for k, ((name, view), x) in enumerate(zip(self.inputs, arrays)):
             if view is None or x is self.last[k]:  # the same array as the last call's (a Loop's captured values)
                 continue
-            self.last[k] = x
-            x = np.asarray(x)
-            if x.shape != view.shape or x.dtype != view.dtype:
-                raise ShapeError(f"static subgraph '{self.name}': input '{name}' is {x.dtype} {list(x.shape)}, it "
+            a = np.asarray(x)
+            if a.shape != view.shape or a.dtype != view.dtype:
+                raise ShapeError(f"static subgraph '{self.name}': input '{name}' is {a.dtype} {list(a.shape)}, it "
                                  f"was compiled for {view.dtype} {list(view.shape)}")
-            np.copyto(view, x)
+            np.copyto(view, a)
+            self.last[k] = x
         davinci_model_execute(self.sm, ctx=self.sub)
         self.counters["submodel_launches"] += 1
         return [np.array(v) for v in self.outputs]
@@ -353,9 +353,9 @@ class HybridContext:
         for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
             if x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
                 continue
+            a = np.asarray(x)
+            device.memcpy_h2d(self.realloc_if_needed(d.name, a.dtype, a.shape).addr, a)
             last[k] = x
-            x = np.asarray(x)
-            device.memcpy_h2d(self.realloc_if_needed(d.name, x.dtype, x.shape).addr, x)
         self._run_steps()
         results = []
         for d in dyn.outputs:
