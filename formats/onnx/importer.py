@@ -28,7 +28,11 @@ from onnx import AttributeProto, TensorProto, numpy_helper
 from ...core.errors import FormatError, GraphError, ShapeError
 from ...core.ir import DTYPES, Graph, Node, Value
 
-MIN_OPSET, MAX_OPSET = 7, 21  # 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels)
+#: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
+#: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
+#: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
+#: node without one fails the compile (core/api/conversion.py)
+MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
 _PROTO_LIMIT = 2**31 - 2**20
