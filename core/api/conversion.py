@@ -25,6 +25,7 @@ from ...formats.onnx.importer import load_onnx
 from ...formats.weights import write_weight_files
 from .acl import default_weight_dir
 from .dynamic_conversion import compile_dynamic, is_data_dependent, summarize_dynamic
+from .pre_check import require_kernels
 from .shape_options import is_dynamic, parse_shape_spec
 
 @dataclass
@@ -64,6 +65,7 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
                             external_weight, t0)
     shapes = spec
     graph = load_onnx(model, shapes or None, nodes)
+    require_kernels(graph, model)  # before anything is compiled or written
     aipp = insert_aipp(graph, aipp_configs) if aipp_configs else None
     try:
         report = optimize(graph)
