@@ -478,15 +478,17 @@ class Div(Binary):
 
 @register("Mod", since=10)
 class Mod(Binary):
-    """fmod=0: the remainder has the divisor's sign (integers only); fmod=1: the dividend's (C fmod)."""
+    """fmod=0: A - floor(A / B) * B, the divisor's sign (floats only from Mod-28, which defines it);
+    fmod=1: A - trunc(A / B) * B, the dividend's (C fmod)."""
     shape_agnostic = True
 
     def setup(self):
         self.fmod = int(self.attr("fmod", 0))
         if self.fmod not in (0, 1):
             raise self.fail(f"attribute fmod must be 0 or 1, got {self.fmod}")
-        if self.fmod == 0 and self.dtype.kind == "f":
-            raise self.fail("fmod=0 is not defined for floating point inputs; set fmod=1")
+        if self.fmod == 0 and self.dtype.kind == "f" and self.opset < 28:
+            raise self.fail(f"fmod=0 is not defined for floating point inputs before opset 28 (this model: "
+                            f"{self.opset}); set fmod=1")
 
     def evaluate(self, xs, ys, ws):
         (np.fmod if self.fmod else np.remainder)(xs[0], xs[1], out=ys[0])
