@@ -60,6 +60,9 @@ class _Planned(PlannedKernel):
 
 @register("DFT", since=17)
 class DFT(_Planned):
+    #: inputs read as constants: the hybrid executor builds the kernel on their values
+    shape_inputs = ((1, "dft_length"), (2, "axis"))
+
     def prepare(self):
         xm = _meta(self, 0, "input")
         if xm.dtype not in FLOATS:
@@ -107,6 +110,9 @@ class DFT(_Planned):
 
 @register("STFT", since=17)
 class STFT(_Planned):
+    #: inputs read as constants: the hybrid executor builds the kernel on their values
+    shape_inputs = ((1, "frame_step"), (3, "frame_length"))
+
     def prepare(self):
         xm = _meta(self, 0, "signal")
         if xm.dtype not in FLOATS:
@@ -155,6 +161,9 @@ class STFT(_Planned):
 
 
 class _Window(_Planned):
+    #: inputs read as constants: the hybrid executor builds the kernel on their values
+    shape_inputs = ((0, "size"),)
+
     def prepare(self):
         sm = _meta(self, 0, "size")
         if sm.dtype not in (np.int32, np.int64):
@@ -203,6 +212,8 @@ class BlackmanWindow(_Window):
 @register("MelWeightMatrix", since=17)
 class MelWeightMatrix(_Planned):
     """[dft_length // 2 + 1, num_mel_bins] triangular filters on the mel scale, as ONNX's definition."""
+    shape_inputs = ((0, "num_mel_bins"), (1, "dft_length"), (2, "sample_rate"), (3, "lower_edge_hertz"),
+                    (4, "upper_edge_hertz"))
 
     def prepare(self):
         def num(i, what):
