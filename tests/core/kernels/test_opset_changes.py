@@ -79,5 +79,47 @@ def test_every_opset_from_7_to_the_newest_onnx_defines(tmp_path):
     newest = onnx.defs.onnx_opset_version()
     for opset in (7, 21, 22, 25, newest):
         assert load_onnx(_model_at(tmp_path, opset)).opset[""] == opset
-    with pytest.raises(GraphError, match=f"opset 6 of the default domain .* ge supports opsets 7..{newest}"):
-        load_onnx(_model_at(tmp_path, 6))
+    for old in (1, 6):  # lifted to 7 by onnx's version converter (legacy attributes rewritten)
+        assert load_onnx(_model_at(tmp_path, old)).opset[""] == 7
+    with pytest.raises(GraphError, match=f"opset {newest + 1} of the default domain .* ge supports opsets 7..{newest}"):
+        load_onnx(_model_at(tmp_path, newest + 1))
+
+
+def _add6(tmp_path, b_shape, **attrs):
+    g = helper.make_graph([helper.make_node("Add", ["x", "b"], ["y"], **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, b_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4, 5])])
+    path = tmp_path / "add6.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 6)]), str(path))
+    return str(path)
+
+
+def test_opset_6_legacy_broadcast_is_converted(tmp_path):
+    """Add-6 with broadcast=1, axis=2: B's dims placed at `axis`, as Add-7's numpy broadcasting."""
+    from ge.core import api
+    result = api.atc(_add6(tmp_path, [4, 5], broadcast=1, axis=2), str(tmp_path / "add6"))
+    x = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    b = np.arange(20, dtype=np.float32).reshape(4, 5) * 100
+    model_id = api.load_from_file(result.om_path)
+    try:
+        y, = api.execute(model_id, [x, b])
+    finally:
+        api.unload(model_id)
+    np.testing.assert_array_equal(y, x + b)
+
+
+def test_what_the_converter_cannot_lift_is_named(tmp_path):
+    """onnx's converter refuses B aligned inside A (axis=1 of a 4-D A): a one-line error, no guess."""
+    with pytest.raises(GraphError, match=r"add6\.onnx: opset 6 model: onnx's version converter cannot lift it to "
+                                         r"opset 7 \(.*\); re-export it at opset 7 or newer"):
+        load_onnx(_add6(tmp_path, [3], broadcast=1, axis=1))
+
+
+def test_a_model_of_other_domains_only_needs_no_default_opset(tmp_path):
+    g = helper.make_graph([helper.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", name="bin")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "ml.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 1)]), str(path))
+    assert "" not in load_onnx(path).opset
