@@ -186,7 +186,9 @@ class _SoftmaxBase(SpatialKernel):
 
     def prepare(self):
         xm = _input(self, 0, "input")
-        _float_type(self, xm.dtype)
+        self.half = xm.dtype == np.float16  # computed in float32 work buffers, rounded once at the end
+        _float_type(self, np.dtype(np.float32) if self.half else xm.dtype)
+        wt = np.dtype(np.float32) if self.half else xm.dtype
         shape = tuple(xm.shape)
         r = len(shape)
         legacy = self.opset < 13
@@ -205,15 +207,18 @@ class _SoftmaxBase(SpatialKernel):
             self.view_shape, self.axis = shape, axis % r
         red = list(self.view_shape)
         red[self.axis] = 1
-        self.scratch.add("m", red, xm.dtype)
+        self.scratch.add("m", red, wt)
         if self.log:
-            self.scratch.add("e", self.view_shape, xm.dtype)
+            self.scratch.add("e", self.view_shape, wt)
+        if self.half:
+            self.scratch.add("x32", self.view_shape, wt)
+            self.scratch.add("y32", self.view_shape, wt)
         self.rows_shape = None
         if self.axis == len(self.view_shape) - 1 and math.prod(self.view_shape):
             n = self.view_shape[-1]
             self.rows_shape = (math.prod(self.view_shape) // n, n)
-            self.ones = np.ones(n, xm.dtype)
-            self.scratch.add("g", (), xm.dtype)
+            self.ones = np.ones(n, wt)
+            self.scratch.add("g", (), wt)
         self.nat = self.backend.lib if xm.dtype == np.float32 and not self.log and self.rows_shape is not None else None
         self.uses_native = self.nat is not None
         self.calls = CallCache()
@@ -226,6 +231,14 @@ class _SoftmaxBase(SpatialKernel):
         v = self.views(ws)
         x = xs[0].reshape(self.view_shape)
         y = ys[0].reshape(self.view_shape)
+        if self.half:
+            np.copyto(v["x32"], x)
+            self._softmax(v["x32"], v["y32"], v)
+            np.copyto(y, v["y32"], casting="same_kind")
+        else:
+            self._softmax(x, y, v)
+
+    def _softmax(self, x, y, v):
         if self.rows_shape is not None and self._rows(x.reshape(self.rows_shape), y.reshape(self.rows_shape), v):
             return
         m, ax = v["m"], self.axis

@@ -158,3 +158,10 @@ def test_softmax_masked_entries_are_exact_zeros(masked):
     assert np.all(y[:, :, 20:] == 0)
     e = np.exp(x[:, :, :20] - x[:, :, :20].max(-1, keepdims=True))
     np.testing.assert_allclose(y[:, :, :20], e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape,axis", [((3, 5), None), ((2, 3, 4), 1), ((4, 50), -1)])
+def test_softmax_float16_computes_in_float32(check_op, op, shape, axis):
+    x = (f32(*shape) * 4).astype(np.float16)
+    check_op(op, {"x": x}, {} if axis is None else {"axis": axis}, opset=13, rtol=1e-3, atol=1e-3)
