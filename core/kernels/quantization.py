@@ -237,11 +237,13 @@ class MatMulInteger(IntegerMatMul):
 class _Requantize:
     """float32(acc) * multiplier, rounded half to even, + y_zero_point, saturated."""
 
-    def prepare_requant(self, k, scales: list[tuple[int, str]], yz: int, per_index: int, per_len: int, per_shape):
+    def prepare_requant(self, k, scales: list[tuple[int, str]], yz: int, per_index: int, per_len: int, per_shape,
+                        scale_types=(F32,)):
         for i, what in scales:
             m = input_meta(k, i, what)
-            if m.dtype != np.float32:
-                raise k.fail(f"{what} has type {m.dtype}, float32 expected")
+            if m.dtype not in scale_types:
+                raise k.fail(f"{what} has type {m.dtype}, {' or '.join(np.dtype(t).name for t in scale_types)} "
+                             f"expected at opset {k.opset}")
         zm = input_meta(k, yz, "y_zero_point")
         if zm.dtype not in (np.uint8, np.int8):
             raise k.fail(f"y_zero_point has type {zm.dtype}; uint8 or int8 expected")
@@ -282,7 +284,8 @@ class QLinearMatMul(IntegerMatMul, _Requantize):
     def prepare(self):
         self.prepare_matmul()
         n = self.bsh[-1] if len(self.bsh) > 1 else 1
-        self.prepare_requant(self, [(1, "a_scale"), (4, "b_scale"), (6, "y_scale")], 7, 4, n, (-1,))
+        scale_types = (F32, np.dtype(np.float16)) if self.opset >= 21 else (F32,)  # QLinearMatMul-21: float16 too
+        self.prepare_requant(self, [(1, "a_scale"), (4, "b_scale"), (6, "y_scale")], 7, 4, n, (-1,), scale_types)
         self.out_metas = [Meta(self.yz_dtype, self.out)]
         self.scratch.add("t", self.out, F32)
 
