@@ -144,7 +144,8 @@ class Resize(SpatialKernel):
             return offset + (y + half) / s - half
         if c == "pytorch_half_pixel":
             return (y + half) / s - half if self.out[a] > 1 else np.zeros_like(y)
-        if c == "align_corners":
+        if c == "align_corners":  # the integer output length, as onnxruntime and PyTorch (onnx's reference
+            # divides by length * scale, fractional: test_resize_downsample_scales_*_align_corners expect that)
             return y * (n_in - one) / (n_out - one) if self.out[a] > 1 else np.zeros_like(y)
         if c == "asymmetric":
             return y / s
