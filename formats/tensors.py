@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core.errors import FormatError, ShapeError
 from .atomic import write_atomically
+from .om.schema import SMALL_DTYPES
 
 OUTPUT_FORMATS = ("NPY", "BIN", "TXT")
 _EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt"}
@@ -146,7 +147,8 @@ def _check(x: np.ndarray, path: str, desc) -> np.ndarray:
 
 def random_inputs(descs: Sequence, seed: int = 0) -> list[np.ndarray]:
     """Seeded random inputs of the right dtype and shape: floats N(0, 1), integers in [0, 10)
-    (safe as token ids or indices for small vocabularies), booleans uniform."""
+    (safe as token ids or indices for small vocabularies), booleans uniform, the small types
+    (bfloat16, float8, 4-bit ints ...) small positive values."""
     rng = np.random.default_rng(seed)
     arrays = []
     for desc in descs:
@@ -157,6 +159,9 @@ def random_inputs(descs: Sequence, seed: int = 0) -> list[np.ndarray]:
             x = rng.integers(0, 10, size=shape).astype(dtype)
         elif dtype.kind == "b":
             x = rng.integers(0, 2, size=shape).astype(bool)
+        elif dtype.name in SMALL_DTYPES:  # ml_dtypes: values every small format holds (incl. e8m0, uint2)
+            x = (rng.integers(1, 3, size=shape) if "int" in dtype.name else rng.uniform(0.5, 2, size=shape))
+            x = x.astype(np.float32).astype(dtype)
         else:
             raise ShapeError(f"input '{desc.name}': cannot make random data of dtype {dtype}")
         arrays.append(np.array(x, order="C", copy=None))
