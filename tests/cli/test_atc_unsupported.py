@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.errors import UnsupportedOpError
+from ge.core.errors import GraphError, UnsupportedOpError
 
 
 def _model(path, dims=(2, 3)) -> str:
@@ -63,3 +64,35 @@ def test_precheck_reports_the_same_nodes(tmp_path):
     failed = {e["op_name"]: e["reason"] for e in report["op_list"] if e["result"] == "failed"}
     assert set(failed) == {"sce", "custom"}
     assert "op vendor.ops::Loss is not supported" in failed["sce"]
+
+
+@pytest.mark.parametrize("input_shape", [None, "x:-1,3"])
+def test_a_kernel_refusing_its_attributes_fails_the_compile_not_the_run(tmp_path, input_shape):
+    """A refusal that no input value can change (here Celu on bfloat16 after a Cast) used to send the
+    model down the hybrid path, compiled as success, and fail at run."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16, name="cast"),
+         helper.make_node("Celu", ["b"], ["y"], name="celu")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(GraphError, match=r"node 'celu' \(Celu\): input 0 has dtype bfloat16"):
+        api.atc(str(path), str(tmp_path / "m"), input_shape=input_shape)
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx"]
+
+
+def test_value_dependent_shapes_still_take_the_hybrid_path(tmp_path):
+    graph = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    result = api.atc(str(path), str(tmp_path / "nz"))
+    model_id = api.load_from_file(result.om_path)
+    try:
+        y, = api.execute(model_id, [np.array([[0, 1, 0], [2, 0, 3]], np.float32)])
+    finally:
+        api.unload(model_id)
+    np.testing.assert_array_equal(y, [[0, 1, 1], [1, 0, 2]])
