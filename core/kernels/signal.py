@@ -80,26 +80,30 @@ class DFT(_Planned):
         self.axis = axis % r
         self.inverse = bool(int(self.attr("inverse", 0)))
         self.onesided = bool(int(self.attr("onesided", 0)))
-        if self.inverse and self.onesided:
-            raise self.fail("inverse=1 with onesided=1 is not supported")
-        if self.onesided and s[-1] == 2:
+        # inverse + onesided is the inverse real FFT: a half spectrum in, the real signal out ([..., 1])
+        self.irfft = self.inverse and self.onesided
+        if self.onesided and not self.irfft and s[-1] == 2:
             raise self.fail("onesided=1 needs a real input ([..., 1])")
-        n = _int_const(self, 1, "dft_length", s[self.axis]) if len(self.inputs) > 1 and self.inputs[1] is not None \
-            else s[self.axis]
+        full = 2 * (s[self.axis] - 1) if self.irfft else s[self.axis]
+        n = _int_const(self, 1, "dft_length", full) if len(self.inputs) > 1 and self.inputs[1] is not None \
+            else full
         if n < 1:
             raise self.fail(f"dft_length={n} must be positive")
         self.n = int(n)
-        bins = self.n // 2 + 1 if self.onesided else self.n
+        bins = self.n // 2 + 1 if self.onesided and not self.irfft else self.n
         out = list(s)
         out[self.axis] = bins
-        out[-1] = 2
+        out[-1] = 1 if self.irfft else 2
         self.out_metas = [Meta(xm.dtype, tuple(out))]
         self.scratch = Scratch()
 
     def run(self, xs, ys, ws):
         sig = _signal(xs[0])
-        yc = _as_complex(ys[0])
         ax = self.axis
+        if self.irfft:
+            np.copyto(ys[0][..., 0], np.fft.irfft(sig, n=self.n, axis=ax), casting="same_kind")
+            return
+        yc = _as_complex(ys[0])
         if self.onesided:
             np.fft.rfft(sig, n=self.n, axis=ax, out=yc)
         elif self.inverse:
