@@ -38,8 +38,8 @@ def require_kernels(graph: Graph, model: str) -> None:
     if not missing:
         return
     listed = ", ".join(f"'{n.name}' ({op})" for n, op in missing)
-    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for "
-                             f"(ai.onnx opset {graph.opset.get('')}): {listed}")
+    opset = f" (ai.onnx opset {graph.opset['']})" if "" in graph.opset else ""
+    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for{opset}: {listed}")
 
 
 def _needed(graph: Graph) -> list:
