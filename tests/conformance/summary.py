@@ -15,7 +15,6 @@ STRINGS = {"StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch", 
 #: cases ge fails on purpose, by name prefix, and why
 KNOWN = {
     "test_bernoulli": "random output (onnx's data is one draw of numpy's generator)",
-    "test_training_dropout": "training-mode Dropout: a random mask (onnx's data is one draw of numpy's generator)",
     "test_maxunpool_export_with_output_shape": "ge follows onnxruntime and PyTorch (indices into output_shape), "
                                                "onnx's data keeps the default shape's coordinates",
     "test_resize_downsample_scales_cubic_align_corners": "ge follows onnxruntime and PyTorch (the integer output "
