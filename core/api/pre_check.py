@@ -3,10 +3,14 @@ type, result, the reason for a failure), written as `--check_report` (default ch
 even when some fail. The check is the compiler's own: the node's kernel is looked up at the
 model's opset and planned on the shapes shape inference gives (so an attribute value or a dtype a
 kernel refuses fails here too); a node whose input shapes are unknown is checked for a kernel
-only."""
+only.
+
+`require_kernels` is the same lookup, made by `ge atc` before it compiles anything: a node ge
+cannot run fails the conversion there, every such node named in one error, and no file is written.
+"""
 from __future__ import annotations
 
-from ..errors import GeError
+from ..errors import GeError, UnsupportedOpError
 from ..ir import Graph
 from ..kernels import lookup
 from ..passes import complete_attributes
@@ -27,13 +31,46 @@ def precheck(model: str, input_shape: dict | None = None, out_nodes=None) -> dic
             "op_list": entries}
 
 
-def _check(graph: Graph, node) -> dict:
-    entry = {"op_name": node.name, "op_type": node.op_type if not node.domain else f"{node.domain}::{node.op_type}",
-             "result": SUCCESS, "reason": ""}
+def require_kernels(graph: Graph, model: str) -> None:
+    """Raise one UnsupportedOpError naming every node the graph's outputs need that has no kernel
+    at the model's opset (nodes nobody reads, e.g. cut off by --out_nodes, do not count)."""
+    missing = [(node, _op_name(node)) for node in _needed(graph) if _missing_kernel(graph, node)]
+    if not missing:
+        return
+    listed = ", ".join(f"'{n.name}' ({op})" for n, op in missing)
+    opset = f" (ai.onnx opset {graph.opset['']})" if "" in graph.opset else ""
+    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for{opset}: {listed}")
+
+
+def _needed(graph: Graph) -> list:
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    needed, stack = set(), [producer[o] for o in graph.outputs if o in producer]
+    while stack:
+        node = stack.pop()
+        if id(node) not in needed:
+            needed.add(id(node))
+            stack.extend(producer[i] for i in node.inputs if i in producer)
+    return [n for n in graph.nodes if id(n) in needed]
+
+
+def _missing_kernel(graph: Graph, node) -> str:
+    """Why the node has no kernel ('' when it has one)."""
     try:
         lookup(node.op_type, node.domain, node_opset(graph, node), node.name)
     except GeError as e:
-        return dict(entry, result=FAILED, reason=str(e))
+        return str(e)
+    return ""
+
+
+def _op_name(node) -> str:
+    return node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+
+
+def _check(graph: Graph, node) -> dict:
+    entry = {"op_name": node.name, "op_type": _op_name(node), "result": SUCCESS, "reason": ""}
+    missing = _missing_kernel(graph, node)
+    if missing:
+        return dict(entry, result=FAILED, reason=missing)
     if not all(graph.value(i).is_static for i in node.inputs if i and i not in graph.initializers):
         entry["reason"] = "kernel found; input shapes unknown here, so attributes and dtypes are checked at compile"
         return entry

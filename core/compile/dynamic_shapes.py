@@ -2,14 +2,15 @@
 
 A node whose inputs are all static gets its outputs from its kernel's infer(); when infer() fails
 because an output depends on input *values* (NonZero, NonMaxSuppression, a Reshape whose shape is
-computed, TopK with a computed k...), the node is data-dependent. A node with any input of unknown
+computed, TopK with a computed k...: a ValueDependentError), the node is data-dependent; any other
+refusal of its kernel fails the compile, since the node could not run either. A node with any input of unknown
 dims is unknown too. Outputs of unknown nodes keep only their dtype (from onnx when it knows it).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GeError
+from ..errors import ValueDependentError
 from ..ir import Graph
 from ..passes import optimize_dynamic
 from ..passes._util import build_kernel
@@ -35,7 +36,7 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
             continue
         try:
             metas = build_kernel(graph, node).infer()
-        except GeError as e:
+        except ValueDependentError as e:  # any other refusal (an attribute, a dtype) means it cannot run at all
             unknown[node.name] = f"data-dependent output ({_short(e)})"
             _forget(graph, node)
             continue

@@ -359,4 +359,7 @@ class DavinciModel:
         return view
 
     def _epilogue(self, td: TaskDef, kernel) -> Epilogue | None:
-        return Epilogue.unless_absorbed(kernel, td.attrs.get(EPILOGUE), td.outputs[0].meta, td.opset, td.node)
+        spec = td.attrs.get(EPILOGUE)
+        if not spec:  # (output 0 may be omitted: an RNN's Y when only Y_h is read)
+            return None
+        return Epilogue.unless_absorbed(kernel, spec, td.outputs[0].meta, td.opset, td.node)

@@ -128,3 +128,15 @@ def test_om_round_trip_keeps_the_placeholder(tmp_path):
     info = api.om_to_json(api.atc(path, str(tmp_path / "net")).om_path)
     (task,) = info["tasks"]
     assert task["outputs"][1] is None and task["outputs"][2] is not None
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+@pytest.mark.parametrize("op,gates", [("RNN", 1), ("GRU", 3), ("LSTM", 4)])
+def test_recurrent_with_only_y_h(tmp_path, device, op, gates):
+    """Output 0 (Y) omitted, only Y_h read, default activations (RNN's schema default names two)."""
+    T, B, I, H = 4, 2, 3, 5
+    inits = [("W", RNG.standard_normal((1, gates * H, I)).astype(np.float32)),
+             ("R", RNG.standard_normal((1, gates * H, H)).astype(np.float32))]
+    m = model([helper.make_node(op, ["x", "W", "R"], ["", "Y_h"], hidden_size=H)], [("x", F, [T, B, I])],
+              [("Y_h", F, [1, B, H])], inits, opset=14)
+    check(tmp_path, m, RNG.standard_normal((T, B, I)).astype(np.float32), device)
