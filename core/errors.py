@@ -13,6 +13,11 @@ class UnsupportedOpError(GraphError):
     """An op type (or attribute value) has no kernel."""
 
 
+class ValueDependentError(GraphError):
+    """An output's shape depends on a computed input's values: static compilation cannot plan the
+    node, the dynamic (hybrid) path runs it. Any other refusal of a kernel means it cannot run."""
+
+
 class ShapeError(GeError):
     """A shape or dtype does not match what the model expects."""
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core.errors import FormatError, ShapeError
 from .atomic import write_atomically
+from .om.schema import SMALL_DTYPES
 
 OUTPUT_FORMATS = ("NPY", "BIN", "TXT")
 _EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt"}
@@ -103,14 +104,21 @@ def _npz_member(npz, key: str, path: str, desc) -> np.ndarray:
     try:
         return npz[key]
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as e:
-        raise FormatError(f"{_where(path, desc)}: array '{key}' is unreadable ({e})") from None
+        raise FormatError(f"{_where(path, desc)}: array '{key}' {_unreadable(e)}") from None
 
 
 def _read_npy(path: str, desc) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False)  # never unpickle: an input file is untrusted
     except (OSError, ValueError, EOFError) as e:
-        raise FormatError(f"{_where(path, desc)}: not a readable .npy file ({e})") from None
+        raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
+
+
+def _unreadable(e: Exception, what: str = "is unreadable") -> str:
+    """Why numpy refused an array: a pickled (object) array is named as such."""
+    if "allow_pickle" in str(e):
+        return "holds pickled Python objects, which ge does not load (save a numeric array)"
+    return f"{what} ({e})"
 
 
 def _read_bin(path: str, desc) -> np.ndarray:
@@ -134,12 +142,13 @@ def _check(x: np.ndarray, path: str, desc) -> np.ndarray:
         raise ShapeError(f"{_where(path, desc)}: dtype {x.dtype} does not match the model's {dtype}")
     if tuple(x.shape) != shape:
         raise ShapeError(f"{_where(path, desc)}: shape {list(x.shape)} does not match the model's {list(shape)}")
-    return np.ascontiguousarray(x)
+    return np.array(x, order="C", copy=None)  # (ascontiguousarray would make a scalar 1-D)
 
 
 def random_inputs(descs: Sequence, seed: int = 0) -> list[np.ndarray]:
     """Seeded random inputs of the right dtype and shape: floats N(0, 1), integers in [0, 10)
-    (safe as token ids or indices for small vocabularies), booleans uniform."""
+    (safe as token ids or indices for small vocabularies), booleans uniform, the small types
+    (bfloat16, float8, 4-bit ints ...) small positive values."""
     rng = np.random.default_rng(seed)
     arrays = []
     for desc in descs:
@@ -150,9 +159,12 @@ def random_inputs(descs: Sequence, seed: int = 0) -> list[np.ndarray]:
             x = rng.integers(0, 10, size=shape).astype(dtype)
         elif dtype.kind == "b":
             x = rng.integers(0, 2, size=shape).astype(bool)
+        elif dtype.name in SMALL_DTYPES:  # ml_dtypes: values every small format holds (incl. e8m0, uint2)
+            x = (rng.integers(1, 3, size=shape) if "int" in dtype.name else rng.uniform(0.5, 2, size=shape))
+            x = x.astype(np.float32).astype(dtype)
         else:
             raise ShapeError(f"input '{desc.name}': cannot make random data of dtype {dtype}")
-        arrays.append(np.ascontiguousarray(x))
+        arrays.append(np.array(x, order="C", copy=None))
     return arrays
 
 

@@ -34,6 +34,7 @@ from .acl import default_weight_dir
 from .atc_options import check_options, log_level
 from .conversion_settings import Settings
 from .dynamic_conversion import compile_dynamic, is_data_dependent, summarize_dynamic
+from .pre_check import require_kernels
 from .shape_options import GEAR_OPTIONS, check_image_size_dims, is_dynamic, parse_shape_spec
 
 #: the dynamic-shape options, also taken as keyword arguments of atc() (or in its `dynamic` dict)
@@ -95,6 +96,7 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
                             external_weight, settings, t0)
     shapes = spec
     graph = check_domains(load_onnx(model, shapes or None, nodes))
+    require_kernels(graph, model)  # before anything is compiled or written
     settings.prepare(graph)
     aipp = insert_aipp(graph, aipp_configs) if aipp_configs else None
     if aipp:

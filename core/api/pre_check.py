@@ -3,10 +3,14 @@ type, result, the reason for a failure), written as `--check_report` (default ch
 even when some fail. The check is the compiler's own: the node's kernel is looked up at the
 model's opset and planned on the shapes shape inference gives (so an attribute value or a dtype a
 kernel refuses fails here too); a node whose input shapes are unknown is checked for a kernel
-only."""
+only.
+
+`require_kernels` is the same lookup, made by `ge atc` before it compiles anything: a node ge
+cannot run fails the conversion there, every such node named in one error, and no file is written.
+"""
 from __future__ import annotations
 
-from ..errors import GeError
+from ..errors import GeError, UnsupportedOpError
 from ..ir import Graph, subgraphs
 from ..kernels import lookup
 from ..passes import complete_attributes
@@ -14,20 +18,6 @@ from ..passes._util import build_kernel, node_opset
 from ...formats.onnx.importer import load_onnx
 
 SUCCESS, FAILED = "success", "failed"
-
-
-def _subgraph_failures(node, where: str = "") -> list[str]:
-    """'<node>.<attribute>: <why>' for each op in the node's subgraphs (nested too) without a kernel."""
-    out = []
-    for key, body in subgraphs(node):
-        for inner in body.nodes:
-            place = f"{where}{node.name}.{key}"
-            try:
-                lookup(inner.op_type, inner.domain, node_opset(body, inner), inner.name)
-            except GeError as e:
-                out.append(f"{place}: {e}")
-            out.extend(_subgraph_failures(inner, f"{place}/"))
-    return out
 
 
 def precheck(model: str, input_shape: dict | None = None, out_nodes=None) -> dict:
@@ -41,17 +31,64 @@ def precheck(model: str, input_shape: dict | None = None, out_nodes=None) -> dic
             "op_list": entries}
 
 
-def _check(graph: Graph, node) -> dict:
-    entry = {"op_name": node.name, "op_type": node.op_type if not node.domain else f"{node.domain}::{node.op_type}",
-             "result": SUCCESS, "reason": ""}
+def require_kernels(graph: Graph, model: str) -> None:
+    """Raise one UnsupportedOpError naming every node the graph's outputs need that has no kernel
+    at the model's opset (nodes nobody reads, e.g. cut off by --out_nodes, do not count)."""
+    missing = [(f"'{node.name}'", _op_name(node)) for node in _needed(graph) if _missing_kernel(graph, node)]
+    for node in _needed(graph):  # control flow: the ops of its subgraphs (nested too)
+        missing.extend(_subgraph_missing(graph, node, ""))
+    if not missing:
+        return
+    listed = ", ".join(f"{n} ({op})" for n, op in missing)
+    opset = f" (ai.onnx opset {graph.opset['']})" if "" in graph.opset else ""
+    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for{opset}: {listed}")
+
+
+def _needed(graph: Graph) -> list:
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    needed, stack = set(), [producer[o] for o in graph.outputs if o in producer]
+    while stack:
+        node = stack.pop()
+        if id(node) not in needed:
+            needed.add(id(node))
+            stack.extend(producer[i] for i in node.inputs if i in producer)
+    return [n for n in graph.nodes if id(n) in needed]
+
+
+def _missing_kernel(graph: Graph, node) -> str:
+    """Why the node has no kernel ('' when it has one)."""
     try:
         lookup(node.op_type, node.domain, node_opset(graph, node), node.name)
     except GeError as e:
-        return dict(entry, result=FAILED, reason=str(e))
+        return str(e)
+    return ""
+
+
+def _subgraph_missing(graph: Graph, node, where: str) -> list[tuple[str, str]]:
+    """("'<node>.<attribute>/<inner node>'", op) for each op without a kernel in the node's subgraphs."""
+    out = []
+    for key, body in subgraphs(node):
+        place = f"{where}{node.name}.{key}/"
+        for inner in body.nodes:
+            if _missing_kernel(body, inner):
+                out.append((f"'{place}{inner.name}'", _op_name(inner)))
+            out.extend(_subgraph_missing(body, inner, place))
+    return out
+
+
+def _op_name(node) -> str:
+    return node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+
+
+def _check(graph: Graph, node) -> dict:
+    entry = {"op_name": node.name, "op_type": _op_name(node), "result": SUCCESS, "reason": ""}
+    missing = _missing_kernel(graph, node)
+    if missing:
+        return dict(entry, result=FAILED, reason=missing)
     if subgraphs(node):  # control flow: every op of its subgraphs must have a kernel
-        missing = _subgraph_failures(node)
-        if missing:
-            return dict(entry, result=FAILED, reason="; ".join(missing))
+        inner = _subgraph_missing(graph, node, "")
+        if inner:
+            return dict(entry, result=FAILED, reason="; ".join(f"{n} ({op}) has no kernel" for n, op in inner))
         entry["reason"] = "control flow: runs its subgraphs in the hybrid executor; their ops have kernels"
         return entry
     if not all(graph.value(i).is_static for i in node.inputs if i and i not in graph.initializers):

@@ -125,7 +125,7 @@ def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[W
     for node in nodes:
         for t in node.inputs:
             if t in graph.initializers and t not in offsets:
-                a = np.ascontiguousarray(graph.initializers[t])
+                a = np.array(graph.initializers[t], order="C", copy=None)  # (ascontiguousarray makes scalars 1-D)
                 offsets[t] = off = align(size)
                 size = off + a.nbytes
                 arrays.append(a)

@@ -142,7 +142,7 @@ def share_weights(models: list[GeModel], *const_sets: dict[str, np.ndarray]
     placed: dict[tuple, int] = {}
 
     def place(a: np.ndarray) -> int:
-        a = np.ascontiguousarray(a)
+        a = np.array(a, order="C", copy=None)  # (ascontiguousarray makes scalars 1-D)
         key = (a.dtype.name, a.shape, hashlib.sha256(a.tobytes()).digest())
         if key not in placed:
             placed[key] = off = align(len(blob))

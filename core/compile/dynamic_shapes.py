@@ -2,7 +2,8 @@
 
 A node whose inputs are all static gets its outputs from its kernel's infer(); when infer() fails
 because an output depends on input *values* (NonZero, NonMaxSuppression, a Reshape whose shape is
-computed, TopK with a computed k...), the node is data-dependent. A node with any input of unknown
+computed, TopK with a computed k...: a ValueDependentError), the node is data-dependent; any other
+refusal of its kernel fails the compile, since the node could not run either. A node with any input of unknown
 dims is unknown too. Outputs of unknown nodes keep only their dtype (from onnx when it knows it).
 Control-flow nodes (If, Loop, Scan) are unknown; their outputs keep what their subgraphs tell
 (compile/control_flow.py), so a static Scan feeds a static cluster.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GeError, UnsupportedOpError
+from ..errors import ValueDependentError
 from ..ir import Graph, subgraphs
 from .control_flow import control_flow_outputs
 from ..passes import optimize_dynamic
@@ -45,9 +46,7 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
             continue
         try:
             metas = build_kernel(graph, node).infer()
-        except UnsupportedOpError:
-            raise  # no kernel: nothing would run it (in a subgraph too), not a data-dependent shape
-        except GeError as e:
+        except ValueDependentError as e:  # any other refusal (an attribute, a dtype) means it cannot run at all
             unknown[node.name] = f"data-dependent output ({_short(e)})"
             _forget(graph, node)
             continue

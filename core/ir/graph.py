@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import ml_dtypes  # numpy's types for bfloat16, the float8/float4 formats and the 2/4-bit ints (onnx's own dependency)
 import numpy as np
 
 from ..errors import GraphError
@@ -19,6 +20,11 @@ DTYPES: dict[int, np.dtype] = {
     1: np.dtype(np.float32), 2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16),
     5: np.dtype(np.int16), 6: np.dtype(np.int32), 7: np.dtype(np.int64), 9: np.dtype(np.bool_),
     10: np.dtype(np.float16), 11: np.dtype(np.float64), 12: np.dtype(np.uint32), 13: np.dtype(np.uint64),
+    # one element a byte (or two) in memory, as onnx's numpy_helper unpacks them; Cast converts them
+    16: np.dtype(ml_dtypes.bfloat16), 17: np.dtype(ml_dtypes.float8_e4m3fn), 18: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    19: np.dtype(ml_dtypes.float8_e5m2), 20: np.dtype(ml_dtypes.float8_e5m2fnuz), 21: np.dtype(ml_dtypes.uint4),
+    22: np.dtype(ml_dtypes.int4), 23: np.dtype(ml_dtypes.float4_e2m1fn), 24: np.dtype(ml_dtypes.float8_e8m0fnu),
+    25: np.dtype(ml_dtypes.uint2), 26: np.dtype(ml_dtypes.int2),
 }
 _ONNX_OF = {v: k for k, v in DTYPES.items()}
 

@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import GraphError
+from ..errors import GraphError, ValueDependentError
 from ..ir import Meta
 from . import backend as backends
 from .backend import Backend
@@ -168,8 +168,13 @@ class Kernel:
     def fail(self, message: str) -> GraphError:
         return GraphError(f"node '{self.name}' ({self.op_type}): {message}")
 
+    def value_dependent(self, message: str) -> ValueDependentError:
+        """The error of a node whose output shape its input values decide (the hybrid path runs it)."""
+        return ValueDependentError(f"node '{self.name}' ({self.op_type}): {message}")
+
     def const(self, index: int, what: str) -> np.ndarray:
         """The value of a constant input the kernel needs at build time (e.g. Reshape's shape)."""
         if index >= len(self.consts) or self.consts[index] is None:
-            raise self.fail(f"input {index} ({what}) must be a constant; computed {what} needs dynamic shapes")
+            raise self.value_dependent(f"input {index} ({what}) must be a constant; computed {what} needs "
+                                       f"dynamic shapes")
         return self.consts[index]

@@ -59,7 +59,7 @@ class NonMaxSuppression(Kernel):
     def infer(self):
         present = [i for i, m in enumerate(self.inputs) if m is not None]
         if any(self.consts[i] is None for i in present):
-            raise self.fail(f"boxes and scores are computed: {DYNAMIC}")
+            raise self.value_dependent(f"boxes and scores are computed: {DYNAMIC}")
         return [Meta(np.dtype(np.int64), self.compute(*self.consts)[0].shape)]
 
     def corners(self, boxes: np.ndarray):

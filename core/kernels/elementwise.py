@@ -18,9 +18,10 @@ import numpy as np
 
 from ..ir import DTYPES, Meta
 from .base import Kernel
-from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, type_names, working_dtype
+from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
 from .planned import Scratch
 from .registry import register
+from .values import text
 
 
 # ----------------------------------------------------------------------------------------------
@@ -478,15 +479,17 @@ class Div(Binary):
 
 @register("Mod", since=10)
 class Mod(Binary):
-    """fmod=0: the remainder has the divisor's sign (integers only); fmod=1: the dividend's (C fmod)."""
+    """fmod=0: A - floor(A / B) * B, the divisor's sign (floats only from Mod-28, which defines it);
+    fmod=1: A - trunc(A / B) * B, the dividend's (C fmod)."""
     shape_agnostic = True
 
     def setup(self):
         self.fmod = int(self.attr("fmod", 0))
         if self.fmod not in (0, 1):
             raise self.fail(f"attribute fmod must be 0 or 1, got {self.fmod}")
-        if self.fmod == 0 and self.dtype.kind == "f":
-            raise self.fail("fmod=0 is not defined for floating point inputs; set fmod=1")
+        if self.fmod == 0 and self.dtype.kind == "f" and self.opset < 28:
+            raise self.fail(f"fmod=0 is not defined for floating point inputs before opset 28 (this model: "
+                            f"{self.opset}); set fmod=1")
 
     def evaluate(self, xs, ys, ws):
         (np.fmod if self.fmod else np.remainder)(xs[0], xs[1], out=ys[0])
@@ -760,10 +763,11 @@ class IsInf(Unary):
 @register("Cast")
 class Cast(Unary):
     """Any supported dtype to any other: C conversions (float -> int truncates toward zero, the
-    result of out-of-range values is the platform's, as in onnxruntime). `saturate` only concerns
-    float8 types, which ge does not have."""
+    result of out-of-range values is the platform's, as in onnxruntime); the small types
+    (bfloat16, float8/float4, 2/4-bit ints) as the spec defines them (dtypes.cast_to: `saturate`
+    and Cast-24's `round_mode`)."""
     shape_agnostic = True
-    types = ALL
+    types = ALL | SMALL
 
     def setup(self):
         to = self.attr("to")
@@ -773,15 +777,26 @@ class Cast(Unary):
             raise self.fail(f"cannot cast to ONNX element type {to!r} (supported: "
                             + ", ".join(f"{k} ({v.name})" for k, v in sorted(DTYPES.items())) + ")")
         self.out_dtype = DTYPES[int(to)]
+        self.setup_small()
+
+    def setup_small(self):
+        self.small = self.dtype in SMALL or self.out_dtype in SMALL
+        self.saturate = bool(int(self.attr("saturate", 1)))
+        self.round_mode = text(self.attr("round_mode", "up"))
+        if self.round_mode not in ("up", "down", "nearest"):
+            raise self.fail(f"round_mode '{self.round_mode}' must be up, down or nearest")
 
     def evaluate(self, xs, ys, ws):
-        np.copyto(ys[0], xs[0], casting="unsafe")
+        if self.small:
+            ys[0][...] = cast_to(xs[0], self.out_dtype, self.saturate, self.round_mode)
+        else:
+            np.copyto(ys[0], xs[0], casting="unsafe")
 
 
 @register("CastLike", since=15)
 class CastLike(Cast):
     shape_agnostic = True
-    types = ALL
+    types = ALL | SMALL
     data_inputs = (0,)
     min_inputs = max_inputs = 2
 
@@ -794,6 +809,7 @@ class CastLike(Cast):
 
     def setup(self):
         target = np.dtype(self.inputs[1].dtype)
-        if target not in ALL:
+        if target not in ALL | SMALL:
             raise self.fail(f"cannot cast to {target.name}")
         self.out_dtype = target
+        self.setup_small()

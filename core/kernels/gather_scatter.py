@@ -202,7 +202,7 @@ class Compress(IndexKernel):
 
     def infer(self):
         if self.out_metas is None:
-            raise self.fail(f"the condition is computed: {DYNAMIC}")
+            raise self.value_dependent(f"the condition is computed: {DYNAMIC}")
         return list(self.out_metas)
 
     def run(self, xs, ys, ws):
@@ -226,7 +226,7 @@ class NonZero(IndexKernel):
 
     def infer(self):
         if self.out_metas is None:
-            raise self.fail(f"the input is computed: {DYNAMIC}")
+            raise self.value_dependent(f"the input is computed: {DYNAMIC}")
         return list(self.out_metas)
 
     def run(self, xs, ys, ws):
@@ -270,7 +270,7 @@ class Unique(IndexKernel):
 
     def infer(self):
         if self.out_metas is None:
-            raise self.fail(f"the input is computed: {DYNAMIC}")
+            raise self.value_dependent(f"the input is computed: {DYNAMIC}")
         return list(self.out_metas)
 
     def run(self, xs, ys, ws):

@@ -186,7 +186,10 @@ class AffineGrid(PlannedKernel):
 
 @register("MaxUnpool", since=9)
 class MaxUnpool(PlannedKernel):
-    """Zeros, with X's values put back at MaxPool's flat indices I (over the whole output tensor)."""
+    """Zeros, with X's values put back at MaxPool's flat indices I (over the whole output tensor, also
+    when output_shape is given, as onnxruntime and PyTorch's max_unpool: onnx's
+    test_maxunpool_export_with_output_shape expects I's coordinates in the default shape instead)."""
+    shape_inputs = ((2, "output_shape"),)  # read as a constant: the hybrid executor builds the kernel on its value
 
     def prepare(self):
         xm, im = self.spatial_meta(0, "X"), self.spatial_meta(1, "I")

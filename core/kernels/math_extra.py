@@ -62,23 +62,37 @@ class Shrink(PlannedKernel):
 
 @register("BitShift", since=11)
 class BitShift(PlannedKernel):
+    """BitShift-11 on unsigned integers; BitShift-28 adds the signed ones (an arithmetic right shift)
+    and defines a shift < 0 or >= the type's width: 0, or -1 shifting a negative X right."""
+
     def prepare(self):
         xm, sm = _meta(self, 0, "X"), _meta(self, 1, "Y")
-        if xm.dtype not in (np.uint8, np.uint16, np.uint32, np.uint64) or sm.dtype != xm.dtype:
-            raise self.fail(f"X {xm.dtype} and Y {sm.dtype} must be one unsigned integer type")
+        unsigned = (np.uint8, np.uint16, np.uint32, np.uint64)
+        types = unsigned + ((np.int8, np.int16, np.int32, np.int64) if self.opset >= 28 else ())
+        if xm.dtype not in types or sm.dtype != xm.dtype:
+            kind = "integer" if self.opset >= 28 else "unsigned integer (signed ones from opset 28)"
+            raise self.fail(f"X {xm.dtype} and Y {sm.dtype} must be one {kind} type")
         d = text(self.attr("direction", ""))
         if d not in ("LEFT", "RIGHT"):
             raise self.fail(f"direction '{d}' must be LEFT or RIGHT")
         self.ufunc = np.left_shift if d == "LEFT" else np.right_shift
+        self.bits = np.dtype(xm.dtype).itemsize * 8
         try:
             shape = np.broadcast_shapes(tuple(xm.shape), tuple(sm.shape))
         except ValueError:
             raise self.fail(f"X {tuple(xm.shape)} and Y {tuple(sm.shape)} do not broadcast") from None
         self.out_metas = [Meta(xm.dtype, shape)]
         self.scratch = Scratch()
+        self.scratch.add("out", shape, np.bool_)
 
     def run(self, xs, ys, ws):
-        self.ufunc(xs[0], xs[1], out=ys[0])
+        x, s, y = xs[0], xs[1], ys[0]
+        out = self.views(ws)["out"]  # shifts out of [0, bits): C leaves them undefined, ONNX does not
+        np.logical_or(s < 0, s >= self.bits, out=out)
+        self.ufunc(x, np.where(out, 0, s).astype(s.dtype, copy=False), out=y)
+        if out.any():
+            fill = np.where(x < 0, -1, 0) if self.ufunc is np.right_shift and y.dtype.kind == "i" else 0
+            np.copyto(y, np.broadcast_to(fill, y.shape), where=out, casting="unsafe")
 
 
 @register("Det", since=11)

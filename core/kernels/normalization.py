@@ -54,17 +54,20 @@ class _Widened(SpatialKernel):
 
 @register("BatchNormalization", since=1)
 class BatchNormalization(_Widened):
-    """y = x * a + b per channel, a = scale / sqrt(var + eps), b = B - mean * a (folded once if constant)."""
+    """y = x * a + b per channel, a = scale / sqrt(var + eps), b = B - mean * a (folded once if constant).
+    training_mode=1 (opset 14): normalized with the batch's mean and (biased) variance, and the
+    running statistics out as input * momentum + batch * (1 - momentum)."""
 
     def prepare(self):
         xm = _input(self, 0, "X")
         if len(xm.shape) < 2:
             raise self.fail(f"X has shape {tuple(xm.shape)}, rank >= 2 expected")
         _float_type(self, xm.dtype)
-        if int(self.attr("training_mode", 0)):
-            raise self.fail("training_mode=1 is not supported (inference only)")
-        if self.num_outputs > 1:
-            raise self.fail(f"{self.num_outputs} outputs requested: only the inference form (1 output) is supported")
+        self.training = self.opset >= 14 and bool(int(self.attr("training_mode", 0)))
+        if self.num_outputs > 1 and not self.training:
+            raise self.fail(f"{self.num_outputs} outputs requested: the inference form has 1 (training_mode=1: 3)")
+        if self.num_outputs > 3:
+            raise self.fail(f"{self.num_outputs} outputs requested, at most 3 (Y, running_mean, running_var)")
         c = xm.shape[1]
         for i, what in enumerate(("scale", "B", "input_mean", "input_var"), start=1):
             m = _input(self, i, what)
@@ -76,7 +79,11 @@ class BatchNormalization(_Widened):
         self.scratch = Scratch()
         self.dtype = self.widen(xm)
         self.ab = None  # (a, b) folded once by pack() when the parameters are constants
-        if not self.constant_params():
+        if self.training:
+            self.momentum = float(self.attr("momentum", 0.9))
+            self.axes = (0,) + tuple(range(2, len(xm.shape)))
+            self.out_metas += [Meta(xm.dtype, (c,))] * (self.num_outputs - 1)
+        if self.training or not self.constant_params():
             self.scratch.add("a", self.bshape, self.dtype)
             self.scratch.add("b", self.bshape, self.dtype)
 
@@ -85,7 +92,7 @@ class BatchNormalization(_Widened):
         return len(params) == 4 and all(p is not None for p in params)
 
     def pack(self):
-        if self.constant_params():
+        if self.constant_params() and not self.training:
             self.ab = self.shared_pack(("fold", self.eps, self.dtype.str, self.bshape), self._fold, *self.consts[1:5])
 
     def _fold(self, scale, bias, mean, var):
@@ -94,16 +101,23 @@ class BatchNormalization(_Widened):
         return a.astype(self.dtype).reshape(self.bshape), b.astype(self.dtype).reshape(self.bshape)
 
     def run_wide(self, xs, ys, ws):
+        mean, var = xs[3], xs[4]
+        if self.training:  # the batch's statistics (in float64), and the running ones as outputs 1 and 2
+            x64 = xs[0].astype(np.float64)
+            mean, var = x64.mean(axis=self.axes), x64.var(axis=self.axes)
+            m = self.momentum
+            for y, running, batch in zip(ys[1:], (xs[3], xs[4]), (mean, var)):
+                np.copyto(y, running * m + batch * (1 - m), casting="unsafe")
         if self.ab is not None:
             a, b = self.ab
         else:
             v = self.views(ws)
             a, b = v["a"], v["b"]
             a1, b1 = a.reshape(-1), b.reshape(-1)
-            np.add(xs[4], self.dtype.type(self.eps), out=a1)
+            np.add(var, self.dtype.type(self.eps), out=a1, casting="unsafe")
             np.sqrt(a1, out=a1)
             np.divide(xs[1], a1, out=a1)
-            np.multiply(xs[3], a1, out=b1)
+            np.multiply(mean, a1, out=b1, casting="unsafe")
             np.subtract(xs[2], b1, out=b1)
         y = ys[0]
         np.multiply(xs[0], a, out=y)

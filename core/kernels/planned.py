@@ -101,7 +101,7 @@ class PlannedKernel(Kernel):
         if other is not self:
             return other.compute(*xs)
         self.load()
-        xs = [None if x is None else np.ascontiguousarray(x) for x in xs]
+        xs = [None if x is None else np.array(x, order="C", copy=None) for x in xs]  # scalars stay 0-d
         ys = [np.empty(m.shape, m.dtype) for m in self.out_metas]
         ws = np.empty(self.scratch.nbytes, np.uint8) if self.scratch.nbytes else None
         self.run(xs, ys, ws)

@@ -16,18 +16,28 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ..ir import Meta
-from .dtypes import QRANGE
+from ..ir import DTYPES
+from .dtypes import QRANGE, SMALL_FLOATS, SMALL_INTS, cast_to
 from .planned import PlannedKernel, Scratch
 from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
 from .registry import lookup, register
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
+#: the quantized types by the opset that added them (float8 in 19, 4-bit ints and 16-bit in 21,
+#: float4e2m1 in 23, 2-bit ints in 25)
+_QTYPES = ((10, ("uint8", "int8")), (19, ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")),
+           (21, ("uint16", "int16", "uint4", "int4")), (23, ("float4_e2m1fn",)), (25, ("uint2", "int2")))
 #: ONNX element types QuantizeLinear-21's output_dtype may name, and ge supports
-OUTPUT_DTYPES = {2: np.dtype(np.uint8), 3: np.dtype(np.int8), 4: np.dtype(np.uint16), 5: np.dtype(np.int16)}
+OUTPUT_DTYPES = {k: v for k, v in DTYPES.items() if v.name in {n for _, names in _QTYPES for n in names}}
+
+
+def quantized_types(opset: int) -> tuple[np.dtype, ...]:
+    return tuple(np.dtype(n) for since, names in _QTYPES if opset >= since for n in names)
 
 
 class Param:
@@ -72,6 +82,11 @@ class Param:
         return out
 
 
+def _irange(dt) -> tuple[int, int]:
+    info = ml_dtypes.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
 def saturate_cast(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> None:
     """y = cast(clip(t)), t already rounded (in place on t)."""
     np.clip(t, lo, hi, out=t)
@@ -98,11 +113,12 @@ class QuantizeLinear(PlannedKernel):
                 raise self.fail(f"output_dtype={out_attr} differs from y_zero_point's type {dt}")
         elif out_attr:
             if out_attr not in OUTPUT_DTYPES:
-                raise self.fail(f"output_dtype={out_attr} is not supported (uint8, int8, uint16, int16)")
+                raise self.fail(f"output_dtype={out_attr} is not supported "
+                                f"({', '.join(d.name for d in OUTPUT_DTYPES.values())})")
             dt = OUTPUT_DTYPES[out_attr]
         else:
             dt = np.dtype(np.uint8)
-        allowed_y = (np.uint8, np.int8) + ((np.uint16, np.int16) if self.opset >= 21 else ())
+        allowed_y = quantized_types(self.opset)
         if dt not in allowed_y:
             raise self.fail(f"output type {dt} is not supported at opset {self.opset} "
                             f"({', '.join(np.dtype(t).name for t in allowed_y)})")
@@ -113,7 +129,11 @@ class QuantizeLinear(PlannedKernel):
             raise self.fail(f"block_size={block} must be >= 0")
         self.ps = Param(self, "y_scale", sm.shape, xs, axis, block)
         self.pz = None if zm is None else Param(self, "y_zero_point", zm.shape, xs, axis, block)
-        self.lo, self.hi = QRANGE[dt]
+        # a float8/float4 output is the saturating (or not) cast of x / scale + zero point; an integer
+        # one is rounded half to even and clipped to its range
+        self.to_float = dt in SMALL_FLOATS
+        self.saturate = bool(int(self.attr("saturate", 1))) if self.opset >= 19 else True
+        self.lo, self.hi = (None, None) if self.to_float else QRANGE.get(dt) or _irange(dt)
         self.out_metas = [Meta(dt, xs)]
         self.scratch = Scratch()
         self.scratch.add("t", xs, F32)
@@ -130,11 +150,15 @@ class QuantizeLinear(PlannedKernel):
         t = v["t"]
         s = self.s if self.s is not None else self.ps.expand(xs[1], v.get("s"))
         np.divide(xs[0], s, out=t, dtype=F32)
-        np.rint(t, out=t)
+        if not self.to_float:
+            np.rint(t, out=t)
         if self.pz is not None:
             z = self.z if self.z is not None else self.pz.expand(xs[2], v.get("z"))
-            np.add(t, z, out=t, dtype=F32)
-        saturate_cast(t, ys[0], self.lo, self.hi)
+            np.add(t, z, out=t, dtype=F32, casting="unsafe")
+        if self.to_float:
+            ys[0][...] = cast_to(t, ys[0].dtype, self.saturate)
+        else:
+            saturate_cast(t, ys[0], self.lo, self.hi)
 
 
 @register("DequantizeLinear", since=10)
@@ -142,7 +166,7 @@ class DequantizeLinear(PlannedKernel):
     def prepare(self):
         xm, sm = input_meta(self, 0, "x"), input_meta(self, 1, "x_scale")
         zm = input_meta(self, 2, "")
-        allowed_x = (np.uint8, np.int8, np.int32) + ((np.uint16, np.int16) if self.opset >= 21 else ())
+        allowed_x = quantized_types(self.opset) + (np.dtype(np.int32),)
         if xm.dtype not in allowed_x:
             raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
                             f"at opset {self.opset}")
@@ -172,16 +196,19 @@ class DequantizeLinear(PlannedKernel):
                 self.scratch.add("z", xs, zm.dtype)
         s = const_input(self, 1)
         self.s = None if s is None else self.ps.expand(np.asarray(s, F32))
-        self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z, np.int32))
+        small = xm.dtype in SMALL_FLOATS or xm.dtype in SMALL_INTS
+        zt = F32 if small or xm.dtype.kind == "f" else np.int32
+        self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z).astype(zt))
 
     def run(self, xs, ys, ws):
         v = self.views(ws)
         t = v.get("t", ys[0])
+        x = xs[0] if xs[0].dtype.kind in "iub" or xs[0].dtype == F32 else xs[0].astype(F32)  # (small types)
         if self.pz is not None:
             z = self.z if self.z is not None else self.pz.expand(xs[2], v.get("z"))
-            np.subtract(xs[0], z, out=t, dtype=F32)
+            np.subtract(x, z if z.dtype.kind in "iuf" else z.astype(F32), out=t, dtype=F32)
         else:
-            np.copyto(t, xs[0], casting="unsafe")
+            np.copyto(t, x, casting="unsafe")
         s = self.s if self.s is not None else self.ps.expand(xs[1], v.get("s"))
         np.multiply(t, s, out=t, dtype=F32)
         if t is not ys[0]:
@@ -237,11 +264,13 @@ class MatMulInteger(IntegerMatMul):
 class _Requantize:
     """float32(acc) * multiplier, rounded half to even, + y_zero_point, saturated."""
 
-    def prepare_requant(self, k, scales: list[tuple[int, str]], yz: int, per_index: int, per_len: int, per_shape):
+    def prepare_requant(self, k, scales: list[tuple[int, str]], yz: int, per_index: int, per_len: int, per_shape,
+                        scale_types=(F32,)):
         for i, what in scales:
             m = input_meta(k, i, what)
-            if m.dtype != np.float32:
-                raise k.fail(f"{what} has type {m.dtype}, float32 expected")
+            if m.dtype not in scale_types:
+                raise k.fail(f"{what} has type {m.dtype}, {' or '.join(np.dtype(t).name for t in scale_types)} "
+                             f"expected at opset {k.opset}")
         zm = input_meta(k, yz, "y_zero_point")
         if zm.dtype not in (np.uint8, np.int8):
             raise k.fail(f"y_zero_point has type {zm.dtype}; uint8 or int8 expected")
@@ -282,7 +311,8 @@ class QLinearMatMul(IntegerMatMul, _Requantize):
     def prepare(self):
         self.prepare_matmul()
         n = self.bsh[-1] if len(self.bsh) > 1 else 1
-        self.prepare_requant(self, [(1, "a_scale"), (4, "b_scale"), (6, "y_scale")], 7, 4, n, (-1,))
+        scale_types = (F32, np.dtype(np.float16)) if self.opset >= 21 else (F32,)  # QLinearMatMul-21: float16 too
+        self.prepare_requant(self, [(1, "a_scale"), (4, "b_scale"), (6, "y_scale")], 7, 4, n, (-1,), scale_types)
         self.out_metas = [Meta(self.yz_dtype, self.out)]
         self.scratch.add("t", self.out, F32)
 

@@ -185,6 +185,8 @@ class _Recurrent(PlannedKernel):
         n = len(self.DEFAULT_ACTIVATIONS)
         names = self.attr("activations")
         names = list(self.DEFAULT_ACTIVATIONS) * D if names is None else [text(a) for a in names]
+        if D == 1 and len(names) == 2 * n:  # RNN's schema default lists both directions' (onnxruntime takes the first)
+            names = names[:n]
         if len(names) != n * D:
             raise self.fail(f"{len(names)} activations given, {n * D} expected ({n} per direction)")
         alphas = [float(a) for a in self.attr("activation_alpha", [])]

@@ -48,8 +48,9 @@ class Resize(SpatialKernel):
             raise self.fail(f"coordinate_transformation_mode '{self.coord}' is not supported")
         if self.mode == "nearest" and self.nearest_mode not in NEAREST_MODES:
             raise self.fail(f"nearest_mode '{self.nearest_mode}' is not supported")
-        if int(self.attr("antialias", 0)):
-            raise self.fail("antialias=1 is not supported")
+        self.antialias = bool(int(self.attr("antialias", 0)))
+        if self.antialias and self.mode == "nearest":
+            raise self.fail("antialias=1 applies to the linear and cubic modes, not nearest")
         if self.mode != "nearest" and xm.dtype.kind != "f":
             raise self.fail(f"mode '{self.mode}' needs a floating-point input, got {xm.dtype}")
         policy = self.string("keep_aspect_ratio_policy", "stretch")
@@ -144,7 +145,8 @@ class Resize(SpatialKernel):
             return offset + (y + half) / s - half
         if c == "pytorch_half_pixel":
             return (y + half) / s - half if self.out[a] > 1 else np.zeros_like(y)
-        if c == "align_corners":
+        if c == "align_corners":  # the integer output length, as onnxruntime and PyTorch (onnx's reference
+            # divides by length * scale, fractional: test_resize_downsample_scales_*_align_corners expect that)
             return y * (n_in - one) / (n_out - one) if self.out[a] > 1 else np.zeros_like(y)
         if c == "asymmetric":
             return y / s
@@ -174,6 +176,8 @@ class Resize(SpatialKernel):
             else:
                 idx = np.ceil(x)
             return [(np.clip(idx, 0, n_in - 1).astype(np.int64), None)], mask
+        if self.antialias and self.scale[a] < 1:
+            return self._antialias_taps(x, n_in, float(self.scale[a]), dt), mask
         if self.mode == "linear":
             xc = np.clip(x, np.float32(0), np.float32(n_in - 1))
             lo = np.minimum(xc.astype(np.int64), n_in - 1)
@@ -201,6 +205,41 @@ class Resize(SpatialKernel):
             total = coeffs[0] + coeffs[1] + coeffs[2] + coeffs[3]
             coeffs = [cf / total for cf in coeffs]
         return _useful([(np.clip(ix, 0, n_in - 1), cf) for ix, cf in zip(idx, coeffs)], dt), mask
+
+    def _antialias_taps(self, x, n_in, scale, dt):
+        """Downsampling with antialias=1: the linear (triangle) or cubic filter stretched by 1/scale,
+        normalized, over the n inputs nearest each output coordinate (ties to the smaller index),
+        edges clamped: onnx's definition (its reference's _linear/_cubic_coeffs_antialias)."""
+        x = x.astype(np.float64)
+        fl = np.floor(x)
+        ratio = np.where(x == fl, 1.0, x - fl)  # an exact coordinate takes its left neighbour's window
+        if self.mode == "linear":
+            start = int(np.floor(-1 / scale) + 1)
+            offsets = np.arange(start, 2 - start)
+            c = np.clip(1 - np.abs((offsets[None, :] - ratio[:, None]) * scale), 0, 1)
+        else:
+            a_ = float(self.attr("cubic_coeff_a", -0.75))
+            start = int(np.floor(-2 / scale) + 1)
+            t = np.abs(scale * (np.arange(start, 2 - start)[None, :] - ratio[:, None]))
+            c = np.where(t <= 1, ((a_ + 2) * t - (a_ + 3)) * t * t + 1,
+                         np.where(t < 2, ((a_ * t - 5 * a_) * t + 8 * a_) * t - 4 * a_, 0.0))
+        c = c / c.sum(axis=1, keepdims=True)
+        n = c.shape[1]
+        pad = -(-n // 2)
+        xp = x + pad
+        p = np.floor(xp)
+        frac = xp - p
+        if n % 2 == 0:
+            off = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+        else:
+            off = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+        idx = (p.astype(np.int64) + off - pad)[:, None] + np.arange(n)[None, :]
+        if int(self.attr("exclude_outside", 0)):
+            c = np.where((idx < 0) | (idx >= n_in), 0.0, c)
+            total = c.sum(axis=1, keepdims=True)
+            c = c / np.where(total == 0, 1.0, total)
+        idx = np.clip(idx, 0, n_in - 1)
+        return _useful([(idx[:, k], c[:, k]) for k in range(n)], dt)
 
     # -- plan ---------------------------------------------------------------------------------------------
     def _plan(self):

@@ -169,8 +169,10 @@ class Identity(AliasKernel):
 @register("Dropout")
 class Dropout(AliasKernel):
     """Inference: output = input; the optional mask is all True (x's dtype, all ones, before opset 10).
-    Training mode (a true `training_mode` input, opset 12) is refused. With a mask output the node is
-    not an alias (the instance's `alias` is False): the mask must be written by a task."""
+    Training mode (a true `training_mode` input, opset 12): each element is kept with probability
+    1 - ratio and scaled by 1 / (1 - ratio), the mask saying which; a `seed` makes the draw the same
+    every run, without one each run draws anew. With a used mask, or a training_mode that is not a
+    constant False, the node is not an alias (the instance's `alias` is False): a task writes it."""
 
     def prepare(self):
         if self.num_outputs > 1 and not (self.outputs and self.outputs[1] is None):  # a used mask
@@ -178,30 +180,56 @@ class Dropout(AliasKernel):
         ratio = self.attr("ratio", 0.5)
         if not 0 <= float(ratio) < 1:
             raise self.fail(f"ratio must be in [0, 1), got {ratio}")
+        self.ratio = float(ratio)
+        mode_given = len(self.inputs) > 2 and self.inputs[2] is not None
         mode = self.const_or_none(2)
-        if mode is not None:
-            self.check_mode(mode)
-
-    def check_mode(self, training_mode):
-        if training_mode is not None and bool(np.asarray(training_mode).reshape(-1)[0]):
-            raise self.fail("training_mode=True is not supported (inference only)")
+        if mode_given and (mode is None or bool(np.asarray(mode).reshape(-1)[0])):
+            self.alias = False
+        seed = self.attr("seed")
+        self.seed = None if seed is None else int(seed)
+        self.rng = np.random.default_rng()
 
     def mask_dtype(self, x_dtype):
         return np.dtype(np.bool_) if self.opset >= 10 else np.dtype(x_dtype)
 
+    def _ratio(self, ratio) -> float:
+        if ratio is None:
+            return self.ratio
+        r = float(np.asarray(ratio).reshape(-1)[0])
+        if not 0 <= r < 1:
+            raise self.fail(f"ratio must be in [0, 1), got {r}")
+        return r
+
+    def _keep(self, x, ratio, training_mode):
+        """The mask of kept elements, or None when every element is kept (inference, ratio 0)."""
+        if training_mode is None or not bool(np.asarray(training_mode).reshape(-1)[0]):
+            return None
+        r = self._ratio(ratio)
+        if r == 0:
+            return None
+        if self.seed is not None:  # a seeded node draws the same mask every run (numpy's seeded uniform, as onnx's reference)
+            return np.random.RandomState(self.seed).uniform(0, 1, x.shape) >= r
+        return self.rng.random(x.shape) >= r
+
     def compute(self, x, ratio=None, training_mode=None):
-        self.check_mode(training_mode)
-        out = [x]
-        if self.num_outputs > 1:
-            out.append(np.ones(x.shape, self.mask_dtype(x.dtype)))
-        return out
+        ys = [np.empty(x.shape, x.dtype)] + ([np.empty(x.shape, self.mask_dtype(x.dtype))]
+                                              if self.num_outputs > 1 else [])
+        self.run([x, ratio, training_mode], ys, None)
+        return ys
 
     def run(self, xs, ys, ws):
-        if len(xs) > 2:
-            self.check_mode(xs[2])
-        np.copyto(ys[0], xs[0].reshape(ys[0].shape))
+        x = xs[0].reshape(ys[0].shape)
+        keep = self._keep(x, xs[1] if len(xs) > 1 else None, xs[2] if len(xs) > 2 else None)
+        if keep is None:
+            np.copyto(ys[0], x)
+        else:
+            np.multiply(x, keep, out=ys[0], casting="unsafe")
+            np.divide(ys[0], 1 - self._ratio(xs[1] if len(xs) > 1 else None), out=ys[0], casting="unsafe")
         if len(ys) > 1 and ys[1] is not None:
-            ys[1].fill(1)
+            if keep is None:
+                ys[1].fill(1)
+            else:
+                np.copyto(ys[1], keep, casting="unsafe")
 
 
 # -- shape queries and generators ------------------------------------------------------------

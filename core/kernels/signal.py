@@ -60,6 +60,9 @@ class _Planned(PlannedKernel):
 
 @register("DFT", since=17)
 class DFT(_Planned):
+    #: inputs read as constants: the hybrid executor builds the kernel on their values
+    shape_inputs = ((1, "dft_length"), (2, "axis"))
+
     def prepare(self):
         xm = _meta(self, 0, "input")
         if xm.dtype not in FLOATS:
@@ -77,26 +80,30 @@ class DFT(_Planned):
         self.axis = axis % r
         self.inverse = bool(int(self.attr("inverse", 0)))
         self.onesided = bool(int(self.attr("onesided", 0)))
-        if self.inverse and self.onesided:
-            raise self.fail("inverse=1 with onesided=1 is not supported")
-        if self.onesided and s[-1] == 2:
+        # inverse + onesided is the inverse real FFT: a half spectrum in, the real signal out ([..., 1])
+        self.irfft = self.inverse and self.onesided
+        if self.onesided and not self.irfft and s[-1] == 2:
             raise self.fail("onesided=1 needs a real input ([..., 1])")
-        n = _int_const(self, 1, "dft_length", s[self.axis]) if len(self.inputs) > 1 and self.inputs[1] is not None \
-            else s[self.axis]
+        full = 2 * (s[self.axis] - 1) if self.irfft else s[self.axis]
+        n = _int_const(self, 1, "dft_length", full) if len(self.inputs) > 1 and self.inputs[1] is not None \
+            else full
         if n < 1:
             raise self.fail(f"dft_length={n} must be positive")
         self.n = int(n)
-        bins = self.n // 2 + 1 if self.onesided else self.n
+        bins = self.n // 2 + 1 if self.onesided and not self.irfft else self.n
         out = list(s)
         out[self.axis] = bins
-        out[-1] = 2
+        out[-1] = 1 if self.irfft else 2
         self.out_metas = [Meta(xm.dtype, tuple(out))]
         self.scratch = Scratch()
 
     def run(self, xs, ys, ws):
         sig = _signal(xs[0])
-        yc = _as_complex(ys[0])
         ax = self.axis
+        if self.irfft:
+            np.copyto(ys[0][..., 0], np.fft.irfft(sig, n=self.n, axis=ax), casting="same_kind")
+            return
+        yc = _as_complex(ys[0])
         if self.onesided:
             np.fft.rfft(sig, n=self.n, axis=ax, out=yc)
         elif self.inverse:
@@ -107,6 +114,9 @@ class DFT(_Planned):
 
 @register("STFT", since=17)
 class STFT(_Planned):
+    #: inputs read as constants: the hybrid executor builds the kernel on their values
+    shape_inputs = ((1, "frame_step"), (3, "frame_length"))
+
     def prepare(self):
         xm = _meta(self, 0, "signal")
         if xm.dtype not in FLOATS:
@@ -155,6 +165,9 @@ class STFT(_Planned):
 
 
 class _Window(_Planned):
+    #: inputs read as constants: the hybrid executor builds the kernel on their values
+    shape_inputs = ((0, "size"),)
+
     def prepare(self):
         sm = _meta(self, 0, "size")
         if sm.dtype not in (np.int32, np.int64):
@@ -203,6 +216,8 @@ class BlackmanWindow(_Window):
 @register("MelWeightMatrix", since=17)
 class MelWeightMatrix(_Planned):
     """[dft_length // 2 + 1, num_mel_bins] triangular filters on the mel scale, as ONNX's definition."""
+    shape_inputs = ((0, "num_mel_bins"), (1, "dft_length"), (2, "sample_rate"), (3, "lower_edge_hertz"),
+                    (4, "upper_edge_hertz"))
 
     def prepare(self):
         def num(i, what):

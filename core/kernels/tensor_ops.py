@@ -729,5 +729,7 @@ class SpaceToDepth(BlockKernel):
         b = self.bs
         if h % b or w % b:
             raise self.fail(f"spatial dims {h}x{w} are not divisible by blocksize {b}")
-        src = (n, c, h // b, b, w // b, b)
-        return src, (0, 3, 5, 1, 2, 4), (n, b, b, c, h // b, w // b), (n, c * b * b, h // b, w // b)
+        src, out = (n, c, h // b, b, w // b, b), (n, c * b * b, h // b, w // b)
+        if self.mode == "DCR":  # (the only order before SpaceToDepth-28's mode)
+            return src, (0, 3, 5, 1, 2, 4), (n, b, b, c, h // b, w // b), out
+        return src, (0, 1, 3, 5, 2, 4), (n, c, b, b, h // b, w // b), out

@@ -359,6 +359,7 @@ class DavinciModel:
         return view
 
     def _epilogue(self, td: TaskDef, kernel) -> Epilogue | None:
-        if td.outputs[0] is None:  # an omitted first output (GRU's ["", "Y_h"]): nothing to fuse into
+        spec = td.attrs.get(EPILOGUE)
+        if not spec:  # (output 0 may be omitted: an RNN's Y when only Y_h is read)
             return None
-        return Epilogue.unless_absorbed(kernel, td.attrs.get(EPILOGUE), td.outputs[0].meta, td.opset, td.node)
+        return Epilogue.unless_absorbed(kernel, spec, td.outputs[0].meta, td.opset, td.node)

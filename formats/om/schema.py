@@ -53,10 +53,13 @@ MAX_ATTR_DEPTH = 16  # nesting of lists / maps inside one attribute value
 MIN_FILE_SIZE = PREFIX_SIZE + 1  # prefix plus at least a one-byte header
 
 # tensor element types an OM may name (numpy dtype names)
+#: ml_dtypes' names for the small types (one element a byte, bfloat16 two)
+SMALL_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
+                "float8_e8m0fnu", "int4", "uint4", "int2", "uint2")
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
-          "uint8", "uint16", "uint32", "uint64", "bool")
+          "uint8", "uint16", "uint32", "uint64", "bool") + SMALL_DTYPES
 ITEMSIZE = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
-            "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1}
+            "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1} | {n: 1 for n in SMALL_DTYPES} | {"bfloat16": 2}
 
 # tagged maps inside attribute values
 NDARRAY_TAG = "__ndarray__"  # {"__ndarray__": True, "dtype": str, "shape": [int], "data": bin}

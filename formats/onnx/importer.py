@@ -28,7 +28,11 @@ from onnx import AttributeProto, TensorProto, numpy_helper
 from ...core.errors import FormatError, GraphError, ShapeError
 from ...core.ir import DTYPES, Graph, Node, Value, stable_topological_order
 
-MIN_OPSET, MAX_OPSET = 7, 21  # 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels)
+#: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
+#: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
+#: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
+#: node without one fails the compile (core/api/conversion.py). Opsets 1..6 are lifted to 7 on load.
+MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
 _PROTO_LIMIT = 2**31 - 2**20
@@ -55,6 +59,8 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     _check_model(model, path, None if n_external or reordered else raw, len(raw) + external_nbytes)
     del raw
     opset = _opsets(model, path)
+    if opset.get("", MIN_OPSET) < MIN_OPSET:
+        model, opset = _upgrade(model, path, opset[""])
 
     g = model.graph
     init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
@@ -137,6 +143,7 @@ def _check_model(model: onnx.ModelProto, path: Path, raw: bytes | None, nbytes: 
 
 
 def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
+    """{domain: version}; a model of other domains only (ai.onnx.ml ...) needs no default opset."""
     opset: dict[str, int] = {}
     for o in model.opset_import:
         opset["" if o.domain in ("", "ai.onnx") else o.domain] = int(o.version)
@@ -145,10 +152,10 @@ def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
         if any(n.domain in ("", "ai.onnx") for n in model.graph.node):
             raise GraphError(f"{path}: the model imports no default-domain (ai.onnx) opset")
         return opset  # only ops of other domains (an ai.onnx.ml pipeline)
-    if not MIN_OPSET <= v <= MAX_OPSET:
+    if not 1 <= v <= MAX_OPSET:
         raise GraphError(f"{path}: opset {v} of the default domain (ai.onnx) is not supported; "
-                         f"ge supports opsets {MIN_OPSET}..{MAX_OPSET} (convert the model with "
-                         f"onnx.version_converter or re-export it)")
+                         f"ge supports opsets {MIN_OPSET}..{MAX_OPSET} (and older ones onnx's version "
+                         f"converter lifts to {MIN_OPSET})")
     return opset
 
 
@@ -195,6 +202,18 @@ def _subgraphs(node: onnx.NodeProto):
         if a.HasField("g"):
             yield a.g
         yield from a.graphs
+
+
+def _upgrade(model: onnx.ModelProto, path: Path, version: int) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """A model older than opset 7 (legacy broadcast attributes, is_test, consumed_inputs) converted
+    to opset 7 by onnx's version converter, so that ge's kernels see one meaning of each op."""
+    from onnx import version_converter
+    try:
+        model = version_converter.convert_version(model, MIN_OPSET)
+    except Exception as e:
+        raise GraphError(f"{path}: opset {version} model: onnx's version converter cannot lift it to opset "
+                         f"{MIN_OPSET} ({_short(e) or type(e).__name__}); re-export it at opset {MIN_OPSET} or newer") from None
+    return model, _opsets(model, path)
 
 
 def _short(e: BaseException) -> str:

@@ -131,14 +131,12 @@ def test_om_round_trip_keeps_the_placeholder(tmp_path):
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
-def test_gru_without_its_first_output(tmp_path, device):
-    """GRU ["", "Y_h"] (a decoder step keeps only the state): the task's output 0 is a placeholder
-    and loading finds no epilogue to apply to it."""
-    H = 4
-    inits = [("W", RNG.standard_normal((1, 3 * H, 3)).astype(np.float32)),
-             ("R", RNG.standard_normal((1, 3 * H, H)).astype(np.float32))]
-    m = model([helper.make_node("GRU", ["x", "W", "R"], ["", "Y_h"], hidden_size=H)],
-              [("x", F, [5, 2, 3])], [("Y_h", F, [1, 2, H])], inits, opset=14)
-    result = check(tmp_path, m, RNG.standard_normal((5, 2, 3)).astype(np.float32), device)
-    (task,) = result.model.tasks
-    assert task.outputs[0] is None and task.outputs[1] is not None
+@pytest.mark.parametrize("op,gates", [("RNN", 1), ("GRU", 3), ("LSTM", 4)])
+def test_recurrent_with_only_y_h(tmp_path, device, op, gates):
+    """Output 0 (Y) omitted, only Y_h read, default activations (RNN's schema default names two)."""
+    T, B, I, H = 4, 2, 3, 5
+    inits = [("W", RNG.standard_normal((1, gates * H, I)).astype(np.float32)),
+             ("R", RNG.standard_normal((1, gates * H, H)).astype(np.float32))]
+    m = model([helper.make_node(op, ["x", "W", "R"], ["", "Y_h"], hidden_size=H)], [("x", F, [T, B, I])],
+              [("Y_h", F, [1, B, H])], inits, opset=14)
+    check(tmp_path, m, RNG.standard_normal((T, B, I)).astype(np.float32), device)

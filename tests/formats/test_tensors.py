@@ -117,3 +117,31 @@ def test_save_outputs_round_trip(tmp_path, fmt):
 def test_save_outputs_bad_format(tmp_path):
     with pytest.raises(FormatError, match="PNG"):
         save_outputs([np.zeros(1)], tmp_path, "m", "PNG")
+
+
+S = Desc("s", "float32", ())
+
+
+def test_scalars_stay_scalars_from_npy_npz_and_bin(tmp_path):
+    s = np.array(2.5, np.float32)
+    np.save(tmp_path / "s.npy", s)
+    np.savez(tmp_path / "s.npz", s=s)
+    s.tofile(tmp_path / "s.bin")
+    for name in ("s.npy", "s.npz", "s.bin"):
+        got, = load_inputs([str(tmp_path / name)], [S])
+        assert got.shape == () and got.dtype == np.float32 and got == 2.5, name
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+    np.savez(tmp_path / "all.npz", x=x, s=s)
+    got = load_inputs([str(tmp_path / "all.npz")], [X, S])
+    assert got[1].shape == () and got[1] == 2.5
+    assert random_inputs([S])[0].shape == ()
+
+
+def test_pickled_arrays_are_refused_naming_the_file(tmp_path):
+    obj = np.array([{"a": 1}], dtype=object)
+    np.save(tmp_path / "p.npy", obj, allow_pickle=True)
+    np.savez(tmp_path / "p.npz", s=obj)
+    with pytest.raises(FormatError, match=r"input 's' \(file '.*p\.npy'\): holds pickled Python objects"):
+        load_inputs([str(tmp_path / "p.npy")], [S])
+    with pytest.raises(FormatError, match=r"input 's' \(file '.*p\.npz'\): array 's' holds pickled Python objects"):
+        load_inputs([str(tmp_path / "p.npz")], [S])

@@ -37,10 +37,8 @@ def test_batchnorm_errors():
     f = np.dtype(np.float32)
     ms = [Meta(f, (1, 3, 4, 4))] + [Meta(f, (3,))] * 4
     k = lookup("BatchNormalization", opset=15)
-    with pytest.raises(GraphError, match=r"node 'bn' \(BatchNormalization\): training_mode=1"):
-        k({"training_mode": 1}, ms, name="bn", opset=15)
-    with pytest.raises(GraphError, match="only the inference form"):
-        k({}, ms, name="bn", opset=15, num_outputs=3)
+    with pytest.raises(GraphError, match=r"node 'bn' \(BatchNormalization\): 4 outputs requested, at most 3"):
+        k({"training_mode": 1}, ms, name="bn", opset=15, num_outputs=4)
     with pytest.raises(GraphError, match=r"scale has shape \(4,\)"):
         k({}, [ms[0], Meta(f, (4,))] + ms[2:], name="bn")
 
@@ -185,3 +183,23 @@ def test_layernorm_float16_statistics_in_float32(check_op, n_outputs):
 @pytest.mark.parametrize("opset,axis", [(11, 1), (13, -1), (13, 0)])
 def test_softmax_float16(check_op, op, opset, axis):
     check_op(op, {"x": f16(3, 4, 50) * 4}, {"axis": axis}, opset=opset, **FP16_TOL)
+
+
+def test_batchnorm_training_mode_uses_batch_statistics():
+    x = f32(4, 3, 5, 2) * 2 + 1
+    s, b = f32(3), f32(3)
+    mean, var = f32(3), np.abs(f32(3)) + 0.5
+    xs = [x, s, b, mean, var]
+    k = lookup("BatchNormalization", opset=15)({"training_mode": 1, "momentum": 0.8, "epsilon": 1e-3},
+                                               [Meta(a.dtype, a.shape) for a in xs], name="bn", opset=15,
+                                               num_outputs=3)
+    y, running_mean, running_var = k.compute(*xs)
+    bm, bv = x.astype(np.float64).mean(axis=(0, 2, 3)), x.astype(np.float64).var(axis=(0, 2, 3))
+    expected = (x - bm.reshape(3, 1, 1)) / np.sqrt(bv.reshape(3, 1, 1) + 1e-3) * s.reshape(3, 1, 1) + b.reshape(3, 1, 1)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(running_mean, mean * 0.8 + bm * 0.2, rtol=1e-6)
+    np.testing.assert_allclose(running_var, var * 0.8 + bv * 0.2, rtol=1e-6)
+    with pytest.raises(GraphError, match=r"node 'bn' \(BatchNormalization\): 3 outputs requested: the inference "
+                                         r"form has 1"):
+        lookup("BatchNormalization", opset=15)({}, [Meta(a.dtype, a.shape) for a in xs], name="bn", opset=15,
+                                               num_outputs=3)

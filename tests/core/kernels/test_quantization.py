@@ -273,3 +273,21 @@ def test_qlinear_conv_errors():
     metas[4] = Meta(f, ())
     with pytest.raises(GraphError, match=r"B has type int64 and shape \(4,\); int32 \(4,\) expected"):
         k({}, metas + [Meta(np.dtype(np.int64), (4,))], name="c", opset=10)
+
+
+def test_qlinear_matmul_21_float16_scales():
+    """QLinearMatMul-21 takes float16 scales: requantized as their float32 values are."""
+    a = rng.integers(0, 255, (3, 4), dtype=np.uint8)
+    b = rng.integers(0, 255, (4, 5), dtype=np.uint8)
+    az, bz, yz = np.uint8(120), np.uint8(130), np.uint8(128)
+    sa, sb, sy = np.float16(0.02), np.float16(0.03), np.float16(0.5)
+    xs = [a, np.array(sa), np.array(az), b, np.array(sb), np.array(bz), np.array(sy), np.array(yz)]
+    metas = [Meta(x.dtype, x.shape) for x in xs]
+    y = lookup("QLinearMatMul", opset=21)({}, metas, name="q", opset=21).compute(*xs)[0]
+    acc = (a.astype(np.int64) - 120) @ (b.astype(np.int64) - 130)
+    mult = np.float32(sa) * np.float32(sb) / np.float32(sy)
+    expected = np.clip(np.rint(acc.astype(np.float32) * mult) + 128, 0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(y, expected)
+    with pytest.raises(GraphError, match=r"node 'q' \(QLinearMatMul\): a_scale has type float16, float32 expected "
+                                         r"at opset 20"):
+        lookup("QLinearMatMul", opset=20)({}, metas, name="q", opset=20)

@@ -149,3 +149,21 @@ def test_resize_errors():
         _k({"antialias": 1}, [x, None, sm], [None, None, sc], opset=18)
     with pytest.raises(GraphError, match="floating-point"):
         _k({"mode": "linear"}, [Meta(np.dtype(np.uint8), (1, 3, 4, 4)), None, sm], [None, None, sc])
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coord", ["half_pixel", "pytorch_half_pixel", "asymmetric"])
+@pytest.mark.parametrize("scales,sizes", [([1, 1, 0.6, 0.5], None), ([1, 1, 0.3, 1.5], None),
+                                          (None, [2, 3, 4, 3])])
+def test_antialias_downsampling(check_op, mode, coord, scales, sizes):
+    """antialias=1 (Resize-18): the filter widens by 1/scale on downsampled axes, as onnxruntime."""
+    attrs = {"mode": mode, "coordinate_transformation_mode": coord, "antialias": 1}
+    resize(check_op, f32(2, 3, 12, 10), attrs, scales=scales, sizes=sizes, opset=18, rtol=1e-4, atol=1e-4)
+
+
+def test_antialias_is_for_linear_and_cubic():
+    k = lookup("Resize", opset=18)
+    metas = [Meta(np.dtype(np.float32), (1, 1, 4, 4)), None, Meta(np.dtype(np.float32), (4,))]
+    with pytest.raises(GraphError, match=r"antialias=1 applies to the linear and cubic modes, not nearest"):
+        k({"mode": "nearest", "antialias": 1}, metas, [None, None, np.array([1, 1, .5, .5], np.float32)],
+          name="r", opset=18)

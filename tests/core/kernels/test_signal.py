@@ -96,3 +96,20 @@ def test_mel_weight_matrix(check_op, mel, dft, rate, lo, hi):
     inputs = {"m": i64(mel), "d": i64(dft), "r": i64(rate), "lo": np.array(lo, np.float32),
               "hi": np.array(hi, np.float32)}
     check_op("MelWeightMatrix", inputs, opset=17, consts=tuple(inputs), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n,length", [(10, None), (9, 9), (8, 12)])
+def test_dft_inverse_onesided_is_the_inverse_real_fft(n, length):
+    """inverse=1, onesided=1: a half spectrum [.., n // 2 + 1, 2] back to the real signal [.., n, 1]."""
+    signal = np.random.default_rng(3).standard_normal((2, n)).astype(np.float32)
+    spec = np.fft.rfft(signal, axis=1)
+    x = np.stack([spec.real, spec.imag], axis=-1).astype(np.float32)
+    xs = [x] + ([np.array(length, np.int64)] if length else [])
+    k = lookup("DFT", opset=17)({"inverse": 1, "onesided": 1, "axis": 1}, [Meta(a.dtype, a.shape) for a in xs],
+                                xs if length else [None], name="d", opset=17)
+    y = k.compute(*xs)[0]
+    out = length or 2 * (n // 2)
+    assert y.shape == (2, out, 1)
+    np.testing.assert_allclose(y[..., 0], np.fft.irfft(spec, n=out, axis=1), rtol=1e-5, atol=1e-5)
+    if not length and n % 2 == 0:
+        np.testing.assert_allclose(y[..., 0], signal, rtol=1e-5, atol=1e-5)

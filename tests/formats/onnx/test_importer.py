@@ -107,9 +107,12 @@ def test_checker_error_names_file(make_model, tmp_path):
         load_onnx(path)
 
 
-def test_old_opset_is_rejected(make_model, load):
+def test_old_opset_is_lifted_to_7_and_a_future_one_rejected(make_model, load):
     model, _ = _conv_relu(make_model, (1, 3, 8, 8), opset=6)
-    with pytest.raises(GraphError, match=r"opset 6 .*7\.\.21"):
+    assert load(model).opset[""] == 7
+    newest = onnx.defs.onnx_opset_version()
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8), opset=newest + 1)
+    with pytest.raises(GraphError, match=rf"opset {newest + 1} .*7\.\.{newest}"):
         load(model)
 
 

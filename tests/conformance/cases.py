@@ -1,0 +1,96 @@
+"""ONNX's own backend test cases, collected in memory: the node cases from
+`onnx.backend.test.case.node` (the wheel no longer ships their data files) and the model cases
+whose data the wheel does ship (`onnx/backend/test/data/{simple,pytorch-converted,pytorch-operator}`),
+2,024 with onnx 1.23. `real` and `light` are left out: their models are downloads."""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+#: the data-file kinds onnx's own runner runs besides the node cases
+DATA_KINDS = ("simple", "pytorch-converted", "pytorch-operator")
+
+
+@dataclass
+class Case:
+    name: str
+    kind: str  # "node" or one of DATA_KINDS
+    op: str  # the op a node case tests (an expanded case: its function's op); the kind otherwise
+    model: onnx.ModelProto
+    data_sets: list  # [(inputs, expected outputs)], each a list of arrays (or lists, for sequences)
+    rtol: float
+    atol: float
+
+
+@functools.cache
+def all_cases() -> tuple[Case, ...]:
+    """Every case, node cases first, each kind in name order."""
+    return tuple(_node_cases()) + tuple(c for kind in DATA_KINDS for c in _data_cases(kind))
+
+
+def by_name() -> dict[str, Case]:
+    return {c.name: c for c in all_cases()}
+
+
+def _node_cases() -> list[Case]:
+    from onnx.backend.test.case import node
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # the generators overflow on purpose
+        warnings.simplefilter("ignore")
+        found = sorted(node.collect_testcases(None), key=lambda t: t.name)
+    ops = {t.name: t.model.graph.node[0].op_type for t in found
+           if "_expanded" not in t.name and len(t.model.graph.node) == 1}
+    cases = []
+    for t in found:
+        base = t.name.split("_expanded")[0]
+        op = ops.get(base) or (t.model.graph.node[0].op_type if t.model.graph.node else "?")
+        data = [([_array(x) for x in ins], [_array(y) for y in outs]) for ins, outs in t.data_sets]
+        cases.append(Case(t.name, "node", op, t.model, data, t.rtol, t.atol))
+    return cases
+
+
+def _data_cases(kind: str) -> list[Case]:
+    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", kind)
+    cases = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        folder = os.path.join(root, name)
+        if not os.path.isfile(os.path.join(folder, "model.onnx")):
+            continue
+        model = onnx.load(os.path.join(folder, "model.onnx"))
+        data = []
+        for ds in sorted(glob.glob(os.path.join(folder, "test_data_set_*"))):
+            ins = [_read_pb(os.path.join(ds, f"input_{i}.pb"), model.graph.input[i].type)
+                   for i in range(len(glob.glob(os.path.join(ds, "input_*.pb"))))]
+            outs = [_read_pb(os.path.join(ds, f"output_{i}.pb"), model.graph.output[i].type)
+                    for i in range(len(glob.glob(os.path.join(ds, "output_*.pb"))))]
+            data.append((ins, outs))
+        cases.append(Case(name, kind, kind, model, data, 1e-3, 1e-7))
+    return cases
+
+
+def _read_pb(path: str, type_proto: onnx.TypeProto):
+    """A data file as onnx's runner reads it: tensor, sequence or optional, by the model's type."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    which = type_proto.WhichOneof("value")
+    if which == "sequence_type":
+        proto = onnx.SequenceProto()
+        proto.ParseFromString(raw)
+        return numpy_helper.to_list(proto)
+    if which == "optional_type":
+        proto = onnx.OptionalProto()
+        proto.ParseFromString(raw)
+        return numpy_helper.to_optional(proto)
+    proto = onnx.TensorProto()
+    proto.ParseFromString(raw)
+    return numpy_helper.to_array(proto)
+
+
+def _array(x):
+    return numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x
