@@ -577,7 +577,7 @@ def test_an_op_without_kernel_in_a_body_fails_atc_naming_it(tmp_path):
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     path = str(tmp_path / "m.onnx")
     onnx.save(m, path)
-    with pytest.raises(GeError, match=r"node 'foo': op com.example::Foo is not supported"):
+    with pytest.raises(GeError, match=r"1 node\(s\) use an op ge has no kernel for .*: 'loop.body/foo' \(com.example::Foo\)"):
         api.atc(path, str(tmp_path / "m"))
     assert not (tmp_path / "m.om").exists()
 
@@ -597,7 +597,7 @@ def test_precheck_checks_the_ops_of_subgraphs(tmp_path):
         (entry,) = api.precheck(path)["op_list"]
         if name == "bad":
             assert entry["result"] == "failed"
-            assert entry["reason"].startswith("loop.body: node 'foo': op com.example::Foo is not supported")
+            assert entry["reason"] == "'loop.body/foo' (com.example::Foo) has no kernel"
         else:
             assert entry["result"] == "success" and "control flow" in entry["reason"]
 
