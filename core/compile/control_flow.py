@@ -18,6 +18,8 @@ import numpy as np
 
 from ..ir import Graph, Node
 
+CONTROL_FLOW = ("If", "Loop", "Scan")  # the ops whose subgraphs ge compiles and runs
+
 #: how many times a carried shape may widen before it is taken as unknown rank
 _MAX_WIDENING = 4
 
