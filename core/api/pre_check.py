@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..errors import GeError, UnsupportedOpError
 from ..ir import Graph
 from ..kernels import lookup
+from ..kernels.registry import kernel_classes
 from ..passes import complete_attributes
 from ..passes._util import build_kernel, node_opset
 from ...formats.onnx.importer import load_onnx
@@ -33,13 +34,18 @@ def precheck(model: str, input_shape: dict | None = None, out_nodes=None) -> dic
 
 def require_kernels(graph: Graph, model: str) -> None:
     """Raise one UnsupportedOpError naming every node the graph's outputs need that has no kernel
-    at the model's opset (nodes nobody reads, e.g. cut off by --out_nodes, do not count)."""
+    at the model's opset, and the operator domains among them ge does not implement at all (nodes
+    nobody reads, e.g. cut off by --out_nodes, do not count: they are not compiled)."""
     missing = [(node, _op_name(node)) for node in _needed(graph) if _missing_kernel(graph, node)]
     if not missing:
         return
     listed = ", ".join(f"'{n.name}' ({op})" for n, op in missing)
     opset = f" (ai.onnx opset {graph.opset['']})" if "" in graph.opset else ""
-    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for{opset}: {listed}")
+    known = {cls.domain for cls in kernel_classes()}
+    foreign = sorted({n.domain for n, _ in missing if ("" if n.domain == "ai.onnx" else n.domain) not in known})
+    domains = (f"; domain(s) {', '.join(foreign)} not implemented by ge (it implements "
+               f"{', '.join(sorted(d or 'ai.onnx' for d in known))})") if foreign else ""
+    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for{opset}: {listed}{domains}")
 
 
 def _needed(graph: Graph) -> list:
