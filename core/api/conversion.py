@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from ..compile.aipp import insert_aipp
 from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
-from ..compile.domains import check_domains
 from ..compile.external_weights import externalize
 from ..compile.summary import summarize
 from ..errors import GeError
@@ -95,7 +94,7 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
         return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
                             external_weight, settings, t0)
     shapes = spec
-    graph = check_domains(load_onnx(model, shapes or None, nodes))
+    graph = load_onnx(model, shapes or None, nodes)
     require_kernels(graph, model)  # before anything is compiled or written
     settings.prepare(graph)
     aipp = insert_aipp(graph, aipp_configs) if aipp_configs else None

@@ -24,7 +24,6 @@ from ..ir import Graph, subgraphs
 from ..passes import optimize
 from ..runtime.device import get_device
 from ...formats.onnx.importer import load_onnx
-from ..compile.domains import check_domains
 from .pre_check import require_kernels
 from .shape_options import parse_gears
 
@@ -39,7 +38,7 @@ def compile_dynamic(model: str, name: str, shapes: dict, gears: dict, out_nodes,
     plain = {k: [-1 if isinstance(d, tuple) else d for d in dims] for k, dims in shapes.items()}
     ranges = {k: [d if isinstance(d, tuple) else (d, d) if d >= 0 else (0, -1) for d in dims]
               for k, dims in shapes.items() if any(isinstance(d, tuple) for d in dims)}
-    graph = check_domains(load_onnx(model, plain or None, out_nodes, allow_dynamic=True))
+    graph = load_onnx(model, plain or None, out_nodes, allow_dynamic=True)
     require_kernels(graph, model)
     prepare(graph)
     unknown = infer_dynamic(graph)
@@ -65,7 +64,7 @@ def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline, 
     for v in values:
         it = iter(v)
         concrete = {k: [next(it) if d == -1 else d for d in dims] for k, dims in shapes.items()}
-        graph = check_domains(load_onnx(model, concrete, out_nodes))
+        graph = load_onnx(model, concrete, out_nodes)
         if not models:
             require_kernels(graph, model)
         prepare(graph)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..errors import GeError, UnsupportedOpError
 from ..ir import Graph, subgraphs
 from ..kernels import lookup
+from ..kernels.registry import kernel_classes
 from ..passes import complete_attributes
 from ..passes._util import build_kernel, node_opset
 from ...formats.onnx.importer import load_onnx
@@ -33,15 +34,21 @@ def precheck(model: str, input_shape: dict | None = None, out_nodes=None) -> dic
 
 def require_kernels(graph: Graph, model: str) -> None:
     """Raise one UnsupportedOpError naming every node the graph's outputs need that has no kernel
-    at the model's opset (nodes nobody reads, e.g. cut off by --out_nodes, do not count)."""
-    missing = [(f"'{node.name}'", _op_name(node)) for node in _needed(graph) if _missing_kernel(graph, node)]
+    at the model's opset, and the operator domains among them ge does not implement at all (nodes
+    nobody reads, e.g. cut off by --out_nodes, do not count: they are not compiled); the ops inside
+    a control-flow node's subgraphs are needed with it."""
+    missing = [(f"'{node.name}'", node) for node in _needed(graph) if _missing_kernel(graph, node)]
     for node in _needed(graph):  # control flow: the ops of its subgraphs (nested too)
         missing.extend(_subgraph_missing(graph, node, ""))
     if not missing:
         return
-    listed = ", ".join(f"{n} ({op})" for n, op in missing)
+    listed = ", ".join(f"{label} ({_op_name(n)})" for label, n in missing)
     opset = f" (ai.onnx opset {graph.opset['']})" if "" in graph.opset else ""
-    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for{opset}: {listed}")
+    known = {cls.domain for cls in kernel_classes()}
+    foreign = sorted({n.domain for _, n in missing if ("" if n.domain == "ai.onnx" else n.domain) not in known})
+    domains = (f"; domain(s) {', '.join(foreign)} not implemented by ge (it implements "
+               f"{', '.join(sorted(d or 'ai.onnx' for d in known))})") if foreign else ""
+    raise UnsupportedOpError(f"{model}: {len(missing)} node(s) use an op ge has no kernel for{opset}: {listed}{domains}")
 
 
 def _needed(graph: Graph) -> list:
@@ -65,13 +72,13 @@ def _missing_kernel(graph: Graph, node) -> str:
 
 
 def _subgraph_missing(graph: Graph, node, where: str) -> list[tuple[str, str]]:
-    """("'<node>.<attribute>/<inner node>'", op) for each op without a kernel in the node's subgraphs."""
+    """("'<node>.<attribute>/<inner node>'", inner node) for each node without a kernel in the node's subgraphs."""
     out = []
     for key, body in subgraphs(node):
         place = f"{where}{node.name}.{key}/"
         for inner in body.nodes:
             if _missing_kernel(body, inner):
-                out.append((f"'{place}{inner.name}'", _op_name(inner)))
+                out.append((f"'{place}{inner.name}'", inner))
             out.extend(_subgraph_missing(body, inner, place))
     return out
 
@@ -88,7 +95,7 @@ def _check(graph: Graph, node) -> dict:
     if subgraphs(node):  # control flow: every op of its subgraphs must have a kernel
         inner = _subgraph_missing(graph, node, "")
         if inner:
-            return dict(entry, result=FAILED, reason="; ".join(f"{n} ({op}) has no kernel" for n, op in inner))
+            return dict(entry, result=FAILED, reason="; ".join(f"{n} ({_op_name(i)}) has no kernel" for n, i in inner))
         entry["reason"] = "control flow: runs its subgraphs in the hybrid executor; their ops have kernels"
         return entry
     if not all(graph.value(i).is_static for i in node.inputs if i and i not in graph.initializers):

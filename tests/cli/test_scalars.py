@@ -45,7 +45,7 @@ def test_scalar_inputs_from_files_and_the_api(ge, clip_model, tmp_path, ort_run,
     for hi in ("hi.npz", "hi.bin"):
         out = tmp_path / f"out_{hi}"
         files = ",".join(str(tmp_path / f) for f in ("x.npy", "lo.npy", hi))
-        ge("run", "--model", om, "--input", files, "--output", out, "--device", device, ok=True)
+        ge("run", "--model", om, "--input", files, "--output-dir", out, "--device", device, ok=True)
         np.testing.assert_allclose(np.load(out / "clip_output_0.npy"), expected, rtol=1e-6)
 
     model_id = api.load_from_file(om, device)
@@ -64,6 +64,6 @@ def test_a_one_element_vector_is_not_a_scalar(ge, clip_model, tmp_path):
     np.save(tmp_path / "lo.npy", LO.reshape(1))
     np.save(tmp_path / "hi.npy", HI)
     files = ",".join(str(tmp_path / f) for f in ("x.npy", "lo.npy", "hi.npy"))
-    r = ge("run", "--model", tmp_path / "clip.om", "--input", files, "--output", tmp_path / "out")
+    r = ge("run", "--model", tmp_path / "clip.om", "--input", files, "--output-dir", tmp_path / "out")
     assert r.exit_code != 0
     assert "input 'lo'" in r.stderr and "shape [1] does not match the model's []" in r.stderr
