@@ -191,6 +191,7 @@ def render_summary(s: dict) -> None:
         p = s.get("partitions", {})
         out.print(f"dynamic shapes ({s['mode']}): {p.get('known', 0)} known cluster(s) as {p.get('submodels', 0)} "
                   f"static submodel(s), {p.get('unknown_nodes', 0)} unknown-shape node(s)"
+                  + (f", {p['subgraphs']} control-flow subgraph(s)" if p.get("subgraphs") else "")
                   + (f", gears {s['gears']}" if s.get("gears") else ""))
 
     ops = Table(title="Ops", title_justify="left")
