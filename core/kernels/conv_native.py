@@ -10,7 +10,7 @@ The source:
 The kernel (`kind`):
 - "direct" / "direct-wide" (1-D and 2-D; see use_direct): output channels in the vector lanes,
   each block of output pixels a run of the source broadcast from place, no padding column
-  computed; the two tiles are _native.c's tall and wide ones;
+  computed; the two tiles are csrc/direct_conv.c's tall and wide ones;
 - "gemm" (pointwise), "gemm-flat", "gemm-dense": the GEMM packs its panels of columns from the
   source (B[k, n] = src[koff[k] + noff[n]]). "flat" columns run over the phase rows, padding
   columns included, so every panel is one contiguous copy per row, and the GEMM drops the padding

@@ -1,4 +1,4 @@
-"""ge's native GEMM (core/kernels/_native.c through native.py) against numpy, exactly as callers use it."""
+"""ge's native GEMM (core/kernels/csrc/ through native.py) against numpy, exactly as callers use it."""
 import os
 import threading
 
