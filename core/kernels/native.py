@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import os
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,7 +40,8 @@ _SIGNATURES = {
     "ge_rows": ([_ptr], None),
 }
 _local = threading.local()
-ACT_NONE, ACT_CLAMP, ACT_GELU = 0, 1, 2  # csrc/abi.h's activations
+# csrc/abi.h's activations
+ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU = range(8)
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
 
 
@@ -71,10 +73,19 @@ def _addr(a) -> int | None:
     return None if a is None else a.ctypes.data
 
 
-def _activation(clamp, gelu: bool) -> tuple[int, float, float]:
-    """csrc/abi.h's (act, lo, hi): Gelu, a clamp to (lo, hi) (Relu, Clip), or nothing."""
-    lo, hi = clamp if clamp is not None else (0.0, 0.0)
-    return (ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE), lo, hi
+class Act(NamedTuple):
+    """The activation a native kernel applies as it stores (csrc/abi.h documents code, a and b):
+    Act(ACT_CLAMP, lo, hi), Act(ACT_HARDSIGMOID, alpha, beta), Act(ACT_SWISH, alpha), ..."""
+    code: int
+    a: float = 0.0
+    b: float = 0.0
+
+
+GELU = Act(ACT_GELU)
+
+
+def _activation(act: Act | None) -> "Activation":
+    return Activation(*act) if act is not None else Activation(ACT_NONE, 0.0, 0.0)
 
 
 class Native:
@@ -111,10 +122,10 @@ class Native:
 
     # -- the product ---------------------------------------------------------------------------------
     def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
-             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, gelu=False, flat=None, ws=None,
+             bias_m=None, bias_n=None, z=None, ldz=0, act: Act | None = None, flat=None, ws=None,
              alpha=1.0) -> PreparedCall:
         """The call c[m, n] = act(alpha A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
-        as its buffers stay put. act: clamp to (lo, hi), or Gelu (erf form), or nothing. flat:
+        as its buffers stay put. act: the activation (Act), or None. flat:
         (pitch, width), C's columns are a convolution's flat columns (see csrc/gemm.c). Arrays are
         passed by address: a, b, c, z are the base arrays (or addresses) the leading dimensions, in
         elements, refer to."""
@@ -122,7 +133,7 @@ class Native:
             raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
         ws_addr = ws.ctypes.data
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
-                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, *_activation(clamp, gelu),
+                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, _activation(act),
                         min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
@@ -151,20 +162,19 @@ class Native:
         return out
 
     def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
-                         ldy, wide, bias=None, z: int | None = None, clamp=None, gelu=False) -> PreparedCall:
+                         ldy, wide, bias=None, z: int | None = None, act: Act | None = None) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
         + ox]) for ch < m (the direct convolution of csrc/direct_conv.c; x, y, z are addresses), prepared."""
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
-                          *_activation(clamp, gelu), threads(), int(wide))
+                          _activation(act), threads(), int(wide))
         return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
 
     def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
-                       rows, cols, pitch, in_channel_step, clamp=None) -> PreparedCall:
-        """y[oc, oy, ox] = clamp(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
+                       rows, cols, pitch, in_channel_step, act: Act | None = None) -> PreparedCall:
+        """y[oc, oy, ox] = act(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
         tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared."""
-        lo, hi = clamp if clamp is not None else (0.0, 0.0)
         args = Depthwise(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
-                             rows, cols, pitch, in_channel_step, int(clamp is not None), lo, hi, threads())
+                             rows, cols, pitch, in_channel_step, _activation(act), threads())
         return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off))
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
@@ -202,7 +212,7 @@ class Native:
         bias = rng.standard_normal(45).astype(np.float32)
         c = np.empty((37, 45), np.float32)
         ws = np.empty(self.workspace_nbytes(37, 45, 70, True, False), np.uint8)
-        self.gemm(37, 45, 70, c, 45, a=a, lda=70, bp=self.pack_b(b), bias_n=bias, clamp=(0.0, 1.0), ws=ws)
+        self.gemm(37, 45, 70, c, 45, a=a, lda=70, bp=self.pack_b(b), bias_n=bias, act=Act(ACT_CLAMP, 0.0, 1.0), ws=ws)
         ok = np.allclose(c, np.clip(a @ b + bias, 0, 1), rtol=1e-4, atol=1e-5)
         koff = np.arange(70, dtype=np.int64) * 45
         noff = np.arange(45, dtype=np.int64)
@@ -217,12 +227,16 @@ class Native:
         return ok
 
 
+class Activation(ctypes.Structure):
+    """csrc/abi.h's Activation."""
+    _fields_ = [("act", ctypes.c_int32), ("a", _f32), ("b", _f32)]
+
+
 class GemmArgs(ctypes.Structure):
     """csrc/abi.h's GemmArgs."""
     _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("ap", _ptr), ("b", _ptr),
                 ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
-                ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", ctypes.c_int32), ("lo", _f32),
-                ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64),
+                ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", Activation), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64),
                 ("alpha", _f32)]
 
 
@@ -236,15 +250,14 @@ class ConvDirect(ctypes.Structure):
     """csrc/abi.h's ConvDirect."""
     _fields_ = [("x", _ptr), ("koff", _ptr), ("wp", _ptr), ("y", _ptr), ("bias", _ptr), ("z", _ptr)] + \
         [(f, _i64) for f in ("K", "M", "rows", "width", "pitch", "ldy")] + \
-        [("act", ctypes.c_int32), ("lo", _f32), ("hi", _f32), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32)]
+        [("act", Activation), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32)]
 
 
 class Depthwise(ctypes.Structure):
     """csrc/abi.h's Depthwise."""
     _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
                 ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
-                ("in_channel_step", _i64), ("clamp", ctypes.c_int32), ("lo", _f32), ("hi", _f32),
-                ("threads", ctypes.c_int32)]
+                ("in_channel_step", _i64), ("act", Activation), ("threads", ctypes.c_int32)]
 
 
 class MaxPool2d(ctypes.Structure):
@@ -316,7 +329,7 @@ class AbiEntry(ctypes.Structure):
     _fields_ = [("type", ctypes.c_char_p), ("field", ctypes.c_char_p), ("offset", _i64), ("size", _i64)]
 
 
-ABI_STRUCTS = (GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows)
+ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

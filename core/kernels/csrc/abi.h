@@ -7,8 +7,16 @@ by ge_abi_layout() (module.c) and checked by native.py at load: a mismatch refus
 
 #include <stdint.h>
 
-/* The epilogue's activation after bias and residual */
-enum { ACT_NONE, ACT_CLAMP, ACT_GELU };
+/* The activation a kernel applies as it stores, after bias and residual, with its parameters a, b:
+   CLAMP min(max(x, a), b) (Relu, Relu6, Clip); GELU x/2 (1 + erf(x / sqrt 2)); HARDSIGMOID
+   max(0, min(1, a x + b)); HARDSWISH x max(0, min(1, x / 6 + 1/2)); SIGMOID 1 / (1 + e^-x);
+   SWISH x sigmoid(a x) (SiLU: a = 1); LEAKY_RELU x >= 0 ? x : a x. */
+enum { ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU };
+
+typedef struct {
+    int32_t act;
+    float a, b;
+} Activation;
 
 /* A call's arguments in one struct: ctypes converts one pointer instead of 23 arguments
    (microseconds per call; a kernel keeps its struct while its buffers stay put). */
@@ -23,8 +31,7 @@ typedef struct {
     int64_t ldc;
     const float *bias_m, *bias_n, *z;
     int64_t ldz;
-    int32_t act;
-    float lo, hi;
+    Activation act;
     int32_t threads;
     float *ws;
     int64_t pitch, width;  /* flat columns (see Epilogue), or 0 */
@@ -51,8 +58,7 @@ typedef struct {
     float *y;
     const float *bias, *z;
     int64_t K, M, rows, width, pitch, ldy;  /* y[ch * ldy + oy * width + ox], x row oy at oy * pitch */
-    int32_t act;
-    float lo, hi;
+    Activation act;
     int32_t threads;
     int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
 } ConvDirect;
@@ -63,8 +69,7 @@ typedef struct {
     const int64_t *tap_off;
     float *y;
     int64_t channels, mult, taps, rows, cols, pitch, in_channel_step;
-    int32_t clamp;
-    float lo, hi;
+    Activation act;
     int32_t threads;
 } Depthwise;
 

@@ -1,7 +1,7 @@
 /* Depthwise convolution (2-D, any stride, dilation and padding, a channel multiplier), on the input
 laid out by conv.PhaseLayout: there every kernel tap of output row oy is a unit-stride run starting
 at tap_off[t] + oy * pitch in the input channel's planes. Per output channel and row:
-y[ox] = clamp(bias + sum_t w[t] * x[tap_off[t] + oy * pitch + ox]). Items are runs of output
+y[ox] = act(bias + sum_t w[t] * x[tap_off[t] + oy * pitch + ox]). Items are runs of output
 channels of one batch item; no workspace. */
 #include "abi.h"
 #include "pool.h"
@@ -27,7 +27,7 @@ static NO_LIBCALLS void depthwise_channel(const Depthwise *d, int64_t oc) {
                 a0 += w[t] * vload(x + off[t] + j);
                 a1 += w[t] * vload(x + off[t] + j + VL);
             }
-            if (d->clamp) { a0 = vclamp(a0, d->lo, d->hi); a1 = vclamp(a1, d->lo, d->hi); }
+            a0 = vactivate(a0, d->act), a1 = vactivate(a1, d->act);
             vstore(buf + j - n0, a0);
             vstore(buf + j - n0 + VL, a1);
         }
@@ -35,7 +35,7 @@ static NO_LIBCALLS void depthwise_channel(const Depthwise *d, int64_t oc) {
             int n = n1 - j < VL ? (int)(n1 - j) : VL;
             vec a = (vec){0} + bias;
             for (int64_t t = 0; t < d->taps; t++) a += w[t] * load_part(x + off[t] + j, n);
-            if (d->clamp) a = vclamp(a, d->lo, d->hi);
+            a = vactivate(a, d->act);
             store_part(buf + j - n0, a, n);
         }
         for (int64_t oy = n0 / pitch; oy * pitch < n1; oy++) {  /* the valid columns of each row */

@@ -139,8 +139,7 @@ static inline void direct_finish(const ConvDirect *d, vec val, int64_t ch, int p
         vec z = load_part(d->z + ch * d->ldy + at, n);
         val += upper ? load_upper(z, d->z + ch2 * d->ldy + at, n) : z;
     }
-    if (d->act == ACT_CLAMP) val = vclamp(val, d->lo, d->hi);
-    else if (d->act == ACT_GELU) val = vgelu(val);
+    val = vactivate(val, d->act);
     store_part(d->y + ch * d->ldy + at, val, n);
     if (upper) store_upper(d->y + ch2 * d->ldy + at, val, n);
 }

@@ -11,8 +11,8 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   C: row-major (c, ldc), or a convolution's output seen through flat columns (pitch, width: the
   GEMM's column n is Y's column (n / pitch) * width + n % pitch, dropped when n % pitch >= width);
   Z (optional, the layout of C, ldz) is added before the activation;
-  bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation `act` is none, a clamp
-  to [lo, hi] (Relu, Clip) or Gelu (erf form).
+  bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation `act` is one of abi.h's
+  (Relu, Clip, Gelu, HardSigmoid, HardSwish, Sigmoid, Swish, LeakyRelu) or none.
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
 Work: items (a group of adjacent panels, a chunk of rows) claimed one by one by the threads of
@@ -48,8 +48,7 @@ sizes chosen by the register file the compiler targets (-march=native at build t
 typedef struct {
     const float *bias_m, *bias_n, *z;
     int64_t ldz;
-    float lo, hi;
-    int act;
+    Activation act;
     float alpha;  /* the product's scale, before bias and Z */
     /* flat columns (a convolution's output rows `pitch` apart, the columns past `width` padding):
        column n of C is Y's column (n / pitch) * width + n % pitch when n % pitch < width, else
@@ -64,8 +63,7 @@ static inline vec load_cols(const float *src, int cols, int at) {
 
 /* The epilogue's activation, on the two vectors of a row of a block. */
 static inline void activate(const Epilogue *e, vec *v0, vec *v1) {
-    if (e->act == ACT_CLAMP) *v0 = vclamp(*v0, e->lo, e->hi), *v1 = vclamp(*v1, e->lo, e->hi);
-    else if (e->act == ACT_GELU) *v0 = vgelu(*v0), *v1 = vgelu(*v1);
+    if (e->act.act != ACT_NONE) *v0 = vactivate(*v0, e->act), *v1 = vactivate(*v1, e->act);
 }
 
 /* Write a block of products to C: overwrite (first) or add to it, and apply the epilogue (last).
@@ -317,7 +315,7 @@ void ge_gemm_args(const GemmArgs *args) {
     float *ws = args->ws;
     Gemm g = {.M = M, .N = N, .K = K, .lda = args->lda, .ldc = args->ldc, .a = args->a, .b = args->b, .bp = bp,
               .koff = args->koff, .noff = args->noff, .a_packed = (float *)ap, .c = args->c, .scratch = ws,
-              .e = {args->bias_m, args->bias_n, args->z, args->ldz, args->lo, args->hi, args->act, args->alpha,
+              .e = {args->bias_m, args->bias_n, args->z, args->ldz, args->act, args->alpha,
                     args->pitch, args->width}};
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;

@@ -6,6 +6,8 @@ build time); lane-wise clamp, exp, Gelu and max; partial loads and stores; short
 
 #include <stdint.h>
 #include <string.h>
+
+#include "abi.h"
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -26,11 +28,13 @@ static inline vec vload(const float *p) { return *(const vec_u *)p; }
 static inline void vstore(float *p, vec v) { *(vec_u *)p = v; }
 typedef int32_t ivec __attribute__((vector_size(VL * 4)));
 
-/* min(max(v, lo), hi) per lane as masks and blends (vector code; NaN stays NaN, as in numpy) */
+/* min(max(v, lo), hi) per lane as masks and blends (vector code; NaN stays NaN, as in numpy; lo >
+   hi gives hi everywhere, as Clip's spec says) */
 static inline vec vclamp(vec v, float lo, float hi) {
     vec l = (vec){0} + lo, h = (vec){0} + hi;
-    ivec below = v < l, above = v > h, r = (ivec)v;
+    ivec below = v < l, r = (ivec)v;
     r = (r & ~below) | ((ivec)l & below);
+    ivec above = (vec)r > h;
     r = (r & ~above) | ((ivec)h & above);
     return (vec)r;
 }
@@ -62,6 +66,27 @@ static inline vec vgelu(vec x) {
     vec erf_abs = 1.0f - poly * vexp(-u * u);
     vec erf = (vec)((ivec)erf_abs | ((ivec)x & (int32_t)0x80000000));  /* the sign of x */
     return 0.5f * x * (1.0f + erf);
+}
+
+/* 1 / (1 + e^-x); e^-x is 0 below x = -87 (so 1) and capped at e^88 above 87 (about 6e-39) */
+static inline vec vsigmoid(vec x) { return 1.0f / (1.0f + vexp(-x)); }
+
+/* The activation of abi.h's Activation on one vector (a switch per vector: the branch is the same
+   every time, predicted, and a few cycles beside the vector's products). */
+static inline vec vactivate(vec v, Activation f) {
+    switch (f.act) {
+        case ACT_CLAMP: return vclamp(v, f.a, f.b);
+        case ACT_GELU: return vgelu(v);
+        case ACT_HARDSIGMOID: return vclamp(v * f.a + f.b, 0.0f, 1.0f);
+        case ACT_HARDSWISH: return v * vclamp(v * (1.0f / 6) + 0.5f, 0.0f, 1.0f);
+        case ACT_SIGMOID: return vsigmoid(v);
+        case ACT_SWISH: return v * vsigmoid(v * f.a);
+        case ACT_LEAKY_RELU: {
+            ivec neg = v < (vec){0};
+            return (vec)(((ivec)v & ~neg) | ((ivec)(v * f.a) & neg));
+        }
+        default: return v;
+    }
 }
 
 /* max(a, v) per lane; a NaN in v wins and stays (np.maximum's rule) */

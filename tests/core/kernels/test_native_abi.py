@@ -33,16 +33,16 @@ def test_the_table_covers_every_field():
 
 
 def test_a_moved_field_is_found():
-    class GemmArgs(ctypes.Structure):  # lo and hi swapped with act: same size, other offsets
-        fields = list(native_mod.GemmArgs._fields_)
-        i = [f for f, _ in fields].index("act")
+    class ConvDirect(ctypes.Structure):  # threads and wide swapped: same size, other offsets
+        fields = list(native_mod.ConvDirect._fields_)
+        i = [f for f, _ in fields].index("threads")
         fields[i], fields[i + 1] = fields[i + 1], fields[i]
         _fields_ = fields
 
-    act = native_mod.GemmArgs.act.offset
-    assert native_mod.abi_mismatches(library(), (GemmArgs,)) == [
-        f"GemmArgs.act: (offset, size) ({act}, 4) in C, ({act + 4}, 4) in ctypes",
-        f"GemmArgs.lo: (offset, size) ({act + 4}, 4) in C, ({act}, 4) in ctypes"]
+    at = native_mod.ConvDirect.threads.offset
+    assert native_mod.abi_mismatches(library(), (ConvDirect,)) == [
+        f"ConvDirect.threads: (offset, size) ({at}, 4) in C, ({at + 4}, 4) in ctypes",
+        f"ConvDirect.wide: (offset, size) ({at + 4}, 4) in C, ({at}, 4) in ctypes"]
 
 
 def test_a_struct_the_library_lacks():
