@@ -186,13 +186,14 @@ class NativeDepthwise:
             call.run()
 
     def _calls(self, x, ph, y) -> list:
+        """One call per batch item, each filling the phase layout of its channels as it goes."""
         item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * 4
-        return [fill_call(self.nat, self.lay, x, ph)] + [
-            self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
-                                    y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
-                                    rows=self.rows, cols=self.cols, pitch=self.pitch,
-                                    in_channel_step=self.plane, act=self.act)
-            for i in range(self.n)]
+        fill = self.nat.phase_fill_call(x, ph, self.lay)
+        return [self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
+                                        y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
+                                        rows=self.rows, cols=self.cols, pitch=self.pitch, in_channel_step=self.plane,
+                                        act=self.act, fill=fill, fill_plane0=i * self.c)
+                for i in range(self.n)]
 
 
 class _NumpyFill:

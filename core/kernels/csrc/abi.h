@@ -63,6 +63,15 @@ typedef struct {
     int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
 } ConvDirect;
 
+/* The phase fill of conv.PhaseLayout (phase_fill.c) */
+typedef struct {
+    const float *x;
+    float *ph;
+    int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
+    uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
+    int32_t threads;
+} PhaseFill;
+
 /* The depthwise convolution (depthwise.c) of one batch item, on conv.PhaseLayout's input */
 typedef struct {
     const float *x, *w, *bias;
@@ -71,6 +80,8 @@ typedef struct {
     int64_t channels, mult, taps, rows, cols, pitch, in_channel_step;
     Activation act;
     int32_t threads;
+    const PhaseFill *fill;  /* x's planes filled channel by channel, as they are used (NULL: x is laid out) */
+    int64_t fill_plane0;    /* the fill's plane of this call's channel 0 */
 } Depthwise;
 
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
@@ -80,15 +91,6 @@ typedef struct {
     int64_t planes, h, w, oh, ow, k0, k1, s0, s1, d0, d1, pb0, pb1;
     int32_t threads;
 } MaxPool2d;
-
-/* The phase fill of conv.PhaseLayout (phase_fill.c) */
-typedef struct {
-    const float *x;
-    float *ph;
-    int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
-    uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
-    int32_t threads;
-} PhaseFill;
 
 /* LayerNormalization or Softmax over rows of `cols` floats (rows.c) */
 typedef struct {

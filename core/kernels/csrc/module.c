@@ -77,6 +77,8 @@ static const AbiEntry layout[] = {
     FIELD(Depthwise, in_channel_step),
     FIELD(Depthwise, act),
     FIELD(Depthwise, threads),
+    FIELD(Depthwise, fill),
+    FIELD(Depthwise, fill_plane0),
     SIZE(MaxPool2d),
     FIELD(MaxPool2d, x),
     FIELD(MaxPool2d, y),
