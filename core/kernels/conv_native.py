@@ -172,6 +172,7 @@ class NativeDepthwise:
         self.plane = math.prod(lay.sq)
         self.tap_off = tap_offsets(lay)
         self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
+        self.kernel, self.dilations = tuple(k.kernel), tuple(k.dil)
         self.absorbs = act is not None
         k.scratch.add("ph", lay.phase_shape, np.float32)
         self.calls = CallCache()
@@ -192,7 +193,8 @@ class NativeDepthwise:
         return [self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
                                         y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
                                         rows=self.rows, cols=self.cols, pitch=self.pitch, in_channel_step=self.plane,
-                                        act=self.act, fill=fill, fill_plane0=i * self.c)
+                                        kernel=self.kernel, dilations=self.dilations, act=self.act, fill=fill,
+                                        fill_plane0=i * self.c)
                 for i in range(self.n)]
 
 

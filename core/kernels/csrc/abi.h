@@ -82,6 +82,7 @@ typedef struct {
     int32_t threads;
     const PhaseFill *fill;  /* x's planes filled channel by channel, as they are used (NULL: x is laid out) */
     int64_t fill_plane0;    /* the fill's plane of this call's channel 0 */
+    int64_t kh, kw, dh, dw; /* the kernel and its dilations (narrow outputs read the input itself through them) */
 } Depthwise;
 
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */

@@ -80,32 +80,6 @@ static inline __attribute__((always_inline)) void direct_product(const int R, co
     }
 }
 
-/* Transpose the rows x rows blocks of rows r[0, rows) in registers (rows a power of two, at most
-VL): swap the off-diagonal h x h blocks for h = rows/2 .. 1. With rows = VL, the whole transpose;
-with rows = VL/2, row i becomes [column i | column VL/2 + i] of the two halves. */
-static inline __attribute__((always_inline)) void transpose_blocks(vec *r, const int rows) {
-#if defined(__clang__)
-    float t[VL][VL];
-    for (int i = 0; i < rows; i++) for (int j = 0; j < VL; j++) t[i][j] = r[i][j];
-    for (int i = 0; i < rows; i++) for (int j = 0; j < VL; j++) r[i][j] = t[j % rows][j / rows * rows + i];
-#else
-    ivec idx;
-    for (int c = 0; c < VL; c++) idx[c] = c;
-#pragma GCC unroll 8
-    for (int h = rows / 2; h >= 1; h /= 2) {
-        ivec upper = (idx & h) != 0;
-        ivec lo = idx + (upper & (VL - h)), hi = idx + ((upper & VL) | (~upper & h));
-#pragma GCC unroll 16
-        for (int i = 0; i < rows; i++)
-            if (!(i & h)) {
-                vec a = r[i], b = r[i + h];
-                r[i] = __builtin_shuffle(a, b, lo);
-                r[i + h] = __builtin_shuffle(a, b, hi);
-            }
-    }
-#endif
-}
-
 /* Lanes [VL/2, VL/2 + n) of v from or to p[0, n): the upper half of a row pair (n <= VL/2). */
 static inline vec load_upper(vec v, const float *p, int n) {
 #if defined(__AVX512F__)

@@ -1,7 +1,8 @@
 """The native depthwise convolution (csrc/depthwise.c, which lays out each channel's phases as it
 goes) against onnxruntime: 3x3 and 5x5 (the unrolled kernels) and other sizes, strides 1, 2, 3,
 even and odd padding on each side, channel multipliers, planes whose phases fit the kernel's stack
-buffer and planes that do not, batches; the numpy plan alike."""
+buffer and planes that do not, narrow outputs (channels in the vector lanes), batches; the numpy
+plan alike."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -28,6 +29,12 @@ CASES = [
     ((1, 3, 20, 20), 7, 2, [3, 3, 3, 3], 1, 1),     # neither 3x3 nor 5x5: the generic loop
     ((1, 3, 20, 20), 3, 1, [2, 2, 2, 2], 2, 1),     # dilated
     ((1, 40, 35, 35), 3, 2, [1, 1, 1, 1], 1, 1),    # rows wider than two vectors
+    # narrow outputs (rows of at most 8): channels in the vector lanes, groups of 16 (8) channels
+    ((2, 37, 14, 14), 5, 2, [2, 2, 2, 2], 1, 1),    # groups of channels, the last one partial, batch 2
+    ((1, 20, 8, 8), 3, 1, [1, 1, 1, 1], 1, 1),
+    ((1, 33, 9, 9), 7, 1, [3, 3, 3, 3], 1, 1),
+    ((1, 18, 11, 11), 3, 1, [0, 2, 1, 1], 2, 1),
+    ((1, 300, 7, 7), 3, 1, [1, 1, 1, 1], 1, 1),     # several groups per item
 ]
 
 
