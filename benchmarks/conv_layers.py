@@ -1,7 +1,9 @@
 """Time ge's Conv kernel (planned path: run() into preallocated outputs and workspace) against
-onnxruntime (CPU, intra_op_num_threads=2) on ResNet-50 (torchvision v1.5) and MobileNetV2 layer shapes.
+onnxruntime (CPU, intra_op_num_threads=2) on ResNet-50 (torchvision v1.5), MobileNetV2 and
+MobileNetV3-Large layer shapes (the latter with their fused activation: HardSwish, Relu).
 
-    .venv/bin/python benchmarks/conv_layers.py [--reps 20] [--only resnet|mobilenet|matmul] [--filter 3x3]
+    .venv/bin/python benchmarks/conv_layers.py [--reps 20] [--only resnet|mobilenet|mobilenetv3|matmul]
+                                               [--filter 3x3] [--max-wait 60]
 
 Prints per layer both medians and the ratio ge/ort; for ResNet-50 also the sum over all 53 convs
 (each unique shape weighted by how often it occurs). Not a test.
@@ -21,6 +23,7 @@ from onnx import helper, numpy_helper
 
 from ge.core.ir import Meta
 from ge.core.kernels import lookup
+from ge.core.kernels.epilogue import ATTR as EPILOGUE, Epilogue
 
 # (name, count in ResNet-50, C, H, OC, k, stride, pad, group)
 RESNET50 = [
@@ -65,6 +68,27 @@ MOBILENET_DW = [
     ("pw 1x1 384->64 @14", 1, 384, 14, 64, 1, 1, 0, 1),
 ]
 
+# MobileNetV3-Large's depthwise and expand/project layers, with the activation fused onto each
+# (name, count, C, H, OC, k, stride, pad, group, activation)
+MOBILENETV3 = [
+    ("dw 3x3 16 @112 relu", 1, 16, 112, 16, 3, 1, 1, 16, "Relu"),
+    ("pw 16->64 @112 relu", 1, 16, 112, 64, 1, 1, 0, 1, "Relu"),
+    ("dw 3x3s2 64 @112 relu", 1, 64, 112, 64, 3, 2, 1, 64, "Relu"),
+    ("dw 3x3 72 @56 relu", 1, 72, 56, 72, 3, 1, 1, 72, "Relu"),
+    ("dw 5x5s2 72 @56 relu", 1, 72, 56, 72, 5, 2, 2, 72, "Relu"),
+    ("dw 5x5 120 @28 relu", 2, 120, 28, 120, 5, 1, 2, 120, "Relu"),
+    ("pw 40->240 @28 hswish", 1, 40, 28, 240, 1, 1, 0, 1, "HardSwish"),
+    ("dw 3x3s2 240 @28 hswish", 1, 240, 28, 240, 3, 2, 1, 240, "HardSwish"),
+    ("dw 3x3 200 @14 hswish", 1, 200, 14, 200, 3, 1, 1, 200, "HardSwish"),
+    ("dw 3x3 480 @14 hswish", 1, 480, 14, 480, 3, 1, 1, 480, "HardSwish"),
+    ("pw 112->672 @14 hswish", 2, 112, 14, 672, 1, 1, 0, 1, "HardSwish"),
+    ("dw 3x3 672 @14 hswish", 1, 672, 14, 672, 3, 1, 1, 672, "HardSwish"),
+    ("dw 5x5s2 672 @14 hswish", 1, 672, 14, 672, 5, 2, 2, 672, "HardSwish"),
+    ("dw 5x5 960 @7 hswish", 2, 960, 7, 960, 5, 1, 2, 960, "HardSwish"),
+    ("pw 160->960 @7 hswish", 3, 160, 7, 960, 1, 1, 0, 1, "HardSwish"),
+    ("pw 960->160 @7", 3, 960, 7, 160, 1, 1, 0, 1, None),
+]
+
 # (name, count, M, K, N): A[M,K] @ B[K,N] with B constant (MatMul), e.g. ResNet's fc and BERT-base
 MATMULS = [
     ("fc 1x2048 @ 2048x1000", 1, 1, 2048, 1000),
@@ -74,8 +98,8 @@ MATMULS = [
 ]
 
 
-def ort_session(node, inputs, inits):
-    graph = helper.make_graph([node], "g", inputs, [onnx.ValueInfoProto(name="y")],
+def ort_session(nodes, inputs, inits):
+    graph = helper.make_graph(nodes, "g", inputs, [onnx.ValueInfoProto(name="y")],
                               [numpy_helper.from_array(a, n) for n, a in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -117,15 +141,19 @@ def timeit(fn, reps, warmup=3):
 class Case:
     """One node, built both ways: ge's kernel on the planned path and an onnxruntime session."""
 
-    def __init__(self, name, count, op, attrs, x, consts):
+    def __init__(self, name, count, op, attrs, x, consts, activation=None):
         self.name, self.count = name, count
-        node = helper.make_node(op, ["x"] + list(consts), ["y"], **attrs)
-        self.sess = ort_session(node, [helper.make_tensor_value_info("x", 1, x.shape)], consts)
+        nodes = [helper.make_node(op, ["x"] + list(consts), ["c" if activation else "y"], **attrs)]
+        if activation:  # ge's kernel gets it as its fused epilogue, as passes.fuse_activation leaves it
+            nodes.append(helper.make_node(activation, ["c"], ["y"]))
+            attrs = dict(attrs, **{EPILOGUE: [[activation, {}]]})
+        self.sess = ort_session(nodes, [helper.make_tensor_value_info("x", 1, x.shape)], consts)
         metas = [Meta(x.dtype, x.shape)] + [Meta(a.dtype, a.shape) for a in consts.values()]
         cls = lookup(op, opset=17)
         outs = cls(attrs, metas, [None] + list(consts.values()), opset=17, name=name).infer()
-        self.kernel = cls(attrs, metas, [None] + list(consts.values()), outputs=outs, opset=17, name=name)
+        self.kernel = cls(attrs, metas, [None] + list(consts.values()), outputs=outs, opset=17, name=name).load()
         self.ys = [np.empty(m.shape, m.dtype) for m in outs]
+        self.epilogue = Epilogue.unless_absorbed(self.kernel, attrs.get(EPILOGUE), outs[0], 17, name)
         nbytes = self.kernel.workspace_nbytes()
         self.ws = np.empty(nbytes, np.uint8) if nbytes else None
         self.xs = [x] + list(consts.values())
@@ -139,28 +167,30 @@ class Case:
 
     def run_ge(self):
         self.kernel.run(self.xs, self.ys, self.ws)
+        if self.epilogue is not None:
+            self.epilogue(self.ys[0])
 
     def run_ort(self):
         self.sess.run(None, self.feeds)
 
 
-def measure_side(cases, side, reps):
+def measure_side(cases, side, reps, max_wait):
     """Fastest call per case of one library, each case after waiting for an idle machine."""
     res = []
     for c in cases:
-        wait_quiet()
+        wait_quiet(max_wait)
         res.append(float(np.min(timeit(c.run_ge if side == "ge" else c.run_ort, reps))) * 1e3)
     return res
 
 
-def measure(cases, reps, rounds, argv):
+def measure(cases, reps, rounds, argv, max_wait):
     """Alternating rounds, each library in a process of its own (a library's spinning thread pool slows
     the other down when they share a process). A case's time is its fastest call over all rounds: other
     processes on the 2 cores distort 2-thread timings badly (a BLAS thread descheduled for a moment
     stalls the whole call), and the minimum is the uncontended time."""
     for _ in range(rounds):
         for side in ("ort", "ge"):
-            out = subprocess.run([sys.executable, __file__, "--side", side, "--reps", str(reps)] + argv,
+            out = subprocess.run([sys.executable, __file__, "--side", side, "--reps", str(reps), "--max-wait", str(max_wait)] + argv,
                                  check=True, capture_output=True, text=True).stdout
             times = json.loads(out.strip().splitlines()[-1])
             for c, t in zip(cases, times):
@@ -183,14 +213,14 @@ def table(title, cases, weighted=True):
 def conv_cases(layers, flt):
     rng = np.random.default_rng(0)
     cases = []
-    for name, count, c, h, oc, kk, s, p, g in layers:
+    for name, count, c, h, oc, kk, s, p, g, *act in layers:
         if flt and flt not in name:
             continue
         x = rng.standard_normal((1, c, h, h)).astype(np.float32)
         w = (rng.standard_normal((oc, c // g, kk, kk)) * 0.1).astype(np.float32)
         b = rng.standard_normal(oc).astype(np.float32)
         attrs = {"kernel_shape": [kk, kk], "strides": [s, s], "pads": [p] * 4, "group": g}
-        cases.append(Case(name, count, "Conv", attrs, x, {"w": w, "b": b}))
+        cases.append(Case(name, count, "Conv", attrs, x, {"w": w, "b": b}, *act))
     return cases
 
 
@@ -210,7 +240,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", choices=["resnet", "mobilenet", "matmul"])
+    ap.add_argument("--only", choices=["resnet", "mobilenet", "mobilenetv3", "matmul"])
+    ap.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for an idle machine per case")
     ap.add_argument("--filter", default="")
     ap.add_argument("--side", choices=["ge", "ort"], help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -219,15 +250,18 @@ def main():
         tables.append(("ResNet-50 convs (batch 1)", conv_cases(RESNET50, args.filter), True))
     if args.only in (None, "mobilenet"):
         tables.append(("MobileNetV2 depthwise / pointwise (batch 1)", conv_cases(MOBILENET_DW, args.filter), True))
+    if args.only in (None, "mobilenetv3"):
+        tables.append(("MobileNetV3-Large layers with their activation (batch 1)", conv_cases(MOBILENETV3, args.filter),
+                       True))
     if args.only in (None, "matmul"):
         tables.append(("MatMul (B constant)", matmul_cases(args.filter), False))
     cases = [c for _, cs, _ in tables for c in cs]
     if args.side:
-        print(json.dumps(measure_side(cases, args.side, args.reps)))
+        print(json.dumps(measure_side(cases, args.side, args.reps, args.max_wait)))
         return
     print("load average:", open("/proc/loadavg").read().split()[:3])
     argv = (["--only", args.only] if args.only else []) + (["--filter", args.filter] if args.filter else [])
-    measure(cases, args.reps, args.rounds, argv)
+    measure(cases, args.reps, args.rounds, argv, args.max_wait)
     for title, cs, weighted in tables:
         table(title, cs, weighted)
 

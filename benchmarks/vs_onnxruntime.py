@@ -2,6 +2,7 @@
 
     python benchmarks/vs_onnxruntime.py [--rounds 5] [--only resnet50_b1,two_node] [--json out.json]
     python benchmarks/vs_onnxruntime.py --quick        # small models, one round: a smoke test
+    python benchmarks/vs_onnxruntime.py --single-thread --only mobilenetv3_b1   # on a loaded machine
 
 Models are built here from samples/build_samples.py (random weights) and compiled once by ge
 (cpu device). Then, round after round, every row is measured by a fresh process per engine (ge,
@@ -18,6 +19,11 @@ Rows (--only takes their keys):
   compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
   rss_resnet50            peak RSS (getrusage maxrss) of a fresh process that loads ResNet-50 (ge: its OM,
                           onnxruntime: the ONNX file) and runs it once (MiB); load time beside it
+
+--single-thread runs both engines on one thread (ge's native kernels, onnxruntime's intra-op pool)
+and times the latency rows by the process's CPU time instead of the clock: when other processes
+share the cores, wall-clock latencies of 2-thread runs mostly measure the scheduler, CPU time of
+one thread stays close to the unloaded figure (cache and memory contention remain).
 
 Every call is the public one: ge's `api.execute(model_id, inputs)` (outputs allocated by the call,
 as onnxruntime's `run` does), onnxruntime's `InferenceSession.run(None, feeds)`.
@@ -204,10 +210,10 @@ def prepare(rows: list[Row], tmp: str) -> dict:
 
 
 # -- the worker: one engine, one row, one process -------------------------------------------------
-def _median_time(fn, runs: int, warmup: int) -> float:
+def _median_time(fn, runs: int, warmup: int, cpu_time: bool = False) -> float:
     for _ in range(warmup):
         fn()
-    clock = time.perf_counter
+    clock = time.process_time if cpu_time else time.perf_counter
     times = []
     for _ in range(runs):
         t0 = clock()
@@ -216,10 +222,10 @@ def _median_time(fn, runs: int, warmup: int) -> float:
     return statistics.median(times)
 
 
-def _ort_options():
+def _ort_options(threads: int = 2):
     import onnxruntime as ort
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     return options
 
@@ -230,8 +236,12 @@ def worker(engine: str, job: dict) -> dict:
     import numpy as np
     feeds = dict(np.load(job["npz"]))
     kind = job["kind"]
+    single = job.get("single_thread", False)
     if engine == "ge":
         from ge.core import api
+        if single:  # ge's native kernels and OpenBLAS, for calls from this thread
+            from ge.core.kernels import blas
+            blas.set_local_threads(1)
         if kind == "compile_load":
             from ge.core.api import conversion  # noqa: F401  (imported on first use: not timed)
             t0 = time.perf_counter()
@@ -249,7 +259,7 @@ def worker(engine: str, job: dict) -> dict:
     else:
         import onnxruntime as ort
         t0 = time.perf_counter()
-        session = ort.InferenceSession(job["onnx"], _ort_options(), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(job["onnx"], _ort_options(1 if single else 2), providers=["CPUExecutionProvider"])
         load_s = time.perf_counter() - t0
         if kind == "compile_load":
             return {"value": load_s}
@@ -258,7 +268,7 @@ def worker(engine: str, job: dict) -> dict:
         run()
         return {"value": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "vm_hwm": _vm_hwm(),
                 "load_s": load_s}
-    value = _median_time(run, job["runs"], warmup=max(2, job["runs"] // 10))
+    value = _median_time(run, job["runs"], warmup=max(2, job["runs"] // 10), cpu_time=single)
     return {"value": value / job["nodes"], "load_s": load_s}
 
 
@@ -355,6 +365,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="comma-separated row keys (default: every row)")
     parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
     parser.add_argument("--json", default=None, help="also write every round's figures here")
+    parser.add_argument("--single-thread", action="store_true",
+                        help="one thread per engine, latencies in CPU time (a loaded machine)")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
     parser.add_argument("--launcher", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -377,6 +389,8 @@ def main(argv=None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="ge_vs_ort_") as tmp:
             jobs = prepare(rows, tmp)
+            for job in jobs.values():
+                job["single_thread"] = args.single_thread
             for n in range(rounds):
                 for i, row in enumerate(rows):
                     order = ENGINES if (n + i) % 2 == 0 else ENGINES[::-1]
@@ -386,9 +400,12 @@ def main(argv=None) -> int:
         launcher.close()
     table = summarize(rows, results)
     loads = [r[e]["loadavg"] for rs in results.values() for r in rs for e in ENGINES if r[e]["loadavg"] is not None]
-    print(f"python benchmarks/vs_onnxruntime.py{' --quick' if args.quick else ''} --rounds {rounds}"
-          f"{' --only ' + args.only if only else ''}: each engine in its own process, onnxruntime "
-          "with 2 intra-op threads; median over rounds, ratio ge / onnxruntime (lower is better)"
+    threads = "one thread per engine, latencies in CPU time" if args.single_thread else \
+        "onnxruntime with 2 intra-op threads"
+    print(f"python benchmarks/vs_onnxruntime.py{' --quick' if args.quick else ''}"
+          f"{' --single-thread' if args.single_thread else ''} --rounds {rounds}"
+          f"{' --only ' + args.only if only else ''}: each engine in its own process, {threads}; "
+          "median over rounds, ratio ge / onnxruntime (lower is better)"
           + (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""))
     print(render(table))
     if args.json:

@@ -8,6 +8,7 @@ core/api/atc_options.py's table (docs/atc-options.md).
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import click
@@ -63,7 +64,7 @@ def atc_options(f):
 @click.option("--mode", type=int, default=0, show_default=True,
               help="0: ONNX -> OM; 1: OM -> JSON (--om, --json FILE); 3: pre-check (--check_report); "
                    "6: display OM info (--om)")
-@click.option("--model", metavar="FILE.onnx", help="the ONNX model to compile (modes 0 and 3)")
+@click.option("--model", "-m", metavar="FILE.onnx", help="the ONNX model to compile (modes 0 and 3)")
 @click.option("--output", metavar="PATH", help="the OM to write; ATC appends .om (mode 0)")
 @click.option("--framework", type=int, default=ONNX, show_default=True,
               help="source framework; ge converts ONNX models only (5)")
@@ -149,6 +150,9 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
              external_weight_dir=None, dynamic=None, insert_op_conf=None, options=None) -> None:
     if not output:
         raise click.UsageError("--mode=0 needs --output (the OM to write; .om is appended)")
+    if json_out and json_out != STDOUT and (json_out.endswith(("/", os.sep)) or os.path.isdir(json_out)):
+        # checked before compiling: an error after the OM is written would leave it behind
+        raise click.BadParameter(f"'{json_out}' is a folder; give the JSON file's name", param_hint="--json")
     options = dict(options or {})
     result = api.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
                      cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir,

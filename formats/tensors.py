@@ -64,10 +64,11 @@ def _load_one(path: str, desc) -> np.ndarray:
             names = list(npz.files)
             if desc.name in names:
                 key = desc.name
-            elif len(names) == 1:
+            elif names == ["arr_0"]:  # np.savez(f, array)
                 key = names[0]
             else:
-                raise FormatError(f"{_where(path, desc)}: the archive holds {names}, none named '{desc.name}'")
+                raise FormatError(f"{_where(path, desc)}: the archive holds {names}, none named '{desc.name}' "
+                                  f"(name the array after the input, or save it unnamed)")
             return _check(_npz_member(npz, key, path, desc), path, desc)
     return _read_bin(path, desc)
 
@@ -77,13 +78,15 @@ def _load_npz_all(path: str, descs: list) -> list[np.ndarray]:
         raise FormatError(f"input file '{path}': no such file")
     with _open_npz(path) as npz:
         names = list(npz.files)
+        positional = [f"arr_{i}" for i in range(len(descs))]  # np.savez(f, *arrays): in the inputs' order
         if all(d.name in names for d in descs):
             keys = [d.name for d in descs]
-        elif len(names) == len(descs):
-            keys = names
+        elif sorted(names) == positional:
+            keys = positional
         else:
-            raise ShapeError(f"input file '{path}' holds {len(names)} array(s) {names}; the model has {len(descs)} "
-                             f"inputs ({', '.join(repr(d.name) for d in descs)}) and they are not all named in it")
+            raise ShapeError(f"input file '{path}' holds {len(names)} array(s) {names}; the model's inputs are "
+                             f"{', '.join(repr(d.name) for d in descs)}: name each array after its input (or save "
+                             f"them unnamed, in order, as np.savez(f, *arrays))")
         return [_check(_npz_member(npz, k, path, d), f"{path}[{k}]", d) for k, d in zip(keys, descs)]
 
 

@@ -98,8 +98,8 @@ def set_input_dynamic_dims(model_id: int, dims) -> int:
 def gear_sizes(model_id: int) -> list[dict]:
     """Per gear: its -1 dim values, input shapes and work memory (aclmdlGetDynamicBatch & co)."""
     m = _gear_model(model_id)
-    return [{"values": list(v), "inputs": {k: list(s) for k, s in shapes.items()}, "memory_size": g.work_size}
-            for v, shapes, g in zip(m.gear_values, m.gear_shapes, m.gears)]
+    return [{"values": list(v), "inputs": {k: list(s) for k, s in shapes.items()}, "memory_size": g.memory_size}
+            for v, shapes, g in zip(m.gear_values, m.gear_shapes, m.dyn.submodels)]
 
 
 def _gear_model(model_id: int):

@@ -118,7 +118,7 @@ def _static(model_id: int, what: str, inputs=None) -> DavinciModel:
     one set with set_dynamic_* first, else the first gear when no inputs are given)."""
     dm = loaded_model(model_id)
     if isinstance(dm, GearModel):
-        return dm.gears[dm.gear_for(inputs) if inputs is not None else (dm.selected or 0)]
+        return dm.gear(dm.gear_for(inputs) if inputs is not None else (dm.selected or 0))
     if not isinstance(dm, DavinciModel):
         raise GeError(f"model {model_id} ('{dm.name}') has dynamic shapes; {what} static models and gears")
     return dm

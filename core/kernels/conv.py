@@ -29,7 +29,7 @@ import numpy as np
 from ..ir import Meta
 from .blas import cblas
 from .conv_native import NativeConv, NativeDepthwise
-from .epilogue import ATTR as EPILOGUE, clamp_of
+from .epilogue import ATTR as EPILOGUE, native_act
 from .fused import GE_DOMAIN
 from .phase_layout import PhaseLayout
 from .planned import Scratch, address
@@ -88,9 +88,8 @@ class Conv(SpatialKernel):
         depthwise = g == c and cg == 1 and g > 1
         if nat is not None and dt == np.float32 and w is not None and (not depthwise or d == 2):
             self.plan = "native"
-            clamp = clamp_of(self.attrs.get(EPILOGUE))
-            self.native = NativeDepthwise(self, nat, clamp) if depthwise else \
-                NativeConv(self, nat, clamp, self.residual)
+            act = native_act(self.attrs.get(EPILOGUE))
+            self.native = NativeDepthwise(self, nat, act) if depthwise else NativeConv(self, nat, act, self.residual)
             self.absorbs_epilogue = self.native.absorbs
             self.uses_native = True
             return

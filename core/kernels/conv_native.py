@@ -10,14 +10,15 @@ The source:
 The kernel (`kind`):
 - "direct" / "direct-wide" (1-D and 2-D; see use_direct): output channels in the vector lanes,
   each block of output pixels a run of the source broadcast from place, no padding column
-  computed; the two tiles are _native.c's tall and wide ones;
+  computed; the two tiles are csrc/direct_conv.c's tall and wide ones;
 - "gemm" (pointwise), "gemm-flat", "gemm-dense": the GEMM packs its panels of columns from the
   source (B[k, n] = src[koff[k] + noff[n]]). "flat" columns run over the phase rows, padding
   columns included, so every panel is one contiguous copy per row, and the GEMM drops the padding
   columns as it stores into Y (3-D: the result lands in the workspace and one pass drops them);
   when those columns would add too many panels of work, "dense" columns gather the output pixels.
-W is packed once, at build. Bias, Relu and Clip are applied as Y is stored (the kernel absorbs a
-Relu/Clip epilogue the compiler fused onto the Conv), and FusedConv's residual Z too.
+W is packed once, at build. Bias, FusedConv's residual Z and the activation the compiler fused onto
+the Conv (epilogue.native_act: Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Swish, LeakyRelu, Gelu)
+are applied as Y is stored: the kernel absorbs the epilogue.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import math
 
 import numpy as np
 
-from .native import CallCache, Native
+from .native import Act, CallCache, Native
 from .phase_layout import PhaseLayout
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
@@ -48,8 +49,8 @@ DIRECT_WIDE_ROW = 8
 class NativeConv:
     """A dense (not depthwise) Conv, any group count, on the direct kernel or the native GEMM."""
 
-    def __init__(self, k, nat: Native, clamp, residual: bool = False):
-        self.nat, self.clamp = nat, clamp
+    def __init__(self, k, nat: Native, act: Act | None, residual: bool = False):
+        self.nat, self.act = nat, act
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
@@ -81,7 +82,7 @@ class NativeConv:
             two_d = self.lay is not None and len(k.out) == 2
             self.rows, self.width = (k.out[0], k.out[1]) if two_d else (1, self.dense)
             self.pitch = self.lay.pst[0] if two_d else self.dense
-            self.flat_map, self.writes_y, self.absorbs = None, True, clamp is not None
+            self.flat_map, self.writes_y, self.absorbs = None, True, act is not None
             return
         if not self.pointwise:
             panels = lambda columns: -(-columns // nat.nr)  # the GEMM's work is in panels of nr columns
@@ -96,9 +97,9 @@ class NativeConv:
         # a residual Z is added by the GEMM when it writes Y itself; through the workspace, by the
         # pass that drops the padding columns, and the activation (after Z) is then the runtime's
         self.writes_y = not k.scratch.items.get("yflat")
-        self.absorbs = clamp is not None and (self.writes_y or not residual)
+        self.absorbs = act is not None and (self.writes_y or not residual)
         if not self.absorbs:
-            self.clamp = None
+            self.act = None
 
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
         """W per group in the layout of the direct kernel's tile or of the GEMM's A panels."""
@@ -141,11 +142,11 @@ class NativeConv:
                 if self.direct:
                     calls.append(self.nat.conv_direct_call(
                         x_at, self.koff, self.w_packed[gi], y_at, m=self.ocg, k=self.kdim, rows=self.rows,
-                        width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, clamp=self.clamp))
+                        width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, act=self.act))
                 else:
                     calls.append(self.nat.call(
                         self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,
-                        noff=self.noff, bias_m=bias, z=z_at, ldz=ld, clamp=self.clamp, flat=self.flat_map, ws=ws))
+                        noff=self.noff, bias_m=bias, z=z_at, ldz=ld, act=self.act, flat=self.flat_map, ws=ws))
         return fill + calls
 
 
@@ -162,16 +163,17 @@ def use_direct(k, nr: int, pointwise: bool) -> bool:
 class NativeDepthwise:
     """A 2-D depthwise Conv (group == C, any channel multiplier) through the native direct kernel:
     per output channel and row, the sum over kernel taps of weight x a unit-stride run of the phase
-    layout (phase_layout.PhaseLayout), with bias and a fused Relu/Clip, written straight into Y."""
+    layout (phase_layout.PhaseLayout), with bias and the fused activation, written straight into Y."""
     kind = "depthwise"
 
-    def __init__(self, k, nat: Native, clamp):
-        self.nat, self.clamp, self.n, self.c, self.oc = nat, clamp, k.n, k.c, k.oc
+    def __init__(self, k, nat: Native, act: Act | None):
+        self.nat, self.act, self.n, self.c, self.oc = nat, act, k.n, k.c, k.oc
         lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
         self.plane = math.prod(lay.sq)
         self.tap_off = tap_offsets(lay)
         self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
-        self.absorbs = clamp is not None
+        self.kernel, self.dilations = tuple(k.kernel), tuple(k.dil)
+        self.absorbs = act is not None
         k.scratch.add("ph", lay.phase_shape, np.float32)
         self.calls = CallCache()
 
@@ -185,13 +187,15 @@ class NativeDepthwise:
             call.run()
 
     def _calls(self, x, ph, y) -> list:
+        """One call per batch item, each filling the phase layout of its channels as it goes."""
         item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * 4
-        return [fill_call(self.nat, self.lay, x, ph)] + [
-            self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
-                                    y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
-                                    rows=self.rows, cols=self.cols, pitch=self.pitch,
-                                    in_channel_step=self.plane, clamp=self.clamp)
-            for i in range(self.n)]
+        fill = self.nat.phase_fill_call(x, ph, self.lay)
+        return [self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
+                                        y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
+                                        rows=self.rows, cols=self.cols, pitch=self.pitch, in_channel_step=self.plane,
+                                        kernel=self.kernel, dilations=self.dilations, act=self.act, fill=fill,
+                                        fill_plane0=i * self.c)
+                for i in range(self.n)]
 
 
 class _NumpyFill:

@@ -19,6 +19,7 @@ import numpy as np
 from ..ir import DTYPES, Meta
 from .base import Kernel
 from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
+from .fused import GE_DOMAIN
 from .planned import Scratch
 from .registry import register
 from .values import text
@@ -195,6 +196,13 @@ class FloatUnary(Unary):
         raise NotImplementedError
 
 
+def gate_buffer(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Where a formula y = x * gate(x) computes its gate: y itself, unless y is x (run in place, as a
+    fused epilogue), then a block-sized temporary of its own (so the kernel needs no workspace and
+    stays shape-agnostic)."""
+    return np.empty_like(x) if np.may_share_memory(x, y) else y
+
+
 def float_attr(kernel: Kernel, key: str, default: float) -> float:
     value = kernel.attr(key, default)
     try:
@@ -229,6 +237,7 @@ class Relu(Unary):
 @register("LeakyRelu")
 class LeakyRelu(FloatUnary):
     shape_agnostic = True
+    in_place = True
 
     def setup(self):
         super().setup()
@@ -236,8 +245,9 @@ class LeakyRelu(FloatUnary):
 
     def formula(self, x, y):
         # x >= 0 ? x : alpha*x  ==  max(x, alpha*x) for alpha <= 1, min(x, alpha*x) above
-        np.multiply(x, self.c(self.alpha), out=y)
-        (np.maximum if self.alpha <= 1 else np.minimum)(y, x, out=y)
+        t = gate_buffer(x, y)
+        np.multiply(x, self.c(self.alpha), out=t)
+        (np.maximum if self.alpha <= 1 else np.minimum)(t, x, out=y)
 
 
 @register("PRelu")
@@ -292,15 +302,38 @@ class PRelu(Elementwise):
 class Sigmoid(FloatUnary):
     shape_agnostic = True
     in_place = True
+
     def formula(self, x, y):
-        # 1 / (1 + exp(-x)) with -x capped below exp's overflow: exact to the last ulp or two for
-        # every x (sigmoid(-x) for x past the cap is below the smallest normal anyway)
-        cap = 88.0 if self.work == np.float32 else 709.0
-        np.negative(x, out=y)
-        np.minimum(y, self.c(cap), out=y)
-        np.exp(y, out=y)
-        np.add(y, self.c(1), out=y)
-        np.reciprocal(y, out=y)
+        sigmoid_into(x, y, self.c, -1.0)
+
+
+def sigmoid_into(x, y, c, scale: float) -> None:
+    """y = 1 / (1 + exp(scale * x)) (scale -1: the sigmoid of x) with the exponent capped below exp's
+    overflow: exact to the last ulp or two for every x (sigmoid(-x) for x past the cap is below the
+    smallest normal anyway). c: the working dtype's scalar type."""
+    cap = 88.0 if y.dtype == np.float32 else 709.0
+    np.multiply(x, c(scale), out=y)
+    np.minimum(y, c(cap), out=y)
+    np.exp(y, out=y)
+    np.add(y, c(1), out=y)
+    np.reciprocal(y, out=y)
+
+
+@register("Swish", domain=GE_DOMAIN)
+class Swish(FloatUnary):
+    """x * sigmoid(alpha x) (SiLU at alpha 1): the pattern Mul(x, Sigmoid(x)) that
+    passes.fuse_activation turns into an epilogue step."""
+    shape_agnostic = True
+    in_place = True
+
+    def setup(self):
+        super().setup()
+        self.alpha = float_attr(self, "alpha", 1.0)
+
+    def formula(self, x, y):
+        t = gate_buffer(x, y)
+        sigmoid_into(x, t, self.c, -self.alpha)
+        np.multiply(t, x, out=y)
 
 
 @register("Tanh")
@@ -330,14 +363,16 @@ class HardSigmoid(FloatUnary):
 @register("HardSwish", since=14)
 class HardSwish(FloatUnary):
     shape_agnostic = True
+    in_place = True
 
     def formula(self, x, y):
         # x * max(0, min(1, x/6 + 1/2))
-        np.multiply(x, self.c(1 / 6), out=y)
-        np.add(y, self.c(0.5), out=y)
-        np.minimum(y, self.c(1), out=y)
-        np.maximum(y, self.c(0), out=y)
-        np.multiply(y, x, out=y)
+        t = gate_buffer(x, y)
+        np.multiply(x, self.c(1 / 6), out=t)
+        np.add(t, self.c(0.5), out=t)
+        np.minimum(t, self.c(1), out=t)
+        np.maximum(t, self.c(0), out=t)
+        np.multiply(t, x, out=y)
 
 
 def softplus_into(x, y, t):

@@ -1,9 +1,11 @@
 """Epilogue: activations fused into their producer, applied in place to its output.
 
 The compiler records them as node attribute "ge.epilogue" = [[op_type, attrs], ...] (Clip's
-bounds as attrs "min"/"max"); this class is the one place that turns such a list into kernels,
-for the runtime and for the fusion pass alike. Only kernels flagged `in_place` that need no
-workspace qualify.
+bounds as attrs "min"/"max"; a step of ge's own domain, such as Swish for Mul(x, Sigmoid(x)), as
+[op_type, attrs, "ge"]); this class is the one place that turns such a list into kernels, for the
+runtime and for the fusion pass alike. Only kernels flagged `in_place` that need no workspace
+qualify. A native kernel applies a one-step epilogue itself as it stores its output when
+native_act() maps the step to one of its activations.
 """
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import numpy as np
 
 from ..errors import GraphError
 from ..ir import Meta
+from .fused import GE_DOMAIN
+from .native import (ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_SWISH,
+                     Act)
 from .registry import lookup
 
 ATTR = "ge.epilogue"
@@ -19,11 +24,11 @@ ATTR = "ge.epilogue"
 class Epilogue:
     def __init__(self, spec, meta: Meta, opset: int = 17, name: str = ""):
         self.steps = []  # (kernel, constant extra inputs)
-        for op_type, attrs in spec:
+        for op_type, attrs, domain in map(_step, spec):
             attrs, extra = dict(attrs), []
             if op_type == "Clip":  # the bounds travel as attrs; the opset-11 kernel takes them as inputs
                 extra = [_bound(attrs.pop(key, default), meta.dtype) for key, default in (("min", -np.inf), ("max", np.inf))]
-            cls = lookup(op_type, "", opset, name)
+            cls = lookup(op_type, domain, opset, name)
             kernel = cls(attrs, [meta] + [Meta(e.dtype, ()) for e in extra], [None] + extra, outputs=[meta],
                          opset=opset, name=f"{name}:{op_type}")
             if not cls.in_place or kernel.workspace_nbytes():
@@ -41,24 +46,45 @@ class Epilogue:
         return cls(spec, meta, opset, name) if spec and not kernel.absorbs_epilogue else None
 
     @classmethod
-    def supports(cls, op_type: str, attrs: dict, dtype, opset: int = 17) -> bool:
+    def supports(cls, op_type: str, attrs: dict, dtype, opset: int = 17, domain: str = "") -> bool:
         try:
-            cls([[op_type, attrs]], Meta(np.dtype(dtype), (1,)), opset)
+            cls([[op_type, attrs, domain]], Meta(np.dtype(dtype), (1,)), opset)
             return True
         except GraphError:
             return False
 
 
-def clamp_of(spec) -> tuple[float, float] | None:
-    """(lo, hi) when the epilogue is one Relu or Clip (a kernel can apply it as it stores), else None."""
+def _step(entry) -> tuple[str, dict, str]:
+    """(op_type, attrs, domain) of an epilogue entry [op_type, attrs] or [op_type, attrs, domain]."""
+    return entry[0], entry[1], entry[2] if len(entry) > 2 else ""
+
+
+def native_act(spec) -> Act | None:
+    """The native kernels' activation equal to the epilogue when it is one step they apply as they
+    store (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, Gelu (exact), ge's Swish), else None."""
     if not spec or len(spec) != 1:
         return None
-    op_type, attrs = spec[0]
+    op_type, attrs, domain = _step(spec[0])
+    attrs = dict(attrs)
+    value = lambda key, default: float(attrs.get(key, default))  # noqa: E731
+    if domain == GE_DOMAIN:
+        return Act(ACT_SWISH, value("alpha", 1.0)) if op_type == "Swish" else None
+    if domain:
+        return None
     if op_type == "Relu":
-        return 0.0, float("inf")
+        return Act(ACT_CLAMP, 0.0, float("inf"))
     if op_type == "Clip":
-        attrs = dict(attrs)
-        return float(attrs.get("min", -np.inf)), float(attrs.get("max", np.inf))
+        return Act(ACT_CLAMP, value("min", -np.inf), value("max", np.inf))
+    if op_type == "HardSigmoid":
+        return Act(ACT_HARDSIGMOID, value("alpha", 0.2), value("beta", 0.5))
+    if op_type == "LeakyRelu":
+        return Act(ACT_LEAKY_RELU, value("alpha", 0.01))
+    simple = {"HardSwish": ACT_HARDSWISH, "Sigmoid": ACT_SIGMOID}
+    if op_type in simple:
+        return Act(simple[op_type])
+    approximate = attrs.get("approximate", "none")
+    if op_type == "Gelu" and (approximate.decode() if isinstance(approximate, bytes) else approximate) == "none":
+        return Act(ACT_GELU)
     return None
 
 

@@ -4,8 +4,8 @@
   use it when B is a constant matrix (a layer's weights): W is packed once at build, A's rows are
   read in place (any row stride, through FusedMatMul's perm_a when the last axis stays last), and
   the bias (a constant addend over the columns), one residual addend of the product's shape and a
-  fused Relu/Clip or FusedMatMul's Gelu are applied by the GEMM as it stores, instead of one pass
-  over Y each.
+  fused activation (epilogue.native_act) or FusedMatMul's Gelu are applied by the GEMM as it
+  stores, instead of one pass over Y each.
 - NativeBatch, a batch of products of two tensors: Y[i] = act(alpha A[i] @ B[i] + bias[i] + Z[i])
   (attention's Q K^T, with its scale and mask, and P V). Every operand is read or written in place
   through its strides (FusedMatMul's perm_a, perm_b and perm_y are strides too), the products are
@@ -18,17 +18,17 @@ import math
 import numpy as np
 
 from ..ir import Meta
-from .epilogue import ATTR as EPILOGUE, clamp_of
-from .native import CallCache
+from .epilogue import ATTR as EPILOGUE, native_act
+from .native import GELU, Act, CallCache
 
 #: fewer rows than this stay with numpy (a classifier's final Gemm at batch 1 is one row)
 MIN_ROWS = 8
 
 
 class NativeProduct:
-    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None, clamp,
-                 gelu: bool = False):
-        self.nat, self.clamp, self.gelu, self.z_index = nat, clamp, gelu, z_index
+    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None,
+                 act: Act | None):
+        self.nat, self.act, self.z_index = nat, act, z_index
         self.perm = getattr(kernel, "perm_a", None)  # FusedMatMul's A comes through a transpose
         self.k, self.n = w.shape
         self.rows = rows
@@ -56,7 +56,7 @@ class NativeProduct:
         if not copies and not (np.shares_memory(a2, x) and (z is None or z2 is z)):
             return None
         return self.nat.call(self.rows, self.n, self.k, y, self.n, a=a2, lda=a2.strides[0] // 4, bp=self.bp,
-                             bias_n=self.bias, z=z2, ldz=self.n, clamp=self.clamp, gelu=self.gelu, ws=ws)
+                             bias_n=self.bias, z=z2, ldz=self.n, act=self.act, ws=ws)
 
 
 def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = False) -> NativeProduct | None:
@@ -79,11 +79,19 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = F
             z_index = i
         else:
             return None
-    clamp = clamp_of(kernel.attrs.get(EPILOGUE))
-    plan = NativeProduct(kernel, nat, w, rows, bias, z_index, clamp, gelu)
-    kernel.absorbs_epilogue = clamp is not None
+    act, kernel.absorbs_epilogue = _activation(kernel, gelu)
+    plan = NativeProduct(kernel, nat, w, rows, bias, z_index, act)
     kernel.uses_native = True
     return plan
+
+
+def _activation(kernel, gelu: bool) -> tuple[Act | None, bool]:
+    """The GEMM's activation and whether it absorbs the node's epilogue: FusedMatMul's Gelu (the
+    epilogue, if any, then runs after it), else the epilogue when native_act maps it."""
+    if gelu:
+        return GELU, False
+    act = native_act(kernel.attrs.get(EPILOGUE))
+    return act, act is not None
 
 
 #: a batch of products this small per product stays with numpy (its calls would cost more than the work)
@@ -122,8 +130,8 @@ class NativeBatch:
     through (koff, noff), an addend as the GEMM's bias over columns or its Z."""
 
     def __init__(self, nat, a: Meta, b: Meta, perm_a, perm_b, inv_y, product: tuple, out_shape: tuple,
-                 addends, alpha: float, clamp, gelu: bool):
-        self.nat, self.clamp, self.gelu, self.alpha = nat, clamp, gelu, alpha
+                 addends, alpha: float, act: Act | None):
+        self.nat, self.act, self.alpha = nat, act, alpha
         (sa, ta), (sb, tb) = _view(tuple(a.shape), perm_a), _view(tuple(b.shape), perm_b)
         _, ty = _view(out_shape, inv_y)
         self.m, self.k, self.n = product[-2], sa[-1], product[-1]
@@ -159,8 +167,7 @@ class NativeBatch:
         z = rest.pop(0) if self.z_index is not None else None
         return self.nat.batch_call(self.m, self.n, self.k, self.offsets, ws=ws, a=a, lda=self.lda, b=b,
                                    koff=self.koff, noff=self.noff, c=y, ldc=self.ldc, bias_n=bias, z=z,
-                                   ldz=self.ldz if z is not None else 0, alpha=self.alpha, clamp=self.clamp,
-                                   gelu=self.gelu)
+                                   ldz=self.ldz if z is not None else 0, alpha=self.alpha, act=self.act)
 
 
 def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None, addends=(), alpha: float = 1.0,
@@ -189,9 +196,7 @@ def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None,
         if kind in (kd for _, kd, _, _ in kinds):
             return None
         kinds.append((i, kind, shape, st))
-    clamp = clamp_of(kernel.attrs.get(EPILOGUE))
-    plan = NativeBatch(nat, a, b, perm_a, perm_b, inv_y, product, tuple(kernel.out_metas[0].shape), kinds, alpha,
-                       clamp, gelu)
-    kernel.absorbs_epilogue = clamp is not None
+    act, kernel.absorbs_epilogue = _activation(kernel, gelu)
+    plan = NativeBatch(nat, a, b, perm_a, perm_b, inv_y, product, tuple(kernel.out_metas[0].shape), kinds, alpha, act)
     kernel.uses_native = True
     return plan

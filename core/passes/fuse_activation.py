@@ -11,6 +11,10 @@ recorded as attrs {"min": float, "max": float}. The runtime applies each step wi
 activation's own kernel through ge.core.kernels.epilogue.Epilogue, so an activation is only fused
 when its kernel exists, is flagged `in_place` (tested per kernel) and needs no workspace.
 
+Gated forms: Mul(y, Sigmoid(y)) is Swish (SiLU; ge's own epilogue step ["Swish", {"alpha": 1.0},
+"ge"]) and Mul(y, HardSigmoid(y)) with alpha 1/6, beta 1/2 is HardSwish: y is then read by the gate
+and the Mul only, the gate's output by the Mul only; both nodes disappear.
+
 Conditions: the producer has one output, read only by the activation (not a graph output).
 """
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 
 from ..ir import Graph, Meta, Node
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
+from ..kernels.fused import GE_DOMAIN
 
 PRODUCERS = {"Conv", "Gemm", "MatMul", "Add"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu"}
@@ -35,15 +40,19 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
         if id(prod) in removed or prod.domain != "" or prod.op_type not in PRODUCERS:
             continue
         while True:
-            act = _fusable(graph, prod, consumers, opset)
-            if act is None:
+            found = _fusable(graph, prod, consumers, opset)
+            if found is None:
                 break
-            op, attrs = act[1], act[2]
+            nodes, step = found
             prod.attrs = dict(prod.attrs)
-            prod.attrs[EPILOGUE] = list(prod.attrs.get(EPILOGUE, [])) + [[op, attrs]]
+            prod.attrs[EPILOGUE] = list(prod.attrs.get(EPILOGUE, [])) + [step]
             old = prod.outputs[0]
-            prod.outputs = [act[0].outputs[0]]
-            removed.add(id(act[0]))
+            prod.outputs = [nodes[-1].outputs[0]]
+            for node in nodes:
+                removed.add(id(node))
+                if node is not nodes[-1]:  # a gate's output: gone with it
+                    graph.values.pop(node.outputs[0], None)
+                    consumers.pop(node.outputs[0], None)
             graph.values.pop(old, None)
             consumers.pop(old, None)
             fused += 1
@@ -54,12 +63,17 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
 
 
 def _fusable(graph: Graph, prod: Node, consumers, opset: int):
+    """([the nodes that disappear, the last writing the new output], the epilogue step), or None."""
     outs = [o for o in prod.outputs if o]
     if len(outs) != 1 or len(prod.outputs) != 1:
         return None
     y = outs[0]
     users = consumers.get(y, [])
-    if y in graph.outputs or len(users) != 1:
+    if y in graph.outputs:
+        return None
+    if len(users) == 2:
+        return _gated(graph, y, users, consumers, opset)
+    if len(users) != 1:
         return None
     act = users[0]
     if act.domain != "" or act.op_type not in ACTIVATIONS or act.inputs[0] != y or act.inputs.count(y) != 1:
@@ -85,7 +99,33 @@ def _fusable(graph: Graph, prod: Node, consumers, opset: int):
         attrs = bounds
     if not works_in_place(act.op_type, attrs, np.dtype(v.dtype), opset):
         return None
-    return act, act.op_type, attrs
+    return [act], [act.op_type, attrs]
+
+
+def _gated(graph: Graph, y: str, users: list, consumers, opset: int):
+    """y * Sigmoid(y) as Swish, y * HardSigmoid(y; 1/6, 1/2) as HardSwish (see the module doc)."""
+    gates = [n for n in users if n.domain == "" and n.op_type in ("Sigmoid", "HardSigmoid") and n.inputs == [y]]
+    muls = [n for n in users if n.domain == "" and n.op_type == "Mul" and len(n.inputs) == 2]
+    if len(gates) != 1 or len(muls) != 1 or len(gates[0].outputs) != 1 or len(muls[0].outputs) != 1:
+        return None
+    gate, mul = gates[0], muls[0]
+    g = gate.outputs[0]
+    if sorted(mul.inputs) != sorted([y, g]) or g in graph.outputs or consumers.get(g, []) != [mul] \
+            or not mul.outputs[0]:
+        return None
+    v = graph.values.get(y)
+    if v is None or v.dtype is None or np.dtype(v.dtype).kind != "f":
+        return None
+    if gate.op_type == "Sigmoid":
+        step = ["Swish", {"alpha": 1.0}, GE_DOMAIN]
+    else:
+        alpha, beta = float(gate.attrs.get("alpha", 0.2)), float(gate.attrs.get("beta", 0.5))
+        if not (abs(alpha - 1 / 6) < 1e-7 and beta == 0.5) or opset < 14:
+            return None
+        step = ["HardSwish", {}]
+    if not works_in_place(step[0], step[1], np.dtype(v.dtype), opset, *step[2:]):
+        return None
+    return [gate, mul], step
 
 
 def build_epilogue(epilogue: list, meta: Meta, opset: int = 17, name: str = "") -> Callable[[np.ndarray], None]:
@@ -93,5 +133,5 @@ def build_epilogue(epilogue: list, meta: Meta, opset: int = 17, name: str = "") 
     return Epilogue(epilogue, meta, opset, name)
 
 
-def works_in_place(op: str, attrs: dict, dtype: np.dtype, opset: int) -> bool:
-    return Epilogue.supports(op, attrs, dtype, opset)
+def works_in_place(op: str, attrs: dict, dtype: np.dtype, opset: int, domain: str = "") -> bool:
+    return Epilogue.supports(op, attrs, dtype, opset, domain)

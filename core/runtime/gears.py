@@ -20,17 +20,24 @@ class GearModel(SharedWeightsModel):
         self.gear_shapes = [{k: tuple(v) for k, v in g.items()} for g in dyn.attrs["gears"]]
         self.gear_values = [tuple(v) for v in dyn.attrs["gear_values"]]
         self.kind = dyn.attrs.get("gear_kind", "dynamic_dims")
-        self.gears: list[DavinciModel] = []
+        # a gear is initialised (kernels loaded, its context's memory allocated) when it first runs:
+        # a 100-gear OM loads as fast as its first gear, the one initialised here
+        self.gears: list[DavinciModel | None] = [None] * len(dyn.submodels)
         try:
-            for m in dyn.submodels:
-                self.gears.append(DavinciModel(m, device, model_id, shared_weight_addr=self.weight_addr,
-                                               packs=self.packs).init())
+            self.timings = dict(self.gear(0).timings) if self.gears else {}
         except BaseException:
             self.unload()
             raise
-        self.timings = dict(self.gears[0].timings) if self.gears else {}
         self.selected: int | None = None
         self.last_gear: int | None = None
+
+    def gear(self, k: int) -> DavinciModel:
+        """Gear k's static model, initialised on first use."""
+        g = self.gears[k]
+        if g is None:
+            g = self.gears[k] = DavinciModel(self.dyn.submodels[k], self.device, self.model_id,
+                                             shared_weight_addr=self.weight_addr, packs=self.packs).init()
+        return g
 
     # -- ACL roles -------------------------------------------------------------------------------
     def set_dynamic_batch_size(self, batch: int) -> int:
@@ -71,7 +78,7 @@ class GearModel(SharedWeightsModel):
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None):
         k = self.gear_for(inputs)
         self.last_gear = k
-        return self.gears[k].nn_execute(inputs, outputs, timeout)
+        return self.gear(k).nn_execute(inputs, outputs, timeout)
 
     @property
     def default_context(self):
@@ -82,7 +89,8 @@ class GearModel(SharedWeightsModel):
 
     def unload(self) -> None:
         for g in self.gears:
-            g.unload()
+            if g is not None:
+                g.unload()
         self.gears = []
         self.free_weights()
 
@@ -98,7 +106,7 @@ class _GearContext:
         k = self.model.gear_for(inputs)
         ctx = self._contexts.get(k)
         if ctx is None:
-            g = self.model.gears[k]
+            g = self.model.gear(k)
             ctx = self._contexts[k] = g.default_context if self.executor == "linear" else g.create_context(executor=self.executor)
         result = ctx.execute(inputs, outputs, timeout)
         self.stats = dict(ctx.stats, gear=k)

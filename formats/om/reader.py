@@ -134,12 +134,20 @@ def _close(view: memoryview, mm) -> None:
 # ---------------------------------------------------------------- header and partition table
 
 
+def _looks_like_onnx(head: bytes) -> bool:
+    """An ONNX ModelProto as exporters write it: ir_version (field 1, a small varint) first, then
+    producer_name, graph or opset_import (fields 2, 7, 8)."""
+    return len(head) >= 3 and head[0] == 0x08 and head[1] < 0x80 and head[2] in (0x12, 0x1a, 0x22, 0x3a, 0x42)
+
+
 def _check_prefix(view: memoryview) -> int:
     size = view.nbytes
     head = bytes(view[:len(MAGIC)])
     if head != MAGIC:
         if size < len(MAGIC) and MAGIC.startswith(head):
             raise Bad(f"truncated: file is {size} bytes, an OM has at least {MIN_FILE_SIZE}")
+        if _looks_like_onnx(head):
+            raise Bad("bad magic: this is an ONNX model, not an OM; compile it with `ge atc` first")
         raise Bad("bad magic (not an OM file)")
     if size < MIN_FILE_SIZE:
         raise Bad(f"truncated: file is {size} bytes, an OM has at least {MIN_FILE_SIZE}")

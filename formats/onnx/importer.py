@@ -18,6 +18,7 @@ What happens, in order, and why:
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from ...core.ir import DTYPES, Graph, Node, Value, stable_topological_order
 #: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
 #: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
 #: node without one fails the compile (core/api/conversion.py). Opsets 1..6 are lifted to 7 on load.
+log = logging.getLogger("ge.atc")
 MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
@@ -344,6 +346,10 @@ def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str,
         if any(d < -1 for d in dims):
             raise ShapeError(f"--input_shape gives input '{name}' shape {list(dims)}: dims must be >= 0 "
                              f"(or -1 to keep the model's dim)")
+        changed = [(i, d, n) for i, (d, n) in enumerate(zip(declared or (), dims)) if isinstance(d, int) and n >= 0 and n != d]
+        if changed:
+            log.warning("--input_shape changes static dim(s) of input '%s' the model declares %s: %s", name,
+                        _fmt_shape(declared), ", ".join(f"dim {i} {d} -> {n}" for i, d, n in changed))
         shape = vi.type.tensor_type.shape
         old = list(shape.dim)
         del shape.dim[:]

@@ -44,9 +44,12 @@ def test_npz_by_name_in_order_and_single_archive(tmp_path):
     np.savez(tmp_path / "ordered.npz", x, ids)  # arr_0, arr_1: in order
     got = load_inputs([str(tmp_path / "ordered.npz")], [X, IDS])
     np.testing.assert_array_equal(got[1], ids)
-    np.savez(tmp_path / "one.npz", anything=x)  # per-input archive holding one array
+    np.savez(tmp_path / "one.npz", x)  # per-input archive holding one unnamed array
     got = load_inputs([str(tmp_path / "one.npz")], [X])
     np.testing.assert_array_equal(got[0], x)
+    np.savez(tmp_path / "other.npz", anything=x)  # named after something else: not fed by position
+    with pytest.raises(FormatError, match=r"holds \['anything'\], none named 'x'"):
+        load_inputs([str(tmp_path / "other.npz")], [X])
 
 
 def test_bin_of_wrong_size_names_file_input_and_sizes(tmp_path):

@@ -1,4 +1,4 @@
-"""ge's native GEMM (core/kernels/_native.c through native.py) against numpy, exactly as callers use it."""
+"""ge's native GEMM (core/kernels/csrc/ through native.py) against numpy, exactly as callers use it."""
 import os
 import threading
 
@@ -33,7 +33,7 @@ def test_raw_a_packed_b_with_epilogue(m, k, n, threads):
     ws = np.empty(nat.workspace_nbytes(m, n, k, raw_a=True, gathered_b=False), np.uint8)
     native_mod.set_threads(threads)
     try:
-        nat.gemm(m, n, k, c, n, a=a, lda=k, bp=nat.pack_b(b), bias_n=bias, z=z, ldz=n, clamp=(-0.5, 2.0), ws=ws)
+        nat.gemm(m, n, k, c, n, a=a, lda=k, bp=nat.pack_b(b), bias_n=bias, z=z, ldz=n, act=native_mod.Act(native_mod.ACT_CLAMP, -0.5, 2.0), ws=ws)
     finally:
         native_mod.set_threads(native_mod.default_threads())
     np.testing.assert_allclose(c, np.clip(ab + bias + z, -0.5, 2.0), **TOL)

@@ -1,23 +1,4 @@
-/* A small thread pool for _native.c: run fn(ctx, item, slot) for items [0, n) on up to `threads`
-threads, the caller included.
-
-Why not OpenMP: its parallel region ends in a barrier that waits for every thread of the team,
-also one the scheduler has not run yet; on a loaded machine (or beside numpy's own BLAS threads)
-that costs a whole time slice, several milliseconds per call. Here items are claimed one at a
-time, so the caller does all of them when the workers are late, and it waits only for workers
-that have joined the job. A job costs a few atomics: workers spin (yielding) for the next one,
-since GEMMs come in bursts, and sleep on a condition variable after POOL_SPIN_NS idle.
-
-`slot` numbers the threads working on one job (0 for the caller): per-thread scratch. One job
-runs at a time; a caller that finds the pool busy (another context's thread) runs alone.
-
-Joining: a worker announces itself (active++), then checks that the job it saw is still the
-current one and still has items; only then does it take a slot. The caller, done with the items,
-waits until no worker is active, so no worker touches a job (or the caller's scratch) after
-pool_run returns. */
-#ifndef GE_POOL_H
-#define GE_POOL_H
-
+/* The thread pool of pool.h: one per process (the library's), workers started on demand. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -25,11 +6,11 @@ pool_run returns. */
 #include <time.h>
 #include <unistd.h>
 
+#include "pool.h"
+
 #define POOL_MAX 64
 #define POOL_SPIN_NS 200000 /* how long an idle worker spins before sleeping */
 #define POOL_STACK (8 << 20)  /* a worker's stack, whatever the libc's default (musl's is 128 KB) */
-
-typedef void (*pool_fn)(void *ctx, int64_t item, int slot);
 
 static struct {
     pthread_mutex_t submit, sleep_lock;
@@ -125,7 +106,7 @@ static void pool_grow(int workers) {
     }
 }
 
-static void pool_run(pool_fn fn, void *ctx, int64_t items, int threads) {
+void pool_run(pool_fn fn, void *ctx, int64_t items, int threads) {
     int slots = threads < items ? threads : (int)items;
     if (slots <= 1 || pthread_mutex_trylock(&pool.submit) != 0) {
         for (int64_t it = 0; it < items; it++) fn(ctx, it, 0);  /* alone: one thread, or the pool is busy */
@@ -149,5 +130,3 @@ static void pool_run(pool_fn fn, void *ctx, int64_t items, int threads) {
     }
     pthread_mutex_unlock(&pool.submit);
 }
-
-#endif

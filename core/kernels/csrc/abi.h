@@ -1,0 +1,132 @@
+/* The ABI of ge's native kernels: the argument structs the Python side (core/kernels/native.py)
+mirrors as ctypes classes, the activation codes, and the exported functions. Each kernel takes one
+struct pointer (ctypes converts one pointer instead of twenty arguments). The layouts are exported
+by ge_abi_layout() (module.c) and checked by native.py at load: a mismatch refuses the library. */
+#ifndef GE_ABI_H
+#define GE_ABI_H
+
+#include <stdint.h>
+
+/* The activation a kernel applies as it stores, after bias and residual, with its parameters a, b:
+   CLAMP min(max(x, a), b) (Relu, Relu6, Clip); GELU x/2 (1 + erf(x / sqrt 2)); HARDSIGMOID
+   max(0, min(1, a x + b)); HARDSWISH x max(0, min(1, x / 6 + 1/2)); SIGMOID 1 / (1 + e^-x);
+   SWISH x sigmoid(a x) (SiLU: a = 1); LEAKY_RELU x >= 0 ? x : a x. */
+enum { ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU };
+
+typedef struct {
+    int32_t act;
+    float a, b;
+} Activation;
+
+/* A call's arguments in one struct: ctypes converts one pointer instead of 23 arguments
+   (microseconds per call; a kernel keeps its struct while its buffers stay put). */
+typedef struct {
+    int64_t M, N, K;
+    const float *a;
+    int64_t lda;
+    const float *ap, *b;
+    const int64_t *koff, *noff;
+    const float *bp;
+    float *c;
+    int64_t ldc;
+    const float *bias_m, *bias_n, *z;
+    int64_t ldz;
+    Activation act;
+    int32_t threads;
+    float *ws;
+    int64_t pitch, width;  /* flat columns (see Epilogue), or 0 */
+    float alpha;
+} GemmArgs;
+
+/* A batch of products with one shape, C[i] = act(alpha A[i] @ B[i] + bias_n[i] + Z[i]) (attention's
+Q K^T and P V per head): `g` holds the first one's arguments, the offsets (in floats, NULL: all 0)
+where each operand of product i starts from it. Items are products, each a single-threaded GEMM
+with its own slot of the workspace (ge_workspace_floats(M, N, K, 1, 1, 1) floats per slot): a head's
+product is too small to share between threads. */
+typedef struct {
+    GemmArgs g;
+    int64_t batch;
+    const int64_t *a_off, *b_off, *c_off, *bias_off, *z_off;
+} GemmBatch;
+
+/* The direct convolution (direct_conv.c): y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] +
+sum_k wp[k][ch] * x[koff[k] + oy * pitch + ox]) */
+typedef struct {
+    const float *x;
+    const int64_t *koff;
+    const float *wp;
+    float *y;
+    const float *bias, *z;
+    int64_t K, M, rows, width, pitch, ldy;  /* y[ch * ldy + oy * width + ox], x row oy at oy * pitch */
+    Activation act;
+    int32_t threads;
+    int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
+} ConvDirect;
+
+/* The phase fill of conv.PhaseLayout (phase_fill.c) */
+typedef struct {
+    const float *x;
+    float *ph;
+    int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
+    uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
+    int32_t threads;
+} PhaseFill;
+
+/* The depthwise convolution (depthwise.c) of one batch item, on conv.PhaseLayout's input */
+typedef struct {
+    const float *x, *w, *bias;
+    const int64_t *tap_off;
+    float *y;
+    int64_t channels, mult, taps, rows, cols, pitch, in_channel_step;
+    Activation act;
+    int32_t threads;
+    const PhaseFill *fill;  /* x's planes filled channel by channel, as they are used (NULL: x is laid out) */
+    int64_t fill_plane0;    /* the fill's plane of this call's channel 0 */
+    int64_t kh, kw, dh, dw; /* the kernel and its dilations (narrow outputs read the input itself through them) */
+} Depthwise;
+
+/* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t planes, h, w, oh, ow, k0, k1, s0, s1, d0, d1, pb0, pb1;
+    int32_t threads;
+} MaxPool2d;
+
+/* LayerNormalization or Softmax over rows of `cols` floats (rows.c) */
+typedef struct {
+    const float *x, *scale, *bias;  /* scale and bias: `cols` floats, or NULL */
+    float *y;
+    int64_t rows, cols;
+    float eps;
+    int32_t softmax;  /* 0: LayerNormalization (x - mean) / sqrt(var + eps) * scale + bias; 1: Softmax */
+    int32_t threads;
+} Rows;
+
+/* One row of the layout table: a struct's size (field NULL) or one field's offset and size. */
+typedef struct {
+    const char *type, *field;
+    int64_t offset, size;
+} AbiEntry;
+
+int ge_mr(void);
+int ge_nr(void);
+int ge_kc(void);
+int64_t ge_packed_a_floats(int64_t M, int64_t K);
+int64_t ge_packed_b_floats(int64_t K, int64_t N);
+int64_t ge_workspace_floats(int64_t M, int64_t N, int64_t K, int raw_a, int gathered_b, int threads);
+void ge_pack_a(const float *a, int64_t lda, int64_t M, int64_t K, float *ap, int threads);
+void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t K, int64_t N, float *bp,
+               int threads);
+void ge_gemm_args(const GemmArgs *args);
+void ge_gemm_batch(const GemmBatch *bt);
+int ge_direct_panel(int wide);
+void ge_conv_direct(const ConvDirect *d);
+void ge_depthwise(const Depthwise *d);
+int ge_max_pool_fits(const MaxPool2d *p);
+void ge_max_pool2d(const MaxPool2d *p);
+void ge_phase_fill(const PhaseFill *f);
+void ge_rows(const Rows *r);
+const AbiEntry *ge_abi_layout(void);
+
+#endif

@@ -1,0 +1,166 @@
+/* Vector helpers shared by the kernels: one source for AVX-512, AVX2 and NEON through GCC/Clang
+vector extensions, the width (VL) chosen by the register file the compiler targets (-march=native at
+build time); lane-wise clamp, exp, Gelu and max; partial loads and stores; short copies and fills. */
+#ifndef GE_SIMD_H
+#define GE_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "abi.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__)
+#define VL 16
+#elif defined(__AVX__)
+#define VL 8
+#else
+#define VL 4
+#endif
+#define FILL_ITEM_FLOATS 8192  /* a fill's or depthwise item's least work: claiming it costs nothing beside it */
+
+typedef float vec __attribute__((vector_size(VL * 4)));
+typedef float vec_u __attribute__((vector_size(VL * 4), aligned(4), may_alias));  /* unaligned access */
+
+static inline vec vload(const float *p) { return *(const vec_u *)p; }
+static inline void vstore(float *p, vec v) { *(vec_u *)p = v; }
+typedef int32_t ivec __attribute__((vector_size(VL * 4)));
+
+/* min(max(v, lo), hi) per lane as masks and blends (vector code; NaN stays NaN, as in numpy; lo >
+   hi gives hi everywhere, as Clip's spec says) */
+static inline vec vclamp(vec v, float lo, float hi) {
+    vec l = (vec){0} + lo, h = (vec){0} + hi;
+    ivec below = v < l, r = (ivec)v;
+    r = (r & ~below) | ((ivec)l & below);
+    ivec above = (vec)r > h;
+    r = (r & ~above) | ((ivec)h & above);
+    return (vec)r;
+}
+
+/* exp(x) for float32 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial (degree 6:
+   relative error below 2e-7), 2^n built in the exponent bits. Below -87 the result is exactly 0:
+   a masked softmax (-inf, or float's lowest) must give zeros, not tiny values that turn into
+   denormals downstream (the product after it then runs 100x slower). */
+static inline vec vexp(vec x) {
+    vec lo = (vec){0} - 87.0f, hi = (vec){0} + 88.0f;
+    ivec below = x < lo, above = x > hi;
+    x = (vec)(((ivec)x & ~below) | ((ivec)lo & below));
+    x = (vec)(((ivec)x & ~above) | ((ivec)hi & above));
+    vec fx = x * 1.44269504088896341f + 0.5f;
+    ivec n = __builtin_convertvector(fx, ivec);
+    n += (ivec)(__builtin_convertvector(n, vec) > fx);  /* truncation -> floor (true is -1) */
+    vec nf = __builtin_convertvector(n, vec);
+    vec r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
+    vec p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    return (vec)((ivec)(p * (vec)((n + 127) << 23)) & ~below);
+}
+
+/* Gelu(x) = x/2 (1 + erf(x / sqrt 2)), erf by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7):
+   erf(u) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-u^2), t = 1 / (1 + p u), u >= 0. */
+static inline vec vgelu(vec x) {
+    vec u = (vec)((ivec)(x * 0.70710678118654752f) & 0x7fffffff);
+    vec t = 1.0f / (1.0f + 0.3275911f * u);
+    vec poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    vec erf_abs = 1.0f - poly * vexp(-u * u);
+    vec erf = (vec)((ivec)erf_abs | ((ivec)x & (int32_t)0x80000000));  /* the sign of x */
+    return 0.5f * x * (1.0f + erf);
+}
+
+/* 1 / (1 + e^-x); e^-x is 0 below x = -87 (so 1) and capped at e^88 above 87 (about 6e-39) */
+static inline vec vsigmoid(vec x) { return 1.0f / (1.0f + vexp(-x)); }
+
+/* The activation of abi.h's Activation on one vector (a switch per vector: the branch is the same
+   every time, predicted, and a few cycles beside the vector's products). */
+static inline vec vactivate(vec v, Activation f) {
+    switch (f.act) {
+        case ACT_CLAMP: return vclamp(v, f.a, f.b);
+        case ACT_GELU: return vgelu(v);
+        case ACT_HARDSIGMOID: return vclamp(v * f.a + f.b, 0.0f, 1.0f);
+        case ACT_HARDSWISH: return v * vclamp(v * (1.0f / 6) + 0.5f, 0.0f, 1.0f);
+        case ACT_SIGMOID: return vsigmoid(v);
+        case ACT_SWISH: return v * vsigmoid(v * f.a);
+        case ACT_LEAKY_RELU: {
+            ivec neg = v < (vec){0};
+            return (vec)(((ivec)v & ~neg) | ((ivec)(v * f.a) & neg));
+        }
+        default: return v;
+    }
+}
+
+/* max(a, v) per lane; a NaN in v wins and stays (np.maximum's rule) */
+static inline vec vmax(vec a, vec v) {
+    ivec take = (v > a) | (v != v);
+    return (vec)(((ivec)a & ~take) | ((ivec)v & take));
+}
+
+
+/* Short copies and fills as vector loops: a depthwise or fill row is a few dozen floats, where a
+   memcpy/memset call costs more than the copy (GCC would turn the plain loops back into calls). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NO_LIBCALLS
+#endif
+
+/* The first n (<= VL) lanes of a vector from or to memory (zeros past them): one masked access
+   where the target has them. */
+static inline vec load_part(const float *p, int n) {
+#if defined(__AVX512F__)
+    return n == VL ? vload(p) : (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+#else
+    vec v = (vec){0};
+    for (int j = 0; j < n; j++) v[j] = p[j];
+    return v;
+#endif
+}
+
+static inline void store_part(float *p, vec v, int n) {
+#if defined(__AVX512F__)
+    if (n == VL) vstore(p, v);
+    else _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
+#else
+    for (int j = 0; j < n; j++) p[j] = v[j];
+#endif
+}
+
+static inline void copy_floats(float *d, const float *s, int64_t n) {
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) vstore(d + j, vload(s + j));
+    if (j < n) store_part(d + j, load_part(s + j, (int)(n - j)), (int)(n - j));
+}
+
+static inline void fill_floats(float *d, int64_t n, float value) {
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) vstore(d + j, (vec){0} + value);
+    if (j < n) store_part(d + j, (vec){0} + value, (int)(n - j));
+}
+
+/* Transpose the rows x rows blocks of rows r[0, rows) in registers (rows a power of two, at most
+VL): swap the off-diagonal h x h blocks for h = rows/2 .. 1. With rows = VL, the whole transpose;
+with rows = VL/2, row i becomes [column i | column VL/2 + i] of the two halves. */
+static inline __attribute__((always_inline)) void transpose_blocks(vec *r, const int rows) {
+#if defined(__clang__)
+    float t[VL][VL];
+    for (int i = 0; i < rows; i++) for (int j = 0; j < VL; j++) t[i][j] = r[i][j];
+    for (int i = 0; i < rows; i++) for (int j = 0; j < VL; j++) r[i][j] = t[j % rows][j / rows * rows + i];
+#else
+    ivec idx;
+    for (int c = 0; c < VL; c++) idx[c] = c;
+#pragma GCC unroll 8
+    for (int h = rows / 2; h >= 1; h /= 2) {
+        ivec upper = (idx & h) != 0;
+        ivec lo = idx + (upper & (VL - h)), hi = idx + ((upper & VL) | (~upper & h));
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; i++)
+            if (!(i & h)) {
+                vec a = r[i], b = r[i + h];
+                r[i] = __builtin_shuffle(a, b, lo);
+                r[i + h] = __builtin_shuffle(a, b, hi);
+            }
+    }
+#endif
+}
+
+#endif

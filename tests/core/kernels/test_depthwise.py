@@ -1,0 +1,76 @@
+"""The native depthwise convolution (csrc/depthwise.c, which lays out each channel's phases as it
+goes) against onnxruntime: 3x3 and 5x5 (the unrolled kernels) and other sizes, strides 1, 2, 3,
+even and odd padding on each side, channel multipliers, planes whose phases fit the kernel's stack
+buffer and planes that do not, narrow outputs (channels in the vector lanes), batches; the numpy
+plan alike."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.core.ir import Meta
+from ge.core.kernels import lookup
+from ge.core.kernels.epilogue import ATTR as EPILOGUE, Epilogue
+
+rng = np.random.default_rng(5)
+F32 = np.dtype(np.float32)
+
+# (x shape, kernel, strides, pads, dilations, multiplier)
+CASES = [
+    ((1, 3, 140, 140), 3, 1, [1, 1, 1, 1], 1, 1),   # phases larger than the stack buffer
+    ((1, 3, 140, 140), 3, 2, [1, 1, 1, 1], 1, 1),
+    ((1, 2, 131, 129), 5, 2, [2, 2, 2, 2], 1, 1),
+    ((2, 5, 37, 37), 5, 2, [2, 1, 2, 0], 1, 1),     # even and odd padding at the start of each axis
+    ((1, 4, 33, 40), 3, 2, [0, 0, 0, 0], 1, 1),
+    ((1, 4, 7, 7), 5, 1, [2, 2, 2, 2], 1, 1),
+    ((1, 4, 14, 14), 3, 2, [0, 1, 1, 0], 1, 2),     # two output channels per input channel
+    ((2, 6, 28, 28), 3, 1, [1, 1, 1, 1], 1, 1),
+    ((1, 3, 20, 23), 3, 3, [1, 2, 1, 2], 1, 1),
+    ((1, 3, 20, 20), 7, 2, [3, 3, 3, 3], 1, 1),     # neither 3x3 nor 5x5: the generic loop
+    ((1, 3, 20, 20), 3, 1, [2, 2, 2, 2], 2, 1),     # dilated
+    ((1, 40, 35, 35), 3, 2, [1, 1, 1, 1], 1, 1),    # rows wider than two vectors
+    # narrow outputs (rows of at most 8): channels in the vector lanes, groups of 16 (8) channels
+    ((2, 37, 14, 14), 5, 2, [2, 2, 2, 2], 1, 1),    # groups of channels, the last one partial, batch 2
+    ((1, 20, 8, 8), 3, 1, [1, 1, 1, 1], 1, 1),
+    ((1, 33, 9, 9), 7, 1, [3, 3, 3, 3], 1, 1),
+    ((1, 18, 11, 11), 3, 1, [0, 2, 1, 1], 2, 1),
+    ((1, 300, 7, 7), 3, 1, [1, 1, 1, 1], 1, 1),     # several groups per item
+]
+
+
+def ort_conv(x, w, b, attrs, act):
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if act else "y"], **attrs)]
+    if act:
+        nodes.append(helper.make_node(act, ["c"], ["y"]))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("act", [None, "HardSwish"])
+@pytest.mark.parametrize("shape,k,s,pads,dil,mult", CASES)
+def test_depthwise_as_onnxruntime(default_backend, backend, act, shape, k, s, pads, dil, mult):
+    default_backend(backend)
+    c = shape[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = (rng.standard_normal((c * mult, 1, k, k)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=pads, dilations=[dil, dil], group=c)
+    want = ort_conv(x, w, b, attrs, act)
+    if act:
+        attrs[EPILOGUE] = [[act, {}]]
+    metas = [Meta(F32, x.shape), Meta(F32, w.shape), Meta(F32, b.shape)]
+    kernel = lookup("Conv", "", 17)(attrs, metas, [None, w, b], opset=17).load()
+    assert kernel.uses_native == (backend == "native")
+    assert getattr(getattr(kernel, "native", None), "kind", None) == ("depthwise" if backend == "native" else None)
+    y = np.full(want.shape, np.nan, np.float32)
+    ws = np.empty(kernel.workspace_nbytes(), np.uint8)
+    for _ in range(2):  # the second run on the same buffers: the prepared calls, the kernel's padding kept
+        kernel.run([x, w, b], [y], ws)
+        epilogue = Epilogue.unless_absorbed(kernel, attrs.get(EPILOGUE), Meta(F32, y.shape))
+        if epilogue is not None:
+            epilogue(y)
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,79 @@
+"""The ABI check between the native library's argument structs (csrc/abi.h, exported by
+ge_abi_layout) and native.py's ctypes classes: they agree, and a mismatch refuses the library."""
+import ctypes
+import importlib.util
+import logging
+
+import pytest
+
+from ge.core.kernels import native as native_mod
+
+spec = importlib.util.find_spec("ge.core.kernels._native")
+pytestmark = pytest.mark.skipif(spec is None or not spec.origin, reason="ge's native kernels are not built")
+
+
+def library():
+    return ctypes.CDLL(spec.origin)
+
+
+def test_every_struct_agrees_with_the_library():
+    assert native_mod.abi_mismatches(library()) == []
+
+
+def test_the_table_covers_every_field():
+    """The check reads every field of every struct from the library: a struct with a field the C side
+    does not list is a mismatch, so nothing passes by omission."""
+    class Rows(ctypes.Structure):  # native.Rows with one field more
+        _fields_ = native_mod.Rows._fields_ + [("extra", ctypes.c_int64)]
+
+    size = ctypes.sizeof(native_mod.Rows)
+    assert native_mod.abi_mismatches(library(), (Rows,)) == [
+        f"Rows: size {size} in C, {ctypes.sizeof(Rows)} in ctypes",
+        f"Rows.extra: (offset, size) None in C, ({Rows.extra.offset}, 8) in ctypes"]
+
+
+def test_a_moved_field_is_found():
+    class ConvDirect(ctypes.Structure):  # threads and wide swapped: same size, other offsets
+        fields = list(native_mod.ConvDirect._fields_)
+        i = [f for f, _ in fields].index("threads")
+        fields[i], fields[i + 1] = fields[i + 1], fields[i]
+        _fields_ = fields
+
+    at = native_mod.ConvDirect.threads.offset
+    assert native_mod.abi_mismatches(library(), (ConvDirect,)) == [
+        f"ConvDirect.threads: (offset, size) ({at}, 4) in C, ({at + 4}, 4) in ctypes",
+        f"ConvDirect.wide: (offset, size) ({at + 4}, 4) in C, ({at}, 4) in ctypes"]
+
+
+def test_a_struct_the_library_lacks():
+    class Unknown(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_void_p)]
+
+    assert native_mod.abi_mismatches(library(), (Unknown,)) == ["Unknown: not in the library's layout table"]
+
+
+def test_a_mismatch_refuses_the_library_with_a_debug_log(monkeypatch, caplog):
+    class Depthwise(ctypes.Structure):  # as if native.py were older than the library: a field short
+        _fields_ = native_mod.Depthwise._fields_[:-1]
+
+    monkeypatch.delenv("GE_NO_NATIVE", raising=False)  # the loader itself is under test
+    real = native_mod.ABI_STRUCTS
+    monkeypatch.setattr(native_mod, "ABI_STRUCTS", real[:3] + (Depthwise,))
+    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    with caplog.at_level(logging.DEBUG, logger="ge.native"):
+        assert native_mod.native() is None
+    assert "native kernels refused, numpy plans used" in caplog.text
+    last, *_ = native_mod.Depthwise._fields_[-1]
+    offset, size = getattr(native_mod.Depthwise, last).offset, getattr(native_mod.Depthwise, last).size
+    assert f"Depthwise.{last}: (offset, size) ({offset}, {size}) in C, None in ctypes" in caplog.text
+    monkeypatch.setattr(native_mod, "_NATIVE", False)  # the real structs load it again
+    monkeypatch.setattr(native_mod, "ABI_STRUCTS", real)
+    assert native_mod.native() is not None
+
+
+def test_ge_no_native_is_logged(monkeypatch, caplog):
+    monkeypatch.setenv("GE_NO_NATIVE", "1")
+    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    with caplog.at_level(logging.DEBUG, logger="ge.native"):
+        assert native_mod.native() is None
+    assert "GE_NO_NATIVE" in caplog.text

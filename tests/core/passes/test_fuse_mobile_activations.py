@@ -1,0 +1,152 @@
+"""The activations of mobile convnets (MobileNetV2/V3, PP-LCNet, EfficientNet) fused into their
+producer by fuse_activation and applied as the native kernels store (or by the numpy epilogue):
+each pattern compiled, run on every plan and compared with onnxruntime."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from ge.core import api
+from ge.core.kernels.epilogue import ATTR as EPILOGUE
+from ge.core.kernels.fused import GE_DOMAIN
+from ge.core.passes import optimize
+
+F = TensorProto.FLOAT
+rng = np.random.default_rng(11)
+n = helper.make_node
+
+
+def activation(kind: str, x: str, y: str) -> tuple[list, dict]:
+    """Nodes computing y = kind(x), and their initializers."""
+    if kind == "Relu6":
+        return [n("Clip", [x, "lo", "hi"], [y])], {"lo": np.float32(0), "hi": np.float32(6)}
+    if kind == "ClipNarrow":  # bounds the data crosses on both sides
+        return [n("Clip", [x, "lo", "hi"], [y])], {"lo": np.float32(-0.5), "hi": np.float32(0.7)}
+    if kind == "LeakyRelu":
+        return [n("LeakyRelu", [x], [y], alpha=0.1)], {}
+    if kind == "HardSigmoid":
+        return [n("HardSigmoid", [x], [y], alpha=0.25, beta=0.4)], {}
+    if kind == "Swish":  # SiLU as exported: x * Sigmoid(x)
+        return [n("Sigmoid", [x], ["gate"]), n("Mul", [x, "gate"], [y])], {}
+    if kind == "SwishSwapped":
+        return [n("Sigmoid", [x], ["gate"]), n("Mul", ["gate", x], [y])], {}
+    if kind == "HardSwishGated":  # x * HardSigmoid(x) with torch's hardsigmoid constants
+        return [n("HardSigmoid", [x], ["gate"], alpha=1 / 6, beta=0.5), n("Mul", [x, "gate"], [y])], {}
+    return [n(kind, [x], [y])], {}
+
+
+ACTIVATIONS = ["Relu", "Relu6", "ClipNarrow", "HardSwish", "HardSigmoid", "Sigmoid", "Swish", "SwishSwapped",
+               "HardSwishGated", "LeakyRelu"]
+EXPECTED_STEP = {"Relu": ["Relu", {}], "Relu6": ["Clip", {"min": 0.0, "max": 6.0}],
+                 "ClipNarrow": ["Clip", {"min": -0.5, "max": pytest.approx(0.7)}],
+                 "HardSwish": ["HardSwish", {}], "HardSigmoid": ["HardSigmoid", {"alpha": 0.25, "beta": pytest.approx(0.4)}],
+                 "Sigmoid": ["Sigmoid", {}], "Swish": ["Swish", {"alpha": 1.0}, GE_DOMAIN],
+                 "SwishSwapped": ["Swish", {"alpha": 1.0}, GE_DOMAIN], "HardSwishGated": ["HardSwish", {}],
+                 "LeakyRelu": ["LeakyRelu", {"alpha": pytest.approx(0.1)}]}
+
+# producer -> (x shape, conv attrs, weight shape) or "matmul"
+PRODUCERS = {
+    "conv3x3": ([1, 8, 9, 9], dict(kernel_shape=[3, 3], pads=[1] * 4), (16, 8, 3, 3)),
+    "pointwise": ([1, 24, 7, 7], dict(kernel_shape=[1, 1]), (40, 24, 1, 1)),
+    "depthwise3x3": ([1, 16, 10, 10], dict(kernel_shape=[3, 3], pads=[1] * 4, group=16), (16, 1, 3, 3)),
+    "depthwise5x5s2": ([1, 16, 11, 11], dict(kernel_shape=[5, 5], pads=[2] * 4, strides=[2, 2], group=16),
+                       (16, 1, 5, 5)),
+    "matmul": ([1, 12, 32], None, (32, 24)),
+}
+
+
+def model_of(producer: str, act: str, residual: bool = False):
+    shape, attrs, wshape = PRODUCERS[producer]
+    inits = {"w": (rng.standard_normal(wshape) * 0.4).astype(np.float32)}
+    if attrs is None:
+        nodes = [n("MatMul", ["x", "w"], ["p"]), n("Add", ["p", "b"], ["c"])]
+        inits["b"] = rng.standard_normal(wshape[1]).astype(np.float32)
+    else:
+        inits["b"] = rng.standard_normal(wshape[0]).astype(np.float32)
+        nodes = [n("Conv", ["x", "w", "b"], ["c" if not residual else "p"], **attrs)]
+        if residual:
+            nodes.append(n("Add", ["p", "x"], ["c"]))
+    act_nodes, act_inits = activation(act, "c", "y")
+    return helper.make_model(
+        helper.make_graph(nodes + act_nodes, "m", [helper.make_tensor_value_info("x", F, shape)],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in {**inits, **act_inits}.items()]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8), shape
+
+
+def compile_and_run(model, x, tmp_path):
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, "cpu")
+    try:
+        tasks = api.model(model_id).default_context.handle
+        return api.execute(model_id, [x])[0], [t.plan for t in tasks]
+    finally:
+        api.unload(model_id)
+
+
+@pytest.mark.parametrize("plan", ["native", "native-gemm", "numpy"])
+@pytest.mark.parametrize("producer", list(PRODUCERS))
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_activation_fused_and_applied_as_onnxruntime(tmp_path, default_backend, plan, producer, act):
+    """One task: the producer with the activation as its epilogue, absorbed by the native kernel
+    (direct conv, the GEMM, the depthwise kernel) or applied in place by the numpy epilogue."""
+    default_backend("numpy" if plan == "numpy" else "native", direct="never" if plan == "native-gemm" else "auto")
+    model, shape = model_of(producer, act)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    x.flat[:4] = [-10.0, 10.0, -200.0, 200.0]  # past every clamp, far into Sigmoid's tails
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    assert task.kernel.uses_native == (plan != "numpy")
+    assert task.kernel.absorbs_epilogue == (plan != "numpy")
+    assert (task.epilogue is None) == (plan != "numpy")
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_the_pass_records_one_step(load, act):
+    model, _ = model_of("conv3x3", act)
+    g = load(model)
+    optimize(g)
+    (node,) = g.nodes
+    assert node.op_type == "Conv" and node.attrs[EPILOGUE] == [EXPECTED_STEP[act]]
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("act", ["HardSwish", "Swish", "Relu6"])
+def test_residual_add_then_activation(tmp_path, default_backend, plan, act):
+    """Conv + Add(x) + activation: one FusedConv, the residual added and the activation applied as it stores."""
+    default_backend(plan)
+    model, shape = model_of("pointwise", act, residual=True)
+    model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(
+        (rng.standard_normal((24, 24, 1, 1)) * 0.4).astype(np.float32), "w"))
+    model.graph.initializer[1].CopyFrom(onnx.numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "b"))
+    x = rng.standard_normal(shape).astype(np.float32)
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    assert task.kernel.op_type == "FusedConv" and task.kernel.absorbs_epilogue == (plan == "native")
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_gates_that_are_not_swish_stay(load):
+    """A gate read elsewhere, a Mul by another tensor, a HardSigmoid with other constants: no fusion
+    of the Mul (the producer's output is read twice)."""
+    shape, attrs, wshape = PRODUCERS["conv3x3"]
+    inits = [onnx.numpy_helper.from_array(np.zeros(wshape, np.float32), "w")]
+    cases = [
+        ([n("Sigmoid", ["c"], ["gate"]), n("Mul", ["c", "gate"], ["y"]), n("Neg", ["gate"], ["z"])], ["y", "z"]),
+        ([n("Sigmoid", ["c"], ["gate"]), n("Mul", ["gate", "gate"], ["y"]), n("Neg", ["c"], ["z"])], ["y", "z"]),
+        ([n("HardSigmoid", ["c"], ["gate"], alpha=0.2, beta=0.5), n("Mul", ["c", "gate"], ["y"])], ["y"]),
+    ]
+    for act_nodes, outs in cases:
+        model = helper.make_model(helper.make_graph(
+            [n("Conv", ["x", "w"], ["c"], **attrs)] + act_nodes, "m", [helper.make_tensor_value_info("x", F, shape)],
+            [helper.make_tensor_value_info(o, F, None) for o in outs], inits),
+            opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        g = load(model)
+        optimize(g)
+        assert "Mul" in [node.op_type for node in g.nodes]
+        assert not any(node.attrs.get(EPILOGUE) for node in g.nodes if node.op_type == "Conv")
