@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 from ..errors import FormatError, GeError
 from ..ir import Meta
 from ..kernels.epilogue import ATTR as EPILOGUE
+from ..kernels.fused import GE_DOMAIN
 from ..kernels.schema import attribute_problem
 from ...formats.om.decode import clip, show
 from ...formats.om.schema import MAX_OPSET
@@ -43,21 +44,22 @@ def check_attributes(where: str, domain: str, op_type: str, opset: int, attrs: d
 
 def epilogue_problem(spec, opset: int, complete: bool) -> str | None:
     """The fused activations a task applies to its output (kernels/epilogue.py): a non-empty list
-    of [op_type, attrs] of default-domain ops, each step's attributes as its schema says (Clip's
-    bounds travel as numbers "min"/"max")."""
+    of [op_type, attrs] of default-domain ops or [op_type, attrs, domain] of ge's own (Swish), each
+    step's attributes as its schema says (Clip's bounds travel as numbers "min"/"max")."""
     where = f"attrs['{EPILOGUE}']"
     if type(spec) is not list or not spec:
         return f"{where} must be a non-empty list of [op_type, attrs], got {show(spec)}"
     for j, step in enumerate(spec):
-        if type(step) is not list or len(step) != 2 or type(step[0]) is not str or type(step[1]) is not dict:
-            return f"{where}[{j}] must be [op_type, attrs], got {show(step)}"
-        op_type, attrs = step
+        if (type(step) is not list or len(step) not in (2, 3) or type(step[0]) is not str or type(step[1]) is not dict
+                or (len(step) == 3 and step[2] not in ("", GE_DOMAIN))):
+            return f"{where}[{j}] must be [op_type, attrs] or [op_type, attrs, '{GE_DOMAIN}'], got {show(step)}"
+        op_type, attrs, domain = step[0], step[1], step[2] if len(step) == 3 else ""
         if op_type == "Clip":
             bad = next((k for k, v in attrs.items() if k not in ("min", "max") or type(v) not in (int, float)), None)
             if bad is not None:
                 return f"{where}[{j}] (Clip): attrs['{bad}'] must be a number 'min' or 'max', got {show(attrs[bad])}"
             continue
-        problem = attribute_problem("", op_type, opset, attrs, complete)
+        problem = attribute_problem(domain, op_type, opset, attrs, complete)
         if problem:
             return f"{where}[{j}] ({op_type}): {problem}"
     return None

@@ -45,11 +45,13 @@ def test_an_attribute_of_the_wrong_type_names_task_and_attribute(campaign):
     layout = campaign.seeds[0].layout
     key = next(k for k in layout.decoded if k[0] == 2)  # TASK_INFO
     ti = msgpack.unpackb(msgpack.packb(layout.decoded[key]), raw=False)
-    k = next(j for j, t in enumerate(ti["tasks"]) if t["op_type"] == "LeakyRelu")
-    ti["tasks"][k]["attrs"]["alpha"] = "xxx"
+    # the seed's LeakyRelu is fused into the Conv before it: its attributes travel in the epilogue
+    k = next(j for j, t in enumerate(ti["tasks"]) if any(s[0] == "LeakyRelu" for s in t["attrs"].get("ge.epilogue", [])))
+    step = next(s for s in ti["tasks"][k]["attrs"]["ge.epilogue"] if s[0] == "LeakyRelu")
+    step[1]["alpha"] = "xxx"
     data = layout.signed({key: msgpack.packb(ti, use_bin_type=True)})
-    with pytest.raises(FormatError, match=rf"TASK_INFO.tasks\[{k}\] 'leaky' \(LeakyRelu\): attrs\['alpha'\] must be "
-                                          r"a float, got 'xxx' \(str\)"):
+    with pytest.raises(FormatError, match=rf"TASK_INFO.tasks\[{k}\] .*attrs\['ge.epilogue'\]\[\d\] \(LeakyRelu\): "
+                                          r"attrs\['alpha'\] must be a float, got 'xxx' \(str\)"):
         api.load_from_mem(data)
 
 
