@@ -252,19 +252,15 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
         summary["trace"] = trace_files
     if dumped:
         summary["dump"] = {"folder": dump_dir, "files": len(dumped)}
-    if summary_json:
-        write_text(summary_json, json.dumps(api.jsonable(summary), indent=2) + "\n")
-
-    if as_json:
-        data = dict(summary, load_ms=round(load_ms, 3),
-                    inputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "source": s}
-                            for d, s in zip(in_descs, sources)],
-                    outputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "file": f}
-                             for d, f in zip(out_descs, files)])
-        if verbose:
-            data.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats,
-                        external_weights=weight_files)
-        console.echo(json.dumps(api.jsonable(data), indent=2))
+    summary.update(load_ms=round(load_ms, 3),
+                   inputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "source": s}
+                           for d, s in zip(in_descs, sources)],
+                   outputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "file": f}
+                            for d, f in zip(out_descs, files)])
+    if verbose:
+        summary.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats,
+                       external_weights=weight_files)
+    if _report(summary, summary_json, as_json):
         return
 
     out = console.out
@@ -428,10 +424,8 @@ def _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear
         summary.update(ops=trace["ops"], trace=trace_files)
     if dump_dir:
         summary["dump"] = {"folder": dump_dir}
-    if summary_json:
-        write_text(summary_json, json.dumps(api.jsonable(summary), indent=2) + "\n")
-    if as_json:
-        console.echo(json.dumps(api.jsonable(dict(summary, outputs=result["outputs"])), indent=2))
+    summary["outputs"] = result["outputs"]
+    if _report(summary, summary_json, as_json):
         return
     out = console.out
     out.print(f"model [bold]{model}[/bold] loaded on [bold]{_where(device, device_id)}[/bold] in {load_ms:.2f} ms")
@@ -480,10 +474,8 @@ def _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary
                                         progress=lambda done, total, stem: bar.update(task, completed=done, total=total))
     summary = {k: v for k, v in result.items() if k != "outputs"}
     summary.update(model=model, device=device, output_dir=folder, ray=address or "local")
-    if summary_json:
-        write_text(summary_json, json.dumps(api.jsonable(summary), indent=2) + "\n")
-    if as_json:
-        console.echo(json.dumps(api.jsonable(dict(summary, outputs=result["outputs"])), indent=2))
+    summary["outputs"] = result["outputs"]
+    if _report(summary, summary_json, as_json):
         return
     out = console.out
     t = Table(title=f"Ray actors ({summary['ray']})", title_justify="left")
@@ -495,6 +487,16 @@ def _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary
     out.print(f"{result['samples']} sample(s) in {result['seconds']:.3f} s: {result['throughput']:.2f} samples/s "
               f"(wall time: Ray's and the actors' start, reading and writing included); outputs written to "
               f"[bold]{folder}[/bold]")
+
+
+def _report(summary: dict, summary_json: str | None, as_json: bool) -> bool:
+    """--summary-json FILE and --json (stdout) carry the same fields; True when --json printed them."""
+    text = json.dumps(api.jsonable(summary), indent=2)
+    if summary_json:
+        write_text(summary_json, text + "\n")
+    if as_json:
+        console.echo(text)
+    return as_json
 
 
 def _print_phases(out, summary: dict) -> None:

@@ -37,3 +37,17 @@ def test_json_folder_is_refused_before_anything_is_written(ge, models, tmp_path)
 def test_input_shape_changing_a_static_dim_warns(ge, models, tmp_path):
     r = ge("atc", "-m", models["small"], "--output", tmp_path / "m", "--input_shape", "x:2,3,8,8", ok=True)
     assert "--input_shape changes static dim(s) of input 'x' the model declares [1, 3, 8, 8]: dim 0 1 -> 2" in r.stderr
+
+
+@pytest.mark.parametrize("dataset", [False, True], ids=["one-run", "dataset"])
+def test_json_on_stdout_and_summary_json_hold_the_same_fields(ge, compiled, tmp_path, dataset):
+    import json
+    args = ["run", "--model", compiled["small"], "--loop", 3, "--output-dir", tmp_path / "out", "--json",
+            "--summary-json", tmp_path / "s.json"]
+    if dataset:
+        (tmp_path / "in").mkdir()
+        np.save(tmp_path / "in" / "a.npy", np.ones((1, 3, 8, 8), np.float32))
+        args[3:5] = ["--input", tmp_path / "in"]
+    r = ge(*args, ok=True)
+    printed, written = json.loads(r.stdout), json.loads((tmp_path / "s.json").read_text())
+    assert printed == written and "outputs" in printed and "latency_ms" in printed

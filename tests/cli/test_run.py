@@ -103,7 +103,8 @@ def test_loop_and_summary_json(ge, compiled, tmp_path):
     r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path / "o", "--loop", "5",
            "--summary-json", tmp_path / "perf.json", ok=True)
     s = json.loads((tmp_path / "perf.json").read_text())
-    assert set(s) == {"model", "device", "loop", "latency_ms", "throughput", "batch", "executor", "warmup", "output_dir"}
+    assert set(s) == {"model", "device", "loop", "latency_ms", "throughput", "batch", "executor", "warmup", "output_dir",
+                      "load_ms", "inputs", "outputs"}  # what --json prints
     assert s["warmup"] == 1 and s["output_dir"] == str(tmp_path / "o")
     assert set(s["latency_ms"]) == {"min", "mean", "median", "p90", "p95", "p99", "max", "std"}
     assert s["loop"] == 5 and s["batch"] == 1 and s["device"] == "cpu" and s["model"] == compiled["small"]
