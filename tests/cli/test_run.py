@@ -216,3 +216,6 @@ def test_executor_and_contexts(ge, compiled, tmp_path, executor):
     assert t["throughput"] == pytest.approx(1000 * t["batch"] / t["compute_ms"]["mean"] * 2)
     assert t["memory"]["total"] == t["memory"]["weights"] + 2 * t["memory"]["per_context"]
     assert "NPU_compute_time (ms)" in r.stdout and "throughput 1000*batchsize" in r.stdout
+    # one throughput figure is ge's (wall clock, its definition printed); the single-context loop does not run
+    assert s["throughput"] == t["wall_throughput"] and s["latency_ms"] == t["latency_ms"]
+    assert "ge's throughput figure" in r.stdout and "Inference average time" not in r.stdout
