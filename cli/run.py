@@ -136,6 +136,8 @@ def ais_bench_options(f):
                    "(runs on the simulated NPU)")
 @click.option("--loop", "-l", type=click.IntRange(min=1), default=1, show_default=True,
               help="timed runs of the same inputs")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="time runs for this long (at least --loop of them), as trtexec's --duration")
 @click.option("--executor", type=click.Choice(EXECUTORS), default="linear", show_default=True,
               help="linear: the compiled order; dataflow: ready set at run time, one task at a time; "
                    "parallel: ready tasks at once on a thread pool")
@@ -160,8 +162,8 @@ def ais_bench_options(f):
               help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @ais_bench_options
 @json_option
-def run(model, input_files, output, output_dir, outfmt, device, loop, executor, contexts, seed, summary_json, verbose,
-        stats, weight_dir, skip_weight_check, as_json, **opts):
+def run(model, input_files, output, output_dir, outfmt, device, loop, duration, executor, contexts, seed, summary_json,
+        verbose, stats, weight_dir, skip_weight_check, as_json, **opts):
     """Run an offline model as msame / ais_bench do: inputs from files, folders, zeros or random.
 
     \b
@@ -218,7 +220,9 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, executor, 
             sources = ["zeros" if data_type == "zero" else f"random (seed {seed})"] * len(in_descs)
         ctx = dm.default_context if executor == "linear" else dm.create_context(executor=executor)
         # throughput mode times its N contexts only: the default context runs once, for the outputs
-        outputs, latencies, executions = inference.timed_runs(ctx, inputs, *((1, 0) if contexts > 1 else (loop, warmup)))
+        outputs, latencies, executions = inference.timed_runs(
+            ctx, inputs, *((1, 0, None) if contexts > 1 else (loop, warmup, duration)))
+        loop = loop if contexts > 1 else len(latencies)
         _check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
         parallel = run_contexts(dm, inputs, contexts, loop, executor, warmup=max(warmup, 1)) if contexts > 1 else None
         trace = api.profile(model_id, inputs, runs=loop, warmup=0) if (profiler_dir or opts["profile_json"]) else None

@@ -132,21 +132,26 @@ def _gear_values(descs, dims: str) -> list[int]:
     return [v for d, s in zip(descs, shapes) for want, v in zip(d.shape, s) if want == -1]
 
 
-def timed_runs(ctx, inputs, loop: int = 1, warmup: int = 0):
-    """`warmup` untimed executions, then `loop` timed ones. Returns (outputs of the last,
-    latencies in ms, the counters of every execution with "run": "warm-up" or its index)."""
-    if loop < 1 or warmup < 0:
-        raise GeError(f"loop {loop} / warm-up {warmup}: run at least once, warm up zero or more times")
+def timed_runs(ctx, inputs, loop: int = 1, warmup: int = 0, duration: float | None = None):
+    """`warmup` untimed executions, then `loop` timed ones, or as many as fit in `duration` seconds
+    (trtexec's --duration; at least `loop`). Returns (outputs of the last, latencies in ms, the
+    counters of every execution with "run": "warm-up" or its index)."""
+    if loop < 1 or warmup < 0 or (duration is not None and duration <= 0):
+        raise GeError(f"loop {loop} / warm-up {warmup} / duration {duration}: run at least once, warm up zero or "
+                      f"more times, for a duration above 0 s")
     executions = []
     for _ in range(warmup):
         ctx.execute(inputs)
         executions.append(dict(ctx.stats, run="warm-up"))
     latencies, outputs = [], None
-    for i in range(loop):
+    end = time.perf_counter() + duration if duration else None
+    i = 0
+    while i < loop or (end is not None and time.perf_counter() < end):
         t = time.perf_counter()
         outputs = ctx.execute(inputs)
         latencies.append((time.perf_counter() - t) * 1e3)
         executions.append(dict(ctx.stats, run=i))
+        i += 1
     return outputs, latencies, executions
 
 

@@ -51,3 +51,13 @@ def test_json_on_stdout_and_summary_json_hold_the_same_fields(ge, compiled, tmp_
     r = ge(*args, ok=True)
     printed, written = json.loads(r.stdout), json.loads((tmp_path / "s.json").read_text())
     assert printed == written and "outputs" in printed and "latency_ms" in printed
+
+
+def test_duration_runs_as_many_timed_runs_as_fit(ge, compiled, tmp_path):
+    import json
+    ge("run", "--model", compiled["small"], "--duration", 0.2, "--loop", 3, "--output-dir", tmp_path / "o",
+       "--summary-json", tmp_path / "s.json", ok=True)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["loop"] >= 3 and s["loop"] * s["latency_ms"]["min"] <= 200 + s["latency_ms"]["max"]
+    r = ge("run", "--model", compiled["small"], "--duration", 0, "--output-dir", tmp_path / "o")
+    assert r.exit_code != 0 and "--duration" in r.stderr
