@@ -132,7 +132,7 @@ class Loop(ControlFlow):
             if len(outs) < 1 + self.carried:
                 raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {self.carried} carried values")
             go = bool(self.scalar(outs[0], "the body's cond output"))
-            carried = [np.asarray(o) for o in outs[1:1 + self.carried]]
+            carried = [_carried(o) for o in outs[1:1 + self.carried]]
             scans.append(outs[1 + self.carried:])
             i += 1
         n_scan = self.num_outputs - self.carried
@@ -142,6 +142,12 @@ class Loop(ControlFlow):
             templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
                                      [None] * (1 + self.carried) + templates)[1 + self.carried:]
         return carried + [self.stack(c, 0, templates[k], f"scan output {k}") for k, c in enumerate(columns)]
+
+
+def _carried(x):
+    """A carried value as the next iteration takes it: a sequence (list) or an empty optional
+    (None) as it is, a tensor as an array."""
+    return x if x is None or isinstance(x, list) else np.asarray(x)
 
 
 class _ScanBase(ControlFlow):
