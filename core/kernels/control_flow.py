@@ -252,3 +252,32 @@ class Scan8(_ScanBase):
                     item[k] = np.concatenate([item[k], np.zeros((pad,) + item[k].shape[1:], item[k].dtype)])
             per_item.append(item)
         return [np.stack([p[k] for p in per_item]) for k in range(n + n_out)]
+
+
+@register("SequenceMap", since=17)
+class SequenceMap(ControlFlow):
+    """Inputs (input_sequence, additional_inputs...): the body runs once per element of the first
+    sequence, given the i-th element of each sequence input and each tensor input whole; output k
+    is the sequence of the body's k-th outputs."""
+    bodies = ("body",)
+
+    def check(self) -> None:
+        if self.formal < 1:
+            raise self.fail("takes at least one input (input_sequence)")
+
+    def execute(self, xs, bodies, templates=()):
+        formal, captured = self.split(xs)
+        if not isinstance(formal[0], list):
+            raise self.fail("input 0 (input_sequence) must be a sequence")
+        n = len(formal[0])
+        bad = next((k for k, x in enumerate(formal) if isinstance(x, list) and len(x) != n), None)
+        if bad is not None:
+            raise self.fail(f"input {bad} holds {len(formal[bad])} tensors; input_sequence holds {n}")
+        results: list[list] = [[] for _ in range(self.num_outputs)]
+        for i in range(n):
+            outs = bodies[0]([x[i] if isinstance(x, list) else x for x in formal] + captured)
+            if len(outs) != self.num_outputs:
+                raise self.fail(f"body gives {len(outs)} outputs; the node has {self.num_outputs}")
+            for column, o in zip(results, outs):
+                column.append(np.array(o))
+        return results

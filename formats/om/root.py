@@ -75,7 +75,8 @@ def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
 
 # ---------------------------------------------------------------- control-flow subgraphs (format 1.5)
 #: the subgraph attributes of each control-flow op, in the order its kernel takes them
-SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan": ("body",)}
+SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan": ("body",),
+                  "SequenceMap": ("body",)}
 
 
 def decode_subgraphs(v, weight_bytes: int, n_sub: int) -> list[DynamicModel]:
@@ -158,6 +159,8 @@ def _subgraph_io(n: DynNode) -> tuple[int, int]:
         return captures, len(n.outputs)
     if n.op_type == "Loop":
         return len(n.inputs), 1 + len(n.outputs)
+    if n.op_type == "SequenceMap":
+        return len(n.inputs), len(n.outputs)
     return len(n.inputs) - (1 if n.opset < 9 else 0), len(n.outputs)  # Scan (opset 8: sequence_lens)
 
 
