@@ -33,10 +33,10 @@ def model(nodes, inputs, outputs, opset=17):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def compile_model(m, tmp_path):
+def compile_model(m, tmp_path, **atc):
     path = str(tmp_path / "m.onnx")
     onnx.save(m, path)
-    return path, api.atc(path, str(tmp_path / "m"))
+    return path, api.atc(path, str(tmp_path / "m"), **atc)
 
 
 def run(om_path, device, feeds):
@@ -60,8 +60,8 @@ def assert_same(got, expected):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
-def check(m, feeds_list, tmp_path):
-    path, result = compile_model(m, tmp_path)
+def check(m, feeds_list, tmp_path, **atc):
+    path, result = compile_model(m, tmp_path, **atc)
     for device in DEVICES:
         for feeds in feeds_list:
             got = run(result.om_path, device, feeds)
@@ -75,13 +75,14 @@ def test_split_to_sequence_then_at_concat_length(tmp_path):
              helper.make_node("ConcatFromSequence", ["s"], ["stacked"], axis=0, new_axis=1),
              helper.make_node("SequenceLength", ["s"], ["n"]),
              helper.make_node("Relu", ["at"], ["relu"])]
-    m = model(nodes, [helper.make_tensor_value_info("x", F, [2, 6]), helper.make_tensor_value_info("split", I64, [3]),
+    m = model(nodes, [helper.make_tensor_value_info("x", F, [2, 6]), helper.make_tensor_value_info("split", I64, ["parts"]),
                       helper.make_tensor_value_info("k", I64, [])],
               [helper.make_tensor_value_info(n, e, None) for n, e in (("relu", F), ("stacked", F), ("n", I64))]
               + [seq_vi("s", F)])
     x = np.random.default_rng(0).standard_normal((2, 6)).astype(np.float32)
     result = check(m, [{"x": x, "split": np.array([2, 2, 2], np.int64), "k": np.array(-1, np.int64)},
-                       {"x": x, "split": np.array([3, 3], np.int64), "k": np.array(1, np.int64)}], tmp_path)
+                       {"x": x, "split": np.array([3, 3], np.int64), "k": np.array(1, np.int64)}], tmp_path,
+                   input_shape={"split": [-1]})
     assert result.model.mode == "hybrid"
     om = read_om(result.om_path)
     assert [d.kind for d in om.outputs] == ["tensor", "tensor", "tensor", "sequence"]
