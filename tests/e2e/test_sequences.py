@@ -181,3 +181,21 @@ def test_the_om_reader_checks_value_kinds(tmp_path):
     with pytest.raises(Bad, match=r"root input 's': a sequence has no shape"):
         decode_root(md, ti, len(dyn.weight_data))
     assert read_om(om_bytes(dyn)).inputs == dyn.inputs
+
+
+def test_ge_inspect_shows_kinds_and_ge_run_refuses_sequence_io(tmp_path):
+    from click.testing import CliRunner
+
+    from ge.cli.main import cli
+    m = model([helper.make_node("SplitToSequence", ["x"], ["s"]), helper.make_node("SequenceLength", ["s"], ["n"])],
+              [helper.make_tensor_value_info("x", F, [4, 2])],
+              [helper.make_tensor_value_info("n", I64, None), seq_vi("s", F)])
+    _, result = compile_model(m, tmp_path)
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["inspect", result.om_path])
+    assert shown.exit_code == 0, shown.output
+    assert "sequence(float32)" in shown.output and "input 's' is a sequence (no static layout)" in shown.output
+    out = tmp_path / "out"
+    ran = runner.invoke(cli, ["run", "--model", result.om_path, "--output", str(out)])
+    assert ran.exit_code != 0 and not out.exists()
+    assert "output 's' is a sequence of float32: ge run reads and writes tensor files only" in ran.output
