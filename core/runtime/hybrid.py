@@ -309,7 +309,7 @@ class HybridContext:
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
         self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
-        self._last_inputs: list = [None] * len(dyn.inputs)  # run_nested: the arrays its inputs hold
+        self._last_inputs: list = [_HOST] * len(dyn.inputs)  # run_nested: the arrays its inputs hold (none yet)
         #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
         self.host: dict[str, object] = {}
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
@@ -370,7 +370,7 @@ class HybridContext:
                 continue
             if x is None or isinstance(x, list) or d.kind != "tensor":
                 self.host[d.name] = x
-                last[k] = None
+                last[k] = _HOST  # never the next call's array: a later tensor is copied in
                 continue
             self.host.pop(d.name, None)
             a = np.asarray(x)
@@ -434,7 +434,7 @@ class HybridContext:
     def _run_node(self, index: int) -> None:
         model = self.model
         node, st = model.dyn.nodes[index], self.states[index]
-        if index in model.host_ops or any(t in self.host for t in node.inputs):
+        if index in model.host_ops or (self.host and any(t in self.host for t in node.inputs)):
             return self._run_host_node(index, node)
         ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
         if node.subgraphs:
@@ -641,6 +641,9 @@ class HybridContext:
         self._owned.clear()
         self.slots.clear()
         self.host.clear()
+
+
+_HOST = object()  # run_nested: this input held a host value last time
 
 
 def _host_input(d, x):

@@ -199,3 +199,36 @@ def test_ge_inspect_shows_kinds_and_ge_run_refuses_sequence_io(tmp_path):
     ran = runner.invoke(cli, ["run", "--model", result.om_path, "--output", str(out)])
     assert ran.exit_code != 0 and not out.exists()
     assert "output 's' is a sequence of float32: ge run reads and writes tensor files only" in ran.output
+
+
+def test_a_loop_carries_an_optional_sequence_that_starts_empty(tmp_path):
+    """loop16_seq_none's shape: the carried value is an empty optional, then a sequence; each
+    iteration sees the value the last one left (an empty optional never keeps a stale sequence)."""
+    opt_seq = helper.make_optional_type_proto(helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None)))
+    body = helper.make_graph(
+        [helper.make_node("OptionalHasElement", ["carried"], ["has"]),
+         helper.make_node("If", ["has"], ["seq"],
+                          then_branch=helper.make_graph([helper.make_node("OptionalGetElement", ["carried"], ["got"])],
+                                                        "then", [], [seq_vi("got", F)]),
+                          else_branch=helper.make_graph([helper.make_node("SequenceEmpty", [], ["fresh"], dtype=F)],
+                                                        "else", [], [seq_vi("fresh", F)])),
+         helper.make_node("Cast", ["i"], ["fi"], to=F),
+         helper.make_node("Unsqueeze", ["fi", "axes"], ["item"]),
+         helper.make_node("SequenceInsert", ["seq", "item"], ["grown"]),
+         helper.make_node("Optional", ["grown"], ["out"]),
+         helper.make_node("Identity", ["c"], ["c_out"])], "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("c", T.BOOL, []),
+         helper.make_value_info("carried", opt_seq)],
+        [helper.make_tensor_value_info("c_out", T.BOOL, []), helper.make_value_info("out", opt_seq)],
+        [onnx.numpy_helper.from_array(np.array([0], np.int64), "axes")])
+    nodes = [helper.make_node("Loop", ["M", "", "start"], ["end"], body=body),
+             helper.make_node("OptionalGetElement", ["end"], ["seq"]),
+             helper.make_node("ConcatFromSequence", ["seq"], ["all"], axis=0)]
+    m = model(nodes, [helper.make_tensor_value_info("M", I64, []), helper.make_value_info("start", opt_seq)],
+              [helper.make_tensor_value_info("all", F, None)])
+    _, result = compile_model(m, tmp_path)
+    for device in DEVICES:
+        for start in (None, [np.array([7.0], np.float32)], None):
+            (got,) = run(result.om_path, device, {"M": np.array(3, np.int64), "start": start})
+            expected = ([7.0] if start else []) + [0.0, 1.0, 2.0]
+            np.testing.assert_array_equal(got, np.array(expected, np.float32))
