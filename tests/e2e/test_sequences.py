@@ -232,3 +232,24 @@ def test_a_loop_carries_an_optional_sequence_that_starts_empty(tmp_path):
             (got,) = run(result.om_path, device, {"M": np.array(3, np.int64), "start": start})
             expected = ([7.0] if start else []) + [0.0, 1.0, 2.0]
             np.testing.assert_array_equal(got, np.array(expected, np.float32))
+
+
+def test_sequence_ops_stay_out_of_static_clusters(tmp_path):
+    """Static work before the sequence is one KNOWN submodel; every sequence op and every reader of
+    a sequence is an UNKNOWN node of the root graph."""
+    chain = [helper.make_node("Relu" if k % 2 else "Sigmoid", [f"t{k}"], [f"t{k + 1}"]) for k in range(5)]
+    nodes = [helper.make_node("Identity", ["x"], ["t0"]), *chain,
+             helper.make_node("SplitToSequence", ["t5"], ["s"], axis=1, keepdims=0),
+             helper.make_node("SequenceAt", ["s", "k"], ["col"]),
+             helper.make_node("Mul", ["col", "col"], ["y"])]
+    m = model(nodes, [helper.make_tensor_value_info("x", F, [3, 4]), helper.make_tensor_value_info("k", I64, [])],
+              [helper.make_tensor_value_info("y", F, None)])
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    result = check(m, [{"x": x, "k": np.array(2, np.int64)}, {"x": x, "k": np.array(-4, np.int64)}], tmp_path)
+    om = read_om(result.om_path)
+    known = [c for c in om.clusters if c.kind == "KNOWN"]
+    assert len(known) == 1 and "SplitToSequence_6" not in known[0].nodes and len(om.submodels) == 1
+    unknown = {c.nodes[0]: c.reason for c in om.clusters if c.kind == "UNKNOWN"}
+    assert unknown["SequenceAt_7"] == "input 's' is a sequence (no static layout)"
+    assert "SplitToSequence_6" in unknown and "Mul_8" in unknown
+    assert [n.kinds for n in om.nodes if n.op_type == "SplitToSequence"] == [("sequence",)]
