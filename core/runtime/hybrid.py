@@ -505,9 +505,7 @@ class HybridContext:
     def _host_arg(self, t: str, node: DynNode):
         if not t:
             return None
-        if t in self.host:
-            if self.trace is not None:
-                self._touch(t)
+        if t in self.host:  # on the host: no device buffer, nothing for a range plan to place
             return self.host[t]
         return self.model.consts[t] if t in self.model.consts else self._view(self._slot(t, node))
 

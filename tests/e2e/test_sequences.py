@@ -253,3 +253,16 @@ def test_sequence_ops_stay_out_of_static_clusters(tmp_path):
     assert unknown["SequenceAt_7"] == "input 's' is a sequence (no static layout)"
     assert "SplitToSequence_6" in unknown and "Mul_8" in unknown
     assert [n.kinds for n in om.nodes if n.op_type == "SplitToSequence"] == [("sequence",)]
+
+
+def test_range_mode_plans_tensors_and_keeps_sequences_on_the_host(tmp_path):
+    x = helper.make_tensor_value_info("x", F, ["n", 2])
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("SplitToSequence", ["r"], ["s"], axis=0),
+               helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1)], [x],
+              [helper.make_tensor_value_info("y", F, None)])
+    path, result = compile_model(m, tmp_path, input_shape="x:1~6,2")
+    assert result.model.mode == "range" and "s" not in result.model.attrs["capacities"]
+    for device in DEVICES:
+        for n in (6, 1, 3):
+            feeds = {"x": np.random.default_rng(n).standard_normal((n, 2)).astype(np.float32)}
+            assert_same(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
