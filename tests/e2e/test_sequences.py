@@ -266,3 +266,13 @@ def test_range_mode_plans_tensors_and_keeps_sequences_on_the_host(tmp_path):
         for n in (6, 1, 3):
             feeds = {"x": np.random.default_rng(n).standard_normal((n, 2)).astype(np.float32)}
             assert_same(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
+
+
+def test_gears_refuse_sequences_with_a_message(tmp_path):
+    m = model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+               helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1)],
+              [helper.make_tensor_value_info("x", F, ["b", 2])], [helper.make_tensor_value_info("y", F, None)])
+    with pytest.raises(GeError, match=r"'s' is a sequence: sequences and optionals run in the hybrid executor, "
+                                      r"not in gears"):
+        compile_model(m, tmp_path, input_shape="x:-1,2", dynamic_batch_size="1,2")
+    assert not list(tmp_path.glob("*.om"))
