@@ -193,6 +193,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
     load_ms = (time.perf_counter() - t0) * 1e3
     try:
         dm = api.model(model_id)
+        inference.require_tensor_io(dm)
         gear_descs = _gear(model_id, opts)
         if opts["dym_shape_range"]:
             clash = [name for name, given in (("--input", paths), ("--dymShape", opts["dym_shape"]),

@@ -31,6 +31,9 @@ class DynTensor:
     dtype: str
     shape: tuple
     ranges: tuple = ()
+    #: "tensor", or a value with no layout held on the host: "sequence" (a list of `dtype` arrays),
+    #: "optional" (an array or None), "optional_sequence" (a list or None); their shape is (-2,)
+    kind: str = "tensor"
 
     @property
     def itemsize(self) -> int:
@@ -50,6 +53,11 @@ class DynNode:
     dtypes: tuple  # dtype name per output ("" when unknown before running)
     #: control flow: (attribute name, index into the root's `subgraphs`) per subgraph attribute
     subgraphs: tuple = ()
+    #: per output, its kind when any output is not a tensor (see DynTensor.kind), else ()
+    kinds: tuple = ()
+
+
+KINDS = ("tensor", "sequence", "optional", "optional_sequence")
 
 
 @dataclass(frozen=True)

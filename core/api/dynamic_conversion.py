@@ -72,6 +72,10 @@ def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline, 
             optimize(graph)
         except GeError:
             flow = next((n for n in graph.nodes if subgraphs(n)), None)
+            odd = next((v for v in graph.values.values() if v.kind != "tensor"), None)
+            if flow is None and odd is not None:
+                raise GeError(f"'{odd.name}' is a {odd.kind}: sequences and optionals run in the hybrid executor, "
+                              f"not in gears; compile with unknown dims (-1) and no gear list") from None
             if flow is None:
                 raise
             raise GeError(f"{flow}: control flow runs in the hybrid executor, not in gears; compile with "

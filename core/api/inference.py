@@ -36,6 +36,17 @@ def output_folder(output: str, dirname: str | None = None, now: float | None = N
     return os.path.join(output, time.strftime(MSAME_TIME_FORMAT, time.localtime(now)))
 
 
+def require_tensor_io(dm) -> None:
+    """ge run reads and writes tensor files: a model whose inputs or outputs are sequences or
+    optionals runs through the Python API (lists of arrays, None for an empty optional)."""
+    odd = [(what, d) for what, ds in (("input", dm.inputs), ("output", dm.outputs)) for d in ds
+           if getattr(d, "kind", "tensor") != "tensor"]
+    if odd:
+        raise GeError(", ".join(f"{what} '{d.name}' is a {d.kind} of {d.dtype}" for what, d in odd)
+                      + ": ge run reads and writes tensor files only; run this model through the Python API "
+                        "(ge.core.api.execute: a sequence is a list of arrays, an empty optional None)")
+
+
 def zero_inputs(descs) -> list[np.ndarray]:
     """msame's and ais_bench's default inputs when none are given: every byte zero."""
     return [np.zeros(tuple(int(d) for d in desc.shape), np.dtype(desc.dtype)) for desc in descs]

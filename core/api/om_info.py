@@ -227,10 +227,10 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
         "dynamic": {"mode": dyn.mode, "name": dyn.name, "weight_size": dyn.weight_size,
                     "static_model_ops_lower_limit": dyn.attrs.get("static_model_ops_lower_limit"),
                     "atc_options": dict(dyn.attrs.get("atc_options", {})), "soc": soc_info(dyn.soc_version),
-                    "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
+                    "inputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape),
                                 "ranges": [f"{lo}~{hi}" if lo != hi else str(lo) for lo, hi in t.ranges]}
                                for t in dyn.inputs],
-                    "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.outputs],
+                    "outputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape)} for t in dyn.outputs],
                     "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                                   "submodel": c.submodel} for c in dyn.clusters],
                     "steps": [f"{s.kind} {s.index}" for s in dyn.steps],
@@ -252,8 +252,8 @@ def subgraphs_info(dyn: DynamicModel) -> list[dict]:
             for key, j in n.subgraphs:
                 owners[j] = {"graph": label, "node": n.name, "op_type": n.op_type, "attribute": key}
     return [{"index": k, "name": sg.name, **owners.get(k, {}), "captures": sg.attrs.get("captures", 0),
-             "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in sg.inputs],
-             "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in sg.outputs],
+             "inputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape)} for t in sg.inputs],
+             "outputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape)} for t in sg.outputs],
              "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                            "submodel": c.submodel} for c in sg.clusters],
              "steps": [f"{s.kind} {s.index}" for s in sg.steps]}
@@ -273,3 +273,8 @@ def plot_memory(path: str, out_file: str) -> str:
     data = plot_svg(d).encode() if kind == ".svg" else plot_png(d)
     write_atomically(out_file, lambda f: f.write(data))
     return out_file
+
+
+def _typed(t) -> str:
+    """A root value's type as shown: its dtype, or e.g. sequence(float32) for a sequence or optional."""
+    return t.dtype if t.kind == "tensor" else f"{t.kind}({t.dtype})"

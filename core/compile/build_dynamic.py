@@ -92,7 +92,7 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
         refs = tuple((key, _build_subgraph(body, f"{name}/{node.name}/{key}", parts)) for key, body in bodies)
         dyn_nodes.append(DynNode(node.name, node.op_type, node.domain, node_opset(graph, node), attrs,
                                  tuple(node.inputs), tuple(node.outputs),
-                                 tuple(_dtype_name(graph, o) for o in node.outputs), refs))
+                                 tuple(_dtype_name(graph, o) for o in node.outputs), refs, _kinds(graph, node.outputs)))
         clusters.append(Cluster(len(clusters), "UNKNOWN", (node.name,), part.reason))
         steps.append(Step("node", len(dyn_nodes) - 1))
     outputs = [_dyn_tensor(graph, t) for t in graph.outputs]
@@ -208,8 +208,18 @@ def _dtype_name(graph: Graph, t: str) -> str:
     return "" if not t or v is None or v.dtype is None else np.dtype(v.dtype).name
 
 
+def _kinds(graph: Graph, names) -> tuple:
+    """Each output's kind, when one is not a tensor (the OM records kinds only then)."""
+    kinds = tuple(graph.values[o].kind if o in graph.values else "tensor" for o in names)
+    return kinds if any(k != "tensor" for k in kinds) else ()
+
+
 def _dyn_tensor(graph: Graph, t: str, ranges=()) -> DynTensor:
     v = graph.value(t)
+    if v.kind != "tensor":
+        if v.dtype is None:
+            raise GraphError(f"{v.kind} '{t}' has no known element dtype")
+        return DynTensor(t, np.dtype(v.dtype).name, (-2,), (), v.kind)
     if v.dtype is None:
         raise GraphError(f"tensor '{t}' has no known dtype")
     shape = () if v.shape is None and not ranges else tuple(d if isinstance(d, int) and d >= 0 else -1

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 
-CONTROL_FLOW = ("If", "Loop", "Scan")  # the ops whose subgraphs ge compiles and runs
+CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")  # the ops whose subgraphs ge compiles and runs
 
 #: how many times a carried shape may widen before it is taken as unknown rank
 _MAX_WIDENING = 4
@@ -38,6 +38,9 @@ def control_flow_outputs(graph: Graph, node: Node, infer_graph) -> list[tuple]:
     k = body.captures
     captured = outer[len(outer) - k:] if k else []
     formal = outer[:len(outer) - k]
+    if op == "SequenceMap":  # the body sees one element of each sequence, its outputs are sequences
+        elements = [(d, None if graph.value(i).kind == "sequence" else s) for i, (d, s) in zip(node.inputs, formal)]
+        return [(d, None) for d, _ in _infer(body, elements + captured, infer_graph)]
     if op == "Loop":
         carried = formal[2:]
         fixed = [(np.dtype(np.int64), ()), (np.dtype(np.bool_), ())]

@@ -44,7 +44,8 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
         dynamic_in = [i for i in node.inputs if i and i not in graph.initializers and not graph.value(i).is_static]
         if dynamic_in:
             v = graph.value(dynamic_in[0])
-            unknown[node.name] = f"input '{v.name}' has unknown dims {_shape_text(v.shape)}"
+            unknown[node.name] = (f"input '{v.name}' is a {v.kind} (no static layout)" if v.kind != "tensor"
+                                  else f"input '{v.name}' has unknown dims {_shape_text(v.shape)}")
             _forget(graph, node)
             continue
         try:

@@ -59,10 +59,13 @@ class Value:
     name: str
     dtype: np.dtype | None = None
     shape: tuple | None = None
+    #: "tensor", or (no static layout, the dynamic path only) "sequence" of tensors of `dtype`,
+    #: "optional" tensor, "optional_sequence"
+    kind: str = "tensor"
 
     @property
     def is_static(self) -> bool:
-        return self.dtype is not None and self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
+        return self.kind == "tensor" and self.dtype is not None and self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
 
     @property
     def meta(self) -> Meta:

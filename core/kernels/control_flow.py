@@ -132,7 +132,7 @@ class Loop(ControlFlow):
             if len(outs) < 1 + self.carried:
                 raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {self.carried} carried values")
             go = bool(self.scalar(outs[0], "the body's cond output"))
-            carried = [np.asarray(o) for o in outs[1:1 + self.carried]]
+            carried = [_carried(o) for o in outs[1:1 + self.carried]]
             scans.append(outs[1 + self.carried:])
             i += 1
         n_scan = self.num_outputs - self.carried
@@ -142,6 +142,12 @@ class Loop(ControlFlow):
             templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
                                      [None] * (1 + self.carried) + templates)[1 + self.carried:]
         return carried + [self.stack(c, 0, templates[k], f"scan output {k}") for k, c in enumerate(columns)]
+
+
+def _carried(x):
+    """A carried value as the next iteration takes it: a sequence (list) or an empty optional
+    (None) as it is, a tensor as an array."""
+    return x if x is None or isinstance(x, list) else np.asarray(x)
 
 
 class _ScanBase(ControlFlow):
@@ -246,3 +252,32 @@ class Scan8(_ScanBase):
                     item[k] = np.concatenate([item[k], np.zeros((pad,) + item[k].shape[1:], item[k].dtype)])
             per_item.append(item)
         return [np.stack([p[k] for p in per_item]) for k in range(n + n_out)]
+
+
+@register("SequenceMap", since=17)
+class SequenceMap(ControlFlow):
+    """Inputs (input_sequence, additional_inputs...): the body runs once per element of the first
+    sequence, given the i-th element of each sequence input and each tensor input whole; output k
+    is the sequence of the body's k-th outputs."""
+    bodies = ("body",)
+
+    def check(self) -> None:
+        if self.formal < 1:
+            raise self.fail("takes at least one input (input_sequence)")
+
+    def execute(self, xs, bodies, templates=()):
+        formal, captured = self.split(xs)
+        if not isinstance(formal[0], list):
+            raise self.fail("input 0 (input_sequence) must be a sequence")
+        n = len(formal[0])
+        bad = next((k for k, x in enumerate(formal) if isinstance(x, list) and len(x) != n), None)
+        if bad is not None:
+            raise self.fail(f"input {bad} holds {len(formal[bad])} tensors; input_sequence holds {n}")
+        results: list[list] = [[] for _ in range(self.num_outputs)]
+        for i in range(n):
+            outs = bodies[0]([x[i] if isinstance(x, list) else x for x in formal] + captured)
+            if len(outs) != self.num_outputs:
+                raise self.fail(f"body gives {len(outs)} outputs; the node has {self.num_outputs}")
+            for column, o in zip(results, outs):
+                column.append(np.array(o))
+        return results

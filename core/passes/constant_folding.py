@@ -131,6 +131,8 @@ def _fold(graph: Graph, node: Node):
     ins = [i for i in node.inputs if i]
     if not all(i in graph.initializers for i in ins):
         return None
+    if any(o in graph.values and graph.values[o].kind != "tensor" for o in node.outputs):
+        return None
 
     in_nbytes = sum(graph.initializers[i].nbytes for i in ins)
     estimate = _estimate_nbytes(graph, node)
@@ -143,6 +145,8 @@ def _fold(graph: Graph, node: Node):
         raise
     except Exception as e:
         raise GraphError(f"{node}: constant folding failed: {type(e).__name__}: {e}") from e
+    if any(r is None or isinstance(r, list) for r in results):
+        return None  # a sequence or an optional: no initializer holds one, it is made at run time
     arrays = [np.asarray(r) for r in results]
     if any(node.outputs[len(arrays):]):
         return None  # the kernel does not produce an output somebody names
@@ -165,7 +169,7 @@ def _evaluate(graph: Graph, node: Node):
         raise
     except Exception as e:
         raise GraphError(f"{node}: constant folding failed: {type(e).__name__}: {e}") from e
-    if arrays is None or any(a.dtype not in _DTYPE_SET for a in arrays):
+    if arrays is None or any(not isinstance(a, np.ndarray) or a.dtype not in _DTYPE_SET for a in arrays):
         return None
     if _too_big(sum(a.nbytes for a in arrays), sum(graph.initializers[i].nbytes for i in ins)):
         return "big"

@@ -54,9 +54,14 @@ def _run_node(graph: Graph, node: Node, xs: list, budget: list) -> list:
                  num_outputs=len(node.outputs), backend=NUMPY)
     bodies = dict(subgraphs(node))
     if not bodies:
-        return [np.asarray(r) for r in kernel.compute(*xs)]
+        return [_value(r) for r in kernel.compute(*xs)]
     calls = [lambda arrays, g=bodies[key]: _run_graph(g, arrays, budget) for key in kernel.bodies]
-    return [np.asarray(r) for r in kernel.execute(xs, calls)]
+    return [_value(r) for r in kernel.execute(xs, calls)]
+
+
+def _value(r):
+    """An output as the next node takes it: a sequence (list) or empty optional (None) as it is."""
+    return r if r is None or isinstance(r, list) else np.asarray(r)
 
 
 def _run_graph(g: Graph, arrays: list, budget: list) -> list:

@@ -133,6 +133,13 @@ class HybridModel(SharedWeightsModel):
         self.flow = {k: lookup(n.op_type, n.domain, n.opset, n.name)(
             {**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name, num_outputs=len(n.outputs),
             backend=self.backend) for k, n in enumerate(dyn.nodes) if n.subgraphs}
+        # sequence and optional ops: built once, they run on host values (core/kernels/sequences.py)
+        self.host_ops = {}
+        for k, n in enumerate(dyn.nodes):
+            cls = lookup(n.op_type, n.domain, n.opset, n.name)
+            if getattr(cls, "host_values", False):
+                self.host_ops[k] = cls({**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name,
+                                       num_outputs=len(n.outputs), backend=self.backend)
         if root is None:
             self.default_context = self.create_context()
 
@@ -302,7 +309,9 @@ class HybridContext:
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
         self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
-        self._last_inputs: list = [None] * len(dyn.inputs)  # run_nested: the arrays its inputs hold
+        self._last_inputs: list = [_HOST] * len(dyn.inputs)  # run_nested: the arrays its inputs hold (none yet)
+        #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
+        self.host: dict[str, object] = {}
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
             self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
@@ -314,6 +323,9 @@ class HybridContext:
         t0 = time.perf_counter()
         self._pos = 0
         for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
+            if d.kind != "tensor":
+                self.host[d.name] = x
+                continue
             slot = self.realloc_if_needed(d.name, x.dtype, x.shape)
             device.memcpy_h2d(slot.addr, x)
             self.counters["h2d_bytes"] += x.nbytes
@@ -324,6 +336,9 @@ class HybridContext:
         results = []
         self._pos = len(dyn.steps) + 1
         for k, d in enumerate(dyn.outputs):
+            if d.name in self.host:
+                results.append(_host_copy(self.host[d.name]))
+                continue
             slot = self.slots[d.name]
             if self.trace is not None:
                 self._touch(d.name)
@@ -353,12 +368,20 @@ class HybridContext:
         for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
             if x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
                 continue
+            if x is None or isinstance(x, list) or d.kind != "tensor":
+                self.host[d.name] = x
+                last[k] = _HOST  # never the next call's array: a later tensor is copied in
+                continue
+            self.host.pop(d.name, None)
             a = np.asarray(x)
             device.memcpy_h2d(self.realloc_if_needed(d.name, a.dtype, a.shape).addr, a)
             last[k] = x
         self._run_steps()
         results = []
         for d in dyn.outputs:
+            if d.name in self.host:
+                results.append(self.host[d.name])
+                continue
             slot = self.slots[d.name]
             y = np.empty(slot.shape, slot.dtype)
             device.memcpy_d2h(y, slot.addr)
@@ -387,10 +410,14 @@ class HybridContext:
             if missing:
                 raise ShapeError(f"model '{dyn.name}': inputs {missing} missing")
             inputs = [inputs[d.name] for d in dyn.inputs]
-        inputs = [x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x) for x in inputs]
         if len(inputs) != len(dyn.inputs):
             raise ShapeError(f"model '{dyn.name}' expects {len(dyn.inputs)} inputs, got {len(inputs)}")
+        inputs = [_host_input(d, x) if d.kind != "tensor" else
+                  x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x)
+                  for d, x in zip(dyn.inputs, inputs)]
         for d, x in zip(dyn.inputs, inputs):
+            if d.kind != "tensor":
+                continue
             if x.dtype != np.dtype(d.dtype):
                 raise ShapeError(f"input '{d.name}': dtype {x.dtype} does not match the model's {d.dtype}")
             if d.shape != (-2,) and (len(x.shape) != len(d.shape)
@@ -407,6 +434,8 @@ class HybridContext:
     def _run_node(self, index: int) -> None:
         model = self.model
         node, st = model.dyn.nodes[index], self.states[index]
+        if index in model.host_ops or (self.host and any(t in self.host for t in node.inputs)):
+            return self._run_host_node(index, node)
         ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
         if node.subgraphs:
             return self._run_control_flow(index, node, ins)
@@ -454,6 +483,45 @@ class HybridContext:
             impl.epilogue(st.ys[0])
         self.counters["nodes_run"] += 1
 
+    # -- sequences and optionals: host values -------------------------------------------------------
+    def _run_host_node(self, index: int, node: DynNode) -> None:
+        """A sequence or optional op, or a node reading such a value (Identity, control flow): its
+        inputs as they are (arrays, lists, None), its outputs kept as they come (an array in its slot)."""
+        xs = [self._host_arg(t, node) for t in node.inputs]
+        if node.subgraphs:
+            return self._run_control_flow(index, node, xs)
+        kernel = self.model.host_ops.get(index)
+        if kernel is not None:
+            results = kernel.compute(*xs)
+        elif node.op_type == "Identity" and node.domain == "":
+            results = [xs[0]]
+        else:
+            t = next(t for t in node.inputs if t in self.host)
+            raise GeError(f"node '{node.name}' ({node.op_type}) reads '{t}', a sequence or optional value; "
+                          f"the op takes tensors only")
+        self._keep(node.outputs, results)
+        self.counters["nodes_run"] += 1
+
+    def _host_arg(self, t: str, node: DynNode):
+        if not t:
+            return None
+        if t in self.host:  # on the host: no device buffer, nothing for a range plan to place
+            return self.host[t]
+        return self.model.consts[t] if t in self.model.consts else self._view(self._slot(t, node))
+
+    def _keep(self, names, results) -> None:
+        """Outputs of a node: sequences and optionals to the host, arrays to their slots."""
+        for out, r in zip(names, results):
+            if not out:
+                continue
+            if r is None or isinstance(r, list):
+                self.host[out] = r
+                continue
+            self.host.pop(out, None)
+            r = np.asarray(r)
+            slot = self.realloc_if_needed(out, r.dtype, r.shape)
+            np.copyto(self._view(slot), r)
+
     # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
     def _run_control_flow(self, index: int, node: DynNode, ins: list) -> None:
         """The node's kernel (core/kernels/control_flow.py) drives; each subgraph call runs the
@@ -464,11 +532,7 @@ class HybridContext:
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
                      for t in self.model.subgraphs[refs[flow.bodies[0]]].outputs]
         results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
-        for out, r in zip(node.outputs, results):
-            if out:
-                r = np.asarray(r)
-                slot = self.realloc_if_needed(out, r.dtype, r.shape)
-                np.copyto(self._view(slot), r)
+        self._keep(node.outputs, results)
         self.counters["nodes_run"] += 1
 
     def _subgraph_call(self, node: DynNode, key: str, k: int):
@@ -574,3 +638,34 @@ class HybridContext:
             self.device.free(addr)
         self._owned.clear()
         self.slots.clear()
+        self.host.clear()
+
+
+_HOST = object()  # run_nested: this input held a host value last time
+
+
+def _host_input(d, x):
+    """A model input that is a sequence (a list of arrays of its dtype) or an optional (None when
+    empty), checked and copied: the caller may change its arrays after the run."""
+    where = f"input '{d.name}'"
+    if x is None:
+        if d.kind.startswith("optional"):
+            return None
+        raise ShapeError(f"{where} is a {d.kind}; None is only an empty optional")
+    if d.kind in ("sequence", "optional_sequence"):
+        if not isinstance(x, (list, tuple)):
+            raise ShapeError(f"{where} is a {d.kind}: give a list of {d.dtype} arrays, got {type(x).__name__}")
+        items = [np.array(t) for t in x]
+        bad = next((a.dtype for a in items if a.dtype != np.dtype(d.dtype)), None)
+        if bad is not None:
+            raise ShapeError(f"{where}: a sequence of {d.dtype} tensors, got one of {bad}")
+        return items
+    a = np.array(x)
+    if a.dtype != np.dtype(d.dtype):
+        raise ShapeError(f"{where}: dtype {a.dtype} does not match the model's {d.dtype}")
+    return a
+
+
+def _host_copy(v):
+    """An output that is a sequence or optional, given to the caller as its own copy."""
+    return None if v is None else [np.array(t) for t in v] if isinstance(v, list) else np.array(v)

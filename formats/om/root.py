@@ -7,7 +7,7 @@ over the same submodels and weights) and each node's "subgraphs" ([attribute, in
 See docs/om-format.md."""
 from __future__ import annotations
 
-from ge.core.dynamic_model import HYBRID, MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
+from ge.core.dynamic_model import HYBRID, KINDS, MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
 from ge.core.ge_model import WeightDesc
 from ge.core.ir import CAPTURES
 
@@ -33,7 +33,8 @@ def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
     def tensor(t: DynTensor, where: str) -> dict:
         return {"name": as_str(t.name, f"{where} name"), "dtype": as_dtype(t.dtype, where),
                 "shape": [as_int(d, f"{where} shape") for d in t.shape],
-                "ranges": [[as_int(lo, f"{where} range"), as_int(hi, f"{where} range")] for lo, hi in t.ranges]}
+                "ranges": [[as_int(lo, f"{where} range"), as_int(hi, f"{where} range")] for lo, hi in t.ranges],
+                **({"kind": as_str(t.kind, f"{where} kind")} if t.kind != "tensor" else {})}
     model_def = {
         "root": label == "root", "name": as_str(m.name, "model name"), "soc_version": as_str(m.soc_version, "soc_version"),
         "opset": as_int(m.opset, "opset"), "mode": as_str(m.mode, "mode"),
@@ -52,7 +53,9 @@ def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
                    "attrs": as_attr_map(n.attrs, f"{label} node '{n.name}' attrs", 0), "inputs": list(n.inputs),
                    "outputs": list(n.outputs), "dtypes": list(n.dtypes),
                    "subgraphs": [[as_str(key, "subgraph attribute"), as_int(i, "subgraph index")]
-                                 for key, i in n.subgraphs]} for n in m.nodes],
+                                 for key, i in n.subgraphs],
+                   **({"kinds": [as_str(k, f"{label} node '{n.name}' kinds") for k in n.kinds]} if n.kinds else {})}
+                  for n in m.nodes],
         "steps": [[s.kind, as_int(s.index, "step index")] for s in m.steps],
     }
     return model_def, task_info
@@ -72,7 +75,8 @@ def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
 
 # ---------------------------------------------------------------- control-flow subgraphs (format 1.5)
 #: the subgraph attributes of each control-flow op, in the order its kernel takes them
-SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan": ("body",)}
+SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan": ("body",),
+                  "SequenceMap": ("body",)}
 
 
 def decode_subgraphs(v, weight_bytes: int, n_sub: int) -> list[DynamicModel]:
@@ -155,6 +159,8 @@ def _subgraph_io(n: DynNode) -> tuple[int, int]:
         return captures, len(n.outputs)
     if n.op_type == "Loop":
         return len(n.inputs), 1 + len(n.outputs)
+    if n.op_type == "SequenceMap":
+        return len(n.inputs), len(n.outputs)
     return len(n.inputs) - (1 if n.opset < 9 else 0), len(n.outputs)  # Scan (opset 8: sequence_lens)
 
 
@@ -185,7 +191,13 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicM
                 ranges.append(tuple(rg))
             if ranges and len(ranges) != len(shape):
                 raise Bad(f"{label} {key[:-1]} '{clip(tname)}': {len(ranges)} ranges for rank {len(shape)}")
-            out.append(DynTensor(tname, dtype, tuple(shape), tuple(ranges)))
+            kind = tf.str("kind") if "kind" in t else "tensor"  # format 1.6: sequences and optionals
+            if kind not in KINDS:
+                raise Bad(f"{label} {key[:-1]} '{clip(tname)}': kind '{clip(kind)}' is not one of {', '.join(KINDS)}")
+            if kind != "tensor" and (shape != [-2] or ranges):
+                raise Bad(f"{label} {key[:-1]} '{clip(tname)}': a {kind} has no shape or ranges (shape [-2]), got "
+                          f"shape {show(shape)}")
+            out.append(DynTensor(tname, dtype, tuple(shape), tuple(ranges), kind))
         return out
 
     inputs, outputs = tensors("inputs"), tensors("outputs")
@@ -225,10 +237,14 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicM
         refs = nf.list("subgraphs") if "subgraphs" in n else []  # format 1.5
         if any(type(r) is not list or len(r) != 2 or type(r[0]) is not str or type(r[1]) is not int for r in refs):
             raise Bad(f"{label} node '{clip(nname)}': subgraphs must be [attribute, index] pairs")
+        kinds = nf.list("kinds") if "kinds" in n else []  # format 1.6
+        if kinds and (len(kinds) != len(lists["outputs"]) or any(k not in KINDS for k in kinds)):
+            raise Bad(f"{label} node '{clip(nname)}': kinds {show(kinds)} must name one of {', '.join(KINDS)} per "
+                      f"output ({len(lists['outputs'])})")
         nodes.append(DynNode(nname, op, nf.str("domain"), nf.int("opset"),
                              attr_map(nf.get("attrs"), f"{label} node '{clip(nname)}' attrs", 0),
                              tuple(lists["inputs"]), tuple(lists["outputs"]), tuple(lists["dtypes"]),
-                             tuple((key, i) for key, i in refs)))
+                             tuple((key, i) for key, i in refs), tuple(kinds)))
     steps = []
     for k, s in enumerate(t.list("steps")):
         if type(s) is not list or len(s) != 2 or s[0] not in ("node", "submodel") or type(s[1]) is not int:

@@ -14,7 +14,8 @@ Every limit below is checked by the reader before it allocates anything.
 from __future__ import annotations
 
 MAGIC = b"IMOD"
-FORMAT_VERSION = (1, 5)  # (major, minor): readers refuse a newer major, accept a newer minor
+FORMAT_VERSION = (1, 6)  # (major, minor): readers refuse a newer major, accept a newer minor
+# 1.6 adds value kinds to dynamic OMs: root input/output "kind" and node "kinds" (sequence, optional)
 # 1.5 adds control-flow subgraphs to dynamic OMs: root MODEL_DEF "subgraphs", node "subgraphs"
 # 1.4 adds TASK_INFO "dataflow": the compiler's memory plan for the dataflow and parallel executors
 # 1.3 allows nil task outputs (an omitted optional output before a used one: LSTM's ["Y", "", "Y_c"])

@@ -18,6 +18,7 @@ What happens, in order, and why:
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -123,7 +124,8 @@ def _check_model(model: onnx.ModelProto, path: Path, raw: bytes | None, nbytes: 
     # for the check only.
     patched = []
     for o in model.graph.output:
-        if not o.type.HasField("tensor_type") or not o.type.tensor_type.HasField("shape"):
+        which = o.type.WhichOneof("value")
+        if which is None or (which == "tensor_type" and not o.type.tensor_type.HasField("shape")):
             saved = onnx.ValueInfoProto()
             saved.CopyFrom(o)
             patched.append((o, saved))
@@ -323,6 +325,27 @@ def _dims(vi: onnx.ValueInfoProto):
     return tuple(out)
 
 
+def _type_of(tp: onnx.TypeProto, where: str) -> tuple[str, int, tuple | None]:
+    """(kind, element type, dims) of a value's type: kind "tensor", "sequence" (of tensors),
+    "optional" (of a tensor) or "optional_sequence"; sequences and optionals have no dims."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        vi = onnx.ValueInfoProto()
+        vi.type.CopyFrom(tp)
+        return "tensor", tp.tensor_type.elem_type, _dims(vi)
+    if which in ("sequence_type", "optional_type"):
+        inner = tp.sequence_type.elem_type if which == "sequence_type" else tp.optional_type.elem_type
+        kind, elem, _ = _type_of(inner, where)
+        if which == "sequence_type" and kind == "tensor":
+            return "sequence", elem, None
+        if which == "optional_type" and kind in ("tensor", "sequence"):
+            return ("optional" if kind == "tensor" else "optional_sequence"), elem, None
+        raise GraphError(f"{where} is a {which[:-5]} of {kind} values, which ge does not support")
+    if which is None:
+        return "tensor", 0, None
+    raise GraphError(f"{where} has type {which}, which ge does not support (tensors, sequences and optionals only)")
+
+
 def _fmt_shape(dims) -> str:
     if dims is None:
         return "unknown rank"
@@ -369,9 +392,8 @@ def _require_static_inputs(inputs: list[onnx.ValueInfoProto]) -> None:
     bad = []
     for vi in inputs:
         dims = _dims(vi)
-        if not vi.type.HasField("tensor_type"):
-            raise GraphError(f"input '{vi.name}' is not a tensor (type {vi.type.WhichOneof('value')}); "
-                             f"only tensor inputs are supported")
+        if _type_of(vi.type, f"input '{vi.name}'")[0] != "tensor":
+            continue  # a sequence or an optional: no layout to fix, it runs on the dynamic path
         if dims is None or any(not _static(d) for d in dims):
             bad.append((vi.name, dims))
     if not bad:
@@ -391,6 +413,9 @@ def _require_static_inputs(inputs: list[onnx.ValueInfoProto]) -> None:
 # --------------------------------------------------------------------------------------------
 # onnx shape inference (cross-check and seed)
 # --------------------------------------------------------------------------------------------
+_KIND = "\0kind:"  # inferred's key of a sequence or optional value's kind (no tensor name starts so)
+
+
 def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> dict[str, tuple]:
     """Run onnx's shape inference on a light copy; {tensor name: (elem_type, dims)}. Never fails."""
     light = onnx.ModelProto()
@@ -425,6 +450,11 @@ def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> d
     for vi in list(out.graph.value_info) + list(out.graph.output):
         if vi.type.HasField("tensor_type"):
             found[vi.name] = (vi.type.tensor_type.elem_type, _dims(vi))
+        elif vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+            with contextlib.suppress(GraphError):
+                kind, elem, _ = _type_of(vi.type, vi.name)
+                found[vi.name] = (elem, None)
+                found[_KIND + vi.name] = kind
     for g in _subgraph_protos(out.graph):  # element types inside subgraphs (shapes: ge infers them)
         for vi in list(g.value_info) + list(g.output):
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type and vi.name not in found:
@@ -493,19 +523,22 @@ def _attr_value(a: AttributeProto, node_desc: str):
         return [s.decode("utf-8", errors="replace") for s in a.strings]
     if t == AttributeProto.TENSORS:
         return [_tensor_to_array(x, where) for x in a.tensors]
+    if t == AttributeProto.TYPE_PROTO:  # Optional's type: "<kind>:<element dtype>"
+        kind, elem, _ = _type_of(a.tp, where)
+        return f"{kind}:{_value(a.name, elem or None, None, where).dtype}"
     if t == AttributeProto.GRAPHS:
         raise GraphError(f"{node_desc}: attribute '{a.name}' is a list of graphs, which no op ge runs takes")
     raise GraphError(f"{where}: attribute type {AttributeProto.AttributeType.Name(t)} is not supported")
 
 
-def _value(name: str, elem_type: int | None, dims, where: str) -> Value:
+def _value(name: str, elem_type: int | None, dims, where: str, kind: str = "tensor") -> Value:
     dtype = None
     if elem_type:
         if elem_type not in DTYPES:
             tname = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
             raise GraphError(f"{where} '{name}' has element type {tname}, which ge does not support")
         dtype = DTYPES[elem_type]
-    return Value(name, dtype, None if dims is None else tuple(dims))
+    return Value(name, dtype, None if dims is None else tuple(dims), kind)
 
 
 def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
@@ -522,7 +555,8 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
 
     for vi in inputs:
         graph.inputs.append(vi.name)
-        graph.values[vi.name] = _value(vi.name, vi.type.tensor_type.elem_type, _dims(vi), "input")
+        kind, elem, dims = _type_of(vi.type, f"input '{vi.name}'")
+        graph.values[vi.name] = _value(vi.name, elem, dims, "input", kind)
 
     scope = _Scope(path, graph.opset, None, graph.initializers, set(graph.values) | _produced(src), inferred)
     for n, name in zip(src.node, _node_names(src)):
@@ -530,11 +564,15 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
         for o in n.output:
             if o and o not in graph.values:
                 elem, dims = inferred.get(o, (None, None))
-                graph.values[o] = _value(o, elem, dims, "tensor")
+                graph.values[o] = _value(o, elem, dims, "tensor", inferred.get(_KIND + o, "tensor"))
 
     # the model's declared value infos fill what inference left unknown (dtype only when shapes moved)
     for vi in list(src.value_info) + list(src.output):
         v = graph.values.get(vi.name)
+        if v is not None and vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+            v.kind, elem, _ = _type_of(vi.type, f"{path}: value '{vi.name}'")
+            v.dtype = v.dtype or _value(vi.name, elem or None, None, "value").dtype
+            continue
         if v is not None and v.dtype is None and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
             v.dtype = _value(vi.name, vi.type.tensor_type.elem_type, None, "tensor").dtype
 
@@ -637,7 +675,10 @@ def _subgraph(g: onnx.GraphProto, where: str, outer: _Scope) -> tuple[Graph, lis
     for name, a in graph.initializers.items():
         graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
     for name, vi in declared.items():
-        if name not in graph.values and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+        if name not in graph.values and vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+            kind, elem, _ = _type_of(vi.type, f"{outer.path}: {where}: value '{name}'")
+            graph.values[name] = _value(name, elem or None, None, "value", kind)
+        elif name not in graph.values and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
             graph.values[name] = _value(name, vi.type.tensor_type.elem_type, _dims(vi), "tensor")
     for name in defined:
         v = graph.value(name)

@@ -112,6 +112,11 @@ def compare(expected, actual, rtol: float, atol: float) -> str:
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
     for i, (ref, out) in enumerate(zip(expected, actual)):
+        if ref is None or out is None:  # an empty optional
+            if ref is not out:
+                return f"output {i}: {'an empty optional' if out is None else 'a value'}, expected " \
+                       f"{'an empty optional' if ref is None else 'a value'}"
+            continue
         if isinstance(ref, (list, tuple)):
             if not isinstance(out, (list, tuple)):
                 return f"output {i}: a {type(out).__name__}, expected a sequence"
