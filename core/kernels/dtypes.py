@@ -11,6 +11,7 @@ INTS = SIGNED | UNSIGNED
 NUMERIC = FLOATS | INTS
 BOOL = frozenset([np.dtype(np.bool_)])
 ALL = NUMERIC | BOOL
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def type_names(types) -> str:
@@ -18,9 +19,10 @@ def type_names(types) -> str:
 
 
 def working_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype float formulas are evaluated in: float32 for float16, float64 for ints and bool."""
+    """The dtype float formulas are evaluated in: float32 for float16 and bfloat16, float64 for ints
+    and bool."""
     dtype = np.dtype(dtype)
-    if dtype == np.float16:
+    if dtype == np.float16 or dtype == BFLOAT16:
         return np.dtype(np.float32)
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
