@@ -38,6 +38,12 @@ VIA_FLOAT32 = frozenset({
     ("", "ReduceSumSquare"), ("", "InstanceNormalization"), ("", "GroupNormalization"),
 })
 
+#: (domain, op_type) of the ops whose kernels compute float32/float64 only: their float16 and
+#: bfloat16 instances run through the float32 kernel (the recurrences, the transforms, the losses)
+FLOAT32_ONLY = frozenset(("", op) for op in (
+    "RNN", "GRU", "LSTM", "RoiAlign", "Det", "DFT", "STFT", "NegativeLogLikelihoodLoss",
+    "SoftmaxCrossEntropyLoss", "GridSample"))
+
 #: (domain, op_type) of the further ops whose bfloat16 instances run through their float32 kernels:
 #: the elementwise ops, activations, reductions, normalizations and softmaxes (their float16 is
 #: evaluated in float32 blocks by the kernels themselves)
@@ -53,7 +59,7 @@ BFLOAT16_VIA_FLOAT32 = frozenset(("", op) for op in (
 
 #: ops whose other float inputs have their own type constraint (Pow's exponent, BatchNormalization's
 #: statistics, Resize's roi and scales): a float32 one stays float32
-MIXED = frozenset(("", op) for op in ("Pow", "BatchNormalization", "Resize"))
+MIXED = frozenset(("", op) for op in ("Pow", "BatchNormalization", "Resize", "GridSample"))
 #: ops whose outputs after the first have their own type (the statistics: LayerNormalization's stash
 #: type, BatchNormalization's running mean and variance): they keep the float32 kernel's dtype
 FIRST_OUTPUT_ONLY = frozenset(("", op) for op in ("BatchNormalization", "LayerNormalization"))
@@ -67,10 +73,10 @@ def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype 
     """float16 or bfloat16 when this node's instance runs through the float32 kernel, else None."""
     dtypes = {np.dtype(m.dtype) for m in inputs if m is not None}
     key = (cls.domain, cls.op_type)
-    if F16 in dtypes and key in VIA_FLOAT32:
+    if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY):
         return F16
     if BF16 in dtypes and F16 not in dtypes and (F32 not in dtypes or key in MIXED) \
-            and (key in VIA_FLOAT32 or key in BFLOAT16_VIA_FLOAT32):
+            and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in BFLOAT16_VIA_FLOAT32):
         return BF16
     return None
 

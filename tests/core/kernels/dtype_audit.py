@@ -70,37 +70,47 @@ def _retyped(case, schema, elem: int, np_type):
     return model, inputs
 
 
+def float_types(op: str, domain: str = "") -> list[str]:
+    """The float dtypes (numpy names) op's schema allows for its first input."""
+    schema = _schema(op, domain)
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    strs = allowed.get(schema.inputs[0].type_str, [schema.inputs[0].type_str])
+    return [NAMES[t] for t in FLOAT_TYPES if f"tensor({t})" in strs]
+
+
+def case_as(op: str, domain: str, dtype: str):
+    """(model, inputs): op's first float32 node case with input 0's type constraint in dtype."""
+    onnx_name = {v: k for k, v in NAMES.items()}[dtype]
+    elem, np_type = FLOAT_TYPES[onnx_name]
+    return _retyped(_first_case(op, domain), _schema(op, domain), elem, np_type)
+
+
+def run_ge(model: onnx.ModelProto, inputs: list) -> list[np.ndarray]:
+    """model compiled by ge and run on cpu (GeError when ge refuses it)."""
+    with tempfile.TemporaryDirectory(prefix="ge-dtype-audit-") as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        onnx.save(model, path)
+        out = api.atc(path, os.path.join(tmp, "model"),
+                      input_shape={vi.name: list(np.shape(x)) for vi, x in zip(model.graph.input, inputs)
+                                   if isinstance(x, np.ndarray)} or None)
+        model_id = api.load_from_file(out.om_path, "cpu")
+        try:
+            names = [d.name for d in api.model(model_id).inputs]
+            by_name = dict(zip([vi.name for vi in model.graph.input], inputs))
+            with np.errstate(all="ignore"):
+                return api.execute(model_id, [by_name[n] for n in names])
+        finally:
+            api.unload(model_id)
+
+
 def audit_op(op: str, domain: str = "") -> dict[str, str]:
     """{dtype name: first error line} for the float dtypes op's schema allows that ge refuses."""
-    schema = _schema(op, domain)
-    case = _first_case(op, domain)
-    if schema is None or case is None or not schema.inputs:
-        return {}
-    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
-    tstr = schema.inputs[0].type_str
-    strs = allowed.get(tstr, [tstr])
     refused = {}
-    for onnx_name, (elem, np_type) in FLOAT_TYPES.items():
-        if f"tensor({onnx_name})" not in strs:
-            continue
-        model, inputs = _retyped(case, schema, elem, np_type)
-        with tempfile.TemporaryDirectory(prefix="ge-dtype-audit-") as tmp:
-            path = os.path.join(tmp, "model.onnx")
-            onnx.save(model, path)
-            try:
-                out = api.atc(path, os.path.join(tmp, "model"),
-                              input_shape={vi.name: list(np.shape(x)) for vi, x in zip(model.graph.input, inputs)
-                                           if isinstance(x, np.ndarray)} or None)
-                model_id = api.load_from_file(out.om_path, "cpu")
-                try:
-                    names = [d.name for d in api.model(model_id).inputs]
-                    by_name = dict(zip([vi.name for vi in model.graph.input], inputs))
-                    with np.errstate(all="ignore"):
-                        api.execute(model_id, [by_name[n] for n in names])
-                finally:
-                    api.unload(model_id)
-            except GeError as e:
-                refused[NAMES[onnx_name]] = str(e).splitlines()[0][:200]
+    for dtype in float_types(op, domain):
+        try:
+            run_ge(*case_as(op, domain, dtype))
+        except GeError as e:
+            refused[dtype] = str(e).splitlines()[0][:200]
     return refused
 
 

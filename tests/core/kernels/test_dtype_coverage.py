@@ -1,0 +1,100 @@
+"""Every op accepts every float dtype its ONNX schema allows for its first input (issue 19 item 1),
+and the float16/bfloat16 instances that run through their float32 kernels (core/kernels/float16.py)
+compute what onnxruntime computes in float32 on the same values, rounded once.
+
+KNOWN_GAPS lists today's refusals, each with its reason: a new refusal (a regression) or a gap
+that closes (a fix: delete its line) turns test_refusals_are_the_known_gaps red."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+from ge.core.kernels.float16 import BFLOAT16_VIA_FLOAT32, FLOAT32_ONLY, VIA_FLOAT32
+from tests.core.kernels.dtype_audit import audit, audited_ops, case_as, float_types, run_ge
+
+#: (op, dtype) -> why ge refuses it today
+KNOWN_GAPS = {
+    ("Bernoulli", "bfloat16"): "Bernoulli draws in float32/float64 only; its output dtype is an attribute, so the "
+                               "float32 adapter (which rounds float32 outputs to the input's type) does not fit",
+    ("BitCast", "float16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float16 needs a 16-bit one",
+    ("BitCast", "bfloat16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; bfloat16 needs a 16-bit one",
+    ("BitCast", "float64"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float64 needs a 64-bit one",
+    ("GridSample", "float64"): "X and grid must have one float type (the case's grid stays float32); "
+                               "the schema lets them differ",
+    ("LayerNormalization", "float64"): "Mean and InvStdDev come out float64, the input's type, where the schema "
+                                       "gives them stash_type's (float32 by default)",
+    ("QuantizeLinear", "bfloat16"): "bfloat16 x is not implemented (float32, float16 and int32 are)",
+}
+
+NARROW = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+#: half an ulp of each type at 1.0 plus float32's own error: one rounding step apart at most
+RTOL = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+def test_refusals_are_the_known_gaps():
+    refused = audit()
+    new = {k: v for k, v in refused.items() if k not in KNOWN_GAPS}
+    fixed = sorted(k for k in KNOWN_GAPS if k not in refused)
+    assert not new, f"newly refused (regressions): {new}"
+    assert not fixed, f"no longer refused (delete these from KNOWN_GAPS): {fixed}"
+
+
+def test_the_audit_covers_the_float_ops():
+    """The audit reaches the ops an fp16/bf16 export is made of (not an empty loop)."""
+    ops = {op for _, op in audited_ops()}
+    assert {"Add", "MatMul", "Conv", "Softmax", "LayerNormalization", "ReduceMean", "LSTM", "Gemm"} <= ops
+    assert len(ops) > 120
+
+
+def _via_float32_cases():
+    adapted = VIA_FLOAT32 | FLOAT32_ONLY | BFLOAT16_VIA_FLOAT32
+    cases = []
+    for domain, op in audited_ops():
+        if (domain, op) not in adapted:
+            continue
+        for dtype in float_types(op, domain):
+            if dtype == "bfloat16" or (dtype == "float16" and (domain, op) in FLOAT32_ONLY):
+                cases.append(pytest.param(op, domain, dtype, id=f"{op}-{dtype}"))
+    return cases
+
+
+def _reference(model: onnx.ModelProto, inputs: list) -> list[np.ndarray]:
+    """The float32 model's outputs: onnxruntime's, or the onnx reference's where onnxruntime lacks the op
+    or the opset."""
+    names = [vi.name for vi in model.graph.input]
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # (onnxruntime's load errors have no common type)
+        return [np.asarray(y) for y in ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))]
+    return sess.run(None, dict(zip(names, inputs)))
+
+
+@pytest.mark.parametrize("op,domain,dtype", _via_float32_cases())
+def test_narrow_floats_match_float32_rounded_once(op, domain, dtype):
+    """ge's float16/bfloat16 result == the float32 result on the same (representable) values, rounded
+    to the narrow type: what onnxruntime and the onnx reference compute for these types."""
+    narrow_model, narrow_inputs = case_as(op, domain, dtype)
+    wide_model, wide_inputs = case_as(op, domain, "float32")
+    # the float32 model is fed the narrow values, so both see the same numbers
+    wide_inputs = [x.astype(np.float32) if isinstance(x, np.ndarray) and x.dtype == NARROW[dtype] else w
+                   for x, w in zip(narrow_inputs, wide_inputs)]
+    sums = ("", op) not in BFLOAT16_VIA_FLOAT32
+    got = run_ge(narrow_model, narrow_inputs)
+    expected = _reference(wide_model, wide_inputs)
+    assert len(got) == len(expected)
+    for y, e in zip(got, expected):
+        e = np.asarray(e)
+        if y.dtype == NARROW[dtype]:
+            assert e.dtype == np.float32
+            e = e.astype(NARROW[dtype])
+            # a sum (matmul, transform, reduction) that cancels to ~0 is exact only to its terms' scale
+            scale = float(np.nanmax(np.abs(e.astype(np.float32)), initial=1.0)) if sums else 1e-2
+            np.testing.assert_allclose(y.astype(np.float32), e.astype(np.float32), rtol=RTOL[dtype],
+                                       atol=RTOL[dtype] * scale, equal_nan=True)
+        else:  # bool, int64 indices, a float32 statistic: the same type and values as in float32
+            assert y.dtype == e.dtype
+            np.testing.assert_allclose(y, e, rtol=1e-5, atol=1e-6, equal_nan=True)
