@@ -45,8 +45,8 @@ FLOAT32_ONLY = frozenset(("", op) for op in (
     "SoftmaxCrossEntropyLoss", "GridSample"))
 
 #: (domain, op_type) of the further ops whose bfloat16 instances run through their float32 kernels:
-#: the elementwise ops, activations, reductions, normalizations and softmaxes (their float16 is
-#: evaluated in float32 blocks by the kernels themselves)
+#: the elementwise ops, activations, reductions, normalizations, softmaxes and scans (their float16
+#: is evaluated in float32 by the kernels themselves)
 BFLOAT16_VIA_FLOAT32 = frozenset(("", op) for op in (
     "Abs", "Acos", "Acosh", "Add", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization",
     "Ceil", "Celu", "Clip", "Cos", "Cosh", "Div", "Elu", "Equal", "Erf", "Exp", "Floor", "Gelu", "Greater",
@@ -55,7 +55,8 @@ BFLOAT16_VIA_FLOAT32 = frozenset(("", op) for op in (
     "MeanVarianceNormalization", "Min", "Mish", "Mod", "Mul", "Neg", "PRelu", "Pow", "Reciprocal", "ReduceL1",
     "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin",
     "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu",
-    "Where", "LayerNormalization", "Resize")) | frozenset({("ge", "Swish")})
+    "Where", "LayerNormalization", "Resize", "CumSum", "CumProd", "RMSNormalization", "RotaryEmbedding", "SwiGLU",
+    "Swish", "Col2Im", "DeformConv")) | frozenset({("ge", "Swish")})
 
 #: ops whose other float inputs have their own type constraint (Pow's exponent, BatchNormalization's
 #: statistics, Resize's roi and scales): a float32 one stays float32

@@ -1,5 +1,5 @@
 """Which float dtypes each op refuses: for every registered kernel whose op has an ONNX schema, the
-first float32 single-node backend case of that op (onnx's own attributes and inputs: sensible ones)
+first float32 (else float64) single-node backend case of that op (onnx's own attributes and inputs: sensible ones)
 is rebuilt with the inputs of its first input's type constraint in each float dtype that
 constraint allows (float16, bfloat16, float32, float64), compiled and run on `cpu`. Refusals, at
 compile or run, are recorded as `(op, dtype) -> first error line`.
@@ -7,6 +7,7 @@ compile or run, are recorded as `(op, dtype) -> first error line`.
 Run `python -m tests.core.kernels.dtype_audit` to print today's table."""
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 
@@ -33,7 +34,12 @@ def _schema(op: str, domain: str):
 
 
 def _first_case(op: str, domain: str):
-    """The first single-node, non-expanded node case of op whose tensor inputs include float32."""
+    """The first single-node, non-expanded node case of op whose first input is float32 (else float64)."""
+    return _first_case_of(op, domain, TensorProto.FLOAT) or _first_case_of(op, domain, TensorProto.DOUBLE)
+
+
+@functools.cache
+def _first_case_of(op: str, domain: str, elem: int):
     for case in all_cases():
         g = case.model.graph
         if case.kind != "node" or "_expanded" in case.name or len(g.node) != 1 or not case.data_sets:
@@ -41,7 +47,7 @@ def _first_case(op: str, domain: str):
         n = g.node[0]
         if n.op_type != op or (n.domain or "") not in (domain, "ai.onnx" if domain == "" else domain):
             continue
-        if g.input and g.input[0].type.tensor_type.elem_type == TensorProto.FLOAT:
+        if g.input and g.input[0].type.tensor_type.elem_type == elem:
             return case
     return None
 
@@ -60,12 +66,13 @@ def _retyped(case, schema, elem: int, np_type):
         same_in |= set(node.input[len(schema.inputs) - 1:])
     same_out = {node.output[i] for i, f in enumerate(schema.outputs[:len(node.output)]) if f.type_str == tstr}
     inputs = list(case.data_sets[0][0])
+    source = g.input[0].type.tensor_type.elem_type  # float32 or float64
     for k, vi in enumerate(g.input):
-        if vi.name in same_in and vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+        if vi.name in same_in and vi.type.tensor_type.elem_type == source:
             vi.type.tensor_type.elem_type = elem
             inputs[k] = np.asarray(inputs[k], np.float32).astype(np_type)
     for vi in g.output:
-        if vi.name in same_out and vi.type.tensor_type.elem_type == TensorProto.FLOAT:
+        if vi.name in same_out and vi.type.tensor_type.elem_type == source:
             vi.type.tensor_type.elem_type = elem
     return model, inputs
 
@@ -79,7 +86,7 @@ def float_types(op: str, domain: str = "") -> list[str]:
 
 
 def case_as(op: str, domain: str, dtype: str):
-    """(model, inputs): op's first float32 node case with input 0's type constraint in dtype."""
+    """(model, inputs): op's first float32 (else float64) node case with input 0's type constraint in dtype."""
     onnx_name = {v: k for k, v in NAMES.items()}[dtype]
     elem, np_type = FLOAT_TYPES[onnx_name]
     return _retyped(_first_case(op, domain), _schema(op, domain), elem, np_type)

@@ -66,6 +66,7 @@ def _reference(model: onnx.ModelProto, inputs: list) -> list[np.ndarray]:
     """The float32 model's outputs: onnxruntime's, or the onnx reference's where onnxruntime lacks the op
     or the opset."""
     names = [vi.name for vi in model.graph.input]
+    inputs = [np.asarray(x) for x in inputs]
     try:
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     except Exception:  # (onnxruntime's load errors have no common type)
