@@ -25,8 +25,6 @@ KNOWN_GAPS = {
     ("BitCast", "float64"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float64 needs a 64-bit one",
     ("GridSample", "float64"): "X and grid must have one float type (the case's grid stays float32); "
                                "the schema lets them differ",
-    ("LayerNormalization", "float64"): "Mean and InvStdDev come out float64, the input's type, where the schema "
-                                       "gives them stash_type's (float32 by default)",
     ("QuantizeLinear", "bfloat16"): "bfloat16 x is not implemented (float32, float16 and int32 are)",
 }
 
@@ -99,3 +97,17 @@ def test_narrow_floats_match_float32_rounded_once(op, domain, dtype):
         else:  # bool, int64 indices, a float32 statistic: the same type and values as in float32
             assert y.dtype == e.dtype
             np.testing.assert_allclose(y, e, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_float64_layer_norm_statistics_have_the_stash_type():
+    """LayerNormalization of float64 X: Y float64, Mean and InvStdDev float32 (stash_type 1), as onnxruntime."""
+    model, inputs = case_as("LayerNormalization", "", "float64")
+    g = model.graph
+    node = g.node[0]
+    assert len(node.output) == 3
+    got = run_ge(model, inputs)
+    expected = _reference(model, inputs)
+    assert [y.dtype for y in got] == [np.float64, np.float32, np.float32]
+    for y, e in zip(got, expected):
+        assert y.dtype == e.dtype
+        np.testing.assert_allclose(y, e, rtol=1e-5, atol=1e-6)
