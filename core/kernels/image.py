@@ -54,8 +54,9 @@ def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
 class GridSample(PlannedKernel):
     def prepare(self):
         xm, gm = self.spatial_meta(0, "X"), self.spatial_meta(1, "grid")
-        if xm.dtype not in (np.float32, np.float64) or gm.dtype != xm.dtype:
-            raise self.fail(f"X {xm.dtype} and grid {gm.dtype} must be one float type (float32, float64)")
+        # (float16/bfloat16 come widened to float32 by the float32 adapter, float16.py)
+        if xm.dtype not in (np.float32, np.float64) or gm.dtype not in (np.float32, np.float64):
+            raise self.fail(f"X {xm.dtype} and grid {gm.dtype} must be float tensors")
         xs, gs = tuple(xm.shape), tuple(gm.shape)
         d = len(xs) - 2
         if self.opset < 20 and d != 2:
@@ -128,7 +129,7 @@ class GridSample(PlannedKernel):
     def run(self, xs, ys, ws):
         x, grid = xs[0], xs[1]
         d = len(self.sizes)
-        g = grid.reshape(self.n, self.points, d)
+        g = grid.reshape(self.n, self.points, d).astype(self.dt, copy=False)  # the schema lets grid's type differ
         per_axis = [self.axis_taps(g[..., d - 1 - k], self.sizes[k]) for k in range(d)]  # grid: (x, y, ...)
         tap = self.views(ws)["tap"]
         y = ys[0].reshape(self.n, self.c, self.points)

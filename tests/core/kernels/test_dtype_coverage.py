@@ -23,8 +23,6 @@ KNOWN_GAPS = {
     ("BitCast", "float16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float16 needs a 16-bit one",
     ("BitCast", "bfloat16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; bfloat16 needs a 16-bit one",
     ("BitCast", "float64"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float64 needs a 64-bit one",
-    ("GridSample", "float64"): "X and grid must have one float type (the case's grid stays float32); "
-                               "the schema lets them differ",
     ("QuantizeLinear", "bfloat16"): "bfloat16 x is not implemented (float32, float16 and int32 are)",
 }
 
@@ -111,3 +109,17 @@ def test_float64_layer_norm_statistics_have_the_stash_type():
     for y, e in zip(got, expected):
         assert y.dtype == e.dtype
         np.testing.assert_allclose(y, e, rtol=1e-5, atol=1e-6)
+
+
+def test_grid_sample_grid_may_have_another_float_type():
+    """GridSample's X (T1) and grid (T2) are separate constraints: float64 X sampled at a float32 grid
+    gives what the float64 grid gives (onnxruntime's float64 model, grid values the same)."""
+    model, inputs = case_as("GridSample", "", "float64")
+    got = run_ge(model, inputs)
+    same = [x.astype(np.float64) if isinstance(x, np.ndarray) else x for x in inputs]
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    for vi in wide.graph.input:
+        vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+    assert inputs[1].dtype == np.float32 and got[0].dtype == np.float64
+    np.testing.assert_allclose(got[0], _reference(wide, same)[0], rtol=1e-12, atol=1e-12)
