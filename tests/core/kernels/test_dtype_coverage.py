@@ -23,7 +23,6 @@ KNOWN_GAPS = {
     ("BitCast", "float16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float16 needs a 16-bit one",
     ("BitCast", "bfloat16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; bfloat16 needs a 16-bit one",
     ("BitCast", "float64"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float64 needs a 64-bit one",
-    ("QuantizeLinear", "bfloat16"): "bfloat16 x is not implemented (float32, float16 and int32 are)",
 }
 
 NARROW = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -123,3 +122,28 @@ def test_grid_sample_grid_may_have_another_float_type():
         vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
     assert inputs[1].dtype == np.float32 and got[0].dtype == np.float64
     np.testing.assert_allclose(got[0], _reference(wide, same)[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale_const", [False, True], ids=["scale-input", "scale-constant"])
+def test_bfloat16_quantize_and_dequantize(scale_const):
+    """QuantizeLinear of bfloat16 x by a bfloat16 scale (rounded half to even, saturated), and
+    DequantizeLinear back to bfloat16 (its scale's type): exact expectations, both through the OM."""
+    from onnx import TensorProto, helper, numpy_helper
+    bf16 = ml_dtypes.bfloat16
+    x = np.array([-300.0, -3.0, -1.25, -0.75, 0.0, 0.25, 0.75, 1.25, 2.5, 260.0], bf16)
+    scale = np.array(0.5, bf16)
+    zp = np.array(-2, np.int8)
+    inits = [numpy_helper.from_array(zp, "zp")] + ([numpy_helper.from_array(scale, "s")] if scale_const else [])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [10])] + (
+        [] if scale_const else [helper.make_tensor_value_info("s", TensorProto.BFLOAT16, [])])
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"]),
+         helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"])], "q", inputs,
+        [helper.make_tensor_value_info("q", TensorProto.INT8, [10]),
+         helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [10])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    q, y = run_ge(model, [x] if scale_const else [x, scale])
+    # x / 0.5 = -600, -6, -2.5, -1.5, 0, 0.5, 1.5, 2.5, 5, 520: half to even, + zp, saturated to int8
+    np.testing.assert_array_equal(q, np.array([-128, -8, -4, -4, -2, -2, 0, 0, 3, 127], np.int8))
+    assert y.dtype == bf16
+    np.testing.assert_array_equal(y.astype(np.float32), (q.astype(np.float32) + 2) * 0.5)
