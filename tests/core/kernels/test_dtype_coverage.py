@@ -18,8 +18,6 @@ from tests.core.kernels.dtype_audit import audit, audited_ops, case_as, float_ty
 
 #: (op, dtype) -> why ge refuses it today
 KNOWN_GAPS = {
-    ("Bernoulli", "bfloat16"): "Bernoulli draws in float32/float64 only; its output dtype is an attribute, so the "
-                               "float32 adapter (which rounds float32 outputs to the input's type) does not fit",
     ("BitCast", "float16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float16 needs a 16-bit one",
     ("BitCast", "bfloat16"): "not a gap: the audited case bit-casts to int32, a 32-bit type; bfloat16 needs a 16-bit one",
     ("BitCast", "float64"): "not a gap: the audited case bit-casts to int32, a 32-bit type; float64 needs a 64-bit one",
@@ -147,3 +145,15 @@ def test_bfloat16_quantize_and_dequantize(scale_const):
     np.testing.assert_array_equal(q, np.array([-128, -8, -4, -4, -2, -2, 0, 0, 3, 127], np.int8))
     assert y.dtype == bf16
     np.testing.assert_array_equal(y.astype(np.float32), (q.astype(np.float32) + 2) * 0.5)
+
+
+def test_bfloat16_bernoulli_draws_at_its_probabilities():
+    """Bernoulli of bfloat16 probabilities 0 and 1 (the draws that are certain): bfloat16 zeros and ones."""
+    from onnx import TensorProto, helper
+    p = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]], ml_dtypes.bfloat16)
+    g = helper.make_graph([helper.make_node("Bernoulli", ["p"], ["y"], seed=3.0)], "b",
+                          [helper.make_tensor_value_info("p", TensorProto.BFLOAT16, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 3])])
+    y, = run_ge(helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)]), [p])
+    assert y.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(y.astype(np.float32), p.astype(np.float32))
