@@ -157,3 +157,43 @@ def test_bfloat16_bernoulli_draws_at_its_probabilities():
     y, = run_ge(helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)]), [p])
     assert y.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(y.astype(np.float32), p.astype(np.float32))
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_bfloat16_network_through_the_om(tmp_path, device):
+    """A bfloat16 export (Conv with bfloat16 weights, Relu, x*sigmoid(x) that ge fuses, a residual Add,
+    pooling, Softmax) compiles and runs on both devices, within a few bfloat16 roundings (each op
+    rounds its result) of onnxruntime's float32 run of the same weights and inputs."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ge.core import api
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(bf16)
+    b = (rng.standard_normal(8) * 0.1).astype(bf16)
+    x = rng.standard_normal((2, 4, 6, 6)).astype(bf16)
+    x2 = rng.standard_normal((2, 8, 6, 6)).astype(bf16)
+
+    def model(elem, dt):
+        g = helper.make_graph([
+            helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Sigmoid", ["r"], ["s"]),
+            helper.make_node("Mul", ["r", "s"], ["m"]), helper.make_node("Add", ["m", "x2"], ["a"]),
+            helper.make_node("GlobalAveragePool", ["a"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+            helper.make_node("Softmax", ["f"], ["y"])], "bf16",
+            [helper.make_tensor_value_info("x", elem, [2, 4, 6, 6]), helper.make_tensor_value_info("x2", elem, [2, 8, 6, 6])],
+            [helper.make_tensor_value_info("y", elem, [2, 8])],
+            [numpy_helper.from_array(w.astype(dt), "w"), numpy_helper.from_array(b.astype(dt), "b")])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model(TensorProto.BFLOAT16, bf16), path)
+    result = api.atc(path, str(tmp_path / "m"))
+    model_id = api.load_from_file(result.om_path, device)
+    try:
+        y, = api.execute(model_id, [x, x2])
+    finally:
+        api.unload(model_id)
+    expected = _reference(model(TensorProto.FLOAT, np.float32), [x.astype(np.float32), x2.astype(np.float32)])[0]
+    assert y.dtype == bf16 and y.shape == (2, 8)
+    np.testing.assert_allclose(y.astype(np.float32), expected, rtol=0, atol=4 * 2.0 ** -7 * np.abs(expected).max())
