@@ -56,14 +56,14 @@ BFLOAT16_VIA_FLOAT32 = frozenset(("", op) for op in (
     "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin",
     "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu",
     "Where", "LayerNormalization", "Resize", "CumSum", "CumProd", "RMSNormalization", "RotaryEmbedding", "SwiGLU",
-    "Swish", "Col2Im", "DeformConv")) | frozenset({("ge", "Swish")})
+    "Swish", "Col2Im", "DeformConv")) | frozenset(("ge", op) for op in ("Swish", "Gelu", "LayerNormalization"))
 
 #: ops whose other float inputs have their own type constraint (Pow's exponent, BatchNormalization's
 #: statistics, Resize's roi and scales): a float32 one stays float32
 MIXED = frozenset(("", op) for op in ("Pow", "BatchNormalization", "Resize", "GridSample"))
 #: ops whose outputs after the first have their own type (the statistics: LayerNormalization's stash
 #: type, BatchNormalization's running mean and variance): they keep the float32 kernel's dtype
-FIRST_OUTPUT_ONLY = frozenset(("", op) for op in ("BatchNormalization", "LayerNormalization"))
+FIRST_OUTPUT_ONLY = frozenset({("", "BatchNormalization"), ("", "LayerNormalization"), ("ge", "LayerNormalization")})
 
 
 def _wide(m: Meta | None) -> Meta | None:

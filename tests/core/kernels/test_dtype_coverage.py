@@ -197,3 +197,22 @@ def test_bfloat16_network_through_the_om(tmp_path, device):
     expected = _reference(model(TensorProto.FLOAT, np.float32), [x.astype(np.float32), x2.astype(np.float32)])[0]
     assert y.dtype == bf16 and y.shape == (2, 8)
     np.testing.assert_allclose(y.astype(np.float32), expected, rtol=0, atol=4 * 2.0 ** -7 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("op", ["LayerNormalization", "Gelu", "Swish"])
+def test_bfloat16_fused_ops_of_ges_domain(op):
+    """ge's own fused ops on bfloat16: their float32 kernel's result on the same values, rounded once."""
+    from ge.core.ir import Meta
+    from ge.core.kernels import lookup
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((4, 16)).astype(bf16)]
+    if op == "LayerNormalization":
+        xs += [np.linspace(0.5, 1.5, 16).astype(bf16), np.linspace(-0.1, 0.1, 16).astype(bf16)]
+    cls = lookup(op, "ge", 17)
+    narrow = cls({}, [Meta(x.dtype, x.shape) for x in xs], opset=17)
+    wide = cls({}, [Meta(np.dtype(np.float32), x.shape) for x in xs], opset=17)
+    got = narrow.compute(*xs)[0]
+    expected = wide.compute(*[x.astype(np.float32) for x in xs])[0].astype(bf16)
+    assert got.dtype == bf16
+    np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
