@@ -216,3 +216,30 @@ def test_bfloat16_fused_ops_of_ges_domain(op):
     expected = wide.compute(*[x.astype(np.float32) for x in xs])[0].astype(bf16)
     assert got.dtype == bf16
     np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
+
+
+def test_bfloat16_on_the_dynamic_path(tmp_path):
+    """A dynamic batch (the hybrid executor builds kernels per shape): bfloat16 Add, Tanh and ReduceSum
+    give the float32 evaluation rounded once per op, whatever the batch, shapes revisited included."""
+    from onnx import TensorProto, helper
+
+    from ge.core import api
+    bf16 = ml_dtypes.bfloat16
+    g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Tanh", ["a"], ["t"]),
+                           helper.make_node("ReduceSum", ["t"], ["y"], keepdims=0)], "dyn",
+                          [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+    result = api.atc(path, str(tmp_path / "m"), input_shape="x:-1,3")
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for n in (2, 5, 2, 7):
+            x = np.linspace(-0.3, 1, n * 3).reshape(n, 3).astype(bf16)
+            y, = api.execute(model_id, [x])
+            t = np.tanh((x.astype(np.float32) * 2).astype(bf16).astype(np.float32)).astype(bf16)
+            expected = np.float32(t.astype(np.float32).sum())
+            assert y.dtype == bf16 and y.shape == ()
+            np.testing.assert_allclose(np.float32(y), expected, rtol=2.0 ** -8)
+    finally:
+        api.unload(model_id)
