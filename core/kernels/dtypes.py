@@ -18,6 +18,12 @@ def type_names(types) -> str:
     return "/".join(sorted(np.dtype(t).name for t in types))
 
 
+def is_float(dtype) -> bool:
+    """A float dtype numpy knows (float16/32/64) or bfloat16 (ml_dtypes: numpy's kind 'V')."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
 def working_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype float formulas are evaluated in: float32 for float16 and bfloat16, float64 for ints
     and bool."""

@@ -243,3 +243,40 @@ def test_bfloat16_on_the_dynamic_path(tmp_path):
             np.testing.assert_allclose(np.float32(y), expected, rtol=2.0 ** -8)
     finally:
         api.unload(model_id)
+
+
+def test_bfloat16_layer_norm_written_out_is_fused(tmp_path):
+    """A bfloat16 export's written-out LayerNormalization (ReduceMean, Sub, Pow, ..., Add) is fused into
+    ge's LayerNormalization as a float32 one is, and the result is onnxruntime's float32 run of the same
+    values within a bfloat16 rounding or two (the fused op rounds once instead of per step)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ge.core import api
+    bf16 = ml_dtypes.bfloat16
+
+    def model(elem, dt):
+        c = lambda name, v: numpy_helper.from_array(np.array(v, np.float32).astype(bf16).astype(dt), name)
+        nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[-1]), helper.make_node("Sub", ["x", "m"], ["d"]),
+                 helper.make_node("Pow", ["d", "two"], ["p"]), helper.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+                 helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"]),
+                 helper.make_node("Div", ["d", "sd"], ["n"]), helper.make_node("Mul", ["n", "g"], ["ng"]),
+                 helper.make_node("Add", ["ng", "b"], ["y"])]
+        inits = [c("two", 2.0), c("eps", 1e-5), c("g", np.linspace(0.5, 1.5, 16)), c("b", np.linspace(-0.1, 0.1, 16))]
+        g = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("x", elem, [4, 16])],
+                              [helper.make_tensor_value_info("y", elem, [4, 16])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model(TensorProto.BFLOAT16, bf16), path)
+    result = api.atc(path, str(tmp_path / "m"))
+    tasks = [(t.get("op"), t.get("domain")) for t in api.inspect(result.om_path)["tasks"]]
+    assert tasks == [("LayerNormalization", "ge")]
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(bf16)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        y, = api.execute(model_id, [x])
+    finally:
+        api.unload(model_id)
+    expected = _reference(model(TensorProto.FLOAT, np.float32), [x.astype(np.float32)])[0]
+    assert y.dtype == bf16
+    np.testing.assert_allclose(y.astype(np.float32), expected, rtol=2.0 ** -7, atol=2.0 ** -9)
