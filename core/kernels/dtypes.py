@@ -11,16 +11,24 @@ INTS = SIGNED | UNSIGNED
 NUMERIC = FLOATS | INTS
 BOOL = frozenset([np.dtype(np.bool_)])
 ALL = NUMERIC | BOOL
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def type_names(types) -> str:
     return "/".join(sorted(np.dtype(t).name for t in types))
 
 
-def working_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype float formulas are evaluated in: float32 for float16, float64 for ints and bool."""
+def is_float(dtype) -> bool:
+    """A float dtype numpy knows (float16/32/64) or bfloat16 (ml_dtypes: numpy's kind 'V')."""
     dtype = np.dtype(dtype)
-    if dtype == np.float16:
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
+def working_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype float formulas are evaluated in: float32 for float16 and bfloat16, float64 for ints
+    and bool."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float16 or dtype == BFLOAT16:
         return np.dtype(np.float32)
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
 

@@ -1,4 +1,4 @@
-"""float16 ops computed by their float32 kernels.
+"""float16 and bfloat16 ops computed by their float32 kernels.
 
 numpy has no float16 arithmetic: every float16 ufunc converts each element to float32 and back,
 and float16 matmul has no BLAS, so a float16 Conv, MatMul or Gemm takes 100-400x its float32 time
@@ -8,18 +8,26 @@ planned on float32 metas, with its float16 inputs converted into float32 workspa
 float16 constants converted once at load, and its float32 results rounded once into the float16
 outputs. That is what a float16 kernel accumulating in float32 computes (the NPU's cube units
 accumulate so), at float32 speed plus the two conversions.
+
+bfloat16 goes the same way for every op of VIA_FLOAT32 and BFLOAT16_VIA_FLOAT32: numpy has no
+bfloat16 at all (ml_dtypes' ufuncs convert per element and many ops refuse the dtype), and a
+bfloat16 op evaluated in float32 and rounded once is what onnxruntime and the onnx reference
+compute. Those ops have one float type T for their float inputs and outputs, so a node whose float
+inputs are all bfloat16 has bfloat16 wherever its float32 kernel has float32.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
 from .planned import PlannedKernel, Scratch
 
-F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+F16, F32, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
+NARROW = (F16, BF16)
 
 #: (domain, op_type) of the kernels whose float16 instances run through their float32 plan
 VIA_FLOAT32 = frozenset({
@@ -30,9 +38,48 @@ VIA_FLOAT32 = frozenset({
     ("", "ReduceSumSquare"), ("", "InstanceNormalization"), ("", "GroupNormalization"),
 })
 
+#: (domain, op_type) of the ops whose kernels compute float32/float64 only: their float16 and
+#: bfloat16 instances run through the float32 kernel (the recurrences, the transforms, the losses)
+FLOAT32_ONLY = frozenset(("", op) for op in (
+    "RNN", "GRU", "LSTM", "RoiAlign", "Det", "DFT", "STFT", "NegativeLogLikelihoodLoss",
+    "SoftmaxCrossEntropyLoss", "GridSample"))
+
+#: (domain, op_type) of the further ops whose bfloat16 instances run through their float32 kernels:
+#: the elementwise ops, activations, reductions, normalizations, softmaxes and scans (their float16
+#: is evaluated in float32 by the kernels themselves)
+BFLOAT16_VIA_FLOAT32 = frozenset(("", op) for op in (
+    "Abs", "Acos", "Acosh", "Add", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization",
+    "Ceil", "Celu", "Clip", "Cos", "Cosh", "Div", "Elu", "Equal", "Erf", "Exp", "Floor", "Gelu", "Greater",
+    "GreaterOrEqual", "GroupNormalization", "HardSigmoid", "HardSwish", "Hardmax", "IsInf", "IsNaN", "LRN",
+    "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "LpNormalization", "Max", "Mean",
+    "MeanVarianceNormalization", "Min", "Mish", "Mod", "Mul", "Neg", "PRelu", "Pow", "Reciprocal", "ReduceL1",
+    "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin",
+    "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu",
+    "Where", "LayerNormalization", "Resize", "CumSum", "CumProd", "RMSNormalization", "RotaryEmbedding", "SwiGLU",
+    "Swish", "Col2Im", "DeformConv")) | frozenset(("ge", op) for op in ("Swish", "Gelu", "LayerNormalization"))
+
+#: ops whose other float inputs have their own type constraint (Pow's exponent, BatchNormalization's
+#: statistics, Resize's roi and scales): a float32 one stays float32
+MIXED = frozenset(("", op) for op in ("Pow", "BatchNormalization", "Resize", "GridSample"))
+#: ops whose outputs after the first have their own type (the statistics: LayerNormalization's stash
+#: type, BatchNormalization's running mean and variance): they keep the float32 kernel's dtype
+FIRST_OUTPUT_ONLY = frozenset({("", "BatchNormalization"), ("", "LayerNormalization"), ("ge", "LayerNormalization")})
+
 
 def _wide(m: Meta | None) -> Meta | None:
-    return m if m is None or m.dtype != F16 else Meta(F32, tuple(m.shape))
+    return m if m is None or m.dtype not in NARROW else Meta(F32, tuple(m.shape))
+
+
+def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype | None:
+    """float16 or bfloat16 when this node's instance runs through the float32 kernel, else None."""
+    dtypes = {np.dtype(m.dtype) for m in inputs if m is not None}
+    key = (cls.domain, cls.op_type)
+    if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY):
+        return F16
+    if BF16 in dtypes and F16 not in dtypes and (F32 not in dtypes or key in MIXED) \
+            and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in BFLOAT16_VIA_FLOAT32):
+        return BF16
+    return None
 
 
 class Float16ViaFloat32(PlannedKernel):
@@ -41,14 +88,18 @@ class Float16ViaFloat32(PlannedKernel):
     def __init__(self, cls: type[Kernel], attrs: dict, inputs: Sequence[Meta | None], consts=(), outputs=None,
                  opset: int = 17, name: str = "", num_outputs: int | None = None, packs=None, backend=None):
         self.op_type, self.domain, self.since = cls.op_type, cls.domain, cls.since
-        self.inner = cls(attrs, [_wide(m) for m in inputs], consts,
+        self.narrow = _narrow_dtype(cls, inputs)
+        # bfloat16 constants the plan reads (Clip's bounds, PRelu's slope) in float32: numpy cannot
+        # mix the two; the loaded kernel gets its own float32 copies in pack()
+        plan_consts = [np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c for c in consts]
+        self.inner = cls(attrs, [_wide(m) for m in inputs], plan_consts,
                          outputs=None if outputs is None else [_wide(m) for m in outputs],
                          opset=opset, name=name, num_outputs=num_outputs, packs=packs, backend=backend)
         super().__init__(attrs, inputs, consts, outputs, opset, name, num_outputs, packs, backend)
 
     @staticmethod
     def applies(cls: type[Kernel], inputs: Sequence[Meta | None]) -> bool:
-        return (cls.domain, cls.op_type) in VIA_FLOAT32 and any(m is not None and m.dtype == F16 for m in inputs)
+        return _narrow_dtype(cls, inputs) is not None
 
     @property
     def planned_class(self) -> type[Kernel]:
@@ -57,11 +108,13 @@ class Float16ViaFloat32(PlannedKernel):
     def prepare(self):
         inner = self.inner
         wide_outs = inner.infer()
-        self.out_metas = [Meta(F16, m.shape) if m.dtype == F32 else m for m in wide_outs]
+        narrowed = [j for j, m in enumerate(wide_outs) if m.dtype == F32
+                    and (j == 0 or (self.domain, self.op_type) not in FIRST_OUTPUT_ONLY)]
+        self.out_metas = [Meta(self.narrow, m.shape) if j in narrowed else m for j, m in enumerate(wide_outs)]
         self.uses_native, self.absorbs_epilogue = inner.uses_native, inner.absorbs_epilogue
         self.widened = [i for i, (m, c) in enumerate(zip(self.inputs, self.consts))
-                        if m is not None and m.dtype == F16 and c is None]
-        self.narrowed = [j for j, m in enumerate(wide_outs) if m.dtype == F32]
+                        if m is not None and m.dtype in NARROW and c is None]
+        self.narrowed = narrowed
         self.scratch = Scratch()
         self.scratch.add("inner", (inner.workspace_nbytes(),), np.uint8)
         for i in self.widened:
@@ -73,7 +126,7 @@ class Float16ViaFloat32(PlannedKernel):
     def pack(self):
         # float16 weights become float32 once; the inner kernel packs them (or reads them) as its own
         self.wide_consts = {i: np.asarray(c, F32) for i, c in enumerate(self.consts)
-                            if c is not None and np.asarray(c).dtype == F16}
+                            if c is not None and np.asarray(c).dtype in NARROW}
         self.inner.consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
         self.inner.load()
 

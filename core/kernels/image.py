@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..ir import Meta
+from .dtypes import BFLOAT16, FLOATS, working_dtype
 from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
@@ -53,8 +54,9 @@ def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
 class GridSample(PlannedKernel):
     def prepare(self):
         xm, gm = self.spatial_meta(0, "X"), self.spatial_meta(1, "grid")
-        if xm.dtype not in (np.float32, np.float64) or gm.dtype != xm.dtype:
-            raise self.fail(f"X {xm.dtype} and grid {gm.dtype} must be one float type (float32, float64)")
+        # (float16/bfloat16 come widened to float32 by the float32 adapter, float16.py)
+        if xm.dtype not in (np.float32, np.float64) or gm.dtype not in (np.float32, np.float64):
+            raise self.fail(f"X {xm.dtype} and grid {gm.dtype} must be float tensors")
         xs, gs = tuple(xm.shape), tuple(gm.shape)
         d = len(xs) - 2
         if self.opset < 20 and d != 2:
@@ -127,7 +129,7 @@ class GridSample(PlannedKernel):
     def run(self, xs, ys, ws):
         x, grid = xs[0], xs[1]
         d = len(self.sizes)
-        g = grid.reshape(self.n, self.points, d)
+        g = grid.reshape(self.n, self.points, d).astype(self.dt, copy=False)  # the schema lets grid's type differ
         per_axis = [self.axis_taps(g[..., d - 1 - k], self.sizes[k]) for k in range(d)]  # grid: (x, y, ...)
         tap = self.views(ws)["tap"]
         y = ys[0].reshape(self.n, self.c, self.points)
@@ -158,8 +160,8 @@ class AffineGrid(PlannedKernel):
 
     def prepare(self):
         tm = self.inputs[0] if self.inputs else None
-        if tm is None or tm.dtype not in (np.float32, np.float64):
-            raise self.fail("theta must be a float32 or float64 tensor")
+        if tm is None or np.dtype(tm.dtype) not in FLOATS | {BFLOAT16}:
+            raise self.fail("theta must be a float16, bfloat16, float32 or float64 tensor")
         size = [int(v) for v in np.asarray(self.const(1, "size")).reshape(-1)]
         if len(size) not in (4, 5):
             raise self.fail(f"size {size} must have 4 or 5 values")
@@ -175,13 +177,25 @@ class AffineGrid(PlannedKernel):
             axes.append((-1 + 2 * i / (L - 1) if L > 1 else np.zeros(L)) if align else (2 * i + 1) / L - 1)
         mesh = np.meshgrid(*axes, indexing="ij")  # outermost first; the grid lists x (innermost) first
         base = np.stack([m.reshape(-1) for m in mesh[::-1]] + [np.ones(math.prod(spatial))], axis=1)
-        self.base = base.astype(tm.dtype)  # [points, d + 1]
+        # float16/bfloat16: the grid is computed in float32 and rounded once
+        self.work = working_dtype(tm.dtype)
+        self.base = base.astype(self.work)  # [points, d + 1]
         self.n, self.d, self.points = n, d, math.prod(spatial)
         self.out_metas = [Meta(tm.dtype, (n,) + tuple(spatial) + (d,))]
         self.scratch = Scratch()
+        if self.work != tm.dtype:
+            self.scratch.add("theta", (n, d + 1, d), self.work)
+            self.scratch.add("grid", (n, self.points, d), self.work)
 
     def run(self, xs, ys, ws):
-        np.matmul(self.base, xs[0].transpose(0, 2, 1), out=ys[0].reshape(self.n, self.points, self.d))
+        y = ys[0].reshape(self.n, self.points, self.d)
+        if self.work == self.inputs[0].dtype:
+            np.matmul(self.base, xs[0].transpose(0, 2, 1), out=y)
+            return
+        v = self.views(ws)
+        np.copyto(v["theta"], xs[0].transpose(0, 2, 1), casting="unsafe")
+        np.matmul(self.base, v["theta"], out=v["grid"])
+        np.copyto(y, v["grid"], casting="unsafe")
 
 
 @register("MaxUnpool", since=9)

@@ -161,7 +161,8 @@ class LayerNormalization(_Widened):
         self.inv_n = work.type(1.0 / max(self.cols, 1))
         self.mean_weights = np.full(self.cols, self.inv_n, work)  # x @ w: the row means
         self.vshape = (self.rows,) + norm
-        stat = Meta(work, shape[:axis] + (1,) * (r - axis))  # Mean, InvStdDev: the stash type
+        # Mean, InvStdDev have the stash type, float32 (a float64 X's rows are normalized in float64)
+        stat = Meta(np.dtype(np.float32), shape[:axis] + (1,) * (r - axis))
         self.out_metas = [Meta(xm.dtype, shape)] + [stat] * max(0, min(self.num_outputs, 3) - 1)
         self.scratch.add("mean", (self.rows, 1), work)
         self.scratch.add("inv", (self.rows, 1), work)
@@ -205,9 +206,9 @@ class LayerNormalization(_Widened):
         if len(xs) > 2 and xs[2] is not None:
             np.add(yv, xs[2], out=yv)
         if len(ys) > 1 and ys[1] is not None:
-            np.copyto(ys[1].reshape(self.rows, 1), mean)
+            np.copyto(ys[1].reshape(self.rows, 1), mean, casting="same_kind")
         if len(ys) > 2 and ys[2] is not None:
-            np.copyto(ys[2].reshape(self.rows, 1), inv)
+            np.copyto(ys[2].reshape(self.rows, 1), inv, casting="same_kind")
 
 
 @register("LayerNormalization", since=1, domain=GE_DOMAIN)

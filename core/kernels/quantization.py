@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir import Meta
 from ..ir import DTYPES
-from .dtypes import QRANGE, SMALL_FLOATS, SMALL_INTS, cast_to
+from .dtypes import BFLOAT16, QRANGE, SMALL_FLOATS, SMALL_INTS, cast_to
 from .planned import PlannedKernel, Scratch
 from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
 from .registry import lookup, register
@@ -100,11 +100,11 @@ class QuantizeLinear(PlannedKernel):
     def prepare(self):
         xm, sm = input_meta(self, 0, "x"), input_meta(self, 1, "y_scale")
         zm = input_meta(self, 2, "")
-        allowed_x = (np.float32, np.int32) + ((np.float16,) if self.opset >= 19 else ())
+        allowed_x = (np.float32, np.int32) + ((np.float16, BFLOAT16) if self.opset >= 19 else ())
         if xm.dtype not in allowed_x:
             raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
                             f"at opset {self.opset}")
-        if sm.dtype not in ((np.float32, np.float16, np.int32) if self.opset >= 19 else (np.float32,)):
+        if sm.dtype not in ((np.float32, np.float16, BFLOAT16, np.int32) if self.opset >= 19 else (np.float32,)):
             raise self.fail(f"y_scale has type {sm.dtype}")
         out_attr = int(self.attr("output_dtype", 0)) if self.opset >= 21 else 0
         if zm is not None:
@@ -172,12 +172,12 @@ class DequantizeLinear(PlannedKernel):
                             f"at opset {self.opset}")
         if zm is not None and zm.dtype != xm.dtype:
             raise self.fail(f"x_zero_point has type {zm.dtype}, x has {xm.dtype}")
-        if sm.dtype not in ((np.float32, np.float16) if self.opset >= 19 else (np.float32,)):
+        if sm.dtype not in ((np.float32, np.float16, BFLOAT16) if self.opset >= 19 else (np.float32,)):
             raise self.fail(f"x_scale has type {sm.dtype}")
         out_attr = int(self.attr("output_dtype", 0)) if self.opset >= 23 else 0
-        if out_attr and out_attr not in (1, 10):
-            raise self.fail(f"output_dtype={out_attr} is not supported (float, float16)")
-        dt = {1: F32, 10: np.dtype(np.float16)}.get(out_attr, sm.dtype)
+        if out_attr and out_attr not in (1, 10, 16):
+            raise self.fail(f"output_dtype={out_attr} is not supported (float, float16, bfloat16)")
+        dt = {1: F32, 10: np.dtype(np.float16), 16: BFLOAT16}.get(out_attr, sm.dtype)
         xs = tuple(xm.shape)
         axis = int(self.attr("axis", 1)) if self.opset >= 13 else 1
         block = int(self.attr("block_size", 0)) if self.opset >= 21 else 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import DTYPES, Meta
+from .dtypes import BFLOAT16
 from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
@@ -126,7 +127,7 @@ class Bernoulli(_Random):
 
     def prepare_random(self):
         pm = self.inputs[0] if self.inputs else None
-        if pm is None or pm.dtype not in FLOATS:
+        if pm is None or (pm.dtype not in FLOATS and pm.dtype != BFLOAT16):
             raise self.fail("input 0 (probabilities) must be a float tensor")
         dt = self.out_dtype(pm.dtype)
         self.out_metas = [Meta(dt, tuple(pm.shape))]
@@ -141,7 +142,8 @@ class Bernoulli(_Random):
         v = self.views(ws)
         u, m = v["u"], v["m"]
         self.rng.random(out=u)
-        np.less(u, xs[0], out=m)
+        p = xs[0] if xs[0].dtype != BFLOAT16 else xs[0].astype(np.float32)  # (numpy cannot compare bfloat16)
+        np.less(u, p, out=m)
         np.copyto(ys[0], m, casting="unsafe")
 
 

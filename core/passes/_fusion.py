@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
+from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 
 
@@ -48,7 +49,7 @@ class Matcher:
 
     def scalar_value(self, name: str | None) -> float | None:
         a = self.graph.initializers.get(name) if name else None
-        if a is None or a.size != 1 or a.dtype.kind != "f":
+        if a is None or a.size != 1 or not is_float(a.dtype):
             return None
         return float(a.reshape(-1)[0])
 
@@ -65,7 +66,7 @@ class Matcher:
     def is_float(self, name: str) -> bool:
         v = self.graph.values.get(name)
         dtype = self.graph.initializers[name].dtype if name in self.graph.initializers else (v.dtype if v else None)
-        return dtype is not None and np.dtype(dtype).kind == "f"
+        return dtype is not None and is_float(dtype)
 
     def meta(self, name: str):
         """(dtype, shape), or (None, None) when the dtype or the rank is unknown. On a dynamic graph

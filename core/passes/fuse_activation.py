@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ir import Graph, Meta, Node
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
+from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 
 PRODUCERS = {"Conv", "Gemm", "MatMul", "Add"}
@@ -114,7 +115,7 @@ def _gated(graph: Graph, y: str, users: list, consumers, opset: int):
             or not mul.outputs[0]:
         return None
     v = graph.values.get(y)
-    if v is None or v.dtype is None or np.dtype(v.dtype).kind != "f":
+    if v is None or v.dtype is None or not is_float(v.dtype):
         return None
     if gate.op_type == "Sigmoid":
         step = ["Swish", {"alpha": 1.0}, GE_DOMAIN]

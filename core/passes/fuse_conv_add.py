@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..ir import Graph, Node
 from ..kernels.epilogue import ATTR as EPILOGUE
+from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, same_dim
 
@@ -44,6 +45,6 @@ def _fusable(m: Matcher, conv: Node, y: str, z: str) -> bool:
     if conv.op_type != "Conv" or conv.attrs.get(EPILOGUE) or int(conv.attrs.get("group", 1)) != 1:
         return False
     (yt, ys), (zt, zs) = m.meta(y), m.meta(z)
-    if yt is None or zt is None or yt != zt or yt.kind != "f" or len(ys) != len(zs):
+    if yt is None or zt is None or yt != zt or not is_float(yt) or len(ys) != len(zs):
         return False
     return all(same_dim(a, b) for a, b in zip(ys, zs))

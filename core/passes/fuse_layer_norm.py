@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
+from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, known_dims
 from ._util import set_initializer, unique_name
@@ -47,7 +48,7 @@ def fuse_layer_norm(graph: Graph, stats: dict | None = None) -> Graph:
 def _match(m: Matcher, mean: Node):
     x = mean.inputs[0] if mean.inputs else ""
     dtype, shape = m.meta(x)
-    if dtype is None or dtype.kind != "f":
+    if dtype is None or not is_float(dtype):
         return None
     axis = _trailing_axis(m, mean, len(shape))
     if axis is None or not known_dims(shape[axis:]):  # scale and bias are planned over the normalized dims

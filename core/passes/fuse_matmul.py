@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..kernels.epilogue import ATTR as EPILOGUE
+from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, same_dim
 
@@ -35,7 +36,7 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
         if mm.op_type != "MatMul" or mm.domain != "" or m.removed(mm) or len(mm.inputs) != 2:
             continue
         metas = [m.meta(i) for i in mm.inputs]
-        if any(s is None or len(s) < 2 or dt is None or dt.kind != "f" for dt, s in metas):
+        if any(s is None or len(s) < 2 or dt is None or not is_float(dt) for dt, s in metas):
             continue
         dtype = metas[0][0]
         inputs, attrs, group = list(mm.inputs), {}, [mm]

@@ -68,17 +68,17 @@ def test_precheck_reports_the_same_nodes(tmp_path):
 
 @pytest.mark.parametrize("input_shape", [None, "x:-1,3"])
 def test_a_kernel_refusing_its_attributes_fails_the_compile_not_the_run(tmp_path, input_shape):
-    """A refusal that no input value can change (here Celu on bfloat16 after a Cast) used to send the
-    model down the hybrid path, compiled as success, and fail at run."""
+    """A refusal that no input value can change (here Celu's alpha 0, on bfloat16 after a Cast) used to
+    send the model down the hybrid path, compiled as success, and fail at run."""
     graph = helper.make_graph(
         [helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16, name="cast"),
-         helper.make_node("Celu", ["b"], ["y"], name="celu")], "g",
+         helper.make_node("Celu", ["b"], ["y"], name="celu", alpha=0.0)], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(GraphError, match=r"node 'celu' \(Celu\): input 0 has dtype bfloat16"):
+    with pytest.raises(GraphError, match=r"node 'celu' \(Celu\): attribute alpha must not be 0"):
         api.atc(str(path), str(tmp_path / "m"), input_shape=input_shape)
     assert sorted(os.listdir(tmp_path)) == ["m.onnx"]
 
