@@ -31,7 +31,22 @@ from .acl import execute, gear_sizes, load_from_file, model, unload
 INSTALL_HINT = "Ray is not installed: pip install 'ge[ray]' (or pip install 'ray[data]')"
 
 
-class OmPredictor:
+class _ActorModel:
+    """The OM an actor loads once, and unloads when Ray drops the actor."""
+
+    def __init__(self, om: str, device: str = "cpu", weight_dir: str | None = None):
+        self.model_id = load_from_file(om, device, weight_dir=weight_dir)
+        m = model(self.model_id)
+        self.inputs, self.outputs = list(m.inputs), list(m.outputs)
+
+    def __del__(self):
+        try:
+            unload(self.model_id)
+        except Exception:  # the interpreter may be shutting down
+            pass
+
+
+class OmPredictor(_ActorModel):
     """A Ray Data callable class: `ds.map_batches(OmPredictor, fn_constructor_kwargs={"om": path},
     compute=ray.data.ActorPoolStrategy(size=N), batch_size=B, batch_format="numpy")`. Each actor loads the OM once (weights read
     once per actor) and runs every batch through the model's context, in chunks of the model's
@@ -39,9 +54,7 @@ class OmPredictor:
     left (the last chunk padded to the smallest gear that holds it, the padding dropped)."""
 
     def __init__(self, om: str, device: str = "cpu", weight_dir: str | None = None):
-        self.model_id = load_from_file(om, device, weight_dir=weight_dir)
-        m = model(self.model_id)
-        self.inputs, self.outputs = list(m.inputs), list(m.outputs)
+        super().__init__(om, device, weight_dir)
         self.batches = _batch_sizes(self.model_id, self.inputs)
         self.samples, self.seconds = 0, 0.0
 
@@ -66,12 +79,6 @@ class OmPredictor:
         for d, parts in zip(self.outputs, results):
             out[d.name] = np.concatenate(parts) if parts else np.empty((0,) + tuple(d.shape[1:]), d.dtype)
         return out
-
-    def __del__(self):
-        try:
-            unload(self.model_id)
-        except Exception:  # the interpreter may be shutting down
-            pass
 
 
 def _batch_sizes(model_id: int, inputs) -> list[int]:
@@ -113,7 +120,7 @@ def _pad(rows: np.ndarray, size: int) -> np.ndarray:
     return padded
 
 
-class SamplePredictor:
+class SamplePredictor(_ActorModel):
     """Dataset mode's rows on an actor: each row names a sample's files; the actor reads them
     against the model's inputs and runs the sample alone, exactly as the local dataset mode does
     (so the outputs are bit-identical), returning the outputs as object columns and the actor's
@@ -121,9 +128,7 @@ class SamplePredictor:
 
     def __init__(self, om: str, device: str = "cpu", weight_dir: str | None = None):
         import socket
-        self.model_id = load_from_file(om, device, weight_dir=weight_dir)
-        m = model(self.model_id)
-        self.inputs, self.outputs = list(m.inputs), list(m.outputs)
+        super().__init__(om, device, weight_dir)
         self.dynamic = any(d < 0 for desc in self.inputs for d in desc.shape)
         self.actor = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -143,12 +148,6 @@ class SamplePredictor:
                "actor": np.array([self.actor] * n), "seconds": np.full(n, seconds / max(n, 1))}
         out.update({f"output_{k}": col for k, col in enumerate(outputs)})
         return out
-
-    def __del__(self):
-        try:
-            unload(self.model_id)
-        except Exception:
-            pass
 
 
 def run_dataset_on_ray(om: str, paths: list[str], output_dir: str, fmt: str = "NPY", *, address: str | None = None,
