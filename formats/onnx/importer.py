@@ -398,16 +398,19 @@ def _require_static_inputs(inputs: list[onnx.ValueInfoProto]) -> None:
             bad.append((vi.name, dims))
     if not bad:
         return
-    parts, hints = [], []
+    parts, hints, dynamic = [], [], []
     for name, dims in bad:
         if dims is None:
             parts.append(f"input '{name}' has an unknown rank")
             hints.append(f"{name}:<d0>,<d1>,...")
+            dynamic.append(f"{name}:-1,-1,...")
         else:
             sym = ["?" if d is None else d for d in dims if not _static(d)]
             parts.append(f"input '{name}' has symbolic dims {sym} (shape {_fmt_shape(dims)})")
             hints.append(f"{name}:" + ",".join(str(d) if _static(d) else "1" for d in dims))
-    raise ShapeError("; ".join(parts) + f"; fix them with --input_shape \"{';'.join(hints)}\"")
+            dynamic.append(f"{name}:" + ",".join(str(d) if _static(d) else "-1" for d in dims))
+    raise ShapeError("; ".join(parts) + f"; fix them with --input_shape \"{';'.join(hints)}\", or keep them "
+                     f"dynamic with --input_shape \"{';'.join(dynamic)}\" (and gears or ranges if you like)")
 
 
 # --------------------------------------------------------------------------------------------
