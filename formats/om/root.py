@@ -128,30 +128,6 @@ def check_subgraph_refs(g: DynamicModel, own: int, label: str, subgraphs: list[D
                           f"{len(sg.outputs)} outputs; the node needs {ins} and {outs}")
 
 
-def check_subgraph_dataflow(root: DynamicModel) -> None:
-    """Each subgraph's steps read only what exists when they run (its inputs, its weights, outputs
-    of its earlier steps) and leave every output of the subgraph produced; run once the root's
-    static submodels are decoded (a step may run any of them)."""
-    for k, sg in enumerate(root.subgraphs):
-        label = f"subgraph {k} '{clip(sg.name)}'"
-        ready = {d.name for d in sg.inputs} | {w.name for w in sg.weights}
-        for j, step in enumerate(sg.steps):
-            if step.kind == "node":
-                node = sg.nodes[step.index]
-                reads, writes, what = [n for n in node.inputs if n], node.outputs, f"node '{clip(node.name)}'"
-            else:
-                sm = root.submodels[step.index]
-                reads, writes, what = [d.name for d in sm.inputs], [d.name for d in sm.outputs], f"submodel {step.index}"
-            missing = next((n for n in reads if n not in ready), None)
-            if missing is not None:
-                raise Bad(f"{label} TASK_INFO.steps[{j}] ({what}) reads '{clip(missing)}', which no earlier step, input "
-                          f"or weight of the subgraph provides")
-            ready.update(n for n in writes if n)
-        missing = next((d.name for d in sg.outputs if d.name not in ready), None)
-        if missing is not None:
-            raise Bad(f"{label}: output '{clip(missing)}' is produced by no step")
-
-
 def _subgraph_io(n: DynNode) -> tuple[int, int]:
     """(inputs, outputs) a node's subgraphs must have, from its own inputs and outputs."""
     captures = n.attrs.get(CAPTURES)

@@ -16,7 +16,6 @@ from ge.core.dynamic_model import GEARS, DynamicModel
 from ge.core.ge_model import FEATURE_MAP, WORKSPACE
 
 from .decode import Bad, clip, show
-from .root import check_subgraph_dataflow
 from .schema import MAX_ALLOCATION_SIZE
 
 GEAR_KINDS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
@@ -36,26 +35,40 @@ def check_root(root: DynamicModel) -> None:
         _check_dataflow(root)
     if "capacities" in root.attrs or "arena" in root.attrs:
         _check_range_plan(root)
-    check_subgraph_dataflow(root)  # control-flow subgraphs (root.py)
+    _check_subgraph_dataflow(root)
 
 
 def _check_dataflow(root: DynamicModel) -> None:
-    ready = {d.name for d in root.inputs} | {w.name for w in root.weights}
-    for k, step in enumerate(root.steps):
+    _check_steps(root, root, "root TASK_INFO.steps", "root input or root weight",
+                 lambda name: f"root MODEL_DEF.outputs: '{name}' is produced by no step")
+
+
+def _check_subgraph_dataflow(root: DynamicModel) -> None:
+    """Each control-flow subgraph's steps likewise (a step may run any of the root's submodels)."""
+    for k, sg in enumerate(root.subgraphs):
+        label = f"subgraph {k} '{clip(sg.name)}'"
+        _check_steps(sg, root, f"{label} TASK_INFO.steps", "input or weight of the subgraph",
+                     lambda name: f"{label}: output '{name}' is produced by no step")
+
+
+def _check_steps(graph, root: DynamicModel, where: str, sources: str, unproduced) -> None:
+    """The steps of `graph` (the root or a subgraph) read only what exists when they run (its inputs,
+    its weights, outputs of earlier steps) and leave every output of `graph` produced."""
+    ready = {d.name for d in graph.inputs} | {w.name for w in graph.weights}
+    for k, step in enumerate(graph.steps):
         if step.kind == "node":
-            node = root.nodes[step.index]
+            node = graph.nodes[step.index]
             reads, writes, what = [n for n in node.inputs if n], node.outputs, f"node '{clip(node.name)}'"
         else:
             sm = root.submodels[step.index]
             reads, writes, what = [d.name for d in sm.inputs], [d.name for d in sm.outputs], f"submodel {step.index}"
         missing = next((n for n in reads if n not in ready), None)
         if missing is not None:
-            raise Bad(f"root TASK_INFO.steps[{k}] ({what}) reads '{clip(missing)}', which no earlier step, root input "
-                      f"or root weight provides")
+            raise Bad(f"{where}[{k}] ({what}) reads '{clip(missing)}', which no earlier step, {sources} provides")
         ready.update(n for n in writes if n)
-    missing = next((d.name for d in root.outputs if d.name not in ready), None)
+    missing = next((d.name for d in graph.outputs if d.name not in ready), None)
     if missing is not None:
-        raise Bad(f"root MODEL_DEF.outputs: '{clip(missing)}' is produced by no step")
+        raise Bad(unproduced(clip(missing)))
 
 
 def _check_gears(root: DynamicModel) -> None:
