@@ -55,12 +55,7 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
                 continue
             captured += capture_constants(graph, node)
             arrays = _evaluate(graph, node)
-            if arrays is None or arrays == "big":
-                skipped_big += arrays == "big"
-                kept.append(node)
-                _infer_best_effort(graph, node)
-                continue
-            evaluated += 1
+            evaluated += arrays is not None and arrays != "big"
         elif node.op_type == "Identity" and node.domain == "" and node.outputs and node.outputs[0] in outputs:
             arrays = None  # the copy a folded graph output keeps
         else:
