@@ -18,13 +18,8 @@ import numpy as np
 
 from ..ir import Meta, dtype_from_onnx
 from .base import Kernel
+from .dtypes import is_float
 from .registry import register
-
-FLOAT_NAMES = ("float16", "float32", "float64", "bfloat16")
-
-
-def is_float(dtype) -> bool:
-    return dtype is not None and np.dtype(dtype).name in FLOAT_NAMES
 
 
 def _bfloat16():
@@ -142,7 +137,7 @@ class Attention(Kernel):
 
     def bias(self, mask, nonpad, dt) -> np.ndarray | None:
         """The additive bias, broadcastable to [batch, q_heads, q_seq, total] (None: no bias)."""
-        (b, qh, sq, _), total = self.shapes[0], self.total
+        (b, _, sq, _), total = self.shapes[0], self.total
         bias = None
         if mask is not None:
             pad = total - mask.shape[-1]

@@ -172,6 +172,13 @@ class Kernel:
         """The error of a node whose output shape its input values decide (the hybrid path runs it)."""
         return ValueDependentError(f"node '{self.name}' ({self.op_type}): {message}")
 
+    def input_meta(self, i: int, what: str, optional: bool = False) -> Meta | None:
+        """Input i's meta; None for an absent optional input, a missing required one fails naming it."""
+        m = self.inputs[i] if i < len(self.inputs) else None
+        if m is None and not optional:
+            raise self.fail(f"input {i} ({what}) is missing")
+        return m
+
     def const(self, index: int, what: str) -> np.ndarray:
         """The value of a constant input the kernel needs at build time (e.g. Reshape's shape)."""
         if index >= len(self.consts) or self.consts[index] is None:

@@ -26,13 +26,6 @@ from .values import text
 DYNAMIC = "output shape depends on the input values; needs dynamic shapes"
 
 
-def _meta(k: Kernel, i: int, what: str) -> Meta:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
-
-
 def _scalar(k: Kernel, x, what: str, default):
     if x is None:
         return default
@@ -45,7 +38,7 @@ def _scalar(k: Kernel, x, what: str, default):
 @register("NonMaxSuppression", since=10)
 class NonMaxSuppression(Kernel):
     def prepare(self):
-        bm, sm = _meta(self, 0, "boxes"), _meta(self, 1, "scores")
+        bm, sm = self.input_meta(0, "boxes"), self.input_meta(1, "scores")
         if len(bm.shape) != 3 or bm.shape[2] != 4:
             raise self.fail(f"boxes has shape {tuple(bm.shape)}, [batch, boxes, 4] expected")
         if len(sm.shape) != 3 or sm.shape[0] != bm.shape[0] or sm.shape[2] != bm.shape[1]:
@@ -131,7 +124,7 @@ class NonMaxSuppression(Kernel):
 @register("RoiAlign", since=10)
 class RoiAlign(Kernel):
     def prepare(self):
-        xm, rm, im = _meta(self, 0, "X"), _meta(self, 1, "rois"), _meta(self, 2, "batch_indices")
+        xm, rm, im = self.input_meta(0, "X"), self.input_meta(1, "rois"), self.input_meta(2, "batch_indices")
         if len(xm.shape) != 4:
             raise self.fail(f"X has shape {tuple(xm.shape)}, [N, C, H, W] expected")
         if xm.dtype not in (np.float32, np.float64):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+#: the float types by name, as kernels' messages list them (bfloat16 from ml_dtypes)
+FLOAT_NAMES = ("float16", "float32", "float64", "bfloat16")
 FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 SIGNED = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 UNSIGNED = frozenset(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))

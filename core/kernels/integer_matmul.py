@@ -14,10 +14,8 @@ F64 = np.dtype(np.float64)
 
 
 def input_meta(k: PlannedKernel, i: int, what: str) -> Meta | None:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None and what:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
+    """Input i's meta; `what` "" marks an optional input (a zero point)."""
+    return k.input_meta(i, what, optional=not what)
 
 
 def const_input(k: PlannedKernel, i: int):

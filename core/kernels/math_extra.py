@@ -21,19 +21,12 @@ FLOATS = (np.float16, np.float32, np.float64)
 NUMBERS = FLOATS + (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
 
 
-def _meta(k, i: int, what: str) -> Meta:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
-
-
 @register("Shrink", since=9)
 class Shrink(PlannedKernel):
     """y = x - bias where x > lambd, x + bias where x < -lambd, else 0."""
 
     def prepare(self):
-        xm = _meta(self, 0, "input")
+        xm = self.input_meta(0, "input")
         if xm.dtype not in NUMBERS:
             raise self.fail(f"input type {xm.dtype} is not supported")
         self.bias = float(self.attr("bias", 0.0))
@@ -66,7 +59,7 @@ class BitShift(PlannedKernel):
     and defines a shift < 0 or >= the type's width: 0, or -1 shifting a negative X right."""
 
     def prepare(self):
-        xm, sm = _meta(self, 0, "X"), _meta(self, 1, "Y")
+        xm, sm = self.input_meta(0, "X"), self.input_meta(1, "Y")
         unsigned = (np.uint8, np.uint16, np.uint32, np.uint64)
         types = unsigned + ((np.int8, np.int16, np.int32, np.int64) if self.opset >= 28 else ())
         if xm.dtype not in types or sm.dtype != xm.dtype:
@@ -100,7 +93,7 @@ class Det(PlannedKernel):
     """Determinants of the trailing [M, M] matrices (LAPACK LU through numpy)."""
 
     def prepare(self):
-        xm = _meta(self, 0, "X")
+        xm = self.input_meta(0, "X")
         if xm.dtype not in FLOATS:
             raise self.fail(f"X has type {xm.dtype}; a float type expected")
         s = tuple(xm.shape)

@@ -14,9 +14,7 @@ F32 = np.dtype(np.float32)
 
 
 def ml_input(k: Kernel, i: int = 0, what: str = "X", types=NUMBERS) -> Meta:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None:
-        raise k.fail(f"input {i} ({what}) is missing")
+    m = k.input_meta(i, what)
     if m.dtype not in types:
         if m.dtype == np.object_ or m.dtype.kind in "US":
             raise k.fail(f"{what} is a string tensor; ge runs string tensors on the dynamic path only")

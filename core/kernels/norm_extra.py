@@ -19,13 +19,6 @@ from .registry import register
 FLOATS = (np.float16, np.float32, np.float64)
 
 
-def _meta(k: PlannedKernel, i: int, what: str) -> Meta:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
-
-
 def _float(k: PlannedKernel, m: Meta, what: str = "input", types=FLOATS) -> None:
     if m.dtype not in types:
         names = ", ".join(np.dtype(t).name for t in types)
@@ -55,7 +48,7 @@ class LRN(PlannedKernel):
     """y = x * (bias + alpha / size * sum of x^2 over a window of `size` channels) ^ -beta."""
 
     def prepare(self):
-        xm = _meta(self, 0, "X")
+        xm = self.input_meta(0, "X")
         _float(self, xm, "X")
         if len(xm.shape) < 3:
             raise self.fail(f"X has shape {tuple(xm.shape)}, rank >= 3 (N, C, D1, ...) expected")
@@ -97,13 +90,13 @@ class InstanceNormalization(PlannedKernel):
     """Per (n, c): y = scale[c] * (x - mean) / sqrt(var + eps) + B[c]."""
 
     def prepare(self):
-        xm = _meta(self, 0, "input")
+        xm = self.input_meta(0, "input")
         _float(self, xm, "input")
         if len(xm.shape) < 3:
             raise self.fail(f"input has shape {tuple(xm.shape)}, rank >= 3 (N, C, D1, ...) expected")
         n, c = xm.shape[:2]
         for i, what in ((1, "scale"), (2, "B")):
-            m = _meta(self, i, what)
+            m = self.input_meta(i, what)
             if tuple(m.shape) != (c,):
                 raise self.fail(f"{what} has shape {tuple(m.shape)}, ({c},) expected")
         dt = xm.dtype
@@ -150,7 +143,7 @@ class GroupNormalization(PlannedKernel):
     per_channel = False
 
     def prepare(self):
-        xm = _meta(self, 0, "X")
+        xm = self.input_meta(0, "X")
         _float(self, xm, "X")
         if len(xm.shape) < 2:
             raise self.fail(f"X has shape {tuple(xm.shape)}, rank >= 2 (N, C, ...) expected")
@@ -167,7 +160,7 @@ class GroupNormalization(PlannedKernel):
                 raise self.fail(f"stash_type={stash} is not supported (1: float32 statistics)")
         want = (c,) if self.per_channel else (g,)
         for i, what in ((1, "scale"), (2, "bias")):
-            m = _meta(self, i, what)
+            m = self.input_meta(i, what)
             if tuple(m.shape) != want:
                 raise self.fail(f"{what} has shape {tuple(m.shape)}, {want} expected "
                                 f"({'one per channel' if self.per_channel else 'one per group'} at opset "
@@ -222,7 +215,7 @@ class LpNormalization(PlannedKernel):
     """y = x / ||x||_p along `axis` (p = 1 or 2); a zero norm leaves the (zero) slice as it is."""
 
     def prepare(self):
-        xm = _meta(self, 0, "input")
+        xm = self.input_meta(0, "input")
         _float(self, xm, "input")
         shape = tuple(xm.shape)
         if not shape:
@@ -261,7 +254,7 @@ class MeanVarianceNormalization(PlannedKernel):
     """y = (x - mean) / (sqrt(var) + 1e-9) over `axes` (default [0, 2, 3]), as ONNX's function body."""
 
     def prepare(self):
-        xm = _meta(self, 0, "X")
+        xm = self.input_meta(0, "X")
         _float(self, xm, "X")
         shape = tuple(xm.shape)
         axes = self.attr("axes", [0, 2, 3])
@@ -301,7 +294,7 @@ class Hardmax(PlannedKernel):
     """1 at the first maximum along `axis`, 0 elsewhere (opset < 13: over the input coerced to 2-D)."""
 
     def prepare(self):
-        xm = _meta(self, 0, "input")
+        xm = self.input_meta(0, "input")
         _float(self, xm, "input")
         shape = tuple(xm.shape)
         r = len(shape)

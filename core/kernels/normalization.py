@@ -16,13 +16,6 @@ from .native import CallCache
 from .registry import register
 
 
-def _input(k: SpatialKernel, i: int, what: str) -> Meta:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
-
-
 def _float_type(k: SpatialKernel, dt: np.dtype) -> None:
     if dt not in (np.float16, np.float32, np.float64):
         raise k.fail(f"input type {dt} is not supported (float16, float32, float64)")
@@ -59,7 +52,7 @@ class BatchNormalization(_Widened):
     running statistics out as input * momentum + batch * (1 - momentum)."""
 
     def prepare(self):
-        xm = _input(self, 0, "X")
+        xm = self.input_meta(0, "X")
         if len(xm.shape) < 2:
             raise self.fail(f"X has shape {tuple(xm.shape)}, rank >= 2 expected")
         _float_type(self, xm.dtype)
@@ -70,7 +63,7 @@ class BatchNormalization(_Widened):
             raise self.fail(f"{self.num_outputs} outputs requested, at most 3 (Y, running_mean, running_var)")
         c = xm.shape[1]
         for i, what in enumerate(("scale", "B", "input_mean", "input_var"), start=1):
-            m = _input(self, i, what)
+            m = self.input_meta(i, what)
             if tuple(m.shape) != (c,):
                 raise self.fail(f"{what} has shape {tuple(m.shape)}, ({c},) expected")
         self.eps = float(self.attr("epsilon", 1e-5))
@@ -131,7 +124,7 @@ class LayerNormalization(_Widened):
     np.mean/einsum along a short last axis loop per row): four passes over x in all."""
 
     def prepare(self):
-        xm = _input(self, 0, "X")
+        xm = self.input_meta(0, "X")
         _float_type(self, xm.dtype)
         shape = tuple(xm.shape)
         r = len(shape)
@@ -227,7 +220,7 @@ class _SoftmaxBase(_Widened):
     MIN_SUM = 1e-28  # a row sum >= e^-64: every term within e^-23 of the row's largest is a normal float
 
     def prepare(self):
-        xm = _input(self, 0, "input")
+        xm = self.input_meta(0, "input")
         _float_type(self, xm.dtype)
         shape = tuple(xm.shape)
         r = len(shape)

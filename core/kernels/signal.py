@@ -22,13 +22,6 @@ FLOATS = (np.float32, np.float64)
 COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
 
 
-def _meta(k, i: int, what: str, required=True) -> Meta | None:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None and required:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
-
-
 def _int_const(k, i: int, what: str, default=None):
     if i >= len(k.inputs) or k.inputs[i] is None:
         if default is None:
@@ -64,7 +57,7 @@ class DFT(_Planned):
     shape_inputs = ((1, "dft_length"), (2, "axis"))
 
     def prepare(self):
-        xm = _meta(self, 0, "input")
+        xm = self.input_meta(0, "input")
         if xm.dtype not in FLOATS:
             raise self.fail(f"input has type {xm.dtype}; float32 or float64 expected")
         s = tuple(xm.shape)
@@ -118,14 +111,14 @@ class STFT(_Planned):
     shape_inputs = ((1, "frame_step"), (3, "frame_length"))
 
     def prepare(self):
-        xm = _meta(self, 0, "signal")
+        xm = self.input_meta(0, "signal")
         if xm.dtype not in FLOATS:
             raise self.fail(f"signal has type {xm.dtype}; float32 or float64 expected")
         s = tuple(xm.shape)
         if len(s) != 3 or s[-1] not in (1, 2):
             raise self.fail(f"signal has shape {s}; [batch, length, 1 or 2] expected")
         self.step = int(_int_const(self, 1, "frame_step"))
-        wm = _meta(self, 2, "window", required=False)
+        wm = self.input_meta(2, "window", optional=True)
         fl = self.inputs[3] if len(self.inputs) > 3 else None
         if fl is not None:
             self.flen = int(_int_const(self, 3, "frame_length"))
@@ -169,7 +162,7 @@ class _Window(_Planned):
     shape_inputs = ((0, "size"),)
 
     def prepare(self):
-        sm = _meta(self, 0, "size")
+        sm = self.input_meta(0, "size")
         if sm.dtype not in (np.int32, np.int64):
             raise self.fail(f"size has type {sm.dtype}, int32 or int64 expected")
         self.size = int(_int_const(self, 0, "size"))

@@ -16,17 +16,9 @@ import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
+from .dtypes import FLOAT_NAMES
 from .registry import register
 from .values import ints
-
-FLOAT_NAMES = ("float16", "float32", "float64", "bfloat16")
-
-
-def _meta(k: Kernel, i: int, what: str, optional: bool = False) -> Meta | None:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None and not optional:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
 
 
 @register("CenterCropPad", since=18)
@@ -37,8 +29,8 @@ class CenterCropPad(Kernel):
     shape_inputs = ((1, "shape"),)
 
     def prepare(self):
-        xm = _meta(self, 0, "input_data")
-        sm = _meta(self, 1, "shape")
+        xm = self.input_meta(0, "input_data")
+        sm = self.input_meta(1, "shape")
         if sm.dtype not in (np.int32, np.int64):
             raise self.fail(f"shape has type {sm.dtype}; int32 or int64 expected")
         if xm.dtype.kind in "OUS":
@@ -91,7 +83,7 @@ class Col2Im(Kernel):
     shape_inputs = ((1, "image_shape"), (2, "block_shape"))
 
     def prepare(self):
-        xm = _meta(self, 0, "input")
+        xm = self.input_meta(0, "input")
         image = ints(self.const(1, "image_shape"))
         block = ints(self.const(2, "block_shape"))
         d = len(image)
@@ -153,8 +145,8 @@ class DeformConv(Kernel):
     its offset, plus B."""
 
     def prepare(self):
-        xm, wm, om = _meta(self, 0, "X"), _meta(self, 1, "W"), _meta(self, 2, "offset")
-        bm, mm = _meta(self, 3, "B", True), _meta(self, 4, "mask", True)
+        xm, wm, om = self.input_meta(0, "X"), self.input_meta(1, "W"), self.input_meta(2, "offset")
+        bm, mm = self.input_meta(3, "B", True), self.input_meta(4, "mask", True)
         if np.dtype(xm.dtype).name not in FLOAT_NAMES:
             raise self.fail(f"X has type {xm.dtype}; a float type expected")
         if len(xm.shape) != 4 or len(wm.shape) != 4:
@@ -215,7 +207,7 @@ class MaxRoiPool(Kernel):
     each of pooled_shape bins (Caffe's RoI pooling; an empty bin is 0)."""
 
     def prepare(self):
-        xm, rm = _meta(self, 0, "X"), _meta(self, 1, "rois")
+        xm, rm = self.input_meta(0, "X"), self.input_meta(1, "rois")
         if np.dtype(xm.dtype).name not in FLOAT_NAMES or rm.dtype != xm.dtype:
             raise self.fail(f"X {xm.dtype} and rois {rm.dtype} must have one float type")
         if len(xm.shape) != 4 or len(rm.shape) != 2 or rm.shape[1] != 5:

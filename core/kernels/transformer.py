@@ -12,17 +12,9 @@ import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
+from .dtypes import FLOAT_NAMES
 from .registry import register
 from .values import text
-
-FLOAT_NAMES = ("float16", "float32", "float64", "bfloat16")
-
-
-def _input(k: Kernel, i: int, what: str, optional: bool = False) -> Meta | None:
-    m = k.inputs[i] if i < len(k.inputs) else None
-    if m is None and not optional:
-        raise k.fail(f"input {i} ({what}) is missing")
-    return m
 
 
 def _float(k: Kernel, m: Meta, what: str, names=FLOAT_NAMES) -> None:
@@ -40,7 +32,7 @@ class RMSNormalization(Kernel):
     """Y = X / sqrt(mean(X^2 over axes [axis, rank)) + epsilon) * scale."""
 
     def prepare(self):
-        xm, sm = _input(self, 0, "X"), _input(self, 1, "scale")
+        xm, sm = self.input_meta(0, "X"), self.input_meta(1, "scale")
         _float(self, xm, "X")
         _float(self, sm, "scale")
         shape = tuple(xm.shape)
@@ -75,8 +67,8 @@ class RotaryEmbedding(Kernel):
     the two halves (or, interleaved, the even and odd lanes) are the real and imaginary parts."""
 
     def prepare(self):
-        xm, cm, sm = _input(self, 0, "X"), _input(self, 1, "cos_cache"), _input(self, 2, "sin_cache")
-        pm = _input(self, 3, "position_ids", optional=True)
+        xm, cm, sm = self.input_meta(0, "X"), self.input_meta(1, "cos_cache"), self.input_meta(2, "sin_cache")
+        pm = self.input_meta(3, "position_ids", optional=True)
         _float(self, xm, "X", ("float16", "float32", "bfloat16"))
         if cm.dtype != xm.dtype or sm.dtype != xm.dtype:
             raise self.fail(f"cos_cache {cm.dtype} and sin_cache {sm.dtype} must have X's type {xm.dtype}")
@@ -138,7 +130,7 @@ class Swish(Kernel):
     """y = x * sigmoid(alpha * x)."""
 
     def prepare(self):
-        xm = _input(self, 0, "X")
+        xm = self.input_meta(0, "X")
         _float(self, xm, "X")
         self.alpha = float(self.attr("alpha", 1.0))
         self.out = Meta(xm.dtype, tuple(xm.shape))
@@ -162,7 +154,7 @@ class SwiGLU(Kernel):
     """Y = Swish_alpha(A) * B, A and B of one shape and type (no broadcasting)."""
 
     def prepare(self):
-        am, bm = _input(self, 0, "A"), _input(self, 1, "B")
+        am, bm = self.input_meta(0, "A"), self.input_meta(1, "B")
         _float(self, am, "A")
         if bm.dtype != am.dtype or tuple(bm.shape) != tuple(am.shape):
             raise self.fail(f"A {am.dtype} {tuple(am.shape)} and B {bm.dtype} {tuple(bm.shape)} must have one "
@@ -183,8 +175,8 @@ class TensorScatter(Kernel):
     (linear: must fit; circular: wrapping around max_sequence_length)."""
 
     def prepare(self):
-        cm, um = _input(self, 0, "past_cache"), _input(self, 1, "update")
-        wm = _input(self, 2, "write_indices", optional=True)
+        cm, um = self.input_meta(0, "past_cache"), self.input_meta(1, "update")
+        wm = self.input_meta(2, "write_indices", optional=True)
         cs, us = tuple(cm.shape), tuple(um.shape)
         if um.dtype != cm.dtype:
             raise self.fail(f"update has type {um.dtype}, past_cache {cm.dtype}")
@@ -232,7 +224,7 @@ class LinearAttention(Kernel):
     RULES = ("linear", "gated", "delta", "gated_delta")
 
     def prepare(self):
-        qm, km, vm = _input(self, 0, "query"), _input(self, 1, "key"), _input(self, 2, "value")
+        qm, km, vm = self.input_meta(0, "query"), self.input_meta(1, "key"), self.input_meta(2, "value")
         names = ("float16", "float32", "bfloat16")
         for m, what in ((qm, "query"), (km, "key"), (vm, "value")):
             _float(self, m, what, names)
@@ -255,7 +247,7 @@ class LinearAttention(Kernel):
         if tuple(km.shape) != (b, t, kvh * dk) or vm.shape[:2] != (b, t):
             raise self.fail(f"key {tuple(km.shape)} / value {tuple(vm.shape)} do not match query {tuple(qm.shape)}")
         self.gated, self.delta = self.rule in ("gated", "gated_delta"), self.rule in ("delta", "gated_delta")
-        sm, dm, bm = (_input(self, i, w, optional=True) for i, w in ((3, "past_state"), (4, "decay"), (5, "beta")))
+        sm, dm, bm = (self.input_meta(i, w, optional=True) for i, w in ((3, "past_state"), (4, "decay"), (5, "beta")))
         if self.gated != (dm is not None):
             raise self.fail(f"update_rule '{self.rule}' {'needs' if self.gated else 'takes no'} decay input")
         if self.delta != (bm is not None):
@@ -307,7 +299,7 @@ class CausalConvWithState(Kernel):
     activation silu/swish is applied in float32."""
 
     def prepare(self):
-        xm, wm = _input(self, 0, "input"), _input(self, 1, "weight")
+        xm, wm = self.input_meta(0, "input"), self.input_meta(1, "weight")
         _float(self, xm, "input", ("float16", "float32", "bfloat16"))
         if len(xm.shape) != 3:
             raise self.fail(f"input has shape {tuple(xm.shape)}; [batch, channels, length] expected")
@@ -315,7 +307,7 @@ class CausalConvWithState(Kernel):
         if len(wm.shape) != 3 or wm.shape[:2] != (c, 1) or wm.shape[2] < 1 or wm.dtype != xm.dtype:
             raise self.fail(f"weight is {wm.dtype} {tuple(wm.shape)}; {xm.dtype} ({c}, 1, k) expected")
         k = wm.shape[2]
-        bm, sm = _input(self, 2, "bias", optional=True), _input(self, 3, "past_state", optional=True)
+        bm, sm = self.input_meta(2, "bias", optional=True), self.input_meta(3, "past_state", optional=True)
         if bm is not None and tuple(bm.shape) != (c,):
             raise self.fail(f"bias has shape {tuple(bm.shape)}; ({c},) expected")
         if sm is not None and tuple(sm.shape) != (b, c, k - 1):
