@@ -188,6 +188,8 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
         click.get_current_context().with_resource(inference.threads(opts["threads"]))
     paths = [p.strip() for p in (input_files or "").split(",") if p.strip()]
 
+    if opts["ray_address"]:  # the actors load the model; this process only reads its descs
+        return _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary_json, as_json)
     t0 = time.perf_counter()
     model_id = api.load_from_file(model, device, weight_dir=weight_dir, verify_weights=not skip_weight_check)
     load_ms = (time.perf_counter() - t0) * 1e3
@@ -204,8 +206,6 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
                 raise GeError(f"--dymShape_range times generated inputs at each of its shapes; it does not combine "
                               f"with {', '.join(clash)}")
             return _shape_range(model_id, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
-        if opts["ray_address"]:
-            return _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary_json, as_json)
         if paths and is_dataset(paths):
             return _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear_descs, opts, sizes,
                             load_ms, summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats,
@@ -466,6 +466,7 @@ def _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary
         raise GeError("--ray runs a dataset: give --input one folder (or one folder per input)")
     given = [name for name, on in (("--profiler/--profile", opts["profiler"] or opts["profile_json"]),
                                    ("--dump", opts["dump"]), ("--dymShape", opts["dym_shape"]),
+                                   ("--dymShape_range", opts["dym_shape_range"]),
                                    ("--dymBatch/--dymHW/--dymDims", opts["dym_batch"] or opts["dym_hw"]
                                     or opts["dym_dims"])) if on]
     if given:
