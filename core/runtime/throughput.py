@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..kernels.blas import set_local_threads
+from .davinci_model import DavinciModel
 
 PHASES = ("h2d_ms", "compute_ms", "d2h_ms")
 
@@ -35,7 +36,7 @@ def run_contexts(model, inputs, contexts: int = 1, loop: int = 1, executor: str 
     start = threading.Barrier(contexts + 1)
     ctxs: list = []
     # a static model's outputs fit fixed buffers; a dynamic model's shapes are known once it ran
-    fixed = all(d >= 0 for o in model.outputs for d in o.shape)
+    fixed = isinstance(model, DavinciModel)
 
     def work(i: int) -> None:
         try:
@@ -73,7 +74,9 @@ def run_contexts(model, inputs, contexts: int = 1, loop: int = 1, executor: str 
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
-        per_context = (device.in_use - in_use) // contexts  # after the runs: dynamic contexts grow as they run
+        # after the runs (dynamic contexts grow as they run), each context's own: a gear initialised
+        # meanwhile holds memory of the model's, not of a context
+        per_context = max(getattr(c, "device_bytes", (device.in_use - in_use) // contexts) for c in ctxs)
     finally:
         failed.set()
         start.abort()  # threads never started, or the caller interrupted: nobody waits on the barrier
