@@ -2,13 +2,16 @@
 files (one meta.json, each distinct weight once) shared by the root and every gear or submodel,
 loaded from the weight folder, another folder, or the user's device memory; outputs equal
 onnxruntime's on cpu and sim."""
+import json
 import os
 
 import msgpack
 import numpy as np
 import onnx
 import pytest
+from click.testing import CliRunner
 
+from ge.cli.main import cli
 from ge.core import api
 from ge.core.errors import FormatError
 from ge.formats.om.schema import MODEL_DEF
@@ -163,3 +166,60 @@ def test_a_mutated_dynamic_om_names_the_weight_field(tmp_path, edit, match):
     om = open(result.om_path, "rb").read()
     with pytest.raises(FormatError, match=match):
         api.load_from_mem(_edited(om, edit), weight_dir=str(tmp_path / "weight"))
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_control_flow_branches_read_the_shared_weight_files(tmp_path, device):
+    """An If whose branches (static submodels) read two large weights: both in the files."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    vi = onnx.helper.make_tensor_value_info
+    f = onnx.TensorProto.FLOAT
+    then = onnx.helper.make_graph([onnx.helper.make_node("MatMul", ["x", "W"], ["t"])], "then", [], [vi("t", f, [4, 64])])
+    other = onnx.helper.make_graph([onnx.helper.make_node("MatMul", ["x", "V"], ["e"])], "else", [],
+                                   [vi("e", f, [4, 64])], [onnx.numpy_helper.from_array(w * 2, "V")])
+    nodes = [onnx.helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             onnx.helper.make_node("Greater", ["s", "z"], ["c"]),
+             onnx.helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    graph = onnx.helper.make_graph(nodes, "cf", [vi("x", f, [4, 64])], [vi("y", f, [4, 64])],
+                                   [onnx.numpy_helper.from_array(w, "W"),
+                                    onnx.numpy_helper.from_array(np.array(0, np.float32), "z")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = str(tmp_path / "cf.onnx")
+    onnx.save(model, path)
+    result = api.atc(path, str(tmp_path / "cf"), external_weight=2)
+    assert result.model.weight_files == {"cf_weight_combined": 2 * w.nbytes} and result.model.subgraphs
+    model_id = api.load_from_file(result.om_path, device)
+    try:
+        for sign in (1, -1):  # each branch
+            x = {"x": np.abs(rng.standard_normal((4, 64))).astype(np.float32) * sign}
+            (got,) = api.execute(model_id, x)
+            np.testing.assert_allclose(got, onnxruntime_outputs(path, x)[0], rtol=1e-4, atol=1e-4)
+    finally:
+        api.unload(model_id)
+
+
+@pytest.mark.parametrize("kind", ["gears", "range", "hybrid"])
+def test_ge_atc_and_ge_run_weight_dir(tmp_path, kind):
+    build, options, batches = KINDS[kind]
+    path = str(tmp_path / "m.onnx")
+    onnx.save(build(), path)
+    flags = [f"--{k}={v}" for k, v in options.items()]
+    runner = CliRunner()
+    r = runner.invoke(cli, ["atc", f"--model={path}", "--framework=5", f"--output={tmp_path / 'out' / 'm'}",
+                            "--external_weight=1", f"--external_weight_dir={tmp_path / 'w'}", *flags, "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["external_weight"]["mode"] == 1 and len(summary["external_weight"]["files"]) == 2
+    x = feeds(batches[-1])
+    np.save(tmp_path / "x.npy", x["x"])
+    run = ["run", "--model", str(tmp_path / "out" / "m.om"), "--input", str(tmp_path / "x.npy"),
+           "--output-dir", str(tmp_path / "o"), "--device", "sim"]
+    r = runner.invoke(cli, run)
+    assert r.exit_code == 1 and "external weight file is missing" in r.stderr  # not in <om dir>/weight/
+    r = runner.invoke(cli, [*run, "--weight_dir", str(tmp_path / "w"), "--skip_weight_check", "--verbose"])
+    assert r.exit_code == 0, r.stderr
+    assert "External weight files" in r.stdout
+    (y,) = [np.load(tmp_path / "o" / f) for f in os.listdir(tmp_path / "o")]
+    np.testing.assert_allclose(y, onnxruntime_outputs(path, x)[0], rtol=1e-4, atol=1e-4)
