@@ -225,6 +225,12 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                                                                                 dyn.submodels))]
     return {
         "dynamic": {"mode": dyn.mode, "name": dyn.name, "weight_size": dyn.weight_size,
+                    "weight_files": dict(dyn.weight_files),
+                    "external_weights": [{"name": w.name, "graph": label, "file": w.file, "offset": w.offset,
+                                          "nbytes": w.nbytes, "sha256": w.sha256}
+                                         for label, g in [("root", dyn)] + [(f"subgraph {k}", sg) for k, sg in
+                                                                            enumerate(dyn.subgraphs)]
+                                         for w in g.weights if w.file],
                     "static_model_ops_lower_limit": dyn.attrs.get("static_model_ops_lower_limit"),
                     "atc_options": dict(dyn.attrs.get("atc_options", {})), "soc": soc_info(dyn.soc_version),
                     "inputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape),

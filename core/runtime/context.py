@@ -59,9 +59,11 @@ def _run_quietly(task: SunkTask) -> None:
 
 class ExecutionContext:
     """`own_memory=False` is the known-node case: feature maps and workspace come from the caller
-    (update_workspaces) and I/O addresses too (update_io); the context copies nothing itself."""
+    (update_workspaces) and I/O addresses too (update_io); the context copies nothing itself.
+    `work_block`: feature maps, then workspace, in that block of the caller's (gears: one block
+    sized for the largest gear serves every gear's context); the context owns the rest."""
 
-    def __init__(self, model, own_memory: bool = True, executor: str = "linear"):
+    def __init__(self, model, own_memory: bool = True, executor: str = "linear", work_block: int | None = None):
         self.model = model
         self.device = device = model.device
         plan = model.ge_plan
@@ -82,7 +84,10 @@ class ExecutionContext:
         self.io_default: dict[int, int] = {}
         self.workspaces_set = False
         if own_memory:
-            self.update_workspaces(self._malloc(self.fm_size), self._malloc(self.workspace_size))
+            if work_block is None:
+                self.update_workspaces(self._malloc(self.fm_size), self._malloc(self.workspace_size))
+            else:  # a block the caller owns and sized for several plans (a gear model's contexts share one)
+                self.update_workspaces(work_block, work_block + self.fm_size)
             # planned I/O memory: used whenever a user buffer cannot be bound in place
             self.io_default = {a.id: self._malloc(a.size) for a in plan.io_allocations}
             for alloc, addr in self.io_default.items():
@@ -109,6 +114,7 @@ class ExecutionContext:
         zero_copy_in = sum(self._bind_input(d.allocation, x) for d, x in zip(plan.inputs, inputs))  # CopyModelData
         pending = [(y, d) for d, y in zip(plan.outputs, outputs) if not self._bind_output(d, y, fresh)]
         dirty = self.args.update_for_execute()
+        self.model.running_context = self  # GetRunAddress answers for the context that runs
         t1 = clock()
         if launch == "sunk":
             self.stream.launch(lambda: self._run(dirty))  # rtModelExecute: the device walks the sunk tasks
@@ -156,6 +162,7 @@ class ExecutionContext:
         if not self.workspaces_set:
             raise GeError(f"model '{self.model.ge_plan.name}': workspaces not set (call update_workspaces first)")
         dirty = self.args.update_for_execute()
+        self.model.running_context = self
         self.stream.launch(lambda: self._run(dirty))
 
     # -- the device side -------------------------------------------------------------------------

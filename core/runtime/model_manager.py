@@ -37,16 +37,17 @@ class ModelManager:
         self.weight_manager = ExternalWeightManager()
 
     def load(self, ge_model: GeModel, device: str = "cpu", weights: ExternalWeightConfig | None = None,
-             from_file: bool = False) -> int:
+             from_file: bool = False, impl_cache_size: int | None = None) -> int:
         """Load a GeModel (already read from an OM file or bytes) and return its model id.
         `weights` says where its external weight files come from (folder, user memory). Every
         task's attributes are checked against its op's schema before anything is built (`from_file`:
-        as an OM states them, complete)."""
+        as an OM states them, complete). `impl_cache_size`: the impls a model with unknown shapes
+        keeps (LRU; default hybrid.DEFAULT_CACHE_SIZE)."""
         check_model_tasks(ge_model, complete=from_file)
         with self._lock:
             model_id = next(self._ids)
         if isinstance(ge_model, DynamicModel):  # a root model with submodels: hybrid, range or gears
-            model = load_dynamic(ge_model, get_device(device), model_id)
+            model = load_dynamic(ge_model, get_device(device), model_id, weights, self.weight_manager, impl_cache_size)
         else:
             model = DavinciModel(ge_model, get_device(device), model_id, weights=weights,
                                  weight_manager=self.weight_manager).init()
@@ -83,10 +84,14 @@ class ModelManager:
         return sorted(self._models)
 
 
-def load_dynamic(dyn: DynamicModel, device, model_id: int = 0):
+def load_dynamic(dyn: DynamicModel, device, model_id: int = 0, weights: ExternalWeightConfig | None = None,
+                 weight_manager: ExternalWeightManager | None = None, impl_cache_size: int | None = None):
     from .gears import GearModel
-    from .hybrid import HybridModel
-    return GearModel(dyn, device, model_id) if dyn.mode == GEARS else HybridModel(dyn, device, model_id)
+    from .hybrid import DEFAULT_CACHE_SIZE, HybridModel
+    if dyn.mode == GEARS:
+        return GearModel(dyn, device, model_id, weights, weight_manager)
+    return HybridModel(dyn, device, model_id, weights=weights, weight_manager=weight_manager,
+                       cache_size=DEFAULT_CACHE_SIZE if impl_cache_size is None else impl_cache_size)
 
 
 class ContextPool:

@@ -8,7 +8,8 @@ and the reader its submodels: the runtime trusts every one of them.
   naming root inputs with the shapes its submodel was compiled for;
 - range (`attrs["capacities"]`, `["arena"]`): every capacity a root tensor's (or a node's
   workspace) bytes, every planned region inside the arena, each submodel's feature maps and
-  workspace included.
+  workspace included;
+- external weights (`weight_files`): each file read by a weight of the root, a subgraph or a submodel.
 """
 from __future__ import annotations
 
@@ -36,6 +37,16 @@ def check_root(root: DynamicModel) -> None:
     if "capacities" in root.attrs or "arena" in root.attrs:
         _check_range_plan(root)
     _check_subgraph_dataflow(root)
+    _check_weight_files(root)
+
+
+def _check_weight_files(root: DynamicModel) -> None:
+    """Every external weight file of the root is read by some graph or submodel (as a static OM's)."""
+    used = {w.file for g in (root, *root.subgraphs) for w in g.weights} | {a.file for m in root.submodels
+                                                                          for a in m.weight_files}
+    unused = sorted(set(root.weight_files) - used)
+    if unused:
+        raise Bad(f"root MODEL_DEF.weight_files: '{clip(unused[0])}' is read by no weight of the root or its submodels")
 
 
 def _check_dataflow(root: DynamicModel) -> None:
