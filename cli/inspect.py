@@ -186,7 +186,7 @@ def _subgraphs(subgraphs: list, out) -> None:
         ins = ", ".join(f"{t['name']}{'*' if j >= first_captured else ''}{t['shape']}" for j, t in enumerate(sg["inputs"]))
         outs = ", ".join(f"{t['name']}{t['shape']}" for t in sg["outputs"])
         runs = "; ".join(f"submodel {c['submodel']} ({len(c['nodes'])} nodes)" if c["kind"] == "KNOWN"
-                         else f"{c['nodes'][0]}" for c in sg["clusters"]) or "-"
+                         else ", ".join(c["nodes"]) for c in sg["clusters"]) or "-"
         owner = f"{sg.get('graph', '?')}: {sg.get('node', '?')} ({sg.get('op_type', '?')}).{sg.get('attribute', '?')}"
         table.add_row(str(sg["index"]), owner, ins or "-", outs, runs)
     out.print(table)

@@ -4,7 +4,10 @@ A node whose inputs are all static gets its outputs from its kernel's infer(); w
 because an output depends on input *values* (NonZero, NonMaxSuppression, a Reshape whose shape is
 computed, TopK with a computed k...: a ValueDependentError), the node is data-dependent; any other
 refusal of its kernel fails the compile, since the node could not run either. A node with any input of unknown
-dims is unknown too. Outputs of unknown nodes keep only their dtype (from onnx when it knows it).
+dims is unknown too. Outputs of unknown nodes keep the partial shape onnx's inference gave them at import
+(known rank, the dims it knows, symbolic or unknown ones): an output whose shape the op's attributes and
+input ranks decide (a reduction to a scalar, Shape, Size, NonZero's rank) is static even after a
+data-dependent node, so the nodes that read only such outputs are KNOWN again (a static tail).
 Control-flow nodes (If, Loop, Scan) are unknown; their outputs keep what their subgraphs tell
 (compile/control_flow.py), so a static Scan feeds a static cluster.
 """
@@ -46,13 +49,13 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
             v = graph.value(dynamic_in[0])
             unknown[node.name] = (f"input '{v.name}' is a {v.kind} (no static layout)" if v.kind != "tensor"
                                   else f"input '{v.name}' has unknown dims {_shape_text(v.shape)}")
-            _forget(graph, node)
+            _keep_partial(graph, node)
             continue
         try:
             metas = build_kernel(graph, node).infer()
         except ValueDependentError as e:  # any other refusal (an attribute, a dtype) means it cannot run at all
             unknown[node.name] = f"data-dependent output ({_short(e)})"
-            _forget(graph, node)
+            _keep_partial(graph, node)
             continue
         for out, m in zip(node.outputs, metas):
             if out:
@@ -63,12 +66,15 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
     return unknown
 
 
-def _forget(graph: Graph, node) -> None:
-    """Outputs of an unknown node: keep the dtype, make the shape unknown (even if onnx guessed it)."""
+def _keep_partial(graph: Graph, node) -> None:
+    """Outputs of an unknown node: the dtype and onnx's partial shape (import time: inferred from the
+    given input shapes on a fresh copy, never from a model's stale value_info); a dim it does not know
+    becomes None, a symbolic dim stays the symbol it is."""
     for out in node.outputs:
         if out:
             v = graph.value(out)
-            v.shape = None
+            if v.shape is not None:
+                v.shape = tuple(d if isinstance(d, str) or (isinstance(d, int) and d >= 0) else None for d in v.shape)
 
 
 def _short(e: Exception) -> str:
