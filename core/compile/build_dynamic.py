@@ -18,7 +18,7 @@ from ..passes import optimize
 from ..passes._util import node_opset
 from .arena import align
 from .build import build
-from .dynamic_shapes import infer_dynamic
+from .dynamic_shapes import infer_subgraph
 from .partition import KNOWN, PartCluster, partition
 
 #: ATC's --static_model_ops_lower_limit: a known cluster smaller than this runs in the hybrid executor
@@ -112,7 +112,7 @@ def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
             copied = f"{out}__out{k}"
             sub.nodes.append(Node("Identity", [out], [copied], {}, f"{name}/output{k}", ""))
             sub.outputs[k] = copied
-    unknown = infer_dynamic(sub)
+    unknown = infer_subgraph(sub)
     index = len(parts.subgraphs)
     parts.subgraphs.append(None)
     parts.consts.append({})
