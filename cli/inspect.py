@@ -221,8 +221,10 @@ def render_dynamic(d: dict) -> None:
         _subgraphs(d["subgraphs"], out)
     cap = dyn["planned_capacity"]
     if cap["tensors"]:
-        out.print(f"range plan: {len(cap['tensors'])} tensors planned for the largest shapes, "
+        out.print(f"range plan: {len(cap['tensors'])} tensors planned at their upper bounds, "
                   f"{cap['total']} B ({console.nbytes(cap['total'])}) in total")
+    if cap.get("growable"):
+        out.print(f"growable (no finite bound, reallocated at run time): {', '.join(cap['growable'])}")
     for k, sub in enumerate(d["submodels"]):
         out.print(f"[bold]submodel {k}[/bold]")
         render(dict(sub, header={"partitions": []}))
