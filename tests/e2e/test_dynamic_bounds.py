@@ -140,3 +140,57 @@ def test_unbounded_tensor_grows_with_counted_reallocations(tmp_path, device):
     assert [st["allocations"] for st in stats] == [1, 1, 0, 1, 0]
     planned = api.inspect(result.om_path)["dynamic"]["planned_capacity"]
     assert "y" in planned["growable"]
+
+
+def _int(name, values):
+    return onnx.numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_shape_arithmetic_and_computed_sizes_are_bounded_by_the_range(tmp_path, device):
+    """Shape -> Gather -> Range / ConstantOfShape (value bounds of shape arithmetic), TopK with a
+    computed k and Slice with computed ends (never larger than their input): every tensor has a
+    finite bound, so every run inside x:1~8,4 allocates nothing."""
+    nodes = [h.make_node("Shape", ["x"], ["s"], name="shape"),
+             h.make_node("Gather", ["s", "zero"], ["n"], axis=0, name="rows"),
+             h.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
+             h.make_node("Cast", ["r"], ["rf"], to=T.FLOAT, name="cast"),
+             h.make_node("Unsqueeze", ["rf", "axis1"], ["ru"], name="unsqueeze"),
+             h.make_node("ConstantOfShape", ["s"], ["c"], value=h.make_tensor("v", T.FLOAT, [1], [0.5]), name="fill"),
+             h.make_node("Add", ["x", "c"], ["xc"], name="add"),
+             h.make_node("Mul", ["xc", "ru"], ["y"], name="mul"),
+             h.make_node("Reshape", ["n", "axis1"], ["k"], name="k"),
+             h.make_node("TopK", ["x", "k"], ["top", "idx"], axis=0, name="topk"),
+             h.make_node("Div", ["k", "two"], ["half"], name="half"),
+             h.make_node("Slice", ["x", "zero1", "half", "zero1"], ["head"], name="slice")]
+    inits = [_int("zero", 0), _int("one", 1), _int("axis1", [1]), _int("two", 2), _int("zero1", [0])]
+    outs = [h.make_tensor_value_info(n, t, None) for n, t in (("y", T.FLOAT), ("top", T.FLOAT), ("idx", T.INT64),
+                                                               ("head", T.FLOAT))]
+    path = _save(tmp_path, "arith", nodes, [_x()], outs, inits)
+    result = api.atc(path, str(tmp_path / "arith"), input_shape="x:1~8,4")
+    caps = result.model.attrs["capacities"]
+    assert result.model.attrs["growable"] == []
+    assert caps["r"] == 8 * 8 and caps["c"] == caps["y"] == caps["top"] == caps["head"] == 8 * 4 * 4
+    feeds = [{"x": np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)} for n in (3, 8, 1, 6)]
+    stats = _run_all(path, result.om_path, device, feeds)
+    assert all(st["allocations"] == 0 and st["reallocs"] == 0 for st in stats)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_non_max_suppression_is_bounded_by_max_output_boxes(tmp_path, device):
+    """NMS over boxes:1,1~16,4 keeps at most max_output_boxes_per_class=3 per class: [3, 3] planned."""
+    nodes = [h.make_node("NonMaxSuppression", ["boxes", "scores", "cap", "iou"], ["y"], name="nms")]
+    inputs = [h.make_tensor_value_info("boxes", T.FLOAT, [1, "N", 4]),
+              h.make_tensor_value_info("scores", T.FLOAT, [1, 1, "N"])]
+    inits = [_int("cap", [3]), onnx.numpy_helper.from_array(np.array([0.3], np.float32), "iou")]
+    path = _save(tmp_path, "nms", nodes, inputs, [h.make_tensor_value_info("y", T.INT64, None)], inits)
+    result = api.atc(path, str(tmp_path / "nms"), input_shape="boxes:1,1~16,4;scores:1,1,1~16")
+    assert result.model.attrs["capacities"]["y"] == 3 * 3 * 8
+    feeds = []
+    for n in (16, 2, 9, 1):
+        rng = np.random.default_rng(n)
+        corner = rng.uniform(0, 10, (1, n, 2)).astype(np.float32)
+        boxes = np.concatenate([corner, corner + rng.uniform(1, 4, (1, n, 2)).astype(np.float32)], axis=2)
+        feeds.append({"boxes": boxes, "scores": rng.uniform(0, 1, (1, 1, n)).astype(np.float32)})
+    stats = _run_all(path, result.om_path, device, feeds)
+    assert all(st["allocations"] == 0 for st in stats)
