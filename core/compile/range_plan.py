@@ -66,9 +66,10 @@ def plan_range(dyn: DynamicModel, max_shapes: dict[str, tuple]) -> dict:
         for t in node.inputs:
             if t and t not in consts:
                 touch(t, pos)
-            outs, ws = _node_bounds(node, consts, bounds, values)
-        for o, b in zip(node.outputs, outs):
-            if o:
+        outs, ws = _node_bounds(node, consts, bounds, values)
+        kinds = node.kinds or ("tensor",) * len(node.outputs)
+        for o, b, kind in zip(node.outputs, outs, kinds):
+            if o and kind == "tensor":  # sequences and optionals stay on the host: no buffer
                 bounds[o] = b
                 touch(o, pos)
         if ws is None:  # a node without bounds: its workspace (if any) grows with what it is built for
