@@ -186,7 +186,7 @@ def _subgraphs(subgraphs: list, out) -> None:
         ins = ", ".join(f"{t['name']}{'*' if j >= first_captured else ''}{t['shape']}" for j, t in enumerate(sg["inputs"]))
         outs = ", ".join(f"{t['name']}{t['shape']}" for t in sg["outputs"])
         runs = "; ".join(f"submodel {c['submodel']} ({len(c['nodes'])} nodes)" if c["kind"] == "KNOWN"
-                         else f"{c['nodes'][0]}" for c in sg["clusters"]) or "-"
+                         else ", ".join(c["nodes"]) for c in sg["clusters"]) or "-"
         owner = f"{sg.get('graph', '?')}: {sg.get('node', '?')} ({sg.get('op_type', '?')}).{sg.get('attribute', '?')}"
         table.add_row(str(sg["index"]), owner, ins or "-", outs, runs)
     out.print(table)
@@ -225,8 +225,10 @@ def render_dynamic(d: dict) -> None:
         _subgraphs(d["subgraphs"], out)
     cap = dyn["planned_capacity"]
     if cap["tensors"]:
-        out.print(f"range plan: {len(cap['tensors'])} tensors planned for the largest shapes, "
+        out.print(f"range plan: {len(cap['tensors'])} tensors planned at their upper bounds, "
                   f"{cap['total']} B ({console.nbytes(cap['total'])}) in total")
+    if cap.get("growable"):
+        out.print(f"growable (no finite bound, reallocated at run time): {', '.join(cap['growable'])}")
     for k, sub in enumerate(d["submodels"]):
         out.print(f"[bold]submodel {k}[/bold]")
         render(dict(sub, header={"partitions": []}))

@@ -23,7 +23,6 @@ from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
 from ..errors import GeError
 from ..ir import Graph, subgraphs
 from ..passes import optimize
-from ..runtime.device import get_device
 from ...formats.onnx.importer import load_onnx
 from .pre_check import require_kernels
 from .shape_options import parse_gears
@@ -54,8 +53,8 @@ def compile_dynamic(model: str, name: str, shapes: dict, gears: dict, out_nodes,
             unbounded = [k for k, (lo, hi) in enumerate(t.ranges) if hi < 0]
             if unbounded:
                 raise GeError(f"input '{t.name}': dim {unbounded[0]} has no upper bound; a range plan needs one")
-        largest = [np.zeros([hi for _, hi in t.ranges] if t.ranges else t.shape, t.dtype) for t in dyn.inputs]
-        dyn.attrs.update(plan_range(dyn, largest, get_device("cpu")))
+        dyn.attrs.update(plan_range(dyn, {t.name: tuple(hi for _, hi in t.ranges) if t.ranges else t.shape
+                                          for t in dyn.inputs}))
     return dyn
 
 

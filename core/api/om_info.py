@@ -242,6 +242,7 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                     "steps": [f"{s.kind} {s.index}" for s in dyn.steps],
                     "gears": gears,
                     "planned_capacity": {"total": sum(caps.values()), "tensors": caps,
+                                         "growable": list(dyn.attrs.get("growable", [])),
                                          "arena": {k: v for k, v in dyn.attrs.get("arena", {}).items()
                                                    if k != "offsets"}}},
         "subgraphs": subgraphs_info(dyn),

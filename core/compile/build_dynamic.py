@@ -18,7 +18,7 @@ from ..passes import optimize
 from ..passes._util import node_opset
 from .arena import align
 from .build import build
-from .dynamic_shapes import infer_dynamic
+from .dynamic_shapes import infer_subgraph
 from .partition import KNOWN, PartCluster, partition
 
 #: ATC's --static_model_ops_lower_limit: a known cluster smaller than this runs in the hybrid executor
@@ -83,18 +83,19 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
             clusters.append(Cluster(len(clusters), KNOWN, tuple(n.name for n in part.nodes), "", index))
             steps.append(Step("submodel", index))
             continue
-        node = part.nodes[0]
-        consts.update({i: graph.initializers[i] for i in node.inputs if i in graph.initializers})
-        attrs = {k: v for k, v in node.attrs.items() if not isinstance(v, Graph)}
-        bodies = subgraphs(node)
-        if bodies:
-            attrs[CAPTURES] = bodies[0][1].captures
-        refs = tuple((key, _build_subgraph(body, f"{name}/{node.name}/{key}", parts)) for key, body in bodies)
-        dyn_nodes.append(DynNode(node.name, node.op_type, node.domain, node_opset(graph, node), attrs,
-                                 tuple(node.inputs), tuple(node.outputs),
-                                 tuple(_dtype_name(graph, o) for o in node.outputs), refs, _kinds(graph, node.outputs)))
-        clusters.append(Cluster(len(clusters), "UNKNOWN", (node.name,), part.reason))
-        steps.append(Step("node", len(dyn_nodes) - 1))
+        for node in part.nodes:  # one UNKNOWN cluster, its nodes run one by one
+            consts.update({i: graph.initializers[i] for i in node.inputs if i in graph.initializers})
+            attrs = {k: v for k, v in node.attrs.items() if not isinstance(v, Graph)}
+            bodies = subgraphs(node)
+            if bodies:
+                attrs[CAPTURES] = bodies[0][1].captures
+            refs = tuple((key, _build_subgraph(body, f"{name}/{node.name}/{key}", parts)) for key, body in bodies)
+            dyn_nodes.append(DynNode(node.name, node.op_type, node.domain, node_opset(graph, node), attrs,
+                                     tuple(node.inputs), tuple(node.outputs),
+                                     tuple(_dtype_name(graph, o) for o in node.outputs), refs,
+                                     _kinds(graph, node.outputs)))
+            steps.append(Step("node", len(dyn_nodes) - 1))
+        clusters.append(Cluster(len(clusters), "UNKNOWN", tuple(n.name for n in part.nodes), part.reason))
     outputs = [_dyn_tensor(graph, t) for t in graph.outputs]
     dyn = DynamicModel(name, HYBRID, [], outputs, dyn_nodes, steps, clusters, [], [], b"",
                        opset=graph.opset.get("", 17))
@@ -111,7 +112,7 @@ def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
             copied = f"{out}__out{k}"
             sub.nodes.append(Node("Identity", [out], [copied], {}, f"{name}/output{k}", ""))
             sub.outputs[k] = copied
-    unknown = infer_dynamic(sub)
+    unknown = infer_subgraph(sub)
     index = len(parts.subgraphs)
     parts.subgraphs.append(None)
     parts.consts.append({})

@@ -16,10 +16,11 @@ Per unknown node, each execution:
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
   empty output    skips the node;
   set arguments   views are rebuilt only when an address or a shape changed.
-Range mode plans every buffer's capacity for the largest shapes at compile time, and places the
-buffers (and the submodels' feature maps) in one arena by lifetime, as the static planner does:
-a context allocates that arena once, a run inside the range allocates nothing, and a tensor that
-would need more than its capacity is an error (the seed's capacity check).
+Range mode plans every buffer's capacity (an upper bound derived from shapes) at compile time, and
+places the buffers (and the submodels' feature maps) in one arena by lifetime, as the static
+planner does: a context allocates that arena once, a run inside the range allocates nothing, and a
+tensor that would need more than its capacity is an error (the seed's capacity check). A tensor
+without a finite bound (attrs["growable"]) grows as in hybrid mode, each reallocation counted.
 Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/control_flow.py) calls
 its subgraphs: each subgraph is a HybridModel of its own sharing the root's weights, packs and
 static submodels, run in a child context of the calling context (made on first use, kept: its
@@ -330,8 +331,7 @@ class HybridContext:
         self.stats: dict = {}
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
-        self.trace: dict[str, list] | None = None  # plan_range: tensor -> [first, last] position
-        self._pos = 0
+        self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
         # each hybrid context runs each submodel its steps name in a context of its own (own args,
@@ -357,7 +357,6 @@ class HybridContext:
         device, dyn = self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
-        self._pos = 0
         for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
             if d.kind != "tensor":
                 self.host[d.name] = x
@@ -370,14 +369,11 @@ class HybridContext:
             self._run_steps()
         t2 = time.perf_counter()
         results = []
-        self._pos = len(dyn.steps) + 1
         for k, d in enumerate(dyn.outputs):
             if d.name in self.host:
                 results.append(_host_copy(self.host[d.name]))
                 continue
             slot = self.slots[d.name]
-            if self.trace is not None:
-                self._touch(d.name)
             y = outputs[k] if outputs is not None else np.empty(slot.shape, slot.dtype)
             if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
                 raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
@@ -426,7 +422,7 @@ class HybridContext:
 
     def _run_steps(self) -> None:
         dyn = self.model.dyn
-        for self._pos, step in enumerate(dyn.steps, 1):
+        for step in dyn.steps:
             if step.kind == "node":
                 try:
                     self._run_node(step.index)
@@ -598,8 +594,6 @@ class HybridContext:
                 raise ShapeError(f"static submodel '{sm.name}': input '{d.name}' is {got}, it was compiled for "
                                  f"{d.dtype} {list(d.shape)}")
             in_addrs.append(slot.addr)
-            if self.trace is not None:
-                self._touch(d.name)
         out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
         davinci_model_execute(sm, in_addrs, out_addrs, ctx=self.sub_contexts[index])  # UpdateArgs + Execute
         self.counters["submodel_launches"] += 1
@@ -611,10 +605,10 @@ class HybridContext:
         nbytes = math.prod(shape) * dtype.itemsize
         slot = self.slots.get(name)
         if slot is None or nbytes > slot.capacity:
-            if not self.growable:
+            if not self.growable and name not in self.grows:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
-                raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have} "
-                                 f"(range plan: shapes beyond the compiled range are not supported)")
+                raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
+                                 f"its upper bound in the range plan")
             addr = self._malloc(nbytes)
             if slot is None:
                 slot = self.slots[name] = Slot(addr, nbytes)
@@ -623,21 +617,13 @@ class HybridContext:
                 slot.addr, slot.capacity = addr, nbytes
                 self.counters["reallocs"] += 1
         slot.dtype, slot.shape = dtype, shape
-        if self.trace is not None:
-            self._touch(name)
         return slot
 
     def _slot(self, name: str, node: DynNode) -> Slot:
         slot = self.slots.get(name)
         if slot is None or slot.shape is None:
             raise GeError(f"node '{node.name}' ({node.op_type}) reads '{name}', which nothing has produced")
-        if self.trace is not None:
-            self._touch(name)
         return slot
-
-    def _touch(self, name: str) -> None:
-        """plan_range: `name` is used at the current position (0 inputs, k step k, last the outputs)."""
-        self.trace.setdefault(name, [self._pos, self._pos])[1] = self._pos
 
     def _view(self, s):
         return self.device.view(s.addr, s.dtype, s.shape) if isinstance(s, Slot) else s
