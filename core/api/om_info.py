@@ -163,9 +163,12 @@ def _task_dict(index: int, t, kinds: dict) -> dict:
         return {"role": role, "allocation": a.allocation, "kind": kind, "offset": a.offset, "dtype": a.dtype,
                 "shape": list(a.shape), "ref": f"alloc#{a.allocation}+{a.offset}"}
 
-    epilogue = [op for op, _ in t.attrs.get("ge.epilogue", ())] if isinstance(t.attrs, dict) else []
+    attrs = t.attrs if isinstance(t.attrs, dict) else {}
+    epilogue = [step[0] for step in attrs.get("ge.epilogue", ())]
+    # a fused elementwise chain (kernels/fused_elementwise.py): its ops, in evaluation order
+    fused = [step[0] for step in attrs.get("steps", ())] if t.op_type == "FusedElementwise" else []
     return {"index": index, "node": t.node, "op": t.op_type, "domain": t.domain, "kernel": kernel,
-            "epilogue": epilogue,
+            "epilogue": epilogue, "fused": fused,
             "args": ([arg(a, "in") for a in t.inputs if a is not None]
                      + [arg(a, "out") for a in t.outputs if a is not None]),
             "workspace": t.workspace}

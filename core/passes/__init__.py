@@ -149,7 +149,8 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
 def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
                      impl_modes: dict | None = None) -> dict:
     """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
-    infers what it can afterwards, core/compile/dynamic_shapes.py). The fusions decide from dtypes,
+    infers what it can afterwards, core/compile/dynamic_shapes.py) and fuse_elementwise (a chain's
+    kernel is planned for static shapes). The fusions decide from dtypes,
     ranks, constants and provably equal dims, and skip a match they cannot decide. After each
     constant folding, resolve_shapes turns the shape arithmetic it can follow symbolically into
     constants (Reshape targets with 0/-1), and dead_code drops the chains that became unused."""
@@ -177,7 +178,7 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=
         if key in disabled:
             per_pass[key] = {"switched_off": 1}
             continue
-        if fn is infer_shapes and not static:
+        if fn in (infer_shapes, fuse_elementwise) and not static:  # a chain needs static shapes
             continue
         t0 = time.perf_counter()
         stats = per_pass.setdefault(key, {})
