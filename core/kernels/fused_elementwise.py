@@ -45,6 +45,12 @@ _UNARY = {"Neg": EW_NEG, "Abs": EW_ABS, "Sqrt": EW_SQRT, "Reciprocal": EW_RECIP}
 _FLOAT_ONLY = {EW_DIV, EW_SQRT, EW_RECIP}
 
 
+def chain_label(steps) -> str:
+    """What a chain computes, for summaries: its ops ("Add+Relu+Mul"), a long chain's first ones and length."""
+    ops = [step[0] for step in steps]
+    return "+".join(ops) if len(ops) <= 8 else "+".join(ops[:4]) + f"+... {len(ops)} ops"
+
+
 @register("FusedElementwise", since=1, domain=GE_DOMAIN)
 class FusedElementwise(Kernel):
     def prepare(self):

@@ -214,3 +214,36 @@ def test_native_plan_broadcasts_and_falls_back(default_backend):
                        backend).load()
             assert k.native == native
             np.testing.assert_array_equal(k.compute(x, a, np.asarray(b))[0], (x + a) * b)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_chain_from_threads_on_both_devices(tmp_path, default_backend, device):
+    """Callers in several threads (a context each) get their own results, as one thread does."""
+    import threading
+    default_backend("native")
+    model, dtype, _ = CHAINS["broadcast"]
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, device)
+    try:
+        xs = [feeds_of(model, dtype)["x"] for _ in range(4)]
+        want = [api.execute(model_id, [x])[0] for x in xs]
+        got, errors = [None] * len(xs), []
+
+        def call(i):
+            try:
+                for _ in range(20):
+                    got[i] = api.execute(model_id, [xs[i]])[0]
+            except Exception as e:  # surfaced below
+                errors.append(e)
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(xs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        for g, w_ in zip(got, want):
+            np.testing.assert_array_equal(g, w_)
+        np.testing.assert_allclose(want[0], ort_run(model, {"x": xs[0]})[0], rtol=1e-5, atol=1e-6)
+    finally:
+        api.unload(model_id)
