@@ -28,12 +28,13 @@ from .fused import GE_DOMAIN
 from .native import CallCache
 from .registry import lookup, register
 
-#: (domain, op) -> whether it is binary: the ops a chain may hold
+#: (domain, op) -> its number of data inputs: the ops a chain may hold, those whose kernels are correct
+#: with the output being an input (the numpy plan runs in place; not Gelu, whose formula reads x late)
 CHAIN_OPS = {
     ("", "Add"): 2, ("", "Sub"): 2, ("", "Mul"): 2, ("", "Div"): 2, ("", "Max"): 2, ("", "Min"): 2,
     ("", "Relu"): 1, ("", "LeakyRelu"): 1, ("", "Clip"): 1, ("", "HardSigmoid"): 1, ("", "HardSwish"): 1,
     ("", "Neg"): 1, ("", "Abs"): 1, ("", "Sqrt"): 1, ("", "Reciprocal"): 1, ("", "Sigmoid"): 1, ("", "Tanh"): 1,
-    ("", "Exp"): 1, ("", "Log"): 1, ("", "Gelu"): 1, (GE_DOMAIN, "Swish"): 1, (GE_DOMAIN, "Gelu"): 1,
+    ("", "Exp"): 1, ("", "Log"): 1, (GE_DOMAIN, "Swish"): 1,
 }
 # csrc/abi.h's opcodes and dtypes
 (EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC, EW_MAXC,
@@ -103,6 +104,8 @@ class FusedElementwise(Kernel):
                 raise self.fail(f"{where} (Clip): attrs must be the numbers 'min' and 'max'")
             extra = [clip_bound(attrs.pop(key, default), np.dtype(metas[0].dtype))
                      for key, default in (("min", -np.inf), ("max", np.inf))]
+        if op == "Div" and np.dtype(metas[0].dtype).kind != "f":
+            raise self.fail(f"{where}: an integer Div cannot run in place")
         cls = lookup(op, domain, self.opset, self.name)
         kernel = cls(attrs, metas + [Meta(e.dtype, ()) for e in extra], [None] * len(metas) + extra, opset=self.opset,
                      name=f"{self.name}:{op}", backend=self.backend)

@@ -247,3 +247,33 @@ def test_chain_from_threads_on_both_devices(tmp_path, default_backend, device):
         np.testing.assert_allclose(want[0], ort_run(model, {"x": xs[0]})[0], rtol=1e-5, atol=1e-6)
     finally:
         api.unload(model_id)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_every_chain_op_is_correct_in_place(dtype):
+    """The numpy plan writes a step into the buffer it reads: each chain op's kernel must give the
+    same result with its output being its input (operand 0, and operand 1 of a binary op)."""
+    from ge.core.kernels.fused_elementwise import CHAIN_OPS
+    x, b = w([3, 5], dtype), w([5], dtype)
+    if np.dtype(dtype).kind == "f":
+        x, b = np.abs(x) + 0.5, np.abs(b) + 0.5  # in every op's domain (Sqrt, Log)
+    else:
+        b[b == 0] = 1
+    checked = 0
+    for (domain, op), arity in CHAIN_OPS.items():
+        attrs = {"min": -1.0, "max": 2.0} if op == "Clip" else {}
+        steps = [[op, domain, attrs, [0, 1][:arity]]]
+        metas = [Meta(dtype, x.shape), Meta(dtype, b.shape)][:arity]
+        try:
+            k = kernel(steps, metas)
+        except GeError:  # not an op of this dtype
+            continue
+        step = k.steps[0][0]
+        want = k.compute(x, b)[0] if arity == 2 else k.compute(x)[0]
+        for position in range(arity):
+            buf = x.copy() if position == 0 else np.broadcast_to(b, x.shape).copy()
+            xs = [buf, b] if position == 0 else [x, buf]
+            step.run(xs[:arity] + k.steps[0][2], [buf], None)
+            np.testing.assert_array_equal(buf, want, err_msg=f"{op} in place of operand {position}")
+        checked += 1
+    assert checked == (len(CHAIN_OPS) if np.dtype(dtype).kind == "f" else 9)
