@@ -24,6 +24,7 @@ from .executors import TaskFailed, make_executor
 #: planned buffers rather than bound in place (see ExecutionContext._bind_output)
 COPY_OUT_MAX = 256 << 10
 COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs")
+_COUNTER_KEYS = {kind: (f"{kind}_count", f"{kind}_bytes") for kind in ("h2d", "d2h", "d2d")}
 
 
 class SunkTask:
@@ -248,9 +249,10 @@ class ExecutionContext:
             start = time.perf_counter()
             copy(*args)
             self.copy_trace.append((kind, start, time.perf_counter() - start, nbytes))
+        count, size = _COUNTER_KEYS[kind]
         for counts in (self.counters, self.run_counts):
-            counts[f"{kind}_count"] = counts.get(f"{kind}_count", 0) + 1
-            counts[f"{kind}_bytes"] = counts.get(f"{kind}_bytes", 0) + nbytes
+            counts[count] = counts.get(count, 0) + 1
+            counts[size] = counts.get(size, 0) + nbytes
 
     def _try_bind(self, allocation: int, buf) -> bool:
         device = self.device
