@@ -143,7 +143,7 @@ def _tasks(d, out):
     tasks = _table("Tasks", "#", "node", "op", "kernel", "args (alloc#id+offset kind)", "workspace",
                    right=("#", "workspace"))
     for t in d["tasks"]:
-        op = "+".join([t["op"], *t.get("epilogue", [])])
+        op = t["label"]
         ins = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "in")
         outs = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "out")
         tasks.add_row(str(t["index"]), t["node"], op, t["kernel"], f"{ins} -> {outs}", str(t["workspace"]))

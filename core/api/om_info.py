@@ -7,6 +7,7 @@ import os
 from ..dynamic_model import DynamicModel
 from ..errors import GeError
 from ..ge_model import GeModel
+from ..kernels.fused_elementwise import chain_label
 from ..runtime.task_check import check_model_tasks
 from ..soc import soc_info
 from ...formats.om import header_info, read_om
@@ -163,9 +164,15 @@ def _task_dict(index: int, t, kinds: dict) -> dict:
         return {"role": role, "allocation": a.allocation, "kind": kind, "offset": a.offset, "dtype": a.dtype,
                 "shape": list(a.shape), "ref": f"alloc#{a.allocation}+{a.offset}"}
 
-    epilogue = [op for op, _ in t.attrs.get("ge.epilogue", ())] if isinstance(t.attrs, dict) else []
+    attrs = t.attrs if isinstance(t.attrs, dict) else {}
+    epilogue = [step[0] for step in attrs.get("ge.epilogue", ())]
+    # a fused elementwise chain (kernels/fused_elementwise.py): its ops, in evaluation order
+    steps = attrs.get("steps") if t.op_type == "FusedElementwise" else None
+    if type(steps) is not list or not all(type(s) is list and s and type(s[0]) is str for s in steps):
+        steps = []  # (a load refuses such a chain, naming the step; inspect shows the task without it)
     return {"index": index, "node": t.node, "op": t.op_type, "domain": t.domain, "kernel": kernel,
-            "epilogue": epilogue,
+            "epilogue": epilogue, "fused": [step[0] for step in steps],
+            "label": f"{t.op_type}[{chain_label(steps)}]" if steps else "+".join([t.op_type, *epilogue]),
             "args": ([arg(a, "in") for a in t.inputs if a is not None]
                      + [arg(a, "out") for a in t.outputs if a is not None]),
             "workspace": t.workspace}

@@ -36,6 +36,7 @@ A kernel object has two phases, and the compiler only ever sees the first:
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Sequence
 
 import numpy as np
@@ -135,6 +136,11 @@ class Kernel:
         for y, r in zip(ys, self.compute(*xs)):
             if y is not None:
                 np.copyto(y, r, casting="unsafe")
+
+    def bound(self, xs: Sequence[np.ndarray | None], ys: Sequence[np.ndarray], ws: np.ndarray | None) -> Callable[[], None]:
+        """run(xs, ys, ws) prepared for these arrays: the runtime binds a task's views once and calls
+        this every run until they change (a kernel with a prepared native call returns that call)."""
+        return partial(self.run, xs, ys, ws)
 
     def workspace_nbytes(self) -> int:
         return 0

@@ -20,6 +20,7 @@ from .dead_code import dead_code
 from .fuse_activation import build_epilogue, fuse_activation
 from .fuse_conv_add import fuse_conv_add
 from .fuse_conv_bn import fuse_conv_bn
+from .fuse_elementwise import fuse_elementwise
 from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
@@ -29,7 +30,7 @@ from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
-           "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
 log = logging.getLogger("ge.passes")
@@ -47,6 +48,7 @@ PIPELINE = [
     ("fuse_activation", fuse_activation),
     ("fuse_conv_add", fuse_conv_add),        # after fuse_activation: the residual Add's Relu moves along
     ("fuse_matmul", fuse_matmul),            # after fuse_activation: a bias Add's activations move along
+    ("fuse_elementwise", fuse_elementwise),  # last: what the fusions above left as elementwise tasks
     ("dead_code", dead_code),                # bypassed copies, orphaned weights and values
     ("constant_folding", constant_folding),  # anything the fusions made constant
     ("infer_shapes", infer_shapes),          # re-check the rewritten graph
@@ -64,6 +66,7 @@ FUSIONS = {
     "fuse_activation": ("UBFusion", ("TbeConv2DReluv2Pass", "TbeEltwiseFusionPass", "TbeBatchMatmulElementWiseFusionPass",
                                      "ATbeMatMulElemwiseFusionPass", "AutomaticUbFusion")),
     "fuse_conv_add": ("UBFusion", ("TbeConvDoubleInFusionPass",)),
+    "fuse_elementwise": ("UBFusion", ()),  # ATC has no pass of this name: switched by ge's name or UBFusion.ALL
 }
 
 
@@ -122,8 +125,9 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
     report = {} if report is None else report
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
-    _run(graph, per_pass, disabled, impl_modes, static=True)
     precision = _CONFIG.get()[2]
+    # an elementwise chain is fused after precision_mode: each of its ops takes its own precision
+    _run(graph, per_pass, disabled, impl_modes, static=True, skip={"fuse_elementwise"} if precision else ())
     if precision:  # on the optimized graph: the fused ops lower as one
         apply_precision_mode(graph, precision["mode"], precision.get("keep_dtype", ()), precision.get("mixlist"),
                              stats=per_pass.setdefault("precision_mode", {}))
@@ -131,6 +135,8 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
         infer_shapes(graph, stats=per_pass["infer_shapes"])
         log.info("pass precision_mode (%s): %s", precision["mode"],
                  ", ".join(f"{k}={v}" for k, v in per_pass["precision_mode"].items()))
+        if "fuse_elementwise" not in (_CONFIG.get()[0] if disabled is None else disabled):
+            fuse_elementwise(graph, stats=per_pass.setdefault("fuse_elementwise", {}))
     report["nodes_after"] = len(graph.nodes)
     report["folded_nodes"] = per_pass["constant_folding"].get("folded", 0)
     report["fused_conv_bn"] = per_pass["fuse_conv_bn"].get("fused", 0)
@@ -143,7 +149,8 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
 def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
                      impl_modes: dict | None = None) -> dict:
     """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
-    infers what it can afterwards, core/compile/dynamic_shapes.py). The fusions decide from dtypes,
+    infers what it can afterwards, core/compile/dynamic_shapes.py) and fuse_elementwise (a chain's
+    kernel is planned for static shapes). The fusions decide from dtypes,
     ranks, constants and provably equal dims, and skip a match they cannot decide. After each
     constant folding, resolve_shapes turns the shape arithmetic it can follow symbolically into
     constants (Reshape targets with 0/-1), and dead_code drops the chains that became unused."""
@@ -155,8 +162,9 @@ def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[
     return report
 
 
-def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool) -> None:
-    """The pipeline, each pass timed and logged at info (ATC's --log=info shows what each pass did)."""
+def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=()) -> None:
+    """The pipeline, each pass timed and logged at info (ATC's --log=info shows what each pass did);
+    the passes in `skip` are left to the caller."""
     if disabled is None:
         disabled = _CONFIG.get()[0]
     if impl_modes is None:
@@ -165,10 +173,12 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool) -> No
     if unknown:
         raise ValueError(f"not a switchable fusion: {sorted(unknown)}")
     for key, fn in PIPELINE:
+        if key in skip:
+            continue
         if key in disabled:
             per_pass[key] = {"switched_off": 1}
             continue
-        if fn is infer_shapes and not static:
+        if fn in (infer_shapes, fuse_elementwise) and not static:  # a chain needs static shapes
             continue
         t0 = time.perf_counter()
         stats = per_pass.setdefault(key, {})

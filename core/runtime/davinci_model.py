@@ -81,6 +81,15 @@ class LoadedPlan:
         offset = np.where(moved, np.asarray(p.fm_offsets, np.int64), lay.offset.astype(np.int64))
         return p, ArgsLayout.with_places(allocation, offset, lay.task, lay.role, lay.nbytes, lay.policy)
 
+    @cached_property
+    def output_layouts(self) -> tuple:
+        """(shape, dtype) per output: what execute() allocates when the caller gives no outputs."""
+        return tuple((tuple(d.shape), np.dtype(d.dtype)) for d in self.outputs)
+
+    @cached_property
+    def _input_layouts(self) -> tuple:
+        return tuple((tuple(d.shape), np.dtype(d.dtype)) for d in self.inputs)
+
     def check_inputs(self, inputs) -> list:
         if isinstance(inputs, dict):
             missing = [d.name for d in self.inputs if d.name not in inputs]
@@ -93,7 +102,11 @@ class LoadedPlan:
         if len(inputs) != len(self.inputs):
             raise ShapeError(f"model '{self.name}' expects {len(self.inputs)} inputs "
                              f"({', '.join(d.name for d in self.inputs)}), got {len(inputs)}")
-        return [_check(d, x if isinstance(x, DeviceBuffer) else np.asarray(x), "input") for d, x in zip(self.inputs, inputs)]
+        for i, ((shape, dtype), x) in enumerate(zip(self._input_layouts, inputs)):
+            if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape:  # else as the model wants it
+                d = self.inputs[i]
+                inputs[i] = _check(d, x if isinstance(x, DeviceBuffer) else np.asarray(x), "input")
+        return inputs
 
     def check_outputs(self, outputs) -> list:
         outputs = list(outputs)

@@ -38,8 +38,9 @@ def cnn(make_model, tmp_path):
 
 
 def lowered(path, mode, **kw):
+    """As optimize() does under --precision_mode: elementwise chains are fused after the lowering."""
     graph = load_onnx(path)
-    optimize(graph)
+    optimize(graph, disabled={"fuse_elementwise"})
     apply_precision_mode(graph, mode, **kw)
     dead_code(graph)
     infer_shapes(graph)
