@@ -145,3 +145,14 @@ def test_bad_mode_and_mixlist_are_refused(cnn):
         lowered(cnn[1], "allow_mix_precision", mixlist={"allow_mix_precision": {"grey-list": {"to-add": ["Add"]}}})
     with pytest.raises(GeError, match=r"--modify_mixlist: black-list.add: expected \"to-add\""):
         lowered(cnn[1], "allow_mix_precision", mixlist={"allow_mix_precision": {"black-list": {"add": ["Add"]}}})
+
+
+def test_weights_beyond_float16_saturate(make_model, tmp_path):
+    """A float32 weight past float16's range (an exporter's finfo(float32).min mask sentinel) is stored
+    as float16's largest finite value, as the NPU converts: never an infinity (0 * inf is NaN)."""
+    nodes = [helper.make_node("Mul", ["x", "big"], ["y"])]
+    big = np.array([np.finfo(np.float32).min, 1e5, 0.5, -3.0], np.float32)
+    path = tmp_path / "m.onnx"
+    onnx.save(make_model(nodes, {"x": (F, [4])}, {"y": (F, [4])}, {"big": big}), str(path))
+    graph = lowered(path, "force_fp16")
+    np.testing.assert_array_equal(graph.initializers["big"], np.array([-65504, 65504, 0.5, -3], np.float16))
