@@ -65,14 +65,18 @@ def apply_precision_mode(graph: Graph, mode: str, keep_dtype=(), mixlist: dict |
         return graph
     keep = set(keep_dtype)
     white, black = _lists(mixlist or {})
-    half: dict[str, str] = {}    # float32 tensor -> its float16 twin
-    full = set(graph.inputs) | set(graph.initializers)  # tensors whose float32 form exists
+    # a tensor of the model -> the name of its float16 / float32 form: a lowered op's output keeps
+    # its name (dumps and `ge compare` find it as in the model) unless it is a model output, whose
+    # name stays float32; the other form of a tensor is a twin (a Cast's output, a converted weight)
+    half: dict[str, str] = {}
+    full = {t: t for t in (*graph.inputs, *graph.initializers)}
+    outputs = set(graph.outputs)
     nodes: list[Node] = []
     taken = {n.name for n in graph.nodes}
     lowered = casts = 0
     for node in graph.nodes:
         base = _base_op(node)
-        ins, outs = _float_formals(graph, node)
+        ins, outs = _float_formals(graph, node, half)
         if not outs or subgraphs(node) or not _all_tensors(graph, node) or node.name in keep or f"OpType::{base}" in keep:
             low = False
         elif mode == "force_fp16":
@@ -90,20 +94,19 @@ def apply_precision_mode(graph: Graph, mode: str, keep_dtype=(), mixlist: dict |
                 node.inputs[i] = half[t]
             for j in outs:
                 o = node.outputs[j]
-                half[o] = unique_name(graph, f"{o}_fp16")
+                half[o] = unique_name(graph, f"{o}_fp16") if o in outputs else o
                 _twin_value(graph, o, half[o], F16)
                 node.outputs[j] = half[o]
         else:
-            for t in node.inputs:
+            for k, t in enumerate(node.inputs):
                 if t and t not in full and t in half:
-                    casts += _make_full(graph, t, half, nodes, taken)
-                    full.add(t)
-            full.update(o for o in node.outputs if o)
+                    casts += _make_full(graph, t, half, full, nodes, taken)
+                node.inputs[k] = full.get(t, t)
+            full.update((o, o) for o in node.outputs if o)
         nodes.append(node)
     for t in graph.outputs:
         if t not in full and t in half:
-            casts += _make_full(graph, t, half, nodes, taken)
-            full.add(t)
+            casts += _make_full(graph, t, half, full, nodes, taken)
     graph.nodes = nodes
     _rename_unshared_weights(graph, half)
     if stats is not None:
@@ -146,11 +149,12 @@ def _base_op(node: Node) -> str:
     return FUSED_BASE.get(node.op_type, node.op_type) if node.domain == GE_DOMAIN else node.op_type
 
 
-def _float_formals(graph: Graph, node: Node) -> tuple[list[int], list[int]]:
+def _float_formals(graph: Graph, node: Node, half: dict) -> tuple[list[int], list[int]]:
     """(input indices, output indices) that carry the op's float type: the float32 tensors bound
     to the type parameter of its float32 outputs in the ONNX schema (Resize's scales or
-    LayerNormalization's statistics keep float32); ge's fused ops have one type for all."""
-    dtype = lambda t: None if not t else (graph.initializers[t].dtype if t in graph.initializers
+    LayerNormalization's statistics keep float32); ge's fused ops have one type for all. A tensor
+    in `half` was float32 in the model (a lowered op's output is float16 under its own name now)."""
+    dtype = lambda t: None if not t else F32 if t in half else (graph.initializers[t].dtype if t in graph.initializers
                                          else graph.values[t].dtype if t in graph.values else None)
     schema = _schema(graph, node)
     if schema is None:
@@ -194,9 +198,9 @@ def _runs_in_half(graph: Graph, node: Node, ins: list[int]) -> bool:
     metas = [_stand_in(graph, t) for t in node.inputs]
     if any(t and m is None for t, m in zip(node.inputs, metas)):
         return _schema_allows_half(graph, node, ins)
-    half = [m._replace(dtype=F16) if i in ins and m is not None else m for i, m in enumerate(metas)]
+    typed = lambda dtype: [m._replace(dtype=dtype) if i in ins and m is not None else m for i, m in enumerate(metas)]
     try:
-        build_kernel(graph, node, half)
+        build_kernel(graph, node, typed(F16))
         return True
     except ValueDependentError:
         return _schema_allows_half(graph, node, ins)
@@ -205,7 +209,7 @@ def _runs_in_half(graph: Graph, node: Node, ins: list[int]) -> bool:
     if all(_static(graph, t) for t in node.inputs):
         return False
     try:  # a stand-in shape the float32 node refuses too tells nothing
-        build_kernel(graph, node, metas)
+        build_kernel(graph, node, typed(F32))
     except GraphError:
         return _schema_allows_half(graph, node, ins)
     return False
@@ -257,10 +261,13 @@ def _make_half(graph: Graph, t: str, half: dict, nodes: list[Node], taken: set) 
     return 1
 
 
-def _make_full(graph: Graph, t: str, half: dict, nodes: list[Node], taken: set) -> int:
-    """Tensor t (float32 in the original graph) cast back from its float16 twin."""
-    graph.values[t] = Value(t, F32, graph.values[half[t]].shape)
-    nodes.append(Node("Cast", [half[t]], [t], {"to": onnx.TensorProto.FLOAT}, _node_name(graph, f"{t}_to_fp32", taken)))
+def _make_full(graph: Graph, t: str, half: dict, full: dict, nodes: list[Node], taken: set) -> int:
+    """The float32 form of tensor t (float32 in the model) cast from its float16 form: named t when
+    t is a model output (its float16 form is the twin then), else a twin."""
+    full[t] = t if half[t] != t else unique_name(graph, f"{t}_fp32")
+    graph.values[full[t]] = Value(full[t], F32, graph.values[half[t]].shape)
+    nodes.append(Node("Cast", [half[t]], [full[t]], {"to": onnx.TensorProto.FLOAT},
+                      _node_name(graph, f"{t}_to_fp32", taken)))
     return 1
 
 

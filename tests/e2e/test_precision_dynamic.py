@@ -126,6 +126,19 @@ def test_data_dependent_model_in_float16(detection, device):
             np.testing.assert_allclose(g, w, rtol=2e-2, atol=2e-3)
 
 
+def test_inspect_shows_the_hybrid_nodes_dtypes(detection, tmp_path):
+    from click.testing import CliRunner
+
+    from ge.cli.main import cli
+    _, result = detection
+    nodes = {n["name"]: n["outputs"] for n in api.inspect(result.om_path)["dynamic"]["nodes"]}
+    assert nodes["/Gather_1"] == [{"name": "kept_boxes_fp16", "dtype": "float16"}]
+    assert nodes["kept_boxes_to_fp32"] == [{"name": "kept_boxes", "dtype": "float32"}]
+    assert nodes["/NonMaxSuppression"][0]["dtype"] == "int64"
+    text = CliRunner().invoke(cli, ["inspect", result.om_path]).output
+    assert "Hybrid executor's nodes" in text and "float16" in text
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_loop_body_is_lowered_as_a_graph_of_its_own(tmp_path, device):
     """A control-flow node keeps its dtypes (its body's signature); its body is lowered whole."""
