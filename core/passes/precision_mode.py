@@ -97,6 +97,9 @@ def apply_precision_mode(graph: Graph, mode: str, keep_dtype=(), mixlist: dict |
                 half[o] = unique_name(graph, f"{o}_fp16") if o in outputs else o
                 _twin_value(graph, o, half[o], F16)
                 node.outputs[j] = half[o]
+        elif _casts_to_half(node) and node.inputs[0] in half:  # (--output_type FP16's Cast) no round trip
+            node.inputs[0] = half[node.inputs[0]]
+            full.update((o, o) for o in node.outputs if o)
         else:
             for k, t in enumerate(node.inputs):
                 if t and t not in full and t in half:
@@ -185,6 +188,10 @@ def _formal(params, i: int) -> str | None:
     if i >= len(params) and p.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
         return None
     return p.type_str
+
+
+def _casts_to_half(node: Node) -> bool:
+    return node.op_type == "Cast" and node.domain == "" and node.attrs.get("to") == onnx.TensorProto.FLOAT16
 
 
 def _all_tensors(graph: Graph, node: Node) -> bool:
