@@ -12,7 +12,7 @@ from ge.core import api
 from ge.formats.om import read_om
 
 from .conftest import onnxruntime_outputs
-from .test_control_flow import _loop_model, rand
+from .test_control_flow import _if_model, _loop_model, rand
 from .test_dynamic import bert_feeds
 
 DEVICES = ["cpu", "sim"]
@@ -152,6 +152,23 @@ def test_loop_body_is_lowered_as_a_graph_of_its_own(tmp_path, device):
              "lim": np.array(1e9, np.float32)}
     for got, want in zip(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds)):
         assert_float16_error(got, want)
+
+
+def test_if_captures_a_lowered_value_in_float32(tmp_path):
+    """An If reading (capturing) a value computed in float16 gets it cast back: its branches declare
+    float32, and each branch computes in float16 inside."""
+    m = _if_model([helper.make_node("Add", ["r", "x"], ["t"])], "t", [helper.make_node("Mul", ["x", "x"], ["e"])], "e",
+                  [2, 3])
+    path = str(tmp_path / "if.onnx")
+    onnx.save(m, path)
+    result = api.atc(path, str(tmp_path / "if"), precision_mode="force_fp16")
+    node = next(n for n in result.model.nodes if n.op_type == "If")
+    assert node.dtypes == ("float32",) and node.inputs[2] == "r_fp32"
+    for cond in (True, False):
+        feeds = {"cond": np.array(cond), "x": rand(2, 3)}
+        for device in DEVICES:
+            got, = run(result.om_path, device, feeds)
+            assert_float16_error(got, onnxruntime_outputs(path, feeds)[0])
 
 
 def test_sequences_keep_their_dtype(tmp_path):
