@@ -26,8 +26,8 @@ KNOWN_GAPS = {
     **{("GridSample", "T1", t): "integer X (allowed since opset 20) is refused: ge samples float X only, as "
                                 "onnxruntime's CPU kernel (no GridSample implementation for it either)" for t in _INTS},
     **{("Resize", "T1", t): "linear and cubic (the audited case) interpolate float inputs only: the spec does not say "
-                            "how an interpolated integer rounds (onnx's reference truncates, onnxruntime's CPU Resize "
-                            "fails on cubic); nearest takes every type" for t in _INTS},
+                            "how an interpolated integer rounds, and onnx's reference (rounds, saturates) and "
+                            "onnxruntime (truncates linear, fails on cubic) differ; nearest takes every type" for t in _INTS},
     ("QLinearMatMul", "TS", "bfloat16"): "bfloat16 scales (opset 21) are refused; the quantized kernels are being "
                                          "reworked on their own branch (issue 19 item 2)",
     **{("RMSNormalization", "T", t): "onnx disagrees with itself when X and scale differ in type: its schema types Y "
