@@ -100,6 +100,21 @@ def test_mixed_precision_in_the_hybrid_executor(bert):
         assert_float16_error(got, want)
 
 
+def test_keep_dtype_applies_to_the_hybrid_executors_nodes(bert, tmp_path):
+    path, _ = bert
+    keep = tmp_path / "keep.cfg"
+    keep.write_text("OpType::MatMul\n")
+    result = api.atc(path, str(tmp_path / "kept"), input_shape=BERT_SPECS["hybrid"][0], precision_mode="force_fp16",
+                     keep_dtype=str(keep))
+    dtypes = {}
+    for n in result.model.nodes:
+        dtypes.setdefault(n.op_type, set()).add(n.dtypes[0])
+    assert dtypes["FusedMatMul"] == {"float32"} and dtypes["LayerNormalization"] == {"float16"}
+    feeds = bert_feeds(3, 24)
+    for got, want in zip(run(result.om_path, "cpu", feeds), onnxruntime_outputs(path, feeds)):
+        assert_float16_error(got, want)
+
+
 @pytest.fixture(scope="module")
 def detection(samples, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("detection_fp16")
