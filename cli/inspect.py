@@ -192,6 +192,14 @@ def _subgraphs(subgraphs: list, out) -> None:
     out.print(table)
 
 
+def _dyn_nodes(title: str, nodes: list, out) -> None:
+    """The nodes the hybrid executor runs, each output's dtype (what --precision_mode made of it)."""
+    table = _table(title, "node", "op", "outputs")
+    for n in nodes:
+        table.add_row(n["name"], n["op_type"], ", ".join(f"{o['name']}: {o['dtype'] or '?'}" for o in n["outputs"]))
+    out.print(table)
+
+
 def render_dynamic(d: dict) -> None:
     """A dynamic OM: root (partitions, gears, ranges), then each static submodel."""
     out, dyn = console.out, d["dynamic"]
@@ -215,6 +223,8 @@ def render_dynamic(d: dict) -> None:
             parts.add_row(str(c["index"]), c["kind"], "-" if c["submodel"] < 0 else str(c["submodel"]), nodes,
                           c["reason"] or "static shapes")
         out.print(parts)
+    if dyn["nodes"]:
+        _dyn_nodes("Hybrid executor's nodes", dyn["nodes"], out)
     if dyn["gears"]:
         gears = _table("Gears", "gear", "-1 dims", "input shapes", "memory", right=("memory",))
         for g in dyn["gears"]:
@@ -223,6 +233,9 @@ def render_dynamic(d: dict) -> None:
         out.print(gears)
     if d.get("subgraphs"):
         _subgraphs(d["subgraphs"], out)
+        for sg in d["subgraphs"]:
+            if sg["nodes"]:
+                _dyn_nodes(f"Subgraph {sg['index']}'s hybrid nodes", sg["nodes"], out)
     cap = dyn["planned_capacity"]
     if cap["tensors"]:
         out.print(f"range plan: {len(cap['tensors'])} tensors planned at their upper bounds, "

@@ -247,6 +247,7 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                     "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                                   "submodel": c.submodel} for c in dyn.clusters],
                     "steps": [f"{s.kind} {s.index}" for s in dyn.steps],
+                    "nodes": _dyn_nodes(dyn),
                     "gears": gears,
                     "planned_capacity": {"total": sum(caps.values()), "tensors": caps,
                                          "growable": list(dyn.attrs.get("growable", [])),
@@ -270,8 +271,17 @@ def subgraphs_info(dyn: DynamicModel) -> list[dict]:
              "outputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape)} for t in sg.outputs],
              "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                            "submodel": c.submodel} for c in sg.clusters],
-             "steps": [f"{s.kind} {s.index}" for s in sg.steps]}
+             "steps": [f"{s.kind} {s.index}" for s in sg.steps], "nodes": _dyn_nodes(sg)}
             for k, sg in enumerate(dyn.subgraphs)]
+
+
+def _dyn_nodes(g) -> list[dict]:
+    """The hybrid executor's nodes of a root or subgraph, each output with its dtype ("" when only a
+    run tells) and its kind when it is not a tensor."""
+    return [{"name": n.name, "op_type": n.op_type,
+             "outputs": [{"name": o, "dtype": dt if not n.kinds or n.kinds[j] == "tensor" else f"{n.kinds[j]}({dt})"}
+                         for j, (o, dt) in enumerate(zip(n.outputs, n.dtypes)) if o]}
+            for n in g.nodes]
 
 
 def plot_memory(path: str, out_file: str) -> str:

@@ -1,5 +1,7 @@
 """Build a DynamicModel: the root graph, its KNOWN clusters as static submodels (the seed's
 BuildForKnownShapeGraph: optimize + build each one), and one shared copy of every weight.
+--precision_mode lowers each graph whole before it is partitioned, so the submodels and the nodes
+the hybrid executor runs follow one decision (no Casts at submodel boundaries).
 Control-flow nodes' subgraphs are built the same way, recursively, into the root's `subgraphs`:
 their static clusters join the root's submodels and their constants the one weight blob."""
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTe
 from ..errors import GeError, GraphError
 from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
 from ..ir import CAPTURES, Graph, Node, subgraphs
-from ..passes import optimize
+from ..passes import lower_precision, optimize
 from ..passes._util import node_opset
 from .arena import align
 from .build import build
@@ -65,6 +67,7 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
     submodels and its control-flow nodes' subgraphs subgraphs, both in `parts`; returns it with
     the constants its UNKNOWN nodes read (the caller places them). `whole`: a graph without
     unknown nodes is one static submodel, however its nodes connect."""
+    _lower_precision(graph, unknown)
     if whole and not unknown:  # a static subgraph: one static submodel with its own plan
         graph.toposort()
         clustered = [PartCluster(KNOWN, list(graph.nodes))]
@@ -77,7 +80,7 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
         if part.kind == KNOWN:
             index = len(parts.submodels)
             sub = _subgraph(graph, part.nodes, consumers, f"{name}_sub{index}")
-            optimize(sub)
+            optimize(sub, precision=False)  # lowered with the whole graph
             parts.submodels.append(build(sub, name=sub.name, soc_version=parts.soc_version,
                                          reuse_memory=parts.reuse_memory))
             clusters.append(Cluster(len(clusters), KNOWN, tuple(n.name for n in part.nodes), "", index))
@@ -100,6 +103,16 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
     dyn = DynamicModel(name, HYBRID, [], outputs, dyn_nodes, steps, clusters, [], [], b"",
                        opset=graph.opset.get("", 17))
     return dyn, consts
+
+
+def _lower_precision(graph: Graph, unknown: dict[str, str]) -> None:
+    """--precision_mode on the whole graph; a Cast it inserts is unknown when what it casts is."""
+    before = {n.name for n in graph.nodes}
+    if not lower_precision(graph):
+        return
+    for node in graph.nodes:
+        if node.name not in before and not graph.value(node.inputs[0]).is_static:
+            unknown[node.name] = f"input '{node.inputs[0]}' has unknown dims (a precision_mode Cast)"
 
 
 def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:

@@ -31,6 +31,7 @@ from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
            "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
 log = logging.getLogger("ge.passes")
@@ -116,25 +117,21 @@ def configured(disabled: set[str] | frozenset = frozenset(), impl_modes: dict | 
 
 
 def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
-             impl_modes: dict | None = None) -> dict:
+             impl_modes: dict | None = None, precision: bool = True) -> dict:
     """Run the pass pipeline on `graph` in place; return the report (JSON-able ints):
     {"nodes_before", "nodes_after", "folded_nodes", "fused_conv_bn", "fused_activations",
      "removed_nodes", "passes": {pass name: {counter: n}}} (filled into `report` if one is given).
-    `disabled`: fusions (keys of FUSIONS) not to run; `impl_modes`: see select_impl_mode.
+    `disabled`: fusions (keys of FUSIONS) not to run; `impl_modes`: see select_impl_mode;
+    `precision`: False when the caller lowered the whole graph this one is part of (lower_precision).
     """
     report = {} if report is None else report
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
-    precision = _CONFIG.get()[2]
+    lowering = precision and bool(_CONFIG.get()[2])
     # an elementwise chain is fused after precision_mode: each of its ops takes its own precision
-    _run(graph, per_pass, disabled, impl_modes, static=True, skip={"fuse_elementwise"} if precision else ())
-    if precision:  # on the optimized graph: the fused ops lower as one
-        apply_precision_mode(graph, precision["mode"], precision.get("keep_dtype", ()), precision.get("mixlist"),
-                             stats=per_pass.setdefault("precision_mode", {}))
-        dead_code(graph, stats=per_pass["dead_code"])
+    _run(graph, per_pass, disabled, impl_modes, static=True, skip={"fuse_elementwise"} if lowering else ())
+    if lowering and lower_precision(graph, per_pass):  # on the optimized graph: the fused ops lower as one
         infer_shapes(graph, stats=per_pass["infer_shapes"])
-        log.info("pass precision_mode (%s): %s", precision["mode"],
-                 ", ".join(f"{k}={v}" for k, v in per_pass["precision_mode"].items()))
         if "fuse_elementwise" not in (_CONFIG.get()[0] if disabled is None else disabled):
             fuse_elementwise(graph, stats=per_pass.setdefault("fuse_elementwise", {}))
     report["nodes_after"] = len(graph.nodes)
@@ -144,6 +141,21 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
     report["removed_nodes"] = per_pass["dead_code"].get("removed_nodes", 0)
     require_static(graph)
     return report
+
+
+def lower_precision(graph: Graph, per_pass: dict | None = None) -> bool:
+    """The conversion's --precision_mode (configured()) applied to `graph`, a whole graph, static or
+    not, in place; False when the conversion keeps the model's dtypes."""
+    precision = _CONFIG.get()[2]
+    if not precision:
+        return False
+    per_pass = {} if per_pass is None else per_pass
+    stats = per_pass.setdefault("precision_mode", {})
+    apply_precision_mode(graph, precision["mode"], precision.get("keep_dtype", ()), precision.get("mixlist"),
+                         stats=stats)
+    dead_code(graph, stats=per_pass.setdefault("dead_code", {}))
+    log.info("pass precision_mode (%s): %s", precision["mode"], ", ".join(f"{k}={v}" for k, v in stats.items()))
+    return True
 
 
 def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
