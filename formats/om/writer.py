@@ -13,7 +13,7 @@ import msgpack
 
 from ge.core.dynamic_model import DynamicModel
 from ge.core.errors import FormatError
-from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID
+from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, WeightLayout
 
 from ..atomic import write_atomically
 from . import reader
@@ -91,7 +91,10 @@ def _lay_out(fields: dict, parts: list, start: int) -> tuple[dict, list]:
         offset = align_up(pos, ALIGNMENT)
         if offset > pos:
             pieces.append(bytes(offset - pos))
-        pieces.append(body)
+        if isinstance(body, WeightLayout):  # streamed weight by weight, never joined
+            pieces.extend(body.chunks())
+        else:
+            pieces.append(body)
         table.append({"type": kind, "submodel": sub, "offset": offset, "size": body.nbytes})
         pos = offset + body.nbytes
     header = {"header_version": list(FORMAT_VERSION), "checksum": _ZERO_DIGEST, "length": pos - start}
@@ -102,7 +105,9 @@ def _lay_out(fields: dict, parts: list, start: int) -> tuple[dict, list]:
     return header, pieces
 
 
-def _as_bytes_view(body) -> memoryview:
+def _as_bytes_view(body) -> memoryview | WeightLayout:
+    if isinstance(body, WeightLayout):
+        return body
     view = memoryview(body)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
