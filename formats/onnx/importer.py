@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +58,11 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     allow_dynamic: keep symbolic input dims instead of failing (for the dynamic-shape paths).
     """
     path = Path(path)
-    model, raw = _read_model(path)
-    n_external, external_nbytes = _load_external_data(model, path)
-    reordered = _sort_topologically(model.graph, path)
-    _check_model(model, path, None if n_external or reordered else raw, len(raw) + external_nbytes)
-    del raw
+    model, nbytes = _read_model(path)
+    _, external_nbytes = _load_external_data(model, path)
+    _sort_topologically(model.graph, path)
+    weights = _detach_weights(model)
+    _check_model(model, path, weights, nbytes + external_nbytes)
     opset = _opsets(model, path)
     if opset.get("", MIN_OPSET) < MIN_OPSET:
         model, opset = _upgrade(model, path, opset[""])
@@ -73,7 +75,7 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
         _require_static_inputs(inputs)
 
     inferred = _onnx_shapes(model, inputs)
-    return _to_graph(model, path, inputs, inferred, opset, out_nodes)
+    return _to_graph(model, path, inputs, inferred, opset, out_nodes, weights)
 
 
 def parse_input_shape(text: str) -> dict[str, list[int]]:
@@ -98,52 +100,95 @@ def parse_out_nodes(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # reading and checking
 # --------------------------------------------------------------------------------------------
-def _read_model(path: Path) -> tuple[onnx.ModelProto, bytes]:
-    """The model (external data not loaded) and the file's bytes."""
+def _read_model(path: Path) -> tuple[onnx.ModelProto, int]:
+    """The model (external data not loaded) and the file's size. Parsed from a read-only map of the
+    file: protobuf copies what it keeps, so reading the file into memory first was one copy more."""
     if not path.is_file():
         raise FormatError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
     except OSError as e:
         raise FormatError(f"{path}: cannot read ({e.strerror})") from None
     model = onnx.ModelProto()
     try:
-        model.ParseFromString(raw)
+        with memoryview(mapped if mapped is not None else b"") as view:
+            model.ParseFromString(view)
     except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
         raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
+    finally:
+        if mapped is not None:
+            mapped.close()
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
-    return model, raw
+    return model, size
 
 
-def _check_model(model: onnx.ModelProto, path: Path, raw: bytes | None, nbytes: int) -> None:
-    """onnx's checker; `raw` is the file's bytes when they are the model as loaded (no external
-    data), which saves serializing a big model again; `nbytes` the model's total size."""
+#: initializer types whose raw data is one element per itemsize (no packed 2-, 4- or 6-bit types)
+_PLAIN_RAW_TYPES = frozenset({TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16,
+                              TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL,
+                              TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.UINT32, TensorProto.UINT64,
+                              TensorProto.BFLOAT16})
+
+
+def _detach_weights(model: onnx.ModelProto) -> dict[int, np.ndarray]:
+    """The big initializers of the main graph as arrays, their raw_data cleared from the proto:
+    {initializer index: array}. The checker, the shape inference copy and the rest of the import
+    then handle a model of kilobytes, and each weight is copied once out of protobuf. Only tensors
+    the checker passes whatever their bytes (plain raw data that fits the dims exactly, nothing
+    else) and that onnx's shape inference sees as typed inputs anyway (more than _INFER_CONST_LIMIT
+    elements); none of a model the version converter lifts (it reads initializers)."""
+    if sys.byteorder != "little" or model.ir_version < 4 or any(
+            o.domain in ("", "ai.onnx") and o.version < MIN_OPSET for o in model.opset_import):
+        return {}
+    detached = {}
+    for i, t in enumerate(model.graph.initializer):
+        if (t.data_type not in _PLAIN_RAW_TYPES or t.data_location != TensorProto.DEFAULT or t.HasField("segment")
+                or t.float_data or t.int32_data or t.string_data or t.int64_data or t.double_data or t.uint64_data
+                or any(d < 0 for d in t.dims)):
+            continue
+        numel = int(np.prod(t.dims, dtype=np.int64))
+        dtype = DTYPES[t.data_type]
+        if numel <= _INFER_CONST_LIMIT or len(t.raw_data) != numel * dtype.itemsize:
+            continue
+        detached[i] = np.frombuffer(t.raw_data, dtype).reshape(tuple(t.dims))
+        t.ClearField("raw_data")
+    return detached
+
+
+def _check_model(model: onnx.ModelProto, path: Path, detached: dict, nbytes: int) -> None:
+    """onnx's checker, on a copy of the model without the detached weights (they become typed graph
+    inputs: the checker's tensor checks would pass them anyway); `nbytes` the model's total size."""
+    checked = onnx.ModelProto()
+    checked.CopyFrom(model)
+    if detached:
+        g = checked.graph
+        kept = [t for i, t in enumerate(g.initializer) if i not in detached]
+        inputs = {vi.name for vi in g.input}
+        for i in detached:
+            t = g.initializer[i]
+            if t.name not in inputs:
+                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+                inputs.add(t.name)
+        del g.initializer[:]
+        g.initializer.extend(kept)
     # Graph outputs without a type or shape are legal for onnxruntime (and common in hand-built
     # models) but the checker rejects them; ge infers them anyway, so they get a placeholder
     # for the check only.
-    patched = []
-    for o in model.graph.output:
+    for o in checked.graph.output:
         which = o.type.WhichOneof("value")
         if which is None or (which == "tensor_type" and not o.type.tensor_type.HasField("shape")):
-            saved = onnx.ValueInfoProto()
-            saved.CopyFrom(o)
-            patched.append((o, saved))
             if not o.type.tensor_type.elem_type:
                 o.type.tensor_type.elem_type = TensorProto.FLOAT
             o.type.tensor_type.shape.SetInParent()
     try:
-        if raw is not None and not patched:
-            onnx.checker.check_model(raw)
-        elif nbytes < _PROTO_LIMIT:
-            onnx.checker.check_model(model)
+        if nbytes - sum(a.nbytes for a in detached.values()) < _PROTO_LIMIT:
+            onnx.checker.check_model(checked)
         else:  # too big for one protobuf message: the checker reads the file (and its external data)
             onnx.checker.check_model(str(path))
     except Exception as e:
         raise FormatError(f"{path}: ONNX checker: {_short(e)}") from None
-    finally:
-        for o, saved in patched:
-            o.CopyFrom(saved)
 
 
 def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
@@ -544,12 +589,13 @@ def _value(name: str, elem_type: int | None, dims, where: str, kind: str = "tens
     return Value(name, dtype, None if dims is None else tuple(dims), kind)
 
 
-def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
+def _to_graph(model, path, inputs, inferred, opset, out_nodes, detached: dict) -> Graph:
     src = model.graph
     graph = Graph(name=src.name or path.stem, opset=dict(opset))
 
-    for t in src.initializer:
-        graph.initializers[t.name] = _tensor_to_array(t, f"{path}: initializer")
+    for i, t in enumerate(src.initializer):
+        a = detached.get(i)
+        graph.initializers[t.name] = a if a is not None else _tensor_to_array(t, f"{path}: initializer")
         t.ClearField("raw_data")  # the array owns a copy: keep peak memory near one model
     for s in src.sparse_initializer:
         graph.initializers[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")
