@@ -2,11 +2,14 @@
 
 What happens, in order, and why:
 
-1. The file is parsed without its external data, which is then read by hand, not by onnx's
-   helper: every location must stay inside the model's folder and every (offset, length) must fit
-   the file and the tensor's size, so a missing or truncated weight file is a FormatError naming
-   the file, not a crash deep in numpy.
-2. onnx's checker runs on the loaded proto (on the file when the proto would exceed 2 GB).
+1. The file is mapped read-only and parsed without the raw data of its big initializers (found by
+   wire.py; each becomes a view of the map, so no weight is copied) and without its external data,
+   which is then read by hand, not by onnx's helper: every location must stay inside the model's
+   folder and every (offset, length) must fit the file and the tensor's size, so a missing or
+   truncated weight file is a FormatError naming the file, not a crash deep in numpy.
+2. onnx's checker runs on the proto with the big plain raw initializers as typed inputs (a model
+   of kilobytes; the checker's tensor checks pass them whatever their bytes), or on the file when
+   the proto would exceed 2 GB.
 3. `input_shape` (ATC's --input_shape) replaces the dims of the named inputs; afterwards no input
    may keep a symbolic dim: ATC compiles static graphs, so the error says which --input_shape fixes it.
 4. onnx's shape inference (with data propagation) runs on a copy whose big initializers are
@@ -31,6 +34,7 @@ from onnx import AttributeProto, TensorProto, numpy_helper
 
 from ...core.errors import FormatError, GraphError, ShapeError
 from ...core.ir import DTYPES, Graph, Node, Value, stable_topological_order
+from .wire import strip_raw_data
 
 #: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
 #: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
@@ -58,10 +62,10 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     allow_dynamic: keep symbolic input dims instead of failing (for the dynamic-shape paths).
     """
     path = Path(path)
-    model, nbytes = _read_model(path)
+    model, nbytes, raw = _read_model(path)
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
-    weights = _detach_weights(model)
+    weights = _detach_weights(model, raw)
     _check_model(model, path, weights, nbytes + external_nbytes)
     opset = _opsets(model, path)
     if opset.get("", MIN_OPSET) < MIN_OPSET:
@@ -100,9 +104,10 @@ def parse_out_nodes(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # reading and checking
 # --------------------------------------------------------------------------------------------
-def _read_model(path: Path) -> tuple[onnx.ModelProto, int]:
-    """The model (external data not loaded) and the file's size. Parsed from a read-only map of the
-    file: protobuf copies what it keeps, so reading the file into memory first was one copy more."""
+def _read_model(path: Path) -> tuple[onnx.ModelProto, int, dict]:
+    """The model (external data not loaded), the file's size and {initializer index: view of its
+    raw data in the file} for the big raw initializers of the main graph, which protobuf never
+    sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed."""
     if not path.is_file():
         raise FormatError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     try:
@@ -111,18 +116,27 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, int]:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
     except OSError as e:
         raise FormatError(f"{path}: cannot read ({e.strerror})") from None
-    model = onnx.ModelProto()
-    try:
-        with memoryview(mapped if mapped is not None else b"") as view:
+    view = memoryview(mapped if mapped is not None else b"")
+    model, raw = onnx.ModelProto(), {}
+    stripped = strip_raw_data(view, _INFER_CONST_LIMIT + 1)
+    if stripped is not None:
+        try:
+            model.ParseFromString(stripped[0])
+            raw = {i: view[offset:offset + n] for i, (offset, n) in stripped[1].items()}
+        except Exception:  # parsed whole below, for protobuf's own message
+            model = onnx.ModelProto()
+    if not raw:
+        try:
             model.ParseFromString(view)
-    except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
-        raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
-    finally:
-        if mapped is not None:
-            mapped.close()
+        except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
+            raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
+        finally:
+            view.release()
+            if mapped is not None:
+                mapped.close()
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
-    return model, size
+    return model, size, raw
 
 
 #: initializer types whose raw data is one element per itemsize (no packed 2-, 4- or 6-bit types)
@@ -132,28 +146,31 @@ _PLAIN_RAW_TYPES = frozenset({TensorProto.FLOAT, TensorProto.UINT8, TensorProto.
                               TensorProto.BFLOAT16})
 
 
-def _detach_weights(model: onnx.ModelProto) -> dict[int, np.ndarray]:
-    """The big initializers of the main graph as arrays, their raw_data cleared from the proto:
-    {initializer index: array}. The checker, the shape inference copy and the rest of the import
-    then handle a model of kilobytes, and each weight is copied once out of protobuf. Only tensors
-    the checker passes whatever their bytes (plain raw data that fits the dims exactly, nothing
-    else) and that onnx's shape inference sees as typed inputs anyway (more than _INFER_CONST_LIMIT
-    elements); none of a model the version converter lifts (it reads initializers)."""
-    if sys.byteorder != "little" or model.ir_version < 4 or any(
-            o.domain in ("", "ai.onnx") and o.version < MIN_OPSET for o in model.opset_import):
-        return {}
+def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
+    """The big initializers of the main graph as arrays, their raw data gone from the proto:
+    {initializer index: array}; `raw` holds the raw data _read_model left in the file (a weight
+    read from there is a view of the file's map, never copied). The checker, the shape inference
+    copy and the rest of the import then handle a model of kilobytes. Only tensors the checker
+    passes whatever their bytes (plain raw data that fits the dims exactly, nothing else) and that
+    onnx's shape inference sees as typed inputs anyway (more than _INFER_CONST_LIMIT elements);
+    none of a model the version converter lifts (it reads initializers). A tensor not detached
+    gets its raw data back into the proto."""
+    eligible = sys.byteorder == "little" and model.ir_version >= 4 and not any(
+        o.domain in ("", "ai.onnx") and o.version < MIN_OPSET for o in model.opset_import)
     detached = {}
     for i, t in enumerate(model.graph.initializer):
-        if (t.data_type not in _PLAIN_RAW_TYPES or t.data_location != TensorProto.DEFAULT or t.HasField("segment")
-                or t.float_data or t.int32_data or t.string_data or t.int64_data or t.double_data or t.uint64_data
-                or any(d < 0 for d in t.dims)):
-            continue
-        numel = int(np.prod(t.dims, dtype=np.int64))
-        dtype = DTYPES[t.data_type]
-        if numel <= _INFER_CONST_LIMIT or len(t.raw_data) != numel * dtype.itemsize:
-            continue
-        detached[i] = np.frombuffer(t.raw_data, dtype).reshape(tuple(t.dims))
-        t.ClearField("raw_data")
+        if eligible and not (t.data_type not in _PLAIN_RAW_TYPES or t.data_location != TensorProto.DEFAULT
+                             or t.HasField("segment") or t.float_data or t.int32_data or t.string_data
+                             or t.int64_data or t.double_data or t.uint64_data or any(d < 0 for d in t.dims)):
+            data = raw[i] if i in raw else t.raw_data
+            numel = int(np.prod(t.dims, dtype=np.int64))
+            dtype = DTYPES[t.data_type]
+            if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
+                detached[i] = np.frombuffer(data, dtype).reshape(tuple(t.dims))
+                t.ClearField("raw_data")
+                continue
+        if i in raw:
+            t.raw_data = bytes(raw[i])
     return detached
 
 
