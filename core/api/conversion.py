@@ -26,7 +26,7 @@ from ..ge_model import GeModel, WeightLayout
 from ..passes import configured, optimize
 from ..soc import DEFAULT_SOC, check_soc
 from ...formats.aipp_config import read_aipp_config
-from ...formats.om import read_om, write_om
+from ...formats.om import write_om
 from ...formats.onnx.importer import load_onnx
 from ...formats.weights import write_weight_files
 from .acl import default_weight_dir
@@ -119,9 +119,9 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
     weight_dir = os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
     if files:  # before the OM: an OM never names a weight file that is not there yet
         write_weight_files(files, weight_dir)
-    write_om(ge_model, om_path)
+    written = write_om(ge_model, om_path)
     if isinstance(ge_model.weight_data, WeightLayout):  # the result's weights: the OM's, mapped
-        ge_model.weight_data = read_om(om_path, verify_checksum=False).weight_data
+        ge_model.weight_data = written.weight_data
     summary = summarize(ge_model, time.perf_counter() - t0, report, weight_dir)
     return AtcResult(om_path, ge_model, dict(summary, atc_options=ge_model.attrs["atc_options"]))
 

@@ -37,11 +37,12 @@ def om_bytes(model: GeModel) -> bytes:
     return data
 
 
-def write_om(model: GeModel, path: str | os.PathLike) -> None:
+def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
     """Write `model` to `path` atomically: a temporary file in the same directory, fsync'ed, checked
     and renamed over `path`. On any error the temporary file is removed and `path` is untouched.
     The body is hashed on a second thread while it is written (both release the GIL), then the
-    signed header replaces the placeholder of the same length written first."""
+    signed header replaces the placeholder of the same length written first. Returns the model as
+    the check read it back (its weight_data a view of the file's map)."""
     label = os.fspath(path)
     sign, pieces = _encode_checked(model, label, lay_out)
     placeholder = sign(_ZERO_DIGEST)  # the checksum is 32 bytes whatever its value: same length
@@ -59,7 +60,9 @@ def write_om(model: GeModel, path: str | os.PathLike) -> None:
         f.flush()
         os.pwrite(f.fileno(), sign(digest.digest()), 0)
 
-    write_atomically(label, write, check=lambda tmp: _self_check_file(tmp, label))
+    written = []
+    write_atomically(label, write, check=lambda tmp: written.append(_self_check_file(tmp, label)))
+    return written[0]
 
 
 # ---------------------------------------------------------------- layout
@@ -297,9 +300,9 @@ def _self_check(view: memoryview, label: str) -> None:
         raise FormatError(f"{label}: refusing to write an invalid OM: {e}") from None
 
 
-def _self_check_file(path: str, label: str) -> None:
+def _self_check_file(path: str, label: str) -> GeModel | DynamicModel:
     try:
-        reader.load(path, label=label, verify_checksum=False)
+        return reader.load(path, label=label, verify_checksum=False)
     except FormatError as e:
         detail = str(e)[len(label) + 2:] if str(e).startswith(label + ": ") else str(e)
         raise FormatError(f"{label}: refusing to write an invalid OM: {detail}") from None
