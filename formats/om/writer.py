@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import msgpack
@@ -50,13 +50,11 @@ def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
     def write(f) -> None:
         f.write(placeholder)
         digest = hashlib.sha256()
-        hashing = threading.Thread(target=_hash, args=(digest, pieces), name="om-checksum")
-        hashing.start()
-        try:
+        with ThreadPoolExecutor(1, thread_name_prefix="om-checksum") as pool:
+            hashed = pool.submit(_hash, digest, pieces)
             for piece in pieces:
                 f.write(piece)
-        finally:
-            hashing.join()
+            hashed.result()  # (the pool waits for it on an error too)
         f.flush()
         os.pwrite(f.fileno(), sign(digest.digest()), 0)
 

@@ -326,3 +326,33 @@ def test_big_packed_and_typed_field_weights_load_as_before(make_model, load):
 def load_onnx_saved(model, path):
     onnx.save(model, str(path))
     return load_onnx(path)
+
+
+def test_big_weights_go_from_the_onnx_file_into_the_om(make_model, tmp_path):
+    """Weights read in place (aligned or not in the ONNX file), streamed into the OM: the result's
+    weights are the OM's mapped bytes, and both the OM and the in-memory result run as onnxruntime."""
+    from ge.core import api
+    from ge.core.runtime.model_manager import ModelManager
+    from ge.formats.om import read_om
+    from tests.conftest import ort_run
+    rng = np.random.default_rng(7)
+    inits = {"W": rng.standard_normal((64, 96)).astype(np.float32), "B": rng.standard_normal(96).astype(np.float32),
+             "V": rng.standard_normal((96, 80)).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "B"], ["a"]),
+             helper.make_node("MatMul", ["a", "V"], ["y"])]
+    model = make_model(nodes, {"x": (F, [2, 64])}, {"y": (F, [2, 80])}, inits)
+    model.producer_name = "x"  # places V at a multiple of 4 in the file (read in place), W not (copied)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    result = api.atc(str(tmp_path / "m.onnx"), str(tmp_path / "m"))
+    assert result.model.weight_data.readonly
+    assert bytes(result.model.weight_data) == bytes(read_om(result.om_path).weight_data)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    expected = ort_run(model, {"x": x})[0]
+    model_id = api.load_from_file(result.om_path)
+    try:
+        np.testing.assert_allclose(api.execute(model_id, [x])[0], expected, rtol=1e-5, atol=1e-5)
+    finally:
+        api.unload(model_id)
+    manager = ModelManager()
+    in_memory = manager.load(result.model)
+    np.testing.assert_allclose(manager.execute(in_memory, [x])[0], expected, rtol=1e-5, atol=1e-5)
