@@ -118,7 +118,6 @@ class WeightDesc:
     allocation: int = 0  # WEIGHT_ID, or the FILE_CONSTANT allocation of `file`
 
 
-
 @dataclass(frozen=True)
 class WeightLayout:
     """WEIGHTS_DATA before it is one buffer: each weight's bytes at its offset in `nbytes` bytes,
@@ -149,6 +148,7 @@ class WeightLayout:
             blob[offset:offset + a.nbytes] = a.reshape(-1).view(np.uint8)
         blob.flags.writeable = False  # the OM's bytes: immutable, as read_om's are
         return memoryview(blob)
+
 
 @dataclass(frozen=True)
 class DataflowPlan:

@@ -3,10 +3,10 @@
 What happens, in order, and why:
 
 1. The file is mapped read-only and parsed without the raw data of its big initializers (found by
-   wire.py; each becomes a view of the map, so no weight is copied) and without its external data,
-   which is then read by hand, not by onnx's helper: every location must stay inside the model's
-   folder and every (offset, length) must fit the file and the tensor's size, so a missing or
-   truncated weight file is a FormatError naming the file, not a crash deep in numpy.
+   wire.py; each becomes a view of the map, or one copy where its bytes sit unaligned) and without
+   its external data, which is then read by hand, not by onnx's helper: every location must stay
+   inside the model's folder and every (offset, length) must fit the file and the tensor's size, so
+   a missing or truncated weight file is a FormatError naming the file, not a crash deep in numpy.
 2. onnx's checker runs on the proto with the big plain raw initializers as typed inputs (a model
    of kilobytes; the checker's tensor checks pass them whatever their bytes), or on the file when
    the proto would exceed 2 GB.
@@ -149,12 +149,12 @@ _PLAIN_RAW_TYPES = frozenset({TensorProto.FLOAT, TensorProto.UINT8, TensorProto.
 def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
     """The big initializers of the main graph as arrays, their raw data gone from the proto:
     {initializer index: array}; `raw` holds the raw data _read_model left in the file (a weight
-    read from there is a view of the file's map, never copied). The checker, the shape inference
-    copy and the rest of the import then handle a model of kilobytes. Only tensors the checker
-    passes whatever their bytes (plain raw data that fits the dims exactly, nothing else) and that
-    onnx's shape inference sees as typed inputs anyway (more than _INFER_CONST_LIMIT elements);
-    none of a model the version converter lifts (it reads initializers). A tensor not detached
-    gets its raw data back into the proto."""
+    read from there is a view of the file's map, or a copy where it sits unaligned). The checker,
+    the shape inference copy and the rest of the import then handle a model of kilobytes. Only
+    tensors the checker passes whatever their bytes (plain raw data that fits the dims exactly,
+    nothing else) and that onnx's shape inference sees as typed inputs anyway (more than
+    _INFER_CONST_LIMIT elements); none of a model the version converter lifts (it reads
+    initializers). A tensor not detached gets its raw data back into the proto."""
     eligible = sys.byteorder == "little" and model.ir_version >= 4 and not any(
         o.domain in ("", "ai.onnx") and o.version < MIN_OPSET for o in model.opset_import)
     detached = {}
