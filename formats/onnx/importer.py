@@ -155,13 +155,13 @@ def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
     nothing else) and that onnx's shape inference sees as typed inputs anyway (more than
     _INFER_CONST_LIMIT elements); none of a model the version converter lifts (it reads
     initializers). A tensor not detached gets its raw data back into the proto."""
-    eligible = sys.byteorder == "little" and model.ir_version >= 4 and not any(
+    eligible = sys.byteorder == "little" and not any(
         o.domain in ("", "ai.onnx") and o.version < MIN_OPSET for o in model.opset_import)
+    # before IR 4 the checker wants every initializer among the graph inputs: only those already there leave
+    inputs = {vi.name for vi in model.graph.input} if model.ir_version < 4 else None
     detached = {}
     for i, t in enumerate(model.graph.initializer):
-        if eligible and not (t.data_type not in _PLAIN_RAW_TYPES or t.data_location != TensorProto.DEFAULT
-                             or t.HasField("segment") or t.float_data or t.int32_data or t.string_data
-                             or t.int64_data or t.double_data or t.uint64_data or any(d < 0 for d in t.dims)):
+        if eligible and (inputs is None or t.name in inputs) and _plain_raw(t):
             data = raw[i] if i in raw else t.raw_data
             numel = int(np.prod(t.dims, dtype=np.int64))
             dtype = DTYPES[t.data_type]
@@ -177,11 +177,22 @@ def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
     return detached
 
 
+def _plain_raw(t: TensorProto) -> bool:
+    """Raw data (if any) and no other data field, in the file, of a type one element per itemsize."""
+    return (t.data_type in _PLAIN_RAW_TYPES and t.data_location == TensorProto.DEFAULT and not t.HasField("segment")
+            and not (t.float_data or t.int32_data or t.string_data or t.int64_data or t.double_data or t.uint64_data)
+            and all(d >= 0 for d in t.dims))
+
+
 def _check_model(model: onnx.ModelProto, path: Path, detached: dict, nbytes: int) -> None:
     """onnx's checker, on a copy of the model without the detached weights (they become typed graph
     inputs: the checker's tensor checks would pass them anyway); `nbytes` the model's total size."""
-    checked = onnx.ModelProto()
-    checked.CopyFrom(model)
+    untyped = [k for k, o in enumerate(model.graph.output) if o.type.WhichOneof("value") is None
+               or (o.type.WhichOneof("value") == "tensor_type" and not o.type.tensor_type.HasField("shape"))]
+    checked = model
+    if detached or untyped:  # a copy to edit (small: the detached weights' bytes are not in the proto)
+        checked = onnx.ModelProto()
+        checked.CopyFrom(model)
     if detached:
         g = checked.graph
         kept = [t for i, t in enumerate(g.initializer) if i not in detached]
@@ -196,12 +207,11 @@ def _check_model(model: onnx.ModelProto, path: Path, detached: dict, nbytes: int
     # Graph outputs without a type or shape are legal for onnxruntime (and common in hand-built
     # models) but the checker rejects them; ge infers them anyway, so they get a placeholder
     # for the check only.
-    for o in checked.graph.output:
-        which = o.type.WhichOneof("value")
-        if which is None or (which == "tensor_type" and not o.type.tensor_type.HasField("shape")):
-            if not o.type.tensor_type.elem_type:
-                o.type.tensor_type.elem_type = TensorProto.FLOAT
-            o.type.tensor_type.shape.SetInParent()
+    for k in untyped:
+        o = checked.graph.output[k]
+        if not o.type.tensor_type.elem_type:
+            o.type.tensor_type.elem_type = TensorProto.FLOAT
+        o.type.tensor_type.shape.SetInParent()
     try:
         if nbytes - sum(a.nbytes for a in detached.values()) < _PROTO_LIMIT:
             onnx.checker.check_model(checked)
