@@ -27,7 +27,7 @@ pointer per step.) The caller's workspace
 holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
 Vector code through GCC/Clang vector extensions (simd.h): one source for AVX-512, AVX2 and NEON, tile
-sizes chosen by the register file the compiler targets (-march=native at build time). */
+sizes chosen by the register file the compiler targets (the level's -march: setup.py builds one library per level). */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
