@@ -185,28 +185,61 @@ print(json.dumps({"kernels": api.kernels(), "native": sum(k.uses_native for k in
 """
 
 
+COMPILE_AT_LEVEL = """
+import sys
+from ge.core import api
+print(api.atc(sys.argv[1], sys.argv[2]).om_path)
+"""
+
+
+def at_level(level: str, script: str, *args) -> str:
+    """The last line `script` prints, run in a process whose native kernels are `level`'s."""
+    env = {k: v for k, v in os.environ.items() if k != "GE_NO_NATIVE"} | {"GE_NATIVE_LEVEL": level}
+    r = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()[-1]
+
+
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-    """The model compiled here, at this CPU's best level, and its input and onnxruntime's output."""
+def model_files(tmp_path_factory):
+    """The model, its input, onnxruntime's output, and the OM compiled at a level (cached)."""
     d = tmp_path_factory.mktemp("levels")
     model = small_model()
     onnx.save(model, str(d / "m.onnx"))
     x = np.random.default_rng(1).standard_normal((2, 8, 16, 16)).astype(np.float32)
     np.save(d / "x.npy", x)
-    return d, api.atc(str(d / "m.onnx"), str(d / "m")).om_path, ort_run(model, {"x": x})[0]
+    oms = {}
+
+    def om(level):
+        if level not in oms:
+            oms[level] = at_level(level, COMPILE_AT_LEVEL, d / "m.onnx", d / f"m_{level}")
+        return oms[level]
+    return d, om, ort_run(model, {"x": x})[0]
 
 
+@pytest.mark.parametrize("compile_level", [RUNNABLE[0], RUNNABLE[-1]])
 @pytest.mark.parametrize("level", RUNNABLE)
-def test_an_om_runs_at_each_level_with_onnxruntimes_results(compiled, level):
-    d, om, want = compiled
-    env = {k: v for k, v in os.environ.items() if k != "GE_NO_NATIVE"} | {"GE_NATIVE_LEVEL": level}
-    r = subprocess.run([sys.executable, "-c", RUN_AT_LEVEL, om, str(d / "x.npy"), str(d / f"y_{level}.npy")],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout.splitlines()[-1])
+def test_an_om_runs_at_each_level_with_onnxruntimes_results(model_files, compile_level, level):
+    """Compiled at the lowest level or the best, an OM keeps its native plans at every level (the
+    workspaces it plans fit every level's tiles) and gives onnxruntime's results."""
+    d, om, want = model_files
+    out = d / f"y_{compile_level}_{level}.npy"
+    report = json.loads(at_level(level, RUN_AT_LEVEL, om(compile_level), d / "x.npy", out))
     assert report["kernels"].startswith(f"native {level} (") and report["kernels"].endswith(f"GE_NATIVE_LEVEL={level}")
-    assert report["native"] >= 4, report  # the convolutions, the MatMul and the Softmax run natively at this level
-    np.testing.assert_allclose(np.load(d / f"y_{level}.npy"), want, rtol=1e-4, atol=1e-6)
+    # native: the three Convs, MaxPool and Softmax (the 2-row FusedMatMul takes its numpy plan anywhere)
+    assert (report["native"], report["tasks"]) == (5, 6), report
+    np.testing.assert_allclose(np.load(out), want, rtol=1e-4, atol=1e-6)
+
+
+def test_workspaces_are_planned_for_every_level():
+    """The GEMM's workspace is what the widest of every level's tiles needs, whichever level plans it."""
+    libs = [native_mod.load_level(level) for level in RUNNABLE]
+    for m, n, k in ((9, 45, 70), (37, 7, 300), (64, 3136, 576), (1000, 1, 2048)):
+        for raw_a, gathered_b in ((True, False), (False, True), (True, True)):
+            sizes = {lib.workspace_nbytes(m, n, k, raw_a, gathered_b) for lib in libs}
+            assert len(sizes) == 1, (m, n, k, raw_a, gathered_b, sizes)
+        assert len({lib.batch_workspace_nbytes(m, n, k) for lib in libs}) == 1
 
 
 # -- what is said -----------------------------------------------------------------------------------
