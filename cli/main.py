@@ -78,9 +78,18 @@ def _report(ctx: click.Context, e: BaseException, prefix: str, internal: bool = 
     console.error(message, prefix)
 
 
+def _show_version(ctx: click.Context, _param, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from ..core import api
+    click.echo(f"ge {api.version()}\nkernels: {api.kernels()}")
+    ctx.exit()
+
+
 @click.group(cls=GeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="show tracebacks of errors (also accepted after the subcommand)")
-@click.version_option(package_name="ge", prog_name="ge", message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="show ge's version and what runs its kernels (the native level, or the numpy fallback and why)")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """ge: compile ONNX models into offline models (OM) and run them on a CPU or a simulated NPU.

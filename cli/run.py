@@ -268,7 +268,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
                             for d, f in zip(out_descs, files)])
     if verbose:
         summary.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats,
-                       external_weights=weight_files)
+                       external_weights=weight_files, kernels=api.kernels())
     if _report(summary, summary_json, as_json):
         return
 
@@ -538,6 +538,7 @@ def _write_trace(trace, profiler_dir, profile_json, om_name) -> list[str]:
 
 
 def _print_verbose(out, timings, weight_files, last_stats) -> None:
+    out.print(f"kernels: {api.kernels()}", highlight=False)
     steps = Table(title="DavinciModel init", title_justify="left")
     steps.add_column("step")
     steps.add_column("ms", justify="right")

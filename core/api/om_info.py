@@ -15,6 +15,13 @@ from ...formats.om import header_info, read_om
 REGIONS = ("WEIGHT", "FEATURE_MAP", "WORKSPACE", "IO")
 
 
+def kernels() -> str:
+    """What runs ge's kernels in this process: the native level and its instruction sets, or the numpy
+    fallback and why (no C compiler at install, GE_NO_NATIVE=1, a layout or self-test mismatch)."""
+    from ..kernels.native import status
+    return status()
+
+
 def version() -> str:
     """ge's version (the installed distribution's), as `atc_version` shows it."""
     from importlib.metadata import PackageNotFoundError, version as dist_version

@@ -7,7 +7,8 @@ built as Float16ViaFloat32 instead (Kernel.__new__ asks its `applies`): the op's
 planned on float32 metas, with its float16 inputs converted into float32 workspace blocks, its
 float16 constants converted once at load, and its float32 results rounded once into the float16
 outputs. That is what a float16 kernel accumulating in float32 computes (the NPU's cube units
-accumulate so), at float32 speed plus the two conversions.
+accumulate so), at float32 speed plus the two conversions; with the native kernels, those run as
+F16C/AVX-512 conversions (csrc/convert.c, bit for bit numpy's) instead of numpy's casts.
 
 bfloat16 goes the same way for every op of VIA_FLOAT32 and BFLOAT16_VIA_FLOAT32: numpy has no
 bfloat16 at all (ml_dtypes' ufuncs convert per element and many ops refuse the dtype), and a
@@ -89,6 +90,29 @@ def _output_dtype(cls: type[Kernel], inputs: Sequence[Meta | None], narrow: np.d
         return narrow
     x = inputs[0] if inputs else None
     return x.dtype if x is not None and x.dtype in NARROW else None
+def _widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (float32) = src (float16 or bfloat16), natively where it can."""
+    if lib is not None and src.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
+            and src.size == dst.size:
+        lib.half_to_float(src, dst)
+    else:
+        np.copyto(dst, src)
+
+
+def _narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (float16 or bfloat16) = src (float32) rounded to nearest even, natively where it can."""
+    if lib is not None and dst.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
+            and src.size == dst.size:
+        lib.float_to_half(src, dst)
+    else:
+        np.copyto(dst, src, casting="unsafe")
+
+
+def _as_float32(lib, c) -> np.ndarray:
+    c = np.asarray(c)
+    out = np.empty(c.shape, F32)
+    _widen(lib, np.ascontiguousarray(c), out)
+    return out
 
 
 class Float16ViaFloat32(PlannedKernel):
@@ -134,7 +158,7 @@ class Float16ViaFloat32(PlannedKernel):
 
     def pack(self):
         # float16 weights become float32 once; the inner kernel packs them (or reads them) as its own
-        self.wide_consts = {i: np.asarray(c, F32) for i, c in enumerate(self.consts)
+        self.wide_consts = {i: _as_float32(self.backend.lib, c) for i, c in enumerate(self.consts)
                             if c is not None and np.asarray(c).dtype in NARROW}
         self.inner.consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
         self.inner.load()
@@ -143,7 +167,7 @@ class Float16ViaFloat32(PlannedKernel):
         v = self.views(ws)
         wxs = list(xs)
         for i in self.widened:
-            np.copyto(v[f"x{i}"], xs[i])
+            _widen(self.backend.lib, xs[i], v[f"x{i}"])
             wxs[i] = v[f"x{i}"]
         for i, c in self.wide_consts.items():
             wxs[i] = c
@@ -154,7 +178,7 @@ class Float16ViaFloat32(PlannedKernel):
         self.inner.run(wxs, wys, v["inner"])
         for j in self.narrowed:
             if ys[j] is not None:
-                np.copyto(ys[j], wys[j], casting="unsafe")
+                _narrow(self.backend.lib, wys[j], ys[j])
 
 
 Kernel.float16_adapter = Float16ViaFloat32

@@ -1,12 +1,16 @@
-"""ge's native kernels (csrc/, built as the extension _native), reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z)
-(also as a batch of products), the direct and the depthwise convolution, MaxPool, the phase fill,
-LayerNormalization and Softmax rows (float32), and fused elementwise chains (float32/64, int32/64).
+"""ge's native kernels (csrc/, built once per instruction-set level as the extensions _native_<level>),
+reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z) (also as a batch of products), the
+direct and the depthwise convolution, MaxPool, the phase fill, LayerNormalization and Softmax rows
+(float32); fused elementwise chains (float32/64, int32/64); float16 <-> float32 conversion.
 
-Built at install time as the extension module ge.core.kernels._native when a C compiler is there
-(optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
-numpy plans). At load, the argument structs' layouts the library exports (csrc/module.c) are
-compared with the ctypes classes here, and a self-test checks the library against numpy, before
-anything uses it; either failing leaves the numpy plans (logged at debug level, logger ge.native).
+setup.py builds the same sources for each level of native_levels.py (x86-64-v2, -v3, -v4, ...: no
+library is built for the installing CPU alone), when a C compiler is there (optional: without one
+the install succeeds, `native()` is None, the kernels keep their numpy plans, and importing this
+module warns). At first use, native() loads the best level the CPU's features allow (read from
+/proc/cpuinfo; GE_NATIVE_LEVEL=<level> asks for one, GE_NO_NATIVE=1 for none); the argument structs'
+layouts the library exports (csrc/module.c) are compared with the ctypes classes here, and a
+self-test checks the library against numpy, before anything uses it; either failing leaves the
+numpy plans. status() says which ran and why (`ge --version`, `ge run --verbose`).
 
 Operands, as csrc/gemm.c documents: A row-major or prepacked (weights, once at load); B gathered
 through offset tables, B[k, n] = b[koff[k] + noff[n]] (a plain matrix, or a convolution's input,
@@ -20,10 +24,15 @@ import importlib.util
 import logging
 import operator
 import os
+import platform
 import threading
+import warnings
 from typing import NamedTuple
 
 import numpy as np
+
+from . import native_levels
+from .native_levels import Level
 
 ALIGN = 64
 _i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int
@@ -40,6 +49,8 @@ _SIGNATURES = {
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
     "ge_eltwise": ([_ptr], _int),
+    "ge_half_to_float": ([_ptr, _ptr, _i64, _int], None), "ge_float_to_half": ([_ptr, _ptr, _i64, _int], None),
+    "ge_level": ([], ctypes.c_char_p), "ge_isa": ([], ctypes.c_char_p),
 }
 _local = threading.local()
 # csrc/abi.h's activations
@@ -97,6 +108,18 @@ class Native:
             fn.argtypes, fn.restype = args, res
         self.lib = lib
         self.mr, self.nr = lib.ge_mr(), lib.ge_nr()
+        self.level, self.isa = lib.ge_level().decode(), lib.ge_isa().decode().strip()
+
+    # -- float16 <-> float32 (csrc/convert.c: numpy's results, bit for bit) ---------------------------
+    def half_to_float(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """dst[...] = src as float32: src float16, dst float32, both C-contiguous, one size."""
+        assert src.dtype == np.float16 and dst.dtype == np.float32 and src.size == dst.size
+        self.lib.ge_half_to_float(src.ctypes.data, dst.ctypes.data, src.size, threads())
+
+    def float_to_half(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """dst[...] = src rounded to float16 (to nearest even): src float32, dst float16, C-contiguous."""
+        assert src.dtype == np.float32 and dst.dtype == np.float16 and src.size == dst.size
+        self.lib.ge_float_to_half(src.ctypes.data, dst.ctypes.data, src.size, threads())
 
     # -- packing (weights, once) -------------------------------------------------------------------
     def pack_a(self, a: np.ndarray) -> np.ndarray:
@@ -385,43 +408,129 @@ def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:
     return problems
 
 
+class Unavailable(Exception):
+    """Why ge's native kernels are not used (the numpy plans run instead)."""
+
+
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's features as Linux's /proc/cpuinfo names them (x86's "flags", arm's "Features"), or
+    None where there is no /proc/cpuinfo to read them from."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        return None
+    return frozenset()
+
+
+def built_levels() -> dict[str, str]:
+    """The levels of this architecture whose library is built (setup.py), worst first: name -> path."""
+    found = {}
+    for level in native_levels.levels_for(platform.machine()):
+        spec = importlib.util.find_spec(f"{__package__}._native_{level.name}")
+        if spec is not None and spec.origin:
+            found[level.name] = spec.origin
+    return found
+
+
+def choose_level(levels, built, flags: frozenset[str] | None, asked: str | None = None) -> tuple[Level, str]:
+    """The level to load among `levels` (worst first) of those `built`, on a CPU with `flags` (None:
+    unknown), and why it; `asked`: GE_NATIVE_LEVEL's. Raises Unavailable when none fits."""
+    names = [lv.name for lv in levels]
+    if asked:
+        level = next((lv for lv in levels if lv.name == asked), None)
+        if level is None:
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked} is not a level of this machine ({', '.join(names)})")
+        if asked not in built:
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: its library is not built")
+        if flags is not None and not level.needs <= flags:
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: this CPU lacks {' '.join(sorted(level.needs - flags))}")
+        return level, f"GE_NATIVE_LEVEL={asked}"
+    if not built:
+        raise Unavailable("the native kernels are not built (no C compiler at install?)")
+    if flags is None:  # only the baseline is safe to run blind
+        if levels[0].name not in built:
+            raise Unavailable(f"CPU features unknown (no /proc/cpuinfo) and the baseline level {names[0]} not built")
+        return levels[0], "the baseline: CPU features unknown (no /proc/cpuinfo)"
+    runnable = [lv for lv in levels if lv.name in built and lv.needs <= flags]
+    if not runnable:
+        first = next(lv for lv in levels if lv.name in built)
+        raise Unavailable(f"this CPU lacks what the built levels need ({first.name}: "
+                          f"{' '.join(sorted(first.needs - flags))})")
+    return runnable[-1], f"the best of {' '.join(lv.name for lv in levels if lv.name in built)} this CPU runs"
+
+
 _NATIVE: Native | None | bool = False
+_STATUS = ""
 _log = logging.getLogger("ge.native")
 
 
-def load(path: str) -> Native | None:
-    """The library at `path` as a Native, or None (why: logged) when its ABI differs from this
-    module's structs, a symbol is missing, or it fails its self-test."""
+def load(path: str) -> Native:
+    """The library at `path` as a Native; Unavailable (why) when its ABI differs from this module's
+    structs, a symbol is missing, or it fails its self-test."""
+    name = os.path.basename(path).split(".")[0]
     try:
         lib = ctypes.CDLL(path)
         problems = abi_mismatches(lib)
         if problems:
-            _log.debug("native kernels refused, numpy plans used: %s does not match native.py's structs: %s",
-                       path, "; ".join(problems))
-            return None
+            raise Unavailable(f"{name} refused: its argument structs differ from native.py's: {'; '.join(problems)}")
         candidate = Native(lib)
     except (OSError, AttributeError) as exc:
-        _log.debug("native kernels unavailable, numpy plans used: %s: %s", path, exc)
-        return None
+        raise Unavailable(f"{name} unusable: {exc}") from None
     if not candidate._works():
-        _log.debug("native kernels refused, numpy plans used: %s fails its self-test against numpy", path)
-        return None
+        raise Unavailable(f"{name} refused: it fails its self-test against numpy")
     return candidate
 
 
+def load_level(name: str) -> Native:
+    """The library of level `name` (native_levels.py), as a Native, if it is built and this CPU runs it
+    (Unavailable: why not)."""
+    level, _ = choose_level(native_levels.levels_for(platform.machine()), built_levels(), cpu_flags(), name)
+    return load(built_levels()[level.name])
+
+
+def _select() -> tuple[Native | None, str]:
+    if os.environ.get("GE_NO_NATIVE"):
+        _log.debug("native kernels off (GE_NO_NATIVE): numpy plans used")
+        return None, "numpy fallback: GE_NO_NATIVE is set"
+    built = built_levels()
+    try:
+        level, why = choose_level(native_levels.levels_for(platform.machine()), built, cpu_flags(),
+                                  os.environ.get("GE_NATIVE_LEVEL"))
+        lib = load(built[level.name])
+    except Unavailable as exc:
+        _log.debug("native kernels refused, numpy plans used: %s", exc)
+        return None, f"numpy fallback: {exc}"
+    return lib, f"native {level.name} ({lib.isa}), {why}"
+
+
 def native() -> Native | None:
-    """ge's native kernels, or None when they are not built, turned off (GE_NO_NATIVE=1), do not
-    match this module's ABI or fail their self-test. Kernels do not call this: they take the
-    Backend they are given (backend.py)."""
-    global _NATIVE
+    """ge's native kernels at the best level this CPU runs (or GE_NATIVE_LEVEL's), or None when they
+    are not built, turned off (GE_NO_NATIVE=1), do not match this module's ABI or fail their
+    self-test (status() says which). Kernels do not call this: they take the Backend they are given
+    (backend.py)."""
+    global _NATIVE, _STATUS
     if _NATIVE is False:
-        _NATIVE = None
-        if os.environ.get("GE_NO_NATIVE"):
-            _log.debug("native kernels off (GE_NO_NATIVE): numpy plans used")
-            return None
-        spec = importlib.util.find_spec(f"{__package__}._native")
-        if spec is None or not spec.origin:
-            _log.debug("native kernels not built: numpy plans used")
-            return None
-        _NATIVE = load(spec.origin)
+        _NATIVE, _STATUS = _select()
     return _NATIVE
+
+
+def status() -> str:
+    """What runs ge's kernels, for `ge --version` and `ge run --verbose`: the native level and its
+    instruction sets, or the numpy fallback and why."""
+    native()
+    return _STATUS
+
+
+def warn_if_not_built() -> None:
+    """Said once at import: an install without a C compiler runs, but every kernel several times slower."""
+    if not built_levels():
+        warnings.warn("ge: the native kernels are not built (no C compiler when ge was installed?): every kernel "
+                      "runs its numpy plan, several times slower; reinstall ge where a C compiler is found",
+                      RuntimeWarning, stacklevel=2)
+
+
+warn_if_not_built()

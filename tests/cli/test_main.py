@@ -18,7 +18,21 @@ def test_help_and_version(ge):
     for name in ("atc", "run", "inspect", "--debug"):
         assert name in r.stdout
     r = ge("--version", ok=True)
-    assert r.stdout.strip() == f"ge {api.version()}"
+    assert r.stdout.strip() == f"ge {api.version()}\nkernels: {api.kernels()}"
+
+
+@pytest.mark.parametrize("env,want", [
+    ({}, "kernels: native v4vnni (sse4.2 avx avx2 fma f16c avx512f avx512bw avx512vnni), the best of v2 v3 v4 v4vnni "
+         "this CPU runs"),
+    ({"GE_NATIVE_LEVEL": "v3"}, "kernels: native v3 (sse4.2 avx avx2 fma f16c), GE_NATIVE_LEVEL=v3"),
+    ({"GE_NO_NATIVE": "1"}, "kernels: numpy fallback: GE_NO_NATIVE is set"),
+])
+def test_version_says_which_native_level_runs(tmp_path, env, want):
+    """On this machine (AVX-512 with VNNI, every level built): a fresh process's selection."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("GE_NO_NATIVE", "GE_NATIVE_LEVEL")}
+    r = subprocess.run([sys.executable, "-m", "ge.cli.main", "--version"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120, env=clean | env)
+    assert r.returncode == 0 and r.stdout.splitlines() == [f"ge {api.version()}", want]
 
 
 def test_usage_errors_exit_2(ge):

@@ -123,12 +123,14 @@ def test_loop_json_output(ge, compiled, tmp_path):
     assert d["batch"] == 2 and d["loop"] == 2 and d["device"] == "sim"
     assert [o["file"] for o in d["outputs"]] == [str(tmp_path / f"two_output_{i}.npy") for i in range(2)]
     assert "init_nodes" in d["init_timings_ms"] and d["last_stats"]["tasks"] == 2
+    assert d["kernels"] == api.kernels()
 
 
 def test_verbose_shows_init_steps_and_stats(ge, compiled, tmp_path):
     r = ge("run", "--model", compiled["small"], "--output-dir", tmp_path, "--verbose", "--device", "sim", ok=True)
     for word in ("init_weight_mem", "init_nodes", "do_task_sink", "h2d_bytes", "args_bytes", "tasks"):
         assert word in r.stdout
+    assert f"kernels: {api.kernels()}\n" in r.stdout  # the native level, or the numpy fallback and why
 
 
 def test_bin_of_wrong_size(ge, compiled, tmp_path, error_line):

@@ -145,6 +145,10 @@ void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);
 int ge_eltwise(const Eltwise *e);
+void ge_half_to_float(const uint16_t *src, float *dst, int64_t n, int threads);
+void ge_float_to_half(const float *src, uint16_t *dst, int64_t n, int threads);
 const AbiEntry *ge_abi_layout(void);
+const char *ge_level(void);
+const char *ge_isa(void);
 
 #endif

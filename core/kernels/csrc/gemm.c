@@ -27,18 +27,13 @@ pointer per step.) The caller's workspace
 holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
 Vector code through GCC/Clang vector extensions (simd.h): one source for AVX-512, AVX2 and NEON, tile
-sizes chosen by the register file the compiler targets (-march=native at build time). */
+sizes chosen by the register file the compiler targets (the level's -march: setup.py builds one library per level). */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
 
-#if defined(__AVX512F__)
-#define MR 12
-#elif defined(__AVX__)
-#define MR 6
-#else
-#define MR 8
-#endif
+#define MR_OF(vl) ((vl) == 16 ? 12 : (vl) == 8 ? 6 : 8)  /* the micro-kernel's rows per vector width */
+#define MR MR_OF(VL)
 #define NR (2 * VL)
 #define KC 640  /* the largest block of K (blocks are K split evenly: 576, 2 x 576, ...) */
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
@@ -223,12 +218,21 @@ static int64_t row_chunks(int64_t M, int64_t N, int threads) {
     return chunks < mblocks ? chunks : (mblocks > 0 ? mblocks : 1);
 }
 
+static int64_t padded(int64_t n, int64_t tile) { return (n + tile - 1) / tile * tile; }
+
 /* Workspace (floats) for a call: the packed A when A is raw; for a gathered B, one panel per thread
-   and room for the whole packed B, taken when several chunks of rows would each gather it again. */
+   and room for the whole packed B, taken when several chunks of rows would each gather it again.
+   What any level's tiles need (vector widths 4, 8 and 16), not only this one's: the compiler plans
+   it into the OM, which then runs on CPUs of every level (setup.py builds one library per level). */
 int64_t ge_workspace_floats(int64_t M, int64_t N, int64_t K, int raw_a, int gathered_b, int threads) {
-    int64_t panels = (int64_t)threads * KC * NR, whole = ge_packed_b_floats(K, N);
-    int64_t b = !gathered_b ? 0 : panels > whole ? panels : whole;
-    return (raw_a ? ge_packed_a_floats(M, K) : 0) + b + 16;
+    int64_t need = 0;
+    for (int vl = 4; vl <= 16; vl *= 2) {
+        int64_t panels = (int64_t)threads * KC * 2 * vl, whole = padded(N, 2 * vl) * K;
+        int64_t b = !gathered_b ? 0 : panels > whole ? panels : whole;
+        int64_t floats = (raw_a ? padded(M, MR_OF(vl)) * K : 0) + b + 16;
+        need = floats > need ? floats : need;
+    }
+    return need;
 }
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* The extension module (only so that setuptools builds and installs the library: ge calls the
-kernels through ctypes, core/kernels/native.py) and the ABI layout table that native.py checks its
-ctypes structs against at load. */
+kernels through ctypes, core/kernels/native.py), the ABI layout table that native.py checks its
+ctypes structs against at load, and what the library was built for: its level (setup.py defines
+GE_LEVEL, the library is _native_<GE_LEVEL>) and the instruction sets the compiler targeted. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
@@ -142,5 +143,64 @@ static const AbiEntry layout[] = {
 /* Every argument struct's size and every field's offset and size, ended by a NULL type. */
 const AbiEntry *ge_abi_layout(void) { return layout; }
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "ge's native kernels (called through ctypes)", -1, NULL};
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+#ifndef GE_LEVEL
+#error "setup.py defines GE_LEVEL: the instruction-set level this library is built for"
+#endif
+#define STRING_(x) #x
+#define STRING(x) STRING_(x)
+#define INIT_(level) PyInit__native_##level
+#define INIT(level) INIT_(level)
+
+/* The level's name (native_levels.py), and the instruction sets of its compiled code, as the
+   compiler's predefined macros say: what the level's flags gave, whatever else the build added. */
+const char *ge_level(void) { return STRING(GE_LEVEL); }
+const char *ge_isa(void) {
+    return ""
+#if defined(__SSE4_2__)
+        " sse4.2"
+#endif
+#if defined(__AVX__)
+        " avx"
+#endif
+#if defined(__AVX2__)
+        " avx2"
+#endif
+#if defined(__FMA__)
+        " fma"
+#endif
+#if defined(__F16C__)
+        " f16c"
+#endif
+#if defined(__AVX512F__)
+        " avx512f"
+#endif
+#if defined(__AVX512BW__)
+        " avx512bw"
+#endif
+#if defined(__AVX512VNNI__)
+        " avx512vnni"
+#endif
+#if defined(__AVX512BF16__)
+        " avx512bf16"
+#endif
+#if defined(__AVX512FP16__)
+        " avx512fp16"
+#endif
+#if defined(__AVXVNNI__)
+        " avxvnni"
+#endif
+#if defined(__ARM_NEON)
+        " neon"
+#endif
+#if defined(__ARM_FEATURE_DOTPROD)
+        " dotprod"
+#endif
+#if defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
+        " fp16"
+#endif
+        ;
+}
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native_" STRING(GE_LEVEL),
+                                    "ge's native kernels (called through ctypes)", -1, NULL};
+PyMODINIT_FUNC INIT(GE_LEVEL)(void) { return PyModule_Create(&module); }

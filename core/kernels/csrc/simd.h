@@ -1,6 +1,7 @@
 /* Vector helpers shared by the kernels: one source for AVX-512, AVX2 and NEON through GCC/Clang
-vector extensions, the width (VL) chosen by the register file the compiler targets (-march=native at
-build time); lane-wise clamp, exp, Gelu and max; partial loads and stores; short copies and fills. */
+vector extensions, the width (VL) chosen by the register file the compiler targets (each level's
+-march: setup.py builds one library per level; SSE at x86-64-v2, AVX2 at v3, AVX-512 at v4);
+lane-wise clamp, exp, Gelu and max; partial loads and stores; short copies and fills. */
 #ifndef GE_SIMD_H
 #define GE_SIMD_H
 

@@ -1,0 +1,48 @@
+"""The instruction-set levels ge's native kernels are built for, one library per level, and what
+each needs of the CPU. setup.py builds every level of the building machine's architecture from the
+same sources (csrc/: their `#ifdef __AVX512F__`/`__AVX2__`/`__F16C__` paths pick the level's code);
+native.py loads the best one the running CPU has. So a wheel or an install moves between machines of
+one architecture: no library is built for the building CPU alone (no -march=native), as numpy's and
+ggml's CPU dispatch do.
+
+Plain data without imports of ge: setup.py reads this file before ge is installed."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Level(NamedTuple):
+    name: str  # the library is ge.core.kernels._native_<name>; GE_NATIVE_LEVEL=<name> asks for it
+    cflags: tuple[str, ...]  # the compiler's target flags for this level
+    needs: frozenset[str]  # the CPU features it runs on, as Linux's /proc/cpuinfo names them
+
+
+_V2 = frozenset({"cx16", "lahf_lm", "popcnt", "pni", "ssse3", "sse4_1", "sse4_2"})
+_V3 = _V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+
+#: per architecture (platform.machine(), normalized by arch()), worst first: the x86-64 psABI levels
+#: (v4vnni adds AVX-512 VNNI for the int8 kernels' vpdpbusd); on aarch64 NEON is part of armv8-a
+LEVELS: dict[str, tuple[Level, ...]] = {
+    "x86_64": (
+        Level("v2", ("-march=x86-64-v2",), _V2),
+        Level("v3", ("-march=x86-64-v3",), _V3),
+        Level("v4", ("-march=x86-64-v4",), _V4),
+        Level("v4vnni", ("-march=x86-64-v4", "-mavx512vnni"), _V4 | {"avx512_vnni"}),
+    ),
+    "aarch64": (Level("armv8", ("-march=armv8-a",), frozenset()),),
+}
+#: any other architecture: the compiler's default target
+GENERIC = (Level("generic", (), frozenset()),)
+
+_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+def arch(machine: str) -> str:
+    """platform.machine() as LEVELS's key ("AMD64" and "x86_64" -> "x86_64", "arm64" -> "aarch64")."""
+    m = machine.lower()
+    return _ALIASES.get(m, m)
+
+
+def levels_for(machine: str) -> tuple[Level, ...]:
+    return LEVELS.get(arch(machine), GENERIC)
