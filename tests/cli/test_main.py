@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
 import subprocess
 import sys
 
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 
 from ge.core import api
+from ge.core.kernels import native, native_levels
 
 
 def test_help_and_version(ge):
@@ -21,18 +24,26 @@ def test_help_and_version(ge):
     assert r.stdout.strip() == f"ge {api.version()}\nkernels: {api.kernels()}"
 
 
-@pytest.mark.parametrize("env,want", [
-    ({}, "kernels: native v4vnni (sse4.2 avx avx2 fma f16c avx512f avx512bw avx512vnni), the best of v2 v3 v4 v4vnni "
-         "this CPU runs"),
-    ({"GE_NATIVE_LEVEL": "v3"}, "kernels: native v3 (sse4.2 avx avx2 fma f16c), GE_NATIVE_LEVEL=v3"),
-    ({"GE_NO_NATIVE": "1"}, "kernels: numpy fallback: GE_NO_NATIVE is set"),
-])
-def test_version_says_which_native_level_runs(tmp_path, env, want):
-    """On this machine (AVX-512 with VNNI, every level built): a fresh process's selection."""
+def _expected_selection(asked=None) -> str:
+    """What native.choose_level picks on this machine (its CPU flags, the levels built), as a regex."""
+    levels = native_levels.levels_for(platform.machine())
+    try:
+        level, why = native.choose_level(levels, native.built_levels(), native.cpu_flags(), asked)
+    except native.Unavailable as e:
+        return re.escape(f"kernels: numpy fallback: {e}")
+    return rf"kernels: native {level.name} \([a-z0-9_. ]+\), {re.escape(why)}"
+
+
+@pytest.mark.parametrize("env", [{}, {"GE_NATIVE_LEVEL": "v3"}, {"GE_NO_NATIVE": "1"}])
+def test_version_says_which_native_level_runs(tmp_path, env):
+    """A fresh process's selection, as choose_level makes it from this machine's CPU and build."""
     clean = {k: v for k, v in os.environ.items() if k not in ("GE_NO_NATIVE", "GE_NATIVE_LEVEL")}
     r = subprocess.run([sys.executable, "-m", "ge.cli.main", "--version"], capture_output=True, text=True,
                        cwd=tmp_path, timeout=120, env=clean | env)
-    assert r.returncode == 0 and r.stdout.splitlines() == [f"ge {api.version()}", want]
+    want = (re.escape("kernels: numpy fallback: GE_NO_NATIVE is set") if "GE_NO_NATIVE" in env
+            else _expected_selection(env.get("GE_NATIVE_LEVEL")))
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0] == f"ge {api.version()}" and re.fullmatch(want, lines[1]), r.stdout
 
 
 def test_usage_errors_exit_2(ge):
