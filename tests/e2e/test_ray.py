@@ -47,7 +47,8 @@ def test_dataset_on_ray_is_bit_identical_to_the_local_dataset_mode(local_ray, tm
         assert [os.path.basename(p) for p in ours] == [os.path.basename(p) for p in theirs]
         for a, b in zip(ours, theirs):
             assert np.load(a).tobytes() == np.load(b).tobytes()
-    assert len(on_ray["actors"]) == 2 and sum(a["samples"] for a in on_ray["actors"].values()) == 12
+    # Ray hands batches to whichever actor is free: on a loaded machine one actor may take them all
+    assert 1 <= len(on_ray["actors"]) <= 2 and sum(a["samples"] for a in on_ray["actors"].values()) == 12
 
 
 @pytest.mark.parametrize("row_shape", [(3, 8, 8), (1, 3, 8, 8)], ids=["rows", "rows-with-batch-axis"])
