@@ -188,12 +188,14 @@ static inline __attribute__((always_inline)) void store_row(const QOut *o, int64
         else
             for (int j = 0; j < n; j++) acc[j] += o->bias[w];
     }
+    if (o->kind == QOUT_I32) {
+        memcpy((int32_t *)c + at, acc, n * sizeof(int32_t));
+        return;
+    }
     int per_column = wstep && o->scale_step;
     const float *sc = o->scale + (o->scale_step ? w : 0);
     float s1 = sc[0];
-    if (o->kind == QOUT_I32) {
-        memcpy((int32_t *)c + at, acc, n * sizeof(int32_t));
-    } else if (o->kind == QOUT_F32) {
+    if (o->kind == QOUT_F32) {
         float *y = (float *)c + at, sa = o->scale_a ? *o->scale_a : 1.0f;
         if (per_column && o->scale_a)
             for (int j = 0; j < n; j++) y[j] = (float)acc[j] * (sa * sc[j]);
