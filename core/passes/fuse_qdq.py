@@ -10,7 +10,7 @@ values (the QOperator form), whose kernel accumulates in int32 and requantizes a
 - DQ(a) + DQ(w) [+ DQ(bias)] -> Gemm (alpha 1, beta 1, transA 0) -> Q      =>  com.microsoft QGemm
 - DQ(a) + DQ(b) -> Add -> Q                                                 =>  com.microsoft QLinearAdd
 - DQ(x) -> GlobalAveragePool -> Q                                           =>  com.microsoft QLinearGlobalAveragePool
-- DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze -> Q, same scale and zero point  =>  the reshape of x itself
+- DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze/MaxPool -> Q, same scale and zero point  =>  that op on x itself
 and quantize_dynamic's MatMulInteger(a, w) -> Cast(float) -> Mul(Mul(a_scale, w_scale)) [-> Add(bias)]
 becomes one com.microsoft MatMulIntegerToFloat (the product scaled to float32 as it stores).
 
@@ -29,7 +29,9 @@ from ._fusion import Matcher
 
 MS = "com.microsoft"
 Q8 = (np.dtype(np.uint8), np.dtype(np.int8))
-RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+#: ops that commute with quantization at equal input and output parameters (moving values, or MaxPool's
+#: order-preserving choice): DQ -> op -> Q is the op on the 8-bit tensor
+RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "MaxPool")
 
 
 def fuse_qdq(graph: Graph, stats: dict | None = None) -> Graph:
@@ -178,9 +180,9 @@ def _fuse_pool(m: QdqMatcher, pool: Node) -> bool:
 
 
 def _fuse_reshape(m: QdqMatcher, r: Node) -> bool:
-    """DQ -> reshape -> Q with the same parameters is the reshape of the quantized tensor."""
+    """DQ -> reshape (or MaxPool) -> Q with the same parameters is that op on the quantized tensor."""
     x_dq, q = m.dq(r.inputs[0]), m.q(r)
-    if x_dq is None or q is None:
+    if x_dq is None or q is None or (r.op_type == "MaxPool" and len(r.outputs) > 1):
         return False
     same = all(np.array_equal(m.init(x_dq.inputs[i]), m.init(q.inputs[i])) and m.init(x_dq.inputs[i]).dtype ==
                m.init(q.inputs[i]).dtype for i in (1, 2))
