@@ -394,7 +394,7 @@ class _IntegerConv(PlannedKernel):
         """Take the native plan (int8_native.NativeIntConv) when the backend has it, W (and B) are
         constants, x has one zero point and the conv is 2-D, group 1 or depthwise; it replaces the workspace."""
         nat, c = self.backend.lib, self.conv
-        depthwise = c.g == c.c == c.oc and c.g > 1
+        depthwise = c.g == c.c == c.oc and c.g > 1 and math.prod(c.kernel) <= 64  # (qgemm.c: up to 64 taps)
         if nat is None or not ok or not self.w_is_const or (self.has_bias and not self.b_is_const) \
                 or len(c.spatial) != 2 or not (c.g == 1 or depthwise):
             return

@@ -140,8 +140,8 @@ typedef struct {
 
 /* The int8 depthwise convolution of one batch item (qgemm.c): x (C, height, width) uint8 or int8 (x_flip),
    padded (pt, pl at the beginnings) with the zero point zx (uint8, flipped for int8); w[c][kh * kw]
-   the centred weights (w - w_zp), wsum[c] their sums; y (C, oh, ow); ws: ge_qdepthwise_slot_bytes per
-   thread */
+   the centred weights (w - w_zp), wsum[c] their sums (at most 64 taps); y (C, oh, ow); ws:
+   ge_qdepthwise_slot_bytes per thread */
 typedef struct {
     const uint8_t *x;
     const int16_t *w;

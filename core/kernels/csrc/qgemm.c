@@ -245,6 +245,60 @@ static void store_tile(const QGemm *g, int32_t *acc, int64_t i0, int mr, int64_t
     }
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+/* The same store as store_tile for weights with zero point 0 and an 8-bit or float32 output, a row
+   of 32 accumulators as two vectors: the correction, the scale, rounding and saturation in registers
+   (the generic path's scalar setup per row costs more than a small-K tile's products). Same bytes:
+   float32 products, roundscale to nearest even, no fused multiply-add (this region). */
+static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int mr, int64_t j0, int nc) {
+    const QOut *o = &g->out;
+    __mmask16 m0 = nc >= 16 ? 0xFFFF : (__mmask16)((1u << nc) - 1);
+    __mmask16 m1 = nc <= 16 ? 0 : nc >= 32 ? 0xFFFF : (__mmask16)((1u << (nc - 16)) - 1);
+    __m512 lo = _mm512_set1_ps((float)(o->lo - o->zy)), hi = _mm512_set1_ps((float)(o->hi - o->zy));
+    __m512i zy = _mm512_set1_epi32(o->zy), zu = _mm512_set1_epi32(g->zu);
+    __m512i corr[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512 sc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, fb[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    if (!g->rows_are_weights) {  /* per column: -zu sum_s + bias, the scale (times scale_a), the float bias */
+        for (int h = 0; h < 2; h++) {
+            __mmask16 mk = h ? m1 : m0;
+            __m512i ss = _mm512_maskz_loadu_epi32(mk, g->sum_s + j0 + 16 * h);
+            corr[h] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_mullo_epi32(zu, ss));
+            if (o->bias) corr[h] = _mm512_add_epi32(corr[h], _mm512_maskz_loadu_epi32(mk, o->bias + j0 + 16 * h));
+            sc[h] = o->scale_step ? _mm512_maskz_loadu_ps(mk, o->scale + j0 + 16 * h) : _mm512_set1_ps(o->scale[0]);
+            if (o->kind == QOUT_F32 && o->scale_a) sc[h] = _mm512_mul_ps(_mm512_set1_ps(*o->scale_a), sc[h]);
+            if (o->kind == QOUT_F32 && o->fbias) fb[h] = _mm512_maskz_loadu_ps(mk, o->fbias + j0 + 16 * h);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        int64_t at = (i0 + i) * g->ldc + j0;
+        if (g->rows_are_weights) {  /* per row: one correction and one scale */
+            int64_t w = i0 + i;
+            corr[0] = corr[1] = _mm512_set1_epi32(-g->zu * g->sum_s[w] + (o->bias ? o->bias[w] : 0));
+            sc[0] = sc[1] = _mm512_set1_ps(o->scale[o->scale_step * w]);
+        }
+        for (int h = 0; h < 2; h++) {
+            __mmask16 mk = h ? m1 : m0;
+            if (!mk) continue;
+            __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
+            if (o->kind == QOUT_F32) {
+                if (o->fbias) f = _mm512_add_ps(f, fb[h]);
+                _mm512_mask_storeu_ps((float *)g->c + at + 16 * h, mk, f);
+                continue;
+            }
+            f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+            __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zy);
+            if (o->kind == QOUT_U8) _mm512_mask_cvtusepi32_storeu_epi8((uint8_t *)g->c + at + 16 * h, mk, r);
+            else _mm512_mask_cvtsepi32_storeu_epi8((int8_t *)g->c + at + 16 * h, mk, r);
+        }
+    }
+}
+#define HAVE_FAST_STORE 1
+#else
+#define HAVE_FAST_STORE 0
+#endif
+
 /* ---- the work: items are (panel group, chunk of rows) ------------------------------------------ */
 
 typedef struct {
@@ -326,6 +380,12 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
                 for (int64_t k = 0; k < g->K; k++) s += rows[i][k];
                 row_sums[i] = s;
             }
+#if HAVE_FAST_STORE
+        if (!g->zs && g->out.kind != QOUT_I32) {
+            store_tile_fast(g, acc, i0, mr, j0, nc);
+            continue;
+        }
+#endif
         store_tile(g, acc, i0, mr, j0, nc, row_sums, col_sums);
     }
 }
@@ -361,8 +421,8 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.hh = (hp + d->sh - 1) / d->sh;
     l.pitch = (wp + d->sw - 1) / d->sw;
     l.phase = l.hh * l.pitch;
-    l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row of slack: the last taps' overrun */
-    l.nbytes = l.acc_at + d->oh * l.pitch * 4 + 64;
+    l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
+    l.nbytes = l.acc_at + (d->oh * l.pitch + 16) * 4 + 64;
     return l;
 }
 
@@ -379,17 +439,16 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
     for (int64_t r = 0; r < d->sh; r++)
         for (int64_t cc = 0; cc < d->sw; cc++) {
             uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
-            for (int64_t i = 0; i < l.hh; i++, dst += l.pitch) {
-                int64_t y = i * d->sh + r - d->pt;
+            /* the columns j whose input column j * sw + cc - pl is inside the row: [j0, j1) */
+            int64_t j0 = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
+            int64_t j1 = (d->width - 1 + d->pl - cc) / d->sw + 1;
+            j1 = d->width - 1 + d->pl - cc < 0 ? 0 : j1 < l.pitch ? j1 : l.pitch;
+            j0 = j0 < j1 ? j0 : j1;
+            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
                 if (y < 0 || y >= d->height) {
                     memset(dst, zx, l.pitch);
                     continue;
                 }
-                /* the columns j whose input column j * sw + cc - pl is inside the row: [j0, j1) */
-                int64_t j0 = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
-                int64_t j1 = (d->width - 1 + d->pl - cc) / d->sw + 1;
-                j1 = d->width - 1 + d->pl - cc < 0 ? 0 : j1 < l.pitch ? j1 : l.pitch;
-                j0 = j0 < j1 ? j0 : j1;
                 memset(dst, zx, j0);
                 memset(dst + j1, zx, l.pitch - j1);
                 const uint8_t *src = x + y * d->width + j0 * d->sw + cc - d->pl;
@@ -408,14 +467,26 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
-    for (int64_t j = 0; j < run; j++) acc[j] = corr;
-    for (int64_t ky = 0; ky < d->kh; ky++)
-        for (int64_t kx = 0; kx < d->kw; kx++) {
-            int64_t ry = ky * d->dh, rx = kx * d->dw;
-            const uint8_t *src = ph + ((ry % d->sh) * d->sw + rx % d->sw) * l.phase + (ry / d->sh) * l.pitch + rx / d->sw;
-            int32_t wt = w[ky * d->kw + kx];
-            for (int64_t j = 0; j < run; j++) acc[j] += (int32_t)src[j] * wt;
+    const uint8_t *tap[64];  /* where each tap's run starts in the phases */
+    int32_t wt[64];
+    int64_t taps = d->kh * d->kw;
+    for (int64_t t = 0; t < taps; t++) {
+        int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
+        tap[t] = ph + ((ry % d->sh) * d->sw + rx % d->sw) * l.phase + (ry / d->sh) * l.pitch + rx / d->sw;
+        wt[t] = w[t];
+    }
+    /* blocks of 16 outputs stay in a register through all taps; the last block runs past `run` into
+       the scratch's slack (the accumulators' 16 spare lanes, the phases' spare row) */
+    for (int64_t j = 0; j < run; j += 16) {
+        int32_t a[16];
+        for (int k = 0; k < 16; k++) a[k] = corr;
+        for (int64_t t = 0; t < taps; t++) {
+            const uint8_t *src = tap[t] + j;
+            int32_t wv = wt[t];
+            for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
         }
+        memcpy(acc + j, a, sizeof a);
+    }
     int64_t n = d->oh * d->ow;
     if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
         for (int64_t oy = 1; oy < d->oh; oy++) memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
