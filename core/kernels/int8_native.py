@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .native import QOUT_S8, QOUT_U8, CallCache, QOut
+from .native import ACT_NONE, QOUT_S8, QOUT_U8, Act, Activation, CallCache, QOut
 
 
-def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=None, zy=0, lo=0, hi=0) -> QOut:
-    """The store step (csrc/abi.h's QOut); the arrays it points to are appended to `keep`."""
+def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=None, zy=0, lo=0, hi=0,
+         act: Act | None = None) -> QOut:
+    """The store step (csrc/abi.h's QOut); the arrays it points to are appended to `keep`. act: the
+    activation of a float32 output (native.Act)."""
     arrays = [None if a is None else np.ascontiguousarray(a, t).reshape(-1)
               for a, t in ((bias, np.int32), (scale, np.float32), (fbias, np.float32))]
     keep.extend(arrays)
     bias, scale, fbias = arrays
     addr = lambda a: None if a is None else a.ctypes.data  # noqa: E731
     return QOut(kind, addr(bias), addr(scale), int(scale is not None and scale.size > 1), scale_a, addr(fbias),
-                int(zy), int(lo), int(hi))
+                int(zy), int(lo), int(hi), Activation(*(act or (ACT_NONE, 0.0, 0.0))))
 
 
 def requant_kind(dtype) -> int:

@@ -390,7 +390,8 @@ def _ptr_of(x):
 class QOut(ctypes.Structure):
     """csrc/abi.h's QOut."""
     _fields_ = [("kind", ctypes.c_int32), ("bias", _ptr), ("scale", _ptr), ("scale_step", _i64), ("scale_a", _ptr),
-                ("fbias", _ptr), ("zy", ctypes.c_int32), ("lo", ctypes.c_int32), ("hi", ctypes.c_int32)]
+                ("fbias", _ptr), ("zy", ctypes.c_int32), ("lo", ctypes.c_int32), ("hi", ctypes.c_int32),
+                ("act", Activation)]
 
 
 class QGemm(ctypes.Structure):

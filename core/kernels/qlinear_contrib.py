@@ -27,7 +27,8 @@ from .planned import PlannedKernel
 from .dtypes import QRANGE
 from .int8_native import qout, requant_kind
 from .integer_matmul import IntegerMatMul, const_input
-from .native import QOUT_F32, CallCache
+from .fused import GE_DOMAIN
+from .native import GELU, QOUT_F32, CallCache
 from .registry import lookup, register
 
 MS = "com.microsoft"
@@ -494,7 +495,9 @@ class QGemm(IntegerMatMul):
 class MatMulIntegerToFloat(IntegerMatMul):
     """A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias: y = float32(acc) * (a_scale * b_scale) + bias,
     acc = (A - a_zero_point) @ (B - b_zero_point) exact; b_scale, b_zero_point and bias per column (or
-    one). What fuse_qdq makes of quantize_dynamic's MatMulInteger -> Cast -> Mul (-> Add)."""
+    one). What fuse_qdq makes of quantize_dynamic's MatMulInteger -> Cast -> Mul (-> Add); ge's attribute
+    activation="Gelu" (passes.fuse_matmul) applies Gelu to y, as FusedMatMul's (the native plan as it
+    stores, the numpy plan through ge's Gelu kernel)."""
     A, B, AZ, BZ = 0, 1, 4, 5
 
     def prepare(self):
@@ -507,19 +510,37 @@ class MatMulIntegerToFloat(IntegerMatMul):
                                 f"{'a scalar' if per == 1 else f'one or {per} values'} expected")
         self.has_bias = self.input_meta(6, "bias", optional=True) is not None
         self.out_metas = [Meta(F32, self.out)]
+        act = self.attr("activation")
+        act = act.decode() if isinstance(act, bytes) else act
+        if act not in (None, "Gelu"):
+            raise self.fail(f"activation={act!r}: only 'Gelu'")
+        self.gelu = None if act is None else lookup("Gelu", GE_DOMAIN, 1, self.name)(
+            {}, self.out_metas, outputs=self.out_metas, name=f"{self.name}:Gelu", backend=self.backend)
+        if self.gelu is not None:  # numpy: the product in the workspace, Gelu into Y
+            self.scratch.add("y", self.out, F32)
+            self.scratch.add("gelu", (max(1, self.gelu.workspace_nbytes()),), np.uint8)
         self.plan_native(const_input(self, 3) is not None and (not self.has_bias or const_input(self, 6) is not None))
 
     def native_out(self, keep):
         bias = const_input(self, 6) if self.has_bias else None
-        return qout(QOUT_F32, keep, scale=np.asarray(const_input(self, 3), F32).reshape(-1), fbias=bias)
+        return qout(QOUT_F32, keep, scale=np.asarray(const_input(self, 3), F32).reshape(-1), fbias=bias,
+                    act=None if self.gelu is None else GELU)
+
+    def pack(self):
+        super().pack()
+        if self.gelu is not None:
+            self.gelu.load()
 
     def run(self, xs, ys, ws):
         v = self.views(ws)
         xs = list(xs) + [None] * (7 - len(xs))
         if self.qn is not None:
             return self.run_native(xs, ys, v, scale_a=xs[2])
-        y = ys[0]
+        y = ys[0] if self.gelu is None else v["y"]
         np.copyto(y, self.accumulate(xs, v), casting="unsafe")
         np.multiply(y, np.asarray(xs[2], F32).reshape(()) * np.asarray(xs[3], F32).reshape(-1), out=y)
         if self.has_bias:
             np.add(y, np.asarray(xs[6], F32).reshape(-1), out=y)
+        if self.gelu is not None:
+            n = self.gelu.workspace_nbytes()
+            self.gelu.run([y], [ys[0]], v["gelu"][:n] if n else None)

@@ -105,7 +105,7 @@ typedef struct {
 
 /* int8 kernels (qgemm.c): what an int32 accumulator (zero points taken out) becomes as it is stored,
    per weight index w (an output channel): acc + bias[w], then
-   QOUT_I32 as it is; QOUT_F32 float(acc) * (*scale_a) * scale[w] (+ fbias[w]) (MatMulIntegerToFloat);
+   QOUT_I32 as it is; QOUT_F32 act(float(acc) * (*scale_a) * scale[w] (+ fbias[w])) (MatMulIntegerToFloat);
    QOUT_U8 / QOUT_S8 saturate(rint_half_even(float(acc) * scale[w]) + zy) clamped to [lo, hi]
    (requantization: scale = x_scale * w_scale / y_scale). scale_step 0: one scale for every w. */
 enum { QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 };
@@ -117,6 +117,7 @@ typedef struct {
     int64_t scale_step;
     const float *scale_a, *fbias;
     int32_t zy, lo, hi;
+    Activation act;  /* QOUT_F32 only */
 } QOut;
 
 /* The u8 x s8 product (qgemm.c documents the operands): C[i * ldc + j] */

@@ -134,6 +134,7 @@ static const AbiEntry layout[] = {
     FIELD(QOut, zy),
     FIELD(QOut, lo),
     FIELD(QOut, hi),
+    FIELD(QOut, act),
     SIZE(QGemm),
     FIELD(QGemm, M),
     FIELD(QGemm, N),

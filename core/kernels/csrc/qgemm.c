@@ -30,6 +30,7 @@ Every path gives the same int32 accumulator, so the results are identical. */
 
 #include "abi.h"
 #include "pool.h"
+#include "simd.h"
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -209,6 +210,11 @@ static inline __attribute__((always_inline)) void store_row(const QOut *o, int64
             for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w + j];
         else if (o->fbias)
             for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w];
+        if (o->act.act != ACT_NONE)
+            for (int j = 0; j < n; j += VL) {
+                int part = n - j < VL ? n - j : VL;
+                store_part(y + j, vactivate(load_part(y + j, part), o->act), part);
+            }
     } else {
         float lo = (float)(o->lo - o->zy), hi = (float)(o->hi - o->zy);
         int32_t zy = o->zy;
@@ -283,6 +289,7 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
             if (o->kind == QOUT_F32) {
                 if (o->fbias) f = _mm512_add_ps(f, fb[h]);
+                if (o->act.act != ACT_NONE) f = (__m512)vactivate((vec)f, o->act);
                 _mm512_mask_storeu_ps((float *)g->c + at + 16 * h, mk, f);
                 continue;
             }
@@ -524,15 +531,25 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
    plan's float32 steps: scale = (hi - lo) / 255 (1 when hi == lo), zp = rint(clamp(-lo / scale, 0, 255)),
    y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out) {
-    float lo = 0.0f, hi = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
+    float los[16] = {0}, his[16] = {0}, lo = 0.0f, hi = 0.0f;  /* per lane first: the loop vectorizes */
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) {
+            los[k] = x[i + k] < los[k] ? x[i + k] : los[k];
+            his[k] = x[i + k] > his[k] ? x[i + k] : his[k];
+        }
+    for (; i < n; i++) {
         lo = x[i] < lo ? x[i] : lo;
         hi = x[i] > hi ? x[i] : hi;
+    }
+    for (int k = 0; k < 16; k++) {
+        lo = los[k] < lo ? los[k] : lo;
+        hi = his[k] > hi ? his[k] : hi;
     }
     float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
     float z = 0.0f - lo / scale;
     z = __builtin_rintf(z < 0.0f ? 0.0f : z > 255.0f ? 255.0f : z);
-    for (int64_t i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {
         float v = __builtin_rintf(x[i] / scale) + z;
         v = v < 0.0f ? 0.0f : v;
         v = v > 255.0f ? 255.0f : v;

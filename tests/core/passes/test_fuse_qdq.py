@@ -111,3 +111,23 @@ def test_dynamic_matmul_becomes_matmul_integer_to_float(make_model, load, run_or
     assert ops(g) == [("DynamicQuantizeLinear", ""), ("MatMulIntegerToFloat", MS)]
     x = rng.standard_normal((2, 7, 48)).astype(np.float32)
     np.testing.assert_allclose(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+def test_dynamic_matmul_takes_the_gelu(make_model, load, run_ort, run_ge, default_backend, plan):
+    """BERT's intermediate: the int8 product then Gelu (erf form) -> one MatMulIntegerToFloat, activation Gelu."""
+    default_backend(plan)
+    model = dynamic_model(make_model)
+    n = helper.make_node
+    graph = model.graph
+    graph.node[-1].output[0] = "h"
+    graph.node.extend([n("Div", ["h", "sqrt2"], ["h1"]), n("Erf", ["h1"], ["h2"]), n("Add", ["h2", "one"], ["h3"]),
+                       n("Mul", ["h", "h3"], ["h4"]), n("Mul", ["h4", "half"], ["y"])])
+    for name, v in (("sqrt2", np.sqrt(2.0)), ("one", 1.0), ("half", 0.5)):
+        graph.initializer.append(helper.make_tensor(name, TensorProto.FLOAT, [], [v]))
+    g = load(model)
+    optimize(g)
+    assert ops(g) == [("DynamicQuantizeLinear", ""), ("MatMulIntegerToFloat", MS)]
+    assert next(x for x in g.nodes if x.op_type == "MatMulIntegerToFloat").attrs["activation"] == "Gelu"
+    x = rng.standard_normal((2, 7, 48)).astype(np.float32)
+    np.testing.assert_allclose(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
