@@ -77,3 +77,19 @@ def test_bert_dynamic_int8(samples, quantize, tmp_path):
         # onnxruntime's own fused kernels round the same float32 products in another order
         np.testing.assert_allclose(g, w, rtol=0, atol=2e-3 * np.abs(w).max())
     assert "MatMulInteger" not in ops and ops.count("MatMulIntegerToFloat") == 7
+
+
+def test_inspect_shows_scale_and_zero_point(tmp_path):
+    model = onnx.load(os.path.join(ROOT, "samples", "models", "tiny_cnn_int8_qdq.onnx"))
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = om_info.inspect(api.atc(path, str(tmp_path / "m")).om_path)
+    quant = {t["tensor"]: t["quantization"] for t in info["allocations"]}
+    # the input as QuantizeLinear writes it: its scale and zero point as the model states them
+    assert quant["image_QuantizeLinear_Output"] == \
+        f"scale {float(inits['image_scale']):.6g}, zero point {int(inits['image_zero_point'])}"
+    assert all(t["quantization"] for t in info["allocations"] if t["dtype"] in ("int8", "uint8"))
+    assert all(not t["quantization"] for t in info["allocations"] if t["dtype"] == "float32")
+    weights = {w["name"]: w["quantization"] for w in info["weights"]}
+    assert weights["ConvBnFusion_W_stem.conv.weight_quantized"].startswith("scale per channel (16: ")
