@@ -1,6 +1,7 @@
 """ge's native kernels (csrc/, built as the extension _native), reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z)
 (also as a batch of products), the direct and the depthwise convolution, MaxPool, the phase fill,
-LayerNormalization and Softmax rows; float32.
+LayerNormalization and Softmax rows, float32; and the int8 kernels of csrc/qgemm.c (the u8 x s8
+product, the int8 depthwise convolution, QLinearAdd, DynamicQuantizeLinear; int8_native.py plans them).
 
 Built at install time as the extension module ge.core.kernels._native when a C compiler is there
 (optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
