@@ -31,13 +31,14 @@ Every path gives the same int32 accumulator, so the results are identical. */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
-#include <immintrin.h>
 #define QMR 8
 #define QNR 32
 #elif defined(__AVX2__)
-#include <immintrin.h>
 #define QMR 2
 #define QNR 16
 #else
@@ -530,26 +531,44 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
 /* uint8 quantization of x[n] with scale and zero point from its range (including 0), in the numpy
    plan's float32 steps: scale = (hi - lo) / 255 (1 when hi == lo), zp = rint(clamp(-lo / scale, 0, 255)),
    y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
+static inline vec vrint(vec v) {  /* half to even, lane by lane */
+#if defined(__AVX512F__)
+    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
+    return v;
+#endif
+}
+
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out) {
-    float los[16] = {0}, his[16] = {0}, lo = 0.0f, hi = 0.0f;  /* per lane first: the loop vectorizes */
+    vec vlo = {0}, vhi = {0};  /* per lane first (vector code), then across lanes */
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 16; k++) {
-            los[k] = x[i + k] < los[k] ? x[i + k] : los[k];
-            his[k] = x[i + k] > his[k] ? x[i + k] : his[k];
-        }
+    for (; i + VL <= n; i += VL) {
+        vec v = vload(x + i);
+        ivec below = v < vlo, above = v > vhi;  /* the lanes' minimum and maximum, as masks and blends */
+        vlo = (vec)(((ivec)v & below) | ((ivec)vlo & ~below));
+        vhi = (vec)(((ivec)v & above) | ((ivec)vhi & ~above));
+    }
+    float lo = 0.0f, hi = 0.0f;
+    for (int k = 0; k < VL; k++) {
+        lo = vlo[k] < lo ? vlo[k] : lo;
+        hi = vhi[k] > hi ? vhi[k] : hi;
+    }
     for (; i < n; i++) {
         lo = x[i] < lo ? x[i] : lo;
         hi = x[i] > hi ? x[i] : hi;
     }
-    for (int k = 0; k < 16; k++) {
-        lo = los[k] < lo ? los[k] : lo;
-        hi = his[k] > hi ? his[k] : hi;
-    }
     float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
     float z = 0.0f - lo / scale;
     z = __builtin_rintf(z < 0.0f ? 0.0f : z > 255.0f ? 255.0f : z);
-    for (i = 0; i < n; i++) {
+    vec vs = (vec){0} + scale, vz = (vec){0} + z;
+    for (i = 0; i + VL <= n; i += VL) {
+        vec v = vclamp(vrint(vload(x + i) / vs) + vz, 0.0f, 255.0f);
+        for (int k = 0; k < VL; k++) y[i + k] = (uint8_t)v[k];
+    }
+    for (; i < n; i++) {
         float v = __builtin_rintf(x[i] / scale) + z;
         v = v < 0.0f ? 0.0f : v;
         v = v > 255.0f ? 255.0f : v;
