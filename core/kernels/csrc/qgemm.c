@@ -565,8 +565,12 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     z = __builtin_rintf(z < 0.0f ? 0.0f : z > 255.0f ? 255.0f : z);
     vec vs = (vec){0} + scale, vz = (vec){0} + z;
     for (i = 0; i + VL <= n; i += VL) {
-        vec v = vclamp(vrint(vload(x + i) / vs) + vz, 0.0f, 255.0f);
-        for (int k = 0; k < VL; k++) y[i + k] = (uint8_t)v[k];
+        ivec q = __builtin_convertvector(vclamp(vrint(vload(x + i) / vs) + vz, 0.0f, 255.0f), ivec);
+#if defined(__AVX512F__)
+        _mm_storeu_si128((__m128i *)(y + i), _mm512_cvtepi32_epi8((__m512i)q));
+#else
+        for (int k = 0; k < VL; k++) y[i + k] = (uint8_t)q[k];
+#endif
     }
     for (; i < n; i++) {
         float v = __builtin_rintf(x[i] / scale) + z;
