@@ -1,6 +1,6 @@
 """Per-op profile of a compiled sample on the cpu device: time per task, summed by op type.
 
-    python benchmarks/profile_ops.py [--model bert_style] [--input_shape "input_ids:1,128;attention_mask:1,128"]
+    python benchmarks/profile_ops.py [--model bert_style | --onnx model.onnx] [--input_shape "input_ids:1,128;attention_mask:1,128"]
                                      [--runs 50] [--tasks 10] [--clock wall|thread] [--host-only]
 
 Walks the sunk task list itself, in order (so caches see what a real execution sees), timing
@@ -57,13 +57,14 @@ def profile(ctx, runs: int, clock=time.perf_counter) -> list[list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="bert_style")
+    parser.add_argument("--onnx", default=None, help="profile this ONNX file instead of a sample (--model)")
     parser.add_argument("--input_shape", default=None)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=10, help="how many of the slowest tasks to list")
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
     parser.add_argument("--host-only", action="store_true", help="native kernel calls do nothing")
     args = parser.parse_args()
-    model = getattr(load_samples(), args.model)()
+    model = onnx.load(args.onnx) if args.onnx else getattr(load_samples(), args.model)()
     spec = args.input_shape if args.input_shape is not None else DEFAULT_SHAPES.get(args.model, "")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, f"{args.model}.onnx")

@@ -14,6 +14,10 @@ onnxruntime (lower is better) and the range of the rounds' own ratios (how noisy
 Rows (--only takes their keys):
   resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b8 mobilenetv3_b1 vit_b16_b1
   bert_base bert_small    latency of one inference (ms)
+  mobilenetv2_qdq mobilenetv2_qop bert_small_int8
+                          the int8 models onnxruntime's quantizer writes (quantize_static QDQ and
+                          QOperator, quantize_dynamic): latency (ms); compare with mobilenetv2_b1 and
+                          bert_small, ge's fp32 builds, in the same run
   chain_1000              1000 tiny elementwise ops (Add/Relu, [1, 16]): latency / 1000 (us per node)
   two_node                a 2-node model (Add, Mul on [1, 16]): latency of one call (us)
   compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
@@ -82,6 +86,12 @@ def full_rows() -> list[Row]:
         Row("vit_b16_b1", "ViT-B/16 batch 1", "latency", ("vit_style", {}), "<= 1.0", runs=10),
         Row("bert_base", "BERT-base seq 128 batch 1", "latency", ("bert_style", BERT_BASE), "<= 1.0", runs=15),
         Row("bert_small", "BERT-small seq 128 batch 1", "latency", ("bert_style", BERT_SMALL), "<= 1.0", runs=30),
+        Row("mobilenetv2_qdq", "MobileNetV2 int8 QDQ (quantize_static) batch 1", "latency",
+            ("quantized", {"form": "qdq", "model": "mobilenetv2_style"}), "<= 1.0", runs=40),
+        Row("mobilenetv2_qop", "MobileNetV2 int8 QOperator batch 1", "latency",
+            ("quantized", {"form": "qoperator", "model": "mobilenetv2_style"}), "<= 1.0", runs=40),
+        Row("bert_small_int8", "BERT-small int8 dynamic (quantize_dynamic) seq 128", "latency",
+            ("quantized", {"form": "dynamic", "model": "bert_style", "kwargs": BERT_SMALL}), "<= 1.0", runs=30),
         Row("chain_1000", "1000 tiny elementwise ops, per node", "per_node", ("chain", {"n": 1000}),
             "<= onnxruntime's", runs=200, nodes=1000),
         Row("two_node", "a 2-node model, per call", "per_call", ("two_node", {}), "<= 2x", runs=3000),
@@ -102,6 +112,10 @@ def quick_rows() -> list[Row]:
         "mobilenetv3_b1": ("mobilenetv3_style", dict(cnn, width_mult=0.25, classes=10)),
         "vit_b16_b1": ("vit_style", dict(image=32, layers=1, hidden=32, heads=2, mlp=64, classes=10)),
         "bert_base": ("bert_style", bert), "bert_small": ("bert_style", bert),
+        "mobilenetv2_qdq": ("quantized", {"form": "qdq", "model": "mobilenetv2_style", "kwargs": dict(cnn, width_mult=0.25, classes=10)}),
+        "mobilenetv2_qop": ("quantized", {"form": "qoperator", "model": "mobilenetv2_style",
+                                          "kwargs": dict(cnn, width_mult=0.25, classes=10)}),
+        "bert_small_int8": ("quantized", {"form": "dynamic", "model": "bert_style", "kwargs": bert}),
         "chain_1000": ("chain", {"n": 20}), "two_node": ("two_node", {}),
         "compile_load": ("bert_style", bert),
         "rss_resnet50": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),
@@ -162,9 +176,22 @@ def two_node(width: int = 16):
     return _tiny_model(nodes, [("a", [0.5] * width), ("b", [2.0] * width)], width)
 
 
+def quantized(form: str, model: str, kwargs: dict | None = None):
+    """A sample quantized by onnxruntime's tool (samples/quantize_samples.py): form qdq, qoperator or
+    dynamic; static forms are calibrated on 4 seeded images of the model's input shape."""
+    spec = importlib.util.spec_from_file_location("quantize_samples", os.path.join(HERE, "..", "samples", "quantize_samples.py"))
+    quantize = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quantize)
+    fp32 = getattr(load_samples(), model)(**(kwargs or {}))
+    if form == "dynamic":
+        return quantize.dynamic(fp32)
+    shape = [d.dim_value for d in fp32.graph.input[0].type.tensor_type.shape.dim]
+    return getattr(quantize, form)(fp32, quantize.calibration_images(shape))
+
+
 def build_model(row: Row, samples):
     name, kwargs = row.build
-    return (globals()[name] if name in ("chain", "two_node") else getattr(samples, name))(**kwargs)
+    return (globals()[name] if name in ("chain", "two_node", "quantized") else getattr(samples, name))(**kwargs)
 
 
 def feeds_for(model, samples, seq: int) -> dict:

@@ -132,10 +132,10 @@ def _memory(d, out):
 
 def _allocations(d, out):
     alloc = _table("Allocation table", "tensor", "allocation", "offset", "size", "dtype", "shape", "first", "last",
-                   "alias of", right=("offset", "size", "first", "last"))
+                   "alias of", "quantization", right=("offset", "size", "first", "last"))
     for t in d["allocations"]:
         alloc.add_row(t["tensor"], f"#{t['allocation']} {t['kind']}", str(t["offset"]), str(t["size"]), t["dtype"],
-                      str(t["shape"]), str(t["first"]), str(t["last"]), t["alias_of"])
+                      str(t["shape"]), str(t["first"]), str(t["last"]), t["alias_of"], t.get("quantization", ""))
     out.print(alloc)
 
 
@@ -160,11 +160,12 @@ def _args(d, out):
 
 
 def _weights(d, out):
+    quantized = any(w.get("quantization") for w in d["weights"])
     weights = _table("Weights", "name", "dtype", "shape", "storage", "file", "offset", "bytes", "sha256",
-                     right=("offset", "bytes"))
+                     *(("quantization",) if quantized else ()), right=("offset", "bytes"))
     for w in d["weights"]:
         weights.add_row(w["name"], w["dtype"], str(w["shape"]), w["storage"], w["file"] or "-", str(w["offset"]),
-                        str(w["bytes"]), w["short_sha256"])
+                        str(w["bytes"]), w["short_sha256"], *((w.get("quantization", ""),) if quantized else ()))
     out.print(weights)
     t = d["weight_totals"]
     out.print(f"weights (--external_weight={t['mode']}): inline {t['inline']['count']} ({t['inline']['bytes']} B), "

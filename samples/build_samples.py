@@ -819,8 +819,8 @@ def sample_inputs(model: onnx.ModelProto, seed: int = 0, batch: int = 1, seq: in
         if inp.type.tensor_type.elem_type == FLOAT:
             feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
         elif inp.name == "input_ids":
-            vocab = next(t.dims[0] for t in model.graph.initializer
-                         if t.name == "embeddings.word_embeddings.weight")
+            vocab = next(t.dims[0] for t in model.graph.initializer  # (quantized: "..._quantized")
+                         if t.name.startswith("embeddings.word_embeddings.weight") and len(t.dims) == 2)
             feeds[inp.name] = rng.integers(0, vocab, shape, dtype=np.int64)
         elif inp.name == "attention_mask":
             n, s = shape

@@ -8,6 +8,7 @@ from ..dynamic_model import DynamicModel
 from ..errors import GeError
 from ..ge_model import GeModel
 from ..kernels.fused_elementwise import chain_label
+from .quant_info import quant_params
 from ..runtime.task_check import check_model_tasks
 from ..soc import soc_info
 from ...formats.om import header_info, read_om
@@ -45,6 +46,7 @@ def inspect(path: str) -> dict:
 
 def _ge_model_dict(m: GeModel) -> dict:
     kinds = {a.id: a.kind for a in m.allocations}
+    quant = quant_params(m)
     return jsonable({
         "inputs": [_desc_dict(d, kinds) for d in m.inputs],
         "outputs": [_desc_dict(d, kinds) for d in m.outputs],
@@ -54,10 +56,11 @@ def _ge_model_dict(m: GeModel) -> dict:
                                 for a in m.allocations],
         "allocations": [{"tensor": t.name, "allocation": t.allocation, "kind": kinds.get(t.allocation, "?"),
                          "offset": t.offset, "size": t.nbytes, "dtype": t.dtype, "shape": list(t.shape),
-                         "first": t.first, "last": t.last, "alias_of": t.alias_of} for t in m.tensors],
+                         "first": t.first, "last": t.last, "alias_of": t.alias_of,
+                         "quantization": quant.get(t.name, "")} for t in m.tensors],
         "tasks": [_task_dict(i, t, kinds) for i, t in enumerate(m.tasks)],
         "args_table": _args_table(m),
-        "weights": [_weight_dict(m, w) for w in m.weights],
+        "weights": [dict(_weight_dict(m, w), quantization=quant.get(w.name, "")) for w in m.weights],
         "weight_totals": _weight_totals(m),
         "aipp": list(m.attrs.get("aipp", [])) if isinstance(m.attrs, dict) else [],
         "atc_options": dict(m.attrs.get("atc_options", {})) if isinstance(m.attrs, dict) else {},

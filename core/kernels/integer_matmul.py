@@ -1,6 +1,8 @@
 """The integer matrix product shared by MatMulInteger, QLinearMatMul (quantization.py) and the
-com.microsoft QGemm (qlinear_contrib.py): operands centered on their zero points in float64 (exact
-for int8/uint8 products of any practical K), then one BLAS product."""
+com.microsoft QGemm and MatMulIntegerToFloat (qlinear_contrib.py): on the native backend, the int8
+kernel over constant weights packed once (int8_native.NativeIntProduct, the store step each
+subclass's native_out); else operands centered on their zero points in float64 (exact for
+int8/uint8 products of any practical K), then one BLAS product."""
 from __future__ import annotations
 
 import math
@@ -8,6 +10,7 @@ import math
 import numpy as np
 
 from ..ir import Meta
+from .int8_native import NativeIntProduct
 from .planned import PlannedKernel, Scratch
 
 F64 = np.dtype(np.float64)
@@ -39,6 +42,7 @@ def quantized_operand(k, i: int, what: str, zp_index: int, zp_shape_ok, per) -> 
 class IntegerMatMul(PlannedKernel):
     """(A - a_zp) @ (B - b_zp) as a float64 GEMM, numpy matmul broadcasting; subclasses requantize."""
     A, AZ, B, BZ = 0, 2, 1, 3
+    qn: NativeIntProduct | None = None  # the native plan
 
     def prepare_matmul(self):
         am, azm = quantized_operand(self, self.A, "A", self.AZ, lambda s: len(s) == 1 and s[0] == self._m(), "one per row of A")
@@ -67,7 +71,34 @@ class IntegerMatMul(PlannedKernel):
         if not self.b_is_const:
             self.scratch.add("b", bsh, F64)
 
+    def plan_native(self, ok: bool = True) -> None:
+        """Take the native plan when the backend has it, B is a constant matrix and A has one zero
+        point (and the subclass says its store step can run natively: `ok`); it replaces the workspace."""
+        nat = self.backend.lib
+        if nat is None or not ok or not self.b_is_const or len(self.bsh) != 2 or len(self.ash) < 2 or self.az_shape:
+            return
+        self.scratch = Scratch()
+        self.qn = NativeIntProduct(self, nat, math.prod(self.ash[:-1]), self.ash[-1], self.bsh[-1],
+                                   self.inputs[self.A].dtype)
+        self.uses_native = True
+
+    def b_matrix(self) -> np.ndarray:
+        """The constant B as the product reads it, (K, N)."""
+        return const_input(self, self.B)
+
+    def native_out(self, keep: list):
+        """The native store step (int8_native.qout); subclasses with a native plan define it."""
+        raise NotImplementedError
+
+    def run_native(self, xs, ys, v, scale_a=None) -> None:
+        self.qn.run(xs[self.A], xs[self.AZ] if self.has_az else None, ys[0], v, self.qout, self.qout_keep, scale_a)
+
     def pack(self):
+        if self.qn is not None:
+            self.qn.pack(self, self.b_matrix(), const_input(self, self.BZ))
+            self.qout_keep = []
+            self.qout = self.native_out(self.qout_keep)
+            return
         if self.b_is_const:
             bsh = self.bsh
             self.b64 = self.shared_pack(("center", self.bz_shape), lambda b, bz: self.center(

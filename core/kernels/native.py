@@ -1,7 +1,9 @@
 """ge's native kernels (csrc/, built once per instruction-set level as the extensions _native_<level>),
 reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z) (also as a batch of products), the
 direct and the depthwise convolution, MaxPool, the phase fill, LayerNormalization and Softmax rows
-(float32); fused elementwise chains (float32/64, int32/64); float16 <-> float32 conversion.
+(float32); fused elementwise chains (float32/64, int32/64); float16 <-> float32 conversion; the int8
+kernels of csrc/qgemm.c (the u8 x s8 product, the int8 depthwise convolution, QLinearAdd,
+DynamicQuantizeLinear; int8_native.py plans them).
 
 setup.py builds the same sources for each level of native_levels.py (x86-64-v2, -v3, -v4, ...: no
 library is built for the installing CPU alone), when a C compiler is there (optional: without one
@@ -51,11 +53,19 @@ _SIGNATURES = {
     "ge_eltwise": ([_ptr], _int),
     "ge_half_to_float": ([_ptr, _ptr, _i64, _int], None), "ge_float_to_half": ([_ptr, _ptr, _i64, _int], None),
     "ge_level": ([], ctypes.c_char_p), "ge_isa": ([], ctypes.c_char_p),
+    "ge_qgemm_nr": ([], _int), "ge_qgemm_packed_bytes": ([_i64, _i64], _i64),
+    "ge_qgemm_workspace_bytes": ([_i64, _int], _i64),
+    "ge_qgemm_pack": ([_ptr, _i64, _i64, _i64, _int, _ptr, _ptr], None),
+    "ge_qgemm": ([_ptr], None), "ge_qdepthwise": ([_ptr], None), "ge_qdepthwise_slot_bytes": ([_ptr], _i64),
+    "ge_qadd": ([_ptr], None), "ge_dynamic_quantize": ([_ptr, _i64, _ptr, _ptr, _ptr], None),
 }
 _local = threading.local()
 # csrc/abi.h's activations
 ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU = range(8)
+# csrc/abi.h's int8 outputs (QOut.kind)
+QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
+_QDW_GEOMETRY = ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow")
 
 
 def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
@@ -239,6 +249,54 @@ class Native:
         args = Eltwise(n, dtype_code, len(operands), n_regs, len(param), ext.ctypes.data, inner.ctypes.data,
                        period.ctypes.data, code.ctypes.data, param.ctypes.data, y.ctypes.data)
         return PreparedCall(self.lib.ge_eltwise, args, (ext, inner, period, code, param, tuple(operands), y))
+    # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
+    def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Weights W (K, N) int8 or uint8 (any strides) into the int8 product's panels, uint8 ones as
+        w - 128; returns (panels, sums over K per column, int32)."""
+        k, n = w.shape
+        flip = w.dtype == np.uint8
+        w = np.ascontiguousarray(w)
+        out = aligned_empty(self.lib.ge_qgemm_packed_bytes(k, n), np.int8)
+        sums = np.empty(n, np.int32)
+        self.lib.ge_qgemm_pack(w.ctypes.data, n, k, n, int(flip), out.ctypes.data, sums.ctypes.data)
+        return out, sums
+
+    def qgemm_workspace_nbytes(self, k: int) -> int:
+        return self.lib.ge_qgemm_workspace_bytes(k, GEMM_SLOTS) + ALIGN
+
+    def qgemm_call(self, m, n, k, *, a: int, lda: int, c: int, ldc: int, out: "QOut", zu: int, zs, sum_s, ws,
+                   bp=None, b: int | None = None, koff=None, noff=None, b_flip=False, keep=()) -> PreparedCall:
+        """C[i * ldc + j] = out(sum_k (U - zu)(S - zs)) (csrc/qgemm.c): rows a (addresses), either
+        u8 activations over prepacked weights bp, or (bp None) s8 weights over the u8 (b_flip: int8)
+        activation gathered at b[koff[k] + noff[n]]; prepared. zs: int32 per weight index or None."""
+        ws_addr = ws.ctypes.data
+        args = QGemm(m, n, k, a, lda, int(bp is None), _addr(bp), b, _addr(koff), _addr(noff), int(b_flip), zu,
+                     _addr(zs), _addr(sum_s), c, ldc, out, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN)
+        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws) + tuple(keep))
+
+    def qdepthwise_workspace_nbytes(self, geometry: dict) -> int:
+        """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum)."""
+        args = QDepthwise(None, None, None, *(geometry[f] for f in _QDW_GEOMETRY), 0, 0, None, QOut(), 1, None)
+        return GEMM_SLOTS * self.lib.ge_qdepthwise_slot_bytes(ctypes.byref(args)) + ALIGN
+
+    def qdepthwise_call(self, x: int, w: np.ndarray, wsum: np.ndarray, y: int, *, geometry: dict, zx: int,
+                        x_flip: bool, out: "QOut", ws: np.ndarray, keep=()) -> PreparedCall:
+        """The int8 depthwise convolution of one batch item (csrc/qgemm.c), prepared. geometry: channels,
+        height, width, pt, pl (the begin pads), kh, kw, sh, sw, dh, dw, oh, ow."""
+        ws_addr = ws.ctypes.data
+        args = QDepthwise(x, w.ctypes.data, wsum.ctypes.data, *(geometry[f] for f in _QDW_GEOMETRY), zx,
+                          int(x_flip), y, out, threads(), ws_addr + -ws_addr % ALIGN)
+        return PreparedCall(self.lib.ge_qdepthwise, args, (w, wsum, ws) + tuple(keep))
+
+    def qadd_call(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, lo: int, hi: int) -> PreparedCall:
+        """QLinearAdd of two C-contiguous 8-bit tensors of one shape (its factors set on .keep[0])."""
+        args = QAdd(a.ctypes.data, b.ctypes.data, c.ctypes.data, c.size, 0.0, 0.0, 0.0, lo, hi,
+                    int(c.dtype == np.int8), threads())
+        return PreparedCall(self.lib.ge_qadd, args, (a, b, c))
+
+    def dynamic_quantize(self, x: np.ndarray, y: np.ndarray, scale: np.ndarray | None, zp: np.ndarray | None) -> None:
+        """DynamicQuantizeLinear of a C-contiguous float32 x into y (uint8), scale and zp (or None)."""
+        self.lib.ge_dynamic_quantize(x.ctypes.data, x.size, y.ctypes.data, _addr(scale), _addr(zp))
 
     def gemm(self, m, n, k, c, ldc, **operands) -> None:
         """One call (see call())."""
@@ -371,12 +429,42 @@ def _ptr_of(x):
     return x.ctypes.data
 
 
+class QOut(ctypes.Structure):
+    """csrc/abi.h's QOut."""
+    _fields_ = [("kind", ctypes.c_int32), ("bias", _ptr), ("scale", _ptr), ("scale_step", _i64), ("scale_a", _ptr),
+                ("fbias", _ptr), ("zy", ctypes.c_int32), ("lo", ctypes.c_int32), ("hi", ctypes.c_int32),
+                ("act", Activation)]
+
+
+class QGemm(ctypes.Structure):
+    """csrc/abi.h's QGemm."""
+    _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("rows_are_weights", ctypes.c_int32),
+                ("bp", _ptr), ("b", _ptr), ("koff", _ptr), ("noff", _ptr), ("b_flip", ctypes.c_int32),
+                ("zu", ctypes.c_int32), ("zs", _ptr), ("sum_s", _ptr), ("c", _ptr), ("ldc", _i64), ("out", QOut),
+                ("threads", ctypes.c_int32), ("ws", _ptr)]
+
+
+class QDepthwise(ctypes.Structure):
+    """csrc/abi.h's QDepthwise."""
+    _fields_ = [("x", _ptr), ("w", _ptr), ("wsum", _ptr)] + \
+        [(f, _i64) for f in ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow")] + \
+        [("zx", ctypes.c_int32), ("x_flip", ctypes.c_int32), ("y", _ptr), ("out", QOut), ("threads", ctypes.c_int32),
+         ("ws", _ptr)]
+
+
+class QAdd(ctypes.Structure):
+    """csrc/abi.h's QAdd."""
+    _fields_ = [("a", _ptr), ("b", _ptr), ("c", _ptr), ("n", _i64), ("ra", _f32), ("rb", _f32), ("fixed", _f32)] + \
+        [(f, ctypes.c_int32) for f in ("lo", "hi", "is_signed", "threads")]
+
+
 class AbiEntry(ctypes.Structure):
     """csrc/abi.h's AbiEntry: a row of the library's layout table."""
     _fields_ = [("type", ctypes.c_char_p), ("field", ctypes.c_char_p), ("offset", _i64), ("size", _i64)]
 
 
-ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise)
+ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
+               QDepthwise, QAdd)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

@@ -8,7 +8,10 @@ workspace (x - zp) * scale, ge's own float kernel for the op runs on it (into wo
 result is quantized into the planned output: saturate(round_half_even(y / y_scale) + y_zp).
 onnxruntime computes some of them in fixed point or through lookup tables, so a result may differ by
 one quantization step where the float value sits on a rounding boundary.
-QGemm is an exact integer GEMM (float64) like QLinearMatMul, with int32 bias and alpha.
+QGemm is an exact integer GEMM (float64) like QLinearMatMul, with int32 bias and alpha, and
+MatMulIntegerToFloat the integer product scaled to float32 (+ bias). On the native backend QGemm,
+MatMulIntegerToFloat (constant weights) and QLinearAdd (operands of one shape) run ge's int8 kernels
+(int8_native.py), with the same bytes as the numpy plans.
 """
 from __future__ import annotations
 
@@ -22,7 +25,10 @@ from .planned import Scratch
 from .windows import kernel_position_view, window_pads, zero_borders
 from .planned import PlannedKernel
 from .dtypes import QRANGE
-from .integer_matmul import IntegerMatMul
+from .int8_native import qout, requant_kind
+from .integer_matmul import IntegerMatMul, const_input
+from .fused import GE_DOMAIN
+from .native import GELU, QOUT_F32, CallCache
 from .registry import lookup, register
 
 MS = "com.microsoft"
@@ -154,6 +160,10 @@ class _QLinearBinary(PlannedKernel):
         self.lo, self.hi = QRANGE[am.dtype]
         self.out_metas = [Meta(am.dtype, shape)]
         self.scratch = Scratch()
+        nat = self.backend.lib
+        if nat is not None and self.NATIVE and tuple(am.shape) == tuple(bm.shape) == tuple(shape):
+            self.uses_native, self.calls = True, CallCache()
+            return
         self.scratch.add("t", shape, F32)
         self.scratch.add("u", shape, F32)
 
@@ -162,10 +172,18 @@ class _QLinearBinary(PlannedKernel):
         x = xs[i] if i < len(xs) else None
         return np.float32(0) if x is None else np.float32(np.asarray(x).reshape(-1)[0])
 
+    NATIVE = False  # the class has a native kernel (for operands of one shape)
+
     def run(self, xs, ys, ws):
+        f = lambda i: self.scalar(xs, i)  # noqa: E731
+        if self.uses_native:
+            call = self.calls.get((xs[0], xs[3], ys[0]), lambda: self.backend.lib.qadd_call(
+                xs[0], xs[3], ys[0], self.lo, self.hi))
+            args = call.keep[0]
+            args.ra, args.rb, args.fixed = self.factors(f(1), f(2), f(4), f(5), f(6), f(7))
+            return call.run()
         v = self.views(ws)
         t, u = v["t"], v["u"]
-        f = lambda i: self.scalar(xs, i)  # noqa: E731
         self.combine(xs[0], xs[3], f(1), f(2), f(4), f(5), f(6), f(7), t, u)
         np.rint(t, out=t)
         np.clip(t, self.lo, self.hi, out=t)
@@ -175,10 +193,16 @@ class _QLinearBinary(PlannedKernel):
 @register("QLinearAdd", domain=MS)
 class QLinearAdd(_QLinearBinary):
     """C = (zc - rA * za - rB * zb) + rA * A + rB * B, rA = sa / sc, rB = sb / sc."""
+    NATIVE = True
+
+    @staticmethod
+    def factors(sa, za, sb, zb, sc, zc):
+        """rA, rB and the fixed part, in float32."""
+        ra, rb = sa / sc, sb / sc
+        return ra, rb, zc - ra * za - rb * zb
 
     def combine(self, a, b, sa, za, sb, zb, sc, zc, t, u):
-        ra, rb = sa / sc, sb / sc
-        fixed = zc - ra * za - rb * zb
+        ra, rb, fixed = self.factors(sa, za, sb, zb, sc, zc)
         np.multiply(a, ra, out=t, dtype=F32)
         np.add(t, fixed, out=t)
         np.multiply(b, rb, out=u, dtype=F32)
@@ -362,8 +386,14 @@ class QGemm(IntegerMatMul):
             raise self.fail(f"input {i} ({what}) is missing")
         return m
 
+    def b_matrix(self):
+        b = const_input(self, self.B)
+        return b.T if self.trans_b else b
+
     def pack(self):
         """A constant B is centered as stored: transposed once first when transB."""
+        if self.qn is not None:
+            return super().pack()
         consts = self.consts
         if self.trans_b and consts[self.B] is not None:
             self.consts = list(consts)
@@ -414,6 +444,21 @@ class QGemm(IntegerMatMul):
             self.y_dtype = F32
         self.out_metas = [Meta(self.y_dtype, (m, n))]
         self.scratch.add("t", (m, n), F32)
+        c = const_input(self, 6)
+        consts = [const_input(self, i) for i in ((1, 4, 7, 8) if self.quantized else (1, 4))]
+        self.plan_native(not self.trans_a and all(x is not None for x in consts) and not (self.quantized and not self.has_yz)
+                         and (cm is None or (c is not None and c.size in (1, n) and (c.ndim < 2 or c.shape[0] == 1))))
+
+    def native_out(self, keep):
+        f = np.float32
+        c = const_input(self, 6)
+        bias = None if c is None else np.broadcast_to(np.asarray(c, np.int32).reshape(-1), (self.out[1],))
+        scale = f(self.alpha) * np.asarray(const_input(self, 1), F32).reshape(()) * \
+            np.asarray(const_input(self, 4), F32).reshape(-1)
+        if not self.quantized:
+            return qout(QOUT_F32, keep, bias=bias, scale=scale)
+        return qout(requant_kind(self.y_dtype), keep, bias=bias, scale=scale / np.asarray(const_input(self, 7), F32).reshape(()),
+                    zy=int(np.asarray(const_input(self, 8)).reshape(-1)[0]), lo=self.lo, hi=self.hi)
 
     def accumulate(self, xs, v):
         xs = list(xs)
@@ -426,6 +471,8 @@ class QGemm(IntegerMatMul):
     def run(self, xs, ys, ws):
         v = self.views(ws)
         xs = list(xs) + [None] * (9 - len(xs))
+        if self.qn is not None:
+            return self.run_native(xs, ys, v)
         acc = self.accumulate(xs, v)
         if self.has_c:
             np.add(acc, xs[6], out=acc)
@@ -442,3 +489,58 @@ class QGemm(IntegerMatMul):
             np.copyto(ys[0], t, casting="unsafe")
         else:
             np.multiply(t, scale, out=ys[0])
+
+
+@register("MatMulIntegerToFloat", domain=MS)
+class MatMulIntegerToFloat(IntegerMatMul):
+    """A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias: y = float32(acc) * (a_scale * b_scale) + bias,
+    acc = (A - a_zero_point) @ (B - b_zero_point) exact; b_scale, b_zero_point and bias per column (or
+    one). What fuse_qdq makes of quantize_dynamic's MatMulInteger -> Cast -> Mul (-> Add); ge's attribute
+    activation="Gelu" (passes.fuse_matmul) applies Gelu to y, as FusedMatMul's (the native plan as it
+    stores, the numpy plan through ge's Gelu kernel)."""
+    A, B, AZ, BZ = 0, 1, 4, 5
+
+    def prepare(self):
+        self.prepare_matmul()
+        n = self.bsh[-1] if len(self.bsh) > 1 else 1
+        for i, what, per in ((2, "a_scale", 1), (3, "b_scale", n), (6, "bias", n)):
+            m = self.input_meta(i, what, optional=i == 6)
+            if m is not None and (m.dtype != F32 or math.prod(m.shape) not in (1, per)):
+                raise self.fail(f"{what} has type {m.dtype} and shape {tuple(m.shape)}; float32, "
+                                f"{'a scalar' if per == 1 else f'one or {per} values'} expected")
+        self.has_bias = self.input_meta(6, "bias", optional=True) is not None
+        self.out_metas = [Meta(F32, self.out)]
+        act = self.attr("activation")
+        act = act.decode() if isinstance(act, bytes) else act
+        if act not in (None, "Gelu"):
+            raise self.fail(f"activation={act!r}: only 'Gelu'")
+        self.gelu = None if act is None else lookup("Gelu", GE_DOMAIN, 1, self.name)(
+            {}, self.out_metas, outputs=self.out_metas, name=f"{self.name}:Gelu", backend=self.backend)
+        if self.gelu is not None:  # numpy: the product in the workspace, Gelu into Y
+            self.scratch.add("y", self.out, F32)
+            self.scratch.add("gelu", (max(1, self.gelu.workspace_nbytes()),), np.uint8)
+        self.plan_native(const_input(self, 3) is not None and (not self.has_bias or const_input(self, 6) is not None))
+
+    def native_out(self, keep):
+        bias = const_input(self, 6) if self.has_bias else None
+        return qout(QOUT_F32, keep, scale=np.asarray(const_input(self, 3), F32).reshape(-1), fbias=bias,
+                    act=None if self.gelu is None else GELU)
+
+    def pack(self):
+        super().pack()
+        if self.gelu is not None:
+            self.gelu.load()
+
+    def run(self, xs, ys, ws):
+        v = self.views(ws)
+        xs = list(xs) + [None] * (7 - len(xs))
+        if self.qn is not None:
+            return self.run_native(xs, ys, v, scale_a=xs[2])
+        y = ys[0] if self.gelu is None else v["y"]
+        np.copyto(y, self.accumulate(xs, v), casting="unsafe")
+        np.multiply(y, np.asarray(xs[2], F32).reshape(()) * np.asarray(xs[3], F32).reshape(-1), out=y)
+        if self.has_bias:
+            np.add(y, np.asarray(xs[6], F32).reshape(-1), out=y)
+        if self.gelu is not None:
+            n = self.gelu.workspace_nbytes()
+            self.gelu.run([y], [ys[0]], v["gelu"][:n] if n else None)

@@ -23,7 +23,9 @@ from ..ir import Meta
 from ..ir import DTYPES
 from .dtypes import BFLOAT16, QRANGE, SMALL_FLOATS, SMALL_INTS, cast_to
 from .planned import PlannedKernel, Scratch
+from .int8_native import NativeIntConv, qout, requant_kind
 from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
+from .native import QOUT_I32
 from .registry import lookup, register
 
 F32 = np.dtype(np.float32)
@@ -227,11 +229,16 @@ class DynamicQuantizeLinear(PlannedKernel):
         xs = tuple(xm.shape)
         self.out_metas = [Meta(np.dtype(np.uint8), xs), Meta(F32, ()), Meta(np.dtype(np.uint8), ())]
         self.scratch = Scratch()
-        self.scratch.add("t", xs, F32)
+        self.uses_native = self.backend.lib is not None and math.prod(xs) > 0
+        if not self.uses_native:
+            self.scratch.add("t", xs, F32)
 
     def run(self, xs, ys, ws):
-        t = self.views(ws)["t"]
         x = xs[0]
+        if self.uses_native:  # the same float32 steps in one pass each (native.dynamic_quantize)
+            out = [y if y is not None and y.flags.c_contiguous else None for y in ys] + [None] * (3 - len(ys))
+            return self.backend.lib.dynamic_quantize(np.ascontiguousarray(x), ys[0], out[1], out[2])
+        t = self.views(ws)["t"]
         f = np.float32
         lo = min(f(x.min()), f(0)) if x.size else f(0)
         hi = max(f(x.max()), f(0)) if x.size else f(0)
@@ -254,10 +261,16 @@ class MatMulInteger(IntegerMatMul):
     def prepare(self):
         self.prepare_matmul()
         self.out_metas = [Meta(np.dtype(np.int32), self.out)]
+        self.plan_native()
+
+    def native_out(self, keep):
+        return qout(QOUT_I32, keep)
 
     def run(self, xs, ys, ws):
         v = self.views(ws)
         xs = list(xs) + [None] * (4 - len(xs))
+        if self.qn is not None:
+            return self.run_native(xs, ys, v)
         np.copyto(ys[0], self.accumulate(xs, v), casting="unsafe")
 
 
@@ -294,6 +307,14 @@ class _Requantize:
         m = (s0.reshape(-1) * s1.reshape(-1)) / sy.reshape(-1)
         return m.reshape(self.per_shape) if m.size > 1 else m.reshape(())
 
+    def constant_requant(self) -> bool:
+        """Scales and the output zero point are constants (the native store step needs them)."""
+        return self.mult is not None and self.yz is not None
+
+    def requant_out(self, keep, bias=None):
+        return qout(requant_kind(self.yz_dtype), keep, bias=bias, scale=self.mult,
+                    zy=int(np.asarray(self.yz).reshape(-1)[0]), lo=self.lo, hi=self.hi)
+
     def requantize(self, xs, acc, t, y) -> None:
         mult = self.mult if self.mult is not None else self.multiplier(*(xs[i] for i in self.scale_idx))
         np.copyto(t, acc, casting="unsafe")
@@ -315,9 +336,15 @@ class QLinearMatMul(IntegerMatMul, _Requantize):
         self.prepare_requant(self, [(1, "a_scale"), (4, "b_scale"), (6, "y_scale")], 7, 4, n, (-1,), scale_types)
         self.out_metas = [Meta(self.yz_dtype, self.out)]
         self.scratch.add("t", self.out, F32)
+        self.plan_native(self.constant_requant())
+
+    def native_out(self, keep):
+        return self.requant_out(keep)
 
     def run(self, xs, ys, ws):
         v = self.views(ws)
+        if self.qn is not None:
+            return self.run_native(xs, ys, v)
         self.requantize(xs, self.accumulate(xs, v), v["t"], ys[0])
 
 
@@ -326,6 +353,7 @@ class QLinearMatMul(IntegerMatMul, _Requantize):
 class _IntegerConv(PlannedKernel):
     """conv(x - x_zp, w - w_zp) by ge's Conv kernel in float64 (exact), bias added exactly."""
     X, XZ, W, WZ, BIAS = 0, 2, 1, 3, None
+    qc: NativeIntConv | None = None  # the native plan
 
     def prepare_conv(self):
         xm, xzm = quantized_operand(self, self.X, "x", self.XZ, lambda s: False, "")
@@ -360,6 +388,25 @@ class _IntegerConv(PlannedKernel):
         if self.has_bias and b is None:
             self.scratch.add("b", (oc,), F64)
         self.scratch.add("conv", (max(self.conv.workspace_nbytes(), 1),), np.uint8)
+        self.xw_dtypes = (xm.dtype, wm.dtype)
+
+    def plan_native(self, ok: bool = True) -> None:
+        """Take the native plan (int8_native.NativeIntConv) when the backend has it, W (and B) are
+        constants, x has one zero point and the conv is 2-D, group 1 or depthwise; it replaces the workspace."""
+        nat, c = self.backend.lib, self.conv
+        depthwise = c.g == c.c == c.oc and c.g > 1 and math.prod(c.kernel) <= 64  # (qgemm.c: up to 64 taps)
+        if nat is None or not ok or not self.w_is_const or (self.has_bias and not self.b_is_const) \
+                or len(c.spatial) != 2 or not (c.g == 1 or depthwise):
+            return
+        self.scratch = Scratch()
+        self.qc = NativeIntConv(self, nat, c, *self.xw_dtypes)
+        self.uses_native = True
+
+    def native_out(self, keep: list):
+        raise NotImplementedError
+
+    def run_native(self, xs, ys, v) -> None:
+        self.qc.run(xs[self.X], xs[self.XZ] if self.has_xz else None, ys[0], v, self.qout, self.qout_keep)
 
     def _inner_conv(self, w64, b64):
         """The float64 Conv on the centered operands (constant W and B when packed)."""
@@ -370,6 +417,11 @@ class _IntegerConv(PlannedKernel):
                                         backend=self.backend)
 
     def pack(self):
+        if self.qc is not None:
+            self.qc.pack(self, const_input(self, self.W), const_input(self, self.WZ))
+            self.qout_keep = []
+            self.qout = self.native_out(self.qout_keep)
+            return
         wm = self.inputs[self.W]
         if self.w_is_const:
             self.w64 = self.shared_pack(("center", self.wz_shape), lambda w, wz: IntegerMatMul.center(
@@ -408,9 +460,15 @@ class ConvInteger(_IntegerConv):
     def prepare(self):
         self.prepare_conv()
         self.out_metas = [Meta(np.dtype(np.int32), self.out)]
+        self.plan_native()
+
+    def native_out(self, keep):
+        return qout(QOUT_I32, keep)
 
     def run(self, xs, ys, ws):
         xs = list(xs) + [None] * (4 - len(xs))
+        if self.qc is not None:
+            return self.run_native(xs, ys, self.views(ws))
         np.copyto(ys[0], self.accumulate(xs, self.views(ws)), casting="unsafe")
 
 
@@ -426,8 +484,14 @@ class QLinearConv(_IntegerConv, _Requantize):
                              (-1,) + (1,) * (len(self.out) - 2))
         self.out_metas = [Meta(self.yz_dtype, self.out)]
         self.scratch.add("t", self.out, F32)
+        self.plan_native(self.constant_requant())
+
+    def native_out(self, keep):
+        return self.requant_out(keep, bias=const_input(self, self.BIAS) if self.has_bias else None)
 
     def run(self, xs, ys, ws):
         xs = list(xs) + [None] * (9 - len(xs))
         v = self.views(ws)
+        if self.qc is not None:
+            return self.run_native(xs, ys, v)
         self.requantize(xs, self.accumulate(xs, v), v["t"], ys[0])

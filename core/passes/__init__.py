@@ -24,13 +24,14 @@ from .fuse_elementwise import fuse_elementwise
 from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
+from .fuse_qdq import fuse_qdq
 from .impl_mode import select_impl_mode
 from .infer_shapes import infer_shapes
 from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
-           "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
            "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
@@ -40,6 +41,8 @@ log = logging.getLogger("ge.passes")
 PIPELINE = [
     ("complete_attributes", complete_attributes),  # the schema's defaults: every op as its spec defines it
     ("dead_code", dead_code),               # --out_nodes may cut the graph: drop what no output needs
+    ("fuse_qdq", fuse_qdq),                  # before constant folding turns DequantizeLinear(weights) into float32
+    ("dead_code", dead_code),                # the DequantizeLinear nodes fuse_qdq left without readers
     ("constant_folding", constant_folding),  # shape chains, Constant nodes, weight preprocessing
     ("infer_shapes", infer_shapes),          # ge's kernels give every tensor its static meta
     ("fuse_layer_norm", fuse_layer_norm),    # before fuse_activation, as fuse_gelu: their Adds are producers there
@@ -60,6 +63,7 @@ PIPELINE = [
 #: stands for). GraphFusion rewrites the graph; UBFusion folds an op into its producer's kernel (an
 #: epilogue), as the NPU's UB fusion keeps it in the unified buffer.
 FUSIONS = {
+    "fuse_qdq": ("GraphFusion", ()),  # no ATC name: ge's own (quantized models as quantized kernels)
     "fuse_layer_norm": ("GraphFusion", ("LayerNormONNXFusionPass",)),
     "fuse_gelu": ("GraphFusion", ("GeluFusionPass",)),
     "fuse_conv_bn": ("GraphFusion", ("ConvBatchnormFusionPass", "ConvScaleFusionPass")),

@@ -15,6 +15,7 @@ Recognized around a MatMul whose operands have rank >= 2:
   applies it as it stores), or a Transpose of the result under the same strided-view condition
   (perm_y).
 A MatMul that already has an epilogue only takes its input transposes.
+The int8 product MatMulIntegerToFloat (fuse_qdq's) takes the Gelu that alone reads it the same way.
 """
 from __future__ import annotations
 
@@ -84,6 +85,14 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
             attrs[EPILOGUE] = epilogue
         m.replace(group, Node("FusedMatMul", inputs, [y], attrs, name=mm.name, domain=GE_DOMAIN))
         counts["fused"] += 1
+    for mm in list(graph.nodes):  # the int8 products of quantize_dynamic's models
+        if mm.op_type == "MatMulIntegerToFloat" and mm.domain == "com.microsoft" and not m.removed(mm) \
+                and "activation" not in mm.attrs:
+            nxt = m.sole_consumer(mm)
+            if nxt is not None and _is_gelu(nxt, mm.outputs[0]):
+                m.replace([mm, nxt], Node(mm.op_type, list(mm.inputs), list(nxt.outputs), dict(mm.attrs, activation="Gelu"),
+                                          name=mm.name, domain=mm.domain))
+                counts["gelus"] += 1
     m.commit()
     if stats is not None:
         for k, v in counts.items():

@@ -119,6 +119,66 @@ typedef struct {
     const double *param;
     void *y;
 } Eltwise;
+/* int8 kernels (qgemm.c): what an int32 accumulator (zero points taken out) becomes as it is stored,
+   per weight index w (an output channel): acc + bias[w], then
+   QOUT_I32 as it is; QOUT_F32 act(float(acc) * (*scale_a) * scale[w] (+ fbias[w])) (MatMulIntegerToFloat);
+   QOUT_U8 / QOUT_S8 saturate(rint_half_even(float(acc) * scale[w]) + zy) clamped to [lo, hi]
+   (requantization: scale = x_scale * w_scale / y_scale). scale_step 0: one scale for every w. */
+enum { QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 };
+
+typedef struct {
+    int32_t kind;
+    const int32_t *bias;
+    const float *scale;
+    int64_t scale_step;
+    const float *scale_a, *fbias;
+    int32_t zy, lo, hi;
+    Activation act;  /* QOUT_F32 only */
+} QOut;
+
+/* The u8 x s8 product (qgemm.c documents the operands): C[i * ldc + j] */
+typedef struct {
+    int64_t M, N, K;
+    const uint8_t *a;  /* rows: a[i * lda + k] */
+    int64_t lda;
+    int32_t rows_are_weights;  /* 1: rows s8 weights, panels gathered u8; 0: rows u8, panels prepacked s8 */
+    const int8_t *bp;  /* prepacked panels (ge_qgemm_pack), or NULL: gathered b[koff[k] + noff[n]] */
+    const uint8_t *b;
+    const int64_t *koff, *noff;
+    int32_t b_flip;  /* the gathered values are int8: flip their sign bit */
+    int32_t zu;  /* the u8 operand's zero point */
+    const int32_t *zs, *sum_s;  /* the s8 operand's zero points (NULL: 0) and sums over K, per weight index */
+    void *c;
+    int64_t ldc;
+    QOut out;
+    int32_t threads;
+    uint8_t *ws;  /* ge_qgemm_workspace_bytes(K, threads) */
+} QGemm;
+
+/* The int8 depthwise convolution of one batch item (qgemm.c): x (C, height, width) uint8 or int8 (x_flip),
+   padded (pt, pl at the beginnings) with the zero point zx (uint8, flipped for int8); w[c][kh * kw]
+   the centred weights (w - w_zp), wsum[c] their sums (at most 64 taps); y (C, oh, ow); ws:
+   ge_qdepthwise_slot_bytes per thread */
+typedef struct {
+    const uint8_t *x;
+    const int16_t *w;
+    const int32_t *wsum;
+    int64_t channels, height, width, pt, pl, kh, kw, sh, sw, dh, dw, oh, ow;
+    int32_t zx, x_flip;
+    void *y;
+    QOut out;
+    int32_t threads;
+    uint8_t *ws;
+} QDepthwise;
+
+/* QLinearAdd on two tensors of one shape (qgemm.c) */
+typedef struct {
+    const uint8_t *a, *b;
+    uint8_t *c;
+    int64_t n;
+    float ra, rb, fixed;
+    int32_t lo, hi, is_signed, threads;
+} QAdd;
 
 /* One row of the layout table: a struct's size (field NULL) or one field's offset and size. */
 typedef struct {
@@ -147,6 +207,15 @@ void ge_rows(const Rows *r);
 int ge_eltwise(const Eltwise *e);
 void ge_half_to_float(const uint16_t *src, float *dst, int64_t n, int threads);
 void ge_float_to_half(const float *src, uint16_t *dst, int64_t n, int threads);
+int ge_qgemm_nr(void);
+int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N);
+int64_t ge_qgemm_workspace_bytes(int64_t K, int threads);
+void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums);
+void ge_qgemm(const QGemm *g);
+int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d);
+void ge_qdepthwise(const QDepthwise *d);
+void ge_qadd(const QAdd *q);
+void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out);
 const AbiEntry *ge_abi_layout(void);
 const char *ge_level(void);
 const char *ge_isa(void);

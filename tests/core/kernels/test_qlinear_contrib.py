@@ -9,6 +9,7 @@ from ge.core.errors import GraphError
 from ge.core.ir import Meta, dtype_to_onnx
 from ge.core.kernels import lookup
 
+pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every kernel on both plans
 rng = np.random.default_rng(9)
 MS = "com.microsoft"
 

@@ -5,6 +5,7 @@ from ge.core.errors import GraphError
 from ge.core.ir import Meta
 from ge.core.kernels import lookup
 
+pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every kernel on both plans
 rng = np.random.default_rng(5)
 EXACT = dict(rtol=0, atol=0)
 

@@ -1,0 +1,603 @@
+/* ge's int8 kernels: the u8 x s8 product with int32 accumulation (MatMulInteger, ConvInteger,
+QLinearMatMul, QLinearConv, QGemm, MatMulIntegerToFloat) and the int8 depthwise convolution, with
+the zero points, the bias and the requantization (or the scale to float32) applied as they store.
+
+Why: as float64 BLAS GEMMs on centred operands (the numpy plans, exact) an int8 model runs slower
+than its float32 build; here 4 products of bytes are one lane of one instruction.
+
+The product C[i, j] = sum_k U * S over two operands, one u8 (activations, zero point zu), one s8
+(weights, zero points zs per weight index w: per row of C when the rows are the weights, per
+column otherwise). The zero points come out of the sums afterwards:
+  acc = sum U S - zu sum_k S[w] - zs[w] sum_k U + K zu zs[w]
+(sum_k S per weight index is packed with the weights; sum_k U is counted only when some zs != 0).
+Operands: rows (broadcast, 4 bytes of K at a time) a[i * lda + k], and panels of NR columns, k in
+groups of 4 inside (panel[q][j][4]): either weights prepacked by ge_qgemm_pack (s8; the rows are
+then u8 activations: a product A @ W), or a u8 activation gathered per panel through offset tables,
+B[k, n] = b[koff[k] + noff[n]] (the rows are then s8 weights padded with zeros to a multiple of 4:
+a convolution W @ columns, NCHW output). int8 activations have their sign bit flipped (x + 128, the
+zero point with it); uint8 weights are packed as w - 128 (their zero point too).
+
+Instruction sets, chosen at compile time (the build decides which level it targets):
+- AVX-512 VNNI: vpdpbusd, 16 lanes of 4 u8 x s8 products added into int32, no intermediate rounding;
+- AVX2: vpmaddwd on both operands widened to int16 (vpmovzxbw / vpmovsxbw): pairs of products
+  added into int32, exact. (vpmaddubsw would add the u8 x s8 pairs in saturating int16: 255 * 127 * 2
+  overflows, which MLAS accepts or avoids by 7-bit weights; widening first is exact for any weights
+  at half vpmaddubsw's rate);
+- otherwise portable C.
+Every path gives the same int32 accumulator, so the results are identical. */
+#include <math.h>
+#include <string.h>
+
+#include "abi.h"
+#include "pool.h"
+#include "simd.h"
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define QMR 8
+#define QNR 32
+#elif defined(__AVX2__)
+#define QMR 2
+#define QNR 16
+#else
+#define QMR 4
+#define QNR 16
+#endif
+#define ITEMS_PER_THREAD 4
+
+int ge_qgemm_nr(void) { return QNR; }
+
+static inline int64_t quads(int64_t k) { return (k + 3) / 4; }
+
+int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QNR) * quads(K) * QNR * 4; }
+
+int64_t ge_qgemm_workspace_bytes(int64_t K, int threads) {
+    return (int64_t)threads * (quads(K) * QNR * 4 + 64 + QNR * 4 + QMR * 4 + 64);
+}
+
+/* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels; sums[n] = sum_k of the packed values. */
+void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
+    int64_t q4 = quads(K), panels = (N + QNR - 1) / QNR;
+    memset(bp, 0, panels * q4 * QNR * 4);
+    for (int64_t n = 0; n < N; n++) {
+        int8_t *dst = bp + (n / QNR) * q4 * QNR * 4 + (n % QNR) * 4;
+        int32_t s = 0;
+        for (int64_t k = 0; k < K; k++) {
+            int8_t v = (int8_t)(flip ? (uint8_t)w[k * ldw + n] - 128 : w[k * ldw + n]);
+            dst[(k / 4) * QNR * 4 + k % 4] = v;
+            s += v;
+        }
+        sums[n] = s;
+    }
+}
+
+/* ---- the micro-kernel: acc[QMR][QNR] over all K of QMR rows and one panel ---------------------- */
+
+/* 4 bytes of a row at p, of which `avail` are in the row (the last quad of K may be short) */
+static inline int32_t load_quad(const uint8_t *p, int64_t avail) {
+    int32_t v = 0;
+    if (__builtin_expect(avail >= 4, 1)) memcpy(&v, p, 4);
+    else memcpy(&v, p, (size_t)avail);
+    return v;
+}
+
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel,
+                                                       int rows_signed, int32_t *out) {
+    __m512i acc[QMR][2];
+    for (int i = 0; i < QMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+    int64_t q4 = quads(K);
+    for (int64_t q = 0; q < q4; q++) {
+        __m512i b0 = _mm512_loadu_si512(panel + q * QNR * 4), b1 = _mm512_loadu_si512(panel + q * QNR * 4 + 64);
+#pragma GCC unroll 8
+        for (int i = 0; i < QMR; i++) {
+            __m512i a = _mm512_set1_epi32(load_quad(rows[i] + 4 * q, K - 4 * q));
+            if (rows_signed) {
+                acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], b0, a);
+                acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], b1, a);
+            } else {
+                acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], a, b0);
+                acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], a, b1);
+            }
+        }
+    }
+    for (int i = 0; i < QMR; i++) {
+        _mm512_storeu_si512(out + i * QNR, acc[i][0]);
+        _mm512_storeu_si512(out + i * QNR + 16, acc[i][1]);
+    }
+}
+#elif defined(__AVX2__)
+/* 4 bytes (one quad of K) widened to int16 and repeated in every 64-bit lane */
+static inline __m256i widen_quad(int32_t quad, int is_signed) {
+    __m128i v = _mm_cvtsi32_si128(quad);
+    v = is_signed ? _mm_cvtepi8_epi16(v) : _mm_cvtepu8_epi16(v);
+    return _mm256_broadcastq_epi64(v);
+}
+
+static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel,
+                                                       int rows_signed, int32_t *out) {
+    /* acc[i][c]: columns 4c..4c+3, each in two lanes (its k pairs 0-1 and 2-3), added up at the end */
+    __m256i acc[QMR][4];
+    for (int i = 0; i < QMR; i++)
+        for (int c = 0; c < 4; c++) acc[i][c] = _mm256_setzero_si256();
+    int64_t q4 = quads(K);
+    for (int64_t q = 0; q < q4; q++) {
+        __m256i b[4];
+        for (int c = 0; c < 4; c++) {
+            __m128i raw = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 16 * c));
+            b[c] = rows_signed ? _mm256_cvtepu8_epi16(raw) : _mm256_cvtepi8_epi16(raw);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < QMR; i++) {
+            __m256i a = widen_quad(load_quad(rows[i] + 4 * q, K - 4 * q), rows_signed);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) acc[i][c] = _mm256_add_epi32(acc[i][c], _mm256_madd_epi16(a, b[c]));
+        }
+    }
+    for (int i = 0; i < QMR; i++)
+        for (int h = 0; h < 2; h++) {
+            __m256i s = _mm256_hadd_epi32(acc[i][2 * h], acc[i][2 * h + 1]);  /* c0 c1 c4 c5 | c2 c3 c6 c7 */
+            s = _mm256_permute4x64_epi64(s, 0xD8);
+            _mm256_storeu_si256((__m256i *)(out + i * QNR + 8 * h), s);
+        }
+}
+#else
+static inline void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel, int rows_signed, int32_t *out) {
+    int32_t acc[QMR][QNR] = {{0}};
+    for (int64_t k = 0; k < K; k++) {
+        const uint8_t *p = panel + (k / 4) * QNR * 4 + k % 4;
+        for (int i = 0; i < QMR; i++) {
+            int32_t a = rows_signed ? (int32_t)(int8_t)rows[i][k] : (int32_t)rows[i][k];
+            for (int j = 0; j < QNR; j++)
+                acc[i][j] += a * (rows_signed ? (int32_t)p[4 * j] : (int32_t)(int8_t)p[4 * j]);
+        }
+    }
+    memcpy(out, acc, sizeof acc);
+}
+#endif
+
+/* ---- the epilogue ------------------------------------------------------------------------------ */
+
+/* From here on no multiply and add may fuse into one rounding: the numpy plans compute the same
+   float32 expressions step by step, and both must give the same bytes. */
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
+static inline int32_t clampi(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* rint (half to even, the default rounding), clamped as MLAS does before adding the zero point */
+#define REQUANT(T, SCALE)                                                      \
+    do {                                                                       \
+        T *y = (T *)c + at;                                                    \
+        for (int j = 0; j < n; j++) {                                          \
+            float v = __builtin_rintf((float)acc[j] * (SCALE));                \
+            v = v < lo ? lo : v;                                               \
+            v = v > hi ? hi : v;                                               \
+            y[j] = (T)((int32_t)v + zy);                                       \
+        }                                                                      \
+    } while (0)
+
+/* One row of `n` accumulators (zero points taken out) of weight index w (wstep 1: w, w + 1, ... along
+   the row; 0: w for all) stored through the QOut into c + at. Inlined into its callers, its loops
+   have no branches and unit strides, so that they vectorize. */
+static inline __attribute__((always_inline)) void store_row(const QOut *o, int64_t w, int wstep, int32_t *acc,
+                                                            int n, void *c, int64_t at) {
+    if (o->bias) {
+        if (wstep)
+            for (int j = 0; j < n; j++) acc[j] += o->bias[w + j];
+        else
+            for (int j = 0; j < n; j++) acc[j] += o->bias[w];
+    }
+    if (o->kind == QOUT_I32) {
+        memcpy((int32_t *)c + at, acc, n * sizeof(int32_t));
+        return;
+    }
+    int per_column = wstep && o->scale_step;
+    const float *sc = o->scale + (o->scale_step ? w : 0);
+    float s1 = sc[0];
+    if (o->kind == QOUT_F32) {
+        float *y = (float *)c + at, sa = o->scale_a ? *o->scale_a : 1.0f;
+        if (per_column && o->scale_a)
+            for (int j = 0; j < n; j++) y[j] = (float)acc[j] * (sa * sc[j]);
+        else if (per_column)
+            for (int j = 0; j < n; j++) y[j] = (float)acc[j] * sc[j];
+        else {
+            if (o->scale_a) s1 = sa * s1;
+            for (int j = 0; j < n; j++) y[j] = (float)acc[j] * s1;
+        }
+        if (o->fbias && wstep)
+            for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w + j];
+        else if (o->fbias)
+            for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w];
+        if (o->act.act != ACT_NONE)
+            for (int j = 0; j < n; j += VL) {
+                int part = n - j < VL ? n - j : VL;
+                store_part(y + j, vactivate(load_part(y + j, part), o->act), part);
+            }
+    } else {
+        float lo = (float)(o->lo - o->zy), hi = (float)(o->hi - o->zy);
+        int32_t zy = o->zy;
+        if (o->kind == QOUT_U8 && per_column) REQUANT(uint8_t, sc[j]);
+        else if (o->kind == QOUT_U8) REQUANT(uint8_t, s1);
+        else if (per_column) REQUANT(int8_t, sc[j]);
+        else REQUANT(int8_t, s1);
+    }
+}
+
+static void store_tile(const QGemm *g, int32_t *acc, int64_t i0, int mr, int64_t j0, int nc,
+                       const int32_t *sum_u_rows, const int32_t *sum_u_cols) {
+    int32_t zu = g->zu;
+    int64_t K = g->K;
+    for (int i = 0; i < mr; i++) {
+        int32_t *row = acc + i * QNR;
+        if (g->rows_are_weights) {  /* weight index: the row */
+            int64_t w = i0 + i;
+            int32_t zs = g->zs ? g->zs[w] : 0, base = -zu * g->sum_s[w] + (int32_t)(K * zu * zs);
+            for (int j = 0; j < nc; j++) row[j] += base;
+            if (zs)
+                for (int j = 0; j < nc; j++) row[j] -= zs * sum_u_cols[j];
+            store_row(&g->out, w, 0, row, nc, g->c, (i0 + i) * g->ldc + j0);
+        } else {  /* weight index: the column */
+            const int32_t *ss = g->sum_s + j0;
+            for (int j = 0; j < nc; j++) row[j] -= zu * ss[j];
+            if (g->zs) {
+                const int32_t *zs = g->zs + j0;
+                int32_t su = sum_u_rows[i];
+                for (int j = 0; j < nc; j++) row[j] += zs[j] * (int32_t)(K * zu) - zs[j] * su;
+            }
+            store_row(&g->out, j0, 1, row, nc, g->c, (i0 + i) * g->ldc + j0);
+        }
+    }
+}
+
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+/* The same store as store_tile for weights with zero point 0 and an 8-bit or float32 output, a row
+   of 32 accumulators as two vectors: the correction, the scale, rounding and saturation in registers
+   (the generic path's scalar setup per row costs more than a small-K tile's products). Same bytes:
+   float32 products, roundscale to nearest even, no fused multiply-add (this region). */
+static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int mr, int64_t j0, int nc) {
+    const QOut *o = &g->out;
+    __mmask16 m0 = nc >= 16 ? 0xFFFF : (__mmask16)((1u << nc) - 1);
+    __mmask16 m1 = nc <= 16 ? 0 : nc >= 32 ? 0xFFFF : (__mmask16)((1u << (nc - 16)) - 1);
+    __m512 lo = _mm512_set1_ps((float)(o->lo - o->zy)), hi = _mm512_set1_ps((float)(o->hi - o->zy));
+    __m512i zy = _mm512_set1_epi32(o->zy), zu = _mm512_set1_epi32(g->zu);
+    __m512i corr[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512 sc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, fb[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    if (!g->rows_are_weights) {  /* per column: -zu sum_s + bias, the scale (times scale_a), the float bias */
+        for (int h = 0; h < 2; h++) {
+            __mmask16 mk = h ? m1 : m0;
+            __m512i ss = _mm512_maskz_loadu_epi32(mk, g->sum_s + j0 + 16 * h);
+            corr[h] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_mullo_epi32(zu, ss));
+            if (o->bias) corr[h] = _mm512_add_epi32(corr[h], _mm512_maskz_loadu_epi32(mk, o->bias + j0 + 16 * h));
+            sc[h] = o->scale_step ? _mm512_maskz_loadu_ps(mk, o->scale + j0 + 16 * h) : _mm512_set1_ps(o->scale[0]);
+            if (o->kind == QOUT_F32 && o->scale_a) sc[h] = _mm512_mul_ps(_mm512_set1_ps(*o->scale_a), sc[h]);
+            if (o->kind == QOUT_F32 && o->fbias) fb[h] = _mm512_maskz_loadu_ps(mk, o->fbias + j0 + 16 * h);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        int64_t at = (i0 + i) * g->ldc + j0;
+        if (g->rows_are_weights) {  /* per row: one correction and one scale */
+            int64_t w = i0 + i;
+            corr[0] = corr[1] = _mm512_set1_epi32(-g->zu * g->sum_s[w] + (o->bias ? o->bias[w] : 0));
+            sc[0] = sc[1] = _mm512_set1_ps(o->scale[o->scale_step * w]);
+        }
+        for (int h = 0; h < 2; h++) {
+            __mmask16 mk = h ? m1 : m0;
+            if (!mk) continue;
+            __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
+            if (o->kind == QOUT_F32) {
+                if (o->fbias) f = _mm512_add_ps(f, fb[h]);
+                if (o->act.act != ACT_NONE) f = (__m512)vactivate((vec)f, o->act);
+                _mm512_mask_storeu_ps((float *)g->c + at + 16 * h, mk, f);
+                continue;
+            }
+            f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+            __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zy);
+            if (o->kind == QOUT_U8) _mm512_mask_cvtusepi32_storeu_epi8((uint8_t *)g->c + at + 16 * h, mk, r);
+            else _mm512_mask_cvtsepi32_storeu_epi8((int8_t *)g->c + at + 16 * h, mk, r);
+        }
+    }
+}
+#define HAVE_FAST_STORE 1
+#else
+#define HAVE_FAST_STORE 0
+#endif
+
+/* ---- the work: items are (panel group, chunk of rows) ------------------------------------------ */
+
+typedef struct {
+    const QGemm *g;
+    int64_t panels, chunks, chunk_rows;
+} QJob;
+
+/* Panel p of the gathered u8 operand into dst (b_flip: int8 values, sign bit flipped); with `sums`,
+   sums[j] = sum over k of column j */
+static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums) {
+    int64_t q4 = quads(g->K), n0 = p * QNR;
+    int nc = (int)(g->N - n0 < QNR ? g->N - n0 : QNR);
+    uint8_t flip = g->b_flip ? 0x80 : 0;
+    const int64_t *noff = g->noff + n0;
+    int contiguous = 1;  /* the panel's columns are one run of the input (a 1x1 stride-1 conv's pixels) */
+    for (int j = 1; j < nc && contiguous; j++) contiguous = noff[j] == noff[0] + j;
+    if (nc < QNR) memset(dst, 0, q4 * QNR * 4);
+    for (int64_t q = 0; q < q4; q++) {
+        uint8_t *d = dst + q * QNR * 4;
+        if (contiguous && 4 * q + 3 < g->K) {
+            const uint8_t *s0 = g->b + g->koff[4 * q] + noff[0], *s1 = g->b + g->koff[4 * q + 1] + noff[0];
+            const uint8_t *s2 = g->b + g->koff[4 * q + 2] + noff[0], *s3 = g->b + g->koff[4 * q + 3] + noff[0];
+#if QNR == 32 && defined(__AVX2__)
+            if (nc == QNR) {  /* 4 rows of 32 bytes into 32 quads: byte, then 16-bit interleaves */
+                __m256i f = _mm256_set1_epi8((char)flip);
+                __m256i r0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s0), f);
+                __m256i r1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s1), f);
+                __m256i r2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s2), f);
+                __m256i r3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s3), f);
+                __m256i lo01 = _mm256_unpacklo_epi8(r0, r1), hi01 = _mm256_unpackhi_epi8(r0, r1);
+                __m256i lo23 = _mm256_unpacklo_epi8(r2, r3), hi23 = _mm256_unpackhi_epi8(r2, r3);
+                __m256i q0 = _mm256_unpacklo_epi16(lo01, lo23), q1 = _mm256_unpackhi_epi16(lo01, lo23);
+                __m256i q2 = _mm256_unpacklo_epi16(hi01, hi23), q3 = _mm256_unpackhi_epi16(hi01, hi23);
+                _mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(q0, q1, 0x20));
+                _mm256_storeu_si256((__m256i *)(d + 32), _mm256_permute2x128_si256(q2, q3, 0x20));
+                _mm256_storeu_si256((__m256i *)(d + 64), _mm256_permute2x128_si256(q0, q1, 0x31));
+                _mm256_storeu_si256((__m256i *)(d + 96), _mm256_permute2x128_si256(q2, q3, 0x31));
+                continue;
+            }
+#endif
+            for (int j = 0; j < nc; j++) {
+                d[4 * j] = s0[j] ^ flip;
+                d[4 * j + 1] = s1[j] ^ flip;
+                d[4 * j + 2] = s2[j] ^ flip;
+                d[4 * j + 3] = s3[j] ^ flip;
+            }
+            continue;
+        }
+        for (int t = 0; t < 4; t++) {
+            int64_t k = 4 * q + t;
+            if (k >= g->K) {
+                for (int j = 0; j < nc; j++) d[4 * j + t] = 0;
+                continue;
+            }
+            const uint8_t *src = g->b + g->koff[k];
+            for (int j = 0; j < nc; j++) d[4 * j + t] = src[noff[j]] ^ flip;
+        }
+    }
+    if (sums) {
+        memset(sums, 0, QNR * sizeof(int32_t));
+        for (int64_t q = 0; q < q4; q++)
+            for (int j = 0; j < nc; j++) {
+                const uint8_t *d = dst + q * QNR * 4 + 4 * j;
+                sums[j] += d[0] + d[1] + d[2] + d[3];
+            }
+    }
+}
+
+static void qgemm_item(void *ctx, int64_t item, int slot) {
+    const QJob *job = ctx;
+    const QGemm *g = job->g;
+    int64_t p = item % job->panels, chunk = item / job->panels;
+    int64_t r0 = chunk * job->chunk_rows, r1 = r0 + job->chunk_rows < g->M ? r0 + job->chunk_rows : g->M;
+    uint8_t *ws = g->ws + slot * ge_qgemm_workspace_bytes(g->K, 1);
+    uint8_t *panel_buf = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    int32_t *col_sums = (int32_t *)(panel_buf + quads(g->K) * QNR * 4);
+    int32_t *row_sums = col_sums + QNR;
+    const uint8_t *panel;
+    if (g->bp) {
+        panel = (const uint8_t *)g->bp + p * quads(g->K) * QNR * 4;
+    } else {
+        gather_panel(g, p, panel_buf, g->zs ? col_sums : NULL);
+        panel = panel_buf;
+    }
+    int64_t j0 = p * QNR;
+    int nc = (int)(g->N - j0 < QNR ? g->N - j0 : QNR);
+    int32_t acc[QMR * QNR] __attribute__((aligned(64)));
+    for (int64_t i0 = r0; i0 < r1; i0 += QMR) {
+        int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
+        const uint8_t *rows[QMR];
+        for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + (i < mr ? i : mr - 1)) * g->lda;
+        if (g->rows_are_weights) tile(rows, g->K, panel, 1, acc);
+        else tile(rows, g->K, panel, 0, acc);
+        if (g->zs && !g->rows_are_weights)
+            for (int i = 0; i < mr; i++) {
+                int32_t s = 0;
+                for (int64_t k = 0; k < g->K; k++) s += rows[i][k];
+                row_sums[i] = s;
+            }
+#if HAVE_FAST_STORE
+        if (!g->zs && g->out.kind != QOUT_I32) {
+            store_tile_fast(g, acc, i0, mr, j0, nc);
+            continue;
+        }
+#endif
+        store_tile(g, acc, i0, mr, j0, nc, row_sums, col_sums);
+    }
+}
+
+void ge_qgemm(const QGemm *g) {
+    if (g->M <= 0 || g->N <= 0) return;
+    QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M};
+    int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD;
+    if (g->threads > 1 && job.panels < want) {  /* few panels: split the rows too */
+        int64_t chunks = (want + job.panels - 1) / job.panels;
+        int64_t rows = (g->M + chunks - 1) / chunks;
+        rows = (rows + QMR - 1) / QMR * QMR;
+        job.chunk_rows = rows < QMR ? QMR : rows;
+        job.chunks = (g->M + job.chunk_rows - 1) / job.chunk_rows;
+    }
+    pool_run(qgemm_item, &job, job.panels * job.chunks, g->threads);
+}
+
+/* ---- the depthwise convolution ------------------------------------------------------------------ */
+
+/* Per channel (an item), the input plane is laid out in the thread's scratch as its stride phases
+   (phase (r, c): the padded input's rows r, r + sh, ... and columns c, c + sw, ..., padding = the
+   zero point), so that every tap reads one unit-stride run: the output's rows flat, oh rows of
+   `pitch` (the phase width; the columns past ow are computed and dropped). The accumulators start at
+   -zx sum(w) (the weights are centred, the input is not). */
+typedef struct {
+    int64_t hh, pitch, phase, nbytes, acc_at;  /* phase rows, width and size; scratch bytes; where the accumulators start */
+} DwLayout;
+
+static DwLayout dw_layout(const QDepthwise *d) {
+    DwLayout l;
+    int64_t hp = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
+    l.hh = (hp + d->sh - 1) / d->sh;
+    l.pitch = (wp + d->sw - 1) / d->sw;
+    l.phase = l.hh * l.pitch;
+    l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
+    l.nbytes = l.acc_at + (d->oh * l.pitch + 16) * 4 + 64;
+    return l;
+}
+
+int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbytes; }
+
+static void qdepthwise_item(void *ctx, int64_t c, int slot) {
+    const QDepthwise *d = ctx;
+    DwLayout l = dw_layout(d);
+    uint8_t *ph = d->ws + slot * l.nbytes;
+    int32_t *acc = (int32_t *)(ph + l.acc_at);
+    const uint8_t *x = d->x + c * d->height * d->width;
+    uint8_t flip = d->x_flip ? 0x80 : 0, zx = (uint8_t)d->zx;
+    /* the phases: row i of phase (r, cc) is padded row i * sh + r, its column j padded column j * sw + cc */
+    for (int64_t r = 0; r < d->sh; r++)
+        for (int64_t cc = 0; cc < d->sw; cc++) {
+            uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
+            /* the columns j whose input column j * sw + cc - pl is inside the row: [j0, j1) */
+            int64_t j0 = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
+            int64_t j1 = (d->width - 1 + d->pl - cc) / d->sw + 1;
+            j1 = d->width - 1 + d->pl - cc < 0 ? 0 : j1 < l.pitch ? j1 : l.pitch;
+            j0 = j0 < j1 ? j0 : j1;
+            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
+                if (y < 0 || y >= d->height) {
+                    memset(dst, zx, l.pitch);
+                    continue;
+                }
+                memset(dst, zx, j0);
+                memset(dst + j1, zx, l.pitch - j1);
+                const uint8_t *src = x + y * d->width + j0 * d->sw + cc - d->pl;
+                if (d->sw == 1) {
+                    memcpy(dst + j0, src, j1 - j0);
+                    if (flip)
+                        for (int64_t j = j0; j < j1; j++) dst[j] ^= 0x80;
+                } else if (d->sw == 2) {  /* a constant stride: vectorized */
+                    for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = src[2 * j] ^ flip;
+                } else {
+                    for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = src[j * d->sw] ^ flip;
+                }
+            }
+        }
+    memset(ph + d->sh * d->sw * l.phase, zx, l.pitch);
+    const int16_t *w = d->w + c * d->kh * d->kw;
+    int64_t run = d->oh * l.pitch;
+    int32_t corr = -(int32_t)d->zx * d->wsum[c];
+    const uint8_t *tap[64];  /* where each tap's run starts in the phases */
+    int32_t wt[64];
+    int64_t taps = d->kh * d->kw;
+    for (int64_t t = 0; t < taps; t++) {
+        int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
+        tap[t] = ph + ((ry % d->sh) * d->sw + rx % d->sw) * l.phase + (ry / d->sh) * l.pitch + rx / d->sw;
+        wt[t] = w[t];
+    }
+    /* blocks of 16 outputs stay in a register through all taps; the last block runs past `run` into
+       the scratch's slack (the accumulators' 16 spare lanes, the phases' spare row) */
+    for (int64_t j = 0; j < run; j += 16) {
+        int32_t a[16];
+        for (int k = 0; k < 16; k++) a[k] = corr;
+        for (int64_t t = 0; t < taps; t++) {
+            const uint8_t *src = tap[t] + j;
+            int32_t wv = wt[t];
+            for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
+        }
+        memcpy(acc + j, a, sizeof a);
+    }
+    int64_t n = d->oh * d->ow;
+    if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
+        for (int64_t oy = 1; oy < d->oh; oy++) memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
+    for (int64_t j0 = 0; j0 < n; j0 += 1024)
+        store_row(&d->out, c, 0, acc + j0, (int)(n - j0 < 1024 ? n - j0 : 1024), d->y, c * n + j0);
+}
+
+void ge_qdepthwise(const QDepthwise *d) { pool_run(qdepthwise_item, (void *)d, d->channels, d->threads); }
+
+/* ---- QLinearAdd -------------------------------------------------------------------------------- */
+
+/* C = rint((A ra + fixed) + B rb) saturated: MLAS's float32 formula, in the numpy plan's order */
+static void qadd_item(void *ctx, int64_t item, int slot) {
+    (void)slot;
+    const QAdd *q = ctx;
+    int64_t i0 = item * 16384, i1 = i0 + 16384 < q->n ? i0 + 16384 : q->n;
+    for (int64_t i = i0; i < i1; i++) {
+        float a = q->is_signed ? (float)((const int8_t *)q->a)[i] : (float)q->a[i];
+        float b = q->is_signed ? (float)((const int8_t *)q->b)[i] : (float)q->b[i];
+        float t = a * q->ra;
+        t = t + q->fixed;
+        float u = b * q->rb;
+        float v = __builtin_rintf(t + u);
+        v = v < q->lo ? (float)q->lo : v;
+        v = v > q->hi ? (float)q->hi : v;
+        if (q->is_signed) ((int8_t *)q->c)[i] = (int8_t)v;
+        else q->c[i] = (uint8_t)v;
+    }
+}
+#pragma GCC pop_options
+
+/* ---- DynamicQuantizeLinear ----------------------------------------------------------------------- */
+
+/* uint8 quantization of x[n] with scale and zero point from its range (including 0), in the numpy
+   plan's float32 steps: scale = (hi - lo) / 255 (1 when hi == lo), zp = rint(clamp(-lo / scale, 0, 255)),
+   y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
+static inline vec vrint(vec v) {  /* half to even, lane by lane */
+#if defined(__AVX512F__)
+    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
+    return v;
+#endif
+}
+
+void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out) {
+    vec vlo = {0}, vhi = {0};  /* per lane first (vector code), then across lanes */
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        vec v = vload(x + i);
+        ivec below = v < vlo, above = v > vhi;  /* the lanes' minimum and maximum, as masks and blends */
+        vlo = (vec)(((ivec)v & below) | ((ivec)vlo & ~below));
+        vhi = (vec)(((ivec)v & above) | ((ivec)vhi & ~above));
+    }
+    float lo = 0.0f, hi = 0.0f;
+    for (int k = 0; k < VL; k++) {
+        lo = vlo[k] < lo ? vlo[k] : lo;
+        hi = vhi[k] > hi ? vhi[k] : hi;
+    }
+    for (; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    float z = 0.0f - lo / scale;
+    z = __builtin_rintf(z < 0.0f ? 0.0f : z > 255.0f ? 255.0f : z);
+    vec vs = (vec){0} + scale, vz = (vec){0} + z;
+    for (i = 0; i + VL <= n; i += VL) {
+        ivec q = __builtin_convertvector(vclamp(vrint(vload(x + i) / vs) + vz, 0.0f, 255.0f), ivec);
+#if defined(__AVX512F__)
+        _mm_storeu_si128((__m128i *)(y + i), _mm512_cvtepi32_epi8((__m512i)q));
+#else
+        for (int k = 0; k < VL; k++) y[i + k] = (uint8_t)q[k];
+#endif
+    }
+    for (; i < n; i++) {
+        float v = __builtin_rintf(x[i] / scale) + z;
+        v = v < 0.0f ? 0.0f : v;
+        v = v > 255.0f ? 255.0f : v;
+        y[i] = (uint8_t)v;
+    }
+    if (scale_out) *scale_out = scale;
+    if (zp_out) *zp_out = (uint8_t)z;
+}
+
+void ge_qadd(const QAdd *q) { pool_run(qadd_item, (void *)q, (q->n + 16383) / 16384, q->threads); }

@@ -1,0 +1,180 @@
+"""The int8 kernels on their edge values, both plans (native: csrc/qgemm.c; numpy), against
+onnxruntime (exactly) and onnx's reference evaluator (within one quantization step): activations and weights at 0/255 and -128/127, zero
+points at the ends of their range, accumulators that saturate the output, and requantized values
+exactly half-way between two steps (rounded half to even). Constant weights and scales, as in a
+compiled model, so that the native plans take them (asserted)."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from ge.core.ir import Meta
+from ge.core.kernels import backend, lookup
+
+pytestmark = pytest.mark.usefixtures("native_and_numpy")
+rng = np.random.default_rng(19)
+MS = "com.microsoft"
+U8, S8 = np.uint8, np.int8
+
+
+def edge(shape, dtype):
+    """Values drawn mostly from the ends of the type's range (and some from anywhere)."""
+    info = np.iinfo(dtype)
+    ends = np.array([info.min, info.min + 1, info.max - 1, info.max, 0], np.int64)
+    x = np.where(rng.random(shape) < 0.6, rng.choice(ends, shape), rng.integers(info.min, info.max + 1, shape))
+    return x.astype(dtype)
+
+
+def node_model(op, inputs: dict, consts: dict, order: list, attrs=None, domain="", out_type=TensorProto.FLOAT,
+               outputs=(("y", None),)):
+    """One node reading `order` (graph inputs `inputs`, initializers `consts`); outputs (name, type or None: out_type)."""
+    ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in inputs.items()]
+    outs = [helper.make_tensor_value_info(name, t or out_type, None) for name, t in outputs]
+    node = helper.make_node(op, order, [name for name, _ in outputs], domain=domain, **(attrs or {}))
+    graph = helper.make_graph([node], "t", ins, outs, [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(MS, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
+def check(op, inputs: dict, consts: dict, order: list, attrs=None, domain="", reference=True, rtol=0.0):
+    """ge's planned kernel (every `consts` input known at build time) against onnxruntime and, for
+    the standard ops, onnx's reference evaluator; `order` names the node's inputs ("" = absent)."""
+    import onnxruntime as ort
+    arrays = {**inputs, **consts}
+    xs = [arrays[n] if n else None for n in order]
+    metas = [None if x is None else Meta(x.dtype, x.shape) for x in xs]
+    kconsts = [arrays[n] if n in consts else None for n in order]
+    kernel = lookup(op, domain, 17)(attrs or {}, metas, kconsts, opset=17, name="n").load()
+    assert kernel.uses_native == (backend.select().lib is not None)
+    out = kernel.infer()[0]
+    model = node_model(op, inputs, consts, order, attrs, domain, helper.np_dtype_to_tensor_dtype(out.dtype))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    y = np.full(out.shape, 77, out.dtype)
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    kernel.run(xs, [y], ws)
+    if rtol:
+        np.testing.assert_allclose(y, want, rtol=rtol, atol=0)
+    else:
+        np.testing.assert_array_equal(y, want)
+    if reference:  # onnx's evaluator multiplies the int32 accumulator in float64, onnxruntime (and ge) in
+        # float32: where float32(acc) rounds, the two land one step apart, never more
+        ref = ReferenceEvaluator(model).run(None, inputs)[0]
+        assert ref.dtype == y.dtype and np.abs(ref.astype(np.int64) - y).max() <= (0 if ref.dtype == np.int32 else 1)
+    return y
+
+
+CONVS = [  # x shape, w shape, attrs: a pointwise conv, a padded strided conv, K not a multiple of 4,
+    # depthwise stride 1 and 2 (padded on one side), a 7x7 plane, dilation
+    ((1, 16, 5, 7), (40, 16, 1, 1), {}),
+    ((2, 3, 11, 9), (8, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 5, 6, 6), (33, 5, 3, 1), {"pads": [1, 0, 1, 0]}),
+    ((1, 24, 12, 12), (24, 1, 3, 3), {"group": 24, "pads": [1, 1, 1, 1]}),
+    ((1, 24, 13, 12), (24, 1, 3, 3), {"group": 24, "pads": [0, 0, 1, 1], "strides": [2, 2]}),
+    ((2, 40, 7, 7), (40, 1, 3, 3), {"group": 40, "pads": [1, 1, 1, 1]}),
+    ((1, 8, 9, 9), (8, 1, 3, 3), {"group": 8, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ((1, 8, 9, 9), (12, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+]
+# (x type, w type, x zero point, w zero point, y zero point): ends of the ranges, onnxruntime's combinations
+ZPS = [(U8, S8, 0, 0, 255), (U8, S8, 255, -128, 0), (S8, S8, -128, 127, 127), (S8, S8, 127, 0, -128),
+       (U8, U8, 0, 255, 128)]
+
+
+@pytest.mark.parametrize("xsh,wsh,attrs", CONVS)
+@pytest.mark.parametrize("xdt,wdt,xz,wz,yz", ZPS)
+def test_qlinear_conv_edges(xsh, wsh, attrs, xdt, wdt, xz, wz, yz):
+    oc = wsh[0]
+    k = int(np.prod(wsh[1:]))
+    per_channel = wdt == S8
+    ws = (rng.choice([0.5, 1.0, 0.25], oc) if per_channel else np.array(0.5)).astype(np.float32)
+    # y_scale 1 or 2 with x_scale 1: products land on x.5 (ties) and beyond the output range (saturation)
+    consts = {"xs": np.array(1.0, np.float32), "xz": np.array(xz, xdt), "w": edge(wsh, wdt), "ws": ws,
+              "wz": (np.full(oc, wz) if per_channel else np.array(wz)).astype(wdt),
+              "ys": np.array(2.0 * k, np.float32), "yz": np.array(yz, xdt),
+              "b": rng.integers(-40000, 40000, oc).astype(np.int32)}
+    if per_channel and wz != 0:
+        consts["wz"] = np.zeros(oc, wdt)  # onnxruntime: per-channel int8 weights are symmetric
+    check("QLinearConv", {"x": edge(xsh, xdt)}, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], attrs)
+
+
+@pytest.mark.parametrize("xsh,wsh,attrs", CONVS[:3] + CONVS[6:])
+def test_conv_integer_edges(xsh, wsh, attrs):
+    check("ConvInteger", {"x": edge(xsh, U8)}, {"w": edge(wsh, U8), "xz": np.array(255, U8), "wz": np.array(0, U8)},
+          ["x", "w", "xz", "wz"], attrs)
+
+
+MATMULS = [((5, 36), (36, 40)), ((2, 9, 64), (64, 7)), ((33, 130), (130, 65))]
+
+
+@pytest.mark.parametrize("ash,bsh", MATMULS)
+@pytest.mark.parametrize("adt,bdt,az,bz,yz", [(U8, S8, 255, 0, 0), (U8, U8, 0, 255, 255), (S8, S8, -128, 127, 127),
+                                               (U8, S8, 128, -128, 128)])
+def test_qlinear_matmul_edges(ash, bsh, adt, bdt, az, bz, yz):
+    n = bsh[-1]
+    ydt = S8 if adt == S8 else U8
+    consts = {"as": np.array(1.0, np.float32), "az": np.array(az, adt), "b": edge(bsh, bdt),
+              "bs": rng.choice([1.0, 0.5], n).astype(np.float32), "bz": np.full(n, bz, bdt),
+              "ys": np.array(2.0 * ash[-1], np.float32), "yz": np.array(yz, ydt)}
+    check("QLinearMatMul", {"a": edge(ash, adt)}, consts, ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+
+
+@pytest.mark.parametrize("ash,bsh", MATMULS)
+@pytest.mark.parametrize("adt,bdt,az,bz", [(U8, S8, 255, -128), (U8, U8, 0, 255), (S8, S8, 127, -128)])
+def test_matmul_integer_edges(ash, bsh, adt, bdt, az, bz):
+    consts = {"b": edge(bsh, bdt), "az": np.array(az, adt), "bz": np.full(bsh[-1], bz, bdt)}
+    check("MatMulInteger", {"a": edge(ash, adt)}, consts, ["a", "b", "az", "bz"])
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("quantized", [True, False])
+@pytest.mark.parametrize("adt,bdt,az,yz", [(U8, S8, 255, 0), (S8, S8, -128, 127)])
+def test_qgemm_edges(trans_b, quantized, adt, bdt, az, yz):
+    m, k, n = 6, 70, 45
+    b = edge((n, k) if trans_b else (k, n), bdt)
+    consts = {"as": np.array(1.0, np.float32), "az": np.array(az, adt), "b": b,
+              "bs": rng.choice([1.0, 0.5], n).astype(np.float32), "bz": np.zeros(n, bdt),
+              "c": rng.integers(-70000, 70000, n).astype(np.int32)}
+    order = ["a", "as", "az", "b", "bs", "bz", "c"]
+    if quantized:
+        consts.update(ys=np.array(2.0 * k, np.float32), yz=np.array(yz, adt))
+        order += ["ys", "yz"]
+    check("QGemm", {"a": edge((m, k), adt)}, consts, order, {"transB": trans_b}, domain=MS, reference=False)
+
+
+@pytest.mark.parametrize("ash,bsh", MATMULS)
+@pytest.mark.parametrize("bdt", [S8, U8])
+@pytest.mark.parametrize("bias", [True, False])
+def test_matmul_integer_to_float(ash, bsh, bdt, bias):
+    n = bsh[-1]
+    inputs = {"a": edge(ash, U8), "as": np.array(0.0173, np.float32), "az": np.array(255, U8)}
+    consts = {"b": edge(bsh, bdt), "bs": rng.uniform(0.001, 0.01, n).astype(np.float32),
+              "bz": np.full(n, 3, bdt)}
+    order = ["a", "b", "as", "bs", "az", "bz"]
+    if bias:
+        consts["bias"] = rng.standard_normal(n).astype(np.float32)
+        order.append("bias")
+    check("MatMulIntegerToFloat", inputs, consts, order, domain=MS, reference=False, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [U8, S8])
+def test_qlinear_add_edges(dtype):
+    info = np.iinfo(dtype)
+    inputs = {"a": edge((2, 8, 33), dtype), "b": edge((2, 8, 33), dtype)}
+    consts = {"as": np.array(0.5, np.float32), "az": np.array(info.max, dtype), "bs": np.array(1.5, np.float32),
+              "bz": np.array(info.min, dtype), "cs": np.array(1.0, np.float32), "cz": np.array(0, dtype)}
+    check("QLinearAdd", inputs, consts, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], domain=MS, reference=False)
+
+
+def test_dynamic_quantize_linear_on_both_plans():
+    x = np.concatenate([rng.standard_normal(999).astype(np.float32) * 3, [0.0, 2.5, -2.5]]).astype(np.float32)
+    import onnxruntime as ort
+    model = node_model("DynamicQuantizeLinear", {"x": x}, {}, ["x"],
+                       outputs=(("y", TensorProto.UINT8), ("s", TensorProto.FLOAT), ("z", TensorProto.UINT8)))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    kernel = lookup("DynamicQuantizeLinear", "", 17)({}, [Meta(x.dtype, x.shape)], name="n").load()
+    ys = [np.zeros(m.shape, m.dtype) for m in kernel.infer()]
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    kernel.run([x], ys, ws)
+    for got, w in zip(ys, want):
+        np.testing.assert_array_equal(got, w)

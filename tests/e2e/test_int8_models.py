@@ -1,0 +1,95 @@
+"""Quantized models as onnxruntime's quantizer writes them (samples/quantize_samples.py), compiled and
+run by ge on both plans: within one quantization step of onnxruntime, the same top-1 class, and run
+as quantized kernels (no float Conv/MatMulInteger left)."""
+import importlib.util
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+from ge.core import api
+from ge.core.api import om_info
+
+from .conftest import ROOT, make_feeds, onnxruntime_outputs
+
+pytestmark = pytest.mark.usefixtures("both_plans")
+
+
+@pytest.fixture(params=["native", "numpy"])
+def both_plans(request, default_backend):
+    default_backend(request.param)
+
+
+@pytest.fixture(scope="module")
+def quantize():
+    spec = importlib.util.spec_from_file_location("quantize_samples", os.path.join(ROOT, "samples", "quantize_samples.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_and_run(model, feeds, tmp_path):
+    path = str(tmp_path / "model.onnx")
+    onnx.save(model, path)
+    spec = ";".join(f"{n}:{','.join(map(str, a.shape))}" for n, a in feeds.items())
+    om = api.atc(path, str(tmp_path / "model"), input_shape=spec).om_path
+    model_id = api.load_from_file(om, "cpu")
+    try:
+        got = api.execute(model_id, feeds)
+    finally:
+        api.unload(model_id)
+    return got, onnxruntime_outputs(path, feeds), [t["op"] for t in om_info.inspect(om)["tasks"]]
+
+
+def output_step(model) -> float:
+    """The scale of the QuantizeLinear feeding the model's output (its last DequantizeLinear)."""
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    dq = next(n for n in model.graph.node if n.output[0] == model.graph.output[0].name)
+    return float(inits[dq.input[1]])
+
+
+def test_committed_sample(tmp_path):
+    model = onnx.load(os.path.join(ROOT, "samples", "models", "tiny_cnn_int8_qdq.onnx"))
+    x = np.load(os.path.join(ROOT, "samples", "models", "tiny_cnn_int8_qdq_input.npy"))
+    (got,), (want,), ops = compile_and_run(model, {"image": x}, tmp_path)
+    assert np.abs(got - want).max() <= output_step(model) * 1.001 and got.argmax() == want.argmax()
+    assert "Conv" not in ops and ops.count("QLinearConv") == 5
+
+
+@pytest.mark.parametrize("form", ["qdq", "qoperator"])
+def test_mobilenetv2_static_int8(samples, quantize, tmp_path, form):
+    model = samples.mobilenetv2_style(image=32, width_mult=0.35, classes=10)
+    calibration = quantize.calibration_images((1, 3, 32, 32))
+    qmodel = getattr(quantize, form)(model, calibration)
+    feeds = {"image": np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    (got,), (want,), ops = compile_and_run(qmodel, feeds, tmp_path)
+    assert np.abs(got - want).max() <= output_step(qmodel) * 1.001
+    assert got.argmax() == want.argmax()
+    assert "Conv" not in ops and "QuantizeLinear" in ops and ops.count("QLinearConv") == 52
+
+
+def test_bert_dynamic_int8(samples, quantize, tmp_path):
+    model = quantize.dynamic(samples.bert_style(layers=1, hidden=64, heads=2, intermediate=128, vocab=100))
+    feeds = make_feeds(model, {"input_ids": [1, 16], "attention_mask": [1, 16]})
+    got, want, ops = compile_and_run(model, feeds, tmp_path)
+    for g, w in zip(got, want):
+        # onnxruntime's own fused kernels round the same float32 products in another order
+        np.testing.assert_allclose(g, w, rtol=0, atol=2e-3 * np.abs(w).max())
+    assert "MatMulInteger" not in ops and ops.count("MatMulIntegerToFloat") == 7
+
+
+def test_inspect_shows_scale_and_zero_point(tmp_path):
+    model = onnx.load(os.path.join(ROOT, "samples", "models", "tiny_cnn_int8_qdq.onnx"))
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = om_info.inspect(api.atc(path, str(tmp_path / "m")).om_path)
+    quant = {t["tensor"]: t["quantization"] for t in info["allocations"]}
+    # the input as QuantizeLinear writes it: its scale and zero point as the model states them
+    assert quant["image_QuantizeLinear_Output"] == \
+        f"scale {float(inits['image_scale']):.6g}, zero point {int(inits['image_zero_point'])}"
+    assert all(t["quantization"] for t in info["allocations"] if t["dtype"] in ("int8", "uint8"))
+    assert all(not t["quantization"] for t in info["allocations"] if t["dtype"] == "float32")
+    weights = {w["name"]: w["quantization"] for w in info["weights"]}
+    assert weights["ConvBnFusion_W_stem.conv.weight_quantized"].startswith("scale per channel (16: ")
