@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..ge_model import FM_ID, WORKSPACE_ID
-from ..kernels.blas import kernel_threads
+from ..kernels.blas import kernel_state
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
 from .executors import TaskFailed, make_executor
@@ -53,7 +53,7 @@ class SunkTask:
 
 
 def _run_quietly(task: SunkTask) -> None:
-    with np.errstate(all="ignore"), kernel_threads(task.plan.kernel.uses_native):
+    with kernel_state(task.plan.kernel.uses_native):
         task.run()
 
 
@@ -167,9 +167,10 @@ class ExecutionContext:
 
     # -- the device side -------------------------------------------------------------------------
     def _run(self, dirty) -> None:
-        self._rebuild(dirty)
+        if dirty.size:
+            self._rebuild(dirty)
         try:
-            with np.errstate(all="ignore"), kernel_threads(self.model.ge_plan.uses_native):  # once per execution
+            with kernel_state(self.model.ge_plan.uses_native):  # once per execution (nothing, nested in a caller's)
                 self.executor.run(self.handle)
         except TaskFailed as failed:  # a kernel failed: name the node, keep the cause for --debug
             if isinstance(failed.cause, GeError):
