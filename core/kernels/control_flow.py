@@ -83,7 +83,7 @@ class Stacked:
     (a Scan's, whose `reverse` output stacks the last part first); without it (a Loop's) the room
     grows by doubling, from `expected` parts when that is not too big."""
 
-    FIRST_BYTES = 16 << 20  # at most this much room made before the parts come
+    FIRST_BYTES = 1 << 20  # at most this much room made before the parts come
 
     def __init__(self, kernel: ControlFlow, axis: int, what: str, steps: int | None = None,
                  reverse: bool = False, expected: int | None = None):

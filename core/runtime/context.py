@@ -76,6 +76,7 @@ class ExecutionContext:
             dataflow, layout = plan.dataflow
             deps, self.fm_size, self.workspace_size = dataflow.deps, dataflow.fm_size, 0
         self.executor = make_executor(executor, deps)
+        self.kernel_state = kernel_state(plan.uses_native)  # entered by one run at a time
         self.args = ModelArgsManager(layout, device, self._malloc(layout.size * 8))
         self.stream = device.acquire_stream()
         self.handle = [SunkTask(t) for t in plan.tasks]  # DistributeTask: the sunk task list
@@ -170,7 +171,7 @@ class ExecutionContext:
         if dirty.size:
             self._rebuild(dirty)
         try:
-            with kernel_state(self.model.ge_plan.uses_native):  # once per execution (nothing, nested in a caller's)
+            with self.kernel_state:  # once per execution (nothing, nested in a caller's)
                 self.executor.run(self.handle)
         except TaskFailed as failed:  # a kernel failed: name the node, keep the cause for --debug
             if isinstance(failed.cause, GeError):

@@ -275,8 +275,7 @@ class _StaticBody:
     with its inputs and outputs bound once: a call copies the inputs into their buffers (all but
     the very arrays the last call copied: a Loop's captured values), launches the submodel's tasks
     and returns views of its output buffers, valid until the next call (the control-flow kernels
-    copy what they keep); no address moves between calls. The views are new objects each call, so
-    that an output passed back in (a carried value) is never taken for the array copied last."""
+    copy what they keep); no address moves between calls."""
 
     @classmethod
     def of(cls, ctx: "HybridContext") -> "_StaticBody | None":
@@ -296,16 +295,19 @@ class _StaticBody:
         outs = [ctx.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in sm.outputs]
         davinci_model_update_args(sm, [s.addr for s in ins], [s.addr for s in outs], self.sub)
         views = {d.name: ctx._view(s) for d, s in zip(list(sm.inputs) + list(sm.outputs), ins + outs)}
-        self.inputs = [(d.name, views.get(d.name)) for d in dyn.inputs]  # None: an input the body never reads
-        self.last: list = [None] * len(self.inputs)
+        self.count = len(dyn.inputs)
+        self.inputs = [(k, d.name, views[d.name]) for k, d in enumerate(dyn.inputs) if d.name in views]  # those it reads
+        self.last: list = [None] * self.count
         self.outputs = [views[d.name] for d in dyn.outputs]
+        self.produced = {id(v) for v in self.outputs}  # an output passed back in changed since: copied
 
     def __call__(self, arrays: list) -> list[np.ndarray]:
-        if len(arrays) != len(self.inputs):
-            raise ShapeError(f"subgraph '{self.name}' takes {len(self.inputs)} inputs, got {len(arrays)}")
+        if len(arrays) != self.count:
+            raise ShapeError(f"subgraph '{self.name}' takes {self.count} inputs, got {len(arrays)}")
         last = self.last
-        for k, ((name, view), x) in enumerate(zip(self.inputs, arrays)):
-            if view is None or x is last[k]:  # the same array as the last call's (a Loop's captured values)
+        for k, name, view in self.inputs:
+            x = arrays[k]
+            if x is last[k] and id(x) not in self.produced:  # the same array as the last call's (a Loop's captured values)
                 continue
             a = x if type(x) is np.ndarray else np.asarray(x)
             if a.shape != view.shape or a.dtype != view.dtype:
@@ -315,7 +317,7 @@ class _StaticBody:
             last[k] = x
         davinci_model_execute(self.sm, ctx=self.sub)
         self.counters["submodel_launches"] += 1
-        return [v[...] for v in self.outputs]  # views, valid until the next call (new ones: see above)
+        return list(self.outputs)  # views, valid until the next call
 
 
 class HybridContext:
