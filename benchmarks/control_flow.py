@@ -2,26 +2,31 @@
 runs it), a Loop whose carried state grows every iteration, a Scan, and a runtime If in front of
 an LSTM step (a voice-activity detector's shape).
 
-    .venv/bin/python benchmarks/control_flow.py [--reps 20] [--steps 200]
+    .venv/bin/python benchmarks/control_flow.py [--reps 20] [--steps 200] [--cpu-time]
 
 Prints medians in ms and the ratio to onnxruntime (intra_op_num_threads=2). A Loop's cost in ge is
 mostly the per-iteration launch of its body (a subgraph run of the hybrid executor), so the ratio
-falls as the body grows. Not a test.
+falls as the body grows. On a loaded machine wall times mostly measure the scheduler (a run longer
+than a time slice is preempted): --cpu-time runs both engines on one thread (ge's native kernels
+and OpenBLAS, onnxruntime's intra-op pool) and gives medians of the process's CPU time. Not a test.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import tempfile
+import time
 
 import numpy as np
 import onnx
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+import onnxruntime as ort
 from dynamic_shapes import ge_ms, ort_ms  # benchmarks/ is the script's folder
 
 from ge.core import api
+from ge.core.kernels import blas
 
 F, I64, B = T.FLOAT, T.INT64, T.BOOL
 
@@ -94,10 +99,36 @@ def if_lstm(hidden: int = 64, feat: int = 256):
                  [vi("Y", F, [1, 1, 1, hidden]), vi("hn", F, [1, 1, hidden]), vi("cn", F, [1, 1, hidden])], inits)
 
 
+def cpu_ms(fn, reps: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        t = time.process_time()
+        fn()
+        times.append((time.process_time() - t) * 1e3)
+    return float(np.median(times))
+
+
+def ge_cpu_ms(om: str, feeds, reps: int) -> float:
+    model_id = api.load_from_file(om, "cpu")
+    try:
+        return cpu_ms(lambda: api.execute(model_id, feeds), reps)
+    finally:
+        api.unload(model_id)
+
+
+def ort_cpu_ms(path: str, feeds, reps: int) -> float:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return cpu_ms(lambda: sess.run(None, feeds), reps)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--cpu-time", action="store_true", help="one thread per engine, medians of CPU time")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ge_cf_bench_")
     rng = np.random.default_rng(0)
@@ -115,14 +146,18 @@ def main() -> None:
          {"x": rng.standard_normal((1, 512)).astype(np.float32), "sr": np.array(16000, np.int64),
           "h0": np.zeros((1, 1, 64), np.float32), "c0": np.zeros((1, 1, 64), np.float32)}),
     ]
-    print(f"control flow, median of {a.reps} runs, cpu")
+    if a.cpu_time:
+        blas.set_local_threads(1)
+    print(f"control flow, median of {a.reps} runs, cpu{', CPU time of one thread per engine' if a.cpu_time else ''}")
     for k, (label, m, feeds) in enumerate(rows):
         path = os.path.join(tmp, f"m{k}.onnx")
         onnx.save(m, path)
         shapes = ";".join(f"{name}:{','.join(map(str, x.shape))}" for name, x in feeds.items())
         om = api.atc(path, os.path.join(tmp, f"m{k}"), input_shape=shapes).om_path
-        reference = ort_ms(path, feeds, a.reps)
-        ms = ge_ms(om, feeds, a.reps)
+        if a.cpu_time:
+            reference, ms = ort_cpu_ms(path, feeds, a.reps), ge_cpu_ms(om, feeds, a.reps)
+        else:
+            reference, ms = ort_ms(path, feeds, a.reps), ge_ms(om, feeds, a.reps)
         print(f"  {label:<38} ort {reference:9.3f} ms   ge {ms:9.3f} ms   ge/ort {ms / reference:6.2f}")
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from ge.core import api
-from ge.core.kernels.blas import kernel_threads
+from ge.core.kernels.blas import kernel_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -45,7 +45,7 @@ def profile(ctx, runs: int, clock=time.perf_counter) -> list[list[float]]:
     """Seconds per task per run, running the whole task list in order each run."""
     handle = ctx.handle
     times = [[] for _ in handle]
-    with np.errstate(all="ignore"), kernel_threads(ctx.model.ge_plan.uses_native):  # as an execution runs them
+    with kernel_state(ctx.model.ge_plan.uses_native):  # as an execution runs them
         for _ in range(runs + 1):  # the first run warms up
             for t, task in enumerate(handle):
                 t0 = clock()

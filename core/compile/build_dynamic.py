@@ -214,7 +214,8 @@ def _subgraph(graph: Graph, nodes: list[Node], consumers: dict, name: str) -> Gr
     names = set(inputs) | produced_set | used
     return Graph(name, nodes=copy.deepcopy(nodes), inputs=inputs, outputs=outputs,
                  values={k: copy.copy(v) for k, v in graph.values.items() if k in names},
-                 initializers={k: graph.initializers[k] for k in used}, opset=dict(graph.opset))
+                 initializers={k: graph.initializers[k] for k in used}, opset=dict(graph.opset),
+                 shape_constants=graph.shape_constants & used)
 
 
 def _dtype_name(graph: Graph, t: str) -> str:

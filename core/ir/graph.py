@@ -100,6 +100,9 @@ class Graph:
     #: values of the enclosing graph it reads (captured). The node lists the same values, in the same
     #: order, as its own last inputs: outer-scope reads are explicit edges, so every pass sees them.
     captures: int = 0
+    #: initializers constant folding computed from tensors' static shapes (a Shape's value, a Range
+    #: up to it ...): they differ from one input shape (a gear) to the next, unlike the weights
+    shape_constants: set = field(default_factory=set)
 
     def value(self, name: str) -> Value:
         if name not in self.values:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from contextlib import contextmanager
+import threading
 
 import numpy as np
 
@@ -102,20 +102,39 @@ def openblas_threads_local(n: int) -> int | None:
 _SET_LOCAL = None
 
 
-@contextmanager
-def kernel_threads(native_kernels: bool = True):
-    """Around the kernels of one execution, in the thread that runs them: when they include native
-    kernels (and those are built), numpy's OpenBLAS runs single-threaded. Its workers spin for a
-    long while after each call, as the native pool's do; the two pools on the same cores starve
-    each other (measured on BERT: the native products 1.6x slower, numpy's own 1.2x). The heavy
-    products are native; what is left for OpenBLAS (attention's small batched products) does not
-    need a second thread."""
-    if not native_kernels or native.native() is None:
-        yield
-        return
-    before = openblas_threads_local(1)
-    try:
-        yield
-    finally:
-        if before is not None:
-            openblas_threads_local(before)
+class kernel_state:
+    """Around the kernels of one execution, in the thread that runs them: numpy's floating-point
+    errors ignored, and when the kernels include native ones (and those are built) numpy's
+    OpenBLAS single-threaded. Its workers spin for a long while after each call, as the native
+    pool's do; the two pools on the same cores starve each other (measured on BERT: the native
+    products 1.6x slower, numpy's own 1.2x). The heavy products are native; what is left for
+    OpenBLAS (attention's small batched products) does not need a second thread.
+
+    Setting both costs about 8 us (OpenBLAS's thread call most of it), so a use nested in one that
+    already holds as much in this thread (a control-flow body, launched once per iteration inside
+    its caller's run) sets nothing."""
+    __slots__ = ("level", "outer", "errstate", "threads")
+
+    def __init__(self, native_kernels: bool = True):
+        self.level = 2 if native_kernels and native.native() is not None else 1  # 1: errstate only
+
+    def __enter__(self) -> "kernel_state":
+        self.outer = getattr(_held, "level", 0)
+        if self.outer >= self.level:
+            return self
+        self.errstate = np.errstate(all="ignore")
+        self.errstate.__enter__()
+        self.threads = openblas_threads_local(1) if self.level == 2 else None
+        _held.level = self.level
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.outer >= self.level:
+            return
+        _held.level = self.outer
+        if self.threads is not None:
+            openblas_threads_local(self.threads)
+        self.errstate.__exit__(*exc)
+
+
+_held = threading.local()  # the kernel_state level this thread holds (0: none)

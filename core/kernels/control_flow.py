@@ -4,7 +4,10 @@ A control-flow node's subgraphs are submodels the runtime compiled and loaded; a
 them itself (kernels sit below the runtime), so `execute(xs, bodies)` takes each subgraph as a
 function from its input arrays to its output arrays. The inputs `xs` are the node's: its ONNX
 inputs followed by the outer-scope values its subgraphs read (`captures` of them), which every
-call passes on as the subgraph's last inputs.
+call passes on as the subgraph's last inputs. A body's outputs may be views of its own buffers,
+valid until its next call (a static body hands them out without a copy): a kernel writes each scan
+output into its stacked result as it comes, and its own results may be such views too (the caller
+copies them into the node's outputs at once).
 
 Output shapes depend on running the subgraphs (a branch taken, a trip count, a condition), so
 infer() raises: the compiler routes these nodes to the hybrid executor.
@@ -58,7 +61,7 @@ class ControlFlow(Kernel):
         a = np.asarray(x)
         if a.size != 1:
             raise self.fail(f"{what} must hold one value, got shape {list(a.shape)}")
-        return a.reshape(-1)[0]
+        return a.item()
 
     @staticmethod
     def known(templates) -> bool:
@@ -73,25 +76,58 @@ class ControlFlow(Kernel):
         except Exception:
             return templates
 
-    def stack(self, parts: list, axis: int, template, what: str) -> np.ndarray:
-        """Per-iteration outputs stacked along a new `axis` (negative: from the end of the result);
-        `template` (dtype, shape or None) gives an empty result its per-iteration shape and dtype
-        when there was no iteration."""
-        if parts:
-            first = np.asarray(parts[0])
-            for t, p in enumerate(parts):
-                if np.shape(p) != first.shape:
-                    raise self.fail(f"{what} has shape {list(np.shape(p))} at iteration {t} but "
-                                    f"{list(first.shape)} at iteration 0; scan outputs must keep their shape")
-            shape = first.shape
-        else:
+
+class Stacked:
+    """A scan output: the per-iteration parts written as they come into one result stacked along a
+    new `axis` (negative: from the end of the result), no part kept. `steps`: how many parts come
+    (a Scan's, whose `reverse` output stacks the last part first); without it (a Loop's) the room
+    grows by doubling, from `expected` parts when that is not too big."""
+
+    FIRST_BYTES = 1 << 20  # at most this much room made before the parts come
+
+    def __init__(self, kernel: ControlFlow, axis: int, what: str, steps: int | None = None,
+                 reverse: bool = False, expected: int | None = None):
+        self.kernel, self.axis, self.what = kernel, axis, what
+        self.steps, self.reverse, self.expected = steps, reverse, expected
+        self.buffer = self.shape = self.lead = None
+
+    def put(self, t: int, part) -> None:
+        """The part of iteration `t` (iterations come in order, from 0)."""
+        part = np.asarray(part)
+        if self.buffer is None:
+            self.shape, self.lead = part.shape, (slice(None),) * self._axis(part.ndim)
+            room = self.steps or min(self.expected or 16, max(16, self.FIRST_BYTES // max(part.nbytes, 1)))
+            self.buffer = self._allocate(part.dtype, room)
+        elif part.shape != self.shape:
+            raise self.kernel.fail(f"{self.what} has shape {list(part.shape)} at iteration {t} but "
+                                   f"{list(self.shape)} at iteration 0; scan outputs must keep their shape")
+        if self.steps is None and t == self.buffer.shape[len(self.lead)]:  # full: twice the room
+            grown = self._allocate(self.buffer.dtype, 2 * t)
+            grown[self.lead + (slice(0, t),)] = self.buffer
+            self.buffer = grown
+        if self.lead:
+            self.buffer[self.lead + (self.steps - 1 - t if self.reverse else t,)] = part
+        else:  # axis 0 (a Loop's)
+            self.buffer[self.steps - 1 - t if self.reverse else t] = part
+
+    def result(self, n: int, template) -> np.ndarray:
+        """The result of `n` iterations (`steps` of them, when given); `template` (dtype, shape or
+        None) gives it its per-iteration shape and dtype when there was no iteration."""
+        if self.buffer is None:
             shape = tuple(0 if d is None or d < 0 else d for d in (template[1] or ()))
-        a = axis + len(shape) + 1 if axis < 0 else axis
-        if not 0 <= a <= len(shape):
-            raise self.fail(f"{what}: axis {axis} is out of range for a result of rank {len(shape) + 1}")
-        if not parts:
+            a = self._axis(len(shape))
             return np.zeros(shape[:a] + (0,) + shape[a:], template[0])
-        return np.stack(parts, axis=a)
+        return self.buffer if self.steps is not None else self.buffer[self.lead + (slice(0, n),)]
+
+    def _axis(self, rank: int) -> int:
+        a = self.axis + rank + 1 if self.axis < 0 else self.axis
+        if not 0 <= a <= rank:
+            raise self.kernel.fail(f"{self.what}: axis {self.axis} is out of range for a result of rank {rank + 1}")
+        return a
+
+    def _allocate(self, dtype, count: int) -> np.ndarray:
+        a = len(self.lead)
+        return np.empty(self.shape[:a] + (count,) + self.shape[a:], dtype)
 
 
 @register("If", since=1)
@@ -122,32 +158,31 @@ class Loop(ControlFlow):
 
     def execute(self, xs, bodies, templates=()):
         (trip, cond, *carried), captured = self.split(xs)
-        body = bodies[0]
+        body, n = bodies[0], self.carried
         limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
         go = True if cond is None else bool(self.scalar(cond, "input cond"))
-        scans: list[list] = []
-        i = 0
+        scans = [Stacked(self, 0, f"scan output {k}", expected=limit) for k in range(self.num_outputs - n)]
+        i, going = 0, _constant(True)  # one array while it holds: a body copies it in once
         while go and (limit is None or i < limit):
-            outs = body([np.array(i, np.int64), np.array(go), *carried, *captured])
-            if len(outs) < 1 + self.carried:
-                raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {self.carried} carried values")
+            outs = body([np.array(i, np.int64), going, *carried, *captured])
+            if len(outs) < 1 + n:
+                raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {n} carried values")
             go = bool(self.scalar(outs[0], "the body's cond output"))
-            carried = [_carried(o) for o in outs[1:1 + self.carried]]
-            scans.append(outs[1 + self.carried:])
+            carried = outs[1:1 + n]  # arrays, lists (sequences) or None (empty optionals) as they come
+            for scan, part in zip(scans, outs[1 + n:]):
+                scan.put(i, part)
             i += 1
-        n_scan = self.num_outputs - self.carried
-        columns = [[s[k] for s in scans] for k in range(n_scan)]
-        templates = list(templates[1 + self.carried:]) + [(np.float32, None)] * n_scan
-        if not scans and n_scan and not self.known(templates[:n_scan]):
+        templates = list(templates[1 + n:]) + [(np.float32, None)] * len(scans)
+        if not i and scans and not self.known(templates[:len(scans)]):
             templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
-                                     [None] * (1 + self.carried) + templates)[1 + self.carried:]
-        return carried + [self.stack(c, 0, templates[k], f"scan output {k}") for k, c in enumerate(columns)]
+                                     [None] * (1 + n) + templates)[1 + n:]
+        return carried + [scan.result(i, t) for scan, t in zip(scans, templates)]
 
 
-def _carried(x):
-    """A carried value as the next iteration takes it: a sequence (list) or an empty optional
-    (None) as it is, a tensor as an array."""
-    return x if x is None or isinstance(x, list) else np.asarray(x)
+def _constant(value) -> np.ndarray:
+    a = np.array(value)
+    a.flags.writeable = False
+    return a
 
 
 class _ScanBase(ControlFlow):
@@ -181,22 +216,19 @@ class _ScanBase(ControlFlow):
             raise self.fail(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
         steps = lengths.pop()
         n = len(states)
-        outputs: list[list] = []
+        outputs = [Stacked(self, a, f"scan output {k}", steps, reverse=bool(d))
+                   for k, (a, d) in enumerate(zip(out_axes, out_dirs))]
+        lead = [(slice(None),) * a for a in in_axes]  # a slice is a view: the body copies it in
         for t in range(steps):
-            slices = [np.take(x, steps - 1 - t if d else t, axis=a) for x, a, d in zip(scans, in_axes, in_dirs)]
+            slices = [x[pre + (steps - 1 - t if d else t,)] for x, pre, d in zip(scans, lead, in_dirs)]
             outs = body([*states, *slices, *captured])
             states = [np.asarray(o) for o in outs[:n]]
-            outputs.append(outs[n:])
+            for out, part in zip(outputs, outs[n:]):
+                out.put(t, part)
         if not steps and out_axes and not self.known(templates[:len(out_axes)]):
             slices = [np.zeros(np.shape(x)[:a] + np.shape(x)[a + 1:], np.asarray(x).dtype) for x, a in zip(scans, in_axes)]
             templates = self.dry_run(body, [*states, *slices, *captured], [None] * n + templates)[n:]
-        results = list(states)
-        for k in range(len(out_axes)):
-            column = [o[k] for o in outputs]
-            if out_dirs[k]:
-                column.reverse()
-            results.append(self.stack(column, out_axes[k], templates[k], f"scan output {k}"))
-        return results
+        return list(states) + [out.result(steps, t) for out, t in zip(outputs, templates)]
 
 
 @register("Scan", since=9)
@@ -246,6 +278,7 @@ class Scan8(_ScanBase):
         for b in range(batch):
             item = self.scan([s[b] for s in states], [x[b, :lengths[b]] for x in scans], captured, bodies[0],
                              [0] * self.m, dirs, [0] * n_out, [0] * n_out, templates)
+            item[:n] = [np.array(x) for x in item[:n]]  # the next item's run reuses the body's buffers
             for k in range(n, n + n_out):  # zeros past a short item's length
                 pad = steps - item[k].shape[0]
                 if pad:

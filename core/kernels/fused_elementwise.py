@@ -90,7 +90,7 @@ class FusedElementwise(Kernel):
         self.slot_nbytes = -(-math.prod(self.out.shape) * self.out.dtype.itemsize // 64) * 64
         self.program = self._lower() if self.backend.lib is not None else None
         # not `uses_native`: that flags kernels that pack weights and share threads with OpenBLAS
-        # (blas.kernel_threads); the chain reads its operands in place, on the calling thread
+        # (blas.kernel_state); the chain reads its operands in place, on the calling thread
         self.native = self.program is not None
         self.calls = CallCache()
 

@@ -12,6 +12,9 @@ Rules, in topological order (so chains fold completely in one pass):
 - Shape and Size of a tensor with a static shape fold even though the tensor itself is not constant.
 - A fold that would create a huge constant (> 64 MB, much bigger than its inputs: Expand, Tile,
   ConstantOfShape blow-ups) is skipped: the node stays and computes at run time.
+- So is a fold that would lay data out in the pattern of a shape (lays_out_shape: a Gather of an
+  embedding table by Range(0, seq), a ConstantOfShape, Expand or Tile to the input's shape): its
+  constant would be one input shape's own, so every gear would carry a copy.
 - A graph output that folds keeps a producer: Identity(constant), so outputs are always written
   by a task.
 - An If with a constant condition is replaced by the branch it takes; constants a control-flow
@@ -33,6 +36,10 @@ from .subgraphs import capture_constants, evaluate, inline_branch, is_control_fl
 
 #: a fold may not create a constant bigger than this unless its inputs are about as big
 MAX_FOLD_NBYTES = 64 << 20
+#: a fold reading values computed from shapes may make at most this much, or SHAPED_FOLD_GROWTH
+#: times what it reads from shapes (lays_out_shape)
+SHAPED_FOLD_NBYTES = 4 << 10
+SHAPED_FOLD_GROWTH = 4
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                     "Multinomial", "Bernoulli"}
 _DTYPE_SET = set(DTYPES.values())
@@ -42,7 +49,7 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
     graph.toposort()
     outputs = set(graph.outputs)
     kept: list[Node] = []
-    folded = skipped_big = inlined = captured = evaluated = 0
+    folded = skipped_big = skipped_shaped = inlined = captured = evaluated = 0
     node_names = {n.name for n in graph.nodes}
 
     pending = deque(graph.nodes)
@@ -60,18 +67,22 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
             arrays = None  # the copy a folded graph output keeps
         else:
             arrays = _fold(graph, node)
-        if arrays is None or arrays == "big":
+        if arrays is None or isinstance(arrays, str):
             skipped_big += arrays == "big"
+            skipped_shaped += arrays == "shaped"
             kept.append(node)
             _infer_best_effort(graph, node)
             continue
         folded += 1
+        shaped = _from_shapes(graph, node)
         for name, a in zip(node.outputs, arrays):
             if not name:
                 continue
             if name in outputs:
                 const = unique_name(graph, f"{name}_const")
                 set_initializer(graph, const, a)
+                if shaped:
+                    graph.shape_constants.add(const)
                 v = graph.value(name)
                 v.dtype, v.shape = a.dtype, tuple(a.shape)
                 ident = unique_name(graph, f"{node.name}_const_out", node_names)
@@ -79,11 +90,14 @@ def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
                 kept.append(Node("Identity", [const], [name], {}, ident, ""))
             else:
                 set_initializer(graph, name, a)
+                if shaped:
+                    graph.shape_constants.add(name)
     graph.nodes = kept
 
     if stats is not None:
         stats["folded"] = stats.get("folded", 0) + folded
         stats["skipped_big"] = stats.get("skipped_big", 0) + skipped_big
+        stats["skipped_shaped"] = stats.get("skipped_shaped", 0) + skipped_shaped
         stats["inlined_branches"] = stats.get("inlined_branches", 0) + inlined
         stats["captured_constants"] = stats.get("captured_constants", 0) + captured
         stats["evaluated_control_flow"] = stats.get("evaluated_control_flow", 0) + evaluated
@@ -109,7 +123,8 @@ def constant_value(node: Node) -> np.ndarray:
 
 
 def _fold(graph: Graph, node: Node):
-    """The node's output values if it folds, None if it does not, "big" if it would be too big."""
+    """The node's output values if it folds, None if it does not, "big" if it would be too big,
+    "shaped" if it would lay data out in the pattern of a shape (lays_out_shape)."""
     if node.domain == "" and node.op_type == "Constant":
         return [constant_value(node)]
     if node.op_type in NONDETERMINISTIC:
@@ -133,6 +148,8 @@ def _fold(graph: Graph, node: Node):
     estimate = _estimate_nbytes(graph, node)
     if estimate is not None and _too_big(estimate, in_nbytes):
         return "big"
+    if estimate is not None and lays_out_shape(graph, node, estimate):
+        return "shaped"
     kernel = build_kernel(graph, node)
     try:
         results = kernel.compute(*[graph.initializers[i] if i else None for i in node.inputs])
@@ -147,8 +164,11 @@ def _fold(graph: Graph, node: Node):
         return None  # the kernel does not produce an output somebody names
     if any(a.dtype not in _DTYPE_SET for a in arrays[:len(node.outputs)]):
         return None
-    if _too_big(sum(a.nbytes for a, o in zip(arrays, node.outputs) if o), in_nbytes):
+    out_nbytes = sum(a.nbytes for a, o in zip(arrays, node.outputs) if o)
+    if _too_big(out_nbytes, in_nbytes):
         return "big"
+    if lays_out_shape(graph, node, out_nbytes):
+        return "shaped"
     return [np.array(a, order="C", copy=None) for a in arrays[:len(node.outputs)]]
 
 
@@ -173,6 +193,28 @@ def _evaluate(graph: Graph, node: Node):
 
 def _too_big(out_nbytes: int, in_nbytes: int) -> bool:
     return out_nbytes > MAX_FOLD_NBYTES and out_nbytes > 2 * in_nbytes
+
+
+def lays_out_shape(graph: Graph, node: Node, out_nbytes: int) -> bool:
+    """The folding policy for values computed from tensors' shapes (graph.shape_constants): a
+    node reading one does not fold when its output would exceed SHAPED_FOLD_NBYTES and be
+    SHAPED_FOLD_GROWTH times what it reads from shapes. Such a constant is weight data (or a fill
+    value) laid out in the pattern of one input shape: position embeddings gathered by Range(0,
+    seq), token types by ConstantOfShape, an Expand or Tile to the input's shape. Each gear would
+    get its own (the weights themselves are shared: build_dynamic.share_weights), 100 BERT gears
+    30 MiB of them; as a task it costs a gather or a broadcast per run. Small shape arithmetic
+    (Reshape targets, a Range up to the sequence length) folds as before."""
+    if out_nbytes <= SHAPED_FOLD_NBYTES:
+        return False
+    shaped = sum(graph.initializers[i].nbytes for i in node.inputs if i in graph.shape_constants)
+    return bool(shaped) and out_nbytes > SHAPED_FOLD_GROWTH * shaped
+
+
+def _from_shapes(graph: Graph, node: Node) -> bool:
+    """Is the folded node's value computed from a tensor's shape (not from weights alone)?"""
+    if node.domain == "" and node.op_type in ("Shape", "Size"):
+        return node.inputs[0] not in graph.initializers or node.inputs[0] in graph.shape_constants
+    return any(i in graph.shape_constants for i in node.inputs)
 
 
 def _static_shape(graph: Graph, name: str):

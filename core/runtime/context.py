@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..ge_model import FM_ID, WORKSPACE_ID
-from ..kernels.blas import kernel_threads
+from ..kernels.blas import kernel_state
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
 from .executors import TaskFailed, make_executor
@@ -55,7 +55,7 @@ class SunkTask:
 
 
 def _run_quietly(task: SunkTask) -> None:
-    with np.errstate(all="ignore"), kernel_threads(task.plan.kernel.uses_native):
+    with kernel_state(task.plan.kernel.uses_native):
         task.run()
 
 
@@ -78,6 +78,7 @@ class ExecutionContext:
             dataflow, layout = plan.dataflow
             deps, self.fm_size, self.workspace_size = dataflow.deps, dataflow.fm_size, 0
         self.executor = make_executor(executor, deps)
+        self.kernel_state = kernel_state(plan.uses_native)  # entered by one run at a time
         self.args = ModelArgsManager(layout, device, self._malloc(layout.size * 8))
         self.stream = device.acquire_stream()
         self.handle = [SunkTask(t) for t in plan.tasks]  # DistributeTask: the sunk task list
@@ -193,14 +194,11 @@ class ExecutionContext:
 
     # -- the device side -------------------------------------------------------------------------
     def _run(self, dirty) -> None:
-        self._rebuild(dirty)
+        if dirty.size:
+            self._rebuild(dirty)
         try:
-            with np.errstate(all="ignore"):  # once per execution
-                if self.model.ge_plan.uses_native:
-                    with kernel_threads(True):
-                        self.executor.run(self.handle)
-                else:
-                    self.executor.run(self.handle)
+            with self.kernel_state:  # once per execution (nothing, nested in a caller's)
+                self.executor.run(self.handle)
         except TaskFailed as failed:  # a kernel failed: name the node, keep the cause for --debug
             if isinstance(failed.cause, GeError):
                 raise failed.cause

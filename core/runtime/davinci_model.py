@@ -65,7 +65,7 @@ class LoadedPlan:
 
     @cached_property
     def uses_native(self) -> bool:
-        """Some kernel runs on ge's native GEMM (then numpy's BLAS runs single-threaded: blas.kernel_threads)."""
+        """Some kernel runs on ge's native GEMM (then numpy's BLAS runs single-threaded: blas.kernel_state)."""
         return any(t.kernel.uses_native for t in self.tasks)
 
     @cached_property

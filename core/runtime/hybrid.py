@@ -31,7 +31,6 @@ model's, shared, and builds each key once under a lock.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
@@ -45,7 +44,7 @@ from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
 from ..kernels import backend as backends
-from ..kernels.blas import kernel_threads
+from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
@@ -64,12 +63,6 @@ COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_build
             "weight_packs",
             "weight_pack_hits", "shape_updates", "args_set",
             "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes", "subgraph_runs")
-
-
-@contextlib.contextmanager
-def _kernel_state():  # numpy's floating-point errors ignored and BLAS threads set, once per run
-    with np.errstate(all="ignore"), kernel_threads():
-        yield
 
 
 @dataclass
@@ -279,8 +272,10 @@ class HybridModel(SharedWeightsModel):
 
 class _StaticBody:
     """A subgraph that is one static submodel (a static Loop or Scan body, a static branch), run
-    with its inputs and outputs bound once: a call copies the inputs into their buffers, launches
-    the submodel's tasks and copies the outputs out; no address moves between calls."""
+    with its inputs and outputs bound once: a call copies the inputs into their buffers (all but
+    the very arrays the last call copied: a Loop's captured values), launches the submodel's tasks
+    and returns views of its output buffers, valid until the next call (the control-flow kernels
+    copy what they keep); no address moves between calls."""
 
     @classmethod
     def of(cls, ctx: "HybridContext") -> "_StaticBody | None":
@@ -300,25 +295,29 @@ class _StaticBody:
         outs = [ctx.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in sm.outputs]
         davinci_model_update_args(sm, [s.addr for s in ins], [s.addr for s in outs], self.sub)
         views = {d.name: ctx._view(s) for d, s in zip(list(sm.inputs) + list(sm.outputs), ins + outs)}
-        self.inputs = [(d.name, views.get(d.name)) for d in dyn.inputs]  # None: an input the body never reads
-        self.last: list = [None] * len(self.inputs)
+        self.count = len(dyn.inputs)
+        self.inputs = [(k, d.name, views[d.name]) for k, d in enumerate(dyn.inputs) if d.name in views]  # those it reads
+        self.last: list = [None] * self.count
         self.outputs = [views[d.name] for d in dyn.outputs]
+        self.produced = {id(v) for v in self.outputs}  # an output passed back in changed since: copied
 
     def __call__(self, arrays: list) -> list[np.ndarray]:
-        if len(arrays) != len(self.inputs):
-            raise ShapeError(f"subgraph '{self.name}' takes {len(self.inputs)} inputs, got {len(arrays)}")
-        for k, ((name, view), x) in enumerate(zip(self.inputs, arrays)):
-            if view is None or x is self.last[k]:  # the same array as the last call's (a Loop's captured values)
+        if len(arrays) != self.count:
+            raise ShapeError(f"subgraph '{self.name}' takes {self.count} inputs, got {len(arrays)}")
+        last = self.last
+        for k, name, view in self.inputs:
+            x = arrays[k]
+            if x is last[k] and id(x) not in self.produced:  # the same array as the last call's (a Loop's captured values)
                 continue
-            a = np.asarray(x)
+            a = x if type(x) is np.ndarray else np.asarray(x)
             if a.shape != view.shape or a.dtype != view.dtype:
                 raise ShapeError(f"static subgraph '{self.name}': input '{name}' is {a.dtype} {list(a.shape)}, it "
                                  f"was compiled for {view.dtype} {list(view.shape)}")
-            np.copyto(view, a)
-            self.last[k] = x
+            view[...] = a
+            last[k] = x
         davinci_model_execute(self.sm, ctx=self.sub)
         self.counters["submodel_launches"] += 1
-        return [np.array(v) for v in self.outputs]
+        return list(self.outputs)  # views, valid until the next call
 
 
 class HybridContext:
@@ -365,7 +364,7 @@ class HybridContext:
             device.memcpy_h2d(slot.addr, x)
             self.counters["h2d_bytes"] += x.nbytes
         t1 = time.perf_counter()
-        with _kernel_state():
+        with kernel_state():
             self._run_steps()
         t2 = time.perf_counter()
         results = []
@@ -563,7 +562,12 @@ class HybridContext:
         bodies = [self._subgraph_call(node, key, refs[key]) for key in flow.bodies]
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
                      for t in self.model.subgraphs[refs[flow.bodies[0]]].outputs]
-        results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
+        children = [self.children[k] for k in {refs[key] for key in flow.bodies}]
+        launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
+        try:
+            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
+        finally:
+            self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches
         self._keep(node.outputs, results)
         self.counters["nodes_run"] += 1
 
@@ -571,15 +575,14 @@ class HybridContext:
         child = self.children.get(k)
         if child is None:
             child = self.children[k] = self.model.subgraphs[k].create_context()
+        run, counters = child.run_nested, self.counters
 
         def call(arrays: list) -> list:
-            launches = child.counters["submodel_launches"]
             try:
-                outs = child.run_nested(arrays)
+                outs = run(arrays)
             except GeError as e:  # the inner node's message, and whose subgraph it is in
                 raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
-            self.counters["subgraph_runs"] += 1
-            self.counters["submodel_launches"] += child.counters["submodel_launches"] - launches
+            counters["subgraph_runs"] += 1
             return outs
         return call
 

@@ -46,10 +46,9 @@ def davinci_model_execute(model: DavinciModel, inputs: list[int] | None = None, 
     ctx = ctx or model.default_context
     if inputs is not None or outputs is not None:
         davinci_model_update_args(model, inputs or [], outputs or [], ctx)
-    before = ctx.device.counters["args_bytes"]
     ctx.launch()
     ctx.stream.synchronize(timeout)
-    return {"args_bytes": ctx.device.counters["args_bytes"] - before, "full_refresh": ctx.args.full_refresh}
+    return {"args_bytes": ctx.args.bytes_written, "full_refresh": ctx.args.full_refresh}
 
 
 def davinci_model_get_run_address(model: DavinciModel, mem_type: str, offset: int = 0, index: int = 0,

@@ -174,6 +174,36 @@ def test_a_static_body_runs_as_its_static_submodel_once_per_iteration(tmp_path):
         api.unload(model_id)
 
 
+def test_a_long_static_loop_carries_state_and_stacks_every_step(tmp_path):
+    """An RNN cell as a generation loop runs it, h <- tanh(h W + b) for M steps, each h a scan
+    output, cond i < stop (stop captured): the body's outputs come back as views of its own
+    buffers, so each carried h must be copied in anew (not taken for the last call's array) and each
+    scan output copied into the stacked result as it comes (past its first room of 16 steps); a
+    second run allocates nothing and launches the body once per step."""
+    rng = np.random.default_rng(0)
+    body = helper.make_graph([helper.make_node("MatMul", ["h", "W"], ["a"]), helper.make_node("Add", ["a", "b"], ["z"]),
+                              helper.make_node("Tanh", ["z"], ["h2"]), helper.make_node("Less", ["i", "stop"], ["c2"]),
+                              helper.make_node("Identity", ["h2"], ["y"])],
+                             "cell", [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, 8])],
+                             [vi("c2", B, []), vi("h2", F, [1, 8]), vi("y", F, [1, 8])],
+                             [const("W", rng.standard_normal((8, 8)).astype(np.float32) / 6),  # contracting: no drift
+                              const("b", rng.standard_normal((1, 8)).astype(np.float32) / 2)])
+    m = model([helper.make_node("Loop", ["M", "", "h0"], ["hN", "hs"], body=body)],
+              [vi("M", I64, []), vi("h0", F, [1, 8]), vi("stop", I64, [])], [vi("hN", F, [1, 8]), vi("hs", F, [None, 1, 8])])
+    feeds = [{"M": np.array(n, np.int64), "h0": rand(1, 8, seed=n), "stop": np.array(s, np.int64)}
+             for n, s in ((40, 99), (0, 99), (17, 99), (40, 20), (1, 99))]  # stop 20: cond ends it after 21 steps
+    result = check(m, feeds, tmp_path)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for _ in range(2):
+            api.execute(model_id, feeds[0])
+            stats = api.model(model_id).default_context.stats
+            assert stats["subgraph_runs"] == 40 and stats["submodel_launches"] == 40
+        assert stats["allocations"] == 0
+    finally:
+        api.unload(model_id)
+
+
 def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
     """PyTorch's exported generation loop: each step appends to the carried sequence (its shape
     changes every iteration) and reads the iteration number; the scan output is per step."""

@@ -133,20 +133,29 @@ def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
         np.testing.assert_allclose(y, np.clip(want, lo, hi), **TOL)
 
 
-def test_kernel_threads_keep_numpy_blas_single_threaded_beside_native_kernels():
+def test_kernel_state_keeps_numpy_blas_single_threaded_beside_native_kernels():
     """Around a model with native kernels numpy's OpenBLAS runs one thread (its spinning workers and
     the native pool would fight for the cores); the count is restored after, and left alone for a
-    model without native kernels."""
-    from ge.core.kernels.blas import kernel_threads, openblas_threads_local
+    model without native kernels. A nested use (a loop body's launch) keeps what the outer one set,
+    and the outer one's exit restores the count and numpy's error state."""
+    from ge.core.kernels.blas import kernel_state, openblas_threads_local
     before = openblas_threads_local(2)
     if before is None:
         pytest.skip("numpy's BLAS has no per-thread thread count")
+    errors = np.geterr()
     try:
-        with kernel_threads(True):
+        with kernel_state(True):
             assert openblas_threads_local(1) == 1
-        assert openblas_threads_local(2) == 2
-        with kernel_threads(False):
+            with kernel_state(True), kernel_state(False):
+                assert np.geterr()["divide"] == "ignore"
+            assert openblas_threads_local(1) == 1 and np.geterr()["divide"] == "ignore"
+        assert openblas_threads_local(2) == 2 and np.geterr() == errors
+        with kernel_state(False):
+            assert openblas_threads_local(2) == 2 and np.geterr()["invalid"] == "ignore"
+            with kernel_state(True):
+                assert openblas_threads_local(1) == 1
             assert openblas_threads_local(2) == 2
+        assert np.geterr() == errors
     finally:
         openblas_threads_local(before)
 

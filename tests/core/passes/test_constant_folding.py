@@ -142,3 +142,57 @@ def test_random_ops_are_not_folded(make_model, load):
     g = load(make_model(nodes, {"x": (F, [2])}, ["y"]))
     constant_folding(g)
     assert [nd.op_type for nd in g.nodes] == ["RandomUniform", "Add"]
+
+
+def _embeddings(make_model, seq):
+    """BERT's position and token-type lookups: tables gathered by Range(0, seq) and by zeros of
+    the input's shape (ConstantOfShape), added to the input."""
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["s"]),
+        _const("one", np.array(1, np.int64)),
+        _const("zero", np.array(0, np.int64)),
+        helper.make_node("Gather", ["s", "one"], ["seq"], axis=0),
+        helper.make_node("Range", ["zero", "seq", "one"], ["pos"]),
+        helper.make_node("Gather", ["position", "pos"], ["pos_emb"], axis=0),
+        helper.make_node("ConstantOfShape", ["s"], ["types"], value=numpy_helper.from_array(np.zeros([1], np.int64))),
+        helper.make_node("Gather", ["token_type", "types"], ["type_emb"], axis=0),
+        helper.make_node("Add", ["x", "pos_emb"], ["t"]),
+        helper.make_node("Add", ["t", "type_emb"], ["y"]),
+        helper.make_node("Transpose", ["position"], ["position_t"]),  # weight preprocessing
+        helper.make_node("MatMul", ["x", "position_t"], ["z"]),
+    ]
+    rng = np.random.default_rng(0)
+    inits = {"position": rng.standard_normal((512, 64)).astype(np.float32),
+             "token_type": rng.standard_normal((2, 64)).astype(np.float32)}
+    return make_model(nodes, {"ids": (TensorProto.INT64, [2, seq]), "x": (F, [2, seq, 64])}, ["y", "z"], inits)
+
+
+def test_shape_sized_copies_of_weights_stay_tasks(make_model, load, run_ort, run_ge, requires):
+    """A gear's position and token-type embeddings (the tables gathered by the sequence's Range
+    and by zeros of the input's shape) are not folded into constants of that shape past
+    SHAPED_FOLD_NBYTES: every gear would carry its own copy. The shape arithmetic feeding them and
+    the weight's own preprocessing (a Transpose) fold; the results are onnxruntime's."""
+    requires("Shape", "Gather", "Range", "ConstantOfShape", "Transpose", "MatMul")
+    model = _embeddings(make_model, 100)  # [100, 64] float32 = 25 KiB of positions, 51 KiB of token types
+    g = load(model)
+    stats = {}
+    constant_folding(g, stats=stats)
+    assert [n.op_type for n in g.nodes] == ["Gather", "Gather", "Add", "Add", "MatMul"]
+    assert stats["skipped_shaped"] == 2
+    np.testing.assert_array_equal(g.initializers["pos"], np.arange(100))
+    assert {"s", "seq", "pos", "types"} <= g.shape_constants and "position_t" not in g.shape_constants
+    assert g.initializers["position_t"].shape == (64, 512)
+    rng = np.random.default_rng(1)
+    feeds = {"ids": np.zeros((2, 100), np.int64), "x": rng.standard_normal((2, 100, 64)).astype(np.float32)}
+    optimize(g)
+    for got, want in zip(run_ge(g, feeds), run_ort(model, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_small_shape_sized_lookups_still_fold(make_model, load, requires):
+    requires("Shape", "Gather", "Range", "ConstantOfShape")
+    g = load(_embeddings(make_model, 8))  # 2 KiB and 4 KiB: no more than SHAPED_FOLD_NBYTES
+    stats = {}
+    constant_folding(g, stats=stats)
+    assert [n.op_type for n in g.nodes] == ["Add", "Add", "MatMul"]
+    assert stats["skipped_shaped"] == 0 and g.initializers["pos_emb"].shape == (8, 64)
