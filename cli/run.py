@@ -6,25 +6,22 @@ ais_bench option and what ge does with it."""
 from __future__ import annotations
 
 import json
-import os
-import time
+from dataclasses import fields
 
 import click
 import numpy as np
+from rich.progress import Progress
 from rich.table import Table
 
 from ..core import api
-from ..core.api import inference
+from ..core.api import inference, runner
+from ..core.api.runner import DEFAULT_OUTPUT_DIR, RunOptions
 from ..core.errors import GeError
-from ..core.ge_model import TensorDesc
 from ..core.runtime.executors import EXECUTORS
-from ..core.runtime.throughput import PHASES, percentiles
-from ..formats.dataset import is_dataset
-from ..formats.tensors import OUTPUT_FORMATS, load_inputs, save_outputs, write_text
+from ..core.runtime.throughput import PHASES
+from ..formats.tensors import OUTPUT_FORMATS, write_text
 from . import console
 from .options import DEVICES, is_debug, json_option, om_option
-
-DEFAULT_OUTPUT_DIR = "out"
 
 
 class Switch(click.ParamType):
@@ -165,8 +162,7 @@ def ais_bench_options(f):
               help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @ais_bench_options
 @json_option
-def run(model, input_files, output, output_dir, outfmt, device, loop, duration, executor, contexts, seed, summary_json,
-        verbose, stats, weight_dir, impl_cache_size, skip_weight_check, as_json, **opts):
+def run(input_files, device, summary_json, as_json, **opts):
     """Run an offline model as msame / ais_bench do: inputs from files, folders, zeros or random.
 
     \b
@@ -177,150 +173,95 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
       ge run --model net.om --profile trace.json --loop 10
       ge run --model net.om --contexts 2 --loop 100 --executor parallel
     """
-    _refuse(opts, output, output_dir, device)
+    _refuse(opts, device)
     device, device_id = _device(device)
-    verbose = verbose or is_debug()  # msame's --debug true prints the model's description
-    folder = inference.output_folder(output, opts["output_dirname"]) if output else (output_dir or DEFAULT_OUTPUT_DIR)
-    outfmt = (outfmt or ("BIN" if output else "NPY")).upper()
-    profiler_dir, dump_dir = _profiler_and_dump(opts, output or folder)
-    data_type = opts["pure_data_type"] or ("random" if seed is not None else "zero")
-    seed = seed or 0
-    sizes = inference.parse_output_sizes(opts["output_size"]) if opts["output_size"] else None
-    warmup = opts["warmup_count"] if opts["warmup_count"] is not None else (1 if loop > 1 else 0)
-    if opts["threads"]:  # for this run only: restored when the command ends
-        click.get_current_context().with_resource(inference.threads(opts["threads"]))
-    paths = [p.strip() for p in (input_files or "").split(",") if p.strip()]
-
-    if opts["ray_address"]:  # the actors load the model; this process only reads its descs
-        return _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary_json, as_json)
-    t0 = time.perf_counter()
-    model_id = api.load_from_file(model, device, weight_dir=weight_dir, verify_weights=not skip_weight_check,
-                                  impl_cache_size=impl_cache_size)
-    load_ms = (time.perf_counter() - t0) * 1e3
+    opts["verbose"] = opts["verbose"] or is_debug()  # msame's --debug true prints the model's description
+    options = RunOptions(**{k: v for k, v in opts.items() if k in RUN_OPTIONS}, device=device, device_id=device_id,
+                         inputs=[p.strip() for p in (input_files or "").split(",") if p.strip()])
+    bar = None if as_json else _Bar("samples on Ray" if options.ray_address else "samples")
     try:
-        dm = api.model(model_id)
-        inference.require_tensor_io(dm)
-        gear_descs = _gear(model_id, opts)
-        if opts["dym_shape_range"]:
-            clash = [name for name, given in (("--input", paths), ("--dymShape", opts["dym_shape"]),
-                                              ("--profiler/--profile", profiler_dir or opts["profile_json"]),
-                                              ("--dump", dump_dir), ("--contexts", contexts > 1),
-                                              ("--executor", executor != "linear")) if given]
-            if clash:
-                raise GeError(f"--dymShape_range times generated inputs at each of its shapes; it does not combine "
-                              f"with {', '.join(clash)}")
-            return _shape_range(model_id, opts["dym_shape_range"], loop, warmup, data_type, seed, as_json)
-        if paths and is_dataset(paths):
-            return _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear_descs, opts, sizes,
-                            load_ms, summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats,
-                            verbose)
-        if paths and any(os.path.isdir(p) for p in paths):
-            raise GeError(f"--input mixes folders and files ({', '.join(paths)}): give files, or one folder per input")
-        in_descs = gear_descs or inference.input_descs(model_id, paths, opts["dym_shape"])
-        if paths:
-            inputs = load_inputs(paths, in_descs)
-            sources = paths if len(paths) == len(in_descs) else [f"{paths[0]}[{d.name}]" for d in in_descs]
-        else:
-            inputs = inference.generated_inputs(in_descs, data_type, seed)
-            sources = ["zeros" if data_type == "zero" else f"random (seed {seed})"] * len(in_descs)
-        r = inference.run_inputs(model_id, inputs, executor=executor, loop=loop, warmup=warmup, duration=duration,
-                                 contexts=contexts, profile=bool(profiler_dir or opts["profile_json"]), dump_dir=dump_dir,
-                                 check_outputs=lambda ys: inference.check_outputs(ys, dm.outputs, sizes,
-                                                                         opts["output_batchsize_axis"]))
-        outputs, latencies, executions, parallel, trace, dumped = (
-            r[k] for k in ("outputs", "latencies", "executions", "parallel", "trace", "dumped"))
-        loop = loop if contexts > 1 else len(latencies)
-        out_descs = [TensorDesc(d.name, y.dtype.name, tuple(y.shape), 0) for d, y in zip(dm.outputs, outputs)]
-        timings = dict(dm.timings)
-        memory = {"weights": dm.weight_bytes, "per_context": r["per_context"]}
-        weight_files = [dict(f) for f in dm.external_weights]
-        last_stats = {k: v for k, v in executions[-1].items() if k != "run"}
+        result = runner.run(options, bar)
     finally:
-        api.unload(model_id)
-
-    om_name = os.path.splitext(os.path.basename(model))[0]
-    files = save_outputs(outputs, folder, om_name, outfmt)  # only after a successful run
-    batch = opts["batchsize"] or (int(in_descs[0].shape[0]) if in_descs and len(in_descs[0].shape) else 1)
-    summary = inference.perf_summary(model, device, latencies, batch)
-    summary.update(executor=executor, warmup=warmup, output_dir=folder)
-    if device_id is not None:
-        summary["device_id"] = device_id
-    if opts["display_all_summary"]:
-        timed = [e for e in executions if e["run"] != "warm-up"]
-        summary.update({phase: percentiles([e[phase] for e in timed]) for phase in PHASES})
-    if stats:
-        summary["stats"] = executions
-        summary["memory"] = memory
-    if parallel:  # the figures are the N contexts': latency per execution, wall-clock throughput
-        summary.update(latency_ms=parallel["latency_ms"], throughput=parallel["wall_throughput"],
-                       throughput_mode=parallel)
-    trace_files = _write_trace(trace, profiler_dir, opts["profile_json"], om_name)
-    if trace is not None:
-        summary["ops"] = trace["ops"]
-    if trace_files:
-        summary["trace"] = trace_files
-    if dumped:
-        summary["dump"] = {"folder": dump_dir, "files": len(dumped)}
-    summary.update(load_ms=round(load_ms, 3),
-                   inputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "source": s}
-                           for d, s in zip(in_descs, sources)],
-                   outputs=[{"name": d.name, "dtype": d.dtype, "shape": list(d.shape), "file": f}
-                            for d, f in zip(out_descs, files)])
-    if verbose:
-        summary.update(init_timings_ms={k: v * 1e3 for k, v in timings.items()}, last_stats=last_stats,
-                       external_weights=weight_files)
-    if _report(summary, summary_json, as_json):
+        if bar is not None:
+            bar.close()
+    if result.kind == "shapes":
+        return _print_shapes(result.summary, options.loop, as_json)
+    if _report(result.summary, summary_json, as_json):
         return
+    {"inputs": _print_inputs_run, "dataset": _print_dataset, "ray": _print_ray}[result.kind](result, options,
+                                                                                           summary_json)
 
-    out = console.out
-    where = _where(device, device_id)
-    out.print(f"model [bold]{model}[/bold] loaded on [bold]{where}[/bold] in {load_ms:.2f} ms")
+
+RUN_OPTIONS = {f.name for f in fields(RunOptions)}
+
+
+class _Bar:
+    """A dataset's progress bar, shown from its first sample on (the run calls it after each)."""
+
+    def __init__(self, label: str):
+        self.label, self.progress, self.task = label, None, None
+
+    def __call__(self, done: int, total: int, stem: str) -> None:
+        if self.progress is None:
+            self.progress = Progress(console=console.out, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=None)
+        self.progress.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _print_inputs_run(result, o: RunOptions, summary_json: str | None) -> None:
+    """One set of inputs: the I/O table, counters, latency and throughput figures."""
+    summary, out = result.summary, console.out
+    parallel, lat, batch = summary.get("throughput_mode"), summary["latency_ms"], summary["batch"]
+    out.print(f"model [bold]{o.model}[/bold] loaded on [bold]{_where(o)}[/bold] in {result.load_ms:.2f} ms")
     io = Table(title="Inputs / outputs", title_justify="left")
     for col in ("", "name", "dtype", "shape", "file"):
         io.add_column(col, overflow="fold")
-    for i, (d, s) in enumerate(zip(in_descs, sources)):
-        io.add_row(f"input {i}", d.name, d.dtype, str(list(d.shape)), s)
-    for i, (d, f) in enumerate(zip(out_descs, files)):
-        io.add_row(f"output {i}", d.name, d.dtype, str(list(d.shape)), f)
+    for i, d in enumerate(summary["inputs"]):
+        io.add_row(f"input {i}", d["name"], d["dtype"], str(d["shape"]), d["source"])
+    for i, d in enumerate(summary["outputs"]):
+        io.add_row(f"output {i}", d["name"], d["dtype"], str(d["shape"]), d["file"])
     out.print(io)
-    if verbose:
-        _print_verbose(out, timings, weight_files, last_stats)
-    if stats:
-        out.print(_stats_table(executions))
+    if o.verbose:
+        _print_verbose(out, result.timings, result.weight_files, result.last_stats)
+    if o.stats:
+        memory = summary["memory"]
+        out.print(_stats_table(summary["stats"]))
         out.print(f"device memory: weights {memory['weights']} B (shared by every context), "
                   f"{memory['per_context']} B per context (feature maps, workspace, I/O, args table)")
-    for line in msame_lines(latencies) if not parallel else ():
+    for line in msame_lines(result.latencies_ms) if not parallel else ():
         out.print(line, highlight=False)
-    lat = summary["latency_ms"]
-    if loop > 1 and not parallel:
-        t = Table(title=f"Latency (ms) over {loop} runs (after {warmup} warm-up), batch {batch}", title_justify="left")
+    if summary["loop"] > 1 and not parallel:
+        t = Table(title=f"Latency (ms) over {summary['loop']} runs (after {summary['warmup']} warm-up), batch {batch}",
+                  title_justify="left")
         keys = ("min", "mean", "median", "p90", "p95", "p99", "max", "std")
         for col in (*keys, "throughput /s"):
             t.add_column(col, justify="right", overflow="fold")
         t.add_row(*(f"{lat[k]:.3f}" for k in keys), f"{summary['throughput']:.2f}")
         out.print(t)
         out.print(f"throughput = 1000 * batch ({batch}) / mean latency ms", highlight=False)
-    if opts["display_all_summary"]:
+    if o.display_all_summary:
         _print_phases(out, summary)
     if parallel:
         for line in ais_bench_lines(parallel):
             out.print(line, highlight=False)
-    if trace is not None:
-        out.print(op_table(trace["ops"]))
-    for f in trace_files:
+    if "ops" in summary:
+        out.print(op_table(summary["ops"]))
+    for f in summary.get("trace", []):
         out.print(f"trace written to {f} (open it in Perfetto or chrome://tracing)")
-    if dumped:
-        out.print(f"dump: {len(dumped)} tensor(s) written to {dump_dir}")
+    if "dump" in summary:
+        out.print(f"dump: {summary['dump']['files']} tensor(s) written to {summary['dump']['folder']}")
     if summary_json:
         out.print(f"summary written to {summary_json}")
-    out.print(f"{len(files)} output(s) written to [bold]{folder}[/bold]")
+    out.print(f"{len(summary['outputs'])} output(s) written to [bold]{summary['output_dir']}[/bold]")
 
 
-def _refuse(opts: dict, output: str | None, output_dir: str | None, device: str) -> None:
-    """Options nothing here can honour, or that contradict each other: one line each saying why."""
-    if output and output_dir:
-        raise GeError("--output (msame's timestamped folder) and --output-dir (exactly that folder) both say where "
-                      "outputs go: give one")
+def _refuse(opts: dict, device: str) -> None:
+    """Options nothing here can honour: one line each saying why."""
     if opts["aipp_config"]:
         raise GeError("--aipp_config: dynamic AIPP (parameters set at run time) is not supported; compile static AIPP "
                       "into the model with ge atc --insert_op_conf")
@@ -339,11 +280,6 @@ def _refuse(opts: dict, output: str | None, output_dir: str | None, device: str)
     if "," in device:
         raise GeError(f"--device {device}: multi-device runs are not supported (one simulated NPU per process); run "
                       "one ge per device")
-    if opts["output_dirname"] is not None and not output:
-        raise GeError("--output_dirname names a folder inside --output: give --output too")
-    if opts["profiler"] and opts["dump"]:
-        raise GeError("--profiler and --dump cannot both be true (as msame and ais_bench): profile or dump, one per "
-                      "run")
 
 
 def _device(device: str) -> tuple[str, int | None]:
@@ -360,135 +296,47 @@ def _device(device: str) -> tuple[str, int | None]:
     return "sim", device_id
 
 
-def _where(device: str, device_id: int | None) -> str:
-    return device if device_id is None else f"{device} (NPU id {device_id})"
+def _where(o: RunOptions) -> str:
+    return o.device if o.device_id is None else f"{o.device} (NPU id {o.device_id})"
 
 
-def _profiler_and_dump(opts: dict, base: str) -> tuple[str | None, str | None]:
-    """Where --profiler / --dump write (OUTPUT/profiler, OUTPUT/dump as msame), or the folders of
-    --acl_json_path."""
-    profiler_dir = os.path.join(base, "profiler") if opts["profiler"] else None
-    dump_dir = os.path.join(base, "dump") if opts["dump"] else None
-    if opts["acl_json_path"]:
-        cfg = inference.read_acl_json(opts["acl_json_path"])
-        profiler_dir, dump_dir = cfg["profiler"] or profiler_dir, cfg["dump"] or dump_dir
-        if profiler_dir and dump_dir:
-            raise GeError(f"{opts['acl_json_path']}: profiler and dump cannot both be on (one per run)")
-    return profiler_dir, dump_dir
-
-
-def _gear(model_id: int, opts: dict):
-    if opts["dym_batch"] is not None or opts["dym_hw"] or opts["dym_dims"]:
-        return inference.select_gear(model_id, opts["dym_batch"], opts["dym_hw"], opts["dym_dims"])
-    return None
-
-
-def _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,
-             summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats, verbose) -> None:
-    """--input DIR[,DIR2]: every sample of the folder(s) in turn, with a progress bar."""
-    from rich.progress import Progress
-
-    if contexts > 1 or executor != "linear":
-        raise GeError("--contexts and --executor time one set of inputs; a dataset folder runs its samples in turn "
-                      "(give one sample's files with --input)")
-    descs = gear_descs or (inference.shaped_descs(dm.inputs, opts["dym_shape"]) if opts["dym_shape"] else None)
-
-    def check(outputs):
-        inference.check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
-
-    def run(progress=None):
-        return api.run_dataset(model_id, paths, folder, outfmt, progress, descs=descs, check_outputs=check,
-                               output_batch_axis=opts["output_batchsize_axis"], warmup=warmup,
-                               prefetch=opts["pipeline"],
-                               profile=bool(profiler_dir or opts["profile_json"]), dump_dir=dump_dir)
-
-    if as_json:
-        result = run()
-    else:
-        with Progress(console=console.out, transient=True) as bar:
-            task = bar.add_task("samples", total=None)
-            result = run(lambda done, total, stem: bar.update(task, completed=done, total=total))
-    timings = dict(dm.timings)
-    summary = {"model": model, "device": device, **({"device_id": device_id} if device_id is not None else {}),
-               "warmup": warmup, "samples": result["samples"],
-               "executions": result["executions"], "files_per_batch": result["files_per_batch"],
-               "seconds": result["seconds"], "throughput": result["throughput"], "output_dir": folder,
-               "load_ms": load_ms, "latency_ms": percentiles(result["latency_ms"])}
-    if opts["display_all_summary"]:
-        summary.update({phase: percentiles([e[phase] for e in result["stats"]]) for phase in PHASES})
-    if stats:
-        summary["stats"] = result["stats"]
-    om_name = os.path.splitext(os.path.basename(model))[0]
-    trace = {"traceEvents": result["trace"], "ops": result["ops"]} if "trace" in result else None
-    trace_files = _write_trace(trace, profiler_dir, opts["profile_json"], om_name)
-    if trace is not None:
-        summary.update(ops=trace["ops"], trace=trace_files)
-    if dump_dir:
-        summary["dump"] = {"folder": dump_dir}
-    summary["outputs"] = result["outputs"]
-    if _report(summary, summary_json, as_json):
-        return
-    out = console.out
-    out.print(f"model [bold]{model}[/bold] loaded on [bold]{_where(device, device_id)}[/bold] in {load_ms:.2f} ms")
-    if verbose:
-        _print_verbose(out, timings, [], {k: v for k, v in result["stats"][-1].items() if k != "run"})
-    if stats:
-        out.print(_stats_table(result["stats"]))
-    for line in msame_lines(result["latency_ms"]):
+def _print_dataset(result, o: RunOptions, summary_json: str | None) -> None:
+    """A dataset folder: latency, throughput and where the samples' outputs went."""
+    summary, out = result.summary, console.out
+    out.print(f"model [bold]{o.model}[/bold] loaded on [bold]{_where(o)}[/bold] in {result.load_ms:.2f} ms")
+    if o.verbose:
+        _print_verbose(out, result.timings, [], result.last_stats)
+    if o.stats:
+        out.print(_stats_table(summary["stats"]))
+    for line in msame_lines(result.latencies_ms):
         out.print(line, highlight=False)
-    if opts["display_all_summary"]:
+    if o.display_all_summary:
         _print_phases(out, summary)
-    if trace is not None:
-        out.print(op_table(trace["ops"]))
-    for f in trace_files:
+    if "ops" in summary:
+        out.print(op_table(summary["ops"]))
+    for f in summary.get("trace", []):
         out.print(f"trace written to {f} (open it in Perfetto or chrome://tracing)")
-    if dump_dir:
-        out.print(f"dump: every op's outputs of each sample written to {dump_dir}/<sample>/")
-    if result["files_per_batch"] > 1:
-        out.print(f"{result['files_per_batch']} files per execution (each holds part of the batch), "
-                  f"{result['executions']} execution(s)")
-    out.print(f"{result['samples']} sample(s) in {result['seconds']:.3f} s: {result['throughput']:.2f} samples/s "
-              f"(wall time, reading and writing included); outputs written to [bold]{folder}[/bold]")
+    if "dump" in summary:
+        out.print(f"dump: every op's outputs of each sample written to {summary['dump']['folder']}/<sample>/")
+    if summary["files_per_batch"] > 1:
+        out.print(f"{summary['files_per_batch']} files per execution (each holds part of the batch), "
+                  f"{summary['executions']} execution(s)")
+    out.print(f"{summary['samples']} sample(s) in {summary['seconds']:.3f} s: {summary['throughput']:.2f} samples/s "
+              f"(wall time, reading and writing included); outputs written to [bold]{summary['output_dir']}[/bold]")
 
 
-def _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary_json, as_json) -> None:
-    """--input DIR --ray [ADDRESS]: dataset mode on Ray actors (core/api/ray_dataset.py)."""
-    from rich.progress import Progress
-
-    from ge.core.api.ray_dataset import run_dataset_on_ray
-    if not paths or not is_dataset(paths):
-        raise GeError("--ray runs a dataset: give --input one folder (or one folder per input)")
-    given = [name for name, on in (("--profiler/--profile", opts["profiler"] or opts["profile_json"]),
-                                   ("--dump", opts["dump"]), ("--dymShape", opts["dym_shape"]),
-                                   ("--dymShape_range", opts["dym_shape_range"]),
-                                   ("--dymBatch/--dymHW/--dymDims", opts["dym_batch"] or opts["dym_hw"]
-                                    or opts["dym_dims"])) if on]
-    if given:
-        raise GeError(f"--ray runs each sample as the model's inputs; it does not combine with {', '.join(given)}")
-    address = None if opts["ray_address"] == "local" else opts["ray_address"]
-    kwargs = dict(address=address, actors=opts["ray_actors"], device=device, weight_dir=weight_dir)
-    if as_json:
-        result = run_dataset_on_ray(model, paths, folder, outfmt, **kwargs)
-    else:
-        with Progress(console=console.out, transient=True) as bar:
-            task = bar.add_task("samples on Ray", total=None)
-            result = run_dataset_on_ray(model, paths, folder, outfmt, **kwargs,
-                                        progress=lambda done, total, stem: bar.update(task, completed=done, total=total))
-    summary = {k: v for k, v in result.items() if k != "outputs"}
-    summary.update(model=model, device=device, output_dir=folder, ray=address or "local")
-    summary["outputs"] = result["outputs"]
-    if _report(summary, summary_json, as_json):
-        return
-    out = console.out
+def _print_ray(result, o: RunOptions, summary_json: str | None) -> None:
+    """A dataset on Ray actors: each actor's share."""
+    summary, out = result.summary, console.out
     t = Table(title=f"Ray actors ({summary['ray']})", title_justify="left")
     for col in ("actor", "samples", "compute ms", "samples/s (compute)"):
         t.add_column(col, justify="right", overflow="fold")
-    for actor, a in result["actors"].items():
+    for actor, a in summary["actors"].items():
         t.add_row(actor, str(a["samples"]), f"{a['compute_ms']:.1f}", f"{a['throughput']:.1f}")
     out.print(t)
-    out.print(f"{result['samples']} sample(s) in {result['seconds']:.3f} s: {result['throughput']:.2f} samples/s "
+    out.print(f"{summary['samples']} sample(s) in {summary['seconds']:.3f} s: {summary['throughput']:.2f} samples/s "
               f"(wall time: Ray's and the actors' start, reading and writing included); outputs written to "
-              f"[bold]{folder}[/bold]")
+              f"[bold]{summary['output_dir']}[/bold]")
 
 
 def _report(summary: dict, summary_json: str | None, as_json: bool) -> bool:
@@ -509,13 +357,13 @@ def _print_phases(out, summary: dict) -> None:
                   f"median = {p['median']:.4f}, percentile(99%) = {p['p99']:.4f}", highlight=False)
 
 
-def _shape_range(model_id, spec, loop, warmup, data_type, seed, as_json) -> None:
-    """ais_bench's --dymShape_range: every shape timed; the one of best throughput named."""
-    rows = inference.time_shapes(model_id, spec, loop, warmup, data_type, seed)
-    best = max(rows, key=lambda r: r["throughput"])
+def _print_shapes(summary: dict, loop: int, as_json: bool) -> None:
+    """ais_bench's --dymShape_range: every shape's figures, the one of best throughput named."""
     if as_json:
-        console.echo(json.dumps(api.jsonable({"shapes": rows, "best": best["shape"]}), indent=2))
+        console.echo(json.dumps(api.jsonable(summary), indent=2))
         return
+    rows = summary["shapes"]
+    best = next(r for r in rows if r["shape"] == summary["best"])
     t = Table(title=f"--dymShape_range: {len(rows)} shape(s), {loop} run(s) each", title_justify="left")
     for col in ("shape", "mean ms", "throughput /s"):
         t.add_column(col, justify="left" if col == "shape" else "right", overflow="fold")
@@ -523,18 +371,6 @@ def _shape_range(model_id, spec, loop, warmup, data_type, seed, as_json) -> None
         t.add_row(r["shape"], f"{r['mean_ms']:.3f}", f"{r['throughput']:.2f}")
     console.out.print(t)
     console.out.print(f"best throughput: {best['shape']} ({best['throughput']:.2f} /s)", highlight=False)
-
-
-def _write_trace(trace, profiler_dir, profile_json, om_name) -> list[str]:
-    if trace is None:
-        return []
-    text = json.dumps({"traceEvents": trace["traceEvents"]}) + "\n"
-    files = [profile_json] if profile_json else []
-    if profiler_dir:
-        files.append(os.path.join(profiler_dir, f"{om_name}_trace.json"))
-    for f in files:
-        write_text(f, text)
-    return files
 
 
 def _print_verbose(out, timings, weight_files, last_stats) -> None:
