@@ -21,29 +21,7 @@ from ..core.runtime.executors import EXECUTORS
 from ..core.runtime.throughput import PHASES
 from ..formats.tensors import OUTPUT_FORMATS, write_text
 from . import console
-from .options import DEVICES, is_debug, json_option, om_option
-
-
-class Switch(click.ParamType):
-    """msame's and ais_bench's boolean values: true/false, 1/0, yes/no, t/f, y/n (any case)."""
-    name = "true|false"
-    WORDS = {"true": True, "t": True, "yes": True, "y": True, "1": True,
-             "false": False, "f": False, "no": False, "n": False, "0": False}
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, bool):
-            return value
-        try:
-            return self.WORDS[str(value).lower()]
-        except KeyError:
-            self.fail(f"'{value}' is not true or false", param, ctx)
-
-
-SWITCH = Switch()
-
-
-def switch_option(*names, help: str):
-    return click.option(*names, type=SWITCH, default=False, show_default=True, metavar="true|false", help=help)
+from .options import DEVICES, is_debug, json_option, om_option, switch_option
 
 
 def ais_bench_options(f):
