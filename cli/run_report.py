@@ -77,15 +77,21 @@ def _print_inputs_run(result, o: RunOptions, summary_json: str | None) -> None:
     if parallel:
         for line in ais_bench_lines(parallel):
             out.print(line, highlight=False)
-    if "ops" in summary:
-        out.print(op_table(summary["ops"]))
-    for f in summary.get("trace", []):
-        out.print(f"trace written to {f} (open it in Perfetto or chrome://tracing)")
+    _print_trace(out, summary)
     if "dump" in summary:
         out.print(f"dump: {summary['dump']['files']} tensor(s) written to {summary['dump']['folder']}")
     if summary_json:
         out.print(f"summary written to {summary_json}")
     out.print(f"{len(summary['outputs'])} output(s) written to [bold]{summary['output_dir']}[/bold]")
+
+
+def _print_trace(out, summary: dict) -> None:
+    """--profiler / --profile: the per-op table and the trace files."""
+    if "ops" in summary:
+        out.print(op_table(summary["ops"]))
+    for f in summary.get("trace", []):
+        out.print(f"trace written to {f} (open it in Perfetto or chrome://tracing)")
+
 
 def _where(o: RunOptions) -> str:
     return o.device if o.device_id is None else f"{o.device} (NPU id {o.device_id})"
@@ -103,10 +109,7 @@ def _print_dataset(result, o: RunOptions, summary_json: str | None) -> None:
         out.print(line, highlight=False)
     if o.display_all_summary:
         _print_phases(out, summary)
-    if "ops" in summary:
-        out.print(op_table(summary["ops"]))
-    for f in summary.get("trace", []):
-        out.print(f"trace written to {f} (open it in Perfetto or chrome://tracing)")
+    _print_trace(out, summary)
     if "dump" in summary:
         out.print(f"dump: every op's outputs of each sample written to {summary['dump']['folder']}/<sample>/")
     if summary["files_per_batch"] > 1:
