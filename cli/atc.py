@@ -20,7 +20,7 @@ from ..core.soc import check_soc
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
-from .options import command_line, log_option
+from .options import command_line, log_option, spelled_option
 
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
 ONNX = 5
@@ -68,37 +68,37 @@ def atc_options(f):
 @click.option("--output", metavar="PATH", help="the OM to write; ATC appends .om (mode 0)")
 @click.option("--framework", type=int, default=ONNX, show_default=True,
               help="source framework; ge converts ONNX models only (5)")
-@click.option("--soc_version", "--soc-version", "soc_version", default=api.DEFAULT_SOC, show_default=True,
-              help="target SoC, one of the names ATC knows (Ascend310P3, Ascend910B1, ...) or Ascend-sim; recorded "
-                   "in the OM")
-@click.option("--input_shape", "--input-shape", "input_shape", metavar='"name:d0,d1,...;name2:..."',
-              help="static shapes for the model inputs (replaces symbolic dims)")
-@click.option("--out_nodes", "--out-nodes", "out_nodes", metavar='"node:index;..."',
-              help="use these node outputs (or tensor names) as the model outputs")
-@click.option("--insert_op_conf", "--insert-op-conf", "insert_op_conf", metavar="FILE",
-              help="ATC's AIPP config (static AIPP): the input becomes the raw image, preprocessed in the model")
-@click.option("--external_weight", "--external-weight", "external_weight", type=int, default=0, show_default=True,
-              help="0: weights inside the OM; 1: one file per weight (weight_<sha256>); 2: one combined file "
-                   "(<name>_weight_combined). Constants under 1 KiB stay inline")
-@click.option("--external_weight_dir", "--external-weight-dir", "external_weight_dir", metavar="DIR",
-              help="where the weight files go (default: <om dir>/weight/; loading elsewhere needs "
-                   "`ge run --weight_dir`)")
-@click.option("--dynamic_batch_size", "--dynamic-batch-size", "dynamic_batch_size", metavar='"1,2,4,8"',
-              help="gears (up to 100): batch sizes for the -1 dims of --input_shape (one static plan each)")
-@click.option("--dynamic_image_size", "--dynamic-image-size", "dynamic_image_size", metavar='"h,w;h,w"',
-              help="gears (up to 100): image sizes for the H,W -1 dims of --input_shape")
-@click.option("--dynamic_dims", "--dynamic-dims", "dynamic_dims", metavar='"d1,d2;d1,d2"',
-              help="gears (up to 100): one value per -1 dim of --input_shape, in order")
-@click.option("--input_shape_range", "--input-shape-range", "input_shape_range", metavar='"x:[1~8,3,224,224]"',
-              help="deprecated spelling of ranges (use --input_shape \"x:1~8,3,224,224\")")
-@click.option("--static_model_ops_lower_limit", "--static-model-ops-lower-limit", "static_model_ops_lower_limit",
-              type=int, default=None, help="smallest known-shape cluster compiled as a static submodel (default 4)")
+@spelled_option("soc_version", default=api.DEFAULT_SOC, show_default=True,
+                help="target SoC, one of the names ATC knows (Ascend310P3, Ascend910B1, ...) or Ascend-sim; recorded "
+                     "in the OM")
+@spelled_option("input_shape", metavar='"name:d0,d1,...;name2:..."',
+                help="static shapes for the model inputs (replaces symbolic dims)")
+@spelled_option("out_nodes", metavar='"node:index;..."',
+                help="use these node outputs (or tensor names) as the model outputs")
+@spelled_option("insert_op_conf", metavar="FILE",
+                help="ATC's AIPP config (static AIPP): the input becomes the raw image, preprocessed in the model")
+@spelled_option("external_weight", type=int, default=0, show_default=True,
+                help="0: weights inside the OM; 1: one file per weight (weight_<sha256>); 2: one combined file "
+                     "(<name>_weight_combined). Constants under 1 KiB stay inline")
+@spelled_option("external_weight_dir", metavar="DIR",
+                help="where the weight files go (default: <om dir>/weight/; loading elsewhere needs "
+                     "`ge run --weight_dir`)")
+@spelled_option("dynamic_batch_size", metavar='"1,2,4,8"',
+                help="gears (up to 100): batch sizes for the -1 dims of --input_shape (one static plan each)")
+@spelled_option("dynamic_image_size", metavar='"h,w;h,w"',
+                help="gears (up to 100): image sizes for the H,W -1 dims of --input_shape")
+@spelled_option("dynamic_dims", metavar='"d1,d2;d1,d2"',
+                help="gears (up to 100): one value per -1 dim of --input_shape, in order")
+@spelled_option("input_shape_range", metavar='"x:[1~8,3,224,224]"',
+                help="deprecated spelling of ranges (use --input_shape \"x:1~8,3,224,224\")")
+@spelled_option("static_model_ops_lower_limit",
+                type=int, default=None, help="smallest known-shape cluster compiled as a static submodel (default 4)")
 @click.option("--om", metavar="FILE.om", help="the OM to read (modes 1 and 6)")
 @click.option("--json", "json_out", is_flag=False, flag_value=STDOUT, default=None, metavar="[FILE]",
               help="mode 1: the JSON file to write; modes 0 and 6: print JSON instead of tables "
                    "(or write it to FILE)")
-@click.option("--check_report", "--check-report", "check_report", default=None, metavar="FILE",
-              help=f"mode 3: the pre-check report to write (default {DEFAULT_CHECK_REPORT})")
+@spelled_option("check_report", default=None, metavar="FILE",
+                help=f"mode 3: the pre-check report to write (default {DEFAULT_CHECK_REPORT})")
 @atc_options
 def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, insert_op_conf, external_weight,
         external_weight_dir, dynamic_batch_size, dynamic_image_size, dynamic_dims, input_shape_range,

@@ -37,6 +37,13 @@ def switch_option(*names, help: str):
     return click.option(*names, type=SWITCH, default=False, show_default=True, metavar="true|false", help=help)
 
 
+def spelled_option(name: str, *spellings: str, **kwargs):
+    """An option spelled --name_with_underscores and --name-with-dashes (as ATC, msame and ais_bench
+    take theirs), after any other `spellings` (msame's camelCase); its value is the parameter `name`."""
+    dashed = [f"--{name.replace('_', '-')}"] if "_" in name else []
+    return click.option(*spellings, f"--{name}", *dashed, name, **kwargs)
+
+
 def device_option(f):
     return click.option("--device", type=click.Choice(DEVICES, case_sensitive=False), default="cpu",
                         show_default=True,

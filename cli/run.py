@@ -14,38 +14,38 @@ from ..core.api.runner import DEFAULT_OUTPUT_DIR, RunOptions
 from ..core.errors import GeError
 from ..core.runtime.executors import EXECUTORS
 from ..formats.tensors import OUTPUT_FORMATS
-from .options import DEVICES, is_debug, json_option, om_option, switch_option
+from .options import DEVICES, is_debug, json_option, om_option, spelled_option, switch_option
 from .run_report import ProgressBar, render
 
 
 def ais_bench_options(f):
     """ais_bench's and msame's options beyond ge's own (also msame's camelCase spellings)."""
     options = [
-        click.option("--output_dirname", "--output-dirname", "output_dirname", metavar="NAME",
-                     help="with --output: write into OUTPUT/NAME instead of a timestamped folder (ais_bench)"),
-        click.option("--pure_data_type", "--pure-data-type", "pure_data_type",
-                     type=click.Choice(inference.PURE_DATA_TYPES),
-                     help="inputs when --input is omitted: zero (msame's and ais_bench's default) or seeded random "
-                          "(the default once --seed is given)"),
-        click.option("--warmup_count", "--warmup-count", "warmup_count", type=click.IntRange(min=0), metavar="N",
-                     help="untimed runs before the timed ones [default: 1 with --loop > 1, else 0]"),
+        spelled_option("output_dirname", metavar="NAME",
+                       help="with --output: write into OUTPUT/NAME instead of a timestamped folder (ais_bench)"),
+        spelled_option("pure_data_type",
+                       type=click.Choice(inference.PURE_DATA_TYPES),
+                       help="inputs when --input is omitted: zero (msame's and ais_bench's default) or seeded random "
+                            "(the default once --seed is given)"),
+        spelled_option("warmup_count", type=click.IntRange(min=0), metavar="N",
+                       help="untimed runs before the timed ones [default: 1 with --loop > 1, else 0]"),
         click.option("--batchsize", "--batch_size", "--batch-size", "batchsize", type=click.IntRange(min=1),
                      metavar="N",
                      help="samples per execution in the throughput figures [default: the first input's dim 0]"),
-        click.option("--dymBatch", "--dym_batch", "--dym-batch", "dym_batch", type=click.IntRange(min=1), metavar="N",
-                     help="gear model: run the gear of batch size N"),
-        click.option("--dymHW", "--dym_hw", "--dym-hw", "dym_hw", metavar="H,W",
-                     help="gear model: run the gear of image size H,W"),
-        click.option("--dymDims", "--dym_dims", "--dym-dims", "dym_dims", metavar='"in:1,600;in2:..."',
-                     help="gear model: run the gear of these input shapes ('name:dims;...', or msame's every dim in "
-                          "input order: 1,600,600,3,1,3)"),
-        click.option("--dymShape", "--dym_shape", "--dym-shape", "dym_shape", metavar='"in:1,600;in2:..."',
-                     help="dynamic-shape model: the input shapes of this run (read .bin inputs with them)"),
+        spelled_option("dym_batch", "--dymBatch", type=click.IntRange(min=1), metavar="N",
+                       help="gear model: run the gear of batch size N"),
+        spelled_option("dym_hw", "--dymHW", metavar="H,W",
+                       help="gear model: run the gear of image size H,W"),
+        spelled_option("dym_dims", "--dymDims", metavar='"in:1,600;in2:..."',
+                       help="gear model: run the gear of these input shapes ('name:dims;...', or msame's every dim in "
+                            "input order: 1,600,600,3,1,3)"),
+        spelled_option("dym_shape", "--dymShape", metavar='"in:1,600;in2:..."',
+                       help="dynamic-shape model: the input shapes of this run (read .bin inputs with them)"),
         click.option("--dymShape_range", "--dym_shape_range", "--dym-shape-range", "dym_shape_range",
                      metavar='"in:1,3,224~226;in2:1-2"',
                      help="dynamic-shape model: time every shape of these ranges (lo~hi, or a-b-c), name the fastest"),
-        click.option("--outputSize", "--output_size", "--output-size", "output_size", metavar="BYTES,...",
-                     help="the bytes of each output's buffer: an output that needs more is an error, as on ACL"),
+        spelled_option("output_size", "--outputSize", metavar="BYTES,...",
+                       help="the bytes of each output's buffer: an output that needs more is an error, as on ACL"),
         switch_option("--auto_set_dymshape_mode", "--auto-set-dymshape-mode", "auto_set_dymshape_mode",
                       help="dataset of a dynamic-shape model: each sample's shape from its .npy (ge always does so)"),
         switch_option("--auto_set_dymdims_mode", "--auto-set-dymdims-mode", "auto_set_dymdims_mode",
@@ -55,28 +55,28 @@ def ais_bench_options(f):
                      help="write a per-task Chrome trace (Perfetto, chrome://tracing) of the timed runs to FILE"),
         switch_option("--dump", "dump", help="write every op's outputs (.npy) into OUTPUT/dump/<model>/"),
         switch_option("--dump_npy", "--dump-npy", "dump_npy", help="ais_bench: dumps as .npy (ge's dumps always are)"),
-        click.option("--acl_json_path", "--acl-json-path", "acl_json_path", metavar="acl.json",
-                     type=click.Path(dir_okay=False),
-                     help="ACL config: its profiler output folder (\"switch\": \"on\") and dump_path are honoured"),
+        spelled_option("acl_json_path", metavar="acl.json",
+                       type=click.Path(dir_okay=False),
+                       help="ACL config: its profiler output folder (\"switch\": \"on\") and dump_path are honoured"),
         switch_option("--profiler_rename", "--profiler-rename", "profiler_rename",
                       help="ais_bench: rename the profiler's folder (ge's trace file is named after the model)"),
-        click.option("--output_batchsize_axis", "--output-batchsize-axis", "output_batchsize_axis",
-                     type=click.IntRange(min=0), default=0, show_default=True, metavar="AXIS",
-                     help="ais_bench: the outputs' batch axis (checked against every output's rank)"),
-        click.option("--run_mode", "--run-mode", "run_mode", type=click.Choice(("array", "files", "tensor", "full")),
-                     default="array", show_default=True,
-                     help="ais_bench: how it stages inputs (host arrays, files, device tensors, all first); ge "
-                          "reads each sample as it runs it: same results"),
+        spelled_option("output_batchsize_axis",
+                       type=click.IntRange(min=0), default=0, show_default=True, metavar="AXIS",
+                       help="ais_bench: the outputs' batch axis (checked against every output's rank)"),
+        spelled_option("run_mode", type=click.Choice(("array", "files", "tensor", "full")),
+                       default="array", show_default=True,
+                       help="ais_bench: how it stages inputs (host arrays, files, device tensors, all first); ge "
+                            "reads each sample as it runs it: same results"),
         switch_option("--display_all_summary", "--display-all-summary", "display_all_summary",
                       help="also print H2D and D2H latency (ais_bench's full summary)"),
         click.option("--threads", "--thread", "threads", type=click.IntRange(min=1), metavar="N",
                      help="threads of the native kernels and OpenBLAS [default: every CPU]"),
-        click.option("--npu_id", "--npu-id", "npu_id", type=click.IntRange(0, 255), metavar="ID",
-                     help="ais_bench: the NPU whose power --energy_consumption reads (accepted, 0-255)"),
+        spelled_option("npu_id", type=click.IntRange(0, 255), metavar="ID",
+                       help="ais_bench: the NPU whose power --energy_consumption reads (accepted, 0-255)"),
         switch_option("--pipeline", "pipeline",
                       help="dataset: read the next sample on a second thread while one runs (ais_bench)"),
         # refused where nothing here can honour them; kept so the error says why instead of "no such option"
-        click.option("--aipp_config", "--aipp-config", "aipp_config", metavar="FILE", help="refused: dynamic AIPP"),
+        spelled_option("aipp_config", metavar="FILE", help="refused: dynamic AIPP"),
         switch_option("--energy_consumption", "--energy-consumption", "energy_consumption",
                       help="refused when true: there is no NPU power sensor"),
         click.option("--backend", "backend", metavar="NAME", help="refused: ais_bench's trtexec backend runs TensorRT"),
@@ -125,13 +125,13 @@ def ais_bench_options(f):
               help="counters of every execution: H2D/D2H bytes, args bytes written, zero-copy vs copied I/O, "
                    "tasks, allocations; dynamic models: impl cache hits/builds/evictions, agnostic hits, weight packs/hits "
                    "(also under 'stats' in --summary-json)")
-@click.option("--weight_dir", "--weight-dir", "weight_dir", metavar="DIR", type=click.Path(file_okay=False),
-              help="folder of the external weight files (default: <om dir>/weight/)")
-@click.option("--impl_cache_size", "--impl-cache-size", "impl_cache_size", type=click.IntRange(min=0), metavar="N",
-              help="unknown-shape and range models: impls kept per model, least recently used out first "
-                   "(evictions in --stats) [default: 5000]")
-@click.option("--skip_weight_check", "--skip-weight-check", "skip_weight_check", is_flag=True,
-              help="do not check the sha256 of external weights (faster load; lengths are still checked)")
+@spelled_option("weight_dir", metavar="DIR", type=click.Path(file_okay=False),
+                help="folder of the external weight files (default: <om dir>/weight/)")
+@spelled_option("impl_cache_size", type=click.IntRange(min=0), metavar="N",
+                help="unknown-shape and range models: impls kept per model, least recently used out first "
+                     "(evictions in --stats) [default: 5000]")
+@spelled_option("skip_weight_check", is_flag=True,
+                help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @ais_bench_options
 @json_option
 def run(input_files, device, summary_json, as_json, **opts):
