@@ -51,11 +51,10 @@ def atc_options(f):
         if opt.name == "log":  # the option all commands share
             f = log_option(f)
             continue
-        spellings = [f"--{opt.name}"] + ([f"--{opt.name.replace('_', '-')}"] if "_" in opt.name else [])
         extra = {"is_flag": False, "flag_value": opt.flag_value} if opt.flag_value else {}
         metavar = opt.metavar or ("FILE" if opt.path == "file" else "|".join(opt.values) if opt.values else "VALUE")
         kind = "" if opt.kind != REFUSED else "refused: "
-        f = click.option(*spellings, opt.name, default=None, metavar=metavar, help=kind + opt.what, **extra)(f)
+        f = spelled_option(opt.name, default=None, metavar=metavar, help=kind + opt.what, **extra)(f)
     return f
 
 
@@ -174,10 +173,10 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
 
 # -- mode 3 -------------------------------------------------------------------------------------
 def _precheck(model, input_shape, out_nodes, report_path) -> None:
-    from ..core.api.pre_check import check_report
+    from ..core.api.pre_check import write_check_report
     nodes = [n for n in (out_nodes or "").split(";") if n] or None
     result = api.precheck(model, api.parse_shape_spec(input_shape) or None, nodes)
-    _write_text(report_path, json.dumps(check_report(result), indent=4) + "\n")
+    write_check_report(result, report_path)
     console.echo(f"pre-check of {model}: {result['nodes'] - result['failed']} of {result['nodes']} nodes "
                  f"supported; report written to {report_path}")
     for e in result["op_list"]:
