@@ -89,7 +89,7 @@ def run(o: RunOptions, progress=None) -> RunResult:
     _check(o)
     folder = inference.output_folder(o.output, o.output_dirname) if o.output else (o.output_dir or DEFAULT_OUTPUT_DIR)
     outfmt = (o.outfmt or ("BIN" if o.output else "NPY")).upper()
-    profiler_dir, dump_dir = profiler_and_dump(o, o.output or folder)
+    profiler_dir, dump_dir = _profiler_and_dump(o, o.output or folder)
     s = _Settings(folder, outfmt, profiler_dir, dump_dir,
                   data_type=o.pure_data_type or ("random" if o.seed is not None else "zero"), seed=o.seed or 0,
                   sizes=inference.parse_output_sizes(o.output_size) if o.output_size else None,
@@ -115,6 +115,8 @@ class _Settings:
 
 def _check(o: RunOptions) -> None:
     """Options that contradict each other: one line each saying why."""
+    if isinstance(o.inputs, str):
+        raise GeError(f"inputs {o.inputs!r}: give a list of paths (one file per model input, or dataset folders)")
     if o.output and o.output_dir:
         raise GeError("--output (msame's timestamped folder) and --output-dir (exactly that folder) both say where "
                       "outputs go: give one")
@@ -125,7 +127,7 @@ def _check(o: RunOptions) -> None:
                       "run")
 
 
-def profiler_and_dump(o: RunOptions, base: str) -> tuple[str | None, str | None]:
+def _profiler_and_dump(o: RunOptions, base: str) -> tuple[str | None, str | None]:
     """Where --profiler / --dump write (OUTPUT/profiler, OUTPUT/dump as msame), or the folders of
     --acl_json_path."""
     profiler_dir = os.path.join(base, "profiler") if o.profiler else None

@@ -75,6 +75,7 @@ def test_generated_inputs_and_profiler_folder(compiled, tmp_path):
     (dict(output_dirname="r"), "--output_dirname names a folder inside --output: give --output too"),
     (dict(profiler=True, dump=True), "--profiler and --dump cannot both be true (as msame and ais_bench): profile or "
                                      "dump, one per run"),
+    (dict(inputs="x.npy"), "inputs 'x.npy': give a list of paths (one file per model input, or dataset folders)"),
     (dict(inputs=["x.npy"], ray_address="local"), "--ray runs a dataset: give --input one folder (or one folder per "
                                                    "input)"),
 ])
