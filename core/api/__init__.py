@@ -21,7 +21,7 @@ from .acl import (default_weight_dir, execute, free, gear_sizes, load_from_file,
                   memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
                   set_input_dynamic_dims, soc_info, unload)
 from .dataset import run_dataset
-from .om_info import inspect, jsonable, model_info, om_to_json, plot_memory, version
+from .om_info import INSPECT_SECTIONS, inspect, inspect_section, jsonable, model_info, om_to_json, plot_memory, version
 from .profiling import dump, profile
 from . import inference, runner
 from .shape_options import parse_shape_spec
