@@ -20,7 +20,7 @@ from ..core.soc import check_soc
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
-from .options import command_line, log_option
+from .options import command_line, log_option, spelled_option
 
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
 ONNX = 5
@@ -51,11 +51,10 @@ def atc_options(f):
         if opt.name == "log":  # the option all commands share
             f = log_option(f)
             continue
-        spellings = [f"--{opt.name}"] + ([f"--{opt.name.replace('_', '-')}"] if "_" in opt.name else [])
         extra = {"is_flag": False, "flag_value": opt.flag_value} if opt.flag_value else {}
         metavar = opt.metavar or ("FILE" if opt.path == "file" else "|".join(opt.values) if opt.values else "VALUE")
         kind = "" if opt.kind != REFUSED else "refused: "
-        f = click.option(*spellings, opt.name, default=None, metavar=metavar, help=kind + opt.what, **extra)(f)
+        f = spelled_option(opt.name, default=None, metavar=metavar, help=kind + opt.what, **extra)(f)
     return f
 
 
@@ -68,37 +67,37 @@ def atc_options(f):
 @click.option("--output", metavar="PATH", help="the OM to write; ATC appends .om (mode 0)")
 @click.option("--framework", type=int, default=ONNX, show_default=True,
               help="source framework; ge converts ONNX models only (5)")
-@click.option("--soc_version", "--soc-version", "soc_version", default=api.DEFAULT_SOC, show_default=True,
-              help="target SoC, one of the names ATC knows (Ascend310P3, Ascend910B1, ...) or Ascend-sim; recorded "
-                   "in the OM")
-@click.option("--input_shape", "--input-shape", "input_shape", metavar='"name:d0,d1,...;name2:..."',
-              help="static shapes for the model inputs (replaces symbolic dims)")
-@click.option("--out_nodes", "--out-nodes", "out_nodes", metavar='"node:index;..."',
-              help="use these node outputs (or tensor names) as the model outputs")
-@click.option("--insert_op_conf", "--insert-op-conf", "insert_op_conf", metavar="FILE",
-              help="ATC's AIPP config (static AIPP): the input becomes the raw image, preprocessed in the model")
-@click.option("--external_weight", "--external-weight", "external_weight", type=int, default=0, show_default=True,
-              help="0: weights inside the OM; 1: one file per weight (weight_<sha256>); 2: one combined file "
-                   "(<name>_weight_combined). Constants under 1 KiB stay inline")
-@click.option("--external_weight_dir", "--external-weight-dir", "external_weight_dir", metavar="DIR",
-              help="where the weight files go (default: <om dir>/weight/; loading elsewhere needs "
-                   "`ge run --weight_dir`)")
-@click.option("--dynamic_batch_size", "--dynamic-batch-size", "dynamic_batch_size", metavar='"1,2,4,8"',
-              help="gears (up to 100): batch sizes for the -1 dims of --input_shape (one static plan each)")
-@click.option("--dynamic_image_size", "--dynamic-image-size", "dynamic_image_size", metavar='"h,w;h,w"',
-              help="gears (up to 100): image sizes for the H,W -1 dims of --input_shape")
-@click.option("--dynamic_dims", "--dynamic-dims", "dynamic_dims", metavar='"d1,d2;d1,d2"',
-              help="gears (up to 100): one value per -1 dim of --input_shape, in order")
-@click.option("--input_shape_range", "--input-shape-range", "input_shape_range", metavar='"x:[1~8,3,224,224]"',
-              help="deprecated spelling of ranges (use --input_shape \"x:1~8,3,224,224\")")
-@click.option("--static_model_ops_lower_limit", "--static-model-ops-lower-limit", "static_model_ops_lower_limit",
-              type=int, default=None, help="smallest known-shape cluster compiled as a static submodel (default 4)")
+@spelled_option("soc_version", default=api.DEFAULT_SOC, show_default=True,
+                help="target SoC, one of the names ATC knows (Ascend310P3, Ascend910B1, ...) or Ascend-sim; recorded "
+                     "in the OM")
+@spelled_option("input_shape", metavar='"name:d0,d1,...;name2:..."',
+                help="static shapes for the model inputs (replaces symbolic dims)")
+@spelled_option("out_nodes", metavar='"node:index;..."',
+                help="use these node outputs (or tensor names) as the model outputs")
+@spelled_option("insert_op_conf", metavar="FILE",
+                help="ATC's AIPP config (static AIPP): the input becomes the raw image, preprocessed in the model")
+@spelled_option("external_weight", type=int, default=0, show_default=True,
+                help="0: weights inside the OM; 1: one file per weight (weight_<sha256>); 2: one combined file "
+                     "(<name>_weight_combined). Constants under 1 KiB stay inline")
+@spelled_option("external_weight_dir", metavar="DIR",
+                help="where the weight files go (default: <om dir>/weight/; loading elsewhere needs "
+                     "`ge run --weight_dir`)")
+@spelled_option("dynamic_batch_size", metavar='"1,2,4,8"',
+                help="gears (up to 100): batch sizes for the -1 dims of --input_shape (one static plan each)")
+@spelled_option("dynamic_image_size", metavar='"h,w;h,w"',
+                help="gears (up to 100): image sizes for the H,W -1 dims of --input_shape")
+@spelled_option("dynamic_dims", metavar='"d1,d2;d1,d2"',
+                help="gears (up to 100): one value per -1 dim of --input_shape, in order")
+@spelled_option("input_shape_range", metavar='"x:[1~8,3,224,224]"',
+                help="deprecated spelling of ranges (use --input_shape \"x:1~8,3,224,224\")")
+@spelled_option("static_model_ops_lower_limit",
+                type=int, default=None, help="smallest known-shape cluster compiled as a static submodel (default 4)")
 @click.option("--om", metavar="FILE.om", help="the OM to read (modes 1 and 6)")
 @click.option("--json", "json_out", is_flag=False, flag_value=STDOUT, default=None, metavar="[FILE]",
               help="mode 1: the JSON file to write; modes 0 and 6: print JSON instead of tables "
                    "(or write it to FILE)")
-@click.option("--check_report", "--check-report", "check_report", default=None, metavar="FILE",
-              help=f"mode 3: the pre-check report to write (default {DEFAULT_CHECK_REPORT})")
+@spelled_option("check_report", default=None, metavar="FILE",
+                help=f"mode 3: the pre-check report to write (default {DEFAULT_CHECK_REPORT})")
 @atc_options
 def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, insert_op_conf, external_weight,
         external_weight_dir, dynamic_batch_size, dynamic_image_size, dynamic_dims, input_shape_range,
@@ -174,10 +173,10 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
 
 # -- mode 3 -------------------------------------------------------------------------------------
 def _precheck(model, input_shape, out_nodes, report_path) -> None:
-    from ..core.api.pre_check import check_report
+    from ..core.api.pre_check import write_check_report
     nodes = [n for n in (out_nodes or "").split(";") if n] or None
     result = api.precheck(model, api.parse_shape_spec(input_shape) or None, nodes)
-    _write_text(report_path, json.dumps(check_report(result), indent=4) + "\n")
+    write_check_report(result, report_path)
     console.echo(f"pre-check of {model}: {result['nodes'] - result['failed']} of {result['nodes']} nodes "
                  f"supported; report written to {report_path}")
     for e in result["op_list"]:

@@ -12,17 +12,13 @@ from ..core import api
 from . import console
 from .options import json_option
 
-#: `--section NAME`: the inspect data each section shows (SECTIONS below renders them)
-_SECTION_KEYS = {"header": ("header", "soc", "atc_options"), "io": ("inputs", "outputs", "aipp"), "memory": ("memory", "feature_map_lower_bound",
-                 "logical_allocations"), "allocations": ("allocations",), "tasks": ("tasks",), "args": ("args_table",),
-                 "weights": ("weights", "weight_totals")}
-SECTION_NAMES = tuple(_SECTION_KEYS)
+SECTION_NAMES = tuple(api.INSPECT_SECTIONS)
 
 
 def _section_data(d: dict, section: str) -> dict:
-    if section not in _SECTION_KEYS:
+    if section not in SECTION_NAMES:
         raise click.UsageError(f"--section {section}: one of {', '.join(SECTION_NAMES)}")
-    return {k: d[k] for k in _SECTION_KEYS[section] if k in d}
+    return api.inspect_section(d, section)
 
 
 @click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})

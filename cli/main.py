@@ -13,8 +13,7 @@ import click
 
 from ..core.errors import GeError
 from . import console
-from .options import DEBUG_FLAG, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
-
+from .options import DEBUG_FLAG, SWITCH_WORDS, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
 
 
 class GeGroup(click.Group):
@@ -30,7 +29,7 @@ class GeGroup(click.Group):
                 kept.append(args[i])
             elif value:
                 ctx.meta[_META_DEBUG] = _switch(value)
-            elif i + 1 < end and args[i + 1].lower() in _SWITCH_WORDS:
+            elif i + 1 < end and args[i + 1].lower() in SWITCH_WORDS:
                 i += 1
                 ctx.meta[_META_DEBUG] = _switch(args[i])
             else:
@@ -52,13 +51,9 @@ class GeGroup(click.Group):
         ctx.exit(1)
 
 
-_SWITCH_WORDS = {"true": True, "t": True, "yes": True, "y": True, "1": True,
-                 "false": False, "f": False, "no": False, "n": False, "0": False}
-
-
 def _switch(value: str) -> bool:
     try:
-        return _SWITCH_WORDS[value.lower()]
+        return SWITCH_WORDS[value.lower()]
     except KeyError:
         raise click.UsageError(f"--debug '{value}': give true or false") from None
 

@@ -12,6 +12,38 @@ META_DEBUG = "ge.debug"  # ctx.meta keys set by the `ge` group
 META_ARGV = "ge.argv"
 
 
+#: msame's and ais_bench's boolean values: true/false, 1/0, yes/no, t/f, y/n (any case)
+SWITCH_WORDS = {"true": True, "t": True, "yes": True, "y": True, "1": True,
+                "false": False, "f": False, "no": False, "n": False, "0": False}
+
+
+class Switch(click.ParamType):
+    """An option taking one of SWITCH_WORDS (msame's `--debug true`, ais_bench's `--profiler 1`)."""
+    name = "true|false"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, bool):
+            return value
+        try:
+            return SWITCH_WORDS[str(value).lower()]
+        except KeyError:
+            self.fail(f"'{value}' is not true or false", param, ctx)
+
+
+SWITCH = Switch()
+
+
+def switch_option(*names, help: str):
+    return click.option(*names, type=SWITCH, default=False, show_default=True, metavar="true|false", help=help)
+
+
+def spelled_option(name: str, *spellings: str, **kwargs):
+    """An option spelled --name_with_underscores and --name-with-dashes (as ATC, msame and ais_bench
+    take theirs), after any other `spellings` (msame's camelCase); its value is the parameter `name`."""
+    dashed = [f"--{name.replace('_', '-')}"] if "_" in name else []
+    return click.option(*spellings, f"--{name}", *dashed, name, **kwargs)
+
+
 def device_option(f):
     return click.option("--device", type=click.Choice(DEVICES, case_sensitive=False), default="cpu",
                         show_default=True,

@@ -11,6 +11,7 @@
     api.dump(model_id, inputs, "out/dump")                               # every op's outputs (--dump true)
     api.run_dataset(model_id, ["data/"], "out")                          # dataset.py (ge run --input DIR)
     inference.select_gear(model_id, batch=4)                            # inference.py: msame/ais_bench steps
+    runner.run(runner.RunOptions("model.om", inputs=["data/"], output="out"))  # runner.py: all of ge run
 
 The conversion is imported on first use of its names: loading and running an OM never imports
 the compiler, as a deployed ACL runtime has no ATC in it.
@@ -20,9 +21,9 @@ from .acl import (default_weight_dir, execute, free, gear_sizes, load_from_file,
                   memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
                   set_input_dynamic_dims, soc_info, unload)
 from .dataset import run_dataset
-from .om_info import inspect, jsonable, kernels, model_info, om_to_json, plot_memory, version
+from .om_info import INSPECT_SECTIONS, inspect, inspect_section, jsonable, kernels, model_info, om_to_json, plot_memory, version
 from .profiling import dump, profile
-from . import inference
+from . import inference, runner
 from .shape_options import parse_shape_spec
 from ..soc import DEFAULT_SOC
 

@@ -44,6 +44,20 @@ def inspect(path: str) -> dict:
     return jsonable(dict(_ge_model_dict(m), header=header))
 
 
+#: `ge inspect --section NAME`: the keys of inspect()'s data each section holds
+INSPECT_SECTIONS = {"header": ("header", "soc", "atc_options"), "io": ("inputs", "outputs", "aipp"),
+                    "memory": ("memory", "feature_map_lower_bound", "logical_allocations"),
+                    "allocations": ("allocations",), "tasks": ("tasks",), "args": ("args_table",),
+                    "weights": ("weights", "weight_totals")}
+
+
+def inspect_section(data: dict, section: str) -> dict:
+    """One section of inspect()'s data, as `ge inspect --section NAME --json` prints it under NAME."""
+    if section not in INSPECT_SECTIONS:
+        raise GeError(f"--section {section}: one of {', '.join(INSPECT_SECTIONS)}")
+    return {k: data[k] for k in INSPECT_SECTIONS[section] if k in data}
+
+
 def _ge_model_dict(m: GeModel) -> dict:
     kinds = {a.id: a.kind for a in m.allocations}
     quant = quant_params(m)

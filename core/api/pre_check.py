@@ -10,6 +10,8 @@ cannot run fails the conversion there, every such node named in one error, and n
 """
 from __future__ import annotations
 
+import json
+
 from ..errors import GeError, UnsupportedOpError
 from ..ir import Graph, subgraphs
 from ..kernels import lookup
@@ -17,6 +19,7 @@ from ..kernels.registry import kernel_classes
 from ..passes import complete_attributes
 from ..passes._util import build_kernel, node_opset
 from ...formats.onnx.importer import load_onnx
+from ...formats.tensors import write_text
 
 SUCCESS, FAILED = "success", "failed"
 
@@ -126,3 +129,8 @@ def check_report(result: dict) -> dict:
         ops.append(op)
     return {"name": result["model"], "result": result["result"], "total": result["nodes"],
             "pass": result["nodes"] - result["failed"], "fail": result["failed"], "op": ops}
+
+
+def write_check_report(result: dict, path: str) -> None:
+    """ATC's --check_report file: check_report(result) as JSON, written atomically."""
+    write_text(path, json.dumps(check_report(result), indent=4) + "\n")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ge.core import api
 
 
@@ -110,3 +112,13 @@ def test_inspect_shows_a_fused_chain(ge, tmp_path):
     assert task["op"] == "FusedElementwise" and task["domain"] == "ge" and task["kernel"] == "FusedElementwise"
     assert task["fused"] == ["Add", "Relu", "Mul", "HardSwish"]
     assert "FusedElementwise[Add+Relu+Mul+HardSwish]" in ge("inspect", tmp_path / "chain.om", ok=True).stdout
+
+
+def test_a_section_from_python_is_what_section_json_prints(ge, compiled):
+    from ge.core.errors import GeError
+    data = api.inspect(compiled["small"])
+    for section in api.INSPECT_SECTIONS:
+        r = ge("inspect", compiled["small"], "--section", section, "--json", ok=True)
+        assert json.loads(r.stdout) == {section: api.inspect_section(data, section)}
+    with pytest.raises(GeError, match=r"^--section nope: one of header, io, memory, allocations, tasks, args, weights$"):
+        api.inspect_section(data, "nope")
