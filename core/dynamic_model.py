@@ -20,6 +20,8 @@ import numpy as np
 from .ge_model import GeModel, WeightDesc
 
 HYBRID, RANGE, GEARS = "hybrid", "range", "gears"
+#: the dtype name of string tensors (arrays of Python str: host values, no layout)
+STRING = "object"
 MODES = (HYBRID, RANGE, GEARS)
 UNKNOWN_DIM = -1  # a dim only known at run time, as ATC spells it
 
@@ -38,6 +40,11 @@ class DynTensor:
     @property
     def itemsize(self) -> int:
         return np.dtype(self.dtype).itemsize
+
+    @property
+    def on_host(self) -> bool:
+        """A value the hybrid executor holds on the host: not a tensor, or a string tensor."""
+        return self.kind != "tensor" or self.dtype == STRING
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,8 @@ class DynamicModel:
     #: root's weight_data (their own `submodels`, `subgraphs` and weight_data are empty); the last
     #: attrs["captures"] inputs are the outer values the node captures. Root models only.
     subgraphs: list["DynamicModel"] = field(default_factory=list)
+    #: the string constants its nodes read (object arrays of str: no bytes in the weight blob)
+    string_constants: dict = field(default_factory=dict)
 
     @property
     def weight_size(self) -> int:

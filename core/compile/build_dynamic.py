@@ -13,7 +13,7 @@ import numpy as np
 from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step
 from ..errors import GeError, GraphError
 from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
-from ..ir import CAPTURES, Graph, Node, subgraphs
+from ..ir import CAPTURES, STRING, Graph, Node, subgraphs
 from ..passes import optimize
 from ..passes._util import node_opset
 from .arena import align
@@ -98,6 +98,7 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
     outputs = [_dyn_tensor(graph, t) for t in graph.outputs]
     dyn = DynamicModel(name, HYBRID, [], outputs, dyn_nodes, steps, clusters, [], [], b"",
                        opset=graph.opset.get("", 17))
+    dyn.string_constants = {k: consts.pop(k) for k in [k for k, a in consts.items() if a.dtype == STRING]}
     return dyn, consts
 
 

@@ -5,6 +5,8 @@ because an output depends on input *values* (NonZero, NonMaxSuppression, a Resha
 computed, TopK with a computed k...: a ValueDependentError), the node is data-dependent; any other
 refusal of its kernel fails the compile, since the node could not run either. A node with any input of unknown
 dims is unknown too. Outputs of unknown nodes keep only their dtype (from onnx when it knows it).
+A node that reads or gives a string tensor is unknown (strings have no layout), and must have a
+string kernel (kernels/strings.py and the ops' string variants), else the compile fails naming it.
 Control-flow nodes (If, Loop, Scan) are unknown; their outputs keep what their subgraphs tell
 (compile/control_flow.py), so a static Scan feeds a static cluster.
 """
@@ -13,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError, ValueDependentError
-from ..ir import Graph, subgraphs
+from ..ir import STRING, Graph, subgraphs
+from ..kernels import lookup
 from .control_flow import CONTROL_FLOW, control_flow_outputs
 from ..passes import optimize_dynamic
-from ..passes._util import build_kernel
+from ..passes._util import build_kernel, node_opset as _opset
 
 
 def _shape_text(shape) -> str:
@@ -41,6 +44,14 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
                     v = graph.value(out)
                     v.dtype, v.shape = (v.dtype if dtype is None else np.dtype(dtype)), shape
             continue
+        strings = _strings(graph, node)
+        if strings:
+            lookup(node.op_type, node.domain, _opset(graph, node), node.name, strings=True)(
+                dict(node.attrs), [None] * len(node.inputs), opset=_opset(graph, node), name=node.name,
+                num_outputs=len(node.outputs))  # its attributes checked now, not at the first run
+            unknown[node.name] = f"'{strings[0]}' is a string tensor (no static layout)"
+            _forget(graph, node)
+            continue
         dynamic_in = [i for i in node.inputs if i and i not in graph.initializers and not graph.value(i).is_static]
         if dynamic_in:
             v = graph.value(dynamic_in[0])
@@ -61,6 +72,13 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
     if stats is not None:
         stats["unknown_nodes"] = len(unknown)
     return unknown
+
+
+def _strings(graph: Graph, node) -> list[str]:
+    """The node's inputs and outputs that are string tensors."""
+    return [t for t in list(node.inputs) + list(node.outputs) if t and (
+        graph.initializers[t].dtype == STRING if t in graph.initializers
+        else t in graph.values and graph.values[t].dtype == STRING)]
 
 
 def _forget(graph: Graph, node) -> None:

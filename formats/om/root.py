@@ -7,6 +7,8 @@ over the same submodels and weights) and each node's "subgraphs" ([attribute, in
 See docs/om-format.md."""
 from __future__ import annotations
 
+import numpy as np
+
 from ge.core.dynamic_model import HYBRID, KINDS, MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
 from ge.core.ge_model import WeightDesc
 from ge.core.ir import CAPTURES
@@ -31,7 +33,7 @@ def encode_root(m: DynamicModel) -> tuple[dict, dict]:
 
 def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
     def tensor(t: DynTensor, where: str) -> dict:
-        return {"name": as_str(t.name, f"{where} name"), "dtype": as_dtype(t.dtype, where),
+        return {"name": as_str(t.name, f"{where} name"), "dtype": as_dtype(t.dtype, where, strings=True),
                 "shape": [as_int(d, f"{where} shape") for d in t.shape],
                 "ranges": [[as_int(lo, f"{where} range"), as_int(hi, f"{where} range")] for lo, hi in t.ranges],
                 **({"kind": as_str(t.kind, f"{where} kind")} if t.kind != "tensor" else {})}
@@ -47,6 +49,8 @@ def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
                       "submodel": c.submodel} for c in m.clusters],
         "submodels": len(m.submodels),
         "attrs": as_attr_map(m.attrs, f"{label} attrs", 0),
+        **({"string_constants": as_attr_map(m.string_constants, f"{label} string constants", 0)}
+           if m.string_constants else {}),
     }
     task_info = {
         "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain, "opset": as_int(n.opset, "opset"),
@@ -153,7 +157,7 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicM
         for k, t in enumerate(f.list(key)):
             tf = Fields(t, f"{label} MODEL_DEF {key[:-1]} {k}")
             tname = tf.str("name")
-            dtype = tf.dtype("dtype")
+            dtype = tf.dtype("dtype", strings=True)
             shape = tf.list("shape", MAX_RANK)
             if any(type(d) is not int or not -2 <= d <= MAX_DIM for d in shape):
                 raise Bad(f"{label} {key[:-1]} '{clip(tname)}': shape {show(shape)} must be ints >= -2")
@@ -230,4 +234,18 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicM
             raise Bad(f"{label} TASK_INFO step {k}: {s[0]} {s[1]} does not exist (there are {limit})")
         steps.append(Step(s[0], s[1]))
     return DynamicModel(name, mode, inputs, outputs, nodes, steps, clusters, [], weights, b"", soc_version=soc,
-                        opset=opset, attrs=attrs)
+                        opset=opset, attrs=attrs, string_constants=_string_constants(f, label, weights))
+
+
+def _string_constants(f: Fields, label: str, weights: list[WeightDesc]) -> dict:
+    """MODEL_DEF "string_constants" (format 1.7): {name: string ndarray}, none also a weight."""
+    if "string_constants" not in f.m:
+        return {}
+    consts = attr_map(f.get("string_constants"), f"{label} MODEL_DEF string_constants", 0)
+    for name, a in consts.items():
+        if not isinstance(a, np.ndarray) or a.dtype != object:
+            raise Bad(f"{label} MODEL_DEF string_constants['{clip(name)}'] must be a string ndarray, got {show(a)}")
+    both = sorted(set(consts) & {w.name for w in weights})
+    if both:
+        raise Bad(f"{label} MODEL_DEF string_constants['{clip(both[0])}'] is also a weight")
+    return consts
