@@ -45,10 +45,11 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
                     v.dtype, v.shape = (v.dtype if dtype is None else np.dtype(dtype)), shape
             continue
         strings = _strings(graph, node)
+        cls = lookup(node.op_type, node.domain, _opset(graph, node), node.name, strings=bool(strings))
+        if getattr(cls, "host_values", False):  # built from its attributes alone: checked now, not at the first run
+            cls(dict(node.attrs), [None] * len(node.inputs), opset=_opset(graph, node), name=node.name,
+                num_outputs=len(node.outputs))
         if strings:
-            lookup(node.op_type, node.domain, _opset(graph, node), node.name, strings=True)(
-                dict(node.attrs), [None] * len(node.inputs), opset=_opset(graph, node), name=node.name,
-                num_outputs=len(node.outputs))  # its attributes checked now, not at the first run
             unknown[node.name] = f"'{strings[0]}' is a string tensor (no static layout)"
             _forget(graph, node)
             continue

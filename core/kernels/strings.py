@@ -75,12 +75,16 @@ class StringSplit(StringKernel):
 #: lowercases by the default mapping, which Python's str methods implement
 _TAILORED_CASE = ("tr", "az", "lt")
 _CASE_ACTIONS = ("NONE", "LOWER", "UPPER")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 @register("StringNormalizer", since=10)
 class StringNormalizer(StringKernel):
     """Drops the elements equal to a stopword (compared lowercased unless is_case_sensitive), then
-    changes case. Input [C] or [1, C]; when nothing is left the output is one "" ([1] or [1, 1])."""
+    changes case. Input [C] or [1, C]; when nothing is left the output is one "" ([1] or [1, 1]).
+    Case follows the locale: Unicode's default mapping (en_US and every untailored language), ASCII
+    letters only in the C/POSIX locale; the tailored ones (Turkish, Azeri, Lithuanian) are refused."""
 
     def prepare(self):
         self.action = text(self.attr("case_change_action", "NONE"))
@@ -92,18 +96,23 @@ class StringNormalizer(StringKernel):
         if language in _TAILORED_CASE:
             raise self.fail(f"locale '{locale}': its case mapping is tailored (Unicode SpecialCasing); ge "
                             f"upper- and lowercases by Unicode's default mapping only")
+        if language in ("c", "posix"):  # the C locale changes the case of ASCII letters only
+            self.lower = lambda s: s.translate(_ASCII_LOWER)
+            self.upper = lambda s: s.translate(_ASCII_UPPER)
+        else:
+            self.lower, self.upper = str.lower, str.upper
         stops = [text(s) for s in self.attr("stopwords", None) or []]
-        self.stops = set(stops) if self.sensitive else {s.lower() for s in stops}
+        self.stops = set(stops) if self.sensitive else {self.lower(s) for s in stops}
 
     def compute(self, x):
         x = self.strings(x, "input X")
         if x.ndim not in (1, 2) or (x.ndim == 2 and x.shape[0] != 1):
             raise self.fail(f"input X has shape {list(x.shape)}; [C] or [1, C] expected")
-        kept = [s for s in x.flat if (s if self.sensitive else s.lower()) not in self.stops]
+        kept = [s for s in x.flat if (s if self.sensitive else self.lower(s)) not in self.stops]
         if self.action == "LOWER":
-            kept = [s.lower() for s in kept]
+            kept = [self.lower(s) for s in kept]
         elif self.action == "UPPER":
-            kept = [s.upper() for s in kept]
+            kept = [self.upper(s) for s in kept]
         y = _objects(kept or [""])
         return [y if x.ndim == 1 else y.reshape(1, -1)]
 
