@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import UnsupportedOpError, ValueDependentError
 from ..ir import STRING, Graph, subgraphs
 from ..kernels import lookup
-from .control_flow import CONTROL_FLOW, control_flow_outputs
+from .control_flow import CONTROL_FLOW, SUBGRAPH_OPS, control_flow_outputs
 from ..passes import optimize_dynamic
 from ..passes._util import build_kernel, node_opset as _opset
 
@@ -35,8 +35,9 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
     unknown: dict[str, str] = {}
     for node in graph.nodes:
         if subgraphs(node):  # control flow runs in the hybrid executor, its outputs as far as known
-            if node.domain != "" or node.op_type not in CONTROL_FLOW:
-                raise UnsupportedOpError(f"{node}: ge runs the subgraphs of {', '.join(CONTROL_FLOW)} only; this "
+            if (node.domain != "" or node.op_type not in CONTROL_FLOW) and (node.domain, node.op_type) not in SUBGRAPH_OPS:
+                raise UnsupportedOpError(f"{node}: ge runs the subgraphs of {', '.join(CONTROL_FLOW)} and "
+                                         f"FlexAttention only; this "
                                          f"op's subgraph attributes ({', '.join(k for k, _ in subgraphs(node))}) are not supported")
             unknown[node.name] = f"control flow ({node.op_type}): runs its subgraphs as submodels"
             for out, (dtype, shape) in zip(node.outputs, control_flow_outputs(graph, node, infer_dynamic)):

@@ -531,9 +531,10 @@ class HybridContext:
         subgraph's model in this context's child context for it, on the arrays it is given."""
         flow = self.model.flow[index]
         refs = dict(node.subgraphs)
-        bodies = [self._subgraph_call(node, key, refs[key]) for key in flow.bodies]
+        # (an op whose subgraphs are optional, FlexAttention's modifiers, gets None for an absent one)
+        bodies = [self._subgraph_call(node, key, refs[key]) if key in refs else None for key in flow.bodies]
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
-                     for t in self.model.subgraphs[refs[flow.bodies[0]]].outputs]
+                     for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
         results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
         self._keep(node.outputs, results)
         self.counters["nodes_run"] += 1

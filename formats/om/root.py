@@ -81,6 +81,8 @@ def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
 #: the subgraph attributes of each control-flow op, in the order its kernel takes them
 SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan": ("body",),
                   "SequenceMap": ("body",)}
+#: ops of other domains whose subgraph attributes are each optional (at least one present)
+OPTIONAL_SUBGRAPHS = {("ai.onnx.preview", "FlexAttention"): ("prob_mod", "score_mod")}
 
 
 def decode_subgraphs(v, weight_bytes: int, n_sub: int) -> list[DynamicModel]:
@@ -112,11 +114,11 @@ def check_subgraph_refs(g: DynamicModel, own: int, label: str, subgraphs: list[D
     line up with the node's."""
     for n in g.nodes:
         where = f"{label} node '{clip(n.name)}' ({clip(n.op_type)})"
-        expected = SUBGRAPH_ATTRS.get(n.op_type) if n.domain == "" else None
+        expected = SUBGRAPH_ATTRS.get(n.op_type) if n.domain == "" else OPTIONAL_SUBGRAPHS.get((n.domain, n.op_type))
         keys = tuple(sorted(key for key, _ in n.subgraphs))
         if expected is None and not n.subgraphs:
             continue
-        if keys != expected:
+        if keys != expected and not ((n.domain, n.op_type) in OPTIONAL_SUBGRAPHS and keys and set(keys) <= set(expected)):
             raise Bad(f"{where}: subgraph attributes {list(keys)}, expected {list(expected or ())}")
         captures = n.attrs.get(CAPTURES)
         for key, j in n.subgraphs:
@@ -141,6 +143,8 @@ def _subgraph_io(n: DynNode) -> tuple[int, int]:
         return len(n.inputs), 1 + len(n.outputs)
     if n.op_type == "SequenceMap":
         return len(n.inputs), len(n.outputs)
+    if n.op_type == "FlexAttention":  # a modifier: the scores (or probabilities) in, the same shape out
+        return 1 + captures, 1
     return len(n.inputs) - (1 if n.opset < 9 else 0), len(n.outputs)  # Scan (opset 8: sequence_lens)
 
 
