@@ -230,3 +230,11 @@ def test_ge_run_reads_and_writes_str_npy(tmp_path):
     ran = runner.invoke(cli, ["run", "--model", result.om_path, "--input", str(tmp_path / "pickled.npy"),
                               "--output-dir", str(out)])
     assert ran.exit_code == 1 and "holds pickled Python objects, which ge does not load" in ran.output
+
+
+def test_tfidf_counts_string_tokens(tmp_path):
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TFIDF", min_gram_length=1, max_gram_length=2,
+                            max_skip_count=1, pool_strings=["a", "b", "c", "a", "b", "b", "c"],
+                            ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4], weights=[1.0, 2.0, 3.0, 4.0, 5.0])
+    m = model([node], [vi("x", S, [2, 5])], [vi("y", F, None)], opset=17)
+    check(m, [{"x": np.array([["a", "b", "c", "a", "z"], ["b", "c", "c", "a", "b"]], object)}], tmp_path)
