@@ -238,3 +238,14 @@ def test_tfidf_counts_string_tokens(tmp_path):
                             ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4], weights=[1.0, 2.0, 3.0, 4.0, 5.0])
     m = model([node], [vi("x", S, [2, 5])], [vi("y", F, None)], opset=17)
     check(m, [{"x": np.array([["a", "b", "c", "a", "z"], ["b", "c", "c", "a", "b"]], object)}], tmp_path)
+
+
+def test_gears_refuse_strings_with_a_message(tmp_path):
+    m = model([helper.make_node("Cast", ["x"], ["s"], to=S), helper.make_node("Cast", ["s"], ["y"], to=F)],
+              [vi("x", F, ["b", 2])], [vi("y", F, None)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    with pytest.raises(GeError, match=r"'s' is a string tensor: sequences, optionals and strings run in the hybrid "
+                                      r"executor, not in gears"):
+        api.atc(path, str(tmp_path / "m"), input_shape="x:-1,2", dynamic_batch_size="1,2")
+    assert not list(tmp_path.glob("*.om"))
