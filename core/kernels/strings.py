@@ -265,7 +265,7 @@ class _CastStrings(StringKernel):
             raise self.fail(f"'{s[:40]}' is not a number, cannot cast it to {to}") from None
 
 
-@register("Cast", since=6, strings=True)
+@register("Cast", since=9, strings=True)
 class CastStrings(_CastStrings):
     def prepare(self):
         to = int(self.attr("to", 0))
