@@ -211,6 +211,8 @@ def test_ge_run_reads_and_writes_str_npy(tmp_path):
     _, result = compile_model(m, tmp_path)
     np.save(tmp_path / "x.npy", np.array(["a b", "c"]))
     runner = CliRunner()
+    shown = runner.invoke(cli, ["inspect", result.om_path, "--json"])
+    assert shown.exit_code == 0 and '"dtype": "string"' in shown.output, shown.output
     out = tmp_path / "out"
     ran = runner.invoke(cli, ["run", "--model", result.om_path, "--input", str(tmp_path / "x.npy"),
                               "--output-dir", str(out), "--outfmt", "NPY"])
