@@ -1,7 +1,8 @@
 """String tensors: arrays of Python str (numpy dtype object), held by the hybrid executor on the
 host; they have no static layout. The string ops (StringConcat, StringSplit, StringNormalizer,
-RegexFullMatch) and the string variants of Equal, Cast and CastLike (registered with
-`strings=True`: the executor takes them for a node whose inputs or outputs are strings).
+RegexFullMatch) and the string variants of Equal, Cast, CastLike, Shape, Size and of the ops that
+move elements (Reshape, Transpose, Gather, Concat, ...: MovedStrings) are registered with
+`strings=True`: the executor takes them for a node whose inputs or outputs are strings.
 """
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import re
 
 import numpy as np
 
-from ..ir import DTYPES
+from ..ir import DTYPES, Meta
 from .base import HostKernel
-from .registry import register
+from .registry import lookup, register
 from .values import text
 
 STRING = np.dtype(object)
@@ -281,3 +282,48 @@ class CastStrings(_CastStrings):
 class CastLikeStrings(_CastStrings):
     def compute(self, x, like):
         return self.cast(x, np.asarray(like).dtype)
+
+
+# -- ops that move elements, on strings -------------------------------------------------------------
+#: ops whose outputs are their string inputs' elements, moved (the `data`/`X`/`Y` inputs: strings)
+MOVES = ("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Gather", "GatherElements",
+         "GatherND", "Slice", "Expand", "Tile", "Concat", "Split", "Where", "Compress")
+
+
+class MovedStrings(StringKernel):
+    """An op that only moves elements, on string tensors: its numeric kernel (all of its attributes
+    and since-version meaning) runs on the elements' indices, and the strings follow them. Each
+    string input gets its own range of indices (Concat, Where), the other inputs are as given."""
+
+    def compute(self, *xs):
+        pool, ins, base = [], [], 0
+        for x in xs:
+            a = None if x is None else np.asarray(x)
+            if a is not None and (a.dtype == STRING or a.dtype.kind == "U"):
+                pool.extend(self.strings(a).reshape(-1).tolist())
+                a = np.arange(base, base + a.size, dtype=np.int64).reshape(a.shape)
+                base += a.size
+            ins.append(a)
+        metas = [None if a is None else Meta(a.dtype, a.shape) for a in ins]
+        numeric = lookup(self.op_type, "", self.opset, self.name)
+        moved = numeric(self.attrs, metas, ins, opset=self.opset, name=self.name, num_outputs=self.num_outputs,
+                        backend=self.backend).load().compute(*ins)
+        strings = np.array(pool + [""], STRING)  # (an empty pool still indexes)
+        return [_objects(strings[np.asarray(y)]) for y in moved]
+
+
+for _op in MOVES:
+    register(_op, since=1, strings=True)(type(f"{_op}Strings", (MovedStrings,), {"__doc__": MovedStrings.__doc__}))
+
+
+@register("Shape", since=1, strings=True)
+class ShapeStrings(StringKernel):
+    def compute(self, x):
+        start, end = self.attr("start", 0), self.attr("end")
+        return [np.array(np.shape(x)[start:end], np.int64)]
+
+
+@register("Size", since=1, strings=True)
+class SizeStrings(StringKernel):
+    def compute(self, x):
+        return [np.array(np.size(x), np.int64)]

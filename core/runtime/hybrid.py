@@ -139,7 +139,8 @@ class HybridModel(SharedWeightsModel):
         self.host_ops = {}
         strings = _string_values(dyn)
         for k, n in enumerate(dyn.nodes):
-            cls = lookup(n.op_type, n.domain, n.opset, n.name, strings=any(t in strings for t in n.inputs + n.outputs))
+            reads_strings = not n.subgraphs and any(t in strings for t in n.inputs + n.outputs)  # (control flow passes them)
+            cls = lookup(n.op_type, n.domain, n.opset, n.name, strings=reads_strings)
             if getattr(cls, "host_values", False):
                 self.host_ops[k] = cls({**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name,
                                        num_outputs=len(n.outputs), backend=self.backend)

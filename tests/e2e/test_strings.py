@@ -251,3 +251,39 @@ def test_gears_refuse_strings_with_a_message(tmp_path):
                                       r"executor, not in gears"):
         api.atc(path, str(tmp_path / "m"), input_shape="x:-1,2", dynamic_batch_size="1,2")
     assert not list(tmp_path.glob("*.om"))
+
+
+def test_ops_that_move_elements_take_strings(tmp_path):
+    """Reshape, Transpose, Gather, Concat, Slice, Where, Unsqueeze, Expand, Split, Tile, Shape and Size on
+    strings (the numeric kernels' semantics on the elements' indices) against onnxruntime."""
+    inits = [helper.make_tensor("shape", I64, [2], [3, 2]), helper.make_tensor("idx", I64, [2], [2, 0]),
+             helper.make_tensor("starts", I64, [1], [1]), helper.make_tensor("ends", I64, [1], [3]),
+             helper.make_tensor("axes", I64, [1], [0]), helper.make_tensor("big", I64, [3], [2, 4, 5]),
+             helper.make_tensor("reps", I64, [2], [1, 2]), helper.make_tensor("fill", S, [], [b"-"])]
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0]),
+             helper.make_node("Gather", ["t", "idx"], ["g"], axis=1),
+             helper.make_node("Concat", ["g", "t"], ["c"], axis=1),
+             helper.make_node("Slice", ["c", "starts", "ends", "axes"], ["s"]),
+             helper.make_node("Equal", ["s", "fill"], ["is_fill"]),
+             helper.make_node("Where", ["mask", "s", "fill"], ["w"]),
+             helper.make_node("Unsqueeze", ["w", "axes"], ["u"]),
+             helper.make_node("Expand", ["u", "big"], ["e"]),
+             helper.make_node("Split", ["e"], ["e0", "e1"], axis=1, num_outputs=2),
+             helper.make_node("Tile", ["t", "reps"], ["tiled"]),
+             helper.make_node("Shape", ["e1"], ["n"]), helper.make_node("Size", ["tiled"], ["k"])]
+    m = model(nodes, [vi("x", S, [6]), vi("mask", B, [1, 5])],
+              [vi(o, S, None) for o in ("c", "w", "e0", "e1", "tiled")] + [vi("is_fill", B, None), vi("n", I64, None),
+                                                                         vi("k", I64, None)], opset=19, inits=inits)
+    x = strings("a", "b", "c", "d", "-", "f")
+    check(m, [{"x": x, "mask": np.array([[True, False, True, True, False]])}], tmp_path)
+
+
+def test_strings_pass_through_control_flow(tmp_path):
+    then = helper.make_graph([helper.make_node("StringConcat", ["x", "bang"], ["t"])], "then", [],
+                             [vi("t", S, None)], [helper.make_tensor("bang", S, [1], [b"!"])])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", S, None)])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+               helper.make_node("StringSplit", ["y"], ["p", "n"], delimiter="!")],
+              [vi("c", B, []), vi("x", S, [2])], [vi("y", S, None), vi("n", I64, None)])
+    check(m, [{"c": np.array(c), "x": strings("a", "b")} for c in (True, False)], tmp_path)
