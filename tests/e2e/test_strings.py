@@ -12,7 +12,7 @@ from onnx import helper
 from ge.core import api
 from ge.core.errors import GeError
 from ge.core.kernels.strings import re2_to_python
-from ge.formats.om import om_bytes, read_om
+from ge.formats.om import om_bytes, read_om, writer
 from ge.formats.om.decode import Bad
 from ge.formats.om.root import decode_root, encode_root
 from ge.formats.om.root_check import check_root
@@ -200,6 +200,16 @@ def test_the_om_keeps_string_constants_and_refuses_mutated_ones(tmp_path):
     def missing(md2, ti2):
         del md2["string_constants"]
     refused(missing, r"root TASK_INFO.steps\[0\] \(node 'Equal_0'\) reads 'words', which no earlier step")
+
+    # the whole file, signed again after the edit: loading it is a GeError naming the field
+    fields, parts = writer.fields_and_parts(dyn)
+    root = msgpack.unpackb(bytes(parts[0][2]), raw=False)
+    root["string_constants"]["words"]["data"] = ["a", None]
+    parts[0] = (parts[0][0], 0, msgpack.packb(root, use_bin_type=True))
+    head, pieces = writer.assemble(fields, parts)
+    with pytest.raises(GeError, match=r"root MODEL_DEF string_constants\['words'\]: string ndarray data must be 2 "
+                                      r"strings"):
+        api.load_from_mem(head + b"".join(bytes(p) for p in pieces), "cpu")
 
 
 def test_ge_run_reads_and_writes_str_npy(tmp_path):
