@@ -34,6 +34,10 @@ def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_versio
     outputs_from_consts = [o for o in graph.outputs if o in graph.initializers]
     if outputs_from_consts:
         raise GraphError(f"output '{outputs_from_consts[0]}' is a constant; dynamic models need it computed")
+    text = next((v.name for v in graph.values.values() if v.dtype == STRING), None)
+    if text is not None and mode != HYBRID:  # (their sizes, and the shapes they decide, are in the text)
+        raise GeError(f"'{text}' is a string tensor: strings have no shape range to plan; compile with unknown "
+                      f"dims (-1) instead of ranges")
     if parts.subgraphs and mode != HYBRID:
         node = next(n for n in dyn.nodes if n.subgraphs)
         raise GeError(f"node '{node.name}' ({node.op_type}): control flow has no shape range to plan; compile "

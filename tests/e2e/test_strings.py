@@ -297,3 +297,13 @@ def test_strings_pass_through_control_flow(tmp_path):
                helper.make_node("StringSplit", ["y"], ["p", "n"], delimiter="!")],
               [vi("c", B, []), vi("x", S, [2])], [vi("y", S, None), vi("n", I64, None)])
     check(m, [{"c": np.array(c), "x": strings("a", "b")} for c in (True, False)], tmp_path)
+
+
+def test_ranges_refuse_strings_with_a_message(tmp_path):
+    m = model([helper.make_node("Equal", ["x", "x"], ["y"])], [vi("x", S, ["n"])], [vi("y", B, None)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    with pytest.raises(GeError, match=r"'x' is a string tensor: strings have no shape range to plan; compile with "
+                                      r"unknown dims \(-1\) instead of ranges"):
+        api.atc(path, str(tmp_path / "m"), input_shape="x:1~4")
+    assert not list(tmp_path.glob("*.om"))
