@@ -10,13 +10,10 @@ import re
 
 import numpy as np
 
-from ..ir import DTYPES, Meta
+from ..ir import DTYPES, STRING, Meta
 from .base import HostKernel
 from .registry import lookup, register
 from .values import text
-
-STRING = np.dtype(object)
-
 
 class StringKernel(HostKernel):
     takes_strings = True
