@@ -143,7 +143,7 @@ def _tasks(d, out):
     tasks = _table("Tasks", "#", "node", "op", "kernel", "args (alloc#id+offset kind)", "workspace",
                    right=("#", "workspace"))
     for t in d["tasks"]:
-        op = "+".join([t["op"], *t.get("epilogue", [])])
+        op = t["label"]
         ins = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "in")
         outs = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "out")
         tasks.add_row(str(t["index"]), t["node"], op, t["kernel"], f"{ins} -> {outs}", str(t["workspace"]))
@@ -186,9 +186,17 @@ def _subgraphs(subgraphs: list, out) -> None:
         ins = ", ".join(f"{t['name']}{'*' if j >= first_captured else ''}{t['shape']}" for j, t in enumerate(sg["inputs"]))
         outs = ", ".join(f"{t['name']}{t['shape']}" for t in sg["outputs"])
         runs = "; ".join(f"submodel {c['submodel']} ({len(c['nodes'])} nodes)" if c["kind"] == "KNOWN"
-                         else f"{c['nodes'][0]}" for c in sg["clusters"]) or "-"
+                         else ", ".join(c["nodes"]) for c in sg["clusters"]) or "-"
         owner = f"{sg.get('graph', '?')}: {sg.get('node', '?')} ({sg.get('op_type', '?')}).{sg.get('attribute', '?')}"
         table.add_row(str(sg["index"]), owner, ins or "-", outs, runs)
+    out.print(table)
+
+
+def _dyn_nodes(title: str, nodes: list, out) -> None:
+    """The nodes the hybrid executor runs, each output's dtype (what --precision_mode made of it)."""
+    table = _table(title, "node", "op", "outputs")
+    for n in nodes:
+        table.add_row(n["name"], n["op_type"], ", ".join(f"{o['name']}: {o['dtype'] or '?'}" for o in n["outputs"]))
     out.print(table)
 
 
@@ -197,6 +205,10 @@ def render_dynamic(d: dict) -> None:
     out, dyn = console.out, d["dynamic"]
     out.print(f"[bold]{dyn['name']}[/bold]: dynamic model, mode {dyn['mode']}, {len(d['submodels'])} static "
               f"submodel(s), shared weights {dyn['weight_size']} B")
+    files = dyn.get("weight_files", {})
+    if files:
+        out.print(f"external weight files shared by the root and every submodel: "
+                  + ", ".join(f"{name} ({size} B)" for name, size in files.items()), highlight=False)
     render_atc_options(dyn, out)
     io = _table("Root inputs / outputs", "", "name", "dtype", "shape", "range")
     for role in ("inputs", "outputs"):
@@ -211,6 +223,8 @@ def render_dynamic(d: dict) -> None:
             parts.add_row(str(c["index"]), c["kind"], "-" if c["submodel"] < 0 else str(c["submodel"]), nodes,
                           c["reason"] or "static shapes")
         out.print(parts)
+    if dyn["nodes"]:
+        _dyn_nodes("Hybrid executor's nodes", dyn["nodes"], out)
     if dyn["gears"]:
         gears = _table("Gears", "gear", "-1 dims", "input shapes", "memory", right=("memory",))
         for g in dyn["gears"]:
@@ -219,10 +233,15 @@ def render_dynamic(d: dict) -> None:
         out.print(gears)
     if d.get("subgraphs"):
         _subgraphs(d["subgraphs"], out)
+        for sg in d["subgraphs"]:
+            if sg["nodes"]:
+                _dyn_nodes(f"Subgraph {sg['index']}'s hybrid nodes", sg["nodes"], out)
     cap = dyn["planned_capacity"]
     if cap["tensors"]:
-        out.print(f"range plan: {len(cap['tensors'])} tensors planned for the largest shapes, "
+        out.print(f"range plan: {len(cap['tensors'])} tensors planned at their upper bounds, "
                   f"{cap['total']} B ({console.nbytes(cap['total'])}) in total")
+    if cap.get("growable"):
+        out.print(f"growable (no finite bound, reallocated at run time): {', '.join(cap['growable'])}")
     for k, sub in enumerate(d["submodels"]):
         out.print(f"[bold]submodel {k}[/bold]")
         render(dict(sub, header={"partitions": []}))

@@ -18,7 +18,7 @@ from ..core.api import inference
 from ..core.errors import GeError
 from ..core.ge_model import TensorDesc
 from ..core.runtime.executors import EXECUTORS
-from ..core.runtime.throughput import PHASES, percentiles, run_contexts
+from ..core.runtime.throughput import PHASES, percentiles
 from ..formats.dataset import is_dataset
 from ..formats.tensors import OUTPUT_FORMATS, load_inputs, save_outputs, write_text
 from . import console
@@ -154,16 +154,19 @@ def ais_bench_options(f):
 @click.option("--verbose", "-v", is_flag=True, help="show the model's init step timings and execution stats")
 @click.option("--stats", is_flag=True,
               help="counters of every execution: H2D/D2H bytes, args bytes written, zero-copy vs copied I/O, "
-                   "tasks, allocations; dynamic models: impl cache hits/builds, agnostic hits, weight packs/hits "
+                   "tasks, allocations; dynamic models: impl cache hits/builds/evictions, agnostic hits, weight packs/hits "
                    "(also under 'stats' in --summary-json)")
 @click.option("--weight_dir", "--weight-dir", "weight_dir", metavar="DIR", type=click.Path(file_okay=False),
               help="folder of the external weight files (default: <om dir>/weight/)")
+@click.option("--impl_cache_size", "--impl-cache-size", "impl_cache_size", type=click.IntRange(min=0), metavar="N",
+              help="unknown-shape and range models: impls kept per model, least recently used out first "
+                   "(evictions in --stats) [default: 5000]")
 @click.option("--skip_weight_check", "--skip-weight-check", "skip_weight_check", is_flag=True,
               help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @ais_bench_options
 @json_option
 def run(model, input_files, output, output_dir, outfmt, device, loop, duration, executor, contexts, seed, summary_json,
-        verbose, stats, weight_dir, skip_weight_check, as_json, **opts):
+        verbose, stats, weight_dir, impl_cache_size, skip_weight_check, as_json, **opts):
     """Run an offline model as msame / ais_bench do: inputs from files, folders, zeros or random.
 
     \b
@@ -191,7 +194,8 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
     if opts["ray_address"]:  # the actors load the model; this process only reads its descs
         return _ray_dataset(model, paths, folder, outfmt, device, weight_dir, opts, summary_json, as_json)
     t0 = time.perf_counter()
-    model_id = api.load_from_file(model, device, weight_dir=weight_dir, verify_weights=not skip_weight_check)
+    model_id = api.load_from_file(model, device, weight_dir=weight_dir, verify_weights=not skip_weight_check,
+                                  impl_cache_size=impl_cache_size)
     load_ms = (time.perf_counter() - t0) * 1e3
     try:
         dm = api.model(model_id)
@@ -219,18 +223,16 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
         else:
             inputs = inference.generated_inputs(in_descs, data_type, seed)
             sources = ["zeros" if data_type == "zero" else f"random (seed {seed})"] * len(in_descs)
-        ctx = dm.default_context if executor == "linear" else dm.create_context(executor=executor)
-        # throughput mode times its N contexts only: the default context runs once, for the outputs
-        outputs, latencies, executions = inference.timed_runs(
-            ctx, inputs, *((1, 0, None) if contexts > 1 else (loop, warmup, duration)))
+        r = inference.run_inputs(model_id, inputs, executor=executor, loop=loop, warmup=warmup, duration=duration,
+                                 contexts=contexts, profile=bool(profiler_dir or opts["profile_json"]), dump_dir=dump_dir,
+                                 check_outputs=lambda ys: inference.check_outputs(ys, dm.outputs, sizes,
+                                                                         opts["output_batchsize_axis"]))
+        outputs, latencies, executions, parallel, trace, dumped = (
+            r[k] for k in ("outputs", "latencies", "executions", "parallel", "trace", "dumped"))
         loop = loop if contexts > 1 else len(latencies)
-        _check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
-        parallel = run_contexts(dm, inputs, contexts, loop, executor, warmup=max(warmup, 1)) if contexts > 1 else None
-        trace = api.profile(model_id, inputs, runs=loop, warmup=0) if (profiler_dir or opts["profile_json"]) else None
-        dumped = api.dump(model_id, inputs, dump_dir) if dump_dir else []
         out_descs = [TensorDesc(d.name, y.dtype.name, tuple(y.shape), 0) for d, y in zip(dm.outputs, outputs)]
         timings = dict(dm.timings)
-        memory = {"weights": dm.weight_bytes, "per_context": getattr(ctx, "device_bytes", None)}
+        memory = {"weights": dm.weight_bytes, "per_context": r["per_context"]}
         weight_files = [dict(f) for f in dm.external_weights]
         last_stats = {k: v for k, v in executions[-1].items() if k != "run"}
     finally:
@@ -239,7 +241,7 @@ def run(model, input_files, output, output_dir, outfmt, device, loop, duration, 
     om_name = os.path.splitext(os.path.basename(model))[0]
     files = save_outputs(outputs, folder, om_name, outfmt)  # only after a successful run
     batch = opts["batchsize"] or (int(in_descs[0].shape[0]) if in_descs and len(in_descs[0].shape) else 1)
-    summary = perf_summary(model, device, latencies, batch)
+    summary = inference.perf_summary(model, device, latencies, batch)
     summary.update(executor=executor, warmup=warmup, output_dir=folder)
     if device_id is not None:
         summary["device_id"] = device_id
@@ -381,14 +383,6 @@ def _gear(model_id: int, opts: dict):
     return None
 
 
-def _check_outputs(outputs, descs, sizes, axis: int) -> None:
-    if sizes is not None:
-        inference.check_output_sizes(outputs, sizes, descs)
-    for i, (d, y) in enumerate(zip(descs, outputs)):
-        if axis and axis >= np.ndim(y):
-            raise GeError(f"--output_batchsize_axis {axis}: output {i} ('{d.name}') has rank {np.ndim(y)}")
-
-
 def _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear_descs, opts, sizes, load_ms,
              summary_json, as_json, warmup, executor, contexts, profiler_dir, dump_dir, stats, verbose) -> None:
     """--input DIR[,DIR2]: every sample of the folder(s) in turn, with a progress bar."""
@@ -400,7 +394,7 @@ def _dataset(model_id, dm, model, device, device_id, paths, folder, outfmt, gear
     descs = gear_descs or (inference.shaped_descs(dm.inputs, opts["dym_shape"]) if opts["dym_shape"] else None)
 
     def check(outputs):
-        _check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
+        inference.check_outputs(outputs, dm.outputs, sizes, opts["output_batchsize_axis"])
 
     def run(progress=None):
         return api.run_dataset(model_id, paths, folder, outfmt, progress, descs=descs, check_outputs=check,
@@ -592,8 +586,8 @@ STATS_COLUMNS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "args_bytes
 
 
 #: the hybrid executor's counters (dynamic shapes)
-HYBRID_COLUMNS = ("h2d_bytes", "d2h_bytes", "allocations", "reallocs", "cache_hits", "cache_builds", "agnostic_hits",
-                  "weight_packs", "weight_pack_hits", "shape_updates", "args_set", "skipped_empty", "data_dependent",
+HYBRID_COLUMNS = ("h2d_bytes", "d2h_bytes", "allocations", "reallocs", "cache_hits", "cache_builds", "cache_evictions",
+                  "agnostic_hits", "weight_packs", "weight_pack_hits", "shape_updates", "args_set", "skipped_empty", "data_dependent",
                   "submodel_launches", "nodes_run")
 
 
@@ -625,18 +619,3 @@ def ais_bench_lines(s: dict) -> list[str]:
             f"[INFO] device memory: weights {mem['weights']} B shared + {s['contexts']} x {mem['per_context']} B per "
             f"context = {mem['total']} B",
             "[INFO] ------------------------------------------------------"]
-
-
-def perf_summary(model: str, device: str, latencies_ms: list[float], batch: int) -> dict:
-    lat = np.asarray(latencies_ms, dtype=np.float64)
-    mean = float(lat.mean())
-    return {
-        "model": model,
-        "device": device,
-        "loop": len(latencies_ms),
-        "latency_ms": {"min": float(lat.min()), "mean": mean, "median": float(np.median(lat)),
-                       **{f"p{q}": float(np.percentile(lat, q)) for q in (90, 95, 99)},
-                       "max": float(lat.max()), "std": float(lat.std())},
-        "throughput": 1000.0 * batch / mean if mean > 0 else float("inf"),
-        "batch": batch,
-    }

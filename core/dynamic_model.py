@@ -6,8 +6,9 @@ Plain data, like GeModel. Three modes:
 - "range": as hybrid, but every input dim has a [lo, hi] range and every tensor a planned capacity
   (bytes at the largest shape): a run inside the range allocates nothing.
 - "gears": one static GeModel per gear; no root nodes.
-Every weight (of root nodes and of every submodel) lives once in `weight_data`; submodels carry
-no weight bytes of their own, their weight descs are offsets into this shared blob.
+Every weight (of root nodes and of every submodel) lives once in `weight_data`, or once in the
+external weight files of `weight_files`; submodels carry no weight bytes of their own, their weight
+descs are offsets into this shared blob or into those files.
 Control flow (hybrid mode): If/Loop/Scan nodes are UNKNOWN nodes whose subgraphs are DynamicModels
 in `subgraphs`, sharing the root's static submodels and weights.
 """
@@ -105,6 +106,9 @@ class DynamicModel:
     #: root's weight_data (their own `submodels`, `subgraphs` and weight_data are empty); the last
     #: attrs["captures"] inputs are the outer values the node captures. Root models only.
     subgraphs: list["DynamicModel"] = field(default_factory=list)
+    #: --external_weight 1|2: the weight files the root and every submodel share, name -> bytes (root
+    #: only); a weight desc with `file` lives at `offset` of that file, the others in weight_data
+    weight_files: dict = field(default_factory=dict)
     #: the string constants its nodes read (object arrays of str: no bytes in the weight blob)
     string_constants: dict = field(default_factory=dict)
 

@@ -15,6 +15,7 @@ nodes for small scalars), because that is what ATC-style compilers are fed.
     vit_style          ViT-B/16 (torchvision): patch-embedding conv, pre-norm encoder, Gelu (opset 20)
     bert_style         BERT encoder (HuggingFace): dynamic "batch"/"seq", attention mask, Erf-GELU
     tiny_cnn           a ~40 KB CNN, the README demo model (samples/models/tiny_cnn.onnx)
+    mobilenetv2_fp16_style, bert_fp16_style   float16 exports of the two (float16_of)
 
 Usage::
 
@@ -751,6 +752,45 @@ def vit_style(batch: int = 1, image: int = 224, patch: int = 16, layers: int = 1
 
 
 # --------------------------------------------------------------------------- #
+# float16 exports: the float32 samples as onnxruntime's float16 converter writes them
+# --------------------------------------------------------------------------- #
+def float16_of(model: onnx.ModelProto, sort: bool = True) -> onnx.ModelProto:
+    """`model` converted by onnxruntime's `float16.convert_float_to_float16` with keep_io_types (what
+    engineers deploying fp16 run): float16 weights and activations, float32 inputs and outputs with
+    Casts at the boundary, the ops the converter keeps in float32 behind Casts. The converter
+    appends its input Casts after the nodes that read them, which onnx's checker refuses (onnxruntime
+    and ge run it); `sort` puts them in topological order. onnxruntime is a sample-building
+    dependency only: imported here, never by ge."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+    converted = convert_float_to_float16(model, keep_io_types=True)
+    if sort:
+        graph = converted.graph
+        ready = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+        pending, ordered = list(graph.node), []
+        while pending:
+            runnable = [n for n in pending if all(i in ready for i in n.input)]
+            if not runnable:
+                raise ValueError(f"{model.graph.name}: the converted graph has a cycle")
+            for n in runnable:
+                ready.update(n.output)
+            ordered += runnable
+            pending = [n for n in pending if all(n is not r for r in runnable)]
+        del graph.node[:]
+        graph.node.extend(ordered)
+    return converted
+
+
+def mobilenetv2_fp16_style(seed: int = 0, **kwargs) -> onnx.ModelProto:
+    """mobilenetv2_style(**kwargs) as a float16 export (float16_of): float32 image in, float32 logits out."""
+    return float16_of(mobilenetv2_style(seed=seed, **kwargs))
+
+
+def bert_fp16_style(seed: int = 0, **kwargs) -> onnx.ModelProto:
+    """bert_style(**kwargs) as a float16 export (float16_of): int64 ids and mask in, float32 outputs."""
+    return float16_of(bert_style(seed=seed, **kwargs))
+
+
+# --------------------------------------------------------------------------- #
 # sample inputs, CLI
 # --------------------------------------------------------------------------- #
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -762,6 +802,8 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "inception_style": inception_style,
     "vit_style": vit_style,
     "detection_style": detection_style,
+    "mobilenetv2_fp16_style": mobilenetv2_fp16_style,
+    "bert_fp16_style": bert_fp16_style,
 }
 
 

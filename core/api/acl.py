@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from ..dynamic_model import GEARS, DynamicModel
 from ..errors import GeError
 from ..runtime.device import DeviceBuffer, get_device
 from ..runtime.external_weight_manager import ExternalWeightConfig
@@ -29,22 +30,26 @@ model_manager = ModelManager()
 
 
 def load_from_file(path: str, device: str = "cpu", *, weight_dir: str | None = None,
-                   weight_memory: dict | None = None, verify_weights: bool = True) -> int:
+                   weight_memory: dict | None = None, verify_weights: bool = True,
+                   impl_cache_size: int | None = None) -> int:
     """aclmdlLoadFromFile(WithConfig). External weight files are read from `weight_dir`
     (ACL_MDL_WEIGHT_PATH_PTR; default `<om dir>/weight/`), except those given in
     `weight_memory` as {file name: DeviceBuffer or (address, size)} already holding the file's
     bytes (aclmdlSetExternalWeightAddress), which ge uses in place and never frees.
-    `verify_weights=False` skips the sha256 check (lengths are always checked)."""
+    `verify_weights=False` skips the sha256 check (lengths are always checked). Static, gear,
+    range and unknown-shape models alike. `impl_cache_size`: how many impls a model with unknown
+    shapes or ranges keeps (least recently used out first; 0 keeps none; default 5000)."""
     config = ExternalWeightConfig(weight_dir or default_weight_dir(path), weight_memory or {}, verify_weights)
-    return model_manager.load(read_om(path), device, config, from_file=True)
+    return model_manager.load(read_om(path), device, config, from_file=True, impl_cache_size=impl_cache_size)
 
 
 def load_from_mem(data: bytes, device: str = "cpu", *, weight_dir: str | None = None,
-                  weight_memory: dict | None = None, verify_weights: bool = True) -> int:
+                  weight_memory: dict | None = None, verify_weights: bool = True,
+                  impl_cache_size: int | None = None) -> int:
     """aclmdlLoadFromMem: as load_from_file, but an OM in memory has no folder of its own, so a
     model with external weights needs `weight_dir` or `weight_memory`."""
     config = ExternalWeightConfig(weight_dir, weight_memory or {}, verify_weights)
-    return model_manager.load(read_om(bytes(data)), device, config, from_file=True)
+    return model_manager.load(read_om(bytes(data)), device, config, from_file=True, impl_cache_size=impl_cache_size)
 
 
 def malloc(nbytes: int, device: str = "cpu") -> DeviceBuffer:
@@ -66,10 +71,16 @@ def free(buffer: DeviceBuffer) -> None:
     buffer.device.free(buffer.addr)
 
 
-def query_size(path: str) -> tuple[int, int]:
-    """(work size, weight size) in bytes, as aclmdlQuerySize."""
+def query_size(path: str, gear: int | None = None) -> tuple[int, int]:
+    """(work size, weight size) in bytes, as aclmdlQuerySize. A gear model's work size is its
+    largest gear's (one context holds one block for all its gears); `gear` asks for one gear's."""
     m = read_om(path)
-    return m.memory_size, m.weight_size
+    if gear is None:
+        return m.memory_size, m.weight_size
+    gears = m.submodels if isinstance(m, DynamicModel) and m.mode == GEARS else []
+    if not 0 <= gear < len(gears):
+        raise GeError(f"{path}: gear {gear} does not exist (the model has {len(gears)} gears)")
+    return gears[gear].memory_size, m.weight_size
 
 
 def execute(model_id: int, inputs, outputs=None, timeout: float | None = None):

@@ -112,22 +112,23 @@ def _inputs(descs, inputs, seed: int) -> list[np.ndarray]:
 
 
 def _task_output_names(m) -> dict:
-    """(task, output position) -> the tensor names it writes (its own and its aliases')."""
+    """(task, output position) -> (name, shape) of the tensors it writes: its own, and its aliases'
+    (a Reshape's view: the same bytes in the alias's shape)."""
     by_place: dict = {}
     for t in m.tensors:
         if not t.alias_of:
-            by_place.setdefault((t.first, t.allocation, t.offset), []).append(t.name)
+            by_place.setdefault((t.first, t.allocation, t.offset), []).append((t.name, tuple(t.shape)))
     aliases: dict = {}
     for t in m.tensors:
         if t.alias_of:
-            aliases.setdefault(t.alias_of, []).append(t.name)
+            aliases.setdefault(t.alias_of, []).append((t.name, tuple(t.shape)))
     names = {}
     for k, td in enumerate(m.tasks):
         for j, a in enumerate(td.outputs):
             if a is None:
                 continue
             own = by_place.get((k, a.allocation, a.offset), [])
-            names[(k, j)] = own + [x for n in own for x in aliases.get(n, [])]
+            names[(k, j)] = own + [x for n, _ in own for x in aliases.get(n, [])]
     return names
 
 
@@ -136,8 +137,8 @@ def _run_ge(m, om_path: str, feeds, names: dict, device: str, weight_dir):
 
     def keep(t: int, task, seconds: float) -> None:
         for j, y in enumerate(task.ys):
-            for name in names.get((t, j), ()) if y is not None else ():
-                dumps[name] = np.array(y)
+            for name, shape in names.get((t, j), ()) if y is not None else ():
+                dumps[name] = np.array(y).reshape(shape)
 
     config = ExternalWeightConfig(weight_dir or default_weight_dir(om_path), {}, True)
     model_id = model_manager.load(m, device, config)

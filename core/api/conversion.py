@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..compile.aipp import insert_aipp
 from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
-from ..compile.external_weights import externalize
+from ..compile.external_weights import externalize, externalize_dynamic
 from ..compile.summary import summarize
 from ..errors import GeError
 from ..ge_model import GeModel
@@ -92,7 +92,7 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
             raise GeError("--insert_op_conf: ge runs static AIPP on static shapes only (no gears, ranges or "
                           "unknown dims)")
         return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
-                            external_weight, settings, t0)
+                            external_weight, external_weight_dir, settings, t0)
     shapes = spec
     graph = load_onnx(model, shapes or None, nodes)
     require_kernels(graph, model)  # before anything is compiled or written
@@ -106,7 +106,7 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
         if aipp or not is_data_dependent(model, shapes, nodes):
             raise
         return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
-                            external_weight, settings, t0)
+                            external_weight, external_weight_dir, settings, t0)
     ge_model = build(graph, name=name, soc_version=soc_version, atc_cmdline=cmdline,
                      reuse_memory=settings.reuse_memory)
     if aipp:
@@ -124,17 +124,20 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
 
 
 def _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops, external_weight,
-                 settings: Settings, t0) -> AtcResult:
+                 external_weight_dir, settings: Settings, t0) -> AtcResult:
     """Gears, ranges or the hybrid path: one OM with a root model and its static submodels.
-    `gears` holds dynamic_batch_size / dynamic_image_size / dynamic_dims (ATC spellings)."""
-    if external_weight:
-        raise GeError("--external_weight is not supported with dynamic shapes (gears, ranges, unknown dims)")
+    `gears` holds dynamic_batch_size / dynamic_image_size / dynamic_dims (ATC spellings). With
+    `external_weight` 1|2 the root and every gear or submodel share one set of weight files."""
     dyn = compile_dynamic(model, name, spec, gears, nodes, soc_version=soc_version, cmdline=cmdline,
                           min_static_ops=int(min_static_ops), prepare=settings.prepare,
                           reuse_memory=settings.reuse_memory)
     dyn.attrs["atc_options"] = settings.record()
+    dyn, files = externalize_dynamic(dyn, external_weight)
     om_path = om_path_for(output)
     os.makedirs(os.path.dirname(os.path.abspath(om_path)), exist_ok=True)
+    weight_dir = os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
+    if files:  # before the OM: an OM never names a weight file that is not there yet
+        write_weight_files(files, weight_dir)
     write_om(dyn, om_path)
-    return AtcResult(om_path, dyn, dict(summarize_dynamic(dyn, time.perf_counter() - t0),
+    return AtcResult(om_path, dyn, dict(summarize_dynamic(dyn, time.perf_counter() - t0, weight_dir),
                                         atc_options=dyn.attrs["atc_options"]))

@@ -10,6 +10,7 @@ hybrid way too: its static parts become submodels.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import numpy as np
@@ -22,7 +23,6 @@ from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
 from ..errors import GeError
 from ..ir import STRING, Graph, subgraphs
 from ..passes import optimize
-from ..runtime.device import get_device
 from ...formats.onnx.importer import load_onnx
 from .pre_check import require_kernels
 from .shape_options import parse_gears
@@ -53,8 +53,8 @@ def compile_dynamic(model: str, name: str, shapes: dict, gears: dict, out_nodes,
             unbounded = [k for k, (lo, hi) in enumerate(t.ranges) if hi < 0]
             if unbounded:
                 raise GeError(f"input '{t.name}': dim {unbounded[0]} has no upper bound; a range plan needs one")
-        largest = [np.zeros([hi for _, hi in t.ranges] if t.ranges else t.shape, t.dtype) for t in dyn.inputs]
-        dyn.attrs.update(plan_range(dyn, largest, get_device("cpu")))
+        dyn.attrs.update(plan_range(dyn, {t.name: tuple(hi for _, hi in t.ranges) if t.ranges else t.shape
+                                          for t in dyn.inputs}))
     return dyn
 
 
@@ -97,18 +97,23 @@ def is_data_dependent(model: str, shapes: dict, out_nodes) -> bool:
     return bool(infer_dynamic(graph))
 
 
-def summarize_dynamic(dyn: DynamicModel, seconds: float) -> dict:
+def summarize_dynamic(dyn: DynamicModel, seconds: float, weight_dir: str | None = None) -> dict:
     known = [c for c in dyn.clusters if c.kind == "KNOWN"]
+    files = dyn.weight_files
     return {
         "model": dyn.name, "soc_version": dyn.soc_version, "opset": dyn.opset, "mode": dyn.mode,
         "ops": {}, "nodes": len(dyn.nodes) + sum(len(c.nodes) for c in known),
         "tasks": len(dyn.nodes) + sum(len(m.tasks) for m in dyn.submodels),
-        "memory": {"WEIGHT": dyn.weight_size, "SUBMODELS": sum(m.memory_size for m in dyn.submodels),
+        "memory": {"WEIGHT": dyn.weight_size, **({"FILE_CONSTANT": sum(files.values())} if files else {}),
+                   "SUBMODELS": sum(m.memory_size for m in dyn.submodels),
                    "PLANNED_CAPACITY": sum(dyn.attrs.get("capacities", {}).values()),
                    "RANGE_ARENA": dyn.attrs.get("arena", {}).get("size", 0)},
         "partitions": {"known": len(known), "unknown_nodes": len(dyn.nodes), "submodels": len(dyn.submodels),
                        "subgraphs": len(dyn.subgraphs)},
         "gears": dyn.attrs.get("gear_values", []),
+        "external_weight": {"mode": int(dyn.attrs.get("external_weight", 0)), "dir": weight_dir if files else None,
+                            "files": [{"file": f, "path": os.path.join(weight_dir, f) if weight_dir else f, "size": n}
+                                      for f, n in files.items()]},
         "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.inputs],
         "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in dyn.outputs],
         "seconds": seconds,

@@ -17,7 +17,9 @@ from ..errors import GeError, ShapeError
 from ..ge_model import TensorDesc
 from ..kernels import native
 from ..kernels.blas import openblas_threads_local, set_local_threads
+from ..runtime.throughput import run_contexts
 from ...formats.tensors import random_inputs
+from . import profiling
 from .acl import model, set_dynamic_batch_size, set_dynamic_hw_size, set_input_dynamic_dims
 from .dataset import file_descs
 from .shape_options import parse_shape_spec
@@ -167,6 +169,26 @@ def timed_runs(ctx, inputs, loop: int = 1, warmup: int = 0, duration: float | No
     return outputs, latencies, executions
 
 
+def run_inputs(model_id: int, inputs, *, executor: str = "linear", loop: int = 1, warmup: int = 0,
+               duration: float | None = None, contexts: int = 1, profile: bool = False, dump_dir: str | None = None,
+               check_outputs=None) -> dict:
+    """One set of inputs run as `ge run` runs it, on any kind of model: timed on the default context
+    (or one of `executor`), or in throughput mode on `contexts` new contexts at once (the default
+    context then runs once, for the outputs, checked by `check_outputs(outputs)` before the
+    contexts start); then profiled and dumped when asked. Returns outputs, latencies, executions
+    (counters), parallel (the throughput summary or None), trace, dumped and per_context bytes."""
+    dm = model(model_id)
+    ctx = dm.default_context if executor == "linear" else dm.create_context(executor=executor)
+    outputs, latencies, executions = timed_runs(ctx, inputs, *((1, 0, None) if contexts > 1 else (loop, warmup, duration)))
+    if check_outputs is not None:
+        check_outputs(outputs)
+    parallel = run_contexts(dm, inputs, contexts, loop, executor, warmup=max(warmup, 1)) if contexts > 1 else None
+    return {"outputs": outputs, "latencies": latencies, "executions": executions, "parallel": parallel,
+            "trace": profiling.profile(model_id, inputs, runs=loop, warmup=0) if profile else None,
+            "dumped": profiling.dump(model_id, inputs, dump_dir) if dump_dir else [],
+            "per_context": getattr(ctx, "device_bytes", None)}
+
+
 def parse_output_sizes(spec: str) -> list[int]:
     try:
         sizes = [int(v) for v in spec.split(",")]
@@ -187,6 +209,31 @@ def check_output_sizes(outputs, sizes: list[int], descs=()) -> None:
         if y.nbytes > size:
             raise ShapeError(f"output {i} ('{name}', {y.dtype} {list(y.shape)}) needs {y.nbytes} bytes; --outputSize "
                              f"gives {size}")
+
+
+def check_outputs(outputs, descs, sizes: list[int] | None, axis: int = 0) -> None:
+    """A run's outputs against --outputSize (`sizes`) and --output_batchsize_axis (every output has it)."""
+    if sizes is not None:
+        check_output_sizes(outputs, sizes, descs)
+    for i, (d, y) in enumerate(zip(descs, outputs)):
+        if axis and axis >= np.ndim(y):
+            raise GeError(f"--output_batchsize_axis {axis}: output {i} ('{d.name}') has rank {np.ndim(y)}")
+
+
+def perf_summary(model_path: str, device: str, latencies_ms: list[float], batch: int) -> dict:
+    """The latency figures of a timed loop and its throughput: 1000 * batch / mean latency ms."""
+    lat = np.asarray(latencies_ms, dtype=np.float64)
+    mean = float(lat.mean())
+    return {
+        "model": model_path,
+        "device": device,
+        "loop": len(latencies_ms),
+        "latency_ms": {"min": float(lat.min()), "mean": mean, "median": float(np.median(lat)),
+                       **{f"p{q}": float(np.percentile(lat, q)) for q in (90, 95, 99)},
+                       "max": float(lat.max()), "std": float(lat.std())},
+        "throughput": 1000.0 * batch / mean if mean > 0 else float("inf"),
+        "batch": batch,
+    }
 
 
 @contextmanager

@@ -7,6 +7,7 @@ import os
 from ..dynamic_model import STRING, DynamicModel
 from ..errors import GeError
 from ..ge_model import GeModel
+from ..kernels.fused_elementwise import chain_label
 from ..runtime.task_check import check_model_tasks
 from ..soc import soc_info
 from ...formats.om import header_info, read_om
@@ -163,9 +164,15 @@ def _task_dict(index: int, t, kinds: dict) -> dict:
         return {"role": role, "allocation": a.allocation, "kind": kind, "offset": a.offset, "dtype": a.dtype,
                 "shape": list(a.shape), "ref": f"alloc#{a.allocation}+{a.offset}"}
 
-    epilogue = [op for op, _ in t.attrs.get("ge.epilogue", ())] if isinstance(t.attrs, dict) else []
+    attrs = t.attrs if isinstance(t.attrs, dict) else {}
+    epilogue = [step[0] for step in attrs.get("ge.epilogue", ())]
+    # a fused elementwise chain (kernels/fused_elementwise.py): its ops, in evaluation order
+    steps = attrs.get("steps") if t.op_type == "FusedElementwise" else None
+    if type(steps) is not list or not all(type(s) is list and s and type(s[0]) is str for s in steps):
+        steps = []  # (a load refuses such a chain, naming the step; inspect shows the task without it)
     return {"index": index, "node": t.node, "op": t.op_type, "domain": t.domain, "kernel": kernel,
-            "epilogue": epilogue,
+            "epilogue": epilogue, "fused": [step[0] for step in steps],
+            "label": f"{t.op_type}[{chain_label(steps)}]" if steps else "+".join([t.op_type, *epilogue]),
             "args": ([arg(a, "in") for a in t.inputs if a is not None]
                      + [arg(a, "out") for a in t.outputs if a is not None]),
             "workspace": t.workspace}
@@ -225,6 +232,12 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                                                                                 dyn.submodels))]
     return {
         "dynamic": {"mode": dyn.mode, "name": dyn.name, "weight_size": dyn.weight_size,
+                    "weight_files": dict(dyn.weight_files),
+                    "external_weights": [{"name": w.name, "graph": label, "file": w.file, "offset": w.offset,
+                                          "nbytes": w.nbytes, "sha256": w.sha256}
+                                         for label, g in [("root", dyn)] + [(f"subgraph {k}", sg) for k, sg in
+                                                                            enumerate(dyn.subgraphs)]
+                                         for w in g.weights if w.file],
                     "static_model_ops_lower_limit": dyn.attrs.get("static_model_ops_lower_limit"),
                     "atc_options": dict(dyn.attrs.get("atc_options", {})), "soc": soc_info(dyn.soc_version),
                     "inputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape),
@@ -234,8 +247,10 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
                     "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                                   "submodel": c.submodel} for c in dyn.clusters],
                     "steps": [f"{s.kind} {s.index}" for s in dyn.steps],
+                    "nodes": _dyn_nodes(dyn),
                     "gears": gears,
                     "planned_capacity": {"total": sum(caps.values()), "tensors": caps,
+                                         "growable": list(dyn.attrs.get("growable", [])),
                                          "arena": {k: v for k, v in dyn.attrs.get("arena", {}).items()
                                                    if k != "offsets"}}},
         "subgraphs": subgraphs_info(dyn),
@@ -256,8 +271,17 @@ def subgraphs_info(dyn: DynamicModel) -> list[dict]:
              "outputs": [{"name": t.name, "dtype": _typed(t), "shape": list(t.shape)} for t in sg.outputs],
              "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                            "submodel": c.submodel} for c in sg.clusters],
-             "steps": [f"{s.kind} {s.index}" for s in sg.steps]}
+             "steps": [f"{s.kind} {s.index}" for s in sg.steps], "nodes": _dyn_nodes(sg)}
             for k, sg in enumerate(dyn.subgraphs)]
+
+
+def _dyn_nodes(g) -> list[dict]:
+    """The hybrid executor's nodes of a root or subgraph, each output with its dtype ("" when only a
+    run tells) and its kind when it is not a tensor."""
+    return [{"name": n.name, "op_type": n.op_type,
+             "outputs": [{"name": o, "dtype": dt if not n.kinds or n.kinds[j] == "tensor" else f"{n.kinds[j]}({dt})"}
+                         for j, (o, dt) in enumerate(zip(n.outputs, n.dtypes)) if o]}
+            for n in g.nodes]
 
 
 def plot_memory(path: str, out_file: str) -> str:

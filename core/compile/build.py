@@ -11,6 +11,7 @@ from ..ir import Graph, Node
 from ..kernels import lookup
 from ..kernels import backend as backends
 from ..kernels.backend import NUMPY, Backend
+from ..kernels.fused_elementwise import chain_label
 from .arena import ALIGNMENT, Buffer, align, plan_arena
 from .dataflow_plan import plan_dataflow
 
@@ -91,7 +92,8 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
 
     ops: dict[str, int] = {}
     for n in graph.nodes:
-        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+        op = f"{n.op_type}[{chain_label(n.attrs['steps'])}]" if n.op_type == "FusedElementwise" else n.op_type
+        ops[op] = ops.get(op, 0) + 1
     attrs = {"memory_size": arena.size + workspace, "feature_map_size": arena.size, "workspace_size": workspace,
              "weight_size": len(weight_data), "lower_bound": arena.lower_bound, "stream_num": 1, "event_num": 0,
              "zero_copy_memory_size": sum(a.size for a in allocations if a.kind in (INPUT, OUTPUT)),

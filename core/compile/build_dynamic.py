@@ -1,5 +1,7 @@
 """Build a DynamicModel: the root graph, its KNOWN clusters as static submodels (the seed's
 BuildForKnownShapeGraph: optimize + build each one), and one shared copy of every weight.
+--precision_mode lowers each graph whole before it is partitioned, so the submodels and the nodes
+the hybrid executor runs follow one decision (no Casts at submodel boundaries).
 Control-flow nodes' subgraphs are built the same way, recursively, into the root's `subgraphs`:
 their static clusters join the root's submodels and their constants the one weight blob."""
 from __future__ import annotations
@@ -14,11 +16,11 @@ from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTe
 from ..errors import GeError, GraphError
 from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
 from ..ir import CAPTURES, STRING, Graph, Node, subgraphs
-from ..passes import optimize
+from ..passes import lower_precision, optimize
 from ..passes._util import node_opset
 from .arena import align
 from .build import build
-from .dynamic_shapes import infer_dynamic
+from .dynamic_shapes import infer_subgraph
 from .partition import KNOWN, PartCluster, partition
 
 #: ATC's --static_model_ops_lower_limit: a known cluster smaller than this runs in the hybrid executor
@@ -69,6 +71,7 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
     submodels and its control-flow nodes' subgraphs subgraphs, both in `parts`; returns it with
     the constants its UNKNOWN nodes read (the caller places them). `whole`: a graph without
     unknown nodes is one static submodel, however its nodes connect."""
+    _lower_precision(graph, unknown)
     if whole and not unknown:  # a static subgraph: one static submodel with its own plan
         graph.toposort()
         clustered = [PartCluster(KNOWN, list(graph.nodes))]
@@ -81,29 +84,40 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
         if part.kind == KNOWN:
             index = len(parts.submodels)
             sub = _subgraph(graph, part.nodes, consumers, f"{name}_sub{index}")
-            optimize(sub)
+            optimize(sub, precision=False)  # lowered with the whole graph
             parts.submodels.append(build(sub, name=sub.name, soc_version=parts.soc_version,
                                          reuse_memory=parts.reuse_memory))
             clusters.append(Cluster(len(clusters), KNOWN, tuple(n.name for n in part.nodes), "", index))
             steps.append(Step("submodel", index))
             continue
-        node = part.nodes[0]
-        consts.update({i: graph.initializers[i] for i in node.inputs if i in graph.initializers})
-        attrs = {k: v for k, v in node.attrs.items() if not isinstance(v, Graph)}
-        bodies = subgraphs(node)
-        if bodies:
-            attrs[CAPTURES] = bodies[0][1].captures
-        refs = tuple((key, _build_subgraph(body, f"{name}/{node.name}/{key}", parts)) for key, body in bodies)
-        dyn_nodes.append(DynNode(node.name, node.op_type, node.domain, node_opset(graph, node), attrs,
-                                 tuple(node.inputs), tuple(node.outputs),
-                                 tuple(_dtype_name(graph, o) for o in node.outputs), refs, _kinds(graph, node.outputs)))
-        clusters.append(Cluster(len(clusters), "UNKNOWN", (node.name,), part.reason))
-        steps.append(Step("node", len(dyn_nodes) - 1))
+        for node in part.nodes:  # one UNKNOWN cluster, its nodes run one by one
+            consts.update({i: graph.initializers[i] for i in node.inputs if i in graph.initializers})
+            attrs = {k: v for k, v in node.attrs.items() if not isinstance(v, Graph)}
+            bodies = subgraphs(node)
+            if bodies:
+                attrs[CAPTURES] = bodies[0][1].captures
+            refs = tuple((key, _build_subgraph(body, f"{name}/{node.name}/{key}", parts)) for key, body in bodies)
+            dyn_nodes.append(DynNode(node.name, node.op_type, node.domain, node_opset(graph, node), attrs,
+                                     tuple(node.inputs), tuple(node.outputs),
+                                     tuple(_dtype_name(graph, o) for o in node.outputs), refs,
+                                     _kinds(graph, node.outputs)))
+            steps.append(Step("node", len(dyn_nodes) - 1))
+        clusters.append(Cluster(len(clusters), "UNKNOWN", tuple(n.name for n in part.nodes), part.reason))
     outputs = [_dyn_tensor(graph, t) for t in graph.outputs]
     dyn = DynamicModel(name, HYBRID, [], outputs, dyn_nodes, steps, clusters, [], [], b"",
                        opset=graph.opset.get("", 17))
     dyn.string_constants = {k: consts.pop(k) for k in [k for k, a in consts.items() if a.dtype == STRING]}
     return dyn, consts
+
+
+def _lower_precision(graph: Graph, unknown: dict[str, str]) -> None:
+    """--precision_mode on the whole graph; a Cast it inserts is unknown when what it casts is."""
+    before = {n.name for n in graph.nodes}
+    if not lower_precision(graph):
+        return
+    for node in graph.nodes:
+        if node.name not in before and not graph.value(node.inputs[0]).is_static:
+            unknown[node.name] = f"input '{node.inputs[0]}' has unknown dims (a precision_mode Cast)"
 
 
 def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
@@ -116,7 +130,7 @@ def _build_subgraph(body: Graph, name: str, parts: _Parts) -> int:
             copied = f"{out}__out{k}"
             sub.nodes.append(Node("Identity", [out], [copied], {}, f"{name}/output{k}", ""))
             sub.outputs[k] = copied
-    unknown = infer_dynamic(sub)
+    unknown = infer_subgraph(sub)
     index = len(parts.subgraphs)
     parts.subgraphs.append(None)
     parts.consts.append({})

@@ -4,7 +4,10 @@ A node whose inputs are all static gets its outputs from its kernel's infer(); w
 because an output depends on input *values* (NonZero, NonMaxSuppression, a Reshape whose shape is
 computed, TopK with a computed k...: a ValueDependentError), the node is data-dependent; any other
 refusal of its kernel fails the compile, since the node could not run either. A node with any input of unknown
-dims is unknown too. Outputs of unknown nodes keep only their dtype (from onnx when it knows it).
+dims is unknown too. Outputs of unknown nodes keep the partial shape onnx's inference gave them at import
+(known rank, the dims it knows, symbolic or unknown ones): an output whose shape the op's attributes and
+input ranks decide (a reduction to a scalar, Shape, Size, NonZero's rank) is static even after a
+data-dependent node, so the nodes that read only such outputs are KNOWN again (a static tail).
 A node that reads or gives a string tensor is unknown (strings have no layout), and must have a
 string kernel (kernels/strings.py and the ops' string variants), else the compile fails naming it.
 Control-flow nodes (If, Loop, Scan) are unknown; their outputs keep what their subgraphs tell
@@ -27,9 +30,12 @@ def _shape_text(shape) -> str:
                                                         for d in shape) + "]"
 
 
-def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
+def infer_dynamic(graph: Graph, stats: dict | None = None, onnx_shapes: bool = True) -> dict[str, str]:
     """Optimize `graph` (dead code, constant folding, the fusions: optimize_dynamic) and infer what
-    can be inferred, in place. Returns {node name: why its shape is unknown} for every unknown node."""
+    can be inferred, in place. Returns {node name: why its shape is unknown} for every unknown node.
+    `onnx_shapes`: the Values hold onnx's inference of this graph (the root graph); a subgraph's hold
+    the model's declared value infos, which may contradict the shapes it is inferred with, so its
+    unknown nodes' outputs have unknown shapes."""
     optimize_dynamic(graph)
     graph.toposort()
     unknown: dict[str, str] = {}
@@ -40,7 +46,7 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
                                          f"FlexAttention only; this "
                                          f"op's subgraph attributes ({', '.join(k for k, _ in subgraphs(node))}) are not supported")
             unknown[node.name] = f"control flow ({node.op_type}): runs its subgraphs as submodels"
-            for out, (dtype, shape) in zip(node.outputs, control_flow_outputs(graph, node, infer_dynamic)):
+            for out, (dtype, shape) in zip(node.outputs, control_flow_outputs(graph, node, infer_subgraph)):
                 if out:
                     v = graph.value(out)
                     v.dtype, v.shape = (v.dtype if dtype is None else np.dtype(dtype)), shape
@@ -52,20 +58,20 @@ def infer_dynamic(graph: Graph, stats: dict | None = None) -> dict[str, str]:
                 num_outputs=len(node.outputs))
         if strings:
             unknown[node.name] = f"'{strings[0]}' is a string tensor (no static layout)"
-            _forget(graph, node)
+            _keep_partial(graph, node, onnx_shapes)
             continue
         dynamic_in = [i for i in node.inputs if i and i not in graph.initializers and not graph.value(i).is_static]
         if dynamic_in:
             v = graph.value(dynamic_in[0])
             unknown[node.name] = (f"input '{v.name}' is a {v.kind} (no static layout)" if v.kind != "tensor"
                                   else f"input '{v.name}' has unknown dims {_shape_text(v.shape)}")
-            _forget(graph, node)
+            _keep_partial(graph, node, onnx_shapes)
             continue
         try:
             metas = build_kernel(graph, node).infer()
         except ValueDependentError as e:  # any other refusal (an attribute, a dtype) means it cannot run at all
             unknown[node.name] = f"data-dependent output ({_short(e)})"
-            _forget(graph, node)
+            _keep_partial(graph, node, onnx_shapes)
             continue
         for out, m in zip(node.outputs, metas):
             if out:
@@ -83,12 +89,22 @@ def _strings(graph: Graph, node) -> list[str]:
         else t in graph.values and graph.values[t].dtype == STRING)]
 
 
-def _forget(graph: Graph, node) -> None:
-    """Outputs of an unknown node: keep the dtype, make the shape unknown (even if onnx guessed it)."""
+def infer_subgraph(graph: Graph) -> dict[str, str]:
+    """infer_dynamic of a control-flow subgraph (see `onnx_shapes`)."""
+    return infer_dynamic(graph, onnx_shapes=False)
+
+
+def _keep_partial(graph: Graph, node, onnx_shapes: bool) -> None:
+    """Outputs of an unknown node: the dtype and onnx's partial shape (import time: inferred from the
+    given input shapes on a fresh copy, never from a model's stale value_info); a dim it does not know
+    becomes None, a symbolic dim stays the symbol it is."""
     for out in node.outputs:
         if out:
             v = graph.value(out)
-            v.shape = None
+            if not onnx_shapes:
+                v.shape = None
+            elif v.shape is not None:
+                v.shape = tuple(d if isinstance(d, str) or (isinstance(d, int) and d >= 0) else None for d in v.shape)
 
 
 def _short(e: Exception) -> str:

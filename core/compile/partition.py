@@ -7,7 +7,10 @@ Known nodes merge when they are connected and have the same set of unknown ances
 exactly when merging cannot create a cycle through an unknown node (a known cluster must run as
 one static submodel, after all its inputs and before all its consumers). Known clusters smaller
 than `min_static_ops` (ATC's --static_model_ops_lower_limit) are not worth a submodel: their nodes
-run in the hybrid executor.
+become unknown (GE's ChangeSmallClusterType), and contagion and clustering run again with them.
+Connected unknown nodes form one UNKNOWN cluster (MergeClustersUnknownShape); contagion makes it
+convex, so the cluster graph stays acyclic and the hybrid executor runs the cluster's nodes one
+after another, in graph order.
 """
 from __future__ import annotations
 
@@ -34,18 +37,50 @@ def partition(graph: Graph, unknown: dict[str, str], min_static_ops: int = 1) ->
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs if o}
     preds = [{producer[t] for t in n.inputs if t in producer} for n in nodes]
 
-    # contagion: known nodes reached from an unknown node and reaching one become unknown
-    from_unknown = _reach(preds, [n.name in unknown for n in nodes])
     succs: list[set[int]] = [set() for _ in nodes]
     for i, ps in enumerate(preds):
         for p in ps:
             succs[p].add(i)
-    to_unknown = _reach(succs, [n.name in unknown for n in nodes], reverse=True)
+    while True:  # a dissolved small cluster is unknown: contagion and clustering run again
+        _spread_unknown(nodes, preds, succs, unknown)
+        parent = _known_clusters(nodes, preds, unknown)
+        members: dict[int, list[int]] = {}
+        for i in range(len(nodes)):
+            if nodes[i].name not in unknown:
+                members.setdefault(_find(parent, i), []).append(i)
+        small = [ids for ids in members.values() if len(ids) < min_static_ops]
+        if not small:
+            break
+        for ids in small:  # ChangeSmallClusterType: not worth a submodel, its nodes run in the hybrid executor
+            for i in ids:
+                unknown[nodes[i].name] = (f"known cluster of {len(ids)} node(s) is smaller than "
+                                          f"static_model_ops_lower_limit={min_static_ops}")
+    # MergeClustersUnknownShape: connected unknown nodes form one cluster
     for i, n in enumerate(nodes):
-        if n.name not in unknown and from_unknown[i] and to_unknown[i]:
+        if n.name in unknown:
+            for p in preds[i]:
+                if nodes[p].name in unknown:
+                    parent[_find(parent, i)] = _find(parent, p)
+    # PruneUniqueClusters: one cluster per root
+    members = {}
+    for i in range(len(nodes)):
+        members.setdefault(_find(parent, i), []).append(i)
+    return _ordered(nodes, preds, members, unknown)
+
+
+def _spread_unknown(nodes, preds, succs, unknown) -> None:
+    """Contagion: a known node reached from an unknown node and reaching one becomes unknown."""
+    is_unknown = [n.name in unknown for n in nodes]
+    from_unknown = _reach(preds, is_unknown)
+    to_unknown = _reach(succs, is_unknown, reverse=True)
+    for i, n in enumerate(nodes):
+        if not is_unknown[i] and from_unknown[i] and to_unknown[i]:
             unknown[n.name] = "on a path between unknown-shape nodes (contagious)"
 
-    # InitClusters + MergeClustersNormal: union known nodes with equal unknown-ancestor sets
+
+def _known_clusters(nodes, preds, unknown) -> list[int]:
+    """InitClusters + MergeClustersNormal: union-find parents joining connected known nodes with
+    equal unknown-ancestor sets (unknown nodes stay alone)."""
     ancestors = [0] * len(nodes)  # bitset of unknown ancestors (inclusive for unknown nodes)
     for i, n in enumerate(nodes):
         bits = 0
@@ -53,37 +88,28 @@ def partition(graph: Graph, unknown: dict[str, str], min_static_ops: int = 1) ->
             bits |= ancestors[p]
         ancestors[i] = bits | ((1 << i) if n.name in unknown else 0)
     parent = list(range(len(nodes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     for i, n in enumerate(nodes):
         if n.name in unknown:
             continue
         for p in preds[i]:
             if nodes[p].name not in unknown and ancestors[p] == ancestors[i]:
-                parent[find(i)] = find(p)
+                parent[_find(parent, i)] = _find(parent, p)
+    return parent
 
-    # MergeClustersUnknownShape: connected unknown nodes form one cluster (for reporting; each runs alone)
-    for i, n in enumerate(nodes):
-        if n.name in unknown:
-            for p in preds[i]:
-                if nodes[p].name in unknown:
-                    parent[find(i)] = find(p)
 
-    # PruneUniqueClusters: one cluster per root; small known clusters dissolve into unknown nodes
-    members: dict[int, list[int]] = {}
-    for i in range(len(nodes)):
-        members.setdefault(find(i), []).append(i)
-    for root, ids in members.items():
-        if nodes[root].name not in unknown and len(ids) < min_static_ops:
-            for i in ids:
-                unknown[nodes[i].name] = (f"known cluster of {len(ids)} node(s) is smaller than "
-                                          f"static_model_ops_lower_limit={min_static_ops}")
-    return _ordered(nodes, preds, members, unknown)
+def _find(parent: list[int], i: int) -> int:
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+def _cause(members: list[Node], unknown: dict[str, str]) -> str:
+    """Why a cluster is unknown: its first node's own cause (unknown dims, data-dependent, control
+    flow), before the reasons that only follow from it (contagion, the lower op limit)."""
+    reasons = [unknown[n.name] for n in members]
+    own = [r for r in reasons if "contagious" not in r and "static_model_ops_lower_limit" not in r]
+    return (own or reasons)[0]
 
 
 def _reach(edges: list[set[int]], seeds: list[bool], reverse: bool = False) -> list[bool]:
@@ -102,13 +128,12 @@ def _ordered(nodes, preds, members, unknown) -> list[PartCluster]:
     cluster_of = {}
     clusters: list[PartCluster] = []
     for ids in sorted(members.values(), key=min):
-        if nodes[ids[0]].name in unknown:  # an unknown component: one cluster per node, to run one by one
-            for i in ids:
-                cluster_of[i] = len(clusters)
-                clusters.append(PartCluster(UNKNOWN, [nodes[i]], unknown[nodes[i].name]))
+        for i in ids:
+            cluster_of[i] = len(clusters)
+        if nodes[ids[0]].name in unknown:  # its nodes run one by one in the hybrid executor, in graph order
+            cluster_nodes = [nodes[i] for i in sorted(ids)]
+            clusters.append(PartCluster(UNKNOWN, cluster_nodes, _cause(cluster_nodes, unknown)))
         else:
-            for i in ids:
-                cluster_of[i] = len(clusters)
             clusters.append(PartCluster(KNOWN, [nodes[i] for i in sorted(ids)]))
     deps = [set() for _ in clusters]
     for i, ps in enumerate(preds):

@@ -19,6 +19,8 @@ A kernel object has two phases, and the compiler only ever sees the first:
   uint8 scratch view of `workspace_nbytes()` bytes. No Python loop over elements, pixels or channels. The default copies `compute`'s results into `ys`; hot ops override it.
   The runtime calls it with numpy's floating-point errors ignored (np.errstate is set once per
   execution, not per kernel: it costs microseconds).
+- `upper_bound()` states the largest output metas when the values decide them (infer() raises
+  ValueDependentError): NonZero of an [N, 4] input is at most [2, 4N]. Range plans size buffers by it.
 - `infer()` returns the output metas; the default evaluates `compute` on zeros (and on the
   constant inputs), which is exact for every op whose output shape depends only on input
   shapes and constant values. Ops override it where that is cheap.
@@ -34,6 +36,7 @@ A kernel object has two phases, and the compiler only ever sees the first:
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Sequence
 
 import numpy as np
@@ -134,6 +137,11 @@ class Kernel:
             if y is not None:
                 np.copyto(y, r, casting="unsafe")
 
+    def bound(self, xs: Sequence[np.ndarray | None], ys: Sequence[np.ndarray], ws: np.ndarray | None) -> Callable[[], None]:
+        """run(xs, ys, ws) prepared for these arrays: the runtime binds a task's views once and calls
+        this every run until they change (a kernel with a prepared native call returns that call)."""
+        return partial(self.run, xs, ys, ws)
+
     def workspace_nbytes(self) -> int:
         return 0
 
@@ -141,6 +149,13 @@ class Kernel:
         xs = [c if c is not None else (None if m is None else np.zeros(m.shape, m.dtype))
               for m, c in zip(self.inputs, self.consts)]
         return [Meta(np.asarray(r).dtype, tuple(np.shape(r))) for r in self.compute(*xs)]
+
+    def upper_bound(self) -> list[Meta | None]:
+        """The largest output metas, for a kernel built with its inputs at their largest shapes
+        whose infer() cannot tell its outputs (the values decide: NonZero, NonMaxSuppression,
+        computed slice bounds...): a range plan's capacities. None for an output without a finite
+        bound (the range plan makes its buffer growable). Ops override it where a bound exists."""
+        return [None] * self.num_outputs
 
     # -- helpers ------------------------------------------------------------------------------
     def shared_pack(self, layout: tuple, pack: Callable, *weights: np.ndarray | None):

@@ -55,6 +55,12 @@ class NonMaxSuppression(Kernel):
             raise self.value_dependent(f"boxes and scores are computed: {DYNAMIC}")
         return [Meta(np.dtype(np.int64), self.compute(*self.consts)[0].shape)]
 
+    def upper_bound(self):  # every box of every class kept, up to max_output_boxes_per_class
+        (batch, n, _), classes = self.inputs[0].shape, self.inputs[1].shape[1]
+        cap = self.consts[2] if len(self.consts) > 2 else None
+        per_class = n if cap is None else min(n, max(0, int(np.asarray(cap).reshape(-1)[0])))
+        return [Meta(np.dtype(np.int64), (batch * classes * per_class, 3))]
+
     def corners(self, boxes: np.ndarray):
         """x_min, y_min, x_max, y_max, area: float32 arrays [batch, boxes] (as onnxruntime's float math)."""
         b = boxes.astype(np.float32, copy=False)

@@ -30,7 +30,9 @@ def _viewable(shape, dtype, perm, new_shape) -> bool:
     fake = as_strided(np.zeros(1, dtype), shape, strides, writeable=False)  # never read
     return view_as(fake.transpose(perm), new_shape) is not None
 
-TYPES = (np.float16, np.float32, np.float64, np.int32, np.int64, np.uint32, np.uint64)
+#: ONNX Einsum's T: every numeric type but bfloat16 (which the schema leaves out); integers wrap as they do in T
+TYPES = (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+         np.uint64)
 
 
 @register("Einsum", since=12)

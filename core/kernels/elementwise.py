@@ -14,6 +14,8 @@ Conventions of the family:
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..ir import DTYPES, Meta
@@ -111,6 +113,11 @@ class Binary(Elementwise):
 
     def evaluate(self, xs, ys, ws):
         self.ufunc(xs[0], xs[1], out=ys[0])
+
+    def bound(self, xs, ys, ws):
+        if type(self).run is Elementwise.run and type(self).evaluate is Binary.evaluate:  # the ufunc itself
+            return partial(self.ufunc, xs[0], xs[1], out=ys[0])
+        return super().bound(xs, ys, ws)
 
 
 class Compare(Binary):

@@ -27,7 +27,7 @@ class Epilogue:
         for op_type, attrs, domain in map(_step, spec):
             attrs, extra = dict(attrs), []
             if op_type == "Clip":  # the bounds travel as attrs; the opset-11 kernel takes them as inputs
-                extra = [_bound(attrs.pop(key, default), meta.dtype) for key, default in (("min", -np.inf), ("max", np.inf))]
+                extra = [clip_bound(attrs.pop(key, default), meta.dtype) for key, default in (("min", -np.inf), ("max", np.inf))]
             cls = lookup(op_type, domain, opset, name)
             kernel = cls(attrs, [meta] + [Meta(e.dtype, ()) for e in extra], [None] + extra, outputs=[meta],
                          opset=opset, name=f"{name}:{op_type}")
@@ -88,7 +88,8 @@ def native_act(spec) -> Act | None:
     return None
 
 
-def _bound(value, dtype: np.dtype) -> np.ndarray:
+def clip_bound(value, dtype: np.dtype) -> np.ndarray:
+    """A Clip bound as a scalar of the clipped dtype (an integer one saturated to its range)."""
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         value = min(max(value, info.min), info.max)

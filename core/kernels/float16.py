@@ -82,13 +82,22 @@ def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype 
     return None
 
 
+def _output_dtype(cls: type[Kernel], inputs: Sequence[Meta | None], narrow: np.dtype) -> np.dtype | None:
+    """The narrow type the float32 kernel's outputs are rounded to: `narrow`, but for a MIXED op input
+    0's (its output has X's type; a narrow exponent, scale or grid leaves a float32 X float32)."""
+    if (cls.domain, cls.op_type) not in MIXED:
+        return narrow
+    x = inputs[0] if inputs else None
+    return x.dtype if x is not None and x.dtype in NARROW else None
+
+
 class Float16ViaFloat32(PlannedKernel):
     """The float32 kernel `inner` behind float16 inputs and outputs (see the module's docstring)."""
 
     def __init__(self, cls: type[Kernel], attrs: dict, inputs: Sequence[Meta | None], consts=(), outputs=None,
                  opset: int = 17, name: str = "", num_outputs: int | None = None, packs=None, backend=None):
         self.op_type, self.domain, self.since = cls.op_type, cls.domain, cls.since
-        self.narrow = _narrow_dtype(cls, inputs)
+        self.narrow = _output_dtype(cls, inputs, _narrow_dtype(cls, inputs))
         # bfloat16 constants the plan reads (Clip's bounds, PRelu's slope) in float32: numpy cannot
         # mix the two; the loaded kernel gets its own float32 copies in pack()
         plan_consts = [np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c for c in consts]
@@ -108,7 +117,7 @@ class Float16ViaFloat32(PlannedKernel):
     def prepare(self):
         inner = self.inner
         wide_outs = inner.infer()
-        narrowed = [j for j, m in enumerate(wide_outs) if m.dtype == F32
+        narrowed = [j for j, m in enumerate(wide_outs) if m.dtype == F32 and self.narrow is not None
                     and (j == 0 or (self.domain, self.op_type) not in FIRST_OUTPUT_ONLY)]
         self.out_metas = [Meta(self.narrow, m.shape) if j in narrowed else m for j, m in enumerate(wide_outs)]
         self.uses_native, self.absorbs_epilogue = inner.uses_native, inner.absorbs_epilogue

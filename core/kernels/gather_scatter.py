@@ -205,6 +205,11 @@ class Compress(IndexKernel):
             raise self.value_dependent(f"the condition is computed: {DYNAMIC}")
         return list(self.out_metas)
 
+    def upper_bound(self):  # at most every slice the condition covers
+        xm, n = self.inputs[0], self.inputs[1].shape[0]
+        out = (n,) if self.ax is None else tuple(xm.shape[:self.ax]) + (n,) + tuple(xm.shape[self.ax + 1:])
+        return [Meta(xm.dtype, out)]
+
     def run(self, xs, ys, ws):
         sel = self.sel if self.cond is not None else np.flatnonzero(np.asarray(xs[1]).astype(bool))
         x = xs[0].reshape(-1) if self.ax is None else xs[0]
@@ -228,6 +233,9 @@ class NonZero(IndexKernel):
         if self.out_metas is None:
             raise self.value_dependent(f"the input is computed: {DYNAMIC}")
         return list(self.out_metas)
+
+    def upper_bound(self):  # every element non-zero
+        return [Meta(np.dtype(np.int64), (self.rank, math.prod(self.inputs[0].shape)))]
 
     def run(self, xs, ys, ws):
         x = np.asarray(xs[0])
@@ -272,6 +280,14 @@ class Unique(IndexKernel):
         if self.out_metas is None:
             raise self.value_dependent(f"the input is computed: {DYNAMIC}")
         return list(self.out_metas)
+
+    def upper_bound(self):  # every element (or slice) distinct
+        n = math.prod(self.shape) if self.ax is None else self.shape[self.ax]
+        y = (n,) if self.ax is None else self.shape
+        i64 = np.dtype(np.int64)
+        inverse = (math.prod(self.shape) if self.ax is None else self.shape[self.ax],)
+        out = [Meta(self.dtype, y), Meta(i64, (n,)), Meta(i64, inverse), Meta(i64, (n,))]
+        return out[:max(1, self.num_outputs)]
 
     def run(self, xs, ys, ws):
         for y, r in zip(ys, self.unique(np.asarray(xs[0]))):

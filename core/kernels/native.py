@@ -1,6 +1,6 @@
 """ge's native kernels (csrc/, built as the extension _native), reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z)
 (also as a batch of products), the direct and the depthwise convolution, MaxPool, the phase fill,
-LayerNormalization and Softmax rows; float32.
+LayerNormalization and Softmax rows (float32), and fused elementwise chains (float32/64, int32/64).
 
 Built at install time as the extension module ge.core.kernels._native when a C compiler is there
 (optional: without one, or with GE_NO_NATIVE=1, `native()` is None and the kernels keep their
@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import logging
+import operator
 import os
 import threading
 from typing import NamedTuple
@@ -38,6 +39,7 @@ _SIGNATURES = {
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
+    "ge_eltwise": ([_ptr], _int),
 }
 _local = threading.local()
 # csrc/abi.h's activations
@@ -206,6 +208,15 @@ class Native:
         args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads())
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
 
+    def eltwise_call(self, dtype_code: int, n: int, operands: list, inner: np.ndarray, period: np.ndarray,
+                     code: np.ndarray, param: np.ndarray, n_regs: int, y: np.ndarray) -> PreparedCall:
+        """A fused elementwise chain over n elements of y (csrc/eltwise.c documents the program:
+        code int32 (ops, 4), param float64 (ops,), operands' addresses with their broadcast), prepared."""
+        ext = np.array([a.ctypes.data for a in operands] or [0], np.uint64)
+        args = Eltwise(n, dtype_code, len(operands), n_regs, len(param), ext.ctypes.data, inner.ctypes.data,
+                       period.ctypes.data, code.ctypes.data, param.ctypes.data, y.ctypes.data)
+        return PreparedCall(self.lib.ge_eltwise, args, (ext, inner, period, code, param, tuple(operands), y))
+
     def gemm(self, m, n, k, c, ldc, **operands) -> None:
         """One call (see call())."""
         self.call(m, n, k, c, ldc, **operands).run()
@@ -291,6 +302,13 @@ class Rows(ctypes.Structure):
                 ("eps", _f32), ("softmax", ctypes.c_int32), ("threads", ctypes.c_int32)]
 
 
+class Eltwise(ctypes.Structure):
+    """csrc/abi.h's Eltwise."""
+    _fields_ = [("n", _i64), ("dtype", ctypes.c_int32), ("n_ext", ctypes.c_int32), ("n_regs", ctypes.c_int32),
+                ("n_ops", ctypes.c_int32), ("ext", _ptr), ("inner", _ptr), ("period", _ptr), ("code", _ptr),
+                ("param", _ptr), ("y", _ptr)]
+
+
 class PreparedCall:
     """A native call with its arguments in a struct (one pointer for ctypes to convert, instead of
     twenty); holds the arrays the struct's addresses point into."""
@@ -317,7 +335,7 @@ class CallCache:
         entry, n = getattr(self.local, "entry", None), threads()
         if entry is not None:
             (key, key_threads), calls = entry
-            if key_threads == n and len(key) == len(arrays) and all(x is y for x, y in zip(key, arrays)):
+            if key_threads == n and len(key) == len(arrays) and all(map(operator.is_, key, arrays)):
                 return calls
         calls = build()
         self.local.entry = ((arrays, n), calls)
@@ -335,7 +353,7 @@ class AbiEntry(ctypes.Structure):
     _fields_ = [("type", ctypes.c_char_p), ("field", ctypes.c_char_p), ("offset", _i64), ("size", _i64)]
 
 
-ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows)
+ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..ir import Meta
 from .registry import register
 from .shape_kernel import ShapeKernel
 from .values import ints, text, view_as
@@ -147,6 +148,9 @@ class Split13(Split):
     split_from_input = True
     shape_inputs = ((1, "split"),)
 
+    def upper_bound(self):  # no part is larger than the input
+        return [self.inputs[0]] * self.num_outputs
+
 
 # -- Slice ------------------------------------------------------------------------------------------------
 
@@ -213,6 +217,9 @@ class Slice(SliceBase):
 
     def compute(self, x, starts, ends, axes=None, steps=None):
         return [x[self.index(x.shape, starts, ends, axes, steps)]]
+
+    def upper_bound(self):  # a slice is never larger than its input
+        return [self.inputs[0]]
 
 
 # -- Gather, GatherElements ----------------------------------------------------------------------------
@@ -674,6 +681,10 @@ class TopK(TopKBase):
 
     def compute(self, x, k):
         return self.topk(x, int(_scalar(k)))
+
+    def upper_bound(self):  # k is at most the axis' size
+        x = self.inputs[0]
+        return [x, Meta(np.dtype(np.int64), tuple(x.shape))][:self.num_outputs]
 
 
 # -- DepthToSpace, SpaceToDepth ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from .dead_code import dead_code
 from .fuse_activation import build_epilogue, fuse_activation
 from .fuse_conv_add import fuse_conv_add
 from .fuse_conv_bn import fuse_conv_bn
+from .fuse_elementwise import fuse_elementwise
 from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
@@ -30,7 +31,8 @@ from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
-           "fuse_layer_norm", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
 log = logging.getLogger("ge.passes")
@@ -49,6 +51,7 @@ PIPELINE = [
     ("fuse_activation", fuse_activation),
     ("fuse_conv_add", fuse_conv_add),        # after fuse_activation: the residual Add's Relu moves along
     ("fuse_matmul", fuse_matmul),            # after fuse_activation: a bias Add's activations move along
+    ("fuse_elementwise", fuse_elementwise),  # last: what the fusions above left as elementwise tasks
     ("dead_code", dead_code),                # bypassed copies, orphaned weights and values
     ("constant_folding", constant_folding),  # anything the fusions made constant
     ("infer_shapes", infer_shapes),          # re-check the rewritten graph
@@ -66,6 +69,7 @@ FUSIONS = {
     "fuse_activation": ("UBFusion", ("TbeConv2DReluv2Pass", "TbeEltwiseFusionPass", "TbeBatchMatmulElementWiseFusionPass",
                                      "ATbeMatMulElemwiseFusionPass", "AutomaticUbFusion")),
     "fuse_conv_add": ("UBFusion", ("TbeConvDoubleInFusionPass",)),
+    "fuse_elementwise": ("UBFusion", ()),  # ATC has no pass of this name: switched by ge's name or UBFusion.ALL
 }
 
 
@@ -115,24 +119,23 @@ def configured(disabled: set[str] | frozenset = frozenset(), impl_modes: dict | 
 
 
 def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
-             impl_modes: dict | None = None) -> dict:
+             impl_modes: dict | None = None, precision: bool = True) -> dict:
     """Run the pass pipeline on `graph` in place; return the report (JSON-able ints):
     {"nodes_before", "nodes_after", "folded_nodes", "fused_conv_bn", "fused_activations",
      "removed_nodes", "passes": {pass name: {counter: n}}} (filled into `report` if one is given).
-    `disabled`: fusions (keys of FUSIONS) not to run; `impl_modes`: see select_impl_mode.
+    `disabled`: fusions (keys of FUSIONS) not to run; `impl_modes`: see select_impl_mode;
+    `precision`: False when the caller lowered the whole graph this one is part of (lower_precision).
     """
     report = {} if report is None else report
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
-    _run(graph, per_pass, disabled, impl_modes, static=True)
-    precision = _CONFIG.get()[2]
-    if precision:  # on the optimized graph: the fused ops lower as one
-        apply_precision_mode(graph, precision["mode"], precision.get("keep_dtype", ()), precision.get("mixlist"),
-                             stats=per_pass.setdefault("precision_mode", {}))
-        dead_code(graph, stats=per_pass["dead_code"])
+    lowering = precision and bool(_CONFIG.get()[2])
+    # an elementwise chain is fused after precision_mode: each of its ops takes its own precision
+    _run(graph, per_pass, disabled, impl_modes, static=True, skip={"fuse_elementwise"} if lowering else ())
+    if lowering and lower_precision(graph, per_pass):  # on the optimized graph: the fused ops lower as one
         infer_shapes(graph, stats=per_pass["infer_shapes"])
-        log.info("pass precision_mode (%s): %s", precision["mode"],
-                 ", ".join(f"{k}={v}" for k, v in per_pass["precision_mode"].items()))
+        if "fuse_elementwise" not in (_CONFIG.get()[0] if disabled is None else disabled):
+            fuse_elementwise(graph, stats=per_pass.setdefault("fuse_elementwise", {}))
     report["nodes_after"] = len(graph.nodes)
     report["folded_nodes"] = per_pass["constant_folding"].get("folded", 0)
     report["fused_conv_bn"] = per_pass["fuse_conv_bn"].get("fused", 0)
@@ -142,10 +145,26 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
     return report
 
 
+def lower_precision(graph: Graph, per_pass: dict | None = None) -> bool:
+    """The conversion's --precision_mode (configured()) applied to `graph`, a whole graph, static or
+    not, in place; False when the conversion keeps the model's dtypes."""
+    precision = _CONFIG.get()[2]
+    if not precision:
+        return False
+    per_pass = {} if per_pass is None else per_pass
+    stats = per_pass.setdefault("precision_mode", {})
+    apply_precision_mode(graph, precision["mode"], precision.get("keep_dtype", ()), precision.get("mixlist"),
+                         stats=stats)
+    dead_code(graph, stats=per_pass.setdefault("dead_code", {}))
+    log.info("pass precision_mode (%s): %s", precision["mode"], ", ".join(f"{k}={v}" for k, v in stats.items()))
+    return True
+
+
 def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
                      impl_modes: dict | None = None) -> dict:
     """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
-    infers what it can afterwards, core/compile/dynamic_shapes.py). The fusions decide from dtypes,
+    infers what it can afterwards, core/compile/dynamic_shapes.py) and fuse_elementwise (a chain's
+    kernel is planned for static shapes). The fusions decide from dtypes,
     ranks, constants and provably equal dims, and skip a match they cannot decide. After each
     constant folding, resolve_shapes turns the shape arithmetic it can follow symbolically into
     constants (Reshape targets with 0/-1), and dead_code drops the chains that became unused."""
@@ -157,8 +176,9 @@ def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[
     return report
 
 
-def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool) -> None:
-    """The pipeline, each pass timed and logged at info (ATC's --log=info shows what each pass did)."""
+def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=()) -> None:
+    """The pipeline, each pass timed and logged at info (ATC's --log=info shows what each pass did);
+    the passes in `skip` are left to the caller."""
     if disabled is None:
         disabled = _CONFIG.get()[0]
     if impl_modes is None:
@@ -167,10 +187,12 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool) -> No
     if unknown:
         raise ValueError(f"not a switchable fusion: {sorted(unknown)}")
     for key, fn in PIPELINE:
+        if key in skip:
+            continue
         if key in disabled:
             per_pass[key] = {"switched_off": 1}
             continue
-        if fn is infer_shapes and not static:
+        if fn in (infer_shapes, fuse_elementwise) and not static:  # a chain needs static shapes
             continue
         t0 = time.perf_counter()
         stats = per_pass.setdefault(key, {})

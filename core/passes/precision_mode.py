@@ -17,16 +17,23 @@ NPU's cube units do. The modes:
 
 `keep_dtype` (ATC's --keep_dtype file: node names, or `OpType::Conv` for every node of a type)
 keeps nodes in their original dtype whatever the mode.
+
+The pass decides once over a whole graph, static or not: a dynamic model's graph is lowered
+before it is partitioned (core/compile/build_dynamic.py), so its static submodels and the nodes the
+hybrid executor runs follow one decision, with Casts only where values cross. A node whose input
+shapes are unknown is asked with a stand-in shape (its unknown dims 1), else by its schema; a
+control-flow node keeps its dtypes (its subgraphs are decided as graphs of their own), and so does
+a node reading or writing a sequence or an optional.
 """
 from __future__ import annotations
 
 import numpy as np
 import onnx
 
-from ..errors import GeError, GraphError
-from ..ir import Graph, Node, Value
+from ..errors import GeError, GraphError, ValueDependentError
+from ..ir import Graph, Meta, Node, Value, subgraphs
 from ..kernels.fused import GE_DOMAIN
-from ._util import build_kernel, input_meta, node_opset, rename_tensor, unique_name
+from ._util import build_kernel, node_opset, rename_tensor, unique_name
 
 ORIGIN_MODES = ("force_fp32", "must_keep_origin_dtype")
 MODES = ORIGIN_MODES + ("force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
@@ -44,6 +51,7 @@ BLACK_LIST = frozenset({
     "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "Gelu"})
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+F16_MAX = float(np.finfo(np.float16).max)
 
 
 def apply_precision_mode(graph: Graph, mode: str, keep_dtype=(), mixlist: dict | None = None,
@@ -57,15 +65,19 @@ def apply_precision_mode(graph: Graph, mode: str, keep_dtype=(), mixlist: dict |
         return graph
     keep = set(keep_dtype)
     white, black = _lists(mixlist or {})
-    half: dict[str, str] = {}    # float32 tensor -> its float16 twin
-    full = set(graph.inputs) | set(graph.initializers)  # tensors whose float32 form exists
+    # a tensor of the model -> the name of its float16 / float32 form: a lowered op's output keeps
+    # its name (dumps and `ge compare` find it as in the model) unless it is a model output, whose
+    # name stays float32; the other form of a tensor is a twin (a Cast's output, a converted weight)
+    half: dict[str, str] = {}
+    full = {t: t for t in (*graph.inputs, *graph.initializers)}
+    outputs = set(graph.outputs)
     nodes: list[Node] = []
     taken = {n.name for n in graph.nodes}
     lowered = casts = 0
     for node in graph.nodes:
         base = _base_op(node)
-        ins, outs = _float_formals(graph, node)
-        if not outs or node.name in keep or f"OpType::{base}" in keep:
+        ins, outs = _float_formals(graph, node, half)
+        if not outs or subgraphs(node) or not _all_tensors(graph, node) or node.name in keep or f"OpType::{base}" in keep:
             low = False
         elif mode == "force_fp16":
             low = True
@@ -82,20 +94,22 @@ def apply_precision_mode(graph: Graph, mode: str, keep_dtype=(), mixlist: dict |
                 node.inputs[i] = half[t]
             for j in outs:
                 o = node.outputs[j]
-                half[o] = unique_name(graph, f"{o}_fp16")
+                half[o] = unique_name(graph, f"{o}_fp16") if o in outputs else o
                 _twin_value(graph, o, half[o], F16)
                 node.outputs[j] = half[o]
+        elif _casts_to_half(node) and node.inputs[0] in half:  # (--output_type FP16's Cast) no round trip
+            node.inputs[0] = half[node.inputs[0]]
+            full.update((o, o) for o in node.outputs if o)
         else:
-            for t in node.inputs:
+            for k, t in enumerate(node.inputs):
                 if t and t not in full and t in half:
-                    casts += _make_full(graph, t, half, nodes, taken)
-                    full.add(t)
-            full.update(o for o in node.outputs if o)
+                    casts += _make_full(graph, t, half, full, nodes, taken)
+                node.inputs[k] = full.get(t, t)
+            full.update((o, o) for o in node.outputs if o)
         nodes.append(node)
     for t in graph.outputs:
         if t not in full and t in half:
-            casts += _make_full(graph, t, half, nodes, taken)
-            full.add(t)
+            casts += _make_full(graph, t, half, full, nodes, taken)
     graph.nodes = nodes
     _rename_unshared_weights(graph, half)
     if stats is not None:
@@ -138,11 +152,12 @@ def _base_op(node: Node) -> str:
     return FUSED_BASE.get(node.op_type, node.op_type) if node.domain == GE_DOMAIN else node.op_type
 
 
-def _float_formals(graph: Graph, node: Node) -> tuple[list[int], list[int]]:
+def _float_formals(graph: Graph, node: Node, half: dict) -> tuple[list[int], list[int]]:
     """(input indices, output indices) that carry the op's float type: the float32 tensors bound
     to the type parameter of its float32 outputs in the ONNX schema (Resize's scales or
-    LayerNormalization's statistics keep float32); ge's fused ops have one type for all."""
-    dtype = lambda t: None if not t else (graph.initializers[t].dtype if t in graph.initializers
+    LayerNormalization's statistics keep float32); ge's fused ops have one type for all. A tensor
+    in `half` was float32 in the model (a lowered op's output is float16 under its own name now)."""
+    dtype = lambda t: None if not t else F32 if t in half else (graph.initializers[t].dtype if t in graph.initializers
                                          else graph.values[t].dtype if t in graph.values else None)
     schema = _schema(graph, node)
     if schema is None:
@@ -175,15 +190,64 @@ def _formal(params, i: int) -> str | None:
     return p.type_str
 
 
+def _casts_to_half(node: Node) -> bool:
+    return node.op_type == "Cast" and node.domain == "" and node.attrs.get("to") == onnx.TensorProto.FLOAT16
+
+
+def _all_tensors(graph: Graph, node: Node) -> bool:
+    return all(graph.values[t].kind == "tensor" for t in (*node.inputs, *node.outputs) if t in graph.values)
+
+
 def _runs_in_half(graph: Graph, node: Node, ins: list[int]) -> bool:
-    """Whether the node's kernel takes float16 where it takes float32 now (its spec decides)."""
-    metas = [input_meta(graph, node, t) for t in node.inputs]
-    metas = [m._replace(dtype=F16) if i in ins and m is not None else m for i, m in enumerate(metas)]
+    """Whether the node's kernel takes float16 where it takes float32 now (its spec decides). A
+    node of unknown shapes is built on a stand-in shape; when that says nothing (the float32
+    node refuses it too, or its output shape needs input values), its schema decides."""
+    metas = [_stand_in(graph, t) for t in node.inputs]
+    if any(t and m is None for t, m in zip(node.inputs, metas)):
+        return _schema_allows_half(graph, node, ins)
+    typed = lambda dtype: [m._replace(dtype=dtype) if i in ins and m is not None else m for i, m in enumerate(metas)]
     try:
-        build_kernel(graph, node, metas)
+        build_kernel(graph, node, typed(F16))
+        return True
+    except ValueDependentError:
+        return _schema_allows_half(graph, node, ins)
     except GraphError:
+        pass
+    if all(_static(graph, t) for t in node.inputs):
         return False
-    return True
+    try:  # a stand-in shape the float32 node refuses too tells nothing
+        build_kernel(graph, node, typed(F32))
+    except GraphError:
+        return _schema_allows_half(graph, node, ins)
+    return False
+
+
+def _static(graph: Graph, t: str) -> bool:
+    return not t or t in graph.initializers or (t in graph.values and graph.values[t].is_static)
+
+
+def _stand_in(graph: Graph, t: str) -> Meta | None:
+    """t's meta, its unknown dims taken as 1; None when t's rank or dtype is unknown."""
+    if not t:
+        return None
+    if t in graph.initializers:
+        return Meta(graph.initializers[t].dtype, tuple(graph.initializers[t].shape))
+    v = graph.values.get(t)
+    if v is None or v.dtype is None or v.shape is None:
+        return None
+    if v.is_static:
+        return v.meta
+    return Meta(v.dtype, tuple(d if isinstance(d, int) and d >= 0 else 1 for d in v.shape))
+
+
+def _schema_allows_half(graph: Graph, node: Node, ins: list[int]) -> bool:
+    """The schema's type constraints of the lowered inputs all allow float16 (ge's own fused ops,
+    which have no schema, all take it)."""
+    schema = _schema(graph, node)
+    if schema is None:
+        return node.domain == GE_DOMAIN
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    return all("tensor(float16)" in allowed.get(_formal(schema.inputs, i), ()) for i in ins)
 
 
 def _twin_value(graph: Graph, name: str, twin: str, dtype: np.dtype) -> None:
@@ -195,17 +259,22 @@ def _make_half(graph: Graph, t: str, half: dict, nodes: list[Node], taken: set) 
     """The float16 twin of float32 tensor t: a converted weight, or a Cast; returns casts made."""
     half[t] = unique_name(graph, f"{t}_fp16")
     if t in graph.initializers:
-        graph.initializers[half[t]] = graph.initializers[t].astype(F16)
+        # saturated, as the NPU converts (a float32 -inf sentinel such as finfo.min stays a large
+        # finite value, not an infinity that turns 0 * x into NaN)
+        graph.initializers[half[t]] = np.clip(graph.initializers[t], -F16_MAX, F16_MAX).astype(F16)
         return 0
     _twin_value(graph, t, half[t], F16)
     nodes.append(Node("Cast", [t], [half[t]], {"to": onnx.TensorProto.FLOAT16}, _node_name(graph, f"{t}_to_fp16", taken)))
     return 1
 
 
-def _make_full(graph: Graph, t: str, half: dict, nodes: list[Node], taken: set) -> int:
-    """Tensor t (float32 in the original graph) cast back from its float16 twin."""
-    graph.values[t] = Value(t, F32, graph.values[half[t]].shape)
-    nodes.append(Node("Cast", [half[t]], [t], {"to": onnx.TensorProto.FLOAT}, _node_name(graph, f"{t}_to_fp32", taken)))
+def _make_full(graph: Graph, t: str, half: dict, full: dict, nodes: list[Node], taken: set) -> int:
+    """The float32 form of tensor t (float32 in the model) cast from its float16 form: named t when
+    t is a model output (its float16 form is the twin then), else a twin."""
+    full[t] = t if half[t] != t else unique_name(graph, f"{t}_fp32")
+    graph.values[full[t]] = Value(full[t], F32, graph.values[half[t]].shape)
+    nodes.append(Node("Cast", [half[t]], [full[t]], {"to": onnx.TensorProto.FLOAT},
+                      _node_name(graph, f"{t}_to_fp32", taken)))
     return 1
 
 

@@ -20,6 +20,7 @@ from ..ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSP
 
 # refresh policies, in rising order (GE's kRefreshByModelIo / kRefreshByFm)
 FIXED, REFRESH_BY_MODEL_IO, REFRESH_BY_FM = 0, 1, 2
+_NO_TASKS = np.empty(0, np.int64)
 POLICY_NAMES = {FIXED: "fixed", REFRESH_BY_MODEL_IO: "by_model_io", REFRESH_BY_FM: "by_fm"}
 POLICY = {WEIGHT: FIXED, FILE_CONSTANT: FIXED, INPUT: REFRESH_BY_MODEL_IO, OUTPUT: REFRESH_BY_MODEL_IO,
           FEATURE_MAP: REFRESH_BY_FM, WORKSPACE: REFRESH_BY_FM}
@@ -77,7 +78,7 @@ class ModelArgsManager:
         """Write the entries of moved allocations to the args table; return the tasks to rebuild."""
         self.bytes_written, self.full_refresh = 0, False
         if not self._moved:
-            return np.empty(0, np.int64)
+            return _NO_TASKS
         lay = self.layout
         idx = np.concatenate([lay.by_allocation[a] for a in sorted(self._moved)])
         self.full_refresh = self.ret_up() >= REFRESH_BY_FM or 2 * idx.size > lay.size

@@ -24,15 +24,16 @@ from .executors import TaskFailed, make_executor
 #: planned buffers rather than bound in place (see ExecutionContext._bind_output)
 COPY_OUT_MAX = 256 << 10
 COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs")
+_COUNTER_KEYS = {kind: (f"{kind}_count", f"{kind}_bytes") for kind in ("h2d", "d2h", "d2d")}
 
 
 class SunkTask:
     """One task as the device holds it: a prepared kernel and views resolved from argument addresses."""
-    __slots__ = ("plan", "xs", "ys", "ws")
+    __slots__ = ("plan", "xs", "ys", "ws", "call")
 
     def __init__(self, plan):
         self.plan = plan
-        self.xs = self.ys = self.ws = None
+        self.xs = self.ys = self.ws = self.call = None
 
     def bind(self, addrs, device) -> "SunkTask":
         p = self.plan
@@ -43,11 +44,12 @@ class SunkTask:
         self.xs = [next(xs) if present else None for present in p.present_inputs]
         ys = iter(views[p.num_present_inputs:])
         self.ys = [next(ys) if present else None for present in p.present_outputs]
+        self.call = p.kernel.bound(self.xs, self.ys, self.ws)
         return self
 
     def run(self) -> None:
         p = self.plan
-        p.kernel.run(self.xs, self.ys, self.ws)
+        self.call()
         if p.epilogue is not None:  # fused activations, in place on the output
             p.epilogue(self.ys[0])
 
@@ -59,9 +61,11 @@ def _run_quietly(task: SunkTask) -> None:
 
 class ExecutionContext:
     """`own_memory=False` is the known-node case: feature maps and workspace come from the caller
-    (update_workspaces) and I/O addresses too (update_io); the context copies nothing itself."""
+    (update_workspaces) and I/O addresses too (update_io); the context copies nothing itself.
+    `work_block`: feature maps, then workspace, in that block of the caller's (gears: one block
+    sized for the largest gear serves every gear's context); the context owns the rest."""
 
-    def __init__(self, model, own_memory: bool = True, executor: str = "linear"):
+    def __init__(self, model, own_memory: bool = True, executor: str = "linear", work_block: int | None = None):
         self.model = model
         self.device = device = model.device
         plan = model.ge_plan
@@ -82,14 +86,20 @@ class ExecutionContext:
         self.io_default: dict[int, int] = {}
         self.workspaces_set = False
         if own_memory:
-            self.update_workspaces(self._malloc(self.fm_size), self._malloc(self.workspace_size))
+            if work_block is None:
+                self.update_workspaces(self._malloc(self.fm_size), self._malloc(self.workspace_size))
+            else:  # a block the caller owns and sized for several plans (a gear model's contexts share one)
+                self.update_workspaces(work_block, work_block + self.fm_size)
             # planned I/O memory: used whenever a user buffer cannot be bound in place
             self.io_default = {a.id: self._malloc(a.size) for a in plan.io_allocations}
             for alloc, addr in self.io_default.items():
                 self.args.set_base(alloc, addr)
             self._rebuild(self.args.update_for_execute())  # UpdateStaticModelArgsByFm
         self._bound: dict[int, int] = {}  # allocation -> host buffer address bound zero-copy
-        self.stats: dict = {}
+        self._bound_input: dict[int, np.ndarray] = {}  # allocation -> the array bound there by the last run
+        self._io_views: dict[int, np.ndarray] = {}
+        self._last_run: tuple | None = None
+        self.run_counts: dict = {}  # copies by the execute() under way (its stats)
         self.copy_trace: list | None = None  # set by the profiler (core/api/profiling.py)
 
     # -- NnExecute -----------------------------------------------------------------------------
@@ -97,39 +107,61 @@ class ExecutionContext:
         """Run once. Inputs/outputs are numpy arrays or DeviceBuffers; outputs are allocated
         (numpy) when not given. `launch="per_task"` launches every task from the host instead of
         executing the sunk task list (the seed's first row in 8.1; for comparison only)."""
-        plan, device = self.model.ge_plan, self.device
+        plan = self.model.ge_plan
         if not self.own_memory:
             raise GeError(f"model '{plan.name}' is a known-shape subgraph: run it through the V2 kernel calls")
-        before = dict(self.counters)  # (a plain copy: a Counter costs a microsecond more per run)
+        self.run_counts = {}  # this run's copies (_copy counts them here too)
         clock = time.perf_counter
         t0 = clock()
         inputs = plan.check_inputs(inputs)
         fresh = outputs is None
-        outputs = [np.empty(d.shape, d.dtype) for d in plan.outputs] if fresh else plan.check_outputs(outputs)
-        zero_copy_in = sum(self._bind_input(d.allocation, x) for d, x in zip(plan.inputs, inputs))  # CopyModelData
+        outputs = [np.empty(shape, dtype) for shape, dtype in plan.output_layouts] if fresh else \
+            plan.check_outputs(outputs)
+        zero_copy_in = 0
+        for d, x in zip(plan.inputs, inputs):  # CopyModelData
+            zero_copy_in += self._bind_input(d.allocation, x)
         pending = [(y, d) for d, y in zip(plan.outputs, outputs) if not self._bind_output(d, y, fresh)]
         dirty = self.args.update_for_execute()
+        self.model.running_context = self  # GetRunAddress answers for the context that runs
         t1 = clock()
         if launch == "sunk":
-            self.stream.launch(lambda: self._run(dirty))  # rtModelExecute: the device walks the sunk tasks
+            self.stream.launch(partial(self._run, dirty))  # rtModelExecute: the device walks the sunk tasks
         else:
             self._launch_per_task()
         self.stream.synchronize(timeout)
         t2 = clock()
         for y, d in pending:  # CopyOutputData
-            src = self.io_default[d.allocation]
             if isinstance(y, DeviceBuffer):
-                self._copy("d2d", device.memcpy_d2d, d.nbytes, y.addr, src, d.nbytes)
+                self._copy("d2d", self.device.memcpy_d2d, d.nbytes, y.addr, self.io_default[d.allocation], d.nbytes)
             else:
-                self._copy("d2h", device.memcpy_d2h, y.nbytes, y, src)
-        self.counters["args_bytes"] += self.args.bytes_written
-        self.stats = {k: self.counters[k] - before.get(k, 0) for k in COUNTERS}
-        self.stats.update(allocations=self.stats.pop("mallocs"), full_refresh=self.args.full_refresh,
-                          views_rebuilt=int(len(dirty)), tasks=len(self.handle),
-                          zero_copy_inputs=zero_copy_in, copied_inputs=len(inputs) - zero_copy_in,
-                          zero_copy_outputs=len(outputs) - len(pending), copied_outputs=len(pending),
-                          h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3, d2h_ms=(clock() - t2) * 1e3)
+                self._copy("d2h", self.device.copy_to_host, y.nbytes, y, self._io_view(d))
+        if self.args.bytes_written:
+            self.counters["args_bytes"] += self.args.bytes_written
+            self.run_counts["args_bytes"] = self.args.bytes_written
+        self._last_run = (self.run_counts, self.args.full_refresh, len(dirty), zero_copy_in, len(inputs), len(pending),
+                          len(outputs), t0, t1, t2, clock())
         return outputs
+
+    @property
+    def stats(self) -> dict:
+        """What the last execute() did: copies and bytes by kind, args bytes, allocations, zero-copy
+        and copied I/O, tasks, views rebuilt, and the time of its three phases."""
+        if self._last_run is None:
+            return {}
+        counts, full, rebuilt, zero_in, n_in, copied_out, n_out, t0, t1, t2, t3 = self._last_run
+        stats = {k: counts.get(k, 0) for k in COUNTERS}
+        stats.update(allocations=stats.pop("mallocs"), full_refresh=full, views_rebuilt=rebuilt, tasks=len(self.handle),
+                     zero_copy_inputs=zero_in, copied_inputs=n_in - zero_in, zero_copy_outputs=n_out - copied_out,
+                     copied_outputs=copied_out, h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3,
+                     d2h_ms=(t3 - t2) * 1e3)
+        return stats
+
+    def _io_view(self, d) -> np.ndarray:
+        """The planned buffer of a model output (default I/O memory: fixed while the context lives)."""
+        view = self._io_views.get(d.allocation)
+        if view is None:
+            view = self._io_views[d.allocation] = self.device.view(self.io_default[d.allocation], d.dtype, d.shape)
+        return view
 
     # -- known-node mode (V2 kernels): the caller owns every address -----------------------------
     def update_workspaces(self, fm_addr: int, ws_addr: int) -> None:
@@ -156,14 +188,19 @@ class ExecutionContext:
         if not self.workspaces_set:
             raise GeError(f"model '{self.model.ge_plan.name}': workspaces not set (call update_workspaces first)")
         dirty = self.args.update_for_execute()
+        self.model.running_context = self
         self.stream.launch(lambda: self._run(dirty))
 
     # -- the device side -------------------------------------------------------------------------
     def _run(self, dirty) -> None:
         self._rebuild(dirty)
         try:
-            with np.errstate(all="ignore"), kernel_threads(self.model.ge_plan.uses_native):  # once per execution
-                self.executor.run(self.handle)
+            with np.errstate(all="ignore"):  # once per execution
+                if self.model.ge_plan.uses_native:
+                    with kernel_threads(True):
+                        self.executor.run(self.handle)
+                else:
+                    self.executor.run(self.handle)
         except TaskFailed as failed:  # a kernel failed: name the node, keep the cause for --debug
             if isinstance(failed.cause, GeError):
                 raise failed.cause
@@ -190,7 +227,11 @@ class ExecutionContext:
 
     # -- I/O binding: zero copy when the buffer qualifies, else a copy through planned memory ----
     def _bind_input(self, allocation: int, x) -> bool:
+        if self._bound_input.get(allocation) is x:  # bound by the last run and still there: frozen
+            return True
         if self._try_bind(allocation, x):
+            if not isinstance(x, DeviceBuffer):
+                self._bound_input[allocation] = x
             return True
         if isinstance(x, DeviceBuffer):  # device memory we may not bind (misaligned, foreign)
             nbytes = self.model.ge_plan.allocation_sizes[allocation]
@@ -215,11 +256,14 @@ class ExecutionContext:
             start = time.perf_counter()
             copy(*args)
             self.copy_trace.append((kind, start, time.perf_counter() - start, nbytes))
-        self.counters[f"{kind}_count"] += 1
-        self.counters[f"{kind}_bytes"] += nbytes
+        count, size = _COUNTER_KEYS[kind]
+        for counts in (self.counters, self.run_counts):
+            counts[count] = counts.get(count, 0) + 1
+            counts[size] = counts.get(size, 0) + nbytes
 
     def _try_bind(self, allocation: int, buf) -> bool:
         device = self.device
+        self._bound_input.pop(allocation, None)
         if isinstance(buf, DeviceBuffer):
             if not device.owns(buf):
                 self._unbind(allocation)
@@ -244,6 +288,7 @@ class ExecutionContext:
             self.device.unbind(addr)
 
     def _unbind(self, allocation: int) -> None:
+        self._bound_input.pop(allocation, None)
         self._release_host(allocation)
         self.args.set_base(allocation, self.io_default[allocation])
 

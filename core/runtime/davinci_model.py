@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import DeviceError, FormatError, GeError, ShapeError
+from ..errors import FormatError, GeError, ShapeError
 from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, DataflowPlan, GeModel,
                         TaskDef, TensorDesc)
 from ..kernels import Kernel, lookup
@@ -23,7 +23,7 @@ from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
 from .context import ExecutionContext
 from .device import DeviceBuffer
-from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
+from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager, place_weight_files
 from .mapped_weights import MappedWeights
 from .task_check import built_kernel, task_label
 from .weight_loader import WeightCheck
@@ -81,6 +81,15 @@ class LoadedPlan:
         offset = np.where(moved, np.asarray(p.fm_offsets, np.int64), lay.offset.astype(np.int64))
         return p, ArgsLayout.with_places(allocation, offset, lay.task, lay.role, lay.nbytes, lay.policy)
 
+    @cached_property
+    def output_layouts(self) -> tuple:
+        """(shape, dtype) per output: what execute() allocates when the caller gives no outputs."""
+        return tuple((tuple(d.shape), np.dtype(d.dtype)) for d in self.outputs)
+
+    @cached_property
+    def _input_layouts(self) -> tuple:
+        return tuple((tuple(d.shape), np.dtype(d.dtype)) for d in self.inputs)
+
     def check_inputs(self, inputs) -> list:
         if isinstance(inputs, dict):
             missing = [d.name for d in self.inputs if d.name not in inputs]
@@ -93,7 +102,11 @@ class LoadedPlan:
         if len(inputs) != len(self.inputs):
             raise ShapeError(f"model '{self.name}' expects {len(self.inputs)} inputs "
                              f"({', '.join(d.name for d in self.inputs)}), got {len(inputs)}")
-        return [_check(d, x if isinstance(x, DeviceBuffer) else np.asarray(x), "input") for d, x in zip(self.inputs, inputs)]
+        for i, ((shape, dtype), x) in enumerate(zip(self._input_layouts, inputs)):
+            if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape:  # else as the model wants it
+                d = self.inputs[i]
+                inputs[i] = _check(d, x if isinstance(x, DeviceBuffer) else np.asarray(x), "input")
+        return inputs
 
     def check_outputs(self, outputs) -> list:
         outputs = list(outputs)
@@ -130,21 +143,25 @@ def _check(desc: TensorDesc, x, role: str):
 class DavinciModel:
     def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False,
                  weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None,
-                 shared_weight_addr: int | None = None, packs=None, backend: Backend | None = None):
+                 shared_weight_addr: int | None = None, packs=None, backend: Backend | None = None,
+                 work_block: int | None = None, shared_files: dict | None = None):
         self.ge_model: GeModel | None = ge_model
         self.backend = backend if backend is not None else backends.select()  # the implementation selection, once per model
         self.packs = packs  # a root model's WeightPacks (gears, submodels): weights packed once for all
         # submodels of a dynamic OM read one shared weight blob loaded by their root model
         self.shared_weight_addr = shared_weight_addr
+        self.shared_files = shared_files or {}  # and its external weight files: file name -> address
         # SetKnownNode: a known-shape subgraph whose feature maps, workspace and I/O addresses
         # come from its caller (see known_subgraph.py); otherwise a standalone model
         self.known_node = known_node
+        self.work_block = work_block  # the default context's feature maps and workspace, owned by the caller
         self.device = device
         self.model_id = model_id
         self.name = ge_model.name
         self.timings: dict[str, float] = {}
         self.host_rss: dict[str, int] = {"before_init": host_rss()}  # resident host bytes after each step
         self.contexts: list[ExecutionContext] = []
+        self.running_context: ExecutionContext | None = None  # the one that executed last (GetRunAddress)
         self._owned: list[int] = []
         self.weight_addr = 0
         self.mapped_weights: MappedWeights | None = None  # the OM's weights in place (no copy), on cpu
@@ -203,27 +220,23 @@ class DavinciModel:
         """Give each external weight file (a FILE_CONSTANT allocation) its device memory: the
         user's buffer when one was set for that file (it wins, as in GE), else the session's copy
         of the file, loaded once in chunks and shared by every model using it. Mode 2's single
-        file is one allocation and one chunked copy; mode 1 has one of each per file."""
-        cfg, files = self.weight_config, self.ge_model.weight_files
-        unknown = sorted(set(cfg.user_memory) - {a.file for a in files})
-        if unknown:
-            raise GeError(f"model '{self.name}': external weight memory was given for '{unknown[0]}', which the "
-                          f"model does not use (its weight files: {', '.join(a.file for a in files) or 'none'})")
+        file is one allocation and one chunked copy; mode 1 has one of each per file. A submodel of
+        a dynamic OM reads the files its root model placed."""
+        files = self.ge_model.weight_files
+        if self.shared_weight_addr is not None:
+            bases, sources = self.shared_files, dict.fromkeys(self.shared_files, "shared")
+            for a in files:
+                self._weight_checks(a)  # bounds, as for a file of its own
+        else:
+            placed = place_weight_files(self.name, self.device, [(a.file, a.size, self._weight_checks(a)) for a in files],
+                                        self.weight_config, self.weight_manager)
+            self._shared, bases, sources = placed.keys, placed.bases, placed.sources
         for a in files:
-            checks = self._weight_checks(a)
-            if a.file in cfg.user_memory:
-                addr, source = self._user_weight_memory(a), "user"
-            elif cfg.weight_dir is None:
-                raise GeError(f"model '{self.name}' keeps its weights in external files (e.g. '{a.file}'): load it "
-                              "with their folder (weight_dir) or with device memory for each file")
-            else:
-                key, addr, shared = self.weight_manager.acquire(self.device, cfg.weight_dir, a.file, a.size, checks,
-                                                                cfg.verify)
-                self._shared.append(key)
-                source = "shared" if shared else "file"
-            self.weight_bases[a.id] = addr
-            self.external_weights.append({"file": a.file, "allocation": a.id, "nbytes": a.size, "addr": addr,
-                                          "source": source})
+            if a.file not in bases:
+                raise FormatError(f"model '{self.name}': weight file '{a.file}' is not one of its root model's")
+            self.weight_bases[a.id] = bases[a.file]
+            self.external_weights.append({"file": a.file, "allocation": a.id, "nbytes": a.size, "addr": bases[a.file],
+                                          "source": sources[a.file]})
 
     def _weight_checks(self, a: Allocation) -> list[WeightCheck]:
         """The weights mapped into file allocation `a` (MapNodeAddressesToCombinedWeight), bounds checked."""
@@ -236,19 +249,6 @@ class DavinciModel:
                                   f"of '{w.file}' does not fit weight file '{a.file}' ({a.size} bytes)")
             checks.append(WeightCheck(w.name, w.offset, w.nbytes, w.sha256))
         return checks
-
-    def _user_weight_memory(self, a: Allocation) -> int:
-        """aclmdlSetExternalWeightAddress: the user's device buffer already holds the file's bytes."""
-        addr, size = self.weight_config.user_memory[a.file]
-        if size < a.size:
-            raise GeError(f"model '{self.name}': the memory given for weight file '{a.file}' is {size} bytes, "
-                          f"the file needs {a.size}")
-        try:
-            self.device.block(addr, a.size)
-        except DeviceError:
-            raise GeError(f"model '{self.name}': the memory given for weight file '{a.file}' ({addr:#x}, {size} bytes) "
-                          f"is not {self.device.name} device memory") from None
-        return addr
 
     def init_io_nodes(self) -> None:
         self.io_allocations = tuple(a for a in self.ge_model.allocations if a.kind in (INPUT, OUTPUT))
@@ -287,22 +287,26 @@ class DavinciModel:
                                   self.fm_size, self.workspace_size, self.io_allocations,
                                   tuple(a.size for a in m.allocations), tuple(a.kind for a in m.allocations),
                                   m.dataflow)
-        self.default_context = self.create_context(own_memory=not self.known_node)
+        self.default_context = self.create_context(own_memory=not self.known_node, work_block=self.work_block)
 
     def shrink(self) -> None:
         """Everything needed is on the device or in the plan: drop the host-side GeModel."""
         self.ge_model = None
 
     # -- execution -----------------------------------------------------------------------------
-    def create_context(self, own_memory: bool = True, executor: str = "linear") -> ExecutionContext:
-        """A new per-run state (feature maps, args table, stream) sharing this model's weights."""
-        ctx = ExecutionContext(self, own_memory, executor)
+    def create_context(self, own_memory: bool = True, executor: str = "linear",
+                       work_block: int | None = None) -> ExecutionContext:
+        """A new per-run state (feature maps, args table, stream) sharing this model's weights;
+        `work_block`: its feature maps and workspace there (the caller's memory), not its own."""
+        ctx = ExecutionContext(self, own_memory, executor, work_block)
         self.contexts.append(ctx)
         return ctx
 
     def destroy_context(self, ctx: ExecutionContext) -> None:
         ctx.destroy()
         self.contexts.remove(ctx)
+        if self.running_context is ctx:
+            self.running_context = None
 
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
         return self.default_context.execute(inputs, outputs, timeout)
@@ -319,7 +323,7 @@ class DavinciModel:
             self.mapped_weights = None
         for key in self._shared:  # user memory is the user's: never freed here
             self.weight_manager.release(key)
-        self._shared.clear()
+        self._shared = []
 
     @property
     def weight_bytes(self) -> int:

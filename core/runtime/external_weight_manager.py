@@ -16,7 +16,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from ..errors import GeError
+from ..errors import DeviceError, GeError
 from .weight_loader import WeightCheck, copy_to_device, open_weight_file, verify_file
 
 
@@ -96,3 +96,59 @@ class ExternalWeightManager:
         with self._lock:
             return [{"path": e.path, "device": key[0].name, "addr": e.addr, "nbytes": e.nbytes, "refs": e.refs}
                     for key, e in self._files.items()]
+
+
+@dataclass
+class PlacedFiles:
+    """The device memory of one model's weight files (PreProcessFileConstants): per file its
+    address and where it came from; `keys` are what it holds in the session's manager."""
+    bases: dict = field(default_factory=dict)  # file name -> device address
+    sources: dict = field(default_factory=dict)  # file name -> "user" | "file" | "shared"
+    keys: list = field(default_factory=list)
+
+    def release(self, manager: "ExternalWeightManager") -> None:
+        for key in self.keys:  # user memory is the user's: never freed here
+            manager.release(key)
+        self.keys.clear()
+
+
+def place_weight_files(model_name: str, device, files: list[tuple[str, int, list[WeightCheck]]],
+                       config: ExternalWeightConfig, manager: ExternalWeightManager) -> PlacedFiles:
+    """Device memory for each (file name, bytes, weights in it): the user's buffer when one was set
+    for that file (it wins, as in GE), else the session's copy of the file, loaded once in chunks and
+    shared by every model using it. On failure nothing stays acquired."""
+    unknown = sorted(set(config.user_memory) - {name for name, _, _ in files})
+    if unknown:
+        raise GeError(f"model '{model_name}': external weight memory was given for '{unknown[0]}', which the "
+                      f"model does not use (its weight files: {', '.join(n for n, _, _ in files) or 'none'})")
+    placed = PlacedFiles()
+    try:
+        for name, nbytes, checks in files:
+            if name in config.user_memory:
+                addr, source = _user_memory(model_name, device, name, nbytes, config.user_memory[name]), "user"
+            elif config.weight_dir is None:
+                raise GeError(f"model '{model_name}' keeps its weights in external files (e.g. '{name}'): load it "
+                              "with their folder (weight_dir) or with device memory for each file")
+            else:
+                key, addr, shared = manager.acquire(device, config.weight_dir, name, nbytes, checks, config.verify)
+                placed.keys.append(key)
+                source = "shared" if shared else "file"
+            placed.bases[name], placed.sources[name] = addr, source
+    except BaseException:
+        placed.release(manager)
+        raise
+    return placed
+
+
+def _user_memory(model_name: str, device, name: str, nbytes: int, given: tuple) -> int:
+    """aclmdlSetExternalWeightAddress: the user's device buffer already holds the file's bytes."""
+    addr, size = given
+    if size < nbytes:
+        raise GeError(f"model '{model_name}': the memory given for weight file '{name}' is {size} bytes, "
+                      f"the file needs {nbytes}")
+    try:
+        device.block(addr, nbytes)
+    except DeviceError:
+        raise GeError(f"model '{model_name}': the memory given for weight file '{name}' ({addr:#x}, {size} bytes) "
+                      f"is not {device.name} device memory") from None
+    return addr

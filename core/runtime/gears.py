@@ -9,34 +9,46 @@ from ..dynamic_model import DynamicModel
 from ..errors import ShapeError
 from .davinci_model import DavinciModel
 from .device import DeviceBuffer
+from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .shared_weights import SharedWeightsModel
 
 MAX_GEARS = 100
 
 
 class GearModel(SharedWeightsModel):
-    def __init__(self, dyn: DynamicModel, device, model_id: int = 0):
-        super().__init__(dyn, device, model_id)
+    def __init__(self, dyn: DynamicModel, device, model_id: int = 0, weights: ExternalWeightConfig | None = None,
+                 weight_manager: ExternalWeightManager | None = None):
+        super().__init__(dyn, device, model_id, weights, weight_manager)
         self.gear_shapes = [{k: tuple(v) for k, v in g.items()} for g in dyn.attrs["gears"]]
         self.gear_values = [tuple(v) for v in dyn.attrs["gear_values"]]
         self.kind = dyn.attrs.get("gear_kind", "dynamic_dims")
-        # a gear is initialised (kernels loaded, its context's memory allocated) when it first runs:
-        # a 100-gear OM loads as fast as its first gear, the one initialised here
+        # a gear is initialised (kernels loaded) when it first runs: a 100-gear OM loads as fast as
+        # its first gear, the one initialised here; its contexts take their feature maps from the
+        # gear model's contexts, each one block for every gear (GE's one FM block)
         self.gears: list[DavinciModel | None] = [None] * len(dyn.submodels)
+        self.contexts: list[_GearContext] = []
+        self.selected: int | None = None
+        self.last_gear: int | None = None
         try:
+            self.default_context = self.create_context()
             self.timings = dict(self.gear(0).timings) if self.gears else {}
         except BaseException:
             self.unload()
             raise
-        self.selected: int | None = None
-        self.last_gear: int | None = None
+
+    def work_size(self, executor: str = "linear") -> int:
+        """Feature-map and workspace bytes of one context: the largest gear's, since one block serves
+        every gear (gears never run at once in a context). ACL's work size."""
+        return max((_work_size(m, executor) for m in self.dyn.submodels), default=0)
 
     def gear(self, k: int) -> DavinciModel:
-        """Gear k's static model, initialised on first use."""
+        """Gear k's static model, initialised on first use; its default context works in the gear
+        model's default block."""
         g = self.gears[k]
         if g is None:
             g = self.gears[k] = DavinciModel(self.dyn.submodels[k], self.device, self.model_id,
-                                             shared_weight_addr=self.weight_addr, packs=self.packs).init()
+                                             shared_weight_addr=self.weight_addr, shared_files=self.file_bases,
+                                             packs=self.packs, work_block=self.default_context.block).init()
         return g
 
     # -- ACL roles -------------------------------------------------------------------------------
@@ -76,18 +88,23 @@ class GearModel(SharedWeightsModel):
 
     # -- execution ------------------------------------------------------------------------------
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None):
-        k = self.gear_for(inputs)
-        self.last_gear = k
-        return self.gear(k).nn_execute(inputs, outputs, timeout)
+        result = self.default_context.execute(inputs, outputs, timeout)
+        self.last_gear = self.default_context.stats["gear"]
+        return result
 
-    @property
-    def default_context(self):
-        return _GearContext(self)
+    def create_context(self, executor: str = "linear") -> "_GearContext":
+        ctx = _GearContext(self, executor, default=not self.contexts)
+        self.contexts.append(ctx)
+        return ctx
 
-    def create_context(self, executor: str = "linear"):
-        return _GearContext(self, executor)
+    def destroy_context(self, ctx: "_GearContext") -> None:
+        ctx.destroy()
+        self.contexts.remove(ctx)
 
     def unload(self) -> None:
+        for ctx in self.contexts:
+            ctx.destroy()
+        self.contexts = []
         for g in self.gears:
             if g is not None:
                 g.unload()
@@ -95,19 +112,50 @@ class GearModel(SharedWeightsModel):
         self.free_weights()
 
 
-class _GearContext:
-    """ExecutionContext-like face for `ge run`: each execution goes to the matching gear."""
+def _work_size(m, executor: str) -> int:
+    if executor != "linear" and m.dataflow is not None:  # the dataflow plan: workspaces among feature maps
+        return m.dataflow.fm_size
+    return m.memory_size
 
-    def __init__(self, model: GearModel, executor: str = "linear"):
+
+class _GearContext:
+    """A gear model's execution context: one block of feature-map and workspace memory, the largest
+    gear's, and in it a context of each gear that runs (made on first use; own I/O buffers, args
+    table and stream). Each execution goes to the gear matching its inputs. The default context of
+    the model is made of the gears' default contexts."""
+
+    def __init__(self, model: GearModel, executor: str = "linear", default: bool = False):
         self.model, self.executor, self.stats = model, executor, {}
+        self.block = model.device.malloc(max(model.work_size(executor), 1))
+        self._gears_default = default and executor == "linear"
         self._contexts: dict[int, object] = {}
 
-    def execute(self, inputs, outputs=None, timeout: float | None = None):
-        k = self.model.gear_for(inputs)
+    def context(self, k: int):
         ctx = self._contexts.get(k)
         if ctx is None:
             g = self.model.gear(k)
-            ctx = self._contexts[k] = g.default_context if self.executor == "linear" else g.create_context(executor=self.executor)
+            ctx = self._contexts[k] = (g.default_context if self._gears_default else
+                                       g.create_context(executor=self.executor, work_block=self.block))
+        return ctx
+
+    def execute(self, inputs, outputs=None, timeout: float | None = None):
+        k = self.model.gear_for(inputs)
+        ctx = self.context(k)
         result = ctx.execute(inputs, outputs, timeout)
         self.stats = dict(ctx.stats, gear=k)
         return result
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory of this context: its one block, and each gear context's I/O and args table."""
+        return self.model.work_size(self.executor) + sum(c.device_bytes for c in self._contexts.values())
+
+    def destroy(self) -> None:
+        for k, ctx in self._contexts.items():
+            g = self.model.gears[k] if k < len(self.model.gears) else None
+            if g is not None and ctx is not g.default_context and ctx in g.contexts:
+                g.destroy_context(ctx)
+        self._contexts = {}
+        if self.block:
+            self.model.device.free(self.block)
+            self.block = 0

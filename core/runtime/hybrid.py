@@ -16,10 +16,11 @@ Per unknown node, each execution:
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
   empty output    skips the node;
   set arguments   views are rebuilt only when an address or a shape changed.
-Range mode plans every buffer's capacity for the largest shapes at compile time, and places the
-buffers (and the submodels' feature maps) in one arena by lifetime, as the static planner does:
-a context allocates that arena once, a run inside the range allocates nothing, and a tensor that
-would need more than its capacity is an error (the seed's capacity check).
+Range mode plans every buffer's capacity (an upper bound derived from shapes) at compile time, and
+places the buffers (and the submodels' feature maps) in one arena by lifetime, as the static
+planner does: a context allocates that arena once, a run inside the range allocates nothing, and a
+tensor that would need more than its capacity is an error (the seed's capacity check). A tensor
+without a finite bound (attrs["growable"]) grows as in hybrid mode, each reallocation counted.
 Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/control_flow.py) calls
 its subgraphs: each subgraph is a HybridModel of its own sharing the root's weights, packs and
 static submodels, run in a child context of the calling context (made on first use, kept: its
@@ -34,7 +35,7 @@ import contextlib
 import math
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,7 @@ from ..kernels import backend as backends
 from ..kernels.blas import kernel_threads
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
+from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .known_subgraph import (davinci_model_create, davinci_model_execute, davinci_model_update_args,
                              davinci_model_update_workspaces)
 from .shared_weights import SharedWeightsModel
@@ -55,7 +57,11 @@ from .shared_weights import SharedWeightsModel
 EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
                       "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                       "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,)}
-COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "agnostic_hits", "weight_packs",
+#: impls the cache keeps by default (OpenVINO CPU's runtime cache capacity); the least recently
+#: used one goes when a new one comes in beyond it
+DEFAULT_CACHE_SIZE = 5000
+COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "cache_evictions", "agnostic_hits",
+            "weight_packs",
             "weight_pack_hits", "shape_updates", "args_set",
             "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes", "subgraph_runs")
 
@@ -88,6 +94,37 @@ class Impl:
     epilogue: Epilogue | None = None  # fused activations, in place on output 0
 
 
+class ImplCache:
+    """The impl cache: least recently used first out beyond `capacity` entries (0: nothing kept).
+    Callers hold `lock` around get and put: contexts of several threads share it."""
+
+    def __init__(self, capacity: int = DEFAULT_CACHE_SIZE):
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise GeError(f"impl cache size must be an integer >= 0, got {capacity!r}")
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self._entries: OrderedDict[tuple, Impl] = OrderedDict()
+
+    def get(self, key: tuple) -> Impl | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple, impl: Impl) -> int:
+        """Keep `impl`; returns how many entries were evicted for it."""
+        self._entries[key] = impl
+        self._entries.move_to_end(key)
+        evicted = 0
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+            evicted += 1
+        return evicted
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class NodeState:
     __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws")
 
@@ -99,17 +136,21 @@ class NodeState:
 class HybridModel(SharedWeightsModel):
     """A DynamicModel (hybrid or range mode) loaded on a device: weights once, submodels created."""
 
-    def __init__(self, dyn: DynamicModel, device, model_id: int = 0, root: "HybridModel | None" = None):
+    def __init__(self, dyn: DynamicModel, device, model_id: int = 0, root: "HybridModel | None" = None,
+                 weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None,
+                 cache_size: int = DEFAULT_CACHE_SIZE):
         self.timings: dict[str, float] = {}
         t0 = time.perf_counter()
         if root is None:
-            super().__init__(dyn, device, model_id)
+            super().__init__(dyn, device, model_id, weights, weight_manager)
             self.backend = backends.select()  # the implementation selection, once for the root's kernels and every submodel
         else:  # a control-flow subgraph: the root's weights, packs, backend and static submodels
             self.dyn, self.device, self.model_id, self.name = dyn, device, model_id, dyn.name
             self.inputs, self.outputs, self.external_weights = list(dyn.inputs), list(dyn.outputs), []
-            self.weight_addr, self.packs, self.backend = root.weight_addr, root.packs, root.backend
-        self.consts = {w.name: device.view(self.weight_addr + w.offset, w.dtype, w.shape) for w in dyn.weights}
+            self.weight_addr, self.placed, self.packs, self.backend = root.weight_addr, root.placed, root.packs, root.backend
+            cache_size = root.cache.capacity
+        self.cache = ImplCache(cache_size)  # the in-memory impl cache, shared by contexts
+        self.consts = {w.name: device.view(self.weight_base(w) + w.offset, w.dtype, w.shape) for w in dyn.weights}
         self.consts.update(dyn.string_constants)  # on the host: strings have no device layout
         self.timings["init_weight_mem"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -120,15 +161,14 @@ class HybridModel(SharedWeightsModel):
             try:
                 for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
                     self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr,
-                                                               packs=self.packs, backend=self.backend))
+                                                               shared_files=self.file_bases, packs=self.packs,
+                                                               backend=self.backend))
                 # every subgraph's model exists before any is used: a node refers to them by index
                 self.subgraphs.extend(HybridModel(sg, device, model_id, root=self) for sg in dyn.subgraphs)
             except BaseException:
                 self.unload()
                 raise
         self.timings["davinci_model_create"] = time.perf_counter() - t0
-        self.cache: dict[tuple, Impl] = {}  # the in-memory impl cache, shared by contexts
-        self._cache_lock = threading.Lock()  # contexts may run in several threads
         self.shape_inputs = [self._shape_inputs(n) for n in dyn.nodes]
         # control flow: the op's semantics, built once per node (it runs subgraphs, not a planned kernel)
         self.flow = {k: lookup(n.op_type, n.domain, n.opset, n.name)(
@@ -184,22 +224,19 @@ class HybridModel(SharedWeightsModel):
     def impl(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
         """update_impl: the cached kernel for these input shapes and shape values, else build one."""
         key = (index, tuple(metas), tuple((i, v.dtype.str, v.tobytes()) for i, v in shape_values.items()))
-        found = self.cache.get(key)
-        if found is not None:
-            counters["cache_hits"] += 1
-            return found
-        with self._cache_lock:  # one build per key, even when contexts ask at once
-            found = self.cache.get(key)
+        cache = self.cache
+        with cache.lock:  # one build per key, even when contexts ask at once
+            found = cache.get(key)
             if found is not None:
                 counters["cache_hits"] += 1
                 return found
             agnostic = self._agnostic(index, node, metas, shape_values, counters)
             if agnostic is not None:  # a new shape served by the shape-agnostic kernel: nothing built
-                self.cache[key] = agnostic
+                counters["cache_evictions"] += cache.put(key, agnostic)
                 return agnostic
             counters["cache_builds"] += 1
             impl = self._build(node, metas, shape_values, counters)
-            self.cache[key] = impl
+            counters["cache_evictions"] += cache.put(key, impl)
             return impl
 
     def _agnostic(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl | None:
@@ -216,7 +253,7 @@ class HybridModel(SharedWeightsModel):
             built = self._build(node, metas, shape_values, counters)
             counters["cache_builds"] += 1
             if built.out_metas is not None and not built.workspace and len(built.out_metas) == 1:
-                self.cache[akey] = built
+                counters["cache_evictions"] += self.cache.put(akey, built)
             return built
         try:
             shape = cls.agnostic_output_shape([None if m is None else tuple(m.shape) for m in metas])
@@ -298,8 +335,7 @@ class HybridContext:
         self.stats: dict = {}
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
-        self.trace: dict[str, list] | None = None  # plan_range: tensor -> [first, last] position
-        self._pos = 0
+        self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
         # each hybrid context runs each submodel its steps name in a context of its own (own args,
@@ -325,7 +361,6 @@ class HybridContext:
         device, dyn = self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
-        self._pos = 0
         for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
             if d.on_host:
                 self.host[d.name] = x
@@ -338,14 +373,11 @@ class HybridContext:
             self._run_steps()
         t2 = time.perf_counter()
         results = []
-        self._pos = len(dyn.steps) + 1
         for k, d in enumerate(dyn.outputs):
             if d.name in self.host:
                 results.append(_host_copy(self.host[d.name]))
                 continue
             slot = self.slots[d.name]
-            if self.trace is not None:
-                self._touch(d.name)
             y = outputs[k] if outputs is not None else np.empty(slot.shape, slot.dtype)
             if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
                 raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
@@ -394,7 +426,7 @@ class HybridContext:
 
     def _run_steps(self) -> None:
         dyn = self.model.dyn
-        for self._pos, step in enumerate(dyn.steps, 1):
+        for step in dyn.steps:
             if step.kind == "node":
                 try:
                     self._run_node(step.index)
@@ -567,8 +599,6 @@ class HybridContext:
                 raise ShapeError(f"static submodel '{sm.name}': input '{d.name}' is {got}, it was compiled for "
                                  f"{d.dtype} {list(d.shape)}")
             in_addrs.append(slot.addr)
-            if self.trace is not None:
-                self._touch(d.name)
         out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
         davinci_model_execute(sm, in_addrs, out_addrs, ctx=self.sub_contexts[index])  # UpdateArgs + Execute
         self.counters["submodel_launches"] += 1
@@ -580,10 +610,10 @@ class HybridContext:
         nbytes = math.prod(shape) * dtype.itemsize
         slot = self.slots.get(name)
         if slot is None or nbytes > slot.capacity:
-            if not self.growable:
+            if not self.growable and name not in self.grows:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
-                raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have} "
-                                 f"(range plan: shapes beyond the compiled range are not supported)")
+                raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
+                                 f"its upper bound in the range plan")
             addr = self._malloc(nbytes)
             if slot is None:
                 slot = self.slots[name] = Slot(addr, nbytes)
@@ -592,21 +622,13 @@ class HybridContext:
                 slot.addr, slot.capacity = addr, nbytes
                 self.counters["reallocs"] += 1
         slot.dtype, slot.shape = dtype, shape
-        if self.trace is not None:
-            self._touch(name)
         return slot
 
     def _slot(self, name: str, node: DynNode) -> Slot:
         slot = self.slots.get(name)
         if slot is None or slot.shape is None:
             raise GeError(f"node '{node.name}' ({node.op_type}) reads '{name}', which nothing has produced")
-        if self.trace is not None:
-            self._touch(name)
         return slot
-
-    def _touch(self, name: str) -> None:
-        """plan_range: `name` is used at the current position (0 inputs, k step k, last the outputs)."""
-        self.trace.setdefault(name, [self._pos, self._pos])[1] = self._pos
 
     def _view(self, s):
         return self.device.view(s.addr, s.dtype, s.shape) if isinstance(s, Slot) else s

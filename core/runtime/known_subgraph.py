@@ -15,12 +15,14 @@ from .device import Device
 
 
 def davinci_model_create(ge_model: GeModel, device: Device, model_id: int = 0,
-                         shared_weight_addr: int | None = None, packs=None, backend=None) -> DavinciModel:
+                         shared_weight_addr: int | None = None, packs=None, backend=None,
+                         shared_files: dict | None = None) -> DavinciModel:
     """DavinciModelCreate: load with known_node set (weights loaded, no feature maps of its own).
-    `shared_weight_addr`: the root model already holds the weights there (one copy for all);
-    `packs`: its WeightPacks, so that weights are packed once for all its plans."""
+    `shared_weight_addr`: the root model already holds the weights there (one copy for all), and
+    `shared_files` its external weight files (name -> address); `packs`: its WeightPacks, so that
+    weights are packed once for all its plans."""
     return DavinciModel(ge_model, device, model_id, known_node=True, shared_weight_addr=shared_weight_addr,
-                        packs=packs, backend=backend).init()
+                        shared_files=shared_files, packs=packs, backend=backend).init()
 
 
 def davinci_model_update_workspaces(model: DavinciModel, feature_map: int, workspace: int,
@@ -50,11 +52,16 @@ def davinci_model_execute(model: DavinciModel, inputs: list[int] | None = None, 
     return {"args_bytes": ctx.device.counters["args_bytes"] - before, "full_refresh": ctx.args.full_refresh}
 
 
-def davinci_model_get_run_address(model: DavinciModel, mem_type: str, offset: int = 0, index: int = 0) -> int:
-    """DavinciModelGetRunAddress: the current device address of (memory type, offset), e.g.
-    ("WEIGHT", weight offset) for a downstream kernel that reads a weight directly. `index`
-    picks among several allocations of one type (one per external weight file)."""
-    plan, base = model.ge_plan, model.default_context.args.base
+def davinci_model_get_run_address(model: DavinciModel, mem_type: str, offset: int = 0, index: int = 0,
+                                  ctx: ExecutionContext | None = None) -> int:
+    """DavinciModelGetRunAddress: the current device address of (memory type, offset) in the
+    context that runs: `ctx`, else the context the model last executed in (each caller of a
+    submodel runs it in a context of its own, on its own feature maps), else its default context.
+    E.g. ("WEIGHT", weight offset) for a downstream kernel that reads a weight directly, or
+    ("FEATURE_MAP", offset) for a tensor of that run. `index` picks among several allocations of
+    one type (one per external weight file)."""
+    ctx = ctx or model.running_context or model.default_context
+    plan, base = model.ge_plan, ctx.args.base
     matches = [i for i, kind in enumerate(plan.allocation_kinds) if kind == mem_type.upper()]
     if index >= len(matches):
         raise GeError(f"model '{plan.name}' has no {mem_type} memory #{index} (kinds: {sorted(set(plan.allocation_kinds))})")

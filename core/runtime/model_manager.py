@@ -37,16 +37,17 @@ class ModelManager:
         self.weight_manager = ExternalWeightManager()
 
     def load(self, ge_model: GeModel, device: str = "cpu", weights: ExternalWeightConfig | None = None,
-             from_file: bool = False) -> int:
+             from_file: bool = False, impl_cache_size: int | None = None) -> int:
         """Load a GeModel (already read from an OM file or bytes) and return its model id.
         `weights` says where its external weight files come from (folder, user memory). Every
         task's attributes are checked against its op's schema before anything is built (`from_file`:
-        as an OM states them, complete)."""
+        as an OM states them, complete). `impl_cache_size`: the impls a model with unknown shapes
+        keeps (LRU; default hybrid.DEFAULT_CACHE_SIZE)."""
         check_model_tasks(ge_model, complete=from_file)
         with self._lock:
             model_id = next(self._ids)
         if isinstance(ge_model, DynamicModel):  # a root model with submodels: hybrid, range or gears
-            model = load_dynamic(ge_model, get_device(device), model_id)
+            model = load_dynamic(ge_model, get_device(device), model_id, weights, self.weight_manager, impl_cache_size)
         else:
             model = DavinciModel(ge_model, get_device(device), model_id, weights=weights,
                                  weight_manager=self.weight_manager).init()
@@ -62,9 +63,8 @@ class ModelManager:
             raise GeError(f"no loaded model with id {model_id}") from None
 
     def execute(self, model_id: int, inputs, outputs=None, timeout: float | None = None):
-        self.model(model_id)  # a clear error for an unknown id
         runner = self._runners.get(model_id)
-        if runner is None:  # unloaded meanwhile
+        if runner is None:  # unknown, or unloaded meanwhile
             raise GeError(f"no loaded model with id {model_id}")
         if isinstance(inputs, (np.ndarray, DeviceBuffer)):  # one array is the only input, not a list of rows
             inputs = [inputs]
@@ -83,10 +83,14 @@ class ModelManager:
         return sorted(self._models)
 
 
-def load_dynamic(dyn: DynamicModel, device, model_id: int = 0):
+def load_dynamic(dyn: DynamicModel, device, model_id: int = 0, weights: ExternalWeightConfig | None = None,
+                 weight_manager: ExternalWeightManager | None = None, impl_cache_size: int | None = None):
     from .gears import GearModel
-    from .hybrid import HybridModel
-    return GearModel(dyn, device, model_id) if dyn.mode == GEARS else HybridModel(dyn, device, model_id)
+    from .hybrid import DEFAULT_CACHE_SIZE, HybridModel
+    if dyn.mode == GEARS:
+        return GearModel(dyn, device, model_id, weights, weight_manager)
+    return HybridModel(dyn, device, model_id, weights=weights, weight_manager=weight_manager,
+                       cache_size=DEFAULT_CACHE_SIZE if impl_cache_size is None else impl_cache_size)
 
 
 class ContextPool:
@@ -109,8 +113,13 @@ class ContextPool:
                 self._idle.append(ctx)
 
     def execute(self, inputs, outputs=None, timeout: float | None = None):
-        with self.borrowed() as ctx:
+        with self._lock:  # borrowed(), inline: a generator context costs microseconds per call
+            ctx = self._idle.pop() if self._idle else self.model.create_context()
+        try:
             return ctx.execute(inputs, outputs, timeout)
+        finally:
+            with self._lock:
+                self._idle.append(ctx)
 
 
 class _TakeTurns:

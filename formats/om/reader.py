@@ -290,6 +290,11 @@ def _parse_dynamic(view: memoryview, header: dict):
                    _unpack(body(TASK_INFO, sub), f"submodel {sub} TASK_INFO"), shared, f"submodels[{sub}].")
         if m.weight_size != shared:
             raise Bad(f"submodel {sub} has a WEIGHT allocation of {m.weight_size} bytes; the shared weights are {shared}")
+        for a in m.weight_files:  # a submodel reads the root's weight files, as they are
+            if root.weight_files.get(a.file) != a.size:
+                raise Bad(f"submodel {sub} allocation {a.id} ({FILE_CONSTANT}) is weight file '{clip(a.file)}' of "
+                          f"{a.size} bytes; the root's weight_files hold "
+                          + (f"{root.weight_files[a.file]} bytes" if a.file in root.weight_files else "no such file"))
         root.submodels.append(m)
     root.atc_cmdline = header["atc_cmdline"]
     if header["name"] != root.name:

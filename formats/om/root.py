@@ -4,6 +4,7 @@ nodes and the execution steps) and WEIGHTS_DATA (one shared copy of every weight
 1..n are static GeModels whose weight descs point into that shared blob. Format 1.5 adds the
 control-flow subgraphs: the root MODEL_DEF's "subgraphs" (each a graph in the root's own schema,
 over the same submodels and weights) and each node's "subgraphs" ([attribute, index] pairs).
+Format 1.7 adds external weights: the root's "weight_files" and each graph's "file_weights".
 See docs/om-format.md."""
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from ge.core.dynamic_model import HYBRID, KINDS, MODES, Cluster, DynamicModel, D
 from ge.core.ge_model import WeightDesc
 from ge.core.ir import CAPTURES
 
-from .decode import Bad, Fields, attr_map, check_nbytes, clip, show
+from .decode import Bad, Fields, attr_map, check_nbytes, check_weight_file_name, clip, show
 from .encode import as_attr_map, as_dtype, as_int, as_shape, as_str
 from .records import ROOT_ATTRS, decode
-from .schema import MAX_DIM, MAX_MODELS, MAX_RANK
+from .schema import MAX_ALLOCATION_SIZE, MAX_DIM, MAX_MODELS, MAX_RANK
 
 MAX_RANGE_DIM = 1 << 62
 MAX_SUBGRAPHS = 1 << 16
+MAX_WEIGHT_FILES = 1 << 20  # mode 1: a file per distinct weight
 
 
 def encode_root(m: DynamicModel) -> tuple[dict, dict]:
@@ -28,6 +30,9 @@ def encode_root(m: DynamicModel) -> tuple[dict, dict]:
     model_def, task_info = _encode_graph(m, "root")
     model_def["subgraphs"] = [dict(zip(("model_def", "task_info"), _encode_graph(sg, f"subgraph {k}")))
                               for k, sg in enumerate(m.subgraphs)]
+    if m.weight_files:  # format 1.7: the external weight files the root and every submodel share
+        model_def["weight_files"] = [{"file": as_str(name, "weight file"), "size": as_int(size, f"weight file '{name}' size")}
+                                     for name, size in m.weight_files.items()]
     return model_def, task_info
 
 
@@ -42,9 +47,7 @@ def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
         "opset": as_int(m.opset, "opset"), "mode": as_str(m.mode, "mode"),
         "inputs": [tensor(t, f"{label} input {k}") for k, t in enumerate(m.inputs)],
         "outputs": [tensor(t, f"{label} output {k}") for k, t in enumerate(m.outputs)],
-        "weights": [{"name": as_str(x.name, "weight name"), "dtype": as_dtype(x.dtype, f"weight '{x.name}'"),
-                     "shape": as_shape(x.shape, f"weight '{x.name}'"), "offset": as_int(x.offset, "weight offset"),
-                     "nbytes": as_int(x.nbytes, "weight nbytes")} for x in m.weights],
+        "weights": [_weight(x) for x in m.weights if not x.file],
         "clusters": [{"index": c.index, "kind": c.kind, "nodes": list(c.nodes), "reason": c.reason,
                       "submodel": c.submodel} for c in m.clusters],
         "submodels": len(m.submodels),
@@ -52,6 +55,10 @@ def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
         **({"string_constants": as_attr_map(m.string_constants, f"{label} string constants", 0)}
            if m.string_constants else {}),
     }
+    external = [x for x in m.weights if x.file]
+    if external:  # format 1.7, apart from "weights": a 1.6 reader finds them missing and refuses the steps
+        model_def["file_weights"] = [dict(_weight(x), file=as_str(x.file, f"weight '{x.name}' file"),
+                                          sha256=as_str(x.sha256, f"weight '{x.name}' sha256")) for x in external]
     task_info = {
         "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain, "opset": as_int(n.opset, "opset"),
                    "attrs": as_attr_map(n.attrs, f"{label} node '{n.name}' attrs", 0), "inputs": list(n.inputs),
@@ -65,12 +72,20 @@ def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
     return model_def, task_info
 
 
+def _weight(x) -> dict:
+    return {"name": as_str(x.name, "weight name"), "dtype": as_dtype(x.dtype, f"weight '{x.name}'"),
+            "shape": as_shape(x.shape, f"weight '{x.name}'"), "offset": as_int(x.offset, "weight offset"),
+            "nbytes": as_int(x.nbytes, "weight nbytes")}
+
+
 def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
     """Validate and build the root model and its control-flow subgraphs."""
     f = Fields(md, "root MODEL_DEF")
     n_sub = f.int("submodels", hi=MAX_MODELS - 1)
-    root = _decode_graph(md, ti, weight_bytes, n_sub, "root")
-    root.subgraphs = decode_subgraphs(f.m.get("subgraphs", []), weight_bytes, n_sub)  # none before format 1.5
+    files = _weight_files(f.m.get("weight_files", []))  # none before format 1.7
+    root = _decode_graph(md, ti, weight_bytes, n_sub, "root", files)
+    root.weight_files = files
+    root.subgraphs = decode_subgraphs(f.m.get("subgraphs", []), weight_bytes, n_sub, files)  # none before format 1.5
     check_subgraph_refs(root, -1, "root", root.subgraphs)
     for k, sg in enumerate(root.subgraphs):
         check_subgraph_refs(sg, k, f"subgraph {k} '{clip(sg.name)}'", root.subgraphs)
@@ -85,7 +100,22 @@ SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan
 OPTIONAL_SUBGRAPHS = {("ai.onnx.preview", "FlexAttention"): ("prob_mod", "score_mod")}
 
 
-def decode_subgraphs(v, weight_bytes: int, n_sub: int) -> list[DynamicModel]:
+def _weight_files(v) -> dict:
+    """The root MODEL_DEF's "weight_files": [{"file", "size"}], plain names, each once."""
+    if type(v) is not list or len(v) > MAX_WEIGHT_FILES:
+        raise Bad(f"root MODEL_DEF: 'weight_files' must be a list of at most {MAX_WEIGHT_FILES} entries, got {show(v)}")
+    files = {}
+    for k, x in enumerate(v):
+        f = Fields(x, f"root MODEL_DEF weight_files[{k}]")
+        name, size = f.str("file"), f.int("size", hi=MAX_ALLOCATION_SIZE)
+        check_weight_file_name(name, f"root MODEL_DEF weight_files[{k}]")
+        if name in files:
+            raise Bad(f"root MODEL_DEF weight_files: '{clip(name)}' appears twice")
+        files[name] = size
+    return files
+
+
+def decode_subgraphs(v, weight_bytes: int, n_sub: int, files: dict | None = None) -> list[DynamicModel]:
     """The root MODEL_DEF's "subgraphs": each a hybrid graph over the root's submodels and weights."""
     if type(v) is not list or len(v) > MAX_SUBGRAPHS:
         raise Bad(f"root MODEL_DEF: 'subgraphs' must be a list of at most {MAX_SUBGRAPHS} entries, got {show(v)}")
@@ -94,7 +124,7 @@ def decode_subgraphs(v, weight_bytes: int, n_sub: int) -> list[DynamicModel]:
         label = f"subgraph {k}"
         f = Fields(x, label)
         md, ti = f.get("model_def"), f.get("task_info")
-        sg = _decode_graph(md, ti, weight_bytes, n_sub, label)
+        sg = _decode_graph(md, ti, weight_bytes, n_sub, label, files or {})
         if md.get("root") is not False or sg.mode != HYBRID:
             raise Bad(f"{label} '{clip(sg.name)}': must be a hybrid graph that is not a root (root "
                       f"{show(md.get('root'))}, mode '{clip(sg.mode)}')")
@@ -148,8 +178,9 @@ def _subgraph_io(n: DynNode) -> tuple[int, int]:
     return len(n.inputs) - (1 if n.opset < 9 else 0), len(n.outputs)  # Scan (opset 8: sequence_lens)
 
 
-def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicModel:
-    """One graph's MODEL_DEF and TASK_INFO (the root's or a subgraph's); `n_sub` static submodels exist."""
+def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str, files: dict) -> DynamicModel:
+    """One graph's MODEL_DEF and TASK_INFO (the root's or a subgraph's); `n_sub` static submodels
+    exist; `files` the root's external weight files (name -> bytes)."""
     f = Fields(md, f"{label} MODEL_DEF")
     name, soc, opset = f.str("name"), f.str("soc_version"), f.int("opset")
     mode = f.str("mode")
@@ -195,6 +226,21 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicM
             raise Bad(f"{label} weight '{clip(wname)}': offset {offset} + {nbytes} bytes exceeds the shared "
                         f"WEIGHTS_DATA ({weight_bytes} bytes)")
         weights.append(WeightDesc(wname, dtype, shape, offset, nbytes))
+    for k, x in enumerate(f.list("file_weights") if "file_weights" in md else []):  # format 1.7
+        where = f"{label} MODEL_DEF file_weights[{k}]"
+        wf = Fields(x, where)
+        wname, dtype, shape = wf.str("name"), wf.dtype("dtype"), wf.shape("shape")
+        offset, nbytes, file, sha = wf.int("offset"), wf.int("nbytes"), wf.str("file"), wf.str("sha256")
+        check_nbytes(nbytes, dtype, shape, f"{label} weight '{clip(wname)}'")
+        check_weight_file_name(file, where)
+        if file not in files:
+            raise Bad(f"{where} '{clip(wname)}': weight file '{clip(file)}' is not in the root's weight_files")
+        if offset + nbytes > files[file]:
+            raise Bad(f"{where} '{clip(wname)}': offset {offset} + {nbytes} bytes exceeds weight file "
+                      f"'{clip(file)}' ({files[file]} bytes)")
+        if len(sha) != 64 or sha.strip("0123456789abcdef"):
+            raise Bad(f"{where} '{clip(wname)}': sha256 '{clip(sha)}' is not 64 lowercase hex digits")
+        weights.append(WeightDesc(wname, dtype, shape, offset, nbytes, file, offset, sha))
 
     clusters = []
     for k, c in enumerate(f.list("clusters")):
@@ -242,7 +288,7 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str) -> DynamicM
 
 
 def _string_constants(f: Fields, label: str, weights: list[WeightDesc]) -> dict:
-    """MODEL_DEF "string_constants" (format 1.7): {name: string ndarray}, none also a weight."""
+    """MODEL_DEF "string_constants" (format 1.8): {name: string ndarray}, none also a weight."""
     if "string_constants" not in f.m:
         return {}
     consts = attr_map(f.get("string_constants"), f"{label} MODEL_DEF string_constants", 0)

@@ -6,9 +6,10 @@ and the reader its submodels: the runtime trusts every one of them.
   earlier steps) and leave every root output produced;
 - gears (`attrs["gears"]`, `["gear_values"]`, `["gear_kind"]`): one gear per submodel, each
   naming root inputs with the shapes its submodel was compiled for;
-- range (`attrs["capacities"]`, `["arena"]`): every capacity a root tensor's (or a node's
-  workspace) bytes, every planned region inside the arena, each submodel's feature maps and
-  workspace included.
+- range (`attrs["capacities"]`, `["growable"]`, `["arena"]`): every capacity a root tensor's (or a
+  node's workspace) bytes, every growable name a root tensor (or workspace) without a capacity,
+  every planned region inside the arena, each submodel's feature maps and workspace included;
+- external weights (`weight_files`): each file read by a weight of the root, a subgraph or a submodel.
 """
 from __future__ import annotations
 
@@ -33,9 +34,19 @@ def check_root(root: DynamicModel) -> None:
         _check_gears(root)
     else:
         _check_dataflow(root)
-    if "capacities" in root.attrs or "arena" in root.attrs:
+    if "capacities" in root.attrs or "arena" in root.attrs or "growable" in root.attrs:
         _check_range_plan(root)
     _check_subgraph_dataflow(root)
+    _check_weight_files(root)
+
+
+def _check_weight_files(root: DynamicModel) -> None:
+    """Every external weight file of the root is read by some graph or submodel (as a static OM's)."""
+    used = {w.file for g in (root, *root.subgraphs) for w in g.weights} | {a.file for m in root.submodels
+                                                                          for a in m.weight_files}
+    unused = sorted(set(root.weight_files) - used)
+    if unused:
+        raise Bad(f"root MODEL_DEF.weight_files: '{clip(unused[0])}' is read by no weight of the root or its submodels")
 
 
 def _check_dataflow(root: DynamicModel) -> None:
@@ -107,6 +118,13 @@ def _check_range_plan(root: DynamicModel) -> None:
     unknown = next((name for name in caps if name not in tensors), None)
     if unknown is not None:
         raise Bad(f"root MODEL_DEF.attrs.capacities['{clip(unknown)}'] is not a tensor or node workspace of the root graph")
+    growable = root.attrs.get("growable", [])
+    if type(growable) is not list or any(type(g) is not str for g in growable):
+        raise Bad(f"root MODEL_DEF.attrs.growable must be a list of tensor names, got {show(growable)}")
+    odd = next((g for g in growable if g not in tensors or g in caps), None)
+    if odd is not None:
+        raise Bad(f"root MODEL_DEF.attrs.growable: '{clip(odd)}' is not a root tensor or node workspace without "
+                  f"a capacity")
     if "arena" not in root.attrs:
         return
     if type(arena) is not dict or type(arena.get("offsets")) is not dict:

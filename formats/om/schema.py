@@ -14,9 +14,10 @@ Every limit below is checked by the reader before it allocates anything.
 from __future__ import annotations
 
 MAGIC = b"IMOD"
-FORMAT_VERSION = (1, 7)  # (major, minor): readers refuse a newer major, accept a newer minor
-# 1.7 adds string tensors to dynamic OMs: dtype "object" on root/subgraph inputs, outputs and node
+FORMAT_VERSION = (1, 8)  # (major, minor): readers refuse a newer major, accept a newer minor
+# 1.8 adds string tensors to dynamic OMs: dtype "object" on root/subgraph inputs, outputs and node
 #     dtypes, MODEL_DEF "string_constants", and string ndarrays in attribute values
+# 1.7 adds external weights to dynamic OMs: root "weight_files", each graph's "file_weights"
 # 1.6 adds value kinds to dynamic OMs: root input/output "kind" and node "kinds" (sequence, optional)
 # 1.5 adds control-flow subgraphs to dynamic OMs: root MODEL_DEF "subgraphs", node "subgraphs"
 # 1.4 adds TASK_INFO "dataflow": the compiler's memory plan for the dataflow and parallel executors

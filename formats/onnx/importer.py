@@ -6,7 +6,14 @@ What happens, in order, and why:
    helper: every location must stay inside the model's folder and every (offset, length) must fit
    the file and the tensor's size, so a missing or truncated weight file is a FormatError naming
    the file, not a crash deep in numpy.
-2. onnx's checker runs on the loaded proto (on the file when the proto would exceed 2 GB).
+2. What onnx's checker refuses but onnxruntime runs is decided one complaint at a time
+   (`_tolerate`, `_check_model`): nodes out of order are sorted; an initializer repeated with the
+   same values is kept once (with other values it is refused: onnxruntime silently takes the last);
+   initializers missing from the inputs of an IR < 4 model are constants; nodes spelling the default
+   domain "ai.onnx" are the default domain's; inputs and outputs without a shape are checked with a
+   placeholder (--input_shape gives inputs theirs). Then onnx's checker runs on the loaded proto (on
+   the file when the proto would exceed 2 GB) and refuses the rest: attributes of the wrong type,
+   unknown attributes, an IR version newer than onnx knows (onnxruntime refuses those too).
 3. `input_shape` (ATC's --input_shape) replaces the dims of the named inputs; afterwards no input
    may keep a symbolic dim: ATC compiles static graphs, so the error says which --input_shape fixes it.
 4. onnx's shape inference (with data propagation) runs on a copy whose big initializers are
@@ -59,6 +66,7 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     model, raw = _read_model(path)
     n_external, external_nbytes = _load_external_data(model, path)
     reordered = _sort_topologically(model.graph, path)
+    reordered |= _tolerate(model, path)
     _check_model(model, path, None if n_external or reordered else raw, len(raw) + external_nbytes)
     del raw
     opset = _opsets(model, path)
@@ -116,14 +124,47 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, bytes]:
     return model, raw
 
 
+def _tolerate(model: onnx.ModelProto, path: Path) -> bool:
+    """The checker's complaints onnxruntime tolerates and ge accepts, resolved in `model` (see the
+    module's step 2); returns whether anything changed."""
+    changed = False
+    graph, seen, kept = model.graph, {}, []
+    for t in graph.initializer:
+        if t.name in seen:
+            if seen[t.name].SerializeToString() != t.SerializeToString():
+                raise FormatError(f"{path}: initializer '{t.name}' is given twice with different values "
+                                  f"(onnxruntime silently takes the last); keep one")
+            log.info("%s: initializer '%s' is given twice with the same values; kept once", path, t.name)
+            changed = True
+            continue
+        seen[t.name] = t
+        kept.append(t)
+    if changed:
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+    if model.ir_version < 4 and graph.initializer:  # IR 3 listed every initializer as an input too
+        model.ir_version, changed = 4, True
+    for node in _all_nodes(graph):
+        if node.domain == "ai.onnx":
+            node.domain, changed = "", True
+    return changed
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for sub in _subgraphs(node):
+            yield from _all_nodes(sub)
+
+
 def _check_model(model: onnx.ModelProto, path: Path, raw: bytes | None, nbytes: int) -> None:
     """onnx's checker; `raw` is the file's bytes when they are the model as loaded (no external
     data), which saves serializing a big model again; `nbytes` the model's total size."""
-    # Graph outputs without a type or shape are legal for onnxruntime (and common in hand-built
-    # models) but the checker rejects them; ge infers them anyway, so they get a placeholder
-    # for the check only.
+    # Graph inputs and outputs without a type or shape are legal for onnxruntime (and common in
+    # hand-built models) but the checker rejects them; ge infers outputs anyway and --input_shape
+    # gives inputs their shape, so they get a placeholder for the check only.
     patched = []
-    for o in model.graph.output:
+    for o in (*model.graph.input, *model.graph.output):
         which = o.type.WhichOneof("value")
         if which is None or (which == "tensor_type" and not o.type.tensor_type.HasField("shape")):
             saved = onnx.ValueInfoProto()

@@ -40,8 +40,8 @@ def test_output_with_om_suffix_is_kept(ge, models, tmp_path):
 def test_json_summary(ge, models, tmp_path):
     r = ge("atc", f"--model={models['small']}", f"--output={tmp_path / 'net'}", "--json", ok=True)
     s = json.loads(r.stdout)
-    assert s["ops"] == {"Add": 1, "Conv": 1, "Relu": 1}
-    assert s["tasks"] == 3
+    assert s["ops"] == {"Conv": 1, "FusedElementwise[Relu+Add]": 1}  # y = Relu(c) + c: one chain after the Conv
+    assert s["tasks"] == 2
     assert set(s["memory"]) >= {"WEIGHT", "FEATURE_MAP", "WORKSPACE", "IO"}
     assert s["memory"]["FEATURE_MAP"] >= s["feature_map_lower_bound"] > 0
     assert s["om"] == str(tmp_path / "net.om")
@@ -51,7 +51,7 @@ def test_json_summary(ge, models, tmp_path):
 def test_json_summary_to_file(ge, models, tmp_path):
     r = ge("atc", "--model", models["small"], "--output", tmp_path / "net", "--json", tmp_path / "s.json", ok=True)
     assert "ATC run success" in r.stdout
-    assert json.loads((tmp_path / "s.json").read_text())["tasks"] == 3
+    assert json.loads((tmp_path / "s.json").read_text())["tasks"] == 2
 
 
 @pytest.mark.parametrize("framework, name", [(3, "TensorFlow"), (0, "Caffe"), (7, "")])
@@ -131,7 +131,7 @@ def test_mode1_om_to_json(ge, compiled, tmp_path):
     d = json.loads((tmp_path / "small.json").read_text())
     assert set(d) == {"header", "model_def", "tasks", "weights"}
     assert d["header"]["name"] == "small" and d["header"]["magic"] == "IMOD"
-    assert [t["op_type"] for t in d["tasks"]] == ["Conv", "Relu", "Add"]
+    assert [t["op_type"] for t in d["tasks"]] == ["Conv", "FusedElementwise"]  # Relu(c) + c: one chain
     assert d["model_def"]["inputs"][0]["name"] == "x"
     assert {w["name"] for w in d["weights"]} == {"W", "B"}
     assert all(set(w) >= {"dtype", "shape", "offset", "nbytes"} for w in d["weights"])

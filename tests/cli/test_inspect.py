@@ -91,3 +91,22 @@ def test_tables_fold_at_80_columns(ge, compiled, monkeypatch):
     r = ge("inspect", compiled["small"], ok=True)
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
     assert "…" not in r.stdout  # wrapped, never cut
+
+
+def test_inspect_shows_a_fused_chain(ge, tmp_path):
+    """A FusedElementwise task lists its ops (--json: "fused", the table: op[steps])."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node("Add", ["x", "a"], ["t"]), helper.make_node("Relu", ["t"], ["u"]),
+             helper.make_node("Mul", ["u", "a"], ["v"]), helper.make_node("HardSwish", ["v"], ["y"])]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                              [numpy_helper.from_array(np.ones(4, np.float32), "a")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+              str(tmp_path / "chain.onnx"))
+    ge("atc", f"--model={tmp_path / 'chain.onnx'}", "--framework=5", f"--output={tmp_path / 'chain'}", ok=True)
+    (task,) = json.loads(ge("inspect", tmp_path / "chain.om", "--json", ok=True).stdout)["tasks"]
+    assert task["op"] == "FusedElementwise" and task["domain"] == "ge" and task["kernel"] == "FusedElementwise"
+    assert task["fused"] == ["Add", "Relu", "Mul", "HardSwish"]
+    assert "FusedElementwise[Add+Relu+Mul+HardSwish]" in ge("inspect", tmp_path / "chain.om", ok=True).stdout

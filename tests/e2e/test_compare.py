@@ -108,3 +108,46 @@ def test_dynamic_and_mismatched_models_are_refused(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), other)
     with pytest.raises(GeError, match="output 'y' of .* is not a tensor of"):
         api.compare(other, om)
+
+
+def flatten_cnn(tmp_path):
+    """Conv -> Relu -> GlobalAveragePool -> Flatten (a view: no task) -> Gemm -> Softmax."""
+    seeded = np.random.default_rng(5)
+    w = seeded.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
+    fc = seeded.standard_normal((10, 8)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"], name="pool"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc"], ["l"], transB=1, name="fc"),
+             helper.make_node("Softmax", ["l"], ["y"], name="softmax")]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fc, "fc")])
+    path = str(tmp_path / "flat.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_view_is_compared_in_its_own_shape(tmp_path):
+    """Flatten runs as a view of the pool's output: its dump has Flatten's shape, and passes."""
+    path = flatten_cnn(tmp_path)
+    r = api.compare(path, api.atc(path, str(tmp_path / "flat")).om_path)
+    rows = {row["name"]: row for row in r["layers"]}
+    assert rows["f"]["op"] == "Flatten" and rows["f"]["pass"] and rows["g"]["pass"] and r["first_bad_layer"] is None
+
+
+def test_a_float16_om_against_its_float32_model(tmp_path):
+    """--precision_mode=force_fp16: every layer the float32 OM compares is compared (the lowered ops keep
+    their tensors' names), each with float16's error (cosine ~1, error > 0), in graph order so the
+    growth shows; float32's tolerance fails at the first layer, float16's passes."""
+    path = flatten_cnn(tmp_path)
+    fp32 = api.compare(path, api.atc(path, str(tmp_path / "fp32")).om_path)
+    om = api.atc(path, str(tmp_path / "fp16"), precision_mode="force_fp16").om_path
+    assert {t["tensor"]: t["dtype"] for t in api.inspect(om)["allocations"]}["r"] == "float16"  # ge inspect shows it
+    r = api.compare(path, om)
+    assert [row["name"] for row in r["layers"]] == [row["name"] for row in fp32["layers"]] == ["r", "g", "f", "l", "y"]
+    assert all(row["cosine"] > 0.9999 and row["max_abs"] > 0 for row in r["layers"][:-1])
+    assert r["first_bad_layer"] == "r"
+    loose = api.compare(path, om, rtol=1e-2, atol=1e-3)
+    assert loose["passed"] and loose["first_bad_layer"] is None

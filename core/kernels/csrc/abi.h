@@ -103,6 +103,23 @@ typedef struct {
     int32_t threads;
 } Rows;
 
+/* A chain of elementwise ops evaluated block by block in registers (eltwise.c, kernels/fused_elementwise.py):
+   registers 0..n_ext-1 are the operands (base addresses; inner[r] == 0: n contiguous elements, else
+   element i reads ext[r][(i / inner[r]) % period[r]]), then the scratch slots, then the output (last).
+   Each op is 4 int32 (opcode, dst, a, b) and one double param. */
+enum { EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC,
+       EW_MAXC, EW_MINC, EW_NUM_OPS };
+enum { EW_F32, EW_F64, EW_I32, EW_I64 };
+typedef struct {
+    int64_t n;
+    int32_t dtype, n_ext, n_regs, n_ops;
+    const void *const *ext;
+    const int64_t *inner, *period;
+    const int32_t *code;
+    const double *param;
+    void *y;
+} Eltwise;
+
 /* One row of the layout table: a struct's size (field NULL) or one field's offset and size. */
 typedef struct {
     const char *type, *field;
@@ -127,6 +144,7 @@ int ge_max_pool_fits(const MaxPool2d *p);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);
+int ge_eltwise(const Eltwise *e);
 const AbiEntry *ge_abi_layout(void);
 
 #endif

@@ -124,6 +124,18 @@ static const AbiEntry layout[] = {
     FIELD(Rows, eps),
     FIELD(Rows, softmax),
     FIELD(Rows, threads),
+    SIZE(Eltwise),
+    FIELD(Eltwise, n),
+    FIELD(Eltwise, dtype),
+    FIELD(Eltwise, n_ext),
+    FIELD(Eltwise, n_regs),
+    FIELD(Eltwise, n_ops),
+    FIELD(Eltwise, ext),
+    FIELD(Eltwise, inner),
+    FIELD(Eltwise, period),
+    FIELD(Eltwise, code),
+    FIELD(Eltwise, param),
+    FIELD(Eltwise, y),
     {NULL, NULL, 0, 0},
 };
 

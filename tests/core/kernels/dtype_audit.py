@@ -1,8 +1,15 @@
-"""Which float dtypes each op refuses: for every registered kernel whose op has an ONNX schema, the
-first float32 (else float64) single-node backend case of that op (onnx's own attributes and inputs: sensible ones)
-is rebuilt with the inputs of its first input's type constraint in each float dtype that
-constraint allows (float16, bfloat16, float32, float64), compiled and run on `cpu`. Refusals, at
-compile or run, are recorded as `(op, dtype) -> first error line`.
+"""Which dtypes each op refuses: for every registered kernel whose op has an ONNX schema, a
+single-node backend case of that op (onnx's own attributes and inputs: sensible ones; the first
+float32, else float64, case when there is one, else the first numeric one) is rebuilt, for each type
+parameter of the schema that binds one of its inputs (T, T1, T2, Tind, ...), with every input and
+output of that parameter in each type the parameter allows (float16, bfloat16, float32, float64, the
+8- to 64-bit integers, bool), input values converted by numpy, other outputs' types left to
+inference; compiled and run on `cpu`. Refusals at compile or run, crashes, and results in another
+dtype than the model declares are recorded as `(op, parameter, dtype) -> first error line`.
+
+Outside the audit: string, complex, float8/float4 and int4/uint4 types; parameters only an
+attribute sets (Cast's T2, the random ops' T); ops whose cases hold strings, sequences, optionals
+or subgraphs (their bodies declare their own types).
 
 Run `python -m tests.core.kernels.dtype_audit` to print today's table."""
 from __future__ import annotations
@@ -110,26 +117,127 @@ def run_ge(model: onnx.ModelProto, inputs: list) -> list[np.ndarray]:
             api.unload(model_id)
 
 
-def audit_op(op: str, domain: str = "") -> dict[str, str]:
-    """{dtype name: first error line} for the float dtypes op's schema allows that ge refuses."""
-    refused = {}
-    for dtype in float_types(op, domain):
+#: the tensor types the constraint audit retypes to (ONNX type string -> elem type, numpy type); the
+#: others a schema may allow (string, complex, the float8/float4 and int4/uint4 types) are outside it
+AUDITED_TYPES = {f"tensor({k})": v for k, v in FLOAT_TYPES.items()}
+AUDITED_TYPES.update({f"tensor({name})": (getattr(TensorProto, name.upper()), np.dtype(name).type)
+                      for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")})
+AUDITED_TYPES["tensor(bool)"] = (TensorProto.BOOL, np.bool_)
+
+
+@functools.cache
+def _numeric_cases(op: str, domain: str) -> tuple:
+    """op's single-node, non-expanded node cases with data and numeric tensors only: the float one the
+    float audit uses first, then the others in name order."""
+    first = _first_case(op, domain)
+    found = [first] if first is not None and _numeric(first) else []
+    for case in all_cases():
+        g = case.model.graph
+        if case.kind == "node" and "_expanded" not in case.name and len(g.node) == 1 and case.data_sets \
+                and g.node[0].op_type == op and (g.node[0].domain or "") in (domain, "ai.onnx" if domain == "" else domain) \
+                and case is not first and _numeric(case):
+            found.append(case)
+    return tuple(found)
+
+
+def _bound(case, schema) -> set[str]:
+    """The type parameters that bind an input of the case."""
+    return set(_formals(schema.inputs, case.model.graph.node[0].input).values())
+
+
+def _case_for(op: str, domain: str, param: str):
+    """The first of op's numeric cases with an input of type parameter `param`."""
+    schema = _schema(op, domain)
+    return next(c for c in _numeric_cases(op, domain) if param in _bound(c, schema))
+
+
+def _numeric(case) -> bool:
+    """Every input and output a numeric tensor (no strings, sequences or optionals to retype around),
+    and no subgraph (a body declares its own types: retyping the node alone makes an invalid model)."""
+    g = case.model.graph
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in g.node[0].attribute):
+        return False
+    return all(vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type != TensorProto.STRING
+               for vi in (*g.input, *g.output))
+
+
+def _formals(params, names) -> dict[str, str]:
+    """{tensor name: its formal parameter's type string} for a node's inputs or outputs."""
+    out = {}
+    for i, name in enumerate(names):
+        if not name or not params:
+            continue
+        p = params[min(i, len(params) - 1)]
+        if i < len(params) or p.option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            out[name] = p.type_str
+    return out
+
+
+def constraints(op: str, domain: str = "") -> dict[str, list[str]]:
+    """{type parameter: the audited types it allows} for the parameters that bind an input of one of
+    op's cases (a parameter only an attribute sets, as Cast's T2, is not retyped)."""
+    schema = _schema(op, domain)
+    bound = set().union(*(_bound(c, schema) for c in _numeric_cases(op, domain)))
+    return {c.type_param_str: [t for t in c.allowed_type_strs if t in AUDITED_TYPES]
+            for c in schema.type_constraints if c.type_param_str in bound}
+
+
+def retyped(op: str, domain: str, param: str, type_str: str):
+    """(model, inputs): op's first case with an input of `param`, every input and output bound to
+    `param` in type_str (input values converted with numpy's astype)."""
+    schema, case = _schema(op, domain), _case_for(op, domain, param)
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    g = model.graph
+    elem, np_type = AUDITED_TYPES[type_str]
+    ins = {n for n, t in _formals(schema.inputs, g.node[0].input).items() if t == param}
+    outs = {n for n, t in _formals(schema.outputs, g.node[0].output).items() if t == param}
+    inputs = list(case.data_sets[0][0])
+    with np.errstate(all="ignore"):
+        for k, vi in enumerate(g.input):
+            if vi.name in ins and isinstance(inputs[k], (np.ndarray, np.generic)):
+                vi.type.tensor_type.elem_type = elem
+                inputs[k] = np.asarray(inputs[k]).astype(np_type)
+    for vi in g.output:  # another output's type may follow (OptionalGetElement's V its O): ge's to say
+        vi.type.tensor_type.elem_type = elem if vi.name in outs else 0
+    return model, inputs
+
+
+def audit_constraint(op: str, domain: str, param: str) -> dict[str, str]:
+    """{type: why} for the types `param` allows that ge refuses, crashes on, or answers in another
+    dtype than the model declares."""
+    failed = {}
+    for type_str in constraints(op, domain)[param]:
+        model, inputs = retyped(op, domain, param, type_str)
         try:
-            run_ge(*case_as(op, domain, dtype))
+            got = run_ge(model, inputs)
         except GeError as e:
-            refused[dtype] = str(e).splitlines()[0][:200]
-    return refused
+            failed[type_str] = str(e).splitlines()[0][:200]
+            continue
+        except Exception as e:  # a crash is a bug the audit must show, not hide
+            failed[type_str] = f"crash: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            continue
+        for vi, y in zip(model.graph.output, got):
+            elem = vi.type.tensor_type.elem_type
+            want = onnx.helper.tensor_dtype_to_np_dtype(elem) if elem else None
+            if isinstance(y, np.ndarray) and want is not None and y.dtype != want:
+                failed[type_str] = f"output '{vi.name}' is {y.dtype}, the model declares {np.dtype(want).name}"
+                break
+    return failed
 
 
 def audited_ops() -> list[tuple[str, str]]:
+    """(domain, op) of every registered kernel whose op has a schema and a node case to retype."""
     ops = sorted({(cls.domain, cls.op_type) for cls in kernel_classes()})
-    return [(d, op) for d, op in ops if _schema(op, d) is not None and _first_case(op, d) is not None]
+    return [(d, op) for d, op in ops if _schema(op, d) is not None and _numeric_cases(op, d)]
 
 
-def audit() -> dict[tuple[str, str], str]:
-    return {(op, dt): msg for d, op in audited_ops() for dt, msg in audit_op(op, d).items()}
+def audit() -> dict[tuple[str, str, str], str]:
+    """{(op, type parameter, type): why} over every type parameter of every audited op."""
+    return {(op, param, np.dtype(AUDITED_TYPES[t][1]).name): msg for d, op in audited_ops() for param in constraints(op, d)
+            for t, msg in audit_constraint(op, d, param).items()}
 
 
 if __name__ == "__main__":
-    for (op, dt), msg in sorted(audit().items()):
-        print(f"{op:28s} {dt:9s} {msg}")
+    for (op, param, dt), msg in sorted(audit().items()):
+        print(f"{op:24s} {param:6s} {dt:9s} {msg}")

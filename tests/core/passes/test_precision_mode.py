@@ -38,8 +38,9 @@ def cnn(make_model, tmp_path):
 
 
 def lowered(path, mode, **kw):
+    """As optimize() does under --precision_mode: elementwise chains are fused after the lowering."""
     graph = load_onnx(path)
-    optimize(graph)
+    optimize(graph, disabled={"fuse_elementwise"})
     apply_precision_mode(graph, mode, **kw)
     dead_code(graph)
     infer_shapes(graph)
@@ -145,3 +146,31 @@ def test_bad_mode_and_mixlist_are_refused(cnn):
         lowered(cnn[1], "allow_mix_precision", mixlist={"allow_mix_precision": {"grey-list": {"to-add": ["Add"]}}})
     with pytest.raises(GeError, match=r"--modify_mixlist: black-list.add: expected \"to-add\""):
         lowered(cnn[1], "allow_mix_precision", mixlist={"allow_mix_precision": {"black-list": {"add": ["Add"]}}})
+
+
+def test_weights_beyond_float16_saturate(make_model, tmp_path):
+    """A float32 weight past float16's range (an exporter's finfo(float32).min mask sentinel) is stored
+    as float16's largest finite value, as the NPU converts: never an infinity (0 * inf is NaN)."""
+    nodes = [helper.make_node("Mul", ["x", "big"], ["y"])]
+    big = np.array([np.finfo(np.float32).min, 1e5, 0.5, -3.0], np.float32)
+    path = tmp_path / "m.onnx"
+    onnx.save(make_model(nodes, {"x": (F, [4])}, {"y": (F, [4])}, {"big": big}), str(path))
+    graph = lowered(path, "force_fp16")
+    np.testing.assert_array_equal(graph.initializers["big"], np.array([-65504, 65504, 0.5, -3], np.float16))
+
+
+def test_float16_output_type_casts_once(cnn, tmp_path):
+    """--output_type FP16 on a float16 graph: its output Cast reads the float16 result (a copy), no
+    float32 round trip; the result is the float16 one."""
+    model, path = cnn
+    result = api.atc(str(path), str(tmp_path / "m"), precision_mode="force_fp16", output_type="FP16")
+    casts = [t for t in result.model.tasks if t.op_type == "Cast"]
+    assert [c.node for c in casts] == ["x_to_fp16", "y:output_type_cast"]
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    model_id = api.load_from_file(result.om_path)
+    try:
+        y = api.execute(model_id, [x])[0]
+    finally:
+        api.unload(model_id)
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(y.astype(np.float32), ort_run(model, {"x": x})[0], atol=5e-3)

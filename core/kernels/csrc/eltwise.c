@@ -1,0 +1,98 @@
+/* A fused chain of elementwise ops (kernels/fused_elementwise.py lowers it): the output is walked in
+blocks of BLOCK elements and every op runs over the block in registers that stay in L1, so a chain
+of 1000 tiny ops is one call and the intermediate tensors never reach memory.
+
+Exactness: each op is one IEEE operation per element, the one numpy's ufunc does (one loop per op,
+so nothing can be contracted into an FMA); Max/Min propagate NaN as np.maximum/np.minimum; integer
+Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned). */
+#include <string.h>
+
+#include "abi.h"
+
+#define BLOCK 256
+#define MAX_SLOTS 16
+
+/* The block [start, start + len) of register r: an operand in place (contiguous), an operand gathered
+   through its broadcast into `gather`, a scratch slot, or the output. */
+#define REGISTER(T, r, gather)                                                                            \
+    ((r) < e->n_ext ? (e->inner[r] == 0 ? (T *)e->ext[r] + start                                          \
+                                         : gather_##T(e, r, start, len, (T *)(gather)))                   \
+     : (r) == e->n_regs - 1 ? (T *)e->y + start : (T *)slots + (int64_t)((r) - e->n_ext) * BLOCK)
+
+#define FLOAT_MAX(a, b) (((a) >= (b) || (a) != (a)) ? (a) : (b))
+#define FLOAT_MIN(a, b) (((a) <= (b) || (a) != (a)) ? (a) : (b))
+#define INT_MAX_(a, b) ((a) >= (b) ? (a) : (b))
+#define INT_MIN_(a, b) ((a) <= (b) ? (a) : (b))
+
+/* One type's interpreter. WRAP(expr): the integer form computed unsigned. */
+#define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT)                                                                \
+    static T *gather_##T(const Eltwise *e, int r, int64_t start, int64_t len, T *out) {                   \
+        const T *src = (const T *)e->ext[r];                                                              \
+        int64_t inner = e->inner[r], period = e->period[r];                                               \
+        int64_t idx = (start / inner) % period, rem = start % inner;                                      \
+        for (int64_t j = 0; j < len; j++) {                                                               \
+            out[j] = src[idx];                                                                            \
+            if (++rem == inner) { rem = 0; if (++idx == period) idx = 0; }                                \
+        }                                                                                                 \
+        return out;                                                                                       \
+    }                                                                                                     \
+    static void chain_##T(const Eltwise *e) {                                                             \
+        T slots[MAX_SLOTS * BLOCK], ga[BLOCK], gb[BLOCK];                                                 \
+        for (int64_t start = 0; start < e->n; start += BLOCK) {                                           \
+            int64_t len = e->n - start < BLOCK ? e->n - start : BLOCK;                                    \
+            for (int32_t k = 0; k < e->n_ops; k++) {                                                      \
+                const int32_t *c = e->code + 4 * k;                                                       \
+                int op = c[0];                                                                            \
+                T *d = REGISTER(T, c[1], ga);                                                             \
+                const T *a = REGISTER(T, c[2], ga);                                                       \
+                const T *b = op <= EW_MIN ? REGISTER(T, c[3], gb) : a;                                    \
+                const T p = (T)e->param[k];                                                               \
+                int64_t j;                                                                                \
+                switch (op) {                                                                             \
+                case EW_ADD: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] + b[j] : (T)((U)a[j] + (U)b[j]); break; \
+                case EW_SUB: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] - b[j] : (T)((U)a[j] - (U)b[j]); break; \
+                case EW_MUL: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * b[j] : (T)((U)a[j] * (U)b[j]); break; \
+                case EW_DIV: for (j = 0; j < len; j++) d[j] = a[j] / b[j]; break;                         \
+                case EW_MAX: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], b[j]) : INT_MAX_(a[j], b[j]); break; \
+                case EW_MIN: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], b[j]) : INT_MIN_(a[j], b[j]); break; \
+                case EW_NEG: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? -a[j] : (T)(0 - (U)a[j]); break; \
+                case EW_ABS: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? (a[j] < 0 ? -a[j] : a[j] + 0)   \
+                                                                      : (a[j] < 0 ? (T)(0 - (U)a[j]) : a[j]); break; \
+                case EW_SQRT: for (j = 0; j < len; j++) d[j] = SQRT(a[j]); break;                         \
+                case EW_RECIP: for (j = 0; j < len; j++) d[j] = (T)1 / a[j]; break;                       \
+                case EW_ADDC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] + p : (T)((U)a[j] + (U)p); break; \
+                case EW_MULC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * p : (T)((U)a[j] * (U)p); break; \
+                case EW_MAXC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], p) : INT_MAX_(a[j], p); break; \
+                case EW_MINC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], p) : INT_MIN_(a[j], p); break; \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+
+typedef float f32;
+typedef double f64;
+#define NO_SQRT(x) (x)
+DEFINE_CHAIN(f32, uint32_t, 1, __builtin_sqrtf)
+DEFINE_CHAIN(f64, uint64_t, 1, __builtin_sqrt)
+DEFINE_CHAIN(int32_t, uint32_t, 0, NO_SQRT)
+DEFINE_CHAIN(int64_t, uint64_t, 0, NO_SQRT)
+
+/* 0, or -1 when the program does not fit (the Python side checks first: this is the last guard). */
+int ge_eltwise(const Eltwise *e) {
+    if (e->n_regs - e->n_ext - 1 > MAX_SLOTS || e->n_regs <= e->n_ext) return -1;
+    for (int32_t k = 0; k < e->n_ops; k++) {
+        const int32_t *c = e->code + 4 * k;
+        if (c[0] < 0 || c[0] >= EW_NUM_OPS || c[1] < e->n_ext || c[1] >= e->n_regs) return -1;
+        for (int i = 2; i < 4; i++)
+            if (c[i] < 0 || c[i] >= e->n_regs) return -1;
+    }
+    for (int32_t r = 0; r < e->n_ext; r++)
+        if (e->inner[r] < 0 || (e->inner[r] > 0 && e->period[r] <= 0)) return -1;
+    switch (e->dtype) {
+    case EW_F32: chain_f32(e); return 0;
+    case EW_F64: chain_f64(e); return 0;
+    case EW_I32: chain_int32_t(e); return 0;
+    case EW_I64: chain_int64_t(e); return 0;
+    }
+    return -1;
+}
