@@ -119,6 +119,38 @@ class WeightDesc:
 
 
 @dataclass(frozen=True)
+class WeightLayout:
+    """WEIGHTS_DATA before it is one buffer: each weight's bytes at its offset in `nbytes` bytes,
+    zeros between. `ge atc` streams it into the OM as it is (a weight is copied once, straight into
+    the file); `join()` builds the one buffer that a model loaded without a file needs."""
+    nbytes: int
+    pieces: tuple  # (offset, C-contiguous array), by offset
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def chunks(self):
+        """The partition's bytes in file order: weights and the zero padding between them."""
+        pos = 0
+        for offset, a in self.pieces:
+            if offset > pos:
+                yield memoryview(bytes(offset - pos))
+            yield memoryview(a.reshape(-1).view(np.uint8))
+            pos = offset + a.nbytes
+        if self.nbytes > pos:
+            yield memoryview(bytes(self.nbytes - pos))
+
+    def join(self) -> memoryview:
+        """One read-only buffer, aligned as device memory (usable in place)."""
+        raw = np.zeros(self.nbytes + ALIGNMENT, np.uint8)
+        blob = raw[-raw.ctypes.data % ALIGNMENT:][:self.nbytes]
+        for offset, a in self.pieces:
+            blob[offset:offset + a.nbytes] = a.reshape(-1).view(np.uint8)
+        blob.flags.writeable = False  # the OM's bytes: immutable, as read_om's are
+        return memoryview(blob)
+
+
+@dataclass(frozen=True)
 class DataflowPlan:
     """The memory plan for any task order the data dependencies allow (the dataflow and parallel
     executors), made by the compiler (core/compile/dataflow_plan.py) and stored in the OM."""
@@ -154,7 +186,9 @@ class GeModel:
     tensors: list[TensorPlan]
     tasks: list[TaskDef]
     weights: list[WeightDesc]
-    weight_data: bytes | memoryview = b""  # inline WEIGHTS_DATA (empty when weights are external)
+    #: inline WEIGHTS_DATA (empty when weights are external); a WeightLayout only between build(...,
+    #: join_weights=False) and the OM writer
+    weight_data: bytes | memoryview | WeightLayout = b""
     soc_version: str = "Ascend-sim"
     opset: int = 17
     atc_cmdline: str = ""

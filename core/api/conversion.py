@@ -22,7 +22,7 @@ from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
 from ..compile.external_weights import externalize, externalize_dynamic
 from ..compile.summary import summarize
 from ..errors import GeError
-from ..ge_model import GeModel
+from ..ge_model import GeModel, WeightLayout
 from ..passes import configured, optimize
 from ..soc import DEFAULT_SOC, check_soc
 from ...formats.aipp_config import read_aipp_config
@@ -107,8 +107,9 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
             raise
         return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
                             external_weight, external_weight_dir, settings, t0)
+    # inline weights stay where the graph holds them until the writer copies each into the file
     ge_model = build(graph, name=name, soc_version=soc_version, atc_cmdline=cmdline,
-                     reuse_memory=settings.reuse_memory)
+                     reuse_memory=settings.reuse_memory, join_weights=bool(external_weight))
     if aipp:
         ge_model.attrs["aipp"] = aipp
     ge_model.attrs["atc_options"] = settings.record()
@@ -118,7 +119,9 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
     weight_dir = os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
     if files:  # before the OM: an OM never names a weight file that is not there yet
         write_weight_files(files, weight_dir)
-    write_om(ge_model, om_path)
+    written = write_om(ge_model, om_path)
+    if isinstance(ge_model.weight_data, WeightLayout):  # the result's weights: the OM's, mapped
+        ge_model.weight_data = written.weight_data
     summary = summarize(ge_model, time.perf_counter() - t0, report, weight_dir)
     return AtcResult(om_path, ge_model, dict(summary, atc_options=ge_model.attrs["atc_options"]))
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
-                        Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc)
+                        Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc, WeightLayout)
 from ..ir import Graph, Node
 from ..kernels import lookup
 from ..kernels import backend as backends
@@ -17,8 +17,10 @@ from .dataflow_plan import plan_dataflow
 
 
 def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "",
-          reuse_memory: bool = True) -> GeModel:
-    """`reuse_memory=False` (--disable_reuse_memory=1): every feature map gets bytes of its own."""
+          reuse_memory: bool = True, join_weights: bool = True) -> GeModel:
+    """`reuse_memory=False` (--disable_reuse_memory=1): every feature map gets bytes of its own.
+    `join_weights=False`: weight_data stays a WeightLayout of the graph's arrays, for the OM writer
+    to stream (`ge atc` copies each weight once, into the file)."""
     opset = graph.opset.get("", 17)
     output_names = list(graph.outputs)
     _copy_outputs_that_are_not_produced(graph)
@@ -53,7 +55,8 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
                 last[r] = max(last.get(r, step), step)
 
     # 3. allocations: weights, feature maps, workspace, then one per model input and output
-    weights, weight_data, weight_offset = _layout_weights(graph, tasks_nodes, root)
+    weights, layout, weight_offset = _layout_weights(graph, tasks_nodes, root)
+    weight_data = layout.join() if join_weights else layout
     fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
     arena = plan_arena([Buffer(t, graph.meta(t).nbytes, first[t], last[t]) for t in fm_roots], reuse=reuse_memory)
     workspace = align(max(workspaces, default=0))
@@ -119,25 +122,18 @@ def _copy_outputs_that_are_not_produced(graph: Graph) -> None:
         seen.add(graph.outputs[j])
 
 
-def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[WeightDesc], memoryview, dict]:
-    """Every initializer a task reads, each at an aligned offset of one blob (zero padding between):
-    the blob is sized first and filled in place, one copy per weight (a bytearray grown weight by
-    weight and then copied to bytes cost three, and 4 KiB page faults rather than numpy's huge pages)."""
-    arrays, descs, offsets, size = [], [], {}, 0
+def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[WeightDesc], WeightLayout, dict]:
+    """Every initializer a task reads, each at an aligned offset of the WEIGHT partition."""
+    pieces, descs, offsets, size = [], [], {}, 0
     for node in nodes:
         for t in node.inputs:
             if t in graph.initializers and t not in offsets:
                 a = np.array(graph.initializers[t], order="C", copy=None)  # (ascontiguousarray makes scalars 1-D)
                 offsets[t] = off = align(size)
                 size = off + a.nbytes
-                arrays.append(a)
+                pieces.append((off, a))
                 descs.append(WeightDesc(t, a.dtype.name, tuple(a.shape), off, a.nbytes))
-    raw = np.zeros(align(size) + ALIGNMENT, np.uint8)
-    blob = raw[-raw.ctypes.data % ALIGNMENT:][:align(size)]  # aligned as device memory: usable in place
-    for a, d in zip(arrays, descs):
-        blob[d.offset:d.offset + d.nbytes] = a.reshape(-1).view(np.uint8)
-    blob.flags.writeable = False  # the OM's bytes: immutable, as read_om's are
-    return descs, memoryview(blob), offsets
+    return descs, WeightLayout(align(size), tuple(pieces)), offsets
 
 
 def _kernel(graph: Graph, node: Node, opset: int, backend: Backend | None = None):

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import msgpack
 
 from ge.core.dynamic_model import DynamicModel
 from ge.core.errors import FormatError
-from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID
+from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, WeightLayout
 
 from ..atomic import write_atomically
 from . import reader
@@ -35,18 +37,30 @@ def om_bytes(model: GeModel) -> bytes:
     return data
 
 
-def write_om(model: GeModel, path: str | os.PathLike) -> None:
+def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
     """Write `model` to `path` atomically: a temporary file in the same directory, fsync'ed, checked
-    and renamed over `path`. On any error the temporary file is removed and `path` is untouched."""
+    and renamed over `path`. On any error the temporary file is removed and `path` is untouched.
+    The body is hashed on a second thread while it is written (both release the GIL), then the
+    signed header replaces the placeholder of the same length written first. Returns the model as
+    the check read it back (its weight_data a view of the file's map)."""
     label = os.fspath(path)
-    head, pieces = _encode_checked(model, label)
+    sign, pieces = _encode_checked(model, label, lay_out)
+    placeholder = sign(_ZERO_DIGEST)  # the checksum is 32 bytes whatever its value: same length
 
     def write(f) -> None:
-        f.write(head)
-        for piece in pieces:
-            f.write(piece)
+        f.write(placeholder)
+        digest = hashlib.sha256()
+        with ThreadPoolExecutor(1, thread_name_prefix="om-checksum") as pool:
+            hashed = pool.submit(_hash, digest, pieces)
+            for piece in pieces:
+                f.write(piece)
+            hashed.result()  # (the pool waits for it on an error too)
+        f.flush()
+        os.pwrite(f.fileno(), sign(digest.digest()), 0)
 
-    write_atomically(label, write, check=lambda tmp: _self_check_file(tmp, label))
+    written = []
+    write_atomically(label, write, check=lambda tmp: written.append(_self_check_file(tmp, label)))
+    return written[0]
 
 
 # ---------------------------------------------------------------- layout
@@ -57,6 +71,14 @@ def assemble(fields: dict, parts: list[tuple[int, int, bytes | memoryview]], *, 
     """Lay out an OM: `fields` are the header fields other than version, checksums, length and the
     partition table; `parts` are (type, submodel, body) in file order. Returns (prefix + header,
     body pieces). `tamper(header)` (tests only) may edit the header map before it is signed."""
+    sign, pieces = lay_out(fields, parts, tamper=tamper)
+    digest = hashlib.sha256()
+    _hash(digest, pieces)
+    return sign(digest.digest()), pieces
+
+
+def lay_out(fields: dict, parts: list, *, tamper=None) -> tuple[Callable[[bytes], bytes], list]:
+    """assemble() before the body is hashed: (sign(checksum) -> prefix + signed header, body pieces)."""
     parts = [(kind, sub, _as_bytes_view(body)) for kind, sub, body in parts]
     size = 0
     for _ in range(32):  # the header's length depends on the offsets it holds; iterate to a fixed point
@@ -69,20 +91,26 @@ def assemble(fields: dict, parts: list[tuple[int, int, bytes | memoryview]], *, 
         size = len(packed)
     else:  # pragma: no cover - offsets grow monotonically with the header, so this converges
         raise FormatError("OM writer: header layout does not converge")
-    digest = hashlib.sha256()
+
+    def sign(checksum: bytes) -> bytes:
+        header, _ = _lay_out(fields, parts, PREFIX_SIZE + size)
+        header["checksum"] = checksum
+        if tamper is not None:
+            tamper(header)
+        packed = msgpack.packb(header, use_bin_type=True)
+        if len(packed) > MAX_HEADER_SIZE:
+            raise Unencodable(f"header is {len(packed)} bytes, more than the limit {MAX_HEADER_SIZE}")
+        head = bytearray(MAGIC + len(packed).to_bytes(4, "little") + packed)
+        if head[-CHECKSUM_SIZE - 2:-CHECKSUM_SIZE] == CHECKSUM_TAIL:
+            head[-CHECKSUM_SIZE:] = hashlib.sha256(head[:-CHECKSUM_SIZE]).digest()
+        return bytes(head)
+
+    return sign, pieces
+
+
+def _hash(digest, pieces) -> None:
     for piece in pieces:
         digest.update(piece)
-    header, _ = _lay_out(fields, parts, PREFIX_SIZE + size)
-    header["checksum"] = digest.digest()
-    if tamper is not None:
-        tamper(header)
-    packed = msgpack.packb(header, use_bin_type=True)
-    if len(packed) > MAX_HEADER_SIZE:
-        raise Unencodable(f"header is {len(packed)} bytes, more than the limit {MAX_HEADER_SIZE}")
-    head = bytearray(MAGIC + len(packed).to_bytes(4, "little") + packed)
-    if head[-CHECKSUM_SIZE - 2:-CHECKSUM_SIZE] == CHECKSUM_TAIL:
-        head[-CHECKSUM_SIZE:] = hashlib.sha256(head[:-CHECKSUM_SIZE]).digest()
-    return bytes(head), pieces
 
 
 def _lay_out(fields: dict, parts: list, start: int) -> tuple[dict, list]:
@@ -91,7 +119,10 @@ def _lay_out(fields: dict, parts: list, start: int) -> tuple[dict, list]:
         offset = align_up(pos, ALIGNMENT)
         if offset > pos:
             pieces.append(bytes(offset - pos))
-        pieces.append(body)
+        if isinstance(body, WeightLayout):  # streamed weight by weight, never joined
+            pieces.extend(body.chunks())
+        else:
+            pieces.append(body)
         table.append({"type": kind, "submodel": sub, "offset": offset, "size": body.nbytes})
         pos = offset + body.nbytes
     header = {"header_version": list(FORMAT_VERSION), "checksum": _ZERO_DIGEST, "length": pos - start}
@@ -102,7 +133,9 @@ def _lay_out(fields: dict, parts: list, start: int) -> tuple[dict, list]:
     return header, pieces
 
 
-def _as_bytes_view(body) -> memoryview:
+def _as_bytes_view(body) -> memoryview | WeightLayout:
+    if isinstance(body, WeightLayout):
+        return body
     view = memoryview(body)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -112,11 +145,16 @@ def _as_bytes_view(body) -> memoryview:
 # ---------------------------------------------------------------- model -> partitions
 
 
-def _encode_checked(model: GeModel, label: str) -> tuple[bytes, list]:
+def _encode_checked(model: GeModel, label: str, how=None) -> tuple:
+    """encode(model), or how(fields, parts) (lay_out), with what cannot be written a FormatError."""
     if not isinstance(model, (GeModel, DynamicModel)):
         raise FormatError(f"{label}: write_om needs a GeModel or DynamicModel, got {type(model).__name__}")
     try:
-        return encode(model)
+        if how is None:
+            return encode(model)
+        sign, pieces = how(*fields_and_parts(model))
+        sign(_ZERO_DIGEST)  # a header too big fails here, before any file is opened
+        return sign, pieces
     except Unencodable as e:
         raise FormatError(f"{label}: cannot write OM: {e}") from None
     except (AttributeError, TypeError) as e:  # a list holding something that is not a TensorDesc/Arg/...
@@ -260,9 +298,9 @@ def _self_check(view: memoryview, label: str) -> None:
         raise FormatError(f"{label}: refusing to write an invalid OM: {e}") from None
 
 
-def _self_check_file(path: str, label: str) -> None:
+def _self_check_file(path: str, label: str) -> GeModel | DynamicModel:
     try:
-        reader.load(path, label=label, verify_checksum=False)
+        return reader.load(path, label=label, verify_checksum=False)
     except FormatError as e:
         detail = str(e)[len(label) + 2:] if str(e).startswith(label + ": ") else str(e)
         raise FormatError(f"{label}: refusing to write an invalid OM: {detail}") from None

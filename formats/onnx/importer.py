@@ -2,18 +2,21 @@
 
 What happens, in order, and why:
 
-1. The file is parsed without its external data, which is then read by hand, not by onnx's
-   helper: every location must stay inside the model's folder and every (offset, length) must fit
-   the file and the tensor's size, so a missing or truncated weight file is a FormatError naming
-   the file, not a crash deep in numpy.
+1. The file is mapped read-only and parsed without the raw data of its big initializers (found by
+   wire.py; each becomes a view of the map, or one copy where its bytes sit unaligned) and without
+   its external data, which is then read by hand, not by onnx's helper: every location must stay
+   inside the model's folder and every (offset, length) must fit the file and the tensor's size, so
+   a missing or truncated weight file is a FormatError naming the file, not a crash deep in numpy.
 2. What onnx's checker refuses but onnxruntime runs is decided one complaint at a time
    (`_tolerate`, `_check_model`): nodes out of order are sorted; an initializer repeated with the
    same values is kept once (with other values it is refused: onnxruntime silently takes the last);
    initializers missing from the inputs of an IR < 4 model are constants; nodes spelling the default
    domain "ai.onnx" are the default domain's; inputs and outputs without a shape are checked with a
-   placeholder (--input_shape gives inputs theirs). Then onnx's checker runs on the loaded proto (on
-   the file when the proto would exceed 2 GB) and refuses the rest: attributes of the wrong type,
-   unknown attributes, an IR version newer than onnx knows (onnxruntime refuses those too).
+   placeholder (--input_shape gives inputs theirs). Then onnx's checker runs on the proto with the
+   big plain raw initializers as typed inputs (a model of kilobytes; the checker's tensor checks
+   pass them whatever their bytes), or on the file when the proto would exceed 2 GB, and refuses
+   the rest: attributes of the wrong type, unknown attributes, an IR version newer than onnx knows
+   (onnxruntime refuses those too).
 3. `input_shape` (ATC's --input_shape) replaces the dims of the named inputs; afterwards no input
    may keep a symbolic dim: ATC compiles static graphs, so the error says which --input_shape fixes it.
 4. onnx's shape inference (with data propagation) runs on a copy whose big initializers are
@@ -27,7 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +41,7 @@ from onnx import AttributeProto, TensorProto, numpy_helper
 
 from ...core.errors import FormatError, GraphError, ShapeError
 from ...core.ir import DTYPES, Graph, Node, Value, stable_topological_order
+from .wire import strip_raw_data
 
 #: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
 #: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
@@ -63,12 +69,12 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     allow_dynamic: keep symbolic input dims instead of failing (for the dynamic-shape paths).
     """
     path = Path(path)
-    model, raw = _read_model(path)
-    n_external, external_nbytes = _load_external_data(model, path)
-    reordered = _sort_topologically(model.graph, path)
-    reordered |= _tolerate(model, path)
-    _check_model(model, path, None if n_external or reordered else raw, len(raw) + external_nbytes)
-    del raw
+    model, nbytes, raw = _read_model(path)
+    _, external_nbytes = _load_external_data(model, path)
+    _sort_topologically(model.graph, path)
+    raw = _tolerate(model, path, raw)
+    weights = _detach_weights(model, raw)
+    _check_model(model, path, weights, nbytes + external_nbytes)
     opset = _opsets(model, path)
     if opset.get("", MIN_OPSET) < MIN_OPSET:
         model, opset = _upgrade(model, path, opset[""])
@@ -81,7 +87,7 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
         _require_static_inputs(inputs)
 
     inferred = _onnx_shapes(model, inputs)
-    return _to_graph(model, path, inputs, inferred, opset, out_nodes)
+    return _to_graph(model, path, inputs, inferred, opset, out_nodes, weights)
 
 
 def parse_input_shape(text: str) -> dict[str, list[int]]:
@@ -106,48 +112,70 @@ def parse_out_nodes(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # reading and checking
 # --------------------------------------------------------------------------------------------
-def _read_model(path: Path) -> tuple[onnx.ModelProto, bytes]:
-    """The model (external data not loaded) and the file's bytes."""
+def _read_model(path: Path) -> tuple[onnx.ModelProto, int, dict]:
+    """The model (external data not loaded), the file's size and {initializer index: view of its
+    raw data in the file} for the big raw initializers of the main graph, which protobuf never
+    sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed."""
     if not path.is_file():
         raise FormatError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
     except OSError as e:
         raise FormatError(f"{path}: cannot read ({e.strerror})") from None
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(raw)
-    except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
-        raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
+    view = memoryview(mapped if mapped is not None else b"")
+    model, raw = onnx.ModelProto(), {}
+    stripped = strip_raw_data(view, _INFER_CONST_LIMIT + 1)
+    if stripped is not None:
+        try:
+            model.ParseFromString(stripped[0])
+            raw = {i: view[offset:offset + n] for i, (offset, n) in stripped[1].items()}
+        except Exception:  # parsed whole below, for protobuf's own message
+            model = onnx.ModelProto()
+    if not raw:
+        try:
+            model.ParseFromString(view)
+        except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
+            raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
+        finally:
+            view.release()
+            if mapped is not None:
+                mapped.close()
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
-    return model, raw
+    return model, size, raw
 
 
-def _tolerate(model: onnx.ModelProto, path: Path) -> bool:
+def _tolerate(model: onnx.ModelProto, path: Path, raw: dict) -> dict:
     """The checker's complaints onnxruntime tolerates and ge accepts, resolved in `model` (see the
-    module's step 2); returns whether anything changed."""
+    module's step 2); returns `raw` (_read_model's raw data left in the file, by initializer index)
+    renumbered for the initializers kept."""
     changed = False
-    graph, seen, kept = model.graph, {}, []
-    for t in graph.initializer:
+    graph, seen, kept, kept_raw = model.graph, {}, [], {}
+    for i, t in enumerate(graph.initializer):
         if t.name in seen:
-            if seen[t.name].SerializeToString() != t.SerializeToString():
+            j, first = seen[t.name]
+            if first.SerializeToString() != t.SerializeToString() or raw.get(j) != raw.get(i):
                 raise FormatError(f"{path}: initializer '{t.name}' is given twice with different values "
                                   f"(onnxruntime silently takes the last); keep one")
             log.info("%s: initializer '%s' is given twice with the same values; kept once", path, t.name)
             changed = True
             continue
-        seen[t.name] = t
+        seen[t.name] = (i, t)
+        if i in raw:
+            kept_raw[len(kept)] = raw[i]
         kept.append(t)
     if changed:
         del graph.initializer[:]
         graph.initializer.extend(kept)
+        raw = kept_raw
     if model.ir_version < 4 and graph.initializer:  # IR 3 listed every initializer as an input too
-        model.ir_version, changed = 4, True
+        model.ir_version = 4
     for node in _all_nodes(graph):
         if node.domain == "ai.onnx":
-            node.domain, changed = "", True
-    return changed
+            node.domain = ""
+    return raw
 
 
 def _all_nodes(graph: onnx.GraphProto):
@@ -157,34 +185,88 @@ def _all_nodes(graph: onnx.GraphProto):
             yield from _all_nodes(sub)
 
 
-def _check_model(model: onnx.ModelProto, path: Path, raw: bytes | None, nbytes: int) -> None:
-    """onnx's checker; `raw` is the file's bytes when they are the model as loaded (no external
-    data), which saves serializing a big model again; `nbytes` the model's total size."""
+#: initializer types whose raw data is one element per itemsize (no packed 2-, 4- or 6-bit types)
+_PLAIN_RAW_TYPES = frozenset({TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16,
+                              TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL,
+                              TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.UINT32, TensorProto.UINT64,
+                              TensorProto.BFLOAT16})
+
+
+def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
+    """The big initializers of the main graph as arrays, their raw data gone from the proto:
+    {initializer index: array}; `raw` holds the raw data _read_model left in the file (a weight
+    read from there is a view of the file's map, or a copy where it sits unaligned). The checker,
+    the shape inference copy and the rest of the import then handle a model of kilobytes. Only
+    tensors the checker passes whatever their bytes (plain raw data that fits the dims exactly,
+    nothing else) and that onnx's shape inference sees as typed inputs anyway (more than
+    _INFER_CONST_LIMIT elements); none of a model the version converter lifts (it reads
+    initializers). A tensor not detached gets its raw data back into the proto."""
+    eligible = sys.byteorder == "little" and not any(
+        o.domain in ("", "ai.onnx") and o.version < MIN_OPSET for o in model.opset_import)
+    # before IR 4 the checker wants every initializer among the graph inputs: only those already there leave
+    inputs = {vi.name for vi in model.graph.input} if model.ir_version < 4 else None
+    detached = {}
+    for i, t in enumerate(model.graph.initializer):
+        if eligible and (inputs is None or t.name in inputs) and _plain_raw(t):
+            data = raw[i] if i in raw else t.raw_data
+            numel = int(np.prod(t.dims, dtype=np.int64))
+            dtype = DTYPES[t.data_type]
+            if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
+                a = np.frombuffer(data, dtype)
+                if not a.flags.aligned:  # numpy would copy it at every take(), matmul() ...: once here, into
+                    a = np.frombuffer(bytes(data), dtype)  # bytes (a numpy copy faults huge pages, 2-4x slower)
+                detached[i] = a.reshape(tuple(t.dims))
+                t.ClearField("raw_data")
+                continue
+        if i in raw:
+            t.raw_data = bytes(raw[i])
+    return detached
+
+
+def _plain_raw(t: TensorProto) -> bool:
+    """Raw data (if any) and no other data field, in the file, of a type one element per itemsize."""
+    return (t.data_type in _PLAIN_RAW_TYPES and t.data_location == TensorProto.DEFAULT and not t.HasField("segment")
+            and not (t.float_data or t.int32_data or t.string_data or t.int64_data or t.double_data or t.uint64_data)
+            and all(d >= 0 for d in t.dims))
+
+
+def _check_model(model: onnx.ModelProto, path: Path, detached: dict, nbytes: int) -> None:
+    """onnx's checker, on a copy of the model without the detached weights (they become typed graph
+    inputs: the checker's tensor checks would pass them anyway); `nbytes` the model's total size."""
+    ios = (*model.graph.input, *model.graph.output)
+    untyped = [k for k, o in enumerate(ios) if o.type.WhichOneof("value") is None
+               or (o.type.WhichOneof("value") == "tensor_type" and not o.type.tensor_type.HasField("shape"))]
+    checked = model
+    if detached or untyped:  # a copy to edit (small: the detached weights' bytes are not in the proto)
+        checked = onnx.ModelProto()
+        checked.CopyFrom(model)
     # Graph inputs and outputs without a type or shape are legal for onnxruntime (and common in
     # hand-built models) but the checker rejects them; ge infers outputs anyway and --input_shape
     # gives inputs their shape, so they get a placeholder for the check only.
-    patched = []
-    for o in (*model.graph.input, *model.graph.output):
-        which = o.type.WhichOneof("value")
-        if which is None or (which == "tensor_type" and not o.type.tensor_type.HasField("shape")):
-            saved = onnx.ValueInfoProto()
-            saved.CopyFrom(o)
-            patched.append((o, saved))
-            if not o.type.tensor_type.elem_type:
-                o.type.tensor_type.elem_type = TensorProto.FLOAT
-            o.type.tensor_type.shape.SetInParent()
+    checked_ios = (*checked.graph.input, *checked.graph.output)
+    for k in untyped:
+        o = checked_ios[k]
+        if not o.type.tensor_type.elem_type:
+            o.type.tensor_type.elem_type = TensorProto.FLOAT
+        o.type.tensor_type.shape.SetInParent()
+    if detached:
+        g = checked.graph
+        kept = [t for i, t in enumerate(g.initializer) if i not in detached]
+        inputs = {vi.name for vi in g.input}
+        for i in detached:
+            t = g.initializer[i]
+            if t.name not in inputs:
+                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+                inputs.add(t.name)
+        del g.initializer[:]
+        g.initializer.extend(kept)
     try:
-        if raw is not None and not patched:
-            onnx.checker.check_model(raw)
-        elif nbytes < _PROTO_LIMIT:
-            onnx.checker.check_model(model)
+        if nbytes - sum(a.nbytes for a in detached.values()) < _PROTO_LIMIT:
+            onnx.checker.check_model(checked)
         else:  # too big for one protobuf message: the checker reads the file (and its external data)
             onnx.checker.check_model(str(path))
     except Exception as e:
         raise FormatError(f"{path}: ONNX checker: {_short(e)}") from None
-    finally:
-        for o, saved in patched:
-            o.CopyFrom(saved)
 
 
 def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
@@ -586,12 +668,13 @@ def _value(name: str, elem_type: int | None, dims, where: str, kind: str = "tens
     return Value(name, dtype, None if dims is None else tuple(dims), kind)
 
 
-def _to_graph(model, path, inputs, inferred, opset, out_nodes) -> Graph:
+def _to_graph(model, path, inputs, inferred, opset, out_nodes, detached: dict) -> Graph:
     src = model.graph
     graph = Graph(name=src.name or path.stem, opset=dict(opset))
 
-    for t in src.initializer:
-        graph.initializers[t.name] = _tensor_to_array(t, f"{path}: initializer")
+    for i, t in enumerate(src.initializer):
+        a = detached.get(i)
+        graph.initializers[t.name] = a if a is not None else _tensor_to_array(t, f"{path}: initializer")
         t.ClearField("raw_data")  # the array owns a copy: keep peak memory near one model
     for s in src.sparse_initializer:
         graph.initializers[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")

@@ -15,7 +15,7 @@ import pytest
 
 from ge.core.errors import FormatError, GeError
 from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, DataflowPlan, GeModel, TaskDef,
-                              TensorDesc, TensorPlan, WeightDesc)
+                              TensorDesc, TensorPlan, WeightDesc, WeightLayout)
 from ge.formats.om import FORMAT_VERSION, MAGIC, header_info, om_bytes, read_om, write_om
 from ge.formats.om import reader, schema, writer
 
@@ -782,3 +782,17 @@ def test_errors_are_ge_errors_and_safety_net(monkeypatch):
         reader.read_om(data)
     with pytest.raises(KeyError, match="gap"):
         reader.read_om(data, strict=True)
+
+
+def test_weight_layout_is_written_as_its_joined_bytes(tmp_path):
+    w0 = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w1 = np.array([1, -2, 3], dtype=np.int64)
+    layout = WeightLayout(192, ((0, w0), (64, w1)))
+    assert bytes(layout.join()) == bytes(make_model().weight_data)
+    assert b"".join(layout.chunks()) == bytes(make_model().weight_data)
+    write_om(make_model(), tmp_path / "joined.om")
+    written = write_om(make_model(weight_data=layout), tmp_path / "layout.om")  # streamed, never joined
+    data = (tmp_path / "layout.om").read_bytes()
+    assert data == (tmp_path / "joined.om").read_bytes() == om_bytes(make_model())
+    assert header_info(data)["checksum"] == hashlib.sha256(data[header_info(data)["header_size"]:]).hexdigest()
+    assert bytes(written.weight_data) == bytes(layout.join()) and written.weight_data.readonly

@@ -269,3 +269,102 @@ def test_cycle_is_refused_naming_its_nodes(make_model, tmp_path):
     onnx.save(make_model(nodes, {"x": (F, [2])}, {"b": (F, [2])}), str(path))
     with pytest.raises(GraphError, match=r"cycle.onnx: the graph has a cycle through nodes \['p', 'q'\]"):
         load_onnx(path)
+
+
+def _big_weight_model(make_model, w, opset=17):
+    nodes = [helper.make_node("Add", ["x", "W"], ["y"])]
+    return make_model(nodes, {"x": (w.dtype, list(w.shape))}, {"y": (w.dtype, list(w.shape))}, {"W": w}, opset=opset)
+
+
+def test_big_weights_are_read_in_place_from_the_file(make_model, load):
+    rng = np.random.default_rng(5)
+    for w in (rng.standard_normal((80, 70)).astype(np.float32), rng.integers(-9, 9, 5000).astype(np.int64),
+              rng.standard_normal(4100).astype(np.float16), rng.integers(0, 2, 4097).astype(bool)):
+        g = load(_big_weight_model(make_model, w))
+        a = g.initializers["W"]
+        assert a.dtype == w.dtype and not a.flags.writeable
+        np.testing.assert_array_equal(a, w)
+
+
+def test_big_weight_with_bad_raw_size_fails_as_before(make_model, tmp_path):
+    model = _big_weight_model(make_model, np.ones((80, 70), np.float32))
+    model.graph.initializer[0].raw_data = model.graph.initializer[0].raw_data[:-4]  # one element short
+    onnx.save(model, str(tmp_path / "short.onnx"))
+    with pytest.raises(FormatError, match=r"short\.onnx: ONNX checker: .*name: W.*too small"):
+        load_onnx(tmp_path / "short.onnx")
+    model.graph.initializer[0].raw_data += bytes(8)  # one element too many: the checker lets it pass
+    onnx.save(model, str(tmp_path / "long.onnx"))
+    with pytest.raises(FormatError, match=r"long\.onnx: initializer: tensor 'W' cannot be read"):
+        load_onnx(tmp_path / "long.onnx")
+
+
+def test_checker_sees_a_model_with_big_weights_whole(make_model, tmp_path):
+    w = np.ones((80, 70), np.float32)
+    nodes = [helper.make_node("Relu", ["W", "W"], ["y"])]  # Relu takes one input
+    onnx.save(make_model(nodes, {}, ["y"], {"W": w}), str(tmp_path / "bad.onnx"))
+    with pytest.raises(FormatError, match=r"bad\.onnx: ONNX checker: .*Relu"):
+        load_onnx(tmp_path / "bad.onnx")
+    model = _big_weight_model(make_model, w)
+    model.graph.input.append(helper.make_tensor_value_info("W", F, [80, 70]))  # an initializer also an input
+    g = load_onnx_saved(model, tmp_path / "both.onnx")
+    assert g.inputs == ["x"] and g.initializers["W"].shape == (80, 70)
+
+
+def test_big_packed_and_typed_field_weights_load_as_before(make_model, load):
+    w4 = np.arange(5000, dtype=np.int64) % 7 - 3
+    t = helper.make_tensor("W", TensorProto.INT4, [5000], w4.tolist())  # packed: 2 per byte
+    nodes = [helper.make_node("Cast", ["W"], ["y"], to=TensorProto.FLOAT)]
+    m = make_model(nodes, {}, {"y": (F, [5000])})
+    m.graph.initializer.append(t)
+    np.testing.assert_array_equal(load(m).initializers["W"].astype(np.int64), w4)
+    typed = helper.make_tensor("W", F, [80, 70], np.ones(5600, np.float32).tolist())  # float_data, not raw
+    model = _big_weight_model(make_model, np.zeros((80, 70), np.float32))
+    model.graph.initializer[0].CopyFrom(typed)
+    np.testing.assert_array_equal(load(model).initializers["W"], np.ones((80, 70), np.float32))
+
+
+def load_onnx_saved(model, path):
+    onnx.save(model, str(path))
+    return load_onnx(path)
+
+
+def test_big_weights_go_from_the_onnx_file_into_the_om(make_model, tmp_path):
+    """Weights read in place (aligned or not in the ONNX file), streamed into the OM: the result's
+    weights are the OM's mapped bytes, and both the OM and the in-memory result run as onnxruntime."""
+    from ge.core import api
+    from ge.core.runtime.model_manager import ModelManager
+    from ge.formats.om import read_om
+    from tests.conftest import ort_run
+    rng = np.random.default_rng(7)
+    inits = {"W": rng.standard_normal((64, 96)).astype(np.float32), "B": rng.standard_normal(96).astype(np.float32),
+             "V": rng.standard_normal((96, 80)).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "B"], ["a"]),
+             helper.make_node("MatMul", ["a", "V"], ["y"])]
+    model = make_model(nodes, {"x": (F, [2, 64])}, {"y": (F, [2, 80])}, inits)
+    model.producer_name = "x"  # places V at a multiple of 4 in the file (read in place), W not (copied)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    result = api.atc(str(tmp_path / "m.onnx"), str(tmp_path / "m"))
+    assert result.model.weight_data.readonly
+    assert bytes(result.model.weight_data) == bytes(read_om(result.om_path).weight_data)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    expected = ort_run(model, {"x": x})[0]
+    model_id = api.load_from_file(result.om_path)
+    try:
+        np.testing.assert_allclose(api.execute(model_id, [x])[0], expected, rtol=1e-5, atol=1e-5)
+    finally:
+        api.unload(model_id)
+    manager = ModelManager()
+    in_memory = manager.load(result.model)
+    np.testing.assert_allclose(manager.execute(in_memory, [x])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_ir3_model_with_big_weights_loads_with_or_without_listed_inputs(make_model, tmp_path):
+    w = np.arange(80 * 70, dtype=np.float32).reshape(80, 70)
+    model = _big_weight_model(make_model, w)
+    model.ir_version = 3  # IR 3 wants every initializer among the graph inputs; onnxruntime (and ge) do not
+    g = load_onnx_saved(model, tmp_path / "not_input.onnx")
+    np.testing.assert_array_equal(g.initializers["W"], w)
+    model.graph.input.append(helper.make_tensor_value_info("W", F, [80, 70]))
+    g = load_onnx_saved(model, tmp_path / "input.onnx")
+    assert g.inputs == ["x"]
+    np.testing.assert_array_equal(g.initializers["W"], w)
