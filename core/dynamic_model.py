@@ -21,6 +21,8 @@ import numpy as np
 from .ge_model import GeModel, WeightDesc
 
 HYBRID, RANGE, GEARS = "hybrid", "range", "gears"
+#: the dtype name of string tensors (arrays of Python str: host values, no layout)
+STRING = "object"
 MODES = (HYBRID, RANGE, GEARS)
 UNKNOWN_DIM = -1  # a dim only known at run time, as ATC spells it
 
@@ -39,6 +41,11 @@ class DynTensor:
     @property
     def itemsize(self) -> int:
         return np.dtype(self.dtype).itemsize
+
+    @property
+    def on_host(self) -> bool:
+        """A value the hybrid executor holds on the host: not a tensor, or a string tensor."""
+        return self.kind != "tensor" or self.dtype == STRING
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,8 @@ class DynamicModel:
     #: --external_weight 1|2: the weight files the root and every submodel share, name -> bytes (root
     #: only); a weight desc with `file` lives at `offset` of that file, the others in weight_data
     weight_files: dict = field(default_factory=dict)
+    #: the string constants its nodes read (object arrays of str: no bytes in the weight blob)
+    string_constants: dict = field(default_factory=dict)
 
     @property
     def weight_size(self) -> int:

@@ -7,6 +7,10 @@ expected and actual size, shape or dtype. Outputs are written atomically, file b
 `<dir>/<om name>_output_<i>.<npy|bin|txt>`.
 
 A desc is anything with `name`, `dtype` and `shape` (ge.core.ge_model.TensorDesc).
+
+String tensors (dtype "object": arrays of str) come as .npy/.npz of numpy's str dtype ('U', which
+loads without unpickling; pickled object arrays are never loaded) and are written as such by NPY,
+one element per line by TXT; they have no binary layout, so BIN refuses them.
 """
 from __future__ import annotations
 
@@ -125,6 +129,9 @@ def _unreadable(e: Exception, what: str = "is unreadable") -> str:
 
 
 def _read_bin(path: str, desc) -> np.ndarray:
+    if _is_string(desc.dtype):
+        raise FormatError(f"{_where(path, desc)}: a string tensor has no binary layout; give a .npy or .npz "
+                          f"of numpy str dtype (np.save(f, np.array([...], dtype=str)))")
     dtype, shape, nbytes = _expected(desc)
     size = os.path.getsize(path)
     if size != nbytes:
@@ -139,8 +146,14 @@ def _read_bin(path: str, desc) -> np.ndarray:
     return data.reshape(shape)
 
 
+def _is_string(dtype) -> bool:
+    return np.dtype(dtype) == object
+
+
 def _check(x: np.ndarray, path: str, desc) -> np.ndarray:
     dtype, shape, _ = _expected(desc)
+    if _is_string(dtype) and x.dtype.kind == "U":
+        x = x.astype(object)  # a string tensor: numpy's str dtype as Python str objects
     if x.dtype != dtype:
         raise ShapeError(f"{_where(path, desc)}: dtype {x.dtype} does not match the model's {dtype}")
     if tuple(x.shape) != shape:
@@ -156,6 +169,9 @@ def random_inputs(descs: Sequence, seed: int = 0) -> list[np.ndarray]:
     arrays = []
     for desc in descs:
         dtype, shape, _ = _expected(desc)
+        if _is_string(dtype):
+            raise ShapeError(f"input '{desc.name}' is a string tensor: give it as a .npy of numpy str dtype "
+                             f"(ge makes no random text)")
         if dtype.kind == "f":
             x = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
@@ -190,6 +206,9 @@ def save_outputs(arrays: Sequence[np.ndarray], directory: str, om_name: str, fmt
     (temporary file + rename). Returns the paths in output order."""
     fmt = _fmt(fmt)
     directory = os.fspath(directory)
+    strings = next((i for i, a in enumerate(arrays) if np.asarray(a).dtype == object), None)
+    if fmt == "BIN" and strings is not None:  # refused before any file is written
+        raise FormatError(f"output {strings} is a string tensor, which has no binary layout; use --outfmt NPY or TXT")
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as e:
@@ -203,6 +222,9 @@ def save_outputs(arrays: Sequence[np.ndarray], directory: str, om_name: str, fmt
 
 
 def _write_atomic(path: str, array: np.ndarray, fmt: str) -> None:
+    if array.dtype == object:  # a string tensor: numpy's str dtype, loadable without pickle
+        array = array.astype(str)
+
     def write(f) -> None:
         if fmt == "NPY":
             np.save(f, array, allow_pickle=False)
@@ -225,7 +247,11 @@ def write_text(path: str, text: str) -> None:
 
 
 def _savetxt(f, array: np.ndarray) -> None:
-    """One row per last-axis vector (the flattened array for rank <= 1), values at full precision."""
+    """One row per last-axis vector (the flattened array for rank <= 1), values at full precision;
+    strings one element per line."""
+    if array.dtype.kind == "U":
+        f.write("".join(f"{s}\n" for s in array.reshape(-1).tolist()).encode("utf-8"))
+        return
     if array.ndim == 0 or array.size == 0:
         rows = array.reshape(1, -1)
     else:

@@ -21,7 +21,7 @@ from ..compile.dynamic_shapes import infer_dynamic
 from ..compile.range_plan import plan_range
 from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
 from ..errors import GeError
-from ..ir import Graph, subgraphs
+from ..ir import STRING, Graph, subgraphs
 from ..passes import optimize
 from ...formats.onnx.importer import load_onnx
 from .pre_check import require_kernels
@@ -72,10 +72,11 @@ def _compile_gears(model, name, shapes, gears, out_nodes, soc_version, cmdline, 
             optimize(graph)
         except GeError:
             flow = next((n for n in graph.nodes if subgraphs(n)), None)
-            odd = next((v for v in graph.values.values() if v.kind != "tensor"), None)
+            odd = next((v for v in graph.values.values() if v.kind != "tensor" or v.dtype == STRING), None)
             if flow is None and odd is not None:
-                raise GeError(f"'{odd.name}' is a {odd.kind}: sequences and optionals run in the hybrid executor, "
-                              f"not in gears; compile with unknown dims (-1) and no gear list") from None
+                what = odd.kind if odd.kind != "tensor" else "string tensor"
+                raise GeError(f"'{odd.name}' is a {what}: sequences, optionals and strings run in the hybrid "
+                              f"executor, not in gears; compile with unknown dims (-1) and no gear list") from None
             if flow is None:
                 raise
             raise GeError(f"{flow}: control flow runs in the hybrid executor, not in gears; compile with "

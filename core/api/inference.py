@@ -51,7 +51,8 @@ def require_tensor_io(dm) -> None:
 
 def zero_inputs(descs) -> list[np.ndarray]:
     """msame's and ais_bench's default inputs when none are given: every byte zero."""
-    return [np.zeros(tuple(int(d) for d in desc.shape), np.dtype(desc.dtype)) for desc in descs]
+    return [np.full(tuple(int(d) for d in desc.shape), "", object) if np.dtype(desc.dtype) == object  # strings: ""
+            else np.zeros(tuple(int(d) for d in desc.shape), np.dtype(desc.dtype)) for desc in descs]
 
 
 def generated_inputs(descs, data_type: str = "zero", seed: int = 0) -> list[np.ndarray]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..dynamic_model import DynamicModel
+from ..dynamic_model import STRING, DynamicModel
 from ..errors import GeError
 from ..ge_model import GeModel
 from ..kernels.fused_elementwise import chain_label
@@ -324,5 +324,7 @@ def plot_memory(path: str, out_file: str) -> str:
 
 
 def _typed(t) -> str:
-    """A root value's type as shown: its dtype, or e.g. sequence(float32) for a sequence or optional."""
-    return t.dtype if t.kind == "tensor" else f"{t.kind}({t.dtype})"
+    """A root value's type as shown: its dtype ("string" for a string tensor), or e.g. sequence(float32)
+    for a sequence or optional."""
+    dtype = "string" if t.dtype == STRING else t.dtype
+    return dtype if t.kind == "tensor" else f"{t.kind}({dtype})"

@@ -16,7 +16,7 @@ from ..errors import GeError, UnsupportedOpError
 from ..ir import Graph, subgraphs
 from ..kernels import lookup
 from ..kernels.registry import kernel_classes
-from ..passes import complete_attributes
+from ..passes import LOWERED_OPS, complete_attributes
 from ..passes._util import build_kernel, node_opset
 from ...formats.onnx.importer import load_onnx
 from ...formats.tensors import write_text
@@ -66,7 +66,9 @@ def _needed(graph: Graph) -> list:
 
 
 def _missing_kernel(graph: Graph, node) -> str:
-    """Why the node has no kernel ('' when it has one)."""
+    """Why the node has no kernel ('' when it has one, or when a pass lowers it to other ops: Gradient)."""
+    if (node.domain, node.op_type) in LOWERED_OPS:
+        return ""
     try:
         lookup(node.op_type, node.domain, node_opset(graph, node), node.name)
     except GeError as e:

@@ -15,7 +15,7 @@ import numpy as np
 from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step
 from ..errors import GeError, GraphError
 from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
-from ..ir import CAPTURES, Graph, Node, subgraphs
+from ..ir import CAPTURES, STRING, Graph, Node, subgraphs
 from ..passes import lower_precision, optimize
 from ..passes._util import node_opset
 from .arena import align
@@ -36,6 +36,10 @@ def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_versio
     outputs_from_consts = [o for o in graph.outputs if o in graph.initializers]
     if outputs_from_consts:
         raise GraphError(f"output '{outputs_from_consts[0]}' is a constant; dynamic models need it computed")
+    text = next((v.name for v in graph.values.values() if v.dtype == STRING), None)
+    if text is not None and mode != HYBRID:  # (their sizes, and the shapes they decide, are in the text)
+        raise GeError(f"'{text}' is a string tensor: strings have no shape range to plan; compile with unknown "
+                      f"dims (-1) instead of ranges")
     if parts.subgraphs and mode != HYBRID:
         node = next(n for n in dyn.nodes if n.subgraphs)
         raise GeError(f"node '{node.name}' ({node.op_type}): control flow has no shape range to plan; compile "
@@ -102,6 +106,7 @@ def _build_graph(graph: Graph, unknown: dict[str, str], name: str, parts: _Parts
     outputs = [_dyn_tensor(graph, t) for t in graph.outputs]
     dyn = DynamicModel(name, HYBRID, [], outputs, dyn_nodes, steps, clusters, [], [], b"",
                        opset=graph.opset.get("", 17))
+    dyn.string_constants = {k: consts.pop(k) for k in [k for k, a in consts.items() if a.dtype == STRING]}
     return dyn, consts
 
 

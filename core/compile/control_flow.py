@@ -16,9 +16,11 @@ import copy
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..ir import DTYPES, Graph, Node
 
 CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")  # the ops whose subgraphs ge compiles and runs
+#: other domains' ops with subgraphs ge compiles and runs (FlexAttention's score and probability modifiers)
+SUBGRAPH_OPS = {("ai.onnx.preview", "FlexAttention")}
 
 #: how many times a carried shape may widen before it is taken as unknown rank
 _MAX_WIDENING = 4
@@ -29,6 +31,17 @@ def control_flow_outputs(graph: Graph, node: Node, infer_graph) -> list[tuple]:
     `infer_graph(graph)` infers a graph in place (dynamic_shapes.infer_dynamic)."""
     outer = [_of(graph, i) for i in node.inputs]
     op = node.op_type
+    if op == "FlexAttention":  # each modifier maps the (B, Hq, L, S) scores in the softmax precision to their shape
+        (dtype, q), (_, k), (_, v) = outer[:3]
+        scores = None if q is None or k is None else tuple(q[:3]) + (k[2],)
+        work = node.attrs.get("softmax_precision")
+        work = DTYPES[int(work)] if work is not None else np.dtype(np.float64 if dtype == np.float64 else np.float32)
+        for key in ("score_mod", "prob_mod"):
+            if key in node.attrs:
+                body = node.attrs[key]
+                captured = outer[len(outer) - body.captures:] if body.captures else []
+                _infer(body, [(work, scores)] + captured, infer_graph)
+        return [(outer[2][0], None if q is None or v is None else tuple(q[:3]) + (v[3],))]
     if op == "If":
         then, other = node.attrs["then_branch"], node.attrs["else_branch"]
         a = _infer(then, outer[1:], infer_graph)

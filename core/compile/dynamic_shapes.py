@@ -8,6 +8,8 @@ dims is unknown too. Outputs of unknown nodes keep the partial shape onnx's infe
 (known rank, the dims it knows, symbolic or unknown ones): an output whose shape the op's attributes and
 input ranks decide (a reduction to a scalar, Shape, Size, NonZero's rank) is static even after a
 data-dependent node, so the nodes that read only such outputs are KNOWN again (a static tail).
+A node that reads or gives a string tensor is unknown (strings have no layout), and must have a
+string kernel (kernels/strings.py and the ops' string variants), else the compile fails naming it.
 Control-flow nodes (If, Loop, Scan) are unknown; their outputs keep what their subgraphs tell
 (compile/control_flow.py), so a static Scan feeds a static cluster.
 """
@@ -16,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError, ValueDependentError
-from ..ir import Graph, subgraphs
-from .control_flow import CONTROL_FLOW, control_flow_outputs
+from ..ir import STRING, Graph, subgraphs
+from ..kernels import lookup
+from .control_flow import CONTROL_FLOW, SUBGRAPH_OPS, control_flow_outputs
 from ..passes import optimize_dynamic
-from ..passes._util import build_kernel
+from ..passes._util import build_kernel, node_opset as _opset
 
 
 def _shape_text(shape) -> str:
@@ -38,14 +41,24 @@ def infer_dynamic(graph: Graph, stats: dict | None = None, onnx_shapes: bool = T
     unknown: dict[str, str] = {}
     for node in graph.nodes:
         if subgraphs(node):  # control flow runs in the hybrid executor, its outputs as far as known
-            if node.domain != "" or node.op_type not in CONTROL_FLOW:
-                raise UnsupportedOpError(f"{node}: ge runs the subgraphs of {', '.join(CONTROL_FLOW)} only; this "
+            if (node.domain != "" or node.op_type not in CONTROL_FLOW) and (node.domain, node.op_type) not in SUBGRAPH_OPS:
+                raise UnsupportedOpError(f"{node}: ge runs the subgraphs of {', '.join(CONTROL_FLOW)} and "
+                                         f"FlexAttention only; this "
                                          f"op's subgraph attributes ({', '.join(k for k, _ in subgraphs(node))}) are not supported")
             unknown[node.name] = f"control flow ({node.op_type}): runs its subgraphs as submodels"
             for out, (dtype, shape) in zip(node.outputs, control_flow_outputs(graph, node, infer_subgraph)):
                 if out:
                     v = graph.value(out)
                     v.dtype, v.shape = (v.dtype if dtype is None else np.dtype(dtype)), shape
+            continue
+        strings = _strings(graph, node)
+        cls = lookup(node.op_type, node.domain, _opset(graph, node), node.name, strings=bool(strings))
+        if getattr(cls, "host_values", False):  # built from its attributes alone: checked now, not at the first run
+            cls(dict(node.attrs), [None] * len(node.inputs), opset=_opset(graph, node), name=node.name,
+                num_outputs=len(node.outputs))
+        if strings:
+            unknown[node.name] = f"'{strings[0]}' is a string tensor (no static layout)"
+            _keep_partial(graph, node, onnx_shapes)
             continue
         dynamic_in = [i for i in node.inputs if i and i not in graph.initializers and not graph.value(i).is_static]
         if dynamic_in:
@@ -67,6 +80,13 @@ def infer_dynamic(graph: Graph, stats: dict | None = None, onnx_shapes: bool = T
     if stats is not None:
         stats["unknown_nodes"] = len(unknown)
     return unknown
+
+
+def _strings(graph: Graph, node) -> list[str]:
+    """The node's inputs and outputs that are string tensors."""
+    return [t for t in list(node.inputs) + list(node.outputs) if t and (
+        graph.initializers[t].dtype == STRING if t in graph.initializers
+        else t in graph.values and graph.values[t].dtype == STRING)]
 
 
 def infer_subgraph(graph: Graph) -> dict[str, str]:

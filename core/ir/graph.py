@@ -25,7 +25,10 @@ DTYPES: dict[int, np.dtype] = {
     19: np.dtype(ml_dtypes.float8_e5m2), 20: np.dtype(ml_dtypes.float8_e5m2fnuz), 21: np.dtype(ml_dtypes.uint4),
     22: np.dtype(ml_dtypes.int4), 23: np.dtype(ml_dtypes.float4_e2m1fn), 24: np.dtype(ml_dtypes.float8_e8m0fnu),
     25: np.dtype(ml_dtypes.uint2), 26: np.dtype(ml_dtypes.int2),
+    # STRING: arrays of Python str objects; no static layout, they live on the host (the dynamic path)
+    8: np.dtype(object),
 }
+STRING = np.dtype(object)
 _ONNX_OF = {v: k for k, v in DTYPES.items()}
 
 
@@ -65,7 +68,7 @@ class Value:
 
     @property
     def is_static(self) -> bool:
-        return self.kind == "tensor" and self.dtype is not None and self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
+        return self.kind == "tensor" and self.dtype is not None and self.dtype != STRING and self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
 
     @property
     def meta(self) -> Meta:

@@ -200,3 +200,16 @@ class Kernel:
             raise self.value_dependent(f"input {index} ({what}) must be a constant; computed {what} needs "
                                        f"dynamic shapes")
         return self.consts[index]
+
+
+class HostKernel(Kernel):
+    """A kernel of values with no static layout (sequences, optionals, string tensors): the hybrid
+    executor calls compute() with its inputs as they are (arrays, lists, None) and keeps what it
+    returns on the host. infer() always raises, so such a node never joins a static submodel;
+    construction sees the attributes only (inputs are None), so prepare() checks just those."""
+    host_values = True
+    #: what infer()'s refusal says about the values
+    no_layout = "sequence and optional values have no static layout"
+
+    def infer(self):
+        raise self.value_dependent(self.no_layout)

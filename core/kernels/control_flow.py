@@ -1,4 +1,4 @@
-"""If, Loop and Scan: the ops' semantics, given their subgraphs as callables.
+"""If, Loop, Scan, SequenceMap and FlexAttention: the ops' semantics, given their subgraphs as callables.
 
 A control-flow node's subgraphs are submodels the runtime compiled and loaded; a kernel cannot run
 them itself (kernels sit below the runtime), so `execute(xs, bodies)` takes each subgraph as a
@@ -18,7 +18,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..ir import CAPTURES, Graph
+import ml_dtypes
+
+from ..ir import CAPTURES, DTYPES, Graph, Meta
 from .base import Kernel
 from .registry import register
 
@@ -314,3 +316,79 @@ class SequenceMap(ControlFlow):
             for column, o in zip(results, outs):
                 column.append(np.array(o))
         return results
+
+
+_PREVIEW = "ai.onnx.preview"
+_SOFTMAX_TYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64))
+
+
+@register("FlexAttention", since=1, domain=_PREVIEW)
+class FlexAttention(ControlFlow):
+    """Attention with optional modifier subgraphs: scores = (Q sqrt(scale)) (K sqrt(scale))^T in the
+    inputs' type, then in the softmax precision score_mod, softmax over the keys, prob_mod, and
+    probs V, cast back to V's type. A query head h reads K/V head h // (Hq / Hkv) (GQA). Without
+    modifiers it is a plain kernel (compute); with them the hybrid executor runs it, each modifier
+    a compiled subgraph (rank-4 in, the same shape out)."""
+    bodies = ("score_mod", "prob_mod")
+
+    def check(self) -> None:
+        metas = self.inputs[:3]
+        if self.formal != 3:
+            raise self.fail(f"{self.formal} inputs; FlexAttention takes Q, K and V")
+        precision = self.attr("softmax_precision")
+        if precision is not None and DTYPES.get(int(precision)) not in _SOFTMAX_TYPES:
+            raise self.fail(f"softmax_precision {precision} must be FLOAT, FLOAT16, BFLOAT16 or DOUBLE")
+        if any(m is None for m in metas):  # built by the runtime from its attributes alone
+            return
+        q, k, v = metas
+        if any(len(m.shape) != 4 for m in metas):
+            raise self.fail(f"Q, K and V must be rank 4, got {[list(m.shape) for m in metas]}")
+        if not q.dtype == k.dtype == v.dtype or q.dtype.kind != "f" and q.dtype.name != "bfloat16":
+            raise self.fail(f"Q, K and V must share one float type, got {q.dtype}, {k.dtype}, {v.dtype}")
+        if k.shape[3] != q.shape[3] or k.shape[:3] != v.shape[:3] or k.shape[0] != q.shape[0]:
+            raise self.fail(f"Q {list(q.shape)}, K {list(k.shape)} and V {list(v.shape)} do not line up: "
+                            f"(B, Hq, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev)")
+        if k.shape[1] <= 0 or q.shape[1] % k.shape[1]:
+            raise self.fail(f"{q.shape[1]} query heads are not a multiple of {k.shape[1]} key/value heads")
+
+    def infer(self):
+        if any(isinstance(v, Graph) for v in self.attrs.values()) or self.captures:
+            return super().infer()
+        q, _, v = self.inputs[:3]
+        return [Meta(v.dtype, tuple(q.shape[:3]) + (v.shape[3],))]
+
+    def compute(self, *xs):
+        return self.execute(xs, [None, None])
+
+    def execute(self, xs, bodies, templates=()):
+        (q, k, v), captured = self.split(xs)
+        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+        score_mod, prob_mod = bodies
+        heads = q.shape[1] // k.shape[1]
+        if heads > 1:
+            k, v = np.repeat(k, heads, axis=1), np.repeat(v, heads, axis=1)
+        scale = self.attr("scale")
+        scale = 1.0 / np.sqrt(q.shape[3]) if scale is None else float(scale)
+        root = np.array(np.sqrt(np.float32(scale)), q.dtype)
+        work = self.softmax_type(q.dtype)
+        scores = np.matmul(q * root, np.swapaxes(k * root, -1, -2)).astype(work)
+        if score_mod is not None:
+            scores = self.modified(score_mod, scores, captured, "score_mod")
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        probs = scores / scores.sum(axis=-1, keepdims=True)
+        if prob_mod is not None:
+            probs = self.modified(prob_mod, probs, captured, "prob_mod")
+        return [np.matmul(probs, v.astype(work)).astype(v.dtype)]
+
+    def softmax_type(self, dtype: np.dtype) -> np.dtype:
+        precision = self.attr("softmax_precision")
+        if precision is not None:
+            return DTYPES[int(precision)]
+        return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+    def modified(self, body: Body, x: np.ndarray, captured: list, key: str) -> np.ndarray:
+        (y,) = body([x] + list(captured))
+        y = np.asarray(y)
+        if y.shape != x.shape:
+            raise self.fail(f"{key} gave shape {list(y.shape)} for its input of shape {list(x.shape)}")
+        return y.astype(x.dtype, copy=False)

@@ -819,6 +819,9 @@ class Cast(Unary):
             raise self.fail(f"cannot cast to ONNX element type {to!r} (supported: "
                             + ", ".join(f"{k} ({v.name})" for k, v in sorted(DTYPES.items())) + ")")
         self.out_dtype = DTYPES[int(to)]
+        if self.out_dtype == object:
+            raise self.fail("casting to STRING gives a string tensor, which has no static layout: the dynamic "
+                            "path casts it (kernels/strings.py)")
         self.setup_small()
 
     def setup_small(self):

@@ -3,8 +3,9 @@ Imputer, FeatureVectorizer, OneHotEncoder, LabelEncoder, LinearRegressor and Lin
 
 Their parameters are attributes, turned into arrays once at planning. Lookups (OneHotEncoder's
 categories, LabelEncoder's keys) are a searchsorted into the sorted keys, never a dict per element.
-String tensors (string categories, keys or class labels) have no static layout: those variants are
-refused here with a message saying so. The tree ensembles are in ml_trees.py, the SVMs in
+String tensors have no static layout: LabelEncoder's string keys or values run on the dynamic path
+(LabelEncoderStrings, a host kernel); the other string variants (string categories, class labels)
+are refused here with a message saying so. The tree ensembles are in ml_trees.py, the SVMs in
 ml_svm.py; what they share is in ml_common.py.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Meta
-from .base import Kernel
+from .base import HostKernel, Kernel
 from .ml_common import F32, ML, NUMBERS, floats, ml_input, post_transform, post_transform_name, rows
 from .registry import register
 from .values import text
@@ -266,6 +267,57 @@ class LabelEncoder(Kernel):
                 pos = np.where(np.isnan(xv), int(np.argmax(nan_keys)), pos)
         y[hit] = self.values[pos[hit]]
         return [y]
+
+
+@register("LabelEncoder", since=1, domain=ML, strings=True)
+class LabelEncoderStrings(HostKernel):
+    """LabelEncoder with string keys or values (on the host, string tensors having no layout): a
+    dict from each key to its value (of a repeated key the last counts), else the default."""
+    takes_strings = True
+    no_layout = "string tensors have no static layout"
+
+    def prepare(self):
+        keys = self.first("keys", ("strings", "int64s", "floats"))
+        values = self.first("values", ("strings", "int64s", "floats"))
+        if len(keys) != len(values):
+            raise self.fail(f"{len(keys)} keys but {len(values)} values")
+        self.out = values.dtype
+        self.table = dict(zip(keys.tolist(), values.tolist()))
+        self.nan_value = next((v for k, v in zip(keys.tolist(), values.tolist()) if k != k), None)
+        d = self.attr("default_tensor")
+        if d is not None:
+            self.default = np.asarray(d).reshape(-1)[0]
+        elif values.dtype == object:
+            self.default = text(self.attr("default_string", "_Unused"))
+        elif values.dtype.kind == "i":
+            self.default = int(self.attr("default_int64", -1))
+        else:
+            self.default = float(self.attr("default_float", -0.0))
+        self.key_kind = "U" if keys.dtype == object else keys.dtype.kind
+
+    def first(self, what: str, kinds: tuple) -> np.ndarray:
+        """The keys' or values' array, from whichever of its attributes the node has."""
+        t = self.attr(f"{what}_tensor")
+        if t is not None:
+            return np.asarray(t).reshape(-1)
+        for kind in kinds:
+            v = self.attr(f"{what}_{kind}")
+            if v is not None:
+                return np.array([text(x) for x in v], object) if kind == "strings" else \
+                    np.asarray(v, np.int64 if kind == "int64s" else np.float32)
+        raise self.fail(f"no {what} ({', '.join(f'{what}_{k}' for k in kinds)} or {what}_tensor)")
+
+    def compute(self, x):
+        x = np.asarray(x)
+        kind = "U" if x.dtype == object or x.dtype.kind == "U" else x.dtype.kind
+        if (kind == "U") != (self.key_kind == "U"):
+            raise self.fail(f"input X of type {x.dtype} does not match keys of type "
+                            f"{'string' if self.key_kind == 'U' else self.key_kind}")
+        get, default, nan = self.table.get, self.default, self.nan_value
+        flat = [get(v, default) if v == v or nan is None else nan for v in x.reshape(-1).tolist()]
+        y = np.empty(len(flat), self.out)
+        y[:] = flat
+        return [y.reshape(x.shape)]
 
 
 # -- linear models ----------------------------------------------------------------------------------

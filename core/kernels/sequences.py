@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Kernel
+from .base import HostKernel
 from .registry import register
 
 
-class HostValueKernel(Kernel):
-    host_values = True
-
-    def infer(self):
-        raise self.value_dependent("sequence and optional values have no static layout")
-
+class HostValueKernel(HostKernel):
     def position(self, p, n: int, last: bool) -> int:
         """An index into a sequence of n (negative from the back); `last` allows n itself (insert)."""
         k = int(np.asarray(p).reshape(-1)[0])

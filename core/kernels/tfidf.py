@@ -4,14 +4,15 @@ Per (skip distance, n) pair (a handful), every row's n-grams at that stride are 
 an [rows, positions, n] gather, coded as one integer each (tokens coded by their rank among the
 pool's tokens, a token outside the pool spoiling the gram) and looked up in the pool's sorted codes
 by searchsorted; np.add.at counts the hits per output column. Unigrams count once, whatever the
-skip. String tokens (pool_strings) need string tensors, which run on the dynamic path.
+skip. String tokens (pool_strings, string tensors: the dynamic path) are coded as integers first
+(TfIdfVectorizerStrings: each distinct pool string one id, a token outside the pool -1).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Meta
-from .base import Kernel
+from .base import HostKernel, Kernel
 from .registry import register
 from .values import text
 
@@ -110,3 +111,28 @@ class TfIdfVectorizer(Kernel):
         else:
             y = freq.astype(np.float32) if self.weights is None else freq * self.weights
         return [y.astype(np.float32).reshape(self.out.shape)]
+
+
+@register("TfIdfVectorizer", since=9, strings=True)
+class TfIdfVectorizerStrings(HostKernel):
+    takes_strings = True
+    no_layout = "string tensors have no static layout"
+
+    def prepare(self):
+        if self.attr("pool_strings") is None:
+            raise self.fail("string tokens need attribute 'pool_strings'")
+        pool = [text(s) for s in self.attr("pool_strings")]
+        self.ids: dict[str, int] = {}
+        for s in pool:
+            self.ids.setdefault(s, len(self.ids))
+        self.coded = {k: v for k, v in self.attrs.items() if k != "pool_strings"} | {
+            "pool_int64s": [self.ids[s] for s in pool]}
+
+    def compute(self, x):
+        x = np.asarray(x)
+        if x.dtype != object:
+            raise self.fail(f"X has type {x.dtype}; pool_strings counts string tokens")
+        codes = np.array([self.ids.get(s, -1) for s in x.flat], np.int64).reshape(x.shape)
+        counter = TfIdfVectorizer(self.coded, [Meta(codes.dtype, codes.shape)], opset=self.opset, name=self.name,
+                                  backend=self.backend)
+        return counter.compute(codes)

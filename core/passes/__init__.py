@@ -25,12 +25,13 @@ from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
 from .fuse_qdq import fuse_qdq
+from .gradient import LOWERED_OPS, expand_gradients
 from .impl_mode import select_impl_mode
 from .infer_shapes import infer_shapes
 from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
-__all__ = ["optimize", "complete_attributes", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
+__all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
            "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
            "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
@@ -39,6 +40,7 @@ log = logging.getLogger("ge.passes")
 
 #: (report key, pass) in the order optimize() runs them
 PIPELINE = [
+    ("expand_gradients", expand_gradients),  # Gradient nodes become their backward graphs, before anything reads them
     ("complete_attributes", complete_attributes),  # the schema's defaults: every op as its spec defines it
     ("dead_code", dead_code),               # --out_nodes may cut the graph: drop what no output needs
     ("fuse_qdq", fuse_qdq),                  # before constant folding turns DequantizeLinear(weights) into float32

@@ -30,7 +30,7 @@ from collections import deque
 import numpy as np
 
 from ..errors import GeError, GraphError, UnsupportedOpError
-from ..ir import DTYPES, Graph, Node
+from ..ir import DTYPES, STRING, Graph, Node
 from ._util import build_kernel, input_meta, set_initializer, unique_name
 from .subgraphs import capture_constants, evaluate, inline_branch, is_control_flow
 
@@ -117,6 +117,11 @@ def constant_value(node: Node) -> np.ndarray:
         return np.array(a["value_floats"], np.float32)
     if "value_int" in a:
         return np.array(a["value_int"], np.int64)
+    if "value_string" in a or "value_strings" in a:  # a string tensor: an object array of str
+        strings = a.get("value_strings", a.get("value_string"))
+        out = np.empty(np.shape(strings), STRING)
+        out[...] = strings
+        return out
     if "value_ints" in a:
         return np.array(a["value_ints"], np.int64)
     raise GraphError(f"{node}: Constant without a supported value attribute (has {sorted(a)})")
@@ -141,8 +146,9 @@ def _fold(graph: Graph, node: Node):
     ins = [i for i in node.inputs if i]
     if not all(i in graph.initializers for i in ins):
         return None
-    if any(o in graph.values and graph.values[o].kind != "tensor" for o in node.outputs):
-        return None
+    if any(o in graph.values and (graph.values[o].kind != "tensor" or graph.values[o].dtype == STRING)
+           for o in node.outputs) or any(graph.initializers[i].dtype == STRING for i in ins):
+        return None  # sequences, optionals and strings are run-time values
 
     in_nbytes = sum(graph.initializers[i].nbytes for i in ins)
     estimate = _estimate_nbytes(graph, node)

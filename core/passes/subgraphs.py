@@ -55,7 +55,8 @@ def _run_node(graph: Graph, node: Node, xs: list, budget: list) -> list:
     bodies = dict(subgraphs(node))
     if not bodies:
         return [_value(r) for r in kernel.compute(*xs)]
-    calls = [lambda arrays, g=bodies[key]: _run_graph(g, arrays, budget) for key in kernel.bodies]
+    calls = [None if key not in bodies else lambda arrays, g=bodies[key]: _run_graph(g, arrays, budget)
+             for key in kernel.bodies]  # (None: an optional subgraph the node does not have)
     return [_value(r) for r in kernel.execute(xs, calls)]
 
 

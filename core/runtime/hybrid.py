@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dynamic_model import RANGE, DynamicModel, DynNode
+from ..dynamic_model import RANGE, STRING, DynamicModel, DynNode
 from ..errors import GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
@@ -144,6 +144,7 @@ class HybridModel(SharedWeightsModel):
             cache_size = root.cache.capacity
         self.cache = ImplCache(cache_size)  # the in-memory impl cache, shared by contexts
         self.consts = {w.name: device.view(self.weight_base(w) + w.offset, w.dtype, w.shape) for w in dyn.weights}
+        self.consts.update(dyn.string_constants)  # on the host: strings have no device layout
         self.timings["init_weight_mem"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         self.submodels, self.subgraphs = ([], []) if root is None else (root.submodels, root.subgraphs)
@@ -166,10 +167,13 @@ class HybridModel(SharedWeightsModel):
         self.flow = {k: lookup(n.op_type, n.domain, n.opset, n.name)(
             {**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name, num_outputs=len(n.outputs),
             backend=self.backend) for k, n in enumerate(dyn.nodes) if n.subgraphs}
-        # sequence and optional ops: built once, they run on host values (core/kernels/sequences.py)
+        # sequence, optional and string ops: built once, they run on host values (core/kernels/sequences.py,
+        # strings.py, and the string variants of Equal, Cast, LabelEncoder...)
         self.host_ops = {}
+        strings = _string_values(dyn)
         for k, n in enumerate(dyn.nodes):
-            cls = lookup(n.op_type, n.domain, n.opset, n.name)
+            reads_strings = not n.subgraphs and any(t in strings for t in n.inputs + n.outputs)  # (control flow passes them)
+            cls = lookup(n.op_type, n.domain, n.opset, n.name, strings=reads_strings)
             if getattr(cls, "host_values", False):
                 self.host_ops[k] = cls({**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name,
                                        num_outputs=len(n.outputs), backend=self.backend)
@@ -357,7 +361,7 @@ class HybridContext:
         before = Counter(self.counters)
         t0 = time.perf_counter()
         for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
-            if d.kind != "tensor":
+            if d.on_host:
                 self.host[d.name] = x
                 continue
             slot = self.realloc_if_needed(d.name, x.dtype, x.shape)
@@ -399,7 +403,7 @@ class HybridContext:
         for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
             if x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
                 continue
-            if x is None or isinstance(x, list) or d.kind != "tensor":
+            if x is None or isinstance(x, list) or d.on_host:
                 self.host[d.name] = x
                 last[k] = _HOST  # never the next call's array: a later tensor is copied in
                 continue
@@ -443,11 +447,11 @@ class HybridContext:
             inputs = [inputs[d.name] for d in dyn.inputs]
         if len(inputs) != len(dyn.inputs):
             raise ShapeError(f"model '{dyn.name}' expects {len(dyn.inputs)} inputs, got {len(inputs)}")
-        inputs = [_host_input(d, x) if d.kind != "tensor" else
+        inputs = [_host_input(d, x) if d.on_host else
                   x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x)
                   for d, x in zip(dyn.inputs, inputs)]
         for d, x in zip(dyn.inputs, inputs):
-            if d.kind != "tensor":
+            if d.on_host:
                 continue
             if x.dtype != np.dtype(d.dtype):
                 raise ShapeError(f"input '{d.name}': dtype {x.dtype} does not match the model's {d.dtype}")
@@ -528,8 +532,8 @@ class HybridContext:
             results = [xs[0]]
         else:
             t = next(t for t in node.inputs if t in self.host)
-            raise GeError(f"node '{node.name}' ({node.op_type}) reads '{t}', a sequence or optional value; "
-                          f"the op takes tensors only")
+            raise GeError(f"node '{node.name}' ({node.op_type}) reads '{t}', a sequence, optional or string "
+                          f"value; the op takes numeric tensors only")
         self._keep(node.outputs, results)
         self.counters["nodes_run"] += 1
 
@@ -545,7 +549,7 @@ class HybridContext:
         for out, r in zip(names, results):
             if not out:
                 continue
-            if r is None or isinstance(r, list):
+            if r is None or isinstance(r, list) or (isinstance(r, np.ndarray) and r.dtype == object):
                 self.host[out] = r
                 continue
             self.host.pop(out, None)
@@ -559,10 +563,11 @@ class HybridContext:
         subgraph's model in this context's child context for it, on the arrays it is given."""
         flow = self.model.flow[index]
         refs = dict(node.subgraphs)
-        bodies = [self._subgraph_call(node, key, refs[key]) for key in flow.bodies]
+        # (an op whose subgraphs are optional, FlexAttention's modifiers, gets None for an absent one)
+        bodies = [self._subgraph_call(node, key, refs[key]) if key in refs else None for key in flow.bodies]
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
-                     for t in self.model.subgraphs[refs[flow.bodies[0]]].outputs]
-        children = [self.children[k] for k in {refs[key] for key in flow.bodies}]
+                     for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
+        children = [self.children[k] for k in {refs[key] for key in flow.bodies if key in refs}]
         launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
         try:
             results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
@@ -686,9 +691,37 @@ def _host_input(d, x):
             raise ShapeError(f"{where}: a sequence of {d.dtype} tensors, got one of {bad}")
         return items
     a = np.array(x)
+    if d.dtype == STRING:
+        return _string_input(where, d, a)
     if a.dtype != np.dtype(d.dtype):
         raise ShapeError(f"{where}: dtype {a.dtype} does not match the model's {d.dtype}")
     return a
+
+
+def _string_input(where: str, d, a: np.ndarray) -> np.ndarray:
+    """A string tensor input: numpy str ('U') or object arrays of str (bytes: UTF-8), as an object
+    array of str of the model's rank and fixed dims."""
+    if a.dtype.kind == "U":
+        a = a.astype(object)
+    elif a.dtype == object:
+        try:
+            a = np.array([s.decode() if type(s) is bytes else s for s in a.flat], object).reshape(a.shape)
+        except UnicodeDecodeError:
+            raise ShapeError(f"{where}: a bytes element is not UTF-8 text") from None
+        bad = next((s for s in a.flat if type(s) is not str), None)
+        if bad is not None:
+            raise ShapeError(f"{where} is a string tensor; element {bad!r} ({type(bad).__name__}) is not a str")
+    else:
+        raise ShapeError(f"{where} is a string tensor: give a numpy str or object array of str, got {a.dtype}")
+    if d.shape != (-2,) and (a.ndim != len(d.shape) or any(m >= 0 and m != n for m, n in zip(d.shape, a.shape))):
+        raise ShapeError(f"{where}: shape {list(a.shape)} does not match the model's {list(d.shape)}")
+    return a
+
+
+def _string_values(dyn: DynamicModel) -> set:
+    """The names of a graph's string tensors: inputs, node outputs and constants of dtype object."""
+    return ({d.name for d in dyn.inputs if d.dtype == STRING} | set(dyn.string_constants)
+            | {o for n in dyn.nodes for o, t in zip(n.outputs, n.dtypes) if o and t == STRING})
 
 
 def _host_copy(v):

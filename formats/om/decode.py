@@ -7,7 +7,7 @@ import numpy as np
 from ge.core.weight_files import name_problem
 
 from .schema import (CHECKSUM_SIZE, DTYPE_TAG, DTYPES, ITEMSIZE, MAX_ARRAY_LEN, MAX_ATTR_DEPTH, MAX_DIM, MAX_INT, MAX_RANK,
-                     NDARRAY_TAG)
+                     NDARRAY_TAG, STRING_DTYPE)
 
 
 class Bad(Exception):
@@ -77,6 +77,8 @@ def _ndarray(v: dict, where: str) -> np.ndarray:
     if set(v) != {NDARRAY_TAG, "dtype", "shape", "data"} or v[NDARRAY_TAG] is not True:
         raise Bad(f"{where}: malformed ndarray (keys {sorted(map(str, v))})")
     f = Fields(v, f"{where} (ndarray)")
+    if v.get("dtype") == STRING_DTYPE:
+        return _strings(f, where)
     dtype, shape, data = f.dtype("dtype"), f.shape("shape"), f.bytes("data")
     expected = nbytes_of(dtype, shape)
     if len(data) != expected:
@@ -86,6 +88,20 @@ def _ndarray(v: dict, where: str) -> np.ndarray:
     else:
         flat = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).astype(np.dtype(dtype))
     return flat.reshape(shape)
+
+
+def _strings(f: "Fields", where: str) -> np.ndarray:
+    """A string tensor: "data" one str per element of "shape"."""
+    shape, data = f.shape("shape"), f.list("data")
+    numel = 1
+    for d in shape:
+        numel *= d
+    if len(data) != numel or any(type(s) is not str for s in data):
+        raise Bad(f"{where}: string ndarray data must be {numel} strings for shape {list(shape)}, got "
+                  f"{len(data)} entries{'' if all(type(s) is str for s in data) else ' (not all strings)'}")
+    out = np.empty(numel, object)
+    out[:] = data
+    return out.reshape(shape)
 
 
 # ---------------------------------------------------------------- typed field access
@@ -142,10 +158,12 @@ class Fields:
             raise Bad(f"{self.where}: '{key}' has {len(v)} entries, more than the limit {max_len}")
         return v
 
-    def dtype(self, key: str) -> str:
+    def dtype(self, key: str, strings: bool = False) -> str:
+        """A dtype name; `strings`: "object" (string tensors) allowed there."""
         v = self.get(key)
-        if type(v) is not str or v not in DTYPES:
-            raise Bad(f"{self.where}: dtype {show(v)} is not one of {', '.join(DTYPES)}")
+        if type(v) is not str or (v not in DTYPES and not (strings and v == STRING_DTYPE)):
+            allowed = DTYPES + ((STRING_DTYPE,) if strings else ())
+            raise Bad(f"{self.where}: dtype {show(v)} is not one of {', '.join(allowed)}")
         return v
 
     def shape(self, key: str) -> tuple:

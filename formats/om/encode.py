@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from .schema import DTYPE_TAG, DTYPES, MAX_ATTR_DEPTH, NDARRAY_TAG, RESERVED_TAGS
+from .schema import DTYPE_TAG, DTYPES, MAX_ATTR_DEPTH, NDARRAY_TAG, RESERVED_TAGS, STRING_DTYPE
 
 
 class Unencodable(Exception):
@@ -32,12 +32,13 @@ def as_str(v, where: str) -> str:
     return str(v)
 
 
-def as_dtype(v, where: str) -> str:
+def as_dtype(v, where: str, strings: bool = False) -> str:
+    """A dtype's name; `strings`: string tensors (dtype object) allowed there."""
     try:
         name = np.dtype(v).name
     except TypeError:
         raise Unencodable(f"{where}: {v!r} is not a dtype") from None
-    if name not in DTYPES:
+    if name not in DTYPES and not (strings and name == STRING_DTYPE):
         raise Unencodable(f"{where}: dtype {name} is not supported by the OM format")
     return name
 
@@ -96,7 +97,11 @@ def encode_attr(v, where: str = "attribute", depth: int = 0):
 
 
 def _ndarray(a: np.ndarray, where: str) -> dict:
-    name = as_dtype(a.dtype, where)
+    name = as_dtype(a.dtype, where, strings=True)
+    if name == STRING_DTYPE:
+        if not all(type(s) is str for s in a.flat):
+            raise Unencodable(f"{where}: an object array must hold str only (a string tensor)")
+        return {NDARRAY_TAG: True, "dtype": name, "shape": [int(d) for d in a.shape], "data": a.reshape(-1).tolist()}
     little = np.dtype(name).newbyteorder("<")
     data = np.ascontiguousarray(a, dtype=little).tobytes()
     return {NDARRAY_TAG: True, "dtype": name, "shape": [int(d) for d in a.shape], "data": data}

@@ -8,6 +8,8 @@ Format 1.7 adds external weights: the root's "weight_files" and each graph's "fi
 See docs/om-format.md."""
 from __future__ import annotations
 
+import numpy as np
+
 from ge.core.dynamic_model import HYBRID, KINDS, MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
 from ge.core.ge_model import WeightDesc
 from ge.core.ir import CAPTURES
@@ -36,7 +38,7 @@ def encode_root(m: DynamicModel) -> tuple[dict, dict]:
 
 def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
     def tensor(t: DynTensor, where: str) -> dict:
-        return {"name": as_str(t.name, f"{where} name"), "dtype": as_dtype(t.dtype, where),
+        return {"name": as_str(t.name, f"{where} name"), "dtype": as_dtype(t.dtype, where, strings=True),
                 "shape": [as_int(d, f"{where} shape") for d in t.shape],
                 "ranges": [[as_int(lo, f"{where} range"), as_int(hi, f"{where} range")] for lo, hi in t.ranges],
                 **({"kind": as_str(t.kind, f"{where} kind")} if t.kind != "tensor" else {})}
@@ -50,6 +52,8 @@ def _encode_graph(m: DynamicModel, label: str) -> tuple[dict, dict]:
                       "submodel": c.submodel} for c in m.clusters],
         "submodels": len(m.submodels),
         "attrs": as_attr_map(m.attrs, f"{label} attrs", 0),
+        **({"string_constants": as_attr_map(m.string_constants, f"{label} string constants", 0)}
+           if m.string_constants else {}),
     }
     external = [x for x in m.weights if x.file]
     if external:  # format 1.7, apart from "weights": a 1.6 reader finds them missing and refuses the steps
@@ -92,6 +96,8 @@ def decode_root(md, ti, weight_bytes: int) -> DynamicModel:
 #: the subgraph attributes of each control-flow op, in the order its kernel takes them
 SUBGRAPH_ATTRS = {"If": ("else_branch", "then_branch"), "Loop": ("body",), "Scan": ("body",),
                   "SequenceMap": ("body",)}
+#: ops of other domains whose subgraph attributes are each optional (at least one present)
+OPTIONAL_SUBGRAPHS = {("ai.onnx.preview", "FlexAttention"): ("prob_mod", "score_mod")}
 
 
 def _weight_files(v) -> dict:
@@ -138,11 +144,11 @@ def check_subgraph_refs(g: DynamicModel, own: int, label: str, subgraphs: list[D
     line up with the node's."""
     for n in g.nodes:
         where = f"{label} node '{clip(n.name)}' ({clip(n.op_type)})"
-        expected = SUBGRAPH_ATTRS.get(n.op_type) if n.domain == "" else None
+        expected = SUBGRAPH_ATTRS.get(n.op_type) if n.domain == "" else OPTIONAL_SUBGRAPHS.get((n.domain, n.op_type))
         keys = tuple(sorted(key for key, _ in n.subgraphs))
         if expected is None and not n.subgraphs:
             continue
-        if keys != expected:
+        if keys != expected and not ((n.domain, n.op_type) in OPTIONAL_SUBGRAPHS and keys and set(keys) <= set(expected)):
             raise Bad(f"{where}: subgraph attributes {list(keys)}, expected {list(expected or ())}")
         captures = n.attrs.get(CAPTURES)
         for key, j in n.subgraphs:
@@ -167,6 +173,8 @@ def _subgraph_io(n: DynNode) -> tuple[int, int]:
         return len(n.inputs), 1 + len(n.outputs)
     if n.op_type == "SequenceMap":
         return len(n.inputs), len(n.outputs)
+    if n.op_type == "FlexAttention":  # a modifier: the scores (or probabilities) in, the same shape out
+        return 1 + captures, 1
     return len(n.inputs) - (1 if n.opset < 9 else 0), len(n.outputs)  # Scan (opset 8: sequence_lens)
 
 
@@ -184,7 +192,7 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str, files: dict
         for k, t in enumerate(f.list(key)):
             tf = Fields(t, f"{label} MODEL_DEF {key[:-1]} {k}")
             tname = tf.str("name")
-            dtype = tf.dtype("dtype")
+            dtype = tf.dtype("dtype", strings=True)
             shape = tf.list("shape", MAX_RANK)
             if any(type(d) is not int or not -2 <= d <= MAX_DIM for d in shape):
                 raise Bad(f"{label} {key[:-1]} '{clip(tname)}': shape {show(shape)} must be ints >= -2")
@@ -276,4 +284,18 @@ def _decode_graph(md, ti, weight_bytes: int, n_sub: int, label: str, files: dict
             raise Bad(f"{label} TASK_INFO step {k}: {s[0]} {s[1]} does not exist (there are {limit})")
         steps.append(Step(s[0], s[1]))
     return DynamicModel(name, mode, inputs, outputs, nodes, steps, clusters, [], weights, b"", soc_version=soc,
-                        opset=opset, attrs=attrs)
+                        opset=opset, attrs=attrs, string_constants=_string_constants(f, label, weights))
+
+
+def _string_constants(f: Fields, label: str, weights: list[WeightDesc]) -> dict:
+    """MODEL_DEF "string_constants" (format 1.8): {name: string ndarray}, none also a weight."""
+    if "string_constants" not in f.m:
+        return {}
+    consts = attr_map(f.get("string_constants"), f"{label} MODEL_DEF string_constants", 0)
+    for name, a in consts.items():
+        if not isinstance(a, np.ndarray) or a.dtype != object:
+            raise Bad(f"{label} MODEL_DEF string_constants['{clip(name)}'] must be a string ndarray, got {show(a)}")
+    both = sorted(set(consts) & {w.name for w in weights})
+    if both:
+        raise Bad(f"{label} MODEL_DEF string_constants['{clip(both[0])}'] is also a weight")
+    return consts

@@ -65,7 +65,7 @@ def _check_subgraph_dataflow(root: DynamicModel) -> None:
 def _check_steps(graph, root: DynamicModel, where: str, sources: str, unproduced) -> None:
     """The steps of `graph` (the root or a subgraph) read only what exists when they run (its inputs,
     its weights, outputs of earlier steps) and leave every output of `graph` produced."""
-    ready = {d.name for d in graph.inputs} | {w.name for w in graph.weights}
+    ready = {d.name for d in graph.inputs} | {w.name for w in graph.weights} | set(graph.string_constants)
     for k, step in enumerate(graph.steps):
         if step.kind == "node":
             node = graph.nodes[step.index]

@@ -14,7 +14,9 @@ Every limit below is checked by the reader before it allocates anything.
 from __future__ import annotations
 
 MAGIC = b"IMOD"
-FORMAT_VERSION = (1, 7)  # (major, minor): readers refuse a newer major, accept a newer minor
+FORMAT_VERSION = (1, 8)  # (major, minor): readers refuse a newer major, accept a newer minor
+# 1.8 adds string tensors to dynamic OMs: dtype "object" on root/subgraph inputs, outputs and node
+#     dtypes, MODEL_DEF "string_constants", and string ndarrays in attribute values
 # 1.7 adds external weights to dynamic OMs: root "weight_files", each graph's "file_weights"
 # 1.6 adds value kinds to dynamic OMs: root input/output "kind" and node "kinds" (sequence, optional)
 # 1.5 adds control-flow subgraphs to dynamic OMs: root MODEL_DEF "subgraphs", node "subgraphs"
@@ -60,11 +62,15 @@ SMALL_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "
                 "float8_e8m0fnu", "int4", "uint4", "int2", "uint2")
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
           "uint8", "uint16", "uint32", "uint64", "bool") + SMALL_DTYPES
+#: string tensors (arrays of Python str): dynamic OMs' inputs, outputs, node dtypes, string constants
+#: and attribute values only; never a weight or a static tensor (no layout)
+STRING_DTYPE = "object"
 ITEMSIZE = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
             "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1} | {n: 1 for n in SMALL_DTYPES} | {"bfloat16": 2}
 
 # tagged maps inside attribute values
 NDARRAY_TAG = "__ndarray__"  # {"__ndarray__": True, "dtype": str, "shape": [int], "data": bin}
+#                               (dtype "object": "data" is a list of str, one per element)
 DTYPE_TAG = "__dtype__"  # {"__dtype__": "float32"}: an np.dtype attribute value
 RESERVED_TAGS = (NDARRAY_TAG, DTYPE_TAG)
 

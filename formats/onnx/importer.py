@@ -515,8 +515,9 @@ def _require_static_inputs(inputs: list[onnx.ValueInfoProto]) -> None:
     bad = []
     for vi in inputs:
         dims = _dims(vi)
-        if _type_of(vi.type, f"input '{vi.name}'")[0] != "tensor":
-            continue  # a sequence or an optional: no layout to fix, it runs on the dynamic path
+        kind, elem, _ = _type_of(vi.type, f"input '{vi.name}'")
+        if kind != "tensor" or elem == TensorProto.STRING:
+            continue  # a sequence, an optional or strings: no layout to fix, they run on the dynamic path
         if dims is None or any(not _static(d) for d in dims):
             bad.append((vi.name, dims))
     if not bad:

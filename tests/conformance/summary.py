@@ -15,6 +15,9 @@ STRINGS = {"StringNormalizer", "StringSplit", "StringConcat", "RegexFullMatch", 
 #: cases ge fails on purpose, by name prefix, and why
 KNOWN = {
     "test_bernoulli": "random output (onnx's data is one draw of numpy's generator)",
+    "test_attention_4d_causal_fp16_expanded": "float16 rounding: onnx's reference rounds each step of the float16 "
+                                              "Softmax, ge (as onnxruntime) computes it in float32 and rounds once; "
+                                              "all three differ by 1 ulp",
     "test_maxunpool_export_with_output_shape": "ge follows onnxruntime and PyTorch (indices into output_shape), "
                                                "onnx's data keeps the default shape's coordinates",
     "test_resize_downsample_scales_cubic_align_corners": "ge follows onnxruntime and PyTorch (the integer output "

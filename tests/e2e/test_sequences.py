@@ -272,7 +272,7 @@ def test_gears_refuse_sequences_with_a_message(tmp_path):
     m = model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
                helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1)],
               [helper.make_tensor_value_info("x", F, ["b", 2])], [helper.make_tensor_value_info("y", F, None)])
-    with pytest.raises(GeError, match=r"'s' is a sequence: sequences and optionals run in the hybrid executor, "
-                                      r"not in gears"):
+    with pytest.raises(GeError, match=r"'s' is a sequence: sequences, optionals and strings run in the hybrid "
+                                      r"executor, not in gears"):
         compile_model(m, tmp_path, input_shape="x:-1,2", dynamic_batch_size="1,2")
     assert not list(tmp_path.glob("*.om"))
