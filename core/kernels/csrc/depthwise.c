@@ -254,12 +254,10 @@ static void depthwise_item(void *ctx, int64_t it, int slot) {
     }
 }
 
-/* Rows read in place (horizontal stride 1 or 2, no dilation; AVX-512): per output row and block of
-up to DW_ROW_VECS vectors of columns, each kernel row's input row is loaded at the columns every tap
-reads, zeros where they fall outside it (masked loads: the padding is never written anywhere); with
-stride 2 one pair of vectors serves two taps, its even and its odd columns. No phase layout, no
-copy of the output: the fill and the copy cost twice the products on large planes, and
-the input is read once, by the products themselves. */
+/* Stride 2 across, rows read in place (no dilation; AVX-512): per output row and block of up to
+DW_ROW_VECS vectors of columns, each kernel row's input row is loaded as pairs of vectors, each pair
+giving two taps (its even and its odd columns), zeros where the columns fall outside the row (masked
+loads: the padding is never written anywhere). No phase layout and no copy of the output. */
 #define DW_ROW_VECS 4
 
 /* Lanes j of `row` at columns c0 + j inside [0, w), zeros elsewhere. */
@@ -276,8 +274,8 @@ static inline vec load_cols_in(const float *row, int64_t c0, int64_t w) {
 #endif
 }
 
-/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any), stride s1. */
-static inline __attribute__((always_inline)) void dw_row_vectors(const int T, const int V, const int S1,
+/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any). */
+static inline __attribute__((always_inline)) void dw_row_vectors(const int T, const int V,
                                                                  const Depthwise *d, const float *x,
                                                                  const vec *wv, const float *w, vec bias,
                                                                  int64_t oy, int64_t ox0, int n, float *y) {
@@ -291,27 +289,18 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
         int64_t iy = oy * f->s0 + ky - f->pb0;
         if (iy < 0 || iy >= f->h) continue;
         const float *row = x + iy * f->w;
-        if (S1 == 1) {
-#pragma GCC unroll 5
-            for (int64_t kx = 0; kx < kw; kx++) {
-                vec wt = T > 0 ? wv[ky * kw + kx] : (vec){0} + w[ky * kw + kx];
-#pragma GCC unroll 4
-                for (int v = 0; v < V; v++) a[v] += wt * load_cols_in(row, ox0 + v * VL + kx - f->pb1, f->w);
-            }
-        } else {
-            ivec even, odd;
-            for (int i = 0; i < VL; i++) even[i] = 2 * i, odd[i] = 2 * i + 1;
+        ivec even, odd;
+        for (int i = 0; i < VL; i++) even[i] = 2 * i, odd[i] = 2 * i + 1;
 #pragma GCC unroll 3
-            for (int64_t kx = 0; kx < kw; kx += 2) {
-                vec we = T > 0 ? wv[ky * kw + kx] : (vec){0} + w[ky * kw + kx];
-                vec wo = kx + 1 < kw ? (T > 0 ? wv[ky * kw + kx + 1] : (vec){0} + w[ky * kw + kx + 1]) : (vec){0};
+        for (int64_t kx = 0; kx < kw; kx += 2) {
+            vec we = T > 0 ? wv[ky * kw + kx] : (vec){0} + w[ky * kw + kx];
+            vec wo = kx + 1 < kw ? (T > 0 ? wv[ky * kw + kx + 1] : (vec){0} + w[ky * kw + kx + 1]) : (vec){0};
 #pragma GCC unroll 4
-                for (int v = 0; v < V; v++) {
-                    int64_t c0 = 2 * (ox0 + v * VL) + kx - f->pb1;
-                    vec lo = load_cols_in(row, c0, f->w), hi = load_cols_in(row, c0 + VL, f->w);
-                    a[v] += we * __builtin_shuffle(lo, hi, even);
-                    if (kx + 1 < kw) a[v] += wo * __builtin_shuffle(lo, hi, odd);
-                }
+            for (int v = 0; v < V; v++) {
+                int64_t c0 = 2 * (ox0 + v * VL) + kx - f->pb1;
+                vec lo = load_cols_in(row, c0, f->w), hi = load_cols_in(row, c0 + VL, f->w);
+                a[v] += we * __builtin_shuffle(lo, hi, even);
+                if (kx + 1 < kw) a[v] += wo * __builtin_shuffle(lo, hi, odd);
             }
         }
     }
@@ -323,7 +312,7 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
     }
 }
 
-static inline __attribute__((always_inline)) void dw_rows_channel(const int T, const int S1, const Depthwise *d,
+static inline __attribute__((always_inline)) void dw_rows_channel(const int T, const Depthwise *d,
                                                                   int64_t oc) {
     const PhaseFill *f = d->fill;
     const float *x = f->x + (d->fill_plane0 + oc / d->mult) * f->h * f->w, *w = d->w + oc * d->taps;
@@ -337,24 +326,21 @@ static inline __attribute__((always_inline)) void dw_rows_channel(const int T, c
             int n = (int)(left - (V - 1) * VL < VL ? left - (V - 1) * VL : VL);
             float *yo = y + oy * d->cols + ox0;
             switch (V) {
-                case 4: dw_row_vectors(T, 4, S1, d, x, wv, w, bias, oy, ox0, n, yo); break;
-                case 3: dw_row_vectors(T, 3, S1, d, x, wv, w, bias, oy, ox0, n, yo); break;
-                case 2: dw_row_vectors(T, 2, S1, d, x, wv, w, bias, oy, ox0, n, yo); break;
-                default: dw_row_vectors(T, 1, S1, d, x, wv, w, bias, oy, ox0, n, yo); break;
+                case 4: dw_row_vectors(T, 4, d, x, wv, w, bias, oy, ox0, n, yo); break;
+                case 3: dw_row_vectors(T, 3, d, x, wv, w, bias, oy, ox0, n, yo); break;
+                case 2: dw_row_vectors(T, 2, d, x, wv, w, bias, oy, ox0, n, yo); break;
+                default: dw_row_vectors(T, 1, d, x, wv, w, bias, oy, ox0, n, yo); break;
             }
         }
 }
 
-static NO_LIBCALLS void dw_rows_3x3_s1(const Depthwise *d, int64_t oc) { dw_rows_channel(9, 1, d, oc); }
-static NO_LIBCALLS void dw_rows_3x3_s2(const Depthwise *d, int64_t oc) { dw_rows_channel(9, 2, d, oc); }
-static NO_LIBCALLS void dw_rows_5x5_s1(const Depthwise *d, int64_t oc) { dw_rows_channel(25, 1, d, oc); }
-static NO_LIBCALLS void dw_rows_5x5_s2(const Depthwise *d, int64_t oc) { dw_rows_channel(25, 2, d, oc); }
-static NO_LIBCALLS void dw_rows_any_s1(const Depthwise *d, int64_t oc) { dw_rows_channel(0, 1, d, oc); }
-static NO_LIBCALLS void dw_rows_any_s2(const Depthwise *d, int64_t oc) { dw_rows_channel(0, 2, d, oc); }
+static NO_LIBCALLS void dw_rows_3x3(const Depthwise *d, int64_t oc) { dw_rows_channel(9, d, oc); }
+static NO_LIBCALLS void dw_rows_5x5(const Depthwise *d, int64_t oc) { dw_rows_channel(25, d, oc); }
+static NO_LIBCALLS void dw_rows_any(const Depthwise *d, int64_t oc) { dw_rows_channel(0, d, oc); }
 
-/* Stride 2 across only: there the fill's split of every row into its two column phases cost twice the
-   products (MobileNetV2's 3x3s2 at 112x112 and 56x56: 30-35% faster in place). With stride 1 the
-   flat run over the filled rows is faster: it has no edge columns to mask per row. */
+/* Where the fill's split of every row into its two column phases cost twice the products
+   (MobileNetV2's 3x3s2 at 112x112 and 56x56: 25-35% faster in place; 5x5 stride 2 as fast). Stride 1
+   read in place measured 10-30% slower than the flat run over filled rows, which masks no edges. */
 static int use_rows(const Depthwise *d) {
     const PhaseFill *f = d->fill;
     return VL == 16 && f && d->dh == 1 && d->dw == 1 && f->s1 == 2 && !use_blocked(d);
@@ -363,10 +349,8 @@ static int use_rows(const Depthwise *d) {
 static void depthwise_rows_item(void *ctx, int64_t it, int slot) {
     const Depthwise *d = ctx;
     (void)slot;
-    int s2 = d->fill->s1 == 2;
     void (*channel)(const Depthwise *, int64_t) =
-        d->kh == 3 && d->kw == 3 ? (s2 ? dw_rows_3x3_s2 : dw_rows_3x3_s1) :
-        d->kh == 5 && d->kw == 5 ? (s2 ? dw_rows_5x5_s2 : dw_rows_5x5_s1) : (s2 ? dw_rows_any_s2 : dw_rows_any_s1);
+        d->kh == 3 && d->kw == 3 ? dw_rows_3x3 : d->kh == 5 && d->kw == 5 ? dw_rows_5x5 : dw_rows_any;
     int64_t per = depthwise_per_item(d), channels = d->channels * d->mult;
     for (int64_t oc = it * per; oc < (it + 1) * per && oc < channels; oc++) channel(d, oc);
 }
