@@ -60,9 +60,10 @@ def test_packed_a_gathered_b(m, k, n, threads):
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("m,k,n", [(40, 16, 401), (13, 1, 50), (97, 30, 1000), (64, 64, 33)])
+@pytest.mark.parametrize("m,k,n", [(40, 16, 401), (13, 1, 50), (97, 30, 1000), (20, 20, 300), (64, 64, 33),
+                                   (40, 65, 70)])
 def test_short_k_many_rows(m, k, n, threads):
-    """A short K and at least twice as many rows (an expanding pointwise conv): blocks of rows across
+    """A short K and at least as many rows (an expanding pointwise conv): blocks of rows across
     every panel of B packed whole; raw A, gathered B, a row bias, a residual and HardSwish."""
     a, b, ab = operands(m, k, n)
     koff = np.arange(k, dtype=np.int64) * n
