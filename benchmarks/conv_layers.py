@@ -3,9 +3,10 @@ onnxruntime (CPU, intra_op_num_threads=2) on ResNet-50 (torchvision v1.5), Mobil
 MobileNetV3-Large layer shapes (the latter with their fused activation: HardSwish, Relu).
 
     .venv/bin/python benchmarks/conv_layers.py [--reps 20] [--only resnet|mobilenet|mobilenetv3|matmul]
-                                               [--filter 3x3] [--max-wait 60]
+                                               [--filter 3x3] [--max-wait 60] [--single-thread]
 
-Prints per layer both medians and the ratio ge/ort; for ResNet-50 also the sum over all 53 convs
+--single-thread runs both on one thread and times by the thread's CPU time (steady on a loaded
+machine: no waiting for idle cores). Prints per layer both medians and the ratio ge/ort; for ResNet-50 also the sum over all 53 convs
 (each unique shape weighted by how often it occurs). Not a test.
 """
 from __future__ import annotations
@@ -71,7 +72,9 @@ MOBILENET_DW = [
 # MobileNetV3-Large's depthwise and expand/project layers, with the activation fused onto each
 # (name, count, C, H, OC, k, stride, pad, group, activation)
 MOBILENETV3 = [
+    ("conv 3x3s2 3->16 @224 hswish", 1, 3, 224, 16, 3, 2, 1, 1, "HardSwish"),
     ("dw 3x3 16 @112 relu", 1, 16, 112, 16, 3, 1, 1, 16, "Relu"),
+    ("pw 16->16 @112", 1, 16, 112, 16, 1, 1, 0, 1, None),
     ("pw 16->64 @112 relu", 1, 16, 112, 64, 1, 1, 0, 1, "Relu"),
     ("dw 3x3s2 64 @112 relu", 1, 64, 112, 64, 3, 2, 1, 64, "Relu"),
     ("dw 3x3 72 @56 relu", 1, 72, 56, 72, 3, 1, 1, 72, "Relu"),
@@ -98,13 +101,17 @@ MATMULS = [
 ]
 
 
+SINGLE_THREAD = "--single-thread" in sys.argv
+CLOCK = time.thread_time if SINGLE_THREAD else time.perf_counter
+
+
 def ort_session(nodes, inputs, inits):
     graph = helper.make_graph(nodes, "g", inputs, [onnx.ValueInfoProto(name="y")],
                               [numpy_helper.from_array(a, n) for n, a in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 2
+    so.intra_op_num_threads = 1 if SINGLE_THREAD else 2
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
@@ -132,9 +139,9 @@ def timeit(fn, reps, warmup=3):
         fn()
     ts = []
     for _ in range(reps):
-        t = time.perf_counter()
+        t = CLOCK()
         fn()
-        ts.append(time.perf_counter() - t)
+        ts.append(CLOCK() - t)
     return ts
 
 
@@ -178,7 +185,8 @@ def measure_side(cases, side, reps, max_wait):
     """Fastest call per case of one library, each case after waiting for an idle machine."""
     res = []
     for c in cases:
-        wait_quiet(max_wait)
+        if not SINGLE_THREAD:
+            wait_quiet(max_wait)
         res.append(float(np.min(timeit(c.run_ge if side == "ge" else c.run_ort, reps))) * 1e3)
     return res
 
@@ -243,8 +251,12 @@ def main():
     ap.add_argument("--only", choices=["resnet", "mobilenet", "mobilenetv3", "matmul"])
     ap.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for an idle machine per case")
     ap.add_argument("--filter", default="")
+    ap.add_argument("--single-thread", action="store_true", help="one thread each, timed by CPU time")
     ap.add_argument("--side", choices=["ge", "ort"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.single_thread:
+        from ge.core.kernels import blas
+        blas.set_local_threads(1)
     tables = []
     if args.only in (None, "resnet"):
         tables.append(("ResNet-50 convs (batch 1)", conv_cases(RESNET50, args.filter), True))
@@ -260,7 +272,8 @@ def main():
         print(json.dumps(measure_side(cases, args.side, args.reps, args.max_wait)))
         return
     print("load average:", open("/proc/loadavg").read().split()[:3])
-    argv = (["--only", args.only] if args.only else []) + (["--filter", args.filter] if args.filter else [])
+    argv = (["--only", args.only] if args.only else []) + (["--filter", args.filter] if args.filter else []) + \
+        (["--single-thread"] if args.single_thread else [])
     measure(cases, args.reps, args.rounds, argv, args.max_wait)
     for title, cs, weighted in tables:
         table(title, cs, weighted)

@@ -235,6 +235,18 @@ int64_t ge_workspace_floats(int64_t M, int64_t N, int64_t K, int raw_a, int gath
     return need;
 }
 
+/* A short K and at least as many rows (a pointwise conv that expands a large plane: 16 -> 96 channels
+   at 112x112): C is most of the traffic, and panels outermost write MR-row strips of every one of M
+   rows per panel, M streams into cold memory. With B packed whole (it fits in L2) and blocks of rows
+   outermost, a block of MR rows is written as MR long runs; B is read again per block, from L2.
+   (In MobileNetV2 and V3, single-threaded: 16 -> 96 at 112x112 30-45% faster, 16 -> 16 with its
+   residual 15%.) */
+#define SWEEP_K 64
+#define SWEEP_B_FLOATS (1 << 18)  /* B packed whole: 1 MB */
+static int sweep_rows(int64_t M, int64_t N, int64_t K) {
+    return K <= SWEEP_K && M >= K && M > MR && ge_packed_b_floats(K, N) <= SWEEP_B_FLOATS;
+}
+
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
@@ -332,13 +344,17 @@ void ge_gemm_args(const GemmArgs *args) {
     g.group_panels = g.panels / (ITEMS_PER_THREAD * threads * g.chunks);
     if (g.group_panels < 1) g.group_panels = 1;
     g.few_panels = g.panels <= FEW_PANELS && g.chunks > 1;
+    if (!bp && sweep_rows(M, N, K)) {  /* each item a block of rows across every panel */
+        g.few_panels = 1;
+        g.chunks = g.mblocks, g.chunk_blocks = 1;
+    }
     if (g.few_panels) g.group_panels = g.panels;
     if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
         pool_run(pack_a_item, &g, g.mblocks, threads);
     }
-    if (!bp && g.chunks > 1) {  /* pack B once, not once per chunk of rows */
+    if (!bp && (g.chunks > 1 || g.few_panels)) {  /* pack B once, not once per chunk of rows */
         g.bp = g.scratch;
         pool_run(pack_b_item, &g, g.panels, threads);
     }

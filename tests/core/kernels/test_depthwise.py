@@ -1,8 +1,8 @@
 """The native depthwise convolution (csrc/depthwise.c, which lays out each channel's phases as it
 goes) against onnxruntime: 3x3 and 5x5 (the unrolled kernels) and other sizes, strides 1, 2, 3,
 even and odd padding on each side, channel multipliers, planes whose phases fit the kernel's stack
-buffer and planes that do not, narrow outputs (channels in the vector lanes), batches; the numpy
-plan alike."""
+buffer and planes that do not, narrow outputs (channels in the vector lanes), stride 2 on large
+planes (rows read in place), batches; the numpy plan alike."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -29,6 +29,13 @@ CASES = [
     ((1, 3, 20, 20), 7, 2, [3, 3, 3, 3], 1, 1),     # neither 3x3 nor 5x5: the generic loop
     ((1, 3, 20, 20), 3, 1, [2, 2, 2, 2], 2, 1),     # dilated
     ((1, 40, 35, 35), 3, 2, [1, 1, 1, 1], 1, 1),    # rows wider than two vectors
+    # stride 2 on large planes: rows read in place (AVX-512), the edge columns masked
+    ((2, 3, 70, 67), 3, 2, [0, 1, 1, 0], 1, 1),     # batch 2, padding on one side of each axis, odd width
+    ((1, 5, 90, 91), 3, 2, [1, 1, 1, 1], 1, 1),
+    ((1, 2, 66, 66), 3, 2, [1, 1, 1, 1], 1, 2),     # two output channels per input channel
+    ((1, 3, 64, 75), 2, 2, [0, 0, 0, 0], 1, 1),     # 2x2: the generic loop
+    ((1, 2, 80, 80), 5, 2, [1, 2, 2, 1], 1, 1),
+    ((1, 4, 60, 150), 3, 2, [1, 1, 1, 1], 1, 1),    # rows of 75 outputs: a run of 4 vectors, then one
     # narrow outputs (rows of at most 8): channels in the vector lanes, groups of 16 (8) channels
     ((2, 37, 14, 14), 5, 2, [2, 2, 2, 2], 1, 1),    # groups of channels, the last one partial, batch 2
     ((1, 20, 8, 8), 3, 1, [1, 1, 1, 1], 1, 1),

@@ -59,6 +59,29 @@ def test_packed_a_gathered_b(m, k, n, threads):
     np.testing.assert_allclose(c, ab + bias[:, None], **TOL)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("m,k,n", [(40, 16, 401), (13, 1, 50), (97, 30, 1000), (20, 20, 300), (64, 64, 33),
+                                   (40, 65, 70)])
+def test_short_k_many_rows(m, k, n, threads):
+    """A short K and at least as many rows (an expanding pointwise conv): blocks of rows across
+    every panel of B packed whole; raw A, gathered B, a row bias, a residual and HardSwish."""
+    a, b, ab = operands(m, k, n)
+    koff = np.arange(k, dtype=np.int64) * n
+    noff = np.arange(n, dtype=np.int64)
+    bias = rng.standard_normal(m).astype(np.float32)
+    z = rng.standard_normal((m, n), np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    ws = np.empty(nat.workspace_nbytes(m, n, k, raw_a=True, gathered_b=True), np.uint8)
+    native_mod.set_threads(threads)
+    try:
+        nat.gemm(m, n, k, c, n, a=a, lda=k, b=b, koff=koff, noff=noff, bias_m=bias, z=z, ldz=n,
+                 act=native_mod.Act(native_mod.ACT_HARDSWISH, 0.0, 0.0), ws=ws)
+    finally:
+        native_mod.set_threads(native_mod.default_threads())
+    v = ab + bias[:, None] + z
+    np.testing.assert_allclose(c, v * np.clip(v / 6 + 0.5, 0, 1), **TOL)
+
+
 def test_strided_rows_and_output():
     """A with a row stride wider than K, C written into a wider matrix: the rest stays untouched."""
     a_wide = rng.standard_normal((20, 50), np.float32)
