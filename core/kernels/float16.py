@@ -98,9 +98,11 @@ class Float16ViaFloat32(PlannedKernel):
                  opset: int = 17, name: str = "", num_outputs: int | None = None, packs=None, backend=None):
         self.op_type, self.domain, self.since = cls.op_type, cls.domain, cls.since
         self.narrow = _output_dtype(cls, inputs, _narrow_dtype(cls, inputs))
-        # bfloat16 constants the plan reads (Clip's bounds, PRelu's slope) in float32: numpy cannot
-        # mix the two; the loaded kernel gets its own float32 copies in pack()
-        plan_consts = [np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c for c in consts]
+        # narrow constants become float32 before the float32 kernel is planned: its prepare() keeps
+        # views of them (MatMul's B, Conv's taps, Clip's bounds) and decides its plan on their dtype;
+        # a float16 one there made every product a mixed-type one, off BLAS and the native kernels
+        # (25x slower), and numpy cannot mix bfloat16 with float32 at all
+        plan_consts = [np.asarray(c, F32) if c is not None and np.asarray(c).dtype in NARROW else c for c in consts]
         self.inner = cls(attrs, [_wide(m) for m in inputs], plan_consts,
                          outputs=None if outputs is None else [_wide(m) for m in outputs],
                          opset=opset, name=name, num_outputs=num_outputs, packs=packs, backend=backend)
@@ -133,10 +135,9 @@ class Float16ViaFloat32(PlannedKernel):
         self.wide_consts: dict[int, np.ndarray] = {}
 
     def pack(self):
-        # float16 weights become float32 once; the inner kernel packs them (or reads them) as its own
-        self.wide_consts = {i: np.asarray(c, F32) for i, c in enumerate(self.consts)
+        # the float32 copies made for the plan (__init__) are the inner kernel's weights
+        self.wide_consts = {i: self.inner.consts[i] for i, c in enumerate(self.consts)
                             if c is not None and np.asarray(c).dtype in NARROW}
-        self.inner.consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
         self.inner.load()
 
     def run(self, xs, ys, ws):
