@@ -24,6 +24,7 @@ import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
+from .epilogue import ATTR as EPILOGUE, Epilogue
 from .planned import PlannedKernel, Scratch
 
 F16, F32, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
@@ -122,7 +123,13 @@ class Float16ViaFloat32(PlannedKernel):
         narrowed = [j for j, m in enumerate(wide_outs) if m.dtype == F32 and self.narrow is not None
                     and (j == 0 or (self.domain, self.op_type) not in FIRST_OUTPUT_ONLY)]
         self.out_metas = [Meta(self.narrow, m.shape) if j in narrowed else m for j, m in enumerate(wide_outs)]
-        self.uses_native, self.absorbs_epilogue = inner.uses_native, inner.absorbs_epilogue
+        self.uses_native = inner.uses_native
+        # the node's fused activation goes on the float32 result, before the rounding: by the inner
+        # kernel as it stores, or here (a float16 Sigmoid or HardSwish would need workspace of its own)
+        spec = self.attrs.get(EPILOGUE)
+        self.wide_epilogue = Epilogue(spec, wide_outs[0], self.opset, self.name) \
+            if spec and not inner.absorbs_epilogue else None
+        self.absorbs_epilogue = bool(spec)
         self.widened = [i for i, (m, c) in enumerate(zip(self.inputs, self.consts))
                         if m is not None and m.dtype in NARROW and c is None]
         self.narrowed = narrowed
@@ -153,6 +160,8 @@ class Float16ViaFloat32(PlannedKernel):
             if ys[j] is not None:
                 wys[j] = v[f"y{j}"]
         self.inner.run(wxs, wys, v["inner"])
+        if self.wide_epilogue is not None:
+            self.wide_epilogue(wys[0])
         for j in self.narrowed:
             if ys[j] is not None:
                 np.copyto(ys[j], wys[j], casting="unsafe")

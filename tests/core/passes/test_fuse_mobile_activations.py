@@ -151,3 +151,50 @@ def test_gates_that_are_not_swish_stay(load):
         optimize(g, disabled={"fuse_elementwise"})
         assert "Mul" in [node.op_type for node in g.nodes]
         assert not any(node.attrs.get(EPILOGUE) for node in g.nodes if node.op_type == "Conv")
+
+
+def float16_model(producer: str, act: str):
+    """model_of's graph as a float16 export (model.half()) writes it: float16 input, weights, output."""
+    model, shape = model_of(producer, act)
+    for init in model.graph.initializer:
+        init.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(init).astype(np.float16), init.name))
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    return model, shape
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("producer", ["conv3x3", "depthwise3x3", "pointwise"])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_float16_activation_fused_and_applied_before_rounding(tmp_path, default_backend, plan, producer, act):
+    """A float16 Conv computes in float32 (kernels/float16.py): its activation, which float16 kernels
+    of Sigmoid, HardSwish, SiLU... could only apply with workspace of their own, fuses as in float32
+    and is applied to the float32 result before the rounding. One task, results as onnxruntime's."""
+    default_backend(plan)
+    model, shape = float16_model(producer, act)
+    x = (rng.standard_normal(shape) * 3).astype(np.float16)
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    assert task.kernel.absorbs_epilogue and task.epilogue is None
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("act", ["HardSwishGated", "Swish", "Sigmoid", "LeakyRelu"])
+def test_float16_gemm_head_fuses_its_activation(tmp_path, act):
+    """A classifier head as the TorchScript exporter writes a float16 Linear + activation: Gemm."""
+    w = (rng.standard_normal((24, 32)) * 0.3).astype(np.float16)
+    b = rng.standard_normal(24).astype(np.float16)
+    act_nodes, _ = activation(act, "c", "y")
+    model = helper.make_model(helper.make_graph(
+        [n("Gemm", ["x", "w", "b"], ["c"], transB=1)] + act_nodes, "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b")]),
+        opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    x = rng.standard_normal((2, 32)).astype(np.float16)
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=4e-3, atol=4e-3)
