@@ -57,7 +57,7 @@ BFLOAT16_VIA_FLOAT32 = frozenset(("", op) for op in (
     "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin",
     "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu",
     "Where", "LayerNormalization", "Resize", "CumSum", "CumProd", "RMSNormalization", "RotaryEmbedding", "SwiGLU",
-    "Swish", "Col2Im", "DeformConv")) | frozenset(("ge", op) for op in ("Swish", "Gelu", "LayerNormalization"))
+    "Swish", "Col2Im", "DeformConv")) | frozenset(("ge", op) for op in ("Swish", "HardSwish", "Gelu", "LayerNormalization"))
 
 #: ops whose other float inputs have their own type constraint (Pow's exponent, BatchNormalization's
 #: statistics, Resize's roi and scales): a float32 one stays float32

@@ -12,7 +12,7 @@ activation's own kernel through ge.core.kernels.epilogue.Epilogue, so an activat
 when its kernel exists, is flagged `in_place` (tested per kernel) and needs no workspace.
 
 Gated forms: Mul(y, Sigmoid(y)) is Swish (SiLU; ge's own epilogue step ["Swish", {"alpha": 1.0},
-"ge"]) and Mul(y, HardSigmoid(y)) with alpha 1/6, beta 1/2 is HardSwish: y is then read by the gate
+"ge"]) and Mul(y, HardSigmoid(y)) with alpha 1/6, beta 1/2 is HardSwish (ge's own before opset 14): y is then read by the gate
 and the Mul only, the gate's output by the Mul only; both nodes disappear.
 
 Conditions: the producer has one output, read only by the activation (not a graph output).
@@ -122,9 +122,10 @@ def _gated(graph: Graph, prod: Node, y: str, users: list, consumers, opset: int)
         step = ["Swish", {"alpha": 1.0}, GE_DOMAIN]
     else:
         alpha, beta = float(gate.attrs.get("alpha", 0.2)), float(gate.attrs.get("beta", 0.5))
-        if not (abs(alpha - 1 / 6) < 1e-7 and beta == 0.5) or opset < 14:
+        if not (abs(alpha - 1 / 6) < 1e-7 and beta == 0.5):
             return None
-        step = ["HardSwish", {}]
+        # before opset 14 (the TorchScript exporter's hardswish at opsets 11-13) ge's own HardSwish
+        step = ["HardSwish", {}] if opset >= 14 else ["HardSwish", {}, GE_DOMAIN]
     if not works_in_place(step[0], step[1], _epilogue_dtype(prod, v.dtype), opset, *step[2:]):
         return None
     return [gate, mul], step

@@ -198,3 +198,26 @@ def test_float16_gemm_head_fuses_its_activation(tmp_path, act):
     (task,) = plans
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("producer", ["conv3x3", "depthwise5x5s2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_hardswish_before_opset_14_fuses_as_ge_hardswish(tmp_path, load, default_backend, plan, producer, dtype):
+    """The TorchScript exporter writes nn.Hardswish at opsets 11-13 as x * HardSigmoid(x; 1/6, 1/2)
+    (MobileNetV3, PP-LCNet): the pattern is the producer's epilogue there too, as ge's HardSwish
+    (the ONNX op exists from opset 14 on)."""
+    default_backend(plan)
+    model, shape = float16_model(producer, "HardSwishGated") if dtype == np.float16 else \
+        model_of(producer, "HardSwishGated")
+    model.opset_import[0].version = 13
+    g = load(model)
+    optimize(g)
+    assert [(node.op_type, node.attrs[EPILOGUE]) for node in g.nodes] == [("Conv", [["HardSwish", {}, GE_DOMAIN]])]
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    assert task.kernel.absorbs_epilogue == (plan == "native" or dtype == np.float16)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    tol = dict(rtol=4e-3, atol=4e-3) if dtype == np.float16 else dict(rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), **tol)
