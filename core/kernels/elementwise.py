@@ -382,6 +382,13 @@ class HardSwish(FloatUnary):
         np.multiply(t, x, out=y)
 
 
+@register("HardSwish", domain=GE_DOMAIN)
+class GeHardSwish(HardSwish):
+    """HardSwish before opset 14, where exporters write it x * HardSigmoid(x; 1/6, 1/2): the epilogue
+    step passes.fuse_activation makes of that pattern in such models."""
+    shape_agnostic = True
+
+
 def softplus_into(x, y, t):
     """y = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow, accurate for x << 0."""
     c = y.dtype.type

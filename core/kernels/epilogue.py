@@ -68,7 +68,8 @@ def native_act(spec) -> Act | None:
     attrs = dict(attrs)
     value = lambda key, default: float(attrs.get(key, default))  # noqa: E731
     if domain == GE_DOMAIN:
-        return Act(ACT_SWISH, value("alpha", 1.0)) if op_type == "Swish" else None
+        ge_acts = {"Swish": Act(ACT_SWISH, value("alpha", 1.0)), "HardSwish": Act(ACT_HARDSWISH)}
+        return ge_acts.get(op_type)
     if domain:
         return None
     if op_type == "Relu":

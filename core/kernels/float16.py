@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ir import Meta
 from .base import Kernel
+from .epilogue import ATTR as EPILOGUE, Epilogue
 from .planned import PlannedKernel, Scratch
 
 F16, F32, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
@@ -57,7 +58,7 @@ BFLOAT16_VIA_FLOAT32 = frozenset(("", op) for op in (
     "ReduceLogSum", "ReduceLogSumExp", "ReduceProd", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin",
     "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu",
     "Where", "LayerNormalization", "Resize", "CumSum", "CumProd", "RMSNormalization", "RotaryEmbedding", "SwiGLU",
-    "Swish", "Col2Im", "DeformConv")) | frozenset(("ge", op) for op in ("Swish", "Gelu", "LayerNormalization"))
+    "Swish", "Col2Im", "DeformConv")) | frozenset(("ge", op) for op in ("Swish", "HardSwish", "Gelu", "LayerNormalization"))
 
 #: ops whose other float inputs have their own type constraint (Pow's exponent, BatchNormalization's
 #: statistics, Resize's roi and scales): a float32 one stays float32
@@ -122,9 +123,12 @@ class Float16ViaFloat32(PlannedKernel):
                  opset: int = 17, name: str = "", num_outputs: int | None = None, packs=None, backend=None):
         self.op_type, self.domain, self.since = cls.op_type, cls.domain, cls.since
         self.narrow = _output_dtype(cls, inputs, _narrow_dtype(cls, inputs))
-        # bfloat16 constants the plan reads (Clip's bounds, PRelu's slope) in float32: numpy cannot
-        # mix the two; the loaded kernel gets its own float32 copies in pack()
-        plan_consts = [np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c for c in consts]
+        # narrow constants become float32 before the float32 kernel is planned: its prepare() keeps
+        # views of them (MatMul's B, Conv's taps, Clip's bounds) and decides its plan on their dtype;
+        # a float16 one there made every product a mixed-type one, off BLAS and the native kernels
+        # (25x slower), and numpy cannot mix bfloat16 with float32 at all
+        lib = getattr(backend, "lib", None)
+        plan_consts = [_as_float32(lib, c) if c is not None and np.asarray(c).dtype in NARROW else c for c in consts]
         self.inner = cls(attrs, [_wide(m) for m in inputs], plan_consts,
                          outputs=None if outputs is None else [_wide(m) for m in outputs],
                          opset=opset, name=name, num_outputs=num_outputs, packs=packs, backend=backend)
@@ -144,7 +148,13 @@ class Float16ViaFloat32(PlannedKernel):
         narrowed = [j for j, m in enumerate(wide_outs) if m.dtype == F32 and self.narrow is not None
                     and (j == 0 or (self.domain, self.op_type) not in FIRST_OUTPUT_ONLY)]
         self.out_metas = [Meta(self.narrow, m.shape) if j in narrowed else m for j, m in enumerate(wide_outs)]
-        self.uses_native, self.absorbs_epilogue = inner.uses_native, inner.absorbs_epilogue
+        self.uses_native = inner.uses_native
+        # the node's fused activation goes on the float32 result, before the rounding: by the inner
+        # kernel as it stores, or here (a float16 Sigmoid or HardSwish would need workspace of its own)
+        spec = self.attrs.get(EPILOGUE)
+        self.wide_epilogue = Epilogue(spec, wide_outs[0], self.opset, self.name) \
+            if spec and not inner.absorbs_epilogue else None
+        self.absorbs_epilogue = bool(spec)
         self.widened = [i for i, (m, c) in enumerate(zip(self.inputs, self.consts))
                         if m is not None and m.dtype in NARROW and c is None]
         self.narrowed = narrowed
@@ -157,10 +167,9 @@ class Float16ViaFloat32(PlannedKernel):
         self.wide_consts: dict[int, np.ndarray] = {}
 
     def pack(self):
-        # float16 weights become float32 once; the inner kernel packs them (or reads them) as its own
-        self.wide_consts = {i: _as_float32(self.backend.lib, c) for i, c in enumerate(self.consts)
+        # the float32 copies made for the plan (__init__) are the inner kernel's weights
+        self.wide_consts = {i: self.inner.consts[i] for i, c in enumerate(self.consts)
                             if c is not None and np.asarray(c).dtype in NARROW}
-        self.inner.consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
         self.inner.load()
 
     def run(self, xs, ys, ws):
@@ -176,6 +185,8 @@ class Float16ViaFloat32(PlannedKernel):
             if ys[j] is not None:
                 wys[j] = v[f"y{j}"]
         self.inner.run(wxs, wys, v["inner"])
+        if self.wide_epilogue is not None:
+            self.wide_epilogue(wys[0])
         for j in self.narrowed:
             if ys[j] is not None:
                 _narrow(self.backend.lib, wys[j], ys[j])

@@ -34,7 +34,7 @@ CHAIN_OPS = {
     ("", "Add"): 2, ("", "Sub"): 2, ("", "Mul"): 2, ("", "Div"): 2, ("", "Max"): 2, ("", "Min"): 2,
     ("", "Relu"): 1, ("", "LeakyRelu"): 1, ("", "Clip"): 1, ("", "HardSigmoid"): 1, ("", "HardSwish"): 1,
     ("", "Neg"): 1, ("", "Abs"): 1, ("", "Sqrt"): 1, ("", "Reciprocal"): 1, ("", "Sigmoid"): 1, ("", "Tanh"): 1,
-    ("", "Exp"): 1, ("", "Log"): 1, (GE_DOMAIN, "Swish"): 1,
+    ("", "Exp"): 1, ("", "Log"): 1, (GE_DOMAIN, "Swish"): 1, (GE_DOMAIN, "HardSwish"): 1,
 }
 # csrc/abi.h's opcodes and dtypes
 (EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC, EW_MAXC,

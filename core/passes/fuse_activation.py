@@ -12,7 +12,7 @@ activation's own kernel through ge.core.kernels.epilogue.Epilogue, so an activat
 when its kernel exists, is flagged `in_place` (tested per kernel) and needs no workspace.
 
 Gated forms: Mul(y, Sigmoid(y)) is Swish (SiLU; ge's own epilogue step ["Swish", {"alpha": 1.0},
-"ge"]) and Mul(y, HardSigmoid(y)) with alpha 1/6, beta 1/2 is HardSwish: y is then read by the gate
+"ge"]) and Mul(y, HardSigmoid(y)) with alpha 1/6, beta 1/2 is HardSwish (ge's own before opset 14): y is then read by the gate
 and the Mul only, the gate's output by the Mul only; both nodes disappear.
 
 Conditions: the producer has one output, read only by the activation (not a graph output).
@@ -24,8 +24,9 @@ from typing import Callable
 import numpy as np
 
 from ..ir import Graph, Meta, Node
-from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.dtypes import is_float
+from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
+from ..kernels.float16 import NARROW, VIA_FLOAT32
 from ..kernels.fused import GE_DOMAIN
 
 PRODUCERS = {"Conv", "Gemm", "MatMul", "Add"}
@@ -73,7 +74,7 @@ def _fusable(graph: Graph, prod: Node, consumers, opset: int):
     if y in graph.outputs:
         return None
     if len(users) == 2:
-        return _gated(graph, y, users, consumers, opset)
+        return _gated(graph, prod, y, users, consumers, opset)
     if len(users) != 1:
         return None
     act = users[0]
@@ -98,12 +99,12 @@ def _fusable(graph: Graph, prod: Node, consumers, opset: int):
             else:
                 bounds[key] = float("-inf") if key == "min" else float("inf")
         attrs = bounds
-    if not works_in_place(act.op_type, attrs, np.dtype(v.dtype), opset):
+    if not works_in_place(act.op_type, attrs, _epilogue_dtype(prod, v.dtype), opset):
         return None
     return [act], [act.op_type, attrs]
 
 
-def _gated(graph: Graph, y: str, users: list, consumers, opset: int):
+def _gated(graph: Graph, prod: Node, y: str, users: list, consumers, opset: int):
     """y * Sigmoid(y) as Swish, y * HardSigmoid(y; 1/6, 1/2) as HardSwish (see the module doc)."""
     gates = [n for n in users if n.domain == "" and n.op_type in ("Sigmoid", "HardSigmoid") and n.inputs == [y]]
     muls = [n for n in users if n.domain == "" and n.op_type == "Mul" and len(n.inputs) == 2]
@@ -121,12 +122,21 @@ def _gated(graph: Graph, y: str, users: list, consumers, opset: int):
         step = ["Swish", {"alpha": 1.0}, GE_DOMAIN]
     else:
         alpha, beta = float(gate.attrs.get("alpha", 0.2)), float(gate.attrs.get("beta", 0.5))
-        if not (abs(alpha - 1 / 6) < 1e-7 and beta == 0.5) or opset < 14:
+        if not (abs(alpha - 1 / 6) < 1e-7 and beta == 0.5):
             return None
-        step = ["HardSwish", {}]
-    if not works_in_place(step[0], step[1], np.dtype(v.dtype), opset, *step[2:]):
+        # before opset 14 (the TorchScript exporter's hardswish at opsets 11-13) ge's own HardSwish
+        step = ["HardSwish", {}] if opset >= 14 else ["HardSwish", {}, GE_DOMAIN]
+    if not works_in_place(step[0], step[1], _epilogue_dtype(prod, v.dtype), opset, *step[2:]):
         return None
     return [gate, mul], step
+
+
+def _epilogue_dtype(prod: Node, dtype) -> np.dtype:
+    """The dtype the epilogue is applied in: a float16 or bfloat16 Conv, MatMul or Gemm computes in
+    float32 and applies it before rounding (kernels/float16.py), so e.g. a float16 export's Conv +
+    HardSwish or Conv + SiLU fuses as a float32 one does."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype in NARROW and (prod.domain, prod.op_type) in VIA_FLOAT32 else dtype
 
 
 def build_epilogue(epilogue: list, meta: Meta, opset: int = 17, name: str = "") -> Callable[[np.ndarray], None]:

@@ -264,7 +264,7 @@ def test_bfloat16_network_through_the_om(tmp_path, device):
     np.testing.assert_allclose(y.astype(np.float32), expected, rtol=0, atol=4 * 2.0 ** -7 * np.abs(expected).max())
 
 
-@pytest.mark.parametrize("op", ["LayerNormalization", "Gelu", "Swish"])
+@pytest.mark.parametrize("op", ["LayerNormalization", "Gelu", "Swish", "HardSwish"])
 def test_bfloat16_fused_ops_of_ges_domain(op):
     """ge's own fused ops on bfloat16: their float32 kernel's result on the same values, rounded once."""
     from ge.core.ir import Meta

@@ -54,6 +54,26 @@ def test_float16_instances_are_the_float32_kernel_behind_conversions():
     assert all(domain in ("", "ge") for domain, _ in VIA_FLOAT32)
 
 
+WEIGHTED = [("MatMul", {}, (2, 16, 32), (32, 24)), ("Gemm", {"transB": 1}, (16, 32), (24, 32)),
+            ("Conv", {"pads": [1, 1, 1, 1]}, (1, 8, 10, 10), (16, 8, 3, 3))]
+
+
+@pytest.mark.parametrize("op,attrs,x_shape,w_shape", WEIGHTED, ids=[c[0] for c in WEIGHTED])
+def test_float16_constant_weights_get_the_float32_plan(op, attrs, x_shape, w_shape):
+    """A float16 export's weights are float16 initializers: the float32 kernel behind them is planned
+    on float32 copies, as a float32 model's kernel is (a float16 B kept a float16 Gemm off BLAS and
+    the native GEMM: 25x its float32 time), and loads with them."""
+    h, f = np.dtype(np.float16), np.dtype(np.float32)
+    w = f16(*w_shape, scale=0.2)
+    narrow = lookup(op, opset=17)(attrs, [Meta(h, x_shape), Meta(h, w_shape)], [None, w], name="n")
+    wide = lookup(op, opset=17)(attrs, [Meta(f, x_shape), Meta(f, w_shape)], [None, w.astype(f)], name="n")
+    assert narrow.inner.uses_native == wide.uses_native
+    assert narrow.workspace_nbytes() >= wide.workspace_nbytes()
+    assert narrow.inner.consts[1].dtype == f and narrow.consts[1].dtype == h
+    narrow.load()
+    assert narrow.wide_consts[1] is narrow.inner.consts[1]
+
+
 @pytest.mark.parametrize("device", ["cpu", "sim"])
 def test_float16_model_end_to_end(make_model, tmp_path, device):
     """A float16 export: weights stay float16 in the OM, results as onnxruntime's."""

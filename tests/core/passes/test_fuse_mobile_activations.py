@@ -151,3 +151,73 @@ def test_gates_that_are_not_swish_stay(load):
         optimize(g, disabled={"fuse_elementwise"})
         assert "Mul" in [node.op_type for node in g.nodes]
         assert not any(node.attrs.get(EPILOGUE) for node in g.nodes if node.op_type == "Conv")
+
+
+def float16_model(producer: str, act: str):
+    """model_of's graph as a float16 export (model.half()) writes it: float16 input, weights, output."""
+    model, shape = model_of(producer, act)
+    for init in model.graph.initializer:
+        init.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(init).astype(np.float16), init.name))
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    return model, shape
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("producer", ["conv3x3", "depthwise3x3", "pointwise"])
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_float16_activation_fused_and_applied_before_rounding(tmp_path, default_backend, plan, producer, act):
+    """A float16 Conv computes in float32 (kernels/float16.py): its activation, which float16 kernels
+    of Sigmoid, HardSwish, SiLU... could only apply with workspace of their own, fuses as in float32
+    and is applied to the float32 result before the rounding. One task, results as onnxruntime's."""
+    default_backend(plan)
+    model, shape = float16_model(producer, act)
+    x = (rng.standard_normal(shape) * 3).astype(np.float16)
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    assert task.kernel.absorbs_epilogue and task.epilogue is None
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("act", ["HardSwishGated", "Swish", "Sigmoid", "LeakyRelu"])
+def test_float16_gemm_head_fuses_its_activation(tmp_path, act):
+    """A classifier head as the TorchScript exporter writes a float16 Linear + activation: Gemm."""
+    w = (rng.standard_normal((24, 32)) * 0.3).astype(np.float16)
+    b = rng.standard_normal(24).astype(np.float16)
+    act_nodes, _ = activation(act, "c", "y")
+    model = helper.make_model(helper.make_graph(
+        [n("Gemm", ["x", "w", "b"], ["c"], transB=1)] + act_nodes, "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b")]),
+        opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    x = rng.standard_normal((2, 32)).astype(np.float16)
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("producer", ["conv3x3", "depthwise5x5s2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_hardswish_before_opset_14_fuses_as_ge_hardswish(tmp_path, load, default_backend, plan, producer, dtype):
+    """The TorchScript exporter writes nn.Hardswish at opsets 11-13 as x * HardSigmoid(x; 1/6, 1/2)
+    (MobileNetV3, PP-LCNet): the pattern is the producer's epilogue there too, as ge's HardSwish
+    (the ONNX op exists from opset 14 on)."""
+    default_backend(plan)
+    model, shape = float16_model(producer, "HardSwishGated") if dtype == np.float16 else \
+        model_of(producer, "HardSwishGated")
+    model.opset_import[0].version = 13
+    g = load(model)
+    optimize(g)
+    assert [(node.op_type, node.attrs[EPILOGUE]) for node in g.nodes] == [("Conv", [["HardSwish", {}, GE_DOMAIN]])]
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    got, plans = compile_and_run(model, x, tmp_path)
+    (task,) = plans
+    assert task.kernel.absorbs_epilogue == (plan == "native" or dtype == np.float16)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    tol = dict(rtol=4e-3, atol=4e-3) if dtype == np.float16 else dict(rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), **tol)
