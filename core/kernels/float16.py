@@ -108,6 +108,12 @@ def _narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
         np.copyto(dst, src, casting="unsafe")
 
 
+def _stand_in(c) -> np.ndarray:
+    """A float32 array of c's shape that holds no data (every element the one zero): what a plan sees
+    of a float16 weight."""
+    return np.broadcast_to(np.zeros((), F32), np.shape(c))
+
+
 def _as_float32(lib, c) -> np.ndarray:
     c = np.asarray(c)
     out = np.empty(c.shape, F32)
@@ -123,11 +129,19 @@ class Float16ViaFloat32(PlannedKernel):
         self.op_type, self.domain, self.since = cls.op_type, cls.domain, cls.since
         self.narrow = _output_dtype(cls, inputs, _narrow_dtype(cls, inputs))
         # bfloat16 constants the plan reads (Clip's bounds, PRelu's slope) in float32: numpy cannot
-        # mix the two; the loaded kernel gets its own float32 copies in pack()
-        plan_consts = [np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c for c in consts]
-        self.inner = cls(attrs, [_wide(m) for m in inputs], plan_consts,
-                         outputs=None if outputs is None else [_wide(m) for m in outputs],
-                         opset=opset, name=name, num_outputs=num_outputs, packs=packs, backend=backend)
+        # mix the two; the loaded kernel gets its own float32 copies in pack(). A float16 weight is
+        # planned as a float32 stand-in of its shape (no weight is read while planning): the plan is
+        # then the float32 model's (the native GEMM takes float32 weights only), and pack() builds it
+        # again on the weights converted once
+        plan_consts = [_stand_in(c) if c is not None and np.asarray(c).dtype == F16 and (cls.domain, cls.op_type)
+                       in VIA_FLOAT32 else np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c
+                       for c in consts]
+        self.inner_args = (cls, attrs, [_wide(m) for m in inputs],
+                           dict(outputs=None if outputs is None else [_wide(m) for m in outputs], opset=opset,
+                                name=name, num_outputs=num_outputs, packs=packs, backend=backend))
+        self.inner = cls(*self.inner_args[1:3], plan_consts, **self.inner_args[3])
+        self.stand_ins = any(p is not c for p, c in zip(plan_consts, consts) if c is not None and p is not None
+                             and np.asarray(c).dtype == F16)
         super().__init__(attrs, inputs, consts, outputs, opset, name, num_outputs, packs, backend)
 
     @staticmethod
@@ -160,7 +174,15 @@ class Float16ViaFloat32(PlannedKernel):
         # float16 weights become float32 once; the inner kernel packs them (or reads them) as its own
         self.wide_consts = {i: _as_float32(self.backend.lib, c) for i, c in enumerate(self.consts)
                             if c is not None and np.asarray(c).dtype in NARROW}
-        self.inner.consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
+        consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
+        if self.stand_ins:  # planned on stand-ins: the same plan again, on the weights
+            cls, attrs, metas, how = self.inner_args
+            inner = cls(attrs, metas, consts, **how)
+            if inner.workspace_nbytes() != self.inner.workspace_nbytes() or type(inner) is not type(self.inner):
+                raise RuntimeError(f"node '{self.name}' ({self.op_type}): its float32 plan changed with the weights")
+            self.inner = inner
+        else:
+            self.inner.consts = consts
         self.inner.load()
 
     def run(self, xs, ys, ws):

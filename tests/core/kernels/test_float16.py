@@ -75,3 +75,31 @@ def test_float16_model_end_to_end(make_model, tmp_path, device):
         api.unload(model_id)
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float32), ort_run(model, {"x": x})[0].astype(np.float32), **TOL)
+
+
+PRODUCTS = [
+    ("MatMul", "", {}, [(2, 16, 32), (32, 24)]),
+    ("Gemm", "", {"transB": 1}, [(16, 32), (24, 32), (24,)]),
+    ("Gemm", "", {"transB": 1}, [(1, 32), (24, 32), (24,)]),  # one row: BLAS's gemv, weights float32 too
+    ("FusedMatMul", "ge", {}, [(2, 16, 32), (32, 24), (24,)]),
+    ("ConvTranspose", "", {"strides": [2, 2]}, [(1, 4, 5, 5), (4, 3, 2, 2), (3,)]),
+]
+
+
+@pytest.mark.parametrize("op,domain,attrs,shapes", PRODUCTS, ids=[f"{p[0]}{i}" for i, p in enumerate(PRODUCTS)])
+def test_float16_constant_weights_take_the_float32_plan(native_and_numpy, op, domain, attrs, shapes):
+    """float16 weights are planned as float32 ones (the native GEMM where the float32 model has it)
+    and converted once at load: the result is the float32 kernel's on the widened values, rounded."""
+    h, f = np.dtype(np.float16), np.dtype(np.float32)
+    cls = lookup(op, domain, 17)
+    xs = [f16(*s, scale=0.3) for s in shapes]
+    k = cls(attrs, [Meta(h, s) for s in shapes], [None] + xs[1:], name="p")
+    plain = cls(attrs, [Meta(f, s) for s in shapes], [None] + [x.astype(f) for x in xs[1:]], name="p")
+    assert isinstance(k, Float16ViaFloat32) and type(k.inner) is type(plain)
+    assert k.inner.uses_native == plain.uses_native == (native_and_numpy == "native" and shapes[0][0] > 1
+                                                        and op != "ConvTranspose")
+    assert k.inner.workspace_nbytes() == plain.workspace_nbytes()
+    got = k.compute(*xs)[0]
+    assert k.inner.consts[1].dtype == f and k.inner.consts[1].strides  # the converted weights, not a stand-in
+    expected = plain.compute(xs[0].astype(f), *[x.astype(f) for x in xs[1:]])[0].astype(h)
+    assert got.dtype == h and np.array_equal(got.view(np.uint16), expected.view(np.uint16))
