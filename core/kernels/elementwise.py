@@ -21,6 +21,7 @@ import numpy as np
 from ..ir import DTYPES, Meta
 from .base import Kernel
 from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
+from .float16 import narrow, widen
 from .fused import GE_DOMAIN
 from .planned import Scratch
 from .registry import register
@@ -193,9 +194,9 @@ class FloatUnary(Unary):
             b = bufs if stop - start == step else [t[:stop - start] for t in bufs]
             if self.convert:
                 xw, yw, *b = b
-                np.copyto(xw, xf[start:stop], casting="unsafe")
+                widen(self.backend.lib, xf[start:stop], xw)  # native for float16, numpy's cast otherwise
                 self.formula(xw, yw, *b)
-                np.copyto(yf[start:stop], yw, casting="unsafe")
+                narrow(self.backend.lib, yw, yf[start:stop])
             else:
                 self.formula(xf[start:stop], yf[start:stop], *b)
 

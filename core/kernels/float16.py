@@ -39,6 +39,13 @@ VIA_FLOAT32 = frozenset({
     ("", "ReduceSumSquare"), ("", "InstanceNormalization"), ("", "GroupNormalization"),
 })
 
+#: (domain, op_type) of the arithmetic whose float16 instances run through their float32 kernels too:
+#: numpy's float16 loops convert each element to float32, compute and round, at ~2 ns an element; the
+#: float32 kernel between native conversions computes the same float32 value and rounds it the same
+#: way (a float32 sum, difference, product or quotient of float16 values rounded to float16 is the
+#: correctly rounded float16 result), bit for bit numpy's, at a quarter of the time
+ARITHMETIC_VIA_FLOAT32 = frozenset(("", op) for op in ("Add", "Sub", "Mul", "Div"))
+
 #: (domain, op_type) of the ops whose kernels compute float32/float64 only: their float16 and
 #: bfloat16 instances run through the float32 kernel (the recurrences, the transforms, the losses)
 FLOAT32_ONLY = frozenset(("", op) for op in (
@@ -75,7 +82,7 @@ def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype 
     """float16 or bfloat16 when this node's instance runs through the float32 kernel, else None."""
     dtypes = {np.dtype(m.dtype) for m in inputs if m is not None}
     key = (cls.domain, cls.op_type)
-    if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY):
+    if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in ARITHMETIC_VIA_FLOAT32):
         return F16
     if BF16 in dtypes and F16 not in dtypes and (F32 not in dtypes or key in MIXED) \
             and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in BFLOAT16_VIA_FLOAT32):
@@ -90,17 +97,20 @@ def _output_dtype(cls: type[Kernel], inputs: Sequence[Meta | None], narrow: np.d
         return narrow
     x = inputs[0] if inputs else None
     return x.dtype if x is not None and x.dtype in NARROW else None
-def _widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst (float32) = src (float16 or bfloat16), natively where it can."""
+
+
+def widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (float32) = src (float16, bfloat16 or any other type numpy casts), natively where it can."""
     if lib is not None and src.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
             and src.size == dst.size:
         lib.half_to_float(src, dst)
     else:
-        np.copyto(dst, src)
+        np.copyto(dst, src, casting="unsafe")
 
 
-def _narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst (float16 or bfloat16) = src (float32) rounded to nearest even, natively where it can."""
+def narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (float16, bfloat16 or any other type numpy casts to) = src (float32) rounded as numpy's
+    cast rounds, natively where it can."""
     if lib is not None and dst.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
             and src.size == dst.size:
         lib.float_to_half(src, dst)
@@ -117,7 +127,7 @@ def _stand_in(c) -> np.ndarray:
 def _as_float32(lib, c) -> np.ndarray:
     c = np.asarray(c)
     out = np.empty(c.shape, F32)
-    _widen(lib, np.ascontiguousarray(c), out)
+    widen(lib, np.ascontiguousarray(c), out)
     return out
 
 
@@ -189,7 +199,7 @@ class Float16ViaFloat32(PlannedKernel):
         v = self.views(ws)
         wxs = list(xs)
         for i in self.widened:
-            _widen(self.backend.lib, xs[i], v[f"x{i}"])
+            widen(self.backend.lib, xs[i], v[f"x{i}"])
             wxs[i] = v[f"x{i}"]
         for i, c in self.wide_consts.items():
             wxs[i] = c
@@ -200,7 +210,7 @@ class Float16ViaFloat32(PlannedKernel):
         self.inner.run(wxs, wys, v["inner"])
         for j in self.narrowed:
             if ys[j] is not None:
-                _narrow(self.backend.lib, wys[j], ys[j])
+                narrow(self.backend.lib, wys[j], ys[j])
 
 
 Kernel.float16_adapter = Float16ViaFloat32
