@@ -142,3 +142,19 @@ def test_float16_formulas_convert_natively_with_numpys_rounding(default_backend,
         with np.errstate(all="ignore"):
             results.append(lookup(op, opset=17)({}, [Meta(h, x.shape)], name="u").compute(x)[0])
     assert results[0].dtype == h and np.array_equal(results[0].view(np.uint16), results[1].view(np.uint16))
+
+
+@pytest.mark.parametrize("op,attrs,n_inputs,plan", [("LayerNormalization", {"axis": -1}, 3, "numpy"),
+                                                    ("Softmax", {}, 1, "native"), ("LogSoftmax", {}, 1, "native")])
+def test_float16_normalizations_widen_natively(default_backend, op, attrs, n_inputs, plan):
+    """A float16 LayerNormalization or Softmax widens X and rounds Y with the native conversions:
+    its float32 kernel's result, rounded (LayerNormalization's numpy plan: its float16 Scale and B
+    keep it off the native row kernel, as before)."""
+    h, f = np.dtype(np.float16), np.dtype(np.float32)
+    xs = [f16(4, 64, 256)] + [f16(256) for _ in range(n_inputs - 1)]
+    default_backend("native")
+    got = lookup(op, opset=17)(attrs, [Meta(h, x.shape) for x in xs], name="n").compute(*xs)[0]
+    default_backend(plan)
+    wide = lookup(op, opset=17)(attrs, [Meta(f, x.shape) for x in xs], name="n").compute(*[x.astype(f) for x in xs])
+    expected = wide[0].astype(h)
+    assert got.dtype == h and np.array_equal(got.view(np.uint16), expected.view(np.uint16))
