@@ -100,19 +100,18 @@ def _output_dtype(cls: type[Kernel], inputs: Sequence[Meta | None], narrow: np.d
 
 
 def widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst (float32) = src (float16, bfloat16 or any other type numpy casts), natively where it can."""
-    if lib is not None and src.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
-            and src.size == dst.size:
+    """dst = src cast as numpy casts (float32 from float16 or bfloat16 here), natively from float16."""
+    if lib is not None and src.dtype == F16 and dst.dtype == F32 and src.flags.c_contiguous \
+            and dst.flags.c_contiguous and src.size == dst.size:
         lib.half_to_float(src, dst)
     else:
         np.copyto(dst, src, casting="unsafe")
 
 
 def narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst (float16, bfloat16 or any other type numpy casts to) = src (float32) rounded as numpy's
-    cast rounds, natively where it can."""
-    if lib is not None and dst.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
-            and src.size == dst.size:
+    """dst = src cast as numpy casts (float32 rounded to float16 or bfloat16 here), natively to float16."""
+    if lib is not None and dst.dtype == F16 and src.dtype == F32 and src.flags.c_contiguous \
+            and dst.flags.c_contiguous and src.size == dst.size:
         lib.float_to_half(src, dst)
     else:
         np.copyto(dst, src, casting="unsafe")

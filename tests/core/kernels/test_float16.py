@@ -158,3 +158,18 @@ def test_float16_normalizations_widen_natively(default_backend, op, attrs, n_inp
     wide = lookup(op, opset=17)(attrs, [Meta(f, x.shape) for x in xs], name="n").compute(*[x.astype(f) for x in xs])
     expected = wide[0].astype(h)
     assert got.dtype == h and np.array_equal(got.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("src,dst", [(np.float32, np.float16), (np.float16, np.float32), (np.float64, np.float16),
+                                     (np.float16, np.float64)])
+def test_float16_casts_are_numpys(default_backend, src, dst):
+    """Cast between float32 and float16 converts natively (an fp16 export's boundary Casts); every
+    cast gives numpy's bits, NaN, infinities, subnormals and overflow included."""
+    x = np.concatenate([every_half(50000, 4).astype(src) * src(1.001),
+                        np.array([np.inf, -np.inf, np.nan, 70000.0, -1e-8, 6e-8], src)])
+    default_backend("native")
+    got = lookup("Cast", opset=19)({"to": onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dst))},
+                                   [Meta(np.dtype(src), x.shape)], name="c").compute(x)[0]
+    with np.errstate(all="ignore"):
+        expected = x.astype(dst)
+    assert got.dtype == dst and np.array_equal(got.view(np.uint8), expected.view(np.uint8))
