@@ -9,6 +9,10 @@ float16 constants converted once at load, and its float32 results rounded once i
 outputs. That is what a float16 kernel accumulating in float32 computes (the NPU's cube units
 accumulate so), at float32 speed plus the two conversions; with the native kernels, those run as
 F16C/AVX-512 conversions (csrc/convert.c, bit for bit numpy's) instead of numpy's casts.
+The plan is the float32 model's: float16 weights are planned as float32 stand-ins (so a constant
+MatMul/Gemm weight takes the native GEMM, as in float32) and converted once at load, where the
+float32 kernel is built again on them. Add, Sub, Mul and Div (ARITHMETIC_VIA_FLOAT32) go the same
+way: there the result is numpy's float16 result bit for bit, at a quarter of its time.
 
 bfloat16 goes the same way for every op of VIA_FLOAT32 and BFLOAT16_VIA_FLOAT32: numpy has no
 bfloat16 at all (ml_dtypes' ufuncs convert per element and many ops refuse the dtype), and a
