@@ -184,9 +184,12 @@ class Float16ViaFloat32(PlannedKernel):
         self.wide_consts: dict[int, np.ndarray] = {}
 
     def pack(self):
-        # float16 weights become float32 once; the inner kernel packs them (or reads them) as its own
-        self.wide_consts = {i: _as_float32(self.backend.lib, c) for i, c in enumerate(self.consts)
-                            if c is not None and np.asarray(c).dtype in NARROW}
+        # float16 weights become float32 once (through the pack cache: the kernels built for other
+        # shapes share the copy, and so the inner kernels' packs of it); the inner kernel packs them
+        # (or reads them) as its own
+        lib = self.backend.lib
+        self.wide_consts = {i: self.shared_pack(("float32",), lambda c: _as_float32(lib, c), c)
+                            for i, c in enumerate(self.consts) if c is not None and np.asarray(c).dtype in NARROW}
         consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
         if self.stand_ins:  # planned on stand-ins: the same plan again, on the weights
             cls, attrs, metas, how = self.inner_args

@@ -173,3 +173,20 @@ def test_float16_casts_are_numpys(default_backend, src, dst):
     with np.errstate(all="ignore"):
         expected = x.astype(dst)
     assert got.dtype == dst and np.array_equal(got.view(np.uint8), expected.view(np.uint8))
+
+
+def test_float16_weights_are_converted_once_for_every_shape():
+    """Kernels built for other shapes (the hybrid executor's) share the float32 copy of a float16
+    weight and its native pack, through the model's pack cache."""
+    from ge.core.kernels.packs import WeightPacks
+    h = np.dtype(np.float16)
+    w, packs = f16(32, 24), WeightPacks()
+    kernels = [lookup("MatMul", opset=17)({}, [Meta(h, (rows, 32)), Meta(h, (32, 24))], [None, w], name="m",
+                                          packs=packs).load() for rows in (16, 40)]
+    assert kernels[0].inner.consts[1] is kernels[1].inner.consts[1]
+    assert packs.hits >= 1 and len(packs) == (2 if kernels[0].inner.uses_native else 1)
+    f = np.dtype(np.float32)
+    for k, rows in zip(kernels, (16, 40)):
+        x = f16(rows, 32)
+        plain = lookup("MatMul", opset=17)({}, [Meta(f, (rows, 32)), Meta(f, (32, 24))], [None, w.astype(f)], name="m")
+        assert np.array_equal(k.compute(x, w)[0], plain.compute(x.astype(f), w.astype(f))[0].astype(h))
