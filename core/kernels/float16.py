@@ -202,21 +202,29 @@ class Float16ViaFloat32(PlannedKernel):
         self.inner.load()
 
     def run(self, xs, ys, ws):
-        v = self.views(ws)
-        wxs = list(xs)
+        self.bound(xs, ys, ws)()
+
+    def bound(self, xs, ys, ws):
+        """The conversions around the inner kernel's own prepared call, for these arrays."""
+        v, lib = self.views(ws), self.backend.lib
+        wxs, wys = list(xs), list(ys)
         for i in self.widened:
-            widen(self.backend.lib, xs[i], v[f"x{i}"])
             wxs[i] = v[f"x{i}"]
         for i, c in self.wide_consts.items():
             wxs[i] = c
-        wys = list(ys)
         for j in self.narrowed:
             if ys[j] is not None:
                 wys[j] = v[f"y{j}"]
-        self.inner.run(wxs, wys, v["inner"])
-        for j in self.narrowed:
-            if ys[j] is not None:
-                narrow(self.backend.lib, wys[j], ys[j])
+        before = [(xs[i], wxs[i]) for i in self.widened]
+        after = [(wys[j], ys[j]) for j in self.narrowed if ys[j] is not None]
+        inner = self.inner.bound(wxs, wys, v["inner"])
 
+        def call():
+            for src, dst in before:
+                widen(lib, src, dst)
+            inner()
+            for src, dst in after:
+                narrow(lib, src, dst)
+        return call
 
 Kernel.float16_adapter = Float16ViaFloat32
