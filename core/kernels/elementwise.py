@@ -21,6 +21,7 @@ import numpy as np
 from ..ir import DTYPES, Meta
 from .base import Kernel
 from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
+from .float16 import narrow, widen
 from .fused import GE_DOMAIN
 from .planned import Scratch
 from .registry import register
@@ -193,9 +194,9 @@ class FloatUnary(Unary):
             b = bufs if stop - start == step else [t[:stop - start] for t in bufs]
             if self.convert:
                 xw, yw, *b = b
-                np.copyto(xw, xf[start:stop], casting="unsafe")
+                widen(self.backend.lib, xf[start:stop], xw)  # native for float16, numpy's cast otherwise
                 self.formula(xw, yw, *b)
-                np.copyto(yf[start:stop], yw, casting="unsafe")
+                narrow(self.backend.lib, yw, yf[start:stop])
             else:
                 self.formula(xf[start:stop], yf[start:stop], *b)
 
@@ -841,8 +842,8 @@ class Cast(Unary):
     def evaluate(self, xs, ys, ws):
         if self.small:
             ys[0][...] = cast_to(xs[0], self.out_dtype, self.saturate, self.round_mode)
-        else:
-            np.copyto(ys[0], xs[0], casting="unsafe")
+        else:  # float32 <-> float16 natively (a float16 export's boundary Casts), with numpy's rounding
+            (narrow if self.out_dtype == np.float16 else widen)(self.backend.lib, xs[0], ys[0])
 
 
 @register("CastLike", since=15)

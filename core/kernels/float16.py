@@ -9,6 +9,10 @@ float16 constants converted once at load, and its float32 results rounded once i
 outputs. That is what a float16 kernel accumulating in float32 computes (the NPU's cube units
 accumulate so), at float32 speed plus the two conversions; with the native kernels, those run as
 F16C/AVX-512 conversions (csrc/convert.c, bit for bit numpy's) instead of numpy's casts.
+The plan is the float32 model's: float16 weights are planned as float32 stand-ins (so a constant
+MatMul/Gemm weight takes the native GEMM, as in float32) and converted once at load, where the
+float32 kernel is built again on them. Add, Sub, Mul and Div (ARITHMETIC_VIA_FLOAT32) go the same
+way: there the result is numpy's float16 result bit for bit, at a quarter of its time.
 
 bfloat16 goes the same way for every op of VIA_FLOAT32 and BFLOAT16_VIA_FLOAT32: numpy has no
 bfloat16 at all (ml_dtypes' ufuncs convert per element and many ops refuse the dtype), and a
@@ -39,6 +43,13 @@ VIA_FLOAT32 = frozenset({
     ("", "ReduceMean"), ("", "ReduceSum"), ("", "ReduceMax"), ("", "ReduceMin"), ("", "ReduceL2"),
     ("", "ReduceSumSquare"), ("", "InstanceNormalization"), ("", "GroupNormalization"),
 })
+
+#: (domain, op_type) of the arithmetic whose float16 instances run through their float32 kernels too:
+#: numpy's float16 loops convert each element to float32, compute and round, at ~2 ns an element; the
+#: float32 kernel between native conversions computes the same float32 value and rounds it the same
+#: way (a float32 sum, difference, product or quotient of float16 values rounded to float16 is the
+#: correctly rounded float16 result), bit for bit numpy's, at a quarter of the time
+ARITHMETIC_VIA_FLOAT32 = frozenset(("", op) for op in ("Add", "Sub", "Mul", "Div"))
 
 #: (domain, op_type) of the ops whose kernels compute float32/float64 only: their float16 and
 #: bfloat16 instances run through the float32 kernel (the recurrences, the transforms, the losses)
@@ -76,7 +87,7 @@ def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype 
     """float16 or bfloat16 when this node's instance runs through the float32 kernel, else None."""
     dtypes = {np.dtype(m.dtype) for m in inputs if m is not None}
     key = (cls.domain, cls.op_type)
-    if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY):
+    if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in ARITHMETIC_VIA_FLOAT32):
         return F16
     if BF16 in dtypes and F16 not in dtypes and (F32 not in dtypes or key in MIXED) \
             and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in BFLOAT16_VIA_FLOAT32):
@@ -91,28 +102,36 @@ def _output_dtype(cls: type[Kernel], inputs: Sequence[Meta | None], narrow: np.d
         return narrow
     x = inputs[0] if inputs else None
     return x.dtype if x is not None and x.dtype in NARROW else None
-def _widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst (float32) = src (float16 or bfloat16), natively where it can."""
-    if lib is not None and src.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
-            and src.size == dst.size:
+
+
+def widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = src cast as numpy casts (float32 from float16 or bfloat16 here), natively from float16."""
+    if lib is not None and src.dtype == F16 and dst.dtype == F32 and src.flags.c_contiguous \
+            and dst.flags.c_contiguous and src.size == dst.size:
         lib.half_to_float(src, dst)
     else:
-        np.copyto(dst, src)
+        np.copyto(dst, src, casting="unsafe")
 
 
-def _narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst (float16 or bfloat16) = src (float32) rounded to nearest even, natively where it can."""
-    if lib is not None and dst.dtype == F16 and src.flags.c_contiguous and dst.flags.c_contiguous \
-            and src.size == dst.size:
+def narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = src cast as numpy casts (float32 rounded to float16 or bfloat16 here), natively to float16."""
+    if lib is not None and dst.dtype == F16 and src.dtype == F32 and src.flags.c_contiguous \
+            and dst.flags.c_contiguous and src.size == dst.size:
         lib.float_to_half(src, dst)
     else:
         np.copyto(dst, src, casting="unsafe")
 
 
+def _stand_in(c) -> np.ndarray:
+    """A float32 array of c's shape that holds no data (every element the one zero): what a plan sees
+    of a float16 weight."""
+    return np.broadcast_to(np.zeros((), F32), np.shape(c))
+
+
 def _as_float32(lib, c) -> np.ndarray:
     c = np.asarray(c)
     out = np.empty(c.shape, F32)
-    _widen(lib, np.ascontiguousarray(c), out)
+    widen(lib, np.ascontiguousarray(c), out)
     return out
 
 
@@ -123,15 +142,20 @@ class Float16ViaFloat32(PlannedKernel):
                  opset: int = 17, name: str = "", num_outputs: int | None = None, packs=None, backend=None):
         self.op_type, self.domain, self.since = cls.op_type, cls.domain, cls.since
         self.narrow = _output_dtype(cls, inputs, _narrow_dtype(cls, inputs))
-        # narrow constants become float32 before the float32 kernel is planned: its prepare() keeps
-        # views of them (MatMul's B, Conv's taps, Clip's bounds) and decides its plan on their dtype;
-        # a float16 one there made every product a mixed-type one, off BLAS and the native kernels
-        # (25x slower), and numpy cannot mix bfloat16 with float32 at all
-        lib = getattr(backend, "lib", None)
-        plan_consts = [_as_float32(lib, c) if c is not None and np.asarray(c).dtype in NARROW else c for c in consts]
-        self.inner = cls(attrs, [_wide(m) for m in inputs], plan_consts,
-                         outputs=None if outputs is None else [_wide(m) for m in outputs],
-                         opset=opset, name=name, num_outputs=num_outputs, packs=packs, backend=backend)
+        # bfloat16 constants the plan reads (Clip's bounds, PRelu's slope) in float32: numpy cannot
+        # mix the two; the loaded kernel gets its own float32 copies in pack(). A float16 weight is
+        # planned as a float32 stand-in of its shape (no weight is read while planning): the plan is
+        # then the float32 model's (the native GEMM takes float32 weights only), and pack() builds it
+        # again on the weights converted once
+        plan_consts = [_stand_in(c) if c is not None and np.asarray(c).dtype == F16 and (cls.domain, cls.op_type)
+                       in VIA_FLOAT32 else np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c
+                       for c in consts]
+        self.inner_args = (cls, attrs, [_wide(m) for m in inputs],
+                           dict(outputs=None if outputs is None else [_wide(m) for m in outputs], opset=opset,
+                                name=name, num_outputs=num_outputs, packs=packs, backend=backend))
+        self.inner = cls(*self.inner_args[1:3], plan_consts, **self.inner_args[3])
+        self.stand_ins = any(p is not c for p, c in zip(plan_consts, consts) if c is not None and p is not None
+                             and np.asarray(c).dtype == F16)
         super().__init__(attrs, inputs, consts, outputs, opset, name, num_outputs, packs, backend)
 
     @staticmethod
@@ -167,29 +191,50 @@ class Float16ViaFloat32(PlannedKernel):
         self.wide_consts: dict[int, np.ndarray] = {}
 
     def pack(self):
-        # the float32 copies made for the plan (__init__) are the inner kernel's weights
-        self.wide_consts = {i: self.inner.consts[i] for i, c in enumerate(self.consts)
-                            if c is not None and np.asarray(c).dtype in NARROW}
+        # float16 weights become float32 once (through the pack cache: the kernels built for other
+        # shapes share the copy, and so the inner kernels' packs of it); the inner kernel packs them
+        # (or reads them) as its own
+        lib = self.backend.lib
+        self.wide_consts = {i: self.shared_pack(("float32",), lambda c: _as_float32(lib, c), c)
+                            for i, c in enumerate(self.consts) if c is not None and np.asarray(c).dtype in NARROW}
+        consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
+        if self.stand_ins:  # planned on stand-ins: the same plan again, on the weights
+            cls, attrs, metas, how = self.inner_args
+            inner = cls(attrs, metas, consts, **how)
+            if inner.workspace_nbytes() != self.inner.workspace_nbytes() or type(inner) is not type(self.inner):
+                raise RuntimeError(f"node '{self.name}' ({self.op_type}): its float32 plan changed with the weights")
+            self.inner = inner
+        else:
+            self.inner.consts = consts
         self.inner.load()
 
     def run(self, xs, ys, ws):
-        v = self.views(ws)
-        wxs = list(xs)
+        self.bound(xs, ys, ws)()
+
+    def bound(self, xs, ys, ws):
+        """The conversions around the inner kernel's own prepared call, for these arrays."""
+        v, lib = self.views(ws), self.backend.lib
+        wxs, wys = list(xs), list(ys)
         for i in self.widened:
-            _widen(self.backend.lib, xs[i], v[f"x{i}"])
             wxs[i] = v[f"x{i}"]
         for i, c in self.wide_consts.items():
             wxs[i] = c
-        wys = list(ys)
         for j in self.narrowed:
             if ys[j] is not None:
                 wys[j] = v[f"y{j}"]
-        self.inner.run(wxs, wys, v["inner"])
-        if self.wide_epilogue is not None:
-            self.wide_epilogue(wys[0])
-        for j in self.narrowed:
-            if ys[j] is not None:
-                _narrow(self.backend.lib, wys[j], ys[j])
+        before = [(xs[i], wxs[i]) for i in self.widened]
+        after = [(wys[j], ys[j]) for j in self.narrowed if ys[j] is not None]
+        inner = self.inner.bound(wxs, wys, v["inner"])
+        epilogue, y0 = self.wide_epilogue, wys[0]  # a fused activation, on the float32 result
 
+        def call():
+            for src, dst in before:
+                widen(lib, src, dst)
+            inner()
+            if epilogue is not None:
+                epilogue(y0)
+            for src, dst in after:
+                narrow(lib, src, dst)
+        return call
 
 Kernel.float16_adapter = Float16ViaFloat32

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir import Meta
 from .dtypes import working_dtype
+from .float16 import narrow, widen
 from .planned import Scratch
 from .windows import SpatialKernel
 from .fused import GE_DOMAIN
@@ -37,9 +38,9 @@ class _Widened(SpatialKernel):
             return self.run_wide(xs, ys, ws)
         v = self.views(ws)
         x, y = v["x_wide"], v["y_wide"]
-        np.copyto(x, xs[0])
+        widen(self.backend.lib, xs[0], x)  # native for float16, with numpy's rounding
         self.run_wide([x, *xs[1:]], [y, *ys[1:]], ws)
-        np.copyto(ys[0], y, casting="unsafe")
+        narrow(self.backend.lib, y, ys[0])
 
     def run_wide(self, xs, ys, ws):
         raise NotImplementedError

@@ -19,7 +19,7 @@ from ge.core.passes import optimize
 
 n = helper.make_node
 rng = np.random.default_rng(5)
-ELEM = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.int32: TensorProto.INT32,
+ELEM = {np.float16: TensorProto.FLOAT16, np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.int32: TensorProto.INT32,
         np.int64: TensorProto.INT64}
 
 
@@ -170,6 +170,23 @@ def test_epilogues_and_switches(load):
     from ge.core.passes import fusion_switches
     assert "fuse_elementwise" in fusion_switches({"UBFusion": {"ALL": False}})[0]
     assert fusion_switches({"UBFusion": {"fuse_elementwise": False}})[0] == {"fuse_elementwise"}
+
+
+def test_float16_chains_stay_separate_ops(tmp_path, load):
+    """A float16 chain is not fused: each op runs its float32 kernel between native conversions
+    (kernels/float16.py), faster than the chain's float16 numpy steps; the results are numpy's
+    float16 ops', rounded at every op."""
+    model = model_of([n("Add", ["x", "a"], ["t"]), n("Relu", ["t"], ["u"]), n("Mul", ["u", "b"], ["y"])],
+                     {"x": [4, 8]}, ["y"], {"a": w([8]).astype(np.float16), "b": w([8]).astype(np.float16)},
+                     dtype=np.float16)
+    g = load(model)
+    optimize(g)
+    assert [node.op_type for node in g.nodes] == ["Add", "Mul"]  # the Relu is the Add's epilogue
+    x = feeds_of(model, np.float16)["x"]
+    got, _ = run_ge(model, {"x": x}, tmp_path)
+    a, b = (onnx.numpy_helper.to_array(t) for t in model.graph.initializer)
+    expected = np.maximum(x + a, np.float16(0)) * b
+    assert got[0].dtype == np.float16 and np.array_equal(got[0].view(np.uint16), expected.view(np.uint16))
 
 
 def test_precision_mode_lowers_ops_before_fusing(tmp_path):
