@@ -86,13 +86,14 @@ def run_ge():
 
 @pytest.fixture
 def requires():
-    """Skip the test while a kernel it needs is not written yet (kernels land concurrently)."""
+    """Fail the test, naming the op, when a kernel it needs is missing (a lost kernel is a
+    regression: it must not pass as a skip)."""
     def check(*ops, opset=17):
         for op in ops:
             try:
                 lookup(op, "", opset)
             except UnsupportedOpError:
-                pytest.skip(f"kernel {op} not available yet")
+                pytest.fail(f"no kernel for {op} (opset {opset})")
     return check
 
 
