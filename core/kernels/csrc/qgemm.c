@@ -448,15 +448,121 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.pitch = (wp + d->sw - 1) / d->sw;
     l.phase = l.hh * l.pitch;
     l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
-    l.nbytes = l.acc_at + (d->oh * l.pitch + 16) * 4 + 64;
+    l.nbytes = l.acc_at + (d->oh * l.pitch + 32) * 4 + 64;
     return l;
 }
 
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbytes; }
 
+/* acc[0, run) = corr + sum over the taps of tap[t][j] * wt[t]. Blocks of outputs stay in registers
+   through all taps; the last block runs past `run` into the scratch's slack (the accumulators' 32
+   spare lanes, the phases' spare row and 64 bytes). With AVX2 / AVX-512 the taps go in pairs: their
+   bytes interleaved and widened to int16, vpmaddwd (vpdpwssd with VNNI) adds x0 w0 + x1 w1 into
+   int32 (|w| <= 255: exact), an odd last tap paired with itself at weight 0. */
+static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, int32_t corr, int64_t run,
+                    int32_t *acc) {
+#if defined(__AVX512BW__) || defined(__AVX2__)
+    const uint8_t *t0[32], *t1[32];
+    int32_t wpair[32];
+    int64_t pairs = (taps + 1) / 2;
+    for (int64_t p = 0; p < pairs; p++) {
+        int has2 = 2 * p + 1 < taps;
+        t0[p] = tap[2 * p];
+        t1[p] = tap[2 * p + has2];
+        wpair[p] = (int32_t)((uint32_t)(uint16_t)wt[2 * p] | (uint32_t)(uint16_t)(has2 ? wt[2 * p + 1] : 0) << 16);
+    }
+#endif
+#if defined(__AVX512BW__)
+    /* 32 outputs: lo holds outputs 0-7 and 16-23, hi 8-15 and 24-31 (the unpacks work per 128-bit lane) */
+    for (int64_t j = 0; j < run; j += 32) {
+        __m512i lo = _mm512_set1_epi32(corr), hi = lo;
+        for (int64_t p = 0; p < pairs; p++) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(t0[p] + j));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(t1[p] + j));
+            __m512i w = _mm512_set1_epi32(wpair[p]);
+            __m512i xl = _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(a, b));
+            __m512i xh = _mm512_cvtepu8_epi16(_mm256_unpackhi_epi8(a, b));
+#if defined(__AVX512VNNI__)
+            lo = _mm512_dpwssd_epi32(lo, xl, w);
+            hi = _mm512_dpwssd_epi32(hi, xh, w);
+#else
+            lo = _mm512_add_epi32(lo, _mm512_madd_epi16(xl, w));
+            hi = _mm512_add_epi32(hi, _mm512_madd_epi16(xh, w));
+#endif
+        }
+        _mm256_storeu_si256((__m256i *)(acc + j), _mm512_castsi512_si256(lo));
+        _mm256_storeu_si256((__m256i *)(acc + j + 8), _mm512_castsi512_si256(hi));
+        _mm256_storeu_si256((__m256i *)(acc + j + 16), _mm512_extracti64x4_epi64(lo, 1));
+        _mm256_storeu_si256((__m256i *)(acc + j + 24), _mm512_extracti64x4_epi64(hi, 1));
+    }
+#elif defined(__AVX2__)
+    for (int64_t j = 0; j < run; j += 16) {  /* 16 outputs: lo 0-7, hi 8-15 */
+        __m256i lo = _mm256_set1_epi32(corr), hi = lo;
+        for (int64_t p = 0; p < pairs; p++) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(t0[p] + j));
+            __m128i b = _mm_loadu_si128((const __m128i *)(t1[p] + j));
+            __m256i w = _mm256_set1_epi32(wpair[p]);
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), w));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), w));
+        }
+        _mm256_storeu_si256((__m256i *)(acc + j), lo);
+        _mm256_storeu_si256((__m256i *)(acc + j + 8), hi);
+    }
+#else
+    for (int64_t j = 0; j < run; j += 16) {
+        int32_t a[16];
+        for (int k = 0; k < 16; k++) a[k] = corr;
+        for (int64_t t = 0; t < taps; t++) {
+            const uint8_t *src = tap[t] + j;
+            int32_t wv = wt[t];
+            for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
+        }
+        memcpy(acc + j, a, sizeof a);
+    }
+#endif
+}
+
+/* dst[j] = src[j * sw] ^ flip for j < n (reading no byte past src[(n - 1) * sw]) */
+static inline void copy_row(uint8_t *dst, const uint8_t *src, int64_t n, int64_t sw, uint8_t flip) {
+#if defined(__AVX512BW__)
+    if (sw == 1) {
+        __m512i f = _mm512_set1_epi8((char)flip);
+        for (int64_t j = 0; j < n; j += 64) {
+            __mmask64 m = n - j >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (n - j)) - 1;
+            _mm512_mask_storeu_epi8(dst + j, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + j), f));
+        }
+        return;
+    }
+    if (sw == 2) {  /* 64 bytes as 32 words, truncated to their low (even) bytes */
+        __m256i f = _mm256_set1_epi8((char)flip);
+        for (int64_t j = 0; j < n; j += 32) {
+            int64_t left = n - j;
+            __mmask64 m = left > 32 ? ~(__mmask64)0 : ((__mmask64)1 << (2 * left - 1)) - 1;
+            __mmask32 ms = left >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << left) - 1;
+            __m256i even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(m, src + 2 * j));
+            _mm256_mask_storeu_epi8(dst + j, ms, _mm256_xor_si256(even, f));
+        }
+        return;
+    }
+#endif
+    if (sw == 1)
+        for (int64_t j = 0; j < n; j++) dst[j] = src[j] ^ flip;
+    else if (sw == 2)  /* a constant stride: vectorized */
+        for (int64_t j = 0; j < n; j++) dst[j] = src[2 * j] ^ flip;
+    else
+        for (int64_t j = 0; j < n; j++) dst[j] = src[j * sw] ^ flip;
+}
+
+typedef struct {
+    const QDepthwise *d;
+    DwLayout l;
+    int64_t tap_at[64];  /* where each tap's run starts in the phases: the same for every channel */
+} DwJob;
+
 static void qdepthwise_item(void *ctx, int64_t c, int slot) {
-    const QDepthwise *d = ctx;
-    DwLayout l = dw_layout(d);
+    const DwJob *job = ctx;
+    const QDepthwise *d = job->d;
+    DwLayout l = job->l;
     uint8_t *ph = d->ws + slot * l.nbytes;
     int32_t *acc = (int32_t *)(ph + l.acc_at);
     const uint8_t *x = d->x + c * d->height * d->width;
@@ -475,44 +581,23 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
                     memset(dst, zx, l.pitch);
                     continue;
                 }
-                memset(dst, zx, j0);
-                memset(dst + j1, zx, l.pitch - j1);
-                const uint8_t *src = x + y * d->width + j0 * d->sw + cc - d->pl;
-                if (d->sw == 1) {
-                    memcpy(dst + j0, src, j1 - j0);
-                    if (flip)
-                        for (int64_t j = j0; j < j1; j++) dst[j] ^= 0x80;
-                } else if (d->sw == 2) {  /* a constant stride: vectorized */
-                    for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = src[2 * j] ^ flip;
-                } else {
-                    for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = src[j * d->sw] ^ flip;
-                }
+                for (int64_t j = 0; j < j0; j++) dst[j] = zx;  /* a pad or two: no memset call */
+                for (int64_t j = j1; j < l.pitch; j++) dst[j] = zx;
+                copy_row(dst + j0, x + y * d->width + j0 * d->sw + cc - d->pl, j1 - j0, d->sw, flip);
             }
         }
     memset(ph + d->sh * d->sw * l.phase, zx, l.pitch);
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
-    const uint8_t *tap[64];  /* where each tap's run starts in the phases */
+    const uint8_t *tap[64];
     int32_t wt[64];
     int64_t taps = d->kh * d->kw;
     for (int64_t t = 0; t < taps; t++) {
-        int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
-        tap[t] = ph + ((ry % d->sh) * d->sw + rx % d->sw) * l.phase + (ry / d->sh) * l.pitch + rx / d->sw;
+        tap[t] = ph + job->tap_at[t];
         wt[t] = w[t];
     }
-    /* blocks of 16 outputs stay in a register through all taps; the last block runs past `run` into
-       the scratch's slack (the accumulators' 16 spare lanes, the phases' spare row) */
-    for (int64_t j = 0; j < run; j += 16) {
-        int32_t a[16];
-        for (int k = 0; k < 16; k++) a[k] = corr;
-        for (int64_t t = 0; t < taps; t++) {
-            const uint8_t *src = tap[t] + j;
-            int32_t wv = wt[t];
-            for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
-        }
-        memcpy(acc + j, a, sizeof a);
-    }
+    dw_taps(tap, wt, taps, corr, run, acc);
     int64_t n = d->oh * d->ow;
     if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
         for (int64_t oy = 1; oy < d->oh; oy++) memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
@@ -520,7 +605,14 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
         store_row(&d->out, c, 0, acc + j0, (int)(n - j0 < 1024 ? n - j0 : 1024), d->y, c * n + j0);
 }
 
-void ge_qdepthwise(const QDepthwise *d) { pool_run(qdepthwise_item, (void *)d, d->channels, d->threads); }
+void ge_qdepthwise(const QDepthwise *d) {
+    DwJob job = {d, dw_layout(d), {0}};
+    for (int64_t t = 0; t < d->kh * d->kw; t++) {
+        int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
+        job.tap_at[t] = ((ry % d->sh) * d->sw + rx % d->sw) * job.l.phase + (ry / d->sh) * job.l.pitch + rx / d->sw;
+    }
+    pool_run(qdepthwise_item, &job, d->channels, d->threads);
+}
 
 /* ---- QLinearAdd -------------------------------------------------------------------------------- */
 

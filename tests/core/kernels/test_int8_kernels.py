@@ -75,6 +75,12 @@ CONVS = [  # x shape, w shape, attrs: a pointwise conv, a padded strided conv, K
     ((2, 40, 7, 7), (40, 1, 3, 3), {"group": 40, "pads": [1, 1, 1, 1]}),
     ((1, 8, 9, 9), (8, 1, 3, 3), {"group": 8, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ((1, 8, 9, 9), (12, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    # depthwise rows longer than a vector with tails (stride 1: 70 and 131 bytes; stride 2: 67 -> 34
+    # and 65 -> 33 columns), an even number of taps (2x2) and 25 taps (5x5, an odd last pair)
+    ((1, 3, 5, 131), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    ((1, 4, 9, 70), (4, 1, 2, 2), {"group": 4}),
+    ((1, 3, 7, 67), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 2, 9, 65), (2, 1, 5, 5), {"group": 2, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
 ]
 # (x type, w type, x zero point, w zero point, y zero point): ends of the ranges, onnxruntime's combinations
 ZPS = [(U8, S8, 0, 0, 255), (U8, S8, 255, -128, 0), (S8, S8, -128, 127, 127), (S8, S8, 127, 0, -128),
