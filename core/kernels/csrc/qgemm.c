@@ -616,20 +616,61 @@ void ge_qdepthwise(const QDepthwise *d) {
 
 /* ---- QLinearAdd -------------------------------------------------------------------------------- */
 
-/* C = rint((A ra + fixed) + B rb) saturated: MLAS's float32 formula, in the numpy plan's order */
+/* half to even, lane by lane */
+static inline vec vrint(vec v) {
+#if defined(__AVX512F__)
+    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
+    return v;
+#endif
+}
+
+typedef uint8_t bvec __attribute__((vector_size(VL)));
+typedef int8_t sbvec __attribute__((vector_size(VL)));
+
+/* VL bytes from p as float32 (int8 or uint8) */
+static inline vec load_bytes(const uint8_t *p, int is_signed) {
+    bvec b;
+    memcpy(&b, p, VL);
+    return is_signed ? __builtin_convertvector(__builtin_convertvector((sbvec)b, ivec), vec)
+                     : __builtin_convertvector(__builtin_convertvector(b, ivec), vec);
+}
+
+/* C = rint((A ra + fixed) + B rb) saturated: MLAS's float32 formula, in the numpy plan's order
+   (VL lanes at a time, the tail one by one: the same float32 steps) */
+static inline float qadd_one(const QAdd *q, float a, float b) {
+    float t = a * q->ra;
+    t = t + q->fixed;
+    float u = b * q->rb;
+    float v = __builtin_rintf(t + u);
+    v = v < q->lo ? (float)q->lo : v;
+    return v > q->hi ? (float)q->hi : v;
+}
+
 static void qadd_item(void *ctx, int64_t item, int slot) {
     (void)slot;
     const QAdd *q = ctx;
-    int64_t i0 = item * 16384, i1 = i0 + 16384 < q->n ? i0 + 16384 : q->n;
-    for (int64_t i = i0; i < i1; i++) {
-        float a = q->is_signed ? (float)((const int8_t *)q->a)[i] : (float)q->a[i];
-        float b = q->is_signed ? (float)((const int8_t *)q->b)[i] : (float)q->b[i];
-        float t = a * q->ra;
-        t = t + q->fixed;
-        float u = b * q->rb;
-        float v = __builtin_rintf(t + u);
-        v = v < q->lo ? (float)q->lo : v;
-        v = v > q->hi ? (float)q->hi : v;
+    int64_t i0 = item * 16384, i1 = i0 + 16384 < q->n ? i0 + 16384 : q->n, i = i0;
+    vec ra = (vec){0} + q->ra, rb = (vec){0} + q->rb, fixed = (vec){0} + q->fixed;
+    for (; i + VL <= i1; i += VL) {
+        vec t = load_bytes(q->a + i, q->is_signed) * ra;
+        t = t + fixed;
+        vec u = load_bytes(q->b + i, q->is_signed) * rb;
+        ivec r = __builtin_convertvector(vclamp(vrint(t + u), (float)q->lo, (float)q->hi), ivec);
+        if (q->is_signed) {
+            sbvec o = __builtin_convertvector(r, sbvec);
+            memcpy(q->c + i, &o, VL);
+        } else {
+            bvec o = __builtin_convertvector(r, bvec);
+            memcpy(q->c + i, &o, VL);
+        }
+    }
+    for (; i < i1; i++) {
+        float v = q->is_signed ? qadd_one(q, (float)((const int8_t *)q->a)[i], (float)((const int8_t *)q->b)[i])
+                               : qadd_one(q, (float)q->a[i], (float)q->b[i]);
         if (q->is_signed) ((int8_t *)q->c)[i] = (int8_t)v;
         else q->c[i] = (uint8_t)v;
     }
@@ -641,16 +682,6 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
 /* uint8 quantization of x[n] with scale and zero point from its range (including 0), in the numpy
    plan's float32 steps: scale = (hi - lo) / 255 (1 when hi == lo), zp = rint(clamp(-lo / scale, 0, 255)),
    y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
-static inline vec vrint(vec v) {  /* half to even, lane by lane */
-#if defined(__AVX512F__)
-    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#elif defined(__AVX__)
-    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#else
-    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
-    return v;
-#endif
-}
 
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out) {
     vec vlo = {0}, vhi = {0};  /* per lane first (vector code), then across lanes */

@@ -163,10 +163,11 @@ def test_matmul_integer_to_float(ash, bsh, bdt, bias):
     check("MatMulIntegerToFloat", inputs, consts, order, domain=MS, reference=False, rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(2, 8, 33), (3, 7, 11)])  # whole vectors; a tail at every vector width
 @pytest.mark.parametrize("dtype", [U8, S8])
-def test_qlinear_add_edges(dtype):
+def test_qlinear_add_edges(dtype, shape):
     info = np.iinfo(dtype)
-    inputs = {"a": edge((2, 8, 33), dtype), "b": edge((2, 8, 33), dtype)}
+    inputs = {"a": edge(shape, dtype), "b": edge(shape, dtype)}
     consts = {"as": np.array(0.5, np.float32), "az": np.array(info.max, dtype), "bs": np.array(1.5, np.float32),
               "bz": np.array(info.min, dtype), "cs": np.array(1.0, np.float32), "cz": np.array(0, dtype)}
     check("QLinearAdd", inputs, consts, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], domain=MS, reference=False)
