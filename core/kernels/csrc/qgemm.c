@@ -314,6 +314,46 @@ typedef struct {
     int64_t panels, chunks, chunk_rows;
 } QJob;
 
+#if defined(__AVX512BW__)
+/* Columns [ja, ja + len) (len <= 32) of a gathered panel whose input offsets step by s (1 or 2) from
+   `base`, every quad of K: each of the quad's 4 rows of B loaded as one vector (masked: no byte past
+   the run; stride 2: 64 bytes as words truncated to their even bytes), the 4 interleaved into quads
+   (bytes, then 16-bit pairs) and stored masked */
+static void gather_run(const QGemm *g, uint8_t *dst, int ja, int len, int64_t s, int64_t base, uint8_t flip) {
+    int64_t q4 = quads(g->K);
+    __m256i f = _mm256_set1_epi8((char)flip);
+    __mmask32 m1 = len >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << len) - 1;
+    __mmask64 m2 = len > 32 ? ~(__mmask64)0 : ((__mmask64)1 << (2 * len - 1)) - 1;
+    __mmask32 mst[4];
+    for (int h = 0; h < 4; h++) {
+        int nb = 4 * (len - 8 * h);
+        mst[h] = nb <= 0 ? 0 : nb >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << nb) - 1;
+    }
+    for (int64_t q = 0; q < q4; q++) {
+        __m256i r[4];
+        for (int t = 0; t < 4; t++) {
+            int64_t k = 4 * q + t;
+            if (k >= g->K) {
+                r[t] = _mm256_setzero_si256();
+                continue;
+            }
+            const uint8_t *src = g->b + g->koff[k] + base;
+            __m256i v = s == 1 ? _mm256_maskz_loadu_epi8(m1, src) : _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(m2, src));
+            r[t] = _mm256_xor_si256(v, f);
+        }
+        __m256i lo01 = _mm256_unpacklo_epi8(r[0], r[1]), hi01 = _mm256_unpackhi_epi8(r[0], r[1]);
+        __m256i lo23 = _mm256_unpacklo_epi8(r[2], r[3]), hi23 = _mm256_unpackhi_epi8(r[2], r[3]);
+        __m256i q0 = _mm256_unpacklo_epi16(lo01, lo23), q1 = _mm256_unpackhi_epi16(lo01, lo23);
+        __m256i q2 = _mm256_unpacklo_epi16(hi01, hi23), q3 = _mm256_unpackhi_epi16(hi01, hi23);
+        uint8_t *d = dst + q * QNR * 4 + 4 * ja;
+        _mm256_mask_storeu_epi8(d, mst[0], _mm256_permute2x128_si256(q0, q1, 0x20));
+        _mm256_mask_storeu_epi8(d + 32, mst[1], _mm256_permute2x128_si256(q2, q3, 0x20));
+        _mm256_mask_storeu_epi8(d + 64, mst[2], _mm256_permute2x128_si256(q0, q1, 0x31));
+        _mm256_mask_storeu_epi8(d + 96, mst[3], _mm256_permute2x128_si256(q2, q3, 0x31));
+    }
+}
+#endif
+
 /* Panel p of the gathered u8 operand into dst (b_flip: int8 values, sign bit flipped); with `sums`,
    sums[j] = sum over k of column j */
 static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums) {
@@ -321,9 +361,20 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
     int nc = (int)(g->N - n0 < QNR ? g->N - n0 : QNR);
     uint8_t flip = g->b_flip ? 0x80 : 0;
     const int64_t *noff = g->noff + n0;
+    if (nc < QNR) memset(dst, 0, q4 * QNR * 4);
+#if defined(__AVX512BW__)
+    /* the panel as runs of columns whose offsets step by 1 or 2 (one output row of a stride-1 or 2 conv) */
+    for (int j = 0; j < nc;) {
+        int64_t s = j + 1 < nc ? noff[j + 1] - noff[j] : 1;
+        s = s == 2 ? 2 : 1;
+        int len = 1;
+        while (j + len < nc && noff[j + len] == noff[j] + len * s) len++;
+        gather_run(g, dst, j, len, s, noff[j], flip);
+        j += len;
+    }
+#else
     int contiguous = 1;  /* the panel's columns are one run of the input (a 1x1 stride-1 conv's pixels) */
     for (int j = 1; j < nc && contiguous; j++) contiguous = noff[j] == noff[0] + j;
-    if (nc < QNR) memset(dst, 0, q4 * QNR * 4);
     for (int64_t q = 0; q < q4; q++) {
         uint8_t *d = dst + q * QNR * 4;
         if (contiguous && 4 * q + 3 < g->K) {
@@ -365,6 +416,7 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
             for (int j = 0; j < nc; j++) d[4 * j + t] = src[noff[j]] ^ flip;
         }
     }
+#endif
     if (sums) {
         memset(sums, 0, QNR * sizeof(int32_t));
         for (int64_t q = 0; q < q4; q++)

@@ -81,6 +81,11 @@ CONVS = [  # x shape, w shape, attrs: a pointwise conv, a padded strided conv, K
     ((1, 4, 9, 70), (4, 1, 2, 2), {"group": 4}),
     ((1, 3, 7, 67), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 2, 9, 65), (2, 1, 5, 5), {"group": 2, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    # gathered panels whose output rows (38 columns) straddle panels: stride 2 padded, stride 1, and an
+    # unpadded stride-2 pointwise conv (int8 input flipped as it is gathered)
+    ((1, 3, 9, 75), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 5, 4, 40), (9, 5, 3, 3), {}),
+    ((1, 8, 6, 75), (12, 8, 1, 1), {"strides": [2, 2]}),
 ]
 # (x type, w type, x zero point, w zero point, y zero point): ends of the ranges, onnxruntime's combinations
 ZPS = [(U8, S8, 0, 0, 255), (U8, S8, 255, -128, 0), (S8, S8, -128, 127, 127), (S8, S8, 127, 0, -128),
