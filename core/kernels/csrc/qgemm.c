@@ -283,23 +283,31 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
             corr[0] = corr[1] = _mm512_set1_epi32(-g->zu * g->sum_s[w] + (o->bias ? o->bias[w] : 0));
             sc[0] = sc[1] = _mm512_set1_ps(o->scale[o->scale_step * w]);
         }
-        for (int h = 0; h < 2; h++) {
-            __mmask16 mk = h ? m1 : m0;
-            if (!mk) continue;
-            __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
-            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
-            if (o->kind == QOUT_F32) {
+        if (o->kind == QOUT_F32) {
+            for (int h = 0; h < 2; h++) {
+                __mmask16 mk = h ? m1 : m0;
+                if (!mk) continue;
+                __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
+                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
                 if (o->fbias) f = _mm512_add_ps(f, fb[h]);
                 if (o->act.act != ACT_NONE) f = (__m512)vactivate((vec)f, o->act);
                 _mm512_mask_storeu_ps((float *)g->c + at + 16 * h, mk, f);
-                continue;
             }
-            f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
-            __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zy);
-            if (o->kind == QOUT_U8) _mm512_mask_cvtusepi32_storeu_epi8((uint8_t *)g->c + at + 16 * h, mk, r);
-            else _mm512_mask_cvtsepi32_storeu_epi8((int8_t *)g->c + at + 16 * h, mk, r);
+            continue;
         }
+        /* clamped, then rounded to nearest even as converted (lo and hi are integers: the same as
+           rounding first); the two halves packed in registers and stored as one 32-byte row */
+        __m128i b[2];
+        for (int h = 0; h < 2; h++) {
+            __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
+            f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+            __m512i r = _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zy);
+            b[h] = o->kind == QOUT_U8 ? _mm512_cvtusepi32_epi8(r) : _mm512_cvtsepi32_epi8(r);
+        }
+        __m256i row = _mm256_set_m128i(b[1], b[0]);
+        if (nc == 32) _mm256_storeu_si256((__m256i *)((uint8_t *)g->c + at), row);
+        else _mm256_mask_storeu_epi8((uint8_t *)g->c + at, ((__mmask32)m1 << 16) | m0, row);
     }
 }
 #define HAVE_FAST_STORE 1
