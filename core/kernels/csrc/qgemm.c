@@ -688,15 +688,29 @@ static inline vec vrint(vec v) {
 #endif
 }
 
-typedef uint8_t bvec __attribute__((vector_size(VL)));
-typedef int8_t sbvec __attribute__((vector_size(VL)));
-
-/* VL bytes from p as float32 (int8 or uint8) */
+/* VL bytes from p as float32 (int8 or uint8); widened by one instruction where there is one (GCC
+   splits the generic conversion of a byte vector into scalar moves) */
 static inline vec load_bytes(const uint8_t *p, int is_signed) {
-    bvec b;
-    memcpy(&b, p, VL);
-    return is_signed ? __builtin_convertvector(__builtin_convertvector((sbvec)b, ivec), vec)
-                     : __builtin_convertvector(__builtin_convertvector(b, ivec), vec);
+#if defined(__AVX512F__)
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    return (vec)_mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+#elif defined(__AVX2__)
+    __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    return (vec)_mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+#else
+    vec v;
+    for (int k = 0; k < VL; k++) v[k] = is_signed ? (float)(int8_t)p[k] : (float)p[k];
+    return v;
+#endif
+}
+
+/* VL int32 lanes (in the 8-bit range) stored as bytes */
+static inline void store_bytes(uint8_t *p, ivec r) {
+#if defined(__AVX512F__)
+    _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)r));
+#else
+    for (int k = 0; k < VL; k++) p[k] = (uint8_t)r[k];
+#endif
 }
 
 /* C = rint((A ra + fixed) + B rb) saturated: MLAS's float32 formula, in the numpy plan's order
@@ -715,18 +729,12 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
     const QAdd *q = ctx;
     int64_t i0 = item * 16384, i1 = i0 + 16384 < q->n ? i0 + 16384 : q->n, i = i0;
     vec ra = (vec){0} + q->ra, rb = (vec){0} + q->rb, fixed = (vec){0} + q->fixed;
+    float lo = (float)q->lo, hi = (float)q->hi;
     for (; i + VL <= i1; i += VL) {
         vec t = load_bytes(q->a + i, q->is_signed) * ra;
         t = t + fixed;
         vec u = load_bytes(q->b + i, q->is_signed) * rb;
-        ivec r = __builtin_convertvector(vclamp(vrint(t + u), (float)q->lo, (float)q->hi), ivec);
-        if (q->is_signed) {
-            sbvec o = __builtin_convertvector(r, sbvec);
-            memcpy(q->c + i, &o, VL);
-        } else {
-            bvec o = __builtin_convertvector(r, bvec);
-            memcpy(q->c + i, &o, VL);
-        }
+        store_bytes(q->c + i, __builtin_convertvector(vclamp(vrint(t + u), lo, hi), ivec));
     }
     for (; i < i1; i++) {
         float v = q->is_signed ? qadd_one(q, (float)((const int8_t *)q->a)[i], (float)((const int8_t *)q->b)[i])
