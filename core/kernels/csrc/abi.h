@@ -216,6 +216,7 @@ int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d);
 void ge_qdepthwise(const QDepthwise *d);
 void ge_qadd(const QAdd *q);
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out);
+void ge_quantize(const float *x, int64_t n, float scale, float zp, int32_t lo, int32_t hi, uint8_t *y);
 const AbiEntry *ge_abi_layout(void);
 const char *ge_level(void);
 const char *ge_isa(void);

@@ -791,4 +791,20 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     if (zp_out) *zp_out = (uint8_t)z;
 }
 
+/* QuantizeLinear per tensor, float32 to 8 bits in the numpy plan's float32 steps:
+   y = clamp(rint(x / scale) + zp, lo, hi). One thread, as DynamicQuantizeLinear. */
+void ge_quantize(const float *x, int64_t n, float scale, float zp, int32_t lo, int32_t hi, uint8_t *y) {
+    vec vs = (vec){0} + scale, vz = (vec){0} + zp;
+    float flo = (float)lo, fhi = (float)hi;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL)
+        store_bytes(y + i, __builtin_convertvector(vclamp(vrint(vload(x + i) / vs) + vz, flo, fhi), ivec));
+    for (; i < n; i++) {
+        float v = __builtin_rintf(x[i] / scale) + zp;
+        v = v < flo ? flo : v;
+        v = v > fhi ? fhi : v;
+        y[i] = (uint8_t)(int32_t)v;
+    }
+}
+
 void ge_qadd(const QAdd *q) { pool_run(qadd_item, (void *)q, (q->n + 16383) / 16384, q->threads); }

@@ -190,3 +190,25 @@ def test_dynamic_quantize_linear_on_both_plans():
     kernel.run([x], ys, ws)
     for got, w in zip(ys, want):
         np.testing.assert_array_equal(got, w)
+
+
+@pytest.mark.parametrize("dtype,zp", [(U8, 0), (U8, 255), (U8, 128), (S8, -128), (S8, 127), (S8, 0)])
+def test_quantize_linear_per_tensor(dtype, zp):
+    """The native pass (float32 to 8 bits, constant per-tensor scale and zero point; numpy's without the
+    native kernels) against onnxruntime and onnx's reference: ties (half to even), saturation at both ends, a tail at every vector width."""
+    import onnxruntime as ort
+    s = np.float32(0.25)
+    ties = (np.arange(-600, 600, dtype=np.float32) + 0.5) * s
+    x = np.concatenate([ties, rng.standard_normal(37).astype(np.float32) * 40, [1e9, -1e9, 0.0]]).astype(np.float32)
+    consts = {"s": np.array(s), "z": np.array(zp, dtype)}
+    model = node_model("QuantizeLinear", {"x": x}, consts, ["x", "s", "z"], out_type=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    ref = ReferenceEvaluator(model).run(None, {"x": x[:-3]})[0]  # (its cast of 4e9 wraps: not the ends)
+    np.testing.assert_array_equal(want[:-3], ref)
+    kernel = lookup("QuantizeLinear", "", 17)({}, [Meta(x.dtype, x.shape), Meta(np.dtype(np.float32), ()), Meta(np.dtype(dtype), ())],
+                                              [None, consts["s"], consts["z"]], opset=17, name="n").load()
+    assert kernel.native == (backend.select().lib is not None)
+    y = np.full(x.shape, 77, dtype)
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    kernel.run([x, consts["s"], consts["z"]], [y], ws)
+    np.testing.assert_array_equal(y, want)
