@@ -141,7 +141,7 @@ typedef struct {
     int64_t M, N, K;
     const uint8_t *a;  /* rows: a[i * lda + k] */
     int64_t lda;
-    int32_t rows_are_weights;  /* 1: rows s8 weights, panels gathered u8; 0: rows u8, panels prepacked s8 */
+    int32_t rows_are_weights;  /* 1: rows s8 weights (zero-padded to a multiple of 4), panels gathered u8; 0: rows u8, panels prepacked s8 */
     const int8_t *bp;  /* prepacked panels (ge_qgemm_pack), or NULL: gathered b[koff[k] + noff[n]] */
     const uint8_t *b;
     const int64_t *koff, *noff;

@@ -75,17 +75,21 @@ void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip,
 
 /* ---- the micro-kernel: acc[QMR][QNR] over all K of QMR rows and one panel ---------------------- */
 
-/* 4 bytes of a row at p, of which `avail` are in the row (the last quad of K may be short) */
+/* 4 bytes of a row at p, of which `avail` are in the row (the last quad of K may be short); the short
+   copies have constant sizes: inlined (a variable-size memcpy is a library call, and every
+   accumulator of the tile spilled around it) */
 static inline int32_t load_quad(const uint8_t *p, int64_t avail) {
     int32_t v = 0;
     if (__builtin_expect(avail >= 4, 1)) memcpy(&v, p, 4);
-    else memcpy(&v, p, (size_t)avail);
+    else if (avail == 3) memcpy(&v, p, 3);
+    else if (avail == 2) memcpy(&v, p, 2);
+    else memcpy(&v, p, 1);
     return v;
 }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
-static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel,
-                                                       int rows_signed, int32_t *out) {
+static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
     __m512i acc[QMR][2];
     for (int i = 0; i < QMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
     int64_t q4 = quads(K);
@@ -93,7 +97,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
         __m512i b0 = _mm512_loadu_si512(panel + q * QNR * 4), b1 = _mm512_loadu_si512(panel + q * QNR * 4 + 64);
 #pragma GCC unroll 8
         for (int i = 0; i < QMR; i++) {
-            __m512i a = _mm512_set1_epi32(load_quad(rows[i] + 4 * q, K - 4 * q));
+            __m512i a = _mm512_set1_epi32(load_quad(rows[i] + 4 * q, row_len - 4 * q));
             if (rows_signed) {
                 acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], b0, a);
                 acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], b1, a);
@@ -116,8 +120,8 @@ static inline __m256i widen_quad(int32_t quad, int is_signed) {
     return _mm256_broadcastq_epi64(v);
 }
 
-static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel,
-                                                       int rows_signed, int32_t *out) {
+static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
     /* acc[i][c]: columns 4c..4c+3, each in two lanes (its k pairs 0-1 and 2-3), added up at the end */
     __m256i acc[QMR][4];
     for (int i = 0; i < QMR; i++)
@@ -131,7 +135,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
         }
 #pragma GCC unroll 8
         for (int i = 0; i < QMR; i++) {
-            __m256i a = widen_quad(load_quad(rows[i] + 4 * q, K - 4 * q), rows_signed);
+            __m256i a = widen_quad(load_quad(rows[i] + 4 * q, row_len - 4 * q), rows_signed);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) acc[i][c] = _mm256_add_epi32(acc[i][c], _mm256_madd_epi16(a, b[c]));
         }
@@ -144,7 +148,9 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
         }
 }
 #else
-static inline void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel, int rows_signed, int32_t *out) {
+static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
+                        int32_t *out) {
+    (void)row_len;
     int32_t acc[QMR][QNR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
         const uint8_t *p = panel + (k / 4) * QNR * 4 + k % 4;
@@ -458,8 +464,8 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
         int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
         const uint8_t *rows[QMR];
         for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + (i < mr ? i : mr - 1)) * g->lda;
-        if (g->rows_are_weights) tile(rows, g->K, panel, 1, acc);
-        else tile(rows, g->K, panel, 0, acc);
+        if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc);  /* rows padded to quads */
+        else tile(rows, g->K, g->K, panel, 0, acc);
         if (g->zs && !g->rows_are_weights)
             for (int i = 0; i < mr; i++) {
                 int32_t s = 0;

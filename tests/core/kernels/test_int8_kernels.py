@@ -115,7 +115,8 @@ def test_conv_integer_edges(xsh, wsh, attrs):
           ["x", "w", "xz", "wz"], attrs)
 
 
-MATMULS = [((5, 36), (36, 40)), ((2, 9, 64), (64, 7)), ((33, 130), (130, 65))]
+MATMULS = [((5, 36), (36, 40)), ((2, 9, 64), (64, 7)), ((33, 130), (130, 65)),
+           ((3, 13), (13, 17)), ((9, 7), (7, 33))]  # the last quad of K 1, 2 or 3 bytes long
 
 
 @pytest.mark.parametrize("ash,bsh", MATMULS)
