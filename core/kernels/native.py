@@ -58,6 +58,7 @@ _SIGNATURES = {
     "ge_qgemm_pack": ([_ptr, _i64, _i64, _i64, _int, _ptr, _ptr], None),
     "ge_qgemm": ([_ptr], None), "ge_qdepthwise": ([_ptr], None), "ge_qdepthwise_slot_bytes": ([_ptr], _i64),
     "ge_qadd": ([_ptr], None), "ge_dynamic_quantize": ([_ptr, _i64, _ptr, _ptr, _ptr], None),
+    "ge_quantize": ([_ptr, _i64, _f32, _f32, _int, _int, _ptr], None),
 }
 _local = threading.local()
 # csrc/abi.h's activations
@@ -297,6 +298,10 @@ class Native:
     def dynamic_quantize(self, x: np.ndarray, y: np.ndarray, scale: np.ndarray | None, zp: np.ndarray | None) -> None:
         """DynamicQuantizeLinear of a C-contiguous float32 x into y (uint8), scale and zp (or None)."""
         self.lib.ge_dynamic_quantize(x.ctypes.data, x.size, y.ctypes.data, _addr(scale), _addr(zp))
+
+    def quantize(self, x: np.ndarray, y: np.ndarray, scale: float, zp: float, lo: int, hi: int) -> None:
+        """QuantizeLinear per tensor of a C-contiguous float32 x into y (int8 or uint8, C-contiguous)."""
+        self.lib.ge_quantize(x.ctypes.data, x.size, scale, zp, lo, hi, y.ctypes.data)
 
     def gemm(self, m, n, k, c, ldc, **operands) -> None:
         """One call (see call())."""

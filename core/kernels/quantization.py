@@ -146,8 +146,15 @@ class QuantizeLinear(PlannedKernel):
         s, z = const_input(self, 1), const_input(self, 2)
         self.s = None if s is None else self.ps.expand(np.asarray(s, F32))
         self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z, F32))
+        # per tensor, constant, float32 to 8 bits (a QDQ model's input): the same float32 steps in one pass
+        self.native = self.backend.lib is not None and xm.dtype == np.float32 and dt in (np.int8, np.uint8) \
+            and self.s is not None and self.s.size == 1 and (zm is None or self.z is not None and self.z.size == 1)
+        if self.native:
+            self.scalars = (float(self.s.reshape(-1)[0]), 0.0 if self.z is None else float(self.z.reshape(-1)[0]))
 
     def run(self, xs, ys, ws):
+        if self.native and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
+            return self.backend.lib.quantize(xs[0], ys[0], *self.scalars, int(self.lo), int(self.hi))
         v = self.views(ws)
         t = v["t"]
         s = self.s if self.s is not None else self.ps.expand(xs[1], v.get("s"))

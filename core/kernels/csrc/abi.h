@@ -141,7 +141,7 @@ typedef struct {
     int64_t M, N, K;
     const uint8_t *a;  /* rows: a[i * lda + k] */
     int64_t lda;
-    int32_t rows_are_weights;  /* 1: rows s8 weights, panels gathered u8; 0: rows u8, panels prepacked s8 */
+    int32_t rows_are_weights;  /* 1: rows s8 weights (zero-padded to a multiple of 4), panels gathered u8; 0: rows u8, panels prepacked s8 */
     const int8_t *bp;  /* prepacked panels (ge_qgemm_pack), or NULL: gathered b[koff[k] + noff[n]] */
     const uint8_t *b;
     const int64_t *koff, *noff;
@@ -216,6 +216,7 @@ int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d);
 void ge_qdepthwise(const QDepthwise *d);
 void ge_qadd(const QAdd *q);
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out);
+void ge_quantize(const float *x, int64_t n, float scale, float zp, int32_t lo, int32_t hi, uint8_t *y);
 const AbiEntry *ge_abi_layout(void);
 const char *ge_level(void);
 const char *ge_isa(void);

@@ -75,17 +75,21 @@ void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip,
 
 /* ---- the micro-kernel: acc[QMR][QNR] over all K of QMR rows and one panel ---------------------- */
 
-/* 4 bytes of a row at p, of which `avail` are in the row (the last quad of K may be short) */
+/* 4 bytes of a row at p, of which `avail` are in the row (the last quad of K may be short); the short
+   copies have constant sizes: inlined (a variable-size memcpy is a library call, and every
+   accumulator of the tile spilled around it) */
 static inline int32_t load_quad(const uint8_t *p, int64_t avail) {
     int32_t v = 0;
     if (__builtin_expect(avail >= 4, 1)) memcpy(&v, p, 4);
-    else memcpy(&v, p, (size_t)avail);
+    else if (avail == 3) memcpy(&v, p, 3);
+    else if (avail == 2) memcpy(&v, p, 2);
+    else memcpy(&v, p, 1);
     return v;
 }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
-static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel,
-                                                       int rows_signed, int32_t *out) {
+static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
     __m512i acc[QMR][2];
     for (int i = 0; i < QMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
     int64_t q4 = quads(K);
@@ -93,7 +97,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
         __m512i b0 = _mm512_loadu_si512(panel + q * QNR * 4), b1 = _mm512_loadu_si512(panel + q * QNR * 4 + 64);
 #pragma GCC unroll 8
         for (int i = 0; i < QMR; i++) {
-            __m512i a = _mm512_set1_epi32(load_quad(rows[i] + 4 * q, K - 4 * q));
+            __m512i a = _mm512_set1_epi32(load_quad(rows[i] + 4 * q, row_len - 4 * q));
             if (rows_signed) {
                 acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], b0, a);
                 acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], b1, a);
@@ -116,8 +120,8 @@ static inline __m256i widen_quad(int32_t quad, int is_signed) {
     return _mm256_broadcastq_epi64(v);
 }
 
-static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel,
-                                                       int rows_signed, int32_t *out) {
+static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
     /* acc[i][c]: columns 4c..4c+3, each in two lanes (its k pairs 0-1 and 2-3), added up at the end */
     __m256i acc[QMR][4];
     for (int i = 0; i < QMR; i++)
@@ -131,7 +135,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
         }
 #pragma GCC unroll 8
         for (int i = 0; i < QMR; i++) {
-            __m256i a = widen_quad(load_quad(rows[i] + 4 * q, K - 4 * q), rows_signed);
+            __m256i a = widen_quad(load_quad(rows[i] + 4 * q, row_len - 4 * q), rows_signed);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) acc[i][c] = _mm256_add_epi32(acc[i][c], _mm256_madd_epi16(a, b[c]));
         }
@@ -144,7 +148,9 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
         }
 }
 #else
-static inline void tile(const uint8_t *const *rows, int64_t K, const uint8_t *panel, int rows_signed, int32_t *out) {
+static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
+                        int32_t *out) {
+    (void)row_len;
     int32_t acc[QMR][QNR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
         const uint8_t *p = panel + (k / 4) * QNR * 4 + k % 4;
@@ -283,23 +289,31 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
             corr[0] = corr[1] = _mm512_set1_epi32(-g->zu * g->sum_s[w] + (o->bias ? o->bias[w] : 0));
             sc[0] = sc[1] = _mm512_set1_ps(o->scale[o->scale_step * w]);
         }
-        for (int h = 0; h < 2; h++) {
-            __mmask16 mk = h ? m1 : m0;
-            if (!mk) continue;
-            __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
-            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
-            if (o->kind == QOUT_F32) {
+        if (o->kind == QOUT_F32) {
+            for (int h = 0; h < 2; h++) {
+                __mmask16 mk = h ? m1 : m0;
+                if (!mk) continue;
+                __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
+                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
                 if (o->fbias) f = _mm512_add_ps(f, fb[h]);
                 if (o->act.act != ACT_NONE) f = (__m512)vactivate((vec)f, o->act);
                 _mm512_mask_storeu_ps((float *)g->c + at + 16 * h, mk, f);
-                continue;
             }
-            f = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
-            __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(f), zy);
-            if (o->kind == QOUT_U8) _mm512_mask_cvtusepi32_storeu_epi8((uint8_t *)g->c + at + 16 * h, mk, r);
-            else _mm512_mask_cvtsepi32_storeu_epi8((int8_t *)g->c + at + 16 * h, mk, r);
+            continue;
         }
+        /* clamped, then rounded to nearest even as converted (lo and hi are integers: the same as
+           rounding first); the two halves packed in registers and stored as one 32-byte row */
+        __m128i b[2];
+        for (int h = 0; h < 2; h++) {
+            __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
+            f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+            __m512i r = _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zy);
+            b[h] = o->kind == QOUT_U8 ? _mm512_cvtusepi32_epi8(r) : _mm512_cvtsepi32_epi8(r);
+        }
+        __m256i row = _mm256_set_m128i(b[1], b[0]);
+        if (nc == 32) _mm256_storeu_si256((__m256i *)((uint8_t *)g->c + at), row);
+        else _mm256_mask_storeu_epi8((uint8_t *)g->c + at, ((__mmask32)m1 << 16) | m0, row);
     }
 }
 #define HAVE_FAST_STORE 1
@@ -314,6 +328,46 @@ typedef struct {
     int64_t panels, chunks, chunk_rows;
 } QJob;
 
+#if defined(__AVX512BW__)
+/* Columns [ja, ja + len) (len <= 32) of a gathered panel whose input offsets step by s (1 or 2) from
+   `base`, every quad of K: each of the quad's 4 rows of B loaded as one vector (masked: no byte past
+   the run; stride 2: 64 bytes as words truncated to their even bytes), the 4 interleaved into quads
+   (bytes, then 16-bit pairs) and stored masked */
+static void gather_run(const QGemm *g, uint8_t *dst, int ja, int len, int64_t s, int64_t base, uint8_t flip) {
+    int64_t q4 = quads(g->K);
+    __m256i f = _mm256_set1_epi8((char)flip);
+    __mmask32 m1 = len >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << len) - 1;
+    __mmask64 m2 = len > 32 ? ~(__mmask64)0 : ((__mmask64)1 << (2 * len - 1)) - 1;
+    __mmask32 mst[4];
+    for (int h = 0; h < 4; h++) {
+        int nb = 4 * (len - 8 * h);
+        mst[h] = nb <= 0 ? 0 : nb >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << nb) - 1;
+    }
+    for (int64_t q = 0; q < q4; q++) {
+        __m256i r[4];
+        for (int t = 0; t < 4; t++) {
+            int64_t k = 4 * q + t;
+            if (k >= g->K) {
+                r[t] = _mm256_setzero_si256();
+                continue;
+            }
+            const uint8_t *src = g->b + g->koff[k] + base;
+            __m256i v = s == 1 ? _mm256_maskz_loadu_epi8(m1, src) : _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(m2, src));
+            r[t] = _mm256_xor_si256(v, f);
+        }
+        __m256i lo01 = _mm256_unpacklo_epi8(r[0], r[1]), hi01 = _mm256_unpackhi_epi8(r[0], r[1]);
+        __m256i lo23 = _mm256_unpacklo_epi8(r[2], r[3]), hi23 = _mm256_unpackhi_epi8(r[2], r[3]);
+        __m256i q0 = _mm256_unpacklo_epi16(lo01, lo23), q1 = _mm256_unpackhi_epi16(lo01, lo23);
+        __m256i q2 = _mm256_unpacklo_epi16(hi01, hi23), q3 = _mm256_unpackhi_epi16(hi01, hi23);
+        uint8_t *d = dst + q * QNR * 4 + 4 * ja;
+        _mm256_mask_storeu_epi8(d, mst[0], _mm256_permute2x128_si256(q0, q1, 0x20));
+        _mm256_mask_storeu_epi8(d + 32, mst[1], _mm256_permute2x128_si256(q2, q3, 0x20));
+        _mm256_mask_storeu_epi8(d + 64, mst[2], _mm256_permute2x128_si256(q0, q1, 0x31));
+        _mm256_mask_storeu_epi8(d + 96, mst[3], _mm256_permute2x128_si256(q2, q3, 0x31));
+    }
+}
+#endif
+
 /* Panel p of the gathered u8 operand into dst (b_flip: int8 values, sign bit flipped); with `sums`,
    sums[j] = sum over k of column j */
 static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums) {
@@ -321,9 +375,20 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
     int nc = (int)(g->N - n0 < QNR ? g->N - n0 : QNR);
     uint8_t flip = g->b_flip ? 0x80 : 0;
     const int64_t *noff = g->noff + n0;
+    if (nc < QNR) memset(dst, 0, q4 * QNR * 4);
+#if defined(__AVX512BW__)
+    /* the panel as runs of columns whose offsets step by 1 or 2 (one output row of a stride-1 or 2 conv) */
+    for (int j = 0; j < nc;) {
+        int64_t s = j + 1 < nc ? noff[j + 1] - noff[j] : 1;
+        s = s == 2 ? 2 : 1;
+        int len = 1;
+        while (j + len < nc && noff[j + len] == noff[j] + len * s) len++;
+        gather_run(g, dst, j, len, s, noff[j], flip);
+        j += len;
+    }
+#else
     int contiguous = 1;  /* the panel's columns are one run of the input (a 1x1 stride-1 conv's pixels) */
     for (int j = 1; j < nc && contiguous; j++) contiguous = noff[j] == noff[0] + j;
-    if (nc < QNR) memset(dst, 0, q4 * QNR * 4);
     for (int64_t q = 0; q < q4; q++) {
         uint8_t *d = dst + q * QNR * 4;
         if (contiguous && 4 * q + 3 < g->K) {
@@ -365,6 +430,7 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
             for (int j = 0; j < nc; j++) d[4 * j + t] = src[noff[j]] ^ flip;
         }
     }
+#endif
     if (sums) {
         memset(sums, 0, QNR * sizeof(int32_t));
         for (int64_t q = 0; q < q4; q++)
@@ -398,8 +464,8 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
         int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
         const uint8_t *rows[QMR];
         for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + (i < mr ? i : mr - 1)) * g->lda;
-        if (g->rows_are_weights) tile(rows, g->K, panel, 1, acc);
-        else tile(rows, g->K, panel, 0, acc);
+        if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc);  /* rows padded to quads */
+        else tile(rows, g->K, g->K, panel, 0, acc);
         if (g->zs && !g->rows_are_weights)
             for (int i = 0; i < mr; i++) {
                 int32_t s = 0;
@@ -448,15 +514,121 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.pitch = (wp + d->sw - 1) / d->sw;
     l.phase = l.hh * l.pitch;
     l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
-    l.nbytes = l.acc_at + (d->oh * l.pitch + 16) * 4 + 64;
+    l.nbytes = l.acc_at + (d->oh * l.pitch + 32) * 4 + 64;
     return l;
 }
 
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbytes; }
 
+/* acc[0, run) = corr + sum over the taps of tap[t][j] * wt[t]. Blocks of outputs stay in registers
+   through all taps; the last block runs past `run` into the scratch's slack (the accumulators' 32
+   spare lanes, the phases' spare row and 64 bytes). With AVX2 / AVX-512 the taps go in pairs: their
+   bytes interleaved and widened to int16, vpmaddwd (vpdpwssd with VNNI) adds x0 w0 + x1 w1 into
+   int32 (|w| <= 255: exact), an odd last tap paired with itself at weight 0. */
+static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, int32_t corr, int64_t run,
+                    int32_t *acc) {
+#if defined(__AVX512BW__) || defined(__AVX2__)
+    const uint8_t *t0[32], *t1[32];
+    int32_t wpair[32];
+    int64_t pairs = (taps + 1) / 2;
+    for (int64_t p = 0; p < pairs; p++) {
+        int has2 = 2 * p + 1 < taps;
+        t0[p] = tap[2 * p];
+        t1[p] = tap[2 * p + has2];
+        wpair[p] = (int32_t)((uint32_t)(uint16_t)wt[2 * p] | (uint32_t)(uint16_t)(has2 ? wt[2 * p + 1] : 0) << 16);
+    }
+#endif
+#if defined(__AVX512BW__)
+    /* 32 outputs: lo holds outputs 0-7 and 16-23, hi 8-15 and 24-31 (the unpacks work per 128-bit lane) */
+    for (int64_t j = 0; j < run; j += 32) {
+        __m512i lo = _mm512_set1_epi32(corr), hi = lo;
+        for (int64_t p = 0; p < pairs; p++) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(t0[p] + j));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(t1[p] + j));
+            __m512i w = _mm512_set1_epi32(wpair[p]);
+            __m512i xl = _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(a, b));
+            __m512i xh = _mm512_cvtepu8_epi16(_mm256_unpackhi_epi8(a, b));
+#if defined(__AVX512VNNI__)
+            lo = _mm512_dpwssd_epi32(lo, xl, w);
+            hi = _mm512_dpwssd_epi32(hi, xh, w);
+#else
+            lo = _mm512_add_epi32(lo, _mm512_madd_epi16(xl, w));
+            hi = _mm512_add_epi32(hi, _mm512_madd_epi16(xh, w));
+#endif
+        }
+        _mm256_storeu_si256((__m256i *)(acc + j), _mm512_castsi512_si256(lo));
+        _mm256_storeu_si256((__m256i *)(acc + j + 8), _mm512_castsi512_si256(hi));
+        _mm256_storeu_si256((__m256i *)(acc + j + 16), _mm512_extracti64x4_epi64(lo, 1));
+        _mm256_storeu_si256((__m256i *)(acc + j + 24), _mm512_extracti64x4_epi64(hi, 1));
+    }
+#elif defined(__AVX2__)
+    for (int64_t j = 0; j < run; j += 16) {  /* 16 outputs: lo 0-7, hi 8-15 */
+        __m256i lo = _mm256_set1_epi32(corr), hi = lo;
+        for (int64_t p = 0; p < pairs; p++) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(t0[p] + j));
+            __m128i b = _mm_loadu_si128((const __m128i *)(t1[p] + j));
+            __m256i w = _mm256_set1_epi32(wpair[p]);
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), w));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), w));
+        }
+        _mm256_storeu_si256((__m256i *)(acc + j), lo);
+        _mm256_storeu_si256((__m256i *)(acc + j + 8), hi);
+    }
+#else
+    for (int64_t j = 0; j < run; j += 16) {
+        int32_t a[16];
+        for (int k = 0; k < 16; k++) a[k] = corr;
+        for (int64_t t = 0; t < taps; t++) {
+            const uint8_t *src = tap[t] + j;
+            int32_t wv = wt[t];
+            for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
+        }
+        memcpy(acc + j, a, sizeof a);
+    }
+#endif
+}
+
+/* dst[j] = src[j * sw] ^ flip for j < n (reading no byte past src[(n - 1) * sw]) */
+static inline void copy_row(uint8_t *dst, const uint8_t *src, int64_t n, int64_t sw, uint8_t flip) {
+#if defined(__AVX512BW__)
+    if (sw == 1) {
+        __m512i f = _mm512_set1_epi8((char)flip);
+        for (int64_t j = 0; j < n; j += 64) {
+            __mmask64 m = n - j >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (n - j)) - 1;
+            _mm512_mask_storeu_epi8(dst + j, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + j), f));
+        }
+        return;
+    }
+    if (sw == 2) {  /* 64 bytes as 32 words, truncated to their low (even) bytes */
+        __m256i f = _mm256_set1_epi8((char)flip);
+        for (int64_t j = 0; j < n; j += 32) {
+            int64_t left = n - j;
+            __mmask64 m = left > 32 ? ~(__mmask64)0 : ((__mmask64)1 << (2 * left - 1)) - 1;
+            __mmask32 ms = left >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << left) - 1;
+            __m256i even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(m, src + 2 * j));
+            _mm256_mask_storeu_epi8(dst + j, ms, _mm256_xor_si256(even, f));
+        }
+        return;
+    }
+#endif
+    if (sw == 1)
+        for (int64_t j = 0; j < n; j++) dst[j] = src[j] ^ flip;
+    else if (sw == 2)  /* a constant stride: vectorized */
+        for (int64_t j = 0; j < n; j++) dst[j] = src[2 * j] ^ flip;
+    else
+        for (int64_t j = 0; j < n; j++) dst[j] = src[j * sw] ^ flip;
+}
+
+typedef struct {
+    const QDepthwise *d;
+    DwLayout l;
+    int64_t tap_at[64];  /* where each tap's run starts in the phases: the same for every channel */
+} DwJob;
+
 static void qdepthwise_item(void *ctx, int64_t c, int slot) {
-    const QDepthwise *d = ctx;
-    DwLayout l = dw_layout(d);
+    const DwJob *job = ctx;
+    const QDepthwise *d = job->d;
+    DwLayout l = job->l;
     uint8_t *ph = d->ws + slot * l.nbytes;
     int32_t *acc = (int32_t *)(ph + l.acc_at);
     const uint8_t *x = d->x + c * d->height * d->width;
@@ -475,44 +647,23 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
                     memset(dst, zx, l.pitch);
                     continue;
                 }
-                memset(dst, zx, j0);
-                memset(dst + j1, zx, l.pitch - j1);
-                const uint8_t *src = x + y * d->width + j0 * d->sw + cc - d->pl;
-                if (d->sw == 1) {
-                    memcpy(dst + j0, src, j1 - j0);
-                    if (flip)
-                        for (int64_t j = j0; j < j1; j++) dst[j] ^= 0x80;
-                } else if (d->sw == 2) {  /* a constant stride: vectorized */
-                    for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = src[2 * j] ^ flip;
-                } else {
-                    for (int64_t j = 0; j < j1 - j0; j++) dst[j0 + j] = src[j * d->sw] ^ flip;
-                }
+                for (int64_t j = 0; j < j0; j++) dst[j] = zx;  /* a pad or two: no memset call */
+                for (int64_t j = j1; j < l.pitch; j++) dst[j] = zx;
+                copy_row(dst + j0, x + y * d->width + j0 * d->sw + cc - d->pl, j1 - j0, d->sw, flip);
             }
         }
     memset(ph + d->sh * d->sw * l.phase, zx, l.pitch);
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
-    const uint8_t *tap[64];  /* where each tap's run starts in the phases */
+    const uint8_t *tap[64];
     int32_t wt[64];
     int64_t taps = d->kh * d->kw;
     for (int64_t t = 0; t < taps; t++) {
-        int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
-        tap[t] = ph + ((ry % d->sh) * d->sw + rx % d->sw) * l.phase + (ry / d->sh) * l.pitch + rx / d->sw;
+        tap[t] = ph + job->tap_at[t];
         wt[t] = w[t];
     }
-    /* blocks of 16 outputs stay in a register through all taps; the last block runs past `run` into
-       the scratch's slack (the accumulators' 16 spare lanes, the phases' spare row) */
-    for (int64_t j = 0; j < run; j += 16) {
-        int32_t a[16];
-        for (int k = 0; k < 16; k++) a[k] = corr;
-        for (int64_t t = 0; t < taps; t++) {
-            const uint8_t *src = tap[t] + j;
-            int32_t wv = wt[t];
-            for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
-        }
-        memcpy(acc + j, a, sizeof a);
-    }
+    dw_taps(tap, wt, taps, corr, run, acc);
     int64_t n = d->oh * d->ow;
     if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
         for (int64_t oy = 1; oy < d->oh; oy++) memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
@@ -520,24 +671,80 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
         store_row(&d->out, c, 0, acc + j0, (int)(n - j0 < 1024 ? n - j0 : 1024), d->y, c * n + j0);
 }
 
-void ge_qdepthwise(const QDepthwise *d) { pool_run(qdepthwise_item, (void *)d, d->channels, d->threads); }
+void ge_qdepthwise(const QDepthwise *d) {
+    DwJob job = {d, dw_layout(d), {0}};
+    for (int64_t t = 0; t < d->kh * d->kw; t++) {
+        int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
+        job.tap_at[t] = ((ry % d->sh) * d->sw + rx % d->sw) * job.l.phase + (ry / d->sh) * job.l.pitch + rx / d->sw;
+    }
+    pool_run(qdepthwise_item, &job, d->channels, d->threads);
+}
 
 /* ---- QLinearAdd -------------------------------------------------------------------------------- */
 
-/* C = rint((A ra + fixed) + B rb) saturated: MLAS's float32 formula, in the numpy plan's order */
+/* half to even, lane by lane */
+static inline vec vrint(vec v) {
+#if defined(__AVX512F__)
+    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
+    return v;
+#endif
+}
+
+/* VL bytes from p as float32 (int8 or uint8); widened by one instruction where there is one (GCC
+   splits the generic conversion of a byte vector into scalar moves) */
+static inline vec load_bytes(const uint8_t *p, int is_signed) {
+#if defined(__AVX512F__)
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    return (vec)_mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+#elif defined(__AVX2__)
+    __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    return (vec)_mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+#else
+    vec v;
+    for (int k = 0; k < VL; k++) v[k] = is_signed ? (float)(int8_t)p[k] : (float)p[k];
+    return v;
+#endif
+}
+
+/* VL int32 lanes (in the 8-bit range) stored as bytes */
+static inline void store_bytes(uint8_t *p, ivec r) {
+#if defined(__AVX512F__)
+    _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)r));
+#else
+    for (int k = 0; k < VL; k++) p[k] = (uint8_t)r[k];
+#endif
+}
+
+/* C = rint((A ra + fixed) + B rb) saturated: MLAS's float32 formula, in the numpy plan's order
+   (VL lanes at a time, the tail one by one: the same float32 steps) */
+static inline float qadd_one(const QAdd *q, float a, float b) {
+    float t = a * q->ra;
+    t = t + q->fixed;
+    float u = b * q->rb;
+    float v = __builtin_rintf(t + u);
+    v = v < q->lo ? (float)q->lo : v;
+    return v > q->hi ? (float)q->hi : v;
+}
+
 static void qadd_item(void *ctx, int64_t item, int slot) {
     (void)slot;
     const QAdd *q = ctx;
-    int64_t i0 = item * 16384, i1 = i0 + 16384 < q->n ? i0 + 16384 : q->n;
-    for (int64_t i = i0; i < i1; i++) {
-        float a = q->is_signed ? (float)((const int8_t *)q->a)[i] : (float)q->a[i];
-        float b = q->is_signed ? (float)((const int8_t *)q->b)[i] : (float)q->b[i];
-        float t = a * q->ra;
-        t = t + q->fixed;
-        float u = b * q->rb;
-        float v = __builtin_rintf(t + u);
-        v = v < q->lo ? (float)q->lo : v;
-        v = v > q->hi ? (float)q->hi : v;
+    int64_t i0 = item * 16384, i1 = i0 + 16384 < q->n ? i0 + 16384 : q->n, i = i0;
+    vec ra = (vec){0} + q->ra, rb = (vec){0} + q->rb, fixed = (vec){0} + q->fixed;
+    float lo = (float)q->lo, hi = (float)q->hi;
+    for (; i + VL <= i1; i += VL) {
+        vec t = load_bytes(q->a + i, q->is_signed) * ra;
+        t = t + fixed;
+        vec u = load_bytes(q->b + i, q->is_signed) * rb;
+        store_bytes(q->c + i, __builtin_convertvector(vclamp(vrint(t + u), lo, hi), ivec));
+    }
+    for (; i < i1; i++) {
+        float v = q->is_signed ? qadd_one(q, (float)((const int8_t *)q->a)[i], (float)((const int8_t *)q->b)[i])
+                               : qadd_one(q, (float)q->a[i], (float)q->b[i]);
         if (q->is_signed) ((int8_t *)q->c)[i] = (int8_t)v;
         else q->c[i] = (uint8_t)v;
     }
@@ -549,16 +756,6 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
 /* uint8 quantization of x[n] with scale and zero point from its range (including 0), in the numpy
    plan's float32 steps: scale = (hi - lo) / 255 (1 when hi == lo), zp = rint(clamp(-lo / scale, 0, 255)),
    y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
-static inline vec vrint(vec v) {  /* half to even, lane by lane */
-#if defined(__AVX512F__)
-    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#elif defined(__AVX__)
-    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#else
-    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
-    return v;
-#endif
-}
 
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out) {
     vec vlo = {0}, vhi = {0};  /* per lane first (vector code), then across lanes */
@@ -598,6 +795,22 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     }
     if (scale_out) *scale_out = scale;
     if (zp_out) *zp_out = (uint8_t)z;
+}
+
+/* QuantizeLinear per tensor, float32 to 8 bits in the numpy plan's float32 steps:
+   y = clamp(rint(x / scale) + zp, lo, hi). One thread, as DynamicQuantizeLinear. */
+void ge_quantize(const float *x, int64_t n, float scale, float zp, int32_t lo, int32_t hi, uint8_t *y) {
+    vec vs = (vec){0} + scale, vz = (vec){0} + zp;
+    float flo = (float)lo, fhi = (float)hi;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL)
+        store_bytes(y + i, __builtin_convertvector(vclamp(vrint(vload(x + i) / vs) + vz, flo, fhi), ivec));
+    for (; i < n; i++) {
+        float v = __builtin_rintf(x[i] / scale) + zp;
+        v = v < flo ? flo : v;
+        v = v > fhi ? fhi : v;
+        y[i] = (uint8_t)(int32_t)v;
+    }
 }
 
 void ge_qadd(const QAdd *q) { pool_run(qadd_item, (void *)q, (q->n + 16383) / 16384, q->threads); }

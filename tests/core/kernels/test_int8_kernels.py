@@ -75,6 +75,17 @@ CONVS = [  # x shape, w shape, attrs: a pointwise conv, a padded strided conv, K
     ((2, 40, 7, 7), (40, 1, 3, 3), {"group": 40, "pads": [1, 1, 1, 1]}),
     ((1, 8, 9, 9), (8, 1, 3, 3), {"group": 8, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ((1, 8, 9, 9), (12, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    # depthwise rows longer than a vector with tails (stride 1: 70 and 131 bytes; stride 2: 67 -> 34
+    # and 65 -> 33 columns), an even number of taps (2x2) and 25 taps (5x5, an odd last pair)
+    ((1, 3, 5, 131), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    ((1, 4, 9, 70), (4, 1, 2, 2), {"group": 4}),
+    ((1, 3, 7, 67), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 2, 9, 65), (2, 1, 5, 5), {"group": 2, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    # gathered panels whose output rows (38 columns) straddle panels: stride 2 padded, stride 1, and an
+    # unpadded stride-2 pointwise conv (int8 input flipped as it is gathered)
+    ((1, 3, 9, 75), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 5, 4, 40), (9, 5, 3, 3), {}),
+    ((1, 8, 6, 75), (12, 8, 1, 1), {"strides": [2, 2]}),
 ]
 # (x type, w type, x zero point, w zero point, y zero point): ends of the ranges, onnxruntime's combinations
 ZPS = [(U8, S8, 0, 0, 255), (U8, S8, 255, -128, 0), (S8, S8, -128, 127, 127), (S8, S8, 127, 0, -128),
@@ -104,7 +115,8 @@ def test_conv_integer_edges(xsh, wsh, attrs):
           ["x", "w", "xz", "wz"], attrs)
 
 
-MATMULS = [((5, 36), (36, 40)), ((2, 9, 64), (64, 7)), ((33, 130), (130, 65))]
+MATMULS = [((5, 36), (36, 40)), ((2, 9, 64), (64, 7)), ((33, 130), (130, 65)),
+           ((3, 13), (13, 17)), ((9, 7), (7, 33))]  # the last quad of K 1, 2 or 3 bytes long
 
 
 @pytest.mark.parametrize("ash,bsh", MATMULS)
@@ -157,10 +169,11 @@ def test_matmul_integer_to_float(ash, bsh, bdt, bias):
     check("MatMulIntegerToFloat", inputs, consts, order, domain=MS, reference=False, rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(2, 8, 33), (3, 7, 11)])  # whole vectors; a tail at every vector width
 @pytest.mark.parametrize("dtype", [U8, S8])
-def test_qlinear_add_edges(dtype):
+def test_qlinear_add_edges(dtype, shape):
     info = np.iinfo(dtype)
-    inputs = {"a": edge((2, 8, 33), dtype), "b": edge((2, 8, 33), dtype)}
+    inputs = {"a": edge(shape, dtype), "b": edge(shape, dtype)}
     consts = {"as": np.array(0.5, np.float32), "az": np.array(info.max, dtype), "bs": np.array(1.5, np.float32),
               "bz": np.array(info.min, dtype), "cs": np.array(1.0, np.float32), "cz": np.array(0, dtype)}
     check("QLinearAdd", inputs, consts, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], domain=MS, reference=False)
@@ -178,3 +191,25 @@ def test_dynamic_quantize_linear_on_both_plans():
     kernel.run([x], ys, ws)
     for got, w in zip(ys, want):
         np.testing.assert_array_equal(got, w)
+
+
+@pytest.mark.parametrize("dtype,zp", [(U8, 0), (U8, 255), (U8, 128), (S8, -128), (S8, 127), (S8, 0)])
+def test_quantize_linear_per_tensor(dtype, zp):
+    """The native pass (float32 to 8 bits, constant per-tensor scale and zero point; numpy's without the
+    native kernels) against onnxruntime and onnx's reference: ties (half to even), saturation at both ends, a tail at every vector width."""
+    import onnxruntime as ort
+    s = np.float32(0.25)
+    ties = (np.arange(-600, 600, dtype=np.float32) + 0.5) * s
+    x = np.concatenate([ties, rng.standard_normal(37).astype(np.float32) * 40, [1e9, -1e9, 0.0]]).astype(np.float32)
+    consts = {"s": np.array(s), "z": np.array(zp, dtype)}
+    model = node_model("QuantizeLinear", {"x": x}, consts, ["x", "s", "z"], out_type=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    ref = ReferenceEvaluator(model).run(None, {"x": x[:-3]})[0]  # (its cast of 4e9 wraps: not the ends)
+    np.testing.assert_array_equal(want[:-3], ref)
+    kernel = lookup("QuantizeLinear", "", 17)({}, [Meta(x.dtype, x.shape), Meta(np.dtype(np.float32), ()), Meta(np.dtype(dtype), ())],
+                                              [None, consts["s"], consts["z"]], opset=17, name="n").load()
+    assert kernel.native == (backend.select().lib is not None)
+    y = np.full(x.shape, 77, dtype)
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    kernel.run([x, consts["s"], consts["z"]], [y], ws)
+    np.testing.assert_array_equal(y, want)
