@@ -99,37 +99,6 @@ def check_against_onnxruntime(case, got, rtol=1e-4, atol=1e-5, outputs=None) -> 
     return True
 
 
-def uses_unloaded_type(case) -> bool:
-    """True when the case's model has a tensor type ge's importer does not load yet (bfloat16: the
-    dtype work of issue 11 item 3); such cases run through the kernel alone (check_case_kernel)."""
-    from ge.core.ir import DTYPES
-    g = case.model.graph
-    return any(v.type.tensor_type.elem_type not in DTYPES for v in list(g.input) + list(g.output))
-
-
-def check_case_kernel(case) -> None:
-    """The case's single node through its ge kernel (lookup at the model's opset, compute), compared
-    with the expected outputs: for cases whose types the importer does not load yet."""
-    from ge.core.ir import Meta
-    from ge.core.kernels import lookup
-    from ge.formats.onnx.importer import _attr_value
-    (node,) = case.model.graph.node
-    opset = {o.domain: o.version for o in case.model.opset_import}[node.domain]
-    inputs, expected = case.data_sets[0]
-    it = iter(np.asarray(x) for x in inputs)
-    xs = [next(it) if name else None for name in node.input]
-    attrs = {a.name: _attr_value(a, node.name) for a in node.attribute}
-    metas = [None if x is None else Meta(x.dtype, x.shape) for x in xs]
-    kernel = lookup(node.op_type, node.domain, opset)(attrs, metas, opset=opset, name=node.name or "n",
-                                                      num_outputs=len(node.output))
-    got = [g for g, name in zip(kernel.compute(*xs), node.output) if name]
-    for i, (g, e) in enumerate(zip(got, expected)):
-        e = np.asarray(e)
-        assert g.dtype == e.dtype and g.shape == e.shape, f"output {i}: {g.dtype} {g.shape}, {e.dtype} {e.shape} expected"
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=case.rtol, atol=case.atol,
-                                   err_msg=f"output {i}")
-
-
 def node_model(op_type, inputs: dict, attrs: dict, n_outputs=1, domain="", opset=None, default_opset=21):
     """A one-node model (inputs: name -> array), importing the default domain and `domain`."""
     from onnx import helper

@@ -7,11 +7,9 @@ from ge.core.errors import GraphError
 from ge.core.ir import Meta
 from ge.core.kernels import lookup
 
-from .node_cases import (case_ids, check_against_onnxruntime, check_case, check_case_kernel, node_cases,
-                         uses_unloaded_type)
+from .node_cases import case_ids, check_against_onnxruntime, check_case, node_cases
 
-CASES = [c for c in node_cases("Attention") if not uses_unloaded_type(c)]
-BF16_CASES = [c for c in node_cases("Attention") if uses_unloaded_type(c)]
+CASES = node_cases("Attention")
 #: onnxruntime's qk_matmul_output in mode 2 (QK + bias) leaves the causal mask out of the bias (its
 #: Y agrees); ge gives the spec's and onnx's expected output
 ORT_QK_WITHOUT_CAUSAL = {"test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal",
@@ -23,11 +21,6 @@ def test_node_case(case, tmp_path, monkeypatch):
     got = check_case(case, tmp_path, monkeypatch)
     compared = (0, 1, 2) if case.name in ORT_QK_WITHOUT_CAUSAL else None
     check_against_onnxruntime(case, got, rtol=1e-3, atol=1e-4, outputs=compared)
-
-
-@pytest.mark.parametrize("case", BF16_CASES, ids=case_ids(BF16_CASES))
-def test_bfloat16_node_case(case):
-    check_case_kernel(case)
 
 
 def test_errors():

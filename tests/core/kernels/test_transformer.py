@@ -8,8 +8,7 @@ from ge.core.errors import GraphError
 from ge.core.ir import Meta
 from ge.core.kernels import lookup
 
-from .node_cases import (case_ids, check_against_onnxruntime, check_case, check_case_kernel, node_cases,
-                         uses_unloaded_type)
+from .node_cases import case_ids, check_against_onnxruntime, check_case, node_cases
 
 OPS = ["RMSNormalization", "RotaryEmbedding", "Swish", "SwiGLU", "TensorScatter", "LinearAttention",
        "CausalConvWithState"]
