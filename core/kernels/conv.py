@@ -28,7 +28,7 @@ import numpy as np
 
 from ..ir import Meta
 from .blas import cblas
-from .conv_native import NativeConv, NativeDepthwise
+from .conv_native import NativeConv, NativeConvGemv, NativeDepthwise
 from .epilogue import ATTR as EPILOGUE, native_act
 from .fused import GE_DOMAIN
 from .phase_layout import PhaseLayout
@@ -89,7 +89,9 @@ class Conv(SpatialKernel):
         if nat is not None and dt == np.float32 and w is not None and (not depthwise or d == 2):
             self.plan = "native"
             act = native_act(self.attrs.get(EPILOGUE))
-            self.native = NativeDepthwise(self, nat, act) if depthwise else NativeConv(self, nat, act, self.residual)
+            self.native = NativeDepthwise(self, nat, act) if depthwise else \
+                NativeConvGemv(self, nat, act) if NativeConvGemv.applies(self, self.residual) else \
+                NativeConv(self, nat, act, self.residual)
             self.absorbs_epilogue = self.native.absorbs
             self.uses_native = True
             return

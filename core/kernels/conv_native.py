@@ -150,6 +150,31 @@ class NativeConv:
         return fill + calls
 
 
+class NativeConvGemv:
+    """A 1x1 Conv (one group, no padding or strides, no residual) on a 1x1 plane (a squeeze-excite
+    block's): y[item] = act(W @ x[item] + bias) for all items in one GEMV (csrc/gemv.c), reading
+    W [Cout, Cin] as it is, once."""
+    kind = "gemv"
+
+    @staticmethod
+    def applies(k, residual: bool) -> bool:
+        return k.g == 1 and not residual and not k.has_pad and math.prod(k.spatial) == 1 and \
+            all(v == 1 for v in tuple(k.kernel) + tuple(k.strides))
+
+    def __init__(self, k, nat: Native, act: Act | None):
+        self.nat, self.act, self.n, self.c, self.oc = nat, act, k.n, k.c, k.oc
+        self.absorbs = act is not None
+        self.calls = CallCache()
+
+    def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
+        self.w = np.ascontiguousarray(w, np.float32).reshape(self.oc, self.c)  # a view when W is float32 already
+        self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(self.oc)
+
+    def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:
+        self.calls.get((x, y), lambda: self.nat.gemv_call(self.n, x, self.c, self.w, y, self.oc, bias=self.bias,
+                                                          act=self.act)).run()
+
+
 def use_direct(k, nr: int, pointwise: bool) -> bool:
     """The direct kernel for this conv (the backend's `direct`: "auto", or "always"/"never" where it can run)."""
     choice = k.backend.direct

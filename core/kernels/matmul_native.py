@@ -21,7 +21,7 @@ from ..ir import Meta
 from .epilogue import ATTR as EPILOGUE, native_act
 from .native import GELU, Act, CallCache
 
-#: fewer rows than this stay with numpy (a classifier's final Gemm at batch 1 is one row)
+#: fewer rows than this take the GEMV (a classifier's final Gemm at batch 1 is one row)
 MIN_ROWS = 8
 
 
@@ -59,6 +59,33 @@ class NativeProduct:
                              bias_n=self.bias, z=z2, ldz=self.n, act=self.act, ws=ws)
 
 
+class NativeGemv:
+    """NativeProduct's plan for fewer than MIN_ROWS rows, without a residual: csrc/gemv.c streams
+    W once as rows of K (W^T, laid out at pack: a Gemm's transB weights as they are), where the
+    GEMM would pack A and compute whole tiles of rows for one."""
+    ws_nbytes = 0
+
+    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index, act: Act | None):
+        self.nat, self.act, self.rows = nat, act, rows
+        self.k, self.n = w.shape
+        self.w, self.bias_const = w, bias
+        self.calls = CallCache()
+
+    def pack(self, kernel) -> None:
+        self.wt = kernel.shared_pack(("gemv",), lambda w: np.ascontiguousarray(w.T, np.float32), self.w)
+        self.bias = None if self.bias_const is None else np.ascontiguousarray(self.bias_const, np.float32).reshape(self.n)
+
+    def run(self, x: np.ndarray, y: np.ndarray, xs, ws) -> None:
+        a = x.reshape(self.rows, self.k)  # a copy when x's rows are not one stride apart: a new call then
+        if a.strides[1] != 4:
+            a = np.ascontiguousarray(a)
+        call = self.calls.get((x, y), lambda: self._call(a, y) if np.shares_memory(a, x) else None)
+        (call or self._call(a, y)).run()
+
+    def _call(self, a, y):
+        return self.nat.gemv_call(self.rows, a, a.strides[0] // 4, self.wt, y, self.n, bias=self.bias, act=self.act)
+
+
 def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = False) -> NativeProduct | None:
     """The native plan for rows(A) @ w when it applies: float32, w a constant 2-D matrix, each addend
     (index, meta, constant or None) either a constant bias over the columns or one tensor of the
@@ -69,8 +96,6 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = F
             or len(a.shape) < 2 or not out_shape:
         return None
     rows, n = math.prod(a.shape[:-1]), w.shape[1]
-    if rows < MIN_ROWS:  # a matrix-vector product: BLAS's gemv streams W once, no blocks of rows to fill
-        return None
     bias = z_index = None
     for i, m, const in addends:
         if const is not None and const.size == n and tuple(const.shape)[-1:] == (n,) and bias is None:
@@ -79,8 +104,10 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = F
             z_index = i
         else:
             return None
+    if rows < MIN_ROWS and (z_index is not None or getattr(kernel, "perm_a", None) is not None):
+        return None  # (numpy's gemv then)
     act, kernel.absorbs_epilogue = _activation(kernel, gelu)
-    plan = NativeProduct(kernel, nat, w, rows, bias, z_index, act)
+    plan = (NativeGemv if rows < MIN_ROWS else NativeProduct)(kernel, nat, w, rows, bias, z_index, act)
     kernel.uses_native = True
     return plan
 

@@ -44,7 +44,7 @@ _SIGNATURES = {
     "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
-    "ge_gemm_args": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
+    "ge_gemm_args": ([_ptr], None), "ge_gemv": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
     "ge_conv_direct": ([_ptr], None),
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
@@ -172,6 +172,15 @@ class Native:
                         _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, _activation(act),
                         min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha)
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
+
+    def gemv_call(self, rows: int, x: np.ndarray, lda: int, w: np.ndarray, y: np.ndarray, ldc: int, *, bias=None,
+                  act: Act | None = None) -> PreparedCall:
+        """y[r, n] = act(bias[n] + x[r] . w[n]) for r < rows (csrc/gemv.c): w C-contiguous (N, K), x's
+        rows lda floats apart, y's ldc; prepared. For few rows: the weights are read once, in order."""
+        n, k = w.shape
+        args = GemmArgs(rows, n, k, _ptr_of(x), lda, None, None, None, None, _addr(w), _ptr_of(y), ldc, None,
+                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0)
+        return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
         """Scratch for batch_call: one single-threaded GEMM's (raw A, gathered B) per thread slot."""

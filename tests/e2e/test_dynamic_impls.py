@@ -62,8 +62,11 @@ def test_bert_sequence_lengths(samples, tmp_path):
     if native.native() is None:
         assert packs == [(0, 0)] * 5
     else:
-        made = packs[0][0]
-        assert made >= 8 and packs == [(made, 0), (0, made), (0, made), (0, 0), (0, 0)]  # 2 layers x 4+ products
+        # 2 layers x 4+ products; later lengths reuse the packs of every product whose shape changes
+        # (the pooler's 2 rows, the native GEMV, keep their shape: its impl is not rebuilt)
+        made, reused = packs[0][0], packs[1][1]
+        assert made >= 8 and made - 1 <= reused <= made
+        assert packs == [(made, 0), (0, reused), (0, reused), (0, 0), (0, 0)]
 
 
 def _save(tmp_path, name, nodes, inputs, outputs, inits):

@@ -204,6 +204,9 @@ int ge_max_pool_fits(const MaxPool2d *p);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);
+/* gemv.c: y = act(x @ W^T + bias) for few rows of x (M, lda, a), weights as rows of K (bp: [N][K]),
+   y at c, ldc; bias_n, act, threads (the GemmArgs fields the GEMV reads; the rest is unused). */
+void ge_gemv(const GemmArgs *g);
 int ge_eltwise(const Eltwise *e);
 void ge_half_to_float(const uint16_t *src, float *dst, int64_t n, int threads);
 void ge_float_to_half(const float *src, uint16_t *dst, int64_t n, int threads);

@@ -74,6 +74,11 @@ GEMM = [
     ((1, 2048), (1000, 2048), (1000,), {"transB": 1}),
     ((3, 4), (4, 5), None, {}),
     ((3, 4), (4, 5), None, {"alpha": 3.0, "transB": 0}),
+    # few rows: the native GEMV (odd K and N: the vector tails and the blocks of 4 weight rows)
+    ((1, 37), (13, 37), (13,), {"transB": 1}),
+    ((3, 37), (37, 13), (1, 13), {}),
+    ((7, 131), (70, 131), (70,), {"transB": 1}),
+    ((2, 5), (5, 3), None, {}),
 ]
 
 
@@ -85,6 +90,14 @@ def test_gemm(check_op, sa, sb, sc, attrs, consts):
     if sc is not None:
         inputs["c"] = f32(*sc)
     check_op("Gemm", inputs, attrs, consts=tuple(n for n in consts if n in inputs), **TOL)
+
+
+def test_few_rows_take_the_native_gemv():
+    from ge.core.kernels.matmul_native import NativeGemv, NativeProduct
+    f = np.dtype(np.float32)
+    for rows, plan in ((1, NativeGemv), (7, NativeGemv), (8, NativeProduct)):
+        k = lookup("Gemm")({"transB": 1}, [Meta(f, (rows, 40)), Meta(f, (9, 40))], [None, f32(9, 40)], name="g")
+        assert isinstance(k.native, plan) == (k.backend.lib is not None)
 
 
 def test_gemm_opset_11_optional_c(check_op):

@@ -156,6 +156,34 @@ def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
         np.testing.assert_allclose(y, np.clip(want, lo, hi), **TOL)
 
 
+@pytest.mark.parametrize("rows", [1, 3])
+def test_gemv_absorbs_squeeze_excite_activations(rows):
+    """A 1x1 Conv on a 1x1 plane and a Gemm with few rows run on the native GEMV (csrc/gemv.c), which
+    applies the bias and the fused HardSigmoid / HardSwish as it stores; odd sizes cover its tails."""
+    from ge.core.ir import Meta
+    from ge.core.kernels import lookup
+    from ge.core.kernels.conv_native import NativeConvGemv
+    from ge.core.kernels.epilogue import Epilogue
+    from ge.core.kernels.matmul_native import NativeGemv
+    hsig, hswish = [["HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}]], [["HardSwish", {}]]
+    x = rng.standard_normal((rows, 45, 1, 1), np.float32) * 2
+    w, b = rng.standard_normal((19, 45, 1, 1), np.float32) / 6, rng.standard_normal(19, np.float32)
+    conv = lookup("Conv", opset=17)({"ge.epilogue": hsig}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape),
+                                                            Meta(b.dtype, b.shape)], [None, w, b]).load()
+    a, wm, c = x.reshape(rows, 45), rng.standard_normal((23, 45), np.float32) / 6, rng.standard_normal(23, np.float32)
+    gemm = lookup("Gemm", opset=17)({"transB": 1, "ge.epilogue": hswish}, [Meta(a.dtype, a.shape), Meta(
+        wm.dtype, wm.shape), Meta(c.dtype, c.shape)], [None, wm, c]).load()
+    conv_want = np.clip((a @ w.reshape(19, 45).T + b) / 6 + 0.5, 0, 1).reshape(rows, 19, 1, 1)
+    gemm_want = (a @ wm.T + c) * np.clip((a @ wm.T + c) / 6 + 0.5, 0, 1)
+    for kernel, plan, spec, args, want in ((conv, NativeConvGemv, hsig, [x, w, b], conv_want),
+                                           (gemm, NativeGemv, hswish, [a, wm, c], gemm_want)):
+        assert isinstance(kernel.native, plan) and kernel.absorbs_epilogue
+        assert Epilogue.unless_absorbed(kernel, spec, kernel.infer()[0]) is None
+        y = np.full(kernel.infer()[0].shape, 77, np.float32)
+        kernel.run(args, [y], None)
+        np.testing.assert_allclose(y, want, **TOL)
+
+
 def test_kernel_state_keeps_numpy_blas_single_threaded_beside_native_kernels():
     """Around a model with native kernels numpy's OpenBLAS runs one thread (its spinning workers and
     the native pool would fight for the cores); the count is restored after, and left alone for a

@@ -1,0 +1,78 @@
+/* Few rows times constant weights (a classifier's Gemm at batch 1, a squeeze-excite block's 1x1
+convs on a 1x1 plane): y[r, n] = act(bias[n] + sum_k x[r, k] w[n, k]) for r < rows, weights as rows
+of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Such a product is bound by
+reading the weights: the GEMM's panels would cost a packing pass over A and compute whole tiles of
+rows for one. Items are blocks of GEMV_ITEM weight rows; each block of VL
+weight rows is read in order and stays in cache while every row of x is dotted with it. */
+#include "abi.h"
+#include "pool.h"
+#include "simd.h"
+
+#define GEMV_ITEM 64  /* a multiple of every VL */
+
+static inline float hsum(vec v) {
+    float s = 0.0f;
+    for (int i = 0; i < VL; i++) s += v[i];
+    return s;
+}
+
+/* y[j] = x . w[j * K ..] for j < VL: the block read in order, row by row (a row is a short stream at
+   small K: 960 bytes at K = 240; VL rows read side by side run 2x slower there), one accumulator per
+   row, summed across lanes by a transpose (a lane-by-lane sum per output would cost as much as the
+   products at K = 240) */
+static inline void dot_block(const float *x, const float *w, int64_t K, float *y) {
+    vec acc[VL];
+    const int64_t body = K - K % VL;
+    const int tail = (int)(K % VL);
+    vec xt = tail ? load_part(x + body, tail) : (vec){0};
+#pragma GCC unroll 16
+    for (int j = 0; j < VL; j++) {
+        const float *row = w + j * K;
+        vec a0 = (vec){0}, a1 = (vec){0};
+        int64_t k = 0;
+        for (; k + 2 * VL <= body; k += 2 * VL) {
+            a0 += vload(x + k) * vload(row + k);
+            a1 += vload(x + k + VL) * vload(row + k + VL);
+        }
+        if (k < body) a0 += vload(x + k) * vload(row + k);
+        if (tail) a1 += xt * load_part(row + body, tail);
+        acc[j] = a0 + a1;
+    }
+    transpose_blocks(acc, VL);
+    vec s = acc[0];
+#pragma GCC unroll 16
+    for (int j = 1; j < VL; j++) s += acc[j];
+    vstore(y, s);
+}
+
+static inline float dot1(const float *x, const float *w, int64_t K) {
+    vec a = (vec){0};
+    int64_t k = 0;
+    for (; k + VL <= K; k += VL) a += vload(x + k) * vload(w + k);
+    if (k < K) a += load_part(x + k, (int)(K - k)) * load_part(w + k, (int)(K - k));
+    return hsum(a);
+}
+
+static void gemv_item(void *ctx, int64_t it, int slot) {
+    const GemmArgs *g = ctx;
+    (void)slot;
+    const int64_t K = g->K, n0 = it * GEMV_ITEM, n1 = n0 + GEMV_ITEM < g->N ? n0 + GEMV_ITEM : g->N;
+    int64_t n = n0;
+    for (; n + VL <= n1; n += VL)
+        for (int64_t r = 0; r < g->M; r++) dot_block(g->a + r * g->lda, g->bp + n * K, K, g->c + r * g->ldc + n);
+    for (; n < n1; n++)
+        for (int64_t r = 0; r < g->M; r++) g->c[r * g->ldc + n] = dot1(g->a + r * g->lda, g->bp + n * K, K);
+    for (int64_t r = 0; r < g->M; r++) {  /* bias and activation over the item's outputs */
+        float *y = g->c + r * g->ldc;
+        for (n = n0; n < n1; n += VL) {
+            int part = n1 - n < VL ? (int)(n1 - n) : VL;
+            vec v = load_part(y + n, part);
+            if (g->bias_n) v += load_part(g->bias_n + n, part);
+            store_part(y + n, vactivate(v, g->act), part);
+        }
+    }
+}
+
+void ge_gemv(const GemmArgs *g) {
+    if (g->M > 0 && g->N > 0) pool_run(gemv_item, (void *)g, (g->N + GEMV_ITEM - 1) / GEMV_ITEM, g->threads);
+}
