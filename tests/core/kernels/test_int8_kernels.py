@@ -193,6 +193,31 @@ def test_dynamic_quantize_linear_on_both_plans():
         np.testing.assert_array_equal(got, w)
 
 
+@pytest.mark.parametrize("at", [0, 17, 35, 63, 200, 245, 249])
+def test_dynamic_quantize_linear_range_anywhere(at):
+    """The range's ends in each of the native pass's running extremes (4 blocks of vectors), in its whole
+    vectors after the blocks and in its scalar tail; the kernel run again on the same buffers with new
+    values (its prepared call), then on a strided x; each against onnxruntime."""
+    import onnxruntime as ort
+    model = node_model("DynamicQuantizeLinear", {"x": np.zeros(250, np.float32)}, {}, ["x"],
+                       outputs=(("y", TensorProto.UINT8), ("s", TensorProto.FLOAT), ("z", TensorProto.UINT8)))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    kernel = lookup("DynamicQuantizeLinear", "", 17)({}, [Meta(np.dtype(np.float32), (250,))], name="n").load()
+    ys = [np.zeros(m.shape, m.dtype) for m in kernel.infer()]
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    x = np.empty(250, np.float32)
+    for shift in (1.0, -1.0):
+        x[:] = rng.uniform(-1, 1, 250).astype(np.float32) + shift
+        x[at], x[249 - at] = -9.0, 7.0
+        kernel.run([x], ys, ws)
+        for got, w in zip(ys, session.run(None, {"x": x})):
+            np.testing.assert_array_equal(got, w)
+    wide = np.repeat(-x, 2)
+    kernel.run([wide[::2]], ys, ws)
+    for got, w in zip(ys, session.run(None, {"x": -x})):
+        np.testing.assert_array_equal(got, w)
+
+
 @pytest.mark.parametrize("dtype,zp", [(U8, 0), (U8, 255), (U8, 128), (S8, -128), (S8, 127), (S8, 0)])
 def test_quantize_linear_per_tensor(dtype, zp):
     """The native pass (float32 to 8 bits, constant per-tensor scale and zero point; numpy's without the
