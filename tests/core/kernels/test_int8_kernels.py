@@ -179,6 +179,32 @@ def test_qlinear_add_edges(dtype, shape):
     check("QLinearAdd", inputs, consts, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], domain=MS, reference=False)
 
 
+@pytest.mark.parametrize("adt", [U8, S8])
+def test_matmul_integer_to_float_runs_again_on_its_buffers(adt):
+    """As an execution runs it: the same activation, scale and zero point arrays with new values at every
+    run (DynamicQuantizeLinear's outputs); each run against onnxruntime, and the native plan prepares
+    its call once (the key holds the activation, not its per-run reshape)."""
+    import onnxruntime as ort
+    b, bs = edge((40, 24), S8), rng.uniform(0.001, 0.01, 24).astype(np.float32)
+    a, a_scale, a_zp = np.zeros((2, 5, 40), adt), np.zeros((), np.float32), np.zeros((), adt)
+    model = node_model("MatMulIntegerToFloat", {"a": a, "as": a_scale, "az": a_zp}, {"b": b, "bs": bs},
+                       ["a", "b", "as", "bs", "az"], domain=MS)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    metas = [Meta(x.dtype, x.shape) for x in (a, b, a_scale, bs, a_zp)]
+    kernel = lookup("MatMulIntegerToFloat", MS, 1)({}, metas, [None, b, None, bs, None], name="n").load()
+    y = np.zeros(kernel.infer()[0].shape, np.float32)
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    prepared = []
+    for scale in (0.02, 0.5, 0.003):
+        a[...], a_scale[...], a_zp[...] = edge(a.shape, adt), scale, edge((), adt)
+        kernel.run([a, b, a_scale, bs, a_zp], [y], ws)
+        want = session.run(None, {"a": a, "as": a_scale, "az": a_zp})[0]
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=0)
+        if kernel.uses_native:
+            prepared.append(kernel.qn.calls.local.entry[1])
+    assert all(call is prepared[0] for call in prepared)
+
+
 def test_dynamic_quantize_linear_on_both_plans():
     x = np.concatenate([rng.standard_normal(999).astype(np.float32) * 3, [0.0, 2.5, -2.5]]).astype(np.float32)
     import onnxruntime as ort
