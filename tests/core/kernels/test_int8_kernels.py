@@ -223,7 +223,7 @@ def test_dynamic_quantize_linear_on_both_plans():
 def test_dynamic_quantize_linear_range_anywhere(at):
     """The range's ends in each of the native pass's running extremes (4 blocks of vectors), in its whole
     vectors after the blocks and in its scalar tail; the kernel run again on the same buffers with new
-    values (its prepared call), then on a strided x; each against onnxruntime."""
+    values (its prepared call), then on a strided x, then bound as a task; each against onnxruntime."""
     import onnxruntime as ort
     model = node_model("DynamicQuantizeLinear", {"x": np.zeros(250, np.float32)}, {}, ["x"],
                        outputs=(("y", TensorProto.UINT8), ("s", TensorProto.FLOAT), ("z", TensorProto.UINT8)))
@@ -242,6 +242,12 @@ def test_dynamic_quantize_linear_range_anywhere(at):
     kernel.run([wide[::2]], ys, ws)
     for got, w in zip(ys, session.run(None, {"x": -x})):
         np.testing.assert_array_equal(got, w)
+    for xb in (x, wide[::2]):  # bound as the runtime binds a task, then run with new values
+        call = kernel.bound([xb], ys, ws)
+        xb[:] = rng.uniform(-3, 2, 250).astype(np.float32)
+        call()
+        for got, w in zip(ys, session.run(None, {"x": np.ascontiguousarray(xb)})):
+            np.testing.assert_array_equal(got, w)
 
 
 @pytest.mark.parametrize("dtype,zp", [(U8, 0), (U8, 255), (U8, 128), (S8, -128), (S8, 127), (S8, 0)])
