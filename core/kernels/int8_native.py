@@ -69,18 +69,24 @@ class NativeIntProduct:
         scale_a: the array out.scale_a points to (a run-time scale), or None."""
         a2 = a.reshape(self.rows, self.k)
         if self.a_signed:
-            rows = v["a8"]
+            rows = source = v["a8"]
             np.bitwise_xor(a2.view(np.uint8), 0x80, out=rows)
+        elif a2.flags.c_contiguous:  # the key holds `a`: its reshape is a new object at every run, at a's address
+            rows, source = a2, a
         else:
-            rows = a2 if a2.flags.c_contiguous else np.ascontiguousarray(a2)
-        call = self.calls.get((rows, y, v["q"], scale_a), lambda: self.nat.qgemm_call(
-            self.rows, self.n, self.k, a=rows.ctypes.data, lda=self.k, c=y.ctypes.data, ldc=self.n, out=out, zu=0,
-            zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, keep=(rows, y, scale_a) + tuple(keep)))
-        args = call.keep[0]
-        args.zu = activation_zero_point(az, a.dtype)
-        if scale_a is not None:
-            args.out.scale_a = scale_a.ctypes.data
+            rows = source = np.ascontiguousarray(a2)
+        call = self.calls.get((source, y, v["q"], scale_a), lambda: self._call(rows, y, v, out, keep, scale_a))
+        # the zero point changes from run to run (DynamicQuantizeLinear's); scale_a's buffer is in the key
+        call.keep[0].zu = (0 if az is None else int(az.item(0))) + (128 if self.a_signed else 0)
         call.run()
+
+    def _call(self, rows, y, v, out, keep, scale_a):
+        call = self.nat.qgemm_call(
+            self.rows, self.n, self.k, a=rows.ctypes.data, lda=self.k, c=y.ctypes.data, ldc=self.n, out=out, zu=0,
+            zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, keep=(rows, y, scale_a) + tuple(keep))
+        if scale_a is not None:
+            call.keep[0].out.scale_a = scale_a.ctypes.data
+        return call
 
 
 class NativeIntConv:

@@ -22,6 +22,7 @@ blas.set_local_threads together with OpenBLAS's (concurrent contexts use one eac
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import logging
 import operator
@@ -29,7 +30,7 @@ import os
 import platform
 import threading
 import warnings
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -306,7 +307,13 @@ class Native:
 
     def dynamic_quantize(self, x: np.ndarray, y: np.ndarray, scale: np.ndarray | None, zp: np.ndarray | None) -> None:
         """DynamicQuantizeLinear of a C-contiguous float32 x into y (uint8), scale and zp (or None)."""
-        self.lib.ge_dynamic_quantize(x.ctypes.data, x.size, y.ctypes.data, _addr(scale), _addr(zp))
+        self.dynamic_quantize_call(x, y, scale, zp)()
+
+    def dynamic_quantize_call(self, x: np.ndarray, y: np.ndarray, scale: np.ndarray | None,
+                              zp: np.ndarray | None) -> Callable[[], None]:
+        """dynamic_quantize prepared: the addresses read once (the caller keeps the arrays alive)."""
+        return functools.partial(self.lib.ge_dynamic_quantize, x.ctypes.data, x.size, y.ctypes.data, _addr(scale),
+                                 _addr(zp))
 
     def quantize(self, x: np.ndarray, y: np.ndarray, scale: float, zp: float, lo: int, hi: int) -> None:
         """QuantizeLinear per tensor of a C-contiguous float32 x into y (int8 or uint8, C-contiguous)."""

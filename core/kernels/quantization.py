@@ -25,7 +25,7 @@ from .dtypes import BFLOAT16, QRANGE, SMALL_FLOATS, SMALL_INTS, cast_to
 from .planned import PlannedKernel, Scratch
 from .int8_native import NativeIntConv, qout, requant_kind
 from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
-from .native import QOUT_I32
+from .native import QOUT_I32, CallCache
 from .registry import lookup, register
 
 F32 = np.dtype(np.float32)
@@ -237,14 +237,16 @@ class DynamicQuantizeLinear(PlannedKernel):
         self.out_metas = [Meta(np.dtype(np.uint8), xs), Meta(F32, ()), Meta(np.dtype(np.uint8), ())]
         self.scratch = Scratch()
         self.uses_native = self.backend.lib is not None and math.prod(xs) > 0
-        if not self.uses_native:
+        if self.uses_native:
+            self.calls = CallCache()
+        else:
             self.scratch.add("t", xs, F32)
 
     def run(self, xs, ys, ws):
         x = xs[0]
-        if self.uses_native:  # the same float32 steps in one pass each (native.dynamic_quantize)
-            out = [y if y is not None and y.flags.c_contiguous else None for y in ys] + [None] * (3 - len(ys))
-            return self.backend.lib.dynamic_quantize(np.ascontiguousarray(x), ys[0], out[1], out[2])
+        if self.uses_native:  # the same float32 steps in one pass each (native.dynamic_quantize), prepared
+            ys = list(ys) + [None] * (3 - len(ys))
+            return self.calls.get((x,) + tuple(ys), lambda: self._native_call(x, ys))()
         t = self.views(ws)["t"]
         f = np.float32
         lo = min(f(x.min()), f(0)) if x.size else f(0)
@@ -259,6 +261,18 @@ class DynamicQuantizeLinear(PlannedKernel):
             ys[1][...] = scale
         if len(ys) > 2 and ys[2] is not None:
             ys[2][...] = zp
+
+    def bound(self, xs, ys, ws):
+        if self.uses_native and xs[0].flags.c_contiguous:  # the native call itself, no run() around it
+            return self._native_call(xs[0], list(ys) + [None] * (3 - len(ys)))
+        return super().bound(xs, ys, ws)
+
+    def _native_call(self, x, ys):
+        """The prepared call on these buffers (a strided x: through a contiguous copy at each run)."""
+        out = [y if y is not None and y.flags.c_contiguous else None for y in ys]
+        if not x.flags.c_contiguous:
+            return lambda: self.backend.lib.dynamic_quantize(np.ascontiguousarray(x), *out)
+        return self.backend.lib.dynamic_quantize_call(x, *out)
 
 
 # -- integer products ---------------------------------------------------------------------------------

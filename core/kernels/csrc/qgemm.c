@@ -758,19 +758,23 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
    y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
 
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out) {
-    vec vlo = {0}, vhi = {0};  /* per lane first (vector code), then across lanes */
+    /* per lane first (vector code), then across lanes; 4 independent pairs of running extremes, or
+       the loop waits for each compare and blend before the next (a minimum is the same in any order) */
+    vec vlo[4] = {{0}}, vhi[4] = {{0}};
     int64_t i = 0;
-    for (; i + VL <= n; i += VL) {
-        vec v = vload(x + i);
-        ivec below = v < vlo, above = v > vhi;  /* the lanes' minimum and maximum, as masks and blends */
-        vlo = (vec)(((ivec)v & below) | ((ivec)vlo & ~below));
-        vhi = (vec)(((ivec)v & above) | ((ivec)vhi & ~above));
-    }
+    for (; i + 4 * VL <= n; i += 4 * VL)
+        for (int u = 0; u < 4; u++) {
+            vec v = vload(x + i + u * VL);
+            ivec below = v < vlo[u], above = v > vhi[u];  /* the lanes' minimum and maximum, as masks and blends */
+            vlo[u] = (vec)(((ivec)v & below) | ((ivec)vlo[u] & ~below));
+            vhi[u] = (vec)(((ivec)v & above) | ((ivec)vhi[u] & ~above));
+        }
     float lo = 0.0f, hi = 0.0f;
-    for (int k = 0; k < VL; k++) {
-        lo = vlo[k] < lo ? vlo[k] : lo;
-        hi = vhi[k] > hi ? vhi[k] : hi;
-    }
+    for (int u = 0; u < 4; u++)
+        for (int k = 0; k < VL; k++) {
+            lo = vlo[u][k] < lo ? vlo[u][k] : lo;
+            hi = vhi[u][k] > hi ? vhi[u][k] : hi;
+        }
     for (; i < n; i++) {
         lo = x[i] < lo ? x[i] : lo;
         hi = x[i] > hi ? x[i] : hi;

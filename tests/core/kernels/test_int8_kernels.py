@@ -179,6 +179,32 @@ def test_qlinear_add_edges(dtype, shape):
     check("QLinearAdd", inputs, consts, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], domain=MS, reference=False)
 
 
+@pytest.mark.parametrize("adt", [U8, S8])
+def test_matmul_integer_to_float_runs_again_on_its_buffers(adt):
+    """As an execution runs it: the same activation, scale and zero point arrays with new values at every
+    run (DynamicQuantizeLinear's outputs); each run against onnxruntime, and the native plan prepares
+    its call once (the key holds the activation, not its per-run reshape)."""
+    import onnxruntime as ort
+    b, bs = edge((40, 24), S8), rng.uniform(0.001, 0.01, 24).astype(np.float32)
+    a, a_scale, a_zp = np.zeros((2, 5, 40), adt), np.zeros((), np.float32), np.zeros((), adt)
+    model = node_model("MatMulIntegerToFloat", {"a": a, "as": a_scale, "az": a_zp}, {"b": b, "bs": bs},
+                       ["a", "b", "as", "bs", "az"], domain=MS)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    metas = [Meta(x.dtype, x.shape) for x in (a, b, a_scale, bs, a_zp)]
+    kernel = lookup("MatMulIntegerToFloat", MS, 1)({}, metas, [None, b, None, bs, None], name="n").load()
+    y = np.zeros(kernel.infer()[0].shape, np.float32)
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    prepared = []
+    for scale in (0.02, 0.5, 0.003):
+        a[...], a_scale[...], a_zp[...] = edge(a.shape, adt), scale, edge((), adt)
+        kernel.run([a, b, a_scale, bs, a_zp], [y], ws)
+        want = session.run(None, {"a": a, "as": a_scale, "az": a_zp})[0]
+        np.testing.assert_allclose(y, want, rtol=1e-6, atol=0)
+        if kernel.uses_native:
+            prepared.append(kernel.qn.calls.local.entry[1])
+    assert all(call is prepared[0] for call in prepared)
+
+
 def test_dynamic_quantize_linear_on_both_plans():
     x = np.concatenate([rng.standard_normal(999).astype(np.float32) * 3, [0.0, 2.5, -2.5]]).astype(np.float32)
     import onnxruntime as ort
@@ -191,6 +217,37 @@ def test_dynamic_quantize_linear_on_both_plans():
     kernel.run([x], ys, ws)
     for got, w in zip(ys, want):
         np.testing.assert_array_equal(got, w)
+
+
+@pytest.mark.parametrize("at", [0, 17, 35, 63, 200, 245, 249])
+def test_dynamic_quantize_linear_range_anywhere(at):
+    """The range's ends in each of the native pass's running extremes (4 blocks of vectors), in its whole
+    vectors after the blocks and in its scalar tail; the kernel run again on the same buffers with new
+    values (its prepared call), then on a strided x, then bound as a task; each against onnxruntime."""
+    import onnxruntime as ort
+    model = node_model("DynamicQuantizeLinear", {"x": np.zeros(250, np.float32)}, {}, ["x"],
+                       outputs=(("y", TensorProto.UINT8), ("s", TensorProto.FLOAT), ("z", TensorProto.UINT8)))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    kernel = lookup("DynamicQuantizeLinear", "", 17)({}, [Meta(np.dtype(np.float32), (250,))], name="n").load()
+    ys = [np.zeros(m.shape, m.dtype) for m in kernel.infer()]
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    x = np.empty(250, np.float32)
+    for shift in (1.0, -1.0):
+        x[:] = rng.uniform(-1, 1, 250).astype(np.float32) + shift
+        x[at], x[249 - at] = -9.0, 7.0
+        kernel.run([x], ys, ws)
+        for got, w in zip(ys, session.run(None, {"x": x})):
+            np.testing.assert_array_equal(got, w)
+    wide = np.repeat(-x, 2)
+    kernel.run([wide[::2]], ys, ws)
+    for got, w in zip(ys, session.run(None, {"x": -x})):
+        np.testing.assert_array_equal(got, w)
+    for xb in (x, wide[::2]):  # bound as the runtime binds a task, then run with new values
+        call = kernel.bound([xb], ys, ws)
+        xb[:] = rng.uniform(-3, 2, 250).astype(np.float32)
+        call()
+        for got, w in zip(ys, session.run(None, {"x": np.ascontiguousarray(xb)})):
+            np.testing.assert_array_equal(got, w)
 
 
 @pytest.mark.parametrize("dtype,zp", [(U8, 0), (U8, 255), (U8, 128), (S8, -128), (S8, 127), (S8, 0)])
