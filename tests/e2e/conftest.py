@@ -7,15 +7,31 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from ge.core import api
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load_sample_script(name: str):
+    """samples/<name>.py as a module (the samples folder is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "samples", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")
 def samples():
-    spec = importlib.util.spec_from_file_location("build_samples", os.path.join(ROOT, "samples", "build_samples.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_sample_script("build_samples")
+
+
+def run_om(om_path, device, feeds):
+    """Load the OM on `device`, execute it once on `feeds`, unload it: its outputs."""
+    model_id = api.load_from_file(om_path, device)
+    try:
+        return api.execute(model_id, feeds)
+    finally:
+        api.unload(model_id)
 
 
 def onnxruntime_outputs(model_path, feeds):

@@ -1,7 +1,6 @@
 """Quantized models as onnxruntime's quantizer writes them (samples/quantize_samples.py), compiled and
 run by ge on both plans: within one quantization step of onnxruntime, the same top-1 class, and run
 as quantized kernels (no float Conv/MatMulInteger left)."""
-import importlib.util
 import os
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 from ge.core import api
 from ge.core.api import om_info
 
-from .conftest import ROOT, make_feeds, onnxruntime_outputs
+from .conftest import ROOT, load_sample_script, make_feeds, onnxruntime_outputs
 
 pytestmark = pytest.mark.usefixtures("both_plans")
 
@@ -23,10 +22,7 @@ def both_plans(request, default_backend):
 
 @pytest.fixture(scope="module")
 def quantize():
-    spec = importlib.util.spec_from_file_location("quantize_samples", os.path.join(ROOT, "samples", "quantize_samples.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_sample_script("quantize_samples")
 
 
 def compile_and_run(model, feeds, tmp_path):

@@ -11,7 +11,7 @@ from onnx import helper
 from ge.core import api
 from ge.formats.om import read_om
 
-from .conftest import onnxruntime_outputs
+from .conftest import onnxruntime_outputs, run_om
 from .test_control_flow import _if_model, _loop_model, rand
 from .test_dynamic import bert_feeds
 
@@ -19,14 +19,6 @@ DEVICES = ["cpu", "sim"]
 BERT_SPECS = {"hybrid": ("input_ids:-1,-1;attention_mask:-1,-1", {}),
               "range": ("input_ids:1~4,1~32;attention_mask:1~4,1~32", {}),
               "gears": ("input_ids:-1,-1;attention_mask:-1,-1", {"dynamic_dims": "1,16,1,16;3,24,3,24"})}
-
-
-def run(om_path, device, feeds):
-    model_id = api.load_from_file(om_path, device)
-    try:
-        return api.execute(model_id, feeds)
-    finally:
-        api.unload(model_id)
 
 
 def assert_float16_error(got, want, rel=2e-2):
@@ -69,7 +61,7 @@ def test_bert_in_float16_on_every_dynamic_path(bert, kind, device):
     result = compiled(kind, "force_fp16")
     for b, s in [(1, 16), (3, 24)]:
         feeds = bert_feeds(b, s)
-        for got, want in zip(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds)):
+        for got, want in zip(run_om(result.om_path, device, feeds), onnxruntime_outputs(path, feeds)):
             assert_float16_error(got, want)
     if kind != "gears":  # every node is unknown (the dims are): the hybrid executor computes in float16
         dtypes = {n.op_type: n.dtypes[0] for n in result.model.nodes}
@@ -96,7 +88,7 @@ def test_mixed_precision_in_the_hybrid_executor(bert):
     assert dtypes["FusedMatMul"] == {"float16"}
     assert dtypes["LayerNormalization"] == dtypes["Softmax"] == {"float32"}
     feeds = bert_feeds(3, 24)
-    for got, want in zip(run(result.om_path, "cpu", feeds), onnxruntime_outputs(path, feeds)):
+    for got, want in zip(run_om(result.om_path, "cpu", feeds), onnxruntime_outputs(path, feeds)):
         assert_float16_error(got, want)
 
 
@@ -111,7 +103,7 @@ def test_keep_dtype_applies_to_the_hybrid_executors_nodes(bert, tmp_path):
         dtypes.setdefault(n.op_type, set()).add(n.dtypes[0])
     assert dtypes["FusedMatMul"] == {"float32"} and dtypes["LayerNormalization"] == {"float16"}
     feeds = bert_feeds(3, 24)
-    for got, want in zip(run(result.om_path, "cpu", feeds), onnxruntime_outputs(path, feeds)):
+    for got, want in zip(run_om(result.om_path, "cpu", feeds), onnxruntime_outputs(path, feeds)):
         assert_float16_error(got, want)
 
 
@@ -134,7 +126,7 @@ def test_data_dependent_model_in_float16(detection, device):
     assert {n.dtypes[0] for n in result.model.nodes if n.op_type == "Gather"} == {"int64", "float16"}
     for seed in (0, 1):
         image = np.random.default_rng(seed).standard_normal((1, 3, 32, 32)).astype(np.float32)
-        got = run(result.om_path, device, {"image": image})
+        got = run_om(result.om_path, device, {"image": image})
         want = onnxruntime_outputs(path, {"image": image})
         for g, w in zip(got, want):
             assert g.shape == w.shape  # the same boxes kept
@@ -165,7 +157,7 @@ def test_loop_body_is_lowered_as_a_graph_of_its_own(tmp_path, device):
     assert {t.outputs[0].dtype for t in body.tasks if t.op_type in ("Add", "Mul")} == {"float16"}
     feeds = {"M": np.array(5, np.int64), "s0": np.abs(rand(2, 3)), "w": rand(2, 3, seed=1),
              "lim": np.array(1e9, np.float32)}
-    for got, want in zip(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds)):
+    for got, want in zip(run_om(result.om_path, device, feeds), onnxruntime_outputs(path, feeds)):
         assert_float16_error(got, want)
 
 
@@ -182,7 +174,7 @@ def test_if_captures_a_lowered_value_in_float32(tmp_path):
     for cond in (True, False):
         feeds = {"cond": np.array(cond), "x": rand(2, 3)}
         for device in DEVICES:
-            got, = run(result.om_path, device, feeds)
+            got, = run_om(result.om_path, device, feeds)
             assert_float16_error(got, onnxruntime_outputs(path, feeds)[0])
 
 
@@ -205,5 +197,5 @@ def test_sequences_keep_their_dtype(tmp_path):
     assert dtypes["SplitToSequence"] == dtypes["SequenceAt"] == "float32"
     feeds = {"x": rand(2, 6), "split": np.array([2, 4], np.int64), "k": np.array(1, np.int64)}
     for device in DEVICES:
-        got, = run(result.om_path, device, feeds)
+        got, = run_om(result.om_path, device, feeds)
         assert_float16_error(got, onnxruntime_outputs(path, feeds)[0])

@@ -7,18 +7,10 @@ import pytest
 
 from ge.core import api
 
-from .conftest import onnxruntime_outputs
+from .conftest import onnxruntime_outputs, run_om
 from .test_dynamic import bert_feeds
 
 DEVICES = ["cpu", "sim"]
-
-
-def run(om_path, device, feeds):
-    model_id = api.load_from_file(om_path, device)
-    try:
-        return api.execute(model_id, feeds)
-    finally:
-        api.unload(model_id)
 
 
 def assert_float16_tolerance(got, want):
@@ -59,7 +51,7 @@ def test_float16_export_within_float16_tolerance(exports, tmp_path, name, device
     weights = {t["dtype"] for t in api.inspect(result.om_path)["weights"] if t["dtype"].startswith("float")}
     assert "float16" in weights
     assert result.model.weight_size < 0.55 * reference.model.weight_size  # the weights stay half
-    for got, want in zip(run(result.om_path, device, feeds), onnxruntime_outputs(fp32, feeds)):
+    for got, want in zip(run_om(result.om_path, device, feeds), onnxruntime_outputs(fp32, feeds)):
         assert_float16_tolerance(got, want)
 
 
@@ -71,6 +63,6 @@ def test_float16_bert_export_with_unknown_dims(exports, tmp_path, device):
     assert "float16" in {n.dtypes[0] for n in result.model.nodes if n.op_type == "FusedMatMul"}
     for b, s in [(1, 16), (3, 24)]:
         feeds = bert_feeds(b, s)
-        for got, want in zip(run(result.om_path, device, feeds), onnxruntime_outputs(fp32, feeds)):
+        for got, want in zip(run_om(result.om_path, device, feeds), onnxruntime_outputs(fp32, feeds)):
             assert_float16_tolerance(got, want)
 

@@ -14,7 +14,7 @@ from ge.formats.om import om_bytes, read_om
 from ge.formats.om.decode import Bad
 from ge.formats.om.root import decode_root, encode_root
 
-from .conftest import onnxruntime_outputs
+from .conftest import onnxruntime_outputs, run_om
 
 F, I64 = T.FLOAT, T.INT64
 DEVICES = ["cpu", "sim"]
@@ -39,14 +39,6 @@ def compile_model(m, tmp_path, **atc):
     return path, api.atc(path, str(tmp_path / "m"), **atc)
 
 
-def run(om_path, device, feeds):
-    model_id = api.load_from_file(om_path, device)
-    try:
-        return api.execute(model_id, feeds)
-    finally:
-        api.unload(model_id)
-
-
 def assert_same(got, expected):
     if expected is None:
         assert got is None
@@ -64,7 +56,7 @@ def check(m, feeds_list, tmp_path, **atc):
     path, result = compile_model(m, tmp_path, **atc)
     for device in DEVICES:
         for feeds in feeds_list:
-            got = run(result.om_path, device, feeds)
+            got = run_om(result.om_path, device, feeds)
             assert_same(got, onnxruntime_outputs(path, feeds))
     return result
 
@@ -88,9 +80,9 @@ def test_split_to_sequence_then_at_concat_length(tmp_path):
     assert [d.kind for d in om.outputs] == ["tensor", "tensor", "tensor", "sequence"]
     # pieces of different sizes: ConcatFromSequence along a new axis must refuse, naming the node
     with pytest.raises(GeError, match=r"node 'ConcatFromSequence_2' \(ConcatFromSequence\).*do not line up"):
-        run(result.om_path, "cpu", {"x": x, "split": np.array([1, 2, 3], np.int64), "k": np.array(0, np.int64)})
+        run_om(result.om_path, "cpu", {"x": x, "split": np.array([1, 2, 3], np.int64), "k": np.array(0, np.int64)})
     with pytest.raises(GeError, match=r"SequenceAt.*position 3 is out of range \[-3, 2\]"):
-        run(result.om_path, "cpu", {"x": x, "split": np.array([2, 2, 2], np.int64), "k": np.array(3, np.int64)})
+        run_om(result.om_path, "cpu", {"x": x, "split": np.array([2, 2, 2], np.int64), "k": np.array(3, np.int64)})
 
 
 def test_a_loop_accumulates_a_sequence(tmp_path):
@@ -125,11 +117,11 @@ def test_sequence_inputs_and_insert_construct(tmp_path):
     for device in DEVICES:
         for pos in (0, 1, -1, 2):
             feeds = {"s": items, "x": x, "pos": np.array(pos, np.int64)}
-            assert_same(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
+            assert_same(run_om(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
     with pytest.raises(GeError, match=r"input 's' is a sequence: give a list of float32 arrays, got ndarray"):
-        run(result.om_path, "cpu", {"s": x, "x": x, "pos": np.array(0, np.int64)})
+        run_om(result.om_path, "cpu", {"s": x, "x": x, "pos": np.array(0, np.int64)})
     with pytest.raises(GeError, match=r"input 's': a sequence of float32 tensors, got one of int64"):
-        run(result.om_path, "cpu", {"s": [np.zeros(2, np.int64)], "x": x, "pos": np.array(0, np.int64)})
+        run_om(result.om_path, "cpu", {"s": [np.zeros(2, np.int64)], "x": x, "pos": np.array(0, np.int64)})
 
 
 def test_optional_round_trips(tmp_path):
@@ -145,8 +137,8 @@ def test_optional_round_trips(tmp_path):
     path, result = compile_model(m, tmp_path)
     for device in DEVICES:
         feeds = {"x": x, "maybe": x}
-        assert_same(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
-        has, twice, given = run(result.om_path, device, {"x": x, "maybe": None})  # an empty optional
+        assert_same(run_om(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
+        has, twice, given = run_om(result.om_path, device, {"x": x, "maybe": None})  # an empty optional
         assert bool(has) and not bool(given)
         np.testing.assert_array_equal(twice, 2 * x)
 
@@ -158,11 +150,11 @@ def test_an_empty_optional_output_and_get_element_of_nothing(tmp_path):
               [opt_vi("none", F, [2]), helper.make_tensor_value_info("got", F, None)])
     path, result = compile_model(m, tmp_path)
     for device in DEVICES:
-        none, got = run(result.om_path, device, {"maybe": np.array([4, 5], np.float32)})
+        none, got = run_om(result.om_path, device, {"maybe": np.array([4, 5], np.float32)})
         assert none is None
         np.testing.assert_array_equal(got, [4, 5])
     with pytest.raises(GeError, match=r"node 'OptionalGetElement_1' \(OptionalGetElement\): the optional input is empty"):
-        run(result.om_path, "cpu", {"maybe": None})
+        run_om(result.om_path, "cpu", {"maybe": None})
     assert [d.kind for d in read_om(result.om_path).inputs] == ["optional"]
 
 
@@ -229,7 +221,7 @@ def test_a_loop_carries_an_optional_sequence_that_starts_empty(tmp_path):
     _, result = compile_model(m, tmp_path)
     for device in DEVICES:
         for start in (None, [np.array([7.0], np.float32)], None):
-            (got,) = run(result.om_path, device, {"M": np.array(3, np.int64), "start": start})
+            (got,) = run_om(result.om_path, device, {"M": np.array(3, np.int64), "start": start})
             expected = ([7.0] if start else []) + [0.0, 1.0, 2.0]
             np.testing.assert_array_equal(got, np.array(expected, np.float32))
 
@@ -265,7 +257,7 @@ def test_range_mode_plans_tensors_and_keeps_sequences_on_the_host(tmp_path):
     for device in DEVICES:
         for n in (6, 1, 3):
             feeds = {"x": np.random.default_rng(n).standard_normal((n, 2)).astype(np.float32)}
-            assert_same(run(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
+            assert_same(run_om(result.om_path, device, feeds), onnxruntime_outputs(path, feeds))
 
 
 def test_gears_refuse_sequences_with_a_message(tmp_path):

@@ -17,7 +17,7 @@ from ge.formats.om.decode import Bad
 from ge.formats.om.root import decode_root, encode_root
 from ge.formats.om.root_check import check_root
 
-from .conftest import onnxruntime_outputs
+from .conftest import onnxruntime_outputs, run_om
 
 S, I64, F, B = T.STRING, T.INT64, T.FLOAT, T.BOOL
 DEVICES = ["cpu", "sim"]
@@ -38,21 +38,13 @@ def compile_model(m, tmp_path):
     return path, api.atc(path, str(tmp_path / "m"))
 
 
-def run(om_path, device, feeds):
-    model_id = api.load_from_file(om_path, device)
-    try:
-        return api.execute(model_id, feeds)
-    finally:
-        api.unload(model_id)
-
-
 def check(m, feeds_list, tmp_path):
     """ge on both devices against onnxruntime, for each set of feeds (object arrays of str)."""
     path, result = compile_model(m, tmp_path)
     for feeds in feeds_list:
         expected = onnxruntime_outputs(path, feeds)
         for device in DEVICES:
-            got = run(result.om_path, device, feeds)
+            got = run_om(result.om_path, device, feeds)
             for g, e in zip(got, expected):
                 assert g.shape == e.shape and (g.dtype == object) == (e.dtype == object), (g, e)
                 if e.dtype == object:
@@ -95,17 +87,17 @@ def test_numpy_str_arrays_go_in_and_objects_of_str_come_out(tmp_path):
     m = model([helper.make_node("StringConcat", ["x", "x"], ["y"])], [vi("x", S, [2])], [vi("y", S, None)])
     _, result = compile_model(m, tmp_path)
     for device in DEVICES:
-        (y,) = run(result.om_path, device, {"x": np.array(["ab", "ç"])})  # dtype <U2
+        (y,) = run_om(result.om_path, device, {"x": np.array(["ab", "ç"])})  # dtype <U2
         assert y.dtype == object and y.tolist() == ["abab", "çç"]
-        (y,) = run(result.om_path, device, {"x": strings(b"q", "r")})  # bytes: UTF-8
+        (y,) = run_om(result.om_path, device, {"x": strings(b"q", "r")})  # bytes: UTF-8
         assert y.tolist() == ["qq", "rr"]
     with pytest.raises(GeError, match=r"input 'x' is a string tensor: give a numpy str or object array of str, "
                                       r"got float32"):
-        run(result.om_path, "cpu", {"x": np.zeros(2, np.float32)})
+        run_om(result.om_path, "cpu", {"x": np.zeros(2, np.float32)})
     with pytest.raises(GeError, match=r"input 'x' is a string tensor; element 3 \(int\) is not a str"):
-        run(result.om_path, "cpu", {"x": strings("a", 3)})
+        run_om(result.om_path, "cpu", {"x": strings("a", 3)})
     with pytest.raises(GeError, match=r"input 'x': shape \[3\] does not match the model's \[2\]"):
-        run(result.om_path, "cpu", {"x": strings("a", "b", "c")})
+        run_om(result.om_path, "cpu", {"x": strings("a", "b", "c")})
 
 
 def test_cast_and_label_encoder_between_strings_and_numbers(tmp_path):
@@ -119,12 +111,12 @@ def test_cast_and_label_encoder_between_strings_and_numbers(tmp_path):
                                          vi("name", S, None)])
     _, result = compile_model(m, tmp_path)
     for device in DEVICES:
-        f, back, code, name = run(result.om_path, device, {"x": strings("1.5", "-inf", "1e3", "NaN", "+INF")})
+        f, back, code, name = run_om(result.om_path, device, {"x": strings("1.5", "-inf", "1e3", "NaN", "+INF")})
         np.testing.assert_array_equal(f, np.array([1.5, -np.inf, 1000, np.nan, np.inf], np.float32))
         assert back.tolist() == ["1.5", "-INF", "1000.0", "NaN", "INF"]
         assert code.tolist() == [7, -3, -3, -3, 9] and name.tolist() == ["seven", "?", "?", "?", "nine"]
     with pytest.raises(GeError, match=r"node 'Cast_0' \(Cast\): 'abc' is not a number, cannot cast it to float32"):
-        run(result.om_path, "cpu", {"x": strings("1", "abc", "2", "3", "4")})
+        run_om(result.om_path, "cpu", {"x": strings("1", "abc", "2", "3", "4")})
 
 
 def test_regex_patterns_keep_re2_meaning_or_are_refused(tmp_path):
