@@ -204,7 +204,7 @@ def render_dynamic(d: dict) -> None:
               f"submodel(s), shared weights {dyn['weight_size']} B")
     files = dyn.get("weight_files", {})
     if files:
-        out.print(f"external weight files shared by the root and every submodel: "
+        out.print("external weight files shared by the root and every submodel: "
                   + ", ".join(f"{name} ({size} B)" for name, size in files.items()), highlight=False)
     render_atc_options(dyn, out)
     io = _table("Root inputs / outputs", "", "name", "dtype", "shape", "range")

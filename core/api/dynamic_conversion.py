@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-import numpy as np
-
 from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid
 from ..compile.dynamic_shapes import infer_dynamic

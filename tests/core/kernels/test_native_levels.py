@@ -15,7 +15,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from ge.core import api
 from ge.core.kernels import native as native_mod
 from ge.core.kernels.native import Unavailable, choose_level, cpu_flags
 from ge.core.kernels.native_levels import LEVELS, levels_for
