@@ -14,6 +14,8 @@ from ge.formats.om import read_om
 from ge.formats.om.decode import Bad
 from ge.formats.om.root import decode_root, encode_root
 
+from .conftest import run_om
+
 F = T.FLOAT
 B, HQ, HKV, L, S, E, EV = 2, 4, 2, 3, 5, 8, 6
 
@@ -57,20 +59,12 @@ def feeds(seed=0):
     return [rng.standard_normal(s).astype(np.float32) for s in ((B, HQ, L, E), (B, HKV, S, E), (B, HKV, S, EV))]
 
 
-def run(om, device, xs):
-    model_id = api.load_from_file(om, device)
-    try:
-        return api.execute(model_id, xs)
-    finally:
-        api.unload(model_id)
-
-
 def test_without_modifiers_it_is_a_static_kernel(tmp_path):
     om = flex_model(tmp_path, {}, scale=0.3)
     assert isinstance(read_om(om), GeModel)  # no subgraph: planned like any static op
     q, k, v = feeds()
     for device in ("cpu", "sim"):
-        (z,) = run(om, device, [q, k, v])
+        (z,) = run_om(om, device, [q, k, v])
         np.testing.assert_allclose(-z, expected(q, k, v, scale=0.3), rtol=1e-5, atol=1e-6)
 
 
@@ -84,7 +78,7 @@ def test_modifiers_run_as_compiled_subgraphs_and_read_outer_values(tmp_path):
         q, k, v = feeds(seed)
         b0 = np.random.default_rng(seed + 7).standard_normal((1, 1, L, S)).astype(np.float32)
         for device in ("cpu", "sim"):
-            (z,) = run(om, device, [q, k, v, b0])
+            (z,) = run_om(om, device, [q, k, v, b0])
             np.testing.assert_allclose(-z, expected(q, k, v, np.maximum(b0, 0), 0.5), rtol=1e-5, atol=1e-6)
 
 
