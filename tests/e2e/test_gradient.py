@@ -11,6 +11,8 @@ from onnx import helper
 from ge.core import api
 from ge.core.errors import GeError
 
+from .conftest import run_om
+
 D = T.DOUBLE
 FORWARD = [helper.make_node("MatMul", ["a", "w"], ["h"]),
            helper.make_node("Add", ["h", "b"], ["z"]),         # b [5] broadcast over rows
@@ -73,11 +75,7 @@ def test_gradients_match_finite_differences(tmp_path):
     for seed in (0, 1):
         f = feeds(seed)
         for device in ("cpu", "sim"):
-            model_id = api.load_from_file(om, device)
-            try:
-                y, *grads = api.execute(model_id, [f[k] for k in SHAPES])
-            finally:
-                api.unload(model_id)
+            y, *grads = run_om(om, device, [f[k] for k in SHAPES])
             np.testing.assert_allclose(y, forward(f)["y"], rtol=1e-12)
             for x, d in zip(xs, grads):
                 assert d.shape == f[x].shape
@@ -88,11 +86,7 @@ def test_gradient_with_respect_to_an_intermediate_tensor(tmp_path):
     """d y / d h: h is an x, so the path stops there (MatMul is not differentiated)."""
     om = compile_gradient(tmp_path, ["h"])
     f = feeds(2)
-    model_id = api.load_from_file(om, "cpu")
-    try:
-        _, d_h = api.execute(model_id, [f[k] for k in SHAPES])
-    finally:
-        api.unload(model_id)
+    _, d_h = run_om(om, "cpu", [f[k] for k in SHAPES])
     v = forward(f)
     eps, expected = 1e-6, np.zeros((3, 5))
     for i in np.ndindex(3, 5):  # y as a function of h (the rest of the forward graph from h on)
