@@ -29,10 +29,11 @@ import numpy as np
 from ..ir import Meta
 from .blas import cblas
 from .conv_native import NativeConv, NativeConvGemv, NativeDepthwise
-from .epilogue import ATTR as EPILOGUE, native_act
+from .dwpw_native import NativeDepthwisePointwise
+from .epilogue import ATTR as EPILOGUE, Epilogue, native_act
 from .fused import GE_DOMAIN
 from .phase_layout import PhaseLayout
-from .planned import Scratch, address
+from .planned import PlannedKernel, Scratch, address
 from .registry import register
 from .windows import SpatialKernel, window_pads
 
@@ -409,3 +410,85 @@ class ConvTranspose(SpatialKernel):
         for ysl, csl in self.scatter:
             yv = y[ysl]
             np.add(yv, cols[csl], out=yv)
+
+
+# -- DepthwisePointwise ------------------------------------------------------------------------------
+#: the depthwise part's own epilogue (its activation), as "ge.epilogue" is the node's (after the pointwise)
+DEPTHWISE_EPILOGUE = "ge.depthwise_epilogue"
+
+
+@register("DepthwisePointwise", since=1, domain=GE_DOMAIN)
+class DepthwisePointwise(PlannedKernel):
+    """ge::DepthwisePointwise(X, Wd, Bd, Wp, Bp[, Z]) (passes.fuse_depthwise_pointwise): a 2-D depthwise
+    Conv(X, Wd, Bd) with the node's Conv attributes (one output channel per group) and its activation
+    (attribute ge.depthwise_epilogue), then the pointwise Conv(., Wp, Bp) (Wp: OC x C x 1 x 1), plus Z
+    (a residual of the output's shape) and the node's epilogue. Native (float32, constant weights,
+    activations the kernels apply): one kernel, band by band of output rows (dwpw_native.py); else
+    the two Convs' own plans, the depthwise output in the workspace."""
+
+    def prepare(self):
+        if len(self.inputs) < 4 or self.inputs[3] is None:
+            raise self.fail("input 3 (Wp) is missing")
+        dw_spec = self.attrs.get(DEPTHWISE_EPILOGUE)
+        dw_attrs = {k: v for k, v in self.attrs.items() if k not in (EPILOGUE, DEPTHWISE_EPILOGUE)}
+        if dw_spec:
+            dw_attrs[EPILOGUE] = dw_spec
+        own = dict(opset=self.opset, name=self.name, packs=self.packs, backend=self.backend)
+        dw = self.dw = Conv(dw_attrs, self.inputs[:3], self.consts[:3], **own)
+        if not (dw.g == dw.c == dw.oc and dw.g > 1 and len(dw.out) == 2):
+            raise self.fail(f"X, Wd {tuple(self.inputs[1].shape)} and group={dw.g} are not a 2-D depthwise "
+                            "convolution with one output channel per group")
+        mid = dw.out_metas[0]
+        wp = self.inputs[3]
+        if len(wp.shape) != 4 or tuple(wp.shape[1:]) != (dw.c, 1, 1):
+            raise self.fail(f"Wp has shape {tuple(wp.shape)}, (OC, {dw.c}, 1, 1) expected")
+        residual = len(self.inputs) > 5 and self.inputs[5] is not None
+        pw_attrs = {EPILOGUE: self.attrs[EPILOGUE]} if self.attrs.get(EPILOGUE) else {}
+        rest = 6 if residual else 5
+        pw = self.pw = (FusedConv if residual else Conv)(pw_attrs, [mid] + self.inputs[3:rest],
+                                                         [None] + self.consts[3:rest], **own)
+        self.out_metas = list(pw.out_metas)
+        self.scratch = Scratch()
+        nat = self.backend.lib
+        act_d, act_p = native_act(dw_spec), native_act(self.attrs.get(EPILOGUE))
+        acts = (act_d is not None or not dw_spec) and (act_p is not None or not self.attrs.get(EPILOGUE))
+        if nat is not None and mid.dtype == np.float32 and self.consts[1] is not None and \
+                self.consts[3] is not None and acts:
+            self.plan = "native"
+            self.native = NativeDepthwisePointwise(self, nat, act_d, act_p)
+            self.absorbs_epilogue = self.uses_native = True
+            return
+        self.plan = "two convs"
+        self.scratch.add("mid", mid.shape, mid.dtype)
+        self.scratch.add("dw_ws", (dw.workspace_nbytes(),), np.uint8)
+        self.scratch.add("pw_ws", (pw.workspace_nbytes(),), np.uint8)
+        self.dw_epilogue = Epilogue.unless_absorbed(dw, dw_spec, mid, self.opset, self.name)
+        self.absorbs_epilogue = pw.absorbs_epilogue
+        self.uses_native = dw.uses_native or pw.uses_native
+
+    def pack(self):
+        if self.plan == "native":
+            self.native.pack(self, *self.consts[1:5])
+        else:
+            self.dw.load()
+            self.pw.load()
+
+    def run(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        z = xs[5] if len(xs) > 5 else None
+        v = self.views(ws)
+        if self.plan == "native":
+            if not y.flags.c_contiguous:
+                tmp = np.empty(y.shape, y.dtype)
+                self.run(xs, [tmp], ws)
+                np.copyto(y, tmp)
+                return
+            self.native.run(x, y, v, None if z is None else np.ascontiguousarray(z))
+            return
+        mid = v["mid"]
+        self.dw.run([x, *xs[1:3]], [mid], v["dw_ws"])
+        if self.dw_epilogue is not None:
+            self.dw_epilogue(mid)
+        self.pw.run([mid, *xs[3:]], [y], v["pw_ws"])
