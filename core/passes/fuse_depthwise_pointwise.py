@@ -9,9 +9,11 @@ onnxruntime's and OpenVINO's fused depthwise+pointwise kernels do.
 Recognized: a 2-D float32 depthwise Conv (group == C, one output channel per group, constant weights;
 its activation as its epilogue) whose only output is read only by a one-group 1x1 Conv without
 strides, pads or dilation (constant weights; or a FusedConv: its residual Z comes along), when the
-depthwise output is larger than MIN_BYTES: a smaller one stays in cache between the two tasks, whose
-own kernels are then faster (MobileNetV2 at batch 1, single-threaded: the blocks over 112x112 and
-56x56 planes (1.2-1.8 MB) 12-33% faster fused, those over 28x28 and 14x14 ones (0.15-0.6 MB) 0-20% slower).
+depthwise output of one batch item is larger than MIN_BYTES: a smaller one stays in cache between the
+two tasks, whose own kernels are then faster (MobileNetV2 at batch 1, single-threaded: the blocks over
+112x112 and 56x56 planes (1.2-1.8 MB) 12-33% faster fused, those over 28x28 and 14x14 ones (0.15-0.6
+MB) 0-20% slower; at batch 8 those 1.5-2x slower: each band reads all of the projection's weights,
+which a band of a small plane does not amortize).
 Runs after fuse_activation and fuse_conv_add, so each Conv carries its activation and the projection
 its residual.
 """
@@ -27,7 +29,7 @@ from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, known_dims
 
-#: the depthwise output's least size (bytes, the whole batch) for the fusion: about an L2 cache
+#: the depthwise output's least size (bytes, one batch item) for the fusion: about an L2 cache
 MIN_BYTES = 1 << 20
 
 
@@ -61,7 +63,7 @@ def _depthwise(m: Matcher, conv: Node) -> bool:
     if xt != np.float32 or yt != np.float32 or not known_dims(xs) or not known_dims(ys) or len(xs) != 4:
         return False
     group = int(conv.attrs.get("group", 1))
-    return group == xs[1] == ws[0] and group > 1 and ws[1] == 1 and 4 * math.prod(ys) > MIN_BYTES
+    return group == xs[1] == ws[0] and group > 1 and ws[1] == 1 and 4 * math.prod(ys[1:]) > MIN_BYTES
 
 
 def _pointwise(m: Matcher, conv: Node, x: str) -> bool:
