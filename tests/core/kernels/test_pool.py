@@ -111,7 +111,7 @@ def test_averagepool_1d_3d(check_op, shape, attrs, include_pad):
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
-@pytest.mark.parametrize("shape", [(1, 2048, 7, 7), (2, 3, 5), (2, 3, 4, 5, 6), (1, 3, 1, 1)])
+@pytest.mark.parametrize("shape", [(1, 2048, 7, 7), (2, 3, 5), (2, 3, 4, 5, 6), (1, 3, 1, 1), (3, 37, 13, 11), (8, 20, 7, 7)])
 def test_global_pools(check_op, op, shape):
     check_op(op, {"x": f32(*shape)}, rtol=1e-5, atol=1e-6)
 
