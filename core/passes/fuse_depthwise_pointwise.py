@@ -1,4 +1,5 @@
-"""Fuse a depthwise Conv into the pointwise Conv that reads it: ge::DepthwisePointwise (kernels/conv.py).
+"""Fuse a depthwise Conv into the pointwise Conv that reads it, ge::DepthwisePointwise, and with the expanding
+1x1 Conv before it too, ge::ExpandDepthwisePointwise (kernels/conv.py).
 
 Why: an inverted residual block (MobileNetV2/V3, PP-LCNet, EfficientNet) runs expand 1x1 -> depthwise
 -> project 1x1 over its expanded channels; as tasks, the depthwise output goes to memory whole (megabytes
@@ -15,7 +16,9 @@ two tasks, whose own kernels are then faster (MobileNetV2 at batch 1, single-thr
 MB) 0-20% slower; at batch 8 those 1.5-2x slower: each band reads all of the projection's weights,
 which a band of a small plane does not amortize).
 Runs after fuse_activation and fuse_conv_add, so each Conv carries its activation and the projection
-its residual.
+its residual. The 1x1 Conv (one group, no strides, pads or dilation, constant weights; its activation
+as its epilogue) whose output only the depthwise Conv reads joins when that output (the block's
+expanded tensor) is larger than MIN_BYTES per batch item, and then the depthwise output may be smaller.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import math
 import numpy as np
 
 from ..ir import Graph, Node
-from ..kernels.conv import DEPTHWISE_EPILOGUE
+from ..kernels.conv import DEPTHWISE_EPILOGUE, EXPAND_EPILOGUE
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, known_dims
@@ -41,19 +44,31 @@ def fuse_depthwise_pointwise(graph: Graph, stats: dict | None = None) -> Graph:
         pw = m.sole_consumer(dw)
         if pw is None or not _pointwise(m, pw, dw.outputs[0]):
             continue
-        dw_inputs = list(dw.inputs) + [""] * (3 - len(dw.inputs))
-        pw_inputs = list(pw.inputs) + [""] * (3 - len(pw.inputs))
+        ex = m.sole_producer(dw.inputs[0], dw)
+        if ex is not None and not (_pointwise(m, ex, ex.inputs[0] if ex.inputs else "") and ex.op_type == "Conv"
+                                   and _large(m, dw.inputs[0])):
+            ex = None
+        if ex is None and not _large(m, dw.outputs[0]):
+            continue
+        pad = lambda node: list(node.inputs) + [""] * (3 - len(node.inputs))  # noqa: E731
         attrs = {k: v for k, v in dw.attrs.items() if k != EPILOGUE}
-        if dw.attrs.get(EPILOGUE):
-            attrs[DEPTHWISE_EPILOGUE] = dw.attrs[EPILOGUE]
-        if pw.attrs.get(EPILOGUE):
-            attrs[EPILOGUE] = pw.attrs[EPILOGUE]
-        m.replace([dw, pw], Node("DepthwisePointwise", dw_inputs + pw_inputs[1:], list(pw.outputs), name=pw.name,
-                                 attrs=attrs, domain=GE_DOMAIN))
+        for node, key in ((ex, EXPAND_EPILOGUE), (dw, DEPTHWISE_EPILOGUE), (pw, EPILOGUE)):
+            if node is not None and node.attrs.get(EPILOGUE):
+                attrs[key] = node.attrs[EPILOGUE]
+        inputs = ([ex.inputs[0]] + pad(ex)[1:] if ex is not None else [dw.inputs[0]]) + pad(dw)[1:] + pad(pw)[1:]
+        op = "DepthwisePointwise" if ex is None else "ExpandDepthwisePointwise"
+        m.replace([n for n in (ex, dw, pw) if n is not None],
+                  Node(op, inputs, list(pw.outputs), name=pw.name, attrs=attrs, domain=GE_DOMAIN))
     fused = m.commit()
     if stats is not None:
         stats["fused"] = stats.get("fused", 0) + fused
     return graph
+
+
+def _large(m: Matcher, name: str) -> bool:
+    """More than MIN_BYTES per batch item (a float32 tensor of known shape)."""
+    _, shape = m.meta(name)
+    return known_dims(shape) and 4 * math.prod(shape[1:]) > MIN_BYTES
 
 
 def _depthwise(m: Matcher, conv: Node) -> bool:
@@ -63,7 +78,7 @@ def _depthwise(m: Matcher, conv: Node) -> bool:
     if xt != np.float32 or yt != np.float32 or not known_dims(xs) or not known_dims(ys) or len(xs) != 4:
         return False
     group = int(conv.attrs.get("group", 1))
-    return group == xs[1] == ws[0] and group > 1 and ws[1] == 1 and 4 * math.prod(ys[1:]) > MIN_BYTES
+    return group == xs[1] == ws[0] and group > 1 and ws[1] == 1
 
 
 def _pointwise(m: Matcher, conv: Node, x: str) -> bool:

@@ -98,6 +98,12 @@ typedef struct {
     Activation act_p;
     int32_t threads;
     float *ws;                   /* threads x ge_dwpw_slot_floats, 64-byte aligned */
+    /* an expanding 1x1 conv before the depthwise one (we NULL: none): x has cin channels, the depthwise
+       input is act_e(We @ x + be), made per band for the input rows it reads (at most rows_in) */
+    const float *we, *be;        /* We packed by ge_pack_a (channels x cin); be[channels] or NULL */
+    Activation act_e;
+    int64_t cin, rows_in;
+    const int64_t *ekoff, *enoff; /* x as the expansion's B: ekoff[k] = k * h * w, enoff[j] = j */
 } DepthwisePointwise;
 
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
