@@ -29,11 +29,10 @@ import numpy as np
 from ..ir import Meta
 from .blas import cblas
 from .conv_native import NativeConv, NativeConvGemv, NativeDepthwise
-from .dwpw_native import NativeDepthwisePointwise
-from .epilogue import ATTR as EPILOGUE, Epilogue, native_act
+from .epilogue import ATTR as EPILOGUE, native_act
 from .fused import GE_DOMAIN
 from .phase_layout import PhaseLayout
-from .planned import PlannedKernel, Scratch, address
+from .planned import Scratch, address
 from .registry import register
 from .windows import SpatialKernel, window_pads
 
@@ -410,117 +409,3 @@ class ConvTranspose(SpatialKernel):
         for ysl, csl in self.scatter:
             yv = y[ysl]
             np.add(yv, cols[csl], out=yv)
-
-
-# -- DepthwisePointwise, ExpandDepthwisePointwise ------------------------------------------------------
-#: the depthwise part's own epilogue (its activation), as "ge.epilogue" is the node's (after the pointwise)
-DEPTHWISE_EPILOGUE = "ge.depthwise_epilogue"
-#: the expanding 1x1 conv's epilogue (ExpandDepthwisePointwise)
-EXPAND_EPILOGUE = "ge.expand_epilogue"
-
-
-@register("DepthwisePointwise", since=1, domain=GE_DOMAIN)
-class DepthwisePointwise(PlannedKernel):
-    """ge::DepthwisePointwise(X, Wd, Bd, Wp, Bp[, Z]) (passes.fuse_depthwise_pointwise): a 2-D depthwise
-    Conv(X, Wd, Bd) with the node's Conv attributes (one output channel per group) and its activation
-    (attribute ge.depthwise_epilogue), then the pointwise Conv(., Wp, Bp) (Wp: OC x C x 1 x 1), plus Z
-    (a residual of the output's shape) and the node's epilogue. Native (float32, constant weights,
-    activations the kernels apply): one kernel, band by band of output rows (dwpw_native.py); else
-    the Convs' own plans, the intermediate tensors in the workspace."""
-    #: ExpandDepthwisePointwise: a 1x1 Conv(X, We, Be) with ge.expand_epilogue makes the depthwise input
-    expands = False
-
-    def prepare(self):
-        e = 2 if self.expands else 0  # where the depthwise conv's inputs start, after X
-        if len(self.inputs) < 4 + e or self.inputs[3 + e] is None:
-            raise self.fail(f"input {3 + e} (Wp) is missing")
-        own = dict(opset=self.opset, name=self.name, packs=self.packs, backend=self.backend)
-        specs = {key: self.attrs.get(key) for key in (EXPAND_EPILOGUE, DEPTHWISE_EPILOGUE, EPILOGUE)}
-        with_spec = lambda key: {EPILOGUE: specs[key]} if specs[key] else {}  # noqa: E731
-        self.ex, x_meta = None, self.inputs[0]
-        if self.expands:
-            ex = self.ex = Conv(with_spec(EXPAND_EPILOGUE), self.inputs[:3], self.consts[:3], **own)
-            if not (ex.g == 1 and all(v == 1 for v in list(ex.kernel) + list(ex.strides)) and not ex.has_pad):
-                raise self.fail(f"We {tuple(self.inputs[1].shape)} is not a 1x1 convolution of one group")
-            x_meta = ex.out_metas[0]
-        dw_attrs = {k: v for k, v in self.attrs.items() if k not in specs} | with_spec(DEPTHWISE_EPILOGUE)
-        dw = self.dw = Conv(dw_attrs, [x_meta] + self.inputs[1 + e:3 + e], [None] + self.consts[1 + e:3 + e], **own)
-        if not (dw.g == dw.c == dw.oc and dw.g > 1 and len(dw.out) == 2):
-            raise self.fail(f"Wd {tuple(self.inputs[1 + e].shape)} and group={dw.g} are not a 2-D depthwise "
-                            "convolution with one output channel per group")
-        mid = dw.out_metas[0]
-        wp = self.inputs[3 + e]
-        if len(wp.shape) != 4 or tuple(wp.shape[1:]) != (dw.c, 1, 1):
-            raise self.fail(f"Wp has shape {tuple(wp.shape)}, (OC, {dw.c}, 1, 1) expected")
-        residual = len(self.inputs) > 5 + e and self.inputs[5 + e] is not None
-        rest = 6 + e if residual else 5 + e
-        pw = self.pw = (FusedConv if residual else Conv)(with_spec(EPILOGUE), [mid] + self.inputs[3 + e:rest],
-                                                         [None] + self.consts[3 + e:rest], **own)
-        self.out_metas = list(pw.out_metas)
-        self.scratch = Scratch()
-        nat = self.backend.lib
-        acts = {key: native_act(spec) for key, spec in specs.items()}
-        weights = [1 + e, 3 + e] + ([1] if self.expands else [])
-        if nat is not None and mid.dtype == np.float32 and all(self.consts[i] is not None for i in weights) and \
-                all(acts[key] is not None or not spec for key, spec in specs.items()):
-            self.plan = "native"
-            self.native = NativeDepthwisePointwise(self, nat, acts[DEPTHWISE_EPILOGUE], acts[EPILOGUE],
-                                                   acts[EXPAND_EPILOGUE])
-            self.absorbs_epilogue = self.uses_native = True
-            return
-        self.plan = "convs"
-        if self.expands:
-            self.scratch.add("xe", x_meta.shape, x_meta.dtype)
-            self.scratch.add("ex_ws", (self.ex.workspace_nbytes(),), np.uint8)
-        self.scratch.add("mid", mid.shape, mid.dtype)
-        self.scratch.add("dw_ws", (dw.workspace_nbytes(),), np.uint8)
-        self.scratch.add("pw_ws", (pw.workspace_nbytes(),), np.uint8)
-        self.ex_epilogue = None if self.ex is None else \
-            Epilogue.unless_absorbed(self.ex, specs[EXPAND_EPILOGUE], x_meta, self.opset, self.name)
-        self.dw_epilogue = Epilogue.unless_absorbed(dw, specs[DEPTHWISE_EPILOGUE], mid, self.opset, self.name)
-        self.absorbs_epilogue = pw.absorbs_epilogue
-        self.uses_native = any(k.uses_native for k in (self.ex, dw, pw) if k is not None)
-
-    def pack(self):
-        e = 2 if self.expands else 0
-        if self.plan == "native":
-            self.native.pack(self, *self.consts[1 + e:5 + e], *(self.consts[1:3] if self.expands else ()))
-        else:
-            for k in (self.ex, self.dw, self.pw):
-                if k is not None:
-                    k.load()
-
-    def run(self, xs, ys, ws):
-        e = 2 if self.expands else 0
-        x, y = xs[0], ys[0]
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        z = xs[5 + e] if len(xs) > 5 + e else None
-        v = self.views(ws)
-        if self.plan == "native":
-            if not y.flags.c_contiguous:
-                tmp = np.empty(y.shape, y.dtype)
-                self.run(xs, [tmp], ws)
-                np.copyto(y, tmp)
-                return
-            self.native.run(x, y, v, None if z is None else np.ascontiguousarray(z))
-            return
-        if self.expands:
-            self.ex.run([x, *xs[1:3]], [v["xe"]], v["ex_ws"])
-            if self.ex_epilogue is not None:
-                self.ex_epilogue(v["xe"])
-            x = v["xe"]
-        mid = v["mid"]
-        self.dw.run([x, *xs[1 + e:3 + e]], [mid], v["dw_ws"])
-        if self.dw_epilogue is not None:
-            self.dw_epilogue(mid)
-        self.pw.run([mid, *xs[3 + e:]], [y], v["pw_ws"])
-
-
-@register("ExpandDepthwisePointwise", since=1, domain=GE_DOMAIN)
-class ExpandDepthwisePointwise(DepthwisePointwise):
-    """ge::ExpandDepthwisePointwise(X, We, Be, Wd, Bd, Wp, Bp[, Z]): an inverted residual block, the
-    1x1 Conv(X, We, Be) with its activation (attribute ge.expand_epilogue) before DepthwisePointwise's
-    depthwise and pointwise Convs (passes.fuse_depthwise_pointwise). Natively each band of output rows
-    expands the input rows it reads: the expanded tensor never leaves the cache either."""
-    expands = True

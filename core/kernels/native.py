@@ -46,7 +46,7 @@ _SIGNATURES = {
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
     "ge_gemm_args": ([_ptr], None), "ge_gemv": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
-    "ge_depthwise": ([_ptr], None), "ge_dwpw": ([_ptr], None), "ge_dwpw_slot_floats": ([_ptr], _i64),
+    "ge_depthwise": ([_ptr], None),
     "ge_conv_direct": ([_ptr], None),
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
@@ -228,33 +228,6 @@ class Native:
                          None if fill is None else ctypes.addressof(fill.keep[0]), fill_plane0, *kernel, *dilations)
         return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off, fill))
 
-    def dwpw_workspace_nbytes(self, *, channels: int, oc: int, band: int, ow: int, expand: dict | None = None) -> int:
-        """Scratch of dwpw_call: per thread slot, a band buffer, the expansion's rows (expand: its
-        cin, rows_in and the input width w) and a single-threaded GEMM's."""
-        more = {} if expand is None else dict(expand, we=1)  # any non-NULL pointer: the expansion is sized
-        args = DepthwisePointwise(channels=channels, ow=ow, oc=oc, band=band, **more)
-        return 4 * GEMM_SLOTS * self.lib.ge_dwpw_slot_floats(ctypes.byref(args)) + ALIGN
-
-    def dwpw_call(self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None, *, wd: np.ndarray, bd, act_d: Act | None,
-                  wp: np.ndarray, bp, act_p: Act | None, kernel, strides, dilations, pads, band: int,
-                  koff: np.ndarray, noff: np.ndarray, ws: np.ndarray, expand: dict | None = None) -> PreparedCall:
-        """y = act_p(Wp @ act_d(depthwise(x, wd) + bd) + bp (+ z)) (csrc/dwpw.c), prepared: x (N, C, H, W),
-        y and z (N, OC, OH, OW) C-contiguous float32; wd (C, kh * kw); wp packed by pack_a (OC x C);
-        pads: the beginnings; band: output rows per item; koff/noff: the band buffer's offsets. expand:
-        the depthwise input is act_e(We @ x + be), x (N, cin, H, W): {"we": packed (C x cin), "be", "act",
-        "rows_in": the most input rows a band reads, "ekoff", "enoff": x's offsets as the expansion's B}."""
-        (n, _, h, w), (oc, oh, ow) = x.shape, y.shape[1:]
-        c = wd.shape[0]
-        e = expand or {}
-        ws_addr = ws.ctypes.data
-        args = DepthwisePointwise(x.ctypes.data, wd.ctypes.data, _addr(bd), _activation(act_d), n, c, h, w, *kernel,
-                                  *strides, *dilations, *pads, oh, ow, wp.ctypes.data, _addr(bp), _addr(z),
-                                  y.ctypes.data, oc, band, koff.ctypes.data, noff.ctypes.data, _activation(act_p),
-                                  min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, _addr(e.get("we")),
-                                  _addr(e.get("be")), _activation(e.get("act")), x.shape[1] if e else 0,
-                                  e.get("rows_in", 0), _addr(e.get("ekoff")), _addr(e.get("enoff")))
-        return PreparedCall(self.lib.ge_dwpw, args, (x, y, z, wd, bd, wp, bp, koff, noff, ws, e))
-
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
         return bool(self.lib.ge_max_pool_fits(ctypes.byref(_max_pool_args(0, 0, x_shape, y_shape, **window))))
@@ -406,15 +379,6 @@ class Depthwise(ctypes.Structure):
                 ("fill_plane0", _i64), ("kh", _i64), ("kw", _i64), ("dh", _i64), ("dw", _i64)]
 
 
-class DepthwisePointwise(ctypes.Structure):
-    """csrc/abi.h's DepthwisePointwise."""
-    _fields_ = [("x", _ptr), ("wd", _ptr), ("bd", _ptr), ("act_d", Activation)] + \
-        [(f, _i64) for f in ("n", "channels", "h", "w", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow")] + \
-        [("wp", _ptr), ("bp", _ptr), ("z", _ptr), ("y", _ptr), ("oc", _i64), ("band", _i64), ("koff", _ptr),
-         ("noff", _ptr), ("act_p", Activation), ("threads", ctypes.c_int32), ("ws", _ptr), ("we", _ptr), ("be", _ptr),
-         ("act_e", Activation), ("cin", _i64), ("rows_in", _i64), ("ekoff", _ptr), ("enoff", _ptr)]
-
-
 class MaxPool2d(ctypes.Structure):
     """csrc/abi.h's MaxPool2d."""
     _fields_ = [("x", _ptr), ("y", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "oh", "ow", "k0", "k1", "s0",
@@ -520,7 +484,7 @@ class AbiEntry(ctypes.Structure):
     _fields_ = [("type", ctypes.c_char_p), ("field", ctypes.c_char_p), ("offset", _i64), ("size", _i64)]
 
 
-ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, DepthwisePointwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
+ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
                QDepthwise, QAdd)
 
 

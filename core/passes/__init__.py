@@ -20,7 +20,6 @@ from .dead_code import dead_code
 from .fuse_activation import build_epilogue, fuse_activation
 from .fuse_conv_add import fuse_conv_add
 from .fuse_conv_bn import fuse_conv_bn
-from .fuse_depthwise_pointwise import fuse_depthwise_pointwise
 from .fuse_elementwise import fuse_elementwise
 from .fuse_gelu import fuse_gelu
 from .fuse_layer_norm import fuse_layer_norm
@@ -32,7 +31,7 @@ from .infer_shapes import infer_shapes
 from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
-__all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_depthwise_pointwise", "fuse_gelu",
+__all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
            "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
            "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
@@ -54,7 +53,6 @@ PIPELINE = [
     ("fuse_conv_bn", fuse_conv_bn),
     ("fuse_activation", fuse_activation),
     ("fuse_conv_add", fuse_conv_add),        # after fuse_activation: the residual Add's Relu moves along
-    ("fuse_depthwise_pointwise", fuse_depthwise_pointwise),  # after fuse_conv_add: the projection's residual comes along
     ("fuse_matmul", fuse_matmul),            # after fuse_activation: a bias Add's activations move along
     ("fuse_elementwise", fuse_elementwise),  # last: what the fusions above left as elementwise tasks
     ("dead_code", dead_code),                # bypassed copies, orphaned weights and values
@@ -75,7 +73,6 @@ FUSIONS = {
     "fuse_activation": ("UBFusion", ("TbeConv2DReluv2Pass", "TbeEltwiseFusionPass", "TbeBatchMatmulElementWiseFusionPass",
                                      "ATbeMatMulElemwiseFusionPass", "AutomaticUbFusion")),
     "fuse_conv_add": ("UBFusion", ("TbeConvDoubleInFusionPass",)),
-    "fuse_depthwise_pointwise": ("UBFusion", ()),  # ge's own (the NPU keeps such chains in its buffer anyway)
     "fuse_elementwise": ("UBFusion", ()),  # ATC has no pass of this name: switched by ge's name or UBFusion.ALL
 }
 

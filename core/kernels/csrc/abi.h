@@ -85,27 +85,6 @@ typedef struct {
     int64_t kh, kw, dh, dw; /* the kernel and its dilations (narrow outputs read the input itself through them) */
 } Depthwise;
 
-/* A depthwise conv (mult 1, 2-D) and the pointwise conv reading it, fused, band by band of output
-rows (dwpw.c): y = act_p(Wp @ act_d(depthwise(x) + bd) + bp (+ z)) for n batch items */
-typedef struct {
-    const float *x, *wd, *bd;  /* x: n items of C planes h x w; wd[c][kh * kw]; bd[c] or NULL */
-    Activation act_d;
-    int64_t n, channels, h, w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
-    const float *wp, *bp, *z;  /* Wp packed by ge_pack_a (oc x channels); bp[oc] or NULL; z: y's layout or NULL */
-    float *y;
-    int64_t oc, band;            /* output channels; output rows per band (an item) */
-    const int64_t *koff, *noff;  /* the band buffer as the GEMM's B: koff[c] = c * band * ow, noff[j] = j */
-    Activation act_p;
-    int32_t threads;
-    float *ws;                   /* threads x ge_dwpw_slot_floats, 64-byte aligned */
-    /* an expanding 1x1 conv before the depthwise one (we NULL: none): x has cin channels, the depthwise
-       input is act_e(We @ x + be), made per band for the input rows it reads (at most rows_in) */
-    const float *we, *be;        /* We packed by ge_pack_a (channels x cin); be[channels] or NULL */
-    Activation act_e;
-    int64_t cin, rows_in;
-    const int64_t *ekoff, *enoff; /* x as the expansion's B: ekoff[k] = k * h * w, enoff[j] = j */
-} DepthwisePointwise;
-
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
 typedef struct {
     const float *x;
@@ -221,8 +200,6 @@ void ge_gemm_batch(const GemmBatch *bt);
 int ge_direct_panel(int wide);
 void ge_conv_direct(const ConvDirect *d);
 void ge_depthwise(const Depthwise *d);
-int64_t ge_dwpw_slot_floats(const DepthwisePointwise *d);
-void ge_dwpw(const DepthwisePointwise *d);
 int ge_max_pool_fits(const MaxPool2d *p);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
