@@ -18,6 +18,12 @@ typedef struct {
     float a, b;
 } Activation;
 
+/* Which operands of a GEMM (GemmArgs.half) or a direct convolution (ConvDirect.half: HALF_C) are
+   float16 (half.h: converted as they are read, rounded once as they are stored; the arithmetic is
+   float32): A's raw rows, B's gathered values, C with Z, the per-column bias. Packed weights and
+   bias_m are float32 always. */
+enum { HALF_A = 1, HALF_B = 2, HALF_C = 4, HALF_BIAS = 8 };
+
 /* A call's arguments in one struct: ctypes converts one pointer instead of 23 arguments
    (microseconds per call; a kernel keeps its struct while its buffers stay put). */
 typedef struct {
@@ -36,6 +42,7 @@ typedef struct {
     float *ws;
     int64_t pitch, width;  /* flat columns (see Epilogue), or 0 */
     float alpha;
+    int32_t half;  /* HALF_* bits: those operands are float16 (offsets and leading dimensions in elements) */
 } GemmArgs;
 
 /* A batch of products with one shape, C[i] = act(alpha A[i] @ B[i] + bias_n[i] + Z[i]) (attention's
@@ -61,6 +68,7 @@ typedef struct {
     Activation act;
     int32_t threads;
     int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
+    int32_t half;  /* HALF_C: y and z are float16 */
 } ConvDirect;
 
 /* The phase fill of conv.PhaseLayout (phase_fill.c) */
@@ -70,6 +78,7 @@ typedef struct {
     int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
     uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
     int32_t threads;
+    int32_t x_half;  /* x is float16 (converted as it is laid out; ph is float32) */
 } PhaseFill;
 
 /* The depthwise convolution (depthwise.c) of one batch item, on conv.PhaseLayout's input */
