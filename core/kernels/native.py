@@ -70,6 +70,8 @@ QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
 #: the widest row a float16 phase fill converts (on its stack, csrc/phase_fill.c); wider inputs are widened whole
 HALF_FILL_ROW = 4096
+#: the longest float16 row the row kernels convert (two rows on their stack, csrc/rows.c)
+HALF_ROW_COLS = 8192
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
 _QDW_GEOMETRY = ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow")
 
@@ -259,8 +261,12 @@ class Native:
     def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
                   eps=0.0) -> PreparedCall:
         """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
-        scale + bias (scale, bias: `cols` floats or None), prepared."""
-        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads())
+        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (rows of at most
+        HALF_ROW_COLS): converted a row at a time, computed in float32, rounded once."""
+        half = x.dtype == np.float16
+        assert y.dtype == x.dtype and (not half or cols <= HALF_ROW_COLS)
+        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
+                    int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
 
     def eltwise_call(self, dtype_code: int, n: int, operands: list, inner: np.ndarray, period: np.ndarray,
@@ -412,7 +418,7 @@ class PhaseFill(ctypes.Structure):
 class Rows(ctypes.Structure):
     """csrc/abi.h's Rows."""
     _fields_ = [("x", _ptr), ("scale", _ptr), ("bias", _ptr), ("y", _ptr), ("rows", _i64), ("cols", _i64),
-                ("eps", _f32), ("softmax", ctypes.c_int32), ("threads", ctypes.c_int32)]
+                ("eps", _f32), ("softmax", ctypes.c_int32), ("threads", ctypes.c_int32), ("half", ctypes.c_int32)]
 
 
 class Eltwise(ctypes.Structure):

@@ -110,6 +110,7 @@ typedef struct {
     float eps;
     int32_t softmax;  /* 0: LayerNormalization (x - mean) / sqrt(var + eps) * scale + bias; 1: Softmax */
     int32_t threads;
+    int32_t half;  /* x and y are float16 (scale and bias float32) */
 } Rows;
 
 /* A chain of elementwise ops evaluated block by block in registers (eltwise.c, kernels/fused_elementwise.py):

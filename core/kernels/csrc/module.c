@@ -128,6 +128,7 @@ static const AbiEntry layout[] = {
     FIELD(Rows, eps),
     FIELD(Rows, softmax),
     FIELD(Rows, threads),
+    FIELD(Rows, half),
     SIZE(Eltwise),
     FIELD(Eltwise, n),
     FIELD(Eltwise, dtype),

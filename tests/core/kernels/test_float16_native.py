@@ -169,3 +169,39 @@ def test_a_strided_output_is_written_through_a_copy():
     y = np.zeros((6, 12), F16).T
     half.run(xs, [y], np.empty(half.workspace_nbytes(), np.uint8))
     same_bits(y, wide.compute(*ws)[0].astype(F16))
+
+
+ROWS = [  # (op, x shape, attrs, Scale and B constant)
+    ("LayerNormalization", (2, 5, 37), {"epsilon": 1e-3}, True),  # a row of 37: vectors and a tail
+    ("LayerNormalization", (3, 16), {}, True),
+    ("Softmax", (2, 3, 7, 19), {}, False),
+    ("Softmax", (4, 128), {}, False),
+]
+
+
+@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("op,shape,attrs,params", ROWS)
+def test_rows_read_and_write_float16(level, monkeypatch, op, shape, attrs, params):
+    """LayerNormalization and Softmax rows (csrc/rows.c) convert a float16 row at a time: no whole
+    tensor converted per run; Softmax gives the float32 kernel's result on the widened input rounded
+    once, bit for bit; LayerNormalization, whose float16 Scale and B are converted once at load, the
+    native float32 rows' (the float32 model's kernel)."""
+    rng = np.random.default_rng(len(shape))
+    x = halves(rng, *shape, scale=3.0, specials=False)
+    x.reshape(-1)[3] = np.nan  # its row is NaN, the others are not
+    arrays = [x] + ([halves(rng, shape[-1], specials=False), halves(rng, shape[-1], specials=False)] if params else [])
+    consts = (1, 2) if params else ()
+    lib = native_mod.load_level(level)
+    half, xs = build(op, attrs, arrays, consts, F16, lib)
+    wide, ws = build(op, attrs, arrays, consts, F32, lib)
+    assert half.nat is not None and wide.nat is not None
+    calls = []
+    for name in ("half_to_float", "float_to_half"):
+        real = getattr(lib, name)
+        monkeypatch.setattr(lib, name, lambda s, d, real=real, name=name: (calls.append(name), real(s, d)))
+    y = np.full(shape, 7, F16)
+    half.run(xs, [y], np.empty(half.workspace_nbytes(), np.uint8))
+    want = np.empty(shape, F32)
+    wide.run(ws, [want], np.empty(wide.workspace_nbytes(), np.uint8))
+    same_bits(y, want.astype(F16))
+    assert calls == []
