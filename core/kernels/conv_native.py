@@ -19,9 +19,10 @@ The kernel (`kind`):
 W is packed once, at build. Bias, FusedConv's residual Z and the activation the compiler fused onto
 the Conv (epilogue.native_act: Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Swish, LeakyRelu, Gelu)
 are applied as Y is stored: the kernel absorbs the epilogue.
-float16 (float16.Float16ViaFloat32): the GEMM and the direct kernel write a float16 Y (and read a
-float16 Z) themselves, and X is read as float16 by the GEMM's packing (pointwise) or by the 2-D phase
-fill; only the direct kernel's pointwise X (read a broadcast scalar at a time) is given in float32.
+float16 (float16.Float16ViaFloat32): the GEMM, the direct and the depthwise kernel write a float16 Y
+(and read a float16 Z) themselves, and X is read as float16 by the GEMM's packing (pointwise), by the
+2-D phase fill, or by the depthwise kernel; only the direct kernel's pointwise X (read a broadcast
+scalar at a time) is given in float32.
 """
 from __future__ import annotations
 
@@ -219,6 +220,13 @@ class NativeDepthwise:
         k.scratch.add("ph", lay.phase_shape, np.float32)
         self.calls = CallCache()
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        """X: the fill converts it as it lays it out, the kernels reading it in place as they load it."""
+        return frozenset([0] if self.lay.spatial[-1] <= HALF_FILL_ROW else [])
+
+    def float16_outputs(self) -> bool:
+        return True
+
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
         self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
@@ -230,13 +238,13 @@ class NativeDepthwise:
 
     def _calls(self, x, ph, y) -> list:
         """One call per batch item, each filling the phase layout of its channels as it goes."""
-        item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * 4
+        item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * y.itemsize
         fill = self.nat.phase_fill_call(x, ph, self.lay)
         return [self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
                                         y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
                                         rows=self.rows, cols=self.cols, pitch=self.pitch, in_channel_step=self.plane,
                                         kernel=self.kernel, dilations=self.dilations, act=self.act, fill=fill,
-                                        fill_plane0=i * self.c)
+                                        fill_plane0=i * self.c, half_y=y.dtype == np.float16)
                 for i in range(self.n)]
 
 

@@ -92,6 +92,7 @@ typedef struct {
     const PhaseFill *fill;  /* x's planes filled channel by channel, as they are used (NULL: x is laid out) */
     int64_t fill_plane0;    /* the fill's plane of this call's channel 0 */
     int64_t kh, kw, dh, dw; /* the kernel and its dilations (narrow outputs read the input itself through them) */
+    int32_t half;           /* HALF_C: y is float16 (a float16 x is the fill's: PhaseFill.x_half) */
 } Depthwise;
 
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */

@@ -9,8 +9,13 @@ that stays in L1/L2 from one channel to the next when the channel's phases fit (
 the layout's own place. The input is read once from memory; a separate fill pass wrote the whole
 layout to memory first and cost as much as the convolution.
 
-3x3 and 5x5 kernels run with their weights in registers and the taps unrolled. */
+3x3 and 5x5 kernels run with their weights in registers and the taps unrolled.
+
+float16 (half: HALF_C, Y float16; the fill's x_half, X float16): the fill converts X as it lays it out,
+the kernels that read X in place convert each vector as they load it, and Y is rounded as it is
+stored; the arithmetic is float32, as on float32 tensors. */
 #include "abi.h"
+#include "half.h"
 #include "phase_fill.h"
 #include "pool.h"
 #include "simd.h"
@@ -55,7 +60,8 @@ static inline __attribute__((always_inline)) void dw_vectors(const int T, const 
 static inline __attribute__((always_inline)) void dw_channel(const int T, const Depthwise *d, int64_t oc,
                                                              const float *x, const int64_t *off) {
     const float *w = d->w + oc * d->taps;
-    float bias = d->bias ? d->bias[oc] : 0.0f, *y = d->y + oc * d->rows * d->cols;
+    float bias = d->bias ? d->bias[oc] : 0.0f;
+    int64_t y0 = oc * d->rows * d->cols;
     int64_t pitch = d->pitch, cols = d->cols, flat = (d->rows - 1) * pitch + cols;
     vec wv[T > 0 ? T : 1];
     for (int t = 0; t < T; t++) wv[t] = (vec){0} + w[t];
@@ -68,7 +74,10 @@ static inline __attribute__((always_inline)) void dw_channel(const int T, const 
             dw_vectors(T, 1, d->taps, x, off, wv, w, bias, j, n1 - j < VL ? (int)(n1 - j) : VL, d->act, buf + j - n0);
         for (int64_t oy = n0 / pitch; oy * pitch < n1; oy++) {  /* the valid columns of each row */
             int64_t lo = oy * pitch > n0 ? oy * pitch : n0, hi = oy * pitch + cols < n1 ? oy * pitch + cols : n1;
-            if (lo < hi) copy_floats(y + oy * cols + (lo - oy * pitch), buf + (lo - n0), hi - lo);
+            if (lo >= hi) continue;
+            int64_t at = y0 + oy * cols + (lo - oy * pitch);
+            if (d->half & HALF_C) floats_to_halves((uint16_t *)d->y + at, buf + (lo - n0), hi - lo);
+            else copy_floats(d->y + at, buf + (lo - n0), hi - lo);
         }
     }
 }
@@ -163,7 +172,7 @@ static NO_LIBCALLS void dw_group(const Depthwise *d, int64_t c0, float *grid, fl
     const PhaseFill *f = d->fill;
     int64_t plane = f->h * f->w, gc = grid_cols(d), band = band_rows(d), pixels = d->rows * d->cols;
     int n = d->channels - c0 < VL ? (int)(d->channels - c0) : VL;
-    const float *x = f->x + (d->fill_plane0 + c0) * plane;
+    int64_t x0 = (d->fill_plane0 + c0) * plane;  /* f->x's element of channel c0 */
     vec wv[64], bias = (vec){0};
     for (int64_t t = 0; t < d->taps; t++) {
         wv[t] = (vec){0};
@@ -183,7 +192,7 @@ static NO_LIBCALLS void dw_group(const Depthwise *d, int64_t c0, float *grid, fl
         for (int64_t q = lo * f->w; q < hi * f->w; q += VL) {
             int m = hi * f->w - q < VL ? (int)(hi * f->w - q) : VL;
             vec r[VL];
-            for (int i = 0; i < VL; i++) r[i] = i < n ? load_part(x + i * plane + q, m) : (vec){0};
+            for (int i = 0; i < VL; i++) r[i] = i < n ? load_any_part(f->x, f->x_half, x0 + i * plane + q, m) : (vec){0};
             transpose_blocks(r, VL);
             for (int j = 0; j < m; j++) {
                 int64_t gx = ix + f->pb1;
@@ -200,7 +209,7 @@ static NO_LIBCALLS void dw_group(const Depthwise *d, int64_t c0, float *grid, fl
             vec r[VL];
             for (int i = 0; i < VL; i++) r[i] = i < m ? vload(out + (q + i) * VL) : (vec){0};
             transpose_blocks(r, VL);
-            for (int c = 0; c < n; c++) store_part(d->y + (c0 + c) * pixels + at + q, r[c], m);
+            for (int c = 0; c < n; c++) store_any_part(d->y, d->half & HALF_C, (c0 + c) * pixels + at + q, r[c], m);
         }
     }
 }
@@ -274,11 +283,22 @@ static inline vec load_cols_in(const float *row, int64_t c0, int64_t w) {
 #endif
 }
 
-/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any). */
+/* load_cols_in of a float16 row */
+static inline vec load_half_cols_in(const uint16_t *row, int64_t c0, int64_t w) {
+    if (c0 >= 0 && c0 + VL <= w) return vload_half(row + c0);
+    int64_t lo = c0 < 0 ? -c0 : 0, hi = w - c0 < VL ? w - c0 : VL;
+    if (lo >= hi) return (vec){0};
+    uint16_t t[VL] = {0};
+    for (int64_t j = lo; j < hi; j++) t[j] = row[c0 + j];
+    return vload_half(t);
+}
+
+/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any); x (the
+   channel's plane) and y are float16 when f->x_half and d->half & HALF_C. */
 static inline __attribute__((always_inline)) void dw_row_vectors(const int T, const int V,
-                                                                 const Depthwise *d, const float *x,
+                                                                 const Depthwise *d, const void *x,
                                                                  const vec *wv, const float *w, vec bias,
-                                                                 int64_t oy, int64_t ox0, int n, float *y) {
+                                                                 int64_t oy, int64_t ox0, int n, void *y) {
     const PhaseFill *f = d->fill;
     int64_t kh = d->kh, kw = T > 0 ? (T == 9 ? 3 : 5) : d->kw;
     vec a[DW_ROW_VECS];
@@ -288,7 +308,8 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
     for (int64_t ky = 0; ky < (T > 0 ? kw : kh); ky++) {
         int64_t iy = oy * f->s0 + ky - f->pb0;
         if (iy < 0 || iy >= f->h) continue;
-        const float *row = x + iy * f->w;
+        const float *row = f->x_half ? NULL : (const float *)x + iy * f->w;
+        const uint16_t *hrow = f->x_half ? (const uint16_t *)x + iy * f->w : NULL;
         ivec even, odd;
         for (int i = 0; i < VL; i++) even[i] = 2 * i, odd[i] = 2 * i + 1;
 #pragma GCC unroll 3
@@ -298,7 +319,8 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++) {
                 int64_t c0 = 2 * (ox0 + v * VL) + kx - f->pb1;
-                vec lo = load_cols_in(row, c0, f->w), hi = load_cols_in(row, c0 + VL, f->w);
+                vec lo = row ? load_cols_in(row, c0, f->w) : load_half_cols_in(hrow, c0, f->w);
+                vec hi = row ? load_cols_in(row, c0 + VL, f->w) : load_half_cols_in(hrow, c0 + VL, f->w);
                 a[v] += we * __builtin_shuffle(lo, hi, even);
                 if (kx + 1 < kw) a[v] += wo * __builtin_shuffle(lo, hi, odd);
             }
@@ -307,24 +329,24 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
 #pragma GCC unroll 4
     for (int v = 0; v < V; v++) {
         vec r = vactivate(a[v], d->act);
-        if (v == V - 1 && n < VL) store_part(y + v * VL, r, n);
-        else vstore(y + v * VL, r);
+        store_any_part(y, d->half & HALF_C, v * VL, r, v == V - 1 ? n : VL);
     }
 }
 
 static inline __attribute__((always_inline)) void dw_rows_channel(const int T, const Depthwise *d,
                                                                   int64_t oc) {
     const PhaseFill *f = d->fill;
-    const float *x = f->x + (d->fill_plane0 + oc / d->mult) * f->h * f->w, *w = d->w + oc * d->taps;
+    const void *x = advance(f->x, f->x_half, (d->fill_plane0 + oc / d->mult) * f->h * f->w);
+    const float *w = d->w + oc * d->taps;
     vec wv[T > 0 ? T : 1], bias = (vec){0} + (d->bias ? d->bias[oc] : 0.0f);
     for (int t = 0; t < T; t++) wv[t] = (vec){0} + w[t];
-    float *y = d->y + oc * d->rows * d->cols;
+    int half_y = d->half & HALF_C;
     for (int64_t oy = 0; oy < d->rows; oy++)
         for (int64_t ox0 = 0; ox0 < d->cols; ox0 += DW_ROW_VECS * VL) {
             int64_t left = d->cols - ox0;
             int V = left >= DW_ROW_VECS * VL ? DW_ROW_VECS : (int)((left + VL - 1) / VL);
             int n = (int)(left - (V - 1) * VL < VL ? left - (V - 1) * VL : VL);
-            float *yo = y + oy * d->cols + ox0;
+            void *yo = (void *)advance(d->y, half_y, oc * d->rows * d->cols + oy * d->cols + ox0);
             switch (V) {
                 case 4: dw_row_vectors(T, 4, d, x, wv, w, bias, oy, ox0, n, yo); break;
                 case 3: dw_row_vectors(T, 3, d, x, wv, w, bias, oy, ox0, n, yo); break;

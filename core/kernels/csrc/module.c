@@ -86,6 +86,7 @@ static const AbiEntry layout[] = {
     FIELD(Depthwise, kw),
     FIELD(Depthwise, dh),
     FIELD(Depthwise, dw),
+    FIELD(Depthwise, half),
     SIZE(MaxPool2d),
     FIELD(MaxPool2d, x),
     FIELD(MaxPool2d, y),

@@ -92,6 +92,13 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
     ((1, 24, 12, 12), (40, 24, 1, 1), {"ge.epilogue": HSWISH}, "never", "gemm", ()),
     ((1, 3, 21, 21), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
      "direct", ()),  # a network's first conv
+    # depthwise: channels in the lanes (a small plane), the stride-2 rows read in place (AVX-512), the flat
+    # run over the phases filled on the stack or (a large plane) in the layout, a channel multiplier
+    ((2, 19, 14, 14), (19, 1, 3, 3), {"group": 19, "pads": [1, 1, 1, 1], "ge.epilogue": RELU}, "auto", "depthwise", ()),
+    ((1, 5, 60, 61), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1], "strides": [2, 2]}, "auto", "depthwise", ()),
+    ((1, 5, 60, 61), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
+    ((1, 3, 130, 131), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
+    ((1, 6, 11, 11), (12, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2], "dilations": [1, 2]}, "auto", "depthwise", ()),
 ]
 
 
