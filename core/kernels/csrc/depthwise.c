@@ -12,7 +12,8 @@ layout to memory first and cost as much as the convolution.
 3x3 and 5x5 kernels run with their weights in registers and the taps unrolled.
 
 float16 (half: HALF_C, Y float16; the fill's x_half, X float16): the fill converts X as it lays it out,
-the kernels that read X in place convert each vector as they load it, and Y is rounded as it is
+channels in the lanes convert each vector as they load it, the stride-2 rows convert the channel's
+plane into a buffer first (each input vector is read by several taps), and Y is rounded as it is
 stored; the arithmetic is float32, as on float32 tensors. */
 #include "abi.h"
 #include "half.h"
@@ -283,20 +284,10 @@ static inline vec load_cols_in(const float *row, int64_t c0, int64_t w) {
 #endif
 }
 
-/* load_cols_in of a float16 row */
-static inline vec load_half_cols_in(const uint16_t *row, int64_t c0, int64_t w) {
-    if (c0 >= 0 && c0 + VL <= w) return vload_half(row + c0);
-    int64_t lo = c0 < 0 ? -c0 : 0, hi = w - c0 < VL ? w - c0 : VL;
-    if (lo >= hi) return (vec){0};
-    uint16_t t[VL] = {0};
-    for (int64_t j = lo; j < hi; j++) t[j] = row[c0 + j];
-    return vload_half(t);
-}
-
-/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any); x (the
-   channel's plane) and y are float16 when f->x_half and d->half & HALF_C. */
+/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any); y float16 when
+   d->half & HALF_C. */
 static inline __attribute__((always_inline)) void dw_row_vectors(const int T, const int V,
-                                                                 const Depthwise *d, const void *x,
+                                                                 const Depthwise *d, const float *x,
                                                                  const vec *wv, const float *w, vec bias,
                                                                  int64_t oy, int64_t ox0, int n, void *y) {
     const PhaseFill *f = d->fill;
@@ -308,8 +299,7 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
     for (int64_t ky = 0; ky < (T > 0 ? kw : kh); ky++) {
         int64_t iy = oy * f->s0 + ky - f->pb0;
         if (iy < 0 || iy >= f->h) continue;
-        const float *row = f->x_half ? NULL : (const float *)x + iy * f->w;
-        const uint16_t *hrow = f->x_half ? (const uint16_t *)x + iy * f->w : NULL;
+        const float *row = x + iy * f->w;
         ivec even, odd;
         for (int i = 0; i < VL; i++) even[i] = 2 * i, odd[i] = 2 * i + 1;
 #pragma GCC unroll 3
@@ -319,8 +309,7 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++) {
                 int64_t c0 = 2 * (ox0 + v * VL) + kx - f->pb1;
-                vec lo = row ? load_cols_in(row, c0, f->w) : load_half_cols_in(hrow, c0, f->w);
-                vec hi = row ? load_cols_in(row, c0 + VL, f->w) : load_half_cols_in(hrow, c0 + VL, f->w);
+                vec lo = load_cols_in(row, c0, f->w), hi = load_cols_in(row, c0 + VL, f->w);
                 a[v] += we * __builtin_shuffle(lo, hi, even);
                 if (kx + 1 < kw) a[v] += wo * __builtin_shuffle(lo, hi, odd);
             }
@@ -333,10 +322,16 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
     }
 }
 
+/* One output channel; a float16 plane is converted first into `plane` (DW_LOCAL floats at most:
+   use_rows), where its rows are read from L1/L2 by every tap. */
 static inline __attribute__((always_inline)) void dw_rows_channel(const int T, const Depthwise *d,
-                                                                  int64_t oc) {
+                                                                  int64_t oc, float *plane) {
     const PhaseFill *f = d->fill;
-    const void *x = advance(f->x, f->x_half, (d->fill_plane0 + oc / d->mult) * f->h * f->w);
+    const float *x = f->x + (d->fill_plane0 + oc / d->mult) * f->h * f->w;
+    if (f->x_half) {
+        halves_to_floats(plane, (const uint16_t *)f->x + (d->fill_plane0 + oc / d->mult) * f->h * f->w, f->h * f->w);
+        x = plane;
+    }
     const float *w = d->w + oc * d->taps;
     vec wv[T > 0 ? T : 1], bias = (vec){0} + (d->bias ? d->bias[oc] : 0.0f);
     for (int t = 0; t < T; t++) wv[t] = (vec){0} + w[t];
@@ -356,25 +351,27 @@ static inline __attribute__((always_inline)) void dw_rows_channel(const int T, c
         }
 }
 
-static NO_LIBCALLS void dw_rows_3x3(const Depthwise *d, int64_t oc) { dw_rows_channel(9, d, oc); }
-static NO_LIBCALLS void dw_rows_5x5(const Depthwise *d, int64_t oc) { dw_rows_channel(25, d, oc); }
-static NO_LIBCALLS void dw_rows_any(const Depthwise *d, int64_t oc) { dw_rows_channel(0, d, oc); }
+static NO_LIBCALLS void dw_rows_3x3(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(9, d, oc, p); }
+static NO_LIBCALLS void dw_rows_5x5(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(25, d, oc, p); }
+static NO_LIBCALLS void dw_rows_any(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(0, d, oc, p); }
 
 /* Where the fill's split of every row into its two column phases cost twice the products
    (MobileNetV2's 3x3s2 at 112x112 and 56x56: 25-35% faster in place; 5x5 stride 2 as fast). Stride 1
    read in place measured 10-30% slower than the flat run over filled rows, which masks no edges. */
 static int use_rows(const Depthwise *d) {
     const PhaseFill *f = d->fill;
-    return VL == 16 && f && d->dh == 1 && d->dw == 1 && f->s1 == 2 && !use_blocked(d);
+    return VL == 16 && f && d->dh == 1 && d->dw == 1 && f->s1 == 2 && !use_blocked(d) &&
+           (!f->x_half || f->h * f->w <= DW_LOCAL);
 }
 
 static void depthwise_rows_item(void *ctx, int64_t it, int slot) {
     const Depthwise *d = ctx;
     (void)slot;
-    void (*channel)(const Depthwise *, int64_t) =
+    void (*channel)(const Depthwise *, int64_t, float *) =
         d->kh == 3 && d->kw == 3 ? dw_rows_3x3 : d->kh == 5 && d->kw == 5 ? dw_rows_5x5 : dw_rows_any;
+    float plane[d->fill->x_half ? DW_LOCAL : 1] __attribute__((aligned(64)));
     int64_t per = depthwise_per_item(d), channels = d->channels * d->mult;
-    for (int64_t oc = it * per; oc < (it + 1) * per && oc < channels; oc++) channel(d, oc);
+    for (int64_t oc = it * per; oc < (it + 1) * per && oc < channels; oc++) channel(d, oc, plane);
 }
 
 void ge_depthwise(const Depthwise *d) {

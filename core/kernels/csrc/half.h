@@ -77,19 +77,31 @@ static inline void vstore_half(uint16_t *p, vec v) {
     for (int j = 0; j < VL; j++) p[j] = float_to_half(v[j]);
 }
 
-/* The first n (<= VL) lanes from or to float16 memory (zeros past them on loads). */
+/* The first n (<= VL) lanes from or to float16 memory (zeros past them on loads): one masked access
+   where the target has them, else through a buffer (a loop, not a memcpy call). */
 static inline vec load_half_part(const uint16_t *p, int n) {
     if (n == VL) return vload_half(p);
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && VL == 16
+    vec v = (vec)_mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1), p));
+    if (!_mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q)) return v;
+#endif
     uint16_t t[VL] = {0};
-    memcpy(t, p, (size_t)n * 2);
+    for (int j = 0; j < n; j++) t[j] = p[j];
     return vload_half(t);
 }
 
 static inline void store_half_part(uint16_t *p, vec v, int n) {
     if (n == VL) { vstore_half(p, v); return; }
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && VL == 16
+    if (!_mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q)) {
+        _mm256_mask_storeu_epi16(p, (__mmask16)((1u << n) - 1),
+                                 _mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        return;
+    }
+#endif
     uint16_t t[VL];
     vstore_half(t, v);
-    memcpy(p, t, (size_t)n * 2);
+    for (int j = 0; j < n; j++) p[j] = t[j];
 }
 
 /* Runs of n values between float16 and float32 memory. */
