@@ -90,6 +90,15 @@ class Kernel:
                 return adapter(cls, *args, **kwargs)  # not a `cls`: its __init__ is not called again
         return super().__new__(cls)
 
+    @classmethod
+    def unadapted(cls, *args, **kwargs) -> "Kernel":
+        """This class's own kernel even where float16_adapter would take its float16 instances (a fused
+        chain's float16 Add/Sub/Mul/Div step, whose numpy float16 loop rounds each result as the
+        adapter does, and needs no workspace to run in place)."""
+        kernel = super().__new__(cls)
+        kernel.__init__(*args, **kwargs)
+        return kernel
+
     @property
     def planned_class(self) -> type["Kernel"]:
         """The class that plans this op for other input metas (built_for)."""

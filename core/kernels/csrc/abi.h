@@ -120,7 +120,8 @@ typedef struct {
    Each op is 4 int32 (opcode, dst, a, b) and one double param. */
 enum { EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC,
        EW_MAXC, EW_MINC, EW_NUM_OPS };
-enum { EW_F32, EW_F64, EW_I32, EW_I64 };
+enum { EW_F32, EW_F64, EW_I32, EW_I64, EW_F16 };
+#define EW_ROUND 0x100  /* opcode flag, float16 chains: the step ends here, its result rounded to float16 */
 typedef struct {
     int64_t n;
     int32_t dtype, n_ext, n_regs, n_ops;

@@ -4,10 +4,17 @@ of 1000 tiny ops is one call and the intermediate tensors never reach memory.
 
 Exactness: each op is one IEEE operation per element, the one numpy's ufunc does (one loop per op,
 so nothing can be contracted into an FMA); Max/Min propagate NaN as np.maximum/np.minimum; integer
-Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned). */
+Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned).
+
+float16 chains (EW_F16): the float32 interpreter on float32 blocks, each float16 operand converted as
+its block is read, the output rounded as its block is stored, and every step's result rounded to
+float16 and back (EW_ROUND on the step's last micro-op): what each op's float16 kernel gives (the
+float32 result of float16 operands, rounded once), bit for bit, in one pass instead of a conversion
+of every operand and result per op. */
 #include <string.h>
 
 #include "abi.h"
+#include "half.h"
 
 #define BLOCK 256
 #define MAX_SLOTS 16
@@ -23,6 +30,26 @@ Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned). */
 #define FLOAT_MIN(a, b) (((a) <= (b) || (a) != (a)) ? (a) : (b))
 #define INT_MAX_(a, b) ((a) >= (b) ? (a) : (b))
 #define INT_MIN_(a, b) ((a) <= (b) ? (a) : (b))
+
+/* One micro-op over a block: d[j] = op(a[j], b[j], p) for j < len (T: the type, U: its unsigned form). */
+#define APPLY_OP(T, U, IS_FLOAT, SQRT)                                                                    \
+                switch (op) {                                                                             \
+                case EW_ADD: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] + b[j] : (T)((U)a[j] + (U)b[j]); break; \
+                case EW_SUB: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] - b[j] : (T)((U)a[j] - (U)b[j]); break; \
+                case EW_MUL: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * b[j] : (T)((U)a[j] * (U)b[j]); break; \
+                case EW_DIV: for (j = 0; j < len; j++) d[j] = a[j] / b[j]; break;                         \
+                case EW_MAX: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], b[j]) : INT_MAX_(a[j], b[j]); break; \
+                case EW_MIN: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], b[j]) : INT_MIN_(a[j], b[j]); break; \
+                case EW_NEG: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? -a[j] : (T)(0 - (U)a[j]); break; \
+                case EW_ABS: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? (a[j] < 0 ? -a[j] : a[j] + 0)   \
+                                                                      : (a[j] < 0 ? (T)(0 - (U)a[j]) : a[j]); break; \
+                case EW_SQRT: for (j = 0; j < len; j++) d[j] = SQRT(a[j]); break;                         \
+                case EW_RECIP: for (j = 0; j < len; j++) d[j] = (T)1 / a[j]; break;                       \
+                case EW_ADDC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] + p : (T)((U)a[j] + (U)p); break; \
+                case EW_MULC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * p : (T)((U)a[j] * (U)p); break; \
+                case EW_MAXC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], p) : INT_MAX_(a[j], p); break; \
+                case EW_MINC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], p) : INT_MIN_(a[j], p); break; \
+                }                                                                                         \
 
 /* One type's interpreter. WRAP(expr): the integer form computed unsigned. */
 #define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT)                                                                \
@@ -48,23 +75,7 @@ Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned). */
                 const T *b = op <= EW_MIN ? REGISTER(T, c[3], gb) : a;                                    \
                 const T p = (T)e->param[k];                                                               \
                 int64_t j;                                                                                \
-                switch (op) {                                                                             \
-                case EW_ADD: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] + b[j] : (T)((U)a[j] + (U)b[j]); break; \
-                case EW_SUB: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] - b[j] : (T)((U)a[j] - (U)b[j]); break; \
-                case EW_MUL: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * b[j] : (T)((U)a[j] * (U)b[j]); break; \
-                case EW_DIV: for (j = 0; j < len; j++) d[j] = a[j] / b[j]; break;                         \
-                case EW_MAX: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], b[j]) : INT_MAX_(a[j], b[j]); break; \
-                case EW_MIN: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], b[j]) : INT_MIN_(a[j], b[j]); break; \
-                case EW_NEG: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? -a[j] : (T)(0 - (U)a[j]); break; \
-                case EW_ABS: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? (a[j] < 0 ? -a[j] : a[j] + 0)   \
-                                                                      : (a[j] < 0 ? (T)(0 - (U)a[j]) : a[j]); break; \
-                case EW_SQRT: for (j = 0; j < len; j++) d[j] = SQRT(a[j]); break;                         \
-                case EW_RECIP: for (j = 0; j < len; j++) d[j] = (T)1 / a[j]; break;                       \
-                case EW_ADDC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] + p : (T)((U)a[j] + (U)p); break; \
-                case EW_MULC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * p : (T)((U)a[j] * (U)p); break; \
-                case EW_MAXC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], p) : INT_MAX_(a[j], p); break; \
-                case EW_MINC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], p) : INT_MIN_(a[j], p); break; \
-                }                                                                                         \
+                APPLY_OP(T, U, IS_FLOAT, SQRT)                                                            \
             }                                                                                             \
         }                                                                                                 \
     }
@@ -77,12 +88,66 @@ DEFINE_CHAIN(f64, uint64_t, 1, __builtin_sqrt)
 DEFINE_CHAIN(int32_t, uint32_t, 0, NO_SQRT)
 DEFINE_CHAIN(int64_t, uint64_t, 0, NO_SQRT)
 
+static void float_op(int op, float *d, const float *a, const float *b, float p, int64_t len) {
+    int64_t j;
+    APPLY_OP(float, uint32_t, 1, __builtin_sqrtf)
+}
+
+/* The block [start, start + len) of float16 operand r, in float32 (gathered through its broadcast). */
+static const float *half_operand(const Eltwise *e, int r, int64_t start, int64_t len, float *out, uint16_t *tmp) {
+    const uint16_t *src = (const uint16_t *)e->ext[r];
+    if (e->inner[r] == 0) {
+        halves_to_floats(out, src + start, len);
+        return out;
+    }
+    int64_t inner = e->inner[r], period = e->period[r];
+    int64_t idx = (start / inner) % period, rem = start % inner;
+    for (int64_t j = 0; j < len; j++) {
+        tmp[j] = src[idx];
+        if (++rem == inner) { rem = 0; if (++idx == period) idx = 0; }
+    }
+    halves_to_floats(out, tmp, len);
+    return out;
+}
+
+static void chain_f16(const Eltwise *e) {
+    float slots[(MAX_SLOTS + 1) * BLOCK] __attribute__((aligned(64))), ga[BLOCK], gb[BLOCK];
+    uint16_t tmp[BLOCK];
+    float *out = slots + MAX_SLOTS * BLOCK;  /* the output register's block, stored at the end */
+    for (int64_t start = 0; start < e->n; start += BLOCK) {
+        int64_t len = e->n - start < BLOCK ? e->n - start : BLOCK;
+        for (int32_t k = 0; k < e->n_ops; k++) {
+            const int32_t *c = e->code + 4 * k;
+            int op = c[0] & ~EW_ROUND;
+            float *d = c[1] == e->n_regs - 1 ? out : slots + (int64_t)(c[1] - e->n_ext) * BLOCK;
+            const float *a = c[2] < e->n_ext ? half_operand(e, c[2], start, len, ga, tmp)
+                           : c[2] == e->n_regs - 1 ? out : slots + (int64_t)(c[2] - e->n_ext) * BLOCK;
+            const float *b = a;
+            if (op <= EW_MIN)
+                b = c[3] < e->n_ext ? half_operand(e, c[3], start, len, gb, tmp)
+                  : c[3] == e->n_regs - 1 ? out : slots + (int64_t)(c[3] - e->n_ext) * BLOCK;
+            float_op(op, d, a, b, (float)e->param[k], len);
+            if (c[0] & EW_ROUND) {  /* the step's result in float16, as its kernel stores it */
+                int64_t j = 0;
+                for (; j + VL <= len; j += VL) {
+                    uint16_t h[VL];
+                    vstore_half(h, vload(d + j));
+                    vstore(d + j, vload_half(h));
+                }
+                for (; j < len; j++) d[j] = half_to_float(float_to_half(d[j]));
+            }
+        }
+        floats_to_halves((uint16_t *)e->y + start, out, len);
+    }
+}
+
 /* 0, or -1 when the program does not fit (the Python side checks first: this is the last guard). */
 int ge_eltwise(const Eltwise *e) {
     if (e->n_regs - e->n_ext - 1 > MAX_SLOTS || e->n_regs <= e->n_ext) return -1;
     for (int32_t k = 0; k < e->n_ops; k++) {
         const int32_t *c = e->code + 4 * k;
-        if (c[0] < 0 || c[0] >= EW_NUM_OPS || c[1] < e->n_ext || c[1] >= e->n_regs) return -1;
+        int op = e->dtype == EW_F16 ? c[0] & ~EW_ROUND : c[0];  /* EW_ROUND: float16 chains only */
+        if (op < 0 || op >= EW_NUM_OPS || c[1] < e->n_ext || c[1] >= e->n_regs) return -1;
         for (int i = 2; i < 4; i++)
             if (c[i] < 0 || c[i] >= e->n_regs) return -1;
     }
@@ -93,6 +158,7 @@ int ge_eltwise(const Eltwise *e) {
     case EW_F64: chain_f64(e); return 0;
     case EW_I32: chain_int32_t(e); return 0;
     case EW_I64: chain_int64_t(e); return 0;
+    case EW_F16: chain_f16(e); return 0;
     }
     return -1;
 }
