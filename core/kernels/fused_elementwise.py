@@ -45,6 +45,7 @@ NATIVE_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.i
                  np.dtype(np.float16): 4}
 EW_ROUND = 0x100  # csrc/abi.h: a float16 step's last micro-op, its result rounded to float16
 MAX_SLOTS = 16  # csrc/eltwise.c's scratch registers
+MAX_F16_OPERANDS = 32  # and a float16 chain's operands
 _BINARY = {"Add": EW_ADD, "Sub": EW_SUB, "Mul": EW_MUL, "Div": EW_DIV, "Max": EW_MAX, "Min": EW_MIN}
 _UNARY = {"Neg": EW_NEG, "Abs": EW_ABS, "Sqrt": EW_SQRT, "Reciprocal": EW_RECIP}
 _FLOAT_ONLY = {EW_DIV, EW_SQRT, EW_RECIP}
@@ -179,6 +180,8 @@ class FusedElementwise(Kernel):
             ops.extend(lowered)
             results.append(lowered[-1][1])
         inputs = sorted({v[1] for op in ops for v in (op[2], op[3]) if v is not None and v[0] == "x"})
+        if dtype == np.float16 and len(inputs) > MAX_F16_OPERANDS:
+            return None
         patterns = [_broadcast(tuple(self.inputs[i].shape), self.out.shape) for i in inputs]
         if any(p is None for p in patterns):
             return None

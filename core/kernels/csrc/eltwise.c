@@ -18,6 +18,7 @@ of every operand and result per op. */
 
 #define BLOCK 256
 #define MAX_SLOTS 16
+#define MAX_F16_OPERANDS 32  /* a float16 chain's operands, converted into blocks on the stack */
 
 /* The block [start, start + len) of register r: an operand in place (contiguous), an operand gathered
    through its broadcast into `gather`, a scratch slot, or the output. */
@@ -52,17 +53,34 @@ of every operand and result per op. */
                 }                                                                                         \
 
 /* One type's interpreter. WRAP(expr): the integer form computed unsigned. */
-#define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT)                                                                \
+/* The block [start, start + len) of broadcast operand r (element i: ext[r][(i / inner) % period]) in
+   runs: of consecutive values (inner 1: a vector along the last axes) or of one value repeated (a
+   scalar, a per-row value), each a vectorizable loop. */
+#define DEFINE_GATHER(T)                                                                                  \
     static T *gather_##T(const Eltwise *e, int r, int64_t start, int64_t len, T *out) {                   \
         const T *src = (const T *)e->ext[r];                                                              \
         int64_t inner = e->inner[r], period = e->period[r];                                               \
         int64_t idx = (start / inner) % period, rem = start % inner;                                      \
-        for (int64_t j = 0; j < len; j++) {                                                               \
-            out[j] = src[idx];                                                                            \
-            if (++rem == inner) { rem = 0; if (++idx == period) idx = 0; }                                \
+        if (period == 1) inner = len + 1;  /* a scalar: one run */                                        \
+        for (int64_t j = 0; j < len;) {                                                                   \
+            if (inner == 1) {                                                                             \
+                int64_t run = period - idx < len - j ? period - idx : len - j;                            \
+                for (int64_t k = 0; k < run; k++) out[j + k] = src[idx + k];                              \
+                j += run, idx += run;                                                                     \
+                if (idx == period) idx = 0;                                                               \
+            } else {                                                                                      \
+                int64_t run = inner - rem < len - j ? inner - rem : len - j;                              \
+                T v = src[idx];                                                                           \
+                for (int64_t k = 0; k < run; k++) out[j + k] = v;                                         \
+                j += run, rem += run;                                                                     \
+                if (rem == inner) { rem = 0; if (++idx == period) idx = 0; }                              \
+            }                                                                                             \
         }                                                                                                 \
         return out;                                                                                       \
-    }                                                                                                     \
+    }
+
+#define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT)                                                                \
+    DEFINE_GATHER(T)                                                                                      \
     static void chain_##T(const Eltwise *e) {                                                             \
         T slots[MAX_SLOTS * BLOCK], ga[BLOCK], gb[BLOCK];                                                 \
         for (int64_t start = 0; start < e->n; start += BLOCK) {                                           \
@@ -93,52 +111,57 @@ static void float_op(int op, float *d, const float *a, const float *b, float p, 
     APPLY_OP(float, uint32_t, 1, __builtin_sqrtf)
 }
 
+DEFINE_GATHER(uint16_t)
+
 /* The block [start, start + len) of float16 operand r, in float32 (gathered through its broadcast). */
-static const float *half_operand(const Eltwise *e, int r, int64_t start, int64_t len, float *out, uint16_t *tmp) {
+static void half_operand(const Eltwise *e, int r, int64_t start, int64_t len, float *out, uint16_t *tmp) {
     const uint16_t *src = (const uint16_t *)e->ext[r];
-    if (e->inner[r] == 0) {
-        halves_to_floats(out, src + start, len);
-        return out;
-    }
-    int64_t inner = e->inner[r], period = e->period[r];
-    int64_t idx = (start / inner) % period, rem = start % inner;
-    for (int64_t j = 0; j < len; j++) {
-        tmp[j] = src[idx];
-        if (++rem == inner) { rem = 0; if (++idx == period) idx = 0; }
-    }
-    halves_to_floats(out, tmp, len);
-    return out;
+    halves_to_floats(out, e->inner[r] == 0 ? src + start : gather_uint16_t(e, r, start, len, tmp), len);
 }
 
+/* v rounded to float16 and back (numpy's rounding: a vector holding a NaN through the portable code) */
+static inline vec round_half(vec v) {
+#if defined(__AVX512F__) && VL == 16
+    if (!_mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q))
+        return (vec)_mm512_cvtph_ps(_mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__) && VL == 8
+    if (!_mm256_movemask_ps(_mm256_cmp_ps((__m256)v, (__m256)v, _CMP_UNORD_Q)))
+        return (vec)_mm256_cvtph_ps(_mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+    for (int j = 0; j < VL; j++) v[j] = half_to_float(float_to_half(v[j]));
+    return v;
+}
+
+/* Registers: the operands' blocks converted once per block (a scalar once per call) into ext, the
+   slots, and the output's block (stored at the end of each block). */
 static void chain_f16(const Eltwise *e) {
-    float slots[(MAX_SLOTS + 1) * BLOCK] __attribute__((aligned(64))), ga[BLOCK], gb[BLOCK];
+    float slots[(MAX_SLOTS + 1) * BLOCK] __attribute__((aligned(64)));
+    float ext[e->n_ext * BLOCK + 1] __attribute__((aligned(64)));
     uint16_t tmp[BLOCK];
-    float *out = slots + MAX_SLOTS * BLOCK;  /* the output register's block, stored at the end */
+    float *out = slots + MAX_SLOTS * BLOCK;
+    for (int r = 0; r < e->n_ext; r++)
+        if (e->inner[r] != 0 && e->period[r] == 1) half_operand(e, r, 0, BLOCK, ext + r * BLOCK, tmp);
+#define F16_REG(r) ((r) < e->n_ext ? ext + (int64_t)(r) * BLOCK : (r) == e->n_regs - 1 ? out \
+                    : slots + (int64_t)((r) - e->n_ext) * BLOCK)
     for (int64_t start = 0; start < e->n; start += BLOCK) {
         int64_t len = e->n - start < BLOCK ? e->n - start : BLOCK;
+        for (int r = 0; r < e->n_ext; r++)
+            if (e->inner[r] == 0 || e->period[r] != 1) half_operand(e, r, start, len, ext + r * BLOCK, tmp);
         for (int32_t k = 0; k < e->n_ops; k++) {
             const int32_t *c = e->code + 4 * k;
             int op = c[0] & ~EW_ROUND;
-            float *d = c[1] == e->n_regs - 1 ? out : slots + (int64_t)(c[1] - e->n_ext) * BLOCK;
-            const float *a = c[2] < e->n_ext ? half_operand(e, c[2], start, len, ga, tmp)
-                           : c[2] == e->n_regs - 1 ? out : slots + (int64_t)(c[2] - e->n_ext) * BLOCK;
-            const float *b = a;
-            if (op <= EW_MIN)
-                b = c[3] < e->n_ext ? half_operand(e, c[3], start, len, gb, tmp)
-                  : c[3] == e->n_regs - 1 ? out : slots + (int64_t)(c[3] - e->n_ext) * BLOCK;
+            float *d = F16_REG(c[1]);
+            const float *a = F16_REG(c[2]), *b = op <= EW_MIN ? F16_REG(c[3]) : a;
             float_op(op, d, a, b, (float)e->param[k], len);
             if (c[0] & EW_ROUND) {  /* the step's result in float16, as its kernel stores it */
                 int64_t j = 0;
-                for (; j + VL <= len; j += VL) {
-                    uint16_t h[VL];
-                    vstore_half(h, vload(d + j));
-                    vstore(d + j, vload_half(h));
-                }
+                for (; j + VL <= len; j += VL) vstore(d + j, round_half(vload(d + j)));
                 for (; j < len; j++) d[j] = half_to_float(float_to_half(d[j]));
             }
         }
         floats_to_halves((uint16_t *)e->y + start, out, len);
     }
+#undef F16_REG
 }
 
 /* 0, or -1 when the program does not fit (the Python side checks first: this is the last guard). */
@@ -158,7 +181,10 @@ int ge_eltwise(const Eltwise *e) {
     case EW_F64: chain_f64(e); return 0;
     case EW_I32: chain_int32_t(e); return 0;
     case EW_I64: chain_int64_t(e); return 0;
-    case EW_F16: chain_f16(e); return 0;
+    case EW_F16:
+        if (e->n_ext > MAX_F16_OPERANDS) return -1;
+        chain_f16(e);
+        return 0;
     }
     return -1;
 }

@@ -212,3 +212,23 @@ def test_rows_read_and_write_float16(level, monkeypatch, op, shape, attrs, param
     wide.run(ws, [want], np.empty(wide.workspace_nbytes(), np.uint8))
     same_bits(y, want.astype(F16))
     assert calls == []
+
+
+@pytest.mark.parametrize("level", RUNNABLE)
+def test_fused_elementwise_float16_rounds_each_step(level):
+    """csrc/eltwise.c's float16 chain: float32 steps on float16 blocks (a tail past the 256-element
+    blocks; operands contiguous, a vector along the last axis, one value per row, a scalar), each step
+    rounded to float16: numpy's float16 ops one by one, bit for bit."""
+    rng = np.random.default_rng(9)
+    x, v, r = halves(rng, 5, 77), halves(rng, 77, specials=False), halves(rng, 5, 1, specials=False)
+    s = np.array(0.3, F16)
+    x.reshape(-1)[[7, 8]] = [60000, -60000]
+    steps = [["Add", "", {}, [0, 1]], ["Mul", "", {}, [-1, 2]], ["Div", "", {}, [-2, 3]], ["Relu", "", {}, [-3]],
+             ["Sub", "", {}, [-4, 0]], ["Neg", "", {}, [-5]], ["Max", "", {}, [-6, 2]]]
+    arrays = [x, v, r, s]
+    kernel = lookup("FusedElementwise", GE_DOMAIN, 1)({"steps": steps}, [Meta(a.dtype, a.shape) for a in arrays],
+                                                      backend=Backend(native_mod.load_level(level))).load()
+    assert kernel.native
+    with np.errstate(all="ignore"):
+        want = np.maximum(-(np.maximum((x + v) * r / s, F16.type(0)) - x), r)
+    same_bits(kernel.compute(*arrays)[0], want)
