@@ -90,6 +90,15 @@ class Kernel:
                 return adapter(cls, *args, **kwargs)  # not a `cls`: its __init__ is not called again
         return super().__new__(cls)
 
+    @classmethod
+    def unadapted(cls, *args, **kwargs) -> "Kernel":
+        """This class's own kernel even where float16_adapter would take its float16 instances (a fused
+        chain's float16 Add/Sub/Mul/Div step, whose numpy float16 loop rounds each result as the
+        adapter does, and needs no workspace to run in place)."""
+        kernel = super().__new__(cls)
+        kernel.__init__(*args, **kwargs)
+        return kernel
+
     @property
     def planned_class(self) -> type["Kernel"]:
         """The class that plans this op for other input metas (built_for)."""
@@ -117,6 +126,17 @@ class Kernel:
 
     def pack(self) -> None:
         """Pack constant weights for the plan (through shared_pack). Called once, by load()."""
+
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        """The inputs this float32 kernel's plan reads as float16 itself, converting as it loads them,
+        when handed float16 arrays there (float16.Float16ViaFloat32 then converts no whole tensor for
+        them); y_half: its outputs float16 too (see float16_outputs). None by default."""
+        return frozenset()
+
+    def float16_outputs(self) -> bool:
+        """Whether this float32 kernel's plan writes float16 outputs itself, rounding each value once as
+        it stores it (after its absorbed epilogue), when handed float16 arrays there."""
+        return False
 
     def load(self) -> "Kernel":
         """The loaded phase: weights packed. Idempotent; returns the kernel."""

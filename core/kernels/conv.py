@@ -129,6 +129,14 @@ class Conv(SpatialKernel):
         self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
         self.w_mat = None if w is None else (w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(oc, kg))
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        reads = getattr(self.native, "float16_inputs", None) if self.plan == "native" else None
+        return reads(y_half) if reads is not None else frozenset()
+
+    def float16_outputs(self) -> bool:
+        writes = getattr(self.native, "float16_outputs", None) if self.plan == "native" else None
+        return writes is not None and writes()
+
     def pack(self):
         w, b = self.w_const, self.consts[2] if len(self.consts) > 2 else None
         if self.plan == "native":

@@ -19,6 +19,10 @@ The kernel (`kind`):
 W is packed once, at build. Bias, FusedConv's residual Z and the activation the compiler fused onto
 the Conv (epilogue.native_act: Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Swish, LeakyRelu, Gelu)
 are applied as Y is stored: the kernel absorbs the epilogue.
+float16 (float16.Float16ViaFloat32): the GEMM, the direct and the depthwise kernel write a float16 Y
+(and read a float16 Z) themselves, and X is read as float16 by the GEMM's packing (pointwise), by the
+2-D phase fill, or by the depthwise kernel; only the direct kernel's pointwise X (read a broadcast
+scalar at a time) is given in float32.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import math
 
 import numpy as np
 
-from .native import Act, CallCache, Native
+from .native import HALF_B, HALF_C, HALF_FILL_ROW, Act, CallCache, Native
 from .phase_layout import PhaseLayout
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
@@ -50,7 +54,7 @@ class NativeConv:
     """A dense (not depthwise) Conv, any group count, on the direct kernel or the native GEMM."""
 
     def __init__(self, k, nat: Native, act: Act | None, residual: bool = False):
-        self.nat, self.act = nat, act
+        self.nat, self.act, self.residual = nat, act, residual
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
@@ -59,7 +63,6 @@ class NativeConv:
             k.out[-1] >= DIRECT_WIDE_ROW
         self.dense = math.prod(k.out)
         self.calls = CallCache()
-        itemsize = 4
         self.flat = False
         if self.pointwise:  # columns straight from X
             self.lay = None
@@ -71,7 +74,7 @@ class NativeConv:
             plane = math.prod(lay.sq)
             self.koff = (np.arange(k.cg, dtype=np.int64)[:, None] * plane + tap_offsets(lay)[None, :]).ravel()
             k.scratch.add("ph", lay.phase_shape, np.float32)
-        self.group_step, self.item_step = k.cg * plane * itemsize, k.c * plane * itemsize
+        self.group_step, self.item_step = k.cg * plane, k.c * plane  # elements of the source
         # the GEMM's scratch either way: a machine whose vector width makes the other choice (DIRECT_WASTE
         # counts panels of nr pixels) must find the OM's workspace big enough for it
         gemm_columns = math.prod(k.spatial) if self.pointwise else max(self.lay.L, self.dense)
@@ -100,6 +103,15 @@ class NativeConv:
         self.absorbs = act is not None and (self.writes_y or not residual)
         if not self.absorbs:
             self.act = None
+
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        """X when the GEMM packs it or the native (2-D) phase fill lays it out; Z with a float16 Y."""
+        lay = self.lay
+        reads_x = not self.direct if lay is None else len(lay.spatial) == 2 and lay.spatial[-1] <= HALF_FILL_ROW
+        return frozenset(([0] if reads_x else []) + ([3] if y_half and self.residual else []))
+
+    def float16_outputs(self) -> bool:
+        return self.writes_y
 
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
         """W per group in the layout of the direct kernel's tile or of the GEMM's A panels."""
@@ -131,22 +143,28 @@ class NativeConv:
         src = x if ph is None else ph
         base, out_addr = src.ctypes.data, out.ctypes.data
         ld = self.dense if self.direct or self.flat_map else self.columns  # the elements of one output channel
-        out_item, out_group = self.oc * ld * 4, self.ocg * ld * 4
+        out_item, out_group = self.oc * ld * out.itemsize, self.ocg * ld * out.itemsize
+        half_y = out.dtype == np.float16
+        half = (HALF_B if src.dtype == np.float16 else 0) | (HALF_C if half_y else 0)
+        assert z is None or z.dtype == out.dtype
         fill = [] if ph is None else [fill_call(self.nat, self.lay, x, ph)]
         calls = []
         for i in range(self.n):
             for gi in range(self.g):
-                x_at, y_at = base + i * self.item_step + gi * self.group_step, out_addr + i * out_item + gi * out_group
+                x_at = base + (i * self.item_step + gi * self.group_step) * src.itemsize
+                y_at = out_addr + i * out_item + gi * out_group
                 z_at = None if z is None else z.ctypes.data + i * out_item + gi * out_group
                 bias = None if self.bias is None else self.bias[gi]
                 if self.direct:
                     calls.append(self.nat.conv_direct_call(
                         x_at, self.koff, self.w_packed[gi], y_at, m=self.ocg, k=self.kdim, rows=self.rows,
-                        width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, act=self.act))
+                        width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, act=self.act,
+                        half_y=half_y))
                 else:
                     calls.append(self.nat.call(
                         self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,
-                        noff=self.noff, bias_m=bias, z=z_at, ldz=ld, act=self.act, flat=self.flat_map, ws=ws))
+                        noff=self.noff, bias_m=bias, z=z_at, ldz=ld, act=self.act, flat=self.flat_map, ws=ws,
+                        half=half))
         return fill + calls
 
 
@@ -202,6 +220,13 @@ class NativeDepthwise:
         k.scratch.add("ph", lay.phase_shape, np.float32)
         self.calls = CallCache()
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        """X: the fill converts it as it lays it out, the kernels reading it in place as they load it."""
+        return frozenset([0] if self.lay.spatial[-1] <= HALF_FILL_ROW else [])
+
+    def float16_outputs(self) -> bool:
+        return True
+
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
         self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
@@ -213,13 +238,13 @@ class NativeDepthwise:
 
     def _calls(self, x, ph, y) -> list:
         """One call per batch item, each filling the phase layout of its channels as it goes."""
-        item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * 4
+        item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * y.itemsize
         fill = self.nat.phase_fill_call(x, ph, self.lay)
         return [self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
                                         y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
                                         rows=self.rows, cols=self.cols, pitch=self.pitch, in_channel_step=self.plane,
                                         kernel=self.kernel, dilations=self.dilations, act=self.act, fill=fill,
-                                        fill_plane0=i * self.c)
+                                        fill_plane0=i * self.c, half_y=y.dtype == np.float16)
                 for i in range(self.n)]
 
 

@@ -14,6 +14,13 @@ MatMul/Gemm weight takes the native GEMM, as in float32) and converted once at l
 float32 kernel is built again on them. Add, Sub, Mul and Div (ARITHMETIC_VIA_FLOAT32) go the same
 way: there the result is numpy's float16 result bit for bit, at a quarter of its time.
 
+The whole-tensor conversions are only for what the float32 kernel's plan cannot read or write in
+float16 itself: a native plan that can (Kernel.float16_inputs / float16_outputs: the GEMM of Conv,
+MatMul, Gemm, FusedConv and FusedMatMul, the direct convolution's output, the phase fill of a
+convolution's input) is handed the float16 arrays, converts a vector or a row at a time as it packs
+or lays them out, accumulates in float32 and rounds each result once as it stores it, after its
+epilogue: the same values, bit for bit, without a pass over the tensor and its float32 copy.
+
 bfloat16 goes the same way for every op of VIA_FLOAT32 and BFLOAT16_VIA_FLOAT32: numpy has no
 bfloat16 at all (ml_dtypes' ufuncs convert per element and many ops refuse the dtype), and a
 bfloat16 op evaluated in float32 and rounded once is what onnxruntime and the onnx reference
@@ -179,9 +186,14 @@ class Float16ViaFloat32(PlannedKernel):
         self.wide_epilogue = Epilogue(spec, wide_outs[0], self.opset, self.name) \
             if spec and not inner.absorbs_epilogue else None
         self.absorbs_epilogue = bool(spec)
+        # what the inner plan reads and writes as float16 itself (its results rounded after its epilogue)
+        self.half_outputs = self.narrow == F16 and narrowed == list(range(len(wide_outs))) and self.wide_epilogue is None \
+            and inner.float16_outputs()
+        self.half_inputs = inner.float16_inputs(self.half_outputs) if self.narrow == F16 else frozenset()
         self.widened = [i for i, (m, c) in enumerate(zip(self.inputs, self.consts))
-                        if m is not None and m.dtype in NARROW and c is None]
-        self.narrowed = narrowed
+                        if m is not None and m.dtype in NARROW and c is None
+                        and not (m.dtype == F16 and i in self.half_inputs)]
+        self.narrowed = [] if self.half_outputs else narrowed
         self.scratch = Scratch()
         self.scratch.add("inner", (inner.workspace_nbytes(),), np.uint8)
         for i in self.widened:
@@ -201,7 +213,9 @@ class Float16ViaFloat32(PlannedKernel):
         if self.stand_ins:  # planned on stand-ins: the same plan again, on the weights
             cls, attrs, metas, how = self.inner_args
             inner = cls(attrs, metas, consts, **how)
-            if inner.workspace_nbytes() != self.inner.workspace_nbytes() or type(inner) is not type(self.inner):
+            if inner.workspace_nbytes() != self.inner.workspace_nbytes() or type(inner) is not type(self.inner) \
+                    or inner.float16_outputs() != self.inner.float16_outputs() \
+                    or inner.float16_inputs(self.half_outputs) != self.half_inputs:
                 raise RuntimeError(f"node '{self.name}' ({self.op_type}): its float32 plan changed with the weights")
             self.inner = inner
         else:
@@ -222,8 +236,13 @@ class Float16ViaFloat32(PlannedKernel):
         for j in self.narrowed:
             if ys[j] is not None:
                 wys[j] = v[f"y{j}"]
+        if self.half_outputs:  # written in place; a strided output (the plans want rows) through a copy
+            for j, y in enumerate(ys):
+                if y is not None and y.dtype == F16 and not y.flags.c_contiguous:
+                    wys[j] = np.empty(y.shape, F16)
         before = [(xs[i], wxs[i]) for i in self.widened]
-        after = [(wys[j], ys[j]) for j in self.narrowed if ys[j] is not None]
+        after = [(wys[j], ys[j]) for j in self.narrowed if ys[j] is not None] + \
+            [(wys[j], ys[j]) for j in range(len(ys)) if self.half_outputs and wys[j] is not ys[j]]
         inner = self.inner.bound(wxs, wys, v["inner"])
         epilogue, y0 = self.wide_epilogue, wys[0]  # a fused activation, on the float32 result
 

@@ -9,10 +9,11 @@ workspace, so the chain needs no memory but the output and, where branches meet,
 slots of workspace.
 
 Two plans, with results identical to the unfused tasks:
-- native (csrc/eltwise.c): float32/64 and int32/64 chains of the ops it lowers, operands that are
-  contiguous, scalars or broadcast along one run of dims; the output is walked in blocks that stay in
-  L1, each step one IEEE operation per element as numpy's ufunc does it (a 1000-op chain on 16
-  floats: one call of a few microseconds);
+- native (csrc/eltwise.c): float32/64, int32/64 and float16 chains of the ops it lowers, operands
+  that are contiguous, scalars or broadcast along one run of dims; the output is walked in blocks that
+  stay in L1, each step one IEEE operation per element as numpy's ufunc does it (a 1000-op chain on 16
+  floats: one call of a few microseconds); float16 blocks are converted as they are read and stored,
+  the steps computed in float32 and each step's result rounded to float16, as its kernel rounds it;
 - numpy: each step's own kernel (the one the unfused task would run), in place in the output or its slot.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..ir import Meta
 from .base import Kernel
 from .epilogue import clip_bound
 from .fused import GE_DOMAIN
+from .float16 import ARITHMETIC_VIA_FLOAT32
 from .native import CallCache
 from .registry import lookup, register
 
@@ -39,8 +41,11 @@ CHAIN_OPS = {
 # csrc/abi.h's opcodes and dtypes
 (EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC, EW_MAXC,
  EW_MINC) = range(14)
-NATIVE_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 3}
+NATIVE_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 3,
+                 np.dtype(np.float16): 4}
+EW_ROUND = 0x100  # csrc/abi.h: a float16 step's last micro-op, its result rounded to float16
 MAX_SLOTS = 16  # csrc/eltwise.c's scratch registers
+MAX_F16_OPERANDS = 32  # and a float16 chain's operands
 _BINARY = {"Add": EW_ADD, "Sub": EW_SUB, "Mul": EW_MUL, "Div": EW_DIV, "Max": EW_MAX, "Min": EW_MIN}
 _UNARY = {"Neg": EW_NEG, "Abs": EW_ABS, "Sqrt": EW_SQRT, "Reciprocal": EW_RECIP}
 _FLOAT_ONLY = {EW_DIV, EW_SQRT, EW_RECIP}
@@ -107,8 +112,10 @@ class FusedElementwise(Kernel):
         if op == "Div" and np.dtype(metas[0].dtype).kind != "f":
             raise self.fail(f"{where}: an integer Div cannot run in place")
         cls = lookup(op, domain, self.opset, self.name)
-        kernel = cls(attrs, metas + [Meta(e.dtype, ()) for e in extra], [None] * len(metas) + extra, opset=self.opset,
-                     name=f"{self.name}:{op}", backend=self.backend)
+        # float16 arithmetic: the op's own kernel (numpy's float16 loop, in place), not the float16 adapter's
+        build = cls.unadapted if (domain, op) in ARITHMETIC_VIA_FLOAT32 else cls
+        kernel = build(attrs, metas + [Meta(e.dtype, ()) for e in extra], [None] * len(metas) + extra,
+                       opset=self.opset, name=f"{self.name}:{op}", backend=self.backend)
         return kernel, refs, extra
 
     def infer(self) -> list[Meta]:
@@ -167,9 +174,14 @@ class FusedElementwise(Kernel):
             lowered = _lower_step(kernel, args, extra, dtype, temps)
             if lowered is None:
                 return None
+            if dtype == np.float16:
+                code, *rest = lowered[-1]
+                lowered[-1] = (code | EW_ROUND, *rest)
             ops.extend(lowered)
             results.append(lowered[-1][1])
         inputs = sorted({v[1] for op in ops for v in (op[2], op[3]) if v is not None and v[0] == "x"})
+        if dtype == np.float16 and len(inputs) > MAX_F16_OPERANDS:
+            return None
         patterns = [_broadcast(tuple(self.inputs[i].shape), self.out.shape) for i in inputs]
         if any(p is None for p in patterns):
             return None

@@ -34,6 +34,14 @@ class _Planned(Kernel):
         if hasattr(self.native, "pack"):  # NativeProduct: constant weights (NativeBatch has none)
             self.native.pack(self)
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        reads = getattr(self.native, "float16_inputs", None)
+        return reads(y_half) if reads is not None else frozenset()
+
+    def float16_outputs(self) -> bool:
+        writes = getattr(self.native, "float16_outputs", None)
+        return writes is not None and writes()
+
     def run_native(self, a, y, xs, ws) -> bool:
         """Run the native plan when there is one and Y is contiguous; False: use the numpy plan."""
         if self.native is None or not y.flags.c_contiguous:

@@ -10,6 +10,8 @@
   (attention's Q K^T, with its scale and mask, and P V). Every operand is read or written in place
   through its strides (FusedMatMul's perm_a, perm_b and perm_y are strides too), the products are
   spread over the threads one per item (a head's product is too small to share).
+Both read float16 activations and write a float16 Y themselves (float16.Float16ViaFloat32 hands them
+float16 arrays: csrc/gemm.c converts as it packs and rounds as it stores).
 """
 from __future__ import annotations
 
@@ -36,6 +38,13 @@ class NativeProduct:
         self.ws_nbytes = nat.workspace_nbytes(rows, self.n, self.k, raw_a=True, gathered_b=False)
         self.calls = CallCache()
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        """A, and the residual with a float16 Y (the GEMM's Z has C's type)."""
+        return frozenset([0] + ([self.z_index] if y_half and self.z_index is not None else []))
+
+    def float16_outputs(self) -> bool:
+        return True
+
     def pack(self, kernel) -> None:
         """W in the GEMM's B panels; the bias as float32."""
         self.bp = kernel.shared_pack(("native",), self.nat.pack_b, self.w)
@@ -55,7 +64,7 @@ class NativeProduct:
         z2 = None if z is None else np.ascontiguousarray(z)
         if not copies and not (np.shares_memory(a2, x) and (z is None or z2 is z)):
             return None
-        return self.nat.call(self.rows, self.n, self.k, y, self.n, a=a2, lda=a2.strides[0] // 4, bp=self.bp,
+        return self.nat.call(self.rows, self.n, self.k, y, self.n, a=a2, lda=a2.strides[0] // a2.itemsize, bp=self.bp,
                              bias_n=self.bias, z=z2, ldz=self.n, act=self.act, ws=ws)
 
 
@@ -177,6 +186,14 @@ class NativeBatch:
                 self.z_index, self.ldz = i, st[-2]
         self.ws_nbytes = nat.batch_workspace_nbytes(self.m, self.n, self.k)
         self.calls = CallCache()
+
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        """A, B, a bias over columns, and Z with a float16 Y (the GEMM's Z has C's type)."""
+        return frozenset([0, 1] + [i for i in (self.bias_index,) if i is not None] +
+                         ([self.z_index] if y_half and self.z_index is not None else []))
+
+    def float16_outputs(self) -> bool:
+        return True
 
     def run(self, a: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
         """a, xs[1], the addends and y as the kernel receives them; each is read in place when

@@ -66,6 +66,12 @@ _local = threading.local()
 ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU = range(8)
 # csrc/abi.h's int8 outputs (QOut.kind)
 QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
+# csrc/abi.h's float16 operands (GemmArgs.half, ConvDirect.half)
+HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
+#: the widest row a float16 phase fill converts (on its stack, csrc/phase_fill.c); wider inputs are widened whole
+HALF_FILL_ROW = 4096
+#: the longest float16 row the row kernels convert (two rows on their stack, csrc/rows.c)
+HALF_ROW_COLS = 8192
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
 _QDW_GEOMETRY = ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow")
 
@@ -160,18 +166,20 @@ class Native:
     # -- the product ---------------------------------------------------------------------------------
     def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
              bias_m=None, bias_n=None, z=None, ldz=0, act: Act | None = None, flat=None, ws=None,
-             alpha=1.0) -> PreparedCall:
+             alpha=1.0, half: int = 0) -> PreparedCall:
         """The call c[m, n] = act(alpha A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
         as its buffers stay put. act: the activation (Act), or None. flat:
         (pitch, width), C's columns are a convolution's flat columns (see csrc/gemm.c). Arrays are
         passed by address: a, b, c, z are the base arrays (or addresses) the leading dimensions, in
-        elements, refer to."""
+        elements, refer to. float16 arrays a, b, c (with z) and bias_n are read and written as
+        float16 (csrc/half.h); half: the HALF_* bits of operands passed as addresses."""
         if ws is None:  # the packing scratch; a NULL pointer would crash the process
             raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
         ws_addr = ws.ctypes.data
         args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
                         _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, _activation(act),
-                        min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha)
+                        min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha,
+                        half | _half_bits(a=a, b=b, c=c, bias_n=bias_n))
         return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
 
     def gemv_call(self, rows: int, x: np.ndarray, lda: int, w: np.ndarray, y: np.ndarray, ldc: int, *, bias=None,
@@ -208,24 +216,28 @@ class Native:
         return out
 
     def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
-                         ldy, wide, bias=None, z: int | None = None, act: Act | None = None) -> PreparedCall:
+                         ldy, wide, bias=None, z: int | None = None, act: Act | None = None,
+                         half_y: bool = False) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
-        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c; x, y, z are addresses), prepared."""
+        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c; x, y, z are addresses), prepared.
+        half_y: y and z are float16 (x float32)."""
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
-                          _activation(act), threads(), int(wide))
+                          _activation(act), threads(), int(wide), HALF_C if half_y else 0)
         return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
 
     def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
                        rows, cols, pitch, in_channel_step, kernel, dilations, act: Act | None = None,
-                       fill: PreparedCall | None = None, fill_plane0: int = 0) -> PreparedCall:
+                       fill: PreparedCall | None = None, fill_plane0: int = 0, half_y: bool = False) -> PreparedCall:
         """y[oc, oy, ox] = act(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
         tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared. fill: a
         phase_fill_call that lays out x, which the kernel then runs channel by channel (channel 0
         is the fill's plane fill_plane0) instead of as a pass of its own; then narrow outputs read
-        the fill's input itself, through the kernel's (kh, kw) and dilations."""
+        the fill's input itself, through the kernel's (kh, kw) and dilations. half_y: y is float16
+        (a float16 input is the fill's: phase_fill_call)."""
         args = Depthwise(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
                              rows, cols, pitch, in_channel_step, _activation(act), threads(),
-                         None if fill is None else ctypes.addressof(fill.keep[0]), fill_plane0, *kernel, *dilations)
+                         None if fill is None else ctypes.addressof(fill.keep[0]), fill_plane0, *kernel, *dilations,
+                         HALF_C if half_y else 0)
         return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off, fill))
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
@@ -239,17 +251,24 @@ class Native:
         return PreparedCall(self.lib.ge_max_pool2d, args, (x, y))
 
     def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
-        """phase_layout.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared."""
+        """phase_layout.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared; a float16 x
+        (rows of at most HALF_FILL_ROW) is converted as it is laid out."""
         used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
+        x_half = x.dtype == np.float16
+        assert not x_half or lay.spatial[-1] <= HALF_FILL_ROW
         args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
-                         *lay.sq, used, threads())
+                         *lay.sq, used, threads(), int(x_half))
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
     def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
                   eps=0.0) -> PreparedCall:
         """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
-        scale + bias (scale, bias: `cols` floats or None), prepared."""
-        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads())
+        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (rows of at most
+        HALF_ROW_COLS): converted a row at a time, computed in float32, rounded once."""
+        half = x.dtype == np.float16
+        assert y.dtype == x.dtype and (not half or cols <= HALF_ROW_COLS)
+        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
+                    int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
 
     def eltwise_call(self, dtype_code: int, n: int, operands: list, inner: np.ndarray, period: np.ndarray,
@@ -355,7 +374,7 @@ class GemmArgs(ctypes.Structure):
     _fields_ = [("M", _i64), ("N", _i64), ("K", _i64), ("a", _ptr), ("lda", _i64), ("ap", _ptr), ("b", _ptr),
                 ("koff", _ptr), ("noff", _ptr), ("bp", _ptr), ("c", _ptr), ("ldc", _i64), ("bias_m", _ptr),
                 ("bias_n", _ptr), ("z", _ptr), ("ldz", _i64), ("act", Activation), ("threads", ctypes.c_int32), ("ws", _ptr), ("pitch", _i64), ("width", _i64),
-                ("alpha", _f32)]
+                ("alpha", _f32), ("half", ctypes.c_int32)]
 
 
 class GemmBatch(ctypes.Structure):
@@ -368,7 +387,7 @@ class ConvDirect(ctypes.Structure):
     """csrc/abi.h's ConvDirect."""
     _fields_ = [("x", _ptr), ("koff", _ptr), ("wp", _ptr), ("y", _ptr), ("bias", _ptr), ("z", _ptr)] + \
         [(f, _i64) for f in ("K", "M", "rows", "width", "pitch", "ldy")] + \
-        [("act", Activation), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32)]
+        [("act", Activation), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32), ("half", ctypes.c_int32)]
 
 
 class Depthwise(ctypes.Structure):
@@ -376,7 +395,7 @@ class Depthwise(ctypes.Structure):
     _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
                 ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
                 ("in_channel_step", _i64), ("act", Activation), ("threads", ctypes.c_int32), ("fill", _ptr),
-                ("fill_plane0", _i64), ("kh", _i64), ("kw", _i64), ("dh", _i64), ("dw", _i64)]
+                ("fill_plane0", _i64), ("kh", _i64), ("kw", _i64), ("dh", _i64), ("dw", _i64), ("half", ctypes.c_int32)]
 
 
 class MaxPool2d(ctypes.Structure):
@@ -395,13 +414,13 @@ class PhaseFill(ctypes.Structure):
     """csrc/abi.h's PhaseFill."""
     _fields_ = [("x", _ptr), ("ph", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "s0", "s1", "pb0", "pb1",
                                                                   "sq0", "sq1")] + \
-        [("used", ctypes.c_uint64), ("threads", ctypes.c_int32)]
+        [("used", ctypes.c_uint64), ("threads", ctypes.c_int32), ("x_half", ctypes.c_int32)]
 
 
 class Rows(ctypes.Structure):
     """csrc/abi.h's Rows."""
     _fields_ = [("x", _ptr), ("scale", _ptr), ("bias", _ptr), ("y", _ptr), ("rows", _i64), ("cols", _i64),
-                ("eps", _f32), ("softmax", ctypes.c_int32), ("threads", ctypes.c_int32)]
+                ("eps", _f32), ("softmax", ctypes.c_int32), ("threads", ctypes.c_int32), ("half", ctypes.c_int32)]
 
 
 class Eltwise(ctypes.Structure):
@@ -442,6 +461,12 @@ class CallCache:
         calls = build()
         self.local.entry = ((arrays, n), calls)
         return calls
+
+
+def _half_bits(**operands) -> int:
+    """The HALF_* bits of the float16 arrays among a GEMM's operands a, b, c, bias_n."""
+    bits = {"a": HALF_A, "b": HALF_B, "c": HALF_C, "bias_n": HALF_BIAS}
+    return sum(bits[k] for k, x in operands.items() if isinstance(x, np.ndarray) and x.dtype == np.float16)
 
 
 def _ptr_of(x):

@@ -1,6 +1,8 @@
 """BatchNormalization (inference), LayerNormalization, Softmax, LogSoftmax: ufuncs with `out=` over the
 whole tensor, per-row statistics in small workspace arrays. float16 is computed in float32 scratch
-and rounded once into Y (float16 sums and exponentials lose too much; onnxruntime widens too)."""
+and rounded once into Y (float16 sums and exponentials lose too much; onnxruntime widens too): the
+native row kernels (LayerNormalization, Softmax along the last axis) convert a row at a time as they
+read and store it, the others convert X and Y whole."""
 from __future__ import annotations
 
 import math
@@ -13,7 +15,7 @@ from .float16 import narrow, widen
 from .planned import Scratch
 from .windows import SpatialKernel
 from .fused import GE_DOMAIN
-from .native import CallCache
+from .native import HALF_ROW_COLS, CallCache
 from .registry import register
 
 
@@ -36,6 +38,8 @@ class _Widened(SpatialKernel):
     def run(self, xs, ys, ws):
         if self.work == xs[0].dtype:
             return self.run_wide(xs, ys, ws)
+        if self.run_half(xs, ys):
+            return
         v = self.views(ws)
         x, y = v["x_wide"], v["y_wide"]
         widen(self.backend.lib, xs[0], x)  # native for float16, with numpy's rounding
@@ -44,6 +48,16 @@ class _Widened(SpatialKernel):
 
     def run_wide(self, xs, ys, ws):
         raise NotImplementedError
+
+    def run_half(self, xs, ys) -> bool:
+        """float16 X and Y through the native row kernel, which converts a row at a time; False when
+        the plan has none for these arrays (then X and Y are converted whole around run_wide)."""
+        return False
+
+    def half_rows(self, xs, ys, cols: int) -> bool:
+        """Whether the native row kernel can take these float16 arrays itself."""
+        return self.nat is not None and xs[0].dtype == np.float16 and cols <= HALF_ROW_COLS \
+            and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous
 
 
 @register("BatchNormalization", since=1)
@@ -167,6 +181,22 @@ class LayerNormalization(_Widened):
         self.uses_native = self.nat is not None
         self.calls = CallCache()
 
+    def pack(self):
+        # constant float16 Scale and B once in float32: the native rows read float32 parameters
+        self.params32 = {i: self.shared_pack(("float32",), lambda c: np.ascontiguousarray(c, np.float32), c)
+                         for i, c in enumerate(self.consts[1:3], 1) if c is not None and c.dtype == np.float16}
+
+    def run_half(self, xs, ys) -> bool:
+        if not self.half_rows(xs, ys, self.cols):
+            return False
+        params = [self.params32.get(i, xs[i] if i < len(xs) else None) for i in (1, 2)]
+        if not all(a is None or (a.dtype == np.float32 and a.flags.c_contiguous) for a in params):
+            return False
+        scale, bias = params
+        self.calls.get((xs[0], ys[0], scale, bias), lambda: self.nat.rows_call(
+            xs[0], ys[0], self.rows, self.cols, scale=scale, bias=bias, eps=float(self.eps))).run()
+        return True
+
     def run_wide(self, xs, ys, ws):
         if self.nat is not None and ys[0].flags.c_contiguous:
             x = np.ascontiguousarray(xs[0])
@@ -254,6 +284,13 @@ class _SoftmaxBase(_Widened):
         self.nat = self.backend.lib if work == np.float32 and not self.log and self.rows_shape is not None else None
         self.uses_native = self.nat is not None
         self.calls = CallCache()
+
+    def run_half(self, xs, ys) -> bool:
+        if self.nat is None or not self.half_rows(xs, ys, self.rows_shape[1]):
+            return False
+        rows, n = self.rows_shape
+        self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)).run()
+        return True
 
     def run_wide(self, xs, ys, ws):
         if self.nat is not None and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:

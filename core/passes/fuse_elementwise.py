@@ -13,9 +13,11 @@ output or has two readers stays a tensor of its own. Clip's bounds must be const
 group of one node stays as it is. Runs after the other fusions: a Conv's or MatMul's activation,
 bias and residual are theirs first.
 
-FLOAT16: float16 ops are not fused. The chain's steps would run numpy's float16 loops (~2 ns an
-element each: every element converted to float32 and back per op); unfused, each op runs its float32
-kernel between native conversions (kernels/float16.py), ~4x faster, with the same rounding per op.
+FLOAT16: a float16 chain runs natively as float32 steps on float16 blocks, each step's result
+rounded to float16 as its own kernel rounds it (csrc/eltwise.c): the same bits as the unfused ops,
+without their whole-tensor conversions. Only ops whose float16 kernels run in place without
+workspace join one (the kernel refuses the others: Add, Sub, Mul, Div, Max, Min, Neg, Abs, Relu,
+Clip do; the float formulas, which convert blocks into workspace, do not).
 """
 from __future__ import annotations
 
@@ -70,7 +72,7 @@ def _chain_meta(m: Matcher, node: Node, opset: int):
     if any((step[2] if len(step) > 2 else "", step[0]) not in CHAIN_OPS for step in node.attrs.get(EPILOGUE, ())):
         return None
     dtype, shape = m.meta(node.outputs[0])
-    if dtype is None or not known_dims(shape) or dtype == np.float16:  # see FLOAT16 in the docstring
+    if dtype is None or not known_dims(shape):
         return None
     data = node.inputs[:1] if node.op_type == "Clip" else node.inputs
     if len(data) != CHAIN_OPS[(node.domain, node.op_type)] or not all(data):

@@ -18,6 +18,12 @@ typedef struct {
     float a, b;
 } Activation;
 
+/* Which operands of a GEMM (GemmArgs.half) or a direct convolution (ConvDirect.half: HALF_C) are
+   float16 (half.h: converted as they are read, rounded once as they are stored; the arithmetic is
+   float32): A's raw rows, B's gathered values, C with Z, the per-column bias. Packed weights and
+   bias_m are float32 always. */
+enum { HALF_A = 1, HALF_B = 2, HALF_C = 4, HALF_BIAS = 8 };
+
 /* A call's arguments in one struct: ctypes converts one pointer instead of 23 arguments
    (microseconds per call; a kernel keeps its struct while its buffers stay put). */
 typedef struct {
@@ -36,6 +42,7 @@ typedef struct {
     float *ws;
     int64_t pitch, width;  /* flat columns (see Epilogue), or 0 */
     float alpha;
+    int32_t half;  /* HALF_* bits: those operands are float16 (offsets and leading dimensions in elements) */
 } GemmArgs;
 
 /* A batch of products with one shape, C[i] = act(alpha A[i] @ B[i] + bias_n[i] + Z[i]) (attention's
@@ -61,6 +68,7 @@ typedef struct {
     Activation act;
     int32_t threads;
     int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
+    int32_t half;  /* HALF_C: y and z are float16 */
 } ConvDirect;
 
 /* The phase fill of conv.PhaseLayout (phase_fill.c) */
@@ -70,6 +78,7 @@ typedef struct {
     int64_t planes, h, w, s0, s1, pb0, pb1, sq0, sq1;
     uint64_t used;  /* bit r0 * s1 + r1: a kernel tap reads that phase (a 1x1 stride-2 conv reads one of 4) */
     int32_t threads;
+    int32_t x_half;  /* x is float16 (converted as it is laid out; ph is float32) */
 } PhaseFill;
 
 /* The depthwise convolution (depthwise.c) of one batch item, on conv.PhaseLayout's input */
@@ -83,6 +92,7 @@ typedef struct {
     const PhaseFill *fill;  /* x's planes filled channel by channel, as they are used (NULL: x is laid out) */
     int64_t fill_plane0;    /* the fill's plane of this call's channel 0 */
     int64_t kh, kw, dh, dw; /* the kernel and its dilations (narrow outputs read the input itself through them) */
+    int32_t half;           /* HALF_C: y is float16 (a float16 x is the fill's: PhaseFill.x_half) */
 } Depthwise;
 
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
@@ -101,6 +111,7 @@ typedef struct {
     float eps;
     int32_t softmax;  /* 0: LayerNormalization (x - mean) / sqrt(var + eps) * scale + bias; 1: Softmax */
     int32_t threads;
+    int32_t half;  /* x and y are float16 (scale and bias float32) */
 } Rows;
 
 /* A chain of elementwise ops evaluated block by block in registers (eltwise.c, kernels/fused_elementwise.py):
@@ -109,7 +120,8 @@ typedef struct {
    Each op is 4 int32 (opcode, dst, a, b) and one double param. */
 enum { EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC,
        EW_MAXC, EW_MINC, EW_NUM_OPS };
-enum { EW_F32, EW_F64, EW_I32, EW_I64 };
+enum { EW_F32, EW_F64, EW_I32, EW_I64, EW_F16 };
+#define EW_ROUND 0x100  /* opcode flag, float16 chains: the step ends here, its result rounded to float16 */
 typedef struct {
     int64_t n;
     int32_t dtype, n_ext, n_regs, n_ops;

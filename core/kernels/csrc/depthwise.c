@@ -9,8 +9,14 @@ that stays in L1/L2 from one channel to the next when the channel's phases fit (
 the layout's own place. The input is read once from memory; a separate fill pass wrote the whole
 layout to memory first and cost as much as the convolution.
 
-3x3 and 5x5 kernels run with their weights in registers and the taps unrolled. */
+3x3 and 5x5 kernels run with their weights in registers and the taps unrolled.
+
+float16 (half: HALF_C, Y float16; the fill's x_half, X float16): the fill converts X as it lays it out,
+channels in the lanes convert each vector as they load it, the stride-2 rows convert the channel's
+plane into a buffer first (each input vector is read by several taps), and Y is rounded as it is
+stored; the arithmetic is float32, as on float32 tensors. */
 #include "abi.h"
+#include "half.h"
 #include "phase_fill.h"
 #include "pool.h"
 #include "simd.h"
@@ -55,7 +61,8 @@ static inline __attribute__((always_inline)) void dw_vectors(const int T, const 
 static inline __attribute__((always_inline)) void dw_channel(const int T, const Depthwise *d, int64_t oc,
                                                              const float *x, const int64_t *off) {
     const float *w = d->w + oc * d->taps;
-    float bias = d->bias ? d->bias[oc] : 0.0f, *y = d->y + oc * d->rows * d->cols;
+    float bias = d->bias ? d->bias[oc] : 0.0f;
+    int64_t y0 = oc * d->rows * d->cols;
     int64_t pitch = d->pitch, cols = d->cols, flat = (d->rows - 1) * pitch + cols;
     vec wv[T > 0 ? T : 1];
     for (int t = 0; t < T; t++) wv[t] = (vec){0} + w[t];
@@ -68,7 +75,10 @@ static inline __attribute__((always_inline)) void dw_channel(const int T, const 
             dw_vectors(T, 1, d->taps, x, off, wv, w, bias, j, n1 - j < VL ? (int)(n1 - j) : VL, d->act, buf + j - n0);
         for (int64_t oy = n0 / pitch; oy * pitch < n1; oy++) {  /* the valid columns of each row */
             int64_t lo = oy * pitch > n0 ? oy * pitch : n0, hi = oy * pitch + cols < n1 ? oy * pitch + cols : n1;
-            if (lo < hi) copy_floats(y + oy * cols + (lo - oy * pitch), buf + (lo - n0), hi - lo);
+            if (lo >= hi) continue;
+            int64_t at = y0 + oy * cols + (lo - oy * pitch);
+            if (d->half & HALF_C) floats_to_halves((uint16_t *)d->y + at, buf + (lo - n0), hi - lo);
+            else copy_floats(d->y + at, buf + (lo - n0), hi - lo);
         }
     }
 }
@@ -163,7 +173,7 @@ static NO_LIBCALLS void dw_group(const Depthwise *d, int64_t c0, float *grid, fl
     const PhaseFill *f = d->fill;
     int64_t plane = f->h * f->w, gc = grid_cols(d), band = band_rows(d), pixels = d->rows * d->cols;
     int n = d->channels - c0 < VL ? (int)(d->channels - c0) : VL;
-    const float *x = f->x + (d->fill_plane0 + c0) * plane;
+    int64_t x0 = (d->fill_plane0 + c0) * plane;  /* f->x's element of channel c0 */
     vec wv[64], bias = (vec){0};
     for (int64_t t = 0; t < d->taps; t++) {
         wv[t] = (vec){0};
@@ -183,7 +193,7 @@ static NO_LIBCALLS void dw_group(const Depthwise *d, int64_t c0, float *grid, fl
         for (int64_t q = lo * f->w; q < hi * f->w; q += VL) {
             int m = hi * f->w - q < VL ? (int)(hi * f->w - q) : VL;
             vec r[VL];
-            for (int i = 0; i < VL; i++) r[i] = i < n ? load_part(x + i * plane + q, m) : (vec){0};
+            for (int i = 0; i < VL; i++) r[i] = i < n ? load_any_part(f->x, f->x_half, x0 + i * plane + q, m) : (vec){0};
             transpose_blocks(r, VL);
             for (int j = 0; j < m; j++) {
                 int64_t gx = ix + f->pb1;
@@ -200,7 +210,7 @@ static NO_LIBCALLS void dw_group(const Depthwise *d, int64_t c0, float *grid, fl
             vec r[VL];
             for (int i = 0; i < VL; i++) r[i] = i < m ? vload(out + (q + i) * VL) : (vec){0};
             transpose_blocks(r, VL);
-            for (int c = 0; c < n; c++) store_part(d->y + (c0 + c) * pixels + at + q, r[c], m);
+            for (int c = 0; c < n; c++) store_any_part(d->y, d->half & HALF_C, (c0 + c) * pixels + at + q, r[c], m);
         }
     }
 }
@@ -274,11 +284,12 @@ static inline vec load_cols_in(const float *row, int64_t c0, int64_t w) {
 #endif
 }
 
-/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any). */
+/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any); y float16 when
+   d->half & HALF_C. */
 static inline __attribute__((always_inline)) void dw_row_vectors(const int T, const int V,
                                                                  const Depthwise *d, const float *x,
                                                                  const vec *wv, const float *w, vec bias,
-                                                                 int64_t oy, int64_t ox0, int n, float *y) {
+                                                                 int64_t oy, int64_t ox0, int n, void *y) {
     const PhaseFill *f = d->fill;
     int64_t kh = d->kh, kw = T > 0 ? (T == 9 ? 3 : 5) : d->kw;
     vec a[DW_ROW_VECS];
@@ -307,24 +318,30 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
 #pragma GCC unroll 4
     for (int v = 0; v < V; v++) {
         vec r = vactivate(a[v], d->act);
-        if (v == V - 1 && n < VL) store_part(y + v * VL, r, n);
-        else vstore(y + v * VL, r);
+        store_any_part(y, d->half & HALF_C, v * VL, r, v == V - 1 ? n : VL);
     }
 }
 
+/* One output channel; a float16 plane is converted first into `plane` (DW_LOCAL floats at most:
+   use_rows), where its rows are read from L1/L2 by every tap. */
 static inline __attribute__((always_inline)) void dw_rows_channel(const int T, const Depthwise *d,
-                                                                  int64_t oc) {
+                                                                  int64_t oc, float *plane) {
     const PhaseFill *f = d->fill;
-    const float *x = f->x + (d->fill_plane0 + oc / d->mult) * f->h * f->w, *w = d->w + oc * d->taps;
+    const float *x = f->x + (d->fill_plane0 + oc / d->mult) * f->h * f->w;
+    if (f->x_half) {
+        halves_to_floats(plane, (const uint16_t *)f->x + (d->fill_plane0 + oc / d->mult) * f->h * f->w, f->h * f->w);
+        x = plane;
+    }
+    const float *w = d->w + oc * d->taps;
     vec wv[T > 0 ? T : 1], bias = (vec){0} + (d->bias ? d->bias[oc] : 0.0f);
     for (int t = 0; t < T; t++) wv[t] = (vec){0} + w[t];
-    float *y = d->y + oc * d->rows * d->cols;
+    int half_y = d->half & HALF_C;
     for (int64_t oy = 0; oy < d->rows; oy++)
         for (int64_t ox0 = 0; ox0 < d->cols; ox0 += DW_ROW_VECS * VL) {
             int64_t left = d->cols - ox0;
             int V = left >= DW_ROW_VECS * VL ? DW_ROW_VECS : (int)((left + VL - 1) / VL);
             int n = (int)(left - (V - 1) * VL < VL ? left - (V - 1) * VL : VL);
-            float *yo = y + oy * d->cols + ox0;
+            void *yo = (void *)advance(d->y, half_y, oc * d->rows * d->cols + oy * d->cols + ox0);
             switch (V) {
                 case 4: dw_row_vectors(T, 4, d, x, wv, w, bias, oy, ox0, n, yo); break;
                 case 3: dw_row_vectors(T, 3, d, x, wv, w, bias, oy, ox0, n, yo); break;
@@ -334,25 +351,27 @@ static inline __attribute__((always_inline)) void dw_rows_channel(const int T, c
         }
 }
 
-static NO_LIBCALLS void dw_rows_3x3(const Depthwise *d, int64_t oc) { dw_rows_channel(9, d, oc); }
-static NO_LIBCALLS void dw_rows_5x5(const Depthwise *d, int64_t oc) { dw_rows_channel(25, d, oc); }
-static NO_LIBCALLS void dw_rows_any(const Depthwise *d, int64_t oc) { dw_rows_channel(0, d, oc); }
+static NO_LIBCALLS void dw_rows_3x3(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(9, d, oc, p); }
+static NO_LIBCALLS void dw_rows_5x5(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(25, d, oc, p); }
+static NO_LIBCALLS void dw_rows_any(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(0, d, oc, p); }
 
 /* Where the fill's split of every row into its two column phases cost twice the products
    (MobileNetV2's 3x3s2 at 112x112 and 56x56: 25-35% faster in place; 5x5 stride 2 as fast). Stride 1
    read in place measured 10-30% slower than the flat run over filled rows, which masks no edges. */
 static int use_rows(const Depthwise *d) {
     const PhaseFill *f = d->fill;
-    return VL == 16 && f && d->dh == 1 && d->dw == 1 && f->s1 == 2 && !use_blocked(d);
+    return VL == 16 && f && d->dh == 1 && d->dw == 1 && f->s1 == 2 && !use_blocked(d) &&
+           (!f->x_half || f->h * f->w <= DW_LOCAL);
 }
 
 static void depthwise_rows_item(void *ctx, int64_t it, int slot) {
     const Depthwise *d = ctx;
     (void)slot;
-    void (*channel)(const Depthwise *, int64_t) =
+    void (*channel)(const Depthwise *, int64_t, float *) =
         d->kh == 3 && d->kw == 3 ? dw_rows_3x3 : d->kh == 5 && d->kw == 5 ? dw_rows_5x5 : dw_rows_any;
+    float plane[d->fill->x_half ? DW_LOCAL : 1] __attribute__((aligned(64)));
     int64_t per = depthwise_per_item(d), channels = d->channels * d->mult;
-    for (int64_t oc = it * per; oc < (it + 1) * per && oc < channels; oc++) channel(d, oc);
+    for (int64_t oc = it * per; oc < (it + 1) * per && oc < channels; oc++) channel(d, oc, plane);
 }
 
 void ge_depthwise(const Depthwise *d) {

@@ -14,10 +14,12 @@ GEMM's 32-column panels would compute 64 or 63 columns. Two tiles (AVX-512):
         should feed as many pixels as it can. (conv_native.NativeConv chooses.)
 K runs in passes of DIRECT_KC steps whose weights stay in L1 for a run of blocks; then each block is
 transposed (channels x pixels) and stored into Y (NCHW) with bias, residual Z and the activation.
-Items are (panel, chunk of blocks); no workspace. */
+Items are (panel, chunk of blocks); no workspace. A float16 Y and Z (half) are converted as each vector is
+stored (x stays float32: it is read a broadcast scalar at a time). */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
+#include "half.h"
 
 #if VL == 16
 #define DV_WIDE 4  /* vectors of output channels per tile */
@@ -108,6 +110,18 @@ static inline void direct_finish(const ConvDirect *d, vec val, int64_t ch, int p
         if (upper)
             for (int j = VL / 2; j < VL; j++) b[j] = d->bias[ch2];
         val += b;
+    }
+    if (d->half) {  /* float16 Y and Z: their lanes through a float32 buffer */
+        float t[VL] __attribute__((aligned(64))) = {0};
+        if (d->z) {
+            halves_to_floats(t, (const uint16_t *)d->z + ch * d->ldy + at, n);
+            if (upper) halves_to_floats(t + VL / 2, (const uint16_t *)d->z + ch2 * d->ldy + at, n);
+            val += vload(t);
+        }
+        vstore(t, vactivate(val, d->act));
+        floats_to_halves((uint16_t *)d->y + ch * d->ldy + at, t, n);
+        if (upper) floats_to_halves((uint16_t *)d->y + ch2 * d->ldy + at, t + VL / 2, n);
+        return;
     }
     if (d->z) {
         vec z = load_part(d->z + ch * d->ldy + at, n);

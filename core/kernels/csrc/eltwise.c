@@ -4,13 +4,21 @@ of 1000 tiny ops is one call and the intermediate tensors never reach memory.
 
 Exactness: each op is one IEEE operation per element, the one numpy's ufunc does (one loop per op,
 so nothing can be contracted into an FMA); Max/Min propagate NaN as np.maximum/np.minimum; integer
-Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned). */
+Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned).
+
+float16 chains (EW_F16): the float32 interpreter on float32 blocks, each float16 operand converted as
+its block is read, the output rounded as its block is stored, and every step's result rounded to
+float16 and back (EW_ROUND on the step's last micro-op): what each op's float16 kernel gives (the
+float32 result of float16 operands, rounded once), bit for bit, in one pass instead of a conversion
+of every operand and result per op. */
 #include <string.h>
 
 #include "abi.h"
+#include "half.h"
 
 #define BLOCK 256
 #define MAX_SLOTS 16
+#define MAX_F16_OPERANDS 32  /* a float16 chain's operands, converted into blocks on the stack */
 
 /* The block [start, start + len) of register r: an operand in place (contiguous), an operand gathered
    through its broadcast into `gather`, a scratch slot, or the output. */
@@ -24,30 +32,8 @@ Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned). */
 #define INT_MAX_(a, b) ((a) >= (b) ? (a) : (b))
 #define INT_MIN_(a, b) ((a) <= (b) ? (a) : (b))
 
-/* One type's interpreter. WRAP(expr): the integer form computed unsigned. */
-#define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT)                                                                \
-    static T *gather_##T(const Eltwise *e, int r, int64_t start, int64_t len, T *out) {                   \
-        const T *src = (const T *)e->ext[r];                                                              \
-        int64_t inner = e->inner[r], period = e->period[r];                                               \
-        int64_t idx = (start / inner) % period, rem = start % inner;                                      \
-        for (int64_t j = 0; j < len; j++) {                                                               \
-            out[j] = src[idx];                                                                            \
-            if (++rem == inner) { rem = 0; if (++idx == period) idx = 0; }                                \
-        }                                                                                                 \
-        return out;                                                                                       \
-    }                                                                                                     \
-    static void chain_##T(const Eltwise *e) {                                                             \
-        T slots[MAX_SLOTS * BLOCK], ga[BLOCK], gb[BLOCK];                                                 \
-        for (int64_t start = 0; start < e->n; start += BLOCK) {                                           \
-            int64_t len = e->n - start < BLOCK ? e->n - start : BLOCK;                                    \
-            for (int32_t k = 0; k < e->n_ops; k++) {                                                      \
-                const int32_t *c = e->code + 4 * k;                                                       \
-                int op = c[0];                                                                            \
-                T *d = REGISTER(T, c[1], ga);                                                             \
-                const T *a = REGISTER(T, c[2], ga);                                                       \
-                const T *b = op <= EW_MIN ? REGISTER(T, c[3], gb) : a;                                    \
-                const T p = (T)e->param[k];                                                               \
-                int64_t j;                                                                                \
+/* One micro-op over a block: d[j] = op(a[j], b[j], p) for j < len (T: the type, U: its unsigned form). */
+#define APPLY_OP(T, U, IS_FLOAT, SQRT)                                                                    \
                 switch (op) {                                                                             \
                 case EW_ADD: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] + b[j] : (T)((U)a[j] + (U)b[j]); break; \
                 case EW_SUB: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] - b[j] : (T)((U)a[j] - (U)b[j]); break; \
@@ -65,6 +51,49 @@ Add/Sub/Mul/Neg/Abs wrap as numpy's do (computed unsigned). */
                 case EW_MAXC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], p) : INT_MAX_(a[j], p); break; \
                 case EW_MINC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], p) : INT_MIN_(a[j], p); break; \
                 }                                                                                         \
+
+/* One type's interpreter. WRAP(expr): the integer form computed unsigned. */
+/* The block [start, start + len) of broadcast operand r (element i: ext[r][(i / inner) % period]) in
+   runs: of consecutive values (inner 1: a vector along the last axes) or of one value repeated (a
+   scalar, a per-row value), each a vectorizable loop. */
+#define DEFINE_GATHER(T)                                                                                  \
+    static T *gather_##T(const Eltwise *e, int r, int64_t start, int64_t len, T *out) {                   \
+        const T *src = (const T *)e->ext[r];                                                              \
+        int64_t inner = e->inner[r], period = e->period[r];                                               \
+        int64_t idx = (start / inner) % period, rem = start % inner;                                      \
+        if (period == 1) inner = len + 1;  /* a scalar: one run */                                        \
+        for (int64_t j = 0; j < len;) {                                                                   \
+            if (inner == 1) {                                                                             \
+                int64_t run = period - idx < len - j ? period - idx : len - j;                            \
+                for (int64_t k = 0; k < run; k++) out[j + k] = src[idx + k];                              \
+                j += run, idx += run;                                                                     \
+                if (idx == period) idx = 0;                                                               \
+            } else {                                                                                      \
+                int64_t run = inner - rem < len - j ? inner - rem : len - j;                              \
+                T v = src[idx];                                                                           \
+                for (int64_t k = 0; k < run; k++) out[j + k] = v;                                         \
+                j += run, rem += run;                                                                     \
+                if (rem == inner) { rem = 0; if (++idx == period) idx = 0; }                              \
+            }                                                                                             \
+        }                                                                                                 \
+        return out;                                                                                       \
+    }
+
+#define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT)                                                                \
+    DEFINE_GATHER(T)                                                                                      \
+    static void chain_##T(const Eltwise *e) {                                                             \
+        T slots[MAX_SLOTS * BLOCK], ga[BLOCK], gb[BLOCK];                                                 \
+        for (int64_t start = 0; start < e->n; start += BLOCK) {                                           \
+            int64_t len = e->n - start < BLOCK ? e->n - start : BLOCK;                                    \
+            for (int32_t k = 0; k < e->n_ops; k++) {                                                      \
+                const int32_t *c = e->code + 4 * k;                                                       \
+                int op = c[0];                                                                            \
+                T *d = REGISTER(T, c[1], ga);                                                             \
+                const T *a = REGISTER(T, c[2], ga);                                                       \
+                const T *b = op <= EW_MIN ? REGISTER(T, c[3], gb) : a;                                    \
+                const T p = (T)e->param[k];                                                               \
+                int64_t j;                                                                                \
+                APPLY_OP(T, U, IS_FLOAT, SQRT)                                                            \
             }                                                                                             \
         }                                                                                                 \
     }
@@ -77,12 +106,71 @@ DEFINE_CHAIN(f64, uint64_t, 1, __builtin_sqrt)
 DEFINE_CHAIN(int32_t, uint32_t, 0, NO_SQRT)
 DEFINE_CHAIN(int64_t, uint64_t, 0, NO_SQRT)
 
+static void float_op(int op, float *d, const float *a, const float *b, float p, int64_t len) {
+    int64_t j;
+    APPLY_OP(float, uint32_t, 1, __builtin_sqrtf)
+}
+
+DEFINE_GATHER(uint16_t)
+
+/* The block [start, start + len) of float16 operand r, in float32 (gathered through its broadcast). */
+static void half_operand(const Eltwise *e, int r, int64_t start, int64_t len, float *out, uint16_t *tmp) {
+    const uint16_t *src = (const uint16_t *)e->ext[r];
+    halves_to_floats(out, e->inner[r] == 0 ? src + start : gather_uint16_t(e, r, start, len, tmp), len);
+}
+
+/* v rounded to float16 and back (numpy's rounding: a vector holding a NaN through the portable code) */
+static inline vec round_half(vec v) {
+#if defined(__AVX512F__) && VL == 16
+    if (!_mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q))
+        return (vec)_mm512_cvtph_ps(_mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__) && VL == 8
+    if (!_mm256_movemask_ps(_mm256_cmp_ps((__m256)v, (__m256)v, _CMP_UNORD_Q)))
+        return (vec)_mm256_cvtph_ps(_mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+    for (int j = 0; j < VL; j++) v[j] = half_to_float(float_to_half(v[j]));
+    return v;
+}
+
+/* Registers: the operands' blocks converted once per block (a scalar once per call) into ext, the
+   slots, and the output's block (stored at the end of each block). */
+static void chain_f16(const Eltwise *e) {
+    float slots[(MAX_SLOTS + 1) * BLOCK] __attribute__((aligned(64)));
+    float ext[e->n_ext * BLOCK + 1] __attribute__((aligned(64)));
+    uint16_t tmp[BLOCK];
+    float *out = slots + MAX_SLOTS * BLOCK;
+    for (int r = 0; r < e->n_ext; r++)
+        if (e->inner[r] != 0 && e->period[r] == 1) half_operand(e, r, 0, BLOCK, ext + r * BLOCK, tmp);
+#define F16_REG(r) ((r) < e->n_ext ? ext + (int64_t)(r) * BLOCK : (r) == e->n_regs - 1 ? out \
+                    : slots + (int64_t)((r) - e->n_ext) * BLOCK)
+    for (int64_t start = 0; start < e->n; start += BLOCK) {
+        int64_t len = e->n - start < BLOCK ? e->n - start : BLOCK;
+        for (int r = 0; r < e->n_ext; r++)
+            if (e->inner[r] == 0 || e->period[r] != 1) half_operand(e, r, start, len, ext + r * BLOCK, tmp);
+        for (int32_t k = 0; k < e->n_ops; k++) {
+            const int32_t *c = e->code + 4 * k;
+            int op = c[0] & ~EW_ROUND;
+            float *d = F16_REG(c[1]);
+            const float *a = F16_REG(c[2]), *b = op <= EW_MIN ? F16_REG(c[3]) : a;
+            float_op(op, d, a, b, (float)e->param[k], len);
+            if (c[0] & EW_ROUND) {  /* the step's result in float16, as its kernel stores it */
+                int64_t j = 0;
+                for (; j + VL <= len; j += VL) vstore(d + j, round_half(vload(d + j)));
+                for (; j < len; j++) d[j] = half_to_float(float_to_half(d[j]));
+            }
+        }
+        floats_to_halves((uint16_t *)e->y + start, out, len);
+    }
+#undef F16_REG
+}
+
 /* 0, or -1 when the program does not fit (the Python side checks first: this is the last guard). */
 int ge_eltwise(const Eltwise *e) {
     if (e->n_regs - e->n_ext - 1 > MAX_SLOTS || e->n_regs <= e->n_ext) return -1;
     for (int32_t k = 0; k < e->n_ops; k++) {
         const int32_t *c = e->code + 4 * k;
-        if (c[0] < 0 || c[0] >= EW_NUM_OPS || c[1] < e->n_ext || c[1] >= e->n_regs) return -1;
+        int op = e->dtype == EW_F16 ? c[0] & ~EW_ROUND : c[0];  /* EW_ROUND: float16 chains only */
+        if (op < 0 || op >= EW_NUM_OPS || c[1] < e->n_ext || c[1] >= e->n_regs) return -1;
         for (int i = 2; i < 4; i++)
             if (c[i] < 0 || c[i] >= e->n_regs) return -1;
     }
@@ -93,6 +181,10 @@ int ge_eltwise(const Eltwise *e) {
     case EW_F64: chain_f64(e); return 0;
     case EW_I32: chain_int32_t(e); return 0;
     case EW_I64: chain_int64_t(e); return 0;
+    case EW_F16:
+        if (e->n_ext > MAX_F16_OPERANDS) return -1;
+        chain_f16(e);
+        return 0;
     }
     return -1;
 }

@@ -26,11 +26,18 @@ place, unpacked, measured slower: the hardware prefetcher follows one packed str
 pointer per step.) The caller's workspace
 holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
+float16 operands (GemmArgs.half, abi.h's HALF_*): A's raw rows and B's gathered values are converted
+as they are packed, Z and a per-column bias as they are added, C rounded as it is stored, after the
+whole epilogue; the arithmetic stays float32. A float16 C is written once: with several blocks of K,
+each tile's block sums are added in a float32 buffer (gemm_tiles_item, B packed whole), in the order
+C accumulated them, so the rounding is the float32 kernel's result's, bit for bit.
+
 Vector code through GCC/Clang vector extensions (simd.h): one source for AVX-512, AVX2 and NEON, tile
 sizes chosen by the register file the compiler targets (the level's -march: setup.py builds one library per level). */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
+#include "half.h"
 
 #define MR_OF(vl) ((vl) == 16 ? 12 : (vl) == 8 ? 6 : 8)  /* the micro-kernel's rows per vector width */
 #define MR MR_OF(VL)
@@ -49,6 +56,7 @@ typedef struct {
        column n of C is Y's column (n / pitch) * width + n % pitch when n % pitch < width, else
        dropped; 0: C is plain */
     int64_t pitch, width;
+    int half_c, half_bias;  /* C and Z float16; bias_n float16 */
 } Epilogue;
 
 /* The vector at src + at of a row of `cols` valid floats (zeros past them). */
@@ -56,36 +64,51 @@ static inline vec load_cols(const float *src, int cols, int at) {
     return at + VL <= cols ? vload(src + at) : at < cols ? load_part(src + at, cols - at) : (vec){0};
 }
 
-/* The epilogue's activation, on the two vectors of a row of a block. */
-static inline void activate(const Epilogue *e, vec *v0, vec *v1) {
+/* load_cols of a float32 or float16 row starting at element i of p */
+static inline vec load_cols_any(const void *p, int half, int64_t i, int cols, int at) {
+    return at + VL <= cols ? vload_any(p, half, i + at) : at < cols ? load_any_part(p, half, i + at, cols - at)
+                                                                    : (vec){0};
+}
+
+/* The epilogue on the two vectors of row `row` (columns j0 .. j0 + cols) of C: scale, biases, Z, activation. */
+static inline void finish_row(const Epilogue *e, vec *v0, vec *v1, int64_t row, int64_t j0, int cols) {
+    if (e->alpha != 1.0f) { *v0 *= e->alpha; *v1 *= e->alpha; }
+    if (e->bias_m) { *v0 += e->bias_m[row]; *v1 += e->bias_m[row]; }
+    if (e->bias_n) {
+        *v0 += load_cols_any(e->bias_n, e->half_bias, j0, cols, 0);
+        *v1 += load_cols_any(e->bias_n, e->half_bias, j0, cols, VL);
+    }
+    if (e->z) {
+        *v0 += load_cols_any(e->z, e->half_c, row * e->ldz + j0, cols, 0);
+        *v1 += load_cols_any(e->z, e->half_c, row * e->ldz + j0, cols, VL);
+    }
     if (e->act.act != ACT_NONE) *v0 = vactivate(*v0, e->act), *v1 = vactivate(*v1, e->act);
 }
 
 /* Write a block of products to C: overwrite (first) or add to it, and apply the epilogue (last).
    rows/cols: the valid part of the block. Kept apart from the product loop, whose accumulators
    need every register. */
-static void store_block(const float *acc, float *c, int64_t ldc, int rows, int cols, int first, int last,
+static void store_block(const float *acc, void *c, int64_t ldc, int rows, int cols, int first, int last,
                         const Epilogue *e, int64_t i0, int64_t j0) {
     float tmp[NR];
     for (int i = 0; i < rows; i++) {
         const float *src = acc + i * NR;
-        float *cr = c + i * ldc;
         vec v0 = vload(src), v1 = vload(src + VL);
+        if (e->half_c) {  /* first and last: the whole sum (see gemm_tiles_item) */
+            uint16_t *cr = (uint16_t *)c + (i0 + i) * ldc + j0;
+            finish_row(e, &v0, &v1, i0 + i, j0, cols);
+            if (cols == NR) vstore_half(cr, v0), vstore_half(cr + VL, v1);
+            else if (cols > VL) vstore_half(cr, v0), store_half_part(cr + VL, v1, cols - VL);
+            else store_half_part(cr, v0, cols);
+            continue;
+        }
+        float *cr = (float *)c + (i0 + i) * ldc + j0;
         float *dst = cols == NR ? cr : tmp;  /* a partial panel goes through a full-width buffer */
         if (!first) {
             if (dst == tmp) memcpy(tmp, cr, (size_t)cols * 4);
             v0 += vload(dst); v1 += vload(dst + VL);
         }
-        if (last) {
-            if (e->alpha != 1.0f) { v0 *= e->alpha; v1 *= e->alpha; }
-            if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
-            if (e->bias_n) v0 += load_cols(e->bias_n + j0, cols, 0), v1 += load_cols(e->bias_n + j0, cols, VL);
-            if (e->z) {
-                const float *zr = e->z + (i0 + i) * e->ldz + j0;
-                v0 += load_cols(zr, cols, 0), v1 += load_cols(zr, cols, VL);
-            }
-            activate(e, &v0, &v1);
-        }
+        if (last) finish_row(e, &v0, &v1, i0 + i, j0, cols);
         vstore(dst, v0); vstore(dst + VL, v1);
         if (dst == tmp) memcpy(cr, tmp, (size_t)cols * 4);
     }
@@ -94,7 +117,7 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
 /* store_block for flat columns (e->pitch): the valid runs of the panel's columns are found once,
    then each row goes through a full-width buffer: gathered from Y and Z along those runs,
    scattered back along them. Only per-row bias (a convolution's) applies here. */
-static void store_block_flat(const float *acc, float *c, int64_t ldc, int rows, int cols, int first, int last,
+static void store_block_flat(const float *acc, void *c, int64_t ldc, int rows, int cols, int first, int last,
                              const Epilogue *e, int64_t i0, int64_t j0) {
     int64_t run_at[NR], run_to[NR], run_n[NR];  /* offset in the panel, column of Y, length */
     int runs = 0;
@@ -109,9 +132,10 @@ static void store_block_flat(const float *acc, float *c, int64_t ldc, int rows, 
     }
     float tmp[NR] __attribute__((aligned(64))) = {0}, zt[NR] __attribute__((aligned(64))) = {0};
     for (int i = 0; i < rows; i++) {
-        float *cr = c + i * ldc;
+        int64_t row = (i0 + i) * ldc;
+        float *cr = e->half_c ? NULL : (float *)c + row;
         vec v0 = vload(acc + i * NR), v1 = vload(acc + i * NR + VL);
-        if (!first) {
+        if (!first) {  /* float32 C only */
             for (int r = 0; r < runs; r++) copy_floats(tmp + run_at[r], cr + run_to[r], run_n[r]);
             v0 += vload(tmp), v1 += vload(tmp + VL);  /* lanes outside the runs: dropped */
         }
@@ -119,14 +143,20 @@ static void store_block_flat(const float *acc, float *c, int64_t ldc, int rows, 
             if (e->alpha != 1.0f) { v0 *= e->alpha; v1 *= e->alpha; }
             if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
             if (e->z) {
-                const float *zr = e->z + (i0 + i) * e->ldz;
-                for (int r = 0; r < runs; r++) copy_floats(zt + run_at[r], zr + run_to[r], run_n[r]);
+                int64_t zr = (i0 + i) * e->ldz;
+                for (int r = 0; r < runs; r++) {
+                    if (e->half_c) halves_to_floats(zt + run_at[r], (const uint16_t *)e->z + zr + run_to[r], run_n[r]);
+                    else copy_floats(zt + run_at[r], e->z + zr + run_to[r], run_n[r]);
+                }
                 v0 += vload(zt), v1 += vload(zt + VL);
             }
-            activate(e, &v0, &v1);
+            if (e->act.act != ACT_NONE) v0 = vactivate(v0, e->act), v1 = vactivate(v1, e->act);
         }
         vstore(tmp, v0), vstore(tmp + VL, v1);
-        for (int r = 0; r < runs; r++) copy_floats(cr + run_to[r], tmp + run_at[r], run_n[r]);
+        for (int r = 0; r < runs; r++) {
+            if (e->half_c) floats_to_halves((uint16_t *)c + row + run_to[r], tmp + run_at[r], run_n[r]);
+            else copy_floats(cr + run_to[r], tmp + run_at[r], run_n[r]);
+        }
     }
 }
 
@@ -152,10 +182,7 @@ static inline __attribute__((always_inline)) void block_product(const int R, con
 
 /* One block of MR rows x NR columns of C (c: the block's first row; j0: its first column). A tail block of rows runs a shorter product (64 rows are
    5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product. */
-static void micro_kernel(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                         int rows, int cols, int first, int last, const Epilogue *e,
-                         int64_t i0, int64_t j0) {
-    float acc[MR * NR] __attribute__((aligned(64)));
+static void product(int64_t kc, const float *ap, const float *bp, int rows, int cols, float *acc) {
     if (cols > VL) {
         if (rows > 2 * MR / 3) block_product(MR, 2, kc, ap, bp, acc);
         else if (rows > MR / 3) block_product(2 * MR / 3, 2, kc, ap, bp, acc);
@@ -164,38 +191,72 @@ static void micro_kernel(int64_t kc, const float *ap, const float *bp, float *c,
         if (rows > MR / 2) block_product(MR, 1, kc, ap, bp, acc);
         else block_product(MR / 2, 1, kc, ap, bp, acc);
     }
-    if (e->pitch) store_block_flat(acc, c, ldc, rows, cols, first, last, e, i0, j0);
-    else store_block(acc, c + j0, ldc, rows, cols, first, last, e, i0, j0);
 }
 
-/* A rows [0, M) of a row-major matrix into blocks of MR rows (zero rows past M). */
-static void pack_a_rows(const float *a, int64_t lda, int64_t M, int64_t K, float *ap, int64_t blk0, int64_t blk1) {
+/* The block (i0, j0) of C from its products acc (see store_block). */
+static void store(const float *acc, void *c, int64_t ldc, int rows, int cols, int first, int last, const Epilogue *e,
+                  int64_t i0, int64_t j0) {
+    if (e->pitch) store_block_flat(acc, c, ldc, rows, cols, first, last, e, i0, j0);
+    else store_block(acc, c, ldc, rows, cols, first, last, e, i0, j0);
+}
+
+static void micro_kernel(int64_t kc, const float *ap, const float *bp, void *c, int64_t ldc,
+                         int rows, int cols, int first, int last, const Epilogue *e,
+                         int64_t i0, int64_t j0) {
+    float acc[MR * NR] __attribute__((aligned(64)));
+    product(kc, ap, bp, rows, cols, acc);
+    store(acc, c, ldc, rows, cols, first, last, e, i0, j0);
+}
+
+/* A rows [0, M) of a row-major matrix into blocks of MR rows (zero rows past M); float16 rows
+   (half) converted a run of A_RUN at a time. */
+#define A_RUN 256
+static void pack_a_rows(const void *a, int half, int64_t lda, int64_t M, int64_t K, float *ap, int64_t blk0,
+                        int64_t blk1) {
     for (int64_t blk = blk0; blk < blk1; blk++) {
         float *d = ap + blk * K * MR;
         int64_t r0 = blk * MR;
-        for (int64_t k = 0; k < K; k++)
-            for (int i = 0; i < MR; i++)
-                d[k * MR + i] = r0 + i < M ? a[(r0 + i) * lda + k] : 0.0f;
+        if (!half) {
+            const float *af = a;
+            for (int64_t k = 0; k < K; k++)
+                for (int i = 0; i < MR; i++)
+                    d[k * MR + i] = r0 + i < M ? af[(r0 + i) * lda + k] : 0.0f;
+            continue;
+        }
+        float run[A_RUN] __attribute__((aligned(64)));
+        for (int64_t k0 = 0; k0 < K; k0 += A_RUN) {
+            int64_t kn = K - k0 < A_RUN ? K - k0 : A_RUN;
+            for (int i = 0; i < MR; i++) {
+                if (r0 + i < M) halves_to_floats(run, (const uint16_t *)a + (r0 + i) * lda + k0, kn);
+                else fill_floats(run, kn, 0.0f);
+                for (int64_t k = 0; k < kn; k++) d[(k0 + k) * MR + i] = run[k];
+            }
+        }
     }
 }
 
 /* One panel of B, rows [k0, k0 + kc), columns [j0, j0 + cols): d[k * NR + j] (zero past cols).
    A panel of consecutive noff (a plain matrix, a convolution's flat columns) is two vector copies
    per row; any other is gathered element by element. */
-static void pack_b_panel(const float *b, const int64_t *koff, const int64_t *noff, int64_t k0, int64_t kc,
+static void pack_b_panel(const void *b, int half, const int64_t *koff, const int64_t *noff, int64_t k0, int64_t kc,
                          int64_t j0, int cols, float *d) {
     const int64_t *no = noff + j0;
-    if (cols == NR && no[NR - 1] - no[0] == NR - 1) {  /* one run: two vector copies per row */
+    if (cols == NR && no[NR - 1] - no[0] == NR - 1) {  /* one run: two vector copies (conversions) per row */
         for (int64_t k = 0; k < kc; k++, d += NR) {
-            const float *src = b + koff[k0 + k] + no[0];
-            vstore(d, vload(src));
-            vstore(d + VL, vload(src + VL));
+            int64_t at = koff[k0 + k] + no[0];
+            vstore(d, vload_any(b, half, at));
+            vstore(d + VL, vload_any(b, half, at + VL));
         }
         return;
     }
     for (int64_t k = 0; k < kc; k++, d += NR) {
-        const float *src = b + koff[k0 + k];
-        for (int j = 0; j < cols; j++) d[j] = src[no[j]];
+        if (half) {
+            const uint16_t *src = (const uint16_t *)b + koff[k0 + k];
+            for (int j = 0; j < cols; j++) d[j] = half_to_float(src[no[j]]);
+        } else {
+            const float *src = (const float *)b + koff[k0 + k];
+            for (int j = 0; j < cols; j++) d[j] = src[no[j]];
+        }
         for (int j = cols; j < NR; j++) d[j] = 0.0f;
     }
 }
@@ -251,9 +312,12 @@ typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
     int64_t kc;  /* the blocks of K */
-    const float *a, *b, *bp;
+    const void *a, *b;  /* float16 when half & HALF_A, HALF_B */
+    const float *bp;
     const int64_t *koff, *noff;
-    float *a_packed, *c, *scratch;
+    float *a_packed, *scratch;
+    void *c;  /* float16 when e.half_c */
+    int half;
     Epilogue e;
 } Gemm;
 
@@ -261,18 +325,18 @@ static void pack_b_item(void *ctx, int64_t p, int slot) {
     Gemm *g = ctx;
     (void)slot;
     int cols = g->N - p * NR < NR ? (int)(g->N - p * NR) : NR;
-    pack_b_panel(g->b, g->koff, g->noff, 0, g->K, p * NR, cols, (float *)g->bp + p * g->K * NR);
+    pack_b_panel(g->b, g->half & HALF_B, g->koff, g->noff, 0, g->K, p * NR, cols, (float *)g->bp + p * g->K * NR);
 }
 
 static void pack_a_item(void *ctx, int64_t blk, int slot) {
     Gemm *g = ctx;
     (void)slot;
-    pack_a_rows(g->a, g->lda, g->M, g->K, g->a_packed, blk, blk + 1);
+    pack_a_rows(g->a, g->half & HALF_A, g->lda, g->M, g->K, g->a_packed, blk, blk + 1);
 }
 
 /* Weights, packed once at load (on the pool: a model's weights are ~100 MB to copy). */
 void ge_pack_a(const float *a, int64_t lda, int64_t M, int64_t K, float *ap, int threads) {
-    Gemm g = {.M = M, .K = K, .lda = lda, .a = a, .a_packed = ap};
+    Gemm g = {.M = M, .K = K, .lda = lda, .a = a, .a_packed = ap};  /* float32 */
     pool_run(pack_a_item, &g, (M + MR - 1) / MR, threads);
 }
 
@@ -303,7 +367,7 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                     int64_t j0 = p * NR;
                     int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
                     micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR,
-                                 g->c + i0 * g->ldc, g->ldc, rows, cols, first, last, &g->e, i0, j0);
+                                 g->c, g->ldc, rows, cols, first, last, &g->e, i0, j0);
                 }
             }
         } else {
@@ -311,11 +375,11 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 int64_t j0 = p * NR;
                 int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
                 const float *panel = g->bp ? g->bp + p * K * NR + k0 * NR : g->scratch + (int64_t)slot * KC * NR;
-                if (!g->bp) pack_b_panel(g->b, g->koff, g->noff, k0, kc, j0, cols, (float *)panel);
+                if (!g->bp) pack_b_panel(g->b, g->half & HALF_B, g->koff, g->noff, k0, kc, j0, cols, (float *)panel);
                 for (int64_t blk = blk0; blk < blk1; blk++) {
                     int64_t i0 = blk * MR;
                     int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c + i0 * g->ldc, g->ldc,
+                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c, g->ldc,
                                  rows, cols, first, last, &g->e, i0, j0);
                 }
             }
@@ -324,15 +388,46 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
     } while (k0 < K);
 }
 
+/* gemm_item for a float16 C over several blocks of K (B packed whole): per tile, the blocks' products
+   summed in float32 as store_block would have summed them in C, then stored once. */
+static void gemm_tiles_item(void *ctx, int64_t it, int slot) {
+    Gemm *g = ctx;
+    (void)slot;
+    int64_t group = it / g->chunks, ch = it % g->chunks, K = g->K;
+    int64_t blk0 = ch * g->chunk_blocks;
+    int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
+    int64_t p0 = group * g->group_panels;
+    int64_t p1 = p0 + g->group_panels < g->panels ? p0 + g->group_panels : g->panels;
+    float sum[MR * NR] __attribute__((aligned(64))), acc[MR * NR] __attribute__((aligned(64)));
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t j0 = p * NR;
+        int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
+        for (int64_t blk = blk0; blk < blk1; blk++) {
+            int64_t i0 = blk * MR;
+            int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+            for (int64_t k0 = 0; k0 < K; k0 += g->kc) {
+                int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
+                product(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR, rows, cols,
+                        k0 ? acc : sum);
+                if (k0)
+                    for (int t = 0; t < rows * NR; t += VL) vstore(sum + t, vload(acc + t) + vload(sum + t));
+            }
+            store(sum, g->c, g->ldc, rows, cols, 1, 1, &g->e, i0, j0);
+        }
+    }
+}
+
 void ge_gemm_args(const GemmArgs *args) {
     int64_t M = args->M, N = args->N, K = args->K;
     int threads = args->threads;
     const float *ap = args->ap, *bp = args->bp;
     float *ws = args->ws;
+    int half = args->half;
     Gemm g = {.M = M, .N = N, .K = K, .lda = args->lda, .ldc = args->ldc, .a = args->a, .b = args->b, .bp = bp,
               .koff = args->koff, .noff = args->noff, .a_packed = (float *)ap, .c = args->c, .scratch = ws,
+              .half = half,
               .e = {args->bias_m, args->bias_n, args->z, args->ldz, args->act, args->alpha,
-                    args->pitch, args->width}};
+                    args->pitch, args->width, !!(half & HALF_C), !!(half & HALF_BIAS)}};
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;
     if (threads < 1) threads = 1;
@@ -354,24 +449,26 @@ void ge_gemm_args(const GemmArgs *args) {
         g.scratch = ws + ge_packed_a_floats(M, K);
         pool_run(pack_a_item, &g, g.mblocks, threads);
     }
-    if (!bp && (g.chunks > 1 || g.few_panels)) {  /* pack B once, not once per chunk of rows */
-        g.bp = g.scratch;
-        pool_run(pack_b_item, &g, g.panels, threads);
-    }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
     int64_t kblocks = (K + KC - 1) / KC;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
-    pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
+    int tiles = g.e.half_c && kblocks > 1;  /* a float16 C is stored once: tiles summed over K (B packed whole) */
+    if (!bp && (g.chunks > 1 || g.few_panels || tiles)) {  /* pack B once, not once per chunk of rows */
+        g.bp = g.scratch;
+        pool_run(pack_b_item, &g, g.panels, threads);
+    }
+    pool_run(tiles ? gemm_tiles_item : gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks,
+             threads);
 }
 
 static void gemm_batch_item(void *ctx, int64_t i, int slot) {
     const GemmBatch *bt = ctx;
     GemmArgs g = bt->g;
-    g.a += bt->a_off ? bt->a_off[i] : 0;
-    g.b += bt->b_off ? bt->b_off[i] : 0;
-    g.c += bt->c_off ? bt->c_off[i] : 0;
-    if (g.bias_n && bt->bias_off) g.bias_n += bt->bias_off[i];
-    if (g.z && bt->z_off) g.z += bt->z_off[i];
+    g.a = advance(g.a, g.half & HALF_A, bt->a_off ? bt->a_off[i] : 0);
+    g.b = advance(g.b, g.half & HALF_B, bt->b_off ? bt->b_off[i] : 0);
+    g.c = (float *)advance(g.c, g.half & HALF_C, bt->c_off ? bt->c_off[i] : 0);
+    if (bt->bias_off) g.bias_n = advance(g.bias_n, g.half & HALF_BIAS, bt->bias_off[i]);
+    if (bt->z_off) g.z = advance(g.z, g.half & HALF_C, bt->z_off[i]);
     g.threads = 1;
     g.ws += slot * ge_workspace_floats(g.M, g.N, g.K, 1, 1, 1);
     ge_gemm_args(&g);

@@ -1,9 +1,12 @@
 /* conv.PhaseLayout.fill for 2-D inputs: the padded input split into its stride phases, ph[r0, r1,
 plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], zero outside x. Items are runs of
-planes (each source row is read once for all its phases); every element of a used phase is written. */
+planes (each source row is read once for all its phases); every element of a used phase is written.
+A float16 x (x_half) is converted a row at a time, as the row is laid out: the fill is the conversion
+of a convolution's input (depthwise.c reads x itself too, so its fills stay float32). */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
+#include "half.h"
 #include "phase_fill.h"
 
 
@@ -62,6 +65,7 @@ static inline void split_row(float *const d[2], const int64_t n[2], const float 
 NO_LIBCALLS void phase_fill_plane_into(const PhaseFill *f, int64_t plane, float *dst, int64_t phase_stride,
                                        int padding_zeroed) {
     const float *x = f->x + plane * f->h * f->w;
+    float widened[f->x_half ? f->w : 1];  /* a float16 row, converted (native.HALF_FILL_ROW floats at most) */
     int64_t lo[64], hi[64];  /* per r1 (s0 s1 <= 64): the q1 whose column lies inside x */
     for (int64_t r1 = 0; r1 < f->s1; r1++) {
         int64_t l = 0, h = f->sq1;
@@ -76,6 +80,10 @@ NO_LIBCALLS void phase_fill_plane_into(const PhaseFill *f, int64_t plane, float 
     for (int64_t hh = 0; hh < f->h; hh++, r0 = r0 + 1 == f->s0 ? 0 : r0 + 1, q0 += r0 == 0) {
         if (q0 >= f->sq0) break;
         const float *row = x + hh * f->w;
+        if (f->x_half) {
+            halves_to_floats(widened, (const uint16_t *)f->x + (plane * f->h + hh) * f->w, f->w);
+            row = widened;
+        }
         if (f->s1 == 2 && f->pb1 >= 0) {  /* column c = 2 i + e: phase r1 = (e + pb1) % 2, q1 = i + (e + pb1) / 2 */
             float *d[2] = {NULL, NULL};
             int64_t n[2] = {0, 0};

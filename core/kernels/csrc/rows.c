@@ -1,7 +1,9 @@
 /* Row-wise kernels (a transformer's LayerNormalization and Softmax over the last axis): rows of
 `cols` floats, items of ROWS_PER_ITEM rows. Statistics in float32 lanes, summed across lanes at
-the end of the row. */
+the end of the row. float16 rows (half) are converted into float32 a row at a time, computed as
+float32 rows are, and rounded once as they are stored (native.HALF_ROW_COLS floats at most). */
 #include "abi.h"
+#include "half.h"
 #include "pool.h"
 #include "simd.h"
 
@@ -61,8 +63,17 @@ static void rows_item(void *ctx, int64_t it, int slot) {
     const Rows *r = ctx;
     (void)slot;
     int64_t i1 = (it + 1) * ROWS_PER_ITEM < r->rows ? (it + 1) * ROWS_PER_ITEM : r->rows;
-    for (int64_t i = it * ROWS_PER_ITEM; i < i1; i++)
-        (r->softmax ? softmax_row : layer_norm_row)(r, r->x + i * r->cols, r->y + i * r->cols);
+    void (*row)(const Rows *, const float *, float *) = r->softmax ? softmax_row : layer_norm_row;
+    if (!r->half) {
+        for (int64_t i = it * ROWS_PER_ITEM; i < i1; i++) row(r, r->x + i * r->cols, r->y + i * r->cols);
+        return;
+    }
+    float xb[r->cols], yb[r->cols];
+    for (int64_t i = it * ROWS_PER_ITEM; i < i1; i++) {
+        halves_to_floats(xb, (const uint16_t *)r->x + i * r->cols, r->cols);
+        row(r, xb, yb);
+        floats_to_halves((uint16_t *)r->y + i * r->cols, yb, r->cols);
+    }
 }
 
 void ge_rows(const Rows *r) {

@@ -172,21 +172,45 @@ def test_epilogues_and_switches(load):
     assert fusion_switches({"UBFusion": {"fuse_elementwise": False}})[0] == {"fuse_elementwise"}
 
 
-def test_float16_chains_stay_separate_ops(tmp_path, load):
-    """A float16 chain is not fused: each op runs its float32 kernel between native conversions
-    (kernels/float16.py), faster than the chain's float16 numpy steps; the results are numpy's
-    float16 ops', rounded at every op."""
-    model = model_of([n("Add", ["x", "a"], ["t"]), n("Relu", ["t"], ["u"]), n("Mul", ["u", "b"], ["y"])],
-                     {"x": [4, 8]}, ["y"], {"a": w([8]).astype(np.float16), "b": w([8]).astype(np.float16)},
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+def test_float16_chains_fuse_with_each_ops_rounding(tmp_path, load, default_backend, plan):
+    """A float16 chain is one task: natively, float32 steps on float16 blocks (tails of the interpreter's
+    256-element blocks, broadcast operands, a NaN and an overflow to infinity), each step's result
+    rounded to float16; in numpy, numpy's float16 loops: both bit for bit the unfused ops' results."""
+    default_backend(plan)
+    half = lambda a: np.asarray(a).astype(np.float16)  # noqa: E731
+    model = model_of([n("Add", ["x", "a"], ["t"]), n("Relu", ["t"], ["u"]), n("Mul", ["u", "b"], ["v"]),
+                      n("Div", ["v", "c"], ["d"]), n("Sub", ["d", "x"], ["e"]), n("Clip", ["e", "lo", "hi"], ["y"])],
+                     {"x": [3, 301]}, ["y"], {"a": w([301]).astype(np.float16), "b": w([3, 1]).astype(np.float16),
+                                              "c": half(0.37), "lo": half(-2.5), "hi": half(60000)},
                      dtype=np.float16)
     g = load(model)
     optimize(g)
-    assert [node.op_type for node in g.nodes] == ["Add", "Mul"]  # the Relu is the Add's epilogue
+    assert [node.op_type for node in g.nodes] == ["FusedElementwise"]
     x = feeds_of(model, np.float16)["x"]
-    got, _ = run_ge(model, {"x": x}, tmp_path)
-    a, b = (onnx.numpy_helper.to_array(t) for t in model.graph.initializer)
-    expected = np.maximum(x + a, np.float16(0)) * b
-    assert got[0].dtype == np.float16 and np.array_equal(got[0].view(np.uint16), expected.view(np.uint16))
+    x[0, :3] = [np.nan, 30000, -7]
+    got, plans = run_ge(model, {"x": x}, tmp_path)
+    (task,) = plans
+    assert task.kernel.native == (plan == "native")
+    a, b, c, lo, hi = (onnx.numpy_helper.to_array(t) for t in model.graph.initializer)
+    with np.errstate(all="ignore"):
+        expected = np.clip((np.maximum(x + a, np.float16(0)) * b) / c - x, lo, hi)
+    assert got[0].dtype == np.float16
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(expected))
+    ok = ~np.isnan(expected)
+    assert np.array_equal(got[0].view(np.uint16)[ok], expected.view(np.uint16)[ok])
+    unfused, plans = run_ge(model, {"x": x}, tmp_path, "unfused", fusion_switch_file=_switch(tmp_path, "fuse_elementwise"))
+    assert "FusedElementwise" not in [p.kernel.op_type for p in plans]
+    assert np.array_equal(got[0].view(np.uint16)[ok], unfused[0].view(np.uint16)[ok])
+
+
+def test_float16_formulas_stay_separate_ops(load):
+    """A float16 op whose kernel converts blocks into workspace (Sigmoid's formula) joins no chain."""
+    model = model_of([n("Add", ["x", "a"], ["t"]), n("Sigmoid", ["t"], ["y"])], {"x": [4, 8]}, ["y"],
+                     {"a": w([8]).astype(np.float16)}, dtype=np.float16)
+    g = load(model)
+    optimize(g)
+    assert [node.op_type for node in g.nodes] == ["Add", "Sigmoid"]
 
 
 def test_precision_mode_lowers_ops_before_fusing(tmp_path):
