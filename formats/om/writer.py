@@ -15,7 +15,7 @@ from ge.core.dynamic_model import DynamicModel
 from ge.core.errors import FormatError
 from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, WeightLayout
 
-from ..atomic import write_atomically
+from ..atomic import EarlyWriteback, write_atomically
 from . import reader
 from .checksum import body_digest, sha256
 from .encode import Unencodable, as_attr_map, as_dtype, as_int, as_shape, as_str
@@ -55,10 +55,11 @@ def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
 
     def write(f) -> None:
         f.write(placeholder)
-        digest = body_digest()
+        digest, writeback = body_digest(), EarlyWriteback(f)
         for piece in pieces:
             digest.update(piece)  # first: its reads fault a mapped weight's pages in, so that write() below
             f.write(piece)  # copies without faulting, in whole large folios (see the docstring)
+            writeback.wrote()
         f.flush()
         os.pwrite(f.fileno(), sign(digest.digest()), 0)
 
