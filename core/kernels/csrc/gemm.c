@@ -239,6 +239,24 @@ static void pack_b_panel(const float *b, const int64_t *koff, const int64_t *nof
         }
         return;
     }
+    if (cols == NR && kc >= VL && koff[k0 + kc - 1] - koff[k0] == kc - 1) {
+        /* a transposed matrix (attention's K^T: each column a run of K): VL x VL blocks read as
+           runs of each column, transposed in registers */
+        const float *src = b + koff[k0];
+        int64_t k = 0;
+        for (; k + VL <= kc; k += VL)
+            for (int j0 = 0; j0 < NR; j0 += VL) {
+                vec r[VL];
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) r[j] = vload(src + no[j0 + j] + k);
+                transpose_blocks(r, VL);
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; i++) vstore(d + (k + i) * NR + j0, r[i]);
+            }
+        for (; k < kc; k++)
+            for (int j = 0; j < NR; j++) d[k * NR + j] = src[no[j] + k];
+        return;
+    }
     for (int64_t k = 0; k < kc; k++, d += NR) {
         const float *src = b + koff[k0 + k];
         for (int j = 0; j < cols; j++) d[j] = src[no[j]];
@@ -303,17 +321,17 @@ typedef struct {
     Epilogue e;
 } Gemm;
 
-/* Rows of activations times packed weights (a MatMul's A @ W, a transformer's layers): with a K of
-at most WHOLE_K, A is read in place, never packed, and K is one block, so C is written once. (A
-packed per call was 3-4% of ViT's 197 x 768 x 768 products; K = 768 in two blocks of 384 cost
-another 3-5% at N = 3072.) Not when A's rows are a multiple of 4 KB apart: the block's 12 rows
-would fall into one set of the L1 cache, and its 8 ways do not hold them (K = 1024 and 2048 measured
-5% slower in place). */
+/* A raw A is read in place, never packed, where the product is rows of activations: times packed
+weights (a MatMul's A @ W, a transformer's layers) or one of a batch (attention's Q K^T and P V),
+with a K of at most WHOLE_K, which is then one block, so C is written once. (A packed per call was
+3-4% of ViT's 197 x 768 x 768 products and a fifth of attention's; K = 768 in two blocks of 384 cost
+another 3-5% at N = 3072.) Not when A's rows are a multiple of 4 KB apart: the block's 12 rows fall
+into one set of the L1 cache, whose 8 ways do not hold them (rows 8 KB and 12 KB apart measured 5%
+slower in place). */
 #define WHOLE_K 1024
-static int a_in_place(const Gemm *g, const float *ap, const float *bp) {
-    return !ap && bp && !g->few_panels && g->K <= WHOLE_K && (g->lda * 4) % 4096 != 0;
+static int a_in_place(const Gemm *g, const float *ap, int rows_of_activations) {
+    return !ap && rows_of_activations && g->K <= WHOLE_K && (g->lda * 4) % 4096 != 0;
 }
-
 
 static void pack_b_item(void *ctx, int64_t p, int slot) {
     Gemm *g = ctx;
@@ -360,7 +378,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 for (int64_t p = p0; p < p1; p++) {
                     int64_t j0 = p * NR;
                     int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
-                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, NULL, 0, g->bp + p * K * NR + k0 * NR,
+                    const float *ab = g->a_packed ? g->a_packed + blk * K * MR + k0 * MR : NULL;
+                    micro_kernel(kc, ab, g->a + i0 * g->lda + k0, g->lda, g->bp + p * K * NR + k0 * NR,
                                  g->c + i0 * g->ldc, g->ldc, rows, cols, first, last, &g->e, i0, j0);
                 }
             }
@@ -383,7 +402,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
     } while (k0 < K);
 }
 
-void ge_gemm_args(const GemmArgs *args) {
+/* in_place_ok: A is rows of activations (see a_in_place) */
+static void gemm_run(const GemmArgs *args, int in_place_ok) {
     int64_t M = args->M, N = args->N, K = args->K;
     int threads = args->threads;
     const float *ap = args->ap, *bp = args->bp;
@@ -408,7 +428,7 @@ void ge_gemm_args(const GemmArgs *args) {
         g.chunks = g.mblocks, g.chunk_blocks = 1;
     }
     if (g.few_panels) g.group_panels = g.panels;
-    int in_place = a_in_place(&g, ap, bp);
+    int in_place = a_in_place(&g, ap, in_place_ok);
     if (!ap && !in_place) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
@@ -424,6 +444,8 @@ void ge_gemm_args(const GemmArgs *args) {
     pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
 }
 
+void ge_gemm_args(const GemmArgs *args) { gemm_run(args, args->bp != NULL); }
+
 static void gemm_batch_item(void *ctx, int64_t i, int slot) {
     const GemmBatch *bt = ctx;
     GemmArgs g = bt->g;
@@ -434,7 +456,7 @@ static void gemm_batch_item(void *ctx, int64_t i, int slot) {
     if (g.z && bt->z_off) g.z += bt->z_off[i];
     g.threads = 1;
     g.ws += slot * ge_workspace_floats(g.M, g.N, g.K, 1, 1, 1);
-    ge_gemm_args(&g);
+    gemm_run(&g, 1);
 }
 
 void ge_gemm_batch(const GemmBatch *bt) {
