@@ -150,51 +150,30 @@ static inline __attribute__((always_inline)) void block_product(const int R, con
     for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
 }
 
-/* block_product with A read in place: the block's rows of a (rows apart by lda, unit stride in K)
-from its column k0, where the packed A of block_product is missing. Rows past `rows` (a tail block)
-read the last valid row again (their sums are not stored). Three rows per base pointer: the loads
-are base[q][k], base[q][k + lda], base[q][k + 2 lda], so the loop needs R / 3 pointers and two
-offsets, not R pointers. */
-static inline __attribute__((always_inline)) void block_product_rows(const int R, const int V, int64_t kc,
-                                                                     const float *a, int64_t lda, int rows,
-                                                                     const float *bp, float *acc) {
+/* block_product with A read in place: a whole block of MR rows of a (rows lda apart, unit stride
+in K; a tail block of rows comes packed). Three rows per base pointer, read at base[q][k],
+base[q][k + lda] and base[q][k + 2 lda]: MR / 3 pointers and one stride, where MR pointers would
+not fit the general registers beside the loop's own. */
+static inline __attribute__((always_inline)) void block_product_rows(const int V, int64_t kc, const float *a,
+                                                                     int64_t lda, const float *bp, float *acc) {
     vec acc0[MR], acc1[MR];
     const float *base[(MR + 2) / 3];
-    int64_t o1[(MR + 2) / 3], o2[(MR + 2) / 3];
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
+    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (vec){0};
 #pragma GCC unroll 16
-    for (int q = 0; q < (R + 2) / 3; q++) {
-        base[q] = a + (3 * q < rows ? 3 * q : rows - 1) * lda;
-        o1[q] = 3 * q + 1 < rows ? lda : 0;
-        o2[q] = 3 * q + 2 < rows ? 2 * lda : 0;
-    }
+    for (int q = 0; q < (MR + 2) / 3; q++) base[q] = a + 3 * q * lda;
     for (int64_t k = 0; k < kc; k++, bp += NR) {
         vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
 #pragma GCC unroll 16
-        for (int q = 0; q < (R + 2) / 3; q++) {
-            float x0 = base[q][k];
-            acc0[3 * q] += x0 * b0;
-            if (V == 2) acc1[3 * q] += x0 * b1;
-            if (3 * q + 1 < R) {
-                float x1 = base[q][k + o1[q]];
-                acc0[3 * q + 1] += x1 * b0;
-                if (V == 2) acc1[3 * q + 1] += x1 * b1;
-            }
-            if (3 * q + 2 < R) {
-                float x2 = base[q][k + o2[q]];
-                acc0[3 * q + 2] += x2 * b0;
-                if (V == 2) acc1[3 * q + 2] += x2 * b1;
-            }
+        for (int i = 0; i < MR; i++) {
+            float x = base[i / 3][k + i % 3 * lda];
+            acc0[i] += x * b0;
+            if (V == 2) acc1[i] += x * b1;
         }
     }
 #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
+    for (int i = 0; i < MR; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
 }
-
-/* The product of a block: from packed A (ap), or from A in place (a, lda) when ap is NULL. */
-#define BLOCK_PRODUCT(R, V) (ap ? block_product(R, V, kc, ap, bp, acc) \
-                                : block_product_rows(R, V, kc, a, lda, rows, bp, acc))
 
 /* One block of MR rows x NR columns of C (c: the block's first row; j0: its first column). A tail block of rows runs a shorter product (64 rows are
    5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product. */
@@ -202,13 +181,16 @@ static void micro_kernel(int64_t kc, const float *ap, const float *a, int64_t ld
                          int64_t ldc, int rows, int cols, int first, int last, const Epilogue *e,
                          int64_t i0, int64_t j0) {
     float acc[MR * NR] __attribute__((aligned(64)));
-    if (cols > VL) {
-        if (rows > 2 * MR / 3) BLOCK_PRODUCT(MR, 2);
-        else if (rows > MR / 3) BLOCK_PRODUCT(2 * MR / 3, 2);
-        else BLOCK_PRODUCT(MR / 3, 2);
+    if (!ap) {  /* A in place: a whole block of rows */
+        if (cols > VL) block_product_rows(2, kc, a, lda, bp, acc);
+        else block_product_rows(1, kc, a, lda, bp, acc);
+    } else if (cols > VL) {
+        if (rows > 2 * MR / 3) block_product(MR, 2, kc, ap, bp, acc);
+        else if (rows > MR / 3) block_product(2 * MR / 3, 2, kc, ap, bp, acc);
+        else block_product(MR / 3, 2, kc, ap, bp, acc);
     } else {
-        if (rows > MR / 2) BLOCK_PRODUCT(MR, 1);
-        else BLOCK_PRODUCT(MR / 2, 1);
+        if (rows > MR / 2) block_product(MR, 1, kc, ap, bp, acc);
+        else block_product(MR / 2, 1, kc, ap, bp, acc);
     }
     if (e->pitch) store_block_flat(acc, c, ldc, rows, cols, first, last, e, i0, j0);
     else store_block(acc, c + j0, ldc, rows, cols, first, last, e, i0, j0);
@@ -314,6 +296,7 @@ static int sweep_rows(int64_t M, int64_t N, int64_t K) {
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
+    int in_place;  /* A's whole blocks of rows read in place (a_in_place), its tail block packed */
     int64_t kc;  /* the blocks of K */
     const float *a, *b, *bp;
     const int64_t *koff, *noff;
@@ -378,7 +361,7 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 for (int64_t p = p0; p < p1; p++) {
                     int64_t j0 = p * NR;
                     int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
-                    const float *ab = g->a_packed ? g->a_packed + blk * K * MR + k0 * MR : NULL;
+                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
                     micro_kernel(kc, ab, g->a + i0 * g->lda + k0, g->lda, g->bp + p * K * NR + k0 * NR,
                                  g->c + i0 * g->ldc, g->ldc, rows, cols, first, last, &g->e, i0, j0);
                 }
@@ -392,7 +375,7 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 for (int64_t blk = blk0; blk < blk1; blk++) {
                     int64_t i0 = blk * MR;
                     int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-                    const float *ab = g->a_packed ? g->a_packed + blk * K * MR + k0 * MR : NULL;
+                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
                     micro_kernel(kc, ab, g->a + i0 * g->lda + k0, g->lda, panel, g->c + i0 * g->ldc, g->ldc,
                                  rows, cols, first, last, &g->e, i0, j0);
                 }
@@ -428,18 +411,19 @@ static void gemm_run(const GemmArgs *args, int in_place_ok) {
         g.chunks = g.mblocks, g.chunk_blocks = 1;
     }
     if (g.few_panels) g.group_panels = g.panels;
-    int in_place = a_in_place(&g, ap, in_place_ok);
-    if (!ap && !in_place) {
+    g.in_place = a_in_place(&g, ap, in_place_ok);
+    if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
-        pool_run(pack_a_item, &g, g.mblocks, threads);
+        if (!g.in_place) pool_run(pack_a_item, &g, g.mblocks, threads);
+        else if (M % MR) pack_a_item(&g, g.mblocks - 1, 0);  /* in place reads whole blocks: the tail is packed */
     }
     if (!bp && (g.chunks > 1 || g.few_panels)) {  /* pack B once, not once per chunk of rows */
         g.bp = g.scratch;
         pool_run(pack_b_item, &g, g.panels, threads);
     }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
-    int64_t kblocks = in_place ? 1 : (K + KC - 1) / KC;
+    int64_t kblocks = g.in_place ? 1 : (K + KC - 1) / KC;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
 }
