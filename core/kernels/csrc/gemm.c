@@ -312,8 +312,13 @@ another 3-5% at N = 3072.) Not when A's rows are a multiple of 4 KB apart: the b
 into one set of the L1 cache, whose 8 ways do not hold them (rows 8 KB and 12 KB apart measured 5%
 slower in place). */
 #define WHOLE_K 1024
-static int a_in_place(const Gemm *g, const float *ap, int rows_of_activations) {
-    return !ap && rows_of_activations && g->K <= WHOLE_K && (g->lda * 4) % 4096 != 0;
+/* Products with packed weights take K in one block up to this (C written once; the panel of B,
+   K x NR floats, stays in L2 across the blocks of rows): ViT's and BERT's 3072 -> 768 products 3-5%
+   faster than in blocks of 615 */
+#define WEIGHTS_WHOLE_K 4096
+static int a_in_place(const Gemm *g, const float *ap, const float *bp, int rows_of_activations) {
+    /* (a gathered B's panels have KC rows of room in the workspace: K is one block up to KC there) */
+    return !ap && rows_of_activations && g->K <= (bp ? WHOLE_K : KC) && (g->lda * 4) % 4096 != 0;
 }
 
 static void pack_b_item(void *ctx, int64_t p, int slot) {
@@ -411,7 +416,7 @@ static void gemm_run(const GemmArgs *args, int in_place_ok) {
         g.chunks = g.mblocks, g.chunk_blocks = 1;
     }
     if (g.few_panels) g.group_panels = g.panels;
-    g.in_place = a_in_place(&g, ap, in_place_ok);
+    g.in_place = a_in_place(&g, ap, bp, in_place_ok);
     if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
@@ -423,7 +428,7 @@ static void gemm_run(const GemmArgs *args, int in_place_ok) {
         pool_run(pack_b_item, &g, g.panels, threads);
     }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
-    int64_t kblocks = g.in_place ? 1 : (K + KC - 1) / KC;
+    int64_t kblocks = g.in_place || (bp && !ap && K <= WEIGHTS_WHOLE_K) ? 1 : (K + KC - 1) / KC;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     pool_run(gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks, threads);
 }
