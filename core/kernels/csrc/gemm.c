@@ -17,14 +17,16 @@ Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i])
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
 Work: items (a group of adjacent panels, a chunk of rows) claimed one by one by the threads of
 pool.h, each over K split evenly into blocks of at most KC: per block and panel, pack the panel
-(when gathered; a run of NR floats per row is two vector copies) into the thread's scratch, then
+(when gathered; a run of NR floats per row is two vector copies, a transposed matrix's VL x VL
+register transposes) into the thread's scratch, then
 run the micro-kernel over the chunk's blocks of MR rows (with few panels and many rows, blocks of
 rows go outermost over B packed whole, so each block of weights is read once). An item owns its
 block of C through all of K, so one GEMM is one job of the pool: no barrier per block of K, and
 enough items (ITEMS_PER_THREAD) that a thread finishing early has one to take. (Reading B's rows in
 place, unpacked, measured slower: the hardware prefetcher follows one packed stream, not a row
-pointer per step.) The caller's workspace
-holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
+pointer per step. A raw A of activations is another matter: its whole blocks of rows are read in
+place where K is short enough to be one block, see a_in_place.) The caller's workspace holds the
+packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
 Vector code through GCC/Clang vector extensions (simd.h): one source for AVX-512, AVX2 and NEON, tile
 sizes chosen by the register file the compiler targets (the level's -march: setup.py builds one library per level). */
