@@ -17,14 +17,16 @@ Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i])
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
 Work: items (a group of adjacent panels, a chunk of rows) claimed one by one by the threads of
 pool.h, each over K split evenly into blocks of at most KC: per block and panel, pack the panel
-(when gathered; a run of NR floats per row is two vector copies) into the thread's scratch, then
+(when gathered; a run of NR floats per row is two vector copies, a transposed matrix's VL x VL
+register transposes) into the thread's scratch, then
 run the micro-kernel over the chunk's blocks of MR rows (with few panels and many rows, blocks of
 rows go outermost over B packed whole, so each block of weights is read once). An item owns its
 block of C through all of K, so one GEMM is one job of the pool: no barrier per block of K, and
 enough items (ITEMS_PER_THREAD) that a thread finishing early has one to take. (Reading B's rows in
 place, unpacked, measured slower: the hardware prefetcher follows one packed stream, not a row
-pointer per step.) The caller's workspace
-holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
+pointer per step. A raw A of activations is another matter: its whole blocks of rows are read in
+place where K is short enough to be one block, see a_in_place.) The caller's workspace holds the
+packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
 float16 operands (GemmArgs.half, abi.h's HALF_*): A's raw rows and B's gathered values are converted
 as they are packed, Z and a per-column bias as they are added, C rounded as it is stored, after the
@@ -180,10 +182,39 @@ static inline __attribute__((always_inline)) void block_product(const int R, con
     for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
 }
 
+/* block_product with A read in place: a whole block of MR rows of a (rows lda apart, unit stride
+in K; a tail block of rows comes packed). Three rows per base pointer, read at base[q][k],
+base[q][k + lda] and base[q][k + 2 lda]: MR / 3 pointers and one stride, where MR pointers would
+not fit the general registers beside the loop's own. */
+static inline __attribute__((always_inline)) void block_product_rows(const int V, int64_t kc, const float *a,
+                                                                     int64_t lda, const float *bp, float *acc) {
+    vec acc0[MR], acc1[MR];
+    const float *base[(MR + 2) / 3];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (vec){0};
+#pragma GCC unroll 16
+    for (int q = 0; q < (MR + 2) / 3; q++) base[q] = a + 3 * q * lda;
+    for (int64_t k = 0; k < kc; k++, bp += NR) {
+        vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            float x = base[i / 3][k + i % 3 * lda];
+            acc0[i] += x * b0;
+            if (V == 2) acc1[i] += x * b1;
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
+}
+
 /* One block of MR rows x NR columns of C (c: the block's first row; j0: its first column). A tail block of rows runs a shorter product (64 rows are
    5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product. */
-static void product(int64_t kc, const float *ap, const float *bp, int rows, int cols, float *acc) {
-    if (cols > VL) {
+static void product(int64_t kc, const float *ap, const float *a, int64_t lda, const float *bp, int rows, int cols,
+                    float *acc) {
+    if (!ap) {  /* A in place: a whole block of rows */
+        if (cols > VL) block_product_rows(2, kc, a, lda, bp, acc);
+        else block_product_rows(1, kc, a, lda, bp, acc);
+    } else if (cols > VL) {
         if (rows > 2 * MR / 3) block_product(MR, 2, kc, ap, bp, acc);
         else if (rows > MR / 3) block_product(2 * MR / 3, 2, kc, ap, bp, acc);
         else block_product(MR / 3, 2, kc, ap, bp, acc);
@@ -200,11 +231,11 @@ static void store(const float *acc, void *c, int64_t ldc, int rows, int cols, in
     else store_block(acc, c, ldc, rows, cols, first, last, e, i0, j0);
 }
 
-static void micro_kernel(int64_t kc, const float *ap, const float *bp, void *c, int64_t ldc,
-                         int rows, int cols, int first, int last, const Epilogue *e,
+static void micro_kernel(int64_t kc, const float *ap, const float *a, int64_t lda, const float *bp, void *c,
+                         int64_t ldc, int rows, int cols, int first, int last, const Epilogue *e,
                          int64_t i0, int64_t j0) {
     float acc[MR * NR] __attribute__((aligned(64)));
-    product(kc, ap, bp, rows, cols, acc);
+    product(kc, ap, a, lda, bp, rows, cols, acc);
     store(acc, c, ldc, rows, cols, first, last, e, i0, j0);
 }
 
@@ -247,6 +278,24 @@ static void pack_b_panel(const void *b, int half, const int64_t *koff, const int
             vstore(d, vload_any(b, half, at));
             vstore(d + VL, vload_any(b, half, at + VL));
         }
+        return;
+    }
+    if (!half && cols == NR && kc >= VL && koff[k0 + kc - 1] - koff[k0] == kc - 1) {
+        /* a transposed float32 matrix (attention's K^T: each column a run of K): VL x VL blocks read
+           as runs of each column, transposed in registers */
+        const float *src = (const float *)b + koff[k0];
+        int64_t k = 0;
+        for (; k + VL <= kc; k += VL)
+            for (int j0 = 0; j0 < NR; j0 += VL) {
+                vec r[VL];
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) r[j] = vload(src + no[j0 + j] + k);
+                transpose_blocks(r, VL);
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; i++) vstore(d + (k + i) * NR + j0, r[i]);
+            }
+        for (; k < kc; k++)
+            for (int j = 0; j < NR; j++) d[k * NR + j] = src[no[j] + k];
         return;
     }
     for (int64_t k = 0; k < kc; k++, d += NR) {
@@ -311,6 +360,7 @@ static int sweep_rows(int64_t M, int64_t N, int64_t K) {
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
+    int in_place;  /* A's whole blocks of rows read in place (a_in_place), its tail block packed */
     int64_t kc;  /* the blocks of K */
     const void *a, *b;  /* float16 when half & HALF_A, HALF_B */
     const float *bp;
@@ -320,6 +370,29 @@ typedef struct {
     int half;
     Epilogue e;
 } Gemm;
+
+/* A raw A is read in place, never packed, where the product is rows of activations: times packed
+weights (a MatMul's A @ W, a transformer's layers) or one of a batch (attention's Q K^T and P V),
+with a K of at most WHOLE_K, which is then one block, so C is written once. (A packed per call was
+3-4% of ViT's 197 x 768 x 768 products and a fifth of attention's; K = 768 in two blocks of 384 cost
+another 3-5% at N = 3072.) Not when A's rows are a multiple of 4 KB apart: the block's 12 rows fall
+into one set of the L1 cache, whose 8 ways do not hold them (rows 8 KB and 12 KB apart measured 5%
+slower in place). */
+#define WHOLE_K 1024
+/* Products with packed weights take K in one block up to this (C written once; the panel of B,
+   K x NR floats, stays in L2 across the blocks of rows): ViT's and BERT's 3072 -> 768 products 3-5%
+   faster than in blocks of 615 */
+#define WEIGHTS_WHOLE_K 4096
+static int a_in_place(const Gemm *g, const float *ap, const float *bp, int rows_of_activations) {
+    /* (a gathered B's panels have KC rows of room in the workspace: K is one block up to KC there) */
+    return !ap && rows_of_activations && !(g->half & HALF_A) && g->K <= (bp ? WHOLE_K : KC)
+           && (g->lda * 4) % 4096 != 0;
+}
+
+/* The block of rows at (i0, k0) of a float32 A read in place (NULL where A is packed) */
+static const float *in_place_rows(const Gemm *g, int64_t i0, int64_t k0) {
+    return g->in_place ? (const float *)g->a + i0 * g->lda + k0 : NULL;
+}
 
 static void pack_b_item(void *ctx, int64_t p, int slot) {
     Gemm *g = ctx;
@@ -366,7 +439,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 for (int64_t p = p0; p < p1; p++) {
                     int64_t j0 = p * NR;
                     int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
-                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR,
+                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
+                    micro_kernel(kc, ab, in_place_rows(g, i0, k0), g->lda, g->bp + p * K * NR + k0 * NR,
                                  g->c, g->ldc, rows, cols, first, last, &g->e, i0, j0);
                 }
             }
@@ -379,7 +453,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 for (int64_t blk = blk0; blk < blk1; blk++) {
                     int64_t i0 = blk * MR;
                     int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c, g->ldc,
+                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
+                    micro_kernel(kc, ab, in_place_rows(g, i0, k0), g->lda, panel, g->c, g->ldc,
                                  rows, cols, first, last, &g->e, i0, j0);
                 }
             }
@@ -407,7 +482,7 @@ static void gemm_tiles_item(void *ctx, int64_t it, int slot) {
             int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
             for (int64_t k0 = 0; k0 < K; k0 += g->kc) {
                 int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
-                product(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR, rows, cols,
+                product(kc, g->a_packed + blk * K * MR + k0 * MR, NULL, 0, g->bp + p * K * NR + k0 * NR, rows, cols,
                         k0 ? acc : sum);
                 if (k0)
                     for (int t = 0; t < rows * NR; t += VL) vstore(sum + t, vload(acc + t) + vload(sum + t));
@@ -417,7 +492,8 @@ static void gemm_tiles_item(void *ctx, int64_t it, int slot) {
     }
 }
 
-void ge_gemm_args(const GemmArgs *args) {
+/* in_place_ok: A is rows of activations (see a_in_place) */
+static void gemm_run(const GemmArgs *args, int in_place_ok) {
     int64_t M = args->M, N = args->N, K = args->K;
     int threads = args->threads;
     const float *ap = args->ap, *bp = args->bp;
@@ -444,13 +520,15 @@ void ge_gemm_args(const GemmArgs *args) {
         g.chunks = g.mblocks, g.chunk_blocks = 1;
     }
     if (g.few_panels) g.group_panels = g.panels;
+    g.in_place = a_in_place(&g, ap, bp, in_place_ok);
     if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
-        pool_run(pack_a_item, &g, g.mblocks, threads);
+        if (!g.in_place) pool_run(pack_a_item, &g, g.mblocks, threads);
+        else if (M % MR) pack_a_item(&g, g.mblocks - 1, 0);  /* in place reads whole blocks: the tail is packed */
     }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
-    int64_t kblocks = (K + KC - 1) / KC;
+    int64_t kblocks = g.in_place || (bp && !ap && K <= WEIGHTS_WHOLE_K) ? 1 : (K + KC - 1) / KC;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     int tiles = g.e.half_c && kblocks > 1;  /* a float16 C is stored once: tiles summed over K (B packed whole) */
     if (!bp && (g.chunks > 1 || g.few_panels || tiles)) {  /* pack B once, not once per chunk of rows */
@@ -460,6 +538,8 @@ void ge_gemm_args(const GemmArgs *args) {
     pool_run(tiles ? gemm_tiles_item : gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks,
              threads);
 }
+
+void ge_gemm_args(const GemmArgs *args) { gemm_run(args, args->bp != NULL); }
 
 static void gemm_batch_item(void *ctx, int64_t i, int slot) {
     const GemmBatch *bt = ctx;
@@ -471,7 +551,7 @@ static void gemm_batch_item(void *ctx, int64_t i, int slot) {
     if (bt->z_off) g.z = advance(g.z, g.half & HALF_C, bt->z_off[i]);
     g.threads = 1;
     g.ws += slot * ge_workspace_floats(g.M, g.N, g.K, 1, 1, 1);
-    ge_gemm_args(&g);
+    gemm_run(&g, 1);
 }
 
 void ge_gemm_batch(const GemmBatch *bt) {
