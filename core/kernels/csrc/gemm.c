@@ -10,7 +10,8 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   B: B[k, n] = b[koff[k] + noff[n]], or prepacked by ge_pack_b (weights);
   C: row-major (c, ldc), or a convolution's output seen through flat columns (pitch, width: the
   GEMM's column n is Y's column (n / pitch) * width + n % pitch, dropped when n % pitch >= width);
-  Z (optional, the layout of C, ldz) is added before the activation;
+  Z (optional, the layout of C, ldz) is added with the first block of K's products (alpha 1), else before
+  the activation; Z may be C itself (alpha 1: C is then added onto, from the first block of K);
   bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation `act` is one of abi.h's
   (Relu, Clip, Gelu, HardSigmoid, HardSwish, Sigmoid, Swish, LeakyRelu) or none.
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
@@ -49,6 +50,9 @@ typedef struct {
        column n of C is Y's column (n / pitch) * width + n % pitch when n % pitch < width, else
        dropped; 0: C is plain */
     int64_t pitch, width;
+    /* Z is added with the first block of K (before the bias: the order is the same whether Y is written
+       over Z or not, so both give the same bits); only with alpha 1, else with the last block */
+    int z_first;
 } Epilogue;
 
 /* The vector at src + at of a row of `cols` valid floats (zeros past them). */
@@ -72,18 +76,18 @@ static void store_block(const float *acc, float *c, int64_t ldc, int rows, int c
         float *cr = c + i * ldc;
         vec v0 = vload(src), v1 = vload(src + VL);
         float *dst = cols == NR ? cr : tmp;  /* a partial panel goes through a full-width buffer */
+        const float *zr = e->z && (e->z_first ? first : last) ? e->z + (i0 + i) * e->ldz + j0 : NULL;
         if (!first) {
             if (dst == tmp) memcpy(tmp, cr, (size_t)cols * 4);
             v0 += vload(dst); v1 += vload(dst + VL);
+        } else if (zr && e->z_first) {
+            v0 += load_cols(zr, cols, 0), v1 += load_cols(zr, cols, VL);
         }
         if (last) {
             if (e->alpha != 1.0f) { v0 *= e->alpha; v1 *= e->alpha; }
             if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
             if (e->bias_n) v0 += load_cols(e->bias_n + j0, cols, 0), v1 += load_cols(e->bias_n + j0, cols, VL);
-            if (e->z) {
-                const float *zr = e->z + (i0 + i) * e->ldz + j0;
-                v0 += load_cols(zr, cols, 0), v1 += load_cols(zr, cols, VL);
-            }
+            if (zr && !e->z_first) v0 += load_cols(zr, cols, 0), v1 += load_cols(zr, cols, VL);
             activate(e, &v0, &v1);
         }
         vstore(dst, v0); vstore(dst + VL, v1);
@@ -111,18 +115,21 @@ static void store_block_flat(const float *acc, float *c, int64_t ldc, int rows, 
     for (int i = 0; i < rows; i++) {
         float *cr = c + i * ldc;
         vec v0 = vload(acc + i * NR), v1 = vload(acc + i * NR + VL);
+        int add_z = e->z && (e->z_first ? first : last);
+        if (add_z) {
+            const float *zr = e->z + (i0 + i) * e->ldz;
+            for (int r = 0; r < runs; r++) copy_floats(zt + run_at[r], zr + run_to[r], run_n[r]);
+        }
         if (!first) {
             for (int r = 0; r < runs; r++) copy_floats(tmp + run_at[r], cr + run_to[r], run_n[r]);
             v0 += vload(tmp), v1 += vload(tmp + VL);  /* lanes outside the runs: dropped */
+        } else if (add_z && e->z_first) {
+            v0 += vload(zt), v1 += vload(zt + VL);
         }
         if (last) {
             if (e->alpha != 1.0f) { v0 *= e->alpha; v1 *= e->alpha; }
             if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
-            if (e->z) {
-                const float *zr = e->z + (i0 + i) * e->ldz;
-                for (int r = 0; r < runs; r++) copy_floats(zt + run_at[r], zr + run_to[r], run_n[r]);
-                v0 += vload(zt), v1 += vload(zt + VL);
-            }
+            if (add_z && !e->z_first) v0 += vload(zt), v1 += vload(zt + VL);
             activate(e, &v0, &v1);
         }
         vstore(tmp, v0), vstore(tmp + VL, v1);
@@ -250,6 +257,7 @@ static int sweep_rows(int64_t M, int64_t N, int64_t K) {
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
+    int onto_c;  /* C holds Z (written over it): every block of K adds onto C, Z is not added again */
     int64_t kc;  /* the blocks of K */
     const float *a, *b, *bp;
     const int64_t *koff, *noff;
@@ -294,7 +302,7 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
     int64_t k0 = 0;
     do {  /* K = 0 still runs once: C = the epilogue of zero */
         int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
-        int first = k0 == 0, last = k0 + kc >= K;
+        int first = k0 == 0 && !g->onto_c, last = k0 + kc >= K;
         if (g->few_panels) {  /* few columns, many rows: each block of A (weights) is read once per block of K */
             for (int64_t blk = blk0; blk < blk1; blk++) {
                 int64_t i0 = blk * MR;
@@ -333,6 +341,11 @@ void ge_gemm_args(const GemmArgs *args) {
               .koff = args->koff, .noff = args->noff, .a_packed = (float *)ap, .c = args->c, .scratch = ws,
               .e = {args->bias_m, args->bias_n, args->z, args->ldz, args->act, args->alpha,
                     args->pitch, args->width}};
+    g.e.z_first = g.e.alpha == 1.0f;
+    if (g.e.z && g.e.z == g.c && args->ldz == args->ldc && g.e.z_first) {  /* Y over Z: C starts as Z */
+        g.onto_c = 1;
+        g.e.z = NULL;
+    }
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;
     if (threads < 1) threads = 1;
