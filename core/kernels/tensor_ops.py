@@ -263,10 +263,11 @@ class Gather(StaticInputKernel):
         if self.idx is not None:
             np.take(x, self.idx, axis=a, out=ys[0], mode="clip")
             return
-        idx, dim = xs[1], x.shape[a]
-        if idx.size and (idx.min() < -dim or idx.max() >= dim):
-            raise self.fail(f"indices out of range [{-dim}, {dim - 1}]")
-        np.take(x, idx, axis=a, out=ys[0], mode="wrap")  # in range: wrap maps -1 to dim-1
+        try:  # "raise" checks the range and maps -1 to dim-1 in one pass (min() and max() cost two more)
+            np.take(x, xs[1], axis=a, out=ys[0], mode="raise")
+        except IndexError:
+            dim = x.shape[a]
+            raise self.fail(f"indices out of range [{-dim}, {dim - 1}]") from None
 
 
 @register("GatherElements", since=11)
