@@ -12,10 +12,9 @@ Rows (--only takes their keys):
   resnet8            samples.resnet8: a CIFAR ResNet-8 (16/32/64 channels, one basic block a stage) on a 32x32 image
 
 Each engine runs in its own process (benchmarks/vs_onnxruntime.py's launcher and workers), in
-alternating order, round after round. Beside the latency ratio, each engine's time outside its
-kernels: one call's latency minus the sum of its kernels' times (ge: api.execute's latency minus
-each sunk task timed as it runs in order, benchmarks/profile_ops.py; onnxruntime: its profiler's
-model_run minus its per-node kernel times).
+alternating order, round after round. Beside the latency ratio, ge's time outside its kernels
+(the executor's own cost): api.execute's latency minus its sunk tasks' times, each task timed as it
+runs in order (benchmarks/profile_ops.py; the clock's cost per task counts as the task's).
 --single-thread: one thread per engine, latencies in CPU time (see vs_onnxruntime.py).
 """
 from __future__ import annotations
@@ -64,28 +63,6 @@ def prepare(rows: list[vs.Row], tmp: str) -> dict:
 
 
 # -- the worker: latency (vs_onnxruntime's worker), then the time outside kernels --------------------
-def onnxruntime_outside(job: dict) -> float:
-    """A profiled session's median model_run minus its nodes' median kernel times (one profile: both
-    pay the profiler)."""
-    import numpy as np
-    import onnxruntime as ort
-    feeds = dict(np.load(job["npz"]))
-    with tempfile.TemporaryDirectory() as tmp:
-        options = vs._ort_options(1 if job["single_thread"] else 2)
-        options.enable_profiling, options.profile_file_prefix = True, os.path.join(tmp, "ort")
-        session = ort.InferenceSession(job["onnx"], options, providers=["CPUExecutionProvider"])
-        for _ in range(job["runs"] + 1):
-            session.run(None, feeds)
-        with open(session.end_profiling()) as f:
-            events = json.load(f)
-    runs = [e["dur"] for e in events if e.get("cat") == "Session" and e["name"] == "model_run"][1:]
-    per_node: dict = {}
-    for e in events:
-        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-            per_node.setdefault(e["name"], []).append(e["dur"])
-    return (statistics.median(runs) - sum(statistics.median(d[1:] or d) for d in per_node.values())) / 1e6
-
-
 def ge_outside(job: dict, latency: float) -> float:
     """The latency of api.execute minus its sunk tasks' median times, each task timed as it runs in order
     (benchmarks/profile_ops.py; the clock's own cost per task counts as kernel time)."""
@@ -104,7 +81,8 @@ def ge_outside(job: dict, latency: float) -> float:
 
 def worker(engine: str, job: dict) -> dict:
     result = vs.worker(engine, job)
-    result["outside"] = ge_outside(job, result["value"]) if engine == "ge" else onnxruntime_outside(job)
+    if engine == "ge":
+        result["outside"] = ge_outside(job, result["value"])
     return result
 
 
@@ -142,13 +120,12 @@ def main(argv=None) -> int:
     table = vs.summarize(selected, results)
     print(f"python benchmarks/small_models.py{' --single-thread' if args.single_thread else ''} --rounds {args.rounds}"
           f"{' --only ' + args.only if only else ''}: each engine in its own process; median over rounds, "
-          "ratio ge / onnxruntime; outside kernels = latency - summed kernel times (per call)")
+          "ratio ge / onnxruntime (lower is better); ge outside kernels = latency - summed task times")
     print(vs.render(table))
-    print("\n| workload | ge outside kernels | onnxruntime outside kernels |\n| --- | --- | --- |")
+    print("\n| workload | ge outside kernels, per call |\n| --- | --- |")
     for e in table:
-        outside = {eng: statistics.median(r[eng]["outside"] for r in e["rounds"]) * 1e3
-                   for eng in vs.ENGINES}
-        print(f"| {e['workload']} | {outside['ge']:.3f} ms | {outside['onnxruntime']:.3f} ms |")
+        outside = statistics.median(r["ge"]["outside"] for r in e["rounds"]) * 1e3
+        print(f"| {e['workload']} | {outside:.3f} ms |")
     return 0
 
 
