@@ -13,8 +13,8 @@ Rows (--only takes their keys):
 
 Each engine runs in its own process (benchmarks/vs_onnxruntime.py's launcher and workers), in
 alternating order, round after round. Beside the latency ratio, ge's time outside its kernels
-(the executor's own cost): api.execute's latency minus its sunk tasks' times, each task timed as it
-runs in order (benchmarks/profile_ops.py; the clock's cost per task counts as the task's).
+(the executor's own cost): the median api.execute minus the median run of its sunk task list alone
+(the same tasks, in order, under the same kernel state), the two interleaved call by call.
 --single-thread: one thread per engine, latencies in CPU time (see vs_onnxruntime.py).
 """
 from __future__ import annotations
@@ -63,26 +63,37 @@ def prepare(rows: list[vs.Row], tmp: str) -> dict:
 
 
 # -- the worker: latency (vs_onnxruntime's worker), then the time outside kernels --------------------
-def ge_outside(job: dict, latency: float) -> float:
-    """The latency of api.execute minus its sunk tasks' median times, each task timed as it runs in order
-    (benchmarks/profile_ops.py; the clock's own cost per task counts as kernel time)."""
+def ge_outside(job: dict) -> float:
+    """api.execute's median time minus the median time of its sunk task list run bare, in order, under
+    the same kernel state (interleaved call by call, so both see the same machine)."""
     import numpy as np
     from ge.core import api
-    from profile_ops import profile
+    from ge.core.kernels.blas import kernel_state
     feeds = dict(np.load(job["npz"]))
     model_id = api.load_from_file(job["om"], "cpu")
     loaded = api.model(model_id)
-    ctx = loaded.default_context
-    ctx.execute([feeds[d.name] for d in loaded.inputs])  # binds inputs, refreshes the views
-    times = profile(ctx, job["runs"], time.thread_time if job["single_thread"] else time.perf_counter)
+    inputs = [feeds[d.name] for d in loaded.inputs]
+    handle = loaded.default_context.handle
+    clock = time.thread_time if job["single_thread"] else time.perf_counter
+    calls, bare = [], []
+    for i in range(job["runs"] + 5):
+        t0 = clock()
+        api.execute(model_id, inputs)
+        t1 = clock()
+        with kernel_state(loaded.ge_plan.uses_native):
+            for task in handle:
+                task.run()
+        if i >= 5:  # warm-up
+            calls.append(t1 - t0)
+            bare.append(clock() - t1)
     api.unload(model_id)
-    return latency - sum(statistics.median(ts) for ts in times)
+    return statistics.median(calls) - statistics.median(bare)
 
 
 def worker(engine: str, job: dict) -> dict:
     result = vs.worker(engine, job)
     if engine == "ge":
-        result["outside"] = ge_outside(job, result["value"])
+        result["outside"] = ge_outside(job)
     return result
 
 
@@ -120,7 +131,7 @@ def main(argv=None) -> int:
     table = vs.summarize(selected, results)
     print(f"python benchmarks/small_models.py{' --single-thread' if args.single_thread else ''} --rounds {args.rounds}"
           f"{' --only ' + args.only if only else ''}: each engine in its own process; median over rounds, "
-          "ratio ge / onnxruntime (lower is better); ge outside kernels = latency - summed task times")
+          "ratio ge / onnxruntime (lower is better); ge outside kernels = execute - its task list run bare")
     print(vs.render(table))
     print("\n| workload | ge outside kernels, per call |\n| --- | --- |")
     for e in table:
