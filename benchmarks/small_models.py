@@ -13,8 +13,7 @@ Rows (--only takes their keys):
 
 Each engine runs in its own process (benchmarks/vs_onnxruntime.py's launcher and workers), in
 alternating order, round after round. Beside the latency ratio, ge's time outside its kernels
-(the executor's own cost): the median api.execute minus the median run of its sunk task list alone
-(the same tasks, in order, under the same kernel state), the two interleaved call by call.
+(the executor's own cost): api.execute of the same loaded model with its sunk task list emptied.
 --single-thread: one thread per engine, latencies in CPU time (see vs_onnxruntime.py).
 """
 from __future__ import annotations
@@ -64,30 +63,20 @@ def prepare(rows: list[vs.Row], tmp: str) -> dict:
 
 # -- the worker: latency (vs_onnxruntime's worker), then the time outside kernels --------------------
 def ge_outside(job: dict) -> float:
-    """api.execute's median time minus the median time of its sunk task list run bare, in order, under
-    the same kernel state (interleaved call by call, so both see the same machine)."""
+    """The median api.execute of the model with its sunk task list emptied: everything a call does but
+    its kernels (input checks and binding, output allocation and copy-out, args refresh, kernel state)."""
     import numpy as np
     from ge.core import api
-    from ge.core.kernels.blas import kernel_state
     feeds = dict(np.load(job["npz"]))
     model_id = api.load_from_file(job["om"], "cpu")
     loaded = api.model(model_id)
     inputs = [feeds[d.name] for d in loaded.inputs]
-    handle = loaded.default_context.handle
-    clock = time.thread_time if job["single_thread"] else time.perf_counter
-    calls, bare = [], []
-    for i in range(job["runs"] + 5):
-        t0 = clock()
-        api.execute(model_id, inputs)
-        t1 = clock()
-        with kernel_state(loaded.ge_plan.uses_native):
-            for task in handle:
-                task.run()
-        if i >= 5:  # warm-up
-            calls.append(t1 - t0)
-            bare.append(clock() - t1)
+    api.execute(model_id, inputs)  # binds the inputs and the views, as a timed call finds them
+    loaded.default_context.handle = []
+    seconds = vs._median_time(lambda: api.execute(model_id, inputs), job["runs"], warmup=5,
+                              cpu_time=job["single_thread"])
     api.unload(model_id)
-    return statistics.median(calls) - statistics.median(bare)
+    return seconds
 
 
 def worker(engine: str, job: dict) -> dict:
@@ -131,7 +120,7 @@ def main(argv=None) -> int:
     table = vs.summarize(selected, results)
     print(f"python benchmarks/small_models.py{' --single-thread' if args.single_thread else ''} --rounds {args.rounds}"
           f"{' --only ' + args.only if only else ''}: each engine in its own process; median over rounds, "
-          "ratio ge / onnxruntime (lower is better); ge outside kernels = execute - its task list run bare")
+          "ratio ge / onnxruntime (lower is better); ge outside kernels = execute with no tasks")
     print(vs.render(table))
     print("\n| workload | ge outside kernels, per call |\n| --- | --- |")
     for e in table:
