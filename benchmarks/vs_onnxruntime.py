@@ -336,9 +336,11 @@ def launcher_loop() -> int:
     return 0
 
 
-def measure(launcher: Launcher, engine: str, job: dict) -> dict:
+def measure(launcher: Launcher, engine: str, job: dict, script: str = __file__) -> dict:
+    """One engine on one job in a fresh process: `script --worker ENGINE JOB` (this file's worker, or
+    another benchmark's that prints the same JSON line)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    proc = launcher.run([sys.executable, os.path.abspath(__file__), "--worker", engine, json.dumps(job)])
+    proc = launcher.run([sys.executable, os.path.abspath(script), "--worker", engine, json.dumps(job)])
     if proc["returncode"]:
         raise SystemExit(f"{engine} worker failed on {job['onnx']}:\n{proc['stderr']}")
     return dict(json.loads(proc["stdout"].strip().splitlines()[-1]), loadavg=load)

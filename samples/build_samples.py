@@ -16,6 +16,8 @@ nodes for small scalars), because that is what ATC-style compilers are fed.
     bert_style         BERT encoder (HuggingFace): dynamic "batch"/"seq", attention mask, Erf-GELU
     tiny_cnn           a ~40 KB CNN, the README demo model (samples/models/tiny_cnn.onnx)
     mobilenetv2_fp16_style, bert_fp16_style   float16 exports of the two (float16_of)
+    gpt2_style         GPT-2 decoder + LM head (HuggingFace): Split heads, causal Where, tanh-GELU
+    resnet8            CIFAR ResNet-8: 32x32 image, three basic blocks
 
 Usage::
 
@@ -791,6 +793,102 @@ def bert_fp16_style(seed: int = 0, **kwargs) -> onnx.ModelProto:
 
 
 # --------------------------------------------------------------------------- #
+# small models: GPT-2-style decoder, CIFAR ResNet-8
+# --------------------------------------------------------------------------- #
+def gpt2_style(seq: Dim = 8, layers: int = 2, hidden: int = 256, heads: int = 4, vocab: int = 2048,
+               max_pos: int = 128, seed: int = 0) -> onnx.ModelProto:
+    """GPT2LMHeadModel (HuggingFace) as torch.onnx writes it, opset 17: input_ids [1, seq] -> logits
+    [1, seq, vocab]. Conv1D as Reshape/Gemm/Reshape, Split into q/k/v, heads by Shape/Slice/Concat/
+    Reshape/Transpose, the causal mask a Slice of a constant and a Where, gelu_new as its tanh
+    formula (Pow), LayerNormalization; the LM head shares the token embedding's values. seq may be
+    symbolic ("seq"): a dynamic model."""
+    doc = _signature("gpt2_style", seq=seq, layers=layers, hidden=hidden, heads=heads, vocab=vocab,
+                     max_pos=max_pos, seed=seed)
+    g = GraphBuilder("gpt2_style", seed, 17, doc)
+    ids = g.input("input_ids", INT64, [1, seq])
+    head_dim = hidden // heads
+    wte = g.normal([vocab, hidden], 0.02)
+
+    def conv1d(x: str, fin: int, fout: int, name: str) -> str:
+        """transformers' Conv1D: addmm(bias, x.view(-1, fin), W).view(*x.shape[:-1], fout)."""
+        with g.scope(name):
+            lead = g.op("Slice", [g.op("Shape", [x]), g.const([0]), g.const([-1])])
+            flat = g.op("Reshape", [x, g.const([-1, fin])])
+            y = g.op("Gemm", [flat, g.param(f"{name}.weight", g.normal([fin, fout], 0.02)),
+                              g.param(f"{name}.bias", g.normal([fout], 0.02))], alpha=1.0, beta=1.0)
+            return g.op("Reshape", [y, g.op("Concat", [lead, g.const([fout])], axis=0)])
+
+    def split_heads(x: str, perm) -> str:
+        lead = g.op("Slice", [g.op("Shape", [x]), g.const([0]), g.const([-1])])
+        shape = g.op("Concat", [lead, g.const([heads, head_dim])], axis=0)
+        return g.op("Transpose", [g.op("Reshape", [x, shape])], perm=list(perm))
+
+    def attention(x: str, name: str) -> str:
+        causal = np.tril(np.ones((max_pos, max_pos), bool)).reshape(1, 1, max_pos, max_pos)
+        with g.scope(name):
+            q = g.op("Split", [conv1d(x, hidden, 3 * hidden, f"{name}.c_attn"), g.const([hidden] * 3)], axis=2)
+            split = g.nodes[-1]  # three outputs: q, k, v
+            k, v = f"{split.name}_output_1", f"{split.name}_output_2"
+            split.output.extend([k, v])
+            q, k, v = split_heads(q, [0, 2, 1, 3]), split_heads(k, [0, 2, 3, 1]), split_heads(v, [0, 2, 1, 3])
+            w = g.op("Div", [g.op("MatMul", [q, k]), g.const(np.float32(math.sqrt(head_dim)))])
+            q_len = g.op("Gather", [g.op("Shape", [q]), g.const([2])], axis=0)
+            k_len = g.op("Gather", [g.op("Shape", [k]), g.const([3])], axis=0)
+            bias = g.param(f"{name}.bias", causal)
+            mask = g.op("Slice", [bias, g.op("Sub", [k_len, q_len]), k_len, g.const([2])])
+            mask = g.op("Slice", [mask, g.const([0]), k_len, g.const([3])])
+            w = g.op("Where", [mask, w, g.const(np.float32(np.finfo(np.float32).min))])
+            a = g.op("Transpose", [g.op("MatMul", [g.op("Softmax", [w], axis=-1), v])], perm=[0, 2, 1, 3])
+            lead = g.op("Slice", [g.op("Shape", [a]), g.const([0]), g.const([-2])])
+            a = g.op("Reshape", [a, g.op("Concat", [lead, g.const([hidden])], axis=0)])
+            return conv1d(a, hidden, hidden, f"{name}.c_proj")
+
+    def gelu_new(x: str) -> str:
+        """0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))."""
+        cube = g.op("Mul", [g.const(np.float32(0.044715)), g.op("Pow", [x, g.const(np.float32(3.0))])])
+        inner = g.op("Mul", [g.const(np.float32(math.sqrt(2.0 / math.pi))), g.op("Add", [x, cube])])
+        half = g.op("Mul", [g.const(np.float32(0.5)), x])
+        return g.op("Mul", [half, g.op("Add", [g.const(np.float32(1.0)), g.op("Tanh", [inner])])])
+
+    with g.scope("transformer"):
+        seq_len = g.op("Gather", [g.op("Shape", [ids]), g.const(1)], axis=0)
+        positions = g.unsqueeze(g.op("Range", [g.const(0), seq_len, g.const(1)]), [0])
+        h = g.op("Add", [g.op("Gather", [g.param("wte", wte), ids], axis=0),
+                         g.op("Gather", [g.param("wpe", g.normal([max_pos, hidden], 0.01)), positions], axis=0)])
+        for i in range(layers):
+            name = f"h.{i}"
+            with g.scope(name):
+                h = g.op("Add", [attention(g.layer_norm(h, hidden, name=f"{name}.ln_1", eps=1e-5), f"{name}.attn"), h])
+                m = conv1d(g.layer_norm(h, hidden, name=f"{name}.ln_2", eps=1e-5), hidden, 4 * hidden,
+                           f"{name}.mlp.c_fc")
+                h = g.op("Add", [conv1d(gelu_new(m), 4 * hidden, hidden, f"{name}.mlp.c_proj"), h])
+        h = g.layer_norm(h, hidden, name="ln_f", eps=1e-5)
+    g.op("MatMul", [h, g.param("lm_head.weight", np.ascontiguousarray(wte.T))], out="logits")
+    g.output("logits", FLOAT, [1, seq, vocab])
+    return g.build()
+
+
+def resnet8(classes: int = 10, seed: int = 0) -> onnx.ModelProto:
+    """He et al.'s CIFAR ResNet with n=1: conv 16, three stages of one basic block (16, 32, 64)."""
+    g = GraphBuilder("resnet8", seed, 17, _signature("resnet8", classes=classes, seed=seed))
+    x = g.conv_bn_relu(g.input("image", FLOAT, [1, 3, 32, 32]), 3, 16, 3, conv="conv1", bn="bn1")
+    cin = 16
+    for stage, planes in enumerate((16, 32, 64)):
+        stride, name = (1 if stage == 0 else 2), f"layer{stage + 1}.0"
+        y = g.conv_bn_relu(x, cin, planes, 3, stride=stride, conv=f"{name}.conv1", bn=f"{name}.bn1")
+        y = g.conv_bn(y, planes, planes, 3, conv=f"{name}.conv2", bn=f"{name}.bn2")
+        if stride != 1 or cin != planes:
+            x = g.conv_bn(x, cin, planes, 1, stride=stride, conv=f"{name}.downsample.0", bn=f"{name}.downsample.1")
+        with g.scope(name):
+            x = g.relu(g.add(y, x))
+        cin = planes
+    x = g.op("Flatten", [g.global_avg_pool(x)], axis=1)
+    g.gemm(x, cin, classes, name="fc", out="logits")
+    g.output("logits", FLOAT, [1, classes])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
 # sample inputs, CLI
 # --------------------------------------------------------------------------- #
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -804,6 +902,8 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "detection_style": detection_style,
     "mobilenetv2_fp16_style": mobilenetv2_fp16_style,
     "bert_fp16_style": bert_fp16_style,
+    "gpt2_style": gpt2_style,
+    "resnet8": resnet8,
 }
 
 
@@ -820,7 +920,7 @@ def sample_inputs(model: onnx.ModelProto, seed: int = 0, batch: int = 1, seq: in
             feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
         elif inp.name == "input_ids":
             vocab = next(t.dims[0] for t in model.graph.initializer  # (quantized: "..._quantized")
-                         if t.name.startswith("embeddings.word_embeddings.weight") and len(t.dims) == 2)
+                         if t.name.startswith(("embeddings.word_embeddings.weight", "wte")) and len(t.dims) == 2)
             feeds[inp.name] = rng.integers(0, vocab, shape, dtype=np.int64)
         elif inp.name == "attention_mask":
             n, s = shape

@@ -29,6 +29,7 @@ inputs are all bfloat16 has bfloat16 wherever its float32 kernel has float32.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 import ml_dtypes
@@ -223,10 +224,15 @@ class Float16ViaFloat32(PlannedKernel):
         self.inner.load()
 
     def run(self, xs, ys, ws):
-        self.bound(xs, ys, ws)()
+        self._around(xs, ys, ws, lambda *args: partial(self.inner.run, *args))()
 
     def bound(self, xs, ys, ws):
         """The conversions around the inner kernel's own prepared call, for these arrays."""
+        return self._around(xs, ys, ws, self.inner.bound)
+
+    def _around(self, xs, ys, ws, inner_call):
+        """The conversions around inner_call(float32 xs, ys, ws): the inner kernel's bound call (made
+        once per binding) or its run (per call: a bound call is prepared for arrays that stay)."""
         v, lib = self.views(ws), self.backend.lib
         wxs, wys = list(xs), list(ys)
         for i in self.widened:
@@ -243,7 +249,7 @@ class Float16ViaFloat32(PlannedKernel):
         before = [(xs[i], wxs[i]) for i in self.widened]
         after = [(wys[j], ys[j]) for j in self.narrowed if ys[j] is not None] + \
             [(wys[j], ys[j]) for j in range(len(ys)) if self.half_outputs and wys[j] is not ys[j]]
-        inner = self.inner.bound(wxs, wys, v["inner"])
+        inner = inner_call(wxs, wys, v["inner"])
         epilogue, y0 = self.wide_epilogue, wys[0]  # a fused activation, on the float32 result
 
         def call():

@@ -58,6 +58,13 @@ class NativeProduct:
         call = self.calls.get((x, y, z, ws), lambda: self._call(x, y, z, ws, copies=False))
         (call or self._call(x, y, z, ws, copies=True)).run()
 
+    def builder(self, x, y, xs, ws):
+        """What run() prepares once for these arrays, as a function; None where it copies each run."""
+        z = None if self.z_index is None else xs[self.z_index]
+        if self._call(x, y, z, ws, copies=False) is None:
+            return None
+        return lambda: self._call(x, y, z, ws, copies=False)
+
     def _call(self, x, y, z, ws, copies: bool):
         a = x if self.perm is None else x.transpose(self.perm)
         a2 = a.reshape(self.rows, self.k)
@@ -90,6 +97,13 @@ class NativeGemv:
             a = np.ascontiguousarray(a)
         call = self.calls.get((x, y), lambda: self._call(a, y) if np.shares_memory(a, x) else None)
         (call or self._call(a, y)).run()
+
+    def builder(self, x, y, xs, ws):
+        """What run() prepares once for these arrays, as a function; None where it copies each run."""
+        a = x.reshape(self.rows, self.k)
+        if a.strides[1] != 4 or not np.shares_memory(a, x):
+            return None
+        return lambda: self._call(a, y)
 
     def _call(self, a, y):
         return self.nat.gemv_call(self.rows, a, a.strides[0] // 4, self.wt, y, self.n, bias=self.bias, act=self.act)
@@ -204,6 +218,13 @@ class NativeBatch:
         else:
             call = self._call([np.ascontiguousarray(x) for x in arrays], y, ws)
         call.run()
+
+    def builder(self, a, y, xs, ws):
+        """What run() prepares once for these arrays, as a function; None where it copies each run."""
+        arrays = [a, xs[1]] + [xs[i] for i in (self.bias_index, self.z_index) if i is not None]
+        if not all(x.flags.c_contiguous for x in arrays):
+            return None
+        return lambda: self._call(arrays, y, ws)
 
     def _call(self, arrays, y, ws):
         a, b, *rest = arrays

@@ -442,6 +442,20 @@ class PreparedCall:
         self.fn(self.ref)
 
 
+def run_for_threads(build: Callable[[], PreparedCall]) -> Callable[[], None]:
+    """A task's bound call for a prepared native call that holds a thread count: build()'s call,
+    rebuilt when the calling thread's count (set_threads) is no longer the one it was built for.
+    What a kernel's bound() returns in place of run()'s per-call checks and CallCache lookup."""
+    built = [threads(), build()]
+
+    def run() -> None:
+        n = threads()
+        if n != built[0]:
+            built[:] = [n, build()]
+        built[1].run()
+    return run
+
+
 class CallCache:
     """A kernel's prepared calls, kept while it runs on the same buffers: the key holds the arrays
     themselves (compared by identity; holding them, no address can be recycled under it) and the

@@ -15,7 +15,7 @@ from .float16 import narrow, widen
 from .planned import Scratch
 from .windows import SpatialKernel
 from .fused import GE_DOMAIN
-from .native import HALF_ROW_COLS, CallCache
+from .native import HALF_ROW_COLS, CallCache, run_for_threads
 from .registry import register
 
 
@@ -48,6 +48,17 @@ class _Widened(SpatialKernel):
 
     def run_wide(self, xs, ys, ws):
         raise NotImplementedError
+
+    def bound(self, xs, ys, ws):
+        """The native row call itself where run() would take it on these arrays every time: a task's
+        views stay while it is bound, so the checks run() repeats per call are made once here."""
+        build = self.rows_call_builder(xs, ys) if xs[0].dtype == self.work else None
+        return super().bound(xs, ys, ws) if build is None else run_for_threads(build)
+
+    def rows_call_builder(self, xs, ys):
+        """For float32 arrays run_wide() would hand to the native row kernel as they are: a function
+        preparing that call; else None."""
+        return None
 
     def run_half(self, xs, ys) -> bool:
         """float16 X and Y through the native row kernel, which converts a row at a time; False when
@@ -197,6 +208,14 @@ class LayerNormalization(_Widened):
             xs[0], ys[0], self.rows, self.cols, scale=scale, bias=bias, eps=float(self.eps))).run()
         return True
 
+    def rows_call_builder(self, xs, ys):
+        scale, bias = xs[1], xs[2] if len(xs) > 2 else None
+        if self.nat is None or not (xs[0].flags.c_contiguous and ys[0].flags.c_contiguous) or \
+                not all(a is None or (a.dtype == np.float32 and a.flags.c_contiguous) for a in (scale, bias)):
+            return None
+        return lambda: self.nat.rows_call(xs[0], ys[0], self.rows, self.cols, scale=scale, bias=bias,
+                                          eps=float(self.eps))
+
     def run_wide(self, xs, ys, ws):
         if self.nat is not None and ys[0].flags.c_contiguous:
             x = np.ascontiguousarray(xs[0])
@@ -291,6 +310,12 @@ class _SoftmaxBase(_Widened):
         rows, n = self.rows_shape
         self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)).run()
         return True
+
+    def rows_call_builder(self, xs, ys):
+        if self.nat is None or not (xs[0].flags.c_contiguous and ys[0].flags.c_contiguous):
+            return None
+        rows, n = self.rows_shape
+        return lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)
 
     def run_wide(self, xs, ys, ws):
         if self.nat is not None and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:

@@ -8,6 +8,7 @@ inputs that define the output (slice bounds, pads, split sizes, constant indices
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -140,6 +141,17 @@ class Split(StaticInputKernel):
             if y is not None:
                 np.copyto(y, xs[0][sl])
 
+    def bound(self, xs, ys, ws):
+        """With static parts, the views of the input are made once per binding, not per call."""
+        if self.parts is None:
+            return super().bound(xs, ys, ws)
+        pairs = [(y, xs[0][sl]) for y, sl in zip(ys, self.parts) if y is not None]
+
+        def run():
+            for y, part in pairs:
+                np.copyto(y, part)
+        return run
+
 
 @register("Split", since=13)
 class Split13(Split):
@@ -183,6 +195,12 @@ class SliceBase(StaticInputKernel):
     def run(self, xs, ys, ws):
         idx = self.idx if self.idx is not None else self.index(xs[0].shape, *self.bounds(xs))
         np.copyto(ys[0], xs[0][idx])
+
+    def bound(self, xs, ys, ws):
+        """With static bounds, the view of the input is made once per binding, not per call."""
+        if self.idx is None:
+            return super().bound(xs, ys, ws)
+        return partial(np.copyto, ys[0], xs[0][self.idx])
 
 
 @register("Slice", since=1)
@@ -263,10 +281,11 @@ class Gather(StaticInputKernel):
         if self.idx is not None:
             np.take(x, self.idx, axis=a, out=ys[0], mode="clip")
             return
-        idx, dim = xs[1], x.shape[a]
-        if idx.size and (idx.min() < -dim or idx.max() >= dim):
-            raise self.fail(f"indices out of range [{-dim}, {dim - 1}]")
-        np.take(x, idx, axis=a, out=ys[0], mode="wrap")  # in range: wrap maps -1 to dim-1
+        try:  # "raise" checks the range and maps -1 to dim-1 in one pass (min() and max() cost two more)
+            np.take(x, xs[1], axis=a, out=ys[0], mode="raise")
+        except IndexError:
+            dim = x.shape[a]
+            raise self.fail(f"indices out of range [{-dim}, {dim - 1}]") from None
 
 
 @register("GatherElements", since=11)

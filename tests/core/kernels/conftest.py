@@ -54,6 +54,14 @@ def check_op():
             planned.run(arrays, ys, ws)
         for got, want in zip(ys, expected):
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg="run()")
+        # the runtime's path: the call bound to these arrays (Kernel.bound), called twice
+        ys = [np.full(m.shape, 77, m.dtype) for m in inferred]
+        call = planned.bound(arrays, ys, ws)
+        with np.errstate(all="ignore"):
+            call()
+            call()
+        for got, want in zip(ys, expected):
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg="bound()")
         return expected
 
     return check

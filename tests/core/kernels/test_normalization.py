@@ -205,3 +205,46 @@ def test_batchnorm_training_mode_uses_batch_statistics():
                                          r"form has 1"):
         lookup("BatchNormalization", opset=15)({}, [Meta(a.dtype, a.shape) for a in xs], name="bn", opset=15,
                                                num_outputs=3)
+
+
+@pytest.mark.parametrize("op", ["LayerNormalization", "Softmax"])
+def test_bound_native_rows_follow_the_thread_count(op, native_and_numpy, monkeypatch):
+    """The bound row call is prepared once for its arrays and rebuilt only when the calling thread's
+    native thread count changes; a strided input keeps run()'s own path."""
+    from ge.core.kernels import native
+    x, scale, b = f32(6, 32), f32(32), f32(32)
+    inputs = [x, scale, b] if op == "LayerNormalization" else [x]
+    metas = [Meta(a.dtype, a.shape) for a in inputs]
+    k = lookup(op, opset=17)({}, metas, [None] * len(inputs), outputs=[Meta(x.dtype, x.shape)], opset=17, name="n").load()
+    if op == "LayerNormalization":
+        mean = x.mean(-1, keepdims=True)
+        want = (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * scale + b
+    else:
+        e = np.exp(x - x.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    builds = []
+    if k.nat is not None:
+        lib = k.nat
+
+        class Counting:
+            def rows_call(self, *a, **kw):
+                builds.append(kw)
+                return lib.rows_call(*a, **kw)
+        monkeypatch.setattr(k, "nat", Counting())
+    y = np.full_like(x, 7)
+    ws = np.zeros(k.workspace_nbytes(), np.uint8) if k.workspace_nbytes() else None
+    call = k.bound(inputs, [y], ws)
+    before = native.threads()
+    try:
+        for n in (before, before, 1, 1, before):
+            native.set_threads(n)
+            y.fill(7)
+            call()
+            np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    finally:
+        native.set_threads(before)
+    assert len(builds) == (0 if native_and_numpy == "numpy" else (1 if before == 1 else 3))
+    strided = np.asfortranarray(x)
+    y.fill(7)
+    k.bound([strided] + inputs[1:], [y], ws)()
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)

@@ -83,3 +83,54 @@ def test_two_gelus_and_the_pipeline(make_model, load, run_ort, run_ge):
     assert [n.op_type for n in g.nodes] == ["Add", "Gelu", "Gelu"]
     feeds = {"a": (rng.standard_normal((2, 8, 16)) * 3).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
     np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+TANH_C = dict(C, sq2pi=np.array(math.sqrt(2 / math.pi), np.float32), kappa=np.array(0.044715, np.float32),
+              three=np.array(3.0, np.float32))
+# the tanh form: (name, nodes producing "y" from "x")
+TANH_PATTERNS = [
+    ("gelu_new: 0.5 * x * (1 + tanh(c * (x + k * pow(x, 3))))",
+     [mk("Mul", ["half", "x"], "h"), mk("Pow", ["x", "three"], "c3"), mk("Mul", ["kappa", "c3"], "kc"),
+      mk("Add", ["x", "kc"], "i"), mk("Mul", ["sq2pi", "i"], "u"), mk("Tanh", ["u"], "t"), mk("Add", ["one", "t"], "s"),
+      mk("Mul", ["h", "s"], "y")]),
+    ("torch approximate='tanh': x * x * x, (x * s) * 0.5",
+     [mk("Mul", ["x", "x"], "sq"), mk("Mul", ["sq", "x"], "c3"), mk("Mul", ["c3", "kappa"], "kc"),
+      mk("Add", ["kc", "x"], "i"), mk("Mul", ["i", "sq2pi"], "u"), mk("Tanh", ["u"], "t"), mk("Add", ["t", "one"], "s"),
+      mk("Mul", ["x", "s"], "p"), mk("Mul", ["p", "half"], "y")]),
+]
+
+
+@pytest.mark.parametrize("name,nodes", TANH_PATTERNS, ids=[p[0] for p in TANH_PATTERNS])
+def test_tanh_forms_become_one_tanh_gelu(make_model, load, run_ort, run_ge, name, nodes):
+    pre = [helper.make_node("Add", ["a", "b"], ["x"])]
+    model = make_model(pre + nodes, {"a": (F, [2, 8, 16]), "b": (F, [16])}, ["y"], TANH_C, opset=13)
+    g = infer_shapes(load(model))
+    stats = {}
+    fuse_gelu(g, stats=stats)
+    assert stats["fused"] == 1
+    assert [(n.op_type, n.domain) for n in g.nodes] == [("Add", ""), ("Gelu", GE_DOMAIN)]
+    assert g.nodes[1].attrs == {"approximate": "tanh"} and g.nodes[1].inputs == ["x"]
+    feeds = {"a": (rng.standard_normal((2, 8, 16)) * 3).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("change", ["square is an output", "pow of 2", "wrong kappa", "cube of another tensor"])
+def test_tanh_near_misses_stay(make_model, load, change):
+    nodes = [mk("Mul", ["x", "x"], "sq"), mk("Mul", ["sq", "x"], "c3"), mk("Mul", ["c3", "kappa"], "kc"),
+             mk("Add", ["kc", "x"], "i"), mk("Mul", ["i", "sq2pi"], "u"), mk("Tanh", ["u"], "t"),
+             mk("Add", ["t", "one"], "s"), mk("Mul", ["x", "s"], "p"), mk("Mul", ["p", "half"], "y")]
+    outputs = ["y"]
+    if change == "square is an output":
+        outputs.append("sq")
+    elif change == "pow of 2":
+        nodes[:2] = [mk("Pow", ["x", "sqrt2"], "c3")]
+    elif change == "wrong kappa":
+        nodes[2] = mk("Mul", ["c3", "half"], "kc")
+    else:
+        nodes[1] = mk("Mul", ["sq", "b"], "c3")
+    pre = [helper.make_node("Add", ["a", "b"], ["x"])]
+    model = make_model(pre + nodes, {"a": (F, [2, 8, 16]), "b": (F, [16])}, outputs, TANH_C, opset=13)
+    g = infer_shapes(load(model))
+    stats = {}
+    fuse_gelu(g, stats=stats)
+    assert stats["fused"] == 0 and "Tanh" in [n.op_type for n in g.nodes]

@@ -1,0 +1,133 @@
+"""Small real models, where each op's work is microseconds and ge's per-task cost decides.
+
+    python benchmarks/small_models.py [--rounds 3] [--only gpt2_s8,resnet8] [--single-thread]
+
+Rows (--only takes their keys):
+  gpt2_s8 gpt2_s32   samples.gpt2_style: a decoder as torch.onnx exports HuggingFace's GPT2LMHeadModel
+                     (2 layers, hidden 256, 4 heads, vocab 2048): Gather embeddings, Conv1D as
+                     Reshape/Gemm/Reshape, Split into q/k/v, heads by Shape/Slice/Concat/Reshape/
+                     Transpose, the causal mask a Slice of a constant and a Where, gelu_new as its
+                     tanh formula, LayerNormalization; seq 8 and 32
+  bert_tiny_s16      a 4-layer BERT (hidden 256, 4 heads, samples' bert_style) at seq 16
+  resnet8            samples.resnet8: a CIFAR ResNet-8 (16/32/64 channels, one basic block a stage) on a 32x32 image
+
+Each engine runs in its own process (benchmarks/vs_onnxruntime.py's launcher and workers), in
+alternating order, round after round. Beside the latency ratio, ge's time outside its kernels
+(the executor's own cost): api.execute of the same loaded model with its sunk task list emptied.
+--single-thread: one thread per engine, latencies in CPU time (see vs_onnxruntime.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import vs_onnxruntime as vs  # noqa: E402
+
+
+def rows() -> list[vs.Row]:
+    return [
+        vs.Row("gpt2_s8", "GPT-2-style decoder, 2 layers, seq 8", "latency", ("gpt2_style", {"seq": 8}), "<= 1.0",
+               runs=200),
+        vs.Row("gpt2_s32", "GPT-2-style decoder, 2 layers, seq 32", "latency", ("gpt2_style", {"seq": 32}), "<= 1.0",
+               runs=200),
+        vs.Row("bert_tiny_s16", "tiny BERT, 4 layers, seq 16", "latency", ("bert_style", dict(layers=4, hidden=256, heads=4, intermediate=1024)), "<= 1.0", runs=200,
+               seq=16),
+        vs.Row("resnet8", "CIFAR ResNet-8, 32x32", "latency", ("resnet8", {}), "<= 1.0", runs=200),
+    ]
+
+
+def prepare(rows: list[vs.Row], tmp: str) -> dict:
+    """Each row's ONNX file, seeded inputs (.npz) and ge's OM (static shapes): {key: job}."""
+    import numpy as np
+    import onnx
+    from ge.core import api
+    samples, jobs = vs.load_samples(), {}
+    for row in rows:
+        model = vs.build_model(row, samples)
+        base = os.path.join(tmp, row.key)
+        onnx.save(model, base + ".onnx")
+        feeds = vs.feeds_for(model, samples, row.seq)
+        np.savez(base + ".npz", **feeds)
+        spec = ";".join(f"{k}:{','.join(map(str, v.shape))}" for k, v in feeds.items())
+        om = api.atc(base + ".onnx", base, input_shape=spec).om_path
+        jobs[row.key] = dict(onnx=base + ".onnx", npz=base + ".npz", om=om, kind="latency", runs=row.runs, nodes=1)
+    return jobs
+
+
+# -- the worker: latency (vs_onnxruntime's worker), then the time outside kernels --------------------
+def ge_outside(job: dict) -> float:
+    """The median api.execute of the model with its sunk task list emptied: everything a call does but
+    its kernels (input checks and binding, output allocation and copy-out, args refresh, kernel state)."""
+    import numpy as np
+    from ge.core import api
+    feeds = dict(np.load(job["npz"]))
+    model_id = api.load_from_file(job["om"], "cpu")
+    loaded = api.model(model_id)
+    inputs = [feeds[d.name] for d in loaded.inputs]
+    api.execute(model_id, inputs)  # binds the inputs and the views, as a timed call finds them
+    loaded.default_context.handle = []
+    seconds = vs._median_time(lambda: api.execute(model_id, inputs), job["runs"], warmup=5,
+                              cpu_time=job["single_thread"])
+    api.unload(model_id)
+    return seconds
+
+
+def worker(engine: str, job: dict) -> dict:
+    result = vs.worker(engine, job)
+    if engine == "ge":
+        result["outside"] = ge_outside(job)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated row keys (default: every row)")
+    parser.add_argument("--single-thread", action="store_true",
+                        help="one thread per engine, latencies in CPU time (a loaded machine)")
+    parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        engine, job = args.worker
+        print(json.dumps(worker(engine, json.loads(job))))
+        return 0
+    only = [k for k in args.only.split(",") if k]
+    selected = [r for r in rows() if not only or r.key in only]
+    if not selected or len(selected) < len(only):
+        parser.error(f"unknown rows in {only}; choose from {', '.join(r.key for r in rows())}")
+    results: dict = {r.key: [] for r in selected}
+    launcher = vs.Launcher()
+    try:
+        with tempfile.TemporaryDirectory(prefix="ge_small_") as tmp:
+            jobs = prepare(selected, tmp)
+            for job in jobs.values():
+                job["single_thread"] = args.single_thread
+            for n in range(args.rounds):
+                for i, row in enumerate(selected):
+                    order = vs.ENGINES if (n + i) % 2 == 0 else vs.ENGINES[::-1]
+                    results[row.key].append({e: vs.measure(launcher, e, jobs[row.key], script=__file__) for e in order})
+                print(f"  round {n + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    finally:
+        launcher.close()
+    table = vs.summarize(selected, results)
+    print(f"python benchmarks/small_models.py{' --single-thread' if args.single_thread else ''} --rounds {args.rounds}"
+          f"{' --only ' + args.only if only else ''}: each engine in its own process; median over rounds, "
+          "ratio ge / onnxruntime (lower is better); ge outside kernels = execute with no tasks")
+    print(vs.render(table))
+    print("\n| workload | ge outside kernels, per call |\n| --- | --- |")
+    for e in table:
+        outside = statistics.median(r["ge"]["outside"] for r in e["rounds"]) * 1e3
+        print(f"| {e['workload']} | {outside:.3f} ms |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
