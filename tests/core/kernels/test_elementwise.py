@@ -436,6 +436,24 @@ def test_pow_integer_negative_exponent_truncates(check_op):
     check_op("Pow", {"a": np.array([2, -2, 1, -1, 5], np.int64), "b": np.array([-1, -1, -3, -3, 2], np.int64)}, opset=15)
 
 
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("n", [3.0, 2.0, 4.0, 1.0, 0.0, -1.0, -3.0, 7.0])
+def test_pow_constant_integral_exponent_is_numpys_pow_within_an_ulp(check_op, dtype, n):
+    """The sign trick for negative bases: numpy's own pow is an ulp apart between x and -x (its vector
+    and scalar paths), specials (signed zeros, infinities, NaN) are the same."""
+    base = randn((4, 37), dtype) * 3
+    base.flat[:9] = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1e-30, -1e30, -1, 1]
+    ex = np.asarray(n, dtype)
+    check_op("Pow", {"a": base, "b": ex}, opset=15, consts=("b",))
+    k = kernel("Pow", [base, ex], consts=(None, ex))
+    assert k.integral is not None
+    with np.errstate(all="ignore"):
+        got, want = k.compute(base, ex)[0], np.power(base, ex)
+    special = ~np.isfinite(want) | (want == 0)
+    np.testing.assert_array_equal(got[special].view(f"u{base.itemsize}"), want[special].view(f"u{base.itemsize}"))
+    np.testing.assert_array_max_ulp(got[~special], want[~special], maxulp=1)
+
+
 @pytest.mark.parametrize("shape_a,shape_b", BROADCASTS)
 def test_pow_broadcasts(check_op, shape_a, shape_b):
     check_op("Pow", {"a": np.asarray(np.abs(randn(shape_a)) + np.float32(0.5)), "b": randn(shape_b)}, opset=15)
