@@ -69,6 +69,11 @@ QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 # csrc/abi.h's float16 operands (GemmArgs.half, ConvDirect.half)
 HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
 #: the widest row a float16 phase fill converts (on its stack, csrc/phase_fill.c); wider inputs are widened whole
+# csrc/abi.h's elementwise dtypes, the opcode run alone by unary_call and the float16 step flag
+# (kernels/fused_elementwise.py lowers whole chains)
+EW_F32, EW_F16 = 0, 4
+EW_ERF = 14
+EW_ROUND = 0x100
 HALF_FILL_ROW = 4096
 #: the longest float16 row the row kernels convert (two rows on their stack, csrc/rows.c)
 HALF_ROW_COLS = 8192
@@ -279,6 +284,16 @@ class Native:
         args = Eltwise(n, dtype_code, len(operands), n_regs, len(param), ext.ctypes.data, inner.ctypes.data,
                        period.ctypes.data, code.ctypes.data, param.ctypes.data, y.ctypes.data)
         return PreparedCall(self.lib.ge_eltwise, args, (ext, inner, period, code, param, tuple(operands), y))
+
+    def unary_call(self, opcode: int, x: np.ndarray, y: np.ndarray) -> PreparedCall:
+        """y = op(x) for contiguous float32 or float16 x and y (float16: converted a block at a time,
+        computed in float32, rounded once), as eltwise.c's one-step chain, prepared."""
+        half = x.dtype == np.float16
+        assert y.dtype == x.dtype and x.size == y.size and x.dtype in (np.float16, np.float32)
+        code = np.array([opcode | (EW_ROUND if half else 0), 1, 0, 0], np.int32)
+        contiguous = np.zeros(1, np.int64)
+        return self.eltwise_call(EW_F16 if half else EW_F32, x.size, [x], contiguous, contiguous, code,
+                                 np.zeros(1), 2, y)
     # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
     def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weights W (K, N) int8 or uint8 (any strides) into the int8 product's panels, uint8 ones as
