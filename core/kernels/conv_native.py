@@ -184,6 +184,12 @@ class NativeConvGemv:
         self.absorbs = act is not None
         self.calls = CallCache()
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset([0])  # its items, converted once per call
+
+    def float16_outputs(self) -> bool:
+        return True
+
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
         self.w = np.ascontiguousarray(w, np.float32).reshape(self.oc, self.c)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(self.oc)

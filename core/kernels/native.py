@@ -190,10 +190,11 @@ class Native:
     def gemv_call(self, rows: int, x: np.ndarray, lda: int, w: np.ndarray, y: np.ndarray, ldc: int, *, bias=None,
                   act: Act | None = None) -> PreparedCall:
         """y[r, n] = act(bias[n] + x[r] . w[n]) for r < rows (csrc/gemv.c): w C-contiguous (N, K), x's
-        rows lda floats apart, y's ldc; prepared. For few rows: the weights are read once, in order."""
+        rows lda elements apart, y's ldc; prepared. For few rows: the weights are read once, in order. x
+        and y may be float16 (x converted once per call, y rounded once as stored)."""
         n, k = w.shape
         args = GemmArgs(rows, n, k, _ptr_of(x), lda, None, None, None, None, _addr(w), _ptr_of(y), ldc, None,
-                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0)
+                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0, _half_bits(a=x, c=y))
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
