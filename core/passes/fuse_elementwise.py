@@ -15,9 +15,9 @@ bias and residual are theirs first.
 
 FLOAT16: a float16 chain runs natively as float32 steps on float16 blocks, each step's result
 rounded to float16 as its own kernel rounds it (csrc/eltwise.c): the same bits as the unfused ops,
-without their whole-tensor conversions. Only ops whose float16 kernels run in place without
-workspace join one (the kernel refuses the others: Add, Sub, Mul, Div, Max, Min, Neg, Abs, Relu,
-Clip do; the float formulas, which convert blocks into workspace, do not).
+without their whole-tensor conversions. An op whose float16 kernel needs workspace (a float formula
+converting blocks) joins only a chain the interpreter runs (Erf does: an fp16 export's GELU is one
+chain); the kernel refuses the others, whose numpy plan would be slower than the separate ops.
 """
 from __future__ import annotations
 
