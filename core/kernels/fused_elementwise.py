@@ -99,6 +99,7 @@ class FusedElementwise(Kernel):
         if self.step_nbytes and program is None:  # its numpy plan would be the slower: keep the ops apart
             raise self.fail("a step needs workspace (a float16 formula): only a chain the native interpreter "
                             "runs may hold one")
+        self.interpreted = program is not None  # csrc/eltwise.c runs it, on the native backend
         self.program = program if self.backend.lib is not None else None
         # not `uses_native`: that flags kernels that pack weights and share threads with OpenBLAS
         # (blas.kernel_state); the chain reads its operands in place, on the calling thread

@@ -238,6 +238,33 @@ def test_exported_gelu_with_rounded_constants_is_one_chain(tmp_path, load, defau
     np.testing.assert_allclose(got[0][1:], want[1:], **tol)
 
 
+@pytest.mark.parametrize("op,ufunc", [("Add", np.add), ("Div", np.divide), ("Relu", None)])
+def test_a_float16_op_alone_is_a_one_step_chain(tmp_path, load, op, ufunc):
+    """A float16 op alone runs on the interpreter (blocks converted as read, rounded as stored, not whole
+    tensors around a float32 kernel, nor numpy's float16 loop): numpy's float16 result, bit for bit. A
+    float32 op alone stays itself, and so does a float16 op the interpreter does not run."""
+    b = w([301]).astype(np.float16)
+    nodes = [n(op, ["x", "b"] if ufunc else ["x"], ["y"])]
+    model = model_of(nodes, {"x": [3, 301]}, ["y"], {"b": b} if ufunc else {}, dtype=np.float16)
+    g = load(model)
+    optimize(g)
+    assert [node.op_type for node in g.nodes] == ["FusedElementwise"]
+    x = feeds_of(model, np.float16)["x"]
+    x[0, :4] = [np.nan, np.inf, 6e-8, -0.0]
+    got, plans = run_ge(model, {"x": x}, tmp_path)
+    assert plans[0].kernel.native
+    with np.errstate(all="ignore"):
+        want = ufunc(x, b) if ufunc else np.maximum(x, np.float16(0))
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[0].view(np.uint16)[ok], want.view(np.uint16)[ok])
+    for other in (model_of(nodes, {"x": [3, 301]}, ["y"], {"b": b.astype(np.float32)} if ufunc else {}),
+                  model_of([n("Sigmoid", ["x"], ["y"])], {"x": [3, 301]}, ["y"], {}, dtype=np.float16)):
+        g = load(other)
+        optimize(g)
+        assert [node.op_type for node in g.nodes] == [other.graph.node[0].op_type]
+
+
 def test_float16_formulas_stay_separate_ops(load):
     """A float16 op whose kernel converts blocks into workspace (Sigmoid's formula) joins no chain the
     native interpreter cannot run (its numpy plan would run Add in numpy's float16 loop)."""
