@@ -251,9 +251,10 @@ class Native:
         return bool(self.lib.ge_max_pool_fits(ctypes.byref(_max_pool_args(0, 0, x_shape, y_shape, **window))))
 
     def max_pool_call(self, x: np.ndarray, y: np.ndarray, **window) -> PreparedCall:
-        """A 2-D MaxPool of x (N, C, H, W) into y (N, C, OH, OW), both C-contiguous float32, prepared.
-        window: kernel, strides, dilations, pads (at the beginnings), 2 ints each."""
-        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window)
+        """A 2-D MaxPool of x (N, C, H, W) into y (N, C, OH, OW), both C-contiguous float32 or both
+        float16, prepared. window: kernel, strides, dilations, pads (at the beginnings), 2 ints each."""
+        assert x.dtype == y.dtype and x.dtype in (np.float32, np.float16)
+        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window, half=x.dtype == np.float16)
         return PreparedCall(self.lib.ge_max_pool2d, args, (x, y))
 
     def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
@@ -418,12 +419,12 @@ class MaxPool2d(ctypes.Structure):
     """csrc/abi.h's MaxPool2d."""
     _fields_ = [("x", _ptr), ("y", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "oh", "ow", "k0", "k1", "s0",
                                                                  "s1", "d0", "d1", "pb0", "pb1")] + \
-        [("threads", ctypes.c_int32)]
+        [("threads", ctypes.c_int32), ("half", ctypes.c_int32)]
 
 
-def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads) -> MaxPool2d:
+def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads, half=False) -> MaxPool2d:
     (n, c, h, w), (oh, ow) = x_shape, y_shape[2:]
-    return MaxPool2d(x, y, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads())
+    return MaxPool2d(x, y, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads(), int(half))
 
 
 class PhaseFill(ctypes.Structure):

@@ -101,6 +101,7 @@ typedef struct {
     float *y;
     int64_t planes, h, w, oh, ow, k0, k1, s0, s1, d0, d1, pb0, pb1;
     int32_t threads;
+    int32_t half;  /* x and y are float16 (rows converted as read, the maxima exact in float32) */
 } MaxPool2d;
 
 /* LayerNormalization or Softmax over rows of `cols` floats (rows.c) */

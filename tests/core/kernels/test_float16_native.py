@@ -228,3 +228,16 @@ def test_fused_elementwise_float16_rounds_each_step(level):
     with np.errstate(all="ignore"):
         want = np.maximum(-(np.maximum((x + v) * r / s, F16.type(0)) - x), r)
     same_bits(kernel.compute(*arrays)[0], want)
+
+
+@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 5, 13, 17), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 3, 9, 40), {"kernel_shape": [2, 3], "dilations": [2, 1], "pads": [0, 2, 1, 0]}),
+    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+])
+def test_max_pool_reads_and_writes_float16(level, monkeypatch, shape, attrs):
+    """csrc/max_pool.c converts each row run as it reads it and rounds each output vector as it stores
+    it: the float32 kernel's maxima, exactly (NaN wins, infinities and subnormals kept)."""
+    x = halves(np.random.default_rng(sum(shape)), *shape)
+    check(level, monkeypatch, "MaxPool", attrs, [x])
