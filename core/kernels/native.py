@@ -68,15 +68,11 @@ ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_
 QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 # csrc/abi.h's float16 operands (GemmArgs.half, ConvDirect.half)
 HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
-#: the widest row a float16 phase fill converts (on its stack, csrc/phase_fill.c); wider inputs are widened whole
 # csrc/abi.h's elementwise dtypes, the opcode run alone by unary_call and the float16 step flag
 # (kernels/fused_elementwise.py lowers whole chains)
 EW_F32, EW_F16 = 0, 4
 EW_ERF = 14
 EW_ROUND = 0x100
-HALF_FILL_ROW = 4096
-#: the longest float16 row the row kernels convert (two rows on their stack, csrc/rows.c)
-HALF_ROW_COLS = 8192
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
 _QDW_GEOMETRY = ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow")
 
@@ -259,10 +255,9 @@ class Native:
 
     def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
         """phase_layout.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared; a float16 x
-        (rows of at most HALF_FILL_ROW) is converted as it is laid out."""
+        is converted a row at a time as it is laid out."""
         used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
         x_half = x.dtype == np.float16
-        assert not x_half or lay.spatial[-1] <= HALF_FILL_ROW
         args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
                          *lay.sq, used, threads(), int(x_half))
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
@@ -270,10 +265,10 @@ class Native:
     def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
                   eps=0.0) -> PreparedCall:
         """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
-        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (rows of at most
-        HALF_ROW_COLS): converted a row at a time, computed in float32, rounded once."""
+        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (any length):
+        converted a row at a time, computed in float32, rounded once."""
         half = x.dtype == np.float16
-        assert y.dtype == x.dtype and (not half or cols <= HALF_ROW_COLS)
+        assert y.dtype == x.dtype
         args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
                     int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))

@@ -89,6 +89,7 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
     ((1, 80, 9, 9), (8, 80, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat", ()),  # and padding columns
     ((1, 8, 9, 9), (6, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, "auto", "direct", ()),
     ((2, 6, 29), (5, 6, 3), {"pads": [1, 1]}, "auto", "direct", (0,)),  # 1-D: numpy's fill, X widened
+    ((1, 3, 3, 4500), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "auto", "direct", ()),  # rows past 4096: heap row
     ((1, 24, 12, 12), (40, 24, 1, 1), {"ge.epilogue": HSWISH}, "never", "gemm", ()),
     ((1, 3, 21, 21), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
      "direct", ()),  # a network's first conv
@@ -179,6 +180,8 @@ ROWS = [  # (op, x shape, attrs, Scale and B constant)
     ("LayerNormalization", (3, 16), {}, True),
     ("Softmax", (2, 3, 7, 19), {}, False),
     ("Softmax", (4, 128), {}, False),
+    ("Softmax", (3, 9001), {}, False),  # rows past the stack's 8192: a heap row buffer
+    ("LayerNormalization", (2, 8300), {}, True),
 ]
 
 
