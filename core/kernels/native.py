@@ -186,11 +186,13 @@ class Native:
     def gemv_call(self, rows: int, x: np.ndarray, lda: int, w: np.ndarray, y: np.ndarray, ldc: int, *, bias=None,
                   act: Act | None = None) -> PreparedCall:
         """y[r, n] = act(bias[n] + x[r] . w[n]) for r < rows (csrc/gemv.c): w C-contiguous (N, K), x's
-        rows lda elements apart, y's ldc; prepared. For few rows: the weights are read once, in order. x
-        and y may be float16 (x converted once per call, y rounded once as stored)."""
+        rows lda elements apart, y's ldc; prepared. For few rows: the weights are read once, in order. x,
+        w and y may be float16 (x converted once per call, w a block of rows at a time, y rounded once
+        as stored)."""
         n, k = w.shape
         args = GemmArgs(rows, n, k, _ptr_of(x), lda, None, None, None, None, _addr(w), _ptr_of(y), ldc, None,
-                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0, _half_bits(a=x, c=y))
+                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0,
+                        _half_bits(a=x, b=w, c=y))
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:

@@ -279,6 +279,12 @@ class GlobalAveragePool(_GlobalPool):
         if self.uses_native:
             self.calls = CallCache()
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset([0]) if self.uses_native and y_half else frozenset()  # the planes, a block at a time
+
+    def float16_outputs(self) -> bool:
+        return self.uses_native
+
     def run(self, xs, ys, ws):
         if self.weights is None or self.plane == 0:
             return super().run(xs, ys, ws)

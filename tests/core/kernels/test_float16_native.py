@@ -244,3 +244,12 @@ def test_max_pool_reads_and_writes_float16(level, monkeypatch, shape, attrs):
     it: the float32 kernel's maxima, exactly (NaN wins, infinities and subnormals kept)."""
     x = halves(np.random.default_rng(sum(shape)), *shape)
     check(level, monkeypatch, "MaxPool", attrs, [x])
+
+
+@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("shape", [(1, 1280, 7, 7), (2, 67, 5, 3), (1, 3, 56, 57)])
+def test_global_average_pool_reads_and_writes_float16(level, monkeypatch, shape):
+    """GlobalAveragePool's GEMV (the planes as its weights) converts an item's planes at a time and
+    rounds its means as it stores them: the float32 kernel's bits, no whole-tensor conversion."""
+    x = halves(np.random.default_rng(sum(shape)), *shape)
+    check(level, monkeypatch, "GlobalAveragePool", {}, [x])
