@@ -58,12 +58,19 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     weights, layout, weight_offset = _layout_weights(graph, tasks_nodes, root)
     weight_data = layout.join() if join_weights else layout
     fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
-    arena = plan_arena([Buffer(t, graph.meta(t).nbytes, first[t], last[t]) for t in fm_roots], reuse=reuse_memory)
+    over = _outputs_over_inputs(graph, tasks_nodes, kernels, root, first, last, set(fm_roots)) if reuse_memory else {}
+    spans: dict[str, Buffer] = {}  # a chain of outputs written over their inputs: one buffer, its whole span
+    for t in fm_roots:
+        h = over.get(t, t)
+        b = spans.get(h)
+        spans[h] = Buffer(h, graph.meta(t).nbytes, min(first[t], b.first if b else first[t]),
+                          max(last[t], b.last if b else last[t]))
+    arena = plan_arena(list(spans.values()), reuse=reuse_memory)
     workspace = align(max(workspaces, default=0))
     allocations = [Allocation(WEIGHT_ID, WEIGHT, len(weight_data)), Allocation(FM_ID, FEATURE_MAP, arena.size),
                    Allocation(WORKSPACE_ID, WORKSPACE, workspace)]
     place: dict[str, tuple[int, int]] = {t: (WEIGHT_ID, off) for t, off in weight_offset.items()}
-    place.update({t: (FM_ID, off) for t, off in arena.offsets.items()})
+    place.update({t: (FM_ID, arena.offsets[over.get(t, t)]) for t in fm_roots})
     inputs, outs = [], []
     for index, t in enumerate(graph.inputs):
         allocations.append(Allocation(len(allocations), INPUT, graph.meta(t).nbytes, index))
@@ -107,6 +114,27 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
                     soc_version=soc_version, opset=opset, atc_cmdline=atc_cmdline, attrs=attrs)
     model.dataflow = plan_dataflow(model)
     return model
+
+
+def _outputs_over_inputs(graph: Graph, nodes: list[Node], kernels: list, root: dict, first: dict, last: dict,
+                         fm: set) -> dict:
+    """Feature maps whose task writes its output over an input (Kernel.output_over: a ResNet block's
+    FusedConv over its residual Z, as onnxruntime's fused Conv+Add does): the output takes the input's
+    bytes when this task is the input's last reader and both are planned feature maps of one size.
+    Saves a feature map and the traffic of writing one more (cold) buffer. Each such tensor -> the head
+    of its chain (the first tensor, whose bytes the whole chain uses); the tensors keep their own lifetimes,
+    which touch at the step that overwrites. The dataflow plan (any order) places them apart again."""
+    head: dict[str, str] = {}
+    for step, (node, kernel) in enumerate(zip(nodes, kernels)):
+        k = getattr(kernel, "output_over", None)
+        if k is None or k >= len(node.inputs) or not node.inputs[k] or not node.outputs or not node.outputs[0]:
+            continue
+        src, out = root.get(node.inputs[k], node.inputs[k]), node.outputs[0]
+        read_elsewhere = any(i and root.get(i, i) == src for j, i in enumerate(node.inputs) if j != k)
+        if src in fm and out in fm and last[src] == step and first[out] == step and not read_elsewhere \
+                and graph.meta(src).nbytes == graph.meta(out).nbytes:
+            head[out] = head.get(src, src)
+    return head
 
 
 def _copy_outputs_that_are_not_produced(graph: Graph) -> None:

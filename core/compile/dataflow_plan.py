@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError
-from ..ge_model import (ARG_IN as IN, ARG_SCRATCH as SCRATCH, FEATURE_MAP, FM_ID, INPUT, OUTPUT, WORKSPACE,
-                        DataflowPlan, GeModel, arg_rows)
+from ..ge_model import (ARG_IN as IN, ARG_OUT as OUT, ARG_SCRATCH as SCRATCH, FEATURE_MAP, FM_ID, INPUT, OUTPUT,
+                        WORKSPACE, DataflowPlan, GeModel, arg_rows)
 from .arena import Buffer, plan_arena
 
 
@@ -39,7 +39,10 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
         if nbytes == 0:
             key.append(None)  # an empty tensor touches no memory
         elif kind == FEATURE_MAP:
-            hit = np.flatnonzero((r_off <= off) & (off < r_end) & (r_first <= task) & (task <= r_last))
+            # a task reads tensors made before it and writes its own (an output written over its input
+            # shares the input's bytes in the linear plan: both are live at that task)
+            made = r_first < task if role == IN else r_first == task if role == OUT else r_first <= task
+            hit = np.flatnonzero((r_off <= off) & (off < r_end) & made & (task <= r_last))
             if len(hit) != 1:
                 raise GraphError(f"task {task}: feature-map offset {off} matches {len(hit)} live tensors")
             key.append(("fm", int(hit[0])))

@@ -57,6 +57,9 @@ class Kernel:
     #: True when run() is correct with ys[0] being xs[0] and no workspace: such an op can be fused
     #: into its producer as an epilogue applied in place
     in_place: bool = False
+    #: the input whose bytes output 0 may take (the memory planner gives them when this task is that
+    #: input's last reader): run() is correct with ys[0] being xs[output_over]; None: never
+    output_over: int | None = None
     #: True when run() reads nothing of the shapes the kernel was built for (only xs, ys, the
     #: dtypes and attributes), needs no workspace, and has one output whose shape
     #: agnostic_output_shape() gives: one instance serves every shape of the same dtypes and ranks

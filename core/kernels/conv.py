@@ -198,6 +198,9 @@ class Conv(SpatialKernel):
         if self.plan == "native":  # first: the per-task cost of a model's every Conv
             self.native.run(x, y, v, xs[3] if self.residual else None)
             return
+        if self.residual and np.may_share_memory(y, xs[3]):  # Y over Z: the numpy plans write Y before adding Z
+            self.run(xs[:3] + [xs[3].copy()], ys, ws)
+            return
         w = self.w_const if self.w_const is not None else xs[1]
         b = None
         if len(xs) > 2 and xs[2] is not None:
@@ -300,8 +303,10 @@ class Conv(SpatialKernel):
 @register("FusedConv", since=1, domain=GE_DOMAIN)
 class FusedConv(Conv):
     """Conv(X, W, B) + Z, Z a tensor of the output's shape (a residual), then the node's epilogue:
-    passes.fuse_conv_add. The native GEMM adds Z as it stores; the numpy plans add it after."""
+    passes.fuse_conv_add. The native kernels add Z as they store; the numpy plans add it after. Y may be
+    Z itself (the planner writes a block's output over its residual, as onnxruntime's fused Conv does)."""
     residual = True
+    output_over = 3
 
     def prepare(self):
         super().prepare()

@@ -242,6 +242,17 @@ class Gather(StaticInputKernel):
             raise self.fail(f"indices out of range [{-dim}, {dim - 1}]")
         return np.where(idx < 0, idx + dim, idx).astype(np.intp)
 
+    def infer(self):
+        """From shapes alone: the default infer gathers from the data, and an embedding table whose
+        bytes sit unaligned in the mapped ONNX file is copied whole by every take."""
+        x, idx = self.inputs[0], self.inputs[1]
+        if x is None or idx is None:
+            return super().infer()
+        a = self.norm_axis(self.axis_attr, len(x.shape))
+        indices = self.const_or_none(1)
+        self.normalized(np.zeros(idx.shape, idx.dtype) if indices is None else indices, x.shape[a])
+        return [Meta(np.dtype(x.dtype), tuple(x.shape[:a]) + tuple(idx.shape) + tuple(x.shape[a + 1:]))]
+
     def compute(self, x, indices):
         a = self.norm_axis(self.axis_attr, x.ndim)
         return [np.take(x, self.normalized(indices, x.shape[a]), axis=a)]

@@ -3,10 +3,11 @@
 Order of checks: the file (a regular file: a FIFO or device is refused, never opened), its size,
 magic, header length (bounded before anything is read), msgpack header (unpacked with limits),
 major version, the header record, header checksum, partition table (inside the file, no overlap,
-required partitions present), length, body checksum; then each partition unpacked with limits
-derived from its size, decoded as its records (records.py: every field's type and range, in one
-step per record) and its cross-references checked, one function each below (allocations, I/O
-descs, tensors, weights, sizes, tasks, the dataflow plan; root_check.py for a dynamic OM's root).
+required partitions present), length, body checksum (xxh3_128 `body_checksum`; sha256 `checksum` in
+files before 1.9); then each partition unpacked with limits derived from its size, decoded as its
+records (records.py: every field's type and range, in one step per record) and its cross-references
+checked, one function each below (allocations, I/O descs, tensors, weights, sizes, tasks, the
+dataflow plan; root_check.py for a dynamic OM's root).
 Every failure is a FormatError whose message starts with the file name (or "<bytes>") and names
 the field's path (`TASK_INFO.tasks[3] 'conv' (Conv).inputs[0]: ...`).
 
@@ -15,7 +16,6 @@ stays alive as long as that view does.
 """
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 
@@ -28,13 +28,14 @@ from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, 
                               WeightDesc, arg_rows)
 
 from . import records
+from .checksum import body_checksum, sha256
 from .decode import Bad, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
 from .records import HEADER, decode
 from .root import decode_root
 from .root_check import check_root
-from .schema import (CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ARRAY_LEN, MAX_HEADER_SIZE, MAX_INT,
-                     MAX_MAP_LEN, MAX_STR_LEN, MAX_TOTAL_SIZE, MIN_FILE_SIZE, MODEL_DEF, PREFIX_SIZE,
-                     REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA, partition_name)
+from .schema import (BODY_CHECKSUM_SINCE, CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ARRAY_LEN,
+                     MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_STR_LEN, MAX_TOTAL_SIZE, MIN_FILE_SIZE, MODEL_DEF,
+                     PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA, partition_name)
 
 BYTES_LABEL = "<bytes>"
 _SAFETY_NET = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, UnicodeError,
@@ -63,8 +64,8 @@ def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = Tr
         for key, value in header.items():
             if key == "header_version":
                 info[key] = f"{value[0]}.{value[1]}"
-            elif key in ("checksum", "header_checksum"):
-                info[key] = value.hex()
+            elif key in ("checksum", "body_checksum", "header_checksum"):
+                info[key] = value.hex() if value is not None else None
             elif key == "partitions":
                 info[key] = [{"type": partition_name(p["type"]), "type_id": p["type"], "submodel": p["submodel"],
                               "offset": p["offset"], "size": p["size"]} for p in value]
@@ -187,8 +188,10 @@ def parse_header(view: memoryview, verify_checksum: bool = True) -> tuple[dict, 
     if verify_checksum:
         if bytes(raw[-CHECKSUM_SIZE - 2:-CHECKSUM_SIZE]) != CHECKSUM_TAIL or bytes(raw[-CHECKSUM_SIZE:]) != out["header_checksum"]:
             raise Bad("header checksum is not the header's last field (file is corrupt or was modified)")
-        if hashlib.sha256(view[:PREFIX_SIZE + hsize - CHECKSUM_SIZE]).digest() != out["header_checksum"]:
+        if sha256(view[:PREFIX_SIZE + hsize - CHECKSUM_SIZE]) != out["header_checksum"]:
             raise Bad("header checksum mismatch (file is corrupt or was modified)")
+    if (major, minor) >= BODY_CHECKSUM_SINCE and out["body_checksum"] is None:
+        raise Bad(f"header has no 'body_checksum' (format {major}.{minor} checks its model data with it)")
 
     body = PREFIX_SIZE + hsize
     parts, seen = [], set()
@@ -220,9 +223,10 @@ def parse_header(view: memoryview, verify_checksum: bool = True) -> tuple[dict, 
         raise Bad(f"truncated: model data ends at {end} beyond file size {size}")
     if end < size:
         raise Bad(f"{size - end} unexpected bytes after the model data (file is corrupt or was modified)")
-    if verify_checksum and out["is_checksum"]:
-        if hashlib.sha256(view[body:]).digest() != out["checksum"]:
-            raise Bad("checksum mismatch (file is corrupt or was modified)")
+    if verify_checksum and out["is_checksum"] and sha256(view[body:]) != out["checksum"]:  # before 1.9
+        raise Bad("checksum mismatch (file is corrupt or was modified)")
+    if verify_checksum and out["body_checksum"] is not None and body_checksum(view[body:]) != out["body_checksum"]:
+        raise Bad("checksum mismatch (file is corrupt or was modified)")
     return out, hsize
 
 

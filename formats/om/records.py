@@ -15,8 +15,8 @@ from ge.core.ge_model import ALLOCATION_KINDS, WEIGHT_ID
 
 from ..aipp_config import AippConfig
 from .decode import Bad, attr_map, clip, show, tname
-from .schema import (CHECKSUM_SIZE, DTYPES, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT, MAX_MODELS,
-                     MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE)
+from .schema import (BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, DTYPES, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT,
+                     MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE)
 
 _MISSING = object()
 
@@ -81,9 +81,12 @@ class Bool(Field):
 
 
 class Digest(Field):
+    def __init__(self, size: int = CHECKSUM_SIZE):
+        self.size = size
+
     def check(self, v):
-        if type(v) is not bytes or len(v) != CHECKSUM_SIZE:
-            raise Invalid(f" must be {CHECKSUM_SIZE} bytes, got {show(v) if type(v) is not bytes else len(v)}")
+        if type(v) is not bytes or len(v) != self.size:
+            raise Invalid(f" must be {self.size} bytes, got {show(v) if type(v) is not bytes else len(v)}")
         return v
 
 
@@ -211,6 +214,7 @@ PARTITION = Record(type=Int(), submodel=Int(), offset=Int(hi=MAX_TOTAL_SIZE), si
 
 HEADER = Record(  # after header_version, which decides whether the rest can be read at all
     checksum=Digest(),
+    body_checksum=Digest(BODY_CHECKSUM_SIZE).since(None),  # format 1.9: required from 1.9 on (reader.py)
     length=Int(hi=MAX_TOTAL_SIZE),
     is_encrypt=Int(hi=255),
     is_checksum=Int(hi=1),

@@ -14,7 +14,9 @@ Every limit below is checked by the reader before it allocates anything.
 from __future__ import annotations
 
 MAGIC = b"IMOD"
-FORMAT_VERSION = (1, 8)  # (major, minor): readers refuse a newer major, accept a newer minor
+FORMAT_VERSION = (1, 9)  # (major, minor): readers refuse a newer major, accept a newer minor
+# 1.9 checks the model data with header "body_checksum" (xxh3_128) instead of "checksum" (sha256,
+#     is_checksum 0 from 1.9 on): a 1.8 reader reads such a file without checking its body
 # 1.8 adds string tensors to dynamic OMs: dtype "object" on root/subgraph inputs, outputs and node
 #     dtypes, MODEL_DEF "string_constants", and string ndarrays in attribute values
 # 1.7 adds external weights to dynamic OMs: root "weight_files", each graph's "file_weights"
@@ -26,7 +28,9 @@ FORMAT_VERSION = (1, 8)  # (major, minor): readers refuse a newer major, accept 
 # 1.1 added FILE_CONSTANT allocations (external weights): allocation "file", weight "allocation"
 PREFIX_SIZE = 8  # magic + uint32 header length
 ALIGNMENT = 64  # every partition starts at a multiple of this file offset
-CHECKSUM_SIZE = 32  # sha256 digest
+CHECKSUM_SIZE = 32  # sha256 digest: header_checksum, and checksum before 1.9
+BODY_CHECKSUM_SIZE = 16  # xxh3_128 digest: body_checksum (1.9)
+BODY_CHECKSUM_SINCE = (1, 9)  # files of this version and later must have a body_checksum
 CHECKSUM_TAIL = b"\xc4\x20"  # msgpack bin8 marker + length 32: precedes the header checksum bytes
 
 # ModelPartitionType (GE's numbering)
@@ -77,10 +81,11 @@ RESERVED_TAGS = (NDARRAY_TAG, DTYPE_TAG)
 # header fields (ModelFileHeader), in the order the writer emits them; header_checksum is last
 HEADER_FIELDS = (
     "header_version",  # [major, minor]
-    "checksum",  # bin 32: sha256 of every byte after the header (file[8 + H:])
+    "checksum",  # bin 32: sha256 of every byte after the header (file[8 + H:]) when is_checksum is 1
+    "body_checksum",  # bin 16 (1.9): xxh3_128 of every byte after the header, what ge checks
     "length",  # bytes after the header: file size == 8 + H + length
     "is_encrypt",  # 0: ge never encrypts
-    "is_checksum",  # 1: `checksum` is valid
+    "is_checksum",  # 1: `checksum` is valid (ge before 1.9); 0 from 1.9 on, body_checksum replaces it
     "model_type",  # MODEL_TYPE_NORMAL
     "gen_mode",  # GEN_MODE_OFFLINE (atc) or GEN_MODE_ONLINE
     "name",  # model name

@@ -3,8 +3,8 @@
 What happens, in order, and why:
 
 1. The file is mapped read-only and parsed without the raw data of its big initializers (found by
-   wire.py; each becomes a view of the map, or one copy where its bytes sit unaligned) and without
-   its external data, which is then read by hand, not by onnx's helper: every location must stay
+   wire.py; each becomes a view of the map, aligned or not) and without its external data, which
+   is then read by hand, not by onnx's helper: every location must stay
    inside the model's folder and every (offset, length) must fit the file and the tensor's size, so
    a missing or truncated weight file is a FormatError naming the file, not a crash deep in numpy.
 2. What onnx's checker refuses but onnxruntime runs is decided one complaint at a time
@@ -195,8 +195,9 @@ _PLAIN_RAW_TYPES = frozenset({TensorProto.FLOAT, TensorProto.UINT8, TensorProto.
 def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
     """The big initializers of the main graph as arrays, their raw data gone from the proto:
     {initializer index: array}; `raw` holds the raw data _read_model left in the file (a weight
-    read from there is a view of the file's map, or a copy where it sits unaligned). The checker,
-    the shape inference copy and the rest of the import then handle a model of kilobytes. Only
+    read from there is a view of the file's map, aligned or not: the compiler reads a big weight
+    only to fold a constant from it, and the OM writer copies each once, into the file). The checker, the shape inference copy and the
+    rest of the import then handle a model of kilobytes. Only
     tensors the checker passes whatever their bytes (plain raw data that fits the dims exactly,
     nothing else) and that onnx's shape inference sees as typed inputs anyway (more than
     _INFER_CONST_LIMIT elements); none of a model the version converter lifts (it reads
@@ -213,8 +214,6 @@ def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
             dtype = DTYPES[t.data_type]
             if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
                 a = np.frombuffer(data, dtype)
-                if not a.flags.aligned:  # numpy would copy it at every take(), matmul() ...: once here, into
-                    a = np.frombuffer(bytes(data), dtype)  # bytes (a numpy copy faults huge pages, 2-4x slower)
                 detached[i] = a.reshape(tuple(t.dims))
                 t.ClearField("raw_data")
                 continue

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ge.core.errors import FormatError
 from ge.core.weight_files import WeightFilePlan, individual_name, name_problem
 
-from ..atomic import write_atomically
+from ..atomic import EarlyWriteback, write_atomically
 from .meta import update_meta
 
 THREADS = 8
@@ -61,10 +61,11 @@ def _write_one(plan: WeightFilePlan, folder: str) -> WrittenFile:
         return WrittenFile(plan.name, path, plan.nbytes, True)
 
     def write(f) -> None:
-        pos = 0
+        pos, writeback = 0, EarlyWriteback(f)
         for offset, _, data in plan.pieces:
             f.write(bytes(offset - pos))  # zeros up to the aligned offset
             f.write(data)
+            writeback.wrote()
             pos = offset + len(data)
         f.write(bytes(plan.nbytes - pos))
 

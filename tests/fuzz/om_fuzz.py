@@ -170,7 +170,7 @@ class Layout:
     @classmethod
     def of(cls, data: bytes) -> "Layout":
         header, _ = reader.parse_header(memoryview(data))
-        computed = ("header_version", "checksum", "length", "partitions", "header_checksum")
+        computed = ("header_version", "checksum", "body_checksum", "length", "partitions", "header_checksum")
         fields = {k: v for k, v in header.items() if k not in computed}
         parts = [(p["type"], p["submodel"], data[p["offset"]:p["offset"] + p["size"]])
                  for p in sorted(header["partitions"], key=lambda p: p["offset"])]

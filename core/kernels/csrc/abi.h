@@ -35,7 +35,7 @@ typedef struct {
     const float *bp;
     float *c;
     int64_t ldc;
-    const float *bias_m, *bias_n, *z;
+    const float *bias_m, *bias_n, *z;  /* z may be c (same ldz): a residual written over (alpha 1) */
     int64_t ldz;
     Activation act;
     int32_t threads;
@@ -57,7 +57,8 @@ typedef struct {
 } GemmBatch;
 
 /* The direct convolution (direct_conv.c): y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] +
-sum_k wp[k][ch] * x[koff[k] + oy * pitch + ox]) */
+sum_k wp[k][ch] * x[koff[k] + oy * pitch + ox]); z may be y (each element of Z is read just before
+its element of Y is written) */
 typedef struct {
     const float *x;
     const int64_t *koff;

@@ -10,21 +10,24 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   B: B[k, n] = b[koff[k] + noff[n]], or prepacked by ge_pack_b (weights);
   C: row-major (c, ldc), or a convolution's output seen through flat columns (pitch, width: the
   GEMM's column n is Y's column (n / pitch) * width + n % pitch, dropped when n % pitch >= width);
-  Z (optional, the layout of C, ldz) is added before the activation;
+  Z (optional, the layout of C, ldz) is added with the first block of K's products (alpha 1), else before
+  the activation; Z may be C itself (alpha 1: C is then added onto, from the first block of K);
   bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation `act` is one of abi.h's
   (Relu, Clip, Gelu, HardSigmoid, HardSwish, Sigmoid, Swish, LeakyRelu) or none.
 Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
 Work: items (a group of adjacent panels, a chunk of rows) claimed one by one by the threads of
 pool.h, each over K split evenly into blocks of at most KC: per block and panel, pack the panel
-(when gathered; a run of NR floats per row is two vector copies) into the thread's scratch, then
+(when gathered; a run of NR floats per row is two vector copies, a transposed matrix's VL x VL
+register transposes) into the thread's scratch, then
 run the micro-kernel over the chunk's blocks of MR rows (with few panels and many rows, blocks of
 rows go outermost over B packed whole, so each block of weights is read once). An item owns its
 block of C through all of K, so one GEMM is one job of the pool: no barrier per block of K, and
 enough items (ITEMS_PER_THREAD) that a thread finishing early has one to take. (Reading B's rows in
 place, unpacked, measured slower: the hardware prefetcher follows one packed stream, not a row
-pointer per step.) The caller's workspace
-holds the packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
+pointer per step. A raw A of activations is another matter: its whole blocks of rows are read in
+place where K is short enough to be one block, see a_in_place.) The caller's workspace holds the
+packed A (when raw) and the packed panels of B; sizes from ge_workspace_floats.
 
 float16 operands (GemmArgs.half, abi.h's HALF_*): A's raw rows and B's gathered values are converted
 as they are packed, Z and a per-column bias as they are added, C rounded as it is stored, after the
@@ -57,6 +60,9 @@ typedef struct {
        dropped; 0: C is plain */
     int64_t pitch, width;
     int half_c, half_bias;  /* C and Z float16; bias_n float16 */
+    /* Z is added with the first block of K (before the bias: the order is the same whether Y is written
+       over Z or not, so both give the same bits); only with alpha 1, else with the last block */
+    int z_first;
 } Epilogue;
 
 /* The vector at src + at of a row of `cols` valid floats (zeros past them). */
@@ -70,18 +76,22 @@ static inline vec load_cols_any(const void *p, int half, int64_t i, int cols, in
                                                                     : (vec){0};
 }
 
-/* The epilogue on the two vectors of row `row` (columns j0 .. j0 + cols) of C: scale, biases, Z, activation. */
-static inline void finish_row(const Epilogue *e, vec *v0, vec *v1, int64_t row, int64_t j0, int cols) {
+/* Z's row `row` (columns j0 .. j0 + cols) added to its two vectors */
+static inline void add_z(const Epilogue *e, vec *v0, vec *v1, int64_t row, int64_t j0, int cols) {
+    *v0 += load_cols_any(e->z, e->half_c, row * e->ldz + j0, cols, 0);
+    *v1 += load_cols_any(e->z, e->half_c, row * e->ldz + j0, cols, VL);
+}
+
+/* The epilogue on the two vectors of row `row` (columns j0 .. j0 + cols) of C: scale, biases, Z
+   (with_z: when its turn is the last block of K, see z_first), activation. */
+static inline void finish_row(const Epilogue *e, vec *v0, vec *v1, int64_t row, int64_t j0, int cols, int with_z) {
     if (e->alpha != 1.0f) { *v0 *= e->alpha; *v1 *= e->alpha; }
     if (e->bias_m) { *v0 += e->bias_m[row]; *v1 += e->bias_m[row]; }
     if (e->bias_n) {
         *v0 += load_cols_any(e->bias_n, e->half_bias, j0, cols, 0);
         *v1 += load_cols_any(e->bias_n, e->half_bias, j0, cols, VL);
     }
-    if (e->z) {
-        *v0 += load_cols_any(e->z, e->half_c, row * e->ldz + j0, cols, 0);
-        *v1 += load_cols_any(e->z, e->half_c, row * e->ldz + j0, cols, VL);
-    }
+    if (with_z) add_z(e, v0, v1, row, j0, cols);
     if (e->act.act != ACT_NONE) *v0 = vactivate(*v0, e->act), *v1 = vactivate(*v1, e->act);
 }
 
@@ -94,9 +104,11 @@ static void store_block(const float *acc, void *c, int64_t ldc, int rows, int co
     for (int i = 0; i < rows; i++) {
         const float *src = acc + i * NR;
         vec v0 = vload(src), v1 = vload(src + VL);
+        int z_now = e->z && (e->z_first ? first : last);  /* Z's turn: the first block of K or the last */
+        if (z_now && e->z_first) add_z(e, &v0, &v1, i0 + i, j0, cols);
         if (e->half_c) {  /* first and last: the whole sum (see gemm_tiles_item) */
             uint16_t *cr = (uint16_t *)c + (i0 + i) * ldc + j0;
-            finish_row(e, &v0, &v1, i0 + i, j0, cols);
+            finish_row(e, &v0, &v1, i0 + i, j0, cols, z_now && !e->z_first);
             if (cols == NR) vstore_half(cr, v0), vstore_half(cr + VL, v1);
             else if (cols > VL) vstore_half(cr, v0), store_half_part(cr + VL, v1, cols - VL);
             else store_half_part(cr, v0, cols);
@@ -108,9 +120,38 @@ static void store_block(const float *acc, void *c, int64_t ldc, int rows, int co
             if (dst == tmp) memcpy(tmp, cr, (size_t)cols * 4);
             v0 += vload(dst); v1 += vload(dst + VL);
         }
-        if (last) finish_row(e, &v0, &v1, i0 + i, j0, cols);
+        if (last) finish_row(e, &v0, &v1, i0 + i, j0, cols, z_now && !e->z_first);
         vstore(dst, v0); vstore(dst + VL, v1);
         if (dst == tmp) memcpy(cr, tmp, (size_t)cols * 4);
+    }
+}
+
+/* The valid runs of a flat panel's columns j0 .. j0 + cols (e->pitch): where each starts in the
+   panel, its column of Y, its length */
+typedef struct {
+    int n;
+    int64_t at[NR], to[NR], len[NR];
+} FlatRuns;
+
+static void flat_runs(const Epilogue *e, int64_t j0, int cols, FlatRuns *fr) {
+    fr->n = 0;
+    for (int64_t t = 0; t < cols;) {
+        int64_t n = j0 + t, oy = n / e->pitch, ox = n % e->pitch;
+        int64_t rest = e->pitch - ox < cols - t ? e->pitch - ox : cols - t;
+        if (ox < e->width) {
+            fr->at[fr->n] = t, fr->to[fr->n] = oy * e->width + ox;
+            fr->len[fr->n++] = e->width - ox < rest ? e->width - ox : rest;
+        }
+        t += rest;
+    }
+}
+
+/* Z's row `row` along the runs, into the full-width row zt (its other lanes untouched) */
+static void gather_z_row(const Epilogue *e, int64_t row, const FlatRuns *fr, float *zt) {
+    int64_t zr = row * e->ldz;
+    for (int r = 0; r < fr->n; r++) {
+        if (e->half_c) halves_to_floats(zt + fr->at[r], (const uint16_t *)e->z + zr + fr->to[r], fr->len[r]);
+        else copy_floats(zt + fr->at[r], e->z + zr + fr->to[r], fr->len[r]);
     }
 }
 
@@ -119,44 +160,50 @@ static void store_block(const float *acc, void *c, int64_t ldc, int rows, int co
    scattered back along them. Only per-row bias (a convolution's) applies here. */
 static void store_block_flat(const float *acc, void *c, int64_t ldc, int rows, int cols, int first, int last,
                              const Epilogue *e, int64_t i0, int64_t j0) {
-    int64_t run_at[NR], run_to[NR], run_n[NR];  /* offset in the panel, column of Y, length */
-    int runs = 0;
-    for (int64_t t = 0; t < cols;) {
-        int64_t n = j0 + t, oy = n / e->pitch, ox = n % e->pitch;
-        int64_t rest = e->pitch - ox < cols - t ? e->pitch - ox : cols - t;
-        if (ox < e->width) {
-            run_at[runs] = t, run_to[runs] = oy * e->width + ox;
-            run_n[runs++] = e->width - ox < rest ? e->width - ox : rest;
-        }
-        t += rest;
-    }
+    FlatRuns fr;
+    flat_runs(e, j0, cols, &fr);
     float tmp[NR] __attribute__((aligned(64))) = {0}, zt[NR] __attribute__((aligned(64))) = {0};
     for (int i = 0; i < rows; i++) {
         int64_t row = (i0 + i) * ldc;
         float *cr = e->half_c ? NULL : (float *)c + row;
         vec v0 = vload(acc + i * NR), v1 = vload(acc + i * NR + VL);
+        int add_z = e->z && (e->z_first ? first : last);  /* Z's turn: the first block of K or the last */
+        if (add_z) gather_z_row(e, i0 + i, &fr, zt);
         if (!first) {  /* float32 C only */
-            for (int r = 0; r < runs; r++) copy_floats(tmp + run_at[r], cr + run_to[r], run_n[r]);
+            for (int r = 0; r < fr.n; r++) copy_floats(tmp + fr.at[r], cr + fr.to[r], fr.len[r]);
             v0 += vload(tmp), v1 += vload(tmp + VL);  /* lanes outside the runs: dropped */
+        } else if (add_z && e->z_first) {
+            v0 += vload(zt), v1 += vload(zt + VL);
         }
         if (last) {
             if (e->alpha != 1.0f) { v0 *= e->alpha; v1 *= e->alpha; }
             if (e->bias_m) { v0 += e->bias_m[i0 + i]; v1 += e->bias_m[i0 + i]; }
-            if (e->z) {
-                int64_t zr = (i0 + i) * e->ldz;
-                for (int r = 0; r < runs; r++) {
-                    if (e->half_c) halves_to_floats(zt + run_at[r], (const uint16_t *)e->z + zr + run_to[r], run_n[r]);
-                    else copy_floats(zt + run_at[r], e->z + zr + run_to[r], run_n[r]);
-                }
-                v0 += vload(zt), v1 += vload(zt + VL);
-            }
+            if (add_z && !e->z_first) v0 += vload(zt), v1 += vload(zt + VL);
             if (e->act.act != ACT_NONE) v0 = vactivate(v0, e->act), v1 = vactivate(v1, e->act);
         }
         vstore(tmp, v0), vstore(tmp + VL, v1);
-        for (int r = 0; r < runs; r++) {
-            if (e->half_c) floats_to_halves((uint16_t *)c + row + run_to[r], tmp + run_at[r], run_n[r]);
-            else copy_floats(cr + run_to[r], tmp + run_at[r], run_n[r]);
+        for (int r = 0; r < fr.n; r++) {
+            if (e->half_c) floats_to_halves((uint16_t *)c + row + fr.to[r], tmp + fr.at[r], fr.len[r]);
+            else copy_floats(cr + fr.to[r], tmp + fr.at[r], fr.len[r]);
         }
+    }
+}
+
+/* Z's block (i0, j0) added to the products acc of the first block of K, as the stores add it
+   (e->z_first): gemm_tiles_item's sums then add the further blocks in C's order */
+static void add_z_block(const Epilogue *e, float *acc, int rows, int cols, int64_t i0, int64_t j0) {
+    FlatRuns fr;
+    if (e->pitch) flat_runs(e, j0, cols, &fr);
+    float zt[NR] __attribute__((aligned(64))) = {0};
+    for (int i = 0; i < rows; i++) {
+        vec v0 = vload(acc + i * NR), v1 = vload(acc + i * NR + VL);
+        if (e->pitch) {
+            gather_z_row(e, i0 + i, &fr, zt);
+            v0 += vload(zt), v1 += vload(zt + VL);
+        } else {
+            add_z(e, &v0, &v1, i0 + i, j0, cols);
+        }
+        vstore(acc + i * NR, v0), vstore(acc + i * NR + VL, v1);
     }
 }
 
@@ -180,10 +227,39 @@ static inline __attribute__((always_inline)) void block_product(const int R, con
     for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
 }
 
+/* block_product with A read in place: a whole block of MR rows of a (rows lda apart, unit stride
+in K; a tail block of rows comes packed). Three rows per base pointer, read at base[q][k],
+base[q][k + lda] and base[q][k + 2 lda]: MR / 3 pointers and one stride, where MR pointers would
+not fit the general registers beside the loop's own. */
+static inline __attribute__((always_inline)) void block_product_rows(const int V, int64_t kc, const float *a,
+                                                                     int64_t lda, const float *bp, float *acc) {
+    vec acc0[MR], acc1[MR];
+    const float *base[(MR + 2) / 3];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (vec){0};
+#pragma GCC unroll 16
+    for (int q = 0; q < (MR + 2) / 3; q++) base[q] = a + 3 * q * lda;
+    for (int64_t k = 0; k < kc; k++, bp += NR) {
+        vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            float x = base[i / 3][k + i % 3 * lda];
+            acc0[i] += x * b0;
+            if (V == 2) acc1[i] += x * b1;
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
+}
+
 /* One block of MR rows x NR columns of C (c: the block's first row; j0: its first column). A tail block of rows runs a shorter product (64 rows are
    5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product. */
-static void product(int64_t kc, const float *ap, const float *bp, int rows, int cols, float *acc) {
-    if (cols > VL) {
+static void product(int64_t kc, const float *ap, const float *a, int64_t lda, const float *bp, int rows, int cols,
+                    float *acc) {
+    if (!ap) {  /* A in place: a whole block of rows */
+        if (cols > VL) block_product_rows(2, kc, a, lda, bp, acc);
+        else block_product_rows(1, kc, a, lda, bp, acc);
+    } else if (cols > VL) {
         if (rows > 2 * MR / 3) block_product(MR, 2, kc, ap, bp, acc);
         else if (rows > MR / 3) block_product(2 * MR / 3, 2, kc, ap, bp, acc);
         else block_product(MR / 3, 2, kc, ap, bp, acc);
@@ -200,11 +276,11 @@ static void store(const float *acc, void *c, int64_t ldc, int rows, int cols, in
     else store_block(acc, c, ldc, rows, cols, first, last, e, i0, j0);
 }
 
-static void micro_kernel(int64_t kc, const float *ap, const float *bp, void *c, int64_t ldc,
-                         int rows, int cols, int first, int last, const Epilogue *e,
+static void micro_kernel(int64_t kc, const float *ap, const float *a, int64_t lda, const float *bp, void *c,
+                         int64_t ldc, int rows, int cols, int first, int last, const Epilogue *e,
                          int64_t i0, int64_t j0) {
     float acc[MR * NR] __attribute__((aligned(64)));
-    product(kc, ap, bp, rows, cols, acc);
+    product(kc, ap, a, lda, bp, rows, cols, acc);
     store(acc, c, ldc, rows, cols, first, last, e, i0, j0);
 }
 
@@ -244,9 +320,33 @@ static void pack_b_panel(const void *b, int half, const int64_t *koff, const int
     if (cols == NR && no[NR - 1] - no[0] == NR - 1) {  /* one run: two vector copies (conversions) per row */
         for (int64_t k = 0; k < kc; k++, d += NR) {
             int64_t at = koff[k0 + k] + no[0];
+            /* and the next panel's run of the row, into L2 (a panel is as big as L1): rows a plane apart
+               (a 1x1 conv's B) are more streams than the hardware prefetcher follows (ResNet-50's GEMM
+               convs 3-4% faster in the model; into L1 ~1% slower than into L2) */
+            const char *next = (const char *)b + (at + NR) * (half ? 2 : 4);
+            __builtin_prefetch(next, 0, 2);
+            __builtin_prefetch(next + 64, 0, 2);
             vstore(d, vload_any(b, half, at));
             vstore(d + VL, vload_any(b, half, at + VL));
         }
+        return;
+    }
+    if (!half && cols == NR && kc >= VL && koff[k0 + kc - 1] - koff[k0] == kc - 1) {
+        /* a transposed float32 matrix (attention's K^T: each column a run of K): VL x VL blocks read
+           as runs of each column, transposed in registers */
+        const float *src = (const float *)b + koff[k0];
+        int64_t k = 0;
+        for (; k + VL <= kc; k += VL)
+            for (int j0 = 0; j0 < NR; j0 += VL) {
+                vec r[VL];
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++) r[j] = vload(src + no[j0 + j] + k);
+                transpose_blocks(r, VL);
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; i++) vstore(d + (k + i) * NR + j0, r[i]);
+            }
+        for (; k < kc; k++)
+            for (int j = 0; j < NR; j++) d[k * NR + j] = src[no[j] + k];
         return;
     }
     for (int64_t k = 0; k < kc; k++, d += NR) {
@@ -311,6 +411,8 @@ static int sweep_rows(int64_t M, int64_t N, int64_t K) {
 typedef struct {
     int64_t M, N, K, lda, ldc, mblocks, panels, chunks, chunk_blocks, group_panels;
     int few_panels;  /* all panels in every item, blocks of A outermost (B packed whole) */
+    int in_place;  /* A's whole blocks of rows read in place (a_in_place), its tail block packed */
+    int onto_c;  /* C holds Z (written over it): every block of K adds onto C, Z is not added again */
     int64_t kc;  /* the blocks of K */
     const void *a, *b;  /* float16 when half & HALF_A, HALF_B */
     const float *bp;
@@ -320,6 +422,29 @@ typedef struct {
     int half;
     Epilogue e;
 } Gemm;
+
+/* A raw A is read in place, never packed, where the product is rows of activations: times packed
+weights (a MatMul's A @ W, a transformer's layers) or one of a batch (attention's Q K^T and P V),
+with a K of at most WHOLE_K, which is then one block, so C is written once. (A packed per call was
+3-4% of ViT's 197 x 768 x 768 products and a fifth of attention's; K = 768 in two blocks of 384 cost
+another 3-5% at N = 3072.) Not when A's rows are a multiple of 4 KB apart: the block's 12 rows fall
+into one set of the L1 cache, whose 8 ways do not hold them (rows 8 KB and 12 KB apart measured 5%
+slower in place). */
+#define WHOLE_K 1024
+/* Products with packed weights take K in one block up to this (C written once; the panel of B,
+   K x NR floats, stays in L2 across the blocks of rows): ViT's and BERT's 3072 -> 768 products 3-5%
+   faster than in blocks of 615 */
+#define WEIGHTS_WHOLE_K 4096
+static int a_in_place(const Gemm *g, const float *ap, const float *bp, int rows_of_activations) {
+    /* (a gathered B's panels have KC rows of room in the workspace: K is one block up to KC there) */
+    return !ap && rows_of_activations && !(g->half & HALF_A) && g->K <= (bp ? WHOLE_K : KC)
+           && (g->lda * 4) % 4096 != 0;
+}
+
+/* The block of rows at (i0, k0) of a float32 A read in place (NULL where A is packed) */
+static const float *in_place_rows(const Gemm *g, int64_t i0, int64_t k0) {
+    return g->in_place ? (const float *)g->a + i0 * g->lda + k0 : NULL;
+}
 
 static void pack_b_item(void *ctx, int64_t p, int slot) {
     Gemm *g = ctx;
@@ -358,7 +483,7 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
     int64_t k0 = 0;
     do {  /* K = 0 still runs once: C = the epilogue of zero */
         int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
-        int first = k0 == 0, last = k0 + kc >= K;
+        int first = k0 == 0 && !g->onto_c, last = k0 + kc >= K;
         if (g->few_panels) {  /* few columns, many rows: each block of A (weights) is read once per block of K */
             for (int64_t blk = blk0; blk < blk1; blk++) {
                 int64_t i0 = blk * MR;
@@ -366,7 +491,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 for (int64_t p = p0; p < p1; p++) {
                     int64_t j0 = p * NR;
                     int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
-                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR,
+                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
+                    micro_kernel(kc, ab, in_place_rows(g, i0, k0), g->lda, g->bp + p * K * NR + k0 * NR,
                                  g->c, g->ldc, rows, cols, first, last, &g->e, i0, j0);
                 }
             }
@@ -379,7 +505,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                 for (int64_t blk = blk0; blk < blk1; blk++) {
                     int64_t i0 = blk * MR;
                     int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
-                    micro_kernel(kc, g->a_packed + blk * K * MR + k0 * MR, panel, g->c, g->ldc,
+                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
+                    micro_kernel(kc, ab, in_place_rows(g, i0, k0), g->lda, panel, g->c, g->ldc,
                                  rows, cols, first, last, &g->e, i0, j0);
                 }
             }
@@ -399,6 +526,8 @@ static void gemm_tiles_item(void *ctx, int64_t it, int slot) {
     int64_t p0 = group * g->group_panels;
     int64_t p1 = p0 + g->group_panels < g->panels ? p0 + g->group_panels : g->panels;
     float sum[MR * NR] __attribute__((aligned(64))), acc[MR * NR] __attribute__((aligned(64)));
+    Epilogue e = g->e;  /* Z added with the first block (z_first) is not added again as the sum is stored */
+    if (e.z_first) e.z = NULL;
     for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * NR;
         int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
@@ -407,17 +536,19 @@ static void gemm_tiles_item(void *ctx, int64_t it, int slot) {
             int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
             for (int64_t k0 = 0; k0 < K; k0 += g->kc) {
                 int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
-                product(kc, g->a_packed + blk * K * MR + k0 * MR, g->bp + p * K * NR + k0 * NR, rows, cols,
+                product(kc, g->a_packed + blk * K * MR + k0 * MR, NULL, 0, g->bp + p * K * NR + k0 * NR, rows, cols,
                         k0 ? acc : sum);
+                if (!k0 && g->e.z && g->e.z_first) add_z_block(&g->e, sum, rows, cols, i0, j0);
                 if (k0)
                     for (int t = 0; t < rows * NR; t += VL) vstore(sum + t, vload(acc + t) + vload(sum + t));
             }
-            store(sum, g->c, g->ldc, rows, cols, 1, 1, &g->e, i0, j0);
+            store(sum, g->c, g->ldc, rows, cols, 1, 1, &e, i0, j0);
         }
     }
 }
 
-void ge_gemm_args(const GemmArgs *args) {
+/* in_place_ok: A is rows of activations (see a_in_place) */
+static void gemm_run(const GemmArgs *args, int in_place_ok) {
     int64_t M = args->M, N = args->N, K = args->K;
     int threads = args->threads;
     const float *ap = args->ap, *bp = args->bp;
@@ -428,6 +559,12 @@ void ge_gemm_args(const GemmArgs *args) {
               .half = half,
               .e = {args->bias_m, args->bias_n, args->z, args->ldz, args->act, args->alpha,
                     args->pitch, args->width, !!(half & HALF_C), !!(half & HALF_BIAS)}};
+    g.e.z_first = g.e.alpha == 1.0f;
+    /* Y over Z: C starts as Z (a float16 C is stored once, its tile of Z read just before) */
+    if (g.e.z && g.e.z == g.c && args->ldz == args->ldc && g.e.z_first && !g.e.half_c) {
+        g.onto_c = 1;
+        g.e.z = NULL;
+    }
     g.mblocks = (M + MR - 1) / MR;
     g.panels = (N + NR - 1) / NR;
     if (threads < 1) threads = 1;
@@ -444,13 +581,15 @@ void ge_gemm_args(const GemmArgs *args) {
         g.chunks = g.mblocks, g.chunk_blocks = 1;
     }
     if (g.few_panels) g.group_panels = g.panels;
+    g.in_place = a_in_place(&g, ap, bp, in_place_ok);
     if (!ap) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
-        pool_run(pack_a_item, &g, g.mblocks, threads);
+        if (!g.in_place) pool_run(pack_a_item, &g, g.mblocks, threads);
+        else if (M % MR) pack_a_item(&g, g.mblocks - 1, 0);  /* in place reads whole blocks: the tail is packed */
     }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
-    int64_t kblocks = (K + KC - 1) / KC;
+    int64_t kblocks = g.in_place || (bp && !ap && K <= WEIGHTS_WHOLE_K) ? 1 : (K + KC - 1) / KC;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     int tiles = g.e.half_c && kblocks > 1;  /* a float16 C is stored once: tiles summed over K (B packed whole) */
     if (!bp && (g.chunks > 1 || g.few_panels || tiles)) {  /* pack B once, not once per chunk of rows */
@@ -460,6 +599,8 @@ void ge_gemm_args(const GemmArgs *args) {
     pool_run(tiles ? gemm_tiles_item : gemm_item, &g, (g.panels + g.group_panels - 1) / g.group_panels * g.chunks,
              threads);
 }
+
+void ge_gemm_args(const GemmArgs *args) { gemm_run(args, args->bp != NULL); }
 
 static void gemm_batch_item(void *ctx, int64_t i, int slot) {
     const GemmBatch *bt = ctx;
@@ -471,7 +612,7 @@ static void gemm_batch_item(void *ctx, int64_t i, int slot) {
     if (bt->z_off) g.z = advance(g.z, g.half & HALF_C, bt->z_off[i]);
     g.threads = 1;
     g.ws += slot * ge_workspace_floats(g.M, g.N, g.K, 1, 1, 1);
-    ge_gemm_args(&g);
+    gemm_run(&g, 1);
 }
 
 void ge_gemm_batch(const GemmBatch *bt) {

@@ -4,7 +4,7 @@ values is one of them): any window, stride, dilation and padding, read in place 
 Per plane and output row: the maximum over the window's rows that fall inside X, into a row buffer
 with -inf where the window hangs over the left and right edges; then per output column the maximum
 over the window's columns, from the buffer split into its stride phases so that every tap is a
-unit-stride vector load. A NaN wins (numpy's maximum). Items are runs of planes. */
+unit-stride vector load (stride 2: the even lanes of two loads, no split). A NaN wins (numpy's maximum). Items are runs of planes. */
 #include "abi.h"
 #include "half.h"
 #include "pool.h"
@@ -13,6 +13,15 @@ unit-stride vector load. A NaN wins (numpy's maximum). Items are runs of planes.
 #define POOL_ROW_MAX 8192  /* the longest padded row (floats) the stack buffers take (2 x 32 KB) */
 
 static int64_t pool_row_len(const MaxPool2d *p) { return (p->ow - 1) * p->s1 + (p->k1 - 1) * p->d1 + 1; }
+
+#if !defined(__clang__)
+/* p[0], p[2], ..., p[2 VL - 2]: one permute of two loads (lanes past a row's end are never stored) */
+static inline vec even_lanes(const float *p) {
+    ivec idx;
+    for (int c = 0; c < VL; c++) idx[c] = 2 * c;
+    return __builtin_shuffle(vload(p), vload(p + VL), idx);
+}
+#endif
 
 static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
     const int64_t x_at = plane * p->h * p->w, y_at = plane * p->oh * p->ow;
@@ -41,6 +50,18 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
             for (; j < n; j++) row[lo + j] = src[j] > row[lo + j] || src[j] != src[j] ? src[j] : row[lo + j];
         }
         if (!rows) fill_floats(row + lo, hi - lo, ninf);
+        const int64_t out = y_at + oy * p->ow;
+#if !defined(__clang__)
+        if (p->s1 == 2) {  /* stride 2 (ResNet's stem): each tap's columns are the even lanes of two vectors */
+            for (int64_t ox = 0; ox < p->ow; ox += VL) {
+                int n = p->ow - ox < VL ? (int)(p->ow - ox) : VL;
+                vec m = (vec){0} + ninf;
+                for (int64_t t = 0; t < p->k1; t++) m = vmax(m, even_lanes(row + 2 * ox + t * p->d1));
+                store_any_part(p->y, p->half, out + ox, m, n);
+            }
+            continue;
+        }
+#endif
         /* the stride phases of the row, then per tap a unit-stride run of one phase */
         const float *ph = row;
         if (p->s1 > 1) {
@@ -48,7 +69,6 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
                 for (int64_t j = 0; j * p->s1 + r < len; j++) phases[r * phase_len + j] = row[j * p->s1 + r];
             ph = phases;
         }
-        const int64_t out = y_at + oy * p->ow;
         for (int64_t ox = 0; ox < p->ow; ox += VL) {
             int n = p->ow - ox < VL ? (int)(p->ow - ox) : VL;
             vec m = (vec){0} + ninf;

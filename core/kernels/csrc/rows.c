@@ -15,9 +15,13 @@ rows in a buffer of the item's). */
 #define ROWS_PER_ITEM 16
 
 static inline float hsum(vec v) {
+#if defined(__AVX512F__)
+    return _mm512_reduce_add_ps((__m512)v);
+#else
     float s = 0.0f;
     for (int i = 0; i < VL; i++) s += v[i];
     return s;
+#endif
 }
 
 static void layer_norm_row(const Rows *r, const float *x, float *y) {
@@ -40,28 +44,71 @@ static void layer_norm_row(const Rows *r, const float *x, float *y) {
     for (; j < n; j++) y[j] = (x[j] - mean) * inv * (r->scale ? r->scale[j] : 1.0f) + (r->bias ? r->bias[j] : 0.0f);
 }
 
+/* The largest lane (NaNs aside) and whether any lane is set: one tree of shuffles on AVX-512
+(_mm512_reduce_*), not VL dependent scalar steps (a row of 128 floats is 8 vectors: the scalar
+reductions had cost as much as the row). */
+static inline float hmax(vec v) {
+#if defined(__AVX512F__)
+    return _mm512_reduce_max_ps((__m512)v);
+#else
+    float m = v[0];
+    for (int i = 1; i < VL; i++) m = v[i] > m ? v[i] : m;
+    return m;
+#endif
+}
+
+static inline int any_lane(ivec v) {
+#if defined(__AVX512F__)
+    return _mm512_reduce_or_epi32((__m512i)v) != 0;
+#else
+    int any = 0;
+    for (int i = 0; i < VL; i++) any |= v[i] != 0;
+    return any;
+#endif
+}
+
+/* Lanes [0, n) set */
+static inline ivec lanes_below(int n) {
+    ivec idx;
+    for (int i = 0; i < VL; i++) idx[i] = i;
+    return idx < n;
+}
+
 static void softmax_row(const Rows *r, const float *x, float *y) {
     int64_t n = r->cols, j;
-    vec vm = (vec){0} + x[0];
+    int tail = (int)(n % VL);
+    int64_t body = n - tail;
+    /* the row maximum (two chains of compare-and-blend; NaNs apart): a NaN anywhere makes it NaN,
+       as np.max */
+    vec vm = (vec){0} + x[0], vm2 = vm;
     ivec nan = (ivec){0};
-    for (j = 0; j + VL <= n; j += VL) {  /* the row maximum; a NaN anywhere makes it NaN, as np.max */
-        vec v = vload(x + j);
+    for (j = 0; j + 2 * VL <= body; j += 2 * VL) {
+        vec v = vload(x + j), v2 = vload(x + j + VL);
+        ivec gt = v > vm, gt2 = v2 > vm2;
+        vm = (vec)(((ivec)vm & ~gt) | ((ivec)v & gt));
+        vm2 = (vec)(((ivec)vm2 & ~gt2) | ((ivec)v2 & gt2));
+        nan |= (v != v) | (v2 != v2);
+    }
+    ivec in_row = lanes_below(tail);
+    for (; j < body + (tail ? VL : 0); j += VL) {  /* the lanes past the row keep the running maximum */
+        vec v = j < body ? vload(x + j) : (vec)(((ivec)load_part(x + j, tail) & in_row) | ((ivec)vm & ~in_row));
         ivec gt = v > vm;
         vm = (vec)(((ivec)vm & ~gt) | ((ivec)v & gt));
         nan |= v != v;
     }
-    float m = vm[0];
-    int any_nan = 0;
-    for (int i = 0; i < VL; i++) { m = vm[i] > m ? vm[i] : m; any_nan |= nan[i] != 0; }
-    for (; j < n; j++) { m = x[j] > m ? x[j] : m; any_nan |= x[j] != x[j]; }
-    if (any_nan) m = __builtin_nanf("");
+    ivec gt = vm2 > vm;
+    vm = (vec)(((ivec)vm & ~gt) | ((ivec)vm2 & gt));
+    float m = any_lane(nan) ? __builtin_nanf("") : hmax(vm);
     vec acc = (vec){0};
-    float tail = 0.0f;
-    for (j = 0; j + VL <= n; j += VL) { vec e = vexp(vload(x + j) - m); vstore(y + j, e); acc += e; }
-    for (; j < n; j++) { float e = vexp((vec){0} + (x[j] - m))[0]; y[j] = e; tail += e; }
-    float inv = 1.0f / (hsum(acc) + tail);
-    for (j = 0; j + VL <= n; j += VL) vstore(y + j, vload(y + j) * inv);
-    for (; j < n; j++) y[j] *= inv;
+    for (j = 0; j < body; j += VL) { vec e = vexp(vload(x + j) - m); vstore(y + j, e); acc += e; }
+    if (tail) {
+        vec e = (vec)((ivec)vexp(load_part(x + body, tail) - m) & in_row);
+        store_part(y + body, e, tail);
+        acc += e;
+    }
+    float inv = 1.0f / hsum(acc);
+    for (j = 0; j < body; j += VL) vstore(y + j, vload(y + j) * inv);
+    if (tail) store_part(y + body, load_part(y + body, tail) * inv, tail);
 }
 
 static void rows_item(void *ctx, int64_t it, int slot) {

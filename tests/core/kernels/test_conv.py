@@ -124,6 +124,19 @@ def test_conv_resnet_like_shapes(check_op, layout):
              rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("c,oc,direct", [(1024, 256, True), (384, 64, True), (256, 1024, False), (64, 384, False)])
+def test_pointwise_on_a_14x14_plane_takes_the_direct_kernel_when_it_reduces(default_backend, c, oc, direct):
+    """196 pixels fill 224 columns of 32-wide GEMM panels: a conv that reduces channels (K >= M) takes
+    the direct kernel (the GEMM would pack each panel for few blocks of rows), one that expands keeps
+    the GEMM. (The kernels' results: the plans' tests above.)"""
+    from ge.core.kernels import conv_native
+    default_backend("native")
+    k = _kernel("Conv", [Meta(np.dtype(np.float32), (1, c, 14, 14)), Meta(np.dtype(np.float32), (oc, c, 1, 1))], {},
+                [None, np.zeros((oc, c, 1, 1), np.float32)])
+    assert conv_native.use_direct(k, 32, pointwise=True) == direct
+    assert not conv_native.use_direct(k, 49, pointwise=True)  # panels of 49 columns: 4 hold 196 pixels, no waste
+
+
 def _kernel(op, metas, attrs, consts=()):
     return lookup(op)(attrs, metas, consts, name="c1")
 

@@ -122,6 +122,7 @@ def test_conv(level, monkeypatch, xs, ws, attrs, direct, kind, widened):
     ((1, 33, 7, 7), (21, 33, 1, 1), {}, "always", "direct"),  # Z and Y float16 in the direct kernel's store
     ((1, 700, 16, 16), (20, 700, 1, 1), {}, "never", "gemm"),
     ((1, 9, 8, 11), (5, 9, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat"),
+    ((1, 80, 8, 11), (7, 80, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat"),  # Z with the first of 2 blocks of K
 ])
 def test_fused_conv_reads_its_residual_in_float16(level, monkeypatch, xs, ws, attrs, direct, kind):
     flat_or_dense(monkeypatch, kind)

@@ -39,6 +39,29 @@ def test_raw_a_packed_b_with_epilogue(m, k, n, threads):
     np.testing.assert_allclose(c, np.clip(ab + bias + z, -0.5, 2.0), **TOL)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m,k,lda", [(m, 70, 75) for m in range(1, 26)] + [(197, 768, 768), (13, 1024, 1024),
+                                                                            (13, 1025, 1025), (30, 96, 1024),
+                                                                            (197, 3072, 3072), (20, 5000, 5003)])
+def test_raw_a_rows_in_place(m, k, lda, threads):
+    """Activations (rows lda apart) times packed weights, A read in place where K fits one block:
+    every tail of a block of rows (1 to 25 rows), ViT's 197 x 768, and rows 4 KB apart (A packed,
+    in place would thrash the L1 cache) or K past WHOLE_K (packed too; one block of K up to 4096,
+    blocks past it), each beside numpy."""
+    a_wide = rng.standard_normal((m, lda), np.float32)
+    a = a_wide[:, :k]
+    b = rng.standard_normal((k, 40), np.float32) / np.float32(np.sqrt(k))  # sums of order 1 at any K
+    bias = rng.standard_normal(40).astype(np.float32)
+    c = np.full((m, 40), np.nan, np.float32)
+    ws = np.empty(nat.workspace_nbytes(m, 40, k, raw_a=True, gathered_b=False), np.uint8)
+    native_mod.set_threads(threads)
+    try:
+        nat.gemm(m, 40, k, c, 40, a=a_wide, lda=lda, bp=nat.pack_b(b), bias_n=bias, ws=ws)
+    finally:
+        native_mod.set_threads(native_mod.default_threads())
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b + bias, **TOL)
+
+
 @pytest.mark.parametrize("threads", [1, 64])
 @pytest.mark.parametrize("m,k,n", SHAPES)
 def test_packed_a_gathered_b(m, k, n, threads):

@@ -33,12 +33,16 @@ WINDOWS_2D = [
     ((1, 2, 7, 45), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # rows of several vectors and a tail
     ((1, 2, 9, 40), {"kernel_shape": [2, 5], "strides": [1, 3], "pads": [0, 4, 1, 4]}),  # windows in the padding
     ((1, 1, 3, 9000), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # rows too long for the native buffers
+    # stride 2 across (the native even-lane taps): outputs of several vectors and a tail, windows in the padding
+    ((2, 3, 13, 75), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 6, 33), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
 ]
 
 DILATED = [
     ((1, 3, 10, 10), {"kernel_shape": [2, 2], "dilations": [2, 2]}),
     ((1, 3, 11, 11), {"kernel_shape": [3, 3], "dilations": [2, 1], "strides": [2, 2], "pads": [1, 1, 2, 2]}),
     ((1, 3, 11, 10), {"kernel_shape": [2, 2], "dilations": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 9, 70), {"kernel_shape": [2, 4], "strides": [1, 2], "dilations": [1, 3], "pads": [0, 2, 1, 3]}),
 ]
 
 

@@ -83,3 +83,58 @@ def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, default_bac
         api.unload(model_id)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, f)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def two_blocks(channels: int, kernel: int):
+    """x -> a -> b -> FusedConv(b, Z=a) -> d -> FusedConv(d, Z=the first's output) -> out: each residual's
+    last reader is its FusedConv, so the planner writes each block's output over its Z (a chain of two)."""
+    n = helper.make_node
+    c = channels
+    conv = lambda i, o, k: n("Conv", [i, f"w_{o}", f"b_{o}"], [o], kernel_shape=[k, k], pads=[k // 2] * 4)
+    nodes = [conv("x", "a", 1), n("Relu", ["a"], ["ar"]), conv("ar", "b", kernel),
+             conv("b", "c", kernel), n("Add", ["c", "ar"], ["s1"]), n("Relu", ["s1"], ["y1"]),
+             conv("y1", "d", kernel), conv("d", "e", kernel), n("Add", ["y1", "e"], ["s2"]),  # Z first this time
+             n("Relu", ["s2"], ["y2"]), conv("y2", "out", 1)]
+    inits = {}
+    for o, k in (("a", 1), ("b", kernel), ("c", kernel), ("d", kernel), ("e", kernel), ("out", 1)):
+        inits[f"w_{o}"] = (rng.standard_normal((c, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+        inits[f"b_{o}"] = w(c)
+    graph = helper.make_graph(nodes, "two_blocks", [helper.make_tensor_value_info("x", F, [2, c, 5, 6])],
+                              [helper.make_tensor_value_info("out", F, [2, c, 5, 6])],
+                              [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("plan", ["native-direct", "native-wide", "native-flat", "native-dense", "numpy"])
+@pytest.mark.parametrize("channels,kernel", [(80, 3), (700, 1), (24, 3)])
+def test_block_output_written_over_its_residual(tmp_path, monkeypatch, default_backend, plan, channels, kernel):
+    """Each FusedConv's output takes its Z's bytes (Kernel.output_over); every plan gives onnxruntime's
+    result with Y being Z, also where K is split into blocks (3x3 x 80 channels, 1x1 x 700: K > the
+    GEMM's block of K, whose first block would overwrite Z), and so do the dataflow and parallel
+    executors, whose plan keeps Z and Y apart."""
+    default_backend("numpy" if plan == "numpy" else "native",
+                    direct="always" if plan in ("native-direct", "native-wide") else "never")
+    monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if plan == "native-wide" else 10**9)
+    monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
+    monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
+    model = two_blocks(channels, kernel)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    x = rng.standard_normal((2, channels, 5, 6)).astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    result = api.atc(path, str(tmp_path / "m"))
+    fused = [t for t in result.model.tasks if t.op_type == "FusedConv"]
+    assert len(fused) == 2
+    for t in fused:
+        assert (t.outputs[0].allocation, t.outputs[0].offset) == (t.inputs[3].allocation, t.inputs[3].offset)
+    assert fused[0].outputs[0].offset == fused[1].outputs[0].offset  # the chain: one buffer
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        loaded = api.model(model_id)
+        assert all(t.plan.kernel.uses_native == (plan != "numpy") for t in loaded.default_context.handle)
+        for executor in ("linear", "dataflow", "parallel"):
+            ctx = loaded.create_context(executor=executor)
+            for _ in range(2):  # again: Z is computed anew each run
+                np.testing.assert_allclose(ctx.execute([x])[0], want, rtol=1e-4, atol=1e-5)
+    finally:
+        api.unload(model_id)

@@ -12,6 +12,7 @@ import tracemalloc
 import msgpack
 import numpy as np
 import pytest
+import xxhash
 
 from ge.core.errors import FormatError, GeError
 from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, DataflowPlan, GeModel, TaskDef,
@@ -158,14 +159,15 @@ def test_every_partition_is_aligned_and_table_is_consistent():
     assert all(p["offset"] % schema.ALIGNMENT == 0 and p["submodel"] == 0 for p in info["partitions"])
     assert info["partitions"][-1]["offset"] + info["partitions"][-1]["size"] == len(data)
     assert info["length"] == len(data) - info["header_size"]
-    assert info["checksum"] == hashlib.sha256(data[info["header_size"]:]).hexdigest()
+    assert info["body_checksum"] == xxhash.xxh3_128(data[info["header_size"]:]).hexdigest()
 
 
 def test_header_info_fields():
     info = header_info(om_bytes(make_model()))
     assert info["magic"] == "IMOD"
     assert info["header_version"] == f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
-    assert (info["is_encrypt"], info["is_checksum"], info["model_num"], info["ops"]) == (0, 1, 1, 2)
+    assert (info["is_encrypt"], info["is_checksum"], info["model_num"], info["ops"]) == (0, 0, 1, 2)
+    assert info["checksum"] == "00" * 32  # GE's sha256 field, unused since 1.9: body_checksum checks the body
     assert info["name"] == "tiny" and info["platform_version"] == "Ascend310P3"
     assert info["atc_cmdline"].startswith("ge atc") and info["has_unknown_shape"] is False
     assert set(schema.HEADER_FIELDS) <= set(info)
@@ -397,6 +399,50 @@ def test_checksum_mismatch_message_and_bypass():
     assert bytes(m.weight_data)[0] == data[lo] ^ 0xFF
 
 
+def sha256_signed(model=None, version=(1, 8)) -> bytes:
+    """The OM as ge wrote it before 1.9: no body_checksum, is_checksum 1 and the body's sha256 in `checksum`."""
+    sha = [bytes(32)]  # the header's length does not depend on the digest: laid out first, filled in after
+
+    def tamper(h):
+        h.update(header_version=list(version), is_checksum=1, checksum=sha[0])
+        h.pop("body_checksum")
+        h["header_checksum"] = h.pop("header_checksum")  # writers keep it last
+    sign, pieces = writer.lay_out(*writer.fields_and_parts(model or make_model()), tamper=tamper)
+    body = b"".join(map(bytes, pieces))
+    sha[0] = hashlib.sha256(body).digest()
+    return sign(bytes(schema.BODY_CHECKSUM_SIZE)) + body
+
+
+def test_format_1_8_files_checked_by_sha256_still_read():
+    data = sha256_signed()
+    info = header_info(data)
+    assert (info["header_version"], info["is_checksum"], info["body_checksum"]) == ("1.8", 1, None)
+    assert info["checksum"] == hashlib.sha256(data[info["header_size"]:]).hexdigest()
+    assert_models_equal(make_model(), read_om(data))
+    lo, hi = regions(data)["WEIGHTS_DATA"]
+    for pos in range(lo, hi, 7):  # the sha256 still guards the body of such a file
+        bad = bytearray(data)
+        bad[pos] ^= 0x01
+        fails(bytes(bad), r"^<bytes>: checksum mismatch \(file is corrupt or was modified\)$")
+
+
+def test_body_checksum_is_the_xxh3_128_of_the_model_data():
+    data = om_bytes(make_model())
+    info = header_info(data)
+    assert info["header_version"] == "1.9" and info["body_checksum"] == xxhash.xxh3_128(data[info["header_size"]:]).hexdigest()
+    for region in ("MODEL_DEF", "TASK_INFO", "WEIGHTS_DATA"):
+        lo, hi = regions(data)[region]
+        bad = bytearray(data)
+        bad[(lo + hi) // 2] ^= 0x80
+        fails(bytes(bad), r"^<bytes>: checksum mismatch \(file is corrupt or was modified\)$")
+    # a body edited and its body_checksum recomputed: the header checksum still catches it
+    bad = bytearray(data)
+    bad[lo] ^= 0x01
+    pos = data.index(bytes.fromhex(info["body_checksum"]))
+    bad[pos:pos + 16] = xxhash.xxh3_128(bytes(bad[info["header_size"]:])).digest()
+    fails(bytes(bad), "header checksum mismatch")
+
+
 def test_header_checksum_guards_header_fields():
     data = om_bytes(make_model())
     pos = data.index(b"tiny")
@@ -481,6 +527,9 @@ def test_header_field_validation():
         (lambda h: h.update(ops=7), "header says 7 ops but TASK_INFO holds 2 tasks"),
         (lambda h: h.update(has_unknown_shape=1), "header\\.has_unknown_shape must be a bool"),
         (lambda h: h.update(checksum=b"short"), "header\\.checksum must be 32 bytes"),
+        (lambda h: h.update(body_checksum=bytes(32)), "header\\.body_checksum must be 16 bytes, got 32"),
+        (lambda h: h.update(body_checksum="0" * 16), "header\\.body_checksum must be 16 bytes, got '0000"),
+        (lambda h: h.pop("body_checksum"), r"header has no 'body_checksum' \(format 1\.9 checks its model data with it\)"),
         (lambda h: h.pop("atc_cmdline"), "header has no 'atc_cmdline'"),
         (lambda h: h.update(platform_version="Ascend910"), "header platform_version 'Ascend910' differs"),
         (lambda h: h.update(partitions=[{"type": 0}] * (schema.MAX_PARTITIONS + 1)), "more than the limit"),
@@ -794,5 +843,5 @@ def test_weight_layout_is_written_as_its_joined_bytes(tmp_path):
     written = write_om(make_model(weight_data=layout), tmp_path / "layout.om")  # streamed, never joined
     data = (tmp_path / "layout.om").read_bytes()
     assert data == (tmp_path / "joined.om").read_bytes() == om_bytes(make_model())
-    assert header_info(data)["checksum"] == hashlib.sha256(data[header_info(data)["header_size"]:]).hexdigest()
+    assert header_info(data)["body_checksum"] == xxhash.xxh3_128(data[header_info(data)["header_size"]:]).hexdigest()
     assert bytes(written.weight_data) == bytes(layout.join()) and written.weight_data.readonly

@@ -46,7 +46,7 @@ def test_subgraphs_round_trip(nested, tmp_path):
     assert [[n.subgraphs for n in sg.nodes] for sg in again.subgraphs] == \
         [[n.subgraphs for n in sg.nodes] for sg in nested.subgraphs]
     assert again.nodes == nested.nodes and len(again.subgraphs) == 3  # then, its Loop's body, else
-    assert header_info(om_bytes(nested))["header_version"] == "1.8" and FORMAT_VERSION == (1, 8)
+    assert header_info(om_bytes(nested))["header_version"] == "1.9" and FORMAT_VERSION == (1, 9)
     x = np.arange(3, dtype=np.float32)
     model_id = api.load_from_file(_write(again, tmp_path), "cpu")
     try:

@@ -341,8 +341,12 @@ def test_big_weights_go_from_the_onnx_file_into_the_om(make_model, tmp_path):
     nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "B"], ["a"]),
              helper.make_node("MatMul", ["a", "V"], ["y"])]
     model = make_model(nodes, {"x": (F, [2, 64])}, {"y": (F, [2, 80])}, inits)
-    model.producer_name = "x"  # places V at a multiple of 4 in the file (read in place), W not (copied)
+    model.producer_name = "x"  # places V at a multiple of 4 in the file, W not: both read in place
     onnx.save(model, str(tmp_path / "m.onnx"))
+    weights = load_onnx(tmp_path / "m.onnx").initializers
+    assert weights["V"].flags.aligned and not weights["W"].flags.aligned
+    assert not weights["V"].flags.owndata and not weights["W"].flags.owndata  # views of the mapped file
+    np.testing.assert_array_equal(weights["W"], inits["W"])
     result = api.atc(str(tmp_path / "m.onnx"), str(tmp_path / "m"))
     assert result.model.weight_data.readonly
     assert bytes(result.model.weight_data) == bytes(read_om(result.om_path).weight_data)
@@ -356,6 +360,29 @@ def test_big_weights_go_from_the_onnx_file_into_the_om(make_model, tmp_path):
     manager = ModelManager()
     in_memory = manager.load(result.model)
     np.testing.assert_allclose(manager.execute(in_memory, [x])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_gather_from_an_unaligned_embedding_table(make_model, tmp_path):
+    """An embedding table left unaligned in the ONNX file (a view of the map): Gather's shape is
+    inferred from shapes, and the OM runs as onnxruntime."""
+    from ge.core import api
+    from tests.conftest import ort_run
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((500, 48)).astype(np.float32)
+    model = make_model([helper.make_node("Gather", ["E", "ids"], ["y"], axis=0)], {"ids": (TensorProto.INT64, [2, 5])},
+                       {"y": (F, [2, 5, 48])}, {"E": table})
+    for producer in ("", "x", "xy", "xyz"):  # one of them leaves E's bytes unaligned in the file
+        model.producer_name = producer
+        onnx.save(model, str(tmp_path / "m.onnx"))
+        if not load_onnx(tmp_path / "m.onnx").initializers["E"].flags.aligned:
+            break
+    assert not load_onnx(tmp_path / "m.onnx").initializers["E"].flags.aligned
+    ids = rng.integers(-500, 500, (2, 5)).astype(np.int64)
+    model_id = api.load_from_file(api.atc(str(tmp_path / "m.onnx"), str(tmp_path / "m")).om_path)
+    try:
+        np.testing.assert_array_equal(api.execute(model_id, [ids])[0], ort_run(model, {"ids": ids})[0])
+    finally:
+        api.unload(model_id)
 
 
 def test_ir3_model_with_big_weights_loads_with_or_without_listed_inputs(make_model, tmp_path):
