@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .native import HALF_B, HALF_C, HALF_FILL_ROW, Act, CallCache, Native
+from .native import HALF_B, HALF_C, Act, CallCache, Native
 from .phase_layout import PhaseLayout
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
@@ -112,7 +112,7 @@ class NativeConv:
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
         """X when the GEMM packs it or the native (2-D) phase fill lays it out; Z with a float16 Y."""
         lay = self.lay
-        reads_x = not self.direct if lay is None else len(lay.spatial) == 2 and lay.spatial[-1] <= HALF_FILL_ROW
+        reads_x = not self.direct if lay is None else len(lay.spatial) == 2
         return frozenset(([0] if reads_x else []) + ([3] if y_half and self.residual else []))
 
     def float16_outputs(self) -> bool:
@@ -189,6 +189,12 @@ class NativeConvGemv:
         self.absorbs = act is not None
         self.calls = CallCache()
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset([0])  # its items, converted once per call
+
+    def float16_outputs(self) -> bool:
+        return True
+
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
         self.w = np.ascontiguousarray(w, np.float32).reshape(self.oc, self.c)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(self.oc)
@@ -229,7 +235,7 @@ class NativeDepthwise:
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
         """X: the fill converts it as it lays it out, the kernels reading it in place as they load it."""
-        return frozenset([0] if self.lay.spatial[-1] <= HALF_FILL_ROW else [])
+        return frozenset([0])
 
     def float16_outputs(self) -> bool:
         return True

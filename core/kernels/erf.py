@@ -17,6 +17,7 @@ import numpy as np
 from .dtypes import NUMERIC, working_dtype
 from .elementwise import FloatUnary, str_attr
 from .fused import GE_DOMAIN
+from .native import EW_ERF, CallCache
 from .registry import register
 
 # z(x) = atanh(erf(x)) ~ x P(x^2) on [0, 4]: Lawson minimax fits of the erf error (weighted by
@@ -138,12 +139,14 @@ class _ErfFamily(FloatUnary):
     blocks of 128K elements: three of them (x, y, t) still sit in L2, and each pass is one ufunc
     call (32K blocks cost four calls per pass, ~20 passes)."""
     CHUNK = 1 << 17
+    FLOAT32_TEMPS = 1
 
     def setup(self):
         if working_dtype(self.dtype) == np.float64:
             self.CHUNK = FloatUnary.CHUNK  # 3 temps and a mask: keep the workspace small
         if self.uses_erf():
-            self.temps, self.masks = (F64_TEMPS, F64_MASKS) if working_dtype(self.dtype) == np.float64 else (1, 0)
+            self.temps, self.masks = (F64_TEMPS, F64_MASKS) if working_dtype(self.dtype) == np.float64 \
+                else (self.FLOAT32_TEMPS, 0)
         super().setup()
 
     def uses_erf(self) -> bool:
@@ -152,13 +155,42 @@ class _ErfFamily(FloatUnary):
 
 @register("Erf")
 class Erf(_ErfFamily):
+    """float32 and float16 on the native kernels: csrc/eltwise.c's erf (the one elementwise chains
+    run, so a fused Erf gives the bits of this one), a block at a time, float16 converted as it is
+    read and rounded once, no workspace. Otherwise the formulas above; float32 in place (a chain's
+    numpy plan) copies x aside first."""
     types = NUMERIC
+
+    FLOAT32_TEMPS = 2
+
+    def setup(self):
+        self.native = self.backend.lib is not None and np.dtype(self.dtype) in (np.float32, np.float16)
+        self.calls = CallCache()
+        super().setup()
+
+    def workspace_nbytes(self):
+        return 0 if self.native else super().workspace_nbytes()
+
+    def run(self, xs, ys, ws):
+        if not self.native:
+            return super().run(xs, ys, ws)
+        x, y = xs[0], ys[0]
+        lib = self.backend.lib
+        if x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: lib.unary_call(EW_ERF, x, y)).run()
+        else:
+            out = np.empty(y.shape, y.dtype)
+            lib.unary_call(EW_ERF, np.ascontiguousarray(x), out).run()
+            np.copyto(y, out)
 
     def formula(self, x, y, *scratch):
         if self.work == np.float64:
             erf64_into(x, y, *scratch)
+        elif np.shares_memory(x, y):
+            np.copyto(scratch[1], x)
+            tanh_erf_into(scratch[1], y, scratch[0])
         else:
-            tanh_erf_into(x, y, *scratch)
+            tanh_erf_into(x, y, scratch[0])
 
 
 _GELU_Z = _scaled(_Z6, 1 / math.sqrt(2))  # z(x / sqrt(2)) as a polynomial in x

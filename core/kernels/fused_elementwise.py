@@ -9,7 +9,8 @@ workspace, so the chain needs no memory but the output and, where branches meet,
 slots of workspace.
 
 Two plans, with results identical to the unfused tasks:
-- native (csrc/eltwise.c): float32/64, int32/64 and float16 chains of the ops it lowers, operands
+- native (csrc/eltwise.c): float32/64, int32/64 and float16 chains of the ops it lowers (Erf: its own
+  vectorized erf, float32 and float16 only, the one the native Erf kernel runs), operands
   that are contiguous, scalars or broadcast along one run of dims; the output is walked in blocks that
   stay in L1, each step one IEEE operation per element as numpy's ufunc does it (a 1000-op chain on 16
   floats: one call of a few microseconds); float16 blocks are converted as they are read and stored,
@@ -27,23 +28,23 @@ from .base import Kernel
 from .epilogue import clip_bound
 from .fused import GE_DOMAIN
 from .float16 import ARITHMETIC_VIA_FLOAT32
-from .native import CallCache
+from .native import EW_ERF, EW_ROUND, CallCache
 from .registry import lookup, register
 
 #: (domain, op) -> its number of data inputs: the ops a chain may hold, those whose kernels are correct
-#: with the output being an input (the numpy plan runs in place; not Gelu, whose formula reads x late)
+#: with the output being an input (the numpy plan runs in place; not Gelu, whose formula reads x late;
+#: a step's workspace, a float16 formula's converted blocks, follows the slots)
 CHAIN_OPS = {
     ("", "Add"): 2, ("", "Sub"): 2, ("", "Mul"): 2, ("", "Div"): 2, ("", "Max"): 2, ("", "Min"): 2,
     ("", "Relu"): 1, ("", "LeakyRelu"): 1, ("", "Clip"): 1, ("", "HardSigmoid"): 1, ("", "HardSwish"): 1,
     ("", "Neg"): 1, ("", "Abs"): 1, ("", "Sqrt"): 1, ("", "Reciprocal"): 1, ("", "Sigmoid"): 1, ("", "Tanh"): 1,
-    ("", "Exp"): 1, ("", "Log"): 1, (GE_DOMAIN, "Swish"): 1, (GE_DOMAIN, "HardSwish"): 1,
+    ("", "Exp"): 1, ("", "Log"): 1, ("", "Erf"): 1, (GE_DOMAIN, "Swish"): 1, (GE_DOMAIN, "HardSwish"): 1,
 }
 # csrc/abi.h's opcodes and dtypes
 (EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC, EW_MAXC,
  EW_MINC) = range(14)
 NATIVE_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 3,
                  np.dtype(np.float16): 4}
-EW_ROUND = 0x100  # csrc/abi.h: a float16 step's last micro-op, its result rounded to float16
 MAX_SLOTS = 16  # csrc/eltwise.c's scratch registers
 MAX_F16_OPERANDS = 32  # and a float16 chain's operands
 _BINARY = {"Add": EW_ADD, "Sub": EW_SUB, "Mul": EW_MUL, "Div": EW_DIV, "Max": EW_MAX, "Min": EW_MIN}
@@ -86,14 +87,20 @@ class FusedElementwise(Kernel):
         out = self.steps[-1][0].infer()[0]
         for k, (kernel, _, _) in enumerate(self.steps):
             m = kernel.infer()[0]
-            if m.dtype != out.dtype or tuple(m.shape) != tuple(out.shape) or kernel.workspace_nbytes():
+            if m.dtype != out.dtype or tuple(m.shape) != tuple(out.shape):
                 raise self.fail(f"attrs['steps'][{k}] ({kernel.op_type}) computes {np.dtype(m.dtype).name} "
-                                f"{list(m.shape)} (workspace {kernel.workspace_nbytes()}), the chain "
-                                f"{np.dtype(out.dtype).name} {list(out.shape)} in place")
+                                f"{list(m.shape)}, the chain {np.dtype(out.dtype).name} {list(out.shape)} in place")
         self.out = Meta(np.dtype(out.dtype), tuple(out.shape))
         self.slot_of, self.n_slots = _slots([[r for r in refs if r < 0] for _, refs, _ in self.steps])
         self.slot_nbytes = -(-math.prod(self.out.shape) * self.out.dtype.itemsize // 64) * 64
-        self.program = self._lower() if self.backend.lib is not None else None
+        # the steps' own scratch (a float16 formula's converted blocks), after the slots: one step runs at a time
+        self.step_nbytes = max(kernel.workspace_nbytes() for kernel, _, _ in self.steps)
+        program = self._lower()
+        if self.step_nbytes and program is None:  # its numpy plan would be the slower: keep the ops apart
+            raise self.fail("a step needs workspace (a float16 formula): only a chain the native interpreter "
+                            "runs may hold one")
+        self.interpreted = program is not None  # csrc/eltwise.c runs it, on the native backend
+        self.program = program if self.backend.lib is not None else None
         # not `uses_native`: that flags kernels that pack weights and share threads with OpenBLAS
         # (blas.kernel_state); the chain reads its operands in place, on the calling thread
         self.native = self.program is not None
@@ -122,7 +129,7 @@ class FusedElementwise(Kernel):
         return [self.out]
 
     def workspace_nbytes(self) -> int:
-        return self.n_slots * self.slot_nbytes
+        return self.n_slots * self.slot_nbytes + self.step_nbytes
 
     def load(self):
         for kernel, _, _ in self.steps:
@@ -144,10 +151,11 @@ class FusedElementwise(Kernel):
                 call.run()
                 return
         bufs = [y] + [ws[k * self.slot_nbytes:][:y.nbytes].view(y.dtype).reshape(y.shape) for k in range(self.n_slots)]
+        scratch = ws[self.n_slots * self.slot_nbytes:] if self.step_nbytes else None
         results = []
         for (kernel, refs, extra), slot in zip(self.steps, self.slot_of):
             out = bufs[slot]
-            kernel.run([xs[r] if r >= 0 else results[-r - 1] for r in refs] + extra, [out], None)
+            kernel.run([xs[r] if r >= 0 else results[-r - 1] for r in refs] + extra, [out], scratch)
             results.append(out)
 
     def bound(self, xs, ys, ws):
@@ -239,6 +247,8 @@ def _lower_step(kernel, args, extra, dtype, temps):
     if not is_float:
         return None
     c = lambda v: float(dtype.type(v))  # noqa: E731  (the kernels' typed constants)
+    if op == "Erf":
+        return [(EW_ERF, new(), x, None, 0.0)] if dtype.itemsize <= 4 else None  # float32 and float16
     if op == "LeakyRelu":
         t = new()
         return [(EW_MULC, t, x, None, c(kernel.alpha)), (EW_MAX if kernel.alpha <= 1 else EW_MIN, new(), t, x, 0.0)]

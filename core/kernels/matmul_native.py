@@ -87,13 +87,19 @@ class NativeGemv:
         self.w, self.bias_const = w, bias
         self.calls = CallCache()
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset([0])  # its rows, converted once per call
+
+    def float16_outputs(self) -> bool:
+        return True
+
     def pack(self, kernel) -> None:
         self.wt = kernel.shared_pack(("gemv",), lambda w: np.ascontiguousarray(w.T, np.float32), self.w)
         self.bias = None if self.bias_const is None else np.ascontiguousarray(self.bias_const, np.float32).reshape(self.n)
 
     def run(self, x: np.ndarray, y: np.ndarray, xs, ws) -> None:
         a = x.reshape(self.rows, self.k)  # a copy when x's rows are not one stride apart: a new call then
-        if a.strides[1] != 4:
+        if a.strides[1] != a.itemsize:
             a = np.ascontiguousarray(a)
         call = self.calls.get((x, y), lambda: self._call(a, y) if np.shares_memory(a, x) else None)
         (call or self._call(a, y)).run()
@@ -106,7 +112,8 @@ class NativeGemv:
         return lambda: self._call(a, y)
 
     def _call(self, a, y):
-        return self.nat.gemv_call(self.rows, a, a.strides[0] // 4, self.wt, y, self.n, bias=self.bias, act=self.act)
+        return self.nat.gemv_call(self.rows, a, a.strides[0] // a.itemsize, self.wt, y, self.n, bias=self.bias,
+                                  act=self.act)
 
 
 def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = False) -> NativeProduct | None:

@@ -68,10 +68,11 @@ ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_
 QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 # csrc/abi.h's float16 operands (GemmArgs.half, ConvDirect.half)
 HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
-#: the widest row a float16 phase fill converts (on its stack, csrc/phase_fill.c); wider inputs are widened whole
-HALF_FILL_ROW = 4096
-#: the longest float16 row the row kernels convert (two rows on their stack, csrc/rows.c)
-HALF_ROW_COLS = 8192
+# csrc/abi.h's elementwise dtypes, the opcode run alone by unary_call and the float16 step flag
+# (kernels/fused_elementwise.py lowers whole chains)
+EW_F32, EW_F16 = 0, 4
+EW_ERF = 14
+EW_ROUND = 0x100
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
 _QDW_GEOMETRY = ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow")
 
@@ -185,10 +186,13 @@ class Native:
     def gemv_call(self, rows: int, x: np.ndarray, lda: int, w: np.ndarray, y: np.ndarray, ldc: int, *, bias=None,
                   act: Act | None = None) -> PreparedCall:
         """y[r, n] = act(bias[n] + x[r] . w[n]) for r < rows (csrc/gemv.c): w C-contiguous (N, K), x's
-        rows lda floats apart, y's ldc; prepared. For few rows: the weights are read once, in order."""
+        rows lda elements apart, y's ldc; prepared. For few rows: the weights are read once, in order. x,
+        w and y may be float16 (x converted once per call, w a block of rows at a time, y rounded once
+        as stored)."""
         n, k = w.shape
         args = GemmArgs(rows, n, k, _ptr_of(x), lda, None, None, None, None, _addr(w), _ptr_of(y), ldc, None,
-                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0)
+                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0,
+                        _half_bits(a=x, b=w, c=y))
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
@@ -245,17 +249,17 @@ class Native:
         return bool(self.lib.ge_max_pool_fits(ctypes.byref(_max_pool_args(0, 0, x_shape, y_shape, **window))))
 
     def max_pool_call(self, x: np.ndarray, y: np.ndarray, **window) -> PreparedCall:
-        """A 2-D MaxPool of x (N, C, H, W) into y (N, C, OH, OW), both C-contiguous float32, prepared.
-        window: kernel, strides, dilations, pads (at the beginnings), 2 ints each."""
-        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window)
+        """A 2-D MaxPool of x (N, C, H, W) into y (N, C, OH, OW), both C-contiguous float32 or both
+        float16, prepared. window: kernel, strides, dilations, pads (at the beginnings), 2 ints each."""
+        assert x.dtype == y.dtype and x.dtype in (np.float32, np.float16)
+        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window, half=x.dtype == np.float16)
         return PreparedCall(self.lib.ge_max_pool2d, args, (x, y))
 
     def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
         """phase_layout.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared; a float16 x
-        (rows of at most HALF_FILL_ROW) is converted as it is laid out."""
+        is converted a row at a time as it is laid out."""
         used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
         x_half = x.dtype == np.float16
-        assert not x_half or lay.spatial[-1] <= HALF_FILL_ROW
         args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
                          *lay.sq, used, threads(), int(x_half))
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
@@ -263,10 +267,10 @@ class Native:
     def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
                   eps=0.0) -> PreparedCall:
         """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
-        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (rows of at most
-        HALF_ROW_COLS): converted a row at a time, computed in float32, rounded once."""
+        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (any length):
+        converted a row at a time, computed in float32, rounded once."""
         half = x.dtype == np.float16
-        assert y.dtype == x.dtype and (not half or cols <= HALF_ROW_COLS)
+        assert y.dtype == x.dtype
         args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
                     int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
@@ -279,6 +283,16 @@ class Native:
         args = Eltwise(n, dtype_code, len(operands), n_regs, len(param), ext.ctypes.data, inner.ctypes.data,
                        period.ctypes.data, code.ctypes.data, param.ctypes.data, y.ctypes.data)
         return PreparedCall(self.lib.ge_eltwise, args, (ext, inner, period, code, param, tuple(operands), y))
+
+    def unary_call(self, opcode: int, x: np.ndarray, y: np.ndarray) -> PreparedCall:
+        """y = op(x) for contiguous float32 or float16 x and y (float16: converted a block at a time,
+        computed in float32, rounded once), as eltwise.c's one-step chain, prepared."""
+        half = x.dtype == np.float16
+        assert y.dtype == x.dtype and x.size == y.size and x.dtype in (np.float16, np.float32)
+        code = np.array([opcode | (EW_ROUND if half else 0), 1, 0, 0], np.int32)
+        contiguous = np.zeros(1, np.int64)
+        return self.eltwise_call(EW_F16 if half else EW_F32, x.size, [x], contiguous, contiguous, code,
+                                 np.zeros(1), 2, y)
     # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
     def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weights W (K, N) int8 or uint8 (any strides) into the int8 product's panels, uint8 ones as
@@ -402,12 +416,12 @@ class MaxPool2d(ctypes.Structure):
     """csrc/abi.h's MaxPool2d."""
     _fields_ = [("x", _ptr), ("y", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "oh", "ow", "k0", "k1", "s0",
                                                                  "s1", "d0", "d1", "pb0", "pb1")] + \
-        [("threads", ctypes.c_int32)]
+        [("threads", ctypes.c_int32), ("half", ctypes.c_int32)]
 
 
-def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads) -> MaxPool2d:
+def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads, half=False) -> MaxPool2d:
     (n, c, h, w), (oh, ow) = x_shape, y_shape[2:]
-    return MaxPool2d(x, y, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads())
+    return MaxPool2d(x, y, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads(), int(half))
 
 
 class PhaseFill(ctypes.Structure):

@@ -15,7 +15,7 @@ from .float16 import narrow, widen
 from .planned import Scratch
 from .windows import SpatialKernel
 from .fused import GE_DOMAIN
-from .native import HALF_ROW_COLS, CallCache, run_for_threads
+from .native import CallCache, run_for_threads
 from .registry import register
 
 
@@ -67,8 +67,7 @@ class _Widened(SpatialKernel):
 
     def half_rows(self, xs, ys, cols: int) -> bool:
         """Whether the native row kernel can take these float16 arrays itself."""
-        return self.nat is not None and xs[0].dtype == np.float16 and cols <= HALF_ROW_COLS \
-            and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous
+        return self.nat is not None and xs[0].dtype == np.float16 and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous
 
 
 @register("BatchNormalization", since=1)

@@ -175,6 +175,12 @@ class MaxPool(_WindowPool):
         self.out_metas.append(Meta(np.dtype(np.int64), (self.n, self.c) + tuple(self.out)))
         self.scratch.add("mask", (self.n, self.c) + tuple(self.out), np.bool_)
 
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset([0]) if self.uses_native and y_half else frozenset()  # X and Y float16 together
+
+    def float16_outputs(self) -> bool:
+        return self.uses_native
+
     def run(self, xs, ys, ws):
         v = self.views(ws) if self.scratch.items else {}
         y = ys[0]
@@ -272,6 +278,12 @@ class GlobalAveragePool(_GlobalPool):
         self.uses_native = self.backend.lib is not None and dt == np.float32 and self.plane > 0 and self.n * self.c > 0
         if self.uses_native:
             self.calls = CallCache()
+
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset([0]) if self.uses_native and y_half else frozenset()  # the planes, a block at a time
+
+    def float16_outputs(self) -> bool:
+        return self.uses_native
 
     def run(self, xs, ys, ws):
         if self.weights is None or self.plane == 0:

@@ -102,6 +102,7 @@ typedef struct {
     float *y;
     int64_t planes, h, w, oh, ow, k0, k1, s0, s1, d0, d1, pb0, pb1;
     int32_t threads;
+    int32_t half;  /* x and y are float16 (rows converted as read, the maxima exact in float32) */
 } MaxPool2d;
 
 /* LayerNormalization or Softmax over rows of `cols` floats (rows.c) */
@@ -120,7 +121,7 @@ typedef struct {
    element i reads ext[r][(i / inner[r]) % period[r]]), then the scratch slots, then the output (last).
    Each op is 4 int32 (opcode, dst, a, b) and one double param. */
 enum { EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC,
-       EW_MAXC, EW_MINC, EW_NUM_OPS };
+       EW_MAXC, EW_MINC, EW_ERF, EW_NUM_OPS };  /* EW_ERF: float32 and float16 chains only */
 enum { EW_F32, EW_F64, EW_I32, EW_I64, EW_F16 };
 #define EW_ROUND 0x100  /* opcode flag, float16 chains: the step ends here, its result rounded to float16 */
 typedef struct {

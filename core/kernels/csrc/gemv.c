@@ -4,7 +4,10 @@ of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Such a pr
 reading the weights: the GEMM's panels would cost a packing pass over A and compute whole tiles of
 rows for one. Items are blocks of GEMV_ITEM weight rows; each block of VL
 weight rows is read in order and stays in cache while every row of x is dotted with it. */
+#include <stdlib.h>
+
 #include "abi.h"
+#include "half.h"
 #include "pool.h"
 #include "simd.h"
 
@@ -53,26 +56,60 @@ static inline float dot1(const float *x, const float *w, int64_t K) {
     return hsum(a);
 }
 
+/* float16 (GemmArgs.half): HALF_A rows converted once per call (malloc: K is any length), HALF_B
+   weight rows (GlobalAveragePool's planes) an item's block at a time, HALF_C results computed into a
+   float32 block of GEMV_ROWS rows per item and rounded once as stored. */
+#define GEMV_ROWS 8
+
 static void gemv_item(void *ctx, int64_t it, int slot) {
     const GemmArgs *g = ctx;
     (void)slot;
     const int64_t K = g->K, n0 = it * GEMV_ITEM, n1 = n0 + GEMV_ITEM < g->N ? n0 + GEMV_ITEM : g->N;
-    int64_t n = n0;
-    for (; n + VL <= n1; n += VL)
-        for (int64_t r = 0; r < g->M; r++) dot_block(g->a + r * g->lda, g->bp + n * K, K, g->c + r * g->ldc + n);
-    for (; n < n1; n++)
-        for (int64_t r = 0; r < g->M; r++) g->c[r * g->ldc + n] = dot1(g->a + r * g->lda, g->bp + n * K, K);
-    for (int64_t r = 0; r < g->M; r++) {  /* bias and activation over the item's outputs */
-        float *y = g->c + r * g->ldc;
-        for (n = n0; n < n1; n += VL) {
-            int part = n1 - n < VL ? (int)(n1 - n) : VL;
-            vec v = load_part(y + n, part);
-            if (g->bias_n) v += load_part(g->bias_n + n, part);
-            store_part(y + n, vactivate(v, g->act), part);
-        }
+    const int half_c = g->half & HALF_C;
+    float block[GEMV_ROWS * GEMV_ITEM];
+    const float *bp = g->bp;
+    float *wide = NULL;
+    if (g->half & HALF_B) {  /* the item's weight rows in float32, read from cache below */
+        wide = malloc((size_t)((n1 - n0) * K) * sizeof(float) + 64);
+        if (!wide) abort();  /* one item's rows of memory: no way on without them */
+        halves_to_floats(wide, (const uint16_t *)g->bp + n0 * K, (n1 - n0) * K);
+        bp = wide - n0 * K;
     }
+    for (int64_t r0 = 0; r0 < g->M; r0 += GEMV_ROWS) {
+        const int64_t r1 = r0 + GEMV_ROWS < g->M ? r0 + GEMV_ROWS : g->M;
+        /* row r's outputs, column n at [n]: C itself, or the float32 block of a float16 C */
+#define OUT(r) (half_c ? block + ((r) - r0) * GEMV_ITEM - n0 : g->c + (r) * g->ldc)
+        int64_t n = n0;
+        for (; n + VL <= n1; n += VL)
+            for (int64_t r = r0; r < r1; r++) dot_block(g->a + r * g->lda, bp + n * K, K, OUT(r) + n);
+        for (; n < n1; n++)
+            for (int64_t r = r0; r < r1; r++) OUT(r)[n] = dot1(g->a + r * g->lda, bp + n * K, K);
+        for (int64_t r = r0; r < r1; r++) {  /* bias and activation over the item's outputs */
+            float *y = OUT(r);
+            for (n = n0; n < n1; n += VL) {
+                int part = n1 - n < VL ? (int)(n1 - n) : VL;
+                vec v = load_part(y + n, part);
+                if (g->bias_n) v += load_part(g->bias_n + n, part);
+                store_part(y + n, vactivate(v, g->act), part);
+            }
+            if (half_c) floats_to_halves((uint16_t *)g->c + r * g->ldc + n0, y + n0, n1 - n0);
+        }
+#undef OUT
+    }
+    free(wide);
 }
 
 void ge_gemv(const GemmArgs *g) {
-    if (g->M > 0 && g->N > 0) pool_run(gemv_item, (void *)g, (g->N + GEMV_ITEM - 1) / GEMV_ITEM, g->threads);
+    if (g->M <= 0 || g->N <= 0) return;
+    if (!(g->half & HALF_A)) {
+        pool_run(gemv_item, (void *)g, (g->N + GEMV_ITEM - 1) / GEMV_ITEM, g->threads);
+        return;
+    }
+    GemmArgs wide = *g;
+    float *a = malloc((size_t)(g->M * g->K) * sizeof(float) + 64);
+    if (!a) return;
+    for (int64_t r = 0; r < g->M; r++) halves_to_floats(a + r * g->K, (const uint16_t *)g->a + r * g->lda, g->K);
+    wide.a = a, wide.lda = g->K, wide.half = g->half & ~HALF_A;
+    pool_run(gemv_item, &wide, (g->N + GEMV_ITEM - 1) / GEMV_ITEM, g->threads);
+    free(a);
 }

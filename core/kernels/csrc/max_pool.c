@@ -1,9 +1,12 @@
-/* MaxPool, 2-D, float32: any window, stride, dilation and padding, read in place (no padded copy).
+/* MaxPool, 2-D, float32 or float16 (MaxPool2d.half: each row run converted as read, into the phase
+buffer before the phases use it; each output vector rounded as stored, exact: a maximum of float16
+values is one of them): any window, stride, dilation and padding, read in place (no padded copy).
 Per plane and output row: the maximum over the window's rows that fall inside X, into a row buffer
 with -inf where the window hangs over the left and right edges; then per output column the maximum
 over the window's columns, from the buffer split into its stride phases so that every tap is a
 unit-stride vector load (stride 2: the even lanes of two loads, no split). A NaN wins (numpy's maximum). Items are runs of planes. */
 #include "abi.h"
+#include "half.h"
 #include "pool.h"
 #include "simd.h"
 
@@ -21,8 +24,9 @@ static inline vec even_lanes(const float *p) {
 #endif
 
 static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
-    const float *x = p->x + plane * p->h * p->w;
-    float *y = p->y + plane * p->oh * p->ow;
+    const int64_t x_at = plane * p->h * p->w, y_at = plane * p->oh * p->ow;
+    const float *x = p->x + x_at;  /* float32 */
+    const uint16_t *xh = (const uint16_t *)p->x + x_at;  /* float16 */
     int64_t len = pool_row_len(p), phase_len = (len + p->s1 - 1) / p->s1 + VL;
     float row[POOL_ROW_MAX], phases[POOL_ROW_MAX];
     const float ninf = -__builtin_inff();
@@ -37,19 +41,23 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
             if (iy < 0 || iy >= p->h) continue;
             const float *src = x + iy * p->w + (lo - p->pb1);
             int64_t j = 0, n = hi - lo;
+            if (p->half) {  /* the run in float32, in the phase buffer (filled after this loop) */
+                halves_to_floats(phases, xh + iy * p->w + (lo - p->pb1), n);
+                src = phases;
+            }
             if (rows++ == 0) { copy_floats(row + lo, src, n); continue; }
             for (; j + VL <= n; j += VL) vstore(row + lo + j, vmax(vload(row + lo + j), vload(src + j)));
             for (; j < n; j++) row[lo + j] = src[j] > row[lo + j] || src[j] != src[j] ? src[j] : row[lo + j];
         }
         if (!rows) fill_floats(row + lo, hi - lo, ninf);
-        float *out = y + oy * p->ow;
+        const int64_t out = y_at + oy * p->ow;
 #if !defined(__clang__)
         if (p->s1 == 2) {  /* stride 2 (ResNet's stem): each tap's columns are the even lanes of two vectors */
             for (int64_t ox = 0; ox < p->ow; ox += VL) {
                 int n = p->ow - ox < VL ? (int)(p->ow - ox) : VL;
                 vec m = (vec){0} + ninf;
                 for (int64_t t = 0; t < p->k1; t++) m = vmax(m, even_lanes(row + 2 * ox + t * p->d1));
-                store_part(out + ox, m, n);
+                store_any_part(p->y, p->half, out + ox, m, n);
             }
             continue;
         }
@@ -68,7 +76,7 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
                 int64_t at = t * p->d1, r = at % p->s1, q = at / p->s1;
                 m = vmax(m, load_part(ph + (p->s1 > 1 ? r * phase_len : 0) + q + ox, n));
             }
-            store_part(out + ox, m, n);
+            store_any_part(p->y, p->half, out + ox, m, n);
         }
     }
 }

@@ -104,6 +104,7 @@ static const AbiEntry layout[] = {
     FIELD(MaxPool2d, pb0),
     FIELD(MaxPool2d, pb1),
     FIELD(MaxPool2d, threads),
+    FIELD(MaxPool2d, half),
     SIZE(PhaseFill),
     FIELD(PhaseFill, x),
     FIELD(PhaseFill, ph),

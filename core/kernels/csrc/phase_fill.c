@@ -3,11 +3,15 @@ plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], zero outside 
 planes (each source row is read once for all its phases); every element of a used phase is written.
 A float16 x (x_half) is converted a row at a time, as the row is laid out: the fill is the conversion
 of a convolution's input (depthwise.c reads x itself too, so its fills stay float32). */
+#include <stdlib.h>
+
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
 #include "half.h"
 #include "phase_fill.h"
+
+#define HALF_STACK_ROW 4096  /* float16 rows up to this long are converted on the stack (16 KB) */
 
 
 /* d[q] = src[2 q] for q < n, reading at most `avail` floats of src: pairs of vectors, one shuffle;
@@ -65,7 +69,10 @@ static inline void split_row(float *const d[2], const int64_t n[2], const float 
 NO_LIBCALLS void phase_fill_plane_into(const PhaseFill *f, int64_t plane, float *dst, int64_t phase_stride,
                                        int padding_zeroed) {
     const float *x = f->x + plane * f->h * f->w;
-    float widened[f->x_half ? f->w : 1];  /* a float16 row, converted (native.HALF_FILL_ROW floats at most) */
+    /* a float16 row, converted: on the stack up to HALF_STACK_ROW floats, a longer one in a buffer of its own */
+    float stack_row[f->x_half && f->w <= HALF_STACK_ROW ? f->w : 1];
+    float *widened = f->x_half && f->w > HALF_STACK_ROW ? malloc((size_t)f->w * sizeof(float)) : stack_row;
+    if (!widened) abort();  /* one row of memory: no way on without it */
     int64_t lo[64], hi[64];  /* per r1 (s0 s1 <= 64): the q1 whose column lies inside x */
     for (int64_t r1 = 0; r1 < f->s1; r1++) {
         int64_t l = 0, h = f->sq1;
@@ -105,6 +112,7 @@ NO_LIBCALLS void phase_fill_plane_into(const PhaseFill *f, int64_t plane, float 
             else for (int64_t q = 0; q < h - l; q++) d[q] = src[q * f->s1];
         }
     }
+    if (widened != stack_row) free(widened);
 }
 
 NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {

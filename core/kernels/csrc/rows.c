@@ -1,9 +1,14 @@
 /* Row-wise kernels (a transformer's LayerNormalization and Softmax over the last axis): rows of
 `cols` floats, items of ROWS_PER_ITEM rows. Statistics in float32 lanes, summed across lanes at
 the end of the row. float16 rows (half) are converted into float32 a row at a time, computed as
-float32 rows are, and rounded once as they are stored (native.HALF_ROW_COLS floats at most). */
+float32 rows are, and rounded once as they are stored (on the stack up to HALF_STACK_COLS, longer
+rows in a buffer of the item's). */
+#include <stdlib.h>
+
 #include "abi.h"
 #include "half.h"
+
+#define HALF_STACK_COLS 8192  /* float16 rows up to this long are converted on the stack (2 x 32 KB) */
 #include "pool.h"
 #include "simd.h"
 
@@ -115,12 +120,16 @@ static void rows_item(void *ctx, int64_t it, int slot) {
         for (int64_t i = it * ROWS_PER_ITEM; i < i1; i++) row(r, r->x + i * r->cols, r->y + i * r->cols);
         return;
     }
-    float xb[r->cols], yb[r->cols];
+    float stack[r->cols <= HALF_STACK_COLS ? 2 * r->cols : 1];
+    float *xb = r->cols <= HALF_STACK_COLS ? stack : malloc((size_t)r->cols * 2 * sizeof(float));
+    if (!xb) abort();  /* a few row buffers of memory: no way on without them */
+    float *yb = xb + r->cols;
     for (int64_t i = it * ROWS_PER_ITEM; i < i1; i++) {
         halves_to_floats(xb, (const uint16_t *)r->x + i * r->cols, r->cols);
         row(r, xb, yb);
         floats_to_halves((uint16_t *)r->y + i * r->cols, yb, r->cols);
     }
+    if (xb != stack) free(xb);
 }
 
 void ge_rows(const Rows *r) {

@@ -149,10 +149,10 @@ def test_float16_arithmetic_is_numpys_bit_for_bit(native_and_numpy, op, ufunc, s
     assert got.dtype == h and np.all(same | both_nan) and np.all(np.isnan(got[both_nan]))
 
 
-@pytest.mark.parametrize("op", ["Erf", "Tanh", "Sigmoid", "Sqrt"])
+@pytest.mark.parametrize("op", ["Tanh", "Sigmoid", "Sqrt"])
 def test_float16_formulas_convert_natively_with_numpys_rounding(default_backend, op):
     """A float16 formula (FloatUnary) converts its blocks with the native conversions: the same bits as
-    with numpy's casts (the numpy backend)."""
+    with numpy's casts (the numpy backend). (Erf has a native formula of its own: test_native_erf.py.)"""
     h = np.dtype(np.float16)
     x = every_half(100000, 3)
     results = []

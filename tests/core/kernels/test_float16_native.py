@@ -3,7 +3,7 @@ activations and write float16 results themselves (csrc/half.h; float16.Float16Vi
 the float16 arrays): at every level this CPU runs (v2 has no F16C: the portable conversions), the
 result is bit for bit the float32 kernel's on the widened inputs, rounded once, as it was when the
 adapter converted whole tensors around it; and no whole tensor is converted per run, but what a plan
-cannot read in float16 (the direct kernel's pointwise input, a GEMV's rows). Odd shapes: channel
+cannot read in float16 (the direct kernel's pointwise input). Odd shapes: channel
 counts off the vector width, tails of panels and rows, batches of 2, K over one block (640: the
 float16 C summed per tile), padding columns dropped as the GEMM stores, infinities, NaN and
 subnormals in the inputs, results overflowing float16."""
@@ -89,6 +89,7 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
     ((1, 80, 9, 9), (8, 80, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat", ()),  # and padding columns
     ((1, 8, 9, 9), (6, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, "auto", "direct", ()),
     ((2, 6, 29), (5, 6, 3), {"pads": [1, 1]}, "auto", "direct", (0,)),  # 1-D: numpy's fill, X widened
+    ((1, 3, 3, 4500), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "auto", "direct", ()),  # rows past 4096: heap row
     ((1, 24, 12, 12), (40, 24, 1, 1), {"ge.epilogue": HSWISH}, "never", "gemm", ()),
     ((1, 3, 21, 21), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
      "direct", ()),  # a network's first conv
@@ -99,6 +100,9 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
     ((1, 5, 60, 61), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
     ((1, 3, 130, 131), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
     ((1, 6, 11, 11), (12, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2], "dilations": [1, 2]}, "auto", "depthwise", ()),
+    # a squeeze-excite block's 1x1 convs on a 1x1 plane: the GEMV, over 8 items (two blocks of rows)
+    ((11, 40, 1, 1), (17, 40, 1, 1), {"ge.epilogue": HSWISH}, "auto", "gemv", ()),
+    ((1, 72, 1, 1), (18, 72, 1, 1), {"ge.epilogue": RELU}, "auto", "gemv", ()),
 ]
 
 
@@ -144,6 +148,10 @@ PRODUCTS = [  # (op, domain, shapes, attrs, constant inputs)
     ("FusedMatMul", GE_DOMAIN, [(2, 3, 24, 24), (2, 24, 3, 64)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}, ()),
     ("FusedMatMul", GE_DOMAIN, [(2, 3, 20, 33), (2, 3, 33, 57), (2, 3, 20, 57)], {"activation": "Gelu"}, ()),
     ("MatMul", "", [(2, 9, 700), (2, 700, 17)], {}, ()),
+    # fewer than 8 rows: the GEMV (its rows converted once per call, its results rounded as stored)
+    ("MatMul", "", [(3, 70), (70, 9)], {}, (1,)),
+    ("Gemm", "", [(1, 1283), (1001, 1283), (1001,)], {"transB": 1, "ge.epilogue": RELU}, (1, 2)),  # a classifier
+    ("FusedMatMul", GE_DOMAIN, [(1, 5, 64), (64, 130), (130,)], {"activation": "Gelu"}, (1, 2)),
 ]
 
 
@@ -154,17 +162,6 @@ def test_products(level, monkeypatch, op, domain, shapes, attrs, consts):
     arrays = [halves(rng, *s, scale=0.5 if i in consts else 1.0, specials=i not in consts)
               for i, s in enumerate(shapes)]
     check(level, monkeypatch, op, attrs, arrays, consts, domain=domain)
-
-
-def test_few_rows_take_the_gemv_through_whole_conversions(monkeypatch):
-    """A product of fewer than 8 rows runs the GEMV, which reads float32 only: its rows are widened
-    and its result rounded by the adapter, with the same values."""
-    rng = np.random.default_rng(3)
-    lib = native_mod.native()
-    half, xs = build("MatMul", {}, [halves(rng, 3, 70), halves(rng, 70, 9, specials=False)], (1,), F16, lib)
-    wide, ws = build("MatMul", {}, xs, (1,), F32, lib)
-    assert half.widened == [0] and half.narrowed == [0] and not half.half_outputs
-    same_bits(half.compute(*xs)[0], wide.compute(*ws)[0].astype(F16))
 
 
 def test_a_strided_output_is_written_through_a_copy():
@@ -184,6 +181,8 @@ ROWS = [  # (op, x shape, attrs, Scale and B constant)
     ("LayerNormalization", (3, 16), {}, True),
     ("Softmax", (2, 3, 7, 19), {}, False),
     ("Softmax", (4, 128), {}, False),
+    ("Softmax", (3, 9001), {}, False),  # rows past the stack's 8192: a heap row buffer
+    ("LayerNormalization", (2, 8300), {}, True),
 ]
 
 
@@ -233,3 +232,25 @@ def test_fused_elementwise_float16_rounds_each_step(level):
     with np.errstate(all="ignore"):
         want = np.maximum(-(np.maximum((x + v) * r / s, F16.type(0)) - x), r)
     same_bits(kernel.compute(*arrays)[0], want)
+
+
+@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 5, 13, 17), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 3, 9, 40), {"kernel_shape": [2, 3], "dilations": [2, 1], "pads": [0, 2, 1, 0]}),
+    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+])
+def test_max_pool_reads_and_writes_float16(level, monkeypatch, shape, attrs):
+    """csrc/max_pool.c converts each row run as it reads it and rounds each output vector as it stores
+    it: the float32 kernel's maxima, exactly (NaN wins, infinities and subnormals kept)."""
+    x = halves(np.random.default_rng(sum(shape)), *shape)
+    check(level, monkeypatch, "MaxPool", attrs, [x])
+
+
+@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("shape", [(1, 1280, 7, 7), (2, 67, 5, 3), (1, 3, 56, 57)])
+def test_global_average_pool_reads_and_writes_float16(level, monkeypatch, shape):
+    """GlobalAveragePool's GEMV (the planes as its weights) converts an item's planes at a time and
+    rounds its means as it stores them: the float32 kernel's bits, no whole-tensor conversion."""
+    x = halves(np.random.default_rng(sum(shape)), *shape)
+    check(level, monkeypatch, "GlobalAveragePool", {}, [x])
