@@ -325,8 +325,28 @@ class _Recurrent(PlannedKernel):
     # -- the native loop (csrc/recurrent.c) ----------------------------------------------------------
     KIND = 0  # csrc/abi.h's REC_RNN, REC_GRU, REC_LSTM
 
+    def bound(self, xs, ys, ws):
+        """The native calls themselves when nothing changes between runs (constant weights and
+        sequence_lens, contiguous operands): a VAD's one step per call is a few microseconds."""
+        xs = list(xs) + [None] * (8 - len(xs))
+        operands = [xs[0], xs[5], xs[6], None if self.GATES != 4 or self.p_const is not None else xs[7]]
+        if not self.native or self.packed is None or (xs[4] is not None and not self.lens_known) or \
+                not all(a is None or a.flags.c_contiguous for a in operands):
+            return super().bound(xs, ys, ws)
+        calls = self.native_calls_for(xs, ys, self.views(ws))
+        (project, projection_args), (recur, recurrence_args) = [(c.fn, c.ref) for c in calls]
+
+        def run(keep=calls):  # holds the calls' arrays
+            project(projection_args)
+            recur(recurrence_args)
+        return run
+
     def run_native(self, xs, ys, v):
-        T, B, I, D, GH = self.T, self.B, self.I, self.D, self.GATES * self.H
+        for call in self.native_calls_for(xs, ys, v):
+            call.run()
+
+    def native_calls_for(self, xs, ys, v) -> tuple:
+        """The projection's and the recurrence's prepared calls on these buffers (cached while they stay)."""
         packed = self.packed if self.packed is not None else self.pack_native(xs[1], xs[2], xs[3])
         lens = self.lens32
         if xs[4] is not None and not self.lens_known:
@@ -340,8 +360,7 @@ class _Recurrent(PlannedKernel):
         peep = None if peep is None else np.ascontiguousarray(peep)
         x = np.ascontiguousarray(xs[0])
         key = (x, v["xw"], v["rec"], y, states[0], states[1], h0, c0, peep, lens, packed["wp"])
-        for call in self.calls.get(key, lambda: self.native_calls(x, packed, v, lens, y, states, h0, c0, peep)):
-            call.run()
+        return self.calls.get(key, lambda: self.native_calls(x, packed, v, lens, y, states, h0, c0, peep))
 
     def native_calls(self, x, packed, v, lens, y, states, h0, c0, peep):
         """The projection of every step (the native GEMM) and ge_recurrent, for these buffers."""

@@ -273,3 +273,43 @@ def test_recurrent_at_every_level(check_op, monkeypatch, level, op, attrs, batch
     monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(native_mod.load_level(level)))
     inputs = rnn_inputs(op, 5, batch, 7, 19, attrs.get("direction", "forward"), lens=[5, 3, 0][:batch], init=True)
     check_op(op, inputs, {"hidden_size": 19} | attrs, n_outputs=n_out(op), opset=14, consts=("w", "r", "b"), **TOL)
+
+
+def test_recurrent_models_run_through_the_runtime(tmp_path, native_and_numpy):
+    """Compiled and loaded: a VAD-style step (states in and out) and a bidirectional LSTM with constant
+    sequence_lens, called several times with new inputs (the bound native calls on the runtime's
+    buffers), against onnxruntime."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ge.core import api
+    from tests.conftest import ort_run
+
+    D, B, I, H = 2, 3, 6, 24
+    a = lambda *s: (rng.standard_normal(s) * 0.4).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(v, n) for n, v in [
+        ("w", a(1, 4 * H, I)), ("r", a(1, 4 * H, H)), ("b", a(1, 8 * H)), ("w2", a(D, 4 * H, H)),
+        ("r2", a(D, 4 * H, H)), ("lens", np.array([5, 0, 3], np.int32))]]
+    nodes = [helper.make_node("LSTM", ["x", "w", "r", "b", "", "h0", "c0"], ["y", "hn", "cn"], hidden_size=H),
+             helper.make_node("Squeeze", ["y", "one"], ["ys"]),
+             helper.make_node("LSTM", ["ys", "w2", "r2", "", "lens"], ["y2"], hidden_size=H,
+                              direction="bidirectional")]
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "one"))
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, "vad", [helper.make_tensor_value_info("x", f, [5, B, I]),
+                                             helper.make_tensor_value_info("h0", f, [1, B, H]),
+                                             helper.make_tensor_value_info("c0", f, [1, B, H])],
+                              [helper.make_tensor_value_info(n, f, s) for n, s in
+                               [("y2", [5, D, B, H]), ("hn", [1, B, H]), ("cn", [1, B, H])]], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "vad.onnx"
+    onnx.save(model, str(path))
+    model_id = api.load_from_file(api.atc(str(path), str(tmp_path / "vad")).om_path)
+    try:
+        for _ in range(3):
+            feeds = {"x": a(5, B, I), "h0": a(1, B, H), "c0": a(1, B, H)}
+            for got, want in zip(api.execute(model_id, feeds), ort_run(model, feeds)):
+                np.testing.assert_allclose(got, want, **TOL)
+    finally:
+        api.unload(model_id)
