@@ -28,6 +28,7 @@ from .values import text
 
 FLOATS = (np.float32, np.float64)
 PACKED_BATCH = 2  # from this batch on, the native step's product runs on the GEMM (R^T packed), below on the GEMV
+GEMV_ROWS = 4  # up to this many rows (steps x batch), the native projection runs on the GEMV (a VAD's one step)
 
 
 # -- activations: in place on a view, with a same-shaped temporary -----------------------------------
@@ -235,14 +236,16 @@ class _Recurrent(PlannedKernel):
         if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None):
             weights = [self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]
             if self.native:
-                self.packed = self.shared_pack(self.pack_layout() + ("native", self.B >= PACKED_BATCH),
+                self.packed = self.shared_pack(self.pack_layout() + ("native", self.B >= PACKED_BATCH,
+                                                                     self.T * self.B <= GEMV_ROWS),
                                                self.pack_native, *weights)
             else:
                 self.packed = self.shared_pack(self.pack_layout(), self.pack_weights, *weights)
 
     def pack_native(self, w, r, b) -> dict:
         """For csrc/recurrent.c: W^T of every direction side by side [I, D*G*H], packed for the native
-        GEMM, and their biases (one GEMM projects X for all directions, the bias in its epilogue);
+        GEMM (up to GEMV_ROWS rows: W's rows [D*G*H, I], the GEMV's), and their biases (one product
+        projects X for all directions, the bias in its epilogue);
         per direction R as rows (the GEMV's), R^T packed for the
         GEMM (from PACKED_BATCH; GRU's linear_before_reset 0 in two: its h~ product is a step of its
         own), GRU's Rbh."""
@@ -259,7 +262,10 @@ class _Recurrent(PlannedKernel):
                 else:
                     q["rp"] = lib.pack_b(rows.T)
             dirs.append(q)
-        return {"wp": lib.pack_b(np.concatenate([p["wt"] for p in per], axis=1)), "bias": bias, "dirs": dirs}
+        wt = np.concatenate([p["wt"] for p in per], axis=1)
+        if self.T * self.B <= GEMV_ROWS:
+            return {"w_rows": np.ascontiguousarray(wt.T), "wp": None, "bias": bias, "dirs": dirs}
+        return {"w_rows": None, "wp": lib.pack_b(wt), "bias": bias, "dirs": dirs}
 
     def pack_weights(self, w, r, b) -> list[dict]:
         """Per direction: W^T [I, G*H], R^T [H, G*H] (C-contiguous) and the bias added to XW."""
@@ -359,15 +365,18 @@ class _Recurrent(PlannedKernel):
         peep = None if self.GATES != 4 else self.p_const if self.p_const is not None else xs[7]
         peep = None if peep is None else np.ascontiguousarray(peep)
         x = np.ascontiguousarray(xs[0])
-        key = (x, v["xw"], v["rec"], y, states[0], states[1], h0, c0, peep, lens, packed["wp"])
+        key = (x, v["xw"], v["rec"], y, states[0], states[1], h0, c0, peep, lens, packed["bias"], *packed["dirs"][0].values())
         return self.calls.get(key, lambda: self.native_calls(x, packed, v, lens, y, states, h0, c0, peep))
 
     def native_calls(self, x, packed, v, lens, y, states, h0, c0, peep):
         """The projection of every step (the native GEMM) and ge_recurrent, for these buffers."""
         T, B, I, H, D, GH = self.T, self.B, self.I, self.H, self.D, self.GATES * self.H
         lib = self.backend.lib
-        projection = lib.call(T * B, D * GH, I, v["xw"], D * GH, a=x, lda=I, bp=packed["wp"], bias_n=packed["bias"],
-                              ws=v["xw_ws"])
+        if packed["w_rows"] is not None:
+            projection = lib.gemv_call(T * B, x, I, packed["w_rows"], v["xw"], D * GH, bias=packed["bias"])
+        else:
+            projection = lib.call(T * B, D * GH, I, v["xw"], D * GH, a=x, lda=I, bp=packed["wp"], bias_n=packed["bias"],
+                                  ws=v["xw_ws"])
         if self.layout == 0:  # X, Y [T, (D,) B, ...], states [D, B, H]
             x_step, x_batch, y_step, y_batch, state_batch, y_dir, state_dir = B * D * GH, D * GH, D * B * H, H, H, B * H, B * H
         else:  # X, Y [B, T, (D,) ...], states [B, D, H]

@@ -209,6 +209,16 @@ def test_recurrent_batches_and_lengths(check_op, op, direction, layout, batch, l
     check_rnn(check_op, op, inputs, attrs, n_out(op), consts=("w", "r", "b"), layout=layout, **TOL)
 
 
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("steps,batch", [(1, 1), (2, 2), (4, 1)])
+def test_recurrent_few_rows(check_op, op, direction, steps, batch):
+    """A VAD's one step per call: up to 4 rows of X, the projection on the GEMV."""
+    inputs = rnn_inputs(op, steps, batch, 10, 33, direction, init=True)
+    check_op(op, inputs, {"hidden_size": 33, "direction": direction}, n_outputs=n_out(op), opset=14,
+             consts=("w", "r", "b"), **TOL)
+
+
 @pytest.mark.parametrize("lbr", [0, 1])
 @pytest.mark.parametrize("batch", [1, 4])
 @pytest.mark.parametrize("direction", ["reverse", "bidirectional"])
