@@ -9,8 +9,9 @@ batches, the GEMM on R^T packed once at load (gemm.c), then one pass per batch r
 step's input projection and applies the gates, updating h (and c) in place and writing Y.
 
 sequence_lens: batch item b runs its first lens[b] steps (reversed: from step lens[b] - 1 down),
-so at loop step s item b is at step t = s (reversed: lens[b] - 1 - s) while s < lens[b]; its rows of
-the product are computed anyway past that and ignored. Its state stays as it was, Y past lens[b] is
+so at loop step s item b is at step t = s (reversed: lens[b] - 1 - s) while s < lens[b]. The product
+covers the rows up to the last item still running (with lengths sorted longest first, as PyTorch's
+packed sequences are, only those); a row past its length in there is computed and ignored. Its state stays as it was, Y past lens[b] is
 zero, and an empty sequence (lens[b] = 0) ends in zero states, not its initial ones (as onnxruntime). Bidirectional with two threads: one direction per thread. */
 #include "abi.h"
 #include "pool.h"
@@ -47,11 +48,12 @@ static inline vec clipped(const Recurrent *r, vec v) {
     return r->has_clip ? vclamp(v, -r->clip, r->clip) : v;
 }
 
-/* g[b, col0:col0+N] = a[b] @ R^T for every batch row: the GEMV on R's rows (weights: rows + col0 * H),
+/* g[b, col0:col0+N] = a[b] @ R^T for batch rows b < M: the GEMV on R's rows (weights: rows + col0 * H),
    or the GEMM on packed panels */
-static void product(const Run *u, const float *a, const float *rows, const float *panels, int64_t col0, int64_t N) {
+static void product(const Run *u, int64_t M, const float *a, const float *rows, const float *panels, int64_t col0,
+                    int64_t N) {
     const Recurrent *r = u->r;
-    GemmArgs g = {.M = r->B, .N = N, .K = r->H, .a = a, .lda = r->H, .c = u->g + col0, .ldc = u->GH,
+    GemmArgs g = {.M = M, .N = N, .K = r->H, .a = a, .lda = r->H, .c = u->g + col0, .ldc = u->GH,
                   .act = {ACT_NONE, 0, 0}, .threads = u->threads, .alpha = 1.0f};
     if (panels) {
         g.bp = panels, g.ws = u->gemm_ws;
@@ -154,8 +156,11 @@ static void run_direction(const Recurrent *r, int dir, int threads) {
             for (int64_t t = len; t < r->T; t++) fill_floats(d->y + t * r->y_step + b * r->y_batch, H, 0.0f);
     }
     for (int64_t s = 0; s < u.len_max; s++) {
+        int64_t rows = 0;  /* up to the last item still running (lengths sorted longest first: only those) */
+        for (int64_t b = 0; b < B; b++)
+            if (s < len_of(r, b)) rows = b + 1;
         int first_gates = r->kind == REC_GRU && !r->lbr;  /* the product of h~ waits for r * h */
-        product(&u, u.h, d->r, d->rp, 0, first_gates ? 2 * H : G * H);
+        product(&u, rows, u.h, d->r, d->rp, 0, first_gates ? 2 * H : G * H);
         if (first_gates) {
             for (int64_t b = 0; b < B; b++) {
                 int64_t len = len_of(r, b);
@@ -163,7 +168,7 @@ static void run_direction(const Recurrent *r, int dir, int threads) {
                 int64_t t = d->reverse ? len - 1 - s : s;
                 gru_gates(r, d->xw + t * r->x_step + b * r->x_batch, u.g + b * u.GH, u.h + b * H, u.hr + b * H);
             }
-            product(&u, u.hr, d->r, d->rp_h, 2 * H, H);
+            product(&u, rows, u.hr, d->r, d->rp_h, 2 * H, H);
         }
         for (int64_t b = 0; b < B; b++) {
             int64_t len = len_of(r, b);

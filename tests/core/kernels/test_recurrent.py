@@ -200,10 +200,11 @@ def test_recurrent_errors():
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("layout", [0, 1])
 @pytest.mark.parametrize("batch,lens", [(1, None), (1, [0]), (1, [4]), (5, None), (5, [7, 0, 3, 7, 1]),
-                                        (5, [7, 7, 7, 7, 7])])
+                                        (5, [7, 6, 3, 1, 0]), (5, [7, 7, 7, 7, 7])])
 def test_recurrent_batches_and_lengths(check_op, op, direction, layout, batch, lens):
-    """Batch 1 (the GEMV's product) and 5 (the GEMM's), lengths with zeros and full ones, 37 hidden
-    (two vectors and a tail), clip, initial states."""
+    """Batch 1 (the GEMV's product) and 5 (the GEMM's), lengths with zeros, sorted longest first (the
+    product shrinks to the items still running) and full ones, 37 hidden (two vectors and a tail),
+    clip, initial states."""
     inputs = rnn_inputs(op, 7, batch, 9, 37, direction, layout, lens=lens, init=True, scale=0.4)
     attrs = {"hidden_size": 37, "direction": direction, "clip": 2.5} | ({"layout": 1} if layout else {})
     check_rnn(check_op, op, inputs, attrs, n_out(op), consts=("w", "r", "b"), layout=layout, **TOL)
