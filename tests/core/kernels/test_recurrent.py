@@ -12,6 +12,8 @@ from ge.core.kernels.native_levels import levels_for
 
 pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every case through both plans
 rng = np.random.default_rng(6)
+RUNNABLE = [lv.name for lv in levels_for(platform.machine())
+            if native_mod.cpu_flags() is None or lv.needs <= native_mod.cpu_flags()]
 TOL = dict(rtol=1e-4, atol=1e-5)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
@@ -246,7 +248,7 @@ def test_lstm_peepholes_clip_batches(check_op, batch, input_forget, clip, layout
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
-def test_recurrent_gates_are_accurate(check_op, op):
+def test_recurrent_gates_are_accurate(check_op, monkeypatch, native_and_numpy, op):
     """One step from a zero state of one input feature: each gate's pre-activation is one product
     x w, across tanh's and sigmoid's whole range (tiny, around 1, saturated, both signs), so the
     outputs show the native exp/tanh/sigmoid's own error: within 1e-5 relative of onnxruntime's (atol:
@@ -255,7 +257,10 @@ def test_recurrent_gates_are_accurate(check_op, op):
     x = (np.logspace(-4, 1.2, 48) * np.resize([1, -1], 48)).astype(np.float32).reshape(1, 48, 1)
     w = np.linspace(-1.5, 1.5, 2 * GATES[op] * H).astype(np.float32)[::2].reshape(1, GATES[op] * H, 1)
     inputs = {"x": x, "w": w, "r": np.zeros((1, GATES[op] * H, H), np.float32)}
-    check_op(op, inputs, {"hidden_size": H}, n_outputs=n_out(op), opset=14, rtol=1e-5, atol=2.5e-7)
+    for level in RUNNABLE if native_and_numpy == "native" else [None]:  # each level's reciprocal and exp
+        if level:
+            monkeypatch.setattr(backends, "select", lambda *a, level=level, **k: backends.Backend(native_mod.load_level(level)))
+        check_op(op, inputs, {"hidden_size": H}, n_outputs=n_out(op), opset=14, rtol=1e-5, atol=2.5e-7)
 
 
 def test_native_plan_for_float32_default_activations(native_and_numpy):
@@ -269,10 +274,6 @@ def test_native_plan_for_float32_default_activations(native_and_numpy):
         (native_and_numpy == "native")
     assert not uses_native(f32, {"activations": ["Sigmoid", "Relu", "Tanh"]})  # stays on the numpy loop
     assert not uses_native(f64, {})
-
-
-RUNNABLE = [lv.name for lv in levels_for(platform.machine())
-            if native_mod.cpu_flags() is None or lv.needs <= native_mod.cpu_flags()]
 
 
 @pytest.mark.parametrize("level", RUNNABLE)
