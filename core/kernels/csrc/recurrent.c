@@ -76,7 +76,7 @@ static void product(const Run *u, int64_t M, const float *a, const float *rows, 
     const Recurrent *r = u->r;
     GemmArgs g = {.M = M, .N = N, .K = r->H, .a = a, .lda = r->H, .c = u->g + col0, .ldc = u->GH,
                   .act = {ACT_NONE, 0, 0}, .threads = u->threads, .alpha = 1.0f};
-    if (panels) {
+    if (panels && M > 1) {  /* one row (the other items' sequences ended): the GEMV reads R once, no 4-row tile */
         g.bp = panels, g.ws = u->gemm_ws;
         ge_gemm_args(&g);
     } else {
