@@ -12,7 +12,8 @@ sequence_lens: batch item b runs its first lens[b] steps (reversed: from step le
 so at loop step s item b is at step t = s (reversed: lens[b] - 1 - s) while s < lens[b]. The product
 covers the rows up to the last item still running (with lengths sorted longest first, as PyTorch's
 packed sequences are, only those); a row past its length in there is computed and ignored. Its state stays as it was, Y past lens[b] is
-zero, and an empty sequence (lens[b] = 0) ends in zero states, not its initial ones (as onnxruntime). Bidirectional with two threads: one direction per thread. */
+zero, and a sequence_lens of 0 ends in zero states, not the initial ones (as onnxruntime; T = 0
+keeps them). Bidirectional with two threads: one direction per thread. */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
@@ -208,8 +209,8 @@ static void run_direction(const Recurrent *r, int dir, int threads) {
             }
         }
     }
-    for (int64_t b = 0; b < B; b++) {  /* an empty sequence's final states are zeros (onnxruntime's) */
-        if (len_of(r, b) == 0) fill_floats(u.h + b * H, H, 0.0f), fill_floats(u.c + b * H, H, 0.0f);
+    for (int64_t b = 0; b < B; b++) {  /* a sequence_lens of 0 ends in zero states (onnxruntime's; T = 0 keeps h0) */
+        if (r->lens && r->lens[b] == 0 && r->T > 0) fill_floats(u.h + b * H, H, 0.0f), fill_floats(u.c + b * H, H, 0.0f);
         if (d->yh) copy_floats(d->yh + b * r->state_batch, u.h + b * H, H);
         if (d->yc) copy_floats(d->yc + b * r->state_batch, u.c + b * H, H);
     }
