@@ -236,36 +236,30 @@ class _Recurrent(PlannedKernel):
         if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None):
             weights = [self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]
             if self.native:
-                self.packed = self.shared_pack(self.pack_layout() + ("native", self.B >= PACKED_BATCH,
-                                                                     self.T * self.B <= GEMV_ROWS),
-                                               self.pack_native, *weights)
+                self.packed = self.shared_pack(self.pack_layout() + ("native",), self.pack_native, *weights)
             else:
                 self.packed = self.shared_pack(self.pack_layout(), self.pack_weights, *weights)
 
     def pack_native(self, w, r, b) -> dict:
-        """For csrc/recurrent.c: W^T of every direction side by side [I, D*G*H], packed for the native
-        GEMM (up to GEMV_ROWS rows: W's rows [D*G*H, I], the GEMV's), and their biases (one product
-        projects X for all directions, the bias in its epilogue);
-        per direction R as rows (the GEMV's), R^T packed for the
-        GEMM (from PACKED_BATCH; GRU's linear_before_reset 0 in two: its h~ product is a step of its
-        own), GRU's Rbh."""
-        lib, H = self.backend.lib, self.H
+        """For csrc/recurrent.c, whatever the shape (kernels built for other shapes share it): W's
+        rows [D*G*H, I] (the GEMV's: up to GEMV_ROWS rows of X) and W^T of every direction side by
+        side packed for the native GEMM (one product projects X for all directions, the biases in
+        its epilogue); per direction R's rows (the GEMV's), R^T packed for the GEMM (GRU's
+        linear_before_reset 0 in two: its h~ product is a step of its own), GRU's Rbh. Rows are
+        views of the weights where they are contiguous float32."""
+        lib, H, D = self.backend.lib, self.H, self.D
         per = self.pack_weights(w, r, b)
         bias = None if per[0]["bias"] is None else np.concatenate([p["bias"] for p in per])
         dirs = []
         for d, p in enumerate(per):
             rows = np.ascontiguousarray(r[d], np.float32)
-            q = {"rows": rows, "rbh": p.get("rbh"), "rp": None, "rp_h": None, "p": None}
-            if self.B >= PACKED_BATCH:
-                if self.GATES == 3 and not self.lbr:
-                    q["rp"], q["rp_h"] = lib.pack_b(rows[:2 * H].T), lib.pack_b(rows[2 * H:].T)
-                else:
-                    q["rp"] = lib.pack_b(rows.T)
-            dirs.append(q)
-        wt = np.concatenate([p["wt"] for p in per], axis=1)
-        if self.T * self.B <= GEMV_ROWS:
-            return {"w_rows": np.ascontiguousarray(wt.T), "wp": None, "bias": bias, "dirs": dirs}
-        return {"w_rows": None, "wp": lib.pack_b(wt), "bias": bias, "dirs": dirs}
+            if self.GATES == 3 and not self.lbr:
+                panels, panels_h = lib.pack_b(rows[:2 * H].T), lib.pack_b(rows[2 * H:].T)
+            else:
+                panels, panels_h = lib.pack_b(rows.T), None
+            dirs.append({"rows": rows, "rp": panels, "rp_h": panels_h, "rbh": p.get("rbh")})
+        w_rows = np.ascontiguousarray(w, np.float32).reshape(D * self.GATES * H, self.I)
+        return {"w_rows": w_rows, "wp": lib.pack_b(w_rows.T), "bias": bias, "dirs": dirs}
 
     def pack_weights(self, w, r, b) -> list[dict]:
         """Per direction: W^T [I, G*H], R^T [H, G*H] (C-contiguous) and the bias added to XW."""
@@ -372,7 +366,7 @@ class _Recurrent(PlannedKernel):
         """The projection of every step (the native GEMM) and ge_recurrent, for these buffers."""
         T, B, I, H, D, GH = self.T, self.B, self.I, self.H, self.D, self.GATES * self.H
         lib = self.backend.lib
-        if packed["w_rows"] is not None:
+        if T * B <= GEMV_ROWS:
             projection = lib.gemv_call(T * B, x, I, packed["w_rows"], v["xw"], D * GH, bias=packed["bias"])
         else:
             projection = lib.call(T * B, D * GH, I, v["xw"], D * GH, a=x, lda=I, bp=packed["wp"], bias_n=packed["bias"],
@@ -385,10 +379,11 @@ class _Recurrent(PlannedKernel):
         def at(a, offset):  # the address of a's float `offset`, or None
             return None if a is None else a.ctypes.data + 4 * offset
 
-        dirs = []
+        dirs, gemm = [], B >= PACKED_BATCH  # the step's product on the GEMM (else the GEMV)
         for d, q in enumerate(packed["dirs"]):
             dirs.append(RecurrentDirection(
-                at(v["xw"], d * GH), at(q["rows"], 0), at(q["rp"], 0), at(q["rp_h"], 0), at(q["rbh"], 0),
+                at(v["xw"], d * GH), at(q["rows"], 0), at(q["rp"] if gemm else None, 0),
+                at(q["rp_h"] if gemm else None, 0), at(q["rbh"], 0),
                 at(peep, d * 3 * H), at(h0, d * state_dir), at(c0, d * state_dir), at(y, d * y_dir),
                 at(states[0], d * state_dir), at(states[1], d * state_dir), at(v["rec"][d], 0), int(self.reverse[d])))
         args = NativeRecurrent(self.KIND, int(getattr(self, "lbr", 0)), int(getattr(self, "input_forget", 0)),
