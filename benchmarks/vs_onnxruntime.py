@@ -346,6 +346,26 @@ def measure(launcher: Launcher, engine: str, job: dict, script: str = __file__) 
     return dict(json.loads(proc["stdout"].strip().splitlines()[-1]), loadavg=load)
 
 
+def run_rounds(launcher: Launcher, rows: list[Row], jobs: dict, rounds: int, single_thread: bool, results: dict) -> None:
+    """Every row measured by both engines `rounds` times, which engine goes first alternating;
+    results[row.key] gets one {engine: figures} per round."""
+    for job in jobs.values():
+        job["single_thread"] = single_thread
+    for n in range(rounds):
+        for i, row in enumerate(rows):
+            order = ENGINES if (n + i) % 2 == 0 else ENGINES[::-1]
+            results[row.key].append({engine: measure(launcher, engine, jobs[row.key]) for engine in order})
+        print(f"  round {n + 1}/{rounds} done", file=sys.stderr, flush=True)
+
+
+def conditions(results: dict, single_thread: bool) -> str:
+    """How the figures were taken, for the table's title line."""
+    loads = [r[e]["loadavg"] for rs in results.values() for r in rs for e in ENGINES if r[e]["loadavg"] is not None]
+    threads = "one thread per engine, latencies in CPU time" if single_thread else "onnxruntime with 2 intra-op threads"
+    return (f"each engine in its own process, {threads}; median over rounds, ratio ge / onnxruntime (lower is better)"
+            + (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""))
+
+
 # -- the table ------------------------------------------------------------------------------------
 def _fmt(value: float, unit: str) -> str:
     if unit == "s":
@@ -420,24 +440,13 @@ def main(argv=None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="ge_vs_ort_") as tmp:
             jobs = prepare(rows, tmp)
-            for job in jobs.values():
-                job["single_thread"] = args.single_thread
-            for n in range(rounds):
-                for i, row in enumerate(rows):
-                    order = ENGINES if (n + i) % 2 == 0 else ENGINES[::-1]
-                    results[row.key].append({engine: measure(launcher, engine, jobs[row.key]) for engine in order})
-                print(f"  round {n + 1}/{rounds} done", file=sys.stderr, flush=True)
+            run_rounds(launcher, rows, jobs, rounds, args.single_thread, results)
     finally:
         launcher.close()
     table = summarize(rows, results)
-    loads = [r[e]["loadavg"] for rs in results.values() for r in rs for e in ENGINES if r[e]["loadavg"] is not None]
-    threads = "one thread per engine, latencies in CPU time" if args.single_thread else \
-        "onnxruntime with 2 intra-op threads"
     print(f"python benchmarks/vs_onnxruntime.py{' --quick' if args.quick else ''}"
           f"{' --single-thread' if args.single_thread else ''} --rounds {rounds}"
-          f"{' --only ' + args.only if only else ''}: each engine in its own process, {threads}; "
-          "median over rounds, ratio ge / onnxruntime (lower is better)"
-          + (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""))
+          f"{' --only ' + args.only if only else ''}: {conditions(results, args.single_thread)}")
     print(render(table))
     if args.json:
         with open(args.json, "w") as f:

@@ -52,6 +52,7 @@ _SIGNATURES = {
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
     "ge_eltwise": ([_ptr], _int),
+    "ge_recurrent": ([_ptr], None), "ge_recurrent_workspace_floats": ([ctypes.c_int32, _i64, _i64], _i64),
     "ge_half_to_float": ([_ptr, _ptr, _i64, _int], None), "ge_float_to_half": ([_ptr, _ptr, _i64, _int], None),
     "ge_level": ([], ctypes.c_char_p), "ge_isa": ([], ctypes.c_char_p),
     "ge_qgemm_nr": ([], _int), "ge_qgemm_packed_bytes": ([_i64, _i64], _i64),
@@ -444,6 +445,20 @@ class Eltwise(ctypes.Structure):
                 ("param", _ptr), ("y", _ptr)]
 
 
+class RecurrentDirection(ctypes.Structure):
+    """csrc/abi.h's RecurrentDirection."""
+    _fields_ = [(f, _ptr) for f in ("xw", "r", "rp", "rp_h", "rbh", "p", "h0", "c0", "y", "yh", "yc", "ws")] + \
+        [("reverse", ctypes.c_int32)]
+
+
+class Recurrent(ctypes.Structure):
+    """csrc/abi.h's Recurrent."""
+    _fields_ = [(f, ctypes.c_int32) for f in ("kind", "lbr", "input_forget", "has_clip")] + [("clip", _f32)] + \
+        [(f, ctypes.c_int32) for f in ("directions", "threads")] + \
+        [(f, _i64) for f in ("T", "B", "H", "x_step", "x_batch", "y_step", "y_batch", "state_batch")] + \
+        [("lens", _ptr), ("dir", RecurrentDirection * 2)]
+
+
 class PreparedCall:
     """A native call with its arguments in a struct (one pointer for ctypes to convert, instead of
     twenty); holds the arrays the struct's addresses point into."""
@@ -538,7 +553,7 @@ class AbiEntry(ctypes.Structure):
 
 
 ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
-               QDepthwise, QAdd)
+               QDepthwise, QAdd, RecurrentDirection, Recurrent)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

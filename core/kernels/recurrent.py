@@ -8,18 +8,27 @@ one GEMM H @ R^T into the gate buffer, then the gate activations as ufuncs on [B
 workspace buffers. The reverse direction with sequence_lens runs on a per-batch reversed copy of X
 (and its Y is reversed back), so that every batch item starts at its own last valid step; steps past
 a batch item's length leave its state unchanged and write zeros to Y, as onnxruntime does.
+
+With ge's native kernels, float32 with the default activations (Sigmoid, Tanh, Tanh) runs its loop
+natively: the projection of both directions is one GEMM here, then one call of csrc/recurrent.c
+runs every step of every direction (the product on R, packed once at load, the gates vectorized,
+sequence_lens by per-item step indices, no reversed copies). Other activations and float64 keep the
+numpy loop: they are rare in exported models, and the numpy loop handles every activation.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Meta
+from .native import CallCache, PreparedCall, RecurrentDirection, Recurrent as NativeRecurrent, threads
 from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
 from .values import text
 
 FLOATS = (np.float32, np.float64)
+PACKED_BATCH = 2  # from this batch on, the native step's product runs on the GEMM (R^T packed), below on the GEMV
+GEMV_ROWS = 4  # up to this many rows (steps x batch), the native projection runs on the GEMV (a VAD's one step)
 
 
 # -- activations: in place on a view, with a same-shaped temporary -----------------------------------
@@ -167,6 +176,17 @@ class _Recurrent(PlannedKernel):
         self.lens_const = None if lens is None else self.lens_plan(lens)
         store = (T, B) if self.layout == 0 else (B, T)
         s = Scratch()
+        self.native = self.native_plan()
+        if self.native:
+            self.lens32 = None if self.lens_const is None else np.asarray(lens).astype(np.int32).reshape(-1)
+            self.uses_native, self.calls = True, CallCache()
+            s.add("xw", (T * B, D * G * H), dt)
+            s.add("xw_ws", (self.backend.lib.workspace_nbytes(T * B, D * G * H, I, True, False),), np.uint8)
+            s.add("rec", (D, -(-self.backend.lib.lib.ge_recurrent_workspace_floats(self.KIND, B, H) // 16) * 16), dt)
+            if lm is not None and lens is None:
+                s.add("lens", (B,), np.int32)
+            self.scratch = s
+            return
         s.add("xw", store + (G * H,), dt)
         for name in ("h", "hn", "t0", "t1") + self.EXTRA_BUFFERS:
             s.add(name, (B, H), dt)
@@ -180,6 +200,13 @@ class _Recurrent(PlannedKernel):
 
     def prepare_extra(self):
         pass
+
+    def native_plan(self) -> bool:
+        """Whether csrc/recurrent.c runs the loop: native kernels, float32, the default activations
+        (any other activation, and float64, stays on the numpy loop)."""
+        return (self.backend.lib is not None and self.dtype == np.float32
+                and all(name.lower() == default.lower() for d in range(self.D)
+                        for name, default in zip(self.act_names[d], self.DEFAULT_ACTIVATIONS)))
 
     def parse_activations(self, D, dt) -> list[list[Activation]]:
         n = len(self.DEFAULT_ACTIVATIONS)
@@ -200,14 +227,39 @@ class _Recurrent(PlannedKernel):
             alpha = alphas.pop(0) if ua and alphas else da
             beta = betas.pop(0) if ub and betas else db
             out.append(Activation(fn, alpha, beta, dt))
+        self.act_names = [names[d * n:(d + 1) * n] for d in range(D)]
         return [out[d * n:(d + 1) * n] for d in range(D)]
 
     # -- weights -----------------------------------------------------------------------------------
     def pack(self):
         """Constant weights packed once, and shared by the kernels built for other shapes."""
         if all(self.consts[i] is not None for i in (1, 2)) and (self.meta(3, "B") is None or self.consts[3] is not None):
-            self.packed = self.shared_pack(self.pack_layout(), self.pack_weights,
-                                           *[self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)])
+            weights = [self.consts[i] if i < len(self.consts) else None for i in (1, 2, 3)]
+            if self.native:
+                self.packed = self.shared_pack(self.pack_layout() + ("native",), self.pack_native, *weights)
+            else:
+                self.packed = self.shared_pack(self.pack_layout(), self.pack_weights, *weights)
+
+    def pack_native(self, w, r, b) -> dict:
+        """For csrc/recurrent.c, whatever the shape (kernels built for other shapes share it): W's
+        rows [D*G*H, I] (the GEMV's: up to GEMV_ROWS rows of X) and W^T of every direction side by
+        side packed for the native GEMM (one product projects X for all directions, the biases in
+        its epilogue); per direction R's rows (the GEMV's), R^T packed for the GEMM (GRU's
+        linear_before_reset 0 in two: its h~ product is a step of its own), GRU's Rbh. Rows are
+        views of the weights where they are contiguous float32."""
+        lib, H, D = self.backend.lib, self.H, self.D
+        per = self.pack_weights(w, r, b)
+        bias = None if per[0]["bias"] is None else np.concatenate([p["bias"] for p in per])
+        dirs = []
+        for d, p in enumerate(per):
+            rows = np.ascontiguousarray(r[d], np.float32)
+            if self.GATES == 3 and not self.lbr:
+                panels, panels_h = lib.pack_b(rows[:2 * H].T), lib.pack_b(rows[2 * H:].T)
+            else:
+                panels, panels_h = lib.pack_b(rows.T), None
+            dirs.append({"rows": rows, "rp": panels, "rp_h": panels_h, "rbh": p.get("rbh")})
+        w_rows = np.ascontiguousarray(w, np.float32).reshape(D * self.GATES * H, self.I)
+        return {"w_rows": w_rows, "wp": lib.pack_b(w_rows.T), "bias": bias, "dirs": dirs}
 
     def pack_weights(self, w, r, b) -> list[dict]:
         """Per direction: W^T [I, G*H], R^T [H, G*H] (C-contiguous) and the bias added to XW."""
@@ -230,7 +282,8 @@ class _Recurrent(PlannedKernel):
 
     # -- sequence lengths ----------------------------------------------------------------------------
     def lens_plan(self, lens):
-        """None when every sequence is full, else (mask [T, B, 1], reversal rows over [T * B])."""
+        """None when every sequence is full, else (mask [T, B, 1], reversal rows over [T * B], the
+        empty sequences [B] (whose final states are zeros, as onnxruntime's))."""
         lens = np.asarray(lens).astype(np.int64).reshape(-1)
         if lens.size and (lens.min() < 0 or lens.max() > self.T):
             raise self.fail(f"sequence_lens values in [{int(lens.min())}, {int(lens.max())}], not within [0, {self.T}]")
@@ -241,7 +294,7 @@ class _Recurrent(PlannedKernel):
         src = np.where(t < lens, lens - 1 - t, t)  # [T, B]: the step that processing step t reads
         b = np.arange(self.B, dtype=np.int64)
         rows = src * self.B + b if self.layout == 0 else (b * self.T).reshape(-1, 1) + src.T
-        return mask, rows.reshape(-1).astype(np.intp)  # rows of X in its storage order ([T, B] or [B, T])
+        return mask, rows.reshape(-1).astype(np.intp), lens == 0  # rows of X in its storage order ([T, B] or [B, T])
 
     # -- run -------------------------------------------------------------------------------------------
     def outputs_by_position(self, ys):
@@ -251,6 +304,8 @@ class _Recurrent(PlannedKernel):
         return ys[0], ys[1:]
 
     def run(self, xs, ys, ws):
+        if self.native:
+            return self.run_native(list(xs) + [None] * (8 - len(xs)), ys, self.views(ws))
         v = dict(self.views(ws))  # a private copy: commit() swaps buffers in it
         xs = list(xs) + [None] * (8 - len(xs))
         y, states = self.outputs_by_position(ys)
@@ -266,6 +321,76 @@ class _Recurrent(PlannedKernel):
 
     def prepare_run(self, xs, v) -> None:
         pass
+
+    # -- the native loop (csrc/recurrent.c) ----------------------------------------------------------
+    KIND = 0  # csrc/abi.h's REC_RNN, REC_GRU, REC_LSTM
+
+    def bound(self, xs, ys, ws):
+        """The native calls themselves when nothing changes between runs (constant weights and
+        sequence_lens, contiguous operands): a VAD's one step per call is a few microseconds."""
+        xs = list(xs) + [None] * (8 - len(xs))
+        operands = [xs[0], xs[5], xs[6], None if self.GATES != 4 or self.p_const is not None else xs[7]]
+        if not self.native or self.packed is None or (xs[4] is not None and not self.lens_known) or \
+                not all(a is None or a.flags.c_contiguous for a in operands):
+            return super().bound(xs, ys, ws)
+        calls = self.native_calls_for(xs, ys, self.views(ws))
+        (project, projection_args), (recur, recurrence_args) = [(c.fn, c.ref) for c in calls]
+
+        def run(keep=calls):  # holds the calls' arrays
+            project(projection_args)
+            recur(recurrence_args)
+        return run
+
+    def run_native(self, xs, ys, v):
+        for call in self.native_calls_for(xs, ys, v):
+            call.run()
+
+    def native_calls_for(self, xs, ys, v) -> tuple:
+        """The projection's and the recurrence's prepared calls on these buffers (cached while they stay)."""
+        packed = self.packed if self.packed is not None else self.pack_native(xs[1], xs[2], xs[3])
+        lens = self.lens32
+        if xs[4] is not None and not self.lens_known:
+            self.lens_plan(xs[4])  # checks the values
+            lens = v["lens"]
+            np.copyto(lens, xs[4].reshape(-1), casting="unsafe")
+        y, states = self.outputs_by_position(ys)
+        states = list(states) + [None] * (2 - len(states))
+        h0, c0 = [None if a is None else np.ascontiguousarray(a) for a in xs[5:7]]
+        peep = None if self.GATES != 4 else self.p_const if self.p_const is not None else xs[7]
+        peep = None if peep is None else np.ascontiguousarray(peep)
+        x = np.ascontiguousarray(xs[0])
+        key = (x, v["xw"], v["rec"], y, states[0], states[1], h0, c0, peep, lens, packed["bias"], *packed["dirs"][0].values())
+        return self.calls.get(key, lambda: self.native_calls(x, packed, v, lens, y, states, h0, c0, peep))
+
+    def native_calls(self, x, packed, v, lens, y, states, h0, c0, peep):
+        """The projection of every step (the native GEMM) and ge_recurrent, for these buffers."""
+        T, B, I, H, D, GH = self.T, self.B, self.I, self.H, self.D, self.GATES * self.H
+        lib = self.backend.lib
+        if T * B <= GEMV_ROWS:
+            projection = lib.gemv_call(T * B, x, I, packed["w_rows"], v["xw"], D * GH, bias=packed["bias"])
+        else:
+            projection = lib.call(T * B, D * GH, I, v["xw"], D * GH, a=x, lda=I, bp=packed["wp"], bias_n=packed["bias"],
+                                  ws=v["xw_ws"])
+        if self.layout == 0:  # X, Y [T, (D,) B, ...], states [D, B, H]
+            x_step, x_batch, y_step, y_batch, state_batch, y_dir, state_dir = B * D * GH, D * GH, D * B * H, H, H, B * H, B * H
+        else:  # X, Y [B, T, (D,) ...], states [B, D, H]
+            x_step, x_batch, y_step, y_batch, state_batch, y_dir, state_dir = D * GH, T * D * GH, D * H, T * D * H, D * H, H, H
+
+        def at(a, offset):  # the address of a's float `offset`, or None
+            return None if a is None else a.ctypes.data + 4 * offset
+
+        dirs, gemm = [], B >= PACKED_BATCH  # the step's product on the GEMM (else the GEMV)
+        for d, q in enumerate(packed["dirs"]):
+            dirs.append(RecurrentDirection(
+                at(v["xw"], d * GH), at(q["rows"], 0), at(q["rp"] if gemm else None, 0),
+                at(q["rp_h"] if gemm else None, 0), at(q["rbh"], 0),
+                at(peep, d * 3 * H), at(h0, d * state_dir), at(c0, d * state_dir), at(y, d * y_dir),
+                at(states[0], d * state_dir), at(states[1], d * state_dir), at(v["rec"][d], 0), int(self.reverse[d])))
+        args = NativeRecurrent(self.KIND, int(getattr(self, "lbr", 0)), int(getattr(self, "input_forget", 0)),
+                               int(self.clip is not None), 0.0 if self.clip is None else float(self.clip), D,
+                               threads(), T, B, H, x_step, x_batch, y_step, y_batch, state_batch,
+                               None if lens is None else lens.ctypes.data, (RecurrentDirection * 2)(*dirs))
+        return projection, PreparedCall(lib.lib.ge_recurrent, args, (packed, v, lens, y, states, h0, c0, peep))
 
     def state_view(self, a, d):
         if a is None:
@@ -302,6 +427,10 @@ class _Recurrent(PlannedKernel):
             np.take(v["yr"].reshape(T * B, H), plan[1], axis=0, out=v["yb"].reshape(T * B, H))
             np.copyto(yfinal, v["yb"])
         self.final_states(d, states, v)
+        if plan is not None and plan[2].any():
+            for a in states:
+                if a is not None:
+                    self.state_view(a, d)[plan[2]] = 0
 
     def init_states(self, d, xs, v):
         h0 = self.state_view(xs[5], d)
@@ -336,6 +465,7 @@ class _Recurrent(PlannedKernel):
 class RNN(_Recurrent):
     """H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb)."""
     GATES = 1
+    KIND = 0
     DEFAULT_ACTIVATIONS = ("Tanh",)
 
     def step(self, d, xw_t, p, v, mask, yt):
@@ -352,6 +482,7 @@ class GRU(_Recurrent):
     """Gates z, r, h: z = f(.), r = f(.), h~ = g(X Wh^T + (r * H) Rh^T + Rbh + Wbh)
     (linear_before_reset: g(X Wh^T + r * (H Rh^T + Rbh) + Wbh)); H = (1 - z) * h~ + z * H."""
     GATES = 3
+    KIND = 1
     DEFAULT_ACTIVATIONS = ("Sigmoid", "Tanh")
 
     def prepare_extra(self):
@@ -404,7 +535,8 @@ class GRU(_Recurrent):
 
     def prepare(self):
         super().prepare()
-        self.scratch.add("zr", (self.B, 2 * self.H), self.dtype)
+        if not self.native:
+            self.scratch.add("zr", (self.B, 2 * self.H), self.dtype)
 
 
 @register("LSTM", since=7)
@@ -413,6 +545,7 @@ class LSTM(_Recurrent):
     i = f(. + Pi * C), f = f(. + Pf * C) (or 1 - i with input_forget), c~ = g(.), C' = f * C + i * c~,
     o = f(. + Po * C'), H' = o * h(C')."""
     GATES = 4
+    KIND = 2
     DEFAULT_ACTIVATIONS = ("Sigmoid", "Tanh", "Tanh")
     N_STATE_OUT = 2
     EXTRA_BUFFERS = ("c", "cn")
@@ -442,7 +575,8 @@ class LSTM(_Recurrent):
 
     def prepare(self):
         super().prepare()
-        self.scratch.add("g", (self.B, 4 * self.H), self.dtype)
+        if not self.native:
+            self.scratch.add("g", (self.B, 4 * self.H), self.dtype)
 
     def prepare_run(self, xs, v):
         v["P"] = self.p_const if self.p_const is not None else xs[7]

@@ -194,6 +194,29 @@ typedef struct {
     int32_t lo, hi, is_signed, threads;
 } QAdd;
 
+/* RNN, GRU and LSTM's recurrence (recurrent.c), float32, default activations: one direction's operands.
+   xw: the input projection (X W^T + Wb + Rb; GRU linear_before_reset: + Wb only in the h~ gate) of
+   step t, batch item b at xw + t * x_step + b * x_batch (Recurrent's strides), gates in ONNX's order;
+   r: R [G*H][H] as rows (the GEMV's weights); rp (and GRU linear_before_reset 0: rp_h, the h~ gate's)
+   R^T packed by ge_pack_b, or NULL: the GEMV runs; rbh: GRU's Rbh (linear_before_reset 1) or NULL;
+   p: LSTM's peepholes [3H] (i, o, f) or NULL; h0, c0: initial states (rows state_batch apart) or NULL;
+   y (rows y_step, y_batch apart), yh, yc: outputs or NULL; ws: ge_recurrent_workspace_floats floats. */
+enum { REC_RNN, REC_GRU, REC_LSTM };
+typedef struct {
+    const float *xw, *r, *rp, *rp_h, *rbh, *p, *h0, *c0;
+    float *y, *yh, *yc, *ws;
+    int32_t reverse;
+} RecurrentDirection;
+
+typedef struct {
+    int32_t kind, lbr, input_forget, has_clip;
+    float clip;
+    int32_t directions, threads;
+    int64_t T, B, H, x_step, x_batch, y_step, y_batch, state_batch;
+    const int32_t *lens;  /* sequence_lens (each in [0, T]) or NULL: every item T steps */
+    RecurrentDirection dir[2];
+} Recurrent;
+
 /* One row of the layout table: a struct's size (field NULL) or one field's offset and size. */
 typedef struct {
     const char *type, *field;
@@ -222,6 +245,8 @@ void ge_rows(const Rows *r);
    y at c, ldc; bias_n, act, threads (the GemmArgs fields the GEMV reads; the rest is unused). */
 void ge_gemv(const GemmArgs *g);
 int ge_eltwise(const Eltwise *e);
+int64_t ge_recurrent_workspace_floats(int32_t kind, int64_t B, int64_t H);
+void ge_recurrent(const Recurrent *r);
 void ge_half_to_float(const uint16_t *src, float *dst, int64_t n, int threads);
 void ge_float_to_half(const float *src, uint16_t *dst, int64_t n, int threads);
 int ge_qgemm_nr(void);
