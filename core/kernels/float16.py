@@ -20,6 +20,9 @@ GEMV of Conv, MatMul, Gemm, FusedConv and FusedMatMul, the direct convolution's 
 of a convolution's input) is handed the float16 arrays, converts a vector or a row at a time as it packs
 or lays them out, accumulates in float32 and rounds each result once as it stores it, after its
 epilogue: the same values, bit for bit, without a pass over the tensor and its float32 copy.
+Left whole, because blocks measured no faster (one thread, 2026-11-26): AveragePool and the Reduce*
+ops (their numpy plans run per block of ~1 MB at +0-25% of one conversion; smaller blocks 2-5x), and
+a pointwise direct convolution's input (see csrc/direct_conv.c: 20-33% slower per block).
 
 bfloat16 goes the same way for every op of VIA_FLOAT32 and BFLOAT16_VIA_FLOAT32: numpy has no
 bfloat16 at all (ml_dtypes' ufuncs convert per element and many ops refuse the dtype), and a
