@@ -326,8 +326,13 @@ static void pack_b_panel(const void *b, int half, const int64_t *koff, const int
             const char *next = (const char *)b + (at + NR) * (half ? 2 : 4);
             __builtin_prefetch(next, 0, 2);
             __builtin_prefetch(next + 64, 0, 2);
-            vstore(d, vload_any(b, half, at));
-            vstore(d + VL, vload_any(b, half, at + VL));
+            if (half) {
+                vstore(d, vload_half((const uint16_t *)b + at));
+                vstore(d + VL, vload_half((const uint16_t *)b + at + VL));
+            } else {
+                vstore(d, vload((const float *)b + at));
+                vstore(d + VL, vload((const float *)b + at + VL));
+            }
         }
         return;
     }
