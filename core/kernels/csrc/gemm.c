@@ -95,26 +95,20 @@ static inline void finish_row(const Epilogue *e, vec *v0, vec *v1, int64_t row, 
     if (e->act.act != ACT_NONE) *v0 = vactivate(*v0, e->act), *v1 = vactivate(*v1, e->act);
 }
 
-/* Write a block of products to C: overwrite (first) or add to it, and apply the epilogue (last).
-   rows/cols: the valid part of the block. Kept apart from the product loop, whose accumulators
-   need every register. */
-static void store_block(const float *acc, void *c, int64_t ldc, int rows, int cols, int first, int last,
-                        const Epilogue *e, int64_t i0, int64_t j0) {
+/* Write a block of products to a float32 C: overwrite (first) or add to it, and apply the epilogue
+   (last). rows/cols: the valid part of the block. Kept apart from the product loop, whose
+   accumulators need every register, but inlined into micro_kernel (a call there cost the short-K
+   expanding convs 7%: their time is the store). */
+static inline __attribute__((always_inline)) void store_block(const float *acc, float *c, int64_t ldc, int rows,
+                                                              int cols, int first, int last, const Epilogue *e,
+                                                              int64_t i0, int64_t j0) {
     float tmp[NR];
     for (int i = 0; i < rows; i++) {
         const float *src = acc + i * NR;
         vec v0 = vload(src), v1 = vload(src + VL);
         int z_now = e->z && (e->z_first ? first : last);  /* Z's turn: the first block of K or the last */
         if (z_now && e->z_first) add_z(e, &v0, &v1, i0 + i, j0, cols);
-        if (e->half_c) {  /* first and last: the whole sum (see gemm_tiles_item) */
-            uint16_t *cr = (uint16_t *)c + (i0 + i) * ldc + j0;
-            finish_row(e, &v0, &v1, i0 + i, j0, cols, z_now && !e->z_first);
-            if (cols == NR) vstore_half(cr, v0), vstore_half(cr + VL, v1);
-            else if (cols > VL) vstore_half(cr, v0), store_half_part(cr + VL, v1, cols - VL);
-            else store_half_part(cr, v0, cols);
-            continue;
-        }
-        float *cr = (float *)c + (i0 + i) * ldc + j0;
+        float *cr = c + (i0 + i) * ldc + j0;
         float *dst = cols == NR ? cr : tmp;  /* a partial panel goes through a full-width buffer */
         if (!first) {
             if (dst == tmp) memcpy(tmp, cr, (size_t)cols * 4);
@@ -123,6 +117,21 @@ static void store_block(const float *acc, void *c, int64_t ldc, int rows, int co
         if (last) finish_row(e, &v0, &v1, i0 + i, j0, cols, z_now && !e->z_first);
         vstore(dst, v0); vstore(dst + VL, v1);
         if (dst == tmp) memcpy(cr, tmp, (size_t)cols * 4);
+    }
+}
+
+/* store_block for a float16 C, always first and last (the whole sum, see gemm_tiles_item): rounded
+   once as it is stored, after the whole epilogue */
+static void store_block_half(const float *acc, uint16_t *c, int64_t ldc, int rows, int cols, const Epilogue *e,
+                             int64_t i0, int64_t j0) {
+    for (int i = 0; i < rows; i++) {
+        vec v0 = vload(acc + i * NR), v1 = vload(acc + i * NR + VL);
+        if (e->z && e->z_first) add_z(e, &v0, &v1, i0 + i, j0, cols);
+        finish_row(e, &v0, &v1, i0 + i, j0, cols, e->z && !e->z_first);
+        uint16_t *cr = c + (i0 + i) * ldc + j0;
+        if (cols == NR) vstore_half(cr, v0), vstore_half(cr + VL, v1);
+        else if (cols > VL) vstore_half(cr, v0), store_half_part(cr + VL, v1, cols - VL);
+        else store_half_part(cr, v0, cols);
     }
 }
 
@@ -273,6 +282,7 @@ static void product(int64_t kc, const float *ap, const float *a, int64_t lda, co
 static void store(const float *acc, void *c, int64_t ldc, int rows, int cols, int first, int last, const Epilogue *e,
                   int64_t i0, int64_t j0) {
     if (e->pitch) store_block_flat(acc, c, ldc, rows, cols, first, last, e, i0, j0);
+    else if (e->half_c) store_block_half(acc, c, ldc, rows, cols, e, i0, j0);
     else store_block(acc, c, ldc, rows, cols, first, last, e, i0, j0);
 }
 
