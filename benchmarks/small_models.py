@@ -24,7 +24,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -108,13 +107,7 @@ def main(argv=None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="ge_small_") as tmp:
             jobs = prepare(selected, tmp)
-            for job in jobs.values():
-                job["single_thread"] = args.single_thread
-            for n in range(args.rounds):
-                for i, row in enumerate(selected):
-                    order = vs.ENGINES if (n + i) % 2 == 0 else vs.ENGINES[::-1]
-                    results[row.key].append({e: vs.measure(launcher, e, jobs[row.key], script=__file__) for e in order})
-                print(f"  round {n + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+            vs.run_rounds(launcher, selected, jobs, args.rounds, args.single_thread, results, script=__file__)
     finally:
         launcher.close()
     table = vs.summarize(selected, results)

@@ -346,15 +346,16 @@ def measure(launcher: Launcher, engine: str, job: dict, script: str = __file__) 
     return dict(json.loads(proc["stdout"].strip().splitlines()[-1]), loadavg=load)
 
 
-def run_rounds(launcher: Launcher, rows: list[Row], jobs: dict, rounds: int, single_thread: bool, results: dict) -> None:
+def run_rounds(launcher: Launcher, rows: list[Row], jobs: dict, rounds: int, single_thread: bool, results: dict,
+               script: str = __file__) -> None:
     """Every row measured by both engines `rounds` times, which engine goes first alternating;
-    results[row.key] gets one {engine: figures} per round."""
+    results[row.key] gets one {engine: figures} per round (script: whose worker measures, see measure)."""
     for job in jobs.values():
         job["single_thread"] = single_thread
     for n in range(rounds):
         for i, row in enumerate(rows):
             order = ENGINES if (n + i) % 2 == 0 else ENGINES[::-1]
-            results[row.key].append({engine: measure(launcher, engine, jobs[row.key]) for engine in order})
+            results[row.key].append({engine: measure(launcher, engine, jobs[row.key], script) for engine in order})
         print(f"  round {n + 1}/{rounds} done", file=sys.stderr, flush=True)
 
 
