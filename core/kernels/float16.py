@@ -115,22 +115,23 @@ def _output_dtype(cls: type[Kernel], inputs: Sequence[Meta | None], narrow: np.d
     return x.dtype if x is not None and x.dtype in NARROW else None
 
 
-def widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
-    """dst = src cast as numpy casts (float32 from float16 or bfloat16 here), natively from float16."""
-    if lib is not None and src.dtype == F16 and dst.dtype == F32 and src.flags.c_contiguous \
-            and dst.flags.c_contiguous and src.size == dst.size:
-        lib.half_to_float(src, dst)
+def _cast(convert, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = src cast as numpy casts: by the native `convert` (None: there is none for these dtypes)
+    where both are whole and contiguous, else by numpy."""
+    if convert is not None and src.flags.c_contiguous and dst.flags.c_contiguous and src.size == dst.size:
+        convert(src, dst)
     else:
         np.copyto(dst, src, casting="unsafe")
+
+
+def widen(lib, src: np.ndarray, dst: np.ndarray) -> None:
+    """dst = src cast as numpy casts (float32 from float16 or bfloat16 here), natively from float16."""
+    _cast(lib.half_to_float if lib is not None and src.dtype == F16 and dst.dtype == F32 else None, src, dst)
 
 
 def narrow(lib, src: np.ndarray, dst: np.ndarray) -> None:
     """dst = src cast as numpy casts (float32 rounded to float16 or bfloat16 here), natively to float16."""
-    if lib is not None and dst.dtype == F16 and src.dtype == F32 and src.flags.c_contiguous \
-            and dst.flags.c_contiguous and src.size == dst.size:
-        lib.float_to_half(src, dst)
-    else:
-        np.copyto(dst, src, casting="unsafe")
+    _cast(lib.float_to_half if lib is not None and dst.dtype == F16 and src.dtype == F32 else None, src, dst)
 
 
 def _stand_in(c) -> np.ndarray:
