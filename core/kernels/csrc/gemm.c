@@ -486,15 +486,21 @@ void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t
     pool_run(pack_b_item, &g, (N + NR - 1) / NR, threads);
 }
 
+/* Item it's blocks of rows [blk0, blk1) and panels [p0, p1). */
+static void item_range(const Gemm *g, int64_t it, int64_t *blk0, int64_t *blk1, int64_t *p0, int64_t *p1) {
+    int64_t group = it / g->chunks, ch = it % g->chunks;
+    *blk0 = ch * g->chunk_blocks;
+    *blk1 = *blk0 + g->chunk_blocks < g->mblocks ? *blk0 + g->chunk_blocks : g->mblocks;
+    *p0 = group * g->group_panels;
+    *p1 = *p0 + g->group_panels < g->panels ? *p0 + g->group_panels : g->panels;
+}
+
 /* One item: a group of panels times a chunk of rows, over every block of K in turn (so a thread
    that claimed it owns its block of C: no barrier between the blocks of K). */
 static void gemm_item(void *ctx, int64_t it, int slot) {
     Gemm *g = ctx;
-    int64_t group = it / g->chunks, ch = it % g->chunks, K = g->K;
-    int64_t blk0 = ch * g->chunk_blocks;
-    int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
-    int64_t p0 = group * g->group_panels;
-    int64_t p1 = p0 + g->group_panels < g->panels ? p0 + g->group_panels : g->panels;
+    int64_t K = g->K, blk0, blk1, p0, p1;
+    item_range(g, it, &blk0, &blk1, &p0, &p1);
     int64_t k0 = 0;
     do {  /* K = 0 still runs once: C = the epilogue of zero */
         int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
@@ -535,11 +541,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
 static void gemm_tiles_item(void *ctx, int64_t it, int slot) {
     Gemm *g = ctx;
     (void)slot;
-    int64_t group = it / g->chunks, ch = it % g->chunks, K = g->K;
-    int64_t blk0 = ch * g->chunk_blocks;
-    int64_t blk1 = blk0 + g->chunk_blocks < g->mblocks ? blk0 + g->chunk_blocks : g->mblocks;
-    int64_t p0 = group * g->group_panels;
-    int64_t p1 = p0 + g->group_panels < g->panels ? p0 + g->group_panels : g->panels;
+    int64_t K = g->K, blk0, blk1, p0, p1;
+    item_range(g, it, &blk0, &blk1, &p0, &p1);
     float sum[MR * NR] __attribute__((aligned(64))), acc[MR * NR] __attribute__((aligned(64)));
     Epilogue e = g->e;  /* Z added with the first block (z_first) is not added again as the sum is stored */
     if (e.z_first) e.z = NULL;
