@@ -112,7 +112,7 @@ def main() -> None:
         blas.set_local_threads(1)
         args.clock = "thread"
     model = onnx.load(args.onnx) if args.onnx else getattr(load_samples(), args.model)()
-    spec = args.input_shape if args.input_shape is not None else DEFAULT_SHAPES.get(args.model, "")
+    spec = args.input_shape if args.input_shape is not None else "" if args.onnx else DEFAULT_SHAPES.get(args.model, "")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, f"{args.model}.onnx")
         onnx.save(model, path)
