@@ -54,8 +54,18 @@ class Ramp:
         return replace(self, a=self.a * c, b=self.b * c, lo=self.lo * c, hi=self.hi * c)
 
     def clamp(self, lo: float, hi: float) -> Ramp | None:
+        if math.isnan(lo) or math.isnan(hi):
+            return None
         lo, hi = max(self.lo, lo), min(self.hi, hi)
         return replace(self, lo=lo, hi=hi) if lo <= hi else None
+
+
+#: f followed by op(x, c) for a scalar constant c (Sub and Div: x first)
+SCALAR_STEPS = {
+    "Add": lambda f, c: f.shift(c), "Sub": lambda f, c: f.shift(-c), "Mul": lambda f, c: f.scale(c),
+    "Div": lambda f, c: f.scale(1 / c) if c else None, "Min": lambda f, c: f.clamp(-INF, c),
+    "Max": lambda f, c: f.clamp(c, INF),
+}
 
 
 def _hardswish(opset: int) -> list:
@@ -106,13 +116,11 @@ class Chains:
         if node.domain != "" or f.sigmoid or len([o for o in node.outputs if o]) != 1 or len(node.outputs) != 1:
             return None
         op, ins = node.op_type, node.inputs
-        if op in ("Add", "Mul", "Sub", "Div", "Min", "Max"):
+        if op in SCALAR_STEPS:
             c = self._scalar(self.m.other_input(node, x), rank)
             if c is None or (op in ("Sub", "Div") and ins[0] != x):
                 return None
-            return {"Add": lambda: f.shift(c), "Sub": lambda: f.shift(-c), "Mul": lambda: f.scale(c),
-                    "Div": lambda: f.scale(1 / c) if c else None, "Min": lambda: f.clamp(-INF, c),
-                    "Max": lambda: f.clamp(c, INF)}[op]()
+            return SCALAR_STEPS[op](f, c)
         if not ins or ins[0] != x or x in ins[1:]:
             return None
         if op == "Relu":
@@ -127,10 +135,10 @@ class Chains:
             return replace(f, sigmoid=True)
         return None
 
-    def prefixes(self, first: Node, x: str, rank: int, f: Ramp = Ramp()):
+    def prefixes(self, first: Node, x: str, rank: int):
         """(f, nodes) for each chain that starts at `first` (reading x): first, first and its
         reader, ... as long as each step's output has that one reader and is no graph output."""
-        nodes, node = [], first
+        f, nodes, node = Ramp(), [], first
         while node is not None:
             f = self.after(f, node, x, rank)
             if f is None:

@@ -42,14 +42,14 @@ ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish
 def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
     fused = 0
     opset = graph.opset.get("", 17)
-    m = Matcher(graph)
-    consumers = m.consumers
+    chains = Chains(Matcher(graph))
+    consumers = chains.m.consumers
     removed: set[int] = set()
     for prod in graph.nodes:
         if id(prod) in removed or prod.domain != "" or prod.op_type not in PRODUCERS:
             continue
         while True:
-            found = _fusable(graph, prod, Chains(m), opset)
+            found = _fusable(graph, prod, chains, opset)
             if found is None:
                 break
             nodes, step = found
