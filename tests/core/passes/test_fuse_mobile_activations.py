@@ -2,6 +2,7 @@
 producer by fuse_activation and applied as the native kernels store (or by the numpy epilogue):
 each pattern compiled, run on every plan and compared with onnxruntime."""
 import functools
+from collections import Counter
 
 import numpy as np
 import onnx
@@ -434,3 +435,16 @@ def test_forms_that_are_not_hardswish_stay(tmp_path, load, default_backend, case
         api.unload(model_id)
     for a, b in zip(got, _ort(model, x)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_pplcnet_as_paddle2onnx_writes_it_has_no_activation_task(load):
+    """samples' PP-LCNet at opset 11: each of its 28 decomposed HardSwish is its Conv's step (ge's
+    HardSwish), the SE gates' HardSigmoid and Relu theirs; no Add, Clip or Div is left."""
+    from tests.e2e.conftest import load_sample_script
+    g = load(load_sample_script("build_samples").pplcnet_style(image=32, scale=0.25, classes=10))
+    optimize(g)
+    steps = Counter((node.op_type, tuple(step[0] for step in node.attrs.get(EPILOGUE, []))) for node in g.nodes)
+    assert steps == {("Conv", ("HardSwish",)): 28, ("Conv", ("Relu",)): 2, ("Conv", ("HardSigmoid",)): 2,
+                     ("GlobalAveragePool", ()): 3, ("Mul", ()): 2, ("Flatten", ()): 1, ("FusedMatMul", ()): 1}
+    assert all(node.attrs[EPILOGUE] == [["HardSwish", {}, GE_DOMAIN]] for node in g.nodes
+               if node.attrs.get(EPILOGUE, [[""]])[0][0] == "HardSwish")
