@@ -12,8 +12,9 @@ of its timed runs; the table shows, per engine, the median over rounds, their ra
 onnxruntime (lower is better) and the range of the rounds' own ratios (how noisy the machine was).
 
 Rows (--only takes their keys):
-  resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b8 mobilenetv3_b1 vit_b16_b1
-  bert_base bert_small    latency of one inference (ms)
+  resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b8 mobilenetv3_b1 pplcnet_b1 vit_b16_b1
+  bert_base bert_small    latency of one inference (ms); pplcnet_b1 is PP-LCNet as paddle2onnx writes
+                          it at opset 11 (HardSwish as Div(Mul(x, Clip(x + 3, 0, 6)), 6))
   mobilenetv2_qdq mobilenetv2_qop bert_small_int8
                           the int8 models onnxruntime's quantizer writes (quantize_static QDQ and
                           QOperator, quantize_dynamic): latency (ms); compare with mobilenetv2_b1 and
@@ -83,6 +84,8 @@ def full_rows() -> list[Row]:
         Row("mobilenetv2_b8", "MobileNetV2 batch 8", "latency", ("mobilenetv2_style", {"batch": 8}), "<= 1.0",
             runs=12),
         Row("mobilenetv3_b1", "MobileNetV3-Large batch 1", "latency", ("mobilenetv3_style", {}), "<= 1.0", runs=40),
+        Row("pplcnet_b1", "PP-LCNet x1.0 (paddle2onnx, opset 11) batch 1", "latency", ("pplcnet_style", {}), "<= 1.0",
+            runs=40),
         Row("vit_b16_b1", "ViT-B/16 batch 1", "latency", ("vit_style", {}), "<= 1.0", runs=10),
         Row("bert_base", "BERT-base seq 128 batch 1", "latency", ("bert_style", BERT_BASE), "<= 1.0", runs=15),
         Row("bert_small", "BERT-small seq 128 batch 1", "latency", ("bert_style", BERT_SMALL), "<= 1.0", runs=30),
@@ -110,6 +113,7 @@ def quick_rows() -> list[Row]:
         "mobilenetv2_b1": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10)),
         "mobilenetv2_b8": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10, batch=2)),
         "mobilenetv3_b1": ("mobilenetv3_style", dict(cnn, width_mult=0.25, classes=10)),
+        "pplcnet_b1": ("pplcnet_style", dict(cnn, scale=0.25, classes=10)),
         "vit_b16_b1": ("vit_style", dict(image=32, layers=1, hidden=32, heads=2, mlp=64, classes=10)),
         "bert_base": ("bert_style", bert), "bert_small": ("bert_style", bert),
         "mobilenetv2_qdq": ("quantized", {"form": "qdq", "model": "mobilenetv2_style", "kwargs": dict(cnn, width_mult=0.25, classes=10)}),
