@@ -25,6 +25,7 @@ import ctypes
 import functools
 import importlib.util
 import logging
+import math
 import operator
 import os
 import platform
@@ -69,9 +70,10 @@ ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_
 QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 # csrc/abi.h's float16 operands (GemmArgs.half, ConvDirect.half)
 HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
-# csrc/abi.h's elementwise dtypes, the opcode run alone by unary_call and the float16 step flag
-# (kernels/fused_elementwise.py lowers whole chains)
+# csrc/abi.h's elementwise dtypes, the opcodes run alone by unary_call and binary_call and the float16
+# step flag (kernels/fused_elementwise.py lowers whole chains)
 EW_F32, EW_F16 = 0, 4
+EW_ADD, EW_SUB, EW_MUL, EW_DIV = range(4)
 EW_ERF = 14
 EW_ROUND = 0x100
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
@@ -294,6 +296,21 @@ class Native:
         contiguous = np.zeros(1, np.int64)
         return self.eltwise_call(EW_F16 if half else EW_F32, x.size, [x], contiguous, contiguous, code,
                                  np.zeros(1), 2, y)
+
+    def binary_call(self, opcode: int, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> PreparedCall | None:
+        """y = a op b (EW_ADD..EW_DIV) with numpy's broadcasting, for contiguous float32 or float16
+        arrays of one dtype, as eltwise.c's one-step chain (an operand constant along runs of the
+        output, a squeeze-excite gate [N,C,1,1], in one vector loop per run), prepared; None when an
+        operand's broadcast is not one run of dims (broadcast_pattern)."""
+        half = y.dtype == np.float16
+        assert a.dtype == b.dtype == y.dtype and y.dtype in (np.float16, np.float32)
+        patterns = [broadcast_pattern(x.shape, y.shape) for x in (a, b)]
+        if None in patterns:
+            return None
+        inner, period = (np.array(p, np.int64) for p in zip(*patterns))
+        code = np.array([opcode | (EW_ROUND if half else 0), 2, 0, 1], np.int32)
+        return self.eltwise_call(EW_F16 if half else EW_F32, y.size, [a, b], inner, period, code, np.zeros(1), 3, y)
+
     # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
     def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weights W (K, N) int8 or uint8 (any strides) into the int8 product's panels, uint8 ones as
@@ -457,6 +474,23 @@ class Recurrent(ctypes.Structure):
         [(f, ctypes.c_int32) for f in ("directions", "threads")] + \
         [(f, _i64) for f in ("T", "B", "H", "x_step", "x_batch", "y_step", "y_batch", "state_batch")] + \
         [("lens", _ptr), ("dir", RecurrentDirection * 2)]
+
+
+def broadcast_pattern(shape: tuple, out: tuple) -> tuple[int, int] | None:
+    """(inner, period) of an operand of `shape` read at every element of `out` (csrc/abi.h's Eltwise):
+    (0, 0) contiguous, else element i reads operand[(i // inner) % period]; None when its dims that
+    vary are not one run."""
+    shape, out = tuple(shape), tuple(out)
+    if shape == out:
+        return 0, 0
+    shape = (1,) * (len(out) - len(shape)) + shape
+    varying = [d for d, (s, o) in enumerate(zip(shape, out)) if s != 1]
+    if not varying:
+        return 1, 1
+    first, last = varying[0], varying[-1]
+    if any(shape[d] != out[d] for d in range(first, last + 1)):
+        return None
+    return math.prod(out[last + 1:]), math.prod(out[first:last + 1])
 
 
 class PreparedCall:
