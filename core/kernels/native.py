@@ -505,10 +505,24 @@ class PreparedCall:
         self.fn(self.ref)
 
 
-def run_for_threads(build: Callable[[], PreparedCall]) -> Callable[[], None]:
+class CallSequence:
+    """Prepared calls run in order as one (a convolution's phase fill, then its product per item)."""
+    __slots__ = ("calls",)
+
+    def __init__(self, calls):
+        self.calls = tuple(calls)
+
+    def run(self) -> None:
+        for call in self.calls:
+            call.run()
+
+
+def run_for_threads(build: Callable[[], PreparedCall | CallSequence]) -> Callable[[], None]:
     """A task's bound call for a prepared native call that holds a thread count: build()'s call,
     rebuilt when the calling thread's count (set_threads) is no longer the one it was built for.
-    What a kernel's bound() returns in place of run()'s per-call checks and CallCache lookup."""
+    What a kernel's bound() returns in place of run()'s per-call checks and CallCache lookup: in a
+    model whose big layers stream megabytes between two small tasks, each Python step of those
+    checks is a cache miss (a squeeze-excite block's GlobalAveragePool and 1x1 convs: ~4 us each)."""
     built = [threads(), build()]
 
     def run() -> None:

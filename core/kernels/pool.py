@@ -15,7 +15,7 @@ import numpy as np
 from ..ir import Meta
 from .planned import Scratch
 from .windows import SpatialKernel, kernel_position_view, pool_window, spatial_slices, zero_borders
-from .native import CallCache
+from .native import CallCache, run_for_threads
 from .registry import register
 
 
@@ -290,10 +290,19 @@ class GlobalAveragePool(_GlobalPool):
             return super().run(xs, ys, ws)
         x, y = xs[0], ys[0]
         if self.uses_native and x.flags.c_contiguous and y.flags.c_contiguous:
-            self.calls.get((x, y), lambda: self.backend.lib.gemv_call(
-                1, self.weights, self.plane, x.reshape(self.n * self.c, self.plane), y, self.n * self.c)).run()
+            self.calls.get((x, y), lambda: self._gemv(x, y)).run()
             return
         np.matmul(x.reshape(self.n * self.c, self.plane), self.weights, out=y.reshape(self.n * self.c))
+
+    def bound(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.uses_native and x.flags.c_contiguous and y.flags.c_contiguous:
+            return run_for_threads(lambda: self._gemv(x, y))
+        return super().bound(xs, ys, ws)
+
+    def _gemv(self, x, y):
+        return self.backend.lib.gemv_call(1, self.weights, self.plane, x.reshape(self.n * self.c, self.plane), y,
+                                          self.n * self.c)
 
 
 @register("GlobalMaxPool", since=1)
