@@ -198,6 +198,14 @@ class Native:
                         _half_bits(a=x, b=w, c=y))
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
+    def row_means_call(self, w: np.ndarray, y: np.ndarray) -> PreparedCall:
+        """y[n] = the mean of w[n] for w C-contiguous (N, K) (GlobalAveragePool's planes; float32 or
+        float16, as gemv_call's w and y), prepared: each block of rows summed as it streams by."""
+        n, k = w.shape
+        args = GemmArgs(1, n, k, None, 0, None, None, None, None, _addr(w), _ptr_of(y), n, None, None, None, 0,
+                        _activation(None), threads(), None, 0, 0, 1.0 / k, _half_bits(b=w, c=y))
+        return PreparedCall(self.lib.ge_gemv, args, (w, y))
+
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
         """Scratch for batch_call: one single-threaded GEMM's (raw A, gathered B) per thread slot."""
         return 4 * GEMM_SLOTS * self.lib.ge_workspace_floats(m, n, k, 1, 1, 1) + ALIGN

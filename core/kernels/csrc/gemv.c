@@ -1,6 +1,7 @@
 /* Few rows times constant weights (a classifier's Gemm at batch 1, a squeeze-excite block's 1x1
 convs on a 1x1 plane): y[r, n] = act(bias[n] + sum_k x[r, k] w[n, k]) for r < rows, weights as rows
-of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Such a product is bound by
+of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Without x (GemmArgs.a NULL,
+one row): y[n] = alpha * sum_k w[n, k], the means of GlobalAveragePool's planes. Such a product is bound by
 reading the weights: the GEMM's panels would cost a packing pass over A and compute whole tiles of
 rows for one. Items are blocks of GEMV_ITEM weight rows; each block of VL
 weight rows is read in order and stays in cache while every row of x is dotted with it. */
@@ -48,6 +49,40 @@ static inline void dot_block(const float *x, const float *w, int64_t K, float *y
     vstore(y, s);
 }
 
+/* y[j] = scale * the sum of w[j * K ..] for j < VL (GemmArgs.a NULL: GlobalAveragePool's planes as
+   rows, scale 1/plane): dot_block without the loads of a row of ones */
+static inline void sum_block(const float *w, int64_t K, float scale, float *y) {
+    vec acc[VL];
+    const int64_t body = K - K % VL;
+    const int tail = (int)(K % VL);
+#pragma GCC unroll 16
+    for (int j = 0; j < VL; j++) {
+        const float *row = w + j * K;
+        vec a0 = (vec){0}, a1 = (vec){0};
+        int64_t k = 0;
+        for (; k + 2 * VL <= body; k += 2 * VL) {
+            a0 += vload(row + k);
+            a1 += vload(row + k + VL);
+        }
+        if (k < body) a0 += vload(row + k);
+        if (tail) a1 += load_part(row + body, tail);
+        acc[j] = a0 + a1;
+    }
+    transpose_blocks(acc, VL);
+    vec s = acc[0];
+#pragma GCC unroll 16
+    for (int j = 1; j < VL; j++) s += acc[j];
+    vstore(y, s * scale);
+}
+
+static inline float sum1(const float *w, int64_t K) {
+    vec a = (vec){0};
+    int64_t k = 0;
+    for (; k + VL <= K; k += VL) a += vload(w + k);
+    if (k < K) a += load_part(w + k, (int)(K - k));
+    return hsum(a);
+}
+
 static inline float dot1(const float *x, const float *w, int64_t K) {
     vec a = (vec){0};
     int64_t k = 0;
@@ -80,6 +115,10 @@ static void gemv_item(void *ctx, int64_t it, int slot) {
         /* row r's outputs, column n at [n]: C itself, or the float32 block of a float16 C */
 #define OUT(r) (half_c ? block + ((r) - r0) * GEMV_ITEM - n0 : g->c + (r) * g->ldc)
         int64_t n = n0;
+        if (!g->a) {  /* one row: the means of W's rows */
+            for (; n + VL <= n1; n += VL) sum_block(bp + n * K, K, g->alpha, OUT(r0) + n);
+            for (; n < n1; n++) OUT(r0)[n] = sum1(bp + n * K, K) * g->alpha;
+        }
         for (; n + VL <= n1; n += VL)
             for (int64_t r = r0; r < r1; r++) dot_block(g->a + r * g->lda, bp + n * K, K, OUT(r) + n);
         for (; n < n1; n++)
