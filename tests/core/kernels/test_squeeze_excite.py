@@ -63,6 +63,24 @@ def test_binary_call_gives_numpys_bits_at_every_level(level, dtype):
                     np.testing.assert_array_equal(bits(a), bits(want))
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_row_means_at_every_level(level, dtype):
+    """GlobalAveragePool's sums: planes of 7x7, 14x14, 1, 3 and 33 elements, rows past a block of VL
+    and past an item of 64, float16 planes and means (converted as read, rounded once as stored)."""
+    lib = native_mod.load_level(level)
+    for rows, plane in ((960, 49), (130, 196), (70, 1), (19, 3), (3, 33)):
+        w = rng.standard_normal((rows, plane)).astype(dtype)
+        y = np.full(rows, 7, dtype)
+        lib.row_means_call(w, y).run()
+        want = w.astype(np.float64).mean(axis=1)
+        np.testing.assert_allclose(y.astype(np.float64), want, rtol=1e-5 if dtype == F32 else 1e-3, atol=1e-6)
+        if dtype == F16:  # the float32 means of the same planes, rounded once
+            wide = np.empty(rows, F32)
+            lib.row_means_call(w.astype(F32), wide).run()
+            np.testing.assert_array_equal(bits(y), bits(wide.astype(F16)))
+
+
 def test_binary_call_refuses_a_broadcast_of_two_runs():
     """Dims that vary in two runs ([2,1,3] over [2,4,3]): no pattern, numpy's plan."""
     lib = native_mod.native()
