@@ -233,3 +233,31 @@ def test_se_tasks_are_bound_to_their_prepared_calls(tmp_path, default_backend):
             assert isinstance(target, (PreparedCall, CallSequence)), (task.plan.name, call)
     finally:
         api.unload(model_id)
+
+
+# -- the float16 adapter forwards output_over ----------------------------------------------------------
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("xs,ws,direct", [((2, 24, 12, 12), (24, 24, 1, 1), "never"),
+                                          ((1, 33, 7, 7), (21, 33, 1, 1), "always"),
+                                          ((1, 700, 16, 16), (20, 700, 1, 1), "never"),  # two blocks of K
+                                          ((1, 80, 8, 11), (7, 80, 3, 3), "never")])
+def test_float16_fused_conv_writes_over_its_residual(level, xs, ws, direct):
+    """A float16 FusedConv's output may take Z's bytes (the adapter forwards the inner kernel's
+    output_over): written over Z, the bits of the output written aside."""
+    from ge.core.kernels.fused import GE_DOMAIN
+    lib = native_mod.load_level(level)
+    r = np.random.default_rng(sum(xs))
+    x, w, b = (r.standard_normal(s).astype(F16) for s in (xs, ws, ws[:1]))
+    w = (w * F16(0.3)).astype(F16)
+    z = r.standard_normal((xs[0], ws[0], *xs[2:])).astype(F16)
+    attrs = {"pads": [1, 1, 1, 1]} if ws[2] == 3 else {}
+    k = lookup("FusedConv", GE_DOMAIN, 1)(attrs, [Meta(a.dtype, a.shape) for a in (x, w, b, z)], [None, w, b, None],
+                                          name="n", backend=Backend(lib, direct)).load()
+    assert k.output_over == 3 and k.half_outputs
+    ws_ = np.zeros(k.workspace_nbytes(), np.uint8)
+    aside = np.full(z.shape, 7, F16)
+    k.run([x, w, b, z], [aside], ws_)
+    over = z.copy()
+    k.run([x, w, b, over], [over], ws_)
+    np.testing.assert_array_equal(bits(over), bits(aside))
