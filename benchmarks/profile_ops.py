@@ -135,7 +135,8 @@ def main() -> None:
         by_op[lab][0] += 1
         by_op[lab][1] += ts
     total = statistics.median(per_run) * 1e3
-    print(f"{os.path.basename(args.onnx) if args.onnx else args.model} ({spec or 'declared shapes'}): {len(times)} tasks, {total:.2f} ms per execution "
+    name = os.path.basename(args.onnx) if args.onnx else args.model
+    print(f"{name} ({spec or 'declared shapes'}): {len(times)} tasks, {total:.2f} ms per execution "
           f"(sum of tasks, {args.clock} clock)")
     print(f"{'op':<28}{'calls':>6}{'ms':>9}{'share':>8}{'us/call':>10}")
     rows = sorted(((lab, n, float(np.median(acc)) * 1e3) for lab, (n, acc) in by_op.items()), key=lambda r: -r[2])
