@@ -20,10 +20,38 @@ static inline float hsum(vec v) {
     return s;
 }
 
+/* Lane j: the sum of the lanes of r[j], for VL vectors r (overwritten). Pairs of vectors are halved
+   and added, log2(VL) rounds (VL - 1 pairs of shuffles, where a transpose costs VL log2(VL) / 2 pairs
+   and VL - 1 adds after it: a 7x7 plane's sum is mostly this), which leaves row bitreverse(j) in
+   lane j; one shuffle puts the rows in order. */
+static inline __attribute__((always_inline)) vec sum_across(vec *r) {
+#if defined(__clang__)
+    transpose_blocks(r, VL);
+    vec s = r[0];
+    for (int j = 1; j < VL; j++) s += r[j];
+    return s;
+#else
+    ivec idx, rev;
+    for (int c = 0; c < VL; c++) {
+        idx[c] = c, rev[c] = 0;
+        for (int m = 1, x = c; m < VL; m <<= 1, x >>= 1) rev[c] = (rev[c] << 1) | (x & 1);
+    }
+#pragma GCC unroll 8
+    for (int h = VL / 2, n = VL; h >= 1; h /= 2, n /= 2) {
+        ivec upper = (idx & h) != 0;
+        ivec lo = idx + (upper & (VL - h)), hi = idx + ((upper & VL) | (~upper & h));
+#pragma GCC unroll 16
+        for (int i = 0; i < n / 2; i++)
+            r[i] = __builtin_shuffle(r[2 * i], r[2 * i + 1], lo) + __builtin_shuffle(r[2 * i], r[2 * i + 1], hi);
+    }
+    return __builtin_shuffle(r[0], rev);
+#endif
+}
+
 /* y[j] = x . w[j * K ..] for j < VL: the block read in order, row by row (a row is a short stream at
    small K: 960 bytes at K = 240; VL rows read side by side run 2x slower there), one accumulator per
-   row, summed across lanes by a transpose (a lane-by-lane sum per output would cost as much as the
-   products at K = 240) */
+   row, summed across lanes together (sum_across: a lane-by-lane sum per output would cost as much as
+   the products at K = 240) */
 static inline void dot_block(const float *x, const float *w, int64_t K, float *y) {
     vec acc[VL];
     const int64_t body = K - K % VL;
@@ -42,11 +70,7 @@ static inline void dot_block(const float *x, const float *w, int64_t K, float *y
         if (tail) a1 += xt * load_part(row + body, tail);
         acc[j] = a0 + a1;
     }
-    transpose_blocks(acc, VL);
-    vec s = acc[0];
-#pragma GCC unroll 16
-    for (int j = 1; j < VL; j++) s += acc[j];
-    vstore(y, s);
+    vstore(y, sum_across(acc));
 }
 
 /* y[j] = scale * the sum of w[j * K ..] for j < VL (GemmArgs.a NULL: GlobalAveragePool's planes as
@@ -68,11 +92,7 @@ static inline void sum_block(const float *w, int64_t K, float scale, float *y) {
         if (tail) a1 += load_part(row + body, tail);
         acc[j] = a0 + a1;
     }
-    transpose_blocks(acc, VL);
-    vec s = acc[0];
-#pragma GCC unroll 16
-    for (int j = 1; j < VL; j++) s += acc[j];
-    vstore(y, s * scale);
+    vstore(y, sum_across(acc) * scale);
 }
 
 static inline float sum1(const float *w, int64_t K) {
