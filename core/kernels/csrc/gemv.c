@@ -50,8 +50,8 @@ static inline __attribute__((always_inline)) vec sum_across(vec *r) {
 
 /* y[j] = x . w[j * K ..] for j < VL: the block read in order, row by row (a row is a short stream at
    small K: 960 bytes at K = 240; VL rows read side by side run 2x slower there), one accumulator per
-   row, summed across lanes together (sum_across: a lane-by-lane sum per output would cost as much as
-   the products at K = 240) */
+   row, summed across lanes by a transpose (a lane-by-lane sum per output would cost as much as the
+   products at K = 240) */
 static inline void dot_block(const float *x, const float *w, int64_t K, float *y) {
     vec acc[VL];
     const int64_t body = K - K % VL;
@@ -70,7 +70,12 @@ static inline void dot_block(const float *x, const float *w, int64_t K, float *y
         if (tail) a1 += xt * load_part(row + body, tail);
         acc[j] = a0 + a1;
     }
-    vstore(y, sum_across(acc));
+    /* not sum_across: it would change every product's rounding, for a gain only small planes see */
+    transpose_blocks(acc, VL);
+    vec s = acc[0];
+#pragma GCC unroll 16
+    for (int j = 1; j < VL; j++) s += acc[j];
+    vstore(y, s);
 }
 
 /* y[j] = scale * the sum of w[j * K ..] for j < VL (GemmArgs.a NULL: GlobalAveragePool's planes as
