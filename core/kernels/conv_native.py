@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .native import HALF_B, HALF_C, Act, CallCache, Native
+from .native import HALF_B, HALF_C, Act, CallCache, CallSequence, Native
 from .phase_layout import PhaseLayout
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
@@ -126,6 +126,13 @@ class NativeConv:
                                       lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
 
+    def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None):
+        """run()'s calls for these arrays as one, to prepare once (Kernel.bound), or None where run()
+        has steps of its own (Y through the workspace, a strided Z)."""
+        if "yflat" in v or (z is not None and not z.flags.c_contiguous):
+            return None
+        return lambda: CallSequence(self._calls(x, v.get("ph"), y, v.get("gemm"), z))
+
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None) -> None:
         ph, out = v.get("ph"), v.get("yflat", y)
         gz = z if out is y else None  # Z for the kernel: only when it writes Y itself
@@ -199,9 +206,11 @@ class NativeConvGemv:
         self.w = np.ascontiguousarray(w, np.float32).reshape(self.oc, self.c)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(self.oc)
 
+    def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None):
+        return lambda: self.nat.gemv_call(self.n, x, self.c, self.w, y, self.oc, bias=self.bias, act=self.act)
+
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:
-        self.calls.get((x, y), lambda: self.nat.gemv_call(self.n, x, self.c, self.w, y, self.oc, bias=self.bias,
-                                                          act=self.act)).run()
+        self.calls.get((x, y), self.builder(x, y, v)).run()
 
 
 def use_direct(k, nr: int, pointwise: bool) -> bool:
@@ -243,6 +252,9 @@ class NativeDepthwise:
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
         self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
+
+    def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None):
+        return lambda: CallSequence(self._calls(x, v["ph"], y))
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:  # no residual: one group only
         ph = v["ph"]

@@ -185,6 +185,8 @@ class Float16ViaFloat32(PlannedKernel):
                     and (j == 0 or (self.domain, self.op_type) not in FIRST_OUTPUT_ONLY)]
         self.out_metas = [Meta(self.narrow, m.shape) if j in narrowed else m for j, m in enumerate(wide_outs)]
         self.uses_native = inner.uses_native
+        # the conversions read an input before the output is written: the inner kernel's overwrite holds
+        self.output_over = inner.output_over
         # the node's fused activation goes on the float32 result, before the rounding: by the inner
         # kernel as it stores, or here (a float16 Sigmoid or HardSwish would need workspace of its own)
         spec = self.attrs.get(EPILOGUE)

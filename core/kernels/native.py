@@ -25,6 +25,7 @@ import ctypes
 import functools
 import importlib.util
 import logging
+import math
 import operator
 import os
 import platform
@@ -69,9 +70,10 @@ ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_
 QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 # csrc/abi.h's float16 operands (GemmArgs.half, ConvDirect.half)
 HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
-# csrc/abi.h's elementwise dtypes, the opcode run alone by unary_call and the float16 step flag
-# (kernels/fused_elementwise.py lowers whole chains)
+# csrc/abi.h's elementwise dtypes, the opcodes run alone by unary_call and binary_call and the float16
+# step flag (kernels/fused_elementwise.py lowers whole chains)
 EW_F32, EW_F16 = 0, 4
+EW_ADD, EW_SUB, EW_MUL, EW_DIV = range(4)
 EW_ERF = 14
 EW_ROUND = 0x100
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
@@ -196,6 +198,14 @@ class Native:
                         _half_bits(a=x, b=w, c=y))
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
+    def row_means_call(self, w: np.ndarray, y: np.ndarray) -> PreparedCall:
+        """y[n] = the mean of w[n] for w C-contiguous (N, K) (GlobalAveragePool's planes; float32 or
+        float16, as gemv_call's w and y), prepared: each block of rows summed as it streams by."""
+        n, k = w.shape
+        args = GemmArgs(1, n, k, None, 0, None, None, None, None, _addr(w), _ptr_of(y), n, None, None, None, 0,
+                        _activation(None), threads(), None, 0, 0, 1.0 / k, _half_bits(b=w, c=y))
+        return PreparedCall(self.lib.ge_gemv, args, (w, y))
+
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
         """Scratch for batch_call: one single-threaded GEMM's (raw A, gathered B) per thread slot."""
         return 4 * GEMM_SLOTS * self.lib.ge_workspace_floats(m, n, k, 1, 1, 1) + ALIGN
@@ -294,6 +304,21 @@ class Native:
         contiguous = np.zeros(1, np.int64)
         return self.eltwise_call(EW_F16 if half else EW_F32, x.size, [x], contiguous, contiguous, code,
                                  np.zeros(1), 2, y)
+
+    def binary_call(self, opcode: int, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> PreparedCall | None:
+        """y = a op b (EW_ADD..EW_DIV) with numpy's broadcasting, for contiguous float32 or float16
+        arrays of one dtype, as eltwise.c's one-step chain (an operand constant along runs of the
+        output, a squeeze-excite gate [N,C,1,1], in one vector loop per run), prepared; None when an
+        operand's broadcast is not one run of dims (broadcast_pattern)."""
+        half = y.dtype == np.float16
+        assert a.dtype == b.dtype == y.dtype and y.dtype in (np.float16, np.float32)
+        patterns = [broadcast_pattern(x.shape, y.shape) for x in (a, b)]
+        if None in patterns:
+            return None
+        inner, period = (np.array(p, np.int64) for p in zip(*patterns))
+        code = np.array([opcode | (EW_ROUND if half else 0), 2, 0, 1], np.int32)
+        return self.eltwise_call(EW_F16 if half else EW_F32, y.size, [a, b], inner, period, code, np.zeros(1), 3, y)
+
     # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
     def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weights W (K, N) int8 or uint8 (any strides) into the int8 product's panels, uint8 ones as
@@ -459,6 +484,23 @@ class Recurrent(ctypes.Structure):
         [("lens", _ptr), ("dir", RecurrentDirection * 2)]
 
 
+def broadcast_pattern(shape: tuple, out: tuple) -> tuple[int, int] | None:
+    """(inner, period) of an operand of `shape` read at every element of `out` (csrc/abi.h's Eltwise):
+    (0, 0) contiguous, else element i reads operand[(i // inner) % period]; None when its dims that
+    vary are not one run."""
+    shape, out = tuple(shape), tuple(out)
+    if shape == out:
+        return 0, 0
+    shape = (1,) * (len(out) - len(shape)) + shape
+    varying = [d for d, (s, o) in enumerate(zip(shape, out)) if s != 1]
+    if not varying:
+        return 1, 1
+    first, last = varying[0], varying[-1]
+    if any(shape[d] != out[d] for d in range(first, last + 1)):
+        return None
+    return math.prod(out[last + 1:]), math.prod(out[first:last + 1])
+
+
 class PreparedCall:
     """A native call with its arguments in a struct (one pointer for ctypes to convert, instead of
     twenty); holds the arrays the struct's addresses point into."""
@@ -471,10 +513,24 @@ class PreparedCall:
         self.fn(self.ref)
 
 
-def run_for_threads(build: Callable[[], PreparedCall]) -> Callable[[], None]:
+class CallSequence:
+    """Prepared calls run in order as one (a convolution's phase fill, then its product per item)."""
+    __slots__ = ("calls",)
+
+    def __init__(self, calls):
+        self.calls = tuple(calls)
+
+    def run(self) -> None:
+        for call in self.calls:
+            call.run()
+
+
+def run_for_threads(build: Callable[[], PreparedCall | CallSequence]) -> Callable[[], None]:
     """A task's bound call for a prepared native call that holds a thread count: build()'s call,
     rebuilt when the calling thread's count (set_threads) is no longer the one it was built for.
-    What a kernel's bound() returns in place of run()'s per-call checks and CallCache lookup."""
+    What a kernel's bound() returns in place of run()'s per-call checks and CallCache lookup: in a
+    model whose big layers stream megabytes between two small tasks, each Python step of those
+    checks is a cache miss (a squeeze-excite block's GlobalAveragePool and 1x1 convs: ~4 us each)."""
     built = [threads(), build()]
 
     def run() -> None:
