@@ -1,4 +1,4 @@
-/* Short-K convolution: the weights broadcast, output pixels in the vector lanes, the input read in
+/* The pixels convolution: the weights broadcast, output pixels in the vector lanes, the input read in
 place. For a block of RR output channels and a tile of up to RV vectors of output pixels that are
 consecutive in the source (a run of a pointwise conv's plane, or an output row of a phase layout):
     acc[i][p] = sum_k wp[k][i] * x[koff[k] + pos + p]
@@ -9,10 +9,11 @@ Why: where K is short (a pointwise conv of 16-32 channels over a 112x112 plane, 
 conv of 3 channels), the work per pixel is a few dozen FMAs and every pass over the plane shows.
 The GEMM packs B (the activations) per panel and stores each tile through a buffer, with 12-row
 blocks of which 16 output channels waste a third; the direct kernel (channels in the lanes) ends
-each block in a transpose and masked stores. Here nothing is packed per call, K's few rows are read
-where they lie (a short K is few streams: the hardware prefetcher keeps up), and Y is written once,
-in full vectors. (onnxruntime's MLAS does these with channels in the lanes of its blocked NCHWc
-layout, which has no transpose to pay; in NCHW the pixels go in the lanes instead.)
+each block in a transpose and masked stores. Here nothing is packed per call, K's rows are read
+where they lie, and Y is written once, in full vectors; on large planes that also beats the GEMM for a
+longer K (conv_native.use_pixels says where). (onnxruntime's MLAS does these with channels in the
+lanes of its blocked NCHWc layout, which has no transpose to pay; in NCHW the pixels go in the lanes
+instead.)
 
 Work: items are strips of a run of pixels (a strip's K input rows stay in L2: PIXELS_STRIP), each
 over every block of channels, so the input is read from memory once and Y is written in long runs of
