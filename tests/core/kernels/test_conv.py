@@ -241,15 +241,21 @@ def test_conv_non_contiguous_input_and_output():
     ((1, 16, 112, 112), (64, 16, 1, 1), {}),
     ((1, 16, 112, 112), (96, 16, 1, 1), {}),
     ((1, 24, 56, 56), (144, 24, 1, 1), {}),
+    # any K for a 1x1 kernel over 28x28 or more (a projection, ResNet-50's 1x1 convs), a first conv of few
+    # channels (ResNet-50's 7x7 conv1, K = 147)
+    ((1, 144, 56, 56), (24, 144, 1, 1), {}),
+    ((1, 256, 28, 28), (64, 256, 1, 1), {}),
+    ((1, 3, 224, 224), (64, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
     # odd sizes: a tail block of channels, a tail vector of pixels, rows of 3 tiles of unequal widths
     ((2, 5, 37, 41), (19, 5, 1, 1), {}),
     ((1, 3, 121, 135), (13, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 1, 50, 97), (9, 1, 1, 1), {}),
     ((1, 2, 40, 60), (7, 2, 3, 5), {"pads": [1, 2, 1, 2], "dilations": [1, 2]}),
 ])
-def test_short_k_convs_over_long_runs_take_the_pixels_kernel(check_op, default_backend, xs, ws, attrs):
-    """A short K (at most conv_native.PIXELS_K steps) over runs of PIXELS_RUN pixels or more: the pixels
-    kernel (weights broadcast, pixels in the lanes, Y written from the registers), onnxruntime's results."""
+def test_convs_over_long_runs_take_the_pixels_kernel(check_op, default_backend, xs, ws, attrs):
+    """A short K (at most conv_native.PIXELS_K steps), a 1x1 kernel over a large plane or a first conv
+    over runs of PIXELS_RUN pixels or more: the pixels kernel (weights broadcast, pixels in the lanes, Y
+    written from the registers), onnxruntime's results."""
     default_backend("native")
     k = lookup("Conv", opset=17)(attrs, [Meta(np.float32, xs), Meta(np.float32, ws), Meta(np.float32, ws[:1])],
                                  [None, f32(*ws), f32(ws[0])], opset=17, name="c").load()
