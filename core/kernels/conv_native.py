@@ -63,12 +63,15 @@ DIRECT_WIDE_ROW = 8
 #:   conv): there the GEMM's packing and stores and the direct kernel's transposes are much of the work;
 #: - a 1x1 kernel over at least PIXELS_PLANE output pixels, any K (single-threaded, in the model:
 #:   MobileNetV2's projections at 56x56 and 28x28 15-35% faster than the GEMM, ResNet-50's 1x1 convs
-#:   at 56x56 and 28x28 0-10%; at 14x14 and below the GEMM or the direct kernel stay ahead);
+#:   at 56x56 and 28x28 5-10%), or over PIXELS_GEMM_PLANE where the direct kernel would not take it
+#:   (14x14: MobileNetV2/V3's expanding convs 5-15% faster than the GEMM, ResNet-50's 256 -> 1024 0-3%;
+#:   the direct kernel keeps the reducing ones, 10-15% faster there, and 7x7 planes);
 #: - at most PIXELS_FIRST_C input channels, any kernel (ResNet-50's 7x7 conv1, K = 147: 15% faster
 #:   than the direct kernel).
 PIXELS_K = 32
 PIXELS_RUN = 48
 PIXELS_PLANE = 784
+PIXELS_GEMM_PLANE = 196
 PIXELS_FIRST_C = 4
 
 
@@ -80,7 +83,7 @@ class NativeConv:
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
-        self.pixels = use_pixels(k, self.pointwise)
+        self.pixels = use_pixels(k, nat.nr, self.pointwise)
         self.direct = self.pixels or use_direct(k, nat.nr, self.pointwise)
         self.wide = self.direct and not self.pixels and any(v > 1 for v in k.kernel) and \
             self.kdim >= DIRECT_WIDE_K and k.out[-1] >= DIRECT_WIDE_ROW
@@ -224,15 +227,17 @@ class NativeConvGemv:
                                                           act=self.act)).run()
 
 
-def use_pixels(k, pointwise: bool) -> bool:
+def use_pixels(k, nr: int, pointwise: bool) -> bool:
     """The pixels kernel for this conv (by shape, see PIXELS_K; not when the backend's `direct` forces
     the direct kernel or the GEMM)."""
     if k.backend.direct != "auto" or not (pointwise or len(k.out) <= 2):
         return False
     run = math.prod(k.out) if pointwise else k.out[-1]
     one_tap = all(v == 1 for v in k.kernel)
+    plane = math.prod(k.out)
+    large = plane >= PIXELS_PLANE or plane >= PIXELS_GEMM_PLANE and not use_direct(k, nr, pointwise)
     return run >= PIXELS_RUN and (k.cg * math.prod(k.kernel) <= PIXELS_K or k.cg <= PIXELS_FIRST_C or
-                                  one_tap and math.prod(k.out) >= PIXELS_PLANE)
+                                  one_tap and large)
 
 
 def use_direct(k, nr: int, pointwise: bool) -> bool:

@@ -134,13 +134,14 @@ def test_conv_resnet_like_shapes(check_op, layout):
 @pytest.mark.parametrize("c,oc,direct", [(1024, 256, True), (384, 64, True), (256, 1024, False), (64, 384, False)])
 def test_pointwise_on_a_14x14_plane_takes_the_direct_kernel_when_it_reduces(default_backend, c, oc, direct):
     """196 pixels fill 224 columns of 32-wide GEMM panels: a conv that reduces channels (K >= M) takes
-    the direct kernel (the GEMM would pack each panel for few blocks of rows), one that expands keeps
-    the GEMM. (The kernels' results: the plans' tests above.)"""
+    the direct kernel (the GEMM would pack each panel for few blocks of rows), one that expands the
+    pixels kernel, not the GEMM. (The kernels' results: the plans' tests above.)"""
     from ge.core.kernels import conv_native
     default_backend("native")
     k = _kernel("Conv", [Meta(np.dtype(np.float32), (1, c, 14, 14)), Meta(np.dtype(np.float32), (oc, c, 1, 1))], {},
                 [None, np.zeros((oc, c, 1, 1), np.float32)])
     assert conv_native.use_direct(k, 32, pointwise=True) == direct
+    assert conv_native.use_pixels(k, 32, pointwise=True) != direct
     assert not conv_native.use_direct(k, 49, pointwise=True)  # panels of 49 columns: 4 hold 196 pixels, no waste
 
 
@@ -245,6 +246,7 @@ def test_conv_non_contiguous_input_and_output():
     # channels (ResNet-50's 7x7 conv1, K = 147)
     ((1, 144, 56, 56), (24, 144, 1, 1), {}),
     ((1, 256, 28, 28), (64, 256, 1, 1), {}),
+    ((1, 64, 14, 14), (384, 64, 1, 1), {}),
     ((1, 3, 224, 224), (64, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
     # odd sizes: a tail block of channels, a tail vector of pixels, rows of 3 tiles of unequal widths
     ((2, 5, 37, 41), (19, 5, 1, 1), {}),
@@ -253,7 +255,8 @@ def test_conv_non_contiguous_input_and_output():
     ((1, 2, 40, 60), (7, 2, 3, 5), {"pads": [1, 2, 1, 2], "dilations": [1, 2]}),
 ])
 def test_convs_over_long_runs_take_the_pixels_kernel(check_op, default_backend, xs, ws, attrs):
-    """A short K (at most conv_native.PIXELS_K steps), a 1x1 kernel over a large plane or a first conv
+    """A short K (at most conv_native.PIXELS_K steps), a 1x1 kernel over a large plane (from 14x14 where it
+    expands channels) or a first conv
     over runs of PIXELS_RUN pixels or more: the pixels kernel (weights broadcast, pixels in the lanes, Y
     written from the registers), onnxruntime's results."""
     default_backend("native")
