@@ -11,6 +11,9 @@ The kernel (`kind`):
 - "direct" / "direct-wide" (1-D and 2-D; see use_direct): output channels in the vector lanes,
   each block of output pixels a run of the source broadcast from place, no padding column
   computed; the two tiles are csrc/direct_conv.c's tall and wide ones;
+- "pixels" (1-D and 2-D; see use_pixels): the other way around, csrc/conv_pixels.c: output pixels
+  in the lanes, read from the source's runs in place, the weights broadcast, Y stored from the
+  registers; for a short K, a 1x1 kernel over a large plane, a first conv of few channels;
 - "gemm" (pointwise), "gemm-flat", "gemm-dense": the GEMM packs its panels of columns from the
   source (B[k, n] = src[koff[k] + noff[n]]). "flat" columns run over the phase rows, padding
   columns included, so every panel is one contiguous copy per row, and the GEMM drops the padding
@@ -53,6 +56,23 @@ DIRECT_WASTE_REDUCING = 1.1
 #: there, two of 4 and 3 in the wide tile (measured 5-8% slower)
 DIRECT_WIDE_K = 256
 DIRECT_WIDE_ROW = 8
+#: The pixels kernel (csrc/conv_pixels.c: the weights broadcast, output pixels in the vector lanes,
+#: the input read in place and Y written from the registers, nothing packed or transposed) runs convs
+#: over runs (output rows, or a pointwise conv's plane) of at least PIXELS_RUN pixels with
+#: - a short K, up to PIXELS_K steps (pointwise convs of 16-32 channels over 112x112, a network's first
+#:   conv): there the GEMM's packing and stores and the direct kernel's transposes are much of the work;
+#: - a 1x1 kernel over at least PIXELS_PLANE output pixels, any K (single-threaded, in the model:
+#:   MobileNetV2's projections at 56x56 and 28x28 15-35% faster than the GEMM, ResNet-50's 1x1 convs
+#:   at 56x56 and 28x28 5-10%), or over PIXELS_GEMM_PLANE where the direct kernel would not take it
+#:   (14x14: MobileNetV2/V3's expanding convs 5-15% faster than the GEMM, ResNet-50's 256 -> 1024 0-3%;
+#:   the direct kernel keeps the reducing ones, 10-15% faster there, and 7x7 planes);
+#: - at most PIXELS_FIRST_C input channels, any kernel (ResNet-50's 7x7 conv1, K = 147: 15% faster
+#:   than the direct kernel).
+PIXELS_K = 32
+PIXELS_RUN = 48
+PIXELS_PLANE = 784
+PIXELS_GEMM_PLANE = 196
+PIXELS_FIRST_C = 4
 
 
 class NativeConv:
@@ -63,9 +83,10 @@ class NativeConv:
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
-        self.direct = use_direct(k, nat.nr, self.pointwise)
-        self.wide = self.direct and any(v > 1 for v in k.kernel) and self.kdim >= DIRECT_WIDE_K and \
-            k.out[-1] >= DIRECT_WIDE_ROW
+        self.pixels = use_pixels(k, nat.nr, self.pointwise)
+        self.direct = self.pixels or use_direct(k, nat.nr, self.pointwise)
+        self.wide = self.direct and not self.pixels and any(v > 1 for v in k.kernel) and \
+            self.kdim >= DIRECT_WIDE_K and k.out[-1] >= DIRECT_WIDE_ROW
         self.dense = math.prod(k.out)
         self.calls = CallCache()
         self.flat = False
@@ -86,7 +107,7 @@ class NativeConv:
         k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, gemm_columns, self.kdim, raw_a=False, gathered_b=True),),
                       np.uint8)
         if self.direct:  # Y written by the kernel, output rows `pitch` apart in the source
-            self.kind = "direct-wide" if self.wide else "direct"
+            self.kind = "pixels" if self.pixels else "direct-wide" if self.wide else "direct"
             two_d = self.lay is not None and len(k.out) == 2
             self.rows, self.width = (k.out[0], k.out[1]) if two_d else (1, self.dense)
             self.pitch = self.lay.pst[0] if two_d else self.dense
@@ -119,11 +140,13 @@ class NativeConv:
         return self.writes_y
 
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
-        """W per group in the layout of the direct kernel's tile or of the GEMM's A panels."""
+        """W per group in the layout of the direct or pixels kernel's tile or of the GEMM's A panels."""
         nat = self.nat
-        pack = (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct else nat.pack_a
-        self.w_packed = k.shared_pack(("native-direct", self.wide, k.g) if self.direct else ("native", k.g),
-                                      lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
+        pack = nat.pack_pixels if self.pixels else (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct \
+            else nat.pack_a
+        key = ("native-pixels", k.g) if self.pixels else ("native-direct", self.wide, k.g) if self.direct \
+            else ("native", k.g)
+        self.w_packed = k.shared_pack(key, lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
 
     def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None):
@@ -171,7 +194,7 @@ class NativeConv:
                     calls.append(self.nat.conv_direct_call(
                         x_at, self.koff, self.w_packed[gi], y_at, m=self.ocg, k=self.kdim, rows=self.rows,
                         width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, act=self.act,
-                        half_y=half_y))
+                        half_y=half_y, pixels=self.pixels))
                 else:
                     calls.append(self.nat.call(
                         self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,
@@ -211,6 +234,19 @@ class NativeConvGemv:
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:
         self.calls.get((x, y), self.builder(x, y, v)).run()
+
+
+def use_pixels(k, nr: int, pointwise: bool) -> bool:
+    """The pixels kernel for this conv (by shape, see PIXELS_K; not when the backend's `direct` forces
+    the direct kernel or the GEMM)."""
+    if k.backend.direct != "auto" or not (pointwise or len(k.out) <= 2):
+        return False
+    run = math.prod(k.out) if pointwise else k.out[-1]
+    one_tap = all(v == 1 for v in k.kernel)
+    plane = math.prod(k.out)
+    large = plane >= PIXELS_PLANE or plane >= PIXELS_GEMM_PLANE and not use_direct(k, nr, pointwise)
+    return run >= PIXELS_RUN and (k.cg * math.prod(k.kernel) <= PIXELS_K or k.cg <= PIXELS_FIRST_C or
+                                  one_tap and large)
 
 
 def use_direct(k, nr: int, pointwise: bool) -> bool:

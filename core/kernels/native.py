@@ -41,14 +41,14 @@ from .native_levels import Level
 ALIGN = 64
 _i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int
 _SIGNATURES = {
-    "ge_mr": ([], _int), "ge_nr": ([], _int), "ge_direct_panel": ([_int], _int),
+    "ge_mr": ([], _int), "ge_nr": ([], _int), "ge_direct_panel": ([_int], _int), "ge_pixels_block": ([], _int),
     "ge_packed_a_floats": ([_i64, _i64], _i64), "ge_packed_b_floats": ([_i64, _i64], _i64),
     "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
     "ge_gemm_args": ([_ptr], None), "ge_gemv": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
-    "ge_conv_direct": ([_ptr], None),
+    "ge_conv_direct": ([_ptr], None), "ge_conv_pixels": ([_ptr], None),
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
@@ -222,23 +222,23 @@ class Native:
     def pack_direct(self, w: np.ndarray, wide: bool) -> np.ndarray:
         """W (M, K) for the direct convolution's wide or tall tile: panels of P output channels, k-major
         inside (wp[p, k, j] = W[p * P + j, k], zeros past M)."""
-        (m, k), size = w.shape, self.lib.ge_direct_panel(int(wide))
-        panels = -(-m // size)
-        padded = np.zeros((panels * size, k), np.float32)
-        padded[:m] = w
-        out = aligned_empty(panels * k * size)
-        out.reshape(panels, k, size)[:] = padded.reshape(panels, size, k).transpose(0, 2, 1)
-        return out
+        return _channel_panels(w, self.lib.ge_direct_panel(int(wide)))
+
+    def pack_pixels(self, w: np.ndarray) -> np.ndarray:
+        """W (M, K) for the pixels convolution (csrc/conv_pixels.c): pack_direct's layout in blocks of
+        its R output channels."""
+        return _channel_panels(w, self.lib.ge_pixels_block())
 
     def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
                          ldy, wide, bias=None, z: int | None = None, act: Act | None = None,
-                         half_y: bool = False) -> PreparedCall:
+                         half_y: bool = False, pixels: bool = False) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
-        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c; x, y, z are addresses), prepared.
+        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c, or with pixels that of
+        csrc/conv_pixels.c, its weights from pack_pixels; x, y, z are addresses), prepared.
         half_y: y and z are float16 (x float32)."""
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
                           _activation(act), threads(), int(wide), HALF_C if half_y else 0)
-        return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
+        return PreparedCall(self.lib.ge_conv_pixels if pixels else self.lib.ge_conv_direct, args, (koff, wp, bias))
 
     def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
                        rows, cols, pitch, in_channel_step, kernel, dilations, act: Act | None = None,
@@ -401,7 +401,9 @@ class Native:
             self.conv_direct_call(b.ctypes.data, koff, self.pack_direct(a, wide), c.ctypes.data, m=37, k=70, rows=1,
                                   width=45, pitch=45, ldy=45, wide=wide, bias=bias[:37].copy()).run()
             ok = ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
-        return ok
+        self.conv_direct_call(b.ctypes.data, koff, self.pack_pixels(a), c.ctypes.data, m=37, k=70, rows=1, width=45,
+                              pitch=45, ldy=45, wide=False, bias=bias[:37].copy(), pixels=True).run()
+        return ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
 
 
 class Activation(ctypes.Structure):
@@ -560,6 +562,16 @@ class CallCache:
         calls = build()
         self.local.entry = ((arrays, n), calls)
         return calls
+
+
+def _channel_panels(w: np.ndarray, size: int) -> np.ndarray:
+    """W (M, K) in panels of `size` rows, k-major inside (wp[p, k, j] = W[p * size + j, k], zeros past M)."""
+    (m, k), panels = w.shape, -(-w.shape[0] // size)
+    padded = np.zeros((panels * size, k), np.float32)
+    padded[:m] = w
+    out = aligned_empty(panels * k * size)
+    out.reshape(panels, k, size)[:] = padded.reshape(panels, size, k).transpose(0, 2, 1)
+    return out
 
 
 def _half_bits(**operands) -> int:

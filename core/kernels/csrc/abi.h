@@ -236,6 +236,8 @@ void ge_gemm_args(const GemmArgs *args);
 void ge_gemm_batch(const GemmBatch *bt);
 int ge_direct_panel(int wide);
 void ge_conv_direct(const ConvDirect *d);
+int ge_pixels_block(void);
+void ge_conv_pixels(const ConvDirect *d);
 void ge_depthwise(const Depthwise *d);
 int ge_max_pool_fits(const MaxPool2d *p);
 void ge_max_pool2d(const MaxPool2d *p);

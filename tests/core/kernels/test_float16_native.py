@@ -89,10 +89,16 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
     ((1, 80, 9, 9), (8, 80, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat", ()),  # and padding columns
     ((1, 8, 9, 9), (6, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, "auto", "direct", ()),
     ((2, 6, 29), (5, 6, 3), {"pads": [1, 1]}, "auto", "direct", (0,)),  # 1-D: numpy's fill, X widened
-    ((1, 3, 3, 4500), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "auto", "direct", ()),  # rows past 4096: heap row
+    ((1, 3, 3, 4500), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "always", "direct", ()),  # rows past 4096: heap row
     ((1, 24, 12, 12), (40, 24, 1, 1), {"ge.epilogue": HSWISH}, "never", "gemm", ()),
     ((1, 3, 21, 21), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
      "direct", ()),  # a network's first conv
+    # a short K over long runs: the pixels kernel (pointwise X widened; a tail block of channels and of
+    # pixels; a first conv on the phase fill; HardSwish, Relu)
+    ((2, 13, 9, 11), (19, 13, 1, 1), {"ge.epilogue": HSWISH}, "auto", "pixels", (0,)),
+    ((1, 16, 20, 21), (24, 16, 1, 1), {}, "auto", "pixels", (0,)),
+    ((1, 3, 100, 101), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
+     "pixels", ()),
     # depthwise: channels in the lanes (a small plane), the stride-2 rows read in place (AVX-512), the flat
     # run over the phases filled on the stack or (a large plane) in the layout, a channel multiplier
     ((2, 19, 14, 14), (19, 1, 3, 3), {"group": 19, "pads": [1, 1, 1, 1], "ge.epilogue": RELU}, "auto", "depthwise", ()),
@@ -120,6 +126,7 @@ def test_conv(level, monkeypatch, xs, ws, attrs, direct, kind, widened):
 @pytest.mark.parametrize("xs,ws,attrs,direct,kind", [
     ((2, 24, 12, 12), (24, 24, 1, 1), {"ge.epilogue": RELU}, "never", "gemm"),
     ((1, 33, 7, 7), (21, 33, 1, 1), {}, "always", "direct"),  # Z and Y float16 in the direct kernel's store
+    ((1, 16, 10, 10), (16, 16, 1, 1), {}, "auto", "pixels"),  # ... and the pixels kernel's (a tail of 4 pixels)
     ((1, 700, 16, 16), (20, 700, 1, 1), {}, "never", "gemm"),
     ((1, 9, 8, 11), (5, 9, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat"),
     ((1, 80, 8, 11), (7, 80, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat"),  # Z with the first of 2 blocks of K
@@ -129,7 +136,7 @@ def test_fused_conv_reads_its_residual_in_float16(level, monkeypatch, xs, ws, at
     rng = np.random.default_rng(sum(xs))
     x, w, b = halves(rng, *xs), halves(rng, *ws, scale=0.3, specials=False), halves(rng, ws[0], specials=False)
     z = halves(rng, xs[0], ws[0], *xs[2:])
-    widened = (0,) if kind == "direct" else ()
+    widened = (0,) if kind in ("direct", "pixels") else ()
     check(level, monkeypatch, "FusedConv", attrs, [x, w, b, z], (1, 2), domain=GE_DOMAIN, direct=direct,
           widened=widened, kind=kind)
 

@@ -51,7 +51,8 @@ EXPECTED_STEP = {"Relu": ["Relu", {}], "Relu6": ["Clip", {"min": 0.0, "max": 6.0
 # producer -> (x shape, conv attrs, weight shape) or "matmul"
 PRODUCERS = {
     "conv3x3": ([1, 8, 9, 9], dict(kernel_shape=[3, 3], pads=[1] * 4), (16, 8, 3, 3)),
-    "pointwise": ([1, 24, 7, 7], dict(kernel_shape=[1, 1]), (40, 24, 1, 1)),
+    "pointwise": ([1, 24, 7, 7], dict(kernel_shape=[1, 1]), (40, 24, 1, 1)),  # the pixels kernel (native)
+    "first_conv": ([1, 3, 30, 101], dict(kernel_shape=[3, 3], pads=[1] * 4, strides=[2, 2]), (19, 3, 3, 3)),  # too
     "depthwise3x3": ([1, 16, 10, 10], dict(kernel_shape=[3, 3], pads=[1] * 4, group=16), (16, 1, 3, 3)),
     "depthwise5x5s2": ([1, 16, 11, 11], dict(kernel_shape=[5, 5], pads=[2] * 4, strides=[2, 2], group=16),
                        (16, 1, 5, 5)),
