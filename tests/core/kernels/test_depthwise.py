@@ -1,10 +1,11 @@
 """The native depthwise convolution (csrc/depthwise.c) against onnxruntime: 3x3 and 5x5 (the unrolled
 kernels) and other sizes, strides 1, 2, 3, even and odd padding on each side, channel multipliers,
-batches; planes read in place (stride 1, 1024 outputs and more: the loads near the plane's edges
-masked to it) and through the channel's phases in a buffer (on the stack, or heap memory for a large
-plane), as one flat run (rows as wide as the output's) or a run per output row; every column mask:
-planes narrower than a vector, 1xW and Hx1, pads larger than the plane, asymmetric pads, dilation,
-non-square kernels and strides; the numpy plan alike."""
+batches; the masked flat run on planes read in place (stride 1, 1024 outputs and more: the loads near
+the plane's edges masked to it) and through the channel's phases in a buffer (on the stack, or heap
+memory for a large plane), as one flat run (rows as wide as the output's) or a run per output row, with
+every column mask: planes narrower than a vector, 1xW and Hx1, pads larger than the plane, asymmetric
+pads, dilation, non-square kernels and strides; channels in the lanes (7x7 outputs and smaller, 14x14
+strided ones); 3x3 stride 2 on larger planes, rows read in place (AVX-512); the numpy plan alike."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -31,19 +32,21 @@ CASES = [
     ((1, 3, 20, 20), 7, 2, [3, 3, 3, 3], 1, 1),     # neither 3x3 nor 5x5: the generic loop
     ((1, 3, 20, 20), 3, 1, [2, 2, 2, 2], 2, 1),     # dilated
     ((1, 40, 35, 35), 3, 2, [1, 1, 1, 1], 1, 1),    # rows wider than two vectors
-    # stride 2 on large planes: filled as the vectors need the rows (rows of even widths as one stream)
+    # stride 2 on large planes: 3x3 rows read in place (AVX-512), else the phases filled as the vectors need
+    # their rows (rows of even widths as one stream)
     ((2, 3, 70, 67), 3, 2, [0, 1, 1, 0], 1, 1),     # batch 2, padding on one side of each axis, odd width
     ((1, 5, 90, 91), 3, 2, [1, 1, 1, 1], 1, 1),
     ((1, 2, 66, 66), 3, 2, [1, 1, 1, 1], 1, 2),     # two output channels per input channel
     ((1, 3, 64, 75), 2, 2, [0, 0, 0, 0], 1, 1),     # 2x2: the generic loop
     ((1, 2, 80, 80), 5, 2, [1, 2, 2, 1], 1, 1),
     ((1, 4, 60, 150), 3, 2, [1, 1, 1, 1], 1, 1),    # rows of 75 outputs: a run of 4 vectors, then one
-    # small planes: several channels per item
+    # small planes: channels in the lanes, groups of 16 (8) channels, the last one partial, batch 2
     ((2, 37, 14, 14), 5, 2, [2, 2, 2, 2], 1, 1),
     ((1, 20, 8, 8), 3, 1, [1, 1, 1, 1], 1, 1),
     ((1, 33, 9, 9), 7, 1, [3, 3, 3, 3], 1, 1),
     ((1, 18, 11, 11), 3, 1, [0, 2, 1, 1], 2, 1),
-    ((1, 300, 7, 7), 3, 1, [1, 1, 1, 1], 1, 1),     # several channels per item
+    ((1, 300, 7, 7), 3, 1, [1, 1, 1, 1], 1, 1),     # several groups per item
+    ((1, 300, 7, 7), 3, 1, [1, 1, 1, 1], 1, 2),     # a multiplier: the masked flat run, several channels per item
     # the column masks: planes narrower than a vector, 1xW, Hx1, pads larger than the plane
     ((1, 5, 6, 5), 3, 1, [1, 1, 1, 1], 1, 1),
     ((1, 3, 1, 40), 3, 1, [1, 1, 1, 1], 1, 1),
