@@ -1,22 +1,25 @@
 /* Depthwise convolution (2-D: any kernel, stride, dilation and padding, a channel multiplier) of one
-batch item, NCHW. Per output channel: y[i] = act(bias + sum_t w[t] src[i + off[t]]) over its output
-positions i, in full vectors that cross row boundaries: the output plane is one flat run when the
-source's rows are as wide as the output's ("same" columns), else one run per output row. Each tap is
-a vector load whose lanes outside the source's columns are masked off (a column left of 0 or right
-of the row would read the neighbouring row): no padding column is computed or written, and Y is
-stored as it is computed, no copy. The source:
-- in place (AVX-512, stride 1, float32 planes of DW_IN_PLACE_MIN positions and more): the input
-  plane itself, rows above and below it masked too (loads whose lanes fall outside the plane);
-- else the channel's stride phases (phase_fill.c: phase (r0, r1) row q holds input row s0 q + r0,
-  column c its column s1 c + r1), laid out in a buffer of the item (on its stack while it fits, the
-  padding zeroed once per item), with zero rows above and below and rows as wide as the output's
-  where the phases fit in them: every tap of a strided or dilated kernel is a unit-stride run of one
-  phase, and only the columns need masks. Small planes go through it too: their copy is cheap, and
-  rows every vector of them would mask cost more.
-The taps of 3x3 and 5x5 kernels are unrolled with their weights in registers; kernel columns outer,
-rows inner (one column mask per vector for all the rows of a kernel column), in the same order on
-every path: float16 (HALF_C: Y rounded as it is stored; x_half: the fill converts X) gives the
-float32 kernel's results rounded once. */
+batch item, NCHW, three ways:
+- the masked flat run (most layers): per output channel, y[i] = act(bias + sum_t w[t] src[i + off[t]])
+  over its output positions i, in full vectors that cross row boundaries: the output plane is one
+  flat run when the source's rows are as wide as the output's ("same" columns), else one run per
+  output row. Each tap is a vector load whose lanes outside the source's columns are masked off (a
+  column left of 0 or right of the row would read the neighbouring row): no padding column is
+  computed or written, and Y is stored as it is computed, no copy. The source is the input plane
+  itself (AVX-512, stride 1, float32, DW_IN_PLACE_MIN outputs and more: the loads near its first
+  and last rows masked to the plane too), else the channel's stride phases (phase (r0, r1) row q
+  holds input row s0 q + r0, column c its column s1 c + r1) in a buffer of the item, with zero rows
+  above and below and rows as wide as the output's where the phases fit in them, filled as the
+  vectors need their rows: every tap of a strided or dilated kernel is a unit-stride run of one
+  phase, and only the columns need masks. Kernel columns outer, rows inner (one column mask per
+  vector for all the rows of a kernel column), in the same order in place and from the buffer;
+- channels in the vector lanes (use_blocked: 7x7 outputs and smaller, 14x14 strided ones), where the
+  flat run would waste most of a 7x7 plane's last vector or pay a strided plane's phase split;
+- 3x3 stride 2 on larger planes, rows read in place, pairs of vectors giving even and odd columns
+  (use_rows, AVX-512).
+The path depends on the geometry only, never on the dtype: float16 (HALF_C: Y rounded as it is
+stored; x_half: X converted as it is read) gives the float32 kernel's results rounded once. The taps
+of 3x3 and 5x5 kernels are unrolled with their weights in registers. */
 #include <stdlib.h>
 
 #include "abi.h"
@@ -60,7 +63,7 @@ typedef struct {
     ivec col0;                          /* the columns of a run's first vector: lane % period */
     int in_place;
     const int64_t *off;                 /* per tap t = dy kw + dx: the source index minus the run's position */
-    const int32_t *col_lo, *col_span;   /* per kernel column: the output columns whose source column is inside */
+    const int32_t *col_lo;              /* per kernel column: the output columns [lo, lo + pitch) read inside the row */
     int64_t min_off, max_off, src_len;  /* in place: loads outside the plane's [0, src_len) are masked */
     int64_t rows_buf, phase_stride, top, slack, buf_floats;  /* else the channel's phases, into a buffer */
     uint64_t used;                      /* bit r0 s1 + r1: a tap reads phase (r0, r1) */
@@ -70,8 +73,8 @@ typedef struct {
    would make the compiler reload every field of the plan after each one). */
 typedef struct {
     const int64_t *off;
-    const int32_t *col_lo, *col_span;
-    int32_t step, period, half_y;
+    const int32_t *col_lo;
+    int32_t step, period, pitch, half_y;
     Activation act;
 } Sweep;
 
@@ -99,7 +102,7 @@ static inline __attribute__((always_inline)) void dw_vectors(const int K, const 
     for (int64_t dx = 0; dx < kw; dx++) {
         lanes m[DW_GROUP];
 #pragma GCC unroll 4
-        for (int v = 0; v < V; v++) m[v] = cols_in(cols[v], sw->col_lo[dx], sw->col_span[dx]);
+        for (int v = 0; v < V; v++) m[v] = cols_in(cols[v], sw->col_lo[dx], sw->pitch);
 #pragma GCC unroll 5
         for (int64_t dy = 0; dy < kh; dy++) {
             int64_t t = dy * kw + dx;
@@ -129,7 +132,7 @@ static inline __attribute__((always_inline)) void dw_edge(const int K, const Dep
     vec a = bias;
 #pragma GCC unroll 5
     for (int64_t dx = 0; dx < kw; dx++) {
-        lanes m = cols_in(col, sw->col_lo[dx], sw->col_span[dx]);
+        lanes m = cols_in(col, sw->col_lo[dx], sw->pitch);
 #pragma GCC unroll 5
         for (int64_t dy = 0; dy < kh; dy++) {
             int64_t t = dy * kw + dx, first = at + sw->off[t];  /* the plane's index of lane 0 */
@@ -271,12 +274,12 @@ static inline __attribute__((always_inline)) void dw_channel(const int K, const 
     const float *w = d->w + oc * p->taps;
     vec wv[K ? K * K : 1], bias = (vec){0} + (d->bias ? d->bias[oc] : 0.0f);
     int64_t off[K ? K * K : 1];
-    int32_t col_lo[K ? K : 1], col_span[K ? K : 1];
+    int32_t col_lo[K ? K : 1];
     for (int t = 0; t < K * K; t++) wv[t] = (vec){0} + w[t], off[t] = p->off[t];
-    for (int dx = 0; dx < K; dx++) col_lo[dx] = p->col_lo[dx], col_span[dx] = p->col_span[dx];
-    Sweep sw = {K ? off : p->off, K ? col_lo : p->col_lo, K ? col_span : p->col_span, (int32_t)p->step,
-                (int32_t)p->period, d->half & HALF_C, d->act};
-    int64_t runs = p->runs, run_len = p->run_len, pitch = p->pitch, len = p->src_len;
+    for (int dx = 0; dx < K; dx++) col_lo[dx] = p->col_lo[dx];
+    Sweep sw = {K ? off : p->off, K ? col_lo : p->col_lo, (int32_t)p->step, (int32_t)p->period, (int32_t)p->pitch,
+                d->half & HALF_C, d->act};
+    int64_t runs = p->runs, run_len = p->run_len, pitch = p->pitch;
     int64_t cols = d->cols, ready = f ? 0 : INT64_MAX;  /* positions of the run whose taps are filled */
     for (int64_t r = 0; r < runs; r++) {
         const float *s = src + r * pitch;
@@ -307,14 +310,13 @@ static inline __attribute__((always_inline)) void dw_channel(const int K, const 
                 int n = left < VL ? (int)left : VL;
                 if (n == VL && inside(p, base, j, VL)) dw_vectors(K, 1, d, &sw, s, wv, w, bias, j, col, VL, y);
 #if defined(__AVX512F__)
-                else dw_edge(K, d, &sw, s, base + j, len, wv, w, bias, j, col, n, y);
+                else dw_edge(K, d, &sw, s, base + j, p->src_len, wv, w, bias, j, col, n, y);
 #endif
                 col = col_next(col, &sw);
                 j += VL;
             }
         }
     }
-    (void)len;
 }
 
 #define DW_CHANNEL(name, K) \
@@ -620,10 +622,10 @@ void ge_depthwise(const Depthwise *d) {
     }
     int64_t kh = d->kh, kw = d->kw, taps = kh * kw, s0 = d->sh, s1 = d->sw;
     int64_t r0[kh], a0[kh], r1[kw], b1[kw], off[taps];
-    int32_t col_lo[kw], col_span[kw];
+    int32_t col_lo[kw];
     axis_taps(kh, s0, d->dh, d->pt, r0, a0);
     axis_taps(kw, s1, d->dw, d->pl, r1, b1);
-    Plan p = {.d = d, .taps = taps, .off = off, .col_lo = col_lo, .col_span = col_span};
+    Plan p = {.d = d, .taps = taps, .off = off, .col_lo = col_lo};
     p.in_place = VL == 16 && s0 == 1 && s1 == 1 && !d->x_half && d->rows * d->cols >= DW_IN_PLACE_MIN;
     int64_t hp = (d->ih + s0 - 1) / s0, wp = (d->iw + s1 - 1) / s1, a_min = 0, a_max = 0, b_max = 0;
     for (int64_t dy = 0; dy < kh; dy++) a_min = a0[dy] < a_min ? a0[dy] : a_min, a_max = a0[dy] > a_max ? a0[dy] : a_max;
@@ -651,7 +653,7 @@ void ge_depthwise(const Depthwise *d) {
         off[t] = (p.in_place ? 0 : (r0[dy] * s1 + r1[dx]) * p.phase_stride) + (a0[dy] + p.top) * p.pitch + b1[dx];
         p.min_off = off[t] < p.min_off ? off[t] : p.min_off, p.max_off = off[t] > p.max_off ? off[t] : p.max_off;
     }
-    for (int64_t dx = 0; dx < kw; dx++) col_lo[dx] = (int32_t)-b1[dx], col_span[dx] = (int32_t)p.pitch;
+    for (int64_t dx = 0; dx < kw; dx++) col_lo[dx] = (int32_t)-b1[dx];
     int64_t per = depthwise_per_item(d);
     pool_run(depthwise_item, &p, (d->channels + per - 1) / per, d->threads);
 }
