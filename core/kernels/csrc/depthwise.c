@@ -66,7 +66,6 @@ typedef struct {
     const int32_t *col_lo;              /* per kernel column: the output columns [lo, lo + pitch) read inside the row */
     int64_t min_off, max_off, src_len;  /* in place: loads outside the plane's [0, src_len) are masked */
     int64_t rows_buf, phase_stride, top, slack, buf_floats;  /* else the channel's phases, into a buffer */
-    uint64_t used;                      /* bit r0 s1 + r1: a tap reads phase (r0, r1) */
 } Plan;
 
 /* What a channel's vectors read, in the channel's locals (stores into Y, through may_alias vectors,
@@ -151,8 +150,8 @@ static inline int inside(const Plan *p, int64_t base, int64_t j, int64_t count) 
     return !p->in_place || (base + j + p->min_off >= 0 && base + j + count - 1 + p->max_off < p->src_len);
 }
 
-/* Zero what fill_phases leaves alone in the used phases (the rows above and below the input's, the
-   columns right of it) and the slack around them: once per item, the fill then writes only the input's. */
+/* Zero what fill_phases leaves alone in the phases (the rows above and below the input's, the columns
+   right of it) and the slack around them: once per item, the fill then writes only the input's. */
 static NO_LIBCALLS void zero_padding(const Plan *p, float *buf) {
     const Depthwise *d = p->d;
     int64_t s0 = d->sh, s1 = d->sw, pitch = p->pitch;
@@ -160,7 +159,6 @@ static NO_LIBCALLS void zero_padding(const Plan *p, float *buf) {
     fill_floats(buf + p->buf_floats - p->slack, p->slack, 0.0f);
     for (int64_t r0 = 0; r0 < s0; r0++)
         for (int64_t r1 = 0; r1 < s1; r1++) {
-            if (!(p->used >> (r0 * s1 + r1) & 1)) continue;
             float *ph = buf + p->slack + (r0 * s1 + r1) * p->phase_stride;
             int64_t hp = (d->ih - r0 + s0 - 1) / s0, wp = (d->iw - r1 + s1 - 1) / s1;
             fill_floats(ph, p->top * pitch, 0.0f);
@@ -629,7 +627,7 @@ void ge_depthwise(const Depthwise *d) {
     p.in_place = VL == 16 && s0 == 1 && s1 == 1 && !d->x_half && d->rows * d->cols >= DW_IN_PLACE_MIN;
     int64_t hp = (d->ih + s0 - 1) / s0, wp = (d->iw + s1 - 1) / s1, a_min = 0, a_max = 0, b_max = 0;
     for (int64_t dy = 0; dy < kh; dy++) a_min = a0[dy] < a_min ? a0[dy] : a_min, a_max = a0[dy] > a_max ? a0[dy] : a_max;
-    for (int64_t dx = 0; dx < kw; dx++) b_max = (b1[dx] < 0 ? -b1[dx] : b1[dx]) > b_max ? (b1[dx] < 0 ? -b1[dx] : b1[dx]) : b_max;
+    for (int64_t dx = 0; dx < kw; dx++) b_max = b1[dx] > b_max ? b1[dx] : -b1[dx] > b_max ? -b1[dx] : b_max;
     if (p.in_place) {
         p.pitch = d->iw, p.src_len = d->ih * d->iw;
     } else {  /* rows as wide as the output's where the phases' fit (one flat run), else the phases' */
@@ -640,7 +638,6 @@ void ge_depthwise(const Depthwise *d) {
         p.phase_stride = p.rows_buf * p.pitch;
         p.slack = (DW_GROUP + 1) * VL + p.pitch + b_max;
         p.buf_floats = s0 * s1 * p.phase_stride + 2 * p.slack;
-        for (int64_t t = 0; t < taps; t++) p.used |= 1ull << (r0[t / kw] * s1 + r1[t % kw]);
     }
     int flat = p.pitch == d->cols;
     p.runs = flat ? 1 : d->rows, p.run_len = flat ? d->rows * d->cols : d->cols;
