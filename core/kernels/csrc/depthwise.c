@@ -485,10 +485,12 @@ static void depthwise_blocked_item(void *ctx, int64_t it, int slot) {
     for (int64_t g = it * per; g < (it + 1) * per && g < groups; g++) dw_group(d, g * VL, grid, out, off);
 }
 
-/* Stride 2 across, rows read in place (no dilation; AVX-512): per output row and block of up to
-DW_ROW_VECS vectors of columns, each kernel row's input row is loaded as pairs of vectors, each pair
-giving two taps (its even and its odd columns), zeros where the columns fall outside the row (masked
-loads: the padding is never written anywhere). No phase layout and no copy of the output. */
+#if defined(__AVX512F__)
+/* 3x3 stride 2 (no dilation; AVX-512), rows read in place: per output row and block of up to
+DW_ROW_VECS vectors of columns, each kernel row's input row is loaded as pairs of vectors whose even
+and odd columns are the first two taps, the third the even ones one lane on (valignd with the next
+pair's first even column); zeros where the columns fall outside the row (masked loads: the padding
+is never written anywhere). No phase layout and no copy of the output. */
 #define DW_ROW_VECS 4
 
 /* Lanes j of `row` at columns c0 + j inside [0, w), zeros elsewhere. */
@@ -496,43 +498,37 @@ static inline vec load_cols_in(const float *row, int64_t c0, int64_t w) {
     if (c0 >= 0 && c0 + VL <= w) return vload(row + c0);
     int64_t lo = c0 < 0 ? -c0 : 0, hi = w - c0 < VL ? w - c0 : VL;
     if (lo >= hi) return (vec){0};
-#if defined(__AVX512F__)
     return (vec)_mm512_maskz_loadu_ps((__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1)), row + c0);
-#else
-    vec v = (vec){0};
-    for (int64_t j = lo; j < hi; j++) v[j] = row[c0 + j];
-    return v;
-#endif
 }
 
-/* V vectors of output row oy from column ox0 (the last one n lanes), T taps (0: any); y float16 when
-   d->half & HALF_C. */
-static inline __attribute__((always_inline)) void dw_row_vectors(const int T, const int V,
-                                                                 const Depthwise *d, const float *x,
-                                                                 const vec *wv, const float *w, vec bias,
-                                                                 int64_t oy, int64_t ox0, int n, void *y) {
-    int64_t kh = d->kh, kw = T > 0 ? (T == 9 ? 3 : 5) : d->kw;
+/* V vectors of output row oy from column ox0 (the last one n lanes); y float16 when d->half & HALF_C. */
+static inline __attribute__((always_inline)) void dw_row_vectors(const int V, const Depthwise *d, const float *x,
+                                                                 const vec *wv, vec bias, int64_t oy, int64_t ox0,
+                                                                 int n, void *y) {
+    ivec even, odd;
+    for (int i = 0; i < VL; i++) even[i] = 2 * i, odd[i] = 2 * i + 1;
     vec a[DW_ROW_VECS];
 #pragma GCC unroll 4
     for (int v = 0; v < V; v++) a[v] = bias;
-#pragma GCC unroll 5
-    for (int64_t ky = 0; ky < (T > 0 ? kw : kh); ky++) {
-        int64_t iy = oy * d->sh + ky - d->pt;
+#pragma GCC unroll 3
+    for (int64_t ky = 0; ky < 3; ky++) {
+        int64_t iy = oy * 2 + ky - d->pt;
         if (iy < 0 || iy >= d->ih) continue;
         const float *row = x + iy * d->iw;
-        ivec even, odd;
-        for (int i = 0; i < VL; i++) even[i] = 2 * i, odd[i] = 2 * i + 1;
-#pragma GCC unroll 3
-        for (int64_t kx = 0; kx < kw; kx += 2) {
-            vec we = T > 0 ? wv[ky * kw + kx] : (vec){0} + w[ky * kw + kx];
-            vec wo = kx + 1 < kw ? (T > 0 ? wv[ky * kw + kx + 1] : (vec){0} + w[ky * kw + kx + 1]) : (vec){0};
+        int64_t c0 = 2 * ox0 - d->pl;  /* the column of tap 0 of the block's first output */
+        vec e[DW_ROW_VECS + 1], o[DW_ROW_VECS];
 #pragma GCC unroll 4
-            for (int v = 0; v < V; v++) {
-                int64_t c0 = 2 * (ox0 + v * VL) + kx - d->pl;
-                vec lo = load_cols_in(row, c0, d->iw), hi = load_cols_in(row, c0 + VL, d->iw);
-                a[v] += we * __builtin_shuffle(lo, hi, even);
-                if (kx + 1 < kw) a[v] += wo * __builtin_shuffle(lo, hi, odd);
-            }
+        for (int v = 0; v < V; v++) {
+            vec lo = load_cols_in(row, c0 + 2 * v * VL, d->iw), hi = load_cols_in(row, c0 + 2 * v * VL + VL, d->iw);
+            e[v] = __builtin_shuffle(lo, hi, even), o[v] = __builtin_shuffle(lo, hi, odd);
+        }
+        e[V] = load_cols_in(row, c0 + 2 * V * VL, d->iw);  /* lane 0: the column after the block's last even */
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) {
+            vec third = (vec)_mm512_alignr_epi32((__m512i)e[v + 1], (__m512i)e[v], 1);
+            a[v] += wv[ky * 3] * e[v];
+            a[v] += wv[ky * 3 + 1] * o[v];
+            a[v] += wv[ky * 3 + 2] * third;
         }
     }
 #pragma GCC unroll 4
@@ -546,16 +542,15 @@ static inline __attribute__((always_inline)) void dw_row_vectors(const int T, co
 
 /* One output channel; a float16 plane is converted first into `plane`, where its rows are read from
    L1/L2 by every tap. */
-static inline __attribute__((always_inline)) void dw_rows_channel(const int T, const Depthwise *d,
-                                                                  int64_t oc, float *plane) {
+static NO_LIBCALLS void dw_rows_channel(const Depthwise *d, int64_t oc, float *plane) {
     const float *x = d->x + (oc / d->mult) * d->ih * d->iw;
     if (d->x_half) {
         halves_to_floats(plane, (const uint16_t *)d->x + (oc / d->mult) * d->ih * d->iw, d->ih * d->iw);
         x = plane;
     }
-    const float *w = d->w + oc * d->kh * d->kw;
-    vec wv[T > 0 ? T : 1], bias = (vec){0} + (d->bias ? d->bias[oc] : 0.0f);
-    for (int t = 0; t < T; t++) wv[t] = (vec){0} + w[t];
+    const float *w = d->w + oc * 9;
+    vec wv[9], bias = (vec){0} + (d->bias ? d->bias[oc] : 0.0f);
+    for (int t = 0; t < 9; t++) wv[t] = (vec){0} + w[t];
     int half_y = d->half & HALF_C;
     for (int64_t oy = 0; oy < d->rows; oy++)
         for (int64_t ox0 = 0; ox0 < d->cols; ox0 += DW_ROW_VECS * VL) {
@@ -564,39 +559,33 @@ static inline __attribute__((always_inline)) void dw_rows_channel(const int T, c
             int n = (int)(left - (V - 1) * VL < VL ? left - (V - 1) * VL : VL);
             void *yo = (void *)advance(d->y, half_y, oc * d->rows * d->cols + oy * d->cols + ox0);
             switch (V) {
-                case 4: dw_row_vectors(T, 4, d, x, wv, w, bias, oy, ox0, n, yo); break;
-                case 3: dw_row_vectors(T, 3, d, x, wv, w, bias, oy, ox0, n, yo); break;
-                case 2: dw_row_vectors(T, 2, d, x, wv, w, bias, oy, ox0, n, yo); break;
-                default: dw_row_vectors(T, 1, d, x, wv, w, bias, oy, ox0, n, yo); break;
+                case 4: dw_row_vectors(4, d, x, wv, bias, oy, ox0, n, yo); break;
+                case 3: dw_row_vectors(3, d, x, wv, bias, oy, ox0, n, yo); break;
+                case 2: dw_row_vectors(2, d, x, wv, bias, oy, ox0, n, yo); break;
+                default: dw_row_vectors(1, d, x, wv, bias, oy, ox0, n, yo); break;
             }
         }
 }
-
-static NO_LIBCALLS void dw_rows_3x3(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(9, d, oc, p); }
-static NO_LIBCALLS void dw_rows_5x5(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(25, d, oc, p); }
-static NO_LIBCALLS void dw_rows_any(const Depthwise *d, int64_t oc, float *p) { dw_rows_channel(0, d, oc, p); }
 
 /* 3x3 stride 2 on planes larger than use_blocked's (MobileNets' 112x112 and 56x56 ones: 10-25% faster
    in place than the masked flat run over the channel's phases, whose split costs as much as a third
    of the products). */
 static int use_rows(const Depthwise *d) {
-    return VL == 16 && d->kh == 3 && d->kw == 3 && d->dh == 1 && d->dw == 1 && d->sh == 2 && d->sw == 2 &&
-           !use_blocked(d);
+    return d->kh == 3 && d->kw == 3 && d->dh == 1 && d->dw == 1 && d->sh == 2 && d->sw == 2 && !use_blocked(d);
 }
 
 static void depthwise_rows_item(void *ctx, int64_t it, int slot) {
     const Depthwise *d = ctx;
     (void)slot;
-    void (*channel)(const Depthwise *, int64_t, float *) =
-        d->kh == 3 && d->kw == 3 ? dw_rows_3x3 : d->kh == 5 && d->kw == 5 ? dw_rows_5x5 : dw_rows_any;
     int64_t floats = d->x_half ? d->ih * d->iw : 0;
     float local[floats && floats <= DW_LOCAL ? DW_LOCAL : 1] __attribute__((aligned(64)));
     float *plane = floats > DW_LOCAL ? malloc((size_t)floats * sizeof(float)) : local;
     if (!plane) abort();  /* one channel's plane: no way on without it */
     int64_t per = depthwise_per_item(d), channels = d->channels * d->mult;
-    for (int64_t oc = it * per; oc < (it + 1) * per && oc < channels; oc++) channel(d, oc, plane);
+    for (int64_t oc = it * per; oc < (it + 1) * per && oc < channels; oc++) dw_rows_channel(d, oc, plane);
     if (plane != local) free(plane);
 }
+#endif
 
 /* Per kernel index a along an axis (tap at a d - pb of the stride-s grid): the phase r and the phase's
    row or column offset q of output 0, with a d - pb = q s + r. */
@@ -608,11 +597,13 @@ static void axis_taps(int64_t k, int64_t s, int64_t dil, int64_t pb, int64_t *r,
 }
 
 void ge_depthwise(const Depthwise *d) {
+#if defined(__AVX512F__)
     if (use_rows(d)) {
         int64_t per = depthwise_per_item(d), channels = d->channels * d->mult;
         pool_run(depthwise_rows_item, (void *)d, (channels + per - 1) / per, d->threads);
         return;
     }
+#endif
     if (use_blocked(d)) {
         int64_t per = groups_per_item(d), groups = (d->channels + VL - 1) / VL;
         pool_run(depthwise_blocked_item, (void *)d, (groups + per - 1) / per, d->threads);
