@@ -262,24 +262,21 @@ def use_direct(k, nr: int, pointwise: bool) -> bool:
 
 
 class NativeDepthwise:
-    """A 2-D depthwise Conv (group == C, any channel multiplier) through the native direct kernel:
-    per output channel and row, the sum over kernel taps of weight x a unit-stride run of the phase
-    layout (phase_layout.PhaseLayout), with bias and the fused activation, written straight into Y."""
+    """A 2-D depthwise Conv (group == C, any channel multiplier) through the native depthwise kernel
+    (csrc/depthwise.c): per output channel, the sum over kernel taps of weight x the input read in
+    place or from the channel's stride phases laid out as it goes, with bias and the fused activation,
+    written straight into Y. No workspace."""
     kind = "depthwise"
 
     def __init__(self, k, nat: Native, act: Act | None):
         self.nat, self.act, self.n, self.c, self.oc = nat, act, k.n, k.c, k.oc
-        lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
-        self.plane = math.prod(lay.sq)
-        self.tap_off = tap_offsets(lay)
-        self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
-        self.kernel, self.dilations = tuple(k.kernel), tuple(k.dil)
+        self.spatial, self.out, self.kernel = tuple(k.spatial), tuple(k.out), tuple(k.kernel)
+        self.strides, self.dilations, self.pads = tuple(k.strides), tuple(k.dil), tuple(k.pb)
         self.absorbs = act is not None
-        k.scratch.add("ph", lay.phase_shape, np.float32)
         self.calls = CallCache()
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
-        """X: the fill converts it as it lays it out, the kernels reading it in place as they load it."""
+        """X: the kernel converts it as it reads it."""
         return frozenset([0])
 
     def float16_outputs(self) -> bool:
@@ -293,19 +290,17 @@ class NativeDepthwise:
         return lambda: CallSequence(self._calls(x, v["ph"], y))
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:  # no residual: one group only
-        ph = v["ph"]
-        for call in self.calls.get((x, ph, y), lambda: self._calls(x, ph, y)):
+        for call in self.calls.get((x, y), lambda: self._calls(x, y)):
             call.run()
 
-    def _calls(self, x, ph, y) -> list:
-        """One call per batch item, each filling the phase layout of its channels as it goes."""
-        item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * y.itemsize
-        fill = self.nat.phase_fill_call(x, ph, self.lay)
-        return [self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
-                                        y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
-                                        rows=self.rows, cols=self.cols, pitch=self.pitch, in_channel_step=self.plane,
-                                        kernel=self.kernel, dilations=self.dilations, act=self.act, fill=fill,
-                                        fill_plane0=i * self.c, half_y=y.dtype == np.float16)
+    def _calls(self, x, y) -> list:
+        """One call per batch item."""
+        item_in, item_out = self.c * math.prod(self.spatial) * x.itemsize, self.oc * math.prod(self.out) * y.itemsize
+        return [self.nat.depthwise_call(x.ctypes.data + i * item_in, self.w, self.bias, y.ctypes.data + i * item_out,
+                                        channels=self.c, mult=self.oc // self.c, spatial=self.spatial, out=self.out,
+                                        kernel=self.kernel, strides=self.strides, dilations=self.dilations,
+                                        pads=self.pads, act=self.act, x_half=x.dtype == np.float16,
+                                        half_y=y.dtype == np.float16)
                 for i in range(self.n)]
 
 

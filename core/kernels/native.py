@@ -240,20 +240,15 @@ class Native:
                           _activation(act), threads(), int(wide), HALF_C if half_y else 0)
         return PreparedCall(self.lib.ge_conv_pixels if pixels else self.lib.ge_conv_direct, args, (koff, wp, bias))
 
-    def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
-                       rows, cols, pitch, in_channel_step, kernel, dilations, act: Act | None = None,
-                       fill: PreparedCall | None = None, fill_plane0: int = 0, half_y: bool = False) -> PreparedCall:
-        """y[oc, oy, ox] = act(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
-        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared. fill: a
-        phase_fill_call that lays out x, which the kernel then runs channel by channel (channel 0
-        is the fill's plane fill_plane0) instead of as a pass of its own; then narrow outputs read
-        the fill's input itself, through the kernel's (kh, kw) and dilations. half_y: y is float16
-        (a float16 input is the fill's: phase_fill_call)."""
-        args = Depthwise(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
-                             rows, cols, pitch, in_channel_step, _activation(act), threads(),
-                         None if fill is None else ctypes.addressof(fill.keep[0]), fill_plane0, *kernel, *dilations,
-                         HALF_C if half_y else 0)
-        return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off, fill))
+    def depthwise_call(self, x: int, w: np.ndarray, bias, y: int, *, channels, mult, spatial, out, kernel, strides,
+                       dilations, pads, act: Act | None = None, x_half: bool = False,
+                       half_y: bool = False) -> PreparedCall:
+        """The depthwise convolution of one batch item (csrc/depthwise.c): x (channels, *spatial) at address
+        x, float16 when x_half; y (channels * mult, *out) at address y, float16 when half_y; w (channels *
+        mult, kh * kw) and bias float32; pads: the two at the beginnings; prepared."""
+        args = Depthwise(x, w.ctypes.data, _addr(bias), y, channels, mult, *spatial, *out, *kernel, *strides,
+                         *dilations, *pads, _activation(act), threads(), int(x_half), HALF_C if half_y else 0)
+        return PreparedCall(self.lib.ge_depthwise, args, (w, bias))
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
@@ -434,10 +429,10 @@ class ConvDirect(ctypes.Structure):
 
 class Depthwise(ctypes.Structure):
     """csrc/abi.h's Depthwise."""
-    _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
-                ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
-                ("in_channel_step", _i64), ("act", Activation), ("threads", ctypes.c_int32), ("fill", _ptr),
-                ("fill_plane0", _i64), ("kh", _i64), ("kw", _i64), ("dh", _i64), ("dw", _i64), ("half", ctypes.c_int32)]
+    _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("y", _ptr)] + \
+        [(f, _i64) for f in ("channels", "mult", "ih", "iw", "rows", "cols", "kh", "kw", "sh", "sw", "dh", "dw", "pt",
+                             "pl")] + \
+        [("act", Activation), ("threads", ctypes.c_int32), ("x_half", ctypes.c_int32), ("half", ctypes.c_int32)]
 
 
 class MaxPool2d(ctypes.Structure):

@@ -82,18 +82,17 @@ typedef struct {
     int32_t x_half;  /* x is float16 (converted as it is laid out; ph is float32) */
 } PhaseFill;
 
-/* The depthwise convolution (depthwise.c) of one batch item, on conv.PhaseLayout's input */
+/* The depthwise convolution (depthwise.c) of one batch item: x (channels, ih, iw) float32 or float16
+   (x_half), y (channels * mult, rows, cols); w[oc][kh * kw], bias[oc] (or NULL) float32 */
 typedef struct {
     const float *x, *w, *bias;
-    const int64_t *tap_off;
     float *y;
-    int64_t channels, mult, taps, rows, cols, pitch, in_channel_step;
+    int64_t channels, mult, ih, iw, rows, cols;
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl;  /* the kernel, strides, dilations and the pads at the beginnings */
     Activation act;
     int32_t threads;
-    const PhaseFill *fill;  /* x's planes filled channel by channel, as they are used (NULL: x is laid out) */
-    int64_t fill_plane0;    /* the fill's plane of this call's channel 0 */
-    int64_t kh, kw, dh, dw; /* the kernel and its dilations (narrow outputs read the input itself through them) */
-    int32_t half;           /* HALF_C: y is float16 (a float16 x is the fill's: PhaseFill.x_half) */
+    int32_t x_half;  /* x is float16 */
+    int32_t half;    /* HALF_C: y is float16 */
 } Depthwise;
 
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */

@@ -99,13 +99,19 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
     ((1, 16, 20, 21), (24, 16, 1, 1), {}, "auto", "pixels", (0,)),
     ((1, 3, 100, 101), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
      "pixels", ()),
-    # depthwise: channels in the lanes (a small plane), the stride-2 rows read in place (AVX-512), the flat
-    # run over the phases filled on the stack or (a large plane) in the layout, a channel multiplier
+    # depthwise: the masked flat run (a float16 X through the channel's buffer, converted as it is filled:
+    # a 14x14 plane, a plane whose buffer is heap memory, dilation and a channel multiplier, a 5x5 kernel with
+    # pads larger than the plane, asymmetric pads), channels in the lanes (7x7), 3x3 stride-2 rows read in
+    # place (AVX-512; the plane converted first, on the stack or, larger, in heap memory)
     ((2, 19, 14, 14), (19, 1, 3, 3), {"group": 19, "pads": [1, 1, 1, 1], "ge.epilogue": RELU}, "auto", "depthwise", ()),
     ((1, 5, 60, 61), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1], "strides": [2, 2]}, "auto", "depthwise", ()),
     ((1, 5, 60, 61), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
     ((1, 3, 130, 131), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
     ((1, 6, 11, 11), (12, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2], "dilations": [1, 2]}, "auto", "depthwise", ()),
+    ((1, 4, 3, 2), (4, 1, 5, 5), {"group": 4, "pads": [3, 1, 2, 4]}, "auto", "depthwise", ()),
+    ((1, 3, 40, 41), (3, 1, 3, 3), {"group": 3, "pads": [0, 2, 2, 0], "ge.epilogue": HSWISH}, "auto", "depthwise", ()),
+    ((2, 19, 7, 7), (19, 1, 3, 3), {"group": 19, "pads": [1, 1, 1, 1], "ge.epilogue": RELU}, "auto", "depthwise", ()),
+    ((1, 2, 130, 131), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 2]}, "auto", "depthwise", ()),
     # a squeeze-excite block's 1x1 convs on a 1x1 plane: the GEMV, over 8 items (two blocks of rows)
     ((11, 40, 1, 1), (17, 40, 1, 1), {"ge.epilogue": HSWISH}, "auto", "gemv", ()),
     ((1, 72, 1, 1), (18, 72, 1, 1), {"ge.epilogue": RELU}, "auto", "gemv", ()),
