@@ -287,7 +287,7 @@ class NativeDepthwise:
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
 
     def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None):
-        return lambda: CallSequence(self._calls(x, v["ph"], y))
+        return lambda: CallSequence(self._calls(x, y))
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:  # no residual: one group only
         for call in self.calls.get((x, y), lambda: self._calls(x, y)):
