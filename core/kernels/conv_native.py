@@ -24,8 +24,9 @@ the Conv (epilogue.native_act: Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Swis
 are applied as Y is stored: the kernel absorbs the epilogue.
 float16 (float16.Float16ViaFloat32): the GEMM, the direct and the depthwise kernel write a float16 Y
 (and read a float16 Z) themselves, and X is read as float16 by the GEMM's packing (pointwise), by the
-2-D phase fill, or by the depthwise kernel; only the direct kernel's pointwise X (read a broadcast
-scalar at a time) is given in float32.
+pixels kernel (pointwise, a vector converted as it is loaded), by the 2-D phase fill, or by the
+depthwise kernel; only the direct kernel's pointwise X (read a broadcast scalar at a time) is given in
+float32.
 """
 from __future__ import annotations
 
@@ -131,9 +132,10 @@ class NativeConv:
             self.act = None
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
-        """X when the GEMM packs it or the native (2-D) phase fill lays it out; Z with a float16 Y."""
+        """X when the GEMM packs it, the pixels kernel reads it in place or the native (2-D) phase fill
+        lays it out; Z with a float16 Y."""
         lay = self.lay
-        reads_x = not self.direct if lay is None else len(lay.spatial) == 2
+        reads_x = (not self.direct or self.pixels) if lay is None else len(lay.spatial) == 2
         return frozenset(([0] if reads_x else []) + ([3] if y_half and self.residual else []))
 
     def float16_outputs(self) -> bool:
@@ -194,7 +196,7 @@ class NativeConv:
                     calls.append(self.nat.conv_direct_call(
                         x_at, self.koff, self.w_packed[gi], y_at, m=self.ocg, k=self.kdim, rows=self.rows,
                         width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, act=self.act,
-                        half_y=half_y, pixels=self.pixels))
+                        half_y=half_y, pixels=self.pixels, half_x=src.dtype == np.float16))
                 else:
                     calls.append(self.nat.call(
                         self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,

@@ -231,13 +231,14 @@ class Native:
 
     def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
                          ldy, wide, bias=None, z: int | None = None, act: Act | None = None,
-                         half_y: bool = False, pixels: bool = False) -> PreparedCall:
+                         half_y: bool = False, pixels: bool = False, half_x: bool = False) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
         + ox]) for ch < m (the direct convolution of csrc/direct_conv.c, or with pixels that of
         csrc/conv_pixels.c, its weights from pack_pixels; x, y, z are addresses), prepared.
-        half_y: y and z are float16 (x float32)."""
+        half_y: y and z are float16; half_x: x is float16 (the pixels convolution only)."""
+        assert pixels or not half_x
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
-                          _activation(act), threads(), int(wide), HALF_C if half_y else 0)
+                          _activation(act), threads(), int(wide), (HALF_C if half_y else 0) | (HALF_B if half_x else 0))
         return PreparedCall(self.lib.ge_conv_pixels if pixels else self.lib.ge_conv_direct, args, (koff, wp, bias))
 
     def depthwise_call(self, x: int, w: np.ndarray, bias, y: int, *, channels, mult, spatial, out, kernel, strides,

@@ -18,7 +18,7 @@ typedef struct {
     float a, b;
 } Activation;
 
-/* Which operands of a GEMM (GemmArgs.half) or a direct convolution (ConvDirect.half: HALF_C) are
+/* Which operands of a GEMM (GemmArgs.half) or a direct convolution (ConvDirect.half: HALF_C, and HALF_B for the pixels kernel) are
    float16 (half.h: converted as they are read, rounded once as they are stored; the arithmetic is
    float32): A's raw rows, B's gathered values, C with Z, the per-column bias. Packed weights and
    bias_m are float32 always. */
@@ -69,7 +69,7 @@ typedef struct {
     Activation act;
     int32_t threads;
     int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
-    int32_t half;  /* HALF_C: y and z are float16 */
+    int32_t half;  /* HALF_C: y and z are float16; HALF_B: x is float16 (the pixels convolution only) */
 } ConvDirect;
 
 /* The phase fill of conv.PhaseLayout (phase_fill.c) */

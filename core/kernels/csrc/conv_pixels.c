@@ -18,8 +18,9 @@ instead.)
 Work: items are strips of a run of pixels (a strip's K input rows stay in L2: PIXELS_STRIP), each
 over every block of channels, so the input is read from memory once and Y is written in long runs of
 a strip per channel. The weights: blocks of RR channels, k-major inside (wp[blk][k][i], zeros past M; the
-GEMM's A layout, see ge_pixels_block). x float32; y and z float16 with HALF_C (rounded once, as
-stored, after the whole epilogue). Same arguments as the direct convolution (abi.h ConvDirect). */
+GEMM's A layout, see ge_pixels_block). x float16 with HALF_B (each vector converted as it is loaded:
+exact, so the sums are the float32 kernel's on the widened X); y and z float16 with HALF_C (rounded
+once, as stored, after the whole epilogue). Same arguments as the direct convolution (abi.h ConvDirect). */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
@@ -51,7 +52,7 @@ typedef struct {
 enum { PX_NONE, PX_CLAMP, PX_HARDSWISH, PX_LATER };
 
 static int px_class(const ConvDirect *d) {
-    if (d->half) return PX_LATER;
+    if (d->half & HALF_C) return PX_LATER;
     Activation f = d->act;
     return f.act == ACT_NONE ? PX_NONE : f.act == ACT_CLAMP ? PX_CLAMP : f.act == ACT_HARDSWISH ? PX_HARDSWISH
                                                                                                  : PX_LATER;
@@ -93,12 +94,19 @@ static inline __attribute__((always_inline)) void px_finish(const int A, const P
     px_store(o->y, 0, at, v, n);
 }
 
+/* A vector of X (float16 when XH) at element `at`, its first `last` lanes when partial */
+static inline __attribute__((always_inline)) vec px_x(const int XH, const int partial, const void *x, int64_t at,
+                                                      int last) {
+    if (XH) return partial ? load_half_part((const uint16_t *)x + at, last) : vload_half((const uint16_t *)x + at);
+    return partial ? load_part((const float *)x + at, last) : vload((const float *)x + at);
+}
+
 /* RR channels (rows of them stored) x V vectors of pixels (the last one `last` pixels: VL, or fewer
    at the end of a run, loaded masked: the run may end at the end of the buffer), over all of K,
    stored into Y from channel ch0 and offset at. One array per vector of pixels: GCC keeps each in
    registers. */
-static inline __attribute__((always_inline)) void pixels_tile(const int V, const int tail, const int A,
-                                                              const ConvDirect *d, const PxOut *o, const float *x,
+static inline __attribute__((always_inline)) void pixels_tile(const int V, const int tail, const int A, const int XH,
+                                                              const ConvDirect *d, const PxOut *o, const void *x,
                                                               const float *wp, int rows, int64_t ch0, int64_t at,
                                                               int last) {
     vec a0[RR], a1[RR], a2[RR];
@@ -106,10 +114,10 @@ static inline __attribute__((always_inline)) void pixels_tile(const int V, const
     for (int i = 0; i < RR; i++) a0[i] = a1[i] = a2[i] = (vec){0};
     const int64_t *koff = d->koff;
     for (int64_t k = 0; k < d->K; k++, wp += RR) {
-        const float *xk = x + koff[k];
-        vec b0 = V == 1 && tail ? load_part(xk, last) : vload(xk);
-        vec b1 = V < 2 ? b0 : V == 2 && tail ? load_part(xk + VL, last) : vload(xk + VL);
-        vec b2 = V < 3 ? b0 : tail ? load_part(xk + 2 * VL, last) : vload(xk + 2 * VL);
+        int64_t xk = koff[k];
+        vec b0 = px_x(XH, V == 1 && tail, x, xk, last);
+        vec b1 = V < 2 ? b0 : px_x(XH, V == 2 && tail, x, xk + VL, last);
+        vec b2 = V < 3 ? b0 : px_x(XH, tail, x, xk + 2 * VL, last);
 #pragma GCC unroll 16
         for (int i = 0; i < RR; i++) {
             float w = wp[i];
@@ -141,18 +149,19 @@ static inline __attribute__((always_inline)) void pixels_tile(const int V, const
             }
 }
 
-/* pixels_tile with V, tail and the activation's class as constants (each case its own register
-   allocation) */
+/* pixels_tile with V, tail, the activation's class and X's type as constants (each case its own
+   register allocation); a float16 X stores through the tile buffer (PX_LATER), as a float16 Y does */
 #define PIXELS_A(v, tl) \
+    if (xh) { pixels_tile(v, tl, PX_LATER, 1, d, o, x, wp, rows, ch0, at, last); break; } \
     switch (A) { \
-        case PX_NONE: pixels_tile(v, tl, PX_NONE, d, o, x, wp, rows, ch0, at, last); break; \
-        case PX_CLAMP: pixels_tile(v, tl, PX_CLAMP, d, o, x, wp, rows, ch0, at, last); break; \
-        case PX_HARDSWISH: pixels_tile(v, tl, PX_HARDSWISH, d, o, x, wp, rows, ch0, at, last); break; \
-        default: pixels_tile(v, tl, PX_LATER, d, o, x, wp, rows, ch0, at, last); \
+        case PX_NONE: pixels_tile(v, tl, PX_NONE, 0, d, o, x, wp, rows, ch0, at, last); break; \
+        case PX_CLAMP: pixels_tile(v, tl, PX_CLAMP, 0, d, o, x, wp, rows, ch0, at, last); break; \
+        case PX_HARDSWISH: pixels_tile(v, tl, PX_HARDSWISH, 0, d, o, x, wp, rows, ch0, at, last); break; \
+        default: pixels_tile(v, tl, PX_LATER, 0, d, o, x, wp, rows, ch0, at, last); \
     }
 #define PIXELS_V(v) case v: if (tail) { PIXELS_A(v, 1) } else { PIXELS_A(v, 0) } break;
 
-static void pixels_block(int V, int tail, int A, const ConvDirect *d, const PxOut *o, const float *x,
+static void pixels_block(int V, int tail, int A, int xh, const ConvDirect *d, const PxOut *o, const void *x,
                          const float *wp, int rows, int64_t ch0, int64_t at, int last) {
     switch (V) { PIXELS_V(1) PIXELS_V(2) PIXELS_V(3) }
 }
@@ -166,9 +175,10 @@ static void pixels_item(void *ctx, int64_t it, int slot) {
     int64_t seg = it / w->strips_per_seg, s = it % w->strips_per_seg;
     int64_t v0 = s * w->seg_vecs / w->strips_per_seg, v1 = (s + 1) * w->seg_vecs / w->strips_per_seg;
     int64_t tiles = (v1 - v0 + RV - 1) / RV;
-    const float *xs = d->x + seg * w->seg_pitch;
+    int xh = (d->half & HALF_B) != 0;
+    const char *xs = (const char *)d->x + seg * w->seg_pitch * (xh ? 2 : 4);
     int64_t ys = seg * w->seg_len;
-    PxOut o = {d->y, d->z, d->ldy, d->half, d->act};
+    PxOut o = {d->y, d->z, d->ldy, d->half & HALF_C, d->act};
     int A = px_class(d);
     for (int64_t ch0 = 0; ch0 < d->M; ch0 += RR) {
         int rows = d->M - ch0 < RR ? (int)(d->M - ch0) : RR;
@@ -177,7 +187,7 @@ static void pixels_item(void *ctx, int64_t it, int slot) {
             int V = (int)((v1 - v0) / tiles + (t < (v1 - v0) % tiles));
             int64_t pos = v * VL, end = (v + V) * VL < w->seg_len ? (v + V) * VL : w->seg_len;
             int last = (int)(end - (pos + (V - 1) * VL)), tail = last < VL;
-            pixels_block(V, tail, A, d, &o, xs + pos, wp, rows, ch0, ys + pos, last);
+            pixels_block(V, tail, A, xh, d, &o, xs + pos * (xh ? 2 : 4), wp, rows, ch0, ys + pos, last);
             v += V;
         }
     }
