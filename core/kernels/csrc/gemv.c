@@ -48,28 +48,34 @@ static inline __attribute__((always_inline)) vec sum_across(vec *r) {
 #endif
 }
 
-/* y[j] = x . w[j * K ..] for j < VL: the block read in order, row by row (a row is a short stream at
-   small K: 960 bytes at K = 240; VL rows read side by side run 2x slower there), one accumulator per
-   row, summed across lanes by a transpose (a lane-by-lane sum per output would cost as much as the
-   products at K = 240) */
-static inline void dot_block(const float *x, const float *w, int64_t K, float *y) {
-    vec acc[VL];
+/* acc[j] = per-lane partial sums of x . w[j * K ..] for j < VL (of w's row alone without X: a
+   constant at each inlined call, so neither loop tests it), the block read in order, row by row (a row is a short stream at
+   small K: 960 bytes at K = 240; VL rows read side by side run 2x slower there) */
+static inline __attribute__((always_inline)) void row_partials(const int X, const float *x, const float *w,
+                                                               int64_t K, vec *acc) {
     const int64_t body = K - K % VL;
     const int tail = (int)(K % VL);
-    vec xt = tail ? load_part(x + body, tail) : (vec){0};
+    vec xt = X && tail ? load_part(x + body, tail) : (vec){0};
 #pragma GCC unroll 16
     for (int j = 0; j < VL; j++) {
         const float *row = w + j * K;
         vec a0 = (vec){0}, a1 = (vec){0};
         int64_t k = 0;
         for (; k + 2 * VL <= body; k += 2 * VL) {
-            a0 += vload(x + k) * vload(row + k);
-            a1 += vload(x + k + VL) * vload(row + k + VL);
+            a0 += X ? vload(x + k) * vload(row + k) : vload(row + k);
+            a1 += X ? vload(x + k + VL) * vload(row + k + VL) : vload(row + k + VL);
         }
-        if (k < body) a0 += vload(x + k) * vload(row + k);
-        if (tail) a1 += xt * load_part(row + body, tail);
+        if (k < body) a0 += X ? vload(x + k) * vload(row + k) : vload(row + k);
+        if (tail) a1 += X ? xt * load_part(row + body, tail) : load_part(row + body, tail);
         acc[j] = a0 + a1;
     }
+}
+
+/* y[j] = x . w[j * K ..] for j < VL, one accumulator per row summed across lanes by a transpose (a
+   lane-by-lane sum per output would cost as much as the products at K = 240) */
+static inline void dot_block(const float *x, const float *w, int64_t K, float *y) {
+    vec acc[VL];
+    row_partials(1, x, w, K, acc);
     /* not sum_across: it would change every product's rounding, for a gain only small planes see */
     transpose_blocks(acc, VL);
     vec s = acc[0];
@@ -82,21 +88,7 @@ static inline void dot_block(const float *x, const float *w, int64_t K, float *y
    rows, scale 1/plane): dot_block without the loads of a row of ones */
 static inline void sum_block(const float *w, int64_t K, float scale, float *y) {
     vec acc[VL];
-    const int64_t body = K - K % VL;
-    const int tail = (int)(K % VL);
-#pragma GCC unroll 16
-    for (int j = 0; j < VL; j++) {
-        const float *row = w + j * K;
-        vec a0 = (vec){0}, a1 = (vec){0};
-        int64_t k = 0;
-        for (; k + 2 * VL <= body; k += 2 * VL) {
-            a0 += vload(row + k);
-            a1 += vload(row + k + VL);
-        }
-        if (k < body) a0 += vload(row + k);
-        if (tail) a1 += load_part(row + body, tail);
-        acc[j] = a0 + a1;
-    }
+    row_partials(0, NULL, w, K, acc);
     vstore(y, sum_across(acc) * scale);
 }
 
