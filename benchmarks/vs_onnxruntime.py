@@ -414,15 +414,22 @@ def render(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--rounds", type=int, default=None, help="rounds per row (default 5; 1 with --quick)")
+def rows_parser(doc: str, rounds: int | None, rounds_help: str = "rounds per row") -> argparse.ArgumentParser:
+    """The arguments of every script that runs rows through run_rounds (this one, recurrent.py,
+    small_models.py): --rounds, --only and --single-thread, the script's docstring as its help."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc)
+    parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
     parser.add_argument("--only", default="", help="comma-separated row keys (default: every row)")
-    parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
-    parser.add_argument("--json", default=None, help="also write every round's figures here")
     parser.add_argument("--single-thread", action="store_true",
                         help="one thread per engine, latencies in CPU time (a loaded machine)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = rows_parser(__doc__, None, "rounds per row (default 5; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
+    parser.add_argument("--json", default=None, help="also write every round's figures here")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
     parser.add_argument("--launcher", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
