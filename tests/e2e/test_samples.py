@@ -1,5 +1,4 @@
 """The real-architecture samples: atc -> OM -> run on cpu and sim == onnxruntime."""
-import os
 
 import numpy as np
 import onnx
