@@ -1,5 +1,6 @@
-"""Convolution in the blocked layout NCHW{B}c (csrc/nchwc.c): tensors [N][ceil(C/B)][H][W][B] with B
-channels innermost (zeros past C), B the native level's vector width (Native.nchwc_block: 16 on AVX-512).
+"""Convolution in the blocked layout NCHW16c (csrc/nchwc.c): tensors [N][ceil(C/16)][H][W][16] with 16
+channels innermost (zeros past C), on every native level (Native.nchwc_block; one AVX-512 vector, two
+AVX2 ones), so that a tensor's size in this layout does not depend on the machine.
 The weights are the vector operand, packed once ([ocb][icb][kh][kw][B in][B out]), the input is read in
 place a broadcast at a time, and the output is already the next convolution's input: a chain of
 convolutions in this layout packs nothing per call (onnxruntime's MLAS runs CNNs this way).

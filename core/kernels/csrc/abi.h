@@ -217,9 +217,9 @@ typedef struct {
     RecurrentDirection dir[2];
 } Recurrent;
 
-/* Convolution in the blocked layout NCHW{B}c, B = ge_nchwc_block() (nchwc.c): x [batch][icb][h][w][B],
-   y and z [batch][ocb][oh][ow][B] (z may be y, or NULL), wp per group of up to 4 output blocks
-   [icb][kh][kw][B in][the group's blocks x B out] (ge_nchwc_group()), bias
+/* Convolution in the blocked layout NCHW16c, B = ge_nchwc_block() = 16 (nchwc.c): x [batch][icb][h][w][B],
+   y and z [batch][ocb][oh][ow][B] (z may be y, or NULL), wp per group of ge_nchwc_group() output blocks
+   (the last group: those left) [icb][kh][kw][B in][the group's blocks x B out], bias
    [ocb * B] (zeros past the output channels); pads ph, pw at the beginnings. */
 typedef struct {
     const float *x, *wp, *bias, *z;
@@ -229,7 +229,7 @@ typedef struct {
     int32_t threads;
 } ConvNchwc;
 
-/* NCHW [batch][channels][plane] <-> NCHW{B}c [batch][ceil(channels / B)][plane][B] (to_blocked: x is
+/* NCHW [batch][channels][plane] <-> NCHW16c [batch][ceil(channels / B)][plane][B] (to_blocked: x is
    the NCHW one), zeros in the blocked tensor's channels past `channels` */
 typedef struct {
     const float *x;

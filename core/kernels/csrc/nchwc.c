@@ -1,6 +1,7 @@
-/* Convolution in the blocked layout NCHW{B}c (onnxruntime's MLAS "NCHWc"): a tensor [N][C][H][W] is
-held as [N][ceil(C/B)][H][W][B], B channels innermost (zeros past C), B = VL (ge_nchwc_block(): 16 on
-AVX-512, 8 on AVX2, 4 on SSE and NEON, as MLAS's block is the vector width).
+/* Convolution in the blocked layout NCHW16c (onnxruntime's MLAS "NCHWc"): a tensor [N][C][H][W] is
+held as [N][ceil(C/16)][H][W][16], 16 channels innermost (zeros past C). The block is 16 on every level
+(ge_nchwc_block()), so that tensors planned in this layout (an OM's) fit any machine: one vector per
+block on AVX-512, two on AVX2, four on SSE and NEON (NB); MLAS picks the vector width instead.
 
 Why: in NCHW the activations are the GEMM's vector operand and must be packed or gathered per call
 (gemm.c's panels, direct_conv.c's phase fill); here the weights are the vector operand, packed once as
@@ -10,9 +11,9 @@ the input is read in place a broadcast scalar at a time: the B channels of an in
 contiguous, so a tap of a tile of output pixels is R runs of B floats, and the output, written B
 channels per vector, is already the next convolution's input layout (no transpose into planes).
 
-Tile: R output pixels along a row (up to NR_MAX) x V blocks of output channels (up to NV_MAX), R x V
-accumulators; per input channel one weight vector per block and one broadcast per pixel (6 x 4:
-24 FMAs per 4 loads and 6 broadcasts). Every tap of the tile's pixels must lie inside X: pixels
+Tile: R output pixels along a row (up to NR_MAX) x V vectors of output channels (up to 4: NV_MAX
+blocks), R x V accumulators; per input channel V weight vectors and one broadcast per pixel (AVX-512
+6 x 4: 24 FMAs per 4 loads and 6 broadcasts). Every tap of the tile's pixels must lie inside X: pixels
 whose kernel columns hang over the left or right edge are tiles of one pixel with only their inside
 columns; rows outside X are skipped for the whole tile. Input channels go in passes of `chunk`
 blocks whose weights stay in L1 across a run of tiles; the partial sums wait in Y between passes
@@ -27,14 +28,15 @@ Items: (batch item, group of NV_MAX output-channel blocks, run of rows), groups 
 #include "pool.h"
 #include "simd.h"
 
-#define BLK VL
+#define BLK 16
+#define NB (BLK / VL)  /* vectors per block */
 #if VL == 16
 #define NR_MAX 6  /* output pixels per tile: 6 x 4 accumulators + 4 weights + a broadcast of 32 registers */
 #else
 #define NR_MAX 3  /* 16 registers: 3 x 4 accumulators */
 #endif
-#define NR_TALL (2 * NR_MAX)  /* pixels per tile of one or two blocks (12 x 2 accumulators) */
-#define NV_MAX 4          /* output-channel blocks per tile */
+#define NR_TALL (2 * NR_MAX)  /* pixels per tile of one or two vectors (12 x 2 accumulators) */
+#define NV_MAX (4 / NB)   /* output-channel blocks per tile: 4 vectors */
 #define NCHWC_KC 8192     /* floats of weights per pass over input channels (32 KB: one L1; 4096 and 16384
                              measured within 3%, either way) */
 #define NCHWC_OUT 8192    /* floats of outputs per item's run of rows (the partial sums between passes) */
@@ -61,13 +63,15 @@ static inline void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t
     *t0 = lo < hi ? lo : hi, *t1 = hi;
 }
 
-/* R pixels from (oh, ow0) x V output-channel blocks from ocb0, input blocks [c0, c1), kernel rows
-   [kh0, kh1) and columns [kw0, kw1); S: the stride across as a constant (1 or 2), or 0 (c->sw): with
-   it a runtime value GCC kept a pointer per pixel and spilled them. One array per block of channels:
-   GCC keeps each in registers. The loop over a block's input channels is not unrolled: unrolled 16
-   times GCC hoisted the next channel's weights and spilled accumulators (6 x 4 tile); rolled it
-   runs at 105-115 GFLOPS single-threaded, 2-10% faster. The group's weights are a panel of V
-   blocks per input channel (wp: see ge_nchwc_conv), so one pointer reaches all four. */
+/* R pixels from (oh, ow0) x V vectors of output channels from block ocb0 (vector j: block j / NB,
+   lanes from (j % NB) VL), input blocks [c0, c1), kernel rows [kh0, kh1) and columns [kw0, kw1); S: the
+   stride across as a constant (1 or 2), or 0 (c->sw): with it a runtime value GCC kept a pointer per
+   pixel and spilled them. One array per vector of channels: GCC keeps each in registers. The loop
+   over a block's input channels is not unrolled: unrolled 16 times GCC hoisted the next channel's
+   weights and spilled accumulators (6 x 4 tile); rolled it runs at 105-115 GFLOPS single-threaded,
+   2-10% faster. The group's weights are a panel of V vectors per input channel (wp: see
+   ge_nchwc_conv), so one pointer reaches all four. */
+#define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
 static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const NchwcWork *w,
                                                              int64_t n, int64_t ocb0, int64_t oh, int64_t ow0,
                                                              int64_t c0, int64_t c1, int64_t kh0, int64_t kh1,
@@ -82,14 +86,15 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         if (src) {
             const float *s = src + yat + i * BLK;
             a0[i] = vload(s);
-            if (V > 1) a1[i] = vload(s + ystep);
-            if (V > 2) a2[i] = vload(s + 2 * ystep);
-            if (V > 3) a3[i] = vload(s + 3 * ystep);
+            if (V > 1) a1[i] = vload(s + VAT(1));
+            if (V > 2) a2[i] = vload(s + VAT(2));
+            if (V > 3) a3[i] = vload(s + VAT(3));
         } else {
-            a0[i] = a1[i] = a2[i] = a3[i] = (vec){0};
+            a0[i] = a1[i] = (vec){0};
+            if (i < NR_MAX) a2[i] = a3[i] = (vec){0};
         }
     }
-    const int64_t xs = (S ? S : c->sw) * BLK, taps = c->kh * c->kw, P = V * BLK;
+    const int64_t xs = (S ? S : c->sw) * BLK, taps = c->kh * c->kw, P = V * VL;
     for (int64_t cb = c0; cb < c1; cb++) {
         const float *xc = c->x + (n * c->icb + cb) * w->in_plane * BLK;
         const float *wc = c->wp + ocb0 * c->icb * taps * BLK * BLK + cb * taps * BLK * P;
@@ -101,8 +106,8 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
 #pragma GCC unroll 1
                 for (int ci = 0; ci < BLK; ci++) {
                     const float *wi = wk + ci * P;
-                    vec w0 = vload(wi), w1 = V > 1 ? vload(wi + BLK) : w0, w2 = V > 2 ? vload(wi + 2 * BLK) : w0,
-                        w3 = V > 3 ? vload(wi + 3 * BLK) : w0;
+                    vec w0 = vload(wi), w1 = V > 1 ? vload(wi + VL) : w0, w2 = V > 2 ? vload(wi + 2 * VL) : w0,
+                        w3 = V > 3 ? vload(wi + 3 * VL) : w0;
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) {
                         float b = xp[i * xs + ci];
@@ -121,14 +126,14 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         float *y = c->y + yat + i * BLK;
         if (last) {
             a0[i] = vactivate(a0[i] + vload(bias), c->act);
-            if (V > 1) a1[i] = vactivate(a1[i] + vload(bias + BLK), c->act);
-            if (V > 2) a2[i] = vactivate(a2[i] + vload(bias + 2 * BLK), c->act);
-            if (V > 3) a3[i] = vactivate(a3[i] + vload(bias + 3 * BLK), c->act);
+            if (V > 1) a1[i] = vactivate(a1[i] + vload(bias + VL), c->act);
+            if (V > 2) a2[i] = vactivate(a2[i] + vload(bias + 2 * VL), c->act);
+            if (V > 3) a3[i] = vactivate(a3[i] + vload(bias + 3 * VL), c->act);
         }
         vstore(y, a0[i]);
-        if (V > 1) vstore(y + ystep, a1[i]);
-        if (V > 2) vstore(y + 2 * ystep, a2[i]);
-        if (V > 3) vstore(y + 3 * ystep, a3[i]);
+        if (V > 1) vstore(y + VAT(1), a1[i]);
+        if (V > 2) vstore(y + VAT(2), a2[i]);
+        if (V > 3) vstore(y + VAT(3), a3[i]);
     }
 }
 
@@ -167,7 +172,7 @@ static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb
 
 /* One output row's tiles for input blocks [c0, c1): edge pixels one at a time with their inside
    kernel columns, the inside ones in near-equal tiles of at most NR_MAX pixels (NR_TALL for one or two
-   blocks of output channels: a 24-channel layer's two blocks would spend 8 loads on 12 FMAs). */
+   vectors of output channels: a 24-channel layer's two blocks would spend 8 loads on 12 FMAs). */
 static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh, int64_t c0, int64_t c1,
                       int first, int last) {
     const ConvNchwc *c = w->c;
@@ -202,7 +207,7 @@ static void nchwc_item(void *ctx, int64_t it, int slot) {
     else r = at % w->row_items, g = at / w->row_items;
     int64_t ocb0 = g * NV_MAX, oh0 = r * w->rows_per_item;
     int64_t oh1 = oh0 + w->rows_per_item < w->rows ? oh0 + w->rows_per_item : w->rows;
-    int V = c->ocb - ocb0 < NV_MAX ? (int)(c->ocb - ocb0) : NV_MAX;
+    int V = (c->ocb - ocb0 < NV_MAX ? (int)(c->ocb - ocb0) : NV_MAX) * NB;  /* vectors */
     for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
         int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
         for (int64_t oh = oh0; oh < oh1; oh++) nchwc_row(w, V, n, ocb0, oh, c0, c1, c0 == 0, c1 == c->icb);
@@ -250,27 +255,32 @@ void ge_nchwc_conv(const ConvNchwc *c) {
     pool_run(nchwc_item, &w, outer * w.row_items, threads);
 }
 
-/* NCHW <-> NCHW{B}c: B x B blocks (B channels x B pixels) transposed in registers; channels past C
-   are zeros in the blocked tensor and dropped going back. Items: (batch item, channel block). */
+/* NCHW <-> NCHW16c: VL x VL blocks (VL channels x VL pixels) transposed in registers, NB of them per
+   block of channels; channels past C are zeros in the blocked tensor and dropped going back. Items:
+   (batch item, channel block). */
 static void reorder_item(void *ctx, int64_t it, int slot) {
     const NchwcReorder *r = ctx;
     (void)slot;
-    int64_t cb = it % ((r->channels + BLK - 1) / BLK), n = it / ((r->channels + BLK - 1) / BLK);
-    int64_t cbs = (r->channels + BLK - 1) / BLK, plane = r->plane;
-    int nc = r->channels - cb * BLK < BLK ? (int)(r->channels - cb * BLK) : BLK;
+    int64_t cbs = (r->channels + BLK - 1) / BLK, cb = it % cbs, n = it / cbs, plane = r->plane;
     const float *planes = (r->to_blocked ? r->x : r->y) + (n * r->channels + cb * BLK) * plane;
     const float *blocked = (r->to_blocked ? r->y : r->x) + (n * cbs + cb) * plane * BLK;
-    for (int64_t p = 0; p < plane; p += BLK) {
-        int np = plane - p < BLK ? (int)(plane - p) : BLK;
-        vec t[BLK];
-        if (r->to_blocked) {
-            for (int j = 0; j < BLK; j++) t[j] = j < nc ? load_part(planes + j * plane + p, np) : (vec){0};
-            transpose_blocks(t, BLK);
-            for (int j = 0; j < np; j++) vstore((float *)blocked + (p + j) * BLK, t[j]);
-        } else {
-            for (int j = 0; j < BLK; j++) t[j] = j < np ? vload(blocked + (p + j) * BLK) : (vec){0};
-            transpose_blocks(t, BLK);
-            for (int j = 0; j < nc; j++) store_part((float *)planes + j * plane + p, t[j], np);
+    for (int sub = 0; sub < NB; sub++) {
+        int64_t c0 = cb * BLK + sub * VL;
+        int nc = r->channels - c0 < VL ? (int)(r->channels - c0) : VL;
+        const float *pl = planes + sub * VL * plane, *bl = blocked + sub * VL;
+        for (int64_t p = 0; p < plane; p += VL) {
+            int np = plane - p < VL ? (int)(plane - p) : VL;
+            vec t[VL];
+            if (r->to_blocked) {
+                for (int j = 0; j < VL; j++) t[j] = j < nc ? load_part(pl + j * plane + p, np) : (vec){0};
+                transpose_blocks(t, VL);
+                for (int j = 0; j < np; j++) vstore((float *)bl + (p + j) * BLK, t[j]);
+            } else {
+                if (nc <= 0) break;
+                for (int j = 0; j < VL; j++) t[j] = j < np ? vload(bl + (p + j) * BLK) : (vec){0};
+                transpose_blocks(t, VL);
+                for (int j = 0; j < nc; j++) store_part((float *)pl + j * plane + p, t[j], np);
+            }
         }
     }
 }
