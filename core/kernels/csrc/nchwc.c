@@ -5,17 +5,18 @@ block on AVX-512, two on AVX2, four on SSE and NEON (NB); MLAS picks the vector 
 
 Why: in NCHW the activations are the GEMM's vector operand and must be packed or gathered per call
 (gemm.c's panels, direct_conv.c's phase fill); here the weights are the vector operand, packed once as
-panels of up to NV_MAX blocks of output channels (wp[group][icb][kh][kw][ic][V x B]: per input channel
-one vector of B output channels per block of the group), and
-the input is read in place a broadcast scalar at a time: the B channels of an input pixel are
-contiguous, so a tap of a tile of output pixels is R runs of B floats, and the output, written B
-channels per vector, is already the next convolution's input layout (no transpose into planes).
+panels of up to NV_MAX blocks of output channels (wp[group][icb][kh][kw][ic][the group's 16-channel
+blocks]), and the input is read in place a broadcast scalar at a time: the 16 channels of an input
+pixel are contiguous, so a tap of a tile of output pixels is R runs of 16 floats, and the output,
+written a vector of channels at a time, is already the next convolution's input layout (no transpose
+into planes).
 
 Tile: R output pixels along a row (up to NR_MAX) x V vectors of output channels (up to 4: NV_MAX
 blocks), R x V accumulators; per input channel V weight vectors and one broadcast per pixel (AVX-512
-6 x 4: 24 FMAs per 4 loads and 6 broadcasts). Every tap of the tile's pixels must lie inside X: pixels
-whose kernel columns hang over the left or right edge are tiles of one pixel with only their inside
-columns; rows outside X are skipped for the whole tile. Input channels go in passes of `chunk`
+6 x 4: 24 FMAs per 4 loads and 6 broadcasts). Every tap of the tile's pixels must lie inside X: rows
+outside X are skipped for the whole tile (all its pixels are on one output row), and the pixels whose
+kernel columns hang over the left or right edge go in tiles down their column, each with only its
+inside kernel columns. Input channels go in passes of `chunk`
 blocks whose weights stay in L1 across a run of tiles; the partial sums wait in Y between passes
 (the first pass starts from the residual Z, the last adds the bias, applies the activation, stores).
 Z may be Y: every element of Z is read before its element of Y is written (in the first pass).
@@ -50,7 +51,7 @@ typedef struct {
     const ConvNchwc *c;
     int64_t groups, rows, width, last_width, in_h, in_w;  /* the output grid (rows x width), X's (in_h x in_w) */
     int64_t out_plane, in_plane;  /* pixels per plane (a flattened plane's last row is shorter than width) */
-    int64_t rows_per_item, row_items, chunk, ow_lo, ow_hi, w_ocb;
+    int64_t rows_per_item, row_items, chunk, ow_lo, ow_hi, oh_lo, oh_hi;  /* outputs whose taps lie inside X */
     int rows_outer;  /* items in the order (item, rows, group), else (item, group, rows) */
 } NchwcWork;
 
@@ -75,16 +76,18 @@ static inline void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t
 static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const NchwcWork *w,
                                                              int64_t n, int64_t ocb0, int64_t oh, int64_t ow0,
                                                              int64_t c0, int64_t c1, int64_t kh0, int64_t kh1,
-                                                             int64_t kw0, int64_t kw1, int first, int last) {
+                                                             int64_t kw0, int64_t kw1, int first, int last,
+                                                             int down) {
     const ConvNchwc *c = w->c;
     vec a0[NR_TALL], a1[NR_TALL], a2[NR_MAX], a3[NR_MAX];
     const int64_t ystep = w->out_plane * BLK;  /* between output-channel blocks */
     const int64_t yat = ((n * c->ocb + ocb0) * w->out_plane + oh * w->width + ow0) * BLK;
     const float *src = first ? c->z : c->y;
+    const int64_t ys = S || !down ? BLK : w->width * BLK;  /* between the tile's pixels in Y */
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
         if (src) {
-            const float *s = src + yat + i * BLK;
+            const float *s = src + yat + i * ys;
             a0[i] = vload(s);
             if (V > 1) a1[i] = vload(s + VAT(1));
             if (V > 2) a2[i] = vload(s + VAT(2));
@@ -94,7 +97,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
             if (i < NR_MAX) a2[i] = a3[i] = (vec){0};
         }
     }
-    const int64_t xs = (S ? S : c->sw) * BLK, taps = c->kh * c->kw, P = V * VL;
+    const int64_t xs = S ? S * BLK : (down ? c->sh * w->in_w : c->sw) * BLK, taps = c->kh * c->kw, P = V * VL;
     for (int64_t cb = c0; cb < c1; cb++) {
         const float *xc = c->x + (n * c->icb + cb) * w->in_plane * BLK;
         const float *wc = c->wp + ocb0 * c->icb * taps * BLK * BLK + cb * taps * BLK * P;
@@ -123,7 +126,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
     const float *bias = c->bias + ocb0 * BLK;
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
-        float *y = c->y + yat + i * BLK;
+        float *y = c->y + yat + i * ys;
         if (last) {
             a0[i] = vactivate(a0[i] + vload(bias), c->act);
             if (V > 1) a1[i] = vactivate(a1[i] + vload(bias + VL), c->act);
@@ -138,7 +141,8 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
 }
 
 /* nchwc_tile with R, V and S as constants (each case its own register allocation) */
-#define TILE_R(r, v) case r: nchwc_tile(r, v, S, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last); break;
+#define TILE_R(r, v) \
+    case r: nchwc_tile(r, v, S, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down); break;
 #if NR_MAX == 6
 #define TILE_RS(v) TILE_R(1, v) TILE_R(2, v) TILE_R(3, v) TILE_R(4, v) TILE_R(5, v) TILE_R(6, v)
 #define TILE_TALL(v) TILE_RS(v) TILE_R(7, v) TILE_R(8, v) TILE_R(9, v) TILE_R(10, v) TILE_R(11, v) TILE_R(12, v)
@@ -155,7 +159,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
 
 #define TILE_FN(name, s) \
     static void name(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0, \
-                     int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last) { \
+                     int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down) { \
         const int S = s; \
         TILE_VS \
     }
@@ -163,38 +167,58 @@ TILE_FN(nchwc_block_s1, 1)
 TILE_FN(nchwc_block_s2, 2)
 TILE_FN(nchwc_block_any, 0)
 
+/* A tile along a row, or down a column (down: pixels (oh + i, ow0), the runtime strides' variant) */
 static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0,
-                        int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last) {
-    if (R > 1 && w->c->sw == 1) nchwc_block_s1(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last);
-    else if (R > 1 && w->c->sw == 2) nchwc_block_s2(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last);
-    else nchwc_block_any(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last);
+                        int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down) {
+    int sw = down || R == 1 ? 0 : (int)w->c->sw;
+    if (sw == 1) nchwc_block_s1(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0);
+    else if (sw == 2) nchwc_block_s2(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0);
+    else nchwc_block_any(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down);
 }
 
-/* One output row's tiles for input blocks [c0, c1): edge pixels one at a time with their inside
-   kernel columns, the inside ones in near-equal tiles of at most NR_MAX pixels (NR_TALL for one or two
-   vectors of output channels: a 24-channel layer's two blocks would spend 8 loads on 12 FMAs). */
+/* One output row's inside pixels (every kernel column inside X) for input blocks [c0, c1), in near-equal
+   tiles of at most NR_MAX pixels (NR_TALL for one or two vectors of output channels: a 24-channel layer's
+   two blocks would spend 8 loads on 12 FMAs). */
 static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh, int64_t c0, int64_t c1,
                       int first, int last) {
     const ConvNchwc *c = w->c;
     int64_t kh0, kh1, width = oh == w->rows - 1 ? w->last_width : w->width;
     tap_range(oh, c->sh, c->ph, c->dh, c->kh, w->in_h, &kh0, &kh1);
     int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
-    if (hi < lo) hi = lo;
-    for (int64_t ow = 0; ow < width; ow++) {  /* the edges */
-        if (ow == lo) ow = hi;
-        if (ow >= width) break;
-        int64_t kw0, kw1;
-        tap_range(ow, c->sw, c->pw, c->dw, c->kw, w->in_w, &kw0, &kw1);
-        nchwc_block(1, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, kw0, kw1, first, last);
-    }
     int64_t inside = hi - lo;
     if (inside <= 0) return;
     int64_t rmax = V <= 2 ? NR_TALL : NR_MAX;
     int64_t blocks = (inside + rmax - 1) / rmax, base = inside / blocks, rem = inside % blocks;
     for (int64_t b = 0, ow = lo; b < blocks; b++) {
         int R = (int)(base + (b < rem));
-        nchwc_block(R, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, 0, c->kw, first, last);
+        nchwc_block(R, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, 0, c->kw, first, last, 0);
         ow += R;
+    }
+}
+
+/* The edge columns' pixels of rows [oh0, oh1) (kernel columns over the left or right edge: only their
+   inside ones): down each column in tiles over the rows whose kernel rows all lie inside X, one pixel
+   at a time on the others. One pixel per tile re-read the whole panel of weights for 4 FMAs a step:
+   3x3 convs on 7x7 planes lost 15% on their 2 edge pixels of 7. */
+static void nchwc_edges(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh0, int64_t oh1, int64_t c0,
+                        int64_t c1, int first, int last) {
+    const ConvNchwc *c = w->c;
+    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX, width = w->width;  /* a flattened plane has no edges */
+    int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
+    if (hi < lo) hi = lo;
+    int64_t full0 = w->oh_lo < oh0 ? oh0 : w->oh_lo < oh1 ? w->oh_lo : oh1;
+    int64_t full1 = w->oh_hi < full0 ? full0 : w->oh_hi < oh1 ? w->oh_hi : oh1;
+    for (int64_t ow = 0; ow < width; ow++) {
+        if (ow == lo) ow = hi;
+        if (ow >= width) break;
+        int64_t kw0, kw1;
+        tap_range(ow, c->sw, c->pw, c->dw, c->kw, w->in_w, &kw0, &kw1);
+        for (int64_t oh = oh0, R; oh < oh1; oh += R) {
+            int64_t kh0, kh1;
+            tap_range(oh, c->sh, c->ph, c->dh, c->kh, w->in_h, &kh0, &kh1);
+            R = oh >= full0 && oh < full1 ? (full1 - oh < rmax ? full1 - oh : rmax) : 1;
+            nchwc_block((int)R, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, kw0, kw1, first, last, 1);
+        }
     }
 }
 
@@ -211,6 +235,7 @@ static void nchwc_item(void *ctx, int64_t it, int slot) {
     for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
         int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
         for (int64_t oh = oh0; oh < oh1; oh++) nchwc_row(w, V, n, ocb0, oh, c0, c1, c0 == 0, c1 == c->icb);
+        nchwc_edges(w, V, n, ocb0, oh0, oh1, c0, c1, c0 == 0, c1 == c->icb);
     }
 }
 
@@ -227,12 +252,14 @@ void ge_nchwc_conv(const ConvNchwc *c) {
     } else {
         w.rows = c->oh, w.width = w.last_width = c->ow, w.in_h = c->h, w.in_w = c->w;
     }
-    /* the output columns whose every kernel column lies inside X */
+    /* the output columns (rows) whose every kernel column (row) lies inside X */
     w.ow_lo = (c->pw + c->sw - 1) / c->sw;
     int64_t reach = w.in_w - 1 + c->pw - (c->kw - 1) * c->dw;
     w.ow_hi = reach < 0 ? 0 : reach / c->sw + 1;
     if (w.ow_hi > w.width) w.ow_hi = w.width;
-    w.w_ocb = c->icb * c->kh * c->kw * BLK * BLK;
+    w.oh_lo = (c->ph + c->sh - 1) / c->sh;
+    reach = w.in_h - 1 + c->ph - (c->kh - 1) * c->dh;
+    w.oh_hi = reach < 0 ? 0 : reach / c->sh + 1;
     w.groups = (c->ocb + NV_MAX - 1) / NV_MAX;
     int64_t per_block = c->kh * c->kw * BLK * BLK * NV_MAX;
     w.chunk = NCHWC_KC / per_block > 1 ? NCHWC_KC / per_block : 1;
