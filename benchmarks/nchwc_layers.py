@@ -51,6 +51,44 @@ MOBILENETV2_PW = [
 CLOCK = time.thread_time
 
 
+def ort_session(nodes, inputs, output, inits) -> ort.InferenceSession:
+    """onnxruntime on one thread for the graph of `nodes` (inits: name -> array)."""
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(output, 1, None)],
+                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+class GeConv:
+    """ge's NCHW plan of one Conv (FusedConv with a residual Z; Y may be Z), loaded as a model loads it,
+    its activation (Relu or Clip 0..6) its fused epilogue."""
+
+    def __init__(self, name, x_shape, w, b, attrs, act, residual):
+        op, domain = ("FusedConv", "ge") if residual else ("Conv", "")
+        self.w, self.b = w, b
+        metas = [Meta(np.dtype(np.float32), x_shape), Meta(w.dtype, w.shape), Meta(b.dtype, b.shape)]
+        cls = lookup(op, domain, 17)
+        kattrs = dict(attrs, **({EPILOGUE: [[act, {"min": 0.0, "max": 6.0} if act == "Clip" else {}]]} if act else {}))
+        out = lookup("Conv", "", 17)(attrs, metas, [None, w, b], opset=17, name=name).infer()[0]  # Y's meta, Z's too
+        metas += [out] * residual
+        consts = [None, w, b] + [None] * residual
+        self.kernel = cls(kattrs, metas, consts, outputs=[out], opset=17, name=name).load()
+        self.epilogue = Epilogue.unless_absorbed(self.kernel, kattrs.get(EPILOGUE), out, 17, name)
+        nbytes = self.kernel.workspace_nbytes()
+        self.ws = np.empty(nbytes, np.uint8) if nbytes else None
+        self.y_shape = tuple(out.shape)
+        nat_plan = getattr(self.kernel, "native", None)
+        self.plan = getattr(nat_plan, "kind", None) or getattr(self.kernel, "plan", "")
+
+    def run(self, x, y, z=None):
+        self.kernel.run([x, self.w, self.b] + ([] if z is None else [z]), [y], self.ws)
+        if self.epilogue is not None:
+            self.epilogue(y)
+
+
 class Layer:
     """One conv built three ways, on the same input and weights."""
 
@@ -61,7 +99,7 @@ class Layer:
         w = (rng.standard_normal((oc, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
         b = rng.standard_normal(oc).astype(np.float32) * 0.1
         attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [p] * 4}
-        self.conv = NchwcConv(nat, x.shape, oc, (k, k), strides=(s, s), pads=(p,) * 4, act=_native_act(act))
+        self.conv = NchwcConv(nat, x.shape, oc, (k, k), strides=(s, s), pads=(p,) * 4, act=native_act(act))
         self.conv.pack(w, b)
         z = rng.standard_normal(self.conv.y_shape).astype(np.float32) if residual else None
 
@@ -72,41 +110,24 @@ class Layer:
             nodes.append(helper.make_node("Add", ["c", "z"], ["a"]))
             inputs.append(helper.make_tensor_value_info("z", 1, z.shape))
             self.feeds["z"], out = z, "a"
-        extra = [numpy_helper.from_array(np.array(v, np.float32), f"clip{v}") for v in (0, 6)] if act == "Clip" else []
+        inits = {"w": w, "b": b}
         if act:
-            nodes.append(helper.make_node(act, [out] + ([e.name for e in extra]), ["y"]))
+            clip = {f"clip{v}": np.array(v, np.float32) for v in (0, 6)} if act == "Clip" else {}
+            nodes.append(helper.make_node(act, [out] + list(clip), ["y"]))
+            inits.update(clip)
             out = "y"
-        graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(out, 1, None)],
-                                  [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")] + extra)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        model.ir_version = 8
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = so.inter_op_num_threads = 1
-        self.sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        self.sess = ort_session(nodes, inputs, out, inits)
         want = self.sess.run(None, self.feeds)[0]
 
         # ge's NCHW plan: Conv, or FusedConv with Z (its output written over Z, as the model's plan does)
-        op, domain = ("FusedConv", "ge") if residual else ("Conv", "")
-        consts = [None, w, b] + ([None] if residual else [])
-        metas = [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape), Meta(b.dtype, b.shape)] + \
-            ([Meta(z.dtype, z.shape)] if residual else [])
-        kattrs = dict(attrs, **({EPILOGUE: [[act, {"min": 0.0, "max": 6.0} if act == "Clip" else {}]]} if act else {}))
-        cls = lookup(op, domain, 17)
-        outs = cls(kattrs, metas, consts, opset=17, name=name).infer()
-        self.kernel = cls(kattrs, metas, consts, outputs=outs, opset=17, name=name).load()
-        self.epilogue = Epilogue.unless_absorbed(self.kernel, kattrs.get(EPILOGUE), outs[0], 17, name)
-        nbytes = self.kernel.workspace_nbytes()
-        self.ws = np.empty(nbytes, np.uint8) if nbytes else None
-        self.y = np.empty(outs[0].shape, np.float32)
-        self.z = z
-        self.xs = [x, w, b] + ([self.y] if residual else [])
-        nat_plan = getattr(self.kernel, "native", None)
-        self.plan = getattr(nat_plan, "kind", None) or getattr(self.kernel, "plan", "")
+        self.ge = GeConv(name, x.shape, w, b, attrs, act, residual)
+        self.plan = self.ge.plan
+        self.x, self.y, self.z = x, np.empty(self.conv.y_shape, np.float32), z
 
         # the blocked kernel: Y over Z too
         blk = nat.nchwc_block
         self.xb, self.yb = blocked_empty(x.shape, blk), blocked_empty(self.conv.y_shape, blk)
-        self.x, self.y_out = x, np.empty(self.conv.y_shape, np.float32)
+        self.y_out = np.empty(self.conv.y_shape, np.float32)
         self.to_blocked = reorder(nat, x, self.xb, True)
         self.from_blocked = reorder(nat, self.yb, self.y_out, False)
         self.conv_call = self.conv.call(self.xb, self.yb, self.yb if residual else None)
@@ -131,9 +152,7 @@ class Layer:
             assert np.abs(got - want).max() <= 1e-4 * scale, (self.name, plan, np.abs(got - want).max() / scale)
 
     def run_ge(self):
-        self.kernel.run(self.xs, [self.y], self.ws)
-        if self.epilogue is not None:
-            self.epilogue(self.y)
+        self.ge.run(self.x, self.y, self.y if self.z is not None else None)
 
     def run_nchwc(self):
         self.conv_call.run()
@@ -150,7 +169,7 @@ class Layer:
 ENGINES = ("ge", "nchwc", "+reorder", "ort")
 
 
-def _native_act(act):
+def native_act(act):
     return {None: None, "Relu": native.Act(native.ACT_CLAMP, 0.0, float("inf")),
             "Clip": native.Act(native.ACT_CLAMP, 0.0, 6.0)}[act]
 

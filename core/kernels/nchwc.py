@@ -1,7 +1,8 @@
 """Convolution in the blocked layout NCHW16c (csrc/nchwc.c): tensors [N][ceil(C/16)][H][W][16] with 16
 channels innermost (zeros past C), on every native level (Native.nchwc_block; one AVX-512 vector, two
 AVX2 ones), so that a tensor's size in this layout does not depend on the machine.
-The weights are the vector operand, packed once ([ocb][icb][kh][kw][B in][B out]), the input is read in
+The weights are the vector operand, packed once (panels of output blocks, [icb][kh][kw][16 in][the
+panel's output channels]), the input is read in
 place a broadcast at a time, and the output is already the next convolution's input: a chain of
 convolutions in this layout packs nothing per call (onnxruntime's MLAS runs CNNs this way).
 
@@ -23,8 +24,9 @@ def blocked_shape(shape: tuple, block: int) -> tuple:
 
 
 def blocked_empty(shape: tuple, block: int) -> np.ndarray:
-    """An aligned float32 tensor of the blocked layout for NCHW `shape` (its padding channels are
-    whatever the kernels write there: zeros, from reorder and from NchwcConv with zero-padded weights)."""
+    """An aligned float32 tensor of the blocked layout for NCHW `shape`. Its padding channels (past C)
+    hold what the kernels write there: zeros from `reorder`, act(0) from NchwcConv (zero weights and
+    bias); finite either way, and the next conv's zero weights ignore them."""
     bshape = blocked_shape(shape, block)
     return aligned_empty(int(np.prod(bshape))).reshape(bshape)
 
