@@ -1,6 +1,7 @@
 """ge's native kernels (csrc/, built once per instruction-set level as the extensions _native_<level>),
 reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z) (also as a batch of products), the
-direct and the depthwise convolution, MaxPool, the phase fill, LayerNormalization and Softmax rows
+direct and the depthwise convolution, the convolution in the blocked NCHW16c layout and its reorders
+(nchwc.py), MaxPool, the phase fill, LayerNormalization and Softmax rows
 (float32); fused elementwise chains (float32/64, int32/64); float16 <-> float32 conversion; the int8
 kernels of csrc/qgemm.c (the u8 x s8 product, the int8 depthwise convolution, QLinearAdd,
 DynamicQuantizeLinear; int8_native.py plans them).
@@ -51,7 +52,8 @@ _SIGNATURES = {
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
-    "ge_nchwc_block": ([], _int), "ge_nchwc_group": ([], _int), "ge_nchwc_conv": ([_ptr], None), "ge_nchwc_reorder": ([_ptr], None),
+    "ge_nchwc_block": ([], _int), "ge_nchwc_group": ([], _int),
+    "ge_nchwc_conv": ([_ptr], None), "ge_nchwc_reorder": ([_ptr], None),
     "ge_eltwise": ([_ptr], _int),
     "ge_recurrent": ([_ptr], None), "ge_recurrent_workspace_floats": ([ctypes.c_int32, _i64, _i64], _i64),
     "ge_half_to_float": ([_ptr, _ptr, _i64, _int], None), "ge_float_to_half": ([_ptr, _ptr, _i64, _int], None),
