@@ -2,8 +2,9 @@
 Relus), run in order as a model runs them, three ways: ge's NCHW plans (core/kernels/conv_native.py,
 FusedConv over its residual as the planner places it), the blocked kernel (core/kernels/nchwc.py) with
 one reorder in and one out, and onnxruntime on the same graph (its NCHWc transformer, one thread).
-Unlike benchmarks/nchwc_layers.py, each conv finds the caches as the one before left them, and the
-blocked layout pays its reorders once for the whole chain: what wiring the kernel in for this region
+Unlike benchmarks/nchwc_layers.py, each conv finds the caches as the one before left them (outputs in
+three buffers per shape, reused in turn, as an arena reuses memory), and the blocked layout pays its
+reorders once for the whole chain: what wiring the kernel in for this region
 would give, before the stem, the pool and the classifier.
 
     .venv/bin/python benchmarks/nchwc_resnet_chain.py [--batch 1 8] [--rounds 3] [--reps 3]
@@ -49,7 +50,7 @@ class Chain:
     def __init__(self, nat, batch):
         rng = np.random.default_rng(0)
         self.x = rng.standard_normal((batch, 64, 56, 56)).astype(np.float32)
-        self.ge_steps, self.nchwc_steps = [], []
+        self.ge_steps, self.nchwc_steps, self.rings = [], [], {}
         nodes, inits, h = [], {}, 56
         block_in, cur = "x", "x"  # onnx names
         ge_in = ge_cur = self.x  # ge's buffers
@@ -81,7 +82,8 @@ class Chain:
                 nb_in = nb_cur = nb_z
                 down = ge_down = nb_down = None
                 continue
-            ge_y, nb_y = np.empty(ge.y_shape, np.float32), blocked_empty(ge.y_shape, blk)
+            ge_y = self.buffer(ge.y_shape, lambda: np.empty(ge.y_shape, np.float32))
+            nb_y = self.buffer(("blocked",) + ge.y_shape, lambda: blocked_empty(ge.y_shape, blk))
             self.ge_steps.append((ge, ge_src, ge_y, None))
             self.nchwc_steps.append(conv.call(nb_src, nb_y, None))
             if role == "down":
@@ -101,6 +103,14 @@ class Chain:
         for plan, got in (("ge", self.ge_out), ("nchwc", self.out)):
             err = np.abs(got - want).max() / scale
             assert err <= 1e-4, (plan, err)
+
+    def buffer(self, key, make):
+        """The next of three buffers per shape, in turn: at most three of one shape are live at once, and
+        reusing them keeps the chain's memory in the caches as an arena does (one buffer per tensor
+        would write every output into memory not touched since the last run)."""
+        ring = self.rings.setdefault(key, [[make() for _ in range(3)], 0])
+        ring[1] = (ring[1] + 1) % 3
+        return ring[0][ring[1]]
 
     def run_ge(self):
         for conv, x, y, z in self.ge_steps:
