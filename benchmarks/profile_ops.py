@@ -112,20 +112,20 @@ def main() -> None:
         blas.set_local_threads(1)
         args.clock = "thread"
     model = onnx.load(args.onnx) if args.onnx else getattr(load_samples(), args.model)()
-    spec = args.input_shape if args.input_shape is not None else DEFAULT_SHAPES.get(args.model, "")
+    spec = args.input_shape if args.input_shape is not None else "" if args.onnx else DEFAULT_SHAPES.get(args.model, "")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, f"{args.model}.onnx")
         onnx.save(model, path)
         result = api.atc(path, os.path.join(tmp, args.model), input_shape=spec or None)
+        if args.host_only:  # before the tasks are bound at load: a bound task may hold its call's run itself
+            from ge.core.kernels.native import PreparedCall
+            PreparedCall.run = lambda call: None
         model_id = api.load_from_file(result.om_path, "cpu")
         loaded = api.model(model_id)
         shapes = {d.name: list(d.shape) for d in loaded.inputs}
         feeds = feeds_for(model, shapes)
         ctx = loaded.default_context
         ctx.execute([feeds[d.name] for d in loaded.inputs])  # binds inputs, refreshes the views
-        if args.host_only:
-            from ge.core.kernels.native import PreparedCall
-            PreparedCall.run = lambda call: None
         times = profile(ctx, args.runs, time.perf_counter if args.clock == "wall" else time.thread_time)
         api.unload(model_id)
     per_run = [sum(ts[r] for ts in times) for r in range(args.runs)]
@@ -135,7 +135,8 @@ def main() -> None:
         by_op[lab][0] += 1
         by_op[lab][1] += ts
     total = statistics.median(per_run) * 1e3
-    print(f"{args.model} ({spec or 'declared shapes'}): {len(times)} tasks, {total:.2f} ms per execution "
+    name = os.path.basename(args.onnx) if args.onnx else args.model
+    print(f"{name} ({spec or 'declared shapes'}): {len(times)} tasks, {total:.2f} ms per execution "
           f"(sum of tasks, {args.clock} clock)")
     print(f"{'op':<28}{'calls':>6}{'ms':>9}{'share':>8}{'us/call':>10}")
     rows = sorted(((lab, n, float(np.median(acc)) * 1e3) for lab, (n, acc) in by_op.items()), key=lambda r: -r[2])

@@ -19,7 +19,6 @@ Rows (--only takes their keys):
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -101,12 +100,7 @@ def prepare(rows: list, tmp: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", default="", help="comma-separated row keys (default: every row)")
-    parser.add_argument("--single-thread", action="store_true",
-                        help="one thread per engine, latencies in CPU time (a loaded machine)")
+    parser = bench.rows_parser(__doc__, 5)
     args = parser.parse_args(argv)
     only = [k for k in args.only.split(",") if k]
     unknown = set(only) - set(ROWS)

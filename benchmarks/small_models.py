@@ -86,12 +86,7 @@ def worker(engine: str, job: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default="", help="comma-separated row keys (default: every row)")
-    parser.add_argument("--single-thread", action="store_true",
-                        help="one thread per engine, latencies in CPU time (a loaded machine)")
+    parser = vs.rows_parser(__doc__, 3)
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

@@ -12,8 +12,9 @@ of its timed runs; the table shows, per engine, the median over rounds, their ra
 onnxruntime (lower is better) and the range of the rounds' own ratios (how noisy the machine was).
 
 Rows (--only takes their keys):
-  resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b8 mobilenetv3_b1 vit_b16_b1
-  bert_base bert_small    latency of one inference (ms)
+  resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b8 mobilenetv3_b1 pplcnet_b1 vit_b16_b1
+  bert_base bert_small    latency of one inference (ms); pplcnet_b1 is PP-LCNet as paddle2onnx writes
+                          it at opset 11 (HardSwish as Div(Mul(x, Clip(x + 3, 0, 6)), 6))
   mobilenetv2_qdq mobilenetv2_qop bert_small_int8
                           the int8 models onnxruntime's quantizer writes (quantize_static QDQ and
                           QOperator, quantize_dynamic): latency (ms); compare with mobilenetv2_b1 and
@@ -83,6 +84,8 @@ def full_rows() -> list[Row]:
         Row("mobilenetv2_b8", "MobileNetV2 batch 8", "latency", ("mobilenetv2_style", {"batch": 8}), "<= 1.0",
             runs=12),
         Row("mobilenetv3_b1", "MobileNetV3-Large batch 1", "latency", ("mobilenetv3_style", {}), "<= 1.0", runs=40),
+        Row("pplcnet_b1", "PP-LCNet x1.0 (paddle2onnx, opset 11) batch 1", "latency", ("pplcnet_style", {}), "<= 1.0",
+            runs=40),
         Row("vit_b16_b1", "ViT-B/16 batch 1", "latency", ("vit_style", {}), "<= 1.0", runs=10),
         Row("bert_base", "BERT-base seq 128 batch 1", "latency", ("bert_style", BERT_BASE), "<= 1.0", runs=15),
         Row("bert_small", "BERT-small seq 128 batch 1", "latency", ("bert_style", BERT_SMALL), "<= 1.0", runs=30),
@@ -110,6 +113,7 @@ def quick_rows() -> list[Row]:
         "mobilenetv2_b1": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10)),
         "mobilenetv2_b8": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10, batch=2)),
         "mobilenetv3_b1": ("mobilenetv3_style", dict(cnn, width_mult=0.25, classes=10)),
+        "pplcnet_b1": ("pplcnet_style", dict(cnn, scale=0.25, classes=10)),
         "vit_b16_b1": ("vit_style", dict(image=32, layers=1, hidden=32, heads=2, mlp=64, classes=10)),
         "bert_base": ("bert_style", bert), "bert_small": ("bert_style", bert),
         "mobilenetv2_qdq": ("quantized", {"form": "qdq", "model": "mobilenetv2_style", "kwargs": dict(cnn, width_mult=0.25, classes=10)}),
@@ -410,15 +414,22 @@ def render(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--rounds", type=int, default=None, help="rounds per row (default 5; 1 with --quick)")
+def rows_parser(doc: str, rounds: int | None, rounds_help: str = "rounds per row") -> argparse.ArgumentParser:
+    """The arguments of every script that runs rows through run_rounds (this one, recurrent.py,
+    small_models.py): --rounds, --only and --single-thread, the script's docstring as its help."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc)
+    parser.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
     parser.add_argument("--only", default="", help="comma-separated row keys (default: every row)")
-    parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
-    parser.add_argument("--json", default=None, help="also write every round's figures here")
     parser.add_argument("--single-thread", action="store_true",
                         help="one thread per engine, latencies in CPU time (a loaded machine)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = rows_parser(__doc__, None, "rounds per row (default 5; 1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
+    parser.add_argument("--json", default=None, help="also write every round's figures here")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
     parser.add_argument("--launcher", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -15,6 +15,7 @@ one element per line by TXT; they have no binary layout, so BIN refuses them.
 from __future__ import annotations
 
 import os
+import threading
 import zipfile
 from typing import Sequence
 
@@ -28,6 +29,15 @@ OUTPUT_FORMATS = ("NPY", "BIN", "TXT")
 _EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt"}
 #: most arrays an input .npz may hold
 _MAX_ARCHIVE_MEMBERS = 4096
+#: numpy reads an .npy header with ast.literal_eval, and CPython 3.11's parser is not thread-safe
+#: ("SystemError: AST constructor recursion depth mismatch" when threads read datasets at once)
+HEADER_PARSE = threading.RLock()  # held around every np.load and .npz member read here
+
+
+def load_npy(path: str, **kwargs):
+    """np.load of an .npy/.npz file (never unpickling: input files are untrusted), one header parse at a time."""
+    with HEADER_PARSE:
+        return np.load(path, allow_pickle=False, **kwargs)
 
 
 def _expected(desc) -> tuple[np.dtype, tuple, int]:
@@ -96,7 +106,7 @@ def _load_npz_all(path: str, descs: list) -> list[np.ndarray]:
 
 def _open_npz(path: str):
     try:
-        npz = np.load(path, allow_pickle=False)
+        npz = load_npy(path)
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise FormatError(f"input file '{path}': not a readable .npz archive ({e})") from None
     if not isinstance(npz, np.lib.npyio.NpzFile):
@@ -109,14 +119,15 @@ def _open_npz(path: str):
 
 def _npz_member(npz, key: str, path: str, desc) -> np.ndarray:
     try:
-        return npz[key]
+        with HEADER_PARSE:  # the member's own .npy header
+            return npz[key]
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as e:
         raise FormatError(f"{_where(path, desc)}: array '{key}' {_unreadable(e)}") from None
 
 
 def _read_npy(path: str, desc) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)  # never unpickle: an input file is untrusted
+        return load_npy(path)
     except (OSError, ValueError, EOFError) as e:
         raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
 

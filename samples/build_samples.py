@@ -12,6 +12,7 @@ nodes for small scalars), because that is what ATC-style compilers are fed.
     resnet50_style     ResNet-50 v1.5 (torchvision): bottlenecks, projection shortcuts
     mobilenetv2_style  MobileNetV2 (torchvision): inverted residuals, depthwise convs, ReLU6
     mobilenetv3_style  MobileNetV3-Large (torchvision): depthwise 3x3/5x5, HardSwish, squeeze-excite
+    pplcnet_style      PP-LCNet x1.0 (PaddleClas) as paddle2onnx writes it at opset 11: HardSwish decomposed
     vit_style          ViT-B/16 (torchvision): patch-embedding conv, pre-norm encoder, Gelu (opset 20)
     bert_style         BERT encoder (HuggingFace): dynamic "batch"/"seq", attention mask, Erf-GELU
     tiny_cnn           a ~40 KB CNN, the README demo model (samples/models/tiny_cnn.onnx)
@@ -682,6 +683,90 @@ def mobilenetv3_style(batch: int = 1, image: int = 224, width_mult: float = 1.0,
 
 
 # --------------------------------------------------------------------------- #
+# PP-LCNet (Cui et al. 2021; PaddleClas layout) as paddle2onnx writes it
+# --------------------------------------------------------------------------- #
+# kernel, input channels, output channels, stride, squeeze-excite (x1.0, before the scale)
+_PPLCNET_BLOCKS = [(3, 16, 32, 1, False), (3, 32, 64, 2, False), (3, 64, 64, 1, False), (3, 64, 128, 2, False),
+                   (3, 128, 128, 1, False), (3, 128, 256, 2, False)] + [(5, 256, 256, 1, False)] * 5 + \
+                  [(5, 256, 512, 2, True), (5, 512, 512, 1, True)]
+
+
+def _paddle_hardswish(g: GraphBuilder, x: str) -> str:
+    """paddle's hard_swish as paddle2onnx maps it: HardSwish from opset 14, before it (its Opset7
+    mapper, PaddleOCR's and PaddleClas's usual --opset_version 11) Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)
+    with scalar Constant nodes (the Clip's bounds as inputs from opset 11, attributes before)."""
+    if g.opset >= 14:
+        return _hardswish(g, x)
+    shifted = g.op("Add", [x, g.const(np.float32(3.0))])
+    if g.opset >= 11:
+        gate = g.op("Clip", [shifted, g.const(np.float32(0.0)), g.const(np.float32(6.0))])
+    else:
+        gate = g.op("Clip", [shifted], min=0.0, max=6.0)
+    y = g.op("Div", [g.op("Mul", [x, gate]), g.const(np.float32(6.0))])
+    g.m2[y] = (g.energy(x) / 3, 0.0)
+    return y
+
+
+def _pplcnet_conv_bn(g: GraphBuilder, x: str, cin: int, cout: int, k: int, *, stride: int = 1, group: int = 1,
+                     name: str) -> str:
+    """PaddleClas's ConvBNLayer: bias-free Conv, BatchNorm, Hardswish."""
+    y = g.conv_bn(x, cin, cout, k, stride=stride, group=group, conv=f"{name}.conv", bn=f"{name}.bn")
+    with g.scope(name):
+        return _paddle_hardswish(g, y)
+
+
+def _pplcnet_se(g: GraphBuilder, x: str, c: int, name: str) -> str:
+    """PaddleClas's SEModule: GlobalAveragePool -> 1x1 conv -> Relu -> 1x1 conv -> HardSigmoid (paddle's
+    nn.Hardsigmoid: slope 0.1666667, offset 0.5) -> Mul(x, gate)."""
+    with g.scope(name):
+        s = g.global_avg_pool(x)
+        for i, (cin, cout) in enumerate(((c, c // 4), (c // 4, c))):
+            bound = 1.0 / math.sqrt(cin)
+            w = g.param(f"{name}.conv{i + 1}.weight", g.normal([cout, cin, 1, 1], math.sqrt(2.0 / cin)))
+            b = g.param(f"{name}.conv{i + 1}.bias", g.uniform([cout], -bound, bound))
+            s = g.op("Conv", [s, w, b], kernel_shape=[1, 1], strides=[1, 1], pads=[0] * 4, dilations=[1, 1], group=1)
+            if i == 0:
+                s = g.op("Relu", [s])
+        y = g.op("Mul", [x, g.op("HardSigmoid", [s], alpha=0.1666667, beta=0.5)])
+    g.m2[y] = tuple(0.4 * v for v in g.m2.get(x, (0.0, 1.0)))
+    return y
+
+
+def pplcnet_style(batch: int = 1, image: int = 224, scale: float = 1.0, classes: int = 1000, opset: int = 11,
+                  seed: int = 0) -> onnx.ModelProto:
+    """PP-LCNet (PaddleClas, the backbone of PaddleOCR's and PaddleDetection's light models): image
+    [batch, 3, image, image] float32 -> logits [batch, classes]. Depthwise-separable blocks (3x3 and
+    5x5 depthwise convs, HardSwish after every conv), squeeze-excite in the last two, a bias-free 1x1
+    "last conv" to 1280 with HardSwish, a Linear head (MatMul + Add). Written as paddle2onnx writes
+    it: BatchNormalization unfused, and at the default opset 11 HardSwish decomposed (_paddle_hardswish)."""
+    _check_opset(opset, 9)
+    doc = _signature("pplcnet_style", batch=batch, image=image, scale=scale, classes=classes, opset=opset, seed=seed)
+    g = GraphBuilder("pplcnet_style", seed, opset, doc)
+    x = g.input("x", FLOAT, [batch, 3, image, image])
+    x = _pplcnet_conv_bn(g, x, 3, _make_divisible(16 * scale), 3, stride=2, name="conv1")
+    for idx, (k, cin, cout, stride, se) in enumerate(_PPLCNET_BLOCKS):
+        cin, cout = _make_divisible(cin * scale), _make_divisible(cout * scale)
+        name = f"blocks.{idx}"
+        x = _pplcnet_conv_bn(g, x, cin, cin, k, stride=stride, group=cin, name=f"{name}.dw_conv")
+        if se:
+            x = _pplcnet_se(g, x, cin, name=f"{name}.se")
+        x = _pplcnet_conv_bn(g, x, cin, cout, 1, name=f"{name}.pw_conv")
+    cin = _make_divisible(_PPLCNET_BLOCKS[-1][2] * scale)
+    x = g.global_avg_pool(x)
+    x = g.conv(x, cin, 1280, 1, name="last_conv")
+    with g.scope("last_conv"):
+        x = _paddle_hardswish(g, x)
+    x = g.op("Flatten", [x], axis=1)
+    bound = 1.0 / math.sqrt(1280)
+    w = g.param("fc.weight", g.uniform([1280, classes], -bound, bound))  # paddle's Linear: [in, out]
+    b = g.param("fc.bias", g.uniform([classes], -bound, bound))
+    with g.scope("fc"):
+        g.op("Add", [g.op("MatMul", [x, w]), b], out="logits")
+    g.output("logits", FLOAT, [batch, classes])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
 # ViT (Dosovitskiy et al. 2020; torchvision vit_b_16 layout and names)
 # --------------------------------------------------------------------------- #
 def _vit_attention(g: GraphBuilder, x: str, tokens: int, hidden: int, heads: int, name: str) -> str:
@@ -895,6 +980,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet50_style": resnet50_style,
     "mobilenetv2_style": mobilenetv2_style,
     "mobilenetv3_style": mobilenetv3_style,
+    "pplcnet_style": pplcnet_style,
     "bert_style": bert_style,
     "tiny_cnn": tiny_cnn,
     "inception_style": inception_style,

@@ -13,7 +13,8 @@ pytest.importorskip("onnxruntime")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "vs_onnxruntime.py"
 LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "MobileNetV2 batch 8",
-          "MobileNetV3-Large batch 1", "ViT-B/16 batch 1", "BERT-base seq 128 batch 1", "BERT-small seq 128 batch 1",
+          "MobileNetV3-Large batch 1",
+          "PP-LCNet x1.0 (paddle2onnx, opset 11) batch 1", "ViT-B/16 batch 1", "BERT-base seq 128 batch 1", "BERT-small seq 128 batch 1",
           "MobileNetV2 int8 QDQ (quantize_static) batch 1", "MobileNetV2 int8 QOperator batch 1",
           "BERT-small int8 dynamic (quantize_dynamic) seq 128",
           "1000 tiny elementwise ops, per node", "a 2-node model, per call", "compile + load, BERT-base",

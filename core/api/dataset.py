@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import GeError
 from ..ge_model import TensorDesc
 from ...formats.dataset import discover
-from ...formats.tensors import load_inputs, save_outputs
+from ...formats.tensors import HEADER_PARSE, load_inputs, load_npy, save_outputs
 from . import profiling
 from .acl import execute, model
 
@@ -104,7 +104,7 @@ def _file_nbytes(path: str, desc) -> int | None:
         if ext == ".bin":
             return os.path.getsize(path)
         if ext == ".npy":
-            x = np.load(path, mmap_mode="r", allow_pickle=False)
+            x = load_npy(path, mmap_mode="r")
             return int(np.prod(x.shape)) * np.dtype(desc.dtype).itemsize
     except (OSError, ValueError):
         return None  # reading it later names the problem
@@ -131,8 +131,8 @@ def file_descs(descs, files) -> list[TensorDesc]:
         raise GeError(f"{files[0]}: the model has unknown input dims; give its samples as .npy or .npz (raw .bin "
                       "files carry no shape)")
     if len(files) == 1 and files[0].lower().endswith(".npz"):
-        with np.load(files[0], allow_pickle=False) as z:
+        with HEADER_PARSE, load_npy(files[0]) as z:  # (its members' headers are parsed as they are read)
             shapes = [z[d.name].shape if d.name in z.files else tuple(d.shape) for d in descs]
     else:
-        shapes = [np.load(f, mmap_mode="r", allow_pickle=False).shape for f in files]
+        shapes = [load_npy(f, mmap_mode="r").shape for f in files]
     return [TensorDesc(d.name, d.dtype, tuple(s), 0) for d, s in zip(descs, shapes)]

@@ -11,6 +11,9 @@ The kernel (`kind`):
 - "direct" / "direct-wide" (1-D and 2-D; see use_direct): output channels in the vector lanes,
   each block of output pixels a run of the source broadcast from place, no padding column
   computed; the two tiles are csrc/direct_conv.c's tall and wide ones;
+- "pixels" (1-D and 2-D; see use_pixels): the other way around, csrc/conv_pixels.c: output pixels
+  in the lanes, read from the source's runs in place, the weights broadcast, Y stored from the
+  registers; for a short K, a 1x1 kernel over a large plane, a first conv of few channels;
 - "gemm" (pointwise), "gemm-flat", "gemm-dense": the GEMM packs its panels of columns from the
   source (B[k, n] = src[koff[k] + noff[n]]). "flat" columns run over the phase rows, padding
   columns included, so every panel is one contiguous copy per row, and the GEMM drops the padding
@@ -21,8 +24,9 @@ the Conv (epilogue.native_act: Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Swis
 are applied as Y is stored: the kernel absorbs the epilogue.
 float16 (float16.Float16ViaFloat32): the GEMM, the direct and the depthwise kernel write a float16 Y
 (and read a float16 Z) themselves, and X is read as float16 by the GEMM's packing (pointwise), by the
-2-D phase fill, or by the depthwise kernel; only the direct kernel's pointwise X (read a broadcast
-scalar at a time) is given in float32.
+pixels kernel (pointwise, a vector converted as it is loaded), by the 2-D phase fill, or by the
+depthwise kernel; only the direct kernel's pointwise X (read a broadcast scalar at a time) is given in
+float32.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ import math
 
 import numpy as np
 
-from .native import HALF_B, HALF_C, Act, CallCache, Native
+from .native import HALF_B, HALF_C, Act, CallCache, CallSequence, Native
 from .phase_layout import PhaseLayout
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
@@ -53,6 +57,23 @@ DIRECT_WASTE_REDUCING = 1.1
 #: there, two of 4 and 3 in the wide tile (measured 5-8% slower)
 DIRECT_WIDE_K = 256
 DIRECT_WIDE_ROW = 8
+#: The pixels kernel (csrc/conv_pixels.c: the weights broadcast, output pixels in the vector lanes,
+#: the input read in place and Y written from the registers, nothing packed or transposed) runs convs
+#: over runs (output rows, or a pointwise conv's plane) of at least PIXELS_RUN pixels with
+#: - a short K, up to PIXELS_K steps (pointwise convs of 16-32 channels over 112x112, a network's first
+#:   conv): there the GEMM's packing and stores and the direct kernel's transposes are much of the work;
+#: - a 1x1 kernel over at least PIXELS_PLANE output pixels, any K (single-threaded, in the model:
+#:   MobileNetV2's projections at 56x56 and 28x28 15-35% faster than the GEMM, ResNet-50's 1x1 convs
+#:   at 56x56 and 28x28 5-10%), or over PIXELS_GEMM_PLANE where the direct kernel would not take it
+#:   (14x14: MobileNetV2/V3's expanding convs 5-15% faster than the GEMM, ResNet-50's 256 -> 1024 0-3%;
+#:   the direct kernel keeps the reducing ones, 10-15% faster there, and 7x7 planes);
+#: - at most PIXELS_FIRST_C input channels, any kernel (ResNet-50's 7x7 conv1, K = 147: 15% faster
+#:   than the direct kernel).
+PIXELS_K = 32
+PIXELS_RUN = 48
+PIXELS_PLANE = 784
+PIXELS_GEMM_PLANE = 196
+PIXELS_FIRST_C = 4
 
 
 class NativeConv:
@@ -63,9 +84,10 @@ class NativeConv:
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
-        self.direct = use_direct(k, nat.nr, self.pointwise)
-        self.wide = self.direct and any(v > 1 for v in k.kernel) and self.kdim >= DIRECT_WIDE_K and \
-            k.out[-1] >= DIRECT_WIDE_ROW
+        self.pixels = use_pixels(k, nat.nr, self.pointwise)
+        self.direct = self.pixels or use_direct(k, nat.nr, self.pointwise)
+        self.wide = self.direct and not self.pixels and any(v > 1 for v in k.kernel) and \
+            self.kdim >= DIRECT_WIDE_K and k.out[-1] >= DIRECT_WIDE_ROW
         self.dense = math.prod(k.out)
         self.calls = CallCache()
         self.flat = False
@@ -86,7 +108,7 @@ class NativeConv:
         k.scratch.add("gemm", (nat.workspace_nbytes(k.ocg, gemm_columns, self.kdim, raw_a=False, gathered_b=True),),
                       np.uint8)
         if self.direct:  # Y written by the kernel, output rows `pitch` apart in the source
-            self.kind = "direct-wide" if self.wide else "direct"
+            self.kind = "pixels" if self.pixels else "direct-wide" if self.wide else "direct"
             two_d = self.lay is not None and len(k.out) == 2
             self.rows, self.width = (k.out[0], k.out[1]) if two_d else (1, self.dense)
             self.pitch = self.lay.pst[0] if two_d else self.dense
@@ -110,21 +132,31 @@ class NativeConv:
             self.act = None
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
-        """X when the GEMM packs it or the native (2-D) phase fill lays it out; Z with a float16 Y."""
+        """X when the GEMM packs it, the pixels kernel reads it in place or the native (2-D) phase fill
+        lays it out; Z with a float16 Y."""
         lay = self.lay
-        reads_x = not self.direct if lay is None else len(lay.spatial) == 2
+        reads_x = (not self.direct or self.pixels) if lay is None else len(lay.spatial) == 2
         return frozenset(([0] if reads_x else []) + ([3] if y_half and self.residual else []))
 
     def float16_outputs(self) -> bool:
         return self.writes_y
 
     def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
-        """W per group in the layout of the direct kernel's tile or of the GEMM's A panels."""
+        """W per group in the layout of the direct or pixels kernel's tile or of the GEMM's A panels."""
         nat = self.nat
-        pack = (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct else nat.pack_a
-        self.w_packed = k.shared_pack(("native-direct", self.wide, k.g) if self.direct else ("native", k.g),
-                                      lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
+        pack = nat.pack_pixels if self.pixels else (lambda wg: nat.pack_direct(wg, self.wide)) if self.direct \
+            else nat.pack_a
+        key = ("native-pixels", k.g) if self.pixels else ("native-direct", self.wide, k.g) if self.direct \
+            else ("native", k.g)
+        self.w_packed = k.shared_pack(key, lambda w: [pack(wg) for wg in w.reshape(k.g, k.ocg, self.kdim)], w)
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(k.g, k.ocg)
+
+    def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None):
+        """run()'s calls for these arrays as one, to prepare once (Kernel.bound), or None where run()
+        has steps of its own (Y through the workspace, a strided Z)."""
+        if "yflat" in v or (z is not None and not z.flags.c_contiguous):
+            return None
+        return lambda: CallSequence(self._calls(x, v.get("ph"), y, v.get("gemm"), z))
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: np.ndarray | None = None) -> None:
         ph, out = v.get("ph"), v.get("yflat", y)
@@ -164,7 +196,7 @@ class NativeConv:
                     calls.append(self.nat.conv_direct_call(
                         x_at, self.koff, self.w_packed[gi], y_at, m=self.ocg, k=self.kdim, rows=self.rows,
                         width=self.width, pitch=self.pitch, ldy=ld, wide=self.wide, bias=bias, z=z_at, act=self.act,
-                        half_y=half_y))
+                        half_y=half_y, pixels=self.pixels, half_x=src.dtype == np.float16))
                 else:
                     calls.append(self.nat.call(
                         self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,
@@ -199,9 +231,24 @@ class NativeConvGemv:
         self.w = np.ascontiguousarray(w, np.float32).reshape(self.oc, self.c)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(self.oc)
 
+    def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None):
+        return lambda: self.nat.gemv_call(self.n, x, self.c, self.w, y, self.oc, bias=self.bias, act=self.act)
+
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:
-        self.calls.get((x, y), lambda: self.nat.gemv_call(self.n, x, self.c, self.w, y, self.oc, bias=self.bias,
-                                                          act=self.act)).run()
+        self.calls.get((x, y), self.builder(x, y, v)).run()
+
+
+def use_pixels(k, nr: int, pointwise: bool) -> bool:
+    """The pixels kernel for this conv (by shape, see PIXELS_K; not when the backend's `direct` forces
+    the direct kernel or the GEMM)."""
+    if k.backend.direct != "auto" or not (pointwise or len(k.out) <= 2):
+        return False
+    run = math.prod(k.out) if pointwise else k.out[-1]
+    one_tap = all(v == 1 for v in k.kernel)
+    plane = math.prod(k.out)
+    large = plane >= PIXELS_PLANE or plane >= PIXELS_GEMM_PLANE and not use_direct(k, nr, pointwise)
+    return run >= PIXELS_RUN and (k.cg * math.prod(k.kernel) <= PIXELS_K or k.cg <= PIXELS_FIRST_C or
+                                  one_tap and large)
 
 
 def use_direct(k, nr: int, pointwise: bool) -> bool:
@@ -217,24 +264,21 @@ def use_direct(k, nr: int, pointwise: bool) -> bool:
 
 
 class NativeDepthwise:
-    """A 2-D depthwise Conv (group == C, any channel multiplier) through the native direct kernel:
-    per output channel and row, the sum over kernel taps of weight x a unit-stride run of the phase
-    layout (phase_layout.PhaseLayout), with bias and the fused activation, written straight into Y."""
+    """A 2-D depthwise Conv (group == C, any channel multiplier) through the native depthwise kernel
+    (csrc/depthwise.c): per output channel, the sum over kernel taps of weight x the input read in
+    place or from the channel's stride phases laid out as it goes, with bias and the fused activation,
+    written straight into Y. No workspace."""
     kind = "depthwise"
 
     def __init__(self, k, nat: Native, act: Act | None):
         self.nat, self.act, self.n, self.c, self.oc = nat, act, k.n, k.c, k.oc
-        lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
-        self.plane = math.prod(lay.sq)
-        self.tap_off = tap_offsets(lay)
-        self.rows, self.cols, self.pitch = k.out[0], k.out[1], lay.pst[0]
-        self.kernel, self.dilations = tuple(k.kernel), tuple(k.dil)
+        self.spatial, self.out, self.kernel = tuple(k.spatial), tuple(k.out), tuple(k.kernel)
+        self.strides, self.dilations, self.pads = tuple(k.strides), tuple(k.dil), tuple(k.pb)
         self.absorbs = act is not None
-        k.scratch.add("ph", lay.phase_shape, np.float32)
         self.calls = CallCache()
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
-        """X: the fill converts it as it lays it out, the kernels reading it in place as they load it."""
+        """X: the kernel converts it as it reads it."""
         return frozenset([0])
 
     def float16_outputs(self) -> bool:
@@ -244,20 +288,21 @@ class NativeDepthwise:
         self.w = np.ascontiguousarray(w, np.float32).reshape(k.oc, k.kp)  # a view when W is float32 already
         self.bias = None if b is None else np.ascontiguousarray(b, np.float32)
 
+    def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None):
+        return lambda: CallSequence(self._calls(x, y))
+
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:  # no residual: one group only
-        ph = v["ph"]
-        for call in self.calls.get((x, ph, y), lambda: self._calls(x, ph, y)):
+        for call in self.calls.get((x, y), lambda: self._calls(x, y)):
             call.run()
 
-    def _calls(self, x, ph, y) -> list:
-        """One call per batch item, each filling the phase layout of its channels as it goes."""
-        item_in, item_out = self.c * self.plane * 4, self.oc * self.rows * self.cols * y.itemsize
-        fill = self.nat.phase_fill_call(x, ph, self.lay)
-        return [self.nat.depthwise_call(ph.ctypes.data + i * item_in, self.w, self.bias, self.tap_off,
-                                        y.ctypes.data + i * item_out, channels=self.c, mult=self.oc // self.c,
-                                        rows=self.rows, cols=self.cols, pitch=self.pitch, in_channel_step=self.plane,
-                                        kernel=self.kernel, dilations=self.dilations, act=self.act, fill=fill,
-                                        fill_plane0=i * self.c, half_y=y.dtype == np.float16)
+    def _calls(self, x, y) -> list:
+        """One call per batch item."""
+        item_in, item_out = self.c * math.prod(self.spatial) * x.itemsize, self.oc * math.prod(self.out) * y.itemsize
+        return [self.nat.depthwise_call(x.ctypes.data + i * item_in, self.w, self.bias, y.ctypes.data + i * item_out,
+                                        channels=self.c, mult=self.oc // self.c, spatial=self.spatial, out=self.out,
+                                        kernel=self.kernel, strides=self.strides, dilations=self.dilations,
+                                        pads=self.pads, act=self.act, x_half=x.dtype == np.float16,
+                                        half_y=y.dtype == np.float16)
                 for i in range(self.n)]
 
 

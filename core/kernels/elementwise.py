@@ -23,6 +23,7 @@ from .base import Kernel
 from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
 from .float16 import narrow, widen
 from .fused import GE_DOMAIN
+from .native import EW_ADD, EW_DIV, EW_MUL, EW_SUB, CallCache
 from .planned import Scratch
 from .registry import register
 from .values import text
@@ -492,29 +493,84 @@ class ThresholdedRelu(FloatUnary):
 # ----------------------------------------------------------------------------------------------
 # arithmetic
 # ----------------------------------------------------------------------------------------------
+class Arithmetic(Binary):
+    """Add, Sub, Mul and Div. With the native kernels, float32 operands where one broadcasts (a
+    squeeze-excite gate [N,C,1,1] over [N,C,H,W], a per-channel bias, a scalar) and float16 ones of
+    any shape run as a one-step chain of csrc/eltwise.c: one pass, an operand constant along runs
+    of the output in one vector loop per run, float16 converted as read and rounded once as stored
+    (numpy's float16 result, bit for bit), where numpy's broadcasting loops cost 2-4x and a float16
+    op three passes through float32 copies. Float operands of one shape take numpy's ufunc.
+    The output may take a float operand's bytes (output_over): every element is read just before
+    it is written, so a gated map needs no second buffer."""
+    shape_agnostic = True
+    opcode: int  # csrc/abi.h's EW_ADD..EW_DIV
+
+    def setup(self):
+        floats = self.dtype in (np.float32, np.float16)
+        self.native = self.backend.lib is not None and floats
+        self.calls = CallCache() if self.native else None
+        if self.dtype.kind == "f":
+            self.output_over = next((i for i in (0, 1) if tuple(self.inputs[i].shape) == self.shape), None)
+
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset([0, 1]) if y_half and self.float16_outputs() else frozenset()
+
+    def float16_outputs(self) -> bool:  # not beside a weight: the float16 adapter hands it over as float32
+        return self.native and all(c is None for c in self.consts[:2])
+
+    def run(self, xs, ys, ws):
+        if self.native:
+            call = self.calls.get((xs[0], xs[1], ys[0]), lambda: self._native_call(xs, ys[0]))
+            if call is not None:
+                call.run()
+                return
+        self.evaluate(xs, ys, ws)
+
+    def bound(self, xs, ys, ws):
+        call = self._native_call(xs, ys[0]) if self.native else None
+        if call is not None:
+            return call.run
+        if type(self).evaluate is Binary.evaluate:
+            return partial(self.ufunc, xs[0], xs[1], out=ys[0])
+        return partial(self.evaluate, xs, ys, ws)
+
+    def _native_call(self, xs, y):
+        """The prepared native call for these arrays, or None (numpy's plan)."""
+        a, b = xs
+        if not (a.dtype == b.dtype == y.dtype and a.flags.c_contiguous and b.flags.c_contiguous and y.flags.c_contiguous):
+            return None
+        if y.dtype == np.float32 and a.shape == b.shape:
+            return None
+        return self.backend.lib.binary_call(self.opcode, a, b, y)
+
+
 @register("Add")
-class Add(Binary):
+class Add(Arithmetic):
     shape_agnostic = True
     ufunc = np.add
+    opcode = EW_ADD
 
 
 @register("Sub")
-class Sub(Binary):
+class Sub(Arithmetic):
     shape_agnostic = True
     ufunc = np.subtract
+    opcode = EW_SUB
 
 
 @register("Mul")
-class Mul(Binary):
+class Mul(Arithmetic):
     shape_agnostic = True
     ufunc = np.multiply
+    opcode = EW_MUL
 
 
 @register("Div")
-class Div(Binary):
+class Div(Arithmetic):
     """Integer division truncates toward zero (C, onnxruntime), not numpy's floor. A zero integer
     divisor gives 0 (onnxruntime fails the run)."""
     shape_agnostic = True
+    opcode = EW_DIV
 
     def evaluate(self, xs, ys, ws):
         a, b, y = xs[0], xs[1], ys[0]

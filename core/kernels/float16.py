@@ -16,8 +16,8 @@ way: there the result is numpy's float16 result bit for bit, at a quarter of its
 
 The whole-tensor conversions are only for what the float32 kernel's plan cannot read or write in
 float16 itself: a native plan that can (Kernel.float16_inputs / float16_outputs: the GEMM and the
-GEMV of Conv, MatMul, Gemm, FusedConv and FusedMatMul, the direct convolution's output, the phase fill
-of a convolution's input) is handed the float16 arrays, converts a vector or a row at a time as it packs
+GEMV of Conv, MatMul, Gemm, FusedConv and FusedMatMul, the direct convolution's output, the pixels
+convolution's input and output, the phase fill of a convolution's input) is handed the float16 arrays, converts a vector or a row at a time as it packs
 or lays them out, accumulates in float32 and rounds each result once as it stores it, after its
 epilogue: the same values, bit for bit, without a pass over the tensor and its float32 copy.
 Left whole, because blocks measured no faster (one thread, 2026-11-26): AveragePool and the Reduce*
@@ -185,6 +185,8 @@ class Float16ViaFloat32(PlannedKernel):
                     and (j == 0 or (self.domain, self.op_type) not in FIRST_OUTPUT_ONLY)]
         self.out_metas = [Meta(self.narrow, m.shape) if j in narrowed else m for j, m in enumerate(wide_outs)]
         self.uses_native = inner.uses_native
+        # the conversions read an input before the output is written: the inner kernel's overwrite holds
+        self.output_over = inner.output_over
         # the node's fused activation goes on the float32 result, before the rounding: by the inner
         # kernel as it stores, or here (a float16 Sigmoid or HardSwish would need workspace of its own)
         spec = self.attrs.get(EPILOGUE)

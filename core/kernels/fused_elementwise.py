@@ -28,7 +28,7 @@ from .base import Kernel
 from .epilogue import clip_bound
 from .fused import GE_DOMAIN
 from .float16 import ARITHMETIC_VIA_FLOAT32
-from .native import EW_ERF, EW_ROUND, CallCache
+from .native import EW_ERF, EW_ROUND, CallCache, broadcast_pattern
 from .registry import lookup, register
 
 #: (domain, op) -> its number of data inputs: the ops a chain may hold, those whose kernels are correct
@@ -190,7 +190,7 @@ class FusedElementwise(Kernel):
         inputs = sorted({v[1] for op in ops for v in (op[2], op[3]) if v is not None and v[0] == "x"})
         if dtype == np.float16 and len(inputs) > MAX_F16_OPERANDS:
             return None
-        patterns = [_broadcast(tuple(self.inputs[i].shape), self.out.shape) for i in inputs]
+        patterns = [broadcast_pattern(self.inputs[i].shape, self.out.shape) for i in inputs]
         if any(p is None for p in patterns):
             return None
         return _Program.allocate(ops, inputs, patterns, NATIVE_DTYPES[dtype], math.prod(self.out.shape))
@@ -259,21 +259,6 @@ def _lower_step(kernel, args, extra, dtype, temps):
                (EW_MAXC, t4, t3, None, 0.0)]
         return ops + [(EW_MUL, new(), t4, x, 0.0)] if op == "HardSwish" else ops
     return None
-
-
-def _broadcast(shape: tuple, out: tuple):
-    """(inner, period) of an operand of `shape` read at every element of `out`: (0, 0) contiguous,
-    else element i reads operand[(i // inner) % period]; None when its dims that vary are not one run."""
-    if shape == out:
-        return 0, 0
-    shape = (1,) * (len(out) - len(shape)) + shape
-    varying = [d for d, (s, o) in enumerate(zip(shape, out)) if s != 1]
-    if not varying:
-        return 1, 1
-    first, last = varying[0], varying[-1]
-    if any(shape[d] != out[d] for d in range(first, last + 1)):
-        return None
-    return math.prod(out[last + 1:]), math.prod(out[first:last + 1])
 
 
 class _Program:

@@ -26,6 +26,7 @@ import ctypes
 import functools
 import importlib.util
 import logging
+import math
 import operator
 import os
 import platform
@@ -41,14 +42,14 @@ from .native_levels import Level
 ALIGN = 64
 _i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int
 _SIGNATURES = {
-    "ge_mr": ([], _int), "ge_nr": ([], _int), "ge_direct_panel": ([_int], _int),
+    "ge_mr": ([], _int), "ge_nr": ([], _int), "ge_direct_panel": ([_int], _int), "ge_pixels_block": ([], _int),
     "ge_packed_a_floats": ([_i64, _i64], _i64), "ge_packed_b_floats": ([_i64, _i64], _i64),
     "ge_workspace_floats": ([_i64, _i64, _i64, _int, _int, _int], _i64),
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
     "ge_gemm_args": ([_ptr], None), "ge_gemv": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
-    "ge_conv_direct": ([_ptr], None),
+    "ge_conv_direct": ([_ptr], None), "ge_conv_pixels": ([_ptr], None),
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
@@ -72,9 +73,10 @@ ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_
 QOUT_I32, QOUT_F32, QOUT_U8, QOUT_S8 = range(4)
 # csrc/abi.h's float16 operands (GemmArgs.half, ConvDirect.half)
 HALF_A, HALF_B, HALF_C, HALF_BIAS = 1, 2, 4, 8
-# csrc/abi.h's elementwise dtypes, the opcode run alone by unary_call and the float16 step flag
-# (kernels/fused_elementwise.py lowers whole chains)
+# csrc/abi.h's elementwise dtypes, the opcodes run alone by unary_call and binary_call and the float16
+# step flag (kernels/fused_elementwise.py lowers whole chains)
 EW_F32, EW_F16 = 0, 4
+EW_ADD, EW_SUB, EW_MUL, EW_DIV = range(4)
 EW_ERF = 14
 EW_ROUND = 0x100
 GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
@@ -201,6 +203,14 @@ class Native:
                         _half_bits(a=x, b=w, c=y))
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
+    def row_means_call(self, w: np.ndarray, y: np.ndarray) -> PreparedCall:
+        """y[n] = the mean of w[n] for w C-contiguous (N, K) (GlobalAveragePool's planes; float32 or
+        float16, as gemv_call's w and y), prepared: each block of rows summed as it streams by."""
+        n, k = w.shape
+        args = GemmArgs(1, n, k, None, 0, None, None, None, None, _addr(w), _ptr_of(y), n, None, None, None, 0,
+                        _activation(None), threads(), None, 0, 0, 1.0 / k, _half_bits(b=w, c=y))
+        return PreparedCall(self.lib.ge_gemv, args, (w, y))
+
     def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
         """Scratch for batch_call: one single-threaded GEMM's (raw A, gathered B) per thread slot."""
         return 4 * GEMM_SLOTS * self.lib.ge_workspace_floats(m, n, k, 1, 1, 1) + ALIGN
@@ -217,38 +227,34 @@ class Native:
     def pack_direct(self, w: np.ndarray, wide: bool) -> np.ndarray:
         """W (M, K) for the direct convolution's wide or tall tile: panels of P output channels, k-major
         inside (wp[p, k, j] = W[p * P + j, k], zeros past M)."""
-        (m, k), size = w.shape, self.lib.ge_direct_panel(int(wide))
-        panels = -(-m // size)
-        padded = np.zeros((panels * size, k), np.float32)
-        padded[:m] = w
-        out = aligned_empty(panels * k * size)
-        out.reshape(panels, k, size)[:] = padded.reshape(panels, size, k).transpose(0, 2, 1)
-        return out
+        return _channel_panels(w, self.lib.ge_direct_panel(int(wide)))
+
+    def pack_pixels(self, w: np.ndarray) -> np.ndarray:
+        """W (M, K) for the pixels convolution (csrc/conv_pixels.c): pack_direct's layout in blocks of
+        its R output channels."""
+        return _channel_panels(w, self.lib.ge_pixels_block())
 
     def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
                          ldy, wide, bias=None, z: int | None = None, act: Act | None = None,
-                         half_y: bool = False) -> PreparedCall:
+                         half_y: bool = False, pixels: bool = False, half_x: bool = False) -> PreparedCall:
         """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
-        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c; x, y, z are addresses), prepared.
-        half_y: y and z are float16 (x float32)."""
+        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c, or with pixels that of
+        csrc/conv_pixels.c, its weights from pack_pixels; x, y, z are addresses), prepared.
+        half_y: y and z are float16; half_x: x is float16 (the pixels convolution only)."""
+        assert pixels or not half_x
         args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
-                          _activation(act), threads(), int(wide), HALF_C if half_y else 0)
-        return PreparedCall(self.lib.ge_conv_direct, args, (koff, wp, bias))
+                          _activation(act), threads(), int(wide), (HALF_C if half_y else 0) | (HALF_B if half_x else 0))
+        return PreparedCall(self.lib.ge_conv_pixels if pixels else self.lib.ge_conv_direct, args, (koff, wp, bias))
 
-    def depthwise_call(self, x: int, w: np.ndarray, bias, tap_off: np.ndarray, y: int, *, channels, mult,
-                       rows, cols, pitch, in_channel_step, kernel, dilations, act: Act | None = None,
-                       fill: PreparedCall | None = None, fill_plane0: int = 0, half_y: bool = False) -> PreparedCall:
-        """y[oc, oy, ox] = act(bias[oc] + sum_t w[oc, t] * x[(oc // mult) * in_channel_step +
-        tap_off[t] + oy * pitch + ox]) for one batch item (addresses x and y), prepared. fill: a
-        phase_fill_call that lays out x, which the kernel then runs channel by channel (channel 0
-        is the fill's plane fill_plane0) instead of as a pass of its own; then narrow outputs read
-        the fill's input itself, through the kernel's (kh, kw) and dilations. half_y: y is float16
-        (a float16 input is the fill's: phase_fill_call)."""
-        args = Depthwise(x, w.ctypes.data, _addr(bias), tap_off.ctypes.data, y, channels, mult, len(tap_off),
-                             rows, cols, pitch, in_channel_step, _activation(act), threads(),
-                         None if fill is None else ctypes.addressof(fill.keep[0]), fill_plane0, *kernel, *dilations,
-                         HALF_C if half_y else 0)
-        return PreparedCall(self.lib.ge_depthwise, args, (w, bias, tap_off, fill))
+    def depthwise_call(self, x: int, w: np.ndarray, bias, y: int, *, channels, mult, spatial, out, kernel, strides,
+                       dilations, pads, act: Act | None = None, x_half: bool = False,
+                       half_y: bool = False) -> PreparedCall:
+        """The depthwise convolution of one batch item (csrc/depthwise.c): x (channels, *spatial) at address
+        x, float16 when x_half; y (channels * mult, *out) at address y, float16 when half_y; w (channels *
+        mult, kh * kw) and bias float32; pads: the two at the beginnings; prepared."""
+        args = Depthwise(x, w.ctypes.data, _addr(bias), y, channels, mult, *spatial, *out, *kernel, *strides,
+                         *dilations, *pads, _activation(act), threads(), int(x_half), HALF_C if half_y else 0)
+        return PreparedCall(self.lib.ge_depthwise, args, (w, bias))
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
@@ -313,6 +319,21 @@ class Native:
         contiguous = np.zeros(1, np.int64)
         return self.eltwise_call(EW_F16 if half else EW_F32, x.size, [x], contiguous, contiguous, code,
                                  np.zeros(1), 2, y)
+
+    def binary_call(self, opcode: int, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> PreparedCall | None:
+        """y = a op b (EW_ADD..EW_DIV) with numpy's broadcasting, for contiguous float32 or float16
+        arrays of one dtype, as eltwise.c's one-step chain (an operand constant along runs of the
+        output, a squeeze-excite gate [N,C,1,1], in one vector loop per run), prepared; None when an
+        operand's broadcast is not one run of dims (broadcast_pattern)."""
+        half = y.dtype == np.float16
+        assert a.dtype == b.dtype == y.dtype and y.dtype in (np.float16, np.float32)
+        patterns = [broadcast_pattern(x.shape, y.shape) for x in (a, b)]
+        if None in patterns:
+            return None
+        inner, period = (np.array(p, np.int64) for p in zip(*patterns))
+        code = np.array([opcode | (EW_ROUND if half else 0), 2, 0, 1], np.int32)
+        return self.eltwise_call(EW_F16 if half else EW_F32, y.size, [a, b], inner, period, code, np.zeros(1), 3, y)
+
     # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
     def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weights W (K, N) int8 or uint8 (any strides) into the int8 product's panels, uint8 ones as
@@ -395,7 +416,9 @@ class Native:
             self.conv_direct_call(b.ctypes.data, koff, self.pack_direct(a, wide), c.ctypes.data, m=37, k=70, rows=1,
                                   width=45, pitch=45, ldy=45, wide=wide, bias=bias[:37].copy()).run()
             ok = ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
-        return ok
+        self.conv_direct_call(b.ctypes.data, koff, self.pack_pixels(a), c.ctypes.data, m=37, k=70, rows=1, width=45,
+                              pitch=45, ldy=45, wide=False, bias=bias[:37].copy(), pixels=True).run()
+        return ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
 
 
 class Activation(ctypes.Structure):
@@ -426,10 +449,10 @@ class ConvDirect(ctypes.Structure):
 
 class Depthwise(ctypes.Structure):
     """csrc/abi.h's Depthwise."""
-    _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("tap_off", _ptr), ("y", _ptr), ("channels", _i64),
-                ("mult", _i64), ("taps", _i64), ("rows", _i64), ("cols", _i64), ("pitch", _i64),
-                ("in_channel_step", _i64), ("act", Activation), ("threads", ctypes.c_int32), ("fill", _ptr),
-                ("fill_plane0", _i64), ("kh", _i64), ("kw", _i64), ("dh", _i64), ("dw", _i64), ("half", ctypes.c_int32)]
+    _fields_ = [("x", _ptr), ("w", _ptr), ("bias", _ptr), ("y", _ptr)] + \
+        [(f, _i64) for f in ("channels", "mult", "ih", "iw", "rows", "cols", "kh", "kw", "sh", "sw", "dh", "dw", "pt",
+                             "pl")] + \
+        [("act", Activation), ("threads", ctypes.c_int32), ("x_half", ctypes.c_int32), ("half", ctypes.c_int32)]
 
 
 class MaxPool2d(ctypes.Structure):
@@ -491,6 +514,23 @@ class Recurrent(ctypes.Structure):
         [("lens", _ptr), ("dir", RecurrentDirection * 2)]
 
 
+def broadcast_pattern(shape: tuple, out: tuple) -> tuple[int, int] | None:
+    """(inner, period) of an operand of `shape` read at every element of `out` (csrc/abi.h's Eltwise):
+    (0, 0) contiguous, else element i reads operand[(i // inner) % period]; None when its dims that
+    vary are not one run."""
+    shape, out = tuple(shape), tuple(out)
+    if shape == out:
+        return 0, 0
+    shape = (1,) * (len(out) - len(shape)) + shape
+    varying = [d for d, (s, o) in enumerate(zip(shape, out)) if s != 1]
+    if not varying:
+        return 1, 1
+    first, last = varying[0], varying[-1]
+    if any(shape[d] != out[d] for d in range(first, last + 1)):
+        return None
+    return math.prod(out[last + 1:]), math.prod(out[first:last + 1])
+
+
 class PreparedCall:
     """A native call with its arguments in a struct (one pointer for ctypes to convert, instead of
     twenty); holds the arrays the struct's addresses point into."""
@@ -503,10 +543,24 @@ class PreparedCall:
         self.fn(self.ref)
 
 
-def run_for_threads(build: Callable[[], PreparedCall]) -> Callable[[], None]:
+class CallSequence:
+    """Prepared calls run in order as one (a convolution's phase fill, then its product per item)."""
+    __slots__ = ("calls",)
+
+    def __init__(self, calls):
+        self.calls = tuple(calls)
+
+    def run(self) -> None:
+        for call in self.calls:
+            call.run()
+
+
+def run_for_threads(build: Callable[[], PreparedCall | CallSequence]) -> Callable[[], None]:
     """A task's bound call for a prepared native call that holds a thread count: build()'s call,
     rebuilt when the calling thread's count (set_threads) is no longer the one it was built for.
-    What a kernel's bound() returns in place of run()'s per-call checks and CallCache lookup."""
+    What a kernel's bound() returns in place of run()'s per-call checks and CallCache lookup: in a
+    model whose big layers stream megabytes between two small tasks, each Python step of those
+    checks is a cache miss (a squeeze-excite block's GlobalAveragePool and 1x1 convs: ~4 us each)."""
     built = [threads(), build()]
 
     def run() -> None:
@@ -536,6 +590,16 @@ class CallCache:
         calls = build()
         self.local.entry = ((arrays, n), calls)
         return calls
+
+
+def _channel_panels(w: np.ndarray, size: int) -> np.ndarray:
+    """W (M, K) in panels of `size` rows, k-major inside (wp[p, k, j] = W[p * size + j, k], zeros past M)."""
+    (m, k), panels = w.shape, -(-w.shape[0] // size)
+    padded = np.zeros((panels * size, k), np.float32)
+    padded[:m] = w
+    out = aligned_empty(panels * k * size)
+    out.reshape(panels, k, size)[:] = padded.reshape(panels, size, k).transpose(0, 2, 1)
+    return out
 
 
 def _half_bits(**operands) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from ..ir import Meta
 from .planned import Scratch
 from .windows import SpatialKernel, kernel_position_view, pool_window, spatial_slices, zero_borders
-from .native import CallCache
+from .native import CallCache, run_for_threads
 from .registry import register
 
 
@@ -264,11 +264,14 @@ class _GlobalPool(SpatialKernel):
 
 @register("GlobalAveragePool", since=1)
 class GlobalAveragePool(_GlobalPool):
-    """float32/float64: each plane times a vector of 1/plane, one GEMV: float32 on the native one
-    (csrc/gemv.c, the planes read once, in order), else BLAS's (a squeeze-excite block's 672 planes of
-    14x14 in 10-15 us, where np.mean's per-row reductions take 70); other dtypes np.mean. In a model
-    the planes come cold from the conv before: MobileNetV2's last pool (1280 planes of 7x7) took 45-60
-    us through BLAS's gemv there (6 us warm), 20-35 natively."""
+    """float32 natively: the planes' sums times 1/plane (csrc/gemv.c without its row x: the planes read
+    once, in order, a block of VL planes summed across lanes at once), the task bound to the prepared
+    call; float32 otherwise and float64 as one GEMV by a vector of 1/plane through BLAS (a
+    squeeze-excite block's 672 planes of 14x14 in 10-15 us, where np.mean's per-row reductions take
+    70); other dtypes np.mean. In a model the planes come cold from the conv before: MobileNetV2's last
+    pool (1280 planes of 7x7) took 45-60 us through BLAS's gemv there (6 us warm), 20-35 natively as a
+    GEMV; MobileNetV3's 7x7 pools as sums 6-7 us (onnxruntime's 5-6 on its blocked layout), 10-11
+    before."""
     reduce = staticmethod(np.mean)
 
     def prepare(self):
@@ -290,10 +293,18 @@ class GlobalAveragePool(_GlobalPool):
             return super().run(xs, ys, ws)
         x, y = xs[0], ys[0]
         if self.uses_native and x.flags.c_contiguous and y.flags.c_contiguous:
-            self.calls.get((x, y), lambda: self.backend.lib.gemv_call(
-                1, self.weights, self.plane, x.reshape(self.n * self.c, self.plane), y, self.n * self.c)).run()
+            self.calls.get((x, y), lambda: self._gemv(x, y)).run()
             return
         np.matmul(x.reshape(self.n * self.c, self.plane), self.weights, out=y.reshape(self.n * self.c))
+
+    def bound(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.uses_native and x.flags.c_contiguous and y.flags.c_contiguous:
+            return run_for_threads(lambda: self._gemv(x, y))
+        return super().bound(xs, ys, ws)
+
+    def _gemv(self, x, y):
+        return self.backend.lib.row_means_call(x.reshape(self.n * self.c, self.plane), y)
 
 
 @register("GlobalMaxPool", since=1)

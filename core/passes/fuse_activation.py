@@ -11,9 +11,14 @@ recorded as attrs {"min": float, "max": float}. The runtime applies each step wi
 activation's own kernel through ge.core.kernels.epilogue.Epilogue, so an activation is only fused
 when its kernel exists, is flagged `in_place` (tested per kernel) and needs no workspace.
 
-Gated forms: Mul(y, Sigmoid(y)) is Swish (SiLU; ge's own epilogue step ["Swish", {"alpha": 1.0},
-"ge"]) and Mul(y, HardSigmoid(y)) with alpha 1/6, beta 1/2 is HardSwish (ge's own before opset 14): y is then read by the gate
-and the Mul only, the gate's output by the Mul only; both nodes disappear.
+Decomposed forms (passes/_activation_forms.py: what paddle2onnx, tf2onnx, Keras and torch.onnx
+write): a chain of scalar steps after the producer that computes one activation becomes its step
+(Relu then Min(6): Clip 0..6; Div(Clip(Add(y, 3), 0, 6), 6): HardSigmoid 1/6, 1/2), and y times such a
+chain of y, maybe scaled after the product, is Swish (SiLU; ge's own step ["Swish", {"alpha": a},
+"ge"]: Mul(y, Sigmoid(y)), Mul(y, Sigmoid(Mul(y, a)))) or HardSwish (ge's own before opset 14):
+Mul(y, HardSigmoid(y; 1/6, 1/2)), Div(Mul(y, Clip(Add(y, 3), 0, 6)), 6), Mul(y, Mul(Clip(...), 1/6)), ...
+y is then read by the gate and the Mul only; every inner value by the next step only, and none is a
+graph output; all the nodes disappear. Anything else is left to fuse_elementwise.
 
 Conditions: the producer has one output, read only by the activation (not a graph output).
 """
@@ -27,7 +32,8 @@ from ..ir import Graph, Meta, Node
 from ..kernels.dtypes import is_float
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.float16 import NARROW, VIA_FLOAT32
-from ..kernels.fused import GE_DOMAIN
+from ._activation_forms import Chains, Ramp, rtol_of, step_of
+from ._fusion import Matcher
 
 PRODUCERS = {"Conv", "Gemm", "MatMul", "Add"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu"}
@@ -36,13 +42,14 @@ ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish
 def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
     fused = 0
     opset = graph.opset.get("", 17)
-    consumers = graph.consumers()
+    chains = Chains(Matcher(graph))
+    consumers = chains.m.consumers
     removed: set[int] = set()
     for prod in graph.nodes:
         if id(prod) in removed or prod.domain != "" or prod.op_type not in PRODUCERS:
             continue
         while True:
-            found = _fusable(graph, prod, consumers, opset)
+            found = _fusable(graph, prod, chains, opset)
             if found is None:
                 break
             nodes, step = found
@@ -52,7 +59,7 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
             prod.outputs = [nodes[-1].outputs[0]]
             for node in nodes:
                 removed.add(id(node))
-                if node is not nodes[-1]:  # a gate's output: gone with it
+                if node is not nodes[-1]:  # an inner value of the pattern: gone with it
                     graph.values.pop(node.outputs[0], None)
                     consumers.pop(node.outputs[0], None)
             graph.values.pop(old, None)
@@ -64,71 +71,98 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
     return graph
 
 
-def _fusable(graph: Graph, prod: Node, consumers, opset: int):
+def _fusable(graph: Graph, prod: Node, chains: Chains, opset: int):
     """([the nodes that disappear, the last writing the new output], the epilogue step), or None."""
     outs = [o for o in prod.outputs if o]
     if len(outs) != 1 or len(prod.outputs) != 1:
         return None
     y = outs[0]
-    users = consumers.get(y, [])
-    if y in graph.outputs:
+    v = graph.values.get(y)
+    if y in graph.outputs or v is None or v.dtype is None:
         return None
-    if len(users) == 2:
-        return _gated(graph, prod, y, users, consumers, opset)
-    if len(users) != 1:
+    users = chains.m.consumers.get(y, [])
+    if len(users) == 1:
+        found = _single(chains, y, users[0], v, opset)
+    elif len(users) == 2:
+        found = _gated(chains, y, users, v, opset)
+    else:
         return None
-    act = users[0]
+    if found is None:
+        return None
+    nodes, step = found
+    if not works_in_place(step[0], step[1], _epilogue_dtype(prod, v.dtype), opset, *step[2:]):
+        return None
+    return nodes, step
+
+
+def _single(chains: Chains, y: str, act: Node, v, opset: int):
+    """The longest chain from act that is one activation (Relu then Min(6): Clip 0..6), or act alone."""
+    found = None
+    if is_float(v.dtype):
+        for f, nodes in chains.prefixes(act, y, _rank(v)):
+            step = step_of(f, False, rtol_of(v.dtype), opset)
+            if step is not None and (len(nodes) > 1 or act.op_type not in ACTIVATIONS):
+                found = nodes, step
+    if found is not None:
+        return found
     if act.domain != "" or act.op_type not in ACTIVATIONS or act.inputs[0] != y or act.inputs.count(y) != 1:
         return None
     if len([o for o in act.outputs if o]) != 1 or not act.outputs[0]:
         return None
-    v = graph.values.get(y)
-    if v is None or v.dtype is None:
-        return None
-    attrs = {k: val for k, val in act.attrs.items()}
+    attrs = dict(act.attrs)
     if act.op_type == "Clip":
-        bounds = {}
-        for key, idx in (("min", 1), ("max", 2)):
-            name = act.inputs[idx] if len(act.inputs) > idx else ""
-            if name:
-                if name not in graph.initializers or graph.initializers[name].size != 1:
-                    return None
-                bounds[key] = float(graph.initializers[name].reshape(-1)[0])
-            elif key in act.attrs:  # opset < 11 spelling
-                bounds[key] = float(act.attrs[key])
-            else:
-                bounds[key] = float("-inf") if key == "min" else float("inf")
-        attrs = bounds
-    if not works_in_place(act.op_type, attrs, _epilogue_dtype(prod, v.dtype), opset):
-        return None
+        bounds = chains.after(Ramp(), act, y, _rank(v))
+        if bounds is None:
+            return None
+        attrs = {"min": bounds.lo, "max": bounds.hi}
     return [act], [act.op_type, attrs]
 
 
-def _gated(graph: Graph, prod: Node, y: str, users: list, consumers, opset: int):
-    """y * Sigmoid(y) as Swish, y * HardSigmoid(y; 1/6, 1/2) as HardSwish (see the module doc)."""
-    gates = [n for n in users if n.domain == "" and n.op_type in ("Sigmoid", "HardSigmoid") and n.inputs == [y]]
-    muls = [n for n in users if n.domain == "" and n.op_type == "Mul" and len(n.inputs) == 2]
-    if len(gates) != 1 or len(muls) != 1 or len(gates[0].outputs) != 1 or len(muls[0].outputs) != 1:
+def _gated(chains: Chains, y: str, users: list, v, opset: int):
+    """y * f(y), maybe scaled after the product (the module doc): Swish, HardSwish."""
+    if not is_float(v.dtype):
         return None
-    gate, mul = gates[0], muls[0]
-    g = gate.outputs[0]
-    if sorted(mul.inputs) != sorted([y, g]) or g in graph.outputs or consumers.get(g, []) != [mul] \
-            or not mul.outputs[0]:
-        return None
-    v = graph.values.get(y)
-    if v is None or v.dtype is None or not is_float(v.dtype):
-        return None
-    if gate.op_type == "Sigmoid":
-        step = ["Swish", {"alpha": 1.0}, GE_DOMAIN]
-    else:
-        alpha, beta = float(gate.attrs.get("alpha", 0.2)), float(gate.attrs.get("beta", 0.5))
-        if not (abs(alpha - 1 / 6) < 1e-7 and beta == 0.5):
-            return None
-        # before opset 14 (the TorchScript exporter's hardswish at opsets 11-13) ge's own HardSwish
-        step = ["HardSwish", {}] if opset >= 14 else ["HardSwish", {}, GE_DOMAIN]
-    if not works_in_place(step[0], step[1], _epilogue_dtype(prod, v.dtype), opset, *step[2:]):
-        return None
-    return [gate, mul], step
+    rank, rtol = _rank(v), rtol_of(v.dtype)
+    for mul, first in (users, users[::-1]):
+        if mul.domain != "" or mul.op_type != "Mul" or first is mul or len(mul.outputs) != 1 or not mul.outputs[0]:
+            continue
+        gate = chains.m.other_input(mul, y)
+        for f, nodes in chains.prefixes(first, y, rank):
+            if nodes[-1].outputs[0] != gate:
+                continue
+            if chains.m.consumers.get(gate, []) != [mul] or gate in chains.m.graph.outputs:
+                return None
+            found = None
+            step = step_of(f, True, rtol, opset)
+            if step is not None:
+                found = nodes + [mul], step
+            for scaled, after in _scales(chains, mul, f, rank):
+                step = step_of(scaled, True, rtol, opset)
+                if step is not None:
+                    found = nodes + [mul] + after, step
+            return found
+    return None
+
+
+def _scales(chains: Chains, mul: Node, f: Ramp, rank: int):
+    """(f scaled, [the nodes]) for the Mul or Div by positive constants that follow y * f(y):
+    s * y * f(y) = y * (s * f)(y)."""
+    nodes, node = [], chains.m.sole_consumer(mul)
+    x = mul.outputs[0]
+    while node is not None and node.op_type in ("Mul", "Div"):
+        g = chains.after(Ramp(), node, x, rank)
+        if g is None:
+            return
+        f = f.scale(g.a)
+        nodes.append(node)
+        yield f, list(nodes)
+        x = node.outputs[0]
+        node = chains.m.sole_consumer(node)
+
+
+def _rank(v) -> int:
+    """y's rank: a constant of no more dims broadcasts to y without changing its shape (0: unknown)."""
+    return len(v.shape) if v.shape is not None else 0
 
 
 def _epilogue_dtype(prod: Node, dtype) -> np.dtype:

@@ -10,7 +10,9 @@ has one dtype and static shape, operands broadcasting to it. A producer joins it
 when its only output is read by that reader alone, once, is no graph output and has the reader's
 dtype and shape: a group is a tree whose inner values never leave it, so a value that is a model
 output or has two readers stays a tensor of its own. Clip's bounds must be constant scalars. A
-group of one node stays as it is, but in float16, where the interpreter runs it as a one-step chain:
+group of one node stays as it is, but with an epilogue (an Add and the activation fuse_activation gave
+it, applied in place by numpy's ufuncs one pass per op: one pass as a chain), and in float16, where
+the interpreter runs it as a one-step chain:
 converted and rounded a block at a time, where its own kernel converts whole tensors around a float32
 op (Add, Mul: 1.1-1.7x the chain's time at BERT-small sizes, 28x for a 4x64 Add) or runs numpy's
 float16 loop (Relu: 19x). Runs after the other fusions: a Conv's or MatMul's activation,
@@ -53,7 +55,7 @@ def fuse_elementwise(graph: Graph, stats: dict | None = None) -> Graph:
     order = {id(n): i for i, n in enumerate(graph.nodes)}
     fused = steps = 0
     for members in group.values():
-        if len(members) < 2 and m.meta(members[0].outputs[0])[0] != np.float16:
+        if len(members) < 2 and m.meta(members[0].outputs[0])[0] != np.float16 and not members[0].attrs.get(EPILOGUE):
             continue
         members.sort(key=lambda n: order[id(n)])
         node = _fused_node(m, members, opset)

@@ -21,7 +21,7 @@ from .device import DeviceBuffer
 from .executors import TaskFailed, make_executor
 
 #: outputs ge allocates itself (execute without outputs) up to this size are copied out of the
-#: planned buffers rather than bound in place (see ExecutionContext._bind_output)
+#: planned buffers rather than bound in place (see ExecutionContext._fresh_outputs)
 COPY_OUT_MAX = 256 << 10
 COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs")
 _COUNTER_KEYS = {kind: (f"{kind}_count", f"{kind}_bytes") for kind in ("h2d", "d2h", "d2d")}
@@ -99,6 +99,10 @@ class ExecutionContext:
         self._bound: dict[int, int] = {}  # allocation -> host buffer address bound zero-copy
         self._bound_input: dict[int, np.ndarray] = {}  # allocation -> the array bound there by the last run
         self._io_views: dict[int, np.ndarray] = {}
+        # outputs execute() allocates itself: the small ones copied out, the others bound (_fresh_outputs)
+        self._copied_out = [i for i, d in enumerate(plan.outputs) if d.nbytes <= COPY_OUT_MAX]
+        self._bound_out = [i for i, d in enumerate(plan.outputs) if d.nbytes > COPY_OUT_MAX]
+        self._caller_bound: set[int] = set()  # output allocations a caller's buffers were bound to
         self._last_run: tuple | None = None
         self.run_counts: dict = {}  # copies by the execute() under way (its stats)
         self.copy_trace: list | None = None  # set by the profiler (core/api/profiling.py)
@@ -115,13 +119,15 @@ class ExecutionContext:
         clock = time.perf_counter
         t0 = clock()
         inputs = plan.check_inputs(inputs)
-        fresh = outputs is None
-        outputs = [np.empty(shape, dtype) for shape, dtype in plan.output_layouts] if fresh else \
-            plan.check_outputs(outputs)
         zero_copy_in = 0
         for d, x in zip(plan.inputs, inputs):  # CopyModelData
             zero_copy_in += self._bind_input(d.allocation, x)
-        pending = [(y, d) for d, y in zip(plan.outputs, outputs) if not self._bind_output(d, y, fresh)]
+        if outputs is None:
+            outputs, pending = self._fresh_outputs(plan)
+        else:
+            outputs = plan.check_outputs(outputs)
+            pending = [i for i, (d, y) in enumerate(zip(plan.outputs, outputs)) if not self._try_bind(d.allocation, y)]
+            self._caller_bound.update(d.allocation for d in plan.outputs)
         dirty = self.args.update_for_execute()
         self.model.running_context = self  # GetRunAddress answers for the context that runs
         t1 = clock()
@@ -131,11 +137,7 @@ class ExecutionContext:
             self._launch_per_task()
         self.stream.synchronize(timeout)
         t2 = clock()
-        for y, d in pending:  # CopyOutputData
-            if isinstance(y, DeviceBuffer):
-                self._copy("d2d", self.device.memcpy_d2d, d.nbytes, y.addr, self.io_default[d.allocation], d.nbytes)
-            else:
-                self._copy("d2h", self.device.copy_to_host, y.nbytes, y, self._io_view(d))
+        self._copy_out(plan, outputs, pending)  # CopyOutputData
         if self.args.bytes_written:
             self.counters["args_bytes"] += self.args.bytes_written
             self.run_counts["args_bytes"] = self.args.bytes_written
@@ -238,26 +240,47 @@ class ExecutionContext:
             self._copy("h2d", self.device.memcpy_h2d, x.nbytes, self.io_default[allocation], x)
         return False
 
-    def _bind_output(self, d, y, fresh: bool) -> bool:
-        """Bind an output buffer zero-copy, except a small array of our own (`fresh`, new each run):
-        copying it out of the planned buffer costs less than binding it and rebuilding the views
-        of the tasks that write it (tens of microseconds, a tiny model's whole run)."""
-        if fresh and y.nbytes <= COPY_OUT_MAX:
-            self._unbind(d.allocation)
-            return False
-        return self._try_bind(d.allocation, y)
+    def _fresh_outputs(self, plan) -> tuple[list, list[int]]:
+        """Arrays of our own for the outputs, and the indices of those copied out after the run: a
+        small one (left None here) is a copy of its planned buffer, which costs less than binding a
+        new array and rebuilding the views of the tasks that write it (tens of microseconds, a tiny
+        model's whole run); a large one is bound zero-copy where it can be."""
+        for allocation in self._caller_bound:  # a caller's buffers, bound by an earlier run
+            self._unbind(allocation)
+        self._caller_bound.clear()
+        outputs, pending = [None] * len(plan.outputs), list(self._copied_out)
+        for i in self._bound_out:
+            d = plan.outputs[i]
+            outputs[i] = np.empty(d.shape, d.dtype)
+            if not self._try_bind(d.allocation, outputs[i]):
+                pending.append(i)
+        return outputs, pending
 
-    def _copy(self, kind: str, copy, nbytes: int, *args) -> None:
+    def _copy_out(self, plan, outputs: list, pending: list[int]) -> None:
+        """The outputs not bound zero-copy, out of their planned buffers (None: into a new array)."""
+        for i in pending:
+            d, y = plan.outputs[i], outputs[i]
+            if y is None:
+                view = self._io_view(d)
+                outputs[i] = self._copy("d2h", self.device.copy_out, view.nbytes, view)
+            elif isinstance(y, DeviceBuffer):
+                self._copy("d2d", self.device.memcpy_d2d, d.nbytes, y.addr, self.io_default[d.allocation], d.nbytes)
+            else:
+                self._copy("d2h", self.device.copy_to_host, y.nbytes, y, self._io_view(d))
+
+    def _copy(self, kind: str, copy, nbytes: int, *args):
+        """copy(*args), counted (and timed for the profiler); returns what copy returns."""
         if self.copy_trace is None:
-            copy(*args)
+            result = copy(*args)
         else:  # the profiler's: (kind, start, seconds, bytes) per copy
             start = time.perf_counter()
-            copy(*args)
+            result = copy(*args)
             self.copy_trace.append((kind, start, time.perf_counter() - start, nbytes))
         count, size = _COUNTER_KEYS[kind]
         for counts in (self.counters, self.run_counts):
             counts[count] = counts.get(count, 0) + 1
             counts[size] = counts.get(size, 0) + nbytes
+        return result
 
     def _try_bind(self, allocation: int, buf) -> bool:
         device = self.device

@@ -82,11 +82,6 @@ class LoadedPlan:
         return p, ArgsLayout.with_places(allocation, offset, lay.task, lay.role, lay.nbytes, lay.policy)
 
     @cached_property
-    def output_layouts(self) -> tuple:
-        """(shape, dtype) per output: what execute() allocates when the caller gives no outputs."""
-        return tuple((tuple(d.shape), np.dtype(d.dtype)) for d in self.outputs)
-
-    @cached_property
     def _input_layouts(self) -> tuple:
         return tuple((tuple(d.shape), np.dtype(d.dtype)) for d in self.inputs)
 

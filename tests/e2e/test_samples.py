@@ -1,4 +1,4 @@
-"""The three real-architecture samples: atc -> OM -> run on cpu and sim == onnxruntime."""
+"""The real-architecture samples: atc -> OM -> run on cpu and sim == onnxruntime."""
 import os
 
 import numpy as np
@@ -13,6 +13,7 @@ CASES = {
     "resnet50_small": lambda s: (s.resnet50_style(image=64, width=16, blocks=(1, 1, 1, 1), classes=10), {}),
     "resnet50_full": lambda s: (s.resnet50_style(), {}),
     "mobilenetv2": lambda s: (s.mobilenetv2_style(), {}),
+    "pplcnet_opset11": lambda s: (s.pplcnet_style(), {}),  # paddle2onnx's decomposed HardSwish
     "bert_b2_s24": lambda s: (s.bert_style(layers=2, hidden=64, heads=2, intermediate=128, vocab=100),
                               {"input_ids": [2, 24], "attention_mask": [2, 24]}),
     "inception": lambda s: (s.inception_style(image=96, classes=10), {}),

@@ -390,6 +390,38 @@ def test_mobilenetv3_topology_and_runs():
     assert 5_400_000 < sum(int(np.prod(t.dims)) for t in full.graph.initializer) < 5_600_000  # torchvision's 5.48 M
 
 
+@pytest.mark.parametrize("opset", [11, 9, 14])
+def test_pplcnet_topology_and_runs(opset):
+    """paddle2onnx's PP-LCNet: below opset 14 every HardSwish is Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6),
+    the Clip's bounds inputs from opset 11 on, attributes before; HardSwish ops from opset 14."""
+    model = bs.pplcnet_style(image=64, scale=0.5, classes=10, opset=opset)
+    onnx.checker.check_model(model, full_check=True)
+    ops = op_counts(model)
+    assert ops["HardSigmoid"] == 2 and ops["Conv"] == 2 * 13 + 1 + 2 * 2 + 1 and ops["MatMul"] == 1
+    assert ops.get("HardSwish", 0) == (28 if opset >= 14 else 0)
+    assert ops.get("Div", 0) == (0 if opset >= 14 else 28)
+    producer = {n.output[0]: n for n in model.graph.node}
+    constant = lambda name: float(numpy_helper.to_array(producer[name].attribute[0].t))  # noqa: E731
+    for div in (n for n in model.graph.node if n.op_type == "Div"):
+        mul = producer[div.input[0]]
+        x, clip = mul.input
+        add = producer[producer[clip].input[0]]
+        assert producer[clip].op_type == "Clip" and add.op_type == "Add" and add.input[0] == x
+        assert constant(add.input[1]) == 3.0 and constant(div.input[1]) == 6.0
+        bounds = ([constant(b) for b in producer[clip].input[1:]] if opset >= 11
+                  else [attr(producer[clip], "min"), attr(producer[clip], "max")])
+        assert bounds == [0.0, 6.0]
+    gates = [n for n in model.graph.node if n.op_type == "HardSigmoid"]
+    assert all(attr(g, "alpha") == pytest.approx(0.1666667) and attr(g, "beta") == 0.5 for g in gates)
+    (logits,) = run(model, bs.sample_inputs(model))
+    assert logits.shape == (1, 10) and np.isfinite(logits).all() and len(np.unique(logits)) > 1
+    if opset == 11:  # same seed, same weights: the decomposed form computes HardSwish
+        (reference,) = run(bs.pplcnet_style(image=64, scale=0.5, classes=10, opset=14), bs.sample_inputs(model))
+        np.testing.assert_allclose(logits, reference, rtol=1e-4, atol=1e-5)
+        full = bs.pplcnet_style()
+        assert 2_950_000 < sum(int(np.prod(t.dims)) for t in full.graph.initializer) < 2_980_000  # PaddleClas: 2.96 M
+
+
 @pytest.mark.parametrize("opset", [20, 17])
 def test_vit_topology_and_runs(opset):
     model = bs.vit_style(image=32, patch=16, layers=2, hidden=64, heads=4, mlp=128, classes=10, opset=opset)

@@ -18,7 +18,7 @@ typedef struct {
     float a, b;
 } Activation;
 
-/* Which operands of a GEMM (GemmArgs.half) or a direct convolution (ConvDirect.half: HALF_C) are
+/* Which operands of a GEMM (GemmArgs.half) or a direct convolution (ConvDirect.half: HALF_C, and HALF_B for the pixels kernel) are
    float16 (half.h: converted as they are read, rounded once as they are stored; the arithmetic is
    float32): A's raw rows, B's gathered values, C with Z, the per-column bias. Packed weights and
    bias_m are float32 always. */
@@ -69,7 +69,7 @@ typedef struct {
     Activation act;
     int32_t threads;
     int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
-    int32_t half;  /* HALF_C: y and z are float16 */
+    int32_t half;  /* HALF_C: y and z are float16; HALF_B: x is float16 (the pixels convolution only) */
 } ConvDirect;
 
 /* The phase fill of conv.PhaseLayout (phase_fill.c) */
@@ -82,18 +82,17 @@ typedef struct {
     int32_t x_half;  /* x is float16 (converted as it is laid out; ph is float32) */
 } PhaseFill;
 
-/* The depthwise convolution (depthwise.c) of one batch item, on conv.PhaseLayout's input */
+/* The depthwise convolution (depthwise.c) of one batch item: x (channels, ih, iw) float32 or float16
+   (x_half), y (channels * mult, rows, cols); w[oc][kh * kw], bias[oc] (or NULL) float32 */
 typedef struct {
     const float *x, *w, *bias;
-    const int64_t *tap_off;
     float *y;
-    int64_t channels, mult, taps, rows, cols, pitch, in_channel_step;
+    int64_t channels, mult, ih, iw, rows, cols;
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl;  /* the kernel, strides, dilations and the pads at the beginnings */
     Activation act;
     int32_t threads;
-    const PhaseFill *fill;  /* x's planes filled channel by channel, as they are used (NULL: x is laid out) */
-    int64_t fill_plane0;    /* the fill's plane of this call's channel 0 */
-    int64_t kh, kw, dh, dw; /* the kernel and its dilations (narrow outputs read the input itself through them) */
-    int32_t half;           /* HALF_C: y is float16 (a float16 x is the fill's: PhaseFill.x_half) */
+    int32_t x_half;  /* x is float16 */
+    int32_t half;    /* HALF_C: y is float16 */
 } Depthwise;
 
 /* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
@@ -257,6 +256,8 @@ void ge_gemm_args(const GemmArgs *args);
 void ge_gemm_batch(const GemmBatch *bt);
 int ge_direct_panel(int wide);
 void ge_conv_direct(const ConvDirect *d);
+int ge_pixels_block(void);
+void ge_conv_pixels(const ConvDirect *d);
 void ge_depthwise(const Depthwise *d);
 int ge_max_pool_fits(const MaxPool2d *p);
 void ge_max_pool2d(const MaxPool2d *p);

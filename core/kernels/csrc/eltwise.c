@@ -200,6 +200,56 @@ static void chain_f16(const Eltwise *e) {
 #undef F16_REG
 }
 
+/* A lone binary op between a contiguous operand and one that holds one value per run of `inner`
+   elements (element i reads ext[r][(i / inner) % period]: a squeeze-excite gate [N,C,1,1] over
+   [N,C,H,W], a per-channel bias, a scalar): each run one vector loop against its value in every
+   lane, one pass, where the chain would gather the value into a block and read it back. float16
+   (half): converted as loaded, the float32 result rounded once as stored (chain_f16's step). */
+#define PER_RUN(EXPR)                                                                                     \
+    for (j = 0; j + VL <= len; j += VL) {                                                               \
+        vec x = vload_any(src, half, i + j);                                                              \
+        store_any_part(dst, half, i + j, EXPR, VL);                                                       \
+    }                                                                                                     \
+    if (j < len) {                                                                                        \
+        vec x = load_any_part(src, half, i + j, (int)(len - j));                                          \
+        store_any_part(dst, half, i + j, EXPR, (int)(len - j));                                           \
+    }
+
+static inline __attribute__((always_inline)) void per_run(const Eltwise *e, int op, int value_first, int r,
+                                                          int half) {
+    const void *src = e->ext[1 - r];
+    void *dst = e->y;
+    const int64_t inner = e->inner[r], period = e->period[r];
+    for (int64_t i = 0, idx = 0; i < e->n; i += inner, idx = idx + 1 == period ? 0 : idx + 1) {
+        const float value = half ? half_to_float(((const uint16_t *)e->ext[r])[idx]) : ((const float *)e->ext[r])[idx];
+        vec v;
+        for (int l = 0; l < VL; l++) v[l] = value;  /* the value itself in every lane (-0 stays -0) */
+        const int64_t len = inner;
+        int64_t j;
+        switch (op) {
+        case EW_ADD: PER_RUN(x + v) break;
+        case EW_SUB: if (value_first) { PER_RUN(v - x) } else { PER_RUN(x - v) } break;
+        case EW_MUL: PER_RUN(x * v) break;
+        case EW_DIV: if (value_first) { PER_RUN(v / x) } else { PER_RUN(x / v) } break;
+        }
+    }
+}
+#undef PER_RUN
+
+/* Whether e is such an op (ext 0 and 1 its operands, one contiguous, the other constant along runs
+   that tile n), and then runs it. */
+static int try_per_run(const Eltwise *e) {
+    if (e->n_ops != 1 || e->n_ext != 2 || (e->dtype != EW_F32 && e->dtype != EW_F16)) return 0;
+    const int32_t *c = e->code;
+    int op = c[0] & ~EW_ROUND;
+    if (op > EW_DIV || c[1] != e->n_regs - 1 || c[2] == c[3] || c[2] > 1 || c[3] > 1) return 0;
+    int r = e->inner[0] == 0 ? 1 : 0;  /* the operand with one value per run */
+    if (e->inner[1 - r] != 0 || e->inner[r] < VL || e->n % e->inner[r] != 0) return 0;  /* short runs: the chain */
+    if (e->dtype == EW_F16) per_run(e, op, c[2] == r, r, 1);
+    else per_run(e, op, c[2] == r, r, 0);
+    return 1;
+}
+
 /* 0, or -1 when the program does not fit (the Python side checks first: this is the last guard). */
 int ge_eltwise(const Eltwise *e) {
     if (e->n_regs - e->n_ext - 1 > MAX_SLOTS || e->n_regs <= e->n_ext) return -1;
@@ -213,6 +263,7 @@ int ge_eltwise(const Eltwise *e) {
     }
     for (int32_t r = 0; r < e->n_ext; r++)
         if (e->inner[r] < 0 || (e->inner[r] > 0 && e->period[r] <= 0)) return -1;
+    if (try_per_run(e)) return 0;
     switch (e->dtype) {
     case EW_F32: chain_f32(e); return 0;
     case EW_F64: chain_f64(e); return 0;

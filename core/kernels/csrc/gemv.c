@@ -1,6 +1,7 @@
 /* Few rows times constant weights (a classifier's Gemm at batch 1, a squeeze-excite block's 1x1
 convs on a 1x1 plane): y[r, n] = act(bias[n] + sum_k x[r, k] w[n, k]) for r < rows, weights as rows
-of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Such a product is bound by
+of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Without x (GemmArgs.a NULL,
+one row): y[n] = alpha * sum_k w[n, k], the means of GlobalAveragePool's planes. Such a product is bound by
 reading the weights: the GEMM's panels would cost a packing pass over A and compute whole tiles of
 rows for one. Items are blocks of GEMV_ITEM weight rows; each block of VL
 weight rows is read in order and stays in cache while every row of x is dotted with it. */
@@ -19,33 +20,84 @@ static inline float hsum(vec v) {
     return s;
 }
 
-/* y[j] = x . w[j * K ..] for j < VL: the block read in order, row by row (a row is a short stream at
-   small K: 960 bytes at K = 240; VL rows read side by side run 2x slower there), one accumulator per
-   row, summed across lanes by a transpose (a lane-by-lane sum per output would cost as much as the
-   products at K = 240) */
-static inline void dot_block(const float *x, const float *w, int64_t K, float *y) {
-    vec acc[VL];
+/* Lane j: the sum of the lanes of r[j], for VL vectors r (overwritten). Pairs of vectors are halved
+   and added, log2(VL) rounds (VL - 1 pairs of shuffles, where a transpose costs VL log2(VL) / 2 pairs
+   and VL - 1 adds after it: a 7x7 plane's sum is mostly this), which leaves row bitreverse(j) in
+   lane j; one shuffle puts the rows in order. */
+static inline __attribute__((always_inline)) vec sum_across(vec *r) {
+#if defined(__clang__)
+    transpose_blocks(r, VL);
+    vec s = r[0];
+    for (int j = 1; j < VL; j++) s += r[j];
+    return s;
+#else
+    ivec idx, rev;
+    for (int c = 0; c < VL; c++) {
+        idx[c] = c, rev[c] = 0;
+        for (int m = 1, x = c; m < VL; m <<= 1, x >>= 1) rev[c] = (rev[c] << 1) | (x & 1);
+    }
+#pragma GCC unroll 8
+    for (int h = VL / 2, n = VL; h >= 1; h /= 2, n /= 2) {
+        ivec upper = (idx & h) != 0;
+        ivec lo = idx + (upper & (VL - h)), hi = idx + ((upper & VL) | (~upper & h));
+#pragma GCC unroll 16
+        for (int i = 0; i < n / 2; i++)
+            r[i] = __builtin_shuffle(r[2 * i], r[2 * i + 1], lo) + __builtin_shuffle(r[2 * i], r[2 * i + 1], hi);
+    }
+    return __builtin_shuffle(r[0], rev);
+#endif
+}
+
+/* acc[j] = per-lane partial sums of x . w[j * K ..] for j < VL (of w's row alone without X: a
+   constant at each inlined call, so neither loop tests it), the block read in order, row by row (a row is a short stream at
+   small K: 960 bytes at K = 240; VL rows read side by side run 2x slower there) */
+static inline __attribute__((always_inline)) void row_partials(const int X, const float *x, const float *w,
+                                                               int64_t K, vec *acc) {
     const int64_t body = K - K % VL;
     const int tail = (int)(K % VL);
-    vec xt = tail ? load_part(x + body, tail) : (vec){0};
+    vec xt = X && tail ? load_part(x + body, tail) : (vec){0};
 #pragma GCC unroll 16
     for (int j = 0; j < VL; j++) {
         const float *row = w + j * K;
         vec a0 = (vec){0}, a1 = (vec){0};
         int64_t k = 0;
         for (; k + 2 * VL <= body; k += 2 * VL) {
-            a0 += vload(x + k) * vload(row + k);
-            a1 += vload(x + k + VL) * vload(row + k + VL);
+            a0 += X ? vload(x + k) * vload(row + k) : vload(row + k);
+            a1 += X ? vload(x + k + VL) * vload(row + k + VL) : vload(row + k + VL);
         }
-        if (k < body) a0 += vload(x + k) * vload(row + k);
-        if (tail) a1 += xt * load_part(row + body, tail);
+        if (k < body) a0 += X ? vload(x + k) * vload(row + k) : vload(row + k);
+        if (tail) a1 += X ? xt * load_part(row + body, tail) : load_part(row + body, tail);
         acc[j] = a0 + a1;
     }
+}
+
+/* y[j] = x . w[j * K ..] for j < VL, one accumulator per row summed across lanes by a transpose (a
+   lane-by-lane sum per output would cost as much as the products at K = 240) */
+static inline void dot_block(const float *x, const float *w, int64_t K, float *y) {
+    vec acc[VL];
+    row_partials(1, x, w, K, acc);
+    /* not sum_across: it would change every product's rounding, for a gain only small planes see */
     transpose_blocks(acc, VL);
     vec s = acc[0];
 #pragma GCC unroll 16
     for (int j = 1; j < VL; j++) s += acc[j];
     vstore(y, s);
+}
+
+/* y[j] = scale * the sum of w[j * K ..] for j < VL (GemmArgs.a NULL: GlobalAveragePool's planes as
+   rows, scale 1/plane): dot_block without the loads of a row of ones */
+static inline void sum_block(const float *w, int64_t K, float scale, float *y) {
+    vec acc[VL];
+    row_partials(0, NULL, w, K, acc);
+    vstore(y, sum_across(acc) * scale);
+}
+
+static inline float sum1(const float *w, int64_t K) {
+    vec a = (vec){0};
+    int64_t k = 0;
+    for (; k + VL <= K; k += VL) a += vload(w + k);
+    if (k < K) a += load_part(w + k, (int)(K - k));
+    return hsum(a);
 }
 
 static inline float dot1(const float *x, const float *w, int64_t K) {
@@ -80,6 +132,10 @@ static void gemv_item(void *ctx, int64_t it, int slot) {
         /* row r's outputs, column n at [n]: C itself, or the float32 block of a float16 C */
 #define OUT(r) (half_c ? block + ((r) - r0) * GEMV_ITEM - n0 : g->c + (r) * g->ldc)
         int64_t n = n0;
+        if (!g->a) {  /* one row: the means of W's rows */
+            for (; n + VL <= n1; n += VL) sum_block(bp + n * K, K, g->alpha, OUT(r0) + n);
+            for (; n < n1; n++) OUT(r0)[n] = sum1(bp + n * K, K) * g->alpha;
+        }
         for (; n + VL <= n1; n += VL)
             for (int64_t r = r0; r < r1; r++) dot_block(g->a + r * g->lda, bp + n * K, K, OUT(r) + n);
         for (; n < n1; n++)

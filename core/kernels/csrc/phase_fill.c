@@ -2,14 +2,13 @@
 plane, q0, q1] = x[plane, q0 * s0 + r0 - pb0, q1 * s1 + r1 - pb1], zero outside x. Items are runs of
 planes (each source row is read once for all its phases); every element of a used phase is written.
 A float16 x (x_half) is converted a row at a time, as the row is laid out: the fill is the conversion
-of a convolution's input (depthwise.c reads x itself too, so its fills stay float32). */
+of a convolution's input. */
 #include <stdlib.h>
 
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
 #include "half.h"
-#include "phase_fill.h"
 
 #define HALF_STACK_ROW 4096  /* float16 rows up to this long are converted on the stack (16 KB) */
 
@@ -34,11 +33,6 @@ static inline void take_evens(float *d, const float *src, int64_t n, int64_t ava
     for (; q < n; q++) d[q] = src[2 * q];
 }
 
-/* One plane (all its used phases) into dst, phase (r0, r1) at dst + (r0 s1 + r1) phase_stride, its
-rows sq1 apart: the layout's own place (phase_fill_plane) or a kernel's buffer. The used phases are
-zeroed whole unless `padding_zeroed` (a buffer whose padding is still zero from the previous plane),
-then each row of x is copied into the phase rows it feeds, while it is in L1: no per-row work for
-the padding (a small plane has about as many padding rows and columns as rows). */
 /* A source row of w floats into its two column phases at once (stride 2 across): column c = 2 i + e
    goes to d[e][i] for i < n[e] (d[e] NULL: that phase unused). Two loads, two shuffles, two stores
    per 2 VL columns (one pass over the row for both phases). */
@@ -66,8 +60,13 @@ static inline void split_row(float *const d[2], const int64_t n[2], const float 
 #endif
 }
 
-NO_LIBCALLS void phase_fill_plane_into(const PhaseFill *f, int64_t plane, float *dst, int64_t phase_stride,
-                                       int padding_zeroed) {
+/* One plane (all its used phases) into its place in the layout, phase (r0, r1) at dst + (r0 s1 + r1)
+phase_stride, its rows sq1 apart: the used phases are zeroed whole, then each row of x is copied into
+the phase rows it feeds, while it is in L1: no per-row work for the padding (a small plane has about
+as many padding rows and columns as rows). */
+static NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {
+    int64_t phase_stride = f->planes * f->sq0 * f->sq1;
+    float *dst = f->ph + plane * f->sq0 * f->sq1;
     const float *x = f->x + plane * f->h * f->w;
     /* a float16 row, converted: on the stack up to HALF_STACK_ROW floats, a longer one in a buffer of its own */
     float stack_row[f->x_half && f->w <= HALF_STACK_ROW ? f->w : 1];
@@ -80,9 +79,8 @@ NO_LIBCALLS void phase_fill_plane_into(const PhaseFill *f, int64_t plane, float 
         while (h > l && (h - 1) * f->s1 + r1 - f->pb1 >= f->w) h--;
         lo[r1] = l, hi[r1] = h;
     }
-    if (!padding_zeroed)
-        for (int64_t p = 0; p < f->s0 * f->s1; p++)
-            if (f->used >> p & 1) fill_floats(dst + p * phase_stride, f->sq0 * f->sq1, 0.0f);
+    for (int64_t p = 0; p < f->s0 * f->s1; p++)
+        if (f->used >> p & 1) fill_floats(dst + p * phase_stride, f->sq0 * f->sq1, 0.0f);
     int64_t r0 = f->pb0 % f->s0, q0 = f->pb0 / f->s0;  /* source row hh's phase row, stepped (no division per row) */
     for (int64_t hh = 0; hh < f->h; hh++, r0 = r0 + 1 == f->s0 ? 0 : r0 + 1, q0 += r0 == 0) {
         if (q0 >= f->sq0) break;
@@ -113,11 +111,6 @@ NO_LIBCALLS void phase_fill_plane_into(const PhaseFill *f, int64_t plane, float 
         }
     }
     if (widened != stack_row) free(widened);
-}
-
-NO_LIBCALLS void phase_fill_plane(const PhaseFill *f, int64_t plane) {
-    int64_t plane_size = f->sq0 * f->sq1;
-    phase_fill_plane_into(f, plane, f->ph + plane * plane_size, f->planes * plane_size, 0);
 }
 
 static void phase_fill_item(void *ctx, int64_t it, int slot) {

@@ -13,13 +13,20 @@ def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(params=["native-direct", "native-wide", "native-flat", "native-dense", "taps", "im2col"])
+@pytest.fixture(params=["native-direct", "native-wide", "native-pixels", "native-flat", "native-dense", "taps",
+                        "im2col"])
 def layout(request, monkeypatch, default_backend):
     """Run each conv case through every dense plan (the choice is a cost heuristic): the native direct
-    kernel (where it runs) with its tall or wide tile, the native GEMM with flat or gathered (dense) columns, one GEMM per kernel
+    kernel (where it runs) with its tall or wide tile, the pixels kernel (where it runs: 1-D, 2-D and
+    pointwise, any K), the native GEMM with flat or gathered (dense) columns, one GEMM per kernel
     tap, or im2col; depthwise with tiny
     channel blocks in one of them, so every code path sees every attribute combination."""
     from ge.core.kernels import conv, conv_native
+    if request.param == "native-pixels":
+        default_backend("native")
+        monkeypatch.setattr(conv_native, "PIXELS_K", 10**9)
+        monkeypatch.setattr(conv_native, "PIXELS_RUN", 0)
+        return request.param
     if request.param.startswith("native"):
         direct = request.param in ("native-direct", "native-wide")
         default_backend("native", direct="always" if direct else "never")
@@ -127,13 +134,14 @@ def test_conv_resnet_like_shapes(check_op, layout):
 @pytest.mark.parametrize("c,oc,direct", [(1024, 256, True), (384, 64, True), (256, 1024, False), (64, 384, False)])
 def test_pointwise_on_a_14x14_plane_takes_the_direct_kernel_when_it_reduces(default_backend, c, oc, direct):
     """196 pixels fill 224 columns of 32-wide GEMM panels: a conv that reduces channels (K >= M) takes
-    the direct kernel (the GEMM would pack each panel for few blocks of rows), one that expands keeps
-    the GEMM. (The kernels' results: the plans' tests above.)"""
+    the direct kernel (the GEMM would pack each panel for few blocks of rows), one that expands the
+    pixels kernel, not the GEMM. (The kernels' results: the plans' tests above.)"""
     from ge.core.kernels import conv_native
     default_backend("native")
     k = _kernel("Conv", [Meta(np.dtype(np.float32), (1, c, 14, 14)), Meta(np.dtype(np.float32), (oc, c, 1, 1))], {},
                 [None, np.zeros((oc, c, 1, 1), np.float32)])
     assert conv_native.use_direct(k, 32, pointwise=True) == direct
+    assert conv_native.use_pixels(k, 32, pointwise=True) != direct
     assert not conv_native.use_direct(k, 49, pointwise=True)  # panels of 49 columns: 4 hold 196 pixels, no waste
 
 
@@ -222,3 +230,37 @@ def test_conv_non_contiguous_input_and_output():
     k.run([x, w], [y], np.zeros(k.workspace_nbytes(), np.uint8))
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(big[:, :, :, 1::2], 7)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    # the short-K convs of MobileNetV2/V3 at their sizes: first convs (3 channels, 3x3 stride 2), pointwise
+    # 32 -> 16, 16 -> 16, 16 -> 64, 16 -> 96 over 112x112 and 24 -> 144 over 56x56
+    ((1, 3, 224, 224), (32, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 224, 224), (16, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 32, 112, 112), (16, 32, 1, 1), {}),
+    ((1, 16, 112, 112), (16, 16, 1, 1), {}),
+    ((1, 16, 112, 112), (64, 16, 1, 1), {}),
+    ((1, 16, 112, 112), (96, 16, 1, 1), {}),
+    ((1, 24, 56, 56), (144, 24, 1, 1), {}),
+    # any K for a 1x1 kernel over 28x28 or more (a projection, ResNet-50's 1x1 convs), a first conv of few
+    # channels (ResNet-50's 7x7 conv1, K = 147)
+    ((1, 144, 56, 56), (24, 144, 1, 1), {}),
+    ((1, 256, 28, 28), (64, 256, 1, 1), {}),
+    ((1, 64, 14, 14), (384, 64, 1, 1), {}),
+    ((1, 3, 224, 224), (64, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    # odd sizes: a tail block of channels, a tail vector of pixels, rows of 3 tiles of unequal widths
+    ((2, 5, 37, 41), (19, 5, 1, 1), {}),
+    ((1, 3, 121, 135), (13, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 1, 50, 97), (9, 1, 1, 1), {}),
+    ((1, 2, 40, 60), (7, 2, 3, 5), {"pads": [1, 2, 1, 2], "dilations": [1, 2]}),
+])
+def test_convs_over_long_runs_take_the_pixels_kernel(check_op, default_backend, xs, ws, attrs):
+    """A short K (at most conv_native.PIXELS_K steps), a 1x1 kernel over a large plane (from 14x14 where it
+    expands channels) or a first conv
+    over runs of PIXELS_RUN pixels or more: the pixels kernel (weights broadcast, pixels in the lanes, Y
+    written from the registers), onnxruntime's results."""
+    default_backend("native")
+    k = lookup("Conv", opset=17)(attrs, [Meta(np.float32, xs), Meta(np.float32, ws), Meta(np.float32, ws[:1])],
+                                 [None, f32(*ws), f32(ws[0])], opset=17, name="c").load()
+    assert k.native.kind == "pixels"
+    check_op("Conv", {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[0])}, attrs, consts=("w", "b"), rtol=1e-4, atol=1e-4)

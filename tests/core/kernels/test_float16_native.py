@@ -89,17 +89,29 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
     ((1, 80, 9, 9), (8, 80, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat", ()),  # and padding columns
     ((1, 8, 9, 9), (6, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, "auto", "direct", ()),
     ((2, 6, 29), (5, 6, 3), {"pads": [1, 1]}, "auto", "direct", (0,)),  # 1-D: numpy's fill, X widened
-    ((1, 3, 3, 4500), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "auto", "direct", ()),  # rows past 4096: heap row
+    ((1, 3, 3, 4500), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "always", "direct", ()),  # rows past 4096: heap row
     ((1, 24, 12, 12), (40, 24, 1, 1), {"ge.epilogue": HSWISH}, "never", "gemm", ()),
     ((1, 3, 21, 21), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
      "direct", ()),  # a network's first conv
-    # depthwise: channels in the lanes (a small plane), the stride-2 rows read in place (AVX-512), the flat
-    # run over the phases filled on the stack or (a large plane) in the layout, a channel multiplier
+    # a short K over long runs: the pixels kernel (a pointwise X read in float16, a vector converted as it
+    # is loaded; a tail block of channels and of pixels; a first conv on the phase fill; HardSwish, Relu)
+    ((2, 13, 9, 11), (19, 13, 1, 1), {"ge.epilogue": HSWISH}, "auto", "pixels", ()),
+    ((1, 16, 20, 21), (24, 16, 1, 1), {}, "auto", "pixels", ()),
+    ((1, 3, 100, 101), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "ge.epilogue": RELU}, "auto",
+     "pixels", ()),
+    # depthwise: the masked flat run (a float16 X through the channel's buffer, converted as it is filled:
+    # a 14x14 plane, a plane whose buffer is heap memory, dilation and a channel multiplier, a 5x5 kernel with
+    # pads larger than the plane, asymmetric pads), channels in the lanes (7x7), 3x3 stride-2 rows read in
+    # place (AVX-512; the plane converted first, on the stack or, larger, in heap memory)
     ((2, 19, 14, 14), (19, 1, 3, 3), {"group": 19, "pads": [1, 1, 1, 1], "ge.epilogue": RELU}, "auto", "depthwise", ()),
     ((1, 5, 60, 61), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1], "strides": [2, 2]}, "auto", "depthwise", ()),
     ((1, 5, 60, 61), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
     ((1, 3, 130, 131), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}, "auto", "depthwise", ()),
     ((1, 6, 11, 11), (12, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2], "dilations": [1, 2]}, "auto", "depthwise", ()),
+    ((1, 4, 3, 2), (4, 1, 5, 5), {"group": 4, "pads": [3, 1, 2, 4]}, "auto", "depthwise", ()),
+    ((1, 3, 40, 41), (3, 1, 3, 3), {"group": 3, "pads": [0, 2, 2, 0], "ge.epilogue": HSWISH}, "auto", "depthwise", ()),
+    ((2, 19, 7, 7), (19, 1, 3, 3), {"group": 19, "pads": [1, 1, 1, 1], "ge.epilogue": RELU}, "auto", "depthwise", ()),
+    ((1, 2, 130, 131), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 2]}, "auto", "depthwise", ()),
     # a squeeze-excite block's 1x1 convs on a 1x1 plane: the GEMV, over 8 items (two blocks of rows)
     ((11, 40, 1, 1), (17, 40, 1, 1), {"ge.epilogue": HSWISH}, "auto", "gemv", ()),
     ((1, 72, 1, 1), (18, 72, 1, 1), {"ge.epilogue": RELU}, "auto", "gemv", ()),
@@ -120,6 +132,7 @@ def test_conv(level, monkeypatch, xs, ws, attrs, direct, kind, widened):
 @pytest.mark.parametrize("xs,ws,attrs,direct,kind", [
     ((2, 24, 12, 12), (24, 24, 1, 1), {"ge.epilogue": RELU}, "never", "gemm"),
     ((1, 33, 7, 7), (21, 33, 1, 1), {}, "always", "direct"),  # Z and Y float16 in the direct kernel's store
+    ((1, 16, 10, 10), (16, 16, 1, 1), {}, "auto", "pixels"),  # ... and the pixels kernel's (a tail of 4 pixels)
     ((1, 700, 16, 16), (20, 700, 1, 1), {}, "never", "gemm"),
     ((1, 9, 8, 11), (5, 9, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat"),
     ((1, 80, 8, 11), (7, 80, 3, 3), {"pads": [1, 1, 1, 1]}, "never", "gemm-flat"),  # Z with the first of 2 blocks of K

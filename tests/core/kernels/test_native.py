@@ -234,6 +234,24 @@ def test_kernel_state_keeps_numpy_blas_single_threaded_beside_native_kernels():
         openblas_threads_local(before)
 
 
+def test_kernel_state_ignores_errors_inside_and_restores_each_callers_own_state():
+    """The error state kernel_state sets (derived once per caller's state, then reused) ignores every
+    error whatever the caller had, and each caller's own settings come back after."""
+    from ge.core.kernels.blas import kernel_state
+    ones, zeros = np.ones(2, np.float32), np.zeros(2, np.float32)
+    for outer in ({"divide": "raise"}, {"all": "ignore"}, {"all": "raise", "under": "warn"}):
+        with np.errstate(**outer):
+            before = np.geterr()
+            for _ in range(2):  # the second use takes the derived state from the cache
+                with kernel_state(False):
+                    assert set(np.geterr().values()) == {"ignore"}
+                    assert np.all(np.isinf(ones / zeros))  # neither raised nor warned
+                assert np.geterr() == before
+            if before["divide"] == "raise":
+                with pytest.raises(FloatingPointError):
+                    ones / zeros  # noqa: B018 (the caller's "raise" is back)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_runs_the_pool_again():
     """After fork the child has none of the pool's workers (nor their locks): it starts its own."""

@@ -58,17 +58,26 @@ def test_not_folded(make_model, load, case):
     assert [n.op_type for n in g.nodes if n.op_type in ("Conv", "FusedConv")] == ["Conv"]
 
 
+def use_plan(plan: str, monkeypatch, default_backend) -> None:
+    """Steer every conv of the test onto one plan: the direct kernel (tall or wide tile), the pixels
+    kernel, the GEMM with flat or dense columns, or numpy."""
+    default_backend("numpy" if plan == "numpy" else "native",
+                    direct="always" if plan in ("native-direct", "native-wide") else
+                    "auto" if plan == "native-pixels" else "never")
+    monkeypatch.setattr(conv_native, "PIXELS_K", 10**9)  # with "auto": any K, any run
+    monkeypatch.setattr(conv_native, "PIXELS_RUN", 0)
+    monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if plan == "native-wide" else 10**9)
+    monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
+    monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
+
+
 @pytest.mark.parametrize("plan", ["native-direct", "native-wide", "native-flat", "native-dense", "numpy"])
 @pytest.mark.parametrize("kernel,pads,relu", [(1, 0, True), (3, 1, True), (3, 1, False)])
 def test_fused_conv_on_every_plan(make_model, tmp_path, monkeypatch, default_backend, plan, kernel, pads, relu):
     """Compiled and run: the direct kernel or the GEMM adds Z and applies the Relu as it stores
     (direct; dense; a pointwise conv's GEMM), or the pass dropping the padding columns adds Z and the
     runtime applies the Relu (flat); numpy plans add Z after the convolution."""
-    default_backend("numpy" if plan == "numpy" else "native",
-                    direct="always" if plan in ("native-direct", "native-wide") else "never")
-    monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if plan == "native-wide" else 10**9)
-    monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
-    monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
+    use_plan(plan, monkeypatch, default_backend)
     model = block(make_model, kernel, pads, relu=relu)
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
@@ -105,18 +114,15 @@ def two_blocks(channels: int, kernel: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("plan", ["native-direct", "native-wide", "native-flat", "native-dense", "numpy"])
+@pytest.mark.parametrize("plan", ["native-direct", "native-wide", "native-pixels", "native-flat", "native-dense",
+                                  "numpy"])
 @pytest.mark.parametrize("channels,kernel", [(80, 3), (700, 1), (24, 3)])
 def test_block_output_written_over_its_residual(tmp_path, monkeypatch, default_backend, plan, channels, kernel):
     """Each FusedConv's output takes its Z's bytes (Kernel.output_over); every plan gives onnxruntime's
     result with Y being Z, also where K is split into blocks (3x3 x 80 channels, 1x1 x 700: K > the
     GEMM's block of K, whose first block would overwrite Z), and so do the dataflow and parallel
     executors, whose plan keeps Z and Y apart."""
-    default_backend("numpy" if plan == "numpy" else "native",
-                    direct="always" if plan in ("native-direct", "native-wide") else "never")
-    monkeypatch.setattr(conv_native, "DIRECT_WIDE_K", 0 if plan == "native-wide" else 10**9)
-    monkeypatch.setattr(conv_native, "DIRECT_WIDE_ROW", 0)
-    monkeypatch.setattr(conv_native, "FLAT_WASTE", 0.0 if plan == "native-dense" else 1e9)
+    use_plan(plan, monkeypatch, default_backend)
     model = two_blocks(channels, kernel)
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)

@@ -134,9 +134,9 @@ def test_output_and_shared_values_stay_tensors(tmp_path, default_backend):
     feeds = feeds_of(model, f)
     got, plans = run_ge(model, feeds, tmp_path)
     ops = [(p.kernel.op_type, [s[0].op_type for s in getattr(p.kernel, "steps", ())]) for p in plans]
-    # Add+Relu -> mid (an output: the Add's own task, the Relu its epilogue), [Mul, Neg] -> y,
-    # [Sub, Abs] -> shared (read twice), [Exp, Add, Sqrt] -> z2 (reading shared twice, as an operand)
-    assert sorted(ops) == sorted([("Add", []), ("FusedElementwise", ["Mul", "Neg"]),
+    # Add+Relu -> mid (an output: the Add with the Relu its epilogue, one chain of its own), [Mul, Neg]
+    # -> y, [Sub, Abs] -> shared (read twice), [Exp, Add, Sqrt] -> z2 (reading shared twice, as an operand)
+    assert sorted(ops) == sorted([("FusedElementwise", ["Add", "Relu"]), ("FusedElementwise", ["Mul", "Neg"]),
                                   ("FusedElementwise", ["Sub", "Abs"]), ("FusedElementwise", ["Exp", "Add", "Sqrt"])])
     for g, want in zip(got, ort_run(model, feeds)):
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)

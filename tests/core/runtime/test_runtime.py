@@ -47,13 +47,14 @@ def test_outputs_ge_allocates_are_bound_or_copied_by_size(loaded, monkeypatch, c
     planned buffer, a large one bound in place; either way each run's results are its own."""
     from ge.core.runtime import context
     monkeypatch.setattr(context, "COPY_OUT_MAX", copy_out_max)
+    ctx = loaded.create_context()  # a context sorts the outputs by size as it is created
     x = np.ones((2, 3), np.float32)
-    first = loaded.nn_execute([x])
+    first = ctx.execute([x])
     first[0][...] = 0  # the caller's own array: nothing ge holds
-    second = loaded.nn_execute([x])
+    second = ctx.execute([x])
     assert second[0] is not first[0]
     np.testing.assert_array_equal(second[0], expected(x))
-    stats = loaded.default_context.stats
+    stats = ctx.stats
     if loaded.device.name == "cpu":  # (sim copies host arrays whatever their size)
         copied = copy_out_max > 0
         assert (stats["copied_outputs"], stats["zero_copy_outputs"]) == ((2, 0) if copied else (0, 2))
@@ -71,6 +72,20 @@ def test_moved_output_buffer_receives_the_results(loaded):
     loaded.nn_execute([x2], second)
     np.testing.assert_array_equal(second[0], expected(x2))
     np.testing.assert_array_equal(first[0], expected(x))  # the old buffer was not written again
+
+
+def test_outputs_of_our_own_after_the_callers_leave_the_callers_alone(loaded):
+    """A run without outputs after one with the caller's buffers unbinds them: the results land in
+    new arrays, the caller's buffers keep the earlier run's; and the caller's buffers bind again."""
+    x, x2 = np.ones((2, 3), np.float32), np.full((2, 3), -2.0, np.float32)
+    given = [np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)]
+    loaded.nn_execute([x], given)
+    ours = loaded.nn_execute([x2])
+    np.testing.assert_array_equal(ours[0], expected(x2))
+    np.testing.assert_array_equal(given[0], expected(x))
+    loaded.nn_execute([x2], given)
+    np.testing.assert_array_equal(given[0], expected(x2))
+    np.testing.assert_array_equal(ours[0], expected(x2))
 
 
 def test_same_buffers_twice_write_no_args(loaded):
