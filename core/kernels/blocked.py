@@ -1,0 +1,224 @@
+"""ge's ops on the blocked layout NCHW16c (passes/nchwc_layout.py gives a region of convolutions that
+layout): a tensor [N][C][H][W] held as [N][ceil(C/16)][H][W][16], 16 channels innermost, the padding
+channels finite (zeros from ReorderInput, act(0) from a conv: the next conv's zero weights ignore
+them). The block is 16 on every machine, so an OM's blocked shapes do not depend on where it runs.
+
+- ReorderInput: NCHW -> blocked (where a value enters a region);
+- ReorderOutput (channels): blocked -> NCHW (where one leaves it: a reader outside, a model output);
+- NchwcConv: a 2-D Conv of one group, X and Y (and FusedConv's residual Z) blocked, W and B as the
+  Conv has them; the attributes are Conv's (its schema at the model's opset) and the fused epilogue.
+
+Native plans: csrc/nchwc.c through nchwc.py (weights packed at load through the pack cache; the
+kernel applies bias, Z and a one-step activation as it stores, Y may be Z). The numpy plans unblock
+into the workspace, run the NCHW op's numpy plan, and block the result."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Meta
+from .epilogue import ATTR as EPILOGUE, native_act
+from .fused import GE_DOMAIN
+from .native import CallCache, run_for_threads
+from .nchwc import NchwcConv as NativeNchwcConv, reorder
+from .backend import NUMPY
+from .planned import PlannedKernel, Scratch
+from .registry import lookup, register
+from .schema import attribute_problem
+
+#: channels per block, on every machine
+BLOCK = 16
+
+
+def blocked_shape(shape) -> tuple:
+    """(n, ceil(c / BLOCK), *spatial, BLOCK) of an NCHW shape."""
+    n, c, *spatial = shape
+    return (n, -(-c // BLOCK), *spatial, BLOCK)
+
+
+def to_blocked(x: np.ndarray, y: np.ndarray) -> None:
+    """NCHW x into blocked y, zeros in the padding channels (numpy)."""
+    n, c = x.shape[:2]
+    full, tail = divmod(c, BLOCK)
+    channels_last = np.moveaxis(y, -1, 2)  # [n][cb][B][spatial]: a view of y
+    np.copyto(channels_last[:, :full], x[:, :full * BLOCK].reshape(channels_last[:, :full].shape))
+    if tail:
+        np.copyto(channels_last[:, full, :tail], x[:, full * BLOCK:])
+        channels_last[:, full, tail:] = 0
+
+
+def from_blocked(x: np.ndarray, y: np.ndarray) -> None:
+    """Blocked x into NCHW y (its padding channels dropped; numpy)."""
+    c = y.shape[1]
+    full, tail = divmod(c, BLOCK)
+    channels_last = np.moveaxis(x, -1, 2)
+    np.copyto(y[:, :full * BLOCK].reshape(channels_last[:, :full].shape), channels_last[:, :full])
+    if tail:
+        np.copyto(y[:, full * BLOCK:], channels_last[:, full, :tail])
+
+
+class _Blocked(PlannedKernel):
+    """Checks shared by the blocked ops: float32 4-D tensors, blocked ones of BLOCK channels."""
+
+    def float32_meta(self, i: int, what: str, rank: int) -> Meta:
+        m = self.input_meta(i, what)
+        if m.dtype != np.float32 or len(m.shape) != rank:
+            raise self.fail(f"input {i} ({what}) is {m.dtype} {tuple(m.shape)}, float32 of rank {rank} expected")
+        return m
+
+    def blocked_meta(self, i: int, what: str) -> Meta:
+        m = self.float32_meta(i, what, 5)
+        if m.shape[-1] != BLOCK:
+            raise self.fail(f"input {i} ({what}) has shape {tuple(m.shape)}: blocks of {BLOCK} channels expected last")
+        return m
+
+    def native_lib(self):
+        """The native library when this backend has one running the layout's block, else None."""
+        nat = self.backend.lib
+        return nat if nat is not None and nat.nchwc_block == BLOCK else None
+
+
+@register("ReorderInput", since=1, domain=GE_DOMAIN)
+class ReorderInput(_Blocked):
+    """NCHW X (float32, 4-D) -> blocked Y."""
+
+    def prepare(self):
+        xm = self.float32_meta(0, "X", 4)
+        self.out_metas = [Meta(xm.dtype, blocked_shape(xm.shape))]
+        self.scratch = Scratch()
+        self.nat = self.native_lib()
+        self.uses_native = self.nat is not None
+        self.calls = CallCache()
+
+    def _call(self, x, y):
+        return reorder(self.nat, x, y, True)
+
+    def bound(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.nat is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+            return run_for_threads(lambda: self._call(x, y))
+        return super().bound(xs, ys, ws)
+
+    def run(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.nat is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: self._call(x, y)).run()
+        else:
+            to_blocked(x, y)
+
+
+@register("ReorderOutput", since=1, domain=GE_DOMAIN)
+class ReorderOutput(ReorderInput):
+    """Blocked X -> NCHW Y of `channels` channels (attribute, required: the blocked shape rounds it up)."""
+
+    def prepare(self):
+        xm = self.blocked_meta(0, "X")
+        c = self.attrs.get("channels")
+        if type(c) is not int or not (xm.shape[1] - 1) * BLOCK < c <= xm.shape[1] * BLOCK:
+            raise self.fail(f"attrs['channels'] must be an int in [{(xm.shape[1] - 1) * BLOCK + 1}, "
+                            f"{xm.shape[1] * BLOCK}] (X has {xm.shape[1]} blocks of {BLOCK}), got {c!r}")
+        self.out_metas = [Meta(xm.dtype, (xm.shape[0], c) + tuple(xm.shape[2:4]))]
+        self.scratch = Scratch()
+        self.nat = self.native_lib()
+        self.uses_native = self.nat is not None
+        self.calls = CallCache()
+
+    def _call(self, x, y):
+        return reorder(self.nat, x, y, False)
+
+    def run(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.nat is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: self._call(x, y)).run()
+        else:
+            from_blocked(x, y)
+
+
+@register("NchwcConv", since=1, domain=GE_DOMAIN)
+class NchwcConv(_Blocked):
+    """Y = conv(X, W) + B (+ Z), then the epilogue; X, Y, Z blocked, W (OC, C, kh, kw) and B (OC) as
+    Conv's. Y may be Z (output_over): the native kernel reads each element of Z before it writes it,
+    the numpy plan unblocks Z first."""
+    output_over = 3
+
+    def prepare(self):
+        attrs = {k: v for k, v in self.attrs.items() if k != EPILOGUE}
+        problem = attribute_problem("", "Conv", self.opset, attrs, complete=True)
+        if problem:
+            raise self.fail(problem)
+        xm = self.blocked_meta(0, "X")
+        wm = self.float32_meta(1, "W", 4)
+        if int(attrs.get("group", 1)) != 1:
+            raise self.fail(f"attrs['group'] is {attrs['group']}: the blocked convolution has one group")
+        n, cb, h, w, _ = xm.shape
+        oc, c = wm.shape[:2]
+        if -(-c // BLOCK) != cb:
+            raise self.fail(f"W has shape {tuple(wm.shape)}: {c} input channels, X has {cb} blocks of {BLOCK}")
+        zm = self.inputs[3] if len(self.inputs) > 3 else None
+        self.residual = zm is not None
+        # the NCHW op this one computes, planned on numpy: its checks, its output, this op's numpy plan
+        x_plain = Meta(xm.dtype, (n, c, h, w))
+        y_plain = None
+        if self.residual:
+            zb = self.blocked_meta(3, "Z")
+            y_plain = Meta(zb.dtype, (zb.shape[0], oc) + tuple(zb.shape[2:4]))
+        metas = [x_plain, wm, self.input_meta(2, "B", optional=True)] + ([y_plain] if self.residual else [])
+        cls = lookup("FusedConv" if self.residual else "Conv", GE_DOMAIN if self.residual else "", self.opset, self.name)
+        self.plain = cls(attrs, metas, self.consts[:len(metas)], opset=self.opset, name=self.name,
+                         packs=self.packs, backend=NUMPY)
+        y = self.plain.out_metas[0]
+        self.out_metas = [Meta(y.dtype, blocked_shape(y.shape))]
+        if self.residual and tuple(zm.shape) != self.out_metas[0].shape:
+            raise self.fail(f"input 3 (Z) has shape {tuple(zm.shape)}, {self.out_metas[0].shape} expected")
+        self.nat = self.native_lib() if self.consts[1] is not None else None
+        self.uses_native = self.nat is not None
+        self.scratch = Scratch()
+        if self.uses_native:
+            p = self.plain
+            self.act = native_act(self.attrs.get(EPILOGUE))
+            self.absorbs_epilogue = self.act is not None
+            self.conv = NativeNchwcConv(self.nat, x_plain.shape, oc, tuple(p.kernel), strides=tuple(p.strides),
+                                        pads=(p.pb[0], p.pb[1], p.pe[0], p.pe[1]), dilations=tuple(p.dil), act=self.act)
+            self.calls = CallCache()
+            return
+        self.scratch.add("x", x_plain.shape, np.float32)
+        self.scratch.add("y", y.shape, np.float32)
+        if self.residual:
+            self.scratch.add("z", y.shape, np.float32)
+        self.scratch.add("plain", (self.plain.workspace_nbytes(),), np.uint8)
+
+    def pack(self):
+        if self.uses_native:
+            b = self.consts[2] if len(self.consts) > 2 else None
+            self.conv.wp, self.conv.bias = self.shared_pack(("nchwc", self.nat.nchwc_group), self._pack, self.consts[1], b)
+        else:
+            self.plain.load()
+
+    def _pack(self, w, b):
+        self.conv.pack(np.asarray(w, np.float32), None if b is None else np.asarray(b, np.float32))
+        return self.conv.wp, self.conv.bias
+
+    def _call(self, x, y, z):
+        return self.conv.call(x, y, z)
+
+    def bound(self, xs, ys, ws):
+        x, y, z = xs[0], ys[0], xs[3] if self.residual else None
+        if self.uses_native and all(a.flags.c_contiguous for a in (x, y) + ((z,) if z is not None else ())):
+            return run_for_threads(lambda: self._call(x, y, z))
+        return super().bound(xs, ys, ws)
+
+    def run(self, xs, ys, ws):
+        x, y, z = xs[0], ys[0], xs[3] if self.residual else None
+        if self.uses_native:
+            arrays = [np.ascontiguousarray(a) if a is not None else None for a in (x, z)]
+            out = y if y.flags.c_contiguous else np.empty(y.shape, np.float32)
+            self.calls.get((arrays[0], out, arrays[1]), lambda: self._call(arrays[0], out, arrays[1])).run()
+            if out is not y:
+                np.copyto(y, out)
+            return
+        v = self.views(ws)
+        from_blocked(x, v["x"])
+        if self.residual:
+            from_blocked(z, v["z"])  # before y is written: y may be z
+        b = xs[2] if len(xs) > 2 else None
+        self.plain.run([v["x"], xs[1], b] + ([v["z"]] if self.residual else []), [v["y"]], v["plain"])
+        to_blocked(v["y"], y)

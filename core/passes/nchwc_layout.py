@@ -1,0 +1,179 @@
+"""Run connected convolutions in the blocked layout NCHW16c (kernels/blocked.py, csrc/nchwc.c).
+
+Why: in NCHW a convolution's activations are the GEMM's vector operand, packed or gathered at every
+call, and each output is transposed back into planes; in NCHW16c the weights are the vector operand,
+the input is read in place and the output is already the next convolution's input (onnxruntime's
+MLAS runs CNNs so). The layout pays where convolutions follow each other: a value entering the
+region costs a ReorderInput, one leaving it (a reader outside, a model output) a ReorderOutput,
+about a pass over memory each.
+
+Recognized: float32 2-D Conv and ge::FusedConv nodes of one group with constant weights (their
+fused epilogues go along), whose input and output channels waste little in blocks of 16 (ResNet-50's
+3-channel stem stays NCHW: the region starts after its MaxPool). Convolutions are joined into a region
+through a value one writes and another reads (as X or as FusedConv's residual Z), or that both read.
+A region is rewritten when it pays: more convolutions than reorders (a lone conv between two reorders
+does not; MobileNets' pointwise convs, which sit between depthwise ones, form regions of 3 convs and 4
+reorders) and at least PAYBACK multiply-adds per element reordered. Inside, values become blocked
+tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels like any tensor.
+Runs last among the fusions (after precision_mode when one is set), on static graphs."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+from ..kernels.blocked import BLOCK, blocked_shape
+from ..kernels.fused import GE_DOMAIN
+
+#: a conv joins a region when its input and output channels rounded up to blocks are at most this
+#: many times what they are (24 -> 32 passes; 3 -> 16 or 17 -> 32 do not)
+MAX_WASTE = 4 / 3
+#: a region's multiply-adds per element its reorders move, at least: the blocked kernel saves about
+#: 10% of ge's NCHW time, some 2 ps per multiply-add, a reorder costs about 0.2 ns per element
+#: (benchmarks/nchwc_resnet_chain.py, docs/design-notes.md "NCHWc"); with a margin
+PAYBACK = 512
+#: the inputs of a conv that may be blocked: X, and FusedConv's Z
+_BLOCKED_INPUTS = (0, 3)
+
+
+def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
+    convs = [n for n in graph.nodes if _eligible(graph, n)]
+    regions = [r for r in _regions(graph, convs) if _pays(graph, r)]
+    for region in regions:
+        _rewrite(graph, region)
+    if regions:
+        graph.opset.setdefault(GE_DOMAIN, graph.opset.get("", 17))  # see kernels/fused.py
+    if stats is not None:
+        stats["regions"] = stats.get("regions", 0) + len(regions)
+        stats["blocked_convs"] = stats.get("blocked_convs", 0) + sum(len(r.convs) for r in regions)
+        stats["reorders"] = stats.get("reorders", 0) + sum(len(r.entering) + len(r.leaving) for r in regions)
+    return graph
+
+
+def _eligible(graph: Graph, node: Node) -> bool:
+    if (node.domain, node.op_type) not in (("", "Conv"), (GE_DOMAIN, "FusedConv")) or len(node.outputs) != 1:
+        return False
+    if int(node.attrs.get("group", 1)) != 1 or node.inputs[0] in graph.initializers:
+        return False
+    w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else ""
+    if w not in graph.initializers or (b and b not in graph.initializers):
+        return False
+    x, y = graph.values.get(node.inputs[0]), graph.values.get(node.outputs[0])
+    metas = [v for v in (x, y) if v is not None and v.is_static]
+    if len(metas) != 2 or any(v.dtype != np.float32 or len(v.shape) != 4 for v in metas):
+        return False
+    if node.op_type == "FusedConv":
+        z = graph.values.get(node.inputs[3])
+        if node.inputs[3] in graph.initializers or z is None or not z.is_static or z.meta != y.meta:
+            return False
+    return all(-(-c // BLOCK) * BLOCK <= MAX_WASTE * c for c in (x.shape[1], y.shape[1]))
+
+
+class _Region:
+    def __init__(self, convs: list[Node]):
+        self.convs = convs
+        ids = {id(n) for n in convs}
+        self.ids = ids
+        self.outputs = {n.outputs[0] for n in convs}
+        self.entering: list[str] = []  # values read blocked, written outside: a ReorderInput each
+        self.leaving: list[str] = []  # values written blocked, read outside or model outputs: a ReorderOutput each
+
+
+def _blocked_reads(node: Node) -> list[str]:
+    return [node.inputs[i] for i in _BLOCKED_INPUTS if i < len(node.inputs) and node.inputs[i]]
+
+
+def _regions(graph: Graph, convs: list[Node]) -> list[_Region]:
+    """The connected groups of eligible convs (union-find over the values they write and read blocked)."""
+    parent = {id(n): id(n) for n in convs}
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    touching: dict[str, list[int]] = {}  # value -> the convs writing or reading it blocked
+    for n in convs:
+        for name in _blocked_reads(n) + [n.outputs[0]]:
+            touching.setdefault(name, []).append(id(n))
+    for ks in touching.values():
+        for k in ks[1:]:
+            parent[root(k)] = root(ks[0])
+    groups: dict[int, list[Node]] = {}
+    for n in convs:
+        groups.setdefault(root(id(n)), []).append(n)
+    consumers = graph.consumers()
+    regions = []
+    for members in groups.values():
+        r = _Region(members)
+        for n in members:
+            for name in _blocked_reads(n):
+                if name not in r.outputs and name not in r.entering:
+                    r.entering.append(name)
+        for n in members:
+            y = n.outputs[0]
+            outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(u)]
+            if outside or y in graph.outputs:
+                r.leaving.append(y)
+        regions.append(r)
+    return regions
+
+
+def _pays(graph: Graph, r: _Region) -> bool:
+    reorders = len(r.entering) + len(r.leaving)
+    moved = sum(graph.meta(v).numel for v in r.entering + r.leaving)
+    macs = sum(graph.meta(n.outputs[0]).numel * math.prod(graph.initializers[n.inputs[1]].shape[1:]) for n in r.convs)
+    return len(r.convs) > reorders and macs >= PAYBACK * moved
+
+
+def _rewrite(graph: Graph, r: _Region) -> None:
+    """The region's convs as NchwcConv on blocked values; a ReorderInput before the first reader of each
+    entering value, a ReorderOutput after the producer of each leaving one (which keeps its name and
+    layout for its readers outside)."""
+    blocked: dict[str, str] = {}
+    for name in r.entering + r.leaving:
+        blocked[name] = _unused(graph, f"{name}:nchwc")
+        graph.values[blocked[name]] = Value(blocked[name], np.dtype(np.float32), blocked_shape(graph.meta(name).shape))
+    for n in r.convs:  # the values inside keep their names, their layout becomes blocked
+        y = n.outputs[0]
+        if y not in blocked:
+            v = graph.values[y]
+            v.shape = blocked_shape(v.shape)
+            blocked[y] = y
+    first_reader = {name: min((k for k, n in enumerate(graph.nodes) if id(n) in r.ids and name in _blocked_reads(n)))
+                    for name in r.entering}
+    nodes = []
+    for k, n in enumerate(graph.nodes):
+        for name in r.entering:
+            if first_reader[name] == k:
+                nodes.append(Node("ReorderInput", [name], [blocked[name]], name=_unused_node(graph, f"{name}:to_nchwc"),
+                                  domain=GE_DOMAIN))
+        if id(n) not in r.ids:
+            nodes.append(n)
+            continue
+        inputs = [blocked[i] if j in _BLOCKED_INPUTS and i else i for j, i in enumerate(n.inputs)]
+        y = n.outputs[0]
+        nodes.append(Node("NchwcConv", inputs, [blocked[y]], attrs=dict(n.attrs), name=n.name, domain=GE_DOMAIN))
+        if y in r.leaving:
+            nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+                              name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
+    graph.nodes = nodes
+
+
+def _unused(graph: Graph, name: str) -> str:
+    k, out = 1, name
+    while out in graph.values or out in graph.initializers:
+        k += 1
+        out = f"{name}{k}"
+    return out
+
+
+def _unused_node(graph: Graph, name: str) -> str:
+    taken = {n.name for n in graph.nodes}
+    k, out = 1, name
+    while out in taken:
+        k += 1
+        out = f"{name}{k}"
+    return out
