@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import GraphError
 from ..ir import Meta
 from .epilogue import ATTR as EPILOGUE, native_act
 from .fused import GE_DOMAIN
@@ -163,8 +164,11 @@ class NchwcConv(_Blocked):
             y_plain = Meta(zb.dtype, (zb.shape[0], oc) + tuple(zb.shape[2:4]))
         metas = [x_plain, wm, self.input_meta(2, "B", optional=True)] + ([y_plain] if self.residual else [])
         cls = lookup("FusedConv" if self.residual else "Conv", GE_DOMAIN if self.residual else "", self.opset, self.name)
-        self.plain = cls(attrs, metas, self.consts[:len(metas)], opset=self.opset, name=self.name,
-                         packs=self.packs, backend=NUMPY)
+        try:
+            self.plain = cls(attrs, metas, self.consts[:len(metas)], opset=self.opset, name=self.name,
+                             packs=self.packs, backend=NUMPY)
+        except GraphError as e:  # named as this op
+            raise self.fail(str(e).removeprefix(f"node '{self.name}' ({cls.op_type}): ")) from None
         y = self.plain.out_metas[0]
         self.out_metas = [Meta(y.dtype, blocked_shape(y.shape))]
         if self.residual and tuple(zm.shape) != self.out_metas[0].shape:

@@ -27,12 +27,12 @@ from ..kernels.blocked import BLOCK, blocked_shape
 from ..kernels.fused import GE_DOMAIN
 
 #: a conv joins a region when its input and output channels rounded up to blocks are at most this
-#: many times what they are (24 -> 32 passes; 3 -> 16 or 17 -> 32 do not)
-MAX_WASTE = 4 / 3
+#: many times what they are, (numerator, denominator) (24 -> 32 passes; 3 -> 16 or 17 -> 32 do not)
+MAX_WASTE = (4, 3)
 #: a region's multiply-adds per element its reorders move, at least: the blocked kernel saves about
 #: 10% of ge's NCHW time, some 2 ps per multiply-add, a reorder costs about 0.2 ns per element
-#: (benchmarks/nchwc_resnet_chain.py, docs/design-notes.md "NCHWc"); with a margin
-PAYBACK = 512
+#: (benchmarks/nchwc_resnet_chain.py, docs/design-notes.md "NCHWc"): about 130 to break even; twice that
+PAYBACK = 256
 #: the inputs of a conv that may be blocked: X, and FusedConv's Z
 _BLOCKED_INPUTS = (0, 3)
 
@@ -67,7 +67,7 @@ def _eligible(graph: Graph, node: Node) -> bool:
         z = graph.values.get(node.inputs[3])
         if node.inputs[3] in graph.initializers or z is None or not z.is_static or z.meta != y.meta:
             return False
-    return all(-(-c // BLOCK) * BLOCK <= MAX_WASTE * c for c in (x.shape[1], y.shape[1]))
+    return all(-(-c // BLOCK) * BLOCK * MAX_WASTE[1] <= MAX_WASTE[0] * c for c in (x.shape[1], y.shape[1]))
 
 
 class _Region:
