@@ -7,9 +7,9 @@ place a broadcast at a time, and the output is already the next convolution's in
 convolutions in this layout packs nothing per call (onnxruntime's MLAS runs CNNs this way).
 
 NchwcConv plans one 2-D Conv (group 1) on blocked tensors, with bias, a residual Z in the same layout
-and the activation the kernel applies as it stores; `reorder` converts NCHW <-> blocked. Not yet
-wired into the compiler: benchmarks/nchwc_layers.py measures it against ge's NCHW plans and
-onnxruntime (docs/design-notes.md, "NCHWc")."""
+and the activation the kernel applies as it stores; `reorder` converts NCHW <-> blocked. blocked.py's
+ops run them (passes/nchwc_layout.py); benchmarks/nchwc_layers.py measures the kernel against ge's NCHW
+plans and onnxruntime (docs/design-notes.md, "NCHWc")."""
 from __future__ import annotations
 
 import numpy as np
