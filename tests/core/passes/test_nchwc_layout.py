@@ -295,3 +295,23 @@ def test_a_mutated_om_fails_naming_the_field(tmp_path, default_backend, field, v
         write_om(ge_model, tmp_path / "bad.om")
         with pytest.raises(GeError, match=r"\(ReorderOutput\): .*" + problem):
             api.load_from_file(str(tmp_path / "bad.om"), "cpu")
+
+
+@pytest.mark.parametrize("kind, spec, dynamic", [("range", "x:1~4,3,48,48", {}),
+                                                 ("gears", "x:-1,3,48,48", {"dynamic_batch_size": "1,3"})])
+def test_gears_and_ranges_run_blocked(tmp_path, default_backend, kind, spec, dynamic):
+    """A gear is a static graph of its own, blocked like any; a range model runs at its shapes too."""
+    default_backend("native")
+    model = resnet_style("N")
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    result = api.atc(path, str(tmp_path / kind), input_shape=spec, dynamic=dynamic)
+    if kind == "gears":
+        assert all([t.op_type for t in sub.tasks] == RESNET_TASKS for sub in result.model.submodels)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for batch in (1, 3):
+            feeds = {"x": rng.standard_normal((batch, 3, 48, 48)).astype(np.float32)}
+            assert_close(api.execute(model_id, feeds), ort_run(model, feeds))
+    finally:
+        api.unload(model_id)
