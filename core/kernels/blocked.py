@@ -78,60 +78,56 @@ class _Blocked(PlannedKernel):
         return nat if nat is not None and nat.nchwc_block == BLOCK else None
 
 
-@register("ReorderInput", since=1, domain=GE_DOMAIN)
-class ReorderInput(_Blocked):
-    """NCHW X (float32, 4-D) -> blocked Y."""
+class _Reorder(_Blocked):
+    """NCHW <-> blocked: the native reorder, or numpy's copies through strided views."""
+    to_blocked: bool
 
-    def prepare(self):
-        xm = self.float32_meta(0, "X", 4)
-        self.out_metas = [Meta(xm.dtype, blocked_shape(xm.shape))]
+    def plan(self, out: Meta) -> None:
+        self.out_metas = [out]
         self.scratch = Scratch()
         self.nat = self.native_lib()
         self.uses_native = self.nat is not None
         self.calls = CallCache()
 
-    def _call(self, x, y):
-        return reorder(self.nat, x, y, True)
+    def _native(self, x, y) -> bool:
+        return self.nat is not None and x.flags.c_contiguous and y.flags.c_contiguous
 
     def bound(self, xs, ys, ws):
         x, y = xs[0], ys[0]
-        if self.nat is not None and x.flags.c_contiguous and y.flags.c_contiguous:
-            return run_for_threads(lambda: self._call(x, y))
+        if self._native(x, y):
+            return run_for_threads(lambda: reorder(self.nat, x, y, self.to_blocked))
         return super().bound(xs, ys, ws)
 
     def run(self, xs, ys, ws):
         x, y = xs[0], ys[0]
-        if self.nat is not None and x.flags.c_contiguous and y.flags.c_contiguous:
-            self.calls.get((x, y), lambda: self._call(x, y)).run()
+        if self._native(x, y):
+            self.calls.get((x, y), lambda: reorder(self.nat, x, y, self.to_blocked)).run()
         else:
-            to_blocked(x, y)
+            (to_blocked if self.to_blocked else from_blocked)(x, y)
+
+
+@register("ReorderInput", since=1, domain=GE_DOMAIN)
+class ReorderInput(_Reorder):
+    """NCHW X (float32, 4-D) -> blocked Y."""
+    to_blocked = True
+
+    def prepare(self):
+        xm = self.float32_meta(0, "X", 4)
+        self.plan(Meta(xm.dtype, blocked_shape(xm.shape)))
 
 
 @register("ReorderOutput", since=1, domain=GE_DOMAIN)
-class ReorderOutput(ReorderInput):
+class ReorderOutput(_Reorder):
     """Blocked X -> NCHW Y of `channels` channels (attribute, required: the blocked shape rounds it up)."""
+    to_blocked = False
 
     def prepare(self):
         xm = self.blocked_meta(0, "X")
-        c = self.attrs.get("channels")
-        if type(c) is not int or not (xm.shape[1] - 1) * BLOCK < c <= xm.shape[1] * BLOCK:
-            raise self.fail(f"attrs['channels'] must be an int in [{(xm.shape[1] - 1) * BLOCK + 1}, "
-                            f"{xm.shape[1] * BLOCK}] (X has {xm.shape[1]} blocks of {BLOCK}), got {c!r}")
-        self.out_metas = [Meta(xm.dtype, (xm.shape[0], c) + tuple(xm.shape[2:4]))]
-        self.scratch = Scratch()
-        self.nat = self.native_lib()
-        self.uses_native = self.nat is not None
-        self.calls = CallCache()
-
-    def _call(self, x, y):
-        return reorder(self.nat, x, y, False)
-
-    def run(self, xs, ys, ws):
-        x, y = xs[0], ys[0]
-        if self.nat is not None and x.flags.c_contiguous and y.flags.c_contiguous:
-            self.calls.get((x, y), lambda: self._call(x, y)).run()
-        else:
-            from_blocked(x, y)
+        c, blocks = self.attrs.get("channels"), xm.shape[1]
+        if type(c) is not int or not (blocks - 1) * BLOCK < c <= blocks * BLOCK:
+            raise self.fail(f"attrs['channels'] must be an int in [{(blocks - 1) * BLOCK + 1}, {blocks * BLOCK}] "
+                            f"(X has {blocks} blocks of {BLOCK}), got {c!r}")
+        self.plan(Meta(xm.dtype, (xm.shape[0], c) + tuple(xm.shape[2:4])))
 
 
 @register("NchwcConv", since=1, domain=GE_DOMAIN)
