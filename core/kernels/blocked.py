@@ -159,12 +159,8 @@ class NchwcConv(_Blocked):
             zb = self.blocked_meta(3, "Z")
             y_plain = Meta(zb.dtype, (zb.shape[0], oc) + tuple(zb.shape[2:4]))
         metas = [x_plain, wm, self.input_meta(2, "B", optional=True)] + ([y_plain] if self.residual else [])
-        cls = lookup("FusedConv" if self.residual else "Conv", GE_DOMAIN if self.residual else "", self.opset, self.name)
-        try:
-            self.plain = cls(attrs, metas, self.consts[:len(metas)], opset=self.opset, name=self.name,
-                             packs=self.packs, backend=NUMPY)
-        except GraphError as e:  # named as this op
-            raise self.fail(str(e).removeprefix(f"node '{self.name}' ({cls.op_type}): ")) from None
+        self.plain = _plain_kernel(self, "FusedConv" if self.residual else "Conv", GE_DOMAIN if self.residual else "",
+                                   metas)
         y = self.plain.out_metas[0]
         self.out_metas = [Meta(y.dtype, blocked_shape(y.shape))]
         if self.residual and tuple(zm.shape) != self.out_metas[0].shape:
@@ -222,3 +218,103 @@ class NchwcConv(_Blocked):
         b = xs[2] if len(xs) > 2 else None
         self.plain.run([v["x"], xs[1], b] + ([v["z"]] if self.residual else []), [v["y"]], v["plain"])
         to_blocked(v["y"], y)
+
+
+@register("NchwcMaxPool", since=1, domain=GE_DOMAIN)
+class NchwcMaxPool(_Blocked):
+    """MaxPool (2-D, no Indices) of blocked X into blocked Y; the attributes are MaxPool's (its schema at
+    the model's opset). The padding channels pool to themselves: finite stays finite."""
+
+    def prepare(self):
+        problem = attribute_problem("", "MaxPool", self.opset, self.attrs, complete=True)
+        if problem:
+            raise self.fail(problem)
+        xm = self.blocked_meta(0, "X")
+        if self.num_outputs != 1:
+            raise self.fail(f"{self.num_outputs} outputs: the blocked MaxPool gives no Indices")
+        n, cb, h, w, _ = xm.shape
+        x_plain = Meta(xm.dtype, (n, cb * BLOCK, h, w))  # the padding channels too: pooled like the others
+        self.plain = _plain_kernel(self, "MaxPool", "", [x_plain])
+        y = self.plain.out_metas[0]
+        self.out_metas = [Meta(y.dtype, blocked_shape(y.shape))]
+        self.scratch = Scratch()
+        self.nat = self.native_lib()
+        self.uses_native = self.nat is not None
+        if self.uses_native:
+            p = self.plain
+            self.window = (n * cb, h, w, *p.out, *p.kernel, *p.strides, *p.pb, *p.dil)
+            self.calls = CallCache()
+            return
+        self.scratch.add("x", x_plain.shape, np.float32)
+        self.scratch.add("y", y.shape, np.float32)
+        self.scratch.add("plain", (self.plain.workspace_nbytes(),), np.uint8)
+
+    def _native(self, x, y) -> bool:
+        return self.uses_native and x.flags.c_contiguous and y.flags.c_contiguous
+
+    def bound(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self._native(x, y):
+            return run_for_threads(lambda: self.nat.nchwc_max_pool_call(x, y, self.window))
+        return super().bound(xs, ys, ws)
+
+    def run(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self._native(x, y):
+            self.calls.get((x, y), lambda: self.nat.nchwc_max_pool_call(x, y, self.window)).run()
+        elif self.uses_native:  # strided arrays: through contiguous copies
+            out = np.empty(y.shape, np.float32)
+            self.nat.nchwc_max_pool_call(np.ascontiguousarray(x), out, self.window).run()
+            np.copyto(y, out)
+        else:
+            v = self.views(ws)
+            from_blocked(x, v["x"])
+            self.plain.run([v["x"]], [v["y"]], v["plain"])
+            to_blocked(v["y"], y)
+
+
+@register("NchwcGlobalAveragePool", since=1, domain=GE_DOMAIN)
+class NchwcGlobalAveragePool(_Blocked):
+    """GlobalAveragePool of blocked X into NCHW Y (N, channels, 1, 1): a region's last reader needs no
+    ReorderOutput before its pool."""
+
+    def prepare(self):
+        xm = self.blocked_meta(0, "X")
+        c, blocks = self.attrs.get("channels"), xm.shape[1]
+        if type(c) is not int or not (blocks - 1) * BLOCK < c <= blocks * BLOCK:
+            raise self.fail(f"attrs['channels'] must be an int in [{(blocks - 1) * BLOCK + 1}, {blocks * BLOCK}] "
+                            f"(X has {blocks} blocks of {BLOCK}), got {c!r}")
+        self.n, self.c, self.plane = xm.shape[0], c, xm.shape[2] * xm.shape[3]
+        self.out_metas = [Meta(xm.dtype, (self.n, c, 1, 1))]
+        self.scratch = Scratch()
+        self.nat = self.native_lib()
+        self.uses_native = self.nat is not None
+        self.calls = CallCache()
+
+    def _call(self, x, y):
+        return self.nat.nchwc_mean_call(x, y, self.n, self.c, self.plane)
+
+    def bound(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.uses_native and x.flags.c_contiguous and y.flags.c_contiguous:
+            return run_for_threads(lambda: self._call(x, y))
+        return super().bound(xs, ys, ws)
+
+    def run(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.uses_native and x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: self._call(x, y)).run()
+            return
+        means = x.reshape(self.n, -1, self.plane, BLOCK).mean(axis=2, dtype=np.float32)
+        np.copyto(y[:, :, 0, 0], means.reshape(self.n, -1)[:, :self.c])
+
+
+def _plain_kernel(k: _Blocked, op: str, domain: str, metas: list):
+    """The NCHW op a blocked one computes, planned on numpy with k's attributes (its checks, its output
+    metas, k's numpy plan); its refusals name k."""
+    attrs = {key: v for key, v in k.attrs.items() if key != EPILOGUE}
+    cls = lookup(op, domain, k.opset, k.name)
+    try:
+        return cls(attrs, metas, k.consts[:len(metas)], opset=k.opset, name=k.name, packs=k.packs, backend=NUMPY)
+    except GraphError as e:
+        raise k.fail(str(e).removeprefix(f"node '{k.name}' ({cls.op_type}): ")) from None

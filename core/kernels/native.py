@@ -55,6 +55,7 @@ _SIGNATURES = {
     "ge_rows": ([_ptr], None),
     "ge_nchwc_block": ([], _int), "ge_nchwc_group": ([], _int),
     "ge_nchwc_conv": ([_ptr], None), "ge_nchwc_reorder": ([_ptr], None),
+    "ge_nchwc_max_pool": ([_ptr], None), "ge_nchwc_mean": ([_ptr], None),
     "ge_eltwise": ([_ptr], _int),
     "ge_recurrent": ([_ptr], None), "ge_recurrent_workspace_floats": ([ctypes.c_int32, _i64, _i64], _i64),
     "ge_half_to_float": ([_ptr, _ptr, _i64, _int], None), "ge_float_to_half": ([_ptr, _ptr, _i64, _int], None),
@@ -301,6 +302,17 @@ class Native:
         args = NchwcReorder(x.ctypes.data, y.ctypes.data, batch, channels, plane, int(to_blocked), threads())
         return PreparedCall(self.lib.ge_nchwc_reorder, args, (x, y))
 
+    def nchwc_max_pool_call(self, x: np.ndarray, y: np.ndarray, window: tuple) -> PreparedCall:
+        """MaxPool of the blocked x into the blocked y (float32, nchwc_pool.c); window: NchwcMaxPool's
+        planes .. dw, in order; prepared."""
+        args = NchwcMaxPool(x.ctypes.data, y.ctypes.data, *window, threads())
+        return PreparedCall(self.lib.ge_nchwc_max_pool, args, (x, y))
+
+    def nchwc_mean_call(self, x: np.ndarray, y: np.ndarray, batch: int, channels: int, plane: int) -> PreparedCall:
+        """The plane means of the blocked x into NCHW y [batch][channels] (float32, nchwc_pool.c), prepared."""
+        args = NchwcMean(x.ctypes.data, y.ctypes.data, batch, channels, plane, threads())
+        return PreparedCall(self.lib.ge_nchwc_mean, args, (x, y))
+
     def eltwise_call(self, dtype_code: int, n: int, operands: list, inner: np.ndarray, period: np.ndarray,
                      code: np.ndarray, param: np.ndarray, n_regs: int, y: np.ndarray) -> PreparedCall:
         """A fused elementwise chain over n elements of y (csrc/eltwise.c documents the program:
@@ -487,6 +499,18 @@ class NchwcReorder(ctypes.Structure):
                 ("to_blocked", ctypes.c_int32), ("threads", ctypes.c_int32)]
 
 
+class NchwcMaxPool(ctypes.Structure):
+    """csrc/abi.h's NchwcMaxPool."""
+    _fields_ = [("x", _ptr), ("y", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw",
+                                                                 "ph", "pw", "dh", "dw")] + [("threads", ctypes.c_int32)]
+
+
+class NchwcMean(ctypes.Structure):
+    """csrc/abi.h's NchwcMean."""
+    _fields_ = [("x", _ptr), ("y", _ptr), ("batch", _i64), ("channels", _i64), ("plane", _i64),
+                ("threads", ctypes.c_int32)]
+
+
 class Rows(ctypes.Structure):
     """csrc/abi.h's Rows."""
     _fields_ = [("x", _ptr), ("scale", _ptr), ("bias", _ptr), ("y", _ptr), ("rows", _i64), ("cols", _i64),
@@ -649,7 +673,7 @@ class AbiEntry(ctypes.Structure):
 
 
 ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
-               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder)
+               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

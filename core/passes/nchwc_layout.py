@@ -15,6 +15,10 @@ A region is rewritten when it pays: more convolutions than reorders (a lone conv
 does not; MobileNets' pointwise convs, which sit between depthwise ones, form regions of 3 convs and 4
 reorders) and at least PAYBACK multiply-adds per element reordered. Inside, values become blocked
 tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels like any tensor.
+A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
+joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
+around it. A pool after a conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input
+would cost more than its output.
 Runs last among the fusions (after precision_mode when one is set), on static graphs."""
 from __future__ import annotations
 
@@ -33,13 +37,18 @@ MAX_WASTE = (4, 3)
 #: 10% of ge's NCHW time, some 2 ps per multiply-add, a reorder costs about 0.2 ns per element
 #: (benchmarks/nchwc_resnet_chain.py, docs/design-notes.md "NCHWc"): about 130 to break even; twice that
 PAYBACK = 256
-#: the inputs of a conv that may be blocked: X, and FusedConv's Z
-_BLOCKED_INPUTS = (0, 3)
+_CONVS = (("", "Conv"), (GE_DOMAIN, "FusedConv"))
+_POOLS = {("", "MaxPool"): "NchwcMaxPool", ("", "GlobalAveragePool"): "NchwcGlobalAveragePool"}
 
 
 def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
-    convs = [n for n in graph.nodes if _eligible(graph, n)]
-    regions = [r for r in _regions(graph, convs) if _pays(graph, r)]
+    members, writers = [], set()  # writers: the values a member writes blocked
+    for n in graph.nodes:  # in graph order: a pool's producer is decided before it
+        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers):
+            members.append(n)
+            if n.op_type != "GlobalAveragePool":
+                writers.add(n.outputs[0])
+    regions = [r for r in _regions(graph, members) if _pays(graph, r)]
     for region in regions:
         _rewrite(graph, region)
     if regions:
@@ -47,12 +56,23 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
     if stats is not None:
         stats["regions"] = stats.get("regions", 0) + len(regions)
         stats["blocked_convs"] = stats.get("blocked_convs", 0) + sum(len(r.convs) for r in regions)
+        stats["blocked_pools"] = stats.get("blocked_pools", 0) + sum(len(r.members) - len(r.convs) for r in regions)
         stats["reorders"] = stats.get("reorders", 0) + sum(len(r.entering) + len(r.leaving) for r in regions)
     return graph
 
 
-def _eligible(graph: Graph, node: Node) -> bool:
-    if (node.domain, node.op_type) not in (("", "Conv"), (GE_DOMAIN, "FusedConv")) or len(node.outputs) != 1:
+def _eligible_pool(graph: Graph, node: Node, writers: set) -> bool:
+    """A 2-D float32 MaxPool without Indices or a GlobalAveragePool of a value a member writes blocked."""
+    if (node.domain, node.op_type) not in _POOLS or not node.inputs or node.inputs[0] not in writers:
+        return False
+    if len([o for o in node.outputs if o]) != 1 or not node.outputs[0]:
+        return False
+    y = graph.values.get(node.outputs[0])
+    return y is not None and y.is_static and y.dtype == np.float32 and len(y.shape) == 4
+
+
+def _eligible_conv(graph: Graph, node: Node) -> bool:
+    if (node.domain, node.op_type) not in _CONVS or len(node.outputs) != 1:
         return False
     if int(node.attrs.get("group", 1)) != 1 or node.inputs[0] in graph.initializers:
         return False
@@ -71,22 +91,24 @@ def _eligible(graph: Graph, node: Node) -> bool:
 
 
 class _Region:
-    def __init__(self, convs: list[Node]):
-        self.convs = convs
-        ids = {id(n) for n in convs}
-        self.ids = ids
-        self.outputs = {n.outputs[0] for n in convs}
+    def __init__(self, members: list[Node]):
+        self.members = members
+        self.convs = [n for n in members if (n.domain, n.op_type) in _CONVS]
+        self.ids = {id(n) for n in members}
+        self.outputs = {n.outputs[0] for n in members if n.op_type != "GlobalAveragePool"}  # written blocked
         self.entering: list[str] = []  # values read blocked, written outside: a ReorderInput each
         self.leaving: list[str] = []  # values written blocked, read outside or model outputs: a ReorderOutput each
 
 
 def _blocked_reads(node: Node) -> list[str]:
-    return [node.inputs[i] for i in _BLOCKED_INPUTS if i < len(node.inputs) and node.inputs[i]]
+    """What a member reads blocked: X, and FusedConv's Z."""
+    at = (0, 3) if (node.domain, node.op_type) in _CONVS else (0,)
+    return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
 
-def _regions(graph: Graph, convs: list[Node]) -> list[_Region]:
-    """The connected groups of eligible convs (union-find over the values they write and read blocked)."""
-    parent = {id(n): id(n) for n in convs}
+def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
+    """The connected groups of members (union-find over the values they write and read blocked)."""
+    parent = {id(n): id(n) for n in members}
 
     def root(k):
         while parent[k] != k:
@@ -94,15 +116,15 @@ def _regions(graph: Graph, convs: list[Node]) -> list[_Region]:
             k = parent[k]
         return k
 
-    touching: dict[str, list[int]] = {}  # value -> the convs writing or reading it blocked
-    for n in convs:
-        for name in _blocked_reads(n) + [n.outputs[0]]:
+    touching: dict[str, list[int]] = {}  # value -> the members writing or reading it blocked
+    for n in members:
+        for name in _blocked_reads(n) + ([n.outputs[0]] if n.op_type != "GlobalAveragePool" else []):
             touching.setdefault(name, []).append(id(n))
     for ks in touching.values():
         for k in ks[1:]:
             parent[root(k)] = root(ks[0])
     groups: dict[int, list[Node]] = {}
-    for n in convs:
+    for n in members:
         groups.setdefault(root(id(n)), []).append(n)
     consumers = graph.consumers()
     regions = []
@@ -114,6 +136,8 @@ def _regions(graph: Graph, convs: list[Node]) -> list[_Region]:
                     r.entering.append(name)
         for n in members:
             y = n.outputs[0]
+            if y not in r.outputs:
+                continue
             outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(u)]
             if outside or y in graph.outputs:
                 r.leaving.append(y)
@@ -129,15 +153,14 @@ def _pays(graph: Graph, r: _Region) -> bool:
 
 
 def _rewrite(graph: Graph, r: _Region) -> None:
-    """The region's convs as NchwcConv on blocked values; a ReorderInput before the first reader of each
-    entering value, a ReorderOutput after the producer of each leaving one (which keeps its name and
-    layout for its readers outside)."""
+    """The region's members as ge's blocked ops; a ReorderInput before the first reader of each entering
+    value, a ReorderOutput after the producer of each leaving one (which keeps its name and layout for
+    its readers outside)."""
     blocked: dict[str, str] = {}
     for name in r.entering + r.leaving:
         blocked[name] = _unused(graph, f"{name}:nchwc")
         graph.values[blocked[name]] = Value(blocked[name], np.dtype(np.float32), blocked_shape(graph.meta(name).shape))
-    for n in r.convs:  # the values inside keep their names, their layout becomes blocked
-        y = n.outputs[0]
+    for y in r.outputs:  # the values inside keep their names, their layout becomes blocked
         if y not in blocked:
             v = graph.values[y]
             v.shape = blocked_shape(v.shape)
@@ -153,9 +176,16 @@ def _rewrite(graph: Graph, r: _Region) -> None:
         if id(n) not in r.ids:
             nodes.append(n)
             continue
-        inputs = [blocked[i] if j in _BLOCKED_INPUTS and i else i for j, i in enumerate(n.inputs)]
+        reads = _blocked_reads(n)
+        inputs = [blocked[i] if i in reads else i for i in n.inputs]
         y = n.outputs[0]
-        nodes.append(Node("NchwcConv", inputs, [blocked[y]], attrs=dict(n.attrs), name=n.name, domain=GE_DOMAIN))
+        if n.op_type == "GlobalAveragePool":  # reads blocked, writes NCHW
+            nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+                              name=n.name, domain=GE_DOMAIN))
+            continue
+        op = _POOLS.get((n.domain, n.op_type), "NchwcConv")
+        nodes.append(Node(op, inputs[:1] if op != "NchwcConv" else inputs, [blocked[y]], attrs=dict(n.attrs),
+                          name=n.name, domain=GE_DOMAIN))
         if y in r.leaving:
             nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
                               name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))

@@ -237,6 +237,23 @@ typedef struct {
     int32_t to_blocked, threads;
 } NchwcReorder;
 
+/* MaxPool on NCHW16c (nchwc_pool.c): x [planes][h][w][B], y [planes][oh][ow][B] (planes = batch x blocks),
+   pads ph, pw at the beginnings, taps outside X skipped */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    int32_t threads;
+} NchwcMaxPool;
+
+/* GlobalAveragePool of NCHW16c x [batch][ceil(channels / B)][plane][B] into NCHW y [batch][channels] */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t batch, channels, plane;
+    int32_t threads;
+} NchwcMean;
+
 /* One row of the layout table: a struct's size (field NULL) or one field's offset and size. */
 typedef struct {
     const char *type, *field;
@@ -267,6 +284,8 @@ int ge_nchwc_block(void);
 int ge_nchwc_group(void);
 void ge_nchwc_conv(const ConvNchwc *c);
 void ge_nchwc_reorder(const NchwcReorder *r);
+void ge_nchwc_max_pool(const NchwcMaxPool *p);
+void ge_nchwc_mean(const NchwcMean *m);
 /* gemv.c: y = act(x @ W^T + bias) for few rows of x (M, lda, a), weights as rows of K (bp: [N][K]),
    y at c, ldc; bias_n, act, threads (the GemmArgs fields the GEMV reads; the rest is unused). */
 void ge_gemv(const GemmArgs *g);

@@ -118,3 +118,59 @@ def test_conv_matches_onnxruntime(default_backend, plan, case):
 def test_specs_refuse_what_does_not_fit(op, attrs, inputs, message):
     with pytest.raises(GeError, match=r"node 'k' \(" + op + r"\): .*" + message):
         kernel(op, attrs, inputs)
+
+
+def onnxruntime_op(op, x, **attrs):
+    import onnxruntime as ort
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+POOL_DEFAULTS = {"auto_pad": "NOTSET", "ceil_mode": 0, "storage_order": 0}
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("shape, window", [
+    ((1, 64, 12, 12), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),  # ResNet's
+    ((2, 40, 9, 7), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((1, 20, 10, 11), dict(kernel_shape=[3, 2], strides=[2, 3], pads=[1, 0, 0, 1], ceil_mode=1)),
+    ((2, 16, 9, 9), dict(kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2])),
+])
+def test_max_pool_matches_onnxruntime(default_backend, plan, shape, window):
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = onnxruntime_op("MaxPool", x, **window)
+    with default_backend(plan) as backend:
+        pool = kernel("NchwcMaxPool", dict(POOL_DEFAULTS, **window), [blocked_shape(shape)], backend=backend).load()
+        assert pool.uses_native == (plan == "native")
+        xb = blocked(x)
+        yb = np.empty(blocked_shape(want.shape), np.float32)
+        pool.bound([xb], [yb], np.empty(pool.workspace_nbytes(), np.uint8))()
+        got = np.empty(want.shape, np.float32)
+        from_blocked(yb, got)
+        np.testing.assert_array_equal(got, want)
+        assert not yb[:, -1, ..., (shape[1] - 1) % 16 + 1:].any()  # the zero padding channels pool to zeros
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("shape", [(1, 2048, 7, 7), (3, 37, 5, 3), (2, 16, 1, 1)])
+def test_global_average_pool_matches_onnxruntime(default_backend, plan, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = onnxruntime_op("GlobalAveragePool", x)
+    with default_backend(plan) as backend:
+        pool = kernel("NchwcGlobalAveragePool", {"channels": shape[1]}, [blocked_shape(shape)], backend=backend).load()
+        assert pool.uses_native == (plan == "native")
+        np.testing.assert_allclose(pool.compute(blocked(x))[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op, attrs, outputs, message", [
+    ("NchwcMaxPool", dict(POOL_DEFAULTS, kernel_shape=[2, 2]), 2, "2 outputs: the blocked MaxPool gives no Indices"),
+    ("NchwcMaxPool", POOL_DEFAULTS, 1, r"attrs\['kernel_shape'\] is missing"),
+    ("NchwcMaxPool", dict(POOL_DEFAULTS, kernel_shape=[2, 2], ceil_mode="1"), 1, r"attrs\['ceil_mode'\] must be an int64"),
+    ("NchwcGlobalAveragePool", {"channels": 0}, 1, r"attrs\['channels'\] must be an int in \[17, 32\]"),
+])
+def test_pool_specs_refuse_what_does_not_fit(op, attrs, outputs, message):
+    with pytest.raises(GeError, match=r"node 'k' \(" + op + r"\): .*" + message):
+        lookup(op, "ge", 17)(attrs, [Meta(F32, (1, 2, 4, 4, 16))], opset=17, name="k", num_outputs=outputs)

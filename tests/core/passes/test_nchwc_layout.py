@@ -104,24 +104,23 @@ def assert_close(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
 
 
-RESNET_TASKS = ["Conv", "MaxPool", "ReorderInput"] + ["NchwcConv"] * 11 + ["ReorderOutput", "GlobalAveragePool", "Gemm"]
+RESNET_TASKS = ["Conv", "MaxPool", "ReorderInput"] + ["NchwcConv"] * 11 + ["NchwcGlobalAveragePool", "Gemm"]
 
 
 @pytest.mark.parametrize("backend", ["native", "numpy"])
 @pytest.mark.parametrize("batch", [1, 3])
 def test_resnet_style_model_runs_its_convs_blocked(tmp_path, default_backend, backend, batch):
-    """The stem (3 channels) stays NCHW, the region starts after its MaxPool (one ReorderInput) and ends
-    before the GlobalAveragePool (one ReorderOutput); every bottleneck conv runs blocked, residuals
-    included; onnxruntime's results on either backend, and the pass switched off gives them too."""
+    """The stem (3 channels) and its MaxPool stay NCHW, the region starts after the pool (one ReorderInput)
+    and ends in the GlobalAveragePool, which reads it blocked; every bottleneck conv runs blocked,
+    residuals included; onnxruntime's results on either backend, and the pass switched off gives them too."""
     default_backend(backend)
     model = resnet_style(batch)
     feeds = {"x": rng.standard_normal((batch, 3, 48, 48)).astype(np.float32)}
     want = ort_run(model, feeds)
     got, tasks, om = compile_and_run(tmp_path, model, feeds)
     assert [op for op, _, _ in tasks] == RESNET_TASKS
-    assert [name for op, name, _ in tasks if op.startswith("Reorder")] == ["pool:to_nchwc", "block3.conv3.relu:from_nchwc"]
-    assert all(native == (backend == "native") for op, _, native in tasks if op in ("NchwcConv", "ReorderInput",
-                                                                                    "ReorderOutput"))
+    assert [name for op, name, _ in tasks if op.startswith("Reorder")] == ["pool:to_nchwc"]
+    assert all(native == (backend == "native") for op, _, native in tasks if op.startswith(("Nchwc", "Reorder")))
     assert_close(got, want)
     plain, tasks, _ = compile_and_run(tmp_path, model, feeds, "plain", fusion_switch_file=switch_off(tmp_path))
     assert "NchwcConv" not in [op for op, _, _ in tasks]
@@ -156,7 +155,7 @@ def chain(b, x, c, convs, k=3):
     return x
 
 
-NONE = {"regions": 0, "blocked_convs": 0, "reorders": 0}
+NONE = {"regions": 0, "blocked_convs": 0, "blocked_pools": 0, "reorders": 0}
 
 
 def optimized(load, model, **kw):
@@ -180,7 +179,7 @@ def test_a_lone_conv_or_two_stay_nchw(load):
         if blocked:
             assert ops(g) == [("Sigmoid", "s"), ("ReorderInput", "s:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"),
                               ("NchwcConv", "c2"), ("ReorderOutput", "c2.relu:from_nchwc"), ("Neg", "y")]
-            assert stats == {"regions": 1, "blocked_convs": 3, "reorders": 2}
+            assert stats == {"regions": 1, "blocked_convs": 3, "blocked_pools": 0, "reorders": 2}
         else:
             assert stats == NONE
 
@@ -200,7 +199,7 @@ def test_a_value_read_outside_the_region_leaves_it_and_an_output_too(load, run_o
                       ("ReorderOutput", "c1.relu:from_nchwc"), ("Sigmoid", "side"), ("NchwcConv", "c2"),
                       ("NchwcConv", "c3"), ("ReorderOutput", "c3.relu:from_nchwc"), ("NchwcConv", "c4"),
                       ("ReorderOutput", "c4.relu:from_nchwc")]
-    assert stats == {"regions": 1, "blocked_convs": 5, "reorders": 4}
+    assert stats == {"regions": 1, "blocked_convs": 5, "blocked_pools": 0, "reorders": 4}
     reorders = {n.name: (n.inputs, n.outputs, n.attrs) for n in g.nodes if n.op_type.startswith("Reorder")}
     assert reorders["c1.relu:from_nchwc"] == (["c1.relu:nchwc"], ["c1.relu"], {"channels": 40})
     assert reorders["c3.relu:from_nchwc"] == (["c3.relu:nchwc"], ["c3.relu"], {"channels": 40})
@@ -315,3 +314,37 @@ def test_gears_and_ranges_run_blocked(tmp_path, default_backend, kind, spec, dyn
             assert_close(api.execute(model_id, feeds), ort_run(model, feeds))
     finally:
         api.unload(model_id)
+
+
+def vgg_style(batch=1):
+    """Conv stacks between MaxPools (one 2x2, one 3x3 with ceil_mode and padding), channels off the block,
+    a GlobalAveragePool and a classifier; the second pool's output is a model output too."""
+    b = Builder()
+    y = chain(b, "x", 32, 2)
+    y = b.node("MaxPool", [y], "pool1", kernel_shape=[2, 2], strides=[2, 2])
+    y = b.conv("c2", y, 32, 40, 3)
+    y = b.conv("c3", y, 40, 40, 3, dilation=2)
+    pooled = b.node("MaxPool", [y], "pool2", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 0], ceil_mode=1)
+    y = b.conv("c4", pooled, 40, 48, 3)
+    y = b.node("GlobalAveragePool", [y], "gap")
+    y = b.node("Flatten", [y], "flat")
+    b.inits["fc.w"] = (rng.standard_normal((48, 10)) * 0.1).astype(np.float32)
+    y = b.node("Gemm", [y, "fc.w"], "logits")
+    return b.model({"x": [batch, 32, 27, 27]}, [y, pooled])
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pools_inside_a_region_run_blocked(tmp_path, default_backend, backend, batch):
+    """MaxPools between blocked convs and the GlobalAveragePool after them read and write the blocked
+    layout: one ReorderInput for the whole model, a ReorderOutput only for the pool that is a model output."""
+    default_backend(backend)
+    model = vgg_style(batch)
+    feeds = {"x": rng.standard_normal((batch, 32, 27, 27)).astype(np.float32)}
+    got, tasks, _ = compile_and_run(tmp_path, model, feeds)
+    assert [(op, name) for op, name, _ in tasks] == [
+        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"), ("NchwcMaxPool", "pool1"),
+        ("NchwcConv", "c2"), ("NchwcConv", "c3"), ("NchwcMaxPool", "pool2"), ("ReorderOutput", "pool2:from_nchwc"),
+        ("NchwcConv", "c4"), ("NchwcGlobalAveragePool", "gap"), ("Gemm", "logits")]
+    assert all(native == (backend == "native") for op, _, native in tasks if op != "Gemm")
+    assert_close(got, ort_run(model, feeds))
