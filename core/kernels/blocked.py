@@ -6,22 +6,25 @@ them). The block is 16 on every machine, so an OM's blocked shapes do not depend
 - ReorderInput: NCHW -> blocked (where a value enters a region);
 - ReorderOutput (channels): blocked -> NCHW (where one leaves it: a reader outside, a model output);
 - NchwcConv: a 2-D Conv of one group, X and Y (and FusedConv's residual Z) blocked, W and B as the
-  Conv has them; the attributes are Conv's (its schema at the model's opset) and the fused epilogue.
+  Conv has them; the attributes are Conv's (its schema at the model's opset) and the fused epilogue;
+- NchwcMaxPool: a 2-D MaxPool (no Indices) on blocked tensors, MaxPool's attributes;
+- NchwcGlobalAveragePool (channels): blocked X -> its NCHW means (N, C, 1, 1).
 
 Native plans: csrc/nchwc.c through nchwc.py (weights packed at load through the pack cache; the
-kernel applies bias, Z and a one-step activation as it stores, Y may be Z). The numpy plans unblock
-into the workspace, run the NCHW op's numpy plan, and block the result."""
+kernel applies bias, Z and a one-step activation as it stores, Y may be Z), csrc/nchwc_pool.c. The
+numpy plans unblock into the workspace, run the NCHW op's numpy plan, and block the result."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import GraphError
 from ..ir import Meta
+from . import nchwc
+from .backend import NUMPY
 from .epilogue import ATTR as EPILOGUE, native_act
 from .fused import GE_DOMAIN
 from .native import CallCache, run_for_threads
 from .nchwc import NchwcConv as NativeNchwcConv, reorder
-from .backend import NUMPY
 from .planned import PlannedKernel, Scratch
 from .registry import lookup, register
 from .schema import attribute_problem
@@ -32,8 +35,7 @@ BLOCK = 16
 
 def blocked_shape(shape) -> tuple:
     """(n, ceil(c / BLOCK), *spatial, BLOCK) of an NCHW shape."""
-    n, c, *spatial = shape
-    return (n, -(-c // BLOCK), *spatial, BLOCK)
+    return nchwc.blocked_shape(tuple(shape), BLOCK)
 
 
 def to_blocked(x: np.ndarray, y: np.ndarray) -> None:
