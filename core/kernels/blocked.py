@@ -84,7 +84,7 @@ class _Reorder(_Blocked):
     """NCHW <-> blocked: the native reorder, or numpy's copies through strided views."""
     to_blocked: bool
 
-    def plan(self, out: Meta) -> None:
+    def plan_reorder(self, out: Meta) -> None:
         self.out_metas = [out]
         self.scratch = Scratch()
         self.nat = self.native_lib()
@@ -115,7 +115,7 @@ class ReorderInput(_Reorder):
 
     def prepare(self):
         xm = self.float32_meta(0, "X", 4)
-        self.plan(Meta(xm.dtype, blocked_shape(xm.shape)))
+        self.plan_reorder(Meta(xm.dtype, blocked_shape(xm.shape)))
 
 
 @register("ReorderOutput", since=1, domain=GE_DOMAIN)
@@ -129,7 +129,7 @@ class ReorderOutput(_Reorder):
         if type(c) is not int or not (blocks - 1) * BLOCK < c <= blocks * BLOCK:
             raise self.fail(f"attrs['channels'] must be an int in [{(blocks - 1) * BLOCK + 1}, {blocks * BLOCK}] "
                             f"(X has {blocks} blocks of {BLOCK}), got {c!r}")
-        self.plan(Meta(xm.dtype, (xm.shape[0], c) + tuple(xm.shape[2:4])))
+        self.plan_reorder(Meta(xm.dtype, (xm.shape[0], c) + tuple(xm.shape[2:4])))
 
 
 @register("NchwcConv", since=1, domain=GE_DOMAIN)
