@@ -348,3 +348,23 @@ def test_pools_inside_a_region_run_blocked(tmp_path, default_backend, backend, b
         ("NchwcConv", "c4"), ("NchwcGlobalAveragePool", "gap"), ("Gemm", "logits")]
     assert all(native == (backend == "native") for op, _, native in tasks if op != "Gemm")
     assert_close(got, ort_run(model, feeds))
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_every_executor_on_both_devices(tmp_path, default_backend, device):
+    """The linear plan writes a block's output over its blocked residual; the dataflow and parallel
+    executors' plan keeps them apart: the same results on either device."""
+    default_backend("native")
+    model = resnet_style(2)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    feeds = {"x": rng.standard_normal((2, 3, 48, 48)).astype(np.float32)}
+    want = ort_run(model, feeds)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, device)
+    try:
+        for executor in ("linear", "dataflow", "parallel"):
+            ctx = api.model(model_id).create_context(executor=executor)
+            for _ in range(2):
+                assert_close(ctx.execute([feeds["x"]]), want)
+    finally:
+        api.unload(model_id)
