@@ -368,3 +368,15 @@ def test_every_executor_on_both_devices(tmp_path, default_backend, device):
                 assert_close(ctx.execute([feeds["x"]]), want)
     finally:
         api.unload(model_id)
+
+
+@pytest.mark.parametrize("mode, blocked", [("allow_fp32_to_fp16", False), ("must_keep_origin_dtype", True)])
+def test_the_layout_follows_precision_mode(tmp_path, default_backend, mode, blocked):
+    """The pass runs after --precision_mode: convs lowered to float16 stay NCHW (the kernel is float32)."""
+    default_backend("native")
+    model = resnet_style()
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    result = api.atc(path, str(tmp_path / "m"), precision_mode=mode)
+    ops = [t.op_type for t in result.model.tasks]
+    assert ("NchwcConv" in ops) == blocked and ("Cast" in ops) != blocked
