@@ -82,10 +82,13 @@ def switch_off(tmp_path) -> str:
     return str(path)
 
 
-def compile_and_run(tmp_path, model, feeds, name="m", **atc):
+def compile_and_run(tmp_path, use_backend, backend, model, feeds, name="m", **atc):
+    """Compiled where the native kernels run (the pass blocks only there), loaded on `backend`."""
     path = str(tmp_path / f"{name}.onnx")
     onnx.save(model, path)
+    use_backend("native")
     result = api.atc(path, str(tmp_path / name), **atc)
+    use_backend(backend)
     model_id = api.load_from_file(result.om_path, "cpu")
     try:
         tasks = [(t.plan.kernel.op_type, t.plan.name, t.plan.kernel.uses_native) for t in
@@ -113,16 +116,16 @@ def test_resnet_style_model_runs_its_convs_blocked(tmp_path, default_backend, ba
     """The stem (3 channels) and its MaxPool stay NCHW, the region starts after the pool (one ReorderInput)
     and ends in the GlobalAveragePool, which reads it blocked; every bottleneck conv runs blocked,
     residuals included; onnxruntime's results on either backend, and the pass switched off gives them too."""
-    default_backend(backend)
     model = resnet_style(batch)
     feeds = {"x": rng.standard_normal((batch, 3, 48, 48)).astype(np.float32)}
     want = ort_run(model, feeds)
-    got, tasks, om = compile_and_run(tmp_path, model, feeds)
+    got, tasks, om = compile_and_run(tmp_path, default_backend, backend, model, feeds)
     assert [op for op, _, _ in tasks] == RESNET_TASKS
     assert [name for op, name, _ in tasks if op.startswith("Reorder")] == ["pool:to_nchwc"]
     assert all(native == (backend == "native") for op, _, native in tasks if op.startswith(("Nchwc", "Reorder")))
     assert_close(got, want)
-    plain, tasks, _ = compile_and_run(tmp_path, model, feeds, "plain", fusion_switch_file=switch_off(tmp_path))
+    plain, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds, "plain",
+                                      fusion_switch_file=switch_off(tmp_path))
     assert "NchwcConv" not in [op for op, _, _ in tasks]
     assert_close(plain, want)
     # the blocked values are planned as tensors of whole blocks: 100 channels take 112
@@ -130,23 +133,13 @@ def test_resnet_style_model_runs_its_convs_blocked(tmp_path, default_backend, ba
     assert shapes["block1.conv3.relu"] == (batch, 7, 12, 12, 16) and shapes["pool:nchwc"] == (batch, 3, 12, 12, 16)
 
 
-def test_an_om_with_blocked_ops_runs_on_the_numpy_backend(tmp_path, default_backend):
-    """Compiled where the native kernels run, loaded where they do not: the numpy plans of the same tasks."""
-    default_backend("native")
-    model = resnet_style()
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
-    om = api.atc(path, str(tmp_path / "m")).om_path
+def test_a_compiler_without_native_kernels_keeps_nchw(load, default_backend):
+    """The numpy plans of the blocked ops unblock and block around the NCHW ones: slower than the NCHW
+    plans, so the pass blocks nothing where the native kernels do not run (an OM compiled where they
+    run still loads there: the numpy plans of the test above)."""
     default_backend("numpy")
-    feeds = {"x": rng.standard_normal((1, 3, 48, 48)).astype(np.float32)}
-    model_id = api.load_from_file(om, "cpu")
-    try:
-        tasks = api.model(model_id).default_context.handle
-        assert [t.plan.kernel.op_type for t in tasks] == RESNET_TASKS
-        assert not any(t.plan.kernel.uses_native for t in tasks)
-        assert_close(api.execute(model_id, feeds), ort_run(model, feeds))
-    finally:
-        api.unload(model_id)
+    g, stats = optimized(load, resnet_style())
+    assert stats == {"no_native_kernels": 1} and "NchwcConv" not in [op for op, _ in ops(g)]
 
 
 def chain(b, x, c, convs, k=3):
@@ -156,6 +149,12 @@ def chain(b, x, c, convs, k=3):
 
 
 NONE = {"regions": 0, "blocked_convs": 0, "blocked_pools": 0, "reorders": 0}
+
+
+@pytest.fixture
+def native(default_backend):
+    """The pass blocks where the native kernels run."""
+    default_backend("native")
 
 
 def optimized(load, model, **kw):
@@ -168,7 +167,7 @@ def ops(g):
     return [(n.op_type, n.name) for n in g.nodes]
 
 
-def test_a_lone_conv_or_two_stay_nchw(load):
+def test_a_lone_conv_or_two_stay_nchw(load, native):
     """A conv between two reorders does not pay, nor do two (two reorders); three in a row do."""
     for convs, blocked in ((1, False), (2, False), (3, True)):
         b = Builder()
@@ -184,7 +183,7 @@ def test_a_lone_conv_or_two_stay_nchw(load):
             assert stats == NONE
 
 
-def test_a_value_read_outside_the_region_leaves_it_and_an_output_too(load, run_ort, run_ge):
+def test_a_value_read_outside_the_region_leaves_it_and_an_output_too(load, run_ort, run_ge, native):
     """A blocked value that a non-conv node reads gets a ReorderOutput for that reader while the next conv
     reads it blocked; a blocked value that is a model output keeps its name, written by a ReorderOutput."""
     b = Builder()
@@ -210,7 +209,7 @@ def test_a_value_read_outside_the_region_leaves_it_and_an_output_too(load, run_o
     assert_close(run_ge(g, feeds), run_ort(model, feeds))
 
 
-def test_a_value_two_region_convs_read_is_reordered_once(load):
+def test_a_value_two_region_convs_read_is_reordered_once(load, native):
     """Two convs reading the model input: one region, one ReorderInput before the first of them."""
     b = Builder()
     left = b.conv("left", "x", 48, 48, 3)
@@ -223,7 +222,7 @@ def test_a_value_two_region_convs_read_is_reordered_once(load):
     assert join.inputs == ["left.relu", "join.w", "join.b", "right"] and join.attrs["ge.epilogue"] == [["Relu", {}]]
 
 
-def test_mobilenet_pointwise_convs_stay_nchw(load):
+def test_mobilenet_pointwise_convs_stay_nchw(load, native):
     """Inverted residuals: each pointwise conv sits between depthwise ones, so a region is a block's
     projection and the next block's expansion and projection: 3 convs and 4 reorders, which do not pay."""
     b = Builder()
@@ -237,7 +236,7 @@ def test_mobilenet_pointwise_convs_stay_nchw(load):
     assert stats == NONE and "NchwcConv" not in [op for op, _ in ops(g)]
 
 
-def test_few_channels_and_float16_stay_nchw(load):
+def test_few_channels_stay_nchw(load, native):
     """A conv of 3 or 17 input channels wastes most of a block of 16: not blocked, and the convs after it
     are a region of their own when they pay."""
     b = Builder()
@@ -253,7 +252,7 @@ def test_few_channels_and_float16_stay_nchw(load):
     assert [op for op, _ in ops(g)] == ["Conv"] * 3
 
 
-def test_the_switch_turns_it_off(load):
+def test_the_switch_turns_it_off(load, native):
     b = Builder()
     y = chain(b, "x", 64, 3)
     model = b.model({"x": [1, 64, 16, 16]}, [y])
@@ -338,10 +337,9 @@ def vgg_style(batch=1):
 def test_pools_inside_a_region_run_blocked(tmp_path, default_backend, backend, batch):
     """MaxPools between blocked convs and the GlobalAveragePool after them read and write the blocked
     layout: one ReorderInput for the whole model, a ReorderOutput only for the pool that is a model output."""
-    default_backend(backend)
     model = vgg_style(batch)
     feeds = {"x": rng.standard_normal((batch, 32, 27, 27)).astype(np.float32)}
-    got, tasks, _ = compile_and_run(tmp_path, model, feeds)
+    got, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds)
     assert [(op, name) for op, name, _ in tasks] == [
         ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"), ("NchwcMaxPool", "pool1"),
         ("NchwcConv", "c2"), ("NchwcConv", "c3"), ("NchwcMaxPool", "pool2"), ("ReorderOutput", "pool2:from_nchwc"),
