@@ -1,6 +1,7 @@
 """ge's native kernels (csrc/, built once per instruction-set level as the extensions _native_<level>),
 reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z) (also as a batch of products), the
-direct and the depthwise convolution, MaxPool, the phase fill, LayerNormalization and Softmax rows
+direct and the depthwise convolution, the convolution in the blocked NCHW16c layout and its reorders
+(nchwc.py), MaxPool, the phase fill, LayerNormalization and Softmax rows
 (float32); fused elementwise chains (float32/64, int32/64); float16 <-> float32 conversion; the int8
 kernels of csrc/qgemm.c (the u8 x s8 product, the int8 depthwise convolution, QLinearAdd,
 DynamicQuantizeLinear; int8_native.py plans them).
@@ -52,6 +53,9 @@ _SIGNATURES = {
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
+    "ge_nchwc_block": ([], _int), "ge_nchwc_group": ([], _int),
+    "ge_nchwc_conv": ([_ptr], None), "ge_nchwc_reorder": ([_ptr], None),
+    "ge_nchwc_max_pool": ([_ptr], None), "ge_nchwc_mean": ([_ptr], None),
     "ge_eltwise": ([_ptr], _int),
     "ge_recurrent": ([_ptr], None), "ge_recurrent_workspace_floats": ([ctypes.c_int32, _i64, _i64], _i64),
     "ge_half_to_float": ([_ptr, _ptr, _i64, _int], None), "ge_float_to_half": ([_ptr, _ptr, _i64, _int], None),
@@ -130,6 +134,8 @@ class Native:
             fn.argtypes, fn.restype = args, res
         self.lib = lib
         self.mr, self.nr = lib.ge_mr(), lib.ge_nr()
+        # the NCHWc layout's channels per block, and the blocks of output channels per panel of its weights (nchwc.py)
+        self.nchwc_block, self.nchwc_group = lib.ge_nchwc_block(), lib.ge_nchwc_group()
         self.level, self.isa = lib.ge_level().decode(), lib.ge_isa().decode().strip()
 
     # -- float16 <-> float32 (csrc/convert.c: numpy's results, bit for bit) ---------------------------
@@ -281,6 +287,31 @@ class Native:
         args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
                     int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
+
+    def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
+                        z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
+        """The convolution in the blocked layout (csrc/nchwc.c; nchwc.py plans it): x, y, z float32 blocked
+        tensors, wp and bias packed; geometry: ConvNchwc's batch .. dw, in order; prepared."""
+        args = ConvNchwc(x.ctypes.data, wp.ctypes.data, bias.ctypes.data, _addr(z), y.ctypes.data, *geometry,
+                         _activation(act), threads())
+        return PreparedCall(self.lib.ge_nchwc_conv, args, (x, wp, bias, z, y))
+
+    def nchwc_reorder_call(self, x: np.ndarray, y: np.ndarray, batch: int, channels: int, plane: int,
+                           to_blocked: bool) -> PreparedCall:
+        """NCHW x into the blocked y (to_blocked), or the blocked x into NCHW y, float32, prepared."""
+        args = NchwcReorder(x.ctypes.data, y.ctypes.data, batch, channels, plane, int(to_blocked), threads())
+        return PreparedCall(self.lib.ge_nchwc_reorder, args, (x, y))
+
+    def nchwc_max_pool_call(self, x: np.ndarray, y: np.ndarray, window: tuple) -> PreparedCall:
+        """MaxPool of the blocked x into the blocked y (float32, nchwc_pool.c); window: NchwcMaxPool's
+        planes .. dw, in order; prepared."""
+        args = NchwcMaxPool(x.ctypes.data, y.ctypes.data, *window, threads())
+        return PreparedCall(self.lib.ge_nchwc_max_pool, args, (x, y))
+
+    def nchwc_mean_call(self, x: np.ndarray, y: np.ndarray, batch: int, channels: int, plane: int) -> PreparedCall:
+        """The plane means of the blocked x into NCHW y [batch][channels] (float32, nchwc_pool.c), prepared."""
+        args = NchwcMean(x.ctypes.data, y.ctypes.data, batch, channels, plane, threads())
+        return PreparedCall(self.lib.ge_nchwc_mean, args, (x, y))
 
     def eltwise_call(self, dtype_code: int, n: int, operands: list, inner: np.ndarray, period: np.ndarray,
                      code: np.ndarray, param: np.ndarray, n_regs: int, y: np.ndarray) -> PreparedCall:
@@ -455,6 +486,31 @@ class PhaseFill(ctypes.Structure):
         [("used", ctypes.c_uint64), ("threads", ctypes.c_int32), ("x_half", ctypes.c_int32)]
 
 
+class ConvNchwc(ctypes.Structure):
+    """csrc/abi.h's ConvNchwc."""
+    _fields_ = [(f, _ptr) for f in ("x", "wp", "bias", "z", "y")] + \
+        [(f, _i64) for f in ("batch", "icb", "ocb", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh",
+                             "dw")] + [("act", Activation), ("threads", ctypes.c_int32)]
+
+
+class NchwcReorder(ctypes.Structure):
+    """csrc/abi.h's NchwcReorder."""
+    _fields_ = [("x", _ptr), ("y", _ptr), ("batch", _i64), ("channels", _i64), ("plane", _i64),
+                ("to_blocked", ctypes.c_int32), ("threads", ctypes.c_int32)]
+
+
+class NchwcMaxPool(ctypes.Structure):
+    """csrc/abi.h's NchwcMaxPool."""
+    _fields_ = [("x", _ptr), ("y", _ptr)] + [(f, _i64) for f in ("planes", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw",
+                                                                 "ph", "pw", "dh", "dw")] + [("threads", ctypes.c_int32)]
+
+
+class NchwcMean(ctypes.Structure):
+    """csrc/abi.h's NchwcMean."""
+    _fields_ = [("x", _ptr), ("y", _ptr), ("batch", _i64), ("channels", _i64), ("plane", _i64),
+                ("threads", ctypes.c_int32)]
+
+
 class Rows(ctypes.Structure):
     """csrc/abi.h's Rows."""
     _fields_ = [("x", _ptr), ("scale", _ptr), ("bias", _ptr), ("y", _ptr), ("rows", _i64), ("cols", _i64),
@@ -617,7 +673,7 @@ class AbiEntry(ctypes.Structure):
 
 
 ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
-               QDepthwise, QAdd, RecurrentDirection, Recurrent)
+               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

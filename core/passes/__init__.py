@@ -28,11 +28,12 @@ from .fuse_qdq import fuse_qdq
 from .gradient import LOWERED_OPS, expand_gradients
 from .impl_mode import select_impl_mode
 from .infer_shapes import infer_shapes
+from .nchwc_layout import nchwc_layout
 from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
-           "fuse_layer_norm", "fuse_elementwise", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "fuse_layer_norm", "fuse_elementwise", "nchwc_layout", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
            "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
@@ -54,7 +55,8 @@ PIPELINE = [
     ("fuse_activation", fuse_activation),
     ("fuse_conv_add", fuse_conv_add),        # after fuse_activation: the residual Add's Relu moves along
     ("fuse_matmul", fuse_matmul),            # after fuse_activation: a bias Add's activations move along
-    ("fuse_elementwise", fuse_elementwise),  # last: what the fusions above left as elementwise tasks
+    ("fuse_elementwise", fuse_elementwise),  # what the fusions above left as elementwise tasks
+    ("nchwc_layout", nchwc_layout),          # last: regions of (fused) convs in the blocked layout
     ("dead_code", dead_code),                # bypassed copies, orphaned weights and values
     ("constant_folding", constant_folding),  # anything the fusions made constant
     ("infer_shapes", infer_shapes),          # re-check the rewritten graph
@@ -74,7 +76,11 @@ FUSIONS = {
                                      "ATbeMatMulElemwiseFusionPass", "AutomaticUbFusion")),
     "fuse_conv_add": ("UBFusion", ("TbeConvDoubleInFusionPass",)),
     "fuse_elementwise": ("UBFusion", ()),  # ATC has no pass of this name: switched by ge's name or UBFusion.ALL
+    "nchwc_layout": ("GraphFusion", ()),  # ge's own (the blocked layout NCHW16c): by ge's name or GraphFusion.ALL
 }
+
+#: the passes optimize() runs after precision_mode when one is set (each op lowered on its own first)
+_AFTER_PRECISION = ("fuse_elementwise", "nchwc_layout")
 
 
 def fusion_switches(switch: dict[str, dict[str, bool]]) -> tuple[set[str], dict[str, list[str]], list[str]]:
@@ -134,12 +140,13 @@ def optimize(graph: Graph, report: dict | None = None, *, disabled: set[str] | f
     report["nodes_before"] = len(graph.nodes)
     per_pass: dict[str, dict] = report.setdefault("passes", {})
     lowering = precision and bool(_CONFIG.get()[2])
-    # an elementwise chain is fused after precision_mode: each of its ops takes its own precision
-    _run(graph, per_pass, disabled, impl_modes, static=True, skip={"fuse_elementwise"} if lowering else ())
+    # an elementwise chain is fused, and convs blocked, after precision_mode: each op takes its own precision
+    _run(graph, per_pass, disabled, impl_modes, static=True, skip=_AFTER_PRECISION if lowering else ())
     if lowering and lower_precision(graph, per_pass):  # on the optimized graph: the fused ops lower as one
         infer_shapes(graph, stats=per_pass["infer_shapes"])
-        if "fuse_elementwise" not in (_CONFIG.get()[0] if disabled is None else disabled):
-            fuse_elementwise(graph, stats=per_pass.setdefault("fuse_elementwise", {}))
+        off = _CONFIG.get()[0] if disabled is None else disabled
+        for key, fn in ((k, fn) for k, fn in PIPELINE if k in _AFTER_PRECISION and k not in off):
+            fn(graph, stats=per_pass.setdefault(key, {}))
     report["nodes_after"] = len(graph.nodes)
     report["folded_nodes"] = per_pass["constant_folding"].get("folded", 0)
     report["fused_conv_bn"] = per_pass["fuse_conv_bn"].get("fused", 0)
@@ -196,7 +203,7 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=
         if key in disabled:
             per_pass[key] = {"switched_off": 1}
             continue
-        if fn in (infer_shapes, fuse_elementwise) and not static:  # a chain needs static shapes
+        if fn in (infer_shapes, fuse_elementwise, nchwc_layout) and not static:  # static shapes needed
             continue
         t0 = time.perf_counter()
         stats = per_pass.setdefault(key, {})

@@ -216,6 +216,44 @@ typedef struct {
     RecurrentDirection dir[2];
 } Recurrent;
 
+/* Convolution in the blocked layout NCHW16c, B = ge_nchwc_block() = 16 (nchwc.c): x [batch][icb][h][w][B],
+   y and z [batch][ocb][oh][ow][B] (z may be y, or NULL), wp per group of ge_nchwc_group() output blocks
+   (the last group: those left) [icb][kh][kw][B in][the group's blocks x B out], bias
+   [ocb * B] (zeros past the output channels); pads ph, pw at the beginnings. */
+typedef struct {
+    const float *x, *wp, *bias, *z;
+    float *y;
+    int64_t batch, icb, ocb, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    Activation act;
+    int32_t threads;
+} ConvNchwc;
+
+/* NCHW [batch][channels][plane] <-> NCHW16c [batch][ceil(channels / B)][plane][B] (to_blocked: x is
+   the NCHW one), zeros in the blocked tensor's channels past `channels` */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t batch, channels, plane;
+    int32_t to_blocked, threads;
+} NchwcReorder;
+
+/* MaxPool on NCHW16c (nchwc_pool.c): x [planes][h][w][B], y [planes][oh][ow][B] (planes = batch x blocks),
+   pads ph, pw at the beginnings, taps outside X skipped */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    int32_t threads;
+} NchwcMaxPool;
+
+/* GlobalAveragePool of NCHW16c x [batch][ceil(channels / B)][plane][B] into NCHW y [batch][channels] */
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t batch, channels, plane;
+    int32_t threads;
+} NchwcMean;
+
 /* One row of the layout table: a struct's size (field NULL) or one field's offset and size. */
 typedef struct {
     const char *type, *field;
@@ -242,6 +280,12 @@ int ge_max_pool_fits(const MaxPool2d *p);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);
+int ge_nchwc_block(void);
+int ge_nchwc_group(void);
+void ge_nchwc_conv(const ConvNchwc *c);
+void ge_nchwc_reorder(const NchwcReorder *r);
+void ge_nchwc_max_pool(const NchwcMaxPool *p);
+void ge_nchwc_mean(const NchwcMean *m);
 /* gemv.c: y = act(x @ W^T + bias) for few rows of x (M, lda, a), weights as rows of K (bp: [N][K]),
    y at c, ldc; bias_n, act, threads (the GemmArgs fields the GEMV reads; the rest is unused). */
 void ge_gemv(const GemmArgs *g);

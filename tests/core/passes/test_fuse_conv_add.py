@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -128,7 +130,9 @@ def test_block_output_written_over_its_residual(tmp_path, monkeypatch, default_b
     onnx.save(model, path)
     x = rng.standard_normal((2, channels, 5, 6)).astype(np.float32)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    result = api.atc(path, str(tmp_path / "m"))
+    switch = tmp_path / "switch.json"  # the NCHW plans: no blocked layout (tests/core/passes/test_nchwc_layout.py)
+    switch.write_text(json.dumps({"Switch": {"GraphFusion": {"nchwc_layout": "off"}}}))
+    result = api.atc(path, str(tmp_path / "m"), fusion_switch_file=str(switch))
     fused = [t for t in result.model.tasks if t.op_type == "FusedConv"]
     assert len(fused) == 2
     for t in fused:

@@ -1,0 +1,318 @@
+/* Convolution in the blocked layout NCHW16c (onnxruntime's MLAS "NCHWc"): a tensor [N][C][H][W] is
+held as [N][ceil(C/16)][H][W][16], 16 channels innermost (zeros past C). The block is 16 on every level
+(ge_nchwc_block()), so that tensors planned in this layout (an OM's) fit any machine: one vector per
+block on AVX-512, two on AVX2, four on SSE and NEON (NB); MLAS picks the vector width instead.
+
+Why: in NCHW the activations are the GEMM's vector operand and must be packed or gathered per call
+(gemm.c's panels, direct_conv.c's phase fill); here the weights are the vector operand, packed once as
+panels of up to NV_MAX blocks of output channels (wp[group][icb][kh][kw][ic][the group's 16-channel
+blocks]), and the input is read in place a broadcast scalar at a time: the 16 channels of an input
+pixel are contiguous, so a tap of a tile of output pixels is R runs of 16 floats, and the output,
+written a vector of channels at a time, is already the next convolution's input layout (no transpose
+into planes).
+
+Tile: R output pixels along a row (up to NR_MAX) x V vectors of output channels (up to 4: NV_MAX
+blocks), R x V accumulators; per input channel V weight vectors and one broadcast per pixel (AVX-512
+6 x 4: 24 FMAs per 4 loads and 6 broadcasts). Every tap of the tile's pixels must lie inside X: rows
+outside X are skipped for the whole tile (all its pixels are on one output row), and the pixels whose
+kernel columns hang over the left or right edge go in tiles down their column, each with only its
+inside kernel columns. Input channels go in passes of `chunk`
+blocks whose weights stay in L1 across a run of tiles; the partial sums wait in Y between passes
+(the first pass starts from the residual Z, the last adds the bias, applies the activation, stores).
+Z may be Y: every element of Z is read before its element of Y is written (in the first pass).
+
+A 1x1 convolution of stride 1 without padding is one long row per plane, cut into segments (rows of
+`seg` pixels, the last one shorter), so tiles run across the plane's rows.
+Items: (batch item, group of NV_MAX output-channel blocks, run of rows), groups or runs innermost
+(ge_nchwc_conv chooses). */
+#include "abi.h"
+#include "pool.h"
+#include "simd.h"
+
+#define BLK 16
+#define NB (BLK / VL)  /* vectors per block */
+#if VL == 16
+#define NR_MAX 6  /* output pixels per tile: 6 x 4 accumulators + 4 weights + a broadcast of 32 registers */
+#else
+#define NR_MAX 3  /* 16 registers: 3 x 4 accumulators */
+#endif
+#define NR_TALL (2 * NR_MAX)  /* pixels per tile of one or two vectors (12 x 2 accumulators) */
+#define NV_MAX (4 / NB)   /* output-channel blocks per tile: 4 vectors */
+#define NCHWC_KC 16384    /* floats of weights per pass over input channels (64 KB, the L1 and some of the
+                             L2: 1x1 layers of K >= 512 3-6% faster than at 8192, the 3x3 ones the same) */
+#define NCHWC_OUT 8192    /* floats of outputs per item's run of rows (the partial sums between passes) */
+#define NCHWC_SEG 96      /* pixels per segment of a flattened 1x1 plane */
+#define NCHWC_ITEMS_PER_THREAD 4
+
+int ge_nchwc_block(void) { return BLK; }
+int ge_nchwc_group(void) { return NV_MAX; }
+
+typedef struct {
+    const ConvNchwc *c;
+    int64_t groups, rows, width, last_width, in_h, in_w;  /* the output grid (rows x width), X's (in_h x in_w) */
+    int64_t out_plane, in_plane;  /* pixels per plane (a flattened plane's last row is shorter than width) */
+    int64_t rows_per_item, row_items, chunk, ow_lo, ow_hi, oh_lo, oh_hi;  /* outputs whose taps lie inside X */
+    int rows_outer;  /* items in the order (item, rows, group), else (item, group, rows) */
+} NchwcWork;
+
+/* The kernel positions t in [*t0, *t1) whose input coordinate o * s - p + t * d lies in [0, in) */
+static inline void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t in, int64_t *t0,
+                             int64_t *t1) {
+    int64_t base = o * s - p, last = in - 1 - base;
+    int64_t lo = base >= 0 ? 0 : (-base + d - 1) / d, hi = last < 0 ? 0 : last / d + 1;
+    if (hi > k) hi = k;
+    *t0 = lo < hi ? lo : hi, *t1 = hi;
+}
+
+/* R pixels from (oh, ow0) x V vectors of output channels from block ocb0 (vector j: block j / NB,
+   lanes from (j % NB) VL), input blocks [c0, c1), kernel rows [kh0, kh1) and columns [kw0, kw1); S: the
+   stride across as a constant (1 or 2), or 0 (c->sw): with it a runtime value GCC kept a pointer per
+   pixel and spilled them. One array per vector of channels: GCC keeps each in registers. The loop
+   over a block's input channels is not unrolled: unrolled 16 times GCC hoisted the next channel's
+   weights and spilled accumulators (6 x 4 tile); rolled it runs at 105-115 GFLOPS single-threaded,
+   2-10% faster. The group's weights are a panel of V vectors per input channel (wp: see
+   ge_nchwc_conv), so one pointer reaches all four. */
+#define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
+static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const NchwcWork *w,
+                                                             int64_t n, int64_t ocb0, int64_t oh, int64_t ow0,
+                                                             int64_t c0, int64_t c1, int64_t kh0, int64_t kh1,
+                                                             int64_t kw0, int64_t kw1, int first, int last,
+                                                             int down) {
+    const ConvNchwc *c = w->c;
+    vec a0[NR_TALL], a1[NR_TALL], a2[NR_MAX], a3[NR_MAX];
+    const int64_t ystep = w->out_plane * BLK;  /* between output-channel blocks */
+    const int64_t yat = ((n * c->ocb + ocb0) * w->out_plane + oh * w->width + ow0) * BLK;
+    const float *src = first ? c->z : c->y;
+    const int64_t ys = S || !down ? BLK : w->width * BLK;  /* between the tile's pixels in Y */
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) {
+        if (src) {
+            const float *s = src + yat + i * ys;
+            a0[i] = vload(s);
+            if (V > 1) a1[i] = vload(s + VAT(1));
+            if (V > 2) a2[i] = vload(s + VAT(2));
+            if (V > 3) a3[i] = vload(s + VAT(3));
+        } else {
+            a0[i] = a1[i] = (vec){0};
+            if (i < NR_MAX) a2[i] = a3[i] = (vec){0};
+        }
+    }
+    const int64_t xs = S ? S * BLK : (down ? c->sh * w->in_w : c->sw) * BLK, taps = c->kh * c->kw, P = V * VL;
+    for (int64_t cb = c0; cb < c1; cb++) {
+        const float *xc = c->x + (n * c->icb + cb) * w->in_plane * BLK;
+        const float *wc = c->wp + ocb0 * c->icb * taps * BLK * BLK + cb * taps * BLK * P;
+        for (int64_t kh = kh0; kh < kh1; kh++) {
+            const float *xr = xc + ((oh * c->sh - c->ph + kh * c->dh) * w->in_w + ow0 * c->sw - c->pw) * BLK;
+            const float *wr = wc + kh * c->kw * BLK * P;
+            for (int64_t kw = kw0; kw < kw1; kw++) {
+                const float *xp = xr + kw * c->dw * BLK, *wk = wr + kw * BLK * P;
+#pragma GCC unroll 1
+                for (int ci = 0; ci < BLK; ci++) {
+                    const float *wi = wk + ci * P;
+                    vec w0 = vload(wi), w1 = V > 1 ? vload(wi + VL) : w0, w2 = V > 2 ? vload(wi + 2 * VL) : w0,
+                        w3 = V > 3 ? vload(wi + 3 * VL) : w0;
+#pragma GCC unroll 16
+                    for (int i = 0; i < R; i++) {
+                        float b = xp[i * xs + ci];
+                        a0[i] += b * w0;
+                        if (V > 1) a1[i] += b * w1;
+                        if (V > 2) a2[i] += b * w2;
+                        if (V > 3) a3[i] += b * w3;
+                    }
+                }
+            }
+        }
+    }
+    const float *bias = c->bias + ocb0 * BLK;
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) {
+        float *y = c->y + yat + i * ys;
+        if (last) {
+            a0[i] = vactivate(a0[i] + vload(bias), c->act);
+            if (V > 1) a1[i] = vactivate(a1[i] + vload(bias + VL), c->act);
+            if (V > 2) a2[i] = vactivate(a2[i] + vload(bias + 2 * VL), c->act);
+            if (V > 3) a3[i] = vactivate(a3[i] + vload(bias + 3 * VL), c->act);
+        }
+        vstore(y, a0[i]);
+        if (V > 1) vstore(y + VAT(1), a1[i]);
+        if (V > 2) vstore(y + VAT(2), a2[i]);
+        if (V > 3) vstore(y + VAT(3), a3[i]);
+    }
+}
+
+/* nchwc_tile with R, V and S as constants (each case its own register allocation) */
+#define TILE_R(r, v) \
+    case r: nchwc_tile(r, v, S, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down); break;
+#if NR_MAX == 6
+#define TILE_RS(v) TILE_R(1, v) TILE_R(2, v) TILE_R(3, v) TILE_R(4, v) TILE_R(5, v) TILE_R(6, v)
+#define TILE_TALL(v) TILE_RS(v) TILE_R(7, v) TILE_R(8, v) TILE_R(9, v) TILE_R(10, v) TILE_R(11, v) TILE_R(12, v)
+#else
+#define TILE_RS(v) TILE_R(1, v) TILE_R(2, v) TILE_R(3, v)
+#define TILE_TALL(v) TILE_RS(v) TILE_R(4, v) TILE_R(5, v) TILE_R(6, v)
+#endif
+#define TILE_VS switch (V) { \
+        case 1: switch (R) { TILE_TALL(1) } break; \
+        case 2: switch (R) { TILE_TALL(2) } break; \
+        case 3: switch (R) { TILE_RS(3) } break; \
+        default: switch (R) { TILE_RS(4) } break; \
+    }
+
+#define TILE_FN(name, s) \
+    static void name(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0, \
+                     int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down) { \
+        const int S = s; \
+        TILE_VS \
+    }
+TILE_FN(nchwc_block_s1, 1)
+TILE_FN(nchwc_block_s2, 2)
+TILE_FN(nchwc_block_any, 0)
+
+/* A tile along a row, or down a column (down: pixels (oh + i, ow0), the runtime strides' variant) */
+static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0,
+                        int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down) {
+    int sw = down || R == 1 ? 0 : (int)w->c->sw;
+    if (sw == 1) nchwc_block_s1(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0);
+    else if (sw == 2) nchwc_block_s2(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0);
+    else nchwc_block_any(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down);
+}
+
+/* One output row's inside pixels (every kernel column inside X) for input blocks [c0, c1), in near-equal
+   tiles of at most NR_MAX pixels (NR_TALL for one or two vectors of output channels: a 24-channel layer's
+   two blocks would spend 8 loads on 12 FMAs). */
+static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh, int64_t c0, int64_t c1,
+                      int first, int last) {
+    const ConvNchwc *c = w->c;
+    int64_t kh0, kh1, width = oh == w->rows - 1 ? w->last_width : w->width;
+    tap_range(oh, c->sh, c->ph, c->dh, c->kh, w->in_h, &kh0, &kh1);
+    int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
+    int64_t inside = hi - lo;
+    if (inside <= 0) return;
+    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX;
+    int64_t blocks = (inside + rmax - 1) / rmax, base = inside / blocks, rem = inside % blocks;
+    for (int64_t b = 0, ow = lo; b < blocks; b++) {
+        int R = (int)(base + (b < rem));
+        nchwc_block(R, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, 0, c->kw, first, last, 0);
+        ow += R;
+    }
+}
+
+/* The edge columns' pixels of rows [oh0, oh1) (kernel columns over the left or right edge: only their
+   inside ones): down each column in tiles over the rows whose kernel rows all lie inside X, one pixel
+   at a time on the others. One pixel per tile re-read the whole panel of weights for 4 FMAs a step:
+   3x3 convs on 7x7 planes lost 15% on their 2 edge pixels of 7. */
+static void nchwc_edges(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh0, int64_t oh1, int64_t c0,
+                        int64_t c1, int first, int last) {
+    const ConvNchwc *c = w->c;
+    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX, width = w->width;  /* a flattened plane has no edges */
+    int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
+    if (hi < lo) hi = lo;
+    int64_t full0 = w->oh_lo < oh0 ? oh0 : w->oh_lo < oh1 ? w->oh_lo : oh1;
+    int64_t full1 = w->oh_hi < full0 ? full0 : w->oh_hi < oh1 ? w->oh_hi : oh1;
+    for (int64_t ow = 0; ow < width; ow++) {
+        if (ow == lo) ow = hi;
+        if (ow >= width) break;
+        int64_t kw0, kw1;
+        tap_range(ow, c->sw, c->pw, c->dw, c->kw, w->in_w, &kw0, &kw1);
+        for (int64_t oh = oh0, R; oh < oh1; oh += R) {
+            int64_t kh0, kh1;
+            tap_range(oh, c->sh, c->ph, c->dh, c->kh, w->in_h, &kh0, &kh1);
+            R = oh >= full0 && oh < full1 ? (full1 - oh < rmax ? full1 - oh : rmax) : 1;
+            nchwc_block((int)R, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, kw0, kw1, first, last, 1);
+        }
+    }
+}
+
+static void nchwc_item(void *ctx, int64_t it, int slot) {
+    const NchwcWork *w = ctx;
+    const ConvNchwc *c = w->c;
+    (void)slot;
+    int64_t g, r, n = it / (w->row_items * w->groups), at = it % (w->row_items * w->groups);
+    if (w->rows_outer) g = at % w->groups, r = at / w->groups;
+    else r = at % w->row_items, g = at / w->row_items;
+    int64_t ocb0 = g * NV_MAX, oh0 = r * w->rows_per_item;
+    int64_t oh1 = oh0 + w->rows_per_item < w->rows ? oh0 + w->rows_per_item : w->rows;
+    int V = (c->ocb - ocb0 < NV_MAX ? (int)(c->ocb - ocb0) : NV_MAX) * NB;  /* vectors */
+    for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
+        int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
+        for (int64_t oh = oh0; oh < oh1; oh++) nchwc_row(w, V, n, ocb0, oh, c0, c1, c0 == 0, c1 == c->icb);
+        nchwc_edges(w, V, n, ocb0, oh0, oh1, c0, c1, c0 == 0, c1 == c->icb);
+    }
+}
+
+void ge_nchwc_conv(const ConvNchwc *c) {
+    NchwcWork w = {.c = c, .out_plane = c->oh * c->ow, .in_plane = c->h * c->w};
+    int flat = c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && !c->ph && !c->pw && c->h == c->oh &&
+               c->w == c->ow;
+    if (flat) {  /* the plane as rows of near-equal segments */
+        int64_t pixels = c->oh * c->ow, segs = (pixels + NCHWC_SEG - 1) / NCHWC_SEG;
+        w.width = (pixels + segs - 1) / segs;
+        w.rows = (pixels + w.width - 1) / w.width;
+        w.last_width = pixels - (w.rows - 1) * w.width;
+        w.in_h = w.rows, w.in_w = w.width;
+    } else {
+        w.rows = c->oh, w.width = w.last_width = c->ow, w.in_h = c->h, w.in_w = c->w;
+    }
+    /* the output columns (rows) whose every kernel column (row) lies inside X */
+    w.ow_lo = (c->pw + c->sw - 1) / c->sw;
+    int64_t reach = w.in_w - 1 + c->pw - (c->kw - 1) * c->dw;
+    w.ow_hi = reach < 0 ? 0 : reach / c->sw + 1;
+    if (w.ow_hi > w.width) w.ow_hi = w.width;
+    w.oh_lo = (c->ph + c->sh - 1) / c->sh;
+    reach = w.in_h - 1 + c->ph - (c->kh - 1) * c->dh;
+    w.oh_hi = reach < 0 ? 0 : reach / c->sh + 1;
+    w.groups = (c->ocb + NV_MAX - 1) / NV_MAX;
+    int64_t per_block = c->kh * c->kw * BLK * BLK * NV_MAX;
+    w.chunk = NCHWC_KC / per_block > 1 ? NCHWC_KC / per_block : 1;
+    int64_t row_floats = w.width * NV_MAX * BLK;
+    w.rows_per_item = NCHWC_OUT / row_floats > 1 ? NCHWC_OUT / row_floats : 1;
+    if (w.rows_per_item > w.rows) w.rows_per_item = w.rows;
+    int threads = c->threads < 1 ? 1 : c->threads;
+    int64_t want = NCHWC_ITEMS_PER_THREAD * threads, outer = c->batch * w.groups;
+    if (threads > 1 && outer * ((w.rows + w.rows_per_item - 1) / w.rows_per_item) < want) {
+        int64_t split = (want + outer - 1) / outer;  /* runs of rows per (item, group) */
+        int64_t per = (w.rows + split - 1) / split;
+        if (per < w.rows_per_item) w.rows_per_item = per > 1 ? per : 1;
+    }
+    w.row_items = (w.rows + w.rows_per_item - 1) / w.rows_per_item;
+    /* Each group of output blocks reads all of X, each run of rows all the weights: the order whose
+       repeated reads are the smaller keeps the other operand's run in the caches (a 1x1 stride-2 conv
+       over 56x56 x 256 read its 3 MB input once per group, from L3) */
+    int64_t x_bytes = c->icb * w.in_plane * BLK * 4, w_bytes = c->ocb * c->icb * c->kh * c->kw * BLK * BLK * 4;
+    w.rows_outer = w_bytes * w.row_items < x_bytes * w.groups;
+    pool_run(nchwc_item, &w, outer * w.row_items, threads);
+}
+
+/* NCHW <-> NCHW16c: VL x VL blocks (VL channels x VL pixels) transposed in registers, NB of them per
+   block of channels; channels past C are zeros in the blocked tensor and dropped going back. Items:
+   (batch item, channel block). */
+static void reorder_item(void *ctx, int64_t it, int slot) {
+    const NchwcReorder *r = ctx;
+    (void)slot;
+    int64_t cbs = (r->channels + BLK - 1) / BLK, cb = it % cbs, n = it / cbs, plane = r->plane;
+    const float *planes = (r->to_blocked ? r->x : r->y) + (n * r->channels + cb * BLK) * plane;
+    const float *blocked = (r->to_blocked ? r->y : r->x) + (n * cbs + cb) * plane * BLK;
+    for (int sub = 0; sub < NB; sub++) {
+        int64_t c0 = cb * BLK + sub * VL;
+        int nc = r->channels - c0 < VL ? (int)(r->channels - c0) : VL;
+        const float *pl = planes + sub * VL * plane, *bl = blocked + sub * VL;
+        for (int64_t p = 0; p < plane; p += VL) {
+            int np = plane - p < VL ? (int)(plane - p) : VL;
+            vec t[VL];
+            if (r->to_blocked) {
+                for (int j = 0; j < VL; j++) t[j] = j < nc ? load_part(pl + j * plane + p, np) : (vec){0};
+                transpose_blocks(t, VL);
+                for (int j = 0; j < np; j++) vstore((float *)bl + (p + j) * BLK, t[j]);
+            } else {
+                if (nc <= 0) break;
+                for (int j = 0; j < VL; j++) t[j] = j < np ? vload(bl + (p + j) * BLK) : (vec){0};
+                transpose_blocks(t, VL);
+                for (int j = 0; j < nc; j++) store_part((float *)pl + j * plane + p, t[j], np);
+            }
+        }
+    }
+}
+
+void ge_nchwc_reorder(const NchwcReorder *r) {
+    int64_t items = r->batch * ((r->channels + BLK - 1) / BLK);
+    pool_run(reorder_item, (void *)r, items, r->threads < 1 ? 1 : r->threads);
+}

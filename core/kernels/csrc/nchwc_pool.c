@@ -1,0 +1,88 @@
+/* MaxPool and GlobalAveragePool on the blocked layout NCHW16c (nchwc.c's: [N][ceil(C/16)][H][W][16]), so
+that a region of blocked convolutions does not end at a pool (kernels/blocked.py). The 16 channels of a
+pixel are one to four vectors: a window's max is one vmax per tap and vector, a plane's mean a sum of
+its pixels' vectors; no transpose, no strided access.
+
+MaxPool: x [planes][h][w][B], y [planes][oh][ow][B] (planes = batch x blocks), pads at the beginnings;
+taps outside X are skipped (ONNX pads MaxPool with -inf), a NaN wins as in np.maximum. Items: (plane,
+run of output rows).
+GlobalAveragePool: x [batch][blocks][plane][B] into the NCHW means y [batch][channels]. Items: (batch
+item, block). */
+#include <math.h>
+
+#include "abi.h"
+#include "pool.h"
+#include "simd.h"
+
+#define BLK 16
+#define NB (BLK / VL)           /* vectors per block */
+#define POOL_ITEM_FLOATS 4096   /* an item's least output: claiming it costs nothing beside it */
+
+typedef struct {
+    const NchwcMaxPool *p;
+    int64_t rows_per_item, row_items;
+} MaxPoolWork;
+
+static void max_pool_item(void *ctx, int64_t it, int slot) {
+    const MaxPoolWork *w = ctx;
+    const NchwcMaxPool *p = w->p;
+    (void)slot;
+    int64_t plane = it / w->row_items, oh0 = it % w->row_items * w->rows_per_item;
+    int64_t oh1 = oh0 + w->rows_per_item < p->oh ? oh0 + w->rows_per_item : p->oh;
+    const float *x = p->x + plane * p->h * p->w * BLK;
+    float *y = p->y + plane * p->oh * p->ow * BLK;
+    for (int64_t oh = oh0; oh < oh1; oh++) {
+        for (int64_t ow = 0; ow < p->ow; ow++) {
+            vec m[NB];
+            for (int j = 0; j < NB; j++) m[j] = (vec){0} - INFINITY;
+            for (int64_t kh = 0; kh < p->kh; kh++) {
+                int64_t ih = oh * p->sh - p->ph + kh * p->dh;
+                if (ih < 0 || ih >= p->h) continue;
+                for (int64_t kw = 0; kw < p->kw; kw++) {
+                    int64_t iw = ow * p->sw - p->pw + kw * p->dw;
+                    if (iw < 0 || iw >= p->w) continue;
+                    const float *src = x + (ih * p->w + iw) * BLK;
+                    for (int j = 0; j < NB; j++) m[j] = vmax(m[j], vload(src + j * VL));
+                }
+            }
+            float *dst = y + (oh * p->ow + ow) * BLK;
+            for (int j = 0; j < NB; j++) vstore(dst + j * VL, m[j]);
+        }
+    }
+}
+
+void ge_nchwc_max_pool(const NchwcMaxPool *p) {
+    MaxPoolWork w = {.p = p};
+    int64_t row = p->ow * BLK;
+    w.rows_per_item = POOL_ITEM_FLOATS / row > 1 ? POOL_ITEM_FLOATS / row : 1;
+    if (w.rows_per_item > p->oh) w.rows_per_item = p->oh;
+    w.row_items = (p->oh + w.rows_per_item - 1) / w.rows_per_item;
+    pool_run(max_pool_item, &w, p->planes * w.row_items, p->threads < 1 ? 1 : p->threads);
+}
+
+static void mean_item(void *ctx, int64_t it, int slot) {
+    const NchwcMean *m = ctx;
+    (void)slot;
+    int64_t blocks = (m->channels + BLK - 1) / BLK, n = it / blocks, cb = it % blocks;
+    const float *x = m->x + it * m->plane * BLK;
+    vec acc[2][NB];  /* two sums in turn: the adds of one pixel do not wait for the last one's */
+    for (int j = 0; j < NB; j++) acc[0][j] = acc[1][j] = (vec){0};
+    int64_t q = 0;
+    for (; q + 1 < m->plane; q += 2)
+        for (int j = 0; j < NB; j++) {
+            acc[0][j] += vload(x + q * BLK + j * VL);
+            acc[1][j] += vload(x + (q + 1) * BLK + j * VL);
+        }
+    if (q < m->plane)
+        for (int j = 0; j < NB; j++) acc[0][j] += vload(x + q * BLK + j * VL);
+    float sums[BLK];
+    for (int j = 0; j < NB; j++) vstore(sums + j * VL, (acc[0][j] + acc[1][j]) * (1.0f / (float)m->plane));
+    int64_t c0 = cb * BLK, nc = m->channels - c0 < BLK ? m->channels - c0 : BLK;
+    float *y = m->y + n * m->channels + c0;
+    for (int64_t c = 0; c < nc; c++) y[c] = sums[c];
+}
+
+void ge_nchwc_mean(const NchwcMean *m) {
+    int64_t items = m->batch * ((m->channels + BLK - 1) / BLK);
+    pool_run(mean_item, (void *)m, items, m->threads < 1 ? 1 : m->threads);
+}

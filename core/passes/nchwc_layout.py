@@ -1,0 +1,217 @@
+"""Run connected convolutions in the blocked layout NCHW16c (kernels/blocked.py, csrc/nchwc.c).
+
+Why: in NCHW a convolution's activations are the GEMM's vector operand, packed or gathered at every
+call, and each output is transposed back into planes; in NCHW16c the weights are the vector operand,
+the input is read in place and the output is already the next convolution's input (onnxruntime's
+MLAS runs CNNs so). The layout pays where convolutions follow each other: a value entering the
+region costs a ReorderInput, one leaving it (a reader outside, a model output) a ReorderOutput,
+about a pass over memory each.
+
+Recognized: float32 2-D Conv and ge::FusedConv nodes of one group with constant weights (their
+fused epilogues go along), whose input and output channels waste little in blocks of 16 (ResNet-50's
+3-channel stem stays NCHW: the region starts after its MaxPool). Convolutions are joined into a region
+through a value one writes and another reads (as X or as FusedConv's residual Z), or that both read.
+A region is rewritten when it pays: more convolutions than reorders (a lone conv between two reorders
+does not; MobileNets' pointwise convs, which sit between depthwise ones, form regions of 3 convs and 4
+reorders) and at least PAYBACK multiply-adds per element reordered. Inside, values become blocked
+tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels like any tensor.
+A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
+joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
+around it. A pool after a conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input
+would cost more than its output.
+Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
+kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
+numpy: 1.18x its NCHW plans), so a compiler without them keeps NCHW (an OM compiled with them still
+runs on numpy)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+from ..kernels import backend as backends
+from ..kernels.blocked import BLOCK, blocked_shape
+from ..kernels.fused import GE_DOMAIN
+
+#: a conv joins a region when its input and output channels rounded up to blocks are at most this
+#: many times what they are, (numerator, denominator) (24 -> 32 passes; 3 -> 16 or 17 -> 32 do not)
+MAX_WASTE = (4, 3)
+#: a region's multiply-adds per element its reorders move, at least: the blocked kernel saves about
+#: 10% of ge's NCHW time, some 2 ps per multiply-add, a reorder costs about 0.2 ns per element
+#: (benchmarks/nchwc_resnet_chain.py, docs/design-notes.md "NCHWc"): about 130 to break even; twice that
+PAYBACK = 256
+_CONVS = (("", "Conv"), (GE_DOMAIN, "FusedConv"))
+_POOLS = {("", "MaxPool"): "NchwcMaxPool", ("", "GlobalAveragePool"): "NchwcGlobalAveragePool"}
+
+
+def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
+    if backends.select().lib is None:
+        if stats is not None:
+            stats["no_native_kernels"] = 1
+        return graph
+    members, writers = [], set()  # writers: the values a member writes blocked
+    for n in graph.nodes:  # in graph order: a pool's producer is decided before it
+        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers):
+            members.append(n)
+            if n.op_type != "GlobalAveragePool":
+                writers.add(n.outputs[0])
+    regions = [r for r in _regions(graph, members) if _pays(graph, r)]
+    for region in regions:
+        _rewrite(graph, region)
+    if regions:
+        graph.opset.setdefault(GE_DOMAIN, graph.opset.get("", 17))  # see kernels/fused.py
+    if stats is not None:
+        stats["regions"] = stats.get("regions", 0) + len(regions)
+        stats["blocked_convs"] = stats.get("blocked_convs", 0) + sum(len(r.convs) for r in regions)
+        stats["blocked_pools"] = stats.get("blocked_pools", 0) + sum(len(r.members) - len(r.convs) for r in regions)
+        stats["reorders"] = stats.get("reorders", 0) + sum(len(r.entering) + len(r.leaving) for r in regions)
+    return graph
+
+
+def _eligible_pool(graph: Graph, node: Node, writers: set) -> bool:
+    """A 2-D float32 MaxPool without Indices or a GlobalAveragePool of a value a member writes blocked."""
+    if (node.domain, node.op_type) not in _POOLS or not node.inputs or node.inputs[0] not in writers:
+        return False
+    if len([o for o in node.outputs if o]) != 1 or not node.outputs[0]:
+        return False
+    y = graph.values.get(node.outputs[0])
+    return y is not None and y.is_static and y.dtype == np.float32 and len(y.shape) == 4
+
+
+def _eligible_conv(graph: Graph, node: Node) -> bool:
+    if (node.domain, node.op_type) not in _CONVS or len(node.outputs) != 1:
+        return False
+    if int(node.attrs.get("group", 1)) != 1 or node.inputs[0] in graph.initializers:
+        return False
+    w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else ""
+    if w not in graph.initializers or (b and b not in graph.initializers):
+        return False
+    x, y = graph.values.get(node.inputs[0]), graph.values.get(node.outputs[0])
+    metas = [v for v in (x, y) if v is not None and v.is_static]
+    if len(metas) != 2 or any(v.dtype != np.float32 or len(v.shape) != 4 for v in metas):
+        return False
+    if node.op_type == "FusedConv":
+        z = graph.values.get(node.inputs[3])
+        if node.inputs[3] in graph.initializers or z is None or not z.is_static or z.meta != y.meta:
+            return False
+    return all(-(-c // BLOCK) * BLOCK * MAX_WASTE[1] <= MAX_WASTE[0] * c for c in (x.shape[1], y.shape[1]))
+
+
+class _Region:
+    def __init__(self, members: list[Node]):
+        self.members = members
+        self.convs = [n for n in members if (n.domain, n.op_type) in _CONVS]
+        self.ids = {id(n) for n in members}
+        self.outputs = {n.outputs[0] for n in members if n.op_type != "GlobalAveragePool"}  # written blocked
+        self.entering: list[str] = []  # values read blocked, written outside: a ReorderInput each
+        self.leaving: list[str] = []  # values written blocked, read outside or model outputs: a ReorderOutput each
+
+
+def _blocked_reads(node: Node) -> list[str]:
+    """What a member reads blocked: X, and FusedConv's Z."""
+    at = (0, 3) if (node.domain, node.op_type) in _CONVS else (0,)
+    return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
+
+
+def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
+    """The connected groups of members (union-find over the values they write and read blocked)."""
+    parent = {id(n): id(n) for n in members}
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    touching: dict[str, list[int]] = {}  # value -> the members writing or reading it blocked
+    for n in members:
+        for name in _blocked_reads(n) + ([n.outputs[0]] if n.op_type != "GlobalAveragePool" else []):
+            touching.setdefault(name, []).append(id(n))
+    for ks in touching.values():
+        for k in ks[1:]:
+            parent[root(k)] = root(ks[0])
+    groups: dict[int, list[Node]] = {}
+    for n in members:
+        groups.setdefault(root(id(n)), []).append(n)
+    consumers = graph.consumers()
+    regions = []
+    for members in groups.values():
+        r = _Region(members)
+        for n in members:
+            for name in _blocked_reads(n):
+                if name not in r.outputs and name not in r.entering:
+                    r.entering.append(name)
+        for n in members:
+            y = n.outputs[0]
+            if y not in r.outputs:
+                continue
+            outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(u)]
+            if outside or y in graph.outputs:
+                r.leaving.append(y)
+        regions.append(r)
+    return regions
+
+
+def _pays(graph: Graph, r: _Region) -> bool:
+    reorders = len(r.entering) + len(r.leaving)
+    moved = sum(graph.meta(v).numel for v in r.entering + r.leaving)
+    macs = sum(graph.meta(n.outputs[0]).numel * math.prod(graph.initializers[n.inputs[1]].shape[1:]) for n in r.convs)
+    return len(r.convs) > reorders and macs >= PAYBACK * moved
+
+
+def _rewrite(graph: Graph, r: _Region) -> None:
+    """The region's members as ge's blocked ops; a ReorderInput before the first reader of each entering
+    value, a ReorderOutput after the producer of each leaving one (which keeps its name and layout for
+    its readers outside)."""
+    blocked: dict[str, str] = {}
+    for name in r.entering + r.leaving:
+        blocked[name] = _unused(graph, f"{name}:nchwc")
+        graph.values[blocked[name]] = Value(blocked[name], np.dtype(np.float32), blocked_shape(graph.meta(name).shape))
+    for y in r.outputs:  # the values inside keep their names, their layout becomes blocked
+        if y not in blocked:
+            v = graph.values[y]
+            v.shape = blocked_shape(v.shape)
+            blocked[y] = y
+    first_reader = {name: min((k for k, n in enumerate(graph.nodes) if id(n) in r.ids and name in _blocked_reads(n)))
+                    for name in r.entering}
+    nodes = []
+    for k, n in enumerate(graph.nodes):
+        for name in r.entering:
+            if first_reader[name] == k:
+                nodes.append(Node("ReorderInput", [name], [blocked[name]], name=_unused_node(graph, f"{name}:to_nchwc"),
+                                  domain=GE_DOMAIN))
+        if id(n) not in r.ids:
+            nodes.append(n)
+            continue
+        reads = _blocked_reads(n)
+        inputs = [blocked[i] if i in reads else i for i in n.inputs]
+        y = n.outputs[0]
+        if n.op_type == "GlobalAveragePool":  # reads blocked, writes NCHW
+            nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+                              name=n.name, domain=GE_DOMAIN))
+            continue
+        op = _POOLS.get((n.domain, n.op_type), "NchwcConv")
+        nodes.append(Node(op, inputs[:1] if op != "NchwcConv" else inputs, [blocked[y]], attrs=dict(n.attrs),
+                          name=n.name, domain=GE_DOMAIN))
+        if y in r.leaving:
+            nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+                              name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
+    graph.nodes = nodes
+
+
+def _unused(graph: Graph, name: str) -> str:
+    k, out = 1, name
+    while out in graph.values or out in graph.initializers:
+        k += 1
+        out = f"{name}{k}"
+    return out
+
+
+def _unused_node(graph: Graph, name: str) -> str:
+    taken = {n.name for n in graph.nodes}
+    k, out = 1, name
+    while out in taken:
+        k += 1
+        out = f"{name}{k}"
+    return out

@@ -1,0 +1,132 @@
+"""The blocked-layout convolution (core/kernels/nchwc.py, csrc/nchwc.c) and its reorders, on every
+built native level this CPU runs (a block of 16 channels is one AVX-512 vector, two AVX2 ones, four SSE
+ones), against
+onnxruntime's Conv (+ Add) (+ activation)."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+from ge.core.kernels import native
+from ge.core.kernels.nchwc import NchwcConv, blocked_empty, blocked_shape, reorder
+
+RELU = native.Act(native.ACT_CLAMP, 0.0, float("inf"))
+LEAKY = native.Act(native.ACT_LEAKY_RELU, 0.1)
+ACTS = {None: (None, {}), "Relu": (RELU, {}), "LeakyRelu": (LEAKY, {"alpha": 0.1}),
+        "HardSigmoid": (native.Act(native.ACT_HARDSIGMOID, 0.2, 0.5), {"alpha": 0.2, "beta": 0.5})}
+
+
+def _runnable_levels():
+    out = []
+    for name in native.built_levels():
+        try:
+            native.load_level(name)
+        except native.Unavailable:
+            continue
+        out.append(name)
+    return out
+
+
+@pytest.fixture(params=_runnable_levels())
+def nat(request):
+    return native.load_level(request.param)
+
+
+def onnxruntime_conv(x, w, b, attrs, z=None, act=None):
+    nodes, out = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs)], "c"
+    inputs, feeds = [helper.make_tensor_value_info("x", 1, x.shape)], {"x": x}
+    if z is not None:
+        nodes.append(helper.make_node("Add", ["c", "z"], ["a"]))
+        inputs.append(helper.make_tensor_value_info("z", 1, z.shape))
+        feeds["z"], out = z, "a"
+    if act is not None:
+        nodes.append(helper.make_node(act, [out], ["y"], **ACTS[act][1]))
+        out = "y"
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(out, 1, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+# (n, c, h, w, oc, kernel, strides, pads (top, left, bottom, right), dilations, residual, activation)
+CASES = [
+    (1, 16, 8, 8, 16, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, None),         # one block each way
+    (1, 19, 14, 14, 37, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, "Relu"),      # odd channels, a flat plane in 2 segments
+    (2, 24, 15, 17, 70, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Relu"),     # batch 2, 255 pixels (3 segments)
+    (1, 40, 13, 11, 20, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), False, None),       # 1x1 stride 2 (ResNet's downsample)
+    (2, 19, 9, 11, 37, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, "Relu"),
+    (1, 5, 13, 7, 70, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, "LeakyRelu"),  # 5 groups of blocks at VL 4
+    (1, 32, 10, 10, 80, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), True, None),
+    (1, 3, 17, 17, 33, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2), False, "HardSigmoid"),  # dilation 2
+    (3, 8, 5, 30, 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), True, "Relu"),         # taps wider than the rows
+    (1, 20, 12, 9, 18, (3, 2), (3, 1), (0, 2, 1, 0), (1, 2), False, None),        # stride 3, uneven kernel and pads
+    (1, 64, 7, 7, 64, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, "Relu"),        # ResNet's 7x7 plane
+    (1, 4, 4, 4, 6, (3, 3), (1, 1), (4, 4, 4, 4), (1, 1), False, None),           # rows and columns of padding only
+]
+
+
+@pytest.mark.parametrize("n, c, h, w, oc, kernel, strides, pads, dil, residual, act", CASES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_matches_onnxruntime(nat, n, c, h, w, oc, kernel, strides, pads, dil, residual, act, threads):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((oc, c, *kernel)) / np.sqrt(c * np.prod(kernel))).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    native.set_threads(threads)
+    try:
+        conv = NchwcConv(nat, x.shape, oc, kernel, strides=strides, pads=pads, dilations=dil, act=ACTS[act][0])
+        conv.pack(wt, b)
+        z = rng.standard_normal(conv.y_shape).astype(np.float32) if residual else None
+        blk = nat.nchwc_block
+        xb, yb = blocked_empty(x.shape, blk), blocked_empty(conv.y_shape, blk)
+        reorder(nat, x, xb, True).run()
+        if residual:  # Y written over Z, as a ResNet block's output
+            reorder(nat, z, yb, True).run()
+        conv.call(xb, yb, yb if residual else None).run()
+        y = np.empty(conv.y_shape, np.float32)
+        reorder(nat, yb, y, False).run()
+    finally:
+        native.set_threads(native.default_threads())
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads), "dilations": list(dil)}
+    want = onnxruntime_conv(x, wt, b, attrs, z, act)
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    if oc % blk:  # the padding channels hold act(0): zero weights and bias (and Z's zeros); the next conv ignores them
+        assert np.all(yb[:, -1, ..., oc % blk:] == (0.5 if act == "HardSigmoid" else 0.0))
+
+
+def test_residual_in_its_own_buffer(nat):
+    """Z apart from Y gives what Z under Y gives, and Z is left as it was."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 21, 9, 9)).astype(np.float32)
+    conv = NchwcConv(nat, x.shape, 35, (3, 3), pads=(1, 1, 1, 1), act=RELU)
+    conv.pack(rng.standard_normal((35, 21, 3, 3)).astype(np.float32) * 0.1, rng.standard_normal(35).astype(np.float32))
+    blk = nat.nchwc_block
+    xb, zb, y1, y2 = (blocked_empty(s, blk) for s in (x.shape, conv.y_shape, conv.y_shape, conv.y_shape))
+    reorder(nat, x, xb, True).run()
+    reorder(nat, rng.standard_normal(conv.y_shape).astype(np.float32), zb, True).run()
+    z_before = zb.copy()
+    conv.call(xb, y1, zb).run()
+    np.copyto(y2, zb)
+    conv.call(xb, y2, y2).run()
+    np.testing.assert_array_equal(zb, z_before)
+    np.testing.assert_array_equal(y1, y2)
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 4, 4), (2, 3, 5, 7), (1, 37, 14, 14), (3, 9, 1, 1), (1, 33, 17, 3)])
+def test_reorders_round_trip(nat, shape):
+    """NCHW -> blocked puts channel c of pixel p at [c // B][p][c % B] with zeros past C; back is exact."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    blk = nat.nchwc_block
+    xb = blocked_empty(shape, blk)
+    xb[...] = np.nan  # every element must be written, the padding channels as zeros
+    reorder(nat, x, xb, True).run()
+    n, c, h, w = shape
+    want = np.zeros((n, -(-c // blk) * blk, h, w), np.float32)
+    want[:, :c] = x
+    assert xb.shape == blocked_shape(shape, blk)
+    np.testing.assert_array_equal(xb, want.reshape(n, -1, blk, h, w).transpose(0, 1, 3, 4, 2))
+    back = np.full(shape, np.nan, np.float32)
+    reorder(nat, xb, back, False).run()
+    np.testing.assert_array_equal(back, x)

@@ -1,0 +1,380 @@
+"""nchwc_layout: connected convolutions run in the blocked layout NCHW16c (ge::NchwcConv between
+ReorderInput and ReorderOutput), where that pays; whole models against onnxruntime on the native and
+the numpy backend, and the pass's choices exactly."""
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.core import api
+from ge.core.errors import GeError
+from ge.core.kernels.fused import GE_DOMAIN
+from ge.core.passes import fusion_switches, optimize
+from ge.formats.om import read_om, write_om
+
+F = TensorProto.FLOAT
+rng = np.random.default_rng(11)
+
+
+class Builder:
+    """A model built node by node: conv() adds its weights, the names say what each node is."""
+
+    def __init__(self):
+        self.nodes, self.inits = [], {}
+
+    def conv(self, name, x, c, oc, k=1, stride=1, pads=None, dilation=1, relu=True, z=None):
+        pads = [(k // 2) * dilation] * 4 if pads is None else pads
+        self.inits[f"{name}.w"] = (rng.standard_normal((oc, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+        self.inits[f"{name}.b"] = (rng.standard_normal(oc) * 0.1).astype(np.float32)
+        self.nodes.append(helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [name], name=name, kernel_shape=[k, k],
+                                           strides=[stride] * 2, pads=pads, dilations=[dilation] * 2))
+        out = name
+        if z is not None:
+            self.nodes.append(helper.make_node("Add", [out, z], [f"{name}.sum"], name=f"{name}.add"))
+            out = f"{name}.sum"
+        if relu:
+            self.nodes.append(helper.make_node("Relu", [out], [f"{name}.relu"], name=f"{name}.relu"))
+            out = f"{name}.relu"
+        return out
+
+    def node(self, op, inputs, out, **attrs):
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def model(self, inputs: dict, outputs: list):
+        graph = helper.make_graph(self.nodes, "m", [helper.make_tensor_value_info(k, F, s) for k, s in inputs.items()],
+                                  [helper.make_tensor_value_info(o, F, None) for o in outputs],
+                                  [numpy_helper.from_array(v, k) for k, v in self.inits.items()])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def bottleneck(b, x, c, width, out, stride, name, dilation=1):
+    """ResNet's bottleneck: 1x1, 3x3 (the stride; a dilation), 1x1 + the identity or a 1x1 downsample."""
+    y = b.conv(f"{name}.conv1", x, c, width)
+    y = b.conv(f"{name}.conv2", y, width, width, 3, stride, dilation=dilation)
+    z = x if stride == 1 and c == out else b.conv(f"{name}.down", x, c, out, 1, stride, relu=False)
+    return b.conv(f"{name}.conv3", y, width, out, z=z)
+
+
+def resnet_style(batch=1, image=48):
+    """Stem (3 channels, 7x7 stride 2), MaxPool, three bottlenecks (channels off the block: 40, 24, 100,
+    72; one with a dilated 3x3, one downsampling), GlobalAveragePool, Flatten, Gemm."""
+    b = Builder()
+    y = b.conv("stem", "x", 3, 40, 7, 2)
+    y = b.node("MaxPool", [y], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = bottleneck(b, y, 40, 24, 100, 1, "block1")
+    y = bottleneck(b, y, 100, 24, 100, 1, "block2", dilation=2)
+    y = bottleneck(b, y, 100, 40, 200, 2, "block3")
+    y = b.node("GlobalAveragePool", [y], "gap")
+    y = b.node("Flatten", [y], "flat")
+    b.inits["fc.w"] = (rng.standard_normal((200, 10)) * 0.1).astype(np.float32)
+    b.inits["fc.b"] = (rng.standard_normal(10) * 0.1).astype(np.float32)
+    y = b.node("Gemm", [y, "fc.w", "fc.b"], "logits")
+    return b.model({"x": [batch, 3, image, image]}, [y])
+
+
+def switch_off(tmp_path) -> str:
+    path = tmp_path / "switch.json"
+    path.write_text(json.dumps({"Switch": {"GraphFusion": {"nchwc_layout": "off"}}}))
+    return str(path)
+
+
+def compile_and_run(tmp_path, use_backend, backend, model, feeds, name="m", **atc):
+    """Compiled where the native kernels run (the pass blocks only there), loaded on `backend`."""
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    use_backend("native")
+    result = api.atc(path, str(tmp_path / name), **atc)
+    use_backend(backend)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        tasks = [(t.plan.kernel.op_type, t.plan.name, t.plan.kernel.uses_native) for t in
+                 api.model(model_id).default_context.handle]
+        return api.execute(model_id, feeds), tasks, result.om_path
+    finally:
+        api.unload(model_id)
+
+
+def ort_run(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def assert_close(got, want):
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
+
+
+RESNET_TASKS = ["Conv", "MaxPool", "ReorderInput"] + ["NchwcConv"] * 11 + ["NchwcGlobalAveragePool", "Gemm"]
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_resnet_style_model_runs_its_convs_blocked(tmp_path, default_backend, backend, batch):
+    """The stem (3 channels) and its MaxPool stay NCHW, the region starts after the pool (one ReorderInput)
+    and ends in the GlobalAveragePool, which reads it blocked; every bottleneck conv runs blocked,
+    residuals included; onnxruntime's results on either backend, and the pass switched off gives them too."""
+    model = resnet_style(batch)
+    feeds = {"x": rng.standard_normal((batch, 3, 48, 48)).astype(np.float32)}
+    want = ort_run(model, feeds)
+    got, tasks, om = compile_and_run(tmp_path, default_backend, backend, model, feeds)
+    assert [op for op, _, _ in tasks] == RESNET_TASKS
+    assert [name for op, name, _ in tasks if op.startswith("Reorder")] == ["pool:to_nchwc"]
+    assert all(native == (backend == "native") for op, _, native in tasks if op.startswith(("Nchwc", "Reorder")))
+    assert_close(got, want)
+    plain, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds, "plain",
+                                      fusion_switch_file=switch_off(tmp_path))
+    assert "NchwcConv" not in [op for op, _, _ in tasks]
+    assert_close(plain, want)
+    # the blocked values are planned as tensors of whole blocks: 100 channels take 112
+    shapes = {t.name: t.shape for t in read_om(om).tensors}
+    assert shapes["block1.conv3.relu"] == (batch, 7, 12, 12, 16) and shapes["pool:nchwc"] == (batch, 3, 12, 12, 16)
+
+
+def test_a_compiler_without_native_kernels_keeps_nchw(load, default_backend):
+    """The numpy plans of the blocked ops unblock and block around the NCHW ones: slower than the NCHW
+    plans, so the pass blocks nothing where the native kernels do not run (an OM compiled where they
+    run still loads there: the numpy plans of the test above)."""
+    default_backend("numpy")
+    g, stats = optimized(load, resnet_style())
+    assert stats == {"no_native_kernels": 1} and "NchwcConv" not in [op for op, _ in ops(g)]
+
+
+def chain(b, x, c, convs, k=3):
+    for i in range(convs):
+        x = b.conv(f"c{i}", x, c, c, k)
+    return x
+
+
+NONE = {"regions": 0, "blocked_convs": 0, "blocked_pools": 0, "reorders": 0}
+
+
+@pytest.fixture
+def native(default_backend):
+    """The pass blocks where the native kernels run."""
+    default_backend("native")
+
+
+def optimized(load, model, **kw):
+    g = load(model)
+    report = optimize(g, **kw)
+    return g, report["passes"]["nchwc_layout"]
+
+
+def ops(g):
+    return [(n.op_type, n.name) for n in g.nodes]
+
+
+def test_a_lone_conv_or_two_stay_nchw(load, native):
+    """A conv between two reorders does not pay, nor do two (two reorders); three in a row do."""
+    for convs, blocked in ((1, False), (2, False), (3, True)):
+        b = Builder()
+        y = b.node("Sigmoid", ["x"], "s")
+        y = chain(b, y, 64, convs)
+        g, stats = optimized(load, b.model({"x": [1, 64, 16, 16]}, [b.node("Neg", [y], "y")]))
+        assert ("NchwcConv" in [op for op, _ in ops(g)]) == blocked
+        if blocked:
+            assert ops(g) == [("Sigmoid", "s"), ("ReorderInput", "s:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"),
+                              ("NchwcConv", "c2"), ("ReorderOutput", "c2.relu:from_nchwc"), ("Neg", "y")]
+            assert stats == {"regions": 1, "blocked_convs": 3, "blocked_pools": 0, "reorders": 2}
+        else:
+            assert stats == NONE
+
+
+def test_a_value_read_outside_the_region_leaves_it_and_an_output_too(load, run_ort, run_ge, native):
+    """A blocked value that a non-conv node reads gets a ReorderOutput for that reader while the next conv
+    reads it blocked; a blocked value that is a model output keeps its name, written by a ReorderOutput."""
+    b = Builder()
+    y = chain(b, "x", 40, 2)
+    side = b.node("Sigmoid", [y], "side")
+    y = b.conv("c2", y, 40, 40, 3)
+    mid = b.conv("c3", y, 40, 40, 3, stride=2, pads=[0, 1, 1, 0])  # asymmetric pads
+    y = b.conv("c4", mid, 40, 40, 3)
+    model = b.model({"x": [2, 40, 15, 13]}, [y, side, mid])
+    g, stats = optimized(load, model)
+    assert ops(g) == [("ReorderInput", "x:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"),
+                      ("ReorderOutput", "c1.relu:from_nchwc"), ("Sigmoid", "side"), ("NchwcConv", "c2"),
+                      ("NchwcConv", "c3"), ("ReorderOutput", "c3.relu:from_nchwc"), ("NchwcConv", "c4"),
+                      ("ReorderOutput", "c4.relu:from_nchwc")]
+    assert stats == {"regions": 1, "blocked_convs": 5, "blocked_pools": 0, "reorders": 4}
+    reorders = {n.name: (n.inputs, n.outputs, n.attrs) for n in g.nodes if n.op_type.startswith("Reorder")}
+    assert reorders["c1.relu:from_nchwc"] == (["c1.relu:nchwc"], ["c1.relu"], {"channels": 40})
+    assert reorders["c3.relu:from_nchwc"] == (["c3.relu:nchwc"], ["c3.relu"], {"channels": 40})
+    assert g.outputs == ["c4.relu", "side", "c3.relu"]
+    assert g.meta("c0.relu").shape == (2, 3, 15, 13, 16) and g.meta("c3.relu").shape == (2, 40, 7, 6)
+    assert all(n.domain == GE_DOMAIN for n in g.nodes if n.op_type != "Sigmoid")
+    feeds = {"x": rng.standard_normal((2, 40, 15, 13)).astype(np.float32)}
+    assert_close(run_ge(g, feeds), run_ort(model, feeds))
+
+
+def test_a_value_two_region_convs_read_is_reordered_once(load, native):
+    """Two convs reading the model input: one region, one ReorderInput before the first of them."""
+    b = Builder()
+    left = b.conv("left", "x", 48, 48, 3)
+    right = b.conv("right", "x", 48, 48, 3, relu=False)
+    y = b.conv("join", left, 48, 48, 3, z=right)
+    g, stats = optimized(load, b.model({"x": [1, 48, 20, 20]}, [y]))
+    assert ops(g) == [("ReorderInput", "x:to_nchwc"), ("NchwcConv", "left"), ("NchwcConv", "right"),
+                      ("NchwcConv", "join"), ("ReorderOutput", "join.relu:from_nchwc")]
+    join = g.nodes[3]
+    assert join.inputs == ["left.relu", "join.w", "join.b", "right"] and join.attrs["ge.epilogue"] == [["Relu", {}]]
+
+
+def test_mobilenet_pointwise_convs_stay_nchw(load, native):
+    """Inverted residuals: each pointwise conv sits between depthwise ones, so a region is a block's
+    projection and the next block's expansion and projection: 3 convs and 4 reorders, which do not pay."""
+    b = Builder()
+    x = "x"
+    for i in range(3):
+        e = b.conv(f"b{i}.expand", x, 32, 192)
+        b.inits[f"b{i}.dw.w"] = rng.standard_normal((192, 1, 3, 3)).astype(np.float32)
+        d = b.node("Conv", [e, f"b{i}.dw.w"], f"b{i}.dw", kernel_shape=[3, 3], pads=[1] * 4, group=192)
+        x = b.conv(f"b{i}.project", d, 192, 32, relu=False, z=x if i else None)
+    g, stats = optimized(load, b.model({"x": [1, 32, 28, 28]}, [x]))
+    assert stats == NONE and "NchwcConv" not in [op for op, _ in ops(g)]
+
+
+def test_few_channels_stay_nchw(load, native):
+    """A conv of 3 or 17 input channels wastes most of a block of 16: not blocked, and the convs after it
+    are a region of their own when they pay."""
+    b = Builder()
+    y = b.conv("few", "x", 3, 64, 3)
+    y = chain(b, y, 64, 3)
+    g, _ = optimized(load, b.model({"x": [1, 3, 16, 16]}, [y]))
+    assert ops(g)[:2] == [("Conv", "few"), ("ReorderInput", "few.relu:to_nchwc")]
+    b = Builder()
+    y = b.conv("odd", "x", 17, 64, 3)
+    y = b.conv("next", y, 64, 17, 3)
+    y = b.conv("last", y, 17, 64, 3)
+    g, _ = optimized(load, b.model({"x": [1, 17, 16, 16]}, [y]))
+    assert [op for op, _ in ops(g)] == ["Conv"] * 3
+
+
+def test_the_switch_turns_it_off(load, native):
+    b = Builder()
+    y = chain(b, "x", 64, 3)
+    model = b.model({"x": [1, 64, 16, 16]}, [y])
+    g, stats = optimized(load, model, disabled={"nchwc_layout"})
+    assert [op for op, _ in ops(g)] == ["Conv"] * 3 and stats == {"switched_off": 1}
+    assert fusion_switches({"GraphFusion": {"nchwc_layout": False}})[0] == {"nchwc_layout"}
+    assert "nchwc_layout" in fusion_switches({"GraphFusion": {"ALL": False}})[0]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("strides", "2", r"attrs\['strides'\] must be a list of int64"),
+    ("group", 2, r"attrs\['group'\] is 2: the blocked convolution has one group"),
+    ("pads", [1, 1, 1], r"attribute pads has 3 values, 4 expected"),
+    ("auto_pad", None, r"attrs\['auto_pad'\] is missing"),
+])
+def test_a_mutated_om_fails_naming_the_field(tmp_path, default_backend, field, value, message):
+    """An OM whose NchwcConv or ReorderOutput attributes were edited fails to load, naming the task and
+    the field (the kernel's spec checks them: ge's ops have no onnx schema)."""
+    default_backend("native")
+    b = Builder()
+    model = b.model({"x": [1, 32, 8, 8]}, [chain(b, "x", 32, 3)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    om = api.atc(path, str(tmp_path / "m")).om_path
+    ge_model = read_om(om)
+    task = next(t for t in ge_model.tasks if t.op_type == "NchwcConv")
+    if value is None:
+        del task.attrs[field]
+    else:
+        task.attrs[field] = value
+    write_om(ge_model, tmp_path / "bad.om")
+    with pytest.raises(GeError, match=r"TASK_INFO.tasks\[1\] 'c0' \(NchwcConv\): .*" + message):
+        api.load_from_file(str(tmp_path / "bad.om"), "cpu")
+    ge_model = read_om(om)
+    reorder = next(t for t in ge_model.tasks if t.op_type == "ReorderOutput")
+    for channels, problem in ((20, "declared float32"), ("32", "must be an int")):
+        reorder.attrs["channels"] = channels
+        write_om(ge_model, tmp_path / "bad.om")
+        with pytest.raises(GeError, match=r"\(ReorderOutput\): .*" + problem):
+            api.load_from_file(str(tmp_path / "bad.om"), "cpu")
+
+
+@pytest.mark.parametrize("kind, spec, dynamic", [("range", "x:1~4,3,48,48", {}),
+                                                 ("gears", "x:-1,3,48,48", {"dynamic_batch_size": "1,3"})])
+def test_gears_and_ranges_run_blocked(tmp_path, default_backend, kind, spec, dynamic):
+    """A gear is a static graph of its own, blocked like any; a range model runs at its shapes too."""
+    default_backend("native")
+    model = resnet_style("N")
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    result = api.atc(path, str(tmp_path / kind), input_shape=spec, dynamic=dynamic)
+    if kind == "gears":
+        assert all([t.op_type for t in sub.tasks] == RESNET_TASKS for sub in result.model.submodels)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for batch in (1, 3):
+            feeds = {"x": rng.standard_normal((batch, 3, 48, 48)).astype(np.float32)}
+            assert_close(api.execute(model_id, feeds), ort_run(model, feeds))
+    finally:
+        api.unload(model_id)
+
+
+def vgg_style(batch=1):
+    """Conv stacks between MaxPools (one 2x2, one 3x3 with ceil_mode and padding), channels off the block,
+    a GlobalAveragePool and a classifier; the second pool's output is a model output too."""
+    b = Builder()
+    y = chain(b, "x", 32, 2)
+    y = b.node("MaxPool", [y], "pool1", kernel_shape=[2, 2], strides=[2, 2])
+    y = b.conv("c2", y, 32, 40, 3)
+    y = b.conv("c3", y, 40, 40, 3, dilation=2)
+    pooled = b.node("MaxPool", [y], "pool2", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 0], ceil_mode=1)
+    y = b.conv("c4", pooled, 40, 48, 3)
+    y = b.node("GlobalAveragePool", [y], "gap")
+    y = b.node("Flatten", [y], "flat")
+    b.inits["fc.w"] = (rng.standard_normal((48, 10)) * 0.1).astype(np.float32)
+    y = b.node("Gemm", [y, "fc.w"], "logits")
+    return b.model({"x": [batch, 32, 27, 27]}, [y, pooled])
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pools_inside_a_region_run_blocked(tmp_path, default_backend, backend, batch):
+    """MaxPools between blocked convs and the GlobalAveragePool after them read and write the blocked
+    layout: one ReorderInput for the whole model, a ReorderOutput only for the pool that is a model output."""
+    model = vgg_style(batch)
+    feeds = {"x": rng.standard_normal((batch, 32, 27, 27)).astype(np.float32)}
+    got, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds)
+    assert [(op, name) for op, name, _ in tasks] == [
+        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"), ("NchwcMaxPool", "pool1"),
+        ("NchwcConv", "c2"), ("NchwcConv", "c3"), ("NchwcMaxPool", "pool2"), ("ReorderOutput", "pool2:from_nchwc"),
+        ("NchwcConv", "c4"), ("NchwcGlobalAveragePool", "gap"), ("Gemm", "logits")]
+    assert all(native == (backend == "native") for op, _, native in tasks if op != "Gemm")
+    assert_close(got, ort_run(model, feeds))
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_every_executor_on_both_devices(tmp_path, default_backend, device):
+    """The linear plan writes a block's output over its blocked residual; the dataflow and parallel
+    executors' plan keeps them apart: the same results on either device."""
+    default_backend("native")
+    model = resnet_style(2)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    feeds = {"x": rng.standard_normal((2, 3, 48, 48)).astype(np.float32)}
+    want = ort_run(model, feeds)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, device)
+    try:
+        for executor in ("linear", "dataflow", "parallel"):
+            ctx = api.model(model_id).create_context(executor=executor)
+            for _ in range(2):
+                assert_close(ctx.execute([feeds["x"]]), want)
+    finally:
+        api.unload(model_id)
+
+
+@pytest.mark.parametrize("mode, blocked", [("allow_fp32_to_fp16", False), ("must_keep_origin_dtype", True)])
+def test_the_layout_follows_precision_mode(tmp_path, default_backend, mode, blocked):
+    """The pass runs after --precision_mode: convs lowered to float16 stay NCHW (the kernel is float32)."""
+    default_backend("native")
+    model = resnet_style()
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    result = api.atc(path, str(tmp_path / "m"), precision_mode=mode)
+    ops = [t.op_type for t in result.model.tasks]
+    assert ("NchwcConv" in ops) == blocked and ("Cast" in ops) != blocked
