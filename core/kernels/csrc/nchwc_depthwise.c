@@ -1,0 +1,177 @@
+/* Depthwise convolution (group == channels, one output channel per group) in the blocked layout
+NCHW16c of nchwc.c: x [N][ceil(C/16)][H][W][16], y and z [N][ceil(C/16)][OH][OW][16], weights
+[cb][kh][kw][16], bias [cb * 16]. The channels are the vector lanes (one AVX-512 vector per block,
+two AVX2 ones, four SSE/NEON ones: each handled in turn), so every tap of a pixel is one vector
+FMA of the input pixel and the tap's weights, with no transpose and no phase split: onnxruntime's
+MLAS runs MobileNets' depthwise convs this way, and the output is the next pointwise conv's input.
+
+One output row at a time (its kernel rows outside X skipped for the whole row), in tiles of up to
+DW_R pixels along the row. Where the kernel is 3 or 5 columns wide with stride 1 or 2 and no
+dilation across (MobileNets', EfficientNets'), a tile loads each input column it reads once per
+kernel row and applies it to every pixel of the tile that reads it (a 3x3 stride-1 tile of 8: 10
+loads for 24 FMAs instead of 24), the row's weights in registers; the tiles with pixels whose
+kernel columns hang over the left or right edge (only those) check each input column and skip the
+ones outside X. Other geometries take the same tiles with a load per tap over the inside pixels and
+one pixel at a time, only its inside taps, at the edges.
+
+Padding channels: zero weights and bias, so Y holds act(0) there (plus Z's padding: finite).
+Z may be Y: each tile reads its pixels of Z before it writes them.
+Items: runs of output rows of the flattened (batch item, block, row) space, in order (a kernel
+row's input is reused from L1 by the next output rows), near-equal and at least DW_ITEMS_PER_THREAD
+per thread: a 7x7 plane of 960 channels is 420 rows of 7 pixels, split evenly between 2 threads. */
+#include "abi.h"
+#include "nchwc.h"
+#include "pool.h"
+#include "simd.h"
+
+#define DW_R 8                 /* output pixels per tile: 8 accumulators, 5 weights and an input fit 16 registers */
+#define DW_ITEM_FLOATS 4096    /* least outputs per item (a few microseconds: claiming it costs nothing beside) */
+#define DW_ITEMS_PER_THREAD 8  /* a late thread's share stays small */
+
+typedef struct {
+    const DepthwiseNchwc *d;
+    int64_t rows, rows_per_item;
+    int64_t ow_lo, ow_hi;  /* the output columns whose every kernel column lies inside X */
+} DwWork;
+
+/* What one tile needs: X's plane, the block's weights and bias at the tile's lanes; Z and Y at its
+   first pixel; the input row of kernel row 0 and the input column of the first pixel's first tap. */
+typedef struct {
+    const float *x, *wt, *bias, *z;
+    float *y;
+    int64_t ih0, kh0, kh1, c0;
+} DwTile;
+
+/* R pixels from t->c0, kernel KW columns wide, stride S across, dilation 1 across: input column j
+   of the tile (c0 + j) is loaded once per kernel row and feeds pixel i's tap k where j = i S + k.
+   CHECK: skip the columns outside X (edge tiles). */
+static inline __attribute__((always_inline)) void dw_tile(const int R, const int KW, const int S, const int CHECK,
+                                                          const DepthwiseNchwc *d, const DwTile *t) {
+    vec acc[DW_R];
+    const vec b = vload(t->bias);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) acc[i] = t->z ? b + vload(t->z + i * BLK) : b;
+    for (int64_t kh = t->kh0; kh < t->kh1; kh++) {
+        const float *xr = t->x + ((t->ih0 + kh * d->dh) * d->w + t->c0) * BLK, *wr = t->wt + kh * KW * BLK;
+        vec wv[KW];
+#pragma GCC unroll 8
+        for (int k = 0; k < KW; k++) wv[k] = vload(wr + k * BLK);
+#pragma GCC unroll 32
+        for (int j = 0; j < (R - 1) * S + KW; j++) {
+            if (CHECK && (uint64_t)(t->c0 + j) >= (uint64_t)d->w) continue;
+            vec v = vload(xr + j * BLK);
+#pragma GCC unroll 8
+            for (int k = 0; k < KW; k++)
+                if (j >= k && (j - k) % S == 0 && (j - k) / S < R) acc[(j - k) / S] += v * wv[k];
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) vstore(t->y + i * BLK, vactivate(acc[i], d->act));
+}
+
+/* Any kernel, stride and dilation: R pixels whose kernel columns [kw0, kw1) all lie inside X, a load
+   per tap, the tap's weights shared by the R pixels. */
+static inline __attribute__((always_inline)) void dw_tile_any(const int R, const DepthwiseNchwc *d, const DwTile *t,
+                                                              int64_t kw0, int64_t kw1) {
+    vec acc[DW_R];
+    const vec b = vload(t->bias);
+    const int64_t xs = d->sw * BLK;
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) acc[i] = t->z ? b + vload(t->z + i * BLK) : b;
+    for (int64_t kh = t->kh0; kh < t->kh1; kh++) {
+        const float *xr = t->x + ((t->ih0 + kh * d->dh) * d->w + t->c0) * BLK, *wr = t->wt + kh * d->kw * BLK;
+        for (int64_t kw = kw0; kw < kw1; kw++) {
+            const float *xp = xr + kw * d->dw * BLK;
+            vec wv = vload(wr + kw * BLK);
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++) acc[i] += vload(xp + i * xs) * wv;
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) vstore(t->y + i * BLK, vactivate(acc[i], d->act));
+}
+
+/* The tiles with R, KW, S and CHECK as constants (each its own register allocation) */
+#define DW_CASE(r) \
+    case r: if (check) dw_tile(r, KW, S, 1, d, t); else dw_tile(r, KW, S, 0, d, t); break;
+#define DW_FN(name, kw, s) \
+    static void name(int R, int check, const DepthwiseNchwc *d, const DwTile *t) { \
+        const int KW = kw, S = s; \
+        switch (R) { DW_CASE(1) DW_CASE(2) DW_CASE(3) DW_CASE(4) DW_CASE(5) DW_CASE(6) DW_CASE(7) DW_CASE(8) } \
+    }
+DW_FN(dw_tiles_3s1, 3, 1)
+DW_FN(dw_tiles_3s2, 3, 2)
+DW_FN(dw_tiles_5s1, 5, 1)
+DW_FN(dw_tiles_5s2, 5, 2)
+typedef void (*DwTiles)(int R, int check, const DepthwiseNchwc *d, const DwTile *t);
+
+static void dw_tiles_any(int R, int64_t kw0, int64_t kw1, const DepthwiseNchwc *d, const DwTile *t) {
+    switch (R) {
+#define DW_ANY(r) case r: dw_tile_any(r, d, t, kw0, kw1); break;
+        DW_ANY(1) DW_ANY(2) DW_ANY(3) DW_ANY(4) DW_ANY(5) DW_ANY(6) DW_ANY(7) DW_ANY(8)
+#undef DW_ANY
+    }
+}
+
+static DwTiles dw_fast(const DepthwiseNchwc *d) {
+    if (d->dw != 1) return NULL;
+    if (d->kw == 3) return d->sw == 1 ? dw_tiles_3s1 : d->sw == 2 ? dw_tiles_3s2 : NULL;
+    if (d->kw == 5) return d->sw == 1 ? dw_tiles_5s1 : d->sw == 2 ? dw_tiles_5s2 : NULL;
+    return NULL;
+}
+
+/* Output row `row` of the flattened (batch item, block, row) space: its VL-lane vectors in turn, each
+   in near-equal tiles of up to DW_R pixels */
+static void dw_row(const DwWork *w, DwTiles fast, int64_t row) {
+    const DepthwiseNchwc *d = w->d;
+    int64_t oh = row % d->oh, plane = row / d->oh, cb = plane % d->cb;
+    DwTile t;
+    tap_range(oh, d->sh, d->ph, d->dh, d->kh, d->h, &t.kh0, &t.kh1);
+    t.ih0 = oh * d->sh - d->ph;
+    const int64_t yat = (plane * d->oh + oh) * d->ow * BLK, ow = d->ow;
+    const int64_t tiles = (ow + DW_R - 1) / DW_R, base = ow / tiles, rem = ow % tiles;
+    for (int sub = 0; sub < NB; sub++) {
+        const float *x = d->x + plane * d->h * d->w * BLK + sub * VL;
+        t.wt = d->wp + cb * d->kh * d->kw * BLK + sub * VL, t.bias = d->bias + cb * BLK + sub * VL;
+        for (int64_t k = 0, o0 = 0; k < tiles; k++) {
+            int R = (int)(base + (k < rem));
+            t.x = x, t.y = d->y + yat + o0 * BLK + sub * VL, t.z = d->z ? d->z + yat + o0 * BLK + sub * VL : NULL;
+            t.c0 = o0 * d->sw - d->pw;
+            if (fast) {
+                fast(R, o0 < w->ow_lo || o0 + R > w->ow_hi, d, &t);
+            } else if (o0 >= w->ow_lo && o0 + R <= w->ow_hi) {
+                dw_tiles_any(R, 0, d->kw, d, &t);
+            } else {  /* edge pixels one at a time, each with its inside kernel columns */
+                DwTile p = t;
+                for (int i = 0; i < R; i++, p.y += BLK, p.z = p.z ? p.z + BLK : NULL, p.c0 += d->sw) {
+                    int64_t kw0, kw1;
+                    tap_range(o0 + i, d->sw, d->pw, d->dw, d->kw, d->w, &kw0, &kw1);
+                    dw_tiles_any(1, kw0, kw1, d, &p);
+                }
+            }
+            o0 += R;
+        }
+    }
+}
+
+static void dw_item(void *ctx, int64_t it, int slot) {
+    const DwWork *w = ctx;
+    (void)slot;
+    DwTiles fast = dw_fast(w->d);
+    int64_t r0 = it * w->rows_per_item, r1 = r0 + w->rows_per_item < w->rows ? r0 + w->rows_per_item : w->rows;
+    for (int64_t r = r0; r < r1; r++) dw_row(w, fast, r);
+}
+
+void ge_nchwc_depthwise(const DepthwiseNchwc *d) {
+    DwWork w = {.d = d, .rows = d->batch * d->cb * d->oh};
+    w.ow_lo = (d->pw + d->sw - 1) / d->sw;
+    int64_t reach = d->w - 1 + d->pw - (d->kw - 1) * d->dw;
+    w.ow_hi = reach < 0 ? 0 : reach / d->sw + 1;
+    if (w.ow_hi > d->ow) w.ow_hi = d->ow;
+    int threads = d->threads < 1 ? 1 : d->threads;
+    int64_t per = DW_ITEM_FLOATS / (d->ow * BLK), want = DW_ITEMS_PER_THREAD * threads;
+    if (per < 1) per = 1;
+    if (threads > 1 && (w.rows + per - 1) / per < want) per = (w.rows + want - 1) / want;
+    w.rows_per_item = per;
+    pool_run(dw_item, &w, (w.rows + per - 1) / per, threads);
+}
