@@ -69,6 +69,27 @@ static inline __attribute__((always_inline)) void dw_prefetch(const DepthwiseNch
         for (int j = 0; j < n; j++) __builtin_prefetch(t->pf + (r * d->w + j) * BLK, 0, 2);
 }
 
+/* act(acc[i]) into Y's R pixels: the switch once per tile, not per vector (vactivate's), Clip/Relu and
+   HardSwish (MobileNets') inline */
+static inline __attribute__((always_inline)) void dw_store(const int R, vec *acc, float *y, Activation act) {
+    switch (act.act) {
+        case ACT_NONE: break;
+        case ACT_CLAMP:
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++) acc[i] = vclamp(acc[i], act.a, act.b);
+            break;
+        case ACT_HARDSWISH:
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++) acc[i] *= vclamp(acc[i] * (1.0f / 6) + 0.5f, 0.0f, 1.0f);
+            break;
+        default:
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++) acc[i] = vactivate(acc[i], act);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) vstore(y + i * BLK, acc[i]);
+}
+
 /* R pixels from t->c0, kernel KW columns wide, stride S across, dilation 1 across: input column j
    of the tile (c0 + j) is loaded once per kernel row and feeds pixel i's tap k where j = i S + k.
    CHECK: skip the columns outside X (edge tiles). */
@@ -94,8 +115,7 @@ static inline __attribute__((always_inline)) void dw_tile(const int R, const int
         }
     }
     dw_prefetch(d, t, R * S);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) vstore(t->y + i * BLK, vactivate(acc[i], d->act));
+    dw_store(R, acc, t->y, d->act);
 }
 
 /* Any kernel, stride and dilation: R pixels whose kernel columns [kw0, kw1) all lie inside X, a load
@@ -116,8 +136,7 @@ static inline __attribute__((always_inline)) void dw_tile_any(const int R, const
             for (int i = 0; i < R; i++) acc[i] += vload(xp + i * xs) * wv;
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) vstore(t->y + i * BLK, vactivate(acc[i], d->act));
+    dw_store(R, acc, t->y, d->act);
 }
 
 /* The tiles with R, KW, S and CHECK as constants (each its own register allocation) */
