@@ -31,8 +31,13 @@ per thread: a 7x7 plane of 960 channels is 420 rows of 7 pixels, split evenly be
 #define DW_ITEM_FLOATS 4096    /* least outputs per item (a few microseconds: claiming it costs nothing beside) */
 #define DW_ITEMS_PER_THREAD 8  /* a late thread's share stays small */
 
+typedef struct DwTile DwTile;
+typedef void (*DwTiles)(int R, int check, const DepthwiseNchwc *d, const DwTile *t);
+
 typedef struct {
     const DepthwiseNchwc *d;
+    DwTiles fast;  /* the tiles of the kernel's width and stride (dw_fast), or NULL: dw_tiles_any */
+    int64_t tiles, base, rem;  /* a row's tiles: the first rem of base + 1 pixels, the others of base */
     int64_t rows, rows_per_item;
     int64_t ow_lo, ow_hi;  /* the output columns whose every kernel column lies inside X */
     int prefetch;          /* the tiles prefetch the input rows ahead (dw_prefetch) */
@@ -49,13 +54,13 @@ typedef struct {
 
 /* What one tile needs: X's plane, the block's weights and bias at the tile's lanes; Z and Y at its
    first pixel; the input row of kernel row 0 and the input column of the first pixel's first tap. */
-typedef struct {
+struct DwTile {
     const float *x, *wt, *bias, *z;
     float *y;
     int64_t ih0, kh0, kh1, c0;
     const float *pf;  /* the first of pf_rows input rows (W apart) to prefetch at the tile's columns, or NULL */
     int64_t pf_rows;
-} DwTile;
+};
 
 /* Prefetch into L2 the input rows DW_AHEAD output rows on will add, at the columns [c0, c0 + n) (one line
    a pixel). Stride 2 over an input from memory only (DW_PREFETCH_BYTES and more): there the hardware
@@ -151,8 +156,6 @@ DW_FN(dw_tiles_3s1, 3, 1)
 DW_FN(dw_tiles_3s2, 3, 2)
 DW_FN(dw_tiles_5s1, 5, 1)
 DW_FN(dw_tiles_5s2, 5, 2)
-typedef void (*DwTiles)(int R, int check, const DepthwiseNchwc *d, const DwTile *t);
-
 static void dw_tiles_any(int R, int64_t kw0, int64_t kw1, const DepthwiseNchwc *d, const DwTile *t) {
     switch (R) {
 #define DW_ANY(r) case r: dw_tile_any(r, d, t, kw0, kw1); break;
@@ -168,31 +171,35 @@ static DwTiles dw_fast(const DepthwiseNchwc *d) {
     return NULL;
 }
 
-/* Output row `row` of the flattened (batch item, block, row) space: its VL-lane vectors in turn, each
-   in near-equal tiles of up to DW_R pixels */
-static void dw_row(const DwWork *w, DwTiles fast, int64_t row) {
+/* Output row oh of plane `plane` (batch item x block; cb its block): its VL-lane vectors in turn, each in
+   w's tiles. Everything per row is a few additions: on a 7x7 plane a row is one tile, and the divisions
+   of the row's coordinates had cost a third of the instructions. */
+static void dw_row(const DwWork *w, int64_t plane, int64_t cb, int64_t oh) {
     const DepthwiseNchwc *d = w->d;
-    int64_t oh = row % d->oh, plane = row / d->oh, cb = plane % d->cb;
     DwTile t;
-    tap_range(oh, d->sh, d->ph, d->dh, d->kh, d->h, &t.kh0, &t.kh1);
     t.ih0 = oh * d->sh - d->ph;
+    if (d->dh == 1) {
+        t.kh0 = t.ih0 < 0 ? -t.ih0 : 0, t.kh1 = d->h - t.ih0 < d->kh ? d->h - t.ih0 : d->kh;
+        if (t.kh1 < t.kh0) t.kh1 = t.kh0;
+    } else {
+        tap_range(oh, d->sh, d->ph, d->dh, d->kh, d->h, &t.kh0, &t.kh1);
+    }
     /* the rows output row oh + DW_AHEAD adds to those of the row before it (in this plane) */
     int64_t pf0 = (oh + DW_AHEAD) * d->sh - d->ph + (d->kh - 1) * d->dh - (d->sh - 1), pf1 = pf0 + d->sh;
     if (pf0 < 0) pf0 = 0;
     if (pf1 > d->h) pf1 = d->h;
     t.pf_rows = w->prefetch && oh + DW_AHEAD < d->oh && pf0 < pf1 ? pf1 - pf0 : 0;
-    const int64_t yat = (plane * d->oh + oh) * d->ow * BLK, ow = d->ow;
-    const int64_t tiles = (ow + DW_R - 1) / DW_R, base = ow / tiles, rem = ow % tiles;
+    const int64_t yat = (plane * d->oh + oh) * d->ow * BLK;
     for (int sub = 0; sub < NB; sub++) {
         const float *x = d->x + plane * d->h * d->w * BLK + sub * VL;
         t.wt = d->wp + cb * d->kh * d->kw * BLK + sub * VL, t.bias = d->bias + cb * BLK + sub * VL;
-        for (int64_t k = 0, o0 = 0; k < tiles; k++) {
-            int R = (int)(base + (k < rem));
+        for (int64_t k = 0, o0 = 0; k < w->tiles; k++) {
+            int R = (int)(w->base + (k < w->rem));
             t.x = x, t.y = d->y + yat + o0 * BLK + sub * VL, t.z = d->z ? d->z + yat + o0 * BLK + sub * VL : NULL;
             t.c0 = o0 * d->sw - d->pw;
             t.pf = t.pf_rows && sub == 0 ? d->x + (plane * d->h + pf0) * d->w * BLK + (t.c0 > 0 ? t.c0 : 0) * BLK : NULL;
-            if (fast) {
-                fast(R, o0 < w->ow_lo || o0 + R > w->ow_hi, d, &t);
+            if (w->fast) {
+                w->fast(R, o0 < w->ow_lo || o0 + R > w->ow_hi, d, &t);
             } else if (o0 >= w->ow_lo && o0 + R <= w->ow_hi) {
                 dw_tiles_any(R, 0, d->kw, d, &t);
             } else {  /* edge pixels one at a time, each with its inside kernel columns */
@@ -208,12 +215,20 @@ static void dw_row(const DwWork *w, DwTiles fast, int64_t row) {
     }
 }
 
+/* Rows [it * rows_per_item, ...) of the flattened (batch item, block, row) space, in order */
 static void dw_item(void *ctx, int64_t it, int slot) {
     const DwWork *w = ctx;
+    const DepthwiseNchwc *d = w->d;
     (void)slot;
-    DwTiles fast = dw_fast(w->d);
     int64_t r0 = it * w->rows_per_item, r1 = r0 + w->rows_per_item < w->rows ? r0 + w->rows_per_item : w->rows;
-    for (int64_t r = r0; r < r1; r++) dw_row(w, fast, r);
+    int64_t plane = r0 / d->oh, oh = r0 % d->oh, cb = plane % d->cb;
+    for (int64_t r = r0; r < r1; r++) {
+        dw_row(w, plane, cb, oh);
+        if (++oh == d->oh) {
+            oh = 0, plane++;
+            if (++cb == d->cb) cb = 0;
+        }
+    }
 }
 
 void ge_nchwc_depthwise(const DepthwiseNchwc *d) {
@@ -222,6 +237,8 @@ void ge_nchwc_depthwise(const DepthwiseNchwc *d) {
     int64_t reach = d->w - 1 + d->pw - (d->kw - 1) * d->dw;
     w.ow_hi = reach < 0 ? 0 : reach / d->sw + 1;
     if (w.ow_hi > d->ow) w.ow_hi = d->ow;
+    w.fast = dw_fast(d);
+    w.tiles = (d->ow + DW_R - 1) / DW_R, w.base = d->ow / w.tiles, w.rem = d->ow % w.tiles;
     w.prefetch = d->sh == 2 && d->batch * d->cb * d->h * d->w * BLK * 4 >= DW_PREFETCH_BYTES;
     int threads = d->threads < 1 ? 1 : d->threads;
     int64_t per = DW_ITEM_FLOATS / (d->ow * BLK), want = DW_ITEMS_PER_THREAD * threads;
