@@ -7,7 +7,9 @@ counted, as inside a model of that layout), on MobileNetV2's and MobileNetV3's d
 
 One thread each, all engines in one process, interleaved per layer and round; `ge` and `nchwc` the
 CPU time of the calling thread per call, `ort` the kernel time onnxruntime's profiler records for its
-nodes other than the reorders (the Conv with its fused activation); each figure the median call.
+nodes other than the reorders (the Conv with its fused activation): wall time, so `nchwc wall` beside
+it, and nchwc/ort compares those two (on a loaded machine the wall times grow with preemption, the CPU
+times do not); each figure the median call.
 The layers carry MobileNetV2's Clip(0, 6) (3x3) or MobileNetV3's HardSwish (5x5). Not a test."""
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -28,7 +31,7 @@ from ge.core.kernels.blas import set_local_threads
 from ge.core.kernels.nchwc import NchwcDepthwise, blocked_empty, reorder
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nchwc_layers import GeConv, timed  # noqa: E402
+from nchwc_layers import GeConv  # noqa: E402
 
 # (name, count in the model, channels, input size, kernel, stride): MobileNetV2's 3x3 layers (224x224
 # input), MobileNetV3-Large's 5x5 ones (the 672-channel one is stride 2 in the model; stride 1 beside it)
@@ -43,7 +46,7 @@ MOBILENETV3_DW5 = [
     ("5x5 672 @14->7", 1, 672, 14, 5, 2), ("5x5 960 @7", 2, 960, 7, 5, 1),
 ]
 NATIVE_ACTS = {"Clip": native.Act(native.ACT_CLAMP, 0.0, 6.0), "HardSwish": native.Act(native.ACT_HARDSWISH)}
-ENGINES = ("ge", "nchwc", "ort")
+ENGINES = ("ge", "nchwc", "nchwc wall", "ort")
 
 
 class OrtProfiled:
@@ -103,7 +106,7 @@ class Layer:
         reorder(nat, x, self.xb, True).run()
         self.call = self.dw.call(self.xb, self.yb)
         self.check(nat)
-        self.times = {e: [] for e in ("ge", "nchwc")}
+        self.times = {e: [] for e in ENGINES}
 
     def check(self, nat):
         want, scale = self.ort.want, np.abs(self.ort.want).max()
@@ -118,18 +121,30 @@ class Layer:
         self.ge.run(self.x, self.y)
 
 
+def timed(fn, reps) -> tuple[list[float], list[float]]:
+    """CPU and wall seconds of reps calls, after one."""
+    fn()
+    cpu, wall = [], []
+    for _ in range(reps):
+        t, w = time.thread_time(), time.perf_counter()
+        fn()
+        cpu.append(time.thread_time() - t)
+        wall.append(time.perf_counter() - w)
+    return cpu, wall
+
+
 def table(title, layers):
     print(f"\n{title}")
-    print(f"{'layer':18s} {'n':>2s} " + " ".join(f"{e:>7s}" for e in ENGINES) + f" {'nchwc/ort':>9s} {'nchwc/ge':>8s}")
+    print(f"{'layer':18s} {'n':>2s} " + " ".join(f"{e:>10s}" for e in ENGINES) + f" {'nchwc/ort':>9s} {'nchwc/ge':>8s}")
     totals = dict.fromkeys(ENGINES, 0.0)
     for layer in layers:
         med = {e: statistics.median(layer.times[e]) * 1e6 for e in ENGINES}
         for e in ENGINES:
             totals[e] += layer.count * med[e]
-        print(f"{layer.name:18s} {layer.count:2d} " + " ".join(f"{med[e]:7.1f}" for e in ENGINES) +
-              f" {med['nchwc'] / med['ort']:9.2f} {med['nchwc'] / med['ge']:8.2f}")
-    print(f"{'weighted total':18s} {'':2s} " + " ".join(f"{totals[e]:7.0f}" for e in ENGINES) +
-          f" {totals['nchwc'] / totals['ort']:9.2f} {totals['nchwc'] / totals['ge']:8.2f}")
+        print(f"{layer.name:18s} {layer.count:2d} " + " ".join(f"{med[e]:10.1f}" for e in ENGINES) +
+              f" {med['nchwc wall'] / med['ort']:9.2f} {med['nchwc'] / med['ge']:8.2f}")
+    print(f"{'weighted total':18s} {'':2s} " + " ".join(f"{totals[e]:10.0f}" for e in ENGINES) +
+          f" {totals['nchwc wall'] / totals['ort']:9.2f} {totals['nchwc'] / totals['ge']:8.2f}")
 
 
 def main():
@@ -154,8 +169,10 @@ def main():
             layers = [layer for _, ls in models for layer in ls]
             for _ in range(args.rounds):
                 for layer in layers:
-                    layer.times["ge"] += timed(layer.run_ge, args.reps)
-                    layer.times["nchwc"] += timed(layer.call.run, args.reps)
+                    layer.times["ge"] += timed(layer.run_ge, args.reps)[0]
+                    cpu, wall = timed(layer.call.run, args.reps)
+                    layer.times["nchwc"] += cpu
+                    layer.times["nchwc wall"] += wall
                     for _ in range(args.reps):
                         layer.ort.run()
             for layer in layers:
