@@ -65,8 +65,8 @@ struct DwTile {
 /* Prefetch into L2 the input rows DW_AHEAD output rows on will add, at the columns [c0, c0 + n) (one line
    a pixel). Stride 2 over an input from memory only (DW_PREFETCH_BYTES and more): there the hardware
    prefetcher, two new input rows per output row, left MobileNetV2's 56x56 and 112x112 stride-2 layers
-   at batch 8 1.3-2x slower than with it; stride 1 (one new row) gained nothing, and an input in the
-   caches lost 10-15% to the prefetches' loads. */
+   at batch 8 1.1-2x slower than with it; stride 1 (one new row) gained nothing measurable, and an
+   input in the caches lost 10-18% to the prefetches' loads. */
 static inline __attribute__((always_inline)) void dw_prefetch(const DepthwiseNchwc *d, const DwTile *t, const int n) {
     if (!t->pf) return;
     for (int64_t r = 0; r < t->pf_rows; r++)
