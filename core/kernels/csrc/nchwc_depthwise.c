@@ -233,6 +233,7 @@ static void dw_item(void *ctx, int64_t it, int slot) {
 
 void ge_nchwc_depthwise(const DepthwiseNchwc *d) {
     DwWork w = {.d = d, .rows = d->batch * d->cb * d->oh};
+    if (w.rows <= 0 || d->ow <= 0) return;  /* an empty batch or plane: nothing to write */
     w.ow_lo = (d->pw + d->sw - 1) / d->sw;
     int64_t reach = d->w - 1 + d->pw - (d->kw - 1) * d->dw;
     w.ow_hi = reach < 0 ? 0 : reach / d->sw + 1;

@@ -152,3 +152,12 @@ def test_residual_in_its_own_buffer(nat):
     reorder(nat, z, z_blocked, True).run()
     np.testing.assert_array_equal(zb, z_blocked)
     np.testing.assert_array_equal(apart, over)
+
+
+@pytest.mark.parametrize("shape", [(0, 20, 7, 7), (1, 20, 7, 0)], ids=["no-batch", "no-columns"])
+def test_empty_tensors_are_nothing_to_do(nat, shape):
+    dw = NchwcDepthwise(nat, shape, (3, 3), pads=(1, 1, 1, 1))
+    dw.pack(np.ones((20, 1, 3, 3), np.float32), None)
+    assert dw.y_shape == shape
+    x, y = blocked_empty(shape, nat.nchwc_block), blocked_empty(shape, nat.nchwc_block)
+    dw.call(x, y).run()
