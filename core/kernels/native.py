@@ -1,7 +1,7 @@
 """ge's native kernels (csrc/, built once per instruction-set level as the extensions _native_<level>),
 reached through ctypes: the GEMM C = act(alpha A @ B + bias + Z) (also as a batch of products), the
-direct and the depthwise convolution, the convolution in the blocked NCHW16c layout and its reorders
-(nchwc.py), MaxPool, the phase fill, LayerNormalization and Softmax rows
+direct and the depthwise convolution, the convolution and the depthwise convolution in the blocked NCHW16c
+layout and its reorders (nchwc.py), MaxPool, the phase fill, LayerNormalization and Softmax rows
 (float32); fused elementwise chains (float32/64, int32/64); float16 <-> float32 conversion; the int8
 kernels of csrc/qgemm.c (the u8 x s8 product, the int8 depthwise convolution, QLinearAdd,
 DynamicQuantizeLinear; int8_native.py plans them).
@@ -56,6 +56,7 @@ _SIGNATURES = {
     "ge_nchwc_block": ([], _int), "ge_nchwc_group": ([], _int),
     "ge_nchwc_conv": ([_ptr], None), "ge_nchwc_reorder": ([_ptr], None),
     "ge_nchwc_max_pool": ([_ptr], None), "ge_nchwc_mean": ([_ptr], None),
+    "ge_nchwc_depthwise": ([_ptr], None),
     "ge_eltwise": ([_ptr], _int),
     "ge_recurrent": ([_ptr], None), "ge_recurrent_workspace_floats": ([ctypes.c_int32, _i64, _i64], _i64),
     "ge_half_to_float": ([_ptr, _ptr, _i64, _int], None), "ge_float_to_half": ([_ptr, _ptr, _i64, _int], None),
@@ -296,6 +297,15 @@ class Native:
                          _activation(act), threads())
         return PreparedCall(self.lib.ge_nchwc_conv, args, (x, wp, bias, z, y))
 
+    def nchwc_depthwise_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *,
+                             geometry: tuple, z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
+        """The depthwise convolution in the blocked layout (csrc/nchwc_depthwise.c; nchwc.py plans it): x, y,
+        z float32 blocked tensors, wp and bias packed; geometry: DepthwiseNchwc's batch .. dw, in order;
+        prepared."""
+        args = DepthwiseNchwc(x.ctypes.data, wp.ctypes.data, bias.ctypes.data, _addr(z), y.ctypes.data, *geometry,
+                              _activation(act), threads())
+        return PreparedCall(self.lib.ge_nchwc_depthwise, args, (x, wp, bias, z, y))
+
     def nchwc_reorder_call(self, x: np.ndarray, y: np.ndarray, batch: int, channels: int, plane: int,
                            to_blocked: bool) -> PreparedCall:
         """NCHW x into the blocked y (to_blocked), or the blocked x into NCHW y, float32, prepared."""
@@ -493,6 +503,13 @@ class ConvNchwc(ctypes.Structure):
                              "dw")] + [("act", Activation), ("threads", ctypes.c_int32)]
 
 
+class DepthwiseNchwc(ctypes.Structure):
+    """csrc/abi.h's DepthwiseNchwc."""
+    _fields_ = [(f, _ptr) for f in ("x", "wp", "bias", "z", "y")] + \
+        [(f, _i64) for f in ("batch", "cb", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw")] + \
+        [("act", Activation), ("threads", ctypes.c_int32)]
+
+
 class NchwcReorder(ctypes.Structure):
     """csrc/abi.h's NchwcReorder."""
     _fields_ = [("x", _ptr), ("y", _ptr), ("batch", _i64), ("channels", _i64), ("plane", _i64),
@@ -673,7 +690,8 @@ class AbiEntry(ctypes.Structure):
 
 
 ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
-               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean)
+               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean,
+               DepthwiseNchwc)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

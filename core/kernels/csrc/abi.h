@@ -228,6 +228,17 @@ typedef struct {
     int32_t threads;
 } ConvNchwc;
 
+/* The depthwise convolution (group == channels, one output channel per group) in the blocked layout
+   (nchwc_depthwise.c): x [batch][cb][h][w][B], y and z [batch][cb][oh][ow][B] (z may be y, or NULL),
+   wp [cb][kh][kw][B], bias [cb * B] (zeros past the channels); pads ph, pw at the beginnings. */
+typedef struct {
+    const float *x, *wp, *bias, *z;
+    float *y;
+    int64_t batch, cb, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    Activation act;
+    int32_t threads;
+} DepthwiseNchwc;
+
 /* NCHW [batch][channels][plane] <-> NCHW16c [batch][ceil(channels / B)][plane][B] (to_blocked: x is
    the NCHW one), zeros in the blocked tensor's channels past `channels` */
 typedef struct {
@@ -286,6 +297,7 @@ void ge_nchwc_conv(const ConvNchwc *c);
 void ge_nchwc_reorder(const NchwcReorder *r);
 void ge_nchwc_max_pool(const NchwcMaxPool *p);
 void ge_nchwc_mean(const NchwcMean *m);
+void ge_nchwc_depthwise(const DepthwiseNchwc *d);
 /* gemv.c: y = act(x @ W^T + bias) for few rows of x (M, lda, a), weights as rows of K (bp: [N][K]),
    y at c, ldc; bias_n, act, threads (the GemmArgs fields the GEMV reads; the rest is unused). */
 void ge_gemv(const GemmArgs *g);

@@ -26,11 +26,10 @@ A 1x1 convolution of stride 1 without padding is one long row per plane, cut int
 Items: (batch item, group of NV_MAX output-channel blocks, run of rows), groups or runs innermost
 (ge_nchwc_conv chooses). */
 #include "abi.h"
+#include "nchwc.h"
 #include "pool.h"
 #include "simd.h"
 
-#define BLK 16
-#define NB (BLK / VL)  /* vectors per block */
 #if VL == 16
 #define NR_MAX 6  /* output pixels per tile: 6 x 4 accumulators + 4 weights + a broadcast of 32 registers */
 #else
@@ -54,15 +53,6 @@ typedef struct {
     int64_t rows_per_item, row_items, chunk, ow_lo, ow_hi, oh_lo, oh_hi;  /* outputs whose taps lie inside X */
     int rows_outer;  /* items in the order (item, rows, group), else (item, group, rows) */
 } NchwcWork;
-
-/* The kernel positions t in [*t0, *t1) whose input coordinate o * s - p + t * d lies in [0, in) */
-static inline void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t in, int64_t *t0,
-                             int64_t *t1) {
-    int64_t base = o * s - p, last = in - 1 - base;
-    int64_t lo = base >= 0 ? 0 : (-base + d - 1) / d, hi = last < 0 ? 0 : last / d + 1;
-    if (hi > k) hi = k;
-    *t0 = lo < hi ? lo : hi, *t1 = hi;
-}
 
 /* R pixels from (oh, ow0) x V vectors of output channels from block ocb0 (vector j: block j / NB,
    lanes from (j % NB) VL), input blocks [c0, c1), kernel rows [kh0, kh1) and columns [kw0, kw1); S: the

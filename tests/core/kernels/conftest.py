@@ -8,7 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ge.core.ir import Meta, dtype_to_onnx
-from ge.core.kernels import lookup
+from ge.core.kernels import lookup, native
 
 
 def run_onnxruntime(op_type, inputs, attrs, n_outputs, opset, const_names, domain=""):
@@ -73,3 +73,20 @@ def native_and_numpy(request, default_backend):
     select that backend). Modules with native plans use it on every test."""
     default_backend(request.param)
     return request.param
+
+
+def _runnable_levels() -> list[str]:
+    out = []
+    for name in native.built_levels():
+        try:
+            native.load_level(name)
+        except native.Unavailable:
+            continue
+        out.append(name)
+    return out
+
+
+@pytest.fixture(params=_runnable_levels())
+def nat(request):
+    """Every built native level this CPU runs, loaded (test_nchwc*.py)."""
+    return native.load_level(request.param)

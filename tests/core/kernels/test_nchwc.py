@@ -1,7 +1,6 @@
 """The blocked-layout convolution (core/kernels/nchwc.py, csrc/nchwc.c) and its reorders, on every
-built native level this CPU runs (a block of 16 channels is one AVX-512 vector, two AVX2 ones, four SSE
-ones), against
-onnxruntime's Conv (+ Add) (+ activation)."""
+built native level this CPU runs (conftest.py's fixture `nat`; a block of 16 channels is one AVX-512
+vector, two AVX2 ones, four SSE ones), against onnxruntime's Conv (+ Add) (+ activation)."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -14,22 +13,6 @@ RELU = native.Act(native.ACT_CLAMP, 0.0, float("inf"))
 LEAKY = native.Act(native.ACT_LEAKY_RELU, 0.1)
 ACTS = {None: (None, {}), "Relu": (RELU, {}), "LeakyRelu": (LEAKY, {"alpha": 0.1}),
         "HardSigmoid": (native.Act(native.ACT_HARDSIGMOID, 0.2, 0.5), {"alpha": 0.2, "beta": 0.5})}
-
-
-def _runnable_levels():
-    out = []
-    for name in native.built_levels():
-        try:
-            native.load_level(name)
-        except native.Unavailable:
-            continue
-        out.append(name)
-    return out
-
-
-@pytest.fixture(params=_runnable_levels())
-def nat(request):
-    return native.load_level(request.param)
 
 
 def onnxruntime_conv(x, w, b, attrs, z=None, act=None):
