@@ -5,13 +5,15 @@ them). The block is 16 on every machine, so an OM's blocked shapes do not depend
 
 - ReorderInput: NCHW -> blocked (where a value enters a region);
 - ReorderOutput (channels): blocked -> NCHW (where one leaves it: a reader outside, a model output);
-- NchwcConv: a 2-D Conv of one group, X and Y (and FusedConv's residual Z) blocked, W and B as the
-  Conv has them; the attributes are Conv's (its schema at the model's opset) and the fused epilogue;
+- NchwcConv: a 2-D Conv of one group, or a depthwise one (group == channels, one output channel per
+  group), X and Y (and FusedConv's residual Z, one group only) blocked, W and B as the Conv has them;
+  the attributes are Conv's (its schema at the model's opset) and the fused epilogue;
 - NchwcMaxPool: a 2-D MaxPool (no Indices) on blocked tensors, MaxPool's attributes;
 - NchwcGlobalAveragePool (channels): blocked X -> its NCHW means (N, C, 1, 1).
 
-Native plans: csrc/nchwc.c through nchwc.py (weights packed at load through the pack cache; the
-kernel applies bias, Z and a one-step activation as it stores, Y may be Z), csrc/nchwc_pool.c. The
+Native plans: csrc/nchwc.c and csrc/nchwc_depthwise.c through nchwc.py (weights packed at load through
+the pack cache; the kernel applies bias, Z and a one-step activation as it stores, Y may be Z),
+csrc/nchwc_pool.c. The
 numpy plans unblock into the workspace, run the NCHW op's numpy plan, and block the result."""
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from .backend import NUMPY
 from .epilogue import ATTR as EPILOGUE, native_act
 from .fused import GE_DOMAIN
 from .native import CallCache, run_for_threads
-from .nchwc import NchwcConv as NativeNchwcConv, reorder
+from .nchwc import NchwcConv as NativeNchwcConv, NchwcDepthwise as NativeNchwcDepthwise, reorder
 from .planned import PlannedKernel, Scratch
 from .registry import lookup, register
 from .schema import attribute_problem
@@ -135,7 +137,8 @@ class ReorderOutput(_Reorder):
 @register("NchwcConv", since=1, domain=GE_DOMAIN)
 class NchwcConv(_Blocked):
     """Y = conv(X, W) + B (+ Z), then the epilogue; X, Y, Z blocked, W (OC, C, kh, kw) and B (OC) as
-    Conv's. Y may be Z (output_over): the native kernel reads each element of Z before it writes it,
+    Conv's; group 1, or group == C == OC with W (C, 1, kh, kw) (depthwise: nchwc_depthwise.c, the
+    channels in the vector lanes; FusedConv has no residual there). Y may be Z (output_over): the native kernel reads each element of Z before it writes it,
     the numpy plan unblocks Z first."""
     output_over = 3
 
@@ -146,10 +149,13 @@ class NchwcConv(_Blocked):
             raise self.fail(problem)
         xm = self.blocked_meta(0, "X")
         wm = self.float32_meta(1, "W", 4)
-        if int(attrs.get("group", 1)) != 1:
-            raise self.fail(f"attrs['group'] is {attrs['group']}: the blocked convolution has one group")
         n, cb, h, w, _ = xm.shape
-        oc, c = wm.shape[:2]
+        oc, group = wm.shape[0], int(attrs.get("group", 1))
+        self.depthwise = group != 1
+        if self.depthwise and (group != oc or wm.shape[1] != 1):
+            raise self.fail(f"attrs['group'] is {group} with W of shape {tuple(wm.shape)}: the blocked convolution "
+                            f"has one group or one channel per group (depthwise)")
+        c = wm.shape[1] * group
         if -(-c // BLOCK) != cb:
             raise self.fail(f"W has shape {tuple(wm.shape)}: {c} input channels, X has {cb} blocks of {BLOCK}")
         zm = self.inputs[3] if len(self.inputs) > 3 else None
@@ -174,8 +180,10 @@ class NchwcConv(_Blocked):
             p = self.plain
             self.act = native_act(self.attrs.get(EPILOGUE))
             self.absorbs_epilogue = self.act is not None
-            self.conv = NativeNchwcConv(self.nat, x_plain.shape, oc, tuple(p.kernel), strides=tuple(p.strides),
-                                        pads=(p.pb[0], p.pb[1], p.pe[0], p.pe[1]), dilations=tuple(p.dil), act=self.act)
+            geometry = dict(strides=tuple(p.strides), pads=(p.pb[0], p.pb[1], p.pe[0], p.pe[1]), dilations=tuple(p.dil),
+                            act=self.act)
+            self.conv = (NativeNchwcDepthwise(self.nat, x_plain.shape, tuple(p.kernel), **geometry) if self.depthwise
+                         else NativeNchwcConv(self.nat, x_plain.shape, oc, tuple(p.kernel), **geometry))
             self.calls = CallCache()
             return
         self.scratch.add("x", x_plain.shape, np.float32)
@@ -187,7 +195,8 @@ class NchwcConv(_Blocked):
     def pack(self):
         if self.uses_native:
             b = self.consts[2] if len(self.consts) > 2 else None
-            self.conv.wp, self.conv.bias = self.shared_pack(("nchwc", self.nat.nchwc_group), self._pack, self.consts[1], b)
+            key = ("nchwc_depthwise",) if self.depthwise else ("nchwc", self.nat.nchwc_group)
+            self.conv.wp, self.conv.bias = self.shared_pack(key, self._pack, self.consts[1], b)
         else:
             self.plain.load()
 

@@ -50,11 +50,15 @@ def onnxruntime_conv(x, w, b, attrs, z=None, act=None):
         nodes.append(helper.make_node("Add", ["c", "z"], ["a"]))
         inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, z.shape))
         feeds["z"], out = z, "a"
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
     for k, (op, op_attrs) in enumerate(act or []):
-        nodes.append(helper.make_node(op, [out], [f"act{k}"], **op_attrs))
+        bounds = []
+        if op == "Clip":  # the bounds are inputs at opset 17
+            bounds = [f"act{k}.min", f"act{k}.max"]
+            inits += [numpy_helper.from_array(np.float32(op_attrs.pop(key)), name) for key, name in zip(("min", "max"), bounds)]
+        nodes.append(helper.make_node(op, [out] + bounds, [f"act{k}"], **op_attrs))
         out = f"act{k}"
-    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
@@ -67,27 +71,39 @@ CASES = [
     ((2, 24, 10, 9), 40, 3, 2, [0, 1, 2, 0], 2, False, [["LeakyRelu", {"alpha": 0.1}]]),  # asymmetric, dilated
     ((1, 48, 7, 7), 48, 3, 1, [1, 1, 1, 1], 1, True, [["LeakyRelu", {"alpha": 0.2}], ["Sigmoid", {}]]),  # the runtime's
 ]
+# depthwise (group == channels): MobileNetV2's 3x3 with ReLU6, V3's 5x5 with HardSwish, odd channel counts
+# (no residual: FusedConv fuses one into one-group convs only)
+DEPTHWISE = [
+    ((1, 24, 9, 9), 24, 3, 1, [1, 1, 1, 1], 1, False, [["Clip", {"min": 0.0, "max": 6.0}]]),
+    ((3, 37, 11, 10), 37, 3, 2, [1, 1, 1, 1], 1, False, [["Relu", {}]]),
+    ((2, 72, 13, 13), 72, 5, 2, [2, 2, 2, 2], 1, False, [["HardSwish", {}]]),
+    ((1, 20, 7, 8), 20, 5, 1, [2, 1, 2, 3], 1, False, None),  # asymmetric pads
+    ((1, 40, 9, 9), 40, 3, 1, [2, 2, 2, 2], 2, False, [["HardSigmoid", {"alpha": 0.2, "beta": 0.5}], ["Tanh", {}]]),
+]
 
 
 @pytest.mark.parametrize("plan", ["native", "numpy"])
-@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("case", [("dense", k) for k in range(len(CASES))] + [("depthwise", k) for k in range(len(DEPTHWISE))])
 def test_conv_matches_onnxruntime(default_backend, plan, case):
-    shape, oc, k, s, pads, d, residual, epilogue = CASES[case]
-    attrs = dict(CONV_DEFAULTS, kernel_shape=[k, k], strides=[s, s], pads=pads, dilations=[d, d])
+    kind, at = case
+    shape, oc, k, s, pads, d, residual, epilogue = (CASES if kind == "dense" else DEPTHWISE)[at]
+    group = shape[1] if kind == "depthwise" else 1
+    attrs = dict(CONV_DEFAULTS, kernel_shape=[k, k], strides=[s, s], pads=pads, dilations=[d, d], group=group)
     x = rng.standard_normal(shape).astype(np.float32)
-    w = (rng.standard_normal((oc, shape[1], k, k)) / np.sqrt(shape[1] * k * k)).astype(np.float32)
+    ic = shape[1] // group
+    w = (rng.standard_normal((oc, ic, k, k)) / np.sqrt(ic * k * k)).astype(np.float32)
     b = rng.standard_normal(oc).astype(np.float32)
     ref_attrs = {key: v for key, v in attrs.items() if key != "auto_pad"}
     plain = onnxruntime_conv(x, w, b, ref_attrs)
     z = rng.standard_normal(plain.shape).astype(np.float32) if residual else None
-    want = onnxruntime_conv(x, w, b, ref_attrs, z, [(op, a) for op, a in epilogue or []])
+    want = onnxruntime_conv(x, w, b, ref_attrs, z, [(op, dict(a)) for op, a in epilogue or []])
     if epilogue:
         attrs["ge.epilogue"] = epilogue
     with default_backend(plan) as backend:
         xb = blocked(x)
         inputs = [xb.shape, w.shape, b.shape] + ([blocked_shape(plain.shape)] if residual else [])
         conv = kernel("NchwcConv", attrs, inputs, [None, w, b], backend).load()
-        assert conv.uses_native == (plan == "native")
+        assert conv.uses_native == (plan == "native") and conv.depthwise == (kind == "depthwise")
         assert conv.absorbs_epilogue == (plan == "native" and epilogue is not None and len(epilogue) == 1)
         zb = blocked(z) if residual else None
         y = np.empty(blocked_shape(plain.shape), np.float32)
@@ -114,6 +130,11 @@ def test_conv_matches_onnxruntime(default_backend, plan, case):
      r"input 3 \(Z\) has shape \(1, 2, 4, 4, 16\), \(1, 1, 4, 4, 16\) expected"),
     ("NchwcConv", dict(CONV_DEFAULTS, strides=[0, 1]), [(1, 2, 4, 4, 16), (8, 20, 1, 1)], "strides .* must be positive"),
     ("NchwcConv", {"group": 1}, [(1, 2, 4, 4, 16), (8, 20, 1, 1)], r"attrs\['auto_pad'\] is missing"),
+    ("NchwcConv", dict(CONV_DEFAULTS, group=2), [(1, 2, 4, 4, 16), (8, 10, 1, 1)],
+     r"attrs\['group'\] is 2 with W of shape \(8, 10, 1, 1\): .* one group or one channel per group"),
+    ("NchwcConv", dict(CONV_DEFAULTS, group=20), [(1, 1, 4, 4, 16), (20, 1, 3, 3)], "20 input channels, X has 1 blocks"),
+    ("NchwcConv", dict(CONV_DEFAULTS, group=20), [(1, 2, 4, 4, 16), (20, 1, 1, 1), (20,), (1, 2, 4, 4, 16)],
+     "a residual is fused into one-group convolutions only"),
 ])
 def test_specs_refuse_what_does_not_fit(op, attrs, inputs, message):
     with pytest.raises(GeError, match=r"node 'k' \(" + op + r"\): .*" + message):
