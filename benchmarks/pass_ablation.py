@@ -4,6 +4,10 @@ both alike; prints each variant's median and the median of the paired ratios.
 
     python benchmarks/pass_ablation.py --without fuse_gelu[,fuse_matmul] [--model bert_style]
                                        [--input_shape "input_ids:1,128;attention_mask:1,128"] [--runs 200]
+                                       [--kwargs "batch=8"] [--single-thread]
+
+--single-thread runs ge's native kernels on this thread alone and times CPU time (on a loaded machine,
+wall time of 2 threads mostly measures the scheduler); --kwargs are the sample builder's arguments.
 """
 from __future__ import annotations
 
@@ -47,12 +51,20 @@ def main() -> None:
     parser.add_argument("--model", default="bert_style")
     parser.add_argument("--input_shape", default=None)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--kwargs", default="", help="the sample builder's arguments, e.g. batch=8,image=160")
+    parser.add_argument("--single-thread", action="store_true")
     args = parser.parse_args()
+    clock = time.perf_counter
+    if args.single_thread:
+        from ge.core.kernels import blas
+        blas.set_local_threads(1)  # ge's native kernels and OpenBLAS, for calls from this thread
+        clock = time.process_time
+    kwargs = {k: (float(v) if "." in v else int(v)) for k, v in (kv.split("=") for kv in args.kwargs.split(",") if kv)}
     drop = set(filter(None, args.without.split(",")))
     unknown = drop - {key for key, _ in passes.PIPELINE}
     if unknown:
         parser.error(f"no such pass: {', '.join(sorted(unknown))}")
-    model = getattr(load_samples(), args.model)()
+    model = getattr(load_samples(), args.model)(**kwargs)
     spec = args.input_shape if args.input_shape is not None else DEFAULT_SHAPES.get(args.model, "")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, f"{args.model}.onnx")
@@ -71,9 +83,9 @@ def main() -> None:
         run()  # warm-up
     for i in range(args.runs):
         for name in names if i % 2 == 0 else names[::-1]:
-            t0 = time.perf_counter()
+            t0 = clock()
             variants[name][0]()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(clock() - t0)
     for name in names:
         print(f"{name:<40}{variants[name][1]:>5} tasks {statistics.median(times[name]) * 1e3:>8.2f} ms")
     ratios = [a / b for a, b in zip(*(times[n] for n in names))]

@@ -7,13 +7,13 @@ MLAS runs CNNs so). The layout pays where convolutions follow each other: a valu
 region costs a ReorderInput, one leaving it (a reader outside, a model output) a ReorderOutput,
 about a pass over memory each.
 
-Recognized: float32 2-D Conv and ge::FusedConv nodes of one group with constant weights (their
-fused epilogues go along), whose input and output channels waste little in blocks of 16 (ResNet-50's
+Recognized: float32 2-D Conv and ge::FusedConv nodes of one group, and depthwise Convs (group ==
+input == output channels: MobileNets'), with constant weights (their fused epilogues go along), whose input and output channels waste little in blocks of 16 (ResNet-50's
 3-channel stem stays NCHW: the region starts after its MaxPool). Convolutions are joined into a region
 through a value one writes and another reads (as X or as FusedConv's residual Z), or that both read.
 A region is rewritten when it pays: more convolutions than reorders (a lone conv between two reorders
-does not; MobileNets' pointwise convs, which sit between depthwise ones, form regions of 3 convs and 4
-reorders) and at least PAYBACK multiply-adds per element reordered. Inside, values become blocked
+does not) and at least PAYBACK multiply-adds per element reordered. With its depthwise convs inside,
+MobileNetV2 is one region from its stem's output to its GlobalAveragePool. Inside, values become blocked
 tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels like any tensor.
 A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
 joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
@@ -82,7 +82,7 @@ def _eligible_pool(graph: Graph, node: Node, writers: set) -> bool:
 def _eligible_conv(graph: Graph, node: Node) -> bool:
     if (node.domain, node.op_type) not in _CONVS or len(node.outputs) != 1:
         return False
-    if int(node.attrs.get("group", 1)) != 1 or node.inputs[0] in graph.initializers:
+    if node.inputs[0] in graph.initializers:
         return False
     w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else ""
     if w not in graph.initializers or (b and b not in graph.initializers):
@@ -91,11 +91,21 @@ def _eligible_conv(graph: Graph, node: Node) -> bool:
     metas = [v for v in (x, y) if v is not None and v.is_static]
     if len(metas) != 2 or any(v.dtype != np.float32 or len(v.shape) != 4 for v in metas):
         return False
+    group = int(node.attrs.get("group", 1))
+    if group != 1 and not _depthwise(graph, node):
+        return False
     if node.op_type == "FusedConv":
         z = graph.values.get(node.inputs[3])
         if node.inputs[3] in graph.initializers or z is None or not z.is_static or z.meta != y.meta:
             return False
     return all(-(-c // BLOCK) * BLOCK * MAX_WASTE[1] <= MAX_WASTE[0] * c for c in (x.shape[1], y.shape[1]))
+
+
+def _depthwise(graph: Graph, node: Node) -> bool:
+    """A depthwise conv: one input and one output channel per group (MobileNets'; no residual Z)."""
+    c, oc = graph.meta(node.inputs[0]).shape[1], graph.meta(node.outputs[0]).shape[1]
+    return (node.op_type == "Conv" and int(node.attrs.get("group", 1)) == c == oc
+            and graph.initializers[node.inputs[1]].shape[1] == 1)
 
 
 class _Region:

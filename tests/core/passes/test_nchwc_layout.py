@@ -222,18 +222,86 @@ def test_a_value_two_region_convs_read_is_reordered_once(load, native):
     assert join.inputs == ["left.relu", "join.w", "join.b", "right"] and join.attrs["ge.epilogue"] == [["Relu", {}]]
 
 
-def test_mobilenet_pointwise_convs_stay_nchw(load, native):
-    """Inverted residuals: each pointwise conv sits between depthwise ones, so a region is a block's
-    projection and the next block's expansion and projection: 3 convs and 4 reorders, which do not pay."""
+def activate(b, y, act):
+    """ReLU6 (Clip 0..6, its bounds as inputs), Relu or HardSwish after y."""
+    if act == "relu6":
+        b.inits.setdefault("zero", np.float32(0))
+        b.inits.setdefault("six", np.float32(6))
+        return b.node("Clip", [y, "zero", "six"], f"{y}.relu6")
+    return b.node(act, [y], f"{y}.{act.lower()}")
+
+
+def pointwise(b, name, x, c, oc, act=None, z=None):
+    y = b.conv(name, x, c, oc, relu=False)
+    y = b.node("Add", [y, z], f"{name}.sum") if z is not None else y
+    return activate(b, y, act) if act else y
+
+
+def depthwise(b, name, x, c, k, stride, act):
+    b.inits[f"{name}.w"] = (rng.standard_normal((c, 1, k, k)) / k).astype(np.float32)
+    b.inits[f"{name}.b"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
+    y = b.node("Conv", [x, f"{name}.w", f"{name}.b"], name, kernel_shape=[k, k], strides=[stride] * 2,
+               pads=[k // 2] * 4, group=c)
+    return activate(b, y, act)
+
+
+def squeeze_excite(b, name, x, c):
+    """GlobalAveragePool -> 1x1 conv -> Relu -> 1x1 conv -> HardSigmoid -> Mul with x (MobileNetV3's)."""
+    s = b.node("GlobalAveragePool", [x], f"{name}.pool")
+    s = b.conv(f"{name}.fc1", s, c, max(c // 4, 8))
+    s = b.conv(f"{name}.fc2", s, max(c // 4, 8), c, relu=False)
+    s = b.node("HardSigmoid", [s], f"{name}.gate", alpha=1.0 / 6, beta=0.5)
+    return b.node("Mul", [x, s], f"{name}.mul")
+
+
+def head(b, x, c, image, batch, act):
+    """1x1 conv to 64, GlobalAveragePool, Flatten, Gemm: the classifier."""
+    y = pointwise(b, "last", x, c, 64, act)
+    y = b.node("Flatten", [b.node("GlobalAveragePool", [y], "gap")], "flat")
+    b.inits["fc.w"] = (rng.standard_normal((64, 10)) * 0.1).astype(np.float32)
+    return b.model({"x": [batch, 3, image, image]}, [b.node("Gemm", [y, "fc.w"], "logits")])
+
+
+# (expansion, output channels, stride): channels off the block (24, 37: 48 is 1.3x of it, 222)
+V2_BLOCKS = [(6, 24, 2), (6, 24, 1), (6, 37, 2), (6, 37, 1)]
+
+
+def mobilenetv2_style(batch=1, image=32):
+    """A 3-channel stem (3x3 stride 2, ReLU6), inverted residuals (1x1 expand + ReLU6, depthwise 3x3 stride 1
+    or 2 + ReLU6, 1x1 project, the residual Add where the shape stays), the head."""
     b = Builder()
-    x = "x"
-    for i in range(3):
-        e = b.conv(f"b{i}.expand", x, 32, 192)
-        b.inits[f"b{i}.dw.w"] = rng.standard_normal((192, 1, 3, 3)).astype(np.float32)
-        d = b.node("Conv", [e, f"b{i}.dw.w"], f"b{i}.dw", kernel_shape=[3, 3], pads=[1] * 4, group=192)
-        x = b.conv(f"b{i}.project", d, 192, 32, relu=False, z=x if i else None)
-    g, stats = optimized(load, b.model({"x": [1, 32, 28, 28]}, [x]))
-    assert stats == NONE and "NchwcConv" not in [op for op, _ in ops(g)]
+    x = activate(b, b.conv("stem", "x", 3, 16, 3, 2, relu=False), "relu6")
+    c = 16
+    for i, (t, oc, stride) in enumerate(V2_BLOCKS):
+        e = pointwise(b, f"b{i}.expand", x, c, int(c * t), "relu6")
+        d = depthwise(b, f"b{i}.dw", e, int(c * t), 3, stride, "relu6")
+        x = pointwise(b, f"b{i}.project", d, int(c * t), oc, z=x if stride == 1 and c == oc else None)
+        c = oc
+    return head(b, x, c, image, batch, "relu6")
+
+
+V2_TASKS = ["Conv", "ReorderInput"] + ["NchwcConv"] * (3 * len(V2_BLOCKS) + 1) + ["NchwcGlobalAveragePool", "Gemm"]
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_mobilenetv2_style_model_runs_blocked_after_its_stem(tmp_path, default_backend, backend, batch):
+    """The stem (3 channels) stays NCHW and one ReorderInput follows it; every expansion, depthwise conv
+    (ReLU6 applied by the kernel), projection (its residual added as it stores) and the head's conv run
+    blocked up to the GlobalAveragePool; onnxruntime's results on either backend."""
+    model = mobilenetv2_style(batch)
+    feeds = {"x": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+    got, tasks, om = compile_and_run(tmp_path, default_backend, backend, model, feeds)
+    assert [op for op, _, _ in tasks] == V2_TASKS
+    assert [name for op, name, _ in tasks if op.startswith("Reorder")] == ["stem.relu6:to_nchwc"]
+    assert all(native == (backend == "native") for op, _, native in tasks if op.startswith(("Nchwc", "Reorder")))
+    assert_close(got, ort_run(model, feeds))
+    model_om = read_om(om)
+    dw = {t.node: t for t in model_om.tasks if t.op_type == "NchwcConv" and t.attrs["group"] != 1}
+    assert sorted(dw) == [f"b{i}.dw" for i in range(len(V2_BLOCKS))]
+    assert dw["b2.dw"].attrs["group"] == 144 and dw["b2.dw"].attrs["ge.epilogue"] == [["Clip", {"min": 0.0, "max": 6.0}]]
+    shapes = {t.name: t.shape for t in model_om.tensors}
+    assert shapes["b3.dw.relu6"] == (batch, 14, 4, 4, 16)  # 222 channels in 14 blocks
 
 
 def test_few_channels_stay_nchw(load, native):
@@ -264,7 +332,9 @@ def test_the_switch_turns_it_off(load, native):
 
 @pytest.mark.parametrize("field, value, message", [
     ("strides", "2", r"attrs\['strides'\] must be a list of int64"),
-    ("group", 2, r"attrs\['group'\] is 2: the blocked convolution has one group"),
+    ("group", 2, r"attrs\['group'\] is 2 with W of shape \(32, 32, 3, 3\): the blocked convolution has one group or one "
+                 r"channel per group \(depthwise\)"),
+    ("group", 32, r"attrs\['group'\] is 32 with W of shape \(32, 32, 3, 3\)"),
     ("pads", [1, 1, 1], r"attribute pads has 3 values, 4 expected"),
     ("auto_pad", None, r"attrs\['auto_pad'\] is missing"),
 ])
