@@ -9,11 +9,12 @@ them). The block is 16 on every machine, so an OM's blocked shapes do not depend
   group), X and Y (and FusedConv's residual Z, one group only) blocked, W and B as the Conv has them;
   the attributes are Conv's (its schema at the model's opset) and the fused epilogue;
 - NchwcMaxPool: a 2-D MaxPool (no Indices) on blocked tensors, MaxPool's attributes;
-- NchwcGlobalAveragePool (channels): blocked X -> its NCHW means (N, C, 1, 1).
+- NchwcGlobalAveragePool (channels): blocked X -> its NCHW means (N, C, 1, 1);
+- NchwcMul: blocked X times an NCHW gate S (N, C, 1, 1) per channel -> blocked Y (squeeze-excite).
 
 Native plans: csrc/nchwc.c and csrc/nchwc_depthwise.c through nchwc.py (weights packed at load through
 the pack cache; the kernel applies bias, Z and a one-step activation as it stores, Y may be Z),
-csrc/nchwc_pool.c. The
+csrc/nchwc_pool.c (the pools and NchwcMul's scale). The
 numpy plans unblock into the workspace, run the NCHW op's numpy plan, and block the result."""
 from __future__ import annotations
 
@@ -318,6 +319,57 @@ class NchwcGlobalAveragePool(_Blocked):
             return
         means = x.reshape(self.n, -1, self.plane, BLOCK).mean(axis=2, dtype=np.float32)
         np.copyto(y[:, :, 0, 0], means.reshape(self.n, -1)[:, :self.c])
+
+
+@register("NchwcMul", since=1, domain=GE_DOMAIN)
+class NchwcMul(_Blocked):
+    """Y = X * S per channel: X and Y blocked, S an NCHW gate (N, C, 1, 1) (MobileNetV3's squeeze-excite:
+    its Mul of the blocked value by the gate its convs compute from the blocked GlobalAveragePool). The
+    padding channels become zeros. Y may be X (output_over)."""
+    output_over = 0
+
+    def prepare(self):
+        xm, sm = self.blocked_meta(0, "X"), self.float32_meta(1, "S", 4)
+        n, cb = xm.shape[:2]
+        c = sm.shape[1]
+        if sm.shape[0] != n or tuple(sm.shape[2:]) != (1, 1) or -(-c // BLOCK) != cb:
+            raise self.fail(f"input 1 (S) has shape {tuple(sm.shape)}: ({n}, C, 1, 1) with C in "
+                            f"[{(cb - 1) * BLOCK + 1}, {cb * BLOCK}] expected (X has {cb} blocks of {BLOCK})")
+        self.n, self.c, self.plane = n, c, xm.shape[2] * xm.shape[3]
+        self.out_metas = [Meta(xm.dtype, tuple(xm.shape))]
+        self.scratch = Scratch()
+        self.nat = self.native_lib()
+        self.uses_native = self.nat is not None
+        self.calls = CallCache()
+        if not self.uses_native:
+            self.scratch.add("gate", (n, cb, 1, 1, BLOCK), np.float32)
+
+    def _call(self, x, s, y):
+        return self.nat.nchwc_scale_call(x, s, y, self.n, self.c, self.plane)
+
+    def _native(self, xs, y) -> bool:
+        return self.uses_native and all(a.flags.c_contiguous for a in (xs[0], xs[1], y))
+
+    def bound(self, xs, ys, ws):
+        if self._native(xs, ys[0]):
+            x, s, y = xs[0], xs[1], ys[0]
+            return run_for_threads(lambda: self._call(x, s, y))
+        return super().bound(xs, ys, ws)
+
+    def run(self, xs, ys, ws):
+        x, s, y = xs[0], xs[1], ys[0]
+        if self._native(xs, y):
+            self.calls.get((x, s, y), lambda: self._call(x, s, y)).run()
+            return
+        if self.uses_native:  # strided arrays: through contiguous copies
+            out = np.empty(y.shape, np.float32)
+            self._call(np.ascontiguousarray(x), np.ascontiguousarray(s), out).run()
+            np.copyto(y, out)
+            return
+        gate = self.views(ws)["gate"]
+        gate[...] = 0
+        gate.reshape(self.n, -1)[:, :self.c] = s.reshape(self.n, self.c)
+        np.multiply(x, gate, out=y)
 
 
 def _plain_kernel(k: _Blocked, op: str, domain: str, metas: list):

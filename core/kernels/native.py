@@ -55,7 +55,7 @@ _SIGNATURES = {
     "ge_rows": ([_ptr], None),
     "ge_nchwc_block": ([], _int), "ge_nchwc_group": ([], _int),
     "ge_nchwc_conv": ([_ptr], None), "ge_nchwc_reorder": ([_ptr], None),
-    "ge_nchwc_max_pool": ([_ptr], None), "ge_nchwc_mean": ([_ptr], None),
+    "ge_nchwc_max_pool": ([_ptr], None), "ge_nchwc_mean": ([_ptr], None), "ge_nchwc_scale": ([_ptr], None),
     "ge_nchwc_depthwise": ([_ptr], None),
     "ge_eltwise": ([_ptr], _int),
     "ge_recurrent": ([_ptr], None), "ge_recurrent_workspace_floats": ([ctypes.c_int32, _i64, _i64], _i64),
@@ -323,6 +323,13 @@ class Native:
         args = NchwcMean(x.ctypes.data, y.ctypes.data, batch, channels, plane, threads())
         return PreparedCall(self.lib.ge_nchwc_mean, args, (x, y))
 
+    def nchwc_scale_call(self, x: np.ndarray, scale: np.ndarray, y: np.ndarray, batch: int, channels: int,
+                         plane: int) -> PreparedCall:
+        """The blocked x times the NCHW gate scale [batch][channels] per channel into the blocked y (may be x;
+        float32, nchwc_pool.c), prepared."""
+        args = NchwcScale(x.ctypes.data, scale.ctypes.data, y.ctypes.data, batch, channels, plane, threads())
+        return PreparedCall(self.lib.ge_nchwc_scale, args, (x, scale, y))
+
     def eltwise_call(self, dtype_code: int, n: int, operands: list, inner: np.ndarray, period: np.ndarray,
                      code: np.ndarray, param: np.ndarray, n_regs: int, y: np.ndarray) -> PreparedCall:
         """A fused elementwise chain over n elements of y (csrc/eltwise.c documents the program:
@@ -528,6 +535,12 @@ class NchwcMean(ctypes.Structure):
                 ("threads", ctypes.c_int32)]
 
 
+class NchwcScale(ctypes.Structure):
+    """csrc/abi.h's NchwcScale."""
+    _fields_ = [("x", _ptr), ("scale", _ptr), ("y", _ptr), ("batch", _i64), ("channels", _i64), ("plane", _i64),
+                ("threads", ctypes.c_int32)]
+
+
 class Rows(ctypes.Structure):
     """csrc/abi.h's Rows."""
     _fields_ = [("x", _ptr), ("scale", _ptr), ("bias", _ptr), ("y", _ptr), ("rows", _i64), ("cols", _i64),
@@ -690,7 +703,7 @@ class AbiEntry(ctypes.Structure):
 
 
 ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
-               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean,
+               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,
                DepthwiseNchwc)
 
 

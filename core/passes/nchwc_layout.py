@@ -17,7 +17,8 @@ MobileNetV2 is one region from its stem's output to its GlobalAveragePool. Insid
 tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels like any tensor.
 A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
 joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
-around it. A pool after a conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input
+around it; so does a squeeze-excite's Mul of such a value by an NCHW gate (N, C, 1, 1) (ge::NchwcMul:
+MobileNetV3's and PP-LCNet's gates, whose two 1x1 convs on the pooled means stay NCHW). A pool after a conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input
 would cost more than its output.
 Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
 kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
@@ -52,7 +53,7 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
         return graph
     members, writers = [], set()  # writers: the values a member writes blocked
     for n in graph.nodes:  # in graph order: a pool's producer is decided before it
-        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers):
+        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _gate_mul(graph, n, writers) is not None:
             members.append(n)
             if n.op_type != "GlobalAveragePool":
                 writers.add(n.outputs[0])
@@ -64,7 +65,9 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
     if stats is not None:
         stats["regions"] = stats.get("regions", 0) + len(regions)
         stats["blocked_convs"] = stats.get("blocked_convs", 0) + sum(len(r.convs) for r in regions)
-        stats["blocked_pools"] = stats.get("blocked_pools", 0) + sum(len(r.members) - len(r.convs) for r in regions)
+        stats["blocked_pools"] = stats.get("blocked_pools", 0) + sum(len(r.members) - len(r.convs) - len(r.muls)
+                                                                     for r in regions)
+        stats["blocked_muls"] = stats.get("blocked_muls", 0) + sum(len(r.muls) for r in regions)
         stats["reorders"] = stats.get("reorders", 0) + sum(len(r.entering) + len(r.leaving) for r in regions)
     return graph
 
@@ -77,6 +80,22 @@ def _eligible_pool(graph: Graph, node: Node, writers: set) -> bool:
         return False
     y = graph.values.get(node.outputs[0])
     return y is not None and y.is_static and y.dtype == np.float32 and len(y.shape) == 4
+
+
+def _gate_mul(graph: Graph, node: Node, writers: set) -> int | None:
+    """The input a squeeze-excite Mul reads blocked (a value a member writes, times an NCHW gate (N, C, 1, 1)
+    of its batch and channels: MobileNetV3's), else None."""
+    if (node.domain, node.op_type) != ("", "Mul") or len(node.inputs) != 2 or len(node.outputs) != 1:
+        return None
+    metas = [graph.values.get(v) for v in node.inputs + node.outputs]
+    if any(m is None or not m.is_static or m.dtype != np.float32 or len(m.shape) != 4 for m in metas):
+        return None
+    for i in (0, 1):
+        x, s, y = metas[i], metas[1 - i], metas[2]
+        if (node.inputs[i] in writers and tuple(y.shape) == tuple(x.shape) and tuple(x.shape[2:]) != (1, 1)
+                and tuple(s.shape) == tuple(x.shape[:2]) + (1, 1)):
+            return i
+    return None
 
 
 def _eligible_conv(graph: Graph, node: Node) -> bool:
@@ -112,14 +131,18 @@ class _Region:
     def __init__(self, members: list[Node]):
         self.members = members
         self.convs = [n for n in members if (n.domain, n.op_type) in _CONVS]
+        self.muls = [n for n in members if n.op_type == "Mul"]
         self.ids = {id(n) for n in members}
         self.outputs = {n.outputs[0] for n in members if n.op_type != "GlobalAveragePool"}  # written blocked
         self.entering: list[str] = []  # values read blocked, written outside: a ReorderInput each
         self.leaving: list[str] = []  # values written blocked, read outside or model outputs: a ReorderOutput each
 
 
-def _blocked_reads(node: Node) -> list[str]:
-    """What a member reads blocked: X, and FusedConv's Z."""
+def _blocked_reads(graph: Graph, node: Node) -> list[str]:
+    """What a member reads blocked: X, and FusedConv's Z; a gate Mul the input of its output's shape (the
+    gate's is (N, C, 1, 1)), before and after the rewrite gives them the blocked shape."""
+    if node.op_type == "Mul":
+        return [x for x in node.inputs if graph.meta(x).shape == graph.meta(node.outputs[0]).shape][:1]
     at = (0, 3) if (node.domain, node.op_type) in _CONVS else (0,)
     return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
@@ -136,7 +159,7 @@ def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
 
     touching: dict[str, list[int]] = {}  # value -> the members writing or reading it blocked
     for n in members:
-        for name in _blocked_reads(n) + ([n.outputs[0]] if n.op_type != "GlobalAveragePool" else []):
+        for name in _blocked_reads(graph, n) + ([n.outputs[0]] if n.op_type != "GlobalAveragePool" else []):
             touching.setdefault(name, []).append(id(n))
     for ks in touching.values():
         for k in ks[1:]:
@@ -149,14 +172,14 @@ def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
     for members in groups.values():
         r = _Region(members)
         for n in members:
-            for name in _blocked_reads(n):
+            for name in _blocked_reads(graph, n):
                 if name not in r.outputs and name not in r.entering:
                     r.entering.append(name)
         for n in members:
             y = n.outputs[0]
             if y not in r.outputs:
                 continue
-            outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(u)]
+            outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(graph, u)]
             if outside or y in graph.outputs:
                 r.leaving.append(y)
         regions.append(r)
@@ -174,6 +197,7 @@ def _rewrite(graph: Graph, r: _Region) -> None:
     """The region's members as ge's blocked ops; a ReorderInput before the first reader of each entering
     value, a ReorderOutput after the producer of each leaving one (which keeps its name and layout for
     its readers outside)."""
+    reads = {id(n): _blocked_reads(graph, n) for n in r.members}  # before the shapes change
     blocked: dict[str, str] = {}
     for name in r.entering + r.leaving:
         blocked[name] = _unused(graph, f"{name}:nchwc")
@@ -183,7 +207,7 @@ def _rewrite(graph: Graph, r: _Region) -> None:
             v = graph.values[y]
             v.shape = blocked_shape(v.shape)
             blocked[y] = y
-    first_reader = {name: min((k for k, n in enumerate(graph.nodes) if id(n) in r.ids and name in _blocked_reads(n)))
+    first_reader = {name: min((k for k, n in enumerate(graph.nodes) if id(n) in r.ids and name in reads[id(n)]))
                     for name in r.entering}
     nodes = []
     for k, n in enumerate(graph.nodes):
@@ -194,16 +218,20 @@ def _rewrite(graph: Graph, r: _Region) -> None:
         if id(n) not in r.ids:
             nodes.append(n)
             continue
-        reads = _blocked_reads(n)
-        inputs = [blocked[i] if i in reads else i for i in n.inputs]
+        inputs = [blocked[i] if i in reads[id(n)] else i for i in n.inputs]
         y = n.outputs[0]
         if n.op_type == "GlobalAveragePool":  # reads blocked, writes NCHW
             nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(graph.meta(y).shape[1])},
                               name=n.name, domain=GE_DOMAIN))
             continue
-        op = _POOLS.get((n.domain, n.op_type), "NchwcConv")
-        nodes.append(Node(op, inputs[:1] if op != "NchwcConv" else inputs, [blocked[y]], attrs=dict(n.attrs),
-                          name=n.name, domain=GE_DOMAIN))
+        if n.op_type == "Mul":  # the blocked input first, the NCHW gate second
+            x = reads[id(n)][0]
+            nodes.append(Node("NchwcMul", [blocked[x]] + [i for i in n.inputs if i != x], [blocked[y]], name=n.name,
+                              domain=GE_DOMAIN))
+        else:
+            op = _POOLS.get((n.domain, n.op_type), "NchwcConv")
+            nodes.append(Node(op, inputs[:1] if op != "NchwcConv" else inputs, [blocked[y]], attrs=dict(n.attrs),
+                              name=n.name, domain=GE_DOMAIN))
         if y in r.leaving:
             nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
                               name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))

@@ -265,6 +265,15 @@ typedef struct {
     int32_t threads;
 } NchwcMean;
 
+/* A squeeze-excite gate on NCHW16c (nchwc_pool.c): y = x * scale per channel, x and y [batch][ceil(channels /
+   B)][plane][B] (y may be x), scale NCHW [batch][channels]; zeros past the channels */
+typedef struct {
+    const float *x, *scale;
+    float *y;
+    int64_t batch, channels, plane;
+    int32_t threads;
+} NchwcScale;
+
 /* One row of the layout table: a struct's size (field NULL) or one field's offset and size. */
 typedef struct {
     const char *type, *field;
@@ -297,6 +306,7 @@ void ge_nchwc_conv(const ConvNchwc *c);
 void ge_nchwc_reorder(const NchwcReorder *r);
 void ge_nchwc_max_pool(const NchwcMaxPool *p);
 void ge_nchwc_mean(const NchwcMean *m);
+void ge_nchwc_scale(const NchwcScale *s);
 void ge_nchwc_depthwise(const DepthwiseNchwc *d);
 /* gemv.c: y = act(x @ W^T + bias) for few rows of x (M, lda, a), weights as rows of K (bp: [N][K]),
    y at c, ldc; bias_n, act, threads (the GemmArgs fields the GEMV reads; the rest is unused). */

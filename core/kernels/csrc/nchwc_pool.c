@@ -1,5 +1,6 @@
-/* MaxPool and GlobalAveragePool on the blocked layout NCHW16c (nchwc.c's: [N][ceil(C/16)][H][W][16]), so
-that a region of blocked convolutions does not end at a pool (kernels/blocked.py). The 16 channels of a
+/* MaxPool, GlobalAveragePool and a squeeze-excite gate's per-channel scale on the blocked layout NCHW16c
+(nchwc.c's: [N][ceil(C/16)][H][W][16]), so that a region of blocked convolutions does not end at a pool
+or at MobileNetV3's gates (kernels/blocked.py). The 16 channels of a
 pixel are one to four vectors: a window's max is one vmax per tap and vector, a plane's mean a sum of
 its pixels' vectors; no transpose, no strided access.
 
@@ -7,7 +8,9 @@ MaxPool: x [planes][h][w][B], y [planes][oh][ow][B] (planes = batch x blocks), p
 taps outside X are skipped (ONNX pads MaxPool with -inf), a NaN wins as in np.maximum. Items: (plane,
 run of output rows).
 GlobalAveragePool: x [batch][blocks][plane][B] into the NCHW means y [batch][channels]. Items: (batch
-item, block). */
+item, block).
+Scale: y = x * scale, the NCHW gate [batch][channels] one vector per block, loaded once (zeros past the
+channels); y may be x. Items: (batch item, block). */
 #include <math.h>
 
 #include "abi.h"
@@ -85,4 +88,24 @@ static void mean_item(void *ctx, int64_t it, int slot) {
 void ge_nchwc_mean(const NchwcMean *m) {
     int64_t items = m->batch * ((m->channels + BLK - 1) / BLK);
     pool_run(mean_item, (void *)m, items, m->threads < 1 ? 1 : m->threads);
+}
+
+static void scale_item(void *ctx, int64_t it, int slot) {
+    const NchwcScale *s = ctx;
+    (void)slot;
+    int64_t blocks = (s->channels + BLK - 1) / BLK, n = it / blocks, c0 = it % blocks * BLK;
+    int64_t nc = s->channels - c0 < BLK ? s->channels - c0 : BLK;
+    float gate[BLK] = {0};
+    for (int64_t c = 0; c < nc; c++) gate[c] = s->scale[n * s->channels + c0 + c];
+    vec g[NB];
+    for (int j = 0; j < NB; j++) g[j] = vload(gate + j * VL);
+    const float *x = s->x + it * s->plane * BLK;
+    float *y = s->y + it * s->plane * BLK;
+    for (int64_t q = 0; q < s->plane; q++)
+        for (int j = 0; j < NB; j++) vstore(y + q * BLK + j * VL, vload(x + q * BLK + j * VL) * g[j]);
+}
+
+void ge_nchwc_scale(const NchwcScale *s) {
+    int64_t items = s->batch * ((s->channels + BLK - 1) / BLK);
+    pool_run(scale_item, (void *)s, items, s->threads < 1 ? 1 : s->threads);
 }

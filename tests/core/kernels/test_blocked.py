@@ -195,3 +195,41 @@ def test_global_average_pool_matches_onnxruntime(default_backend, plan, shape):
 def test_pool_specs_refuse_what_does_not_fit(op, attrs, outputs, message):
     with pytest.raises(GeError, match=r"node 'k' \(" + op + r"\): .*" + message):
         lookup(op, "ge", 17)(attrs, [Meta(F32, (1, 2, 4, 4, 16))], opset=17, name="k", num_outputs=outputs)
+
+
+@pytest.mark.parametrize("plan", ["native", "numpy"])
+@pytest.mark.parametrize("shape", [(1, 72, 7, 7), (3, 37, 5, 3), (2, 16, 1, 1)])
+def test_mul_by_a_gate_matches_onnxruntime(default_backend, plan, shape):
+    """A squeeze-excite gate (N, C, 1, 1) times the blocked X, into Y or over X (output_over); the padding
+    channels become zeros."""
+    import onnxruntime as ort
+    x = rng.standard_normal(shape).astype(np.float32)
+    s = rng.random(shape[:2] + (1, 1)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "s"], ["y"])], "g",
+                              [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in (("x", x), ("s", s))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "s": s})[0]
+    with default_backend(plan) as backend:
+        mul = kernel("NchwcMul", {}, [blocked_shape(shape), s.shape], backend=backend).load()
+        assert mul.uses_native == (plan == "native") and mul.output_over == 0
+        ws = np.empty(mul.workspace_nbytes(), np.uint8)
+        for over in (False, True):
+            xb = blocked(x)
+            yb = xb if over else np.full(xb.shape, np.nan, np.float32)
+            mul.bound([xb, s], [yb], ws)()
+            got = np.empty(shape, np.float32)
+            from_blocked(yb, got)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+            assert not yb[:, -1, ..., (shape[1] - 1) % 16 + 1:].any()
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ([(1, 2, 4, 4, 16), (1, 40, 1, 1)], r"input 1 \(S\) has shape \(1, 40, 1, 1\): \(1, C, 1, 1\) with C in \[17, 32\]"),
+    ([(2, 2, 4, 4, 16), (1, 20, 1, 1)], r"input 1 \(S\) has shape \(1, 20, 1, 1\): \(2, C, 1, 1\)"),
+    ([(1, 2, 4, 4, 16), (1, 20, 4, 4)], r"input 1 \(S\) has shape \(1, 20, 4, 4\)"),
+    ([(1, 2, 4, 4, 16), (1, 20)], r"input 1 \(S\) is float32 \(1, 20\), float32 of rank 4 expected"),
+])
+def test_mul_refuses_what_does_not_fit(inputs, message):
+    with pytest.raises(GeError, match=r"node 'k' \(NchwcMul\): .*" + message):
+        kernel("NchwcMul", {}, inputs)

@@ -148,7 +148,7 @@ def chain(b, x, c, convs, k=3):
     return x
 
 
-NONE = {"regions": 0, "blocked_convs": 0, "blocked_pools": 0, "reorders": 0}
+NONE = {"regions": 0, "blocked_convs": 0, "blocked_pools": 0, "blocked_muls": 0, "reorders": 0}
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ def test_a_lone_conv_or_two_stay_nchw(load, native):
         if blocked:
             assert ops(g) == [("Sigmoid", "s"), ("ReorderInput", "s:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"),
                               ("NchwcConv", "c2"), ("ReorderOutput", "c2.relu:from_nchwc"), ("Neg", "y")]
-            assert stats == {"regions": 1, "blocked_convs": 3, "blocked_pools": 0, "reorders": 2}
+            assert stats == {"regions": 1, "blocked_convs": 3, "blocked_pools": 0, "blocked_muls": 0, "reorders": 2}
         else:
             assert stats == NONE
 
@@ -198,7 +198,7 @@ def test_a_value_read_outside_the_region_leaves_it_and_an_output_too(load, run_o
                       ("ReorderOutput", "c1.relu:from_nchwc"), ("Sigmoid", "side"), ("NchwcConv", "c2"),
                       ("NchwcConv", "c3"), ("ReorderOutput", "c3.relu:from_nchwc"), ("NchwcConv", "c4"),
                       ("ReorderOutput", "c4.relu:from_nchwc")]
-    assert stats == {"regions": 1, "blocked_convs": 5, "blocked_pools": 0, "reorders": 4}
+    assert stats == {"regions": 1, "blocked_convs": 5, "blocked_pools": 0, "blocked_muls": 0, "reorders": 4}
     reorders = {n.name: (n.inputs, n.outputs, n.attrs) for n in g.nodes if n.op_type.startswith("Reorder")}
     assert reorders["c1.relu:from_nchwc"] == (["c1.relu:nchwc"], ["c1.relu"], {"channels": 40})
     assert reorders["c3.relu:from_nchwc"] == (["c3.relu:nchwc"], ["c3.relu"], {"channels": 40})
@@ -245,13 +245,13 @@ def depthwise(b, name, x, c, k, stride, act):
     return activate(b, y, act)
 
 
-def squeeze_excite(b, name, x, c):
+def squeeze_excite(b, name, x, c, gate_first=False):
     """GlobalAveragePool -> 1x1 conv -> Relu -> 1x1 conv -> HardSigmoid -> Mul with x (MobileNetV3's)."""
     s = b.node("GlobalAveragePool", [x], f"{name}.pool")
     s = b.conv(f"{name}.fc1", s, c, max(c // 4, 8))
     s = b.conv(f"{name}.fc2", s, max(c // 4, 8), c, relu=False)
     s = b.node("HardSigmoid", [s], f"{name}.gate", alpha=1.0 / 6, beta=0.5)
-    return b.node("Mul", [x, s], f"{name}.mul")
+    return b.node("Mul", [s, x] if gate_first else [x, s], f"{name}.mul")
 
 
 def head(b, x, c, image, batch, act):
@@ -281,6 +281,52 @@ def mobilenetv2_style(batch=1, image=32):
 
 
 V2_TASKS = ["Conv", "ReorderInput"] + ["NchwcConv"] * (3 * len(V2_BLOCKS) + 1) + ["NchwcGlobalAveragePool", "Gemm"]
+
+
+# (kernel, expanded channels, output channels, squeeze-excite, activation, stride), MobileNetV3-Large's
+# kinds with channel counts off the block (72, 40, 120, 100, 44)
+V3_BLOCKS = [(3, 16, 16, False, "Relu", 1), (5, 72, 40, True, "Relu", 2), (5, 120, 40, True, "HardSwish", 1),
+             (3, 100, 44, False, "HardSwish", 2)]
+
+
+def mobilenetv3_style(batch=1, image=32):
+    """A 3-channel stem (HardSwish), inverted residuals with 3x3 and 5x5 depthwise convs, Relu or HardSwish,
+    squeeze-excite (its Mul written gate first once), the residual Add where the shape stays; the head."""
+    b = Builder()
+    x = activate(b, b.conv("stem", "x", 3, 16, 3, 2, relu=False), "HardSwish")
+    c = 16
+    for i, (k, exp, oc, se, act, stride) in enumerate(V3_BLOCKS):
+        e = pointwise(b, f"b{i}.expand", x, c, exp, act) if exp != c else x
+        d = depthwise(b, f"b{i}.dw", e, exp, k, stride, act)
+        d = squeeze_excite(b, f"b{i}.se", d, exp, gate_first=i == 2) if se else d
+        x = pointwise(b, f"b{i}.project", d, exp, oc, z=x if stride == 1 and c == oc else None)
+        c = oc
+    return head(b, x, c, image, batch, "HardSwish")
+
+
+SE_TASKS = ["NchwcGlobalAveragePool", "Conv", "Conv", "NchwcMul"]
+V3_TASKS = (["Conv", "ReorderInput", "NchwcConv", "NchwcConv"]  # block 0: no expansion
+            + ["NchwcConv", "NchwcConv"] + SE_TASKS + ["NchwcConv"] + ["NchwcConv", "NchwcConv"] + SE_TASKS
+            + ["NchwcConv"] + ["NchwcConv"] * 3 + ["NchwcConv", "NchwcGlobalAveragePool", "Gemm"])
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_mobilenetv3_style_model_runs_blocked_squeeze_excite_included(tmp_path, default_backend, backend, batch):
+    """One region from the stem's output to the GlobalAveragePool: the 5x5 and 3x3 depthwise convs
+    (Relu, HardSwish applied by the kernel), the squeeze-excite's pool reads the blocked value and its Mul
+    (either operand order) scales it blocked by the NCHW gate its two 1x1 convs compute (those stay NCHW:
+    two convs between two reorders would not pay); onnxruntime's results on either backend."""
+    model = mobilenetv3_style(batch)
+    feeds = {"x": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+    got, tasks, om = compile_and_run(tmp_path, default_backend, backend, model, feeds)
+    assert [op for op, _, _ in tasks] == V3_TASKS
+    assert [name for op, name, _ in tasks if op.startswith("Reorder")] == ["stem.hardswish:to_nchwc"]
+    assert [name for op, name, _ in tasks if op == "NchwcMul"] == ["b1.se.mul", "b2.se.mul"]
+    assert all(native == (backend == "native") for op, _, native in tasks if op.startswith(("Nchwc", "Reorder")))
+    assert_close(got, ort_run(model, feeds))
+    mul = next(t for t in read_om(om).tasks if t.op_type == "NchwcMul" and t.node == "b2.se.mul")
+    assert [a.shape for a in mul.inputs] == [(batch, 8, 8, 8, 16), (batch, 120, 1, 1)]  # blocked first, then the gate
 
 
 @pytest.mark.parametrize("backend", ["native", "numpy"])
