@@ -158,7 +158,8 @@ class NchwcConv(_Blocked):
                             f"has one group or one channel per group (depthwise)")
         c = wm.shape[1] * group
         if -(-c // BLOCK) != cb:
-            raise self.fail(f"W has shape {tuple(wm.shape)}: {c} input channels, X has {cb} blocks of {BLOCK}")
+            raise self.fail(f"W has shape {tuple(wm.shape)} and attrs['group'] is {group}: {c} input channels, X has "
+                            f"{cb} blocks of {BLOCK}")
         zm = self.inputs[3] if len(self.inputs) > 3 else None
         self.residual = zm is not None
         # the NCHW op this one computes, planned on numpy: its checks, its output, this op's numpy plan

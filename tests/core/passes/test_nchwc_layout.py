@@ -411,6 +411,24 @@ def test_a_mutated_om_fails_naming_the_field(tmp_path, default_backend, field, v
             api.load_from_file(str(tmp_path / "bad.om"), "cpu")
 
 
+@pytest.mark.parametrize("group, message", [
+    (1, r"W has shape \(144, 1, 3, 3\) and attrs\['group'\] is 1: 1 input channels, X has 9 blocks"),
+    (72, r"attrs\['group'\] is 72 with W of shape \(144, 1, 3, 3\): .* one channel per group \(depthwise\)"),
+    ("144", r"attrs\['group'\] must be an int64"),
+])
+def test_a_mutated_depthwise_task_fails_naming_the_field(tmp_path, default_backend, group, message):
+    """A blocked depthwise conv whose group was edited fails to load, naming the task and the field."""
+    default_backend("native")
+    path = str(tmp_path / "m.onnx")
+    onnx.save(mobilenetv2_style(), path)
+    ge_model = read_om(api.atc(path, str(tmp_path / "m")).om_path)
+    at, task = next((k, t) for k, t in enumerate(ge_model.tasks) if t.node == "b2.dw")
+    task.attrs["group"] = group
+    write_om(ge_model, tmp_path / "bad.om")
+    with pytest.raises(GeError, match=rf"TASK_INFO.tasks\[{at}\] 'b2.dw' \(NchwcConv\): .*" + message):
+        api.load_from_file(str(tmp_path / "bad.om"), "cpu")
+
+
 @pytest.mark.parametrize("kind, spec, dynamic", [("range", "x:1~4,3,48,48", {}),
                                                  ("gears", "x:-1,3,48,48", {"dynamic_batch_size": "1,3"})])
 def test_gears_and_ranges_run_blocked(tmp_path, default_backend, kind, spec, dynamic):
