@@ -139,8 +139,8 @@ class ReorderOutput(_Reorder):
 class NchwcConv(_Blocked):
     """Y = conv(X, W) + B (+ Z), then the epilogue; X, Y, Z blocked, W (OC, C, kh, kw) and B (OC) as
     Conv's; group 1, or group == C == OC with W (C, 1, kh, kw) (depthwise: nchwc_depthwise.c, the
-    channels in the vector lanes; FusedConv has no residual there). Y may be Z (output_over): the native kernel reads each element of Z before it writes it,
-    the numpy plan unblocks Z first."""
+    channels in the vector lanes; FusedConv has no residual there). Y may be Z (output_over): the native
+    kernel reads each element of Z before it writes it, the numpy plan unblocks Z first."""
     output_over = 3
 
     def prepare(self):

@@ -8,8 +8,9 @@ region costs a ReorderInput, one leaving it (a reader outside, a model output) a
 about a pass over memory each.
 
 Recognized: float32 2-D Conv and ge::FusedConv nodes of one group, and depthwise Convs (group ==
-input == output channels: MobileNets'), with constant weights (their fused epilogues go along), whose input and output channels waste little in blocks of 16 (ResNet-50's
-3-channel stem stays NCHW: the region starts after its MaxPool). Convolutions are joined into a region
+input == output channels: MobileNets'), with constant weights (their fused epilogues go along), whose
+input and output channels waste little in blocks of 16 (ResNet-50's 3-channel stem stays NCHW: the
+region starts after its MaxPool). Convolutions are joined into a region
 through a value one writes and another reads (as X or as FusedConv's residual Z), or that both read.
 A region is rewritten when it pays: more convolutions than reorders (a lone conv between two reorders
 does not) and at least PAYBACK multiply-adds per element reordered. With its depthwise convs inside,
@@ -18,8 +19,8 @@ tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels
 A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
 joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
 around it; so does a squeeze-excite's Mul of such a value by an NCHW gate (N, C, 1, 1) (ge::NchwcMul:
-MobileNetV3's and PP-LCNet's gates, whose two 1x1 convs on the pooled means stay NCHW). A pool after a conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input
-would cost more than its output.
+MobileNetV3's and PP-LCNet's gates, whose two 1x1 convs on the pooled means stay NCHW). A pool after a
+conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input would cost more than its output.
 Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
 kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
 numpy: 1.18x its NCHW plans), so a compiler without them keeps NCHW (an OM compiled with them still
@@ -53,7 +54,7 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
         return graph
     members, writers = [], set()  # writers: the values a member writes blocked
     for n in graph.nodes:  # in graph order: a pool's producer is decided before it
-        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _gate_mul(graph, n, writers) is not None:
+        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _eligible_mul(graph, n, writers):
             members.append(n)
             if n.op_type != "GlobalAveragePool":
                 writers.add(n.outputs[0])
@@ -82,20 +83,17 @@ def _eligible_pool(graph: Graph, node: Node, writers: set) -> bool:
     return y is not None and y.is_static and y.dtype == np.float32 and len(y.shape) == 4
 
 
-def _gate_mul(graph: Graph, node: Node, writers: set) -> int | None:
-    """The input a squeeze-excite Mul reads blocked (a value a member writes, times an NCHW gate (N, C, 1, 1)
-    of its batch and channels: MobileNetV3's), else None."""
+def _eligible_mul(graph: Graph, node: Node, writers: set) -> bool:
+    """A squeeze-excite's Mul: a value a member writes blocked times an NCHW gate (N, C, 1, 1) of its batch
+    and channels (MobileNetV3's), in either order."""
     if (node.domain, node.op_type) != ("", "Mul") or len(node.inputs) != 2 or len(node.outputs) != 1:
-        return None
+        return False
     metas = [graph.values.get(v) for v in node.inputs + node.outputs]
     if any(m is None or not m.is_static or m.dtype != np.float32 or len(m.shape) != 4 for m in metas):
-        return None
-    for i in (0, 1):
-        x, s, y = metas[i], metas[1 - i], metas[2]
-        if (node.inputs[i] in writers and tuple(y.shape) == tuple(x.shape) and tuple(x.shape[2:]) != (1, 1)
-                and tuple(s.shape) == tuple(x.shape[:2]) + (1, 1)):
-            return i
-    return None
+        return False
+    y = tuple(metas[2].shape)
+    return any(node.inputs[i] in writers and tuple(metas[i].shape) == y and y[2:] != (1, 1)
+               and tuple(metas[1 - i].shape) == y[:2] + (1, 1) for i in (0, 1))
 
 
 def _eligible_conv(graph: Graph, node: Node) -> bool:
@@ -207,7 +205,7 @@ def _rewrite(graph: Graph, r: _Region) -> None:
             v = graph.values[y]
             v.shape = blocked_shape(v.shape)
             blocked[y] = y
-    first_reader = {name: min((k for k, n in enumerate(graph.nodes) if id(n) in r.ids and name in reads[id(n)]))
+    first_reader = {name: min(k for k, n in enumerate(graph.nodes) if id(n) in r.ids and name in reads[id(n)])
                     for name in r.entering}
     nodes = []
     for k, n in enumerate(graph.nodes):
