@@ -49,6 +49,7 @@ _SIGNATURES = {
     "ge_gemm_args": ([_ptr], None), "ge_gemv": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
     "ge_depthwise": ([_ptr], None),
     "ge_conv_direct": ([_ptr], None), "ge_conv_pixels": ([_ptr], None),
+    "ge_conv_direct_items": ([_ptr], _i64), "ge_conv_pixels_items": ([_ptr], _i64),
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),

@@ -239,6 +239,9 @@ int ge_pixels_block(void);
 void ge_conv_pixels(const ConvDirect *d);
 void ge_depthwise(const Depthwise *d);
 int ge_max_pool_fits(const MaxPool2d *p);
+/* The pool items of a direct or pixels convolution (the split a test checks) */
+int64_t ge_conv_direct_items(const ConvDirect *d);
+int64_t ge_conv_pixels_items(const ConvDirect *d);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);
