@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "pool.h"
 
 #define POOL_MAX 64
@@ -156,3 +157,12 @@ void pool_run(pool_fn fn, void *ctx, int64_t items, int threads) {
     }
     pthread_mutex_unlock(&pool.submit);
 }
+
+/* abi.h's CallBatch: each call an item */
+static void call_item(void *ctx, int64_t it, int slot) {
+    const CallBatch *b = ctx;
+    (void)slot;
+    b->fn[it](b->args[it]);
+}
+
+void ge_call_batch(const CallBatch *b) { pool_run(call_item, (void *)b, b->count, b->threads); }

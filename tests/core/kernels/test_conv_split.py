@@ -68,3 +68,40 @@ def test_any_split_gives_one_threads_bits(m, k, plane, pixels):
     np.testing.assert_allclose(out[1], w.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(out[2], out[1])
     np.testing.assert_array_equal(out[3], out[1])
+
+
+
+def depthwise_calls(x, w, y):
+    n, c, h, wd = x.shape
+    return [nat.depthwise_call(x[i].ctypes.data, w, None, y[i].ctypes.data, channels=c, mult=1, spatial=(h, wd),
+                               out=(h, wd), kernel=(3, 3), strides=(1, 1), dilations=(1, 1), pads=(1, 1))
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("n,threads", [(4, 2), (2, 2), (3, 2), (4, 1), (1, 2)])
+def test_a_batch_shared_evenly_is_one_job_of_whole_items(n, threads):
+    """Batch items that share out evenly over the threads: one pool job, an item per batch item, each
+    call unsplit (its thread count 1); otherwise each item's call is split over the threads. Either
+    way, each item's bits are one thread's."""
+    x = rng.standard_normal((n, 6, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((6, 9)).astype(np.float32)
+    y, want = (np.full(x.shape, np.nan, np.float32) for _ in range(2))
+    native_mod.set_threads(threads)
+    try:
+        calls = depthwise_calls(x, w, y)
+        prepared = nat.per_item_calls(calls, n)
+        threads = native_mod.threads()  # at most the CPUs
+    finally:
+        native_mod.set_threads(native_mod.default_threads())
+    shared = threads > 1 and n % threads == 0
+    assert len(prepared) == (1 if shared or n == 1 else n)
+    if shared:
+        batch = prepared[0].keep[0]
+        assert (batch.count, batch.threads) == (n, threads) and all(c.keep[0].threads == 1 for c in calls)
+    for call in prepared:
+        call.run()
+    for call in depthwise_calls(x, w, want):
+        call.keep[0].threads = 1
+        call.run()
+    assert not np.isnan(want).any()
+    np.testing.assert_array_equal(y, want)
