@@ -12,10 +12,10 @@ since GEMMs come in bursts, and sleep on a condition variable after POOL_SPIN_NS
 per-thread scratch. Slot s owns a share of the items, [s n / slots, (s + 1) n / slots), and claims
 them in order; a slot done with its share steals the others' last items. So, as kernels number their
 items in the order of the data they write (pixels, rows, channels), each thread works on the same
-part of every layer and reads, in the next layer, mostly what it wrote itself: an input written by the
-other core costs 1.5-3.5x the local read in a memory-bound layer (MobileNetV2's depthwise convs), which
-items taken in turn from one counter paid on half of every layer's input. One job runs at a time; a
-caller that finds the pool busy (another context's thread) runs alone.
+part of every layer and reads, in the next layer, mostly what it wrote itself (lines another core
+wrote read ~3.5x slower than local ones here), where items taken in turn from one counter read half
+of every layer's input from the other core. One job runs at a time; a caller that finds the pool busy
+(another context's thread, or a call run as an item of abi.h's CallBatch) runs alone.
 
 Joining: a worker announces itself (active++), then checks that the job it saw is still the
 current one and has its slot; only then does it drain. The caller, done with the items, waits
