@@ -7,12 +7,13 @@ three buffers per shape, reused in turn, as an arena reuses memory), and the blo
 reorders once for the whole chain: what wiring the kernel in for this region
 would give, before the stem, the pool and the classifier.
 
-    .venv/bin/python benchmarks/nchwc_resnet_chain.py [--batch 1 8] [--rounds 3] [--reps 3]
+    .venv/bin/python benchmarks/nchwc_resnet_chain.py [--batch 1 8] [--rounds 3] [--reps 3] [--per-layer RUNS]
 
 One thread each, CPU time of the calling thread, engines interleaved per round; the median run. Not a test."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -47,10 +48,10 @@ def chain_convs():
 
 
 class Chain:
-    def __init__(self, nat, batch):
+    def __init__(self, nat, batch, profile=False):
         rng = np.random.default_rng(0)
         self.x = rng.standard_normal((batch, 64, 56, 56)).astype(np.float32)
-        self.ge_steps, self.nchwc_steps, self.rings = [], [], {}
+        self.ge_steps, self.nchwc_steps, self.names, self.rings = [], [], [], {}
         nodes, inits, h = [], {}, 56
         block_in, cur = "x", "x"  # onnx names
         ge_in = ge_cur = self.x  # ge's buffers
@@ -67,7 +68,8 @@ class Chain:
             src, ge_src, nb_src = (block_in, ge_in, nb_in) if role in ("a", "down") else (cur, ge_cur, nb_cur)
             x_shape = ge_src.shape
             inits[f"{name}.w"], inits[f"{name}.b"] = w, b
-            nodes.append(helper.make_node("Conv", [src, f"{name}.w", f"{name}.b"], [f"{name}.y"], **attrs))
+            nodes.append(helper.make_node("Conv", [src, f"{name}.w", f"{name}.b"], [f"{name}.y"], name, **attrs))
+            self.names.append(name)
             conv = NchwcConv(nat, x_shape, oc, (k, k), strides=(s, s), pads=(p,) * 4, act=native_act(act))
             conv.pack(w, b)
             ge = GeConv(name, x_shape, w, b, attrs, act, role == "c")
@@ -95,7 +97,7 @@ class Chain:
         self.out = np.empty(ge_cur.shape, np.float32)
         self.to_blocked = reorder(nat, self.x, self.xb, True)
         self.from_blocked = reorder(nat, nb_cur, self.out, False)
-        self.sess = ort_session(nodes, [helper.make_tensor_value_info("x", 1, self.x.shape)], cur, inits)
+        self.sess = ort_session(nodes, [helper.make_tensor_value_info("x", 1, self.x.shape)], cur, inits, profile)
         want = self.sess.run(None, {"x": self.x})[0]
         self.run_ge()
         self.run_nchwc()
@@ -125,12 +127,36 @@ class Chain:
     def run_ort(self):
         self.sess.run(None, {"x": self.x})
 
+    def per_layer(self, runs):
+        """Each conv's least wall time of `runs` in µs, blocked (each call timed in the chain) and onnxruntime's
+        node (its profiler, which times wall too; the session built with profile=True), runs of each
+        interleaved. The least, not the median: on a shared machine wall times include other processes'
+        turns, and the least of many runs is each side's time without them."""
+        ours = {name: [] for name in self.names}
+        for _ in range(runs):
+            self.run_ort()
+            self.to_blocked.run()
+            for name, call in zip(self.names, self.nchwc_steps):
+                t = time.perf_counter()
+                call.run()
+                ours[name].append(time.perf_counter() - t)
+            self.from_blocked.run()
+        theirs = {name: [] for name in self.names}
+        for event in json.load(open(self.sess.end_profiling())):
+            node = event.get("args", {}).get("op_name") == "Conv" and event["name"].rsplit(".", 1)[0]
+            if event.get("cat") == "Node" and node in theirs:
+                theirs[node].append(event["dur"] * 1e-6)
+        return [(name, min(ours[name]) * 1e6, min(theirs[name][1:]) * 1e6)
+                for name in self.names]
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--per-layer", type=int, metavar="RUNS", default=0,
+                    help="each conv beside onnxruntime's node instead (wall time, the least of RUNS chains)")
     args = ap.parse_args()
     nat = native.native()
     if nat is None:
@@ -138,6 +164,8 @@ def main():
     native.set_threads(1)
     set_local_threads(1)
     print(f"{native.status()}; load average {open('/proc/loadavg').read().split()[:3]}")
+    if args.per_layer:
+        return per_layer(nat, args.batch, args.per_layer)
     print(f"{'batch':>5s} {'ge ms':>8s} {'nchwc ms':>8s} {'ort ms':>8s} {'nchwc/ge':>8s} {'nchwc/ort':>9s} {'ge/ort':>6s}")
     for batch in args.batch:
         chain = Chain(nat, batch)
@@ -152,6 +180,22 @@ def main():
         med = {e: statistics.median(ts) * 1e3 for e, ts in times.items()}
         print(f"{batch:5d} {med['ge']:8.1f} {med['nchwc']:8.1f} {med['ort']:8.1f} {med['nchwc'] / med['ge']:8.2f} "
               f"{med['nchwc'] / med['ort']:9.2f} {med['ge'] / med['ort']:6.2f}")
+
+
+def per_layer(nat, batches, runs):
+    for batch in batches:
+        rows = Chain(nat, batch, profile=True).per_layer(runs)
+        print(f"\nbatch {batch}: µs, least wall time of {runs} chains (onnxruntime's from its profiler)")
+        print(f"{'conv':18s} {'kind':>9s} {'nchwc':>8s} {'ort':>8s} {'nchwc/ort':>9s}")
+        kinds = {name: f"{k}x{k}" + (f"s{s}" if s > 1 else "") for name, _, _, k, s, _ in chain_convs()}
+        sums = {}
+        for name, ours, theirs in rows:
+            print(f"{name:18s} {kinds[name]:>9s} {ours:8.0f} {theirs:8.0f} {ours / theirs:9.2f}")
+            total = sums.setdefault(kinds[name], [0.0, 0.0])
+            total[0], total[1] = total[0] + ours, total[1] + theirs
+        total = [sum(t[0] for t in sums.values()), sum(t[1] for t in sums.values())]
+        for kind, (ours, theirs) in sorted(sums.items()) + [("all", total)]:
+            print(f"{'sum ' + kind:18s} {'':>9s} {ours:8.0f} {theirs:8.0f} {ours / theirs:9.2f}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ Items: (batch item, group of NV_MAX output-channel blocks, run of rows), groups 
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
 
 #define BLK 16
 #define NB (BLK / VL)  /* vectors per block */
@@ -64,6 +67,34 @@ static inline void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t
     *t0 = lo < hi ? lo : hi, *t1 = hi;
 }
 
+/* vclamp(v, lo, hi) as the vector min and max instructions where they give its results (x86's return
+   their second operand when either is NaN: v's NaN stays, and -0 stays -0 as in vclamp); two
+   instructions where vclamp's compares and blends took six */
+static inline vec clamp_minmax(vec v, vec lo, vec hi) {
+#if defined(__AVX512F__)
+    return (vec)_mm512_min_ps((__m512)hi, _mm512_max_ps((__m512)lo, (__m512)v));
+#elif defined(__AVX__)
+    return (vec)_mm256_min_ps((__m256)hi, _mm256_max_ps((__m256)lo, (__m256)v));
+#elif defined(__SSE__)
+    return (vec)_mm_min_ps((__m128)hi, _mm_max_ps((__m128)lo, (__m128)v));
+#else
+    return vclamp(v, lo[0], hi[0]);
+#endif
+}
+
+#define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
+/* The activations other than Clip on a stored tile (R pixels ys apart, V vectors of channels): after
+   the tile's stores, since vactivate is a call GCC does not inline, and a call between the products
+   and the stores spilled every accumulator (a 1x1 conv of 64 input channels lost 10%) */
+static __attribute__((noinline)) void activate_stored(const ConvNchwc *c, int R, int V, float *y, int64_t ys,
+                                                     int64_t ystep) {
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < V; j++) {
+            float *p = y + i * ys + VAT(j);
+            vstore(p, vactivate(vload(p), c->act));
+        }
+}
+
 /* R pixels from (oh, ow0) x V vectors of output channels from block ocb0 (vector j: block j / NB,
    lanes from (j % NB) VL), input blocks [c0, c1), kernel rows [kh0, kh1) and columns [kw0, kw1); S: the
    stride across as a constant (1 or 2), or 0 (c->sw): with it a runtime value GCC kept a pointer per
@@ -72,7 +103,6 @@ static inline void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t
    weights and spilled accumulators (6 x 4 tile); rolled it runs at 105-115 GFLOPS single-threaded,
    2-10% faster. The group's weights are a panel of V vectors per input channel (wp: see
    ge_nchwc_conv), so one pointer reaches all four. */
-#define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
 static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const NchwcWork *w,
                                                              int64_t n, int64_t ocb0, int64_t oh, int64_t ow0,
                                                              int64_t c0, int64_t c1, int64_t kh0, int64_t kh1,
@@ -124,20 +154,29 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         }
     }
     const float *bias = c->bias + ocb0 * BLK;
+    const int clamp = last && c->act.act == ACT_CLAMP;
+    const vec lo = (vec){0} + c->act.a, hi = (vec){0} + c->act.b;
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
         float *y = c->y + yat + i * ys;
         if (last) {
-            a0[i] = vactivate(a0[i] + vload(bias), c->act);
-            if (V > 1) a1[i] = vactivate(a1[i] + vload(bias + VL), c->act);
-            if (V > 2) a2[i] = vactivate(a2[i] + vload(bias + 2 * VL), c->act);
-            if (V > 3) a3[i] = vactivate(a3[i] + vload(bias + 3 * VL), c->act);
+            a0[i] += vload(bias);
+            if (V > 1) a1[i] += vload(bias + VL);
+            if (V > 2) a2[i] += vload(bias + 2 * VL);
+            if (V > 3) a3[i] += vload(bias + 3 * VL);
+        }
+        if (clamp) {
+            a0[i] = clamp_minmax(a0[i], lo, hi);
+            if (V > 1) a1[i] = clamp_minmax(a1[i], lo, hi);
+            if (V > 2) a2[i] = clamp_minmax(a2[i], lo, hi);
+            if (V > 3) a3[i] = clamp_minmax(a3[i], lo, hi);
         }
         vstore(y, a0[i]);
         if (V > 1) vstore(y + VAT(1), a1[i]);
         if (V > 2) vstore(y + VAT(2), a2[i]);
         if (V > 3) vstore(y + VAT(3), a3[i]);
     }
+    if (last && c->act.act != ACT_NONE && !clamp) activate_stored(c, R, V, c->y + yat, ys, ystep);
 }
 
 /* nchwc_tile with R, V and S as constants (each case its own register allocation) */
