@@ -104,6 +104,9 @@ CASES = [
     (1, 128, 28, 28, 128, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, "Relu"),   # layer2's conv2
     (1, 24, 56, 56, 144, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Clip"),    # MobileNetV2's expansion, Clip 0..6
     (2, 960, 7, 7, 160, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, None),        # its projection over the residual
+    # X beyond 4 MB: the tiles prefetch it
+    (2, 256, 56, 56, 64, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Relu"),    # layer1's conv1 at batch 2
+    (1, 88, 112, 112, 24, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, "Clip"),
 ]
 
 
