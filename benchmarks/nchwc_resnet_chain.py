@@ -7,7 +7,7 @@ three buffers per shape, reused in turn, as an arena reuses memory), and the blo
 reorders once for the whole chain: what wiring the kernel in for this region
 would give, before the stem, the pool and the classifier.
 
-    .venv/bin/python benchmarks/nchwc_resnet_chain.py [--batch 1 8] [--rounds 3] [--reps 3] [--per-layer RUNS]
+    .venv/bin/python benchmarks/nchwc_resnet_chain.py [--batch 1 8] [--rounds 3] [--reps 3] [--per-layer RUNS [--threads 2]]
 
 One thread each, CPU time of the calling thread, engines interleaved per round; the median run. Not a test."""
 from __future__ import annotations
@@ -48,7 +48,7 @@ def chain_convs():
 
 
 class Chain:
-    def __init__(self, nat, batch, profile=False):
+    def __init__(self, nat, batch, profile=False, threads=1):
         rng = np.random.default_rng(0)
         self.x = rng.standard_normal((batch, 64, 56, 56)).astype(np.float32)
         self.ge_steps, self.nchwc_steps, self.names, self.rings = [], [], [], {}
@@ -97,7 +97,7 @@ class Chain:
         self.out = np.empty(ge_cur.shape, np.float32)
         self.to_blocked = reorder(nat, self.x, self.xb, True)
         self.from_blocked = reorder(nat, nb_cur, self.out, False)
-        self.sess = ort_session(nodes, [helper.make_tensor_value_info("x", 1, self.x.shape)], cur, inits, profile)
+        self.sess = ort_session(nodes, [helper.make_tensor_value_info("x", 1, self.x.shape)], cur, inits, profile, threads)
         want = self.sess.run(None, {"x": self.x})[0]
         self.run_ge()
         self.run_nchwc()
@@ -155,6 +155,7 @@ def main():
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="for --per-layer: threads of each engine")
     ap.add_argument("--per-layer", type=int, metavar="RUNS", default=0,
                     help="each conv beside onnxruntime's node instead (wall time, the least of RUNS chains)")
     args = ap.parse_args()
@@ -165,7 +166,8 @@ def main():
     set_local_threads(1)
     print(f"{native.status()}; load average {open('/proc/loadavg').read().split()[:3]}")
     if args.per_layer:
-        return per_layer(nat, args.batch, args.per_layer)
+        native.set_threads(args.threads)
+        return per_layer(nat, args.batch, args.per_layer, args.threads)
     print(f"{'batch':>5s} {'ge ms':>8s} {'nchwc ms':>8s} {'ort ms':>8s} {'nchwc/ge':>8s} {'nchwc/ort':>9s} {'ge/ort':>6s}")
     for batch in args.batch:
         chain = Chain(nat, batch)
@@ -182,10 +184,11 @@ def main():
               f"{med['nchwc'] / med['ort']:9.2f} {med['ge'] / med['ort']:6.2f}")
 
 
-def per_layer(nat, batches, runs):
+def per_layer(nat, batches, runs, threads):
     for batch in batches:
-        rows = Chain(nat, batch, profile=True).per_layer(runs)
-        print(f"\nbatch {batch}: µs, least wall time of {runs} chains (onnxruntime's from its profiler)")
+        rows = Chain(nat, batch, profile=True, threads=threads).per_layer(runs)
+        print(f"\nbatch {batch}, {threads} thread(s): µs, least wall time of {runs} chains (onnxruntime's from its "
+              "profiler)")
         print(f"{'conv':18s} {'kind':>9s} {'nchwc':>8s} {'ort':>8s} {'nchwc/ort':>9s}")
         kinds = {name: f"{k}x{k}" + (f"s{s}" if s > 1 else "") for name, _, _, k, s, _ in chain_convs()}
         sums = {}
