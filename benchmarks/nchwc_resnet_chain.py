@@ -7,9 +7,14 @@ three buffers per shape, reused in turn, as an arena reuses memory), and the blo
 reorders once for the whole chain: what wiring the kernel in for this region
 would give, before the stem, the pool and the classifier.
 
-    .venv/bin/python benchmarks/nchwc_resnet_chain.py [--batch 1 8] [--rounds 3] [--reps 3] [--per-layer RUNS [--threads 2]]
+    .venv/bin/python benchmarks/nchwc_resnet_chain.py [--batch 1 8] [--rounds 3] [--reps 3]
+    .venv/bin/python benchmarks/nchwc_resnet_chain.py --per-layer RUNS [--threads 2] [--batch 1]
+    .venv/bin/python benchmarks/nchwc_resnet_chain.py --builds OLD.so NEW.so [--rounds 10] [--batch 1]
 
-One thread each, CPU time of the calling thread, engines interleaved per round; the median run. Not a test."""
+One thread each, CPU time of the calling thread, engines interleaved per round; the median run.
+--per-layer: each conv beside onnxruntime's node, in wall time (its profiler's), the least of the runs.
+--builds: builds of the native library (a _native_<level>.so each, e.g. one built from an older
+commit) in one process, each conv's median CPU time per build. Not a test."""
 from __future__ import annotations
 
 import argparse
@@ -158,7 +163,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="for --per-layer: threads of each engine")
     ap.add_argument("--per-layer", type=int, metavar="RUNS", default=0,
                     help="each conv beside onnxruntime's node instead (wall time, the least of RUNS chains)")
+    ap.add_argument("--builds", nargs="+", metavar="LIB",
+                    help="builds of the native library (_native_<level>.so files) compared in one process instead: "
+                         "their chains interleaved (--rounds of them), each conv's median CPU time per build")
     args = ap.parse_args()
+    if args.builds:
+        return compare_builds(args.builds, args.batch, args.rounds)
     nat = native.native()
     if nat is None:
         sys.exit(f"the native kernels do not run: {native.status()}")
@@ -184,13 +194,59 @@ def main():
               f"{med['nchwc'] / med['ort']:9.2f} {med['ge'] / med['ort']:6.2f}")
 
 
+def conv_kinds():
+    return {name: f"{k}x{k}" + (f"s{s}" if s > 1 else "") for name, _, _, k, s, _ in chain_convs()}
+
+
+def compare_builds(paths, batches, rounds):
+    """Each conv's median CPU time under each build, their chains run in turn with onnxruntime's (one
+    thread): two builds compared in the same conditions, which separate processes on a shared machine
+    are not (their figures move 5% from one run to the next)."""
+    nats = [native.load(p) for p in paths]
+    native.set_threads(1)
+    set_local_threads(1)
+    print(f"load average {open('/proc/loadavg').read().split()[:3]}; builds: " +
+          ", ".join(f"{i}: {p}" for i, p in enumerate(paths)))
+    kinds = conv_kinds()
+    for batch in batches:
+        chains = [Chain(nat, batch) for nat in nats]
+        per = [{name: [] for name in chain.names} for chain in chains]
+        totals = [[] for _ in range(len(chains) + 1)]
+        for _ in range(rounds):
+            for chain, times, total in zip(chains, per, totals):
+                start = time.thread_time()
+                chain.to_blocked.run()
+                for name, call in zip(chain.names, chain.nchwc_steps):
+                    t = time.thread_time()
+                    call.run()
+                    times[name].append(time.thread_time() - t)
+                chain.from_blocked.run()
+                total.append(time.thread_time() - start)
+            start = time.thread_time()
+            chains[0].run_ort()
+            totals[-1].append(time.thread_time() - start)
+        print(f"\nbatch {batch}: µs, median CPU time of {rounds} chains")
+        print(f"{'conv':18s} {'kind':>6s} " + " ".join(f"{'build ' + str(i):>8s}" for i in range(len(paths))) +
+              f" {'last/0':>6s}")
+        sums = {}
+        for name in chains[0].names:
+            meds = [statistics.median(times[name]) * 1e6 for times in per]
+            for kind in (kinds[name], "all"):
+                sums[kind] = [a + b for a, b in zip(sums.get(kind, [0.0] * len(meds)), meds)]
+            print(f"{name:18s} {kinds[name]:>6s} " + " ".join(f"{m:8.0f}" for m in meds) + f" {meds[-1] / meds[0]:6.3f}")
+        for kind, meds in sorted(sums.items()):
+            print(f"{'sum ' + kind:25s} " + " ".join(f"{m:8.0f}" for m in meds) + f" {meds[-1] / meds[0]:6.3f}")
+        print("chains, ms: " + ", ".join(f"build {i} {statistics.median(t) * 1e3:.1f}" for i, t in
+                                        enumerate(totals[:-1])) + f", onnxruntime {statistics.median(totals[-1]) * 1e3:.1f}")
+
+
 def per_layer(nat, batches, runs, threads):
     for batch in batches:
         rows = Chain(nat, batch, profile=True, threads=threads).per_layer(runs)
         print(f"\nbatch {batch}, {threads} thread(s): µs, least wall time of {runs} chains (onnxruntime's from its "
               "profiler)")
         print(f"{'conv':18s} {'kind':>9s} {'nchwc':>8s} {'ort':>8s} {'nchwc/ort':>9s}")
-        kinds = {name: f"{k}x{k}" + (f"s{s}" if s > 1 else "") for name, _, _, k, s, _ in chain_convs()}
+        kinds = conv_kinds()
         sums = {}
         for name, ours, theirs in rows:
             print(f"{name:18s} {kinds[name]:>9s} {ours:8.0f} {theirs:8.0f} {ours / theirs:9.2f}")
