@@ -113,7 +113,8 @@ static __attribute__((noinline)) void activate_stored(const ConvNchwc *c, int R,
    weights and spilled accumulators (6 x 4 tile); rolled it runs at 105-115 GFLOPS single-threaded,
    2-10% faster. The group's weights are a panel of V vectors per input channel (wp: see
    ge_nchwc_conv), so one pointer reaches all four. */
-static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const NchwcWork *w,
+static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const int ONE,
+                                                             const NchwcWork *w,
                                                              int64_t n, int64_t ocb0, int64_t oh, int64_t ow0,
                                                              int64_t c0, int64_t c1, int64_t kh0, int64_t kh1,
                                                              int64_t kw0, int64_t kw1, int first, int last,
@@ -142,10 +143,10 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
     for (int64_t cb = c0; cb < c1; cb++) {
         const float *xc = c->x + (n * c->icb + cb) * w->in_plane * BLK;
         const float *wc = c->wp + ocb0 * c->icb * taps * BLK * BLK + cb * taps * BLK * P;
-        for (int64_t kh = kh0; kh < kh1; kh++) {
+        for (int64_t kh = kh0; kh < (ONE ? kh0 + 1 : kh1); kh++) {
             const float *xr = xc + ((oh * c->sh - c->ph + kh * c->dh) * w->in_w + ow0 * c->sw - c->pw) * BLK;
             const float *wr = wc + kh * c->kw * BLK * P;
-            for (int64_t kw = kw0; kw < kw1; kw++) {
+            for (int64_t kw = kw0; kw < (ONE ? kw0 + 1 : kw1); kw++) {
                 const float *xp = xr + kw * c->dw * BLK, *wk = wr + kw * BLK * P;
                 if (S > 0 && w->prefetch)
 #pragma GCC unroll 16
@@ -195,7 +196,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
 
 /* nchwc_tile with R, V and S as constants (each case its own register allocation) */
 #define TILE_R(r, v) \
-    case r: nchwc_tile(r, v, S, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, xo, yo); break;
+    case r: nchwc_tile(r, v, S, ONE, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, xo, yo); break;
 #if NR_MAX == 6
 #define TILE_RS(v) TILE_R(1, v) TILE_R(2, v) TILE_R(3, v) TILE_R(4, v) TILE_R(5, v) TILE_R(6, v)
 #define TILE_TALL(v) TILE_RS(v) TILE_R(7, v) TILE_R(8, v) TILE_R(9, v) TILE_R(10, v) TILE_R(11, v) TILE_R(12, v)
@@ -217,17 +218,20 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         default: switch (R) { TILE_RS(4) } break; \
     }
 
-#define TILE_FN(name, s, vs) \
+#define TILE_FN(name, s, one, vs) \
     static void name(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0, \
                      int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down, \
                      const int64_t *xo, const int64_t *yo) { \
-        const int S = s; \
+        const int S = s, ONE = one; \
         vs \
     }
-TILE_FN(nchwc_block_s1, 1, TILE_VS)
-TILE_FN(nchwc_block_s2, 2, TILE_VS)
-TILE_FN(nchwc_block_any, 0, TILE_VS)
-TILE_FN(nchwc_block_gather, GATHER, TILE_VS_SHORT)  /* at most NR_MAX pixels: one register per pixel's offset */
+TILE_FN(nchwc_block_s1, 1, 0, TILE_VS)
+TILE_FN(nchwc_block_s2, 2, 0, TILE_VS)
+TILE_FN(nchwc_block_any, 0, 0, TILE_VS)
+/* the pointwise path's: one tap (ONE), no loops over the kernel's rows and columns */
+TILE_FN(nchwc_block_pw1, 1, 1, TILE_VS)
+TILE_FN(nchwc_block_pw2, 2, 1, TILE_VS)
+TILE_FN(nchwc_block_gather, GATHER, 1, TILE_VS_SHORT)  /* at most NR_MAX pixels: one register per pixel's offset */
 
 /* A tile along a row, or down a column (down: pixels (oh + i, ow0), the runtime strides' variant) */
 static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0,
@@ -360,6 +364,10 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
             const PointwiseTile *p = &tiles[t];
             if (p->gather)
                 nchwc_block_gather(p->R, V, w, 0, ocb0, 0, 0, c0, c1, 0, 1, 0, 1, first, last, 0, xo + p->k, yo + p->k);
+            else if (c->sw == 1)
+                nchwc_block_pw1(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0, NULL, NULL);
+            else if (c->sw == 2)
+                nchwc_block_pw2(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0, NULL, NULL);
             else
                 nchwc_block(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0);
         }
