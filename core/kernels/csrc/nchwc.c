@@ -45,7 +45,7 @@ pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
 #define NCHWC_KC 16384    /* floats of weights per pass over input channels (64 KB, the L1 and some of the
                              L2: 1x1 layers of K >= 512 3-6% faster than at 8192, the 3x3 ones the same) */
 #define NCHWC_OUT 8192    /* floats of outputs per item's run of rows (the partial sums between passes) */
-#define NCHWC_SEG 96      /* pixels per segment of a flattened 1x1 plane */
+#define NCHWC_SEG 96      /* pixels per segment of the pointwise path */
 #define NCHWC_AHEAD 12     /* pixels ahead a tile prefetches X (two tiles of 6) */
 #define NCHWC_FROM_MEMORY (4 << 20)  /* bytes of X (all images) beyond which it comes from memory, not a
                                         cache, and the tiles prefetch it: ResNet-50's 1x1 convs of 256 channels
@@ -108,7 +108,9 @@ static __attribute__((noinline)) void activate_stored(const ConvNchwc *c, int R,
    lanes from (j % NB) VL), input blocks [c0, c1), kernel rows [kh0, kh1) and columns [kw0, kw1); S: the
    stride across as a constant (1 or 2), or 0 (c->sw): with it a runtime value GCC kept a pointer per
    pixel and spilled them; or GATHER: a 1x1 tile of pixels anywhere (called from (0, 0, 0)), pixel i's
-   input at xo[i] and its output at yo[i] from block ocb0 of image 0 (pointwise_item). One array per vector of channels: GCC keeps each in registers. The loop
+   input at xo[i] and its output at yo[i] from block ocb0 of image 0 (pointwise_item). ONE: a 1x1
+   tile's one tap as a constant (the loops' bounds over kernel rows and columns no longer take
+   registers). One array per vector of channels: GCC keeps each in registers. The loop
    over a block's input channels is not unrolled: unrolled 16 times GCC hoisted the next channel's
    weights and spilled accumulators (6 x 4 tile); rolled it runs at 105-115 GFLOPS single-threaded,
    2-10% faster. The group's weights are a panel of V vectors per input channel (wp: see
@@ -194,7 +196,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
     if (last && c->act.act != ACT_NONE && !clamp) activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
 }
 
-/* nchwc_tile with R, V and S as constants (each case its own register allocation) */
+/* nchwc_tile with R, V, S and ONE as constants (each case its own register allocation) */
 #define TILE_R(r, v) \
     case r: nchwc_tile(r, v, S, ONE, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, xo, yo); break;
 #if NR_MAX == 6
@@ -375,7 +377,7 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
 }
 
 void ge_nchwc_conv(const ConvNchwc *c) {
-    NchwcWork w = {.c = c, .out_plane = c->oh * c->ow, .in_plane = c->h * c->w, };
+    NchwcWork w = {.c = c, .out_plane = c->oh * c->ow, .in_plane = c->h * c->w};
     w.rows = c->oh, w.width = c->ow, w.in_h = c->h, w.in_w = c->w;
     w.groups = (c->ocb + NV_MAX - 1) / NV_MAX;
     int64_t per_block = c->kh * c->kw * BLK * BLK * NV_MAX;
