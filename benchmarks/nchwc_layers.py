@@ -51,14 +51,15 @@ MOBILENETV2_PW = [
 CLOCK = time.thread_time
 
 
-def ort_session(nodes, inputs, output, inits) -> ort.InferenceSession:
-    """onnxruntime on one thread for the graph of `nodes` (inits: name -> array)."""
+def ort_session(nodes, inputs, output, inits, profile=False, threads=1) -> ort.InferenceSession:
+    """onnxruntime on `threads` threads for the graph of `nodes` (inits: name -> array); profile: its profiler on."""
     graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(output, 1, None)],
                               [numpy_helper.from_array(a, n) for n, a in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    so.enable_profiling = profile
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 

@@ -202,6 +202,8 @@ class NativeConv:
                         self.ocg, self.columns, self.kdim, y_at, ld, ap=self.w_packed[gi], b=x_at, koff=self.koff,
                         noff=self.noff, bias_m=bias, z=z_at, ldz=ld, act=self.act, flat=self.flat_map, ws=ws,
                         half=half))
+        if self.direct:  # no workspace: the batch's items may run at once, a thread each (the GEMM's share one)
+            calls = self.nat.per_item_calls(calls, self.n)
         return fill + calls
 
 
@@ -296,14 +298,15 @@ class NativeDepthwise:
             call.run()
 
     def _calls(self, x, y) -> list:
-        """One call per batch item."""
+        """One call per batch item (per_item_calls: one job of them where the items share out evenly)."""
         item_in, item_out = self.c * math.prod(self.spatial) * x.itemsize, self.oc * math.prod(self.out) * y.itemsize
-        return [self.nat.depthwise_call(x.ctypes.data + i * item_in, self.w, self.bias, y.ctypes.data + i * item_out,
-                                        channels=self.c, mult=self.oc // self.c, spatial=self.spatial, out=self.out,
-                                        kernel=self.kernel, strides=self.strides, dilations=self.dilations,
-                                        pads=self.pads, act=self.act, x_half=x.dtype == np.float16,
-                                        half_y=y.dtype == np.float16)
-                for i in range(self.n)]
+        calls = [self.nat.depthwise_call(x.ctypes.data + i * item_in, self.w, self.bias, y.ctypes.data + i * item_out,
+                                         channels=self.c, mult=self.oc // self.c, spatial=self.spatial, out=self.out,
+                                         kernel=self.kernel, strides=self.strides, dilations=self.dilations,
+                                         pads=self.pads, act=self.act, x_half=x.dtype == np.float16,
+                                         half_y=y.dtype == np.float16)
+                 for i in range(self.n)]
+        return self.nat.per_item_calls(calls, self.n)
 
 
 class _NumpyFill:

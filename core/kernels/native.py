@@ -48,8 +48,9 @@ _SIGNATURES = {
     "ge_pack_a": ([_ptr, _i64, _i64, _i64, _ptr, _int], None),
     "ge_pack_b": ([_ptr, _ptr, _ptr, _i64, _i64, _ptr, _int], None),
     "ge_gemm_args": ([_ptr], None), "ge_gemv": ([_ptr], None), "ge_gemm_batch": ([_ptr], None),
-    "ge_depthwise": ([_ptr], None),
+    "ge_depthwise": ([_ptr], None), "ge_call_batch": ([_ptr], None),
     "ge_conv_direct": ([_ptr], None), "ge_conv_pixels": ([_ptr], None),
+    "ge_conv_direct_items": ([_ptr], _i64), "ge_conv_pixels_items": ([_ptr], _i64),
     "ge_max_pool2d": ([_ptr], None), "ge_max_pool_fits": ([_ptr], _int),
     "ge_phase_fill": ([_ptr], None),
     "ge_rows": ([_ptr], None),
@@ -257,6 +258,23 @@ class Native:
         args = Depthwise(x, w.ctypes.data, _addr(bias), y, channels, mult, *spatial, *out, *kernel, *strides,
                          *dilations, *pads, _activation(act), threads(), int(x_half), HALF_C if half_y else 0)
         return PreparedCall(self.lib.ge_depthwise, args, (w, bias))
+
+    def per_item_calls(self, calls: list[PreparedCall], items: int) -> list[PreparedCall]:
+        """Prepared calls of a batch's `items` (in item order; workspace-free kernels whose struct holds
+        a thread count: the direct, pixels and depthwise convolutions), as they should run: where the
+        items share out evenly over the threads, one job of the pool with a call per item (each
+        thread takes whole items, its share of the batch in every layer, so an image's layers stay on
+        the core that wrote their inputs, and no item's work is split: csrc/abi.h CallBatch); else
+        as they are, each split over the threads."""
+        n = threads()
+        if n < 2 or items < n or items % n or len(calls) < 2:
+            return calls
+        for call in calls:
+            call.keep[0].threads = 1  # each runs alone on its thread
+        fns = (_ptr * len(calls))(*(ctypes.cast(c.fn, _ptr).value for c in calls))
+        args = (_ptr * len(calls))(*(ctypes.addressof(c.keep[0]) for c in calls))
+        batch = CallBatch(ctypes.addressof(fns), ctypes.addressof(args), len(calls), n)
+        return [PreparedCall(self.lib.ge_call_batch, batch, (fns, args, tuple(calls)))]
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
@@ -474,6 +492,11 @@ class ConvDirect(ctypes.Structure):
     _fields_ = [("x", _ptr), ("koff", _ptr), ("wp", _ptr), ("y", _ptr), ("bias", _ptr), ("z", _ptr)] + \
         [(f, _i64) for f in ("K", "M", "rows", "width", "pitch", "ldy")] + \
         [("act", Activation), ("threads", ctypes.c_int32), ("wide", ctypes.c_int32), ("half", ctypes.c_int32)]
+
+
+class CallBatch(ctypes.Structure):
+    """csrc/abi.h's CallBatch."""
+    _fields_ = [("fn", _ptr), ("args", _ptr), ("count", _i64), ("threads", ctypes.c_int32)]
 
 
 class Depthwise(ctypes.Structure):
@@ -702,9 +725,9 @@ class AbiEntry(ctypes.Structure):
     _fields_ = [("type", ctypes.c_char_p), ("field", ctypes.c_char_p), ("offset", _i64), ("size", _i64)]
 
 
-ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
-               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,
-               DepthwiseNchwc)
+ABI_STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, Depthwise, MaxPool2d, PhaseFill, Rows, Eltwise, QOut, QGemm,
+               QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, NchwcReorder, NchwcMaxPool, NchwcMean,
+               NchwcScale, DepthwiseNchwc)
 
 
 def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:

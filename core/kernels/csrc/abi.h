@@ -72,6 +72,17 @@ typedef struct {
     int32_t half;  /* HALF_C: y and z are float16; HALF_B: x is float16 (the pixels convolution only) */
 } ConvDirect;
 
+/* Prepared calls run as one job of the pool (pool.c), a call per item: fn[i](args[i]); each runs alone
+   on the thread that takes it (its own pool_run finds the pool busy), so a thread keeps whole calls
+   (a batch's items: every layer of an image on the thread that wrote its input) */
+typedef void (*CallFn)(const void *args);
+typedef struct {
+    const CallFn *fn;
+    const void *const *args;
+    int64_t count;
+    int32_t threads;
+} CallBatch;
+
 /* The phase fill of conv.PhaseLayout (phase_fill.c) */
 typedef struct {
     const float *x;
@@ -297,6 +308,10 @@ int ge_pixels_block(void);
 void ge_conv_pixels(const ConvDirect *d);
 void ge_depthwise(const Depthwise *d);
 int ge_max_pool_fits(const MaxPool2d *p);
+void ge_call_batch(const CallBatch *b);
+/* The pool items of a direct or pixels convolution (the split a test checks) */
+int64_t ge_conv_direct_items(const ConvDirect *d);
+int64_t ge_conv_pixels_items(const ConvDirect *d);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);

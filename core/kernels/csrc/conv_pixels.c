@@ -17,7 +17,9 @@ instead.)
 
 Work: items are strips of a run of pixels (a strip's K input rows stay in L2: PIXELS_STRIP), each
 over every block of channels, so the input is read from memory once and Y is written in long runs of
-a strip per channel. The weights: blocks of RR channels, k-major inside (wp[blk][k][i], zeros past M; the
+a strip per channel. A plane of too few strips to balance the threads (14x14: 5 strips of 3 vectors)
+is split in parts of its blocks of channels too (part-major: a thread's share is a part), so 2 threads
+do not wait on the one that took 3 of 5 strips. The weights: blocks of RR channels, k-major inside (wp[blk][k][i], zeros past M; the
 GEMM's A layout, see ge_pixels_block). x float16 with HALF_B (each vector converted as it is loaded:
 exact, so the sums are the float32 kernel's on the widened X); y and z float16 with HALF_C (rounded
 once, as stored, after the whole epilogue). Same arguments as the direct convolution (abi.h ConvDirect). */
@@ -42,7 +44,7 @@ int ge_pixels_block(void) { return RR; }
 
 typedef struct {
     const ConvDirect *d;
-    int64_t seg_len, seg_pitch, seg_vecs, strips_per_seg;
+    int64_t seg_len, seg_pitch, seg_vecs, strips_per_seg, strips, parts;  /* strips: of every segment */
 } PixelsWork;
 
 /* The epilogue in the tile's registers for a float32 Y and the activations inlined here (vactivate
@@ -172,6 +174,9 @@ static void pixels_item(void *ctx, int64_t it, int slot) {
     const PixelsWork *w = ctx;
     const ConvDirect *d = w->d;
     (void)slot;
+    int64_t part = it / w->strips, blocks = (d->M + RR - 1) / RR;
+    int64_t ch_lo = part * blocks / w->parts * RR, ch_hi = (part + 1) * blocks / w->parts * RR;
+    it %= w->strips;
     int64_t seg = it / w->strips_per_seg, s = it % w->strips_per_seg;
     int64_t v0 = s * w->seg_vecs / w->strips_per_seg, v1 = (s + 1) * w->seg_vecs / w->strips_per_seg;
     int64_t tiles = (v1 - v0 + RV - 1) / RV;
@@ -180,7 +185,7 @@ static void pixels_item(void *ctx, int64_t it, int slot) {
     int64_t ys = seg * w->seg_len;
     PxOut o = {d->y, d->z, d->ldy, d->half & HALF_C, d->act};
     int A = px_class(d);
-    for (int64_t ch0 = 0; ch0 < d->M; ch0 += RR) {
+    for (int64_t ch0 = ch_lo; ch0 < ch_hi && ch0 < d->M; ch0 += RR) {
         int rows = d->M - ch0 < RR ? (int)(d->M - ch0) : RR;
         const float *wp = d->wp + ch0 * d->K;
         for (int64_t t = 0, v = v0; t < tiles; t++) {
@@ -193,7 +198,7 @@ static void pixels_item(void *ctx, int64_t it, int slot) {
     }
 }
 
-void ge_conv_pixels(const ConvDirect *d) {
+static void pixels_work(const ConvDirect *d, PixelsWork *out) {
     PixelsWork w = {.d = d};
     int threads = d->threads < 1 ? 1 : d->threads;
     int contiguous = d->pitch == d->width;  /* no padding columns: one run over every row */
@@ -210,5 +215,21 @@ void ge_conv_pixels(const ConvDirect *d) {
         w.strips_per_seg = want < most ? want : most;
     }
     if (w.strips_per_seg < 1) w.strips_per_seg = 1;
-    pool_run(pixels_item, &w, segs * w.strips_per_seg, threads);
+    w.strips = segs * w.strips_per_seg;
+    int64_t want = PIXELS_ITEMS_PER_THREAD * threads, blocks = (d->M + RR - 1) / RR;
+    w.parts = threads > 1 && w.strips < want ? (want + w.strips - 1) / w.strips : 1;
+    if (w.parts > blocks) w.parts = blocks > 0 ? blocks : 1;
+    *out = w;
+}
+
+int64_t ge_conv_pixels_items(const ConvDirect *d) {
+    PixelsWork w;
+    pixels_work(d, &w);
+    return w.parts * w.strips;
+}
+
+void ge_conv_pixels(const ConvDirect *d) {
+    PixelsWork w;
+    pixels_work(d, &w);
+    pool_run(pixels_item, &w, w.parts * w.strips, d->threads < 1 ? 1 : d->threads);
 }

@@ -215,7 +215,7 @@ static void direct_item(void *ctx, int64_t it, int slot) {
     }
 }
 
-void ge_conv_direct(const ConvDirect *d) {
+static void direct_work(const ConvDirect *d, DirectWork *out) {
     DirectWork w = {.d = d};
     int contiguous = d->pitch == d->width;  /* no padding columns: blocks may run across rows */
     w.seg_len = contiguous ? d->rows * d->width : d->width;
@@ -233,7 +233,24 @@ void ge_conv_direct(const ConvDirect *d) {
     int64_t items = DIRECT_ITEMS_PER_THREAD * threads;
     w.chunks = threads > 1 && w.panels < items ? (items + w.panels - 1) / w.panels : 1;
     if (w.chunks > w.blocks) w.chunks = w.blocks;
-    w.chunk_blocks = (w.blocks + w.chunks - 1) / w.chunks;
-    w.chunks = (w.blocks + w.chunk_blocks - 1) / w.chunk_blocks;
-    pool_run(direct_item, &w, w.panels * w.chunks, threads);
+    /* so split, a multiple of the threads in items where the blocks allow (3 panels x 3 chunks left 2
+       threads 5 and 4 items: 3 x 4) */
+    for (int64_t c = w.chunks;; c++) {
+        w.chunk_blocks = (w.blocks + c - 1) / c;
+        w.chunks = (w.blocks + w.chunk_blocks - 1) / w.chunk_blocks;
+        if (w.chunks == 1 || w.panels * w.chunks % threads == 0 || c >= w.blocks) break;
+    }
+    *out = w;
+}
+
+int64_t ge_conv_direct_items(const ConvDirect *d) {
+    DirectWork w;
+    direct_work(d, &w);
+    return w.panels * w.chunks;
+}
+
+void ge_conv_direct(const ConvDirect *d) {
+    DirectWork w;
+    direct_work(d, &w);
+    pool_run(direct_item, &w, w.panels * w.chunks, d->threads < 1 ? 1 : d->threads);
 }

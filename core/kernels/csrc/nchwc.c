@@ -21,26 +21,36 @@ blocks whose weights stay in L1 across a run of tiles; the partial sums wait in 
 (the first pass starts from the residual Z, the last adds the bias, applies the activation, stores).
 Z may be Y: every element of Z is read before its element of Y is written (in the first pass).
 
-A 1x1 convolution of stride 1 without padding is one long row per plane, cut into segments (rows of
-`seg` pixels, the last one shorter), so tiles run across the plane's rows.
-Items: (batch item, group of NV_MAX output-channel blocks, run of rows), groups or runs innermost
-(ge_nchwc_conv chooses). */
+A 1x1 convolution without padding (any stride) takes the pointwise path: its output pixels counted
+flat over images and rows, cut into segments, tiles running across rows and images (pointwise_item).
+Items: (batch item, group of NV_MAX output-channel blocks, run of rows), or (group, segment) on the
+pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
 #include "abi.h"
 #include "nchwc.h"
 #include "pool.h"
 #include "simd.h"
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
 
 #if VL == 16
 #define NR_MAX 6  /* output pixels per tile: 6 x 4 accumulators + 4 weights + a broadcast of 32 registers */
 #else
 #define NR_MAX 3  /* 16 registers: 3 x 4 accumulators */
 #endif
+#define GATHER (-1)  /* nchwc_tile's S of a tile of pixels anywhere */
 #define NR_TALL (2 * NR_MAX)  /* pixels per tile of one or two vectors (12 x 2 accumulators) */
 #define NV_MAX (4 / NB)   /* output-channel blocks per tile: 4 vectors */
 #define NCHWC_KC 16384    /* floats of weights per pass over input channels (64 KB, the L1 and some of the
                              L2: 1x1 layers of K >= 512 3-6% faster than at 8192, the 3x3 ones the same) */
 #define NCHWC_OUT 8192    /* floats of outputs per item's run of rows (the partial sums between passes) */
-#define NCHWC_SEG 96      /* pixels per segment of a flattened 1x1 plane */
+#define NCHWC_SEG 96      /* pixels per segment of the pointwise path */
+#define NCHWC_AHEAD 12     /* pixels ahead a tile prefetches X (two tiles of 6) */
+#define NCHWC_FROM_MEMORY (4 << 20)  /* bytes of X (all images) beyond which it comes from memory, not a
+                                        cache, and the tiles prefetch it: ResNet-50's 1x1 convs of 256 channels
+                                        at 56x56 20-25% faster at batch 8; at batch 1, their 3 MB from L3,
+                                        prefetching cost 2-4% */
+#define PW_SEG_MAX 256    /* the pointwise path's longest segment */
 #define NCHWC_ITEMS_PER_THREAD 4
 
 int ge_nchwc_block(void) { return BLK; }
@@ -48,27 +58,61 @@ int ge_nchwc_group(void) { return NV_MAX; }
 
 typedef struct {
     const ConvNchwc *c;
-    int64_t groups, rows, width, last_width, in_h, in_w;  /* the output grid (rows x width), X's (in_h x in_w) */
-    int64_t out_plane, in_plane;  /* pixels per plane (a flattened plane's last row is shorter than width) */
+    int64_t groups, rows, width, in_h, in_w;  /* the output grid (rows x width), X's (in_h x in_w) */
+    int64_t out_plane, in_plane, pixels;  /* pixels per plane; the pointwise path's in all images */
     int64_t rows_per_item, row_items, chunk, ow_lo, ow_hi, oh_lo, oh_hi;  /* outputs whose taps lie inside X */
-    int rows_outer;  /* items in the order (item, rows, group), else (item, group, rows) */
+    int prefetch;  /* X comes from memory: each tile fetches the lines of the next ones (NCHWC_AHEAD) */
+    int rows_outer;  /* items in the order (item, rows, group), else (item, group, rows); the pointwise
+                        path's rows are segments of rows_per_item pixels */
 } NchwcWork;
+
+/* vclamp(v, lo, hi) as the vector min and max instructions where they give its results (x86's return
+   their second operand when either is NaN: v's NaN stays, and -0 stays -0 as in vclamp); two
+   instructions where vclamp's compares and blends took six */
+static inline vec clamp_minmax(vec v, vec lo, vec hi) {
+#if defined(__AVX512F__)
+    return (vec)_mm512_min_ps((__m512)hi, _mm512_max_ps((__m512)lo, (__m512)v));
+#elif defined(__AVX__)
+    return (vec)_mm256_min_ps((__m256)hi, _mm256_max_ps((__m256)lo, (__m256)v));
+#elif defined(__SSE__)
+    return (vec)_mm_min_ps((__m128)hi, _mm_max_ps((__m128)lo, (__m128)v));
+#else
+    return vclamp(v, lo[0], hi[0]);
+#endif
+}
+
+#define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
+/* The activations other than Clip on a stored tile (R pixels ys apart, V vectors of channels): after
+   the tile's stores, since vactivate is a call GCC does not inline, and a call between the products
+   and the stores spilled every accumulator (a 1x1 conv of 64 input channels lost 10%) */
+static __attribute__((noinline)) void activate_stored(const ConvNchwc *c, int R, int V, float *y, int64_t ys,
+                                                     const int64_t *yo, int64_t ystep) {
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < V; j++) {
+            float *p = y + (yo ? yo[i] : i * ys) + VAT(j);
+            vstore(p, vactivate(vload(p), c->act));
+        }
+}
 
 /* R pixels from (oh, ow0) x V vectors of output channels from block ocb0 (vector j: block j / NB,
    lanes from (j % NB) VL), input blocks [c0, c1), kernel rows [kh0, kh1) and columns [kw0, kw1); S: the
    stride across as a constant (1 or 2), or 0 (c->sw): with it a runtime value GCC kept a pointer per
-   pixel and spilled them. One array per vector of channels: GCC keeps each in registers. The loop
+   pixel and spilled them; or GATHER: a 1x1 tile of pixels anywhere (called from (0, 0, 0)), pixel i's
+   input at xo[i] and its output at yo[i] from block ocb0 of image 0 (pointwise_item). ONE: a 1x1
+   tile's one tap as a constant (the loops' bounds over kernel rows and columns no longer take
+   registers). One array per vector of channels: GCC keeps each in registers. The loop
    over a block's input channels is not unrolled: unrolled 16 times GCC hoisted the next channel's
    weights and spilled accumulators (6 x 4 tile); rolled it runs at 105-115 GFLOPS single-threaded,
    2-10% faster. The group's weights are a panel of V vectors per input channel (wp: see
    ge_nchwc_conv), so one pointer reaches all four. */
-#define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
-static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const NchwcWork *w,
+static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const int ONE,
+                                                             const NchwcWork *w,
                                                              int64_t n, int64_t ocb0, int64_t oh, int64_t ow0,
                                                              int64_t c0, int64_t c1, int64_t kh0, int64_t kh1,
                                                              int64_t kw0, int64_t kw1, int first, int last,
-                                                             int down) {
+                                                             int down, const int64_t *xo, const int64_t *yo) {
     const ConvNchwc *c = w->c;
+    const int G = S == GATHER;
     vec a0[NR_TALL], a1[NR_TALL], a2[NR_MAX], a3[NR_MAX];
     const int64_t ystep = w->out_plane * BLK;  /* between output-channel blocks */
     const int64_t yat = ((n * c->ocb + ocb0) * w->out_plane + oh * w->width + ow0) * BLK;
@@ -77,7 +121,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
         if (src) {
-            const float *s = src + yat + i * ys;
+            const float *s = src + yat + (G ? yo[i] : i * ys);
             a0[i] = vload(s);
             if (V > 1) a1[i] = vload(s + VAT(1));
             if (V > 2) a2[i] = vload(s + VAT(2));
@@ -87,15 +131,18 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
             if (i < NR_MAX) a2[i] = a3[i] = (vec){0};
         }
     }
-    const int64_t xs = S ? S * BLK : (down ? c->sh * w->in_w : c->sw) * BLK, taps = c->kh * c->kw, P = V * VL;
+    const int64_t xs = S > 0 ? S * BLK : (down ? c->sh * w->in_w : c->sw) * BLK, taps = c->kh * c->kw, P = V * VL;
     for (int64_t cb = c0; cb < c1; cb++) {
         const float *xc = c->x + (n * c->icb + cb) * w->in_plane * BLK;
         const float *wc = c->wp + ocb0 * c->icb * taps * BLK * BLK + cb * taps * BLK * P;
-        for (int64_t kh = kh0; kh < kh1; kh++) {
+        for (int64_t kh = kh0; kh < (ONE ? kh0 + 1 : kh1); kh++) {
             const float *xr = xc + ((oh * c->sh - c->ph + kh * c->dh) * w->in_w + ow0 * c->sw - c->pw) * BLK;
             const float *wr = wc + kh * c->kw * BLK * P;
-            for (int64_t kw = kw0; kw < kw1; kw++) {
+            for (int64_t kw = kw0; kw < (ONE ? kw0 + 1 : kw1); kw++) {
                 const float *xp = xr + kw * c->dw * BLK, *wk = wr + kw * BLK * P;
+                if (S > 0 && w->prefetch)
+#pragma GCC unroll 16
+                    for (int i = 0; i < R; i++) __builtin_prefetch(xp + (NCHWC_AHEAD + i) * xs);
 #pragma GCC unroll 1
                 for (int ci = 0; ci < BLK; ci++) {
                     const float *wi = wk + ci * P;
@@ -103,7 +150,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                         w3 = V > 3 ? vload(wi + 3 * VL) : w0;
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) {
-                        float b = xp[i * xs + ci];
+                        float b = xp[G ? xo[i] + ci : i * xs + ci];
                         a0[i] += b * w0;
                         if (V > 1) a1[i] += b * w1;
                         if (V > 2) a2[i] += b * w2;
@@ -114,25 +161,34 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         }
     }
     const float *bias = c->bias + ocb0 * BLK;
+    const int clamp = last && c->act.act == ACT_CLAMP;
+    const vec lo = (vec){0} + c->act.a, hi = (vec){0} + c->act.b;
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
-        float *y = c->y + yat + i * ys;
+        float *y = c->y + yat + (G ? yo[i] : i * ys);
         if (last) {
-            a0[i] = vactivate(a0[i] + vload(bias), c->act);
-            if (V > 1) a1[i] = vactivate(a1[i] + vload(bias + VL), c->act);
-            if (V > 2) a2[i] = vactivate(a2[i] + vload(bias + 2 * VL), c->act);
-            if (V > 3) a3[i] = vactivate(a3[i] + vload(bias + 3 * VL), c->act);
+            a0[i] += vload(bias);
+            if (V > 1) a1[i] += vload(bias + VL);
+            if (V > 2) a2[i] += vload(bias + 2 * VL);
+            if (V > 3) a3[i] += vload(bias + 3 * VL);
+        }
+        if (clamp) {
+            a0[i] = clamp_minmax(a0[i], lo, hi);
+            if (V > 1) a1[i] = clamp_minmax(a1[i], lo, hi);
+            if (V > 2) a2[i] = clamp_minmax(a2[i], lo, hi);
+            if (V > 3) a3[i] = clamp_minmax(a3[i], lo, hi);
         }
         vstore(y, a0[i]);
         if (V > 1) vstore(y + VAT(1), a1[i]);
         if (V > 2) vstore(y + VAT(2), a2[i]);
         if (V > 3) vstore(y + VAT(3), a3[i]);
     }
+    if (last && c->act.act != ACT_NONE && !clamp) activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
 }
 
-/* nchwc_tile with R, V and S as constants (each case its own register allocation) */
+/* nchwc_tile with R, V, S and ONE as constants (each case its own register allocation) */
 #define TILE_R(r, v) \
-    case r: nchwc_tile(r, v, S, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down); break;
+    case r: nchwc_tile(r, v, S, ONE, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, xo, yo); break;
 #if NR_MAX == 6
 #define TILE_RS(v) TILE_R(1, v) TILE_R(2, v) TILE_R(3, v) TILE_R(4, v) TILE_R(5, v) TILE_R(6, v)
 #define TILE_TALL(v) TILE_RS(v) TILE_R(7, v) TILE_R(8, v) TILE_R(9, v) TILE_R(10, v) TILE_R(11, v) TILE_R(12, v)
@@ -147,23 +203,35 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         default: switch (R) { TILE_RS(4) } break; \
     }
 
-#define TILE_FN(name, s) \
-    static void name(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0, \
-                     int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down) { \
-        const int S = s; \
-        TILE_VS \
+#define TILE_VS_SHORT switch (V) { \
+        case 1: switch (R) { TILE_RS(1) } break; \
+        case 2: switch (R) { TILE_RS(2) } break; \
+        case 3: switch (R) { TILE_RS(3) } break; \
+        default: switch (R) { TILE_RS(4) } break; \
     }
-TILE_FN(nchwc_block_s1, 1)
-TILE_FN(nchwc_block_s2, 2)
-TILE_FN(nchwc_block_any, 0)
+
+#define TILE_FN(name, s, one, vs) \
+    static void name(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0, \
+                     int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down, \
+                     const int64_t *xo, const int64_t *yo) { \
+        const int S = s, ONE = one; \
+        vs \
+    }
+TILE_FN(nchwc_block_s1, 1, 0, TILE_VS)
+TILE_FN(nchwc_block_s2, 2, 0, TILE_VS)
+TILE_FN(nchwc_block_any, 0, 0, TILE_VS)
+/* the pointwise path's: one tap (ONE), no loops over the kernel's rows and columns */
+TILE_FN(nchwc_block_pw1, 1, 1, TILE_VS)
+TILE_FN(nchwc_block_pw2, 2, 1, TILE_VS)
+TILE_FN(nchwc_block_gather, GATHER, 1, TILE_VS_SHORT)  /* at most NR_MAX pixels: one register per pixel's offset */
 
 /* A tile along a row, or down a column (down: pixels (oh + i, ow0), the runtime strides' variant) */
 static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0,
                         int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down) {
     int sw = down || R == 1 ? 0 : (int)w->c->sw;
-    if (sw == 1) nchwc_block_s1(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0);
-    else if (sw == 2) nchwc_block_s2(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0);
-    else nchwc_block_any(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down);
+    if (sw == 1) nchwc_block_s1(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0, NULL, NULL);
+    else if (sw == 2) nchwc_block_s2(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0, NULL, NULL);
+    else nchwc_block_any(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, NULL, NULL);
 }
 
 /* One output row's inside pixels (every kernel column inside X) for input blocks [c0, c1), in near-equal
@@ -172,7 +240,7 @@ static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb
 static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh, int64_t c0, int64_t c1,
                       int first, int last) {
     const ConvNchwc *c = w->c;
-    int64_t kh0, kh1, width = oh == w->rows - 1 ? w->last_width : w->width;
+    int64_t kh0, kh1, width = w->width;
     tap_range(oh, c->sh, c->ph, c->dh, c->kh, w->in_h, &kh0, &kh1);
     int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
     int64_t inside = hi - lo;
@@ -193,7 +261,7 @@ static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_
 static void nchwc_edges(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh0, int64_t oh1, int64_t c0,
                         int64_t c1, int first, int last) {
     const ConvNchwc *c = w->c;
-    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX, width = w->width;  /* a flattened plane has no edges */
+    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX, width = w->width;
     int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
     if (hi < lo) hi = lo;
     int64_t full0 = w->oh_lo < oh0 ? oh0 : w->oh_lo < oh1 ? w->oh_lo : oh1;
@@ -229,18 +297,98 @@ static void nchwc_item(void *ctx, int64_t it, int slot) {
     }
 }
 
+/* The pointwise path: a 1x1 convolution without padding, at any stride, its output pixels counted flat
+   over (image, row, column) and cut into segments of near-equal length, each a list of tiles of
+   pixels in a row (at stride 1: in a plane, its rows contiguous) or, where a tile crosses a row or an
+   image, gathered (GATHER: each pixel's offsets). Rows of 7 or 14 pixels made tiles of 4 + 3 or 5 + 5
+   + 4, half the products per weight load of a tile of 6; and a batch's images share the weights each
+   segment reads. Items: (group of output blocks, segment), in the order whose repeated reads are the
+   smaller (see ge_nchwc_conv). */
+typedef struct {
+    int64_t n, oh, ow, k;  /* the tile's first pixel (image, row, column); a gathered one's offsets at k */
+    int R, gather;
+} PointwiseTile;
+
+static inline void pointwise_step(const ConvNchwc *c, int64_t *n, int64_t *oh, int64_t *ow, int64_t by) {
+    for (*ow += by; *ow >= c->ow; *ow -= c->ow)
+        if (++*oh == c->oh) *oh = 0, ++*n;
+}
+
+static void pointwise_item(void *ctx, int64_t it, int slot) {
+    const NchwcWork *w = ctx;
+    const ConvNchwc *c = w->c;
+    (void)slot;
+    int64_t g, seg;
+    if (w->rows_outer) g = it % w->groups, seg = it / w->groups;
+    else seg = it % w->row_items, g = it / w->row_items;
+    int64_t q0 = seg * w->rows_per_item, count = w->pixels - q0 < w->rows_per_item ? w->pixels - q0 : w->rows_per_item;
+    int64_t ocb0 = g * NV_MAX;
+    int V = (c->ocb - ocb0 < NV_MAX ? (int)(c->ocb - ocb0) : NV_MAX) * NB;  /* vectors */
+    /* the segment's tiles, near-equal; one that crosses a row (a plane at stride 1) or an image in
+       gathered tiles of at most NR_MAX pixels */
+    PointwiseTile tiles[PW_SEG_MAX];
+    int64_t xo[PW_SEG_MAX], yo[PW_SEG_MAX], k = 0;
+    int nt = 0;
+    int64_t n = q0 / w->out_plane, oh = q0 % w->out_plane / c->ow, ow = q0 % w->out_plane % c->ow;
+    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX, blocks = (count + rmax - 1) / rmax;
+    int plane = c->sh == 1 && c->sw == 1;  /* the rows of X and Y follow each other alike */
+    for (int64_t b = 0; b < blocks; b++) {
+        int R = (int)(count / blocks + (b < count % blocks));
+        if (plane ? (oh * c->ow + ow + R <= w->out_plane) : (ow + R <= c->ow)) {
+            tiles[nt++] = (PointwiseTile){.n = n, .oh = oh, .ow = ow, .R = R};
+            pointwise_step(c, &n, &oh, &ow, R);
+            continue;
+        }
+        for (int part = 0, parts = (R + NR_MAX - 1) / NR_MAX; part < parts; part++) {
+            int r = R / parts + (part < R % parts);
+            tiles[nt++] = (PointwiseTile){.k = k, .R = r, .gather = 1};
+            for (int i = 0; i < r; i++, k++) {
+                xo[k] = (n * c->icb * w->in_plane + oh * c->sh * c->w + ow * c->sw) * BLK;
+                yo[k] = (n * c->ocb * w->out_plane + oh * c->ow + ow) * BLK;
+                pointwise_step(c, &n, &oh, &ow, 1);
+            }
+        }
+    }
+    for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
+        int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
+        int first = c0 == 0, last = c1 == c->icb;
+        for (int t = 0; t < nt; t++) {
+            const PointwiseTile *p = &tiles[t];
+            if (p->gather)
+                nchwc_block_gather(p->R, V, w, 0, ocb0, 0, 0, c0, c1, 0, 1, 0, 1, first, last, 0, xo + p->k, yo + p->k);
+            else if (c->sw == 1)
+                nchwc_block_pw1(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0, NULL, NULL);
+            else if (c->sw == 2)
+                nchwc_block_pw2(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0, NULL, NULL);
+            else
+                nchwc_block(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0);
+        }
+    }
+}
+
 void ge_nchwc_conv(const ConvNchwc *c) {
     NchwcWork w = {.c = c, .out_plane = c->oh * c->ow, .in_plane = c->h * c->w};
-    int flat = c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && !c->ph && !c->pw && c->h == c->oh &&
-               c->w == c->ow;
-    if (flat) {  /* the plane as rows of near-equal segments */
-        int64_t pixels = c->oh * c->ow, segs = (pixels + NCHWC_SEG - 1) / NCHWC_SEG;
-        w.width = (pixels + segs - 1) / segs;
-        w.rows = (pixels + w.width - 1) / w.width;
-        w.last_width = pixels - (w.rows - 1) * w.width;
-        w.in_h = w.rows, w.in_w = w.width;
-    } else {
-        w.rows = c->oh, w.width = w.last_width = c->ow, w.in_h = c->h, w.in_w = c->w;
+    w.rows = c->oh, w.width = c->ow, w.in_h = c->h, w.in_w = c->w;
+    w.groups = (c->ocb + NV_MAX - 1) / NV_MAX;
+    int64_t per_block = c->kh * c->kw * BLK * BLK * NV_MAX;
+    w.chunk = NCHWC_KC / per_block > 1 ? NCHWC_KC / per_block : 1;
+    int threads = c->threads < 1 ? 1 : c->threads;
+    int64_t want = NCHWC_ITEMS_PER_THREAD * threads;
+    /* Each group of output blocks reads all of X, each run of rows (segment) all the weights: the order
+       whose repeated reads are the smaller keeps the other operand's run in the caches (a 1x1 stride-2
+       conv over 56x56 x 256 read its 3 MB input once per group, from L3) */
+    int64_t x_bytes = c->icb * w.in_plane * BLK * 4, w_bytes = c->ocb * c->icb * c->kh * c->kw * BLK * BLK * 4;
+    w.prefetch = x_bytes * c->batch > NCHWC_FROM_MEMORY;
+    if (c->kh == 1 && c->kw == 1 && !c->ph && !c->pw && (c->oh - 1) * c->sh < c->h && (c->ow - 1) * c->sw < c->w) {
+        w.pixels = c->batch * w.out_plane;
+        int64_t seg = NCHWC_SEG < PW_SEG_MAX ? NCHWC_SEG : PW_SEG_MAX, segs = (w.pixels + seg - 1) / seg;
+        if (threads > 1 && w.groups * segs < want) segs = (want + w.groups - 1) / w.groups;
+        if (segs > w.pixels) segs = w.pixels;
+        w.rows_per_item = (w.pixels + segs - 1) / segs;  /* pixels per segment */
+        w.row_items = (w.pixels + w.rows_per_item - 1) / w.rows_per_item;
+        w.rows_outer = w_bytes * w.row_items < x_bytes * c->batch * w.groups;
+        pool_run(pointwise_item, &w, w.groups * w.row_items, threads);
+        return;
     }
     /* the output columns (rows) whose every kernel column (row) lies inside X */
     w.ow_lo = (c->pw + c->sw - 1) / c->sw;
@@ -250,24 +398,16 @@ void ge_nchwc_conv(const ConvNchwc *c) {
     w.oh_lo = (c->ph + c->sh - 1) / c->sh;
     reach = w.in_h - 1 + c->ph - (c->kh - 1) * c->dh;
     w.oh_hi = reach < 0 ? 0 : reach / c->sh + 1;
-    w.groups = (c->ocb + NV_MAX - 1) / NV_MAX;
-    int64_t per_block = c->kh * c->kw * BLK * BLK * NV_MAX;
-    w.chunk = NCHWC_KC / per_block > 1 ? NCHWC_KC / per_block : 1;
     int64_t row_floats = w.width * NV_MAX * BLK;
     w.rows_per_item = NCHWC_OUT / row_floats > 1 ? NCHWC_OUT / row_floats : 1;
     if (w.rows_per_item > w.rows) w.rows_per_item = w.rows;
-    int threads = c->threads < 1 ? 1 : c->threads;
-    int64_t want = NCHWC_ITEMS_PER_THREAD * threads, outer = c->batch * w.groups;
+    int64_t outer = c->batch * w.groups;
     if (threads > 1 && outer * ((w.rows + w.rows_per_item - 1) / w.rows_per_item) < want) {
         int64_t split = (want + outer - 1) / outer;  /* runs of rows per (item, group) */
         int64_t per = (w.rows + split - 1) / split;
         if (per < w.rows_per_item) w.rows_per_item = per > 1 ? per : 1;
     }
     w.row_items = (w.rows + w.rows_per_item - 1) / w.rows_per_item;
-    /* Each group of output blocks reads all of X, each run of rows all the weights: the order whose
-       repeated reads are the smaller keeps the other operand's run in the caches (a 1x1 stride-2 conv
-       over 56x56 x 256 read its 3 MB input once per group, from L3) */
-    int64_t x_bytes = c->icb * w.in_plane * BLK * 4, w_bytes = c->ocb * c->icb * c->kh * c->kw * BLK * BLK * 4;
     w.rows_outer = w_bytes * w.row_items < x_bytes * w.groups;
     pool_run(nchwc_item, &w, outer * w.row_items, threads);
 }

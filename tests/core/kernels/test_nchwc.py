@@ -11,23 +11,46 @@ from ge.core.kernels.nchwc import NchwcConv, blocked_empty, blocked_shape, reord
 
 RELU = native.Act(native.ACT_CLAMP, 0.0, float("inf"))
 LEAKY = native.Act(native.ACT_LEAKY_RELU, 0.1)
-ACTS = {None: (None, {}), "Relu": (RELU, {}), "LeakyRelu": (LEAKY, {"alpha": 0.1}),
-        "HardSigmoid": (native.Act(native.ACT_HARDSIGMOID, 0.2, 0.5), {"alpha": 0.2, "beta": 0.5})}
+
+
+def _op(name, **attrs):
+    return lambda x, y: ([helper.make_node(name, [x], [y], **attrs)], [])
+
+
+def _clip(x, y):
+    lo, hi = np.array(0.0, np.float32), np.array(6.0, np.float32)
+    return [helper.make_node("Clip", [x, "lo", "hi"], [y])], [numpy_helper.from_array(lo, "lo"),
+                                                               numpy_helper.from_array(hi, "hi")]
+
+
+def _swish(x, y):  # x * sigmoid(alpha x): no ONNX op of its own
+    alpha = numpy_helper.from_array(np.array(1.5, np.float32), "alpha")
+    return [helper.make_node("Mul", [x, "alpha"], ["ax"]), helper.make_node("Sigmoid", ["ax"], ["sax"]),
+            helper.make_node("Mul", [x, "sax"], [y])], [alpha]
+
+
+# every activation of abi.h: the kernel's Act, and the onnxruntime nodes (and constants) from x to y
+ACTS = {None: (None, None), "Relu": (RELU, _op("Relu")), "LeakyRelu": (LEAKY, _op("LeakyRelu", alpha=0.1)),
+        "HardSigmoid": (native.Act(native.ACT_HARDSIGMOID, 0.2, 0.5), _op("HardSigmoid", alpha=0.2, beta=0.5)),
+        "Clip": (native.Act(native.ACT_CLAMP, 0.0, 6.0), _clip), "HardSwish": (native.Act(native.ACT_HARDSWISH),
+                                                                              _op("HardSwish")),
+        "Sigmoid": (native.Act(native.ACT_SIGMOID), _op("Sigmoid")), "Swish": (native.Act(native.ACT_SWISH, 1.5), _swish),
+        "Gelu": (native.GELU, _op("Gelu"))}
 
 
 def onnxruntime_conv(x, w, b, attrs, z=None, act=None):
     nodes, out = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs)], "c"
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
     inputs, feeds = [helper.make_tensor_value_info("x", 1, x.shape)], {"x": x}
     if z is not None:
         nodes.append(helper.make_node("Add", ["c", "z"], ["a"]))
         inputs.append(helper.make_tensor_value_info("z", 1, z.shape))
         feeds["z"], out = z, "a"
     if act is not None:
-        nodes.append(helper.make_node(act, [out], ["y"], **ACTS[act][1]))
-        out = "y"
-    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(out, 1, None)],
-                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        act_nodes, act_inits = ACTS[act][1](out, "y")
+        nodes, inits, out = nodes + act_nodes, inits + act_inits, "y"
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(out, 1, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])  # 20: Gelu
     model.ir_version = 8
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
@@ -46,6 +69,27 @@ CASES = [
     (1, 20, 12, 9, 18, (3, 2), (3, 1), (0, 2, 1, 0), (1, 2), False, None),        # stride 3, uneven kernel and pads
     (1, 64, 7, 7, 64, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, "Relu"),        # ResNet's 7x7 plane
     (1, 4, 4, 4, 6, (3, 3), (1, 1), (4, 4, 4, 4), (1, 1), False, None),           # rows and columns of padding only
+    # the pointwise path (1x1, no padding): pixels counted over rows and images, tiles that cross a row or
+    # an image gathered
+    (3, 40, 14, 14, 70, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), True, "Relu"),      # 7x7 outputs: tiles across rows, images
+    (4, 19, 7, 7, 24, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "HardSwish"),  # 2 blocks (tall tiles) across images
+    (2, 24, 9, 10, 33, (1, 1), (1, 2), (0, 0, 0, 0), (1, 1), True, "Sigmoid"),    # stride 2 across only
+    (2, 16, 10, 9, 20, (1, 1), (2, 1), (0, 0, 0, 0), (1, 1), False, "Swish"),     # stride 2 down only
+    (2, 33, 5, 3, 50, (1, 1), (3, 3), (0, 0, 0, 0), (1, 1), True, "Gelu"),        # 2x1 outputs, one tile over 2 images
+    (1, 16, 6, 6, 20, (1, 1), (1, 1), (0, 0, 1, 1), (1, 1), False, "Relu"),       # 1x1 padded: the rows path
+    (2, 18, 6, 7, 20, (1, 1), (2, 2), (1, 0, 0, 1), (1, 1), True, "LeakyRelu"),
+    # ResNet-50's and MobileNetV2's layers as they are
+    (1, 64, 56, 56, 256, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, "Relu"),     # layer1's conv3 over its residual
+    (1, 256, 56, 56, 512, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), False, None),     # layer2's downsample
+    (2, 1024, 14, 14, 2048, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), False, None),   # layer4's downsample, batch 2
+    (2, 512, 7, 7, 2048, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, "Relu"),     # layer4's conv3, batch 2
+    (1, 2048, 7, 7, 512, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Relu"),    # layer4's conv1: 8 passes
+    (1, 128, 28, 28, 128, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, "Relu"),   # layer2's conv2
+    (1, 24, 56, 56, 144, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Clip"),    # MobileNetV2's expansion, Clip 0..6
+    (2, 960, 7, 7, 160, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, None),        # its projection over the residual
+    # X beyond 4 MB: the tiles prefetch it
+    (2, 256, 56, 56, 64, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Relu"),    # layer1's conv1 at batch 2
+    (1, 88, 112, 112, 24, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), True, "Clip"),
 ]
 
 
@@ -76,7 +120,7 @@ def test_conv_matches_onnxruntime(nat, n, c, h, w, oc, kernel, strides, pads, di
     assert y.shape == want.shape
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     if oc % blk:  # the padding channels hold act(0): zero weights and bias (and Z's zeros); the next conv ignores them
-        assert np.all(yb[:, -1, ..., oc % blk:] == (0.5 if act == "HardSigmoid" else 0.0))
+        assert np.all(yb[:, -1, ..., oc % blk:] == (0.5 if act in ("HardSigmoid", "Sigmoid") else 0.0))
 
 
 def test_residual_in_its_own_buffer(nat):
