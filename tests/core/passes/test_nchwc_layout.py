@@ -266,13 +266,13 @@ def head(b, x, c, image, batch, act):
 V2_BLOCKS = [(6, 24, 2), (6, 24, 1), (6, 37, 2), (6, 37, 1)]
 
 
-def mobilenetv2_style(batch=1, image=32):
+def mobilenetv2_style(batch=1, image=32, blocks=V2_BLOCKS):
     """A 3-channel stem (3x3 stride 2, ReLU6), inverted residuals (1x1 expand + ReLU6, depthwise 3x3 stride 1
     or 2 + ReLU6, 1x1 project, the residual Add where the shape stays), the head."""
     b = Builder()
     x = activate(b, b.conv("stem", "x", 3, 16, 3, 2, relu=False), "relu6")
     c = 16
-    for i, (t, oc, stride) in enumerate(V2_BLOCKS):
+    for i, (t, oc, stride) in enumerate(blocks):
         e = pointwise(b, f"b{i}.expand", x, c, int(c * t), "relu6")
         d = depthwise(b, f"b{i}.dw", e, int(c * t), 3, stride, "relu6")
         x = pointwise(b, f"b{i}.project", d, int(c * t), oc, z=x if stride == 1 and c == oc else None)
@@ -348,6 +348,12 @@ def test_mobilenetv2_style_model_runs_blocked_after_its_stem(tmp_path, default_b
     assert dw["b2.dw"].attrs["group"] == 144 and dw["b2.dw"].attrs["ge.epilogue"] == [["Clip", {"min": 0.0, "max": 6.0}]]
     shapes = {t.name: t.shape for t in model_om.tensors}
     assert shapes["b3.dw.relu6"] == (batch, 14, 4, 4, 16)  # 222 channels in 14 blocks
+
+
+def test_a_mobilenet_too_thin_to_pay_stays_nchw(load, native):
+    """Expansion 3 instead of 6: 215 multiply-adds per element the one reorder moves, under PAYBACK."""
+    g, stats = optimized(load, mobilenetv2_style(blocks=[(3, oc, stride) for _, oc, stride in V2_BLOCKS]))
+    assert stats == NONE and "NchwcConv" not in [op for op, _ in ops(g)]
 
 
 def test_few_channels_stay_nchw(load, native):
