@@ -367,6 +367,7 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
 }
 
 void ge_nchwc_conv(const ConvNchwc *c) {
+    if (c->batch <= 0 || c->oh <= 0 || c->ow <= 0 || c->ocb <= 0) return;  /* nothing to write (the splits divide by these) */
     NchwcWork w = {.c = c, .out_plane = c->oh * c->ow, .in_plane = c->h * c->w};
     w.rows = c->oh, w.width = c->ow, w.in_h = c->h, w.in_w = c->w;
     w.groups = (c->ocb + NV_MAX - 1) / NV_MAX;

@@ -55,6 +55,7 @@ static void max_pool_item(void *ctx, int64_t it, int slot) {
 }
 
 void ge_nchwc_max_pool(const NchwcMaxPool *p) {
+    if (p->planes <= 0 || p->oh <= 0 || p->ow <= 0) return;  /* nothing to write (the split divides by these) */
     MaxPoolWork w = {.p = p};
     int64_t row = p->ow * BLK;
     w.rows_per_item = POOL_ITEM_FLOATS / row > 1 ? POOL_ITEM_FLOATS / row : 1;

@@ -157,3 +157,26 @@ def test_reorders_round_trip(nat, shape):
     back = np.full(shape, np.nan, np.float32)
     reorder(nat, xb, back, False).run()
     np.testing.assert_array_equal(back, x)
+
+
+@pytest.mark.parametrize("shape, kernel", [((0, 20, 7, 7), (3, 3)), ((1, 20, 7, 0), (3, 3)), ((0, 20, 7, 7), (1, 1)),
+                                           ((1, 20, 0, 7), (1, 1))], ids=["no-batch", "no-columns", "pointwise-no-batch",
+                                                                          "pointwise-no-rows"])
+def test_empty_tensors_are_nothing_to_do(nat, shape, kernel):
+    """An empty X or Y (a hostile OM's shapes, or a batch of none) writes nothing and divides by nothing."""
+    pads = (1, 1, 1, 1) if kernel == (3, 3) else (0, 0, 0, 0)
+    conv = NchwcConv(nat, shape, 24, kernel, pads=pads)
+    conv.pack(np.ones((24, 20) + kernel, np.float32), None)
+    assert conv.y_shape == (shape[0], 24) + shape[2:]
+    x, y = blocked_empty(shape, nat.nchwc_block), blocked_empty(conv.y_shape, nat.nchwc_block)
+    conv.call(x, y).run()
+
+
+@pytest.mark.parametrize("planes, h, w, oh, ow", [(0, 8, 8, 4, 4), (2, 8, 0, 4, 0), (2, 0, 8, 0, 4)],
+                         ids=["no-planes", "no-columns", "no-rows"])
+def test_empty_max_pool_is_nothing_to_do(nat, planes, h, w, oh, ow):
+    """The blocked MaxPool of an empty tensor writes nothing and divides by nothing."""
+    x, y = (np.zeros((max(planes, 1), max(a, 1), max(b, 1), nat.nchwc_block), np.float32) for a, b in ((h, w), (oh, ow)))
+    y_before = y.copy()
+    nat.nchwc_max_pool_call(x, y, (planes, h, w, oh, ow, 2, 2, 2, 2, 0, 0, 1, 1)).run()
+    np.testing.assert_array_equal(y, y_before)
