@@ -77,6 +77,15 @@ class _Blocked(PlannedKernel):
             raise self.fail(f"input {i} ({what}) has shape {tuple(m.shape)}: blocks of {BLOCK} channels expected last")
         return m
 
+    def channels_attr(self, blocks: int) -> int:
+        """attrs['channels']: the NCHW channel count of a blocked X of `blocks` blocks (required, since the
+        blocked shape rounds it up)."""
+        c = self.attrs.get("channels")
+        if type(c) is not int or not (blocks - 1) * BLOCK < c <= blocks * BLOCK:
+            raise self.fail(f"attrs['channels'] must be an int in [{(blocks - 1) * BLOCK + 1}, {blocks * BLOCK}] "
+                            f"(X has {blocks} blocks of {BLOCK}), got {c!r}")
+        return c
+
     def native_lib(self):
         """The native library when this backend has one running the layout's block, else None."""
         nat = self.backend.lib
@@ -128,10 +137,7 @@ class ReorderOutput(_Reorder):
 
     def prepare(self):
         xm = self.blocked_meta(0, "X")
-        c, blocks = self.attrs.get("channels"), xm.shape[1]
-        if type(c) is not int or not (blocks - 1) * BLOCK < c <= blocks * BLOCK:
-            raise self.fail(f"attrs['channels'] must be an int in [{(blocks - 1) * BLOCK + 1}, {blocks * BLOCK}] "
-                            f"(X has {blocks} blocks of {BLOCK}), got {c!r}")
+        c = self.channels_attr(xm.shape[1])
         self.plan_reorder(Meta(xm.dtype, (xm.shape[0], c) + tuple(xm.shape[2:4])))
 
 
@@ -293,10 +299,7 @@ class NchwcGlobalAveragePool(_Blocked):
 
     def prepare(self):
         xm = self.blocked_meta(0, "X")
-        c, blocks = self.attrs.get("channels"), xm.shape[1]
-        if type(c) is not int or not (blocks - 1) * BLOCK < c <= blocks * BLOCK:
-            raise self.fail(f"attrs['channels'] must be an int in [{(blocks - 1) * BLOCK + 1}, {blocks * BLOCK}] "
-                            f"(X has {blocks} blocks of {BLOCK}), got {c!r}")
+        c = self.channels_attr(xm.shape[1])
         self.n, self.c, self.plane = xm.shape[0], c, xm.shape[2] * xm.shape[3]
         self.out_metas = [Meta(xm.dtype, (self.n, c, 1, 1))]
         self.scratch = Scratch()

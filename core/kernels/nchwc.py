@@ -45,6 +45,14 @@ def _out_size(size: int, kernel: int, stride: int, pad: int, dilation: int) -> i
     return (size + pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
+def _padded_bias(bias: np.ndarray | None, size: int) -> np.ndarray:
+    """The bias over `size` output channels (whole blocks), zeros past the real ones."""
+    padded = np.zeros(size, np.float32)
+    if bias is not None:
+        padded[:len(bias)] = bias
+    return padded
+
+
 def _check_operands(x, y, z, x_shape, y_shape, block) -> None:
     shapes = blocked_shape(x_shape, block), blocked_shape(y_shape, block)
     assert x.shape == shapes[0] and y.shape == shapes[1] and (z is None or z.shape == shapes[1])
@@ -79,9 +87,7 @@ class NchwcConv:
             panel = padded[o0:o0 + group * b].transpose(1, 3, 4, 2, 0)  # [icb][kh][kw][ic][oc of the panel]
             self.wp[at:at + panel.size].reshape(panel.shape)[...] = panel
             at += panel.size
-        self.bias = np.zeros(ocb * b, np.float32)
-        if bias is not None:
-            self.bias[:oc] = bias
+        self.bias = _padded_bias(bias, ocb * b)
 
     def call(self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None = None) -> PreparedCall:
         """The conv of blocked x into blocked y (+ blocked z, which may be y), prepared."""
@@ -112,9 +118,7 @@ class NchwcDepthwise:
         padded[:c] = weight.reshape(c, kh, kw)
         self.wp = aligned_empty(padded.size)
         self.wp.reshape(cb, kh, kw, b)[...] = padded.reshape(cb, b, kh, kw).transpose(0, 2, 3, 1)
-        self.bias = np.zeros(cb * b, np.float32)
-        if bias is not None:
-            self.bias[:c] = bias
+        self.bias = _padded_bias(bias, cb * b)
 
     def call(self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None = None) -> PreparedCall:
         """The depthwise conv of blocked x into blocked y (+ blocked z, which may be y), prepared."""
