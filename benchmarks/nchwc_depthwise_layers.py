@@ -27,11 +27,10 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from ge.core.kernels import native
-from ge.core.kernels.blas import set_local_threads
 from ge.core.kernels.nchwc import NchwcDepthwise, blocked_empty, reorder
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nchwc_layers import GeConv  # noqa: E402
+from nchwc_layers import GeConv, one_native_thread  # noqa: E402
 
 # (name, count in the model, channels, input size, kernel, stride): MobileNetV2's 3x3 layers (224x224
 # input), MobileNetV3-Large's 5x5 ones (the 672-channel one is stride 2 in the model; stride 1 beside it)
@@ -154,12 +153,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--filter", default="")
     args = ap.parse_args()
-    nat = native.native()
-    if nat is None:
-        sys.exit(f"the native kernels do not run: {native.status()}")
-    native.set_threads(1)
-    set_local_threads(1)
-    print(f"{native.status()}; load average {open('/proc/loadavg').read().split()[:3]}")
+    nat = one_native_thread()
     for batch in args.batch:
         with tempfile.TemporaryDirectory() as tmp:
             models = [(title, [Layer(nat, name, count, batch, c, h, k, s, act, tmp)

@@ -212,6 +212,18 @@ def layers_for(nat, only, batch, flt):
             for family, name, count, n, c, h, oc, k, s, p, res, act in rows if not flt or flt in name]
 
 
+def one_native_thread():
+    """The native library, its kernels and numpy's BLAS on one thread; exits when the kernels do not run.
+    Prints what runs and the machine's load, which the figures depend on."""
+    nat = native.native()
+    if nat is None:
+        sys.exit(f"the native kernels do not run: {native.status()}")
+    native.set_threads(1)
+    set_local_threads(1)
+    print(f"{native.status()}; block {nat.nchwc_block}; load average {open('/proc/loadavg').read().split()[:3]}")
+    return nat
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
@@ -221,12 +233,7 @@ def main():
     ap.add_argument("--filter", default="")
     ap.add_argument("--cold", action="store_true", help="weights cold, input (and Z) warm, as inside a model")
     args = ap.parse_args()
-    nat = native.native()
-    if nat is None:
-        sys.exit(f"the native kernels do not run: {native.status()}")
-    native.set_threads(1)
-    set_local_threads(1)
-    print(f"{native.status()}; block {nat.nchwc_block}; load average {open('/proc/loadavg').read().split()[:3]}")
+    nat = one_native_thread()
     for batch in args.batch:
         layers = layers_for(nat, args.only, batch, args.filter)
         for _ in range(args.rounds):

@@ -32,7 +32,7 @@ from ge.core.kernels.blas import set_local_threads
 from ge.core.kernels.nchwc import NchwcConv, blocked_empty, reorder
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nchwc_layers import GeConv, native_act, ort_session  # noqa: E402
+from nchwc_layers import GeConv, native_act, one_native_thread, ort_session  # noqa: E402
 
 STAGES = [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]  # (width, blocks, stride of the first), v1.5
 
@@ -57,7 +57,7 @@ class Chain:
         rng = np.random.default_rng(0)
         self.x = rng.standard_normal((batch, 64, 56, 56)).astype(np.float32)
         self.ge_steps, self.nchwc_steps, self.names, self.rings = [], [], [], {}
-        nodes, inits, h = [], {}, 56
+        nodes, inits = [], {}
         block_in, cur = "x", "x"  # onnx names
         ge_in = ge_cur = self.x  # ge's buffers
         blk = nat.nchwc_block
@@ -132,6 +132,16 @@ class Chain:
     def run_ort(self):
         self.sess.run(None, {"x": self.x})
 
+    def run_blocked_timed(self, clock, times: dict) -> None:
+        """The blocked chain once (its two reorders included), each conv's time by `clock` appended to
+        times[its name]."""
+        self.to_blocked.run()
+        for name, call in zip(self.names, self.nchwc_steps):
+            t = clock()
+            call.run()
+            times[name].append(clock() - t)
+        self.from_blocked.run()
+
     def per_layer(self, runs):
         """Each conv's least wall time of `runs` in µs, blocked (each call timed in the chain) and onnxruntime's
         node (its profiler, which times wall too; the session built with profile=True), runs of each
@@ -140,12 +150,7 @@ class Chain:
         ours = {name: [] for name in self.names}
         for _ in range(runs):
             self.run_ort()
-            self.to_blocked.run()
-            for name, call in zip(self.names, self.nchwc_steps):
-                t = time.perf_counter()
-                call.run()
-                ours[name].append(time.perf_counter() - t)
-            self.from_blocked.run()
+            self.run_blocked_timed(time.perf_counter, ours)
         theirs = {name: [] for name in self.names}
         for event in json.load(open(self.sess.end_profiling())):
             node = event.get("args", {}).get("op_name") == "Conv" and event["name"].rsplit(".", 1)[0]
@@ -169,12 +174,7 @@ def main():
     args = ap.parse_args()
     if args.builds:
         return compare_builds(args.builds, args.batch, args.rounds)
-    nat = native.native()
-    if nat is None:
-        sys.exit(f"the native kernels do not run: {native.status()}")
-    native.set_threads(1)
-    set_local_threads(1)
-    print(f"{native.status()}; load average {open('/proc/loadavg').read().split()[:3]}")
+    nat = one_native_thread()
     if args.per_layer:
         native.set_threads(args.threads)
         return per_layer(nat, args.batch, args.per_layer, args.threads)
@@ -215,12 +215,7 @@ def compare_builds(paths, batches, rounds):
         for _ in range(rounds):
             for chain, times, total in zip(chains, per, totals):
                 start = time.thread_time()
-                chain.to_blocked.run()
-                for name, call in zip(chain.names, chain.nchwc_steps):
-                    t = time.thread_time()
-                    call.run()
-                    times[name].append(time.thread_time() - t)
-                chain.from_blocked.run()
+                chain.run_blocked_timed(time.thread_time, times)
                 total.append(time.thread_time() - start)
             start = time.thread_time()
             chains[0].run_ort()
