@@ -19,6 +19,8 @@ import numpy as np
 from ..errors import DeviceError
 
 DEVICE_NAMES = ("cpu", "sim")
+#: device ids per kind, as a host with this many NPUs (ACL's aclrtGetDeviceCount)
+MAX_DEVICES = 64
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Block:
 class Device:
     name = ""
     align = 64
+    device_id = 0
 
     def __init__(self):
         self._starts: list[int] = []
@@ -316,13 +319,22 @@ class Event:
         return self._fired.is_set()
 
 
-_devices: dict[str, Device] = {}
+_devices: dict[tuple[str, int], Device] = {}
+_devices_lock = threading.Lock()
 
 
 def get_device(name: str) -> Device:
-    """One device object per name for the process, like a device id."""
-    if name not in DEVICE_NAMES:
-        raise DeviceError(f"unknown device '{name}' (choose from {', '.join(DEVICE_NAMES)})")
-    if name not in _devices:
-        _devices[name] = CpuDevice() if name == "cpu" else SimDevice()
-    return _devices[name]
+    """One device object per name for the process, like a device id: "cpu" and "sim" are device 0
+    of their kind, "cpu:1", "sim:3" ... devices of their own (own memory, streams and counters),
+    as ACL's device ids 0..N are."""
+    kind, _, index = str(name).partition(":")
+    if kind not in DEVICE_NAMES or (index and not (index.isdigit() and int(index) < MAX_DEVICES)):
+        raise DeviceError(f"unknown device '{name}' (choose from {', '.join(DEVICE_NAMES)}, "
+                          f"or one of them with a device id: cpu:0 .. cpu:{MAX_DEVICES - 1})")
+    key = (kind, int(index or 0))
+    with _devices_lock:
+        if key not in _devices:
+            device = CpuDevice() if kind == "cpu" else SimDevice()
+            device.device_id = key[1]
+            _devices[key] = device
+        return _devices[key]
