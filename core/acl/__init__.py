@@ -1,0 +1,27 @@
+"""ACL's half: what users' client code calls to run an OM, on ge's runtime.
+
+pyACL (`acl`), ais_bench (`InferSession`, `python3 -m ais_bench`), `aclruntime` and the acllite
+that users copy next to their scripts all run here unchanged. The modules users import by those
+names live in `shim/` (`ge shim path` prints it; users put it first on PYTHONPATH, so that they
+never shadow a real CANN install by accident); they only re-export what this package implements.
+
+A device id N is ge's device "<kind>:N", each with its own memory, streams and counters; the kind
+is `cpu` (device memory is host memory, pointers are real addresses) unless GE_ACL_DEVICE=sim
+asks for the simulated NPU.
+"""
+from __future__ import annotations
+
+import os
+
+from ..runtime.device import DEVICE_NAMES
+
+
+def device_kind() -> str:
+    """cpu or sim, from GE_ACL_DEVICE (default cpu)."""
+    kind = os.environ.get("GE_ACL_DEVICE", "cpu").strip().lower() or "cpu"
+    return kind if kind in DEVICE_NAMES else "cpu"
+
+
+def device_name(device_id: int) -> str:
+    """ge's device name for an ACL device id: "cpu:0", "sim:1" ..."""
+    return f"{device_kind()}:{int(device_id)}"
