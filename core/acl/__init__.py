@@ -25,3 +25,9 @@ def device_kind() -> str:
 def device_name(device_id: int) -> str:
     """ge's device name for an ACL device id: "cpu:0", "sim:1" ..."""
     return f"{device_kind()}:{int(device_id)}"
+
+
+def shim_path() -> str:
+    """The folder holding the `acl`, `ais_bench` and `aclruntime` modules (`ge shim path`), for the
+    front of a user's PYTHONPATH."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim")
