@@ -1,0 +1,113 @@
+"""The layer rules, read from the source with ast (every import, module level or inside a function):
+what each folder may import, and no import cycles between modules. CI runs this, so a change that
+points an import up a layer fails here, naming the module and what it imports.
+
+    cli/                    parsing and rendering: may import anything of ge
+    core/acl, core/api      the drivers (ACL's runtime face, ATC, inspection)
+    formats/                file formats: never the CLI, the compiler or the drivers
+    core/runtime            the deployed runtime: never the compiler, ONNX import or the drivers
+    core/compile, passes    the compiler: never the CLI or the drivers
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ROOTS = {"cli": "ge.cli", "core": "ge.core", "formats": "ge.formats"}
+
+COMPILER = ("ge.core.compile", "ge.core.passes", "ge.formats.onnx")
+DRIVERS = ("ge.core.api", "ge.core.acl", "ge.cli")
+
+#: (modules under this prefix, may not import modules under these prefixes)
+RULES = [
+    ("ge.core", ("ge.cli",)),
+    ("ge.formats", ("ge.cli", "ge.core.compile", "ge.core.passes", "ge.core.api", "ge.core.acl")),
+    ("ge.core.runtime", COMPILER + DRIVERS),
+    ("ge.core.kernels", COMPILER + DRIVERS + ("ge.core.runtime",)),
+    ("ge.core.compile", DRIVERS + ("ge.core.runtime",)),
+    ("ge.core.passes", DRIVERS + ("ge.core.runtime",)),
+    ("ge.core.ir", DRIVERS + COMPILER + ("ge.core.runtime", "ge.core.kernels")),
+]
+
+
+def module_files() -> dict[str, Path]:
+    out = {}
+    for folder, package in ROOTS.items():
+        for f in sorted((REPO / folder).rglob("*.py")):
+            if "shim" in f.relative_to(REPO / folder).parts:  # the opt-in ACL modules: user code, not ge's
+                continue
+            parts = [p for p in f.relative_to(REPO / folder).with_suffix("").parts if p != "__init__"]
+            out[".".join([package, *parts])] = f
+    return out
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The ge modules `name` imports (a `from pkg import x` names module pkg.x when there is one)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            candidates = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = ".".join(package[:len(package) - node.level + 1] + ([module] if module else []))
+            candidates = [f"{module}.{a.name}" for a in node.names] + [module]
+        else:
+            continue
+        for c in candidates:
+            while c and c not in known:
+                c = c.rpartition(".")[0]
+            if c and c != name:
+                found.add(c)
+                break
+    return found
+
+
+GRAPH = {m: imports_of(m, p, set(module_files())) for m, p in module_files().items()}
+
+
+@pytest.mark.parametrize("layer,forbidden", RULES, ids=[r[0] for r in RULES])
+def test_layer_imports_nothing_above_it(layer, forbidden):
+    inside = lambda m, prefix: m == prefix or m.startswith(prefix + ".")
+    bad = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if inside(m, layer)
+                 for d in deps if any(inside(d, f) for f in forbidden))
+    assert bad == []
+
+
+def test_no_import_cycles():
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components, iterative enough for ge's depth
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            # a package importing its own submodules (an __init__ re-export) is no cycle of design
+            real = [m for m in component if not any(o.startswith(m + ".") for o in component)]
+            if len(real) > 1:
+                cycles.append(" <-> ".join(sorted(component)))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_the_rules_see_the_code():
+    """A parse that finds nothing would pass every rule: the graph holds ge's real imports."""
+    assert "ge.core.runtime.device" in GRAPH["ge.core.runtime.model_manager"]
+    assert any(d.startswith("ge.core.api") for d in GRAPH["ge.cli.main"] | GRAPH["ge.cli.run"])
