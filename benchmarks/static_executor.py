@@ -4,8 +4,8 @@
 
 On a chain of 1,000 small ops and on the ResNet-50-style sample: microseconds per node for
 ge's sunk path (address refresh only, the device walks prepared tasks), ge's per-task-launch
-mode (each task's arguments resolved and launched from the host every run, the seed's first row
-in 8.1) and onnxruntime on the same model. Then the host memory that Shrink() gives back after
+mode (each task's arguments resolved and launched from the host every run: GE's per-task launch,
+which task sink replaces) and onnxruntime on the same model. Then the host memory that Shrink() gives back after
 loading the ResNet-50-style sample.
 """
 from __future__ import annotations

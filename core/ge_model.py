@@ -3,7 +3,7 @@
 Everything here is plain data (ints, strings, tuples, bytes), so the OM format can serialize it
 field by field and a reader can validate it before trusting a single size or offset.
 
-Memory is addressed the seed's way: a task argument is (allocation id, offset); the runtime
+Memory is addressed GE's way (docs/design.md, Memory): a task argument is (allocation id, offset); the runtime
 keeps an active base address per allocation and resolves arguments into the args table.
 """
 from __future__ import annotations

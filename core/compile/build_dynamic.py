@@ -1,4 +1,4 @@
-"""Build a DynamicModel: the root graph, its KNOWN clusters as static submodels (the seed's
+"""Build a DynamicModel: the root graph, its KNOWN clusters as static submodels (GE's
 BuildForKnownShapeGraph: optimize + build each one), and one shared copy of every weight.
 --precision_mode lowers each graph whole before it is partitioned, so the submodels and the nodes
 the hybrid executor runs follow one decision (no Casts at submodel boundaries).

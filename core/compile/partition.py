@@ -1,4 +1,4 @@
-"""DynamicShapePartitioner (the seed's §6.1): KNOWN_SHAPE and UNKNOWN_SHAPE clusters.
+"""GE's DynamicShapePartitioner (docs/design.md, Dynamic shapes): KNOWN_SHAPE and UNKNOWN_SHAPE clusters.
 
 Partition() = MarkUnknownShapeNodes -> InitClusters -> MergeClusters (unknown, normal, input data)
 -> PruneUniqueClusters. Unknown shape is contagious: a known node on a path between two unknown

@@ -1,4 +1,4 @@
-"""ExecutionContext: the per-run state of a loaded model (Mini-Infer's ExecutionContext).
+"""ExecutionContext: the per-run state of a loaded model (Mini-Infer's ExecutionContext, docs/design.md).
 
 The DavinciModel (weights, kernels, task defs, memory plan) is immutable and shared; a context
 owns its feature-map and workspace memory, default I/O buffers, args table, stream and the sunk
@@ -111,7 +111,7 @@ class ExecutionContext:
     def execute(self, inputs, outputs=None, timeout: float | None = None, launch: str = "sunk"):
         """Run once. Inputs/outputs are numpy arrays or DeviceBuffers; outputs are allocated
         (numpy) when not given. `launch="per_task"` launches every task from the host instead of
-        executing the sunk task list (the seed's first row in 8.1; for comparison only)."""
+        executing the sunk task list (GE's per-task launch, which task sink replaces; for comparison only)."""
         plan = self.model.ge_plan
         if not self.own_memory:
             raise GeError(f"model '{plan.name}' is a known-shape subgraph: run it through the V2 kernel calls")

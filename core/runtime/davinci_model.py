@@ -1,4 +1,5 @@
-"""DavinciModel: a GeModel loaded on a device, with the seed's Init steps and NnExecute.
+"""DavinciModel: a GeModel loaded on a device, with GE's Init steps and NnExecute
+(docs/design.md).
 
 Init builds the immutable part (weights in device memory, prepared kernels, the args layout:
 a `LoadedPlan`) and one default ExecutionContext; `create_context()` makes more, which share

@@ -19,7 +19,7 @@ Per unknown node, each execution:
 Range mode plans every buffer's capacity (an upper bound derived from shapes) at compile time, and
 places the buffers (and the submodels' feature maps) in one arena by lifetime, as the static
 planner does: a context allocates that arena once, a run inside the range allocates nothing, and a
-tensor that would need more than its capacity is an error (the seed's capacity check). A tensor
+tensor that would need more than its capacity is an error (Mini-Infer's capacity check, docs/design.md). A tensor
 without a finite bound (attrs["growable"]) grows as in hybrid mode, each reallocation counted.
 Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/control_flow.py) calls
 its subgraphs: each subgraph is a HybridModel of its own sharing the root's weights, packs and
