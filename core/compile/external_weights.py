@@ -1,4 +1,4 @@
-"""ATC's --external_weight: move weights out of the OM (the seed's Const -> FileConstant).
+"""ATC's --external_weight: move weights out of the OM (GE's Const -> FileConstant, docs/design.md).
 
 Pure functions of a built model. Weights of at least INLINE_LIMIT bytes leave the inline WEIGHT
 blob for external files; each file becomes a FILE_CONSTANT allocation, the image of that file in
