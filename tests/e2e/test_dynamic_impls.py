@@ -89,7 +89,7 @@ def test_conv_packs_once_per_layout(tmp_path, monkeypatch, plans):
     if plans == "native" and native.native() is None:
         pytest.skip("ge's native GEMM is not built")
     if plans == "numpy":
-        monkeypatch.setattr(native, "_NATIVE", None)
+        monkeypatch.setattr(native.loader, "_NATIVE", None)
         if cblas().sgemm is None:
             pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
     rng = np.random.default_rng(0)

@@ -51,9 +51,9 @@ def test_om_from_a_smaller_machine_keeps_native_plans(samples, tmp_path, monkeyp
     model = samples.resnet50_style(blocks=(1, 1, 1, 1), width=16, image=64)
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
-    monkeypatch.setattr(native, "default_threads", lambda: 2)
+    monkeypatch.setattr(native.calls, "default_threads", lambda: 2)
     result = api.atc(path, str(tmp_path / "m"))
-    monkeypatch.setattr(native, "default_threads", lambda: 32)
+    monkeypatch.setattr(native.calls, "default_threads", lambda: 32)
     feeds = make_feeds(model, {})
     got, used = run(result.om_path, feeds)
     assert used

@@ -33,7 +33,7 @@ def float32_edges() -> np.ndarray:
 def threads(request):
     native_mod.set_threads(request.param)
     yield request.param
-    native_mod._local.threads = None
+    native_mod.calls._local.threads = None
 
 
 @pytest.mark.parametrize("level", RUNNABLE)

@@ -1,4 +1,4 @@
-"""ge's native GEMM (core/kernels/csrc/ through native.py) against numpy, exactly as callers use it."""
+"""ge's native GEMM (core/kernels/csrc/ through core/kernels/native/) against numpy, exactly as callers use it."""
 import os
 import threading
 
@@ -148,10 +148,10 @@ def test_workspace_is_required():
 
 def test_disabled_by_environment(monkeypatch):
     monkeypatch.setenv("GE_NO_NATIVE", "1")
-    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    monkeypatch.setattr(native_mod.loader, "_NATIVE", False)
     assert native_mod.native() is None
     monkeypatch.delenv("GE_NO_NATIVE")
-    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    monkeypatch.setattr(native_mod.loader, "_NATIVE", False)
     assert native_mod.native() is not None
 
 

@@ -1,11 +1,12 @@
 """The ABI check between the native library's argument structs (csrc/abi.h, exported by
-ge_abi_layout) and native.py's ctypes classes: they agree, and a mismatch refuses the library."""
+ge_abi_layout) and the ctypes classes generated from it (native/abi.py): they agree, and a mismatch refuses the library."""
 import ctypes
 import logging
 
 import pytest
 
 from ge.core.kernels import native as native_mod
+from ge.core.kernels.native import loader
 
 
 @pytest.fixture(params=list(native_mod.built_levels()))
@@ -51,27 +52,27 @@ def test_a_struct_the_library_lacks(library):
 
 
 def test_a_mismatch_refuses_the_library_with_a_debug_log(monkeypatch, caplog):
-    class Depthwise(ctypes.Structure):  # as if native.py were older than the library: a field short
+    class Depthwise(ctypes.Structure):  # as if the binding were older than the library: a field short
         _fields_ = native_mod.Depthwise._fields_[:-1]
 
     monkeypatch.delenv("GE_NO_NATIVE", raising=False)  # the loader itself is under test
-    real = native_mod.ABI_STRUCTS
-    monkeypatch.setattr(native_mod, "ABI_STRUCTS", real[:3] + (Depthwise,))
-    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    real = loader.STRUCTS
+    monkeypatch.setattr(loader, "STRUCTS", real[:3] + (Depthwise,))
+    monkeypatch.setattr(loader, "_NATIVE", False)
     with caplog.at_level(logging.DEBUG, logger="ge.native"):
         assert native_mod.native() is None
     assert "native kernels refused, numpy plans used" in caplog.text
     last, *_ = native_mod.Depthwise._fields_[-1]
     offset, size = getattr(native_mod.Depthwise, last).offset, getattr(native_mod.Depthwise, last).size
     assert f"Depthwise.{last}: (offset, size) ({offset}, {size}) in C, None in ctypes" in caplog.text
-    monkeypatch.setattr(native_mod, "_NATIVE", False)  # the real structs load it again
-    monkeypatch.setattr(native_mod, "ABI_STRUCTS", real)
+    monkeypatch.setattr(loader, "_NATIVE", False)  # the real structs load it again
+    monkeypatch.setattr(loader, "STRUCTS", real)
     assert native_mod.native() is not None
 
 
 def test_ge_no_native_is_logged(monkeypatch, caplog):
     monkeypatch.setenv("GE_NO_NATIVE", "1")
-    monkeypatch.setattr(native_mod, "_NATIVE", False)
+    monkeypatch.setattr(loader, "_NATIVE", False)
     with caplog.at_level(logging.DEBUG, logger="ge.native"):
         assert native_mod.native() is None
     assert "GE_NO_NATIVE" in caplog.text

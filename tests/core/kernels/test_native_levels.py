@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core.kernels import native as native_mod
+from ge.core.kernels.native import loader
 from ge.core.kernels.native import Unavailable, choose_level, cpu_flags
 from ge.core.kernels.native_levels import LEVELS, levels_for
 from tests.conftest import ort_run
@@ -244,15 +245,15 @@ def test_workspaces_are_planned_for_every_level():
 # -- what is said -----------------------------------------------------------------------------------
 
 def test_an_install_without_the_kernels_warns(monkeypatch):
-    monkeypatch.setattr(native_mod, "built_levels", lambda: {})
+    monkeypatch.setattr(loader, "built_levels", lambda: {})
     with pytest.warns(RuntimeWarning, match="the native kernels are not built .*numpy plan"):
         native_mod.warn_if_not_built()
 
 
 def reselect(monkeypatch):
     """native() selects again on its next call; the test's end restores this process's selection."""
-    monkeypatch.setattr(native_mod, "_NATIVE", False)
-    monkeypatch.setattr(native_mod, "_STATUS", native_mod._STATUS)
+    monkeypatch.setattr(loader, "_NATIVE", False)
+    monkeypatch.setattr(loader, "_STATUS", loader._STATUS)
 
 
 @pytest.mark.parametrize("env,want", [
