@@ -1,5 +1,5 @@
 """ge's native kernels: the sources of csrc/ built once per instruction-set level of this machine's
-architecture (core/kernels/native_levels.py) into ge.core.kernels._native_<level>; native.py loads the
+architecture (core/kernels/native_levels.py) into ge.core.kernels._native_<level>; native/loader.py loads the
 best one the running CPU has. Everything else about the package is in pyproject.toml.
 
 Optional: a level the compiler cannot build is skipped, and without a C compiler the install still
@@ -18,7 +18,7 @@ CSRC = "core/kernels/csrc"
 #: every source of the library (each built at every level); abi.h lists the functions they export
 SOURCES = ["gemm.c", "gemv.c", "direct_conv.c", "conv_pixels.c", "nchwc.c", "nchwc_pool.c", "nchwc_depthwise.c", "depthwise.c", "max_pool.c", "phase_fill.c", "rows.c", "convert.c", "eltwise.c", "qgemm.c", "recurrent.c",
            "pool.c", "module.c"]
-DEPENDS = ["abi.h", "simd.h", "half.h", "pool.h", "nchwc.h"]
+DEPENDS = ["abi.h", "abi_layout.h", "simd.h", "half.h", "pool.h", "nchwc.h"]
 #: -g0: no debug information (Python's own CFLAGS ask for it; it is a fifth of the build's time);
 #: -frecord-gcc-switches: each object keeps its compiler flags in the library (.GCC.command.line),
 #: where tests/core/kernels/test_native_levels.py checks that every object of a level has its flags

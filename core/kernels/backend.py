@@ -1,5 +1,5 @@
 """Which implementation a kernel takes, chosen once per model at load: ge's native kernels
-(core/kernels/native.py) where they are built and pass their self-test, else the numpy plans.
+(core/kernels/native/) where they are built and pass their self-test, else the numpy plans.
 
 A Backend is passed to every kernel explicitly (no global switch): the compiler builds each kernel
 with both to plan a workspace that fits either machine, the loader selects one per model and

@@ -28,7 +28,9 @@ from .base import Kernel
 from .epilogue import clip_bound
 from .fused import GE_DOMAIN
 from .float16 import ARITHMETIC_VIA_FLOAT32
-from .native import EW_ERF, EW_ROUND, CallCache, broadcast_pattern
+from .native import (EW_ABS, EW_ADD, EW_ADDC, EW_DIV, EW_ERF, EW_F16, EW_F32, EW_F64, EW_I32, EW_I64, EW_MAX, EW_MAXC,
+                     EW_MIN, EW_MINC, EW_MUL, EW_MULC, EW_NEG, EW_RECIP, EW_ROUND, EW_SQRT, EW_SUB, CallCache,
+                     broadcast_pattern)
 from .registry import lookup, register
 
 #: (domain, op) -> its number of data inputs: the ops a chain may hold, those whose kernels are correct
@@ -40,11 +42,8 @@ CHAIN_OPS = {
     ("", "Neg"): 1, ("", "Abs"): 1, ("", "Sqrt"): 1, ("", "Reciprocal"): 1, ("", "Sigmoid"): 1, ("", "Tanh"): 1,
     ("", "Exp"): 1, ("", "Log"): 1, ("", "Erf"): 1, (GE_DOMAIN, "Swish"): 1, (GE_DOMAIN, "HardSwish"): 1,
 }
-# csrc/abi.h's opcodes and dtypes
-(EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC, EW_MAXC,
- EW_MINC) = range(14)
-NATIVE_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 3,
-                 np.dtype(np.float16): 4}
+NATIVE_DTYPES = {np.dtype(np.float32): EW_F32, np.dtype(np.float64): EW_F64, np.dtype(np.int32): EW_I32,
+                 np.dtype(np.int64): EW_I64, np.dtype(np.float16): EW_F16}
 MAX_SLOTS = 16  # csrc/eltwise.c's scratch registers
 MAX_F16_OPERANDS = 32  # and a float16 chain's operands
 _BINARY = {"Add": EW_ADD, "Sub": EW_SUB, "Mul": EW_MUL, "Div": EW_DIV, "Max": EW_MAX, "Min": EW_MIN}

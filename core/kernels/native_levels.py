@@ -1,7 +1,7 @@
 """The instruction-set levels ge's native kernels are built for, one library per level, and what
 each needs of the CPU. setup.py builds every level of the building machine's architecture from the
 same sources (csrc/: their `#ifdef __AVX512F__`/`__AVX2__`/`__F16C__` paths pick the level's code);
-native.py loads the best one the running CPU has. So a wheel or an install moves between machines of
+native/loader.py loads the best one the running CPU has. So a wheel or an install moves between machines of
 one architecture: no library is built for the building CPU alone (no -march=native), as numpy's and
 ggml's CPU dispatch do.
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Meta
-from .native import CallCache, PreparedCall, RecurrentDirection, Recurrent as NativeRecurrent, threads
+from .native import (REC_GRU, REC_LSTM, REC_RNN, CallCache, PreparedCall, Recurrent as NativeRecurrent,
+                     RecurrentDirection, threads)
 from .planned import Scratch
 from .planned import PlannedKernel
 from .registry import register
@@ -323,7 +324,7 @@ class _Recurrent(PlannedKernel):
         pass
 
     # -- the native loop (csrc/recurrent.c) ----------------------------------------------------------
-    KIND = 0  # csrc/abi.h's REC_RNN, REC_GRU, REC_LSTM
+    KIND = REC_RNN  # csrc/abi.h's REC_RNN, REC_GRU, REC_LSTM
 
     def bound(self, xs, ys, ws):
         """The native calls themselves when nothing changes between runs (constant weights and
@@ -465,7 +466,7 @@ class _Recurrent(PlannedKernel):
 class RNN(_Recurrent):
     """H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb)."""
     GATES = 1
-    KIND = 0
+    KIND = REC_RNN
     DEFAULT_ACTIVATIONS = ("Tanh",)
 
     def step(self, d, xw_t, p, v, mask, yt):
@@ -482,7 +483,7 @@ class GRU(_Recurrent):
     """Gates z, r, h: z = f(.), r = f(.), h~ = g(X Wh^T + (r * H) Rh^T + Rbh + Wbh)
     (linear_before_reset: g(X Wh^T + r * (H Rh^T + Rbh) + Wbh)); H = (1 - z) * h~ + z * H."""
     GATES = 3
-    KIND = 1
+    KIND = REC_GRU
     DEFAULT_ACTIVATIONS = ("Sigmoid", "Tanh")
 
     def prepare_extra(self):
@@ -545,7 +546,7 @@ class LSTM(_Recurrent):
     i = f(. + Pi * C), f = f(. + Pf * C) (or 1 - i with input_forget), c~ = g(.), C' = f * C + i * c~,
     o = f(. + Po * C'), H' = o * h(C')."""
     GATES = 4
-    KIND = 2
+    KIND = REC_LSTM
     DEFAULT_ACTIVATIONS = ("Sigmoid", "Tanh", "Tanh")
     N_STATE_OUT = 2
     EXTRA_BUFFERS = ("c", "cn")

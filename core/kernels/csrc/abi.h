@@ -1,7 +1,9 @@
-/* The ABI of ge's native kernels: the argument structs the Python side (core/kernels/native.py)
-mirrors as ctypes classes, the activation codes, and the exported functions. Each kernel takes one
-struct pointer (ctypes converts one pointer instead of twenty arguments). The layouts are exported
-by ge_abi_layout() (module.c) and checked by native.py at load: a mismatch refuses the library. */
+/* The ABI of ge's native kernels, in one place: the argument structs, the activation codes and other
+constants, and the exported functions. Each kernel takes one struct pointer (ctypes converts one
+pointer instead of twenty arguments). core/kernels/native/generate.py reads this file and writes the
+Python binding (native/abi.py: ctypes classes, constants, signatures) and the layout table
+(abi_layout.h) that ge_abi_layout() (module.c) exports and the loader checks at load: a mismatch
+refuses the library. Keep to the subset of C the generator reads (its docstring says which). */
 #ifndef GE_ABI_H
 #define GE_ABI_H
 

@@ -1,0 +1,436 @@
+"""The Python face of the native library: `Native` wraps each exported kernel in a method that packs
+weights or prepares a call (its struct filled from numpy arrays), with the activation (Act) a kernel
+applies as it stores. The structs, constants and signatures are abi.py's, generated from csrc/abi.h.
+
+Operands, as csrc/gemm.c documents: A row-major or prepacked (weights, once at load); B gathered
+through offset tables, B[k, n] = b[koff[k] + noff[n]] (a plain matrix, or a convolution's input,
+so that im2col is the packing), or prepacked."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
+                  SIGNATURES, Activation, CallBatch, ConvDirect, ConvNchwc, Depthwise, DepthwiseNchwc, Eltwise,
+                  GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder, NchwcScale, PhaseFill, QAdd,
+                  QDepthwise, QGemm, QOut, Rows)
+from .calls import PreparedCall, threads
+
+ALIGN = 64
+_ptr = ctypes.c_void_p
+GEMM_SLOTS = 16  # the threads one GEMM's workspace has room for (its B panels are per thread)
+_QDW_GEOMETRY = ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow")
+
+
+def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
+    """A 1-D array of n elements whose data starts on a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + n * dtype.itemsize].view(dtype)
+
+
+def _addr(a) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
+class Act(NamedTuple):
+    """The activation a native kernel applies as it stores (csrc/abi.h documents code, a and b):
+    Act(ACT_CLAMP, lo, hi), Act(ACT_HARDSIGMOID, alpha, beta), Act(ACT_SWISH, alpha), ..."""
+    code: int
+    a: float = 0.0
+    b: float = 0.0
+
+
+GELU = Act(ACT_GELU)
+
+
+def _activation(act: Act | None) -> "Activation":
+    return Activation(*act) if act is not None else Activation(ACT_NONE, 0.0, 0.0)
+
+
+class Native:
+    def __init__(self, lib: ctypes.CDLL):
+        for name, (args, res) in SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+        self.lib = lib
+        self.mr, self.nr = lib.ge_mr(), lib.ge_nr()
+        # the NCHWc layout's channels per block, and the blocks of output channels per panel of its weights (nchwc.py)
+        self.nchwc_block, self.nchwc_group = lib.ge_nchwc_block(), lib.ge_nchwc_group()
+        self.level, self.isa = lib.ge_level().decode(), lib.ge_isa().decode().strip()
+
+    # -- float16 <-> float32 (csrc/convert.c: numpy's results, bit for bit) ---------------------------
+    def half_to_float(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """dst[...] = src as float32: src float16, dst float32, both C-contiguous, one size."""
+        assert src.dtype == np.float16 and dst.dtype == np.float32 and src.size == dst.size
+        self.lib.ge_half_to_float(src.ctypes.data, dst.ctypes.data, src.size, threads())
+
+    def float_to_half(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """dst[...] = src rounded to float16 (to nearest even): src float32, dst float16, C-contiguous."""
+        assert src.dtype == np.float32 and dst.dtype == np.float16 and src.size == dst.size
+        self.lib.ge_float_to_half(src.ctypes.data, dst.ctypes.data, src.size, threads())
+
+    # -- packing (weights, once) -------------------------------------------------------------------
+    def pack_a(self, a: np.ndarray) -> np.ndarray:
+        """A (M, K) float32, any row stride, into the micro-kernel's row blocks."""
+        m, k = a.shape
+        a = np.ascontiguousarray(a, np.float32) if a.strides[1] != 4 else a
+        out = aligned_empty(self.lib.ge_packed_a_floats(m, k))
+        self.lib.ge_pack_a(a.ctypes.data, a.strides[0] // 4, m, k, out.ctypes.data, threads())
+        return out
+
+    def pack_b(self, b: np.ndarray) -> np.ndarray:
+        """B (K, N) float32 (any strides) into the micro-kernel's column panels."""
+        k, n = b.shape
+        koff = np.arange(k, dtype=np.int64) * (b.strides[0] // 4)
+        noff = np.arange(n, dtype=np.int64) * (b.strides[1] // 4)
+        out = aligned_empty(self.lib.ge_packed_b_floats(k, n))
+        self.lib.ge_pack_b(b.ctypes.data, koff.ctypes.data, noff.ctypes.data, k, n, out.ctypes.data, threads())
+        return out
+
+    def workspace_nbytes(self, m: int, n: int, k: int, raw_a: bool, gathered_b: bool) -> int:
+        """Scratch for one call: the packed A (raw A) and the packed panels of B (gathered B), for
+        up to GEMM_SLOTS threads whatever this machine has: the OM plans it, and a machine with
+        more cores than the compiling one must still find it big enough."""
+        return 4 * self.lib.ge_workspace_floats(m, n, k, int(raw_a), int(gathered_b), GEMM_SLOTS) + ALIGN
+
+    # -- the product ---------------------------------------------------------------------------------
+    def call(self, m, n, k, c, ldc, *, a=None, lda=0, ap=None, b=None, koff=None, noff=None, bp=None,
+             bias_m=None, bias_n=None, z=None, ldz=0, act: Act | None = None, flat=None, ws=None,
+             alpha=1.0, half: int = 0) -> PreparedCall:
+        """The call c[m, n] = act(alpha A @ B + bias_m[:, None] + bias_n + z), prepared: run() it as often
+        as its buffers stay put. act: the activation (Act), or None. flat:
+        (pitch, width), C's columns are a convolution's flat columns (see csrc/gemm.c). Arrays are
+        passed by address: a, b, c, z are the base arrays (or addresses) the leading dimensions, in
+        elements, refer to. float16 arrays a, b, c (with z) and bias_n are read and written as
+        float16 (csrc/half.h); half: the HALF_* bits of operands passed as addresses."""
+        if ws is None:  # the packing scratch; a NULL pointer would crash the process
+            raise ValueError("the native GEMM needs its workspace (workspace_nbytes)")
+        ws_addr = ws.ctypes.data
+        args = GemmArgs(m, n, k, _ptr_of(a), lda, _addr(ap), _ptr_of(b), _addr(koff), _addr(noff), _addr(bp),
+                        _ptr_of(c), ldc, _addr(bias_m), _addr(bias_n), _ptr_of(z), ldz, _activation(act),
+                        min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN, *(flat or (0, 0)), alpha,
+                        half | _half_bits(a=a, b=b, c=c, bias_n=bias_n))
+        return PreparedCall(self.lib.ge_gemm_args, args, (a, ap, b, koff, noff, bp, c, bias_m, bias_n, z, ws))
+
+    def gemv_call(self, rows: int, x: np.ndarray, lda: int, w: np.ndarray, y: np.ndarray, ldc: int, *, bias=None,
+                  act: Act | None = None) -> PreparedCall:
+        """y[r, n] = act(bias[n] + x[r] . w[n]) for r < rows (csrc/gemv.c): w C-contiguous (N, K), x's
+        rows lda elements apart, y's ldc; prepared. For few rows: the weights are read once, in order. x,
+        w and y may be float16 (x converted once per call, w a block of rows at a time, y rounded once
+        as stored)."""
+        n, k = w.shape
+        args = GemmArgs(rows, n, k, _ptr_of(x), lda, None, None, None, None, _addr(w), _ptr_of(y), ldc, None,
+                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0,
+                        _half_bits(a=x, b=w, c=y))
+        return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
+
+    def row_means_call(self, w: np.ndarray, y: np.ndarray) -> PreparedCall:
+        """y[n] = the mean of w[n] for w C-contiguous (N, K) (GlobalAveragePool's planes; float32 or
+        float16, as gemv_call's w and y), prepared: each block of rows summed as it streams by."""
+        n, k = w.shape
+        args = GemmArgs(1, n, k, None, 0, None, None, None, None, _addr(w), _ptr_of(y), n, None, None, None, 0,
+                        _activation(None), threads(), None, 0, 0, 1.0 / k, _half_bits(b=w, c=y))
+        return PreparedCall(self.lib.ge_gemv, args, (w, y))
+
+    def batch_workspace_nbytes(self, m: int, n: int, k: int) -> int:
+        """Scratch for batch_call: one single-threaded GEMM's (raw A, gathered B) per thread slot."""
+        return 4 * GEMM_SLOTS * self.lib.ge_workspace_floats(m, n, k, 1, 1, 1) + ALIGN
+
+    def batch_call(self, m, n, k, offsets: dict, *, ws, **operands) -> PreparedCall:
+        """A batch of products of one shape (call()'s operands: the first product's; raw A, gathered B),
+        offsets: {"a", "b", "c", "bias", "z"} -> int64 arrays, in elements, of where each product's
+        operand starts from the first's (missing: all zero); prepared. ws: batch_workspace_nbytes."""
+        first = self.call(m, n, k, ws=ws, **operands)
+        batch = max(len(v) for v in offsets.values())
+        args = GemmBatch(first.keep[0], batch, *(_addr(offsets.get(key)) for key in ("a", "b", "c", "bias", "z")))
+        return PreparedCall(self.lib.ge_gemm_batch, args, (first, offsets))
+
+    def pack_direct(self, w: np.ndarray, wide: bool) -> np.ndarray:
+        """W (M, K) for the direct convolution's wide or tall tile: panels of P output channels, k-major
+        inside (wp[p, k, j] = W[p * P + j, k], zeros past M)."""
+        return _channel_panels(w, self.lib.ge_direct_panel(int(wide)))
+
+    def pack_pixels(self, w: np.ndarray) -> np.ndarray:
+        """W (M, K) for the pixels convolution (csrc/conv_pixels.c): pack_direct's layout in blocks of
+        its R output channels."""
+        return _channel_panels(w, self.lib.ge_pixels_block())
+
+    def conv_direct_call(self, x: int, koff: np.ndarray, wp: np.ndarray, y: int, *, m, k, rows, width, pitch,
+                         ldy, wide, bias=None, z: int | None = None, act: Act | None = None,
+                         half_y: bool = False, pixels: bool = False, half_x: bool = False) -> PreparedCall:
+        """y[ch * ldy + oy * width + ox] = act(bias[ch] + z[...] + sum_k wp[k, ch] * x[koff[k] + oy * pitch
+        + ox]) for ch < m (the direct convolution of csrc/direct_conv.c, or with pixels that of
+        csrc/conv_pixels.c, its weights from pack_pixels; x, y, z are addresses), prepared.
+        half_y: y and z are float16; half_x: x is float16 (the pixels convolution only)."""
+        assert pixels or not half_x
+        args = ConvDirect(x, _addr(koff), _addr(wp), y, _addr(bias), z, k, m, rows, width, pitch, ldy,
+                          _activation(act), threads(), int(wide), (HALF_C if half_y else 0) | (HALF_B if half_x else 0))
+        return PreparedCall(self.lib.ge_conv_pixels if pixels else self.lib.ge_conv_direct, args, (koff, wp, bias))
+
+    def depthwise_call(self, x: int, w: np.ndarray, bias, y: int, *, channels, mult, spatial, out, kernel, strides,
+                       dilations, pads, act: Act | None = None, x_half: bool = False,
+                       half_y: bool = False) -> PreparedCall:
+        """The depthwise convolution of one batch item (csrc/depthwise.c): x (channels, *spatial) at address
+        x, float16 when x_half; y (channels * mult, *out) at address y, float16 when half_y; w (channels *
+        mult, kh * kw) and bias float32; pads: the two at the beginnings; prepared."""
+        args = Depthwise(x, w.ctypes.data, _addr(bias), y, channels, mult, *spatial, *out, *kernel, *strides,
+                         *dilations, *pads, _activation(act), threads(), int(x_half), HALF_C if half_y else 0)
+        return PreparedCall(self.lib.ge_depthwise, args, (w, bias))
+
+    def per_item_calls(self, calls: list[PreparedCall], items: int) -> list[PreparedCall]:
+        """Prepared calls of a batch's `items` (in item order; workspace-free kernels whose struct holds
+        a thread count: the direct, pixels and depthwise convolutions), as they should run: where the
+        items share out evenly over the threads, one job of the pool with a call per item (each
+        thread takes whole items, its share of the batch in every layer, so an image's layers stay on
+        the core that wrote their inputs, and no item's work is split: csrc/abi.h CallBatch); else
+        as they are, each split over the threads."""
+        n = threads()
+        if n < 2 or items < n or items % n or len(calls) < 2:
+            return calls
+        for call in calls:
+            call.keep[0].threads = 1  # each runs alone on its thread
+        fns = (_ptr * len(calls))(*(ctypes.cast(c.fn, _ptr).value for c in calls))
+        args = (_ptr * len(calls))(*(ctypes.addressof(c.keep[0]) for c in calls))
+        batch = CallBatch(ctypes.addressof(fns), ctypes.addressof(args), len(calls), n)
+        return [PreparedCall(self.lib.ge_call_batch, batch, (fns, args, tuple(calls)))]
+
+    def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
+        """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
+        return bool(self.lib.ge_max_pool_fits(ctypes.byref(_max_pool_args(0, 0, x_shape, y_shape, **window))))
+
+    def max_pool_call(self, x: np.ndarray, y: np.ndarray, **window) -> PreparedCall:
+        """A 2-D MaxPool of x (N, C, H, W) into y (N, C, OH, OW), both C-contiguous float32 or both
+        float16, prepared. window: kernel, strides, dilations, pads (at the beginnings), 2 ints each."""
+        assert x.dtype == y.dtype and x.dtype in (np.float32, np.float16)
+        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window, half=x.dtype == np.float16)
+        return PreparedCall(self.lib.ge_max_pool2d, args, (x, y))
+
+    def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
+        """phase_layout.PhaseLayout.fill(ph, x) for a 2-D layout (zeros outside x), prepared; a float16 x
+        is converted a row at a time as it is laid out."""
+        used = sum(1 << i for i in {r0 * lay.strides[1] + r1 for _, (r0, r1), _ in lay.taps})  # the phases read
+        x_half = x.dtype == np.float16
+        args = PhaseFill(x.ctypes.data, ph.ctypes.data, lay.nb * lay.c, *lay.spatial, *lay.strides, *lay.pb,
+                         *lay.sq, used, threads(), int(x_half))
+        return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
+
+    def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
+                  eps=0.0) -> PreparedCall:
+        """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
+        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (any length):
+        converted a row at a time, computed in float32, rounded once."""
+        half = x.dtype == np.float16
+        assert y.dtype == x.dtype
+        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
+                    int(half))
+        return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
+
+    def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
+                        z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
+        """The convolution in the blocked layout (csrc/nchwc.c; nchwc.py plans it): x, y, z float32 blocked
+        tensors, wp and bias packed; geometry: ConvNchwc's batch .. dw, in order; prepared."""
+        args = ConvNchwc(x.ctypes.data, wp.ctypes.data, bias.ctypes.data, _addr(z), y.ctypes.data, *geometry,
+                         _activation(act), threads())
+        return PreparedCall(self.lib.ge_nchwc_conv, args, (x, wp, bias, z, y))
+
+    def nchwc_depthwise_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *,
+                             geometry: tuple, z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
+        """The depthwise convolution in the blocked layout (csrc/nchwc_depthwise.c; nchwc.py plans it): x, y,
+        z float32 blocked tensors, wp and bias packed; geometry: DepthwiseNchwc's batch .. dw, in order;
+        prepared."""
+        args = DepthwiseNchwc(x.ctypes.data, wp.ctypes.data, bias.ctypes.data, _addr(z), y.ctypes.data, *geometry,
+                              _activation(act), threads())
+        return PreparedCall(self.lib.ge_nchwc_depthwise, args, (x, wp, bias, z, y))
+
+    def nchwc_reorder_call(self, x: np.ndarray, y: np.ndarray, batch: int, channels: int, plane: int,
+                           to_blocked: bool) -> PreparedCall:
+        """NCHW x into the blocked y (to_blocked), or the blocked x into NCHW y, float32, prepared."""
+        args = NchwcReorder(x.ctypes.data, y.ctypes.data, batch, channels, plane, int(to_blocked), threads())
+        return PreparedCall(self.lib.ge_nchwc_reorder, args, (x, y))
+
+    def nchwc_max_pool_call(self, x: np.ndarray, y: np.ndarray, window: tuple) -> PreparedCall:
+        """MaxPool of the blocked x into the blocked y (float32, nchwc_pool.c); window: NchwcMaxPool's
+        planes .. dw, in order; prepared."""
+        args = NchwcMaxPool(x.ctypes.data, y.ctypes.data, *window, threads())
+        return PreparedCall(self.lib.ge_nchwc_max_pool, args, (x, y))
+
+    def nchwc_mean_call(self, x: np.ndarray, y: np.ndarray, batch: int, channels: int, plane: int) -> PreparedCall:
+        """The plane means of the blocked x into NCHW y [batch][channels] (float32, nchwc_pool.c), prepared."""
+        args = NchwcMean(x.ctypes.data, y.ctypes.data, batch, channels, plane, threads())
+        return PreparedCall(self.lib.ge_nchwc_mean, args, (x, y))
+
+    def nchwc_scale_call(self, x: np.ndarray, scale: np.ndarray, y: np.ndarray, batch: int, channels: int,
+                         plane: int) -> PreparedCall:
+        """The blocked x times the NCHW gate scale [batch][channels] per channel into the blocked y (may be x;
+        float32, nchwc_pool.c), prepared."""
+        args = NchwcScale(x.ctypes.data, scale.ctypes.data, y.ctypes.data, batch, channels, plane, threads())
+        return PreparedCall(self.lib.ge_nchwc_scale, args, (x, scale, y))
+
+    def eltwise_call(self, dtype_code: int, n: int, operands: list, inner: np.ndarray, period: np.ndarray,
+                     code: np.ndarray, param: np.ndarray, n_regs: int, y: np.ndarray) -> PreparedCall:
+        """A fused elementwise chain over n elements of y (csrc/eltwise.c documents the program:
+        code int32 (ops, 4), param float64 (ops,), operands' addresses with their broadcast), prepared."""
+        ext = np.array([a.ctypes.data for a in operands] or [0], np.uint64)
+        args = Eltwise(n, dtype_code, len(operands), n_regs, len(param), ext.ctypes.data, inner.ctypes.data,
+                       period.ctypes.data, code.ctypes.data, param.ctypes.data, y.ctypes.data)
+        return PreparedCall(self.lib.ge_eltwise, args, (ext, inner, period, code, param, tuple(operands), y))
+
+    def unary_call(self, opcode: int, x: np.ndarray, y: np.ndarray) -> PreparedCall:
+        """y = op(x) for contiguous float32 or float16 x and y (float16: converted a block at a time,
+        computed in float32, rounded once), as eltwise.c's one-step chain, prepared."""
+        half = x.dtype == np.float16
+        assert y.dtype == x.dtype and x.size == y.size and x.dtype in (np.float16, np.float32)
+        code = np.array([opcode | (EW_ROUND if half else 0), 1, 0, 0], np.int32)
+        contiguous = np.zeros(1, np.int64)
+        return self.eltwise_call(EW_F16 if half else EW_F32, x.size, [x], contiguous, contiguous, code,
+                                 np.zeros(1), 2, y)
+
+    def binary_call(self, opcode: int, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> PreparedCall | None:
+        """y = a op b (EW_ADD..EW_DIV) with numpy's broadcasting, for contiguous float32 or float16
+        arrays of one dtype, as eltwise.c's one-step chain (an operand constant along runs of the
+        output, a squeeze-excite gate [N,C,1,1], in one vector loop per run), prepared; None when an
+        operand's broadcast is not one run of dims (broadcast_pattern)."""
+        half = y.dtype == np.float16
+        assert a.dtype == b.dtype == y.dtype and y.dtype in (np.float16, np.float32)
+        patterns = [broadcast_pattern(x.shape, y.shape) for x in (a, b)]
+        if None in patterns:
+            return None
+        inner, period = (np.array(p, np.int64) for p in zip(*patterns))
+        code = np.array([opcode | (EW_ROUND if half else 0), 2, 0, 1], np.int32)
+        return self.eltwise_call(EW_F16 if half else EW_F32, y.size, [a, b], inner, period, code, np.zeros(1), 3, y)
+
+    # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
+    def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Weights W (K, N) int8 or uint8 (any strides) into the int8 product's panels, uint8 ones as
+        w - 128; returns (panels, sums over K per column, int32)."""
+        k, n = w.shape
+        flip = w.dtype == np.uint8
+        w = np.ascontiguousarray(w)
+        out = aligned_empty(self.lib.ge_qgemm_packed_bytes(k, n), np.int8)
+        sums = np.empty(n, np.int32)
+        self.lib.ge_qgemm_pack(w.ctypes.data, n, k, n, int(flip), out.ctypes.data, sums.ctypes.data)
+        return out, sums
+
+    def qgemm_workspace_nbytes(self, k: int) -> int:
+        return self.lib.ge_qgemm_workspace_bytes(k, GEMM_SLOTS) + ALIGN
+
+    def qgemm_call(self, m, n, k, *, a: int, lda: int, c: int, ldc: int, out: "QOut", zu: int, zs, sum_s, ws,
+                   bp=None, b: int | None = None, koff=None, noff=None, b_flip=False, keep=()) -> PreparedCall:
+        """C[i * ldc + j] = out(sum_k (U - zu)(S - zs)) (csrc/qgemm.c): rows a (addresses), either
+        u8 activations over prepacked weights bp, or (bp None) s8 weights over the u8 (b_flip: int8)
+        activation gathered at b[koff[k] + noff[n]]; prepared. zs: int32 per weight index or None."""
+        ws_addr = ws.ctypes.data
+        args = QGemm(m, n, k, a, lda, int(bp is None), _addr(bp), b, _addr(koff), _addr(noff), int(b_flip), zu,
+                     _addr(zs), _addr(sum_s), c, ldc, out, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN)
+        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws) + tuple(keep))
+
+    def qdepthwise_workspace_nbytes(self, geometry: dict) -> int:
+        """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum)."""
+        args = QDepthwise(None, None, None, *(geometry[f] for f in _QDW_GEOMETRY), 0, 0, None, QOut(), 1, None)
+        return GEMM_SLOTS * self.lib.ge_qdepthwise_slot_bytes(ctypes.byref(args)) + ALIGN
+
+    def qdepthwise_call(self, x: int, w: np.ndarray, wsum: np.ndarray, y: int, *, geometry: dict, zx: int,
+                        x_flip: bool, out: "QOut", ws: np.ndarray, keep=()) -> PreparedCall:
+        """The int8 depthwise convolution of one batch item (csrc/qgemm.c), prepared. geometry: channels,
+        height, width, pt, pl (the begin pads), kh, kw, sh, sw, dh, dw, oh, ow."""
+        ws_addr = ws.ctypes.data
+        args = QDepthwise(x, w.ctypes.data, wsum.ctypes.data, *(geometry[f] for f in _QDW_GEOMETRY), zx,
+                          int(x_flip), y, out, threads(), ws_addr + -ws_addr % ALIGN)
+        return PreparedCall(self.lib.ge_qdepthwise, args, (w, wsum, ws) + tuple(keep))
+
+    def qadd_call(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, lo: int, hi: int) -> PreparedCall:
+        """QLinearAdd of two C-contiguous 8-bit tensors of one shape (its factors set on .keep[0])."""
+        args = QAdd(a.ctypes.data, b.ctypes.data, c.ctypes.data, c.size, 0.0, 0.0, 0.0, lo, hi,
+                    int(c.dtype == np.int8), threads())
+        return PreparedCall(self.lib.ge_qadd, args, (a, b, c))
+
+    def dynamic_quantize(self, x: np.ndarray, y: np.ndarray, scale: np.ndarray | None, zp: np.ndarray | None) -> None:
+        """DynamicQuantizeLinear of a C-contiguous float32 x into y (uint8), scale and zp (or None)."""
+        self.dynamic_quantize_call(x, y, scale, zp)()
+
+    def dynamic_quantize_call(self, x: np.ndarray, y: np.ndarray, scale: np.ndarray | None,
+                              zp: np.ndarray | None) -> Callable[[], None]:
+        """dynamic_quantize prepared: the addresses read once (the caller keeps the arrays alive)."""
+        return functools.partial(self.lib.ge_dynamic_quantize, x.ctypes.data, x.size, y.ctypes.data, _addr(scale),
+                                 _addr(zp))
+
+    def quantize(self, x: np.ndarray, y: np.ndarray, scale: float, zp: float, lo: int, hi: int) -> None:
+        """QuantizeLinear per tensor of a C-contiguous float32 x into y (int8 or uint8, C-contiguous)."""
+        self.lib.ge_quantize(x.ctypes.data, x.size, scale, zp, lo, hi, y.ctypes.data)
+
+    def gemm(self, m, n, k, c, ldc, **operands) -> None:
+        """One call (see call())."""
+        self.call(m, n, k, c, ldc, **operands).run()
+
+    def _works(self) -> bool:
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((37, 70), np.float32)
+        b = rng.standard_normal((70, 45), np.float32)
+        bias = rng.standard_normal(45).astype(np.float32)
+        c = np.empty((37, 45), np.float32)
+        ws = np.empty(self.workspace_nbytes(37, 45, 70, True, False), np.uint8)
+        self.gemm(37, 45, 70, c, 45, a=a, lda=70, bp=self.pack_b(b), bias_n=bias, act=Act(ACT_CLAMP, 0.0, 1.0), ws=ws)
+        ok = np.allclose(c, np.clip(a @ b + bias, 0, 1), rtol=1e-4, atol=1e-5)
+        koff = np.arange(70, dtype=np.int64) * 45
+        noff = np.arange(45, dtype=np.int64)
+        ws = np.empty(self.workspace_nbytes(37, 45, 70, False, True), np.uint8)
+        self.gemm(37, 45, 70, c, 45, ap=self.pack_a(a), b=b, koff=koff, noff=noff, ws=ws)
+        ok = ok and np.allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+        # the direct convolution, both tiles (register transposes): 37 channels of 45 pixels, a 1x1 conv of 70
+        for wide in (False, True):
+            self.conv_direct_call(b.ctypes.data, koff, self.pack_direct(a, wide), c.ctypes.data, m=37, k=70, rows=1,
+                                  width=45, pitch=45, ldy=45, wide=wide, bias=bias[:37].copy()).run()
+            ok = ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
+        self.conv_direct_call(b.ctypes.data, koff, self.pack_pixels(a), c.ctypes.data, m=37, k=70, rows=1, width=45,
+                              pitch=45, ldy=45, wide=False, bias=bias[:37].copy(), pixels=True).run()
+        return ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
+
+
+def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads, half=False) -> MaxPool2d:
+    (n, c, h, w), (oh, ow) = x_shape, y_shape[2:]
+    return MaxPool2d(x, y, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads(), int(half))
+
+
+def broadcast_pattern(shape: tuple, out: tuple) -> tuple[int, int] | None:
+    """(inner, period) of an operand of `shape` read at every element of `out` (csrc/abi.h's Eltwise):
+    (0, 0) contiguous, else element i reads operand[(i // inner) % period]; None when its dims that
+    vary are not one run."""
+    shape, out = tuple(shape), tuple(out)
+    if shape == out:
+        return 0, 0
+    shape = (1,) * (len(out) - len(shape)) + shape
+    varying = [d for d, (s, o) in enumerate(zip(shape, out)) if s != 1]
+    if not varying:
+        return 1, 1
+    first, last = varying[0], varying[-1]
+    if any(shape[d] != out[d] for d in range(first, last + 1)):
+        return None
+    return math.prod(out[last + 1:]), math.prod(out[first:last + 1])
+
+
+def _channel_panels(w: np.ndarray, size: int) -> np.ndarray:
+    """W (M, K) in panels of `size` rows, k-major inside (wp[p, k, j] = W[p * size + j, k], zeros past M)."""
+    (m, k), panels = w.shape, -(-w.shape[0] // size)
+    padded = np.zeros((panels * size, k), np.float32)
+    padded[:m] = w
+    out = aligned_empty(panels * k * size)
+    out.reshape(panels, k, size)[:] = padded.reshape(panels, size, k).transpose(0, 2, 1)
+    return out
+
+
+def _half_bits(**operands) -> int:
+    """The HALF_* bits of the float16 arrays among a GEMM's operands a, b, c, bias_n."""
+    bits = {"a": HALF_A, "b": HALF_B, "c": HALF_C, "bias_n": HALF_BIAS}
+    return sum(bits[k] for k, x in operands.items() if isinstance(x, np.ndarray) and x.dtype == np.float16)
+
+
+def _ptr_of(x):
+    if x is None or isinstance(x, int):
+        return x
+    return x.ctypes.data

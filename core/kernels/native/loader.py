@@ -1,0 +1,174 @@
+"""Finding and loading ge's native library: the levels built (native_levels.py), the CPU's features,
+the level to load (the best the CPU runs, or GE_NATIVE_LEVEL's; none with GE_NO_NATIVE=1), the
+library's argument structs checked against abi.py's and its self-test against numpy. Nothing here
+prints at import: a missing library is said once, at first use, and by status()."""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import logging
+import os
+import platform
+import warnings
+
+from .. import native_levels
+from ..native_levels import Level
+from .abi import STRUCTS, AbiEntry
+from .binding import Native
+
+def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:
+    """How the library's argument structs differ from the ctypes classes (empty: they agree):
+    each struct's size and each field's offset and size, by name, both ways."""
+    get_layout = lib.ge_abi_layout
+    get_layout.argtypes, get_layout.restype = [], ctypes.POINTER(AbiEntry)
+    table = get_layout()
+    c_layout: dict[str, dict] = {}  # struct -> {None: size, field: (offset, size)}
+    for i in range(10_000):
+        row = table[i]
+        if row.type is None:
+            break
+        c_layout.setdefault(row.type.decode(), {})[row.field.decode() if row.field else None] = \
+            row.size if row.field is None else (row.offset, row.size)
+    problems = []
+    for cls in STRUCTS if structs is None else structs:
+        name = cls.__name__
+        c = c_layout.get(name)
+        if c is None:
+            problems.append(f"{name}: not in the library's layout table")
+            continue
+        if c.get(None) != ctypes.sizeof(cls):
+            problems.append(f"{name}: size {c.get(None)} in C, {ctypes.sizeof(cls)} in ctypes")
+        py = {f: (getattr(cls, f).offset, getattr(cls, f).size) for f, *_ in cls._fields_}
+        for f in sorted(set(py) | set(c) - {None}):
+            if c.get(f) != py.get(f):
+                problems.append(f"{name}.{f}: (offset, size) {c.get(f)} in C, {py.get(f)} in ctypes")
+    return problems
+
+
+_KERNELS = __package__.rpartition(".")[0]  # the libraries are ge.core.kernels._native_<level>
+
+
+class Unavailable(Exception):
+    """Why ge's native kernels are not used (the numpy plans run instead)."""
+
+
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's features as Linux's /proc/cpuinfo names them (x86's "flags", arm's "Features"), or
+    None where there is no /proc/cpuinfo to read them from."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        return None
+    return frozenset()
+
+
+def built_levels() -> dict[str, str]:
+    """The levels of this architecture whose library is built (setup.py), worst first: name -> path."""
+    found = {}
+    for level in native_levels.levels_for(platform.machine()):
+        spec = importlib.util.find_spec(f"{_KERNELS}._native_{level.name}")
+        if spec is not None and spec.origin:
+            found[level.name] = spec.origin
+    return found
+
+
+def choose_level(levels, built, flags: frozenset[str] | None, asked: str | None = None) -> tuple[Level, str]:
+    """The level to load among `levels` (worst first) of those `built`, on a CPU with `flags` (None:
+    unknown), and why it; `asked`: GE_NATIVE_LEVEL's. Raises Unavailable when none fits."""
+    names = [lv.name for lv in levels]
+    if asked:
+        level = next((lv for lv in levels if lv.name == asked), None)
+        if level is None:
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked} is not a level of this machine ({', '.join(names)})")
+        if asked not in built:
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: its library is not built")
+        if flags is not None and not level.needs <= flags:
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: this CPU lacks {' '.join(sorted(level.needs - flags))}")
+        return level, f"GE_NATIVE_LEVEL={asked}"
+    if not built:
+        raise Unavailable("the native kernels are not built (no C compiler at install?)")
+    if flags is None:  # only the baseline is safe to run blind
+        if levels[0].name not in built:
+            raise Unavailable(f"CPU features unknown (no /proc/cpuinfo) and the baseline level {names[0]} not built")
+        return levels[0], "the baseline: CPU features unknown (no /proc/cpuinfo)"
+    runnable = [lv for lv in levels if lv.name in built and lv.needs <= flags]
+    if not runnable:
+        first = next(lv for lv in levels if lv.name in built)
+        raise Unavailable(f"this CPU lacks what the built levels need ({first.name}: "
+                          f"{' '.join(sorted(first.needs - flags))})")
+    return runnable[-1], f"the best of {' '.join(lv.name for lv in levels if lv.name in built)} this CPU runs"
+
+
+_NATIVE: Native | None | bool = False
+_STATUS = ""
+_log = logging.getLogger("ge.native")
+
+
+def load(path: str) -> Native:
+    """The library at `path` as a Native; Unavailable (why) when its ABI differs from this module's
+    structs, a symbol is missing, or it fails its self-test."""
+    name = os.path.basename(path).split(".")[0]
+    try:
+        lib = ctypes.CDLL(path)
+        problems = abi_mismatches(lib)
+        if problems:
+            raise Unavailable(f"{name} refused: its argument structs differ from the binding's (native/abi.py): {'; '.join(problems)}")
+        candidate = Native(lib)
+    except (OSError, AttributeError) as exc:
+        raise Unavailable(f"{name} unusable: {exc}") from None
+    if not candidate._works():
+        raise Unavailable(f"{name} refused: it fails its self-test against numpy")
+    return candidate
+
+
+def load_level(name: str) -> Native:
+    """The library of level `name` (native_levels.py), as a Native, if it is built and this CPU runs it
+    (Unavailable: why not)."""
+    level, _ = choose_level(native_levels.levels_for(platform.machine()), built_levels(), cpu_flags(), name)
+    return load(built_levels()[level.name])
+
+
+def _select() -> tuple[Native | None, str]:
+    if os.environ.get("GE_NO_NATIVE"):
+        _log.debug("native kernels off (GE_NO_NATIVE): numpy plans used")
+        return None, "numpy fallback: GE_NO_NATIVE is set"
+    built = built_levels()
+    warn_if_not_built(built)
+    try:
+        level, why = choose_level(native_levels.levels_for(platform.machine()), built, cpu_flags(),
+                                  os.environ.get("GE_NATIVE_LEVEL"))
+        lib = load(built[level.name])
+    except Unavailable as exc:
+        _log.debug("native kernels refused, numpy plans used: %s", exc)
+        return None, f"numpy fallback: {exc}"
+    return lib, f"native {level.name} ({lib.isa}), {why}"
+
+
+def native() -> Native | None:
+    """ge's native kernels at the best level this CPU runs (or GE_NATIVE_LEVEL's), or None when they
+    are not built, turned off (GE_NO_NATIVE=1), do not match this module's ABI or fail their
+    self-test (status() says which). Kernels do not call this: they take the Backend they are given
+    (backend.py)."""
+    global _NATIVE, _STATUS
+    if _NATIVE is False:
+        _NATIVE, _STATUS = _select()
+    return _NATIVE
+
+
+def status() -> str:
+    """What runs ge's kernels, for `ge --version` and `ge run --verbose`: the native level and its
+    instruction sets, or the numpy fallback and why."""
+    native()
+    return _STATUS
+
+
+def warn_if_not_built(built: dict | None = None) -> None:
+    """Said once, at first use: an install without a C compiler runs, but every kernel several times slower."""
+    if not (built_levels() if built is None else built):
+        warnings.warn("ge: the native kernels are not built (no C compiler when ge was installed?): every kernel "
+                      "runs its numpy plan, several times slower; reinstall ge where a C compiler is found",
+                      RuntimeWarning, stacklevel=2)
