@@ -1,5 +1,6 @@
 """A deployed runtime has no ATC in it: `ge run` of a static, gear, range or hybrid OM imports
-neither ge.core.compile nor ge.core.passes (issue 13)."""
+neither ge.core.compile nor ge.core.passes (issue 13), nor onnx: what the runtime needs of an op's
+schema is in the OM and the generated attribute table."""
 import json
 import subprocess
 import sys
@@ -17,8 +18,9 @@ try:
     main(sys.argv[1:])
 except SystemExit as e:
     code = e.code
-compiler = sorted(m for m in sys.modules if m.startswith(("ge.core.compile", "ge.core.passes")))
-print(json.dumps({"code": code, "compiler": compiler}))
+compiler = sorted(m for m in sys.modules if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx")))
+onnx = sorted(m for m in sys.modules if m == "onnx" or m.startswith("onnx."))
+print(json.dumps({"code": code, "compiler": compiler, "onnx": onnx}))
 """
 
 
@@ -30,7 +32,7 @@ def bert_path(samples, tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", ["static", "gears", "range", "hybrid"])
-def test_ge_run_imports_no_compiler(bert_path, tmp_path, kind):
+def test_ge_run_imports_no_compiler_nor_onnx(bert_path, tmp_path, kind):
     spec = {"static": "input_ids:2,8;attention_mask:2,8", "gears": "input_ids:-1,8;attention_mask:-1,8",
             "range": "input_ids:1~4,1~8;attention_mask:1~4,1~8", "hybrid": "input_ids:-1,-1;attention_mask:-1,-1"}[kind]
     dynamic = {"dynamic_batch_size": "1,2"} if kind == "gears" else {}
@@ -45,9 +47,10 @@ def test_ge_run_imports_no_compiler(bert_path, tmp_path, kind):
     probe = json.loads(r.stdout.strip().splitlines()[-1])
     assert probe["code"] in (0, None), r.stderr
     assert probe["compiler"] == []
+    assert probe["onnx"] == []
 
 
-def test_ge_run_of_control_flow_imports_no_compiler(tmp_path):
+def test_ge_run_of_control_flow_imports_no_compiler_nor_onnx(tmp_path):
     """A Scan over a static body: its subgraph and submodel load and run without the compiler."""
     from onnx import TensorProto, helper
     F = TensorProto.FLOAT
@@ -65,3 +68,4 @@ def test_ge_run_of_control_flow_imports_no_compiler(tmp_path):
     probe = json.loads(r.stdout.strip().splitlines()[-1])
     assert probe["code"] in (0, None), r.stderr
     assert probe["compiler"] == []
+    assert probe["onnx"] == []
