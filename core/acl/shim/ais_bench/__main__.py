@@ -1,0 +1,6 @@
+"""python3 -m ais_bench ... (ge.core.acl.ais_bench.cli)."""
+import sys
+
+from ge.core.acl.ais_bench.cli import main
+
+sys.exit(main())
