@@ -310,6 +310,20 @@ def time_shapes(model_id: int, spec: str, loop: int = 1, warmup: int = 0, data_t
     return rows
 
 
+def profiler_and_dump(base: str, profiler: bool = False, dump: bool = False,
+                      acl_json_path: str | None = None) -> tuple[str | None, str | None]:
+    """Where --profiler / --dump write (BASE/profiler, BASE/dump as msame and ais_bench), or the
+    folders an acl.json names (--acl_json_path); None for each that is off."""
+    profiler_dir = os.path.join(base, "profiler") if profiler else None
+    dump_dir = os.path.join(base, "dump") if dump else None
+    if acl_json_path:
+        cfg = read_acl_json(acl_json_path)
+        profiler_dir, dump_dir = cfg["profiler"] or profiler_dir, cfg["dump"] or dump_dir
+        if profiler_dir and dump_dir:
+            raise GeError(f"{acl_json_path}: profiler and dump cannot both be on (one per run)")
+    return profiler_dir, dump_dir
+
+
 def read_acl_json(path: str) -> dict:
     """The profiler and dump settings of an acl.json (ais_bench --acl_json_path, msame's ./acl.json):
     {"profiler": output folder or None, "dump": dump folder or None}. Other keys are ignored."""

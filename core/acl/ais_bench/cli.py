@@ -9,13 +9,20 @@ docs/ais_bench.md lists every option.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import math
+import multiprocessing
+import os
 import sys
+import time
 import traceback
+from concurrent.futures import ProcessPoolExecutor
 
 from ...errors import GeError
 from ...ge_model import TensorDesc
-from ...api import dataset, inference
+from ...api import dataset, inference, profiling
+from ....formats.tensors import write_text
 from . import files
 from .interface import InferSession, MemorySummary
 from .log import logger
@@ -53,7 +60,8 @@ def check_device_range_valid(value):
     ids = [int(v) for v in value.split(",")]
     for i in ids:
         if not 0 <= i <= MAX_DEVICE_ID:
-            raise argparse.ArgumentTypeError(f"device:{value} is invalid. valid value range is [0, {MAX_DEVICE_ID}]")
+            where = f"{i} of device:{value}" if "," in value else f"device:{value}"
+            raise argparse.ArgumentTypeError(f"{where} is invalid. valid value range is [0, {MAX_DEVICE_ID}]")
     return ids if "," in value else ids[0]
 
 
@@ -115,6 +123,8 @@ def main(argv=None) -> int:
         check(args)
         if args.dym_shape_range and not args.dym_shape:
             shape_range_run(args)
+        elif isinstance(args.device, list):
+            multidevice_run(args)
         else:
             infer_run(args)
     except GeError as e:
@@ -139,15 +149,9 @@ def check(args) -> None:
     for name, why in inference.REFUSED.items():
         if getattr(args, name):
             raise GeError(why.format(getattr(args, name)))
-    for name, on in (("profiler", args.profiler), ("dump", args.dump), ("acl_json_path", args.acl_json_path)):
-        if on:
-            raise GeError(f"--{name}: ais_bench hands it to the NPU's msprof or an acl.json; ge profiles and dumps "
-                          f"with `ge run` (the same line, with ge run in place of python3 -m ais_bench)")
-    if args.dump_npy:
-        raise GeError("--dump_npy converts --dump's files, which this command does not write (use ge run --dump true)")
-    if isinstance(args.device, list):
-        raise GeError(f"--device {','.join(map(str, args.device))}: multi-device runs (a process per device) are not "
-                      "supported here; run one python3 -m ais_bench per device")
+    if args.profiler and args.warmup_count and args.input is not None:
+        logger.info("profiler mode with input change warmup_count to 0")
+        args.warmup_count = 0
 
 
 def init_inference_session(args) -> InferSession:
@@ -191,7 +195,8 @@ def get_batchsize(session: InferSession, args) -> int:
     return batch
 
 
-def infer_run(args) -> None:
+def infer_run(args) -> float:
+    """One device's run; its throughput."""
     if args.debug:
         logger.setLevel(logging.DEBUG)
     session = init_inference_session(args)
@@ -200,15 +205,18 @@ def infer_run(args) -> None:
         if args.output is not None:
             output_prefix = inference.output_folder(args.output, args.output_dirname, time_format=TIME_FORMAT)
             logger.info(f"output path:{output_prefix}")
+        observe = _Observer(session, *inference.profiler_and_dump(args.output or ".", args.profiler, args.dump,
+                                                                  args.acl_json_path))
         summary = Summary()
         if args.input:
-            _files_run(session, args, summary, output_prefix)
+            _files_run(session, args, summary, output_prefix, observe)
         else:
-            _pure_run(session, args, summary, output_prefix)
+            _pure_run(session, args, summary, output_prefix, observe)
+        observe.finish()
         summary.npu_compute_time_list = list(session.summary().exec_time_list)
         summary.h2d_latency_list = MemorySummary.get_h2d_time_list()
         summary.d2h_latency_list = MemorySummary.get_d2h_time_list()
-        summary.report(args.batchsize, output_prefix, sys.argv, args.display_all_summary)
+        return summary.report(args.batchsize, output_prefix, sys.argv, args.display_all_summary)["throughput"]
     finally:
         model_id = session.session.model_id
         session.free_resource()
@@ -226,7 +234,34 @@ def _warmup(session: InferSession, args, inputs, auto) -> None:
     logger.info(f"warm up {args.warmup_count} done")
 
 
-def _pure_run(session: InferSession, args, summary: Summary, output_prefix) -> None:
+class _Observer:
+    """--profiler / --dump (or an acl.json's): after each execution, a traced run of its inputs
+    (one Chrome trace, PROFILER/<om>_trace.json) or every op's outputs (DUMP/<stem>/)."""
+
+    def __init__(self, session: InferSession, profiler_dir: str | None, dump_dir: str | None):
+        self.model_id = session.session.model_id
+        self.om_name = os.path.splitext(os.path.basename(session.model_path))[0]
+        self.profiler_dir, self.dump_dir = profiler_dir, dump_dir
+        self.events: list[dict] = []
+        self.origin = time.perf_counter()
+
+    def __call__(self, inputs, stem: str) -> None:
+        if self.profiler_dir:
+            trace = profiling.profile(self.model_id, inputs, runs=1, warmup=0, origin=self.origin)
+            self.events += [dict(e, args=dict(e["args"], sample=stem)) for e in trace["traceEvents"] if e["ph"] == "X"]
+        if self.dump_dir:
+            profiling.dump(self.model_id, inputs, os.path.join(self.dump_dir, stem))
+
+    def finish(self) -> None:
+        if self.profiler_dir:
+            path = os.path.join(self.profiler_dir, f"{self.om_name}_trace.json")
+            write_text(path, json.dumps({"traceEvents": profiling.trace_meta() + self.events}) + "\n")
+            logger.info(f"profiler trace:{path}")
+        if self.dump_dir:
+            logger.info(f"dump path:{self.dump_dir}")
+
+
+def _pure_run(session: InferSession, args, summary: Summary, output_prefix, observe: _Observer) -> None:
     """No --input: zeros or random data of the inputs' shapes (ais_bench's pure inference)."""
     descs = session.get_inputs()
     shapes = session.session.input_shapes()
@@ -238,12 +273,13 @@ def _pure_run(session: InferSession, args, summary: Summary, output_prefix) -> N
                                         args.pure_data_type)
     _warmup(session, args, inputs, lambda _: None)
     outputs = session.run(inputs, out_array=True)
+    observe(inputs, files.PURE_INFER_STEM)
     if output_prefix is not None:
         written = files.write_outputs(outputs, output_prefix, files.PURE_INFER_STEM, args.outfmt)
         summary.add_sample(0, [files.PURE_INFER_STEM] * len(descs), written)
 
 
-def _files_run(session: InferSession, args, summary: Summary, output_prefix) -> None:
+def _files_run(session: InferSession, args, summary: Summary, output_prefix, observe: _Observer) -> None:
     """Every execution of the --input files, outputs split back per sample (the padding's dropped)."""
     descs = session.get_inputs()
     samples = files.samples(args.input.split(","), [d.name for d in descs])
@@ -266,6 +302,7 @@ def _files_run(session: InferSession, args, summary: Summary, output_prefix) -> 
         if auto:
             summary.batchsizes.append(inputs[0].shape[0] if inputs[0].ndim else 1)
         outputs = session.run(inputs, out_array=True)
+        observe(inputs, group[0].stem)
         if output_prefix is None:
             continue
         for k, per_sample in enumerate(dataset.split_outputs(outputs, len(group), per_batch,
@@ -287,3 +324,43 @@ def shape_range_run(args) -> None:
         logger.info(f"dymShape:{r['shape']} NPU_compute_time.mean:{r['mean_ms']} throughput:{r['throughput']}")
     best = max(rows, key=lambda r: r["throughput"])
     logger.info(f"the best shape:{best['shape']} throughput:{best['throughput']}")
+
+
+def multidevice_run(args) -> None:
+    """--device 0,1,...: a process per device, each on its share of the input files, its outputs in
+    <output>/<dirname>/device<N>/ (ais_bench's split and layout); every device's throughput and their sum."""
+    devices = args.device
+    splits = _split_inputs(args, len(devices)) if args.input else [None] * len(devices)
+    dirname = args.output_dirname or time.strftime(TIME_FORMAT)
+    jobs = [argparse.Namespace(**{**vars(args), "device": d, "input": splits[i],
+                                  "output_dirname": os.path.join(dirname, f"device{d}")})
+            for i, d in enumerate(devices)]
+    logger.info(f"multidevice:{devices} run begin")
+    with ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(_timed_run, jobs))
+    for i, (throughput, start, end) in enumerate(results):
+        print(f"i:{i} device_{devices[i]} throughput:{throughput} start_time:{start} end_time:{end}")
+    logger.info(f"summary throughput:{sum(r[0] for r in results)}")
+
+
+def _timed_run(args) -> tuple[float, float, float]:
+    start = time.time()
+    return infer_run(args), start, time.time()
+
+
+def _split_inputs(args, jobs: int) -> list[str]:
+    """ais_bench's split of --input over `jobs` devices: each input's files in `jobs` consecutive
+    parts, device j taking part j of every input (as a comma list of files)."""
+    inputs = args.input.split(",")
+    listed = inputs if os.path.isfile(inputs[0]) else [f for d in inputs for f in files.folder_files(d)]
+    session = InferSession(args.device[0], args.model, None, args.debug, 1)
+    n = len(session.get_inputs())
+    session.free_resource()
+    per_input = math.ceil(len(listed) / n)
+    shares: list[list[str]] = [[] for _ in range(jobs)]
+    for k in range(0, len(listed), per_input):
+        chunk = listed[k:k + per_input]
+        size = math.ceil(len(chunk) / jobs)
+        for j in range(jobs):
+            shares[j] += chunk[j * size:(j + 1) * size]
+    return [",".join(share) for share in shares]

@@ -175,6 +175,55 @@ def test_same_numbers_as_ge_run_in_its_msame_layout(models, ais_bench, tmp_path,
             np.testing.assert_array_equal(ais, msame)
 
 
+def test_device_list_splits_the_samples_over_devices(models, ais_bench, tmp_path):
+    samples = preprocess(tmp_path / "prep", 5)
+    r = ais_bench("--model", models.om["static"], "--input", "prep", "--output", "out", "--output_dirname", "md",
+                  "--device", "0,1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    shares = {d: sorted(os.listdir(tmp_path / "out/md" / d)) for d in ("device0", "device1")}
+    assert shares == {"device0": [f"sample_{i}_{k}.bin" for i in range(3) for k in (0, 1)],
+                      "device1": [f"sample_{i}_{k}.bin" for i in (3, 4) for k in (0, 1)]}
+    for stem, x in samples.items():
+        device = "device0" if int(stem[-1]) < 3 else "device1"
+        got = np.fromfile(tmp_path / "out/md" / device / f"{stem}_1.bin", np.float32).reshape(1, 5)
+        np.testing.assert_allclose(got, models.conv(x)[1], **TOL)
+    assert sorted(n for n in os.listdir(tmp_path / "out/md") if n.endswith(".json")) == [
+        "device0_summary.json", "device1_summary.json"]
+    assert re.search(r"i:1 device_1 throughput:[0-9.]+ start_time", r.stdout) and "summary throughput:" in r.stdout
+
+
+def test_profiler_and_dump(models, ais_bench, tmp_path):
+    x = preprocess(tmp_path / "prep", 1)["sample_0"]
+    r = ais_bench("--model", models.om["static"], "--input", "prep", "--output", "p", "--profiler", "true",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "[INFO] profiler mode with input change warmup_count to 0" in r.stdout
+    trace = json.loads((tmp_path / "p/profiler/static_trace.json").read_text())
+    assert {e["args"]["sample"] for e in trace["traceEvents"] if e["ph"] == "X"} == {"sample_0"}
+    r = ais_bench("--model", models.om["static"], "--input", "prep", "--output", "d", "--dump", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    dumped = sorted(os.listdir(tmp_path / "d/dump/sample_0"))
+    assert dumped[0].startswith("0000_Conv") and len(dumped) >= 3
+    softmax = next(f for f in dumped if "Softmax" in f)
+    np.testing.assert_allclose(np.load(tmp_path / "d/dump/sample_0" / softmax), models.conv(x)[1], **TOL)
+
+
+def test_dym_shape_range_names_the_best_shape(models, ais_bench):
+    r = ais_bench("--model", models.om["range"], "--dymShape_range", "x:1~2,3,8,8")
+    assert r.returncode == 0, r.stderr
+    assert "[INFO] dymShape:x:1,3,8,8 " in r.stdout and "[INFO] dymShape:x:2,3,8,8 " in r.stdout
+    assert re.search(r"\[INFO\] the best shape:x:[12],3,8,8 throughput:", r.stdout)
+
+
+def test_output_dir_is_a_prefix_of_output_dirname(models, ais_bench, tmp_path):
+    """argparse takes a unique prefix, as ais_bench's does: zoo lines write --output_dir."""
+    preprocess(tmp_path / "prep", 1)
+    r = ais_bench("--model", models.om["static"], "--input", "prep", "--output", "o", "--output_dir", "bs1",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(tmp_path / "o/bs1")) == ["sample_0_0.bin", "sample_0_1.bin"]
+
+
 @pytest.fixture
 def ge_cli():
     from click.testing import CliRunner
@@ -194,6 +243,7 @@ def ge_cli():
     (("--model", "m.om", "--outfmt", "CSV"), "error: argument --outfmt: invalid choice: 'CSV'"),
     (("--model", "m.om", "--loop", "0"), "error: argument --loop/-l: 0 is an invalid positive int value"),
     (("--model", "m.om", "--device", "300"), "device:300 is invalid. valid value range is [0, 255]"),
+    (("--model", "m.om", "--device", "0,300"), "300 of device:0,300 is invalid. valid value range is [0, 255]"),
     (("--model", "m.om", "--debug", "maybe"), "Boolean value expected true, 1, false, 0 with case insensitive."),
     (("--input", "x"), "error: the following arguments are required: --model/-m"),
 ])
@@ -211,11 +261,10 @@ def test_argparse_refusals(args, message, capsys):
                                 "parameter --output!"),
     (("--profiler", "1", "--dump", "1", "--output", "o"), "parameter --profiler cannot be true at the same time as "
                                                           "parameter --dump, please check them!"),
-    (("--device", "0,1"), "--device 0,1: multi-device runs (a process per device) are not supported here; run one "
-                          "python3 -m ais_bench per device"),
     (("--aipp_config", "a.config"), "--aipp_config: dynamic AIPP (parameters set at run time) is not supported; "
                                     "compile static AIPP into the model with ge atc --insert_op_conf"),
     (("--thread", "2"), "need to set --pipeline when setting thread number to be more than one."),
+    (("--dump", "1"), "when dump or profiler, miss output path, please check them!"),
     (("--input", "A"), "Invalid args. args input dir num:1 not equal to model inputs num:2 (a, b)"),
     (("--input", "nowhere"), "Invalid args. nowhere of --input is invalid"),
     (("--input", "A,B"), "the input folders hold different numbers of files (A: 2, B: 1): one file per sample in each"),
