@@ -175,7 +175,7 @@ class Tensor:
         return t
 
     def to_device(self, device_id: int) -> None:
-        self._device = _device_id(device_id)
+        self._device = check_device_id(device_id)
 
     def to_host(self) -> None:
         self._device = -1
@@ -210,7 +210,7 @@ class Tensor:
         return f"<Tensor>\nshape:\t{self.shape}\ndtype:\t{self.dtype}\ndevice:\t{self._device}"
 
 
-def _device_id(device_id) -> int:
+def check_device_id(device_id) -> int:
     if isinstance(device_id, bool) or not isinstance(device_id, (int, np.integer)) or \
             not 0 <= int(device_id) <= MAX_DEVICE_ID:
         raise AclRuntimeError(f"device:{device_id} is invalid. valid value range is [0, {MAX_DEVICE_ID}]")
@@ -227,7 +227,7 @@ class InferenceSession:
     @_runtime_errors
     def __init__(self, model_path: str, device_id: int, options: session_options | None = None):
         self._options = options if options is not None else session_options()
-        self.device_id = _device_id(device_id)
+        self.device_id = check_device_id(device_id)
         self.model_path = os.fspath(model_path)
         self.model_id = api.load_from_file(self.model_path, device=device_name(self.device_id))
         self.model = api.model(self.model_id)

@@ -178,6 +178,7 @@ def init_inference_session(args) -> InferSession:
         logger.info(f"try get model batchsize:{args.batchsize}")
     if args.output_size is not None:
         session.set_custom_outsize(inference.parse_output_sizes(args.output_size))
+    logger.debug(f"session info:{session.session}")
     return session
 
 
@@ -197,8 +198,7 @@ def get_batchsize(session: InferSession, args) -> int:
 
 def infer_run(args) -> float:
     """One device's run; its throughput."""
-    if args.debug:
-        logger.setLevel(logging.DEBUG)
+    logger.setLevel(logging.DEBUG if args.debug else logging.INFO)
     session = init_inference_session(args)
     try:
         output_prefix = None

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import aclruntime
-from ..aclruntime import AclRuntimeError, InferenceSession, Tensor, _device_id, session_options
+from ..aclruntime import AclRuntimeError, InferenceSession, Tensor, check_device_id, session_options
 from ...api.inference import read_acl_json
 
 MODES = ("static", "dymbatch", "dymhw", "dymdims", "dymshape")
@@ -31,7 +31,7 @@ DEFAULT_CUSTOM_SIZE = 100000  # ais_bench's default output buffer bytes of a dym
 class InferSession:
     def __init__(self, device_id: int, model_path: str, acl_json_path: str | None = None, debug: bool = False,
                  loop: int = 1):
-        _device_id(device_id)
+        check_device_id(device_id)
         if isinstance(loop, bool) or not isinstance(loop, (int, np.integer)) or loop < 1:
             raise AclRuntimeError(f"loop:{loop} is invalid: a positive integer")
         if not os.path.isfile(model_path):
