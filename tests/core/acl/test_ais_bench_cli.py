@@ -280,3 +280,32 @@ def test_run_refusals(models, ais_bench, tmp_path, args, message):
     r = ais_bench("--model", models.om["two"], *args, cwd=tmp_path)
     assert r.returncode == 1 and r.stderr == f"[ERROR] {message}\n"
     assert not os.path.exists(tmp_path / "o")
+
+
+PROBE = """
+import json, runpy, sys
+import numpy as np
+from ais_bench.infer.interface import InferSession
+for path, mode, shape in json.loads(sys.argv[1]):
+    InferSession(0, path).infer([np.zeros(shape, np.float32)], mode=mode, custom_sizes=1000)
+sys.argv = ["ais_bench", "--model", json.loads(sys.argv[1])[0][0]]
+try:
+    runpy.run_module("ais_bench", run_name="__main__")
+except SystemExit as e:
+    assert e.code == 0, e.code
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx")))))
+"""
+
+
+def test_a_deployed_runtime_imports_no_compiler(models, tmp_path):
+    """InferSession scripts and the command line load and run OMs without ATC (issue 13's rule)."""
+    import subprocess
+    import sys
+
+    from ge.core.acl import shim_path
+    runs = [(models.om["static"], "static", [1, 3, 8, 8]), (models.om["gears"], "dymbatch", [2, 3, 8, 8]),
+            (models.om["range"], "dymshape", [3, 3, 8, 8]), (models.om["unknown"], "dymshape", [1, 3, 5, 5])]
+    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(runs)], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=shim_path()), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == []
