@@ -161,22 +161,8 @@ def run(input_files, device, summary_json, as_json, **opts):
 
 RUN_OPTIONS = {f.name for f in fields(RunOptions)}
 
-#: options nothing here can honour, and why (the option's value fills {})
-REFUSED = {
-    "aipp_config": "--aipp_config: dynamic AIPP (parameters set at run time) is not supported; compile static AIPP "
-                   "into the model with ge atc --insert_op_conf",
-    "energy_consumption": "--energy_consumption: there is no NPU power sensor to read (ais_bench reads npu-smi); ge "
-                          "runs on the CPU or a simulated NPU",
-    "backend": "--backend {}: ais_bench's backend runs another engine (trtexec: TensorRT); ge runs the OM itself",
-    "perf": "--perf: trtexec's per-layer report belongs to ais_bench's trtexec backend; ge's per-op profile is "
-            "--profiler true",
-    "divide_input": "--divide_input: splitting inputs across several devices needs a multi-device run, which ge does "
-                    "not do (one simulated NPU per process)",
-}
-
-
 def _refuse(opts: dict, device: str) -> None:
-    for name, why in REFUSED.items():
+    for name, why in inference.REFUSED.items():
         if opts[name]:
             raise GeError(why.format(opts[name]))
     if "," in device:

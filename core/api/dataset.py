@@ -40,18 +40,7 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
     the model stops the run with an error naming the file; its outputs are not written."""
     m = model(model_id)
     samples = discover(list(paths), [d.name for d in m.inputs])
-    dynamic = descs is None and any(d < 0 for desc in m.inputs for d in desc.shape)
-    descs = list(descs or m.inputs)
-    per_batch = 1 if dynamic else files_per_batch(samples[0].files, descs)
-    part = [TensorDesc(d.name, d.dtype, (d.shape[0] // per_batch, *d.shape[1:]), 0) for d in descs]
-
-    def load(group) -> list[np.ndarray]:
-        if per_batch == 1:
-            return load_inputs(list(group[0].files), file_descs(m.inputs, group[0].files) if dynamic else descs)
-        loaded = [load_inputs(list(s.files), part) for s in group + group[:1] * (per_batch - len(group))]
-        return [np.concatenate([x[j] for x in loaded], axis=0) for j in range(len(descs))]
-
-    groups = [samples[i:i + per_batch] for i in range(0, len(samples), per_batch)]
+    per_batch, groups, load = batched(m.inputs, samples, descs)
     written, latencies, stats, events = [], [], [], []
     start = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="ge-prefetch") if prefetch else nullcontext() as pool:
@@ -74,7 +63,7 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
             stats.append(dict(getattr(getattr(m, "default_context", None), "stats", None) or {}, run=g))
             if check_outputs is not None:
                 check_outputs(outputs)
-            for k, per_sample in enumerate(_split(outputs, len(group), per_batch, output_batch_axis)):
+            for k, per_sample in enumerate(split_outputs(outputs, len(group), per_batch, output_batch_axis)):
                 written.append(save_outputs(per_sample, output_dir, group[k].stem, fmt))
             if progress is not None:
                 progress(g * per_batch + len(group), len(samples), group[-1].stem)
@@ -83,6 +72,24 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
             "throughput": len(samples) / seconds if seconds else 0.0, "compute_ms": sum(latencies),
             "latency_ms": latencies, "stats": stats, "outputs": written,
             **({"trace": profiling.trace_meta() + events, "ops": profiling.op_table(events)} if profile else {})}
+
+
+def batched(model_inputs, samples, descs=None):
+    """How a dataset's samples go to executions: (files per execution, the groups of samples each
+    execution takes, load(group) -> that execution's input arrays). `descs` as run_dataset's; a
+    group shorter than files per execution (the last) is padded with its first sample."""
+    dynamic = descs is None and any(d < 0 for desc in model_inputs for d in desc.shape)
+    descs = list(descs or model_inputs)
+    per_batch = 1 if dynamic else files_per_batch(samples[0].files, descs)
+    part = [TensorDesc(d.name, d.dtype, (d.shape[0] // per_batch, *d.shape[1:]), 0) for d in descs]
+
+    def load(group) -> list[np.ndarray]:
+        if per_batch == 1:
+            return load_inputs(list(group[0].files), file_descs(model_inputs, group[0].files) if dynamic else descs)
+        loaded = [load_inputs(list(s.files), part) for s in group + group[:1] * (per_batch - len(group))]
+        return [np.concatenate([x[j] for x in loaded], axis=0) for j in range(len(descs))]
+
+    return per_batch, [samples[i:i + per_batch] for i in range(0, len(samples), per_batch)], load
 
 
 def files_per_batch(files, descs) -> int:
@@ -111,7 +118,7 @@ def _file_nbytes(path: str, desc) -> int | None:
     return None
 
 
-def _split(outputs, samples: int, per_batch: int, axis: int) -> list[list]:
+def split_outputs(outputs, samples: int, per_batch: int, axis: int = 0) -> list[list]:
     """The outputs of one execution, one list per sample of its group."""
     if per_batch == 1:
         return [list(outputs)]

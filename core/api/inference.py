@@ -27,15 +27,30 @@ from .shape_options import parse_shape_spec
 PURE_DATA_TYPES = ("zero", "random")
 MSAME_TIME_FORMAT = "%Y%m%d_%H%M%S"  # msame's Utils::TimeLine
 
+#: ais_bench's options nothing in ge can honour, and why (the option's value fills {}); ge run and
+#: `python3 -m ais_bench` refuse them alike
+REFUSED = {
+    "aipp_config": "--aipp_config: dynamic AIPP (parameters set at run time) is not supported; compile static AIPP "
+                   "into the model with ge atc --insert_op_conf",
+    "energy_consumption": "--energy_consumption: there is no NPU power sensor to read (ais_bench reads npu-smi); ge "
+                          "runs on the CPU or a simulated NPU",
+    "backend": "--backend {}: ais_bench's backend runs another engine (trtexec: TensorRT); ge runs the OM itself",
+    "perf": "--perf: trtexec's per-layer report belongs to ais_bench's trtexec backend; ge's per-op profile is "
+            "--profiler true",
+    "divide_input": "--divide_input: splitting inputs across several devices needs a multi-device run, which ge does "
+                    "not do (one simulated NPU per process)",
+}
 
-def output_folder(output: str, dirname: str | None = None, now: float | None = None) -> str:
-    """msame's layout: OUTPUT/<YYYYMMDD_HHMMSS> (local time of the run), or OUTPUT/<dirname> as
-    ais_bench's --output_dirname."""
+
+def output_folder(output: str, dirname: str | None = None, now: float | None = None,
+                  time_format: str = MSAME_TIME_FORMAT) -> str:
+    """msame's layout: OUTPUT/<YYYYMMDD_HHMMSS> (local time of the run; ais_bench's own is
+    `time_format` "%Y_%m_%d-%H_%M_%S"), or OUTPUT/<dirname> as ais_bench's --output_dirname."""
     if dirname is not None:
         if not dirname or os.path.isabs(dirname) or ".." in dirname.replace("\\", "/").split("/"):
             raise GeError(f"--output_dirname '{dirname}': give a folder name inside --output")
         return os.path.join(output, dirname)
-    return os.path.join(output, time.strftime(MSAME_TIME_FORMAT, time.localtime(now)))
+    return os.path.join(output, time.strftime(time_format, time.localtime(now)))
 
 
 def require_tensor_io(dm) -> None:
@@ -293,6 +308,20 @@ def time_shapes(model_id: int, spec: str, loop: int = 1, warmup: int = 0, data_t
         mean = float(np.mean(latencies))
         rows.append({"shape": shape, "mean_ms": mean, "throughput": 1000.0 * batch / mean if mean else float("inf")})
     return rows
+
+
+def profiler_and_dump(base: str, profiler: bool = False, dump: bool = False,
+                      acl_json_path: str | None = None) -> tuple[str | None, str | None]:
+    """Where --profiler / --dump write (BASE/profiler, BASE/dump as msame and ais_bench), or the
+    folders an acl.json names (--acl_json_path); None for each that is off."""
+    profiler_dir = os.path.join(base, "profiler") if profiler else None
+    dump_dir = os.path.join(base, "dump") if dump else None
+    if acl_json_path:
+        cfg = read_acl_json(acl_json_path)
+        profiler_dir, dump_dir = cfg["profiler"] or profiler_dir, cfg["dump"] or dump_dir
+        if profiler_dir and dump_dir:
+            raise GeError(f"{acl_json_path}: profiler and dump cannot both be on (one per run)")
+    return profiler_dir, dump_dir
 
 
 def read_acl_json(path: str) -> dict:

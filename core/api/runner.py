@@ -90,7 +90,7 @@ def run(o: RunOptions, progress=None) -> RunResult:
     _check(o)
     folder = inference.output_folder(o.output, o.output_dirname) if o.output else (o.output_dir or DEFAULT_OUTPUT_DIR)
     outfmt = (o.outfmt or ("BIN" if o.output else "NPY")).upper()
-    profiler_dir, dump_dir = _profiler_and_dump(o, o.output or folder)
+    profiler_dir, dump_dir = inference.profiler_and_dump(o.output or folder, o.profiler, o.dump, o.acl_json_path)
     s = _Settings(folder, outfmt, profiler_dir, dump_dir,
                   data_type=o.pure_data_type or ("random" if o.seed is not None else "zero"), seed=o.seed or 0,
                   sizes=inference.parse_output_sizes(o.output_size) if o.output_size else None,
@@ -126,19 +126,6 @@ def _check(o: RunOptions) -> None:
     if o.profiler and o.dump:
         raise GeError("--profiler and --dump cannot both be true (as msame and ais_bench): profile or dump, one per "
                       "run")
-
-
-def _profiler_and_dump(o: RunOptions, base: str) -> tuple[str | None, str | None]:
-    """Where --profiler / --dump write (OUTPUT/profiler, OUTPUT/dump as msame), or the folders of
-    --acl_json_path."""
-    profiler_dir = os.path.join(base, "profiler") if o.profiler else None
-    dump_dir = os.path.join(base, "dump") if o.dump else None
-    if o.acl_json_path:
-        cfg = inference.read_acl_json(o.acl_json_path)
-        profiler_dir, dump_dir = cfg["profiler"] or profiler_dir, cfg["dump"] or dump_dir
-        if profiler_dir and dump_dir:
-            raise GeError(f"{o.acl_json_path}: profiler and dump cannot both be on (one per run)")
-    return profiler_dir, dump_dir
 
 
 def _loaded(o: RunOptions, s: _Settings, progress) -> RunResult:

@@ -1,0 +1,1 @@
+"""ais_bench.infer: the InferSession interface (ge.core.acl.ais_bench.interface)."""

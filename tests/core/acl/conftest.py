@@ -1,0 +1,108 @@
+"""Models for the ais_bench tests (onnx.helper, compiled with ge.core.api.atc in every dynamic
+mode), onnxruntime's answers, and `python3 -m ais_bench` run as a user runs it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.core import api
+from ge.core.acl import shim_path
+
+
+def conv_net() -> onnx.ModelProto:
+    """x [N,3,H,W] -> Conv 4 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 5 -> (logits, Softmax):
+    every dim free, so one ONNX serves every gear, range and shape."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+                                                         (rng.standard_normal(4).astype(np.float32), "b"),
+                                                         (rng.standard_normal((5, 4)).astype(np.float32), "fc"))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc"], ["logits"], transB=1),
+             helper.make_node("Softmax", ["logits"], ["prob"], axis=1)]
+    graph = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 5]),
+                               helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["N", 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def two_inputs() -> onnx.ModelProto:
+    """a, b [2, 3] -> s = a + b, p = (a - b) * a, k = ArgMax(p, axis 1) (int64 [2])."""
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]),
+             helper.make_node("Sub", ["a", "b"], ["d"]),
+             helper.make_node("Mul", ["d", "a"], ["p"]),
+             helper.make_node("ArgMax", ["p"], ["k"], axis=1, keepdims=0)]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in "ab"],
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("p", TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("k", TensorProto.INT64, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+class Models:
+    """The OMs: `om[name]` compiled from the conv net (static 1 and 4, fp16 input, batch gears,
+    image-size gears, dims gears, a batch range, unknown dims) and the two-input model."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        onnx.save(conv_net(), str(folder / "convnet.onnx"))
+        onnx.save(two_inputs(), str(folder / "two.onnx"))
+        conv = {"static": dict(input_shape="x:1,3,8,8"),
+                "batch4": dict(input_shape="x:4,3,8,8"),
+                "fp16": dict(input_shape="x:1,3,8,8", input_fp16_nodes="x"),
+                "gears": dict(input_shape="x:-1,3,8,8", dynamic_batch_size="1,2,4"),
+                "hw": dict(input_shape="x:1,3,-1,-1", dynamic_image_size="8,8;6,10"),
+                "dims": dict(input_shape="x:-1,3,-1,8", dynamic_dims="1,8;2,6"),
+                "range": dict(input_shape="x:1~4,3,8,8"),
+                "unknown": dict(input_shape="x:-1,3,-1,-1")}
+        self.om = {name: self._atc("convnet", name, **o) for name, o in conv.items()}
+        self.om["two"] = self._atc("two", "two")
+
+    def _atc(self, src: str, name: str, **options) -> str:
+        return api.atc(str(self.folder / f"{src}.onnx"), str(self.folder / name), **options).om_path
+
+    @staticmethod
+    def conv(x: np.ndarray) -> list[np.ndarray]:
+        """onnxruntime's logits and prob for x."""
+        return ort_run(conv_net(), {"x": x.astype(np.float32)})
+
+    @staticmethod
+    def two(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+        return ort_run(two_inputs(), {"a": a, "b": b})
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory) -> Models:
+    return Models(tmp_path_factory.mktemp("ais_bench_models"))
+
+
+def image(shape=(1, 3, 8, 8), seed=0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def ais_bench():
+    """`python3 -m ais_bench ARGS` with PYTHONPATH=$(ge shim path), in `cwd`: the CompletedProcess."""
+    def run(*args, cwd=None):
+        env = dict(os.environ, PYTHONPATH=shim_path())
+        return subprocess.run([sys.executable, "-m", "ais_bench", *map(str, args)], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+    return run
