@@ -206,6 +206,7 @@ def render_dynamic(d: dict) -> None:
     if files:
         out.print("external weight files shared by the root and every submodel: "
                   + ", ".join(f"{name} ({size} B)" for name, size in files.items()), highlight=False)
+    _header(d, out)
     render_atc_options(dyn, out)
     io = _table("Root inputs / outputs", "", "name", "dtype", "shape", "range")
     for role in ("inputs", "outputs"):
@@ -223,10 +224,11 @@ def render_dynamic(d: dict) -> None:
     if dyn["nodes"]:
         _dyn_nodes("Hybrid executor's nodes", dyn["nodes"], out)
     if dyn["gears"]:
-        gears = _table("Gears", "gear", "-1 dims", "input shapes", "memory", right=("memory",))
+        gears = _table("Gears", "gear", "-1 dims", "input shapes", "output shapes", "memory", right=("memory",))
         for g in dyn["gears"]:
             gears.add_row(str(g["gear"]), ",".join(map(str, g["values"])),
-                          "; ".join(f"{k}:{v}" for k, v in g["inputs"].items()), str(g["memory_size"]))
+                          "; ".join(f"{k}:{v}" for k, v in g["inputs"].items()),
+                          "; ".join(f"{k}:{v}" for k, v in g["outputs"].items()), str(g["memory_size"]))
         out.print(gears)
     if d.get("subgraphs"):
         _subgraphs(d["subgraphs"], out)
@@ -239,6 +241,8 @@ def render_dynamic(d: dict) -> None:
                   f"{cap['total']} B ({console.nbytes(cap['total'])}) in total")
     if cap.get("growable"):
         out.print(f"growable (no finite bound, reallocated at run time): {', '.join(cap['growable'])}")
-    for k, sub in enumerate(d["submodels"]):
+    for k, sub in enumerate(d["submodels"]):  # (their partitions are in the table above, as submodel k + 1)
         out.print(f"[bold]submodel {k}[/bold]")
-        render(dict(sub, header={"partitions": []}))
+        for name, show in SECTIONS.items():
+            if name != "header":
+                show(sub, out)

@@ -252,7 +252,7 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
     memory, ranges with their planned capacity, and each static submodel as a static OM shows it."""
     caps = dyn.attrs.get("capacities", {})
     gears = [{"gear": k, "values": list(v), "inputs": {n: list(s) for n, s in dyn.attrs["gears"][k].items()},
-              "memory_size": m.memory_size} for k, (v, m) in enumerate(zip(dyn.attrs.get("gear_values", []),
+              "outputs": {d.name: list(d.shape) for d in m.outputs}, "memory_size": m.memory_size} for k, (v, m) in enumerate(zip(dyn.attrs.get("gear_values", []),
                                                                                 dyn.submodels))]
     return {
         "dynamic": {"mode": dyn.mode, "name": dyn.name, "weight_size": dyn.weight_size,

@@ -22,6 +22,7 @@ import os
 import msgpack
 
 from ge.core.errors import FormatError
+from ge.core.dynamic_model import GEARS, gear_descs
 from ge.core.weight_files import open_regular
 from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
                               WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc, TensorPlan,
@@ -310,6 +311,8 @@ def _parse_dynamic(view: memoryview, header: dict):
         if c.kind == "KNOWN" and c.submodel >= len(root.submodels):
             raise Bad(f"root cluster {c.index} names submodel {c.submodel}, which does not exist")
     check_root(root)
+    if root.mode == GEARS:  # the gears' own outputs say which dims vary (older OMs stored gear 0's)
+        root.outputs = gear_descs([m.outputs for m in root.submodels])
     if shared:
         root.weight_data = body(WEIGHTS_DATA, 0)  # a view of the file: no copy
     return root

@@ -1,0 +1,76 @@
+"""Issue 29's first ten minutes: what a new user met, each with the behaviour expected instead."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from ge.core import api
+from ge.formats.om import read_om, write_om
+
+GEARS = ("--input_shape", "x:-1,3,8,8", "--dynamic_batch_size", "1,2,4,8")
+
+
+@pytest.fixture(scope="module")
+def gear_om(models, tmp_path_factory):
+    """models["dynamic"] (Conv, Relu, Add on x [N, 3, 8, 8]) compiled with batch gears 1, 2, 4, 8, and
+    the `ge atc --json` summary."""
+    from .conftest import Ge
+    d = tmp_path_factory.mktemp("gears")
+    r = Ge()("atc", "--model", models["dynamic"], "--output", d / "g", *GEARS, "--json", ok=True)
+    return str(d / "g.om"), json.loads(r.stdout)
+
+
+# -- 2. gear models describe themselves truthfully --------------------------------------------------
+def test_gear_summary_has_dynamic_batch_dims_the_gears_and_the_graph(ge, models, gear_om, tmp_path):
+    _, s = gear_om
+    static = json.loads(ge("atc", "--model", models["small"], "--output", tmp_path / "s", "--json", ok=True).stdout)
+    assert s["inputs"] == [{"name": "x", "dtype": "float32", "shape": [-1, 3, 8, 8]}]
+    assert s["outputs"] == [{"name": "y", "dtype": "float32", "shape": [-1, 4, 8, 8]}]
+    assert s["gears"] == [[1], [2], [4], [8]]
+    assert s["ops"] == static["ops"] and s["nodes"] == static["nodes"] > 0
+    assert s["weights"]["inline"] == static["weights"]["inline"] == {"count": 2, "bytes": (4 * 3 * 3 * 3 + 4) * 4}
+
+
+def test_gear_summary_tables_show_the_weights_and_dynamic_outputs(ge, models, tmp_path):
+    r = ge("atc", "--model", models["dynamic"], "--output", tmp_path / "g", *GEARS, "--log=info", ok=True)
+    assert "2 inline weights, 448 B of data" in r.stdout
+    assert "│ output │ y    │ float32 │ [-1, 4, 8, 8] │" in r.stdout
+
+
+def test_gear_model_outputs_from_python_and_inspect(gear_om):
+    path, _ = gear_om
+    model_id = api.load_from_file(path)
+    try:
+        m = api.model(model_id)
+        assert [(d.name, tuple(d.shape)) for d in m.inputs] == [("x", (-1, 3, 8, 8))]
+        assert [(d.name, tuple(d.shape)) for d in m.outputs] == [("y", (-1, 4, 8, 8))]
+        y = api.execute(model_id, [np.ones((4, 3, 8, 8), np.float32)])[0]
+        assert y.shape == (4, 4, 8, 8)
+    finally:
+        api.unload(model_id)
+    d = api.inspect(path)["dynamic"]
+    assert d["outputs"] == [{"name": "y", "dtype": "float32", "shape": [-1, 4, 8, 8]}]
+    assert [g["outputs"] for g in d["gears"]] == [{"y": [n, 4, 8, 8]} for n in (1, 2, 4, 8)]
+
+
+def test_gear_model_read_back_derives_its_outputs_from_the_gears(gear_om, tmp_path):
+    """An OM written before the fix stored gear 0's output shape: reading it gives the truthful one."""
+    path, _ = gear_om
+    dyn = read_om(path)
+    dyn.outputs = [dataclasses.replace(d, shape=(1, 4, 8, 8)) for d in dyn.outputs]
+    write_om(dyn, tmp_path / "old.om")
+    assert [tuple(d.shape) for d in read_om(tmp_path / "old.om").outputs] == [(-1, 4, 8, 8)]
+
+
+def test_inspect_of_a_gear_model_prints_its_header_and_partitions(ge, gear_om):
+    path, _ = gear_om
+    out = ge("inspect", path, ok=True).stdout
+    header = out[out.index("Header"):out.index("Partitions")]
+    assert "│ magic " in header and "│ model_num " in header and "│ 5 " in header
+    parts = out[out.index("Partitions"):out.index("Root inputs")]
+    assert parts.count("MODEL_DEF") == 5 and parts.count("TASK_INFO") == 5
+    assert out.count("Header") == 1  # the submodels' sections follow, without empty header tables
+    assert "│ output │ y    │ float32 │ [-1, 4, 8, 8] │" in out
