@@ -142,6 +142,27 @@ def _looks_like_onnx(head: bytes) -> bool:
     return len(head) >= 3 and head[0] == 0x08 and head[1] < 0x80 and head[2] in (0x12, 0x1a, 0x22, 0x3a, 0x42)
 
 
+#: CANN's ModelFileHeader: a 256-byte C struct behind the same magic (its head_size field sits where
+#: ge keeps its msgpack header's length); the name and platform_version it holds, NUL-padded
+CANN_HEAD_SIZE = 256
+CANN_NAME, CANN_PLATFORM = slice(84, 116), slice(156, 176)
+#: the first byte of ge's header, a msgpack map (fixmap, map16, map32); CANN's version field is not one
+_MSGPACK_MAPS = set(range(0x80, 0x90)) | {0xDE, 0xDF}
+
+
+def _is_cann_om(view: memoryview, hsize: int) -> bool:
+    return hsize == CANN_HEAD_SIZE and view.nbytes >= CANN_HEAD_SIZE and view[PREFIX_SIZE] not in _MSGPACK_MAPS
+
+
+def _cann_message(view: memoryview) -> str:
+    def text(field: slice) -> str:
+        return bytes(view[field]).split(b"\0", 1)[0].decode("ascii", "replace")
+    name, soc = text(CANN_NAME), text(CANN_PLATFORM)
+    about = ", ".join(x for x in (f"model '{name}'" if name else "", f"soc_version {soc}" if soc else "") if x)
+    return (f"written by CANN's ATC{f' ({about})' if about else ''}, not by ge: ge runs only the OMs it "
+            f"compiles; recompile the ONNX model with `ge atc`")
+
+
 def _check_prefix(view: memoryview) -> int:
     size = view.nbytes
     head = bytes(view[:len(MAGIC)])
@@ -156,6 +177,8 @@ def _check_prefix(view: memoryview) -> int:
     if size > MAX_TOTAL_SIZE:
         raise Bad(f"file is {size} bytes, more than the {MAX_TOTAL_SIZE}-byte limit")
     hsize = int.from_bytes(view[len(MAGIC):PREFIX_SIZE], "little")
+    if _is_cann_om(view, hsize):
+        raise Bad(_cann_message(view))
     if not 1 <= hsize <= MAX_HEADER_SIZE:
         raise Bad(f"header length {hsize} is out of range (1..{MAX_HEADER_SIZE})")
     if PREFIX_SIZE + hsize > size:

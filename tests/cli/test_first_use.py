@@ -74,3 +74,41 @@ def test_inspect_of_a_gear_model_prints_its_header_and_partitions(ge, gear_om):
     assert parts.count("MODEL_DEF") == 5 and parts.count("TASK_INFO") == 5
     assert out.count("Header") == 1  # the submodels' sections follow, without empty header tables
     assert "│ output │ y    │ float32 │ [-1, 4, 8, 8] │" in out
+
+
+# -- 1. an OM of CANN's ATC -------------------------------------------------------------------------
+def cann_om(name: bytes = b"resnet50", soc: bytes = b"Ascend310P3") -> bytes:
+    """A file as CANN's ATC writes it: the 256-byte ModelFileHeader (magic 0x444F4D49, head_size 256,
+    version 0x10000000, 64-byte checksum, length, flags, name[32], ops, user info[32], om_ir_version,
+    platform_version[20], ...), a ModelPartitionTable, then protobuf partitions."""
+    import struct
+    header = struct.pack("<III64sIBBBB32sI32sI20sB", 0x444F4D49, 256, 0x10000000, b"\x11" * 64, 64, 0, 0, 0, 0,
+                         name, 7, b"", 2, soc, 0)
+    table = struct.pack("<IIII", 1, 0, 0, 48)  # one MODEL_DEF partition
+    return header.ljust(256, b"\0") + table + b"\x0a\x08resnet50" + b"\0" * 38
+
+
+@pytest.mark.parametrize("command", ["run", "inspect", "atc-mode-6"])
+def test_a_cann_om_is_named_as_cann_s_with_the_way_out(ge, tmp_path, command, error_line):
+    path = tmp_path / "resnet50_bs1.om"
+    path.write_bytes(cann_om())
+    args = {"run": ("run", "--model", path), "inspect": ("inspect", path),
+            "atc-mode-6": ("atc", "--mode=6", "--om", path)}[command]
+    line = error_line(ge(*args))
+    assert line == (f"error: {path}: written by CANN's ATC (model 'resnet50', soc_version Ascend310P3), not by ge: "
+                    "ge runs only the OMs it compiles; recompile the ONNX model with `ge atc`")
+
+
+def test_a_cann_om_without_a_name_and_ge_s_own_header_of_256_bytes(tmp_path):
+    from ge.core.errors import FormatError
+    path = tmp_path / "x.om"
+    path.write_bytes(cann_om(b"", b""))
+    with pytest.raises(FormatError, match=r"x.om: written by CANN's ATC, not by ge"):
+        read_om(path)
+    # ge's own header never passes for CANN's, whatever its length: it starts with a msgpack map
+    raw = bytearray(path.read_bytes())
+    raw[8] = 0xDE
+    path.write_bytes(bytes(raw))
+    with pytest.raises(FormatError) as e:
+        read_om(path)
+    assert "CANN" not in str(e.value)
