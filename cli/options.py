@@ -44,6 +44,17 @@ def spelled_option(name: str, *spellings: str, **kwargs):
     return click.option(*spellings, f"--{name}", *dashed, name, **kwargs)
 
 
+#: msame's gear choice (`ge run`, `ge compare`)
+GEAR_OPTIONS = (
+    spelled_option("dym_batch", "--dymBatch", type=click.IntRange(min=1), metavar="N",
+                   help="gear model: run the gear of batch size N"),
+    spelled_option("dym_hw", "--dymHW", metavar="H,W", help="gear model: run the gear of image size H,W"),
+    spelled_option("dym_dims", "--dymDims", metavar='"in:1,600;in2:..."',
+                   help="gear model: run the gear of these input shapes ('name:dims;...', or msame's every dim in "
+                        "input order: 1,600,600,3,1,3)"),
+)
+
+
 def device_option(f):
     return click.option("--device", type=click.Choice(DEVICES, case_sensitive=False), default="cpu",
                         show_default=True,

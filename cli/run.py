@@ -14,7 +14,7 @@ from ..core.api.runner import DEFAULT_OUTPUT_DIR, RunOptions
 from ..core.errors import GeError
 from ..core.runtime.executors import EXECUTORS
 from ..formats.tensors import OUTPUT_FORMATS
-from .options import DEVICES, is_debug, json_option, om_option, spelled_option, switch_option
+from .options import DEVICES, GEAR_OPTIONS, is_debug, json_option, om_option, spelled_option, switch_option
 from .run_report import ProgressBar, render
 
 
@@ -32,13 +32,7 @@ def ais_bench_options(f):
         click.option("--batchsize", "--batch_size", "--batch-size", "batchsize", type=click.IntRange(min=1),
                      metavar="N",
                      help="samples per execution in the throughput figures [default: the first input's dim 0]"),
-        spelled_option("dym_batch", "--dymBatch", type=click.IntRange(min=1), metavar="N",
-                       help="gear model: run the gear of batch size N"),
-        spelled_option("dym_hw", "--dymHW", metavar="H,W",
-                       help="gear model: run the gear of image size H,W"),
-        spelled_option("dym_dims", "--dymDims", metavar='"in:1,600;in2:..."',
-                       help="gear model: run the gear of these input shapes ('name:dims;...', or msame's every dim in "
-                            "input order: 1,600,600,3,1,3)"),
+        *GEAR_OPTIONS,
         spelled_option("dym_shape", "--dymShape", metavar='"in:1,600;in2:..."',
                        help="dynamic-shape model: the input shapes of this run (read .bin inputs with them)"),
         click.option("--dymShape_range", "--dym_shape_range", "--dym-shape-range", "dym_shape_range",

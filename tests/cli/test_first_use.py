@@ -112,3 +112,44 @@ def test_a_cann_om_without_a_name_and_ge_s_own_header_of_256_bytes(tmp_path):
     with pytest.raises(FormatError) as e:
         read_om(path)
     assert "CANN" not in str(e.value)
+
+
+# -- 3. ge compare: another model's OM, gear models ----------------------------------------------------
+@pytest.mark.parametrize("onnx_name,om_name,mismatch", [
+    ("small", "two", "the OM's inputs ['a', 'b'] are not the ONNX model's ['x']"),
+    ("two", "emb", "the OM's inputs ['ids'] are not the ONNX model's ['a', 'b']")])
+def test_compare_with_another_model_s_om_names_the_mismatch(ge, models, compiled, error_line, onnx_name, om_name,
+                                                            mismatch):
+    r = ge("compare", "--model", models[onnx_name], "--om", compiled[om_name])
+    assert r.exit_code == 1
+    assert error_line(r) == f"error: {compiled[om_name]} was not compiled from {models[onnx_name]}: {mismatch}"
+
+
+def test_compare_names_a_shape_mismatch(ge, models, tmp_path, error_line):
+    ge("atc", "--model", models["dynamic"], "--output", tmp_path / "b2", "--input_shape", "x:2,3,8,8", ok=True)
+    import onnx
+    other = onnx.load(models["small"])
+    other.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 9
+    onnx.save(other, tmp_path / "other.onnx")
+    r = ge("compare", "--model", tmp_path / "other.onnx", "--om", tmp_path / "b2.om")
+    assert error_line(r).endswith("input 'x' is [2, 3, 8, 8] in the OM, [1, 3, 9, 8] in the ONNX model")
+
+
+@pytest.mark.parametrize("how", ["dymBatch", "input"])
+def test_compare_a_gear_model_at_one_gear(ge, models, gear_om, tmp_path, how):
+    path, _ = gear_om
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).standard_normal((4, 3, 8, 8)).astype(np.float32))
+    args = ("--dymBatch", 4) if how == "dymBatch" else ("--input", tmp_path / "x.npy")
+    r = ge("compare", "--model", models["dynamic"], "--om", path, *args, "--json", "-", ok=True)
+    d = json.loads(r.stdout)
+    assert d["gear"] == [4] and d["passed"] and [o["name"] for o in d["outputs"]] == ["y"]
+    assert {row["op"] for row in d["layers"]} >= {"Conv", "Add"}
+    result = api.compare(models["dynamic"], path, dym_batch=2)
+    assert result["gear"] == [2] and result["passed"]
+
+
+def test_compare_a_gear_model_without_a_gear_says_how_to_choose_one(ge, models, gear_om, error_line):
+    path, _ = gear_om
+    assert error_line(ge("compare", "--model", models["dynamic"], "--om", path)) == (
+        f"error: {path} is a gear model: compare it at one gear, chosen by --dymBatch, --dymHW or --dymDims (as ge "
+        "run) or by the shapes of --input; its gears (dynamic_batch_size): 1; 2; 4; 8")
