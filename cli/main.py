@@ -1,11 +1,13 @@
 """`ge`: the command line (ATC's `atc`, msame's `run`, and `inspect`).
 
-Errors: a GeError prints `error: <message>` as one line on stderr and exits 1; click usage errors
-exit 2; any other exception prints `internal error: <type>: <message> (...)` and exits 1.
+Errors, every one a single line on stderr: a GeError prints `error: <message>` and exits 1; a usage
+error (an unknown option, a missing or invalid value) prints `error: <message> (see `ge CMD --help`)`
+and exits 2; any other exception prints `internal error: <type>: <message> (...)` and exits 1.
 `--debug` (before or after the subcommand) adds the traceback.
 """
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
 
@@ -37,9 +39,35 @@ class GeGroup(click.Group):
             i += 1
         return super().parse_args(ctx, kept + args[end:])
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):
+        """click's main, with its errors as one `error:` line (click prints a usage block)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # `ge` alone: the help, as click shows it
+            e.show()
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+            console.error(e.format_message() + hint)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            console.error(e.format_message())
+            sys.exit(e.exit_code)
+        except click.Abort:
+            console.error("aborted")
+            sys.exit(1)
+        except OSError as e:  # a closed pipe (`ge ... | head`): nothing more to say
+            if e.errno != errno.EPIPE:
+                raise
+            sys.exit(1)
+        sys.exit(code or 0)  # (invoke returns nothing: a number here is ctx.exit's code)
+
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            super().invoke(ctx)
+            return None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise
         except GeError as e:
@@ -96,6 +124,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """
     if debug:
         ctx.meta[_META_DEBUG] = True
+    console.setup_logging(reset=True)  # ge's warnings as `[WARNING] ...` lines on stderr (atc's --log sets the level)
 
 
 def _register() -> None:

@@ -118,7 +118,8 @@ def _static_part(m, model_id: int, om_path: str, inputs, seed: int, gear_options
         feeds = _inputs(descs, inputs, seed)
         k = loaded.gear_for(feeds)
     elif inputs is not None:
-        descs = file_descs(m.inputs, list(inputs)) if all(isinstance(x, str) for x in inputs) else m.inputs
+        files = all(isinstance(x, str) for x in inputs)
+        descs = file_descs(m.inputs, list(inputs), loaded.gear_list()) if files else m.inputs
         feeds = _inputs(descs, inputs, seed)
         k = loaded.gear_for(feeds)
     else:

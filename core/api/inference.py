@@ -73,7 +73,7 @@ def input_descs(model_id: int, files=(), dym_shape: str | None = None) -> list[T
     if not any(d < 0 for desc in descs for d in desc.shape):
         return descs
     if files:
-        return file_descs(descs, list(files))
+        return file_descs(descs, list(files), dm.gear_list() if getattr(dm, "gear_shapes", None) else "")
     if getattr(dm, "gear_shapes", None):
         return [TensorDesc(d.name, d.dtype, dm.gear_shapes[0][d.name], 0) for d in descs]
     if all(d.ranges for d in descs if any(x < 0 for x in d.shape)):

@@ -165,6 +165,10 @@ def _loaded(o: RunOptions, s: _Settings, progress) -> RunResult:
 
 def _gear(model_id: int, o: RunOptions):
     if o.dym_batch is not None or o.dym_hw or o.dym_dims:
+        if not getattr(loaded_model(model_id), "gear_shapes", None):
+            option = "--dymBatch" if o.dym_batch is not None else "--dymHW" if o.dym_hw else "--dymDims"
+            raise GeError(f"{o.model}: {option} chooses a gear, but this model has none (compiled without "
+                          "--dynamic_batch_size, --dynamic_image_size or --dynamic_dims)")
         return inference.select_gear(model_id, o.dym_batch, o.dym_hw, o.dym_dims)
     return None
 

@@ -153,3 +153,92 @@ def test_compare_a_gear_model_without_a_gear_says_how_to_choose_one(ge, models, 
     assert error_line(ge("compare", "--model", models["dynamic"], "--om", path)) == (
         f"error: {path} is a gear model: compare it at one gear, chosen by --dymBatch, --dymHW or --dymDims (as ge "
         "run) or by the shapes of --input; its gears (dynamic_batch_size): 1; 2; 4; 8")
+
+
+# -- 4. input files -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,kind", [("x.npy", "a .npy file"), ("x.npz", "an .npz archive")])
+def test_text_named_npy_is_not_a_npy_file(ge, compiled, tmp_path, error_line, name, kind):
+    (tmp_path / name).write_text("hello world")
+    r = ge("run", "--model", compiled["small"], "--input", tmp_path / name, "--output-dir", tmp_path / "out")
+    where = f"input 'x' (file '{tmp_path / name}')" if name.endswith(".npy") else f"input file '{tmp_path / name}'"
+    assert error_line(r) == (f"error: {where}: not {kind} (it does not start as numpy writes one; raw bytes go in a "
+                             ".bin file)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pickled_npy_is_still_named_as_such(ge, compiled, tmp_path, error_line):
+    np.save(tmp_path / "x.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "out")
+    assert "holds pickled Python objects" in error_line(r)
+
+
+def test_a_raw_bin_for_a_gear_model_names_the_gear_options(ge, gear_om, tmp_path, error_line):
+    path, _ = gear_om
+    x = np.random.default_rng(2).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    x.tofile(tmp_path / "x.bin")
+    r = ge("run", "--model", path, "--input", tmp_path / "x.bin", "--output-dir", tmp_path / "out")
+    assert error_line(r) == (f"error: {tmp_path / 'x.bin'}: a raw .bin file carries no shape and the model's inputs "
+                             "have unknown dims ('x' [-1, 3, 8, 8]): choose the gear with --dymBatch, --dymHW or "
+                             "--dymDims (its gears: 1; 2; 4; 8), or give the inputs as .npy or .npz files")
+    ge("run", "--model", path, "--input", tmp_path / "x.bin", "--output-dir", tmp_path / "out", "--dymBatch", 2, ok=True)
+    model_id = api.load_from_file(path)
+    try:
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / "g_output_0.npy"), api.execute(model_id, [x])[0])
+    finally:
+        api.unload(model_id)
+
+
+def test_extra_arrays_in_an_npz_are_named_in_a_warning(ge, compiled, tmp_path):
+    """An .npz holding every input and more (labels saved beside them) runs, and says what it left out."""
+    x = np.ones((1, 3, 8, 8), np.float32)
+    np.savez(tmp_path / "x.npz", x=x, label=np.int64(3), mask=np.zeros(2))
+    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npz", "--output-dir", tmp_path / "out", ok=True)
+    assert r.stderr == (f"[WARNING] ge.inputs: input file '{tmp_path / 'x.npz'}': array(s) ['label', 'mask'] are not "
+                        "inputs of the model (its inputs: 'x'); left out\n")
+    np.savez(tmp_path / "ab.npz", a=np.ones((2, 3), np.float32), b=np.ones((2, 3), np.float32), c=np.ones(1))
+    r = ge("run", "--model", compiled["two"], "--input", tmp_path / "ab.npz", "--output-dir", tmp_path / "o2", ok=True)
+    assert "array(s) ['c'] are not inputs of the model (its inputs: 'a', 'b'); left out" in r.stderr
+
+
+# -- 5. ge atc's output ---------------------------------------------------------------------------------
+def test_a_warning_is_printed_once(ge, tmp_path):
+    """A data-dependent model is imported three times (static try, the check, the dynamic compile)."""
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"])], "nz",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "nz.onnx")
+    r = ge("atc", "--model", tmp_path / "nz.onnx", "--output", tmp_path / "nz", "--input_shape", "x:2,4", ok=True)
+    assert r.stderr.count("--input_shape changes static dim(s) of input 'x'") == 1
+
+
+# -- 6. one error style ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("args,message", [
+    (("run", "--model", "{om}", "--summary-json", "{dir}"), "Invalid value for '--summary-json' / '--summary_json': "
+                                                            "File '{dir}' is a directory. (see `ge run --help`)"),
+    (("run", "--model", "{om}", "--debug", "maybe"), "Got unexpected extra argument (maybe) (see `ge run --help`)"),
+    (("run", "--model", "{om}", "--loop", "0"), "Invalid value for '--loop' / '-l': 0 is not in the range x>=1. "
+                                                "(see `ge run --help`)"),
+    (("atc", "--mode=1", "--om", "{om}"), "--mode=1 needs --json FILE (the JSON file to write; '-' for stdout) "
+                                          "(see `ge atc --help`)"),
+    (("inspect",), "Missing argument 'FILE.om'. (see `ge inspect --help`)"),
+    (("frobnicate",), "No such command 'frobnicate'. (see `ge --help`)")])
+def test_usage_errors_are_one_error_line_with_exit_2(ge, compiled, tmp_path, error_line, args, message):
+    fill = {"om": compiled["small"], "dir": str(tmp_path)}
+    r = ge(*(a.format(**fill) for a in args))
+    assert r.exit_code == 2 and error_line(r) == "error: " + message.format(**fill)
+
+
+def test_an_option_file_that_is_a_folder_says_so(ge, models, tmp_path, error_line):
+    r = ge("atc", "--model", models["small"], "--output", tmp_path / "m", f"--fusion_switch_file={tmp_path}")
+    assert r.exit_code == 1 and error_line(r) == f"error: --fusion_switch_file: '{tmp_path}' is a folder; give the file"
+
+
+@pytest.mark.parametrize("option", [("--dymBatch", "4"), ("--dymHW", "8,8"), ("--dymDims", "x:4,3,8,8")])
+def test_a_gear_option_on_a_static_model_names_the_file(ge, compiled, tmp_path, error_line, option):
+    r = ge("run", "--model", compiled["small"], *option, "--output-dir", tmp_path / "out")
+    assert error_line(r) == (f"error: {compiled['small']}: {option[0]} chooses a gear, but this model has none "
+                             "(compiled without --dynamic_batch_size, --dynamic_image_size or --dynamic_dims)")
