@@ -26,8 +26,8 @@ def _width(stream) -> int | None:
         return _PIPE_WIDTH
 
 
-out = Console(highlight=False, width=_width(sys.stdout))
-err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+out = Console(highlight=False, width=_width(sys.stdout), soft_wrap=True)
+err = Console(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)
 
 
 def one_line(message: object) -> str:

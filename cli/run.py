@@ -83,7 +83,8 @@ def ais_bench_options(f):
 
 
 @click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
-@om_option(help="the offline model (.om) to run")
+@click.argument("model_file", metavar="[FILE.om]", required=False, type=click.Path(dir_okay=False))
+@om_option(required=False, help="the offline model (.om) to run (or give it as the argument, as ge inspect takes it)")
 @click.option("--input", "-i", "input_files", metavar="a.npy,b.bin|DIR[,DIR2]",
               help="input files, comma-separated, one per model input (.npy, .npz, raw .bin; one .npz may hold "
                    "every input); or dataset folders: a file per sample (msame, ais_bench). Zeros when omitted")
@@ -128,10 +129,11 @@ def ais_bench_options(f):
                 help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @ais_bench_options
 @json_option
-def run(input_files, device, summary_json, as_json, **opts):
+def run(model_file, input_files, device, summary_json, as_json, **opts):
     """Run an offline model as msame / ais_bench do: inputs from files, folders, zeros or random.
 
     \b
+      ge run net.om --input x.npy --loop 100
       ge run --model net.om --input x.bin --output out --outfmt TXT --loop 2     # msame
       ge run --model net.om --loop 100 --warmup_count 5 --output out --output_dirname r1   # ais_bench
       ge run --model net.om --input x.npy --output-dir out --device sim
@@ -139,6 +141,7 @@ def run(input_files, device, summary_json, as_json, **opts):
       ge run --model net.om --profile trace.json --loop 10
       ge run --model net.om --contexts 2 --loop 100 --executor parallel
     """
+    opts["model"] = _model(model_file, opts["model"])
     _refuse(opts, device)
     device, device_id = _device(device)
     opts["verbose"] = opts["verbose"] or is_debug()  # msame's --debug true prints the model's description
@@ -167,6 +170,15 @@ REFUSED = {
     "divide_input": "--divide_input: splitting inputs across several devices needs a multi-device run, which ge does "
                     "not do (one simulated NPU per process)",
 }
+
+
+def _model(argument: str | None, option: str | None) -> str:
+    """The OM, given as the argument or as msame's --model (once)."""
+    if argument and option and argument != option:
+        raise click.UsageError(f"the model is given twice: --model {option} and {argument}")
+    if not (argument or option):
+        raise click.UsageError("give the model to run: ge run FILE.om (or --model FILE.om)")
+    return argument or option
 
 
 def _refuse(opts: dict, device: str) -> None:

@@ -219,7 +219,9 @@ def test_a_warning_is_printed_once(ge, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (("run", "--model", "{om}", "--summary-json", "{dir}"), "Invalid value for '--summary-json' / '--summary_json': "
                                                             "File '{dir}' is a directory. (see `ge run --help`)"),
-    (("run", "--model", "{om}", "--debug", "maybe"), "Got unexpected extra argument (maybe) (see `ge run --help`)"),
+    (("run", "--model", "{om}", "--debug", "maybe"), "the model is given twice: --model {om} and maybe "
+                                                     "(see `ge run --help`)"),
+    (("run",), "give the model to run: ge run FILE.om (or --model FILE.om) (see `ge run --help`)"),
     (("run", "--model", "{om}", "--loop", "0"), "Invalid value for '--loop' / '-l': 0 is not in the range x>=1. "
                                                 "(see `ge run --help`)"),
     (("atc", "--mode=1", "--om", "{om}"), "--mode=1 needs --json FILE (the JSON file to write; '-' for stdout) "
@@ -242,3 +244,56 @@ def test_a_gear_option_on_a_static_model_names_the_file(ge, compiled, tmp_path, 
     r = ge("run", "--model", compiled["small"], *option, "--output-dir", tmp_path / "out")
     assert error_line(r) == (f"error: {compiled['small']}: {option[0]} chooses a gear, but this model has none "
                              "(compiled without --dynamic_batch_size, --dynamic_image_size or --dynamic_dims)")
+
+
+# -- 10. ge run's model argument, the PNG's text, long paths -------------------------------------------
+def test_run_takes_the_model_as_its_argument(ge, compiled, tmp_path):
+    x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for args, out in (((compiled["small"],), "a"), (("--model", compiled["small"]), "b"),
+                      ((compiled["small"], "--model", compiled["small"]), "c")):
+        ge("run", *args, "--input", tmp_path / "x.npy", "--output-dir", tmp_path / out, ok=True)
+    ys = [np.load(tmp_path / out / "small_output_0.npy") for out in "abc"]
+    np.testing.assert_array_equal(ys[0], ys[1])
+    np.testing.assert_array_equal(ys[0], ys[2])
+
+
+def _png_pixels(data: bytes) -> np.ndarray:
+    """An 8-bit RGB PNG of ge's (filter 0 rows, one IDAT) as an [H, W, 3] array."""
+    import struct
+    import zlib
+    width, height = struct.unpack(">II", data[16:24])
+    idat = data.index(b"IDAT")
+    size = struct.unpack(">I", data[idat - 4:idat])[0]
+    raw = np.frombuffer(zlib.decompress(data[idat + 4:idat + 4 + size]), np.uint8).reshape(height, 1 + width * 3)
+    return raw[:, 1:].reshape(height, width, 3)
+
+
+def test_png_memory_plot_has_its_text(ge, compiled, tmp_path):
+    from ge.core.api.bitmap_font import ADVANCE, text_pixels
+    from ge.core.api.memory_plot import MARGIN, PNG_TEXT_SCALE
+    ge("inspect", compiled["small"], "--plot", tmp_path / "p.png", ok=True)
+    pixels = _png_pixels((tmp_path / "p.png").read_bytes())
+    title = "memory plan of small: offset (up) against step (across)"
+    top = 24 - 7 * PNG_TEXT_SCALE
+    want = np.zeros((7 * PNG_TEXT_SCALE, len(title) * ADVANCE * PNG_TEXT_SCALE), bool)
+    for x, y, side in text_pixels(title, PNG_TEXT_SCALE):
+        want[y:y + side, x:x + side] = True
+    strip = pixels[top:top + want.shape[0], MARGIN:MARGIN + want.shape[1]]
+    np.testing.assert_array_equal(strip.max(axis=2) == 0, want)  # black text on white, exactly the title
+    svg = ge("inspect", compiled["small"], "--plot", tmp_path / "p.svg", ok=True)
+    assert svg.exit_code == 0 and title in (tmp_path / "p.svg").read_text()
+
+
+def test_long_paths_are_not_broken_in_a_100_column_terminal(ge_script, compiled, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    deep = tmp_path / ("a_folder_with_a_rather_long_name_" * 2) / "and_another_one_below_it_to_pass_100_columns"
+    deep.mkdir(parents=True)
+    om = shutil.copy(compiled["small"], deep / "small.om")
+    env = dict(os.environ, COLUMNS="100")
+    r = subprocess.run([ge_script, "run", om, "--output-dir", str(deep / "out")], capture_output=True, text=True,
+                       env=env, check=True)
+    assert f"model {om} loaded on cpu in " in r.stdout
+    assert f"1 output(s) written to {deep / 'out'}\n" in r.stdout
