@@ -13,6 +13,7 @@ from ..core.api import inference, runner
 from ..core.api.runner import DEFAULT_OUTPUT_DIR, RunOptions
 from ..core.errors import GeError
 from ..core.runtime.executors import EXECUTORS
+from ..formats.dataset import is_dataset
 from ..formats.tensors import OUTPUT_FORMATS
 from .options import DEVICES, GEAR_OPTIONS, is_debug, json_option, om_option, spelled_option, switch_option
 from .run_report import ProgressBar, render
@@ -147,7 +148,9 @@ def run(model_file, input_files, device, summary_json, as_json, **opts):
     opts["verbose"] = opts["verbose"] or is_debug()  # msame's --debug true prints the model's description
     options = RunOptions(**{k: v for k, v in opts.items() if k in RUN_OPTIONS}, device=device, device_id=device_id,
                          inputs=[p.strip() for p in (input_files or "").split(",") if p.strip()])
-    bar = None if as_json else ProgressBar("samples on Ray" if options.ray_address else "samples")
+    dataset = bool(options.inputs) and is_dataset(options.inputs)
+    bar = None if as_json else ProgressBar("samples on Ray" if options.ray_address else "samples" if dataset
+                                           else "timed runs")
     try:
         result = runner.run(options, bar)
     finally:

@@ -297,3 +297,51 @@ def test_long_paths_are_not_broken_in_a_100_column_terminal(ge_script, compiled,
                        env=env, check=True)
     assert f"model {om} loaded on cpu in " in r.stdout
     assert f"1 output(s) written to {deep / 'out'}\n" in r.stdout
+
+
+# -- 7. --profiler traces the timed runs; warm-up by default; progress on a terminal -------------------
+def test_profile_traces_the_timed_runs_themselves(ge, compiled, tmp_path):
+    ge("run", compiled["small"], "--loop", 4, "--profile", tmp_path / "t.json", "--summary-json", tmp_path / "s.json",
+       "--output-dir", tmp_path / "o", ok=True)
+    s = json.loads((tmp_path / "s.json").read_text())
+    runs = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e.get("args", {}).get("op") == "execute"]
+    assert len(runs) == s["loop"] == 4 and s["warmup"] == 1
+    ms = sorted(e["dur"] / 1e3 for e in runs)  # the trace's executions are the latencies' (µs rounded to 1 ns)
+    assert abs(ms[0] - s["latency_ms"]["min"]) < 1e-5 and abs(ms[-1] - s["latency_ms"]["max"]) < 1e-5
+    assert sum(op["count"] for op in s["ops"]) == 4 * len(api.inspect(compiled["small"])["tasks"])
+
+
+def test_profile_with_another_executor_or_contexts_is_refused(ge, compiled, tmp_path, error_line):
+    for extra, drop in ((("--executor", "parallel"), "--executor parallel"), (("--contexts", "2"), "--contexts 2")):
+        r = ge("run", compiled["small"], "--loop", 2, "--profile", tmp_path / "t.json", *extra)
+        assert error_line(r) == ("error: the profiler traces the timed runs of one context in the linear order: "
+                                 f"drop {drop}")
+
+
+@pytest.mark.parametrize("args,warmup", [(("--duration", "0.05"), 1), (("--duration", "0.05", "--warmup_count", "0"), 0),
+                                         (("--loop", "3"), 1), ((), 0), (("--loop", "3", "--warmup_count", "4"), 4)])
+def test_timed_runs_warm_up_first_by_default(ge, compiled, tmp_path, args, warmup):
+    ge("run", compiled["small"], *args, "--stats", "--summary-json", tmp_path / "s.json", "--output-dir", tmp_path / "o",
+       ok=True)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["warmup"] == warmup
+    assert [e["run"] for e in s["stats"]] == ["warm-up"] * warmup + list(range(s["loop"]))
+
+
+def test_a_long_loop_shows_progress_on_a_terminal_only(ge, compiled, monkeypatch, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from ge.cli import console
+    from ge.cli.run_report import ProgressBar
+    monkeypatch.setattr(ProgressBar, "SHOW_AFTER", 0.0)
+    r = ge("run", compiled["small"], "--loop", 3, "--output-dir", tmp_path / "o", ok=True)
+    assert r.stderr == ""  # not a terminal: no bar
+    screen = io.StringIO()
+    monkeypatch.setattr(console, "err", Console(file=screen, force_terminal=True, width=80))
+    bar = ProgressBar("timed runs")
+    for done in (1, 2, 3):
+        bar(done, 3, "run")
+    bar.close()
+    assert "timed runs" in screen.getvalue()
