@@ -345,3 +345,32 @@ def test_a_long_loop_shows_progress_on_a_terminal_only(ge, compiled, monkeypatch
         bar(done, 3, "run")
     bar.close()
     assert "timed runs" in screen.getvalue()
+
+
+def test_atc_prints_atc_s_lines_and_tables_only_when_asked(ge, models, tmp_path):
+    args = ("atc", f"--model={models['small']}", "--framework=5", f"--output={tmp_path / 'net'}")
+    for extra in (("--log=error",), ()):
+        r = ge(*args, *extra, ok=True)
+        assert r.stdout.splitlines() == ["ATC start working now, please wait for a moment.",
+                                         f"OM written to {tmp_path / 'net.om'}", "ATC run success, welcome to the next use."]
+    for extra in (("--log=info",), ("--verbose",), ("-v", "--log=error")):
+        out = ge(*args, *extra, ok=True).stdout
+        assert "Memory" in out and "Inputs / outputs" in out and "Passes (what changed)" in out
+
+
+def test_passes_table_shows_what_changed_once():
+    from ge.cli.atc import pass_rows
+    report = {"nodes_before": 21, "passes": {"dead_code": {"removed_nodes": 0, "removed_initializers": 25},
+                                             "fuse_gelu": {"fused": 0}, "select_impl_mode": {},
+                                             "fuse_conv_bn": {"fused": 5}},
+              "nodes_after": 10, "fused_conv_bn": 5, "removed_nodes": 0}
+    assert pass_rows(report) == [("nodes", "21 -> 10"), ("dead_code", "removed_initializers=25"),
+                                 ("fuse_conv_bn", "fused=5")]
+
+
+def test_output_naming_a_folder_is_refused_before_anything_is_written(ge, models, tmp_path, error_line):
+    r = ge("atc", f"--model={models['small']}", f"--output={tmp_path / 'adir'}/")
+    assert r.exit_code == 2 and error_line(r) == (
+        f"error: Invalid value for --output: '{tmp_path / 'adir'}/' is a folder; give the OM's path (ATC appends .om: "
+        f"--output {tmp_path / 'adir' / 'net'} writes {tmp_path / 'adir' / 'net.om'}) (see `ge atc --help`)")
+    assert not (tmp_path / "adir").exists() and not list(tmp_path.iterdir())
