@@ -20,7 +20,7 @@ from ..core.soc import check_soc
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
-from .options import command_line, log_option, spelled_option
+from .options import COMMANDS, command_line, log_option, spelled_option
 
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
 ONNX = 5
@@ -58,8 +58,8 @@ def atc_options(f):
     return f
 
 
-@click.command("atc", cls=AtcCommand, context_settings={"help_option_names": ["-h", "--help"],
-                                                         "max_content_width": 120})
+@click.command("atc", cls=AtcCommand, short_help=COMMANDS["atc"],
+               context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
 @click.option("--mode", type=int, default=0, show_default=True,
               help="0: ONNX -> OM; 1: OM -> JSON (--om, --json FILE); 3: pre-check (--check_report); "
                    "6: display OM info (--om)")

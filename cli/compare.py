@@ -14,10 +14,11 @@ from ..core import api
 from ..core.api.comparison import DEFAULT_ATOL, DEFAULT_RTOL
 from ..formats.tensors import write_text
 from . import console
-from .options import GEAR_OPTIONS, device_option
+from .options import COMMANDS, GEAR_OPTIONS, device_option
 
 
-@click.command("compare", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("compare", short_help=COMMANDS["compare"],
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", "-m", "onnx_model", required=True, metavar="FILE.onnx", type=click.Path(dir_okay=False),
               help="the ONNX model (the reference: onnxruntime when installed, else onnx's reference evaluator)")
 @click.option("--om", required=True, metavar="FILE.om", type=click.Path(dir_okay=False), help="the compiled OM")

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..core import api
 from . import console
-from .options import json_option
+from .options import COMMANDS, json_option
 
 SECTION_NAMES = tuple(api.INSPECT_SECTIONS)
 
@@ -21,7 +21,8 @@ def _section_data(d: dict, section: str) -> dict:
     return api.inspect_section(d, section)
 
 
-@click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("inspect", short_help=COMMANDS["inspect"],
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("om", metavar="FILE.om", type=click.Path(dir_okay=False))
 @json_option
 @click.option("--section", metavar="NAME", help="print one section: " + ", ".join(SECTION_NAMES))

@@ -8,6 +8,7 @@ and exits 2; any other exception prints `internal error: <type>: <message> (...)
 from __future__ import annotations
 
 import errno
+import importlib
 import sys
 import traceback
 
@@ -15,11 +16,25 @@ import click
 
 from ..core.errors import GeError
 from . import console
-from .options import DEBUG_FLAG, SWITCH_WORDS, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
+from .options import COMMANDS, DEBUG_FLAG, SWITCH_WORDS, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
 
 
 class GeGroup(click.Group):
-    """The `ge` group: takes `--debug` anywhere on the line and turns exceptions into one-line errors."""
+    """The `ge` group: takes `--debug` anywhere on the line and turns exceptions into one-line errors.
+    Its subcommands (options.COMMANDS) are imported when one runs: `ge --help` lists them from that
+    table, so neither it nor `ge --version` imports onnx, the compiler or the kernels."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        return getattr(importlib.import_module(f"{__package__}.{name}"), name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name]) for name in self.list_commands(ctx)])
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_META_ARGV] = list(args)
@@ -104,8 +119,8 @@ def _report(ctx: click.Context, e: BaseException, prefix: str, internal: bool = 
 def _show_version(ctx: click.Context, _param, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from ..core import api
-    click.echo(f"ge {api.version()}\nkernels: {api.kernels()}")
+    from ..core.version import kernels, version
+    click.echo(f"ge {version()}\nkernels: {kernels()}")
     ctx.exit()
 
 
@@ -125,18 +140,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     if debug:
         ctx.meta[_META_DEBUG] = True
     console.setup_logging(reset=True)  # ge's warnings as `[WARNING] ...` lines on stderr (atc's --log sets the level)
-
-
-def _register() -> None:
-    from .atc import atc
-    from .compare import compare
-    from .inspect import inspect
-    from .run import run
-    for command in (atc, run, inspect, compare):
-        cli.add_command(command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

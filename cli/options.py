@@ -6,6 +6,14 @@ import sys
 
 import click
 
+#: the `ge` subcommands, each in the module of its name, with the line `ge --help` shows for it (also
+#: its short_help): `ge --help` and `ge --version` import none of them
+COMMANDS = {
+    "atc": "Compile ONNX into an OM, pre-check a model, or look inside an OM (ATC).",
+    "compare": "Compare an OM with its ONNX model, output by output, layer by layer.",
+    "inspect": "Show what an OM holds: header, I/O, memory, tasks, weights.",
+    "run": "Run an OM as msame / ais_bench do (files, folders, zeros, random).",
+}
 DEVICES = ("cpu", "sim")
 DEBUG_FLAG = "--debug"
 META_DEBUG = "ge.debug"  # ctx.meta keys set by the `ge` group

@@ -15,7 +15,7 @@ from ..core.errors import GeError
 from ..core.runtime.executors import EXECUTORS
 from ..formats.dataset import is_dataset
 from ..formats.tensors import OUTPUT_FORMATS
-from .options import DEVICES, GEAR_OPTIONS, is_debug, json_option, om_option, spelled_option, switch_option
+from .options import COMMANDS, DEVICES, GEAR_OPTIONS, is_debug, json_option, om_option, spelled_option, switch_option
 from .run_report import ProgressBar, render
 
 
@@ -83,7 +83,8 @@ def ais_bench_options(f):
     return f
 
 
-@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("run", short_help=COMMANDS["run"],
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model_file", metavar="[FILE.om]", required=False, type=click.Path(dir_okay=False))
 @om_option(required=False, help="the offline model (.om) to run (or give it as the argument, as ge inspect takes it)")
 @click.option("--input", "-i", "input_files", metavar="a.npy,b.bin|DIR[,DIR2]",

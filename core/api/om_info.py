@@ -9,27 +9,12 @@ from ..errors import GeError
 from ..ge_model import GeModel
 from ..kernels.fused_elementwise import chain_label
 from .quant_info import quant_params
+from ..version import kernels, version
 from ..runtime.task_check import check_model_tasks
 from ..soc import soc_info
 from ...formats.om import header_info, read_om
 
 REGIONS = ("WEIGHT", "FEATURE_MAP", "WORKSPACE", "IO")
-
-
-def kernels() -> str:
-    """What runs ge's kernels in this process: the native level and its instruction sets, or the numpy
-    fallback and why (no C compiler at install, GE_NO_NATIVE=1, a layout or self-test mismatch)."""
-    from ..kernels.native import status
-    return status()
-
-
-def version() -> str:
-    """ge's version (the installed distribution's), as `atc_version` shows it."""
-    from importlib.metadata import PackageNotFoundError, version as dist_version
-    try:
-        return dist_version("ge")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
-        return "0+unknown"
 
 
 def inspect(path: str) -> dict:

@@ -374,3 +374,39 @@ def test_output_naming_a_folder_is_refused_before_anything_is_written(ge, models
         f"error: Invalid value for --output: '{tmp_path / 'adir'}/' is a folder; give the OM's path (ATC appends .om: "
         f"--output {tmp_path / 'adir' / 'net'} writes {tmp_path / 'adir' / 'net.om'}) (see `ge atc --help`)")
     assert not (tmp_path / "adir").exists() and not list(tmp_path.iterdir())
+
+
+# -- 9. what `ge --version`, `ge --help` and a load import --------------------------------------------
+def _imported(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `code` (then printing sys.modules)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+#: what `ge --version` and `ge --help` need not import: onnx, the compiler, the runtime, the OM reader,
+#: the API, any kernel family (the native library's own module aside: --version reports its level)
+HEAVY = ("onnx", "ge.core.compile", "ge.core.passes", "ge.formats", "ge.core.runtime", "ge.core.api", "ge.core.ir",
+         "ge.core.kernels.base", "ge.core.kernels.registry", "ge.cli.atc", "ge.cli.run", "rich.table", "ml_dtypes")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"]])
+def test_version_and_help_import_no_compiler_kernels_or_onnx(args):
+    mods = _imported(f"from ge.cli.main import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass")
+    assert not {m for m in mods if m.split(".")[0] == "onnx" or m.startswith(HEAVY[1:])}
+    kernels = {m for m in mods if m.startswith("ge.core.kernels.")}
+    assert kernels <= {"ge.core.kernels.native", "ge.core.kernels.native_levels"} | {
+        m for m in kernels if m.startswith("ge.core.kernels._native_")}
+
+
+def test_loading_an_om_imports_only_the_families_it_uses(compiled):
+    """small.om runs a Conv and a fused Relu+Add chain: the conv, fused_elementwise (the chain) and
+    elementwise (its steps) families, not the other fifty (recurrent, ml, strings, detection ...)."""
+    from ge.core.kernels.registry import family_index
+    mods = _imported(f"from ge.core import api\napi.load_from_file({compiled['small']!r})")
+    families = {m for modules in family_index().values() for m in modules}
+    loaded = {m.rsplit(".", 1)[1] for m in mods if m.startswith("ge.core.kernels.")} & families
+    assert loaded == {"conv", "fused_elementwise", "elementwise"}, sorted(loaded)
+    assert not {m for m in mods if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx"))}
