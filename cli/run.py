@@ -19,6 +19,11 @@ from .options import COMMANDS, DEVICES, GEAR_OPTIONS, is_debug, json_option, om_
 from .run_report import ProgressBar, render
 
 
+#: `--debug` is the `ge` group's (taken anywhere on the line): what it does for `ge run`
+DEBUG_HELP = ("--debug [true|false] (msame's and ais_bench's, anywhere on the line): print an error's traceback, and "
+              "the model's load steps and counters as --verbose does.")
+
+
 def ais_bench_options(f):
     """ais_bench's and msame's options beyond ge's own (also msame's camelCase spellings)."""
     options = [
@@ -45,10 +50,12 @@ def ais_bench_options(f):
                       help="dataset of a dynamic-shape model: each sample's shape from its .npy (ge always does so)"),
         switch_option("--auto_set_dymdims_mode", "--auto-set-dymdims-mode", "auto_set_dymdims_mode",
                       help="dataset of a gear model: each sample's gear from its .npy shapes (ge always does so)"),
-        switch_option("--profiler", "profiler", help="per-task Chrome trace and per-op table into OUTPUT/profiler/"),
+        switch_option("--profiler", "profiler", help="trace the timed runs: a per-task Chrome trace and a per-op table "
+                                                     "into OUTPUT/profiler/"),
         click.option("--profile", "profile_json", metavar="FILE.json", type=click.Path(dir_okay=False),
                      help="write a per-task Chrome trace (Perfetto, chrome://tracing) of the timed runs to FILE"),
-        switch_option("--dump", "dump", help="write every op's outputs (.npy) into OUTPUT/dump/<model>/"),
+        switch_option("--dump", "dump", help="write every op's outputs (.npy) of one run into OUTPUT/dump/ (OUTPUT: "
+                                             "--output's or --output-dir's folder; a dataset's into OUTPUT/dump/<sample>/)"),
         switch_option("--dump_npy", "--dump-npy", "dump_npy", help="ais_bench: dumps as .npy (ge's dumps always are)"),
         spelled_option("acl_json_path", metavar="acl.json",
                        type=click.Path(dir_okay=False),
@@ -83,7 +90,7 @@ def ais_bench_options(f):
     return f
 
 
-@click.command("run", short_help=COMMANDS["run"],
+@click.command("run", short_help=COMMANDS["run"], epilog=DEBUG_HELP,
                context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model_file", metavar="[FILE.om]", required=False, type=click.Path(dir_okay=False))
 @om_option(required=False, help="the offline model (.om) to run (or give it as the argument, as ge inspect takes it)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -410,3 +411,14 @@ def test_loading_an_om_imports_only_the_families_it_uses(compiled):
     loaded = {m.rsplit(".", 1)[1] for m in mods if m.startswith("ge.core.kernels.")} & families
     assert loaded == {"conv", "fused_elementwise", "elementwise"}, sorted(loaded)
     assert not {m for m in mods if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx"))}
+
+
+# -- 8. ge run --help says where dumps go, and what --debug does ----------------------------------------
+def test_run_help_names_the_dump_folder_it_writes_and_debug(ge, compiled, tmp_path):
+    import re
+    text = " ".join(ge("run", "--help", ok=True).stdout.split())
+    assert "into OUTPUT/dump/ (OUTPUT: --output's or --output-dir's folder" in text
+    assert "--debug [true|false]" in text and "traceback" in text
+    ge("run", compiled["small"], "--dump", "true", "--output-dir", tmp_path / "o", ok=True)
+    dumped = os.listdir(tmp_path / "o" / "dump")
+    assert dumped and all(re.fullmatch(r"\d{4}_.+_output_\d+\.npy", f) for f in dumped)
