@@ -142,8 +142,9 @@ def check_same_model(m, graph, om_path: str, onnx_path: str) -> None:
     for d in m.inputs:
         dims = [x.dim_value if x.HasField("dim_value") else -1 for x in onnx_inputs[d.name].type.tensor_type.shape.dim]
         if dims and (len(dims) != len(d.shape) or any(w >= 0 and x >= 0 and w != x for w, x in zip(dims, d.shape))):
-            raise GeError(f"{om_path} was not compiled from {onnx_path}: input '{d.name}' is {list(d.shape)} in the "
-                          f"OM, {['?' if w < 0 else w for w in dims]} in the ONNX model")
+            raise GeError(f"{om_path} was not compiled from {onnx_path} as it stands: input '{d.name}' is "
+                          f"{list(d.shape)} in the OM, {['?' if w < 0 else w for w in dims]} in the ONNX model (another "
+                          f"model, or --input_shape changed a static dim: the reference cannot run at the OM's shape)")
     tensors = {vi.name for vi in graph.input} | {o for n in graph.node for o in n.output}
     missing = [d.name for d in m.outputs if d.name not in tensors]
     if missing:
