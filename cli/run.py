@@ -186,7 +186,7 @@ REFUSED = {
 def _model(argument: str | None, option: str | None) -> str:
     """The OM, given as the argument or as msame's --model (once)."""
     if argument and option and argument != option:
-        raise click.UsageError(f"the model is given twice: --model {option} and {argument}")
+        raise click.UsageError(f"the model is given twice: --model {option} and the argument '{argument}'")
     if not (argument or option):
         raise click.UsageError("give the model to run: ge run FILE.om (or --model FILE.om)")
     return argument or option

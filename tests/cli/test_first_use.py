@@ -222,8 +222,8 @@ def test_a_warning_is_printed_once(ge, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (("run", "--model", "{om}", "--summary-json", "{dir}"), "Invalid value for '--summary-json' / '--summary_json': "
                                                             "File '{dir}' is a directory. (see `ge run --help`)"),
-    (("run", "--model", "{om}", "--debug", "maybe"), "the model is given twice: --model {om} and maybe "
-                                                     "(see `ge run --help`)"),
+    (("run", "--model", "{om}", "--debug", "maybe"), "the model is given twice: --model {om} and the argument "
+                                                     "'maybe' (see `ge run --help`)"),
     (("run",), "give the model to run: ge run FILE.om (or --model FILE.om) (see `ge run --help`)"),
     (("run", "--model", "{om}", "--loop", "0"), "Invalid value for '--loop' / '-l': 0 is not in the range x>=1. "
                                                 "(see `ge run --help`)"),
