@@ -20,7 +20,7 @@ from ..core.soc import check_soc
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
-from .options import command_line, log_option, spelled_option
+from .options import COMMANDS, command_line, log_option, spelled_option
 
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
 ONNX = 5
@@ -58,8 +58,8 @@ def atc_options(f):
     return f
 
 
-@click.command("atc", cls=AtcCommand, context_settings={"help_option_names": ["-h", "--help"],
-                                                         "max_content_width": 120})
+@click.command("atc", cls=AtcCommand, short_help=COMMANDS["atc"],
+               context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
 @click.option("--mode", type=int, default=0, show_default=True,
               help="0: ONNX -> OM; 1: OM -> JSON (--om, --json FILE); 3: pre-check (--check_report); "
                    "6: display OM info (--om)")
@@ -96,12 +96,15 @@ def atc_options(f):
 @click.option("--json", "json_out", is_flag=False, flag_value=STDOUT, default=None, metavar="[FILE]",
               help="mode 1: the JSON file to write; modes 0 and 6: print JSON instead of tables "
                    "(or write it to FILE)")
+@click.option("--verbose", "-v", is_flag=True,
+              help="mode 0: print the compile summary's tables (ops, memory, inputs/outputs, passes), as --log=info "
+                   "does; ATC's lines only otherwise")
 @spelled_option("check_report", default=None, metavar="FILE",
                 help=f"mode 3: the pre-check report to write (default {DEFAULT_CHECK_REPORT})")
 @atc_options
 def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, insert_op_conf, external_weight,
         external_weight_dir, dynamic_batch_size, dynamic_image_size, dynamic_dims, input_shape_range,
-        static_model_ops_lower_limit, om, json_out, check_report, **options):
+        static_model_ops_lower_limit, om, json_out, verbose, check_report, **options):
     """Compile an ONNX model into an offline model (OM), pre-check it, or look inside an OM (ATC's
     modes 0, 3, 1 and 6). Every ATC option is accepted: implemented where it means something on a
     CPU or the simulated NPU, checked and recorded in the OM where it tunes NPU hardware.
@@ -127,7 +130,8 @@ def atc(mode, model, output, framework, soc_version, input_shape, out_nodes, ins
                    "static_model_ops_lower_limit": static_model_ops_lower_limit}
         options = {k: v for k, v in options.items() if v is not None}
         _compile(model, output, soc_version, input_shape, out_nodes, json_out, external_weight,
-                 external_weight_dir, {k: v for k, v in dynamic.items() if v is not None}, insert_op_conf, options)
+                 external_weight_dir, {k: v for k, v in dynamic.items() if v is not None}, insert_op_conf, options,
+                 verbose)
     elif mode == 3:
         check_soc(soc_version)
         _precheck(model, input_shape, out_nodes, check_report or DEFAULT_CHECK_REPORT)
@@ -146,13 +150,21 @@ def _check_framework(framework: int) -> None:
 
 # -- mode 0 -------------------------------------------------------------------------------------
 def _compile(model, output, soc_version, input_shape, out_nodes, json_out, external_weight=0,
-             external_weight_dir=None, dynamic=None, insert_op_conf=None, options=None) -> None:
+             external_weight_dir=None, dynamic=None, insert_op_conf=None, options=None, verbose=False) -> None:
+    """ATC's lines (start, the OM written, success); the summary's tables too with --verbose or at
+    --log=info|debug; the summary as JSON with --json."""
     if not output:
         raise click.UsageError("--mode=0 needs --output (the OM to write; .om is appended)")
+    if output.endswith(("/", os.sep)):
+        raise click.BadParameter(f"'{output}' is a folder; give the OM's path (ATC appends .om: --output "
+                                 f"{os.path.join(output, 'net')} writes {os.path.join(output, 'net.om')})",
+                                 param_hint="--output")
     if json_out and json_out != STDOUT and (json_out.endswith(("/", os.sep)) or os.path.isdir(json_out)):
         # checked before compiling: an error after the OM is written would leave it behind
         raise click.BadParameter(f"'{json_out}' is a folder; give the JSON file's name", param_hint="--json")
     options = dict(options or {})
+    if json_out != STDOUT:
+        console.echo("ATC start working now, please wait for a moment.")
     result = api.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
                      cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir,
                      dynamic=dynamic, insert_op_conf=insert_op_conf, **options)
@@ -160,7 +172,8 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
     if json_out == STDOUT:
         console.echo(json.dumps(data, indent=2))
         return
-    render_summary(data)
+    if verbose or options.get("log") in ("info", "debug"):
+        render_summary(data)
     if json_out:
         _write_text(json_out, json.dumps(data, indent=2) + "\n")
         console.out.print(f"summary JSON: {json_out}")
@@ -249,19 +262,13 @@ def render_summary(s: dict) -> None:
             io.add_row(role[:-1], d["name"], d["dtype"], str(list(d["shape"])))
     out.print(io)
 
-    passes = s.get("passes") or {}
-    if passes:
-        table = Table(title="Passes", title_justify="left")
-        table.add_column("pass / figure")
+    rows = pass_rows(s.get("passes") or {})
+    if rows:
+        table = Table(title="Passes (what changed)", title_justify="left")
+        table.add_column("pass")
         table.add_column("result")
-        for key, value in passes.items():
-            if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
-                for name, stats in value.items():
-                    table.add_row(name, ", ".join(f"{k}={v}" for k, v in stats.items()) or "-")
-            elif isinstance(value, dict):
-                table.add_row(key, ", ".join(f"{k}={v}" for k, v in value.items()) or "-")
-            else:
-                table.add_row(key, str(value))
+        for row in rows:
+            table.add_row(*row)
         out.print(table)
     rec = s.get("atc_options") or {}
     if rec.get("options"):
@@ -271,6 +278,19 @@ def render_summary(s: dict) -> None:
     if rec.get("fusions_off"):
         out.print("fusions off: " + ", ".join(rec["fusions_off"]))
     out.print(f"compiled in {float(s.get('seconds', 0)):.3f} s")
+
+
+def pass_rows(report: dict) -> list[tuple[str, str]]:
+    """The passes' report as rows: the node count before and after, then each pass that changed
+    something with its non-zero figures (the report's own totals repeat these and are left out)."""
+    rows = []
+    if "nodes_before" in report:
+        rows.append(("nodes", f"{report['nodes_before']} -> {report.get('nodes_after', '?')}"))
+    for name, figures in (report.get("passes") or {}).items():
+        changed = ", ".join(f"{k}={v}" for k, v in figures.items() if v)
+        if changed:
+            rows.append((name, changed))
+    return rows
 
 
 # -- modes 1 and 6 ------------------------------------------------------------------------------

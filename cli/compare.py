@@ -14,10 +14,11 @@ from ..core import api
 from ..core.api.comparison import DEFAULT_ATOL, DEFAULT_RTOL
 from ..formats.tensors import write_text
 from . import console
-from .options import device_option
+from .options import COMMANDS, GEAR_OPTIONS, device_option
 
 
-@click.command("compare", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("compare", short_help=COMMANDS["compare"],
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", "-m", "onnx_model", required=True, metavar="FILE.onnx", type=click.Path(dir_okay=False),
               help="the ONNX model (the reference: onnxruntime when installed, else onnx's reference evaluator)")
 @click.option("--om", required=True, metavar="FILE.om", type=click.Path(dir_okay=False), help="the compiled OM")
@@ -31,15 +32,20 @@ from .options import device_option
               help="write outputs.csv and layers.csv to DIR")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
 @device_option
-def compare(onnx_model, om, input_files, atol, rtol, json_file, output_dir, seed, device):
+@GEAR_OPTIONS[0]
+@GEAR_OPTIONS[1]
+@GEAR_OPTIONS[2]
+def compare(onnx_model, om, input_files, atol, rtol, json_file, output_dir, seed, device, dym_batch, dym_hw, dym_dims):
     """Compare an OM with its ONNX model, output by output and layer by layer.
 
     \b
       ge compare --model net.onnx --om out/net.om
       ge compare --model net.onnx --om out/net.om --input x.npy --json cmp.json --output cmp/
+      ge compare --model net.onnx --om out/net_gears.om --dymBatch 4     # a gear model, at one gear
     """
     inputs = input_files.split(",") if input_files else None
-    result = api.compare(onnx_model, om, inputs, atol=atol, rtol=rtol, device=device, seed=seed)
+    result = api.compare(onnx_model, om, inputs, atol=atol, rtol=rtol, device=device, seed=seed,
+                         dym_batch=dym_batch, dym_hw=dym_hw, dym_dims=dym_dims)
     data = api.jsonable(result)
     if json_file == "-":
         console.echo(json.dumps(data, indent=2))
@@ -56,6 +62,8 @@ def compare(onnx_model, om, input_files, atol, rtol, json_file, output_dir, seed
 
 def render(d: dict) -> None:
     out = console.out
+    if "gear" in d:
+        out.print(f"gear {','.join(map(str, d['gear']))}")
     out.print(f"reference: {d['reference']}, tolerance atol {d['atol']:g} + rtol {d['rtol']:g} * |reference|")
     for key, title in (("outputs", "Outputs"), ("layers", "Layers (worst first)")):
         rows = sorted(d[key], key=lambda r: (r["pass"], _num(r["cosine"])))

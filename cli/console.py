@@ -26,8 +26,8 @@ def _width(stream) -> int | None:
         return _PIPE_WIDTH
 
 
-out = Console(highlight=False, width=_width(sys.stdout))
-err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+out = Console(highlight=False, width=_width(sys.stdout), soft_wrap=True)
+err = Console(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)
 
 
 def one_line(message: object) -> str:
@@ -56,11 +56,19 @@ def nbytes(n: int) -> str:
 
 class _StderrHandler(logging.Handler):
     """ge's log records as `[LEVEL] logger: message` lines on the current stderr (resolved per record,
-    as the consoles do)."""
+    as the consoles do), each line once per command: a conversion imports a model more than once (each
+    gear, the data-dependent fallback) and a dataset reads many samples, but a fact is told once."""
+
+    def __init__(self):
+        super().__init__()
+        self.said: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            click.echo(f"[{record.levelname}] {record.name}: {one_line(record.getMessage())}", err=True)
+            line = f"[{record.levelname}] {record.name}: {one_line(record.getMessage())}"
+            if line not in self.said:
+                self.said.add(line)
+                click.echo(line, err=True)
         except Exception:  # pragma: no cover - logging must never break a command
             self.handleError(record)
 
@@ -69,10 +77,14 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
            "null": logging.CRITICAL + 10}
 
 
-def setup_logging(level: str = "warning") -> None:
-    """ge's log on stderr at one of ATC's --log levels (the `--log` option of cli/options.py)."""
+def setup_logging(level: str = "warning", reset: bool = False) -> None:
+    """ge's log on stderr at one of ATC's --log levels (the `--log` option of cli/options.py); `reset`
+    at the start of a command."""
     log = logging.getLogger("ge")
-    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+    handler = next((h for h in log.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:
         log.addHandler(_StderrHandler())
         log.propagate = False
+    elif reset:  # a new command: what the last one said may be said again
+        handler.said.clear()
     log.setLevel(_LEVELS[level])

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..core import api
 from . import console
-from .options import json_option
+from .options import COMMANDS, json_option
 
 SECTION_NAMES = tuple(api.INSPECT_SECTIONS)
 
@@ -21,7 +21,8 @@ def _section_data(d: dict, section: str) -> dict:
     return api.inspect_section(d, section)
 
 
-@click.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("inspect", short_help=COMMANDS["inspect"],
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("om", metavar="FILE.om", type=click.Path(dir_okay=False))
 @json_option
 @click.option("--section", metavar="NAME", help="print one section: " + ", ".join(SECTION_NAMES))
@@ -206,6 +207,7 @@ def render_dynamic(d: dict) -> None:
     if files:
         out.print("external weight files shared by the root and every submodel: "
                   + ", ".join(f"{name} ({size} B)" for name, size in files.items()), highlight=False)
+    _header(d, out)
     render_atc_options(dyn, out)
     io = _table("Root inputs / outputs", "", "name", "dtype", "shape", "range")
     for role in ("inputs", "outputs"):
@@ -223,10 +225,11 @@ def render_dynamic(d: dict) -> None:
     if dyn["nodes"]:
         _dyn_nodes("Hybrid executor's nodes", dyn["nodes"], out)
     if dyn["gears"]:
-        gears = _table("Gears", "gear", "-1 dims", "input shapes", "memory", right=("memory",))
+        gears = _table("Gears", "gear", "-1 dims", "input shapes", "output shapes", "memory", right=("memory",))
         for g in dyn["gears"]:
             gears.add_row(str(g["gear"]), ",".join(map(str, g["values"])),
-                          "; ".join(f"{k}:{v}" for k, v in g["inputs"].items()), str(g["memory_size"]))
+                          "; ".join(f"{k}:{v}" for k, v in g["inputs"].items()),
+                          "; ".join(f"{k}:{v}" for k, v in g["outputs"].items()), str(g["memory_size"]))
         out.print(gears)
     if d.get("subgraphs"):
         _subgraphs(d["subgraphs"], out)
@@ -239,6 +242,8 @@ def render_dynamic(d: dict) -> None:
                   f"{cap['total']} B ({console.nbytes(cap['total'])}) in total")
     if cap.get("growable"):
         out.print(f"growable (no finite bound, reallocated at run time): {', '.join(cap['growable'])}")
-    for k, sub in enumerate(d["submodels"]):
+    for k, sub in enumerate(d["submodels"]):  # (their partitions are in the table above, as submodel k + 1)
         out.print(f"[bold]submodel {k}[/bold]")
-        render(dict(sub, header={"partitions": []}))
+        for name, show in SECTIONS.items():
+            if name != "header":
+                show(sub, out)

@@ -1,11 +1,14 @@
 """`ge`: the command line (ATC's `atc`, msame's `run`, and `inspect`).
 
-Errors: a GeError prints `error: <message>` as one line on stderr and exits 1; click usage errors
-exit 2; any other exception prints `internal error: <type>: <message> (...)` and exits 1.
+Errors, every one a single line on stderr: a GeError prints `error: <message>` and exits 1; a usage
+error (an unknown option, a missing or invalid value) prints `error: <message> (see `ge CMD --help`)`
+and exits 2; any other exception prints `internal error: <type>: <message> (...)` and exits 1.
 `--debug` (before or after the subcommand) adds the traceback.
 """
 from __future__ import annotations
 
+import errno
+import importlib
 import sys
 import traceback
 
@@ -13,11 +16,25 @@ import click
 
 from ..core.errors import GeError
 from . import console
-from .options import DEBUG_FLAG, SWITCH_WORDS, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
+from .options import COMMANDS, DEBUG_FLAG, SWITCH_WORDS, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
 
 
 class GeGroup(click.Group):
-    """The `ge` group: takes `--debug` anywhere on the line and turns exceptions into one-line errors."""
+    """The `ge` group: takes `--debug` anywhere on the line and turns exceptions into one-line errors.
+    Its subcommands (options.COMMANDS) are imported when one runs: `ge --help` lists them from that
+    table, so neither it nor `ge --version` imports onnx, the compiler or the kernels."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        return getattr(importlib.import_module(f"{__package__}.{name}"), name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name]) for name in self.list_commands(ctx)])
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_META_ARGV] = list(args)
@@ -37,9 +54,35 @@ class GeGroup(click.Group):
             i += 1
         return super().parse_args(ctx, kept + args[end:])
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):
+        """click's main, with its errors as one `error:` line (click prints a usage block)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # `ge` alone: the help, as click shows it
+            e.show()
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+            console.error(e.format_message() + hint)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            console.error(e.format_message())
+            sys.exit(e.exit_code)
+        except click.Abort:
+            console.error("aborted")
+            sys.exit(1)
+        except OSError as e:  # a closed pipe (`ge ... | head`): nothing more to say
+            if e.errno != errno.EPIPE:
+                raise
+            sys.exit(1)
+        sys.exit(code or 0)  # (invoke returns nothing: a number here is ctx.exit's code)
+
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            super().invoke(ctx)
+            return None
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise
         except GeError as e:
@@ -76,8 +119,8 @@ def _report(ctx: click.Context, e: BaseException, prefix: str, internal: bool = 
 def _show_version(ctx: click.Context, _param, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from ..core import api
-    click.echo(f"ge {api.version()}\nkernels: {api.kernels()}")
+    from ..core.version import kernels, version
+    click.echo(f"ge {version()}\nkernels: {kernels()}")
     ctx.exit()
 
 
@@ -96,18 +139,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """
     if debug:
         ctx.meta[_META_DEBUG] = True
-
-
-def _register() -> None:
-    from .atc import atc
-    from .compare import compare
-    from .inspect import inspect
-    from .run import run
-    for command in (atc, run, inspect, compare):
-        cli.add_command(command)
-
-
-_register()
+    console.setup_logging(reset=True)  # ge's warnings as `[WARNING] ...` lines on stderr (atc's --log sets the level)
 
 
 def main(argv: list[str] | None = None) -> None:

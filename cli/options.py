@@ -6,6 +6,14 @@ import sys
 
 import click
 
+#: the `ge` subcommands, each in the module of its name, with the line `ge --help` shows for it (also
+#: its short_help): `ge --help` and `ge --version` import none of them
+COMMANDS = {
+    "atc": "Compile ONNX into an OM, pre-check a model, or look inside an OM (ATC).",
+    "compare": "Compare an OM with its ONNX model, output by output, layer by layer.",
+    "inspect": "Show what an OM holds: header, I/O, memory, tasks, weights.",
+    "run": "Run an OM as msame / ais_bench do (files, folders, zeros, random).",
+}
 DEVICES = ("cpu", "sim")
 DEBUG_FLAG = "--debug"
 META_DEBUG = "ge.debug"  # ctx.meta keys set by the `ge` group
@@ -42,6 +50,17 @@ def spelled_option(name: str, *spellings: str, **kwargs):
     take theirs), after any other `spellings` (msame's camelCase); its value is the parameter `name`."""
     dashed = [f"--{name.replace('_', '-')}"] if "_" in name else []
     return click.option(*spellings, f"--{name}", *dashed, name, **kwargs)
+
+
+#: msame's gear choice (`ge run`, `ge compare`)
+GEAR_OPTIONS = (
+    spelled_option("dym_batch", "--dymBatch", type=click.IntRange(min=1), metavar="N",
+                   help="gear model: run the gear of batch size N"),
+    spelled_option("dym_hw", "--dymHW", metavar="H,W", help="gear model: run the gear of image size H,W"),
+    spelled_option("dym_dims", "--dymDims", metavar='"in:1,600;in2:..."',
+                   help="gear model: run the gear of these input shapes ('name:dims;...', or msame's every dim in "
+                        "input order: 1,600,600,3,1,3)"),
+)
 
 
 def device_option(f):

@@ -13,9 +13,15 @@ from ..core.api import inference, runner
 from ..core.api.runner import DEFAULT_OUTPUT_DIR, RunOptions
 from ..core.errors import GeError
 from ..core.runtime.executors import EXECUTORS
+from ..formats.dataset import is_dataset
 from ..formats.tensors import OUTPUT_FORMATS
-from .options import DEVICES, is_debug, json_option, om_option, spelled_option, switch_option
+from .options import COMMANDS, DEVICES, GEAR_OPTIONS, is_debug, json_option, om_option, spelled_option, switch_option
 from .run_report import ProgressBar, render
+
+
+#: `--debug` is the `ge` group's (taken anywhere on the line): what it does for `ge run`
+DEBUG_HELP = ("--debug [true|false] (msame's and ais_bench's, anywhere on the line): print an error's traceback, and "
+              "the model's load steps and counters as --verbose does.")
 
 
 def ais_bench_options(f):
@@ -32,13 +38,7 @@ def ais_bench_options(f):
         click.option("--batchsize", "--batch_size", "--batch-size", "batchsize", type=click.IntRange(min=1),
                      metavar="N",
                      help="samples per execution in the throughput figures [default: the first input's dim 0]"),
-        spelled_option("dym_batch", "--dymBatch", type=click.IntRange(min=1), metavar="N",
-                       help="gear model: run the gear of batch size N"),
-        spelled_option("dym_hw", "--dymHW", metavar="H,W",
-                       help="gear model: run the gear of image size H,W"),
-        spelled_option("dym_dims", "--dymDims", metavar='"in:1,600;in2:..."',
-                       help="gear model: run the gear of these input shapes ('name:dims;...', or msame's every dim in "
-                            "input order: 1,600,600,3,1,3)"),
+        *GEAR_OPTIONS,
         spelled_option("dym_shape", "--dymShape", metavar='"in:1,600;in2:..."',
                        help="dynamic-shape model: the input shapes of this run (read .bin inputs with them)"),
         click.option("--dymShape_range", "--dym_shape_range", "--dym-shape-range", "dym_shape_range",
@@ -50,10 +50,12 @@ def ais_bench_options(f):
                       help="dataset of a dynamic-shape model: each sample's shape from its .npy (ge always does so)"),
         switch_option("--auto_set_dymdims_mode", "--auto-set-dymdims-mode", "auto_set_dymdims_mode",
                       help="dataset of a gear model: each sample's gear from its .npy shapes (ge always does so)"),
-        switch_option("--profiler", "profiler", help="per-task Chrome trace and per-op table into OUTPUT/profiler/"),
+        switch_option("--profiler", "profiler", help="trace the timed runs: a per-task Chrome trace and a per-op table "
+                                                     "into OUTPUT/profiler/"),
         click.option("--profile", "profile_json", metavar="FILE.json", type=click.Path(dir_okay=False),
                      help="write a per-task Chrome trace (Perfetto, chrome://tracing) of the timed runs to FILE"),
-        switch_option("--dump", "dump", help="write every op's outputs (.npy) into OUTPUT/dump/<model>/"),
+        switch_option("--dump", "dump", help="write every op's outputs (.npy) of one run into OUTPUT/dump/ (OUTPUT: "
+                                             "--output's or --output-dir's folder; a dataset's into OUTPUT/dump/<sample>/)"),
         switch_option("--dump_npy", "--dump-npy", "dump_npy", help="ais_bench: dumps as .npy (ge's dumps always are)"),
         spelled_option("acl_json_path", metavar="acl.json",
                        type=click.Path(dir_okay=False),
@@ -88,8 +90,10 @@ def ais_bench_options(f):
     return f
 
 
-@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
-@om_option(help="the offline model (.om) to run")
+@click.command("run", short_help=COMMANDS["run"], epilog=DEBUG_HELP,
+               context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("model_file", metavar="[FILE.om]", required=False, type=click.Path(dir_okay=False))
+@om_option(required=False, help="the offline model (.om) to run (or give it as the argument, as ge inspect takes it)")
 @click.option("--input", "-i", "input_files", metavar="a.npy,b.bin|DIR[,DIR2]",
               help="input files, comma-separated, one per model input (.npy, .npz, raw .bin; one .npz may hold "
                    "every input); or dataset folders: a file per sample (msame, ais_bench). Zeros when omitted")
@@ -134,10 +138,11 @@ def ais_bench_options(f):
                 help="do not check the sha256 of external weights (faster load; lengths are still checked)")
 @ais_bench_options
 @json_option
-def run(input_files, device, summary_json, as_json, **opts):
+def run(model_file, input_files, device, summary_json, as_json, **opts):
     """Run an offline model as msame / ais_bench do: inputs from files, folders, zeros or random.
 
     \b
+      ge run net.om --input x.npy --loop 100
       ge run --model net.om --input x.bin --output out --outfmt TXT --loop 2     # msame
       ge run --model net.om --loop 100 --warmup_count 5 --output out --output_dirname r1   # ais_bench
       ge run --model net.om --input x.npy --output-dir out --device sim
@@ -145,12 +150,15 @@ def run(input_files, device, summary_json, as_json, **opts):
       ge run --model net.om --profile trace.json --loop 10
       ge run --model net.om --contexts 2 --loop 100 --executor parallel
     """
+    opts["model"] = _model(model_file, opts["model"])
     _refuse(opts, device)
     device, device_id = _device(device)
     opts["verbose"] = opts["verbose"] or is_debug()  # msame's --debug true prints the model's description
     options = RunOptions(**{k: v for k, v in opts.items() if k in RUN_OPTIONS}, device=device, device_id=device_id,
                          inputs=[p.strip() for p in (input_files or "").split(",") if p.strip()])
-    bar = None if as_json else ProgressBar("samples on Ray" if options.ray_address else "samples")
+    dataset = bool(options.inputs) and is_dataset(options.inputs)
+    bar = None if as_json else ProgressBar("samples on Ray" if options.ray_address else "samples" if dataset
+                                           else "timed runs")
     try:
         result = runner.run(options, bar)
     finally:
@@ -160,6 +168,16 @@ def run(input_files, device, summary_json, as_json, **opts):
 
 
 RUN_OPTIONS = {f.name for f in fields(RunOptions)}
+
+
+def _model(argument: str | None, option: str | None) -> str:
+    """The OM, given as the argument or as msame's --model (once)."""
+    if argument and option and argument != option:
+        raise click.UsageError(f"the model is given twice: --model {option} and the argument '{argument}'")
+    if not (argument or option):
+        raise click.UsageError("give the model to run: ge run FILE.om (or --model FILE.om)")
+    return argument or option
+
 
 def _refuse(opts: dict, device: str) -> None:
     for name, why in inference.REFUSED.items():

@@ -1,8 +1,9 @@
 """How `ge run` shows a run (core/api/runner.py's RunResult): --json and --summary-json, or tables
-and msame's and ais_bench's summary lines; and a dataset's progress bar."""
+and msame's and ais_bench's summary lines; and the progress bar of a dataset or a long loop."""
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 from rich.progress import Progress
@@ -24,14 +25,22 @@ def render(result: RunResult, o: RunOptions, summary_json: str | None, as_json: 
 
 
 class ProgressBar:
-    """A dataset's progress bar, shown from its first sample on (the run calls it after each)."""
+    """The progress of a dataset's samples or of a timed loop (the run calls it after each), on
+    stderr and only on a terminal, shown once the run has taken SHOW_AFTER seconds (a short run
+    shows none); it disappears when the run ends."""
+    SHOW_AFTER = 1.0
 
     def __init__(self, label: str):
         self.label, self.progress, self.task = label, None, None
+        self.started = None
 
-    def __call__(self, done: int, total: int, stem: str) -> None:
+    def __call__(self, done: int, total: int | None, stem: str) -> None:
         if self.progress is None:
-            self.progress = Progress(console=console.out, transient=True)
+            now = time.perf_counter()
+            self.started = self.started or now
+            if not console.err.is_terminal or now - self.started < self.SHOW_AFTER:
+                return
+            self.progress = Progress(console=console.err, transient=True)
             self.progress.start()
             self.task = self.progress.add_task(self.label, total=None)
         self.progress.update(self.task, completed=done, total=total)

@@ -5,7 +5,9 @@ Plain data, like GeModel. Three modes:
   by the hybrid executor) and KNOWN clusters (static GeModels run as V2 DavinciModel kernels).
 - "range": as hybrid, but every input dim has a [lo, hi] range and every tensor a planned capacity
   (bytes at the largest shape): a run inside the range allocates nothing.
-- "gears": one static GeModel per gear; no root nodes.
+- "gears": one static GeModel per gear; no root nodes. The root's inputs and outputs are -1 in every
+  dim the gears differ in (as ATC's descs), `attrs["gear_values"]` lists the gears (the values of the
+  -1 dims), `attrs["gears"]` each gear's input shapes, and submodels[k] gear k's own IO descs.
 Every weight (of root nodes and of every submodel) lives once in `weight_data`, or once in the
 external weight files of `weight_files`; submodels carry no weight bytes of their own, their weight
 descs are offsets into this shared blob or into those files.
@@ -46,6 +48,14 @@ class DynTensor:
     def on_host(self) -> bool:
         """A value the hybrid executor holds on the host: not a tensor, or a string tensor."""
         return self.kind != "tensor" or self.dtype == STRING
+
+
+def gear_descs(per_gear: list) -> list[DynTensor]:
+    """The root's IO of a gears model from each gear's IO descs (lists of name/dtype/shape): a dim
+    is -1 where the gears differ."""
+    return [DynTensor(first.name, first.dtype, tuple(d if all(g[k].shape[j] == d for g in per_gear) else UNKNOWN_DIM
+                                                    for j, d in enumerate(first.shape)))
+            for k, first in enumerate(per_gear[0])]
 
 
 @dataclass(frozen=True)

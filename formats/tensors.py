@@ -14,6 +14,7 @@ one element per line by TXT; they have no binary layout, so BIN refuses them.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import zipfile
@@ -25,6 +26,7 @@ from ..core.errors import FormatError, ShapeError
 from .atomic import write_atomically
 from .om.schema import SMALL_DTYPES
 
+log = logging.getLogger("ge.inputs")
 OUTPUT_FORMATS = ("NPY", "BIN", "TXT")
 _EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt"}
 #: most arrays an input .npz may hold
@@ -34,8 +36,19 @@ _MAX_ARCHIVE_MEMBERS = 4096
 HEADER_PARSE = threading.RLock()  # held around every np.load and .npz member read here
 
 
-def load_npy(path: str, **kwargs):
-    """np.load of an .npy/.npz file (never unpickling: input files are untrusted), one header parse at a time."""
+#: how an .npy file and an .npz archive (a zip) begin; np.load takes anything else for a pickle
+NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK"
+
+
+def load_npy(path: str, what: str | None = None, **kwargs):
+    """np.load of an .npy/.npz file (never unpickling: input files are untrusted), one header parse at a
+    time. A file that is neither is a FormatError naming `what` (default: the file)."""
+    with open(path, "rb") as f:
+        head = f.read(len(NPY_MAGIC))
+    if not head.startswith((NPY_MAGIC, ZIP_MAGIC)):
+        kind = "an .npz archive" if path.lower().endswith(".npz") else "a .npy file"
+        raise FormatError(f"{what or f'file {path!r}'}: not {kind} (it does not start as numpy writes one; "
+                          f"raw bytes go in a .bin file)")
     with HEADER_PARSE:
         return np.load(path, allow_pickle=False, **kwargs)
 
@@ -78,6 +91,7 @@ def _load_one(path: str, desc) -> np.ndarray:
             names = list(npz.files)
             if desc.name in names:
                 key = desc.name
+                _warn_extra(path, names, [desc])
             elif names == ["arr_0"]:  # np.savez(f, array)
                 key = names[0]
             else:
@@ -95,6 +109,7 @@ def _load_npz_all(path: str, descs: list) -> list[np.ndarray]:
         positional = [f"arr_{i}" for i in range(len(descs))]  # np.savez(f, *arrays): in the inputs' order
         if all(d.name in names for d in descs):
             keys = [d.name for d in descs]
+            _warn_extra(path, names, descs)
         elif sorted(names) == positional:
             keys = positional
         else:
@@ -104,9 +119,18 @@ def _load_npz_all(path: str, descs: list) -> list[np.ndarray]:
         return [_check(_npz_member(npz, k, path, d), f"{path}[{k}]", d) for k, d in zip(keys, descs)]
 
 
+def _warn_extra(path: str, names: list, descs: list) -> None:
+    """Arrays beside the inputs (labels saved with them, say) are left out, with a word: a wrong file
+    would have missed an input, which is an error."""
+    extra = [n for n in names if n not in {d.name for d in descs}]
+    if extra:
+        log.warning("input file '%s': array(s) %s are not inputs of the model (its inputs: %s); left out", path,
+                    extra, ", ".join(repr(d.name) for d in descs))
+
+
 def _open_npz(path: str):
     try:
-        npz = load_npy(path)
+        npz = load_npy(path, f"input file '{path}'")
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise FormatError(f"input file '{path}': not a readable .npz archive ({e})") from None
     if not isinstance(npz, np.lib.npyio.NpzFile):
@@ -127,7 +151,7 @@ def _npz_member(npz, key: str, path: str, desc) -> np.ndarray:
 
 def _read_npy(path: str, desc) -> np.ndarray:
     try:
-        return load_npy(path)
+        return load_npy(path, _where(path, desc))
     except (OSError, ValueError, EOFError) as e:
         raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
 

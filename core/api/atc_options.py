@@ -181,6 +181,8 @@ def check_options(options: dict, soc=None, out_nodes: str | None = None) -> dict
             raise GeError(f"--{name}: {opt.what}")
         if opt.values and text not in opt.values:
             raise GeError(f"--{name}={text}: must be one of {', '.join(opt.values)}")
+        if opt.path == "file" and os.path.isdir(text):
+            raise GeError(f"--{name}: '{text}' is a folder; give the file")
         if opt.path == "file" and not os.path.isfile(text):
             raise GeError(f"--{name}: file {text} not found")
         out[name] = text

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dynamic_model import DynamicModel
+from ..dynamic_model import GEARS, DynamicModel
 from ..errors import GeError
 from ..runtime.executors import TracingExecutor
 from ...formats.om import read_om
 from ...formats.tensors import load_inputs, random_inputs
 from ..runtime.external_weight_manager import ExternalWeightConfig
 from .acl import default_weight_dir, model_manager
+from .dataset import file_descs
+from .inference import select_gear
 
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3
 
@@ -67,34 +69,87 @@ def metrics(name: str, op: str, got: np.ndarray, want: np.ndarray, atol: float, 
 
 
 def compare(onnx_path: str, om_path: str, inputs=None, *, atol: float = DEFAULT_ATOL, rtol: float = DEFAULT_RTOL,
-            device: str = "cpu", weight_dir: str | None = None, seed: int = 0) -> dict:
+            device: str = "cpu", weight_dir: str | None = None, seed: int = 0, dym_batch: int | None = None,
+            dym_hw: str | None = None, dym_dims: str | None = None) -> dict:
     """Run both and compare. `inputs`: arrays in the OM's input order, a {name: array} dict, file
-    paths (as `ge run --input`), or None for seeded random inputs. Returns
+    paths (as `ge run --input`), or None for seeded random inputs. A gear model is compared at the
+    gear of `dym_batch`, `dym_hw` or `dym_dims` (as `ge run --dymBatch ...`), else at the gear of the
+    inputs' shapes. Returns
     {"outputs": [{name, cosine, max_abs, max_rel, pass}], "layers": [{name, op, ...}],
     "first_bad_layer": name or None, "reference": "onnxruntime" | "onnx.reference", "passed": bool}."""
     m = read_om(om_path)
-    if isinstance(m, DynamicModel):
-        raise GeError(f"{om_path}: ge compare runs static OMs (this one has dynamic shapes: compile it with "
-                      "--input_shape giving every dim)")
+    if isinstance(m, DynamicModel) and m.mode != GEARS:
+        raise GeError(f"{om_path}: ge compare runs static OMs and gear models (this one has {m.mode} shapes: "
+                      "compile it with --input_shape giving every dim, or with gears)")
     if isinstance(m.attrs, dict) and m.attrs.get("aipp"):
         raise GeError(f"{om_path}: the OM's inputs are AIPP raw images; compare it with the model before AIPP "
                       "(compile it without --insert_op_conf)")
-    feeds = _inputs(m.inputs, inputs, seed)
-    names = _task_output_names(m)
-    got, outputs = _run_ge(m, om_path, feeds, names, device, weight_dir)
-    reference, want, producers, order = _run_reference(onnx_path, {d.name: x for d, x in zip(m.inputs, feeds)})
+    reference_model = _onnx_model(onnx_path)
+    check_same_model(m, reference_model.graph, om_path, onnx_path)
+    config = ExternalWeightConfig(weight_dir or default_weight_dir(om_path), {}, True)
+    model_id = model_manager.load(m, device, config)
+    try:
+        static, runner, feeds, gear = _static_part(m, model_id, om_path, inputs, seed, (dym_batch, dym_hw, dym_dims))
+        got, outputs = _run_ge(static, runner, feeds, _task_output_names(static))
+    finally:
+        model_manager.unload(model_id)
+    reference, want, producers, order = _run_reference(reference_model,
+                                                       {d.name: x for d, x in zip(static.inputs, feeds)})
 
-    out_rows = []
-    for d, y in zip(m.outputs, outputs):
-        if d.name not in want:
-            raise GeError(f"output '{d.name}' of {om_path} is not a tensor of {onnx_path}: are they the same model?")
-        out_rows.append(metrics(d.name, producers.get(d.name, ""), y, want[d.name], atol, rtol))
+    out_rows = [metrics(d.name, producers.get(d.name, ""), y, want[d.name], atol, rtol)
+                for d, y in zip(static.outputs, outputs)]
     layers = [metrics(n, producers[n], got[n], want[n], atol, rtol) for n in order if n in got and n in want]
     first_bad = next((r.name for r in layers if not r.passed), None)
     return {"reference": reference, "atol": atol, "rtol": rtol,
+            **({"gear": gear} if gear is not None else {}),
             "outputs": [r.as_dict(with_op=False) for r in out_rows],
             "layers": [r.as_dict() for r in layers],
             "first_bad_layer": first_bad, "passed": all(r.passed for r in out_rows)}
+
+
+def _static_part(m, model_id: int, om_path: str, inputs, seed: int, gear_options: tuple):
+    """(the static model compared, the loaded DavinciModel that runs it, its inputs, the gear's values
+    or None): the OM itself, or the gear a gear model's options or inputs choose."""
+    loaded = model_manager.model(model_id)
+    if not isinstance(m, DynamicModel):
+        return m, loaded, _inputs(m.inputs, inputs, seed), None
+    if any(v is not None for v in gear_options):
+        descs = select_gear(model_id, *gear_options)
+        feeds = _inputs(descs, inputs, seed)
+        k = loaded.gear_for(feeds)
+    elif inputs is not None:
+        files = all(isinstance(x, str) for x in inputs)
+        descs = file_descs(m.inputs, list(inputs), loaded.gear_list()) if files else m.inputs
+        feeds = _inputs(descs, inputs, seed)
+        k = loaded.gear_for(feeds)
+    else:
+        raise GeError(f"{om_path} is a gear model: compare it at one gear, chosen by --dymBatch, --dymHW or "
+                      f"--dymDims (as ge run) or by the shapes of --input; its gears ({loaded.kind}): "
+                      f"{loaded.gear_list()}")
+    return m.submodels[k], loaded.gear(k), feeds, list(m.attrs["gear_values"][k])
+
+
+def check_same_model(m, graph, om_path: str, onnx_path: str) -> None:
+    """The OM was compiled from this ONNX graph: its inputs are the graph's inputs (same names, the
+    dims static on both sides agree) and its outputs tensors of the graph. Else an error naming the
+    mismatch."""
+    initializers = {t.name for t in graph.initializer}
+    onnx_inputs = {vi.name: vi for vi in graph.input if vi.name not in initializers}
+    names = [d.name for d in m.inputs]
+    if sorted(names) != sorted(onnx_inputs):
+        raise GeError(f"{om_path} was not compiled from {onnx_path}: the OM's inputs {names} are not the ONNX "
+                      f"model's {list(onnx_inputs)}")
+    for d in m.inputs:
+        dims = [x.dim_value if x.HasField("dim_value") else -1 for x in onnx_inputs[d.name].type.tensor_type.shape.dim]
+        if dims and (len(dims) != len(d.shape) or any(w >= 0 and x >= 0 and w != x for w, x in zip(dims, d.shape))):
+            raise GeError(f"{om_path} was not compiled from {onnx_path} as it stands: input '{d.name}' is "
+                          f"{list(d.shape)} in the OM, {['?' if w < 0 else w for w in dims]} in the ONNX model (another "
+                          f"model, or --input_shape changed a static dim: the reference cannot run at the OM's shape)")
+    tensors = {vi.name for vi in graph.input} | {o for n in graph.node for o in n.output}
+    missing = [d.name for d in m.outputs if d.name not in tensors]
+    if missing:
+        raise GeError(f"{om_path} was not compiled from {onnx_path}: the OM's output(s) {missing} are not tensors "
+                      f"of the ONNX model")
 
 
 def _inputs(descs, inputs, seed: int) -> list[np.ndarray]:
@@ -132,7 +187,8 @@ def _task_output_names(m) -> dict:
     return names
 
 
-def _run_ge(m, om_path: str, feeds, names: dict, device: str, weight_dir):
+def _run_ge(m, loaded, feeds, names: dict):
+    """`m` on its loaded model, once, with an observer copying every task's outputs."""
     dumps: dict = {}
 
     def keep(t: int, task, seconds: float) -> None:
@@ -140,27 +196,24 @@ def _run_ge(m, om_path: str, feeds, names: dict, device: str, weight_dir):
             for name, shape in names.get((t, j), ()) if y is not None else ():
                 dumps[name] = np.array(y).reshape(shape)
 
-    config = ExternalWeightConfig(weight_dir or default_weight_dir(om_path), {}, True)
-    model_id = model_manager.load(m, device, config)
+    ctx = loaded.create_context()
     try:
-        dm = model_manager.model(model_id)
-        ctx = dm.create_context()
-        try:
-            ctx.executor = TracingExecutor(keep)
-            outputs = [np.array(y) for y in ctx.execute(feeds)]
-        finally:
-            dm.destroy_context(ctx)
+        ctx.executor = TracingExecutor(keep)
+        outputs = [np.array(y) for y in ctx.execute(feeds)]
     finally:
-        model_manager.unload(model_id)
+        loaded.destroy_context(ctx)
     for d, y in zip(m.outputs, outputs):
         dumps[d.name] = y
     return dumps, outputs
 
 
-def _run_reference(onnx_path: str, feeds: dict):
-    """(reference name, {tensor: value} of every node output, {tensor: op type}, node outputs in graph order)."""
+def _onnx_model(onnx_path: str):
     import onnx
-    model = onnx.load(onnx_path)
+    return onnx.load(onnx_path)
+
+
+def _run_reference(model, feeds: dict):
+    """(reference name, {tensor: value} of every node output, {tensor: op type}, node outputs in graph order)."""
     graph = model.graph
     producers = {o: n.op_type for n in graph.node for o in n.output if o}
     order = [o for n in graph.node for o in n.output if o]

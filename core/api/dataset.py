@@ -131,12 +131,16 @@ def split_outputs(outputs, samples: int, per_batch: int, axis: int = 0) -> list[
     return [[p[k] for p in parts] for k in range(samples)]
 
 
-def file_descs(descs, files) -> list[TensorDesc]:
+def file_descs(descs, files, gears: str = "") -> list[TensorDesc]:
     """A dynamic model's input descs with the shapes a sample's .npy/.npz files declare (a raw .bin
-    carries no shape)."""
-    if any(not f.lower().endswith((".npy", ".npz")) for f in files):
-        raise GeError(f"{files[0]}: the model has unknown input dims; give its samples as .npy or .npz (raw .bin "
-                      "files carry no shape)")
+    carries no shape). `gears`: a gear model's gear list, named when a .bin leaves the gear open."""
+    raw = next((f for f in files if not f.lower().endswith((".npy", ".npz"))), None)
+    if raw is not None:
+        dims = ", ".join(f"'{d.name}' {list(d.shape)}" for d in descs if any(x < 0 for x in d.shape))
+        how = (f"choose the gear with --dymBatch, --dymHW or --dymDims (its gears: {gears})" if gears else
+               "give the input shapes with --dymShape")
+        raise GeError(f"{raw}: a raw .bin file carries no shape and the model's inputs have unknown dims ({dims}): "
+                      f"{how}, or give the inputs as .npy or .npz files")
     if len(files) == 1 and files[0].lower().endswith(".npz"):
         with HEADER_PARSE, load_npy(files[0]) as z:  # (its members' headers are parsed as they are read)
             shapes = [z[d.name].shape if d.name in z.files else tuple(d.shape) for d in descs]

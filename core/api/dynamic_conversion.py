@@ -11,13 +11,14 @@ hybrid way too: its static parts become submodels.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Callable
 
 from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid
 from ..compile.dynamic_shapes import infer_dynamic
 from ..compile.range_plan import plan_range
-from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
+from ..dynamic_model import GEARS, HYBRID, RANGE, DynamicModel, DynTensor
 from ..errors import GeError
 from ..ir import STRING, Graph, subgraphs
 from ..passes import optimize
@@ -98,14 +99,17 @@ def is_data_dependent(model: str, shapes: dict, out_nodes) -> bool:
 def summarize_dynamic(dyn: DynamicModel, seconds: float, weight_dir: str | None = None) -> dict:
     known = [c for c in dyn.clusters if c.kind == "KNOWN"]
     files = dyn.weight_files
+    ops = _ops(dyn)
     return {
         "model": dyn.name, "soc_version": dyn.soc_version, "opset": dyn.opset, "mode": dyn.mode,
-        "ops": {}, "nodes": len(dyn.nodes) + sum(len(c.nodes) for c in known),
+        "ops": ops, "nodes": sum(ops.values()),
         "tasks": len(dyn.nodes) + sum(len(m.tasks) for m in dyn.submodels),
+        "aliases": sum(m.attrs.get("aliases", 0) for m in _graph_models(dyn)),
         "memory": {"WEIGHT": dyn.weight_size, **({"FILE_CONSTANT": sum(files.values())} if files else {}),
                    "SUBMODELS": sum(m.memory_size for m in dyn.submodels),
                    "PLANNED_CAPACITY": sum(dyn.attrs.get("capacities", {}).values()),
                    "RANGE_ARENA": dyn.attrs.get("arena", {}).get("size", 0)},
+        "weights": _weights(dyn),
         "partitions": {"known": len(known), "unknown_nodes": len(dyn.nodes), "submodels": len(dyn.submodels),
                        "subgraphs": len(dyn.subgraphs)},
         "gears": dyn.attrs.get("gear_values", []),
@@ -118,3 +122,28 @@ def summarize_dynamic(dyn: DynamicModel, seconds: float, weight_dir: str | None 
     }
 
 
+def _graph_models(dyn: DynamicModel) -> list:
+    """The static models that together hold the graph's nodes once: one gear (every gear is the
+    whole graph at another shape), or every submodel of a partitioned graph."""
+    return dyn.submodels[:1] if dyn.mode == GEARS else dyn.submodels
+
+
+def _ops(dyn: DynamicModel) -> dict:
+    """Node count per op type, of the root and subgraph nodes and of the static submodels."""
+    counts = Counter(n.op_type for g in (dyn, *dyn.subgraphs) for n in g.nodes)
+    for m in _graph_models(dyn):
+        counts.update(m.attrs.get("ops", {}))
+    return dict(sorted(counts.items()))
+
+
+def _weights(dyn: DynamicModel) -> dict:
+    """Distinct weights (the root's, subgraphs' and submodels' descs share them), inline and in files."""
+    distinct = {}
+    for w in [w for g in (dyn, *dyn.subgraphs) for w in g.weights] + [w for m in dyn.submodels for w in m.weights]:
+        distinct[(w.file, w.offset)] = w
+    inline = [w for w in distinct.values() if not w.file]
+    external = [w for w in distinct.values() if w.file]
+    return {"count": len(distinct), "bytes": sum(w.nbytes for w in distinct.values()),
+            "inline": {"count": len(inline), "bytes": sum(w.nbytes for w in inline)},
+            "external": {"count": len(external), "bytes": sum(w.nbytes for w in external),
+                         "files": len(dyn.weight_files), "file_bytes": sum(dyn.weight_files.values())}}

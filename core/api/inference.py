@@ -88,7 +88,7 @@ def input_descs(model_id: int, files=(), dym_shape: str | None = None) -> list[T
     if not any(d < 0 for desc in descs for d in desc.shape):
         return descs
     if files:
-        return file_descs(descs, list(files))
+        return file_descs(descs, list(files), dm.gear_list() if getattr(dm, "gear_shapes", None) else "")
     if getattr(dm, "gear_shapes", None):
         return [TensorDesc(d.name, d.dtype, dm.gear_shapes[0][d.name], 0) for d in descs]
     if all(d.ranges for d in descs if any(x < 0 for x in d.shape)):
@@ -161,10 +161,12 @@ def _gear_values(descs, dims: str) -> list[int]:
     return [v for d, s in zip(descs, shapes) for want, v in zip(d.shape, s) if want == -1]
 
 
-def timed_runs(ctx, inputs, loop: int = 1, warmup: int = 0, duration: float | None = None):
+def timed_runs(ctx, inputs, loop: int = 1, warmup: int = 0, duration: float | None = None, trace=None,
+               progress=None):
     """`warmup` untimed executions, then `loop` timed ones, or as many as fit in `duration` seconds
-    (trtexec's --duration; at least `loop`). Returns (outputs of the last, latencies in ms, the
-    counters of every execution with "run": "warm-up" or its index)."""
+    (trtexec's --duration; at least `loop`). `trace` (profiling.TaskTrace on `ctx`) records the timed
+    ones; `progress(done, total or None, "run")` after each. Returns (outputs of the last, latencies
+    in ms, the counters of every execution with "run": "warm-up" or its index)."""
     if loop < 1 or warmup < 0 or (duration is not None and duration <= 0):
         raise GeError(f"loop {loop} / warm-up {warmup} / duration {duration}: run at least once, warm up zero or "
                       f"more times, for a duration above 0 s")
@@ -172,36 +174,59 @@ def timed_runs(ctx, inputs, loop: int = 1, warmup: int = 0, duration: float | No
     for _ in range(warmup):
         ctx.execute(inputs)
         executions.append(dict(ctx.stats, run="warm-up"))
+    if trace is not None:
+        trace.discard()
     latencies, outputs = [], None
     end = time.perf_counter() + duration if duration else None
     i = 0
     while i < loop or (end is not None and time.perf_counter() < end):
         t = time.perf_counter()
         outputs = ctx.execute(inputs)
-        latencies.append((time.perf_counter() - t) * 1e3)
+        seconds = time.perf_counter() - t
+        latencies.append(seconds * 1e3)
         executions.append(dict(ctx.stats, run=i))
+        if trace is not None:
+            trace.executed(i, t, seconds)
         i += 1
+        if progress is not None:
+            progress(i, None if end is not None else loop, "run")
     return outputs, latencies, executions
 
 
 def run_inputs(model_id: int, inputs, *, executor: str = "linear", loop: int = 1, warmup: int = 0,
                duration: float | None = None, contexts: int = 1, profile: bool = False, dump_dir: str | None = None,
-               check_outputs=None) -> dict:
+               check_outputs=None, progress=None) -> dict:
     """One set of inputs run as `ge run` runs it, on any kind of model: timed on the default context
     (or one of `executor`), or in throughput mode on `contexts` new contexts at once (the default
     context then runs once, for the outputs, checked by `check_outputs(outputs)` before the
-    contexts start); then profiled and dumped when asked. Returns outputs, latencies, executions
-    (counters), parallel (the throughput summary or None), trace, dumped and per_context bytes."""
+    contexts start); `profile`: the timed runs are traced (a context of the static model or gear
+    that runs, in the linear order, an observer after each task); then dumped when asked. Returns
+    outputs, latencies, executions (counters), parallel (the throughput summary or None), trace,
+    dumped and per_context bytes."""
     dm = model(model_id)
-    ctx = dm.default_context if executor == "linear" else dm.create_context(executor=executor)
-    outputs, latencies, executions = timed_runs(ctx, inputs, *((1, 0, None) if contexts > 1 else (loop, warmup, duration)))
+    if profile and (executor != "linear" or contexts > 1):
+        raise GeError("the profiler traces the timed runs of one context in the linear order: drop "
+                      + ("--executor " + executor if executor != "linear" else f"--contexts {contexts}"))
+    traced = profiling.traced_model(model_id, inputs) if profile else None
+    ctx = (traced.create_context() if traced is not None else
+           dm.default_context if executor == "linear" else dm.create_context(executor=executor))
+    try:
+        trace = profiling.TaskTrace(ctx) if traced is not None else None
+        outputs, latencies, executions = timed_runs(
+            ctx, inputs, *((1, 0, None) if contexts > 1 else (loop, warmup, duration)), trace, progress)
+        per_context = getattr(ctx, "device_bytes", None)
+        if traced is not None:  # (its outputs outlive the context)
+            outputs = [np.array(y) for y in outputs]
+    finally:
+        if traced is not None:
+            traced.destroy_context(ctx)
     if check_outputs is not None:
         check_outputs(outputs)
     parallel = run_contexts(dm, inputs, contexts, loop, executor, warmup=max(warmup, 1)) if contexts > 1 else None
     return {"outputs": outputs, "latencies": latencies, "executions": executions, "parallel": parallel,
-            "trace": profiling.profile(model_id, inputs, runs=loop, warmup=0) if profile else None,
+            "trace": trace.result(traced, len(latencies)) if trace is not None else None,
             "dumped": profiling.dump(model_id, inputs, dump_dir) if dump_dir else [],
-            "per_context": getattr(ctx, "device_bytes", None)}
+            "per_context": per_context}
 
 
 def parse_output_sizes(spec: str) -> list[int]:

@@ -1,16 +1,20 @@
 """A picture of an OM's memory plan (`ge inspect --plot FILE.svg|.png`): one box per tensor, its
 step range across (producer to last reader) and its bytes up (offset to offset + size), one panel
 per region, coloured by region, the feature map's lower bound marked. SVG is written as text;
-PNG is rasterized here (boxes only, no text) and encoded with zlib, so no plotting library is
-needed."""
+PNG is rasterized here (its text in a 5x7 bitmap font, bitmap_font.py) and encoded with zlib, so no
+plotting library is needed."""
 from __future__ import annotations
 
 import struct
 import zlib
 
+from .bitmap_font import ADVANCE, GLYPH_HEIGHT, text_pixels
+
 COLOURS = {"FEATURE_MAP": (76, 120, 168), "INPUT": (84, 162, 75), "OUTPUT": (228, 87, 86),
            "WORKSPACE": (238, 202, 59), "WEIGHT": (178, 121, 162), "FILE_CONSTANT": (157, 117, 93)}
 WIDTH, PANEL_HEIGHT, MARGIN = 960, 320, 60
+PNG_TEXT_SCALE = 2  # the bitmap font's pixels are 2x2 in the PNG
+BOUND_LABEL = "lower bound"
 
 
 def boxes(d: dict) -> tuple[list[dict], int]:
@@ -26,13 +30,12 @@ def plot_svg(d: dict) -> str:
     height = MARGIN + len(panels) * (PANEL_HEIGHT + MARGIN)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH + 2 * MARGIN}" height="{height}" '
            f'font-family="sans-serif" font-size="11">',
-           f'<text x="{MARGIN}" y="24" font-size="14">memory plan of {_esc(d["header"].get("name", ""))}: '
-           f'offset (up) against step (across)</text>']
+           f'<text x="{MARGIN}" y="24" font-size="14">{_esc(_title(d))}</text>']
     for k, (kind, items, top) in enumerate(panels):
         y0 = MARGIN + k * (PANEL_HEIGHT + MARGIN)
         scale_y = PANEL_HEIGHT / max(top, 1)
         out.append(f'<rect x="{MARGIN}" y="{y0}" width="{WIDTH}" height="{PANEL_HEIGHT}" fill="none" stroke="#888"/>')
-        out.append(f'<text x="{MARGIN}" y="{y0 - 6}">{kind}: {top} bytes, {len(items)} tensors</text>')
+        out.append(f'<text x="{MARGIN}" y="{y0 - 6}">{_esc(_panel_label(kind, items, top))}</text>')
         for a in items:
             x, w = _x(a["first"], steps), _x(a["last"] + 1, steps) - _x(a["first"], steps)
             h = max(a["size"] * scale_y, 1.0)
@@ -46,7 +49,7 @@ def plot_svg(d: dict) -> str:
         if kind == "FEATURE_MAP" and bound:
             y = y0 + PANEL_HEIGHT - bound * scale_y
             out.append(f'<line x1="{MARGIN}" x2="{MARGIN + WIDTH}" y1="{y:.1f}" y2="{y:.1f}" stroke="black" '
-                       f'stroke-dasharray="6 4"/><text x="{MARGIN + WIDTH + 4}" y="{y:.1f}">lower bound</text>')
+                       f'stroke-dasharray="6 4"/><text x="{MARGIN + WIDTH + 4}" y="{y:.1f}">{BOUND_LABEL}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -66,9 +69,16 @@ def plot_png(d: dict) -> bytes:
             start = (y * width + x0) * 3
             pixels[start:start + len(row)] = row
 
+    def write(text: str, x, bottom) -> None:
+        top = bottom - GLYPH_HEIGHT * PNG_TEXT_SCALE
+        for dx, dy, side in text_pixels(text, PNG_TEXT_SCALE):
+            fill(x + dx, top + dy, x + dx + side, top + dy + side, (0, 0, 0))
+
+    write(_title(d), MARGIN, 24)
     for k, (kind, items, top) in enumerate(panels):
         y0 = MARGIN + k * (PANEL_HEIGHT + MARGIN)
         scale_y = PANEL_HEIGHT / max(top, 1)
+        write(_panel_label(kind, items, top), MARGIN, y0 - 6)
         for edge in ((MARGIN, y0, MARGIN + WIDTH, y0 + 1), (MARGIN, y0 + PANEL_HEIGHT, MARGIN + WIDTH, y0 + PANEL_HEIGHT + 1),
                      (MARGIN, y0, MARGIN + 1, y0 + PANEL_HEIGHT), (MARGIN + WIDTH, y0, MARGIN + WIDTH + 1, y0 + PANEL_HEIGHT)):
             fill(*edge, (136, 136, 136))
@@ -83,12 +93,21 @@ def plot_png(d: dict) -> bytes:
             y = y0 + PANEL_HEIGHT - bound * scale_y
             for x in range(MARGIN, MARGIN + WIDTH, 10):
                 fill(x, y, x + 6, y + 1, (0, 0, 0))
+            write(BOUND_LABEL, MARGIN + WIDTH - len(BOUND_LABEL) * ADVANCE * PNG_TEXT_SCALE - 4, y - 3)
     raw = b"".join(b"\x00" + bytes(pixels[y * width * 3:(y + 1) * width * 3]) for y in range(height))
 
     def chunk(tag: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def _title(d: dict) -> str:
+    return f'memory plan of {d["header"].get("name", "")}: offset (up) against step (across)'
+
+
+def _panel_label(kind: str, items: list, top: int) -> str:
+    return f"{kind}: {top} bytes, {len(items)} tensors"
 
 
 def _panels(rows: list[dict]) -> list[tuple[str, list[dict], int]]:

@@ -9,27 +9,12 @@ from ..errors import GeError
 from ..ge_model import GeModel
 from ..kernels.fused_elementwise import chain_label
 from .quant_info import quant_params
+from ..version import kernels, version
 from ..runtime.task_check import check_model_tasks
 from ..soc import soc_info
 from ...formats.om import header_info, read_om
 
 REGIONS = ("WEIGHT", "FEATURE_MAP", "WORKSPACE", "IO")
-
-
-def kernels() -> str:
-    """What runs ge's kernels in this process: the native level and its instruction sets, or the numpy
-    fallback and why (no C compiler at install, GE_NO_NATIVE=1, a layout or self-test mismatch)."""
-    from ..kernels.native import status
-    return status()
-
-
-def version() -> str:
-    """ge's version (the installed distribution's), as `atc_version` shows it."""
-    from importlib.metadata import PackageNotFoundError, version as dist_version
-    try:
-        return dist_version("ge")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
-        return "0+unknown"
 
 
 def inspect(path: str) -> dict:
@@ -252,7 +237,7 @@ def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:
     memory, ranges with their planned capacity, and each static submodel as a static OM shows it."""
     caps = dyn.attrs.get("capacities", {})
     gears = [{"gear": k, "values": list(v), "inputs": {n: list(s) for n, s in dyn.attrs["gears"][k].items()},
-              "memory_size": m.memory_size} for k, (v, m) in enumerate(zip(dyn.attrs.get("gear_values", []),
+              "outputs": {d.name: list(d.shape) for d in m.outputs}, "memory_size": m.memory_size} for k, (v, m) in enumerate(zip(dyn.attrs.get("gear_values", []),
                                                                                 dyn.submodels))]
     return {
         "dynamic": {"mode": dyn.mode, "name": dyn.name, "weight_size": dyn.weight_size,

@@ -27,7 +27,7 @@ def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed:
     """{"traceEvents": [...], "ops": [{op, count, total_ms, mean_us, share}], "runs": n} for `runs`
     executions after `warmup` untimed ones. `inputs`: arrays in input order (random when None).
     `origin`: the time.perf_counter() that is ts 0 (several profiles on one timeline); default now."""
-    dm = _static(model_id, "the profiler traces", inputs)
+    dm = traced_model(model_id, inputs)
     if runs < 1:
         raise GeError(f"runs={runs}: profile at least one run")
     feeds = random_inputs(dm.inputs, seed) if inputs is None else [np.asarray(x) for x in inputs]
@@ -35,25 +35,52 @@ def profile(model_id: int, inputs=None, *, runs: int = 1, warmup: int = 1, seed:
     try:
         for _ in range(warmup):
             ctx.execute(feeds)
-        origin = time.perf_counter() if origin is None else origin
-        events, tasks, copies = [], [], []
-        ctx.executor = TracingExecutor(lambda t, task, seconds: tasks.append((t, time.perf_counter() - seconds, seconds)))
-        ctx.copy_trace = copies
+        trace = TaskTrace(ctx, origin)
         for k in range(runs):
             start = time.perf_counter()
             ctx.execute(feeds)
-            events.append(_event(f"execute #{k}", "execute", start, time.perf_counter() - start, origin, COPIES_TID + 1))
-            for t, begin, seconds in tasks:
-                p = ctx.handle[t].plan
-                events.append(_event(p.name, _op(p), begin, seconds, origin, TASKS_TID, run=k, task=t))
-            for kind, begin, seconds, nbytes in copies:
-                events.append(_event(kind.upper(), "copy", begin, seconds, origin, COPIES_TID, run=k, bytes=nbytes))
-            tasks.clear()
-            copies.clear()
+            trace.executed(k, start, time.perf_counter() - start)
     finally:
         dm.destroy_context(ctx)
-    return {"traceEvents": trace_meta() + events, "ops": op_table(events), "runs": runs, "model": dm.name,
-            "device": dm.device.name}
+    return trace.result(dm, runs)
+
+
+def traced_model(model_id: int, inputs=None) -> DavinciModel:
+    """The static model the profiler traces: the model, or the gear of a gear model that runs `inputs`."""
+    return _static(model_id, "the profiler traces", inputs)
+
+
+class TaskTrace:
+    """Every task and copy of a context's executions as trace events: the context runs its tasks in
+    the linear order with an observer after each (so a timed loop can be its own trace)."""
+
+    def __init__(self, ctx, origin: float | None = None):
+        self.ctx, self.origin = ctx, time.perf_counter() if origin is None else origin
+        self.events: list[dict] = []
+        self._tasks: list = []
+        self._copies: list = []
+        ctx.executor = TracingExecutor(lambda t, task, seconds: self._tasks.append((t, time.perf_counter() - seconds,
+                                                                                   seconds)))
+        ctx.copy_trace = self._copies
+
+    def discard(self) -> None:
+        """Forget what ran since the last execution was recorded (warm-up runs)."""
+        self._tasks.clear()
+        self._copies.clear()
+
+    def executed(self, k: int, start: float, seconds: float) -> None:
+        """Execution k, which began at `start` and took `seconds`: its event, its tasks' and copies'."""
+        self.events.append(_event(f"execute #{k}", "execute", start, seconds, self.origin, COPIES_TID + 1))
+        for t, begin, took in self._tasks:
+            p = self.ctx.handle[t].plan
+            self.events.append(_event(p.name, _op(p), begin, took, self.origin, TASKS_TID, run=k, task=t))
+        for kind, begin, took, nbytes in self._copies:
+            self.events.append(_event(kind.upper(), "copy", begin, took, self.origin, COPIES_TID, run=k, bytes=nbytes))
+        self.discard()
+
+    def result(self, dm, runs: int) -> dict:
+        return {"traceEvents": trace_meta() + self.events, "ops": op_table(self.events), "runs": runs,
+                "model": dm.name, "device": dm.device.name}
 
 
 def trace_meta() -> list[dict]:

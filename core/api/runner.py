@@ -50,7 +50,7 @@ class RunOptions:
     ray_actors: int = 2
     seed: int | None = None
     pure_data_type: str | None = None  # "zero" (default) or "random" (default once seed is given)
-    warmup_count: int | None = None  # default: 1 when loop > 1, else 0
+    warmup_count: int | None = None  # default: 1 when timed (loop > 1 or a duration), else 0
     batchsize: int | None = None  # default: the first input's dim 0
     dym_batch: int | None = None
     dym_hw: str | None = None
@@ -86,7 +86,8 @@ class RunResult:
 
 
 def run(o: RunOptions, progress=None) -> RunResult:
-    """Run as `ge run` does; `progress(done, total, stem)` after each sample of a dataset."""
+    """Run as `ge run` does; `progress(done, total, stem)` after each sample of a dataset, or
+    `progress(done, total, "run")` after each timed run (total None with a duration)."""
     _check(o)
     folder = inference.output_folder(o.output, o.output_dirname) if o.output else (o.output_dir or DEFAULT_OUTPUT_DIR)
     outfmt = (o.outfmt or ("BIN" if o.output else "NPY")).upper()
@@ -94,7 +95,7 @@ def run(o: RunOptions, progress=None) -> RunResult:
     s = _Settings(folder, outfmt, profiler_dir, dump_dir,
                   data_type=o.pure_data_type or ("random" if o.seed is not None else "zero"), seed=o.seed or 0,
                   sizes=inference.parse_output_sizes(o.output_size) if o.output_size else None,
-                  warmup=o.warmup_count if o.warmup_count is not None else (1 if o.loop > 1 else 0))
+                  warmup=o.warmup_count if o.warmup_count is not None else (1 if o.loop > 1 or o.duration else 0))
     with inference.threads(o.threads) if o.threads else nullcontext():
         if o.ray_address:  # the actors load the model; this process only reads its descs
             return _on_ray(o, s, progress)
@@ -144,7 +145,7 @@ def _loaded(o: RunOptions, s: _Settings, progress) -> RunResult:
         if o.inputs and any(os.path.isdir(p) for p in o.inputs):
             raise GeError(f"--input mixes folders and files ({', '.join(o.inputs)}): give files, or one folder per "
                           "input")
-        done = _execute_inputs(model_id, dm, o, s, gear_descs)
+        done = _execute_inputs(model_id, dm, o, s, gear_descs, progress)
     finally:
         unload(model_id)
     return _inputs_result(o, s, done, load_ms)
@@ -152,11 +153,15 @@ def _loaded(o: RunOptions, s: _Settings, progress) -> RunResult:
 
 def _gear(model_id: int, o: RunOptions):
     if o.dym_batch is not None or o.dym_hw or o.dym_dims:
+        if not getattr(loaded_model(model_id), "gear_shapes", None):
+            option = "--dymBatch" if o.dym_batch is not None else "--dymHW" if o.dym_hw else "--dymDims"
+            raise GeError(f"{o.model}: {option} chooses a gear, but this model has none (compiled without "
+                          "--dynamic_batch_size, --dynamic_image_size or --dynamic_dims)")
         return inference.select_gear(model_id, o.dym_batch, o.dym_hw, o.dym_dims)
     return None
 
 
-def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs) -> dict:
+def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs, progress=None) -> dict:
     """One set of inputs (files, or generated data) run, timed, profiled or dumped as asked."""
     paths = list(o.inputs)
     in_descs = gear_descs or inference.input_descs(model_id, paths, o.dym_shape)
@@ -169,7 +174,8 @@ def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs) 
     r = inference.run_inputs(model_id, inputs, executor=o.executor, loop=o.loop, warmup=s.warmup, duration=o.duration,
                              contexts=o.contexts, profile=bool(s.profiler_dir or o.profile_json), dump_dir=s.dump_dir,
                              check_outputs=lambda ys: inference.check_outputs(ys, dm.outputs, s.sizes,
-                                                                              o.output_batchsize_axis))
+                                                                              o.output_batchsize_axis),
+                             progress=progress)
     r.update(in_descs=in_descs, sources=sources, timings=dict(dm.timings),
              out_descs=[TensorDesc(d.name, y.dtype.name, tuple(y.shape), 0) for d, y in zip(dm.outputs, r["outputs"])],
              memory={"weights": dm.weight_bytes, "per_context": r["per_context"]},

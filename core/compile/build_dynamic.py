@@ -12,7 +12,7 @@ import hashlib
 
 import numpy as np
 
-from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step
+from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step, gear_descs
 from ..errors import GeError, GraphError
 from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
 from ..ir import CAPTURES, STRING, Graph, Node, subgraphs
@@ -146,8 +146,7 @@ def build_gears(models: list[GeModel], inputs: list[DynTensor], gears: list[dict
     """One static submodel per gear (built by the static path), sharing one copy of the weights.
     `gears[i]` = {input name: shape} of submodel i."""
     (weights,), blob, models = share_weights(models, {})
-    outputs = [DynTensor(d.name, d.dtype, tuple(d.shape)) for d in models[0].outputs]
-    return DynamicModel(name, GEARS, inputs, outputs, [], [], [], models, weights, blob, soc_version=soc_version,
+    return DynamicModel(name, GEARS, inputs, gear_descs([m.outputs for m in models]), [], [], [], models, weights, blob, soc_version=soc_version,
                         opset=models[0].opset, atc_cmdline=atc_cmdline,
                         attrs={"gear_kind": kind, "gears": [{k: list(v) for k, v in g.items()} for g in gears]})
 

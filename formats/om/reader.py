@@ -22,6 +22,7 @@ import os
 import msgpack
 
 from ge.core.errors import FormatError
+from ge.core.dynamic_model import GEARS, gear_descs
 from ge.core.weight_files import open_regular
 from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
                               WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc, TensorPlan,
@@ -141,6 +142,27 @@ def _looks_like_onnx(head: bytes) -> bool:
     return len(head) >= 3 and head[0] == 0x08 and head[1] < 0x80 and head[2] in (0x12, 0x1a, 0x22, 0x3a, 0x42)
 
 
+#: CANN's ModelFileHeader: a 256-byte C struct behind the same magic (its head_size field sits where
+#: ge keeps its msgpack header's length); the name and platform_version it holds, NUL-padded
+CANN_HEAD_SIZE = 256
+CANN_NAME, CANN_PLATFORM = slice(84, 116), slice(156, 176)
+#: the first byte of ge's header, a msgpack map (fixmap, map16, map32); CANN's version field is not one
+_MSGPACK_MAPS = set(range(0x80, 0x90)) | {0xDE, 0xDF}
+
+
+def _is_cann_om(view: memoryview, hsize: int) -> bool:
+    return hsize == CANN_HEAD_SIZE and view.nbytes >= CANN_HEAD_SIZE and view[PREFIX_SIZE] not in _MSGPACK_MAPS
+
+
+def _cann_message(view: memoryview) -> str:
+    def text(field: slice) -> str:
+        return bytes(view[field]).split(b"\0", 1)[0].decode("ascii", "replace")
+    name, soc = text(CANN_NAME), text(CANN_PLATFORM)
+    about = ", ".join(x for x in (f"model '{name}'" if name else "", f"soc_version {soc}" if soc else "") if x)
+    return (f"written by CANN's ATC{f' ({about})' if about else ''}, not by ge: ge runs only the OMs it "
+            f"compiles; recompile the ONNX model with `ge atc`")
+
+
 def _check_prefix(view: memoryview) -> int:
     size = view.nbytes
     head = bytes(view[:len(MAGIC)])
@@ -155,6 +177,8 @@ def _check_prefix(view: memoryview) -> int:
     if size > MAX_TOTAL_SIZE:
         raise Bad(f"file is {size} bytes, more than the {MAX_TOTAL_SIZE}-byte limit")
     hsize = int.from_bytes(view[len(MAGIC):PREFIX_SIZE], "little")
+    if _is_cann_om(view, hsize):
+        raise Bad(_cann_message(view))
     if not 1 <= hsize <= MAX_HEADER_SIZE:
         raise Bad(f"header length {hsize} is out of range (1..{MAX_HEADER_SIZE})")
     if PREFIX_SIZE + hsize > size:
@@ -310,6 +334,8 @@ def _parse_dynamic(view: memoryview, header: dict):
         if c.kind == "KNOWN" and c.submodel >= len(root.submodels):
             raise Bad(f"root cluster {c.index} names submodel {c.submodel}, which does not exist")
     check_root(root)
+    if root.mode == GEARS:  # the gears' own outputs say which dims vary (older OMs stored gear 0's)
+        root.outputs = gear_descs([m.outputs for m in root.submodels])
     if shared:
         root.weight_data = body(WEIGHTS_DATA, 0)  # a view of the file: no copy
     return root

@@ -96,7 +96,11 @@ def _check_gears(root: DynamicModel) -> None:
             or any(type(x) is not int or x < 1 for v in values for x in v) or len({len(v) for v in values}) != 1):
         raise Bad(f"root MODEL_DEF.attrs.gear_values must be {n} equally long lists of positive ints, got {show(values)}")
     root_inputs = {d.name for d in root.inputs}
+    outputs = [(d.name, d.dtype) for d in root.outputs]
     for k, (gear, sm) in enumerate(zip(gears, root.submodels)):
+        if [(d.name, d.dtype) for d in sm.outputs] != outputs:
+            raise Bad(f"submodel {k + 1}'s outputs {[d.name for d in sm.outputs]} are not the root's "
+                      f"{[name for name, _ in outputs]} (same names and dtypes, in order)")
         where = f"root MODEL_DEF.attrs.gears[{k}]"
         if type(gear) is not dict or not gear:
             raise Bad(f"{where} must be a map of input name -> shape, got {show(gear)}")

@@ -21,7 +21,7 @@ def test_atc_writes_name_om(ge, models, tmp_path, style):
         args = [f"--model={models['small']}", "--framework=5", f"--output={out}", "--soc_version=Ascend310"]
     else:
         args = ["--model", models["small"], "--framework", "5", "--output", out, "--soc_version", "Ascend310"]
-    r = ge("atc", *args, ok=True)
+    r = ge("atc", *args, "--verbose", ok=True)
     assert (tmp_path / "net.om").is_file()
     assert "ATC run success" in r.stdout
     assert str(tmp_path / "net.om") in r.stdout

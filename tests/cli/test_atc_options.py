@@ -166,7 +166,8 @@ def test_every_option_is_accepted_and_recorded(ge, models, tmp_path, opt):
 
 
 def test_bare_flag_and_space_separated_values(ge, models, tmp_path):
-    r = compile_small(ge, models, tmp_path, "--enable_small_channel", "--input_format", "NCHW", "--log", "error")
+    r = compile_small(ge, models, tmp_path, "--enable_small_channel", "--input_format", "NCHW", "--log", "error",
+                      "--verbose")
     line = next(x for x in r.stdout.splitlines() if x.startswith("ATC options: "))
     assert {"--enable_small_channel=1 (recorded)", "--input_format=NCHW (implemented)", "--log=error (implemented)"} \
         == set(line.removeprefix("ATC options: ").split(", "))

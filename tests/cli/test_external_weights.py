@@ -60,7 +60,7 @@ def test_json_summary_lists_external_weight_paths(ge, tmp_path):
 
 
 def test_rich_summary_shows_the_combined_file(ge, tmp_path):
-    r = ge("atc", f"--model={TINY}", f"--output={tmp_path / 'net'}", "--external_weight=2", ok=True)
+    r = ge("atc", f"--model={TINY}", f"--output={tmp_path / 'net'}", "--external_weight=2", "--verbose", ok=True)
     assert "External weights (--external_weight=2, 1 file in" in r.stdout
     assert str(tmp_path / "weight" / "net_weight_combined") in r.stdout
     assert "FILE_CONSTANT" in r.stdout and "ATC run success" in r.stdout

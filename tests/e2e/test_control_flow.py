@@ -643,7 +643,8 @@ def test_ge_inspect_shows_the_subgraphs(tmp_path):
     onnx.save(_loop_model(True, True), path)
     om = api.atc(path, str(tmp_path / "loop")).om_path
     runner = CliRunner()
-    compiled = runner.invoke(cli, ["atc", "--model", path, "--output", str(tmp_path / "again"), "--framework", "5"])
+    compiled = runner.invoke(cli, ["atc", "--model", path, "--output", str(tmp_path / "again"), "--framework", "5",
+                                   "--verbose"])
     assert compiled.exit_code == 0, compiled.output
     assert "1 control-flow subgraph(s)" in compiled.output
     shown = runner.invoke(cli, ["inspect", om])

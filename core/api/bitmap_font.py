@@ -1,0 +1,38 @@
+"""A 5x7 bitmap font for ASCII 32..126, so a PNG drawn without a plotting library has its text.
+
+Each glyph is five columns, one byte each, bit 0 the top row (the classic LCD font's layout). Any
+other character is drawn as '?'."""
+from __future__ import annotations
+
+GLYPH_WIDTH, GLYPH_HEIGHT, ADVANCE = 5, 7, 6  # pixels, at scale 1 (a blank column between glyphs)
+_FIRST = 32
+_COLUMNS = bytes.fromhex(
+    "0000000000 00005F0000 0007000700 147F147F14 242A7F2A12 2313086462 3649552250 0005030000 "
+    "001C224100 0041221C00 082A1C2A08 08083E0808 0050300000 0808080808 0060600000 2010080402 "
+    "3E5149453E 00427F4000 4261514946 2141454B31 1814127F10 2745454539 3C4A494930 0171090503 "
+    "3649494936 064949291E 0036360000 0056360000 0814224100 1414141414 0041221408 0201510906 "
+    "324979413E 7E1111117E 7F49494936 3E41414122 7F4141221C 7F49494941 7F09090101 3E41415132 "
+    "7F0808087F 00417F4100 2040413F01 7F08142241 7F40404040 7F0204027F 7F0408107F 3E4141413E "
+    "7F09090906 3E4151215E 7F09192946 4649494931 01017F0101 3F4040403F 1F2040201F 7F2018207F "
+    "6314081463 0304780403 6151494543 007F414100 0204081020 0041417F00 0402010204 4040404040 "
+    "0001020400 2054545478 7F48444438 3844444420 384444487F 3854545418 087E090102 0C5252523E "
+    "7F08040478 00447D4000 2040443D00 007F102844 00417F4000 7C04180478 7C08040478 3844444438 "
+    "7C14141408 081414187C 7C08040408 4854545420 043F444020 3C4040207C 1C2040201C 3C4030403C "
+    "4428102844 0C5050503C 4464544C44 0008364100 00007F0000 0041360800 1008081008 "
+)
+
+
+def glyph(ch: str) -> bytes:
+    """The five column bytes of `ch`."""
+    code = ord(ch) if _FIRST <= ord(ch) < _FIRST + len(_COLUMNS) // GLYPH_WIDTH else ord("?")
+    start = (code - _FIRST) * GLYPH_WIDTH
+    return _COLUMNS[start:start + GLYPH_WIDTH]
+
+
+def text_pixels(text: str, scale: int = 1):
+    """`text` drawn with its top left at (0, 0): yields (x, y, side), the square of each set font pixel."""
+    for k, ch in enumerate(text):
+        for col, bits in enumerate(glyph(ch)):
+            for row in range(GLYPH_HEIGHT):
+                if bits >> row & 1:
+                    yield (k * ADVANCE + col) * scale, row * scale, scale
