@@ -103,7 +103,8 @@ def _register() -> None:
     from .compare import compare
     from .inspect import inspect
     from .run import run
-    for command in (atc, run, inspect, compare):
+    from .shim import shim
+    for command in (atc, run, inspect, compare, shim):
         cli.add_command(command)
 
 
