@@ -14,13 +14,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.acl import shim_path
+from ge.core.acl import pyacl as acl, shim_path
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 
 
-def conv_net(batch) -> onnx.ModelProto:
-    """x [N,3,8,8] -> Conv 4 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 5 -> (logits, Softmax)."""
+def conv_net(batch, height=8, width=8) -> onnx.ModelProto:
+    """x [N,3,H,W] -> Conv 4 -> Relu -> GlobalAveragePool -> Flatten -> Gemm 5 -> (logits, Softmax)."""
     rng = np.random.default_rng(0)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
@@ -31,7 +31,7 @@ def conv_net(batch) -> onnx.ModelProto:
              helper.make_node("Flatten", ["g"], ["f"]),
              helper.make_node("Gemm", ["f", "fc"], ["logits"], transB=1),
              helper.make_node("Softmax", ["logits"], ["prob"], axis=1)]
-    graph = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+    graph = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, height, width])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 5]),
                                helper.make_tensor_value_info("prob", TensorProto.FLOAT, [batch, 5])],
                               [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (fc, "fc"))])
@@ -64,10 +64,13 @@ class Models:
         self.folder = folder
         self.onnx = {}
         onnx.save(conv_net("N"), str(folder / "convnet.onnx"))
+        onnx.save(conv_net(1, "H", "W"), str(folder / "convnet_hw.onnx"))
         onnx.save(two_inputs("S"), str(folder / "two.onnx"))
         self.static = self._atc("convnet", "static", input_shape="x:1,3,8,8")
         self.gears = self._atc("convnet", "gears", input_shape="x:-1,3,8,8", dynamic_batch_size="1,2,4")
         self.fp16 = self._atc("convnet", "fp16", input_shape="x:1,3,8,8", input_fp16_nodes="x")
+        self.hw = self._atc("convnet_hw", "hw", input_shape="x:1,3,-1,-1", dynamic_image_size="8,8;16,12",
+                            input_format="NCHW")
         self.dims = self._atc("two", "dims", input_shape="a:1,-1;b:1,-1", dynamic_dims="3,3;5,5")
 
     def _atc(self, src: str, name: str, **options) -> str:
@@ -75,7 +78,7 @@ class Models:
 
     @staticmethod
     def reference(batch: int, x: np.ndarray) -> list:
-        return ort_run(conv_net(batch), {"x": x})
+        return ort_run(conv_net(batch, *x.shape[2:]), {"x": x})
 
 
 @pytest.fixture(scope="session")
@@ -102,3 +105,31 @@ def run_script(script: str, *args, in_process: bool = False, env: dict | None = 
                           cwd=os.path.dirname(path))
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+@pytest.fixture
+def device():
+    acl.init()
+    assert acl.rt.set_device(0) == 0
+    yield
+    acl.rt.reset_device(0)
+    acl.finalize()
+
+
+def ready_model(path):
+    """A loaded model with its datasets on device memory: (model_id, desc, in_ds, out_ds, in_ptr, out_ptr)."""
+    model_id, ret = acl.mdl.load_from_file(path)
+    assert ret == 0
+    desc = acl.mdl.create_desc()
+    assert acl.mdl.get_desc(desc, model_id) == 0
+    sets = []
+    for n, size_of in ((acl.mdl.get_num_inputs(desc), acl.mdl.get_input_size_by_index),
+                       (acl.mdl.get_num_outputs(desc), acl.mdl.get_output_size_by_index)):
+        ds, ptrs = acl.mdl.create_dataset(), []
+        for i in range(n):
+            ptr, ret = acl.rt.malloc(size_of(desc, i), 0)
+            assert ret == 0
+            assert acl.mdl.add_dataset_buffer(ds, acl.create_data_buffer(ptr, size_of(desc, i)))[1] == 0
+            ptrs.append(ptr)
+        sets.append((ds, ptrs))
+    return model_id, desc, sets[0][0], sets[1][0], sets[0][1], sets[1][1]
