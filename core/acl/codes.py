@@ -99,6 +99,8 @@ def recent_error() -> str:
 def _code_of(e: BaseException) -> int:
     if isinstance(e, AclError):
         return e.code
+    if isinstance(e, MemoryError):
+        return ACL_ERROR_BAD_ALLOC
     if isinstance(e, ShapeError):
         return ACL_ERROR_GE_PARAM_INVALID
     if isinstance(e, DeviceError):
