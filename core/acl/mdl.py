@@ -318,13 +318,14 @@ def set_input_dynamic_dims(model_id, dataset, index, dims):
 # -- execution ---------------------------------------------------------------------------------
 def _bind(buf, io, shape, device, role: str, i: int):
     """A data buffer as ge takes it: a DeviceBuffer, or (cpu) a typed view of host memory."""
-    if role == "input" and buf.size != io.nbytes:
+    need = math.prod(shape) * np.dtype(io.dtype).itemsize  # the gear's bytes (a static model's: io.nbytes)
+    if role == "input" and buf.size not in (need, io.nbytes):
+        sizes = f"{io.nbytes} bytes" if need == io.nbytes else f"{need} bytes (this gear) or {io.nbytes} (the largest)"
         fail(ACL_ERROR_INVALID_PARAM, f"input {i} ('{io.name}'): a buffer of {buf.size} bytes, the model's input "
-                                      f"is {io.nbytes} bytes")
-    if role == "output" and buf.size < io.nbytes:
+                                      f"is {sizes}")
+    if role == "output" and buf.size < need:
         fail(ACL_ERROR_INVALID_PARAM, f"output {i} ('{io.name}'): a buffer of {buf.size} bytes, the model's "
-                                      f"output needs {io.nbytes}")
-    need = math.prod(shape) * np.dtype(io.dtype).itemsize
+                                      f"output needs {need}")
     r = memory.registry.find(buf.addr, need)
     if r.device is not None:
         if r.device is not device:

@@ -190,7 +190,7 @@ def _copy_plan(dst, dest_max, src, count, kind):
         fail(ACL_ERROR_INVALID_PARAM, f"kind {kind} is not an aclrtMemcpyKind (0..4)")
     if count < 0 or count > dest_max:
         fail(ACL_ERROR_INVALID_PARAM, f"count {count} is larger than dest_max {dest_max}")
-    d, s = registry.find(dst, dest_max), registry.find(src, count)
+    d, s = registry.find(dst, count), registry.find(src, count)  # what is written and read; dest_max may overstate
 
     def copy():
         target = d.view(dst - d.addr, count)
@@ -220,7 +220,7 @@ def _set_plan(dev_ptr, max_count, value, count):
                                                                   (value, "value"), (count, "count")))
     if count < 0 or count > max_count:
         fail(ACL_ERROR_INVALID_PARAM, f"count {count} is larger than max_count {max_count}")
-    r = registry.find(dev_ptr, max_count)
+    r = registry.find(dev_ptr, count)
 
     def fill():
         target = r.view(dev_ptr - r.addr, count)

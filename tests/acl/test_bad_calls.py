@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from ge.core.acl import pyacl as acl
+from ge.core.api import model_manager
 from ge.core.acl.codes import NotSupportedByGe
 
 from .conftest import Models, ready_model
@@ -27,14 +28,16 @@ def _fails(ret, code, words):
 def test_bad_memory_calls(device):
     ptr, ret = acl.rt.malloc(64, 0)
     assert ret == 0
-    host = np.zeros(16, np.float32)
+    host = np.zeros(32, np.float32)
     hp = acl.util.numpy_to_ptr(host)
     _fails(acl.rt.memcpy(ptr, 64, hp, 65, H2D), 100000, "larger than dest_max")
-    _fails(acl.rt.memcpy(ptr, 128, hp, 64, H2D), 107000, "is not memory allocated through acl")  # dest_max too big
+    _fails(acl.rt.memcpy(ptr, 128, hp, 128, H2D), 107000, "is not memory allocated through acl")  # past its end
+    assert acl.rt.memcpy(ptr, 128, hp, 64, H2D) == 0  # an overstated dest_max: the 64 bytes copied fit
     _fails(acl.rt.memcpy(ptr + 8, 64, hp, 64, H2D), 107000, "not memory")  # runs past the allocation
     _fails(acl.rt.memcpy(ptr, 64, 0xDEAD000, 64, H2D), 107000, "0xdead000")  # foreign
     _fails(acl.rt.memcpy(ptr, 64, hp, 64, 9), 100000, "aclrtMemcpyKind")
     _fails(acl.rt.memset(ptr, 64, 0, 65), 100000, "larger than max_count")
+    _fails(acl.rt.memset(ptr, 65, 0, 65), 107000, "not memory")
     assert acl.rt.memset(ptr, 64, 0x7F, 64) == 0
     assert acl.util.ptr_to_numpy(ptr, (64,), 2).tolist() == [0x7F] * 64
     assert acl.util.ptr_to_numpy(ptr, (17,), 11) is None  # 68 bytes of a 64-byte allocation
@@ -90,6 +93,8 @@ def test_bad_model_calls_leave_the_process_healthy(device, models):
     acl.mdl.add_dataset_buffer(gone, acl.create_data_buffer(freed, 768))
     _fails(acl.mdl.execute(model_id, gone, out_ds), 107000, "not memory")
     np.testing.assert_allclose(_run(model_id, in_ds, out_ds, in_ptr, out_ptr, x), want, rtol=1e-5, atol=1e-6)
+    stats = model_manager.model(model_id).default_context.stats
+    assert stats["zero_copy_inputs"] == 1 and stats["zero_copy_outputs"] == 2  # the data buffers, bound in place
     assert acl.mdl.unload(model_id) == 0
     _fails(acl.mdl.unload(model_id), 145003, "no model loaded")
     _fails(acl.mdl.execute(model_id, in_ds, out_ds), 145003, "no model loaded")
