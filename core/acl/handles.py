@@ -21,7 +21,7 @@ def new(obj) -> int:
 
 def get(handle, kind: type, code: int = ACL_ERROR_INVALID_PARAM):
     """The live object of `kind` behind `handle`, or the error `code`."""
-    obj = _objects.get(as_int(handle, kind.__name__)) if not isinstance(handle, bool) else None
+    obj = _objects.get(as_int(handle, kind.__name__))
     if not isinstance(obj, kind):
         fail(code, f"{handle!r} is not a live {kind.__name__} handle")
     return obj

@@ -20,9 +20,9 @@ from ..errors import GeError
 from ..runtime.device import DeviceBuffer, SimDevice
 from ..runtime.external_weight_manager import ExternalWeightConfig
 from . import handles, memory
-from .codes import (ACL_DT_UNDEFINED, ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID, ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID,
-                    ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, ACL_ERROR_GE_EXEC_MODEL_ID_INVALID,
-                    ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, ACL_ERROR_GE_LOAD_MODEL, ACL_ERROR_INVALID_PARAM,
+from .codes import (ACL_DT_UNDEFINED, ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+                    ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID, ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
+                    ACL_ERROR_GE_EXEC_MODEL_ID_INVALID, ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, ACL_ERROR_GE_LOAD_MODEL, ACL_ERROR_INVALID_PARAM,
                     ACL_ERROR_MODEL_NOT_DYNAMIC, ACL_ERROR_RT_MODEL_EXECUTE, ACL_FORMAT_UNDEFINED, DATA_TYPES, FORMATS,
                     acl_call, as_int, fail)
 from .datasets import Dataset, buffer_of

@@ -14,7 +14,7 @@ from ..runtime.device import MAX_DEVICES, Device, Stream, get_device as ge_devic
 from ..soc import DEFAULT_SOC
 from . import device_name, handles
 from .codes import (ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_INVALID_DEVICEID, ACL_ERROR_RT_INVALID_HANDLE,
-                    ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_HOST,
+                    ACL_ERROR_RT_MODEL_EXECUTE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_HOST,
                     AclError, acl_call, as_int, fail)
 
 
@@ -34,7 +34,7 @@ class AclStream:
         except AclError:
             raise
         except Exception as e:  # a failure of queued work (an execute_async): reported here, as ACL does
-            raise AclError(getattr(e, "code", 507011), f"work queued on the stream failed: {e}") from e
+            raise AclError(ACL_ERROR_RT_MODEL_EXECUTE, f"work queued on the stream failed: {e}") from e
 
     def destroy(self) -> None:
         self.live = False

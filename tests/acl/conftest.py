@@ -31,7 +31,8 @@ def conv_net(batch, height=8, width=8) -> onnx.ModelProto:
              helper.make_node("Flatten", ["g"], ["f"]),
              helper.make_node("Gemm", ["f", "fc"], ["logits"], transB=1),
              helper.make_node("Softmax", ["logits"], ["prob"], axis=1)]
-    graph = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, height, width])],
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, height, width])
+    graph = helper.make_graph(nodes, "convnet", [x],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 5]),
                                helper.make_tensor_value_info("prob", TensorProto.FLOAT, [batch, 5])],
                               [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (fc, "fc"))])

@@ -11,6 +11,10 @@ from .conftest import Models, ort_run, ready_model, two_inputs
 H2D, D2H = 1, 2
 
 
+def _dims(dims):
+    return {"dimCount": len(dims), "name": "", "dims": dims}
+
+
 def _put(ptr, x):
     assert acl.rt.memcpy(ptr, x.nbytes, acl.util.bytes_to_ptr(x.tobytes()), x.nbytes, H2D) == 0
 
@@ -56,10 +60,10 @@ def test_dynamic_dims(device, models, seq):
     a, b = rng.standard_normal((1, seq)).astype(np.float32), rng.integers(0, 9, (1, seq))
     _put(a_ptr, a)
     _put(b_ptr, b)
-    assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, {"dimCount": 4, "name": "", "dims": [1, seq, 1, seq]}) == 0
+    assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([1, seq, 1, seq])) == 0
     assert acl.mdl.execute(model_id, in_ds, out_ds) == 0
     want = ort_run(two_inputs(seq), {"a": a, "b": b})[0]
     np.testing.assert_allclose(_get(y_ptr, desc, 0), want, rtol=1e-6)
-    assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, {"dimCount": 4, "name": "", "dims": [1, 4, 1, 4]}) == 145013
-    assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, {"dimCount": 4, "name": "", "dims": [2, 3, 1, 3]}) == 100000
+    assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([1, 4, 1, 4])) == 145013  # no such gear
+    assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([2, 3, 1, 3])) == 100000  # a static dim changed
     assert acl.mdl.unload(model_id) == 0

@@ -85,7 +85,8 @@ class Case:
 
     def op_memcpy(self):
         n = self.size()
-        self.check("memcpy", acl.rt.memcpy(self.pointer(), self.size(n), self.pointer(), n, self.rng.choice((1, 2, 3, 0, 7))))
+        kind = self.rng.choice((1, 2, 3, 0, 7))
+        self.check("memcpy", acl.rt.memcpy(self.pointer(), self.size(n), self.pointer(), n, kind))
 
     def op_memcpy_async(self):
         n = self.size()
@@ -138,7 +139,8 @@ class Case:
         acl.mdl.get_num_inputs(desc), acl.mdl.get_input_size_by_index(desc, i)
         self.check("get_input_dims", acl.mdl.get_input_dims(desc, i), pair=True)
         self.check("get_cur_output_dims", acl.mdl.get_cur_output_dims(desc, i), pair=True)
-        self.check("get_input_index_by_name", acl.mdl.get_input_index_by_name(desc, "ascend_mbatch_shape_data"), pair=True)
+        self.check("get_input_index_by_name", acl.mdl.get_input_index_by_name(desc, "ascend_mbatch_shape_data"),
+                   pair=True)
 
     def op_ready(self):
         """Datasets as a model wants them (device buffers of the described sizes), now and then one
@@ -162,7 +164,8 @@ class Case:
         ins, outs = self.datasets[-2:]
         model_id = self.model_ids[k]
         if self.rng.random() < 0.5:
-            self.check("set_dynamic_batch_size", acl.mdl.set_dynamic_batch_size(model_id, ins, 1, self.rng.choice((1, 2, 4, 3))))
+            batch = self.rng.choice((1, 2, 4, 3))
+            self.check("set_dynamic_batch_size", acl.mdl.set_dynamic_batch_size(model_id, ins, 1, batch))
         if self.rng.random() < 0.5:
             self.check("execute", acl.mdl.execute(model_id, ins, outs))
         else:
@@ -171,8 +174,9 @@ class Case:
             self.check("synchronize_stream", acl.rt.synchronize_stream(stream))
 
     def op_gear(self):
+        index, batch = self.rng.choice((1, 0, 2)), self.rng.choice((1, 2, 4, 3, 0))
         self.check("set_dynamic_batch_size", acl.mdl.set_dynamic_batch_size(
-            self.pick(self.model_ids), self.pick(self.datasets), self.rng.choice((1, 0, 2)), self.rng.choice((1, 2, 4, 3, 0))))
+            self.pick(self.model_ids), self.pick(self.datasets), index, batch))
 
     def op_execute(self):
         args = (self.pick(self.model_ids), self.pick(self.datasets), self.pick(self.datasets))
