@@ -23,7 +23,13 @@ _lock = threading.Lock()
 def start_thread(func, args_list):
     if not callable(func):
         fail(ACL_ERROR_INVALID_PARAM, "start_thread needs a function")
-    t = threading.Thread(target=func, args=(args_list,), name="acl-thread", daemon=True)
+    def run():
+        # its report queue from the start: a process_report loop begun before subscribe_report waits
+        # out its timeout instead of spinning on "not subscribed"
+        with _lock:
+            _reports.setdefault(threading.get_ident(), queue.Queue())
+        func(args_list)
+    t = threading.Thread(target=run, name="acl-thread", daemon=True)
     t.start()
     with _lock:
         _threads[t.ident] = t

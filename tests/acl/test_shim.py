@@ -41,3 +41,18 @@ def test_spawned_children_run_acl(models, tmp_path):
     got = np.load(tmp_path / "out.npy")
     for i in range(2):
         np.testing.assert_allclose(got[i], Models.reference(1, x[i])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_readme_script_runs_unchanged(models, tmp_path):
+    """README's pyACL section: its infer.py, as written there, with PYTHONPATH=$(ge shim path)."""
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    start = readme.index("```python\n# infer.py")
+    script = readme[start + len("```python\n"):readme.index("```\n", start + 10)]
+    (tmp_path / "infer.py").write_text(script)
+    x = np.random.default_rng(14).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    x.tofile(tmp_path / "input.bin")
+    done = subprocess.run([sys.executable, "infer.py", models.static, "input.bin", "output.bin"], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=shim_path()), capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    got = np.fromfile(tmp_path / "output.bin", np.float32).reshape(1, 5)
+    np.testing.assert_allclose(got, Models.reference(1, x)[0], rtol=1e-5, atol=1e-6)
