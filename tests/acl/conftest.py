@@ -73,6 +73,7 @@ class Models:
         self.hw = self._atc("convnet_hw", "hw", input_shape="x:1,3,-1,-1", dynamic_image_size="8,8;16,12",
                             input_format="NCHW")
         self.dims = self._atc("two", "dims", input_shape="a:1,-1;b:1,-1", dynamic_dims="3,3;5,5")
+        self.ranges = self._atc("two", "ranges", input_shape="a:1,1~8;b:1,1~8")
 
     def _atc(self, src: str, name: str, **options) -> str:
         return api.atc(str(self.folder / f"{src}.onnx"), str(self.folder / name), **options).om_path

@@ -67,3 +67,20 @@ def test_dynamic_dims(device, models, seq):
     assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([1, 4, 1, 4])) == 145013  # no such gear
     assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([2, 3, 1, 3])) == 100000  # a static dim changed
     assert acl.mdl.unload(model_id) == 0
+
+
+def test_a_range_model_describes_itself_and_refuses_execute(device, models):
+    model_id, ret = acl.mdl.load_from_file(models.ranges)
+    desc = acl.mdl.create_desc()
+    assert ret == 0 and acl.mdl.get_desc(desc, model_id) == 0
+    assert acl.mdl.get_num_inputs(desc) == 2  # no gear input
+    assert acl.mdl.get_input_dims(desc, 1) == ({"name": "b", "dimCount": 2, "dims": [1, -1]}, 0)
+    assert acl.mdl.get_input_size_by_index(desc, 1) == 8 * 8  # int64 at the range's upper end
+    ds = acl.mdl.create_dataset()
+    assert acl.mdl.execute(model_id, ds, ds) == 100000
+    assert "aclmdlSetDatasetTensorDesc, which ge does not provide" in acl.get_recent_err_msg()
+    assert acl.mdl.unload(model_id) == 0
+
+
+def test_run_mode_before_init():
+    assert acl.rt.get_run_mode() == (1, 0)  # ACL_HOST: acllite asks at import, before acl.init
