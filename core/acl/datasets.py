@@ -15,7 +15,7 @@ class DataBuffer:
 class Dataset:
     def __init__(self):
         self.buffers: list[int] = []  # data buffer handles, in order
-        self.dynamic: dict[int, tuple] = {}  # input index -> the gear values set_dynamic_* recorded
+        self.tensor_descs: dict[int, int] = {}  # index -> tensor desc handle (shapes known only at run time)
 
 
 @acl_call("bare", 0)

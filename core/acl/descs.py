@@ -60,10 +60,12 @@ def describe(model, formats: dict) -> ModelDescs:
                     for d in model.inputs)
         outs = tuple(IoDesc(d.name, d.dtype, tuple(d.shape), d.nbytes, "ND") for d in model.outputs)
         return ModelDescs(ins, outs)
-    if not hasattr(model, "gear_values"):  # ranges, unknown dims: sizes from the ranges' upper ends where given
+    if not hasattr(model, "gear_values"):  # ranges, unknown dims: the planned capacity, else the ranges' upper ends
+        capacities = dyn.attrs.get("capacities", {})
+
         def io(t, fmt):
             hi = tuple(r[1] for r in t.ranges) if t.ranges else tuple(t.shape)
-            return IoDesc(t.name, t.dtype, tuple(t.shape), _nbytes(t.dtype, hi), fmt)
+            return IoDesc(t.name, t.dtype, tuple(t.shape), capacities.get(t.name, _nbytes(t.dtype, hi)), fmt)
         return ModelDescs(tuple(io(t, _format(formats, t.name, len(t.shape), "NCHW")) for t in dyn.inputs),
                           tuple(io(t, "ND") for t in dyn.outputs), dynamic=True)
     gears = dyn.submodels

@@ -28,15 +28,16 @@ from .codes import (ACL_DT_UNDEFINED, ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
 from .datasets import Dataset, buffer_of
 from .descs import BATCH, HW, MBATCH_DTYPE, MBATCH_INPUT, ModelDescs, describe
 from .runtime import current_context, stream_of
+from .tensor_descs import input_shape, record_output
 
 
 class AclModel:
-    """A model loaded through acl: its ge model id, device, descriptions, and the gear that ran last."""
+    """A model loaded through acl: its ge model id, device, descriptions, and the output dims of its last run."""
 
     def __init__(self, model_id: int, device, descs: ModelDescs):
         self.model_id, self.device, self.descs = model_id, device, descs
         self.lock = threading.Lock()  # a gear is selected and run as one step
-        self.last_gear: int | None = None
+        self.last_output_dims: tuple | None = None
 
 
 class ModelDesc:
@@ -179,11 +180,10 @@ def get_output_dims(model_desc, index):
 
 @acl_call("pair", _NO_DIMS)
 def get_cur_output_dims(model_desc, index):
-    """The dims of the gear that ran last (before any run: the description's)."""
+    """The dims of the last run's output (the gear that ran; before any run: the description's)."""
     d = _io(model_desc, index, "output")
-    m = handles.get(model_desc, ModelDesc).model
-    gear = m.last_gear
-    return _dims(d.name, d.dims if gear is None else m.descs.gear_outputs[gear][int(index)])
+    last = handles.get(model_desc, ModelDesc).model.last_output_dims
+    return _dims(d.name, d.dims if last is None else last[int(index)])
 
 
 @acl_call("bare", ACL_DT_UNDEFINED)
@@ -316,10 +316,11 @@ def set_input_dynamic_dims(model_id, dataset, index, dims):
 
 
 # -- execution ---------------------------------------------------------------------------------
-def _bind(buf, io, shape, device, role: str, i: int):
-    """A data buffer as ge takes it: a DeviceBuffer, or (cpu) a typed view of host memory."""
+def _bind(buf, io, shape, device, role: str, i: int, typed: bool = False):
+    """A data buffer as ge takes it: a DeviceBuffer, or (cpu) a typed view of host memory; `typed`:
+    a typed view in any case (a model with run-time shapes reads the shape off its inputs)."""
     need = math.prod(shape) * np.dtype(io.dtype).itemsize  # the gear's bytes (a static model's: io.nbytes)
-    if role == "input" and buf.size not in (need, io.nbytes):
+    if role == "input" and not typed and buf.size not in (need, io.nbytes):
         sizes = f"{io.nbytes} bytes" if need == io.nbytes else f"{need} bytes (this gear) or {io.nbytes} (the largest)"
         fail(ACL_ERROR_INVALID_PARAM, f"input {i} ('{io.name}'): a buffer of {buf.size} bytes, the model's input "
                                       f"is {sizes}")
@@ -327,13 +328,15 @@ def _bind(buf, io, shape, device, role: str, i: int):
         fail(ACL_ERROR_INVALID_PARAM, f"output {i} ('{io.name}'): a buffer of {buf.size} bytes, the model's "
                                       f"output needs {need}")
     r = memory.registry.find(buf.addr, need)
-    if r.device is not None:
+    if r.device is not None and not typed:
         if r.device is not device:
             fail(ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, f"{role} {i} ('{io.name}') is memory of {r.device.name}:"
                                                        f"{r.device.device_id}, the model runs on {device.name}:"
                                                        f"{device.device_id}")
         return DeviceBuffer(device, buf.addr, need)
-    if isinstance(device, SimDevice):
+    if r.device is not None and r.device is not device:
+        fail(ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, f"{role} {i} ('{io.name}') is memory of another device")
+    if r.device is None and isinstance(device, SimDevice):
         fail(ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, f"{role} {i} ('{io.name}') is host memory; a model on the "
                                                    "simulated NPU takes device memory (acl.rt.malloc + memcpy)")
     view = r.view(buf.addr - r.addr, need)
@@ -346,14 +349,13 @@ def _prepare(model_id, input_dataset, output_dataset):
     """Check the datasets against the model now; return the run (selecting its gear) for now or later."""
     m = _model(model_id)
     descs = m.descs
-    if descs.dynamic:
-        fail(ACL_ERROR_INVALID_PARAM, f"model {model_id} has dims known only at run time (ranges or -1): pyACL "
-                                      "runs it with aclmdlSetDatasetTensorDesc, which ge does not provide")
     ins, outs = handles.get(input_dataset, Dataset), handles.get(output_dataset, Dataset)
     n = descs.num_real_inputs
     if len(ins.buffers) != len(descs.inputs):
         fail(ACL_ERROR_INVALID_PARAM, f"the input dataset has {len(ins.buffers)} buffers, the model has "
                                       f"{len(descs.inputs)} inputs")
+    if descs.dynamic:
+        return _prepare_dynamic(m, ins, outs)
     gear = None
     in_shapes, out_shapes = [d.dims for d in descs.inputs[:n]], [d.dims for d in descs.outputs]
     if descs.gear_kind:
@@ -380,7 +382,40 @@ def _prepare(model_id, input_dataset, output_dataset):
                 model_manager.execute(m.model_id, inputs, outputs)
             except GeError as e:
                 fail(ACL_ERROR_RT_MODEL_EXECUTE, str(e))
-            m.last_gear = gear
+            m.last_output_dims = tuple(tuple(d) for d in out_shapes)
+    return run
+
+
+def _prepare_dynamic(m: AclModel, ins: Dataset, outs: Dataset):
+    """A model with run-time shapes: each input's shape from its tensor desc on the input dataset;
+    the outputs copied into their buffers (bounds-checked) and their shapes put on the output dataset."""
+    descs = m.descs
+    inputs = []
+    for i, io in enumerate(descs.inputs):
+        shape = input_shape(ins, i, io.name)
+        buf = buffer_of(ins, i, "input")
+        if buf.size < math.prod(shape) * np.dtype(io.dtype).itemsize:
+            fail(ACL_ERROR_INVALID_PARAM, f"input {i} ('{io.name}'): a buffer of {buf.size} bytes for shape "
+                                          f"{list(shape)}")
+        inputs.append(_bind(buf, io, shape, m.device, "input", i, typed=True))
+    targets = [buffer_of(outs, i, "output") for i in range(len(descs.outputs))]
+
+    def run():
+        with m.lock:
+            if _models.get(m.model_id) is not m:
+                fail(ACL_ERROR_GE_EXEC_MODEL_ID_INVALID, f"model {m.model_id} was unloaded")
+            try:
+                results = model_manager.execute(m.model_id, inputs)
+            except GeError as e:
+                fail(ACL_ERROR_RT_MODEL_EXECUTE, str(e))
+            for i, (io, y, buf) in enumerate(zip(descs.outputs, results, targets)):
+                y = np.ascontiguousarray(y)
+                if y.nbytes > buf.size:
+                    fail(ACL_ERROR_INVALID_PARAM, f"output {i} ('{io.name}') is {y.nbytes} bytes {list(y.shape)}, "
+                                                  f"its buffer holds {buf.size}")
+                memory.view(buf.addr, y.nbytes)[...] = y.reshape(-1).view(np.uint8)
+                record_output(outs, i, y.dtype.name, y.shape)
+            m.last_output_dims = tuple(tuple(y.shape) for y in results)
     return run
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import types
 
-from . import callbacks, datasets, mdl as _mdl, memory, runtime, util as _util
+from . import callbacks, datasets, mdl as _mdl, memory, runtime, tensor_descs, util as _util
 from .codes import NotSupportedByGe, recent_error
 
 _app_log = logging.getLogger("acl.app")
@@ -48,6 +48,8 @@ mdl = _namespace("acl.mdl", {
        and getattr(getattr(_mdl, k), "__module__", "") == _mdl.__name__ and k[0].islower()},
     **{k: getattr(datasets, k) for k in ("create_dataset", "destroy_dataset", "add_dataset_buffer",
                                          "get_dataset_num_buffers", "get_dataset_buffer")},
+    "set_dataset_tensor_desc": tensor_descs.set_dataset_tensor_desc,
+    "get_dataset_tensor_desc": tensor_descs.get_dataset_tensor_desc,
 })
 util = _namespace("acl.util", {
     **{k: getattr(_util, k) for k in ("numpy_to_ptr", "numpy_contiguous_to_ptr", "bytes_to_ptr", "ptr_to_bytes",
@@ -59,6 +61,11 @@ create_data_buffer, destroy_data_buffer, update_data_buffer = (
     datasets.create_data_buffer, datasets.destroy_data_buffer, datasets.update_data_buffer)
 get_data_buffer_addr, get_data_buffer_size = datasets.get_data_buffer_addr, datasets.get_data_buffer_size
 get_data_buffer_size_v2 = datasets.get_data_buffer_size
+(create_tensor_desc, destroy_tensor_desc, get_tensor_desc_type, get_tensor_desc_format, get_tensor_desc_num_dims,
+ get_tensor_desc_dim, get_tensor_desc_dim_v2, get_tensor_desc_element_count, get_tensor_desc_size) = (
+    tensor_descs.create_tensor_desc, tensor_descs.destroy_tensor_desc, tensor_descs.get_tensor_desc_type,
+    tensor_descs.get_tensor_desc_format, tensor_descs.get_tensor_desc_num_dims, tensor_descs.get_tensor_desc_dim,
+    tensor_descs.get_tensor_desc_dim_v2, tensor_descs.get_tensor_desc_element_count, tensor_descs.get_tensor_desc_size)
 
 
 def refuse(name: str):

@@ -69,17 +69,31 @@ def test_dynamic_dims(device, models, seq):
     assert acl.mdl.unload(model_id) == 0
 
 
-def test_a_range_model_describes_itself_and_refuses_execute(device, models):
-    model_id, ret = acl.mdl.load_from_file(models.ranges)
-    desc = acl.mdl.create_desc()
-    assert ret == 0 and acl.mdl.get_desc(desc, model_id) == 0
+@pytest.mark.parametrize("seq", [2, 7])
+def test_a_range_model_through_tensor_descs(device, models, seq):
+    model_id, desc, in_ds, out_ds, (a_ptr, b_ptr), (y_ptr,) = ready_model(models.ranges)
     assert acl.mdl.get_num_inputs(desc) == 2  # no gear input
     assert acl.mdl.get_input_dims(desc, 1) == ({"name": "b", "dimCount": 2, "dims": [1, -1]}, 0)
     assert acl.mdl.get_input_size_by_index(desc, 1) == 8 * 8  # int64 at the range's upper end
-    ds = acl.mdl.create_dataset()
-    assert acl.mdl.execute(model_id, ds, ds) == 100000
-    assert "aclmdlSetDatasetTensorDesc, which ge does not provide" in acl.get_recent_err_msg()
-    assert acl.mdl.unload(model_id) == 0
+    assert acl.mdl.execute(model_id, in_ds, out_ds) == 100000  # no shapes given
+    assert "set it with acl.mdl.set_dataset_tensor_desc" in acl.get_recent_err_msg()
+    rng = np.random.default_rng(seq)
+    a, b = rng.standard_normal((1, seq)).astype(np.float32), rng.integers(0, 9, (1, seq))
+    for i, (x, ptr, dtype) in enumerate(((a, a_ptr, 0), (b, b_ptr, 9))):
+        _put(ptr, x)
+        assert acl.mdl.set_dataset_tensor_desc(in_ds, acl.create_tensor_desc(dtype, [1, seq], 2), i) == 0
+    stream, _ = acl.rt.create_stream()
+    assert acl.mdl.execute_async(model_id, in_ds, out_ds, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    out = acl.mdl.get_dataset_tensor_desc(out_ds, 0)
+    dims = [acl.get_tensor_desc_dim(out, k) for k in range(acl.get_tensor_desc_num_dims(out))]
+    assert dims == [1, seq] and acl.get_tensor_desc_size(out) == seq * 4 and acl.get_tensor_desc_type(out) == 0
+    assert acl.mdl.get_cur_output_dims(desc, 0)[0]["dims"] == [1, seq]
+    np.testing.assert_allclose(_get(y_ptr, desc, 0), ort_run(two_inputs(seq), {"a": a, "b": b})[0], rtol=1e-6)
+    acl.mdl.set_dataset_tensor_desc(in_ds, acl.create_tensor_desc(0, [1, 9], 2), 0)  # past the range
+    acl.mdl.set_dataset_tensor_desc(in_ds, acl.create_tensor_desc(9, [1, 9], 2), 1)
+    assert acl.mdl.execute(model_id, in_ds, out_ds) != 0
+    assert acl.rt.destroy_stream(stream) == 0 and acl.mdl.unload(model_id) == 0
 
 
 def test_run_mode_before_init():

@@ -5,7 +5,8 @@ their async forms) with pointers that are live, freed, shifted past their alloca
 sizes that are zero, exact, one too many or absurd, arguments of the wrong type; data buffers and
 datasets built from such pointers; load/unload, get_desc, execute and execute_async of a static
 and a gear model with those datasets; streams created, synchronized and destroyed twice; dynamic
-batch set to gears and non-gears; views of memory by ptr_to_numpy.
+batch set to gears and non-gears; views of memory by ptr_to_numpy;
+shapes set on datasets by tensor descs for a model with input ranges.
 
 The oracle: no call raises, every call answers in pyACL's shape (`ret` an int, `(value, ret)`, a
 bare value), a canary array that was never handed to acl is untouched (no write outside known
@@ -163,6 +164,10 @@ class Case:
             self.datasets.append(ds)
         ins, outs = self.datasets[-2:]
         model_id = self.model_ids[k]
+        if acl.mdl.get_input_dims(desc, 0)[0]["dims"] == [1, -1] and self.rng.random() < 0.8:  # the range model
+            seq = self.rng.choice((1, 3, 8, 9))
+            for i, dtype in enumerate((0, 9)):
+                acl.mdl.set_dataset_tensor_desc(ins, acl.create_tensor_desc(dtype, [1, seq], 2), i)
         if self.rng.random() < 0.5:
             batch = self.rng.choice((1, 2, 4, 3))
             self.check("set_dynamic_batch_size", acl.mdl.set_dynamic_batch_size(model_id, ins, 1, batch))
@@ -172,6 +177,18 @@ class Case:
             stream = self.pick(self.streams, garbage=False)
             self.check("execute_async", acl.mdl.execute_async(model_id, ins, outs, stream))
             self.check("synchronize_stream", acl.rt.synchronize_stream(stream))
+
+    def op_tensor_desc(self):
+        """Shapes on a dataset (what a model with run-time shapes reads), right or wrong."""
+        dtype = self.rng.choice((0, 9, 0, 9, 1, 99))
+        dims = self.rng.choice(([1, self.rng.randrange(1, 10)], [1, 3], [], [2, 2, 2], [1, -1], [1, 1 << 40]))
+        desc = acl.create_tensor_desc(dtype, dims, 2)
+        self.check("set_dataset_tensor_desc", acl.mdl.set_dataset_tensor_desc(
+            self.pick(self.datasets), self.pick([desc], garbage=True), self.rng.choice((0, 1, 2, -1))))
+        acl.get_tensor_desc_size(desc), acl.get_tensor_desc_dim_v2(desc, self.rng.choice((0, 1, 5)))
+        if self.rng.random() < 0.5:
+            out = acl.mdl.get_dataset_tensor_desc(self.pick(self.datasets), self.rng.choice((0, 1)))
+            acl.get_tensor_desc_num_dims(out), acl.get_tensor_desc_element_count(out)
 
     def op_gear(self):
         index, batch = self.rng.choice((1, 0, 2)), self.rng.choice((1, 2, 4, 3, 0))
@@ -198,7 +215,7 @@ class Case:
 
     OPS = ("malloc", "malloc", "malloc_host", "free", "free_host", "memcpy", "memcpy", "memcpy_async", "memset",
            "view", "buffer", "buffer", "dataset", "dataset", "load", "desc", "gear", "execute", "execute", "stream",
-           "ready", "ready")
+           "ready", "ready", "tensor_desc", "tensor_desc")
 
     def check(self, name, result, pair=False):
         ok = (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], int)) if pair else \
@@ -289,12 +306,15 @@ def seed_models(folder: str) -> dict:
     import onnx
 
     from ge.core import api
-    from tests.acl.conftest import conv_net
+    from tests.acl.conftest import conv_net, two_inputs
     onnx.save(conv_net("N"), os.path.join(folder, "convnet.onnx"))
+    onnx.save(two_inputs("S"), os.path.join(folder, "two.onnx"))
     src = os.path.join(folder, "convnet.onnx")
     return {"static": api.atc(src, os.path.join(folder, "static"), input_shape="x:1,3,8,8").om_path,
             "gears": api.atc(src, os.path.join(folder, "gears"), input_shape="x:-1,3,8,8",
-                             dynamic_batch_size="1,2,4").om_path}
+                             dynamic_batch_size="1,2,4").om_path,
+            "ranges": api.atc(os.path.join(folder, "two.onnx"), os.path.join(folder, "ranges"),
+                              input_shape="a:1,1~8;b:1,1~8").om_path}
 
 
 def main(argv=None) -> int:
