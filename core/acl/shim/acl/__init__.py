@@ -5,8 +5,9 @@ from ge.core.acl.pyacl import (app_log, create_data_buffer, create_tensor_desc, 
                                get_data_buffer_size_v2, get_recent_err_msg, get_soc_name, get_tensor_desc_dim,
                                get_tensor_desc_dim_v2, get_tensor_desc_element_count, get_tensor_desc_format,
                                get_tensor_desc_num_dims, get_tensor_desc_size, get_tensor_desc_type, init, mdl,
-                               refuse, rt, update_data_buffer, util)
+                               rt, update_data_buffer, util)
+from ge.core.acl.pyacl import refuse as _refuse
 
 
 def __getattr__(name: str):
-    return refuse(name)
+    return _refuse(name)
