@@ -1,4 +1,4 @@
-"""`ge`: the command line (ATC's `atc`, msame's `run`, and `inspect`).
+"""`ge`: the command line (ATC's `atc`, msame's `run`, `inspect`, `compare`, and `shim` for ACL client code).
 
 Errors, every one a single line on stderr: a GeError prints `error: <message>` and exits 1; a usage
 error (an unknown option, a missing or invalid value) prints `error: <message> (see `ge CMD --help`)`

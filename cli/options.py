@@ -13,6 +13,7 @@ COMMANDS = {
     "compare": "Compare an OM with its ONNX model, output by output, layer by layer.",
     "inspect": "Show what an OM holds: header, I/O, memory, tasks, weights.",
     "run": "Run an OM as msame / ais_bench do (files, folders, zeros, random).",
+    "shim": "Where the acl, ais_bench and aclruntime modules for ACL client code are (ge shim path).",
 }
 DEVICES = ("cpu", "sim")
 DEBUG_FLAG = "--debug"
