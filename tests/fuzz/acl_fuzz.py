@@ -302,13 +302,14 @@ def campaign(models: dict, cases: int, seed: int = 0, steps: int = 150, device: 
 
 
 def seed_models(folder: str) -> dict:
-    """The static and the gear model of tests/acl (a small CNN), compiled into `folder`."""
+    """The static and the gear model of tests/core/acl (a small CNN) and its range model, compiled into
+    `folder`."""
     import onnx
 
     from ge.core import api
-    from tests.acl.conftest import conv_net, two_inputs
-    onnx.save(conv_net("N"), os.path.join(folder, "convnet.onnx"))
-    onnx.save(two_inputs("S"), os.path.join(folder, "two.onnx"))
+    from tests.core.acl.conftest import conv_net, positions_pair
+    onnx.save(conv_net(), os.path.join(folder, "convnet.onnx"))
+    onnx.save(positions_pair(), os.path.join(folder, "two.onnx"))
     src = os.path.join(folder, "convnet.onnx")
     return {"static": api.atc(src, os.path.join(folder, "static"), input_shape="x:1,3,8,8").om_path,
             "gears": api.atc(src, os.path.join(folder, "gears"), input_shape="x:-1,3,8,8",

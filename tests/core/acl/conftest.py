@@ -1,8 +1,10 @@
-"""Models for the ais_bench tests (onnx.helper, compiled with ge.core.api.atc in every dynamic
-mode), onnxruntime's answers, and `python3 -m ais_bench` run as a user runs it."""
+"""Models for the ACL client tests (onnx.helper, compiled with ge.core.api.atc in every dynamic mode),
+onnxruntime's answers, and user code run as users run it: `python3 -m ais_bench`, and pyACL scripts
+(scripts/) with PYTHONPATH=$(ge shim path) or in this process."""
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 
@@ -13,7 +15,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.acl import shim_path
+from ge.core.acl import pyacl as acl, shim_path
+
+SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 
 
 def conv_net() -> onnx.ModelProto:
@@ -52,6 +56,20 @@ def two_inputs() -> onnx.ModelProto:
     return model
 
 
+def positions_pair() -> onnx.ModelProto:
+    """a [1,S], b [1,S] (int64 positions) -> a * 2 + Cast(b): one output of the dims' gear."""
+    nodes = [helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["a", "two"], ["a2"]),
+             helper.make_node("Add", ["a2", "bf"], ["y"])]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, "S"]),
+                                             helper.make_tensor_value_info("b", TensorProto.INT64, [1, "S"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "S"])],
+                              [numpy_helper.from_array(np.array(2, np.float32), "two")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 def ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
@@ -75,6 +93,13 @@ class Models:
                 "unknown": dict(input_shape="x:-1,3,-1,-1")}
         self.om = {name: self._atc("convnet", name, **o) for name, o in conv.items()}
         self.om["two"] = self._atc("two", "two")
+        # what the pyACL tests load
+        onnx.save(positions_pair(), str(folder / "positions.onnx"))
+        self.static, self.gears, self.fp16 = self.om["static"], self.om["gears"], self.om["fp16"]
+        self.hw = self._atc("convnet", "hw_acl", input_shape="x:1,3,-1,-1", dynamic_image_size="8,8;16,12",
+                            input_format="NCHW")
+        self.dims = self._atc("positions", "positions_dims", input_shape="a:1,-1;b:1,-1", dynamic_dims="3,3;5,5")
+        self.ranges = self._atc("positions", "positions_range", input_shape="a:1,1~8;b:1,1~8")
 
     def _atc(self, src: str, name: str, **options) -> str:
         return api.atc(str(self.folder / f"{src}.onnx"), str(self.folder / name), **options).om_path
@@ -88,10 +113,14 @@ class Models:
     def two(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
         return ort_run(two_inputs(), {"a": a, "b": b})
 
+    @staticmethod
+    def positions(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+        return ort_run(positions_pair(), {"a": a, "b": b})
+
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory) -> Models:
-    return Models(tmp_path_factory.mktemp("ais_bench_models"))
+    return Models(tmp_path_factory.mktemp("acl_models"))
 
 
 def image(shape=(1, 3, 8, 8), seed=0) -> np.ndarray:
@@ -106,3 +135,52 @@ def ais_bench():
         return subprocess.run([sys.executable, "-m", "ais_bench", *map(str, args)], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=300)
     return run
+
+
+def run_script(script: str, *args, in_process: bool = False, env: dict | None = None) -> str:
+    """Run tests/core/acl/scripts/<script> with `args` as users do: `PYTHONPATH=$(ge shim path) python3
+    script.py ...` in a child process (its stdout returned), or in this process with the shim and
+    the scripts folder first on sys.path."""
+    path = os.path.join(SCRIPTS, script)
+    if in_process:
+        saved = sys.argv, list(sys.path)
+        sys.argv = [path, *map(str, args)]
+        sys.path[:0] = [shim_path(), os.path.dirname(path)]
+        try:
+            runpy.run_path(path, run_name="__main__")
+        finally:
+            sys.argv, sys.path[:] = saved
+        return ""
+    child_env = dict(os.environ, PYTHONPATH=shim_path(), **(env or {}))
+    done = subprocess.run([sys.executable, path, *map(str, args)], env=child_env, capture_output=True, text=True,
+                          cwd=os.path.dirname(path))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def device():
+    acl.init()
+    assert acl.rt.set_device(0) == 0
+    yield
+    acl.rt.reset_device(0)
+    acl.finalize()
+
+
+def ready_model(path):
+    """A loaded model with its datasets on device memory: (model_id, desc, in_ds, out_ds, in_ptr, out_ptr)."""
+    model_id, ret = acl.mdl.load_from_file(path)
+    assert ret == 0
+    desc = acl.mdl.create_desc()
+    assert acl.mdl.get_desc(desc, model_id) == 0
+    sets = []
+    for n, size_of in ((acl.mdl.get_num_inputs(desc), acl.mdl.get_input_size_by_index),
+                       (acl.mdl.get_num_outputs(desc), acl.mdl.get_output_size_by_index)):
+        ds, ptrs = acl.mdl.create_dataset(), []
+        for i in range(n):
+            ptr, ret = acl.rt.malloc(size_of(desc, i), 0)
+            assert ret == 0
+            assert acl.mdl.add_dataset_buffer(ds, acl.create_data_buffer(ptr, size_of(desc, i)))[1] == 0
+            ptrs.append(ptr)
+        sets.append((ds, ptrs))
+    return model_id, desc, sets[0][0], sets[1][0], sets[0][1], sets[1][1]

@@ -40,12 +40,12 @@ def test_spawned_children_run_acl(models, tmp_path):
     assert out == ""
     got = np.load(tmp_path / "out.npy")
     for i in range(2):
-        np.testing.assert_allclose(got[i], Models.reference(1, x[i])[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[i], Models.conv(x[i])[0], rtol=1e-5, atol=1e-6)
 
 
 def test_the_readme_script_runs_unchanged(models, tmp_path):
     """README's pyACL section: its infer.py, as written there, with PYTHONPATH=$(ge shim path)."""
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "README.md")).read()
     start = readme.index("```python\n# infer.py")
     script = readme[start + len("```python\n"):readme.index("```\n", start + 10)]
     (tmp_path / "infer.py").write_text(script)
@@ -55,4 +55,4 @@ def test_the_readme_script_runs_unchanged(models, tmp_path):
                           env=dict(os.environ, PYTHONPATH=shim_path()), capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == "", done.stderr
     got = np.fromfile(tmp_path / "output.bin", np.float32).reshape(1, 5)
-    np.testing.assert_allclose(got, Models.reference(1, x)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, Models.conv(x)[0], rtol=1e-5, atol=1e-6)

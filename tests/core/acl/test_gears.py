@@ -6,7 +6,7 @@ import pytest
 
 from ge.core.acl import pyacl as acl
 
-from .conftest import Models, ort_run, ready_model, two_inputs
+from .conftest import Models, ready_model
 
 H2D, D2H = 1, 2
 
@@ -42,7 +42,7 @@ def test_dynamic_image_size(device, models, hw):
     _put(x_ptr, x)
     assert acl.mdl.set_dynamic_hw_size(model_id, in_ds, 1, *hw) == 0
     assert acl.mdl.execute(model_id, in_ds, out_ds) == 0
-    for i, want in enumerate(Models.reference(1, x)):
+    for i, want in enumerate(Models.conv(x)):
         np.testing.assert_allclose(_get(out_ptrs[i], desc, i), want, rtol=1e-5, atol=1e-6)
     assert acl.mdl.unload(model_id) == 0
 
@@ -62,7 +62,7 @@ def test_dynamic_dims(device, models, seq):
     _put(b_ptr, b)
     assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([1, seq, 1, seq])) == 0
     assert acl.mdl.execute(model_id, in_ds, out_ds) == 0
-    want = ort_run(two_inputs(seq), {"a": a, "b": b})[0]
+    want = Models.positions(a, b)[0]
     np.testing.assert_allclose(_get(y_ptr, desc, 0), want, rtol=1e-6)
     assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([1, 4, 1, 4])) == 145013  # no such gear
     assert acl.mdl.set_input_dynamic_dims(model_id, in_ds, 2, _dims([2, 3, 1, 3])) == 100000  # a static dim changed
@@ -89,7 +89,7 @@ def test_a_range_model_through_tensor_descs(device, models, seq):
     dims = [acl.get_tensor_desc_dim(out, k) for k in range(acl.get_tensor_desc_num_dims(out))]
     assert dims == [1, seq] and acl.get_tensor_desc_size(out) == seq * 4 and acl.get_tensor_desc_type(out) == 0
     assert acl.mdl.get_cur_output_dims(desc, 0)[0]["dims"] == [1, seq]
-    np.testing.assert_allclose(_get(y_ptr, desc, 0), ort_run(two_inputs(seq), {"a": a, "b": b})[0], rtol=1e-6)
+    np.testing.assert_allclose(_get(y_ptr, desc, 0), Models.positions(a, b)[0], rtol=1e-6)
     acl.mdl.set_dataset_tensor_desc(in_ds, acl.create_tensor_desc(0, [1, 9], 2), 0)  # past the range
     acl.mdl.set_dataset_tensor_desc(in_ds, acl.create_tensor_desc(9, [1, 9], 2), 1)
     assert acl.mdl.execute(model_id, in_ds, out_ds) != 0

@@ -13,7 +13,7 @@ def test_acllite_static_model(models, tmp_path, load_type):
     run_script("infer_acllite.py", models.static, tmp_path / "in.npz", tmp_path / "out.npz", "-", load_type,
                in_process=True)
     got = np.load(tmp_path / "out.npz")
-    for k, want in enumerate(Models.reference(1, x)):
+    for k, want in enumerate(Models.conv(x)):
         np.testing.assert_allclose(got[f"arr_{k}"], want, rtol=1e-5, atol=1e-6)
 
 
@@ -23,5 +23,5 @@ def test_acllite_dynamic_batch(models, tmp_path, in_process):
     np.savez(tmp_path / "in.npz", x=x)
     run_script("infer_acllite.py", models.gears, tmp_path / "in.npz", tmp_path / "out.npz", 2, in_process=in_process)
     got = np.load(tmp_path / "out.npz")
-    for k, want in enumerate(Models.reference(2, x)):
+    for k, want in enumerate(Models.conv(x)):
         np.testing.assert_allclose(got[f"arr_{k}"], want, rtol=1e-5, atol=1e-6)

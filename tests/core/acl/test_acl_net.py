@@ -13,7 +13,7 @@ def test_net_runs_a_static_model(models, tmp_path, in_process):
     out = run_script("infer_net.py", models.static, tmp_path / "in.npz", tmp_path / "out.npz", in_process=in_process)
     assert out == ""  # the shim prints nothing on stdout
     got = np.load(tmp_path / "out.npz")
-    for k, want in enumerate(Models.reference(1, x)):
+    for k, want in enumerate(Models.conv(x)):
         np.testing.assert_allclose(got[f"arr_{k}"], want, rtol=1e-5, atol=1e-6)
 
 
@@ -23,7 +23,7 @@ def test_net_dynamic_batch_through_mbatch_input(models, tmp_path, batch):
     np.savez(tmp_path / "in.npz", x=x)
     run_script("infer_net.py", models.gears, tmp_path / "in.npz", tmp_path / "out.npz", batch, in_process=True)
     got = np.load(tmp_path / "out.npz")
-    for k, want in enumerate(Models.reference(batch, x)):
+    for k, want in enumerate(Models.conv(x)):
         assert got[f"arr_{k}"].shape == (batch, 5)  # get_cur_output_dims: the gear that ran
         np.testing.assert_allclose(got[f"arr_{k}"], want, rtol=1e-5, atol=1e-6)
 
@@ -33,5 +33,5 @@ def test_net_fp16_input(models, tmp_path):
     np.savez(tmp_path / "in.npz", x=x)
     run_script("infer_net.py", models.fp16, tmp_path / "in.npz", tmp_path / "out.npz", in_process=True)
     got = np.load(tmp_path / "out.npz")
-    for k, want in enumerate(Models.reference(1, x.astype(np.float32))):
+    for k, want in enumerate(Models.conv(x.astype(np.float32))):
         np.testing.assert_allclose(got[f"arr_{k}"], want, rtol=1e-5, atol=1e-5)
