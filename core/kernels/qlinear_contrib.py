@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir import Meta
 from .planned import Scratch
-from .windows import kernel_position_view, window_pads, zero_borders
+from .windows import kernel_position_view, padded_extent, window_coverage, window_pads, zero_borders
 from .planned import PlannedKernel
 from .dtypes import QRANGE
 from .int8_native import qout, requant_kind
@@ -306,11 +306,12 @@ class QLinearAveragePool(_QPool):
         d = len(spatial)
         strides = self.ints("strides", d, 1)
         ceil_mode = bool(int(self.attr("ceil_mode", 0)))
-        pb, pe, out = window_pads(self, spatial, kernel, strides, [1] * d, ceil_mode)
-        padded = [max(s + b + e, (o - 1) * st + k) for s, b, e, o, st, k in zip(spatial, pb, pe, out, strides, kernel)]
+        pb, pe, out = window_pads(self, spatial, kernel, strides, [1] * d, ceil_mode, pool=True)
+        taps, _ = window_coverage(kernel, strides, [1] * d, pb, spatial, out)
+        padded = padded_extent(spatial, pb, out, strides, taps, [1] * d)
         self.pb, self.pe_eff = pb, [p - s - b for p, s, b in zip(padded, spatial, pb)]
         self.spatial, self.strides, self.out = spatial, strides, out
-        self.positions = list(itertools.product(*[range(k) for k in kernel]))
+        self.positions = list(itertools.product(*taps))
         # onnxruntime: the whole kernel with count_include_pad, else the window clipped to the input
         if int(self.attr("count_include_pad", 0)):
             count = np.full(tuple(out), math.prod(kernel))
@@ -341,8 +342,8 @@ class QLinearAveragePool(_QPool):
             np.copyto(xi, x, casting="unsafe")
         np.multiply(xi, xs[1].reshape(()), out=xi)
         views = [kernel_position_view(xp, pos, self.strides, [1] * len(self.out), self.out) for pos in self.positions]
-        np.copyto(t, views[0])
-        for xv in views[1:]:  # in window order, as onnxruntime sums
+        t[...] = 0
+        for xv in views:  # in window order, as onnxruntime sums (taps in the padding alone add nothing: skipped)
             np.add(t, xv, out=t)
         np.divide(t, self.count, out=t)
         # onnxruntime's quantize_value: round(y / y_scale + y_zero_point), the zero point added before rounding
