@@ -1,0 +1,188 @@
+"""Models written by onnxruntime's quantization tools (quantize_dynamic, quantize_static, and
+onnxruntime's optimizer saving a quantized model), compiled by ge and compared with onnxruntime:
+DynamicQuantizeLSTM, DynamicQuantizeMatMul, QLinearWhere and the com.microsoft QuantizeLinear /
+DequantizeLinear, beside the QLinear* ops ge had.
+
+Tolerances: ge's integer products are exact (checked bit for bit against numpy int32 below); the
+float steps around them may round differently from onnxruntime's in the last place (its MLAS
+activations, its order of adds). Such a difference can move a value across a rounding boundary of
+a later quantization by one step: for an LSTM, one step of h's scale (h in [-1, 1]: 2/255 at most)
+through the largest recurrent weight; for a QOperator model, one step of an output's scale."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+from ge.core import api
+from ge.core.kernels.dynamic_quantize import quantized_product
+
+DEVICES = ["cpu", "sim"]
+
+
+def _w(rng, *shape, scale=0.4):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _onnxruntime(path, feeds):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1  # onnxruntime's LSTM quantizes a batch per thread: one, as ge
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _ge(path, feeds, out, device="cpu"):
+    result = api.atc(path, out)
+    model_id = api.load_from_file(result.om_path, device)
+    try:
+        return api.execute(model_id, feeds)
+    finally:
+        api.unload(model_id)
+
+
+def _lstm_model(rng, steps, batch, inputs, hidden, direction="forward", lens=None, initial=False, peepholes=False,
+                outputs=("Y", "Y_h", "Y_c")):
+    dirs = 2 if direction == "bidirectional" else 1
+    names = ["x", "W", "R", "B", "", "", "", ""]
+    inits = [numpy_helper.from_array(_w(rng, dirs, 4 * hidden, inputs), "W"),
+             numpy_helper.from_array(_w(rng, dirs, 4 * hidden, hidden), "R"),
+             numpy_helper.from_array(_w(rng, dirs, 8 * hidden), "B")]
+    graph_inputs = [helper.make_tensor_value_info("x", T.FLOAT, [steps, batch, inputs])]
+    feeds = {"x": _w(rng, steps, batch, inputs, scale=1.2)}
+    if lens is not None:
+        inits.append(numpy_helper.from_array(np.array(lens, np.int32), "lens"))
+        names[4] = "lens"
+    if initial:
+        for k, name in ((5, "h0"), (6, "c0")):
+            graph_inputs.append(helper.make_tensor_value_info(name, T.FLOAT, [dirs, batch, hidden]))
+            names[k] = name
+            feeds[name] = _w(rng, dirs, batch, hidden)
+    if peepholes:
+        inits.append(numpy_helper.from_array(_w(rng, dirs, 3 * hidden), "P"))
+        names[7] = "P"
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("LSTM", names, [o if o in outputs else "" for o in ("Y", "Y_h", "Y_c")],
+                            hidden_size=hidden, direction=direction)
+    graph = helper.make_graph([node], "lstm", graph_inputs,
+                              [helper.make_tensor_value_info(o, T.FLOAT, None) for o in outputs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model, feeds
+
+
+LSTMS = {
+    "forward": dict(steps=6, batch=1, inputs=5, hidden=8),
+    "reverse": dict(steps=6, batch=1, inputs=5, hidden=8, direction="reverse"),
+    "bidirectional_batch": dict(steps=6, batch=2, inputs=5, hidden=8, direction="bidirectional"),
+    "sequence_lens": dict(steps=6, batch=3, inputs=5, hidden=8, direction="bidirectional", lens=[6, 3, 0]),
+    "sequence_lens_without_Y": dict(steps=6, batch=3, inputs=5, hidden=8, lens=[6, 2, 4], outputs=("Y_h", "Y_c")),
+    "initial_states_peepholes": dict(steps=5, batch=2, inputs=4, hidden=6, direction="bidirectional", initial=True,
+                                     peepholes=True),
+    "longer": dict(steps=20, batch=1, inputs=48, hidden=32, direction="bidirectional"),
+}
+
+
+#: (weight type, per channel): onnxruntime's DynamicQuantizeLSTM refuses per-channel uint8 weights (their zero points differ)
+WEIGHTS = {"int8": (QuantType.QInt8, False), "int8_per_channel": (QuantType.QInt8, True), "uint8": (QuantType.QUInt8, False)}
+
+
+@pytest.mark.parametrize("weights", list(WEIGHTS))
+@pytest.mark.parametrize("case", list(LSTMS))
+def test_quantize_dynamic_lstm_is_dynamic_quantize_lstm_as_onnxruntime(tmp_path, case, weights):
+    weight_type, per_channel = WEIGHTS[weights]
+    rng = np.random.default_rng(len(case))
+    model, feeds = _lstm_model(rng, **LSTMS[case])
+    onnx.save(model, tmp_path / "f.onnx")
+    quantize_dynamic(tmp_path / "f.onnx", tmp_path / "q.onnx", weight_type=weight_type, per_channel=per_channel)
+    q = onnx.load(tmp_path / "q.onnx")
+    assert [(n.domain, n.op_type) for n in q.graph.node] == [("com.microsoft", "DynamicQuantizeLSTM")]
+    expected = _onnxruntime(str(tmp_path / "q.onnx"), feeds)
+    got = _ge(str(tmp_path / "q.onnx"), feeds, str(tmp_path / "q"))
+    step = 2 / 255 * np.abs(numpy_helper.to_array(model.graph.initializer[1])).max()  # one step of h through R
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=0, atol=step)
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)  # what these seeds give: no boundary was crossed
+
+
+def _ocr(rng, steps=8, hidden=16, classes=12):
+    """An OCR-style CNN+LSTM: two Conv+Relu+MaxPool stages over a 16 x 4*steps line image, the columns
+    as time steps into a bidirectional LSTM, a classifier per step, Softmax."""
+    nodes = [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "cw2", "cb2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[8, 2], strides=[8, 2]),
+             helper.make_node("Squeeze", ["p2", "ax2"], ["s"]),
+             helper.make_node("Transpose", ["s"], ["t"], perm=[2, 0, 1]),
+             helper.make_node("LSTM", ["t", "W", "R", "B"], ["Y", "", ""], hidden_size=hidden, direction="bidirectional"),
+             helper.make_node("Transpose", ["Y"], ["yt"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["yt", "shape"], ["y2"]),
+             helper.make_node("MatMul", ["y2", "fc"], ["logits"]),
+             helper.make_node("Add", ["logits", "fcb"], ["biased"]),
+             helper.make_node("Softmax", ["biased"], ["prob"], axis=-1)]
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("cw", _w(rng, 4, 1, 3, 3)), ("cb", _w(rng, 4)), ("cw2", _w(rng, 8, 4, 3, 3)), ("cb2", _w(rng, 8)),
+        ("ax2", np.array([2], np.int64)), ("W", _w(rng, 2, 4 * hidden, 8)), ("R", _w(rng, 2, 4 * hidden, hidden)),
+        ("B", _w(rng, 2, 8 * hidden)), ("shape", np.array([steps, 2 * hidden], np.int64)),
+        ("fc", _w(rng, 2 * hidden, classes)), ("fcb", _w(rng, classes))]]
+    graph = helper.make_graph(nodes, "ocr", [helper.make_tensor_value_info("x", T.FLOAT, [1, 1, 16, 4 * steps])],
+                              [helper.make_tensor_value_info("prob", T.FLOAT, [steps, classes])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture(scope="module")
+def ocr_paths(tmp_path_factory):
+    """The float OCR model, quantize_dynamic's int8 model, and that model as onnxruntime's optimizer
+    saves it (DynamicQuantizeLinear + MatMulInteger fused into DynamicQuantizeMatMul)."""
+    d = tmp_path_factory.mktemp("ocr")
+    onnx.save(_ocr(np.random.default_rng(4)), d / "ocr.onnx")
+    quantize_dynamic(d / "ocr.onnx", d / "ocr_int8.onnx", weight_type=QuantType.QInt8)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(d / "ocr_int8_optimized.onnx")
+    ort.InferenceSession(str(d / "ocr_int8.onnx"), options, providers=["CPUExecutionProvider"])
+    return {k: str(d / f"{k}.onnx") for k in ("ocr", "ocr_int8", "ocr_int8_optimized")}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("which,ops", [
+    ("ocr_int8", {"DynamicQuantizeLSTM"}),
+    ("ocr_int8_optimized", {"DynamicQuantizeLSTM", "DynamicQuantizeMatMul"}),
+])
+def test_quantized_cnn_lstm_ocr(ocr_paths, tmp_path, which, ops, device):
+    path = ocr_paths[which]
+    assert ops <= {n.op_type for n in onnx.load(path).graph.node if n.domain == "com.microsoft"}
+    x = np.random.default_rng(9).standard_normal((1, 1, 16, 32)).astype(np.float32)
+    (expected,) = _onnxruntime(path, {"x": x})
+    (got,) = _ge(path, {"x": x}, str(tmp_path / which), device)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    (float_result,) = _onnxruntime(ocr_paths["ocr"], {"x": x})
+    assert np.abs(got - float_result).max() < 0.05  # and still the float model's probabilities, roughly
+
+
+@pytest.mark.parametrize("b_dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape", [(1, 7), (5, 33), (3, 4, 16)])
+def test_the_quantized_product_is_the_int32_product_scaled(shape, b_dtype):
+    """Exact: ge's dynamic quantization then (a_q - a_zero) @ (b_q - b_zero) against numpy's int32
+    product of the same integers, scaled in float32."""
+    rng = np.random.default_rng(2)
+    a = (rng.standard_normal(shape) * 3).astype(np.float32).reshape(-1, shape[-1])
+    info = np.iinfo(b_dtype)
+    b = rng.integers(info.min, info.max + 1, (shape[-1], 6)).astype(b_dtype)
+    b_zero = np.array(0 if b_dtype == np.int8 else 131, b_dtype)
+    scale = rng.uniform(0.001, 0.01, 6).astype(np.float32)
+    m, k = a.shape
+    v = {"q": np.empty((m, k), np.uint8), "qt": np.empty((m, k), np.float32), "a": np.empty((m, k)),
+         "acc": np.empty((m, 6))}
+    out = np.empty((m, 6), np.float32)
+    quantized_product(a, b.astype(np.float64) - float(b_zero), scale, out, v)
+    lo, hi = min(a.min(), 0), max(a.max(), 0)
+    a_scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
+    a_zero = np.rint(np.clip(-np.float32(lo) / a_scale, 0, 255))
+    a_q = np.clip(np.rint(a / a_scale) + a_zero, 0, 255).astype(np.int32)
+    acc = (a_q - np.int32(a_zero)) @ (b.astype(np.int32) - np.int32(b_zero))
+    np.testing.assert_array_equal(out, acc.astype(np.float32) * (a_scale * scale))
