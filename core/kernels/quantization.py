@@ -524,3 +524,24 @@ class QLinearConv(_IntegerConv, _Requantize):
         if self.qc is not None:
             return self.run_native(xs, ys, v)
         self.requantize(xs, self.accumulate(xs, v), v["t"], ys[0])
+
+
+# -- com.microsoft's QuantizeLinear / DequantizeLinear ---------------------------------------------------
+# onnxruntime's quantize_static writes them for QDQ models with UseQDQContribOps (and for the 16-bit
+# and 4-bit types ONNX had not yet): x, scale, zero point and axis (default 1), as ONNX's at opset 21
+# without block_size or output_dtype.
+MS_OPSET = 21
+
+
+@register("QuantizeLinear", domain="com.microsoft")
+class MsQuantizeLinear(QuantizeLinear):
+    def prepare(self):
+        self.opset = MS_OPSET
+        super().prepare()
+
+
+@register("DequantizeLinear", domain="com.microsoft")
+class MsDequantizeLinear(DequantizeLinear):
+    def prepare(self):
+        self.opset = MS_OPSET
+        super().prepare()

@@ -186,3 +186,86 @@ def test_the_quantized_product_is_the_int32_product_scaled(shape, b_dtype):
     a_q = np.clip(np.rint(a / a_scale) + a_zero, 0, 255).astype(np.int32)
     acc = (a_q - np.int32(a_zero)) @ (b.astype(np.int32) - np.int32(b_zero))
     np.testing.assert_array_equal(out, acc.astype(np.float32) * (a_scale * scale))
+
+
+def _cnn(rng):
+    """A small CNN through the ops quantize_static turns into com.microsoft QLinear* ops: LeakyRelu,
+    SiLU (Sigmoid, Mul), a residual Add, AveragePool and MaxPool joined by Concat, GlobalAveragePool,
+    Gemm, and Where choosing between logits and half of them."""
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["c1"], ["l1"], alpha=0.1),
+             helper.make_node("Conv", ["l1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c2"], ["g2"]),
+             helper.make_node("Mul", ["c2", "g2"], ["m2"]),
+             helper.make_node("Add", ["m2", "l1"], ["a2"]),
+             helper.make_node("AveragePool", ["a2"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxPool", ["a2"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Concat", ["ap", "mp"], ["cat"], axis=1),
+             helper.make_node("Relu", ["cat"], ["rc"]),
+             helper.make_node("GlobalAveragePool", ["rc"], ["gp"]),
+             helper.make_node("Flatten", ["gp"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["o"], transB=1),
+             helper.make_node("Mul", ["o", "half"], ["o2"]),
+             helper.make_node("Greater", ["o", "zero"], ["positive"]),
+             helper.make_node("Where", ["positive", "o", "o2"], ["wh"]),
+             helper.make_node("Softmax", ["wh"], ["prob"], axis=-1)]
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("w1", _w(rng, 8, 3, 3, 3)), ("b1", _w(rng, 8)), ("w2", _w(rng, 8, 8, 3, 3)), ("b2", _w(rng, 8)),
+        ("fw", _w(rng, 10, 16)), ("fb", _w(rng, 10)), ("zero", np.zeros(1, np.float32)),
+        ("half", np.full(1, 0.5, np.float32))]]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", T.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("prob", T.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+class _Images(CalibrationDataReader):
+    def __init__(self, name, shape):
+        self.feeds = iter([{name: np.random.default_rng(k).standard_normal(shape).astype(np.float32)} for k in range(4)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+def _output_step(model: onnx.ModelProto) -> float:
+    """The scale of the DequantizeLinear that writes the model's output: one step of it."""
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    (dq,) = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and model.graph.output[0].name in n.output]
+    return float(inits[dq.input[1]])
+
+
+STATIC = {  # name: (model, input shape, quantize_static options, com.microsoft ops the model must hold)
+    "cnn_qoperator_uint8": (_cnn, (1, 3, 16, 16), dict(quant_format=QuantFormat.QOperator, activation_type=QuantType.QUInt8,
+                            extra_options={"ForceQuantizeNoInputCheck": True}),
+                            {"QLinearWhere", "QLinearLeakyRelu", "QLinearSigmoid", "QLinearMul", "QLinearAdd",
+                             "QLinearAveragePool", "QLinearConcat", "QLinearGlobalAveragePool", "QGemm", "QLinearSoftmax"}),
+    "cnn_qoperator_int8": (_cnn, (1, 3, 16, 16), dict(quant_format=QuantFormat.QOperator, activation_type=QuantType.QInt8,
+                           extra_options={"ForceQuantizeNoInputCheck": True}), {"QLinearWhere", "QGemm"}),
+    "cnn_qdq_int16_contrib": (_cnn, (1, 3, 16, 16), dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt16,
+                              extra_options={"UseQDQContribOps": True}), {"QuantizeLinear", "DequantizeLinear"}),
+    "ocr_qdq_int16_contrib": (_ocr, (1, 1, 16, 32), dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt16,
+                              extra_options={"UseQDQContribOps": True}), {"QuantizeLinear", "DequantizeLinear"}),
+    "ocr_qdq_uint16_contrib": (_ocr, (1, 1, 16, 32), dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt16,
+                               weight_type=QuantType.QUInt8, extra_options={"UseQDQContribOps": True}),
+                               {"QuantizeLinear", "DequantizeLinear"}),
+}
+
+
+@pytest.mark.parametrize("name", list(STATIC))
+def test_quantize_static_models_as_onnxruntime_runs_their_ops(tmp_path, name):
+    """Against onnxruntime with its graph optimizations off: each op its own kernel, as the model
+    says (its optimizer fuses QDQ groups into saturating integer kernels, not the reference here)."""
+    build, shape, options, ops = STATIC[name]
+    onnx.save(build(np.random.default_rng(6)), tmp_path / "f.onnx")
+    quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", _Images("x", shape),
+                    **{"weight_type": QuantType.QInt8, **options})
+    q = onnx.load(tmp_path / "q.onnx")
+    assert ops <= {n.op_type for n in q.graph.node if n.domain == "com.microsoft"}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for seed in range(3):
+        x = np.random.default_rng(10 + seed).standard_normal(shape).astype(np.float32)
+        (expected,) = ort.InferenceSession(str(tmp_path / "q.onnx"), options, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})
+        (got,) = _ge(str(tmp_path / "q.onnx"), {"x": x}, str(tmp_path / "q"), DEVICES[seed % 2])
+        np.testing.assert_allclose(got, expected, rtol=0, atol=_output_step(q) * 1.001)  # one step of the output
+        assert (got == expected).mean() >= 0.9  # and mostly the very values
