@@ -269,3 +269,65 @@ def test_quantize_static_models_as_onnxruntime_runs_their_ops(tmp_path, name):
         (got,) = _ge(str(tmp_path / "q.onnx"), {"x": x}, str(tmp_path / "q"), DEVICES[seed % 2])
         np.testing.assert_allclose(got, expected, rtol=0, atol=_output_step(q) * 1.001)  # one step of the output
         assert (got == expected).mean() >= 0.9  # and mostly the very values
+
+
+ATTENTION_MASKS = {  # mask_index kind: (its shape, its values for batch 2, sequence 5)
+    "none": None,
+    "key_lengths": ([2], np.array([5, 3], np.int32)),
+    "end_and_start": ([4], np.array([5, 4, 0, 2], np.int32)),
+    "raw_2d": ([2, 5], np.array([[1, 1, 1, 0, 1], [1, 1, 0, 0, 0]], np.int32)),
+    "raw_3d": ([2, 5, 5], (np.random.default_rng(3).random((2, 5, 5)) < 0.7).astype(np.int32)),
+    "unidirectional": None,
+}
+
+
+def _attention(rng, mask, batch=2, seq=5, hidden=16, heads=4, present=False):
+    """The transformers optimizer's com.microsoft Attention over a float input (ge has no float kernel
+    for it: the quantized model is what it runs)."""
+    inputs = [helper.make_tensor_value_info("x", T.FLOAT, [batch, seq, hidden])]
+    names = ["x", "w", "b"]
+    if ATTENTION_MASKS[mask] is not None:
+        inputs.append(helper.make_tensor_value_info("mask", T.INT32, ATTENTION_MASKS[mask][0]))
+        names.append("mask")
+    node = helper.make_node("Attention", names, ["y", "present"] if present else ["y"], domain="com.microsoft",
+                            num_heads=heads, unidirectional=int(mask == "unidirectional"))
+    outputs = [helper.make_tensor_value_info(o, T.FLOAT, None) for o in node.output]
+    graph = helper.make_graph([node], "attention", inputs, outputs,
+                              [numpy_helper.from_array(_w(rng, hidden, 3 * hidden), "w"),
+                               numpy_helper.from_array(_w(rng, 3 * hidden, scale=0.1), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("mask", list(ATTENTION_MASKS))
+def test_quantize_dynamic_attention_is_qattention_as_onnxruntime(tmp_path, mask, per_channel):
+    """Exact integers, then float32 softmax attention: onnxruntime's float steps in another order,
+    a few float32 ulps of the context (no later quantization to cross)."""
+    rng = np.random.default_rng(8)
+    onnx.save(_attention(rng, mask, present=mask == "none"), tmp_path / "f.onnx")
+    quantize_dynamic(tmp_path / "f.onnx", tmp_path / "q.onnx", weight_type=QuantType.QInt8, per_channel=per_channel)
+    assert "QAttention" in {n.op_type for n in onnx.load(tmp_path / "q.onnx").graph.node}
+    feeds = {"x": _w(rng, 2, 5, 16, scale=1.0)}
+    if ATTENTION_MASKS[mask] is not None:
+        feeds["mask"] = ATTENTION_MASKS[mask][1]
+    expected = _onnxruntime(str(tmp_path / "q.onnx"), feeds)
+    for device in DEVICES:
+        got = _ge(str(tmp_path / "q.onnx"), feeds, str(tmp_path / device), device)
+        for g, e in zip(got, expected):
+            assert g.shape == e.shape
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_qattention_with_a_past_state_is_refused_naming_the_node():
+    from ge.core.errors import GraphError
+    from ge.core.ir import Meta
+    from ge.core.kernels import lookup
+    f32, u8, i8 = np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.int8)
+    metas = [Meta(u8, (1, 3, 8)), Meta(i8, (8, 24)), Meta(f32, (24,)), Meta(f32, ()), Meta(f32, ()), None,
+             Meta(u8, ()), Meta(i8, ()), Meta(f32, (2, 1, 2, 4, 4))]
+    with pytest.raises(GraphError, match=r"node 'qa' \(QAttention\): a past state \(input 8\) is not supported"):
+        lookup("QAttention", "com.microsoft", 1)({"num_heads": 2}, metas, name="qa")
+    with pytest.raises(GraphError, match=r"node 'qa' \(QAttention\): num_heads=3 does not divide the hidden size 8"):
+        lookup("QAttention", "com.microsoft", 1)({"num_heads": 3}, metas[:8], name="qa")
