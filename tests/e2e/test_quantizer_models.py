@@ -139,13 +139,19 @@ def ocr_paths(tmp_path_factory):
     """The float OCR model, quantize_dynamic's int8 model, and that model as onnxruntime's optimizer
     saves it (DynamicQuantizeLinear + MatMulInteger fused into DynamicQuantizeMatMul)."""
     d = tmp_path_factory.mktemp("ocr")
-    onnx.save(_ocr(np.random.default_rng(4)), d / "ocr.onnx")
-    quantize_dynamic(d / "ocr.onnx", d / "ocr_int8.onnx", weight_type=QuantType.QInt8)
+    _quantize_dynamic_and_optimize(_ocr(np.random.default_rng(4)), d, "ocr")
+    return {k: str(d / f"{k}.onnx") for k in ("ocr", "ocr_int8", "ocr_int8_optimized")}
+
+
+def _quantize_dynamic_and_optimize(model: onnx.ModelProto, directory, stem: str) -> None:
+    """<stem>.onnx (the float model), <stem>_int8.onnx (quantize_dynamic's) and
+    <stem>_int8_optimized.onnx (that one as onnxruntime's optimizer saves it) in `directory`."""
+    onnx.save(model, directory / f"{stem}.onnx")
+    quantize_dynamic(directory / f"{stem}.onnx", directory / f"{stem}_int8.onnx", weight_type=QuantType.QInt8)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(d / "ocr_int8_optimized.onnx")
-    ort.InferenceSession(str(d / "ocr_int8.onnx"), options, providers=["CPUExecutionProvider"])
-    return {k: str(d / f"{k}.onnx") for k in ("ocr", "ocr_int8", "ocr_int8_optimized")}
+    options.optimized_model_filepath = str(directory / f"{stem}_int8_optimized.onnx")
+    ort.InferenceSession(str(directory / f"{stem}_int8.onnx"), options, providers=["CPUExecutionProvider"])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -331,3 +337,34 @@ def test_qattention_with_a_past_state_is_refused_naming_the_node():
         lookup("QAttention", "com.microsoft", 1)({"num_heads": 2}, metas, name="qa")
     with pytest.raises(GraphError, match=r"node 'qa' \(QAttention\): num_heads=3 does not divide the hidden size 8"):
         lookup("QAttention", "com.microsoft", 1)({"num_heads": 3}, metas[:8], name="qa")
+
+
+def test_quantize_dynamic_cnn_saved_by_onnxruntime_optimizer(tmp_path):
+    """quantize_dynamic's CNN, saved by onnxruntime's optimizer: its SiLU becomes com.microsoft
+    QuickGelu, its classifier DynamicQuantizeMatMul (the integer parts exact, the float ones within
+    float32 rounding: no dynamic quantization boundary is crossed for these inputs)."""
+    _quantize_dynamic_and_optimize(_cnn(np.random.default_rng(6)), tmp_path, "cnn")
+    path = str(tmp_path / "cnn_int8_optimized.onnx")
+    ops = {n.op_type for n in onnx.load(path).graph.node if n.domain == "com.microsoft"}
+    assert {"QuickGelu", "DynamicQuantizeMatMul"} <= ops
+    for seed, device in enumerate(DEVICES):
+        x = np.random.default_rng(20 + seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        (expected,) = _onnxruntime(path, {"x": x})
+        (got,) = _ge(path, {"x": x}, str(tmp_path / device), device)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [None, 1.0, 0.5])
+def test_quick_gelu_as_onnxruntime(tmp_path, alpha):
+    attrs = {} if alpha is None else {"alpha": alpha}
+    node = helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", T.FLOAT, [4, 33])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [4, 33])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    onnx.save(model, tmp_path / "g.onnx")
+    x = np.random.default_rng(1).standard_normal((4, 33)).astype(np.float32) * 6
+    (expected,) = _onnxruntime(str(tmp_path / "g.onnx"), {"x": x})
+    (got,) = _ge(str(tmp_path / "g.onnx"), {"x": x}, str(tmp_path / "g"))
+    # onnxruntime's logistic is MLAS's rational approximation, a few 1e-6 absolute off in its tails
+    # (where x * sigmoid(alpha x) is itself about 1e-6); ge's is exact to an ulp or two
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=5e-6)
