@@ -8,14 +8,22 @@ expected and actual size, shape or dtype. Outputs are written atomically, file b
 
 A desc is anything with `name`, `dtype` and `shape` (ge.core.ge_model.TensorDesc).
 
+The ml_dtypes types (bfloat16, the float8 and float4 formats, int4/uint4, int2/uint2) have no numpy
+descr: np.save writes them as a void of their width ('|V2', '|V1') or, for float8_e5m2, as '<f1',
+which np.load cannot parse. An input .npy with a void descr of the model's dtype's width is read as
+that dtype, and so is a one-byte descr numpy cannot parse; an output of such a type is written with
+the void descr, so that np.load(f).view(ml_dtypes.<type>) gives it back.
+
 String tensors (dtype "object": arrays of str) come as .npy/.npz of numpy's str dtype ('U', which
 loads without unpickling; pickled object arrays are never loaded) and are written as such by NPY,
 one element per line by TXT; they have no binary layout, so BIN refuses them.
 """
 from __future__ import annotations
 
+import ast
 import logging
 import os
+import re
 import threading
 import zipfile
 from typing import Sequence
@@ -152,8 +160,47 @@ def _npz_member(npz, key: str, path: str, desc) -> np.ndarray:
 def _read_npy(path: str, desc) -> np.ndarray:
     try:
         return load_npy(path, _where(path, desc))
-    except (OSError, ValueError, EOFError) as e:
+    except ValueError as e:
+        if "not a valid dtype descriptor" in str(e) and _small(desc.dtype):
+            return _read_small_npy(path, desc)
         raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
+    except (OSError, EOFError) as e:
+        raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
+
+
+def _small(dtype) -> bool:
+    """An ml_dtypes type (numpy has no descr for it)."""
+    return np.dtype(dtype).name in SMALL_DTYPES
+
+
+def _read_small_npy(path: str, desc) -> np.ndarray:
+    """An .npy whose descr numpy cannot parse (np.save of float8_e5m2 writes '<f1'), read as the
+    model's ml_dtypes type when the descr's width is that type's: the header checked before any
+    data is read."""
+    dtype = np.dtype(desc.dtype)
+    try:
+        with open(path, "rb") as f:
+            major, _ = np.lib.format.read_magic(f)
+            length = int.from_bytes(f.read(2 if major == 1 else 4), "little")
+            if length > 1 << 16:
+                raise ValueError(f"a header of {length} bytes")
+            with HEADER_PARSE:
+                header = ast.literal_eval(f.read(length).decode("latin1"))
+            descr, fortran, shape = header["descr"], header["fortran_order"], header["shape"]
+            if not (isinstance(descr, str) and isinstance(fortran, bool) and isinstance(shape, tuple)
+                    and all(isinstance(d, int) and d >= 0 for d in shape)):
+                raise ValueError(f"a malformed header {header!r}")
+            width = re.fullmatch(r"[<>|=]?[a-zA-Z](\d+)", descr)
+            if width is None or int(width.group(1)) != dtype.itemsize:
+                raise ShapeError(f"{_where(path, desc)}: dtype descr {descr!r} does not match the model's {dtype} "
+                                 f"({dtype.itemsize} byte(s))")
+            count = int(np.prod(shape, dtype=np.int64))
+            if os.path.getsize(path) - f.tell() != count * dtype.itemsize:
+                raise ValueError(f"{os.path.getsize(path) - f.tell()} data bytes for {count} elements")
+            data = np.fromfile(f, dtype=dtype, count=count)
+    except (OSError, ValueError, SyntaxError, KeyError, TypeError, MemoryError) as e:
+        raise FormatError(f"{_where(path, desc)}: not a readable .npy file ({e})") from None
+    return data.reshape(shape, order="F" if fortran else "C")
 
 
 def _unreadable(e: Exception, what: str = "is unreadable") -> str:
@@ -189,6 +236,8 @@ def _check(x: np.ndarray, path: str, desc) -> np.ndarray:
     dtype, shape, _ = _expected(desc)
     if _is_string(dtype) and x.dtype.kind == "U":
         x = x.astype(object)  # a string tensor: numpy's str dtype as Python str objects
+    if x.dtype.kind == "V" and x.dtype.names is None and _small(dtype) and x.dtype.itemsize == dtype.itemsize:
+        x = x.view(dtype)  # np.save's void descr of an ml_dtypes array
     if x.dtype != dtype:
         raise ShapeError(f"{_where(path, desc)}: dtype {x.dtype} does not match the model's {dtype}")
     if tuple(x.shape) != shape:
@@ -259,6 +308,8 @@ def save_outputs(arrays: Sequence[np.ndarray], directory: str, om_name: str, fmt
 def _write_atomic(path: str, array: np.ndarray, fmt: str) -> None:
     if array.dtype == object:  # a string tensor: numpy's str dtype, loadable without pickle
         array = array.astype(str)
+    if fmt == "NPY" and _small(array.dtype):  # a void of its width: np.load reads it back (view it as the type)
+        array = array.view(f"V{array.dtype.itemsize}")
 
     def write(f) -> None:
         if fmt == "NPY":

@@ -8,15 +8,24 @@ a dim the body's output does not keep becomes unknown, and again until nothing c
 whose carried shapes stay as they enter compiles static. The node's outputs: an If output is static
 when both branches agree, a dim they disagree on is unknown; a Loop's scan outputs have an unknown
 leading dim (the trip count); a Scan's have the scan inputs' length.
+An If branch that cannot run on the shapes it would get (a Silero-style VAD's 8 kHz branch given
+the 16 kHz input: its LSTM meets a rank-5 X) is not a compile error: onnxruntime runs such a model
+and fails only if that branch is taken. The branch is compiled with its inputs' dims unknown, so
+its nodes check their shapes at run time, and the If's outputs are the other branch's. Only when
+both branches refuse is the model refused (the error of the first).
 The inferred input shapes are left on the subgraph's input Values: the builder compiles them so.
 """
 from __future__ import annotations
 
 import copy
+import logging
 
 import numpy as np
 
+from ..errors import GraphError, ShapeError, UnsupportedOpError
 from ..ir import DTYPES, Graph, Node
+
+log = logging.getLogger("ge.compile")
 
 CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")  # the ops whose subgraphs ge compiles and runs
 #: other domains' ops with subgraphs ge compiles and runs (FlexAttention's score and probability modifiers)
@@ -43,9 +52,7 @@ def control_flow_outputs(graph: Graph, node: Node, infer_graph) -> list[tuple]:
                 _infer(body, [(work, scores)] + captured, infer_graph)
         return [(outer[2][0], None if q is None or v is None else tuple(q[:3]) + (v[3],))]
     if op == "If":
-        then, other = node.attrs["then_branch"], node.attrs["else_branch"]
-        a = _infer(then, outer[1:], infer_graph)
-        b = _infer(other, outer[1:], infer_graph)
+        a, b = _if_branches(node, outer[1:], infer_graph)
         return [(da or db, _merge(sa, sb)) for (da, sa), (db, sb) in zip(a, b)]
     body = node.attrs["body"]
     k = body.captures
@@ -95,6 +102,31 @@ def control_flow_outputs(graph: Graph, node: Node, infer_graph) -> list[tuple]:
             a %= len(s) + 1
             results.append((d, tuple(s[:a]) + (step,) + tuple(s[a:])))
     return results
+
+
+def _if_branches(node: Node, inputs: list, infer_graph) -> tuple[list, list]:
+    """The outputs of the If's two branches; a branch that refuses its inputs' shapes is left to
+    run time (its inputs' dims unknown) and stands in with the other's outputs."""
+    keys = ("then_branch", "else_branch")
+    outs, errors = [], []
+    for key in keys:
+        try:
+            outs.append(_infer(node.attrs[key], inputs, infer_graph))
+            errors.append(None)
+        except UnsupportedOpError:  # no kernel: it could not run whichever branch is taken
+            raise
+        except (GraphError, ShapeError) as e:
+            outs.append(None)
+            errors.append(e)
+    if all(errors):
+        raise errors[0]
+    for key, e in zip(keys, errors):
+        if e is not None:
+            log.warning("%s: its %s cannot run on these input shapes (%s); it is compiled to check its "
+                        "shapes at run time and fails if taken", node, key, e)
+            _set_inputs(node.attrs[key], [(d, None if s is None else (None,) * len(s)) for d, s in inputs])
+    a, b = outs
+    return a or b, b or a
 
 
 def node_opset_below_9(graph: Graph) -> bool:
@@ -153,14 +185,18 @@ def _fixpoint(body: Graph, fixed: list, carried: list, slices: list, captured: l
 
 def _infer(body: Graph, inputs: list, infer_graph) -> list[tuple]:
     """Set the subgraph's inputs to `inputs` (dtype, shape) and infer its outputs (on a copy)."""
+    _set_inputs(body, inputs)
+    trial = copy.deepcopy(body)
+    infer_graph(trial)
+    return [_of(trial, o) for o in trial.outputs]
+
+
+def _set_inputs(body: Graph, inputs: list) -> None:
     for name, (dtype, shape) in zip(body.inputs, inputs):
         v = body.value(name)
         if dtype is not None:
             v.dtype = np.dtype(dtype)
         v.shape = None if shape is None else tuple(shape)
-    trial = copy.deepcopy(body)
-    infer_graph(trial)
-    return [_of(trial, o) for o in trial.outputs]
 
 
 def _merge(a, b):

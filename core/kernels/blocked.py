@@ -258,7 +258,8 @@ class NchwcMaxPool(_Blocked):
         self.out_metas = [Meta(y.dtype, blocked_shape(y.shape))]
         self.scratch = Scratch()
         self.nat = self.native_lib()
-        self.uses_native = self.nat is not None
+        # (the native pool gives -inf to a window without input, onnxruntime its lowest value: MaxPool's plan)
+        self.uses_native = self.nat is not None and self.plain.empty is None
         if self.uses_native:
             p = self.plain
             self.window = (n * cb, h, w, *p.out, *p.kernel, *p.strides, *p.pb, *p.dil)

@@ -334,15 +334,25 @@ class Swish(FloatUnary):
     passes.fuse_activation turns into an epilogue step."""
     shape_agnostic = True
     in_place = True
+    DEFAULT_ALPHA = 1.0
 
     def setup(self):
         super().setup()
-        self.alpha = float_attr(self, "alpha", 1.0)
+        self.alpha = float_attr(self, "alpha", self.DEFAULT_ALPHA)
 
     def formula(self, x, y):
         t = gate_buffer(x, y)
         sigmoid_into(x, t, self.c, -self.alpha)
         np.multiply(t, x, out=y)
+
+
+@register("QuickGelu", domain="com.microsoft")
+class QuickGelu(Swish):
+    """onnxruntime's x * sigmoid(alpha x), alpha 1.702 by default: its optimizer fuses a SiLU (or
+    Gelu's sigmoid approximation) into it in the models it saves, quantize_dynamic's among them."""
+    shape_agnostic = True
+    in_place = True
+    DEFAULT_ALPHA = 1.702
 
 
 @register("Tanh")

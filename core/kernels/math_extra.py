@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir import Meta
 from .planned import Scratch
-from .windows import kernel_position_view, pool_window, zero_borders
+from .windows import kernel_position_view, padded_extent, pool_window, window_coverage, zero_borders
 from .planned import PlannedKernel
 from .registry import register
 from .values import text
@@ -147,12 +147,12 @@ class LpPool(PlannedKernel):
         n, c = shape[:2]
         spatial = list(shape[2:])
         kernel, strides, dil, pb, pe, out = pool_window(self, spatial, dilations_and_ceil=self.opset >= 18)
-        dk = [(k - 1) * v + 1 for k, v in zip(kernel, dil)]
-        padded = [max(s + b + e, (o - 1) * st + e_) for s, b, e, o, st, e_ in zip(spatial, pb, pe, out, strides, dk)]
+        taps, _ = window_coverage(kernel, strides, dil, pb, spatial, out)
+        padded = padded_extent(spatial, pb, out, strides, taps, dil)
         self.pe_eff = [p - s - b for p, s, b in zip(padded, spatial, pb)]
         self.pb, self.spatial, self.strides, self.dil, self.out = pb, spatial, strides, dil, out
         self.p = _p(self)
-        self.positions = list(itertools.product(*[range(k) for k in kernel]))
+        self.positions = list(itertools.product(*taps))
         self.out_metas = [Meta(xm.dtype, (n, c) + tuple(out))]
         self.scratch = Scratch()
         self.scratch.add("xp", (n, c) + tuple(padded), xm.dtype)
@@ -163,9 +163,12 @@ class LpPool(PlannedKernel):
         inner = (slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(self.pb, self.spatial))
         _abs_pow(xs[0], self.p, xp[inner])
         y = ys[0]
+        if not self.positions:  # no window reads the input (or the output is empty)
+            y[...] = 0
+            return
         views = [kernel_position_view(xp, pos, self.strides, self.dil, self.out) for pos in self.positions]
         np.copyto(y, views[0])
-        for xv in views[1:]:  # one add per kernel position
+        for xv in views[1:]:  # one add per kernel position that reads the input
             np.add(y, xv, out=y)
         _root(y, self.p)
 

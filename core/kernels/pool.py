@@ -1,5 +1,10 @@
 """MaxPool (with the optional Indices output), AveragePool, GlobalAveragePool, GlobalMaxPool (NC + 1-3-D).
 
+Output sizes are onnxruntime's (windows.pool_output_size): a window may be larger than the padded
+input, and pools the part of the input it covers; a window that covers none (dilated over a small
+input) gives what onnxruntime gives: MaxPool the dtype's lowest value (float16: -inf) and the index
+of coordinates -1 (-1 on a 1-D plane), AveragePool and LpPool 0.
+
 The windowed pools reduce one spatial axis at a time (max and sum are separable over a box): per
 kernel tap along the axis, one ufunc with `out=` over the strided views of all outputs whose tap lies
 inside the input. MaxPool's Indices output needs the whole window at once: that path pads once into
@@ -14,7 +19,8 @@ import numpy as np
 
 from ..ir import Meta
 from .planned import Scratch
-from .windows import SpatialKernel, kernel_position_view, pool_window, spatial_slices, zero_borders
+from .windows import (SpatialKernel, empty_windows, kernel_position_view, padded_extent, pool_window, spatial_slices,
+                      window_coverage, zero_borders)
 from .native import CallCache, run_for_threads
 from .registry import register
 
@@ -41,10 +47,14 @@ class _WindowPool(SpatialKernel):
         kernel, strides, dil, pb, pe, out = pool_window(self, spatial)
         self.n, self.c, self.spatial, self.kernel, self.strides, self.dil = n, c, spatial, kernel, strides, dil
         self.pb, self.pe, self.out = pb, pe, out
+        self.taps, covered = window_coverage(kernel, strides, dil, pb, spatial, out)
+        self.empty = empty_windows(covered)
         self.dtype = xm.dtype
         self.scratch = Scratch()
         self.out_metas = [Meta(xm.dtype, (n, c) + tuple(out))]
         self.prepare_pool()
+        if not all(out):
+            return  # an empty output: nothing to plan, nothing to run
         if self.separable:
             self._plan_separable()
         else:
@@ -72,11 +82,9 @@ class _WindowPool(SpatialKernel):
                 if hi > lo:
                     x0 = lo * s + off
                     taps.append((lo, hi, slice(x0, x0 + (hi - lo - 1) * s + 1, s)))
-            if not taps:
-                raise self.fail(f"no window along spatial axis {i} overlaps the input")
             taps.sort(key=lambda t: t[0] - t[1])  # the widest range first: it initializes the output
-            lo, hi, _ = taps[0]
-            holes = [r for r in ((0, lo), (hi, o)) if r[1] > r[0]]
+            lo, hi = taps[0][:2] if taps else (0, 0)
+            holes = [r for r in ((0, lo), (hi, o)) if r[1] > r[0]]  # (no tap at all: one hole, filled)
             cur[2 + i] = o
             self.axis_steps.append((2 + i, tuple(cur), taps, holes))
         sizes = [math.prod(shp) for _, shp, _, _ in self.axis_steps[:-1]]
@@ -93,12 +101,12 @@ class _WindowPool(SpatialKernel):
         for j, (axis, shp, taps, holes) in enumerate(self.axis_steps):
             dst = y if j == last else v[f"sep{j % 2}"][:math.prod(shp)].reshape(shp)
             nd = dst.ndim
-            (lo, hi, sl), rest = taps[0], taps[1:]
+            (lo, hi, sl), rest = (taps[0], taps[1:]) if taps else ((0, 0, None), ())
             first = dst[spatial_slices(nd, axis, slice(lo, hi))]
             if rest and rest[0][:2] == (lo, hi):  # two taps over the same range: combine them at once
                 ufunc(src[spatial_slices(nd, axis, sl)], src[spatial_slices(nd, axis, rest[0][2])], out=first)
                 rest = rest[1:]
-            else:
+            elif taps:
                 np.copyto(first, src[spatial_slices(nd, axis, sl)])
             for lo, hi in holes:
                 dst[spatial_slices(nd, axis, slice(lo, hi))] = init
@@ -109,15 +117,12 @@ class _WindowPool(SpatialKernel):
 
     # -- per kernel position -----------------------------------------------------------------------------
     def _plan_positions(self):
-        dk = [(k - 1) * v + 1 for k, v in zip(self.kernel, self.dil)]
-        # the padded extent every window fits in (ceil_mode windows may run past the end padding)
-        padded = [max(s + b + e, (o - 1) * st + e_)
-                  for s, b, e, o, st, e_ in zip(self.spatial, self.pb, self.pe, self.out, self.strides, dk)]
+        padded = padded_extent(self.spatial, self.pb, self.out, self.strides, self.taps, self.dil)
         self.pe_eff = [p - s - b for p, s, b in zip(padded, self.spatial, self.pb)]
         self.needs_pad = any(self.pb) or any(self.pe_eff)
         if self.needs_pad:
             self.scratch.add("xp", (self.n, self.c) + tuple(padded), self.dtype)
-        self.positions = list(itertools.product(*[range(k) for k in self.kernel]))
+        self.positions = list(itertools.product(*self.taps))
 
     def padded(self, x, v, value):
         if not self.needs_pad:
@@ -140,14 +145,17 @@ class MaxPool(_WindowPool):
         dt = self.dtype
         if dt.kind == "f":
             self.pad_value = dt.type(-np.inf)
+            # a window without input: onnxruntime's lowest value (its float16 MaxPool gives -inf)
+            self.empty_value = dt.type(-np.inf) if dt == np.float16 else np.finfo(dt).min
         elif dt.kind in "iu":
-            self.pad_value = np.iinfo(dt).min
+            self.pad_value = self.empty_value = np.iinfo(dt).min
         else:
             raise self.fail(f"input type {dt} is not supported")
         self.with_indices = self.num_outputs >= 2 and not (self.outputs and self.outputs[1] is None)
         self.separable = not self.with_indices
         nat = self.backend.lib
-        if nat is not None and dt == np.float32 and len(self.spatial) == 2 and not self.with_indices:
+        if nat is not None and dt == np.float32 and len(self.spatial) == 2 and not self.with_indices \
+                and all(self.out) and self.empty is None:  # (the native pool gives -inf to a window without input)
             self.window = dict(kernel=self.kernel, strides=self.strides, dilations=self.dil, pads=self.pb)
             shapes = ((self.n, self.c, *self.spatial), (self.n, self.c, *self.out))
             if nat.max_pool_fits(*shapes, **self.window):
@@ -163,9 +171,10 @@ class MaxPool(_WindowPool):
         d = len(sp)
         # flat index of each spatial coordinate, row- (storage_order 0) or column-major (1)
         mult = [math.prod(sp[i + 1:]) for i in range(d)] if order == 0 else [math.prod(sp[:i]) for i in range(d)]
+        self.empty_index = -sum(mult)  # a window without input: onnxruntime's index, of coordinates -1
         grids = np.meshgrid(*[np.arange(o) * s for o, s in zip(self.out, self.strides)], indexing="ij")
         self.pos_index = []
-        for pos in itertools.product(*[range(k) for k in self.kernel]):
+        for pos in itertools.product(*self.taps):
             idx = np.zeros(tuple(self.out), np.int64)
             for i in range(d):
                 idx += (grids[i] + pos[i] * self.dil[i] - self.pb[i]) * mult[i]
@@ -184,6 +193,8 @@ class MaxPool(_WindowPool):
     def run(self, xs, ys, ws):
         v = self.views(ws) if self.scratch.items else {}
         y = ys[0]
+        if y.size == 0:
+            return
         if self.uses_native and y.flags.c_contiguous:
             x = xs[0]
             if x.flags.c_contiguous:
@@ -192,12 +203,17 @@ class MaxPool(_WindowPool):
                 self.native.max_pool_call(np.ascontiguousarray(x), y, **self.window).run()
             return
         if self.separable:
-            self.run_separable(xs[0], y, v, self.pad_value)
+            self.run_separable(xs[0], y, v, self.empty_value)
+            return
+        ind, mask = ys[1], v["mask"]  # None: indices omitted (a kernel built without output metas)
+        if not self.positions:  # no window reads the input
+            y[...] = self.empty_value
+            if ind is not None:
+                np.add(self.base, self.empty_index, out=ind)
             return
         xp = self.padded(xs[0], v, self.pad_value)
         views = self.position_views(xp)
         np.copyto(y, views[0])
-        ind, mask = ys[1], v["mask"]  # None: indices omitted (a kernel built without output metas)
         if ind is not None:
             np.copyto(ind, self.pos_index[0])
         for xv, idx in zip(views[1:], self.pos_index[1:]):
@@ -205,6 +221,11 @@ class MaxPool(_WindowPool):
             np.copyto(y, xv, where=mask)
             if ind is not None:
                 np.copyto(ind, idx, where=mask)
+        if self.empty is not None:  # windows without input: onnxruntime's values
+            empty = np.broadcast_to(self.empty, y.shape)
+            np.copyto(y, self.empty_value, where=empty)
+            if ind is not None:
+                np.copyto(ind, self.empty_index, where=empty)
         if ind is not None:
             np.add(ind, self.base, out=ind)
 
@@ -232,11 +253,13 @@ class AveragePool(_WindowPool):
             count = np.multiply.outer(count, cnt)
         count = np.asarray(count, np.float64)
         inv = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0).astype(self.dtype)
-        self.inv = inv.reshape(-1)[0] if np.all(inv == inv.reshape(-1)[0]) else inv
+        self.inv = inv.reshape(-1)[0] if inv.size and np.all(inv == inv.reshape(-1)[0]) else inv
 
     def run(self, xs, ys, ws):
         v = self.views(ws) if self.scratch.items else {}
         y = ys[0]
+        if y.size == 0:
+            return
         self.run_separable(xs[0], y, v, 0)
         np.multiply(y, self.inv, out=y)
 

@@ -1,7 +1,7 @@
 """onnxruntime's quantized contrib ops (domain com.microsoft), as written by its quantization tool into
 QOperator-format models (the model zoo's *-int8 models): QLinearAdd, QLinearMul, QLinearSigmoid,
-QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, and
-QGemm.
+QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat,
+QLinearWhere and QGemm.
 
 QLinearAdd and QLinearMul use MLAS's float32 formulas. The others but QGemm are "dequantize, float op, quantize": each quantized input is dequantized into float32
 workspace (x - zp) * scale, ge's own float kernel for the op runs on it (into workspace), and the
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir import Meta
 from .planned import Scratch
-from .windows import kernel_position_view, window_pads, zero_borders
+from .windows import kernel_position_view, padded_extent, window_coverage, window_pads, zero_borders
 from .planned import PlannedKernel
 from .dtypes import QRANGE
 from .int8_native import qout, requant_kind
@@ -306,11 +306,12 @@ class QLinearAveragePool(_QPool):
         d = len(spatial)
         strides = self.ints("strides", d, 1)
         ceil_mode = bool(int(self.attr("ceil_mode", 0)))
-        pb, pe, out = window_pads(self, spatial, kernel, strides, [1] * d, ceil_mode)
-        padded = [max(s + b + e, (o - 1) * st + k) for s, b, e, o, st, k in zip(spatial, pb, pe, out, strides, kernel)]
+        pb, pe, out = window_pads(self, spatial, kernel, strides, [1] * d, ceil_mode, pool=True)
+        taps, _ = window_coverage(kernel, strides, [1] * d, pb, spatial, out)
+        padded = padded_extent(spatial, pb, out, strides, taps, [1] * d)
         self.pb, self.pe_eff = pb, [p - s - b for p, s, b in zip(padded, spatial, pb)]
         self.spatial, self.strides, self.out = spatial, strides, out
-        self.positions = list(itertools.product(*[range(k) for k in kernel]))
+        self.positions = list(itertools.product(*taps))
         # onnxruntime: the whole kernel with count_include_pad, else the window clipped to the input
         if int(self.attr("count_include_pad", 0)):
             count = np.full(tuple(out), math.prod(kernel))
@@ -341,8 +342,8 @@ class QLinearAveragePool(_QPool):
             np.copyto(xi, x, casting="unsafe")
         np.multiply(xi, xs[1].reshape(()), out=xi)
         views = [kernel_position_view(xp, pos, self.strides, [1] * len(self.out), self.out) for pos in self.positions]
-        np.copyto(t, views[0])
-        for xv in views[1:]:  # in window order, as onnxruntime sums
+        t[...] = 0
+        for xv in views:  # in window order, as onnxruntime sums (taps in the padding alone add nothing: skipped)
             np.add(t, xv, out=t)
         np.divide(t, self.count, out=t)
         # onnxruntime's quantize_value: round(y / y_scale + y_zero_point), the zero point added before rounding
@@ -371,6 +372,47 @@ class QLinearConcat(_QWrapped):
         if self.attr("axis") is None:
             raise self.fail("attribute 'axis' is required")
         return {"axis": int(self.attr("axis"))}
+
+
+@register("QLinearWhere", domain=MS)
+class QLinearWhere(PlannedKernel):
+    """condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point (8-bit, one
+    type, per tensor): Where(condition, X, Y) with X and Y requantized to Z's scale and zero point, as
+    onnxruntime's lookup tables do: saturate(round_half_even(float32((v - zp) * scale) / z_scale) + z_zp),
+    broadcasting the three inputs. quantize_static writes it with ForceQuantizeNoInputCheck."""
+
+    def prepare(self):
+        cm, xm, ym = (self.input_meta(i, what) for i, what in ((0, "condition"), (1, "X"), (4, "Y")))
+        if cm.dtype != np.bool_:
+            raise self.fail(f"condition has type {cm.dtype}; bool expected")
+        if xm.dtype not in Q8 or ym.dtype != xm.dtype:
+            raise self.fail(f"X {xm.dtype} and Y {ym.dtype} must be one type, uint8 or int8")
+        for i, what, dtype in ((2, "x_scale", F32), (3, "x_zero_point", xm.dtype), (5, "y_scale", F32),
+                               (6, "y_zero_point", xm.dtype), (7, "z_scale", F32), (8, "z_zero_point", xm.dtype)):
+            m = self.input_meta(i, what)
+            if m.dtype != dtype or math.prod(m.shape) != 1:
+                raise self.fail(f"{what} has type {m.dtype} and shape {tuple(m.shape)}; a {np.dtype(dtype).name} scalar expected")
+        try:
+            shape = np.broadcast_shapes(tuple(cm.shape), tuple(xm.shape), tuple(ym.shape))
+        except ValueError:
+            raise self.fail(f"condition {tuple(cm.shape)}, X {tuple(xm.shape)} and Y {tuple(ym.shape)} do not broadcast") from None
+        self.dtype = xm.dtype
+        self.lo, self.hi = QRANGE[self.dtype]
+        self.codes = np.arange(256, dtype=np.uint8).view(self.dtype).astype(F32)  # the values, by their byte
+        self.out_metas = [Meta(self.dtype, shape)]
+        self.scratch = Scratch()
+
+    def requantized(self, xs, s, z):
+        """Z's value of each of the 256 codes of an input of scale xs[s] and zero point xs[z]."""
+        f = np.float32
+        t = (self.codes - f(xs[z].reshape(-1)[0])) * f(xs[s].reshape(-1)[0])
+        t = np.rint(t / f(xs[7].reshape(-1)[0])) + f(xs[8].reshape(-1)[0])
+        return np.clip(t, self.lo, self.hi).astype(self.dtype)
+
+    def run(self, xs, ys, ws):
+        x = self.requantized(xs, 2, 3)[xs[1].view(np.uint8)]
+        y = self.requantized(xs, 5, 6)[xs[4].view(np.uint8)]
+        np.copyto(ys[0], np.where(xs[0], x, y))
 
 
 @register("QGemm", domain=MS)

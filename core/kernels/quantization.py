@@ -95,6 +95,23 @@ def saturate_cast(t: np.ndarray, y: np.ndarray, lo: float, hi: float) -> None:
     np.copyto(y, t, casting="unsafe")
 
 
+def dynamic_quantize(x: np.ndarray, q: np.ndarray, t: np.ndarray) -> tuple[np.float32, np.float32]:
+    """onnxruntime's dynamic uint8 quantization of float32 x into q (t: float32 scratch of x's
+    shape): the range of x widened to hold 0, scale = (max - min) / 255 (1 when max == min),
+    zero point = round(saturate(-min / scale)), q = saturate(round(x / scale) + zero point), every
+    step in float32 and rounding half to even. Returns (scale, zero point)."""
+    f = np.float32
+    lo = min(f(x.min()), f(0)) if x.size else f(0)
+    hi = max(f(x.max()), f(0)) if x.size else f(0)
+    scale = f(1) if hi == lo else f((hi - lo) / f(255))
+    zp = np.rint(np.clip(f(0) - lo / scale, f(0), f(255)))
+    np.divide(x, scale, out=t)
+    np.rint(t, out=t)
+    np.add(t, zp, out=t)
+    saturate_cast(t, q, 0, 255)
+    return scale, zp
+
+
 # -- QuantizeLinear, DequantizeLinear ------------------------------------------------------------------
 
 @register("QuantizeLinear", since=10)
@@ -247,16 +264,7 @@ class DynamicQuantizeLinear(PlannedKernel):
         if self.uses_native:  # the same float32 steps in one pass each (native.dynamic_quantize), prepared
             ys = list(ys) + [None] * (3 - len(ys))
             return self.calls.get((x,) + tuple(ys), lambda: self._native_call(x, ys))()
-        t = self.views(ws)["t"]
-        f = np.float32
-        lo = min(f(x.min()), f(0)) if x.size else f(0)
-        hi = max(f(x.max()), f(0)) if x.size else f(0)
-        scale = f(1) if hi == lo else f((hi - lo) / f(255))
-        zp = np.rint(np.clip(f(0) - lo / scale, f(0), f(255)))
-        np.divide(x, scale, out=t)
-        np.rint(t, out=t)
-        np.add(t, zp, out=t)
-        saturate_cast(t, ys[0], 0, 255)
+        scale, zp = dynamic_quantize(x, ys[0], self.views(ws)["t"])
         if len(ys) > 1 and ys[1] is not None:
             ys[1][...] = scale
         if len(ys) > 2 and ys[2] is not None:
@@ -516,3 +524,24 @@ class QLinearConv(_IntegerConv, _Requantize):
         if self.qc is not None:
             return self.run_native(xs, ys, v)
         self.requantize(xs, self.accumulate(xs, v), v["t"], ys[0])
+
+
+# -- com.microsoft's QuantizeLinear / DequantizeLinear ---------------------------------------------------
+# onnxruntime's quantize_static writes them for QDQ models with UseQDQContribOps (and for the 16-bit
+# and 4-bit types ONNX had not yet): x, scale, zero point and axis (default 1), as ONNX's at opset 21
+# without block_size or output_dtype.
+MS_OPSET = 21
+
+
+@register("QuantizeLinear", domain="com.microsoft")
+class MsQuantizeLinear(QuantizeLinear):
+    def prepare(self):
+        self.opset = MS_OPSET
+        super().prepare()
+
+
+@register("DequantizeLinear", domain="com.microsoft")
+class MsDequantizeLinear(DequantizeLinear):
+    def prepare(self):
+        self.opset = MS_OPSET
+        super().prepare()

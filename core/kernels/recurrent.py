@@ -131,8 +131,8 @@ class _Recurrent(PlannedKernel):
         dt = xm.dtype
         if dt not in FLOATS:
             raise self.fail(f"X has type {dt}; float32 or float64 expected")
-        for i in range(1, len(self.inputs)):
-            m = self.inputs[i]
+        for i in range(1, min(len(self.inputs), 8)):  # (the ONNX ops' inputs; meta(): as the op reads them)
+            m = self.meta(i, "")
             if m is not None and i != 4 and m.dtype != dt:
                 raise self.fail(f"input {i} has type {m.dtype}, X has {dt}")
         self.layout = int(self.attr("layout", 0)) if self.opset >= 14 else 0
@@ -277,6 +277,10 @@ class _Recurrent(PlannedKernel):
     def pack_extra(self, p: dict) -> None:
         p["bias"] = None if "wb" not in p else p["wb"] + p["rb"]
 
+    def pack_run(self, xs) -> list[dict]:
+        """The weights of this run, packed (weights that are not constants)."""
+        return self.pack_weights(xs[1], xs[2], xs[3])
+
     def pack_layout(self) -> tuple:
         """What pack() depends on besides W, R, B (whose shapes give D, G and H)."""
         return ()
@@ -310,7 +314,7 @@ class _Recurrent(PlannedKernel):
         v = dict(self.views(ws))  # a private copy: commit() swaps buffers in it
         xs = list(xs) + [None] * (8 - len(xs))
         y, states = self.outputs_by_position(ys)
-        packed = self.packed if self.packed is not None else self.pack_weights(xs[1], xs[2], xs[3])
+        packed = self.packed if self.packed is not None else self.pack_run(xs)
         if xs[4] is None:
             plan = None
         else:
@@ -411,7 +415,7 @@ class _Recurrent(PlannedKernel):
             np.take(x.reshape(T * B, I), plan[1], axis=0, out=v["xr"].reshape(T * B, I))
             x = v["xr"]
         xw = v["xw"]
-        np.matmul(x.reshape(T * B, I), p["wt"], out=xw.reshape(T * B, self.GATES * H))  # every step's input projection
+        self.project(x.reshape(T * B, I), p, xw.reshape(T * B, self.GATES * H), plan, v)  # every step's input projection
         if p["bias"] is not None:
             np.add(xw, p["bias"], out=xw)
         yd = yfinal = None
@@ -432,6 +436,14 @@ class _Recurrent(PlannedKernel):
             for a in states:
                 if a is not None:
                     self.state_view(a, d)[plan[2]] = 0
+
+    def project(self, x, p, xw, plan, v) -> None:
+        """xw = x @ W^T: the input projection of every step ([T * B, I] -> [T * B, G * H])."""
+        np.matmul(x, p["wt"], out=xw)
+
+    def recurrent_product(self, h, rt, out, v) -> None:
+        """out = h @ R^T (one step's product on the recurrence weights, `rt` a part of them)."""
+        np.matmul(h, rt, out=out)
 
     def init_states(self, d, xs, v):
         h0 = self.state_view(xs[5], d)
@@ -471,7 +483,7 @@ class RNN(_Recurrent):
 
     def step(self, d, xw_t, p, v, mask, yt):
         hn = v["hn"]
-        np.matmul(v["h"], p["rt"], out=hn)
+        self.recurrent_product(v["h"], p["rt"], hn, v)
         np.add(hn, xw_t, out=hn)
         self.apply_clip(hn)
         self.acts[d][0](hn, v["t0"])
@@ -585,7 +597,7 @@ class LSTM(_Recurrent):
     def step(self, d, xw_t, p, v, mask, yt):
         H = self.H
         g, h, c, hn, cn, t0, t1 = v["g"], v["h"], v["c"], v["hn"], v["cn"], v["t0"], v["t1"]
-        np.matmul(h, p["rt"], out=g)
+        self.recurrent_product(h, p["rt"], g, v)
         np.add(g, xw_t, out=g)
         gi, go, gf, gc = g[:, :H], g[:, H:2 * H], g[:, 2 * H:3 * H], g[:, 3 * H:]
         fa, ga, ha = self.acts[d]

@@ -33,36 +33,32 @@ class SpatialKernel(PlannedKernel):
         return strides, dil
 
 
-def window_pads(k: SpatialKernel, in_sizes, kernel, strides, dilations, ceil_mode=False):
-    """ONNX's auto_pad / pads resolution for Conv and the pools: (begin pads, end pads, output sizes)."""
+def window_pads(k: SpatialKernel, in_sizes, kernel, strides, dilations, ceil_mode=False, pool=False):
+    """ONNX's auto_pad / pads resolution for Conv and the pools: (begin pads, end pads, output sizes).
+    `pool`: the output sizes of onnxruntime's pools (pool_output_size), whose windows may be larger
+    than the padded input."""
     d = len(in_sizes)
     auto_pad = k.string("auto_pad", "NOTSET")
     dk = [(kk - 1) * dl + 1 for kk, dl in zip(kernel, dilations)]
-    if auto_pad in ("NOTSET", ""):
-        pads = k.ints("pads", 2 * d, 0)
+    if auto_pad in ("NOTSET", "", "VALID"):
+        pads = k.ints("pads", 2 * d, 0) if auto_pad != "VALID" else [0] * (2 * d)
         pb, pe = pads[:d], pads[d:]
         if any(p < 0 for p in pads):
             raise k.fail(f"negative pads {pads} are not supported")
+        if pool and any(b >= kk or e >= kk for b, e, kk in zip(pb, pe, kernel)):
+            raise k.fail(f"pads {pads} must be smaller than kernel_shape {kernel} (as onnxruntime requires: "
+                         f"a window would lie in the padding alone)")
+        if pool:
+            return pb, pe, [pool_output_size(k, i, in_sizes[i], pb[i], pe[i], dk[i], strides[i], ceil_mode)
+                            for i in range(d)]
         out = []
         for i in range(d):
             span = in_sizes[i] + pb[i] + pe[i] - dk[i]
             if span < 0:
                 raise k.fail(f"kernel extent {dk[i]} is larger than the padded input {in_sizes[i] + pb[i] + pe[i]}"
                              f" on spatial axis {i}")
-            o = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
-            # a window must start inside the input or the begin padding
-            if ceil_mode and (o - 1) * strides[i] >= in_sizes[i] + pb[i]:
-                o -= 1
-            out.append(o)
+            out.append(span // strides[i] + 1)
         return pb, pe, out
-    if auto_pad == "VALID":
-        out = []
-        for i in range(d):
-            span = in_sizes[i] - dk[i]
-            if span < 0:
-                raise k.fail(f"kernel extent {dk[i]} is larger than the input {in_sizes[i]} on spatial axis {i}")
-            out.append((-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1)
-        return [0] * d, [0] * d, out
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         pb, pe, out = [], [], []
         for i in range(d):
@@ -74,6 +70,58 @@ def window_pads(k: SpatialKernel, in_sizes, kernel, strides, dilations, ceil_mod
             out.append(o)
         return pb, pe, out
     raise k.fail(f"auto_pad '{auto_pad}' is not supported")
+
+
+def pool_output_size(k: SpatialKernel, axis: int, size: int, begin: int, end: int, extent: int, stride: int,
+                     ceil_mode: bool) -> int:
+    """A pool's output size along one axis, as onnxruntime computes it: (padded size - window
+    extent) / stride, rounded toward zero (not down: a window up to a stride larger than the padded
+    input still gives one output, the pool of the part it covers: EfficientNet's AvgPool2d(320,
+    ceil_mode=True) over a 7x7 map) or, with ceil_mode, up, but no window may start past the
+    input and its begin padding; plus one. A size below zero is refused, zero is an empty output."""
+    span = size + begin + end - extent
+    if ceil_mode:
+        out = -(-span // stride) + 1
+        if (out - 1) * stride >= size + begin:
+            out -= 1
+    else:
+        out = (span // stride if span >= 0 else -(-span // stride)) + 1
+    if out < 0:
+        raise k.fail(f"kernel extent {extent} is larger than the padded input {size + begin + end} on spatial axis "
+                     f"{axis} by {-span}, twice the stride {stride} or more: no window fits")
+    return out
+
+
+def window_coverage(kernel, strides, dilations, pb, spatial, out) -> tuple[list, list]:
+    """Per spatial axis: the kernel taps that read the input for some output (the others read only
+    padding), and per output whether its window reads the input at all along that axis (a window
+    larger than the input, or dilated over it, may not)."""
+    taps, covered = [], []
+    for k, s, d, b, size, o in zip(kernel, strides, dilations, pb, spatial, out):
+        pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
+        inside = (pos >= 0) & (pos < size)
+        taps.append([int(j) for j in np.flatnonzero(inside.any(axis=0))])
+        covered.append(inside.any(axis=1))
+    return taps, covered
+
+
+def padded_extent(spatial, pb, out, strides, taps, dilations) -> list[int]:
+    """Per axis, the size of a padded copy of the input that holds every window's taps that read
+    the input (window_coverage's `taps`): a window may run past the end padding (ceil_mode, a kernel
+    larger than the input), and taps that read padding alone are skipped, not padded for."""
+    return [max(b + s, (o - 1) * st + (max(t) * d + 1 if t else 0))
+            for s, b, o, st, t, d in zip(spatial, pb, out, strides, taps, dilations)]
+
+
+def empty_windows(covered: list):
+    """The outputs (a bool array of the output's spatial shape) whose window reads no input; None
+    when every window reads some."""
+    if all(c.all() for c in covered):
+        return None
+    full = covered[0]
+    for c in covered[1:]:
+        full = np.logical_and.outer(full, c)
+    return ~full
 
 
 def spatial_slices(ndim: int, axis: int, s: slice) -> tuple:
@@ -112,7 +160,5 @@ def pool_window(k, spatial: list, dilations_and_ceil: bool = True) -> tuple:
     ceil_mode = bool(int(k.attr("ceil_mode", 0))) if dilations_and_ceil else False
     if any(v < 1 for v in strides) or any(v < 1 for v in dil):
         raise k.fail(f"strides {strides} and dilations {dil} must be positive")
-    pb, pe, out = window_pads(k, spatial, kernel, strides, dil, ceil_mode)
-    if any(o <= 0 for o in out):
-        raise k.fail(f"output spatial shape {out} is empty")
+    pb, pe, out = window_pads(k, spatial, kernel, strides, dil, ceil_mode, pool=True)
     return kernel, strides, dil, pb, pe, out

@@ -469,6 +469,113 @@ def test_voice_activity_style_if_with_lstm_state(tmp_path):
             api.unload(model_id)
 
 
+def _silero_branch(tag: str, samples_pad: int, k: int, hop: int, hid: int, rng) -> onnx.GraphProto:
+    """One sample rate's half of a Silero-VAD-v5-style model, as torch.onnx writes it: a reflect
+    pad, an STFT as a strided Conv, the magnitude, four Conv+Relu (strides 1, 2, 2, 1), then the
+    decoder's LSTMCell: `x.squeeze(-1)` as an If on the last dim, the cell's "unbatched input?"
+    If on the rank, the state's h and c gathered from `state` [2, B, hid], an LSTM, and the new
+    state stacked back. Sized for its own sample count: the other rate's input gives it a time
+    axis of 2, which the squeeze keeps, and the LSTM meets X of rank 5 (as onnxruntime does)."""
+    p = f"{tag}/"
+    bins = k // 2 + 1
+    inits, nodes = [], []
+
+    def c(name, a):
+        inits.append(const(p + name, np.asarray(a)))
+        return p + name
+
+    def n(op, ins, outs=None, **attrs):
+        outs = outs or [f"{p}{op}_{len(nodes)}"]
+        nodes.append(helper.make_node(op, ins, outs, name=f"{p}{op}_{len(nodes)}", **attrs))
+        return outs[0] if len(outs) == 1 else outs
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    x = n("Pad", ["input", c("pads", [0, 0, 0, samples_pad])], mode="reflect")
+    x = n("Conv", [n("Unsqueeze", [x, c("ax1", [1])]), c("basis", w(2 * bins, 1, k))], strides=[hop])
+    real = n("Slice", [x, c("lo", [0]), c("mid", [bins]), c("ax1b", [1])])
+    imag = n("Slice", [x, c("mid2", [bins]), c("hi", [2 * bins]), c("ax1c", [1])])
+    x = n("Sqrt", [n("Add", [n("Pow", [real, c("two", np.float32(2))]), n("Pow", [imag, c("two2", np.float32(2))])])])
+    cin = bins
+    for i, stride in enumerate((1, 2, 2, 1)):
+        x = n("Relu", [n("Conv", [x, c(f"enc{i}", w(hid, cin, 3)), c(f"encb{i}", w(hid))], pads=[1, 1], strides=[stride])])
+        cin = hid
+    last = n("Equal", [n("Gather", [n("Shape", [x]), c("m1", [-1])], axis=0), c("one", [1])])
+    squeeze = helper.make_graph([helper.make_node("Squeeze", [x, c("m1b", [-1])], [p + "sq"])], p + "sq", [],
+                                [vi(p + "sq", F, None)])
+    keep = helper.make_graph([helper.make_node("Identity", [x], [p + "id"])], p + "id", [], [vi(p + "id", F, None)])
+    x = n("If", [last], [p + "x"], then_branch=squeeze, else_branch=keep)
+    unbatched = n("Not", [n("Equal", [n("Size", [n("Shape", [x])]), c("rank2", np.int64(2))])])
+    batch = helper.make_graph([helper.make_node("Unsqueeze", [x, c("ax0", [0])], [p + "xb"])], p + "batch", [],
+                              [vi(p + "xb", F, None)])
+    same = helper.make_graph([helper.make_node("Identity", [x], [p + "xi"])], p + "same", [], [vi(p + "xi", F, None)])
+    x = n("If", [unbatched], [p + "xc"], then_branch=batch, else_branch=same)
+    h0 = n("Unsqueeze", [n("Gather", ["state", c("i0", np.int64(0))], axis=0), c("ax0b", [0])])
+    c0 = n("Unsqueeze", [n("Gather", ["state", c("i1", np.int64(1))], axis=0), c("ax0c", [0])])
+    _, hn, cn = n("LSTM", [n("Unsqueeze", [x, c("ax0d", [0])]), c("W", w(1, 4 * hid, hid)), c("R", w(1, 4 * hid, hid)),
+                           c("B", w(1, 8 * hid)), "", h0, c0], [p + "Y", p + "Yh", p + "Yc"], hidden_size=hid)
+    n("Concat", [hn, cn], [p + "stateN"], axis=0)
+    h = n("Unsqueeze", [n("Squeeze", [hn, c("ax0e", [0])]), c("m1c", [-1])])
+    y = n("Sigmoid", [n("Conv", [n("Relu", [h]), c("head", w(1, hid, 1)), c("headb", w(1))])])
+    n("Squeeze", [y, c("m1d", [-1])], [p + "out"])
+    return helper.make_graph(nodes, tag, [], [vi(p + "out", F, None), vi(p + "stateN", F, None)], inits)
+
+
+def _silero_vad(hid=16):
+    rng = np.random.default_rng(11)
+    b16 = _silero_branch("16k", 64, 256, 128, hid, rng)
+    b8 = _silero_branch("8k", 32, 128, 64, hid, rng)
+    nodes = [helper.make_node("Equal", ["sr", "k16"], ["is16k"]),
+             helper.make_node("If", ["is16k"], ["output", "stateN"], then_branch=b16, else_branch=b8, name="If_0")]
+    return model(nodes, [vi("input", F, ["batch", "samples"]), vi("state", F, [2, "batch", hid]), vi("sr", I64, [])],
+                 [vi("output", F, ["batch", 1]), vi("stateN", F, [2, "batch", hid])],
+                 [const("k16", np.int64(16000))], opset=16)
+
+
+@pytest.mark.parametrize("samples,sr", [(512, 16000), (256, 8000)])
+def test_silero_style_vad_with_an_lstm_in_both_branches(tmp_path, samples, sr):
+    """Each branch is inferred with the compiled input: the branch not meant for it refuses its
+    shapes (an LSTM X of rank 5 for 512 samples at 8 kHz). That is no compile error, as it is none
+    for onnxruntime: the If runs the branch it takes, and fails naming the node if the other is
+    taken with input it cannot take."""
+    hid = 16
+    m = _silero_vad(hid)
+    path = str(tmp_path / "vad.onnx")
+    onnx.save(m, path)
+    result = api.atc(path, str(tmp_path / "vad"), input_shape={"input": [1, samples], "state": [2, 1, hid], "sr": []})
+    for device in DEVICES:
+        model_id = api.load_from_file(result.om_path, device)
+        state = expected_state = np.zeros((2, 1, hid), np.float32)
+        try:
+            for step in range(3):
+                x = rand(1, samples, seed=step)
+                prob, state = api.execute(model_id, {"input": x, "state": state, "sr": np.array(sr)})
+                eprob, expected_state = onnxruntime_outputs(path, {"input": x, "state": expected_state, "sr": np.array(sr)})
+                assert prob.shape == (1, 1) and state.shape == (2, 1, hid)
+                np.testing.assert_allclose(prob, eprob, rtol=1e-4, atol=1e-6)
+                np.testing.assert_allclose(state, expected_state, rtol=1e-4, atol=1e-5)
+            if samples == 512:  # the 8 kHz branch on 512 samples: refused at run time, as onnxruntime does
+                feeds = {"input": rand(1, samples), "state": state, "sr": np.array(8000)}
+                with pytest.raises(GeError, match=r"node '8k/LSTM_\d+' \(LSTM\): X has shape \(1, 1, 1, 16, 2\), rank 3"):
+                    api.execute(model_id, feeds)
+                with pytest.raises(Exception, match="Input X must have 3 dimensions only"):
+                    onnxruntime_outputs(path, {**feeds, "state": expected_state})
+        finally:
+            api.unload(model_id)
+
+
+def test_an_if_whose_both_branches_refuse_their_input_shapes_fails_atc_naming_the_node(tmp_path):
+    m = _if_model([helper.make_node("MatMul", ["x", "x"], ["t"], name="mm_then")], "t",
+                  [helper.make_node("Concat", ["x", "w"], ["e"], axis=0, name="cat_else")], "e", None,
+                  [vi("w", F, [3, 2])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    with pytest.raises(GeError, match=r"node 'mm_then' \(MatMul\)"):
+        api.atc(path, str(tmp_path / "m"))
+    assert not (tmp_path / "m.om").exists()
+
+
 def test_greedy_decoding_loop_stops_at_end_of_sequence(tmp_path):
     """torch.jit.script's greedy decoder as exported: Loop(max_len, true) carrying the last token
     and a GRU state; the body embeds the token (Gather), steps the GRU, picks ArgMax, and its

@@ -148,3 +148,47 @@ def test_pickled_arrays_are_refused_naming_the_file(tmp_path):
         load_inputs([str(tmp_path / "p.npy")], [S])
     with pytest.raises(FormatError, match=r"input 's' \(file '.*p\.npz'\): array 's' holds pickled Python objects"):
         load_inputs([str(tmp_path / "p.npz")], [S])
+
+
+SMALL = ["bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+         "float4_e2m1fn", "int4", "uint4", "int2", "uint2"]
+
+
+def _np_save(path, array):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy's note that the dtype has no descr
+        np.save(path, array)
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_ml_dtypes_npy_round_trips_as_np_save_writes_and_np_load_reads(tmp_path, name):
+    """np.save writes an ml_dtypes array as a void of its width ('|V1', '|V2'; float8_e5m2 as '<f1',
+    which np.load refuses): read as the model's dtype. Outputs are written with the void descr, so
+    np.load(f).view(dtype) gives the very bytes back."""
+    import ml_dtypes
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    array = np.array([[1, 2, 0.5], [-1, 3, 4]]).astype(dtype) if dtype.kind == "V" or "float" in name \
+        else np.array([[1, 0, 1], [0, 1, 1]]).astype(dtype)
+    _np_save(tmp_path / "x.npy", array)
+    (x,) = load_inputs([str(tmp_path / "x.npy")], [Desc("x", name, (2, 3))])
+    assert x.dtype == dtype and x.tobytes() == array.tobytes()
+    (out,) = save_outputs([x], str(tmp_path / "out"), "m", "NPY")
+    back = np.load(out)
+    assert back.dtype == np.dtype(f"V{dtype.itemsize}") and back.view(dtype).tobytes() == array.tobytes()
+
+
+def test_ml_dtypes_npy_of_another_width_is_refused_naming_the_input(tmp_path):
+    import ml_dtypes
+    _np_save(tmp_path / "f8.npy", np.zeros((2, 3), ml_dtypes.float8_e4m3fn))
+    with pytest.raises(ShapeError, match=r"input 'x' \(file '.*f8.npy'\): dtype \|V1 does not match the model's bfloat16"):
+        load_inputs([str(tmp_path / "f8.npy")], [Desc("x", "bfloat16", (2, 3))])
+    _np_save(tmp_path / "e5m2.npy", np.zeros((2, 3), ml_dtypes.float8_e5m2))
+    with pytest.raises(ShapeError, match=r"dtype descr '<f1' does not match the model's bfloat16 \(2 byte\(s\)\)"):
+        load_inputs([str(tmp_path / "e5m2.npy")], [Desc("x", "bfloat16", (2, 3))])
+    with pytest.raises(FormatError, match=r"input 'x' \(file '.*e5m2.npy'\): not a readable .npy file"):
+        load_inputs([str(tmp_path / "e5m2.npy")], [Desc("x", "float32", (2, 3))])
+    data = (tmp_path / "e5m2.npy").read_bytes()
+    (tmp_path / "short.npy").write_bytes(data[:-1])  # a truncated file: refused before reading
+    with pytest.raises(FormatError, match=r"5 data bytes for 6 elements"):
+        load_inputs([str(tmp_path / "short.npy")], [Desc("x", "float8_e5m2", (2, 3))])

@@ -167,3 +167,26 @@ def test_qlinear_errors():
     with pytest.raises(GraphError, match="must be one type, uint8 or int8"):
         k({}, [Meta(f, (3,)), Meta(f, ()), Meta(u, ()), Meta(u, (3,)), Meta(f, ()), Meta(u, ()), Meta(f, ()),
                Meta(u, ())], name="q")
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 3, 4), (2, 3, 4)), ((3, 1), (1, 4), (3, 4)), ((), (2, 5), (5,))])
+@pytest.mark.parametrize("same_scale", [False, True])  # onnxruntime copies the bytes of an input already on Z's scale
+def test_qlinear_where(dtype, shapes, same_scale):
+    xs, xz = qparams(dtype, 0.05)
+    ys, yz = qparams(dtype, 0.08)
+    zs, zz = (xs, xz) if same_scale else qparams(dtype, 0.06)
+    cond = rng.random(shapes[0]) < 0.5
+    check("QLinearWhere", {"c": np.asarray(cond), "a": q(shapes[1], dtype), "as": xs, "az": xz, "b": q(shapes[2], dtype),
+                           "bs": ys, "bz": yz, "zs": zs, "zz": zz}, consts=("as", "az", "bs", "bz", "zs", "zz"))
+
+
+def test_qlinear_where_errors():
+    u8, f32 = np.dtype(np.uint8), np.dtype(np.float32)
+    metas = [Meta(np.dtype(np.bool_), (2,)), Meta(u8, (2,)), Meta(f32, ()), Meta(u8, ()), Meta(u8, (3,)),
+             Meta(f32, ()), Meta(u8, ()), Meta(f32, ()), Meta(u8, ())]
+    with pytest.raises(GraphError, match=r"node 'w' \(QLinearWhere\): condition \(2,\), X \(2,\) and Y \(3,\) do not broadcast"):
+        lookup("QLinearWhere", MS, 1)({}, metas, name="w")
+    metas[4], metas[8] = Meta(u8, (2,)), Meta(np.dtype(np.int8), ())
+    with pytest.raises(GraphError, match=r"z_zero_point has type int8 and shape \(\); a uint8 scalar expected"):
+        lookup("QLinearWhere", MS, 1)({}, metas, name="w")
