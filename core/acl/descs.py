@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dynamic_model import GEARS
+from ..runtime.loaded_model import STATIC, LoadedModel
+
 MBATCH_INPUT = "ascend_mbatch_shape_data"
 MBATCH_DTYPE = np.dtype(np.int64)
 #: ATC's gear option -> pyACL's name of the gear kind
@@ -52,15 +55,15 @@ def _merged(shapes: list) -> tuple:
     return tuple(d[0] if len(set(d)) == 1 else -1 for d in zip(*shapes))
 
 
-def describe(model, formats: dict) -> ModelDescs:
-    """`model`: a loaded DavinciModel, GearModel or HybridModel; `formats`: --input_format per input."""
-    dyn = getattr(model, "dyn", None)
-    if dyn is None:  # static
+def describe(model: LoadedModel, formats: dict) -> ModelDescs:
+    """`model`: any loaded model; `formats`: --input_format per input."""
+    if model.shape_mode == STATIC:
         ins = tuple(IoDesc(d.name, d.dtype, tuple(d.shape), d.nbytes, _format(formats, d.name, len(d.shape), "NCHW"))
                     for d in model.inputs)
         outs = tuple(IoDesc(d.name, d.dtype, tuple(d.shape), d.nbytes, "ND") for d in model.outputs)
         return ModelDescs(ins, outs)
-    if not hasattr(model, "gear_values"):  # ranges, unknown dims: the planned capacity, else the ranges' upper ends
+    dyn = model.dyn
+    if model.shape_mode != GEARS:  # ranges, unknown dims: the planned capacity, else the ranges' upper ends
         capacities = dyn.attrs.get("capacities", {})
 
         def io(t, fmt):

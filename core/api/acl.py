@@ -114,9 +114,8 @@ def gear_sizes(model_id: int) -> list[dict]:
 
 
 def _gear_model(model_id: int):
-    from ..runtime.gears import GearModel
     m = model_manager.model(model_id)
-    if not isinstance(m, GearModel):
+    if m.shape_mode != GEARS:
         raise GeError(f"model {model_id} ('{m.name}') has no gears (compile it with --dynamic_batch_size, "
                       "--dynamic_image_size or --dynamic_dims)")
     return m
@@ -132,6 +131,6 @@ def soc_info(model_id: int) -> dict:
     count): the SoC the model was compiled for (--soc_version)."""
     from ..soc import soc_info as describe
     m = model_manager.model(model_id)
-    return describe(m.soc_version if hasattr(m, "soc_version") else m.dyn.soc_version)
+    return describe(m.soc_version)
 
 

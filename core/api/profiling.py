@@ -14,7 +14,6 @@ import numpy as np
 from ..errors import GeError
 from ..runtime.davinci_model import DavinciModel
 from ..runtime.executors import TracingExecutor
-from ..runtime.gears import GearModel
 from ...formats.atomic import write_atomically
 from ...formats.tensors import random_inputs
 from .acl import model as loaded_model
@@ -144,11 +143,10 @@ def _static(model_id: int, what: str, inputs=None) -> DavinciModel:
     """The static model that runs: the model itself, or a gear model's gear for these inputs (the
     one set with set_dynamic_* first, else the first gear when no inputs are given)."""
     dm = loaded_model(model_id)
-    if isinstance(dm, GearModel):
-        return dm.gear(dm.gear_for(inputs) if inputs is not None else (dm.selected or 0))
-    if not isinstance(dm, DavinciModel):
+    static = dm.static_model(inputs)
+    if static is None:
         raise GeError(f"model {model_id} ('{dm.name}') has dynamic shapes; {what} static models and gears")
-    return dm
+    return static
 
 
 def _safe(name: str) -> str:

@@ -25,6 +25,7 @@ from .args_manager import ArgsLayout
 from .context import ExecutionContext
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager, place_weight_files
+from .loaded_model import STATIC, LoadedModel
 from .mapped_weights import MappedWeights
 from .task_check import built_kernel, task_label
 from .weight_loader import WeightCheck
@@ -136,7 +137,10 @@ def _check(desc: TensorDesc, x, role: str):
     return x
 
 
-class DavinciModel:
+class DavinciModel(LoadedModel):
+    shape_mode = STATIC
+    concurrent = True  # every concurrent caller on a context of its own (model_manager.ContextPool)
+
     def __init__(self, ge_model: GeModel, device, model_id: int = 0, known_node: bool = False,
                  weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None,
                  shared_weight_addr: int | None = None, packs=None, backend: Backend | None = None,
@@ -306,6 +310,9 @@ class DavinciModel:
 
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
         return self.default_context.execute(inputs, outputs, timeout)
+
+    def static_model(self, inputs=None) -> "DavinciModel":
+        return self
 
     def unload(self) -> None:
         for ctx in self.contexts:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamic_model import DynamicModel
+from ..dynamic_model import GEARS, DynamicModel
 from ..errors import ShapeError
 from .davinci_model import DavinciModel
 from .device import DeviceBuffer
@@ -16,6 +16,8 @@ MAX_GEARS = 100
 
 
 class GearModel(SharedWeightsModel):
+    shape_mode = GEARS
+
     def __init__(self, dyn: DynamicModel, device, model_id: int = 0, weights: ExternalWeightConfig | None = None,
                  weight_manager: ExternalWeightManager | None = None):
         super().__init__(dyn, device, model_id, weights, weight_manager)
@@ -85,6 +87,9 @@ class GearModel(SharedWeightsModel):
         got = ", ".join(f"{k}:{list(v)}" for k, v in shapes.items())
         raise ShapeError(f"model '{self.name}': no gear matches the input shapes {got}; its gears ({self.kind}): "
                          f"{self.gear_list()}")
+
+    def static_model(self, inputs=None) -> DavinciModel:
+        return self.gear(self.gear_for(inputs) if inputs is not None else (self.selected or 0))
 
     # -- execution ------------------------------------------------------------------------------
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None):

@@ -129,6 +129,10 @@ class NodeState:
 class HybridModel(SharedWeightsModel):
     """A DynamicModel (hybrid or range mode) loaded on a device: weights once, submodels created."""
 
+    @property
+    def shape_mode(self) -> str:
+        return self.dyn.mode  # RANGE or HYBRID
+
     def __init__(self, dyn: DynamicModel, device, model_id: int = 0, root: "HybridModel | None" = None,
                  weights: ExternalWeightConfig | None = None, weight_manager: ExternalWeightManager | None = None,
                  cache_size: int = DEFAULT_CACHE_SIZE):

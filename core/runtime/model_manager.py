@@ -23,6 +23,7 @@ from ..errors import GeError
 from ..ge_model import GeModel
 from ..dynamic_model import GEARS, DynamicModel
 from .davinci_model import DavinciModel
+from .loaded_model import LoadedModel
 from .device import DeviceBuffer, get_device
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .task_check import check_model_tasks
@@ -30,7 +31,7 @@ from .task_check import check_model_tasks
 
 class ModelManager:
     def __init__(self):
-        self._models: dict[int, DavinciModel] = {}
+        self._models: dict[int, LoadedModel] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._runners: dict[int, object] = {}  # model id -> how execute() runs it from several threads
@@ -53,10 +54,10 @@ class ModelManager:
                                  weight_manager=self.weight_manager).init()
         with self._lock:
             self._models[model_id] = model
-            self._runners[model_id] = ContextPool(model) if isinstance(model, DavinciModel) else _TakeTurns(model)
+            self._runners[model_id] = ContextPool(model) if model.concurrent else _TakeTurns(model)
         return model_id
 
-    def model(self, model_id: int) -> DavinciModel:
+    def model(self, model_id: int) -> LoadedModel:
         try:
             return self._models[model_id]
         except KeyError:
@@ -97,7 +98,7 @@ class ContextPool:
     """A static model's execution contexts for concurrent callers: a caller borrows an idle one
     (the default context first) or creates one when all are busy; it is returned after the call."""
 
-    def __init__(self, model: DavinciModel):
+    def __init__(self, model: LoadedModel):
         self.model = model
         self._idle = [model.default_context]
         self._lock = threading.Lock()

@@ -9,10 +9,11 @@ import numpy as np
 from ..dynamic_model import DynamicModel
 from ..kernels.packs import WeightPacks
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager, PlacedFiles, place_weight_files
+from .loaded_model import LoadedModel
 from .weight_loader import WeightCheck
 
 
-class SharedWeightsModel:
+class SharedWeightsModel(LoadedModel):
     def __init__(self, dyn: DynamicModel, device, model_id: int = 0, weights: ExternalWeightConfig | None = None,
                  weight_manager: ExternalWeightManager | None = None):
         self.dyn, self.device, self.model_id, self.name = dyn, device, model_id, dyn.name
@@ -33,6 +34,10 @@ class SharedWeightsModel:
         # the weights packed for a kernel's plan, shared by every plan that reads them (gears,
         # static submodels, the hybrid executor's impls): packed once, not once per plan
         self.packs = WeightPacks()
+
+    @property
+    def soc_version(self) -> str:
+        return self.dyn.soc_version
 
     @property
     def file_bases(self) -> dict:

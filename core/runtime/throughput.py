@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..kernels.blas import set_local_threads
-from .davinci_model import DavinciModel
+from .loaded_model import STATIC
 
 PHASES = ("h2d_ms", "compute_ms", "d2h_ms")
 
@@ -36,7 +36,7 @@ def run_contexts(model, inputs, contexts: int = 1, loop: int = 1, executor: str 
     start = threading.Barrier(contexts + 1)
     ctxs: list = []
     # a static model's outputs fit fixed buffers; a dynamic model's shapes are known once it ran
-    fixed = isinstance(model, DavinciModel)
+    fixed = model.shape_mode == STATIC
 
     def work(i: int) -> None:
         try:
