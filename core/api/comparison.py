@@ -1,7 +1,7 @@
 """`ge compare` (msquickcmp, `polygraphy run --compare`): the ONNX model on a reference and the OM
 on ge, with the same inputs, compared output by output and layer by layer.
 
-ge's side runs once, with an observer after every task that copies its outputs (TracingExecutor):
+ge's side runs once, with an observer after every task that copies its outputs (ExecutionContext.observe):
 no recompiling per layer. Each task output is named through the OM's tensor table; a fused chain's
 output carries the name of the chain's last op, so the chain is compared at its end, and tensors a
 fusion removed exist on one side only and are left out. The reference is onnxruntime when it is
@@ -16,7 +16,6 @@ import numpy as np
 
 from ..dynamic_model import GEARS, DynamicModel
 from ..errors import GeError
-from ..runtime.executors import TracingExecutor
 from ...formats.om import read_om
 from ...formats.tensors import load_inputs, random_inputs
 from ..runtime.external_weight_manager import ExternalWeightConfig
@@ -198,7 +197,7 @@ def _run_ge(m, loaded, feeds, names: dict):
 
     ctx = loaded.create_context()
     try:
-        ctx.executor = TracingExecutor(keep)
+        ctx.observe(keep)
         outputs = [np.array(y) for y in ctx.execute(feeds)]
     finally:
         loaded.destroy_context(ctx)

@@ -13,7 +13,6 @@ import numpy as np
 
 from ..errors import GeError
 from ..runtime.davinci_model import DavinciModel
-from ..runtime.executors import TracingExecutor
 from ...formats.atomic import write_atomically
 from ...formats.tensors import random_inputs
 from .acl import model as loaded_model
@@ -58,9 +57,8 @@ class TaskTrace:
         self.events: list[dict] = []
         self._tasks: list = []
         self._copies: list = []
-        ctx.executor = TracingExecutor(lambda t, task, seconds: self._tasks.append((t, time.perf_counter() - seconds,
-                                                                                   seconds)))
-        ctx.copy_trace = self._copies
+        ctx.observe(lambda t, task, seconds: self._tasks.append((t, time.perf_counter() - seconds, seconds)),
+                    self._copies)
 
     def discard(self) -> None:
         """Forget what ran since the last execution was recorded (warm-up runs)."""
@@ -124,7 +122,7 @@ def dump(model_id: int, inputs, folder: str) -> list[str]:
 
     ctx = dm.create_context()
     try:
-        ctx.executor = TracingExecutor(keep)
+        ctx.observe(keep)
         ctx.execute([np.asarray(x) for x in inputs])
         plans = [ctx.handle[t].plan for t in range(len(ctx.handle))]
     finally:

@@ -18,7 +18,7 @@ from ..ge_model import FM_ID, WORKSPACE_ID
 from ..kernels.blas import kernel_state
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
-from .executors import TaskFailed, make_executor
+from .executors import TaskFailed, TracingExecutor, make_executor
 
 #: outputs ge allocates itself (execute without outputs) up to this size are copied out of the
 #: planned buffers rather than bound in place (see ExecutionContext._fresh_outputs)
@@ -105,7 +105,15 @@ class ExecutionContext:
         self._caller_bound: set[int] = set()  # output allocations a caller's buffers were bound to
         self._last_run: tuple | None = None
         self.run_counts: dict = {}  # copies by the execute() under way (its stats)
-        self.copy_trace: list | None = None  # set by the profiler (core/api/profiling.py)
+        self.copy_trace: list | None = None  # (kind, start, seconds, nbytes) per copy, while observed
+        self._own_executor = self.executor
+
+    def observe(self, after_task=None, copies: list | None = None) -> None:
+        """Watch this context's runs (the profiler's, ge compare's and dump's hook): after_task(index,
+        task, seconds) is called after each task, run in the linear order; `copies` gets (kind, start,
+        seconds, nbytes) per input or output copy. observe() with neither stops watching."""
+        self.executor = TracingExecutor(after_task) if after_task is not None else self._own_executor
+        self.copy_trace = copies
 
     # -- NnExecute -----------------------------------------------------------------------------
     def execute(self, inputs, outputs=None, timeout: float | None = None, launch: str = "sunk"):
