@@ -140,16 +140,22 @@ def ais_bench():
 def run_script(script: str, *args, in_process: bool = False, env: dict | None = None) -> str:
     """Run tests/core/acl/scripts/<script> with `args` as users do: `PYTHONPATH=$(ge shim path) python3
     script.py ...` in a child process (its stdout returned), or in this process with the shim and
-    the scripts folder first on sys.path."""
+    the scripts' folders first on sys.path, their own modules (acllite's `constants` ...) imported
+    afresh as in a new process, whatever this process imported by those names before."""
     path = os.path.join(SCRIPTS, script)
     if in_process:
-        saved = sys.argv, list(sys.path)
+        folders = [SCRIPTS, os.path.join(SCRIPTS, "acllite")]
+        own = {f[:-3] for folder in folders for f in os.listdir(folder) if f.endswith(".py")}
+        saved = sys.argv, list(sys.path), {name: sys.modules.pop(name) for name in own if name in sys.modules}
         sys.argv = [path, *map(str, args)]
-        sys.path[:0] = [shim_path(), os.path.dirname(path)]
+        sys.path[:0] = [shim_path(), *folders]
         try:
             runpy.run_path(path, run_name="__main__")
         finally:
-            sys.argv, sys.path[:] = saved
+            for name in own:
+                sys.modules.pop(name, None)
+            sys.argv, sys.path[:] = saved[:2]
+            sys.modules.update(saved[2])
         return ""
     child_env = dict(os.environ, PYTHONPATH=shim_path(), **(env or {}))
     done = subprocess.run([sys.executable, path, *map(str, args)], env=child_env, capture_output=True, text=True,
