@@ -307,9 +307,12 @@ class DavinciModel:
         return self.default_context.execute(inputs, outputs, timeout)
 
     def unload(self) -> None:
+        # contexts point back at their model: dropping them here leaves no cycle, so the model, its
+        # kernels and its mapped weights are freed as soon as the caller lets go (no wait for gc)
         for ctx in self.contexts:
             ctx.destroy()
         self.contexts.clear()
+        self.default_context = self.running_context = None
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()

@@ -105,6 +105,7 @@ class GearModel(SharedWeightsModel):
         for ctx in self.contexts:
             ctx.destroy()
         self.contexts = []
+        self.default_context = None  # (a context points back at its model: no cycle left)
         for g in self.gears:
             if g is not None:
                 g.unload()

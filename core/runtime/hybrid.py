@@ -204,13 +204,19 @@ class HybridModel(SharedWeightsModel):
         return self.default_context.execute(inputs, outputs)
 
     def unload(self) -> None:
+        # a context points back at its model, a subgraph at its root: dropping them here leaves no
+        # cycle, so the model and everything it holds go as soon as the caller lets go (no gc pass)
         for ctx in getattr(self, "contexts", []):
             ctx.destroy()
+        self.contexts, self.default_context = [], None
         if getattr(self, "root", None) is not None:
-            return  # a subgraph: the root owns weights and submodels
+            return  # a subgraph: the root owns weights, submodels and subgraphs
+        for sg in self.subgraphs:
+            sg.unload()
+        self.subgraphs.clear()  # (in place: every subgraph holds this list too)
         for sm in self.submodels:
             sm.unload()
-        self.submodels = []
+        self.submodels.clear()
         self.packs.clear()
         self.free_weights()
 
