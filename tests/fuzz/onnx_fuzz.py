@@ -18,7 +18,8 @@ mutates it one way:
 The oracle, for every case: `api.atc` compiles the model (in this process, on a thread bounded in
 time) and the OM is loaded and run on inputs made from its input descs; each step either succeeds
 or raises a GeError of one line; a failed compile leaves nothing in its output folder; no case
-grows the process's peak RSS by more than MAX_GROWTH. Never another exception, never a hang.
+grows the process's peak RSS by more than MAX_GROWTH. Never another exception, never a hang (the
+run has a timeout: a Loop's trip count mutated to 2^58 is a valid model that would run for ages).
 `run_cli` runs a case through `ge atc` in a child process under an address-space limit, for the
 hard bound: exit 0 or 1, one `error:` line on stderr, no traceback, no signal.
 
@@ -53,6 +54,7 @@ from .om_fuzz import HANG_SECONDS, RAW, bounded, control_flow_onnx, dynamic_onnx
 MAX_GROWTH = 1 << 30  # peak RSS one case may add (a multi-GiB allocation is the finding)
 RUN_LIMIT = 64 << 20  # inputs and planned memory of a compiled case larger than this are not run
 CLI_MEMORY = 3 << 30  # address space of a `ge atc` child (run_cli)
+RUN_SECONDS = 10.0  # execute's timeout: a valid model may loop 2^58 times (a mutated trip count)
 
 
 # ---------------------------------------------------------------- the seed models
@@ -444,7 +446,7 @@ def compile_and_run(path: str, out: str, options: dict) -> str:
         inputs = inputs_for(api.model(model_id))
         if inputs is None:
             return "compiled, inputs too large to run"
-        api.execute(model_id, inputs)
+        api.execute(model_id, inputs, timeout=RUN_SECONDS)
         return "ran"
     except GeError as e:
         _one_line(e, "api.execute")

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import FormatError
+from ge.core.errors import DeviceError, FormatError
 
 from .onnx_fuzz import EXTERNAL, PROTO, SEEDS, Campaign, invalid_utf8_name, main, make_seed, run_cli, write_case
 
@@ -123,6 +123,24 @@ def test_a_conv_stride_of_2_31_on_a_dim_of_one_output_compiles_and_matches_onnxr
     model_id = api.load_from_file(api.atc(path, str(tmp_path / "conv")).om_path)
     try:
         np.testing.assert_allclose(api.execute(model_id, [x])[0], expected, rtol=1e-5, atol=1e-5)
+    finally:
+        api.unload(model_id)
+
+
+def test_a_loop_of_2_58_iterations_ends_at_the_runs_timeout(tmp_path):
+    """What the fuzzer found with a bit flipped in a trip count: a valid model that would run for
+    ages; a hybrid model's run honours execute's timeout between control-flow iterations."""
+    model = make_seed("control_flow").model
+    n = next(t for t in model.graph.initializer if t.name == "n")
+    n.CopyFrom(numpy_helper.from_array(np.array(1 << 58, np.int64), "n"))
+    path = str(tmp_path / "loop.onnx")
+    onnx.save(model, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "loop")).om_path)
+    try:
+        with pytest.raises(DeviceError, match=r"^node 'if' \(If\) subgraph 'then_branch': node 'loop' \(Loop\): "
+                                              r"the run took longer than its timeout of 0.2 s$"):
+            api.execute(model_id, [np.ones(4, np.float32)], timeout=0.2)
+        assert api.execute(model_id, [-np.ones(4, np.float32)], timeout=0.2)[0].tolist() == [1, 1, 1, 1]  # else branch
     finally:
         api.unload(model_id)
 
