@@ -106,25 +106,31 @@ def test_an_external_data_location_that_is_too_long_is_a_format_error(tmp_path):
         api.atc(path, str(tmp_path / "out" / "m"))
 
 
-def test_a_conv_stride_of_2_31_on_a_dim_of_one_output_compiles_and_matches_onnxruntime(tmp_path):
-    """An escape the fuzzer found: the stride sized the phase layout's loops (a MemoryError after
-    minutes); past the window's extent a stride changes nothing, so it is clamped."""
+@pytest.mark.parametrize("kernel,strides,spatial", [(3, [1 << 31, 1], (5, 6)), (3, [1 << 31, 1 << 31], (4, 4)),
+                                                     (1, [2, 2], (2, 2)), (1, [1 << 31, 1], (2, 3))])
+def test_a_conv_stride_past_a_dim_of_one_output_compiles_and_matches_onnxruntime(tmp_path, kernel, strides, spatial):
+    """An escape the fuzzer found: a stride of 2^31 sized the phase layout's loops (a MemoryError
+    after minutes); past the window's extent a stride changes nothing, so it is clamped (and a 1x1
+    conv whose stride leaves one output position still subsamples)."""
     rng = np.random.default_rng(0)
-    w = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], "conv", strides=[1 << 31, 1], kernel_shape=[3, 3])
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 6])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 1, 4])],
+    w = rng.standard_normal((2, 3, kernel, kernel)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], "conv", strides=strides, kernel_shape=[kernel, kernel])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, *spatial])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(w, "w")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     path = str(tmp_path / "conv.onnx")
     onnx.save(model, path)
-    x = rng.standard_normal((1, 1, 5, 6)).astype(np.float32)
+    x = rng.standard_normal((1, 3, *spatial)).astype(np.float32)
     expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    model_id = api.load_from_file(api.atc(path, str(tmp_path / "conv")).om_path)
-    try:
-        np.testing.assert_allclose(api.execute(model_id, [x])[0], expected, rtol=1e-5, atol=1e-5)
-    finally:
-        api.unload(model_id)
+    for device in ("cpu", "sim"):
+        model_id = api.load_from_file(api.atc(path, str(tmp_path / "conv")).om_path, device)
+        try:
+            got = api.execute(model_id, [x])[0]
+            assert got.shape == expected.shape
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        finally:
+            api.unload(model_id)
 
 
 def test_a_loop_of_2_58_iterations_ends_at_the_runs_timeout(tmp_path):
