@@ -9,6 +9,7 @@ mutates it one way:
 - at the byte level: bit flips, byte runs, truncation of the serialized model; a name's bytes made
   invalid UTF-8 (same length, so the framing holds);
 - at the protobuf level: dims (huge, negative, zero), initializer data truncated or extended,
+  integer constants (shapes, pads, split sizes, indices, trip counts) huge, negative or zero,
   dtypes, dangling inputs, duplicate names, cycles, attributes of the wrong type or absurd value
   (kernel 0, negative pads, stride 0, axis out of range, group not dividing the channels, 2^31
   sizes), opsets removed or absurd, unknown ops and domains, corrupted subgraphs, external-data
@@ -178,6 +179,28 @@ def mutate_data(rng, m) -> str:
     return f"initializer '{t.name}' data {how}"
 
 
+HOSTILE_INTS = (0, -1, -2, 1 << 31, -(1 << 31), (1 << 62), 1 << 40, 255)
+
+
+def mutate_values(rng, m) -> str:
+    """An integer constant (a Reshape's shape, pads, split sizes, indices, a trip count) given
+    hostile values: huge, negative, zero."""
+    ints = [(g, t) for g in _graphs(m.graph) for t in g.initializer
+            if t.data_type in (TensorProto.INT64, TensorProto.INT32) and t.data_location != TensorProto.EXTERNAL]
+    if not ints:
+        return mutate_data(rng, m)
+    _, t = rng.choice(ints)
+    a = numpy_helper.to_array(t).copy()
+    if a.size == 0:
+        return mutate_data(rng, m)
+    flat = a.reshape(-1)
+    k = rng.randrange(flat.size)
+    value = rng.choice(HOSTILE_INTS)
+    flat[k] = np.array(value).astype(a.dtype)  # (wraps for int32, as a writer's overflow would)
+    t.CopyFrom(numpy_helper.from_array(a, t.name))
+    return f"initializer '{t.name}'[{k}] = {flat[k]}"
+
+
 DTYPES = (0, TensorProto.STRING, TensorProto.BFLOAT16, TensorProto.COMPLEX64, TensorProto.FLOAT8E4M3FN,
           TensorProto.UINT4, TensorProto.BOOL, TensorProto.DOUBLE, TensorProto.INT8, 30, 99)
 
@@ -328,7 +351,7 @@ def mutate_external(rng, m) -> str:
     return f"initializer '{t.name}' external data: {how}"
 
 
-PROTO = {"dims": mutate_dims, "data": mutate_data, "dtype": mutate_dtype, "names": mutate_names,
+PROTO = {"dims": mutate_dims, "data": mutate_data, "values": mutate_values, "dtype": mutate_dtype, "names": mutate_names,
          "attribute": mutate_attribute, "opset": mutate_opset, "subgraph": mutate_subgraph,
          "external": mutate_external}
 

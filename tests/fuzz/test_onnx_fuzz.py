@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import DeviceError, FormatError
+from ge.core.errors import DeviceError, FormatError, GraphError
 
 from .onnx_fuzz import EXTERNAL, PROTO, SEEDS, Campaign, invalid_utf8_name, main, make_seed, run_cli, write_case
 
@@ -133,20 +133,44 @@ def test_a_conv_stride_past_a_dim_of_one_output_compiles_and_matches_onnxruntime
             api.unload(model_id)
 
 
+@pytest.mark.parametrize("what", ["pads", "dim"])
+def test_a_tensor_past_the_compile_bound_is_refused_naming_the_node_not_allocated(tmp_path, what):
+    """What the fuzzer found with pads or a dim of 2^31: the passes ran kernels on sample data of
+    TiB-sized shapes (a MemoryError where the host refuses, an allocation where it does not). Pad
+    infers its shape from its plan; the next node refuses an input over 4 GiB, naming itself."""
+    model = make_seed("attrs").model
+    if what == "pads":
+        pads = next(t for t in model.graph.initializer if t.name == "pads")
+        pads.CopyFrom(numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 1 << 31, 1, 1], np.int64), "pads"))
+    else:
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1 << 31
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    node = "node 'avgpool' \\(AveragePool\\): input 'p'" if what == "pads" else "node 'conv' \\(Conv\\): input 'x'"
+    with pytest.raises(GraphError, match=rf"^{node} \[.*\] is \d+ bytes; ge compiles tensors of up to 4 GiB"):
+        api.atc(path, str(tmp_path / "m"))
+
+
 def test_a_loop_of_2_58_iterations_ends_at_the_runs_timeout(tmp_path):
     """What the fuzzer found with a bit flipped in a trip count: a valid model that would run for
-    ages; a hybrid model's run honours execute's timeout between control-flow iterations."""
+    ages. As a constant, its scan output is [2^58, 4]: refused at compile time (past the tensor
+    bound); as an input, the run honours execute's timeout between control-flow iterations."""
     model = make_seed("control_flow").model
     n = next(t for t in model.graph.initializer if t.name == "n")
     n.CopyFrom(numpy_helper.from_array(np.array(1 << 58, np.int64), "n"))
-    path = str(tmp_path / "loop.onnx")
-    onnx.save(model, path)
-    model_id = api.load_from_file(api.atc(path, str(tmp_path / "loop")).om_path)
+    onnx.save(model, str(tmp_path / "const.onnx"))
+    with pytest.raises(GraphError, match=r"input 'all' \[288230376151711744, 4\] is \d+ bytes; ge compiles tensors"):
+        api.atc(str(tmp_path / "const.onnx"), str(tmp_path / "const"))
+    model.graph.initializer.remove(n)
+    model.graph.input.append(helper.make_tensor_value_info("n", TensorProto.INT64, []))
+    onnx.save(model, str(tmp_path / "loop.onnx"))
+    model_id = api.load_from_file(api.atc(str(tmp_path / "loop.onnx"), str(tmp_path / "loop")).om_path)
+    n = np.array(1 << 58, np.int64)
     try:
         with pytest.raises(DeviceError, match=r"^node 'if' \(If\) subgraph 'then_branch': node 'loop' \(Loop\): "
                                               r"the run took longer than its timeout of 0.2 s$"):
-            api.execute(model_id, [np.ones(4, np.float32)], timeout=0.2)
-        assert api.execute(model_id, [-np.ones(4, np.float32)], timeout=0.2)[0].tolist() == [1, 1, 1, 1]  # else branch
+            api.execute(model_id, {"x": np.ones(4, np.float32), "n": n}, timeout=0.2)
+        assert api.execute(model_id, {"x": -np.ones(4, np.float32), "n": n}, timeout=0.2)[0].tolist() == [1, 1, 1, 1]
     finally:
         api.unload(model_id)
 
