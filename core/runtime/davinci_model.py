@@ -307,12 +307,9 @@ class DavinciModel:
         return self.default_context.execute(inputs, outputs, timeout)
 
     def unload(self) -> None:
-        # contexts point back at their model: dropping them here leaves no cycle, so the model, its
-        # kernels and its mapped weights are freed as soon as the caller lets go (no wait for gc)
-        for ctx in self.contexts:
+        for ctx in self.contexts:  # (a destroyed context lets go of its model: no cycle left)
             ctx.destroy()
         self.contexts.clear()
-        self.default_context = self.running_context = None
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dynamic_model import DynamicModel
-from ..errors import ShapeError
+from ..errors import GeError, ShapeError
 from .davinci_model import DavinciModel
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
@@ -105,7 +105,6 @@ class GearModel(SharedWeightsModel):
         for ctx in self.contexts:
             ctx.destroy()
         self.contexts = []
-        self.default_context = None  # (a context points back at its model: no cycle left)
         for g in self.gears:
             if g is not None:
                 g.unload()
@@ -140,6 +139,8 @@ class _GearContext:
         return ctx
 
     def execute(self, inputs, outputs=None, timeout: float | None = None):
+        if self.model is None:
+            raise GeError("execution context destroyed (its model unloaded)")
         k = self.model.gear_for(inputs)
         ctx = self.context(k)
         result = ctx.execute(inputs, outputs, timeout)
@@ -160,3 +161,4 @@ class _GearContext:
         if self.block:
             self.model.device.free(self.block)
             self.block = 0
+        self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)

@@ -204,11 +204,10 @@ class HybridModel(SharedWeightsModel):
         return self.default_context.execute(inputs, outputs, timeout)
 
     def unload(self) -> None:
-        # a context points back at its model, a subgraph at its root: dropping them here leaves no
-        # cycle, so the model and everything it holds go as soon as the caller lets go (no gc pass)
+        # a subgraph points back at its root (and a destroyed context lets go of its model): no
+        # cycle is left, so the model and all it holds go as soon as the caller lets go (no gc pass)
         for ctx in getattr(self, "contexts", []):
             ctx.destroy()
-        self.contexts, self.default_context = [], None
         if getattr(self, "root", None) is not None:
             return  # a subgraph: the root owns weights, submodels and subgraphs
         for sg in self.subgraphs:
@@ -366,6 +365,8 @@ class HybridContext:
     def execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
         """One run; `timeout` (seconds) bounds its control flow: a Loop or Scan iteration, an If
         branch starting past it is a DeviceError (a trip count of 2^58 is a valid model, not a hang)."""
+        if self.model is None:
+            raise GeError("execution context destroyed (its model unloaded)")
         device, dyn = self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
@@ -683,6 +684,8 @@ class HybridContext:
         self._owned.clear()
         self.slots.clear()
         self.host.clear()
+        self.static_body = None
+        self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)
 
 
 _HOST = object()  # run_nested: this input held a host value last time

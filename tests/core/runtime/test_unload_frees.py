@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
+from ge.core.errors import GeError
 from ge.formats.om import read_om
 
 from ...e2e.dynamic_models import KINDS, feeds
@@ -94,3 +95,13 @@ def test_unload_frees_the_model_its_contexts_and_its_mapping_without_gc(om_paths
     manager.unload(model_id)
     alive = [type(r()).__name__ for r in refs if r() is not None]
     assert alive == [] and mapping() is None, (alive, mapping())
+
+
+@pytest.mark.parametrize("kind", ["static", "gears", "range"])
+def test_a_context_of_an_unloaded_model_refuses_to_run(om_paths, kind):
+    model_id = api.load_from_file(om_paths[kind])
+    model = api.model(model_id)
+    ctx = model.create_context()
+    api.unload(model_id)
+    with pytest.raises(GeError, match=r"^execution context destroyed \(its model unloaded\)$"):
+        ctx.execute(feeds(4))
