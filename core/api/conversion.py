@@ -21,7 +21,7 @@ from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
 from ..compile.external_weights import externalize, externalize_dynamic
 from ..compile.summary import summarize
-from ..errors import GeError
+from ..errors import FormatError, GeError
 from ..ge_model import GeModel, WeightLayout
 from ..passes import configured, optimize
 from ..soc import DEFAULT_SOC, check_soc
@@ -83,6 +83,18 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
     return result
 
 
+def _output_paths(output: str, external_weight_dir: str | None) -> tuple[str, str]:
+    """The OM's path, its folder created (a FormatError naming it when it cannot be: a full disk),
+    and the external weight folder."""
+    om_path = om_path_for(output)
+    folder = os.path.dirname(os.path.abspath(om_path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise FormatError(f"{folder}: cannot create the output folder ({e.strerror or e})") from None
+    return om_path, os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
+
+
 def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, external_weight, external_weight_dir,
              insert_op_conf, settings: Settings, t0) -> AtcResult:
     min_static_ops = gears.pop("static_model_ops_lower_limit", None) or DEFAULT_STATIC_OPS_LOWER_LIMIT
@@ -114,9 +126,7 @@ def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, exte
         ge_model.attrs["aipp"] = aipp
     ge_model.attrs["atc_options"] = settings.record()
     ge_model, files = externalize(ge_model, external_weight)
-    om_path = om_path_for(output)
-    os.makedirs(os.path.dirname(os.path.abspath(om_path)), exist_ok=True)
-    weight_dir = os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
+    om_path, weight_dir = _output_paths(output, external_weight_dir)
     if files:  # before the OM: an OM never names a weight file that is not there yet
         write_weight_files(files, weight_dir)
     written = write_om(ge_model, om_path)
@@ -136,9 +146,7 @@ def _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, 
                           reuse_memory=settings.reuse_memory)
     dyn.attrs["atc_options"] = settings.record()
     dyn, files = externalize_dynamic(dyn, external_weight)
-    om_path = om_path_for(output)
-    os.makedirs(os.path.dirname(os.path.abspath(om_path)), exist_ok=True)
-    weight_dir = os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
+    om_path, weight_dir = _output_paths(output, external_weight_dir)
     if files:  # before the OM: an OM never names a weight file that is not there yet
         write_weight_files(files, weight_dir)
     write_om(dyn, om_path)

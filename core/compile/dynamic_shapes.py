@@ -23,6 +23,7 @@ from ..kernels import lookup
 from .control_flow import CONTROL_FLOW, SUBGRAPH_OPS, control_flow_outputs
 from ..passes import optimize_dynamic
 from ..passes._util import build_kernel, node_opset as _opset
+from ..passes.infer_shapes import inferred_metas
 
 
 def _shape_text(shape) -> str:
@@ -68,7 +69,7 @@ def infer_dynamic(graph: Graph, stats: dict | None = None, onnx_shapes: bool = T
             _keep_partial(graph, node, onnx_shapes)
             continue
         try:
-            metas = build_kernel(graph, node).infer()
+            metas = inferred_metas(build_kernel(graph, node), node)
         except ValueDependentError as e:  # any other refusal (an attribute, a dtype) means it cannot run at all
             unknown[node.name] = f"data-dependent output ({_short(e)})"
             _keep_partial(graph, node, onnx_shapes)

@@ -8,6 +8,10 @@ from ..ir import Graph, Meta, Node
 from ..kernels import Kernel, lookup
 from ..kernels.backend import NUMPY
 
+#: the largest computed tensor the compiler takes: its passes run some kernels on sample data of
+#: their input shapes, so a mutated dim of 2^40 must stop here, not in a 4 TiB allocation
+MAX_TENSOR_NBYTES = 4 << 30
+
 
 def node_opset(graph: Graph, node: Node) -> int:
     domain = "" if node.domain in ("", "ai.onnx") else node.domain
@@ -36,7 +40,15 @@ def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = Non
     if metas is None:
         metas = [input_meta(graph, node, i) for i in node.inputs]
     consts = [graph.initializers.get(i) if i else None for i in node.inputs]
-    return cls(node.attrs, metas, consts, opset=opset, name=node.name, num_outputs=len(node.outputs), backend=NUMPY)
+    for name, m, c in zip(node.inputs, metas, consts):
+        if c is None and m is not None and m.nbytes > MAX_TENSOR_NBYTES:
+            raise GraphError(f"{node}: input '{name}' {list(m.shape)} is {m.nbytes} bytes; ge compiles tensors "
+                             f"of up to {MAX_TENSOR_NBYTES >> 30} GiB (shape inference and planning work on them)")
+    try:
+        return cls(node.attrs, metas, consts, opset=opset, name=node.name, num_outputs=len(node.outputs), backend=NUMPY)
+    except MemoryError:  # a plan sized by absurd attributes (pads, strides) the host cannot give
+        raise GraphError(f"{node}: planning it needs more memory than the host has (attributes "
+                         f"{sorted(node.attrs)})") from None
 
 
 def unique_name(graph: Graph, base: str, taken: set[str] | None = None) -> str:

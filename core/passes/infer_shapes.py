@@ -16,6 +16,19 @@ from ..ir import Graph
 from ._util import build_kernel
 
 
+def inferred_metas(kernel, node) -> list:
+    """kernel.infer(), a failure other than a GeError (a MemoryError of a huge shape, a numpy
+    error of an absurd attribute) a GraphError naming the node and its input shapes."""
+    try:
+        return kernel.infer()
+    except GeError:
+        raise
+    except Exception as e:
+        shapes = [None if m is None else list(m.shape) for m in kernel.inputs]
+        raise GraphError(f"{node}: shape inference failed for input shapes {shapes}: "
+                         f"{type(e).__name__}: {e}") from e
+
+
 def infer_shapes(graph: Graph, stats: dict | None = None) -> Graph:
     graph.toposort()
     for name in graph.inputs:
@@ -29,15 +42,7 @@ def infer_shapes(graph: Graph, stats: dict | None = None) -> Graph:
 
     inferred = 0
     for node in graph.nodes:
-        kernel = build_kernel(graph, node)
-        try:
-            metas = kernel.infer()
-        except GeError:
-            raise
-        except Exception as e:
-            shapes = [None if m is None else list(m.shape) for m in kernel.inputs]
-            raise GraphError(f"{node}: shape inference failed for input shapes {shapes}: "
-                             f"{type(e).__name__}: {e}") from e
+        metas = inferred_metas(build_kernel(graph, node), node)
         for i, out in enumerate(node.outputs):
             if not out:
                 continue

@@ -120,6 +120,8 @@ class ExecutionContext:
         """Run once. Inputs/outputs are numpy arrays or DeviceBuffers; outputs are allocated
         (numpy) when not given. `launch="per_task"` launches every task from the host instead of
         executing the sunk task list (GE's per-task launch, which task sink replaces; for comparison only)."""
+        if self.model is None:
+            raise GeError("execution context destroyed (its model unloaded)")
         plan = self.model.ge_plan
         if not self.own_memory:
             raise GeError(f"model '{plan.name}' is a known-shape subgraph: run it through the V2 kernel calls")
@@ -341,3 +343,4 @@ class ExecutionContext:
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()
+        self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)

@@ -315,7 +315,7 @@ class DavinciModel(LoadedModel):
         return self
 
     def unload(self) -> None:
-        for ctx in self.contexts:
+        for ctx in self.contexts:  # (a destroyed context lets go of its model: no cycle left)
             ctx.destroy()
         self.contexts.clear()
         for addr in self._owned:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import mmap
 import queue
 import threading
 from collections import Counter
@@ -17,6 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DeviceError
+
+#: allocations from this size up are anonymous mappings (page-aligned), which go back to the system
+#: the moment they are freed: glibc's malloc keeps freed blocks below its (adaptive, up to 32 MiB)
+#: mmap threshold in its heap, so that a model's feature maps would stay resident after its unload
+MAPPED_MIN = 1 << 20
 
 DEVICE_NAMES = ("cpu", "sim")
 #: device ids per kind, as a host with this many NPUs (ACL's aclrtGetDeviceCount)
@@ -61,7 +67,7 @@ class Device:
     def malloc(self, nbytes: int) -> int:
         try:
             data = self._backing(max(int(nbytes), 1))
-        except MemoryError:  # e.g. an OM planning more memory than the host has
+        except (MemoryError, OSError):  # e.g. an OM planning more memory than the host has
             raise DeviceError(f"{self.name}: out of host memory allocating {nbytes} bytes") from None
         addr = self._address_of(data)
         with self._lock:
@@ -190,6 +196,8 @@ class Device:
         self._blocks.insert(i, block)
 
     def _backing(self, nbytes: int) -> np.ndarray:
+        if nbytes >= MAPPED_MIN:  # a mapping of its own: unmapped when the block goes, never kept by malloc
+            return np.frombuffer(mmap.mmap(-1, nbytes), np.uint8)
         raw = np.empty(nbytes + self.align, np.uint8)
         skip = (-raw.ctypes.data) % self.align
         return raw[skip:skip + nbytes]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dynamic_model import GEARS, DynamicModel
-from ..errors import ShapeError
+from ..errors import GeError, ShapeError
 from .davinci_model import DavinciModel
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
@@ -144,6 +144,8 @@ class _GearContext:
         return ctx
 
     def execute(self, inputs, outputs=None, timeout: float | None = None):
+        if self.model is None:
+            raise GeError("execution context destroyed (its model unloaded)")
         k = self.model.gear_for(inputs)
         ctx = self.context(k)
         result = ctx.execute(inputs, outputs, timeout)
@@ -164,3 +166,4 @@ class _GearContext:
         if self.block:
             self.model.device.free(self.block)
             self.block = 0
+        self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)

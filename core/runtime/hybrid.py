@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dynamic_model import RANGE, STRING, DynamicModel, DynNode
-from ..errors import GeError, ShapeError
+from ..errors import DeviceError, GeError, ShapeError
 from ..ir import Meta
 from ..kernels import lookup
 from ..kernels import backend as backends
@@ -205,16 +205,21 @@ class HybridModel(SharedWeightsModel):
         self.contexts.remove(ctx)
 
     def nn_execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
-        return self.default_context.execute(inputs, outputs)
+        return self.default_context.execute(inputs, outputs, timeout)
 
     def unload(self) -> None:
+        # a subgraph points back at its root (and a destroyed context lets go of its model): no
+        # cycle is left, so the model and all it holds go as soon as the caller lets go (no gc pass)
         for ctx in getattr(self, "contexts", []):
             ctx.destroy()
         if getattr(self, "root", None) is not None:
-            return  # a subgraph: the root owns weights and submodels
+            return  # a subgraph: the root owns weights, submodels and subgraphs
+        for sg in self.subgraphs:
+            sg.unload()
+        self.subgraphs.clear()  # (in place: every subgraph holds this list too)
         for sm in self.submodels:
             sm.unload()
-        self.submodels = []
+        self.submodels.clear()
         self.packs.clear()
         self.free_weights()
 
@@ -351,6 +356,7 @@ class HybridContext:
                       for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
         self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
+        self.deadline: tuple | None = None  # (perf_counter time, timeout) the run in progress must end by
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
         self._last_inputs: list = [_HOST] * len(dyn.inputs)  # run_nested: the arrays its inputs hold (none yet)
         #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
@@ -360,10 +366,15 @@ class HybridContext:
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
 
     # -- one execution ---------------------------------------------------------------------------
-    def execute(self, inputs, outputs=None) -> list[np.ndarray]:
+    def execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
+        """One run; `timeout` (seconds) bounds its control flow: a Loop or Scan iteration, an If
+        branch starting past it is a DeviceError (a trip count of 2^58 is a valid model, not a hang)."""
+        if self.model is None:
+            raise GeError("execution context destroyed (its model unloaded)")
         device, dyn = self.device, self.model.dyn
         before = Counter(self.counters)
         t0 = time.perf_counter()
+        self.deadline = None if timeout is None else (t0 + timeout, timeout)
         for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
             if d.on_host:
                 self.host[d.name] = x
@@ -587,6 +598,10 @@ class HybridContext:
         run, counters = child.run_nested, self.counters
 
         def call(arrays: list) -> list:
+            if self.deadline is not None and time.perf_counter() > self.deadline[0]:
+                raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
+                                  f"{self.deadline[1]} s")
+            child.deadline = self.deadline  # (its own control flow, nested)
             try:
                 outs = run(arrays)
             except GeError as e:  # the inner node's message, and whose subgraph it is in
@@ -673,6 +688,8 @@ class HybridContext:
         self._owned.clear()
         self.slots.clear()
         self.host.clear()
+        self.static_body = None
+        self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)
 
 
 _HOST = object()  # run_nested: this input held a host value last time

@@ -70,6 +70,7 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     """
     path = Path(path)
     model, nbytes, raw = _read_model(path)
+    _check_text(model, path)
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
     raw = _tolerate(model, path, raw)
@@ -145,6 +146,37 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, int, dict]:
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
     return model, size, raw
+
+
+def _check_text(model: onnx.ModelProto, path: Path) -> None:
+    """Every string field (names, op types, domains, dim names, external-data locations, docs) is
+    valid UTF-8. Protobuf parses an invalid one without complaint and hands it over as bytes,
+    which would fail far from here (a TypeError in the OM writer, a UnicodeDecodeError in onnx's
+    checker): refused now, naming the field."""
+    found = _invalid_text(model, "model")
+    if found is not None:
+        where, value = found
+        raise FormatError(f"{path}: {where} is not valid UTF-8 ({bytes(value)[:64]!r})")
+
+
+def _invalid_text(msg, where: str):
+    """(field path, bytes) of the first string field of `msg` that is not text, else None."""
+    for fd, value in msg.ListFields():
+        repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+        items = value if repeated else (value,)
+        if fd.type == fd.TYPE_STRING:
+            for i, v in enumerate(items):
+                if isinstance(v, bytes):
+                    return f"{where}.{fd.name}" + (f"[{i}]" if repeated else ""), v
+        elif fd.type == fd.TYPE_MESSAGE:
+            for i, m in enumerate(items):
+                inner = f"{where}.{fd.name}" + (f"[{i}]" if repeated else "")
+                if isinstance(m, onnx.NodeProto) and isinstance(m.op_type, str):
+                    inner += f" ({m.op_type})"
+                found = _invalid_text(m, inner)
+                if found is not None:
+                    return found
+    return None
 
 
 def _tolerate(model: onnx.ModelProto, path: Path, raw: dict) -> dict:
@@ -394,15 +426,20 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> tuple[int, int]:
         location = info.get("location", "")
         if not location:
             raise FormatError(f"{where}: external data without a location")
+        if "\0" in location:  # no file system takes one (os calls raise ValueError)
+            raise FormatError(f"{where}: external data location {location!r} holds a NUL byte")
         if os.path.isabs(location) or ".." in Path(location).parts:
             raise FormatError(f"{where}: external data location '{location}' must be a path inside the model's folder")
-        file = (base / location).resolve()
-        if base not in file.parents:
-            raise FormatError(f"{where}: external data location '{location}' leaves the model's folder")
-        if file not in sizes:
-            if not file.is_file():
-                raise FormatError(f"{where}: external data file '{file}' is missing")
-            sizes[file] = file.stat().st_size
+        try:
+            file = (base / location).resolve()
+            if base not in file.parents:
+                raise FormatError(f"{where}: external data location '{location}' leaves the model's folder")
+            if file not in sizes:
+                if not file.is_file():
+                    raise FormatError(f"{where}: external data file '{file}' is missing")
+                sizes[file] = file.stat().st_size
+        except OSError as e:  # a name too long, a loop of links, no permission ...
+            raise FormatError(f"{where}: external data location '{location}': {e.strerror or e}") from None
         try:
             offset = int(info.get("offset", 0) or 0)
             length = int(info["length"]) if info.get("length") else None
@@ -417,9 +454,12 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> tuple[int, int]:
         if expected is not None and length != expected:
             raise FormatError(f"{where}: external data in '{file}' has {length} bytes, "
                               f"the tensor (dims {list(t.dims)}) needs {expected}")
-        with open(file, "rb") as f:
-            f.seek(offset)
-            data = f.read(length)
+        try:
+            with open(file, "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+        except OSError as e:
+            raise FormatError(f"{where}: cannot read external data file '{file}' ({e.strerror or e})") from None
         if len(data) != length:
             raise FormatError(f"{where}: external data file '{file}' is truncated")
         t.raw_data = data

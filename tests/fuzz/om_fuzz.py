@@ -321,6 +321,14 @@ def run_om(data: bytes, inputs, device: str, load: dict | None = None):
         api.unload(model_id)
 
 
+def bounded(attempt, seconds: float = HANG_SECONDS) -> bool:
+    """Run `attempt()` on a daemon thread; False when it is still running after `seconds` (a hang)."""
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(seconds)
+    return not t.is_alive()
+
+
 def check(case: Case, seed: Seed, device: str) -> str | None:
     """None when the case ends as it must, else what went wrong."""
     box, expected, layout = {}, seed.expected, seed.layout
@@ -342,10 +350,7 @@ def check(case: Case, seed: Seed, device: str) -> str | None:
             box["other"] = e
             box["tb"] = traceback.format_exc()
 
-    t = threading.Thread(target=attempt, daemon=True)
-    t.start()
-    t.join(HANG_SECONDS)
-    if t.is_alive():
+    if not bounded(attempt):
         return f"hang (> {HANG_SECONDS:.0f} s)"
     if "other" in box:
         e = box["other"]
