@@ -125,7 +125,7 @@ def test_ge_run_contexts_writes_outputs_equal_to_onnxruntime(ge_cli, compiled, t
 # end with one line on stderr and exit 1, not hang; the test's timeout makes a regression fail
 FAILING_WORKER = """
 import sys, threading
-from ge.core.runtime import context, hybrid
+from ge.core.runtime import context, hybrid_context
 from ge.cli.main import main
 
 def failing(original):
@@ -136,7 +136,7 @@ def failing(original):
     return run
 
 context.SunkTask.run = failing(context.SunkTask.run)
-hybrid.HybridContext._run_node = failing(hybrid.HybridContext._run_node)
+hybrid_context.HybridContext._run_node = failing(hybrid_context.HybridContext._run_node)
 main(sys.argv[1:])
 """
 

@@ -1,0 +1,508 @@
+"""HybridContext: the per-run state of a HybridModel (hybrid.py, the immutable part): its tensors'
+buffers (Slots, grown by realloc_if_needed), each unknown node's state (its impl, views, last
+input signature), a context of every static submodel, and the child contexts its control-flow
+subgraphs run in. One per thread; hybrid.py says what a run does per node."""
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dynamic_model import RANGE, STRING, DynNode
+from ..errors import DeviceError, GeError, ShapeError
+from ..ir import Meta
+from ..kernels.blas import kernel_state
+from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
+from .device import DeviceBuffer
+from .known_subgraph import davinci_model_execute, davinci_model_update_args, davinci_model_update_workspaces
+
+#: what a context counts of its runs (its `counters`, ge run --verbose's hybrid figures)
+COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "cache_evictions", "agnostic_hits",
+            "weight_packs",
+            "weight_pack_hits", "shape_updates", "args_set",
+            "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes", "subgraph_runs")
+
+
+@dataclass
+class Slot:
+    """A tensor's device buffer: `capacity` bytes at `addr`, currently seen as dtype/shape."""
+    addr: int
+    capacity: int
+    dtype: np.dtype | None = None
+    shape: tuple | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+class NodeState:
+    __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws")
+
+    def __init__(self):
+        self.sig = self.impl = self.view_key = None
+        self.xs = self.ys = self.ws = None
+
+
+class _StaticBody:
+    """A subgraph that is one static submodel (a static Loop or Scan body, a static branch), run
+    with its inputs and outputs bound once: a call copies the inputs into their buffers (all but
+    the very arrays the last call copied: a Loop's captured values), launches the submodel's tasks
+    and returns views of its output buffers, valid until the next call (the control-flow kernels
+    copy what they keep); no address moves between calls."""
+
+    @classmethod
+    def of(cls, ctx: "HybridContext") -> "_StaticBody | None":
+        dyn = ctx.model.dyn
+        if dyn.nodes or len(dyn.steps) != 1 or dyn.steps[0].kind != "submodel":
+            return None
+        sm = ctx.model.submodels[dyn.steps[0].index]
+        if not ({d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}
+                and {d.name for d in sm.inputs} <= {d.name for d in dyn.inputs}):
+            return None  # not exactly the subgraph: the step-by-step path runs (and names what is missing)
+        return cls(ctx, dyn.steps[0].index)
+
+    def __init__(self, ctx: "HybridContext", index: int):
+        dyn, sm = ctx.model.dyn, ctx.model.submodels[index]
+        self.name, self.sm, self.sub, self.counters = dyn.name, sm, ctx.sub_contexts[index], ctx.counters
+        ins = [ctx.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in sm.inputs]
+        outs = [ctx.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in sm.outputs]
+        davinci_model_update_args(sm, [s.addr for s in ins], [s.addr for s in outs], self.sub)
+        views = {d.name: ctx._view(s) for d, s in zip(list(sm.inputs) + list(sm.outputs), ins + outs)}
+        self.count = len(dyn.inputs)
+        self.inputs = [(k, d.name, views[d.name]) for k, d in enumerate(dyn.inputs) if d.name in views]  # those it reads
+        self.last: list = [None] * self.count
+        self.outputs = [views[d.name] for d in dyn.outputs]
+        self.produced = {id(v) for v in self.outputs}  # an output passed back in changed since: copied
+
+    def __call__(self, arrays: list) -> list[np.ndarray]:
+        if len(arrays) != self.count:
+            raise ShapeError(f"subgraph '{self.name}' takes {self.count} inputs, got {len(arrays)}")
+        last = self.last
+        for k, name, view in self.inputs:
+            x = arrays[k]
+            if x is last[k] and id(x) not in self.produced:  # the same array as the last call's (a Loop's captured values)
+                continue
+            a = x if type(x) is np.ndarray else np.asarray(x)
+            if a.shape != view.shape or a.dtype != view.dtype:
+                raise ShapeError(f"static subgraph '{self.name}': input '{name}' is {a.dtype} {list(a.shape)}, it "
+                                 f"was compiled for {view.dtype} {list(view.shape)}")
+            view[...] = a
+            last[k] = x
+        davinci_model_execute(self.sm, ctx=self.sub)
+        self.counters["submodel_launches"] += 1
+        return list(self.outputs)  # views, valid until the next call
+
+
+class HybridContext:
+    def __init__(self, model):  # a HybridModel (hybrid.py)
+        self.model, self.device = model, model.device
+        dyn = model.dyn
+        self.slots: dict[str, Slot] = {}
+        self.counters: Counter = Counter()
+        self.states = [NodeState() for _ in dyn.nodes]
+        self.stats: dict = {}
+        self._owned: dict[int, int] = {}  # address -> bytes
+        self.growable = dyn.mode != RANGE
+        self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
+        arena = dyn.attrs.get("arena")
+        base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
+        # each hybrid context runs each submodel its steps name in a context of its own (own args,
+        # stream, FM bases); a subgraph's context runs only its own
+        self.sub_contexts = {}
+        for k in sorted({s.index for s in dyn.steps if s.kind == "submodel"}):
+            sm = model.submodels[k]
+            sub = self.sub_contexts[k] = sm.create_context(own_memory=False)
+            fm, ws = (base + arena["offsets"][f"submodel{k}:{r}"] if arena else self._malloc(n)
+                      for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
+            davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
+        self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
+        self.deadline: tuple | None = None  # (perf_counter time, timeout) the run in progress must end by
+        self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
+        self._last_inputs: list = [_HOST] * len(dyn.inputs)  # run_nested: the arrays its inputs hold (none yet)
+        #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
+        self.host: dict[str, object] = {}
+        for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
+            self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
+        self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
+
+    # -- one execution ---------------------------------------------------------------------------
+    def execute(self, inputs, outputs=None, timeout: float | None = None) -> list[np.ndarray]:
+        """One run; `timeout` (seconds) bounds its control flow: a Loop or Scan iteration, an If
+        branch starting past it is a DeviceError (a trip count of 2^58 is a valid model, not a hang)."""
+        if self.model is None:
+            raise GeError("execution context destroyed (its model unloaded)")
+        device, dyn = self.device, self.model.dyn
+        before = Counter(self.counters)
+        t0 = time.perf_counter()
+        self.deadline = None if timeout is None else (t0 + timeout, timeout)
+        for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
+            if d.on_host:
+                self.host[d.name] = x
+                continue
+            slot = self.realloc_if_needed(d.name, x.dtype, x.shape)
+            device.memcpy_h2d(slot.addr, x)
+            self.counters["h2d_bytes"] += x.nbytes
+        t1 = time.perf_counter()
+        with kernel_state():
+            self._run_steps()
+        t2 = time.perf_counter()
+        results = []
+        for k, d in enumerate(dyn.outputs):
+            if d.name in self.host:
+                results.append(_host_copy(self.host[d.name]))
+                continue
+            slot = self.slots[d.name]
+            y = outputs[k] if outputs is not None else np.empty(slot.shape, slot.dtype)
+            if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
+                raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
+                                 f"{y.dtype} {list(y.shape)}")
+            device.memcpy_d2h(y, slot.addr)
+            self.counters["d2h_bytes"] += y.nbytes
+            results.append(y)
+        self.stats = {k: self.counters[k] - before[k] for k in COUNTERS}
+        self.stats.update(h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3, d2h_ms=(time.perf_counter() - t2) * 1e3,
+                          tasks=len(dyn.steps))
+        return results
+
+    def run_nested(self, arrays: list) -> list[np.ndarray]:
+        """A subgraph's run inside its caller's run (whose floating-point state and BLAS threads
+        already hold): inputs in, steps, outputs out; the caller keeps the statistics."""
+        if self.static_body is None:
+            self.static_body = _StaticBody.of(self) or False
+        if self.static_body:
+            return self.static_body(arrays)
+        device, dyn = self.device, self.model.dyn
+        if len(arrays) != len(dyn.inputs):
+            raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
+        last = self._last_inputs
+        for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
+            if x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
+                continue
+            if x is None or isinstance(x, list) or d.on_host:
+                self.host[d.name] = x
+                last[k] = _HOST  # never the next call's array: a later tensor is copied in
+                continue
+            self.host.pop(d.name, None)
+            a = np.asarray(x)
+            device.memcpy_h2d(self.realloc_if_needed(d.name, a.dtype, a.shape).addr, a)
+            last[k] = x
+        self._run_steps()
+        results = []
+        for d in dyn.outputs:
+            if d.name in self.host:
+                results.append(self.host[d.name])
+                continue
+            slot = self.slots[d.name]
+            y = np.empty(slot.shape, slot.dtype)
+            device.memcpy_d2h(y, slot.addr)
+            results.append(y)
+        return results
+
+    def _run_steps(self) -> None:
+        dyn = self.model.dyn
+        for step in dyn.steps:
+            if step.kind == "node":
+                try:
+                    self._run_node(step.index)
+                except GeError:
+                    raise
+                except Exception as e:  # a kernel failed: name the node, keep the cause for --debug
+                    node = dyn.nodes[step.index]
+                    raise GeError(f"node '{node.name}' ({node.op_type}) failed at run time: "
+                                  f"{type(e).__name__}: {e}") from e
+            else:
+                self._run_submodel(step.index)
+
+    def _check_inputs(self, inputs) -> list[np.ndarray]:
+        dyn = self.model.dyn
+        if isinstance(inputs, dict):
+            missing = [d.name for d in dyn.inputs if d.name not in inputs]
+            if missing:
+                raise ShapeError(f"model '{dyn.name}': inputs {missing} missing")
+            inputs = [inputs[d.name] for d in dyn.inputs]
+        if len(inputs) != len(dyn.inputs):
+            raise ShapeError(f"model '{dyn.name}' expects {len(dyn.inputs)} inputs, got {len(inputs)}")
+        inputs = [_host_input(d, x) if d.on_host else
+                  x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x)
+                  for d, x in zip(dyn.inputs, inputs)]
+        for d, x in zip(dyn.inputs, inputs):
+            if d.on_host:
+                continue
+            if x.dtype != np.dtype(d.dtype):
+                raise ShapeError(f"input '{d.name}': dtype {x.dtype} does not match the model's {d.dtype}")
+            if d.shape != (-2,) and (len(x.shape) != len(d.shape)
+                                     or any(s >= 0 and s != v for s, v in zip(d.shape, x.shape))):
+                raise ShapeError(f"input '{d.name}': shape {list(x.shape)} does not match the model's "
+                                 f"{list(d.shape)} (-1: any size)")
+            for k, (lo, hi) in enumerate(d.ranges):
+                if x.shape[k] < lo or (hi >= 0 and x.shape[k] > hi):
+                    raise ShapeError(f"input '{d.name}': dim {k} is {x.shape[k]}, outside the range "
+                                     f"{lo}~{hi if hi >= 0 else ''} compiled into the model")
+        return inputs
+
+    # -- UNKNOWN nodes ---------------------------------------------------------------------------
+    def _run_node(self, index: int) -> None:
+        model = self.model
+        node, st = model.dyn.nodes[index], self.states[index]
+        if index in model.host_ops or (self.host and any(t in self.host for t in node.inputs)):
+            return self._run_host_node(index, node)
+        ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
+        if node.subgraphs:
+            return self._run_control_flow(index, node, ins)
+        metas = [None if s is None else (Meta(s.dtype, tuple(s.shape)) if isinstance(s, Slot) else Meta(s.dtype, s.shape))
+                 for s in ins]
+        shape_values = {i: self._view(ins[i]).copy() for i in model.shape_inputs[index]}
+        sig = (tuple(metas), tuple((i, v.tobytes()) for i, v in shape_values.items()))
+        if sig != st.sig:  # update_shape: only when an input shape (or shape value) changed
+            self.counters["shape_updates"] += 1
+            st.impl = model.impl(index, node, metas, shape_values, self.counters)
+            st.sig = sig
+        impl = st.impl
+        if impl.out_metas is None:  # data-dependent: the values decide the shapes
+            self.counters["data_dependent"] += 1
+            results = impl.kernel.compute(*[None if s is None else self._view(s) for s in ins])
+            spec = node.attrs.get(EPILOGUE)
+            if spec and not impl.kernel.absorbs_epilogue:  # rare: a fused producer whose shape only its values tell
+                results = list(results)
+                results[0] = np.array(results[0])
+                Epilogue(spec, Meta(results[0].dtype, results[0].shape), node.opset, node.name)(results[0])
+            for out, r in zip(node.outputs, results):
+                if out:
+                    r = np.asarray(r)
+                    slot = self.realloc_if_needed(out, r.dtype, r.shape)
+                    np.copyto(self._view(slot), r, casting="unsafe")
+            st.view_key = None
+            self.counters["nodes_run"] += 1
+            return
+        outs = [self.realloc_if_needed(o, m.dtype, m.shape) if o else None
+                for o, m in zip(node.outputs, impl.out_metas)]
+        if all(s is None or s.nbytes == 0 for s in outs):
+            self.counters["skipped_empty"] += 1  # an empty output: nothing to compute
+            return
+        ws = self.realloc_if_needed(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,)) \
+            if impl.workspace else None
+        key = tuple((s.addr, s.shape) if isinstance(s, Slot) else None for s in ins + outs + [ws]) + (id(impl),)
+        if key != st.view_key:  # set arguments only when an address or a shape changed
+            self.counters["args_set"] += 1
+            st.xs = [None if s is None else self._view(s) for s in ins]
+            st.ys = [None if s is None else self._view(s) for s in outs]
+            st.ws = None if ws is None else self._view(ws)
+            st.view_key = key
+        impl.kernel.run(st.xs, st.ys, st.ws)
+        if impl.epilogue is not None:
+            impl.epilogue(st.ys[0])
+        self.counters["nodes_run"] += 1
+
+    # -- sequences and optionals: host values -------------------------------------------------------
+    def _run_host_node(self, index: int, node: DynNode) -> None:
+        """A sequence or optional op, or a node reading such a value (Identity, control flow): its
+        inputs as they are (arrays, lists, None), its outputs kept as they come (an array in its slot)."""
+        xs = [self._host_arg(t, node) for t in node.inputs]
+        if node.subgraphs:
+            return self._run_control_flow(index, node, xs)
+        kernel = self.model.host_ops.get(index)
+        if kernel is not None:
+            results = kernel.compute(*xs)
+        elif node.op_type == "Identity" and node.domain == "":
+            results = [xs[0]]
+        else:
+            t = next(t for t in node.inputs if t in self.host)
+            raise GeError(f"node '{node.name}' ({node.op_type}) reads '{t}', a sequence, optional or string "
+                          f"value; the op takes numeric tensors only")
+        self._keep(node.outputs, results)
+        self.counters["nodes_run"] += 1
+
+    def _host_arg(self, t: str, node: DynNode):
+        if not t:
+            return None
+        if t in self.host:  # on the host: no device buffer, nothing for a range plan to place
+            return self.host[t]
+        return self.model.consts[t] if t in self.model.consts else self._view(self._slot(t, node))
+
+    def _keep(self, names, results) -> None:
+        """Outputs of a node: sequences and optionals to the host, arrays to their slots."""
+        for out, r in zip(names, results):
+            if not out:
+                continue
+            if r is None or isinstance(r, list) or (isinstance(r, np.ndarray) and r.dtype == object):
+                self.host[out] = r
+                continue
+            self.host.pop(out, None)
+            r = np.asarray(r)
+            slot = self.realloc_if_needed(out, r.dtype, r.shape)
+            np.copyto(self._view(slot), r)
+
+    # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
+    def _run_control_flow(self, index: int, node: DynNode, ins: list) -> None:
+        """The node's kernel (core/kernels/control_flow.py) drives; each subgraph call runs the
+        subgraph's model in this context's child context for it, on the arrays it is given."""
+        flow = self.model.flow[index]
+        refs = dict(node.subgraphs)
+        # (an op whose subgraphs are optional, FlexAttention's modifiers, gets None for an absent one)
+        bodies = [self._subgraph_call(node, key, refs[key]) if key in refs else None for key in flow.bodies]
+        templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
+                     for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
+        children = [self.children[k] for k in {refs[key] for key in flow.bodies if key in refs}]
+        launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
+        try:
+            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
+        finally:
+            self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches
+        self._keep(node.outputs, results)
+        self.counters["nodes_run"] += 1
+
+    def _subgraph_call(self, node: DynNode, key: str, k: int):
+        child = self.children.get(k)
+        if child is None:
+            child = self.children[k] = self.model.subgraphs[k].create_context()
+        run, counters = child.run_nested, self.counters
+
+        def call(arrays: list) -> list:
+            if self.deadline is not None and time.perf_counter() > self.deadline[0]:
+                raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
+                                  f"{self.deadline[1]} s")
+            child.deadline = self.deadline  # (its own control flow, nested)
+            try:
+                outs = run(arrays)
+            except GeError as e:  # the inner node's message, and whose subgraph it is in
+                raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
+            counters["subgraph_runs"] += 1
+            return outs
+        return call
+
+    # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
+    def _run_submodel(self, index: int) -> None:
+        sm = self.model.submodels[index]
+        in_addrs = []
+        for d in sm.inputs:
+            slot = self.slots.get(d.name)
+            if slot is None or tuple(slot.shape) != tuple(d.shape) or slot.dtype != np.dtype(d.dtype):
+                got = "nothing" if slot is None else f"{slot.dtype} {list(slot.shape)}"
+                raise ShapeError(f"static submodel '{sm.name}': input '{d.name}' is {got}, it was compiled for "
+                                 f"{d.dtype} {list(d.shape)}")
+            in_addrs.append(slot.addr)
+        out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
+        davinci_model_execute(sm, in_addrs, out_addrs, ctx=self.sub_contexts[index])  # UpdateArgs + Execute
+        self.counters["submodel_launches"] += 1
+
+    # -- memory ----------------------------------------------------------------------------------
+    def realloc_if_needed(self, name: str, dtype, shape) -> Slot:
+        """The tensor's buffer, grown only when the new shape needs more bytes than it holds."""
+        dtype, shape = np.dtype(dtype), tuple(int(d) for d in shape)
+        nbytes = math.prod(shape) * dtype.itemsize
+        slot = self.slots.get(name)
+        if slot is None or nbytes > slot.capacity:
+            if not self.growable and name not in self.grows:
+                have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
+                raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
+                                 f"its upper bound in the range plan")
+            addr = self._malloc(nbytes)
+            if slot is None:
+                slot = self.slots[name] = Slot(addr, nbytes)
+            else:
+                self._free(slot.addr)
+                slot.addr, slot.capacity = addr, nbytes
+                self.counters["reallocs"] += 1
+        slot.dtype, slot.shape = dtype, shape
+        return slot
+
+    def _slot(self, name: str, node: DynNode) -> Slot:
+        slot = self.slots.get(name)
+        if slot is None or slot.shape is None:
+            raise GeError(f"node '{node.name}' ({node.op_type}) reads '{name}', which nothing has produced")
+        return slot
+
+    def _view(self, s):
+        return self.device.view(s.addr, s.dtype, s.shape) if isinstance(s, Slot) else s
+
+    def _malloc(self, nbytes: int) -> int:
+        addr = self.device.malloc(max(int(nbytes), 1))
+        self._owned[addr] = max(int(nbytes), 1)
+        self.counters["allocations"] += 1
+        self.counters["alloc_bytes"] += int(nbytes)
+        return addr
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory this context holds now: its tensors (the range arena) and its submodels'
+        feature maps and workspace."""
+        return sum(self._owned.values())
+
+    def _free(self, addr: int) -> None:
+        del self._owned[addr]
+        self.device.free(addr)
+
+    def destroy(self) -> None:
+        for k, sub in getattr(self, "sub_contexts", {}).items():
+            sm = self.model.submodels[k]
+            if sub in sm.contexts:
+                sm.destroy_context(sub)
+        self.sub_contexts = {}
+        for k, child in getattr(self, "children", {}).items():
+            sg = self.model.subgraphs[k]
+            if child in sg.contexts:
+                sg.destroy_context(child)
+        self.children = {}
+        for addr in self._owned:
+            self.device.free(addr)
+        self._owned.clear()
+        self.slots.clear()
+        self.host.clear()
+        self.static_body = None
+        self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)
+
+
+_HOST = object()  # run_nested: this input held a host value last time
+
+
+def _host_input(d, x):
+    """A model input that is a sequence (a list of arrays of its dtype) or an optional (None when
+    empty), checked and copied: the caller may change its arrays after the run."""
+    where = f"input '{d.name}'"
+    if x is None:
+        if d.kind.startswith("optional"):
+            return None
+        raise ShapeError(f"{where} is a {d.kind}; None is only an empty optional")
+    if d.kind in ("sequence", "optional_sequence"):
+        if not isinstance(x, (list, tuple)):
+            raise ShapeError(f"{where} is a {d.kind}: give a list of {d.dtype} arrays, got {type(x).__name__}")
+        items = [np.array(t) for t in x]
+        bad = next((a.dtype for a in items if a.dtype != np.dtype(d.dtype)), None)
+        if bad is not None:
+            raise ShapeError(f"{where}: a sequence of {d.dtype} tensors, got one of {bad}")
+        return items
+    a = np.array(x)
+    if d.dtype == STRING:
+        return _string_input(where, d, a)
+    if a.dtype != np.dtype(d.dtype):
+        raise ShapeError(f"{where}: dtype {a.dtype} does not match the model's {d.dtype}")
+    return a
+
+
+def _string_input(where: str, d, a: np.ndarray) -> np.ndarray:
+    """A string tensor input: numpy str ('U') or object arrays of str (bytes: UTF-8), as an object
+    array of str of the model's rank and fixed dims."""
+    if a.dtype.kind == "U":
+        a = a.astype(object)
+    elif a.dtype == object:
+        try:
+            a = np.array([s.decode() if type(s) is bytes else s for s in a.flat], object).reshape(a.shape)
+        except UnicodeDecodeError:
+            raise ShapeError(f"{where}: a bytes element is not UTF-8 text") from None
+        bad = next((s for s in a.flat if type(s) is not str), None)
+        if bad is not None:
+            raise ShapeError(f"{where} is a string tensor; element {bad!r} ({type(bad).__name__}) is not a str")
+    else:
+        raise ShapeError(f"{where} is a string tensor: give a numpy str or object array of str, got {a.dtype}")
+    if d.shape != (-2,) and (a.ndim != len(d.shape) or any(m >= 0 and m != n for m, n in zip(d.shape, a.shape))):
+        raise ShapeError(f"{where}: shape {list(a.shape)} does not match the model's {list(d.shape)}")
+    return a
+
+
+def _host_copy(v):
+    """An output that is a sequence or optional, given to the caller as its own copy."""
+    return None if v is None else [np.array(t) for t in v] if isinstance(v, list) else np.array(v)
