@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import native_levels
-from .native_levels import Level
+from .native_levels import Level, cpu_flags, lacks  # noqa: F401  (cpu_flags: ge.core.kernels.native.cpu_flags)
 
 ALIGN = 64
 _i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int
@@ -761,20 +761,6 @@ def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:
 
 class Unavailable(Exception):
     """Why ge's native kernels are not used (the numpy plans run instead)."""
-
-
-def cpu_flags() -> frozenset[str] | None:
-    """The CPU's features as Linux's /proc/cpuinfo names them (x86's "flags", arm's "Features"), or
-    None where there is no /proc/cpuinfo to read them from."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
-                    return frozenset(value.split())
-    except OSError:
-        return None
-    return frozenset()
 
 
 def built_levels() -> dict[str, str]:
