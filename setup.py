@@ -42,7 +42,7 @@ def say(line: str) -> None:
         return
     try:
         with open("/dev/tty", "w") as tty:
-            tty.write(line + "\n")
+            tty.write("\n" + line + "\n")  # (pip's spinner may hold the line)
     except OSError:  # no controlling terminal (CI, an IDE): stderr it is
         pass
 
