@@ -1,0 +1,47 @@
+"""The kernel and end-to-end tests again at every other native level this CPU runs, and on the numpy
+plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
+best, or GE_NATIVE_LEVEL's), and a result the instruction set changes (vector widths, FMA contraction,
+the int8 products) must pass at each, as on the machines that run only those (issue 29). Levels this
+CPU cannot run are skipped, naming the features it lacks. Ray's tests are left out of the runs: Ray
+does not depend on the level, and one Ray instance per run would only add minutes."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ge.core.kernels import native
+
+from tests.core.kernels.levels import LEVELS_HERE, skip_reason
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PARTS = ["tests/core/kernels", "tests/e2e"]
+LEFT_OUT = ["tests/e2e/test_ray.py"]  # (see above)
+OWN = native.native().level if native.native() is not None else None  # what this suite runs at
+
+
+def runs() -> list:
+    """Every level but this suite's own (skipped where it cannot run here), then the numpy plans."""
+    params = []
+    for lv in LEVELS_HERE:
+        reason = "the suite itself runs at this level" if lv.name == OWN else skip_reason(lv)
+        params.append(pytest.param({"GE_NATIVE_LEVEL": lv.name}, id=lv.name,
+                                   marks=[pytest.mark.skip(reason=reason)] if reason else []))
+    params.append(pytest.param({"GE_NO_NATIVE": "1"}, id="numpy",
+                               marks=[pytest.mark.skip(reason="the suite itself runs the numpy plans")]
+                               if OWN is None else []))
+    return params
+
+
+@pytest.mark.parametrize("env", runs())
+def test_kernels_and_e2e_pass_at(env):
+    clean = {k: v for k, v in os.environ.items() if k not in ("GE_NATIVE_LEVEL", "GE_NO_NATIVE")}
+    cmd = [sys.executable, "-m", "pytest", *PARTS, *(f"--ignore={s}" for s in LEFT_OUT), "-x",
+           "-p", "no:cacheprovider", "-W", "ignore"]
+    r = subprocess.run(cmd, cwd=ROOT, env=clean | env, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(f'{k}={v}' for k, v in env.items())} pytest {' '.join(PARTS)}:\n" + \
+        "\n".join(r.stdout.splitlines()[-60:]) + r.stderr[-3000:]
+    if env.get("GE_NATIVE_LEVEL"):  # the run did take the level asked for
+        probe = subprocess.run([sys.executable, "-c", "from ge.core.kernels import native; print(native.status())"],
+                               cwd=ROOT, env=clean | env, capture_output=True, text=True)
+        assert probe.stdout.startswith(f"native {env['GE_NATIVE_LEVEL']} ("), probe.stdout + probe.stderr
