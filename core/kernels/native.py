@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import native_levels
-from .native_levels import Level, cpu_flags, lacks  # noqa: F401  (cpu_flags: ge.core.kernels.native.cpu_flags)
+from .native_levels import Level, cpu_flags, lacks  # noqa: F401  (cpu_flags: read here by the CLI's tests)
 
 ALIGN = 64
 _i64, _ptr, _f32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float, ctypes.c_int
@@ -781,10 +781,11 @@ def choose_level(levels, built, flags: frozenset[str] | None, asked: str | None 
         level = next((lv for lv in levels if lv.name == asked), None)
         if level is None:
             raise Unavailable(f"GE_NATIVE_LEVEL={asked} is not a level of this machine ({', '.join(names)})")
+        if lacks(level, flags):
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: this CPU lacks {' '.join(sorted(lacks(level, flags)))}")
         if asked not in built:
-            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: its library is not built")
-        if flags is not None and not level.needs <= flags:
-            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: this CPU lacks {' '.join(sorted(level.needs - flags))}")
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: its library is not built (an install builds the levels its "
+                              f"CPU runs; GE_BUILD_LEVELS=all builds every one)")
         return level, f"GE_NATIVE_LEVEL={asked}"
     if not built:
         raise Unavailable("the native kernels are not built (no C compiler at install?)")
@@ -792,11 +793,11 @@ def choose_level(levels, built, flags: frozenset[str] | None, asked: str | None 
         if levels[0].name not in built:
             raise Unavailable(f"CPU features unknown (no /proc/cpuinfo) and the baseline level {names[0]} not built")
         return levels[0], "the baseline: CPU features unknown (no /proc/cpuinfo)"
-    runnable = [lv for lv in levels if lv.name in built and lv.needs <= flags]
+    runnable = [lv for lv in levels if lv.name in built and not lacks(lv, flags)]
     if not runnable:
         first = next(lv for lv in levels if lv.name in built)
         raise Unavailable(f"this CPU lacks what the built levels need ({first.name}: "
-                          f"{' '.join(sorted(first.needs - flags))})")
+                          f"{' '.join(sorted(lacks(first, flags)))})")
     return runnable[-1], f"the best of {' '.join(lv.name for lv in levels if lv.name in built)} this CPU runs"
 
 
