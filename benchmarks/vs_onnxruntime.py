@@ -3,6 +3,7 @@
     python benchmarks/vs_onnxruntime.py [--rounds 5] [--only resnet50_b1,two_node] [--json out.json]
     python benchmarks/vs_onnxruntime.py --quick        # small models, one round: a smoke test
     python benchmarks/vs_onnxruntime.py --single-thread --only mobilenetv3_b1   # on a loaded machine
+    python benchmarks/vs_onnxruntime.py --level v3     # ge at another native level, beside onnxruntime
 
 Models are built here from samples/build_samples.py (random weights) and compiled once by ge
 (cpu device). Then, round after round, every row is measured by a fresh process per engine (ge,
@@ -24,6 +25,11 @@ Rows (--only takes their keys):
   compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
   rss_resnet50            peak RSS (getrusage maxrss) of a fresh process that loads ResNet-50 (ge: its OM,
                           onnxruntime: the ONNX file) and runs it once (MiB); load time beside it
+
+--level runs ge's workers at one native level (v2, v3, v4, v4vnni on x86-64, as GE_NATIVE_LEVEL; numpy:
+the numpy plans, as GE_NO_NATIVE=1) instead of the best this CPU runs: how ge does on an AVX2 machine
+next to onnxruntime on the same one (onnxruntime keeps its own dispatch, the best this CPU has). A level
+this CPU cannot run is refused, naming what it lacks. The table's title says the level and the CPU.
 
 --single-thread runs both engines on one thread (ge's native kernels, onnxruntime's intra-op pool)
 and times the latency rows by the process's CPU time instead of the clock: when other processes
@@ -365,10 +371,43 @@ def run_rounds(launcher: Launcher, rows: list[Row], jobs: dict, rounds: int, sin
 
 def conditions(results: dict, single_thread: bool) -> str:
     """How the figures were taken, for the table's title line."""
+    from ge.core.kernels import native
     loads = [r[e]["loadavg"] for rs in results.values() for r in rs for e in ENGINES if r[e]["loadavg"] is not None]
     threads = "one thread per engine, latencies in CPU time" if single_thread else "onnxruntime with 2 intra-op threads"
     return (f"each engine in its own process, {threads}; median over rounds, ratio ge / onnxruntime (lower is better)"
-            + (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""))
+            + (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f}" if loads else "")
+            + f"; ge's kernels: {native.status()}; CPU: {cpu_name()}")
+
+
+def cpu_name() -> str:
+    """The CPU's model as /proc/cpuinfo names it (else platform's)."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def use_level(level: str) -> None:
+    """ge at `level` in this process and every worker it starts (before ge's kernels load, and before the
+    Launcher starts): a native level (GE_NATIVE_LEVEL) or "numpy" (GE_NO_NATIVE=1)."""
+    os.environ.pop("GE_NO_NATIVE", None)
+    os.environ.pop("GE_NATIVE_LEVEL", None)
+    os.environ.update({"GE_NO_NATIVE": "1"} if level == "numpy" else {"GE_NATIVE_LEVEL": level})
+
+
+def level_refused(level: str) -> str | None:
+    """Why this CPU cannot run native level `level` (as ge's loader says), or None."""
+    from ge.core.kernels import native
+    try:
+        native.load_level(level)
+    except native.Unavailable as exc:
+        return str(exc)
+    return None
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -430,6 +469,8 @@ def main(argv=None) -> int:
     parser = rows_parser(__doc__, None, "rounds per row (default 5; 1 with --quick)")
     parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
     parser.add_argument("--json", default=None, help="also write every round's figures here")
+    parser.add_argument("--level", default=None,
+                        help="ge's native level (v2, v3, ...; numpy: none); default: the best this CPU runs")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
     parser.add_argument("--launcher", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -447,8 +488,14 @@ def main(argv=None) -> int:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(r.key for r in rows)}")
     rows = [r for r in rows if not only or r.key in only]
     rounds = args.rounds or (1 if args.quick else 5)
+    if args.level:
+        use_level(args.level)
     results: dict = {r.key: [] for r in rows}
-    launcher = Launcher()  # first, while this process is small
+    launcher = Launcher()  # first, while this process is small (and with --level's environment)
+    refused = args.level and args.level != "numpy" and level_refused(args.level)
+    if refused:
+        launcher.close()
+        parser.error(f"--level {args.level}: {refused}")
     try:
         with tempfile.TemporaryDirectory(prefix="ge_vs_ort_") as tmp:
             jobs = prepare(rows, tmp)
@@ -457,7 +504,7 @@ def main(argv=None) -> int:
         launcher.close()
     table = summarize(rows, results)
     print(f"python benchmarks/vs_onnxruntime.py{' --quick' if args.quick else ''}"
-          f"{' --single-thread' if args.single_thread else ''} --rounds {rounds}"
+          f"{' --single-thread' if args.single_thread else ''}{' --level ' + args.level if args.level else ''} --rounds {rounds}"
           f"{' --only ' + args.only if only else ''}: {conditions(results, args.single_thread)}")
     print(render(table))
     if args.json:

@@ -52,6 +52,47 @@ def ort_run(model, feeds: dict) -> list[np.ndarray]:
     return sess.run(None, feeds)
 
 
+def exact_integer_products(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` whose MatMulIntegers are float64 MatMuls of the centered operands, cast to
+    int32: exact, as every partial sum of 8-bit products is an integer below 2^53. Zero points as
+    quantize_dynamic writes them (a scalar for A; a scalar or one per column for B)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    nodes = []
+    for node in out.graph.node:
+        if node.op_type != "MatMulInteger" or node.domain not in ("", "ai.onnx"):
+            nodes.append(node)
+            continue
+        centered = []
+        for i, x in enumerate(node.input[:2]):
+            p = f"{node.output[0]}__exact{i}"
+            nodes.append(helper.make_node("Cast", [x], [p], to=onnx.TensorProto.DOUBLE))
+            zp = node.input[2 + i] if len(node.input) > 2 + i else ""
+            if zp:
+                nodes += [helper.make_node("Cast", [zp], [p + "z"], to=onnx.TensorProto.DOUBLE),
+                          helper.make_node("Sub", [p, p + "z"], [p + "c"])]
+                p += "c"
+            centered.append(p)
+        nodes += [helper.make_node("MatMul", centered, [node.output[0] + "__exact"]),
+                  helper.make_node("Cast", [node.output[0] + "__exact"], [node.output[0]], to=onnx.TensorProto.INT32)]
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    return out
+
+
+def ort_unfused(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """onnxruntime's results without its int8 kernels, whose u8 x s8 products saturate on AVX2 without
+    VNNI (tests/core/kernels/int8_reference.py): graph optimizations off, so that a QDQ graph runs as
+    DequantizeLinear -> float op -> QuantizeLinear instead of fused into QLinearConv & co., and each
+    MatMulInteger exact (exact_integer_products). Float ops round where ge's fused integer kernels do
+    not: a value on a rounding boundary may land one quantization step away, which the tests allow."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(exact_integer_products(model).SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
 def ge_run(graph, feeds: dict) -> list[np.ndarray]:
     """Evaluate a ge Graph with the kernels' compute(), applying fused epilogues in place."""
     graph.toposort()
@@ -110,7 +151,7 @@ def default_backend(monkeypatch):
 
     def use(kind: str = "numpy", direct: str = "auto"):
         if kind == "native" and native.native() is None:
-            pytest.skip("ge's native kernels are not built")
+            pytest.skip(f"ge's native kernels do not run here: {native.status()}")
         chosen = backends.NUMPY if kind == "numpy" else backends.Backend(native.native(), direct)
         before = backends.select
         monkeypatch.setattr(backends, "select", lambda *a, **k: chosen)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.kernels.levels import RUNNABLE, best_level
+
 pytest.importorskip("onnxruntime")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "vs_onnxruntime.py"
@@ -44,3 +46,25 @@ def test_only_and_unknown_rows():
     assert "ResNet-50" not in proc.stdout
     bad = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "vgg"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown rows" in bad.stderr
+
+
+@pytest.mark.parametrize("level", ["lowest", "numpy"])
+def test_level_runs_ge_at_another_native_level(level):
+    """--level: ge's workers at the lowest level this CPU runs (or on the numpy plans), beside onnxruntime
+    in one run; the title names ge's kernels and the CPU."""
+    if level == "lowest":
+        level = RUNNABLE[0] if RUNNABLE else best_level()
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "two_node", "--level", level],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    title = proc.stdout.splitlines()[0]
+    assert f"--level {level} " in title and " CPU: " in title
+    assert (f"ge's kernels: native {level} (" in title) if level != "numpy" else \
+        ("ge's kernels: numpy fallback: GE_NO_NATIVE is set" in title)
+    assert [line for line in proc.stdout.splitlines() if line.startswith("| a 2-node")]
+
+
+def test_a_level_this_cpu_cannot_run_is_refused():
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "two_node", "--level", "v9"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--level v9: GE_NATIVE_LEVEL=v9 is not a level of this machine" in bad.stderr

@@ -3,9 +3,10 @@ each needs of the CPU. setup.py builds every level of the building machine's arc
 same sources (csrc/: their `#ifdef __AVX512F__`/`__AVX2__`/`__F16C__` paths pick the level's code);
 native/loader.py loads the best one the running CPU has. So a wheel or an install moves between machines of
 one architecture: no library is built for the building CPU alone (no -march=native), as numpy's and
-ggml's CPU dispatch do.
+ggml's CPU dispatch do. A source install builds the levels the installing CPU runs (levels_to_build);
+GE_BUILD_LEVELS=all builds every level, for a wheel or an install meant for other machines.
 
-Plain data without imports of ge: setup.py reads this file before ge is installed."""
+Plain data and pure functions without imports of ge: setup.py reads this file before ge is installed."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -46,3 +47,46 @@ def arch(machine: str) -> str:
 
 def levels_for(machine: str) -> tuple[Level, ...]:
     return LEVELS.get(arch(machine), GENERIC)
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str] | None:
+    """The CPU's features as Linux's /proc/cpuinfo names them (x86's "flags", arm's "Features"), or
+    None where there is no /proc/cpuinfo to read them from."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        return None
+    return frozenset()
+
+
+def lacks(level: Level, flags: frozenset[str] | None) -> frozenset[str]:
+    """The features `level` needs that a CPU with `flags` lacks (None: unknown, only the baseline is
+    safe to run blind: callers pass the baseline)."""
+    return frozenset() if flags is None else level.needs - flags
+
+
+def runnable(levels: tuple[Level, ...], flags: frozenset[str] | None) -> tuple[Level, ...]:
+    """The levels (worst first) a CPU with `flags` runs; with its features unknown, the baseline."""
+    if flags is None:
+        return levels[:1]
+    return tuple(lv for lv in levels if not lacks(lv, flags))
+
+
+def levels_to_build(machine: str, flags: frozenset[str] | None, asked: str | None = None) -> tuple[Level, ...]:
+    """What an install builds: the levels of `machine`'s architecture a CPU with `flags` runs, or
+    `asked` (GE_BUILD_LEVELS): "all" for every level, or names separated by commas."""
+    levels = levels_for(machine)
+    if not asked:
+        return runnable(levels, flags)
+    if asked.strip() == "all":
+        return levels
+    names = [n.strip() for n in asked.split(",") if n.strip()]
+    unknown = [n for n in names if n not in {lv.name for lv in levels}]
+    if unknown:
+        raise ValueError(f"GE_BUILD_LEVELS={asked}: {', '.join(unknown)} not a level of {arch(machine)} "
+                         f"({', '.join(lv.name for lv in levels)}, or all)")
+    return tuple(lv for lv in levels if lv.name in names)

@@ -12,7 +12,7 @@ import platform
 import warnings
 
 from .. import native_levels
-from ..native_levels import Level
+from ..native_levels import Level, cpu_flags, lacks
 from .abi import STRUCTS, AbiEntry
 from .binding import Native
 
@@ -52,20 +52,6 @@ class Unavailable(Exception):
     """Why ge's native kernels are not used (the numpy plans run instead)."""
 
 
-def cpu_flags() -> frozenset[str] | None:
-    """The CPU's features as Linux's /proc/cpuinfo names them (x86's "flags", arm's "Features"), or
-    None where there is no /proc/cpuinfo to read them from."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
-                    return frozenset(value.split())
-    except OSError:
-        return None
-    return frozenset()
-
-
 def built_levels() -> dict[str, str]:
     """The levels of this architecture whose library is built (setup.py), worst first: name -> path."""
     found = {}
@@ -84,10 +70,11 @@ def choose_level(levels, built, flags: frozenset[str] | None, asked: str | None 
         level = next((lv for lv in levels if lv.name == asked), None)
         if level is None:
             raise Unavailable(f"GE_NATIVE_LEVEL={asked} is not a level of this machine ({', '.join(names)})")
+        if lacks(level, flags):
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: this CPU lacks {' '.join(sorted(lacks(level, flags)))}")
         if asked not in built:
-            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: its library is not built")
-        if flags is not None and not level.needs <= flags:
-            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: this CPU lacks {' '.join(sorted(level.needs - flags))}")
+            raise Unavailable(f"GE_NATIVE_LEVEL={asked}: its library is not built (an install builds the levels its "
+                              f"CPU runs; GE_BUILD_LEVELS=all builds every one)")
         return level, f"GE_NATIVE_LEVEL={asked}"
     if not built:
         raise Unavailable("the native kernels are not built (no C compiler at install?)")
@@ -95,11 +82,11 @@ def choose_level(levels, built, flags: frozenset[str] | None, asked: str | None 
         if levels[0].name not in built:
             raise Unavailable(f"CPU features unknown (no /proc/cpuinfo) and the baseline level {names[0]} not built")
         return levels[0], "the baseline: CPU features unknown (no /proc/cpuinfo)"
-    runnable = [lv for lv in levels if lv.name in built and lv.needs <= flags]
+    runnable = [lv for lv in levels if lv.name in built and not lacks(lv, flags)]
     if not runnable:
         first = next(lv for lv in levels if lv.name in built)
         raise Unavailable(f"this CPU lacks what the built levels need ({first.name}: "
-                          f"{' '.join(sorted(first.needs - flags))})")
+                          f"{' '.join(sorted(lacks(first, flags)))})")
     return runnable[-1], f"the best of {' '.join(lv.name for lv in levels if lv.name in built)} this CPU runs"
 
 

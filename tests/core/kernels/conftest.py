@@ -10,6 +10,8 @@ from onnx import helper, numpy_helper
 from ge.core.ir import Meta, dtype_to_onnx
 from ge.core.kernels import lookup, native
 
+from .levels import level_params
+
 
 def run_onnxruntime(op_type, inputs, attrs, n_outputs, opset, const_names, domain=""):
     names = list(inputs)
@@ -30,11 +32,15 @@ def run_onnxruntime(op_type, inputs, attrs, n_outputs, opset, const_names, domai
 @pytest.fixture
 def check_op():
     """Compare ge's kernel with onnxruntime on one node. `consts` names inputs that are initializers
-    (weights, shapes, axes): the kernel receives their values at build time, as after compilation."""
+    (weights, shapes, axes): the kernel receives their values at build time, as after compilation.
+    `expected`: the outputs to compare with instead of onnxruntime's, where its result depends on the
+    CPU (int8_reference.py)."""
 
-    def check(op_type, inputs: dict, attrs=None, n_outputs=1, opset=17, consts=(), rtol=1e-5, atol=1e-6):
+    def check(op_type, inputs: dict, attrs=None, n_outputs=1, opset=17, consts=(), rtol=1e-5, atol=1e-6,
+              expected=None):
         attrs = attrs or {}
-        expected = run_onnxruntime(op_type, inputs, attrs, n_outputs, opset, consts)
+        if expected is None:
+            expected = run_onnxruntime(op_type, inputs, attrs, n_outputs, opset, consts)
         arrays = list(inputs.values())
         metas = [None if a is None else Meta(a.dtype, a.shape) for a in arrays]
         const_values = [inputs[n] if n in consts else None for n in inputs]
@@ -75,18 +81,7 @@ def native_and_numpy(request, default_backend):
     return request.param
 
 
-def _runnable_levels() -> list[str]:
-    out = []
-    for name in native.built_levels():
-        try:
-            native.load_level(name)
-        except native.Unavailable:
-            continue
-        out.append(name)
-    return out
-
-
-@pytest.fixture(params=_runnable_levels())
+@pytest.fixture(params=level_params())
 def nat(request):
-    """Every built native level this CPU runs, loaded (test_nchwc*.py)."""
+    """Every native level this CPU runs, loaded (test_nchwc*.py); the others skipped, naming why."""
     return native.load_level(request.param)

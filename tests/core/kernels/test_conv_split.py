@@ -5,7 +5,9 @@ import pytest
 
 from ge.core.kernels import native as native_mod
 
-nat = native_mod.native()
+from .levels import LEVELS_HERE, native_library, skip_reason
+
+nat = native_library()
 rng = np.random.default_rng(3)
 
 
@@ -30,7 +32,7 @@ def items(call, threads: int, pixels: bool) -> int:
 @pytest.fixture(autouse=True)
 def _native():
     if nat is None:
-        pytest.fail("the native kernels are not built")
+        pytest.skip(skip_reason(LEVELS_HERE[0]))
 
 
 def test_pixels_splits_a_small_planes_channels_for_two_threads():

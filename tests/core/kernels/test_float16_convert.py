@@ -9,7 +9,7 @@ from ge.core.ir import Meta
 from ge.core.kernels import lookup, native as native_mod
 from ge.core.kernels.backend import Backend
 
-from .test_native_levels import RUNNABLE
+from .levels import best_level, level_params
 
 ALL_HALVES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 
@@ -36,7 +36,7 @@ def threads(request):
     native_mod.calls._local.threads = None
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 def test_half_to_float_is_numpys_for_every_half(level, threads):
     lib = native_mod.load_level(level)
     out = np.empty(ALL_HALVES.size, np.float32)
@@ -44,7 +44,7 @@ def test_half_to_float_is_numpys_for_every_half(level, threads):
     np.testing.assert_array_equal(out.view(np.uint32), ALL_HALVES.view(np.float16).astype(np.float32).view(np.uint32))
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 def test_float_to_half_is_numpys_at_every_boundary(level, threads):
     lib = native_mod.load_level(level)
     values = float32_edges()
@@ -59,7 +59,7 @@ def test_float_to_half_is_numpys_at_every_boundary(level, threads):
     np.testing.assert_array_equal(back.view(np.uint16), ALL_HALVES)
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 15, 17, 100_003])
 def test_every_length(level, n):
     """Vector bodies and scalar tails, one item and several (the pool's items are 32768 elements)."""
@@ -77,7 +77,7 @@ def test_the_float16_adapter_converts_natively(monkeypatch):
     """A float16 Conv on the native backend widens its weights once, at load, through the library, and
     then converts no whole tensor per run: its phase fill reads the float16 input, its GEMM rounds as
     it stores (tests/core/kernels/test_float16_native.py has the kernels' paths)."""
-    lib = native_mod.native()
+    lib = native_mod.load_level(best_level())
     calls = []
     for name in ("half_to_float", "float_to_half"):
         real = getattr(lib, name)

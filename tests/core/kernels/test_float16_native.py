@@ -15,7 +15,7 @@ from ge.core.kernels import conv_native, lookup, native as native_mod
 from ge.core.kernels.backend import Backend
 from ge.core.kernels.fused import GE_DOMAIN
 
-from .test_native_levels import RUNNABLE
+from .levels import level_params
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 RELU, HSWISH, GELU = [["Relu", {}]], [["HardSwish", {}]], [["Gelu", {}]]
@@ -118,7 +118,7 @@ CONVS = [  # (x, w, attrs, direct, the plan's kind, inputs widened per run)
 ]
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("xs,ws,attrs,direct,kind,widened", CONVS)
 def test_conv(level, monkeypatch, xs, ws, attrs, direct, kind, widened):
     flat_or_dense(monkeypatch, kind)
@@ -128,7 +128,7 @@ def test_conv(level, monkeypatch, xs, ws, attrs, direct, kind, widened):
     check(level, monkeypatch, "Conv", attrs, [x, w, b], (1, 2), direct=direct, widened=widened, kind=kind)
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("xs,ws,attrs,direct,kind", [
     ((2, 24, 12, 12), (24, 24, 1, 1), {"ge.epilogue": RELU}, "never", "gemm"),
     ((1, 33, 7, 7), (21, 33, 1, 1), {}, "always", "direct"),  # Z and Y float16 in the direct kernel's store
@@ -168,7 +168,7 @@ PRODUCTS = [  # (op, domain, shapes, attrs, constant inputs)
 ]
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("op,domain,shapes,attrs,consts", PRODUCTS)
 def test_products(level, monkeypatch, op, domain, shapes, attrs, consts):
     rng = np.random.default_rng(sum(map(sum, shapes)))
@@ -199,7 +199,7 @@ ROWS = [  # (op, x shape, attrs, Scale and B constant)
 ]
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("op,shape,attrs,params", ROWS)
 def test_rows_read_and_write_float16(level, monkeypatch, op, shape, attrs, params):
     """LayerNormalization and Softmax rows (csrc/rows.c) convert a float16 row at a time: no whole
@@ -227,7 +227,7 @@ def test_rows_read_and_write_float16(level, monkeypatch, op, shape, attrs, param
     assert calls == []
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 def test_fused_elementwise_float16_rounds_each_step(level):
     """csrc/eltwise.c's float16 chain: float32 steps on float16 blocks (a tail past the 256-element
     blocks; operands contiguous, a vector along the last axis, one value per row, a scalar), each step
@@ -247,7 +247,7 @@ def test_fused_elementwise_float16_rounds_each_step(level):
     same_bits(kernel.compute(*arrays)[0], want)
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("shape,attrs", [
     ((2, 5, 13, 17), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 3, 9, 40), {"kernel_shape": [2, 3], "dilations": [2, 1], "pads": [0, 2, 1, 0]}),
@@ -260,7 +260,7 @@ def test_max_pool_reads_and_writes_float16(level, monkeypatch, shape, attrs):
     check(level, monkeypatch, "MaxPool", attrs, [x])
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("shape", [(1, 1280, 7, 7), (2, 67, 5, 3), (1, 3, 56, 57)])
 def test_global_average_pool_reads_and_writes_float16(level, monkeypatch, shape):
     """GlobalAveragePool's GEMV (the planes as its weights) converts an item's planes at a time and

@@ -1,8 +1,10 @@
-"""The int8 kernels on their edge values, both plans (native: csrc/qgemm.c; numpy), against
-onnxruntime (exactly) and onnx's reference evaluator (within one quantization step): activations and weights at 0/255 and -128/127, zero
-points at the ends of their range, accumulators that saturate the output, and requantized values
-exactly half-way between two steps (rounded half to even). Constant weights and scales, as in a
-compiled model, so that the native plans take them (asserted)."""
+"""The int8 kernels on their edge values, both plans (native: csrc/qgemm.c; numpy), against exact
+references (int8_reference.py: numpy int64 products, ONNX's float32 requantization) and onnx's
+reference evaluator (within one quantization step): activations and weights at 0/255 and -128/127,
+zero points at the ends of their range, accumulators that saturate the output, and requantized values
+exactly half-way between two steps (rounded half to even). Not onnxruntime's int8 products: on AVX2
+without VNNI they saturate on these very values (int8_reference.py). Constant weights and scales, as in
+a compiled model, so that the native plans take them (asserted)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -10,6 +12,8 @@ from onnx.reference import ReferenceEvaluator
 
 from ge.core.ir import Meta
 from ge.core.kernels import backend, lookup
+
+from .int8_reference import fma_atol, reference
 
 pytestmark = pytest.mark.usefixtures("native_and_numpy")
 rng = np.random.default_rng(19)
@@ -38,10 +42,9 @@ def node_model(op, inputs: dict, consts: dict, order: list, attrs=None, domain="
     return model
 
 
-def check(op, inputs: dict, consts: dict, order: list, attrs=None, domain="", reference=True, rtol=0.0):
-    """ge's planned kernel (every `consts` input known at build time) against onnxruntime and, for
-    the standard ops, onnx's reference evaluator; `order` names the node's inputs ("" = absent)."""
-    import onnxruntime as ort
+def check(op, inputs: dict, consts: dict, order: list, attrs=None, domain="", evaluator=True):
+    """ge's planned kernel (every `consts` input known at build time) against the exact reference and,
+    for the standard ops, onnx's reference evaluator; `order` names the node's inputs ("" = absent)."""
     arrays = {**inputs, **consts}
     xs = [arrays[n] if n else None for n in order]
     metas = [None if x is None else Meta(x.dtype, x.shape) for x in xs]
@@ -49,17 +52,18 @@ def check(op, inputs: dict, consts: dict, order: list, attrs=None, domain="", re
     kernel = lookup(op, domain, 17)(attrs or {}, metas, kconsts, opset=17, name="n").load()
     assert kernel.uses_native == (backend.select().lib is not None)
     out = kernel.infer()[0]
-    model = node_model(op, inputs, consts, order, attrs, domain, helper.np_dtype_to_tensor_dtype(out.dtype))
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    want = reference(op, xs, attrs)
+    assert want.dtype == out.dtype and want.shape == tuple(out.shape)
     y = np.full(out.shape, 77, out.dtype)
     ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
     kernel.run(xs, [y], ws)
-    if rtol:
-        np.testing.assert_allclose(y, want, rtol=rtol, atol=0)
+    if want.dtype == np.float32:  # float32(acc) * scale (+ bias): the native store step may fuse it
+        np.testing.assert_allclose(y, want, rtol=0, atol=fma_atol(want))
     else:
         np.testing.assert_array_equal(y, want)
-    if reference:  # onnx's evaluator multiplies the int32 accumulator in float64, onnxruntime (and ge) in
-        # float32: where float32(acc) rounds, the two land one step apart, never more
+    if evaluator:  # onnx's evaluator multiplies the int32 accumulator in float64, ge in float32: where
+        # float32(acc) rounds, the two land one step apart, never more
+        model = node_model(op, inputs, consts, order, attrs, domain, helper.np_dtype_to_tensor_dtype(out.dtype))
         ref = ReferenceEvaluator(model).run(None, inputs)[0]
         assert ref.dtype == y.dtype and np.abs(ref.astype(np.int64) - y).max() <= (0 if ref.dtype == np.int32 else 1)
     return y
@@ -151,7 +155,7 @@ def test_qgemm_edges(trans_b, quantized, adt, bdt, az, yz):
     if quantized:
         consts.update(ys=np.array(2.0 * k, np.float32), yz=np.array(yz, adt))
         order += ["ys", "yz"]
-    check("QGemm", {"a": edge((m, k), adt)}, consts, order, {"transB": trans_b}, domain=MS, reference=False)
+    check("QGemm", {"a": edge((m, k), adt)}, consts, order, {"transB": trans_b}, domain=MS, evaluator=False)
 
 
 @pytest.mark.parametrize("ash,bsh", MATMULS)
@@ -166,7 +170,7 @@ def test_matmul_integer_to_float(ash, bsh, bdt, bias):
     if bias:
         consts["bias"] = rng.standard_normal(n).astype(np.float32)
         order.append("bias")
-    check("MatMulIntegerToFloat", inputs, consts, order, domain=MS, reference=False, rtol=1e-6)
+    check("MatMulIntegerToFloat", inputs, consts, order, domain=MS, evaluator=False)
 
 
 @pytest.mark.parametrize("shape", [(2, 8, 33), (3, 7, 11)])  # whole vectors; a tail at every vector width
@@ -176,20 +180,16 @@ def test_qlinear_add_edges(dtype, shape):
     inputs = {"a": edge(shape, dtype), "b": edge(shape, dtype)}
     consts = {"as": np.array(0.5, np.float32), "az": np.array(info.max, dtype), "bs": np.array(1.5, np.float32),
               "bz": np.array(info.min, dtype), "cs": np.array(1.0, np.float32), "cz": np.array(0, dtype)}
-    check("QLinearAdd", inputs, consts, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], domain=MS, reference=False)
+    check("QLinearAdd", inputs, consts, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], domain=MS, evaluator=False)
 
 
 @pytest.mark.parametrize("adt", [U8, S8])
 def test_matmul_integer_to_float_runs_again_on_its_buffers(adt):
     """As an execution runs it: the same activation, scale and zero point arrays with new values at every
-    run (DynamicQuantizeLinear's outputs); each run against onnxruntime, and the native plan prepares
-    its call once (the key holds the activation, not its per-run reshape)."""
-    import onnxruntime as ort
+    run (DynamicQuantizeLinear's outputs); each run against the exact reference, and the native plan
+    prepares its call once (the key holds the activation, not its per-run reshape)."""
     b, bs = edge((40, 24), S8), rng.uniform(0.001, 0.01, 24).astype(np.float32)
     a, a_scale, a_zp = np.zeros((2, 5, 40), adt), np.zeros((), np.float32), np.zeros((), adt)
-    model = node_model("MatMulIntegerToFloat", {"a": a, "as": a_scale, "az": a_zp}, {"b": b, "bs": bs},
-                       ["a", "b", "as", "bs", "az"], domain=MS)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     metas = [Meta(x.dtype, x.shape) for x in (a, b, a_scale, bs, a_zp)]
     kernel = lookup("MatMulIntegerToFloat", MS, 1)({}, metas, [None, b, None, bs, None], name="n").load()
     y = np.zeros(kernel.infer()[0].shape, np.float32)
@@ -198,8 +198,8 @@ def test_matmul_integer_to_float_runs_again_on_its_buffers(adt):
     for scale in (0.02, 0.5, 0.003):
         a[...], a_scale[...], a_zp[...] = edge(a.shape, adt), scale, edge((), adt)
         kernel.run([a, b, a_scale, bs, a_zp], [y], ws)
-        want = session.run(None, {"a": a, "as": a_scale, "az": a_zp})[0]
-        np.testing.assert_allclose(y, want, rtol=1e-6, atol=0)
+        want = reference("MatMulIntegerToFloat", [a, b, a_scale, bs, a_zp])
+        np.testing.assert_allclose(y, want, rtol=0, atol=fma_atol(want))
         if kernel.uses_native:
             prepared.append(kernel.qn.calls.local.entry[1])
     assert all(call is prepared[0] for call in prepared)

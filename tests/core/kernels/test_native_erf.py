@@ -12,7 +12,7 @@ from ge.core.ir import Meta
 from ge.core.kernels import lookup, native as native_mod
 from ge.core.kernels.backend import Backend
 
-from .test_native_levels import RUNNABLE
+from .levels import best_level, level_params
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
@@ -36,7 +36,7 @@ def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(line(a) - line(b))
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 def test_float32_is_within_two_ulp_of_math_erf(level):
     rng = np.random.default_rng(3)
     x = np.concatenate([
@@ -55,7 +55,7 @@ def test_float32_is_within_two_ulp_of_math_erf(level):
     assert np.isnan(s[4:]).all()
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 def test_float16_rounds_the_float32_erf_once(level, monkeypatch):
     x = np.arange(1 << 16, dtype=np.uint16).view(F16).reshape(256, 256)  # every float16
     lib = native_mod.load_level(level)
@@ -76,7 +76,7 @@ def test_float16_rounds_the_float32_erf_once(level, monkeypatch):
 
 
 def test_strided_input_and_in_place():
-    level = RUNNABLE[-1]
+    level = best_level()
     x = (np.random.default_rng(1).standard_normal((6, 40)) * 2).astype(F32)
     k = erf_kernel(F32, (6, 20), level)
     want = k.compute(np.ascontiguousarray(x[:, ::2]))[0]

@@ -1,8 +1,9 @@
-"""ge's native kernels built per instruction-set level (core/kernels/native_levels.py, setup.py): every
-level of this machine's architecture is built, with its own flags only (no -march=native); the
-loader picks the best level the CPU's features allow, GE_NATIVE_LEVEL asks for one; each level
-this CPU runs passes the self-test and runs an OM compiled at another level to onnxruntime's
-results; and an install without the kernels says so."""
+"""ge's native kernels built per instruction-set level (core/kernels/native_levels.py, setup.py): an
+install builds the levels its CPU runs (GE_BUILD_LEVELS: others too), each with its own flags only
+(no -march=native); the loader picks the best level the CPU's features allow, GE_NATIVE_LEVEL asks
+for one; each level this CPU runs passes the self-test and runs an OM compiled at another level to
+onnxruntime's results (the levels it cannot run are skipped, naming the features it lacks); and an
+install without the kernels says so."""
 import json
 import os
 import platform
@@ -18,12 +19,11 @@ from onnx import TensorProto, helper
 from ge.core.kernels import native as native_mod
 from ge.core.kernels.native import loader
 from ge.core.kernels.native import Unavailable, choose_level, cpu_flags
-from ge.core.kernels.native_levels import LEVELS, levels_for
+from ge.core.kernels.native_levels import LEVELS, levels_for, levels_to_build, runnable
 from tests.conftest import ort_run
 
-LEVELS_HERE = levels_for(platform.machine())
-FLAGS = cpu_flags()
-RUNNABLE = [lv.name for lv in LEVELS_HERE if FLAGS is None or lv.needs <= FLAGS]
+from .levels import FLAGS, LEVELS_HERE, RUNNABLE, best_level, c_compiler, level_params
+
 X86 = LEVELS["x86_64"]
 
 
@@ -83,6 +83,26 @@ def test_levels_per_architecture():
     assert [(lv.name, lv.cflags) for lv in levels_for("riscv64")] == [("generic", ())]
 
 
+@pytest.mark.parametrize("cpu,asked,want", [
+    ("v3", None, "v2 v3"),  # AVX2 without AVX-512: v4 and v4vnni would never run
+    ("v4vnni", None, "v2 v3 v4 v4vnni"),
+    ("v2", "", "v2"),
+    ("v2", "all", "v2 v3 v4 v4vnni"),  # a wheel for other machines
+    ("v4", " v3,v2 ", "v2 v3"),
+])
+def test_an_install_builds_the_levels_its_cpu_runs(cpu, asked, want):
+    assert [lv.name for lv in levels_to_build("x86_64", x86_flags(cpu), asked)] == want.split()
+
+
+def test_levels_to_build_elsewhere():
+    assert [lv.name for lv in levels_to_build("x86_64", None)] == ["v2"]  # features unknown: what the loader runs
+    assert [lv.name for lv in levels_to_build("arm64", frozenset({"fp", "asimd"}))] == ["armv8"]
+    assert levels_to_build("x86_64", x86_flags("v2") - {"sse4_2"}) == ()  # below the baseline: nothing runs
+    with pytest.raises(ValueError, match=r"GE_BUILD_LEVELS=v3,v5: v5 not a level of x86_64 \(v2, v3, v4, v4vnni, "
+                                         r"or all\)"):
+        levels_to_build("x86_64", x86_flags("v4"), "v3,v5")
+
+
 @pytest.mark.parametrize("text,want", [
     ("processor\t: 0\nflags\t\t: fpu sse4_2 avx2\nbugs\t\t: spectre\n", {"fpu", "sse4_2", "avx2"}),
     ("processor\t: 0\nFeatures\t: fp asimd evtstrm crc32\n", {"fp", "asimd", "evtstrm", "crc32"}),
@@ -97,8 +117,12 @@ def test_cpu_flags_from_proc_cpuinfo(tmp_path, monkeypatch, text, want):
 
 # -- what is built ----------------------------------------------------------------------------------
 
-def test_every_level_of_this_machine_is_built():
-    assert list(native_mod.built_levels()) == [lv.name for lv in LEVELS_HERE]
+def test_every_level_this_cpu_runs_is_built():
+    """An install with a C compiler builds every level this CPU runs (native_levels.levels_to_build)."""
+    if not c_compiler():
+        pytest.skip("no C compiler: the install built no native level")
+    want = [lv.name for lv in runnable(LEVELS_HERE, FLAGS)]
+    assert [name for name in native_mod.built_levels() if name in want] == want
 
 
 def recorded_switches(path: str) -> list[str]:
@@ -121,6 +145,8 @@ def recorded_switches(path: str) -> list[str]:
 def test_each_object_was_compiled_for_its_level_only(level):
     """No object of a library was compiled with -march=native (GCC records it as the building CPU's
     name) or with another level's flags: every object's recorded flags are the level's."""
+    if level.name not in native_mod.built_levels():
+        pytest.skip(f"{level.name} is not built here")
     lines = recorded_switches(native_mod.built_levels()[level.name])
     assert lines
     for line in lines:
@@ -134,17 +160,12 @@ X86_ISA = {"v2": "sse4.2", "v3": "sse4.2 avx avx2 fma f16c", "v4": "sse4.2 avx a
            "v4vnni": "sse4.2 avx avx2 fma f16c avx512f avx512bw avx512vnni"}
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 def test_each_level_the_cpu_runs_loads_and_passes_its_self_test(level):
     lib = native_mod.load_level(level)  # load() runs the self-test; a failure raises Unavailable
     assert lib.level == level
     if platform.machine() in ("x86_64", "AMD64"):
         assert lib.isa == X86_ISA[level]
-
-
-def test_every_level_runs_here():
-    """This machine (AVX-512 with VNNI) runs every x86-64 level: none of the tests above is left out."""
-    assert RUNNABLE == [lv.name for lv in LEVELS_HERE]
 
 
 # -- an OM compiled at one level runs at every level ------------------------------------------------
@@ -218,11 +239,12 @@ def model_files(tmp_path_factory):
     return d, om, ort_run(model, {"x": x})[0]
 
 
-@pytest.mark.parametrize("compile_level", [RUNNABLE[0], RUNNABLE[-1]])
-@pytest.mark.parametrize("level", RUNNABLE)
-def test_an_om_runs_at_each_level_with_onnxruntimes_results(model_files, compile_level, level):
-    """Compiled at the lowest level or the best, an OM keeps its native plans at every level (the
-    workspaces it plans fit every level's tiles) and gives onnxruntime's results."""
+@pytest.mark.parametrize("compiled_at", ["lowest", "best"])
+@pytest.mark.parametrize("level", level_params())
+def test_an_om_runs_at_each_level_with_onnxruntimes_results(model_files, compiled_at, level):
+    """Compiled at the lowest level this CPU runs or the best, an OM keeps its native plans at every
+    level (the workspaces it plans fit every level's tiles) and gives onnxruntime's results."""
+    compile_level = RUNNABLE[0] if compiled_at == "lowest" else RUNNABLE[-1]
     d, om, want = model_files
     out = d / f"y_{compile_level}_{level}.npy"
     report = json.loads(at_level(level, RUN_AT_LEVEL, om(compile_level), d / "x.npy", out))
@@ -234,6 +256,7 @@ def test_an_om_runs_at_each_level_with_onnxruntimes_results(model_files, compile
 
 def test_workspaces_are_planned_for_every_level():
     """The GEMM's workspace is what the widest of every level's tiles needs, whichever level plans it."""
+    best_level()  # (skips where no level runs)
     libs = [native_mod.load_level(level) for level in RUNNABLE]
     for m, n, k in ((9, 45, 70), (37, 7, 300), (64, 3136, 576), (1000, 1, 2048)):
         for raw_a, gathered_b in ((True, False), (False, True), (True, True)):
@@ -259,10 +282,14 @@ def reselect(monkeypatch):
 @pytest.mark.parametrize("env,want", [
     ({"GE_NO_NATIVE": "1"}, "numpy fallback: GE_NO_NATIVE is set"),
     ({"GE_NATIVE_LEVEL": "v9"}, "numpy fallback: GE_NATIVE_LEVEL=v9 is not a level of this machine"),
-    ({"GE_NATIVE_LEVEL": "v2"}, "native v2 ("),
+    ({"GE_NATIVE_LEVEL": "the lowest"}, "native {lowest} ("),
 ])
 def test_status_says_what_runs_and_why(monkeypatch, env, want):
     monkeypatch.delenv("GE_NO_NATIVE", raising=False)
+    monkeypatch.delenv("GE_NATIVE_LEVEL", raising=False)
+    if env.get("GE_NATIVE_LEVEL") == "the lowest":  # the lowest level that runs here
+        best_level()  # (skips where none does)
+        env, want = {"GE_NATIVE_LEVEL": RUNNABLE[0]}, want.format(lowest=RUNNABLE[0])
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     reselect(monkeypatch)
@@ -272,7 +299,8 @@ def test_status_says_what_runs_and_why(monkeypatch, env, want):
 
 def test_a_refused_library_says_why(monkeypatch):
     monkeypatch.delenv("GE_NO_NATIVE", raising=False)
+    monkeypatch.delenv("GE_NATIVE_LEVEL", raising=False)
     monkeypatch.setattr(native_mod.Native, "_works", lambda self: False)
     reselect(monkeypatch)
-    best = RUNNABLE[-1]
+    best = best_level()
     assert native_mod.status() == f"numpy fallback: _native_{best} refused: it fails its self-test against numpy"

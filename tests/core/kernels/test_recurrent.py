@@ -1,19 +1,16 @@
 """RNN, GRU and LSTM against onnxruntime, every case on the native loop (csrc/recurrent.c: float32,
 default activations) and on the numpy loop; a few on every native level this CPU runs."""
-import platform
-
 import numpy as np
 import pytest
 
 from ge.core.errors import GraphError
 from ge.core.ir import Meta
 from ge.core.kernels import backend as backends, lookup, native as native_mod
-from ge.core.kernels.native_levels import levels_for
+
+from .levels import RUNNABLE, level_params
 
 pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every case through both plans
 rng = np.random.default_rng(6)
-RUNNABLE = [lv.name for lv in levels_for(platform.machine())
-            if native_mod.cpu_flags() is None or lv.needs <= native_mod.cpu_flags()]
 TOL = dict(rtol=1e-4, atol=1e-5)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
@@ -276,7 +273,7 @@ def test_native_plan_for_float32_default_activations(native_and_numpy):
     assert not uses_native(f64, {})
 
 
-@pytest.mark.parametrize("level", RUNNABLE)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("op,attrs,batch", [("LSTM", {"direction": "bidirectional"}, 3),
                                             ("GRU", {"direction": "reverse"}, 2),
                                             ("GRU", {"linear_before_reset": 1}, 1), ("RNN", {}, 1)])

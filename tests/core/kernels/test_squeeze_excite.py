@@ -3,7 +3,6 @@
 value, float16 read and written as it is), the gated map written over x (output_over), and the
 prepared calls the tasks are bound to; every path beside onnxruntime, numpy's bits where they are
 exact, at every native level this machine runs."""
-import platform
 
 import numpy as np
 import onnx
@@ -17,7 +16,8 @@ from ge.core.kernels import lookup
 from ge.core.kernels import native as native_mod
 from ge.core.kernels.backend import Backend
 from ge.core.kernels.native import EW_ADD, EW_DIV, EW_MUL, EW_SUB, CallSequence, PreparedCall
-from ge.core.kernels.native_levels import levels_for
+
+from .levels import level_params
 
 rng = np.random.default_rng(12)
 F16, F32 = np.float16, np.float32
@@ -28,7 +28,6 @@ OPS = {"Add": EW_ADD, "Sub": EW_SUB, "Mul": EW_MUL, "Div": EW_DIV}
 #: a per-channel value over short runs (the chain's gather), a trailing vector, both broadcasting
 SHAPES = [((1, 72, 28, 28), (1, 72, 1, 1)), ((2, 20, 7, 7), (2, 20, 1, 1)), ((3, 16, 5, 9), (1, 16, 1, 1)),
           ((2, 5, 33), (1,)), ((4, 16, 3), (16, 1)), ((2, 3, 40), (40,)), ((1, 20), (4, 1))]
-LEVELS = [lv.name for lv in levels_for(platform.machine()) if lv.name in native_mod.built_levels()]
 
 
 def bits(a: np.ndarray) -> np.ndarray:
@@ -43,7 +42,7 @@ def operands(shape_a, shape_b, dtype):
     return a, b
 
 
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_binary_call_gives_numpys_bits_at_every_level(level, dtype):
     """Every broadcast shape, either operand first, out of place and in place over the full operand:
@@ -63,7 +62,7 @@ def test_binary_call_gives_numpys_bits_at_every_level(level, dtype):
                     np.testing.assert_array_equal(bits(a), bits(want))
 
 
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_row_means_at_every_level(level, dtype):
     """GlobalAveragePool's sums: planes of 7x7, 14x14, 1, 3 and 33 elements, rows past a block of VL
@@ -237,7 +236,7 @@ def test_se_tasks_are_bound_to_their_prepared_calls(tmp_path, default_backend):
 
 # -- the float16 adapter forwards output_over ----------------------------------------------------------
 
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("xs,ws,direct", [((2, 24, 12, 12), (24, 24, 1, 1), "never"),
                                           ((1, 33, 7, 7), (21, 33, 1, 1), "always"),
                                           ((1, 700, 16, 16), (20, 700, 1, 1), "never"),  # two blocks of K

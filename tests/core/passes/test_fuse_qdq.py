@@ -1,10 +1,13 @@
 """fuse_qdq: QDQ groups and quantize_dynamic's products become quantized ops, results within one
-quantization step of onnxruntime (which fuses the same groups)."""
+quantization step of onnxruntime's unfused graph (tests/conftest.py's ort_unfused: the float ops
+between DequantizeLinear and QuantizeLinear, exact integer products; not its int8 kernels, whose
+results depend on the CPU)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
 from ge.core.passes import optimize
+from tests.conftest import ort_unfused
 
 rng = np.random.default_rng(23)
 F, MS = TensorProto.FLOAT, "com.microsoft"
@@ -55,7 +58,7 @@ def ops(graph):
     return sorted({(n.op_type, n.domain) for n in graph.nodes})
 
 
-def test_qdq_groups_become_quantized_ops(make_model, load, run_ort, run_ge):
+def test_qdq_groups_become_quantized_ops(make_model, load, run_ge):
     model = qdq_model(make_model)
     g = load(model)
     report = optimize(g)
@@ -64,18 +67,18 @@ def test_qdq_groups_become_quantized_ops(make_model, load, run_ort, run_ge):
     assert ops(g) == [("DequantizeLinear", ""), ("Flatten", ""), ("MaxPool", ""), ("QGemm", MS), ("QLinearAdd", MS),
                       ("QLinearConv", ""), ("QLinearGlobalAveragePool", MS), ("QuantizeLinear", "")]
     x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
-    got, want = run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0]
+    got, want = run_ge(g, {"x": x})[0], ort_unfused(model, {"x": x})[0]
     assert np.abs(got - want).max() <= 0.04 * 1.001  # within one step of the output's scale
 
 
-def test_groups_that_do_not_match_stay(make_model, load, run_ort, run_ge):
+def test_groups_that_do_not_match_stay(make_model, load, run_ge):
     # the Conv's float output is read twice, and the Gemm's bias has another scale than a_scale * w_scale
     model = qdq_model(make_model, conv_readers=2, bias_scale=np.full(8, 1e-4, np.float32))
     g = load(model)
     stats = optimize(g)["passes"]["fuse_qdq"]
     assert stats["conv"] == 0 and ("Conv", "") in ops(g)
     x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
-    for got, want in zip(run_ge(g, {"x": x}), run_ort(model, {"x": x})):
+    for got, want in zip(run_ge(g, {"x": x}), ort_unfused(model, {"x": x})):
         np.testing.assert_allclose(got, want, rtol=0, atol=0.04 * 1.001)
 
 
@@ -104,17 +107,17 @@ def dynamic_model(make_model, with_bias=True):
 
 
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_dynamic_matmul_becomes_matmul_integer_to_float(make_model, load, run_ort, run_ge, with_bias):
+def test_dynamic_matmul_becomes_matmul_integer_to_float(make_model, load, run_ge, with_bias):
     model = dynamic_model(make_model, with_bias)
     g = load(model)
     assert optimize(g)["passes"]["fuse_qdq"]["dynamic_matmul"] == 1
     assert ops(g) == [("DynamicQuantizeLinear", ""), ("MatMulIntegerToFloat", MS)]
     x = rng.standard_normal((2, 7, 48)).astype(np.float32)
-    np.testing.assert_allclose(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_ge(g, {"x": x})[0], ort_unfused(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("plan", ["native", "numpy"])
-def test_dynamic_matmul_takes_the_gelu(make_model, load, run_ort, run_ge, default_backend, plan):
+def test_dynamic_matmul_takes_the_gelu(make_model, load, run_ge, default_backend, plan):
     """BERT's intermediate: the int8 product then Gelu (erf form) -> one MatMulIntegerToFloat, activation Gelu."""
     default_backend(plan)
     model = dynamic_model(make_model)
@@ -130,4 +133,4 @@ def test_dynamic_matmul_takes_the_gelu(make_model, load, run_ort, run_ge, defaul
     assert ops(g) == [("DynamicQuantizeLinear", ""), ("MatMulIntegerToFloat", MS)]
     assert next(x for x in g.nodes if x.op_type == "MatMulIntegerToFloat").attrs["activation"] == "Gelu"
     x = rng.standard_normal((2, 7, 48)).astype(np.float32)
-    np.testing.assert_allclose(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run_ge(g, {"x": x})[0], ort_unfused(model, {"x": x})[0], rtol=1e-4, atol=1e-4)

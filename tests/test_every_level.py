@@ -1,0 +1,68 @@
+"""The kernel and end-to-end tests again at every other native level this CPU runs, and on the numpy
+plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
+best, or GE_NATIVE_LEVEL's), and a result the instruction set changes (vector widths, FMA contraction,
+the int8 products) must pass at each, as on the machines that run only those (issue 29). Levels this
+CPU cannot run are skipped, naming the features it lacks. The runs go side by side, one per core (they
+are mostly one Python thread each). Left out of them: Ray's tests (Ray does not depend on the level,
+and a Ray instance per run would only add minutes) and test_native_levels.py (it loads every level
+itself, whatever the process's)."""
+import concurrent.futures
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ge.core.kernels import native
+
+from tests.core.kernels.levels import LEVELS_HERE, skip_reason
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PARTS = ["tests/core/kernels", "tests/e2e"]
+LEFT_OUT = ["tests/e2e/test_ray.py", "tests/core/kernels/test_native_levels.py"]  # (see above)
+OWN = native.native().level if native.native() is not None else None  # what this suite runs at
+
+
+def runs() -> list:
+    """Every level but this suite's own (skipped where it cannot run here), then the numpy plans."""
+    params = []
+    for lv in LEVELS_HERE:
+        reason = "the suite itself runs at this level" if lv.name == OWN else skip_reason(lv)
+        params.append(pytest.param({"GE_NATIVE_LEVEL": lv.name}, id=lv.name,
+                                   marks=[pytest.mark.skip(reason=reason)] if reason else []))
+    params.append(pytest.param({"GE_NO_NATIVE": "1"}, id="numpy",
+                               marks=[pytest.mark.skip(reason="the suite itself runs the numpy plans")]
+                               if OWN is None else []))
+    return params
+
+
+CLEAN = {k: v for k, v in os.environ.items() if k not in ("GE_NATIVE_LEVEL", "GE_NO_NATIVE")}
+
+
+def run(env: dict) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", *PARTS, *(f"--ignore={s}" for s in LEFT_OUT), "-x",
+           "-p", "no:cacheprovider", "-W", "ignore"]
+    return subprocess.run(cmd, cwd=ROOT, env=CLEAN | env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def started(request):
+    """Every run of this session's selection that is not skipped, started at once on a pool of one
+    worker per core."""
+    selected = {item.callspec.id for item in request.session.items if item.module is request.module}
+    envs = [p.values[0] for p in runs() if not p.marks and p.id in selected]
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    yield {tuple(sorted(e.items())): pool.submit(run, e) for e in envs}
+    pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("env", runs())
+def test_kernels_and_e2e_pass_at(env, started):
+    r = started[tuple(sorted(env.items()))].result()
+    print(f"{' '.join(f'{k}={v}' for k, v in env.items())}: {(r.stdout.strip().splitlines() or [''])[-1]}")  # (-rP)
+    assert r.returncode == 0, f"{' '.join(f'{k}={v}' for k, v in env.items())} pytest {' '.join(PARTS)}:\n" + \
+        "\n".join(r.stdout.splitlines()[-60:]) + r.stderr[-3000:]
+    if env.get("GE_NATIVE_LEVEL"):  # the run did take the level asked for
+        probe = subprocess.run([sys.executable, "-c", "from ge.core.kernels import native; print(native.status())"],
+                               cwd=ROOT, env=CLEAN | env, capture_output=True, text=True)
+        assert probe.stdout.startswith(f"native {env['GE_NATIVE_LEVEL']} ("), probe.stdout + probe.stderr
