@@ -32,12 +32,40 @@ from .tensor_descs import input_shape, record_output
 
 
 class AclModel:
-    """A model loaded through acl: its ge model id, device, descriptions, and the output dims of its last run."""
+    """A model loaded through acl: its ge model id, device, descriptions, and the output dims of its last run.
+    Runs of a static model from several threads go at once (ge gives each a context of its own); a gear
+    or run-time-shape model's runs take turns (a gear is selected and run as one step). Unload waits for
+    the runs under way, and a run after it is refused."""
 
     def __init__(self, model_id: int, device, descs: ModelDescs):
         self.model_id, self.device, self.descs = model_id, device, descs
-        self.lock = threading.Lock()  # a gear is selected and run as one step
+        self.lock = threading.Lock()
         self.last_output_dims: tuple | None = None
+        self._state = threading.Condition()
+        self._runs = 0
+        self.unloaded = False
+
+    def run(self, work) -> None:
+        with self._state:
+            if self.unloaded:
+                fail(ACL_ERROR_GE_EXEC_MODEL_ID_INVALID, f"model {self.model_id} was unloaded")
+            self._runs += 1
+        try:
+            if self.descs.gear_kind or self.descs.dynamic:
+                with self.lock:
+                    work()
+            else:
+                work()
+        finally:
+            with self._state:
+                self._runs -= 1
+                self._state.notify_all()
+
+    def close(self) -> None:
+        """No run after this one; returns once the runs under way have ended."""
+        with self._state:
+            self.unloaded = True
+            self._state.wait_for(lambda: self._runs == 0)
 
 
 class ModelDesc:
@@ -97,8 +125,8 @@ def unload(model_id):
     m = _model(model_id)
     with _lock:
         _models.pop(m.model_id, None)
-    with m.lock:
-        model_manager.unload(m.model_id)
+    m.close()
+    model_manager.unload(m.model_id)
 
 
 def query_size(model_path):
@@ -372,18 +400,15 @@ def _prepare(model_id, input_dataset, output_dataset):
     outputs = [_bind(buffer_of(outs, i, "output"), d, out_shapes[i], m.device, "output", i)
                for i, d in enumerate(descs.outputs)]
 
-    def run():
-        with m.lock:
-            if _models.get(m.model_id) is not m:
-                fail(ACL_ERROR_GE_EXEC_MODEL_ID_INVALID, f"model {model_id} was unloaded")
-            try:
-                if gear is not None:
-                    model_manager.model(m.model_id).set_input_dynamic_dims(descs.gear_values[gear])
-                model_manager.execute(m.model_id, inputs, outputs)
-            except GeError as e:
-                fail(ACL_ERROR_RT_MODEL_EXECUTE, str(e))
-            m.last_output_dims = tuple(tuple(d) for d in out_shapes)
-    return run
+    def work():
+        try:
+            if gear is not None:
+                model_manager.model(m.model_id).set_input_dynamic_dims(descs.gear_values[gear])
+            model_manager.execute(m.model_id, inputs, outputs)
+        except GeError as e:
+            fail(ACL_ERROR_RT_MODEL_EXECUTE, str(e))
+        m.last_output_dims = tuple(tuple(d) for d in out_shapes)
+    return lambda: m.run(work)
 
 
 def _prepare_dynamic(m: AclModel, ins: Dataset, outs: Dataset):
@@ -400,23 +425,20 @@ def _prepare_dynamic(m: AclModel, ins: Dataset, outs: Dataset):
         inputs.append(_bind(buf, io, shape, m.device, "input", i, typed=True))
     targets = [buffer_of(outs, i, "output") for i in range(len(descs.outputs))]
 
-    def run():
-        with m.lock:
-            if _models.get(m.model_id) is not m:
-                fail(ACL_ERROR_GE_EXEC_MODEL_ID_INVALID, f"model {m.model_id} was unloaded")
-            try:
-                results = model_manager.execute(m.model_id, inputs)
-            except GeError as e:
-                fail(ACL_ERROR_RT_MODEL_EXECUTE, str(e))
-            for i, (io, y, buf) in enumerate(zip(descs.outputs, results, targets)):
-                y = np.ascontiguousarray(y)
-                if y.nbytes > buf.size:
-                    fail(ACL_ERROR_INVALID_PARAM, f"output {i} ('{io.name}') is {y.nbytes} bytes {list(y.shape)}, "
-                                                  f"its buffer holds {buf.size}")
-                memory.view(buf.addr, y.nbytes)[...] = y.reshape(-1).view(np.uint8)
-                record_output(outs, i, y.dtype.name, y.shape)
-            m.last_output_dims = tuple(tuple(y.shape) for y in results)
-    return run
+    def work():
+        try:
+            results = model_manager.execute(m.model_id, inputs)
+        except GeError as e:
+            fail(ACL_ERROR_RT_MODEL_EXECUTE, str(e))
+        for i, (io, y, buf) in enumerate(zip(descs.outputs, results, targets)):
+            y = np.ascontiguousarray(y)
+            if y.nbytes > buf.size:
+                fail(ACL_ERROR_INVALID_PARAM, f"output {i} ('{io.name}') is {y.nbytes} bytes {list(y.shape)}, "
+                                              f"its buffer holds {buf.size}")
+            memory.view(buf.addr, y.nbytes)[...] = y.reshape(-1).view(np.uint8)
+            record_output(outs, i, y.dtype.name, y.shape)
+        m.last_output_dims = tuple(tuple(y.shape) for y in results)
+    return lambda: m.run(work)
 
 
 @acl_call("ret")

@@ -177,6 +177,11 @@ def ready_model(path):
     """A loaded model with its datasets on device memory: (model_id, desc, in_ds, out_ds, in_ptr, out_ptr)."""
     model_id, ret = acl.mdl.load_from_file(path)
     assert ret == 0
+    return ready_datasets(model_id)
+
+
+def ready_datasets(model_id):
+    """A loaded model's desc and datasets on device memory: (model_id, desc, in_ds, out_ds, in_ptr, out_ptr)."""
     desc = acl.mdl.create_desc()
     assert acl.mdl.get_desc(desc, model_id) == 0
     sets = []
