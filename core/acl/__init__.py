@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import os
 
+from ..errors import DeviceError
 from ..runtime.device import DEVICE_NAMES
 
 
 def device_kind() -> str:
-    """cpu or sim, from GE_ACL_DEVICE (default cpu)."""
+    """cpu or sim, from GE_ACL_DEVICE (default cpu); anything else is an error naming it."""
     kind = os.environ.get("GE_ACL_DEVICE", "cpu").strip().lower() or "cpu"
-    return kind if kind in DEVICE_NAMES else "cpu"
+    if kind not in DEVICE_NAMES:
+        raise DeviceError(f"GE_ACL_DEVICE={os.environ['GE_ACL_DEVICE']!r} is no ge device: choose "
+                          f"{' or '.join(DEVICE_NAMES)}")
+    return kind
 
 
 def device_name(device_id: int) -> str:

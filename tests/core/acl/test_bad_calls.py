@@ -114,3 +114,12 @@ def test_bad_gear_calls(device, models):
     assert acl.mdl.execute(model_id, in_ds, out_ds) == 0
     assert acl.mdl.get_cur_output_dims(desc, 0)[0]["dims"] == [4, 5]
     assert acl.mdl.unload(model_id) == 0
+
+
+def test_an_unknown_device_kind_is_a_code_naming_it(monkeypatch):
+    monkeypatch.setenv("GE_ACL_DEVICE", "npu")
+    acl.init()
+    try:
+        _fails(acl.rt.set_device(3), 107000, "GE_ACL_DEVICE='npu' is no ge device: choose cpu or sim")
+    finally:
+        acl.finalize()
