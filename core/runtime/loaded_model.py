@@ -8,10 +8,7 @@ the API, pyACL, ais_bench, profiling), so that none of them asks which class it 
 Each keeps its immutable part (weights, kernels, plans) apart from its per-run state (contexts)."""
 from __future__ import annotations
 
-from ..dynamic_model import GEARS, HYBRID, RANGE
-
-STATIC = "static"
-SHAPE_MODES = (STATIC, GEARS, RANGE, HYBRID)
+STATIC = "static"  # the other shape modes are dynamic_model's GEARS, RANGE and HYBRID
 
 
 class LoadedModel:
@@ -19,7 +16,7 @@ class LoadedModel:
     and outputs (TensorDescs; -1 where a dim is decided at run time), soc_version (the SoC it was
     compiled for), default_context, timings."""
 
-    #: how its shapes are decided: STATIC, GEARS, RANGE or HYBRID
+    #: how its shapes are decided: STATIC, or dynamic_model.GEARS, RANGE or HYBRID
     shape_mode: str = STATIC
     #: nn_execute may run from several threads at once, each on a context of its own (else calls
     #: share per-model state, the selected gear or the impl cache, and take turns)
