@@ -11,8 +11,9 @@ and shapes through it, and runs there.
 As aclruntime, an input is taken as its bytes: it must hold exactly the bytes the model's input
 needs (its `realsize`: the selected gear's, the set shape's), which are then read as the model's
 dtype ("Check i:0 name:x in size:... needsize:... not match" otherwise). Every execution's time
-goes to `sumary().exec_time_list`, the copies' times to `MemorySummary`. On `cpu` a tensor's
-device copy is host memory, as the device's own memory is.
+goes to `sumary().exec_time_list`, the copies' times to `MemorySummary`. A device tensor is an
+allocation of that device (on `cpu` host memory, as the device's own memory is; on `sim` the
+simulated NPU's, its copies counted).
 """
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ from . import device_name
 from ..api import acl as api
 from ..api import inference
 from ..errors import GeError
+from ..runtime.device import MAX_DEVICES, get_device as ge_device
 
 FORMAT_ND = 2  # aclFormat: the OM records no layout for its inputs and outputs
-MAX_DEVICE_ID = 255
+MAX_DEVICE_ID = MAX_DEVICES - 1  # ge's devices, not aclruntime's 255: a larger id could never be set
 
 
 class AclRuntimeError(GeError, RuntimeError):
@@ -161,24 +163,47 @@ class BaseTensor:
 
 
 class Tensor:
-    """A tensor on the host or on a device (`to_device(id)` / `to_host()`); numpy reads a host one."""
+    """A tensor on the host or on a device (`to_device(id)` / `to_host()`); numpy reads a host one.
+    A device tensor's values live in that device's memory (an allocation freed with the tensor), so
+    the copies are the device's, counted as its h2d and d2h."""
 
     def __init__(self, array):
         data = np.array(array, order="C", copy=True)
         dtype.of(data.dtype)
-        self._data, self._device = data, -1
+        self._data, self._device, self._free = data, -1, None
 
     @classmethod
     def on_device(cls, data: np.ndarray, device_id: int) -> "Tensor":
+        """A device tensor holding `data`, as a model's output or a file's bytes land there (no h2d)."""
         t = cls.__new__(cls)
-        t._data, t._device = data, int(device_id)
+        t._data, t._device, t._free = data, -1, None
+        t._place(device_id, counted=False)
         return t
 
+    def _place(self, device_id: int, counted: bool) -> None:
+        device_id = check_device_id(device_id)
+        device = ge_device(device_name(device_id))
+        data = np.ascontiguousarray(self._data)
+        addr = device.malloc(data.nbytes)
+        self._free = weakref.finalize(self, device.free, addr)
+        view = device.view(addr, data.dtype, data.shape)
+        if counted:
+            device.memcpy_h2d(addr, data)
+        else:
+            np.copyto(view, data)
+        self._data, self._device = view, device_id
+
     def to_device(self, device_id: int) -> None:
-        self._device = check_device_id(device_id)
+        self.to_host()
+        self._place(device_id, counted=True)
 
     def to_host(self) -> None:
-        self._device = -1
+        if self._device < 0:
+            return
+        device = ge_device(device_name(self._device))
+        self._data = device.copy_out(self._data)
+        self._free()
+        self._device, self._free = -1, None
 
     def __array__(self, dtype=None, copy=None):
         if self._device >= 0:

@@ -21,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from ...errors import GeError
 from ...ge_model import TensorDesc
+from ...runtime.device import MAX_DEVICES
 from ...api import dataset, inference, profiling
 from ....formats.tensors import write_text
 from . import files
@@ -29,7 +30,7 @@ from .log import logger
 from .summary import Summary
 
 TIME_FORMAT = "%Y_%m_%d-%H_%M_%S"  # ais_bench's output folder without --output_dirname
-MAX_DEVICE_ID = 255
+MAX_DEVICE_ID = MAX_DEVICES - 1  # ge's devices (ais_bench says 255): a larger id could never be set
 
 
 def str2bool(v):
@@ -104,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
         help='dynamic shape range, such as --dymShape_range "data:1,600~700;img_info:1,600-700"')
     add("--aipp_config", type=str, default=None, help="file type: .config, to set actual aipp params before infer")
     add("--energy_consumption", type=str2bool, default=False, help="obtain power consumption data for model inference")
-    add("--npu_id", type=check_device_range_valid, default=0, help="the NPU ID to use. valid value range is [0, 255]")
+    add("--npu_id", type=check_device_range_valid, default=0, help=f"the NPU ID to use. valid value range is [0, {MAX_DEVICE_ID}]")
     add("--backend", type=str, default=None, help="backend trtexec")
     add("--perf", type=str2bool, default=False, help="perf switch")
     add("--pipeline", type=str2bool, default=False, help="pipeline switch")

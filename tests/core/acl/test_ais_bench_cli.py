@@ -242,8 +242,8 @@ def ge_cli():
     (("--model", "m.om", "--bogus", "1"), "error: unrecognized arguments: --bogus 1"),
     (("--model", "m.om", "--outfmt", "CSV"), "error: argument --outfmt: invalid choice: 'CSV'"),
     (("--model", "m.om", "--loop", "0"), "error: argument --loop/-l: 0 is an invalid positive int value"),
-    (("--model", "m.om", "--device", "300"), "device:300 is invalid. valid value range is [0, 255]"),
-    (("--model", "m.om", "--device", "0,300"), "300 of device:0,300 is invalid. valid value range is [0, 255]"),
+    (("--model", "m.om", "--device", "300"), "device:300 is invalid. valid value range is [0, 63]"),
+    (("--model", "m.om", "--device", "0,300"), "300 of device:0,300 is invalid. valid value range is [0, 63]"),
     (("--model", "m.om", "--debug", "maybe"), "Boolean value expected true, 1, false, 0 with case insensitive."),
     (("--input", "x"), "error: the following arguments are required: --model/-m"),
 ])

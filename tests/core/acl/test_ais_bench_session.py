@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ge.core.acl import aclruntime
+from ge.core.runtime.device import get_device
 from ge.core.acl.ais_bench.interface import InferSession, MemorySummary, MultiDeviceSession
 
 from .conftest import image
@@ -195,9 +196,30 @@ def test_aclruntime_as_scripts_use_it(models):
         session.run(names, [tensor])
 
 
+def test_aclruntime_device_tensors_live_in_device_memory(models, monkeypatch):
+    monkeypatch.setenv("GE_ACL_DEVICE", "sim")
+    sim = get_device("sim:5")
+    before, in_use = dict(sim.counters), sim.in_use
+    x = image(seed=31)
+    tensor = aclruntime.Tensor(x)
+    tensor.to_device(5)
+    assert sim.counters["h2d_count"] == before.get("h2d_count", 0) + 1 and sim.in_use == in_use + x.nbytes
+    with pytest.raises(RuntimeError, match="tensor is in npu"):
+        np.array(tensor)
+    session = aclruntime.InferenceSession(models.om["static"], 5, aclruntime.session_options())
+    (prob,) = session.run(["prob"], [tensor])
+    d2h = sim.counters["d2h_count"]
+    prob.to_host()
+    assert sim.counters["d2h_count"] == d2h + 1
+    np.testing.assert_allclose(np.array(prob), models.conv(x)[1], **TOL)
+    session.free_resource()
+    del tensor, prob
+    assert sim.in_use == in_use  # a device tensor's memory goes with it
+
+
 def test_bad_calls_name_what_is_wrong(models, tmp_path):
-    with pytest.raises(RuntimeError, match=r"device:256 is invalid. valid value range is \[0, 255\]"):
-        InferSession(256, models.om["static"])
+    with pytest.raises(RuntimeError, match=r"device:64 is invalid. valid value range is \[0, 63\]"):
+        InferSession(64, models.om["static"])
     with pytest.raises(RuntimeError, match=r"model path:.*nothing.om is not a file"):
         InferSession(0, str(tmp_path / "nothing.om"))
     session = InferSession(0, models.om["static"])
