@@ -172,17 +172,26 @@ class MaxPool(_WindowPool):
         # flat index of each spatial coordinate, row- (storage_order 0) or column-major (1)
         mult = [math.prod(sp[i + 1:]) for i in range(d)] if order == 0 else [math.prod(sp[:i]) for i in range(d)]
         self.empty_index = -sum(mult)  # a window without input: onnxruntime's index, of coordinates -1
-        grids = np.meshgrid(*[np.arange(o) * s for o, s in zip(self.out, self.strides)], indexing="ij")
-        self.pos_index = []
-        for pos in itertools.product(*self.taps):
-            idx = np.zeros(tuple(self.out), np.int64)
-            for i in range(d):
-                idx += (grids[i] + pos[i] * self.dil[i] - self.pb[i]) * mult[i]
-            self.pos_index.append(idx)
+        self.mult, self._pos_index = mult, None
         plane = math.prod(sp)
         self.base = (np.arange(self.n * self.c, dtype=np.int64) * plane).reshape((self.n, self.c) + (1,) * d)
         self.out_metas.append(Meta(np.dtype(np.int64), (self.n, self.c) + tuple(self.out)))
         self.scratch.add("mask", (self.n, self.c) + tuple(self.out), np.bool_)
+
+    def position_indices(self) -> list[np.ndarray]:
+        """Per kernel position, the flat input index each output reads there: an output plane of
+        int64 per position, built at the first run (shape inference at compile time needs none)."""
+        if self._pos_index is None:
+            d = len(self.spatial)
+            grids = np.meshgrid(*[np.arange(o) * s for o, s in zip(self.out, self.strides)], indexing="ij")
+            index = []
+            for pos in itertools.product(*self.taps):
+                idx = np.zeros(tuple(self.out), np.int64)
+                for i in range(d):
+                    idx += (grids[i] + pos[i] * self.dil[i] - self.pb[i]) * self.mult[i]
+                index.append(idx)
+            self._pos_index = index
+        return self._pos_index
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
         return frozenset([0]) if self.uses_native and y_half else frozenset()  # X and Y float16 together
@@ -213,10 +222,11 @@ class MaxPool(_WindowPool):
             return
         xp = self.padded(xs[0], v, self.pad_value)
         views = self.position_views(xp)
+        pos_index = self.position_indices() if ind is not None else [None] * len(views)
         np.copyto(y, views[0])
         if ind is not None:
-            np.copyto(ind, self.pos_index[0])
-        for xv, idx in zip(views[1:], self.pos_index[1:]):
+            np.copyto(ind, pos_index[0])
+        for xv, idx in zip(views[1:], pos_index[1:]):
             np.greater(xv, y, out=mask)
             np.copyto(y, xv, where=mask)
             if ind is not None:

@@ -95,13 +95,26 @@ def pool_output_size(k: SpatialKernel, axis: int, size: int, begin: int, end: in
 def window_coverage(kernel, strides, dilations, pb, spatial, out) -> tuple[list, list]:
     """Per spatial axis: the kernel taps that read the input for some output (the others read only
     padding), and per output whether its window reads the input at all along that axis (a window
-    larger than the input, or dilated over it, may not)."""
+    larger than the input, or dilated over it, may not). Work and memory grow with the taps and
+    the outputs, never with their product (a mutated model's 2^24 outputs by a 2^24 kernel)."""
     taps, covered = [], []
     for k, s, d, b, size, o in zip(kernel, strides, dilations, pb, spatial, out):
-        pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
-        inside = (pos >= 0) & (pos < size)
-        taps.append([int(j) for j in np.flatnonzero(inside.any(axis=0))])
-        covered.append(inside.any(axis=1))
+        b = max(int(b), 0)
+        # tap j reads positions j*d - b + i*s (i = 0..o-1); only taps starting before the end can read
+        j = np.arange(max(0, min(k, (size - 1 + b) // d + 1)) if size > 0 else 0, dtype=np.int64)
+        start = j * d - b
+        first = np.where(start >= 0, 0, (s - 1 - start) // s)  # the first output whose tap j is at >= 0
+        taps.append([int(t) for t in np.flatnonzero((first < o) & (start + first * s < size))])
+        # an output whose tap 0 lies inside the input is covered; one past the end is not; one whose
+        # window starts in the front padding is covered when a later tap reaches the input
+        cov = np.zeros(o, np.bool_)
+        front = min(o, -(-b // s))
+        cov[front:min(o, (size - 1 + b) // s + 1)] = size > 0
+        if front and size > 0:
+            behind = b - np.arange(front, dtype=np.int64) * s  # > 0: how far tap 0 is before position 0
+            tap = -(-behind // d)
+            cov[:front] = (tap < k) & (tap * d - behind < size)
+        covered.append(cov)
     return taps, covered
 
 
