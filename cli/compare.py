@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..core import api
 from ..core.api.comparison import DEFAULT_ATOL, DEFAULT_RTOL
+from ..formats.atomic import make_folder
 from ..formats.tensors import write_text
 from . import console
 from .options import COMMANDS, GEAR_OPTIONS, device_option
@@ -54,7 +55,7 @@ def compare(onnx_model, om, input_files, atol, rtol, json_file, output_dir, seed
         if json_file:
             write_text(json_file, json.dumps(data, indent=2) + "\n")
     if output_dir:
-        os.makedirs(output_dir, exist_ok=True)
+        make_folder(output_dir, f"--output {output_dir}")
         for key in ("outputs", "layers"):
             write_text(os.path.join(output_dir, f"{key}.csv"), to_csv(data[key]))
     click.get_current_context().exit(0 if result["passed"] else 1)

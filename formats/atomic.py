@@ -11,6 +11,15 @@ import tempfile
 from ge.core.errors import FormatError
 
 
+def make_folder(folder, label: str | None = None) -> None:
+    """os.makedirs(exist_ok=True), an OSError (a full disk, a file in the way) a FormatError
+    "<label>: cannot create the folder: <why>"."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise FormatError(f"{label or os.fspath(folder)}: cannot create the folder: {e.strerror or e}") from None
+
+
 def write_atomically(path, write, *, label: str | None = None, check=None) -> None:
     """`write(f)` fills the binary file object `f`; `check(tmp_path)` may inspect the finished
     file before it replaces `path`. OS errors become FormatError "<label>: cannot write: <why>"."""

@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.errors import FormatError, ShapeError
-from .atomic import write_atomically
+from .atomic import make_folder, write_atomically
 from .om.schema import SMALL_DTYPES
 
 log = logging.getLogger("ge.inputs")
@@ -293,10 +293,7 @@ def save_outputs(arrays: Sequence[np.ndarray], directory: str, om_name: str, fmt
     strings = next((i for i, a in enumerate(arrays) if np.asarray(a).dtype == object), None)
     if fmt == "BIN" and strings is not None:  # refused before any file is written
         raise FormatError(f"output {strings} is a string tensor, which has no binary layout; use --outfmt NPY or TXT")
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as e:
-        raise FormatError(f"output directory '{directory}': cannot create ({e.strerror or e})") from None
+    make_folder(directory, f"output directory '{directory}'")
     paths = []
     for i, array in enumerate(arrays):
         path = output_path(directory, om_name, i, fmt)
@@ -325,10 +322,7 @@ def _write_atomic(path: str, array: np.ndarray, fmt: str) -> None:
 def write_text(path: str, text: str) -> None:
     """Write a text file (a JSON summary, a model dump) atomically: temporary file, then rename."""
     path = os.fspath(path)
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    except OSError as e:
-        raise FormatError(f"{path}: cannot write: {e.strerror or e}") from None
+    make_folder(os.path.dirname(os.path.abspath(path)), path)
     write_atomically(path, lambda f: f.write(text.encode("utf-8")))
 
 

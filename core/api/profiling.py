@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import GeError
 from ..runtime.davinci_model import DavinciModel
-from ...formats.atomic import write_atomically
+from ...formats.atomic import make_folder, write_atomically
 from ...formats.tensors import random_inputs
 from .acl import model as loaded_model
 
@@ -127,7 +127,7 @@ def dump(model_id: int, inputs, folder: str) -> list[str]:
         plans = [ctx.handle[t].plan for t in range(len(ctx.handle))]
     finally:
         dm.destroy_context(ctx)
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder, f"dump folder '{folder}'")
     files = []
     for t, j, y in taken:
         p = plans[t]

@@ -9,7 +9,9 @@ compile too, `ge atc --mode 1` (the OM as JSON), `ge run` with outputs, dumps, t
 trace, a --profile trace and a --summary_json."""
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
 import os
 import shutil
@@ -20,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from ge.cli.main import cli
+from ge.core.acl.ais_bench.cli import main as ais_bench_main
 
 from .dynamic_models import mlp
 
@@ -114,10 +117,19 @@ def _run_ge(args) -> tuple[int, str]:
     return result.exit_code, result.stderr if hasattr(result, "stderr") else result.output
 
 
-def _check_every_fault(monkeypatch, work, args, setup=None):
+def _run_ais_bench(args) -> tuple[int, str]:
+    """`python3 -m ais_bench args` in this process: its exit code and stderr ([INFO] lines go to stdout)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = ais_bench_main([str(a) for a in args])
+    return code, err.getvalue()
+
+
+def _check_every_fault(monkeypatch, work, args, setup=None, run=_run_ge, error="error: "):
     """Run `args` clean in `work` (after `setup(work)`, which may leave files of an earlier run),
     then once per (k, errno) with the k-th call failing, checking what is left, then clean again in
-    the same folder."""
+    the same folder. `run`: the command (ge's CLI, or ais_bench's), whose one error line starts
+    with `error`."""
     def fresh() -> dict:
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
@@ -127,7 +139,7 @@ def _check_every_fault(monkeypatch, work, args, setup=None):
     fresh()
     with monkeypatch.context() as m:
         counter = Faults(m)
-        code, err = _run_ge(args)
+        code, err = run(args)
     assert code == 0, err
     clean, calls = _files(work), counter.count
     assert calls >= 4
@@ -136,10 +148,10 @@ def _check_every_fault(monkeypatch, work, args, setup=None):
             previous = fresh()
             with monkeypatch.context() as m:
                 faults = Faults(m, k, code_)
-                code, err = _run_ge(args)
+                code, err = run(args)
             what = f"{faults.failed} failing with {errno.errorcode[code_]} (call {k} of {calls})"
             lines = [ln for ln in err.splitlines() if ln.strip()]
-            assert code == 1 and len(lines) == 1 and lines[0].startswith("error: "), (what, err)
+            assert code == 1 and len(lines) == 1 and lines[0].startswith(error), (what, err)
             assert os.strerror(code_) in lines[0], (what, lines)
             target = faults.failed[1]
             if isinstance(target, str):  # (a write or an fsync names no file: the one being written)
@@ -153,7 +165,7 @@ def _check_every_fault(monkeypatch, work, args, setup=None):
                         json.loads(data)  # complete
                 else:  # what the clean run wrote, or what was there before: never a part
                     assert data in (clean.get(name), previous.get(name)), (what, name)
-            code, err = _run_ge(args)  # again, in the same folder
+            code, err = run(args)  # again, in the same folder
             assert code == 0, (what, err)
             again = _files(work)
             assert set(again) == set(clean), (what, sorted(again), sorted(clean))
@@ -219,3 +231,13 @@ def test_run_outputs_dumps_traces_and_summaries_survive_a_failing_write_at_any_p
     _check_every_fault(monkeypatch, work,
                        ["run", "--model", om, "--input", x, "--output", os.path.join(work, "out"),
                         "--output_dirname", "r", "--summary_json", os.path.join(work, "summary.json"), *extra, *profile])
+
+
+@pytest.mark.parametrize("outfmt", ["BIN", "NPY", "TXT"])
+def test_ais_bench_outputs_and_summary_survive_a_failing_write_at_any_point(monkeypatch, tmp_path, om_and_input,
+                                                                            outfmt):
+    om, x = om_and_input
+    work = str(tmp_path / "w")
+    _check_every_fault(monkeypatch, work,
+                       ["--model", om, "--input", x, "--output", work, "--output_dirname", "r", "--outfmt", outfmt],
+                       run=_run_ais_bench, error="[ERROR] ")

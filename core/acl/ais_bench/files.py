@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from ...errors import FormatError
-from ....formats.atomic import write_atomically
+from ....formats.atomic import make_folder, write_atomically
 from ....formats.dataset import Sample
 
 EXTENSIONS = (".npy", ".NPY", ".bin", ".BIN")
@@ -86,7 +86,7 @@ def stem(path: str) -> str:
 def write_outputs(outputs, folder: str, sample_stem: str, outfmt: str) -> list[str]:
     """One file per output, `<folder>/<stem>_<i>.<ext>`, each written atomically."""
     ext = FORMATS[outfmt]
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder, f"output folder '{folder}'")
     paths = []
     for i, y in enumerate(outputs):
         path = os.path.join(folder, f"{sample_stem}_{i}.{ext}")
