@@ -52,7 +52,7 @@ from ge.core.errors import GeError
 
 from .om_fuzz import HANG_SECONDS, RAW, bounded, control_flow_onnx, dynamic_onnx, seed_inputs, seed_onnx
 
-MAX_GROWTH = 1 << 30  # peak RSS one case may add (a multi-GiB allocation is the finding)
+MAX_GROWTH = 256 << 20  # peak RSS one case may add (13,000 cases of seeds 7 and 11 stay under it)
 RUN_LIMIT = 64 << 20  # inputs and planned memory of a compiled case larger than this are not run
 CLI_MEMORY = 3 << 30  # address space of a `ge atc` child (run_cli)
 RUN_SECONDS = 10.0  # execute's timeout: a valid model may loop 2^58 times (a mutated trip count)
