@@ -33,6 +33,7 @@ import logging
 import mmap
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,7 @@ MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 _INFER_CONST_LIMIT = 4096
 _PROTO_LIMIT = 2**31 - 2**20
 
-__all__ = ["load_onnx", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MAX_OPSET"]
+__all__ = ["load_onnx", "read_onnx", "to_graph", "OnnxModel", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MAX_OPSET"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -61,34 +62,63 @@ __all__ = ["load_onnx", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MA
 # --------------------------------------------------------------------------------------------
 def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: list[str] | None = None,
               allow_dynamic: bool = False) -> Graph:
-    """Load an ONNX model as a ge Graph.
+    """Load an ONNX model as a ge Graph: read_onnx(path), then to_graph (see there).
 
     input_shape: {input name: dims} replacing the declared dims (ATC's --input_shape).
     out_nodes: entries "node_name:index", "node_name" (its output 0) or tensor names, selected as
       the graph outputs instead of the model's own (ATC's --out_nodes).
     allow_dynamic: keep symbolic input dims instead of failing (for the dynamic-shape paths).
     """
+    return to_graph(read_onnx(path), input_shape, out_nodes, allow_dynamic)
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """An ONNX file read and checked once (the module's steps 1 and 2): the proto, which keeps the
+    bytes of the small initializers only (onnx's shape inference reads their values), and every
+    initializer of the main graph as a read-only array, made once. Every graph to_graph makes of
+    it (a compile's graph, one per gear) shares those arrays: a weight is in memory once."""
+    path: Path
+    proto: onnx.ModelProto
+    opset: dict
+    weights: dict
+
+
+def read_onnx(path) -> OnnxModel:
+    """The file read, its external data loaded, and checked: a FormatError or GraphError naming the
+    file when it is not a model ge can compile. The one read of the file in a compile."""
     path = Path(path)
     model, nbytes, raw = _read_model(path)
     _check_text(model, path)
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
     raw = _tolerate(model, path, raw)
-    weights = _detach_weights(model, raw)
-    _check_model(model, path, weights, nbytes + external_nbytes)
+    detached = _detach_weights(model, raw)
+    _check_model(model, path, detached, nbytes + external_nbytes)
     opset = _opsets(model, path)
     if opset.get("", MIN_OPSET) < MIN_OPSET:
         model, opset = _upgrade(model, path, opset[""])
+    return OnnxModel(path, model, opset, _initializer_arrays(model, path, detached))
 
-    g = model.graph
+
+def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, out_nodes: list[str] | None = None,
+             allow_dynamic: bool = False) -> Graph:
+    """The model as a ge Graph (the module's steps 3 to 5), leaving `model` as it was, so that it
+    can be called again (another --input_shape: a gear). Arguments as load_onnx's; a dim of
+    `input_shape` that is None is unknown (a gear's: the compiler gives it each gear's value)."""
+    g = model.proto.graph
     init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-    inputs = [vi for vi in g.input if vi.name not in init_names]
+    inputs = []
+    for vi in g.input:
+        if vi.name not in init_names:  # a copy: --input_shape rewrites its dims
+            inputs.append(onnx.ValueInfoProto())
+            inputs[-1].CopyFrom(vi)
     _apply_input_shape(inputs, input_shape or {})
     if not allow_dynamic:
         _require_static_inputs(inputs)
 
-    inferred = _onnx_shapes(model, inputs)
-    return _to_graph(model, path, inputs, inferred, opset, out_nodes, weights)
+    inferred = _onnx_shapes(model.proto, inputs)
+    return _to_graph(model.proto, model.path, inputs, inferred, model.opset, out_nodes, model.weights)
 
 
 def parse_input_shape(text: str) -> dict[str, list[int]]:
@@ -252,6 +282,25 @@ def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
         if i in raw:
             t.raw_data = bytes(raw[i])
     return detached
+
+
+def _initializer_arrays(model: onnx.ModelProto, path: Path, detached: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
+    """{name: array} of the main graph's initializers (the detached ones as they are), read-only:
+    the graphs made of the model share them. A big initializer's bytes leave the proto once it is
+    an array (onnx's shape inference sees it as a typed input): peak memory stays near one model."""
+    arrays = {}
+    for i, t in enumerate(model.graph.initializer):
+        a = detached.get(i)
+        if a is None:
+            a = _tensor_to_array(t, f"{path}: initializer")
+            if np.prod(t.dims, dtype=np.int64) > _INFER_CONST_LIMIT:
+                t.ClearField("raw_data")
+        arrays[t.name] = a
+    for s in model.graph.sparse_initializer:
+        arrays[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")
+    for a in arrays.values():
+        a.flags.writeable = False
+    return arrays
 
 
 def _plain_raw(t: TensorProto) -> bool:
@@ -524,7 +573,8 @@ def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str,
         if not vi.type.HasField("tensor_type"):
             raise GraphError(f"input '{name}' is not a tensor; --input_shape cannot apply to it")
         declared = _dims(vi)
-        dims = [int(d) for d in dims]
+        unknown = [d is None for d in dims]  # a gear's dim (to_graph)
+        dims = [-1 if d is None else int(d) for d in dims]
         if declared is not None and len(declared) != len(dims):
             raise ShapeError(f"--input_shape gives input '{name}' shape {list(dims)} (rank {len(dims)}), "
                              f"but the model declares {_fmt_shape(declared)} (rank {len(declared)})")
@@ -542,7 +592,7 @@ def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str,
             nd = shape.dim.add()
             if d >= 0:
                 nd.dim_value = d
-            elif declared is not None:
+            elif declared is not None and not unknown[i]:
                 nd.CopyFrom(old[i])
 
 
@@ -707,16 +757,11 @@ def _value(name: str, elem_type: int | None, dims, where: str, kind: str = "tens
     return Value(name, dtype, None if dims is None else tuple(dims), kind)
 
 
-def _to_graph(model, path, inputs, inferred, opset, out_nodes, detached: dict) -> Graph:
+def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) -> Graph:
     src = model.graph
     graph = Graph(name=src.name or path.stem, opset=dict(opset))
 
-    for i, t in enumerate(src.initializer):
-        a = detached.get(i)
-        graph.initializers[t.name] = a if a is not None else _tensor_to_array(t, f"{path}: initializer")
-        t.ClearField("raw_data")  # the array owns a copy: keep peak memory near one model
-    for s in src.sparse_initializer:
-        graph.initializers[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")
+    graph.initializers.update(weights)  # shared, read-only: every graph of the model reads the same arrays
     for name, a in graph.initializers.items():
         graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
 
