@@ -5,6 +5,7 @@ unknown rank. Constants live in `Graph.initializers` as numpy arrays.
 """
 from __future__ import annotations
 
+import copy as _copy
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -106,6 +107,11 @@ class Graph:
     #: initializers constant folding computed from tensors' static shapes (a Shape's value, a Range
     #: up to it ...): they differ from one input shape (a gear) to the next, unlike the weights
     shape_constants: set = field(default_factory=set)
+
+    def copy(self) -> "Graph":
+        """A deep copy that shares the initializer arrays (weights are read-only once imported): a
+        gear's graph, or the graph kept for another path, costs its nodes and values, not its weights."""
+        return _copy.deepcopy(self, {id(a): a for a in self.initializers.values()})
 
     def value(self, name: str) -> Value:
         if name not in self.values:

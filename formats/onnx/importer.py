@@ -115,7 +115,8 @@ def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, 
             inputs[-1].CopyFrom(vi)
     _apply_input_shape(inputs, input_shape or {})
     if not allow_dynamic:
-        _require_static_inputs(inputs)
+        gear_dims = {k: {i for i, d in enumerate(dims) if d is None} for k, dims in (input_shape or {}).items()}
+        _require_static_inputs(inputs, gear_dims)
 
     inferred = _onnx_shapes(model.proto, inputs)
     return _to_graph(model.proto, model.path, inputs, inferred, model.opset, out_nodes, model.weights)
@@ -581,7 +582,8 @@ def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str,
         if any(d < -1 for d in dims):
             raise ShapeError(f"--input_shape gives input '{name}' shape {list(dims)}: dims must be >= 0 "
                              f"(or -1 to keep the model's dim)")
-        changed = [(i, d, n) for i, (d, n) in enumerate(zip(declared or (), dims)) if isinstance(d, int) and n >= 0 and n != d]
+        changed = [(i, d, n) for i, (d, n) in enumerate(zip(declared or (), dims))
+                   if isinstance(d, int) and (n >= 0 and n != d or unknown[i])]
         if changed:
             log.warning("--input_shape changes static dim(s) of input '%s' the model declares %s: %s", name,
                         _fmt_shape(declared), ", ".join(f"dim {i} {d} -> {n}" for i, d, n in changed))
@@ -600,14 +602,16 @@ def _static(d) -> bool:
     return isinstance(d, int) and d >= 0
 
 
-def _require_static_inputs(inputs: list[onnx.ValueInfoProto]) -> None:
+def _require_static_inputs(inputs: list[onnx.ValueInfoProto], gear_dims: dict[str, set]) -> None:
+    """Every input static but for the dims a gear gives (`gear_dims`: {input: dim indices})."""
     bad = []
     for vi in inputs:
         dims = _dims(vi)
         kind, elem, _ = _type_of(vi.type, f"input '{vi.name}'")
         if kind != "tensor" or elem == TensorProto.STRING:
             continue  # a sequence, an optional or strings: no layout to fix, they run on the dynamic path
-        if dims is None or any(not _static(d) for d in dims):
+        geared = gear_dims.get(vi.name, ())
+        if dims is None or any(not _static(d) and i not in geared for i, d in enumerate(dims)):
             bad.append((vi.name, dims))
     if not bad:
         return
