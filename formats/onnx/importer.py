@@ -1,6 +1,8 @@
 """ONNX ModelProto -> ge IR (core.ir.Graph), the front end of `ge atc`.
 
-What happens, in order, and why:
+Two calls: `read_onnx` (steps 1 and 2: the file read and checked, once per compile) and `to_graph`
+(steps 3 to 5: a Graph of it for one --input_shape, as often as the compiler needs; it leaves the
+model as it was). `load_onnx` is both. What happens, in order, and why:
 
 1. The file is mapped read-only and parsed without the raw data of its big initializers (found by
    wire.py; each becomes a view of the map, aligned or not) and without its external data, which
@@ -23,8 +25,8 @@ What happens, in order, and why:
    turned into typed inputs (their values are never needed for shapes); its results seed the
    Values. ge's own kernels re-infer everything later (core/passes/infer_shapes.py) and use
    onnx's shapes only as a cross-check.
-5. Nodes, attributes (as plain Python values), initializers (numpy arrays) and value infos become
-   the IR. `out_nodes` (ATC's --out_nodes) replaces the graph outputs.
+5. Nodes, attributes (as plain Python values), initializers (numpy arrays, made once by read_onnx,
+   read-only and shared by every Graph of the model) and value infos become the IR. `out_nodes` (ATC's --out_nodes) replaces the graph outputs.
 """
 from __future__ import annotations
 
