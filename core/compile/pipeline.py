@@ -5,19 +5,19 @@ The driver (core/api/conversion.py) is options -> settings -> read_onnx -> to_gr
 it reads the file once, makes one graph of it (a gear's dims unknown: None), and writes what comes
 back with one tail (weight files, then the OM) and one summary (summary.summarize).
 
-Here the path is decided on the graph and the settings, in this order:
+The path follows the settings, then the graph:
   gears   settings.gears: each gear a copy of the one graph (Graph.copy: the weights shared, not
           copied) with its unknown input dims set to the gear's values, prepared, optimized and
           built as a static model; build_gears joins them over one copy of the weights;
   dynamic settings.dynamic (--input_shape asked for -1 dims or ranges): infer_dynamic and
           build_hybrid, a range plan on top when there are ranges;
-  static  otherwise: prepare, AIPP, optimize, build. When optimize fails on a model whose shapes
-          are data-dependent (NonZero ...), the hybrid path takes over with the graph as it was
+  static  otherwise: prepare, AIPP, optimize, build. When optimize fails and the graph's shapes
+          prove data-dependent (NonZero ...), the hybrid path takes over with the graph as it was
           before optimize (a copy kept for that), not a second import.
 Then externalize moves the large weights of either kind of model into the files to write
 (--external_weight). The kernel check (kernel_check.require_kernels) comes first, before anything
 is compiled; the options' graph rewrites and checks (`settings.options.prepare`) apply to every
-graph compiled, as today's ATC applies them to each gear.
+graph compiled, each gear's included, as ATC applies them.
 """
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ model as it was). `load_onnx` is both. What happens, in order, and why:
    Values. ge's own kernels re-infer everything later (core/passes/infer_shapes.py) and use
    onnx's shapes only as a cross-check.
 5. Nodes, attributes (as plain Python values), initializers (numpy arrays, made once by read_onnx,
-   read-only and shared by every Graph of the model) and value infos become the IR. `out_nodes` (ATC's --out_nodes) replaces the graph outputs.
+   read-only and shared by every Graph of the model) and value infos become the IR. `out_nodes`
+   (ATC's --out_nodes) replaces the graph outputs.
 """
 from __future__ import annotations
 
