@@ -9,6 +9,11 @@ ranges or the hybrid path for unknown and data-dependent shapes.
 Every ATC option ge knows is a keyword argument with ATC's name (atc_options.OPTIONS says what ge
 does with each); the options are checked first, applied to every graph compiled (conversion_settings),
 and recorded in the OM.
+
+The driver is options -> settings -> compile -> write: the options checked and turned into the
+compile's settings, the ONNX file read and checked once (read_onnx) and made a graph (to_graph),
+core/compile/pipeline.compile deciding static, gears, range or hybrid on it, then one writing tail
+(the weight files, then the OM) and one summary for every kind of model.
 """
 from __future__ import annotations
 
@@ -16,25 +21,20 @@ import os
 import time
 from dataclasses import dataclass
 
-from ..compile.aipp import insert_aipp
-from ..compile.build import build
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
-from ..compile.external_weights import externalize, externalize_dynamic
+from ..compile.pipeline import CompileSettings, Compiled, compile
 from ..compile.summary import summarize
 from ..errors import FormatError, GeError
 from ..ge_model import GeModel, WeightLayout
-from ..passes import configured, optimize
 from ..soc import DEFAULT_SOC, check_soc
 from ...formats.aipp_config import read_aipp_config
 from ...formats.om import write_om
-from ...formats.onnx.importer import load_onnx
+from ...formats.onnx.importer import read_onnx, to_graph
 from ...formats.weights import write_weight_files
 from .acl import default_weight_dir
 from .atc_options import check_options, log_level
 from .conversion_settings import Settings
-from .dynamic_conversion import compile_dynamic, is_data_dependent, summarize_dynamic
-from .pre_check import require_kernels
-from .shape_options import GEAR_OPTIONS, check_image_size_dims, is_dynamic, parse_shape_spec
+from .shape_options import GEAR_OPTIONS, check_image_size_dims, is_dynamic, parse_gears, parse_shape_spec
 
 #: the dynamic-shape options, also taken as keyword arguments of atc() (or in its `dynamic` dict)
 DYNAMIC_OPTIONS = (*GEAR_OPTIONS, "input_shape_range", "static_model_ops_lower_limit")
@@ -71,16 +71,53 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
     soc = check_soc(soc_version)
     opts = check_options(options, soc, ";".join(nodes) if nodes else None)
     with log_level(opts.get("log")):
-        settings = Settings.from_options(opts)
-        spec = input_shape if isinstance(input_shape, dict) else parse_shape_spec(input_shape)
-        if gears.get("input_shape_range"):  # ATC's deprecated spelling of ranges
-            spec.update(parse_shape_spec(gears.pop("input_shape_range"), "--input_shape_range"))
-        if gears.get("dynamic_image_size"):
-            check_image_size_dims(spec, opts.get("input_format"))
-        with configured(settings.disabled, settings.impl_modes, settings.precision):
-            result = _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, external_weight,
-                              external_weight_dir, insert_op_conf, settings, t0)
-    return result
+        settings = _settings(Settings.from_options(opts), model, name, input_shape, gears, soc_version, cmdline,
+                             external_weight, insert_op_conf)
+        graph = to_graph(read_onnx(model), _import_shapes(settings), nodes, allow_dynamic=settings.dynamic)
+        return _write(compile(graph, settings), output, external_weight_dir, t0)
+
+
+def _settings(options: Settings, model, name, input_shape, gears: dict, soc_version, cmdline, external_weight,
+              insert_op_conf) -> CompileSettings:
+    """The compile's settings from the checked options; the shape and gear options' errors come
+    before the model is read."""
+    spec = input_shape if isinstance(input_shape, dict) else parse_shape_spec(input_shape)
+    if gears.get("input_shape_range"):  # ATC's deprecated spelling of ranges
+        spec.update(parse_shape_spec(gears.pop("input_shape_range"), "--input_shape_range"))
+    if gears.get("dynamic_image_size"):
+        check_image_size_dims(spec, options.options.get("input_format"))
+    min_static_ops = gears.pop("static_model_ops_lower_limit", None) or DEFAULT_STATIC_OPS_LOWER_LIMIT
+    aipp = read_aipp_config(insert_op_conf) if insert_op_conf else None
+    dynamic = is_dynamic(spec, gears)
+    if dynamic and aipp:
+        raise GeError("--insert_op_conf: ge runs static AIPP on static shapes only (no gears, ranges or "
+                      "unknown dims)")
+    return CompileSettings(options, model, name, soc_version, cmdline, spec,
+                           gears=parse_gears(gears, spec) if any(gears.values()) else None,
+                           dynamic=dynamic and not any(gears.values()), min_static_ops=min_static_ops,
+                           external_weight=external_weight, aipp=aipp)
+
+
+def _import_shapes(s: CompileSettings) -> dict | None:
+    """--input_shape as the importer takes it: a range's dims unknown (-1), a gear's dims None
+    (compile gives each gear its values)."""
+    if s.gears:
+        return {k: [None if d == -1 else d for d in dims] for k, dims in s.shapes.items()}
+    return {k: [-1 if isinstance(d, tuple) else d for d in dims] for k, dims in s.shapes.items()} or None
+
+
+def _write(compiled: Compiled, output: str, external_weight_dir: str | None, t0: float) -> AtcResult:
+    """The weight files (before the OM: an OM never names a weight file that is not there yet), the
+    OM, and the summary."""
+    model = compiled.model
+    om_path, weight_dir = _output_paths(output, external_weight_dir)
+    if compiled.files:
+        write_weight_files(compiled.files, weight_dir)
+    written = write_om(model, om_path)
+    if isinstance(model.weight_data, WeightLayout):  # the result's weights: the OM's, mapped
+        model.weight_data = written.weight_data
+    summary = summarize(model, time.perf_counter() - t0, compiled.passes, weight_dir)
+    return AtcResult(om_path, model, dict(summary, atc_options=model.attrs["atc_options"]))
 
 
 def _output_paths(output: str, external_weight_dir: str | None) -> tuple[str, str]:
@@ -93,62 +130,3 @@ def _output_paths(output: str, external_weight_dir: str | None) -> tuple[str, st
     except OSError as e:
         raise FormatError(f"{folder}: cannot create the output folder ({e.strerror or e})") from None
     return om_path, os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)
-
-
-def _convert(model, output, name, spec, gears, nodes, soc_version, cmdline, external_weight, external_weight_dir,
-             insert_op_conf, settings: Settings, t0) -> AtcResult:
-    min_static_ops = gears.pop("static_model_ops_lower_limit", None) or DEFAULT_STATIC_OPS_LOWER_LIMIT
-    aipp_configs = read_aipp_config(insert_op_conf) if insert_op_conf else None
-    if is_dynamic(spec, gears):
-        if aipp_configs:
-            raise GeError("--insert_op_conf: ge runs static AIPP on static shapes only (no gears, ranges or "
-                          "unknown dims)")
-        return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
-                            external_weight, external_weight_dir, settings, t0)
-    shapes = spec
-    graph = load_onnx(model, shapes or None, nodes)
-    require_kernels(graph, model)  # before anything is compiled or written
-    settings.prepare(graph)
-    aipp = insert_aipp(graph, aipp_configs) if aipp_configs else None
-    if aipp:
-        settings.check_aipp(aipp)
-    try:
-        report = optimize(graph)
-    except GeError:
-        if aipp or not is_data_dependent(model, shapes, nodes):
-            raise
-        return _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops,
-                            external_weight, external_weight_dir, settings, t0)
-    # inline weights stay where the graph holds them until the writer copies each into the file
-    ge_model = build(graph, name=name, soc_version=soc_version, atc_cmdline=cmdline,
-                     reuse_memory=settings.reuse_memory, join_weights=bool(external_weight))
-    if aipp:
-        ge_model.attrs["aipp"] = aipp
-    ge_model.attrs["atc_options"] = settings.record()
-    ge_model, files = externalize(ge_model, external_weight)
-    om_path, weight_dir = _output_paths(output, external_weight_dir)
-    if files:  # before the OM: an OM never names a weight file that is not there yet
-        write_weight_files(files, weight_dir)
-    written = write_om(ge_model, om_path)
-    if isinstance(ge_model.weight_data, WeightLayout):  # the result's weights: the OM's, mapped
-        ge_model.weight_data = written.weight_data
-    summary = summarize(ge_model, time.perf_counter() - t0, report, weight_dir)
-    return AtcResult(om_path, ge_model, dict(summary, atc_options=ge_model.attrs["atc_options"]))
-
-
-def _atc_dynamic(model, output, name, spec, gears, nodes, soc_version, cmdline, min_static_ops, external_weight,
-                 external_weight_dir, settings: Settings, t0) -> AtcResult:
-    """Gears, ranges or the hybrid path: one OM with a root model and its static submodels.
-    `gears` holds dynamic_batch_size / dynamic_image_size / dynamic_dims (ATC spellings). With
-    `external_weight` 1|2 the root and every gear or submodel share one set of weight files."""
-    dyn = compile_dynamic(model, name, spec, gears, nodes, soc_version=soc_version, cmdline=cmdline,
-                          min_static_ops=int(min_static_ops), prepare=settings.prepare,
-                          reuse_memory=settings.reuse_memory)
-    dyn.attrs["atc_options"] = settings.record()
-    dyn, files = externalize_dynamic(dyn, external_weight)
-    om_path, weight_dir = _output_paths(output, external_weight_dir)
-    if files:  # before the OM: an OM never names a weight file that is not there yet
-        write_weight_files(files, weight_dir)
-    write_om(dyn, om_path)
-    return AtcResult(om_path, dyn, dict(summarize_dynamic(dyn, time.perf_counter() - t0, weight_dir),
-                                        atc_options=dyn.attrs["atc_options"]))

@@ -5,6 +5,7 @@ unknown rank. Constants live in `Graph.initializers` as numpy arrays.
 """
 from __future__ import annotations
 
+import copy as _copy
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -107,6 +108,15 @@ class Graph:
     #: up to it ...): they differ from one input shape (a gear) to the next, unlike the weights
     shape_constants: set = field(default_factory=set)
 
+    def copy(self) -> "Graph":
+        """A deep copy that shares the initializer arrays (weights are read-only once imported): a
+        gear's graph, or the graph kept for another path, costs its nodes and values, not its weights.
+        Written out rather than copy.deepcopy, which copies every Value's dtype the slow way (a
+        BERT-base graph: 30 ms a copy, a gear each)."""
+        return Graph(self.name, [_copy_node(n) for n in self.nodes], list(self.inputs), list(self.outputs),
+                     {k: Value(v.name, v.dtype, v.shape, v.kind) for k, v in self.values.items()},
+                     dict(self.initializers), dict(self.opset), self.captures, set(self.shape_constants))
+
     def value(self, name: str) -> Value:
         if name not in self.values:
             self.values[name] = Value(name)
@@ -147,6 +157,19 @@ class Graph:
             stuck = self.nodes[min(set(range(len(self.nodes))) - set(order))]
             raise GraphError(f"graph has a cycle through {stuck}")
         self.nodes = [self.nodes[i] for i in order]
+
+
+def _copy_node(node: Node) -> Node:
+    """A node whose attributes a pass may change without touching `node`'s: subgraphs copied as
+    graphs, lists and arrays (a Constant's value) copied, scalars and strings shared."""
+    attrs = {}
+    for k, v in node.attrs.items():
+        if isinstance(v, Graph):
+            v = v.copy()
+        elif isinstance(v, (list, np.ndarray)):
+            v = _copy.deepcopy(v)
+        attrs[k] = v
+    return Node(node.op_type, list(node.inputs), list(node.outputs), attrs, node.name, node.domain)
 
 
 def stable_topological_order(waits_on: list[set[int]]) -> list[int]:

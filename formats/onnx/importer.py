@@ -1,6 +1,8 @@
 """ONNX ModelProto -> ge IR (core.ir.Graph), the front end of `ge atc`.
 
-What happens, in order, and why:
+Two calls: `read_onnx` (steps 1 and 2: the file read and checked, once per compile) and `to_graph`
+(steps 3 to 5: a Graph of it for one --input_shape, as often as the compiler needs; it leaves the
+model as it was). `load_onnx` is both. What happens, in order, and why:
 
 1. The file is mapped read-only and parsed without the raw data of its big initializers (found by
    wire.py; each becomes a view of the map, aligned or not) and without its external data, which
@@ -23,8 +25,9 @@ What happens, in order, and why:
    turned into typed inputs (their values are never needed for shapes); its results seed the
    Values. ge's own kernels re-infer everything later (core/passes/infer_shapes.py) and use
    onnx's shapes only as a cross-check.
-5. Nodes, attributes (as plain Python values), initializers (numpy arrays) and value infos become
-   the IR. `out_nodes` (ATC's --out_nodes) replaces the graph outputs.
+5. Nodes, attributes (as plain Python values), initializers (numpy arrays, made once by read_onnx,
+   read-only and shared by every Graph of the model) and value infos become the IR. `out_nodes`
+   (ATC's --out_nodes) replaces the graph outputs.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import logging
 import mmap
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +57,7 @@ MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 _INFER_CONST_LIMIT = 4096
 _PROTO_LIMIT = 2**31 - 2**20
 
-__all__ = ["load_onnx", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MAX_OPSET"]
+__all__ = ["load_onnx", "read_onnx", "to_graph", "OnnxModel", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MAX_OPSET"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -61,34 +65,64 @@ __all__ = ["load_onnx", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MA
 # --------------------------------------------------------------------------------------------
 def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: list[str] | None = None,
               allow_dynamic: bool = False) -> Graph:
-    """Load an ONNX model as a ge Graph.
+    """Load an ONNX model as a ge Graph: read_onnx(path), then to_graph (see there).
 
     input_shape: {input name: dims} replacing the declared dims (ATC's --input_shape).
     out_nodes: entries "node_name:index", "node_name" (its output 0) or tensor names, selected as
       the graph outputs instead of the model's own (ATC's --out_nodes).
     allow_dynamic: keep symbolic input dims instead of failing (for the dynamic-shape paths).
     """
+    return to_graph(read_onnx(path), input_shape, out_nodes, allow_dynamic)
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """An ONNX file read and checked once (the module's steps 1 and 2): the proto, which keeps the
+    bytes of the small initializers only (onnx's shape inference reads their values), and every
+    initializer of the main graph as a read-only array, made once. Every graph to_graph makes of
+    it (a compile's graph, one per gear) shares those arrays: a weight is in memory once."""
+    path: Path
+    proto: onnx.ModelProto
+    opset: dict
+    weights: dict
+
+
+def read_onnx(path) -> OnnxModel:
+    """The file read, its external data loaded, and checked: a FormatError or GraphError naming the
+    file when it is not a model ge can compile. The one read of the file in a compile."""
     path = Path(path)
     model, nbytes, raw = _read_model(path)
     _check_text(model, path)
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
     raw = _tolerate(model, path, raw)
-    weights = _detach_weights(model, raw)
-    _check_model(model, path, weights, nbytes + external_nbytes)
+    detached = _detach_weights(model, raw)
+    _check_model(model, path, detached, nbytes + external_nbytes)
     opset = _opsets(model, path)
     if opset.get("", MIN_OPSET) < MIN_OPSET:
         model, opset = _upgrade(model, path, opset[""])
+    return OnnxModel(path, model, opset, _initializer_arrays(model, path, detached))
 
-    g = model.graph
+
+def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, out_nodes: list[str] | None = None,
+             allow_dynamic: bool = False) -> Graph:
+    """The model as a ge Graph (the module's steps 3 to 5), leaving `model` as it was, so that it
+    can be called again (another --input_shape: a gear). Arguments as load_onnx's; a dim of
+    `input_shape` that is None is unknown (a gear's: the compiler gives it each gear's value)."""
+    g = model.proto.graph
     init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-    inputs = [vi for vi in g.input if vi.name not in init_names]
+    inputs = []
+    for vi in g.input:
+        if vi.name not in init_names:  # a copy: --input_shape rewrites its dims
+            inputs.append(onnx.ValueInfoProto())
+            inputs[-1].CopyFrom(vi)
     _apply_input_shape(inputs, input_shape or {})
     if not allow_dynamic:
-        _require_static_inputs(inputs)
+        gear_dims = {k: {i for i, d in enumerate(dims) if d is None} for k, dims in (input_shape or {}).items()}
+        _require_static_inputs(inputs, gear_dims)
 
-    inferred = _onnx_shapes(model, inputs)
-    return _to_graph(model, path, inputs, inferred, opset, out_nodes, weights)
+    inferred = _onnx_shapes(model.proto, inputs)
+    return _to_graph(model.proto, model.path, inputs, inferred, model.opset, out_nodes, model.weights)
 
 
 def parse_input_shape(text: str) -> dict[str, list[int]]:
@@ -252,6 +286,25 @@ def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
         if i in raw:
             t.raw_data = bytes(raw[i])
     return detached
+
+
+def _initializer_arrays(model: onnx.ModelProto, path: Path, detached: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
+    """{name: array} of the main graph's initializers (the detached ones as they are), read-only:
+    the graphs made of the model share them. A big initializer's bytes leave the proto once it is
+    an array (onnx's shape inference sees it as a typed input): peak memory stays near one model."""
+    arrays = {}
+    for i, t in enumerate(model.graph.initializer):
+        a = detached.get(i)
+        if a is None:
+            a = _tensor_to_array(t, f"{path}: initializer")
+            if np.prod(t.dims, dtype=np.int64) > _INFER_CONST_LIMIT:
+                t.ClearField("raw_data")
+        arrays[t.name] = a
+    for s in model.graph.sparse_initializer:
+        arrays[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")
+    for a in arrays.values():
+        a.flags.writeable = False
+    return arrays
 
 
 def _plain_raw(t: TensorProto) -> bool:
@@ -524,14 +577,16 @@ def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str,
         if not vi.type.HasField("tensor_type"):
             raise GraphError(f"input '{name}' is not a tensor; --input_shape cannot apply to it")
         declared = _dims(vi)
-        dims = [int(d) for d in dims]
+        unknown = [d is None for d in dims]  # a gear's dim (to_graph)
+        dims = [-1 if d is None else int(d) for d in dims]
         if declared is not None and len(declared) != len(dims):
             raise ShapeError(f"--input_shape gives input '{name}' shape {list(dims)} (rank {len(dims)}), "
                              f"but the model declares {_fmt_shape(declared)} (rank {len(declared)})")
         if any(d < -1 for d in dims):
             raise ShapeError(f"--input_shape gives input '{name}' shape {list(dims)}: dims must be >= 0 "
                              f"(or -1 to keep the model's dim)")
-        changed = [(i, d, n) for i, (d, n) in enumerate(zip(declared or (), dims)) if isinstance(d, int) and n >= 0 and n != d]
+        changed = [(i, d, n) for i, (d, n) in enumerate(zip(declared or (), dims))
+                   if isinstance(d, int) and (n >= 0 and n != d or unknown[i])]
         if changed:
             log.warning("--input_shape changes static dim(s) of input '%s' the model declares %s: %s", name,
                         _fmt_shape(declared), ", ".join(f"dim {i} {d} -> {n}" for i, d, n in changed))
@@ -542,7 +597,7 @@ def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str,
             nd = shape.dim.add()
             if d >= 0:
                 nd.dim_value = d
-            elif declared is not None:
+            elif declared is not None and not unknown[i]:
                 nd.CopyFrom(old[i])
 
 
@@ -550,14 +605,16 @@ def _static(d) -> bool:
     return isinstance(d, int) and d >= 0
 
 
-def _require_static_inputs(inputs: list[onnx.ValueInfoProto]) -> None:
+def _require_static_inputs(inputs: list[onnx.ValueInfoProto], gear_dims: dict[str, set]) -> None:
+    """Every input static but for the dims a gear gives (`gear_dims`: {input: dim indices})."""
     bad = []
     for vi in inputs:
         dims = _dims(vi)
         kind, elem, _ = _type_of(vi.type, f"input '{vi.name}'")
         if kind != "tensor" or elem == TensorProto.STRING:
             continue  # a sequence, an optional or strings: no layout to fix, they run on the dynamic path
-        if dims is None or any(not _static(d) for d in dims):
+        geared = gear_dims.get(vi.name, ())
+        if dims is None or any(not _static(d) and i not in geared for i, d in enumerate(dims)):
             bad.append((vi.name, dims))
     if not bad:
         return
@@ -707,16 +764,11 @@ def _value(name: str, elem_type: int | None, dims, where: str, kind: str = "tens
     return Value(name, dtype, None if dims is None else tuple(dims), kind)
 
 
-def _to_graph(model, path, inputs, inferred, opset, out_nodes, detached: dict) -> Graph:
+def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) -> Graph:
     src = model.graph
     graph = Graph(name=src.name or path.stem, opset=dict(opset))
 
-    for i, t in enumerate(src.initializer):
-        a = detached.get(i)
-        graph.initializers[t.name] = a if a is not None else _tensor_to_array(t, f"{path}: initializer")
-        t.ClearField("raw_data")  # the array owns a copy: keep peak memory near one model
-    for s in src.sparse_initializer:
-        graph.initializers[s.values.name] = _sparse_to_array(s, f"{path}: sparse initializer")
+    graph.initializers.update(weights)  # shared, read-only: every graph of the model reads the same arrays
     for name, a in graph.initializers.items():
         graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
 

@@ -205,7 +205,7 @@ def test_extra_arrays_in_an_npz_are_named_in_a_warning(ge, compiled, tmp_path):
 
 # -- 5. ge atc's output ---------------------------------------------------------------------------------
 def test_a_warning_is_printed_once(ge, tmp_path):
-    """A data-dependent model is imported three times (static try, the check, the dynamic compile)."""
+    """A data-dependent model tries the static path, then compiles hybrid: one warning all the same."""
     import onnx
     from onnx import TensorProto, helper
     g = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"])], "nz",

@@ -1,0 +1,188 @@
+"""`compile(graph, settings) -> Compiled`: ATC's compile, from the graph the importer made of the
+ONNX file (read and checked once) to the model the writer writes and the weight files it needs.
+
+The driver (core/api/conversion.py) is options -> settings -> read_onnx -> to_graph -> compile -> write:
+it reads the file once, makes one graph of it (a gear's dims unknown: None), and writes what comes
+back with one tail (weight files, then the OM) and one summary (summary.summarize).
+
+The path follows the settings, then the graph:
+  gears   settings.gears: each gear a copy of the one graph (Graph.copy: the weights shared, not
+          copied) with its unknown input dims set to the gear's values, prepared, optimized and
+          built as a static model; build_gears joins them over one copy of the weights;
+  dynamic settings.dynamic (--input_shape asked for -1 dims or ranges): infer_dynamic and
+          build_hybrid, a range plan on top when there are ranges;
+  static  otherwise: prepare, AIPP, optimize, build. When optimize fails and the graph's shapes
+          prove data-dependent (NonZero ...), the hybrid path takes over with the graph as it was
+          before optimize (a copy kept for that), not a second import.
+Then externalize moves the large weights of either kind of model into the files to write
+(--external_weight). The kernel check (kernel_check.require_kernels) comes first, before anything
+is compiled; the options' graph rewrites and checks (`settings.options.prepare`) apply to every
+graph compiled, each gear's included, as ATC applies them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
+from ..errors import GeError
+from ..ge_model import GeModel
+from ..ir import STRING, Graph, subgraphs
+from ..passes import configured, optimize
+from ..weight_files import WeightFilePlan
+from .aipp import insert_aipp
+from .build import build
+from .build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid
+from .dynamic_shapes import infer_dynamic
+from .external_weights import externalize, externalize_dynamic
+from .kernel_check import require_kernels
+from .range_plan import plan_range
+
+
+class Options(Protocol):
+    """What the ATC options do to a compile (core/api/conversion_settings.Settings)."""
+    disabled: set
+    impl_modes: dict | None
+    precision: dict | None
+    reuse_memory: bool
+
+    def prepare(self, graph: Graph) -> None: ...  # the boundary Casts and layout rewrites, per graph compiled
+
+    def check_aipp(self, aipp: list[dict]) -> None: ...
+
+    def record(self) -> dict: ...  # what the OM keeps of the options (after prepare)
+
+
+@dataclass
+class CompileSettings:
+    options: Options
+    source: str  # the model file, for messages
+    name: str
+    soc_version: str
+    cmdline: str = ""
+    #: --input_shape as given: {input: [dim]}, a dim an int, -1 (unknown) or (lo, hi) (a range)
+    shapes: dict = field(default_factory=dict)
+    #: the gear option and its gears (shape_options.parse_gears): each gear the values of the -1
+    #: dims of `shapes`, in their order
+    gears: tuple[str, list[tuple]] | None = None
+    dynamic: bool = False  # -1 dims or ranges without gears: the hybrid path, or a range plan
+    min_static_ops: int = DEFAULT_STATIC_OPS_LOWER_LIMIT
+    external_weight: int = 0
+    aipp: list[dict] | None = None  # the parsed --insert_op_conf
+
+
+@dataclass
+class Compiled:
+    model: GeModel | DynamicModel
+    files: list[WeightFilePlan]  # the external weight files to write before the OM
+    passes: dict | None = None  # the static path's pass report (the summary shows it)
+
+
+def compile(graph: Graph, settings: CompileSettings) -> Compiled:  # noqa: A001 (ATC's word)
+    """`graph` is the importer's (to_graph), used up: the paths rewrite it in place."""
+    opts = settings.options
+    with configured(opts.disabled, opts.impl_modes, opts.precision):
+        require_kernels(graph, settings.source)  # before anything is compiled or written
+        passes = None
+        if settings.gears:
+            model = _gears(graph, settings)
+        elif settings.dynamic:
+            model = _dynamic(graph, settings)
+        else:
+            model, passes = _static(graph, settings)
+    model.attrs["atc_options"] = opts.record()
+    if isinstance(model, DynamicModel):
+        model, files = externalize_dynamic(model, settings.external_weight)
+    else:
+        model, files = externalize(model, settings.external_weight)
+    return Compiled(model, files, passes)
+
+
+def _static(graph: Graph, s: CompileSettings) -> tuple[GeModel | DynamicModel, dict | None]:
+    opts = s.options
+    opts.prepare(graph)
+    aipp = insert_aipp(graph, s.aipp) if s.aipp else None
+    if aipp:
+        opts.check_aipp(aipp)
+    before = None if aipp else graph.copy()  # for the hybrid path, should the shapes prove data-dependent
+    try:
+        report = optimize(graph)
+    except GeError:
+        if before is None:
+            raise
+        unknown = infer_dynamic(before)
+        if not unknown:
+            raise
+        return _hybrid(before, unknown, s, HYBRID, {}), None
+    # inline weights stay where the graph holds them until the writer copies each into the file
+    model = build(graph, name=s.name, soc_version=s.soc_version, atc_cmdline=s.cmdline,
+                  reuse_memory=opts.reuse_memory, join_weights=bool(s.external_weight))
+    if aipp:
+        model.attrs["aipp"] = aipp
+    return model, report
+
+
+def _dynamic(graph: Graph, s: CompileSettings) -> DynamicModel:
+    """Unknown dims or ranges: the hybrid executor's model, with a range plan when ranges are given."""
+    ranges = {k: [d if isinstance(d, tuple) else (d, d) if d >= 0 else (0, -1) for d in dims]
+              for k, dims in s.shapes.items() if any(isinstance(d, tuple) for d in dims)}
+    s.options.prepare(graph)
+    return _hybrid(graph, infer_dynamic(graph), s, RANGE if ranges else HYBRID, ranges)
+
+
+def _hybrid(graph: Graph, unknown: dict, s: CompileSettings, mode: str, ranges: dict) -> DynamicModel:
+    dyn = build_hybrid(graph, unknown, name=s.name, soc_version=s.soc_version, atc_cmdline=s.cmdline,
+                       min_static_ops=s.min_static_ops, mode=mode, ranges=ranges,
+                       reuse_memory=s.options.reuse_memory)
+    if mode == RANGE:
+        for t in dyn.inputs:
+            if not t.ranges and any(d < 0 for d in t.shape):
+                raise GeError(f"input '{t.name}' has unknown dims {list(t.shape)} but no range; give it one "
+                              f"(e.g. \"{t.name}:1~8,...\")")
+            unbounded = [k for k, (lo, hi) in enumerate(t.ranges) if hi < 0]
+            if unbounded:
+                raise GeError(f"input '{t.name}': dim {unbounded[0]} has no upper bound; a range plan needs one")
+        dyn.attrs.update(plan_range(dyn, {t.name: tuple(hi for _, hi in t.ranges) if t.ranges else t.shape
+                                          for t in dyn.inputs}))
+    return dyn
+
+
+def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
+    """One static model per gear, each compiled from a copy of `graph` specialised to the gear."""
+    kind, values = s.gears
+    models, gear_shapes = [], []
+    for v in values:
+        it = iter(v)
+        concrete = {k: [next(it) if d == -1 else d for d in dims] for k, dims in s.shapes.items()}
+        gear = graph.copy()
+        for name, dims in concrete.items():
+            gear.value(name).shape = tuple(dims)
+        s.options.prepare(gear)
+        try:
+            optimize(gear)
+        except GeError as e:
+            raise _not_for_gears(gear) or e from None
+        models.append(build(gear, name=f"{s.name}_gear{len(models)}", soc_version=s.soc_version,
+                            reuse_memory=s.options.reuse_memory))
+        gear_shapes.append({d.name: tuple(d.shape) for d in models[-1].inputs})
+    inputs = [DynTensor(d.name, d.dtype, tuple(-1 if x == -1 else x for x in s.shapes.get(d.name, d.shape)))
+              for d in models[0].inputs]
+    dyn = build_gears(models, inputs, gear_shapes, name=s.name, soc_version=s.soc_version, atc_cmdline=s.cmdline,
+                      kind=kind)
+    dyn.attrs["gear_values"] = [list(v) for v in values]
+    return dyn
+
+
+def _not_for_gears(graph: Graph) -> GeError | None:
+    """Why a gear does not compile when it holds control flow, sequences, optionals or strings (they
+    run in the hybrid executor); None when it holds none (the optimizer's own error says why)."""
+    flow = next((n for n in graph.nodes if subgraphs(n)), None)
+    odd = next((v for v in graph.values.values() if v.kind != "tensor" or v.dtype == STRING), None)
+    if flow is not None:
+        return GeError(f"{flow}: control flow runs in the hybrid executor, not in gears; compile with "
+                       f"unknown dims (-1) and no gear list")
+    if odd is not None:
+        what = odd.kind if odd.kind != "tensor" else "string tensor"
+        return GeError(f"'{odd.name}' is a {what}: sequences, optionals and strings run in the hybrid "
+                       f"executor, not in gears; compile with unknown dims (-1) and no gear list")
+    return None
