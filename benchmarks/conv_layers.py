@@ -22,7 +22,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 from ge.core.kernels.epilogue import ATTR as EPILOGUE, Epilogue
 

@@ -1,4 +1,4 @@
-"""The blocked depthwise convolution (core/kernels/nchwc.py NchwcDepthwise, csrc/nchwc_depthwise.c) against
+"""The blocked depthwise convolution (core/kernels/ops/nchwc.py NchwcDepthwise, csrc/nchwc_depthwise.c) against
 ge's NCHW depthwise plan of the same conv (csrc/depthwise.c, as a model loads it) and onnxruntime's
 Conv node (its own profiler: onnxruntime runs the conv in its NCHWc layout, the reorders around it not
 counted, as inside a model of that layout), on MobileNetV2's and MobileNetV3's depthwise layers:
@@ -27,7 +27,7 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from ge.core.kernels import native
-from ge.core.kernels.nchwc import NchwcDepthwise, blocked_empty, reorder
+from ge.core.kernels.ops.nchwc import NchwcDepthwise, blocked_empty, reorder
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nchwc_layers import GeConv, one_native_thread  # noqa: E402

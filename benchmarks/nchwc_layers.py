@@ -1,5 +1,5 @@
-"""The blocked-layout convolution (core/kernels/nchwc.py, csrc/nchwc.c) against ge's NCHW plan of the
-same conv (core/kernels/conv_native.py) and onnxruntime's single Conv session (which runs it in its
+"""The blocked-layout convolution (core/kernels/ops/nchwc.py, csrc/nchwc.c) against ge's NCHW plan of the
+same conv (core/kernels/ops/conv_native.py) and onnxruntime's single Conv session (which runs it in its
 own NCHWc layout, with reorders around it), on ResNet-50's convs and MobileNetV2's pointwise convs:
 
     .venv/bin/python benchmarks/nchwc_layers.py [--batch 1 8] [--only resnet|mobilenet] [--rounds 3] [--reps 5]
@@ -29,11 +29,11 @@ import numpy as np
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup, native
 from ge.core.kernels.blas import set_local_threads
 from ge.core.kernels.epilogue import ATTR as EPILOGUE, Epilogue
-from ge.core.kernels.nchwc import NchwcConv, blocked_empty, reorder
+from ge.core.kernels.ops.nchwc import NchwcConv, blocked_empty, reorder
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conv_layers import RESNET50  # noqa: E402

@@ -1,6 +1,6 @@
 """ResNet-50's convolutions after the stem (the 16 bottleneck blocks: 52 convs, their residual Adds and
-Relus), run in order as a model runs them, three ways: ge's NCHW plans (core/kernels/conv_native.py,
-FusedConv over its residual as the planner places it), the blocked kernel (core/kernels/nchwc.py) with
+Relus), run in order as a model runs them, three ways: ge's NCHW plans (core/kernels/ops/conv_native.py,
+FusedConv over its residual as the planner places it), the blocked kernel (core/kernels/ops/nchwc.py) with
 one reorder in and one out, and onnxruntime on the same graph (its NCHWc transformer, one thread).
 Unlike benchmarks/nchwc_layers.py, each conv finds the caches as the one before left them (outputs in
 three buffers per shape, reused in turn, as an arena reuses memory), and the blocked layout pays its
@@ -29,7 +29,7 @@ from onnx import helper
 
 from ge.core.kernels import native
 from ge.core.kernels.blas import set_local_threads
-from ge.core.kernels.nchwc import NchwcConv, blocked_empty, reorder
+from ge.core.kernels.ops.nchwc import NchwcConv, blocked_empty, reorder
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nchwc_layers import GeConv, native_act, one_native_thread, ort_session  # noqa: E402

@@ -23,7 +23,7 @@ import onnx
 import ray
 
 from ge.core import api
-from ge.core.api.ray_dataset import run_dataset_on_ray
+from ge.core.acl.ray_dataset import run_dataset_on_ray
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from samples_vs_onnxruntime import load_samples  # noqa: E402

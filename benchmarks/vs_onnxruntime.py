@@ -280,7 +280,7 @@ def worker(engine: str, job: dict) -> dict:
             from ge.core.kernels import blas
             blas.set_local_threads(1)
         if kind == "compile_load":
-            from ge.core.api import conversion  # noqa: F401  (imported on first use: not timed)
+            from ge.core.atc import conversion  # noqa: F401  (imported on first use: not timed)
             from ge.core.kernels.registry import supported_ops
             supported_ops()  # imports every kernel family: module imports are not timed, onnxruntime's neither
             t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 
 Every option of ATC's parameter list is taken with ATC's spelling, as `--opt=value` or `--opt value`
 (`-opt` and dashed aliases such as --input-shape too, as ATC takes them); what ge does with each is
-core/api/atc_options.py's table (docs/atc-options.md).
+core/atc/atc_options.py's table (docs/atc-options.md).
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import re
 import click
 from rich.table import Table
 
-from ..core.api.atc_options import OPTIONS, REFUSED
-from ..core.errors import GeError
-from ..core.soc import check_soc
+from ..core.atc.atc_options import OPTIONS, REFUSED
+from ..core.model.errors import GeError
+from ..core.model.soc import check_soc
 from ..formats.tensors import write_text as _write_text
 from ..core import api
 from . import console
@@ -186,7 +186,7 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
 
 # -- mode 3 -------------------------------------------------------------------------------------
 def _precheck(model, input_shape, out_nodes, report_path) -> None:
-    from ..core.api.pre_check import write_check_report
+    from ..core.atc.pre_check import write_check_report
     nodes = [n for n in (out_nodes or "").split(";") if n] or None
     result = api.precheck(model, api.parse_shape_spec(input_shape) or None, nodes)
     write_check_report(result, report_path)

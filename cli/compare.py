@@ -11,7 +11,7 @@ import click
 from rich.table import Table
 
 from ..core import api
-from ..core.api.comparison import DEFAULT_ATOL, DEFAULT_RTOL
+from ..core.inspection.comparison import DEFAULT_ATOL, DEFAULT_RTOL
 from ..formats.atomic import make_folder
 from ..formats.tensors import write_text
 from . import console

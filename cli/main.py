@@ -14,7 +14,7 @@ import traceback
 
 import click
 
-from ..core.errors import GeError
+from ..core.model.errors import GeError
 from . import console
 from .options import COMMANDS, DEBUG_FLAG, SWITCH_WORDS, META_ARGV as _META_ARGV, META_DEBUG as _META_DEBUG
 

@@ -1,7 +1,7 @@
 """`ge run`: msame's and ais_bench's job, with their command lines as users write them. Load an OM
 on a device, feed it inputs from files, a dataset folder, or zeros/random data, run it once or in
 a timed loop, write the outputs. The options are declared and parsed here, the run is
-ge.core.api.runner.run (the same for Python callers), run_report.py prints it.
+ge.core.acl.runner.run (the same for Python callers), run_report.py prints it.
 docs/run-options.md lists every msame and ais_bench option and what ge does with it."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import fields
 
 import click
 
-from ..core.api import inference, runner
-from ..core.api.runner import DEFAULT_OUTPUT_DIR, RunOptions
-from ..core.errors import GeError
+from ..core.acl import inference, runner
+from ..core.acl.runner import DEFAULT_OUTPUT_DIR, RunOptions
+from ..core.model.errors import GeError
 from ..core.runtime.executors import EXECUTORS
 from ..formats.dataset import is_dataset
 from ..formats.tensors import OUTPUT_FORMATS

@@ -1,4 +1,4 @@
-"""How `ge run` shows a run (core/api/runner.py's RunResult): --json and --summary-json, or tables
+"""How `ge run` shows a run (core/acl/runner.py's RunResult): --json and --summary-json, or tables
 and msame's and ais_bench's summary lines; and the progress bar of a dataset or a long loop."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from ..core import api
-from ..core.api.runner import RunOptions, RunResult
+from ..core.acl.runner import RunOptions, RunResult
 from ..core.runtime.throughput import PHASES
 from ..formats.tensors import write_text
 from . import console

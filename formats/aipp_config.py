@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..core.errors import GeError
+from ..core.model.errors import GeError
 
 INPUT_FORMATS = ("YUV420SP_U8", "XRGB8888_U8", "RGB888_U8", "YUV400_U8")
 #: input formats of ATC's template that ge refuses (camera RAW and packed 4:2:2 formats)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.errors import GeError
+from ..core.model.errors import GeError
 
 FUSION_SECTIONS = ("GraphFusion", "UBFusion")
 OP_PRECISION_SECTIONS = ("ByOpType", "ByNodeName")

@@ -8,7 +8,7 @@ import ctypes
 import os
 import tempfile
 
-from ge.core.errors import FormatError
+from ge.core.model.errors import FormatError
 
 
 def make_folder(folder, label: str | None = None) -> None:

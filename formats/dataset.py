@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..core.errors import FormatError
+from ..core.model.errors import FormatError
 
 EXTENSIONS = (".npy", ".bin", ".npz")
 

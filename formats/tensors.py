@@ -6,7 +6,7 @@ model's input descs before the runtime sees it: the error names the file, the in
 expected and actual size, shape or dtype. Outputs are written atomically, file by file:
 `<dir>/<om name>_output_<i>.<npy|bin|txt>`.
 
-A desc is anything with `name`, `dtype` and `shape` (ge.core.ge_model.TensorDesc).
+A desc is anything with `name`, `dtype` and `shape` (ge.core.model.ge_model.TensorDesc).
 
 The ml_dtypes types (bfloat16, the float8 and float4 formats, int4/uint4, int2/uint2) have no numpy
 descr: np.save writes them as a void of their width ('|V2', '|V1') or, for float8_e5m2, as '<f1',
@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..core.errors import FormatError, ShapeError
+from ..core.model.errors import FormatError, ShapeError
 from .atomic import make_folder, write_atomically
 from .om.schema import SMALL_DTYPES
 

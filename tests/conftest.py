@@ -8,8 +8,8 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from ge.core.errors import UnsupportedOpError
-from ge.core.ir import Meta
+from ge.core.model.errors import UnsupportedOpError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 from ge.core.passes.fuse_activation import EPILOGUE, build_epilogue
 from ge.formats.onnx import load_onnx

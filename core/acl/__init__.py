@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import DeviceError
+from ..model.errors import DeviceError
 from ..runtime.device import DEVICE_NAMES
 
 

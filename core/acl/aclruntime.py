@@ -1,5 +1,5 @@
 """aclruntime, the binding ais_bench's InferSession is written on, on ge's runtime: a session
-loads its OM through ge's one ModelManager (ge.core.api.acl) on the device of its id, sets gears
+loads its OM through ge's one ModelManager (ge.core.acl.models) on the device of its id, sets gears
 and shapes through it, and runs there.
 
     import aclruntime                                  # PYTHONPATH=$(ge shim path)
@@ -28,9 +28,9 @@ import weakref
 import numpy as np
 
 from . import device_name
-from ..api import acl as api
-from ..api import inference
-from ..errors import GeError
+from . import models as api
+from . import inference
+from ..model.errors import GeError
 from ..runtime.device import MAX_DEVICES, get_device as ge_device
 
 FORMAT_ND = 2  # aclFormat: the OM records no layout for its inputs and outputs

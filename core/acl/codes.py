@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from ..errors import DeviceError, GeError, ShapeError
+from ..model.errors import DeviceError, GeError, ShapeError
 
 log = logging.getLogger("ge.acl")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dynamic_model import GEARS
+from ..model.dynamic_model import GEARS
 from ..runtime.loaded_model import STATIC, LoadedModel
 
 MBATCH_INPUT = "ascend_mbatch_shape_data"

@@ -15,8 +15,8 @@ import threading
 
 import numpy as np
 
-from ..api.acl import default_weight_dir, model_manager, query_size as _query_size, read_om
-from ..errors import GeError
+from .models import default_weight_dir, model_manager, query_size as _query_size, read_om
+from ..model.errors import GeError
 from ..runtime.device import DeviceBuffer, SimDevice
 from ..runtime.external_weight_manager import ExternalWeightConfig
 from . import handles, memory

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from ..runtime.device import MAX_DEVICES, Device, Stream, get_device as ge_device
-from ..soc import DEFAULT_SOC
+from ..model.soc import DEFAULT_SOC
 from . import device_name, handles
 from .codes import (ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_INVALID_DEVICEID, ACL_ERROR_RT_INVALID_HANDLE,
                     ACL_ERROR_RT_MODEL_EXECUTE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_HOST,

@@ -16,25 +16,25 @@
 The conversion is imported on first use of its names: loading and running an OM never imports
 the compiler, as a deployed ACL runtime has no ATC in it.
 """
-from ..errors import GeError
-from .acl import (default_weight_dir, execute, free, gear_sizes, load_from_file, load_from_mem, malloc,
-                  memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
-                  set_input_dynamic_dims, soc_info, unload)
-from .dataset import run_dataset
-from .om_info import INSPECT_SECTIONS, inspect, inspect_section, jsonable, kernels, model_info, om_to_json, plot_memory, version
-from .profiling import dump, profile
-from . import inference, runner
-from .shape_options import parse_shape_spec
-from ..soc import DEFAULT_SOC
+from ..model.errors import GeError
+from ..acl.models import (default_weight_dir, execute, free, gear_sizes, load_from_file, load_from_mem, malloc,
+                          memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
+                          set_input_dynamic_dims, soc_info, unload)
+from ..acl.dataset import run_dataset
+from ..inspection.om_info import INSPECT_SECTIONS, inspect, inspect_section, jsonable, kernels, model_info, om_to_json, plot_memory, version
+from ..acl.profiling import dump, profile
+from ..acl import inference, runner
+from ..shape_options import parse_shape_spec
+from ..model.soc import DEFAULT_SOC
 
 _CONVERSION = ("atc", "AtcResult", "om_path_for", "precheck")
 
 
 def __getattr__(name: str):
     if name in _CONVERSION:
-        from . import conversion, pre_check
+        from ..atc import conversion, pre_check
         return getattr(conversion if name != "precheck" else pre_check, name)
     if name == "compare":  # ge compare: the reference side imports onnxruntime or onnx.reference
-        from .comparison import compare
+        from ..inspection.comparison import compare
         return compare
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GeError
-from ..ir import Graph, Node, Value
+from ..model.errors import GeError
+from ..model.ir import Graph, Node, Value
 
 F32 = np.dtype(np.float32)
 YUV_INPUTS = ("YUV420SP_U8", "YUV400_U8")

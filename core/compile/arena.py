@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..ge_model import ALIGNMENT
+from ..model.ge_model import ALIGNMENT
 
 
 @dataclass(frozen=True)

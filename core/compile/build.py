@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError
-from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
-                        Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc, WeightLayout)
-from ..ir import Graph, Node
+from ..model.errors import GraphError
+from ..model.ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE, WORKSPACE_ID,
+                              Allocation, Arg, GeModel, TaskDef, TensorDesc, TensorPlan, WeightDesc, WeightLayout)
+from ..model.ir import Graph, Node
 from ..kernels import lookup
 from ..kernels import backend as backends
 from ..kernels.backend import NUMPY, Backend
-from ..kernels.fused_elementwise import chain_label
+from ..kernels.ops.fused_elementwise import chain_label
 from .arena import ALIGNMENT, Buffer, align, plan_arena
 from .dataflow_plan import plan_dataflow
 

@@ -12,10 +12,10 @@ import hashlib
 
 import numpy as np
 
-from ..dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step, gear_descs
-from ..errors import GeError, GraphError
-from ..ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
-from ..ir import CAPTURES, STRING, Graph, Node, subgraphs
+from ..model.dynamic_model import GEARS, HYBRID, Cluster, DynamicModel, DynNode, DynTensor, Step, gear_descs
+from ..model.errors import GeError, GraphError
+from ..model.ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, WeightDesc
+from ..model.ir import CAPTURES, STRING, Graph, Node, subgraphs
 from ..passes import lower_precision, optimize
 from ..passes._util import node_opset
 from .arena import align

@@ -22,8 +22,8 @@ import logging
 
 import numpy as np
 
-from ..errors import GraphError, ShapeError, UnsupportedOpError
-from ..ir import DTYPES, Graph, Node
+from ..model.errors import GraphError, ShapeError, UnsupportedOpError
+from ..model.ir import DTYPES, Graph, Node
 
 log = logging.getLogger("ge.compile")
 

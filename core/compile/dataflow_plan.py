@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError
-from ..ge_model import (ARG_IN as IN, ARG_OUT as OUT, ARG_SCRATCH as SCRATCH, FEATURE_MAP, FM_ID, INPUT, OUTPUT,
-                        WORKSPACE, DataflowPlan, GeModel, arg_rows)
+from ..model.errors import GraphError
+from ..model.ge_model import (ARG_IN as IN, ARG_OUT as OUT, ARG_SCRATCH as SCRATCH, FEATURE_MAP, FM_ID, INPUT, OUTPUT,
+                              WORKSPACE, DataflowPlan, GeModel, arg_rows)
 from .arena import Buffer, plan_arena
 
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedOpError, ValueDependentError
-from ..ir import STRING, Graph, subgraphs
+from ..model.errors import UnsupportedOpError, ValueDependentError
+from ..model.ir import STRING, Graph, subgraphs
 from ..kernels import lookup
 from .control_flow import CONTROL_FLOW, SUBGRAPH_OPS, control_flow_outputs
 from ..passes import optimize_dynamic

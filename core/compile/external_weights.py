@@ -18,11 +18,11 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
-from ..dynamic_model import DynamicModel
-from ..errors import GeError, GraphError
-from ..ge_model import FILE_CONSTANT, WEIGHT_ID, Allocation, Arg, GeModel
-from ..weight_files import (COMBINED, COMBINED_ALIGNMENT, INDIVIDUAL, INLINE, INLINE_LIMIT, MODES, WeightFilePlan,
-                            combined_name, individual_name)
+from ..model.dynamic_model import DynamicModel
+from ..model.errors import GeError, GraphError
+from ..model.ge_model import FILE_CONSTANT, WEIGHT_ID, Allocation, Arg, GeModel
+from ..model.weight_files import (COMBINED, COMBINED_ALIGNMENT, INDIVIDUAL, INLINE, INLINE_LIMIT, MODES, WeightFilePlan,
+                                  combined_name, individual_name)
 from .arena import align
 
 

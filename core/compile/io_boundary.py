@@ -16,9 +16,9 @@ import logging
 
 import numpy as np
 
-from ..errors import GeError
-from ..ir import Graph, Node, Value
-from ..ir.graph import dtype_to_onnx
+from ..model.errors import GeError
+from ..model.ir import Graph, Node, Value
+from ..model.ir.graph import dtype_to_onnx
 
 log = logging.getLogger("ge.atc")
 

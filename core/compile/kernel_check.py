@@ -1,11 +1,11 @@
 """Can ge run every node a compile needs? The kernel lookup the compiler makes before it compiles
-anything (and `ge atc --mode=3`'s pre-check, core/api/pre_check.py, node by node): a node without a
+anything (and `ge atc --mode=3`'s pre-check, core/atc/pre_check.py, node by node): a node without a
 kernel at the model's opset fails the conversion, every such node named in one error, before any
 file is written."""
 from __future__ import annotations
 
-from ..errors import GeError, UnsupportedOpError
-from ..ir import Graph, subgraphs
+from ..model.errors import GeError, UnsupportedOpError
+from ..model.ir import Graph, subgraphs
 from ..kernels import lookup
 from ..kernels.registry import kernel_classes
 from ..passes import LOWERED_OPS

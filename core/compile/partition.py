@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 
 KNOWN, UNKNOWN = "KNOWN", "UNKNOWN"
 

@@ -1,7 +1,7 @@
 """`compile(graph, settings) -> Compiled`: ATC's compile, from the graph the importer made of the
 ONNX file (read and checked once) to the model the writer writes and the weight files it needs.
 
-The driver (core/api/conversion.py) is options -> settings -> read_onnx -> to_graph -> compile -> write:
+The driver (core/atc/conversion.py) is options -> settings -> read_onnx -> to_graph -> compile -> write:
 it reads the file once, makes one graph of it (a gear's dims unknown: None), and writes what comes
 back with one tail (weight files, then the OM) and one summary (summary.summarize).
 
@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
-from ..errors import GeError
-from ..ge_model import GeModel
-from ..ir import STRING, Graph, subgraphs
+from ..model.dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
+from ..model.errors import GeError
+from ..model.ge_model import GeModel
+from ..model.ir import STRING, Graph, subgraphs
 from ..passes import configured, optimize
-from ..weight_files import WeightFilePlan
+from ..model.weight_files import WeightFilePlan
 from .aipp import insert_aipp
 from .build import build
 from .build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid

@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from ..dynamic_model import DynamicModel
-from ..errors import GeError, ValueDependentError
-from ..ge_model import FEATURE_MAP, WORKSPACE
-from ..ir import Meta
+from ..model.dynamic_model import DynamicModel
+from ..model.errors import GeError, ValueDependentError
+from ..model.ge_model import FEATURE_MAP, WORKSPACE
+from ..model.ir import Meta
 from ..kernels import backend as backends
 from ..kernels import lookup
 from .arena import Buffer, plan_arena

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from ..dynamic_model import GEARS, DynamicModel
-from ..ge_model import FILE_CONSTANT, GeModel
+from ..model.dynamic_model import GEARS, DynamicModel
+from ..model.ge_model import FILE_CONSTANT, GeModel
 
 
 def summarize(model: GeModel | DynamicModel, seconds: float, passes: dict | None = None,

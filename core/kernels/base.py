@@ -41,8 +41,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import GraphError, ValueDependentError
-from ..ir import Meta
+from ..model.errors import GraphError, ValueDependentError
+from ..model.ir import Meta
 from . import backend as backends
 from .backend import Backend
 from .packs import WeightPacks

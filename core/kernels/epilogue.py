@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError
-from ..ir import Meta
+from ..model.errors import GraphError
+from ..model.ir import Meta
 from .fused import GE_DOMAIN
 from .native import (ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_SWISH,
                      Act)

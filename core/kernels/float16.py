@@ -38,7 +38,7 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
-from ..ir import Meta
+from ..model.ir import Meta
 from .base import Kernel
 from .epilogue import ATTR as EPILOGUE, Epilogue
 from .planned import PlannedKernel, Scratch

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from ..ge_model import ALIGNMENT
-from ..ir import Meta
+from ..model.ge_model import ALIGNMENT
+from ..model.ir import Meta
 from .base import Kernel
 
 _EMPTY = np.empty(0, np.uint8)

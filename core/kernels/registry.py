@@ -1,7 +1,7 @@
 """Kernel lookup by (domain, op_type, opset): the newest registered version <= the model's opset."""
 from __future__ import annotations
 
-from ..errors import UnsupportedOpError
+from ..model.errors import UnsupportedOpError
 from .base import Kernel
 
 _KERNELS: dict[tuple[str, str], list[type[Kernel]]] = {}
@@ -78,7 +78,7 @@ def _load_family(domain: str, op_type: str) -> None:
         return
     import importlib
     for name in modules:
-        importlib.import_module(f"{__package__}.{name}")
+        importlib.import_module(f"{__package__}.ops.{name}")
 
 
 def family_index() -> dict[tuple[str, str], tuple[str, ...]]:
@@ -105,14 +105,13 @@ def write_family_index() -> str:
 
 
 def _load_families() -> None:
-    """Import every kernel family module once, so their @register calls run."""
+    """Import every module of ops/ once, so their @register calls run."""
     global _loaded
     if _loaded:
         return
     import importlib
     import pkgutil
-    from . import __path__ as here
-    for info in pkgutil.iter_modules(here):
-        if info.name not in ("base", "registry", "families"):
-            importlib.import_module(f"{__package__}.{info.name}")
+    from .ops import __path__ as ops
+    for info in pkgutil.iter_modules(ops):
+        importlib.import_module(f"{__package__}.ops.{info.name}")
     _loaded = True

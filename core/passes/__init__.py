@@ -12,8 +12,8 @@ import contextvars
 import logging
 import time
 
-from ..errors import ShapeError
-from ..ir import Graph
+from ..model.errors import ShapeError
+from ..model.ir import Graph
 from .attribute_defaults import complete_attributes
 from .constant_folding import constant_folding
 from .dead_code import dead_code

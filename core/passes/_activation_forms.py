@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..ir import Node
+from ..model.ir import Node
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher
 

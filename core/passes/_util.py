@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError
-from ..ir import Graph, Meta, Node
+from ..model.errors import GraphError
+from ..model.ir import Graph, Meta, Node
 from ..kernels import Kernel, lookup
 from ..kernels.backend import NUMPY
 

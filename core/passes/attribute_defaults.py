@@ -2,7 +2,7 @@
 the pipeline: the passes, the kernels and the OM all see the op as its spec defines it."""
 from __future__ import annotations
 
-from ..ir import Graph
+from ..model.ir import Graph
 from ..kernels.schema import attribute_defaults
 from ._util import node_opset
 

@@ -29,8 +29,8 @@ from collections import deque
 
 import numpy as np
 
-from ..errors import GeError, GraphError, UnsupportedOpError
-from ..ir import DTYPES, STRING, Graph, Node
+from ..model.errors import GeError, GraphError, UnsupportedOpError
+from ..model.ir import DTYPES, STRING, Graph, Node
 from ._util import build_kernel, input_meta, set_initializer, unique_name
 from .subgraphs import capture_constants, evaluate, inline_branch, is_control_flow
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 
 
 def dead_code(graph: Graph, stats: dict | None = None) -> Graph:

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..ir import Graph, Meta, Node
+from ..model.ir import Graph, Meta, Node
 from ..kernels.dtypes import is_float
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.float16 import NARROW, VIA_FLOAT32

@@ -11,7 +11,7 @@ after fuse_activation, so that the Relu already sits on the Add.
 """
 from __future__ import annotations
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 from ._util import set_initializer, unique_name
 
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GeError
-from ..ir import Graph, Meta, Node
+from ..model.errors import GeError
+from ..model.ir import Graph, Meta, Node
 from ..kernels.backend import NUMPY
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.fused import GE_DOMAIN
-from ..kernels.fused_elementwise import CHAIN_OPS, FusedElementwise
+from ..kernels.ops.fused_elementwise import CHAIN_OPS, FusedElementwise
 from ._fusion import Matcher, known_dims
 
 

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher
 

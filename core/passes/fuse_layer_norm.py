@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, known_dims

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN

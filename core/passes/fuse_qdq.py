@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..model.ir import Graph, Node
 from ._fusion import Matcher
 
 MS = "com.microsoft"

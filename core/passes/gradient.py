@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError
-from ..ir import Graph, Node
+from ..model.errors import GraphError
+from ..model.ir import Graph, Node
 from ._util import set_initializer, unique_name
 
 TRAINING = "ai.onnx.preview.training"

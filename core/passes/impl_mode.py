@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from ..ir import Graph
+from ..model.ir import Graph
 
 log = logging.getLogger("ge.passes")
 

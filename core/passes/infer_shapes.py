@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GeError, GraphError, ShapeError
-from ..ir import Graph
+from ..model.errors import GeError, GraphError, ShapeError
+from ..model.ir import Graph
 from ._util import build_kernel
 
 

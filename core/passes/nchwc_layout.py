@@ -31,9 +31,9 @@ import math
 
 import numpy as np
 
-from ..ir import Graph, Node, Value
+from ..model.ir import Graph, Node, Value
 from ..kernels import backend as backends
-from ..kernels.blocked import BLOCK, blocked_shape
+from ..kernels.ops.blocked import BLOCK, blocked_shape
 from ..kernels.fused import GE_DOMAIN
 
 #: a conv joins a region when its input and output channels rounded up to blocks are at most this

@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..errors import GeError, GraphError, ValueDependentError
-from ..ir import Graph, Meta, Node, Value, subgraphs
+from ..model.errors import GeError, GraphError, ValueDependentError
+from ..model.ir import Graph, Meta, Node, Value, subgraphs
 from ..kernels.fused import GE_DOMAIN
 from ._util import build_kernel, node_opset, rename_tensor, unique_name
 

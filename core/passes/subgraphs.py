@@ -17,7 +17,7 @@ import copy
 
 import numpy as np
 
-from ..ir import Graph, Meta, Node, subgraphs
+from ..model.ir import Graph, Meta, Node, subgraphs
 from ..kernels import lookup
 from ..kernels.backend import NUMPY
 from ..kernels.schema import attribute_defaults

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel, arg_rows
+from ..model.ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel, arg_rows
 
 # refresh policies, in rising order (GE's kRefreshByModelIo / kRefreshByFm)
 FIXED, REFRESH_BY_MODEL_IO, REFRESH_BY_FM = 0, 1, 2

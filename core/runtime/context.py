@@ -13,8 +13,8 @@ from functools import partial
 
 import numpy as np
 
-from ..errors import GeError
-from ..ge_model import FM_ID, WORKSPACE_ID
+from ..model.errors import GeError
+from ..model.ge_model import FM_ID, WORKSPACE_ID
 from ..kernels.blas import kernel_state
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer

@@ -14,9 +14,9 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import FormatError, GeError, ShapeError
-from ..ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, DataflowPlan, GeModel,
-                        TaskDef, TensorDesc)
+from ..model.errors import FormatError, GeError, ShapeError
+from ..model.ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, DataflowPlan, GeModel,
+                              TaskDef, TensorDesc)
 from ..kernels import Kernel, lookup
 from ..kernels import backend as backends
 from ..kernels.backend import NUMPY, Backend

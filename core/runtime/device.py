@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DeviceError
+from ..model.errors import DeviceError
 
 #: allocations from this size up are anonymous mappings (page-aligned), which go back to the system
 #: the moment they are freed: glibc's malloc keeps freed blocks below its (adaptive, up to 32 MiB)

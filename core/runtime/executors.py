@@ -147,6 +147,6 @@ class ParallelExecutor(DataflowExecutor):
 def make_executor(name: str, deps):
     cls = {"linear": LinearExecutor, "dataflow": DataflowExecutor, "parallel": ParallelExecutor}.get(name)
     if cls is None:
-        from ..errors import GeError
+        from ..model.errors import GeError
         raise GeError(f"unknown executor '{name}' (choose from {', '.join(EXECUTORS)})")
     return cls(deps)

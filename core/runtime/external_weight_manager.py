@@ -16,7 +16,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from ..errors import DeviceError, GeError
+from ..model.errors import DeviceError, GeError
 from .weight_loader import WeightCheck, copy_to_device, open_weight_file, verify_file
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamic_model import GEARS, DynamicModel
-from ..errors import GeError, ShapeError
+from ..model.dynamic_model import GEARS, DynamicModel
+from ..model.errors import GeError, ShapeError
 from .davinci_model import DavinciModel
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager

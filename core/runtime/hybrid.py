@@ -21,7 +21,7 @@ places the buffers (and the submodels' feature maps) in one arena by lifetime, a
 planner does: a context allocates that arena once, a run inside the range allocates nothing, and a
 tensor that would need more than its capacity is an error (Mini-Infer's capacity check, docs/design.md). A tensor
 without a finite bound (attrs["growable"]) grows as in hybrid mode, each reallocation counted.
-Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/control_flow.py) calls
+Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/ops/control_flow.py) calls
 its subgraphs: each subgraph is a HybridModel of its own sharing the root's weights, packs and
 static submodels, run in a child context of the calling context (made on first use, kept: its
 impl cache and buffers serve every iteration).
@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dynamic_model import STRING, DynamicModel, DynNode
-from ..errors import GeError
-from ..ir import Meta
+from ..model.dynamic_model import STRING, DynamicModel, DynNode
+from ..model.errors import GeError
+from ..model.ir import Meta
 from ..kernels import lookup
 from ..kernels import backend as backends
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
@@ -146,7 +146,7 @@ class HybridModel(SharedWeightsModel):
         self.flow = {k: lookup(n.op_type, n.domain, n.opset, n.name)(
             {**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name, num_outputs=len(n.outputs),
             backend=self.backend) for k, n in enumerate(dyn.nodes) if n.subgraphs}
-        # sequence, optional and string ops: built once, they run on host values (core/kernels/sequences.py,
+        # sequence, optional and string ops: built once, they run on host values (core/kernels/ops/sequences.py,
         # strings.py, and the string variants of Equal, Cast, LabelEncoder...)
         self.host_ops = {}
         strings = _string_values(dyn)

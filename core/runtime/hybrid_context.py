@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dynamic_model import RANGE, STRING, DynNode
-from ..errors import DeviceError, GeError, ShapeError
-from ..ir import Meta
+from ..model.dynamic_model import RANGE, STRING, DynNode
+from ..model.errors import DeviceError, GeError, ShapeError
+from ..model.ir import Meta
 from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
@@ -338,7 +338,7 @@ class HybridContext:
 
     # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
     def _run_control_flow(self, index: int, node: DynNode, ins: list) -> None:
-        """The node's kernel (core/kernels/control_flow.py) drives; each subgraph call runs the
+        """The node's kernel (core/kernels/ops/control_flow.py) drives; each subgraph call runs the
         subgraph's model in this context's child context for it, on the arrays it is given."""
         flow = self.model.flow[index]
         refs = dict(node.subgraphs)

@@ -7,8 +7,8 @@ only its args table is refreshed, incrementally, before each execution.
 """
 from __future__ import annotations
 
-from ..errors import GeError
-from ..ge_model import GeModel
+from ..model.errors import GeError
+from ..model.ge_model import GeModel
 from .context import ExecutionContext
 from .davinci_model import DavinciModel
 from .device import Device

@@ -19,9 +19,9 @@ import threading
 
 import numpy as np
 
-from ..errors import GeError
-from ..ge_model import GeModel
-from ..dynamic_model import GEARS, DynamicModel
+from ..model.errors import GeError
+from ..model.ge_model import GeModel
+from ..model.dynamic_model import GEARS, DynamicModel
 from .davinci_model import DavinciModel
 from .loaded_model import LoadedModel
 from .device import DeviceBuffer, get_device

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamic_model import DynamicModel
+from ..model.dynamic_model import DynamicModel
 from ..kernels.packs import WeightPacks
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager, PlacedFiles, place_weight_files
 from .loaded_model import LoadedModel

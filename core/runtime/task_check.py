@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..errors import FormatError, GeError
-from ..ir import Meta
+from ..model.errors import FormatError, GeError
+from ..model.ir import Meta
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.fused import GE_DOMAIN
 from ..kernels.schema import attribute_problem

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from ..errors import GeError
+from ..model.errors import GeError
 from ..kernels.blas import set_local_threads
 from .loaded_model import STATIC
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FormatError
-from ..weight_files import open_regular, resolve
+from ..model.errors import FormatError
+from ..model.weight_files import open_regular, resolve
 
 CHUNK = 10 << 20  # bytes per H2D copy
 

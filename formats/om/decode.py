@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ge.core.weight_files import name_problem
+from ge.core.model.weight_files import name_problem
 
 from .schema import (CHECKSUM_SIZE, DTYPE_TAG, DTYPES, ITEMSIZE, MAX_ARRAY_LEN, MAX_ATTR_DEPTH, MAX_DIM, MAX_INT, MAX_RANK,
                      NDARRAY_TAG, STRING_DTYPE)

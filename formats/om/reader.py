@@ -21,12 +21,12 @@ import os
 
 import msgpack
 
-from ge.core.errors import FormatError
-from ge.core.dynamic_model import GEARS, gear_descs
-from ge.core.weight_files import open_regular
-from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
-                              WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc, TensorPlan,
-                              WeightDesc, arg_rows)
+from ge.core.model.errors import FormatError
+from ge.core.model.dynamic_model import GEARS, gear_descs
+from ge.core.model.weight_files import open_regular
+from ge.core.model.ge_model import (FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
+                                    WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc, TensorPlan,
+                                    WeightDesc, arg_rows)
 
 from . import records
 from .checksum import body_checksum, sha256

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ge.core.ge_model import ALLOCATION_KINDS, WEIGHT_ID
+from ge.core.model.ge_model import ALLOCATION_KINDS, WEIGHT_ID
 
 from ..aipp_config import AippConfig
 from .decode import Bad, attr_map, clip, show, tname
@@ -263,7 +263,7 @@ MODEL_ATTRS = AttrsWith(  # the model attributes ge reads back (ge inspect, atc 
     event_num=Int(),
     external_weight=Int(hi=2),  # ATC's --external_weight mode
     aipp=List(_aipp_record()),  # static AIPP steps, one per preprocessed input
-    atc_options=Attrs(),  # the ATC options given and what ge made of them (core/api/conversion_settings.py)
+    atc_options=Attrs(),  # the ATC options given and what ge made of them (core/atc/conversion_settings.py)
 )
 
 ROOT_ATTRS = AttrsWith(  # a dynamic OM's root model: the attributes ge reads back besides root_check's

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ge.core.dynamic_model import HYBRID, KINDS, MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
-from ge.core.ge_model import WeightDesc
-from ge.core.ir import CAPTURES
+from ge.core.model.dynamic_model import HYBRID, KINDS, MODES, Cluster, DynamicModel, DynNode, DynTensor, Step
+from ge.core.model.ge_model import WeightDesc
+from ge.core.model.ir import CAPTURES
 
 from .decode import Bad, Fields, attr_map, check_nbytes, check_weight_file_name, clip, show
 from .encode import as_attr_map, as_dtype, as_int, as_shape, as_str

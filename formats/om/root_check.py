@@ -13,8 +13,8 @@ and the reader its submodels: the runtime trusts every one of them.
 """
 from __future__ import annotations
 
-from ge.core.dynamic_model import GEARS, DynamicModel
-from ge.core.ge_model import FEATURE_MAP, WORKSPACE
+from ge.core.model.dynamic_model import GEARS, DynamicModel
+from ge.core.model.ge_model import FEATURE_MAP, WORKSPACE
 
 from .decode import Bad, clip, show
 from .schema import MAX_ALLOCATION_SIZE

@@ -11,9 +11,9 @@ from typing import Callable
 
 import msgpack
 
-from ge.core.dynamic_model import DynamicModel
-from ge.core.errors import FormatError
-from ge.core.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, WeightLayout
+from ge.core.model.dynamic_model import DynamicModel
+from ge.core.model.errors import FormatError
+from ge.core.model.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, WeightLayout
 
 from ..atomic import EarlyWriteback, write_atomically
 from . import reader

@@ -1,4 +1,4 @@
-"""ONNX ModelProto -> ge IR (core.ir.Graph), the front end of `ge atc`.
+"""ONNX ModelProto -> ge IR (core.model.ir.Graph), the front end of `ge atc`.
 
 Two calls: `read_onnx` (steps 1 and 2: the file read and checked, once per compile) and `to_graph`
 (steps 3 to 5: a Graph of it for one --input_shape, as often as the compiler needs; it leaves the
@@ -43,14 +43,14 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, TensorProto, numpy_helper
 
-from ...core.errors import FormatError, GraphError, ShapeError
-from ...core.ir import DTYPES, Graph, Node, Value, stable_topological_order
+from ...core.model.errors import FormatError, GraphError, ShapeError
+from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
 from .wire import strip_raw_data
 
 #: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
 #: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
 #: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
-#: node without one fails the compile (core/api/conversion.py). Opsets 1..6 are lifted to 7 on load.
+#: node without one fails the compile (core/atc/conversion.py). Opsets 1..6 are lifted to 7 on load.
 log = logging.getLogger("ge.atc")
 MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)

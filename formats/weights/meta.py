@@ -15,8 +15,8 @@ import contextlib
 import json
 import os
 
-from ge.core.errors import FormatError
-from ge.core.weight_files import META_NAME, individual_name, name_problem, open_regular
+from ge.core.model.errors import FormatError
+from ge.core.model.weight_files import META_NAME, individual_name, name_problem, open_regular
 
 from ..atomic import write_atomically
 

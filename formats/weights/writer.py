@@ -12,8 +12,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ge.core.errors import FormatError
-from ge.core.weight_files import WeightFilePlan, individual_name, name_problem
+from ge.core.model.errors import FormatError
+from ge.core.model.weight_files import WeightFilePlan, individual_name, name_problem
 
 from ..atomic import EarlyWriteback, write_atomically
 from .meta import update_meta

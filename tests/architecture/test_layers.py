@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 ROOTS = {"cli": "ge.cli", "core": "ge.core", "formats": "ge.formats"}
 
 COMPILER = ("ge.core.compile", "ge.core.passes", "ge.formats.onnx")
-#: the data model everything else builds on (core/ir, the GeModel and DynamicModel records, ...)
-BOTTOM = ("ge.core.ir", "ge.core.ge_model", "ge.core.dynamic_model", "ge.core.errors", "ge.core.weight_files",
-          "ge.core.soc")
+#: the data model everything else builds on (core/model/ir, the GeModel and DynamicModel records, ...)
+BOTTOM = ("ge.core.model.ir", "ge.core.model.ge_model", "ge.core.model.dynamic_model", "ge.core.model.errors", "ge.core.model.weight_files",
+          "ge.core.model.soc")
 DRIVERS = ("ge.core.api", "ge.core.acl", "ge.cli")
 
 #: (modules under this prefix, may not import modules under these prefixes)
@@ -34,7 +34,7 @@ RULES = [
     ("ge.core.kernels", COMPILER + DRIVERS + ("ge.core.runtime",)),
     ("ge.core.compile", DRIVERS + ("ge.core.runtime",)),
     ("ge.core.passes", DRIVERS + ("ge.core.runtime",)),
-    ("ge.core.ir", DRIVERS + COMPILER + ("ge.core.runtime", "ge.core.kernels")),
+    ("ge.core.model.ir", DRIVERS + COMPILER + ("ge.core.runtime", "ge.core.kernels")),
 ]
 
 

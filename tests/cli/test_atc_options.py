@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.api.atc_options import OPTIONS, RECORDED, REFUSED
-from ge.core.errors import GeError
+from ge.core.atc.atc_options import OPTIONS, RECORDED, REFUSED
+from ge.core.model.errors import GeError
 
 from .conftest import _save
 

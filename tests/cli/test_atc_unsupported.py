@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.errors import GraphError, UnsupportedOpError
+from ge.core.model.errors import GraphError, UnsupportedOpError
 
 
 def _model(path, dims=(2, 3)) -> str:

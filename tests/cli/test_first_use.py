@@ -101,7 +101,7 @@ def test_a_cann_om_is_named_as_cann_s_with_the_way_out(ge, tmp_path, command, er
 
 
 def test_a_cann_om_without_a_name_and_ge_s_own_header_of_256_bytes(tmp_path):
-    from ge.core.errors import FormatError
+    from ge.core.model.errors import FormatError
     path = tmp_path / "x.om"
     path.write_bytes(cann_om(b"", b""))
     with pytest.raises(FormatError, match=r"x.om: written by CANN's ATC, not by ge"):
@@ -273,8 +273,8 @@ def _png_pixels(data: bytes) -> np.ndarray:
 
 
 def test_png_memory_plot_has_its_text(ge, compiled, tmp_path):
-    from ge.core.api.bitmap_font import ADVANCE, text_pixels
-    from ge.core.api.memory_plot import MARGIN, PNG_TEXT_SCALE
+    from ge.core.inspection.bitmap_font import ADVANCE, text_pixels
+    from ge.core.inspection.memory_plot import MARGIN, PNG_TEXT_SCALE
     ge("inspect", compiled["small"], "--plot", tmp_path / "p.png", ok=True)
     pixels = _png_pixels((tmp_path / "p.png").read_bytes())
     title = "memory plan of small: offset (up) against step (across)"
@@ -391,7 +391,7 @@ def _imported(code: str) -> set[str]:
 
 #: what `ge --version` and `ge --help` need not import: onnx, the compiler, the runtime, the OM reader,
 #: the API, any kernel family (the native library's own module aside: --version reports its level)
-HEAVY = ("onnx", "ge.core.compile", "ge.core.passes", "ge.formats", "ge.core.runtime", "ge.core.api", "ge.core.ir",
+HEAVY = ("onnx", "ge.core.compile", "ge.core.passes", "ge.formats", "ge.core.runtime", "ge.core.api", "ge.core.model.ir",
          "ge.core.kernels.base", "ge.core.kernels.registry", "ge.cli.atc", "ge.cli.run", "rich.table", "ml_dtypes")
 
 

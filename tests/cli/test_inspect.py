@@ -117,7 +117,7 @@ def test_inspect_shows_a_fused_chain(ge, tmp_path):
 
 
 def test_a_section_from_python_is_what_section_json_prints(ge, compiled):
-    from ge.core.errors import GeError
+    from ge.core.model.errors import GeError
     data = api.inspect(compiled["small"])
     for section in api.INSPECT_SECTIONS:
         r = ge("inspect", compiled["small"], "--section", section, "--json", ok=True)

@@ -80,7 +80,7 @@ def test_unexpected_exception_is_an_internal_error(ge, compiled, monkeypatch, er
 
 
 def test_multi_line_error_messages_become_one_line(ge, compiled, monkeypatch, error_line):
-    from ge.core.errors import GraphError
+    from ge.core.model.errors import GraphError
 
     def fail(path):
         raise GraphError("first\n  second\tthird")

@@ -1,4 +1,4 @@
-"""`ge run` from Python (core/api/runner.py): the same files, names and summary as the command line,
+"""`ge run` from Python (core/acl/runner.py): the same files, names and summary as the command line,
 and the same refusals; ATC's --mode=3 report from Python (pre_check.write_check_report)."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ge.core import api
-from ge.core.api.pre_check import write_check_report
-from ge.core.api.runner import RunOptions, run
-from ge.core.errors import GeError
+from ge.core.atc.pre_check import write_check_report
+from ge.core.acl.runner import RunOptions, run
+from ge.core.model.errors import GeError
 
 
 def small_input(seed: int) -> np.ndarray:

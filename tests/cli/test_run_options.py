@@ -408,7 +408,7 @@ def test_switch_values(ge, compiled, tmp_path):
 
 
 def test_the_python_api_does_what_the_cli_does(free, gears, tmp_path, ort_run):
-    from ge.core.api import inference
+    from ge.core.acl import inference
     model_id = api.load_from_file(gears["batch"])
     try:
         descs = inference.select_gear(model_id, batch=2)
@@ -457,7 +457,7 @@ def test_batch_of_files_and_output_batchsize_axis(ge, free, tmp_path, ort_run, a
 
 
 def test_dataset_warmup_count(ge, compiled, tmp_path, monkeypatch):
-    from ge.core.api import dataset
+    from ge.core.acl import dataset
     calls = []
     real = dataset.execute
     monkeypatch.setattr(dataset, "execute", lambda model_id, inputs: calls.append(1) or real(model_id, inputs))
@@ -474,7 +474,7 @@ def test_pipeline_reads_the_next_sample_on_another_thread(ge, models, compiled, 
                                                           error_line):
     import threading
 
-    from ge.core.api import dataset
+    from ge.core.acl import dataset
     readers = []
     real = dataset.load_inputs
     monkeypatch.setattr(dataset, "load_inputs",
@@ -497,7 +497,7 @@ def test_pipeline_reads_the_next_sample_on_another_thread(ge, models, compiled, 
 
 
 def test_threads_apply_to_the_run_only(ge, models, compiled, tmp_path, ort_run, monkeypatch):
-    from ge.core.api import inference
+    from ge.core.acl import inference
     from ge.core.kernels import native
     seen = []
     real = inference.timed_runs

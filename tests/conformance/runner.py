@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 
 from .cases import Case
 

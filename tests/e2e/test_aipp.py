@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.formats.aipp_config import parse_aipp_config
 
 rng = np.random.default_rng(0)

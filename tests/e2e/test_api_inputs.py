@@ -5,7 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.errors import ShapeError
+from ge.core.model.errors import ShapeError
 
 F = TensorProto.FLOAT
 

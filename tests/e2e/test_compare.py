@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.api.comparison import metrics
-from ge.core.errors import GeError
+from ge.core.inspection.comparison import metrics
+from ge.core.model.errors import GeError
 
 rng = np.random.default_rng(0)
 

@@ -10,7 +10,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.formats.om import header_info, read_om
 
 from .conftest import onnxruntime_outputs

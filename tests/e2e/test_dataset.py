@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.formats.dataset import discover
 
 rng = np.random.default_rng(0)

@@ -5,7 +5,7 @@ import onnx
 import pytest
 
 from ge.core import api
-from ge.core.errors import GeError, ShapeError
+from ge.core.model.errors import GeError, ShapeError
 from ge.core.kernels import native
 from ge.formats.om import header_info, om_bytes, read_om
 
@@ -191,8 +191,8 @@ def test_cli_compiles_and_runs_a_dynamic_model(bert_path, tmp_path):
 def test_reader_validates_the_root_model(detection):
     import dataclasses
 
-    from ge.core.dynamic_model import Step
-    from ge.core.errors import FormatError
+    from ge.core.model.dynamic_model import Step
+    from ge.core.model.errors import FormatError
     dyn = read_om(detection[1].om_path)
     bad = dataclasses.replace(dyn, steps=dyn.steps + [Step("node", 99)])
     with pytest.raises(FormatError, match=r"root TASK_INFO step \d+: node 99 does not exist"):

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from ge.cli.main import cli
 from ge.core import api
-from ge.core.errors import GeError
-from ge.core.ge_model import FM_ID, WORKSPACE_ID
+from ge.core.model.errors import GeError
+from ge.core.model.ge_model import FM_ID, WORKSPACE_ID
 from ge.core.runtime import known_subgraph as v2
 from ge.core.runtime.throughput import run_contexts
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from ge.cli.main import cli
 from ge.core import api
-from ge.core.errors import FormatError
+from ge.core.model.errors import FormatError
 from ge.formats.om.schema import MODEL_DEF
 from ge.formats.weights import read_meta
 from tests.fuzz.om_fuzz import Layout

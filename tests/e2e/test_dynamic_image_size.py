@@ -5,7 +5,7 @@ import onnx
 import pytest
 
 from ge.core import api
-from ge.core.errors import ShapeError
+from ge.core.model.errors import ShapeError
 
 from .conftest import onnxruntime_outputs
 

@@ -85,7 +85,7 @@ def test_conv_packs_once_per_layout(tmp_path, monkeypatch, plans):
     tall one for rows of 4) and reused. numpy: large images take the 'taps' plan, whose
     W[taps, OC, C] is packed for the first of them and reused by the impls built for the others;
     small images take im2col, which reads W as stored: nothing to pack, nothing reused."""
-    from ge.core.kernels.conv import cblas
+    from ge.core.kernels.ops.conv import cblas
     if plans == "native" and native.native() is None:
         pytest.skip("ge's native GEMM is not built")
     if plans == "numpy":

@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from ge.core import api
-from ge.core.ge_model import GeModel
+from ge.core.model.ge_model import GeModel
 from ge.formats.om import read_om
 from ge.formats.om.decode import Bad
 from ge.formats.om.root import decode_root, encode_root

@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 
 from .conftest import run_om
 

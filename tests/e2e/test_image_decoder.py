@@ -11,7 +11,7 @@ from onnx import helper
 from PIL import Image
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 
 
 def decoder_model(tmp_path, pixel_format="RGB"):

@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from ge.core import api
-from ge.core.api import om_info
+from ge.core.inspection import om_info
 
 from tests.conftest import ort_unfused
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from ge.core import api
-from ge.core.ge_model import WEIGHT_ID
+from ge.core.model.ge_model import WEIGHT_ID
 from ge.core.runtime.device import get_device
 
 

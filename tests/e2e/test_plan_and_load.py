@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import backend as backends, base, lookup
 
 

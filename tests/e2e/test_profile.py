@@ -7,7 +7,7 @@ import onnx
 import pytest
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 
 from ge.core import api
-from ge.core.kernels.dynamic_quantize import quantized_product
+from ge.core.kernels.ops.dynamic_quantize import quantized_product
 
 DEVICES = ["cpu", "sim"]
 
@@ -332,8 +332,8 @@ def test_quantize_dynamic_attention_is_qattention_as_onnxruntime(tmp_path, mask,
 
 
 def test_qattention_with_a_past_state_is_refused_naming_the_node():
-    from ge.core.errors import GraphError
-    from ge.core.ir import Meta
+    from ge.core.model.errors import GraphError
+    from ge.core.model.ir import Meta
     from ge.core.kernels import lookup
     f32, u8, i8 = np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.int8)
     metas = [Meta(u8, (1, 3, 8)), Meta(i8, (8, 24)), Meta(f32, (24,)), Meta(f32, ()), Meta(f32, ()), None,

@@ -10,8 +10,8 @@ import ray
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.api.ray_dataset import OmPredictor, run_dataset_on_ray
-from ge.core.errors import GeError
+from ge.core.acl.ray_dataset import OmPredictor, run_dataset_on_ray
+from ge.core.model.errors import GeError
 
 F = TensorProto.FLOAT
 rng = np.random.default_rng(0)

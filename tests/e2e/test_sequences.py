@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.formats.om import om_bytes, read_om
 from ge.formats.om.decode import Bad
 from ge.formats.om.root import decode_root, encode_root

@@ -10,8 +10,8 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from ge.core import api
-from ge.core.errors import GeError
-from ge.core.kernels.strings import re2_to_python
+from ge.core.model.errors import GeError
+from ge.core.kernels.ops.strings import re2_to_python
 from ge.formats.om import om_bytes, read_om, writer
 from ge.formats.om.decode import Bad
 from ge.formats.om.root import decode_root, encode_root

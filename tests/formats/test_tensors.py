@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from ge.core.errors import FormatError, ShapeError
+from ge.core.model.errors import FormatError, ShapeError
 from ge.formats.tensors import load_inputs, output_path, random_inputs, save_outputs
 
 

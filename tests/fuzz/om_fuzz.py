@@ -45,7 +45,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.formats.om import reader, writer
 from ge.formats.om.schema import MODEL_DEF, TASK_INFO
 

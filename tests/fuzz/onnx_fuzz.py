@@ -48,7 +48,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 
 from .om_fuzz import HANG_SECONDS, RAW, bounded, control_flow_onnx, dynamic_onnx, seed_inputs, seed_onnx
 

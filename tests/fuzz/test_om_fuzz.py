@@ -9,7 +9,7 @@ import msgpack
 import pytest
 
 from ge.core import api
-from ge.core.errors import DeviceError, FormatError, GeError
+from ge.core.model.errors import DeviceError, FormatError, GeError
 from ge.formats.om import reader
 from ge.formats.om.schema import WEIGHTS_DATA
 

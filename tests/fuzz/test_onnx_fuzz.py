@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import DeviceError, FormatError, GraphError
+from ge.core.model.errors import DeviceError, FormatError, GraphError
 
 from .onnx_fuzz import EXTERNAL, PROTO, SEEDS, Campaign, invalid_utf8_name, main, make_seed, run_cli, write_case
 

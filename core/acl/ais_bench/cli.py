@@ -19,10 +19,10 @@ import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 
-from ...errors import GeError
-from ...ge_model import TensorDesc
+from ...model.errors import GeError
+from ...model.ge_model import TensorDesc
 from ...runtime.device import MAX_DEVICES
-from ...api import dataset, inference, profiling
+from .. import dataset, inference, profiling
 from ....formats.tensors import write_text
 from . import files
 from .interface import InferSession, MemorySummary

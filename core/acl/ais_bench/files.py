@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from ...errors import FormatError
+from ...model.errors import FormatError
 from ....formats.atomic import make_folder, write_atomically
 from ....formats.dataset import Sample
 

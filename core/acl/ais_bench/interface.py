@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import aclruntime
 from ..aclruntime import AclRuntimeError, InferenceSession, Tensor, check_device_id, session_options
-from ...api.inference import read_acl_json
+from ..inference import read_acl_json
 
 MODES = ("static", "dymbatch", "dymhw", "dymdims", "dymshape")
 DEFAULT_CUSTOM_SIZE = 100000  # ais_bench's default output buffer bytes of a dymshape run

@@ -1,5 +1,5 @@
 /* The recurrence of RNN, GRU and LSTM (float32, the default activations Sigmoid/Tanh/Tanh), all
-steps of a direction in one call (core/kernels/recurrent.py computes the input projection of every
+steps of a direction in one call (core/kernels/ops/recurrent.py computes the input projection of every
 step, X W^T + biases, as one GEMM before it).
 
 Why: per step the work is one small product H R^T ([B, H] x [H, G*H]) and a few vector passes over

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ge.core.acl import pyacl as acl
-from ge.core.api import acl as api_acl
+from ge.core.acl import models as api_acl
 from ge.core.runtime.device import get_device
 
 from .conftest import Models, ready_datasets, run_script

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from ge.cli.main import cli
 from ge.core import api
-from ge.core.errors import UnsupportedOpError
+from ge.core.model.errors import UnsupportedOpError
 
 
 def model_with_custom_node(path, used: bool, dynamic: bool = False):

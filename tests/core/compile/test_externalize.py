@@ -9,10 +9,10 @@ import pytest
 
 from ge.core.compile.build import build
 from ge.core.compile.external_weights import externalize
-from ge.core.errors import FormatError, GeError
-from ge.core.ge_model import FILE_CONSTANT, WEIGHT, WEIGHT_ID
-from ge.core.ir import Graph, Node, Value
-from ge.core.weight_files import INLINE_LIMIT
+from ge.core.model.errors import FormatError, GeError
+from ge.core.model.ge_model import FILE_CONSTANT, WEIGHT, WEIGHT_ID
+from ge.core.model.ir import Graph, Node, Value
+from ge.core.model.weight_files import INLINE_LIMIT
 from ge.formats.om import om_bytes, read_om
 
 F32 = np.dtype(np.float32)

@@ -2,7 +2,7 @@
 one cluster, known clusters never form a cycle through an unknown node, and small known clusters
 dissolve (static_model_ops_lower_limit) into the unknown clusters beside them."""
 from ge.core.compile.partition import KNOWN, UNKNOWN, partition
-from ge.core.ir import Graph, Node
+from ge.core.model.ir import Graph, Node
 
 
 def chain_graph():

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.ir import Graph
+from ge.core.model.ir import Graph
 from ge.formats.onnx import importer
 
 W = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)

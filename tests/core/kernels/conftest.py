@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from ge.core.ir import Meta, dtype_to_onnx
+from ge.core.model.ir import Meta, dtype_to_onnx
 from ge.core.kernels import lookup, native
 
 from .levels import level_params

@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.core.kernels.registry import kernel_classes
 from tests.conformance.cases import all_cases
 

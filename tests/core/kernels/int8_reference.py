@@ -4,7 +4,7 @@ products in 16 bits on AVX2 without VNNI (vpmaddubsw) and saturate there, so the
 the CPU they run on (issue 29); the products and sums here are exact on every CPU.
 
 After the product the steps are ONNX's, in the float32 order onnxruntime's MlasRequantizeOutput takes
-and core/kernels/quantization.py documents for ge: y = saturate(round_half_even(float32(acc) *
+and core/kernels/ops/quantization.py documents for ge: y = saturate(round_half_even(float32(acc) *
 multiplier) + y_zero_point), multiplier = x_scale * w_scale / y_scale in float32. So the comparison
 stays bit-exact for the quantized outputs."""
 from __future__ import annotations

@@ -102,7 +102,7 @@ def check_against_onnxruntime(case, got, rtol=1e-4, atol=1e-5, outputs=None) -> 
 def node_model(op_type, inputs: dict, attrs: dict, n_outputs=1, domain="", opset=None, default_opset=21):
     """A one-node model (inputs: name -> array), importing the default domain and `domain`."""
     from onnx import helper
-    from ge.core.ir import dtype_to_onnx
+    from ge.core.model.ir import dtype_to_onnx
     outs = [f"y{i}" for i in range(n_outputs)]
     node = helper.make_node(op_type, list(inputs), outs, domain=domain, **attrs)
     graph = helper.make_graph([node], op_type, [

@@ -1,13 +1,13 @@
-"""ge's blocked-layout ops (core/kernels/blocked.py): ReorderInput, ReorderOutput and NchwcConv, their
+"""ge's blocked-layout ops (core/kernels/ops/blocked.py): ReorderInput, ReorderOutput and NchwcConv, their
 native and numpy plans against onnxruntime's Conv (+ Add) (+ activation), and their specs' refusals."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from ge.core.errors import GeError
-from ge.core.ir import Meta
+from ge.core.model.errors import GeError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
-from ge.core.kernels.blocked import blocked_shape, from_blocked, to_blocked
+from ge.core.kernels.ops.blocked import blocked_shape, from_blocked, to_blocked
 
 rng = np.random.default_rng(3)
 F32 = np.dtype(np.float32)

@@ -3,8 +3,8 @@ what the node gives) and their errors, apart from any compiled subgraph."""
 import numpy as np
 import pytest
 
-from ge.core.errors import GeError
-from ge.core.ir import CAPTURES
+from ge.core.model.errors import GeError
+from ge.core.model.ir import CAPTURES
 from ge.core.kernels import lookup
 
 

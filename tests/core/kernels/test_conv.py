@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 rng = np.random.default_rng(0)
@@ -21,7 +21,7 @@ def layout(request, monkeypatch, default_backend):
     pointwise, any K), the native GEMM with flat or gathered (dense) columns, one GEMM per kernel
     tap, or im2col; depthwise with tiny
     channel blocks in one of them, so every code path sees every attribute combination."""
-    from ge.core.kernels import conv, conv_native
+    from ge.core.kernels.ops import conv, conv_native
     if request.param == "native-pixels":
         default_backend("native")
         monkeypatch.setattr(conv_native, "PIXELS_K", 10**9)
@@ -136,7 +136,7 @@ def test_pointwise_on_a_14x14_plane_takes_the_direct_kernel_when_it_reduces(defa
     """196 pixels fill 224 columns of 32-wide GEMM panels: a conv that reduces channels (K >= M) takes
     the direct kernel (the GEMM would pack each panel for few blocks of rows), one that expands the
     pixels kernel, not the GEMM. (The kernels' results: the plans' tests above.)"""
-    from ge.core.kernels import conv_native
+    from ge.core.kernels.ops import conv_native
     default_backend("native")
     k = _kernel("Conv", [Meta(np.dtype(np.float32), (1, c, 14, 14)), Meta(np.dtype(np.float32), (oc, c, 1, 1))], {},
                 [None, np.zeros((oc, c, 1, 1), np.float32)])
@@ -211,7 +211,7 @@ def test_conv_transpose_1d_3d(check_op, xs, ws, attrs):
 
 def test_conv_batch_chunks(check_op, layout, monkeypatch):
     """Batches larger than the im2col budget are processed a few items at a time."""
-    from ge.core.kernels import conv
+    from ge.core.kernels.ops import conv
     monkeypatch.setattr(conv, "COLS_LIMIT", 2 * 4 * 3 * 9 * 81)
     check_op("Conv", {"x": f32(5, 4, 9, 9), "w": f32(6, 4, 3, 3), "b": f32(6)}, {"pads": [1, 1, 1, 1]},
              consts=("w", "b"), **TOL)

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 X = np.random.default_rng(4).standard_normal((4, 50)).astype(np.float32) + 3  # no zeros

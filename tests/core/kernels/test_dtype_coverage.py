@@ -267,7 +267,7 @@ def test_bfloat16_network_through_the_om(tmp_path, device):
 @pytest.mark.parametrize("op", ["LayerNormalization", "Gelu", "Swish", "HardSwish"])
 def test_bfloat16_fused_ops_of_ges_domain(op):
     """ge's own fused ops on bfloat16: their float32 kernel's result on the same values, rounded once."""
-    from ge.core.ir import Meta
+    from ge.core.model.ir import Meta
     from ge.core.kernels import lookup
     bf16 = np.dtype(ml_dtypes.bfloat16)
     rng = np.random.default_rng(1)

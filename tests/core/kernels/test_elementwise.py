@@ -5,8 +5,8 @@ import numpy as np
 import onnxruntime.capi.onnxruntime_pybind11_state as ort_state
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 rng = np.random.default_rng(0)
@@ -95,7 +95,7 @@ def test_add_broadcasts(check_op, shape_a, shape_b):
 
 
 def test_unknown_op_names_node_and_op():
-    from ge.core.errors import UnsupportedOpError
+    from ge.core.model.errors import UnsupportedOpError
     with pytest.raises(UnsupportedOpError, match="node 'n7': op FancyOp is not supported"):
         lookup("FancyOp", node="n7")
 
@@ -209,7 +209,7 @@ def test_sigmoid_is_stable_in_the_tails(dtype):
 
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_erf_dense_grid(dtype):
-    from ge.core.kernels.erf import erf
+    from ge.core.kernels.ops.erf import erf
     x = np.concatenate([np.linspace(-7, 7, 300001), np.logspace(-30, 1, 4001), -np.logspace(-30, 1, 4001)]).astype(dtype)
     ref = np.array([math.erf(float(v)) for v in x])
     got = erf(x)
@@ -275,7 +275,7 @@ def test_gelu_rejects_unknown_approximation():
 
 
 def test_gelu_needs_opset_20():
-    from ge.core.errors import UnsupportedOpError
+    from ge.core.model.errors import UnsupportedOpError
     with pytest.raises(UnsupportedOpError, match="at opset 17"):
         lookup("Gelu", opset=17)
 
@@ -722,7 +722,7 @@ def _cast_source(dtype):
 @pytest.mark.parametrize("src", CAST_TYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("dst", CAST_TYPES, ids=lambda t: np.dtype(t).name)
 def test_cast_matrix(check_op, src, dst):
-    from ge.core.ir import dtype_to_onnx
+    from ge.core.model.ir import dtype_to_onnx
     x = _cast_source(src)
     if np.dtype(src).kind == "i" and np.dtype(dst).kind == "u":
         x = np.abs(x)
@@ -776,7 +776,7 @@ def test_compute_returns_arrays_for_rank0(op, n):
 @pytest.mark.parametrize("op_type", ["Relu", "Sigmoid", "Tanh", "HardSigmoid", "Clip"])
 def test_in_place_kernels_run_in_place(op_type):
     """Kernels flagged in_place can be fused as epilogues: run with ys[0] is xs[0], no workspace."""
-    from ge.core.ir import Meta
+    from ge.core.model.ir import Meta
     from ge.core.kernels import lookup
     x = (rng.standard_normal((3, 70000)) * 4).astype(np.float32)
     m = Meta(x.dtype, x.shape)

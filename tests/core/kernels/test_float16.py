@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 from ge.core.kernels.float16 import VIA_FLOAT32, Float16ViaFloat32
 from tests.conftest import ort_run

@@ -5,7 +5,7 @@ every rounding boundary; and the float16 adapter converts through it."""
 import numpy as np
 import pytest
 
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup, native as native_mod
 from ge.core.kernels.backend import Backend
 

@@ -10,8 +10,9 @@ subnormals in the inputs, results overflowing float16."""
 import numpy as np
 import pytest
 
-from ge.core.ir import Meta
-from ge.core.kernels import conv_native, lookup, native as native_mod
+from ge.core.model.ir import Meta
+from ge.core.kernels.ops import conv_native
+from ge.core.kernels import lookup, native as native_mod
 from ge.core.kernels.backend import Backend
 from ge.core.kernels.fused import GE_DOMAIN
 

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import backend, lookup
 
 from .int8_reference import fma_atol, reference

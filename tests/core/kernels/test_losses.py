@@ -3,8 +3,8 @@ checked against their expected outputs and onnxruntime's."""
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 from .node_cases import case_ids, check_against_onnxruntime, check_case, node_cases

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 rng = np.random.default_rng(0)
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every case through b
 @pytest.fixture(autouse=True)
 def small_batches_native(monkeypatch):
     """The test products are small: take the native batch plan for every size, as big ones do."""
-    from ge.core.kernels import matmul_native
+    from ge.core.kernels.ops import matmul_native
     monkeypatch.setattr(matmul_native, "BATCH_MIN_MACS", 0)
 
 
@@ -93,7 +93,7 @@ def test_gemm(check_op, sa, sb, sc, attrs, consts):
 
 
 def test_few_rows_take_the_native_gemv():
-    from ge.core.kernels.matmul_native import NativeGemv, NativeProduct
+    from ge.core.kernels.ops.matmul_native import NativeGemv, NativeProduct
     f = np.dtype(np.float32)
     for rows, plan in ((1, NativeGemv), (7, NativeGemv), (8, NativeProduct)):
         k = lookup("Gemm")({"transB": 1}, [Meta(f, (rows, 40)), Meta(f, (9, 40))], [None, f32(9, 40)], name="g")
@@ -174,7 +174,7 @@ def test_fused_matmul(shapes, attrs, consts):
 
 
 def test_attention_products_take_the_native_batch_plan():
-    from ge.core.kernels.matmul_native import NativeBatch
+    from ge.core.kernels.ops.matmul_native import NativeBatch
     for shapes, attrs in [([(1, 128, 4, 64), (1, 128, 4, 64), (1, 1, 1, 128)],
                            {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.125}),
                           ([(1, 4, 128, 128), (1, 128, 4, 64)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]})]:

@@ -159,7 +159,7 @@ def test_disabled_by_environment(monkeypatch):
 def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
     """Conv and FusedMatMul apply a fused Relu/Clip as the GEMM stores: the runtime gets no epilogue
     to run after them, and the output is clamped once."""
-    from ge.core.ir import Meta
+    from ge.core.model.ir import Meta
     from ge.core.kernels import lookup
     from ge.core.kernels.epilogue import Epilogue
     x = rng.standard_normal((1, 8, 6, 6), np.float32) * 4
@@ -183,11 +183,11 @@ def test_kernels_absorb_a_fused_clamp(spec, lo, hi):
 def test_gemv_absorbs_squeeze_excite_activations(rows):
     """A 1x1 Conv on a 1x1 plane and a Gemm with few rows run on the native GEMV (csrc/gemv.c), which
     applies the bias and the fused HardSigmoid / HardSwish as it stores; odd sizes cover its tails."""
-    from ge.core.ir import Meta
+    from ge.core.model.ir import Meta
     from ge.core.kernels import lookup
-    from ge.core.kernels.conv_native import NativeConvGemv
+    from ge.core.kernels.ops.conv_native import NativeConvGemv
     from ge.core.kernels.epilogue import Epilogue
-    from ge.core.kernels.matmul_native import NativeGemv
+    from ge.core.kernels.ops.matmul_native import NativeGemv
     hsig, hswish = [["HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}]], [["HardSwish", {}]]
     x = rng.standard_normal((rows, 45, 1, 1), np.float32) * 2
     w, b = rng.standard_normal((19, 45, 1, 1), np.float32) / 6, rng.standard_normal(19, np.float32)

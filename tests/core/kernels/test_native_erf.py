@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup, native as native_mod
 from ge.core.kernels.backend import Backend
 

@@ -1,4 +1,4 @@
-"""The blocked-layout convolution (core/kernels/nchwc.py, csrc/nchwc.c) and its reorders, on every
+"""The blocked-layout convolution (core/kernels/ops/nchwc.py, csrc/nchwc.c) and its reorders, on every
 built native level this CPU runs (conftest.py's fixture `nat`; a block of 16 channels is one AVX-512
 vector, two AVX2 ones, four SSE ones), against onnxruntime's Conv (+ Add) (+ activation)."""
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ge.core.kernels import native
-from ge.core.kernels.nchwc import NchwcConv, blocked_empty, blocked_shape, reorder
+from ge.core.kernels.ops.nchwc import NchwcConv, blocked_empty, blocked_shape, reorder
 
 RELU = native.Act(native.ACT_CLAMP, 0.0, float("inf"))
 LEAKY = native.Act(native.ACT_LEAKY_RELU, 0.1)

@@ -1,4 +1,4 @@
-"""The depthwise convolution in the blocked layout (core/kernels/nchwc.py NchwcDepthwise,
+"""The depthwise convolution in the blocked layout (core/kernels/ops/nchwc.py NchwcDepthwise,
 csrc/nchwc_depthwise.c) on every built native level this CPU runs, against onnxruntime's Conv (group ==
 channels) (+ Add) (+ activation): MobileNetV2's and V3's depthwise geometries, and the edges of the
 kernel's paths (odd channel counts, batches, residuals, every activation, asymmetric pads, dilation,
@@ -12,7 +12,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ge.core.kernels import native
-from ge.core.kernels.nchwc import NchwcDepthwise, blocked_empty, reorder
+from ge.core.kernels.ops.nchwc import NchwcDepthwise, blocked_empty, reorder
 
 # name -> (ge's activation, onnx nodes applying it to "c" giving "y", act(0))
 ACTS = {

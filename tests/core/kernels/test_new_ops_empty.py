@@ -40,7 +40,7 @@ def test_empty(check_op, op, inputs, attrs, opset, consts, n):
 
 def test_empty_sequence_keeps_the_initial_state():
     """T = 0: Y is empty, Y_h / Y_c are the initial states (onnxruntime leaves them uninitialized)."""
-    from ge.core.ir import Meta
+    from ge.core.model.ir import Meta
     from ge.core.kernels import lookup
     x, w, r = np.zeros((0, 2, 3), F), np.zeros((1, 8, 3), F), np.zeros((1, 8, 2), F)
     h0, c0 = np.full((1, 2, 2), 0.5, F), np.full((1, 2, 2), -1.5, F)

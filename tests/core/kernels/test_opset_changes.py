@@ -7,8 +7,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 from ge.formats.onnx import load_onnx
 

@@ -3,7 +3,7 @@ plan wants another layout; without a pack cache (the static path) a kernel packs
 import numpy as np
 import pytest
 
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 from ge.core.kernels.packs import WeightPacks
 
@@ -42,7 +42,7 @@ def test_conv_packs_taps_once_and_not_for_a_view_layout(default_backend):
     [taps, OC, C], once for every image size it serves; small images take im2col, which reads W in
     its stored layout (a reshape, no pack). Every result equals the kernel built without a pack
     cache, bit for bit."""
-    from ge.core.kernels import conv as conv_module
+    from ge.core.kernels.ops import conv as conv_module
     if conv_module.cblas().sgemm is None:
         pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
     default_backend("numpy")

@@ -14,8 +14,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 from .conftest import run_onnxruntime

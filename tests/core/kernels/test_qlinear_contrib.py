@@ -7,8 +7,8 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta, dtype_to_onnx
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta, dtype_to_onnx
 from ge.core.kernels import lookup
 
 from .int8_reference import reference

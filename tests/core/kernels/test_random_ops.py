@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 
@@ -12,7 +12,7 @@ def ort_like(op, inputs, attrs, opset=17):
     import onnx
     import onnxruntime as ort
     from onnx import helper
-    from ge.core.ir import dtype_to_onnx
+    from ge.core.model.ir import dtype_to_onnx
     node = helper.make_node(op, list(inputs), ["y"], **attrs)
     g = helper.make_graph([node], "t", [helper.make_tensor_value_info(n, dtype_to_onnx(a.dtype), a.shape)
                                         for n, a in inputs.items()], [onnx.ValueInfoProto(name="y")])

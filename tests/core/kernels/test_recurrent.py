@@ -3,8 +3,8 @@ default activations) and on the numpy loop; a few on every native level this CPU
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import backend as backends, lookup, native as native_mod
 
 from .levels import RUNNABLE, level_params

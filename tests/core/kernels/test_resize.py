@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 rng = np.random.default_rng(0)
@@ -19,7 +19,7 @@ def f32(*shape):
 @pytest.fixture(autouse=True, params=["gemm", "gather"])
 def last_axis_path(request, monkeypatch):
     """Every case with the last axis interpolated by a GEMM (short rows) and by per-tap gathers."""
-    from ge.core.kernels import resize
+    from ge.core.kernels.ops import resize
     monkeypatch.setattr(resize, "GEMM_PER_TAP", 40 if request.param == "gemm" else 0)
     return request.param
 

@@ -5,8 +5,8 @@ exactly what compute() of a kernel built for those shapes gives."""
 import numpy as np
 import pytest
 
-from ge.core.ir import Meta
-from ge.core.kernels.elementwise import Binary, Unary, Variadic
+from ge.core.model.ir import Meta
+from ge.core.kernels.ops.elementwise import Binary, Unary, Variadic
 from ge.core.kernels.registry import kernel_classes
 
 AGNOSTIC = sorted((cls for cls in kernel_classes() if cls.__dict__.get("shape_agnostic")),

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 from ge.core.kernels import native as native_mod
 from ge.core.kernels.backend import Backend

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 from .node_cases import case_ids, check_against_onnxruntime, check_case, node_cases, node_model, run_model

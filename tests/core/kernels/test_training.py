@@ -3,8 +3,8 @@ ge's API against their expected outputs (onnxruntime's inference build has no su
 import numpy as np
 import pytest
 
-from ge.core.errors import GraphError
-from ge.core.ir import Meta
+from ge.core.model.errors import GraphError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
 from .node_cases import case_ids, check_case, node_cases, node_model, run_model

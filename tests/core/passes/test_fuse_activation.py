@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from ge.core.ir import Meta
+from ge.core.model.ir import Meta
 from ge.core.passes import fuse_activation, infer_shapes
 from ge.core.passes.fuse_activation import EPILOGUE, build_epilogue, works_in_place
 

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.kernels import conv_native
+from ge.core.kernels.ops import conv_native
 from ge.core.kernels.epilogue import ATTR as EPILOGUE
 from ge.core.kernels.fused import GE_DOMAIN
 from ge.core.passes import optimize

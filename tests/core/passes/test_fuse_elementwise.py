@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import GeError
-from ge.core.ir import Meta
+from ge.core.model.errors import GeError
+from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 from ge.core.kernels.backend import NUMPY
 from ge.core.passes import optimize
@@ -356,7 +356,7 @@ def test_chain_from_threads_on_both_devices(tmp_path, default_backend, device):
 def test_every_chain_op_is_correct_in_place(dtype):
     """The numpy plan writes a step into the buffer it reads: each chain op's kernel must give the
     same result with its output being its input (operand 0, and operand 1 of a binary op)."""
-    from ge.core.kernels.fused_elementwise import CHAIN_OPS
+    from ge.core.kernels.ops.fused_elementwise import CHAIN_OPS
     x, b = w([3, 5], dtype), w([5], dtype)
     if np.dtype(dtype).kind == "f":
         x, b = np.abs(x) + 0.5, np.abs(b) + 0.5  # in every op's domain (Sqrt, Log)

@@ -92,7 +92,7 @@ def test_bias_and_residual_then_a_third_add_stays(make_model, load, run_ort, run
 def test_symbolic_dims_fuse_only_what_they_prove():
     """On a dynamic graph a bias over the known last dim and an addend sharing the product's
     symbols fuse; an addend whose dim is unknown (None) or another symbol stays an Add task."""
-    from ge.core.ir import Graph, Node
+    from ge.core.model.ir import Graph, Node
     from ge.core.passes._util import set_initializer
     nodes = [Node("MatMul", ["x", "w"], ["y0"], name="mm"), Node("Add", ["y0", "b"], ["y1"], name="bias"),
              Node("Add", ["y1", "r"], ["y2"], name="res"),

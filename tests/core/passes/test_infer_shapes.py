@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from ge.core.errors import GraphError, UnsupportedOpError
+from ge.core.model.errors import GraphError, UnsupportedOpError
 from ge.core.passes import infer_shapes
 
 F = TensorProto.FLOAT

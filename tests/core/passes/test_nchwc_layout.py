@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.core.kernels.fused import GE_DOMAIN
 from ge.core.passes import fusion_switches, optimize
 from ge.formats.om import read_om, write_om

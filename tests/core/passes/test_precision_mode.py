@@ -6,7 +6,7 @@ from onnx import TensorProto, helper
 
 from ge.core import api
 from ge.core.compile.build import build
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.core.passes import dead_code, infer_shapes, optimize
 from ge.core.passes.precision_mode import apply_precision_mode
 from ge.formats.om import write_om

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from ge.core.compile.build import build
-from ge.core.errors import DeviceError, GeError
-from ge.core.ge_model import FM_ID
-from ge.core.ir import Graph, Node, Value
+from ge.core.model.errors import DeviceError, GeError
+from ge.core.model.ge_model import FM_ID
+from ge.core.model.ir import Graph, Node, Value
 from ge.core.runtime import known_subgraph as v2
 from ge.core.runtime.device import Event, get_device
 from ge.core.runtime.model_manager import ModelManager

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ge.core.compile.build import build
-from ge.core.ge_model import FM_ID
-from ge.core.ir import Graph, Node, Value
+from ge.core.model.ge_model import FM_ID
+from ge.core.model.ir import Graph, Node, Value
 from ge.core.runtime.executors import DataflowExecutor, TaskFailed
 from ge.core.runtime.model_manager import ModelManager
 
@@ -94,7 +94,7 @@ def test_dataflow_records_per_task_timings(model):
 
 @pytest.mark.parametrize("executor", ["linear", "dataflow", "parallel"])
 def test_a_failing_kernel_names_its_node(model, executor):
-    from ge.core.errors import GeError
+    from ge.core.model.errors import GeError
     ctx = model.create_context(executor=executor)
     x = np.ones(SHAPE, np.float32)
     ctx.execute([x])  # views built; C's arguments will not move again

@@ -11,9 +11,9 @@ import pytest
 
 from ge.core.compile.build import build
 from ge.core.compile.external_weights import externalize
-from ge.core.errors import FormatError, GeError
-from ge.core.ge_model import FILE_CONSTANT, WEIGHT_ID
-from ge.core.ir import Graph, Node, Value
+from ge.core.model.errors import FormatError, GeError
+from ge.core.model.ge_model import FILE_CONSTANT, WEIGHT_ID
+from ge.core.model.ir import Graph, Node, Value
 from ge.core.runtime import weight_loader
 from ge.core.runtime.device import get_device
 from ge.core.runtime.external_weight_manager import ExternalWeightConfig

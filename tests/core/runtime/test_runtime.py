@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from ge.core.compile.build import build
-from ge.core.errors import ShapeError
-from ge.core.ge_model import FM_ID
-from ge.core.ir import Graph, Node, Value
+from ge.core.model.errors import ShapeError
+from ge.core.model.ge_model import FM_ID
+from ge.core.model.ir import Graph, Node, Value
 from ge.core.runtime.device import get_device
 from ge.core.runtime.model_manager import ModelManager
 
@@ -154,7 +154,7 @@ def test_an_omitted_middle_output_keeps_its_place(device):
 def test_an_om_planning_too_little_workspace_is_refused_at_load():
     """An OM from a ge whose kernel needed less scratch: a clear error at load, not a failed run."""
     import dataclasses
-    from ge.core.errors import FormatError
+    from ge.core.model.errors import FormatError
     g = Graph(name="ws", nodes=[Node("Conv", ["x", "w"], ["y"], name="conv", attrs={"pads": [1, 1, 1, 1]})],
               inputs=["x"], outputs=["y"], values={"x": Value("x", F32, (1, 4, 8, 8)), "y": Value("y", F32, (1, 4, 8, 8))},
               initializers={"w": np.ones((4, 4, 3, 3), np.float32)})

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 from ge.formats.om import read_om
 
 from ...e2e.dynamic_models import KINDS, feeds

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import xxhash
 
-from ge.core.errors import FormatError, GeError
-from ge.core.ge_model import (FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, DataflowPlan, GeModel, TaskDef,
-                              TensorDesc, TensorPlan, WeightDesc, WeightLayout)
+from ge.core.model.errors import FormatError, GeError
+from ge.core.model.ge_model import (FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, Allocation, Arg, DataflowPlan, GeModel, TaskDef,
+                                    TensorDesc, TensorPlan, WeightDesc, WeightLayout)
 from ge.formats.om import FORMAT_VERSION, MAGIC, header_info, om_bytes, read_om, write_om
 from ge.formats.om import reader, schema, writer
 

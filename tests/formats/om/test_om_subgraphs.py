@@ -8,7 +8,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from ge.core import api
-from ge.core.errors import FormatError
+from ge.core.model.errors import FormatError
 from ge.formats.om import FORMAT_VERSION, header_info, om_bytes, read_om, writer
 from ge.formats.om.schema import MODEL_DEF
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ge.core import api
-from ge.core.errors import FormatError
+from ge.core.model.errors import FormatError
 from ge.formats.om.schema import MODEL_DEF, TASK_INFO
 
 from tests.fuzz.om_fuzz import Layout, compile_seed

@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import GeError
+from ge.core.model.errors import GeError
 
 W = np.arange(8, dtype=np.float32).reshape(2, 4) / 10
 X = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)

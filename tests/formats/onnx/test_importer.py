@@ -3,7 +3,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ge.core.errors import FormatError, GraphError, ShapeError
+from ge.core.model.errors import FormatError, GraphError, ShapeError
 from ge.formats.onnx import load_onnx, parse_input_shape, parse_out_nodes
 
 F = TensorProto.FLOAT

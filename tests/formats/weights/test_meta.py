@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from ge.core.errors import FormatError
-from ge.core.weight_files import combined_name, name_problem, resolve
+from ge.core.model.errors import FormatError
+from ge.core.model.weight_files import combined_name, name_problem, resolve
 from ge.formats.weights import read_meta, update_meta
 from ge.formats.weights.meta import LOCK_NAME, locked
 

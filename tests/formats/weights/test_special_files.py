@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from ge.core import api
-from ge.core.errors import FormatError
+from ge.core.model.errors import FormatError
 from ge.formats.weights import read_meta
 
 from tests.fuzz.om_fuzz import seed_inputs, seed_onnx

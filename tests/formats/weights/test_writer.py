@@ -9,8 +9,8 @@ import threading
 import numpy as np
 import pytest
 
-from ge.core.weight_files import WeightFilePlan
-from ge.core.errors import FormatError
+from ge.core.model.weight_files import WeightFilePlan
+from ge.core.model.errors import FormatError
 from ge.formats.weights import THREADS, read_meta, write_weight_files
 from ge.formats.weights import writer as writer_module
 

@@ -1,0 +1,1 @@
+"""ATC's driver: options -> settings -> compile -> write (`ge atc`, `api.atc`)."""

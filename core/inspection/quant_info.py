@@ -1,0 +1,69 @@
+"""What `ge inspect` shows of a quantized model: each 8-bit tensor's scale and zero point, read from
+the tasks that quantize or read it (their scale and zero-point arguments are weights of the OM)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.ge_model import GeModel
+
+_LINEAR = (("in", 0, 1, 2), ("in", 3, 4, 5), ("out", 0, 6, 7))
+#: op -> (side, argument, its scale argument, its zero-point argument) for each quantized tensor it touches;
+#: "dynamic" when the op computes them at run time
+PARAMS = {
+    "QuantizeLinear": (("out", 0, 1, 2),), "DequantizeLinear": (("in", 0, 1, 2),),
+    "QLinearConv": _LINEAR, "QLinearMatMul": _LINEAR, "QLinearAdd": _LINEAR, "QLinearMul": _LINEAR,
+    "QGemm": (("in", 0, 1, 2), ("in", 3, 4, 5), ("out", 0, 7, 8)),
+    "QLinearGlobalAveragePool": (("in", 0, 1, 2), ("out", 0, 3, 4)),
+    "QLinearAveragePool": (("in", 0, 1, 2), ("out", 0, 3, 4)),
+    "MatMulIntegerToFloat": (("in", 0, 2, 4), ("in", 1, 3, 5)),
+    "DynamicQuantizeLinear": (("out", 0, "dynamic", "dynamic"),),
+}
+
+
+def _fmt(a: np.ndarray | None) -> str:
+    if a is None:
+        return "-"
+    a = a.reshape(-1)
+    if a.size == 1:
+        return f"{a[0]:.6g}" if a.dtype.kind == "f" else str(int(a[0]))
+    return f"per channel ({a.size}: {a.min():.4g}..{a.max():.4g})" if a.dtype.kind == "f" else \
+        f"per channel ({a.size}: {int(a.min())}..{int(a.max())})"
+
+
+def quant_params(m: GeModel) -> dict[str, str]:
+    """{tensor or weight name: "scale S, zero point Z"} for the quantized tensors of a static OM."""
+    weights = {(w.allocation, w.offset): w for w in m.weights if not w.file}
+
+    def value(arg) -> np.ndarray | None:
+        w = weights.get((arg.allocation, arg.offset)) if arg is not None else None
+        if w is None:
+            return None
+        return np.frombuffer(m.weight_data, np.dtype(w.dtype), int(np.prod(w.shape, dtype=np.int64)), w.offset)
+
+    def name_of(arg, step: int, side: str) -> str | None:
+        w = weights.get((arg.allocation, arg.offset))
+        if w is not None:
+            return w.name
+        for t in m.tensors:
+            if (t.allocation, t.offset, t.dtype, tuple(t.shape)) == (arg.allocation, arg.offset, arg.dtype, tuple(arg.shape)) \
+                    and (t.first == step if side == "out" else t.first <= step <= t.last):
+                return t.name
+        return None
+
+    found: dict[str, str] = {}
+    for step, task in enumerate(m.tasks):
+        for side, i, si, zi in PARAMS.get(task.op_type, ()):
+            args = task.inputs if side == "in" else task.outputs
+            arg = args[i] if i < len(args) else None
+            if arg is None or np.dtype(arg.dtype) not in (np.dtype(np.uint8), np.dtype(np.int8)):
+                continue
+            name = name_of(arg, step, side)
+            if name is None or name in found:
+                continue
+            if si == "dynamic":
+                found[name] = "scale and zero point computed at run time"
+                continue
+            s = value(task.inputs[si]) if si < len(task.inputs) else None
+            z = value(task.inputs[zi]) if zi < len(task.inputs) else None
+            found[name] = f"scale {_fmt(s)}, zero point {_fmt(z)}"
+    return found

@@ -1,0 +1,394 @@
+"""If, Loop, Scan, SequenceMap and FlexAttention: the ops' semantics, given their subgraphs as callables.
+
+A control-flow node's subgraphs are submodels the runtime compiled and loaded; a kernel cannot run
+them itself (kernels sit below the runtime), so `execute(xs, bodies)` takes each subgraph as a
+function from its input arrays to its output arrays. The inputs `xs` are the node's: its ONNX
+inputs followed by the outer-scope values its subgraphs read (`captures` of them), which every
+call passes on as the subgraph's last inputs. A body's outputs may be views of its own buffers,
+valid until its next call (a static body hands them out without a copy): a kernel writes each scan
+output into its stacked result as it comes, and its own results may be such views too (the caller
+copies them into the node's outputs at once).
+
+Output shapes depend on running the subgraphs (a branch taken, a trip count, a condition), so
+infer() raises: the compiler routes these nodes to the hybrid executor.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+import ml_dtypes
+
+from ...model.ir import CAPTURES, DTYPES, Graph, Meta
+from ..base import Kernel
+from ..registry import register
+
+Body = Callable[[list], list]
+
+
+class ControlFlow(Kernel):
+    #: the attributes holding subgraphs, in the order execute() takes them
+    bodies: tuple = ()
+
+    def prepare(self) -> None:
+        graphs = [v for v in self.attrs.values() if isinstance(v, Graph)]
+        self.captures = int(self.attrs.get(CAPTURES, graphs[0].captures if graphs else 0))
+        if not 0 <= self.captures <= len(self.inputs):
+            raise self.fail(f"{self.captures} captured outer values for {len(self.inputs)} inputs")
+        self.formal = len(self.inputs) - self.captures
+        self.check()
+
+    def check(self) -> None:
+        """The op's attribute and input-count checks."""
+
+    def infer(self):  # the static path cannot plan it: the hybrid one runs it (ValueDependentError)
+        raise self.value_dependent("control flow: its output shapes come from running its subgraphs")
+
+    def compute(self, *xs):
+        raise self.fail("control flow runs its subgraphs as submodels; it has no standalone compute")
+
+    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body], templates=()) -> list[np.ndarray]:
+        """The node's outputs. `bodies`: one callable per attribute in `self.bodies`; `templates`:
+        (dtype, shape or None) of the body's outputs as compiled, which give a scan output its
+        per-iteration shape when there is no iteration (when they do not know it: dry_run)."""
+        raise NotImplementedError
+
+    def split(self, xs):
+        """(formal inputs, captured values)."""
+        xs = list(xs)
+        return xs[:self.formal], xs[self.formal:]
+
+    def scalar(self, x: np.ndarray | None, what: str):
+        a = np.asarray(x)
+        if a.size != 1:
+            raise self.fail(f"{what} must hold one value, got shape {list(a.shape)}")
+        return a.item()
+
+    @staticmethod
+    def known(templates) -> bool:
+        return all(t[1] is not None and all(d is not None and d >= 0 for d in t[1]) for t in templates)
+
+    @staticmethod
+    def dry_run(body: Body, inputs: list, templates: list) -> list:
+        """The per-iteration (dtype, shape) of a body that ran no iteration, from one run on the
+        inputs it would have had (zeros for slices); the compiled templates when that run fails."""
+        try:
+            return [(np.asarray(o).dtype, np.shape(o)) for o in body(inputs)]
+        except Exception:
+            return templates
+
+
+class Stacked:
+    """A scan output: the per-iteration parts written as they come into one result stacked along a
+    new `axis` (negative: from the end of the result), no part kept. `steps`: how many parts come
+    (a Scan's, whose `reverse` output stacks the last part first); without it (a Loop's) the room
+    grows by doubling, from `expected` parts when that is not too big."""
+
+    FIRST_BYTES = 1 << 20  # at most this much room made before the parts come
+
+    def __init__(self, kernel: ControlFlow, axis: int, what: str, steps: int | None = None,
+                 reverse: bool = False, expected: int | None = None):
+        self.kernel, self.axis, self.what = kernel, axis, what
+        self.steps, self.reverse, self.expected = steps, reverse, expected
+        self.buffer = self.shape = self.lead = None
+
+    def put(self, t: int, part) -> None:
+        """The part of iteration `t` (iterations come in order, from 0)."""
+        part = np.asarray(part)
+        if self.buffer is None:
+            self.shape, self.lead = part.shape, (slice(None),) * self._axis(part.ndim)
+            room = self.steps or min(self.expected or 16, max(16, self.FIRST_BYTES // max(part.nbytes, 1)))
+            self.buffer = self._allocate(part.dtype, room)
+        elif part.shape != self.shape:
+            raise self.kernel.fail(f"{self.what} has shape {list(part.shape)} at iteration {t} but "
+                                   f"{list(self.shape)} at iteration 0; scan outputs must keep their shape")
+        if self.steps is None and t == self.buffer.shape[len(self.lead)]:  # full: twice the room
+            grown = self._allocate(self.buffer.dtype, 2 * t)
+            grown[self.lead + (slice(0, t),)] = self.buffer
+            self.buffer = grown
+        if self.lead:
+            self.buffer[self.lead + (self.steps - 1 - t if self.reverse else t,)] = part
+        else:  # axis 0 (a Loop's)
+            self.buffer[self.steps - 1 - t if self.reverse else t] = part
+
+    def result(self, n: int, template) -> np.ndarray:
+        """The result of `n` iterations (`steps` of them, when given); `template` (dtype, shape or
+        None) gives it its per-iteration shape and dtype when there was no iteration."""
+        if self.buffer is None:
+            shape = tuple(0 if d is None or d < 0 else d for d in (template[1] or ()))
+            a = self._axis(len(shape))
+            return np.zeros(shape[:a] + (0,) + shape[a:], template[0])
+        return self.buffer if self.steps is not None else self.buffer[self.lead + (slice(0, n),)]
+
+    def _axis(self, rank: int) -> int:
+        a = self.axis + rank + 1 if self.axis < 0 else self.axis
+        if not 0 <= a <= rank:
+            raise self.kernel.fail(f"{self.what}: axis {self.axis} is out of range for a result of rank {rank + 1}")
+        return a
+
+    def _allocate(self, dtype, count: int) -> np.ndarray:
+        a = len(self.lead)
+        return np.empty(self.shape[:a] + (count,) + self.shape[a:], dtype)
+
+
+@register("If", since=1)
+class If(ControlFlow):
+    bodies = ("then_branch", "else_branch")
+
+    def check(self) -> None:
+        if self.formal != 1:
+            raise self.fail(f"takes one input (cond), got {self.formal}")
+
+    def execute(self, xs, bodies, templates=()):
+        (cond,), captured = self.split(xs)
+        branch = bodies[0] if bool(self.scalar(cond, "cond")) else bodies[1]
+        return branch(captured)
+
+
+@register("Loop", since=1)
+class Loop(ControlFlow):
+    """Inputs (M, cond, v_initial...): runs the body while i < M (when M is given) and cond (when
+    given, then the body's first output); outputs the final carried values, then each scan output
+    stacked over the iterations (a new axis 0)."""
+    bodies = ("body",)
+
+    def check(self) -> None:
+        if self.formal < 2:
+            raise self.fail(f"takes at least 2 inputs (M, cond), got {self.formal}")
+        self.carried = self.formal - 2
+
+    def execute(self, xs, bodies, templates=()):
+        (trip, cond, *carried), captured = self.split(xs)
+        body, n = bodies[0], self.carried
+        limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
+        go = True if cond is None else bool(self.scalar(cond, "input cond"))
+        scans = [Stacked(self, 0, f"scan output {k}", expected=limit) for k in range(self.num_outputs - n)]
+        i, going = 0, _constant(True)  # one array while it holds: a body copies it in once
+        while go and (limit is None or i < limit):
+            outs = body([np.array(i, np.int64), going, *carried, *captured])
+            if len(outs) < 1 + n:
+                raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {n} carried values")
+            go = bool(self.scalar(outs[0], "the body's cond output"))
+            carried = outs[1:1 + n]  # arrays, lists (sequences) or None (empty optionals) as they come
+            for scan, part in zip(scans, outs[1 + n:]):
+                scan.put(i, part)
+            i += 1
+        templates = list(templates[1 + n:]) + [(np.float32, None)] * len(scans)
+        if not i and scans and not self.known(templates[:len(scans)]):
+            templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
+                                     [None] * (1 + n) + templates)[1 + n:]
+        return carried + [scan.result(i, t) for scan, t in zip(scans, templates)]
+
+
+def _constant(value) -> np.ndarray:
+    a = np.array(value)
+    a.flags.writeable = False
+    return a
+
+
+class _ScanBase(ControlFlow):
+    bodies = ("body",)
+
+    def check(self) -> None:
+        self.m = int(self.attrs.get("num_scan_inputs", 0))
+        if self.m < 1:
+            raise self.fail(f"num_scan_inputs must be >= 1, got {self.m}")
+
+    def directions(self, key: str, count: int) -> list[int]:
+        d = [int(x) for x in (self.attrs.get(key) or [0] * count)]
+        if len(d) != count or any(x not in (0, 1) for x in d):
+            raise self.fail(f"{key} {d} must list {count} values, each 0 (forward) or 1 (reverse)")
+        return d
+
+    def axes(self, key: str, ranks: list[int]) -> list[int]:
+        given = self.attrs.get(key)
+        a = [int(x) for x in given] if given else [0] * len(ranks)
+        if len(a) != len(ranks):
+            raise self.fail(f"{key} {a} must list {len(ranks)} axes")
+        for k, (x, r) in enumerate(zip(a, ranks)):
+            if not -r <= x < r:
+                raise self.fail(f"{key}[{k}] = {x} is out of range for rank {r}")
+        return [x % r for x, r in zip(a, ranks)]
+
+    def scan(self, states, scans, captured, body, in_axes, in_dirs, out_axes, out_dirs, templates):
+        """The opset-9 algorithm: states carried, each scan input sliced along its axis."""
+        lengths = {np.shape(x)[a] for x, a in zip(scans, in_axes)}
+        if len(lengths) != 1:
+            raise self.fail(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
+        steps = lengths.pop()
+        n = len(states)
+        outputs = [Stacked(self, a, f"scan output {k}", steps, reverse=bool(d))
+                   for k, (a, d) in enumerate(zip(out_axes, out_dirs))]
+        lead = [(slice(None),) * a for a in in_axes]  # a slice is a view: the body copies it in
+        for t in range(steps):
+            slices = [x[pre + (steps - 1 - t if d else t,)] for x, pre, d in zip(scans, lead, in_dirs)]
+            outs = body([*states, *slices, *captured])
+            states = [np.asarray(o) for o in outs[:n]]
+            for out, part in zip(outputs, outs[n:]):
+                out.put(t, part)
+        if not steps and out_axes and not self.known(templates[:len(out_axes)]):
+            slices = [np.zeros(np.shape(x)[:a] + np.shape(x)[a + 1:], np.asarray(x).dtype) for x, a in zip(scans, in_axes)]
+            templates = self.dry_run(body, [*states, *slices, *captured], [None] * n + templates)[n:]
+        return list(states) + [out.result(steps, t) for out, t in zip(outputs, templates)]
+
+
+@register("Scan", since=9)
+class Scan(_ScanBase):
+    """Inputs (initial states..., scan inputs...): the body runs once per slice along each scan
+    input's axis (scan_input_axes, reversed where scan_input_directions is 1); states are carried,
+    scan outputs stacked along scan_output_axes (reversed where scan_output_directions is 1)."""
+
+    def execute(self, xs, bodies, templates=()):
+        formal, captured = self.split(xs)
+        if self.m > len(formal):
+            raise self.fail(f"num_scan_inputs {self.m} exceeds its {len(formal)} inputs")
+        n = len(formal) - self.m
+        states, scans = formal[:n], formal[n:]
+        n_out = self.num_outputs - n
+        in_axes = self.axes("scan_input_axes", [np.ndim(x) for x in scans])
+        in_dirs = self.directions("scan_input_directions", self.m)
+        out_dirs = self.directions("scan_output_directions", n_out)
+        templates = list(templates[n:]) + [(np.float32, None)] * n_out
+        out_axes = [int(a) for a in self.attrs.get("scan_output_axes") or [0] * n_out]
+        if len(out_axes) != n_out:
+            raise self.fail(f"scan_output_axes {out_axes} must list {n_out} axes")
+        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, out_axes, out_dirs, templates)
+
+
+@register("Scan", since=8)
+class Scan8(_ScanBase):
+    """Opset 8: inputs (sequence_lens?, initial states..., scan inputs...) with a batch axis 0 on
+    every input and output; the scan axis is 1 (directions: per scan input). A batch item shorter
+    than the others (sequence_lens) leaves its scan outputs zero past its length."""
+
+    def execute(self, xs, bodies, templates=()):
+        (lens, *formal), captured = self.split(xs)
+        n = len(formal) - self.m
+        if n < 0:
+            raise self.fail(f"num_scan_inputs {self.m} exceeds its {len(formal)} inputs")
+        states, scans = formal[:n], formal[n:]
+        batch = np.shape(scans[0])[0]
+        steps = np.shape(scans[0])[1]
+        lengths = [steps] * batch if lens is None else [int(v) for v in np.asarray(lens).reshape(-1)]
+        if len(lengths) != batch or any(not 0 <= v <= steps for v in lengths):
+            raise self.fail(f"sequence_lens {lengths} must give one length in [0, {steps}] per batch item")
+        dirs = self.directions("directions", self.m)
+        n_out = self.num_outputs - n
+        templates = list(templates[n:]) + [(np.float32, None)] * n_out
+        per_item = []
+        for b in range(batch):
+            item = self.scan([s[b] for s in states], [x[b, :lengths[b]] for x in scans], captured, bodies[0],
+                             [0] * self.m, dirs, [0] * n_out, [0] * n_out, templates)
+            item[:n] = [np.array(x) for x in item[:n]]  # the next item's run reuses the body's buffers
+            for k in range(n, n + n_out):  # zeros past a short item's length
+                pad = steps - item[k].shape[0]
+                if pad:
+                    item[k] = np.concatenate([item[k], np.zeros((pad,) + item[k].shape[1:], item[k].dtype)])
+            per_item.append(item)
+        return [np.stack([p[k] for p in per_item]) for k in range(n + n_out)]
+
+
+@register("SequenceMap", since=17)
+class SequenceMap(ControlFlow):
+    """Inputs (input_sequence, additional_inputs...): the body runs once per element of the first
+    sequence, given the i-th element of each sequence input and each tensor input whole; output k
+    is the sequence of the body's k-th outputs."""
+    bodies = ("body",)
+
+    def check(self) -> None:
+        if self.formal < 1:
+            raise self.fail("takes at least one input (input_sequence)")
+
+    def execute(self, xs, bodies, templates=()):
+        formal, captured = self.split(xs)
+        if not isinstance(formal[0], list):
+            raise self.fail("input 0 (input_sequence) must be a sequence")
+        n = len(formal[0])
+        bad = next((k for k, x in enumerate(formal) if isinstance(x, list) and len(x) != n), None)
+        if bad is not None:
+            raise self.fail(f"input {bad} holds {len(formal[bad])} tensors; input_sequence holds {n}")
+        results: list[list] = [[] for _ in range(self.num_outputs)]
+        for i in range(n):
+            outs = bodies[0]([x[i] if isinstance(x, list) else x for x in formal] + captured)
+            if len(outs) != self.num_outputs:
+                raise self.fail(f"body gives {len(outs)} outputs; the node has {self.num_outputs}")
+            for column, o in zip(results, outs):
+                column.append(np.array(o))
+        return results
+
+
+_PREVIEW = "ai.onnx.preview"
+_SOFTMAX_TYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64))
+
+
+@register("FlexAttention", since=1, domain=_PREVIEW)
+class FlexAttention(ControlFlow):
+    """Attention with optional modifier subgraphs: scores = (Q sqrt(scale)) (K sqrt(scale))^T in the
+    inputs' type, then in the softmax precision score_mod, softmax over the keys, prob_mod, and
+    probs V, cast back to V's type. A query head h reads K/V head h // (Hq / Hkv) (GQA). Without
+    modifiers it is a plain kernel (compute); with them the hybrid executor runs it, each modifier
+    a compiled subgraph (rank-4 in, the same shape out)."""
+    bodies = ("score_mod", "prob_mod")
+
+    def check(self) -> None:
+        metas = self.inputs[:3]
+        if self.formal != 3:
+            raise self.fail(f"{self.formal} inputs; FlexAttention takes Q, K and V")
+        precision = self.attr("softmax_precision")
+        if precision is not None and DTYPES.get(int(precision)) not in _SOFTMAX_TYPES:
+            raise self.fail(f"softmax_precision {precision} must be FLOAT, FLOAT16, BFLOAT16 or DOUBLE")
+        if any(m is None for m in metas):  # built by the runtime from its attributes alone
+            return
+        q, k, v = metas
+        if any(len(m.shape) != 4 for m in metas):
+            raise self.fail(f"Q, K and V must be rank 4, got {[list(m.shape) for m in metas]}")
+        if not q.dtype == k.dtype == v.dtype or q.dtype.kind != "f" and q.dtype.name != "bfloat16":
+            raise self.fail(f"Q, K and V must share one float type, got {q.dtype}, {k.dtype}, {v.dtype}")
+        if k.shape[3] != q.shape[3] or k.shape[:3] != v.shape[:3] or k.shape[0] != q.shape[0]:
+            raise self.fail(f"Q {list(q.shape)}, K {list(k.shape)} and V {list(v.shape)} do not line up: "
+                            f"(B, Hq, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev)")
+        if k.shape[1] <= 0 or q.shape[1] % k.shape[1]:
+            raise self.fail(f"{q.shape[1]} query heads are not a multiple of {k.shape[1]} key/value heads")
+
+    def infer(self):
+        if any(isinstance(v, Graph) for v in self.attrs.values()) or self.captures:
+            return super().infer()
+        q, _, v = self.inputs[:3]
+        return [Meta(v.dtype, tuple(q.shape[:3]) + (v.shape[3],))]
+
+    def compute(self, *xs):
+        return self.execute(xs, [None, None])
+
+    def execute(self, xs, bodies, templates=()):
+        (q, k, v), captured = self.split(xs)
+        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+        score_mod, prob_mod = bodies
+        heads = q.shape[1] // k.shape[1]
+        if heads > 1:
+            k, v = np.repeat(k, heads, axis=1), np.repeat(v, heads, axis=1)
+        scale = self.attr("scale")
+        scale = 1.0 / np.sqrt(q.shape[3]) if scale is None else float(scale)
+        root = np.array(np.sqrt(np.float32(scale)), q.dtype)
+        work = self.softmax_type(q.dtype)
+        scores = np.matmul(q * root, np.swapaxes(k * root, -1, -2)).astype(work)
+        if score_mod is not None:
+            scores = self.modified(score_mod, scores, captured, "score_mod")
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        probs = scores / scores.sum(axis=-1, keepdims=True)
+        if prob_mod is not None:
+            probs = self.modified(prob_mod, probs, captured, "prob_mod")
+        return [np.matmul(probs, v.astype(work)).astype(v.dtype)]
+
+    def softmax_type(self, dtype: np.dtype) -> np.dtype:
+        precision = self.attr("softmax_precision")
+        if precision is not None:
+            return DTYPES[int(precision)]
+        return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+    def modified(self, body: Body, x: np.ndarray, captured: list, key: str) -> np.ndarray:
+        (y,) = body([x] + list(captured))
+        y = np.asarray(y)
+        if y.shape != x.shape:
+            raise self.fail(f"{key} gave shape {list(y.shape)} for its input of shape {list(x.shape)}")
+        return y.astype(x.dtype, copy=False)

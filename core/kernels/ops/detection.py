@@ -1,0 +1,230 @@
+"""Detection ops: NonMaxSuppression and RoiAlign, as onnxruntime computes them.
+
+NonMaxSuppression is greedy by nature: per (batch, class), candidates above score_threshold are taken
+in descending score (ties: lower box index first); a candidate is kept unless its IoU with a kept box
+exceeds iou_threshold. Here each step keeps the best remaining candidate and suppresses, in one
+vectorized IoU against every remaining candidate, all it overlaps: the Python loop runs once per
+*kept* box (at most max_output_boxes_per_class), never per candidate. Its output size depends on the
+data: compute() is exact, infer() needs every input to be a constant.
+
+RoiAlign samples a regular grid per bin with bilinear interpolation. The interpolation is separable
+(row weights x column weights), so for mode=avg one roi is two small GEMMs over the rows and columns
+it touches: Wy[PH, rows] @ X[b, :, rows, cols] @ Wx[PW, cols]^T. mode=max (onnxruntime's definition:
+the max over samples of the largest weighted corner) gathers the corners. The loop is over rois.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...model.ir import Meta
+from ..base import Kernel
+from ..registry import register
+from ..values import text
+
+DYNAMIC = "output shape depends on the input values; needs dynamic shapes"
+
+
+def _scalar(k: Kernel, x, what: str, default):
+    if x is None:
+        return default
+    a = np.asarray(x)
+    if a.size != 1:
+        raise k.fail(f"{what} must hold one value, got shape {a.shape}")
+    return a.reshape(-1)[0]
+
+
+@register("NonMaxSuppression", since=10)
+class NonMaxSuppression(Kernel):
+    def prepare(self):
+        bm, sm = self.input_meta(0, "boxes"), self.input_meta(1, "scores")
+        if len(bm.shape) != 3 or bm.shape[2] != 4:
+            raise self.fail(f"boxes has shape {tuple(bm.shape)}, [batch, boxes, 4] expected")
+        if len(sm.shape) != 3 or sm.shape[0] != bm.shape[0] or sm.shape[2] != bm.shape[1]:
+            raise self.fail(f"scores has shape {tuple(sm.shape)}, [{bm.shape[0]}, classes, {bm.shape[1]}] expected")
+        if bm.dtype != np.float32 or sm.dtype != np.float32:
+            raise self.fail(f"boxes and scores must be float32, got {bm.dtype} and {sm.dtype}")
+        self.center = int(self.attr("center_point_box", 0))
+        if self.center not in (0, 1):
+            raise self.fail(f"center_point_box={self.center}, 0 or 1 expected")
+
+    def infer(self):
+        present = [i for i, m in enumerate(self.inputs) if m is not None]
+        if any(self.consts[i] is None for i in present):
+            raise self.value_dependent(f"boxes and scores are computed: {DYNAMIC}")
+        return [Meta(np.dtype(np.int64), self.compute(*self.consts)[0].shape)]
+
+    def upper_bound(self):  # every box of every class kept, up to max_output_boxes_per_class
+        (batch, n, _), classes = self.inputs[0].shape, self.inputs[1].shape[1]
+        cap = self.consts[2] if len(self.consts) > 2 else None
+        per_class = n if cap is None else min(n, max(0, int(np.asarray(cap).reshape(-1)[0])))
+        return [Meta(np.dtype(np.int64), (batch * classes * per_class, 3))]
+
+    def corners(self, boxes: np.ndarray):
+        """x_min, y_min, x_max, y_max, area: float32 arrays [batch, boxes] (as onnxruntime's float math)."""
+        b = boxes.astype(np.float32, copy=False)
+        if self.center == 0:  # [y1, x1, y2, x2], either corner first
+            y_min, y_max = np.minimum(b[..., 0], b[..., 2]), np.maximum(b[..., 0], b[..., 2])
+            x_min, x_max = np.minimum(b[..., 1], b[..., 3]), np.maximum(b[..., 1], b[..., 3])
+        else:  # [x_center, y_center, width, height]
+            hw, hh = b[..., 2] / np.float32(2), b[..., 3] / np.float32(2)
+            x_min, x_max = b[..., 0] - hw, b[..., 0] + hw
+            y_min, y_max = b[..., 1] - hh, b[..., 1] + hh
+        return x_min, y_min, x_max, y_max, (x_max - x_min) * (y_max - y_min)
+
+    def compute(self, boxes, scores, max_out=None, iou=None, score_thr=None):
+        max_out = int(_scalar(self, max_out, "max_output_boxes_per_class", 0))
+        iou = np.float32(_scalar(self, iou, "iou_threshold", 0.0))
+        if not 0 <= iou <= 1:
+            raise self.fail(f"iou_threshold={iou} is not in [0, 1]")
+        has_thr = score_thr is not None
+        thr = np.float32(_scalar(self, score_thr, "score_threshold", 0.0))
+        boxes, scores = np.asarray(boxes, np.float32), np.asarray(scores, np.float32)
+        n_batch, n_class = scores.shape[:2]
+        out = []
+        if max_out > 0:
+            cx0, cy0, cx1, cy1, carea = self.corners(boxes)
+            for b in range(n_batch):  # per (batch, class): a greedy selection
+                for c in range(n_class):
+                    kept = self.select(scores[b, c], has_thr, thr, max_out, iou,
+                                       cx0[b], cy0[b], cx1[b], cy1[b], carea[b])
+                    if kept.size:
+                        out.append(np.stack([np.full(kept.size, b), np.full(kept.size, c), kept], axis=1))
+        y = np.concatenate(out).astype(np.int64) if out else np.zeros((0, 3), np.int64)
+        return [y]
+
+    @staticmethod
+    def select(s, has_thr, thr, max_out, iou, x0, y0, x1, y1, area) -> np.ndarray:
+        cand = np.flatnonzero(s > thr) if has_thr else np.arange(s.size)
+        if not cand.size:
+            return cand
+        order = cand[np.argsort(-s[cand], kind="stable")]  # descending score, ties: lower index first
+        x0, y0, x1, y1, area = x0[order], y0[order], x1[order], y1[order], area[order]
+        alive = np.ones(order.size, bool)
+        kept = []
+        i = 0
+        while len(kept) < max_out:
+            rest = np.flatnonzero(alive[i:])
+            if not rest.size:
+                break
+            i += int(rest[0])
+            kept.append(order[i])
+            alive[i] = False
+            j = slice(i + 1, None)
+            ix0, ix1 = np.maximum(x0[i], x0[j]), np.minimum(x1[i], x1[j])
+            iy0, iy1 = np.maximum(y0[i], y0[j]), np.minimum(y1[i], y1[j])
+            inter = (ix1 - ix0) * (iy1 - iy0)
+            union = area[i] + area[j] - inter
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sup = (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (area[i] > 0) & (area[j] > 0) & (union > 0) \
+                    & (inter / union > iou)
+            alive[j] &= ~sup
+            i += 1
+        return np.array(kept, np.int64)
+
+    def run(self, xs, ys, ws):
+        np.copyto(ys[0], self.compute(*xs)[0])
+
+
+@register("RoiAlign", since=10)
+class RoiAlign(Kernel):
+    def prepare(self):
+        xm, rm, im = self.input_meta(0, "X"), self.input_meta(1, "rois"), self.input_meta(2, "batch_indices")
+        if len(xm.shape) != 4:
+            raise self.fail(f"X has shape {tuple(xm.shape)}, [N, C, H, W] expected")
+        if xm.dtype not in (np.float32, np.float64):
+            raise self.fail(f"X has type {xm.dtype}; float32 or float64 expected")
+        if rm.dtype != xm.dtype:
+            raise self.fail(f"rois has type {rm.dtype}, X has {xm.dtype}")
+        if len(rm.shape) != 2 or rm.shape[1] != 4:
+            raise self.fail(f"rois has shape {tuple(rm.shape)}, [num_rois, 4] expected")
+        if tuple(im.shape) != (rm.shape[0],):
+            raise self.fail(f"batch_indices has shape {tuple(im.shape)}, ({rm.shape[0]},) expected")
+        self.mode = text(self.attr("mode", "avg"))
+        if self.mode not in ("avg", "max"):
+            raise self.fail(f"mode '{self.mode}' is not supported (avg, max)")
+        ctm = text(self.attr("coordinate_transformation_mode", "half_pixel" if self.opset >= 16 else "output_half_pixel"))
+        if ctm not in ("half_pixel", "output_half_pixel"):
+            raise self.fail(f"coordinate_transformation_mode '{ctm}' is not supported (half_pixel, output_half_pixel)")
+        self.half_pixel = ctm == "half_pixel"
+        self.ph, self.pw = int(self.attr("output_height", 1)), int(self.attr("output_width", 1))
+        if self.ph < 1 or self.pw < 1:
+            raise self.fail(f"output_height={self.ph} and output_width={self.pw} must be positive")
+        self.ratio = int(self.attr("sampling_ratio", 0))
+        self.scale = float(self.attr("spatial_scale", 1.0))
+        n, c, h, w = xm.shape
+        self.n, self.c, self.h, self.w = n, c, h, w
+        self.dtype = xm.dtype
+        self.out_metas = [Meta(xm.dtype, (rm.shape[0], c, self.ph, self.pw))]
+
+    def infer(self):
+        return list(self.out_metas)
+
+    def compute(self, x, rois, batch_indices):
+        y = np.empty((np.shape(rois)[0], x.shape[1], self.ph, self.pw), x.dtype)
+        self.run([x, rois, batch_indices], [y], None)
+        return [y]
+
+    def axis_weights(self, start, size, pooled, grid, limit):
+        """Per output bin and sample along one axis: two source indices and their weights [pooled, grid, 2]
+        (0 where the sample falls outside [-1, limit]), as onnxruntime's pre-computation."""
+        f = self.dtype.type
+        bin_size = f(size) / f(pooled)
+        p = np.arange(pooled, dtype=f).reshape(-1, 1)
+        g = np.arange(grid, dtype=f).reshape(1, -1)
+        v = f(start) + p * bin_size + (g + f(0.5)) * bin_size / f(grid)
+        valid = (v >= -1) & (v <= limit)
+        v = np.maximum(v, 0)
+        low = v.astype(np.int64)
+        edge = low >= limit - 1
+        low = np.where(edge, limit - 1, low)
+        high = np.where(edge, low, low + 1)
+        v = np.where(edge, low.astype(f), v)
+        frac = v - low
+        idx = np.stack([low, high], axis=-1)
+        wts = np.stack([1 - frac, frac], axis=-1) * valid[..., None]
+        return idx, wts.astype(f)
+
+    def run(self, xs, ys, ws):
+        x, rois, bidx = xs
+        y = ys[0]
+        n_rois = rois.shape[0]
+        if bidx.size and (bidx.min() < 0 or bidx.max() >= self.n):
+            raise self.fail(f"batch_indices out of range [0, {self.n - 1}]")
+        f = self.dtype.type
+        r = rois.astype(f) * f(self.scale) - f(0.5 if self.half_pixel else 0.0)
+        h, w, ph, pw = self.h, self.w, self.ph, self.pw
+        for k in range(n_rois):  # per roi: its own sampling grid
+            x0, y0, x1, y1 = r[k]
+            rw, rh = x1 - x0, y1 - y0
+            if not self.half_pixel:
+                rw, rh = max(rw, f(1)), max(rh, f(1))
+            gh = self.ratio if self.ratio > 0 else int(math.ceil(rh / f(ph)))
+            gw = self.ratio if self.ratio > 0 else int(math.ceil(rw / f(pw)))
+            count = max(gh * gw, 1)
+            yk = y[k]
+            if gh <= 0 or gw <= 0:
+                yk.fill(0)
+                continue
+            iy, wy = self.axis_weights(y0, rh, ph, gh, h)
+            ix, wx = self.axis_weights(x0, rw, pw, gw, w)
+            img = x[int(bidx[k])]
+            if self.mode == "avg":
+                r0, r1 = int(iy.min()), int(iy.max()) + 1
+                c0, c1 = int(ix.min()), int(ix.max()) + 1
+                my = np.zeros((ph, r1 - r0), f)
+                np.add.at(my, (np.arange(ph).reshape(-1, 1, 1), iy - r0), wy)
+                mx = np.zeros((pw, c1 - c0), f)
+                np.add.at(mx, (np.arange(pw).reshape(-1, 1, 1), ix - c0), wx)
+                out = np.matmul(np.matmul(my, img[:, r0:r1, c0:c1]), mx.T)  # [C, PH, PW]
+                np.divide(out, f(count), out=out)
+                np.copyto(yk, out, casting="unsafe")
+            else:
+                # v[c, ph, gh, 2, pw, gw, 2]: each corner times its weight; max over samples and corners
+                g = img[:, iy.reshape(ph, gh, 2, 1, 1, 1), ix.reshape(1, 1, 1, pw, gw, 2)]
+                g *= wy.reshape(ph, gh, 2, 1, 1, 1)
+                g *= wx.reshape(1, 1, 1, pw, gw, 2)
+                # onnxruntime: per sample, max of the four weighted corners (y_low/x_low, y_low/x_high, ...)
+                out = g.max(axis=(2, 5)).max(axis=(2, 4))
+                np.copyto(yk, out, casting="unsafe")

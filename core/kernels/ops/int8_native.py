@@ -1,0 +1,185 @@
+"""The native plans of the int8 ops (csrc/qgemm.c through native.py): exact int32 accumulation of
+u8 x s8 products, the zero points, the bias and the requantization (or the scale to float32) applied
+as the kernel stores, bytes identical to the numpy plans (quantization.py, qlinear_contrib.py).
+
+- NativeIntProduct: rows of an 8-bit activation (..., M, K) with a per-tensor zero point @ constant
+  8-bit weights (K, N) packed once at load, per-column zero points and scales (MatMulInteger,
+  QLinearMatMul, QGemm, MatMulIntegerToFloat).
+- NativeIntConv: a 2-D convolution, group 1 (W @ the input gathered through offset tables, no
+  im2col) or depthwise (ge_qdepthwise), on the input padded with its zero point (ConvInteger,
+  QLinearConv).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..native import ACT_NONE, QOUT_S8, QOUT_U8, Act, Activation, CallCache, QOut
+
+
+def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=None, zy=0, lo=0, hi=0,
+         act: Act | None = None) -> QOut:
+    """The store step (csrc/abi.h's QOut); the arrays it points to are appended to `keep`. act: the
+    activation of a float32 output (native.Act)."""
+    arrays = [None if a is None else np.ascontiguousarray(a, t).reshape(-1)
+              for a, t in ((bias, np.int32), (scale, np.float32), (fbias, np.float32))]
+    keep.extend(arrays)
+    bias, scale, fbias = arrays
+    addr = lambda a: None if a is None else a.ctypes.data  # noqa: E731
+    return QOut(kind, addr(bias), addr(scale), int(scale is not None and scale.size > 1), scale_a, addr(fbias),
+                int(zy), int(lo), int(hi), Activation(*(act or (ACT_NONE, 0.0, 0.0))))
+
+
+def requant_kind(dtype) -> int:
+    return QOUT_U8 if np.dtype(dtype) == np.uint8 else QOUT_S8
+
+
+def weight_zero_points(wz, n: int, w_dtype) -> np.ndarray | None:
+    """The s8 operand's zero points per weight index (uint8 weights are packed as w - 128), None when all 0."""
+    z = np.zeros(n, np.int32) if wz is None else np.broadcast_to(np.asarray(wz).astype(np.int32).reshape(-1), (n,))
+    if np.dtype(w_dtype) == np.uint8:
+        z = z - 128
+    return None if not z.any() else np.ascontiguousarray(z, np.int32)
+
+
+def activation_zero_point(az, a_dtype) -> int:
+    """The u8 operand's zero point (int8 activations have their sign bit flipped: + 128)."""
+    z = 0 if az is None else int(np.asarray(az).reshape(-1)[0])
+    return z + 128 if np.dtype(a_dtype) == np.int8 else z
+
+
+class NativeIntProduct:
+    """A (rows, K) 8-bit @ constant B (K, N) 8-bit into C (rows, N); the kernel's workspace is `scratch`."""
+
+    def __init__(self, kernel, nat, rows: int, k: int, n: int, a_dtype):
+        self.nat, self.rows, self.k, self.n = nat, rows, k, n
+        self.a_signed = np.dtype(a_dtype) == np.int8
+        kernel.scratch.add("q", (nat.qgemm_workspace_nbytes(k),), np.uint8)
+        if self.a_signed:  # the rows are read as uint8: a flipped copy
+            kernel.scratch.add("a8", (rows, k), np.uint8)
+        self.calls = CallCache()
+
+    def pack(self, kernel, b: np.ndarray, bz) -> None:
+        """b: the (K, N) weights (any strides), bz their zero point(s)."""
+        self.bp, self.sums = kernel.shared_pack(("qgemm",), self.nat.qpack, b)
+        self.zs = weight_zero_points(bz, self.n, b.dtype)
+
+    def run(self, a: np.ndarray, az, y: np.ndarray, v: dict, out: QOut, keep=(), scale_a=None) -> None:
+        """a: the activation (..., K) as the kernel receives it, az its zero point (array or None);
+        y: C-contiguous (..., N); out: the store step (built once per kernel, `keep` its arrays);
+        scale_a: the array out.scale_a points to (a run-time scale), or None."""
+        a2 = a.reshape(self.rows, self.k)
+        if self.a_signed:
+            rows = source = v["a8"]
+            np.bitwise_xor(a2.view(np.uint8), 0x80, out=rows)
+        elif a2.flags.c_contiguous:  # the key holds `a`: its reshape is a new object at every run, at a's address
+            rows, source = a2, a
+        else:
+            rows = source = np.ascontiguousarray(a2)
+        call = self.calls.get((source, y, v["q"], scale_a), lambda: self._call(rows, y, v, out, keep, scale_a))
+        # the zero point changes from run to run (DynamicQuantizeLinear's); scale_a's buffer is in the key
+        call.keep[0].zu = (0 if az is None else int(az.item(0))) + (128 if self.a_signed else 0)
+        call.run()
+
+    def _call(self, rows, y, v, out, keep, scale_a):
+        call = self.nat.qgemm_call(
+            self.rows, self.n, self.k, a=rows.ctypes.data, lda=self.k, c=y.ctypes.data, ldc=self.n, out=out, zu=0,
+            zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, keep=(rows, y, scale_a) + tuple(keep))
+        if scale_a is not None:
+            call.keep[0].out.scale_a = scale_a.ctypes.data
+        return call
+
+
+class NativeIntConv:
+    """A 2-D convolution of 8-bit x (N, C, H, W) and constant 8-bit w, group 1 (the int8 product, W @
+    the input gathered through offset tables; padded first, when the conv pads, into a uint8 copy) or
+    depthwise (ge_qdepthwise pads each channel itself)."""
+
+    def __init__(self, kernel, nat, conv, x_dtype, w_dtype):
+        self.nat = nat
+        self.x_signed = np.dtype(x_dtype) == np.int8
+        self.n, self.c, self.oc = conv.n, conv.c, conv.oc
+        self.depthwise = conv.g > 1
+        (h, w), (kh, kw), (sh, sw), (dh, dw) = conv.spatial, conv.kernel, conv.strides, conv.dil
+        self.oh, self.ow = conv.out
+        self.kdim = (1 if self.depthwise else self.c) * kh * kw
+        self.x_dtype = np.dtype(x_dtype)
+        self.calls = CallCache()
+        if self.depthwise:
+            self.geometry = dict(channels=self.c, height=h, width=w, pt=conv.pb[0], pl=conv.pb[1], kh=kh, kw=kw,
+                                 sh=sh, sw=sw, dh=dh, dw=dw, oh=self.oh, ow=self.ow)
+            kernel.scratch.add("dw", (nat.qdepthwise_workspace_nbytes(self.geometry),), np.uint8)
+            return
+        self.pads = (conv.pb, conv.pe)
+        self.padded = conv.has_pad  # then x is copied, padded with its zero point, as uint8 (int8 flipped)
+        hp, wp = h + conv.pb[0] + conv.pe[0], w + conv.pb[1] + conv.pe[1]
+        pitch, plane = (wp, hp * wp) if self.padded else (w, h * w)
+        if self.padded:
+            kernel.scratch.add("xp", (self.c, hp, wp), np.uint8)
+        taps = np.array([i * dh * pitch + j * dw for i in range(kh) for j in range(kw)], np.int64)
+        self.koff = (np.arange(self.c, dtype=np.int64)[:, None] * plane + taps[None, :]).reshape(-1)
+        self.noff = (np.arange(self.oh, dtype=np.int64)[:, None] * (sh * pitch)
+                     + np.arange(self.ow, dtype=np.int64)[None, :] * sw).reshape(-1)
+        kernel.scratch.add("q", (nat.qgemm_workspace_nbytes(self.kdim),), np.uint8)
+
+    def pack(self, kernel, w: np.ndarray, wz) -> None:
+        oc = self.oc
+        if self.depthwise:  # centred int16 weights and their sums
+            z = np.zeros(oc, np.int16) if wz is None else \
+                np.broadcast_to(np.asarray(wz).astype(np.int16).reshape(-1), (oc,))
+            self.wc = kernel.shared_pack(("qdepthwise",), lambda w: np.ascontiguousarray(
+                w.reshape(oc, -1).astype(np.int16) - z[:, None]), w)
+            self.wsum = self.wc.sum(axis=1, dtype=np.int32)
+            return
+
+        def pack_rows(w):  # s8 rows padded to a multiple of 4 of K, uint8 weights as w - 128
+            kp = -(-self.kdim // 4) * 4
+            rows = np.zeros((oc, kp), np.int8)
+            w2 = np.asarray(w).reshape(oc, self.kdim)
+            rows[:, :self.kdim] = w2.astype(np.int16) - 128 if w.dtype == np.uint8 else w2
+            return rows, rows.sum(axis=1, dtype=np.int32)
+        self.rows, self.sums = kernel.shared_pack(("qconv",), pack_rows, w)
+        self.zs = weight_zero_points(wz, oc, w.dtype)
+
+    def run(self, x: np.ndarray, xz, y: np.ndarray, v: dict, out: QOut, keep=()) -> None:
+        zu = activation_zero_point(xz, self.x_dtype)
+        calls = self.calls.get((x, y, v.get("xp"), v.get("q"), v.get("dw")), lambda: self._calls(x, y, v, out, keep))
+        for b, call in enumerate(calls):
+            if self.depthwise:
+                call.keep[0].zx = zu
+            else:
+                if self.padded:
+                    self._fill(x[b], v["xp"], zu)
+                call.keep[0].zu = zu
+            call.run()
+
+    def _fill(self, xb, xp, zu) -> None:
+        """xp = xb padded with its zero point, as uint8 (int8 flipped)."""
+        (pt, pl), _ = self.pads
+        h, w = xb.shape[1:]
+        xp[:, :pt] = zu
+        xp[:, pt + h:] = zu
+        xp[:, pt:pt + h, :pl] = zu
+        xp[:, pt:pt + h, pl + w:] = zu
+        inner = xp[:, pt:pt + h, pl:pl + w]
+        if self.x_signed:
+            np.bitwise_xor(xb.view(np.uint8), 0x80, out=inner)
+        else:
+            np.copyto(inner, xb)
+
+    def _calls(self, x, y, v, out, keep) -> list:
+        calls = []
+        per_out = self.oc * self.oh * self.ow * y.itemsize
+        for b in range(self.n):
+            yb = y.ctypes.data + b * per_out
+            if self.depthwise:
+                calls.append(self.nat.qdepthwise_call(
+                    x[b].ctypes.data, self.wc, self.wsum, yb, geometry=self.geometry, zx=0, x_flip=self.x_signed,
+                    out=out, ws=v["dw"], keep=(x, y) + tuple(keep)))
+                continue
+            src = v["xp"] if self.padded else x[b]
+            calls.append(self.nat.qgemm_call(
+                self.oc, self.oh * self.ow, self.kdim, a=self.rows.ctypes.data, lda=self.rows.shape[1], c=yb,
+                ldc=self.oh * self.ow, out=out, zu=0, zs=self.zs, sum_s=self.sums, ws=v["q"], b=src.ctypes.data,
+                koff=self.koff, noff=self.noff, b_flip=self.x_signed and not self.padded,
+                keep=(x, src, y, self.rows) + tuple(keep)))
+        return calls
