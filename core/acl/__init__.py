@@ -1,4 +1,7 @@
-"""ACL's half: what users' client code calls to run an OM, on ge's runtime.
+"""ACL's half: the runtime face that runs an OM, on ge's runtime. ge's own calls (models.py:
+load, execute, memory and gears on one process-wide ModelManager; inference.py and runner.py: a
+run as msame and ais_bench do it; dataset.py; profiling.py: traces and dumps), and what users'
+client code calls on top of them. It never imports the compiler: a deployed runtime has no ATC.
 
 pyACL (`acl`), ais_bench (`InferSession`, `python3 -m ais_bench`), `aclruntime` and the acllite
 that users copy next to their scripts all run here unchanged. The modules users import by those

@@ -9,20 +9,14 @@ External weights (docs/external-weights.md):
 """
 from __future__ import annotations
 
-import os
 
 from ..model.dynamic_model import GEARS, DynamicModel
 from ..model.errors import GeError
 from ..runtime.device import DeviceBuffer, get_device
 from ..runtime.external_weight_manager import ExternalWeightConfig
 from ..runtime.model_manager import ModelManager
-from ..model.weight_files import DEFAULT_DIR
+from ..model.weight_files import default_weight_dir
 from ...formats.om import read_om
-
-
-def default_weight_dir(om_path: str) -> str:
-    """Where external weight files go and are looked for: `<om dir>/weight/`."""
-    return os.path.join(os.path.dirname(os.path.abspath(om_path)), DEFAULT_DIR)
 
 
 # -- the runtime, ACL style: one process-wide ModelManager -------------------------------------

@@ -25,7 +25,7 @@ from ...formats.tensors import load_inputs, save_outputs, write_text
 from . import inference
 from .models import load_from_file, model as loaded_model, unload
 from .dataset import run_dataset
-from ..inspection.om_info import kernels
+from ..version import kernels
 
 DEFAULT_OUTPUT_DIR = "out"
 

@@ -1,17 +1,19 @@
-"""ge's Python API: what the `ge` commands do, spelled after ACL's and ATC's calls.
+"""ge's Python API: what the `ge` commands do, spelled after ACL's and ATC's calls. A facade over
+the three rooms that do it: core/atc (ATC's driver), core/acl (the runtime face) and
+core/inspection (ge inspect, ge compare).
 
     from ge.core import api
-    api.atc("model.onnx", "out/model", input_shape="x:1,3,224,224")    # conversion.py (ATC)
-    model_id = api.load_from_file("out/model.om", device="sim")         # acl.py (the runtime)
+    api.atc("model.onnx", "out/model", input_shape="x:1,3,224,224")    # atc/conversion.py
+    model_id = api.load_from_file("out/model.om", device="sim")         # acl/models.py (the runtime)
     outputs = api.execute(model_id, [x])
     api.unload(model_id)
-    api.inspect("out/model.om")                                          # om_info.py (ge inspect)
-    api.compare("model.onnx", "out/model.om")                            # comparison.py (ge compare)
-    trace = api.profile(model_id, runs=10)                               # profiling.py (ge run --profile)
+    api.inspect("out/model.om")                                          # inspection/om_info.py
+    api.compare("model.onnx", "out/model.om")                            # inspection/comparison.py
+    trace = api.profile(model_id, runs=10)                               # acl/profiling.py (ge run --profile)
     api.dump(model_id, inputs, "out/dump")                               # every op's outputs (--dump true)
-    api.run_dataset(model_id, ["data/"], "out")                          # dataset.py (ge run --input DIR)
-    inference.select_gear(model_id, batch=4)                            # inference.py: msame/ais_bench steps
-    runner.run(runner.RunOptions("model.om", inputs=["data/"], output="out"))  # runner.py: all of ge run
+    api.run_dataset(model_id, ["data/"], "out")                          # acl/dataset.py (ge run --input DIR)
+    inference.select_gear(model_id, batch=4)                            # acl/inference.py: msame/ais_bench steps
+    runner.run(runner.RunOptions("model.om", inputs=["data/"], output="out"))  # acl/runner.py: all of ge run
 
 The conversion is imported on first use of its names: loading and running an OM never imports
 the compiler, as a deployed ACL runtime has no ATC in it.

@@ -31,7 +31,7 @@ from ...formats.aipp_config import read_aipp_config
 from ...formats.om import write_om
 from ...formats.onnx.importer import read_onnx, to_graph
 from ...formats.weights import write_weight_files
-from ..acl.models import default_weight_dir
+from ..model.weight_files import default_weight_dir
 from .atc_options import check_options, log_level
 from .conversion_settings import Settings
 from ..shape_options import GEAR_OPTIONS, check_image_size_dims, is_dynamic, parse_gears, parse_shape_spec

@@ -28,6 +28,11 @@ INLINE_LIMIT = 1024
 MAX_NAME_LEN = 255
 
 
+def default_weight_dir(om_path: str) -> str:
+    """Where external weight files go and are looked for: `<om dir>/weight/`."""
+    return os.path.join(os.path.dirname(os.path.abspath(om_path)), DEFAULT_DIR)
+
+
 @dataclass(frozen=True)
 class WeightFilePlan:
     """One file to write (made by the compiler, written by formats/weights): `pieces` are
