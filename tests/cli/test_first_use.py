@@ -391,8 +391,8 @@ def _imported(code: str) -> set[str]:
 
 #: what `ge --version` and `ge --help` need not import: onnx, the compiler, the runtime, the OM reader,
 #: the API, any kernel family (the native library's own module aside: --version reports its level)
-HEAVY = ("onnx", "ge.core.compile", "ge.core.passes", "ge.formats", "ge.core.runtime", "ge.core.api", "ge.core.model.ir",
-         "ge.core.kernels.base", "ge.core.kernels.registry", "ge.cli.atc", "ge.cli.run", "rich.table", "ml_dtypes")
+HEAVY = ("onnx", "ge.core.compile", "ge.core.passes", "ge.formats", "ge.core.runtime", "ge.core.api", "ge.core.atc",
+         "ge.core.acl", "ge.core.inspection", "ge.core.model.ir", "ge.core.kernels.base", "ge.core.kernels.registry", "ge.cli.atc", "ge.cli.run", "rich.table", "ml_dtypes")
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"]])

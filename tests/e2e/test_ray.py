@@ -102,6 +102,6 @@ def test_without_ray_the_error_says_how_to_install_it(tmp_path, make_model, monk
 
 def test_nothing_else_imports_ray():
     import subprocess
-    code = ("import sys, ge.cli.main, ge.core.api; from ge.core.api import acl, conversion, dataset; "
+    code = ("import sys, ge.cli.main, ge.core.api; from ge.core.acl import models, dataset; from ge.core.atc import conversion; "
             "sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
