@@ -40,7 +40,7 @@ from .range_plan import plan_range
 
 
 class Options(Protocol):
-    """What the ATC options do to a compile (core/api/conversion_settings.Settings)."""
+    """What the ATC options do to a compile (core/atc/conversion_settings.Settings)."""
     disabled: set
     impl_modes: dict | None
     precision: dict | None
