@@ -7,8 +7,9 @@ back with one tail (weight files, then the OM) and one summary (summary.summariz
 
 The path follows the settings, then the graph:
   gears   settings.gears: each gear a copy of the one graph (Graph.copy: the weights shared, not
-          copied) with its unknown input dims set to the gear's values, prepared, optimized and
-          built as a static model; build_gears joins them over one copy of the weights;
+          copied) with its unknown input dims set to the gear's values, prepared, given its static
+          AIPP (--insert_op_conf: the raw image of the gear's batch and size), optimized and built
+          as a static model; build_gears joins them over one copy of the weights;
   dynamic settings.dynamic (--input_shape asked for -1 dims or ranges): infer_dynamic and
           build_hybrid, a range plan on top when there are ranges;
   static  otherwise: prepare, AIPP, optimize, build. When optimize fails and the graph's shapes
@@ -158,19 +159,37 @@ def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
         for name, dims in concrete.items():
             gear.value(name).shape = tuple(dims)
         s.options.prepare(gear)
+        aipp = _gear_aipp(gear, s, v) if s.aipp else None
         try:
             optimize(gear)
         except GeError as e:
             raise _not_for_gears(gear) or e from None
         models.append(build(gear, name=f"{s.name}_gear{len(models)}", soc_version=s.soc_version,
                             reuse_memory=s.options.reuse_memory))
+        if aipp:
+            models[-1].attrs["aipp"] = aipp
         gear_shapes.append({d.name: tuple(d.shape) for d in models[-1].inputs})
-    inputs = [DynTensor(d.name, d.dtype, tuple(-1 if x == -1 else x for x in s.shapes.get(d.name, d.shape)))
+    # an input's dims: -1 where its gears differ (an AIPP input's raw image differs from --input_shape)
+    inputs = [DynTensor(d.name, d.dtype, tuple(x if len({g[d.name][k] for g in gear_shapes}) == 1 else -1
+                                               for k, x in enumerate(d.shape)))
               for d in models[0].inputs]
     dyn = build_gears(models, inputs, gear_shapes, name=s.name, soc_version=s.soc_version, atc_cmdline=s.cmdline,
                       kind=kind)
     dyn.attrs["gear_values"] = [list(v) for v in values]
+    if s.aipp:
+        dyn.attrs["aipp"] = models[0].attrs["aipp"]  # what each input takes (each gear's raw size: its submodel's)
     return dyn
+
+
+def _gear_aipp(gear: Graph, s: CompileSettings, values: tuple) -> list[dict]:
+    """Static AIPP on one gear, as ATC applies it per gear: the raw image of the gear's batch and
+    size. A source image size fixed in the config fits one image size only."""
+    try:
+        aipp = insert_aipp(gear, s.aipp)
+    except GeError as e:
+        raise GeError(f"{e} (gear {list(values)})") from None
+    s.options.check_aipp(aipp)
+    return aipp
 
 
 def _not_for_gears(graph: Graph) -> GeError | None:

@@ -182,3 +182,76 @@ def test_inspect_shows_the_aipp(tmp_path, capsys):
         main(["inspect", om])
     assert e.value.code == 0
     assert "AIPP on input 'x' (static): RGB888_U8 uint8 [1, 8, 10, 3] -> [1, 3, 8, 10], channel swap" in capsys.readouterr().out
+
+
+# -- AIPP on gear models: ATC applies static AIPP per gear, the raw image of each gear's batch and size --------
+def gear_model_path(tmp_path, c=3):
+    """model_path's Conv + Add with a free batch and image size."""
+    wt = rng.standard_normal((c, c, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "x"], ["y"])]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", c, "h", "w"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", c, "h", "w"])],
+                          [numpy_helper.from_array(wt, "w")])
+    path = str(tmp_path / "g.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+NORMALIZE = "aipp_op { input_format: RGB888_U8 rbuv_swap_switch: true mean_chn_0: 100 var_reci_chn_2: 0.5 }"
+
+
+def preprocessed(raw):
+    return ((raw[..., ::-1].astype(np.float32) - [100, 0, 0]) * [1, 1, 0.5]).transpose(0, 3, 1, 2).astype(np.float32)
+
+
+def test_static_aipp_per_batch_gear(tmp_path):
+    path = gear_model_path(tmp_path)
+    (tmp_path / "aipp.cfg").write_text(NORMALIZE)
+    om = api.atc(path, str(tmp_path / "m"), input_shape="x:-1,3,8,10", dynamic_batch_size="1,2,4",
+                 insert_op_conf=str(tmp_path / "aipp.cfg")).om_path
+    model_id = api.load_from_file(om)
+    try:
+        desc = api.model(model_id).inputs[0]
+        assert (desc.name, desc.dtype, tuple(desc.shape)) == ("x", "uint8", (-1, 8, 10, 3))
+        for batch in (4, 1, 2):
+            raw = rng.integers(0, 256, (batch, 8, 10, 3), dtype=np.uint8)
+            api.set_dynamic_batch_size(model_id, batch)
+            got = api.execute(model_id, [raw])[0]
+            np.testing.assert_allclose(got, run_ort(path, preprocessed(raw)), rtol=1e-5, atol=1e-5)
+    finally:
+        api.unload(model_id)
+    data = api.inspect(om)
+    assert [m["aipp"][0]["raw_shape"] for m in data["submodels"]] == [[1, 8, 10, 3], [2, 8, 10, 3], [4, 8, 10, 3]]
+
+
+def test_static_aipp_per_image_size_gear_yuv420sp(tmp_path):
+    path = gear_model_path(tmp_path)
+    (tmp_path / "aipp.cfg").write_text(f"aipp_op {{ input_format: YUV420SP_U8 {JPEG_YUV2RGB} }}")
+    om = api.atc(path, str(tmp_path / "m"), input_shape="x:1,3,-1,-1", dynamic_image_size="8,10;4,6",
+                 insert_op_conf=str(tmp_path / "aipp.cfg")).om_path
+    model_id = api.load_from_file(om)
+    try:
+        for h, w in ((4, 6), (8, 10)):
+            raw = rng.integers(0, 256, (1, h * 3 // 2, w), dtype=np.uint8)
+            api.set_dynamic_hw_size(model_id, h, w)
+            got = api.execute(model_id, [raw])[0]
+            yuv = nv12_to_yuv444(raw, h, w) - [0, 128, 128]
+            m = np.array([[256, 0, 359], [256, -88, -183], [256, 454, 0]], np.float32)
+            rgb = np.clip(np.floor(yuv @ m.T / 256), 0, 255).astype(np.float32)
+            np.testing.assert_allclose(got, run_ort(path, rgb.transpose(0, 3, 1, 2).copy()), rtol=1e-5, atol=1e-4)
+    finally:
+        api.unload(model_id)
+
+
+@pytest.mark.parametrize("shape,gears,conf,match", [
+    ("x:1,3,-1,-1", {"dynamic_image_size": "8,10;4,6"},
+     "aipp_op { input_format: RGB888_U8 src_image_size_w: 10 src_image_size_h: 8 }",
+     r"source image 10x8 .* does not make the model's 6x4 .*\(gear \[4, 6\]\)"),
+    ("x:1~4,3,8,10", {}, NORMALIZE, "static AIPP takes static shapes or gears"),
+])
+def test_aipp_that_does_not_fit_a_gear_or_a_range_is_refused(tmp_path, shape, gears, conf, match):
+    path = gear_model_path(tmp_path)
+    (tmp_path / "aipp.cfg").write_text(conf)
+    with pytest.raises(GeError, match=match):
+        api.atc(path, str(tmp_path / "m"), input_shape=shape, insert_op_conf=str(tmp_path / "aipp.cfg"), **gears)
+    assert not (tmp_path / "m.om").exists()
