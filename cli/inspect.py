@@ -58,11 +58,14 @@ def _table(title: str, *columns: str, right: tuple = ()) -> Table:
 
 
 def render(d: dict, section: str | None = None) -> None:
-    if "dynamic" in d:
-        render_dynamic(d)
-        return
     if section is not None and section not in SECTIONS:
         raise click.UsageError(f"--section {section}: one of {', '.join(SECTIONS)}")
+    if "dynamic" in d:
+        if section is None:
+            render_dynamic(d)
+        else:
+            render_dynamic_section(d, section)
+        return
     for name, show in SECTIONS.items():
         if section in (None, name):
             show(d, console.out)
@@ -247,3 +250,15 @@ def render_dynamic(d: dict) -> None:
         for name, show in SECTIONS.items():
             if name != "header":
                 show(sub, out)
+
+
+def render_dynamic_section(d: dict, section: str) -> None:
+    """One section of a dynamic OM: the root's header, else that section of each static submodel."""
+    out = console.out
+    if section == "header":
+        _header(d, out)
+        render_atc_options(d["dynamic"], out)
+        return
+    for k, sub in enumerate(d["submodels"]):
+        out.print(f"[bold]submodel {k}[/bold]")
+        SECTIONS[section](sub, out)

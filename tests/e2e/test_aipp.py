@@ -204,7 +204,7 @@ def preprocessed(raw):
     return ((raw[..., ::-1].astype(np.float32) - [100, 0, 0]) * [1, 1, 0.5]).transpose(0, 3, 1, 2).astype(np.float32)
 
 
-def test_static_aipp_per_batch_gear(tmp_path):
+def test_static_aipp_per_batch_gear(tmp_path, capsys):
     path = gear_model_path(tmp_path)
     (tmp_path / "aipp.cfg").write_text(NORMALIZE)
     om = api.atc(path, str(tmp_path / "m"), input_shape="x:-1,3,8,10", dynamic_batch_size="1,2,4",
@@ -222,6 +222,12 @@ def test_static_aipp_per_batch_gear(tmp_path):
         api.unload(model_id)
     data = api.inspect(om)
     assert [m["aipp"][0]["raw_shape"] for m in data["submodels"]] == [[1, 8, 10, 3], [2, 8, 10, 3], [4, 8, 10, 3]]
+    from ge.cli.main import main
+    with pytest.raises(SystemExit) as e:
+        main(["inspect", om, "--section", "io"])  # each gear's inputs, outputs and AIPP; no header
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "Header" not in out and "submodel 2" in out
+    assert "AIPP on input 'x' (static): RGB888_U8 uint8 [4, 8, 10, 3] -> [4, 3, 8, 10], channel swap" in out
 
 
 def test_static_aipp_per_image_size_gear_yuv420sp(tmp_path):
