@@ -30,6 +30,7 @@ import numpy as np
 from . import device_name
 from . import models as api
 from . import inference
+from ..model.dynamic_model import GEARS
 from ..model.errors import GeError
 from ..runtime.device import MAX_DEVICES, get_device as ge_device
 
@@ -462,9 +463,8 @@ def _largest_nbytes(model, desc) -> int:
     ranges; 0 when nothing bounds it."""
     if all(x >= 0 for x in desc.shape):
         return _nbytes(desc.shape, desc.dtype)
-    gears = getattr(model, "gear_shapes", None)
-    if gears:
-        return max(_nbytes(g[desc.name], desc.dtype) for g in gears)
+    if model.shape_mode == GEARS:
+        return max(_nbytes(g[desc.name], desc.dtype) for g in model.gear_shapes)
     ranges = getattr(desc, "ranges", ())
     if ranges and all(hi is not None and hi >= 0 for _, hi in ranges):
         return _nbytes([hi for _, hi in ranges], desc.dtype)
@@ -473,7 +473,7 @@ def _largest_nbytes(model, desc) -> int:
 
 def _gear_output_shapes(model) -> list[list[tuple]] | None:
     """A gear model's output shapes per gear (each gear is a static model of its own)."""
-    if not getattr(model, "gear_shapes", None):
+    if model.shape_mode != GEARS:
         return None
     return [[tuple(o.shape) for o in sub.outputs] for sub in model.dyn.submodels]
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..model.dynamic_model import GEARS
 from ..model.errors import GeError, ShapeError
 from ..model.ge_model import TensorDesc
 from ..kernels import native
@@ -87,9 +88,10 @@ def input_descs(model_id: int, files=(), dym_shape: str | None = None) -> list[T
         return shaped_descs(descs, dym_shape)
     if not any(d < 0 for desc in descs for d in desc.shape):
         return descs
+    gears = dm.shape_mode == GEARS
     if files:
-        return file_descs(descs, list(files), dm.gear_list() if getattr(dm, "gear_shapes", None) else "")
-    if getattr(dm, "gear_shapes", None):
+        return file_descs(descs, list(files), dm.gear_list() if gears else "")
+    if gears:
         return [TensorDesc(d.name, d.dtype, dm.gear_shapes[0][d.name], 0) for d in descs]
     if all(d.ranges for d in descs if any(x < 0 for x in d.shape)):
         return [TensorDesc(d.name, d.dtype, tuple(hi if x < 0 else x for x, (_, hi) in zip(d.shape, d.ranges))
