@@ -81,6 +81,8 @@ class PhaseLayout:
 
     def fill(self, ph: np.ndarray, x: np.ndarray) -> None:
         """Write the padded input into its phases: the input where it lands, zeros elsewhere."""
+        if len(self.spatial) == 1:
+            return self._fill_line(ph, x)
         for r, dst, src, ok in self.fill_plan:
             p = ph[r]
             if not ok:
@@ -93,6 +95,18 @@ class PhaseLayout:
                     p[spatial_slices(p.ndim, 2 + i, slice(hi, None))] = 0
             inner = (slice(None), slice(None)) + tuple(slice(lo, hi) for lo, hi in dst)
             np.copyto(p[inner], x[(slice(None), slice(None)) + tuple(src)])
+
+    def _fill_line(self, ph: np.ndarray, x: np.ndarray) -> None:
+        """fill() of a 1-D layout in at most seven copies whatever the stride (a loop over phases
+        costs a few copies per phase, 128 phases for an STFT's hop): phase r, position q holds the
+        padded coordinate u = q * s + r, so ph seen as (nb, C, sq, s) is the padded line in rows of s."""
+        s, size = self.strides[0], self.sq[0] * self.strides[0]
+        rows = ph.transpose(1, 2, 3, 0)
+        start = min(self.pb[0], size)
+        end = min(self.pb[0] + x.shape[-1], size)
+        _put_line(rows, 0, start, None)
+        _put_line(rows, start, end, x[..., :end - start])
+        _put_line(rows, end, size, None)
 
     def _flat(self, ph, r, off):
         p = ph[r].reshape(self.nb, self.c, -1)
@@ -118,3 +132,25 @@ class PhaseLayout:
         nb, oc = flat.shape[:2]
         full = flat.reshape((nb, oc, self.out[0]) + tuple(self.sq[1:]))
         return full[(slice(None), slice(None), slice(None)) + tuple(slice(0, o) for o in self.out[1:])]
+
+
+def _put_line(rows: np.ndarray, a: int, b: int, src: np.ndarray | None) -> None:
+    """Padded coordinates [a, b) of `rows` (..., q, r: u = q * s + r) := src (..., b - a), or zero:
+    the partial first row, the whole rows (src split into rows of s: a view), the partial last row."""
+    if b <= a:
+        return
+    s = rows.shape[-1]
+    (qa, ra), (qb, rb) = divmod(a, s), divmod(b, s)
+    if qa == qb:
+        rows[..., qa, ra:rb] = 0 if src is None else src
+        return
+    done = 0
+    if ra:
+        rows[..., qa, ra:] = 0 if src is None else src[..., :s - ra]
+        qa, done = qa + 1, s - ra
+    if qb > qa:
+        n = (qb - qa) * s
+        rows[..., qa:qb, :] = 0 if src is None else src[..., done:done + n].reshape(src.shape[:-1] + (qb - qa, s))
+        done += n
+    if rb:
+        rows[..., qb, :rb] = 0 if src is None else src[..., done:]

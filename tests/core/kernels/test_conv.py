@@ -103,9 +103,31 @@ def test_conv2d(check_op, layout, xs, ws, attrs, bias, consts):
     ((1, 4, 20), (4, 1, 3), {"group": 4, "pads": [1, 1]}),
     ((1, 4, 20), (6, 2, 1), {"group": 2}),
     ((1, 3, 17), (4, 3, 4), {"auto_pad": "SAME_LOWER", "strides": [3]}),
+    # an STFT as a strided Conv (hop = half the window), padding wider than the stride, input past the last window
+    ((1, 1, 80), (18, 1, 16), {"strides": [8], "pads": [0, 8]}),
+    ((2, 2, 41), (4, 2, 6), {"strides": [5], "pads": [7, 3]}),
+    ((1, 3, 23), (4, 3, 4), {"strides": [4], "pads": [1, 0]}),
 ])
 def test_conv1d(check_op, layout, xs, ws, attrs):
     check_op("Conv", {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[0])}, attrs, consts=("w", "b"), **TOL)
+
+
+@pytest.mark.parametrize("width,kernel,stride,dil,pads", [
+    (640, 256, 128, 1, (0, 64)), (5, 3, 2, 1, (3, 3)), (17, 2, 5, 2, (4, 0)), (9, 3, 1, 1, (1, 1)), (1, 1, 3, 1, (0, 0)),
+    (12, 3, 3, 1, (0, 0))])
+def test_the_1d_phase_fill_lays_the_padded_line_out_by_phase(width, kernel, stride, dil, pads):
+    """PhaseLayout.fill of a 1-D layout (a few copies whatever the stride): phase r, position q holds the
+    padded line's element q * stride + r, zero past the input."""
+    from ge.core.kernels.phase_layout import PhaseLayout
+    out = (width + sum(pads) - (kernel - 1) * dil - 1) // stride + 1
+    lay = PhaseLayout(2, 3, [width], [pads[0]], [stride], [kernel], [dil], [out], np.float32)
+    x = f32(2, 3, width)
+    ph = np.full(lay.phase_shape, np.nan, np.float32)
+    lay.fill(ph, x)
+    line = np.zeros((2, 3, lay.sq[0] * stride + width + pads[0]), np.float32)
+    line[..., pads[0]:pads[0] + width] = x
+    expected = line[..., :lay.sq[0] * stride].reshape(2, 3, lay.sq[0], stride).transpose(3, 0, 1, 2)
+    np.testing.assert_array_equal(ph, expected)
 
 
 @pytest.mark.parametrize("xs,ws,attrs", [
