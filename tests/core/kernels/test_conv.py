@@ -115,12 +115,15 @@ def test_conv1d(check_op, layout, xs, ws, attrs):
 @pytest.mark.parametrize("width,kernel,stride,dil,pads", [
     (640, 256, 128, 1, (0, 64)), (5, 3, 2, 1, (3, 3)), (17, 2, 5, 2, (4, 0)), (9, 3, 1, 1, (1, 1)), (1, 1, 3, 1, (0, 0)),
     (12, 3, 3, 1, (0, 0))])
-def test_the_1d_phase_fill_lays_the_padded_line_out_by_phase(width, kernel, stride, dil, pads):
-    """PhaseLayout.fill of a 1-D layout (a few copies whatever the stride): phase r, position q holds the
-    padded line's element q * stride + r, zero past the input."""
-    from ge.core.kernels.phase_layout import PhaseLayout
+@pytest.mark.parametrize("indexed", [True, False])
+def test_the_1d_phase_fill_lays_the_padded_line_out_by_phase(monkeypatch, width, kernel, stride, dil, pads, indexed):
+    """PhaseLayout.fill of a 1-D layout (small: two index passes; else a few copies whatever the stride):
+    phase r, position q holds the padded line's element q * stride + r, zero past the input."""
+    from ge.core.kernels import phase_layout
+    monkeypatch.setattr(phase_layout, "INDEXED_FILL", 1 << 30 if indexed else 0)
     out = (width + sum(pads) - (kernel - 1) * dil - 1) // stride + 1
-    lay = PhaseLayout(2, 3, [width], [pads[0]], [stride], [kernel], [dil], [out], np.float32)
+    lay = phase_layout.PhaseLayout(2, 3, [width], [pads[0]], [stride], [kernel], [dil], [out], np.float32)
+    assert (lay.line_index is not None) == indexed
     x = f32(2, 3, width)
     ph = np.full(lay.phase_shape, np.nan, np.float32)
     lay.fill(ph, x)
