@@ -126,7 +126,7 @@ class PhaseLayout:
             flat[zero] = 0
             flat[dst] = x.reshape(-1)[src]
             return
-        s, size = self.strides[0], self.sq[0] * self.strides[0]
+        size = self.sq[0] * self.strides[0]
         rows = ph.transpose(1, 2, 3, 0)
         start = min(self.pb[0], size)
         end = min(self.pb[0] + x.shape[-1], size)
