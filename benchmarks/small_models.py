@@ -15,6 +15,8 @@ Rows (--only takes their keys):
                      (an If on the sample rate, an STFT conv, four convs, an LSTM step, a conv + sigmoid)
   gpt2_decode_p128   the GPT-2-style decoder's decoding step: seq 1 after 128 past tokens, its past
                      key/values in and the presents (129 tokens) out
+  llama_decode_p128  samples.llama_style's decoding step (2 layers, hidden 256, 4 heads over 2 key/value
+                     heads, rotary, SiLU MLP 688): seq 1 after 128 past tokens
 
 Each engine runs in its own process (benchmarks/vs_onnxruntime.py's launcher and workers), in
 alternating order, round after round. Beside the latency ratio, ge's time outside its kernels
@@ -50,6 +52,8 @@ def rows() -> list[vs.Row]:
                "<= 1.5", runs=500, extra={"feedback": {1: "state"}}),
         vs.Row("gpt2_decode_p128", "GPT-2-style decoding step, seq 1, 128 past tokens", "latency",
                ("gpt2_style", {"seq": 1, "past": 128, "max_pos": 256}), "<= 1.0", runs=300),
+        vs.Row("llama_decode_p128", "LLaMA-style decoding step (GQA 4/2 heads), seq 1, 128 past tokens", "latency",
+               ("llama_style", {"seq": 1, "past": 128}), "<= 1.0", runs=300),
     ]
 
 

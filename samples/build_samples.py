@@ -21,6 +21,7 @@ nodes for small scalars), because that is what ATC-style compilers are fed.
                        past=N: the decoding step with past key/values
     resnet8            CIFAR ResNet-8: 32x32 image, three basic blocks
     silero_vad_style   Silero VAD v5: a streaming frame, an If on the sample rate, LSTM state in and out
+    llama_style        a LLaMA-style decoding step (HuggingFace): RMSNorm, rotary, grouped-query attention, SiLU MLP
 
 Usage::
 
@@ -974,6 +975,94 @@ def gpt2_style(seq: Dim = 8, layers: int = 2, hidden: int = 256, heads: int = 4,
     return g.build()
 
 
+def llama_style(seq: Dim = 1, past: Dim = 128, layers: int = 2, hidden: int = 256, heads: int = 4, kv_heads: int = 2,
+                intermediate: int = 688, vocab: int = 2048, max_pos: int = 256, seed: int = 0) -> onnx.ModelProto:
+    """A LLaMA-style decoder's step with its key/value cache, as torch.onnx writes HuggingFace's
+    LlamaForCausalLM (opset 17): input_ids [1, seq] after `past` tokens, past_key_values.{i}.key/value
+    [1, kv_heads, past, head_dim] in, logits and present.{i}.key/value out. RMSNorm as Pow/ReduceMean/
+    Add/Sqrt/Reciprocal/Mul, bias-free projections, rotary embeddings (cos/sin tables gathered at the
+    positions, rotate_half by Slice/Neg/Concat), grouped-query attention (the keys and values
+    repeated to the heads by Unsqueeze/Expand/Reshape), the causal mask a Slice of a constant added
+    before Softmax, a SiLU-gated MLP (x * Sigmoid(x))."""
+    if isinstance(past, int) and isinstance(seq, int) and past + seq > max_pos:
+        raise ValueError(f"llama_style: past {past} + seq {seq} tokens exceed max_pos {max_pos}")
+    doc = _signature("llama_style", seq=seq, past=past, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                     intermediate=intermediate, vocab=vocab, max_pos=max_pos, seed=seed)
+    g = GraphBuilder("llama_style", seed, 17, doc)
+    hd, rep = hidden // heads, heads // kv_heads
+    total = past + seq if isinstance(past, int) and isinstance(seq, int) else "total"
+    ids = g.input("input_ids", INT64, [1, seq])
+    pasts = [(g.input(f"past_key_values.{i}.key", FLOAT, [1, kv_heads, past, hd]),
+              g.input(f"past_key_values.{i}.value", FLOAT, [1, kv_heads, past, hd])) for i in range(layers)]
+    inv = 1.0 / 10000 ** (np.arange(0, hd, 2) / hd)
+    angles = np.concatenate([np.outer(np.arange(max_pos), inv)] * 2, axis=1)
+    cos_table, sin_table = g.param("rotary.cos", np.cos(angles).astype(np.float32)), g.param("rotary.sin", np.sin(angles).astype(np.float32))
+    mask_table = g.param("causal_mask", np.triu(np.full((max_pos, max_pos), np.finfo(np.float32).min, np.float32), 1))
+
+    def rms_norm(x: str, name: str) -> str:
+        with g.scope(name):
+            var = g.op("ReduceMean", [g.op("Pow", [x, g.const(np.float32(2.0))])], axes=[-1], keepdims=1)
+            scale = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [var, g.const(np.float32(1e-6))])])])
+            return g.op("Mul", [g.param(f"{name}.weight", g.normal([hidden], 0.02, mean=1.0)), g.op("Mul", [x, scale])])
+
+    def proj(x: str, fin: int, fout: int, name: str) -> str:
+        return g.op("MatMul", [x, g.param(f"{name}.weight", g.normal([fin, fout], 0.02))])
+
+    def heads_of(x: str, n: int) -> str:  # [1, seq, n * hd] -> [1, n, seq, hd]
+        return g.op("Transpose", [g.op("Reshape", [x, g.const([1, -1, n, hd])])], perm=[0, 2, 1, 3])
+
+    def rotary(x: str, cos: str, sin: str) -> str:
+        x1 = g.op("Slice", [x, g.const([0]), g.const([hd // 2]), g.const([3])])
+        x2 = g.op("Slice", [x, g.const([hd // 2]), g.const([hd]), g.const([3])])
+        rotated = g.op("Concat", [g.op("Neg", [x2]), x1], axis=-1)
+        return g.op("Add", [g.op("Mul", [x, cos]), g.op("Mul", [rotated, sin])])
+
+    def repeat_kv(x: str) -> str:  # [1, kv, T, hd] -> [1, heads, T, hd]
+        if rep == 1:
+            return x
+        t = g.op("Gather", [g.op("Shape", [x]), g.const(2)], axis=0)
+        shape = g.op("Concat", [g.const([1, kv_heads, rep]), g.unsqueeze(t, [0]), g.const([hd])], axis=0)
+        expanded = g.op("Expand", [g.unsqueeze(x, [2]), shape])
+        return g.op("Reshape", [expanded, g.op("Concat", [g.const([1, heads]), g.unsqueeze(t, [0]), g.const([hd])], axis=0)])
+
+    with g.scope("model"):
+        start = g.op("Gather", [g.op("Shape", [pasts[0][0]]), g.const(2)], axis=0)
+        end = g.op("Add", [start, g.op("Gather", [g.op("Shape", [ids]), g.const(1)], axis=0)])
+        positions = g.op("Range", [start, end, g.const(1)])
+        cos = g.unsqueeze(g.op("Gather", [cos_table, positions], axis=0), [0, 1])
+        sin = g.unsqueeze(g.op("Gather", [sin_table, positions], axis=0), [0, 1])
+        mask = g.op("Slice", [mask_table, g.unsqueeze(start, [0]), g.unsqueeze(end, [0]), g.const([0])])
+        mask = g.op("Slice", [mask, g.const([0]), g.unsqueeze(end, [0]), g.const([1])])
+        h = g.op("Gather", [g.param("embed_tokens.weight", g.normal([vocab, hidden], 0.02)), ids], axis=0)
+        for i in range(layers):
+            name = f"layers.{i}"
+            with g.scope(name):
+                x = rms_norm(h, f"{name}.input_layernorm")
+                q = rotary(heads_of(proj(x, hidden, hidden, f"{name}.self_attn.q_proj"), heads), cos, sin)
+                k = rotary(heads_of(proj(x, hidden, kv_heads * hd, f"{name}.self_attn.k_proj"), kv_heads), cos, sin)
+                v = heads_of(proj(x, hidden, kv_heads * hd, f"{name}.self_attn.v_proj"), kv_heads)
+                k = g.op("Concat", [pasts[i][0], k], axis=2, out=f"present.{i}.key")
+                v = g.op("Concat", [pasts[i][1], v], axis=2, out=f"present.{i}.value")
+                scores = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [repeat_kv(k)], perm=[0, 1, 3, 2])]),
+                                      g.const(np.float32(math.sqrt(hd)))])
+                probs = g.op("Softmax", [g.op("Add", [scores, mask])], axis=-1)
+                a = g.op("Transpose", [g.op("MatMul", [probs, repeat_kv(v)])], perm=[0, 2, 1, 3])
+                a = g.op("Reshape", [a, g.const([1, -1, hidden])])
+                h = g.op("Add", [h, proj(a, hidden, hidden, f"{name}.self_attn.o_proj")])
+                x = rms_norm(h, f"{name}.post_attention_layernorm")
+                gate = proj(x, hidden, intermediate, f"{name}.mlp.gate_proj")
+                up = proj(x, hidden, intermediate, f"{name}.mlp.up_proj")
+                act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
+                h = g.op("Add", [h, proj(act, intermediate, hidden, f"{name}.mlp.down_proj")])
+        h = rms_norm(h, "norm")
+    g.op("MatMul", [h, g.param("lm_head.weight", g.normal([hidden, vocab], 0.02))], out="logits")
+    g.output("logits", FLOAT, [1, seq, vocab])
+    for i in range(layers):
+        g.output(f"present.{i}.key", FLOAT, [1, kv_heads, total, hd])
+        g.output(f"present.{i}.value", FLOAT, [1, kv_heads, total, hd])
+    return g.build()
+
+
 def _vad_branch(tag: str, rng: np.random.Generator, filter_length: int, hidden: int) -> onnx.GraphProto:
     """One sample rate's half of silero_vad_style: outer values `input` and `state`, outputs
     {tag}/output [1, 1] and {tag}/stateN [2, 1, hidden]."""
@@ -1101,6 +1190,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "gpt2_style": gpt2_style,
     "resnet8": resnet8,
     "silero_vad_style": silero_vad_style,
+    "llama_style": llama_style,
 }
 
 
@@ -1118,7 +1208,7 @@ def sample_inputs(model: onnx.ModelProto, seed: int = 0, batch: int = 1, seq: in
             feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
         elif inp.name == "input_ids":
             vocab = next(t.dims[0] for t in model.graph.initializer  # (quantized: "..._quantized")
-                         if t.name.startswith(("embeddings.word_embeddings.weight", "wte")) and len(t.dims) == 2)
+                         if t.name.startswith(("embeddings.word_embeddings.weight", "wte", "embed_tokens")) and len(t.dims) == 2)
             feeds[inp.name] = rng.integers(0, vocab, shape, dtype=np.int64)
         elif inp.name == "sr":  # silero_vad_style's sample rate
             feeds[inp.name] = np.array(16000 if shape == [] else [16000] * math.prod(shape), np.int64).reshape(shape)

@@ -110,3 +110,17 @@ def test_gpt2_style_decoding_step_with_past_key_values(samples, tmp_path):
             feeds = {"input_ids": np.array([[step + 5]], np.int64), **dict(zip(names, got[1:]))}
     finally:
         api.unload(model_id)
+
+
+def test_llama_style_decoding_step_with_grouped_query_attention(samples, tmp_path):
+    """seq 1 after 12 past tokens, 4 heads over 2 key/value heads, rotary at positions 12..: logits and
+    every present key/value as onnxruntime's, twice the same."""
+    path, result = _compile(tmp_path, samples.llama_style(seq=1, past=12, layers=2, hidden=64, heads=4, kv_heads=2,
+                                                          intermediate=96, vocab=128, max_pos=40))
+    feeds = make_feeds(onnx.load(path), {})
+    got, again, _ = _run_twice(result.om_path, feeds)
+    expected = onnxruntime_outputs(path, feeds)
+    assert [g.shape for g in got] == [(1, 1, 128)] + [(1, 2, 13, 16)] * 4
+    for g, a, e in zip(got, again, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(g, a)
