@@ -242,6 +242,32 @@ def test_conv_batch_chunks(check_op, layout, monkeypatch):
              consts=("w", "b"), **TOL)
 
 
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 64, 2), (64, 64, 3), {"strides": [2], "pads": [1, 1]}),  # a VAD encoder's last convs over a frame or two
+    ((1, 64, 1), (128, 64, 3), {"pads": [1, 1]}),
+    ((3, 5, 4), (7, 5, 4), {}),
+    ((2, 3, 5, 5), (6, 3, 3, 3), {"strides": [3, 3], "pads": [0, 0, 0, 0], "dilations": [2, 2]}),
+    ((1, 4, 2, 3), (9, 4, 3, 3), {"pads": [1, 1, 0, 0], "strides": [2, 2]}),
+    ((1, 2, 2, 2, 1), (3, 2, 2, 3, 1), {"pads": [0, 1, 0, 0, 0, 0]}),
+])
+@pytest.mark.parametrize("act", [None, "Relu"])
+def test_one_output_pixel_takes_the_gathered_column_and_the_gemv(check_op, default_backend, xs, ws, attrs, act):
+    """One output pixel per item, one group: the window (padding zeros included) gathered into a column,
+    W @ column + bias on the native GEMV, a fused activation as it stores; as onnxruntime's."""
+    from ge.core.kernels.epilogue import ATTR as EPILOGUE
+    default_backend("native")
+    x, w, b = f32(*xs), f32(*ws), f32(ws[0])
+    k = lookup("Conv")({**attrs, **({EPILOGUE: [["Relu", {}]]} if act else {})}, [Meta(x.dtype, x.shape),
+                       Meta(w.dtype, w.shape), Meta(b.dtype, b.shape)], [None, w, b])
+    assert k.plan == "native" and k.native.kind == "gemv-column" and k.absorbs_epilogue == bool(act)
+    want = check_op("Conv", {"x": x, "w": w, "b": b}, attrs, consts=("w", "b"), **TOL)[0]
+    if act:
+        k = lookup("Conv")(k.attrs, k.inputs, [None, w, b], outputs=k.infer()).load()
+        y = np.full(want.shape, 7, np.float32)
+        k.run([x, w, b], [y], np.zeros(k.workspace_nbytes(), np.uint8))
+        np.testing.assert_allclose(y, np.maximum(want, 0), **TOL)
+
+
 def test_conv_non_contiguous_input_and_output():
     """Planned buffers are contiguous, but a strided input or output view must still be right."""
     k0 = lookup("Conv")({"pads": [1, 1, 1, 1]}, [Meta(np.dtype(np.float32), (1, 4, 6, 6)),
