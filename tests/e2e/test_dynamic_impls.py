@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
-from ge.core.errors import ShapeError
+from ge.core.model.errors import ShapeError
 from ge.core.kernels import native
 
 from .conftest import onnxruntime_outputs

@@ -119,7 +119,7 @@ def test_conv1d(check_op, layout, xs, ws, attrs):
 def test_the_1d_phase_fill_lays_the_padded_line_out_by_phase(monkeypatch, width, kernel, stride, dil, pads, indexed):
     """PhaseLayout.fill of a 1-D layout (small: two index passes; else a few copies whatever the stride):
     phase r, position q holds the padded line's element q * stride + r, zero past the input."""
-    from ge.core.kernels import phase_layout
+    from ge.core.kernels.ops import phase_layout
     monkeypatch.setattr(phase_layout, "INDEXED_FILL", 1 << 30 if indexed else 0)
     out = (width + sum(pads) - (kernel - 1) * dil - 1) // stride + 1
     lay = phase_layout.PhaseLayout(2, 3, [width], [pads[0]], [stride], [kernel], [dil], [out], np.float32)
