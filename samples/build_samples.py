@@ -17,8 +17,11 @@ nodes for small scalars), because that is what ATC-style compilers are fed.
     bert_style         BERT encoder (HuggingFace): dynamic "batch"/"seq", attention mask, Erf-GELU
     tiny_cnn           a ~40 KB CNN, the README demo model (samples/models/tiny_cnn.onnx)
     mobilenetv2_fp16_style, bert_fp16_style   float16 exports of the two (float16_of)
-    gpt2_style         GPT-2 decoder + LM head (HuggingFace): Split heads, causal Where, tanh-GELU
+    gpt2_style         GPT-2 decoder + LM head (HuggingFace): Split heads, causal Where, tanh-GELU;
+                       past=N: the decoding step with past key/values
     resnet8            CIFAR ResNet-8: 32x32 image, three basic blocks
+    silero_vad_style   Silero VAD v5: a streaming frame, an If on the sample rate, LSTM state in and out
+    llama_style        a LLaMA-style decoding step (HuggingFace): RMSNorm, rotary, grouped-query attention, SiLU MLP
 
 Usage::
 
@@ -881,17 +884,25 @@ def bert_fp16_style(seed: int = 0, **kwargs) -> onnx.ModelProto:
 # small models: GPT-2-style decoder, CIFAR ResNet-8
 # --------------------------------------------------------------------------- #
 def gpt2_style(seq: Dim = 8, layers: int = 2, hidden: int = 256, heads: int = 4, vocab: int = 2048,
-               max_pos: int = 128, seed: int = 0) -> onnx.ModelProto:
+               max_pos: int = 128, past: Dim | None = None, seed: int = 0) -> onnx.ModelProto:
     """GPT2LMHeadModel (HuggingFace) as torch.onnx writes it, opset 17: input_ids [1, seq] -> logits
     [1, seq, vocab]. Conv1D as Reshape/Gemm/Reshape, Split into q/k/v, heads by Shape/Slice/Concat/
     Reshape/Transpose, the causal mask a Slice of a constant and a Where, gelu_new as its tanh
     formula (Pow), LayerNormalization; the LM head shares the token embedding's values. seq may be
-    symbolic ("seq"): a dynamic model."""
+    symbolic ("seq"): a dynamic model. past (a length, or symbolic "past"): the decoding step with
+    the key/value cache, inputs past_key_values.{i}.key/value [1, heads, past, head_dim] concatenated
+    before the new keys and values (positions from past on) and given back as present.{i}.key/value."""
     doc = _signature("gpt2_style", seq=seq, layers=layers, hidden=hidden, heads=heads, vocab=vocab,
-                     max_pos=max_pos, seed=seed)
+                     max_pos=max_pos, **({} if past is None else {"past": past}), seed=seed)
     g = GraphBuilder("gpt2_style", seed, 17, doc)
     ids = g.input("input_ids", INT64, [1, seq])
     head_dim = hidden // heads
+    if isinstance(past, int) and isinstance(seq, int) and past + seq > max_pos:
+        raise ValueError(f"gpt2_style: past {past} + seq {seq} tokens exceed max_pos {max_pos}")
+    total = None if past is None else (past + seq if isinstance(past, int) and isinstance(seq, int) else "total")
+    pasts = [] if past is None else [(g.input(f"past_key_values.{i}.key", FLOAT, [1, heads, past, head_dim]),
+                                      g.input(f"past_key_values.{i}.value", FLOAT, [1, heads, past, head_dim]))
+                                     for i in range(layers)]
     wte = g.normal([vocab, hidden], 0.02)
 
     def conv1d(x: str, fin: int, fout: int, name: str) -> str:
@@ -908,14 +919,20 @@ def gpt2_style(seq: Dim = 8, layers: int = 2, hidden: int = 256, heads: int = 4,
         shape = g.op("Concat", [lead, g.const([heads, head_dim])], axis=0)
         return g.op("Transpose", [g.op("Reshape", [x, shape])], perm=list(perm))
 
-    def attention(x: str, name: str) -> str:
+    def attention(x: str, name: str, layer: int) -> str:
         causal = np.tril(np.ones((max_pos, max_pos), bool)).reshape(1, 1, max_pos, max_pos)
         with g.scope(name):
             q = g.op("Split", [conv1d(x, hidden, 3 * hidden, f"{name}.c_attn"), g.const([hidden] * 3)], axis=2)
             split = g.nodes[-1]  # three outputs: q, k, v
             k, v = f"{split.name}_output_1", f"{split.name}_output_2"
             split.output.extend([k, v])
-            q, k, v = split_heads(q, [0, 2, 1, 3]), split_heads(k, [0, 2, 3, 1]), split_heads(v, [0, 2, 1, 3])
+            if pasts:  # torch.cat((past_key, key), dim=-2), the present returned, then key.transpose(-1, -2)
+                q, k, v = split_heads(q, [0, 2, 1, 3]), split_heads(k, [0, 2, 1, 3]), split_heads(v, [0, 2, 1, 3])
+                k = g.op("Concat", [pasts[layer][0], k], axis=2, out=f"present.{layer}.key")
+                v = g.op("Concat", [pasts[layer][1], v], axis=2, out=f"present.{layer}.value")
+                k = g.op("Transpose", [k], perm=[0, 1, 3, 2])
+            else:
+                q, k, v = split_heads(q, [0, 2, 1, 3]), split_heads(k, [0, 2, 3, 1]), split_heads(v, [0, 2, 1, 3])
             w = g.op("Div", [g.op("MatMul", [q, k]), g.const(np.float32(math.sqrt(head_dim)))])
             q_len = g.op("Gather", [g.op("Shape", [q]), g.const([2])], axis=0)
             k_len = g.op("Gather", [g.op("Shape", [k]), g.const([3])], axis=0)
@@ -937,20 +954,202 @@ def gpt2_style(seq: Dim = 8, layers: int = 2, hidden: int = 256, heads: int = 4,
 
     with g.scope("transformer"):
         seq_len = g.op("Gather", [g.op("Shape", [ids]), g.const(1)], axis=0)
-        positions = g.unsqueeze(g.op("Range", [g.const(0), seq_len, g.const(1)]), [0])
+        start = g.const(0) if not pasts else g.op("Gather", [g.op("Shape", [pasts[0][0]]), g.const(2)], axis=0)
+        end = seq_len if not pasts else g.op("Add", [start, seq_len])
+        positions = g.unsqueeze(g.op("Range", [start, end, g.const(1)]), [0])
         h = g.op("Add", [g.op("Gather", [g.param("wte", wte), ids], axis=0),
                          g.op("Gather", [g.param("wpe", g.normal([max_pos, hidden], 0.01)), positions], axis=0)])
         for i in range(layers):
             name = f"h.{i}"
             with g.scope(name):
-                h = g.op("Add", [attention(g.layer_norm(h, hidden, name=f"{name}.ln_1", eps=1e-5), f"{name}.attn"), h])
+                h = g.op("Add", [attention(g.layer_norm(h, hidden, name=f"{name}.ln_1", eps=1e-5), f"{name}.attn", i), h])
                 m = conv1d(g.layer_norm(h, hidden, name=f"{name}.ln_2", eps=1e-5), hidden, 4 * hidden,
                            f"{name}.mlp.c_fc")
                 h = g.op("Add", [conv1d(gelu_new(m), 4 * hidden, hidden, f"{name}.mlp.c_proj"), h])
         h = g.layer_norm(h, hidden, name="ln_f", eps=1e-5)
     g.op("MatMul", [h, g.param("lm_head.weight", np.ascontiguousarray(wte.T))], out="logits")
     g.output("logits", FLOAT, [1, seq, vocab])
+    for i in range(len(pasts)):
+        g.output(f"present.{i}.key", FLOAT, [1, heads, total, head_dim])
+        g.output(f"present.{i}.value", FLOAT, [1, heads, total, head_dim])
     return g.build()
+
+
+def llama_style(seq: Dim = 1, past: Dim = 128, layers: int = 2, hidden: int = 256, heads: int = 4, kv_heads: int = 2,
+                intermediate: int = 688, vocab: int = 2048, max_pos: int = 256, seed: int = 0) -> onnx.ModelProto:
+    """A LLaMA-style decoder's step with its key/value cache, as torch.onnx writes HuggingFace's
+    LlamaForCausalLM (opset 17): input_ids [1, seq] after `past` tokens, past_key_values.{i}.key/value
+    [1, kv_heads, past, head_dim] in, logits and present.{i}.key/value out. RMSNorm as Pow/ReduceMean/
+    Add/Sqrt/Reciprocal/Mul, bias-free projections, rotary embeddings (cos/sin tables gathered at the
+    positions, rotate_half by Slice/Neg/Concat), grouped-query attention (the keys and values
+    repeated to the heads by Unsqueeze/Expand/Reshape), the causal mask a Slice of a constant added
+    before Softmax, a SiLU-gated MLP (x * Sigmoid(x))."""
+    if isinstance(past, int) and isinstance(seq, int) and past + seq > max_pos:
+        raise ValueError(f"llama_style: past {past} + seq {seq} tokens exceed max_pos {max_pos}")
+    doc = _signature("llama_style", seq=seq, past=past, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                     intermediate=intermediate, vocab=vocab, max_pos=max_pos, seed=seed)
+    g = GraphBuilder("llama_style", seed, 17, doc)
+    hd, rep = hidden // heads, heads // kv_heads
+    total = past + seq if isinstance(past, int) and isinstance(seq, int) else "total"
+    ids = g.input("input_ids", INT64, [1, seq])
+    pasts = [(g.input(f"past_key_values.{i}.key", FLOAT, [1, kv_heads, past, hd]),
+              g.input(f"past_key_values.{i}.value", FLOAT, [1, kv_heads, past, hd])) for i in range(layers)]
+    inv = 1.0 / 10000 ** (np.arange(0, hd, 2) / hd)
+    angles = np.concatenate([np.outer(np.arange(max_pos), inv)] * 2, axis=1)
+    cos_table, sin_table = g.param("rotary.cos", np.cos(angles).astype(np.float32)), g.param("rotary.sin", np.sin(angles).astype(np.float32))
+    mask_table = g.param("causal_mask", np.triu(np.full((max_pos, max_pos), np.finfo(np.float32).min, np.float32), 1))
+
+    def rms_norm(x: str, name: str) -> str:
+        with g.scope(name):
+            var = g.op("ReduceMean", [g.op("Pow", [x, g.const(np.float32(2.0))])], axes=[-1], keepdims=1)
+            scale = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [var, g.const(np.float32(1e-6))])])])
+            return g.op("Mul", [g.param(f"{name}.weight", g.normal([hidden], 0.02, mean=1.0)), g.op("Mul", [x, scale])])
+
+    def proj(x: str, fin: int, fout: int, name: str) -> str:
+        return g.op("MatMul", [x, g.param(f"{name}.weight", g.normal([fin, fout], 0.02))])
+
+    def heads_of(x: str, n: int) -> str:  # [1, seq, n * hd] -> [1, n, seq, hd]
+        return g.op("Transpose", [g.op("Reshape", [x, g.const([1, -1, n, hd])])], perm=[0, 2, 1, 3])
+
+    def rotary(x: str, cos: str, sin: str) -> str:
+        x1 = g.op("Slice", [x, g.const([0]), g.const([hd // 2]), g.const([3])])
+        x2 = g.op("Slice", [x, g.const([hd // 2]), g.const([hd]), g.const([3])])
+        rotated = g.op("Concat", [g.op("Neg", [x2]), x1], axis=-1)
+        return g.op("Add", [g.op("Mul", [x, cos]), g.op("Mul", [rotated, sin])])
+
+    def repeat_kv(x: str) -> str:  # [1, kv, T, hd] -> [1, heads, T, hd]
+        if rep == 1:
+            return x
+        t = g.op("Gather", [g.op("Shape", [x]), g.const(2)], axis=0)
+        shape = g.op("Concat", [g.const([1, kv_heads, rep]), g.unsqueeze(t, [0]), g.const([hd])], axis=0)
+        expanded = g.op("Expand", [g.unsqueeze(x, [2]), shape])
+        return g.op("Reshape", [expanded, g.op("Concat", [g.const([1, heads]), g.unsqueeze(t, [0]), g.const([hd])], axis=0)])
+
+    with g.scope("model"):
+        start = g.op("Gather", [g.op("Shape", [pasts[0][0]]), g.const(2)], axis=0)
+        end = g.op("Add", [start, g.op("Gather", [g.op("Shape", [ids]), g.const(1)], axis=0)])
+        positions = g.op("Range", [start, end, g.const(1)])
+        cos = g.unsqueeze(g.op("Gather", [cos_table, positions], axis=0), [0, 1])
+        sin = g.unsqueeze(g.op("Gather", [sin_table, positions], axis=0), [0, 1])
+        mask = g.op("Slice", [mask_table, g.unsqueeze(start, [0]), g.unsqueeze(end, [0]), g.const([0])])
+        mask = g.op("Slice", [mask, g.const([0]), g.unsqueeze(end, [0]), g.const([1])])
+        h = g.op("Gather", [g.param("embed_tokens.weight", g.normal([vocab, hidden], 0.02)), ids], axis=0)
+        for i in range(layers):
+            name = f"layers.{i}"
+            with g.scope(name):
+                x = rms_norm(h, f"{name}.input_layernorm")
+                q = rotary(heads_of(proj(x, hidden, hidden, f"{name}.self_attn.q_proj"), heads), cos, sin)
+                k = rotary(heads_of(proj(x, hidden, kv_heads * hd, f"{name}.self_attn.k_proj"), kv_heads), cos, sin)
+                v = heads_of(proj(x, hidden, kv_heads * hd, f"{name}.self_attn.v_proj"), kv_heads)
+                k = g.op("Concat", [pasts[i][0], k], axis=2, out=f"present.{i}.key")
+                v = g.op("Concat", [pasts[i][1], v], axis=2, out=f"present.{i}.value")
+                scores = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [repeat_kv(k)], perm=[0, 1, 3, 2])]),
+                                      g.const(np.float32(math.sqrt(hd)))])
+                probs = g.op("Softmax", [g.op("Add", [scores, mask])], axis=-1)
+                a = g.op("Transpose", [g.op("MatMul", [probs, repeat_kv(v)])], perm=[0, 2, 1, 3])
+                a = g.op("Reshape", [a, g.const([1, -1, hidden])])
+                h = g.op("Add", [h, proj(a, hidden, hidden, f"{name}.self_attn.o_proj")])
+                x = rms_norm(h, f"{name}.post_attention_layernorm")
+                gate = proj(x, hidden, intermediate, f"{name}.mlp.gate_proj")
+                up = proj(x, hidden, intermediate, f"{name}.mlp.up_proj")
+                act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
+                h = g.op("Add", [h, proj(act, intermediate, hidden, f"{name}.mlp.down_proj")])
+        h = rms_norm(h, "norm")
+    g.op("MatMul", [h, g.param("lm_head.weight", g.normal([hidden, vocab], 0.02))], out="logits")
+    g.output("logits", FLOAT, [1, seq, vocab])
+    for i in range(layers):
+        g.output(f"present.{i}.key", FLOAT, [1, kv_heads, total, hd])
+        g.output(f"present.{i}.value", FLOAT, [1, kv_heads, total, hd])
+    return g.build()
+
+
+def _vad_branch(tag: str, rng: np.random.Generator, filter_length: int, hidden: int) -> onnx.GraphProto:
+    """One sample rate's half of silero_vad_style: outer values `input` and `state`, outputs
+    {tag}/output [1, 1] and {tag}/stateN [2, 1, hidden]."""
+    hop, bins = filter_length // 2, filter_length // 2 + 1
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def c(name: str, value) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value), f"{tag}/{name}"))
+        return f"{tag}/{name}"
+
+    def n(op: str, ins: Sequence[str], n_out: int = 1, **attrs):
+        name = f"/{tag}/{op}_{len(nodes)}"
+        outs = [f"{name}_output_{i}" for i in range(n_out)]
+        nodes.append(helper.make_node(op, list(ins), outs, name=name, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def w(*shape: int) -> np.ndarray:  # unit-variance outputs for unit-variance inputs
+        return (rng.standard_normal(shape) / math.sqrt(math.prod(shape[1:]))).astype(np.float32)
+
+    def bias(size: int) -> np.ndarray:
+        return (0.1 * rng.standard_normal(size)).astype(np.float32)
+
+    def untyped_branch(name: str, op: str, x: str, *axes) -> onnx.GraphProto:
+        out = f"/{tag}/{name}_output_0"
+        ins = [x] + ([c(f"{name}_axes", list(axes))] if axes else [])
+        return helper.make_graph([helper.make_node(op, ins, [out], name=f"/{tag}/{name}")], f"{tag}_{name}", [],
+                                 [helper.make_value_info(out, onnx.TypeProto())])
+
+    # the STFT: a reflect pad, the Fourier basis as a strided Conv, the magnitude of (real, imag)
+    x = n("Pad", ["input", c("pads", np.array([0, 0, 0, filter_length // 4], np.int64))], mode="reflect")
+    x = n("Conv", [n("Unsqueeze", [x, c("ax1", np.array([1], np.int64))]), c("forward_basis", w(2 * bins, 1, filter_length))],
+          strides=[hop])
+    real = n("Slice", [x, c("lo", np.array([0], np.int64)), c("mid", np.array([bins], np.int64)), c("ax_c", np.array([1], np.int64))])
+    imag = n("Slice", [x, f"{tag}/mid", c("hi", np.array([2 * bins], np.int64)), f"{tag}/ax_c"])
+    two = c("two", np.float32(2))
+    x = n("Sqrt", [n("Add", [n("Pow", [real, two]), n("Pow", [imag, two])])])
+    for i, (cin, cout, stride) in enumerate(((bins, 128, 1), (128, 64, 2), (64, 64, 2), (64, hidden, 1))):
+        x = n("Relu", [n("Conv", [x, c(f"encoder.{i}.weight", w(cout, cin, 3)), c(f"encoder.{i}.bias", bias(cout))],
+                         kernel_shape=[3], pads=[1, 1], strides=[stride])])
+    # the decoder's x.squeeze(-1) and LSTMCell's "unbatched input?" test, as the exporter writes them
+    last = n("Equal", [n("Gather", [n("Shape", [x]), c("minus1", np.array([-1], np.int64))], axis=0), c("one", np.array([1], np.int64))])
+    x = n("If", [last], then_branch=untyped_branch("squeeze", "Squeeze", x, -1), else_branch=untyped_branch("keep", "Identity", x))
+    rank2 = n("Equal", [n("Size", [n("Shape", [x])]), c("two_i", np.int64(2))])
+    x = n("If", [n("Not", [rank2])], then_branch=untyped_branch("batch", "Unsqueeze", x, 0),
+          else_branch=untyped_branch("same", "Identity", x))
+    ax0 = c("ax0", np.array([0], np.int64))
+    h0 = n("Unsqueeze", [n("Gather", ["state", c("i0", np.int64(0))], axis=0), ax0])
+    c0 = n("Unsqueeze", [n("Gather", ["state", c("i1", np.int64(1))], axis=0), ax0])
+    _, hn, cn = n("LSTM", [n("Unsqueeze", [x, ax0]), c("rnn.W", w(1, 4 * hidden, hidden)), c("rnn.R", w(1, 4 * hidden, hidden)),
+                           c("rnn.B", bias(8 * hidden)[None]), "", h0, c0], 3, hidden_size=hidden)
+    state = n("Concat", [hn, cn], axis=0)
+    h = n("Unsqueeze", [n("Squeeze", [hn, ax0]), c("ax_last", np.array([-1], np.int64))])
+    y = n("Sigmoid", [n("Conv", [n("Relu", [h]), c("decoder.weight", w(1, hidden, 1)), c("decoder.bias", bias(1))],
+                      kernel_shape=[1])])
+    y = n("Squeeze", [y, f"{tag}/ax_last"])
+    nodes.append(helper.make_node("Identity", [y], [f"{tag}/output"], name=f"/{tag}/output"))
+    nodes.append(helper.make_node("Identity", [state], [f"{tag}/stateN"], name=f"/{tag}/stateN"))
+    return helper.make_graph(nodes, tag, [], [helper.make_tensor_value_info(f"{tag}/output", FLOAT, [1, 1]),
+                                              helper.make_tensor_value_info(f"{tag}/stateN", FLOAT, [2, 1, hidden])], inits)
+
+
+def silero_vad_style(hidden: int = 128, seed: int = 0) -> onnx.ModelProto:
+    """Silero VAD v5 as torch.onnx writes it (opset 16), one streaming frame a call: input [1, samples]
+    (512 at 16 kHz, 256 at 8 kHz; symbolic, as each branch is sized for its own), state [2, 1, hidden] (the LSTM's h and c, fed back call after
+    call), sr (int64 scalar) -> output [1, 1] (speech probability), stateN [2, 1, hidden]. An If on
+    sr == 16000 picks a branch; each branch is an STFT (reflect Pad, the basis as a strided Conv, the
+    magnitude), four Conv+Relu (strides 1, 2, 2, 1; 128, 64, 64, hidden channels), the exporter's two
+    shape Ifs (squeeze(-1), LSTMCell's unbatched test), an LSTM step from the state, and a 1x1 Conv +
+    Sigmoid on its relu'd h."""
+    rng = np.random.default_rng(seed)
+    b16, b8 = _vad_branch("16k", rng, 256, hidden), _vad_branch("8k", rng, 128, hidden)
+    doc = _signature("silero_vad_style", hidden=hidden, seed=seed)
+    nodes = [helper.make_node("Constant", [], ["sr16k"], name="/Constant", value=numpy_helper.from_array(np.int64(16000))),
+             helper.make_node("Equal", ["sr", "sr16k"], ["is16k"], name="/Equal"),
+             helper.make_node("If", ["is16k"], ["output", "stateN"], name="/If", then_branch=b16, else_branch=b8)]
+    graph = helper.make_graph(nodes, "silero_vad_style", [
+        helper.make_tensor_value_info("input", FLOAT, [1, "samples"]),
+        helper.make_tensor_value_info("state", FLOAT, [2, 1, hidden]),
+        helper.make_tensor_value_info("sr", INT64, [])],
+        [helper.make_tensor_value_info("output", FLOAT, [1, 1]),
+         helper.make_tensor_value_info("stateN", FLOAT, [2, 1, hidden])], doc_string=doc)
+    opsets = [helper.make_opsetid("", 16)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER_NAME, producer_version=PRODUCER_VERSION,
+                              ir_version=helper.find_min_ir_version_for(opsets))
+    model.doc_string = doc
+    return model
 
 
 def resnet8(classes: int = 10, seed: int = 0) -> onnx.ModelProto:
@@ -990,14 +1189,17 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_fp16_style": bert_fp16_style,
     "gpt2_style": gpt2_style,
     "resnet8": resnet8,
+    "silero_vad_style": silero_vad_style,
+    "llama_style": llama_style,
 }
 
 
 def sample_inputs(model: onnx.ModelProto, seed: int = 0, batch: int = 1, seq: int = 16) -> dict[str, np.ndarray]:
     """Seeded feeds for a model built here: N(0, 1) images; token ids in [0, vocab) and
-    attention masks with right padding (row 0 unpadded) for BERT; symbolic dims -> batch/seq."""
+    attention masks with right padding (row 0 unpadded) for BERT; symbolic dims -> batch/seq; a VAD
+    frame of 512 samples at sr 16000."""
     rng = np.random.default_rng(seed)
-    symbols = {"batch": batch, "seq": seq}
+    symbols = {"batch": batch, "seq": seq, "samples": 512}  # (samples: a 16 kHz VAD frame)
     feeds: dict[str, np.ndarray] = {}
     for inp in model.graph.input:
         shape = [d.dim_value if d.HasField("dim_value") else symbols[d.dim_param]
@@ -1006,8 +1208,10 @@ def sample_inputs(model: onnx.ModelProto, seed: int = 0, batch: int = 1, seq: in
             feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
         elif inp.name == "input_ids":
             vocab = next(t.dims[0] for t in model.graph.initializer  # (quantized: "..._quantized")
-                         if t.name.startswith(("embeddings.word_embeddings.weight", "wte")) and len(t.dims) == 2)
+                         if t.name.startswith(("embeddings.word_embeddings.weight", "wte", "embed_tokens")) and len(t.dims) == 2)
             feeds[inp.name] = rng.integers(0, vocab, shape, dtype=np.int64)
+        elif inp.name == "sr":  # silero_vad_style's sample rate
+            feeds[inp.name] = np.array(16000 if shape == [] else [16000] * math.prod(shape), np.int64).reshape(shape)
         elif inp.name == "attention_mask":
             n, s = shape
             lengths = [s] + [int(rng.integers(max(1, s // 2), s + 1)) for _ in range(n - 1)]

@@ -138,6 +138,13 @@ class Device:
         self.counters["d2h_count"] += 1
         self.counters["d2h_bytes"] += dst.nbytes
 
+    def copy_from_host(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """memcpy_h2d into a view() of device memory the caller keeps (a tensor's buffer, for as long as
+        its shape holds): the same counted copy, without finding the block again on every run."""
+        np.copyto(dst, src)
+        self.counters["h2d_count"] += 1
+        self.counters["h2d_bytes"] += dst.nbytes
+
     def copy_to_host(self, dst: np.ndarray, src: np.ndarray) -> None:
         """memcpy_d2h from a view() of device memory the caller keeps (a context's planned output
         buffer): the same counted copy, without finding the block again on every run."""

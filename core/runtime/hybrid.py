@@ -16,6 +16,9 @@ Per unknown node, each execution:
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
   empty output    skips the node;
   set arguments   views are rebuilt only when an address or a shape changed.
+Per call, likewise: a model input is checked only when its dtype or shape differs from the last
+call's, a tensor keeps its view while its buffer and shape hold, and a control-flow node makes
+its subgraph calls once (each run tells them that the arrays they get may hold new values).
 Range mode plans every buffer's capacity (an upper bound derived from shapes) at compile time, and
 places the buffers (and the submodels' feature maps) in one arena by lifetime, as the static
 planner does: a context allocates that arena once, a run inside the range allocates nothing, and a

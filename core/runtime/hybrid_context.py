@@ -28,11 +28,14 @@ COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_build
 
 @dataclass
 class Slot:
-    """A tensor's device buffer: `capacity` bytes at `addr`, currently seen as dtype/shape."""
+    """A tensor's device buffer: `capacity` bytes at `addr`, currently seen as dtype/shape; `array`,
+    its view as such (made when first asked for, dropped when the buffer or the shape changes): a
+    tensor keeps one view for as long as its shape holds, not a new one every run."""
     addr: int
     capacity: int
     dtype: np.dtype | None = None
     shape: tuple | None = None
+    array: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
@@ -96,6 +99,11 @@ class _StaticBody:
         self.counters["submodel_launches"] += 1
         return list(self.outputs)  # views, valid until the next call
 
+    def forget_inputs(self) -> None:
+        """A new run of the calling node: the arrays it passes may be the same ones (a tensor's view
+        lives as long as its shape) with other values."""
+        self.last = [None] * self.count
+
 
 class HybridContext:
     def __init__(self, model):  # a HybridModel (hybrid.py)
@@ -104,7 +112,9 @@ class HybridContext:
         self.slots: dict[str, Slot] = {}
         self.counters: Counter = Counter()
         self.states = [NodeState() for _ in dyn.nodes]
-        self.stats: dict = {}
+        self._last_run: tuple | None = None  # (counters before, counters after, its four times): stats
+        self._checked: list = [None] * len(dyn.inputs)  # each input's (dtype, shape) as last checked
+        self._flow_calls: dict[int, tuple] = {}  # control flow: each node's subgraph calls, made once
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
         self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
@@ -135,17 +145,16 @@ class HybridContext:
         branch starting past it is a DeviceError (a trip count of 2^58 is a valid model, not a hang)."""
         if self.model is None:
             raise GeError("execution context destroyed (its model unloaded)")
-        device, dyn = self.device, self.model.dyn
-        before = Counter(self.counters)
+        device, dyn, counters = self.device, self.model.dyn, self.counters
+        before = dict(counters)
         t0 = time.perf_counter()
         self.deadline = None if timeout is None else (t0 + timeout, timeout)
         for d, x in zip(dyn.inputs, self._check_inputs(inputs)):
             if d.on_host:
                 self.host[d.name] = x
                 continue
-            slot = self.realloc_if_needed(d.name, x.dtype, x.shape)
-            device.memcpy_h2d(slot.addr, x)
-            self.counters["h2d_bytes"] += x.nbytes
+            device.copy_from_host(self._view(self.realloc_if_needed(d.name, x.dtype, x.shape)), x)
+            counters["h2d_bytes"] += x.nbytes
         t1 = time.perf_counter()
         with kernel_state():
             self._run_steps()
@@ -156,17 +165,37 @@ class HybridContext:
                 results.append(_host_copy(self.host[d.name]))
                 continue
             slot = self.slots[d.name]
-            y = outputs[k] if outputs is not None else np.empty(slot.shape, slot.dtype)
-            if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
-                raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
-                                 f"{y.dtype} {list(y.shape)}")
-            device.memcpy_d2h(y, slot.addr)
-            self.counters["d2h_bytes"] += y.nbytes
+            if outputs is None:
+                y = device.copy_out(self._view(slot))
+            else:
+                y = outputs[k]
+                if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
+                    raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
+                                     f"{y.dtype} {list(y.shape)}")
+                device.copy_to_host(y, self._view(slot))
+            counters["d2h_bytes"] += y.nbytes
             results.append(y)
-        self.stats = {k: self.counters[k] - before[k] for k in COUNTERS}
-        self.stats.update(h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3, d2h_ms=(time.perf_counter() - t2) * 1e3,
-                          tasks=len(dyn.steps))
+        self._last_run = (before, dict(counters), t0, t1, t2, time.perf_counter())
         return results
+
+    @property
+    def stats(self) -> dict:
+        """What the last execute() did: the COUNTERS' increments, its steps, the time of its three phases."""
+        if self._last_run is None:
+            return {}
+        before, after, t0, t1, t2, t3 = self._last_run
+        stats = {k: after.get(k, 0) - before.get(k, 0) for k in COUNTERS}
+        stats.update(h2d_ms=(t1 - t0) * 1e3, compute_ms=(t2 - t1) * 1e3, d2h_ms=(t3 - t2) * 1e3,
+                     tasks=len(self.model.dyn.steps))
+        return stats
+
+    def forget_inputs(self) -> None:
+        """Before a control-flow node's run calls this subgraph: the arrays its calls pass are taken as
+        unchanged from call to call within that run only (between runs the caller's tensors, the same
+        views, hold new values)."""
+        self._last_inputs = [_HOST] * len(self._last_inputs)
+        if self.static_body:
+            self.static_body.forget_inputs()
 
     def run_nested(self, arrays: list) -> list[np.ndarray]:
         """A subgraph's run inside its caller's run (whose floating-point state and BLAS threads
@@ -188,7 +217,7 @@ class HybridContext:
                 continue
             self.host.pop(d.name, None)
             a = np.asarray(x)
-            device.memcpy_h2d(self.realloc_if_needed(d.name, a.dtype, a.shape).addr, a)
+            device.copy_from_host(self._view(self.realloc_if_needed(d.name, a.dtype, a.shape)), a)
             last[k] = x
         self._run_steps()
         results = []
@@ -196,10 +225,7 @@ class HybridContext:
             if d.name in self.host:
                 results.append(self.host[d.name])
                 continue
-            slot = self.slots[d.name]
-            y = np.empty(slot.shape, slot.dtype)
-            device.memcpy_d2h(y, slot.addr)
-            results.append(y)
+            results.append(device.copy_out(self._view(self.slots[d.name])))
         return results
 
     def _run_steps(self) -> None:
@@ -229,8 +255,9 @@ class HybridContext:
         inputs = [_host_input(d, x) if d.on_host else
                   x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x)
                   for d, x in zip(dyn.inputs, inputs)]
-        for d, x in zip(dyn.inputs, inputs):
-            if d.on_host:
+        checked = self._checked
+        for i, (d, x) in enumerate(zip(dyn.inputs, inputs)):
+            if d.on_host or (x.dtype, x.shape) == checked[i]:  # (the checks read dtype and shape only)
                 continue
             if x.dtype != np.dtype(d.dtype):
                 raise ShapeError(f"input '{d.name}': dtype {x.dtype} does not match the model's {d.dtype}")
@@ -242,6 +269,7 @@ class HybridContext:
                 if x.shape[k] < lo or (hi >= 0 and x.shape[k] > hi):
                     raise ShapeError(f"input '{d.name}': dim {k} is {x.shape[k]}, outside the range "
                                      f"{lo}~{hi if hi >= 0 else ''} compiled into the model")
+            checked[i] = (x.dtype, x.shape)
         return inputs
 
     # -- UNKNOWN nodes ---------------------------------------------------------------------------
@@ -253,12 +281,12 @@ class HybridContext:
         ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
         if node.subgraphs:
             return self._run_control_flow(index, node, ins)
-        metas = [None if s is None else (Meta(s.dtype, tuple(s.shape)) if isinstance(s, Slot) else Meta(s.dtype, s.shape))
-                 for s in ins]
         shape_values = {i: self._view(ins[i]).copy() for i in model.shape_inputs[index]}
-        sig = (tuple(metas), tuple((i, v.tobytes()) for i, v in shape_values.items()))
+        sig = (tuple(None if s is None else (s.dtype, s.shape) for s in ins),
+               tuple((i, v.tobytes()) for i, v in shape_values.items()))
         if sig != st.sig:  # update_shape: only when an input shape (or shape value) changed
             self.counters["shape_updates"] += 1
+            metas = [None if s is None else Meta(s.dtype, tuple(s.shape)) for s in ins]
             st.impl = model.impl(index, node, metas, shape_values, self.counters)
             st.sig = sig
         impl = st.impl
@@ -341,12 +369,12 @@ class HybridContext:
         """The node's kernel (core/kernels/ops/control_flow.py) drives; each subgraph call runs the
         subgraph's model in this context's child context for it, on the arrays it is given."""
         flow = self.model.flow[index]
-        refs = dict(node.subgraphs)
-        # (an op whose subgraphs are optional, FlexAttention's modifiers, gets None for an absent one)
-        bodies = [self._subgraph_call(node, key, refs[key]) if key in refs else None for key in flow.bodies]
-        templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
-                     for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
-        children = [self.children[k] for k in {refs[key] for key in flow.bodies if key in refs}]
+        calls = self._flow_calls.get(index)
+        if calls is None:
+            calls = self._flow_calls[index] = self._subgraph_calls(node, flow)
+        bodies, templates, children = calls
+        for child in children:
+            child.forget_inputs()
         launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
         try:
             results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
@@ -354,6 +382,17 @@ class HybridContext:
             self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches
         self._keep(node.outputs, results)
         self.counters["nodes_run"] += 1
+
+    def _subgraph_calls(self, node: DynNode, flow) -> tuple[list, list, list]:
+        """What a control-flow node's runs need, the same every run: a call per subgraph attribute,
+        the compiled (dtype, shape) of its outputs, the child contexts the calls run in."""
+        refs = dict(node.subgraphs)
+        # (an op whose subgraphs are optional, FlexAttention's modifiers, gets None for an absent one)
+        bodies = [self._subgraph_call(node, key, refs[key]) if key in refs else None for key in flow.bodies]
+        templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
+                     for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
+        children = [self.children[k] for k in {refs[key] for key in flow.bodies if key in refs}]
+        return bodies, templates, children
 
     def _subgraph_call(self, node: DynNode, key: str, k: int):
         child = self.children.get(k)
@@ -392,9 +431,11 @@ class HybridContext:
     # -- memory ----------------------------------------------------------------------------------
     def realloc_if_needed(self, name: str, dtype, shape) -> Slot:
         """The tensor's buffer, grown only when the new shape needs more bytes than it holds."""
+        slot = self.slots.get(name)
+        if slot is not None and slot.shape == shape and slot.dtype == dtype:  # as last time: nothing to decide
+            return slot
         dtype, shape = np.dtype(dtype), tuple(int(d) for d in shape)
         nbytes = math.prod(shape) * dtype.itemsize
-        slot = self.slots.get(name)
         if slot is None or nbytes > slot.capacity:
             if not self.growable and name not in self.grows:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
@@ -407,7 +448,7 @@ class HybridContext:
                 self._free(slot.addr)
                 slot.addr, slot.capacity = addr, nbytes
                 self.counters["reallocs"] += 1
-        slot.dtype, slot.shape = dtype, shape
+        slot.dtype, slot.shape, slot.array = dtype, shape, None
         return slot
 
     def _slot(self, name: str, node: DynNode) -> Slot:
@@ -417,7 +458,11 @@ class HybridContext:
         return slot
 
     def _view(self, s):
-        return self.device.view(s.addr, s.dtype, s.shape) if isinstance(s, Slot) else s
+        if not isinstance(s, Slot):
+            return s
+        if s.array is None:
+            s.array = self.device.view(s.addr, s.dtype, s.shape)
+        return s.array
 
     def _malloc(self, nbytes: int) -> int:
         addr = self.device.malloc(max(int(nbytes), 1))
@@ -447,6 +492,7 @@ class HybridContext:
             if child in sg.contexts:
                 sg.destroy_context(child)
         self.children = {}
+        self._flow_calls = {}  # (its calls hold this context)
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()

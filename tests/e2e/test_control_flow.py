@@ -422,6 +422,25 @@ def test_loop_inside_if_and_if_inside_loop(tmp_path):
     assert len(om.subgraphs) == 5
 
 
+def test_captured_values_are_read_again_on_every_run_of_the_node(tmp_path):
+    """A body copies a captured value in once per run of its node, not once per call: the outer
+    input `w` changes between runs, and the inner Loop's captured `t` (the outer body's tensor, the
+    same buffer every outer iteration) changes between the outer iterations."""
+    inner = helper.make_graph([helper.make_node("Add", ["u_in", "t"], ["u_out"]), helper.make_node("Identity", ["ci"], ["ci_out"])],
+                              "inner", [vi("j", I64, []), vi("ci", B, []), vi("u_in", F, [3])],
+                              [vi("ci_out", B, []), vi("u_out", F, [3])])
+    outer = helper.make_graph([
+        helper.make_node("Mul", ["s_in", "w"], ["t"]),
+        helper.make_node("Loop", ["two", "", "s_in"], ["s_out"], body=inner),
+        helper.make_node("Identity", ["c"], ["c_out"])], "outer",
+        [vi("i", I64, []), vi("c", B, []), vi("s_in", F, [3])], [vi("c_out", B, []), vi("s_out", F, [3])],
+        [const("two", np.int64(2))])
+    m = model([helper.make_node("Loop", ["M", "", "s0"], ["s"], body=outer)],
+              [vi("M", I64, []), vi("s0", F, [3]), vi("w", F, [3])], [vi("s", F, [3])])
+    feeds = [{"M": np.array(3, np.int64), "s0": rand(3, seed=1), "w": np.full(3, k, np.float32)} for k in (0.5, -1.0, 0.25)]
+    check(m, feeds, tmp_path)
+
+
 # --------------------------------------------------------------------------- exporters' patterns
 def test_voice_activity_style_if_with_lstm_state(tmp_path):
     """A VAD model (Silero-style): an If on the sample rate picks the front end, an LSTM carries

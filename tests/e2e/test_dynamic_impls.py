@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.core import api
+from ge.core.model.errors import ShapeError
 from ge.core.kernels import native
 
 from .conftest import onnxruntime_outputs
@@ -124,3 +125,38 @@ def test_lstm_packs_once_for_every_sequence_length_and_batch(tmp_path):
                           [{"x": rng.standard_normal((t, n, inp)).astype(np.float32)} for t, n in shapes])
     assert [(st["cache_builds"], st["weight_packs"], st["weight_pack_hits"]) for st in stats] == \
         [(1, 1, 0), (1, 0, 1), (1, 0, 1), (0, 0, 0)]
+
+
+def test_calls_after_calls_reuse_checks_and_views_never_values(tmp_path):
+    """A context keeps each input's last checked dtype and shape and each tensor's view while its shape
+    holds: the same array object changed in place, a shape change and back, all equal onnxruntime
+    with their own output shapes; a dtype or shape the model refuses is still refused after a good call."""
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["r"]),
+                           helper.make_node("ReduceSum", ["r", "axes"], ["y"], keepdims=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    om = api.atc(path, str(tmp_path / "m"), input_shape="x:-1,4").om_path
+    model_id = api.load_from_file(om, "cpu")
+    try:
+        assert api.model(model_id).shape_mode == "hybrid"
+        x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+        other = np.random.default_rng(2).standard_normal((5, 4)).astype(np.float32)
+        for feed in (x, "in place", other, x, x):
+            if isinstance(feed, str):
+                x *= -2.0  # the same array, new values
+                feed = x
+            got = api.execute(model_id, {"x": feed})[0]
+            expected = onnxruntime_outputs(path, {"x": feed})[0]
+            assert got.shape == expected.shape == (len(feed), 1)
+            np.testing.assert_allclose(got, expected, **TOL)
+        with pytest.raises(ShapeError, match=r"input 'x': dtype float64 does not match the model's float32"):
+            api.execute(model_id, {"x": x.astype(np.float64)})
+        with pytest.raises(ShapeError, match=r"input 'x': shape \[3, 5\] does not match the model's \[-1, 4\]"):
+            api.execute(model_id, {"x": np.zeros((3, 5), np.float32)})
+        np.testing.assert_allclose(api.execute(model_id, {"x": x})[0], onnxruntime_outputs(path, {"x": x})[0], **TOL)
+    finally:
+        api.unload(model_id)

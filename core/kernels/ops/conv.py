@@ -28,7 +28,7 @@ import numpy as np
 
 from ...model.ir import Meta
 from ..blas import cblas
-from .conv_native import NativeConv, NativeConvGemv, NativeDepthwise
+from .conv_native import NativeConv, NativeConvColumn, NativeConvGemv, NativeDepthwise
 from ..epilogue import ATTR as EPILOGUE, native_act
 from ..fused import GE_DOMAIN
 from ..native import run_for_threads
@@ -96,6 +96,7 @@ class Conv(SpatialKernel):
             act = native_act(self.attrs.get(EPILOGUE))
             self.native = NativeDepthwise(self, nat, act) if depthwise else \
                 NativeConvGemv(self, nat, act) if NativeConvGemv.applies(self, self.residual) else \
+                NativeConvColumn(self, nat, act) if NativeConvColumn.applies(self, self.residual) else \
                 NativeConv(self, nat, act, self.residual)
             self.absorbs_epilogue = self.native.absorbs
             self.uses_native = True

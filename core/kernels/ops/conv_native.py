@@ -30,6 +30,7 @@ float32.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -238,6 +239,69 @@ class NativeConvGemv:
 
     def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:
         self.calls.get((x, y), self.builder(x, y, v)).run()
+
+
+class NativeConvColumn:
+    """A Conv with one output pixel per item (one group, no residual; a streaming model's convs over
+    the last frame or two): each item's one window, padding zeros included, gathered into a column of
+    K = C * taps by two precomputed index passes, then y[item] = act(W @ column + bias) for all items
+    in one GEMV (csrc/gemv.c) reading W [Cout, C * taps] as it is stored. The phase fill and the
+    direct kernel's tiles of pixels cost several times that for one pixel (a VAD's 64 -> 64 and
+    64 -> 128 convs over one frame: 7-8 us each, 2-3 us here)."""
+    kind = "gemv-column"
+
+    @staticmethod
+    def applies(k, residual: bool) -> bool:
+        return k.g == 1 and not residual and k.p_out == 1
+
+    def __init__(self, k, nat: Native, act: Act | None):
+        self.nat, self.act, self.n, self.oc, self.kdim = nat, act, k.n, k.oc, k.c * k.kp
+        self.absorbs = act is not None
+        self.calls = CallCache()
+        # per (item, channel, tap): the input element the window reads there, or padding (output
+        # position 0's window starts at -pads)
+        taps = np.array(list(itertools.product(*[range(v) for v in k.kernel])), np.int64).reshape(k.kp, len(k.kernel))
+        pos = taps * np.array(k.dil) - np.array(k.pb)
+        inside = np.all((pos >= 0) & (pos < np.array(k.spatial)), axis=1)
+        at = np.ravel_multi_index(tuple(np.clip(pos, 0, np.array(k.spatial) - 1).T), tuple(k.spatial))
+        lines = np.arange(k.n * k.c, dtype=np.int64)[:, None]  # (item, channel) pairs
+        src, dst = lines * math.prod(k.spatial) + at[None, :], lines * k.kp + np.arange(k.kp)[None, :]
+        inside = np.broadcast_to(inside[None, :], src.shape)
+        self.zero, self.dst, self.src = dst[~inside], dst[inside], src[inside]
+        k.scratch.add("column", (k.n, self.kdim), np.float32)
+
+    def float16_inputs(self, y_half: bool) -> frozenset[int]:
+        return frozenset()  # (the float16 adapter hands X over in float32)
+
+    def float16_outputs(self) -> bool:
+        return False
+
+    def pack(self, k, w: np.ndarray, b: np.ndarray | None) -> None:
+        self.w = np.ascontiguousarray(w, np.float32).reshape(self.oc, self.kdim)  # a view when W is float32 already
+        self.bias = None if b is None else np.ascontiguousarray(b, np.float32).reshape(self.oc)
+
+    def builder(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None):
+        return lambda: CallSequence(self._calls(x, y, v["column"]))
+
+    def run(self, x: np.ndarray, y: np.ndarray, v: dict, z: None = None) -> None:
+        for call in self.calls.get((x, y, v["column"]), lambda: self._calls(x, y, v["column"])):
+            call.run()
+
+    def _calls(self, x, y, column) -> list:
+        return [_ColumnGather(self, x, column),
+                self.nat.gemv_call(self.n, column, self.kdim, self.w, y, self.oc, bias=self.bias, act=self.act)]
+
+
+class _ColumnGather:
+    """NativeConvColumn's gather as a call: the windows of x into the columns (zeros at padding)."""
+
+    def __init__(self, plan: NativeConvColumn, x: np.ndarray, column: np.ndarray):
+        self.plan, self.x, self.column = plan, x, column.reshape(-1)
+
+    def run(self) -> None:
+        p, flat = self.plan, self.column
+        flat[p.zero] = 0
+        flat[p.dst] = self.x.reshape(-1)[p.src]  # (x read anew each run: a copy when it is not contiguous)
 
 
 def use_pixels(k, nr: int, pointwise: bool) -> bool:

@@ -103,9 +103,34 @@ def test_conv2d(check_op, layout, xs, ws, attrs, bias, consts):
     ((1, 4, 20), (4, 1, 3), {"group": 4, "pads": [1, 1]}),
     ((1, 4, 20), (6, 2, 1), {"group": 2}),
     ((1, 3, 17), (4, 3, 4), {"auto_pad": "SAME_LOWER", "strides": [3]}),
+    # an STFT as a strided Conv (hop = half the window), padding wider than the stride, input past the last window
+    ((1, 1, 80), (18, 1, 16), {"strides": [8], "pads": [0, 8]}),
+    ((2, 2, 41), (4, 2, 6), {"strides": [5], "pads": [7, 3]}),
+    ((1, 3, 23), (4, 3, 4), {"strides": [4], "pads": [1, 0]}),
 ])
 def test_conv1d(check_op, layout, xs, ws, attrs):
     check_op("Conv", {"x": f32(*xs), "w": f32(*ws), "b": f32(ws[0])}, attrs, consts=("w", "b"), **TOL)
+
+
+@pytest.mark.parametrize("width,kernel,stride,dil,pads", [
+    (640, 256, 128, 1, (0, 64)), (5, 3, 2, 1, (3, 3)), (17, 2, 5, 2, (4, 0)), (9, 3, 1, 1, (1, 1)), (1, 1, 3, 1, (0, 0)),
+    (12, 3, 3, 1, (0, 0))])
+@pytest.mark.parametrize("indexed", [True, False])
+def test_the_1d_phase_fill_lays_the_padded_line_out_by_phase(monkeypatch, width, kernel, stride, dil, pads, indexed):
+    """PhaseLayout.fill of a 1-D layout (small: two index passes; else a few copies whatever the stride):
+    phase r, position q holds the padded line's element q * stride + r, zero past the input."""
+    from ge.core.kernels.ops import phase_layout
+    monkeypatch.setattr(phase_layout, "INDEXED_FILL", 1 << 30 if indexed else 0)
+    out = (width + sum(pads) - (kernel - 1) * dil - 1) // stride + 1
+    lay = phase_layout.PhaseLayout(2, 3, [width], [pads[0]], [stride], [kernel], [dil], [out], np.float32)
+    assert (lay.line_index is not None) == indexed
+    x = f32(2, 3, width)
+    ph = np.full(lay.phase_shape, np.nan, np.float32)
+    lay.fill(ph, x)
+    line = np.zeros((2, 3, lay.sq[0] * stride + width + pads[0]), np.float32)
+    line[..., pads[0]:pads[0] + width] = x
+    expected = line[..., :lay.sq[0] * stride].reshape(2, 3, lay.sq[0], stride).transpose(3, 0, 1, 2)
+    np.testing.assert_array_equal(ph, expected)
 
 
 @pytest.mark.parametrize("xs,ws,attrs", [
@@ -215,6 +240,32 @@ def test_conv_batch_chunks(check_op, layout, monkeypatch):
     monkeypatch.setattr(conv, "COLS_LIMIT", 2 * 4 * 3 * 9 * 81)
     check_op("Conv", {"x": f32(5, 4, 9, 9), "w": f32(6, 4, 3, 3), "b": f32(6)}, {"pads": [1, 1, 1, 1]},
              consts=("w", "b"), **TOL)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 64, 2), (64, 64, 3), {"strides": [2], "pads": [1, 1]}),  # a VAD encoder's last convs over a frame or two
+    ((1, 64, 1), (128, 64, 3), {"pads": [1, 1]}),
+    ((3, 5, 4), (7, 5, 4), {}),
+    ((2, 3, 5, 5), (6, 3, 3, 3), {"strides": [3, 3], "pads": [0, 0, 0, 0], "dilations": [2, 2]}),
+    ((1, 4, 2, 3), (9, 4, 3, 3), {"pads": [1, 1, 0, 0], "strides": [2, 2]}),
+    ((1, 2, 2, 2, 1), (3, 2, 2, 3, 1), {"pads": [0, 1, 0, 0, 0, 0]}),
+])
+@pytest.mark.parametrize("act", [None, "Relu"])
+def test_one_output_pixel_takes_the_gathered_column_and_the_gemv(check_op, default_backend, xs, ws, attrs, act):
+    """One output pixel per item, one group: the window (padding zeros included) gathered into a column,
+    W @ column + bias on the native GEMV, a fused activation as it stores; as onnxruntime's."""
+    from ge.core.kernels.epilogue import ATTR as EPILOGUE
+    default_backend("native")
+    x, w, b = f32(*xs), f32(*ws), f32(ws[0])
+    k = lookup("Conv")({**attrs, **({EPILOGUE: [["Relu", {}]]} if act else {})}, [Meta(x.dtype, x.shape),
+                       Meta(w.dtype, w.shape), Meta(b.dtype, b.shape)], [None, w, b])
+    assert k.plan == "native" and k.native.kind == "gemv-column" and k.absorbs_epilogue == bool(act)
+    want = check_op("Conv", {"x": x, "w": w, "b": b}, attrs, consts=("w", "b"), **TOL)[0]
+    if act:
+        k = lookup("Conv")(k.attrs, k.inputs, [None, w, b], outputs=k.infer()).load()
+        y = np.full(want.shape, 7, np.float32)
+        k.run([x, w, b], [y], np.zeros(k.workspace_nbytes(), np.uint8))
+        np.testing.assert_allclose(y, np.maximum(want, 0), **TOL)
 
 
 def test_conv_non_contiguous_input_and_output():

@@ -304,6 +304,21 @@ def test_gelu_float32_dense_grid():
     assert list(s[[0, 1, 3]]) == [0, 0, np.inf] and np.isnan(s[2]) and np.signbit(s[1])
 
 
+def test_gelu_tanh_float32_dense_grid():
+    """approximate="tanh" as x / (1 + exp(-2 z)): within 4e-7 of 0.5 x (1 + tanh(z)) (float64), relative
+    above 1; x itself beyond 5.5, -0 far below zero (exp overflows there), inf and NaN as they come."""
+    x = np.concatenate([np.linspace(-12, 12, 240001), np.logspace(-30, 38.5, 2001)]).astype(F32)
+    x = np.concatenate([x, -x])
+    (y,) = run_planned("Gelu", [x], {"approximate": "tanh"}, 20)
+    v = x.astype(F64)
+    with np.errstate(over="ignore"):
+        ref = 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+    assert (np.abs(y - ref) / np.maximum(np.abs(ref), 1)).max() < 4e-7
+    assert np.array_equal(y[x > 5.5], x[x > 5.5]) and np.all(y[x < -12] == 0)
+    (s,) = run_planned("Gelu", [np.array([0.0, -0.0, np.nan, np.inf, -50.0], F32)], {"approximate": "tanh"}, 20)
+    assert list(s[[0, 1, 3, 4]]) == [0, 0, np.inf, 0] and np.isnan(s[2]) and np.signbit(s[1]) and np.signbit(s[4])
+
+
 def test_float_ops_reject_ints():
     with pytest.raises(GraphError, match="int32"):
         kernel("Sigmoid", [np.zeros(3, np.int32)])
