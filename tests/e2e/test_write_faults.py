@@ -233,11 +233,12 @@ def test_run_outputs_dumps_traces_and_summaries_survive_a_failing_write_at_any_p
                         "--output_dirname", "r", "--summary_json", os.path.join(work, "summary.json"), *extra, *profile])
 
 
-@pytest.mark.parametrize("outfmt", ["BIN", "NPY", "TXT"])
-def test_ais_bench_outputs_and_summary_survive_a_failing_write_at_any_point(monkeypatch, tmp_path, om_and_input,
-                                                                            outfmt):
+@pytest.mark.parametrize("outfmt,extra", [("BIN", []), ("NPY", ["--dump", "true"]), ("TXT", ["--profiler", "true"])],
+                         ids=["bin", "npy-dump", "txt-profiler"])
+def test_ais_bench_outputs_dumps_traces_and_summary_survive_a_failing_write_at_any_point(monkeypatch, tmp_path,
+                                                                                       om_and_input, outfmt, extra):
     om, x = om_and_input
     work = str(tmp_path / "w")
     _check_every_fault(monkeypatch, work,
-                       ["--model", om, "--input", x, "--output", work, "--output_dirname", "r", "--outfmt", outfmt],
-                       run=_run_ais_bench, error="[ERROR] ")
+                       ["--model", om, "--input", x, "--output", work, "--output_dirname", "r", "--outfmt", outfmt,
+                        *extra], run=_run_ais_bench, error="[ERROR] ")
