@@ -54,14 +54,14 @@ def output_folder(output: str, dirname: str | None = None, now: float | None = N
 
 
 def require_tensor_io(dm) -> None:
-    """ge run reads and writes tensor files: a model whose inputs or outputs are sequences or
-    optionals runs through the Python API (lists of arrays, None for an empty optional)."""
+    """aclruntime's sessions take and give tensors: a model whose inputs or outputs are sequences or
+    optionals runs through ge run (.pb files) or the Python API (lists of arrays, None when empty)."""
     odd = [(what, d) for what, ds in (("input", dm.inputs), ("output", dm.outputs)) for d in ds
            if getattr(d, "kind", "tensor") != "tensor"]
     if odd:
         raise GeError(", ".join(f"{what} '{d.name}' is a {d.kind} of {d.dtype}" for what, d in odd)
-                      + ": ge run reads and writes tensor files only; run this model through the Python API "
-                        "(ge.core.api.execute: a sequence is a list of arrays, an empty optional None)")
+                      + ": aclruntime's sessions take tensors only; run this model with ge run (ONNX .pb files) or "
+                        "the Python API (ge.core.api.execute: a sequence is a list of arrays, an empty optional None)")
 
 
 def zero_inputs(descs) -> list[np.ndarray]:
@@ -246,7 +246,7 @@ def check_output_sizes(outputs, sizes: list[int], descs=()) -> None:
         raise GeError(f"--outputSize gives {len(sizes)} size(s); the model has {len(outputs)} output(s)")
     names = [d.name for d in descs] or [str(i) for i in range(len(outputs))]
     for i, (y, size, name) in enumerate(zip(outputs, sizes, names)):
-        if y.nbytes > size:
+        if isinstance(y, np.ndarray) and y.nbytes > size:  # (a sequence or an optional has no buffer)
             raise ShapeError(f"output {i} ('{name}', {y.dtype} {list(y.shape)}) needs {y.nbytes} bytes; --outputSize "
                              f"gives {size}")
 
@@ -256,8 +256,8 @@ def check_outputs(outputs, descs, sizes: list[int] | None, axis: int = 0) -> Non
     if sizes is not None:
         check_output_sizes(outputs, sizes, descs)
     for i, (d, y) in enumerate(zip(descs, outputs)):
-        if axis and axis >= np.ndim(y):
-            raise GeError(f"--output_batchsize_axis {axis}: output {i} ('{d.name}') has rank {np.ndim(y)}")
+        if axis and isinstance(y, np.ndarray) and axis >= y.ndim:
+            raise GeError(f"--output_batchsize_axis {axis}: output {i} ('{d.name}') has rank {y.ndim}")
 
 
 def perf_summary(model_path: str, device: str, latencies_ms: list[float], batch: int) -> dict:
