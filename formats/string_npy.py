@@ -50,7 +50,7 @@ class _Unpickler(pickle.Unpickler):
             return _ArrayClass
         if (module, name) == ("numpy", "dtype"):
             return _Dtype
-        raise pickle.UnpicklingError(f"it names {module}.{name}, which is not part of an array of strings")
+        raise pickle.UnpicklingError(f"it names {module}.{name}")
 
     def persistent_load(self, pid):
         raise pickle.UnpicklingError("it holds a persistent reference")
@@ -77,12 +77,12 @@ def read_strings(f, header: dict) -> np.ndarray:
     if not (isinstance(shape, tuple) and all(type(d) is int and d >= 0 for d in shape) and shape == header["shape"]
             and isinstance(fortran, bool) and isinstance(elements, list) and len(elements) == math.prod(shape)):
         raise ValueError(f"its pickle is not an array of shape {list(header['shape'])}")
-    bad = next((e for e in elements if not isinstance(e, (str, bytes))), None)
-    if bad is not None:
-        raise ValueError(f"it holds a {type(bad).__name__}, not only strings (ge reads object arrays of str)")
+    bad = [type(e).__name__ for e in elements if not isinstance(e, (str, bytes))][:1]
+    if bad:
+        raise ValueError(f"it holds a {bad[0]}, not only strings (ge reads object arrays of str)")
     out = np.empty(len(elements), dtype=object)
     try:
         out[:] = [e.decode("utf-8") if isinstance(e, bytes) else e for e in elements]
     except UnicodeDecodeError as e:
         raise ValueError(f"it holds bytes that are not UTF-8 ({e})") from None
-    return out.reshape(shape, order="F" if fortran else "C")
+    return out.reshape(shape)  # (numpy pickles an object array's elements in C order, whatever its layout)

@@ -18,7 +18,8 @@ from ..model.ge_model import TensorDesc
 from ..kernels import native
 from ..kernels.blas import openblas_threads_local, set_local_threads
 from ..runtime.throughput import run_contexts
-from ...formats.tensors import random_inputs
+from ...formats.dataset import test_data_set_files
+from ...formats.tensors import load_inputs, random_inputs, save_outputs
 from . import profiling
 from .models import model, set_dynamic_batch_size, set_dynamic_hw_size, set_input_dynamic_dims
 from .dataset import file_descs
@@ -96,6 +97,20 @@ def input_descs(model_id: int, files=(), dym_shape: str | None = None) -> list[T
                            if d.ranges else d.shape, 0) for d in descs]
     raise GeError(f"model '{dm.name}' has unknown input dims: give its inputs with --input or their shapes with "
                   "--dymShape")
+
+
+def read_inputs(model_id: int, paths, dym_shape: str | None = None) -> list:
+    """The inputs `ge run --input` reads from `paths` for this model (a file per input in order: .npy,
+    .npz, .bin, ONNX .pb; or onnx's test_data_set_N folder), checked against its inputs: arrays,
+    lists of arrays for sequences, None for an empty optional, as execute takes them."""
+    paths = test_data_set_files([os.fspath(p) for p in paths])
+    return load_inputs(paths, input_descs(model_id, paths, dym_shape))
+
+
+def write_outputs(model_id: int, outputs, folder: str, name: str, fmt: str = "NPY") -> list[str]:
+    """`outputs` of this model written as `ge run --outfmt` writes them: `folder/<name>_output_<i>.<fmt>`
+    (PB: ONNX TensorProto, SequenceProto or OptionalProto files, named after the model's outputs)."""
+    return save_outputs(outputs, folder, name, fmt, model(model_id).outputs)
 
 
 def shaped_descs(descs, spec: str, option: str = "--dymShape") -> list[TensorDesc]:
