@@ -34,7 +34,8 @@ class Sample:
 
 def test_data_set_files(paths: list[str]) -> list[str]:
     """`paths`, or the input_K.pb files of a single test_data_set folder (any folder holding only
-    input_<K>.pb files and, as onnx's, output_<K>.pb), in K order."""
+    input_<K>.pb files and, as onnx's, output_<K>.pb), in K order: none for a test_data_set_N
+    folder without any (a model without inputs)."""
     if len(paths) != 1 or not os.path.isdir(paths[0]):
         return paths
     inputs = _input_pbs(paths[0])
@@ -48,6 +49,8 @@ def _input_pbs(folder: str) -> list[str] | None:
     except OSError as e:
         raise FormatError(f"{folder}: {e.strerror or e}") from None
     found = {int(m.group(1)): n for n in names if (m := _INPUT_PB.fullmatch(n))}
+    if not found and _TEST_DATA_SET.fullmatch(os.path.basename(os.path.normpath(folder))):
+        return []  # the data of a model without inputs
     if not found or any(os.path.splitext(n)[1].lower() in EXTENSIONS and not _INPUT_PB.fullmatch(n)
                         and not n.startswith("output_") for n in names):
         return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import struct
 
+import ml_dtypes
 import numpy as np
 
 from .protobuf_wire import FIXED32, FIXED64, LEN, VARINT, WireError, fields, len_field, varint, varint_field
@@ -119,7 +120,7 @@ def _tensor(buf, start: int, end: int) -> np.ndarray:
         except UnicodeDecodeError as e:
             raise WireError(f"a string that is not UTF-8 ({e})") from None
         return out.reshape(shape)
-    np_dtype = np.dtype(dtype)
+    np_dtype = _np_dtype(dtype)
     if raw is not None:
         if dtype in _NIBBLES or dtype in _CRUMBS:
             return _unpack(np.frombuffer(raw, np.uint8), dtype, count).reshape(shape)
@@ -161,7 +162,7 @@ def _unpack(packed: np.ndarray, dtype: str, count: int) -> np.ndarray:
         raise WireError(f"{packed.size} bytes of packed {dtype} for {count} elements ({-(-count // per_byte)} bytes)")
     mask = (1 << bits) - 1
     out = np.stack([(packed >> (bits * k)) & mask for k in range(per_byte)], axis=-1).reshape(-1)[:count]
-    return out.astype(np.uint8).view(np.dtype(dtype))
+    return out.astype(np.uint8).view(_np_dtype(dtype))
 
 
 def _sequence(buf, start: int, end: int) -> list:
@@ -195,6 +196,11 @@ def _optional(buf, start: int, end: int, kind: str):
         raise WireError(f"an optional of elem_type {elem_type}, the model's is an {kind.replace('_', ' of a ')}")
     _, value, stop = found
     return _tensor(buf, value, stop) if kind == "optional" else _sequence(buf, value, stop)
+
+
+def _np_dtype(name: str) -> np.dtype:
+    """numpy's dtype of a ge dtype name (ml_dtypes' types by their own names)."""
+    return np.dtype(getattr(ml_dtypes, name, name))
 
 
 def _dtype(data_type: int) -> str:

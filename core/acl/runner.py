@@ -91,14 +91,16 @@ def run(o: RunOptions, progress=None) -> RunResult:
     """Run as `ge run` does; `progress(done, total, stem)` after each sample of a dataset, or
     `progress(done, total, "run")` after each timed run (total None with a duration)."""
     _check(o)
-    o = replace(o, inputs=test_data_set_files(list(o.inputs)))  # onnx's test_data_set_N/: its input_K.pb files
+    given = list(o.inputs)
+    o = replace(o, inputs=test_data_set_files(given))  # onnx's test_data_set_N/: its input_K.pb files
     folder = inference.output_folder(o.output, o.output_dirname) if o.output else (o.output_dir or DEFAULT_OUTPUT_DIR)
     outfmt = (o.outfmt or ("BIN" if o.output else "NPY")).upper()
     profiler_dir, dump_dir = inference.profiler_and_dump(o.output or folder, o.profiler, o.dump, o.acl_json_path)
     s = _Settings(folder, outfmt, profiler_dir, dump_dir,
                   data_type=o.pure_data_type or ("random" if o.seed is not None else "zero"), seed=o.seed or 0,
                   sizes=inference.parse_output_sizes(o.output_size) if o.output_size else None,
-                  warmup=o.warmup_count if o.warmup_count is not None else (1 if o.loop > 1 or o.duration else 0))
+                  warmup=o.warmup_count if o.warmup_count is not None else (1 if o.loop > 1 or o.duration else 0),
+                  files_given=bool(given))
     with inference.threads(o.threads) if o.threads else nullcontext():
         if o.ray_address:  # the actors load the model; this process only reads its descs
             return _on_ray(o, s, progress)
@@ -116,6 +118,7 @@ class _Settings:
     seed: int
     sizes: list[int] | None
     warmup: int
+    files_given: bool = False  # (a test_data_set folder of no input_K.pb gives no file, for a model of no input)
 
 
 def _check(o: RunOptions) -> None:
@@ -167,7 +170,7 @@ def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs, 
     """One set of inputs (files, or generated data) run, timed, profiled or dumped as asked."""
     paths = list(o.inputs)
     in_descs = gear_descs or inference.input_descs(model_id, paths, o.dym_shape)
-    if paths:
+    if paths or s.files_given:
         inputs = load_inputs(paths, in_descs)
         sources = paths if len(paths) == len(in_descs) else [f"{paths[0]}[{d.name}]" for d in in_descs]
     else:

@@ -28,8 +28,8 @@ def run_case_files(case: Case, devices=DEVICES) -> Result:
     with tempfile.TemporaryDirectory(prefix="ge-conformance-files-") as tmp:
         model = os.path.join(tmp, "model.onnx")
         onnx.save(case.model, model)
-        shapes = _input_shapes(case)
-        spec = ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in shapes.items())
+        shapes = _input_shapes(case)  # (a dim of 0 is unknown: ATC's --input_shape refuses 0)
+        spec = ";".join(f"{name}:{','.join(str(d or -1) for d in dims)}" for name, dims in shapes.items())
         status, message = _ge(["atc", "--model", model, "--framework", "5", "--output", os.path.join(tmp, "model"),
                                *(["--input_shape", spec] if spec else [])], COMPILE)
         if status != PASS:

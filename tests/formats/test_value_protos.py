@@ -3,7 +3,6 @@ ge's own wire code, checked both ways against onnx's numpy_helper (the test's or
 in raw_data and in the typed fields; bad messages refused with a reason."""
 from __future__ import annotations
 
-import ml_dtypes  # noqa: F401  (numpy's names of the small types)
 import numpy as np
 import onnx
 import pytest
