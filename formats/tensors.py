@@ -292,9 +292,7 @@ def declared_shape(path: str, desc) -> tuple:
 
 
 def _unreadable(e: Exception, what: str = "is unreadable") -> str:
-    """Why numpy refused an array: a pickled (object) array is named as such."""
-    if "allow_pickle" in str(e):
-        return "holds pickled Python objects, which ge does not load (save a numeric array)"
+    """Why numpy refused an array (a pickled one is string_npy's to read or refuse)."""
     return f"{what} ({e})"
 
 

@@ -184,7 +184,7 @@ def test_a_raw_bin_for_a_gear_model_names_the_gear_options(ge, gear_om, tmp_path
     r = ge("run", "--model", path, "--input", tmp_path / "x.bin", "--output-dir", tmp_path / "out")
     assert error_line(r) == (f"error: {tmp_path / 'x.bin'}: a raw .bin file carries no shape and the model's inputs "
                              "have unknown dims ('x' [-1, 3, 8, 8]): choose the gear with --dymBatch, --dymHW or "
-                             "--dymDims (its gears: 1; 2; 4; 8), or give the inputs as .npy or .npz files")
+                             "--dymDims (its gears: 1; 2; 4; 8), or give the inputs as .npy, .npz or .pb files")
     ge("run", "--model", path, "--input", tmp_path / "x.bin", "--output-dir", tmp_path / "out", "--dymBatch", 2, ok=True)
     model_id = api.load_from_file(path)
     try:

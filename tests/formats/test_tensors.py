@@ -264,3 +264,20 @@ def test_test_data_set_folders(tmp_path):
     (one / "input_0.pb").unlink()
     with pytest.raises(FormatError, match=r"test_data_set_0: input_0.pb is missing"):
         test_data_set_files([str(one)])
+
+
+def test_declared_shapes_of_a_dynamic_model_s_files(tmp_path):
+    """The shapes a dynamic model runs at, from the files' headers: np.save's descr of float8_e5m2
+    ('<f1', which np.load refuses) and a TensorProto's dims included."""
+    import ml_dtypes
+    from onnx import numpy_helper
+
+    from ge.formats.tensors import declared_shape
+    _np_save(tmp_path / "e5m2.npy", np.zeros((4, 3), ml_dtypes.float8_e5m2))
+    (tmp_path / "x.pb").write_bytes(numpy_helper.from_array(np.zeros((2, 0, 5), np.float32)).SerializeToString())
+    desc = Desc("x", "float8_e5m2", (-1, 3))
+    assert declared_shape(str(tmp_path / "e5m2.npy"), desc) == (4, 3)
+    assert declared_shape(str(tmp_path / "x.pb"), desc) == (2, 0, 5)
+    (tmp_path / "x.bin").write_bytes(b"")
+    with pytest.raises(FormatError, match=r"input 'x' \(file '.*x\.bin'\): a \.bin file declares no shape"):
+        declared_shape(str(tmp_path / "x.bin"), desc)
