@@ -49,12 +49,11 @@ def _input_pbs(folder: str) -> list[str] | None:
     except OSError as e:
         raise FormatError(f"{folder}: {e.strerror or e}") from None
     found = {int(m.group(1)): n for n in names if (m := _INPUT_PB.fullmatch(n))}
-    if not found and _TEST_DATA_SET.fullmatch(os.path.basename(os.path.normpath(folder))):
-        return []  # the data of a model without inputs
-    if not found or any(os.path.splitext(n)[1].lower() in EXTENSIONS and not _INPUT_PB.fullmatch(n)
-                        and not n.startswith("output_") for n in names):
-        return None
-    missing = [k for k in range(max(found) + 1) if k not in found]
+    others = [n for n in names if os.path.splitext(n)[1].lower() in EXTENSIONS and not _INPUT_PB.fullmatch(n)
+              and not n.startswith("output_")]
+    if others or not (found or _TEST_DATA_SET.fullmatch(os.path.basename(os.path.normpath(folder)))):
+        return None  # (a test_data_set_N folder of no input_K.pb: the data of a model without inputs)
+    missing = [k for k in range(max(found, default=-1) + 1) if k not in found]
     if missing:
         raise FormatError(f"{folder}: input_{missing[0]}.pb is missing (the files are input_0.pb, input_1.pb ... in "
                           "the model's input order)")
@@ -97,7 +96,7 @@ def discover(paths: list[str], input_names: list[str]) -> list[Sample]:
 def _test_data_sets(root: str) -> list[Sample]:
     """onnx's layout: a sample per test_data_set_N folder, named after it."""
     try:
-        names = sorted(n for n in os.listdir(root) if _TEST_DATA_SET.fullmatch(n) and os.path.isdir(os.path.join(root, n)))
+        names = [n for n in os.listdir(root) if _TEST_DATA_SET.fullmatch(n) and os.path.isdir(os.path.join(root, n))]
     except OSError as e:
         raise FormatError(f"{root}: {e.strerror or e}") from None
     samples = []

@@ -267,7 +267,8 @@ def _npy_header(f) -> tuple[str, bool, tuple]:
     if not isinstance(header, dict) or not {"descr", "fortran_order", "shape"} <= set(header):
         raise ValueError(f"a malformed header {header!r}")
     descr, fortran, shape = header["descr"], header["fortran_order"], header["shape"]
-    if not (isinstance(fortran, bool) and isinstance(shape, tuple) and all(isinstance(d, int) and d >= 0 for d in shape)):
+    if not (isinstance(fortran, bool) and isinstance(shape, tuple)
+            and all(isinstance(d, int) and d >= 0 for d in shape)):
         raise ValueError(f"a malformed header {header!r}")
     return descr, fortran, shape
 

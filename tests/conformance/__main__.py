@@ -52,7 +52,8 @@ def main(argv=None) -> int:
             p.error("--write-expected needs a full run through the API (no --op, --case, --device or --files)")
         write_expected(results)
     if args.json:
-        json.dump({"devices": devices, "through": "files" if args.files else "api", "passed": sum(r.passed for r in results), "total": len(results),
+        json.dump({"devices": devices, "through": "files" if args.files else "api",
+                   "passed": sum(r.passed for r in results), "total": len(results),
                    "cases": [vars(r) | {"category": category(r)} for r in results]}, sys.stdout, indent=1)
         print()
     else:

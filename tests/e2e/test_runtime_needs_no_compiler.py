@@ -46,7 +46,8 @@ def test_ge_run_imports_no_compiler_nor_onnx(bert_path, tmp_path, kind):
         folder = tmp_path / "test_data_set_0"
         folder.mkdir()
         for k in range(2):
-            (folder / f"input_{k}.pb").write_bytes(onnx.numpy_helper.from_array(np.ones((2, 8), np.int64)).SerializeToString())
+            tensor = onnx.numpy_helper.from_array(np.ones((2, 8), np.int64))
+            (folder / f"input_{k}.pb").write_bytes(tensor.SerializeToString())
         shapes = ["--input", str(folder), "--outfmt", "pb"]
     r = subprocess.run([sys.executable, "-c", PROBE, "run", "--model", om, "--output-dir", str(tmp_path / "out"), *shapes],
                        capture_output=True, text=True, timeout=120)
