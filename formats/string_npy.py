@@ -8,8 +8,10 @@ refused with a one-line ValueError. No numpy object is ever made from the pickle
 """
 from __future__ import annotations
 
+import io
 import math
 import pickle
+import struct
 
 import numpy as np
 
@@ -42,7 +44,7 @@ class _Array:
         self.state = state
 
 
-class _Unpickler(pickle.Unpickler):
+class _Unpickler(pickle._Unpickler):  # (Python's own: a length in the data is checked against what is there)
     def find_class(self, module: str, name: str):
         if (module, name) in _RECONSTRUCT:
             return _Array
@@ -63,10 +65,10 @@ def is_object_npy(header: dict) -> bool:
 def read_strings(f, header: dict) -> np.ndarray:
     """The object array of str whose pickle follows an .npy header at `f`'s position (`header` the
     parsed header dict). ValueError when it is not one."""
-    try:
-        made = _Unpickler(f).load()
+    try:  # (read from memory: a length in the pickle never sizes a read of the file)
+        made = _Unpickler(io.BytesIO(f.read())).load()
     except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, IndexError, KeyError, ValueError,
-            RecursionError, MemoryError) as e:
+            RecursionError, MemoryError, OverflowError, struct.error) as e:
         raise ValueError(f"its pickle is not an array of strings ({e or type(e).__name__})") from None
     state = getattr(made, "state", None) if isinstance(made, _Array) else None
     if not (isinstance(state, tuple) and len(state) == 5):

@@ -82,3 +82,29 @@ def test_a_tensor_header_is_read_without_its_data():
 def test_bad_messages_say_what_is_wrong(data, kind, message):
     with pytest.raises(WireError, match=message):
         value_protos.read(data, kind)
+
+
+def test_mutated_messages_are_read_or_refused_with_a_wire_error():
+    """Truncated, bit-flipped and spliced messages of every kind: a value or a WireError, nothing else."""
+    rng = np.random.default_rng(7)
+    seeds = [(numpy_helper.from_array(_values(d)).SerializeToString(), "tensor") for d in ("float32", "int4", "object")]
+    seeds += [(numpy_helper.from_list([np.ones(3, np.float32)]).SerializeToString(), "sequence"),
+              (numpy_helper.from_optional([np.ones(2, np.int64)]).SerializeToString(), "optional_sequence")]
+    for _ in range(400):
+        data, kind = seeds[rng.integers(len(seeds))]
+        data = bytearray(data)
+        for _ in range(rng.integers(1, 4)):
+            pos = int(rng.integers(len(data)))
+            what = rng.integers(3)
+            if what == 0:
+                data[pos] = int(rng.integers(256))
+            elif what == 1:
+                del data[pos:]
+            else:
+                data[pos:pos] = rng.integers(256, size=int(rng.integers(1, 6))).astype(np.uint8).tobytes()
+            if not data:
+                break
+        try:
+            value_protos.read(bytes(data), kind)
+        except WireError:
+            pass
