@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from ge.core.errors import FormatError
+from ge.core.model.errors import FormatError
 from ge.formats.tensors import load_inputs
 
 
