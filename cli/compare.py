@@ -24,7 +24,8 @@ from .options import COMMANDS, GEAR_OPTIONS, device_option
               help="the ONNX model (the reference: onnxruntime when installed, else onnx's reference evaluator)")
 @click.option("--om", required=True, metavar="FILE.om", type=click.Path(dir_okay=False), help="the compiled OM")
 @click.option("--input", "input_files", metavar="a.npy,b.bin",
-              help="input files in the OM's input order (as ge run); seeded random data when omitted")
+              help="input files in the OM's input order (.npy, .npz, .bin, ONNX .pb, or onnx's test_data_set_N "
+                   "folder, as ge run); seeded random data when omitted")
 @click.option("--atol", type=float, default=DEFAULT_ATOL, show_default=True, help="absolute tolerance")
 @click.option("--rtol", type=float, default=DEFAULT_RTOL, show_default=True, help="relative tolerance")
 @click.option("--json", "json_file", metavar="FILE", type=click.Path(dir_okay=False),

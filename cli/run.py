@@ -95,15 +95,17 @@ def ais_bench_options(f):
 @click.argument("model_file", metavar="[FILE.om]", required=False, type=click.Path(dir_okay=False))
 @om_option(required=False, help="the offline model (.om) to run (or give it as the argument, as ge inspect takes it)")
 @click.option("--input", "-i", "input_files", metavar="a.npy,b.bin|DIR[,DIR2]",
-              help="input files, comma-separated, one per model input (.npy, .npz, raw .bin; one .npz may hold "
-                   "every input); or dataset folders: a file per sample (msame, ais_bench). Zeros when omitted")
+              help="input files, comma-separated, one per model input (.npy, .npz, raw .bin, ONNX .pb; one .npz may "
+                   "hold every input), or onnx's test_data_set_N folder of input_K.pb; or dataset folders: a file per "
+                   "sample (msame, ais_bench), or a folder of test_data_set_N. Zeros when omitted")
 @click.option("--output", "-o", "output", metavar="DIR", type=click.Path(file_okay=False),
               help="msame/ais_bench layout: outputs into DIR/<YYYYMMDD_HHMMSS>/ (or DIR/<--output_dirname>/), BIN "
                    "unless --outfmt says otherwise")
 @click.option("--output-dir", "--output_dir", "output_dir", metavar="DIR", type=click.Path(file_okay=False),
               help=f"outputs into exactly DIR, NPY unless --outfmt says otherwise [default: {DEFAULT_OUTPUT_DIR}]")
 @click.option("--outfmt", type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
-              help="output file format [default: BIN with --output, NPY otherwise]")
+              help="output file format; PB: ONNX TensorProto/SequenceProto/OptionalProto, the only form of "
+                   "sequence and optional outputs [default: BIN with --output, NPY otherwise]")
 @click.option("--device", "-d", default="cpu", show_default=True, metavar="cpu|sim|ID",
               help="cpu (host memory), sim (simulated NPU memory), or an NPU id 0-255 as msame/ais_bench take it "
                    "(runs on the simulated NPU)")

@@ -4,6 +4,11 @@
     DIR/<input name>/   one sub-folder per input, the same file names in each (several inputs)
     DIR1,DIR2           one folder per input, in the model's input order (ais_bench's spelling)
     DIR/*.npz           one .npz per sample holding every input by name
+    DIR/test_data_set_N/input_K.pb   onnx's layout (onnx_test_runner, Polygraphy): a sample per folder,
+                        its inputs as ONNX TensorProto/SequenceProto/OptionalProto files in input order
+
+A single test_data_set folder (input_0.pb, input_1.pb ...) is not a dataset but one set of inputs:
+`test_data_set_files` lists them for `ge run --input` as if each file had been given.
 
 A sample is named by its file's stem; its outputs become `OUT/<stem>_output_<i>.<fmt>`. Files are
 only listed and checked here (names, pairing); their contents are read and checked against the
@@ -12,17 +17,47 @@ model per sample by formats/tensors.py.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from ..core.model.errors import FormatError
 
-EXTENSIONS = (".npy", ".bin", ".npz")
+EXTENSIONS = (".npy", ".bin", ".npz", ".pb")
+_TEST_DATA_SET, _INPUT_PB = re.compile(r"test_data_set_\d+"), re.compile(r"input_(\d+)\.pb")
 
 
 @dataclass(frozen=True)
 class Sample:
     stem: str
     files: tuple  # one per input, or a single .npz holding every input
+
+
+def test_data_set_files(paths: list[str]) -> list[str]:
+    """`paths`, or the input_K.pb files of a single test_data_set folder (any folder holding only
+    input_<K>.pb files and, as onnx's, output_<K>.pb), in K order: none for a test_data_set_N
+    folder without any (a model without inputs)."""
+    if len(paths) != 1 or not os.path.isdir(paths[0]):
+        return paths
+    inputs = _input_pbs(paths[0])
+    return inputs if inputs is not None else paths
+
+
+def _input_pbs(folder: str) -> list[str] | None:
+    """The input_K.pb files of a test_data_set folder in K order, or None when it is not one."""
+    try:
+        names = [n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n))]
+    except OSError as e:
+        raise FormatError(f"{folder}: {e.strerror or e}") from None
+    found = {int(m.group(1)): n for n in names if (m := _INPUT_PB.fullmatch(n))}
+    others = [n for n in names if os.path.splitext(n)[1].lower() in EXTENSIONS and not _INPUT_PB.fullmatch(n)
+              and not n.startswith("output_")]
+    if others or not (found or _TEST_DATA_SET.fullmatch(os.path.basename(os.path.normpath(folder)))):
+        return None  # (a test_data_set_N folder of no input_K.pb: the data of a model without inputs)
+    missing = [k for k in range(max(found, default=-1) + 1) if k not in found]
+    if missing:
+        raise FormatError(f"{folder}: input_{missing[0]}.pb is missing (the files are input_0.pb, input_1.pb ... in "
+                          "the model's input order)")
+    return [os.path.join(folder, found[k]) for k in sorted(found)]
 
 
 def is_dataset(paths: list[str]) -> bool:
@@ -38,6 +73,9 @@ def discover(paths: list[str], input_names: list[str]) -> list[Sample]:
                               f"({', '.join(input_names)})")
         return _paired(dict(zip(input_names, paths)))
     root = paths[0]
+    sets = _test_data_sets(root)
+    if sets:
+        return sets
     subdirs = {n: os.path.join(root, n) for n in input_names if os.path.isdir(os.path.join(root, n))}
     if len(input_names) > 1 and subdirs:
         missing = [n for n in input_names if n not in subdirs]
@@ -53,6 +91,21 @@ def discover(paths: list[str], input_names: list[str]) -> list[Sample]:
             raise FormatError(f"{os.path.join(root, not_npz[0])}: a model with {len(input_names)} inputs reads one "
                               f".npz per sample, or one sub-folder per input named after it")
     return [Sample(_stem(f), (os.path.join(root, f),)) for f in files]
+
+
+def _test_data_sets(root: str) -> list[Sample]:
+    """onnx's layout: a sample per test_data_set_N folder, named after it."""
+    try:
+        names = [n for n in os.listdir(root) if _TEST_DATA_SET.fullmatch(n) and os.path.isdir(os.path.join(root, n))]
+    except OSError as e:
+        raise FormatError(f"{root}: {e.strerror or e}") from None
+    samples = []
+    for n in sorted(names, key=lambda n: int(n.rsplit("_", 1)[1])):
+        files = _input_pbs(os.path.join(root, n))
+        if files is None:
+            raise FormatError(f"{os.path.join(root, n)}: no input_<K>.pb files (onnx's test data layout)")
+        samples.append(Sample(n, tuple(files)))
+    return samples
 
 
 def _paired(folders: dict[str, str]) -> list[Sample]:

@@ -1,10 +1,16 @@
 """Model inputs and outputs as files: what `ge run` (msame) reads and writes.
 
-Inputs come as `.npy`, `.npz` or raw `.bin` files, one per model input in order (a single
+Inputs come as `.npy`, `.npz`, raw `.bin` or ONNX `.pb` files, one per model input in order (a single
 `.npz` may also hold every input, by name or in order). Everything is checked against the
 model's input descs before the runtime sees it: the error names the file, the input, and the
 expected and actual size, shape or dtype. Outputs are written atomically, file by file:
-`<dir>/<om name>_output_<i>.<npy|bin|txt>`.
+`<dir>/<om name>_output_<i>.<npy|bin|txt|pb>`.
+
+A `.pb` file is ONNX's own: a TensorProto, SequenceProto or OptionalProto, read as the model's
+input type says (formats/value_protos.py). It is the file form of every value the API takes: a
+sequence input (a list of arrays) and an optional one (None when empty) come only as .pb, and such
+outputs are written only as .pb (--outfmt PB), as TensorProto/SequenceProto/OptionalProto named
+after the model's output.
 
 A desc is anything with `name`, `dtype` and `shape` (ge.core.model.ge_model.TensorDesc).
 
@@ -14,9 +20,10 @@ which np.load cannot parse. An input .npy with a void descr of the model's dtype
 that dtype, and so is a one-byte descr numpy cannot parse; an output of such a type is written with
 the void descr, so that np.load(f).view(ml_dtypes.<type>) gives it back.
 
-String tensors (dtype "object": arrays of str) come as .npy/.npz of numpy's str dtype ('U', which
-loads without unpickling; pickled object arrays are never loaded) and are written as such by NPY,
-one element per line by TXT; they have no binary layout, so BIN refuses them.
+String tensors (dtype "object": arrays of str) come as .npy/.npz of numpy's str dtype ('U'), as a
+.pb, or as the object array of str np.save writes (onnx's own arrays of strings): its pickle is
+read by formats/string_npy.py, which runs none of it. They are written as 'U' by NPY, one element
+per line by TXT, as string_data by PB; they have no binary layout, so BIN refuses them.
 """
 from __future__ import annotations
 
@@ -31,12 +38,16 @@ from typing import Sequence
 import numpy as np
 
 from ..core.model.errors import FormatError, ShapeError
+from . import string_npy, value_protos
 from .atomic import make_folder, write_atomically
 from .om.schema import SMALL_DTYPES
+from .protobuf_wire import WireError
 
 log = logging.getLogger("ge.inputs")
-OUTPUT_FORMATS = ("NPY", "BIN", "TXT")
-_EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt"}
+OUTPUT_FORMATS = ("NPY", "BIN", "TXT", "PB")
+_EXT = {"NPY": ".npy", "BIN": ".bin", "TXT": ".txt", "PB": ".pb"}
+_MESSAGES = {"tensor": "TensorProto", "sequence": "SequenceProto", "optional": "OptionalProto",
+             "optional_sequence": "OptionalProto"}
 #: most arrays an input .npz may hold
 _MAX_ARCHIVE_MEMBERS = 4096
 #: numpy reads an .npy header with ast.literal_eval, and CPython 3.11's parser is not thread-safe
@@ -71,6 +82,11 @@ def _where(path: str, desc) -> str:
     return f"input '{desc.name}' (file '{path}')"
 
 
+def _kind(desc) -> str:
+    """"tensor", or what else a model input/output is (a DynTensor's kind: "sequence", "optional"...)."""
+    return getattr(desc, "kind", "tensor")
+
+
 # --------------------------------------------------------------------------------------------
 # inputs
 # --------------------------------------------------------------------------------------------
@@ -92,6 +108,11 @@ def _load_one(path: str, desc) -> np.ndarray:
     if not os.path.isfile(path):
         raise FormatError(f"{_where(path, desc)}: no such file")
     ext = os.path.splitext(path)[1].lower()
+    if ext == ".pb":
+        return _read_pb(path, desc)
+    if _kind(desc) in ("sequence", "optional_sequence"):
+        raise FormatError(f"{_where(path, desc)}: the input is a {_kind(desc).replace('_', ' ')} of {desc.dtype}, "
+                          f"which has a file form only as ONNX's {_MESSAGES[_kind(desc)]} (a .pb file)")
     if ext == ".npy":
         return _check(_read_npy(path, desc), path, desc)
     if ext == ".npz":
@@ -153,8 +174,45 @@ def _npz_member(npz, key: str, path: str, desc) -> np.ndarray:
     try:
         with HEADER_PARSE:  # the member's own .npy header
             return npz[key]
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as e:
+    except ValueError as e:
+        if "allow_pickle" not in str(e):
+            raise FormatError(f"{_where(path, desc)}: array '{key}' {_unreadable(e)}") from None
+    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
         raise FormatError(f"{_where(path, desc)}: array '{key}' {_unreadable(e)}") from None
+    with npz.zip.open(f"{key}.npy") as f:  # an object array: strings, or refused
+        return _read_strings(f, f"{_where(path, desc)}: array '{key}'")
+
+
+def _read_pb(path: str, desc):
+    """An ONNX TensorProto/SequenceProto/OptionalProto file, read as the input's kind says."""
+    kind = _kind(desc)
+    try:
+        with open(path, "rb") as f:
+            value = value_protos.read(f.read(), kind)
+    except (OSError, WireError) as e:
+        raise FormatError(f"{_where(path, desc)}: not a readable ONNX {_MESSAGES[kind]} file "
+                          f"({e.strerror if isinstance(e, OSError) else e})") from None
+    if kind == "tensor" or (kind == "optional" and value is not None):
+        return _check(value, path, desc)
+    bad = next((t.dtype for t in value or () if t.dtype != np.dtype(desc.dtype)), None)
+    if bad is not None:
+        raise ShapeError(f"{_where(path, desc)}: a sequence of {bad} tensors, the model's holds {desc.dtype}")
+    return value
+
+
+def _read_strings(f, what: str) -> np.ndarray:
+    """An .npy of an object array (its pickle) at `f`, read by string_npy: only strings come out."""
+    try:
+        major, _ = np.lib.format.read_magic(f)
+        with HEADER_PARSE:
+            shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if major == 1 else
+                                     np.lib.format.read_array_header_2_0(f))
+        if dtype != object:
+            raise ValueError(f"dtype {dtype} holds no pickle")
+        return string_npy.read_strings(f, {"descr": "|O", "shape": shape, "fortran_order": fortran})
+    except (OSError, ValueError, EOFError) as e:
+        raise FormatError(f"{what}: an object array ge does not load: {e}; save strings as np.array(..., dtype=str) "
+                          f"or as an ONNX TensorProto .pb") from None
 
 
 def _read_npy(path: str, desc) -> np.ndarray:
@@ -163,6 +221,9 @@ def _read_npy(path: str, desc) -> np.ndarray:
     except ValueError as e:
         if "not a valid dtype descriptor" in str(e) and _small(desc.dtype):
             return _read_small_npy(path, desc)
+        if "allow_pickle" in str(e):
+            with open(path, "rb") as f:
+                return _read_strings(f, _where(path, desc))
         raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
     except (OSError, EOFError) as e:
         raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
@@ -180,16 +241,7 @@ def _read_small_npy(path: str, desc) -> np.ndarray:
     dtype = np.dtype(desc.dtype)
     try:
         with open(path, "rb") as f:
-            major, _ = np.lib.format.read_magic(f)
-            length = int.from_bytes(f.read(2 if major == 1 else 4), "little")
-            if length > 1 << 16:
-                raise ValueError(f"a header of {length} bytes")
-            with HEADER_PARSE:
-                header = ast.literal_eval(f.read(length).decode("latin1"))
-            descr, fortran, shape = header["descr"], header["fortran_order"], header["shape"]
-            if not (isinstance(descr, str) and isinstance(fortran, bool) and isinstance(shape, tuple)
-                    and all(isinstance(d, int) and d >= 0 for d in shape)):
-                raise ValueError(f"a malformed header {header!r}")
+            descr, fortran, shape = _npy_header(f)
             width = re.fullmatch(r"[<>|=]?[a-zA-Z](\d+)", descr)
             if width is None or int(width.group(1)) != dtype.itemsize:
                 raise ShapeError(f"{_where(path, desc)}: dtype descr {descr!r} does not match the model's {dtype} "
@@ -203,10 +255,45 @@ def _read_small_npy(path: str, desc) -> np.ndarray:
     return data.reshape(shape, order="F" if fortran else "C")
 
 
+def _npy_header(f) -> tuple[str, bool, tuple]:
+    """(descr, fortran_order, shape) of the .npy header at `f`, parsed as a literal whatever its
+    descr (numpy refuses descrs it cannot parse, as float8_e5m2's '<f1')."""
+    major, _ = np.lib.format.read_magic(f)
+    length = int.from_bytes(f.read(2 if major == 1 else 4), "little")
+    if length > 1 << 16:
+        raise ValueError(f"a header of {length} bytes")
+    with HEADER_PARSE:
+        header = ast.literal_eval(f.read(length).decode("latin1"))
+    if not isinstance(header, dict) or not {"descr", "fortran_order", "shape"} <= set(header):
+        raise ValueError(f"a malformed header {header!r}")
+    descr, fortran, shape = header["descr"], header["fortran_order"], header["shape"]
+    if not (isinstance(fortran, bool) and isinstance(shape, tuple)
+            and all(isinstance(d, int) and d >= 0 for d in shape)):
+        raise ValueError(f"a malformed header {header!r}")
+    return descr, fortran, shape
+
+
+def declared_shape(path: str, desc) -> tuple:
+    """The shape an input file declares, its data not read (a dynamic model's input shape): an
+    .npy's header, a TensorProto's dims; a sequence's or an optional's desc shape as it is (they
+    have none). A file that declares none (a raw .bin) or is unreadable: FormatError."""
+    ext = os.path.splitext(path)[1].lower()
+    try:
+        if _kind(desc) != "tensor":
+            return tuple(desc.shape)
+        with open(path, "rb") as f:
+            if ext == ".pb":
+                return value_protos.tensor_header(f.read())[1]
+            if ext == ".npy":
+                return _npy_header(f)[2]
+    except (OSError, ValueError, SyntaxError) as e:
+        kind = "ONNX TensorProto" if ext == ".pb" else ".npy"
+        raise FormatError(f"{_where(path, desc)}: not a readable {kind} file ({e})") from None
+    raise FormatError(f"{_where(path, desc)}: a {ext or 'raw'} file declares no shape")
+
+
 def _unreadable(e: Exception, what: str = "is unreadable") -> str:
-    """Why numpy refused an array: a pickled (object) array is named as such."""
-    if "allow_pickle" in str(e):
-        return "holds pickled Python objects, which ge does not load (save a numeric array)"
+    """Why numpy refused an array (a pickled one is string_npy's to read or refuse)."""
     return f"{what} ({e})"
 
 
@@ -234,6 +321,8 @@ def _is_string(dtype) -> bool:
 
 def _check(x: np.ndarray, path: str, desc) -> np.ndarray:
     dtype, shape, _ = _expected(desc)
+    if _kind(desc) != "tensor":  # a present optional: its shape is the run's
+        shape = tuple(x.shape)
     if _is_string(dtype) and x.dtype.kind == "U":
         x = x.astype(object)  # a string tensor: numpy's str dtype as Python str objects
     if x.dtype.kind == "V" and x.dtype.names is None and _small(dtype) and x.dtype.itemsize == dtype.itemsize:
@@ -285,19 +374,33 @@ def _fmt(fmt: str) -> str:
     return f
 
 
-def save_outputs(arrays: Sequence[np.ndarray], directory: str, om_name: str, fmt: str = "NPY") -> list[str]:
+def save_outputs(arrays: Sequence, directory: str, om_name: str, fmt: str = "NPY", descs: Sequence = ()) -> list[str]:
     """Write `arrays` as `<directory>/<om_name>_output_<i>.<ext>`; each file appears atomically
-    (temporary file + rename). Returns the paths in output order."""
+    (temporary file + rename). Returns the paths in output order. `descs`, the model's outputs,
+    give a .pb its message (an optional's OptionalProto) and name; without them a list is written as
+    a sequence, None as an empty optional, anything else as a tensor."""
     fmt = _fmt(fmt)
     directory = os.fspath(directory)
-    strings = next((i for i, a in enumerate(arrays) if np.asarray(a).dtype == object), None)
-    if fmt == "BIN" and strings is not None:  # refused before any file is written
-        raise FormatError(f"output {strings} is a string tensor, which has no binary layout; use --outfmt NPY or TXT")
+    descs = list(descs)
+    kinds = [_kind(descs[i]) if i < len(descs) else value_protos.kind_of(a) for i, a in enumerate(arrays)]
+    values = next((i for i, (a, k) in enumerate(zip(arrays, kinds)) if k != "tensor"), None)
+    if fmt != "PB" and values is not None:  # refused before any file is written
+        raise FormatError(f"output {values} is a{'n' if kinds[values][0] == 'o' else ''} "
+                          f"{kinds[values].replace('_', ' of a ')}, which has a file form only as ONNX's "
+                          f"{_MESSAGES[kinds[values]]}: use --outfmt PB")
+    strings = next((i for i, a in enumerate(arrays) if kinds[i] == "tensor" and np.asarray(a).dtype == object), None)
+    if fmt == "BIN" and strings is not None:
+        raise FormatError(f"output {strings} is a string tensor, which has no binary layout; use --outfmt NPY, TXT "
+                          f"or PB")
     make_folder(directory, f"output directory '{directory}'")
     paths = []
-    for i, array in enumerate(arrays):
+    for i, value in enumerate(arrays):
         path = output_path(directory, om_name, i, fmt)
-        _write_atomic(path, np.asarray(array), fmt)
+        if fmt == "PB":
+            data = value_protos.write(value, kinds[i], descs[i].name if i < len(descs) else "")
+            write_atomically(path, lambda f: f.write(data), label=f"output file '{path}'")
+        else:
+            _write_atomic(path, np.asarray(value), fmt)
         paths.append(path)
     return paths
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..model.errors import GeError
 from ..model.ge_model import TensorDesc
 from ...formats.dataset import discover
-from ...formats.tensors import HEADER_PARSE, load_inputs, load_npy, save_outputs
+from ...formats.tensors import HEADER_PARSE, declared_shape, load_inputs, load_npy, save_outputs
 from . import profiling
 from .models import execute, model
 
@@ -64,7 +64,7 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
             if check_outputs is not None:
                 check_outputs(outputs)
             for k, per_sample in enumerate(split_outputs(outputs, len(group), per_batch, output_batch_axis)):
-                written.append(save_outputs(per_sample, output_dir, group[k].stem, fmt))
+                written.append(save_outputs(per_sample, output_dir, group[k].stem, fmt, m.outputs))
             if progress is not None:
                 progress(g * per_batch + len(group), len(samples), group[-1].stem)
     seconds = time.perf_counter() - start
@@ -134,16 +134,17 @@ def split_outputs(outputs, samples: int, per_batch: int, axis: int = 0) -> list[
 def file_descs(descs, files, gears: str = "") -> list[TensorDesc]:
     """A dynamic model's input descs with the shapes a sample's .npy/.npz files declare (a raw .bin
     carries no shape). `gears`: a gear model's gear list, named when a .bin leaves the gear open."""
-    raw = next((f for f in files if not f.lower().endswith((".npy", ".npz"))), None)
+    raw = next((f for f in files if not f.lower().endswith((".npy", ".npz", ".pb"))), None)
     if raw is not None:
         dims = ", ".join(f"'{d.name}' {list(d.shape)}" for d in descs if any(x < 0 for x in d.shape))
         how = (f"choose the gear with --dymBatch, --dymHW or --dymDims (its gears: {gears})" if gears else
                "give the input shapes with --dymShape")
         raise GeError(f"{raw}: a raw .bin file carries no shape and the model's inputs have unknown dims ({dims}): "
-                      f"{how}, or give the inputs as .npy or .npz files")
+                      f"{how}, or give the inputs as .npy, .npz or .pb files")
     if len(files) == 1 and files[0].lower().endswith(".npz"):
         with HEADER_PARSE, load_npy(files[0]) as z:  # (its members' headers are parsed as they are read)
             shapes = [z[d.name].shape if d.name in z.files else tuple(d.shape) for d in descs]
     else:
-        shapes = [load_npy(f, mmap_mode="r").shape for f in files]
-    return [TensorDesc(d.name, d.dtype, tuple(s), 0) for d, s in zip(descs, shapes)]
+        shapes = [declared_shape(f, d) for f, d in zip(files, descs)]
+    return [TensorDesc(d.name, d.dtype, tuple(s), 0) if getattr(d, "kind", "tensor") == "tensor" else d
+            for d, s in zip(descs, shapes)]

@@ -19,7 +19,8 @@ from ..model.ge_model import TensorDesc
 from ..kernels import native
 from ..kernels.blas import openblas_threads_local, set_local_threads
 from ..runtime.throughput import run_contexts
-from ...formats.tensors import random_inputs
+from ...formats.dataset import test_data_set_files
+from ...formats.tensors import load_inputs, random_inputs, save_outputs
 from . import profiling
 from .models import model, set_dynamic_batch_size, set_dynamic_hw_size, set_input_dynamic_dims
 from .dataset import file_descs
@@ -55,14 +56,14 @@ def output_folder(output: str, dirname: str | None = None, now: float | None = N
 
 
 def require_tensor_io(dm) -> None:
-    """ge run reads and writes tensor files: a model whose inputs or outputs are sequences or
-    optionals runs through the Python API (lists of arrays, None for an empty optional)."""
+    """aclruntime's sessions take and give tensors: a model whose inputs or outputs are sequences or
+    optionals runs through ge run (.pb files) or the Python API (lists of arrays, None when empty)."""
     odd = [(what, d) for what, ds in (("input", dm.inputs), ("output", dm.outputs)) for d in ds
            if getattr(d, "kind", "tensor") != "tensor"]
     if odd:
         raise GeError(", ".join(f"{what} '{d.name}' is a {d.kind} of {d.dtype}" for what, d in odd)
-                      + ": ge run reads and writes tensor files only; run this model through the Python API "
-                        "(ge.core.api.execute: a sequence is a list of arrays, an empty optional None)")
+                      + ": aclruntime's sessions take tensors only; run this model with ge run (ONNX .pb files) or "
+                        "the Python API (ge.core.api.execute: a sequence is a list of arrays, an empty optional None)")
 
 
 def zero_inputs(descs) -> list[np.ndarray]:
@@ -98,6 +99,20 @@ def input_descs(model_id: int, files=(), dym_shape: str | None = None) -> list[T
                            if d.ranges else d.shape, 0) for d in descs]
     raise GeError(f"model '{dm.name}' has unknown input dims: give its inputs with --input or their shapes with "
                   "--dymShape")
+
+
+def read_inputs(model_id: int, paths, dym_shape: str | None = None) -> list:
+    """The inputs `ge run --input` reads from `paths` for this model (a file per input in order: .npy,
+    .npz, .bin, ONNX .pb; or onnx's test_data_set_N folder), checked against its inputs: arrays,
+    lists of arrays for sequences, None for an empty optional, as execute takes them."""
+    paths = test_data_set_files([os.fspath(p) for p in paths])
+    return load_inputs(paths, input_descs(model_id, paths, dym_shape))
+
+
+def write_outputs(model_id: int, outputs, folder: str, name: str, fmt: str = "NPY") -> list[str]:
+    """`outputs` of this model written as `ge run --outfmt` writes them: `folder/<name>_output_<i>.<fmt>`
+    (PB: ONNX TensorProto, SequenceProto or OptionalProto files, named after the model's outputs)."""
+    return save_outputs(outputs, folder, name, fmt, model(model_id).outputs)
 
 
 def shaped_descs(descs, spec: str, option: str = "--dymShape") -> list[TensorDesc]:
@@ -248,7 +263,7 @@ def check_output_sizes(outputs, sizes: list[int], descs=()) -> None:
         raise GeError(f"--outputSize gives {len(sizes)} size(s); the model has {len(outputs)} output(s)")
     names = [d.name for d in descs] or [str(i) for i in range(len(outputs))]
     for i, (y, size, name) in enumerate(zip(outputs, sizes, names)):
-        if y.nbytes > size:
+        if isinstance(y, np.ndarray) and y.nbytes > size:  # (a sequence or an optional has no buffer)
             raise ShapeError(f"output {i} ('{name}', {y.dtype} {list(y.shape)}) needs {y.nbytes} bytes; --outputSize "
                              f"gives {size}")
 
@@ -258,8 +273,8 @@ def check_outputs(outputs, descs, sizes: list[int] | None, axis: int = 0) -> Non
     if sizes is not None:
         check_output_sizes(outputs, sizes, descs)
     for i, (d, y) in enumerate(zip(descs, outputs)):
-        if axis and axis >= np.ndim(y):
-            raise GeError(f"--output_batchsize_axis {axis}: output {i} ('{d.name}') has rank {np.ndim(y)}")
+        if axis and isinstance(y, np.ndarray) and axis >= y.ndim:
+            raise GeError(f"--output_batchsize_axis {axis}: output {i} ('{d.name}') has rank {y.ndim}")
 
 
 def perf_summary(model_path: str, device: str, latencies_ms: list[float], batch: int) -> dict:

@@ -15,12 +15,14 @@ import json
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from ..model.errors import GeError
 from ..model.ge_model import TensorDesc
 from ..runtime.throughput import PHASES, percentiles
-from ...formats.dataset import is_dataset
+from ...formats.dataset import is_dataset, test_data_set_files
 from ...formats.tensors import load_inputs, save_outputs, write_text
 from . import inference
 from .models import load_from_file, model as loaded_model, unload
@@ -89,13 +91,16 @@ def run(o: RunOptions, progress=None) -> RunResult:
     """Run as `ge run` does; `progress(done, total, stem)` after each sample of a dataset, or
     `progress(done, total, "run")` after each timed run (total None with a duration)."""
     _check(o)
+    given = list(o.inputs)
+    o = replace(o, inputs=test_data_set_files(given))  # onnx's test_data_set_N/: its input_K.pb files
     folder = inference.output_folder(o.output, o.output_dirname) if o.output else (o.output_dir or DEFAULT_OUTPUT_DIR)
     outfmt = (o.outfmt or ("BIN" if o.output else "NPY")).upper()
     profiler_dir, dump_dir = inference.profiler_and_dump(o.output or folder, o.profiler, o.dump, o.acl_json_path)
     s = _Settings(folder, outfmt, profiler_dir, dump_dir,
                   data_type=o.pure_data_type or ("random" if o.seed is not None else "zero"), seed=o.seed or 0,
                   sizes=inference.parse_output_sizes(o.output_size) if o.output_size else None,
-                  warmup=o.warmup_count if o.warmup_count is not None else (1 if o.loop > 1 or o.duration else 0))
+                  warmup=o.warmup_count if o.warmup_count is not None else (1 if o.loop > 1 or o.duration else 0),
+                  files_given=bool(given))
     with inference.threads(o.threads) if o.threads else nullcontext():
         if o.ray_address:  # the actors load the model; this process only reads its descs
             return _on_ray(o, s, progress)
@@ -113,6 +118,7 @@ class _Settings:
     seed: int
     sizes: list[int] | None
     warmup: int
+    files_given: bool = False  # (a test_data_set folder of no input_K.pb gives no file, for a model of no input)
 
 
 def _check(o: RunOptions) -> None:
@@ -136,7 +142,6 @@ def _loaded(o: RunOptions, s: _Settings, progress) -> RunResult:
     load_ms = (time.perf_counter() - t0) * 1e3
     try:
         dm = loaded_model(model_id)
-        inference.require_tensor_io(dm)
         gear_descs = _gear(model_id, o)
         if o.dym_shape_range:
             return _shape_range(model_id, o, s)
@@ -165,7 +170,7 @@ def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs, 
     """One set of inputs (files, or generated data) run, timed, profiled or dumped as asked."""
     paths = list(o.inputs)
     in_descs = gear_descs or inference.input_descs(model_id, paths, o.dym_shape)
-    if paths:
+    if paths or s.files_given:
         inputs = load_inputs(paths, in_descs)
         sources = paths if len(paths) == len(in_descs) else [f"{paths[0]}[{d.name}]" for d in in_descs]
     else:
@@ -177,17 +182,26 @@ def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs, 
                                                                               o.output_batchsize_axis),
                              progress=progress)
     r.update(in_descs=in_descs, sources=sources, timings=dict(dm.timings),
-             out_descs=[TensorDesc(d.name, y.dtype.name, tuple(y.shape), 0) for d, y in zip(dm.outputs, r["outputs"])],
+             out_descs=[_described(d, y) for d, y in zip(dm.outputs, r["outputs"])], model_outputs=list(dm.outputs),
              memory={"weights": dm.weight_bytes, "per_context": r["per_context"]},
              weight_files=[dict(f) for f in dm.external_weights],
              last_stats={k: v for k, v in r["executions"][-1].items() if k != "run"})
     return r
 
 
+def _described(desc, y) -> TensorDesc:
+    """An output as the summary shows it: a tensor's dtype and shape; a sequence's length as its
+    shape, () for an empty optional."""
+    if isinstance(y, np.ndarray):
+        return TensorDesc(desc.name, y.dtype.name, tuple(y.shape), 0)
+    return TensorDesc(desc.name, f"{desc.kind.replace('_', ' of ')} of {desc.dtype}",
+                      (len(y),) if isinstance(y, (list, tuple)) else (), 0)
+
+
 def _inputs_result(o: RunOptions, s: _Settings, r: dict, load_ms: float) -> RunResult:
     """The outputs written (only after a successful run) and the summary of a run of one set of inputs."""
     om_name = os.path.splitext(os.path.basename(o.model))[0]
-    files = save_outputs(r["outputs"], s.folder, om_name, s.outfmt)
+    files = save_outputs(r["outputs"], s.folder, om_name, s.outfmt, r["model_outputs"])
     in_descs, executions, parallel, trace = r["in_descs"], r["executions"], r["parallel"], r["trace"]
     batch = o.batchsize or (int(in_descs[0].shape[0]) if in_descs and len(in_descs[0].shape) else 1)
     summary = inference.perf_summary(o.model, o.device, r["latencies"], batch)

@@ -14,6 +14,8 @@ core/inspection (ge inspect, ge compare).
     api.run_dataset(model_id, ["data/"], "out")                          # acl/dataset.py (ge run --input DIR)
     inference.select_gear(model_id, batch=4)                            # acl/inference.py: msame/ais_bench steps
     runner.run(runner.RunOptions("model.om", inputs=["data/"], output="out"))  # acl/runner.py: all of ge run
+    inputs = inference.read_inputs(model_id, ["test_data_set_0"])     # ge run's input files (.npy, .pb ...)
+    inference.write_outputs(model_id, outputs, "out", "model", "PB")   # and its output files (--outfmt)
 
 The conversion is imported on first use of its names: loading and running an OM never imports
 the compiler, as a deployed ACL runtime has no ATC in it.

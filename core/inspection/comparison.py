@@ -16,6 +16,7 @@ import numpy as np
 
 from ..model.dynamic_model import GEARS, DynamicModel
 from ..model.errors import GeError
+from ...formats.dataset import test_data_set_files
 from ...formats.om import read_om
 from ...formats.tensors import load_inputs, random_inputs
 from ..runtime.external_weight_manager import ExternalWeightConfig
@@ -76,6 +77,8 @@ def compare(onnx_path: str, om_path: str, inputs=None, *, atol: float = DEFAULT_
     inputs' shapes. Returns
     {"outputs": [{name, cosine, max_abs, max_rel, pass}], "layers": [{name, op, ...}],
     "first_bad_layer": name or None, "reference": "onnxruntime" | "onnx.reference", "passed": bool}."""
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, str) for x in inputs):
+        inputs = test_data_set_files(list(inputs))  # onnx's test_data_set_N/: its input_K.pb files
     m = read_om(om_path)
     if isinstance(m, DynamicModel) and m.mode != GEARS:
         raise GeError(f"{om_path}: ge compare runs static OMs and gear models (this one has {m.mode} shapes: "

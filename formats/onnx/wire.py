@@ -5,16 +5,13 @@ format along ModelProto.graph -> GraphProto.initializer -> TensorProto.raw_data.
 for protobuf to parse) and where each one was in the file, so the importer reads each weight as a
 view of the file's map: no weight is copied before the OM writer copies it into the OM. Anything
 the scan does not expect (a graph field given twice, a group, a malformed length) returns None and
-the importer parses the whole file as before.
+the importer parses the whole file as before. The wire format itself is formats/protobuf_wire.py.
 """
 from __future__ import annotations
 
+from ..protobuf_wire import LEN as _LEN, WireError, fields as _fields, key, varint_bytes
+
 _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW_DATA = 7, 5, 9
-_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
-
-
-class _Unexpected(Exception):
-    pass
 
 
 def strip_raw_data(buf, min_nbytes: int) -> tuple[bytes, dict[int, tuple[int, int]]] | None:
@@ -29,8 +26,8 @@ def strip_raw_data(buf, min_nbytes: int) -> tuple[bytes, dict[int, tuple[int, in
         graph = _strip_graph(buf, value, end, min_nbytes, spans)
         if not spans:
             return None
-        return b"".join([buf[:start], _key(_MODEL_GRAPH), _varint_bytes(len(graph)), graph, buf[end:]]), spans
-    except (_Unexpected, IndexError):
+        return b"".join([buf[:start], key(_MODEL_GRAPH), varint_bytes(len(graph)), graph, buf[end:]]), spans
+    except (WireError, IndexError):
         return None
 
 
@@ -42,61 +39,10 @@ def _strip_graph(buf, start: int, end: int, min_nbytes: int, spans: dict) -> byt
             if len(raw) == 1 and raw[0][1] == _LEN and raw[0][4] - raw[0][3] >= min_nbytes:
                 _, _, raw_field, raw_value, raw_stop = raw[0]
                 tensor = b"".join([buf[value:raw_field], buf[raw_stop:stop]])
-                pieces += [_key(_GRAPH_INITIALIZER), _varint_bytes(len(tensor)), tensor]
+                pieces += [key(_GRAPH_INITIALIZER), varint_bytes(len(tensor)), tensor]
                 spans[index] = (raw_value, raw_stop - raw_value)
                 index += 1
                 continue
             index += 1
         pieces.append(buf[field:stop])
     return b"".join(pieces)
-
-
-def _fields(buf, start: int, end: int):
-    """(number, wire type, where the field starts, where its value starts, where it ends) of each
-    field of the message in buf[start:end]."""
-    pos = start
-    while pos < end:
-        field = pos
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        value = pos
-        if wire == _VARINT:
-            _, pos = _varint(buf, pos)
-        elif wire == _FIXED64:
-            pos += 8
-        elif wire == _FIXED32:
-            pos += 4
-        elif wire == _LEN:
-            n, value = _varint(buf, pos)
-            pos = value + n
-        else:  # groups: no ONNX message has one
-            raise _Unexpected
-        if number == 0 or pos > end:
-            raise _Unexpected
-        yield number, wire, field, value, pos
-
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _Unexpected
-
-
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _key(number: int) -> bytes:
-    return _varint_bytes(number << 3 | _LEN)

@@ -172,7 +172,9 @@ def test_text_named_npy_is_not_a_npy_file(ge, compiled, tmp_path, error_line, na
 def test_a_pickled_npy_is_still_named_as_such(ge, compiled, tmp_path, error_line):
     np.save(tmp_path / "x.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "out")
-    assert "holds pickled Python objects" in error_line(r)
+    assert error_line(r) == (f"error: input 'x' (file '{tmp_path / 'x.npy'}'): an object array ge does not load: it "
+                             "holds a dict, not only strings (ge reads object arrays of str); save strings as "
+                             "np.array(..., dtype=str) or as an ONNX TensorProto .pb")
 
 
 def test_a_raw_bin_for_a_gear_model_names_the_gear_options(ge, gear_om, tmp_path, error_line):
@@ -182,7 +184,7 @@ def test_a_raw_bin_for_a_gear_model_names_the_gear_options(ge, gear_om, tmp_path
     r = ge("run", "--model", path, "--input", tmp_path / "x.bin", "--output-dir", tmp_path / "out")
     assert error_line(r) == (f"error: {tmp_path / 'x.bin'}: a raw .bin file carries no shape and the model's inputs "
                              "have unknown dims ('x' [-1, 3, 8, 8]): choose the gear with --dymBatch, --dymHW or "
-                             "--dymDims (its gears: 1; 2; 4; 8), or give the inputs as .npy or .npz files")
+                             "--dymDims (its gears: 1; 2; 4; 8), or give the inputs as .npy, .npz or .pb files")
     ge("run", "--model", path, "--input", tmp_path / "x.bin", "--output-dir", tmp_path / "out", "--dymBatch", 2, ok=True)
     model_id = api.load_from_file(path)
     try:
@@ -424,3 +426,13 @@ def test_run_help_names_the_dump_folder_it_writes_and_debug(ge, compiled, tmp_pa
     ge("run", compiled["small"], "--dump", "true", "--output-dir", tmp_path / "o", ok=True)
     dumped = os.listdir(tmp_path / "o" / "dump")
     assert dumped and all(re.fullmatch(r"\d{4}_.+_output_\d+\.npy", f) for f in dumped)
+
+
+def test_a_truncated_pb_is_named_in_one_line(ge, compiled, tmp_path, error_line):
+    from onnx import numpy_helper
+    x = np.zeros((1, 3, 8, 8), np.float32)
+    (tmp_path / "x.pb").write_bytes(numpy_helper.from_array(x, "x").SerializeToString()[:-10])
+    r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.pb", "--output-dir", tmp_path / "out")
+    assert error_line(r).startswith(f"error: input 'x' (file '{tmp_path / 'x.pb'}'): not a readable ONNX TensorProto "
+                                    "file (field 9 at byte ")
+    assert not (tmp_path / "out").exists()

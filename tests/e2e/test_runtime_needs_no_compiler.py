@@ -38,10 +38,17 @@ def test_ge_run_imports_no_compiler_nor_onnx(bert_path, tmp_path, kind):
     dynamic = {"dynamic_batch_size": "1,2"} if kind == "gears" else {}
     om = api.atc(bert_path, str(tmp_path / kind), input_shape=spec, dynamic=dynamic).om_path
     shapes = ["--dymBatch", "2"] if kind == "gears" else []
-    if kind in ("range", "hybrid"):  # inputs of a shape inside the range
+    if kind == "range":  # inputs of a shape inside the range
         feeds = {"input_ids": np.ones((2, 8), np.int64), "attention_mask": np.ones((2, 8), np.int64)}
         np.savez(tmp_path / "feeds.npz", **feeds)
         shapes = ["--input", str(tmp_path / "feeds.npz")]
+    if kind == "hybrid":  # onnx's own files, read and written without onnx
+        folder = tmp_path / "test_data_set_0"
+        folder.mkdir()
+        for k in range(2):
+            tensor = onnx.numpy_helper.from_array(np.ones((2, 8), np.int64))
+            (folder / f"input_{k}.pb").write_bytes(tensor.SerializeToString())
+        shapes = ["--input", str(folder), "--outfmt", "pb"]
     r = subprocess.run([sys.executable, "-c", PROBE, "run", "--model", om, "--output-dir", str(tmp_path / "out"), *shapes],
                        capture_output=True, text=True, timeout=120)
     probe = json.loads(r.stdout.strip().splitlines()[-1])

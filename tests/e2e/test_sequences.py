@@ -175,7 +175,7 @@ def test_the_om_reader_checks_value_kinds(tmp_path):
     assert read_om(om_bytes(dyn)).inputs == dyn.inputs
 
 
-def test_ge_inspect_shows_kinds_and_ge_run_refuses_sequence_io(tmp_path):
+def test_ge_inspect_shows_kinds_and_ge_run_writes_sequences_as_pb_only(tmp_path):
     from click.testing import CliRunner
 
     from ge.cli.main import cli
@@ -190,7 +190,7 @@ def test_ge_inspect_shows_kinds_and_ge_run_refuses_sequence_io(tmp_path):
     out = tmp_path / "out"
     ran = runner.invoke(cli, ["run", "--model", result.om_path, "--output", str(out)])
     assert ran.exit_code != 0 and not out.exists()
-    assert "output 's' is a sequence of float32: ge run reads and writes tensor files only" in ran.output
+    assert "output 1 is a sequence, which has a file form only as ONNX's SequenceProto: use --outfmt PB" in ran.output
 
 
 def test_a_loop_carries_an_optional_sequence_that_starts_empty(tmp_path):

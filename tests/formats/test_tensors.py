@@ -140,13 +140,14 @@ def test_scalars_stay_scalars_from_npy_npz_and_bin(tmp_path):
     assert random_inputs([S])[0].shape == ()
 
 
-def test_pickled_arrays_are_refused_naming_the_file(tmp_path):
+def test_pickled_arrays_of_other_than_str_are_refused_naming_the_file(tmp_path):
     obj = np.array([{"a": 1}], dtype=object)
     np.save(tmp_path / "p.npy", obj, allow_pickle=True)
     np.savez(tmp_path / "p.npz", s=obj)
-    with pytest.raises(FormatError, match=r"input 's' \(file '.*p\.npy'\): holds pickled Python objects"):
+    with pytest.raises(FormatError, match=r"input 's' \(file '.*p\.npy'\): an object array ge does not load: it holds "
+                                          r"a dict, not only strings"):
         load_inputs([str(tmp_path / "p.npy")], [S])
-    with pytest.raises(FormatError, match=r"input 's' \(file '.*p\.npz'\): array 's' holds pickled Python objects"):
+    with pytest.raises(FormatError, match=r"input 's' \(file '.*p\.npz'\): array 's': an object array ge does not load"):
         load_inputs([str(tmp_path / "p.npz")], [S])
 
 
@@ -192,3 +193,91 @@ def test_ml_dtypes_npy_of_another_width_is_refused_naming_the_input(tmp_path):
     (tmp_path / "short.npy").write_bytes(data[:-1])  # a truncated file: refused before reading
     with pytest.raises(FormatError, match=r"5 data bytes for 6 elements"):
         load_inputs([str(tmp_path / "short.npy")], [Desc("x", "float8_e5m2", (2, 3))])
+
+
+@dataclass(frozen=True)
+class ValueDesc:
+    name: str
+    dtype: str
+    shape: tuple
+    kind: str
+
+
+def test_pb_inputs_by_the_model_type_and_pb_outputs_onnx_reads(tmp_path):
+    import onnx
+    from onnx import numpy_helper
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+    seq = [np.ones(2, np.float32), np.zeros((1, 3), np.float32)]
+    (tmp_path / "x.pb").write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+    (tmp_path / "s.pb").write_bytes(numpy_helper.from_list(seq, "s").SerializeToString())
+    (tmp_path / "o.pb").write_bytes(numpy_helper.from_optional(None, "o").SerializeToString())
+    descs = [X, ValueDesc("s", "float32", (-2,), "sequence"), ValueDesc("o", "int64", (-2,), "optional")]
+    got = load_inputs([str(tmp_path / n) for n in ("x.pb", "s.pb", "o.pb")], descs)
+    assert got[0].tobytes() == x.tobytes() and [a.tolist() for a in got[1]] == [a.tolist() for a in seq]
+    assert got[2] is None
+    paths = save_outputs(got, str(tmp_path / "out"), "m", "pb", descs)
+    assert [os.path.basename(p) for p in paths] == ["m_output_0.pb", "m_output_1.pb", "m_output_2.pb"]
+    t = onnx.load_tensor(paths[0])
+    assert t.name == "x" and numpy_helper.to_array(t).tobytes() == x.tobytes()
+    back = numpy_helper.to_list(onnx.SequenceProto.FromString(open(paths[1], "rb").read()))
+    assert [a.tolist() for a in back] == [a.tolist() for a in seq]
+    assert numpy_helper.to_optional(onnx.OptionalProto.FromString(open(paths[2], "rb").read())) is None
+    with pytest.raises(FormatError, match=r"output 1 is a sequence, which has a file form only as ONNX's SequenceProto: "
+                                          r"use --outfmt PB"):
+        save_outputs(got, str(tmp_path / "npy"), "m", "NPY", descs)
+    assert not (tmp_path / "npy").exists()
+
+
+def test_bad_pb_inputs_are_named(tmp_path):
+    from onnx import numpy_helper
+    data = numpy_helper.from_array(np.zeros((1, 3, 4), np.float32)).SerializeToString()
+    (tmp_path / "short.pb").write_bytes(data[:-5])
+    with pytest.raises(FormatError, match=r"input 'x' \(file '.*short\.pb'\): not a readable ONNX TensorProto file "
+                                          r"\(field 9 at byte \d+ runs past the end\)"):
+        load_inputs([str(tmp_path / "short.pb")], [X])
+    (tmp_path / "i.pb").write_bytes(numpy_helper.from_array(np.zeros((1, 3, 4), np.int32)).SerializeToString())
+    with pytest.raises(ShapeError, match=r"input 'x' \(file '.*i\.pb'\): dtype int32 does not match the model's float32"):
+        load_inputs([str(tmp_path / "i.pb")], [X])
+    (tmp_path / "s.pb").write_bytes(numpy_helper.from_list([np.zeros(2, np.int64)]).SerializeToString())
+    with pytest.raises(ShapeError, match=r"input 's' \(file '.*s\.pb'\): a sequence of int64 tensors, the model's holds "
+                                         r"float32"):
+        load_inputs([str(tmp_path / "s.pb")], [ValueDesc("s", "float32", (-2,), "sequence")])
+    np.save(tmp_path / "s.npy", np.zeros(2, np.float32))
+    with pytest.raises(FormatError, match=r"input 's' \(file '.*s\.npy'\): the input is a sequence of float32, which has "
+                                          r"a file form only as ONNX's SequenceProto \(a .pb file\)"):
+        load_inputs([str(tmp_path / "s.npy")], [ValueDesc("s", "float32", (-2,), "sequence")])
+
+
+def test_test_data_set_folders(tmp_path):
+    from ge.formats.dataset import discover, test_data_set_files
+    for k in (0, 1):
+        folder = tmp_path / "case" / f"test_data_set_{k}"
+        folder.mkdir(parents=True)
+        for name in ("input_1.pb", "input_0.pb", "output_0.pb"):
+            (folder / name).write_bytes(b"")
+    one = tmp_path / "case" / "test_data_set_0"
+    assert test_data_set_files([str(one)]) == [str(one / "input_0.pb"), str(one / "input_1.pb")]
+    assert test_data_set_files([str(tmp_path / "case")]) == [str(tmp_path / "case")]  # a dataset: left as it is
+    samples = discover([str(tmp_path / "case")], ["a", "b"])
+    assert [(s.stem, [os.path.basename(f) for f in s.files]) for s in samples] == \
+        [("test_data_set_0", ["input_0.pb", "input_1.pb"]), ("test_data_set_1", ["input_0.pb", "input_1.pb"])]
+    (one / "input_0.pb").unlink()
+    with pytest.raises(FormatError, match=r"test_data_set_0: input_0.pb is missing"):
+        test_data_set_files([str(one)])
+
+
+def test_declared_shapes_of_a_dynamic_model_s_files(tmp_path):
+    """The shapes a dynamic model runs at, from the files' headers: np.save's descr of float8_e5m2
+    ('<f1', which np.load refuses) and a TensorProto's dims included."""
+    import ml_dtypes
+    from onnx import numpy_helper
+
+    from ge.formats.tensors import declared_shape
+    _np_save(tmp_path / "e5m2.npy", np.zeros((4, 3), ml_dtypes.float8_e5m2))
+    (tmp_path / "x.pb").write_bytes(numpy_helper.from_array(np.zeros((2, 0, 5), np.float32)).SerializeToString())
+    desc = Desc("x", "float8_e5m2", (-1, 3))
+    assert declared_shape(str(tmp_path / "e5m2.npy"), desc) == (4, 3)
+    assert declared_shape(str(tmp_path / "x.pb"), desc) == (2, 0, 5)
+    (tmp_path / "x.bin").write_bytes(b"")
+    with pytest.raises(FormatError, match=r"input 'x' \(file '.*x\.bin'\): a \.bin file declares no shape"):
+        declared_shape(str(tmp_path / "x.bin"), desc)
