@@ -20,10 +20,10 @@ which np.load cannot parse. An input .npy with a void descr of the model's dtype
 that dtype, and so is a one-byte descr numpy cannot parse; an output of such a type is written with
 the void descr, so that np.load(f).view(ml_dtypes.<type>) gives it back.
 
-String tensors (dtype "object": arrays of str) come as .npy/.npz of numpy's str dtype ('U'), as a
-.pb, or as the object array of str np.save writes (onnx's own arrays of strings): its pickle is
-read by formats/string_npy.py, which runs none of it. They are written as 'U' by NPY, one element
-per line by TXT, as string_data by PB; they have no binary layout, so BIN refuses them.
+String tensors (dtype "object": arrays of str) come as .npy/.npz of numpy's str dtype ('U') or as a
+.pb; an object array (np.save's pickle, as onnx holds strings) is never unpickled: it is refused,
+saying how to save it. They are written as 'U' by NPY, one element per line by TXT, as string_data
+by PB; they have no binary layout, so BIN refuses them.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.model.errors import FormatError, ShapeError
-from . import string_npy, value_protos
+from . import value_protos
 from .atomic import make_folder, write_atomically
 from .om.schema import SMALL_DTYPES
 from .protobuf_wire import WireError
@@ -175,12 +175,11 @@ def _npz_member(npz, key: str, path: str, desc) -> np.ndarray:
         with HEADER_PARSE:  # the member's own .npy header
             return npz[key]
     except ValueError as e:
-        if "allow_pickle" not in str(e):
-            raise FormatError(f"{_where(path, desc)}: array '{key}' {_unreadable(e)}") from None
+        if "allow_pickle" in str(e):
+            raise _pickled(f"{_where(path, desc)}: array '{key}'") from None
+        raise FormatError(f"{_where(path, desc)}: array '{key}' {_unreadable(e)}") from None
     except (OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
         raise FormatError(f"{_where(path, desc)}: array '{key}' {_unreadable(e)}") from None
-    with npz.zip.open(f"{key}.npy") as f:  # an object array: strings, or refused
-        return _read_strings(f, f"{_where(path, desc)}: array '{key}'")
 
 
 def _read_pb(path: str, desc):
@@ -200,19 +199,11 @@ def _read_pb(path: str, desc):
     return value
 
 
-def _read_strings(f, what: str) -> np.ndarray:
-    """An .npy of an object array (its pickle) at `f`, read by string_npy: only strings come out."""
-    try:
-        major, _ = np.lib.format.read_magic(f)
-        with HEADER_PARSE:
-            shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f) if major == 1 else
-                                     np.lib.format.read_array_header_2_0(f))
-        if dtype != object:
-            raise ValueError(f"dtype {dtype} holds no pickle")
-        return string_npy.read_strings(f, {"descr": "|O", "shape": shape, "fortran_order": fortran})
-    except (OSError, ValueError, EOFError) as e:
-        raise FormatError(f"{what}: an object array ge does not load: {e}; save strings as np.array(..., dtype=str) "
-                          f"or as an ONNX TensorProto .pb") from None
+def _pickled(what: str) -> FormatError:
+    """An object array (np.save's pickle): ge never unpickles a file, so it says how to save one."""
+    return FormatError(f"{what}: holds pickled Python objects, which ge never loads; save strings as numpy's str "
+                       f"dtype (np.save(f, a.astype(str))) or as an ONNX TensorProto .pb "
+                       f"(onnx.numpy_helper.from_array(a).SerializeToString())")
 
 
 def _read_npy(path: str, desc) -> np.ndarray:
@@ -222,8 +213,7 @@ def _read_npy(path: str, desc) -> np.ndarray:
         if "not a valid dtype descriptor" in str(e) and _small(desc.dtype):
             return _read_small_npy(path, desc)
         if "allow_pickle" in str(e):
-            with open(path, "rb") as f:
-                return _read_strings(f, _where(path, desc))
+            raise _pickled(_where(path, desc)) from None
         raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
     except (OSError, EOFError) as e:
         raise FormatError(f"{_where(path, desc)}: {_unreadable(e, 'not a readable .npy file')}") from None
@@ -293,7 +283,7 @@ def declared_shape(path: str, desc) -> tuple:
 
 
 def _unreadable(e: Exception, what: str = "is unreadable") -> str:
-    """Why numpy refused an array (a pickled one is string_npy's to read or refuse)."""
+    """Why numpy refused an array."""
     return f"{what} ({e})"
 
 

@@ -1,5 +1,6 @@
 """The kernel and end-to-end tests again at the levels most users' CPUs run (v2, v3: AVX2 without
-AVX-512) when the suite itself runs another, and on the numpy plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
+AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE), when the suite itself runs another,
+and on the numpy plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
 best, or GE_NATIVE_LEVEL's), and a result the instruction set changes (vector widths, FMA contraction,
 the int8 products) must pass at each, as on the machines that run only those (issue 29). Levels this
 CPU cannot run are skipped, naming the features it lacks. The runs go side by side, one per core (they
@@ -26,6 +27,9 @@ OWN = native.native().level if native.native() is not None else None  # what thi
 #: the levels rerun (x86-64; elsewhere every level of the machine). v4 is left to the suite's own run on
 #: AVX-512 machines: CI's 20 minutes on 2 cores hold the suite and three reruns, not four
 RERUN = ("v2", "v3")
+#: the OpenBLAS kernels (numpy's, behind ge's large products) a CPU of that level gets: its products
+#: round as on such a machine, not as this one's AVX-512 kernels do
+BLAS_CORES = {"v2": "Nehalem", "v3": "Haswell"}
 
 
 def runs() -> list:
@@ -35,7 +39,10 @@ def runs() -> list:
         if lv.name not in RERUN and lv.name.startswith("v"):
             continue
         reason = "the suite itself runs at this level" if lv.name == OWN else skip_reason(lv)
-        params.append(pytest.param({"GE_NATIVE_LEVEL": lv.name}, id=lv.name,
+        env = {"GE_NATIVE_LEVEL": lv.name}
+        if lv.name in BLAS_CORES:
+            env["OPENBLAS_CORETYPE"] = BLAS_CORES[lv.name]
+        params.append(pytest.param(env, id=lv.name,
                                    marks=[pytest.mark.skip(reason=reason)] if reason else []))
     params.append(pytest.param({"GE_NO_NATIVE": "1"}, id="numpy",
                                marks=[pytest.mark.skip(reason="the suite itself runs the numpy plans")]
@@ -43,7 +50,7 @@ def runs() -> list:
     return params
 
 
-CLEAN = {k: v for k, v in os.environ.items() if k not in ("GE_NATIVE_LEVEL", "GE_NO_NATIVE")}
+CLEAN = {k: v for k, v in os.environ.items() if k not in ("GE_NATIVE_LEVEL", "GE_NO_NATIVE", "OPENBLAS_CORETYPE")}
 
 
 def run(env: dict) -> subprocess.CompletedProcess:

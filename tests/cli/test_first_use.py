@@ -172,9 +172,9 @@ def test_text_named_npy_is_not_a_npy_file(ge, compiled, tmp_path, error_line, na
 def test_a_pickled_npy_is_still_named_as_such(ge, compiled, tmp_path, error_line):
     np.save(tmp_path / "x.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     r = ge("run", "--model", compiled["small"], "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "out")
-    assert error_line(r) == (f"error: input 'x' (file '{tmp_path / 'x.npy'}'): an object array ge does not load: it "
-                             "holds a dict, not only strings (ge reads object arrays of str); save strings as "
-                             "np.array(..., dtype=str) or as an ONNX TensorProto .pb")
+    assert error_line(r) == (f"error: input 'x' (file '{tmp_path / 'x.npy'}'): holds pickled Python objects, which "
+                             "ge never loads; save strings as numpy's str dtype (np.save(f, a.astype(str))) or as an "
+                             "ONNX TensorProto .pb (onnx.numpy_helper.from_array(a).SerializeToString())")
 
 
 def test_a_raw_bin_for_a_gear_model_names_the_gear_options(ge, gear_om, tmp_path, error_line):

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 
 from ge.cli.main import cli
 from ge.core import api
-from ge.core.api import inference
+from ge.core.acl import inference
 
 
 def _model_and_data(tmp_path):
