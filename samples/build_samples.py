@@ -1064,13 +1064,13 @@ def _upsample(g: GraphBuilder, x: str, factor: int) -> str:
     return y
 
 
-def _conv_transpose_2x2(g: GraphBuilder, x: str, cin: int, cout: int, name: str) -> str:
-    w = g.param(f"{name}.weight", g.normal([cin, cout, 2, 2], math.sqrt(2.0 / cin)))
+def _conv_transpose_2x2(g: GraphBuilder, x: str, cin: int, cout: int, name: str, gain: float = 2.0) -> str:
+    w = g.param(f"{name}.weight", g.normal([cin, cout, 2, 2], math.sqrt(gain / cin / g.energy(x))))
     b = g.param(f"{name}.bias", g.normal([cout], 0.1))
     with g.scope(name):
         y = g.op("ConvTranspose", [x, w, b], kernel_shape=[2, 2], strides=[2, 2], pads=[0] * 4, dilations=[1, 1],
                  group=1)
-    g.m2[y] = (0.0, 2.0 * g.energy(x))
+    g.m2[y] = (0.0, gain)
     return y
 
 
@@ -1099,11 +1099,11 @@ def dbnet_style(batch: int = 1, height: int = 640, width: int = 480, scale: floa
     with g.scope("neck"):
         fused = g.op("Concat", [_upsample(g, outs[3], 8), _upsample(g, outs[2], 4), _upsample(g, outs[1], 2),
                                 outs[0]], axis=1)
-    g.m2[fused] = (0.0, 1.0)
+    g.m2[fused] = (0.0, sum(map(g.energy, outs)) / len(outs))
     y = g.conv_bn_relu(fused, neck, neck // 4, 3, conv="head.conv1", bn="head.bn1")
     y = _conv_transpose_2x2(g, y, neck // 4, neck // 4, "head.conv2")
     y = g.relu(g.batch_norm(y, neck // 4, name="head.bn2"))
-    y = _conv_transpose_2x2(g, y, neck // 4, 1, "head.conv3")
+    y = _conv_transpose_2x2(g, y, neck // 4, 1, "head.conv3", gain=4.0)  # logits of a few units: maps not all 0 or 1
     g.op("Sigmoid", [y], out="maps")
     g.output("maps", FLOAT, [batch, 1, height, width])
     return g.build()
