@@ -1233,7 +1233,7 @@ def yolov8_style(batch: int = 1, image: int = 640, width: float = 0.25, depth: f
     c2, c3 = max(16, ch(256) // 4, reg_max * 4), max(ch(256), min(classes, 100))
     levels, anchors, strides = [], [], []
     for i, (f, cin) in enumerate(((o3, ch(256)), (o4, ch(512)), (o5, ch(1024)))):
-        name, stride = f"model.22", 8 * 2 ** i
+        name, stride = "model.22", 8 * 2 ** i
         box = conv(conv(f, cin, c2, 3, f"{name}.cv2.{i}.0"), c2, c2, 3, f"{name}.cv2.{i}.1")
         box = _conv_bias(g, box, c2, 4 * reg_max, 1, name=f"{name}.cv2.{i}.2", gain=1.0)
         cls = conv(conv(f, cin, c3, 3, f"{name}.cv3.{i}.0"), c3, c3, 3, f"{name}.cv3.{i}.1")
