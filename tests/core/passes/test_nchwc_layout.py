@@ -354,9 +354,12 @@ def test_mobilenetv2_style_model_runs_blocked_after_its_stem(tmp_path, default_b
 
 
 def test_a_mobilenet_too_thin_to_pay_stays_nchw(load, native):
-    """Expansion 3 instead of 6: 215 multiply-adds per element the one reorder moves, under PAYBACK."""
-    g, stats = optimized(load, mobilenetv2_style(blocks=[(3, oc, stride) for _, oc, stride in V2_BLOCKS]))
+    """Expansion 1.5 instead of 6: 115 multiply-adds per element the one reorder moves, under PAYBACK;
+    expansion 3 (222) pays."""
+    g, stats = optimized(load, mobilenetv2_style(blocks=[(1.5, oc, stride) for _, oc, stride in V2_BLOCKS]))
     assert stats == NONE and "NchwcConv" not in [op for op, _ in ops(g)]
+    g, stats = optimized(load, mobilenetv2_style(blocks=[(3, oc, stride) for _, oc, stride in V2_BLOCKS]))
+    assert stats["regions"] == 1 and stats["blocked_convs"] == 13
 
 
 def test_few_channels_stay_nchw(load, native):
