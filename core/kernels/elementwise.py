@@ -23,7 +23,7 @@ from .base import Kernel
 from .dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
 from .float16 import narrow, widen
 from .fused import GE_DOMAIN
-from .native import EW_ADD, EW_DIV, EW_MUL, EW_SUB, CallCache
+from .native import EW_ADD, EW_DIV, EW_MUL, EW_SIGMOID, EW_SUB, CallCache
 from .planned import Scratch
 from .registry import register
 from .values import text
@@ -309,8 +309,29 @@ class PRelu(Elementwise):
 
 @register("Sigmoid")
 class Sigmoid(FloatUnary):
+    """float32 on the native kernels: csrc/eltwise.c's sigmoid (simd.h's, the one the conv epilogues apply:
+    relative error below 1e-6), a block at a time, no workspace (numpy's five passes were 10x onnxruntime's
+    time on a detector's map). Otherwise sigmoid_into (float16 too: its rounded result stays numpy's, bit
+    for bit, on every backend)."""
     shape_agnostic = True
     in_place = True
+
+    def setup(self):
+        self.native = self.backend.lib is not None and self.dtype == np.float32
+        self.calls = CallCache()
+        super().setup()
+
+    def evaluate(self, xs, ys, ws):
+        if not self.native:
+            return super().evaluate(xs, ys, ws)
+        x, y = xs[0], ys[0]
+        lib = self.backend.lib
+        if x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: lib.unary_call(EW_SIGMOID, x, y)).run()
+        else:
+            out = np.empty(y.shape, y.dtype)
+            lib.unary_call(EW_SIGMOID, np.ascontiguousarray(x), out).run()
+            np.copyto(y, out)
 
     def formula(self, x, y):
         sigmoid_into(x, y, self.c, -1.0)
