@@ -204,6 +204,17 @@ class FloatUnary(Unary):
     def formula(self, x, y, *scratch) -> None:
         raise NotImplementedError
 
+    def native_unary(self, opcode: int, x: np.ndarray, y: np.ndarray) -> None:
+        """y = op(x) by csrc/eltwise.c's one-op chain (float32 or float16; self.calls: a CallCache),
+        through a contiguous copy when x or y is strided."""
+        lib = self.backend.lib
+        if x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: lib.unary_call(opcode, x, y)).run()
+        else:
+            out = np.empty(y.shape, y.dtype)
+            lib.unary_call(opcode, np.ascontiguousarray(x), out).run()
+            np.copyto(y, out)
+
 
 def gate_buffer(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Where a formula y = x * gate(x) computes its gate: y itself, unless y is x (run in place, as a
@@ -324,14 +335,7 @@ class Sigmoid(FloatUnary):
     def evaluate(self, xs, ys, ws):
         if not self.native:
             return super().evaluate(xs, ys, ws)
-        x, y = xs[0], ys[0]
-        lib = self.backend.lib
-        if x.flags.c_contiguous and y.flags.c_contiguous:
-            self.calls.get((x, y), lambda: lib.unary_call(EW_SIGMOID, x, y)).run()
-        else:
-            out = np.empty(y.shape, y.dtype)
-            lib.unary_call(EW_SIGMOID, np.ascontiguousarray(x), out).run()
-            np.copyto(y, out)
+        self.native_unary(EW_SIGMOID, xs[0], ys[0])
 
     def formula(self, x, y):
         sigmoid_into(x, y, self.c, -1.0)
