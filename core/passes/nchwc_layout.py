@@ -289,8 +289,11 @@ def _rewrite(graph: Graph, r: _Region) -> None:
 
 def _channel_op(graph: Graph, n: Node, inputs: list[str], outputs: list[str], split_blocks) -> Node:
     """Concat, Split or Add on the blocked tensors: Concat and Split along axis 1, Split's parts in blocks
-    (an input from opset 13, the attribute before; num_outputs (opset 18) gives way to them)."""
-    attrs = {} if n.op_type == "Add" else {"axis": 1}
+    (an input from opset 13, the attribute before; num_outputs (opset 18) gives way to them); the other
+    attributes kept (an Add's fused epilogue)."""
+    attrs = {k: v for k, v in n.attrs.items() if k not in ("split", "num_outputs")}
+    if n.op_type != "Add":
+        attrs["axis"] = 1
     if n.op_type == "Split":
         if graph.opset.get("", 17) >= 13:
             split = _unused(graph, f"{n.name}:split_blocks")
