@@ -20,6 +20,9 @@ Rows (--only takes their keys):
                           the int8 models onnxruntime's quantizer writes (quantize_static QDQ and
                           QOperator, quantize_dynamic): latency (ms); compare with mobilenetv2_b1 and
                           bert_small, ge's fp32 builds, in the same run
+  dbnet_160x960 dbnet_640x480 crnn_b1 crnn_b2 yolov8n
+                          latency of issue 31's real-model shapes (samples/build_samples.py, random weights):
+                          a PaddleOCR DBNet detector and CRNN recogniser (paddle2onnx, opset 11), a YOLOv8n
   chain_1000              1000 tiny elementwise ops (Add/Relu, [1, 16]): latency / 1000 (us per node)
   two_node                a 2-node model (Add, Mul on [1, 16]): latency of one call (us)
   compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
@@ -101,6 +104,15 @@ def full_rows() -> list[Row]:
             ("quantized", {"form": "qoperator", "model": "mobilenetv2_style"}), "<= 1.0", runs=40),
         Row("bert_small_int8", "BERT-small int8 dynamic (quantize_dynamic) seq 128", "latency",
             ("quantized", {"form": "dynamic", "model": "bert_style", "kwargs": BERT_SMALL}), "<= 1.0", runs=30),
+        Row("dbnet_160x960", "OCR detector (DBNet, PP-LCNet) 160x960", "latency",
+            ("dbnet_style", {"height": 160, "width": 960}), "<= 1.0", runs=10),
+        Row("dbnet_640x480", "OCR detector (DBNet, PP-LCNet) 640x480", "latency", ("dbnet_style", {}), "<= 1.0",
+            runs=10),
+        Row("crnn_b1", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 1", "latency", ("crnn_lcnet_style", {}),
+            "<= 1.0", runs=30),
+        Row("crnn_b2", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 2", "latency",
+            ("crnn_lcnet_style", {"batch": 2}), "<= 1.0", runs=20),
+        Row("yolov8n", "YOLOv8n-style detector 640x640", "latency", ("yolov8_style", {}), "<= 1.0", runs=8),
         Row("chain_1000", "1000 tiny elementwise ops, per node", "per_node", ("chain", {"n": 1000}),
             "<= onnxruntime's", runs=200, nodes=1000),
         Row("two_node", "a 2-node model, per call", "per_call", ("two_node", {}), "<= 2x", runs=3000),
@@ -126,6 +138,11 @@ def quick_rows() -> list[Row]:
         "mobilenetv2_qop": ("quantized", {"form": "qoperator", "model": "mobilenetv2_style",
                                           "kwargs": dict(cnn, width_mult=0.25, classes=10)}),
         "bert_small_int8": ("quantized", {"form": "dynamic", "model": "bert_style", "kwargs": bert}),
+        "dbnet_160x960": ("dbnet_style", dict(height=64, width=96, scale=0.25, neck=32)),
+        "dbnet_640x480": ("dbnet_style", dict(height=64, width=64, scale=0.25, neck=32)),
+        "crnn_b1": ("crnn_lcnet_style", dict(width=64, scale=0.25, hidden=16, classes=50)),
+        "crnn_b2": ("crnn_lcnet_style", dict(batch=2, width=64, scale=0.25, hidden=16, classes=50)),
+        "yolov8n": ("yolov8_style", dict(image=64, width=0.125, classes=8)),
         "chain_1000": ("chain", {"n": 20}), "two_node": ("two_node", {}),
         "compile_load": ("bert_style", bert),
         "rss_resnet50": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),

@@ -22,6 +22,9 @@ nodes for small scalars), because that is what ATC-style compilers are fed.
     resnet8            CIFAR ResNet-8: 32x32 image, three basic blocks
     silero_vad_style   Silero VAD v5: a streaming frame, an If on the sample rate, LSTM state in and out
     llama_style        a LLaMA-style decoding step (HuggingFace): RMSNorm, rotary, grouped-query attention, SiLU MLP
+    dbnet_style        PaddleOCR text detector (paddle2onnx): PP-LCNet, RSE-FPN with Resize, DB head with ConvTranspose
+    crnn_lcnet_style   PaddleOCR text recogniser (paddle2onnx): PP-LCNet, bidirectional LSTMs, CTC head
+    yolov8_style       Ultralytics YOLOv8n (torch.onnx): SiLU as x * Sigmoid(x), C2f, SPPF, DFL head
 
 Usage::
 
@@ -1173,6 +1176,300 @@ def resnet8(classes: int = 10, seed: int = 0) -> onnx.ModelProto:
 
 
 # --------------------------------------------------------------------------- #
+# real-model shapes of issue 31: a PaddleOCR-style text detector (DBNet) and recogniser (CRNN),
+# and a YOLOv8n-style detector, each with the op patterns their exporters write
+# --------------------------------------------------------------------------- #
+def _hsig_hardswish(g: GraphBuilder, x: str) -> str:
+    """paddle2onnx's hard_swish: Mul(x, HardSigmoid(x, 1/6, 0.5))."""
+    y = g.op("Mul", [x, g.op("HardSigmoid", [x], alpha=1.0 / 6, beta=0.5)])
+    g.m2[y] = (g.energy(x) / 3, 0.0)
+    return y
+
+
+def _conv_bias(g: GraphBuilder, x: str, cin: int, cout: int, k: int, *, name: str, stride: int = 1,
+               group: int = 1, gain: float = 2.0) -> str:
+    """Conv with a bias (BatchNorm folded in by the exporter): He-normal weights scaled by gain."""
+    fan_in = cin // group * k * k
+    w = g.param(f"{name}.weight", g.normal([cout, cin // group, k, k], math.sqrt(gain / fan_in)))
+    b = g.param(f"{name}.bias", g.normal([cout], 0.1))
+    with g.scope(name):
+        y = g.op("Conv", [x, w, b], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4,
+                 dilations=[1, 1], group=group)
+    g.m2[y] = (0.0, gain * g.energy(x))
+    return y
+
+
+def _se_hardsigmoid(g: GraphBuilder, x: str, c: int, name: str, slope: float) -> str:
+    """Squeeze-excite: GlobalAveragePool -> 1x1 conv -> Relu -> 1x1 conv -> HardSigmoid -> Mul."""
+    with g.scope(name):
+        s = g.global_avg_pool(x)
+        s = g.op("Relu", [_conv_bias(g, s, c, c // 4, 1, name=f"{name}.conv1")])
+        s = _conv_bias(g, s, c // 4, c, 1, name=f"{name}.conv2")
+        y = g.op("Mul", [x, g.op("HardSigmoid", [s], alpha=slope, beta=0.5)])
+    g.m2[y] = tuple(0.4 * v for v in g.m2.get(x, (0.0, 1.0)))
+    return y
+
+
+def _lcnet_block(g: GraphBuilder, x: str, cin: int, cout: int, k: int, stride, se: bool, name: str) -> str:
+    """PP-LCNet's depthwise-separable block: dw conv + BN + hardswish, [SE], pw conv + BN + hardswish."""
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    fan_in = k * k
+    w = g.param(f"{name}.dw.weight", g.normal([cin, 1, k, k], math.sqrt(2.0 / fan_in)))
+    with g.scope(f"{name}.dw"):
+        y = g.op("Conv", [x, w], kernel_shape=[k, k], strides=[sh, sw], pads=[k // 2] * 4, dilations=[1, 1],
+                 group=cin)
+    g.m2[y] = (0.0, 2.0 * g.energy(x))
+    with g.scope(f"{name}.dw"):
+        y = _hsig_hardswish(g, g.batch_norm(y, cin, name=f"{name}.dw.bn"))
+    if se:
+        y = _se_hardsigmoid(g, y, cin, f"{name}.se", 1.0 / 6)
+    y = g.conv_bn(y, cin, cout, 1, conv=f"{name}.pw", bn=f"{name}.pw.bn")
+    with g.scope(f"{name}.pw"):
+        return _hsig_hardswish(g, y)
+
+
+def _lcnet_backbone(g: GraphBuilder, x: str, blocks, scale: float, stem_stride) -> tuple[list[str], list[int]]:
+    """The stem conv and the blocks: (the outputs of each stage, their channels)."""
+    c = _make_divisible(16 * scale)
+    sh, sw = (stem_stride, stem_stride) if isinstance(stem_stride, int) else stem_stride
+    w = g.param("stem.weight", g.normal([c, 3, 3, 3], math.sqrt(2.0 / 27)))
+    with g.scope("stem"):
+        y = g.op("Conv", [x, w], kernel_shape=[3, 3], strides=[sh, sw], pads=[1] * 4, dilations=[1, 1], group=1)
+        g.m2[y] = (0.0, 2.0)
+        x = _hsig_hardswish(g, g.batch_norm(y, c, name="stem.bn"))
+    stages, channels = [], []
+    for s, stage in enumerate(blocks):
+        for i, (k, cin, cout, stride, se) in enumerate(stage):
+            cout = _make_divisible(cout * scale)
+            x = _lcnet_block(g, x, c, cout, k, stride, se, f"stage{s}.{i}")
+            c = cout
+        stages.append(x)
+        channels.append(c)
+    return stages, channels
+
+
+# PP-LCNet's stages for detection (strides 4, 8, 16, 32 after the stride-2 stem)
+_LCNET_DET = [[(3, 16, 32, 1, False), (3, 32, 64, 2, False), (3, 64, 64, 1, False)],
+              [(3, 64, 128, 2, False), (3, 128, 128, 1, False)],
+              [(3, 128, 256, 2, False)] + [(5, 256, 256, 1, False)] * 5,
+              [(5, 256, 512, 2, True), (5, 512, 512, 1, True)]]
+
+
+def _upsample(g: GraphBuilder, x: str, factor: int) -> str:
+    """Resize(nearest) by an integer factor, as paddle2onnx and torch.onnx write F.upsample: scales input."""
+    y = g.op("Resize", [x, g.const(np.zeros(0, np.float32)), g.const(np.array([1, 1, factor, factor], np.float32))],
+             mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    g.m2[y] = g.m2.get(x, (0.0, 1.0))
+    return y
+
+
+def _conv_transpose_2x2(g: GraphBuilder, x: str, cin: int, cout: int, name: str, gain: float = 2.0) -> str:
+    w = g.param(f"{name}.weight", g.normal([cin, cout, 2, 2], math.sqrt(gain / cin / g.energy(x))))
+    b = g.param(f"{name}.bias", g.normal([cout], 0.1))
+    with g.scope(name):
+        y = g.op("ConvTranspose", [x, w, b], kernel_shape=[2, 2], strides=[2, 2], pads=[0] * 4, dilations=[1, 1],
+                 group=1)
+    g.m2[y] = (0.0, gain)
+    return y
+
+
+def dbnet_style(batch: int = 1, height: int = 640, width: int = 480, scale: float = 0.75, neck: int = 96,
+                seed: int = 0) -> onnx.ModelProto:
+    """A PaddleOCR text detector (DBNet) as paddle2onnx writes it at opset 11: x [batch, 3, height,
+    width] -> maps [batch, 1, height, width] (sizes multiples of 32). A PP-LCNet backbone (depthwise-
+    separable blocks, hardswish as Mul(x, HardSigmoid(x)), squeeze-excite with HardSigmoid gates), an
+    RSE-FPN neck (1x1 convs with residual SE, Resize(nearest) top-down with Add, 3x3 convs, Resize up
+    to 1/4 and Concat) and the DB head (3x3 conv, BN, Relu, two 2x2 stride-2 ConvTranspose, Sigmoid)."""
+    doc = _signature("dbnet_style", batch=batch, height=height, width=width, scale=scale, neck=neck, seed=seed)
+    g = GraphBuilder("dbnet_style", seed, 11, doc)
+    x = g.input("x", FLOAT, [batch, 3, height, width])
+    stages, channels = _lcnet_backbone(g, x, _LCNET_DET, scale, 2)
+
+    def rse(x: str, cin: int, cout: int, k: int, name: str) -> str:  # conv, then x + SE(x)
+        y = g.conv(x, cin, cout, k, name=f"{name}.conv")
+        with g.scope(name):
+            return g.add(y, _se_hardsigmoid(g, y, cout, f"{name}.se", 0.2))
+
+    ins = [rse(s, c, neck, 1, f"neck.ins_conv.{i}") for i, (s, c) in enumerate(zip(stages, channels))]
+    for i in (2, 1, 0):  # top-down: in4 += up(in5), ...
+        with g.scope(f"neck.td.{i}"):
+            ins[i] = g.add(ins[i], _upsample(g, ins[i + 1], 2))
+    outs = [rse(v, neck, neck // 4, 3, f"neck.inp_conv.{i}") for i, v in enumerate(ins)]
+    with g.scope("neck"):
+        fused = g.op("Concat", [_upsample(g, outs[3], 8), _upsample(g, outs[2], 4), _upsample(g, outs[1], 2),
+                                outs[0]], axis=1)
+    g.m2[fused] = (0.0, sum(map(g.energy, outs)) / len(outs))
+    y = g.conv_bn_relu(fused, neck, neck // 4, 3, conv="head.conv1", bn="head.bn1")
+    y = _conv_transpose_2x2(g, y, neck // 4, neck // 4, "head.conv2")
+    y = g.relu(g.batch_norm(y, neck // 4, name="head.bn2"))
+    y = _conv_transpose_2x2(g, y, neck // 4, 1, "head.conv3", gain=4.0)  # logits of a few units: maps not all 0 or 1
+    g.op("Sigmoid", [y], out="maps")
+    g.output("maps", FLOAT, [batch, 1, height, width])
+    return g.build()
+
+
+# PP-LCNet's stages for recognition (PaddleOCR's PPLCNetV3 rec config): strides (2, 1) keep the width
+_LCNET_REC = [[(3, 16, 32, 1, False)],
+              [(3, 32, 64, 1, False), (3, 64, 64, 1, False)],
+              [(3, 64, 128, (2, 1), False), (3, 128, 128, 1, False)],
+              [(3, 128, 256, (1, 2), False)] + [(5, 256, 256, 1, False)] * 4,
+              [(5, 256, 512, (2, 1), True), (5, 512, 512, 1, True), (5, 512, 512, (2, 1), False),
+               (5, 512, 512, 1, False)]]
+
+
+def crnn_lcnet_style(batch: int = 1, height: int = 48, width: int = 320, scale: float = 0.95, hidden: int = 48,
+                     classes: int = 6625, seed: int = 0) -> onnx.ModelProto:
+    """A PaddleOCR text recogniser (PP-LCNet backbone + bidirectional LSTM + CTC head) as paddle2onnx
+    writes it at opset 11: x [batch, 3, height, width] -> probs [batch, width / 8, classes]. The
+    backbone halves the height more often than the width; an AvgPool closes the height, then
+    Squeeze/Transpose to [T, batch, C], two bidirectional LSTMs (Y [T, 2, batch, hidden] ->
+    Transpose/Reshape), Transpose back, MatMul + Add, Softmax."""
+    doc = _signature("crnn_lcnet_style", batch=batch, height=height, width=width, scale=scale, hidden=hidden,
+                     classes=classes, seed=seed)
+    g = GraphBuilder("crnn_lcnet_style", seed, 11, doc)
+    x = g.input("x", FLOAT, [batch, 3, height, width])
+    stages, channels = _lcnet_backbone(g, x, _LCNET_REC, scale, 2)
+    y, c = stages[-1], channels[-1]
+    pool_h = height // 16
+    y = g.op("AveragePool", [y], kernel_shape=[pool_h, 2], strides=[pool_h, 2], pads=[0] * 4)
+    with g.scope("neck"):
+        seq = g.op("Transpose", [g.op("Squeeze", [y], axes=[2])], perm=[2, 0, 1])  # [T, batch, C]
+        fin = c
+        for layer in range(2):
+            bound = 1.0 / math.sqrt(hidden)
+            w = g.param(f"lstm.{layer}.W", g.uniform([2, 4 * hidden, fin], -bound, bound))
+            r = g.param(f"lstm.{layer}.R", g.uniform([2, 4 * hidden, hidden], -bound, bound))
+            b = g.param(f"lstm.{layer}.B", g.uniform([2, 8 * hidden], -bound, bound))
+            zeros = g.param(f"lstm.{layer}.init", np.zeros([2, batch, hidden], np.float32))
+            lstm = g.op("LSTM", [seq, w, r, b, "", zeros, zeros], hidden_size=hidden, direction="bidirectional")
+            seq = g.op("Reshape", [g.op("Transpose", [lstm], perm=[0, 2, 1, 3]), g.const([0, 0, -1])])
+            fin = 2 * hidden
+        seq = g.op("Transpose", [seq], perm=[1, 0, 2])  # [batch, T, 2 hidden]
+    bound = 1.0 / math.sqrt(fin)
+    w = g.param("head.fc.weight", g.uniform([fin, classes], -bound, bound))
+    b = g.param("head.fc.bias", g.uniform([classes], -bound, bound))
+    with g.scope("head"):
+        logits = g.op("Add", [g.op("MatMul", [seq, w]), b])
+        g.op("Softmax", [logits], out="probs", axis=2)
+    g.output("probs", FLOAT, [batch, width // 8, classes])
+    return g.build()
+
+
+def yolov8_style(batch: int = 1, image: int = 640, width: float = 0.25, depth: float = 0.33, classes: int = 80,
+                 seed: int = 0) -> onnx.ModelProto:
+    """Ultralytics YOLOv8 (n at width 0.25, depth 0.33) as torch.onnx writes it at opset 17 after the
+    BatchNorms are folded: images [batch, 3, image, image] -> output0 [batch, 4 + classes, anchors].
+    Conv + SiLU as Mul(x, Sigmoid(x)); C2f blocks (1x1 conv, Split in two, bottlenecks, Concat, 1x1
+    conv); SPPF (three chained 5x5 MaxPools, Concat); a PAN neck with Resize(nearest) and Concat;
+    the decoupled Detect head with DFL (Reshape, Transpose, Softmax, 1x1 Conv) and box decoding."""
+    doc = _signature("yolov8_style", batch=batch, image=image, width=width, depth=depth, classes=classes,
+                     seed=seed)
+    g = GraphBuilder("yolov8_style", seed, 17, doc)
+    ch = lambda c: _make_divisible(min(c, 1024) * width)  # noqa: E731
+    reps = lambda n: max(round(n * depth), 1)  # noqa: E731
+
+    def conv(x: str, cin: int, cout: int, k: int, name: str, stride: int = 1) -> str:
+        y = _conv_bias(g, x, cin, cout, k, name=f"{name}.conv", stride=stride)
+        with g.scope(name):
+            out = g.op("Mul", [y, g.op("Sigmoid", [y])])
+        g.m2[out] = (g.energy(y) / 2, 0.0)
+        return out
+
+    def c2f(x: str, cin: int, cout: int, n: int, shortcut: bool, name: str) -> str:
+        c = cout // 2
+        y = conv(x, cin, 2 * c, 1, f"{name}.cv1")
+        with g.scope(name):
+            first = g.op("Split", [y, g.const([c, c])], axis=1)
+            split = g.nodes[-1]
+            second = f"{split.name}_output_1"
+            split.output.append(second)
+        parts = [first, second]
+        for i in range(n):
+            h = conv(conv(parts[-1], c, c, 3, f"{name}.m.{i}.cv1"), c, c, 3, f"{name}.m.{i}.cv2")
+            if shortcut:
+                with g.scope(f"{name}.m.{i}"):
+                    h = g.add(parts[-1], h)
+            parts.append(h)
+        with g.scope(name):
+            cat = g.op("Concat", parts, axis=1)
+        g.m2[cat] = (1.0, 0.0)
+        return conv(cat, (2 + n) * c, cout, 1, f"{name}.cv2")
+
+    x = g.input("images", FLOAT, [batch, 3, image, image])
+    x = conv(x, 3, ch(64), 3, "model.0", 2)
+    x = conv(x, ch(64), ch(128), 3, "model.1", 2)
+    x = c2f(x, ch(128), ch(128), reps(3), True, "model.2")
+    x = conv(x, ch(128), ch(256), 3, "model.3", 2)
+    p3 = c2f(x, ch(256), ch(256), reps(6), True, "model.4")
+    x = conv(p3, ch(256), ch(512), 3, "model.5", 2)
+    p4 = c2f(x, ch(512), ch(512), reps(6), True, "model.6")
+    x = conv(p4, ch(512), ch(1024), 3, "model.7", 2)
+    x = c2f(x, ch(1024), ch(1024), reps(3), True, "model.8")
+    y = conv(x, ch(1024), ch(512), 1, "model.9.cv1")  # SPPF
+    with g.scope("model.9"):
+        pools = [y]
+        for _ in range(3):
+            pools.append(g.max_pool(pools[-1], 5, 1, 2))
+        y = g.op("Concat", pools, axis=1)
+    g.m2[y] = (1.0, 0.0)
+    p5 = conv(y, 4 * ch(512), ch(1024), 1, "model.9.cv2")
+    with g.scope("model.11"):
+        x = g.op("Concat", [_upsample(g, p5, 2), p4], axis=1)
+    h4 = c2f(x, ch(1024) + ch(512), ch(512), reps(3), False, "model.12")
+    with g.scope("model.14"):
+        x = g.op("Concat", [_upsample(g, h4, 2), p3], axis=1)
+    o3 = c2f(x, ch(512) + ch(256), ch(256), reps(3), False, "model.15")
+    x = conv(o3, ch(256), ch(256), 3, "model.16", 2)
+    with g.scope("model.17"):
+        x = g.op("Concat", [x, h4], axis=1)
+    o4 = c2f(x, ch(256) + ch(512), ch(512), reps(3), False, "model.18")
+    x = conv(o4, ch(512), ch(512), 3, "model.19", 2)
+    with g.scope("model.20"):
+        x = g.op("Concat", [x, p5], axis=1)
+    o5 = c2f(x, ch(512) + ch(1024), ch(1024), reps(3), False, "model.21")
+
+    reg_max = 16
+    c2, c3 = max(16, ch(256) // 4, reg_max * 4), max(ch(256), min(classes, 100))
+    levels, anchors, strides = [], [], []
+    for i, (f, cin) in enumerate(((o3, ch(256)), (o4, ch(512)), (o5, ch(1024)))):
+        name, stride = "model.22", 8 * 2 ** i
+        box = conv(conv(f, cin, c2, 3, f"{name}.cv2.{i}.0"), c2, c2, 3, f"{name}.cv2.{i}.1")
+        box = _conv_bias(g, box, c2, 4 * reg_max, 1, name=f"{name}.cv2.{i}.2", gain=1.0)
+        cls = conv(conv(f, cin, c3, 3, f"{name}.cv3.{i}.0"), c3, c3, 3, f"{name}.cv3.{i}.1")
+        cls = _conv_bias(g, cls, c3, classes, 1, name=f"{name}.cv3.{i}.2", gain=1.0)
+        with g.scope(name):
+            levels.append(g.op("Reshape", [g.op("Concat", [box, cls], axis=1),
+                                           g.const([batch, 4 * reg_max + classes, -1])]))
+        side = image // stride
+        yy, xx = np.meshgrid(np.arange(side) + 0.5, np.arange(side) + 0.5, indexing="ij")
+        anchors.append(np.stack([xx.ravel(), yy.ravel()]))
+        strides.append(np.full(side * side, stride, np.float32))
+    with g.scope("model.22"):
+        cat = g.op("Concat", levels, axis=2)
+        box = g.op("Split", [cat, g.const([4 * reg_max, classes])], axis=1)
+        split = g.nodes[-1]
+        cls = f"{split.name}_output_1"
+        split.output.append(cls)
+        n = sum(a.shape[1] for a in anchors)
+        with g.scope("model.22.dfl"):
+            d = g.op("Transpose", [g.op("Reshape", [box, g.const([batch, 4, reg_max, n])])], perm=[0, 2, 1, 3])
+            d = g.op("Softmax", [d], axis=1)
+            proj = g.param("model.22.dfl.conv.weight", np.arange(reg_max, dtype=np.float32).reshape(1, reg_max, 1, 1))
+            d = g.op("Conv", [d, proj], kernel_shape=[1, 1], strides=[1, 1], pads=[0] * 4, dilations=[1, 1], group=1)
+            d = g.op("Reshape", [d, g.const([batch, 4, n])])
+        lt = g.op("Slice", [d, g.const([0]), g.const([2]), g.const([1])])
+        rb = g.op("Slice", [d, g.const([2]), g.const([4]), g.const([1])])
+        grid = g.param("anchors", np.concatenate(anchors, 1).astype(np.float32)[None])
+        x1y1, x2y2 = g.op("Sub", [grid, lt]), g.op("Add", [grid, rb])
+        centre = g.op("Div", [g.op("Add", [x1y1, x2y2]), g.const(np.float32(2.0))])
+        wh = g.op("Sub", [x2y2, x1y1])
+        boxes = g.op("Mul", [g.op("Concat", [centre, wh], axis=1), g.param("strides", np.concatenate(strides)[None])])
+        g.op("Concat", [boxes, g.op("Sigmoid", [cls])], out="output0", axis=1)
+    g.output("output0", FLOAT, [batch, 4 + classes, n])
+    return g.build()
+
+
+# --------------------------------------------------------------------------- #
 # sample inputs, CLI
 # --------------------------------------------------------------------------- #
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -1191,6 +1488,9 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet8": resnet8,
     "silero_vad_style": silero_vad_style,
     "llama_style": llama_style,
+    "dbnet_style": dbnet_style,
+    "crnn_lcnet_style": crnn_lcnet_style,
+    "yolov8_style": yolov8_style,
 }
 
 

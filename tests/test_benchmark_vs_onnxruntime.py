@@ -19,6 +19,9 @@ LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "Mobi
           "PP-LCNet x1.0 (paddle2onnx, opset 11) batch 1", "ViT-B/16 batch 1", "BERT-base seq 128 batch 1", "BERT-small seq 128 batch 1",
           "MobileNetV2 int8 QDQ (quantize_static) batch 1", "MobileNetV2 int8 QOperator batch 1",
           "BERT-small int8 dynamic (quantize_dynamic) seq 128",
+          "OCR detector (DBNet, PP-LCNet) 160x960", "OCR detector (DBNet, PP-LCNet) 640x480",
+          "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 1", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 2",
+          "YOLOv8n-style detector 640x640",
           "1000 tiny elementwise ops, per node", "a 2-node model, per call", "compile + load, BERT-base",
           "peak RSS, load ResNet-50 + run"]
 

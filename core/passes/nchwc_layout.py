@@ -19,7 +19,11 @@ tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels
 A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
 joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
 around it; so does a squeeze-excite's Mul of such a value by an NCHW gate (N, C, 1, 1) (ge::NchwcMul:
-MobileNetV3's and PP-LCNet's gates, whose two 1x1 convs on the pooled means stay NCHW). A pool after a
+MobileNetV3's and PP-LCNet's gates, whose two 1x1 convs on the pooled means stay NCHW). So do a Concat or
+a Split along the channels and an Add of one shape whose inputs members write blocked, when every part but
+the last is whole blocks (YOLOv8's C2f blocks: a conv split in two, bottlenecks added, all concatenated,
+SPPF's pools concatenated): they stay Concat, Split and Add, along axis 1 of the blocked tensors (the last
+part's padding channels stay last). A pool after a
 conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input would cost more than its output.
 Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
 kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
@@ -32,6 +36,7 @@ import math
 import numpy as np
 
 from ..model.ir import Graph, Node, Value
+from ._util import set_initializer
 from ..kernels import backend as backends
 from ..kernels.ops.blocked import BLOCK, blocked_shape
 from ..kernels.fused import GE_DOMAIN
@@ -41,8 +46,12 @@ from ..kernels.fused import GE_DOMAIN
 MAX_WASTE = (4, 3)
 #: a region's multiply-adds per element its reorders move, at least: the blocked kernel saves about
 #: 10% of ge's NCHW time, some 2 ps per multiply-add, a reorder costs about 0.2 ns per element
-#: (benchmarks/nchwc_resnet_chain.py, docs/design-notes.md "NCHWc"): about 130 to break even; twice that
-PAYBACK = 256
+#: (benchmarks/nchwc_resnet_chain.py, docs/design-notes.md "NCHWc"): about 130 to break even. On thin
+#: convs the blocked kernel saves far more (16-64 channels: 30-50% at v3 and v4), so regions well under
+#: twice that pay too, measured in whole models, one thread: a MobileNetV2-style net at 222 (expansion 3)
+#: 94 -> 80 us at v3, 75 -> 67 at v4, at 115 (expansion 1.5) level or 3-6% faster; DBNet's PP-LCNet
+#: backbone at 191: 40.7 -> 37.1 ms at v3, 34.6 -> 31.6 at v4
+PAYBACK = 128
 _CONVS = (("", "Conv"), (GE_DOMAIN, "FusedConv"))
 _POOLS = {("", "MaxPool"): "NchwcMaxPool", ("", "GlobalAveragePool"): "NchwcGlobalAveragePool"}
 
@@ -54,10 +63,10 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
         return graph
     members, writers = [], set()  # writers: the values a member writes blocked
     for n in graph.nodes:  # in graph order: a pool's producer is decided before it
-        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _eligible_mul(graph, n, writers):
+        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _eligible_mul(graph, n, writers) \
+                or _eligible_channel_op(graph, n, writers):
             members.append(n)
-            if n.op_type != "GlobalAveragePool":
-                writers.add(n.outputs[0])
+            writers.update(_written(n))
     regions = [r for r in _regions(graph, members) if _pays(graph, r)]
     for region in regions:
         _rewrite(graph, region)
@@ -66,8 +75,9 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
     if stats is not None:
         stats["regions"] = stats.get("regions", 0) + len(regions)
         stats["blocked_convs"] = stats.get("blocked_convs", 0) + sum(len(r.convs) for r in regions)
-        stats["blocked_pools"] = stats.get("blocked_pools", 0) + sum(len(r.members) - len(r.convs) - len(r.muls)
-                                                                     for r in regions)
+        stats["blocked_pools"] = stats.get("blocked_pools", 0) + sum(len(r.pools) for r in regions)
+        stats["blocked_channel_ops"] = stats.get("blocked_channel_ops", 0) + sum(
+            len(r.members) - len(r.convs) - len(r.muls) - len(r.pools) for r in regions)
         stats["blocked_muls"] = stats.get("blocked_muls", 0) + sum(len(r.muls) for r in regions)
         stats["reorders"] = stats.get("reorders", 0) + sum(len(r.entering) + len(r.leaving) for r in regions)
     return graph
@@ -94,6 +104,38 @@ def _eligible_mul(graph: Graph, node: Node, writers: set) -> bool:
     y = tuple(metas[2].shape)
     return any(node.inputs[i] in writers and tuple(metas[i].shape) == y and y[2:] != (1, 1)
                and tuple(metas[1 - i].shape) == y[:2] + (1, 1) for i in (0, 1))
+
+
+def _eligible_channel_op(graph: Graph, node: Node, writers: set) -> bool:
+    """A Concat or Split along the channels, or an Add of one shape, of values members write blocked (YOLO's
+    C2f blocks: a conv's output split in two, bottlenecks added, all concatenated): blocked, each is the same
+    op along axis 1 of the blocked tensors, when every part but the last is whole blocks (the last one's
+    padding channels then stay last)."""
+    if node.domain != "" or node.op_type not in ("Concat", "Split", "Add"):
+        return False
+    reads = node.inputs if node.op_type != "Split" else node.inputs[:1]
+    outs = [o for o in node.outputs if o]
+    if not outs or not all(x in writers for x in reads):
+        return False
+    metas = [graph.values.get(v) for v in reads + outs]
+    if any(m is None or not m.is_static or m.dtype != np.float32 or len(m.shape) != 4 for m in metas):
+        return False
+    if node.op_type == "Add":
+        return len(reads) == 2 and all(tuple(m.shape) == tuple(metas[-1].shape) for m in metas)
+    if int(node.attrs.get("axis", 0)) not in (1, -3):
+        return False
+    parts = reads if node.op_type == "Concat" else node.outputs
+    if node.op_type == "Split" and ("" in node.outputs or (len(node.inputs) > 1 and node.inputs[1]
+                                                           and node.inputs[1] not in graph.initializers)):
+        return False
+    return all(graph.meta(v).shape[1] % BLOCK == 0 for v in parts[:-1])
+
+
+def _written(node: Node) -> list[str]:
+    """The values a member writes blocked (a GlobalAveragePool's means are NCHW)."""
+    if node.op_type == "GlobalAveragePool":
+        return []
+    return list(node.outputs) if node.op_type == "Split" else node.outputs[:1]
 
 
 def _eligible_conv(graph: Graph, node: Node) -> bool:
@@ -130,8 +172,9 @@ class _Region:
         self.members = members
         self.convs = [n for n in members if (n.domain, n.op_type) in _CONVS]
         self.muls = [n for n in members if n.op_type == "Mul"]
+        self.pools = [n for n in members if (n.domain, n.op_type) in _POOLS]
         self.ids = {id(n) for n in members}
-        self.outputs = {n.outputs[0] for n in members if n.op_type != "GlobalAveragePool"}  # written blocked
+        self.outputs = {y for n in members for y in _written(n)}  # written blocked
         self.entering: list[str] = []  # values read blocked, written outside: a ReorderInput each
         self.leaving: list[str] = []  # values written blocked, read outside or model outputs: a ReorderOutput each
 
@@ -141,6 +184,8 @@ def _blocked_reads(graph: Graph, node: Node) -> list[str]:
     gate's is (N, C, 1, 1)), before and after the rewrite gives them the blocked shape."""
     if node.op_type == "Mul":
         return [x for x in node.inputs if graph.meta(x).shape == graph.meta(node.outputs[0]).shape][:1]
+    if node.op_type in ("Concat", "Add"):
+        return list(node.inputs)
     at = (0, 3) if (node.domain, node.op_type) in _CONVS else (0,)
     return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
@@ -157,7 +202,7 @@ def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
 
     touching: dict[str, list[int]] = {}  # value -> the members writing or reading it blocked
     for n in members:
-        for name in _blocked_reads(graph, n) + ([n.outputs[0]] if n.op_type != "GlobalAveragePool" else []):
+        for name in _blocked_reads(graph, n) + _written(n):
             touching.setdefault(name, []).append(id(n))
     for ks in touching.values():
         for k in ks[1:]:
@@ -174,12 +219,10 @@ def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
                 if name not in r.outputs and name not in r.entering:
                     r.entering.append(name)
         for n in members:
-            y = n.outputs[0]
-            if y not in r.outputs:
-                continue
-            outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(graph, u)]
-            if outside or y in graph.outputs:
-                r.leaving.append(y)
+            for y in _written(n):
+                outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(graph, u)]
+                if outside or y in graph.outputs:
+                    r.leaving.append(y)
         regions.append(r)
     return regions
 
@@ -196,6 +239,8 @@ def _rewrite(graph: Graph, r: _Region) -> None:
     value, a ReorderOutput after the producer of each leaving one (which keeps its name and layout for
     its readers outside)."""
     reads = {id(n): _blocked_reads(graph, n) for n in r.members}  # before the shapes change
+    split_blocks = {id(n): [-(-graph.meta(y).shape[1] // BLOCK) for y in n.outputs] for n in r.members
+                    if n.op_type == "Split"}
     blocked: dict[str, str] = {}
     for name in r.entering + r.leaving:
         blocked[name] = _unused(graph, f"{name}:nchwc")
@@ -218,6 +263,12 @@ def _rewrite(graph: Graph, r: _Region) -> None:
             continue
         inputs = [blocked[i] if i in reads[id(n)] else i for i in n.inputs]
         y = n.outputs[0]
+        if n.op_type in ("Concat", "Split", "Add"):  # the same op along the blocked tensors' axis 1
+            nodes.append(_channel_op(graph, n, inputs, [blocked[o] for o in n.outputs], split_blocks.get(id(n))))
+            nodes.extend(Node("ReorderOutput", [blocked[o]], [o], attrs={"channels": int(graph.meta(o).shape[1])},
+                              name=_unused_node(graph, f"{o}:from_nchwc"), domain=GE_DOMAIN)
+                         for o in n.outputs if o in r.leaving)
+            continue
         if n.op_type == "GlobalAveragePool":  # reads blocked, writes NCHW
             nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(graph.meta(y).shape[1])},
                               name=n.name, domain=GE_DOMAIN))
@@ -234,6 +285,23 @@ def _rewrite(graph: Graph, r: _Region) -> None:
             nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
                               name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
     graph.nodes = nodes
+
+
+def _channel_op(graph: Graph, n: Node, inputs: list[str], outputs: list[str], split_blocks) -> Node:
+    """Concat, Split or Add on the blocked tensors: Concat and Split along axis 1, Split's parts in blocks
+    (an input from opset 13, the attribute before; num_outputs (opset 18) gives way to them); the other
+    attributes kept (an Add's fused epilogue)."""
+    attrs = {k: v for k, v in n.attrs.items() if k not in ("split", "num_outputs")}
+    if n.op_type != "Add":
+        attrs["axis"] = 1
+    if n.op_type == "Split":
+        if graph.opset.get("", 17) >= 13:
+            split = _unused(graph, f"{n.name}:split_blocks")
+            set_initializer(graph, split, np.array(split_blocks, np.int64))
+            inputs = [inputs[0], split]
+        else:
+            attrs["split"] = split_blocks
+    return Node(n.op_type, inputs, outputs, attrs=attrs, name=n.name)
 
 
 def _unused(graph: Graph, name: str) -> str:

@@ -50,7 +50,7 @@ of every operand and result per op. */
                 case EW_MULC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * p : (T)((U)a[j] * (U)p); break; \
                 case EW_MAXC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], p) : INT_MAX_(a[j], p); break; \
                 case EW_MINC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], p) : INT_MIN_(a[j], p); break; \
-                case EW_ERF: ERF(d, a, len); break;                                                       \
+                case EW_ERF: case EW_SIGMOID: ERF(op, d, a, len); break;                                  \
                 }                                                                                         \
 
 /* The block [start, start + len) of broadcast operand r (element i: ext[r][(i / inner) % period]) in
@@ -113,7 +113,24 @@ static void erf_block(float *d, const float *a, int64_t len) {
         memcpy(d + j, &v, (size_t)(len - j) * sizeof(float));
     }
 }
-#define NO_ERF(d, a, len) ((void)0)  /* EW_ERF is refused for the other types */
+/* d[j] = 1 / (1 + e^-a[j]) (simd.h's vsigmoid: the sigmoid the conv epilogues apply), j < len (d may be a) */
+static void sigmoid_block(float *d, const float *a, int64_t len) {
+    int64_t j = 0;
+    for (; j + VL <= len; j += VL) vstore(d + j, vsigmoid(vload(a + j)));
+    if (j < len) {
+        float tail[VL] = {0};
+        memcpy(tail, a + j, (size_t)(len - j) * sizeof(float));
+        vec v = vsigmoid(vload(tail));
+        memcpy(d + j, &v, (size_t)(len - j) * sizeof(float));
+    }
+}
+
+/* the float32 ops that are no IEEE operation: erf and the sigmoid */
+static void special_block(int op, float *d, const float *a, int64_t len) {
+    if (op == EW_ERF) erf_block(d, a, len);
+    else sigmoid_block(d, a, len);
+}
+#define NO_ERF(op, d, a, len) ((void)0)  /* EW_ERF and EW_SIGMOID are refused for the other types */
 
 #define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT, ERF)                                                              \
     DEFINE_GATHER(T)                                                                                      \
@@ -137,14 +154,14 @@ static void erf_block(float *d, const float *a, int64_t len) {
 typedef float f32;
 typedef double f64;
 #define NO_SQRT(x) (x)
-DEFINE_CHAIN(f32, uint32_t, 1, __builtin_sqrtf, erf_block)
+DEFINE_CHAIN(f32, uint32_t, 1, __builtin_sqrtf, special_block)
 DEFINE_CHAIN(f64, uint64_t, 1, __builtin_sqrt, NO_ERF)
 DEFINE_CHAIN(int32_t, uint32_t, 0, NO_SQRT, NO_ERF)
 DEFINE_CHAIN(int64_t, uint64_t, 0, NO_SQRT, NO_ERF)
 
 static void float_op(int op, float *d, const float *a, const float *b, float p, int64_t len) {
     int64_t j;
-    APPLY_OP(float, uint32_t, 1, __builtin_sqrtf, erf_block)
+    APPLY_OP(float, uint32_t, 1, __builtin_sqrtf, special_block)
 }
 
 DEFINE_GATHER(uint16_t)
@@ -257,7 +274,7 @@ int ge_eltwise(const Eltwise *e) {
         const int32_t *c = e->code + 4 * k;
         int op = e->dtype == EW_F16 ? c[0] & ~EW_ROUND : c[0];  /* EW_ROUND: float16 chains only */
         if (op < 0 || op >= EW_NUM_OPS || c[1] < e->n_ext || c[1] >= e->n_regs) return -1;
-        if (op == EW_ERF && e->dtype != EW_F32 && e->dtype != EW_F16) return -1;
+        if ((op == EW_ERF || op == EW_SIGMOID) && e->dtype != EW_F32 && e->dtype != EW_F16) return -1;
         for (int i = 2; i < 4; i++)
             if (c[i] < 0 || c[i] >= e->n_regs) return -1;
     }

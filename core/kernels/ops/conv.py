@@ -414,6 +414,11 @@ class ConvTranspose(SpatialKernel):
             else:
                 self.scatter.append(((slice(None), slice(None)) + tuple(ysl),
                                      (slice(None), slice(None)) + tuple(pos) + tuple(csl)))
+        # kernel == stride, no dilation, padding or output padding (DBNet's and U-Nets' 2x2 stride-2
+        # upsampling): every output element is one tap's, so each tap's columns are stored with the bias
+        # instead of added onto a filled output (half the passes over Y)
+        self.disjoint = all(k == s and dl == 1 and b_ == 0 and o == i * s for k, s, dl, b_, o, i
+                            in zip(kernel, strides, dil, pb, out, spatial))
         w = self.consts[1] if len(self.consts) > 1 else None
         self.w_t = None if w is None else self._wt(w)
         b = self.consts[2] if len(self.consts) > 2 else None
@@ -433,8 +438,17 @@ class ConvTranspose(SpatialKernel):
         else:
             np.matmul(wt, x.reshape(n, g, self.cg, self.p_in),
                       out=cols.reshape(n, g, self.ocg * self.kp, self.p_in))
+        b = None
         if len(xs) > 2 and xs[2] is not None:
             b = self.b_b if self.b_b is not None else xs[2].reshape((self.oc,) + (1,) * len(self.out))
+        if self.disjoint:
+            for ysl, csl in self.scatter:
+                if b is None:
+                    np.copyto(y[ysl], cols[csl])
+                else:
+                    np.add(cols[csl], b, out=y[ysl])
+            return
+        if b is not None:
             np.copyto(y, b)
         else:
             y[...] = 0

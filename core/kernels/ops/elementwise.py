@@ -23,7 +23,7 @@ from ..base import Kernel
 from ..dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
 from ..float16 import narrow, widen
 from ..fused import GE_DOMAIN
-from ..native import EW_ADD, EW_DIV, EW_MUL, EW_SUB, CallCache
+from ..native import EW_ADD, EW_DIV, EW_MUL, EW_SIGMOID, EW_SUB, CallCache
 from ..planned import Scratch
 from ..registry import register
 from ..values import text
@@ -204,6 +204,17 @@ class FloatUnary(Unary):
     def formula(self, x, y, *scratch) -> None:
         raise NotImplementedError
 
+    def native_unary(self, opcode: int, x: np.ndarray, y: np.ndarray) -> None:
+        """y = op(x) by csrc/eltwise.c's one-op chain (float32 or float16; self.calls: a CallCache),
+        through a contiguous copy when x or y is strided."""
+        lib = self.backend.lib
+        if x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: lib.unary_call(opcode, x, y)).run()
+        else:
+            out = np.empty(y.shape, y.dtype)
+            lib.unary_call(opcode, np.ascontiguousarray(x), out).run()
+            np.copyto(y, out)
+
 
 def gate_buffer(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Where a formula y = x * gate(x) computes its gate: y itself, unless y is x (run in place, as a
@@ -309,8 +320,22 @@ class PRelu(Elementwise):
 
 @register("Sigmoid")
 class Sigmoid(FloatUnary):
+    """float32 on the native kernels: csrc/eltwise.c's sigmoid (simd.h's, the one the conv epilogues apply:
+    relative error below 1e-6), a block at a time, no workspace (numpy's five passes were 10x onnxruntime's
+    time on a detector's map). Otherwise sigmoid_into (float16 too: its rounded result stays numpy's, bit
+    for bit, on every backend)."""
     shape_agnostic = True
     in_place = True
+
+    def setup(self):
+        self.native = self.backend.lib is not None and self.dtype == np.float32
+        self.calls = CallCache()
+        super().setup()
+
+    def evaluate(self, xs, ys, ws):
+        if not self.native:
+            return super().evaluate(xs, ys, ws)
+        self.native_unary(EW_SIGMOID, xs[0], ys[0])
 
     def formula(self, x, y):
         sigmoid_into(x, y, self.c, -1.0)

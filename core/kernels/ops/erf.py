@@ -174,14 +174,7 @@ class Erf(_ErfFamily):
     def run(self, xs, ys, ws):
         if not self.native:
             return super().run(xs, ys, ws)
-        x, y = xs[0], ys[0]
-        lib = self.backend.lib
-        if x.flags.c_contiguous and y.flags.c_contiguous:
-            self.calls.get((x, y), lambda: lib.unary_call(EW_ERF, x, y)).run()
-        else:
-            out = np.empty(y.shape, y.dtype)
-            lib.unary_call(EW_ERF, np.ascontiguousarray(x), out).run()
-            np.copyto(y, out)
+        self.native_unary(EW_ERF, xs[0], ys[0])
 
     def formula(self, x, y, *scratch):
         if self.work == np.float64:

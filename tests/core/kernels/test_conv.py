@@ -209,7 +209,9 @@ CONVT = [
     ((1, 3, 5, 5), (3, 4, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
     ((1, 3, 5, 5), (3, 4, 3, 3), {"strides": [2, 2], "auto_pad": "VALID"}),
     ((1, 3, 5, 5), (3, 4, 1, 1), {}),
-    ((1, 3, 5, 5), (3, 4, 2, 2), {"strides": [2, 2]}),
+    ((1, 3, 5, 5), (3, 4, 2, 2), {"strides": [2, 2]}),  # kernel == stride: each tap's own outputs
+    ((1, 4, 5, 5), (4, 3, 2, 2), {"group": 2, "strides": [2, 2]}),
+    ((1, 3, 5, 5), (3, 4, 2, 2), {"strides": [2, 2], "output_padding": [1, 1]}),  # a row and column of bias alone
 ]
 
 
@@ -229,6 +231,8 @@ def test_conv_transpose_no_bias(check_op):
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 3, 7), (3, 2, 3), {"strides": [2], "pads": [1, 0], "output_padding": [1]}),
     ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), {"strides": [2, 1, 2]}),
+    ((1, 3, 6), (3, 2, 3), {"strides": [3]}),  # kernel == stride, no bias
+    ((2, 2, 3, 4, 3), (2, 3, 2, 2, 2), {"strides": [2, 2, 2]}),
 ])
 def test_conv_transpose_1d_3d(check_op, xs, ws, attrs):
     check_op("ConvTranspose", {"x": f32(*xs), "w": f32(*ws)}, attrs, consts=("w",), **TOL)

@@ -434,8 +434,8 @@ def test_forms_that_are_not_hardswish_stay(tmp_path, load, default_backend, case
         got = api.execute(model_id, [x])
     finally:
         api.unload(model_id)
-    for a, b in zip(got, _ort(model, x)):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    for a, b in zip(got, _ort(model, x)):  # (the conv's sums round by the level's FMA use: v2 has none)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_pplcnet_as_paddle2onnx_writes_it_has_no_activation_task(load):
@@ -443,7 +443,7 @@ def test_pplcnet_as_paddle2onnx_writes_it_has_no_activation_task(load):
     HardSwish), the SE gates' HardSigmoid and Relu theirs; no Add, Clip or Div is left."""
     from tests.e2e.conftest import load_sample_script
     g = load(load_sample_script("build_samples").pplcnet_style(image=32, scale=0.25, classes=10))
-    optimize(g)
+    optimize(g, disabled={"nchwc_layout"})  # the fusions alone (the layout would rename the convs where it pays)
     steps = Counter((node.op_type, tuple(step[0] for step in node.attrs.get(EPILOGUE, []))) for node in g.nodes)
     assert steps == {("Conv", ("HardSwish",)): 28, ("Conv", ("Relu",)): 2, ("Conv", ("HardSigmoid",)): 2,
                      ("GlobalAveragePool", ()): 3, ("Mul", ()): 2, ("Flatten", ()): 1, ("FusedMatMul", ()): 1}

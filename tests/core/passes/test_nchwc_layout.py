@@ -148,7 +148,8 @@ def chain(b, x, c, convs, k=3):
     return x
 
 
-NONE = {"regions": 0, "blocked_convs": 0, "blocked_pools": 0, "blocked_muls": 0, "reorders": 0}
+NONE = {"regions": 0, "blocked_convs": 0, "blocked_pools": 0, "blocked_muls": 0, "blocked_channel_ops": 0,
+        "reorders": 0}
 
 
 @pytest.fixture
@@ -178,7 +179,8 @@ def test_a_lone_conv_or_two_stay_nchw(load, native):
         if blocked:
             assert ops(g) == [("Sigmoid", "s"), ("ReorderInput", "s:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "c1"),
                               ("NchwcConv", "c2"), ("ReorderOutput", "c2.relu:from_nchwc"), ("Neg", "y")]
-            assert stats == {"regions": 1, "blocked_convs": 3, "blocked_pools": 0, "blocked_muls": 0, "reorders": 2}
+            assert stats == {"regions": 1, "blocked_convs": 3, "blocked_pools": 0, "blocked_muls": 0,
+                             "blocked_channel_ops": 0, "reorders": 2}
         else:
             assert stats == NONE
 
@@ -198,7 +200,8 @@ def test_a_value_read_outside_the_region_leaves_it_and_an_output_too(load, run_o
                       ("ReorderOutput", "c1.relu:from_nchwc"), ("Sigmoid", "side"), ("NchwcConv", "c2"),
                       ("NchwcConv", "c3"), ("ReorderOutput", "c3.relu:from_nchwc"), ("NchwcConv", "c4"),
                       ("ReorderOutput", "c4.relu:from_nchwc")]
-    assert stats == {"regions": 1, "blocked_convs": 5, "blocked_pools": 0, "blocked_muls": 0, "reorders": 4}
+    assert stats == {"regions": 1, "blocked_convs": 5, "blocked_pools": 0, "blocked_muls": 0,
+                     "blocked_channel_ops": 0, "reorders": 4}
     reorders = {n.name: (n.inputs, n.outputs, n.attrs) for n in g.nodes if n.op_type.startswith("Reorder")}
     assert reorders["c1.relu:from_nchwc"] == (["c1.relu:nchwc"], ["c1.relu"], {"channels": 40})
     assert reorders["c3.relu:from_nchwc"] == (["c3.relu:nchwc"], ["c3.relu"], {"channels": 40})
@@ -351,9 +354,12 @@ def test_mobilenetv2_style_model_runs_blocked_after_its_stem(tmp_path, default_b
 
 
 def test_a_mobilenet_too_thin_to_pay_stays_nchw(load, native):
-    """Expansion 3 instead of 6: 215 multiply-adds per element the one reorder moves, under PAYBACK."""
-    g, stats = optimized(load, mobilenetv2_style(blocks=[(3, oc, stride) for _, oc, stride in V2_BLOCKS]))
+    """Expansion 1.5 instead of 6: 115 multiply-adds per element the one reorder moves, under PAYBACK;
+    expansion 3 (222) pays."""
+    g, stats = optimized(load, mobilenetv2_style(blocks=[(1.5, oc, stride) for _, oc, stride in V2_BLOCKS]))
     assert stats == NONE and "NchwcConv" not in [op for op, _ in ops(g)]
+    g, stats = optimized(load, mobilenetv2_style(blocks=[(3, oc, stride) for _, oc, stride in V2_BLOCKS]))
+    assert stats["regions"] == 1 and stats["blocked_convs"] == 13
 
 
 def test_few_channels_stay_nchw(load, native):
@@ -486,6 +492,64 @@ def test_pools_inside_a_region_run_blocked(tmp_path, default_backend, backend, b
         ("NchwcConv", "c4"), ("NchwcGlobalAveragePool", "gap"), ("Gemm", "logits")]
     assert all(native == (backend == "native") for op, _, native in tasks if op != "Gemm")
     assert_close(got, ort_run(model, feeds))
+
+
+def c2f_style(opset=17, batch=1, last=24):
+    """YOLOv8's C2f: a conv split in two along the channels (32 + 32), a bottleneck of two convs added to its
+    input, the three concatenated with a conv of `last` channels (off the block: its padding channels stay
+    last), then a conv; a Split whose parts are not whole blocks (8 + 56) stays NCHW beside it."""
+    b = Builder()
+    y = b.conv("cv1", "x", 16, 64, 3)
+    if opset >= 13:
+        b.inits["halves"] = np.array([32, 32], np.int64)
+        b.nodes.append(helper.make_node("Split", [y, "halves"], ["a", "b"], name="split", axis=1))
+    else:
+        b.nodes.append(helper.make_node("Split", [y], ["a", "b"], name="split", axis=1, split=[32, 32]))
+    h = b.conv("m.cv1", "b", 32, 32, 3)
+    h = b.conv("m.cv2", h, 32, 32, 3)
+    h = b.node("Add", ["b", h], "m.add")
+    tail = b.conv("side", h, 32, last, 3)
+    y = b.node("Concat", ["a", "b", h, tail], "cat", axis=1)
+    y = b.conv("cv2", y, 96 + last, 48, 1)
+    if opset >= 13:
+        b.inits["uneven"] = np.array([8, 40], np.int64)
+        b.nodes.append(helper.make_node("Split", [y, "uneven"], ["u", "v"], name="uneven", axis=1))
+    else:
+        b.nodes.append(helper.make_node("Split", [y], ["u", "v"], name="uneven", axis=1, split=[8, 40]))
+    model = b.model({"x": [batch, 16, 20, 20]}, ["u", "v"])
+    model.opset_import[0].version = opset
+    return model
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("opset", [11, 17])
+def test_split_add_concat_of_whole_blocks_run_blocked(tmp_path, default_backend, backend, opset):
+    """The C2f block is one region: Split, Add and Concat along the blocked tensors' channel blocks (Split's
+    parts counted in blocks, as its input from opset 13 or its attribute before), no reorder between them;
+    the Split into 8 + 56 channels reads the region's last conv through a ReorderOutput."""
+    model = c2f_style(opset)
+    feeds = {"x": rng.standard_normal((1, 16, 20, 20)).astype(np.float32)}
+    got, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds)
+    assert [(op, name) for op, name, _ in tasks] == [
+        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "cv1"), ("Split", "split"), ("NchwcConv", "m.cv1"),
+        ("NchwcConv", "m.cv2"), ("Add", "m.add"), ("NchwcConv", "side"), ("Concat", "cat"), ("NchwcConv", "cv2"),
+        ("ReorderOutput", "cv2.relu:from_nchwc"), ("Split", "uneven")]
+    assert_close(got, ort_run(model, feeds))
+
+
+def test_channel_ops_stats_and_what_stays_out(load, native):
+    """Counted as channel ops; a Concat with an off-block part before the last, or of a value no member
+    writes, stays NCHW."""
+    g, stats = optimized(load, c2f_style(last=24))
+    assert stats["blocked_channel_ops"] == 3 and stats["reorders"] == 2
+    b = Builder()
+    y = chain(b, "x", 64, 3)
+    odd = b.conv("odd", y, 64, 24, 3)
+    b.node("Concat", [odd, y], "cat1", axis=1)  # 24 channels first: not whole blocks
+    b.node("Concat", [y, "x"], "cat2", axis=1)  # x: no member writes it
+    g, stats = optimized(load, b.model({"x": [1, 64, 8, 8]}, ["cat1", "cat2"]))
+    assert [op for op, _ in ops(g) if op == "Concat"] == ["Concat"] * 2 and stats["blocked_channel_ops"] == 0
+    assert [n.inputs for n in g.nodes if n.op_type == "Concat"] == [["odd.relu", "c2.relu"], ["c2.relu", "x"]]
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
