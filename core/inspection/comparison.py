@@ -223,7 +223,9 @@ def _run_reference(model, feeds: dict):
         import onnxruntime as ort
     except ImportError:
         ort = None
-    if ort is not None:
+    # onnxruntime's Python API takes no ml_dtypes array (bfloat16, float8, int4 ...: numpy's user
+    # dtypes, numbered from 256); onnx's reference evaluator does
+    if ort is not None and not any(np.asarray(v).dtype.num >= 256 for v in feeds.values()):
         return "onnxruntime", _with_onnxruntime(ort, model, feeds), producers, order
     from onnx.reference import ReferenceEvaluator
     values = ReferenceEvaluator(model).run(None, feeds, intermediate=True)

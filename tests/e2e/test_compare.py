@@ -50,6 +50,17 @@ def test_the_reference_evaluator_stands_in_for_onnxruntime(tmp_path, monkeypatch
     assert r["reference"] == "onnx.reference" and r["passed"]
 
 
+def test_bfloat16_inputs_are_compared_on_the_reference_evaluator(tmp_path):
+    """onnxruntime's Python API takes no ml_dtypes array: a bfloat16 model is compared on onnx's."""
+    nodes = [helper.make_node("Mul", ["x", "x"], ["m"], name="mul"), helper.make_node("Add", ["m", "x"], ["y"], name="add")]
+    g = helper.make_graph(nodes, "bf", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 8])])
+    path = str(tmp_path / "bf.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    r = api.compare(path, api.atc(path, str(tmp_path / "bf")).om_path)
+    assert r["reference"] == "onnx.reference" and r["passed"], r
+
+
 def test_a_broken_om_names_its_first_bad_layer(tmp_path):
     """The OM of a model whose second conv weight differs: conv2's output and everything after fail,
     r1 still passes; the CLI exits 1 and writes JSON and CSV."""
