@@ -14,11 +14,12 @@ import re
 import click
 from rich.table import Table
 
+from ..core.atc import conversion
 from ..core.atc.atc_options import OPTIONS, REFUSED
+from ..core.jsonable import jsonable
 from ..core.model.errors import GeError
-from ..core.model.soc import check_soc
+from ..core.model.soc import DEFAULT_SOC, check_soc
 from ..formats.tensors import write_text as _write_text
-from ..core import api
 from . import console
 from .options import COMMANDS, command_line, log_option, spelled_option
 
@@ -67,7 +68,7 @@ def atc_options(f):
 @click.option("--output", metavar="PATH", help="the OM to write; ATC appends .om (mode 0)")
 @click.option("--framework", type=int, default=ONNX, show_default=True,
               help="source framework; ge converts ONNX models only (5)")
-@spelled_option("soc_version", default=api.DEFAULT_SOC, show_default=True,
+@spelled_option("soc_version", default=DEFAULT_SOC, show_default=True,
                 help="target SoC, one of the names ATC knows (Ascend310P3, Ascend910B1, ...) or Ascend-sim; recorded "
                      "in the OM")
 @spelled_option("input_shape", metavar='"name:d0,d1,...;name2:..."',
@@ -165,10 +166,11 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
     options = dict(options or {})
     if json_out != STDOUT:
         console.echo("ATC start working now, please wait for a moment.")
-    result = api.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
-                     cmdline=command_line(), external_weight=external_weight, external_weight_dir=external_weight_dir,
-                     dynamic=dynamic, insert_op_conf=insert_op_conf, **options)
-    data = api.jsonable(dict(result.summary, om=result.om_path))
+    result = conversion.atc(model, output, input_shape=input_shape, out_nodes=out_nodes, soc_version=soc_version,
+                            cmdline=command_line(), external_weight=external_weight,
+                            external_weight_dir=external_weight_dir, dynamic=dynamic, insert_op_conf=insert_op_conf,
+                            **options)
+    data = jsonable(dict(result.summary, om=result.om_path))
     if json_out == STDOUT:
         console.echo(json.dumps(data, indent=2))
         return
@@ -179,16 +181,18 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
         console.out.print(f"summary JSON: {json_out}")
     console.out.print(f"OM written to [bold]{result.om_path}[/bold]")
     if options.get("display_model_info") == "1":
-        for line in display_lines(api.model_info(result.om_path)):
+        from ..core.inspection.om_info import model_info
+        for line in display_lines(model_info(result.om_path)):
             console.echo(line)
     console.echo("ATC run success, welcome to the next use.")
 
 
 # -- mode 3 -------------------------------------------------------------------------------------
 def _precheck(model, input_shape, out_nodes, report_path) -> None:
-    from ..core.atc.pre_check import write_check_report
+    from ..core.atc.pre_check import precheck, write_check_report
+    from ..core.shape_options import parse_shape_spec
     nodes = [n for n in (out_nodes or "").split(";") if n] or None
-    result = api.precheck(model, api.parse_shape_spec(input_shape) or None, nodes)
+    result = precheck(model, parse_shape_spec(input_shape) or None, nodes)
     write_check_report(result, report_path)
     console.echo(f"pre-check of {model}: {result['nodes'] - result['failed']} of {result['nodes']} nodes "
                  f"supported; report written to {report_path}")
@@ -304,7 +308,8 @@ def _om_to_json(om, json_out) -> None:
     om = _need_om(om, 1)
     if not json_out:
         raise click.UsageError("--mode=1 needs --json FILE (the JSON file to write; '-' for stdout)")
-    text = json.dumps(api.om_to_json(om), indent=2)
+    from ..core.inspection.om_info import om_to_json
+    text = json.dumps(om_to_json(om), indent=2)
     if json_out == STDOUT:
         console.echo(text)
         return
@@ -314,7 +319,8 @@ def _om_to_json(om, json_out) -> None:
 
 
 def _display(om, json_out) -> None:
-    info = api.model_info(_need_om(om, 6))
+    from ..core.inspection.om_info import model_info
+    info = model_info(_need_om(om, 6))
     if json_out == STDOUT:
         console.echo(json.dumps(info, indent=2))
         return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from .model.errors import GeError
-from .runtime.gears import MAX_GEARS
+from .model.dynamic_model import MAX_GEARS
 
 GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
 #: an input of more elements than this is refused (its bytes would not fit any device: 8 GiB of float32)

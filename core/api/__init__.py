@@ -25,7 +25,9 @@ from ..acl.models import (default_weight_dir, execute, free, gear_sizes, load_fr
                           memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
                           set_input_dynamic_dims, soc_info, unload)
 from ..acl.dataset import run_dataset
-from ..inspection.om_info import INSPECT_SECTIONS, inspect, inspect_section, jsonable, kernels, model_info, om_to_json, plot_memory, version
+from ..inspection.om_info import INSPECT_SECTIONS, inspect, inspect_section, model_info, om_to_json, plot_memory
+from ..jsonable import jsonable
+from ..version import kernels, version
 from ..acl.profiling import dump, profile
 from ..acl import inference, runner
 from ..shape_options import parse_shape_spec

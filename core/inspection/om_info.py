@@ -9,7 +9,8 @@ from ..model.errors import GeError
 from ..model.ge_model import GeModel
 from ..kernels.ops.fused_elementwise import chain_label
 from .quant_info import quant_params
-from ..version import kernels, version
+from ..jsonable import jsonable, vars_of
+from ..version import version
 from ..runtime.task_check import check_model_tasks
 from ..model.soc import soc_info
 from ...formats.om import header_info, read_om
@@ -122,12 +123,6 @@ def om_to_json(path: str) -> dict:
     })
 
 
-def vars_of(obj) -> dict:
-    """A frozen dataclass (Allocation, TensorDesc, TensorPlan, Arg, WeightDesc) as a dict."""
-    import dataclasses
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-
-
 def _regions(m: GeModel) -> dict:
     sizes = {kind: 0 for kind in REGIONS}
     for a in m.allocations:  # FILE_CONSTANT (external weight files) only when the model has some
@@ -202,34 +197,6 @@ def _args_table(m: GeModel) -> list[dict]:
                          "kind": m.allocations[a.allocation].kind, "offset": a.offset,
                          "policy": POLICY_NAMES[policy], "refreshable": policy != FIXED})
     return rows
-
-
-def jsonable(v):
-    """Plain JSON types: tuples -> lists, numpy scalars/arrays -> Python values, dtypes -> names,
-    bytes -> hex, dataclasses -> dicts."""
-    import dataclasses
-    import math
-
-    import numpy as np
-    if isinstance(v, dict):
-        return {str(k): jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [jsonable(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return jsonable(v.tolist())
-    if isinstance(v, np.generic):
-        return jsonable(v.item())
-    if isinstance(v, (np.dtype, type)) and not isinstance(v, bool):
-        return np.dtype(v).name if isinstance(v, np.dtype) else v.__name__
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).hex()
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return jsonable(vars_of(v))
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if v != v else ("inf" if v > 0 else "-inf")  # strict JSON has no Infinity/NaN
-    if v is None or isinstance(v, (str, int, float, bool)):
-        return v
-    return str(v)
 
 
 def inspect_dynamic(dyn: DynamicModel, submodel_dict) -> dict:

@@ -23,6 +23,7 @@ import numpy as np
 from .ge_model import GeModel, WeightDesc
 
 HYBRID, RANGE, GEARS = "hybrid", "range", "gears"
+MAX_GEARS = 100  # ATC's limit on the gears of one model
 #: the dtype name of string tensors (arrays of Python str: host values, no layout)
 STRING = "object"
 MODES = (HYBRID, RANGE, GEARS)

@@ -12,8 +12,6 @@ from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .shared_weights import SharedWeightsModel
 
-MAX_GEARS = 100
-
 
 class GearModel(SharedWeightsModel):
     shape_mode = GEARS

@@ -394,7 +394,8 @@ def _imported(code: str) -> set[str]:
 #: what `ge --version` and `ge --help` need not import: onnx, the compiler, the runtime, the OM reader,
 #: the API, any kernel family (the native library's own module aside: --version reports its level)
 HEAVY = ("onnx", "ge.core.compile", "ge.core.passes", "ge.formats", "ge.core.runtime", "ge.core.api", "ge.core.atc",
-         "ge.core.acl", "ge.core.inspection", "ge.core.model.ir", "ge.core.kernels.base", "ge.core.kernels.registry", "ge.cli.atc", "ge.cli.run", "rich.table", "ml_dtypes")
+         "ge.core.acl", "ge.core.inspection", "ge.core.model.ir", "ge.core.kernels.base", "ge.core.kernels.registry",
+         "ge.cli.atc", "ge.cli.run", "rich.table", "ml_dtypes")
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"]])
@@ -404,6 +405,16 @@ def test_version_and_help_import_no_compiler_kernels_or_onnx(args):
     kernels = {m for m in mods if m.startswith("ge.core.kernels.")}
     assert kernels <= {"ge.core.kernels.native_levels"} | {
         m for m in kernels if m.startswith(("ge.core.kernels._native_", "ge.core.kernels.native"))}
+
+
+def test_atc_imports_no_runtime(tmp_path):
+    """ATC's process compiles and writes: no runtime, no runtime face, no inspection (as a deployed
+    runtime has no compiler: tests/e2e/test_runtime_needs_no_compiler.py)."""
+    model = os.path.join(os.path.dirname(__file__), "..", "..", "samples", "models", "tiny_cnn.onnx")
+    mods = _imported(f"from ge.cli.main import main\ntry:\n    main(['atc', '--model', {model!r}, '--output', "
+                     f"{str(tmp_path / 'm')!r}])\nexcept SystemExit:\n    pass")
+    assert "ge.core.atc.conversion" in mods and (tmp_path / "m.om").exists()
+    assert not {m for m in mods if m.startswith(("ge.core.runtime", "ge.core.acl", "ge.core.inspection", "ge.core.api"))}
 
 
 def test_loading_an_om_imports_only_the_families_it_uses(compiled):

@@ -1,0 +1,37 @@
+"""Plain JSON data of what ge reports (ATC's summary, ge inspect, ge run's --json): shared by the
+driver rooms, so that a `ge atc` process needs no inspection module to print its summary."""
+from __future__ import annotations
+
+
+def vars_of(obj) -> dict:
+    """A frozen dataclass (Allocation, TensorDesc, TensorPlan, Arg, WeightDesc) as a dict."""
+    import dataclasses
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def jsonable(v):
+    """Plain JSON types: tuples -> lists, numpy scalars/arrays -> Python values, dtypes -> names,
+    bytes -> hex, dataclasses -> dicts."""
+    import dataclasses
+    import math
+
+    import numpy as np
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return jsonable(v.tolist())
+    if isinstance(v, np.generic):
+        return jsonable(v.item())
+    if isinstance(v, (np.dtype, type)) and not isinstance(v, bool):
+        return np.dtype(v).name if isinstance(v, np.dtype) else v.__name__
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return jsonable(vars_of(v))
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")  # strict JSON has no Infinity/NaN
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)
