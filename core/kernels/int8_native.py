@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .native import ACT_NONE, QOUT_S8, QOUT_U8, Act, Activation, CallCache, QOut
+from .native import ACT_NONE, QOUT_S8, QOUT_U8, QPATH_BYTES, QPATH_PAIRS, Act, Activation, CallCache, QOut
 
 
 def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=None, zy=0, lo=0, hi=0,
@@ -27,6 +27,34 @@ def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=No
     addr = lambda a: None if a is None else a.ctypes.data  # noqa: E731
     return QOut(kind, addr(bias), addr(scale), int(scale is not None and scale.size > 1), scale_a, addr(fbias),
                 int(zy), int(lo), int(hi), Activation(*(act or (ACT_NONE, 0.0, 0.0))))
+
+
+def pairs_fit_int16(rows: np.ndarray) -> bool:
+    """Whether vpmaddubsw is exact on these weights: rows (weight index, K) as packed (int8, uint8 ones
+    as w - 128), k paired 0-1, 2-3, ...; a pair's two products with any u8 x lie in [255 (min(w0, 0) +
+    min(w1, 0)), 255 (max(w0, 0) + max(w1, 0))], which fits int16 when the positive parts add up to at
+    most 128 and the negative ones to at least -128 (so 127 and 1 fit, 127 and 2 do not)."""
+    rows = np.asarray(rows)
+    v = rows.astype(np.int16) - (128 if rows.dtype == np.uint8 else 0)
+    if v.shape[-1] % 2:
+        v = np.concatenate([v, np.zeros(v.shape[:-1] + (1,), np.int16)], axis=-1)
+    pos, neg = np.maximum(v, 0), np.minimum(v, 0)
+    return bool((pos[..., 0::2] + pos[..., 1::2]).max(initial=0) <= 128
+                and (neg[..., 0::2] + neg[..., 1::2]).min(initial=0) >= -128)
+
+
+def product_path(nat, rows: np.ndarray) -> int:
+    """QPATH_PAIRS where the build has it (AVX2 without VNNI) and a weight pair could leave int16 in
+    vpmaddubsw, else QPATH_BYTES (vpmaddubsw there; vpdpbusd or portable C on the other builds)."""
+    return QPATH_PAIRS if nat.qgemm_has_pairs and not pairs_fit_int16(rows) else QPATH_BYTES
+
+
+def product_kernel(nat, fits: bool) -> str:
+    """What the int8 product of weights whose pairs fit int16 (or not) runs on with this library."""
+    if nat.qgemm_has_pairs:
+        return "vpmaddubsw (every weight pair fits int16)" if fits else \
+            "vpmaddwd on int16 pairs (a weight pair could overflow vpmaddubsw's int16)"
+    return "vpdpbusd (AVX-512 VNNI)" if "vnni" in nat.isa.lower() else "portable C"
 
 
 def requant_kind(dtype) -> int:
@@ -56,11 +84,15 @@ class NativeIntProduct:
         kernel.scratch.add("q", (nat.qgemm_workspace_nbytes(k),), np.uint8)
         if self.a_signed:  # the rows are read as uint8: a flipped copy
             kernel.scratch.add("a8", (rows, k), np.uint8)
+        if nat.qgemm_has_pairs:  # QPATH_PAIRS widens the rows into it (the path is chosen by the weights, at pack)
+            kernel.scratch.add("a16", (rows, -(-k // 4) * 4), np.int16)
         self.calls = CallCache()
 
     def pack(self, kernel, b: np.ndarray, bz) -> None:
         """b: the (K, N) weights (any strides), bz their zero point(s)."""
-        self.bp, self.sums = kernel.shared_pack(("qgemm",), self.nat.qpack, b)
+        self.path = product_path(self.nat, b.T)
+        pack = self.nat.qpack_pairs if self.path == QPATH_PAIRS else self.nat.qpack
+        self.bp, self.sums = kernel.shared_pack(("qgemm", self.path), pack, b)
         self.zs = weight_zero_points(bz, self.n, b.dtype)
 
     def run(self, a: np.ndarray, az, y: np.ndarray, v: dict, out: QOut, keep=(), scale_a=None) -> None:
@@ -83,7 +115,8 @@ class NativeIntProduct:
     def _call(self, rows, y, v, out, keep, scale_a):
         call = self.nat.qgemm_call(
             self.rows, self.n, self.k, a=rows.ctypes.data, lda=self.k, c=y.ctypes.data, ldc=self.n, out=out, zu=0,
-            zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, keep=(rows, y, scale_a) + tuple(keep))
+            zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, path=self.path,
+            a16=v["a16"] if self.path == QPATH_PAIRS else None, keep=(rows, y, scale_a) + tuple(keep))
         if scale_a is not None:
             call.keep[0].out.scale_a = scale_a.ctypes.data
         return call
@@ -131,13 +164,17 @@ class NativeIntConv:
             self.wsum = self.wc.sum(axis=1, dtype=np.int32)
             return
 
-        def pack_rows(w):  # s8 rows padded to a multiple of 4 of K, uint8 weights as w - 128
+        w2 = np.asarray(w).reshape(oc, self.kdim)
+        self.path = product_path(self.nat, w2)
+        row_type = np.int16 if self.path == QPATH_PAIRS else np.int8
+
+        def pack_rows(w):  # s8 rows (QPATH_PAIRS: int16) padded to a multiple of 4 of K, uint8 weights as w - 128
             kp = -(-self.kdim // 4) * 4
-            rows = np.zeros((oc, kp), np.int8)
+            rows = np.zeros((oc, kp), row_type)
             w2 = np.asarray(w).reshape(oc, self.kdim)
             rows[:, :self.kdim] = w2.astype(np.int16) - 128 if w.dtype == np.uint8 else w2
             return rows, rows.sum(axis=1, dtype=np.int32)
-        self.rows, self.sums = kernel.shared_pack(("qconv",), pack_rows, w)
+        self.rows, self.sums = kernel.shared_pack(("qconv", self.path), pack_rows, w)
         self.zs = weight_zero_points(wz, oc, w.dtype)
 
     def run(self, x: np.ndarray, xz, y: np.ndarray, v: dict, out: QOut, keep=()) -> None:
@@ -180,6 +217,6 @@ class NativeIntConv:
             calls.append(self.nat.qgemm_call(
                 self.oc, self.oh * self.ow, self.kdim, a=self.rows.ctypes.data, lda=self.rows.shape[1], c=yb,
                 ldc=self.oh * self.ow, out=out, zu=0, zs=self.zs, sum_s=self.sums, ws=v["q"], b=src.ctypes.data,
-                koff=self.koff, noff=self.noff, b_flip=self.x_signed and not self.padded,
-                keep=(x, src, y, self.rows) + tuple(keep)))
+                koff=self.koff, noff=self.noff, b_flip=self.x_signed and not self.padded, path=self.path,
+                a16=self.rows if self.path == QPATH_PAIRS else None, keep=(x, src, y, self.rows) + tuple(keep)))
         return calls

@@ -39,7 +39,7 @@ Every path gives the same int32 accumulator, so the results are identical. */
 #define QMR 8
 #define QNR 32
 #elif defined(__AVX2__)
-#define QMR 2
+#define QMR 4
 #define QNR 16
 #else
 #define QMR 4
@@ -52,10 +52,6 @@ int ge_qgemm_nr(void) { return QNR; }
 static inline int64_t quads(int64_t k) { return (k + 3) / 4; }
 
 int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QNR) * quads(K) * QNR * 4; }
-
-int64_t ge_qgemm_workspace_bytes(int64_t K, int threads) {
-    return (int64_t)threads * (quads(K) * QNR * 4 + 64 + QNR * 4 + QMR * 4 + 64);
-}
 
 /* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels; sums[n] = sum_k of the packed values. */
 void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
@@ -88,8 +84,10 @@ static inline int32_t load_quad(const uint8_t *p, int64_t avail) {
 }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define HAVE_PAIRS 0
 static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
-                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
+                                                       const uint8_t *panel, int rows_signed, int32_t *out, int mr) {
+    (void)mr;  /* all QMR rows (the short tile's repeat its last) */
     __m512i acc[QMR][2];
     for (int i = 0; i < QMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
     int64_t q4 = quads(K);
@@ -113,44 +111,86 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
     }
 }
 #elif defined(__AVX2__)
-/* 4 bytes (one quad of K) widened to int16 and repeated in every 64-bit lane */
-static inline __m256i widen_quad(int32_t quad, int is_signed) {
-    __m128i v = _mm_cvtsi32_si128(quad);
-    v = is_signed ? _mm_cvtepi8_epi16(v) : _mm_cvtepu8_epi16(v);
-    return _mm256_broadcastq_epi64(v);
-}
-
-static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
-                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
-    /* acc[i][c]: columns 4c..4c+3, each in two lanes (its k pairs 0-1 and 2-3), added up at the end */
-    __m256i acc[QMR][4];
-    for (int i = 0; i < QMR; i++)
-        for (int c = 0; c < 4; c++) acc[i][c] = _mm256_setzero_si256();
-    int64_t q4 = quads(K);
+#define HAVE_PAIRS 1
+/* QPATH_BYTES: vpmaddubsw adds the two u8 x s8 products of each pair of k into int16, saturating;
+   the caller takes this path only for weights none of whose pairs can leave int16 (qgemm_path in
+   int8_native.py), so it is exact: then vpmaddwd by ones adds the pairs of a quad into int32 */
+static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                             const uint8_t *panel, int rows_signed, int32_t *out,
+                                                             const int mr) {
+    __m256i acc[QMR][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4;  /* quads readable as 4 bytes */
     for (int64_t q = 0; q < q4; q++) {
-        __m256i b[4];
-        for (int c = 0; c < 4; c++) {
-            __m128i raw = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 16 * c));
-            b[c] = rows_signed ? _mm256_cvtepu8_epi16(raw) : _mm256_cvtepi8_epi16(raw);
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < QMR; i++) {
-            __m256i a = widen_quad(load_quad(rows[i] + 4 * q, row_len - 4 * q), rows_signed);
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) acc[i][c] = _mm256_add_epi32(acc[i][c], _mm256_madd_epi16(a, b[c]));
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
+        for (int i = 0; i < mr; i++) {
+            int32_t v;
+            if (q < whole) memcpy(&v, rows[i] + 4 * q, 4);
+            else v = load_quad(rows[i] + 4 * q, row_len - 4 * q);
+            __m256i a = _mm256_set1_epi32(v);
+            __m256i p0 = rows_signed ? _mm256_maddubs_epi16(b0, a) : _mm256_maddubs_epi16(a, b0);
+            __m256i p1 = rows_signed ? _mm256_maddubs_epi16(b1, a) : _mm256_maddubs_epi16(a, b1);
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(p0, ones));
+            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(p1, ones));
         }
     }
-    for (int i = 0; i < QMR; i++)
-        for (int h = 0; h < 2; h++) {
-            __m256i s = _mm256_hadd_epi32(acc[i][2 * h], acc[i][2 * h + 1]);  /* c0 c1 c4 c5 | c2 c3 c6 c7 */
-            s = _mm256_permute4x64_epi64(s, 0xD8);
-            _mm256_storeu_si256((__m256i *)(out + i * QNR + 8 * h), s);
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_si256((__m256i *)(out + i * QNR), acc[i][0]);
+        _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
+    }
+}
+
+/* QPATH_PAIRS: rows and panel already int16, pairs of k as one 32-bit lane (panel[pair][j][2]): one
+   vpmaddwd adds a pair's two products into int32, exact for any bytes */
+static inline __attribute__((always_inline)) void tile_pairs(const int16_t *const *rows, int64_t K,
+                                                             const int16_t *panel, int32_t *out, const int mr) {
+    __m256i acc[QMR][2];
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    int64_t pairs = 2 * quads(K);
+    for (int64_t q = 0; q < pairs; q++) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 2));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 2 + 16));
+        for (int i = 0; i < mr; i++) {
+            int32_t v;
+            memcpy(&v, rows[i] + 2 * q, 4);
+            __m256i a = _mm256_set1_epi32(v);
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(a, b0));
+            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(a, b1));
         }
+    }
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_si256((__m256i *)(out + i * QNR), acc[i][0]);
+        _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
+    }
+}
+
+/* the tiles with the row count a constant (a short tile computes only its rows) */
+static void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
+                 int32_t *out, int mr) {
+    switch (mr) {
+    case 1: tile_bytes(rows, K, row_len, panel, rows_signed, out, 1); break;
+    case 2: tile_bytes(rows, K, row_len, panel, rows_signed, out, 2); break;
+    case 3: tile_bytes(rows, K, row_len, panel, rows_signed, out, 3); break;
+    default: tile_bytes(rows, K, row_len, panel, rows_signed, out, QMR);
+    }
+}
+
+static void tile16(const int16_t *const *rows, int64_t K, const int16_t *panel, int32_t *out, int mr) {
+    switch (mr) {
+    case 1: tile_pairs(rows, K, panel, out, 1); break;
+    case 2: tile_pairs(rows, K, panel, out, 2); break;
+    case 3: tile_pairs(rows, K, panel, out, 3); break;
+    default: tile_pairs(rows, K, panel, out, QMR);
+    }
 }
 #else
+#define HAVE_PAIRS 0
 static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
-                        int32_t *out) {
+                        int32_t *out, int mr) {
     (void)row_len;
+    (void)mr;
     int32_t acc[QMR][QNR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
         const uint8_t *p = panel + (k / 4) * QNR * 4 + k % 4;
@@ -161,6 +201,61 @@ static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, 
         }
     }
     memcpy(out, acc, sizeof acc);
+}
+#endif
+
+/* per thread: a gathered panel (bytes, then as int16 pairs beside it where the build has that path),
+   its column sums, the row sums */
+int64_t ge_qgemm_workspace_bytes(int64_t K, int threads) {
+    return (int64_t)threads * (quads(K) * QNR * 4 * (1 + 2 * HAVE_PAIRS) + 64 + QNR * 4 + QMR * 4 + 64);
+}
+
+int ge_qgemm_has_pairs(void) { return HAVE_PAIRS; }
+
+/* W (K, N) as ge_qgemm_pack takes it into panels of int16 pairs of k (panel[pair][j][2], the pairs of
+   each quad of K, zero past K): QPATH_PAIRS's weights; sums as ge_qgemm_pack's */
+void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int16_t *bp, int32_t *sums) {
+    int64_t pairs = 2 * quads(K), panels = (N + QNR - 1) / QNR;
+    memset(bp, 0, panels * pairs * QNR * 2 * sizeof(int16_t));
+    for (int64_t n = 0; n < N; n++) {
+        int16_t *dst = bp + (n / QNR) * pairs * QNR * 2 + (n % QNR) * 2;
+        int32_t s = 0;
+        for (int64_t k = 0; k < K; k++) {
+            int8_t v = (int8_t)(flip ? (uint8_t)w[k * ldw + n] - 128 : w[k * ldw + n]);
+            dst[(k / 2) * QNR * 2 + k % 2] = v;
+            s += v;
+        }
+        sums[n] = s;
+    }
+}
+
+#if HAVE_PAIRS
+/* a gathered panel of u8 quads (panel[q][j][4]) as int16 pairs (panel[2q + h][j][2] = bytes 2h, 2h + 1) */
+static void quads_to_pairs(const uint8_t *src, int64_t K, int16_t *dst) {
+    const __m256i lo = _mm256_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1,
+                                        0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1);
+    const __m256i hi = _mm256_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1,
+                                        2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1);
+    for (int64_t q = 0; q < quads(K); q++)
+        for (int h = 0; h < QNR * 4 / 32; h++) {  /* 8 columns' quads: 8 columns of each pair */
+            __m256i v = _mm256_loadu_si256((const __m256i *)(src + q * QNR * 4 + 32 * h));
+            _mm256_storeu_si256((__m256i *)(dst + 2 * q * QNR * 2 + 16 * h), _mm256_shuffle_epi8(v, lo));
+            _mm256_storeu_si256((__m256i *)(dst + (2 * q + 1) * QNR * 2 + 16 * h), _mm256_shuffle_epi8(v, hi));
+        }
+}
+
+/* the u8 rows (M, K) at a (stride lda) as int16 rows of 4 quads(K), zeros past K */
+static void widen_rows(const uint8_t *a, int64_t lda, int64_t M, int64_t K, int16_t *a16) {
+    int64_t ld16 = 4 * quads(K);
+    for (int64_t i = 0; i < M; i++) {
+        const uint8_t *src = a + i * lda;
+        int16_t *dst = a16 + i * ld16;
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16)
+            _mm256_storeu_si256((__m256i *)(dst + k), _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + k))));
+        for (; k < K; k++) dst[k] = src[k];
+        for (; k < ld16; k++) dst[k] = 0;
+    }
 }
 #endif
 
@@ -317,6 +412,64 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
     }
 }
 #define HAVE_FAST_STORE 1
+#elif defined(__AVX2__)
+/* store_tile_fast with 8 lanes, for full panels (16 columns: two vectors): the same steps as the
+   AVX-512 one (cvtps rounds to nearest even, the default mode; the clamped values fit 8 bits, so the
+   packs do not saturate) */
+static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int mr, int64_t j0, int nc) {
+    if (nc < QNR) {
+        store_tile(g, (int32_t *)acc, i0, mr, j0, nc, NULL, NULL);
+        return;
+    }
+    const QOut *o = &g->out;
+    __m256 lo = _mm256_set1_ps((float)(o->lo - o->zy)), hi = _mm256_set1_ps((float)(o->hi - o->zy));
+    __m256i zy = _mm256_set1_epi32(o->zy), zu = _mm256_set1_epi32(g->zu);
+    __m256i corr[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256 sc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, fb[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    if (!g->rows_are_weights) {  /* per column: -zu sum_s + bias, the scale (times scale_a), the float bias */
+        for (int h = 0; h < 2; h++) {
+            __m256i ss = _mm256_loadu_si256((const __m256i *)(g->sum_s + j0 + 8 * h));
+            corr[h] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_mullo_epi32(zu, ss));
+            if (o->bias) corr[h] = _mm256_add_epi32(corr[h], _mm256_loadu_si256((const __m256i *)(o->bias + j0 + 8 * h)));
+            sc[h] = o->scale_step ? _mm256_loadu_ps(o->scale + j0 + 8 * h) : _mm256_set1_ps(o->scale[0]);
+            if (o->kind == QOUT_F32 && o->scale_a) sc[h] = _mm256_mul_ps(_mm256_set1_ps(*o->scale_a), sc[h]);
+            if (o->kind == QOUT_F32 && o->fbias) fb[h] = _mm256_loadu_ps(o->fbias + j0 + 8 * h);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        int64_t at = (i0 + i) * g->ldc + j0;
+        if (g->rows_are_weights) {  /* per row: one correction and one scale */
+            int64_t w = i0 + i;
+            corr[0] = corr[1] = _mm256_set1_epi32(-g->zu * g->sum_s[w] + (o->bias ? o->bias[w] : 0));
+            sc[0] = sc[1] = _mm256_set1_ps(o->scale[o->scale_step * w]);
+        }
+        __m256i r[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR + 8 * h)), corr[h]);
+            __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), sc[h]);
+            if (o->kind == QOUT_F32) {
+                if (o->fbias) f = _mm256_add_ps(f, fb[h]);
+                _mm256_storeu_ps((float *)g->c + at + 8 * h, f);
+                continue;
+            }
+            f = _mm256_min_ps(_mm256_max_ps(f, lo), hi);
+            r[h] = _mm256_add_epi32(_mm256_cvtps_epi32(f), zy);
+        }
+        if (o->kind == QOUT_F32) {
+            if (o->act.act != ACT_NONE)  /* VL lanes at a time (8, or 16 on AVX-512 builds without VNNI) */
+                for (int j = 0; j < QNR; j += VL) {
+                    int part = QNR - j < VL ? QNR - j : VL;
+                    float *y = (float *)g->c + at + j;
+                    store_part(y, vactivate(load_part(y, part), o->act), part);
+                }
+            continue;
+        }
+        __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xD8);  /* 16 words in order */
+        __m256i b = o->kind == QOUT_U8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
+        _mm_storeu_si128((__m128i *)((uint8_t *)g->c + at), _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08)));
+    }
+}
+#define HAVE_FAST_STORE 1
 #else
 #define HAVE_FAST_STORE 0
 #endif
@@ -448,14 +601,21 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
     int64_t r0 = chunk * job->chunk_rows, r1 = r0 + job->chunk_rows < g->M ? r0 + job->chunk_rows : g->M;
     uint8_t *ws = g->ws + slot * ge_qgemm_workspace_bytes(g->K, 1);
     uint8_t *panel_buf = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    int32_t *col_sums = (int32_t *)(panel_buf + quads(g->K) * QNR * 4);
+    int32_t *col_sums = (int32_t *)(panel_buf + quads(g->K) * QNR * 4 * (1 + 2 * HAVE_PAIRS));
     int32_t *row_sums = col_sums + QNR;
     const uint8_t *panel;
     if (g->bp) {
-        panel = (const uint8_t *)g->bp + p * quads(g->K) * QNR * 4;
+        panel = (const uint8_t *)g->bp + p * quads(g->K) * QNR * 4 * (g->path == QPATH_PAIRS ? 2 : 1);
     } else {
         gather_panel(g, p, panel_buf, g->zs ? col_sums : NULL);
         panel = panel_buf;
+#if HAVE_PAIRS
+        if (g->path == QPATH_PAIRS) {  /* beside the bytes: col_sums and row_sums after both */
+            int16_t *pairs = (int16_t *)(panel_buf + quads(g->K) * QNR * 4);
+            quads_to_pairs(panel_buf, g->K, pairs);
+            panel = (const uint8_t *)pairs;
+        }
+#endif
     }
     int64_t j0 = p * QNR;
     int nc = (int)(g->N - j0 < QNR ? g->N - j0 : QNR);
@@ -464,8 +624,16 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
         int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
         const uint8_t *rows[QMR];
         for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + (i < mr ? i : mr - 1)) * g->lda;
-        if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc);  /* rows padded to quads */
-        else tile(rows, g->K, g->K, panel, 0, acc);
+#if HAVE_PAIRS
+        if (g->path == QPATH_PAIRS) {
+            const int16_t *rows16[QMR];
+            int64_t ld16 = 4 * quads(g->K);
+            for (int i = 0; i < QMR; i++) rows16[i] = g->a16 + (i0 + (i < mr ? i : mr - 1)) * ld16;
+            tile16(rows16, g->K, (const int16_t *)panel, acc, mr);
+        } else
+#endif
+        if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, mr);  /* rows padded to quads */
+        else tile(rows, g->K, g->K, panel, 0, acc, mr);
         if (g->zs && !g->rows_are_weights)
             for (int i = 0; i < mr; i++) {
                 int32_t s = 0;
@@ -484,6 +652,9 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
 
 void ge_qgemm(const QGemm *g) {
     if (g->M <= 0 || g->N <= 0) return;
+#if HAVE_PAIRS
+    if (g->path == QPATH_PAIRS && !g->rows_are_weights) widen_rows(g->a, g->lda, g->M, g->K, g->a16);
+#endif
     QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M};
     int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD;
     if (g->threads > 1 && job.panels < want) {  /* few panels: split the rows too */
