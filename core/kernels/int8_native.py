@@ -50,11 +50,23 @@ def product_path(nat, rows: np.ndarray) -> int:
 
 
 def product_kernel(nat, fits: bool) -> str:
-    """What the int8 product of weights whose pairs fit int16 (or not) runs on with this library."""
+    """What the int8 product of weights whose pairs fit int16 (or not) runs on with library `nat`
+    (None: the numpy plans)."""
+    if nat is None:
+        return "numpy float64 (exact)"
     if nat.qgemm_has_pairs:
         return "vpmaddubsw (every weight pair fits int16)" if fits else \
             "vpmaddwd on int16 pairs (a weight pair could overflow vpmaddubsw's int16)"
     return "vpdpbusd (AVX-512 VNNI)" if "vnni" in nat.isa.lower() else "portable C"
+
+
+def depthwise_kernel(nat) -> str:
+    """What the int8 depthwise convolution (centred int16 weights, taps in pairs) runs on with `nat`."""
+    if nat is None:
+        return "depthwise: numpy float64 (exact)"
+    isa = nat.isa.lower()
+    return "depthwise: " + ("vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else
+                            "vpmaddwd on int16 pairs" if "avx2" in isa else "portable C")
 
 
 def requant_kind(dtype) -> int:
