@@ -50,10 +50,11 @@ PRODUCT_WEIGHTS = {"QLinearConv": 3, "ConvInteger": 1, "QLinearMatMul": 3, "MatM
 
 def int8_products(m: GeModel, nat) -> dict[int, str]:
     """{task index: the instructions its int8 product runs on}, for native library `nat` (None: the
-    numpy plans): chosen per layer by its weights where the build has a choice (int8_native.product_path:
-    on AVX2 without VNNI, vpmaddubsw only where no pair of weights can overflow int16). Tasks whose
-    weights are not constants of the OM, or whose shapes the native plans do not take, are left out."""
-    from ..kernels.int8_native import depthwise_kernel, pairs_fit_int16, product_kernel
+    numpy plans): chosen per layer by its weights where the build has a choice (int8_native.product_plan:
+    on AVX2 without VNNI, vpmaddubsw where the weight pairs fit int16 or split weights leave few
+    rests, else int16 pairs). Tasks whose weights are not constants of the OM, or whose shapes the
+    native plans do not take, are left out."""
+    from ..kernels.int8_native import depthwise_kernel, packed_values, product_kernel, product_plan
     value = _weight_value(m)
     found = {}
     for step, task in enumerate(m.tasks):
@@ -69,11 +70,11 @@ def int8_products(m: GeModel, nat) -> dict[int, str]:
             if group == w.shape[0] > 1 and w.shape[1] == 1 and w.shape[2] * w.shape[3] <= 64:
                 found[step] = depthwise_kernel(nat)
             elif group == 1:
-                found[step] = product_kernel(nat, pairs_fit_int16(w.reshape(w.shape[0], -1)))
+                found[step] = product_kernel(nat, product_plan(nat, packed_values(w.reshape(w.shape[0], -1)), True))
             continue
         if w.ndim == 2 and len(task.inputs[0].shape) >= 2:  # (K, N), or QGemm's transB (N, K)
             rows = w if task.op_type == "QGemm" and int(attrs.get("transB", 0)) else w.T
-            found[step] = product_kernel(nat, pairs_fit_int16(rows))
+            found[step] = product_kernel(nat, product_plan(nat, packed_values(rows), False))
     return found
 
 

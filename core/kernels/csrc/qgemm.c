@@ -86,8 +86,10 @@ static inline int32_t load_quad(const uint8_t *p, int64_t avail) {
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
 #define HAVE_PAIRS 0
 static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
-                                                       const uint8_t *panel, int rows_signed, int32_t *out, int mr) {
-    (void)mr;  /* all QMR rows (the short tile's repeat its last) */
+                                                       const uint8_t *panel, int rows_signed, int32_t *out,
+                                                       const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
+    (void)mr;  /* all QMR rows (the short tile's repeat its last); no split weights (exact as they are) */
+    (void)fix_q, (void)fix_b, (void)nfix;
     __m512i acc[QMR][2];
     for (int i = 0; i < QMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
     int64_t q4 = quads(K);
@@ -117,6 +119,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
    int8_native.py), so it is exact: then vpmaddwd by ones adds the pairs of a quad into int32 */
 static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
                                                              const uint8_t *panel, int rows_signed, int32_t *out,
+                                                             const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
                                                              const int mr) {
     __m256i acc[QMR][2];
     const __m256i ones = _mm256_set1_epi16(1);
@@ -134,6 +137,29 @@ static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *cons
             __m256i p1 = rows_signed ? _mm256_maddubs_epi16(b1, a) : _mm256_maddubs_epi16(a, b1);
             acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(p0, ones));
             acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(p1, ones));
+        }
+    }
+    /* the split weights' rest: the same products on the listed quads (the weights' operand from fix_b) */
+    for (int64_t e = 0; e < nfix; e++) {
+        int64_t q = fix_q[e];
+        if (rows_signed) {  /* the rows are the weights: QMR rows' quads */
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
+            __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
+            for (int i = 0; i < mr; i++) {
+                int32_t v;
+                memcpy(&v, fix_b + e * QMR * 4 + 4 * i, 4);
+                __m256i a = _mm256_set1_epi32(v);
+                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(b0, a), ones));
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(b1, a), ones));
+            }
+        } else {  /* the panel is the weights: the panel's quad */
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(fix_b + e * QNR * 4));
+            __m256i b1 = _mm256_loadu_si256((const __m256i *)(fix_b + e * QNR * 4 + 32));
+            for (int i = 0; i < mr; i++) {
+                __m256i a = _mm256_set1_epi32(load_quad(rows[i] + 4 * q, row_len - 4 * q));
+                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
+            }
         }
     }
     for (int i = 0; i < mr; i++) {
@@ -168,12 +194,12 @@ static inline __attribute__((always_inline)) void tile_pairs(const int16_t *cons
 
 /* the tiles with the row count a constant (a short tile computes only its rows) */
 static void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
-                 int32_t *out, int mr) {
+                 int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
     switch (mr) {
-    case 1: tile_bytes(rows, K, row_len, panel, rows_signed, out, 1); break;
-    case 2: tile_bytes(rows, K, row_len, panel, rows_signed, out, 2); break;
-    case 3: tile_bytes(rows, K, row_len, panel, rows_signed, out, 3); break;
-    default: tile_bytes(rows, K, row_len, panel, rows_signed, out, QMR);
+    case 1: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 1); break;
+    case 2: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 2); break;
+    case 3: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 3); break;
+    default: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, QMR);
     }
 }
 
@@ -188,9 +214,9 @@ static void tile16(const int16_t *const *rows, int64_t K, const int16_t *panel, 
 #else
 #define HAVE_PAIRS 0
 static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
-                        int32_t *out, int mr) {
+                        int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
     (void)row_len;
-    (void)mr;
+    (void)mr, (void)fix_q, (void)fix_b, (void)nfix;
     int32_t acc[QMR][QNR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
         const uint8_t *p = panel + (k / 4) * QNR * 4 + k % 4;
@@ -211,6 +237,8 @@ int64_t ge_qgemm_workspace_bytes(int64_t K, int threads) {
 }
 
 int ge_qgemm_has_pairs(void) { return HAVE_PAIRS; }
+
+int ge_qgemm_mr(void) { return QMR; }
 
 /* W (K, N) as ge_qgemm_pack takes it into panels of int16 pairs of k (panel[pair][j][2], the pairs of
    each quad of K, zero past K): QPATH_PAIRS's weights; sums as ge_qgemm_pack's */
@@ -632,8 +660,17 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
             tile16(rows16, g->K, (const int16_t *)panel, acc, mr);
         } else
 #endif
-        if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, mr);  /* rows padded to quads */
-        else tile(rows, g->K, g->K, panel, 0, acc, mr);
+        {
+            int64_t group = g->rows_are_weights ? i0 / QMR : p, f0 = 0, nfix = 0;
+            if (g->fix_start) {
+                f0 = g->fix_start[group];
+                nfix = g->fix_start[group + 1] - f0;
+            }
+            const int32_t *fq = g->fix_start ? g->fix_q + f0 : NULL;
+            const int8_t *fb = g->fix_start ? g->fix_b + f0 * (g->rows_are_weights ? QMR * 4 : QNR * 4) : NULL;
+            if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, fq, fb, nfix, mr);  /* rows padded to quads */
+            else tile(rows, g->K, g->K, panel, 0, acc, fq, fb, nfix, mr);
+        }
         if (g->zs && !g->rows_are_weights)
             for (int i = 0; i < mr; i++) {
                 int32_t s = 0;

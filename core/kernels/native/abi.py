@@ -263,6 +263,9 @@ class QGemm(ctypes.Structure):
         ('ws', ctypes.c_void_p),
         ('path', ctypes.c_int32),
         ('a16', ctypes.c_void_p),
+        ('fix_start', ctypes.c_void_p),
+        ('fix_q', ctypes.c_void_p),
+        ('fix_b', ctypes.c_void_p),
     ]
 
 
@@ -513,6 +516,7 @@ SIGNATURES = {
     'ge_qgemm_workspace_bytes': ([ctypes.c_int64, ctypes.c_int], ctypes.c_int64),
     'ge_qgemm_pack': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], None),
     'ge_qgemm_has_pairs': ([], ctypes.c_int),
+    'ge_qgemm_mr': ([], ctypes.c_int),
     'ge_qgemm_pack_pairs': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], None),
     'ge_qgemm': ([ctypes.c_void_p], None),
     'ge_qdepthwise_slot_bytes': ([ctypes.c_void_p], ctypes.c_int64),

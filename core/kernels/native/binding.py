@@ -332,22 +332,34 @@ class Native:
         """The build has QPATH_PAIRS (AVX2 without VNNI): int8 products as int16 pairs (vpmaddwd)."""
         return bool(self.lib.ge_qgemm_has_pairs())
 
+    @property
+    def qgemm_nr(self) -> int:
+        """The int8 product's panel width (columns)."""
+        return self.lib.ge_qgemm_nr()
+
+    @property
+    def qgemm_mr(self) -> int:
+        """The int8 product's tile height (rows)."""
+        return self.lib.ge_qgemm_mr()
+
     def qgemm_workspace_nbytes(self, k: int) -> int:
         return self.lib.ge_qgemm_workspace_bytes(k, GEMM_SLOTS) + ALIGN
 
     def qgemm_call(self, m, n, k, *, a: int, lda: int, c: int, ldc: int, out: "QOut", zu: int, zs, sum_s, ws,
                    bp=None, b: int | None = None, koff=None, noff=None, b_flip=False, path: int = QPATH_BYTES,
-                   a16=None, keep=()) -> PreparedCall:
+                   a16=None, fix=None, keep=()) -> PreparedCall:
         """C[i * ldc + j] = out(sum_k (U - zu)(S - zs)) (csrc/qgemm.c): rows a (addresses), either
         u8 activations over prepacked weights bp, or (bp None) s8 weights over the u8 (b_flip: int8)
         activation gathered at b[koff[k] + noff[n]]; prepared. zs: int32 per weight index or None.
         path QPATH_PAIRS: bp packed by qpack_pairs, a16 the int16 weight rows or the (m, 4 ceil(k / 4))
-        int16 scratch the activation rows are widened into."""
+        int16 scratch the activation rows are widened into. fix: split weights' rest quads (fix_start,
+        fix_q, fix_b: int8_native.rest_quads) or None."""
         ws_addr = ws.ctypes.data
+        fix = fix or (None, None, None)
         args = QGemm(m, n, k, a, lda, int(bp is None), _addr(bp), b, _addr(koff), _addr(noff), int(b_flip), zu,
                      _addr(zs), _addr(sum_s), c, ldc, out, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN,
-                     path, _addr(a16))
-        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws, a16) + tuple(keep))
+                     path, _addr(a16), *map(_addr, fix))
+        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws, a16, *fix) + tuple(keep))
 
     def qdepthwise_workspace_nbytes(self, geometry: dict) -> int:
         """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum)."""

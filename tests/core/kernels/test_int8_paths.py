@@ -1,8 +1,9 @@
-"""Which instructions an int8 product runs on, chosen per layer by its weights (int8_native.product_path):
-on AVX2 without VNNI (v3, v4) vpmaddubsw only where no pair of weights can leave its int16, int16 pairs
-(vpmaddwd) elsewhere. Exact at every level on the edge of the choice: x = 255 against weight pairs
-127 + 1 and -128 + 0 (which fit) and 127 + 127, -128 + -128 (which would saturate vpmaddubsw, as
-onnxruntime's AVX2 kernel does); and `ge inspect` says what was chosen."""
+"""Which instructions an int8 product runs on, chosen per layer by its weights (int8_native.product_plan):
+on AVX2 without VNNI (v3, v4) vpmaddubsw where no pair of weights can leave its int16, or on weights
+split so that none does where few quads keep a rest, int16 pairs (vpmaddwd) elsewhere. Exact at every
+level on the edge of the choice: x = 255 against weight pairs 127 + 1 and -128 + 0 (which fit) and
+127 + 127, -128 + -128 (which would saturate vpmaddubsw, as onnxruntime's AVX2 kernel does), everywhere
+or in a few places (split); and `ge inspect` says what was chosen."""
 import numpy as np
 import onnx
 import pytest
@@ -12,7 +13,7 @@ from ge.core import api
 from ge.core.api import om_info
 from ge.core.ir import Meta
 from ge.core.kernels import backend as backends, lookup, native as native_mod
-from ge.core.kernels.int8_native import pairs_fit_int16, product_kernel
+from ge.core.kernels.int8_native import packed_values, pairs_fit_int16, product_kernel, product_plan, split_pairs
 from ge.core.kernels.native import QPATH_BYTES, QPATH_PAIRS
 
 from .int8_reference import reference
@@ -32,17 +33,31 @@ def test_pairs_fit_int16(pair, fits):
     assert not pairs_fit_int16(np.array([[0, 0, 127, 127]], np.int8))
 
 
-def _product(op: str, level: str, pair, monkeypatch):
+def test_split_pairs_fit_and_add_up():
+    w = np.array([[127, 127, -128, -128, 127, -128, 5, 3, 127], [100, 28, 100, 30, -100, -28, -100, -30, -128]], np.int8)
+    main, rest = split_pairs(w)
+    assert pairs_fit_int16(main) and pairs_fit_int16(rest)
+    np.testing.assert_array_equal(main.astype(np.int16) + rest, w)
+    assert np.count_nonzero(rest) == 4  # 127 + 127, -128 + -128, 100 + 30, -100 + -30
+
+
+def _product(op: str, level: str, pair, monkeypatch, sparse=False):
     """op (MatMulInteger: weights as columns; ConvInteger: as rows) on x = 255 (a few 0s) and weights
-    whose every pair of k is `pair`, at native `level`: (ge's result, the exact one, the kernel's plan)."""
+    whose every pair of k is `pair` (sparse: a few are, the others 3 and -2), at native `level`:
+    (ge's result, the exact one, the kernel's plan)."""
     monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(native_mod.load_level(level)))
     rng = np.random.default_rng(3)
     if op == "MatMulInteger":  # K = 38: 9 quads and a short one; N = 20: a full panel and a short one
         x = np.where(rng.random((5, 38)) < 0.9, 255, 0).astype(np.uint8)
-        w = np.resize(np.array(pair, np.int8), (20, 38)).T.copy()
+        rows = np.resize(np.array(pair, np.int8), (20, 38))
     else:  # K = 3 * 3 * 3 = 27 per output channel (rows padded to 28); 9 x 7 pixels
         x = np.where(rng.random((1, 3, 9, 7)) < 0.9, 255, 0).astype(np.uint8)
-        w = np.resize(np.array(pair, np.int8), (6, 27)).reshape(6, 3, 3, 3)
+        rows = np.resize(np.array(pair, np.int8), (6, 27))
+    if sparse:  # the pair in the first quad of the first weight index and near the end of the last
+        few = rows.copy()
+        rows = np.resize(np.array([3, -2], np.int8), rows.shape)
+        rows[0, :2], rows[-1, 22:24] = few[0, :2], few[-1, 22:24]
+    w = rows.T.copy() if op == "MatMulInteger" else rows.reshape(6, 3, 3, 3)
     kernel = lookup(op, "", 17)({}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w], opset=17,
                                 name="n").load()
     out = kernel.infer()[0]
@@ -62,6 +77,20 @@ def test_products_exact_at_the_edge_of_int16(monkeypatch, level, op, pair, fits)
     nat = native_mod.load_level(level)
     assert nat.qgemm_has_pairs == (level in ("v3", "v4"))  # AVX2 without VNNI: the only builds with a choice
     assert plan.path == (QPATH_PAIRS if nat.qgemm_has_pairs and not fits else QPATH_BYTES)
+    assert plan.plan.fix is None
+
+
+@pytest.mark.parametrize("level", level_params())
+@pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger"])
+@pytest.mark.parametrize("pair", [(127, 127), (-128, -128)])
+def test_split_weights_exact_at_the_edge_of_int16(monkeypatch, level, op, pair):
+    """A few pairs overflow: on AVX2 without VNNI the weights are split (vpmaddubsw on both parts)."""
+    y, want, plan = _product(op, level, pair, monkeypatch, sparse=True)
+    np.testing.assert_array_equal(y, want)
+    split = native_mod.load_level(level).qgemm_has_pairs
+    assert plan.path == QPATH_BYTES and (plan.plan.fix is not None) == split
+    if split:
+        assert len(plan.plan.fix[1]) == 2  # one quad of each of two groups keeps a rest
 
 
 def test_inspect_says_what_each_layer_runs_on(tmp_path):
@@ -83,8 +112,8 @@ def test_inspect_says_what_each_layer_runs_on(tmp_path):
     om = api.atc(str(tmp_path / "two.onnx"), str(tmp_path / "two")).om_path
     tasks = {t["node"]: t for t in om_info.inspect(om)["tasks"]}
     nat = native_mod.native()
-    assert tasks["fits"]["int8_product"] == product_kernel(nat, True)
-    assert tasks["wide"]["int8_product"] == product_kernel(nat, False)
+    assert tasks["fits"]["int8_product"] == product_kernel(nat, product_plan(nat, packed_values(fit.T), False))
+    assert tasks["wide"]["int8_product"] == product_kernel(nat, product_plan(nat, packed_values(wide.T), False))
     assert tasks["cast"]["int8_product"] == ""
     if nat is not None and nat.qgemm_has_pairs:
         assert tasks["fits"]["int8_product"].startswith("vpmaddubsw")
