@@ -19,10 +19,17 @@ zero point with it); uint8 weights are packed as w - 128 (their zero point too).
 
 Instruction sets, chosen at compile time (the build decides which level it targets):
 - AVX-512 VNNI: vpdpbusd, 16 lanes of 4 u8 x s8 products added into int32, no intermediate rounding;
-- AVX2: vpmaddwd on both operands widened to int16 (vpmovzxbw / vpmovsxbw): pairs of products
-  added into int32, exact. (vpmaddubsw would add the u8 x s8 pairs in saturating int16: 255 * 127 * 2
-  overflows, which MLAS accepts or avoids by 7-bit weights; widening first is exact for any weights
-  at half vpmaddubsw's rate);
+- AVX2 (without VNNI: v3, and v4's AVX-512 without it), two paths, chosen per product by the caller
+  from the weights (int8_native.product_plan; QGemm.path):
+  QPATH_BYTES: vpmaddubsw adds the u8 x s8 products of each pair of k into saturating int16, then
+  vpmaddwd by ones adds a quad's two pairs into int32 (32 products an instruction). 255 * 127 * 2
+  overflows int16 (onnxruntime's AVX2 kernel accepts that saturation): the path is taken only for
+  weights none of whose pairs can leave int16 (positive parts adding up to at most 128, negative
+  ones to at least -128), or for weights split so (main + rest, each pair of both in int16), the
+  rest's pass over only the quads of K where it is not zero (fix_start/fix_q/fix_b);
+  QPATH_PAIRS: both operands as int16 pairs of k (the weights widened when packed, the activation's
+  rows widened before the product or its gathered panels after the gather), vpmaddwd: exact for any
+  bytes, 16 products an instruction, with no widening in the loop;
 - otherwise portable C.
 Every path gives the same int32 accumulator, so the results are identical. */
 #include <math.h>
@@ -592,6 +599,21 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
                 _mm256_storeu_si256((__m256i *)(d + 96), _mm256_permute2x128_si256(q2, q3, 0x31));
                 continue;
             }
+#elif QNR == 16 && defined(__AVX2__)
+            if (nc == QNR) {  /* 4 rows of 16 bytes into 16 quads: byte, then 16-bit interleaves */
+                __m128i f = _mm_set1_epi8((char)flip);
+                __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s0), f);
+                __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s1), f);
+                __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s2), f);
+                __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s3), f);
+                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+                _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+                _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+                continue;
+            }
 #endif
             for (int j = 0; j < nc; j++) {
                 d[4 * j] = s0[j] ^ flip;
@@ -770,17 +792,27 @@ static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, 
         _mm256_storeu_si256((__m256i *)(acc + j + 24), _mm512_extracti64x4_epi64(hi, 1));
     }
 #elif defined(__AVX2__)
-    for (int64_t j = 0; j < run; j += 16) {  /* 16 outputs: lo 0-7, hi 8-15 */
-        __m256i lo = _mm256_set1_epi32(corr), hi = lo;
+    /* 32 outputs: the two taps' bytes interleaved, then widened by interleaving with zeros (in-lane
+       shuffles only); s[0] holds outputs 0-3 and 16-19, s[1] 4-7 and 20-23, s[2] 8-11 and 24-27, s[3]
+       12-15 and 28-31 */
+    const __m256i zero = _mm256_setzero_si256();
+    for (int64_t j = 0; j < run; j += 32) {
+        __m256i s[4];
+        for (int h = 0; h < 4; h++) s[h] = _mm256_set1_epi32(corr);
         for (int64_t p = 0; p < pairs; p++) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(t0[p] + j));
-            __m128i b = _mm_loadu_si128((const __m128i *)(t1[p] + j));
+            __m256i a = _mm256_loadu_si256((const __m256i *)(t0[p] + j));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(t1[p] + j));
             __m256i w = _mm256_set1_epi32(wpair[p]);
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), w));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), w));
+            __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+            s[0] = _mm256_add_epi32(s[0], _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), w));
+            s[1] = _mm256_add_epi32(s[1], _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), w));
+            s[2] = _mm256_add_epi32(s[2], _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), w));
+            s[3] = _mm256_add_epi32(s[3], _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), w));
         }
-        _mm256_storeu_si256((__m256i *)(acc + j), lo);
-        _mm256_storeu_si256((__m256i *)(acc + j + 8), hi);
+        _mm256_storeu_si256((__m256i *)(acc + j), _mm256_permute2x128_si256(s[0], s[1], 0x20));
+        _mm256_storeu_si256((__m256i *)(acc + j + 8), _mm256_permute2x128_si256(s[2], s[3], 0x20));
+        _mm256_storeu_si256((__m256i *)(acc + j + 16), _mm256_permute2x128_si256(s[0], s[1], 0x31));
+        _mm256_storeu_si256((__m256i *)(acc + j + 24), _mm256_permute2x128_si256(s[2], s[3], 0x31));
     }
 #else
     for (int64_t j = 0; j < run; j += 16) {
@@ -922,6 +954,11 @@ static inline vec load_bytes(const uint8_t *p, int is_signed) {
 static inline void store_bytes(uint8_t *p, ivec r) {
 #if defined(__AVX512F__)
     _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)r));
+#elif defined(__AVX2__)  /* each lane's low byte (GCC stores the generic loop's bytes one by one) */
+    const __m256i low = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i b = _mm256_shuffle_epi8((__m256i)r, low);
+    _mm_storel_epi64((__m128i *)p, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
 #else
     for (int k = 0; k < VL; k++) p[k] = (uint8_t)r[k];
 #endif
@@ -993,11 +1030,7 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     vec vs = (vec){0} + scale, vz = (vec){0} + z;
     for (i = 0; i + VL <= n; i += VL) {
         ivec q = __builtin_convertvector(vclamp(vrint(vload(x + i) / vs) + vz, 0.0f, 255.0f), ivec);
-#if defined(__AVX512F__)
-        _mm_storeu_si128((__m128i *)(y + i), _mm512_cvtepi32_epi8((__m512i)q));
-#else
-        for (int k = 0; k < VL; k++) y[i + k] = (uint8_t)q[k];
-#endif
+        store_bytes(y + i, q);
     }
     for (; i < n; i++) {
         float v = __builtin_rintf(x[i] / scale) + z;
