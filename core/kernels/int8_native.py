@@ -36,8 +36,7 @@ def pairs_fit_int16(rows: np.ndarray) -> bool:
     as w - 128), k paired 0-1, 2-3, ...; a pair's two products with any u8 x lie in [255 (min(w0, 0) +
     min(w1, 0)), 255 (max(w0, 0) + max(w1, 0))], which fits int16 when the positive parts add up to at
     most 128 and the negative ones to at least -128 (so 127 and 1 fit, 127 and 2 do not)."""
-    rows = np.asarray(rows)
-    v = rows.astype(np.int16) - (128 if rows.dtype == np.uint8 else 0)
+    v = packed_values(rows)
     if v.shape[-1] % 2:
         v = np.concatenate([v, np.zeros(v.shape[:-1] + (1,), np.int16)], axis=-1)
     pos, neg = np.maximum(v, 0), np.minimum(v, 0)
@@ -117,8 +116,8 @@ def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
     return ProductPlan(QPATH_BYTES, fits, share, main, fix)
 
 
-def product_kernel(nat, plan: ProductPlan | None) -> str:
-    """What an int8 product runs on with library `nat` (None: the numpy plans) by its plan."""
+def product_kernel(nat, plan: ProductPlan) -> str:
+    """What an int8 product runs on with library `nat` (None: the numpy plans) by its plan (product_plan's)."""
     if nat is None:
         return "numpy float64 (exact)"
     if not nat.qgemm_has_pairs:

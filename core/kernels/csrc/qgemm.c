@@ -60,20 +60,29 @@ static inline int64_t quads(int64_t k) { return (k + 3) / 4; }
 
 int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QNR) * quads(K) * QNR * 4; }
 
-/* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels; sums[n] = sum_k of the packed values. */
-void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
-    int64_t q4 = quads(K), panels = (N + QNR - 1) / QNR;
-    memset(bp, 0, panels * q4 * QNR * 4);
+/* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels of groups of g values of k
+   (panel[k / g][j][g]: quads as bytes, g 4, or pairs as int16, g 2; zeros past K); sums[n] = sum_k
+   of the packed values. A panel holds 4 quads(K) QNR values either way. */
+static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int g, void *bp,
+                        int32_t *sums) {
+    int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR;
+    memset(bp, 0, panels * panel * (g == 2 ? sizeof(int16_t) : 1));
     for (int64_t n = 0; n < N; n++) {
-        int8_t *dst = bp + (n / QNR) * q4 * QNR * 4 + (n % QNR) * 4;
+        int64_t at = (n / QNR) * panel + (n % QNR) * g;
         int32_t s = 0;
         for (int64_t k = 0; k < K; k++) {
             int8_t v = (int8_t)(flip ? (uint8_t)w[k * ldw + n] - 128 : w[k * ldw + n]);
-            dst[(k / 4) * QNR * 4 + k % 4] = v;
+            int64_t e = at + (k / g) * QNR * g + k % g;
+            if (g == 2) ((int16_t *)bp)[e] = v;
+            else ((int8_t *)bp)[e] = v;
             s += v;
         }
         sums[n] = s;
     }
+}
+
+void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
+    pack_groups(w, ldw, K, N, flip, 4, bp, sums);
 }
 
 /* ---- the micro-kernel: acc[QMR][QNR] over all K of QMR rows and one panel ---------------------- */
@@ -247,21 +256,9 @@ int ge_qgemm_has_pairs(void) { return HAVE_PAIRS; }
 
 int ge_qgemm_mr(void) { return QMR; }
 
-/* W (K, N) as ge_qgemm_pack takes it into panels of int16 pairs of k (panel[pair][j][2], the pairs of
-   each quad of K, zero past K): QPATH_PAIRS's weights; sums as ge_qgemm_pack's */
+/* W (K, N) as ge_qgemm_pack takes it into panels of int16 pairs of k (panel[pair][j][2]): QPATH_PAIRS's weights */
 void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int16_t *bp, int32_t *sums) {
-    int64_t pairs = 2 * quads(K), panels = (N + QNR - 1) / QNR;
-    memset(bp, 0, panels * pairs * QNR * 2 * sizeof(int16_t));
-    for (int64_t n = 0; n < N; n++) {
-        int16_t *dst = bp + (n / QNR) * pairs * QNR * 2 + (n % QNR) * 2;
-        int32_t s = 0;
-        for (int64_t k = 0; k < K; k++) {
-            int8_t v = (int8_t)(flip ? (uint8_t)w[k * ldw + n] - 128 : w[k * ldw + n]);
-            dst[(k / 2) * QNR * 2 + k % 2] = v;
-            s += v;
-        }
-        sums[n] = s;
-    }
+    pack_groups(w, ldw, K, N, flip, 2, bp, sums);
 }
 
 #if HAVE_PAIRS
