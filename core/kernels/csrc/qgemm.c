@@ -579,24 +579,7 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
         if (contiguous && 4 * q + 3 < g->K) {
             const uint8_t *s0 = g->b + g->koff[4 * q] + noff[0], *s1 = g->b + g->koff[4 * q + 1] + noff[0];
             const uint8_t *s2 = g->b + g->koff[4 * q + 2] + noff[0], *s3 = g->b + g->koff[4 * q + 3] + noff[0];
-#if QNR == 32 && defined(__AVX2__)
-            if (nc == QNR) {  /* 4 rows of 32 bytes into 32 quads: byte, then 16-bit interleaves */
-                __m256i f = _mm256_set1_epi8((char)flip);
-                __m256i r0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s0), f);
-                __m256i r1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s1), f);
-                __m256i r2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s2), f);
-                __m256i r3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s3), f);
-                __m256i lo01 = _mm256_unpacklo_epi8(r0, r1), hi01 = _mm256_unpackhi_epi8(r0, r1);
-                __m256i lo23 = _mm256_unpacklo_epi8(r2, r3), hi23 = _mm256_unpackhi_epi8(r2, r3);
-                __m256i q0 = _mm256_unpacklo_epi16(lo01, lo23), q1 = _mm256_unpackhi_epi16(lo01, lo23);
-                __m256i q2 = _mm256_unpacklo_epi16(hi01, hi23), q3 = _mm256_unpackhi_epi16(hi01, hi23);
-                _mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(q0, q1, 0x20));
-                _mm256_storeu_si256((__m256i *)(d + 32), _mm256_permute2x128_si256(q2, q3, 0x20));
-                _mm256_storeu_si256((__m256i *)(d + 64), _mm256_permute2x128_si256(q0, q1, 0x31));
-                _mm256_storeu_si256((__m256i *)(d + 96), _mm256_permute2x128_si256(q2, q3, 0x31));
-                continue;
-            }
-#elif QNR == 16 && defined(__AVX2__)
+#if QNR == 16 && defined(__AVX2__)  /* (QNR is 32 only with VNNI, whose builds gather by gather_run) */
             if (nc == QNR) {  /* 4 rows of 16 bytes into 16 quads: byte, then 16-bit interleaves */
                 __m128i f = _mm_set1_epi8((char)flip);
                 __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s0), f);
