@@ -41,10 +41,11 @@ def test_split_pairs_fit_and_add_up():
     assert np.count_nonzero(rest) == 4  # 127 + 127, -128 + -128, 100 + 30, -100 + -30
 
 
-def _product(op: str, level: str, pair, monkeypatch, sparse=False):
+def _product(op: str, level: str, pair, monkeypatch, sparse=False, unsigned=False):
     """op (MatMulInteger: weights as columns; ConvInteger: as rows) on x = 255 (a few 0s) and weights
-    whose every pair of k is `pair` (sparse: a few are, the others 3 and -2), at native `level`:
-    (ge's result, the exact one, the kernel's plan)."""
+    whose every pair of k is `pair` (sparse: a few are, the others 3 and -2; unsigned: as uint8
+    weights packed to those values, w - 128), at native `level`: (ge's result, the exact one, the
+    kernel's plan)."""
     monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(native_mod.load_level(level)))
     rng = np.random.default_rng(3)
     if op == "MatMulInteger":  # K = 38: 9 quads and a short one; N = 20: a full panel and a short one
@@ -57,6 +58,8 @@ def _product(op: str, level: str, pair, monkeypatch, sparse=False):
         few = rows.copy()
         rows = np.resize(np.array([3, -2], np.int8), rows.shape)
         rows[0, :2], rows[-1, 22:24] = few[0, :2], few[-1, 22:24]
+    if unsigned:
+        rows = (rows.astype(np.int16) + 128).astype(np.uint8)
     w = rows.T.copy() if op == "MatMulInteger" else rows.reshape(6, 3, 3, 3)
     kernel = lookup(op, "", 17)({}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w], opset=17,
                                 name="n").load()
@@ -82,10 +85,10 @@ def test_products_exact_at_the_edge_of_int16(monkeypatch, level, op, pair, fits)
 
 @pytest.mark.parametrize("level", level_params())
 @pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger"])
-@pytest.mark.parametrize("pair", [(127, 127), (-128, -128)])
-def test_split_weights_exact_at_the_edge_of_int16(monkeypatch, level, op, pair):
+@pytest.mark.parametrize("pair,unsigned", [((127, 127), False), ((-128, -128), False), ((127, 127), True)])
+def test_split_weights_exact_at_the_edge_of_int16(monkeypatch, level, op, pair, unsigned):
     """A few pairs overflow: on AVX2 without VNNI the weights are split (vpmaddubsw on both parts)."""
-    y, want, plan = _product(op, level, pair, monkeypatch, sparse=True)
+    y, want, plan = _product(op, level, pair, monkeypatch, sparse=True, unsigned=unsigned)
     np.testing.assert_array_equal(y, want)
     split = native_mod.load_level(level).qgemm_has_pairs
     assert plan.path == QPATH_BYTES and (plan.plan.fix is not None) == split
