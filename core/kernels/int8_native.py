@@ -45,10 +45,11 @@ def pairs_fit_int16(rows: np.ndarray) -> bool:
 
 
 #: the share of weight quads with a rest (split weights) above which int16 pairs are faster than
-#: vpmaddubsw plus the rest's quads (a quad with a rest costs a second vpmaddubsw pass; int16 pairs
-#: about 1.35: 128x512 @ 512x2048 at v3, one thread: bytes 85-91, pairs 65, split with a rest in
-#: half the quads 46, in every quad 35 GMAC/s)
-SPLIT_AT_MOST = 0.2
+#: vpmaddubsw plus the rest's quads, by whether the weights are the product's rows (a convolution) or
+#: its panels (measured at v3, one thread: 128x512 @ 512x2048 runs bytes 85-91, pairs 65, split with
+#: a rest in half the quads 46 GMAC/s; 1x1 convolutions with a rest in 22-37% of quads 2-12% faster
+#: split than as pairs, in 59-76% 10-14% slower)
+SPLIT_AT_MOST = {True: 0.4, False: 0.2}
 
 
 class ProductPlan(NamedTuple):
@@ -111,7 +112,7 @@ def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
     main, rest = split_pairs(rows)
     fix = rest_quads(rest, nat.qgemm_mr if weights_are_rows else nat.qgemm_nr)
     share = len(fix[1]) / max(1, (len(fix[0]) - 1) * -(-rows.shape[1] // 4))
-    if share > SPLIT_AT_MOST:
+    if share > SPLIT_AT_MOST[weights_are_rows]:
         return ProductPlan(QPATH_PAIRS, fits, share)
     return ProductPlan(QPATH_BYTES, fits, share, main, fix)
 
