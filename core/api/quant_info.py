@@ -51,7 +51,7 @@ PRODUCT_WEIGHTS = {"QLinearConv": 3, "ConvInteger": 1, "QLinearMatMul": 3, "MatM
 def int8_products(m: GeModel, nat) -> dict[int, str]:
     """{task index: the instructions its int8 product runs on}, for native library `nat` (None: the
     numpy plans): chosen per layer by its weights where the build has a choice (int8_native.product_plan:
-    on AVX2 without VNNI, vpmaddubsw where the weight pairs fit int16 or split weights leave few
+    without VNNI (SSE or AVX2), vpmaddubsw where the weight pairs fit int16 or split weights leave few
     rests, else int16 pairs). Tasks whose weights are not constants of the OM, or whose shapes the
     native plans do not take, are left out."""
     from ..kernels.int8_native import depthwise_kernel, packed_values, product_kernel, product_plan

@@ -102,7 +102,7 @@ def rest_quads(rest: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np
 
 def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
     """The path for weights `rows` (weight index, K) with library `nat`: where the build has the choice
-    (AVX2 without VNNI), vpmaddubsw on weights whose every pair fits int16; else vpmaddubsw on split
+    (no VNNI: the AVX2 builds, v3 and v4, and the SSE one, v2), vpmaddubsw on weights whose every pair fits int16; else vpmaddubsw on split
     weights (split_pairs) where few quads have a rest (SPLIT_AT_MOST); else int16 pairs. Other builds
     take the bytes as they are (vpdpbusd and portable C are exact on any pair). weights_are_rows: the
     weights are the product's rows (a convolution: groups of the tile's rows), else its panels."""
@@ -123,11 +123,12 @@ def product_kernel(nat, plan: ProductPlan) -> str:
         return "numpy float64 (exact)"
     if not nat.qgemm_has_pairs:
         return "vpdpbusd (AVX-512 VNNI)" if "vnni" in nat.isa.lower() else "portable C"
+    v = "v" if "avx" in nat.isa.lower() else ""  # (the SSE build, x86-64 v2: the same instructions on 128 bits)
     if plan.path == QPATH_PAIRS:
-        return f"vpmaddwd on int16 pairs (weight pairs overflow vpmaddubsw's int16 in {plan.share:.0%} of quads)"
+        return f"{v}pmaddwd on int16 pairs (weight pairs overflow {v}pmaddubsw's int16 in {plan.share:.0%} of quads)"
     if plan.fits:
-        return "vpmaddubsw (every weight pair fits int16)"
-    return f"vpmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads)"
+        return f"{v}pmaddubsw (every weight pair fits int16)"
+    return f"{v}pmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads)"
 
 
 def depthwise_kernel(nat) -> str:

@@ -19,7 +19,8 @@ zero point with it); uint8 weights are packed as w - 128 (their zero point too).
 
 Instruction sets, chosen at compile time (the build decides which level it targets):
 - AVX-512 VNNI: vpdpbusd, 16 lanes of 4 u8 x s8 products added into int32, no intermediate rounding;
-- AVX2 (without VNNI: v3, and v4's AVX-512 without it), two paths, chosen per product by the caller
+- AVX2 (without VNNI: v3, and v4's AVX-512 without it) and SSSE3 + SSE4.1 (v2: the same on 128-bit
+  vectors, the 16 columns in two halves), two paths, chosen per product by the caller
   from the weights (int8_native.product_plan; QGemm.path):
   QPATH_BYTES: vpmaddubsw adds the u8 x s8 products of each pair of k into saturating int16, then
   vpmaddwd by ones adds a quad's two pairs into int32 (32 products an instruction). 255 * 127 * 2
@@ -38,7 +39,7 @@ Every path gives the same int32 accumulator, so the results are identical. */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
-#if defined(__AVX__)
+#if defined(__SSSE3__)
 #include <immintrin.h>
 #endif
 
@@ -208,6 +209,87 @@ static inline __attribute__((always_inline)) void tile_pairs(const int16_t *cons
     }
 }
 
+#elif defined(__SSSE3__) && defined(__SSE4_1__)
+#define HAVE_PAIRS 1
+/* The AVX2 paths on 128-bit vectors (x86-64 v2): the 16 columns in two halves of 8 (4 rows x 2
+   vectors of accumulators a half, within SSE's 16 registers) */
+static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                             const uint8_t *panel, int rows_signed, int32_t *out,
+                                                             const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
+                                                             const int mr) {
+    const __m128i ones = _mm_set1_epi16(1);
+    int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4;
+    for (int h = 0; h < 2; h++) {
+        __m128i acc[QMR][2];
+        for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm_setzero_si128();
+        for (int64_t q = 0; q < q4; q++) {
+            __m128i b0 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h));
+            __m128i b1 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h + 16));
+            for (int i = 0; i < mr; i++) {
+                int32_t v;
+                if (q < whole) memcpy(&v, rows[i] + 4 * q, 4);
+                else v = load_quad(rows[i] + 4 * q, row_len - 4 * q);
+                __m128i a = _mm_set1_epi32(v);
+                __m128i p0 = rows_signed ? _mm_maddubs_epi16(b0, a) : _mm_maddubs_epi16(a, b0);
+                __m128i p1 = rows_signed ? _mm_maddubs_epi16(b1, a) : _mm_maddubs_epi16(a, b1);
+                acc[i][0] = _mm_add_epi32(acc[i][0], _mm_madd_epi16(p0, ones));
+                acc[i][1] = _mm_add_epi32(acc[i][1], _mm_madd_epi16(p1, ones));
+            }
+        }
+        for (int64_t e = 0; e < nfix; e++) {  /* the split weights' rest, as the AVX2 tile */
+            int64_t q = fix_q[e];
+            for (int i = 0; i < mr; i++) {
+                __m128i a, b0, b1;
+                int32_t v;
+                if (rows_signed) {
+                    memcpy(&v, fix_b + e * QMR * 4 + 4 * i, 4);
+                    b0 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h));
+                    b1 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h + 16));
+                    a = _mm_set1_epi32(v);
+                    b0 = _mm_maddubs_epi16(b0, a);
+                    b1 = _mm_maddubs_epi16(b1, a);
+                } else {
+                    a = _mm_set1_epi32(load_quad(rows[i] + 4 * q, row_len - 4 * q));
+                    b0 = _mm_maddubs_epi16(a, _mm_loadu_si128((const __m128i *)(fix_b + e * QNR * 4 + 32 * h)));
+                    b1 = _mm_maddubs_epi16(a, _mm_loadu_si128((const __m128i *)(fix_b + e * QNR * 4 + 32 * h + 16)));
+                }
+                acc[i][0] = _mm_add_epi32(acc[i][0], _mm_madd_epi16(b0, ones));
+                acc[i][1] = _mm_add_epi32(acc[i][1], _mm_madd_epi16(b1, ones));
+            }
+        }
+        for (int i = 0; i < mr; i++) {
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h), acc[i][0]);
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h + 4), acc[i][1]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void tile_pairs(const int16_t *const *rows, int64_t K,
+                                                             const int16_t *panel, int32_t *out, const int mr) {
+    int64_t pairs = 2 * quads(K);
+    for (int h = 0; h < 2; h++) {
+        __m128i acc[QMR][2];
+        for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm_setzero_si128();
+        for (int64_t q = 0; q < pairs; q++) {
+            __m128i b0 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 2 + 16 * h));
+            __m128i b1 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 2 + 16 * h + 8));
+            for (int i = 0; i < mr; i++) {
+                int32_t v;
+                memcpy(&v, rows[i] + 2 * q, 4);
+                __m128i a = _mm_set1_epi32(v);
+                acc[i][0] = _mm_add_epi32(acc[i][0], _mm_madd_epi16(a, b0));
+                acc[i][1] = _mm_add_epi32(acc[i][1], _mm_madd_epi16(a, b1));
+            }
+        }
+        for (int i = 0; i < mr; i++) {
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h), acc[i][0]);
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h + 4), acc[i][1]);
+        }
+    }
+}
+#endif
+
+#if HAVE_PAIRS
 /* the tiles with the row count a constant (a short tile computes only its rows) */
 static void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
                  int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
@@ -227,7 +309,7 @@ static void tile16(const int16_t *const *rows, int64_t K, const int16_t *panel, 
     default: tile_pairs(rows, K, panel, out, QMR);
     }
 }
-#else
+#elif !defined(__AVX512VNNI__) || !defined(__AVX512F__)
 #define HAVE_PAIRS 0
 static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
                         int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
@@ -262,17 +344,16 @@ void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int
 }
 
 #if HAVE_PAIRS
-/* a gathered panel of u8 quads (panel[q][j][4]) as int16 pairs (panel[2q + h][j][2] = bytes 2h, 2h + 1) */
+/* a gathered panel of u8 quads (panel[q][j][4]) as int16 pairs (panel[2q + h][j][2] = bytes 2h, 2h + 1),
+   4 columns' quads a vector */
 static void quads_to_pairs(const uint8_t *src, int64_t K, int16_t *dst) {
-    const __m256i lo = _mm256_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1,
-                                        0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1);
-    const __m256i hi = _mm256_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1,
-                                        2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1);
+    const __m128i lo = _mm_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1);
+    const __m128i hi = _mm_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1);
     for (int64_t q = 0; q < quads(K); q++)
-        for (int h = 0; h < QNR * 4 / 32; h++) {  /* 8 columns' quads: 8 columns of each pair */
-            __m256i v = _mm256_loadu_si256((const __m256i *)(src + q * QNR * 4 + 32 * h));
-            _mm256_storeu_si256((__m256i *)(dst + 2 * q * QNR * 2 + 16 * h), _mm256_shuffle_epi8(v, lo));
-            _mm256_storeu_si256((__m256i *)(dst + (2 * q + 1) * QNR * 2 + 16 * h), _mm256_shuffle_epi8(v, hi));
+        for (int c = 0; c < QNR / 4; c++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(src + q * QNR * 4 + 16 * c));
+            _mm_storeu_si128((__m128i *)(dst + 2 * q * QNR * 2 + 8 * c), _mm_shuffle_epi8(v, lo));
+            _mm_storeu_si128((__m128i *)(dst + (2 * q + 1) * QNR * 2 + 8 * c), _mm_shuffle_epi8(v, hi));
         }
 }
 
@@ -283,8 +364,8 @@ static void widen_rows(const uint8_t *a, int64_t lda, int64_t M, int64_t K, int1
         const uint8_t *src = a + i * lda;
         int16_t *dst = a16 + i * ld16;
         int64_t k = 0;
-        for (; k + 16 <= K; k += 16)
-            _mm256_storeu_si256((__m256i *)(dst + k), _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + k))));
+        for (; k + 8 <= K; k += 8)
+            _mm_storeu_si128((__m128i *)(dst + k), _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(src + k))));
         for (; k < K; k++) dst[k] = src[k];
         for (; k < ld16; k++) dst[k] = 0;
     }

@@ -329,7 +329,8 @@ class Native:
 
     @property
     def qgemm_has_pairs(self) -> bool:
-        """The build has QPATH_PAIRS (AVX2 without VNNI): int8 products as int16 pairs (vpmaddwd)."""
+        """The build has QPATH_PAIRS (x86-64 without VNNI: AVX2 or SSE): int8 products as int16 pairs
+        (vpmaddwd), or as bytes (vpmaddubsw) on weights whose pairs fit int16."""
         return bool(self.lib.ge_qgemm_has_pairs())
 
     @property
