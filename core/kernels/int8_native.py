@@ -136,8 +136,8 @@ def depthwise_kernel(nat) -> str:
     if nat is None:
         return "depthwise: numpy float64 (exact)"
     isa = nat.isa.lower()
-    return "depthwise: " + ("vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else
-                            "vpmaddwd on int16 pairs" if "avx2" in isa else "portable C")
+    return "depthwise: " + ("vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs" if "avx2" in isa
+                            else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C")
 
 
 def requant_kind(dtype) -> int:

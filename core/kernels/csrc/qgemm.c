@@ -813,12 +813,12 @@ int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbyt
 
 /* acc[0, run) = corr + sum over the taps of tap[t][j] * wt[t]. Blocks of outputs stay in registers
    through all taps; the last block runs past `run` into the scratch's slack (the accumulators' 32
-   spare lanes, the phases' spare row and 64 bytes). With AVX2 / AVX-512 the taps go in pairs: their
+   spare lanes, the phases' spare row and 64 bytes). With SSE4.1 / AVX2 / AVX-512 the taps go in pairs: their
    bytes interleaved and widened to int16, vpmaddwd (vpdpwssd with VNNI) adds x0 w0 + x1 w1 into
    int32 (|w| <= 255: exact), an odd last tap paired with itself at weight 0. */
 static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, int32_t corr, int64_t run,
                     int32_t *acc) {
-#if defined(__AVX512BW__) || defined(__AVX2__)
+#if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE4_1__)
     const uint8_t *t0[32], *t1[32];
     int32_t wpair[32];
     int64_t pairs = (taps + 1) / 2;
@@ -874,6 +874,23 @@ static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, 
         _mm256_storeu_si256((__m256i *)(acc + j + 8), _mm256_permute2x128_si256(s[2], s[3], 0x20));
         _mm256_storeu_si256((__m256i *)(acc + j + 16), _mm256_permute2x128_si256(s[0], s[1], 0x31));
         _mm256_storeu_si256((__m256i *)(acc + j + 24), _mm256_permute2x128_si256(s[2], s[3], 0x31));
+    }
+#elif defined(__SSE4_1__)
+    const __m128i zero = _mm_setzero_si128();
+    for (int64_t j = 0; j < run; j += 16) {  /* 16 outputs: s[h] holds outputs 4h-4h+3 */
+        __m128i s[4];
+        for (int h = 0; h < 4; h++) s[h] = _mm_set1_epi32(corr);
+        for (int64_t p = 0; p < pairs; p++) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(t0[p] + j));
+            __m128i b = _mm_loadu_si128((const __m128i *)(t1[p] + j));
+            __m128i w = _mm_set1_epi32(wpair[p]);
+            __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
+            s[0] = _mm_add_epi32(s[0], _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), w));
+            s[1] = _mm_add_epi32(s[1], _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), w));
+            s[2] = _mm_add_epi32(s[2], _mm_madd_epi16(_mm_unpacklo_epi8(hi, zero), w));
+            s[3] = _mm_add_epi32(s[3], _mm_madd_epi16(_mm_unpackhi_epi8(hi, zero), w));
+        }
+        for (int h = 0; h < 4; h++) _mm_storeu_si128((__m128i *)(acc + j + 4 * h), s[h]);
     }
 #else
     for (int64_t j = 0; j < run; j += 16) {
