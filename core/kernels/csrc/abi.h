@@ -163,7 +163,7 @@ typedef struct {
 } QOut;
 
 /* The u8 x s8 product (qgemm.c documents the operands and the paths): C[i * ldc + j].
-   QPATH_BYTES: the operands as bytes (VNNI vpdpbusd; AVX2 vpmaddubsw, only for weights whose every
+   QPATH_BYTES: the operands as bytes (VNNI vpdpbusd; without VNNI vpmaddubsw, only for weights whose every
    pair of k fits int16 products, see qgemm.c; portable C). QPATH_PAIRS (builds where
    ge_qgemm_has_pairs(): x86-64 without VNNI): the operands widened to int16 pairs of k, vpmaddwd;
    the weights widened when packed (ge_qgemm_pack_pairs, or int16 rows), the activation rows into
