@@ -13,16 +13,18 @@ of its timed runs; the table shows, per engine, the median over rounds, their ra
 onnxruntime (lower is better) and the range of the rounds' own ratios (how noisy the machine was).
 
 Rows (--only takes their keys):
-  resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b8 mobilenetv3_b1 pplcnet_b1 vit_b16_b1
+  resnet50_b1 resnet50_b8 mobilenetv2_b1 mobilenetv2_b2 mobilenetv2_b8 mobilenetv3_b1 pplcnet_b1 vit_b16_b1
   bert_base bert_small    latency of one inference (ms); pplcnet_b1 is PP-LCNet as paddle2onnx writes
                           it at opset 11 (HardSwish as Div(Mul(x, Clip(x + 3, 0, 6)), 6))
-  mobilenetv2_qdq mobilenetv2_qop bert_small_int8
-                          the int8 models onnxruntime's quantizer writes (quantize_static QDQ and
-                          QOperator, quantize_dynamic): latency (ms); compare with mobilenetv2_b1 and
-                          bert_small, ge's fp32 builds, in the same run
+  mobilenetv2_qdq mobilenetv2_qdq_b2 mobilenetv2_qop bert_small_int8
+                          the int8 models onnxruntime's quantizer writes (quantize_static QDQ at batch 1
+                          and 2, QOperator, quantize_dynamic): latency (ms); where their float32 builds
+                          (mobilenetv2_b1, mobilenetv2_b2, bert_small) ran too, lines under the table
+                          give ge int8 / ge float32. `--only int8` runs all of these
   dbnet_160x960 dbnet_640x480 crnn_b1 crnn_b2 yolov8n
                           latency of issue 31's real-model shapes (samples/build_samples.py, random weights):
                           a PaddleOCR DBNet detector and CRNN recogniser (paddle2onnx, opset 11), a YOLOv8n
+                          detector (torch.onnx)
   chain_1000              1000 tiny elementwise ops (Add/Relu, [1, 16]): latency / 1000 (us per node)
   two_node                a 2-node model (Add, Mul on [1, 16]): latency of one call (us)
   compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
@@ -90,6 +92,8 @@ def full_rows() -> list[Row]:
         Row("resnet50_b1", "ResNet-50 batch 1", "latency", ("resnet50_style", {}), "<= 1.0", runs=20),
         Row("resnet50_b8", "ResNet-50 batch 8", "latency", ("resnet50_style", {"batch": 8}), "<= 1.0", runs=6),
         Row("mobilenetv2_b1", "MobileNetV2 batch 1", "latency", ("mobilenetv2_style", {}), "<= 1.2", runs=40),
+        Row("mobilenetv2_b2", "MobileNetV2 batch 2", "latency", ("mobilenetv2_style", {"batch": 2}), "<= 1.0",
+            runs=25),
         Row("mobilenetv2_b8", "MobileNetV2 batch 8", "latency", ("mobilenetv2_style", {"batch": 8}), "<= 1.0",
             runs=12),
         Row("mobilenetv3_b1", "MobileNetV3-Large batch 1", "latency", ("mobilenetv3_style", {}), "<= 1.0", runs=40),
@@ -100,6 +104,8 @@ def full_rows() -> list[Row]:
         Row("bert_small", "BERT-small seq 128 batch 1", "latency", ("bert_style", BERT_SMALL), "<= 1.0", runs=30),
         Row("mobilenetv2_qdq", "MobileNetV2 int8 QDQ (quantize_static) batch 1", "latency",
             ("quantized", {"form": "qdq", "model": "mobilenetv2_style"}), "<= 1.0", runs=40),
+        Row("mobilenetv2_qdq_b2", "MobileNetV2 int8 QDQ (quantize_static) batch 2", "latency",
+            ("quantized", {"form": "qdq", "model": "mobilenetv2_style", "kwargs": {"batch": 2}}), "<= 1.0", runs=25),
         Row("mobilenetv2_qop", "MobileNetV2 int8 QOperator batch 1", "latency",
             ("quantized", {"form": "qoperator", "model": "mobilenetv2_style"}), "<= 1.0", runs=40),
         Row("bert_small_int8", "BERT-small int8 dynamic (quantize_dynamic) seq 128", "latency",
@@ -121,6 +127,15 @@ def full_rows() -> list[Row]:
     ]
 
 
+#: each int8 row's float32 build (the same model before quantization, same batch): the table's last
+#: lines compare ge with itself, int8 against float32, where both rows ran
+FP32_OF = {"mobilenetv2_qdq": "mobilenetv2_b1", "mobilenetv2_qdq_b2": "mobilenetv2_b2",
+           "mobilenetv2_qop": "mobilenetv2_b1", "bert_small_int8": "bert_small"}
+#: --only int8: the int8 rows and their float32 builds
+GROUPS = {"int8": ["mobilenetv2_b1", "mobilenetv2_b2", "bert_small", "mobilenetv2_qdq", "mobilenetv2_qdq_b2",
+                   "mobilenetv2_qop", "bert_small_int8"]}
+
+
 def quick_rows() -> list[Row]:
     """The same rows on models small enough for a smoke test (seconds, not minutes)."""
     cnn = {"image": 32}
@@ -129,12 +144,15 @@ def quick_rows() -> list[Row]:
         "resnet50_b1": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),
         "resnet50_b8": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10, batch=2)),
         "mobilenetv2_b1": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10)),
+        "mobilenetv2_b2": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10, batch=2)),
         "mobilenetv2_b8": ("mobilenetv2_style", dict(cnn, width_mult=0.25, classes=10, batch=2)),
         "mobilenetv3_b1": ("mobilenetv3_style", dict(cnn, width_mult=0.25, classes=10)),
         "pplcnet_b1": ("pplcnet_style", dict(cnn, scale=0.25, classes=10)),
         "vit_b16_b1": ("vit_style", dict(image=32, layers=1, hidden=32, heads=2, mlp=64, classes=10)),
         "bert_base": ("bert_style", bert), "bert_small": ("bert_style", bert),
         "mobilenetv2_qdq": ("quantized", {"form": "qdq", "model": "mobilenetv2_style", "kwargs": dict(cnn, width_mult=0.25, classes=10)}),
+        "mobilenetv2_qdq_b2": ("quantized", {"form": "qdq", "model": "mobilenetv2_style",
+                                             "kwargs": dict(cnn, width_mult=0.25, classes=10, batch=2)}),
         "mobilenetv2_qop": ("quantized", {"form": "qoperator", "model": "mobilenetv2_style",
                                           "kwargs": dict(cnn, width_mult=0.25, classes=10)}),
         "bert_small_int8": ("quantized", {"form": "dynamic", "model": "bert_style", "kwargs": bert}),
@@ -470,6 +488,13 @@ def render(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def int8_vs_fp32(table: list[dict]) -> list[str]:
+    """ge's int8 rows against ge's float32 builds of the same models in this run (FP32_OF)."""
+    ge = {e["key"]: e for e in table}
+    return [f"ge int8 / ge float32, {ge[k]['workload']}: {ge[k]['ge']:.3g} / {ge[f]['ge']:.3g} {ge[k]['unit']} = "
+            f"{ge[k]['ge'] / ge[f]['ge']:.2f}" for k, f in FP32_OF.items() if k in ge and f in ge]
+
+
 def rows_parser(doc: str, rounds: int | None, rounds_help: str = "rounds per row") -> argparse.ArgumentParser:
     """The arguments of every script that runs rows through run_rounds (this one, recurrent.py,
     small_models.py): --rounds, --only and --single-thread, the script's docstring as its help."""
@@ -499,7 +524,7 @@ def main(argv=None) -> int:
         return launcher_loop()
 
     rows = quick_rows() if args.quick else full_rows()
-    only = [k for k in args.only.split(",") if k]
+    only = [r for k in args.only.split(",") if k for r in GROUPS.get(k, [k])]
     unknown = set(only) - {r.key for r in rows}
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(r.key for r in rows)}")
@@ -524,6 +549,8 @@ def main(argv=None) -> int:
           f"{' --single-thread' if args.single_thread else ''}{' --level ' + args.level if args.level else ''} --rounds {rounds}"
           f"{' --only ' + args.only if only else ''}: {conditions(results, args.single_thread)}")
     print(render(table))
+    for line in int8_vs_fp32(table):
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rounds": rounds, "quick": args.quick, "rows": table}, f, indent=1)

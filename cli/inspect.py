@@ -146,7 +146,8 @@ def _tasks(d, out):
         op = t["label"]
         ins = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "in")
         outs = ", ".join(f"{a['ref']} {a['kind']}" for a in t["args"] if a["role"] == "out")
-        tasks.add_row(str(t["index"]), t["node"], op, t["kernel"], f"{ins} -> {outs}", str(t["workspace"]))
+        kernel = t["kernel"] + (f": {t['int8_product']}" if t.get("int8_product") else "")  # (quant_info.int8_products)
+        tasks.add_row(str(t["index"]), t["node"], op, kernel, f"{ins} -> {outs}", str(t["workspace"]))
     out.print(tasks)
 
 

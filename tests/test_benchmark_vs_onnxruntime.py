@@ -14,10 +14,11 @@ from tests.core.kernels.levels import RUNNABLE, best_level
 pytest.importorskip("onnxruntime")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "vs_onnxruntime.py"
-LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "MobileNetV2 batch 8",
+LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "MobileNetV2 batch 2", "MobileNetV2 batch 8",
           "MobileNetV3-Large batch 1",
           "PP-LCNet x1.0 (paddle2onnx, opset 11) batch 1", "ViT-B/16 batch 1", "BERT-base seq 128 batch 1", "BERT-small seq 128 batch 1",
-          "MobileNetV2 int8 QDQ (quantize_static) batch 1", "MobileNetV2 int8 QOperator batch 1",
+          "MobileNetV2 int8 QDQ (quantize_static) batch 1", "MobileNetV2 int8 QDQ (quantize_static) batch 2",
+          "MobileNetV2 int8 QOperator batch 1",
           "BERT-small int8 dynamic (quantize_dynamic) seq 128",
           "OCR detector (DBNet, PP-LCNet) 160x960", "OCR detector (DBNet, PP-LCNet) 640x480",
           "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 1", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 2",
@@ -34,6 +35,9 @@ def test_quick_prints_every_row(tmp_path):
     table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
     assert table[0].startswith("| workload | ge | onnxruntime | ge / onnxruntime |")
     assert [line.split(" | ")[0][2:] for line in table[2:]] == LABELS
+    head = "ge int8 / ge float32, "  # every int8 row beside its float32 build
+    assert [line[len(head):].split(": ")[0] for line in proc.stdout.splitlines() if line.startswith(head)] == \
+        [label for label in LABELS if "int8" in label]
     rows = json.loads(out.read_text())["rows"]
     assert [r["workload"] for r in rows] == LABELS
     for r in rows:  # each engine measured something in its own process

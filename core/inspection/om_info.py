@@ -8,7 +8,7 @@ from ..model.dynamic_model import STRING, DynamicModel
 from ..model.errors import GeError
 from ..model.ge_model import GeModel
 from ..kernels.ops.fused_elementwise import chain_label
-from .quant_info import quant_params
+from .quant_info import int8_products, quant_params
 from ..jsonable import jsonable, vars_of
 from ..version import version
 from ..runtime.task_check import check_model_tasks
@@ -45,8 +45,10 @@ def inspect_section(data: dict, section: str) -> dict:
 
 
 def _ge_model_dict(m: GeModel) -> dict:
+    from ..kernels import native
     kinds = {a.id: a.kind for a in m.allocations}
     quant = quant_params(m)
+    products = int8_products(m, native.native())  # with the kernels this machine (or GE_NATIVE_LEVEL) runs
     return jsonable({
         "inputs": [_desc_dict(d, kinds) for d in m.inputs],
         "outputs": [_desc_dict(d, kinds) for d in m.outputs],
@@ -58,7 +60,7 @@ def _ge_model_dict(m: GeModel) -> dict:
                          "offset": t.offset, "size": t.nbytes, "dtype": t.dtype, "shape": list(t.shape),
                          "first": t.first, "last": t.last, "alias_of": t.alias_of,
                          "quantization": quant.get(t.name, "")} for t in m.tensors],
-        "tasks": [_task_dict(i, t, kinds) for i, t in enumerate(m.tasks)],
+        "tasks": [dict(_task_dict(i, t, kinds), int8_product=products.get(i, "")) for i, t in enumerate(m.tasks)],
         "args_table": _args_table(m),
         "weights": [dict(_weight_dict(m, w), quantization=quant.get(w.name, "")) for w in m.weights],
         "weight_totals": _weight_totals(m),

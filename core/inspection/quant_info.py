@@ -30,15 +30,58 @@ def _fmt(a: np.ndarray | None) -> str:
         f"per channel ({a.size}: {int(a.min())}..{int(a.max())})"
 
 
-def quant_params(m: GeModel) -> dict[str, str]:
-    """{tensor or weight name: "scale S, zero point Z"} for the quantized tensors of a static OM."""
+def _weight_value(m: GeModel):
+    """A function: a task argument -> its value when it is a weight of the OM (else None)."""
     weights = {(w.allocation, w.offset): w for w in m.weights if not w.file}
 
     def value(arg) -> np.ndarray | None:
         w = weights.get((arg.allocation, arg.offset)) if arg is not None else None
         if w is None:
             return None
-        return np.frombuffer(m.weight_data, np.dtype(w.dtype), int(np.prod(w.shape, dtype=np.int64)), w.offset)
+        return np.frombuffer(m.weight_data, np.dtype(w.dtype), int(np.prod(w.shape, dtype=np.int64)),
+                             w.offset).reshape(w.shape)
+    return value
+
+
+#: the int8 products over constant weights: op -> the weights' argument (int8_native.py's plans)
+PRODUCT_WEIGHTS = {"QLinearConv": 3, "ConvInteger": 1, "QLinearMatMul": 3, "MatMulInteger": 1,
+                   "MatMulIntegerToFloat": 1, "QGemm": 3}
+
+
+def int8_products(m: GeModel, nat) -> dict[int, str]:
+    """{task index: the instructions its int8 product runs on}, for native library `nat` (None: the
+    numpy plans): chosen per layer by its weights where the build has a choice (int8_native.product_plan:
+    without VNNI (SSE or AVX2), vpmaddubsw where the weight pairs fit int16 or split weights leave few
+    rests, else int16 pairs). Tasks whose weights are not constants of the OM, or whose shapes the
+    native plans do not take, are left out."""
+    from ..kernels.ops.int8_native import depthwise_kernel, packed_values, product_kernel, product_plan
+    value = _weight_value(m)
+    found = {}
+    for step, task in enumerate(m.tasks):
+        i = PRODUCT_WEIGHTS.get(task.op_type)
+        w = value(task.inputs[i]) if i is not None and i < len(task.inputs) else None
+        if w is None or w.dtype not in (np.uint8, np.int8):
+            continue
+        attrs = task.attrs if isinstance(task.attrs, dict) else {}
+        if task.op_type.endswith("Conv") or task.op_type == "ConvInteger":
+            if w.ndim != 4:
+                continue
+            group = int(attrs.get("group", 1))
+            if group == w.shape[0] > 1 and w.shape[1] == 1 and w.shape[2] * w.shape[3] <= 64:
+                found[step] = depthwise_kernel(nat)
+            elif group == 1:
+                found[step] = product_kernel(nat, product_plan(nat, packed_values(w.reshape(w.shape[0], -1)), True))
+            continue
+        if w.ndim == 2 and len(task.inputs[0].shape) >= 2:  # (K, N), or QGemm's transB (N, K)
+            rows = w if task.op_type == "QGemm" and int(attrs.get("transB", 0)) else w.T
+            found[step] = product_kernel(nat, product_plan(nat, packed_values(rows), False))
+    return found
+
+
+def quant_params(m: GeModel) -> dict[str, str]:
+    """{tensor or weight name: "scale S, zero point Z"} for the quantized tensors of a static OM."""
+    weights = {(w.allocation, w.offset): w for w in m.weights if not w.file}
+    value = _weight_value(m)
 
     def name_of(arg, step: int, side: str) -> str | None:
         w = weights.get((arg.allocation, arg.offset))

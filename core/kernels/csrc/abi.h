@@ -162,7 +162,13 @@ typedef struct {
     Activation act;  /* QOUT_F32 only */
 } QOut;
 
-/* The u8 x s8 product (qgemm.c documents the operands): C[i * ldc + j] */
+/* The u8 x s8 product (qgemm.c documents the operands and the paths): C[i * ldc + j].
+   QPATH_BYTES: the operands as bytes (VNNI vpdpbusd; without VNNI vpmaddubsw, only for weights whose every
+   pair of k fits int16 products, see qgemm.c; portable C). QPATH_PAIRS (builds where
+   ge_qgemm_has_pairs(): x86-64 without VNNI): the operands widened to int16 pairs of k, vpmaddwd;
+   the weights widened when packed (ge_qgemm_pack_pairs, or int16 rows), the activation rows into
+   a16 (M * 4 quads(K) int16, the caller's scratch) or its gathered panels into the workspace. */
+enum { QPATH_BYTES, QPATH_PAIRS };
 typedef struct {
     int64_t M, N, K;
     const uint8_t *a;  /* rows: a[i * lda + k] */
@@ -179,6 +185,15 @@ typedef struct {
     QOut out;
     int32_t threads;
     uint8_t *ws;  /* ge_qgemm_workspace_bytes(K, threads) */
+    int32_t path;  /* QPATH_BYTES or QPATH_PAIRS */
+    int16_t *a16;  /* QPATH_PAIRS: the rows as int16 (the weights, rows_are_weights), or scratch they are widened into */
+    /* QPATH_BYTES on builds with pairs, weights split (or NULL: none): the packed weights keep every
+       pair in int16 and the rest of each pair is added by the quads listed here, per group (a panel,
+       or with rows_are_weights QMR rows): entries fix_start[g] .. fix_start[g + 1] - 1, each a quad of
+       K (fix_q) and its weight bytes (fix_b: QNR * 4 of the panel's, or QMR * 4 of the rows') */
+    const int64_t *fix_start;
+    const int32_t *fix_q;
+    const int8_t *fix_b;
 } QGemm;
 
 /* The int8 depthwise convolution of one batch item (qgemm.c): x (C, height, width) uint8 or int8 (x_flip),
@@ -337,6 +352,9 @@ int ge_qgemm_nr(void);
 int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N);
 int64_t ge_qgemm_workspace_bytes(int64_t K, int threads);
 void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums);
+int ge_qgemm_has_pairs(void);
+int ge_qgemm_mr(void);
+void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int16_t *bp, int32_t *sums);
 void ge_qgemm(const QGemm *g);
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d);
 void ge_qdepthwise(const QDepthwise *d);

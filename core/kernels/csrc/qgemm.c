@@ -19,10 +19,18 @@ zero point with it); uint8 weights are packed as w - 128 (their zero point too).
 
 Instruction sets, chosen at compile time (the build decides which level it targets):
 - AVX-512 VNNI: vpdpbusd, 16 lanes of 4 u8 x s8 products added into int32, no intermediate rounding;
-- AVX2: vpmaddwd on both operands widened to int16 (vpmovzxbw / vpmovsxbw): pairs of products
-  added into int32, exact. (vpmaddubsw would add the u8 x s8 pairs in saturating int16: 255 * 127 * 2
-  overflows, which MLAS accepts or avoids by 7-bit weights; widening first is exact for any weights
-  at half vpmaddubsw's rate);
+- AVX2 (without VNNI: v3, and v4's AVX-512 without it) and SSSE3 + SSE4.1 (v2: the same on 128-bit
+  vectors, the 16 columns in two halves), two paths, chosen per product by the caller
+  from the weights (int8_native.product_plan; QGemm.path):
+  QPATH_BYTES: vpmaddubsw adds the u8 x s8 products of each pair of k into saturating int16, then
+  vpmaddwd by ones adds a quad's two pairs into int32 (32 products an instruction). 255 * 127 * 2
+  overflows int16 (onnxruntime's AVX2 kernel accepts that saturation): the path is taken only for
+  weights none of whose pairs can leave int16 (positive parts adding up to at most 128, negative
+  ones to at least -128), or for weights split so (main + rest, each pair of both in int16), the
+  rest's pass over only the quads of K where it is not zero (fix_start/fix_q/fix_b);
+  QPATH_PAIRS: both operands as int16 pairs of k (the weights widened when packed, the activation's
+  rows widened before the product or its gathered panels after the gather), vpmaddwd: exact for any
+  bytes, 16 products an instruction, with no widening in the loop;
 - otherwise portable C.
 Every path gives the same int32 accumulator, so the results are identical. */
 #include <math.h>
@@ -31,7 +39,7 @@ Every path gives the same int32 accumulator, so the results are identical. */
 #include "abi.h"
 #include "pool.h"
 #include "simd.h"
-#if defined(__AVX__)
+#if defined(__SSSE3__)
 #include <immintrin.h>
 #endif
 
@@ -39,7 +47,7 @@ Every path gives the same int32 accumulator, so the results are identical. */
 #define QMR 8
 #define QNR 32
 #elif defined(__AVX2__)
-#define QMR 2
+#define QMR 4
 #define QNR 16
 #else
 #define QMR 4
@@ -53,24 +61,29 @@ static inline int64_t quads(int64_t k) { return (k + 3) / 4; }
 
 int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QNR) * quads(K) * QNR * 4; }
 
-int64_t ge_qgemm_workspace_bytes(int64_t K, int threads) {
-    return (int64_t)threads * (quads(K) * QNR * 4 + 64 + QNR * 4 + QMR * 4 + 64);
-}
-
-/* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels; sums[n] = sum_k of the packed values. */
-void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
-    int64_t q4 = quads(K), panels = (N + QNR - 1) / QNR;
-    memset(bp, 0, panels * q4 * QNR * 4);
+/* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels of groups of g values of k
+   (panel[k / g][j][g]: quads as bytes, g 4, or pairs as int16, g 2; zeros past K); sums[n] = sum_k
+   of the packed values. A panel holds 4 quads(K) QNR values either way. */
+static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int g, void *bp,
+                        int32_t *sums) {
+    int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR;
+    memset(bp, 0, panels * panel * (g == 2 ? sizeof(int16_t) : 1));
     for (int64_t n = 0; n < N; n++) {
-        int8_t *dst = bp + (n / QNR) * q4 * QNR * 4 + (n % QNR) * 4;
+        int64_t at = (n / QNR) * panel + (n % QNR) * g;
         int32_t s = 0;
         for (int64_t k = 0; k < K; k++) {
             int8_t v = (int8_t)(flip ? (uint8_t)w[k * ldw + n] - 128 : w[k * ldw + n]);
-            dst[(k / 4) * QNR * 4 + k % 4] = v;
+            int64_t e = at + (k / g) * QNR * g + k % g;
+            if (g == 2) ((int16_t *)bp)[e] = v;
+            else ((int8_t *)bp)[e] = v;
             s += v;
         }
         sums[n] = s;
     }
+}
+
+void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
+    pack_groups(w, ldw, K, N, flip, 4, bp, sums);
 }
 
 /* ---- the micro-kernel: acc[QMR][QNR] over all K of QMR rows and one panel ---------------------- */
@@ -88,8 +101,12 @@ static inline int32_t load_quad(const uint8_t *p, int64_t avail) {
 }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define HAVE_PAIRS 0
 static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
-                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
+                                                       const uint8_t *panel, int rows_signed, int32_t *out,
+                                                       const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
+    (void)mr;  /* all QMR rows (the short tile's repeat its last); no split weights (exact as they are) */
+    (void)fix_q, (void)fix_b, (void)nfix;
     __m512i acc[QMR][2];
     for (int i = 0; i < QMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
     int64_t q4 = quads(K);
@@ -113,44 +130,191 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
     }
 }
 #elif defined(__AVX2__)
-/* 4 bytes (one quad of K) widened to int16 and repeated in every 64-bit lane */
-static inline __m256i widen_quad(int32_t quad, int is_signed) {
-    __m128i v = _mm_cvtsi32_si128(quad);
-    v = is_signed ? _mm_cvtepi8_epi16(v) : _mm_cvtepu8_epi16(v);
-    return _mm256_broadcastq_epi64(v);
-}
-
-static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
-                                                       const uint8_t *panel, int rows_signed, int32_t *out) {
-    /* acc[i][c]: columns 4c..4c+3, each in two lanes (its k pairs 0-1 and 2-3), added up at the end */
-    __m256i acc[QMR][4];
-    for (int i = 0; i < QMR; i++)
-        for (int c = 0; c < 4; c++) acc[i][c] = _mm256_setzero_si256();
-    int64_t q4 = quads(K);
+#define HAVE_PAIRS 1
+/* QPATH_BYTES: vpmaddubsw adds the two u8 x s8 products of each pair of k into int16, saturating;
+   the caller takes this path only for weights none of whose pairs can leave int16 (qgemm_path in
+   int8_native.py), so it is exact: then vpmaddwd by ones adds the pairs of a quad into int32 */
+static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                             const uint8_t *panel, int rows_signed, int32_t *out,
+                                                             const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
+                                                             const int mr) {
+    __m256i acc[QMR][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4;  /* quads readable as 4 bytes */
     for (int64_t q = 0; q < q4; q++) {
-        __m256i b[4];
-        for (int c = 0; c < 4; c++) {
-            __m128i raw = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 16 * c));
-            b[c] = rows_signed ? _mm256_cvtepu8_epi16(raw) : _mm256_cvtepi8_epi16(raw);
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < QMR; i++) {
-            __m256i a = widen_quad(load_quad(rows[i] + 4 * q, row_len - 4 * q), rows_signed);
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) acc[i][c] = _mm256_add_epi32(acc[i][c], _mm256_madd_epi16(a, b[c]));
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
+        for (int i = 0; i < mr; i++) {
+            int32_t v;
+            if (q < whole) memcpy(&v, rows[i] + 4 * q, 4);
+            else v = load_quad(rows[i] + 4 * q, row_len - 4 * q);
+            __m256i a = _mm256_set1_epi32(v);
+            __m256i p0 = rows_signed ? _mm256_maddubs_epi16(b0, a) : _mm256_maddubs_epi16(a, b0);
+            __m256i p1 = rows_signed ? _mm256_maddubs_epi16(b1, a) : _mm256_maddubs_epi16(a, b1);
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(p0, ones));
+            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(p1, ones));
         }
     }
-    for (int i = 0; i < QMR; i++)
-        for (int h = 0; h < 2; h++) {
-            __m256i s = _mm256_hadd_epi32(acc[i][2 * h], acc[i][2 * h + 1]);  /* c0 c1 c4 c5 | c2 c3 c6 c7 */
-            s = _mm256_permute4x64_epi64(s, 0xD8);
-            _mm256_storeu_si256((__m256i *)(out + i * QNR + 8 * h), s);
+    /* the split weights' rest: the same products on the listed quads (the weights' operand from fix_b) */
+    for (int64_t e = 0; e < nfix; e++) {
+        int64_t q = fix_q[e];
+        if (rows_signed) {  /* the rows are the weights: QMR rows' quads */
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
+            __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
+            for (int i = 0; i < mr; i++) {
+                int32_t v;
+                memcpy(&v, fix_b + e * QMR * 4 + 4 * i, 4);
+                __m256i a = _mm256_set1_epi32(v);
+                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(b0, a), ones));
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(b1, a), ones));
+            }
+        } else {  /* the panel is the weights: the panel's quad */
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(fix_b + e * QNR * 4));
+            __m256i b1 = _mm256_loadu_si256((const __m256i *)(fix_b + e * QNR * 4 + 32));
+            for (int i = 0; i < mr; i++) {
+                __m256i a = _mm256_set1_epi32(load_quad(rows[i] + 4 * q, row_len - 4 * q));
+                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
+            }
         }
+    }
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_si256((__m256i *)(out + i * QNR), acc[i][0]);
+        _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
+    }
 }
-#else
+
+/* QPATH_PAIRS: rows and panel already int16, pairs of k as one 32-bit lane (panel[pair][j][2]): one
+   vpmaddwd adds a pair's two products into int32, exact for any bytes */
+static inline __attribute__((always_inline)) void tile_pairs(const int16_t *const *rows, int64_t K,
+                                                             const int16_t *panel, int32_t *out, const int mr) {
+    __m256i acc[QMR][2];
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    int64_t pairs = 2 * quads(K);
+    for (int64_t q = 0; q < pairs; q++) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 2));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 2 + 16));
+        for (int i = 0; i < mr; i++) {
+            int32_t v;
+            memcpy(&v, rows[i] + 2 * q, 4);
+            __m256i a = _mm256_set1_epi32(v);
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(a, b0));
+            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(a, b1));
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        _mm256_storeu_si256((__m256i *)(out + i * QNR), acc[i][0]);
+        _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
+    }
+}
+
+#elif defined(__SSSE3__) && defined(__SSE4_1__)
+#define HAVE_PAIRS 1
+/* The AVX2 paths on 128-bit vectors (x86-64 v2): the 16 columns in two halves of 8 (4 rows x 2
+   vectors of accumulators a half, within SSE's 16 registers) */
+static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                             const uint8_t *panel, int rows_signed, int32_t *out,
+                                                             const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
+                                                             const int mr) {
+    const __m128i ones = _mm_set1_epi16(1);
+    int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4;
+    for (int h = 0; h < 2; h++) {
+        __m128i acc[QMR][2];
+        for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm_setzero_si128();
+        for (int64_t q = 0; q < q4; q++) {
+            __m128i b0 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h));
+            __m128i b1 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h + 16));
+            for (int i = 0; i < mr; i++) {
+                int32_t v;
+                if (q < whole) memcpy(&v, rows[i] + 4 * q, 4);
+                else v = load_quad(rows[i] + 4 * q, row_len - 4 * q);
+                __m128i a = _mm_set1_epi32(v);
+                __m128i p0 = rows_signed ? _mm_maddubs_epi16(b0, a) : _mm_maddubs_epi16(a, b0);
+                __m128i p1 = rows_signed ? _mm_maddubs_epi16(b1, a) : _mm_maddubs_epi16(a, b1);
+                acc[i][0] = _mm_add_epi32(acc[i][0], _mm_madd_epi16(p0, ones));
+                acc[i][1] = _mm_add_epi32(acc[i][1], _mm_madd_epi16(p1, ones));
+            }
+        }
+        for (int64_t e = 0; e < nfix; e++) {  /* the split weights' rest, as the AVX2 tile */
+            int64_t q = fix_q[e];
+            for (int i = 0; i < mr; i++) {
+                __m128i a, b0, b1;
+                int32_t v;
+                if (rows_signed) {
+                    memcpy(&v, fix_b + e * QMR * 4 + 4 * i, 4);
+                    b0 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h));
+                    b1 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 4 + 32 * h + 16));
+                    a = _mm_set1_epi32(v);
+                    b0 = _mm_maddubs_epi16(b0, a);
+                    b1 = _mm_maddubs_epi16(b1, a);
+                } else {
+                    a = _mm_set1_epi32(load_quad(rows[i] + 4 * q, row_len - 4 * q));
+                    b0 = _mm_maddubs_epi16(a, _mm_loadu_si128((const __m128i *)(fix_b + e * QNR * 4 + 32 * h)));
+                    b1 = _mm_maddubs_epi16(a, _mm_loadu_si128((const __m128i *)(fix_b + e * QNR * 4 + 32 * h + 16)));
+                }
+                acc[i][0] = _mm_add_epi32(acc[i][0], _mm_madd_epi16(b0, ones));
+                acc[i][1] = _mm_add_epi32(acc[i][1], _mm_madd_epi16(b1, ones));
+            }
+        }
+        for (int i = 0; i < mr; i++) {
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h), acc[i][0]);
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h + 4), acc[i][1]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void tile_pairs(const int16_t *const *rows, int64_t K,
+                                                             const int16_t *panel, int32_t *out, const int mr) {
+    int64_t pairs = 2 * quads(K);
+    for (int h = 0; h < 2; h++) {
+        __m128i acc[QMR][2];
+        for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm_setzero_si128();
+        for (int64_t q = 0; q < pairs; q++) {
+            __m128i b0 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 2 + 16 * h));
+            __m128i b1 = _mm_loadu_si128((const __m128i *)(panel + q * QNR * 2 + 16 * h + 8));
+            for (int i = 0; i < mr; i++) {
+                int32_t v;
+                memcpy(&v, rows[i] + 2 * q, 4);
+                __m128i a = _mm_set1_epi32(v);
+                acc[i][0] = _mm_add_epi32(acc[i][0], _mm_madd_epi16(a, b0));
+                acc[i][1] = _mm_add_epi32(acc[i][1], _mm_madd_epi16(a, b1));
+            }
+        }
+        for (int i = 0; i < mr; i++) {
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h), acc[i][0]);
+            _mm_storeu_si128((__m128i *)(out + i * QNR + 8 * h + 4), acc[i][1]);
+        }
+    }
+}
+#endif
+
+#if HAVE_PAIRS
+/* the tiles with the row count a constant (a short tile computes only its rows) */
+static void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
+                 int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
+    switch (mr) {
+    case 1: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 1); break;
+    case 2: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 2); break;
+    case 3: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 3); break;
+    default: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, QMR);
+    }
+}
+
+static void tile16(const int16_t *const *rows, int64_t K, const int16_t *panel, int32_t *out, int mr) {
+    switch (mr) {
+    case 1: tile_pairs(rows, K, panel, out, 1); break;
+    case 2: tile_pairs(rows, K, panel, out, 2); break;
+    case 3: tile_pairs(rows, K, panel, out, 3); break;
+    default: tile_pairs(rows, K, panel, out, QMR);
+    }
+}
+#elif !defined(__AVX512VNNI__) || !defined(__AVX512F__)
+#define HAVE_PAIRS 0
 static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
-                        int32_t *out) {
+                        int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
     (void)row_len;
+    (void)mr, (void)fix_q, (void)fix_b, (void)nfix;
     int32_t acc[QMR][QNR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
         const uint8_t *p = panel + (k / 4) * QNR * 4 + k % 4;
@@ -161,6 +325,50 @@ static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, 
         }
     }
     memcpy(out, acc, sizeof acc);
+}
+#endif
+
+/* per thread: a gathered panel (bytes, then as int16 pairs beside it where the build has that path),
+   its column sums, the row sums */
+int64_t ge_qgemm_workspace_bytes(int64_t K, int threads) {
+    return (int64_t)threads * (quads(K) * QNR * 4 * (1 + 2 * HAVE_PAIRS) + 64 + QNR * 4 + QMR * 4 + 64);
+}
+
+int ge_qgemm_has_pairs(void) { return HAVE_PAIRS; }
+
+int ge_qgemm_mr(void) { return QMR; }
+
+/* W (K, N) as ge_qgemm_pack takes it into panels of int16 pairs of k (panel[pair][j][2]): QPATH_PAIRS's weights */
+void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int16_t *bp, int32_t *sums) {
+    pack_groups(w, ldw, K, N, flip, 2, bp, sums);
+}
+
+#if HAVE_PAIRS
+/* a gathered panel of u8 quads (panel[q][j][4]) as int16 pairs (panel[2q + h][j][2] = bytes 2h, 2h + 1),
+   4 columns' quads a vector */
+static void quads_to_pairs(const uint8_t *src, int64_t K, int16_t *dst) {
+    const __m128i lo = _mm_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1);
+    const __m128i hi = _mm_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1);
+    for (int64_t q = 0; q < quads(K); q++)
+        for (int c = 0; c < QNR / 4; c++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(src + q * QNR * 4 + 16 * c));
+            _mm_storeu_si128((__m128i *)(dst + 2 * q * QNR * 2 + 8 * c), _mm_shuffle_epi8(v, lo));
+            _mm_storeu_si128((__m128i *)(dst + (2 * q + 1) * QNR * 2 + 8 * c), _mm_shuffle_epi8(v, hi));
+        }
+}
+
+/* the u8 rows (M, K) at a (stride lda) as int16 rows of 4 quads(K), zeros past K */
+static void widen_rows(const uint8_t *a, int64_t lda, int64_t M, int64_t K, int16_t *a16) {
+    int64_t ld16 = 4 * quads(K);
+    for (int64_t i = 0; i < M; i++) {
+        const uint8_t *src = a + i * lda;
+        int16_t *dst = a16 + i * ld16;
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8)
+            _mm_storeu_si128((__m128i *)(dst + k), _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(src + k))));
+        for (; k < K; k++) dst[k] = src[k];
+        for (; k < ld16; k++) dst[k] = 0;
+    }
 }
 #endif
 
@@ -317,6 +525,64 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
     }
 }
 #define HAVE_FAST_STORE 1
+#elif defined(__AVX2__)
+/* store_tile_fast with 8 lanes, for full panels (16 columns: two vectors): the same steps as the
+   AVX-512 one (cvtps rounds to nearest even, the default mode; the clamped values fit 8 bits, so the
+   packs do not saturate) */
+static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int mr, int64_t j0, int nc) {
+    if (nc < QNR) {
+        store_tile(g, (int32_t *)acc, i0, mr, j0, nc, NULL, NULL);
+        return;
+    }
+    const QOut *o = &g->out;
+    __m256 lo = _mm256_set1_ps((float)(o->lo - o->zy)), hi = _mm256_set1_ps((float)(o->hi - o->zy));
+    __m256i zy = _mm256_set1_epi32(o->zy), zu = _mm256_set1_epi32(g->zu);
+    __m256i corr[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256 sc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, fb[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    if (!g->rows_are_weights) {  /* per column: -zu sum_s + bias, the scale (times scale_a), the float bias */
+        for (int h = 0; h < 2; h++) {
+            __m256i ss = _mm256_loadu_si256((const __m256i *)(g->sum_s + j0 + 8 * h));
+            corr[h] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_mullo_epi32(zu, ss));
+            if (o->bias) corr[h] = _mm256_add_epi32(corr[h], _mm256_loadu_si256((const __m256i *)(o->bias + j0 + 8 * h)));
+            sc[h] = o->scale_step ? _mm256_loadu_ps(o->scale + j0 + 8 * h) : _mm256_set1_ps(o->scale[0]);
+            if (o->kind == QOUT_F32 && o->scale_a) sc[h] = _mm256_mul_ps(_mm256_set1_ps(*o->scale_a), sc[h]);
+            if (o->kind == QOUT_F32 && o->fbias) fb[h] = _mm256_loadu_ps(o->fbias + j0 + 8 * h);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        int64_t at = (i0 + i) * g->ldc + j0;
+        if (g->rows_are_weights) {  /* per row: one correction and one scale */
+            int64_t w = i0 + i;
+            corr[0] = corr[1] = _mm256_set1_epi32(-g->zu * g->sum_s[w] + (o->bias ? o->bias[w] : 0));
+            sc[0] = sc[1] = _mm256_set1_ps(o->scale[o->scale_step * w]);
+        }
+        __m256i r[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR + 8 * h)), corr[h]);
+            __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), sc[h]);
+            if (o->kind == QOUT_F32) {
+                if (o->fbias) f = _mm256_add_ps(f, fb[h]);
+                _mm256_storeu_ps((float *)g->c + at + 8 * h, f);
+                continue;
+            }
+            f = _mm256_min_ps(_mm256_max_ps(f, lo), hi);
+            r[h] = _mm256_add_epi32(_mm256_cvtps_epi32(f), zy);
+        }
+        if (o->kind == QOUT_F32) {
+            if (o->act.act != ACT_NONE)  /* VL lanes at a time (8, or 16 on AVX-512 builds without VNNI) */
+                for (int j = 0; j < QNR; j += VL) {
+                    int part = QNR - j < VL ? QNR - j : VL;
+                    float *y = (float *)g->c + at + j;
+                    store_part(y, vactivate(load_part(y, part), o->act), part);
+                }
+            continue;
+        }
+        __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xD8);  /* 16 words in order */
+        __m256i b = o->kind == QOUT_U8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
+        _mm_storeu_si128((__m128i *)((uint8_t *)g->c + at), _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08)));
+    }
+}
+#define HAVE_FAST_STORE 1
 #else
 #define HAVE_FAST_STORE 0
 #endif
@@ -394,21 +660,19 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
         if (contiguous && 4 * q + 3 < g->K) {
             const uint8_t *s0 = g->b + g->koff[4 * q] + noff[0], *s1 = g->b + g->koff[4 * q + 1] + noff[0];
             const uint8_t *s2 = g->b + g->koff[4 * q + 2] + noff[0], *s3 = g->b + g->koff[4 * q + 3] + noff[0];
-#if QNR == 32 && defined(__AVX2__)
-            if (nc == QNR) {  /* 4 rows of 32 bytes into 32 quads: byte, then 16-bit interleaves */
-                __m256i f = _mm256_set1_epi8((char)flip);
-                __m256i r0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s0), f);
-                __m256i r1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s1), f);
-                __m256i r2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s2), f);
-                __m256i r3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)s3), f);
-                __m256i lo01 = _mm256_unpacklo_epi8(r0, r1), hi01 = _mm256_unpackhi_epi8(r0, r1);
-                __m256i lo23 = _mm256_unpacklo_epi8(r2, r3), hi23 = _mm256_unpackhi_epi8(r2, r3);
-                __m256i q0 = _mm256_unpacklo_epi16(lo01, lo23), q1 = _mm256_unpackhi_epi16(lo01, lo23);
-                __m256i q2 = _mm256_unpacklo_epi16(hi01, hi23), q3 = _mm256_unpackhi_epi16(hi01, hi23);
-                _mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(q0, q1, 0x20));
-                _mm256_storeu_si256((__m256i *)(d + 32), _mm256_permute2x128_si256(q2, q3, 0x20));
-                _mm256_storeu_si256((__m256i *)(d + 64), _mm256_permute2x128_si256(q0, q1, 0x31));
-                _mm256_storeu_si256((__m256i *)(d + 96), _mm256_permute2x128_si256(q2, q3, 0x31));
+#if QNR == 16 && defined(__AVX2__)  /* (QNR is 32 only with VNNI, whose builds gather by gather_run) */
+            if (nc == QNR) {  /* 4 rows of 16 bytes into 16 quads: byte, then 16-bit interleaves */
+                __m128i f = _mm_set1_epi8((char)flip);
+                __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s0), f);
+                __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s1), f);
+                __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s2), f);
+                __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s3), f);
+                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+                _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+                _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
                 continue;
             }
 #endif
@@ -448,14 +712,21 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
     int64_t r0 = chunk * job->chunk_rows, r1 = r0 + job->chunk_rows < g->M ? r0 + job->chunk_rows : g->M;
     uint8_t *ws = g->ws + slot * ge_qgemm_workspace_bytes(g->K, 1);
     uint8_t *panel_buf = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    int32_t *col_sums = (int32_t *)(panel_buf + quads(g->K) * QNR * 4);
+    int32_t *col_sums = (int32_t *)(panel_buf + quads(g->K) * QNR * 4 * (1 + 2 * HAVE_PAIRS));
     int32_t *row_sums = col_sums + QNR;
     const uint8_t *panel;
     if (g->bp) {
-        panel = (const uint8_t *)g->bp + p * quads(g->K) * QNR * 4;
+        panel = (const uint8_t *)g->bp + p * quads(g->K) * QNR * 4 * (g->path == QPATH_PAIRS ? 2 : 1);
     } else {
         gather_panel(g, p, panel_buf, g->zs ? col_sums : NULL);
         panel = panel_buf;
+#if HAVE_PAIRS
+        if (g->path == QPATH_PAIRS) {  /* beside the bytes: col_sums and row_sums after both */
+            int16_t *pairs = (int16_t *)(panel_buf + quads(g->K) * QNR * 4);
+            quads_to_pairs(panel_buf, g->K, pairs);
+            panel = (const uint8_t *)pairs;
+        }
+#endif
     }
     int64_t j0 = p * QNR;
     int nc = (int)(g->N - j0 < QNR ? g->N - j0 : QNR);
@@ -464,8 +735,25 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
         int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
         const uint8_t *rows[QMR];
         for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + (i < mr ? i : mr - 1)) * g->lda;
-        if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc);  /* rows padded to quads */
-        else tile(rows, g->K, g->K, panel, 0, acc);
+#if HAVE_PAIRS
+        if (g->path == QPATH_PAIRS) {
+            const int16_t *rows16[QMR];
+            int64_t ld16 = 4 * quads(g->K);
+            for (int i = 0; i < QMR; i++) rows16[i] = g->a16 + (i0 + (i < mr ? i : mr - 1)) * ld16;
+            tile16(rows16, g->K, (const int16_t *)panel, acc, mr);
+        } else
+#endif
+        {
+            int64_t group = g->rows_are_weights ? i0 / QMR : p, f0 = 0, nfix = 0;
+            if (g->fix_start) {
+                f0 = g->fix_start[group];
+                nfix = g->fix_start[group + 1] - f0;
+            }
+            const int32_t *fq = g->fix_start ? g->fix_q + f0 : NULL;
+            const int8_t *fb = g->fix_start ? g->fix_b + f0 * (g->rows_are_weights ? QMR * 4 : QNR * 4) : NULL;
+            if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, fq, fb, nfix, mr);  /* rows padded to quads */
+            else tile(rows, g->K, g->K, panel, 0, acc, fq, fb, nfix, mr);
+        }
         if (g->zs && !g->rows_are_weights)
             for (int i = 0; i < mr; i++) {
                 int32_t s = 0;
@@ -484,6 +772,9 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
 
 void ge_qgemm(const QGemm *g) {
     if (g->M <= 0 || g->N <= 0) return;
+#if HAVE_PAIRS
+    if (g->path == QPATH_PAIRS && !g->rows_are_weights) widen_rows(g->a, g->lda, g->M, g->K, g->a16);
+#endif
     QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M};
     int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD;
     if (g->threads > 1 && job.panels < want) {  /* few panels: split the rows too */
@@ -522,12 +813,12 @@ int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbyt
 
 /* acc[0, run) = corr + sum over the taps of tap[t][j] * wt[t]. Blocks of outputs stay in registers
    through all taps; the last block runs past `run` into the scratch's slack (the accumulators' 32
-   spare lanes, the phases' spare row and 64 bytes). With AVX2 / AVX-512 the taps go in pairs: their
+   spare lanes, the phases' spare row and 64 bytes). With SSE4.1 / AVX2 / AVX-512 the taps go in pairs: their
    bytes interleaved and widened to int16, vpmaddwd (vpdpwssd with VNNI) adds x0 w0 + x1 w1 into
    int32 (|w| <= 255: exact), an odd last tap paired with itself at weight 0. */
 static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, int32_t corr, int64_t run,
                     int32_t *acc) {
-#if defined(__AVX512BW__) || defined(__AVX2__)
+#if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE4_1__)
     const uint8_t *t0[32], *t1[32];
     int32_t wpair[32];
     int64_t pairs = (taps + 1) / 2;
@@ -562,17 +853,44 @@ static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, 
         _mm256_storeu_si256((__m256i *)(acc + j + 24), _mm512_extracti64x4_epi64(hi, 1));
     }
 #elif defined(__AVX2__)
-    for (int64_t j = 0; j < run; j += 16) {  /* 16 outputs: lo 0-7, hi 8-15 */
-        __m256i lo = _mm256_set1_epi32(corr), hi = lo;
+    /* 32 outputs: the two taps' bytes interleaved, then widened by interleaving with zeros (in-lane
+       shuffles only); s[0] holds outputs 0-3 and 16-19, s[1] 4-7 and 20-23, s[2] 8-11 and 24-27, s[3]
+       12-15 and 28-31 */
+    const __m256i zero = _mm256_setzero_si256();
+    for (int64_t j = 0; j < run; j += 32) {
+        __m256i s[4];
+        for (int h = 0; h < 4; h++) s[h] = _mm256_set1_epi32(corr);
+        for (int64_t p = 0; p < pairs; p++) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(t0[p] + j));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(t1[p] + j));
+            __m256i w = _mm256_set1_epi32(wpair[p]);
+            __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+            s[0] = _mm256_add_epi32(s[0], _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), w));
+            s[1] = _mm256_add_epi32(s[1], _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), w));
+            s[2] = _mm256_add_epi32(s[2], _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), w));
+            s[3] = _mm256_add_epi32(s[3], _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), w));
+        }
+        _mm256_storeu_si256((__m256i *)(acc + j), _mm256_permute2x128_si256(s[0], s[1], 0x20));
+        _mm256_storeu_si256((__m256i *)(acc + j + 8), _mm256_permute2x128_si256(s[2], s[3], 0x20));
+        _mm256_storeu_si256((__m256i *)(acc + j + 16), _mm256_permute2x128_si256(s[0], s[1], 0x31));
+        _mm256_storeu_si256((__m256i *)(acc + j + 24), _mm256_permute2x128_si256(s[2], s[3], 0x31));
+    }
+#elif defined(__SSE4_1__)
+    const __m128i zero = _mm_setzero_si128();
+    for (int64_t j = 0; j < run; j += 16) {  /* 16 outputs: s[h] holds outputs 4h-4h+3 */
+        __m128i s[4];
+        for (int h = 0; h < 4; h++) s[h] = _mm_set1_epi32(corr);
         for (int64_t p = 0; p < pairs; p++) {
             __m128i a = _mm_loadu_si128((const __m128i *)(t0[p] + j));
             __m128i b = _mm_loadu_si128((const __m128i *)(t1[p] + j));
-            __m256i w = _mm256_set1_epi32(wpair[p]);
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), w));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), w));
+            __m128i w = _mm_set1_epi32(wpair[p]);
+            __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
+            s[0] = _mm_add_epi32(s[0], _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), w));
+            s[1] = _mm_add_epi32(s[1], _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), w));
+            s[2] = _mm_add_epi32(s[2], _mm_madd_epi16(_mm_unpacklo_epi8(hi, zero), w));
+            s[3] = _mm_add_epi32(s[3], _mm_madd_epi16(_mm_unpackhi_epi8(hi, zero), w));
         }
-        _mm256_storeu_si256((__m256i *)(acc + j), lo);
-        _mm256_storeu_si256((__m256i *)(acc + j + 8), hi);
+        for (int h = 0; h < 4; h++) _mm_storeu_si128((__m128i *)(acc + j + 4 * h), s[h]);
     }
 #else
     for (int64_t j = 0; j < run; j += 16) {
@@ -714,6 +1032,11 @@ static inline vec load_bytes(const uint8_t *p, int is_signed) {
 static inline void store_bytes(uint8_t *p, ivec r) {
 #if defined(__AVX512F__)
     _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)r));
+#elif defined(__AVX2__)  /* each lane's low byte (GCC stores the generic loop's bytes one by one) */
+    const __m256i low = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i b = _mm256_shuffle_epi8((__m256i)r, low);
+    _mm_storel_epi64((__m128i *)p, _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
 #else
     for (int k = 0; k < VL; k++) p[k] = (uint8_t)r[k];
 #endif
@@ -785,11 +1108,7 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     vec vs = (vec){0} + scale, vz = (vec){0} + z;
     for (i = 0; i + VL <= n; i += VL) {
         ivec q = __builtin_convertvector(vclamp(vrint(vload(x + i) / vs) + vz, 0.0f, 255.0f), ivec);
-#if defined(__AVX512F__)
-        _mm_storeu_si128((__m128i *)(y + i), _mm512_cvtepi32_epi8((__m512i)q));
-#else
-        for (int k = 0; k < VL; k++) y[i + k] = (uint8_t)q[k];
-#endif
+        store_bytes(y + i, q);
     }
     for (; i < n; i++) {
         float v = __builtin_rintf(x[i] / scale) + z;

@@ -42,6 +42,8 @@ QOUT_I32 = 0
 QOUT_F32 = 1
 QOUT_U8 = 2
 QOUT_S8 = 3
+QPATH_BYTES = 0
+QPATH_PAIRS = 1
 REC_RNN = 0
 REC_GRU = 1
 REC_LSTM = 2
@@ -260,6 +262,11 @@ class QGemm(ctypes.Structure):
         ('out', QOut),
         ('threads', ctypes.c_int32),
         ('ws', ctypes.c_void_p),
+        ('path', ctypes.c_int32),
+        ('a16', ctypes.c_void_p),
+        ('fix_start', ctypes.c_void_p),
+        ('fix_q', ctypes.c_void_p),
+        ('fix_b', ctypes.c_void_p),
     ]
 
 
@@ -509,6 +516,9 @@ SIGNATURES = {
     'ge_qgemm_packed_bytes': ([ctypes.c_int64, ctypes.c_int64], ctypes.c_int64),
     'ge_qgemm_workspace_bytes': ([ctypes.c_int64, ctypes.c_int], ctypes.c_int64),
     'ge_qgemm_pack': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], None),
+    'ge_qgemm_has_pairs': ([], ctypes.c_int),
+    'ge_qgemm_mr': ([], ctypes.c_int),
+    'ge_qgemm_pack_pairs': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], None),
     'ge_qgemm': ([ctypes.c_void_p], None),
     'ge_qdepthwise_slot_bytes': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_qdepthwise': ([ctypes.c_void_p], None),

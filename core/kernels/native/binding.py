@@ -17,7 +17,7 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvNchwc, Depthwise, DepthwiseNchwc, Eltwise,
                   GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder, NchwcScale, PhaseFill, QAdd,
-                  QDepthwise, QGemm, QOut, Rows)
+                  QDepthwise, QGemm, QOut, QPATH_BYTES, Rows)
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -317,18 +317,50 @@ class Native:
         self.lib.ge_qgemm_pack(w.ctypes.data, n, k, n, int(flip), out.ctypes.data, sums.ctypes.data)
         return out, sums
 
+    def qpack_pairs(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """qpack's weights as int16 pairs of k (QPATH_PAIRS, builds where qgemm_has_pairs)."""
+        k, n = w.shape
+        w = np.ascontiguousarray(w)
+        out = aligned_empty(self.lib.ge_qgemm_packed_bytes(k, n), np.int16)
+        sums = np.empty(n, np.int32)
+        self.lib.ge_qgemm_pack_pairs(w.ctypes.data, n, k, n, int(w.dtype == np.uint8), out.ctypes.data,
+                                     sums.ctypes.data)
+        return out, sums
+
+    @property
+    def qgemm_has_pairs(self) -> bool:
+        """The build has QPATH_PAIRS (x86-64 without VNNI: AVX2 or SSE): int8 products as int16 pairs
+        (vpmaddwd), or as bytes (vpmaddubsw) on weights whose pairs fit int16."""
+        return bool(self.lib.ge_qgemm_has_pairs())
+
+    @property
+    def qgemm_nr(self) -> int:
+        """The int8 product's panel width (columns)."""
+        return self.lib.ge_qgemm_nr()
+
+    @property
+    def qgemm_mr(self) -> int:
+        """The int8 product's tile height (rows)."""
+        return self.lib.ge_qgemm_mr()
+
     def qgemm_workspace_nbytes(self, k: int) -> int:
         return self.lib.ge_qgemm_workspace_bytes(k, GEMM_SLOTS) + ALIGN
 
     def qgemm_call(self, m, n, k, *, a: int, lda: int, c: int, ldc: int, out: "QOut", zu: int, zs, sum_s, ws,
-                   bp=None, b: int | None = None, koff=None, noff=None, b_flip=False, keep=()) -> PreparedCall:
+                   bp=None, b: int | None = None, koff=None, noff=None, b_flip=False, path: int = QPATH_BYTES,
+                   a16=None, fix=None, keep=()) -> PreparedCall:
         """C[i * ldc + j] = out(sum_k (U - zu)(S - zs)) (csrc/qgemm.c): rows a (addresses), either
         u8 activations over prepacked weights bp, or (bp None) s8 weights over the u8 (b_flip: int8)
-        activation gathered at b[koff[k] + noff[n]]; prepared. zs: int32 per weight index or None."""
+        activation gathered at b[koff[k] + noff[n]]; prepared. zs: int32 per weight index or None.
+        path QPATH_PAIRS: bp packed by qpack_pairs, a16 the int16 weight rows or the (m, 4 ceil(k / 4))
+        int16 scratch the activation rows are widened into. fix: split weights' rest quads (fix_start,
+        fix_q, fix_b: int8_native.rest_quads) or None."""
         ws_addr = ws.ctypes.data
+        fix = fix or (None, None, None)
         args = QGemm(m, n, k, a, lda, int(bp is None), _addr(bp), b, _addr(koff), _addr(noff), int(b_flip), zu,
-                     _addr(zs), _addr(sum_s), c, ldc, out, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN)
-        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws) + tuple(keep))
+                     _addr(zs), _addr(sum_s), c, ldc, out, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN,
+                     path, _addr(a16), *map(_addr, fix))
+        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws, a16, *fix) + tuple(keep))
 
     def qdepthwise_workspace_nbytes(self, geometry: dict) -> int:
         """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum)."""

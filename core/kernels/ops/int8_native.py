@@ -11,9 +11,11 @@ as the kernel stores, bytes identical to the numpy plans (quantization.py, qline
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..native import ACT_NONE, QOUT_S8, QOUT_U8, Act, Activation, CallCache, QOut
+from ..native import ACT_NONE, QOUT_S8, QOUT_U8, QPATH_BYTES, QPATH_PAIRS, Act, Activation, CallCache, QOut
 
 
 def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=None, zy=0, lo=0, hi=0,
@@ -27,6 +29,115 @@ def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=No
     addr = lambda a: None if a is None else a.ctypes.data  # noqa: E731
     return QOut(kind, addr(bias), addr(scale), int(scale is not None and scale.size > 1), scale_a, addr(fbias),
                 int(zy), int(lo), int(hi), Activation(*(act or (ACT_NONE, 0.0, 0.0))))
+
+
+def pairs_fit_int16(rows: np.ndarray) -> bool:
+    """Whether vpmaddubsw is exact on these weights: rows (weight index, K) as packed (int8, uint8 ones
+    as w - 128), k paired 0-1, 2-3, ...; a pair's two products with any u8 x lie in [255 (min(w0, 0) +
+    min(w1, 0)), 255 (max(w0, 0) + max(w1, 0))], which fits int16 when the positive parts add up to at
+    most 128 and the negative ones to at least -128 (so 127 and 1 fit, 127 and 2 do not)."""
+    v = packed_values(rows)
+    if v.shape[-1] % 2:
+        v = np.concatenate([v, np.zeros(v.shape[:-1] + (1,), np.int16)], axis=-1)
+    pos, neg = np.maximum(v, 0), np.minimum(v, 0)
+    return bool((pos[..., 0::2] + pos[..., 1::2]).max(initial=0) <= 128
+                and (neg[..., 0::2] + neg[..., 1::2]).min(initial=0) >= -128)
+
+
+#: the share of weight quads with a rest (split weights) above which int16 pairs are faster than
+#: vpmaddubsw plus the rest's quads, by whether the weights are the product's rows (a convolution) or
+#: its panels (measured at v3, one thread: 128x512 @ 512x2048 runs bytes 85-91, pairs 65, split with
+#: a rest in half the quads 46 GMAC/s; 1x1 convolutions with a rest in 22-37% of quads 2-12% faster
+#: split than as pairs, in 59-76% 10-14% slower)
+SPLIT_AT_MOST = {True: 0.4, False: 0.2}
+
+
+class ProductPlan(NamedTuple):
+    """How the int8 product runs over given weights (product_plan): path (QPATH_*), fits (every pair of
+    k in int16), share (the share of quads with a rest when split), main (the weights to pack, int8
+    (weight index, K) as packed, with every pair in int16; None: the weights as they are) and the
+    rest's quads (fix_start, fix_q, fix_b as abi.h's QGemm takes them; None when not split)."""
+    path: int
+    fits: bool
+    share: float = 0.0
+    main: np.ndarray | None = None
+    fix: tuple | None = None
+
+
+def packed_values(rows: np.ndarray) -> np.ndarray:
+    """Weights as the kernel packs them, int16: int8 as they are, uint8 as w - 128."""
+    rows = np.asarray(rows)
+    return rows.astype(np.int16) - (128 if rows.dtype == np.uint8 else 0)
+
+
+def split_pairs(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(main, rest) with main + rest = v (weight index, K), every pair of k of main and of rest in int16
+    for vpmaddubsw: a pair whose two weights add up past 128 (or below -128) keeps its first weight,
+    its second becomes what fills the pair to 128 (-128) in main and the remainder in rest (at most
+    126 in size: 127 + 127 = (127 + 1) + (0 + 126)); rest is 0 elsewhere. Both int8."""
+    v = packed_values(v)
+    main, rest = v.copy(), np.zeros_like(v)
+    k2 = v.shape[1] // 2 * 2
+    a, b = v[:, 0:k2:2], v[:, 1:k2:2]
+    over, under = a + b > 128, a + b < -128  # (only pairs of one sign can leave int16)
+    fill = np.where(over, 128 - a, np.where(under, -128 - a, b))
+    main[:, 1:k2:2] = fill
+    rest[:, 1:k2:2] = b - fill
+    return main.astype(np.int8), rest.astype(np.int8)
+
+
+def rest_quads(rest: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rest (weight index, K) as abi.h's fix_start, fix_q, fix_b: per group of `width` weight indices
+    (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
+    each as the group's bytes (width x 4)."""
+    n, k = rest.shape
+    groups, quads = -(-n // width), -(-k // 4)
+    r = np.zeros((groups * width, quads * 4), np.int8)
+    r[:n, :k] = rest
+    blocks = r.reshape(groups, width, quads, 4).transpose(0, 2, 1, 3)  # [group][quad][index][4]
+    used = blocks.any(axis=(2, 3))
+    start = np.concatenate([[0], np.cumsum(used.sum(axis=1))]).astype(np.int64)
+    return start, np.nonzero(used)[1].astype(np.int32), np.ascontiguousarray(blocks[used])
+
+
+def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
+    """The path for weights `rows` (weight index, K) with library `nat`: where the build has the choice
+    (no VNNI: the AVX2 builds, v3 and v4, and the SSE one, v2), vpmaddubsw on weights whose every pair fits int16; else vpmaddubsw on split
+    weights (split_pairs) where few quads have a rest (SPLIT_AT_MOST); else int16 pairs. Other builds
+    take the bytes as they are (vpdpbusd and portable C are exact on any pair). weights_are_rows: the
+    weights are the product's rows (a convolution: groups of the tile's rows), else its panels."""
+    fits = pairs_fit_int16(rows)
+    if nat is None or not nat.qgemm_has_pairs or fits:
+        return ProductPlan(QPATH_BYTES, fits)
+    main, rest = split_pairs(rows)
+    fix = rest_quads(rest, nat.qgemm_mr if weights_are_rows else nat.qgemm_nr)
+    share = len(fix[1]) / max(1, (len(fix[0]) - 1) * -(-rows.shape[1] // 4))
+    if share > SPLIT_AT_MOST[weights_are_rows]:
+        return ProductPlan(QPATH_PAIRS, fits, share)
+    return ProductPlan(QPATH_BYTES, fits, share, main, fix)
+
+
+def product_kernel(nat, plan: ProductPlan) -> str:
+    """What an int8 product runs on with library `nat` (None: the numpy plans) by its plan (product_plan's)."""
+    if nat is None:
+        return "numpy float64 (exact)"
+    if not nat.qgemm_has_pairs:
+        return "vpdpbusd (AVX-512 VNNI)" if "vnni" in nat.isa.lower() else "portable C"
+    v = "v" if "avx" in nat.isa.lower() else ""  # (the SSE build, x86-64 v2: the same instructions on 128 bits)
+    if plan.path == QPATH_PAIRS:
+        return f"{v}pmaddwd on int16 pairs (weight pairs overflow {v}pmaddubsw's int16 in {plan.share:.0%} of quads)"
+    if plan.fits:
+        return f"{v}pmaddubsw (every weight pair fits int16)"
+    return f"{v}pmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads)"
+
+
+def depthwise_kernel(nat) -> str:
+    """What the int8 depthwise convolution (centred int16 weights, taps in pairs) runs on with `nat`."""
+    if nat is None:
+        return "depthwise: numpy float64 (exact)"
+    isa = nat.isa.lower()
+    return "depthwise: " + ("vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs" if "avx2" in isa
+                            else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C")
 
 
 def requant_kind(dtype) -> int:
@@ -56,11 +167,22 @@ class NativeIntProduct:
         kernel.scratch.add("q", (nat.qgemm_workspace_nbytes(k),), np.uint8)
         if self.a_signed:  # the rows are read as uint8: a flipped copy
             kernel.scratch.add("a8", (rows, k), np.uint8)
+        if nat.qgemm_has_pairs:  # QPATH_PAIRS widens the rows into it (the path is chosen by the weights, at pack)
+            kernel.scratch.add("a16", (rows, -(-k // 4) * 4), np.int16)
         self.calls = CallCache()
 
     def pack(self, kernel, b: np.ndarray, bz) -> None:
         """b: the (K, N) weights (any strides), bz their zero point(s)."""
-        self.bp, self.sums = kernel.shared_pack(("qgemm",), self.nat.qpack, b)
+        def pack(b):
+            plan = product_plan(self.nat, b.T, weights_are_rows=False)
+            if plan.path == QPATH_PAIRS:
+                return (plan,) + self.nat.qpack_pairs(b)
+            if plan.main is None:
+                return (plan,) + self.nat.qpack(b)
+            bp, _ = self.nat.qpack(np.ascontiguousarray(plan.main.T))  # (the sums are the whole weights')
+            return plan, bp, packed_values(b).sum(axis=0, dtype=np.int32)
+        self.plan, self.bp, self.sums = kernel.shared_pack(("qgemm", "plan"), pack, b)
+        self.path = self.plan.path
         self.zs = weight_zero_points(bz, self.n, b.dtype)
 
     def run(self, a: np.ndarray, az, y: np.ndarray, v: dict, out: QOut, keep=(), scale_a=None) -> None:
@@ -83,7 +205,8 @@ class NativeIntProduct:
     def _call(self, rows, y, v, out, keep, scale_a):
         call = self.nat.qgemm_call(
             self.rows, self.n, self.k, a=rows.ctypes.data, lda=self.k, c=y.ctypes.data, ldc=self.n, out=out, zu=0,
-            zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, keep=(rows, y, scale_a) + tuple(keep))
+            zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, path=self.path,
+            a16=v["a16"] if self.path == QPATH_PAIRS else None, fix=self.plan.fix, keep=(rows, y, scale_a) + tuple(keep))
         if scale_a is not None:
             call.keep[0].out.scale_a = scale_a.ctypes.data
         return call
@@ -131,13 +254,14 @@ class NativeIntConv:
             self.wsum = self.wc.sum(axis=1, dtype=np.int32)
             return
 
-        def pack_rows(w):  # s8 rows padded to a multiple of 4 of K, uint8 weights as w - 128
-            kp = -(-self.kdim // 4) * 4
-            rows = np.zeros((oc, kp), np.int8)
-            w2 = np.asarray(w).reshape(oc, self.kdim)
-            rows[:, :self.kdim] = w2.astype(np.int16) - 128 if w.dtype == np.uint8 else w2
-            return rows, rows.sum(axis=1, dtype=np.int32)
-        self.rows, self.sums = kernel.shared_pack(("qconv",), pack_rows, w)
+        def pack_rows(w):  # s8 rows (QPATH_PAIRS: int16) padded to a multiple of 4 of K, uint8 weights as w - 128
+            w2 = packed_values(np.asarray(w).reshape(oc, self.kdim))
+            plan = product_plan(self.nat, w2, weights_are_rows=True)
+            rows = np.zeros((oc, -(-self.kdim // 4) * 4), np.int16 if plan.path == QPATH_PAIRS else np.int8)
+            rows[:, :self.kdim] = w2 if plan.main is None else plan.main
+            return plan, rows, w2.sum(axis=1, dtype=np.int32)
+        self.plan, self.rows, self.sums = kernel.shared_pack(("qconv", "plan"), pack_rows, w)
+        self.path = self.plan.path
         self.zs = weight_zero_points(wz, oc, w.dtype)
 
     def run(self, x: np.ndarray, xz, y: np.ndarray, v: dict, out: QOut, keep=()) -> None:
@@ -180,6 +304,7 @@ class NativeIntConv:
             calls.append(self.nat.qgemm_call(
                 self.oc, self.oh * self.ow, self.kdim, a=self.rows.ctypes.data, lda=self.rows.shape[1], c=yb,
                 ldc=self.oh * self.ow, out=out, zu=0, zs=self.zs, sum_s=self.sums, ws=v["q"], b=src.ctypes.data,
-                koff=self.koff, noff=self.noff, b_flip=self.x_signed and not self.padded,
+                koff=self.koff, noff=self.noff, b_flip=self.x_signed and not self.padded, path=self.path,
+                a16=self.rows if self.path == QPATH_PAIRS else None, fix=self.plan.fix,
                 keep=(x, src, y, self.rows) + tuple(keep)))
         return calls

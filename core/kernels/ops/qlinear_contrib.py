@@ -276,7 +276,8 @@ class QLinearGlobalAveragePool(_QPool):
         v = self.views(ws)
         acc, t = v["acc"], v["t"]
         x = self.nchw(xs[0])
-        np.sum(x, axis=tuple(range(2, x.ndim)), dtype=np.int64, out=acc)
+        # over one flat axis: numpy casts and adds a contiguous row 4x faster than over several axes
+        np.sum(x.reshape(acc.size, self.size), axis=1, dtype=np.int64, out=acc.reshape(-1))
         if self.groups[0][2] is not None:
             np.subtract(acc, np.int64(xs[self.groups[0][2]].reshape(())) * self.size, out=acc)
         t2 = t.reshape(acc.shape)

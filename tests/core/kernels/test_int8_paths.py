@@ -1,0 +1,123 @@
+"""Which instructions an int8 product runs on, chosen per layer by its weights (int8_native.product_plan):
+without VNNI (v2's SSE, v3 and v4's AVX2) vpmaddubsw where no pair of weights can leave its int16, or on weights
+split so that none does where few quads keep a rest, int16 pairs (vpmaddwd) elsewhere. Exact at every
+level on the edge of the choice: x = 255 against weight pairs 127 + 1 and -128 + 0 (which fit) and
+127 + 127, -128 + -128 (which would saturate vpmaddubsw, as onnxruntime's AVX2 kernel does), everywhere
+or in a few places (split); and `ge inspect` says what was chosen."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge.core import api
+from ge.core.inspection import om_info
+from ge.core.model.ir import Meta
+from ge.core.kernels import backend as backends, lookup, native as native_mod
+from ge.core.kernels.ops.int8_native import packed_values, pairs_fit_int16, product_kernel, product_plan, split_pairs
+from ge.core.kernels.native import QPATH_BYTES, QPATH_PAIRS
+
+from .int8_reference import reference
+from .levels import level_params
+
+PAIRS = [  # fits when a pair's positive parts add up to at most 128 and its negative ones to at least -128
+    ((127, 1), True), ((127, 2), False), ((64, 64), True), ((65, 64), False), ((-128, 0), True),
+    ((-128, -1), False), ((127, -128), True), ((-64, -64), True), ((127, 127), False), ((-128, -128), False)]
+
+
+@pytest.mark.parametrize("pair,fits", PAIRS)
+def test_pairs_fit_int16(pair, fits):
+    w = np.array([pair], np.int8)
+    assert pairs_fit_int16(w) == fits
+    assert pairs_fit_int16((w.astype(np.int16) + 128).astype(np.uint8)) == fits  # uint8 weights, packed as w - 128
+    assert pairs_fit_int16(np.array([[0, 127, 127, 0, 127]], np.int8))  # k paired 0-1, 2-3, then 4 alone
+    assert not pairs_fit_int16(np.array([[0, 0, 127, 127]], np.int8))
+
+
+def test_split_pairs_fit_and_add_up():
+    w = np.array([[127, 127, -128, -128, 127, -128, 5, 3, 127], [100, 28, 100, 30, -100, -28, -100, -30, -128]], np.int8)
+    main, rest = split_pairs(w)
+    assert pairs_fit_int16(main) and pairs_fit_int16(rest)
+    np.testing.assert_array_equal(main.astype(np.int16) + rest, w)
+    assert np.count_nonzero(rest) == 4  # 127 + 127, -128 + -128, 100 + 30, -100 + -30
+
+
+def _product(op: str, level: str, pair, monkeypatch, sparse=False, unsigned=False):
+    """op (MatMulInteger: weights as columns; ConvInteger: as rows) on x = 255 (a few 0s) and weights
+    whose every pair of k is `pair` (sparse: a few are, the others 3 and -2; unsigned: as uint8
+    weights packed to those values, w - 128), at native `level`: (ge's result, the exact one, the
+    kernel's plan)."""
+    monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(native_mod.load_level(level)))
+    rng = np.random.default_rng(3)
+    if op == "MatMulInteger":  # K = 38: 9 quads and a short one; N = 20: a full panel and a short one
+        x = np.where(rng.random((5, 38)) < 0.9, 255, 0).astype(np.uint8)
+        rows = np.resize(np.array(pair, np.int8), (20, 38))
+    else:  # K = 3 * 3 * 3 = 27 per output channel (rows padded to 28); 9 x 7 pixels
+        x = np.where(rng.random((1, 3, 9, 7)) < 0.9, 255, 0).astype(np.uint8)
+        rows = np.resize(np.array(pair, np.int8), (6, 27))
+    if sparse:  # the pair in the first quad of the first weight index and near the end of the last
+        few = rows.copy()
+        rows = np.resize(np.array([3, -2], np.int8), rows.shape)
+        rows[0, :2], rows[-1, 22:24] = few[0, :2], few[-1, 22:24]
+    if unsigned:
+        rows = (rows.astype(np.int16) + 128).astype(np.uint8)
+    w = rows.T.copy() if op == "MatMulInteger" else rows.reshape(6, 3, 3, 3)
+    kernel = lookup(op, "", 17)({}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape)], [None, w], opset=17,
+                                name="n").load()
+    out = kernel.infer()[0]
+    y = np.zeros(out.shape, np.int32)
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8)
+    kernel.run([x, w], [y], ws)
+    return y, reference(op, [x, w]), kernel.qn if op == "MatMulInteger" else kernel.qc
+
+
+@pytest.mark.parametrize("level", level_params())
+@pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger"])
+@pytest.mark.parametrize("pair,fits", [((127, 1), True), ((-128, 0), True), ((127, 127), False),
+                                       ((-128, -128), False)])
+def test_products_exact_at_the_edge_of_int16(monkeypatch, level, op, pair, fits):
+    y, want, plan = _product(op, level, pair, monkeypatch)
+    np.testing.assert_array_equal(y, want)
+    nat = native_mod.load_level(level)
+    assert nat.qgemm_has_pairs == (level in ("v2", "v3", "v4"))  # without VNNI: the builds with a choice
+    assert plan.path == (QPATH_PAIRS if nat.qgemm_has_pairs and not fits else QPATH_BYTES)
+    assert plan.plan.fix is None
+
+
+@pytest.mark.parametrize("level", level_params())
+@pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger"])
+@pytest.mark.parametrize("pair,unsigned", [((127, 127), False), ((-128, -128), False), ((127, 127), True)])
+def test_split_weights_exact_at_the_edge_of_int16(monkeypatch, level, op, pair, unsigned):
+    """A few pairs overflow: without VNNI the weights are split (vpmaddubsw on both parts)."""
+    y, want, plan = _product(op, level, pair, monkeypatch, sparse=True, unsigned=unsigned)
+    np.testing.assert_array_equal(y, want)
+    split = native_mod.load_level(level).qgemm_has_pairs
+    assert plan.path == QPATH_BYTES and (plan.plan.fix is not None) == split
+    if split:
+        assert len(plan.plan.fix[1]) == 2  # one quad of each of two groups keeps a rest
+
+
+def test_inspect_says_what_each_layer_runs_on(tmp_path):
+    """Two MatMulInteger layers, one whose weight pairs fit int16 and one whose do not: `ge inspect`
+    (om_info.inspect, the data of `ge inspect --json`) names each one's instructions at this level."""
+    fit = np.resize(np.array([127, 1], np.int8), (16, 32)).T.copy()
+    wide = np.resize(np.array([127, 127], np.int8), (16, 32)).T.copy()
+    nodes = [helper.make_node("MatMulInteger", ["x", "w_fit"], ["a"], name="fits"),
+             helper.make_node("Cast", ["a"], ["a8"], to=TensorProto.UINT8, name="cast"),
+             helper.make_node("Pad", ["a8", "pads"], ["a32"], name="pad"),
+             helper.make_node("MatMulInteger", ["a32", "w_wide"], ["y"], name="wide")]
+    inits = [numpy_helper.from_array(fit, "w_fit"), numpy_helper.from_array(wide, "w_wide"),
+             numpy_helper.from_array(np.array([0, 0, 0, 16], np.int64), "pads")]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.UINT8, [4, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "two.onnx")
+    om = api.atc(str(tmp_path / "two.onnx"), str(tmp_path / "two")).om_path
+    tasks = {t["node"]: t for t in om_info.inspect(om)["tasks"]}
+    nat = native_mod.native()
+    assert tasks["fits"]["int8_product"] == product_kernel(nat, product_plan(nat, packed_values(fit.T), False))
+    assert tasks["wide"]["int8_product"] == product_kernel(nat, product_plan(nat, packed_values(wide.T), False))
+    assert tasks["cast"]["int8_product"] == ""
+    if nat is not None and nat.qgemm_has_pairs:
+        assert "pmaddubsw (every weight pair fits int16)" in tasks["fits"]["int8_product"]
+        assert "pmaddwd on int16 pairs" in tasks["wide"]["int8_product"]
