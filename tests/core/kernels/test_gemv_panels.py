@@ -80,3 +80,29 @@ def test_a_row_has_the_same_bits_whatever_the_rows_and_threads(nat):
         finally:
             native.set_threads(native.default_threads())
         assert np.array_equal(together[3:4], alone)
+
+
+def test_a_gemm_at_one_row_absorbs_the_tanh_gelu(default_backend):
+    """A Gemm whose epilogue is fuse_gelu's tanh form runs on the packed GEMV, which applies it as it
+    stores (no Gelu pass after it): equal to ge's own numpy Gelu over the product."""
+    from math import sqrt, pi
+    from ge.core.kernels import lookup
+    from ge.core.kernels.epilogue import Epilogue
+    from ge.core.kernels.fused import GE_DOMAIN
+    from ge.core.kernels.ops.matmul_native import NativeGemv
+    from ge.core.model.ir import Meta
+    default_backend("native")
+    spec = [["Gelu", {"approximate": "tanh"}, GE_DOMAIN]]
+    x, w, _ = _operands(1, 50, 70)
+    x *= 8  # both tails: e^(-2z) under- and overflows
+    bias = rng.standard_normal(70).astype(np.float32)
+    k = lookup("Gemm", opset=17)({"ge.epilogue": spec}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape),
+                                                         Meta(bias.dtype, bias.shape)], [None, w, bias]).load()
+    assert isinstance(k.native, NativeGemv) and k.absorbs_epilogue
+    assert Epilogue.unless_absorbed(k, spec, k.infer()[0]) is None
+    y = np.full((1, 70), np.nan, np.float32)
+    k.run([x, w, bias], [y], None)
+    pre = x.astype(np.float64) @ w + bias
+    want = 0.5 * pre * (1 + np.tanh(sqrt(2 / pi) * (pre + 0.044715 * pre ** 3)))
+    assert pre.min() < -10 and pre.max() > 10
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
