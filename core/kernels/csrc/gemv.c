@@ -1,10 +1,11 @@
-/* Few rows times constant weights (a classifier's Gemm at batch 1, a squeeze-excite block's 1x1
-convs on a 1x1 plane): y[r, n] = act(bias[n] + sum_k x[r, k] w[n, k]) for r < rows, weights as rows
-of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Without x (GemmArgs.a NULL,
+/* Few rows times constant weights as rows of K (a squeeze-excite block's 1x1 convs on a 1x1 plane, a
+recurrent layer's input projection): y[r, n] = act(bias[n] + sum_k x[r, k] w[n, k]) for r < rows
+(a Conv's [Cout, Cin]), streamed once, in order. Without x (GemmArgs.a NULL,
 one row): y[n] = alpha * sum_k w[n, k], the means of GlobalAveragePool's planes. Such a product is bound by
 reading the weights: the GEMM's panels would cost a packing pass over A and compute whole tiles of
 rows for one. Items are blocks of GEMV_ITEM weight rows; each block of VL
-weight rows is read in order and stays in cache while every row of x is dotted with it. */
+weight rows is read in order and stays in cache while every row of x is dotted with it. A MatMul's
+or Gemm's constant W takes the packed GEMV at the end of this file instead (W packed at load). */
 #include <stdlib.h>
 
 #include "abi.h"
