@@ -14,7 +14,7 @@ import numpy as np
 from ..model.errors import GraphError
 from ..model.ir import Meta
 from .fused import GE_DOMAIN
-from .native import (ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_SWISH,
+from .native import (ACT_CLAMP, ACT_GELU, ACT_GELU_TANH, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_SWISH,
                      Act)
 from .registry import lookup
 
@@ -61,7 +61,8 @@ def _step(entry) -> tuple[str, dict, str]:
 
 def native_act(spec) -> Act | None:
     """The native kernels' activation equal to the epilogue when it is one step they apply as they
-    store (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, Gelu (exact), ge's Swish), else None."""
+    store (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, Gelu (exact), ge's Swish and its
+    Gelu's tanh form), else None."""
     if not spec or len(spec) != 1:
         return None
     op_type, attrs, domain = _step(spec[0])
@@ -69,6 +70,8 @@ def native_act(spec) -> Act | None:
     value = lambda key, default: float(attrs.get(key, default))  # noqa: E731
     if domain == GE_DOMAIN:
         ge_acts = {"Swish": Act(ACT_SWISH, value("alpha", 1.0)), "HardSwish": Act(ACT_HARDSWISH)}
+        if op_type == "Gelu" and _approximate(attrs) == "tanh":  # fuse_gelu's tanh form (GPT-2's gelu_new)
+            return Act(ACT_GELU_TANH)
         return ge_acts.get(op_type)
     if domain:
         return None
@@ -83,10 +86,15 @@ def native_act(spec) -> Act | None:
     simple = {"HardSwish": ACT_HARDSWISH, "Sigmoid": ACT_SIGMOID}
     if op_type in simple:
         return Act(simple[op_type])
-    approximate = attrs.get("approximate", "none")
-    if op_type == "Gelu" and (approximate.decode() if isinstance(approximate, bytes) else approximate) == "none":
+    if op_type == "Gelu" and _approximate(attrs) == "none":
         return Act(ACT_GELU)
     return None
+
+
+def _approximate(attrs: dict) -> str:
+    """Gelu's approximate attribute as a str ("none" by default)."""
+    value = attrs.get("approximate", "none")
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def clip_bound(value, dtype: np.dtype) -> np.ndarray:

@@ -20,6 +20,11 @@ Mul(y, HardSigmoid(y; 1/6, 1/2)), Div(Mul(y, Clip(Add(y, 3), 0, 6)), 6), Mul(y, 
 y is then read by the gate and the Mul only; every inner value by the next step only, and none is a
 graph output; all the nodes disappear. Anything else is left to fuse_elementwise.
 
+fuse_gelu's tanh form (ge's ["Gelu", {"approximate": "tanh"}, "ge"], GPT-2's gelu_new) fuses into a
+Gemm or MatMul: the native GEMM and GEMV apply it as they store (a decoding step's Gelu alone is
+7 numpy passes over a thousand floats, several times slower after a product that streamed its
+weights through the caches). The exact form stays with fuse_matmul (FusedMatMul's activation).
+
 Conditions: the producer has one output, read only by the activation (not a graph output).
 """
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ..model.ir import Graph, Meta, Node
 from ..kernels.dtypes import is_float
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.float16 import NARROW, VIA_FLOAT32
+from ..kernels.fused import GE_DOMAIN
 from ._activation_forms import Chains, Ramp, rtol_of, step_of
 from ._fusion import Matcher
 
@@ -65,6 +71,8 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
             graph.values.pop(old, None)
             consumers.pop(old, None)
             fused += 1
+        if _gelu_after_reshape(graph, chains, prod, opset, removed):
+            fused += 1
     graph.nodes = [n for n in graph.nodes if id(n) not in removed]
     if stats is not None:
         stats["fused"] = stats.get("fused", 0) + fused
@@ -81,7 +89,9 @@ def _fusable(graph: Graph, prod: Node, chains: Chains, opset: int):
     if y in graph.outputs or v is None or v.dtype is None:
         return None
     users = chains.m.consumers.get(y, [])
-    if len(users) == 1:
+    if len(users) == 1 and prod.op_type in ("Gemm", "MatMul") and _tanh_gelu(users[0], y):
+        found = [users[0]], ["Gelu", dict(users[0].attrs), GE_DOMAIN]
+    elif len(users) == 1:
         found = _single(chains, y, users[0], v, opset)
     elif len(users) == 2:
         found = _gated(chains, y, users, v, opset)
@@ -116,6 +126,42 @@ def _single(chains: Chains, y: str, act: Node, v, opset: int):
             return None
         attrs = {"min": bounds.lo, "max": bounds.hi}
     return [act], [act.op_type, attrs]
+
+
+def _gelu_after_reshape(graph: Graph, chains: Chains, prod: Node, opset: int, removed: set) -> bool:
+    """Gemm or MatMul -> Reshape -> tanh Gelu, each read by the next alone (GPT-2's Conv1D exported as
+    Reshape/Gemm/Reshape, then gelu_new): the Gelu becomes the product's epilogue and the Reshape
+    writes the Gelu's output (an elementwise step commutes with a reshape). True when done."""
+    consumers = chains.m.consumers
+    if prod.op_type not in ("Gemm", "MatMul") or len(prod.outputs) != 1 or prod.attrs.get(EPILOGUE):
+        return False
+    y = prod.outputs[0]
+    users = consumers.get(y, [])
+    if not y or y in graph.outputs or len(users) != 1 or users[0].op_type != "Reshape" or users[0].domain != "" \
+            or users[0].inputs[:1] != [y] or len(users[0].outputs) != 1:
+        return False
+    reshape, r = users[0], users[0].outputs[0]
+    after = consumers.get(r, [])
+    if r in graph.outputs or len(after) != 1 or not _tanh_gelu(after[0], r):
+        return False
+    gelu, v = after[0], graph.values.get(y)
+    if v is None or v.dtype is None or not works_in_place("Gelu", dict(gelu.attrs), _epilogue_dtype(prod, v.dtype),
+                                                         opset, GE_DOMAIN):
+        return False
+    prod.attrs = dict(prod.attrs, **{EPILOGUE: [["Gelu", dict(gelu.attrs), GE_DOMAIN]]})
+    reshape.outputs = [gelu.outputs[0]]
+    graph.values.pop(r, None)
+    consumers.pop(r, None)
+    removed.add(id(gelu))
+    return True
+
+
+def _tanh_gelu(node: Node, y: str) -> bool:
+    """fuse_gelu's Gelu with approximate="tanh", of y alone, without an epilogue of its own."""
+    if node.op_type != "Gelu" or node.domain != GE_DOMAIN or node.inputs != [y] or node.attrs.get(EPILOGUE):
+        return False
+    value = node.attrs.get("approximate", "none")
+    return (value.decode() if isinstance(value, bytes) else value) == "tanh" and len(node.outputs) == 1
 
 
 def _gated(chains: Chains, y: str, users: list, v, opset: int):

@@ -453,9 +453,16 @@ def test_fusion_switch_file_turns_fusions_off(ge, more, tmp_path, ort_run, error
 
 
 def _gelu_attr(om: str) -> list:
-    """The Gelu form of each task computing one: the erf form fused into the GEMM ("none"), or a Gelu task."""
-    return ["none" if t["op_type"] == "FusedMatMul" else t["attrs"].get("approximate", "none")
-            for t in api.om_to_json(om)["tasks"] if "Gelu" in (t["op_type"], t["attrs"].get("activation"))]
+    """The Gelu form of each task computing one: the erf form fused into the GEMM ("none"), the tanh form
+    as a product's epilogue (fuse_activation), or a Gelu task."""
+    forms = []
+    for t in api.om_to_json(om)["tasks"]:
+        steps = [s for s in t["attrs"].get("ge.epilogue") or [] if s[0] == "Gelu"]
+        if steps:
+            forms += [s[1].get("approximate", "none") for s in steps]
+        elif "Gelu" in (t["op_type"], t["attrs"].get("activation")):
+            forms.append("none" if t["op_type"] == "FusedMatMul" else t["attrs"].get("approximate", "none"))
+    return forms
 
 
 def _gelu_tanh(h):

@@ -12,8 +12,10 @@ refuses the library. Keep to the subset of C the generator reads (its docstring 
 /* The activation a kernel applies as it stores, after bias and residual, with its parameters a, b:
    CLAMP min(max(x, a), b) (Relu, Relu6, Clip); GELU x/2 (1 + erf(x / sqrt 2)); HARDSIGMOID
    max(0, min(1, a x + b)); HARDSWISH x max(0, min(1, x / 6 + 1/2)); SIGMOID 1 / (1 + e^-x);
-   SWISH x sigmoid(a x) (SiLU: a = 1); LEAKY_RELU x >= 0 ? x : a x. */
-enum { ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU };
+   SWISH x sigmoid(a x) (SiLU: a = 1); LEAKY_RELU x >= 0 ? x : a x; GELU_TANH x/2 (1 + tanh(z)),
+   z = sqrt(2/pi) (x + 0.044715 x^3) (GPT-2's gelu_new). */
+enum { ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU,
+       ACT_GELU_TANH };
 
 typedef struct {
     int32_t act;
@@ -343,6 +345,13 @@ void ge_nchwc_depthwise(const DepthwiseNchwc *d);
 /* gemv.c: y = act(x @ W^T + bias) for few rows of x (M, lda, a), weights as rows of K (bp: [N][K]),
    y at c, ldc; bias_n, act, threads (the GemmArgs fields the GEMV reads; the rest is unused). */
 void ge_gemv(const GemmArgs *g);
+/* gemv.c's packed GEMV for a MatMul's constant W [K][N] (few rows, M, lda, a): W packed once by
+   ge_gemv_pack into ge_gemv_packed_floats(K, N) floats at bp (column panels of ge_gemv_panel()
+   outputs); y at c, ldc; bias_n, act, threads, half (HALF_A, HALF_C) as ge_gemv. */
+int64_t ge_gemv_panel(void);
+int64_t ge_gemv_packed_floats(int64_t K, int64_t N);
+void ge_gemv_pack(const float *w, int64_t K, int64_t N, float *out);
+void ge_gemv_panels(const GemmArgs *g);
 int ge_eltwise(const Eltwise *e);
 int64_t ge_recurrent_workspace_floats(int32_t kind, int64_t B, int64_t H);
 void ge_recurrent(const Recurrent *r);

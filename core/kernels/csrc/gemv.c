@@ -1,10 +1,11 @@
-/* Few rows times constant weights (a classifier's Gemm at batch 1, a squeeze-excite block's 1x1
-convs on a 1x1 plane): y[r, n] = act(bias[n] + sum_k x[r, k] w[n, k]) for r < rows, weights as rows
-of K (a Conv's [Cout, Cin], a Gemm's transB), streamed once, in order. Without x (GemmArgs.a NULL,
+/* Few rows times constant weights as rows of K (a squeeze-excite block's 1x1 convs on a 1x1 plane, a
+recurrent layer's input projection): y[r, n] = act(bias[n] + sum_k x[r, k] w[n, k]) for r < rows
+(a Conv's [Cout, Cin]), streamed once, in order. Without x (GemmArgs.a NULL,
 one row): y[n] = alpha * sum_k w[n, k], the means of GlobalAveragePool's planes. Such a product is bound by
 reading the weights: the GEMM's panels would cost a packing pass over A and compute whole tiles of
 rows for one. Items are blocks of GEMV_ITEM weight rows; each block of VL
-weight rows is read in order and stays in cache while every row of x is dotted with it. */
+weight rows is read in order and stays in cache while every row of x is dotted with it. A MatMul's
+or Gemm's constant W takes the packed GEMV at the end of this file instead (W packed at load). */
 #include <stdlib.h>
 
 #include "abi.h"
@@ -167,5 +168,130 @@ void ge_gemv(const GemmArgs *g) {
     for (int64_t r = 0; r < g->M; r++) halves_to_floats(a + r * g->K, (const uint16_t *)g->a + r * g->lda, g->K);
     wide.a = a, wide.lda = g->K, wide.half = g->half & ~HALF_A;
     pool_run(gemv_item, &wide, (g->N + GEMV_ITEM - 1) / GEMV_ITEM, g->threads);
+    free(a);
+}
+
+/* The packed GEMV (ge_gemv_panels): a MatMul's constant W [K][N] against a few rows of x, W packed
+once at load into column panels of GEMV_PANEL outputs, each panel K rows of GEMV_PANEL floats (the
+last panel as narrow as its columns need, in whole vectors, zeros past N). The loop streams a panel
+contiguously, broadcasts each x[k] once and FMAs it into the panel's GEMV_NV accumulators: no sums
+across lanes, each lane is one output. Even and odd k go to two sets of accumulators (GEMV_NV
+chains are too few to hide the FMA's latency), added once at the end: every output is the same
+sum, in the same order, whatever the rows, threads or chunks, so results are deterministic per
+level. Items are panels (threads where N is large). */
+#define GEMV_NV 4                     /* vectors per panel: 2 GEMV_NV accumulators, 8 chains */
+#define GEMV_PANEL (GEMV_NV * VL)
+#define GEMV_CHUNK 256                /* k per pass over the rows when there are several (even) */
+
+int64_t ge_gemv_panel(void) { return GEMV_PANEL; }
+
+int64_t ge_gemv_packed_floats(int64_t K, int64_t N) {
+    const int64_t full = N / GEMV_PANEL, rest = N % GEMV_PANEL;
+    return K * (full * GEMV_PANEL + (rest + VL - 1) / VL * VL);
+}
+
+void ge_gemv_pack(const float *w, int64_t K, int64_t N, float *out) {
+    for (int64_t n0 = 0; n0 < N; n0 += GEMV_PANEL) {
+        const int64_t cols = N - n0 < GEMV_PANEL ? N - n0 : GEMV_PANEL;
+        const int64_t width = (cols + VL - 1) / VL * VL;
+        for (int64_t k = 0; k < K; k++, out += width) {
+            for (int64_t j = 0; j < cols; j++) out[j] = w[k * N + n0 + j];
+            for (int64_t j = cols; j < width; j++) out[j] = 0.0f;
+        }
+    }
+}
+
+/* acc[p][v] += x[k] * panel[k][v] over k in [k0, k1) (k0 even), the parity p of k; NV a constant
+   at each inlined call */
+static inline __attribute__((always_inline)) void panel_span(const int NV, const float *x, const float *panel,
+                                                             int64_t k0, int64_t k1, vec acc[2][GEMV_NV]) {
+    const float *w = panel + k0 * NV * VL;
+    int64_t k = k0;
+    for (; k + 2 <= k1; k += 2, w += 2 * NV * VL) {
+        const vec x0 = (vec){0} + x[k], x1 = (vec){0} + x[k + 1];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[0][v] += x0 * vload(w + v * VL);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[1][v] += x1 * vload(w + NV * VL + v * VL);
+    }
+    if (k < k1) {
+        const vec x0 = (vec){0} + x[k];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[0][v] += x0 * vload(w + v * VL);
+    }
+}
+
+/* Row r's outputs of a panel from its accumulators: the two parities, the bias and activation, stored
+   (cols of them; through block, then rounded, for a float16 C) */
+static inline __attribute__((always_inline)) void panel_store(const int NV, const GemmArgs *g, vec acc[2][GEMV_NV],
+                                                              const vec *bias, int64_t r, int64_t n0, int64_t cols,
+                                                              float *block) {
+    const int half_c = g->half & HALF_C;
+    float *y = half_c ? block : g->c + r * g->ldc + n0;
+    for (int v = 0; v < NV; v++) {
+        const int64_t left = cols - v * VL;
+        store_part(y + v * VL, vactivate(acc[0][v] + acc[1][v] + bias[v], g->act), left < VL ? (int)left : VL);
+    }
+    if (half_c) floats_to_halves((uint16_t *)g->c + r * g->ldc + n0, block, cols);
+}
+
+/* One panel's outputs for rows [0, M) */
+static inline __attribute__((always_inline)) void panel_rows(const int NV, const GemmArgs *g, const float *panel,
+                                                             int64_t n0, int64_t cols, float *block) {
+    const int64_t K = g->K;
+    vec bias[GEMV_NV];
+    for (int v = 0; v < NV; v++) {
+        const int64_t left = cols - v * VL;
+        bias[v] = g->bias_n ? load_part(g->bias_n + n0 + v * VL, left < VL ? (int)left : VL) : (vec){0};
+    }
+    if (g->M == 1) {  /* the decoding step's case: the accumulators stay in registers */
+        vec acc[2][GEMV_NV];
+        for (int v = 0; v < NV; v++) acc[0][v] = acc[1][v] = (vec){0};
+        panel_span(NV, g->a, panel, 0, K, acc);
+        panel_store(NV, g, acc, bias, 0, n0, cols, block);
+        return;
+    }
+    for (int64_t r0 = 0; r0 < g->M; r0 += GEMV_ROWS) {
+        const int64_t rows = g->M - r0 < GEMV_ROWS ? g->M - r0 : GEMV_ROWS;
+        vec acc[GEMV_ROWS][2][GEMV_NV];
+        for (int64_t r = 0; r < rows; r++)
+            for (int v = 0; v < NV; v++) acc[r][0][v] = acc[r][1][v] = (vec){0};
+        /* a chunk of the panel stays in cache while every row passes over it */
+        for (int64_t k0 = 0; k0 < K; k0 += GEMV_CHUNK)
+            for (int64_t r = 0; r < rows; r++)
+                panel_span(NV, g->a + (r0 + r) * g->lda, panel, k0, k0 + GEMV_CHUNK < K ? k0 + GEMV_CHUNK : K, acc[r]);
+        for (int64_t r = 0; r < rows; r++) panel_store(NV, g, acc[r], bias, r0 + r, n0, cols, block);
+    }
+}
+
+static void gemv_panel_item(void *ctx, int64_t it, int slot) {
+    const GemmArgs *g = ctx;
+    (void)slot;
+    float block[GEMV_PANEL];
+    const int64_t n0 = it * GEMV_PANEL, cols = g->N - n0 < GEMV_PANEL ? g->N - n0 : GEMV_PANEL;
+    const float *panel = g->bp + n0 * g->K;  /* every panel before it is full */
+    switch ((cols + VL - 1) / VL) {
+        case 1: panel_rows(1, g, panel, n0, cols, block); break;
+        case 2: panel_rows(2, g, panel, n0, cols, block); break;
+        case 3: panel_rows(3, g, panel, n0, cols, block); break;
+        default: panel_rows(GEMV_NV, g, panel, n0, cols, block); break;
+    }
+}
+
+void ge_gemv_panels(const GemmArgs *g) {
+    if (g->M <= 0 || g->N <= 0) return;
+    const int64_t items = (g->N + GEMV_PANEL - 1) / GEMV_PANEL;
+    /* below about 64 KiB of weights a second thread costs more than it saves */
+    const int threads = g->N * g->K < (1 << 14) ? 1 : g->threads;
+    if (!(g->half & HALF_A)) {
+        pool_run(gemv_panel_item, (void *)g, items, threads);
+        return;
+    }
+    GemmArgs wide = *g;
+    float *a = malloc((size_t)(g->M * g->K) * sizeof(float) + 64);
+    if (!a) abort();  /* the rows' float32 copy: no way on without it */
+    for (int64_t r = 0; r < g->M; r++) halves_to_floats(a + r * g->K, (const uint16_t *)g->a + r * g->lda, g->K);
+    wide.a = a, wide.lda = g->K, wide.half = g->half & ~HALF_A;
+    pool_run(gemv_panel_item, &wide, items, threads);
     free(a);
 }

@@ -69,6 +69,14 @@ static inline vec vgelu(vec x) {
     return 0.5f * x * (1.0f + erf);
 }
 
+/* Gelu's tanh form 0.5 x (1 + tanh(z)) = x / (1 + e^(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3), as
+   ge's numpy kernel computes it (ops/erf.py): e^(-2z) is 0 past x of about 10 (so x) and capped at
+   e^88 below about -10 (so about -6e-38 x / 10, where the form gives -0). */
+static inline vec vgelu_tanh(vec x) {
+    const float k = -2 * 0.7978845608028654f;
+    return x / (1.0f + vexp(x * (k + (k * 0.044715f) * x * x)));
+}
+
 /* 1 / (1 + e^-x); e^-x is 0 below x = -87 (so 1) and capped at e^88 above 87 (about 6e-39) */
 static inline vec vsigmoid(vec x) { return 1.0f / (1.0f + vexp(-x)); }
 
@@ -78,6 +86,7 @@ static inline vec vactivate(vec v, Activation f) {
     switch (f.act) {
         case ACT_CLAMP: return vclamp(v, f.a, f.b);
         case ACT_GELU: return vgelu(v);
+        case ACT_GELU_TANH: return vgelu_tanh(v);
         case ACT_HARDSIGMOID: return vclamp(v * f.a + f.b, 0.0f, 1.0f);
         case ACT_HARDSWISH: return v * vclamp(v * (1.0f / 6) + 0.5f, 0.0f, 1.0f);
         case ACT_SIGMOID: return vsigmoid(v);

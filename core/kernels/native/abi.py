@@ -12,6 +12,7 @@ ACT_HARDSWISH = 4
 ACT_SIGMOID = 5
 ACT_SWISH = 6
 ACT_LEAKY_RELU = 7
+ACT_GELU_TANH = 8
 HALF_A = 1
 HALF_B = 2
 HALF_C = 4
@@ -507,6 +508,10 @@ SIGNATURES = {
     'ge_nchwc_scale': ([ctypes.c_void_p], None),
     'ge_nchwc_depthwise': ([ctypes.c_void_p], None),
     'ge_gemv': ([ctypes.c_void_p], None),
+    'ge_gemv_panel': ([], ctypes.c_int64),
+    'ge_gemv_packed_floats': ([ctypes.c_int64, ctypes.c_int64], ctypes.c_int64),
+    'ge_gemv_pack': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], None),
+    'ge_gemv_panels': ([ctypes.c_void_p], None),
     'ge_eltwise': ([ctypes.c_void_p], ctypes.c_int),
     'ge_recurrent_workspace_floats': ([ctypes.c_int32, ctypes.c_int64, ctypes.c_int64], ctypes.c_int64),
     'ge_recurrent': ([ctypes.c_void_p], None),

@@ -130,6 +130,23 @@ class Native:
                         _half_bits(a=x, b=w, c=y))
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
+    def gemv_pack(self, w: np.ndarray) -> np.ndarray:
+        """A MatMul's constant W (K, N) in the packed GEMV's column panels (csrc/gemv.c), once at load."""
+        w = np.ascontiguousarray(w, np.float32)
+        k, n = w.shape
+        out = aligned_empty(self.lib.ge_gemv_packed_floats(k, n))
+        self.lib.ge_gemv_pack(w.ctypes.data, k, n, out.ctypes.data)
+        return out
+
+    def gemv_panels_call(self, rows: int, x: np.ndarray, lda: int, wp: np.ndarray, k: int, n: int, y: np.ndarray,
+                         ldc: int, *, bias=None, act: Act | None = None) -> PreparedCall:
+        """y[r] = act(bias + x[r] @ W) for r < rows, W (K, N) packed by gemv_pack into wp; x's rows lda
+        elements apart, y's ldc; prepared. x and y may be float16 (x converted once per call, y
+        rounded once as stored)."""
+        args = GemmArgs(rows, n, k, _ptr_of(x), lda, None, None, None, None, _addr(wp), _ptr_of(y), ldc, None,
+                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0, _half_bits(a=x, c=y))
+        return PreparedCall(self.lib.ge_gemv_panels, args, (x, wp, y, bias))
+
     def row_means_call(self, w: np.ndarray, y: np.ndarray) -> PreparedCall:
         """y[n] = the mean of w[n] for w C-contiguous (N, K) (GlobalAveragePool's planes; float32 or
         float16, as gemv_call's w and y), prepared: each block of rows summed as it streams by."""

@@ -191,6 +191,10 @@ _GELU_Z = _scaled(_Z6, 1 / math.sqrt(2))  # z(x / sqrt(2)) as a polynomial in x
 
 @register("Gelu", since=20)
 class Gelu(_ErfFamily):
+    # as an epilogue (fuse_activation's tanh form after a Gemm or MatMul where no native kernel
+    # applies it): the tanh form copies x aside first; the erf form has scratch, which Epilogue refuses
+    in_place = True
+
     def setup(self):
         self.approximate = str_attr(self, "approximate", "none")
         if self.approximate not in ("none", "tanh"):
@@ -208,6 +212,8 @@ class Gelu(_ErfFamily):
             # passes' calls are its cost), and no cancellation in 1 + tanh(z) for negative x; exp
             # overflows to inf for x below about -10, where x / inf is the form's -0
             k = -2 * math.sqrt(2 / math.pi)
+            if np.shares_memory(x, y):
+                x = x.copy()
             np.multiply(x, x, out=y)
             np.multiply(y, c(k * 0.044715), out=y)
             np.add(y, c(k), out=y)

@@ -76,9 +76,9 @@ class NativeProduct:
 
 
 class NativeGemv:
-    """NativeProduct's plan for fewer than MIN_ROWS rows, without a residual: csrc/gemv.c streams
-    W once as rows of K (W^T, laid out at pack: a Gemm's transB weights as they are), where the
-    GEMM would pack A and compute whole tiles of rows for one."""
+    """NativeProduct's plan for fewer than MIN_ROWS rows, without a residual: csrc/gemv.c's packed
+    GEMV streams W once, packed at load in column panels (each x[k] broadcast once over a panel's
+    outputs), where the GEMM would pack A and compute whole tiles of rows for one."""
     ws_nbytes = 0
 
     def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index, act: Act | None):
@@ -94,7 +94,7 @@ class NativeGemv:
         return True
 
     def pack(self, kernel) -> None:
-        self.wt = kernel.shared_pack(("gemv",), lambda w: np.ascontiguousarray(w.T, np.float32), self.w)
+        self.wp = kernel.shared_pack(("gemv_panels",), self.nat.gemv_pack, self.w)
         self.bias = None if self.bias_const is None else np.ascontiguousarray(self.bias_const, np.float32).reshape(self.n)
 
     def run(self, x: np.ndarray, y: np.ndarray, xs, ws) -> None:
@@ -112,8 +112,8 @@ class NativeGemv:
         return lambda: self._call(a, y)
 
     def _call(self, a, y):
-        return self.nat.gemv_call(self.rows, a, a.strides[0] // a.itemsize, self.wt, y, self.n, bias=self.bias,
-                                  act=self.act)
+        return self.nat.gemv_panels_call(self.rows, a, a.strides[0] // a.itemsize, self.wp, self.k, self.n, y,
+                                         self.n, bias=self.bias, act=self.act)
 
 
 def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = False) -> NativeProduct | None:

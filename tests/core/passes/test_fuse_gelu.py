@@ -134,3 +134,40 @@ def test_tanh_near_misses_stay(make_model, load, change):
     stats = {}
     fuse_gelu(g, stats=stats)
     assert stats["fused"] == 0 and "Tanh" in [n.op_type for n in g.nodes]
+
+
+@pytest.mark.parametrize("rows", [1, 9])
+def test_tanh_gelu_after_a_gemm_is_its_epilogue(make_model, load, run_ort, run_ge, rows):
+    """GPT-2's Conv1D as a Gemm then gelu_new: the tanh Gelu fuse_gelu makes becomes the Gemm's
+    epilogue (the native GEMV at one row, the GEMM at 9, apply it as they store), equal to
+    onnxruntime's decomposed form out to the tails where exp over- and underflows."""
+    nodes = [helper.make_node("Gemm", ["a", "w", "bias"], ["x"])] + TANH_PATTERNS[0][1]
+    consts = dict(TANH_C, w=(rng.standard_normal((24, 37)) / 2).astype(np.float32),
+                  bias=rng.standard_normal(37).astype(np.float32))
+    model = make_model(nodes, {"a": (F, [rows, 24])}, ["y"], consts, opset=13)
+    g = load(model)
+    optimize(g)
+    assert [(n.op_type, n.attrs.get("ge.epilogue")) for n in g.nodes] == \
+        [("Gemm", [["Gelu", {"approximate": "tanh"}, GE_DOMAIN]])]
+    feeds = {"a": (rng.standard_normal((rows, 24)) * 8).astype(np.float32)}
+    pre = feeds["a"] @ consts["w"] + consts["bias"]
+    assert pre.min() < -10 and pre.max() > 10  # both tails of the form
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_tanh_gelu_after_a_reshaped_gemm_is_its_epilogue(make_model, load, run_ort, run_ge):
+    """GPT-2's Conv1D as torch.onnx exports it, Reshape / Gemm / Reshape, then gelu_new: the Gelu moves
+    before the last Reshape into the Gemm's epilogue, and that Reshape writes the Gelu's output."""
+    nodes = [helper.make_node("Reshape", ["a", "flat"], ["a2"]), helper.make_node("Gemm", ["a2", "w", "bias"], ["p"]),
+             helper.make_node("Reshape", ["p", "back"], ["x"])] + TANH_PATTERNS[0][1]
+    consts = dict(TANH_C, w=(rng.standard_normal((24, 37)) / 2).astype(np.float32),
+                  bias=rng.standard_normal(37).astype(np.float32), flat=np.array([-1, 24], np.int64),
+                  back=np.array([1, 1, 37], np.int64))
+    model = make_model(nodes, {"a": (F, [1, 1, 24])}, ["y"], consts, opset=13)
+    g = load(model)
+    optimize(g)
+    gemm = next(n for n in g.nodes if n.op_type == "Gemm")
+    assert gemm.attrs["ge.epilogue"] == [["Gelu", {"approximate": "tanh"}, GE_DOMAIN]]
+    assert "Gelu" not in [n.op_type for n in g.nodes] and g.nodes[-1].outputs == ["y"]
+    feeds = {"a": (rng.standard_normal((1, 1, 24)) * 8).astype(np.float32)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)

@@ -1,0 +1,108 @@
+"""csrc/gemv.c's packed GEMV (ge_gemv_panels: W packed once into column panels) at every native level
+against float64: the panel's edges (N past the last full panel, in whole and partial vectors), K odd,
+1 and past a chunk, several rows, strided rows, the bias and activation epilogue, float16 rows and
+outputs, and the same bits for a row whatever the rows and threads beside it."""
+import numpy as np
+import pytest
+
+from ge.core.kernels import native
+
+rng = np.random.default_rng(3)
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def _product(nat, x, w, bias=None, act=None, lda=None, y=None):
+    rows, k = x.shape[0], w.shape[0]
+    n = w.shape[1]
+    y = np.full((rows, n), np.nan, np.float32) if y is None else y
+    nat.gemv_panels_call(rows, x, lda or k, nat.gemv_pack(w), k, n, y, y.shape[1], bias=bias, act=act).run()
+    return y
+
+
+def _operands(rows, k, n):
+    x = rng.standard_normal((rows, k), np.float32)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    return x, w, x.astype(np.float64) @ w
+
+
+def test_panel_edges_and_odd_k(nat):
+    """N from one lane to past two panels (a narrow last panel of 1..4 vectors, partial lanes), K of
+    1, odd and past GEMV_CHUNK (256) with several rows; the packed size is what the panels need."""
+    p = nat.lib.ge_gemv_panel()
+    lanes = p // 4
+    for n in sorted({1, lanes - 1, lanes + 1, 3 * lanes, p - 1, p, p + 1, 2 * p + 3 * lanes + 5}):
+        for rows, k in ((1, 1), (1, 7), (2, 33), (5, 515)):
+            x, w, want = _operands(rows, k, n)
+            np.testing.assert_allclose(_product(nat, x, w), want, **TOL, err_msg=f"rows {rows} k {k} n {n}")
+        whole = n // p * p + -(-(n % p) // lanes) * lanes
+        assert nat.lib.ge_gemv_packed_floats(9, n) == 9 * whole
+
+
+@pytest.mark.parametrize("act", [native.GELU, native.Act(native.ACT_CLAMP, -0.5, 0.75)], ids=["gelu", "clamp"])
+def test_bias_and_activation_epilogue(nat, act):
+    """The bias and the activation applied as the outputs are stored, rows lda apart, y's ldc wider
+    than N (the columns past N untouched)."""
+    from math import erf
+    x, w, want = _operands(3, 100, 45)
+    bias = rng.standard_normal(45).astype(np.float32)
+    wide = np.concatenate([x, np.full((3, 9), np.nan, np.float32)], axis=1)  # rows 109 apart
+    y = np.full((3, 50), 7.0, np.float32)
+    _product(nat, wide, w, bias=bias, act=act, lda=109, y=y)
+    pre = want + bias
+    if act == native.GELU:
+        expect = pre * 0.5 * (1 + np.vectorize(erf)(pre / np.sqrt(2)))
+    else:
+        expect = np.clip(pre, -0.5, 0.75)
+    np.testing.assert_allclose(y[:, :45], expect, rtol=1e-5, atol=1e-5)
+    assert (y[:, 45:] == 7.0).all()
+
+
+def test_float16_rows_and_outputs(nat):
+    """float16 x (converted once) and y (rounded once as stored), with a bias."""
+    x, w, _ = _operands(2, 70, 37)
+    bias = rng.standard_normal(37).astype(np.float32)
+    xh = x.astype(np.float16)
+    y = np.zeros((2, 37), np.float16)
+    nat.gemv_panels_call(2, xh, 70, nat.gemv_pack(w), 70, 37, y, 37, bias=bias).run()
+    want = xh.astype(np.float64) @ w + bias
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=2e-3, atol=2e-3)
+
+
+def test_a_row_has_the_same_bits_whatever_the_rows_and_threads(nat):
+    """Every output is one sum in one order: a row alone, among 7 rows (chunked passes) and on 1 or 2
+    threads gives the same bits."""
+    x, w, _ = _operands(7, 600, 300)
+    alone = _product(nat, x[3:4], w)
+    for threads in (1, 2):
+        native.set_threads(threads)
+        try:
+            together = _product(nat, x, w)
+        finally:
+            native.set_threads(native.default_threads())
+        assert np.array_equal(together[3:4], alone)
+
+
+def test_a_gemm_at_one_row_absorbs_the_tanh_gelu(default_backend):
+    """A Gemm whose epilogue is fuse_gelu's tanh form runs on the packed GEMV, which applies it as it
+    stores (no Gelu pass after it): equal to ge's own numpy Gelu over the product."""
+    from math import sqrt, pi
+    from ge.core.kernels import lookup
+    from ge.core.kernels.epilogue import Epilogue
+    from ge.core.kernels.fused import GE_DOMAIN
+    from ge.core.kernels.ops.matmul_native import NativeGemv
+    from ge.core.model.ir import Meta
+    default_backend("native")
+    spec = [["Gelu", {"approximate": "tanh"}, GE_DOMAIN]]
+    x, w, _ = _operands(1, 50, 70)
+    x *= 8  # both tails: e^(-2z) under- and overflows
+    bias = rng.standard_normal(70).astype(np.float32)
+    k = lookup("Gemm", opset=17)({"ge.epilogue": spec}, [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape),
+                                                         Meta(bias.dtype, bias.shape)], [None, w, bias]).load()
+    assert isinstance(k.native, NativeGemv) and k.absorbs_epilogue
+    assert Epilogue.unless_absorbed(k, spec, k.infer()[0]) is None
+    y = np.full((1, 70), np.nan, np.float32)
+    k.run([x, w, bias], [y], None)
+    pre = x.astype(np.float64) @ w + bias
+    want = 0.5 * pre * (1 + np.tanh(sqrt(2 / pi) * (pre + 0.044715 * pre ** 3)))
+    assert pre.min() < -10 and pre.max() > 10
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
