@@ -1,4 +1,4 @@
-"""The kernel and end-to-end tests again at the levels most users' CPUs run (v2, v3: AVX2 without
+"""The kernel, pass, runtime and end-to-end tests again at the levels most users' CPUs run (v2, v3: AVX2 without
 AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE), when the suite itself runs another,
 and on the numpy plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
 best, or GE_NATIVE_LEVEL's), and a result the instruction set changes (vector widths, FMA contraction,
@@ -19,7 +19,7 @@ from ge.core.kernels import native
 from tests.core.kernels.levels import LEVELS_HERE, skip_reason
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ["tests/core/kernels", "tests/e2e"]
+PARTS = ["tests/core/kernels", "tests/core/passes", "tests/core/runtime", "tests/e2e"]
 LEFT_OUT = ["tests/e2e/test_ray.py", "tests/core/kernels/test_native_levels.py"]  # (see above)
 OWN = native.native().level if native.native() is not None else None  # what this suite runs at
 
