@@ -11,13 +11,13 @@ import tempfile
 from ge.core.model.errors import FormatError
 
 
-def make_folder(folder, label: str | None = None) -> None:
+def make_folder(folder, label: str | None = None, what: str = "folder") -> None:
     """os.makedirs(exist_ok=True), an OSError (a full disk, a file in the way) a FormatError
-    "<label>: cannot create the folder: <why>"."""
+    "<label>: cannot create the <what>: <why>"."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
-        raise FormatError(f"{label or os.fspath(folder)}: cannot create the folder: {e.strerror or e}") from None
+        raise FormatError(f"{label or os.fspath(folder)}: cannot create the {what}: {e.strerror or e}") from None
 
 
 def write_atomically(path, write, *, label: str | None = None, check=None) -> None:

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
 from ..compile.pipeline import CompileSettings, Compiled, compile
 from ..compile.summary import summarize
-from ..model.errors import FormatError, GeError
+from ..model.errors import GeError
 from ..model.ge_model import GeModel, WeightLayout
 from ..model.soc import DEFAULT_SOC, check_soc
 from ...formats.aipp_config import read_aipp_config
+from ...formats.atomic import make_folder
 from ...formats.om import write_om
 from ...formats.onnx.importer import read_onnx, to_graph
 from ...formats.weights import write_weight_files
@@ -125,8 +126,5 @@ def _output_paths(output: str, external_weight_dir: str | None) -> tuple[str, st
     and the external weight folder."""
     om_path = om_path_for(output)
     folder = os.path.dirname(os.path.abspath(om_path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise FormatError(f"{folder}: cannot create the output folder ({e.strerror or e})") from None
+    make_folder(folder, what="output folder")
     return om_path, os.path.abspath(external_weight_dir) if external_weight_dir else default_weight_dir(om_path)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ge.core.model.errors import FormatError
 from ge.core.model.weight_files import WeightFilePlan, individual_name, name_problem
 
-from ..atomic import EarlyWriteback, write_atomically
+from ..atomic import EarlyWriteback, make_folder, write_atomically
 from .meta import update_meta
 
 THREADS = 8
@@ -37,10 +37,7 @@ def write_weight_files(plans: list[WeightFilePlan], folder: str | os.PathLike) -
         problem = name_problem(plan.name)
         if problem:
             raise FormatError(f"weight file '{plan.name}' {problem}")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise FormatError(f"{folder}: cannot create the weight folder ({e.strerror or e})") from None
+    make_folder(folder, what="weight folder")
     if not os.path.isdir(folder):
         raise FormatError(f"{folder}: the weight folder is not a directory")
     with ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="ge-weight-writer") as pool:
