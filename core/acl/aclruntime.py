@@ -30,11 +30,13 @@ import numpy as np
 from . import device_name
 from . import models as api
 from . import inference
-from ..model.dynamic_model import GEARS
+from .codes import FORMATS
+from .descs import describe, recorded_formats
 from ..model.errors import GeError
+from ..model.weight_files import default_weight_dir
 from ..runtime.device import MAX_DEVICES, get_device as ge_device
+from ..runtime.external_weight_manager import ExternalWeightConfig
 
-FORMAT_ND = 2  # aclFormat: the OM records no layout for its inputs and outputs
 MAX_DEVICE_ID = MAX_DEVICES - 1  # ge's devices, not aclruntime's 255: a larger id could never be set
 
 
@@ -106,7 +108,7 @@ class tensor_desc:
     largest bytes it can take (a gear model's largest gear), `realsize` those of the gear or
     shape now set."""
 
-    def __init__(self, name: str, datatype: dtype, shape: list, size: int, realsize: int, format: int = FORMAT_ND):
+    def __init__(self, name: str, datatype: dtype, shape: list, size: int, realsize: int, format: int = FORMATS["ND"]):
         self.name, self.datatype, self.shape, self.size, self.realsize, self.format = \
             name, datatype, shape, size, realsize, format
 
@@ -255,12 +257,13 @@ class InferenceSession:
         self._options = options if options is not None else session_options()
         self.device_id = check_device_id(device_id)
         self.model_path = os.fspath(model_path)
-        self.model_id = api.load_from_file(self.model_path, device=device_name(self.device_id))
+        om = api.read_om(self.model_path)
+        self.model_id = api.model_manager.load(om, device_name(self.device_id),
+                                               ExternalWeightConfig(default_weight_dir(self.model_path)), from_file=True)
         self.model = api.model(self.model_id)
         try:
             inference.require_tensor_io(self.model)
-            self._in_types = [dtype.of(d.dtype) for d in self.model.inputs]
-            self._out_types = [dtype.of(d.dtype) for d in self.model.outputs]
+            self._descs = describe(self.model, recorded_formats(om))  # as pyACL describes the model
         except BaseException:
             api.unload(self.model_id)
             raise
@@ -272,30 +275,23 @@ class InferenceSession:
 
     # -- descriptions ------------------------------------------------------------------------------
     def get_inputs(self) -> list[tensor_desc]:
-        descs = []
-        for i, (d, t) in enumerate(zip(self.model.inputs, self._in_types)):
-            size = _largest_nbytes(self.model, d)
-            real = _nbytes(self._shapes[i], d.dtype) if self._shapes else size
-            descs.append(tensor_desc(d.name, t, list(d.shape), size, real))
-        return descs
+        """The model's own inputs (not a gear model's `ascend_mbatch_shape_data`)."""
+        return [self._desc(d, d.nbytes if self._shapes is None else _nbytes(self._shapes[i], d.dtype))
+                for i, d in enumerate(self._descs.inputs[:self._descs.num_real_inputs])]
 
     def get_outputs(self) -> list[tensor_desc]:
-        shapes = _gear_output_shapes(self.model)
+        gear = getattr(self.model, "selected", None)
         descs = []
-        for i, (d, t) in enumerate(zip(self.model.outputs, self._out_types)):
-            if shapes:  # a gear model: -1 where the gears differ, the largest for size
-                per_gear = [s[i] for s in shapes]
-                shape = [x if all(s[k] == x for s in per_gear) else -1 for k, x in enumerate(per_gear[0])]
-                size = max(_nbytes(s, d.dtype) for s in per_gear)
-                k = self.model.selected
-                real = size if k is None else _nbytes(per_gear[k], d.dtype)
-            else:
-                shape = list(d.shape)
-                size = real = (_nbytes(d.shape, d.dtype) if all(x >= 0 for x in d.shape) else 0)
-            if self._custom_sizes:
-                size = real = self._custom_sizes[i]
-            descs.append(tensor_desc(d.name, t, shape, size, real))
+        for i, d in enumerate(self._descs.outputs):
+            real = d.nbytes if gear is None else _nbytes(self._descs.gear_outputs[gear][i], d.dtype)
+            descs.append(self._desc(d, real, self._custom_sizes[i] if self._custom_sizes else None))
         return descs
+
+    @staticmethod
+    def _desc(d, realsize: int, custom: int | None = None) -> tensor_desc:
+        """`custom`: set_custom_outsize's bytes, both the size and the real size."""
+        return tensor_desc(d.name, dtype.of(d.dtype), list(d.dims), custom or d.nbytes, custom or realsize,
+                           FORMATS[d.format])
 
     def input_shapes(self) -> list[tuple]:
         """The inputs' shapes now: those of the gear or shape set, else the model's (-1 where dynamic)."""
@@ -456,26 +452,6 @@ def model(modelPath: str, deviceId: int = 0, options: session_options | None = N
 
 def _nbytes(shape, dt) -> int:
     return int(np.prod([int(x) for x in shape], dtype=np.int64)) * np.dtype(dt).itemsize
-
-
-def _largest_nbytes(model, desc) -> int:
-    """The most bytes an input can take: its own when static, its largest gear's, the top of its
-    ranges; 0 when nothing bounds it."""
-    if all(x >= 0 for x in desc.shape):
-        return _nbytes(desc.shape, desc.dtype)
-    if model.shape_mode == GEARS:
-        return max(_nbytes(g[desc.name], desc.dtype) for g in model.gear_shapes)
-    ranges = getattr(desc, "ranges", ())
-    if ranges and all(hi is not None and hi >= 0 for _, hi in ranges):
-        return _nbytes([hi for _, hi in ranges], desc.dtype)
-    return 0
-
-
-def _gear_output_shapes(model) -> list[list[tuple]] | None:
-    """A gear model's output shapes per gear (each gear is a static model of its own)."""
-    if model.shape_mode != GEARS:
-        return None
-    return [[tuple(o.shape) for o in sub.outputs] for sub in model.dyn.submodels]
 
 
 type = MemoryType  # noqa: A001 (aclruntime.type, as the binding names it; defined last, after every use of type())

@@ -55,6 +55,11 @@ def _merged(shapes: list) -> tuple:
     return tuple(d[0] if len(set(d)) == 1 else -1 for d in zip(*shapes))
 
 
+def recorded_formats(om) -> dict:
+    """{input name: layout} as ATC recorded --input_format in the OM (none: NCHW for 4-D inputs)."""
+    return dict(om.attrs.get("atc_options", {}).get("input_formats", {}))
+
+
 def describe(model: LoadedModel, formats: dict) -> ModelDescs:
     """`model`: any loaded model; `formats`: --input_format per input."""
     if model.shape_mode == STATIC:

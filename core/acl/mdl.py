@@ -26,7 +26,7 @@ from .codes import (ACL_DT_UNDEFINED, ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
                     ACL_ERROR_MODEL_NOT_DYNAMIC, ACL_ERROR_RT_MODEL_EXECUTE, ACL_FORMAT_UNDEFINED, DATA_TYPES, FORMATS,
                     acl_call, as_int, fail)
 from .datasets import Dataset, buffer_of
-from .descs import BATCH, HW, MBATCH_DTYPE, MBATCH_INPUT, ModelDescs, describe
+from .descs import BATCH, HW, MBATCH_DTYPE, MBATCH_INPUT, ModelDescs, describe, recorded_formats
 from .runtime import current_context, stream_of
 from .tensor_descs import input_shape, record_output
 
@@ -92,13 +92,12 @@ def _model(model_id) -> AclModel:
 
 def _load(om, weight_dir: str | None) -> int:
     device = current_context().device
-    formats = dict(om.attrs.get("atc_options", {}).get("input_formats", {}))
     try:
         model_id = model_manager.load(om, f"{device.name}:{device.device_id}", ExternalWeightConfig(weight_dir),
                                       from_file=True)
     except GeError as e:
         fail(ACL_ERROR_GE_LOAD_MODEL, str(e))
-    record = AclModel(model_id, device, describe(model_manager.model(model_id), formats))
+    record = AclModel(model_id, device, describe(model_manager.model(model_id), recorded_formats(om)))
     with _lock:
         _models[model_id] = record
     return model_id

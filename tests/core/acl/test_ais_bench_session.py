@@ -27,7 +27,9 @@ def test_static_script_as_users_write_it(models):
     assert len(outputs) == 2 and all(isinstance(y, np.ndarray) for y in outputs)
 
     (inp,) = session.get_inputs()
-    assert (inp.name, inp.shape, inp.size, inp.realsize, inp.format) == ("x", [1, 3, 8, 8], 768, 768, 2)
+    # aclFormat as aclmdlGetInputFormat says it: NCHW (0) for a 4-D ONNX input, ND (2) for outputs
+    assert (inp.name, inp.shape, inp.size, inp.realsize, inp.format) == ("x", [1, 3, 8, 8], 768, 768, 0)
+    assert all(d.format == 2 for d in session.get_outputs())
     assert inp.datatype.name == "float32" and str(inp.datatype) == "dtype.float32"
     numpy_types = [np.float32, np.float16, np.int8, np.int32, np.uint8]  # indexed by aclDataType, as scripts do
     assert numpy_types[inp.datatype] is np.float32 and {inp.datatype: "f32"}[aclruntime.dtype.float32] == "f32"
