@@ -1,0 +1,108 @@
+"""Setup time: `ge atc` + loading the OM against onnxruntime's session creation, as a user meets them.
+
+    python benchmarks/setup_time.py [--rounds 3] [--only mobilenetv2_b1,bert_base] [--no-bytecode]
+
+Every model row of vs_onnxruntime.py (its builders, its input shapes). Each side in fresh processes,
+timed by the clock from outside, Python's start and every import included:
+  ge           `ge atc --model m.onnx --output m --input_shape ...` (one process), then one process that
+               loads the OM (`ge.core.acl.models.load_from_file`) and unloads it
+  onnxruntime  one process that imports onnxruntime and creates an InferenceSession (CPU provider)
+The ratio is ge's two processes over onnxruntime's one (issue 31's target: at most 2).
+
+--no-bytecode runs every process as a container with PYTHONDONTWRITEBYTECODE=1 and no __pycache__
+does: each compiles every module it imports from source (PYTHONPYCACHEPREFIX pointing at an empty
+folder), numpy's, onnx's and onnxruntime's included. The engines alternate which goes first.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import vs_onnxruntime as rows_of  # noqa: E402  (the rows and their models)
+
+LOAD_OM = "import sys; from ge.core.acl import models; models.unload(models.load_from_file(sys.argv[1]))"
+ORT_SESSION = ("import sys, onnxruntime as ort; "
+               "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])")
+
+
+def timed(argv: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(argv[:3])}... failed:\n{proc.stderr}")
+    return seconds
+
+
+def environment(no_bytecode: bool, tmp: str) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # cached: written by the warm-up, as pip's install writes it
+    if no_bytecode:  # a fresh, empty bytecode folder per process: nothing cached, nothing written
+        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=tempfile.mkdtemp(dir=tmp))
+    return env
+
+
+def measure(job: dict, no_bytecode: bool, tmp: str, ge_first: bool) -> dict:
+    ge_cli = os.path.join(os.path.dirname(sys.executable), "ge")
+    out = job["out"]
+
+    def ge() -> dict:
+        atc = timed([ge_cli, "atc", "--model", job["onnx"], "--output", out, "--input_shape", job["spec"],
+                     "--log=error"], environment(no_bytecode, tmp))
+        load = timed([sys.executable, "-c", LOAD_OM, out + ".om"], environment(no_bytecode, tmp))
+        return {"atc": atc, "load": load}
+
+    def ort() -> dict:
+        return {"session": timed([sys.executable, "-c", ORT_SESSION, job["onnx"]], environment(no_bytecode, tmp))}
+    first, second = (ge, ort) if ge_first else (ort, ge)
+    return {**first(), **second()}
+
+
+def main(argv=None) -> int:
+    parser = rows_of.rows_parser(__doc__, 3)
+    parser.add_argument("--no-bytecode", action="store_true", help="no cached bytecode, none written")
+    args = parser.parse_args(argv)
+    rows = [r for r in rows_of.full_rows() if r.kind == "latency"]
+    only = [k for k in args.only.split(",") if k]
+    unknown = set(only) - {r.key for r in rows}
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(r.key for r in rows)}")
+    rows = [r for r in rows if not only or r.key in only]
+    for r in rows:
+        r.kind = "compile_load"  # prepare() builds the ONNX files only: compiling them is what is timed
+    lines = ["| model | ge atc | ge load | onnxruntime session | ge / onnxruntime | rounds' ratios |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    loads = []
+    with tempfile.TemporaryDirectory(prefix="ge_setup_") as tmp:
+        jobs = rows_of.prepare(rows, tmp)
+        if not args.no_bytecode:  # untimed: writes the bytecode of every module either side imports
+            measure(jobs[rows[0].key], False, tmp, ge_first=True)
+        for row in rows:
+            rounds = []
+            for n in range(args.rounds):
+                loads.append(os.getloadavg()[0])
+                rounds.append(measure(jobs[row.key], args.no_bytecode, tmp, ge_first=n % 2 == 0))
+            atc = statistics.median(r["atc"] for r in rounds)
+            load = statistics.median(r["load"] for r in rounds)
+            session = statistics.median(r["session"] for r in rounds)
+            ratios = [(r["atc"] + r["load"]) / r["session"] for r in rounds]
+            lines.append(f"| {row.label} | {atc:.2f} s | {load:.2f} s | {session:.2f} s | "
+                         f"{(atc + load) / session:.2f} | {min(ratios):.2f}-{max(ratios):.2f} |")
+            print(f"  {row.key} done", file=sys.stderr, flush=True)
+    print(f"python benchmarks/setup_time.py --rounds {args.rounds}{' --no-bytecode' if args.no_bytecode else ''}"
+          f"{' --only ' + args.only if only else ''}: fresh processes, wall clock, median over rounds; "
+          f"{'no cached bytecode' if args.no_bytecode else 'bytecode cached'}; 1-min load average "
+          f"{min(loads):.1f}-{max(loads):.1f}; CPU: {rows_of.cpu_name()}")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
