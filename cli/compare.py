@@ -67,7 +67,8 @@ def render(d: dict) -> None:
     if "gear" in d:
         out.print(f"gear {','.join(map(str, d['gear']))}")
     out.print(f"reference: {d['reference']}, tolerance atol {d['atol']:g} + rtol {d['rtol']:g} * |reference|")
-    for key, title in (("outputs", "Outputs"), ("layers", "Layers (worst first)")):
+    keys = (("outputs", "Outputs"),) if d.get("outputs_only") else (("outputs", "Outputs"), ("layers", "Layers (worst first)"))
+    for key, title in keys:
         rows = sorted(d[key], key=lambda r: (r["pass"], _num(r["cosine"])))
         table = Table(title=f"{title}: {sum(r['pass'] for r in rows)}/{len(rows)} pass", title_justify="left")
         for col in ("name", "op", "cosine", "max abs", "max rel", ""):
@@ -79,6 +80,10 @@ def render(d: dict) -> None:
                  "pass" if r["pass"] else "[red]FAIL[/red]"]
             table.add_row(*cells)
         out.print(table)
+    if d.get("outputs_only"):
+        out.print("outputs only: the OM's shapes are decided as it runs (control flow, sequences, ranges), "
+                  "so no task names a layer")
+        return
     bad = d["first_bad_layer"]
     out.print(f"first failing layer in graph order: [bold]{bad}[/bold]" if bad else "every layer passes")
 

@@ -1,7 +1,8 @@
 """`ge compare` (msquickcmp, `polygraphy run --compare`): the ONNX model on a reference and the OM
 on ge, with the same inputs, compared output by output and layer by layer.
 
-ge's side runs once, with an observer after every task that copies its outputs (ExecutionContext.observe):
+A model whose shapes are decided as it runs (control flow, sequences, ranges) is compared at its
+outputs only. ge's side runs once, with an observer after every task that copies its outputs (ExecutionContext.observe):
 no recompiling per layer. Each task output is named through the OM's tensor table; a fused chain's
 output carries the name of the chain's last op, so the chain is compared at its end, and tensors a
 fusion removed exist on one side only and are left out. The reference is onnxruntime when it is
@@ -44,9 +45,29 @@ class Metrics:
         return d
 
 
-def metrics(name: str, op: str, got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> Metrics:
+def metrics(name: str, op: str, got, want, atol: float, rtol: float) -> Metrics:
     """Cosine similarity, max |got - want|, max |got - want| / |want| (where want != 0), and
-    whether every element is within atol + rtol * |want| (NaNs must agree)."""
+    whether every element is within atol + rtol * |want| (NaNs must agree). A sequence (a list)
+    passes when it has as many tensors as the reference and each passes (its figures the worst
+    tensor's); an optional (None when empty) when both are empty or both pass; strings when equal."""
+    if got is None or want is None:
+        same = got is None and want is None
+        return Metrics(name, op, 1.0 if same else float("nan"), 0.0 if same else float("inf"),
+                       0.0 if same else float("inf"), same)
+    if isinstance(got, list) or isinstance(want, list):
+        if not (isinstance(got, list) and isinstance(want, list)) or len(got) != len(want):
+            return Metrics(name, op, float("nan"), float("inf"), float("inf"), False)
+        each = [metrics(name, op, g, w, atol, rtol) for g, w in zip(got, want)]
+        return Metrics(name, op, min((e.cosine for e in each), default=1.0), max((e.max_abs for e in each), default=0.0),
+                       max((e.max_rel for e in each), default=0.0), all(e.passed for e in each))
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype.kind in "OSU" or want.dtype.kind in "OSU":  # text: equal or not
+        same = got.shape == want.shape and bool(np.all(got.astype(str) == want.astype(str)))
+        return Metrics(name, op, 1.0 if same else 0.0, 0.0 if same else float("inf"), 0.0 if same else float("inf"), same)
+    return _tensor_metrics(name, op, got, want, atol, rtol)
+
+
+def _tensor_metrics(name: str, op: str, got: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> Metrics:
     if got.shape != want.shape:
         return Metrics(name, op, float("nan"), float("inf"), float("inf"), False)
     g, w = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
@@ -74,15 +95,13 @@ def compare(onnx_path: str, om_path: str, inputs=None, *, atol: float = DEFAULT_
     """Run both and compare. `inputs`: arrays in the OM's input order, a {name: array} dict, file
     paths (as `ge run --input`), or None for seeded random inputs. A gear model is compared at the
     gear of `dym_batch`, `dym_hw` or `dym_dims` (as `ge run --dymBatch ...`), else at the gear of the
-    inputs' shapes. Returns
+    inputs' shapes; a model whose shapes are decided as it runs at its outputs only ("outputs_only":
+    True, no layers). Returns
     {"outputs": [{name, cosine, max_abs, max_rel, pass}], "layers": [{name, op, ...}],
     "first_bad_layer": name or None, "reference": "onnxruntime" | "onnx.reference", "passed": bool}."""
     if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, str) for x in inputs):
         inputs = test_data_set_files(list(inputs))  # onnx's test_data_set_N/: its input_K.pb files
     m = read_om(om_path)
-    if isinstance(m, DynamicModel) and m.mode != GEARS:
-        raise GeError(f"{om_path}: ge compare runs static OMs and gear models (this one has {m.mode} shapes: "
-                      "compile it with --input_shape giving every dim, or with gears)")
     if isinstance(m.attrs, dict) and m.attrs.get("aipp"):
         raise GeError(f"{om_path}: the OM's inputs are AIPP raw images; compare it with the model before AIPP "
                       "(compile it without --insert_op_conf)")
@@ -92,18 +111,22 @@ def compare(onnx_path: str, om_path: str, inputs=None, *, atol: float = DEFAULT_
     model_id = model_manager.load(m, device, config)
     try:
         static, runner, feeds, gear = _static_part(m, model_id, om_path, inputs, seed, (dym_batch, dym_hw, dym_dims))
-        got, outputs = _run_ge(static, runner, feeds, _task_output_names(static))
+        outputs_only = static is None  # shapes decided as it runs (hybrid, ranges): no task table names its layers
+        if outputs_only:
+            got, outputs, static = {}, _run_outputs(runner, feeds), m
+        else:
+            got, outputs = _run_ge(static, runner, feeds, _task_output_names(static))
     finally:
         model_manager.unload(model_id)
     reference, want, producers, order = _run_reference(reference_model,
                                                        {d.name: x for d, x in zip(static.inputs, feeds)})
 
-    out_rows = [metrics(d.name, producers.get(d.name, ""), y, want[d.name], atol, rtol)
+    out_rows = [metrics(d.name, producers.get(d.name, ""), y, want.get(d.name), atol, rtol)
                 for d, y in zip(static.outputs, outputs)]
     layers = [metrics(n, producers[n], got[n], want[n], atol, rtol) for n in order if n in got and n in want]
     first_bad = next((r.name for r in layers if not r.passed), None)
     return {"reference": reference, "atol": atol, "rtol": rtol,
-            **({"gear": gear} if gear is not None else {}),
+            **({"gear": gear} if gear is not None else {}), **({"outputs_only": True} if outputs_only else {}),
             "outputs": [r.as_dict(with_op=False) for r in out_rows],
             "layers": [r.as_dict() for r in layers],
             "first_bad_layer": first_bad, "passed": all(r.passed for r in out_rows)}
@@ -111,10 +134,16 @@ def compare(onnx_path: str, om_path: str, inputs=None, *, atol: float = DEFAULT_
 
 def _static_part(m, model_id: int, om_path: str, inputs, seed: int, gear_options: tuple):
     """(the static model compared, the loaded DavinciModel that runs it, its inputs, the gear's values
-    or None): the OM itself, or the gear a gear model's options or inputs choose."""
+    or None): the OM itself, or the gear a gear model's options or inputs choose; no static model
+    (None, the loaded model) when its shapes are decided as it runs."""
     loaded = model_manager.model(model_id)
     if not isinstance(m, DynamicModel):
         return m, loaded, _inputs(m.inputs, inputs, seed), None
+    if m.mode != GEARS:
+        if inputs is None and any(x < 0 for d in m.inputs for x in d.shape):
+            raise GeError(f"{om_path} has {m.mode} shapes: give its inputs (--input), ge makes no random data "
+                          f"of unknown dims ({', '.join(f'{d.name} {list(d.shape)}' for d in m.inputs)})")
+        return None, loaded, _inputs(m.inputs, inputs, seed), None
     if any(v is not None for v in gear_options):
         descs = select_gear(model_id, *gear_options)
         feeds = _inputs(descs, inputs, seed)
@@ -209,6 +238,15 @@ def _run_ge(m, loaded, feeds, names: dict):
     return dumps, outputs
 
 
+def _run_outputs(loaded, feeds) -> list:
+    """The model's outputs only (tensors, sequences as lists, empty optionals as None)."""
+    ctx = loaded.create_context()
+    try:
+        return list(ctx.execute(feeds))
+    finally:
+        loaded.destroy_context(ctx)
+
+
 def _onnx_model(onnx_path: str):
     import onnx
     return onnx.load(onnx_path)
@@ -229,8 +267,18 @@ def _run_reference(model, feeds: dict):
         return "onnxruntime", _with_onnxruntime(ort, model, feeds), producers, order
     from onnx.reference import ReferenceEvaluator
     values = ReferenceEvaluator(model).run(None, feeds, intermediate=True)
-    return "onnx.reference", {k: np.asarray(v) for k, v in values.items() if isinstance(v, np.ndarray)}, \
+    outputs = {o.name: o.type.HasField("optional_type") for o in graph.output}  # kept as they are: lists, None
+    return "onnx.reference", {k: _unwrapped(v) if outputs.get(k) else v if k in outputs else np.asarray(v)
+                              for k, v in values.items() if k in outputs or isinstance(v, np.ndarray)}, \
         producers, order
+
+
+def _unwrapped(optional):
+    """An optional as ge and onnxruntime hold it (its value, None when empty); onnx's reference
+    evaluator holds it as a list of at most one."""
+    if isinstance(optional, list) and len(optional) <= 1:
+        return optional[0] if optional else None
+    return optional
 
 
 def _with_onnxruntime(ort, model, feeds) -> dict:

@@ -162,3 +162,74 @@ def test_a_float16_om_against_its_float32_model(tmp_path):
     assert r["first_bad_layer"] == "r"
     loose = api.compare(path, om, rtol=1e-2, atol=1e-3)
     assert loose["passed"] and loose["first_bad_layer"] is None
+
+
+def sequence_string_optional_model(tmp_path):
+    """Outputs of every kind a value can be: a sequence, a tensor, strings, an optional."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], axis=0, name="split"),
+             helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Identity", ["s"], ["s_out"], name="ident"),
+             helper.make_node("Optional", ["r"], ["opt"], name="opt")]
+    optional = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [3, 4]))
+    g = helper.make_graph(nodes, "kinds", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+                                           helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                          [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("r", TensorProto.FLOAT, [3, 4]),
+                           helper.make_tensor_value_info("s_out", TensorProto.STRING, [2]),
+                           helper.make_value_info("opt", optional)])
+    path = str(tmp_path / "kinds.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path, api.atc(path, str(tmp_path / "kinds")).om_path
+
+
+@pytest.mark.parametrize("reference", ["onnxruntime", "onnx.reference"])
+def test_sequence_string_and_optional_outputs_are_compared(tmp_path, monkeypatch, reference):
+    """A model ge runs with shapes decided as it runs: compared at its outputs, each of its kind."""
+    path, om = sequence_string_optional_model(tmp_path)
+    if reference == "onnx.reference":
+        monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(3, 4) - 5, "s": np.array(["a", "b"], dtype=object)}
+    r = api.compare(path, om, feeds)
+    assert r["reference"] == reference and r["passed"] and r["outputs_only"] and r["layers"] == []
+    assert [(o["name"], o["pass"]) for o in r["outputs"]] == [("seq", True), ("r", True), ("s_out", True), ("opt", True)]
+    with pytest.raises(GeError, match=r"input 's' is a string tensor: give it as a .npy of numpy str dtype"):
+        api.compare(path, om)
+
+
+def test_a_model_with_unknown_dims_is_compared_at_the_inputs_given(tmp_path):
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1, name="softmax")], "u",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])])
+    path = str(tmp_path / "u.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    om = api.atc(path, str(tmp_path / "u"), input_shape="x:-1,5").om_path
+    r = api.compare(path, om, [rng.standard_normal((3, 5)).astype(np.float32)])
+    assert r["passed"] and r["outputs_only"] and r["outputs"][0]["cosine"] > 0.999999
+    with pytest.raises(GeError, match=r"u.om has \w+ shapes: give its inputs \(--input\), ge makes no random data of "
+                                      r"unknown dims \(x \[-1, 5\]\)"):
+        api.compare(path, om)
+
+
+def test_the_cli_compares_a_hybrid_model_from_pb_files(tmp_path):
+    from click.testing import CliRunner
+    from ge.cli.main import cli
+    path, om = sequence_string_optional_model(tmp_path)
+    files = []
+    for name, value in (("x", np.ones((3, 4), np.float32)), ("s", np.array(["p", "q"], dtype=object))):
+        files.append(str(tmp_path / f"{name}.pb"))
+        with open(files[-1], "wb") as f:
+            f.write(numpy_helper.from_array(value, name).SerializeToString())
+    res = CliRunner().invoke(cli, ["compare", "--model", path, "--om", om, "--input", ",".join(files)])
+    assert res.exit_code == 0, res.output
+    assert "Outputs: 4/4 pass" in res.output and "outputs only" in res.output and "Layers" not in res.output
+
+
+def test_metrics_of_sequences_optionals_and_strings():
+    a, b = np.ones(3, np.float32), np.array([1.0, 2.0, 1.0], np.float32)
+    assert metrics("s", "", [a, b], [a, b], 0, 0).passed and metrics("s", "", [], [], 0, 0).passed
+    worst = metrics("s", "", [a, a], [a, b], 0, 0)
+    assert not worst.passed and worst.max_abs == 1.0
+    assert not metrics("s", "", [a], [a, a], 0, 0).passed and not metrics("s", "", a, [a], 0, 0).passed
+    assert metrics("o", "", None, None, 0, 0).passed and not metrics("o", "", None, a, 0, 0).passed
+    assert metrics("t", "", np.array(["x", "y"], object), np.array(["x", "y"]), 0, 0).passed
+    assert not metrics("t", "", np.array(["x", "y"], object), np.array(["x", "z"], object), 0, 0).passed
