@@ -110,10 +110,13 @@ typedef struct {
     int32_t half;    /* HALF_C: y is float16 */
 } Depthwise;
 
-/* MaxPool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
+/* MaxPool or AveragePool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
 typedef struct {
     const float *x;
     float *y;
+    /* AveragePool: 1 / the window's count along each output row and column (a window's count is their
+       product); both NULL: MaxPool */
+    const float *inv_rows, *inv_cols;
     int64_t planes, h, w, oh, ow, k0, k1, s0, s1, d0, d1, pb0, pb1;
     int32_t threads;
     int32_t half;  /* x and y are float16 (rows converted as read, the maxima exact in float32) */

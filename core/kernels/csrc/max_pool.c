@@ -1,4 +1,5 @@
-/* MaxPool, 2-D, float32 or float16 (MaxPool2d.half: each row run converted as read, into the phase
+/* MaxPool (and AveragePool: the same walk summing instead, each output scaled by 1 / its window's
+count, the product of its row's and its column's), 2-D, float32 or float16 (MaxPool2d.half: each row run converted as read, into the phase
 buffer before the phases use it; each output vector rounded as stored, exact: a maximum of float16
 values is one of them): any window, stride, dilation and padding, read in place (no padded copy).
 Per plane and output row: the maximum over the window's rows that fall inside X, into a row buffer
@@ -23,13 +24,18 @@ static inline vec even_lanes(const float *p) {
 }
 #endif
 
+/* the taps' combination: the maximum (a NaN wins), or the sum */
+static inline vec combine(vec a, vec b, int sum) { return sum ? a + b : vmax(a, b); }
+static inline float combine1(float a, float b, int sum) { return sum ? a + b : b > a || b != b ? b : a; }
+
 static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
     const int64_t x_at = plane * p->h * p->w, y_at = plane * p->oh * p->ow;
     const float *x = p->x + x_at;  /* float32 */
     const uint16_t *xh = (const uint16_t *)p->x + x_at;  /* float16 */
     int64_t len = pool_row_len(p), phase_len = (len + p->s1 - 1) / p->s1 + VL;
     float row[POOL_ROW_MAX], phases[POOL_ROW_MAX];
-    const float ninf = -__builtin_inff();
+    const int sum = p->inv_rows != 0;
+    const float ninf = sum ? 0.0f : -__builtin_inff();  /* the identity of the combination */
     int64_t lo = p->pb1 < len ? p->pb1 : len, hi = p->pb1 + p->w < len ? p->pb1 + p->w : len;  /* X's columns */
     for (int64_t oy = 0; oy < p->oh; oy++) {
         /* the window's rows inside X, combined over the columns inside X */
@@ -46,8 +52,8 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
                 src = phases;
             }
             if (rows++ == 0) { copy_floats(row + lo, src, n); continue; }
-            for (; j + VL <= n; j += VL) vstore(row + lo + j, vmax(vload(row + lo + j), vload(src + j)));
-            for (; j < n; j++) row[lo + j] = src[j] > row[lo + j] || src[j] != src[j] ? src[j] : row[lo + j];
+            for (; j + VL <= n; j += VL) vstore(row + lo + j, combine(vload(row + lo + j), vload(src + j), sum));
+            for (; j < n; j++) row[lo + j] = combine1(row[lo + j], src[j], sum);
         }
         if (!rows) fill_floats(row + lo, hi - lo, ninf);
         const int64_t out = y_at + oy * p->ow;
@@ -56,7 +62,8 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
             for (int64_t ox = 0; ox < p->ow; ox += VL) {
                 int n = p->ow - ox < VL ? (int)(p->ow - ox) : VL;
                 vec m = (vec){0} + ninf;
-                for (int64_t t = 0; t < p->k1; t++) m = vmax(m, even_lanes(row + 2 * ox + t * p->d1));
+                for (int64_t t = 0; t < p->k1; t++) m = combine(m, even_lanes(row + 2 * ox + t * p->d1), sum);
+                if (sum) m *= load_part(p->inv_cols + ox, n) * p->inv_rows[oy];
                 store_any_part(p->y, p->half, out + ox, m, n);
             }
             continue;
@@ -74,8 +81,9 @@ static NO_LIBCALLS void max_pool_plane(const MaxPool2d *p, int64_t plane) {
             vec m = (vec){0} + ninf;
             for (int64_t t = 0; t < p->k1; t++) {
                 int64_t at = t * p->d1, r = at % p->s1, q = at / p->s1;
-                m = vmax(m, load_part(ph + (p->s1 > 1 ? r * phase_len : 0) + q + ox, n));
+                m = combine(m, load_part(ph + (p->s1 > 1 ? r * phase_len : 0) + q + ox, n), sum);
             }
+            if (sum) m *= load_part(p->inv_cols + ox, n) * p->inv_rows[oy];
             store_any_part(p->y, p->half, out + ox, m, n);
         }
     }

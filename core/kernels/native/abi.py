@@ -178,6 +178,8 @@ class MaxPool2d(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
         ('y', ctypes.c_void_p),
+        ('inv_rows', ctypes.c_void_p),
+        ('inv_cols', ctypes.c_void_p),
         ('planes', ctypes.c_int64),
         ('h', ctypes.c_int64),
         ('w', ctypes.c_int64),

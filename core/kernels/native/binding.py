@@ -221,11 +221,14 @@ class Native:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
         return bool(self.lib.ge_max_pool_fits(ctypes.byref(_max_pool_args(0, 0, x_shape, y_shape, **window))))
 
-    def max_pool_call(self, x: np.ndarray, y: np.ndarray, **window) -> PreparedCall:
+    def max_pool_call(self, x: np.ndarray, y: np.ndarray, inv_counts=None, **window) -> PreparedCall:
         """A 2-D MaxPool of x (N, C, H, W) into y (N, C, OH, OW), both C-contiguous float32 or both
-        float16, prepared. window: kernel, strides, dilations, pads (at the beginnings), 2 ints each."""
+        float16, prepared. window: kernel, strides, dilations, pads (at the beginnings), 2 ints each.
+        inv_counts: an AveragePool instead, (1 / the windows' counts per output row: OH float32s, the
+        same per output column: OW float32s), which the caller keeps alive."""
         assert x.dtype == y.dtype and x.dtype in (np.float32, np.float16)
-        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window, half=x.dtype == np.float16)
+        args = _max_pool_args(x.ctypes.data, y.ctypes.data, x.shape, y.shape, **window, half=x.dtype == np.float16,
+                              inv_counts=inv_counts)
         return PreparedCall(self.lib.ge_max_pool2d, args, (x, y))
 
     def phase_fill_call(self, x: np.ndarray, ph: np.ndarray, lay) -> PreparedCall:
@@ -441,9 +444,11 @@ class Native:
         return ok and np.allclose(c, a @ b + bias[:37, None], rtol=1e-4, atol=1e-5)
 
 
-def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads, half=False) -> MaxPool2d:
+def _max_pool_args(x: int, y: int, x_shape, y_shape, *, kernel, strides, dilations, pads, half=False,
+                   inv_counts=None) -> MaxPool2d:
     (n, c, h, w), (oh, ow) = x_shape, y_shape[2:]
-    return MaxPool2d(x, y, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads(), int(half))
+    inv = [None, None] if inv_counts is None else [a.ctypes.data for a in inv_counts]
+    return MaxPool2d(x, y, *inv, n * c, h, w, oh, ow, *kernel, *strides, *dilations, *pads, threads(), int(half))
 
 
 def broadcast_pattern(shape: tuple, out: tuple) -> tuple[int, int] | None:

@@ -63,6 +63,25 @@ class _WindowPool(SpatialKernel):
     def prepare_pool(self):
         pass
 
+    # -- native: 2-D float32 (csrc/max_pool.c) ------------------------------------------------------------
+    def plan_native(self) -> bool:
+        """Whether the native walk runs this pool (then set up: the separable plan stays, for an
+        output that is not contiguous)."""
+        nat = self.backend.lib
+        if nat is None or self.dtype != np.float32 or len(self.spatial) != 2 or not all(self.out):
+            return False
+        self.window = dict(kernel=self.kernel, strides=self.strides, dilations=self.dil, pads=self.pb)
+        if not nat.max_pool_fits((self.n, self.c, *self.spatial), (self.n, self.c, *self.out), **self.window):
+            return False
+        self.native, self.calls, self.uses_native = nat, CallCache(), True
+        return True
+
+    def run_native(self, x, y, inv_counts=None) -> None:
+        if x.flags.c_contiguous:
+            self.calls.get((x, y), lambda: self.native.max_pool_call(x, y, inv_counts, **self.window)).run()
+        else:  # a copy, new each run: so is its call
+            self.native.max_pool_call(np.ascontiguousarray(x), y, inv_counts, **self.window).run()
+
     # -- separable ---------------------------------------------------------------------------------------
     def _plan_separable(self):
         """Per spatial axis (outermost first, so the early passes read whole contiguous rows): the
@@ -153,15 +172,9 @@ class MaxPool(_WindowPool):
             raise self.fail(f"input type {dt} is not supported")
         self.with_indices = self.num_outputs >= 2 and not (self.outputs and self.outputs[1] is None)
         self.separable = not self.with_indices
-        nat = self.backend.lib
-        if nat is not None and dt == np.float32 and len(self.spatial) == 2 and not self.with_indices \
-                and all(self.out) and self.empty is None:  # (the native pool gives -inf to a window without input)
-            self.window = dict(kernel=self.kernel, strides=self.strides, dilations=self.dil, pads=self.pb)
-            shapes = ((self.n, self.c, *self.spatial), (self.n, self.c, *self.out))
-            if nat.max_pool_fits(*shapes, **self.window):
-                self.native, self.calls = nat, CallCache()
-                self.uses_native = True  # (the separable numpy plan stays, for an output that is not contiguous)
-                return
+        # (the native pool gives -inf to a window without input)
+        if not self.with_indices and self.empty is None and self.plan_native():
+            return
         if not self.with_indices:
             return
         order = int(self.attr("storage_order", 0))
@@ -205,11 +218,7 @@ class MaxPool(_WindowPool):
         if y.size == 0:
             return
         if self.uses_native and y.flags.c_contiguous:
-            x = xs[0]
-            if x.flags.c_contiguous:
-                self.calls.get((x, y), lambda: self.native.max_pool_call(x, y, **self.window)).run()
-            else:  # a copy, new each run: so is its call
-                self.native.max_pool_call(np.ascontiguousarray(x), y, **self.window).run()
+            self.run_native(xs[0], y)
             return
         if self.separable:
             self.run_separable(xs[0], y, v, self.empty_value)
@@ -244,7 +253,8 @@ class MaxPool(_WindowPool):
 class AveragePool(_WindowPool):
     """The separable sum of the taps inside the input, times 1 / (the window's count): the whole
     window with count_include_pad (but not past the end padding: ceil_mode overhang), else the taps
-    inside the input."""
+    inside the input. 2-D float32 natively (MaxPool's walk, summing; a window's count is the
+    product of its row's and its column's, so each output is scaled by two factors)."""
 
     reduce = np.add
 
@@ -264,13 +274,17 @@ class AveragePool(_WindowPool):
         count = np.asarray(count, np.float64)
         inv = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0).astype(self.dtype)
         self.inv = inv.reshape(-1)[0] if inv.size and np.all(inv == inv.reshape(-1)[0]) else inv
+        if self.plan_native():
+            self.inv_counts = tuple(np.where(c > 0, 1.0 / np.maximum(c, 1), 0.0).astype(np.float32) for c in counts)
 
     def run(self, xs, ys, ws):
-        v = self.views(ws) if self.scratch.items else {}
-        y = ys[0]
+        x, y = xs[0], ys[0]
         if y.size == 0:
             return
-        self.run_separable(xs[0], y, v, 0)
+        if self.uses_native and y.flags.c_contiguous:
+            self.run_native(x, y, self.inv_counts)
+            return
+        self.run_separable(x, y, self.views(ws) if self.scratch.items else {}, 0)
         np.multiply(y, self.inv, out=y)
 
 

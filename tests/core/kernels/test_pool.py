@@ -133,3 +133,12 @@ def test_pool_errors():
         lookup("MaxPool")({"kernel_shape": [10, 10]}, [x], name="p")
     with pytest.raises(GraphError, match="rank >= 3"):
         lookup("GlobalAveragePool")({}, [Meta(f, (3, 4))], name="p")
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_2d_float32_pools_take_the_native_walk(native_and_numpy, op):
+    """MaxPool and AveragePool share csrc/max_pool.c's walk where a native library is: a plan that
+    fell back to numpy unseen would be slower, not wrong (the cases above would still pass)."""
+    k = lookup(op)({"kernel_shape": [3, 2], "strides": [3, 2], "pads": [1, 0, 1, 0]},
+                   [Meta(np.dtype(np.float32), (1, 4, 6, 8))], name="p")
+    assert k.uses_native == (native_and_numpy == "native")
