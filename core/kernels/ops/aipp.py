@@ -128,7 +128,7 @@ class AippParams:
         """The dynamic AIPP input's bytes for these settings (mean rounds to int16, min and var_reci
         to float16, as the AIPP unit holds them)."""
         head = np.zeros(1, HEAD)
-        head["input_format"] = CCE_FORMAT_CODES[self.input_format]
+        head["input_format"] = CCE_FORMAT_CODES.get(self.input_format, 0)
         head["csc_switch"], head["rbuv_swap_switch"] = self.csc_switch, self.rbuv_swap_switch
         head["ax_swap_switch"], head["batch_num"] = self.ax_swap_switch, len(self.images)
         head["src_image_size_w"], head["src_image_size_h"] = self.src_size
@@ -151,6 +151,8 @@ class AippParams:
         `capacity`: the bytes the raw input holds per image (dynamic AIPP's max_src_image_size)."""
         n, ch, h, w = model_shape
         fmt = self.input_format
+        if not fmt:
+            raise GeError(f"{where}: the input format is not set")
         if fmt not in SUPPORTED_FORMATS:
             why = "is not supported by ge" if fmt in CCE_FORMAT_CODES else "is not an AIPP input format"
             raise GeError(f"{where}: input format {fmt} {why} (supported: {', '.join(SUPPORTED_FORMATS)})")
