@@ -58,18 +58,20 @@ def dynamic_aipp_data(model_id: int, params) -> np.ndarray:
 
 
 # -- ais_bench's .config -------------------------------------------------------------------------
-_SWITCHES = ("crop", "padding", "csc_switch", "rbuv_swap_switch", "ax_swap_switch", "scf_switch")
+_SWITCHES = ("crop", "padding", "csc_switch", "rbuv_swap_switch", "ax_swap_switch")
 _INTS = ("src_image_size_w", "src_image_size_h", "load_start_pos_w", "load_start_pos_h", "crop_size_w",
          "crop_size_h", "top_padding_size", "bottom_padding_size", "left_padding_size", "right_padding_size",
          *(f"matrix_r{r}c{c}" for r in range(3) for c in range(3)), *(f"input_bias_{i}" for i in range(3)),
-         *(f"output_bias_{i}" for i in range(3)), *(f"mean_chn_{i}" for i in range(4)),
-         "scf_input_size_w", "scf_input_size_h", "scf_output_size_w", "scf_output_size_h")
+         *(f"output_bias_{i}" for i in range(3)), *(f"mean_chn_{i}" for i in range(4)))
+#: ais_bench's spelling of the padding sizes -> ATC's
+_PADDING = {f"padding_size_{s}": f"{s}_padding_size" for s in ("top", "bottom", "left", "right")}
 _FLOATS = (*(f"min_chn_{i}" for i in range(4)), *(f"var_reci_chn_{i}" for i in range(4)))
 
 
 def read_aipp_params(path: str, batch: int) -> AippParams:
     """ais_bench's --aipp_config file: an [aipp_op] section; input_format, src_image_size_w and
-    src_image_size_h are required; switches are 1 or 0 (true/false too)."""
+    src_image_size_h are required; switches are 1 or 0 (true/false too); padding sizes spelled as
+    ais_bench (padding_size_top) or ATC (top_padding_size). No resize: ais_bench sets none."""
     cfg = configparser.ConfigParser(delimiters=(":", "="), comment_prefixes=("#", ";"), strict=False)
     try:
         with open(path, encoding="utf-8") as f:
@@ -83,6 +85,7 @@ def read_aipp_params(path: str, batch: int) -> AippParams:
     values = {}
     for key, raw in cfg.items("aipp_op"):
         where = f"{path}: {key}"
+        key = _PADDING.get(key, key)
         raw = raw.strip()
         if key == "input_format":
             values[key] = raw
@@ -104,7 +107,7 @@ def read_aipp_params(path: str, batch: int) -> AippParams:
         raise GeError(f"{path}: input_format '{values['input_format']}' is not an AIPP input format")
     v = lambda k, d=0: values.get(k, d)  # noqa: E731 - the file's value or ATC's default
     image = ImageParams(v("crop", False), (v("load_start_pos_w"), v("load_start_pos_h")),
-                        (v("crop_size_w"), v("crop_size_h")), v("scf_switch", False), v("padding", False),
+                        (v("crop_size_w"), v("crop_size_h")), False, v("padding", False),
                         tuple(v(f"{s}_padding_size") for s in ("top", "bottom", "left", "right")),
                         tuple(v(f"mean_chn_{i}") for i in range(4)), tuple(v(f"min_chn_{i}", 0.0) for i in range(4)),
                         tuple(v(f"var_reci_chn_{i}", 1.0) for i in range(4)))

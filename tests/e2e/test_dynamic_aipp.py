@@ -12,6 +12,7 @@ from ge.core.acl.aipp import dynamic_aipp_data, read_aipp_params
 from ge.core.kernels.ops.aipp import AippParams, ImageParams, params_nbytes
 from ge.core.model.errors import GeError
 
+from tests.core.acl import conftest as acl_conftest
 from .test_aipp import JPEG_YUV2RGB, model_path
 
 N, H, W = 2, 4, 6
@@ -36,6 +37,13 @@ def _set_batch(path, n):
     for v in (*m.graph.input, *m.graph.output):
         v.type.tensor_type.shape.dim[0].dim_value = n
     onnx.save(m, path)
+
+
+def test_dynamic_aipp_on_gears_is_refused(dyn):
+    _, path, tmp = dyn
+    with pytest.raises(GeError, match=r"dynamic AIPP \(aipp_mode: dynamic\) on static shapes only"):
+        api.atc(path, str(tmp / "gears"), input_shape=f"x:-1,3,{H},{W}", dynamic_batch_size="1,2",
+                insert_op_conf=str(tmp / "dyn.cfg"))
 
 
 def static_run(tmp, path, conf: str, raw: np.ndarray) -> np.ndarray:
@@ -154,34 +162,9 @@ def test_api_bad_parameters_name_the_input(dyn, change, match):
 
 
 # -- pyACL, as users write it ---------------------------------------------------------------------
+device = acl_conftest.device  # pyACL's init / set_device around a test
 ACL_RGB888_U8, ACL_DATA_WITH_DYNAMIC_AIPP, ACL_DYNAMIC_AIPP_NODE = 3, 2, 3
 H2D, D2H = 1, 2
-
-
-@pytest.fixture
-def device():
-    acl.init()
-    assert acl.rt.set_device(0) == 0
-    yield
-    acl.rt.reset_device(0)
-    acl.finalize()
-
-
-def _acl_session(om):
-    model_id, ret = acl.mdl.load_from_file(om)
-    assert ret == 0
-    desc = acl.mdl.create_desc()
-    assert acl.mdl.get_desc(desc, model_id) == 0
-    sets = []
-    for n, size_of in ((acl.mdl.get_num_inputs(desc), acl.mdl.get_input_size_by_index),
-                       (acl.mdl.get_num_outputs(desc), acl.mdl.get_output_size_by_index)):
-        ds, ptrs = acl.mdl.create_dataset(), []
-        for i in range(n):
-            ptr, ret = acl.rt.malloc(size_of(desc, i), 0)
-            acl.mdl.add_dataset_buffer(ds, acl.create_data_buffer(ptr, size_of(desc, i)))
-            ptrs.append(ptr)
-        sets.append((ds, ptrs))
-    return model_id, desc, sets
 
 
 def _set_rgb(aipp_set, crops):
@@ -202,7 +185,7 @@ def test_pyacl_create_aipp_set_input_aipp_execute(device, dyn):
     img = rng.integers(0, 256, (N, 6, 8, 3), dtype=np.uint8)
     crops = [(1, 0, 0), (2, 2, 255)]
     want = np.stack([static_run(tmp, path, RGB_CROP.format(x=x, y=y, m=m), img)[b] for b, (x, y, m) in enumerate(crops)])
-    model_id, desc, ((in_ds, in_ptrs), (out_ds, out_ptrs)) = _acl_session(om)
+    model_id, desc, in_ds, out_ds, in_ptrs, out_ptrs = acl_conftest.ready_model(om)
     index, ret = acl.mdl.get_input_index_by_name(desc, "ascend_dynamic_aipp_data")
     assert (index, ret) == (1, 0)
     assert acl.mdl.get_aipp_type(model_id, 0) == (ACL_DATA_WITH_DYNAMIC_AIPP, 1, 0)
@@ -274,3 +257,45 @@ def test_ais_bench_config_reads_as_the_setters(tmp_path):
     path.write_text(AIS_CONFIG.replace("    input_format : RGB888_U8\n", ""))
     with pytest.raises(GeError, match="input_format is required"):
         read_aipp_params(str(path), N)
+
+
+def _raw_file(folder, img) -> str:
+    """The raw images as ais_bench's users write them: the bytes of the batch, packed (ndarray.tofile)."""
+    folder.mkdir(exist_ok=True)
+    raw = np.zeros((N, MAX_SRC), np.uint8)
+    raw.reshape(-1)[:img.size] = img.reshape(-1)
+    path = str(folder / "img.bin")
+    raw.tofile(path)
+    return path
+
+
+def test_ge_run_and_ais_bench_aipp_config(dyn, tmp_path):
+    """ge run --aipp_config and python -m ais_bench --aipp_config (files and a folder) give the static build's outputs."""
+    import os
+    import subprocess
+    import sys
+    from ge.cli.main import main
+    from ge.core.acl import shim_path
+    om, path, tmp = dyn
+    img = rng.integers(0, 256, (N, 6, 8, 3), dtype=np.uint8)
+    want = static_run(tmp, path, RGB_CROP.format(x=2, y=1, m=3), img)
+    config = tmp_path / "actual.config"
+    config.write_text(AIS_CONFIG)
+    raw = _raw_file(tmp_path / "data", img)
+    with pytest.raises(SystemExit) as e:
+        main(["run", om, "--input", raw, "--aipp_config", str(config), "--output-dir", str(tmp_path / "run")])
+    assert e.value.code == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "run" / "dyn_output_0.npy"), want)
+
+    env = dict(os.environ, PYTHONPATH=shim_path())
+    r = subprocess.run([sys.executable, "-m", "ais_bench", "--model", om, "--input", str(tmp_path / "data"),
+                        "--aipp_config", str(config), "--output", str(tmp_path / "ais"), "--output_dirname", "o"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "ais" / "o" / "img_0.bin", np.float32).reshape(want.shape),
+                                  want)
+    config.write_text(AIS_CONFIG.replace("load_start_pos_w : 2", "load_start_pos_w : 3"))
+    r = subprocess.run([sys.executable, "-m", "ais_bench", "--model", om, "--input", str(tmp_path / "data"),
+                        "--aipp_config", str(config)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1
+    assert "[ERROR] dynamic AIPP of input 'x': crop 6x4 at (3, 1) leaves the source image 8x6" in r.stderr

@@ -170,8 +170,9 @@ class AippParams:
         if capacity is not None and self.src_nbytes() > capacity:
             raise GeError(f"{where}: a {src_w}x{src_h} {fmt} image is {self.src_nbytes()} bytes, more than "
                           f"max_src_image_size {capacity}")
+        same = all(im == self.images[0] for im in self.images)  # one setting for the batch: no index to name
         for b, im in enumerate(self.images):
-            at = where if len({id(i) for i in self.images}) == 1 else f"{where} (batch index {b})"
+            at = where if same else f"{where} (batch index {b})"
             if im.scf:
                 raise GeError(f"{at}: ge does not implement AIPP resize (scf) (crop, CSC, channel swap, "
                               "normalization and padding are supported)")
