@@ -9,7 +9,7 @@ import pytest
 from ge.core import api
 from ge.core.acl import pyacl as acl
 from ge.core.acl.aipp import dynamic_aipp_data, read_aipp_params
-from ge.core.kernels.ops.aipp import AippParams, ImageParams, params_nbytes
+from ge.core.kernels.ops.aipp import AippParams, ImageParams, params_nbytes, transform
 from ge.core.model.errors import GeError
 
 from tests.core.acl import conftest as acl_conftest
@@ -37,6 +37,17 @@ def _set_batch(path, n):
     for v in (*m.graph.input, *m.graph.output):
         v.type.tensor_type.shape.dim[0].dim_value = n
     onnx.save(m, path)
+
+
+@pytest.mark.parametrize("m", [[[66, 129, 25], [-38, -74, 112], [112, -94, -18]],  # float32 holds its sums
+                               [[32000, -32000, 32000], [-32000, 32000, 31999], [1, 2, 3]]])  # it does not
+def test_csc_is_the_units_integer_arithmetic(m):
+    """CSC as ATC's formula in integers: ((M x) >> 8) + output_bias, saturated (RGB -> YUV here)."""
+    img = rng.integers(0, 256, (5, 4, 3), dtype=np.uint8)
+    p = AippParams("RGB888_U8", (4, 5), True, m, output_bias=(16, 128, 128), images=[ImageParams()])
+    want = np.clip(((img.astype(np.int64) @ np.array(m).T) >> 8) + [16, 128, 128], 0, 255).transpose(2, 0, 1)
+    assert 0 < want.mean() < 255
+    np.testing.assert_array_equal(transform(img.reshape(-1), p, p.images[0], 3, np.dtype(np.float32)), want)
 
 
 def test_dynamic_aipp_on_gears_is_refused(dyn):
@@ -286,6 +297,19 @@ def test_ge_run_and_ais_bench_aipp_config(dyn, tmp_path):
         main(["run", om, "--input", raw, "--aipp_config", str(config), "--output-dir", str(tmp_path / "run")])
     assert e.value.code == 0
     np.testing.assert_array_equal(np.load(tmp_path / "run" / "dyn_output_0.npy"), want)
+    with pytest.raises(SystemExit) as e:  # a dataset folder: every sample with the same parameters
+        main(["run", om, "--input", str(tmp_path / "data"), "--aipp_config", str(config), "--output-dir",
+              str(tmp_path / "set"), "--outfmt", "NPY"])
+    assert e.value.code == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "set" / "img_output_0.npy"), want)
+
+    from ge.core.acl.ais_bench.interface import InferSession
+    session = InferSession(0, om)
+    try:
+        assert session.get_dym_aipp_input_exist() and session.load_aipp_config_file(str(config), N) == 0
+        np.testing.assert_array_equal(session.infer([np.fromfile(raw, np.uint8).reshape(N, MAX_SRC)])[0], want)
+    finally:
+        session.free_resource()
 
     env = dict(os.environ, PYTHONPATH=shim_path())
     r = subprocess.run([sys.executable, "-m", "ais_bench", "--model", om, "--input", str(tmp_path / "data"),

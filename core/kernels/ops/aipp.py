@@ -199,10 +199,9 @@ def transform(raw: np.ndarray, p: AippParams, im: ImageParams, channels: int, dt
     w, h = p.src_size
     fmt = p.input_format
     if fmt == "YUV420SP_U8":  # NV12 -> YUV444: each U,V pair covers a 2x2 block of Y
-        y = raw[:h * w].reshape(h, w, 1)
-        uv = raw[h * w:h * w * 3 // 2].reshape(h // 2, 1, w // 2, 1, 2)
-        uv = np.broadcast_to(uv, (h // 2, 2, w // 2, 2, 2)).reshape(h, w, 2)
-        x = np.concatenate([y, uv], axis=2)
+        x = np.empty((h, w, 3), np.uint8)
+        x[:, :, 0] = raw[:h * w].reshape(h, w)
+        x.reshape(h // 2, 2, w // 2, 2, 3)[..., 1:] = raw[h * w:h * w * 3 // 2].reshape(h // 2, 1, w // 2, 1, 2)
     else:
         x = raw[:p.src_nbytes()].reshape(h, w, {"RGB888_U8": 3, "XRGB8888_U8": 4, "YUV400_U8": 1}[fmt])
         if fmt == "XRGB8888_U8":
@@ -213,21 +212,27 @@ def transform(raw: np.ndarray, p: AippParams, im: ImageParams, channels: int, dt
     if im.crop:
         (x0, y0), (cw, chh) = im.crop_pos, im.crop_size
         x = x[y0:y0 + chh, x0:x0 + cw]
-    if p.csc_switch:  # the unit's integer arithmetic: exact, >> 8 rounds toward -inf
-        m = np.asarray(p.matrix, np.int64).T
-        xi = x.astype(np.int64)
+    x = x.transpose(2, 0, 1)  # planar from here: [C, H, W]
+    if p.csc_switch:  # the unit's integer arithmetic done in floats, exactly; >> 8 is floor(/ 256)
+        m = np.asarray(p.matrix, np.float64)
+        # every partial sum is an integer of at most 255 * sum|M row|: exact in float32 below 2^24
+        exact = np.float32 if np.abs(m).sum(axis=1).max() * 255 < 2 ** 24 else np.float64
+        y = x.astype(exact)
         if fmt in YUV_INPUTS:
-            xi = ((xi - np.asarray(p.input_bias, np.int64)) @ m) >> 8
-        else:
-            xi = ((xi @ m) >> 8) + np.asarray(p.output_bias, np.int64)
-        x = np.clip(xi, 0, 255)
-    offset = np.array([im.mean[i] + im.min[i] for i in range(channels)], np.float32)
-    scale = np.array(im.var_reci[:channels], np.float32)
-    x = ((x.astype(np.float32) - offset) * scale).transpose(2, 0, 1)
+            y -= np.asarray(p.input_bias, exact)[:, None, None]
+        y = (m.astype(exact) @ y.reshape(3, -1)).reshape(y.shape)
+        np.floor(np.divide(y, exact(256), out=y), out=y)
+        if fmt not in YUV_INPUTS:
+            y += np.asarray(p.output_bias, exact)[:, None, None]
+        x = np.clip(y, 0, 255, out=y).astype(np.float32, copy=False)
+    else:
+        x = x.astype(np.float32)
+    x -= np.array([im.mean[i] + im.min[i] for i in range(channels)], np.float32)[:, None, None]
+    x *= np.array(im.var_reci[:channels], np.float32)[:, None, None]
     if im.padding and any(im.padding_size):
         top, bottom, left, right = im.padding_size
         x = np.pad(x, ((0, 0), (top, bottom), (left, right)), constant_values=np.float32(p.padding_value))
-    return x.astype(dtype)
+    return x.astype(dtype, copy=False)
 
 
 @register("Aipp", since=1, domain=GE_DOMAIN)
@@ -260,6 +265,11 @@ class Aipp(Kernel):
         return p
 
     def compute(self, *xs):
+        y = np.empty(self.shape, self.dtype)
+        self.run(xs, [y], None)
+        return [y]
+
+    def run(self, xs, ys, ws):
         p = self.params(xs)
         n, ch = self.shape[:2]
         step = p.src_nbytes()
@@ -267,5 +277,5 @@ class Aipp(Kernel):
         if raw.size < step * n:
             raise GeError(f"{self.where}: {raw.size} bytes hold fewer than {n} {p.src_size[0]}x{p.src_size[1]} "
                           f"{p.input_format} image(s)")
-        return [np.stack([transform(raw[b * step:(b + 1) * step], p, p.images[b], ch, self.dtype)
-                          for b in range(n)])]
+        for b in range(n):  # per batch image: ACL's parameters may differ per batch index
+            np.copyto(ys[0][b], transform(raw[b * step:(b + 1) * step], p, p.images[b], ch, self.dtype))
