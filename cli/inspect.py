@@ -108,6 +108,11 @@ def _io(d, out):
                        f"#{x['allocation']} {x['kind']}")
     out.print(io)
     for a in d.get("aipp", []):
+        if a.get("mode") == "dynamic":
+            out.print(f"AIPP on input '{a['input']}' (dynamic): {a['raw_dtype']} {a['raw_shape']} -> "
+                      f"{a['model_shape']}, max_src_image_size {a['max_src_image_size']}, parameters at run time "
+                      f"in input '{a['params_input']}'")
+            continue
         steps = [f"{a['input_format']} {a['raw_dtype']} {a['raw_shape']} -> {a['model_shape']}"]
         steps += [s for s, on in (("channel swap", a["rbuv_swap_switch"]), (f"crop {a['crop_size_w']}x{a['crop_size_h']} "
                   f"at ({a['load_start_pos_w']}, {a['load_start_pos_h']})", a["crop"]), ("CSC", a["csc_switch"]),

@@ -77,8 +77,10 @@ def ais_bench_options(f):
                        help="ais_bench: the NPU whose power --energy_consumption reads (accepted, 0-255)"),
         switch_option("--pipeline", "pipeline",
                       help="dataset: read the next sample on a second thread while one runs (ais_bench)"),
+        spelled_option("aipp_config", metavar="FILE",
+                       help="ais_bench: a dynamic AIPP model's parameters (.config, [aipp_op]); --input gives its "
+                            "other inputs"),
         # refused where nothing here can honour them; kept so the error says why instead of "no such option"
-        spelled_option("aipp_config", metavar="FILE", help="refused: dynamic AIPP"),
         switch_option("--energy_consumption", "--energy-consumption", "energy_consumption",
                       help="refused when true: there is no NPU power sensor"),
         click.option("--backend", "backend", metavar="NAME", help="refused: ais_bench's trtexec backend runs TensorRT"),

@@ -1,9 +1,11 @@
 """ATC's AIPP configuration file (`--insert_op_conf`): one `aipp_op { key: value ... }` block per
 model input it preprocesses, in protobuf text format (`#` comments, `key: value` or `key : value`).
 
-Static AIPP only: ge runs on a CPU, where the dynamic mode's per-inference parameter upload has no
-meaning. Every field of ATC's template is known here; a field ge cannot honour is refused naming
-it, as is any field the template does not have.
+`aipp_mode: static` (the default) fixes the parameters here; `aipp_mode: dynamic` gives only the
+input (related_input_rank/name) and max_src_image_size, the largest raw image in bytes: the
+parameters come at run time (acl.mdl.set_input_aipp, `--aipp_config`). Every field of ATC's
+template is known here; a field ge cannot honour is refused naming it, as is any field the template
+does not have.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ _MEAN_DEFAULT, _MIN_DEFAULT, _VAR_DEFAULT = 0.0, 0.0, 1.0
 class AippConfig:
     """One aipp_op block, with ATC's defaults for what it does not say."""
     source: str  # where it came from, for messages: "<file> aipp_op #k"
+    aipp_mode: str = "static"
+    max_src_image_size: int = 0  # dynamic AIPP: the largest raw image, in bytes
     input_format: str = ""
     related_input_rank: int = 0
     related_input_name: str = ""
@@ -61,10 +65,11 @@ class AippConfig:
     mean: list = field(default_factory=lambda: [_MEAN_DEFAULT] * 4)
     min: list = field(default_factory=lambda: [_MIN_DEFAULT] * 4)
     var_reci: list = field(default_factory=lambda: [_VAR_DEFAULT] * 4)
+    given: set = field(default_factory=set, repr=False)  # the fields the block sets
 
     def as_dict(self) -> dict:
         """The settings as `ge inspect` shows them."""
-        return {k: v for k, v in vars(self).items() if k != "source"}
+        return {k: v for k, v in vars(self).items() if k not in ("source", "aipp_mode", "given")}
 
 
 _TOKEN = re.compile(r'\s*(?:(#[^\n]*)|(\{)|(\})|("(?:[^"\\]|\\.)*")|([A-Za-z_][A-Za-z0-9_]*)\s*:\s*|([^\s{}#]+))')
@@ -121,6 +126,7 @@ def parse_aipp_config(text: str, path: str = "aipp config") -> list[AippConfig]:
 
 
 def _set(c: AippConfig, key: str, raw: str, where: str) -> None:
+    c.given.add(key)
     if key in _INTS:
         try:
             v = int(raw)
@@ -153,21 +159,33 @@ def _set(c: AippConfig, key: str, raw: str, where: str) -> None:
         if key not in _REFUSED:
             setattr(c, key, v)
     elif key in _STRINGS:
-        if key == "aipp_mode" and raw != "static":
-            raise GeError(f"{where}: '{raw}' is not supported; ge runs static AIPP only (the parameters fixed "
-                          "in the model at conversion)")
+        if key == "aipp_mode" and raw not in ("static", "dynamic"):
+            raise GeError(f"{where}: '{raw}' is not an AIPP mode (static or dynamic)")
         if key == "input_format" and raw not in INPUT_FORMATS:
             why = "is not supported by ge" if raw in UNSUPPORTED_FORMATS else "is not an AIPP input format"
             raise GeError(f"{where}: '{raw}' {why} (supported: {', '.join(INPUT_FORMATS)})")
-        if key != "aipp_mode":
-            setattr(c, key, raw)
+        setattr(c, key, raw)
     elif key in ("input_edge_idx", "raw_rgbir_to_f16_n", "cpadding_value"):
         raise GeError(f"{where}: ge does not implement this AIPP field")
     else:
         raise GeError(f"{where}: unknown AIPP field")
 
 
+#: what a dynamic block may say: which input, and the largest raw image (the rest comes at run time)
+_DYNAMIC_FIELDS = {"aipp_mode", "related_input_rank", "related_input_name", "max_src_image_size"}
+
+
 def _checked(c: AippConfig) -> AippConfig:
+    if c.aipp_mode == "dynamic":
+        extra = sorted(c.given - _DYNAMIC_FIELDS)
+        if extra:
+            raise GeError(f"{c.source}: {extra[0]} is given at run time in dynamic AIPP (the block says only "
+                          "aipp_mode, related_input_rank or related_input_name, and max_src_image_size)")
+        if not c.max_src_image_size:
+            raise GeError(f"{c.source}: dynamic AIPP needs max_src_image_size (the largest raw image, in bytes)")
+        return c
+    if "max_src_image_size" in c.given:
+        raise GeError(f"{c.source}: max_src_image_size belongs to dynamic AIPP (aipp_mode: dynamic)")
     if not c.input_format:
         raise GeError(f"{c.source}: input_format is required")
     if c.input_format == "YUV420SP_U8" and c.crop and (c.load_start_pos_w % 2 or c.load_start_pos_h % 2):

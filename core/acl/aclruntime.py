@@ -32,6 +32,8 @@ from . import models as api
 from . import inference
 from .codes import FORMATS
 from .descs import describe, recorded_formats
+from .aipp import DYNAMIC_AIPP_INPUT, dynamic_aipp_data
+from ..kernels.ops.aipp import AippParams, ImageParams
 from ..model.errors import GeError
 from ..model.weight_files import default_weight_dir
 from ..runtime.device import MAX_DEVICES, get_device as ge_device
@@ -269,6 +271,8 @@ class InferenceSession:
             raise
         self._shapes: list[tuple] | None = None  # the inputs' shapes of the gear or shape set
         self._custom_sizes: list[int] | None = None
+        self._aipp: AippParams | None = None  # dynamic AIPP settings (aipp_set_*), applied by set_dym_aipp_info_set
+        self._aipp_data: np.ndarray | None = None  # the ascend_dynamic_aipp_data input they make
         self._summary = sumary()
         with _SESSIONS_LOCK:
             _SESSIONS.add(self)
@@ -345,6 +349,80 @@ class InferenceSession:
             raise AclRuntimeError(f"model '{self.model_path}' has no batch gears")
         return max(v[0] for v in values)
 
+    # -- dynamic AIPP (ais_bench's --aipp_config: one setting for every image of the batch) ----------
+    @property
+    def aipp_info_set(self) -> bool:
+        """ge's: whether set_dym_aipp_info_set ran (the runs' feeds then leave out the AIPP input)."""
+        return self._aipp_data is not None
+
+    def get_dym_aipp_input_exist(self) -> bool:
+        return DYNAMIC_AIPP_INPUT in [d.name for d in self.model.inputs]
+
+    @_runtime_errors
+    def check_dym_aipp_input_exist(self) -> None:
+        if not self.get_dym_aipp_input_exist():
+            raise AclRuntimeError(f"the model has no dynamic AIPP input ({DYNAMIC_AIPP_INPUT}): compile it with "
+                                  "--insert_op_conf and aipp_mode: dynamic")
+
+    def aipp_set_max_batch_size(self, batch: int) -> None:
+        self._aipp = AippParams("", (0, 0), images=[ImageParams() for _ in range(int(batch))])
+
+    def _images(self, **settings) -> None:
+        for im in self._settings().images:
+            for k, v in settings.items():
+                setattr(im, k, v)
+
+    def _settings(self) -> AippParams:
+        if self._aipp is None:
+            raise AclRuntimeError("call aipp_set_max_batch_size first")
+        return self._aipp
+
+    def aipp_set_input_format(self, input_format: str) -> None:
+        self._settings().input_format = str(input_format)
+
+    def aipp_set_src_image_size(self, size) -> None:
+        self._settings().src_size = (int(size[0]), int(size[1]))
+
+    def aipp_set_rbuv_swap_switch(self, switch: int) -> None:
+        self._settings().rbuv_swap_switch = bool(switch)
+
+    def aipp_set_ax_swap_switch(self, switch: int) -> None:
+        self._settings().ax_swap_switch = bool(switch)
+
+    def aipp_set_csc_params(self, params) -> None:
+        """[switch, matrix r0c0 .. r2c2, output bias 0..2, input bias 0..2]."""
+        p = [int(v) for v in params]
+        s = self._settings()
+        s.csc_switch, s.matrix = bool(p[0]), [p[1:4], p[4:7], p[7:10]]
+        s.output_bias, s.input_bias = tuple(p[10:13]), tuple(p[13:16])
+
+    def aipp_set_crop_params(self, params) -> None:
+        """[switch, start w, start h, size w, size h]."""
+        p = [int(v) for v in params]
+        self._images(crop=bool(p[0]), crop_pos=(p[1], p[2]), crop_size=(p[3], p[4]))
+
+    def aipp_set_padding_params(self, params) -> None:
+        """[switch, top, bottom, left, right]."""
+        p = [int(v) for v in params]
+        self._images(padding=bool(p[0]), padding_size=tuple(p[1:5]))
+
+    def aipp_set_dtc_pixel_mean(self, values) -> None:
+        self._images(mean=tuple(float(int(v)) for v in values))
+
+    def aipp_set_dtc_pixel_min(self, values) -> None:
+        self._images(min=tuple(float(v) for v in values))
+
+    def aipp_set_pixel_var_reci(self, values) -> None:
+        self._images(var_reci=tuple(float(v) for v in values))
+
+    @_runtime_errors
+    def set_dym_aipp_info_set(self) -> int:
+        """The settings checked against the model and kept for every run: from now on the feeds
+        leave out the ascend_dynamic_aipp_data input."""
+        self.check_dym_aipp_input_exist()
+        self._aipp_data = dynamic_aipp_data(self.model_id, self._settings())
+        return 0
+
     # -- runs -------------------------------------------------------------------------------------
     @_runtime_errors
     def run(self, output_names, feeds) -> list[Tensor]:
@@ -357,6 +435,9 @@ class InferenceSession:
                 raise AclRuntimeError(f"feeds {sorted(feeds)} do not name the model's inputs {names}")
             feeds = [feeds[n] for n in names]
         feeds = list(feeds)
+        names = [d.name for d in self.model.inputs]
+        if self._aipp_data is not None and len(feeds) == len(names) - 1:  # the AIPP settings fill their input
+            feeds.insert(names.index(DYNAMIC_AIPP_INPUT), self._aipp_data)
         if len(feeds) != len(self.model.inputs):
             raise AclRuntimeError(f"{len(feeds)} input(s) given; the model has {len(self.model.inputs)}")
         arrays = [self._input(i, f) for i, f in enumerate(feeds)]

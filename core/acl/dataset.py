@@ -20,7 +20,8 @@ from .models import execute, model
 
 def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NPY", progress=None,
                 descs=None, check_outputs=None, output_batch_axis: int = 0, warmup: int = 0,
-                prefetch: bool = False, profile: bool = False, dump_dir: str | None = None) -> dict:
+                prefetch: bool = False, profile: bool = False, dump_dir: str | None = None,
+                fixed: dict | None = None) -> dict:
     """Run every sample; `progress(done, total, stem)` after each execution. `descs`: the input
     shapes to read the samples with (a gear set beforehand, ais_bench's --dymShape); by default the
     model's, or for a dynamic model the shapes each sample's .npy/.npz files declare.
@@ -33,14 +34,25 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
     `profile` adds a traced run of every sample (result["trace"]: one timeline, each task event
     tagged with its sample; result["ops"]: the per-op table); `dump_dir` a run that writes every
     op's outputs into dump_dir/<sample>/ (profiling.py). Both are static models' only.
+    `fixed`: {input index: array} the same for every execution, read from no file (the dynamic AIPP
+    parameters of --aipp_config).
     Returns {"samples", "executions", "files_per_batch", "seconds", "throughput" (samples per
     second of wall time, reading and writing included), "compute_ms" (the executions alone),
     "latency_ms" and "stats" (each execution's time and counters), "outputs": [paths per sample]}
     (+ "trace", "ops" when profiled). A sample whose files do not fit
     the model stops the run with an error naming the file; its outputs are not written."""
     m = model(model_id)
-    samples = discover(list(paths), [d.name for d in m.inputs])
-    per_batch, groups, load = batched(m.inputs, samples, descs)
+    fixed = fixed or {}
+    fed = [d for i, d in enumerate(m.inputs) if i not in fixed]
+    samples = discover(list(paths), [d.name for d in fed])
+    per_batch, groups, load_fed = batched(fed, samples, descs and [d for i, d in enumerate(descs) if i not in fixed])
+
+    def load(group):
+        inputs = load_fed(group)
+        for i in sorted(fixed):
+            inputs.insert(i, fixed[i])
+        return inputs
+
     written, latencies, stats, events = [], [], [], []
     start = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="ge-prefetch") if prefetch else nullcontext() as pool:

@@ -22,6 +22,7 @@ from ..runtime.throughput import run_contexts
 from ...formats.dataset import test_data_set_files
 from ...formats.tensors import load_inputs, random_inputs, save_outputs
 from . import profiling
+from .aipp import DYNAMIC_AIPP_INPUT, dynamic_aipp_data
 from .models import model, set_dynamic_batch_size, set_dynamic_hw_size, set_input_dynamic_dims
 from .dataset import file_descs
 from ..shape_options import parse_shape_spec
@@ -32,8 +33,6 @@ MSAME_TIME_FORMAT = "%Y%m%d_%H%M%S"  # msame's Utils::TimeLine
 #: ais_bench's options nothing in ge can honour, and why (the option's value fills {}); ge run and
 #: `python3 -m ais_bench` refuse them alike
 REFUSED = {
-    "aipp_config": "--aipp_config: dynamic AIPP (parameters set at run time) is not supported; compile static AIPP "
-                   "into the model with ge atc --insert_op_conf",
     "energy_consumption": "--energy_consumption: there is no NPU power sensor to read (ais_bench reads npu-smi); ge "
                           "runs on the CPU or a simulated NPU",
     "backend": "--backend {}: ais_bench's backend runs another engine (trtexec: TensorRT); ge runs the OM itself",
@@ -64,6 +63,19 @@ def require_tensor_io(dm) -> None:
         raise GeError(", ".join(f"{what} '{d.name}' is a {d.kind} of {d.dtype}" for what, d in odd)
                       + ": aclruntime's sessions take tensors only; run this model with ge run (ONNX .pb files) or "
                         "the Python API (ge.core.api.execute: a sequence is a list of arrays, an empty optional None)")
+
+
+def aipp_inputs(model_id: int, aipp_config: str | None) -> dict:
+    """ais_bench's --aipp_config FILE.config: {index of the model's ascend_dynamic_aipp_data input:
+    its bytes for the file's settings}, the same every execution ({} without the option)."""
+    if not aipp_config:
+        return {}
+    dm = model(model_id)
+    names = [d.name for d in dm.inputs]
+    if DYNAMIC_AIPP_INPUT not in names:
+        raise GeError(f"--aipp_config {aipp_config}: model '{dm.name}' has no dynamic AIPP input (compile it with "
+                      "--insert_op_conf and aipp_mode: dynamic)")
+    return {names.index(DYNAMIC_AIPP_INPUT): dynamic_aipp_data(model_id, aipp_config)}
 
 
 def zero_inputs(descs) -> list[np.ndarray]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import types
 
-from . import callbacks, datasets, mdl as _mdl, memory, runtime, tensor_descs, util as _util
+from . import aipp, callbacks, datasets, mdl as _mdl, memory, runtime, tensor_descs, util as _util
 from .codes import NotSupportedByGe, recent_error
 
 _app_log = logging.getLogger("acl.app")
@@ -48,6 +48,11 @@ mdl = _namespace("acl.mdl", {
        and getattr(getattr(_mdl, k), "__module__", "") == _mdl.__name__ and k[0].islower()},
     **{k: getattr(datasets, k) for k in ("create_dataset", "destroy_dataset", "add_dataset_buffer",
                                          "get_dataset_num_buffers", "get_dataset_buffer")},
+    **{k: getattr(aipp, k) for k in (
+        "create_aipp", "destroy_aipp", "set_aipp_input_format", "set_aipp_csc_params", "set_aipp_rbuv_swap_switch",
+        "set_aipp_ax_swap_switch", "set_aipp_src_image_size", "set_aipp_scf_params", "set_aipp_crop_params",
+        "set_aipp_padding_params", "set_aipp_dtc_pixel_mean", "set_aipp_dtc_pixel_min", "set_aipp_pixel_var_reci",
+        "set_input_aipp", "set_aipp_by_input_index", "get_aipp_type", "get_first_aipp_info")},
     "set_dataset_tensor_desc": tensor_descs.set_dataset_tensor_desc,
     "get_dataset_tensor_desc": tensor_descs.get_dataset_tensor_desc,
 })

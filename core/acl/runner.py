@@ -73,6 +73,7 @@ class RunOptions:
     stats: bool = False  # every execution's counters (and device memory) in the summary
     verbose: bool = False  # init step timings, last execution's counters, external weights in the summary
     display_all_summary: bool = False  # H2D / compute / D2H percentiles in the summary
+    aipp_config: str | None = None  # ais_bench's .config: a dynamic AIPP model's parameters, not read from --input
 
 
 @dataclass
@@ -170,12 +171,17 @@ def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs, 
     """One set of inputs (files, or generated data) run, timed, profiled or dumped as asked."""
     paths = list(o.inputs)
     in_descs = gear_descs or inference.input_descs(model_id, paths, o.dym_shape)
+    fixed = inference.aipp_inputs(model_id, o.aipp_config)
+    fed = [d for i, d in enumerate(in_descs) if i not in fixed]
     if paths or s.files_given:
-        inputs = load_inputs(paths, in_descs)
-        sources = paths if len(paths) == len(in_descs) else [f"{paths[0]}[{d.name}]" for d in in_descs]
+        inputs = load_inputs(paths, fed)
+        sources = paths if len(paths) == len(fed) else [f"{paths[0]}[{d.name}]" for d in fed]
     else:
-        inputs = inference.generated_inputs(in_descs, s.data_type, s.seed)
-        sources = ["zeros" if s.data_type == "zero" else f"random (seed {s.seed})"] * len(in_descs)
+        inputs = inference.generated_inputs(fed, s.data_type, s.seed)
+        sources = ["zeros" if s.data_type == "zero" else f"random (seed {s.seed})"] * len(fed)
+    for i in sorted(fixed):
+        inputs.insert(i, fixed[i])
+        sources.insert(i, o.aipp_config)
     r = inference.run_inputs(model_id, inputs, executor=o.executor, loop=o.loop, warmup=s.warmup, duration=o.duration,
                              contexts=o.contexts, profile=bool(s.profiler_dir or o.profile_json), dump_dir=s.dump_dir,
                              check_outputs=lambda ys: inference.check_outputs(ys, dm.outputs, s.sizes,
@@ -247,7 +253,8 @@ def _dataset(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs, load_ms
 
     result = run_dataset(model_id, list(o.inputs), s.folder, s.outfmt, progress, descs=descs, check_outputs=check,
                          output_batch_axis=o.output_batchsize_axis, warmup=s.warmup, prefetch=o.pipeline,
-                         profile=bool(s.profiler_dir or o.profile_json), dump_dir=s.dump_dir)
+                         profile=bool(s.profiler_dir or o.profile_json), dump_dir=s.dump_dir,
+                         fixed=inference.aipp_inputs(model_id, o.aipp_config))
     summary = {"model": o.model, "device": o.device, **({"device_id": o.device_id} if o.device_id is not None else {}),
                "warmup": s.warmup, "samples": result["samples"],
                "executions": result["executions"], "files_per_batch": result["files_per_batch"],

@@ -15,6 +15,7 @@ core/inspection (ge inspect, ge compare).
     inference.select_gear(model_id, batch=4)                            # acl/inference.py: msame/ais_bench steps
     runner.run(runner.RunOptions("model.om", inputs=["data/"], output="out"))  # acl/runner.py: all of ge run
     inputs = inference.read_inputs(model_id, ["test_data_set_0"])     # ge run's input files (.npy, .pb ...)
+    params = api.dynamic_aipp_data(model_id, "actual.config")          # acl/aipp.py: dynamic AIPP's input
     inference.write_outputs(model_id, outputs, "out", "model", "PB")   # and its output files (--outfmt)
 
 The conversion is imported on first use of its names: loading and running an OM never imports
@@ -25,6 +26,7 @@ from ..acl.models import (default_weight_dir, execute, free, gear_sizes, load_fr
                           memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
                           set_input_dynamic_dims, soc_info, unload)
 from ..acl.dataset import run_dataset
+from ..acl.aipp import dynamic_aipp_data
 from ..inspection.om_info import INSPECT_SECTIONS, inspect, inspect_section, model_info, om_to_json, plot_memory
 from ..jsonable import jsonable
 from ..version import kernels, version

@@ -240,6 +240,7 @@ FAMILIES = {
     ('com.microsoft', 'QLinearWhere'): ('qlinear_contrib',),
     ('com.microsoft', 'QuantizeLinear'): ('quantization',),
     ('com.microsoft', 'QuickGelu'): ('elementwise',),
+    ('ge', 'Aipp'): ('aipp',),
     ('ge', 'FusedConv'): ('conv',),
     ('ge', 'FusedElementwise'): ('fused_elementwise',),
     ('ge', 'FusedMatMul'): ('matmul',),

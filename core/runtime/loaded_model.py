@@ -21,6 +21,8 @@ class LoadedModel:
     #: nn_execute may run from several threads at once, each on a context of its own (else calls
     #: share per-model state, the selected gear or the impl cache, and take turns)
     concurrent: bool = False
+    #: the OM's AIPP records (`ge inspect`'s "aipp"), one per preprocessed input; set at load
+    aipp: tuple = ()
 
     def create_context(self, executor: str = "linear"):
         """A new per-run state (feature maps, workspace, args, stream): contexts run at the same time."""

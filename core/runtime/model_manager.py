@@ -52,6 +52,7 @@ class ModelManager:
         else:
             model = DavinciModel(ge_model, get_device(device), model_id, weights=weights,
                                  weight_manager=self.weight_manager).init()
+        model.aipp = tuple(ge_model.attrs.get("aipp", ())) if isinstance(ge_model.attrs, dict) else ()
         with self._lock:
             self._models[model_id] = model
             self._runners[model_id] = ContextPool(model) if model.concurrent else _TakeTurns(model)

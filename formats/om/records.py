@@ -250,11 +250,14 @@ WEIGHT = Record(name=Str(), dtype=DType(), shape=Shape(), offset=Int(), nbytes=I
                 allocation=Int().since(WEIGHT_ID))  # format 1.1: FILE_CONSTANT allocations
 
 def _aipp_record() -> Record:
-    """One input's static AIPP as `ge inspect` shows it: the input, raw and model shapes, and every
-    setting of the AIPP configuration (formats/aipp_config.py), typed as declared there."""
+    """One input's AIPP as `ge inspect` shows it: the input, raw and model shapes, and every setting
+    of the AIPP configuration (formats/aipp_config.py), typed as declared there (a dynamic one's are
+    the defaults; its parameters come at run time through `params_input`)."""
     by_type = {"int": Int(lo=-MAX_INT), "bool": Bool(), "str": Str(), "float": Num(), "list": List(None)}
-    settings = {f.name: by_type[f.type] for f in dataclasses.fields(AippConfig) if f.name != "source"}
-    return Record(input=Str(), raw_dtype=Str(), raw_shape=Shape(), model_shape=Shape(), **settings)
+    settings = {f.name: by_type[f.type] for f in dataclasses.fields(AippConfig)
+                if f.name not in ("source", "aipp_mode", "given", "max_src_image_size")}
+    return Record(input=Str(), raw_dtype=Str(), raw_shape=Shape(), model_shape=Shape(), mode=Str().since("static"),
+                  params_input=Str().since(""), max_src_image_size=Int().since(0), **settings)
 
 
 MODEL_ATTRS = AttrsWith(  # the model attributes ge reads back (ge inspect, atc --mode=1/6)

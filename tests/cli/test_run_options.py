@@ -381,8 +381,8 @@ def test_msame_dataset_of_two_inputs(ge, models, compiled, tmp_path, ort_run):
 
 
 REFUSED = [
-    (("--aipp_config", "aipp.config"), "--aipp_config: dynamic AIPP (parameters set at run time) is not supported; "
-     "compile static AIPP into the model with ge atc --insert_op_conf"),
+    (("--aipp_config", "aipp.config"), "--aipp_config aipp.config: model 'small' has no dynamic AIPP input (compile "
+     "it with --insert_op_conf and aipp_mode: dynamic)"),
     (("--energy_consumption", "true"), "--energy_consumption: there is no NPU power sensor to read (ais_bench reads "
      "npu-smi); ge runs on the CPU or a simulated NPU"),
     (("--backend", "trtexec"), "--backend trtexec: ais_bench's backend runs another engine (trtexec: TensorRT); ge "

@@ -138,7 +138,10 @@ def test_xrgb8888_and_yuv400(tmp_path, ax_swap):
 
 
 @pytest.mark.parametrize("text,match", [
-    ("aipp_op { aipp_mode: dynamic input_format: RGB888_U8 }", "line 1: aipp_mode: 'dynamic' is not supported"),
+    ("aipp_op { aipp_mode: dynamic input_format: RGB888_U8 }", "input_format is given at run time in dynamic AIPP"),
+    ("aipp_op { aipp_mode: dynamic }", "dynamic AIPP needs max_src_image_size"),
+    ("aipp_op { aipp_mode: dynamc }", "'dynamc' is not an AIPP mode"),
+    ("aipp_op { input_format: RGB888_U8 max_src_image_size: 9 }", "max_src_image_size belongs to dynamic AIPP"),
     ("aipp_op { input_format: RAW10 }", "'RAW10' is not supported by ge"),
     ("aipp_op { input_format: BMP }", "'BMP' is not an AIPP input format"),
     ("aipp_op { input_format: RGB888_U8 crop_colour: 3 }", "crop_colour: unknown AIPP field"),

@@ -23,6 +23,7 @@ from ...model.errors import GeError
 from ...model.ge_model import TensorDesc
 from ...runtime.device import MAX_DEVICES
 from .. import dataset, inference, profiling
+from ..aipp import DYNAMIC_AIPP_INPUT
 from ....formats.tensors import write_text
 from . import files
 from .interface import InferSession, MemorySummary
@@ -177,6 +178,9 @@ def init_inference_session(args) -> InferSession:
     if args.batchsize is None:
         args.batchsize = get_batchsize(session, args)
         logger.info(f"try get model batchsize:{args.batchsize}")
+    if args.aipp_config is not None:
+        session.check_dym_aipp_input_exist()
+        session.load_aipp_config_file(args.aipp_config, args.batchsize)
     if args.output_size is not None:
         session.set_custom_outsize(inference.parse_output_sizes(args.output_size))
     logger.debug(f"session info:{session.session}")
@@ -264,8 +268,7 @@ class _Observer:
 
 def _pure_run(session: InferSession, args, summary: Summary, output_prefix, observe: _Observer) -> None:
     """No --input: zeros or random data of the inputs' shapes (ais_bench's pure inference)."""
-    descs = session.get_inputs()
-    shapes = session.session.input_shapes()
+    descs, shapes = _fed(session)
     unknown = [d.name for d, s in zip(descs, shapes) if any(x < 0 for x in s)]
     if unknown:
         raise GeError(f"input(s) {', '.join(unknown)} have dynamic dims and no --input: give their shapes "
@@ -282,13 +285,13 @@ def _pure_run(session: InferSession, args, summary: Summary, output_prefix, obse
 
 def _files_run(session: InferSession, args, summary: Summary, output_prefix, observe: _Observer) -> None:
     """Every execution of the --input files, outputs split back per sample (the padding's dropped)."""
-    descs = session.get_inputs()
+    descs, shapes = _fed(session)
     samples = files.samples(args.input.split(","), [d.name for d in descs])
     auto = args.auto_set_dymshape_mode or args.auto_set_dymdims_mode
-    shapes = session.session.input_shapes()
     known = not auto and all(x >= 0 for s in shapes for x in s)
     read_as = [TensorDesc(d.name, d.datatype.name, s, 0) for d, s in zip(descs, shapes)] if known else None
-    per_batch, groups, load = dataset.batched(session.session.model.inputs, samples, read_as)
+    model_inputs = [d for d in session.session.model.inputs if d.name in {x.name for x in descs}]
+    per_batch, groups, load = dataset.batched(model_inputs, samples, read_as)
 
     def set_shape(inputs) -> None:  # --auto_set_dymshape_mode / --auto_set_dymdims_mode: each run its own shape
         if not auto:
@@ -311,6 +314,13 @@ def _files_run(session: InferSession, args, summary: Summary, output_prefix, obs
             sample = group[k]
             written = files.write_outputs(per_sample, output_prefix, sample.stem, args.outfmt)
             summary.add_sample(g * per_batch + k, sample.files, written)
+
+
+def _fed(session: InferSession) -> tuple[list, list]:
+    """The inputs the run feeds and their shapes: all but the dynamic AIPP input once --aipp_config set it."""
+    pairs = [(d, s) for d, s in zip(session.get_inputs(), session.session.input_shapes())
+             if not (session.session.aipp_info_set and d.name == DYNAMIC_AIPP_INPUT)]
+    return [d for d, _ in pairs], [s for _, s in pairs]
 
 
 def shape_range_run(args) -> None:

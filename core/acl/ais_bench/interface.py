@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import aclruntime
 from ..aclruntime import AclRuntimeError, InferenceSession, Tensor, check_device_id, session_options
+from ..aipp import read_aipp_params
 from ..inference import read_acl_json
 
 MODES = ("static", "dymbatch", "dymhw", "dymdims", "dymshape")
@@ -83,6 +84,31 @@ class InferSession:
 
     def set_custom_outsize(self, custom_sizes) -> None:
         self.session.set_custom_outsize(custom_sizes)
+
+    def get_dym_aipp_input_exist(self) -> bool:
+        return self.session.get_dym_aipp_input_exist()
+
+    def check_dym_aipp_input_exist(self) -> None:
+        self.session.check_dym_aipp_input_exist()
+
+    def load_aipp_config_file(self, config_file: str, batchsize: int) -> int:
+        """ais_bench's --aipp_config: the .config's settings through aclruntime's aipp_set_* calls, for
+        every image of the batch; runs then leave out the ascend_dynamic_aipp_data input."""
+        p = read_aipp_params(config_file, batchsize)
+        im, s = p.images[0], self.session
+        s.aipp_set_max_batch_size(batchsize)
+        s.aipp_set_input_format(p.input_format)
+        s.aipp_set_src_image_size(list(p.src_size))
+        s.aipp_set_rbuv_swap_switch(int(p.rbuv_swap_switch))
+        s.aipp_set_ax_swap_switch(int(p.ax_swap_switch))
+        s.aipp_set_csc_params([int(p.csc_switch), *(v for row in p.matrix for v in row), *p.output_bias,
+                               *p.input_bias])
+        s.aipp_set_crop_params([int(im.crop), *im.crop_pos, *im.crop_size])
+        s.aipp_set_padding_params([int(im.padding), *im.padding_size])
+        s.aipp_set_dtc_pixel_mean(list(im.mean))
+        s.aipp_set_dtc_pixel_min(list(im.min))
+        s.aipp_set_pixel_var_reci(list(im.var_reci))
+        return s.set_dym_aipp_info_set()
 
     def create_tensor_from_fileslist(self, desc, files) -> Tensor:
         return self.session.create_tensor_from_fileslist(desc, files)

@@ -261,8 +261,8 @@ def test_argparse_refusals(args, message, capsys):
                                 "parameter --output!"),
     (("--profiler", "1", "--dump", "1", "--output", "o"), "parameter --profiler cannot be true at the same time as "
                                                           "parameter --dump, please check them!"),
-    (("--aipp_config", "a.config"), "--aipp_config: dynamic AIPP (parameters set at run time) is not supported; "
-                                    "compile static AIPP into the model with ge atc --insert_op_conf"),
+    (("--aipp_config", "a.config"), "the model has no dynamic AIPP input (ascend_dynamic_aipp_data): compile it "
+                                    "with --insert_op_conf and aipp_mode: dynamic"),
     (("--thread", "2"), "need to set --pipeline when setting thread number to be more than one."),
     (("--dump", "1"), "when dump or profiler, miss output path, please check them!"),
     (("--input", "A"), "Invalid args. args input dir num:1 not equal to model inputs num:2 (a, b)"),
