@@ -173,6 +173,9 @@ def _execute_inputs(model_id: int, dm, o: RunOptions, s: _Settings, gear_descs, 
     in_descs = gear_descs or inference.input_descs(model_id, paths, o.dym_shape)
     fixed = inference.aipp_inputs(model_id, o.aipp_config)
     fed = [d for i, d in enumerate(in_descs) if i not in fixed]
+    if len(paths) == len(fed) - 1 and any(d.name == inference.DYNAMIC_AIPP_INPUT for d in fed):
+        raise GeError(f"input '{inference.DYNAMIC_AIPP_INPUT}' takes the dynamic AIPP parameters: give them with "
+                      f"--aipp_config FILE.config (ais_bench's format), or the input's bytes as a file of their own")
     if paths or s.files_given:
         inputs = load_inputs(paths, fed)
         sources = paths if len(paths) == len(fed) else [f"{paths[0]}[{d.name}]" for d in fed]

@@ -297,6 +297,11 @@ def test_ge_run_and_ais_bench_aipp_config(dyn, tmp_path):
         main(["run", om, "--input", raw, "--aipp_config", str(config), "--output-dir", str(tmp_path / "run")])
     assert e.value.code == 0
     np.testing.assert_array_equal(np.load(tmp_path / "run" / "dyn_output_0.npy"), want)
+    from ge.core.acl.runner import RunOptions, run as ge_run
+    with pytest.raises(GeError, match=r"^input 'ascend_dynamic_aipp_data' takes the dynamic AIPP parameters: give "
+                                      r"them with --aipp_config FILE.config \(ais_bench's format\), or"):
+        ge_run(RunOptions(om, inputs=[raw], output_dir=str(tmp_path / "none")))  # the parameters forgotten
+    assert not (tmp_path / "none").exists()
     with pytest.raises(SystemExit) as e:  # a dataset folder: every sample with the same parameters
         main(["run", om, "--input", str(tmp_path / "data"), "--aipp_config", str(config), "--output-dir",
               str(tmp_path / "set"), "--outfmt", "NPY"])
