@@ -102,28 +102,20 @@ static inline vec verf(vec x) {
     return (vec)((r & ~nan) | ((ivec)x & nan));
 }
 
-/* d[j] = erf(a[j]), j < len (d may be a) */
-static void erf_block(float *d, const float *a, int64_t len) {
+/* d[j] = f(a[j]), j < len (d may be a): the tail through a zero-padded vector */
+static inline __attribute__((always_inline)) void map_block(float *d, const float *a, int64_t len, vec (*f)(vec)) {
     int64_t j = 0;
-    for (; j + VL <= len; j += VL) vstore(d + j, verf(vload(a + j)));
+    for (; j + VL <= len; j += VL) vstore(d + j, f(vload(a + j)));
     if (j < len) {
         float tail[VL] = {0};
         memcpy(tail, a + j, (size_t)(len - j) * sizeof(float));
-        vec v = verf(vload(tail));
+        vec v = f(vload(tail));
         memcpy(d + j, &v, (size_t)(len - j) * sizeof(float));
     }
 }
-/* d[j] = 1 / (1 + e^-a[j]) (simd.h's vsigmoid: the sigmoid the conv epilogues apply), j < len (d may be a) */
-static void sigmoid_block(float *d, const float *a, int64_t len) {
-    int64_t j = 0;
-    for (; j + VL <= len; j += VL) vstore(d + j, vsigmoid(vload(a + j)));
-    if (j < len) {
-        float tail[VL] = {0};
-        memcpy(tail, a + j, (size_t)(len - j) * sizeof(float));
-        vec v = vsigmoid(vload(tail));
-        memcpy(d + j, &v, (size_t)(len - j) * sizeof(float));
-    }
-}
+/* erf; 1 / (1 + e^-a[j]) (simd.h's vsigmoid: the sigmoid the conv epilogues apply) */
+static void erf_block(float *d, const float *a, int64_t len) { map_block(d, a, len, verf); }
+static void sigmoid_block(float *d, const float *a, int64_t len) { map_block(d, a, len, vsigmoid); }
 
 /* the float32 ops that are no IEEE operation: erf and the sigmoid */
 static void special_block(int op, float *d, const float *a, int64_t len) {
