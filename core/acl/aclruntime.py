@@ -33,7 +33,7 @@ from . import inference
 from .codes import FORMATS
 from .descs import describe, recorded_formats
 from .aipp import DYNAMIC_AIPP_INPUT, dynamic_aipp_data
-from ..kernels.ops.aipp import AippParams, ImageParams
+from ..model.aipp_params import AippParams, ImageParams
 from ..model.errors import GeError
 from ..model.weight_files import default_weight_dir
 from ..runtime.device import MAX_DEVICES, get_device as ge_device

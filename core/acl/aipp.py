@@ -1,5 +1,5 @@
 """Dynamic AIPP at run time: the parameters of a model compiled with `aipp_mode: dynamic`
-(kernels/ops/aipp.py holds the transform and the parameter bytes). Three ways to give them, one
+(model/aipp_params.py holds the parameter bytes, kernels/ops/aipp.py the transform). Three ways to give them, one
 check (AippParams.check against the model's AIPP record):
 
     pyACL       acl.mdl.create_aipp(batch), the set_aipp_* setters, acl.mdl.set_input_aipp(model_id,
@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..kernels.ops.aipp import (ACL_FORMAT_CODES, DYNAMIC_AIPP_INPUT, AippParams, ImageParams)
+from ..model.aipp_params import ACL_FORMAT_CODES, DYNAMIC_AIPP_INPUT, AippParams, ImageParams
 from ..model.errors import GeError
 from . import handles, memory
 from .codes import (ACL_ERROR_GE_AIPP_MODE_INVALID, ACL_ERROR_GE_AIPP_NOT_EXIST,

@@ -5,7 +5,7 @@ the model's NCHW input. The raw input keeps the input's name and is uint8.
 static   the config's parameters are the node's attribute; the raw input is the image's shape
          ([N, H*3/2, W] for YUV420SP_U8, [N, H, W, 3|4|1] for RGB888/XRGB8888/YUV400).
 dynamic  (`aipp_mode: dynamic`) the raw input is [N, max_src_image_size] bytes and the parameters
-         a new model input, `ascend_dynamic_aipp_data` (kernels/ops/aipp.py's byte layout), that
+         a new model input, `ascend_dynamic_aipp_data` (model/aipp_params.py's byte layout), that
          acl.mdl.set_input_aipp or `--aipp_config` fills at run time.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.fused import GE_DOMAIN
-from ..kernels.ops.aipp import DYNAMIC_AIPP_INPUT, AippParams, params_nbytes
+from ..model.aipp_params import DYNAMIC_AIPP_INPUT, AippParams, params_nbytes
 from ..model.errors import GeError
 from ..model.ir import Graph, Node, Value
 

@@ -9,7 +9,8 @@ import pytest
 from ge.core import api
 from ge.core.acl import pyacl as acl
 from ge.core.acl.aipp import dynamic_aipp_data, read_aipp_params
-from ge.core.kernels.ops.aipp import AippParams, ImageParams, params_nbytes, transform
+from ge.core.kernels.ops.aipp import transform
+from ge.core.model.aipp_params import AippParams, ImageParams, params_nbytes
 from ge.core.model.errors import GeError
 
 from tests.core.acl import conftest as acl_conftest
