@@ -35,12 +35,19 @@ def dynamic_record(model_id: int) -> dict | None:
     return next((a for a in model_manager.model(model_id).aipp if a.get("mode") == "dynamic"), None)
 
 
+def params_batch(record: dict) -> int:
+    """How many images the parameters hold: the batch, a gear model's largest (each gear reads the first)."""
+    return record.get("params_batch", record["model_shape"][0])
+
+
 def checked(record: dict, params: AippParams) -> AippParams:
     """`params` if they fit the model's AIPP input, else GeError naming it."""
     where = f"dynamic AIPP of input '{record['input']}'"
-    batch = record["model_shape"][0]
+    batch = params_batch(record)
     if len(params.images) != batch:
-        raise GeError(f"{where}: parameters for {len(params.images)} image(s), the model's batch is {batch}")
+        raise GeError(f"{where}: parameters for {len(params.images)} image(s), the model's batch is {batch}"
+                      + (" (its largest gear's: ACL's AIPP set takes the largest batch)"
+                         if batch != record["model_shape"][0] else ""))
     params.check(tuple(record["model_shape"]), record["max_src_image_size"], where)
     return params
 
@@ -53,7 +60,7 @@ def dynamic_aipp_data(model_id: int, params) -> np.ndarray:
         raise GeError(f"model '{model_manager.model(model_id).name}' has no dynamic AIPP input (compile it with "
                       "--insert_op_conf and aipp_mode: dynamic)")
     if not isinstance(params, AippParams):
-        params = read_aipp_params(str(params), record["model_shape"][0])
+        params = read_aipp_params(str(params), params_batch(record))
     return checked(record, params).to_bytes()
 
 

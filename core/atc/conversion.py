@@ -90,11 +90,8 @@ def _settings(options: Settings, model, name, input_shape, gears: dict, soc_vers
     min_static_ops = gears.pop("static_model_ops_lower_limit", None) or DEFAULT_STATIC_OPS_LOWER_LIMIT
     aipp = read_aipp_config(insert_op_conf) if insert_op_conf else None
     dynamic = is_dynamic(spec, gears)
-    if dynamic and aipp and any(c.aipp_mode == "dynamic" for c in aipp):
-        raise GeError("--insert_op_conf: ge runs dynamic AIPP (aipp_mode: dynamic) on static shapes only (no gears, "
-                      "ranges or unknown dims)")
     if dynamic and aipp and not any(gears.values()):
-        raise GeError("--insert_op_conf: static AIPP takes static shapes or gears (--dynamic_batch_size, "
+        raise GeError("--insert_op_conf: AIPP takes static shapes or gears (--dynamic_batch_size, "
                       "--dynamic_image_size, --dynamic_dims), not ranges or unknown dims")
     return CompileSettings(options, model, name, soc_version, cmdline, spec,
                            gears=parse_gears(gears, spec) if any(gears.values()) else None,

@@ -18,14 +18,21 @@ from ..model.errors import GeError
 from ..model.ir import Graph, Node, Value
 
 
-def insert_aipp(graph: Graph, configs) -> list[dict]:
+def insert_aipp(graph: Graph, configs, params_batch: int | None = None) -> list[dict]:
     """Rewrite `graph` in place: each config's input becomes its raw image. Returns what was done,
-    per input, for the OM's record (`ge inspect`)."""
+    per input, for the OM's record (`ge inspect`). `params_batch`: a gear's dynamic AIPP parameters
+    hold this many images (the largest gear's batch, the same input in every gear, as ACL sizes it),
+    its batch the first of them; default the input's batch."""
     done = []
     for c in configs:
         name = _input_name(graph, c)
-        done.append(_insert(graph, name, c))
+        done.append(_insert(graph, name, c, params_batch))
     return done
+
+
+def aipp_inputs(graph: Graph, configs) -> list[str]:
+    """The inputs the configs take (each config's related input)."""
+    return [_input_name(graph, c) for c in configs]
 
 
 def _input_name(graph: Graph, c) -> str:
@@ -40,7 +47,7 @@ def _input_name(graph: Graph, c) -> str:
     return graph.inputs[c.related_input_rank]
 
 
-def _insert(g: Graph, name: str, c) -> dict:
+def _insert(g: Graph, name: str, c, params_batch: int | None) -> dict:
     v = g.value(name)
     where = f"{c.source} (input '{name}')"
     if not v.is_static or len(v.shape) != 4:
@@ -53,12 +60,13 @@ def _insert(g: Graph, name: str, c) -> dict:
         if DYNAMIC_AIPP_INPUT in g.values:
             raise GeError(f"{where}: ge takes one dynamic AIPP input per model (input '{DYNAMIC_AIPP_INPUT}')")
         raw_shape, inputs = (n, c.max_src_image_size), [name, DYNAMIC_AIPP_INPUT]
-        attrs["max_src_image_size"] = c.max_src_image_size
-        g.values[DYNAMIC_AIPP_INPUT] = Value(DYNAMIC_AIPP_INPUT, np.dtype(np.uint8), (params_nbytes(n),))
+        params_batch = params_batch or n
+        attrs.update(max_src_image_size=c.max_src_image_size, params_batch=params_batch)
+        g.values[DYNAMIC_AIPP_INPUT] = Value(DYNAMIC_AIPP_INPUT, np.dtype(np.uint8), (params_nbytes(params_batch),))
         g.inputs.append(DYNAMIC_AIPP_INPUT)
         done = {"input": name, "mode": "dynamic", "raw_dtype": "uint8", "raw_shape": list(raw_shape),
                 "model_shape": [n, ch, h, w], "max_src_image_size": c.max_src_image_size,
-                "params_input": DYNAMIC_AIPP_INPUT, **c.as_dict()}
+                "params_input": DYNAMIC_AIPP_INPUT, "params_batch": params_batch, **c.as_dict()}
     else:
         config = _completed(c, h, w)
         AippParams.from_config(config, n).check((n, ch, h, w), None, where)

@@ -31,7 +31,7 @@ from ..model.ge_model import GeModel
 from ..model.ir import STRING, Graph, subgraphs
 from ..passes import configured, optimize
 from ..model.weight_files import WeightFilePlan
-from .aipp import insert_aipp
+from .aipp import aipp_inputs, insert_aipp
 from .build import build
 from .build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid
 from .dynamic_shapes import infer_dynamic
@@ -152,14 +152,19 @@ def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
     """One static model per gear, each compiled from a copy of `graph` specialised to the gear."""
     kind, values = s.gears
     models, gear_shapes = [], []
+    concretes = []
     for v in values:
         it = iter(v)
-        concrete = {k: [next(it) if d == -1 else d for d in dims] for k, dims in s.shapes.items()}
+        concretes.append({k: [next(it) if d == -1 else d for d in dims] for k, dims in s.shapes.items()})
+    # dynamic AIPP's parameters: one input for every gear, sized for the largest gear's batch
+    params_batch = max((c.get(name, graph.value(name).shape)[0] for c in concretes
+                        for name in aipp_inputs(graph, s.aipp)), default=None) if s.aipp else None
+    for v, concrete in zip(values, concretes):
         gear = graph.copy()
         for name, dims in concrete.items():
             gear.value(name).shape = tuple(dims)
         s.options.prepare(gear)
-        aipp = _gear_aipp(gear, s, v) if s.aipp else None
+        aipp = _gear_aipp(gear, s, v, params_batch) if s.aipp else None
         try:
             optimize(gear)
         except GeError as e:
@@ -178,14 +183,21 @@ def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
     dyn.attrs["gear_values"] = [list(v) for v in values]
     if s.aipp:
         dyn.attrs["aipp"] = models[0].attrs["aipp"]  # what each input takes (each gear's raw size: its submodel's)
+        for k, a in enumerate(dyn.attrs["aipp"]):
+            sizes = {tuple(m.attrs["aipp"][k]["model_shape"][1:]) for m in models}
+            if a.get("mode") == "dynamic" and len(sizes) > 1:
+                raise GeError(f"--insert_op_conf: dynamic AIPP of input '{a['input']}' takes batch gears; its gears' "
+                              f"images differ ({', '.join('x'.join(map(str, z)) for z in sorted(sizes))}): give the "
+                              f"image size in the parameters of a static-size model, or use static AIPP per gear")
     return dyn
 
 
-def _gear_aipp(gear: Graph, s: CompileSettings, values: tuple) -> list[dict]:
-    """Static AIPP on one gear, as ATC applies it per gear: the raw image of the gear's batch and
-    size. A source image size fixed in the config fits one image size only."""
+def _gear_aipp(gear: Graph, s: CompileSettings, values: tuple, params_batch: int | None) -> list[dict]:
+    """AIPP on one gear, as ATC applies it per gear: static, the raw image of the gear's batch and
+    size (a source image size fixed in the config fits one image size only); dynamic, the raw images
+    of the gear's batch and one parameter input for every gear (params_batch images)."""
     try:
-        aipp = insert_aipp(gear, s.aipp)
+        aipp = insert_aipp(gear, s.aipp, params_batch)
     except GeError as e:
         raise GeError(f"{e} (gear {list(values)})") from None
     s.options.check_aipp(aipp)

@@ -51,10 +51,69 @@ def test_csc_is_the_units_integer_arithmetic(m):
     np.testing.assert_array_equal(transform(img.reshape(-1), p, p.images[0], 3, np.dtype(np.float32)), want)
 
 
-def test_dynamic_aipp_on_gears_is_refused(dyn):
+@pytest.fixture(scope="module")
+def gears(dyn):
+    """The same model with batch gears 1 and 2: one parameter input for both (the largest batch's)."""
     _, path, tmp = dyn
-    with pytest.raises(GeError, match=r"dynamic AIPP \(aipp_mode: dynamic\) on static shapes only"):
-        api.atc(path, str(tmp / "gears"), input_shape=f"x:-1,3,{H},{W}", dynamic_batch_size="1,2",
+    return api.atc(path, str(tmp / "gears"), input_shape=f"x:-1,3,{H},{W}", dynamic_batch_size="1,2",
+                   insert_op_conf=str(tmp / "dyn.cfg")).om_path
+
+
+def test_batch_gears_read_the_first_images_parameters(dyn, gears):
+    """Gear b runs the first b images' parameters (ACL's AIPP set holds the largest batch); each
+    image equals the static build of its parameters."""
+    _, path, tmp = dyn
+    img = rng.integers(0, 256, (N, 6, 8, 3), dtype=np.uint8)
+    crops = [(2, 1, 3), (0, 2, 10)]
+    want = np.stack([static_run(tmp, path, RGB_CROP.format(x=x, y=y, m=m), img)[b] for b, (x, y, m) in enumerate(crops)])
+    model_id = api.load_from_file(gears)
+    try:
+        assert [(d.name, tuple(d.shape)) for d in api.model(model_id).inputs] == \
+            [("x", (-1, MAX_SRC)), ("ascend_dynamic_aipp_data", (params_nbytes(N),))]
+        params = dynamic_aipp_data(model_id, rgb_params(crops))
+        raw = np.zeros((N, MAX_SRC), np.uint8)
+        raw.reshape(-1)[:img.size] = img.reshape(-1)
+        np.testing.assert_array_equal(api.execute(model_id, [raw, params])[0], want)
+        one = np.zeros((1, MAX_SRC), np.uint8)
+        one.reshape(-1)[:img[0].size] = img[0].reshape(-1)
+        np.testing.assert_array_equal(api.execute(model_id, [one, params])[0], want[:1])
+        with pytest.raises(GeError, match=r"parameters for 1 image\(s\), the model's batch is 2 \(its largest "
+                                          r"gear's: ACL's AIPP set takes the largest batch\)"):
+            dynamic_aipp_data(model_id, rgb_params(crops[:1]))
+    finally:
+        api.unload(model_id)
+    for k, sub in enumerate(api.inspect(gears)["submodels"]):  # each gear: its batch, the one parameter input
+        (a,) = sub["aipp"]
+        assert (a["mode"], a["raw_shape"], a["params_batch"]) == ("dynamic", [k + 1, MAX_SRC], N)
+
+
+def test_pyacl_runs_a_batch_gear_with_dynamic_aipp(device, dyn, gears):
+    _, path, tmp = dyn
+    img = rng.integers(0, 256, (1, 6, 8, 3), dtype=np.uint8)
+    crops = [(1, 0, 0), (2, 2, 255)]
+    want = static_run(tmp, path, RGB_CROP.format(x=1, y=0, m=0), np.concatenate([img, img]))[:1]
+    model_id, desc, in_ds, out_ds, in_ptrs, out_ptrs = acl_conftest.ready_model(gears)
+    data = img.tobytes()
+    assert acl.rt.memcpy(in_ptrs[0], len(data), acl.util.bytes_to_ptr(data), len(data), H2D) == 0
+    aipp_set = acl.mdl.create_aipp(N)  # the largest batch, as ACL asks
+    _set_rgb(aipp_set, crops)
+    index, _ = acl.mdl.get_input_index_by_name(desc, "ascend_dynamic_aipp_data")
+    assert acl.mdl.set_input_aipp(model_id, in_ds, index, aipp_set) == 0
+    gear_index, _ = acl.mdl.get_input_index_by_name(desc, "ascend_mbatch_shape_data")
+    assert acl.mdl.set_dynamic_batch_size(model_id, in_ds, gear_index, 1) == 0
+    assert acl.mdl.execute(model_id, in_ds, out_ds) == 0
+    size = 3 * H * W * 4
+    host, _ = acl.rt.malloc_host(size)
+    assert acl.rt.memcpy(host, size, out_ptrs[0], size, D2H) == 0
+    np.testing.assert_array_equal(acl.util.ptr_to_numpy(host, (1, 3, H, W), 11), want)
+    assert acl.mdl.destroy_aipp(aipp_set) == 0 and acl.mdl.unload(model_id) == 0
+
+
+def test_dynamic_aipp_on_image_size_gears_is_refused(dyn):
+    _, path, tmp = dyn
+    with pytest.raises(GeError, match=r"dynamic AIPP of input 'x' takes batch gears; its gears' images differ "
+                                      r"\(3x4x6, 3x6x8\)"):
+        api.atc(path, str(tmp / "hw"), input_shape=f"x:{N},3,-1,-1", dynamic_image_size=f"{H},{W};6,8",
                 insert_op_conf=str(tmp / "dyn.cfg"))
 
 

@@ -74,15 +74,17 @@ def transform(raw: np.ndarray, p: AippParams, im: ImageParams, channels: int, dt
 class Aipp(Kernel):
     """raw (uint8) [, ascend_dynamic_aipp_data (uint8)] -> Y, the model's NCHW input. Attributes:
     `input` (the model input's name, for messages), `shape` (Y's NCHW), `dtype` (Y's), `config` (the
-    static block; absent in dynamic mode) and `max_src_image_size` (dynamic mode)."""
+    static block; absent in dynamic mode), `max_src_image_size` and `params_batch` (dynamic mode: how
+    many images the parameters hold, a gear model's largest batch)."""
 
     def prepare(self):
         self.where = f"AIPP of input '{self.attr('input', '?')}'"
         self.shape = tuple(int(d) for d in self.attr("shape"))
         self.dtype = np.dtype(self.attr("dtype"))
         self.dynamic = len(self.inputs) > 1 and self.inputs[1] is not None
-        if self.dynamic:
+        if self.dynamic:  # (a gear's parameters may hold more images than it runs: the first are its)
             self.capacity = int(self.attr("max_src_image_size"))
+            self.params_batch = int(self.attr("params_batch", self.shape[0]))
             self.static_params = None
         else:
             self.capacity = None
@@ -95,7 +97,7 @@ class Aipp(Kernel):
     def params(self, xs) -> AippParams:
         if not self.dynamic:
             return self.static_params
-        p = AippParams.from_bytes(xs[1], self.shape[0], self.where)
+        p = AippParams.from_bytes(xs[1], self.params_batch, self.where)
         p.check(self.shape, self.capacity, self.where)
         return p
 
