@@ -159,6 +159,9 @@ POOL_DEFAULTS = {"auto_pad": "NOTSET", "ceil_mode": 0, "storage_order": 0}
     ((2, 40, 9, 7), dict(kernel_shape=[2, 2], strides=[2, 2])),
     ((1, 20, 10, 11), dict(kernel_shape=[3, 2], strides=[2, 3], pads=[1, 0, 0, 1], ceil_mode=1)),
     ((2, 16, 9, 9), dict(kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2])),
+    ((1, 40, 20, 20), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),  # YOLO's SPPF: separable
+    ((1, 16, 3, 7), dict(kernel_shape=[1, 3], strides=[1, 1], pads=[0, 1, 0, 1])),  # one row: per pixel
+    ((1, 3, 4, 1030), dict(kernel_shape=[2, 2], strides=[2, 2])),  # rows wider than the separable buffer
 ])
 def test_max_pool_matches_onnxruntime(default_backend, plan, shape, window):
     x = rng.standard_normal(shape).astype(np.float32)
