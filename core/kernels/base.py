@@ -46,6 +46,7 @@ from ..model.ir import Meta
 from . import backend as backends
 from .backend import Backend
 from .packs import WeightPacks
+from .type_constraints import input_type_problem
 
 
 class Kernel:
@@ -120,6 +121,11 @@ class Kernel:
         self.name = name
         #: how many outputs the node declares (Split, Dropout's mask, MaxPool's indices depend on it)
         self.num_outputs = num_outputs if num_outputs is not None else (len(outputs) if outputs is not None else 1)
+        # the schema's type constraints, checked once for every op here; prepare() checks what ge
+        # implements of them where that is narrower
+        problem = input_type_problem(self.domain, self.op_type, opset, [getattr(m, "dtype", None) for m in self.inputs])
+        if problem is not None:
+            raise self.fail(problem)
         self.prepare()
 
     # -- hooks for subclasses --------------------------------------------------------------

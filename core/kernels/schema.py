@@ -151,6 +151,9 @@ def _show(v) -> str:
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(v).__name__})"
 
 
-if __name__ == "__main__":  # python -m ge.core.kernels.schema: regenerate attribute_table.py
+if __name__ == "__main__":  # python -m ge.core.kernels.schema: regenerate attribute_table.py and type_table.py
     import os
-    write_attribute_table(os.path.join(os.path.dirname(os.path.abspath(__file__)), "attribute_table.py"))
+    from .type_constraints import write_type_table
+    here = os.path.dirname(os.path.abspath(__file__))
+    write_attribute_table(os.path.join(here, "attribute_table.py"))
+    write_type_table(os.path.join(here, "type_table.py"))

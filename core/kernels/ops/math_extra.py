@@ -60,11 +60,6 @@ class BitShift(PlannedKernel):
 
     def prepare(self):
         xm, sm = self.input_meta(0, "X"), self.input_meta(1, "Y")
-        unsigned = (np.uint8, np.uint16, np.uint32, np.uint64)
-        types = unsigned + ((np.int8, np.int16, np.int32, np.int64) if self.opset >= 28 else ())
-        if xm.dtype not in types or sm.dtype != xm.dtype:
-            kind = "integer" if self.opset >= 28 else "unsigned integer (signed ones from opset 28)"
-            raise self.fail(f"X {xm.dtype} and Y {sm.dtype} must be one {kind} type")
         d = text(self.attr("direction", ""))
         if d not in ("LEFT", "RIGHT"):
             raise self.fail(f"direction '{d}' must be LEFT or RIGHT")
