@@ -12,14 +12,8 @@ import numpy as np
 
 from ...model.ir import Meta
 from ..base import Kernel
-from ..dtypes import FLOAT_NAMES
 from ..registry import register
 from ..values import text
-
-
-def _float(k: Kernel, m: Meta, what: str, names=FLOAT_NAMES) -> None:
-    if np.dtype(m.dtype).name not in names:
-        raise k.fail(f"{what} has type {m.dtype}; supported: {', '.join(names)}")
 
 
 def _stats_dtype(dtype) -> np.dtype:
@@ -33,8 +27,6 @@ class RMSNormalization(Kernel):
 
     def prepare(self):
         xm, sm = self.input_meta(0, "X"), self.input_meta(1, "scale")
-        _float(self, xm, "X")
-        _float(self, sm, "scale")
         shape = tuple(xm.shape)
         axis = int(self.attr("axis", -1))
         if not -len(shape) <= axis < len(shape):
@@ -69,7 +61,6 @@ class RotaryEmbedding(Kernel):
     def prepare(self):
         xm, cm, sm = self.input_meta(0, "X"), self.input_meta(1, "cos_cache"), self.input_meta(2, "sin_cache")
         pm = self.input_meta(3, "position_ids", optional=True)
-        _float(self, xm, "X", ("float16", "float32", "bfloat16"))
         if cm.dtype != xm.dtype or sm.dtype != xm.dtype:
             raise self.fail(f"cos_cache {cm.dtype} and sin_cache {sm.dtype} must have X's type {xm.dtype}")
         shape = tuple(xm.shape)
@@ -131,7 +122,6 @@ class Swish(Kernel):
 
     def prepare(self):
         xm = self.input_meta(0, "X")
-        _float(self, xm, "X")
         self.alpha = float(self.attr("alpha", 1.0))
         self.out = Meta(xm.dtype, tuple(xm.shape))
 
@@ -155,7 +145,6 @@ class SwiGLU(Kernel):
 
     def prepare(self):
         am, bm = self.input_meta(0, "A"), self.input_meta(1, "B")
-        _float(self, am, "A")
         if bm.dtype != am.dtype or tuple(bm.shape) != tuple(am.shape):
             raise self.fail(f"A {am.dtype} {tuple(am.shape)} and B {bm.dtype} {tuple(bm.shape)} must have one "
                             f"shape and type")
@@ -225,9 +214,7 @@ class LinearAttention(Kernel):
 
     def prepare(self):
         qm, km, vm = self.input_meta(0, "query"), self.input_meta(1, "key"), self.input_meta(2, "value")
-        names = ("float16", "float32", "bfloat16")
         for m, what in ((qm, "query"), (km, "key"), (vm, "value")):
-            _float(self, m, what, names)
             if len(m.shape) != 3:
                 raise self.fail(f"{what} has shape {tuple(m.shape)}; [batch, time, heads * size] expected")
         self.rule = text(self.attr("update_rule", "gated_delta"))
@@ -257,10 +244,8 @@ class LinearAttention(Kernel):
             raise self.fail(f"decay has shape {tuple(dm.shape)}; ({b}, {t}, {kvh} or {kvh * dk}) expected")
         if bm is not None and (len(bm.shape) != 3 or tuple(bm.shape[:2]) != (b, t) or bm.shape[2] not in (kvh, 1)):
             raise self.fail(f"beta has shape {tuple(bm.shape)}; ({b}, {t}, {kvh} or 1) expected")
-        if sm is not None:
-            _float(self, sm, "past_state", names)
-            if tuple(sm.shape) != (b, kvh, dk, dv):
-                raise self.fail(f"past_state has shape {tuple(sm.shape)}; {(b, kvh, dk, dv)} expected")
+        if sm is not None and tuple(sm.shape) != (b, kvh, dk, dv):
+            raise self.fail(f"past_state has shape {tuple(sm.shape)}; {(b, kvh, dk, dv)} expected")
         self.dims = (b, t, qh, kvh, dk, dv)
         scale = float(self.attr("scale", 0.0))
         self.scale = scale if scale else 1.0 / np.sqrt(dk)
@@ -300,7 +285,6 @@ class CausalConvWithState(Kernel):
 
     def prepare(self):
         xm, wm = self.input_meta(0, "input"), self.input_meta(1, "weight")
-        _float(self, xm, "input", ("float16", "float32", "bfloat16"))
         if len(xm.shape) != 3:
             raise self.fail(f"input has shape {tuple(xm.shape)}; [batch, channels, length] expected")
         b, c, n = xm.shape
