@@ -241,8 +241,6 @@ class Gemm(_Planned):
         a, b = self.meta(0, "A"), self.meta(1, "B")
         if len(a.shape) != 2 or len(b.shape) != 2:
             raise self.fail(f"A and B must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
-        if a.dtype != b.dtype:
-            raise self.fail(f"A is {a.dtype}, B is {b.dtype}: the types must match")
         self.ta, self.tb = int(self.attr("transA", 0)), int(self.attr("transB", 0))
         m, ka = a.shape[::-1] if self.ta else a.shape
         kb, n = b.shape[::-1] if self.tb else b.shape
