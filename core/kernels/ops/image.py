@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ...model.ir import Meta
-from ..dtypes import BFLOAT16, FLOATS, working_dtype
+from ..dtypes import working_dtype
 from ..planned import Scratch
 from ..planned import PlannedKernel
 from ..registry import register
