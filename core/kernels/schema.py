@@ -163,8 +163,7 @@ def type_name(type_str: str) -> str:
     element name (complex64, float6e2m3): no tensor of ge's has it."""
     from onnx import TensorProto
     if type_str.startswith("tensor("):
-        element = type_str[7:-1]
-        return type_name(element)
+        return type_name(type_str[7:-1])
     for outer in ("seq", "optional", "sparse_tensor"):
         if type_str.startswith(outer + "("):
             return f"{outer}({type_name(type_str[len(outer) + 1:-1])})"

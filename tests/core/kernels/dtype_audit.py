@@ -81,7 +81,8 @@ def _retyped(case, schema, elem: int, np_type):
     for vi in g.output:
         if vi.name in same_out and vi.type.tensor_type.elem_type == source:
             vi.type.tensor_type.elem_type = elem
-    _opset_allowing(model, node.op_type, node.domain or "", tstr, f"tensor({onnx.helper.tensor_dtype_to_string(elem)[12:].lower()})")
+    onnx_name = next(name for name, (e, _) in FLOAT_TYPES.items() if e == elem)
+    _opset_allowing(model, node.op_type, node.domain or "", tstr, f"tensor({onnx_name})")
     return model, inputs
 
 
