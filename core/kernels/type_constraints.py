@@ -73,10 +73,20 @@ def op_types(domain: str, op_type: str, opset: int) -> OpTypes | None:
                    {p: tuple(TYPES[k].split()) for p, k in params.items()})
 
 
+@lru_cache(maxsize=None)
 def dtype_name(dtype) -> str:
-    """A tensor dtype as the table names it (numpy's name; string tensors are numpy objects)."""
+    """A tensor dtype as the table names it (numpy's name; string tensors are numpy objects).
+    Cached: numpy computes a dtype's name in Python, microseconds a call."""
     dtype = np.dtype(dtype)
     return "string" if dtype.kind == "O" else dtype.name
+
+
+@lru_cache(maxsize=None)
+def _tensor_types(allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """The tensor types among a formal's allowed ones (an optional tensor's too): a kernel's input
+    there has a dtype; sequences and maps have none."""
+    return tuple([t for t in allowed if "(" not in t] + [t[9:-1] for t in allowed if t.startswith("optional(")
+                                                         and not t.startswith("optional(seq(")])
 
 
 def input_type_problem(domain: str, op_type: str, opset: int, dtypes: Sequence) -> str | None:
@@ -92,9 +102,7 @@ def input_type_problem(domain: str, op_type: str, opset: int, dtypes: Sequence) 
         formal = types.formal(i)
         if dtype is None or formal is None:
             continue
-        allowed = types.allowed(formal.param)
-        tensors = [t for t in allowed if "(" not in t] + [t[9:-1] for t in allowed if t.startswith("optional(")
-                                                          and not t.startswith("optional(seq(")]
+        tensors = _tensor_types(types.allowed(formal.param))
         if not tensors:
             continue
         name = dtype_name(dtype)
