@@ -6,7 +6,9 @@ A kernel object has two phases, and the compiler only ever sees the first:
   and a Backend (backend.py: the native kernels or the numpy plans, chosen by the caller, never a
   global), it checks the op and decides its output metas (`infer()`), whether it is an alias, and
   its plan and workspace (`workspace_nbytes()`). This is the op's spec: shape inference, constant
-  folding and the builder use it, and no weight is read or packed here.
+  folding and the builder use it, and no weight is read or packed here. Before prepare(), the
+  framework checks the input types against the type constraints of the op's ONNX schema
+  (type_constraints.py): prepare() checks only where ge implements fewer types than the schema.
 - **loaded** (`load()`, by the runtime at model load): weights are packed into the layouts the
   plan wants (`pack()`), native calls prepared. Then the kernel is immutable and may be shared by
   several execution contexts. compute() loads a kernel on first use (constant folding evaluates
@@ -46,6 +48,7 @@ from ..model.ir import Meta
 from . import backend as backends
 from .backend import Backend
 from .packs import WeightPacks
+from .type_constraints import input_type_problem
 
 
 class Kernel:
@@ -120,6 +123,11 @@ class Kernel:
         self.name = name
         #: how many outputs the node declares (Split, Dropout's mask, MaxPool's indices depend on it)
         self.num_outputs = num_outputs if num_outputs is not None else (len(outputs) if outputs is not None else 1)
+        # the schema's type constraints, checked once for every op here; prepare() checks what ge
+        # implements of them where that is narrower
+        problem = input_type_problem(self.domain, self.op_type, opset, [getattr(m, "dtype", None) for m in self.inputs])
+        if problem is not None:
+            raise self.fail(problem)
         self.prepare()
 
     # -- hooks for subclasses --------------------------------------------------------------

@@ -5,14 +5,18 @@ fused ops, unknown domains) have none.
 
 onnx is imported where its schemas are read (the compiler's defaults, an op missing from
 attribute_table.py): checking a loaded OM's attributes reads the generated table only, so a
-deployed runtime never imports onnx."""
+deployed runtime never imports onnx. The type constraints the framework checks before a kernel's
+prepare() (type_constraints.py) are generated here too, into type_table.py."""
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
 
+from ..model.ir import DTYPES
 from .attribute_table import TABLE as ATTRIBUTE_TABLE
+from .type_constraints import HETEROGENEOUS, OPTIONAL, VARIADIC, ordered
+from .type_table import TABLE as TYPE_TABLE, TYPES
 
 #: onnx's AttributeProto.AttributeType values (onnx.proto3: fixed by the format)
 FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS = 1, 2, 3, 4, 6, 7, 8
@@ -151,6 +155,109 @@ def _show(v) -> str:
     return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(v).__name__})"
 
 
-if __name__ == "__main__":  # python -m ge.core.kernels.schema: regenerate attribute_table.py
+# ---------------------------------------------------------------- type_table.py (type_constraints reads it)
+
+def type_name(type_str: str) -> str:
+    """onnx's type string as the table names it: tensor(float) -> float32, seq(tensor(float)) ->
+    seq(float32), map(int64, float) -> map(int64,float32); a type ge has no dtype for keeps onnx's
+    element name (complex64, float6e2m3): no tensor of ge's has it."""
+    from onnx import TensorProto
+    if type_str.startswith("tensor("):
+        return type_name(type_str[7:-1])
+    for outer in ("seq", "optional", "sparse_tensor"):
+        if type_str.startswith(outer + "("):
+            return f"{outer}({type_name(type_str[len(outer) + 1:-1])})"
+    if type_str.startswith("map("):
+        key, value = type_str[4:-1].split(",", 1)
+        return f"map({type_name(key.strip())},{type_name(value.strip())})"
+    code = TensorProto.DataType.Value(type_str.upper()) if type_str.upper() in TensorProto.DataType.keys() else None
+    if code == TensorProto.STRING:
+        return "string"
+    return DTYPES[code].name if code in DTYPES else type_str
+
+
+def schema_types(schema) -> tuple:
+    """(inputs, outputs, {param: allowed types}) of an onnx OpSchema: each formal "name[mark]:param"
+    (mark: ? optional, * variadic, + variadic of several types), the formals space-separated, each
+    param's types too."""
+    from onnx.defs import OpSchema
+    Option = OpSchema.FormalParameterOption
+    params = {c.type_param_str for c in schema.type_constraints}
+
+    def formals(fs) -> str:
+        marks = [{Option.Optional: OPTIONAL, Option.Variadic: VARIADIC if f.is_homogeneous else HETEROGENEOUS}
+                 .get(f.option, "") for f in fs]
+        return " ".join(f"{f.name}{m}:{f.type_str if f.type_str in params else type_name(f.type_str)}"
+                        for f, m in zip(fs, marks))
+
+    return (formals(schema.inputs), formals(schema.outputs),
+            {c.type_param_str: " ".join(ordered(type_name(t) for t in c.allowed_type_strs))
+             for c in schema.type_constraints})
+
+
+def type_table(ops: dict[str, set[str]]) -> dict:
+    """{domain: {op: {since_version: schema_types}}} of every version of the given ops per domain."""
+    import onnx
+    table: dict = {domain: {} for domain in sorted(ops)}
+    for s in onnx.defs.get_all_schemas_with_history():
+        domain = "" if s.domain == "ai.onnx" else s.domain
+        if s.name in ops.get(domain, ()):
+            table[domain].setdefault(s.name, {})[s.since_version] = schema_types(s)
+    return {d: {op: dict(sorted(v.items())) for op, v in sorted(t.items())} for d, t in table.items()}
+
+
+def stored_table(table: dict) -> tuple[list[str], dict]:
+    """(TYPES, TABLE) as type_table.py stores them: each distinct list of types once in TYPES, the
+    params naming it by index (99 lists serve 930 params)."""
+    types: dict[str, int] = {}
+    stored = {d: {op: {since: (ins, outs, {p: types.setdefault(t, len(types)) for p, t in params.items()})
+                       for since, (ins, outs, params) in versions.items()}
+                  for op, versions in ops.items()} for d, ops in table.items()}
+    return list(types), stored
+
+
+def resolved_table() -> dict:
+    """type_table.py's TABLE with its params' type lists spelled out: what type_table() gives."""
+    return {d: {op: {since: (ins, outs, {p: TYPES[k] for p, k in params.items()})
+                     for since, (ins, outs, params) in versions.items()}
+                for op, versions in ops.items()} for d, ops in TYPE_TABLE.items()}
+
+
+def registered_ops() -> dict[str, set[str]]:
+    """The ops ge has kernels for in onnx's domains (the default one and ai.onnx.ml)."""
+    from .registry import kernel_classes
+    ops: dict[str, set[str]] = {"": set(), "ai.onnx.ml": set()}
+    for cls in kernel_classes():
+        if cls.domain in ops:
+            ops[cls.domain].add(cls.op_type)
+    return ops
+
+
+def write_type_table(path: str) -> None:
+    """Regenerate type_table.py for the ops ge has kernels for in onnx's domains: one line a version."""
+    import onnx
+    types, table = stored_table(type_table(registered_ops()))
+    lines = [f'"""Generated by `python -m ge.core.kernels.schema` from onnx {onnx.__version__}\'s schemas: per domain, op',
+             'and since-version, (inputs, outputs, {type parameter: index of its allowed types in TYPES}); each',
+             'formal is "name[mark]:param" (? optional, * variadic, + variadic of several types; a param without a',
+             'constraint is the fixed type itself). Read by type_constraints.py. Do not edit; regenerate."""',
+             f"ONNX_VERSION = {onnx.__version__!r}", "TYPES = ["]
+    lines += [f"    {t!r},  # {k}" for k, t in enumerate(types)]
+    lines += ["]", "TABLE = {"]
+    for domain, ops in table.items():
+        lines.append(f"    {domain!r}: {{")
+        for op, versions in ops.items():
+            lines.append(f"        {op!r}: {{")
+            lines += [f"            {since}: {entry!r}," for since, entry in versions.items()]
+            lines.append("        },")
+        lines.append("    },")
+    lines.append("}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":  # python -m ge.core.kernels.schema: regenerate attribute_table.py and type_table.py
     import os
-    write_attribute_table(os.path.join(os.path.dirname(os.path.abspath(__file__)), "attribute_table.py"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    write_attribute_table(os.path.join(here, "attribute_table.py"))
+    write_type_table(os.path.join(here, "type_table.py"))

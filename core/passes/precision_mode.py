@@ -33,6 +33,7 @@ import onnx
 from ..model.errors import GeError, GraphError, ValueDependentError
 from ..model.ir import Graph, Meta, Node, Value, subgraphs
 from ..kernels.fused import GE_DOMAIN
+from ..kernels.type_constraints import OpTypes, op_types
 from ._util import build_kernel, node_opset, rename_tensor, unique_name
 
 ORIGIN_MODES = ("force_fp32", "must_keep_origin_dtype")
@@ -159,35 +160,29 @@ def _float_formals(graph: Graph, node: Node, half: dict) -> tuple[list[int], lis
     in `half` was float32 in the model (a lowered op's output is float16 under its own name now)."""
     dtype = lambda t: None if not t else F32 if t in half else (graph.initializers[t].dtype if t in graph.initializers
                                          else graph.values[t].dtype if t in graph.values else None)
-    schema = _schema(graph, node)
-    if schema is None:
+    types = _types(graph, node)
+    if types is None:
         return ([i for i, t in enumerate(node.inputs) if dtype(t) == F32],
                 [j for j, t in enumerate(node.outputs) if dtype(t) == F32])
-    out_types = [_formal(schema.outputs, j) for j in range(len(node.outputs))]
-    ins_t = [_formal(schema.inputs, i) for i in range(len(node.inputs))]
+    out_types = [_param(types, j, outputs=True) for j in range(len(node.outputs))]
+    ins_t = [_param(types, i) for i in range(len(node.inputs))]
     # a type parameter bound by a float32 input (LayerNormalization's U comes from an attribute)
-    param = {t for t, x in zip(ins_t, node.inputs) if dtype(x) == F32 and t and not t.startswith("tensor(")}
+    param = {t for t, x in zip(ins_t, node.inputs) if dtype(x) == F32 and t}
     outs = [j for j, (t, o) in enumerate(zip(out_types, node.outputs)) if t in param and dtype(o) == F32]
     ins = [i for i, (t, x) in enumerate(zip(ins_t, node.inputs)) if t in param and dtype(x) == F32]
     return ins, outs
 
 
-def _schema(graph: Graph, node: Node):
-    if node.domain == GE_DOMAIN:
-        return None
-    try:
-        return onnx.defs.get_schema(node.op_type, node_opset(graph, node), node.domain)
-    except onnx.defs.SchemaError:
-        return None
+def _types(graph: Graph, node: Node) -> OpTypes | None:
+    """The type constraints of the node's schema (the generated table: no onnx.defs), None for ge's
+    fused ops and ops without one."""
+    return None if node.domain == GE_DOMAIN else op_types(node.domain, node.op_type, node_opset(graph, node))
 
 
-def _formal(params, i: int) -> str | None:
-    if not params:
-        return None
-    p = params[min(i, len(params) - 1)]
-    if i >= len(params) and p.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
-        return None
-    return p.type_str
+def _param(types: OpTypes, i: int, outputs: bool = False) -> str | None:
+    """The type parameter of input (output) i; None past the formals, or for a formal of a fixed type."""
+    formal = types.formal(i, outputs)
+    return formal.param if formal is not None and formal.param in types.params else None
 
 
 def _casts_to_half(node: Node) -> bool:
@@ -243,11 +238,10 @@ def _stand_in(graph: Graph, t: str) -> Meta | None:
 def _schema_allows_half(graph: Graph, node: Node, ins: list[int]) -> bool:
     """The schema's type constraints of the lowered inputs all allow float16 (ge's own fused ops,
     which have no schema, all take it)."""
-    schema = _schema(graph, node)
-    if schema is None:
+    types = _types(graph, node)
+    if types is None:
         return node.domain == GE_DOMAIN
-    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
-    return all("tensor(float16)" in allowed.get(_formal(schema.inputs, i), ()) for i in ins)
+    return all("float16" in types.params.get(_param(types, i), ()) for i in ins)
 
 
 def _twin_value(graph: Graph, name: str, twin: str, dtype: np.dtype) -> None:

@@ -18,7 +18,6 @@ import numpy as np
 
 from ...model.ir import Meta, dtype_from_onnx
 from ..base import Kernel
-from ..dtypes import is_float
 from ..registry import register
 
 
@@ -50,11 +49,6 @@ class Attention(Kernel):
         q, k, v = (self.input(i) for i in range(3))
         if q is None or k is None or v is None:
             raise self.fail("inputs Q, K and V are required")
-        for m, what in ((q, "Q"), (k, "K"), (v, "V")):
-            if not is_float(m.dtype):
-                raise self.fail(f"{what} has type {m.dtype}; a float type expected")
-        if k.dtype != q.dtype:
-            raise self.fail(f"K has type {k.dtype}, Q {q.dtype}: they must match")
         rank = len(q.shape)
         if rank not in (3, 4) or len(k.shape) != rank or len(v.shape) != rank:
             raise self.fail(f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}: all 3-D or all 4-D expected")

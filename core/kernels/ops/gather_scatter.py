@@ -35,12 +35,6 @@ class IndexKernel(Kernel):
     def known(self, i: int):
         return self.consts[i] if i < len(self.consts) else None
 
-    def int_meta(self, i: int, what: str) -> Meta:
-        m = self.meta(i, what)
-        if m.dtype not in (np.int32, np.int64):
-            raise self.fail(f"{what} has type {m.dtype}, int32 or int64 expected")
-        return m
-
     def axis(self, axis: int, rank: int) -> int:
         if not -rank <= axis < rank:
             raise self.fail(f"axis={axis} is out of range for rank {rank}")
@@ -73,7 +67,7 @@ class GatherND(IndexKernel):
     data viewed as [B * M, R] (B: batch dims, M: the addressed dims, R: the rest)."""
 
     def prepare(self):
-        dm, im = self.meta(0, "data"), self.int_meta(1, "indices")
+        dm, im = self.meta(0, "data"), self.meta(1, "indices")
         ds, iz = tuple(dm.shape), tuple(im.shape)
         b = int(self.attr("batch_dims", 0)) if self.opset >= 12 else 0
         if len(ds) < 1 or len(iz) < 1:
@@ -118,7 +112,7 @@ class ScatterElements(IndexKernel):
     legacy = False
 
     def prepare(self):
-        dm, im, um = self.meta(0, "data"), self.int_meta(1, "indices"), self.meta(2, "updates")
+        dm, im, um = self.meta(0, "data"), self.meta(1, "indices"), self.meta(2, "updates")
         ds, iz = tuple(dm.shape), tuple(im.shape)
         self.reduction = "none" if self.legacy else text(self.attr("reduction", "none"))
         allowed = ["none"] + (["add", "mul"] if self.opset >= 16 else []) + (["max", "min"] if self.opset >= 18 else [])
@@ -127,8 +121,6 @@ class ScatterElements(IndexKernel):
                             f"(one of {', '.join(allowed)})")
         if len(iz) != len(ds) or tuple(um.shape) != iz:
             raise self.fail(f"indices {iz} and updates {tuple(um.shape)} must have one shape, of data's rank {len(ds)}")
-        if um.dtype != dm.dtype:
-            raise self.fail(f"updates type {um.dtype} differs from data type {dm.dtype}")
         if len(ds) == 0:
             raise self.fail("data is a scalar; rank >= 1 expected")
         self.ax = self.axis(int(self.attr("axis", 0)), len(ds))
@@ -303,7 +295,7 @@ class ReverseSequence(IndexKernel):
     viewed as [T * B, rest] (or [B * T, rest])."""
 
     def prepare(self):
-        xm, lm = self.meta(0, "input"), self.int_meta(1, "sequence_lens")
+        xm, lm = self.meta(0, "input"), self.meta(1, "sequence_lens")
         shape = tuple(xm.shape)
         if len(shape) < 2:
             raise self.fail(f"input has shape {shape}, rank >= 2 expected")

@@ -104,9 +104,7 @@ def matmul_shape(k: Kernel, sa: tuple, sb: tuple) -> tuple:
 @register("MatMul", since=1)
 class MatMul(_Planned):
     def prepare(self):
-        a, b = self.meta(0, "A"), self.meta(1, "B")
-        if a.dtype != b.dtype:
-            raise self.fail(f"A is {a.dtype}, B is {b.dtype}: the types must match")
+        a, b = self.meta(0, "A"), self.meta(1, "B")  # of one type T
         sa, sb = tuple(a.shape), tuple(b.shape)
         self.out_metas = [Meta(a.dtype, matmul_shape(self, sa, sb))]
         self.k = sa[-1]
@@ -243,8 +241,6 @@ class Gemm(_Planned):
         a, b = self.meta(0, "A"), self.meta(1, "B")
         if len(a.shape) != 2 or len(b.shape) != 2:
             raise self.fail(f"A and B must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
-        if a.dtype != b.dtype:
-            raise self.fail(f"A is {a.dtype}, B is {b.dtype}: the types must match")
         self.ta, self.tb = int(self.attr("transA", 0)), int(self.attr("transB", 0))
         m, ka = a.shape[::-1] if self.ta else a.shape
         kb, n = b.shape[::-1] if self.tb else b.shape

@@ -259,8 +259,6 @@ class AveragePool(_WindowPool):
     reduce = np.add
 
     def prepare_pool(self):
-        if self.dtype.kind != "f":
-            raise self.fail(f"input type {self.dtype} is not supported")
         include = bool(int(self.attr("count_include_pad", 0)))
         counts = []
         for s, b, e, o, st, k, dl in zip(self.spatial, self.pb, self.pe, self.out, self.strides, self.kernel,
@@ -298,11 +296,6 @@ class _GlobalPool(SpatialKernel):
         self.plane = math.prod(shape[2:])
         self.scratch = Scratch()
         self.out_metas = [Meta(xm.dtype, shape[:2] + (1,) * (len(shape) - 2))]
-        self.check_dtype(xm.dtype)
-
-    def check_dtype(self, dt):
-        if dt.kind != "f":
-            raise self.fail(f"input type {dt} is not supported")
 
     def run(self, xs, ys, ws):
         x = xs[0].reshape(self.n, self.c, self.plane)
@@ -357,7 +350,3 @@ class GlobalAveragePool(_GlobalPool):
 @register("GlobalMaxPool", since=1)
 class GlobalMaxPool(_GlobalPool):
     reduce = staticmethod(np.max)
-
-    def check_dtype(self, dt):
-        if dt.kind not in "fiu":
-            raise self.fail(f"input type {dt} is not supported")

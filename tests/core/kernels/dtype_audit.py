@@ -81,7 +81,19 @@ def _retyped(case, schema, elem: int, np_type):
     for vi in g.output:
         if vi.name in same_out and vi.type.tensor_type.elem_type == source:
             vi.type.tensor_type.elem_type = elem
+    onnx_name = next(name for name, (e, _) in FLOAT_TYPES.items() if e == elem)
+    _opset_allowing(model, node.op_type, node.domain or "", tstr, f"tensor({onnx_name})")
     return model, inputs
+
+
+def _opset_allowing(model: onnx.ModelProto, op: str, domain: str, param: str, type_str: str) -> None:
+    """Raise the model's opset of op's domain to the newest schema's when the case's own opset
+    predates type_str in `param` (bool ReduceMax is opset 20's; onnx's case is opset 18): ge checks a
+    node's types against its schema at its opset, as onnxruntime does."""
+    opset = next(o for o in model.opset_import if o.domain in ((domain, "ai.onnx") if domain == "" else (domain,)))
+    older = {c.type_param_str: c.allowed_type_strs for c in onnx.defs.get_schema(op, opset.version, domain).type_constraints}
+    if param in older and type_str not in older[param]:
+        opset.version = _schema(op, domain).since_version
 
 
 def float_types(op: str, domain: str = "") -> list[str]:
@@ -200,6 +212,7 @@ def retyped(op: str, domain: str, param: str, type_str: str):
                 inputs[k] = np.asarray(inputs[k]).astype(np_type)
     for vi in g.output:  # another output's type may follow (OptionalGetElement's V its O): ge's to say
         vi.type.tensor_type.elem_type = elem if vi.name in outs else 0
+    _opset_allowing(model, op, domain, param, type_str)
     return model, inputs
 
 

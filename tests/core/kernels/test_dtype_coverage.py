@@ -66,17 +66,18 @@ def test_the_audit_covers_every_type_parameter():
     assert len(constraints("Where")["T"]) == 13  # every audited type: the floats, the integers, bool
 
 
-@pytest.mark.parametrize("op,narrow_input,build", [
-    ("BatchNormalization", 1, lambda: ([np.ones((2, 3, 2), np.float32) * 1.7] + [np.full(3, v, np.float32) for v in
+@pytest.mark.parametrize("op,narrow_inputs,build", [
+    ("BatchNormalization", (1, 2), lambda: ([np.ones((2, 3, 2), np.float32) * 1.7] + [np.full(3, v, np.float32) for v in
                                         (0.3, 0.1, 0.5, 2.0)], {"epsilon": 1e-5}, 15)),
-    ("Pow", 1, lambda: ([np.linspace(0.5, 2, 6, dtype=np.float32), np.float32(1.3) * np.ones(6, np.float32)], {}, 15)),
+    ("Pow", (1,), lambda: ([np.linspace(0.5, 2, 6, dtype=np.float32), np.float32(1.3) * np.ones(6, np.float32)], {}, 15)),
 ])
 @pytest.mark.parametrize("narrow", ["float16", "bfloat16"])
-def test_a_narrow_operand_leaves_a_float32_x_float32(op, narrow_input, build, narrow):
-    """A float16/bfloat16 scale or exponent next to a float32 X: the result has X's type (the schema's
-    T), computed on the narrow operand's values, as onnx's reference computes it."""
+def test_a_narrow_operand_leaves_a_float32_x_float32(op, narrow_inputs, build, narrow):
+    """A float16/bfloat16 scale and bias (one type T1) or exponent next to a float32 X: the result has
+    X's type (the schema's T), computed on the narrow operands' values, as onnx's reference computes it."""
     xs, attrs, opset = build()
-    xs[narrow_input] = xs[narrow_input].astype(NARROW[narrow])
+    for k in narrow_inputs:
+        xs[k] = xs[k].astype(NARROW[narrow])
     from onnx import helper
     names = [f"i{k}" for k in range(len(xs))]
     g = helper.make_graph([helper.make_node(op, names, ["y"], **attrs)], "m",
@@ -228,7 +229,8 @@ def test_bfloat16_bernoulli_draws_at_its_probabilities():
 def test_bfloat16_network_through_the_om(tmp_path, device):
     """A bfloat16 export (Conv with bfloat16 weights, Relu, x*sigmoid(x) that ge fuses, a residual Add,
     pooling, Softmax) compiles and runs on both devices, within a few bfloat16 roundings (each op
-    rounds its result) of onnxruntime's float32 run of the same weights and inputs."""
+    rounds its result) of onnxruntime's float32 run of the same weights and inputs. Opset 22: Conv and the pools take
+    bfloat16 since."""
     from onnx import TensorProto, helper, numpy_helper
 
     from ge.core import api
@@ -249,7 +251,7 @@ def test_bfloat16_network_through_the_om(tmp_path, device):
             [helper.make_tensor_value_info("x", elem, [2, 4, 6, 6]), helper.make_tensor_value_info("x2", elem, [2, 8, 6, 6])],
             [helper.make_tensor_value_info("y", elem, [2, 8])],
             [numpy_helper.from_array(w.astype(dt), "w"), numpy_helper.from_array(b.astype(dt), "b")])
-        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)])
 
     path = str(tmp_path / "m.onnx")
     onnx.save(model(TensorProto.BFLOAT16, bf16), path)
