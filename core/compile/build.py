@@ -14,6 +14,7 @@ from ..kernels.backend import NUMPY, Backend
 from ..kernels.ops.fused_elementwise import chain_label
 from .arena import ALIGNMENT, Buffer, align, plan_arena
 from .dataflow_plan import plan_dataflow
+from ..passes._util import node_opset
 
 
 def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "",
@@ -32,7 +33,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     tasks_nodes: list[Node] = []
     kernels, workspaces = [], []
     for node in graph.nodes:
-        kernel = _kernel(graph, node, opset)  # the instance decides (Dropout with a mask is no alias)
+        kernel = _kernel(graph, node, node_opset(graph, node))  # the instance decides (Dropout with a mask is no alias)
         produced = [o for o in node.outputs if o]
         src = node.inputs[0] if node.inputs else ""
         if kernel.alias and len(produced) == 1 and produced[0] not in outputs and src and src not in graph.initializers:
@@ -40,7 +41,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
         else:
             tasks_nodes.append(node)
             kernels.append(kernel)
-            workspaces.append(_workspace(graph, node, opset, kernel))
+            workspaces.append(_workspace(graph, node, node_opset(graph, node), kernel))
 
     # 2. lifetimes of every storage root, in task steps
     first: dict[str, int] = {}
@@ -95,7 +96,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
         a = arg(t)
         tensors.append(TensorPlan(t, a.allocation, a.offset, graph.meta(t).nbytes, a.dtype, a.shape,
                                   first.get(r, 0), last.get(r, first.get(r, 0)), r if r != t else ""))
-    tasks = [TaskDef(n.name, n.op_type, n.domain, opset, dict(n.attrs),
+    tasks = [TaskDef(n.name, n.op_type, n.domain, node_opset(graph, n), dict(n.attrs),
                      tuple(arg(i) if i else None for i in n.inputs), tuple(arg(o) if o else None for o in n.outputs),
                      ws)
              for n, ws in zip(tasks_nodes, workspaces)]
