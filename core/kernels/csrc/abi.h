@@ -119,13 +119,16 @@ typedef struct {
     int32_t half;  /* x and y are float16 (rows converted as read, the maxima exact in float32) */
 } MaxPool2d;
 
-/* LayerNormalization or Softmax over rows of `cols` floats (rows.c) */
+/* LayerNormalization, Softmax or RMSNormalization over rows of `cols` floats (rows.c):
+   ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale + bias; ROWS_SOFTMAX;
+   ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (bias unused) */
+enum { ROWS_LAYER_NORM, ROWS_SOFTMAX, ROWS_RMS_NORM };
 typedef struct {
     const float *x, *scale, *bias;  /* scale and bias: `cols` floats, or NULL */
     float *y;
     int64_t rows, cols;
     float eps;
-    int32_t softmax;  /* 0: LayerNormalization (x - mean) / sqrt(var + eps) * scale + bias; 1: Softmax */
+    int32_t kind;  /* ROWS_* */
     int32_t threads;
     int32_t half;  /* x and y are float16 (scale and bias float32) */
 } Rows;

@@ -17,6 +17,9 @@ HALF_A = 1
 HALF_B = 2
 HALF_C = 4
 HALF_BIAS = 8
+ROWS_LAYER_NORM = 0
+ROWS_SOFTMAX = 1
+ROWS_RMS_NORM = 2
 EW_ADD = 0
 EW_SUB = 1
 EW_MUL = 2
@@ -205,7 +208,7 @@ class Rows(ctypes.Structure):
         ('rows', ctypes.c_int64),
         ('cols', ctypes.c_int64),
         ('eps', ctypes.c_float),
-        ('softmax', ctypes.c_int32),
+        ('kind', ctypes.c_int32),
         ('threads', ctypes.c_int32),
         ('half', ctypes.c_int32),
     ]

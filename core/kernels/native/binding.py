@@ -17,7 +17,7 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvNchwc, Depthwise, DepthwiseNchwc, Eltwise,
                   GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder, NchwcScale, PhaseFill, QAdd,
-                  QDepthwise, QGemm, QOut, QPATH_BYTES, Rows)
+                  QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, Rows)
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -237,14 +237,15 @@ class Native:
                          *lay.sq, used, threads(), int(x_half))
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
-    def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
-                  eps=0.0) -> PreparedCall:
-        """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
-        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (any length):
-        converted a row at a time, computed in float32, rounded once."""
+    def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, kind=ROWS_LAYER_NORM, scale=None,
+                  bias=None, eps=0.0) -> PreparedCall:
+        """Per row of `cols` floats: ROWS_SOFTMAX, ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale
+        + bias or ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (scale, bias: `cols` floats or
+        None), prepared. x and y float16 (any length): converted a row at a time, computed in
+        float32, rounded once."""
         half = x.dtype == np.float16
         assert y.dtype == x.dtype
-        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
+        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, kind, threads(),
                     int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
 
