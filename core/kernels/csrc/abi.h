@@ -119,6 +119,17 @@ typedef struct {
     int32_t half;  /* x and y are float16 (rows converted as read, the maxima exact in float32) */
 } MaxPool2d;
 
+/* Resize mode=nearest over planes (resize.c): y[p][i][j] = x[p][rows[i]][cols[j]] for p < planes,
+   i < oh, j < ow, each element `unit` bytes (a float32 or float16, a blocked tensor's 16 channels);
+   repeat > 0 says cols[j] == j / repeat (an integer-scale upsample, copied without the gather) */
+typedef struct {
+    const void *x;
+    void *y;
+    const int64_t *rows, *cols;
+    int64_t planes, ih, iw, oh, ow, unit, repeat;
+    int32_t threads;
+} Nearest2d;
+
 /* LayerNormalization, Softmax or RMSNormalization over rows of `cols` floats (rows.c):
    ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale + bias; ROWS_SOFTMAX;
    ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (bias unused) */
@@ -337,6 +348,7 @@ int64_t ge_conv_pixels_items(const ConvDirect *d);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);
+void ge_nearest2d(const Nearest2d *p);
 int ge_nchwc_block(void);
 int ge_nchwc_group(void);
 void ge_nchwc_conv(const ConvNchwc *c);

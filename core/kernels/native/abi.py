@@ -199,6 +199,23 @@ class MaxPool2d(ctypes.Structure):
     ]
 
 
+class Nearest2d(ctypes.Structure):
+    _fields_ = [
+        ('x', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('rows', ctypes.c_void_p),
+        ('cols', ctypes.c_void_p),
+        ('planes', ctypes.c_int64),
+        ('ih', ctypes.c_int64),
+        ('iw', ctypes.c_int64),
+        ('oh', ctypes.c_int64),
+        ('ow', ctypes.c_int64),
+        ('unit', ctypes.c_int64),
+        ('repeat', ctypes.c_int64),
+        ('threads', ctypes.c_int32),
+    ]
+
+
 class Rows(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
@@ -476,7 +493,7 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, MaxPool2d, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, MaxPool2d, Nearest2d, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
@@ -502,6 +519,7 @@ SIGNATURES = {
     'ge_max_pool2d': ([ctypes.c_void_p], None),
     'ge_phase_fill': ([ctypes.c_void_p], None),
     'ge_rows': ([ctypes.c_void_p], None),
+    'ge_nearest2d': ([ctypes.c_void_p], None),
     'ge_nchwc_block': ([], ctypes.c_int),
     'ge_nchwc_group': ([], ctypes.c_int),
     'ge_nchwc_conv': ([ctypes.c_void_p], None),

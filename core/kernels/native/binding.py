@@ -17,7 +17,7 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvNchwc, Depthwise, DepthwiseNchwc, Eltwise,
                   GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder, NchwcScale, PhaseFill, QAdd,
-                  QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, Rows)
+                  QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, Nearest2d, Rows)
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -248,6 +248,17 @@ class Native:
         args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, kind, threads(),
                     int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
+
+    def nearest_call(self, x: np.ndarray, y: np.ndarray, rows: np.ndarray, cols: np.ndarray, *, planes: int, ih: int,
+                     iw: int, unit: int, repeat: int = 0) -> PreparedCall:
+        """Resize nearest of C-contiguous x (planes, ih, iw elements of `unit` bytes) into y (planes,
+        len(rows), len(cols) elements): y[p, i, j] = x[p, rows[i], cols[j]]; rows and cols int64 and in
+        range; repeat > 0 when cols[j] == j // repeat. Prepared."""
+        assert rows.dtype == cols.dtype == np.int64 and x.nbytes == planes * ih * iw * unit
+        assert y.nbytes == planes * len(rows) * len(cols) * unit
+        args = Nearest2d(x.ctypes.data, y.ctypes.data, rows.ctypes.data, cols.ctypes.data, planes, ih, iw,
+                         len(rows), len(cols), unit, repeat, threads())
+        return PreparedCall(self.lib.ge_nearest2d, args, (x, y, rows, cols))
 
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
