@@ -216,6 +216,30 @@ class Nearest2d(ctypes.Structure):
     ]
 
 
+class ConcatBlocks(ctypes.Structure):
+    _fields_ = [
+        ('src', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('bytes', ctypes.c_void_p),
+        ('offset', ctypes.c_void_p),
+        ('n', ctypes.c_int64),
+        ('outer', ctypes.c_int64),
+        ('y_step', ctypes.c_int64),
+    ]
+
+
+class GatherBlocks(ctypes.Structure):
+    _fields_ = [
+        ('x', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('idx', ctypes.c_void_p),
+        ('outer', ctypes.c_int64),
+        ('dim', ctypes.c_int64),
+        ('n_idx', ctypes.c_int64),
+        ('block', ctypes.c_int64),
+    ]
+
+
 class Rows(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
@@ -493,7 +517,7 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, MaxPool2d, Nearest2d, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
@@ -520,6 +544,8 @@ SIGNATURES = {
     'ge_phase_fill': ([ctypes.c_void_p], None),
     'ge_rows': ([ctypes.c_void_p], None),
     'ge_nearest2d': ([ctypes.c_void_p], None),
+    'ge_concat': ([ctypes.c_void_p], None),
+    'ge_gather': ([ctypes.c_void_p], ctypes.c_int),
     'ge_nchwc_block': ([], ctypes.c_int),
     'ge_nchwc_group': ([], ctypes.c_int),
     'ge_nchwc_conv': ([ctypes.c_void_p], None),

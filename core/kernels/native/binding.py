@@ -17,7 +17,7 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvNchwc, Depthwise, DepthwiseNchwc, Eltwise,
                   GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder, NchwcScale, PhaseFill, QAdd,
-                  QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, Nearest2d, Rows)
+                  QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks, GatherBlocks, Nearest2d, Rows)
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -259,6 +259,28 @@ class Native:
         args = Nearest2d(x.ctypes.data, y.ctypes.data, rows.ctypes.data, cols.ctypes.data, planes, ih, iw,
                          len(rows), len(cols), unit, repeat, threads())
         return PreparedCall(self.lib.ge_nearest2d, args, (x, y, rows, cols))
+
+    def concat_call(self, xs: list[np.ndarray], y: np.ndarray, outer: int) -> PreparedCall:
+        """Concat of C-contiguous xs into C-contiguous y along the axis after the first `outer` elements'
+        worth of leading dims (each x: outer blocks of x.nbytes // outer bytes), prepared."""
+        n = len(xs)
+        sizes = [x.nbytes // outer if outer else 0 for x in xs]
+        assert y.nbytes == outer * sum(sizes) and all(x.dtype == y.dtype for x in xs)
+        src = (ctypes.c_void_p * n)(*[x.ctypes.data for x in xs])
+        block = (ctypes.c_int64 * n)(*sizes)
+        offset = (ctypes.c_int64 * n)(*[sum(sizes[:k]) for k in range(n)])
+        args = ConcatBlocks(ctypes.addressof(src), y.ctypes.data, ctypes.addressof(block),
+                            ctypes.addressof(offset), n, outer, sum(sizes))
+        return PreparedCall(self.lib.ge_concat, args, (tuple(xs), y, src, block, offset))
+
+    def gather_call(self, x: np.ndarray, y: np.ndarray, idx: np.ndarray, *, outer: int, dim: int,
+                    block: int) -> PreparedCall:
+        """Gather of C-contiguous x (outer, dim blocks of `block` bytes) by int64 idx into y (outer,
+        idx.size blocks), prepared; its fn returns 1 when an index is out of [-dim, dim)."""
+        assert idx.dtype == np.int64 and idx.flags.c_contiguous and x.nbytes == outer * dim * block
+        assert y.nbytes == outer * idx.size * block
+        args = GatherBlocks(x.ctypes.data, y.ctypes.data, idx.ctypes.data, outer, dim, idx.size, block)
+        return PreparedCall(self.lib.ge_gather, args, (x, y, idx))
 
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
