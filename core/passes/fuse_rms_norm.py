@@ -25,7 +25,7 @@ from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, known_dims
 from ._util import set_initializer, unique_name
-from .fuse_layer_norm import _trailing_axis
+from .fuse_layer_norm import _affine_param, _constant, _trailing_axis
 
 
 def fuse_rms_norm(graph: Graph, stats: dict | None = None) -> Graph:
@@ -122,27 +122,12 @@ def _cast_type(cast: Node) -> np.dtype | None:
     return DTYPES.get(int(cast.attrs.get("to", 0)))  # None for a type ge does not know: no match
 
 
-def _constant(m: Matcher, name: str) -> float | None:
-    a = m.graph.initializers.get(name)
-    return float(a.reshape(-1)[0]) if a is not None and a.size == 1 else None
-
-
 def _weight(m: Matcher, name: str | None, norm: tuple, dtype) -> str | None:
     """A constant of `dtype` broadcasting over the normalized axes, as an initializer of exactly
     their shape (the native rows read a whole row of it), else None."""
-    a = m.graph.initializers.get(name) if name else None
-    if a is None or a.dtype != dtype:
-        return None
-    shape = tuple(a.shape)
-    while len(shape) > len(norm) and shape[0] == 1:
-        shape = shape[1:]
-    try:
-        if len(shape) > len(norm) or np.broadcast_shapes(shape, norm) != norm:
-            return None
-    except ValueError:
-        return None
-    if shape == norm and a.ndim == len(norm):
+    name = _affine_param(m, name, norm, dtype)
+    if name is None or m.graph.initializers[name].shape == norm:
         return name
     full = unique_name(m.graph, f"{name}_rows")
-    set_initializer(m.graph, full, np.ascontiguousarray(np.broadcast_to(a.reshape(shape), norm)))
+    set_initializer(m.graph, full, np.ascontiguousarray(np.broadcast_to(m.graph.initializers[name], norm)))
     return full

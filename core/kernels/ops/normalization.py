@@ -24,6 +24,23 @@ def _float_type(k: SpatialKernel, dt: np.dtype) -> None:
         raise k.fail(f"input type {dt} is not supported (float16, float32, float64)")
 
 
+def _norm_axis(k: SpatialKernel, shape: tuple) -> int:
+    """The `axis` attribute (default -1) as a non-negative axis of X's shape."""
+    r = len(shape)
+    axis = int(k.attr("axis", -1))
+    if not -r <= axis < r:
+        raise k.fail(f"axis={axis} is out of range for X of shape {shape}")
+    return axis % r
+
+
+def _check_broadcast(k: SpatialKernel, what: str, m: Meta, norm: tuple) -> None:
+    try:
+        if np.broadcast_shapes(tuple(m.shape), norm) != norm:
+            raise ValueError
+    except ValueError:
+        raise k.fail(f"{what} of shape {tuple(m.shape)} does not broadcast to {norm}") from None
+
+
 class _Widened(SpatialKernel):
     """A kernel whose run_wide() works in `self.work`: float32 for float16 X, else X's dtype."""
 
@@ -153,10 +170,7 @@ class LayerNormalization(_Widened):
         _float_type(self, xm.dtype)
         shape = tuple(xm.shape)
         r = len(shape)
-        axis = int(self.attr("axis", -1))
-        if not -r <= axis < r:
-            raise self.fail(f"axis={axis} is out of range for X of shape {shape}")
-        axis %= r
+        axis = _norm_axis(self, shape)
         stash = int(self.attr("stash_type", 1))
         if stash != 1:
             raise self.fail(f"stash_type={stash} is not supported (1: float32 statistics)")
@@ -167,11 +181,7 @@ class LayerNormalization(_Widened):
                 if i == 1:
                     raise self.fail("input 1 (Scale) is missing")
                 continue
-            try:
-                if np.broadcast_shapes(tuple(m.shape), norm) != norm:
-                    raise ValueError
-            except ValueError:
-                raise self.fail(f"{what} of shape {tuple(m.shape)} does not broadcast to {norm}") from None
+            _check_broadcast(self, what, m, norm)
         self.scratch = Scratch()
         work = self.widen(xm)
         self.eps = work.type(float(self.attr("epsilon", 1e-5)))
@@ -270,21 +280,13 @@ class FusedRMSNormalization(_Widened):
         xm = self.input_meta(0, "X")
         _float_type(self, xm.dtype)
         shape = tuple(xm.shape)
-        r = len(shape)
-        axis = int(self.attr("axis", -1))
-        if not -r <= axis < r:
-            raise self.fail(f"axis={axis} is out of range for X of shape {shape}")
-        axis %= r
+        axis = _norm_axis(self, shape)
         norm = shape[axis:]
         sm = self.inputs[1] if len(self.inputs) > 1 else None
         if sm is not None:
             if sm.dtype not in (xm.dtype, np.float32):
                 raise self.fail(f"scale has type {sm.dtype}; X's type {xm.dtype} or float32 expected")
-            try:
-                if np.broadcast_shapes(tuple(sm.shape), norm) != norm:
-                    raise ValueError
-            except ValueError:
-                raise self.fail(f"scale of shape {tuple(sm.shape)} does not broadcast to {norm}") from None
+            _check_broadcast(self, "scale", sm, norm)
         self.scratch = Scratch()
         work = self.widen(xm)
         self.eps = work.type(float(self.attr("epsilon", 1e-5)))
