@@ -9,23 +9,26 @@ Recognized, from the ReduceMean(keepdims=1) over trailing axes:
     ms = ReduceMean(Pow(xf, 2) or Mul(xf, xf));  s = Sqrt(Add(ms, eps))
     n = Mul(xf, Reciprocal(s)) or Mul(xf, Div(1, s)) or Div(xf, s)  (operands in either order)
 then, optionally, Mul by a constant weight broadcasting over the normalized axes and, when xf is a
-Cast, the Cast back to x's type (when the pattern alone reads the Cast), in either order (HF: `weight * h.to(input_dtype)`). With both Casts
-the fused node reads x and computes in float32 (the native rows convert a float16 row as they read
-it) and rounds once: where the export rounds x * inv to float16 before the weight's Mul, the fused
-result differs from it by at most a float16 rounding step. A Cast without its Cast back stays a Cast.
-Every other intermediate is read only by the pattern and is no graph output (x itself may be
-read elsewhere, as the residual is).
+Cast from float16 that only the pattern reads, the Cast back to float16, in either order (HF:
+`weight * h.to(input_dtype)`). With both Casts the fused node reads x and computes in float32 (the
+native rows convert a float16 row as they read it) and rounds once: where the export rounds x * inv
+to float16 before the weight's Mul, the fused result differs from it by at most a float16 rounding
+step. A Cast without its Cast back stays a Cast (so does one from bfloat16: the fused node reads its
+float32 output). Every other intermediate is read only by the pattern and is no graph output (x
+itself may be read elsewhere, as the residual is).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..model.ir import DTYPES, Graph, Node
-from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, known_dims
 from ._util import set_initializer, unique_name
 from .fuse_layer_norm import _affine_param, _constant, _trailing_axis
+
+#: the types ge::RMSNormalization takes (float16 computed in float32)
+KERNEL_TYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 def fuse_rms_norm(graph: Graph, stats: dict | None = None) -> Graph:
@@ -58,7 +61,7 @@ def _match(m: Matcher, mean: Node):
     elif square.op_type != "Mul" or square.inputs != [xf, xf]:
         return None
     dtype, shape = m.meta(xf)
-    if dtype is None or not is_float(dtype):
+    if dtype not in KERNEL_TYPES:
         return None
     axis = _trailing_axis(m, mean, len(shape))
     if axis is None or not known_dims(shape[axis:]):  # the weight is checked against the normalized dims
@@ -75,9 +78,8 @@ def _match(m: Matcher, mean: Node):
     if after.op_type == "Div" and after.inputs == [xf, sqrt.outputs[0]]:
         scaled = after
     else:
-        if after.op_type == "Reciprocal":
-            pass
-        elif not (after.op_type == "Div" and after.inputs[1:] == [sqrt.outputs[0]] and _constant(m, after.inputs[0]) == 1.0):
+        one_over = after.op_type == "Div" and after.inputs[1:] == [sqrt.outputs[0]] and _constant(m, after.inputs[0]) == 1.0
+        if after.op_type != "Reciprocal" and not one_over:
             return None
         group.append(after)
         scaled = m.sole_consumer(after)
@@ -108,14 +110,11 @@ def _match(m: Matcher, mean: Node):
 
 
 def _cast_to_float32(m: Matcher, xf: str) -> Node | None:
-    """The Cast(x, to=float32) producing xf, from a float type other than float32, else None."""
+    """The Cast(x, to=float32) producing xf from float16, else None."""
     cast = m.producers.get(xf)
     if cast is None or cast.op_type != "Cast" or cast.domain != "" or m.removed(cast) or not m.internal(xf):
         return None
-    if _cast_type(cast) != np.float32:
-        return None
-    src = m.meta(cast.inputs[0])[0]
-    return cast if src is not None and is_float(src) and src != np.float32 else None
+    return cast if _cast_type(cast) == np.float32 and m.meta(cast.inputs[0])[0] == np.float16 else None
 
 
 def _cast_type(cast: Node) -> np.dtype | None:

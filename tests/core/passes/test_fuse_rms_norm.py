@@ -151,6 +151,17 @@ def test_near_misses_stay(make_model, load, change):
     assert stats["fused"] == 0 and "Sqrt" in [n.op_type for n in g.nodes]
 
 
+def test_a_bfloat16_cast_stays(make_model, load):
+    """From bfloat16 (no type of the fused kernel) the Casts stay: the fused node reads float32."""
+    nodes, inits = written_out(16, cast=True, weight=None)
+    next(n for n in nodes if n.op_type == "Cast" and n.input[0] == "n").attribute[0].i = TensorProto.BFLOAT16
+    g = infer_shapes(load(make_model(nodes, {"x": (TensorProto.BFLOAT16, [2, 4, 16])}, ["y"], inits)))
+    stats = {}
+    fuse_rms_norm(g, stats=stats)
+    assert stats["fused"] == 1
+    assert [(n.op_type, n.inputs[0]) for n in g.nodes] == [("Cast", "x"), ("RMSNormalization", "xf"), ("Cast", "n")]
+
+
 @pytest.mark.parametrize("change", ["normalized read elsewhere", "no cast back"])
 def test_partial_forms_keep_what_others_read(make_model, load, run_ort, run_ge, change):
     """The core fuses; the weight's Mul stays when the normalized value is read elsewhere too, and
