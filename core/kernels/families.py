@@ -251,6 +251,7 @@ FAMILIES = {
     ('ge', 'NchwcGlobalAveragePool'): ('blocked',),
     ('ge', 'NchwcMaxPool'): ('blocked',),
     ('ge', 'NchwcMul'): ('blocked',),
+    ('ge', 'RMSNormalization'): ('normalization',),
     ('ge', 'ReorderInput'): ('blocked',),
     ('ge', 'ReorderOutput'): ('blocked',),
     ('ge', 'Swish'): ('elementwise',),

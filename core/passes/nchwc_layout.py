@@ -23,7 +23,8 @@ MobileNetV3's and PP-LCNet's gates, whose two 1x1 convs on the pooled means stay
 a Split along the channels and an Add of one shape whose inputs members write blocked, when every part but
 the last is whole blocks (YOLOv8's C2f blocks: a conv split in two, bottlenecks added, all concatenated,
 SPPF's pools concatenated): they stay Concat, Split and Add, along axis 1 of the blocked tensors (the last
-part's padding channels stay last). A pool after a
+part's padding channels stay last). So does a nearest Resize over H and W of such a value (YOLO's and
+FPNs' upsample between a conv and a Concat): the same Resize of the blocked tensor. A pool after a
 conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input would cost more than its output.
 Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
 kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
@@ -64,7 +65,7 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
     members, writers = [], set()  # writers: the values a member writes blocked
     for n in graph.nodes:  # in graph order: a pool's producer is decided before it
         if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _eligible_mul(graph, n, writers) \
-                or _eligible_channel_op(graph, n, writers):
+                or _eligible_channel_op(graph, n, writers) or _eligible_resize(graph, n, writers):
             members.append(n)
             writers.update(_written(n))
     regions = [r for r in _regions(graph, members) if _pays(graph, r)]
@@ -129,6 +130,39 @@ def _eligible_channel_op(graph: Graph, node: Node, writers: set) -> bool:
                                                            and node.inputs[1] not in graph.initializers)):
         return False
     return all(graph.meta(v).shape[1] % BLOCK == 0 for v in parts[:-1])
+
+
+def _eligible_resize(graph: Graph, node: Node, writers: set) -> bool:
+    """A Resize (opset 11+) mode=nearest of a value a member writes blocked, over H and W only, by constant
+    scales or sizes, without axes and not tf_crop_and_resize (the one mode that reads roi): YOLO's and
+    FPNs' upsample. Blocked, it is the same Resize of the (N, C/16, H, W, 16) tensor, its scales (or
+    sizes) given a fifth value that keeps the last axis."""
+    if (node.domain, node.op_type) != ("", "Resize") or graph.opset.get("", 17) < 11 or not node.inputs or \
+            node.inputs[0] not in writers or len(node.outputs) != 1:
+        return False
+    mode, coord, policy = (node.attrs.get(k, d) for k, d in (
+        ("mode", "nearest"), ("coordinate_transformation_mode", "half_pixel"), ("keep_aspect_ratio_policy", "stretch")))
+    text = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+    if text(mode) != "nearest" or text(coord) == "tf_crop_and_resize" or text(policy) != "stretch" or "axes" in node.attrs:
+        return False
+    x, y = graph.values.get(node.inputs[0]), graph.values.get(node.outputs[0])
+    if any(v is None or not v.is_static or v.dtype != np.float32 or len(v.shape) != 4 for v in (x, y)):
+        return False
+    param = _resize_param(graph, node)
+    if param is None or tuple(x.shape[:2]) != tuple(y.shape[:2]):
+        return False
+    i, values = param
+    return bool(np.all(values[:2] == 1)) if i == 2 else [int(v) for v in values[:2]] == list(x.shape[:2])
+
+
+def _resize_param(graph: Graph, node: Node):
+    """(input index, its 4 constant values) of a Resize's scales or sizes, or None."""
+    for i in (2, 3):
+        name = node.inputs[i] if i < len(node.inputs) else ""
+        a = graph.initializers.get(name) if name else None
+        if a is not None and a.size == 4:
+            return i, a.reshape(-1)
+    return None
 
 
 def _written(node: Node) -> list[str]:
@@ -269,6 +303,12 @@ def _rewrite(graph: Graph, r: _Region) -> None:
                               name=_unused_node(graph, f"{o}:from_nchwc"), domain=GE_DOMAIN)
                          for o in n.outputs if o in r.leaving)
             continue
+        if n.op_type == "Resize":  # the same Resize over H and W of the blocked tensor
+            nodes.append(_blocked_resize(graph, n, inputs, blocked[y]))
+            if y in r.leaving:
+                nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+                                  name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
+            continue
         if n.op_type == "GlobalAveragePool":  # reads blocked, writes NCHW
             nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(graph.meta(y).shape[1])},
                               name=n.name, domain=GE_DOMAIN))
@@ -302,6 +342,21 @@ def _channel_op(graph: Graph, n: Node, inputs: list[str], outputs: list[str], sp
         else:
             attrs["split"] = split_blocks
     return Node(n.op_type, inputs, outputs, attrs=attrs, name=n.name)
+
+
+def _blocked_resize(graph: Graph, n: Node, inputs: list[str], y: str) -> Node:
+    """The Resize of the blocked tensor: scales (1, 1, sh, sw, 1), or sizes with the blocked channel and
+    block dims (an unscaled axis maps straight through in every coordinate mode)."""
+    i, values = _resize_param(graph, n)
+    if i == 2:
+        param = np.append(values, 1).astype(values.dtype)
+    else:
+        param = np.array(blocked_shape(tuple(int(v) for v in values)), np.int64)
+    name = _unused(graph, f"{n.name}:{'scales' if i == 2 else 'sizes'}_nchwc")
+    set_initializer(graph, name, param)
+    inputs = list(inputs) + [""] * (i + 1 - len(inputs))
+    inputs[i] = name
+    return Node("Resize", inputs, [y], attrs=dict(n.attrs), name=n.name)
 
 
 def _unused(graph: Graph, name: str) -> str:

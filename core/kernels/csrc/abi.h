@@ -122,13 +122,46 @@ typedef struct {
     int32_t half;  /* x and y are float16 (rows converted as read, the maxima exact in float32) */
 } MaxPool2d;
 
-/* LayerNormalization or Softmax over rows of `cols` floats (rows.c) */
+/* Resize mode=nearest over planes (resize.c): y[p][i][j] = x[p][rows[i]][cols[j]] for p < planes,
+   i < oh, j < ow, each element `unit` bytes (a float32 or float16, a blocked tensor's 16 channels);
+   repeat > 0 says cols[j] == j / repeat (an integer-scale upsample, copied without the gather) */
+typedef struct {
+    const void *x;
+    void *y;
+    const int64_t *rows, *cols;
+    int64_t planes, ih, iw, oh, ow, unit, repeat;
+    int32_t threads;
+} Nearest2d;
+
+/* Concat of C-contiguous inputs (copy.c): for o < outer and each input k < n, the block of bytes[k] bytes
+   at src[k] + o * bytes[k] goes to y + o * y_step + offset[k] */
+typedef struct {
+    const void *const *src;
+    void *y;
+    const int64_t *bytes, *offset;
+    int64_t n, outer, y_step;
+} ConcatBlocks;
+
+/* Gather (copy.c): y[o][i] = x[o][idx[i]] for o < outer, i < n_idx, each a block of `block` bytes, x
+   with `dim` blocks along the gathered axis; a negative index counts from the end. ge_gather returns
+   0, or 1 (writing nothing) when an index is outside [-dim, dim) */
+typedef struct {
+    const void *x;
+    void *y;
+    const int64_t *idx;
+    int64_t outer, dim, n_idx, block;
+} GatherBlocks;
+
+/* LayerNormalization, Softmax or RMSNormalization over rows of `cols` floats (rows.c):
+   ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale + bias; ROWS_SOFTMAX;
+   ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (bias unused) */
+enum { ROWS_LAYER_NORM, ROWS_SOFTMAX, ROWS_RMS_NORM };
 typedef struct {
     const float *x, *scale, *bias;  /* scale and bias: `cols` floats, or NULL */
     float *y;
     int64_t rows, cols;
     float eps;
-    int32_t softmax;  /* 0: LayerNormalization (x - mean) / sqrt(var + eps) * scale + bias; 1: Softmax */
+    int32_t kind;  /* ROWS_* */
     int32_t threads;
     int32_t half;  /* x and y are float16 (scale and bias float32) */
 } Rows;
@@ -337,6 +370,9 @@ int64_t ge_conv_pixels_items(const ConvDirect *d);
 void ge_max_pool2d(const MaxPool2d *p);
 void ge_phase_fill(const PhaseFill *f);
 void ge_rows(const Rows *r);
+void ge_nearest2d(const Nearest2d *p);
+void ge_concat(const ConcatBlocks *c);
+int ge_gather(const GatherBlocks *g);
 int ge_nchwc_block(void);
 int ge_nchwc_group(void);
 void ge_nchwc_conv(const ConvNchwc *c);

@@ -1,4 +1,4 @@
-/* Row-wise kernels (a transformer's LayerNormalization and Softmax over the last axis): rows of
+/* Row-wise kernels (a transformer's LayerNormalization, RMSNormalization and Softmax over the last axis): rows of
 `cols` floats, items of ROWS_PER_ITEM rows. Statistics in float32 lanes, summed across lanes at
 the end of the row. float16 rows (half) are converted into float32 a row at a time, computed as
 float32 rows are, and rounded once as they are stored (on the stack up to HALF_STACK_COLS, longer
@@ -42,6 +42,32 @@ static void layer_norm_row(const Rows *r, const float *x, float *y) {
         vstore(y + j, v);
     }
     for (; j < n; j++) y[j] = (x[j] - mean) * inv * (r->scale ? r->scale[j] : 1.0f) + (r->bias ? r->bias[j] : 0.0f);
+}
+
+/* x / sqrt(mean(x * x) + eps) * scale: one pass for the sum of squares (two chains), one for the
+scaled row, the tail through masked loads */
+static void rms_norm_row(const Rows *r, const float *x, float *y) {
+    int64_t n = r->cols, j;
+    int tail = (int)(n % VL);
+    int64_t body = n - tail;
+    vec acc = (vec){0}, acc2 = (vec){0};
+    for (j = 0; j + 2 * VL <= body; j += 2 * VL) {
+        vec v = vload(x + j), v2 = vload(x + j + VL);
+        acc += v * v;
+        acc2 += v2 * v2;
+    }
+    if (j < body) { vec v = vload(x + j); acc += v * v; }
+    if (tail) { vec v = load_part(x + body, tail); acc2 += v * v; }
+    float inv = 1.0f / __builtin_sqrtf(hsum(acc + acc2) / (float)n + r->eps);
+    const float *s = r->scale;
+    for (j = 0; j < body; j += VL) {
+        vec v = vload(x + j) * inv;
+        vstore(y + j, s ? v * vload(s + j) : v);
+    }
+    if (tail) {
+        vec v = load_part(x + body, tail) * inv;
+        store_part(y + body, s ? v * load_part(s + body, tail) : v, tail);
+    }
 }
 
 /* The largest lane (NaNs aside) and whether any lane is set: one tree of shuffles on AVX-512
@@ -115,7 +141,8 @@ static void rows_item(void *ctx, int64_t it, int slot) {
     const Rows *r = ctx;
     (void)slot;
     int64_t i1 = (it + 1) * ROWS_PER_ITEM < r->rows ? (it + 1) * ROWS_PER_ITEM : r->rows;
-    void (*row)(const Rows *, const float *, float *) = r->softmax ? softmax_row : layer_norm_row;
+    void (*row)(const Rows *, const float *, float *) =
+        r->kind == ROWS_SOFTMAX ? softmax_row : r->kind == ROWS_RMS_NORM ? rms_norm_row : layer_norm_row;
     if (!r->half) {
         for (int64_t i = it * ROWS_PER_ITEM; i < i1; i++) row(r, r->x + i * r->cols, r->y + i * r->cols);
         return;

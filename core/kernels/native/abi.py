@@ -17,6 +17,9 @@ HALF_A = 1
 HALF_B = 2
 HALF_C = 4
 HALF_BIAS = 8
+ROWS_LAYER_NORM = 0
+ROWS_SOFTMAX = 1
+ROWS_RMS_NORM = 2
 EW_ADD = 0
 EW_SUB = 1
 EW_MUL = 2
@@ -198,6 +201,47 @@ class MaxPool2d(ctypes.Structure):
     ]
 
 
+class Nearest2d(ctypes.Structure):
+    _fields_ = [
+        ('x', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('rows', ctypes.c_void_p),
+        ('cols', ctypes.c_void_p),
+        ('planes', ctypes.c_int64),
+        ('ih', ctypes.c_int64),
+        ('iw', ctypes.c_int64),
+        ('oh', ctypes.c_int64),
+        ('ow', ctypes.c_int64),
+        ('unit', ctypes.c_int64),
+        ('repeat', ctypes.c_int64),
+        ('threads', ctypes.c_int32),
+    ]
+
+
+class ConcatBlocks(ctypes.Structure):
+    _fields_ = [
+        ('src', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('bytes', ctypes.c_void_p),
+        ('offset', ctypes.c_void_p),
+        ('n', ctypes.c_int64),
+        ('outer', ctypes.c_int64),
+        ('y_step', ctypes.c_int64),
+    ]
+
+
+class GatherBlocks(ctypes.Structure):
+    _fields_ = [
+        ('x', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('idx', ctypes.c_void_p),
+        ('outer', ctypes.c_int64),
+        ('dim', ctypes.c_int64),
+        ('n_idx', ctypes.c_int64),
+        ('block', ctypes.c_int64),
+    ]
+
+
 class Rows(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
@@ -207,7 +251,7 @@ class Rows(ctypes.Structure):
         ('rows', ctypes.c_int64),
         ('cols', ctypes.c_int64),
         ('eps', ctypes.c_float),
-        ('softmax', ctypes.c_int32),
+        ('kind', ctypes.c_int32),
         ('threads', ctypes.c_int32),
         ('half', ctypes.c_int32),
     ]
@@ -475,7 +519,7 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, MaxPool2d, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
@@ -501,6 +545,9 @@ SIGNATURES = {
     'ge_max_pool2d': ([ctypes.c_void_p], None),
     'ge_phase_fill': ([ctypes.c_void_p], None),
     'ge_rows': ([ctypes.c_void_p], None),
+    'ge_nearest2d': ([ctypes.c_void_p], None),
+    'ge_concat': ([ctypes.c_void_p], None),
+    'ge_gather': ([ctypes.c_void_p], ctypes.c_int),
     'ge_nchwc_block': ([], ctypes.c_int),
     'ge_nchwc_group': ([], ctypes.c_int),
     'ge_nchwc_conv': ([ctypes.c_void_p], None),

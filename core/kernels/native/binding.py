@@ -17,7 +17,7 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvNchwc, Depthwise, DepthwiseNchwc, Eltwise,
                   GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder, NchwcScale, PhaseFill, QAdd,
-                  QDepthwise, QGemm, QOut, QPATH_BYTES, Rows)
+                  QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks, GatherBlocks, Nearest2d, Rows)
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -240,16 +240,50 @@ class Native:
                          *lay.sq, used, threads(), int(x_half))
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
-    def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, softmax=False, scale=None, bias=None,
-                  eps=0.0) -> PreparedCall:
-        """Per row of `cols` floats: Softmax, or LayerNormalization (x - mean) / sqrt(var + eps) *
-        scale + bias (scale, bias: `cols` floats or None), prepared. x and y float16 (any length):
-        converted a row at a time, computed in float32, rounded once."""
+    def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, kind=ROWS_LAYER_NORM, scale=None,
+                  bias=None, eps=0.0) -> PreparedCall:
+        """Per row of `cols` floats: ROWS_SOFTMAX, ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale
+        + bias or ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (scale, bias: `cols` floats or
+        None), prepared. x and y float16 (any length): converted a row at a time, computed in
+        float32, rounded once."""
         half = x.dtype == np.float16
         assert y.dtype == x.dtype
-        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, int(softmax), threads(),
+        args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, kind, threads(),
                     int(half))
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
+
+    def nearest_call(self, x: np.ndarray, y: np.ndarray, rows: np.ndarray, cols: np.ndarray, *, planes: int, ih: int,
+                     iw: int, unit: int, repeat: int = 0) -> PreparedCall:
+        """Resize nearest of C-contiguous x (planes, ih, iw elements of `unit` bytes) into y (planes,
+        len(rows), len(cols) elements): y[p, i, j] = x[p, rows[i], cols[j]]; rows and cols int64 and in
+        range; repeat > 0 when cols[j] == j // repeat. Prepared."""
+        assert rows.dtype == cols.dtype == np.int64 and x.nbytes == planes * ih * iw * unit
+        assert y.nbytes == planes * len(rows) * len(cols) * unit
+        args = Nearest2d(x.ctypes.data, y.ctypes.data, rows.ctypes.data, cols.ctypes.data, planes, ih, iw,
+                         len(rows), len(cols), unit, repeat, threads())
+        return PreparedCall(self.lib.ge_nearest2d, args, (x, y, rows, cols))
+
+    def concat_call(self, xs: list[np.ndarray], y: np.ndarray, outer: int) -> PreparedCall:
+        """Concat of C-contiguous xs into C-contiguous y along the axis after the first `outer` elements'
+        worth of leading dims (each x: outer blocks of x.nbytes // outer bytes), prepared."""
+        n = len(xs)
+        sizes = [x.nbytes // outer if outer else 0 for x in xs]
+        assert y.nbytes == outer * sum(sizes) and all(x.dtype == y.dtype for x in xs)
+        src = (ctypes.c_void_p * n)(*[x.ctypes.data for x in xs])
+        block = (ctypes.c_int64 * n)(*sizes)
+        offset = (ctypes.c_int64 * n)(*[sum(sizes[:k]) for k in range(n)])
+        args = ConcatBlocks(ctypes.addressof(src), y.ctypes.data, ctypes.addressof(block),
+                            ctypes.addressof(offset), n, outer, sum(sizes))
+        return PreparedCall(self.lib.ge_concat, args, (tuple(xs), y, src, block, offset))
+
+    def gather_call(self, x: np.ndarray, y: np.ndarray, idx: np.ndarray, *, outer: int, dim: int,
+                    block: int) -> PreparedCall:
+        """Gather of C-contiguous x (outer, dim blocks of `block` bytes) by int64 idx into y (outer,
+        idx.size blocks), prepared; its fn returns 1 when an index is out of [-dim, dim)."""
+        assert idx.dtype == np.int64 and idx.flags.c_contiguous and x.nbytes == outer * dim * block
+        assert y.nbytes == outer * idx.size * block
+        args = GatherBlocks(x.ctypes.data, y.ctypes.data, idx.ctypes.data, outer, dim, idx.size, block)
+        return PreparedCall(self.lib.ge_gather, args, (x, y, idx))
 
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:

@@ -37,6 +37,10 @@ class PreparedCall:
     def run(self) -> None:
         self.fn(self.ref)
 
+    def run_checked(self) -> int:
+        """run(), returning the native function's int result (a status: 0 is success)."""
+        return self.fn(self.ref)
+
 
 class CallSequence:
     """Prepared calls run in order as one (a convolution's phase fill, then its product per item)."""

@@ -1,8 +1,8 @@
-"""BatchNormalization (inference), LayerNormalization, Softmax, LogSoftmax: ufuncs with `out=` over the
-whole tensor, per-row statistics in small workspace arrays. float16 is computed in float32 scratch
-and rounded once into Y (float16 sums and exponentials lose too much; onnxruntime widens too): the
-native row kernels (LayerNormalization, Softmax along the last axis) convert a row at a time as they
-read and store it, the others convert X and Y whole."""
+"""BatchNormalization (inference), LayerNormalization, ge's fused RMSNormalization, Softmax, LogSoftmax:
+ufuncs with `out=` over the whole tensor, per-row statistics in small workspace arrays. float16 is
+computed in float32 scratch and rounded once into Y (float16 sums and exponentials lose too much;
+onnxruntime widens too): the native row kernels (LayerNormalization, RMSNormalization, Softmax along
+the last axis) convert a row at a time as they read and store it, the others convert X and Y whole."""
 from __future__ import annotations
 
 import math
@@ -15,13 +15,30 @@ from ..float16 import narrow, widen
 from ..planned import Scratch
 from .windows import SpatialKernel
 from ..fused import GE_DOMAIN
-from ..native import CallCache, run_for_threads
+from ..native import ROWS_RMS_NORM, ROWS_SOFTMAX, CallCache, run_for_threads
 from ..registry import register
 
 
 def _float_type(k: SpatialKernel, dt: np.dtype) -> None:
     if dt not in (np.float16, np.float32, np.float64):
         raise k.fail(f"input type {dt} is not supported (float16, float32, float64)")
+
+
+def _norm_axis(k: SpatialKernel, shape: tuple) -> int:
+    """The `axis` attribute (default -1) as a non-negative axis of X's shape."""
+    r = len(shape)
+    axis = int(k.attr("axis", -1))
+    if not -r <= axis < r:
+        raise k.fail(f"axis={axis} is out of range for X of shape {shape}")
+    return axis % r
+
+
+def _check_broadcast(k: SpatialKernel, what: str, m: Meta, norm: tuple) -> None:
+    try:
+        if np.broadcast_shapes(tuple(m.shape), norm) != norm:
+            raise ValueError
+    except ValueError:
+        raise k.fail(f"{what} of shape {tuple(m.shape)} does not broadcast to {norm}") from None
 
 
 class _Widened(SpatialKernel):
@@ -153,10 +170,7 @@ class LayerNormalization(_Widened):
         _float_type(self, xm.dtype)
         shape = tuple(xm.shape)
         r = len(shape)
-        axis = int(self.attr("axis", -1))
-        if not -r <= axis < r:
-            raise self.fail(f"axis={axis} is out of range for X of shape {shape}")
-        axis %= r
+        axis = _norm_axis(self, shape)
         stash = int(self.attr("stash_type", 1))
         if stash != 1:
             raise self.fail(f"stash_type={stash} is not supported (1: float32 statistics)")
@@ -167,11 +181,7 @@ class LayerNormalization(_Widened):
                 if i == 1:
                     raise self.fail("input 1 (Scale) is missing")
                 continue
-            try:
-                if np.broadcast_shapes(tuple(m.shape), norm) != norm:
-                    raise ValueError
-            except ValueError:
-                raise self.fail(f"{what} of shape {tuple(m.shape)} does not broadcast to {norm}") from None
+            _check_broadcast(self, what, m, norm)
         self.scratch = Scratch()
         work = self.widen(xm)
         self.eps = work.type(float(self.attr("epsilon", 1e-5)))
@@ -259,6 +269,85 @@ class FusedLayerNormalization(LayerNormalization):
     from opset 17 only)."""
 
 
+@register("RMSNormalization", since=1, domain=GE_DOMAIN)
+class FusedRMSNormalization(_Widened):
+    """Y = X / sqrt(mean(X * X over the axes [axis, rank)) + epsilon) * scale: the written-out form
+    passes.fuse_rms_norm recognizes (ONNX has RMSNormalization from opset 23 only). Native: one pass
+    over a row for its sum of squares, one for the scaled row (Scale of the normalized shape, float32).
+    Scale is optional and may be float32 beside float16 X (the exports' weight Mul before the Cast back)."""
+
+    def prepare(self):
+        xm = self.input_meta(0, "X")
+        _float_type(self, xm.dtype)
+        shape = tuple(xm.shape)
+        axis = _norm_axis(self, shape)
+        norm = shape[axis:]
+        sm = self.inputs[1] if len(self.inputs) > 1 else None
+        if sm is not None:
+            if sm.dtype not in (xm.dtype, np.float32):
+                raise self.fail(f"scale has type {sm.dtype}; X's type {xm.dtype} or float32 expected")
+            _check_broadcast(self, "scale", sm, norm)
+        self.scratch = Scratch()
+        work = self.widen(xm)
+        self.eps = work.type(float(self.attr("epsilon", 1e-5)))
+        self.rows, self.cols = math.prod(shape[:axis]), math.prod(norm)
+        self.inv_n = work.type(1.0 / max(self.cols, 1))
+        self.vshape = (self.rows,) + norm
+        self.out_metas = [Meta(xm.dtype, shape)]
+        self.scratch.add("inv", (self.rows, 1), work)
+        full = sm is None or tuple(sm.shape) == norm
+        self.nat = self.backend.lib if work == np.float32 and full else None
+        self.uses_native = self.nat is not None
+        self.calls = CallCache()
+        self.scale32 = None
+
+    def pack(self):
+        # a constant float16 scale once in float32: the native rows read float32 parameters
+        c = self.consts[1] if len(self.consts) > 1 else None
+        self.scale32 = self.shared_pack(("float32",), lambda a: np.ascontiguousarray(a, np.float32), c) \
+            if c is not None and c.dtype == np.float16 else None
+
+    def _scale(self, xs):
+        """Scale as the native rows read it (float32, contiguous, or None), or False when it is not."""
+        scale = self.scale32 if self.scale32 is not None else xs[1] if len(xs) > 1 else None
+        return scale if scale is None or (scale.dtype == np.float32 and scale.flags.c_contiguous) else False
+
+    def _call(self, x, y, scale):
+        return self.nat.rows_call(x, y, self.rows, self.cols, kind=ROWS_RMS_NORM, scale=scale, eps=float(self.eps))
+
+    def run_half(self, xs, ys) -> bool:
+        scale = self._scale(xs)
+        if not self.half_rows(xs, ys, self.cols) or scale is False:
+            return False
+        self.calls.get((xs[0], ys[0], scale), lambda: self._call(xs[0], ys[0], scale)).run()
+        return True
+
+    def rows_call_builder(self, xs, ys):
+        scale = self._scale(xs)
+        if self.nat is None or scale is False or not (xs[0].flags.c_contiguous and ys[0].flags.c_contiguous):
+            return None
+        return lambda: self._call(xs[0], ys[0], scale)
+
+    def run_wide(self, xs, ys, ws):
+        scale = self._scale(xs)
+        if self.nat is not None and scale is not False and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
+            self.calls.get((xs[0], ys[0], scale), lambda: self._call(xs[0], ys[0], scale)).run()
+            return
+        inv = self.views(ws)["inv"]
+        inv1 = inv.reshape(-1)
+        x2 = xs[0].reshape(self.rows, self.cols)
+        y2 = ys[0].reshape(self.rows, self.cols)
+        np.vecdot(x2, x2, out=inv1)  # the sums of squares, at BLAS speed
+        np.multiply(inv1, self.inv_n, out=inv1)
+        np.add(inv1, self.eps, out=inv1)
+        np.sqrt(inv1, out=inv1)
+        np.divide(1, inv1, out=inv1)
+        np.multiply(x2, inv, out=y2)
+        if len(xs) > 1 and xs[1] is not None:
+            yv = ys[0].reshape(self.vshape)
+            np.multiply(yv, xs[1], out=yv, casting="same_kind")
+
+
 class _SoftmaxBase(_Widened):
     """Along the last axis (the usual case) the shift that keeps exp in range is the tensor's
     maximum, one fast reduction, where per-row maxima along a short axis cost more than the rest
@@ -307,19 +396,19 @@ class _SoftmaxBase(_Widened):
         if self.nat is None or not self.half_rows(xs, ys, self.rows_shape[1]):
             return False
         rows, n = self.rows_shape
-        self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)).run()
+        self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, kind=ROWS_SOFTMAX)).run()
         return True
 
     def rows_call_builder(self, xs, ys):
         if self.nat is None or not (xs[0].flags.c_contiguous and ys[0].flags.c_contiguous):
             return None
         rows, n = self.rows_shape
-        return lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)
+        return lambda: self.nat.rows_call(xs[0], ys[0], rows, n, kind=ROWS_SOFTMAX)
 
     def run_wide(self, xs, ys, ws):
         if self.nat is not None and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
             rows, n = self.rows_shape
-            self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, softmax=True)).run()
+            self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, kind=ROWS_SOFTMAX)).run()
             return
         v = self.views(ws)
         x = xs[0].reshape(self.view_shape)

@@ -3,7 +3,10 @@ mode, scales or sizes (constant), roi for tf_crop_and_resize, axes and keep_aspe
 
 Everything shape-dependent is computed in prepare(), in float32 like onnxruntime (so ties in nearest
 rounding land the same way): per resized axis, a few taps (index array, weight array).
-- nearest: one np.take over the flattened trailing block of axes, with a precomputed flat index;
+- nearest: with ge's native kernels, when the resized axes are two neighbouring ones (H and W, also of a
+  blocked (N, C/16, H, W, 16) tensor), a row gather by the per-axis indices (csrc/resize.c; an
+  integer-scale upsample copies without reading them); else one np.take over the flattened trailing
+  block of axes, with a precomputed flat index;
 - linear/cubic: separable, one axis at a time: per tap a np.take into the workspace, a multiply by the
   tap's weights (broadcast along the axis) and an add, all with out=; the last axis (short rows) is
   instead one GEMM with the interpolation matrix, rows @ M[in, out].
@@ -16,6 +19,7 @@ import math
 import numpy as np
 
 from ...model.ir import Meta
+from ..native import CallCache, run_for_threads
 from ..planned import Scratch
 from .windows import SpatialKernel
 from ..registry import register
@@ -245,10 +249,14 @@ class Resize(SpatialKernel):
     def _plan(self):
         r = len(self.shape)
         self.flat = None
+        self.gather = None
         if not self.steps:
             self.kind = "copy"
             return
         if self.mode == "nearest":
+            self.gather = self._row_gather()
+            self.uses_native = self.gather is not None
+            self.calls = CallCache()
             a0 = self.steps[0][0]
             block = self.out[a0:]
             if math.prod(block) <= FLAT_INDEX_LIMIT:
@@ -292,9 +300,39 @@ class Resize(SpatialKernel):
         if len(self.steps) > 2:
             self.scratch.add("buf1", (biggest,), self.dtype)
 
+    def _row_gather(self):
+        """The native nearest plan, (planes, ih, iw, rows, cols, unit bytes, repeat), when the backend has
+        native kernels, no extrapolation applies and the resized axes are within two neighbouring axes
+        h, h + 1 (rows and cols: their source indices; unit: an element and the axes after them)."""
+        if self.backend.lib is None or self.masks or self.dtype.hasobject:
+            return None
+        r, axes = len(self.shape), [a for a, _ in self.steps]
+        h = min(axes) if min(axes) + 1 < r else min(axes) - 1
+        if h < 0 or max(axes) > h + 1:
+            return None
+        index = {a: taps[0][0] for a, taps in self.steps}
+        rows, cols = (np.ascontiguousarray(index.get(a, np.arange(self.shape[a])), np.int64) for a in (h, h + 1))
+        ih, iw = self.shape[h], self.shape[h + 1]
+        ow = len(cols)
+        rep = ow // iw if ow % iw == 0 else 0
+        repeat = rep if rep > 1 and np.array_equal(cols, np.arange(ow) // rep) else 0
+        unit = self.dtype.itemsize * math.prod(self.shape[h + 2:])
+        return math.prod(self.shape[:h]), ih, iw, rows, cols, unit, repeat
+
+    def _gather_call(self, x, y):
+        planes, ih, iw, rows, cols, unit, repeat = self.gather
+        return self.backend.lib.nearest_call(x, y, rows, cols, planes=planes, ih=ih, iw=iw, unit=unit, repeat=repeat)
+
+    def bound(self, xs, ys, ws):
+        if self.gather is not None and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
+            return run_for_threads(lambda: self._gather_call(xs[0], ys[0]))
+        return super().bound(xs, ys, ws)
+
     def run(self, xs, ys, ws):
         x, y = xs[0], ys[0]
-        if self.kind == "copy":
+        if self.gather is not None and x.flags.c_contiguous and y.flags.c_contiguous:
+            self.calls.get((x, y), lambda: self._gather_call(x, y)).run()
+        elif self.kind == "copy":
             np.copyto(y, x)
         elif self.kind == "flat":
             np.take(x.reshape(self.pre, -1), self.flat, axis=1, out=y.reshape(self.pre, -1), mode="clip")

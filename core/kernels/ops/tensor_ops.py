@@ -4,6 +4,8 @@ Trilu, ScatterND, OneHot, CumSum, TopK, DepthToSpace, SpaceToDepth.
 `compute` reads every input from its arguments (constant folding passes concrete arrays). When the
 inputs that define the output (slice bounds, pads, split sizes, constant indices) are constants,
 `prepare` precomputes slices / index arrays so that `run` only copies into the planned outputs.
+With ge's native kernels and static shapes, Concat and Gather are block copies (csrc/copy.c): a
+decoding step's key/value cache and embedding row, where numpy's per-call cost was most of the time.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from functools import partial
 import numpy as np
 
 from ...model.ir import Meta
+from ..native import CallCache, run_for_threads
 from ..registry import register
 from .shape_kernel import ShapeKernel
 from ..values import ints, text, view_as
@@ -61,6 +64,15 @@ class Transpose(StaticInputKernel):
         np.copyto(ys[0], xs[0].transpose(self.perm or self.perm_for(xs[0].ndim)))
 
 
+def _static(metas) -> bool:
+    return all(m is not None and m.shape is not None and all(isinstance(d, int) and d >= 0 for d in m.shape)
+               for m in metas)
+
+
+def _contiguous(*arrays) -> bool:
+    return all(a.flags.c_contiguous for a in arrays)
+
+
 @register("Concat")
 class Concat(StaticInputKernel):
     def prepare(self):
@@ -68,22 +80,37 @@ class Concat(StaticInputKernel):
             raise self.fail("attribute 'axis' is required")
         if not self.inputs:
             raise self.fail("needs at least one input")
+        self.axis, self.nat = None, None
+        if _static(self.inputs):  # checked once; natively, blocks of bytes copied in a loop
+            self.axis = self.axis_for([tuple(m.shape) for m in self.inputs])
+            if len({np.dtype(m.dtype) for m in self.inputs}) == 1 and not np.dtype(self.inputs[0].dtype).hasobject:
+                self.nat = self.backend.lib
+                self.outer = math.prod(self.inputs[0].shape[:self.axis])
+                self.calls = CallCache()
 
-    def axis_for(self, xs) -> int:
-        rank = xs[0].ndim
+    def axis_for(self, shapes) -> int:
+        rank = len(shapes[0])
         if rank == 0:
             raise self.fail("cannot concatenate scalars")
         a = self.norm_axis(self.attr("axis"), rank)
-        for x in xs:
-            if x.ndim != rank or x.shape[:a] + x.shape[a + 1:] != xs[0].shape[:a] + xs[0].shape[a + 1:]:
-                raise self.fail(f"input shapes {[x.shape for x in xs]} do not match outside axis {a}")
+        for s in shapes:
+            if len(s) != rank or s[:a] + s[a + 1:] != shapes[0][:a] + shapes[0][a + 1:]:
+                raise self.fail(f"input shapes {list(shapes)} do not match outside axis {a}")
         return a
 
     def compute(self, *xs):
-        return [np.concatenate(xs, axis=self.axis_for(xs))]
+        return [np.concatenate(xs, axis=self.axis_for([x.shape for x in xs]))]
+
+    def bound(self, xs, ys, ws):
+        if self.nat is not None and _contiguous(*xs, ys[0]):
+            return run_for_threads(lambda: self.nat.concat_call(list(xs), ys[0], self.outer))
+        return super().bound(xs, ys, ws)
 
     def run(self, xs, ys, ws):
-        np.concatenate(xs, axis=self.axis_for(xs), out=ys[0])
+        if self.nat is not None and _contiguous(*xs, ys[0]):
+            self.calls.get((*xs, ys[0]), lambda: self.nat.concat_call(list(xs), ys[0], self.outer)).run()
+            return
+        np.concatenate(xs, axis=self.axis if self.axis is not None else self.axis_for([x.shape for x in xs]), out=ys[0])
 
 
 @register("Split", since=2)
@@ -246,11 +273,21 @@ class Slice(SliceBase):
 class Gather(StaticInputKernel):
     def prepare(self):
         self.axis_attr = int(self.attr("axis", 0))
-        self.axis = self.idx = None
+        self.axis = self.idx = self.nat = None
         if self.in_shape() is not None:
             self.axis = self.norm_axis(self.axis_attr, len(self.in_shape()))
             if self.const_or_none(1) is not None:
                 self.idx = self.normalized(self.consts[1], self.in_shape()[self.axis])
+        xm, im = self.inputs[0], self.inputs[1] if len(self.inputs) > 1 else None
+        if self.axis is not None and _static([xm]) and not np.dtype(xm.dtype).hasobject and \
+                (self.idx is not None or (im is not None and im.dtype == np.int64)):
+            # natively: blocks of the axes after `axis` copied by index, the range checked first
+            self.nat = self.backend.lib
+            self.idx64 = None if self.idx is None else np.ascontiguousarray(self.idx, np.int64)
+            shape = xm.shape
+            self.blocks = dict(outer=math.prod(shape[:self.axis]), dim=shape[self.axis],
+                               block=np.dtype(xm.dtype).itemsize * math.prod(shape[self.axis + 1:]))
+            self.calls = CallCache()
 
     def normalized(self, idx, dim: int) -> np.ndarray:
         idx = np.asarray(idx)
@@ -275,8 +312,31 @@ class Gather(StaticInputKernel):
         a = self.norm_axis(self.axis_attr, x.ndim)
         return [np.take(x, self.normalized(indices, x.shape[a]), axis=a)]
 
+    def _native_index(self, xs, ys):
+        """The int64 indices the native gather reads for these arrays, else None."""
+        if self.nat is None or not _contiguous(xs[0], ys[0]):
+            return None
+        idx = self.idx64 if self.idx64 is not None else xs[1]
+        return idx if idx.dtype == np.int64 and idx.flags.c_contiguous else None
+
+    def _gather(self, call) -> None:
+        if call.run_checked():
+            dim = self.blocks["dim"]
+            raise self.fail(f"indices out of range [{-dim}, {dim - 1}]")
+
+    def bound(self, xs, ys, ws):
+        idx = self._native_index(xs, ys)
+        if idx is None:
+            return super().bound(xs, ys, ws)
+        call = self.nat.gather_call(xs[0], ys[0], idx, **self.blocks)
+        return partial(self._gather, call)
+
     def run(self, xs, ys, ws):
         x = xs[0]
+        idx = self._native_index(xs, ys)
+        if idx is not None:
+            self._gather(self.calls.get((x, ys[0], idx), lambda: self.nat.gather_call(x, ys[0], idx, **self.blocks)))
+            return
         a = self.axis if self.axis is not None else self.norm_axis(self.axis_attr, x.ndim)
         if self.idx is not None:
             np.take(x, self.idx, axis=a, out=ys[0], mode="clip")

@@ -50,6 +50,7 @@ def test_transpose_4d_and_bad_perm(check_op):
         make("Transpose", {"x": f32(2, 3)}, {"perm": [0, 0]})
 
 
+@pytest.mark.usefixtures("native_and_numpy")  # the native block copies (csrc/copy.c) and numpy's concatenate
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -2, -3])
 @pytest.mark.parametrize("opset", [11, 13])
 def test_concat(check_op, axis, opset):
@@ -59,6 +60,7 @@ def test_concat(check_op, axis, opset):
     check_op("Concat", {f"x{i}": f32(*s) for i, s in enumerate(shapes)}, {"axis": axis}, opset=opset)
 
 
+@pytest.mark.usefixtures("native_and_numpy")
 def test_concat_int_empty_and_single(check_op):
     check_op("Concat", {"a": ar(2, 0), "b": ar(2, 3), "c": ar(2, 1)}, {"axis": -1})
     check_op("Concat", {"a": ar(3, 2)}, {"axis": 0})
@@ -164,6 +166,7 @@ def test_slice_compute_without_consts():
 @pytest.mark.parametrize("indices", [np.array([0, -1, 2, 1]), np.array([[0, 1], [-2, 2]]), np.array(-1), np.array(1),
                                      np.zeros((0,), np.int64), np.array([2, 0], np.int32)])
 @pytest.mark.parametrize("const", [False, True])
+@pytest.mark.usefixtures("native_and_numpy")  # the native block copies (csrc/copy.c; int64 indices) and np.take
 def test_gather(check_op, axis, indices, const):
     check_op("Gather", {"x": f32(3, 4, 3), "i": indices}, {"axis": axis}, consts=("i",) if const else ())
 
@@ -173,13 +176,35 @@ def test_gather_int64_data_embedding(check_op, opset):
     check_op("Gather", {"w": ar(10, 4), "i": np.array([[1, 9, -10], [3, 3, 0]])}, consts=("w",), opset=opset)
 
 
+@pytest.mark.usefixtures("native_and_numpy")
 def test_gather_out_of_range():
     x = f32(3, 2)
     with pytest.raises(GraphError, match="out of range"):
         make("Gather", {"x": x, "i": i64([3])}, consts=("i",))
     k = make("Gather", {"x": x, "i": i64([0])})
-    with pytest.raises(GraphError, match="out of range"):
+    with pytest.raises(GraphError, match=r"node 'n0' \(Gather\): indices out of range \[-3, 2\]"):
         k.run([x, i64([-4])], [np.empty((1, 2), np.float32)], None)
+    y = np.full((2, 2), 7, np.float32)
+    call = k.bound([x, i64([0, 3])], [y], None)
+    with pytest.raises(GraphError, match=r"indices out of range \[-3, 2\]"):
+        call()
+    assert (y == 7).all()  # nothing written
+
+
+def test_concat_and_gather_copy_natively(default_backend):
+    """With the native kernels and static shapes, both are block copies: an embedding row and a key/value
+    cache's concatenation along the tokens (the blocks of the axes before it)."""
+    default_backend("native")
+    w, ids = f32(50, 8), i64([[7, -1]])
+    k = make("Gather", {"w": w, "i": ids}, consts=("w",))
+    y = np.empty((1, 2, 8), np.float32)
+    k.bound([w, ids], [y], None)()
+    assert k.nat is not None and np.array_equal(y, w[[[7, 49]]])
+    past, new = f32(1, 2, 5, 4), f32(1, 2, 1, 4)
+    k = make("Concat", {"past": past, "new": new}, {"axis": 2})
+    y = np.empty((1, 2, 6, 4), np.float32)
+    k.bound([past, new], [y], None)()
+    assert k.nat is not None and np.array_equal(y, np.concatenate([past, new], axis=2))
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1, -2])

@@ -582,3 +582,39 @@ def test_the_layout_follows_precision_mode(tmp_path, default_backend, mode, bloc
     result = api.atc(path, str(tmp_path / "m"), precision_mode=mode)
     ops = [t.op_type for t in result.model.tasks]
     assert ("NchwcConv" in ops) == blocked and ("Cast" in ops) != blocked
+
+
+def upsample_style(form="scales", coord="asymmetric"):
+    """YOLOv8's neck: a deep conv's output upsampled x2 by Resize(nearest) and concatenated with a shallower
+    conv's, then a conv; `form`: the Resize's scales or sizes input."""
+    b = Builder()
+    shallow = b.conv("c0", "x", 16, 32, 3)
+    deep = b.conv("c1", b.conv("down", shallow, 32, 32, 3, 2), 32, 48, 3)
+    b.inits["roi"] = np.zeros(0, np.float32)
+    if form == "scales":
+        b.inits["scales"] = np.array([1, 1, 2, 2], np.float32)
+        params = ["roi", "scales"]
+    else:
+        b.inits["scales"] = np.zeros(0, np.float32)
+        b.inits["sizes"] = np.array([1, 48, 12, 12], np.int64)
+        params = ["roi", "scales", "sizes"]
+    up = b.node("Resize", [deep] + params, "up", mode="nearest", coordinate_transformation_mode=coord,
+                nearest_mode="floor")
+    y = b.node("Concat", [shallow, up], "cat", axis=1)
+    y = b.conv("c2", y, 80, 32, 3)
+    return b.model({"x": [1, 16, 12, 12]}, [y])
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+@pytest.mark.parametrize("form,coord", [("scales", "asymmetric"), ("sizes", "half_pixel"), ("scales", "align_corners")])
+def test_an_upsample_between_convs_runs_blocked(tmp_path, default_backend, backend, form, coord):
+    """The upsample joins the region: the same Resize of the blocked tensor (scales given a fifth 1, sizes
+    the blocked shape), no reorder around it or after the Concat it feeds."""
+    model = upsample_style(form, coord)
+    feeds = {"x": rng.standard_normal((1, 16, 12, 12)).astype(np.float32)}
+    got, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds)
+    assert [(op, name) for op, name, _ in tasks] == [
+        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "c0"), ("NchwcConv", "down"), ("NchwcConv", "c1"),
+        ("Resize", "up"), ("Concat", "cat"), ("NchwcConv", "c2"), ("ReorderOutput", "c2.relu:from_nchwc")]
+    assert dict((name, native) for _, name, native in tasks)["up"] == (backend == "native")
+    assert_close(got, ort_run(model, feeds))
