@@ -87,6 +87,13 @@ static inline vec clamp_minmax(vec v, vec lo, vec hi) {
 #endif
 }
 
+/* HardSigmoid clamp(v a + b, 0, 1), or HardSwish v clamp(v / 6 + 1/2, 0, 1), as vactivate computes them
+   (the same product and sum, contracted alike; the clamp as clamp_minmax) */
+static inline vec hard_sigmoid_swish(vec v, int swish, vec a, vec b) {
+    vec s = clamp_minmax(v * a + b, (vec){0}, (vec){0} + 1.0f);
+    return swish ? v * s : s;
+}
+
 #define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
 /* The activations other than Clip on a stored tile (R pixels ys apart, V vectors of channels): after
    the tile's stores, since vactivate is a call GCC does not inline, and a call between the products
@@ -167,8 +174,10 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         }
     }
     const float *bias = c->bias + ocb0 * BLK;
-    const int clamp = last && c->act.act == ACT_CLAMP;
-    const vec lo = (vec){0} + c->act.a, hi = (vec){0} + c->act.b;
+    const int clamp = last && c->act.act == ACT_CLAMP, swish = c->act.act == ACT_HARDSWISH;
+    const int hard = last && (swish || c->act.act == ACT_HARDSIGMOID);  /* in the registers too: a few instructions */
+    /* the activation's parameters: Clip's bounds, HardSigmoid's alpha and beta, HardSwish's 1/6 and 1/2 */
+    const vec pa = (vec){0} + (swish ? 1.0f / 6 : c->act.a), pb = (vec){0} + (swish ? 0.5f : c->act.b);
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
         float *y = c->y + yat + (G ? yo[i] : i * ys);
@@ -179,17 +188,23 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
             if (V > 3) a3[i] += vload(bias + 3 * VL);
         }
         if (clamp) {
-            a0[i] = clamp_minmax(a0[i], lo, hi);
-            if (V > 1) a1[i] = clamp_minmax(a1[i], lo, hi);
-            if (V > 2) a2[i] = clamp_minmax(a2[i], lo, hi);
-            if (V > 3) a3[i] = clamp_minmax(a3[i], lo, hi);
+            a0[i] = clamp_minmax(a0[i], pa, pb);
+            if (V > 1) a1[i] = clamp_minmax(a1[i], pa, pb);
+            if (V > 2) a2[i] = clamp_minmax(a2[i], pa, pb);
+            if (V > 3) a3[i] = clamp_minmax(a3[i], pa, pb);
+        }
+        if (hard) {
+            a0[i] = hard_sigmoid_swish(a0[i], swish, pa, pb);
+            if (V > 1) a1[i] = hard_sigmoid_swish(a1[i], swish, pa, pb);
+            if (V > 2) a2[i] = hard_sigmoid_swish(a2[i], swish, pa, pb);
+            if (V > 3) a3[i] = hard_sigmoid_swish(a3[i], swish, pa, pb);
         }
         vstore(y, a0[i]);
         if (V > 1) vstore(y + VAT(1), a1[i]);
         if (V > 2) vstore(y + VAT(2), a2[i]);
         if (V > 3) vstore(y + VAT(3), a3[i]);
     }
-    if (last && c->act.act != ACT_NONE && !clamp) activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
+    if (last && c->act.act != ACT_NONE && !clamp && !hard) activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
 }
 
 /* nchwc_tile with R, V, S and ONE as constants (each case its own register allocation) */
