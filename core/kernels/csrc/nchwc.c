@@ -46,11 +46,11 @@ pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
 #define NCHWC_PW_KC 8     /* input blocks per pass of the pointwise path (128 channels, MLAS's pass): the
                              group's weights of a pass, 32 KB on AVX-512 and 16 KB on AVX2, stay in L1 for
                              all the segment's tiles. NCHWC_KC's 64 KB came from L2 on every tile: 1x1
-                             convs of 256+ input channels 5-12% slower on AVX-512, of 512+ 10-15% on AVX2 */
+                             convs of 256+ input channels 5-12% slower on AVX-512, of 384+ 10-15% on AVX2 */
 #define NCHWC_OUT 8192    /* floats of outputs per item's run of rows (the partial sums between passes) */
 #define NCHWC_SEG 256     /* pixels per segment of the pointwise path: each segment reads all the weights
                              (groups innermost), so the longer the fewer reads; at 96, a 2048-channel conv
-                             over 8 images of 7x7 read its 4 MB five times (13% slower) */
+                             over 8 images of 7x7 read its 4 MB five times (10-13% slower) */
 #define NCHWC_AHEAD 12     /* pixels ahead a tile prefetches X (two tiles of 6) */
 #define NCHWC_FROM_MEMORY (4 << 20)  /* bytes of X (all images) beyond which it comes from memory, not a
                                         cache, and the tiles prefetch it: ResNet-50's 1x1 convs of 256 channels
@@ -89,15 +89,15 @@ static inline vec clamp_minmax(vec v, vec lo, vec hi) {
 
 /* HardSigmoid clamp(v a + b, 0, 1), or HardSwish v clamp(v / 6 + 1/2, 0, 1), as vactivate computes them
    (the same product and sum, contracted alike; the clamp as clamp_minmax) */
-static inline vec hard_sigmoid_swish(vec v, int swish, vec a, vec b) {
+static inline vec hard_sigmoid_swish(vec v, int hswish, vec a, vec b) {
     vec s = clamp_minmax(v * a + b, (vec){0}, (vec){0} + 1.0f);
-    return swish ? v * s : s;
+    return hswish ? v * s : s;
 }
 
 #define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
-/* The activations other than Clip on a stored tile (R pixels ys apart, V vectors of channels): after
-   the tile's stores, since vactivate is a call GCC does not inline, and a call between the products
-   and the stores spilled every accumulator (a 1x1 conv of 64 input channels lost 10%) */
+/* The activations other than Clip, HardSigmoid and HardSwish on a stored tile (R pixels ys apart, V
+   vectors of channels): after the tile's stores, since vactivate is a call GCC does not inline, and a
+   call between the products and the stores spilled every accumulator (a 1x1 conv of 64 input channels lost 10%) */
 static __attribute__((noinline)) void activate_stored(const ConvNchwc *c, int R, int V, float *y, int64_t ys,
                                                      const int64_t *yo, int64_t ystep) {
     for (int i = 0; i < R; i++)
@@ -174,10 +174,10 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         }
     }
     const float *bias = c->bias + ocb0 * BLK;
-    const int clamp = last && c->act.act == ACT_CLAMP, swish = c->act.act == ACT_HARDSWISH;
-    const int hard = last && (swish || c->act.act == ACT_HARDSIGMOID);  /* in the registers too: a few instructions */
+    const int clamp = last && c->act.act == ACT_CLAMP, hswish = c->act.act == ACT_HARDSWISH;
+    const int hard = last && (hswish || c->act.act == ACT_HARDSIGMOID);  /* in the registers too: a few instructions */
     /* the activation's parameters: Clip's bounds, HardSigmoid's alpha and beta, HardSwish's 1/6 and 1/2 */
-    const vec pa = (vec){0} + (swish ? 1.0f / 6 : c->act.a), pb = (vec){0} + (swish ? 0.5f : c->act.b);
+    const vec pa = (vec){0} + (hswish ? 1.0f / 6 : c->act.a), pb = (vec){0} + (hswish ? 0.5f : c->act.b);
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
         float *y = c->y + yat + (G ? yo[i] : i * ys);
@@ -194,17 +194,18 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
             if (V > 3) a3[i] = clamp_minmax(a3[i], pa, pb);
         }
         if (hard) {
-            a0[i] = hard_sigmoid_swish(a0[i], swish, pa, pb);
-            if (V > 1) a1[i] = hard_sigmoid_swish(a1[i], swish, pa, pb);
-            if (V > 2) a2[i] = hard_sigmoid_swish(a2[i], swish, pa, pb);
-            if (V > 3) a3[i] = hard_sigmoid_swish(a3[i], swish, pa, pb);
+            a0[i] = hard_sigmoid_swish(a0[i], hswish, pa, pb);
+            if (V > 1) a1[i] = hard_sigmoid_swish(a1[i], hswish, pa, pb);
+            if (V > 2) a2[i] = hard_sigmoid_swish(a2[i], hswish, pa, pb);
+            if (V > 3) a3[i] = hard_sigmoid_swish(a3[i], hswish, pa, pb);
         }
         vstore(y, a0[i]);
         if (V > 1) vstore(y + VAT(1), a1[i]);
         if (V > 2) vstore(y + VAT(2), a2[i]);
         if (V > 3) vstore(y + VAT(3), a3[i]);
     }
-    if (last && c->act.act != ACT_NONE && !clamp && !hard) activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
+    if (last && c->act.act != ACT_NONE && !clamp && !hard)
+        activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
 }
 
 /* nchwc_tile with R, V, S and ONE as constants (each case its own register allocation) */
@@ -342,7 +343,8 @@ static const float *pointwise_ahead(const NchwcWork *w, int64_t ocb0, int64_t c1
     int next_group = c1 >= c->icb;
     int64_t ocb = next_group ? ocb0 + NV_MAX : ocb0, c0 = next_group ? 0 : c1;
     if (ocb >= c->ocb || (next_group && !w->rows_outer)) return NULL;
-    int64_t P = (c->ocb - ocb < NV_MAX ? c->ocb - ocb : NV_MAX) * BLK, c2 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
+    int64_t P = (c->ocb - ocb < NV_MAX ? c->ocb - ocb : NV_MAX) * BLK;  /* the group's channels */
+    int64_t c2 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
     *floats = (c2 - c0) * BLK * P;
     return c->wp + ocb * c->icb * BLK * BLK + c0 * BLK * P;
 }
