@@ -43,8 +43,14 @@ pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
 #define NV_MAX (4 / NB)   /* output-channel blocks per tile: 4 vectors */
 #define NCHWC_KC 16384    /* floats of weights per pass over input channels (64 KB, the L1 and some of the
                              L2: 1x1 layers of K >= 512 3-6% faster than at 8192, the 3x3 ones the same) */
+#define NCHWC_PW_KC 8     /* input blocks per pass of the pointwise path (128 channels, MLAS's pass): the
+                             group's weights of a pass, 32 KB on AVX-512 and 16 KB on AVX2, stay in L1 for
+                             all the segment's tiles. NCHWC_KC's 64 KB came from L2 on every tile: 1x1
+                             convs of 256+ input channels 5-12% slower on AVX-512, of 384+ 10-15% on AVX2 */
 #define NCHWC_OUT 8192    /* floats of outputs per item's run of rows (the partial sums between passes) */
-#define NCHWC_SEG 96      /* pixels per segment of the pointwise path */
+#define NCHWC_SEG 256     /* pixels per segment of the pointwise path: each segment reads all the weights
+                             (groups innermost), so the longer the fewer reads; at 96, a 2048-channel conv
+                             over 8 images of 7x7 read its 4 MB five times (10-13% slower) */
 #define NCHWC_AHEAD 12     /* pixels ahead a tile prefetches X (two tiles of 6) */
 #define NCHWC_FROM_MEMORY (4 << 20)  /* bytes of X (all images) beyond which it comes from memory, not a
                                         cache, and the tiles prefetch it: ResNet-50's 1x1 convs of 256 channels
@@ -81,10 +87,17 @@ static inline vec clamp_minmax(vec v, vec lo, vec hi) {
 #endif
 }
 
+/* HardSigmoid clamp(v a + b, 0, 1), or HardSwish v clamp(v / 6 + 1/2, 0, 1), as vactivate computes them
+   (the same product and sum, contracted alike; the clamp as clamp_minmax) */
+static inline vec hard_sigmoid_swish(vec v, int hswish, vec a, vec b) {
+    vec s = clamp_minmax(v * a + b, (vec){0}, (vec){0} + 1.0f);
+    return hswish ? v * s : s;
+}
+
 #define VAT(j) (((j) / NB) * ystep + ((j) % NB) * VL)  /* vector j of a pixel's channels, from its first */
-/* The activations other than Clip on a stored tile (R pixels ys apart, V vectors of channels): after
-   the tile's stores, since vactivate is a call GCC does not inline, and a call between the products
-   and the stores spilled every accumulator (a 1x1 conv of 64 input channels lost 10%) */
+/* The activations other than Clip, HardSigmoid and HardSwish on a stored tile (R pixels ys apart, V
+   vectors of channels): after the tile's stores, since vactivate is a call GCC does not inline, and a
+   call between the products and the stores spilled every accumulator (a 1x1 conv of 64 input channels lost 10%) */
 static __attribute__((noinline)) void activate_stored(const ConvNchwc *c, int R, int V, float *y, int64_t ys,
                                                      const int64_t *yo, int64_t ystep) {
     for (int i = 0; i < R; i++)
@@ -161,8 +174,10 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         }
     }
     const float *bias = c->bias + ocb0 * BLK;
-    const int clamp = last && c->act.act == ACT_CLAMP;
-    const vec lo = (vec){0} + c->act.a, hi = (vec){0} + c->act.b;
+    const int clamp = last && c->act.act == ACT_CLAMP, hswish = c->act.act == ACT_HARDSWISH;
+    const int hard = last && (hswish || c->act.act == ACT_HARDSIGMOID);  /* in the registers too: a few instructions */
+    /* the activation's parameters: Clip's bounds, HardSigmoid's alpha and beta, HardSwish's 1/6 and 1/2 */
+    const vec pa = (vec){0} + (hswish ? 1.0f / 6 : c->act.a), pb = (vec){0} + (hswish ? 0.5f : c->act.b);
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
         float *y = c->y + yat + (G ? yo[i] : i * ys);
@@ -173,17 +188,24 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
             if (V > 3) a3[i] += vload(bias + 3 * VL);
         }
         if (clamp) {
-            a0[i] = clamp_minmax(a0[i], lo, hi);
-            if (V > 1) a1[i] = clamp_minmax(a1[i], lo, hi);
-            if (V > 2) a2[i] = clamp_minmax(a2[i], lo, hi);
-            if (V > 3) a3[i] = clamp_minmax(a3[i], lo, hi);
+            a0[i] = clamp_minmax(a0[i], pa, pb);
+            if (V > 1) a1[i] = clamp_minmax(a1[i], pa, pb);
+            if (V > 2) a2[i] = clamp_minmax(a2[i], pa, pb);
+            if (V > 3) a3[i] = clamp_minmax(a3[i], pa, pb);
+        }
+        if (hard) {
+            a0[i] = hard_sigmoid_swish(a0[i], hswish, pa, pb);
+            if (V > 1) a1[i] = hard_sigmoid_swish(a1[i], hswish, pa, pb);
+            if (V > 2) a2[i] = hard_sigmoid_swish(a2[i], hswish, pa, pb);
+            if (V > 3) a3[i] = hard_sigmoid_swish(a3[i], hswish, pa, pb);
         }
         vstore(y, a0[i]);
         if (V > 1) vstore(y + VAT(1), a1[i]);
         if (V > 2) vstore(y + VAT(2), a2[i]);
         if (V > 3) vstore(y + VAT(3), a3[i]);
     }
-    if (last && c->act.act != ACT_NONE && !clamp) activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
+    if (last && c->act.act != ACT_NONE && !clamp && !hard)
+        activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
 }
 
 /* nchwc_tile with R, V, S and ONE as constants (each case its own register allocation) */
@@ -314,6 +336,19 @@ static inline void pointwise_step(const ConvNchwc *c, int64_t *n, int64_t *oh, i
         if (++*oh == c->oh) *oh = 0, ++*n;
 }
 
+/* The weights of the pass after the one of input blocks to c1 (the next group's first after the last, when
+   groups run innermost), and their floats; NULL when the next item's are not known */
+static const float *pointwise_ahead(const NchwcWork *w, int64_t ocb0, int64_t c1, int64_t *floats) {
+    const ConvNchwc *c = w->c;
+    int next_group = c1 >= c->icb;
+    int64_t ocb = next_group ? ocb0 + NV_MAX : ocb0, c0 = next_group ? 0 : c1;
+    if (ocb >= c->ocb || (next_group && !w->rows_outer)) return NULL;
+    int64_t P = (c->ocb - ocb < NV_MAX ? c->ocb - ocb : NV_MAX) * BLK;  /* the group's channels */
+    int64_t c2 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
+    *floats = (c2 - c0) * BLK * P;
+    return c->wp + ocb * c->icb * BLK * BLK + c0 * BLK * P;
+}
+
 static void pointwise_item(void *ctx, int64_t it, int slot) {
     const NchwcWork *w = ctx;
     const ConvNchwc *c = w->c;
@@ -352,8 +387,14 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
     for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
         int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
         int first = c0 == 0, last = c1 == c->icb;
+        /* the next pass's weights into L2, a slice per tile: from memory (a model's weights are read once per
+           inference) the first tile of each pass had waited for them (CRNN's 488-channel 1x1 convs +10%) */
+        int64_t ahead_floats = 0;
+        const char *ahead = (const char *)pointwise_ahead(w, ocb0, c1, &ahead_floats);
+        int64_t lines = ahead ? (ahead_floats * 4 + 63) / 64 : 0;
         for (int t = 0; t < nt; t++) {
             const PointwiseTile *p = &tiles[t];
+            for (int64_t l = t * lines / nt; l < (t + 1) * lines / nt; l++) __builtin_prefetch(ahead + l * 64, 0, 2);
             if (p->gather)
                 nchwc_block_gather(p->R, V, w, 0, ocb0, 0, 0, c0, c1, 0, 1, 0, 1, first, last, 0, xo + p->k, yo + p->k);
             else if (c->sw == 1)
@@ -381,6 +422,7 @@ void ge_nchwc_conv(const ConvNchwc *c) {
     int64_t x_bytes = c->icb * w.in_plane * BLK * 4, w_bytes = c->ocb * c->icb * c->kh * c->kw * BLK * BLK * 4;
     w.prefetch = x_bytes * c->batch > NCHWC_FROM_MEMORY;
     if (c->kh == 1 && c->kw == 1 && !c->ph && !c->pw && (c->oh - 1) * c->sh < c->h && (c->ow - 1) * c->sw < c->w) {
+        w.chunk = NCHWC_PW_KC;
         w.pixels = c->batch * w.out_plane;
         int64_t seg = NCHWC_SEG < PW_SEG_MAX ? NCHWC_SEG : PW_SEG_MAX, segs = (w.pixels + seg - 1) / seg;
         if (threads > 1 && w.groups * segs < want) segs = (want + w.groups - 1) / w.groups;

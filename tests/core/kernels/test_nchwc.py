@@ -76,6 +76,11 @@ CASES = [
     (2, 24, 9, 10, 33, (1, 1), (1, 2), (0, 0, 0, 0), (1, 1), True, "Sigmoid"),    # stride 2 across only
     (2, 16, 10, 9, 20, (1, 1), (2, 1), (0, 0, 0, 0), (1, 1), False, "Swish"),     # stride 2 down only
     (2, 33, 5, 3, 50, (1, 1), (3, 3), (0, 0, 0, 0), (1, 1), True, "Gelu"),        # 2x1 outputs, one tile over 2 images
+    # few pixels, many channels (CRNN's last stage): input channels in passes of 8 blocks (31 blocks: 8, 8, 8, 7),
+    # a last group of 3 output blocks, the next pass's weights prefetched; one segment of 240 pixels
+    (1, 488, 3, 80, 488, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "HardSwish"),
+    (2, 300, 3, 7, 200, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, "Relu"),      # 42 pixels over 2 images, 19 blocks in
+    (1, 136, 20, 15, 40, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, None),      # 2 segments, passes of 8 + 1 blocks
     (1, 16, 6, 6, 20, (1, 1), (1, 1), (0, 0, 1, 1), (1, 1), False, "Relu"),       # 1x1 padded: the rows path
     (2, 18, 6, 7, 20, (1, 1), (2, 2), (1, 0, 0, 1), (1, 1), True, "LeakyRelu"),
     # ResNet-50's and MobileNetV2's layers as they are
