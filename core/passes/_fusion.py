@@ -127,3 +127,23 @@ def known_dims(shape) -> bool:
 def same_dim(a, b) -> bool:
     """Provably equal dims: equal ints, or one symbol (onnx names equal sizes alike); None is unknown."""
     return a is not None and b is not None and a == b and not (isinstance(a, int) and a < 0)
+
+
+def fuse_at_reduce_means(graph, stats: dict | None, match, fused_node):
+    """The normalization fusions' driver: at each default-domain ReduceMean not yet fused away,
+    `match(m, mean)` gives (..., group) or None, and the group becomes `fused_node(mean, match)`."""
+    m = Matcher(graph)
+    fused = 0
+    for mean in list(graph.nodes):
+        if mean.op_type != "ReduceMean" or mean.domain != "" or m.removed(mean):
+            continue
+        found = match(m, mean)
+        if found is None:
+            continue
+        m.replace(found[-1], fused_node(m, mean, found))
+        fused += 1
+    m.commit()
+    if stats is not None:
+        stats["fused"] = stats.get("fused", 0) + fused
+    return graph
+

@@ -17,32 +17,23 @@ import numpy as np
 from ..model.ir import Graph, Node
 from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
-from ._fusion import Matcher, known_dims
+from ._fusion import Matcher, fuse_at_reduce_means, known_dims
 from ._util import set_initializer, unique_name
 
 
 def fuse_layer_norm(graph: Graph, stats: dict | None = None) -> Graph:
-    m = Matcher(graph)
-    fused = 0
-    for mean in list(graph.nodes):
-        if mean.op_type != "ReduceMean" or mean.domain != "" or m.removed(mean):
-            continue
-        match = _match(m, mean)
-        if match is None:
-            continue
-        x, axis, eps, scale, bias, out, group = match
-        if scale is None:  # the kernel needs a Scale input: ones over the normalized axes
-            dtype, shape = m.meta(x)
-            scale = unique_name(graph, f"{mean.name or 'layer_norm'}_ones")
-            set_initializer(graph, scale, np.ones(shape[axis:], dtype))
-        inputs = [x, scale] + ([bias] if bias is not None else [])
-        m.replace(group, Node("LayerNormalization", inputs, [out], {"axis": axis, "epsilon": eps},
-                              name=mean.name or f"{out}_layer_norm", domain=GE_DOMAIN))
-        fused += 1
-    m.commit()
-    if stats is not None:
-        stats["fused"] = stats.get("fused", 0) + fused
-    return graph
+    return fuse_at_reduce_means(graph, stats, _match, _layer_norm)
+
+
+def _layer_norm(m: Matcher, mean: Node, match) -> Node:
+    x, axis, eps, scale, bias, out, _ = match
+    if scale is None:  # the kernel needs a Scale input: ones over the normalized axes
+        dtype, shape = m.meta(x)
+        scale = unique_name(m.graph, f"{mean.name or 'layer_norm'}_ones")
+        set_initializer(m.graph, scale, np.ones(shape[axis:], dtype))
+    inputs = [x, scale] + ([bias] if bias is not None else [])
+    return Node("LayerNormalization", inputs, [out], {"axis": axis, "epsilon": eps},
+                name=mean.name or f"{out}_layer_norm", domain=GE_DOMAIN)
 
 
 def _match(m: Matcher, mean: Node):

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..model.ir import DTYPES, Graph, Node
 from ..kernels.fused import GE_DOMAIN
-from ._fusion import Matcher, known_dims
+from ._fusion import Matcher, fuse_at_reduce_means, known_dims
 from ._util import set_initializer, unique_name
 from .fuse_layer_norm import _affine_param, _constant, _trailing_axis
 
@@ -32,22 +32,13 @@ KERNEL_TYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
 
 def fuse_rms_norm(graph: Graph, stats: dict | None = None) -> Graph:
-    m = Matcher(graph)
-    fused = 0
-    for mean in list(graph.nodes):
-        if mean.op_type != "ReduceMean" or mean.domain != "" or m.removed(mean):
-            continue
-        match = _match(m, mean)
-        if match is None:
-            continue
-        x, axis, eps, weight, out, group = match
-        m.replace(group, Node("RMSNormalization", [x] + ([weight] if weight else []), [out],
-                              {"axis": axis, "epsilon": eps}, name=mean.name or f"{out}_rms_norm", domain=GE_DOMAIN))
-        fused += 1
-    m.commit()
-    if stats is not None:
-        stats["fused"] = stats.get("fused", 0) + fused
-    return graph
+    return fuse_at_reduce_means(graph, stats, _match, _rms_norm)
+
+
+def _rms_norm(m: Matcher, mean: Node, match) -> Node:
+    x, axis, eps, weight, out, _ = match
+    return Node("RMSNormalization", [x] + ([weight] if weight else []), [out], {"axis": axis, "epsilon": eps},
+                name=mean.name or f"{out}_rms_norm", domain=GE_DOMAIN)
 
 
 def _match(m: Matcher, mean: Node):
