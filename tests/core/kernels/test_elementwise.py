@@ -774,7 +774,8 @@ def _cast_source(dtype):
 def test_cast_matrix(check_op, src, dst):
     from ge.core.model.ir import dtype_to_onnx
     x = _cast_source(src)
-    if np.dtype(src).kind == "i" and np.dtype(dst).kind == "u":
+    # a negative value's unsigned cast is undefined: on aarch64 onnxruntime saturates -1.7 to 0, numpy wraps it
+    if np.dtype(src).kind in "if" and np.dtype(dst).kind == "u":
         x = np.abs(x)
     check_op("Cast", {"x": x}, {"to": dtype_to_onnx(dst)}, opset=13, rtol=1e-3 if F16 in (src, dst) else 1e-6)
 
