@@ -4,7 +4,9 @@ compute in float32 (core/kernels/float16.py: one rounding per op output, as the 
 between whole-tensor conversions gave, bit for bit). The conversions are numpy's: round to nearest
 even, overflow to infinity, subnormals exact, a NaN keeps its sign and the top of its payload
 (F16C's instructions quiet a signalling NaN: a vector holding a NaN is redone by the portable code).
-F16C (x86-64-v3) converts 8 lanes per instruction, AVX-512 16; other levels run the portable code. */
+F16C (x86-64-v3) converts 8 lanes per instruction, AVX-512 16; other levels run the portable code.
+On aarch64 numpy converts with the FCVT instructions, which quiet a signalling NaN (keeping the top of
+its payload): so do ge's conversions there (__fp16 casts are FCVT, part of armv8-a's base FP). */
 #ifndef GE_HALF_H
 #define GE_HALF_H
 
@@ -19,6 +21,10 @@ F16C (x86-64-v3) converts 8 lanes per instruction, AVX-512 16; other levels run 
 static inline uint32_t half_float_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float half_bits_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
+#if defined(__aarch64__)
+static inline float half_to_float(uint16_t h) { __fp16 x; memcpy(&x, &h, 2); return (float)x; }
+static inline uint16_t float_to_half(float f) { __fp16 x = (__fp16)f; uint16_t h; memcpy(&h, &x, 2); return h; }
+#else
 static inline float half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = h & 0x7c00, sig = h & 0x3ff;
     if (exp == 0x7c00) return half_bits_float(sign | 0x7f800000 | sig << 13);  /* inf, NaN: payload kept */
@@ -46,6 +52,7 @@ static inline uint16_t float_to_half(float x) {
     q += rest > 0x1000 || (rest == 0x1000 && (q & 1));  /* a carry into the exponent is right too */
     return (uint16_t)(sign | q);
 }
+#endif
 
 /* VL float16 values at p as a vector of float32 */
 static inline vec vload_half(const uint16_t *p) {

@@ -20,7 +20,10 @@ ORT_QK_WITHOUT_CAUSAL = {"test_attention_4d_with_past_and_present_qk_matmul_bias
 def test_node_case(case, tmp_path, monkeypatch):
     got = check_case(case, tmp_path, monkeypatch)
     compared = (0, 1, 2) if case.name in ORT_QK_WITHOUT_CAUSAL else None
-    check_against_onnxruntime(case, got, rtol=1e-3, atol=1e-4, outputs=compared)
+    # float16: where the CPU has half-precision arithmetic (aarch64) onnxruntime rounds its products and
+    # softmax in float16, up to 2 ulps (2e-3) from ge's float32 arithmetic rounded once
+    half = any(g.dtype == np.float16 for g in got)
+    check_against_onnxruntime(case, got, rtol=4e-3 if half else 1e-3, atol=1e-4, outputs=compared)
 
 
 def test_errors():
