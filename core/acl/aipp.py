@@ -48,8 +48,17 @@ def checked(record: dict, params: AippParams) -> AippParams:
         raise GeError(f"{where}: parameters for {len(params.images)} image(s), the model's batch is {batch}"
                       + (" (its largest gear's: ACL's AIPP set takes the largest batch)"
                          if batch != record["model_shape"][0] else ""))
-    params.check(tuple(record["model_shape"]), record["max_src_image_size"], where)
-    return params
+    shapes = record.get("gear_model_shapes") or [record["model_shape"]]
+    problems = []
+    for shape in shapes:  # a gear model: they must fit some gear's image (the gear that runs checks its own)
+        try:
+            params.check(tuple(shape), record["max_src_image_size"], where)
+            return params
+        except GeError as e:
+            problems.append(str(e))
+    raise GeError(problems[0] if len(set(problems)) == 1 else
+                  f"{where}: the parameters fit none of the gears' images: " + "; ".join(
+                      f"{'x'.join(map(str, s[2:]))}: {p.split(': ', 1)[-1]}" for s, p in zip(shapes, problems)))
 
 
 def dynamic_aipp_data(model_id: int, params) -> np.ndarray:

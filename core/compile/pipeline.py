@@ -182,13 +182,10 @@ def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
                       kind=kind)
     dyn.attrs["gear_values"] = [list(v) for v in values]
     if s.aipp:
-        dyn.attrs["aipp"] = models[0].attrs["aipp"]  # what each input takes (each gear's raw size: its submodel's)
+        dyn.attrs["aipp"] = [dict(a) for a in models[0].attrs["aipp"]]  # each gear's raw size: its submodel's
         for k, a in enumerate(dyn.attrs["aipp"]):
-            sizes = {tuple(m.attrs["aipp"][k]["model_shape"][1:]) for m in models}
-            if a.get("mode") == "dynamic" and len(sizes) > 1:
-                raise GeError(f"--insert_op_conf: dynamic AIPP of input '{a['input']}' takes batch gears; its gears' "
-                              f"images differ ({', '.join('x'.join(map(str, z)) for z in sorted(sizes))}): give the "
-                              f"image size in the parameters of a static-size model, or use static AIPP per gear")
+            if a.get("mode") == "dynamic":  # parameters set before the gear is known fit one of these
+                a["gear_model_shapes"] = [m.attrs["aipp"][k]["model_shape"] for m in models]
     return dyn
 
 

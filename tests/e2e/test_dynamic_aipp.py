@@ -9,6 +9,7 @@ import pytest
 from ge.core import api
 from ge.core.acl import pyacl as acl
 from ge.core.acl.aipp import dynamic_aipp_data, read_aipp_params
+from ge.core.acl.inference import select_gear
 from ge.core.kernels.ops.aipp import transform
 from ge.core.model.aipp_params import AippParams, ImageParams, params_nbytes
 from ge.core.model.errors import GeError
@@ -109,12 +110,37 @@ def test_pyacl_runs_a_batch_gear_with_dynamic_aipp(device, dyn, gears):
     assert acl.mdl.destroy_aipp(aipp_set) == 0 and acl.mdl.unload(model_id) == 0
 
 
-def test_dynamic_aipp_on_image_size_gears_is_refused(dyn):
+def test_image_size_gears_take_parameters_that_fit_the_gear_run(dyn):
+    """--dynamic_image_size with dynamic AIPP: the parameters fit one gear's image (set before the gear
+    is known: any gear's), the gear that runs checks its own."""
     _, path, tmp = dyn
-    with pytest.raises(GeError, match=r"dynamic AIPP of input 'x' takes batch gears; its gears' images differ "
-                                      r"\(3x4x6, 3x6x8\)"):
-        api.atc(path, str(tmp / "hw"), input_shape=f"x:{N},3,-1,-1", dynamic_image_size=f"{H},{W};6,8",
-                insert_op_conf=str(tmp / "dyn.cfg"))
+    om = api.atc(path, str(tmp / "hw"), input_shape=f"x:{N},3,-1,-1", dynamic_image_size=f"{H},{W};6,8",
+                 insert_op_conf=str(tmp / "dyn.cfg")).om_path
+    img = rng.integers(0, 256, (N, 6, 8, 3), dtype=np.uint8)
+    raw = np.zeros((N, MAX_SRC), np.uint8)
+    raw.reshape(-1)[:img.size] = img.reshape(-1)
+    whole = AippParams("RGB888_U8", (8, 6), images=[ImageParams(mean=(5, 6, 7, 0))] * N)  # the 8x6 gear's
+    static_cfg = tmp / "whole.cfg"
+    static_cfg.write_text("aipp_op {\n  input_format: RGB888_U8\n  src_image_size_w: 8\n  src_image_size_h: 6\n"
+                          "  mean_chn_0: 5\n  mean_chn_1: 6\n  mean_chn_2: 7\n}\n")
+    static = api.atc(path, str(tmp / "whole"), input_shape=f"x:{N},3,6,8", insert_op_conf=str(static_cfg)).om_path
+    static_id, model_id = api.load_from_file(static), api.load_from_file(om)
+    try:
+        want_whole = api.execute(static_id, [img])[0]
+        want_crop = static_run(tmp, path, RGB_CROP.format(x=2, y=1, m=3), img)
+        crop = dynamic_aipp_data(model_id, rgb_params([(2, 1, 3)] * N))
+        params = dynamic_aipp_data(model_id, whole)
+        select_gear(model_id, hw="6,8")
+        np.testing.assert_array_equal(api.execute(model_id, [raw, params])[0], want_whole)
+        with pytest.raises(GeError, match=r"dynamic AIPP of input 'x'|AIPP of input 'x': crop 6x4 plus padding"):
+            api.execute(model_id, [raw, crop])  # the 4x6 gear's parameters on the 8x6 gear
+        select_gear(model_id, hw=f"{H},{W}")
+        np.testing.assert_array_equal(api.execute(model_id, [raw, crop])[0], want_crop)
+        with pytest.raises(GeError, match=r"the parameters fit none of the gears' images: 4x6: crop 5x5"):
+            dynamic_aipp_data(model_id, AippParams("RGB888_U8", (8, 6), images=[ImageParams(True, (0, 0), (5, 5))] * N))
+    finally:
+        api.unload(model_id)
+        api.unload(static_id)
 
 
 def static_run(tmp, path, conf: str, raw: np.ndarray) -> np.ndarray:
