@@ -70,8 +70,10 @@ class AippParams:
     padding_value: float = 0.0
 
     @classmethod
-    def from_config(cls, c: dict, batch: int) -> "AippParams":
-        """A static block (formats/aipp_config.AippConfig.as_dict(), completed by compile/aipp.py)."""
+    def from_config(cls, c: dict, batch: int, where: str = "AIPP config") -> "AippParams":
+        """A static block (formats/aipp_config.AippConfig.as_dict(), completed by compile/aipp.py), its
+        fields' types checked: an OM's record is read as untrusted as the text it came from."""
+        _check_config(c, where)
         image = ImageParams(bool(c["crop"]), (c["load_start_pos_w"], c["load_start_pos_h"]),
                             (c["crop_size_w"], c["crop_size_h"]), False, bool(c["padding"]),
                             (c["top_padding_size"], c["bottom_padding_size"], c["left_padding_size"],
@@ -174,3 +176,46 @@ class AippParams:
             elif (src_h, src_w) != (out_h, out_w):
                 raise GeError(f"{at}: source image {src_w}x{src_h} plus padding {list(pads)} does not make the "
                               f"model's {w}x{h} (W x H); crop it (crop: true) or give the model's size")
+
+
+#: a static block's fields by type, as formats/aipp_config.py parses them from text
+_CONFIG_BOOLS = ("crop", "padding", "csc_switch", "rbuv_swap_switch", "ax_swap_switch")
+_CONFIG_SIZES = ("src_image_size_w", "src_image_size_h", "load_start_pos_w", "load_start_pos_h", "crop_size_w",
+                 "crop_size_h", "top_padding_size", "bottom_padding_size", "left_padding_size", "right_padding_size")
+_CONFIG_LISTS = {"matrix": (3, 3), "input_bias": (3,), "output_bias": (3,), "mean": (4,), "min": (4,), "var_reci": (4,)}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
+def _is_number(v) -> bool:
+    return _is_int(v) or (isinstance(v, float) and np.isfinite(v))
+
+
+def _check_config(c, where: str) -> None:
+    """GeError naming the field unless `c` is a static block of the types its text form has."""
+    if not isinstance(c, dict):
+        raise GeError(f"{where}: the AIPP config is {type(c).__name__}, not a block of fields")
+
+    def field(key):
+        if key not in c:
+            raise GeError(f"{where}: the AIPP config has no {key}")
+        return c[key]
+    if field("input_format") not in CCE_FORMAT_CODES:
+        raise GeError(f"{where}: input_format {c['input_format']!r} is not an AIPP input format")
+    bad = next((k for k in _CONFIG_BOOLS if not isinstance(field(k), bool)), None) or \
+        next((k for k in _CONFIG_SIZES if not (_is_int(field(k)) and c[k] >= 0)), None)
+    if bad is None and not _is_number(field("padding_value")):
+        bad = "padding_value"
+    for key, shape in _CONFIG_LISTS.items():
+        v = field(key)
+        rows = v if len(shape) == 2 else [v]
+        if bad is None and not (isinstance(v, list) and len(v) == shape[0] and all(
+                isinstance(r, list) and len(r) == shape[-1] and all(
+                    (_is_int if key in ("matrix", "input_bias", "output_bias") else _is_number)(x) for x in r)
+                for r in rows)):
+            bad = key
+    if bad is not None:
+        raise GeError(f"{where}: the AIPP config's {bad} is {c[bad]!r}, not what the field holds")
+

@@ -414,3 +414,21 @@ def test_ge_run_and_ais_bench_aipp_config(dyn, tmp_path):
                         "--aipp_config", str(config)], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1
     assert "[ERROR] dynamic AIPP of input 'x': crop 6x4 at (3, 1) leaves the source image 8x6" in r.stderr
+
+
+def test_a_static_config_read_from_an_om_is_checked_field_by_field():
+    """An OM's ge::Aipp config is as untrusted as the text it came from: a field of the wrong type
+    (a mutated record with valid checksums) is an error naming it, never another transform."""
+    from ge.formats.aipp_config import parse_aipp_config
+    from ge.core.compile.aipp import _completed
+    good = _completed(parse_aipp_config("aipp_op {\n input_format: RGB888_U8\n}\n")[0], H, W)
+    assert AippParams.from_config(good, 1).src_size == (W, H)
+    for key, value, match in [("rbuv_swap_switch", 1 << 62, r"rbuv_swap_switch is 4611686018427387904"),
+                              ("mean", [True, 0.0, 0.0, 0.0], r"mean is \[True"),
+                              ("crop_size_w", -1, r"crop_size_w is -1"),
+                              ("matrix", [[0] * 3] * 2, r"matrix is"),
+                              ("input_format", "RGB", r"input_format 'RGB' is not an AIPP input format")]:
+        with pytest.raises(GeError, match=rf"^AIPP of input 'x': (the AIPP config's )?{match}"):
+            AippParams.from_config(dict(good, **{key: value}), 1, "AIPP of input 'x'")
+    with pytest.raises(GeError, match=r"the AIPP config has no padding_value"):
+        AippParams.from_config({k: v for k, v in good.items() if k != "padding_value"}, 1)

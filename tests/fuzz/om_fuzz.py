@@ -2,8 +2,9 @@
 
 Seeds (valid OMs compiled by ge): a small CNN (Conv with pads and strides, LeakyRelu, MaxPool,
 Reshape, Gemm, Softmax) with inline weights and with external weights in a weight folder, and a
-gears, a range and a hybrid model (a root graph with its static submodels), and a control-flow
-model (an If holding a Loop: nested subgraphs). Case n mutates seed n % 6 one way:
+gears, a range and a hybrid model (a root graph with its static submodels), a control-flow
+model (an If holding a Loop: nested subgraphs), and a model with static and one with dynamic AIPP (the
+ge::Aipp op's config record; the parameter input). Case n mutates seed n % 8 one way:
 
 - raw mutations of the file as it is (bit flips, byte runs, truncation, an inflated msgpack length
   prefix); the checksums are left as they are, so these test the framing and the checksums;
@@ -118,6 +119,33 @@ def control_flow_onnx() -> onnx.ModelProto:
     return model
 
 
+def aipp_onnx() -> onnx.ModelProto:
+    """x [1, 3, 4, 6] -> Conv 1x1 + x: the model both AIPP seeds preprocess (an 8x6 RGB image)."""
+    w = np.random.default_rng(6).standard_normal((3, 3, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], "conv"), helper.make_node("Add", ["c", "x"], ["y"], "add")]
+    graph = helper.make_graph(nodes, "aipp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 6])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+STATIC_AIPP = ("aipp_op {\n input_format: RGB888_U8\n src_image_size_w: 8\n src_image_size_h: 6\n crop: true\n"
+               " load_start_pos_w: 1\n load_start_pos_h: 1\n crop_size_w: 6\n crop_size_h: 4\n mean_chn_0: 3\n"
+               " var_reci_chn_1: 0.5\n}\n")
+DYNAMIC_AIPP = "aipp_op {\n aipp_mode: dynamic\n max_src_image_size: 144\n}\n"
+
+
+def aipp_inputs(dynamic: bool) -> list[np.ndarray]:
+    from ge.core.model.aipp_params import AippParams, ImageParams
+    rng = np.random.default_rng(7)
+    if not dynamic:
+        return [rng.integers(0, 256, (1, 6, 8, 3), dtype=np.uint8)]
+    params = AippParams("RGB888_U8", (8, 6), images=[ImageParams(True, (2, 1), (6, 4), mean=(3, 7, 0, 0))])
+    return [rng.integers(0, 256, (1, 144), dtype=np.uint8), params.to_bytes()]
+
+
 @dataclass
 class Seed:
     """One valid OM the mutations start from, how to load it and what it must output."""
@@ -140,6 +168,8 @@ SEEDS = {
     "hybrid": (dynamic_onnx, {"input_shape": "x:-1,8"},
                lambda: [np.random.default_rng(5).standard_normal((5, 8)).astype(np.float32)]),
     "control_flow": (control_flow_onnx, {}, lambda: [np.array([1, 2, -0.5, 0.25], np.float32)]),
+    "aipp_static": (aipp_onnx, {"insert_op_conf": STATIC_AIPP}, lambda: aipp_inputs(False)),
+    "aipp_dynamic": (aipp_onnx, {"insert_op_conf": DYNAMIC_AIPP}, lambda: aipp_inputs(True)),
 }
 
 
@@ -150,6 +180,10 @@ def compile_seed(name: str = "cnn", folder: str | None = None) -> Seed:
         out = folder or d
         path = os.path.join(d, "fuzz.onnx")
         onnx.save(build(), path)
+        if "insert_op_conf" in options:  # the config's text, written beside the model
+            with open(os.path.join(d, "aipp.cfg"), "w") as f:
+                f.write(options["insert_op_conf"])
+            options = dict(options, insert_op_conf=os.path.join(d, "aipp.cfg"))
         result = api.atc(path, os.path.join(out, name), **options)
         with open(result.om_path, "rb") as f:
             om = f.read()

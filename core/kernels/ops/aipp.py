@@ -88,7 +88,7 @@ class Aipp(Kernel):
             self.static_params = None
         else:
             self.capacity = None
-            self.static_params = AippParams.from_config(self.attr("config"), self.shape[0])
+            self.static_params = AippParams.from_config(self.attr("config"), self.shape[0], self.where)
             self.static_params.check(self.shape, None, self.where)
 
     def infer(self):
