@@ -3,8 +3,9 @@
 Seeds (valid OMs compiled by ge): a small CNN (Conv with pads and strides, LeakyRelu, MaxPool,
 Reshape, Gemm, Softmax) with inline weights and with external weights in a weight folder, and a
 gears, a range and a hybrid model (a root graph with its static submodels), a control-flow
-model (an If holding a Loop: nested subgraphs), and a model with static and one with dynamic AIPP (the
-ge::Aipp op's config record; the parameter input). Case n mutates seed n % 8 one way:
+model (an If holding a Loop: nested subgraphs), the native block copies (Gather, Concat, a nearest
+Resize), and a model with static and one with dynamic AIPP (the ge::Aipp op's config record; the
+parameter input). Case n mutates seed n % 9 one way:
 
 - raw mutations of the file as it is (bit flips, byte runs, truncation, an inflated msgpack length
   prefix); the checksums are left as they are, so these test the framing and the checksums;
@@ -131,6 +132,25 @@ def aipp_onnx() -> onnx.ModelProto:
     return model
 
 
+def copies_onnx() -> onnx.ModelProto:
+    """The native block copies: a Concat with a constant, a Gather of its rows (5 of 8), a nearest x2
+    Resize (its index-free columns), then a Softmax over the rows."""
+    table = np.random.default_rng(8).standard_normal((6, 4)).astype(np.float32)
+    nodes = [helper.make_node("Concat", ["x", "table"], ["c"], "concat", axis=0),
+             helper.make_node("Gather", ["c", "ids"], ["g"], "gather", axis=0),
+             helper.make_node("Unsqueeze", ["g", "axes"], ["u"], "unsqueeze"),
+             helper.make_node("Resize", ["u", "", "scales"], ["r"], "resize", mode="nearest"),
+             helper.make_node("Softmax", ["r"], ["y"], "softmax", axis=-1)]
+    inits = [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array([4, 0, 7, 1, -3], np.int64), "ids"),
+             numpy_helper.from_array(np.array([0, 1], np.int64), "axes"),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    graph = helper.make_graph(nodes, "copies", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 10, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 STATIC_AIPP = ("aipp_op {\n input_format: RGB888_U8\n src_image_size_w: 8\n src_image_size_h: 6\n crop: true\n"
                " load_start_pos_w: 1\n load_start_pos_h: 1\n crop_size_w: 6\n crop_size_h: 4\n mean_chn_0: 3\n"
                " var_reci_chn_1: 0.5\n}\n")
@@ -168,6 +188,7 @@ SEEDS = {
     "hybrid": (dynamic_onnx, {"input_shape": "x:-1,8"},
                lambda: [np.random.default_rng(5).standard_normal((5, 8)).astype(np.float32)]),
     "control_flow": (control_flow_onnx, {}, lambda: [np.array([1, 2, -0.5, 0.25], np.float32)]),
+    "copies": (copies_onnx, {}, lambda: [np.random.default_rng(9).standard_normal((2, 4)).astype(np.float32)]),
     "aipp_static": (aipp_onnx, {"insert_op_conf": STATIC_AIPP}, lambda: aipp_inputs(False)),
     "aipp_dynamic": (aipp_onnx, {"insert_op_conf": DYNAMIC_AIPP}, lambda: aipp_inputs(True)),
 }
