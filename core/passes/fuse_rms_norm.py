@@ -52,7 +52,7 @@ def _match(m: Matcher, mean: Node):
     elif square.op_type != "Mul" or square.inputs != [xf, xf]:
         return None
     dtype, shape = m.meta(xf)
-    if dtype not in KERNEL_TYPES:
+    if dtype is None or dtype not in KERNEL_TYPES:  # (`None in KERNEL_TYPES`: numpy reads None as float64)
         return None
     axis = _trailing_axis(m, mean, len(shape))
     if axis is None or not known_dims(shape[axis:]):  # the weight is checked against the normalized dims

@@ -50,7 +50,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ge.core import api
 from ge.core.model.errors import GeError
 
-from .om_fuzz import HANG_SECONDS, RAW, bounded, control_flow_onnx, dynamic_onnx, seed_inputs, seed_onnx
+from .om_fuzz import HANG_SECONDS, RAW, bounded, control_flow_onnx, dynamic_onnx, seed_onnx
 
 MAX_GROWTH = 256 << 20  # peak RSS one case may add (13,000 cases of seeds 7 and 11 stay under it)
 RUN_LIMIT = 64 << 20  # inputs and planned memory of a compiled case larger than this are not run
@@ -87,6 +87,42 @@ def attrs_onnx() -> onnx.ModelProto:
     return model
 
 
+def patterns_onnx() -> onnx.ModelProto:
+    """The passes' newer patterns as exporters write them: convs around a nearest x2 upsample and a
+    channel Concat (a blocked region), then an RMSNorm over the rows (Pow, ReduceMean, Add eps, Sqrt,
+    Reciprocal, Mul x, Mul weight)."""
+    rng = np.random.default_rng(7)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], "conv1", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Resize", ["c1", "", "scales"], ["up"], "upsample", mode="nearest"),
+        helper.make_node("Conv", ["x2", "w2"], ["c2"], "conv2", kernel_shape=[1, 1]),
+        helper.make_node("Concat", ["up", "c2"], ["cat"], "concat", axis=1),
+        helper.make_node("Conv", ["cat", "w3"], ["c3"], "conv3", kernel_shape=[1, 1]),
+        helper.make_node("Reshape", ["c3", "rows"], ["r"], "rows"),
+        helper.make_node("Pow", ["r", "two"], ["sq"], "square"),
+        helper.make_node("ReduceMean", ["sq"], ["ms"], "mean", axes=[-1], keepdims=1),
+        helper.make_node("Add", ["ms", "eps"], ["mse"], "add_eps"),
+        helper.make_node("Sqrt", ["mse"], ["rms"], "sqrt"),
+        helper.make_node("Reciprocal", ["rms"], ["inv"], "reciprocal"),
+        helper.make_node("Mul", ["r", "inv"], ["n"], "normalize"),
+        helper.make_node("Mul", ["n", "gamma"], ["y"], "weight"),
+    ]
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1, "w1"),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+             numpy_helper.from_array(rng.standard_normal((16, 16, 1, 1)).astype(np.float32) * 0.3, "w2"),
+             numpy_helper.from_array(rng.standard_normal((16, 32, 1, 1)).astype(np.float32) * 0.3, "w3"),
+             numpy_helper.from_array(np.array([16, 64], np.int64), "rows"),
+             numpy_helper.from_array(np.array(2, np.float32), "two"),
+             numpy_helper.from_array(np.array(1e-6, np.float32), "eps"),
+             numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "gamma")]
+    graph = helper.make_graph(nodes, "patterns", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 4, 4]),
+                                                  helper.make_tensor_value_info("x2", TensorProto.FLOAT, [1, 16, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 64])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 # name -> (onnx builder, atc keyword arguments, weight of the seed among cases)
 SEEDS = {
     "cnn": (seed_onnx, {}, 3),
@@ -94,6 +130,7 @@ SEEDS = {
     "attrs": (attrs_onnx, {}, 3),
     "hybrid": (dynamic_onnx, {"input_shape": "x:-1,8"}, 2),
     "control_flow": (control_flow_onnx, {}, 1),  # the slowest to compile
+    "patterns": (patterns_onnx, {}, 2),
 }
 EXTERNAL = "weights.bin"
 

@@ -208,3 +208,14 @@ def test_llama_sample_decode_step(load, run_ort, run_ge):
             feeds[f"past_key_values.{i}.{kv}"] = rng.standard_normal((1, 2, 8, 16)).astype(np.float32)
     for got, want in zip(run_ge(g, feeds), run_ort(model, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_an_unknown_input_is_left_alone(make_model, load):
+    """A graph whose shapes inference could not settle (the dynamic path): x of unknown type and rank
+    is no RMSNorm to fuse (numpy reads a None dtype as float64: it once passed the type check)."""
+    nodes, inits = written_out(16)
+    g = load(make_model(nodes, {"x": (F, [2, 4, 16])}, ["y"], inits))
+    g.values["x"].dtype = g.values["x"].shape = None
+    stats = {}
+    fuse_rms_norm(g, stats=stats)
+    assert stats["fused"] == 0 and "Sqrt" in [n.op_type for n in g.nodes]
