@@ -157,8 +157,9 @@ def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
         it = iter(v)
         concretes.append({k: [next(it) if d == -1 else d for d in dims] for k, dims in s.shapes.items()})
     # dynamic AIPP's parameters: one input for every gear, sized for the largest gear's batch
-    params_batch = max((c.get(name, graph.value(name).shape)[0] for c in concretes
-                        for name in aipp_inputs(graph, s.aipp)), default=None) if s.aipp else None
+    names = aipp_inputs(graph, s.aipp) if s.aipp else []
+    batches = [(c.get(name) or list(graph.value(name).shape or ()) or [None])[0] for c in concretes for name in names]
+    params_batch = max((b for b in batches if isinstance(b, int)), default=None)  # (else _insert says why)
     for v, concrete in zip(values, concretes):
         gear = graph.copy()
         for name, dims in concrete.items():
