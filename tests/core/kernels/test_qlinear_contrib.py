@@ -1,6 +1,7 @@
 """onnxruntime's com.microsoft quantized ops against onnxruntime itself; QGemm, an integer product,
 against its exact reference (int8_reference.py: onnxruntime's u8 x s8 products saturate on AVX2
-without VNNI)."""
+without VNNI); QLinearAdd/QLinearMul against MLAS's x86 float32 formulas in numpy (checked against
+onnxruntime on x86, where they are its own)."""
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -69,17 +70,37 @@ def qparams(dtype, scale):
     return np.array(scale, np.float32), zp
 
 
+def mlas_binary(op, a, sa, za, b, sb, zb, sc, zc):
+    """QLinearAdd / QLinearMul as MLAS computes them on x86 (ge's contract: the same float32 steps),
+    in numpy: the same on every CPU, where onnxruntime's own kernels are not (on aarch64 its NEON
+    QLinearAdd lands one step away on a few values)."""
+    f = np.float32
+    sa, sb, sc, za, zb, zc = (f(v) for v in (sa, sb, sc, za, zb, zc))
+    if op == "QLinearAdd":
+        ra, rb = sa / sc, sb / sc
+        t = (a.astype(f) * ra + (zc - ra * za - rb * zb)) + b.astype(f) * rb
+    else:
+        t = (a.astype(f) - za) * (b.astype(f) - zb) * (sa * sb / sc) + zc
+    i = np.iinfo(a.dtype)
+    return np.clip(np.rint(t), i.min, i.max).astype(a.dtype)
+
+
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((1, 8, 5, 5), (1, 8, 1, 1)),
                                     ((3, 1), (1, 3))])
 def test_qlinear_binary(op, dtype, shapes):
+    import platform
     a_s, a_z = qparams(dtype, 0.05)
     b_s, b_z = qparams(dtype, 0.03)
     c_s, c_z = qparams(dtype, 0.08 if op == "QLinearAdd" else 0.2)
     inputs = {"a": q(shapes[0], dtype), "as": a_s, "az": a_z, "b": q(shapes[1], dtype), "bs": b_s, "bz": b_z,
               "cs": c_s, "cz": c_z}
-    check(op, inputs, consts=("as", "az", "bs", "bz", "cs", "cz"))
+    consts = ("as", "az", "bs", "bz", "cs", "cz")
+    want = mlas_binary(op, *(inputs[k] for k in ("a", "as", "az", "b", "bs", "bz", "cs", "cz")))
+    if platform.machine() in ("x86_64", "AMD64"):  # the formula is onnxruntime's own there
+        np.testing.assert_array_equal(run_ort(op, inputs, {}, consts), want)
+    check(op, inputs, consts=consts, want=want)
 
 
 @pytest.mark.parametrize("op,attrs", [("QLinearSigmoid", {}), ("QLinearLeakyRelu", {"alpha": 0.1}),
