@@ -3,6 +3,7 @@
     python -m tests.platforms.avx2_cpu python -c "import numpy; numpy.show_runtime()"
     python -m tests.platforms.avx2_cpu python benchmarks/vs_onnxruntime.py --single-thread
     python -m tests.platforms.avx2_cpu python -m pytest tests/core/kernels/test_int8_paths.py
+    python -m tests.platforms.avx2_cpu bash .ci/run     # (in a fresh clone) the README's test command
 
 The command and every process it starts see a CPU whose CPUID lacks AVX-512, VNNI (AVX-512 and AVX-VNNI)
 and AMX (avx2_cpuid.c): onnxruntime's MLAS and numpy choose their AVX2 kernels, ge its v3 library, and all
@@ -32,9 +33,13 @@ def unavailable() -> str | None:
         return "the CPU or hypervisor has no CPUID faulting (no cpuid_fault in /proc/cpuinfo)"
     if "avx2" not in flags or "fma" not in flags:
         return "the CPU has no AVX2+FMA to run"
-    if not (shutil.which("cc") or shutil.which("gcc")):
+    if not compiler():
         return "no C compiler"
     return None
+
+
+def compiler() -> str | None:
+    return shutil.which("cc") or shutil.which("gcc")
 
 
 def library() -> Path:
@@ -42,9 +47,8 @@ def library() -> Path:
     source = SOURCE.read_bytes()
     lib = Path(tempfile.gettempdir()) / f"ge-avx2-cpuid-{hashlib.sha256(source).hexdigest()[:12]}.so"
     if not lib.exists():
-        compiler = shutil.which("cc") or "gcc"
         part = lib.with_suffix(f".{os.getpid()}.part")
-        subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(part), str(SOURCE), "-ldl"], check=True)
+        subprocess.run([compiler(), "-O2", "-shared", "-fPIC", "-o", str(part), str(SOURCE), "-ldl"], check=True)
         part.replace(lib)
     return lib
 

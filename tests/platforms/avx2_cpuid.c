@@ -142,6 +142,17 @@ OPEN_WRAPPER(open64, const char *path)
 OPEN_WRAPPER(openat, int dirfd, const char *path)
 OPEN_WRAPPER(openat64, int dirfd, const char *path)
 
+/* glibc's signal() installs through its own __sigaction, not the exported sigaction above (gcc's cc1 does so,
+ * then GMP inside it runs CPUID) */
+static sighandler_t install(int sig, sighandler_t handler, int flags) {
+    struct sigaction act = {.sa_handler = handler, .sa_flags = flags}, old;
+    sigemptyset(&act.sa_mask);
+    return sigaction(sig, &act, &old) == 0 ? old.sa_handler : SIG_ERR;
+}
+sighandler_t signal(int sig, sighandler_t handler) { return install(sig, handler, SA_RESTART); }
+sighandler_t bsd_signal(int sig, sighandler_t handler) { return install(sig, handler, SA_RESTART); }
+sighandler_t sysv_signal(int sig, sighandler_t handler) { return install(sig, handler, SA_RESETHAND | SA_NODEFER); }
+
 __attribute__((constructor)) static void start_masking(void) {
     copy_cpuinfo();
     real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");

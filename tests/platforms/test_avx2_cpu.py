@@ -45,3 +45,12 @@ def test_ge_picks_its_v3_library_by_itself():
 def test_a_real_fault_still_ends_the_program_and_faulthandler_still_reports_it():
     crash = as_avx2(sys.executable, "-X", "faulthandler", "-c", "import ctypes; ctypes.string_at(0)")
     assert crash.returncode == -11 and "Fatal Python error: Segmentation fault" in crash.stderr
+
+
+def test_the_c_compiler_runs_under_it(tmp_path):
+    """gcc's cc1 installs its SIGSEGV handler through signal() and GMP inside it runs CPUID: the install's
+    build under the mask (the README's commands run as on an AVX2 machine) needs both kept apart."""
+    source = tmp_path / "f.c"
+    source.write_text("int f(int x) { return x * 3; }\n")
+    proc = as_avx2(avx2_cpu.compiler(), "-O2", "-c", str(source), "-o", str(tmp_path / "f.o"))
+    assert proc.returncode == 0 and (tmp_path / "f.o").stat().st_size > 0, proc.stderr
