@@ -796,7 +796,17 @@ void ge_qgemm(const QGemm *g) {
    -zx sum(w) (the weights are centred, the input is not). */
 typedef struct {
     int64_t hh, pitch, phase, nbytes, acc_at;  /* phase rows, width and size; scratch bytes; where the accumulators start */
+    int64_t stage_at;  /* AVX2 builds: where a copy of the input plane goes (0: none) */
 } DwLayout;
+
+/* AVX2 builds without AVX-512BW copy the phases' rows by whole vectors (copy_row's scalar loops cost
+   more than the products on the small planes of a network's late layers), reading from a copy of the
+   plane with slack past it (no read past the tensor) */
+#if defined(__AVX2__) && !defined(__AVX512BW__)
+#define DW_STAGED 1
+#else
+#define DW_STAGED 0
+#endif
 
 static DwLayout dw_layout(const QDepthwise *d) {
     DwLayout l;
@@ -806,6 +816,11 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.phase = l.hh * l.pitch;
     l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
     l.nbytes = l.acc_at + (d->oh * l.pitch + 32) * 4 + 64;
+    l.stage_at = 0;
+#if DW_STAGED
+    l.stage_at = (l.nbytes + 63) / 64 * 64;
+    l.nbytes = l.stage_at + d->height * d->width + 64;
+#endif
     return l;
 }
 
@@ -937,6 +952,48 @@ static inline void copy_row(uint8_t *dst, const uint8_t *src, int64_t n, int64_t
         for (int64_t j = 0; j < n; j++) dst[j] = src[j * sw] ^ flip;
 }
 
+#if DW_STAGED
+/* The phases of one channel from its plane copied to `stage` (64 bytes of slack past it): each row's
+   bytes by 32-byte vectors (stride 2: the even bytes of 32 picked per 16 outputs), the stores running
+   past a row's end into the next row, written after it (phases and rows in memory order; past the
+   last one, the spare row, set after, and the slack) */
+static void fill_phases(const QDepthwise *d, DwLayout l, const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
+    const __m256i f = _mm256_set1_epi8((char)flip), z = _mm256_set1_epi8((char)zx);
+    const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
+                                           0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int64_t r = 0; r < d->sh; r++)
+        for (int64_t cc = 0; cc < d->sw; cc++) {
+            uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
+            int64_t j0 = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
+            int64_t j1 = (d->width - 1 + d->pl - cc) / d->sw + 1;
+            j1 = d->width - 1 + d->pl - cc < 0 ? 0 : j1 < l.pitch ? j1 : l.pitch;
+            j0 = j0 < j1 ? j0 : j1;
+            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
+                if (y < 0 || y >= d->height || j0 == j1) {
+                    for (int64_t j = 0; j < l.pitch; j += 32) _mm256_storeu_si256((__m256i *)(dst + j), z);
+                    continue;
+                }
+                const uint8_t *src = stage + y * d->width + j0 * d->sw + cc - d->pl;
+                int64_t n = j1 - j0;
+                if (d->sw == 1)
+                    for (int64_t j = 0; j < n; j += 32)
+                        _mm256_storeu_si256((__m256i *)(dst + j0 + j),
+                                            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(src + j)), f));
+                else if (d->sw == 2)
+                    for (int64_t j = 0; j < n; j += 16) {
+                        __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(src + 2 * j)), evens);
+                        v = _mm256_permute4x64_epi64(v, 0x08);  /* the two lanes' 8 bytes together */
+                        _mm_storeu_si128((__m128i *)(dst + j0 + j), _mm_xor_si128(_mm256_castsi256_si128(v), _mm256_castsi256_si128(f)));
+                    }
+                else
+                    for (int64_t j = 0; j < n; j++) dst[j0 + j] = src[j * d->sw] ^ flip;
+                for (int64_t j = 0; j < j0; j++) dst[j] = zx;
+                for (int64_t j = j1; j < l.pitch; j++) dst[j] = zx;
+            }
+        }
+}
+#endif
+
 typedef struct {
     const QDepthwise *d;
     DwLayout l;
@@ -951,6 +1008,10 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
     int32_t *acc = (int32_t *)(ph + l.acc_at);
     const uint8_t *x = d->x + c * d->height * d->width;
     uint8_t flip = d->x_flip ? 0x80 : 0, zx = (uint8_t)d->zx;
+#if DW_STAGED
+    memcpy(ph + l.stage_at, x, d->height * d->width);
+    fill_phases(d, l, ph + l.stage_at, ph, flip, zx);
+#else
     /* the phases: row i of phase (r, cc) is padded row i * sh + r, its column j padded column j * sw + cc */
     for (int64_t r = 0; r < d->sh; r++)
         for (int64_t cc = 0; cc < d->sw; cc++) {
@@ -970,6 +1031,7 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
                 copy_row(dst + j0, x + y * d->width + j0 * d->sw + cc - d->pl, j1 - j0, d->sw, flip);
             }
         }
+#endif
     memset(ph + d->sh * d->sw * l.phase, zx, l.pitch);
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
@@ -984,7 +1046,21 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
     dw_taps(tap, wt, taps, corr, run, acc);
     int64_t n = d->oh * d->ow;
     if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
-        for (int64_t oy = 1; oy < d->oh; oy++) memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
+        for (int64_t oy = 1; oy < d->oh; oy++) {
+#if DW_STAGED  /* forward, 8 at a time (the source is past the destination), the tail masked: no call */
+            int32_t *to = acc + oy * d->ow;
+            const int32_t *from = acc + oy * l.pitch;
+            int64_t j = 0;
+            for (; j + 8 <= d->ow; j += 8)
+                _mm256_storeu_si256((__m256i *)(to + j), _mm256_loadu_si256((const __m256i *)(from + j)));
+            if (j < d->ow) {
+                __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(d->ow - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                _mm256_maskstore_epi32(to + j, m, _mm256_maskload_epi32(from + j, m));
+            }
+#else
+            memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
+#endif
+        }
     for (int64_t j0 = 0; j0 < n; j0 += 1024)
         store_row(&d->out, c, 0, acc + j0, (int)(n - j0 < 1024 ? n - j0 : 1024), d->y, c * n + j0);
 }
