@@ -831,16 +831,18 @@ int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbyt
    spare lanes, the phases' spare row and 64 bytes). With SSE4.1 / AVX2 / AVX-512 the taps go in pairs: their
    bytes interleaved and widened to int16, vpmaddwd (vpdpwssd with VNNI) adds x0 w0 + x1 w1 into
    int32 (|w| <= 255: exact), an odd last tap paired with itself at weight 0. */
-static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, int32_t corr, int64_t run,
-                    int32_t *acc) {
+static void dw_taps(const uint8_t *base, const int64_t *tap_at, const int16_t *wt, int64_t taps, int32_t corr,
+                    int64_t run, int32_t *acc) {
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE4_1__)
+    /* tap t reads base + tap_at[t] (built from arrays written long before: a table of pointers just
+       stored, read back as vectors, stalls on store forwarding) */
     const uint8_t *t0[32], *t1[32];
     int32_t wpair[32];
     int64_t pairs = (taps + 1) / 2;
     for (int64_t p = 0; p < pairs; p++) {
         int has2 = 2 * p + 1 < taps;
-        t0[p] = tap[2 * p];
-        t1[p] = tap[2 * p + has2];
+        t0[p] = base + tap_at[2 * p];
+        t1[p] = base + tap_at[2 * p + has2];
         wpair[p] = (int32_t)((uint32_t)(uint16_t)wt[2 * p] | (uint32_t)(uint16_t)(has2 ? wt[2 * p + 1] : 0) << 16);
     }
 #endif
@@ -912,7 +914,7 @@ static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, 
         int32_t a[16];
         for (int k = 0; k < 16; k++) a[k] = corr;
         for (int64_t t = 0; t < taps; t++) {
-            const uint8_t *src = tap[t] + j;
+            const uint8_t *src = base + tap_at[t] + j;
             int32_t wv = wt[t];
             for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
         }
@@ -991,6 +993,8 @@ static void fill_phases(const QDepthwise *d, DwLayout l, const uint8_t *stage, u
                 for (int64_t j = j1; j < l.pitch; j++) dst[j] = zx;
             }
         }
+    for (int64_t j = 0; j < l.pitch; j += 32)  /* the spare row */
+        _mm256_storeu_si256((__m256i *)(ph + d->sh * d->sw * l.phase + j), z);
 }
 #endif
 
@@ -1031,19 +1035,12 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
                 copy_row(dst + j0, x + y * d->width + j0 * d->sw + cc - d->pl, j1 - j0, d->sw, flip);
             }
         }
-#endif
     memset(ph + d->sh * d->sw * l.phase, zx, l.pitch);
+#endif
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
-    const uint8_t *tap[64];
-    int32_t wt[64];
-    int64_t taps = d->kh * d->kw;
-    for (int64_t t = 0; t < taps; t++) {
-        tap[t] = ph + job->tap_at[t];
-        wt[t] = w[t];
-    }
-    dw_taps(tap, wt, taps, corr, run, acc);
+    dw_taps(ph, job->tap_at, w, d->kh * d->kw, corr, run, acc);
     int64_t n = d->oh * d->ow;
     if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
         for (int64_t oy = 1; oy < d->oh; oy++) {
