@@ -269,17 +269,32 @@ class QLinearGlobalAveragePool(_QPool):
         n, c = self.groups[0][3][:2]
         self.size = math.prod(self.groups[0][3][2:])
         self.scratch = Scratch()
-        self.scratch.add("acc", (n, c), np.int64)
+        # a plane's sum of bytes below 2 ** 24 is exact in float32 whatever the order of its additions:
+        # the bytes as float32 times a vector of ones (a BLAS gemv: 10x faster than numpy summing bytes
+        # into int64, or float32 rows, 49 long at the end of a network)
+        self.exact_f32 = self.size * 255 < 2 ** 24
+        self.ones = np.ones(self.size, F32)
+        self.scratch.add("acc", (n, c), F32 if self.exact_f32 else np.int64)
+        if self.exact_f32:
+            self.scratch.add("xf", (n * c, self.size), F32)
         self.scratch.add("t", self.inner_out, F32)
 
     def run(self, xs, ys, ws):
         v = self.views(ws)
         acc, t = v["acc"], v["t"]
         x = self.nchw(xs[0])
-        # over one flat axis: numpy casts and adds a contiguous row 4x faster than over several axes
-        np.sum(x.reshape(acc.size, self.size), axis=1, dtype=np.int64, out=acc.reshape(-1))
-        if self.groups[0][2] is not None:
-            np.subtract(acc, np.int64(xs[self.groups[0][2]].reshape(())) * self.size, out=acc)
+        zp = 0 if self.groups[0][2] is None else int(xs[self.groups[0][2]].reshape(()))
+        if self.exact_f32:
+            xf = v["xf"]
+            np.copyto(xf, x.reshape(xf.shape), casting="unsafe")
+            np.matmul(xf, self.ones, out=acc.reshape(-1))
+            if zp:  # integers below 2 ** 24 either side: exact
+                np.subtract(acc, np.float32(zp * self.size), out=acc)
+        else:
+            # over one flat axis: numpy casts and adds a contiguous row 4x faster than over several axes
+            np.sum(x.reshape(acc.size, self.size), axis=1, dtype=np.int64, out=acc.reshape(-1))
+            if zp:
+                np.subtract(acc, np.int64(zp) * self.size, out=acc)
         t2 = t.reshape(acc.shape)
         np.copyto(t2, acc, casting="unsafe")
         f = np.float32

@@ -114,7 +114,8 @@ def test_qlinear_unary(op, attrs, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-@pytest.mark.parametrize("shape,channels_last", [((2, 8, 5, 5), 0), ((1, 16, 7, 7), 0), ((2, 5, 5, 8), 1)])
+@pytest.mark.parametrize("shape,channels_last", [((2, 8, 5, 5), 0), ((1, 16, 7, 7), 0), ((2, 5, 5, 8), 1),
+                                                 ((1, 2, 257, 257), 0)])  # (planes past float32's exact sums)
 def test_qlinear_global_average_pool(dtype, shape, channels_last):
     xs, xz = qparams(dtype, 0.05)
     ys, yz = qparams(dtype, 0.02)
