@@ -549,6 +549,32 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
             if (o->kind == QOUT_F32 && o->fbias) fb[h] = _mm256_loadu_ps(o->fbias + j0 + 8 * h);
         }
     }
+    if (o->kind != QOUT_F32 && o->lo == (o->kind == QOUT_U8 ? 0 : -128) && o->hi == (o->kind == QOUT_U8 ? 255 : 127)) {
+        /* the whole 8-bit range: round first, then saturate by the packs (the bounds are integers:
+           the same as clamping first); only a float32 past int32 needs clamping, as cvtps2dq would turn
+           it into INT32_MIN (one from below does: it saturates to the low end as it should) */
+        const __m256 top = _mm256_set1_ps(2147483520.0f);  /* the largest float32 below 2^31 */
+        const __m256i zy16 = _mm256_set1_epi16((int16_t)o->zy);
+        const int u8 = o->kind == QOUT_U8, by_row = g->rows_are_weights;
+        const int32_t *bias = o->bias;
+        for (int i = 0; i < mr; i++) {
+            if (by_row) {
+                int64_t w = i0 + i;
+                corr[0] = corr[1] = _mm256_set1_epi32(-g->zu * g->sum_s[w] + (bias ? bias[w] : 0));
+                sc[0] = sc[1] = _mm256_set1_ps(o->scale[o->scale_step * w]);
+            }
+            __m256i r0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR)), corr[0]);
+            __m256i r1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR + 8)), corr[1]);
+            r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r0), sc[0]), top));
+            r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r1), sc[1]), top));
+            __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);  /* 16 words in order */
+            w16 = _mm256_adds_epi16(w16, zy16);
+            __m256i b = u8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
+            b = _mm256_permute4x64_epi64(b, 0x08);
+            _mm_storeu_si128((__m128i *)((uint8_t *)g->c + (i0 + i) * g->ldc + j0), _mm256_castsi256_si128(b));
+        }
+        return;
+    }
     for (int i = 0; i < mr; i++) {
         int64_t at = (i0 + i) * g->ldc + j0;
         if (g->rows_are_weights) {  /* per row: one correction and one scale */
