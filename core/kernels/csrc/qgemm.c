@@ -660,6 +660,16 @@ static void gather_run(const QGemm *g, uint8_t *dst, int ja, int len, int64_t s,
 }
 #endif
 
+#if QNR == 16 && defined(__AVX2__) && !defined(__AVX512BW__)
+/* src[0], src[2], ..., src[30]: two loads within those 31 bytes (none past them: the input's end) */
+static inline __m128i even_bytes16(const uint8_t *src) {
+    const __m128i lo = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i hi = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm_or_si128(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)src), lo),
+                        _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(src + 15)), hi));
+}
+#endif
+
 /* Panel p of the gathered u8 operand into dst (b_flip: int8 values, sign bit flipped); with `sums`,
    sums[j] = sum over k of column j */
 static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums) {
@@ -679,29 +689,35 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
         j += len;
     }
 #else
-    int contiguous = 1;  /* the panel's columns are one run of the input (a 1x1 stride-1 conv's pixels) */
-    for (int j = 1; j < nc && contiguous; j++) contiguous = noff[j] == noff[0] + j;
+    /* the panel's columns as one run of the input: step 1 (a 1x1 stride-1 conv's pixels) or, a whole
+       panel, step 2 (a stride-2 conv's) */
+    int contiguous = 1, step2 = nc == QNR;
+    for (int j = 1; j < nc; j++) {
+        contiguous &= noff[j] == noff[0] + j;
+        step2 &= noff[j] == noff[0] + 2 * j;
+    }
     for (int64_t q = 0; q < q4; q++) {
         uint8_t *d = dst + q * QNR * 4;
+#if QNR == 16 && defined(__AVX2__)  /* (QNR is 32 only with VNNI, whose builds gather by gather_run) */
+        if ((contiguous || step2) && nc == QNR && 4 * q + 3 < g->K) {
+            /* 4 rows of 16 bytes into 16 quads: byte, then 16-bit interleaves */
+            __m128i f = _mm_set1_epi8((char)flip), r[4];
+            for (int t = 0; t < 4; t++) {
+                const uint8_t *src = g->b + g->koff[4 * q + t] + noff[0];
+                r[t] = _mm_xor_si128(step2 ? even_bytes16(src) : _mm_loadu_si128((const __m128i *)src), f);
+            }
+            __m128i lo01 = _mm_unpacklo_epi8(r[0], r[1]), hi01 = _mm_unpackhi_epi8(r[0], r[1]);
+            __m128i lo23 = _mm_unpacklo_epi8(r[2], r[3]), hi23 = _mm_unpackhi_epi8(r[2], r[3]);
+            _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+            _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+            _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+            _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+            continue;
+        }
+#endif
         if (contiguous && 4 * q + 3 < g->K) {
             const uint8_t *s0 = g->b + g->koff[4 * q] + noff[0], *s1 = g->b + g->koff[4 * q + 1] + noff[0];
             const uint8_t *s2 = g->b + g->koff[4 * q + 2] + noff[0], *s3 = g->b + g->koff[4 * q + 3] + noff[0];
-#if QNR == 16 && defined(__AVX2__)  /* (QNR is 32 only with VNNI, whose builds gather by gather_run) */
-            if (nc == QNR) {  /* 4 rows of 16 bytes into 16 quads: byte, then 16-bit interleaves */
-                __m128i f = _mm_set1_epi8((char)flip);
-                __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s0), f);
-                __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s1), f);
-                __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s2), f);
-                __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s3), f);
-                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-                _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
-                _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
-                _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
-                _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
-                continue;
-            }
-#endif
             for (int j = 0; j < nc; j++) {
                 d[4 * j] = s0[j] ^ flip;
                 d[4 * j + 1] = s1[j] ^ flip;
@@ -980,6 +996,15 @@ static inline void copy_row(uint8_t *dst, const uint8_t *src, int64_t n, int64_t
         for (int64_t j = 0; j < n; j++) dst[j] = src[j * sw] ^ flip;
 }
 
+/* the columns j of phase column cc whose input column j * sw + cc - pl is inside the row: [*j0, *j1) */
+static inline void phase_columns(const QDepthwise *d, int64_t pitch, int64_t cc, int64_t *j0, int64_t *j1) {
+    int64_t a = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
+    int64_t b = (d->width - 1 + d->pl - cc) / d->sw + 1;
+    b = d->width - 1 + d->pl - cc < 0 ? 0 : b < pitch ? b : pitch;
+    *j0 = a < b ? a : b;
+    *j1 = b;
+}
+
 #if DW_STAGED
 /* The phases of one channel from its plane copied to `stage` (64 bytes of slack past it): each row's
    bytes by 32-byte vectors (stride 2: the even bytes of 32 picked per 16 outputs), the stores running
@@ -992,10 +1017,8 @@ static void fill_phases(const QDepthwise *d, DwLayout l, const uint8_t *stage, u
     for (int64_t r = 0; r < d->sh; r++)
         for (int64_t cc = 0; cc < d->sw; cc++) {
             uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
-            int64_t j0 = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
-            int64_t j1 = (d->width - 1 + d->pl - cc) / d->sw + 1;
-            j1 = d->width - 1 + d->pl - cc < 0 ? 0 : j1 < l.pitch ? j1 : l.pitch;
-            j0 = j0 < j1 ? j0 : j1;
+            int64_t j0, j1;
+            phase_columns(d, l.pitch, cc, &j0, &j1);
             for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
                 if (y < 0 || y >= d->height || j0 == j1) {
                     for (int64_t j = 0; j < l.pitch; j += 32) _mm256_storeu_si256((__m256i *)(dst + j), z);
@@ -1046,11 +1069,8 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
     for (int64_t r = 0; r < d->sh; r++)
         for (int64_t cc = 0; cc < d->sw; cc++) {
             uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
-            /* the columns j whose input column j * sw + cc - pl is inside the row: [j0, j1) */
-            int64_t j0 = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
-            int64_t j1 = (d->width - 1 + d->pl - cc) / d->sw + 1;
-            j1 = d->width - 1 + d->pl - cc < 0 ? 0 : j1 < l.pitch ? j1 : l.pitch;
-            j0 = j0 < j1 ? j0 : j1;
+            int64_t j0, j1;
+            phase_columns(d, l.pitch, cc, &j0, &j1);
             for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
                 if (y < 0 || y >= d->height) {
                     memset(dst, zx, l.pitch);

@@ -163,6 +163,9 @@ class _QLinearBinary(PlannedKernel):
         nat = self.backend.lib
         if nat is not None and self.NATIVE and tuple(am.shape) == tuple(bm.shape) == tuple(shape):
             self.uses_native, self.calls = True, CallCache()
+            # constant scales and zero points (a QDQ model's): the factors once, not six scalars read per run
+            vals = [self.const_scalar(i) for i in (1, 2, 4, 5, 6, 7)]
+            self.const_factors = None if any(v is None for v in vals) else self.factors(*vals)
             return
         self.scratch.add("t", shape, F32)
         self.scratch.add("u", shape, F32)
@@ -172,6 +175,13 @@ class _QLinearBinary(PlannedKernel):
         x = xs[i] if i < len(xs) else None
         return np.float32(0) if x is None else np.float32(np.asarray(x).reshape(-1)[0])
 
+    def const_scalar(self, i):
+        """Input i's value when it is a constant (0 when it is absent), else None."""
+        if i >= len(self.inputs) or self.inputs[i] is None:
+            return np.float32(0)
+        c = const_input(self, i)
+        return None if c is None else np.float32(np.asarray(c).reshape(-1)[0])
+
     NATIVE = False  # the class has a native kernel (for operands of one shape)
 
     def run(self, xs, ys, ws):
@@ -180,7 +190,8 @@ class _QLinearBinary(PlannedKernel):
             call = self.calls.get((xs[0], xs[3], ys[0]), lambda: self.backend.lib.qadd_call(
                 xs[0], xs[3], ys[0], self.lo, self.hi))
             args = call.keep[0]
-            args.ra, args.rb, args.fixed = self.factors(f(1), f(2), f(4), f(5), f(6), f(7))
+            args.ra, args.rb, args.fixed = self.const_factors if self.const_factors is not None else \
+                self.factors(f(1), f(2), f(4), f(5), f(6), f(7))
             return call.run()
         v = self.views(ws)
         t, u = v["t"], v["u"]
