@@ -281,12 +281,13 @@ class QLinearGlobalAveragePool(_QPool):
         self.size = math.prod(self.groups[0][3][2:])
         self.scratch = Scratch()
         # a plane's sum of bytes below 2 ** 24 is exact in float32 whatever the order of its additions:
-        # the bytes as float32 times a vector of ones (a BLAS gemv: 10x faster than numpy summing bytes
-        # into int64, or float32 rows, 49 long at the end of a network)
+        # the bytes as float32 times a vector of ones, a BLAS gemv (MobileNetV2's 1280 planes of 49
+        # bytes: 16 us to convert + 13 us, where numpy sums them into int64 in 140 us, as float32 rows
+        # in 111 us)
         self.exact_f32 = self.size * 255 < 2 ** 24
-        self.ones = np.ones(self.size, F32)
         self.scratch.add("acc", (n, c), F32 if self.exact_f32 else np.int64)
         if self.exact_f32:
+            self.ones = np.ones(self.size, F32)
             self.scratch.add("xf", (n * c, self.size), F32)
         self.scratch.add("t", self.inner_out, F32)
 
