@@ -1005,47 +1005,47 @@ static inline void phase_columns(const QDepthwise *d, int64_t pitch, int64_t cc,
     *j1 = b;
 }
 
+/* a phase row all padding (AVX2 builds: by 32-byte stores, running past its end as fill_row's) */
+static inline void pad_row(uint8_t *dst, int64_t pitch, uint8_t zx) {
 #if DW_STAGED
-/* The phases of one channel from its plane copied to `stage` (64 bytes of slack past it): each row's
-   bytes by 32-byte vectors (stride 2: the even bytes of 32 picked per 16 outputs), the stores running
-   past a row's end into the next row, written after it (phases and rows in memory order; past the
-   last one, the spare row, set after, and the slack) */
-static void fill_phases(const QDepthwise *d, DwLayout l, const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
-    const __m256i f = _mm256_set1_epi8((char)flip), z = _mm256_set1_epi8((char)zx);
-    const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
-                                           0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
-    for (int64_t r = 0; r < d->sh; r++)
-        for (int64_t cc = 0; cc < d->sw; cc++) {
-            uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
-            int64_t j0, j1;
-            phase_columns(d, l.pitch, cc, &j0, &j1);
-            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
-                if (y < 0 || y >= d->height || j0 == j1) {
-                    for (int64_t j = 0; j < l.pitch; j += 32) _mm256_storeu_si256((__m256i *)(dst + j), z);
-                    continue;
-                }
-                const uint8_t *src = stage + y * d->width + j0 * d->sw + cc - d->pl;
-                int64_t n = j1 - j0;
-                if (d->sw == 1)
-                    for (int64_t j = 0; j < n; j += 32)
-                        _mm256_storeu_si256((__m256i *)(dst + j0 + j),
-                                            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(src + j)), f));
-                else if (d->sw == 2)
-                    for (int64_t j = 0; j < n; j += 16) {
-                        __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(src + 2 * j)), evens);
-                        v = _mm256_permute4x64_epi64(v, 0x08);  /* the two lanes' 8 bytes together */
-                        _mm_storeu_si128((__m128i *)(dst + j0 + j), _mm_xor_si128(_mm256_castsi256_si128(v), _mm256_castsi256_si128(f)));
-                    }
-                else
-                    for (int64_t j = 0; j < n; j++) dst[j0 + j] = src[j * d->sw] ^ flip;
-                for (int64_t j = 0; j < j0; j++) dst[j] = zx;
-                for (int64_t j = j1; j < l.pitch; j++) dst[j] = zx;
-            }
-        }
-    for (int64_t j = 0; j < l.pitch; j += 32)  /* the spare row */
-        _mm256_storeu_si256((__m256i *)(ph + d->sh * d->sw * l.phase + j), z);
-}
+    const __m256i z = _mm256_set1_epi8((char)zx);
+    for (int64_t j = 0; j < pitch; j += 32) _mm256_storeu_si256((__m256i *)(dst + j), z);
+#else
+    memset(dst, zx, pitch);
 #endif
+}
+
+/* A phase row: zx, then src[0], src[sw], ... ^ flip in columns [j0, j1), then zx. AVX2 builds read a
+   copy of the plane with 64 bytes of slack past it and copy by 32-byte vectors (stride 2: the even
+   bytes of 32 picked per 16 columns), the stores running past the row's end into the next row, written
+   after it (phases and rows in memory order; past the last one, the spare row, set after, and the
+   slack): copy_row's scalar loops cost more than the products on a network's small late planes. */
+static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_t j1, int64_t pitch, int64_t sw,
+                            uint8_t flip, uint8_t zx) {
+#if DW_STAGED
+    const __m256i f = _mm256_set1_epi8((char)flip);
+    int64_t n = j1 - j0;
+    if (sw == 1)
+        for (int64_t j = 0; j < n; j += 32)
+            _mm256_storeu_si256((__m256i *)(dst + j0 + j), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(src + j)), f));
+    else if (sw == 2) {
+        const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
+                                               0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+        for (int64_t j = 0; j < n; j += 16) {
+            __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(src + 2 * j)), evens);
+            v = _mm256_permute4x64_epi64(v, 0x08);  /* the two lanes' 8 bytes together */
+            _mm_storeu_si128((__m128i *)(dst + j0 + j), _mm_xor_si128(_mm256_castsi256_si128(v), _mm256_castsi256_si128(f)));
+        }
+    } else
+        copy_row(dst + j0, src, n, sw, flip);
+    for (int64_t j = 0; j < j0; j++) dst[j] = zx;
+    for (int64_t j = j1; j < pitch; j++) dst[j] = zx;
+#else
+    for (int64_t j = 0; j < j0; j++) dst[j] = zx;  /* a pad or two: no memset call */
+    for (int64_t j = j1; j < pitch; j++) dst[j] = zx;
+    copy_row(dst + j0, src, j1 - j0, sw, flip);
+#endif
+}
 
 typedef struct {
     const QDepthwise *d;
@@ -1063,8 +1063,8 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
     uint8_t flip = d->x_flip ? 0x80 : 0, zx = (uint8_t)d->zx;
 #if DW_STAGED
     memcpy(ph + l.stage_at, x, d->height * d->width);
-    fill_phases(d, l, ph + l.stage_at, ph, flip, zx);
-#else
+    x = ph + l.stage_at;
+#endif
     /* the phases: row i of phase (r, cc) is padded row i * sh + r, its column j padded column j * sw + cc */
     for (int64_t r = 0; r < d->sh; r++)
         for (int64_t cc = 0; cc < d->sw; cc++) {
@@ -1072,17 +1072,11 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
             int64_t j0, j1;
             phase_columns(d, l.pitch, cc, &j0, &j1);
             for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
-                if (y < 0 || y >= d->height) {
-                    memset(dst, zx, l.pitch);
-                    continue;
-                }
-                for (int64_t j = 0; j < j0; j++) dst[j] = zx;  /* a pad or two: no memset call */
-                for (int64_t j = j1; j < l.pitch; j++) dst[j] = zx;
-                copy_row(dst + j0, x + y * d->width + j0 * d->sw + cc - d->pl, j1 - j0, d->sw, flip);
+                if (y < 0 || y >= d->height || j0 == j1) pad_row(dst, l.pitch, zx);
+                else fill_row(dst, x + y * d->width + j0 * d->sw + cc - d->pl, j0, j1, l.pitch, d->sw, flip, zx);
             }
         }
-    memset(ph + d->sh * d->sw * l.phase, zx, l.pitch);
-#endif
+    pad_row(ph + d->sh * d->sw * l.phase, l.pitch, zx);  /* the spare row */
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
