@@ -1047,6 +1047,36 @@ static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_
 #endif
 }
 
+#if DW_STAGED
+/* store_row for weight index w (one bias, one scale) into bytes over the whole 8-bit range, 16 at a
+   time as store_tile_fast stores (round, then saturate by the packs; the same bytes), reading acc up
+   to 15 past n (the accumulators' spare lanes); 0 when the output is another kind (store_row's then) */
+static int store_row_bytes(const QOut *o, int64_t w, const int32_t *acc, int64_t n, uint8_t *y) {
+    int u8 = o->kind == QOUT_U8;
+    if ((o->kind != QOUT_U8 && o->kind != QOUT_S8) || o->lo != (u8 ? 0 : -128) || o->hi != (u8 ? 255 : 127))
+        return 0;
+    const __m256i bias = _mm256_set1_epi32(o->bias ? o->bias[w] : 0), zy16 = _mm256_set1_epi16((int16_t)o->zy);
+    const __m256 sc = _mm256_set1_ps(o->scale[o->scale_step ? w : 0]), top = _mm256_set1_ps(2147483520.0f);
+    for (int64_t j = 0; j < n; j += 16) {
+        __m256i r0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + j)), bias);
+        __m256i r1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + j + 8)), bias);
+        r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r0), sc), top));
+        r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r1), sc), top));
+        __m256i w16 = _mm256_adds_epi16(_mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8), zy16);
+        __m256i b = u8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
+        __m128i v = _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08));
+        if (n - j >= 16) {
+            _mm_storeu_si128((__m128i *)(y + j), v);
+        } else {  /* no byte past n: the next plane's may be another thread's */
+            uint8_t part[16];
+            _mm_storeu_si128((__m128i *)part, v);
+            for (int64_t k = 0; k < n - j; k++) y[j + k] = part[k];
+        }
+    }
+    return 1;
+}
+#endif
+
 typedef struct {
     const QDepthwise *d;
     DwLayout l;
@@ -1098,6 +1128,10 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
             memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
 #endif
         }
+#if DW_STAGED
+    if (store_row_bytes(&d->out, c, acc, n, (uint8_t *)d->y + c * n))
+        return;
+#endif
     for (int64_t j0 = 0; j0 < n; j0 += 1024)
         store_row(&d->out, c, 0, acc + j0, (int)(n - j0 < 1024 ? n - j0 : 1024), d->y, c * n + j0);
 }
