@@ -860,7 +860,7 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.nbytes = l.acc_at + (d->oh * l.pitch + 32) * 4 + 64;
     l.stage_at = 0;
 #if DW_STAGED
-    l.stage_at = (l.nbytes + 63) / 64 * 64;
+    l.stage_at = (l.nbytes + 63) / 64 * 64 + 64;  /* 64 bytes of slack before the plane, 64 after */
     l.nbytes = l.stage_at + d->height * d->width + 64;
 #endif
     return l;
@@ -1048,6 +1048,38 @@ static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_
 }
 
 #if DW_STAGED
+/* The phases of a plane whose phase rows fit one vector (pitch <= 32 at stride 1, 16 at stride 2; the
+   late layers' 7x7 and 14x14 planes): each row one load from the staged plane (64 bytes of slack either
+   side: the columns before the first, after the last), the padding blended in under the phase's mask
+   of columns [j0, j1), one store running past the row's end as fill_row's. */
+static void fill_narrow(const QDepthwise *d, DwLayout l, const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
+    const __m256i f = _mm256_set1_epi8((char)flip), z = _mm256_set1_epi8((char)zx);
+    const __m256i col = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                                         21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
+                                           0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int64_t r = 0; r < d->sh; r++)
+        for (int64_t cc = 0; cc < d->sw; cc++) {
+            uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
+            int64_t j0, j1;
+            phase_columns(d, l.pitch, cc, &j0, &j1);
+            __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi8(col, _mm256_set1_epi8((char)(j0 - 1))),
+                                            _mm256_cmpgt_epi8(_mm256_set1_epi8((char)j1), col));
+            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
+                if (y < 0 || y >= d->height) {
+                    _mm256_storeu_si256((__m256i *)dst, z);
+                    continue;
+                }
+                const uint8_t *src = stage + y * d->width + cc - d->pl;  /* column j: src[j * sw] */
+                __m256i v = _mm256_loadu_si256((const __m256i *)src);
+                if (d->sw == 2)
+                    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, evens), 0x08);
+                _mm256_storeu_si256((__m256i *)dst, _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), keep));
+            }
+        }
+    _mm256_storeu_si256((__m256i *)(ph + d->sh * d->sw * l.phase), z);  /* the spare row */
+}
+
 /* store_row for weight index w (one bias, one scale) into bytes over the whole 8-bit range, 16 at a
    time as store_tile_fast stores (round, then saturate by the packs; the same bytes), reading acc up
    to 15 past n (the accumulators' spare lanes); 0 when the output is another kind (store_row's then) */
@@ -1094,6 +1126,9 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
 #if DW_STAGED
     memcpy(ph + l.stage_at, x, d->height * d->width);
     x = ph + l.stage_at;
+    if (d->sw <= 2 && l.pitch <= 32 / d->sw && d->pl <= 32)
+        fill_narrow(d, l, x, ph, flip, zx);
+    else
 #endif
     /* the phases: row i of phase (r, cc) is padded row i * sh + r, its column j padded column j * sw + cc */
     for (int64_t r = 0; r < d->sh; r++)
