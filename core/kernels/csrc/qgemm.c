@@ -526,6 +526,43 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
 }
 #define HAVE_FAST_STORE 1
 #elif defined(__AVX2__)
+/* store_tile_fast's rows over the whole 8-bit range: round first, then saturate by the packs (the
+   bounds are integers: the same as clamping first); only a float32 past int32 needs clamping, as
+   cvtps2dq would turn it into INT32_MIN (one from below does: it saturates to the low end as it
+   should). Everything the loop reads is copied to locals first: its byte stores may alias any
+   memory, the QGemm included, so that the compiler would read its fields again at every row. */
+static inline __attribute__((always_inline)) void store_rows_bytes(const QGemm *g, const int32_t *acc, int64_t i0,
+                                                                   int mr, int64_t j0, const __m256i *corr0,
+                                                                   const __m256 *sc0, const int u8) {
+    const QOut *o = &g->out;
+    const __m256 top = _mm256_set1_ps(2147483520.0f);  /* the largest float32 below 2^31 */
+    const __m256i zy16 = _mm256_set1_epi16((int16_t)o->zy);
+    const int by_row = g->rows_are_weights;
+    const int32_t *bias = o->bias, *sum_s = g->sum_s;
+    const float *scale = o->scale;
+    const int64_t sstep = o->scale_step, ldc = g->ldc;
+    const int32_t zu = g->zu;
+    uint8_t *c = (uint8_t *)g->c + i0 * ldc + j0;
+    __m256i corr[2] = {corr0[0], corr0[1]};
+    __m256 sc[2] = {sc0[0], sc0[1]};
+    for (int i = 0; i < mr; i++, c += ldc) {
+        if (by_row) {
+            int64_t w = i0 + i;
+            corr[0] = corr[1] = _mm256_set1_epi32(-zu * sum_s[w] + (bias ? bias[w] : 0));
+            sc[0] = sc[1] = _mm256_set1_ps(scale[sstep * w]);
+        }
+        __m256i r0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR)), corr[0]);
+        __m256i r1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR + 8)), corr[1]);
+        r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r0), sc[0]), top));
+        r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r1), sc[1]), top));
+        __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);  /* 16 words in order */
+        w16 = _mm256_adds_epi16(w16, zy16);
+        __m256i b = u8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
+        b = _mm256_permute4x64_epi64(b, 0x08);
+        _mm_storeu_si128((__m128i *)c, _mm256_castsi256_si128(b));
+    }
+}
+
 /* store_tile_fast with 8 lanes, for full panels (16 columns: two vectors): the same steps as the
    AVX-512 one (cvtps rounds to nearest even, the default mode; the clamped values fit 8 bits, so the
    packs do not saturate) */
@@ -550,29 +587,8 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
         }
     }
     if (o->kind != QOUT_F32 && o->lo == (o->kind == QOUT_U8 ? 0 : -128) && o->hi == (o->kind == QOUT_U8 ? 255 : 127)) {
-        /* the whole 8-bit range: round first, then saturate by the packs (the bounds are integers:
-           the same as clamping first); only a float32 past int32 needs clamping, as cvtps2dq would turn
-           it into INT32_MIN (one from below does: it saturates to the low end as it should) */
-        const __m256 top = _mm256_set1_ps(2147483520.0f);  /* the largest float32 below 2^31 */
-        const __m256i zy16 = _mm256_set1_epi16((int16_t)o->zy);
-        const int u8 = o->kind == QOUT_U8, by_row = g->rows_are_weights;
-        const int32_t *bias = o->bias;
-        for (int i = 0; i < mr; i++) {
-            if (by_row) {
-                int64_t w = i0 + i;
-                corr[0] = corr[1] = _mm256_set1_epi32(-g->zu * g->sum_s[w] + (bias ? bias[w] : 0));
-                sc[0] = sc[1] = _mm256_set1_ps(o->scale[o->scale_step * w]);
-            }
-            __m256i r0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR)), corr[0]);
-            __m256i r1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR + 8)), corr[1]);
-            r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r0), sc[0]), top));
-            r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r1), sc[1]), top));
-            __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);  /* 16 words in order */
-            w16 = _mm256_adds_epi16(w16, zy16);
-            __m256i b = u8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
-            b = _mm256_permute4x64_epi64(b, 0x08);
-            _mm_storeu_si128((__m128i *)((uint8_t *)g->c + (i0 + i) * g->ldc + j0), _mm256_castsi256_si128(b));
-        }
+        if (o->kind == QOUT_U8) store_rows_bytes(g, acc, i0, mr, j0, corr, sc, 1);
+        else store_rows_bytes(g, acc, i0, mr, j0, corr, sc, 0);
         return;
     }
     for (int i = 0; i < mr; i++) {
