@@ -46,7 +46,7 @@ def runs() -> list:
         if lv.name in BLAS_CORES:
             env["OPENBLAS_CORETYPE"] = BLAS_CORES[lv.name]
         if lv.name == "v3" and not reason and avx2_cpu.unavailable() is None:
-            env["LD_PRELOAD"] = avx2_cpu.environment()["LD_PRELOAD"]
+            env.update({k: v for k, v in avx2_cpu.environment().items() if k in ("LD_PRELOAD", "GLIBC_TUNABLES")})
         params.append(pytest.param(env, id=lv.name,
                                    marks=[pytest.mark.skip(reason=reason)] if reason else []))
     params.append(pytest.param({"GE_NO_NATIVE": "1"}, id="numpy",

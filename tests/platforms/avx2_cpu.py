@@ -53,10 +53,18 @@ def library() -> Path:
     return lib
 
 
+#: glibc reads the CPU before any library's constructor runs (its memcpy/memset variants): its tunables
+#: take the same features away from it
+GLIBC_HWCAPS = "glibc.cpu.hwcaps=" + ",".join(f"-{f}" for f in (
+    "AVX512F", "AVX512CD", "AVX512DQ", "AVX512BW", "AVX512VL", "AVX512_IFMA", "AVX512_VBMI", "AVX512_VBMI2",
+    "AVX512_VNNI", "AVX512_BITALG", "AVX512_VPOPCNTDQ", "AVX512_BF16", "AVX512_FP16", "AVX_VNNI"))
+
+
 def environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """`base` (default os.environ) with the masking library preloaded."""
+    """`base` (default os.environ) with the masking library preloaded and glibc told the same."""
     env = dict(os.environ if base is None else base)
     env["LD_PRELOAD"] = " ".join(filter(None, [str(library()), env.get("LD_PRELOAD", "")]))
+    env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES", ""), GLIBC_HWCAPS]))
     return env
 
 

@@ -6,7 +6,8 @@
  * instruction of this process raise SIGSEGV; the handler runs the instruction with faulting off for a moment,
  * clears the later features' bits and steps over it. Threads inherit the setting; exec clears it, and the
  * child's copy of this library (LD_PRELOAD is in its environment) sets it again. Feature checks made before
- * this library's constructor (the dynamic loader's, glibc's string functions) still see the real CPU. The
+ * this library's constructor (the dynamic loader's, glibc's string functions) see the real CPU: avx2_cpu.py
+ * takes the same features from glibc by its tunables (GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,...). The
  * program's own SIGSEGV handlers (Python's faulthandler, as pytest installs it) are kept and chained.
  * /proc/cpuinfo, where ge and others read the features Linux names, is opened as a copy without them. */
 #define _GNU_SOURCE

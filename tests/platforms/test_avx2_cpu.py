@@ -36,6 +36,16 @@ def test_numpy_and_onnxruntime_choose_their_avx2_kernels():
     assert as_avx2(sys.executable, "-c", SATURATION).stdout.split() == [str(32 * 32767)]
 
 
+def test_glibc_takes_its_avx2_string_functions():
+    """The dynamic loader reads CPUID before any library: glibc's tunables mask its AVX-512 features."""
+    loader = "/lib64/ld-linux-x86-64.so.2"
+    diagnostics = as_avx2(loader, "--list-diagnostics")
+    if diagnostics.returncode != 0:
+        pytest.skip("this glibc's loader has no --list-diagnostics (before 2.33)")
+    leaf7_ebx = [line for line in diagnostics.stdout.splitlines() if line.startswith("x86.cpu_features.features[0x1].active[0x1]=")]
+    assert int(leaf7_ebx[0].split("=")[1], 16) & (1 << 16) == 0  # AVX512F not usable
+
+
 def test_ge_picks_its_v3_library_by_itself():
     proc = as_avx2(sys.executable, "-m", "ge.cli.main", "--version")
     assert "kernels: native v3 (sse4.2 avx avx2 fma f16c), the best of" in proc.stdout, proc.stdout + proc.stderr
