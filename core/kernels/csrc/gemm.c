@@ -496,7 +496,7 @@ static void item_range(const Gemm *g, int64_t it, int64_t *blk0, int64_t *blk1, 
     *p1 = *p0 + g->group_panels < g->panels ? *p0 + g->group_panels : g->panels;
 }
 
-#define NEXT_PANEL_BYTES (128 << 10)  /* the largest block of a panel of weights gemm_item prefetches */
+#define NEXT_PANEL_BYTES (96 << 10)  /* the largest block of a panel of weights gemm_item prefetches */
 /* One item: a group of panels times a chunk of rows, over every block of K in turn (so a thread
    that claimed it owns its block of C: no barrier between the blocks of K). */
 static void gemm_item(void *ctx, int64_t it, int slot) {
@@ -529,7 +529,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                    model's weights come from memory, read once per inference, and the hardware
                    prefetcher restarts at every page of a new panel (BERT's and ViT's products, 128-197
                    rows, cold weights, one thread: 3-9% faster at v3, 5-8% with AVX-512). Not past
-                   NEXT_PANEL_BYTES: AVX-512's panels of 2048-3072 rows (256-384 KB) ran 3-5% slower. */
+                   NEXT_PANEL_BYTES: AVX-512's panels of 2048-3072 rows (256-384 KB) ran 3-5% slower,
+                   AVX2's of 2048 (128 KB) 0-7%. */
                 const char *next = g->b_weights && p + 1 < g->panels && kc * NR * 4 <= NEXT_PANEL_BYTES
                                    ? (const char *)(panel + K * NR) : NULL;
                 int64_t lines = kc * NR * 4 / 64, slice = (lines + (blk1 - blk0) - 1) / (blk1 - blk0);
