@@ -533,7 +533,8 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                    AVX2's of 2048 (128 KB) 0-7%. */
                 const char *next = g->b_weights && p + 1 < g->panels && kc * NR * 4 <= NEXT_PANEL_BYTES
                                    ? (const char *)(panel + K * NR) : NULL;
-                int64_t lines = kc * NR * 4 / 64, slice = (lines + (blk1 - blk0) - 1) / (blk1 - blk0);
+                int64_t lines = kc * NR * 4 / 64, blocks = blk1 > blk0 ? blk1 - blk0 : 1;
+                int64_t slice = (lines + blocks - 1) / blocks;
                 for (int64_t blk = blk0; blk < blk1; blk++) {
                     int64_t i0 = blk * MR;
                     int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
