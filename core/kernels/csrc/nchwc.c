@@ -510,8 +510,10 @@ void ge_nchwc_conv(const ConvNchwc *c) {
 
 /* NCHW <-> NCHW16c: VL x VL blocks (VL channels x VL pixels) transposed in registers, NB of them per
    block of channels; channels past C are zeros in the blocked tensor and dropped going back. Items:
-   (batch item, channel block). */
-static void reorder_item(void *ctx, int64_t it, int slot) {
+   (batch item, channel block). Whole runs of pixels load and store as vectors: below AVX-512, load_part
+   and store_part are loops GCC turned into a memcpy call each (ResNet-50's ReorderInput at v3: 8 calls
+   per 8x8 block). */
+static NO_LIBCALLS void reorder_item(void *ctx, int64_t it, int slot) {
     const NchwcReorder *r = ctx;
     (void)slot;
     int64_t cbs = (r->channels + BLK - 1) / BLK, cb = it % cbs, n = it / cbs, plane = r->plane;
@@ -525,14 +527,18 @@ static void reorder_item(void *ctx, int64_t it, int slot) {
             int np = plane - p < VL ? (int)(plane - p) : VL;
             vec t[VL];
             if (r->to_blocked) {
-                for (int j = 0; j < VL; j++) t[j] = j < nc ? load_part(pl + j * plane + p, np) : (vec){0};
+                for (int j = 0; j < VL; j++)
+                    t[j] = j >= nc ? (vec){0} : np == VL ? vload(pl + j * plane + p) : load_part(pl + j * plane + p, np);
                 transpose_blocks(t, VL);
                 for (int j = 0; j < np; j++) vstore((float *)bl + (p + j) * BLK, t[j]);
             } else {
                 if (nc <= 0) break;
                 for (int j = 0; j < VL; j++) t[j] = j < np ? vload(bl + (p + j) * BLK) : (vec){0};
                 transpose_blocks(t, VL);
-                for (int j = 0; j < nc; j++) store_part((float *)pl + j * plane + p, t[j], np);
+                for (int j = 0; j < nc; j++) {
+                    if (np == VL) vstore((float *)pl + j * plane + p, t[j]);
+                    else store_part((float *)pl + j * plane + p, t[j], np);
+                }
             }
         }
     }
