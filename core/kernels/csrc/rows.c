@@ -106,13 +106,6 @@ static inline int any_lane(ivec v) {
 #endif
 }
 
-/* Lanes [0, n) set */
-static inline ivec lanes_below(int n) {
-    ivec idx;
-    for (int i = 0; i < VL; i++) idx[i] = i;
-    return idx < n;
-}
-
 static void softmax_row(const Rows *r, const float *x, float *y) {
     int64_t n = r->cols, j;
     int tail = (int)(n % VL);

@@ -127,9 +127,20 @@ static inline vec vmax(vec a, vec v) {
 
 /* The first n (<= VL) lanes of a vector from or to memory (zeros past them): one masked access
    where the target has them. */
+/* Lanes [0, n) set (all bits) */
+static inline ivec lanes_below(int n) {
+    ivec idx;
+    for (int i = 0; i < VL; i++) idx[i] = i;
+    return idx < n;
+}
+
+/* The first n lanes (n <= VL). AVX2 by its masked moves, which as AVX-512's never touch the memory of the
+   other lanes: GCC made the scalar loops memcpy/memset calls, 122 of them in the v3 library. */
 static inline vec load_part(const float *p, int n) {
 #if defined(__AVX512F__)
     return n == VL ? vload(p) : (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+#elif defined(__AVX2__)
+    return n == VL ? vload(p) : (vec)_mm256_maskload_ps(p, (__m256i)lanes_below(n));
 #else
     vec v = (vec){0};
     for (int j = 0; j < n; j++) v[j] = p[j];
@@ -141,6 +152,9 @@ static inline void store_part(float *p, vec v, int n) {
 #if defined(__AVX512F__)
     if (n == VL) vstore(p, v);
     else _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
+#elif defined(__AVX2__)
+    if (n == VL) vstore(p, v);
+    else _mm256_maskstore_ps(p, (__m256i)lanes_below(n), (__m256)v);
 #else
     for (int j = 0; j < n; j++) p[j] = v[j];
 #endif
