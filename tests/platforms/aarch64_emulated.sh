@@ -36,13 +36,15 @@ if [ ! -d "$ARM64/site/numpy" ]; then  # the aarch64 wheels of the versions the 
     plat="--platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 --only-binary=:all: --python-version 3.11 --implementation cp"
     "$ROOT/.venv/bin/pip" download -q $plat -d "$ARM64/wheels" $pins
     "$ROOT/.venv/bin/pip" install -q $plat --no-deps --target "$ARM64/site" "$ARM64"/wheels/*.whl
-    mkdir -p "$ARM64/ge"  # ge's editable finder (ge.* -> this worktree), a site dir of its own (below)
-    cp -r "$ROOT"/.venv/lib/python3.11/site-packages/__editable__*ge* "$ROOT"/.venv/lib/python3.11/site-packages/ge-*.dist-info "$ARM64/ge/"
     # a 2-core Neoverse N1's /proc/cpuinfo
     for n in 0 1; do printf 'processor\t: %s\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\n' $n; done > "$ARM64/cpuinfo"
     mkdir -p "$ARM64/include/aarch64-linux-gnu"  # pyconfig.h as Python.h's wrapper asks for it, alone
     ln -sfn "$ARM64/sysroot/usr/include/aarch64-linux-gnu/python3.11" "$ARM64/include/aarch64-linux-gnu/python3.11"
 fi
+# ge's editable finder (ge.* -> this worktree: an ARM64 that several worktrees share tests the one it
+# runs from), a site dir of its own
+rm -rf "$ARM64/ge" && mkdir -p "$ARM64/ge"
+cp -r "$ROOT"/.venv/lib/python3.11/site-packages/__editable__*ge* "$ROOT"/.venv/lib/python3.11/site-packages/ge-*.dist-info "$ARM64/ge/"
 # the aarch64 packages and ge on the interpreter's own path (a .pth in its dist-packages), not on
 # PYTHONPATH: tests start child processes with PYTHONPATH=$(ge shim path), as users run ais_bench
 printf '%s\nimport site; site.addsitedir("%s")\n' "$ARM64/site" "$ARM64/ge" \

@@ -490,7 +490,7 @@ def test_pow(check_op, tb, te, shape_a, shape_b):
 def _defined_integer_powers(base, ex):
     """`base` with 1 for the bases some power of which is NaN or infinite (a negative base to a fractional
     exponent, zero to a negative one): an integer has no such value, C's cast of it is undefined, and
-    onnxruntime's result there is the CPU's (x86 gives INT_MIN, aarch64 saturates)."""
+    onnxruntime's result there is the CPU's (x86 gives INT_MIN, aarch64 saturates, NaN to 0)."""
     with np.errstate(all="ignore"):
         undefined = ~np.isfinite(np.power(base.astype(np.float64), ex.astype(np.float64)))
     undefined = undefined.any(axis=tuple(range(undefined.ndim - base.ndim)))  # back to base's shape
