@@ -100,7 +100,7 @@ def prepare(rows: list, tmp: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = bench.rows_parser(__doc__, 5)
+    parser = bench.platform_args(bench.rows_parser(__doc__, 5))
     args = parser.parse_args(argv)
     only = [k for k in args.only.split(",") if k]
     unknown = set(only) - set(ROWS)
@@ -114,14 +114,14 @@ def main(argv=None) -> int:
                             "<= 1.0", runs=runs)
             rows.append(row)
     results: dict = {r.key: [] for r in rows}
-    launcher = bench.Launcher()
+    launcher = bench.start_launcher(parser, args)
     try:
         with tempfile.TemporaryDirectory(prefix="ge_recurrent_") as tmp:
             jobs = prepare(rows, tmp)
             bench.run_rounds(launcher, rows, jobs, args.rounds, args.single_thread, results)
     finally:
         launcher.close()
-    print(f"python benchmarks/recurrent.py{' --single-thread' if args.single_thread else ''} --rounds {args.rounds}"
+    print(f"python benchmarks/recurrent.py{bench.platform_flags(args)} --rounds {args.rounds}"
           f"{' --only ' + args.only if only else ''}: {bench.conditions(results, args.single_thread)}")
     print(bench.render(bench.summarize(rows, results)))
     return 0

@@ -157,9 +157,7 @@ def worker(engine: str, job: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = vs.rows_parser(__doc__, 3)
-    parser.add_argument("--level", default=None,
-                        help="ge's native level (v2, v3, ...; numpy: none); default: the best this CPU runs")
+    parser = vs.platform_args(vs.rows_parser(__doc__, 3))
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -171,13 +169,7 @@ def main(argv=None) -> int:
     if not selected or len(selected) < len(only):
         parser.error(f"unknown rows in {only}; choose from {', '.join(r.key for r in rows())}")
     results: dict = {r.key: [] for r in selected}
-    if args.level:
-        vs.use_level(args.level)
-    launcher = vs.Launcher()  # (with --level's environment)
-    refused = args.level and args.level != "numpy" and vs.level_refused(args.level)
-    if refused:
-        launcher.close()
-        parser.error(f"--level {args.level}: {refused}")
+    launcher = vs.start_launcher(parser, args)
     try:
         with tempfile.TemporaryDirectory(prefix="ge_small_") as tmp:
             jobs = prepare(selected, tmp)
@@ -185,8 +177,7 @@ def main(argv=None) -> int:
     finally:
         launcher.close()
     table = vs.summarize(selected, results)
-    print(f"python benchmarks/small_models.py{' --single-thread' if args.single_thread else ''}"
-          f"{' --level ' + args.level if args.level else ''} --rounds {args.rounds}"
+    print(f"python benchmarks/small_models.py{vs.platform_flags(args)} --rounds {args.rounds}"
           f"{' --only ' + args.only if only else ''}: {vs.conditions(results, args.single_thread)}; "
           "ge outside kernels = execute with no static tasks")
     print(vs.render(table))

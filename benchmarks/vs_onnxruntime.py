@@ -4,6 +4,7 @@
     python benchmarks/vs_onnxruntime.py --quick        # small models, one round: a smoke test
     python benchmarks/vs_onnxruntime.py --single-thread --only mobilenetv3_b1   # on a loaded machine
     python benchmarks/vs_onnxruntime.py --level v3     # ge at another native level, beside onnxruntime
+    python benchmarks/vs_onnxruntime.py --as-avx2-cpu  # both engines as on an AVX2 CPU without AVX-512
 
 Models are built here from samples/build_samples.py (random weights) and compiled once by ge
 (cpu device). Then, round after round, every row is measured by a fresh process per engine (ge,
@@ -35,6 +36,10 @@ Rows (--only takes their keys):
 the numpy plans, as GE_NO_NATIVE=1) instead of the best this CPU runs: how ge does on an AVX2 machine
 next to onnxruntime on the same one (onnxruntime keeps its own dispatch, the best this CPU has). A level
 this CPU cannot run is refused, naming what it lacks. The table's title says the level and the CPU.
+--as-avx2-cpu runs both engines' workers as on an AVX2 CPU without AVX-512, VNNI or AMX (x86-64-v3, most
+laptops and cloud machines) on an AVX-512 one: the features masked from CPUID by Linux's CPUID faulting
+(tests/platforms/avx2_cpu.py), so onnxruntime's MLAS and numpy choose their AVX2 kernels and ge its v3 ones,
+all at this CPU's speed: the comparison an AVX2 machine gives, which --level v3 alone does not.
 
 --single-thread runs both engines on one thread (ge's native kernels, onnxruntime's intra-op pool)
 and times the latency rows by the process's CPU time instead of the clock: when other processes
@@ -411,7 +416,8 @@ def conditions(results: dict, single_thread: bool) -> str:
     threads = "one thread per engine, latencies in CPU time" if single_thread else "onnxruntime with 2 intra-op threads"
     return (f"each engine in its own process, {threads}; median over rounds, ratio ge / onnxruntime (lower is better)"
             + (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f}" if loads else "")
-            + f"; ge's kernels: {native.status()}; CPU: {cpu_name()}")
+            + f"; ge's kernels: {native.status()}; CPU: {cpu_name()}"
+            + (" posing as an AVX2 CPU without AVX-512 (CPUID masked)" if "ge-avx2-cpuid" in os.environ.get("LD_PRELOAD", "") else ""))
 
 
 def cpu_name() -> str:
@@ -507,12 +513,48 @@ def rows_parser(doc: str, rounds: int | None, rounds_help: str = "rounds per row
     return parser
 
 
-def main(argv=None) -> int:
-    parser = rows_parser(__doc__, None, "rounds per row (default 5; 1 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
-    parser.add_argument("--json", default=None, help="also write every round's figures here")
+def platform_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--level and --as-avx2-cpu: the CPU the workers run as (see start_launcher)."""
     parser.add_argument("--level", default=None,
                         help="ge's native level (v2, v3, ...; numpy: none); default: the best this CPU runs")
+    parser.add_argument("--as-avx2-cpu", action="store_true",
+                        help="both engines as on an AVX2 CPU without AVX-512 (CPUID masked, see the docstring)")
+    return parser
+
+
+def start_launcher(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Launcher:
+    """The Launcher, its workers in the environment --level and --as-avx2-cpu ask for (what they
+    cannot have is a usage error naming what the CPU lacks)."""
+    if args.as_avx2_cpu:
+        sys.path.insert(0, os.path.dirname(HERE))
+        from tests.platforms import avx2_cpu
+        reason = avx2_cpu.unavailable()
+        if reason:
+            parser.error(f"--as-avx2-cpu: {reason}")
+        if args.level in ("v4", "v4vnni"):
+            parser.error(f"--level {args.level}: an AVX2 CPU has no AVX-512")
+        os.environ.update(avx2_cpu.environment())
+        args.level = args.level or "v3"  # what ge's loader picks there (this process reads the real CPU)
+    if args.level:
+        use_level(args.level)
+    launcher = Launcher()
+    refused = args.level and args.level != "numpy" and level_refused(args.level)
+    if refused:
+        launcher.close()
+        parser.error(f"--level {args.level}: {refused}")
+    return launcher
+
+
+def platform_flags(args: argparse.Namespace) -> str:
+    """--single-thread, --level and --as-avx2-cpu as given, for the table's command line."""
+    return ("".join(f" --{flag}" for flag in ("single-thread", "as-avx2-cpu") if getattr(args, flag.replace("-", "_")))
+            + (f" --level {args.level}" if args.level else ""))
+
+
+def main(argv=None) -> int:
+    parser = platform_args(rows_parser(__doc__, None, "rounds per row (default 5; 1 with --quick)"))
+    parser.add_argument("--quick", action="store_true", help="small models and few runs: a smoke test")
+    parser.add_argument("--json", default=None, help="also write every round's figures here")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "JOB"), help=argparse.SUPPRESS)
     parser.add_argument("--launcher", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -530,14 +572,8 @@ def main(argv=None) -> int:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(r.key for r in rows)}")
     rows = [r for r in rows if not only or r.key in only]
     rounds = args.rounds or (1 if args.quick else 5)
-    if args.level:
-        use_level(args.level)
     results: dict = {r.key: [] for r in rows}
-    launcher = Launcher()  # first, while this process is small (and with --level's environment)
-    refused = args.level and args.level != "numpy" and level_refused(args.level)
-    if refused:
-        launcher.close()
-        parser.error(f"--level {args.level}: {refused}")
+    launcher = start_launcher(parser, args)  # first, while this process is small
     try:
         with tempfile.TemporaryDirectory(prefix="ge_vs_ort_") as tmp:
             jobs = prepare(rows, tmp)
@@ -546,7 +582,7 @@ def main(argv=None) -> int:
         launcher.close()
     table = summarize(rows, results)
     print(f"python benchmarks/vs_onnxruntime.py{' --quick' if args.quick else ''}"
-          f"{' --single-thread' if args.single_thread else ''}{' --level ' + args.level if args.level else ''} --rounds {rounds}"
+          f"{platform_flags(args)} --rounds {rounds}"
           f"{' --only ' + args.only if only else ''}: {conditions(results, args.single_thread)}")
     print(render(table))
     for line in int8_vs_fp32(table):

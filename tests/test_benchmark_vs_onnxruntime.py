@@ -75,3 +75,16 @@ def test_a_level_this_cpu_cannot_run_is_refused():
     bad = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "two_node", "--level", "v9"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--level v9: GE_NATIVE_LEVEL=v9 is not a level of this machine" in bad.stderr
+
+
+def test_as_avx2_cpu_runs_both_engines_as_on_an_avx2_cpu():
+    """--as-avx2-cpu: ge at v3 and onnxruntime with its AVX2 kernels, the title says so."""
+    from tests.platforms import avx2_cpu
+    if avx2_cpu.unavailable():
+        pytest.skip(f"cannot pose as an AVX2 CPU: {avx2_cpu.unavailable()}")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "two_node", "--as-avx2-cpu"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    title = proc.stdout.splitlines()[0]
+    assert "--as-avx2-cpu --level v3 " in title and "ge's kernels: native v3 (" in title
+    assert title.endswith("posing as an AVX2 CPU without AVX-512 (CPUID masked)")

@@ -1,5 +1,7 @@
-"""The kernel, pass, runtime and end-to-end tests again at the levels most users' CPUs run (v2, v3: AVX2 without
-AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE), when the suite itself runs another,
+"""The kernel, pass, runtime, end-to-end and ONNX conformance tests again at the levels most users' CPUs run (v2, v3: AVX2 without
+AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE), when the suite itself runs another
+(v3, where this CPU can pose as an AVX2 one, as one in every respect: tests/platforms/avx2_cpu.py masks
+AVX-512 and VNNI from CPUID, so numpy, OpenBLAS and onnxruntime, the tests' oracle, pick their AVX2 kernels),
 and on the numpy plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
 best, or GE_NATIVE_LEVEL's), and a result the instruction set changes (vector widths, FMA contraction,
 the int8 products) must pass at each, as on the machines that run only those (issue 29). Levels this
@@ -17,9 +19,10 @@ import pytest
 from ge.core.kernels import native
 
 from tests.core.kernels.levels import LEVELS_HERE, skip_reason
+from tests.platforms import avx2_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ["tests/core/kernels", "tests/core/passes", "tests/core/runtime", "tests/e2e"]
+PARTS = ["tests/core/kernels", "tests/core/passes", "tests/core/runtime", "tests/e2e", "tests/conformance"]
 LEFT_OUT = ["tests/e2e/test_ray.py", "tests/core/kernels/test_native_levels.py"]  # (see above)
 OWN = native.native().level if native.native() is not None else None  # what this suite runs at
 
@@ -42,6 +45,8 @@ def runs() -> list:
         env = {"GE_NATIVE_LEVEL": lv.name}
         if lv.name in BLAS_CORES:
             env["OPENBLAS_CORETYPE"] = BLAS_CORES[lv.name]
+        if lv.name == "v3" and not reason and avx2_cpu.unavailable() is None:
+            env.update({k: v for k, v in avx2_cpu.environment().items() if k in ("LD_PRELOAD", "GLIBC_TUNABLES")})
         params.append(pytest.param(env, id=lv.name,
                                    marks=[pytest.mark.skip(reason=reason)] if reason else []))
     params.append(pytest.param({"GE_NO_NATIVE": "1"}, id="numpy",
@@ -74,6 +79,11 @@ def started(request):
 def test_kernels_and_e2e_pass_at(env, started):
     r = started[tuple(sorted(env.items()))].result()
     print(f"{' '.join(f'{k}={v}' for k, v in env.items())}: {(r.stdout.strip().splitlines() or [''])[-1]}")  # (-rP)
+    if "LD_PRELOAD" in env:  # the run did see an AVX2 CPU
+        probe = subprocess.run([sys.executable, "-c", "import numpy._core._multiarray_umath as m; "
+                                "print(m.__cpu_features__['AVX512F'], m.__cpu_features__['AVX2'])"],
+                               env=CLEAN | env, capture_output=True, text=True)
+        assert probe.stdout.split() == ["False", "True"], probe.stdout + probe.stderr
     assert r.returncode == 0, f"{' '.join(f'{k}={v}' for k, v in env.items())} pytest {' '.join(PARTS)}:\n" + \
         "\n".join(r.stdout.splitlines()[-60:]) + r.stderr[-3000:]
     if env.get("GE_NATIVE_LEVEL"):  # the run did take the level asked for

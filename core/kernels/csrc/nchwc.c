@@ -41,8 +41,14 @@ pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
 #define GATHER (-1)  /* nchwc_tile's S of a tile of pixels anywhere */
 #define NR_TALL (2 * NR_MAX)  /* pixels per tile of one or two vectors (12 x 2 accumulators) */
 #define NV_MAX (4 / NB)   /* output-channel blocks per tile: 4 vectors */
+#if VL == 8
+#define NCHWC_KC 12288    /* AVX2: 48 KB, two input blocks of a 3x3 conv's weights for a group of 32 output channels
+                             (36 KB): at 16384 three of them (54 KB) overflowed the 48 KB L1 beside the input
+                             rows, 3x3 layers 5% slower */
+#else
 #define NCHWC_KC 16384    /* floats of weights per pass over input channels (64 KB, the L1 and some of the
                              L2: 1x1 layers of K >= 512 3-6% faster than at 8192, the 3x3 ones the same) */
+#endif
 #define NCHWC_PW_KC 8     /* input blocks per pass of the pointwise path (128 channels, MLAS's pass): the
                              group's weights of a pass, 32 KB on AVX-512 and 16 KB on AVX2, stay in L1 for
                              all the segment's tiles. NCHWC_KC's 64 KB came from L2 on every tile: 1x1
@@ -107,6 +113,44 @@ static __attribute__((noinline)) void activate_stored(const ConvNchwc *c, int R,
         }
 }
 
+#if VL == 8 && defined(__FMA__) && defined(__GNUC__)
+#define STEP_3X4 1
+/* a[i] += b_i w and c[i] += b_i w' for the 3 pixels, w and w' the vectors at wi (an asm takes at most 30
+   operands: step_3x4's 12 accumulators go in two of these) */
+static inline __attribute__((always_inline)) void fma_3x2(vec *a, vec *c, vec b0, vec b1, vec b2, const float *wi) {
+    vec t;
+    __asm__("vmovups %[w0], %[t]\n\t"
+            "vfmadd231ps %[t], %[b0], %[a0]\n\t"
+            "vfmadd231ps %[t], %[b1], %[a1]\n\t"
+            "vfmadd231ps %[t], %[b2], %[a2]\n\t"
+            "vmovups %[w1], %[t]\n\t"
+            "vfmadd231ps %[t], %[b0], %[c0]\n\t"
+            "vfmadd231ps %[t], %[b1], %[c1]\n\t"
+            "vfmadd231ps %[t], %[b2], %[c2]"
+            : [a0] "+x"(a[0]), [a1] "+x"(a[1]), [a2] "+x"(a[2]), [c0] "+x"(c[0]), [c1] "+x"(c[1]), [c2] "+x"(c[2]),
+              [t] "=&x"(t)
+            : [b0] "x"(b0), [b1] "x"(b1), [b2] "x"(b2), [w0] "m"(*(const vec_u *)wi), [w1] "m"(*(const vec_u *)(wi + VL)));
+}
+
+/* One input channel of a tile of 3 pixels x 4 vectors on AVX2, as MLAS's FMA3 kernel runs it: the three
+   broadcasts in registers, then one weight vector at a time in a fourth and its three FMAs: with the 12
+   accumulators, the 16 ymm registers. In asm, unrolled over a block's 16 channels with constant offsets:
+   GCC's own code for nchwc_tile's loop (rolled: a loop branch per channel, the fourth weight read three
+   times; unrolled: the next channel's weights hoisted and accumulators spilled) left ResNet-50's 3x3
+   layers 3-8% slower and its 1x1 ones 1-5% (single layers, one thread). */
+static inline __attribute__((always_inline)) void step_3x4(vec *a0, vec *a1, vec *a2, vec *a3, const float *x0,
+                                                           const float *x1, const float *x2, const float *wi) {
+    vec b0, b1, b2;
+    __asm__("vbroadcastss %[x0], %[b0]\n\t"
+            "vbroadcastss %[x1], %[b1]\n\t"
+            "vbroadcastss %[x2], %[b2]"
+            : [b0] "=x"(b0), [b1] "=x"(b1), [b2] "=x"(b2)
+            : [x0] "m"(*x0), [x1] "m"(*x1), [x2] "m"(*x2));
+    fma_3x2(a0, a1, b0, b1, b2, wi);
+    fma_3x2(a2, a3, b0, b1, b2, wi + 2 * VL);
+}
+#endif
+
 /* R pixels from (oh, ow0) x V vectors of output channels from block ocb0 (vector j: block j / NB,
    lanes from (j % NB) VL), input blocks [c0, c1), kernel rows [kh0, kh1) and columns [kw0, kw1); S: the
    stride across as a constant (1 or 2), or 0 (c->sw): with it a runtime value GCC kept a pointer per
@@ -156,6 +200,15 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                 if (S > 0 && w->prefetch)
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) __builtin_prefetch(xp + (NCHWC_AHEAD + i) * xs);
+#if defined(STEP_3X4)
+                if (R == 3 && V == 4) {
+#pragma GCC unroll 16
+                    for (int ci = 0; ci < BLK; ci++)
+                        step_3x4(a0, a1, a2, a3, xp + (G ? xo[0] : 0) + ci, xp + (G ? xo[1] : xs) + ci,
+                                 xp + (G ? xo[2] : 2 * xs) + ci, wk + ci * P);
+                    continue;
+                }
+#endif
 #pragma GCC unroll 1
                 for (int ci = 0; ci < BLK; ci++) {
                     const float *wi = wk + ci * P;

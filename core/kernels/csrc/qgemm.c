@@ -526,6 +526,43 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
 }
 #define HAVE_FAST_STORE 1
 #elif defined(__AVX2__)
+/* store_tile_fast's rows over the whole 8-bit range: round first, then saturate by the packs (the
+   bounds are integers: the same as clamping first); only a float32 past int32 needs clamping, as
+   cvtps2dq would turn it into INT32_MIN (one from below does: it saturates to the low end as it
+   should). Everything the loop reads is copied to locals first: its byte stores may alias any
+   memory, the QGemm included, so that the compiler would read its fields again at every row. */
+static inline __attribute__((always_inline)) void store_rows_bytes(const QGemm *g, const int32_t *acc, int64_t i0,
+                                                                   int mr, int64_t j0, const __m256i *corr0,
+                                                                   const __m256 *sc0, const int u8) {
+    const QOut *o = &g->out;
+    const __m256 top = _mm256_set1_ps(2147483520.0f);  /* the largest float32 below 2^31 */
+    const __m256i zy16 = _mm256_set1_epi16((int16_t)o->zy);
+    const int by_row = g->rows_are_weights;
+    const int32_t *bias = o->bias, *sum_s = g->sum_s;
+    const float *scale = o->scale;
+    const int64_t sstep = o->scale_step, ldc = g->ldc;
+    const int32_t zu = g->zu;
+    uint8_t *c = (uint8_t *)g->c + i0 * ldc + j0;
+    __m256i corr[2] = {corr0[0], corr0[1]};
+    __m256 sc[2] = {sc0[0], sc0[1]};
+    for (int i = 0; i < mr; i++, c += ldc) {
+        if (by_row) {
+            int64_t w = i0 + i;
+            corr[0] = corr[1] = _mm256_set1_epi32(-zu * sum_s[w] + (bias ? bias[w] : 0));
+            sc[0] = sc[1] = _mm256_set1_ps(scale[sstep * w]);
+        }
+        __m256i r0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR)), corr[0]);
+        __m256i r1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i * QNR + 8)), corr[1]);
+        r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r0), sc[0]), top));
+        r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r1), sc[1]), top));
+        __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);  /* 16 words in order */
+        w16 = _mm256_adds_epi16(w16, zy16);
+        __m256i b = u8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
+        b = _mm256_permute4x64_epi64(b, 0x08);
+        _mm_storeu_si128((__m128i *)c, _mm256_castsi256_si128(b));
+    }
+}
+
 /* store_tile_fast with 8 lanes, for full panels (16 columns: two vectors): the same steps as the
    AVX-512 one (cvtps rounds to nearest even, the default mode; the clamped values fit 8 bits, so the
    packs do not saturate) */
@@ -548,6 +585,11 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
             if (o->kind == QOUT_F32 && o->scale_a) sc[h] = _mm256_mul_ps(_mm256_set1_ps(*o->scale_a), sc[h]);
             if (o->kind == QOUT_F32 && o->fbias) fb[h] = _mm256_loadu_ps(o->fbias + j0 + 8 * h);
         }
+    }
+    if (o->kind != QOUT_F32 && o->lo == (o->kind == QOUT_U8 ? 0 : -128) && o->hi == (o->kind == QOUT_U8 ? 255 : 127)) {
+        if (o->kind == QOUT_U8) store_rows_bytes(g, acc, i0, mr, j0, corr, sc, 1);
+        else store_rows_bytes(g, acc, i0, mr, j0, corr, sc, 0);
+        return;
     }
     for (int i = 0; i < mr; i++) {
         int64_t at = (i0 + i) * g->ldc + j0;
@@ -634,6 +676,16 @@ static void gather_run(const QGemm *g, uint8_t *dst, int ja, int len, int64_t s,
 }
 #endif
 
+#if QNR == 16 && defined(__AVX2__) && !defined(__AVX512BW__)
+/* src[0], src[2], ..., src[30]: two loads within those 31 bytes (none past them: the input's end) */
+static inline __m128i even_bytes16(const uint8_t *src) {
+    const __m128i lo = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i hi = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm_or_si128(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)src), lo),
+                        _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(src + 15)), hi));
+}
+#endif
+
 /* Panel p of the gathered u8 operand into dst (b_flip: int8 values, sign bit flipped); with `sums`,
    sums[j] = sum over k of column j */
 static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums) {
@@ -653,29 +705,35 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
         j += len;
     }
 #else
-    int contiguous = 1;  /* the panel's columns are one run of the input (a 1x1 stride-1 conv's pixels) */
-    for (int j = 1; j < nc && contiguous; j++) contiguous = noff[j] == noff[0] + j;
+    /* the panel's columns as one run of the input: step 1 (a 1x1 stride-1 conv's pixels) or, a whole
+       panel, step 2 (a stride-2 conv's) */
+    int contiguous = 1, step2 = nc == QNR;
+    for (int j = 1; j < nc; j++) {
+        contiguous &= noff[j] == noff[0] + j;
+        step2 &= noff[j] == noff[0] + 2 * j;
+    }
     for (int64_t q = 0; q < q4; q++) {
         uint8_t *d = dst + q * QNR * 4;
+#if QNR == 16 && defined(__AVX2__)  /* (QNR is 32 only with VNNI, whose builds gather by gather_run) */
+        if ((contiguous || step2) && nc == QNR && 4 * q + 3 < g->K) {
+            /* 4 rows of 16 bytes into 16 quads: byte, then 16-bit interleaves */
+            __m128i f = _mm_set1_epi8((char)flip), r[4];
+            for (int t = 0; t < 4; t++) {
+                const uint8_t *src = g->b + g->koff[4 * q + t] + noff[0];
+                r[t] = _mm_xor_si128(step2 ? even_bytes16(src) : _mm_loadu_si128((const __m128i *)src), f);
+            }
+            __m128i lo01 = _mm_unpacklo_epi8(r[0], r[1]), hi01 = _mm_unpackhi_epi8(r[0], r[1]);
+            __m128i lo23 = _mm_unpacklo_epi8(r[2], r[3]), hi23 = _mm_unpackhi_epi8(r[2], r[3]);
+            _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+            _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+            _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+            _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+            continue;
+        }
+#endif
         if (contiguous && 4 * q + 3 < g->K) {
             const uint8_t *s0 = g->b + g->koff[4 * q] + noff[0], *s1 = g->b + g->koff[4 * q + 1] + noff[0];
             const uint8_t *s2 = g->b + g->koff[4 * q + 2] + noff[0], *s3 = g->b + g->koff[4 * q + 3] + noff[0];
-#if QNR == 16 && defined(__AVX2__)  /* (QNR is 32 only with VNNI, whose builds gather by gather_run) */
-            if (nc == QNR) {  /* 4 rows of 16 bytes into 16 quads: byte, then 16-bit interleaves */
-                __m128i f = _mm_set1_epi8((char)flip);
-                __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s0), f);
-                __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s1), f);
-                __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s2), f);
-                __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s3), f);
-                __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-                __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-                _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
-                _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
-                _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
-                _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
-                continue;
-            }
-#endif
             for (int j = 0; j < nc; j++) {
                 d[4 * j] = s0[j] ^ flip;
                 d[4 * j + 1] = s1[j] ^ flip;
@@ -796,7 +854,17 @@ void ge_qgemm(const QGemm *g) {
    -zx sum(w) (the weights are centred, the input is not). */
 typedef struct {
     int64_t hh, pitch, phase, nbytes, acc_at;  /* phase rows, width and size; scratch bytes; where the accumulators start */
+    int64_t stage_at;  /* AVX2 builds: where a copy of the input plane goes (0: none) */
 } DwLayout;
+
+/* AVX2 builds without AVX-512BW copy the phases' rows by whole vectors (copy_row's scalar loops cost
+   more than the products on the small planes of a network's late layers), reading from a copy of the
+   plane with slack past it (no read past the tensor) */
+#if defined(__AVX2__) && !defined(__AVX512BW__)
+#define DW_STAGED 1
+#else
+#define DW_STAGED 0
+#endif
 
 static DwLayout dw_layout(const QDepthwise *d) {
     DwLayout l;
@@ -806,6 +874,11 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.phase = l.hh * l.pitch;
     l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
     l.nbytes = l.acc_at + (d->oh * l.pitch + 32) * 4 + 64;
+    l.stage_at = 0;
+#if DW_STAGED
+    l.stage_at = (l.nbytes + 63) / 64 * 64 + 64;  /* 64 bytes of slack before the plane, 64 after */
+    l.nbytes = l.stage_at + d->height * d->width + 64;
+#endif
     return l;
 }
 
@@ -816,16 +889,18 @@ int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbyt
    spare lanes, the phases' spare row and 64 bytes). With SSE4.1 / AVX2 / AVX-512 the taps go in pairs: their
    bytes interleaved and widened to int16, vpmaddwd (vpdpwssd with VNNI) adds x0 w0 + x1 w1 into
    int32 (|w| <= 255: exact), an odd last tap paired with itself at weight 0. */
-static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, int32_t corr, int64_t run,
-                    int32_t *acc) {
+static void dw_taps(const uint8_t *base, const int64_t *tap_at, const int16_t *wt, int64_t taps, int32_t corr,
+                    int64_t run, int32_t *acc) {
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE4_1__)
+    /* tap t reads base + tap_at[t] (built from arrays written long before: a table of pointers just
+       stored, read back as vectors, stalls on store forwarding) */
     const uint8_t *t0[32], *t1[32];
     int32_t wpair[32];
     int64_t pairs = (taps + 1) / 2;
     for (int64_t p = 0; p < pairs; p++) {
         int has2 = 2 * p + 1 < taps;
-        t0[p] = tap[2 * p];
-        t1[p] = tap[2 * p + has2];
+        t0[p] = base + tap_at[2 * p];
+        t1[p] = base + tap_at[2 * p + has2];
         wpair[p] = (int32_t)((uint32_t)(uint16_t)wt[2 * p] | (uint32_t)(uint16_t)(has2 ? wt[2 * p + 1] : 0) << 16);
     }
 #endif
@@ -897,7 +972,7 @@ static void dw_taps(const uint8_t *const *tap, const int32_t *wt, int64_t taps, 
         int32_t a[16];
         for (int k = 0; k < 16; k++) a[k] = corr;
         for (int64_t t = 0; t < taps; t++) {
-            const uint8_t *src = tap[t] + j;
+            const uint8_t *src = base + tap_at[t] + j;
             int32_t wv = wt[t];
             for (int k = 0; k < 16; k++) a[k] += (int32_t)src[k] * wv;
         }
@@ -937,6 +1012,119 @@ static inline void copy_row(uint8_t *dst, const uint8_t *src, int64_t n, int64_t
         for (int64_t j = 0; j < n; j++) dst[j] = src[j * sw] ^ flip;
 }
 
+/* the columns j of phase column cc whose input column j * sw + cc - pl is inside the row: [*j0, *j1) */
+static inline void phase_columns(const QDepthwise *d, int64_t pitch, int64_t cc, int64_t *j0, int64_t *j1) {
+    int64_t a = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
+    int64_t b = (d->width - 1 + d->pl - cc) / d->sw + 1;
+    b = d->width - 1 + d->pl - cc < 0 ? 0 : b < pitch ? b : pitch;
+    *j0 = a < b ? a : b;
+    *j1 = b;
+}
+
+/* a phase row all padding (AVX2 builds: by 32-byte stores, running past its end as fill_row's) */
+static inline void pad_row(uint8_t *dst, int64_t pitch, uint8_t zx) {
+#if DW_STAGED
+    const __m256i z = _mm256_set1_epi8((char)zx);
+    for (int64_t j = 0; j < pitch; j += 32) _mm256_storeu_si256((__m256i *)(dst + j), z);
+#else
+    memset(dst, zx, pitch);
+#endif
+}
+
+/* A phase row: zx, then src[0], src[sw], ... ^ flip in columns [j0, j1), then zx. AVX2 builds read a
+   copy of the plane with 64 bytes of slack past it and copy by 32-byte vectors (stride 2: the even
+   bytes of 32 picked per 16 columns), the stores running past the row's end into the next row, written
+   after it (phases and rows in memory order; past the last one, the spare row, set after, and the
+   slack): copy_row's scalar loops cost more than the products on a network's small late planes. */
+static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_t j1, int64_t pitch, int64_t sw,
+                            uint8_t flip, uint8_t zx) {
+#if DW_STAGED
+    const __m256i f = _mm256_set1_epi8((char)flip);
+    int64_t n = j1 - j0;
+    if (sw == 1)
+        for (int64_t j = 0; j < n; j += 32)
+            _mm256_storeu_si256((__m256i *)(dst + j0 + j), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(src + j)), f));
+    else if (sw == 2) {
+        const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
+                                               0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+        for (int64_t j = 0; j < n; j += 16) {
+            __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(src + 2 * j)), evens);
+            v = _mm256_permute4x64_epi64(v, 0x08);  /* the two lanes' 8 bytes together */
+            _mm_storeu_si128((__m128i *)(dst + j0 + j), _mm_xor_si128(_mm256_castsi256_si128(v), _mm256_castsi256_si128(f)));
+        }
+    } else
+        copy_row(dst + j0, src, n, sw, flip);
+    for (int64_t j = 0; j < j0; j++) dst[j] = zx;
+    for (int64_t j = j1; j < pitch; j++) dst[j] = zx;
+#else
+    for (int64_t j = 0; j < j0; j++) dst[j] = zx;  /* a pad or two: no memset call */
+    for (int64_t j = j1; j < pitch; j++) dst[j] = zx;
+    copy_row(dst + j0, src, j1 - j0, sw, flip);
+#endif
+}
+
+#if DW_STAGED
+/* The phases of a plane whose phase rows fit one vector (pitch <= 32 at stride 1, 16 at stride 2; the
+   late layers' 7x7 and 14x14 planes): each row one load from the staged plane (64 bytes of slack either
+   side: the columns before the first, after the last), the padding blended in under the phase's mask
+   of columns [j0, j1), one store running past the row's end as fill_row's. */
+static void fill_narrow(const QDepthwise *d, DwLayout l, const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
+    const __m256i f = _mm256_set1_epi8((char)flip), z = _mm256_set1_epi8((char)zx);
+    const __m256i col = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                                         21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
+                                           0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int64_t r = 0; r < d->sh; r++)
+        for (int64_t cc = 0; cc < d->sw; cc++) {
+            uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
+            int64_t j0, j1;
+            phase_columns(d, l.pitch, cc, &j0, &j1);
+            __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi8(col, _mm256_set1_epi8((char)(j0 - 1))),
+                                            _mm256_cmpgt_epi8(_mm256_set1_epi8((char)j1), col));
+            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
+                if (y < 0 || y >= d->height) {
+                    _mm256_storeu_si256((__m256i *)dst, z);
+                    continue;
+                }
+                const uint8_t *src = stage + y * d->width + cc - d->pl;  /* column j: src[j * sw] */
+                __m256i v = _mm256_loadu_si256((const __m256i *)src);
+                if (d->sw == 2)
+                    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, evens), 0x08);
+                _mm256_storeu_si256((__m256i *)dst, _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), keep));
+            }
+        }
+    _mm256_storeu_si256((__m256i *)(ph + d->sh * d->sw * l.phase), z);  /* the spare row */
+}
+
+/* store_row for weight index w (one bias, one scale) into bytes over the whole 8-bit range, 16 at a
+   time as store_tile_fast stores (round, then saturate by the packs; the same bytes), reading acc up
+   to 15 past n (the accumulators' spare lanes); 0 when the output is another kind (store_row's then) */
+static int store_row_bytes(const QOut *o, int64_t w, const int32_t *acc, int64_t n, uint8_t *y) {
+    int u8 = o->kind == QOUT_U8;
+    if ((o->kind != QOUT_U8 && o->kind != QOUT_S8) || o->lo != (u8 ? 0 : -128) || o->hi != (u8 ? 255 : 127))
+        return 0;
+    const __m256i bias = _mm256_set1_epi32(o->bias ? o->bias[w] : 0), zy16 = _mm256_set1_epi16((int16_t)o->zy);
+    const __m256 sc = _mm256_set1_ps(o->scale[o->scale_step ? w : 0]), top = _mm256_set1_ps(2147483520.0f);
+    for (int64_t j = 0; j < n; j += 16) {
+        __m256i r0 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + j)), bias);
+        __m256i r1 = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + j + 8)), bias);
+        r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r0), sc), top));
+        r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(r1), sc), top));
+        __m256i w16 = _mm256_adds_epi16(_mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8), zy16);
+        __m256i b = u8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
+        __m128i v = _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08));
+        if (n - j >= 16) {
+            _mm_storeu_si128((__m128i *)(y + j), v);
+        } else {  /* no byte past n: the next plane's may be another thread's */
+            uint8_t part[16];
+            _mm_storeu_si128((__m128i *)part, v);
+            for (int64_t k = 0; k < n - j; k++) y[j + k] = part[k];
+        }
+    }
+    return 1;
+}
+#endif
+
 typedef struct {
     const QDepthwise *d;
     DwLayout l;
@@ -951,40 +1139,50 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
     int32_t *acc = (int32_t *)(ph + l.acc_at);
     const uint8_t *x = d->x + c * d->height * d->width;
     uint8_t flip = d->x_flip ? 0x80 : 0, zx = (uint8_t)d->zx;
+#if DW_STAGED
+    memcpy(ph + l.stage_at, x, d->height * d->width);
+    x = ph + l.stage_at;
+    if (d->sw <= 2 && l.pitch <= 32 / d->sw && d->pl <= 32)
+        fill_narrow(d, l, x, ph, flip, zx);
+    else
+#endif
     /* the phases: row i of phase (r, cc) is padded row i * sh + r, its column j padded column j * sw + cc */
     for (int64_t r = 0; r < d->sh; r++)
         for (int64_t cc = 0; cc < d->sw; cc++) {
             uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
-            /* the columns j whose input column j * sw + cc - pl is inside the row: [j0, j1) */
-            int64_t j0 = d->pl - cc > 0 ? (d->pl - cc + d->sw - 1) / d->sw : 0;
-            int64_t j1 = (d->width - 1 + d->pl - cc) / d->sw + 1;
-            j1 = d->width - 1 + d->pl - cc < 0 ? 0 : j1 < l.pitch ? j1 : l.pitch;
-            j0 = j0 < j1 ? j0 : j1;
+            int64_t j0, j1;
+            phase_columns(d, l.pitch, cc, &j0, &j1);
             for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
-                if (y < 0 || y >= d->height) {
-                    memset(dst, zx, l.pitch);
-                    continue;
-                }
-                for (int64_t j = 0; j < j0; j++) dst[j] = zx;  /* a pad or two: no memset call */
-                for (int64_t j = j1; j < l.pitch; j++) dst[j] = zx;
-                copy_row(dst + j0, x + y * d->width + j0 * d->sw + cc - d->pl, j1 - j0, d->sw, flip);
+                if (y < 0 || y >= d->height || j0 == j1) pad_row(dst, l.pitch, zx);
+                else fill_row(dst, x + y * d->width + j0 * d->sw + cc - d->pl, j0, j1, l.pitch, d->sw, flip, zx);
             }
         }
-    memset(ph + d->sh * d->sw * l.phase, zx, l.pitch);
+    pad_row(ph + d->sh * d->sw * l.phase, l.pitch, zx);  /* the spare row */
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
-    const uint8_t *tap[64];
-    int32_t wt[64];
-    int64_t taps = d->kh * d->kw;
-    for (int64_t t = 0; t < taps; t++) {
-        tap[t] = ph + job->tap_at[t];
-        wt[t] = w[t];
-    }
-    dw_taps(tap, wt, taps, corr, run, acc);
+    dw_taps(ph, job->tap_at, w, d->kh * d->kw, corr, run, acc);
     int64_t n = d->oh * d->ow;
     if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
-        for (int64_t oy = 1; oy < d->oh; oy++) memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
+        for (int64_t oy = 1; oy < d->oh; oy++) {
+#if DW_STAGED  /* forward, 8 at a time (the source is past the destination), the tail masked: no call */
+            int32_t *to = acc + oy * d->ow;
+            const int32_t *from = acc + oy * l.pitch;
+            int64_t j = 0;
+            for (; j + 8 <= d->ow; j += 8)
+                _mm256_storeu_si256((__m256i *)(to + j), _mm256_loadu_si256((const __m256i *)(from + j)));
+            if (j < d->ow) {
+                __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(d->ow - j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                _mm256_maskstore_epi32(to + j, m, _mm256_maskload_epi32(from + j, m));
+            }
+#else
+            memmove(acc + oy * d->ow, acc + oy * l.pitch, d->ow * sizeof(int32_t));
+#endif
+        }
+#if DW_STAGED
+    if (store_row_bytes(&d->out, c, acc, n, (uint8_t *)d->y + c * n))
+        return;
+#endif
     for (int64_t j0 = 0; j0 < n; j0 += 1024)
         store_row(&d->out, c, 0, acc + j0, (int)(n - j0 < 1024 ? n - j0 : 1024), d->y, c * n + j0);
 }

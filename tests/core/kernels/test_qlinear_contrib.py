@@ -103,6 +103,18 @@ def test_qlinear_binary(op, dtype, shapes):
     check(op, inputs, consts=consts, want=want)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_add_scales_at_run_time(dtype):
+    """The native QLinearAdd with scales and zero points given at run time (not constants: no factors
+    computed once), bytes as MLAS's formula."""
+    a_s, a_z = qparams(dtype, 0.05)
+    b_s, b_z = qparams(dtype, 0.03)
+    c_s, c_z = qparams(dtype, 0.08)
+    inputs = {"a": q((2, 5, 7), dtype), "as": a_s, "az": a_z, "b": q((2, 5, 7), dtype), "bs": b_s, "bz": b_z,
+              "cs": c_s, "cz": c_z}
+    check("QLinearAdd", inputs, want=mlas_binary("QLinearAdd", *inputs.values()))
+
+
 @pytest.mark.parametrize("op,attrs", [("QLinearSigmoid", {}), ("QLinearLeakyRelu", {"alpha": 0.1}),
                                       ("QLinearLeakyRelu", {})])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -114,7 +126,8 @@ def test_qlinear_unary(op, attrs, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-@pytest.mark.parametrize("shape,channels_last", [((2, 8, 5, 5), 0), ((1, 16, 7, 7), 0), ((2, 5, 5, 8), 1)])
+@pytest.mark.parametrize("shape,channels_last", [((2, 8, 5, 5), 0), ((1, 16, 7, 7), 0), ((2, 5, 5, 8), 1),
+                                                 ((1, 2, 257, 257), 0)])  # (planes past float32's exact sums)
 def test_qlinear_global_average_pool(dtype, shape, channels_last):
     xs, xz = qparams(dtype, 0.05)
     ys, yz = qparams(dtype, 0.02)
