@@ -36,21 +36,28 @@ if [ ! -d "$ARM64/site/numpy" ]; then  # the aarch64 wheels of the versions the 
     plat="--platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 --only-binary=:all: --python-version 3.11 --implementation cp"
     "$ROOT/.venv/bin/pip" download -q $plat -d "$ARM64/wheels" $pins
     "$ROOT/.venv/bin/pip" install -q $plat --no-deps --target "$ARM64/site" "$ARM64"/wheels/*.whl
-    mkdir -p "$ARM64/ge"  # ge's editable finder (ge.* -> this worktree), found through sitecustomize
-    cp -r "$ROOT"/.venv/lib/python3.11/site-packages/__editable__*ge* "$ROOT"/.venv/lib/python3.11/site-packages/ge-*.dist-info "$ARM64/ge/"
-    printf 'import site\nsite.addsitedir("%s/ge")\n' "$ARM64" > "$ARM64/site/sitecustomize.py"
     # a 2-core Neoverse N1's /proc/cpuinfo
     for n in 0 1; do printf 'processor\t: %s\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\n' $n; done > "$ARM64/cpuinfo"
     mkdir -p "$ARM64/include/aarch64-linux-gnu"  # pyconfig.h as Python.h's wrapper asks for it, alone
     ln -sfn "$ARM64/sysroot/usr/include/aarch64-linux-gnu/python3.11" "$ARM64/include/aarch64-linux-gnu/python3.11"
 fi
-# python: the emulated arm64 interpreter in the namespace described above
+# ge's editable finder (ge.* -> this worktree: an ARM64 that several worktrees share tests the one it
+# runs from), a site dir of its own
+rm -rf "$ARM64/ge" && mkdir -p "$ARM64/ge"
+cp -r "$ROOT"/.venv/lib/python3.11/site-packages/__editable__*ge* "$ROOT"/.venv/lib/python3.11/site-packages/ge-*.dist-info "$ARM64/ge/"
+# the aarch64 packages and ge on the interpreter's own path (a .pth in its dist-packages), not on
+# PYTHONPATH: tests start child processes with PYTHONPATH=$(ge shim path), as users run ais_bench
+printf '%s\nimport site; site.addsitedir("%s")\n' "$ARM64/site" "$ARM64/ge" \
+    > "$ARM64/sysroot/usr/lib/python3/dist-packages/ge-arm64-site.pth"
+# python: the emulated arm64 interpreter in the namespace described above, on the CPU that cpuinfo
+# describes (qemu's default, "max", has every extension: onnxruntime's int8 products on it, as its
+# DynamicQuantizeMatMul, come out far from the float model's and from x86's; on a Neoverse N1 they do not)
 python() {
     unshare -m sh -c '
     mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc &&
     { [ -e /proc/sys/fs/binfmt_misc/ge-aarch64 ] || printf "%s" ":ge-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:$(command -v qemu-aarch64):F" > /proc/sys/fs/binfmt_misc/register; } &&
     mount --bind "$ARM64/cpuinfo" /proc/cpuinfo &&
-    exec env QEMU_LD_PREFIX="$ARM64/sysroot" PYTHONPATH="$ARM64/site" "$ARM64/sysroot/usr/bin/python3.11" "$@"' sh "$@"
+    exec env QEMU_CPU=neoverse-n1 QEMU_LD_PREFIX="$ARM64/sysroot" "$ARM64/sysroot/usr/bin/python3.11" "$@"' sh "$@"
 }
 export ARM64
 cd "$ROOT"

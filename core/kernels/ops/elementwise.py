@@ -639,7 +639,9 @@ class Mod(Binary):
 @register("Pow")
 class Pow(Binary):
     """Base and exponent may have different dtypes; the result has the base's. Like onnxruntime
-    (std::pow), mixed and integer cases are evaluated in double, integers truncated back."""
+    (std::pow), mixed and integer cases are evaluated in double, integers truncated back (a NaN or infinite
+    power of an integer base has no integer value: C's cast is undefined, the result is the CPU's, and on
+    aarch64 not onnxruntime's)."""
     shape_agnostic = True
     types = FLOATS | frozenset(np.dtype(t) for t in (np.int32, np.int64))
     data_inputs = (0,)
