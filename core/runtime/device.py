@@ -52,6 +52,7 @@ class Block:
 class Device:
     name = ""
     align = 64
+    host_addresses = False  # (CpuDevice: addresses are host pointers)
     device_id = 0
 
     def __init__(self):
@@ -216,6 +217,7 @@ class Device:
 class CpuDevice(Device):
     """Host memory; addresses are real pointers, user buffers bind in place when they qualify."""
     name = "cpu"
+    host_addresses = True  # an address is the memory's own: the same one is the same bytes while they live
 
     def _address_of(self, data):
         return data.ctypes.data
