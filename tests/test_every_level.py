@@ -1,5 +1,6 @@
-"""The kernel, pass, runtime, end-to-end and ONNX conformance tests again at the levels most users' CPUs run (v2, v3: AVX2 without
-AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE), when the suite itself runs another
+"""The kernel, pass, runtime, end-to-end and ONNX conformance tests again at the levels most users' CPUs
+run (v2, v3: AVX2 without AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE), when the
+suite itself runs another
 (v3, where this CPU can pose as an AVX2 one, as one in every respect: tests/platforms/avx2_cpu.py masks
 AVX-512 and VNNI from CPUID, so numpy, OpenBLAS and onnxruntime, the tests' oracle, pick their AVX2 kernels),
 and on the numpy plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
