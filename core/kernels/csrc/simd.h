@@ -125,8 +125,6 @@ static inline vec vmax(vec a, vec v) {
 #define NO_LIBCALLS
 #endif
 
-/* The first n (<= VL) lanes of a vector from or to memory (zeros past them): one masked access
-   where the target has them. */
 /* Lanes [0, n) set (all bits) */
 static inline ivec lanes_below(int n) {
     ivec idx;
@@ -134,8 +132,9 @@ static inline ivec lanes_below(int n) {
     return idx < n;
 }
 
-/* The first n lanes (n <= VL). AVX2 by its masked moves, which as AVX-512's never touch the memory of the
-   other lanes: GCC made the scalar loops memcpy/memset calls, 122 of them in the v3 library. */
+/* The first n (<= VL) lanes of a vector from or to memory (zeros past them): one masked access
+   where the target has them (AVX-512's and AVX2's never touch the other lanes' memory; at AVX2 GCC
+   had made the scalar loops memcpy/memset calls, 122 of them in the v3 library). */
 static inline vec load_part(const float *p, int n) {
 #if defined(__AVX512F__)
     return n == VL ? vload(p) : (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
