@@ -1,5 +1,6 @@
 """tests/platforms/avx2_cpu.py: a command run under it sees an AVX2 CPU without AVX-512 or VNNI, everywhere a
 program looks (CPUID for numpy and onnxruntime, /proc/cpuinfo for ge), and still fails as it would."""
+import ast
 import subprocess
 import sys
 
@@ -29,7 +30,7 @@ def as_avx2(*argv: str) -> subprocess.CompletedProcess:
 
 def test_numpy_and_onnxruntime_choose_their_avx2_kernels():
     simd = as_avx2(sys.executable, "-c", "import numpy._core._multiarray_umath as m; print(m.__cpu_features__)")
-    features = eval(simd.stdout)
+    features = ast.literal_eval(simd.stdout)
     assert features["AVX2"] and features["FMA3"] and not features["AVX512F"] and not features["AVX512_SKX"]
     # MLAS's AVX2 u8 x s8 kernel adds pairs of products in 16 bits (vpmaddubsw): 2 x 255 x 127 saturates
     # at 32767, 32 pairs a row; its VNNI kernel gives the exact 64 x 255 x 127
