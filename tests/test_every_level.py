@@ -1,19 +1,21 @@
-"""The kernel, pass, runtime, end-to-end and ONNX conformance tests again at the levels most users' CPUs
-run (v2, v3: AVX2 without AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE), when the
-suite itself runs another
-(v3, where this CPU can pose as an AVX2 one, as one in every respect: tests/platforms/avx2_cpu.py masks
-AVX-512 and VNNI from CPUID, so numpy, OpenBLAS and onnxruntime, the tests' oracle, pick their AVX2 kernels),
-and on the numpy plans alone (GE_NO_NATIVE=1), each in a fresh pytest process: the suite itself runs at one level (the
-best, or GE_NATIVE_LEVEL's), and a result the instruction set changes (vector widths, FMA contraction,
-the int8 products) must pass at each, as on the machines that run only those (issue 29). Levels this
-CPU cannot run are skipped, naming the features it lacks. The runs go side by side, one per core (they
-are mostly one Python thread each). Left out of them: Ray's tests (Ray does not depend on the level,
+"""The kernel, pass, runtime, end-to-end and ONNX conformance tests again at the levels most users'
+CPUs run (v2, v3: AVX2 without AVX-512), with the OpenBLAS kernels such CPUs get (OPENBLAS_CORETYPE),
+when the suite itself runs another (v3, where this CPU can pose as an AVX2 one, as one in every respect:
+tests/platforms/avx2_cpu.py masks AVX-512 and VNNI from CPUID, so numpy, OpenBLAS and onnxruntime, the
+tests' oracle, pick their AVX2 kernels), and on the numpy plans alone (GE_NO_NATIVE=1), each in a fresh
+pytest process: the suite itself runs at one level (the best, or GE_NATIVE_LEVEL's), and a result the
+instruction set changes (vector widths, FMA contraction, the int8 products) must pass at each, as on the
+machines that run only those (issue 29). Levels this CPU cannot run are skipped, naming the features it
+lacks. The runs start as soon as the session is collected and go beside the suite's own tests, one per
+core (each mostly one Python thread). Left out of them: Ray's tests (Ray does not depend on the level,
 and a Ray instance per run would only add minutes) and test_native_levels.py (it loads every level
 itself, whatever the process's)."""
 import concurrent.futures
 import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -59,26 +61,52 @@ def runs() -> list:
 CLEAN = {k: v for k, v in os.environ.items() if k not in ("GE_NATIVE_LEVEL", "GE_NO_NATIVE", "OPENBLAS_CORETYPE")}
 
 
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_started: dict = {}  # a run's environment (sorted items) -> its future
+_children: list = []  # the pytest processes started, to stop them if the suite stops first
+_lock = threading.Lock()
+
+
 def run(env: dict) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pytest", *PARTS, *(f"--ignore={s}" for s in LEFT_OUT), "-x",
            "-p", "no:cacheprovider", "-W", "ignore"]
-    return subprocess.run(cmd, cwd=ROOT, env=CLEAN | env, capture_output=True, text=True)
+    with _lock:
+        if _pool is None:  # the session has ended
+            return subprocess.CompletedProcess(cmd, -1, "", "not run: the session ended first")
+        child = subprocess.Popen(cmd, cwd=ROOT, env=CLEAN | env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        _children.append(child)
+    out, err = child.communicate()
+    return subprocess.CompletedProcess(cmd, child.returncode, out, err)
 
 
-@pytest.fixture(scope="module")
-def started(request):
-    """Every run of this session's selection that is not skipped, started at once on a pool of one
-    worker per core."""
-    selected = {item.callspec.id for item in request.session.items if item.module is request.module}
+def start(items: list) -> None:
+    """Start this session's selected runs that are not skipped on a pool of one worker per core, as
+    soon as the session is collected (tests/conftest.py): they go beside the suite's own tests (mostly
+    one Python thread), not after them, which CI's 20 minutes could not hold."""
+    global _pool
+    selected = {item.callspec.id for item in items if item.path == Path(__file__)}
     envs = [p.values[0] for p in runs() if not p.marks and p.id in selected]
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
-    yield {tuple(sorted(e.items())): pool.submit(run, e) for e in envs}
-    pool.shutdown(cancel_futures=True)
+    if envs:
+        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+        _started.update({tuple(sorted(e.items())): _pool.submit(run, e) for e in envs})
+
+
+def stop() -> None:
+    """At the session's end: runs still going (the suite stopped early) are killed, not waited for."""
+    global _pool
+    with _lock:
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None
+        for child in _children:
+            if child.poll() is None:
+                child.kill()
 
 
 @pytest.mark.parametrize("env", runs())
-def test_kernels_and_e2e_pass_at(env, started):
-    r = started[tuple(sorted(env.items()))].result()
+def test_kernels_and_e2e_pass_at(env):
+    r = _started[tuple(sorted(env.items()))].result()
     print(f"{' '.join(f'{k}={v}' for k, v in env.items())}: {(r.stdout.strip().splitlines() or [''])[-1]}")  # (-rP)
     if "LD_PRELOAD" in env:  # the run did see an AVX2 CPU
         probe = subprocess.run([sys.executable, "-c", "import numpy._core._multiarray_umath as m; "
