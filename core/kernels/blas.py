@@ -105,11 +105,13 @@ _SET_LOCAL = None
 
 class kernel_state:
     """Around the kernels of one execution, in the thread that runs them: numpy's floating-point
-    errors ignored, and when the kernels include native ones (and those are built) numpy's
-    OpenBLAS single-threaded. Its workers spin for a long while after each call, as the native
-    pool's do; the two pools on the same cores starve each other (measured on BERT: the native
-    products 1.6x slower, numpy's own 1.2x). The heavy products are native; what is left for
-    OpenBLAS (attention's small batched products) does not need a second thread.
+    errors ignored, and when the kernels include native ones (and those are built) that may use more
+    than one thread, numpy's OpenBLAS single-threaded. Its workers spin for a long while after each
+    call, as the native pool's do; the two pools on the same cores starve each other (measured on
+    BERT: the native products 1.6x slower, numpy's own 1.2x). The heavy products are native; what is
+    left for OpenBLAS (attention's small batched products) does not need a second thread. Native
+    kernels held to one thread in this thread (blas.set_local_threads(1)) start no pool: OpenBLAS's
+    count is left as it is, and the two thread calls (~3 us of a small model's call) are not made.
 
     Setting both costs about 8 us (OpenBLAS's thread call most of it), so a use nested in one that
     already holds as much in this thread (a control-flow body, launched once per iteration inside
@@ -125,7 +127,7 @@ class kernel_state:
             return self
         self.errstate = _ignore_errors()
         self.errstate.__enter__()
-        self.threads = openblas_threads_local(1) if self.level == 2 else None
+        self.threads = openblas_threads_local(1) if self.level == 2 and native.threads() > 1 else None
         _held.level = self.level
         return self
 

@@ -19,15 +19,21 @@ from ..kernels.blas import kernel_state
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
 from .executors import TaskFailed, TracingExecutor, make_executor
+from .output_pool import OutputPool
 
 #: outputs ge allocates itself (execute without outputs) up to this size are copied out of the
-#: planned buffers rather than bound in place (see ExecutionContext._fresh_outputs): binding a new array
-#: every call rebuilds the tasks that write it (a batched MatMul's prepared call), which a 786 KiB
-#: output's copy undercuts by ~100 us a call; about even at 3 MiB, the copy 40% slower at 12 MiB
+#: planned buffers rather than bound in place (see ExecutionContext._fresh_outputs) unless the caller keeps
+#: dropping them: binding a new array every call rebuilds the tasks that write it (a batched MatMul's
+#: prepared call), which a 786 KiB output's copy undercuts by ~100 us a call; about even at 3 MiB, the
+#: copy 40% slower at 12 MiB
 COPY_OUT_MAX = 1 << 20
 #: a host input array new to its input (not one of the last two runs'), up to this size, is copied into
 #: its planned buffer rather than bound in place (see ExecutionContext._bind_input)
 COPY_IN_MAX = 1 << 20
+#: runs in a row an output's array must come back from the OutputPool (the caller dropped it each time)
+#: before it is bound in place: a caller that holds each result until the next call (`y = run(x)` in a
+#: loop) gets two arrays in turn, and binding them would move the writing tasks every call
+STEADY = 2
 COUNTERS = ("h2d_bytes", "h2d_count", "d2h_bytes", "d2h_count", "d2d_bytes", "args_bytes", "mallocs")
 _COUNTER_KEYS = {kind: (f"{kind}_count", f"{kind}_bytes") for kind in ("h2d", "d2h", "d2d")}
 
@@ -122,8 +128,9 @@ class ExecutionContext:
         self._recent_inputs: dict[int, tuple] = {}  # allocation -> the small arrays the last two runs took
         self._io_views: dict[int, np.ndarray] = {}
         # outputs execute() allocates itself: the small ones copied out, the others bound (_fresh_outputs)
-        self._copied_out = [i for i, d in enumerate(plan.outputs) if d.nbytes <= COPY_OUT_MAX]
-        self._bound_out = [i for i, d in enumerate(plan.outputs) if d.nbytes > COPY_OUT_MAX]
+        self._bound_out = {i for i, d in enumerate(plan.outputs) if d.nbytes > COPY_OUT_MAX}
+        self._out_pool = OutputPool(len(plan.outputs))  # those arrays, written again once the caller drops them
+        self._came_back = [0] * len(plan.outputs)  # runs in a row each output's array came back (STEADY)
         self._caller_bound: set[int] = set()  # output allocations a caller's buffers were bound to
         self._last_run: tuple | None = None
         self.run_counts: dict = {}  # copies by the execute() under way (its stats)
@@ -159,6 +166,7 @@ class ExecutionContext:
             outputs, pending = self._fresh_outputs(plan)
         else:
             outputs = plan.check_outputs(outputs)
+            self._out_pool.clear()  # (this run moves the tasks off the arrays it returned: counts stale)
             pending = [i for i, (d, y) in enumerate(zip(plan.outputs, outputs)) if not self._try_bind(d.allocation, y)]
             self._caller_bound.update(d.allocation for d in plan.outputs)
         dirty = self.args.update_for_execute()
@@ -171,6 +179,8 @@ class ExecutionContext:
         self.stream.synchronize(timeout)
         t2 = clock()
         self._copy_out(plan, outputs, pending)  # CopyOutputData
+        if not self._caller_bound:
+            self._out_pool.settle(outputs)
         if self.args.bytes_written:
             self.counters["args_bytes"] += self.args.bytes_written
             self.run_counts["args_bytes"] = self.args.bytes_written
@@ -286,29 +296,32 @@ class ExecutionContext:
         return False
 
     def _fresh_outputs(self, plan) -> tuple[list, list[int]]:
-        """Arrays of our own for the outputs, and the indices of those copied out after the run: a
-        small one (left None here) is a copy of its planned buffer, which costs less than binding a
-        new array and rebuilding the views of the tasks that write it (tens of microseconds, a tiny
-        model's whole run); a large one is bound zero-copy where it can be."""
+        """Arrays for the outputs (the OutputPool's), and the indices of those copied out after the run.
+        A small output is a copy of its planned buffer, which costs less than binding a new array and
+        rebuilding the views of the tasks that write it (tens of microseconds, a tiny model's whole
+        run); once the same array has come back STEADY runs in a row (a caller that drops the results
+        before its next call) it is bound in place, and stays where the tasks already write. A large
+        one is bound wherever it can be."""
         for allocation in self._caller_bound:  # a caller's buffers, bound by an earlier run
             self._unbind(allocation)
         self._caller_bound.clear()
-        outputs, pending = [None] * len(plan.outputs), list(self._copied_out)
-        for i in self._bound_out:
-            d = plan.outputs[i]
-            outputs[i] = np.empty(d.shape, d.dtype)
-            if not self._try_bind(d.allocation, outputs[i]):
-                pending.append(i)
+        outputs, pending, came_back = [], [], self._came_back
+        for i, d in enumerate(plan.outputs):
+            y, again = self._out_pool.take(i, d.shape, d.dtype)
+            came_back[i] = came_back[i] + 1 if again else 0
+            outputs.append(y)
+            if (came_back[i] >= STEADY or i in self._bound_out) and self._try_bind(d.allocation, y):
+                continue
+            if d.allocation in self._bound:  # an array of the pool's the caller holds now: planned memory again
+                self._unbind(d.allocation)
+            pending.append(i)
         return outputs, pending
 
     def _copy_out(self, plan, outputs: list, pending: list[int]) -> None:
-        """The outputs not bound zero-copy, out of their planned buffers (None: into a new array)."""
+        """The outputs not bound zero-copy, out of their planned buffers."""
         for i in pending:
             d, y = plan.outputs[i], outputs[i]
-            if y is None:
-                view = self._io_view(d)
-                outputs[i] = self._copy("d2h", self.device.copy_out, view.nbytes, view)
-            elif isinstance(y, DeviceBuffer):
+            if isinstance(y, DeviceBuffer):
                 self._copy("d2d", self.device.memcpy_d2d, d.nbytes, y.addr, self.io_default[d.allocation], d.nbytes)
             else:
                 self._copy("d2h", self.device.copy_to_host, y.nbytes, y, self._io_view(d))
@@ -378,4 +391,5 @@ class ExecutionContext:
         for addr in self._owned:
             self.device.free(addr)
         self._owned.clear()
+        self._out_pool.clear()
         self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)

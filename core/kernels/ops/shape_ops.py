@@ -10,6 +10,7 @@ Squeeze/Unsqueeze from opset 13, ConstantOfShape's shape, Range's bounds) must b
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -27,6 +28,14 @@ class AliasKernel(ShapeKernel):
 
     def run(self, xs, ys, ws):
         np.copyto(ys[0], xs[0].reshape(ys[0].shape))
+
+    def bound(self, xs, ys, ws):
+        """run()'s copy itself where run() is only that, the input seen in the output's shape once (the
+        reshape of a contiguous array is a view of it): a task's Squeeze or Reshape copy, a Loop body's
+        every iteration."""
+        if type(self).run is AliasKernel.run and xs[0].flags.c_contiguous:
+            return partial(np.copyto, ys[0], xs[0].reshape(ys[0].shape))
+        return super().bound(xs, ys, ws)
 
 
 # -- alias ops ------------------------------------------------------------------------------------------
@@ -164,6 +173,10 @@ class Identity(AliasKernel):
 
     def run(self, xs, ys, ws):
         np.copyto(ys[0], xs[0])
+
+    def bound(self, xs, ys, ws):
+        """The copy itself (a Loop body's Identity outputs run every iteration)."""
+        return partial(np.copyto, ys[0], xs[0])
 
 
 @register("Dropout")

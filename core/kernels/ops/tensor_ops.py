@@ -534,6 +534,29 @@ class PadBase(StaticInputKernel):
         plan = self.plan or self.make_plan(x.shape, *self.split_pads(x.ndim, *self.pads_args(xs)))
         self.pad(x, plan, self.value_arg(xs), ys[0])
 
+    def bound(self, xs, ys, ws):
+        """With the plan known, pad()'s copies as views of these arrays, sliced once: a call is the
+        copies alone (and the constant's fills, its value read each call), pad()'s order kept."""
+        y = ys[0]
+        if self.plan is None or y is None:
+            return super().bound(xs, ys, ws)
+        crop, inner, pads, fills = self.plan
+        rank = y.ndim
+        borders = [y[_at(a, part, rank)] for a, (pb, pe) in enumerate(pads) if self.mode == "constant"
+                   for part, n in ((slice(0, pb), pb), (slice(y.shape[a] - pe, None), pe)) if n]
+        copies = [(y[inner], xs[0][crop])] + [(y[_at(a, dst, rank)], y[_at(a, src, rank)])
+                                              for a, runs in fills for dst, src in runs]
+        value_of, value_arg, copyto = self.value_of, self.value_arg, np.copyto
+
+        def run() -> None:
+            if borders:
+                v = value_of(value_arg(xs), y.dtype)
+                for border in borders:
+                    border[...] = v
+            for dst, src in copies:
+                copyto(dst, src)
+        return run
+
 
 @register("Pad", since=2)
 class Pad2(PadBase):

@@ -234,6 +234,23 @@ def test_kernel_state_keeps_numpy_blas_single_threaded_beside_native_kernels():
         openblas_threads_local(before)
 
 
+def test_kernel_state_leaves_numpy_blas_alone_beside_one_native_thread():
+    """Native kernels held to one thread (blas.set_local_threads(1), as a single-threaded server's
+    workers run) start no pool to fight OpenBLAS's: its count stays what the caller set."""
+    from ge.core.kernels.blas import kernel_state, openblas_threads_local
+    before = openblas_threads_local(2)
+    if before is None:
+        pytest.skip("numpy's BLAS has no per-thread thread count")
+    threads = native_mod.threads()
+    try:
+        native_mod.set_threads(1)
+        with kernel_state(True):
+            assert openblas_threads_local(2) == 2
+    finally:
+        native_mod.set_threads(threads)
+        openblas_threads_local(before)
+
+
 def test_kernel_state_ignores_errors_inside_and_restores_each_callers_own_state():
     """The error state kernel_state sets (derived once per caller's state, then reused) ignores every
     error whatever the caller had, and each caller's own settings come back after."""

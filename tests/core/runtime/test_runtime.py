@@ -61,6 +61,60 @@ def test_outputs_ge_allocates_are_bound_or_copied_by_size(loaded, monkeypatch, c
         assert stats["views_rebuilt"] == (0 if copied else 2)  # a bound output moves each run: its writer's views
 
 
+def test_outputs_the_caller_drops_come_back_and_are_bound_in_place(loaded):
+    """A caller that drops each run's outputs before the next gets the same arrays again, bound in
+    place once they keep coming back (context.STEADY): no copies, nothing rebuilt, each run's values."""
+    from ge.core.runtime import context
+    ctx = loaded.create_context()
+    ids = set()
+    for k in range(context.STEADY + 3):
+        x = np.full((2, 3), float(k), np.float32)
+        y, x_copy = ctx.execute([x])
+        np.testing.assert_array_equal(y, expected(x))
+        np.testing.assert_array_equal(x_copy, x)
+        ids.add(id(y))
+        del y, x_copy
+    assert len(ids) == 1
+    stats = ctx.stats
+    if loaded.device.name == "cpu":  # (sim copies host arrays)
+        assert (stats["copied_outputs"], stats["zero_copy_outputs"], stats["views_rebuilt"]) == (0, 2, 0)
+
+
+def test_outputs_the_caller_holds_are_never_written_again(loaded):
+    """An output array the caller keeps, or keeps a view or a memoryview of, is its own: later runs
+    write new arrays, whether the kept one was copied into or bound in place."""
+    from ge.core.runtime import context
+    ctx = loaded.create_context()
+    for k in range(context.STEADY + 1):  # bound in place from here on
+        ctx.execute([np.full((2, 3), -1.0, np.float32)])
+    x1 = np.full((2, 3), 1.0, np.float32)
+    kept = ctx.execute([x1])[0]
+    row = ctx.execute([x1])[0][0]
+    memory = memoryview(ctx.execute([x1])[0])
+    for k in range(context.STEADY + 2):
+        ctx.execute([np.full((2, 3), 5.0 + k, np.float32)])
+    for k in range(context.STEADY + 1):  # bound in place again, the caller keeping it through a run
+        last = ctx.execute([x1])[0]      # with its own buffers (which moves the tasks off it)
+    ctx.execute([x1], [np.empty((2, 3), np.float32), np.empty((2, 3), np.float32)])
+    for k in range(context.STEADY + 2):
+        ctx.execute([np.full((2, 3), 9.0 + k, np.float32)])
+    np.testing.assert_array_equal(last, expected(x1))
+    want = expected(x1)
+    np.testing.assert_array_equal(kept, want)
+    np.testing.assert_array_equal(row, want[0])
+    np.testing.assert_array_equal(np.asarray(memory), want)
+
+
+def test_an_output_fed_back_as_the_next_input(loaded):
+    """A stream's state: each run's output is the next run's input (held by the caller meanwhile)."""
+    ctx = loaded.create_context()
+    x = want = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    for _ in range(6):
+        x = ctx.execute([x])[0]
+        want = expected(want)
+        np.testing.assert_array_equal(x, want)
+
+
 def test_moved_output_buffer_receives_the_results(loaded):
     """The args table drives execution: a new output address must be where results land."""
     x = np.ones((2, 3), np.float32)
