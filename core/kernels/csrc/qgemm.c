@@ -629,11 +629,109 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
 #define HAVE_FAST_STORE 0
 #endif
 
+/* ---- AMX: the VNNI build's product over prepacked weights on tile registers ---------------------- */
+
+/* Where the CPU has AMX-INT8 (Sapphire Rapids and later) and Linux lets the process use its tile data
+   (arch_prctl ARCH_REQ_XCOMP_PERM), the VNNI build runs a prepacked product's full blocks of 32 rows
+   with tdpbusd: one instruction adds 16 x 16 x 64 u8 x s8 products into int32 tiles, exact as
+   vpdpbusd, 16 times vpdpbusd's work a cycle. The packed panels (panel[q][j][4], 32 columns) are its
+   B tiles as they are: 16 quads of 16 columns a tile, rows 128 bytes apart. A block is 2 x 2 tiles (32
+   rows, the panel's 32 columns), K in steps of 64; K's last (K mod 64) and blocks of fewer rows run on
+   vpdpbusd. Every tile is loaded and stored within one item: the configuration is loaded at its start
+   and released at its end, whatever else ran on the thread in between. */
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__x86_64__) && defined(__GNUC__) && __GNUC__ >= 11
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define HAVE_AMX 1
+#define AMX_ROWS 32
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileConfig;
+
+static int amx_state = -1;  /* -1 not asked yet; 0 no; 1 usable */
+static int amx_wanted = 1;  /* ge_qgemm_set_amx */
+
+/* CPUID's AMX-TILE and AMX-INT8, the OS saving the tile state (XCR0 bits 17, 18), the process's permission */
+static int amx_usable(void) {
+    if (amx_state < 0) {
+        unsigned a, b, c, d;
+        int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 25 & 1);
+        ok = ok && __get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1);  /* OSXSAVE: xgetbv allowed */
+        if (ok) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ok = (lo >> 17 & 3) == 3;
+        }
+        amx_state = ok && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }
+    return amx_state;
+}
+
+/* tiles 0-3: the block's accumulators (rows 0-15 / 16-31 x columns 0-15 / 16-31); 4, 5: the two row
+   halves' 64 bytes of K; 6, 7: the panel's column halves' 16 quads */
+static const TileConfig tile_config = {.palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                       .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+
+/* (a static configuration: _tile_loadconfig's asm tells the compiler it reads 8 bytes, so that the
+   stores filling a local one may be dropped) */
+__attribute__((target("amx-tile,amx-int8"))) static void amx_begin(void) { _tile_loadconfig(&tile_config); }
+
+__attribute__((target("amx-tile"))) static void amx_end(void) { _tile_release(); }
+
+/* acc[32][QNR] = the 32 rows at a (stride lda) times the panel over the first 16 * quads16 quads of K */
+__attribute__((target("amx-tile,amx-int8"))) static void amx_block(const uint8_t *a, int64_t lda, const uint8_t *panel,
+                                                                    int64_t quads16, int32_t *acc) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t s = 0; s < quads16; s++) {
+        const uint8_t *as = a + 64 * s, *bs = panel + s * 16 * QNR * 4;
+        _tile_loadd(4, as, lda);
+        _tile_loadd(6, bs, QNR * 4);
+        _tile_loadd(7, bs + 64, QNR * 4);
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 7);
+        _tile_loadd(5, as + 16 * lda, lda);
+        _tile_dpbusd(2, 5, 6);
+        _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, acc, QNR * 4);
+    _tile_stored(1, acc + 16, QNR * 4);
+    _tile_stored(2, acc + 16 * QNR, QNR * 4);
+    _tile_stored(3, acc + 16 * QNR + 16, QNR * 4);
+}
+#else
+#define HAVE_AMX 0
+#define AMX_ROWS 1
+static inline int amx_usable(void) { return 0; }
+static const int amx_wanted = 0;
+#endif
+
+/* Whether ge_qgemm runs prepacked products on AMX where it can; want 0 turns it off (ge's GE_NO_AMX,
+   the tests' way to the vpdpbusd path on an AMX CPU). 1 when AMX is used from now on. */
+int ge_qgemm_set_amx(int want) {
+#if HAVE_AMX
+    amx_wanted = want;
+    return want && amx_usable();
+#else
+    (void)want;
+    return 0;
+#endif
+}
+
 /* ---- the work: items are (panel group, chunk of rows) ------------------------------------------ */
 
 typedef struct {
     const QGemm *g;
     int64_t panels, chunks, chunk_rows;
+    int amx;  /* blocks of AMX_ROWS rows on AMX (prepacked weights, K >= 64) */
 } QJob;
 
 #if defined(__AVX512BW__)
@@ -763,6 +861,25 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
     }
 }
 
+/* A tile's accumulators (mr rows, QNR apart) stored: the zero points taken out (the rows' sums
+   counted first when the weights have zero points), the store step applied */
+static inline void finish_tile(const QGemm *g, int32_t *acc, int64_t i0, int mr, int64_t j0, int nc,
+                               const uint8_t *const *rows, int32_t *row_sums, const int32_t *col_sums) {
+    if (g->zs && !g->rows_are_weights)
+        for (int i = 0; i < mr; i++) {
+            int32_t s = 0;
+            for (int64_t k = 0; k < g->K; k++) s += rows[i][k];
+            row_sums[i] = s;
+        }
+#if HAVE_FAST_STORE
+    if (!g->zs && g->out.kind != QOUT_I32) {
+        store_tile_fast(g, acc, i0, mr, j0, nc);
+        return;
+    }
+#endif
+    store_tile(g, acc, i0, mr, j0, nc, row_sums, col_sums);
+}
+
 static void qgemm_item(void *ctx, int64_t item, int slot) {
     const QJob *job = ctx;
     const QGemm *g = job->g;
@@ -789,6 +906,29 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
     int64_t j0 = p * QNR;
     int nc = (int)(g->N - j0 < QNR ? g->N - j0 : QNR);
     int32_t acc[QMR * QNR] __attribute__((aligned(64)));
+#if HAVE_AMX
+    if (job->amx) {  /* whole blocks of rows; the rest below */
+        int32_t block[AMX_ROWS * QNR] __attribute__((aligned(64)));
+        int64_t steps = g->K / 64, k64 = 64 * steps;
+        const uint8_t *tail_panel = panel + steps * 16 * QNR * 4;
+        amx_begin();
+        for (; r0 + AMX_ROWS <= r1; r0 += AMX_ROWS) {
+            amx_block(g->a + r0 * g->lda, g->lda, panel, steps, block);
+            for (int h = 0; h < AMX_ROWS; h += QMR) {
+                const uint8_t *rows[QMR];
+                for (int i = 0; i < QMR; i++) rows[i] = g->a + (r0 + h + i) * g->lda + k64;
+                int32_t *part = block + h * QNR;
+                if (k64 < g->K) {  /* K's last bytes on vpdpbusd */
+                    tile(rows, g->K - k64, g->K - k64, tail_panel, 0, acc, NULL, NULL, 0, QMR);
+                    for (int e = 0; e < QMR * QNR; e++) part[e] += acc[e];
+                }
+                for (int i = 0; i < QMR; i++) rows[i] -= k64;
+                finish_tile(g, part, r0 + h, QMR, j0, nc, rows, row_sums, col_sums);
+            }
+        }
+        amx_end();
+    }
+#endif
     for (int64_t i0 = r0; i0 < r1; i0 += QMR) {
         int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
         const uint8_t *rows[QMR];
@@ -812,19 +952,7 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
             if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, fq, fb, nfix, mr);  /* rows padded to quads */
             else tile(rows, g->K, g->K, panel, 0, acc, fq, fb, nfix, mr);
         }
-        if (g->zs && !g->rows_are_weights)
-            for (int i = 0; i < mr; i++) {
-                int32_t s = 0;
-                for (int64_t k = 0; k < g->K; k++) s += rows[i][k];
-                row_sums[i] = s;
-            }
-#if HAVE_FAST_STORE
-        if (!g->zs && g->out.kind != QOUT_I32) {
-            store_tile_fast(g, acc, i0, mr, j0, nc);
-            continue;
-        }
-#endif
-        store_tile(g, acc, i0, mr, j0, nc, row_sums, col_sums);
+        finish_tile(g, acc, i0, mr, j0, nc, rows, row_sums, col_sums);
     }
 }
 
@@ -833,13 +961,15 @@ void ge_qgemm(const QGemm *g) {
 #if HAVE_PAIRS
     if (g->path == QPATH_PAIRS && !g->rows_are_weights) widen_rows(g->a, g->lda, g->M, g->K, g->a16);
 #endif
-    QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M};
-    int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD;
+    QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M, 0};
+    job.amx = amx_wanted && g->bp && !g->rows_are_weights && g->path == QPATH_BYTES && g->K >= 64 &&
+              g->M >= AMX_ROWS && amx_usable();
+    int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD, unit = job.amx ? AMX_ROWS : QMR;
     if (g->threads > 1 && job.panels < want) {  /* few panels: split the rows too */
         int64_t chunks = (want + job.panels - 1) / job.panels;
         int64_t rows = (g->M + chunks - 1) / chunks;
-        rows = (rows + QMR - 1) / QMR * QMR;
-        job.chunk_rows = rows < QMR ? QMR : rows;
+        rows = (rows + unit - 1) / unit * unit;
+        job.chunk_rows = rows < unit ? unit : rows;
         job.chunks = (g->M + job.chunk_rows - 1) / job.chunk_rows;
     }
     pool_run(qgemm_item, &job, job.panels * job.chunks, g->threads);
