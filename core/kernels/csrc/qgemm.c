@@ -374,6 +374,17 @@ static void widen_rows(const uint8_t *a, int64_t lda, int64_t M, int64_t K, int1
 
 /* ---- the epilogue ------------------------------------------------------------------------------ */
 
+/* y[0, n) = act(y) for a float32 output, after the store: compiled before the region below, so that
+   its polynomials fuse their multiplies and adds (a Gelu then costs half as much: an int8 product's
+   Gelu took as long as its products on AMX); the numpy plan's Gelu is another kernel and not
+   bitwise equal either way */
+__attribute__((noinline)) static void activate_row(float *y, int n, Activation act) {
+    for (int j = 0; j < n; j += VL) {
+        int part = n - j < VL ? n - j : VL;
+        store_part(y + j, vactivate(load_part(y + j, part), act), part);
+    }
+}
+
 /* From here on no multiply and add may fuse into one rounding: the numpy plans compute the same
    float32 expressions step by step, and both must give the same bytes. */
 #pragma GCC push_options
@@ -425,11 +436,7 @@ static inline __attribute__((always_inline)) void store_row(const QOut *o, int64
             for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w + j];
         else if (o->fbias)
             for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w];
-        if (o->act.act != ACT_NONE)
-            for (int j = 0; j < n; j += VL) {
-                int part = n - j < VL ? n - j : VL;
-                store_part(y + j, vactivate(load_part(y + j, part), o->act), part);
-            }
+        if (o->act.act != ACT_NONE) activate_row(y, n, o->act);
     } else {
         float lo = (float)(o->lo - o->zy), hi = (float)(o->hi - o->zy);
         int32_t zy = o->zy;
@@ -504,9 +511,9 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
                 __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
                 __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
                 if (o->fbias) f = _mm512_add_ps(f, fb[h]);
-                if (o->act.act != ACT_NONE) f = (__m512)vactivate((vec)f, o->act);
                 _mm512_mask_storeu_ps((float *)g->c + at + 16 * h, mk, f);
             }
+            if (o->act.act != ACT_NONE) activate_row((float *)g->c + at, nc, o->act);
             continue;
         }
         /* clamped, then rounded to nearest even as converted (lo and hi are integers: the same as
@@ -611,12 +618,7 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
             r[h] = _mm256_add_epi32(_mm256_cvtps_epi32(f), zy);
         }
         if (o->kind == QOUT_F32) {
-            if (o->act.act != ACT_NONE)  /* VL lanes at a time (8, or 16 on AVX-512 builds without VNNI) */
-                for (int j = 0; j < QNR; j += VL) {
-                    int part = QNR - j < VL ? QNR - j : VL;
-                    float *y = (float *)g->c + at + j;
-                    store_part(y, vactivate(load_part(y, part), o->act), part);
-                }
+            if (o->act.act != ACT_NONE) activate_row((float *)g->c + at, QNR, o->act);
             continue;
         }
         __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xD8);  /* 16 words in order */
@@ -684,29 +686,6 @@ __attribute__((target("amx-tile,amx-int8"))) static void amx_begin(void) { _tile
 
 __attribute__((target("amx-tile"))) static void amx_end(void) { _tile_release(); }
 
-/* acc[32][QNR] = the 32 rows at a (stride lda) times the panel over the first 16 * quads16 quads of K */
-__attribute__((target("amx-tile,amx-int8"))) static void amx_block(const uint8_t *a, int64_t lda, const uint8_t *panel,
-                                                                    int64_t quads16, int32_t *acc) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t s = 0; s < quads16; s++) {
-        const uint8_t *as = a + 64 * s, *bs = panel + s * 16 * QNR * 4;
-        _tile_loadd(4, as, lda);
-        _tile_loadd(6, bs, QNR * 4);
-        _tile_loadd(7, bs + 64, QNR * 4);
-        _tile_dpbusd(0, 4, 6);
-        _tile_dpbusd(1, 4, 7);
-        _tile_loadd(5, as + 16 * lda, lda);
-        _tile_dpbusd(2, 5, 6);
-        _tile_dpbusd(3, 5, 7);
-    }
-    _tile_stored(0, acc, QNR * 4);
-    _tile_stored(1, acc + 16, QNR * 4);
-    _tile_stored(2, acc + 16 * QNR, QNR * 4);
-    _tile_stored(3, acc + 16 * QNR + 16, QNR * 4);
-}
 #else
 #define HAVE_AMX 0
 #define AMX_ROWS 1
@@ -880,6 +859,72 @@ static inline void finish_tile(const QGemm *g, int32_t *acc, int64_t i0, int mr,
     store_tile(g, acc, i0, mr, j0, nc, row_sums, col_sums);
 }
 
+#if HAVE_AMX
+/* Rows QMR h .. QMR h + QMR - 1 of a block's accumulators (QNR apart) stored, h < AMX_ROWS / QMR: K's last
+   bytes (K mod 64) added on vpdpbusd, then finish_tile */
+static inline void amx_finish(const QGemm *g, int32_t *block, int64_t i0, int h, const uint8_t *panel, int64_t j0,
+                              int nc, int32_t *row_sums, const int32_t *col_sums) {
+    int64_t k64 = g->K / 64 * 64;
+    const uint8_t *rows[QMR];
+    int32_t acc[QMR * QNR] __attribute__((aligned(64)));
+    int32_t *part = block + h * QMR * QNR;
+    for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + h * QMR + i) * g->lda + k64;
+    if (k64 < g->K) {
+        tile(rows, g->K - k64, g->K - k64, panel + k64 / 4 * QNR * 4, 0, acc, NULL, NULL, 0, QMR);
+        for (int e = 0; e < QMR * QNR; e++) part[e] += acc[e];
+    }
+    for (int i = 0; i < QMR; i++) rows[i] -= k64;
+    finish_tile(g, part, i0 + h * QMR, QMR, j0, nc, rows, row_sums, col_sums);
+}
+
+/* The panel's rows [r0, r1) in whole blocks of AMX_ROWS on the tiles (2 x 2: rows 0-15 / 16-31 x
+   columns 0-15 / 16-31 in tiles 0-3, the rows' 64 bytes of K in 4 and 5, the column halves' 16 quads
+   in 6 and 7); returns where the rest starts. A block's store step runs while the next block's
+   products are in flight, QMR of its rows after each few steps of K: the tile unit works beside the
+   vector units, so that the store (a Gelu's most) costs little beside the products. */
+__attribute__((target("amx-tile,amx-int8"))) static int64_t amx_rows(const QGemm *g, const uint8_t *panel, int64_t r0,
+                                                                      int64_t r1, int64_t j0, int nc, int32_t *row_sums,
+                                                                      const int32_t *col_sums) {
+    int32_t block[2][AMX_ROWS * QNR] __attribute__((aligned(64)));
+    const int parts = AMX_ROWS / QMR;
+    int64_t steps = g->K / 64, blocks = (r1 - r0) / AMX_ROWS, lda = g->lda;
+    amx_begin();
+    for (int64_t b = 0; b <= blocks; b++) {
+        int32_t *last = block[(b + 1) & 1];  /* block b - 1's accumulators */
+        int64_t last_i0 = r0 + (b - 1) * AMX_ROWS;
+        int done = b > 0 ? 0 : parts;  /* of its parts stored */
+        if (b < blocks) {
+            const uint8_t *a = g->a + (r0 + b * AMX_ROWS) * lda;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int64_t s = 0; s < steps; s++) {
+                const uint8_t *as = a + 64 * s, *bs = panel + s * 16 * QNR * 4;
+                _tile_loadd(4, as, lda);
+                _tile_loadd(6, bs, QNR * 4);
+                _tile_loadd(7, bs + 64, QNR * 4);
+                _tile_dpbusd(0, 4, 6);
+                _tile_dpbusd(1, 4, 7);
+                _tile_loadd(5, as + 16 * lda, lda);
+                _tile_dpbusd(2, 5, 6);
+                _tile_dpbusd(3, 5, 7);
+                for (int upto = (int)((s + 1) * parts / steps); done < upto; done++)
+                    amx_finish(g, last, last_i0, done, panel, j0, nc, row_sums, col_sums);
+            }
+            int32_t *cur = block[b & 1];
+            _tile_stored(0, cur, QNR * 4);
+            _tile_stored(1, cur + 16, QNR * 4);
+            _tile_stored(2, cur + 16 * QNR, QNR * 4);
+            _tile_stored(3, cur + 16 * QNR + 16, QNR * 4);
+        }
+        for (; done < parts; done++) amx_finish(g, last, last_i0, done, panel, j0, nc, row_sums, col_sums);
+    }
+    amx_end();
+    return r0 + blocks * AMX_ROWS;
+}
+#endif
+
 static void qgemm_item(void *ctx, int64_t item, int slot) {
     const QJob *job = ctx;
     const QGemm *g = job->g;
@@ -907,27 +952,7 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
     int nc = (int)(g->N - j0 < QNR ? g->N - j0 : QNR);
     int32_t acc[QMR * QNR] __attribute__((aligned(64)));
 #if HAVE_AMX
-    if (job->amx) {  /* whole blocks of rows; the rest below */
-        int32_t block[AMX_ROWS * QNR] __attribute__((aligned(64)));
-        int64_t steps = g->K / 64, k64 = 64 * steps;
-        const uint8_t *tail_panel = panel + steps * 16 * QNR * 4;
-        amx_begin();
-        for (; r0 + AMX_ROWS <= r1; r0 += AMX_ROWS) {
-            amx_block(g->a + r0 * g->lda, g->lda, panel, steps, block);
-            for (int h = 0; h < AMX_ROWS; h += QMR) {
-                const uint8_t *rows[QMR];
-                for (int i = 0; i < QMR; i++) rows[i] = g->a + (r0 + h + i) * g->lda + k64;
-                int32_t *part = block + h * QNR;
-                if (k64 < g->K) {  /* K's last bytes on vpdpbusd */
-                    tile(rows, g->K - k64, g->K - k64, tail_panel, 0, acc, NULL, NULL, 0, QMR);
-                    for (int e = 0; e < QMR * QNR; e++) part[e] += acc[e];
-                }
-                for (int i = 0; i < QMR; i++) rows[i] -= k64;
-                finish_tile(g, part, r0 + h, QMR, j0, nc, rows, row_sums, col_sums);
-            }
-        }
-        amx_end();
-    }
+    if (job->amx) r0 = amx_rows(g, panel, r0, r1, j0, nc, row_sums, col_sums);  /* whole blocks; the rest below */
 #endif
     for (int64_t i0 = r0; i0 < r1; i0 += QMR) {
         int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
