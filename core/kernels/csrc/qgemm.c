@@ -1353,8 +1353,9 @@ void ge_qdepthwise(const QDepthwise *d) {
 
 /* ---- QLinearAdd -------------------------------------------------------------------------------- */
 
-/* half to even, lane by lane */
-static inline vec vrint(vec v) {
+/* half to even, lane by lane (this and the byte loads and stores always inlined: the quantizers below,
+   compiled after this region with other options, called them once per vector) */
+static inline __attribute__((always_inline)) vec vrint(vec v) {
 #if defined(__AVX512F__)
     return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 #elif defined(__AVX__)
@@ -1367,7 +1368,7 @@ static inline vec vrint(vec v) {
 
 /* VL bytes from p as float32 (int8 or uint8); widened by one instruction where there is one (GCC
    splits the generic conversion of a byte vector into scalar moves) */
-static inline vec load_bytes(const uint8_t *p, int is_signed) {
+static inline __attribute__((always_inline)) vec load_bytes(const uint8_t *p, int is_signed) {
 #if defined(__AVX512F__)
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     return (vec)_mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
@@ -1382,7 +1383,7 @@ static inline vec load_bytes(const uint8_t *p, int is_signed) {
 }
 
 /* VL int32 lanes (in the 8-bit range) stored as bytes */
-static inline void store_bytes(uint8_t *p, ivec r) {
+static inline __attribute__((always_inline)) void store_bytes(uint8_t *p, ivec r) {
 #if defined(__AVX512F__)
     _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)r));
 #elif defined(__AVX2__)  /* each lane's low byte (GCC stores the generic loop's bytes one by one) */
