@@ -140,6 +140,7 @@ def test_amx_blocks_exact(monkeypatch, amx):
     w = rng.choice(np.array([0, 255, 1, 128], np.uint8), (200, 45))
     xz, wz = np.array(-3, np.int8), rng.integers(0, 256, 45).astype(np.uint8)
     xs = [x, w, xz, wz]
+    before = nat is not None and nat.qgemm_amx
     try:
         used = nat.qgemm_use_amx(amx) if nat is not None else False
         kernel = lookup("MatMulInteger", "", 17)({}, [Meta(v.dtype, v.shape) for v in xs], [None, w, None, wz],
@@ -150,7 +151,7 @@ def test_amx_blocks_exact(monkeypatch, amx):
         words = product_kernel(nat, plan, on_amx(nat, 70, 200))
     finally:
         if nat is not None:
-            nat.qgemm_use_amx(True)
+            nat.qgemm_use_amx(before)
     np.testing.assert_array_equal(y, reference("MatMulInteger", xs))
     assert used == (amx and "amx_int8" in native_mod.cpu_flags() and nat.level == "v4vnni")
     assert ("tdpbusd (AMX)" in words) == used
