@@ -404,6 +404,7 @@ int ge_qgemm_has_pairs(void);
 int ge_qgemm_mr(void);
 void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int16_t *bp, int32_t *sums);
 void ge_qgemm(const QGemm *g);
+int ge_qgemm_set_amx(int want);
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d);
 void ge_qdepthwise(const QDepthwise *d);
 void ge_qadd(const QAdd *q);

@@ -374,6 +374,17 @@ static void widen_rows(const uint8_t *a, int64_t lda, int64_t M, int64_t K, int1
 
 /* ---- the epilogue ------------------------------------------------------------------------------ */
 
+/* y[0, n) = act(y) for a float32 output, after the store: compiled before the region below, so that
+   its polynomials fuse their multiplies and adds (a Gelu then costs half as much: an int8 product's
+   Gelu took as long as its products on AMX); the numpy plan's Gelu is another kernel and not
+   bitwise equal either way */
+__attribute__((noinline)) static void activate_row(float *y, int n, Activation act) {
+    for (int j = 0; j < n; j += VL) {
+        int part = n - j < VL ? n - j : VL;
+        store_part(y + j, vactivate(load_part(y + j, part), act), part);
+    }
+}
+
 /* From here on no multiply and add may fuse into one rounding: the numpy plans compute the same
    float32 expressions step by step, and both must give the same bytes. */
 #pragma GCC push_options
@@ -425,11 +436,7 @@ static inline __attribute__((always_inline)) void store_row(const QOut *o, int64
             for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w + j];
         else if (o->fbias)
             for (int j = 0; j < n; j++) y[j] = y[j] + o->fbias[w];
-        if (o->act.act != ACT_NONE)
-            for (int j = 0; j < n; j += VL) {
-                int part = n - j < VL ? n - j : VL;
-                store_part(y + j, vactivate(load_part(y + j, part), o->act), part);
-            }
+        if (o->act.act != ACT_NONE) activate_row(y, n, o->act);
     } else {
         float lo = (float)(o->lo - o->zy), hi = (float)(o->hi - o->zy);
         int32_t zy = o->zy;
@@ -504,9 +511,9 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
                 __m512i v = _mm512_add_epi32(_mm512_loadu_si512(acc + i * QNR + 16 * h), corr[h]);
                 __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc[h]);
                 if (o->fbias) f = _mm512_add_ps(f, fb[h]);
-                if (o->act.act != ACT_NONE) f = (__m512)vactivate((vec)f, o->act);
                 _mm512_mask_storeu_ps((float *)g->c + at + 16 * h, mk, f);
             }
+            if (o->act.act != ACT_NONE) activate_row((float *)g->c + at, nc, o->act);
             continue;
         }
         /* clamped, then rounded to nearest even as converted (lo and hi are integers: the same as
@@ -611,12 +618,7 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
             r[h] = _mm256_add_epi32(_mm256_cvtps_epi32(f), zy);
         }
         if (o->kind == QOUT_F32) {
-            if (o->act.act != ACT_NONE)  /* VL lanes at a time (8, or 16 on AVX-512 builds without VNNI) */
-                for (int j = 0; j < QNR; j += VL) {
-                    int part = QNR - j < VL ? QNR - j : VL;
-                    float *y = (float *)g->c + at + j;
-                    store_part(y, vactivate(load_part(y, part), o->act), part);
-                }
+            if (o->act.act != ACT_NONE) activate_row((float *)g->c + at, QNR, o->act);
             continue;
         }
         __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xD8);  /* 16 words in order */
@@ -629,11 +631,86 @@ static void store_tile_fast(const QGemm *g, const int32_t *acc, int64_t i0, int 
 #define HAVE_FAST_STORE 0
 #endif
 
+/* ---- AMX: the VNNI build's product over prepacked weights on tile registers ---------------------- */
+
+/* Where the CPU has AMX-INT8 (Sapphire Rapids and later) and Linux lets the process use its tile data
+   (arch_prctl ARCH_REQ_XCOMP_PERM), the VNNI build runs a prepacked product's full blocks of 32 rows
+   with tdpbusd: one instruction adds 16 x 16 x 64 u8 x s8 products into int32 tiles, exact as
+   vpdpbusd, 16 times vpdpbusd's work a cycle. The packed panels (panel[q][j][4], 32 columns) are its
+   B tiles as they are: 16 quads of 16 columns a tile, rows 128 bytes apart. A block is 2 x 2 tiles (32
+   rows, the panel's 32 columns), K in steps of 64; K's last (K mod 64) and blocks of fewer rows run on
+   vpdpbusd. Every tile is loaded and stored within one item: the configuration is loaded at its start
+   and released at its end, whatever else ran on the thread in between. */
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__x86_64__) && defined(__GNUC__) && __GNUC__ >= 11
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define HAVE_AMX 1
+#define AMX_ROWS 32
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileConfig;
+
+static int amx_state = -1;  /* -1 not asked yet; 0 no; 1 usable */
+static int amx_wanted = 1;  /* ge_qgemm_set_amx */
+
+/* CPUID's AMX-TILE and AMX-INT8, the OS saving the tile state (XCR0 bits 17, 18), the process's permission */
+static int amx_usable(void) {
+    if (amx_state < 0) {
+        unsigned a, b, c, d;
+        int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 25 & 1);
+        ok = ok && __get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1);  /* OSXSAVE: xgetbv allowed */
+        if (ok) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ok = (lo >> 17 & 3) == 3;
+        }
+        amx_state = ok && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }
+    return amx_state;
+}
+
+/* tiles 0-3: the block's accumulators (rows 0-15 / 16-31 x columns 0-15 / 16-31); 4, 5: the two row
+   halves' 64 bytes of K; 6, 7: the panel's column halves' 16 quads */
+static const TileConfig tile_config = {.palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                       .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+
+/* (a static configuration: _tile_loadconfig's asm tells the compiler it reads 8 bytes, so that the
+   stores filling a local one may be dropped) */
+__attribute__((target("amx-tile,amx-int8"))) static void amx_begin(void) { _tile_loadconfig(&tile_config); }
+
+__attribute__((target("amx-tile"))) static void amx_end(void) { _tile_release(); }
+
+#else
+#define HAVE_AMX 0
+#define AMX_ROWS 1
+static inline int amx_usable(void) { return 0; }
+static const int amx_wanted = 0;
+#endif
+
+/* Whether ge_qgemm runs prepacked products on AMX where it can; want 0 turns it off (ge's GE_NO_AMX,
+   the tests' way to the vpdpbusd path on an AMX CPU). 1 when AMX is used from now on. */
+int ge_qgemm_set_amx(int want) {
+#if HAVE_AMX
+    amx_wanted = want;
+    return want && amx_usable();
+#else
+    (void)want;
+    return 0;
+#endif
+}
+
 /* ---- the work: items are (panel group, chunk of rows) ------------------------------------------ */
 
 typedef struct {
     const QGemm *g;
     int64_t panels, chunks, chunk_rows;
+    int amx;  /* blocks of AMX_ROWS rows on AMX (prepacked weights, K >= 64) */
 } QJob;
 
 #if defined(__AVX512BW__)
@@ -763,6 +840,91 @@ static void gather_panel(const QGemm *g, int64_t p, uint8_t *dst, int32_t *sums)
     }
 }
 
+/* A tile's accumulators (mr rows, QNR apart) stored: the zero points taken out (the rows' sums
+   counted first when the weights have zero points), the store step applied */
+static inline void finish_tile(const QGemm *g, int32_t *acc, int64_t i0, int mr, int64_t j0, int nc,
+                               const uint8_t *const *rows, int32_t *row_sums, const int32_t *col_sums) {
+    if (g->zs && !g->rows_are_weights)
+        for (int i = 0; i < mr; i++) {
+            int32_t s = 0;
+            for (int64_t k = 0; k < g->K; k++) s += rows[i][k];
+            row_sums[i] = s;
+        }
+#if HAVE_FAST_STORE
+    if (!g->zs && g->out.kind != QOUT_I32) {
+        store_tile_fast(g, acc, i0, mr, j0, nc);
+        return;
+    }
+#endif
+    store_tile(g, acc, i0, mr, j0, nc, row_sums, col_sums);
+}
+
+#if HAVE_AMX
+/* Rows QMR h .. QMR h + QMR - 1 of a block's accumulators (QNR apart) stored, h < AMX_ROWS / QMR: K's last
+   bytes (K mod 64) added on vpdpbusd, then finish_tile */
+static inline void amx_finish(const QGemm *g, int32_t *block, int64_t i0, int h, const uint8_t *panel, int64_t j0,
+                              int nc, int32_t *row_sums, const int32_t *col_sums) {
+    int64_t k64 = g->K / 64 * 64;
+    const uint8_t *rows[QMR];
+    int32_t acc[QMR * QNR] __attribute__((aligned(64)));
+    int32_t *part = block + h * QMR * QNR;
+    for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + h * QMR + i) * g->lda + k64;
+    if (k64 < g->K) {
+        tile(rows, g->K - k64, g->K - k64, panel + k64 / 4 * QNR * 4, 0, acc, NULL, NULL, 0, QMR);
+        for (int e = 0; e < QMR * QNR; e++) part[e] += acc[e];
+    }
+    for (int i = 0; i < QMR; i++) rows[i] -= k64;
+    finish_tile(g, part, i0 + h * QMR, QMR, j0, nc, rows, row_sums, col_sums);
+}
+
+/* The panel's rows [r0, r1) in whole blocks of AMX_ROWS on the tiles (2 x 2: rows 0-15 / 16-31 x
+   columns 0-15 / 16-31 in tiles 0-3, the rows' 64 bytes of K in 4 and 5, the column halves' 16 quads
+   in 6 and 7); returns where the rest starts. A block's store step runs while the next block's
+   products are in flight, QMR of its rows after each few steps of K: the tile unit works beside the
+   vector units, so that the store (a Gelu's most) costs little beside the products. */
+__attribute__((target("amx-tile,amx-int8"))) static int64_t amx_rows(const QGemm *g, const uint8_t *panel, int64_t r0,
+                                                                      int64_t r1, int64_t j0, int nc, int32_t *row_sums,
+                                                                      const int32_t *col_sums) {
+    int32_t block[2][AMX_ROWS * QNR] __attribute__((aligned(64)));
+    const int parts = AMX_ROWS / QMR;
+    int64_t steps = g->K / 64, blocks = (r1 - r0) / AMX_ROWS, lda = g->lda;
+    amx_begin();
+    for (int64_t b = 0; b <= blocks; b++) {
+        int32_t *last = block[(b + 1) & 1];  /* block b - 1's accumulators */
+        int64_t last_i0 = r0 + (b - 1) * AMX_ROWS;
+        int done = b > 0 ? 0 : parts;  /* of its parts stored */
+        if (b < blocks) {
+            const uint8_t *a = g->a + (r0 + b * AMX_ROWS) * lda;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int64_t s = 0; s < steps; s++) {
+                const uint8_t *as = a + 64 * s, *bs = panel + s * 16 * QNR * 4;
+                _tile_loadd(4, as, lda);
+                _tile_loadd(6, bs, QNR * 4);
+                _tile_loadd(7, bs + 64, QNR * 4);
+                _tile_dpbusd(0, 4, 6);
+                _tile_dpbusd(1, 4, 7);
+                _tile_loadd(5, as + 16 * lda, lda);
+                _tile_dpbusd(2, 5, 6);
+                _tile_dpbusd(3, 5, 7);
+                for (int upto = (int)((s + 1) * parts / steps); done < upto; done++)
+                    amx_finish(g, last, last_i0, done, panel, j0, nc, row_sums, col_sums);
+            }
+            int32_t *cur = block[b & 1];
+            _tile_stored(0, cur, QNR * 4);
+            _tile_stored(1, cur + 16, QNR * 4);
+            _tile_stored(2, cur + 16 * QNR, QNR * 4);
+            _tile_stored(3, cur + 16 * QNR + 16, QNR * 4);
+        }
+        for (; done < parts; done++) amx_finish(g, last, last_i0, done, panel, j0, nc, row_sums, col_sums);
+    }
+    amx_end();
+    return r0 + blocks * AMX_ROWS;
+}
+#endif
+
 static void qgemm_item(void *ctx, int64_t item, int slot) {
     const QJob *job = ctx;
     const QGemm *g = job->g;
@@ -789,6 +951,9 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
     int64_t j0 = p * QNR;
     int nc = (int)(g->N - j0 < QNR ? g->N - j0 : QNR);
     int32_t acc[QMR * QNR] __attribute__((aligned(64)));
+#if HAVE_AMX
+    if (job->amx) r0 = amx_rows(g, panel, r0, r1, j0, nc, row_sums, col_sums);  /* whole blocks; the rest below */
+#endif
     for (int64_t i0 = r0; i0 < r1; i0 += QMR) {
         int mr = (int)(r1 - i0 < QMR ? r1 - i0 : QMR);
         const uint8_t *rows[QMR];
@@ -812,19 +977,7 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
             if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, fq, fb, nfix, mr);  /* rows padded to quads */
             else tile(rows, g->K, g->K, panel, 0, acc, fq, fb, nfix, mr);
         }
-        if (g->zs && !g->rows_are_weights)
-            for (int i = 0; i < mr; i++) {
-                int32_t s = 0;
-                for (int64_t k = 0; k < g->K; k++) s += rows[i][k];
-                row_sums[i] = s;
-            }
-#if HAVE_FAST_STORE
-        if (!g->zs && g->out.kind != QOUT_I32) {
-            store_tile_fast(g, acc, i0, mr, j0, nc);
-            continue;
-        }
-#endif
-        store_tile(g, acc, i0, mr, j0, nc, row_sums, col_sums);
+        finish_tile(g, acc, i0, mr, j0, nc, rows, row_sums, col_sums);
     }
 }
 
@@ -833,13 +986,15 @@ void ge_qgemm(const QGemm *g) {
 #if HAVE_PAIRS
     if (g->path == QPATH_PAIRS && !g->rows_are_weights) widen_rows(g->a, g->lda, g->M, g->K, g->a16);
 #endif
-    QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M};
-    int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD;
+    QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M, 0};
+    job.amx = amx_wanted && g->bp && !g->rows_are_weights && g->path == QPATH_BYTES && g->K >= 64 &&
+              g->M >= AMX_ROWS && amx_usable();
+    int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD, unit = job.amx ? AMX_ROWS : QMR;
     if (g->threads > 1 && job.panels < want) {  /* few panels: split the rows too */
         int64_t chunks = (want + job.panels - 1) / job.panels;
         int64_t rows = (g->M + chunks - 1) / chunks;
-        rows = (rows + QMR - 1) / QMR * QMR;
-        job.chunk_rows = rows < QMR ? QMR : rows;
+        rows = (rows + unit - 1) / unit * unit;
+        job.chunk_rows = rows < unit ? unit : rows;
         job.chunks = (g->M + job.chunk_rows - 1) / job.chunk_rows;
     }
     pool_run(qgemm_item, &job, job.panels * job.chunks, g->threads);
@@ -1198,8 +1353,9 @@ void ge_qdepthwise(const QDepthwise *d) {
 
 /* ---- QLinearAdd -------------------------------------------------------------------------------- */
 
-/* half to even, lane by lane */
-static inline vec vrint(vec v) {
+/* half to even, lane by lane (this and the byte loads and stores always inlined: the quantizers below,
+   compiled after this region with other options, called them once per vector) */
+static inline __attribute__((always_inline)) vec vrint(vec v) {
 #if defined(__AVX512F__)
     return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 #elif defined(__AVX__)
@@ -1212,7 +1368,7 @@ static inline vec vrint(vec v) {
 
 /* VL bytes from p as float32 (int8 or uint8); widened by one instruction where there is one (GCC
    splits the generic conversion of a byte vector into scalar moves) */
-static inline vec load_bytes(const uint8_t *p, int is_signed) {
+static inline __attribute__((always_inline)) vec load_bytes(const uint8_t *p, int is_signed) {
 #if defined(__AVX512F__)
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     return (vec)_mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
@@ -1227,7 +1383,7 @@ static inline vec load_bytes(const uint8_t *p, int is_signed) {
 }
 
 /* VL int32 lanes (in the 8-bit range) stored as bytes */
-static inline void store_bytes(uint8_t *p, ivec r) {
+static inline __attribute__((always_inline)) void store_bytes(uint8_t *p, ivec r) {
 #if defined(__AVX512F__)
     _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)r));
 #elif defined(__AVX2__)  /* each lane's low byte (GCC stores the generic loop's bytes one by one) */

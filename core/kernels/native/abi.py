@@ -574,6 +574,7 @@ SIGNATURES = {
     'ge_qgemm_mr': ([], ctypes.c_int),
     'ge_qgemm_pack_pairs': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], None),
     'ge_qgemm': ([ctypes.c_void_p], None),
+    'ge_qgemm_set_amx': ([ctypes.c_int], ctypes.c_int),
     'ge_qdepthwise_slot_bytes': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_qdepthwise': ([ctypes.c_void_p], None),
     'ge_qadd': ([ctypes.c_void_p], None),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -63,6 +64,8 @@ class Native:
         # the NCHWc layout's channels per block, and the blocks of output channels per panel of its weights (nchwc.py)
         self.nchwc_block, self.nchwc_group = lib.ge_nchwc_block(), lib.ge_nchwc_group()
         self.level, self.isa = lib.ge_level().decode(), lib.ge_isa().decode().strip()
+        # the int8 product on AMX tiles where the build (v4vnni), the CPU and Linux allow it; GE_NO_AMX=1: vpdpbusd
+        self.qgemm_use_amx(not os.environ.get("GE_NO_AMX"))
 
     # -- float16 <-> float32 (csrc/convert.c: numpy's results, bit for bit) ---------------------------
     def half_to_float(self, src: np.ndarray, dst: np.ndarray) -> None:
@@ -386,6 +389,12 @@ class Native:
         """The build has QPATH_PAIRS (x86-64 without VNNI: AVX2 or SSE): int8 products as int16 pairs
         (vpmaddwd), or as bytes (vpmaddubsw) on weights whose pairs fit int16."""
         return bool(self.lib.ge_qgemm_has_pairs())
+
+    def qgemm_use_amx(self, want: bool) -> bool:
+        """Turn the int8 product's AMX blocks on (where the build, the CPU and Linux allow: then True)
+        or off (vpdpbusd: GE_NO_AMX=1 at load)."""
+        self.qgemm_amx = bool(self.lib.ge_qgemm_set_amx(int(want)))
+        return self.qgemm_amx
 
     @property
     def qgemm_nr(self) -> int:

@@ -117,10 +117,23 @@ def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
     return ProductPlan(QPATH_BYTES, fits, share, main, fix)
 
 
-def product_kernel(nat, plan: ProductPlan) -> str:
-    """What an int8 product runs on with library `nat` (None: the numpy plans) by its plan (product_plan's)."""
+#: the AMX tiles' block of rows (csrc/qgemm.c's AMX_ROWS) and its step of K: ge_qgemm runs a product over
+#: prepacked weights on AMX when it has a whole block of rows and a step of K
+AMX_ROWS, AMX_K = 32, 64
+
+
+def on_amx(nat, rows: int, k: int) -> bool:
+    """Whether a product of `rows` activation rows over prepacked (K, N) weights runs on AMX tiles."""
+    return nat is not None and nat.qgemm_amx and rows >= AMX_ROWS and k >= AMX_K
+
+
+def product_kernel(nat, plan: ProductPlan, amx: bool = False) -> str:
+    """What an int8 product runs on with library `nat` (None: the numpy plans) by its plan (product_plan's);
+    amx: the product runs on AMX tiles (on_amx)."""
     if nat is None:
         return "numpy float64 (exact)"
+    if amx:
+        return f"tdpbusd (AMX) on blocks of {AMX_ROWS} rows, vpdpbusd (AVX-512 VNNI) on the rest"
     if not nat.qgemm_has_pairs:
         return "vpdpbusd (AVX-512 VNNI)" if "vnni" in nat.isa.lower() else "portable C"
     v = "v" if "avx" in nat.isa.lower() else ""  # (the SSE build, x86-64 v2: the same instructions on 128 bits)

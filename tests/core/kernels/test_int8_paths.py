@@ -13,7 +13,8 @@ from ge.core import api
 from ge.core.inspection import om_info
 from ge.core.model.ir import Meta
 from ge.core.kernels import backend as backends, lookup, native as native_mod
-from ge.core.kernels.ops.int8_native import packed_values, pairs_fit_int16, product_kernel, product_plan, split_pairs
+from ge.core.kernels.ops.int8_native import (on_amx, packed_values, pairs_fit_int16, product_kernel, product_plan,
+                                            split_pairs)
 from ge.core.kernels.native import QPATH_BYTES, QPATH_PAIRS
 
 from .int8_reference import reference
@@ -121,3 +122,37 @@ def test_inspect_says_what_each_layer_runs_on(tmp_path):
     if nat is not None and nat.qgemm_has_pairs:
         assert "pmaddubsw (every weight pair fits int16)" in tasks["fits"]["int8_product"]
         assert "pmaddwd on int16 pairs" in tasks["wide"]["int8_product"]
+
+
+@pytest.mark.parametrize("amx", [True, False])
+def test_amx_blocks_exact(monkeypatch, amx):
+    """Where the CPU has AMX (the v4vnni build on Sapphire Rapids and later) a product over prepacked
+    weights runs its whole blocks of 32 rows on tdpbusd, K's last (K mod 64) bytes and the last rows on
+    vpdpbusd: exact with AMX and without (qgemm_use_amx(False), as GE_NO_AMX=1), on edge values with
+    zero points on both sides (int8 activations: flipped to uint8; uint8 weights: packed as w - 128);
+    and `ge inspect`'s words follow int8_native.on_amx."""
+    nat = native_mod.native()
+    if nat is None:  # GE_NO_NATIVE: the numpy plan, exact as well
+        amx = False
+    monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(nat))
+    rng = np.random.default_rng(5)
+    x = rng.choice(np.array([-128, 127, 0, -1, 5], np.int8), (70, 200))  # 2 blocks and 6 rows; 3 steps of K and 8 bytes
+    w = rng.choice(np.array([0, 255, 1, 128], np.uint8), (200, 45))
+    xz, wz = np.array(-3, np.int8), rng.integers(0, 256, 45).astype(np.uint8)
+    xs = [x, w, xz, wz]
+    before = nat is not None and nat.qgemm_amx
+    try:
+        used = nat.qgemm_use_amx(amx) if nat is not None else False
+        kernel = lookup("MatMulInteger", "", 17)({}, [Meta(v.dtype, v.shape) for v in xs], [None, w, None, wz],
+                                                 opset=17, name="n").load()
+        y = np.zeros((70, 45), np.int32)
+        kernel.run(xs, [y], np.zeros(kernel.workspace_nbytes(), np.uint8))
+        plan = product_plan(nat, packed_values(w.T), False)
+        words = product_kernel(nat, plan, on_amx(nat, 70, 200))
+    finally:
+        if nat is not None:
+            nat.qgemm_use_amx(before)
+    np.testing.assert_array_equal(y, reference("MatMulInteger", xs))
+    assert used == (amx and "amx_int8" in native_mod.cpu_flags() and nat.level == "v4vnni")
+    assert ("tdpbusd (AMX)" in words) == used
+    assert not on_amx(nat, 31, 200) and not on_amx(nat, 70, 63)
