@@ -447,10 +447,19 @@ another 3-5% at N = 3072.) Not when A's rows are a multiple of 4 KB apart: the b
 into one set of the L1 cache, whose 8 ways do not hold them (rows 8 KB and 12 KB apart measured 5%
 slower in place). */
 #define WHOLE_K 1024
-/* Products with packed weights take K in one block up to this (C written once; the panel of B,
-   K x NR floats, stays in L2 across the blocks of rows): ViT's and BERT's 3072 -> 768 products 3-5%
-   faster than in blocks of 615 */
+/* Products with packed weights take K in one block up to WEIGHTS_WHOLE_K (C written once; the panel
+   of B, K x NR floats, stays in L2 across the blocks of rows): with AVX-512, ViT's and BERT's 3072 ->
+   768 products 3-5% faster than in blocks of 615. Not with AVX2's 6 x 16 tile: there blocks of at
+   most WEIGHTS_KC = 512 (a 32 KB block of the panel stays in L1 while the blocks of rows pass over
+   it) made the 3072 -> 768 products 3-17% faster in five interleaved pairs (one thread, loaded
+   machine), 2048 -> 512 the same. */
+#if VL == 8
+#define WEIGHTS_WHOLE_K 1024
+#define WEIGHTS_KC 512
+#else
 #define WEIGHTS_WHOLE_K 4096
+#define WEIGHTS_KC KC
+#endif
 static int a_in_place(const Gemm *g, const float *ap, const float *bp, int rows_of_activations) {
     /* (a gathered B's panels have KC rows of room in the workspace: K is one block up to KC there) */
     return !ap && rows_of_activations && !(g->half & HALF_A) && g->K <= (bp ? WHOLE_K : KC)
@@ -622,7 +631,8 @@ static void gemm_run(const GemmArgs *args, int in_place_ok) {
         else if (M % MR) pack_a_item(&g, g.mblocks - 1, 0);  /* in place reads whole blocks: the tail is packed */
     }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
-    int64_t kblocks = g.in_place || (bp && !ap && K <= WEIGHTS_WHOLE_K) ? 1 : (K + KC - 1) / KC;
+    const int64_t block = bp && !ap ? WEIGHTS_KC : KC;
+    int64_t kblocks = g.in_place || (bp && !ap && K <= WEIGHTS_WHOLE_K) ? 1 : (K + block - 1) / block;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     int tiles = g.e.half_c && kblocks > 1;  /* a float16 C is stored once: tiles summed over K (B packed whole) */
     if (!bp && (g.chunks > 1 || g.few_panels || tiles)) {  /* pack B once, not once per chunk of rows */
