@@ -452,7 +452,7 @@ slower in place). */
    768 products 3-5% faster than in blocks of 615. Not with AVX2's 6 x 16 tile: there blocks of at
    most WEIGHTS_KC = 512 (a 32 KB block of the panel stays in L1 while the blocks of rows pass over
    it) made the 3072 -> 768 products 3-17% faster in five interleaved pairs (one thread, loaded
-   machine), 2048 -> 512 the same. */
+   machine), 2048 -> 512 0-16%. */
 #if VL == 8
 #define WEIGHTS_WHOLE_K 1024
 #define WEIGHTS_KC 512
@@ -651,8 +651,9 @@ tile of MR rows for one cost more than the products, and so did numpy's strided 
 lies: its columns runs of K (K^T, a transposed matrix: VL dot products at a time, summed across
 lanes by one register transpose), or its rows runs of N (a plain matrix: each a[k] broadcast over
 ROW_NV vectors of a row, the even and odd k in two sets of accumulators). The epilogue in
-store_block's order. (Four heads of [1, 64] x [64, 129], one thread, v3: 3.5 us, numpy's matmul of
-the same contiguous operands 4.4; at 2-4 rows numpy's BLAS caught up, so those rows keep the GEMM.) */
+store_block's order. (Four heads of [1, 64] x [64, 129], one thread, v3: 2.8 us, numpy's matmul of
+the same contiguous operands 4.3, of GPT-2's strided views with its scale about 20; at 2-4 rows
+numpy's BLAS caught up or won, so those rows keep the GEMM.) */
 #define ROW_NV 4  /* vectors of columns per pass over a plain B's rows: 2 ROW_NV accumulators */
 enum { B_GATHERED, B_COLUMNS, B_ROWS };  /* how B lies: neither, runs of K per column, runs of N per row */
 
