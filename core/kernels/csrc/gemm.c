@@ -447,10 +447,19 @@ another 3-5% at N = 3072.) Not when A's rows are a multiple of 4 KB apart: the b
 into one set of the L1 cache, whose 8 ways do not hold them (rows 8 KB and 12 KB apart measured 5%
 slower in place). */
 #define WHOLE_K 1024
-/* Products with packed weights take K in one block up to this (C written once; the panel of B,
-   K x NR floats, stays in L2 across the blocks of rows): ViT's and BERT's 3072 -> 768 products 3-5%
-   faster than in blocks of 615 */
+/* Products with packed weights take K in one block up to WEIGHTS_WHOLE_K (C written once; the panel
+   of B, K x NR floats, stays in L2 across the blocks of rows): with AVX-512, ViT's and BERT's 3072 ->
+   768 products 3-5% faster than in blocks of 615. Not with AVX2's 6 x 16 tile: there blocks of at
+   most WEIGHTS_KC = 512 (a 32 KB block of the panel stays in L1 while the blocks of rows pass over
+   it) made the 3072 -> 768 products 3-17% faster in five interleaved pairs (one thread, loaded
+   machine), 2048 -> 512 0-16%. */
+#if VL == 8
+#define WEIGHTS_WHOLE_K 1024
+#define WEIGHTS_KC 512
+#else
 #define WEIGHTS_WHOLE_K 4096
+#define WEIGHTS_KC KC
+#endif
 static int a_in_place(const Gemm *g, const float *ap, const float *bp, int rows_of_activations) {
     /* (a gathered B's panels have KC rows of room in the workspace: K is one block up to KC there) */
     return !ap && rows_of_activations && !(g->half & HALF_A) && g->K <= (bp ? WHOLE_K : KC)
@@ -622,7 +631,8 @@ static void gemm_run(const GemmArgs *args, int in_place_ok) {
         else if (M % MR) pack_a_item(&g, g.mblocks - 1, 0);  /* in place reads whole blocks: the tail is packed */
     }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
-    int64_t kblocks = g.in_place || (bp && !ap && K <= WEIGHTS_WHOLE_K) ? 1 : (K + KC - 1) / KC;
+    const int64_t block = bp && !ap ? WEIGHTS_KC : KC;
+    int64_t kblocks = g.in_place || (bp && !ap && K <= WEIGHTS_WHOLE_K) ? 1 : (K + block - 1) / block;
     g.kc = kblocks ? (K + kblocks - 1) / kblocks : 0;
     int tiles = g.e.half_c && kblocks > 1;  /* a float16 C is stored once: tiles summed over K (B packed whole) */
     if (!bp && (g.chunks > 1 || g.few_panels || tiles)) {  /* pack B once, not once per chunk of rows */
@@ -635,19 +645,136 @@ static void gemm_run(const GemmArgs *args, int in_place_ok) {
 
 void ge_gemm_args(const GemmArgs *args) { gemm_run(args, args->bp != NULL); }
 
+/* One row of A against a B read in place (a decoding step's attention, one query row a head: Q K^T
+and P V), float32 and plain C: packing B's panels (K^T's through register transposes) and running a
+tile of MR rows for one cost more than the products, and so did numpy's strided matmul. B as it
+lies: its columns runs of K (K^T, a transposed matrix: VL dot products at a time, summed across
+lanes by one register transpose), or its rows runs of N (a plain matrix: each a[k] broadcast over
+ROW_NV vectors of a row, the even and odd k in two sets of accumulators). The epilogue in
+store_block's order. (Four heads of [1, 64] x [64, 129], one thread, v3: 2.8 us, numpy's matmul of
+the same contiguous operands 4.3, of GPT-2's strided views with its scale about 20; at 2-4 rows
+numpy's BLAS caught up or won, so those rows keep the GEMM.) */
+#define ROW_NV 4  /* vectors of columns per pass over a plain B's rows: 2 ROW_NV accumulators */
+enum { B_GATHERED, B_COLUMNS, B_ROWS };  /* how B lies: neither, runs of K per column, runs of N per row */
+
+static int b_layout(const GemmArgs *g) {
+    if (g->M != 1 || g->half || g->pitch || g->K < 1 || !g->koff || !g->noff) return B_GATHERED;
+    int columns = 1, rows = 1;
+    for (int64_t k = 1; k < g->K && columns; k++) columns = g->koff[k] == g->koff[0] + k;
+    for (int64_t n = 1; n < g->N && rows; n++) rows = g->noff[n] == g->noff[0] + n;
+    return columns ? B_COLUMNS : rows ? B_ROWS : B_GATHERED;
+}
+
+/* C's columns [n, n + part): v with the epilogue (as store_block and finish_row add it) */
+static inline void row_store(const GemmArgs *g, vec v, int64_t n, int part) {
+    const int z_first = g->alpha == 1.0f;
+    if (g->z && z_first) v += load_part(g->z + n, part);
+    if (g->alpha != 1.0f) v *= g->alpha;
+    if (g->bias_m) v += g->bias_m[0];
+    if (g->bias_n) v += load_part(g->bias_n + n, part);
+    if (g->z && !z_first) v += load_part(g->z + n, part);
+    store_part(g->c + n, vactivate(v, g->act), part);
+}
+
+/* B's columns runs of K: C[n] = a . column n, VL columns at a time, one accumulator each (a vector
+   of a loaded once for the VL columns) */
+static void row_times_columns(const GemmArgs *g) {
+    const int64_t K = g->K, body = K - K % VL;
+    const int tail = (int)(K % VL);
+    const float *b = g->b + g->koff[0], *x = g->a;
+    const vec xt = tail ? load_part(x + body, tail) : (vec){0};
+    for (int64_t n0 = 0; n0 < g->N; n0 += VL) {
+        const int cols = g->N - n0 < VL ? (int)(g->N - n0) : VL;
+        const float *col[VL];
+        for (int j = 0; j < VL; j++) col[j] = b + g->noff[n0 + (j < cols ? j : 0)];
+        vec acc[VL];
+#pragma GCC unroll 16
+        for (int j = 0; j < VL; j++) acc[j] = (vec){0};
+        for (int64_t k = 0; k < body; k += VL) {
+            const vec xv = vload(x + k);
+#pragma GCC unroll 16
+            for (int j = 0; j < VL; j++) acc[j] += xv * vload(col[j] + k);
+        }
+        if (tail) {
+#pragma GCC unroll 16
+            for (int j = 0; j < VL; j++) acc[j] += xt * load_part(col[j] + body, tail);
+        }
+        transpose_blocks(acc, VL);
+        vec s = acc[0];
+#pragma GCC unroll 16
+        for (int j = 1; j < VL; j++) s += acc[j];
+        row_store(g, s, n0, cols);
+    }
+}
+
+/* B's rows runs of N: C[n0 .. n0 + NV VL) = sum_k a[k] B[k, n0 ..], the last vector `last` lanes
+   wide; NV a constant at each inlined call */
+static inline __attribute__((always_inline)) void row_span(const int NV, const GemmArgs *g, int64_t n0, int last) {
+    const float *x = g->a, *b = g->b + g->noff[0] + n0;
+    const int64_t *koff = g->koff;
+    vec acc[2][ROW_NV];
+    for (int v = 0; v < NV; v++) acc[0][v] = acc[1][v] = (vec){0};
+#define ROW_VEC(row, v) ((v) == NV - 1 && last < VL ? load_part((row) + (v) * VL, last) : vload((row) + (v) * VL))
+    int64_t k = 0;
+    for (; k + 2 <= g->K; k += 2) {
+        const float *r0 = b + koff[k], *r1 = b + koff[k + 1];
+        const vec x0 = (vec){0} + x[k], x1 = (vec){0} + x[k + 1];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[0][v] += x0 * ROW_VEC(r0, v);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[1][v] += x1 * ROW_VEC(r1, v);
+    }
+    if (k < g->K) {
+        const float *r0 = b + koff[k];
+        const vec x0 = (vec){0} + x[k];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[0][v] += x0 * ROW_VEC(r0, v);
+    }
+#undef ROW_VEC
+    for (int v = 0; v < NV; v++) row_store(g, acc[0][v] + acc[1][v], n0 + v * VL, v == NV - 1 ? last : VL);
+}
+
+static void row_times_rows(const GemmArgs *g) {
+    for (int64_t n0 = 0; n0 < g->N; n0 += ROW_NV * VL) {
+        const int64_t cols = g->N - n0 < ROW_NV * VL ? g->N - n0 : ROW_NV * VL;
+        const int nv = (int)((cols + VL - 1) / VL), last = (int)(cols - (nv - 1) * VL);
+        switch (nv) {
+            case 1: row_span(1, g, n0, last); break;
+            case 2: row_span(2, g, n0, last); break;
+            case 3: row_span(3, g, n0, last); break;
+            default: row_span(ROW_NV, g, n0, last); break;
+        }
+    }
+}
+
+typedef struct {
+    const GemmBatch *bt;
+    int layout;
+} BatchRun;
+
 static void gemm_batch_item(void *ctx, int64_t i, int slot) {
-    const GemmBatch *bt = ctx;
+    const BatchRun *run = ctx;
+    const GemmBatch *bt = run->bt;
     GemmArgs g = bt->g;
     g.a = advance(g.a, g.half & HALF_A, bt->a_off ? bt->a_off[i] : 0);
     g.b = advance(g.b, g.half & HALF_B, bt->b_off ? bt->b_off[i] : 0);
     g.c = (float *)advance(g.c, g.half & HALF_C, bt->c_off ? bt->c_off[i] : 0);
     if (bt->bias_off) g.bias_n = advance(g.bias_n, g.half & HALF_BIAS, bt->bias_off[i]);
     if (bt->z_off) g.z = advance(g.z, g.half & HALF_C, bt->z_off[i]);
+    if (run->layout == B_COLUMNS) {
+        row_times_columns(&g);
+        return;
+    }
+    if (run->layout == B_ROWS) {
+        row_times_rows(&g);
+        return;
+    }
     g.threads = 1;
     g.ws += slot * ge_workspace_floats(g.M, g.N, g.K, 1, 1, 1);
     gemm_run(&g, 1);
 }
 
 void ge_gemm_batch(const GemmBatch *bt) {
-    pool_run(gemm_batch_item, (void *)bt, bt->batch, bt->g.threads);
+    BatchRun run = {bt, bt->g.M > 0 && bt->g.N > 0 ? b_layout(&bt->g) : B_GATHERED};
+    pool_run(gemm_batch_item, &run, bt->batch, bt->g.threads);
 }

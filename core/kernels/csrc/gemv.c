@@ -171,14 +171,14 @@ void ge_gemv(const GemmArgs *g) {
     free(a);
 }
 
-/* The packed GEMV (ge_gemv_panels): a MatMul's constant W [K][N] against a few rows of x, W packed
-once at load into column panels of GEMV_PANEL outputs, each panel K rows of GEMV_PANEL floats (the
-last panel as narrow as its columns need, in whole vectors, zeros past N). The loop streams a panel
-contiguously, broadcasts each x[k] once and FMAs it into the panel's GEMV_NV accumulators: no sums
-across lanes, each lane is one output. Even and odd k go to two sets of accumulators (GEMV_NV
-chains are too few to hide the FMA's latency), added once at the end: every output is the same
-sum, in the same order, whatever the rows, threads or chunks, so results are deterministic per
-level. Items are panels (threads where N is large). */
+/* The packed GEMV (ge_gemv_panels): a MatMul's constant W [K][N] against a few rows of x (plus Z, a
+residual, where GemmArgs.z is set), W packed once at load into column panels of GEMV_PANEL outputs, each
+panel K rows of GEMV_PANEL floats (the last panel as narrow as its columns need, in whole vectors, zeros
+past N). The loop streams a panel contiguously, broadcasts each x[k] once and FMAs it into the panel's
+GEMV_NV accumulators: no sums across lanes, each lane is one output. Even and odd k go to two sets of
+accumulators (GEMV_NV chains are too few to hide the FMA's latency), added once at the end: every output
+is the same sum, in the same order, whatever the rows, threads or chunks, so results are deterministic
+per level. Items are panels (threads where N is large). */
 #define GEMV_NV 4                     /* vectors per panel: 2 GEMV_NV accumulators, 8 chains */
 #define GEMV_PANEL (GEMV_NV * VL)
 #define GEMV_CHUNK 256                /* k per pass over the rows when there are several (even) */
@@ -221,8 +221,9 @@ static inline __attribute__((always_inline)) void panel_span(const int NV, const
     }
 }
 
-/* Row r's outputs of a panel from its accumulators: the two parities, the bias and activation, stored
-   (cols of them; through block, then rounded, for a float16 C) */
+/* Row r's outputs of a panel from its accumulators: the two parities, Z's row (a residual, of C's
+   type; it may be C itself: each vector is read before it is written), the bias and activation, in
+   the GEMM's order, stored (cols of them; through block, then rounded, for a float16 C) */
 static inline __attribute__((always_inline)) void panel_store(const int NV, const GemmArgs *g, vec acc[2][GEMV_NV],
                                                               const vec *bias, int64_t r, int64_t n0, int64_t cols,
                                                               float *block) {
@@ -230,7 +231,10 @@ static inline __attribute__((always_inline)) void panel_store(const int NV, cons
     float *y = half_c ? block : g->c + r * g->ldc + n0;
     for (int v = 0; v < NV; v++) {
         const int64_t left = cols - v * VL;
-        store_part(y + v * VL, vactivate(acc[0][v] + acc[1][v] + bias[v], g->act), left < VL ? (int)left : VL);
+        const int part = left < VL ? (int)left : VL;
+        vec s = acc[0][v] + acc[1][v];
+        if (g->z) s += load_any_part(g->z, half_c, r * g->ldz + n0 + v * VL, part);
+        store_part(y + v * VL, vactivate(s + bias[v], g->act), part);
     }
     if (half_c) floats_to_halves((uint16_t *)g->c + r * g->ldc + n0, block, cols);
 }

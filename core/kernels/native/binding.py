@@ -142,13 +142,14 @@ class Native:
         return out
 
     def gemv_panels_call(self, rows: int, x: np.ndarray, lda: int, wp: np.ndarray, k: int, n: int, y: np.ndarray,
-                         ldc: int, *, bias=None, act: Act | None = None) -> PreparedCall:
-        """y[r] = act(bias + x[r] @ W) for r < rows, W (K, N) packed by gemv_pack into wp; x's rows lda
-        elements apart, y's ldc; prepared. x and y may be float16 (x converted once per call, y
-        rounded once as stored)."""
+                         ldc: int, *, bias=None, z=None, ldz: int = 0, act: Act | None = None) -> PreparedCall:
+        """y[r] = act(x[r] @ W + z[r] + bias) for r < rows, W (K, N) packed by gemv_pack into wp; x's rows
+        lda elements apart, y's ldc, z's (a residual of y's type, optional, may be y itself) ldz;
+        prepared. x and y may be float16 (x converted once per call, y rounded once as stored)."""
         args = GemmArgs(rows, n, k, _ptr_of(x), lda, None, None, None, None, _addr(wp), _ptr_of(y), ldc, None,
-                        _addr(bias), None, 0, _activation(act), threads(), None, 0, 0, 1.0, _half_bits(a=x, c=y))
-        return PreparedCall(self.lib.ge_gemv_panels, args, (x, wp, y, bias))
+                        _addr(bias), _ptr_of(z), ldz, _activation(act), threads(), None, 0, 0, 1.0,
+                        _half_bits(a=x, c=y))
+        return PreparedCall(self.lib.ge_gemv_panels, args, (x, wp, y, bias, z))
 
     def row_means_call(self, w: np.ndarray, y: np.ndarray) -> PreparedCall:
         """y[n] = the mean of w[n] for w C-contiguous (N, K) (GlobalAveragePool's planes; float32 or

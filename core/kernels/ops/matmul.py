@@ -176,9 +176,9 @@ class FusedMatMul(_Planned):
         if self.b_const is not None and rows_of_a and self.inv_y is None and self.alpha == 1.0:
             self.use_native(Meta(a.dtype, sa), self.b_const, [(i, self.inputs[i], c) for i, c in self.addends],
                             self.gelu is not None)
-        elif self.b_const is None and self.consts[0] is None and all(c is None for _, c in self.addends):
+        elif self.b_const is None and self.consts[0] is None:
             self.use_native_batch(perm_a=self.perm_a, perm_b=self.perm_b, inv_y=self.inv_y, alpha=self.alpha,
-                                  addends=[(i, self.inputs[i]) for i, _ in self.addends], gelu=self.gelu is not None)
+                                  addends=[(i, self.inputs[i], c) for i, c in self.addends], gelu=self.gelu is not None)
         if self.gelu is not None:  # the numpy plan (also the fallback): the product in the workspace, Gelu into Y
             self.ws_nbytes = max(self.ws_nbytes, self.out_metas[0].nbytes + self.gelu.workspace_nbytes())
 

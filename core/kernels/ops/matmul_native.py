@@ -76,19 +76,22 @@ class NativeProduct:
 
 
 class NativeGemv:
-    """NativeProduct's plan for fewer than MIN_ROWS rows, without a residual: csrc/gemv.c's packed
-    GEMV streams W once, packed at load in column panels (each x[k] broadcast once over a panel's
-    outputs), where the GEMM would pack A and compute whole tiles of rows for one."""
+    """NativeProduct's plan for fewer than MIN_ROWS rows: csrc/gemv.c's packed GEMV streams W once,
+    packed at load in column panels (each x[k] broadcast once over a panel's outputs), where the GEMM
+    would pack A and compute whole tiles of rows for one; a residual addend is added as the outputs
+    are stored (a decoding step's attention output and MLP down projections)."""
     ws_nbytes = 0
 
-    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index, act: Act | None):
-        self.nat, self.act, self.rows = nat, act, rows
+    def __init__(self, kernel, nat, w: np.ndarray, rows: int, bias: np.ndarray | None, z_index: int | None,
+                 act: Act | None):
+        self.nat, self.act, self.rows, self.z_index = nat, act, rows, z_index
         self.k, self.n = w.shape
         self.w, self.bias_const = w, bias
         self.calls = CallCache()
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
-        return frozenset([0])  # its rows, converted once per call
+        """Its rows (converted once per call), and the residual with a float16 Y (Z has Y's type)."""
+        return frozenset([0] + ([self.z_index] if y_half and self.z_index is not None else []))
 
     def float16_outputs(self) -> bool:
         return True
@@ -98,22 +101,27 @@ class NativeGemv:
         self.bias = None if self.bias_const is None else np.ascontiguousarray(self.bias_const, np.float32).reshape(self.n)
 
     def run(self, x: np.ndarray, y: np.ndarray, xs, ws) -> None:
-        a = x.reshape(self.rows, self.k)  # a copy when x's rows are not one stride apart: a new call then
-        if a.strides[1] != a.itemsize:
-            a = np.ascontiguousarray(a)
-        call = self.calls.get((x, y), lambda: self._call(a, y) if np.shares_memory(a, x) else None)
-        (call or self._call(a, y)).run()
+        z = None if self.z_index is None else xs[self.z_index]
+        call = self.calls.get((x, y, z), lambda: self._call(x, y, z, copies=False))
+        (call or self._call(x, y, z, copies=True)).run()
 
     def builder(self, x, y, xs, ws):
         """What run() prepares once for these arrays, as a function; None where it copies each run."""
-        a = x.reshape(self.rows, self.k)
-        if a.strides[1] != 4 or not np.shares_memory(a, x):
+        z = None if self.z_index is None else xs[self.z_index]
+        if self._call(x, y, z, copies=False) is None:
             return None
-        return lambda: self._call(a, y)
+        return lambda: self._call(x, y, z, copies=False)
 
-    def _call(self, a, y):
+    def _call(self, x, y, z, copies: bool):
+        """The prepared call; None without copies where x's rows or z would need one (a new call each run)."""
+        a = x.reshape(self.rows, self.k)  # a copy when x's rows are not one stride apart
+        if a.strides[1] != a.itemsize:
+            a = np.ascontiguousarray(a)
+        z2 = None if z is None else np.ascontiguousarray(z)
+        if not copies and not (np.shares_memory(a, x) and (z is None or z2 is z)):
+            return None
         return self.nat.gemv_panels_call(self.rows, a, a.strides[0] // a.itemsize, self.wp, self.k, self.n, y,
-                                         self.n, bias=self.bias, act=self.act)
+                                         self.n, bias=self.bias, z=z2, ldz=self.n, act=self.act)
 
 
 def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = False) -> NativeProduct | None:
@@ -134,7 +142,7 @@ def native_product(kernel, a: Meta, w, addends, out_shape: tuple, gelu: bool = F
             z_index = i
         else:
             return None
-    if rows < MIN_ROWS and (z_index is not None or getattr(kernel, "perm_a", None) is not None):
+    if rows < MIN_ROWS and getattr(kernel, "perm_a", None) is not None:
         return None  # (numpy's gemv then)
     act, kernel.absorbs_epilogue = _activation(kernel, gelu)
     plan = (NativeGemv if rows < MIN_ROWS else NativeProduct)(kernel, nat, w, rows, bias, z_index, act)
@@ -151,7 +159,9 @@ def _activation(kernel, gelu: bool) -> tuple[Act | None, bool]:
     return act, act is not None
 
 
-#: a batch of products this small per product stays with numpy (its calls would cost more than the work)
+#: a batch of products this small per product stays with numpy (its calls would cost more than the
+#: work), unless each is one row: csrc/gemm.c then reads B in place, nothing packed (a decoding step's
+#: attention)
 BATCH_MIN_MACS = 1 << 15
 
 
@@ -184,7 +194,8 @@ def _batch_offsets(shape, strides, batch_shape) -> np.ndarray:
 class NativeBatch:
     """The batch of products of a MatMul or FusedMatMul whose operands are both computed: offsets of
     each product's operands (from the metas' contiguous strides through the perms), B gathered
-    through (koff, noff), an addend as the GEMM's bias over columns or its Z."""
+    through (koff, noff), an addend (computed, or a constant: a decoding step's mask at a fixed
+    length) as the GEMM's bias over columns or its Z."""
 
     def __init__(self, nat, a: Meta, b: Meta, perm_a, perm_b, inv_y, product: tuple, out_shape: tuple,
                  addends, alpha: float, act: Act | None):
@@ -199,8 +210,11 @@ class NativeBatch:
         self.offsets = {"a": _batch_offsets(sa, ta, batch), "b": _batch_offsets(sb, tb, batch),
                         "c": _batch_offsets(product, ty, batch)}
         self.bias_index = self.z_index = None
-        for i, kind, shape, st in addends:
+        self.consts = {}  # constant addends by input index, read from here, not from the inputs
+        for i, kind, shape, st, const in addends:
             self.offsets[kind] = _batch_offsets(shape, st, batch)
+            if const is not None:
+                self.consts[i] = np.ascontiguousarray(const, np.float32)
             if kind == "bias":
                 self.bias_index = i
             else:
@@ -209,17 +223,23 @@ class NativeBatch:
         self.calls = CallCache()
 
     def float16_inputs(self, y_half: bool) -> frozenset[int]:
-        """A, B, a bias over columns, and Z with a float16 Y (the GEMM's Z has C's type)."""
-        return frozenset([0, 1] + [i for i in (self.bias_index,) if i is not None] +
-                         ([self.z_index] if y_half and self.z_index is not None else []))
+        """A, B, a computed bias over columns, and a computed Z with a float16 Y (the GEMM's Z has C's
+        type)."""
+        return frozenset([0, 1] + [i for i in (self.bias_index,) if i is not None and i not in self.consts] +
+                         ([self.z_index] if y_half and self.z_index is not None and self.z_index not in self.consts
+                          else []))
 
     def float16_outputs(self) -> bool:
         return True
 
+    def _operands(self, a, xs) -> list:
+        """A, B and the addends (bias, then Z, where present) as the call reads them."""
+        return [a, xs[1]] + [self.consts.get(i, xs[i]) for i in (self.bias_index, self.z_index) if i is not None]
+
     def run(self, a: np.ndarray, y: np.ndarray, xs, ws: np.ndarray) -> None:
         """a, xs[1], the addends and y as the kernel receives them; each is read in place when
         C-contiguous (planned tensors are), else through a copy (then so is its call)."""
-        arrays = [a, xs[1]] + [xs[i] for i in (self.bias_index, self.z_index) if i is not None]
+        arrays = self._operands(a, xs)
         if all(x.flags.c_contiguous for x in arrays):
             call = self.calls.get(tuple(arrays) + (y, ws), lambda: self._call(arrays, y, ws))
         else:
@@ -228,7 +248,7 @@ class NativeBatch:
 
     def builder(self, a, y, xs, ws):
         """What run() prepares once for these arrays, as a function; None where it copies each run."""
-        arrays = [a, xs[1]] + [xs[i] for i in (self.bias_index, self.z_index) if i is not None]
+        arrays = self._operands(a, xs)
         if not all(x.flags.c_contiguous for x in arrays):
             return None
         return lambda: self._call(arrays, y, ws)
@@ -247,7 +267,8 @@ def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None,
     """The native plan for a product of two tensors (A and B both computed), when it applies: float32,
     A's rows and Y's rows of unit stride (through the perms), each addend (index, meta) broadcasting
     to the product as a bias over its columns or as a tensor with unit-stride rows, and products big
-    enough; else None (the kernel keeps its numpy plan)."""
+    enough; else None (the kernel keeps its numpy plan). addends: (index, meta, constant value or
+    None)."""
     nat = kernel.backend.lib
     if nat is None or a.dtype != np.float32 or b.dtype != np.float32 or len(a.shape) < 2 or len(b.shape) < 2:
         return None
@@ -256,18 +277,20 @@ def native_batch(kernel, a: Meta, b: Meta, perm_a=None, perm_b=None, inv_y=None,
         tuple(kernel.out_metas[0].shape[i] for i in inv_y)
     _, ty = _view(tuple(kernel.out_metas[0].shape), inv_y)
     m, k, n = product[-2], sa[-1], product[-1]
-    if ta[-1] != 1 or ty[-1] != 1 or m * n * k < BATCH_MIN_MACS or 0 in product:
+    if ta[-1] != 1 or ty[-1] != 1 or (m * n * k < BATCH_MIN_MACS and m > 1) or 0 in product:
         return None
     kinds = []
-    for i, meta in addends:
+    for i, meta, const in addends:
+        if const is not None and const.dtype != np.float32:
+            return None
         shape = (1,) * (len(product) - len(meta.shape)) + tuple(meta.shape)
         st = [0 if d == 1 else s for d, s in zip(shape, _strides(shape))]
         if shape[-1] != n or st[-1] != 1:
             return None
         kind = "bias" if shape[-2] == 1 else "z"
-        if kind in (kd for _, kd, _, _ in kinds):
+        if kind in (kd for _, kd, _, _, _ in kinds):
             return None
-        kinds.append((i, kind, shape, st))
+        kinds.append((i, kind, shape, st, const))
     act, kernel.absorbs_epilogue = _activation(kernel, gelu)
     plan = NativeBatch(nat, a, b, perm_a, perm_b, inv_y, product, tuple(kernel.out_metas[0].shape), kinds, alpha, act)
     kernel.uses_native = True

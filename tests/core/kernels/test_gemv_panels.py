@@ -1,7 +1,7 @@
 """csrc/gemv.c's packed GEMV (ge_gemv_panels: W packed once into column panels) at every native level
 against float64: the panel's edges (N past the last full panel, in whole and partial vectors), K odd,
-1 and past a chunk, several rows, strided rows, the bias and activation epilogue, float16 rows and
-outputs, and the same bits for a row whatever the rows and threads beside it."""
+1 and past a chunk, several rows, strided rows, the bias, residual and activation epilogue, float16
+rows and outputs, and the same bits for a row whatever the rows and threads beside it."""
 import numpy as np
 import pytest
 
@@ -55,6 +55,24 @@ def test_bias_and_activation_epilogue(nat, act):
         expect = np.clip(pre, -0.5, 0.75)
     np.testing.assert_allclose(y[:, :45], expect, rtol=1e-5, atol=1e-5)
     assert (y[:, 45:] == 7.0).all()
+
+
+def test_residual_added_as_stored(nat):
+    """Z (a residual of y's shape) added before the bias and activation; Z may be y itself (each
+    output read before it is written); a float16 Z with a float16 y."""
+    x, w, want = _operands(3, 70, 45)
+    bias = rng.standard_normal(45).astype(np.float32)
+    z = rng.standard_normal((3, 45)).astype(np.float32)
+    y = np.full((3, 45), np.nan, np.float32)
+    relu = native.Act(native.ACT_CLAMP, 0.0, np.inf)
+    nat.gemv_panels_call(3, x, 70, nat.gemv_pack(w), 70, 45, y, 45, bias=bias, z=z, ldz=45, act=relu).run()
+    np.testing.assert_allclose(y, np.maximum(want + z + bias, 0), **TOL)
+    onto = z.copy()
+    nat.gemv_panels_call(3, x, 70, nat.gemv_pack(w), 70, 45, onto, 45, z=onto, ldz=45).run()
+    np.testing.assert_allclose(onto, want + z, **TOL)
+    zh, yh = z.astype(np.float16), np.zeros((3, 45), np.float16)
+    nat.gemv_panels_call(3, x, 70, nat.gemv_pack(w), 70, 45, yh, 45, z=zh, ldz=45).run()
+    np.testing.assert_allclose(yh.astype(np.float64), want + zh, rtol=2e-3, atol=2e-3)
 
 
 def test_float16_rows_and_outputs(nat):

@@ -158,6 +158,10 @@ FUSED = [  # (shapes, attrs, constant inputs)
     ([(2, 3, 9, 33), (2, 3, 33, 17), (2, 3, 9, 17)], {"activation": "Gelu"}, ()),
     ([(3, 9, 33), (1, 33, 17)], {"alpha": 2.0}, ()),  # B broadcast over the batch
     ([(3, 9, 33), (1, 33, 17), (9, 1)], {}, ()),  # an addend per row: the numpy plan
+    # a decoding step (one row): Q K^T over 37 past keys with a constant mask, P V, a residual on the GEMV
+    ([(1, 1, 3, 20), (1, 37, 3, 20), (1, 37)], {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1], "alpha": 0.3}, (2,)),
+    ([(1, 3, 1, 37), (1, 37, 3, 20), (1, 3, 1, 20)], {"perm_b": [0, 2, 1, 3], "activation": "Gelu"}, ()),
+    ([(1, 1, 40), (40, 24), (1, 1, 24)], {}, (1,)),
 ]
 
 
@@ -180,6 +184,22 @@ def test_attention_products_take_the_native_batch_plan():
                           ([(1, 4, 128, 128), (1, 128, 4, 64)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]})]:
         k, arrays = _fused(shapes, attrs)
         assert isinstance(k.native, NativeBatch) == (k.backend.lib is not None)
+        y = np.empty(k.infer()[0].shape, np.float32)
+        k.run(arrays, [y], np.empty(k.workspace_nbytes(), np.uint8))
+        np.testing.assert_allclose(y, _reference(arrays, attrs), rtol=1e-4, atol=1e-4)
+
+
+def test_one_row_products_take_the_native_plans():
+    """At one row (a decoding step) the batch plan reads B in place whatever the product's size, a
+    constant mask included, and a residual rides on the packed GEMV."""
+    from ge.core.kernels.ops.matmul_native import NativeBatch, NativeGemv
+    for shapes, attrs, consts, plan in [
+            ([(1, 1, 4, 64), (1, 129, 4, 64), (1, 129)], {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1]}, (2,),
+             NativeBatch),
+            ([(1, 4, 1, 129), (1, 129, 4, 64)], {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}, (), NativeBatch),
+            ([(1, 1, 256), (256, 256), (1, 1, 256)], {}, (1,), NativeGemv)]:
+        k, arrays = _fused(shapes, attrs, consts)
+        assert isinstance(k.native, plan) == (k.backend.lib is not None)
         y = np.empty(k.infer()[0].shape, np.float32)
         k.run(arrays, [y], np.empty(k.workspace_nbytes(), np.uint8))
         np.testing.assert_allclose(y, _reference(arrays, attrs), rtol=1e-4, atol=1e-4)

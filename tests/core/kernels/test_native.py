@@ -47,7 +47,7 @@ def test_raw_a_rows_in_place(m, k, lda, threads):
     """Activations (rows lda apart) times packed weights, A read in place where K fits one block:
     every tail of a block of rows (1 to 25 rows), ViT's 197 x 768, and rows 4 KB apart (A packed,
     in place would thrash the L1 cache) or K past WHOLE_K (packed too; one block of K up to 4096,
-    blocks past it), each beside numpy."""
+    1024 with AVX2, blocks past it), each beside numpy."""
     a_wide = rng.standard_normal((m, lda), np.float32)
     a = a_wide[:, :k]
     b = rng.standard_normal((k, 40), np.float32) / np.float32(np.sqrt(k))  # sums of order 1 at any K
