@@ -12,7 +12,6 @@ import os
 import re
 
 import click
-from rich.table import Table
 
 from ..core.atc import conversion
 from ..core.atc.atc_options import OPTIONS, REFUSED
@@ -178,8 +177,8 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
         render_summary(data)
     if json_out:
         _write_text(json_out, json.dumps(data, indent=2) + "\n")
-        console.out.print(f"summary JSON: {json_out}")
-    console.out.print(f"OM written to [bold]{result.om_path}[/bold]")
+        console.echo(f"summary JSON: {json_out}")
+    console.echo(f"OM written to {click.style(result.om_path, bold=True)}")
     if options.get("display_model_info") == "1":
         from ..core.inspection.om_info import model_info
         for line in display_lines(model_info(result.om_path)):
@@ -204,6 +203,7 @@ def _precheck(model, input_shape, out_nodes, report_path) -> None:
 
 
 def render_summary(s: dict) -> None:
+    from rich.table import Table  # here: a plain `ge atc` prints no table and imports no rich
     out = console.out
     out.print(f"[bold]{s.get('model', '?')}[/bold]  soc_version {s.get('soc_version', '?')}, "
               f"opset {s.get('opset', '?')}")
