@@ -2,11 +2,12 @@
 checker, shape inference and op schemas (their attributes' defaults), tensors as arrays.
 
 onnx's package __init__ imports importlib.metadata (for its version), protobuf's JSON and text
-formats, and its helper, compose and gen_proto modules (argparse, subprocess, tarfile): about half
-of `ge atc`'s imports for a small model, most of it compiling source where bytecode is not cached
-(containers). ge needs two modules of it, loaded here from onnx's folder without its __init__:
+formats, and its helper, compose and gen_proto modules (argparse, subprocess, tarfile): about a
+third of `ge atc`'s import time for a small model, more where bytecode is not cached (containers).
+ge needs two modules of it, loaded here from onnx's folder without its __init__:
   onnx_ml_pb2         the messages, under a private name: protobuf's upb keeps one class per
                       message type, so they are onnx.ModelProto & co. if onnx is imported too
+                      (with another protobuf implementation, onnx is imported: one class each)
   onnx_cpp2py_export  the C++ checker, shape inference and defs, under its own name, so that a
                       later `import onnx` takes it from sys.modules (`onnx.onnx_cpp2py_export`,
                       a private module, is then no attribute of the package; every public name is)
@@ -26,7 +27,7 @@ def _onnx_module(name: str, private: str | None = None):
     """onnx.<name>: onnx's own if onnx is imported, else loaded from its folder (as `private`, or
     under its own name)."""
     full = f"onnx.{name}"
-    if "onnx" in sys.modules or full in sys.modules:
+    if "onnx" in sys.modules or full in sys.modules or (private and not _upb()):
         return importlib.import_module(full)
     spec = importlib.util.find_spec("onnx")  # finds the package without running its __init__
     if spec is None or not spec.submodule_search_locations:
@@ -44,6 +45,11 @@ def _onnx_module(name: str, private: str | None = None):
         del sys.modules[found.name]
         raise
     return module
+
+
+def _upb() -> bool:
+    from google.protobuf.internal import api_implementation
+    return api_implementation.Type() == "upb"
 
 
 _pb = _onnx_module("onnx_ml_pb2", "ge.core.model._onnx_ml_pb2")

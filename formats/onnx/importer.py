@@ -43,8 +43,9 @@ import numpy as np
 
 from ...core.model.errors import FormatError, GraphError, ShapeError
 from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
-from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto, TypeProto,
-                    ValueInfoProto, check_model, infer_shapes, make_tensor_value_info, onnx_opset_version, to_array)
+from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
+                                      TensorProto, TypeProto, ValueInfoProto, check_model, infer_shapes,
+                                      make_tensor_value_info, onnx_opset_version, to_array)
 from .wire import strip_raw_data
 
 #: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
