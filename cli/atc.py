@@ -18,7 +18,6 @@ from ..core.atc.atc_options import OPTIONS, REFUSED
 from ..core.jsonable import jsonable
 from ..core.model.errors import GeError
 from ..core.model.soc import DEFAULT_SOC, check_soc
-from ..formats.tensors import write_text as _write_text
 from . import console
 from .options import COMMANDS, command_line, log_option, spelled_option
 
@@ -146,6 +145,12 @@ def _check_framework(framework: int) -> None:
         name = FRAMEWORKS.get(framework)
         what = f"{name} models are" if name else "this framework is"
         raise GeError(f"--framework={framework}: {what} not supported; ge converts ONNX models (--framework={ONNX})")
+
+
+def _write_text(path: str, text: str) -> None:
+    """--json's file, written atomically (formats.tensors: imported when a file is asked for, not by every compile)."""
+    from ..formats.tensors import write_text
+    write_text(path, text)
 
 
 # -- mode 0 -------------------------------------------------------------------------------------
