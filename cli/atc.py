@@ -12,14 +12,12 @@ import os
 import re
 
 import click
-from rich.table import Table
 
 from ..core.atc import conversion
 from ..core.atc.atc_options import OPTIONS, REFUSED
 from ..core.jsonable import jsonable
 from ..core.model.errors import GeError
 from ..core.model.soc import DEFAULT_SOC, check_soc
-from ..formats.tensors import write_text as _write_text
 from . import console
 from .options import COMMANDS, command_line, log_option, spelled_option
 
@@ -149,6 +147,12 @@ def _check_framework(framework: int) -> None:
         raise GeError(f"--framework={framework}: {what} not supported; ge converts ONNX models (--framework={ONNX})")
 
 
+def _write_text(path: str, text: str) -> None:
+    """--json's file, written atomically (formats.tensors: imported when a file is asked for, not by every compile)."""
+    from ..formats.tensors import write_text
+    write_text(path, text)
+
+
 # -- mode 0 -------------------------------------------------------------------------------------
 def _compile(model, output, soc_version, input_shape, out_nodes, json_out, external_weight=0,
              external_weight_dir=None, dynamic=None, insert_op_conf=None, options=None, verbose=False) -> None:
@@ -178,8 +182,8 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
         render_summary(data)
     if json_out:
         _write_text(json_out, json.dumps(data, indent=2) + "\n")
-        console.out.print(f"summary JSON: {json_out}")
-    console.out.print(f"OM written to [bold]{result.om_path}[/bold]")
+        console.echo(f"summary JSON: {json_out}")
+    console.echo(f"OM written to {click.style(result.om_path, bold=True)}")
     if options.get("display_model_info") == "1":
         from ..core.inspection.om_info import model_info
         for line in display_lines(model_info(result.om_path)):
@@ -204,6 +208,7 @@ def _precheck(model, input_shape, out_nodes, report_path) -> None:
 
 
 def render_summary(s: dict) -> None:
+    from rich.table import Table  # here: a plain `ge atc` prints no table and imports no rich
     out = console.out
     out.print(f"[bold]{s.get('model', '?')}[/bold]  soc_version {s.get('soc_version', '?')}, "
               f"opset {s.get('opset', '?')}")

@@ -12,7 +12,6 @@ import os
 import sys
 
 import click
-from rich.console import Console
 
 _PIPE_WIDTH = 200
 
@@ -26,8 +25,16 @@ def _width(stream) -> int | None:
         return _PIPE_WIDTH
 
 
-out = Console(highlight=False, width=_width(sys.stdout), soft_wrap=True)
-err = Console(stderr=True, highlight=False, width=_width(sys.stderr), soft_wrap=True)
+def __getattr__(name: str):
+    """`out` and `err`, made at first use: rich is imported by the commands that print tables, not by
+    `ge atc`, whose lines are plain (echo, error)."""
+    if name not in ("out", "err"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+    console = Console(stderr=name == "err", highlight=False, width=_width(sys.stderr if name == "err" else sys.stdout),
+                      soft_wrap=True)
+    globals()[name] = console
+    return console
 
 
 def one_line(message: object) -> str:

@@ -64,12 +64,14 @@ def kernel_classes() -> list[type[Kernel]]:
 
 
 _loaded = False
+#: the (domain, op_type)s whose families are imported: a compile looks an op up once per node and pass
+_families_loaded: set[tuple[str, str]] = set()
 
 
 def _load_family(domain: str, op_type: str) -> None:
     """Import the family modules that register (domain, op_type), or every family for an op the
     index does not know (a new kernel before `write_family_index()`, or no kernel at all)."""
-    if _loaded:
+    if _loaded or (domain, op_type) in _families_loaded:
         return
     from .families import FAMILIES
     modules = FAMILIES.get((domain, op_type))
@@ -79,6 +81,7 @@ def _load_family(domain: str, op_type: str) -> None:
     import importlib
     for name in modules:
         importlib.import_module(f"{__package__}.ops.{name}")
+    _families_loaded.add((domain, op_type))
 
 
 def family_index() -> dict[tuple[str, str], tuple[str, ...]]:

@@ -26,26 +26,17 @@ FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS = 1, 2, 3, 4, 6, 7, 8
 def attribute_defaults(domain: str, op_type: str, opset: int) -> dict:
     """{attribute: default value} of the schema of op_type at opset (ONNX's own value types:
     str for STRING, lists for INTS/FLOATS/STRINGS, ndarray for TENSOR)."""
-    import onnx
-    try:
-        schema = onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
-    except onnx.defs.SchemaError:
-        return {}
-    out = {}
-    for name, a in schema.attributes.items():
-        d = a.default_value
-        if a.required or d is None or not d.type:
-            continue
-        out[name] = _value(d)
-    return out
+    from ..model.onnx_proto import schema_defaults
+    defaults = schema_defaults(op_type, opset, "" if domain == "ai.onnx" else domain)
+    return {name: _value(d) for name, d in (defaults or {}).items()}
 
 
 def _value(a):
     """An onnx AttributeProto's value as ge holds attributes."""
-    from onnx import helper, numpy_helper
+    from ..model.onnx_proto import attribute_value, to_array
     if a.type == TENSOR:
-        return numpy_helper.to_array(a.t)
-    v = helper.get_attribute_value(a)
+        return to_array(a.t)
+    v = attribute_value(a)
     if isinstance(v, bytes):
         return v.decode("utf-8", errors="replace")
     if isinstance(v, list):

@@ -28,13 +28,14 @@ a node reading or writing a sequence or an optional.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
 from ..model.errors import GeError, GraphError, ValueDependentError
 from ..model.ir import Graph, Meta, Node, Value, subgraphs
 from ..kernels.fused import GE_DOMAIN
 from ..kernels.type_constraints import OpTypes, op_types
 from ._util import build_kernel, node_opset, rename_tensor, unique_name
+
+_FLOAT, _FLOAT16 = 1, 10  # onnx's TensorProto.FLOAT and FLOAT16: Cast's `to` (no onnx import for two numbers)
 
 ORIGIN_MODES = ("force_fp32", "must_keep_origin_dtype")
 MODES = ORIGIN_MODES + ("force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
@@ -186,7 +187,7 @@ def _param(types: OpTypes, i: int, outputs: bool = False) -> str | None:
 
 
 def _casts_to_half(node: Node) -> bool:
-    return node.op_type == "Cast" and node.domain == "" and node.attrs.get("to") == onnx.TensorProto.FLOAT16
+    return node.op_type == "Cast" and node.domain == "" and node.attrs.get("to") == _FLOAT16
 
 
 def _all_tensors(graph: Graph, node: Node) -> bool:
@@ -258,7 +259,7 @@ def _make_half(graph: Graph, t: str, half: dict, nodes: list[Node], taken: set) 
         graph.initializers[half[t]] = np.clip(graph.initializers[t], -F16_MAX, F16_MAX).astype(F16)
         return 0
     _twin_value(graph, t, half[t], F16)
-    nodes.append(Node("Cast", [t], [half[t]], {"to": onnx.TensorProto.FLOAT16}, _node_name(graph, f"{t}_to_fp16", taken)))
+    nodes.append(Node("Cast", [t], [half[t]], {"to": _FLOAT16}, _node_name(graph, f"{t}_to_fp16", taken)))
     return 1
 
 
@@ -267,7 +268,7 @@ def _make_full(graph: Graph, t: str, half: dict, full: dict, nodes: list[Node], 
     t is a model output (its float16 form is the twin then), else a twin."""
     full[t] = t if half[t] != t else unique_name(graph, f"{t}_fp32")
     graph.values[full[t]] = Value(full[t], F32, graph.values[half[t]].shape)
-    nodes.append(Node("Cast", [half[t]], [full[t]], {"to": onnx.TensorProto.FLOAT},
+    nodes.append(Node("Cast", [half[t]], [full[t]], {"to": _FLOAT},
                       _node_name(graph, f"{t}_to_fp32", taken)))
     return 1
 

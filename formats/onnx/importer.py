@@ -40,11 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import AttributeProto, TensorProto, numpy_helper
 
 from ...core.model.errors import FormatError, GraphError, ShapeError
 from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
+from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
+                                      TensorProto, TypeProto, ValueInfoProto, check_model, infer_shapes,
+                                      make_tensor_value_info, onnx_opset_version, to_array)
 from .wire import strip_raw_data
 
 #: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
@@ -52,7 +53,7 @@ from .wire import strip_raw_data
 #: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
 #: node without one fails the compile (core/atc/conversion.py). Opsets 1..6 are lifted to 7 on load.
 log = logging.getLogger("ge.atc")
-MIN_OPSET, MAX_OPSET = 7, onnx.defs.onnx_opset_version()
+MIN_OPSET, MAX_OPSET = 7, onnx_opset_version()
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
 _PROTO_LIMIT = 2**31 - 2**20
@@ -82,7 +83,7 @@ class OnnxModel:
     initializer of the main graph as a read-only array, made once. Every graph to_graph makes of
     it (a compile's graph, one per gear) shares those arrays: a weight is in memory once."""
     path: Path
-    proto: onnx.ModelProto
+    proto: ModelProto
     opset: dict
     weights: dict
 
@@ -114,7 +115,7 @@ def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, 
     inputs = []
     for vi in g.input:
         if vi.name not in init_names:  # a copy: --input_shape rewrites its dims
-            inputs.append(onnx.ValueInfoProto())
+            inputs.append(ValueInfoProto())
             inputs[-1].CopyFrom(vi)
     _apply_input_shape(inputs, input_shape or {})
     if not allow_dynamic:
@@ -147,7 +148,7 @@ def parse_out_nodes(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # reading and checking
 # --------------------------------------------------------------------------------------------
-def _read_model(path: Path) -> tuple[onnx.ModelProto, int, dict]:
+def _read_model(path: Path) -> tuple[ModelProto, int, dict]:
     """The model (external data not loaded), the file's size and {initializer index: view of its
     raw data in the file} for the big raw initializers of the main graph, which protobuf never
     sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed."""
@@ -160,14 +161,14 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, int, dict]:
     except OSError as e:
         raise FormatError(f"{path}: cannot read ({e.strerror})") from None
     view = memoryview(mapped if mapped is not None else b"")
-    model, raw = onnx.ModelProto(), {}
+    model, raw = ModelProto(), {}
     stripped = strip_raw_data(view, _INFER_CONST_LIMIT + 1)
     if stripped is not None:
         try:
             model.ParseFromString(stripped[0])
             raw = {i: view[offset:offset + n] for i, (offset, n) in stripped[1].items()}
         except Exception:  # parsed whole below, for protobuf's own message
-            model = onnx.ModelProto()
+            model = ModelProto()
     if not raw:
         try:
             model.ParseFromString(view)
@@ -182,7 +183,7 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, int, dict]:
     return model, size, raw
 
 
-def _check_text(model: onnx.ModelProto, path: Path) -> None:
+def _check_text(model: ModelProto, path: Path) -> None:
     """Every string field (names, op types, domains, dim names, external-data locations, docs) is
     valid UTF-8. Protobuf parses an invalid one without complaint and hands it over as bytes,
     which would fail far from here (a TypeError in the OM writer, a UnicodeDecodeError in onnx's
@@ -205,7 +206,7 @@ def _invalid_text(msg, where: str):
         elif fd.type == fd.TYPE_MESSAGE:
             for i, m in enumerate(items):
                 inner = f"{where}.{fd.name}" + (f"[{i}]" if repeated else "")
-                if isinstance(m, onnx.NodeProto) and isinstance(m.op_type, str):
+                if isinstance(m, NodeProto) and isinstance(m.op_type, str):
                     inner += f" ({m.op_type})"
                 found = _invalid_text(m, inner)
                 if found is not None:
@@ -213,7 +214,7 @@ def _invalid_text(msg, where: str):
     return None
 
 
-def _tolerate(model: onnx.ModelProto, path: Path, raw: dict) -> dict:
+def _tolerate(model: ModelProto, path: Path, raw: dict) -> dict:
     """The checker's complaints onnxruntime tolerates and ge accepts, resolved in `model` (see the
     module's step 2); returns `raw` (_read_model's raw data left in the file, by initializer index)
     renumbered for the initializers kept."""
@@ -244,7 +245,7 @@ def _tolerate(model: onnx.ModelProto, path: Path, raw: dict) -> dict:
     return raw
 
 
-def _all_nodes(graph: onnx.GraphProto):
+def _all_nodes(graph: GraphProto):
     for node in graph.node:
         yield node
         for sub in _subgraphs(node):
@@ -258,7 +259,7 @@ _PLAIN_RAW_TYPES = frozenset({TensorProto.FLOAT, TensorProto.UINT8, TensorProto.
                               TensorProto.BFLOAT16})
 
 
-def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
+def _detach_weights(model: ModelProto, raw: dict) -> dict[int, np.ndarray]:
     """The big initializers of the main graph as arrays, their raw data gone from the proto:
     {initializer index: array}; `raw` holds the raw data _read_model left in the file (a weight
     read from there is a view of the file's map, aligned or not: the compiler reads a big weight
@@ -288,7 +289,7 @@ def _detach_weights(model: onnx.ModelProto, raw: dict) -> dict[int, np.ndarray]:
     return detached
 
 
-def _initializer_arrays(model: onnx.ModelProto, path: Path, detached: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
+def _initializer_arrays(model: ModelProto, path: Path, detached: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
     """{name: array} of the main graph's initializers (the detached ones as they are), read-only:
     the graphs made of the model share them. A big initializer's bytes leave the proto once it is
     an array (onnx's shape inference sees it as a typed input): peak memory stays near one model."""
@@ -314,7 +315,7 @@ def _plain_raw(t: TensorProto) -> bool:
             and all(d >= 0 for d in t.dims))
 
 
-def _check_model(model: onnx.ModelProto, path: Path, detached: dict, nbytes: int) -> None:
+def _check_model(model: ModelProto, path: Path, detached: dict, nbytes: int) -> None:
     """onnx's checker, on a copy of the model without the detached weights (they become typed graph
     inputs: the checker's tensor checks would pass them anyway); `nbytes` the model's total size."""
     ios = (*model.graph.input, *model.graph.output)
@@ -322,7 +323,7 @@ def _check_model(model: onnx.ModelProto, path: Path, detached: dict, nbytes: int
                or (o.type.WhichOneof("value") == "tensor_type" and not o.type.tensor_type.HasField("shape"))]
     checked = model
     if detached or untyped:  # a copy to edit (small: the detached weights' bytes are not in the proto)
-        checked = onnx.ModelProto()
+        checked = ModelProto()
         checked.CopyFrom(model)
     # Graph inputs and outputs without a type or shape are legal for onnxruntime (and common in
     # hand-built models) but the checker rejects them; ge infers outputs anyway and --input_shape
@@ -340,20 +341,20 @@ def _check_model(model: onnx.ModelProto, path: Path, detached: dict, nbytes: int
         for i in detached:
             t = g.initializer[i]
             if t.name not in inputs:
-                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+                g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
                 inputs.add(t.name)
         del g.initializer[:]
         g.initializer.extend(kept)
     try:
         if nbytes - sum(a.nbytes for a in detached.values()) < _PROTO_LIMIT:
-            onnx.checker.check_model(checked)
+            check_model(checked)
         else:  # too big for one protobuf message: the checker reads the file (and its external data)
-            onnx.checker.check_model(str(path))
+            check_model(str(path))
     except Exception as e:
         raise FormatError(f"{path}: ONNX checker: {_short(e)}") from None
 
 
-def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
+def _opsets(model: ModelProto, path: Path) -> dict[str, int]:
     """{domain: version}; a model of other domains only (ai.onnx.ml ...) needs no default opset."""
     opset: dict[str, int] = {}
     for o in model.opset_import:
@@ -370,7 +371,7 @@ def _opsets(model: onnx.ModelProto, path: Path) -> dict[str, int]:
     return opset
 
 
-def _sort_topologically(graph: onnx.GraphProto, path: Path, outer: frozenset = frozenset()) -> bool:
+def _sort_topologically(graph: GraphProto, path: Path, outer: frozenset = frozenset()) -> bool:
     """Put the nodes (and those of every subgraph) in an order where each runs after its
     producers, as onnxruntime and onnx's reference evaluator accept them (exporters and graph
     surgery tools leave unsorted graphs; onnx's checker refuses them). Stable: an already sorted
@@ -392,14 +393,14 @@ def _sort_topologically(graph: onnx.GraphProto, path: Path, outer: frozenset = f
         return moved
     nodes = []
     for i in order:
-        nodes.append(onnx.NodeProto())
+        nodes.append(NodeProto())
         nodes[-1].CopyFrom(graph.node[i])
     del graph.node[:]
     graph.node.extend(nodes)
     return True
 
 
-def _node_reads(node: onnx.NodeProto):
+def _node_reads(node: NodeProto):
     """The names a node reads: its inputs and those its subgraphs take from outer scopes."""
     yield from node.input
     for sub in _subgraphs(node):
@@ -408,14 +409,14 @@ def _node_reads(node: onnx.NodeProto):
         yield from (t for n in sub.node for t in _node_reads(n) if t not in inner)
 
 
-def _subgraphs(node: onnx.NodeProto):
+def _subgraphs(node: NodeProto):
     for a in node.attribute:
         if a.HasField("g"):
             yield a.g
         yield from a.graphs
 
 
-def _upgrade(model: onnx.ModelProto, path: Path, version: int) -> tuple[onnx.ModelProto, dict[str, int]]:
+def _upgrade(model: ModelProto, path: Path, version: int) -> tuple[ModelProto, dict[str, int]]:
     """A model older than opset 7 (legacy broadcast attributes, is_test, consumed_inputs) converted
     to opset 7 by onnx's version converter, so that ge's kernels see one meaning of each op."""
     from onnx import version_converter
@@ -439,8 +440,8 @@ def _short(e: BaseException) -> str:
 # --------------------------------------------------------------------------------------------
 # external data
 # --------------------------------------------------------------------------------------------
-def _all_tensors(model: onnx.ModelProto):
-    def of_graph(g: onnx.GraphProto):
+def _all_tensors(model: ModelProto):
+    def of_graph(g: GraphProto):
         yield from g.initializer
         for s in g.sparse_initializer:
             yield s.values
@@ -466,7 +467,7 @@ def _expected_nbytes(t: TensorProto) -> int | None:
     return int(np.prod(t.dims, dtype=np.int64)) * DTYPES[t.data_type].itemsize
 
 
-def _load_external_data(model: onnx.ModelProto, path: Path) -> tuple[int, int]:
+def _load_external_data(model: ModelProto, path: Path) -> tuple[int, int]:
     """Read every tensor's external data into the proto; returns (tensors, bytes) read."""
     count = total = 0
     base = path.resolve().parent
@@ -525,7 +526,7 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 # input shapes
 # --------------------------------------------------------------------------------------------
-def _dims(vi: onnx.ValueInfoProto):
+def _dims(vi: ValueInfoProto):
     """Dims of a ValueInfo: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
     if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
         return None
@@ -540,12 +541,12 @@ def _dims(vi: onnx.ValueInfoProto):
     return tuple(out)
 
 
-def _type_of(tp: onnx.TypeProto, where: str) -> tuple[str, int, tuple | None]:
+def _type_of(tp: TypeProto, where: str) -> tuple[str, int, tuple | None]:
     """(kind, element type, dims) of a value's type: kind "tensor", "sequence" (of tensors),
     "optional" (of a tensor) or "optional_sequence"; sequences and optionals have no dims."""
     which = tp.WhichOneof("value")
     if which == "tensor_type":
-        vi = onnx.ValueInfoProto()
+        vi = ValueInfoProto()
         vi.type.CopyFrom(tp)
         return "tensor", tp.tensor_type.elem_type, _dims(vi)
     if which in ("sequence_type", "optional_type"):
@@ -567,7 +568,7 @@ def _fmt_shape(dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _apply_input_shape(inputs: list[onnx.ValueInfoProto], input_shape: dict[str, list[int]]) -> None:
+def _apply_input_shape(inputs: list[ValueInfoProto], input_shape: dict[str, list[int]]) -> None:
     by_name = {vi.name: vi for vi in inputs}
     for name, dims in input_shape.items():
         if name not in by_name:
@@ -605,7 +606,7 @@ def _static(d) -> bool:
     return isinstance(d, int) and d >= 0
 
 
-def _require_static_inputs(inputs: list[onnx.ValueInfoProto], gear_dims: dict[str, set]) -> None:
+def _require_static_inputs(inputs: list[ValueInfoProto], gear_dims: dict[str, set]) -> None:
     """Every input static but for the dims a gear gives (`gear_dims`: {input: dim indices})."""
     bad = []
     for vi in inputs:
@@ -639,9 +640,9 @@ def _require_static_inputs(inputs: list[onnx.ValueInfoProto], gear_dims: dict[st
 _KIND = "\0kind:"  # inferred's key of a sequence or optional value's kind (no tensor name starts so)
 
 
-def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> dict[str, tuple]:
+def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, tuple]:
     """Run onnx's shape inference on a light copy; {tensor name: (elem_type, dims)}. Never fails."""
-    light = onnx.ModelProto()
+    light = ModelProto()
     light.ir_version = model.ir_version
     light.opset_import.extend(model.opset_import)
     light.functions.extend(model.functions)
@@ -651,7 +652,7 @@ def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> d
     g.input.extend(inputs)
     for t in src.initializer:
         if np.prod(t.dims, dtype=np.int64) > _INFER_CONST_LIMIT:
-            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
         else:
             g.initializer.append(t)
     g.sparse_initializer.extend(src.sparse_initializer)
@@ -663,10 +664,10 @@ def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> d
     if light.ir_version < 4:
         light.ir_version = 4  # initializers need not be inputs from ir 4 on
     try:
-        out = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+        out = infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
     except Exception:
         try:
-            out = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=False)
+            out = infer_shapes(light, check_type=False, strict_mode=False, data_prop=False)
         except Exception:
             return {}
     found = {}
@@ -685,7 +686,7 @@ def _onnx_shapes(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> d
     return found
 
 
-def _subgraph_protos(g: onnx.GraphProto):
+def _subgraph_protos(g: GraphProto):
     for n in g.node:
         for a in n.attribute:
             if a.type == AttributeProto.GRAPH:
@@ -701,15 +702,15 @@ def _tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
         name = TensorProto.DataType.Name(t.data_type) if t.data_type in TensorProto.DataType.values() else t.data_type
         raise GraphError(f"{where}: tensor '{t.name}' has element type {name}, which ge does not support")
     try:
-        a = numpy_helper.to_array(t)
+        a = to_array(t)
     except Exception as e:
         raise FormatError(f"{where}: tensor '{t.name}' cannot be read ({_short(e)})") from None
     return np.array(a, dtype=DTYPES[t.data_type], order="C", copy=None)
 
 
-def _sparse_to_array(s: onnx.SparseTensorProto, where: str) -> np.ndarray:
+def _sparse_to_array(s: SparseTensorProto, where: str) -> np.ndarray:
     values = _tensor_to_array(s.values, where)
-    indices = numpy_helper.to_array(s.indices).astype(np.int64)
+    indices = to_array(s.indices).astype(np.int64)
     dims = tuple(int(d) for d in s.dims)
     dense = np.zeros(dims, values.dtype)
     numel = dense.size
@@ -819,11 +820,11 @@ class _Scope:
         self.names = (outer.names if outer else set()) | names
 
 
-def _produced(g: onnx.GraphProto) -> set:
+def _produced(g: GraphProto) -> set:
     return {o for n in g.node for o in n.output if o}
 
 
-def _node_names(g: onnx.GraphProto) -> list[str]:
+def _node_names(g: GraphProto) -> list[str]:
     """The graph's node names: the model's, with missing or duplicate ones made unique."""
     taken = {n.name for n in g.node if n.name}
     seen: set[str] = set()
@@ -840,7 +841,7 @@ def _node_names(g: onnx.GraphProto) -> list[str]:
     return names
 
 
-def _node(n: onnx.NodeProto, name: str, scope: _Scope) -> Node:
+def _node(n: NodeProto, name: str, scope: _Scope) -> Node:
     """One node; a control-flow node's subgraphs become Graphs whose outer-scope reads are
     captured: appended to the node's inputs (and to each subgraph's inputs, in the same order)."""
     domain = "" if n.domain in ("", "ai.onnx") else n.domain
@@ -865,7 +866,7 @@ def _node(n: onnx.NodeProto, name: str, scope: _Scope) -> Node:
     return Node(n.op_type, inputs + captured, list(n.output), attrs, name, domain)
 
 
-def _subgraph(g: onnx.GraphProto, where: str, outer: _Scope) -> tuple[Graph, list[str]]:
+def _subgraph(g: GraphProto, where: str, outer: _Scope) -> tuple[Graph, list[str]]:
     """(graph, names it reads from enclosing graphs). Enclosing initializers it reads are copied
     into it (constants need no capture); other outer names are captured."""
     graph = Graph(name=g.name or "subgraph", opset=dict(outer.opset))

@@ -415,6 +415,9 @@ def test_atc_imports_no_runtime(tmp_path):
                      f"{str(tmp_path / 'm')!r}])\nexcept SystemExit:\n    pass")
     assert "ge.core.atc.conversion" in mods and (tmp_path / "m.om").exists()
     assert not {m for m in mods if m.startswith(("ge.core.runtime", "ge.core.acl", "ge.core.inspection", "ge.core.api"))}
+    assert not {m for m in mods if m.split(".")[0] == "rich"}  # its lines are plain: no table, no rich
+    # onnx's messages and C++ checks, not its package (core/model/onnx_proto.py)
+    assert "onnx" not in mods and "onnx.onnx_cpp2py_export" in mods
 
 
 def test_loading_an_om_imports_only_the_families_it_uses(compiled):

@@ -1,0 +1,183 @@
+"""What ge's compiler needs of onnx, without running `import onnx`: the protobuf messages, the C++
+checker, shape inference and op schemas (their attributes' defaults), tensors as arrays.
+
+onnx's package __init__ imports importlib.metadata (for its version), protobuf's JSON and text
+formats, and its helper, compose and gen_proto modules (argparse, subprocess, tarfile): about a
+third of `ge atc`'s import time for a small model, more where bytecode is not cached (containers).
+ge needs two modules of it, loaded here from onnx's folder without its __init__:
+  onnx_ml_pb2         the messages, under a private name: protobuf's upb keeps one class per
+                      message type, so they are onnx.ModelProto & co. if onnx is imported too
+                      (with another protobuf implementation, onnx is imported: one class each)
+  onnx_cpp2py_export  the C++ checker, shape inference and defs, under its own name, so that a
+                      later `import onnx` takes it from sys.modules (`onnx.onnx_cpp2py_export`,
+                      a private module, is then no attribute of the package; every public name is)
+Where onnx is imported already, its own modules are used. Whatever else (tensors of the packed
+and 8-bit float types, the version converter) imports onnx, which reuses both.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+
+import numpy as np
+
+
+def _onnx_module(name: str, private: str | None = None):
+    """onnx.<name>: onnx's own if onnx is imported, else loaded from its folder (as `private`, or
+    under its own name)."""
+    full = f"onnx.{name}"
+    if "onnx" in sys.modules or full in sys.modules or (private and not _upb()):
+        return importlib.import_module(full)
+    spec = importlib.util.find_spec("onnx")  # finds the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'onnx'", name="onnx")
+    found = importlib.machinery.PathFinder.find_spec(full, list(spec.submodule_search_locations))
+    if found is None:
+        return importlib.import_module(full)  # an onnx laid out otherwise: the ordinary import
+    if private:
+        found = importlib.util.spec_from_file_location(private, found.origin)
+    module = importlib.util.module_from_spec(found)
+    sys.modules[found.name] = module
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[found.name]
+        raise
+    return module
+
+
+def _upb() -> bool:
+    from google.protobuf.internal import api_implementation
+    return api_implementation.Type() == "upb"
+
+
+_pb = _onnx_module("onnx_ml_pb2", "ge.core.model._onnx_ml_pb2")
+_C = _onnx_module("onnx_cpp2py_export")
+
+ModelProto, GraphProto, NodeProto, TensorProto = _pb.ModelProto, _pb.GraphProto, _pb.NodeProto, _pb.TensorProto
+ValueInfoProto, AttributeProto, SparseTensorProto, TypeProto = (_pb.ValueInfoProto, _pb.AttributeProto,
+                                                                _pb.SparseTensorProto, _pb.TypeProto)
+
+_MAX_PROTOBUF = 2**31  # onnx.checker.MAXIMUM_PROTOBUF: protobuf's limit for one message
+
+
+def onnx_opset_version() -> int:
+    """onnx.defs.onnx_opset_version(): the newest default-domain opset this onnx knows."""
+    try:
+        return _C.defs.schema_version_map()[""][1]
+    except (AttributeError, KeyError, TypeError):  # another onnx's C++ module: its Python wrapper knows it
+        return _full_onnx().defs.onnx_opset_version()
+
+
+def check_model(model: ModelProto | str) -> None:
+    """onnx.checker.check_model(model) (a path: the checker reads the file and its external data)."""
+    try:
+        if isinstance(model, str):
+            _C.checker.check_model_path(model, False, False, False)
+            return
+        data = model.SerializeToString()
+        if len(data) > _MAX_PROTOBUF:
+            raise ValueError("This protobuf of onnx model is too large (>2GiB). Call check_model with model path "
+                             "instead.")
+        _C.checker.check_model(data, False, False, False)
+    except (AttributeError, TypeError):  # another onnx's C++ module: its Python wrapper knows it
+        _full_onnx().checker.check_model(model)
+
+
+def infer_shapes(model: ModelProto, *, check_type: bool, strict_mode: bool, data_prop: bool) -> ModelProto:
+    """onnx.shape_inference.infer_shapes(model, check_type, strict_mode, data_prop)."""
+    try:
+        inferred = _C.shape_inference.infer_shapes(model.SerializeToString(), check_type, strict_mode, data_prop)
+    except (AttributeError, TypeError):  # another onnx's C++ module
+        return _full_onnx().shape_inference.infer_shapes(model, check_type=check_type, strict_mode=strict_mode,
+                                                        data_prop=data_prop)
+    out = ModelProto()
+    out.ParseFromString(inferred)
+    return out
+
+
+def schema_defaults(op_type: str, opset: int, domain: str) -> dict[str, AttributeProto] | None:
+    """{attribute: its default, an AttributeProto} of the optional attributes of op_type's schema
+    at opset (onnx.defs.get_schema(...).attributes, an attribute without default left out); None
+    when onnx has no such schema."""
+    try:
+        schema = _C.defs.get_schema(op_type, opset, domain)
+    except _C.defs.SchemaError:
+        return None
+    out = {}
+    for name, a in schema.attributes.items():
+        if a.required:
+            continue
+        try:
+            default = AttributeProto.FromString(a._default_value)  # onnx.defs' `default_value` property
+        except AttributeError:  # another onnx's C++ module: its Python wrapper knows it
+            default = _full_onnx().defs.get_schema(op_type, opset, domain).attributes[name].default_value
+        if default is not None and default.type:
+            out[name] = default
+    return out
+
+
+#: AttributeProto type -> onnx.helper.get_attribute_value of it, for the plain types
+_ATTRIBUTE_VALUES = {AttributeProto.FLOAT: lambda a: a.f, AttributeProto.INT: lambda a: a.i,
+                     AttributeProto.STRING: lambda a: a.s, AttributeProto.FLOATS: lambda a: list(a.floats),
+                     AttributeProto.INTS: lambda a: list(a.ints), AttributeProto.STRINGS: lambda a: list(a.strings)}
+
+
+def attribute_value(a: AttributeProto):
+    """onnx.helper.get_attribute_value(a): the plain types here, the rest by onnx's own."""
+    read = _ATTRIBUTE_VALUES.get(a.type)
+    if read is None or a.ref_attr_name:
+        return _full_onnx().helper.get_attribute_value(a)
+    return read(a)
+
+
+def make_tensor_value_info(name: str, elem_type: int, shape: list[int]) -> ValueInfoProto:
+    """onnx.helper.make_tensor_value_info for a shape of known dims."""
+    vi = ValueInfoProto()
+    vi.name = name
+    tensor = vi.type.tensor_type
+    tensor.elem_type = elem_type
+    tensor.shape.dim.extend([])  # an empty shape is a scalar's, not no shape: the field is set
+    for d in shape:
+        tensor.shape.dim.add().dim_value = d
+    return vi
+
+
+#: data_type -> numpy dtype of the types whose raw_data is a plain little-endian array
+_RAW = {TensorProto.FLOAT: np.float32, TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8,
+        TensorProto.UINT16: np.uint16, TensorProto.INT16: np.int16, TensorProto.INT32: np.int32,
+        TensorProto.INT64: np.int64, TensorProto.BOOL: np.bool_, TensorProto.FLOAT16: np.float16,
+        TensorProto.DOUBLE: np.float64, TensorProto.UINT32: np.uint32, TensorProto.UINT64: np.uint64}
+#: data_type -> (typed field, its numpy storage type) of the types numpy_helper reads as
+#: np.asarray(field, storage).astype(dtype) (the 16-bit and bool fields are bit patterns: onnx's)
+_TYPED = {TensorProto.FLOAT: ("float_data", np.float32), TensorProto.DOUBLE: ("double_data", np.float64),
+          TensorProto.INT32: ("int32_data", np.int32), TensorProto.INT64: ("int64_data", np.int64),
+          TensorProto.INT8: ("int32_data", np.int32), TensorProto.UINT8: ("int32_data", np.int32),
+          TensorProto.UINT32: ("uint64_data", np.uint64), TensorProto.UINT64: ("uint64_data", np.uint64)}
+
+
+def to_array(t: TensorProto) -> np.ndarray:
+    """onnx.numpy_helper.to_array(t): the plain types here, the rest (strings, bit patterns, packed
+    and 8-bit floats, external data, segments, a big-endian host) by onnx's own."""
+    dtype = _RAW.get(t.data_type)
+    if (dtype is None or sys.byteorder != "little" or t.HasField("segment")
+            or t.data_location == TensorProto.EXTERNAL):
+        return _full_onnx().numpy_helper.to_array(t)
+    if t.HasField("raw_data"):
+        return np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims)
+    if t.data_type not in _TYPED:
+        return _full_onnx().numpy_helper.to_array(t)
+    field, storage = _TYPED[t.data_type]
+    return np.asarray(getattr(t, field), dtype=storage).astype(dtype).reshape(t.dims)
+
+
+def _full_onnx():
+    """The onnx package, with the modules used above (`import onnx` takes the C++ module loaded here)."""
+    import onnx
+    import onnx.checker
+    import onnx.defs
+    import onnx.helper
+    import onnx.numpy_helper
+    import onnx.shape_inference
+    return onnx
