@@ -15,7 +15,7 @@ class Matcher:
         self.producers = graph.producers()
         self.consumers = graph.consumers()
         self._removed: set[int] = set()
-        self._placed: dict[int, Node] = {}  # id(last node of a group) -> its replacement
+        self._placed: dict[int, list[Node]] = {}  # id(last node of a group) -> its replacement
 
     # -- queries -------------------------------------------------------------------------------
     def removed(self, node: Node) -> bool:
@@ -79,18 +79,21 @@ class Matcher:
         return (None, None) if v is None or v.dtype is None or v.shape is None else (np.dtype(v.dtype), tuple(v.shape))
 
     # -- rewriting -----------------------------------------------------------------------------
-    def replace(self, group: list[Node], node: Node) -> None:
-        """`node` takes the place of `group` (in graph order: at the group's last node)."""
+    def replace(self, group: list[Node], node: Node | list[Node]) -> None:
+        """`node` (or several nodes, in their order) takes the place of `group` (in graph order: at
+        the group's last node)."""
         order = {id(n): i for i, n in enumerate(self.graph.nodes)}
         last = max(group, key=lambda n: order[id(n)])
         for n in group:
             self._removed.add(id(n))
-        self._placed[id(last)] = node
-        for o in node.outputs:
-            self.producers[o] = node
-        for i in node.inputs:
-            users = self.consumers.setdefault(i, [])
-            users[:] = [u for u in users if id(u) not in self._removed] + [node]
+        nodes = node if isinstance(node, list) else [node]
+        self._placed[id(last)] = nodes
+        for new in nodes:
+            for o in new.outputs:
+                self.producers[o] = new
+            for i in new.inputs:
+                users = self.consumers.setdefault(i, [])
+                users[:] = [u for u in users if id(u) not in self._removed] + [new]
 
     def commit(self) -> int:
         """Apply the replacements; drop the tensors only the removed nodes produced. Returns how many."""
@@ -101,7 +104,7 @@ class Matcher:
         nodes = []
         for n in g.nodes:
             if id(n) in self._placed:
-                nodes.append(self._placed[id(n)])
+                nodes.extend(self._placed[id(n)])
             elif id(n) not in self._removed:
                 nodes.append(n)
         for n in nodes:

@@ -15,17 +15,25 @@ Recognized around a MatMul whose operands have rank >= 2:
   applies it as it stores), or a Transpose of the result under the same strided-view condition
   (perm_y).
 A MatMul that already has an epilogue only takes its input transposes.
+Through a Reshape: the product (after its bias Add, if any), or a 2-D Gemm (transA 0, beta 1: its C
+is the bias), reshaped by a Reshape that keeps its last dim (only leading dims merge or split, so
+the product's row-major bytes are the reshaped tensor's) and then added to a computed residual of
+exactly the Add's shape (GPT-2's Conv1D as HF exports it: Reshape/Gemm/Reshape, then the residual
+Add) takes the residual as an addend, seen in the product's shape through a Reshape of its own (a
+view); the Add's output is the product's, reshaped as before. A decoding step's residual then is
+added by the GEMV as it stores, not by a task of its own.
 The int8 product MatMulIntegerToFloat (fuse_qdq's) takes the Gelu that alone reads it the same way.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..model.ir import Graph, Node
+from ..model.ir import Graph, Node, Value
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
-from ._fusion import Matcher, same_dim
+from ._fusion import Matcher, known_dims, same_dim
+from ._util import set_initializer, unique_name
 
 MAX_ADDENDS = 2  # a bias and a residual (or a mask)
 
@@ -34,6 +42,11 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
     m = Matcher(graph)
     counts = {"fused": 0, "transposes": 0, "scales": 0, "adds": 0, "gelus": 0}
     for mm in list(graph.nodes):
+        if mm.op_type == "Gemm" and mm.domain == "" and not m.removed(mm):
+            if _fuse_gemm_residual(m, mm):
+                counts["fused"] += 1
+                counts["adds"] += 1
+            continue
         if mm.op_type != "MatMul" or mm.domain != "" or m.removed(mm) or len(mm.inputs) != 2:
             continue
         metas = [m.meta(i) for i in mm.inputs]
@@ -67,6 +80,15 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
             epilogue = nxt.attrs.get(EPILOGUE)
             y, nxt = nxt.outputs[0], None if epilogue else m.sole_consumer(nxt)
             counts["adds"] += 1
+        found = _residual_after_reshape(m, nxt, y, dtype) if len(inputs) < 2 + MAX_ADDENDS else None
+        if found is not None:
+            add, residual = found
+            epilogue = add.attrs.get(EPILOGUE)
+            after = _through_reshape(m, nxt, add, residual, y, inputs)
+            m.replace(group + [nxt, add], [after[0], _fused(mm, inputs, y, attrs, epilogue), after[1]])
+            counts["adds"] += 1
+            counts["fused"] += 1
+            continue
         if nxt is not None and _is_gelu(nxt, y):  # BERT's intermediate: Gelu(x W + b)
             attrs["activation"] = "Gelu"
             group.append(nxt)
@@ -81,9 +103,7 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
                 counts["transposes"] += 1
         if len(group) == 1:
             continue
-        if epilogue:
-            attrs[EPILOGUE] = epilogue
-        m.replace(group, Node("FusedMatMul", inputs, [y], attrs, name=mm.name, domain=GE_DOMAIN))
+        m.replace(group, _fused(mm, inputs, y, attrs, epilogue))
         counts["fused"] += 1
     for mm in list(graph.nodes):  # the int8 products of quantize_dynamic's models
         if mm.op_type == "MatMulIntegerToFloat" and mm.domain == "com.microsoft" and not m.removed(mm) \
@@ -98,6 +118,86 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
         for k, v in counts.items():
             stats[k] = stats.get(k, 0) + v
     return graph
+
+
+def _fused(mm: Node, inputs: list, y: str, attrs: dict, epilogue) -> Node:
+    if epilogue:
+        attrs[EPILOGUE] = epilogue
+    return Node("FusedMatMul", inputs, [y], attrs, name=mm.name, domain=GE_DOMAIN)
+
+
+def _fuse_gemm_residual(m: Matcher, gemm: Node) -> bool:
+    """Gemm -> Reshape -> residual Add as one FusedMatMul (the module doc), when FusedMatMul computes
+    the Gemm: A not transposed, C (if any, and beta 1) broadcasting to the product as its first
+    addend, B's transpose as perm_b, alpha as alpha; no epilogue yet (the residual comes before it)."""
+    if gemm.attrs.get(EPILOGUE) or int(gemm.attrs.get("transA", 0)) or len(gemm.inputs) not in (2, 3) \
+            or len(gemm.outputs) != 1:
+        return False
+    (dtype, a_shape), (b_dtype, b_shape) = m.meta(gemm.inputs[0]), m.meta(gemm.inputs[1])
+    if dtype is None or not is_float(dtype) or b_dtype != dtype or len(a_shape) != 2 or len(b_shape) != 2:
+        return False
+    y = gemm.outputs[0]
+    inputs, attrs = list(gemm.inputs[:2]), {}
+    c = gemm.inputs[2] if len(gemm.inputs) == 3 else ""
+    beta = float(gemm.attrs.get("beta", 1.0))
+    if c and beta != 0.0:
+        if beta != 1.0 or not _broadcasts_into(m.meta(c), m.meta(y), dtype):
+            return False
+        inputs.append(c)
+    if int(gemm.attrs.get("transB", 0)):
+        attrs["perm_b"] = [1, 0]
+    if float(gemm.attrs.get("alpha", 1.0)) != 1.0:
+        attrs["alpha"] = float(gemm.attrs["alpha"])
+    reshape = m.sole_consumer(gemm)
+    found = _residual_after_reshape(m, reshape, y, dtype)
+    if found is None:
+        return False
+    add, residual = found
+    after = _through_reshape(m, reshape, add, residual, y, inputs)
+    m.replace([gemm, reshape, add], [after[0], _fused(gemm, inputs, y, attrs, add.attrs.get(EPILOGUE)), after[1]])
+    return True
+
+
+def _residual_after_reshape(m: Matcher, reshape: Node | None, y: str, dtype) -> tuple[Node, str] | None:
+    """(the Add, its residual) when `reshape`, y's only reader, keeps y's last dim (only leading dims
+    merge or split: y's row-major bytes are the reshaped tensor's) and its output's only reader is an
+    Add of a computed tensor of y's dtype and exactly the Add's shape (no broadcasting), else None.
+    y's dims but the first must be known: the residual is seen in y's shape through [-1, y's others]."""
+    if reshape is None or reshape.op_type != "Reshape" or reshape.domain != "" or reshape.inputs[:1] != [y] \
+            or len(reshape.outputs) != 1:
+        return None
+    r = reshape.outputs[0]
+    add = m.sole_consumer(reshape)
+    if add is None or add.op_type != "Add" or add.domain != "" or len(add.outputs) != 1:
+        return None
+    residual = m.other_input(add, r)
+    if not residual or residual in m.graph.initializers:  # a constant addend is a bias: the Add chain's
+        return None
+    (_, y_shape), (_, r_shape), (res_dtype, res_shape) = m.meta(y), m.meta(r), m.meta(residual)
+    out_dtype, out_shape = m.meta(add.outputs[0])
+    if None in (y_shape, r_shape, res_shape, out_shape) or res_dtype != dtype or out_dtype not in (None, dtype):
+        return None
+    if len(y_shape) < 2 or not known_dims(y_shape[1:]) or not same_dim(r_shape[-1], y_shape[-1]):
+        return None
+    if not len(res_shape) == len(r_shape) == len(out_shape) or \
+            not all(same_dim(a, b) and same_dim(b, c) for a, b, c in zip(res_shape, r_shape, out_shape)):
+        return None
+    return add, residual
+
+
+def _through_reshape(m: Matcher, reshape: Node, add: Node, residual: str, y: str, inputs: list) -> tuple[Node, Node]:
+    """The Reshape showing the residual in y's shape (appended to inputs as the last addend) and the
+    Reshape of the fused product's y into the Add's output, as the original Reshape did."""
+    g = m.graph
+    dtype, y_shape = m.meta(y)
+    shape = unique_name(g, f"{residual}:rows_shape")
+    set_initializer(g, shape, np.array([-1, *y_shape[1:]], np.int64))
+    rows = unique_name(g, f"{residual}:rows")
+    g.values[rows] = Value(rows, dtype, tuple(y_shape))
+    inputs.append(rows)
+    name = add.name or reshape.name
+    return (Node("Reshape", [residual, shape], [rows], {"allowzero": 0}, name=f"{name}:residual_rows"),
+            Node("Reshape", [y, reshape.inputs[1]], list(add.outputs), dict(reshape.attrs), name=reshape.name))
 
 
 def _is_gelu(node: Node, y: str) -> bool:

@@ -89,9 +89,13 @@ def test_gpt2_style_decoding_step_with_past_key_values(samples, tmp_path):
     call): logits and every present key/value as onnxruntime's."""
     path, result = _compile(tmp_path, samples.gpt2_style(seq=1, past=12, **GPT2))
     feeds = make_feeds(onnx.load(path), {})
-    got, again, _ = _run_twice(result.om_path, feeds)
+    got, again, loaded = _run_twice(result.om_path, feeds)
     expected = onnxruntime_outputs(path, feeds)
     assert len(got) == 1 + 2 * GPT2["layers"]
+    # each residual Add (after Conv1D's Reshape/Gemm/Reshape) is added by the product as it stores:
+    # the token and position embeddings' sum is the only Add left
+    ops = [t.plan.kernel.op_type for t in loaded.default_context.handle]
+    assert ops.count("Add") == 1 and ops.count("FusedMatMul") == 4 * GPT2["layers"]
     for g, a, e in zip(got, again, expected):
         assert g.shape == e.shape
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)

@@ -127,3 +127,63 @@ def test_intermediate_gelu_becomes_the_products_activation(make_model, load, run
     assert (node.op_type, node.attrs["activation"]) == ("FusedMatMul", "Gelu")
     feeds = {"x": rng.standard_normal((1, 12, 16)).astype(np.float32) * 2}
     np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def conv1d_residual_model(make_model, residual_first: bool):
+    """GPT-2's Conv1D as HF exports it, twice: Reshape/Gemm(+bias)/Reshape then the residual Add
+    (operands in either order), and Reshape/MatMul/Add(bias)/Reshape then the residual Add and a Relu;
+    a transB Gemm, so the fused product reads W through perm_b."""
+    n = helper.make_node
+
+    def add(r, res, out):
+        return n("Add", [res, r] if residual_first else [r, res], [out])
+    nodes = [n("Reshape", ["x", "rows"], ["xf"]), n("Gemm", ["xf", "wt", "b"], ["g"], transB=1),
+             n("Reshape", ["g", "back"], ["gr"]), add("gr", "x", "h"),
+             n("Reshape", ["h", "rows"], ["hf"]), n("MatMul", ["hf", "w"], ["p"]), n("Add", ["p", "b"], ["q"]),
+             n("Reshape", ["q", "back"], ["qr"]), add("qr", "h", "s"), n("Relu", ["s"], ["y"])]
+    inits = {"rows": np.array([-1, 6], np.int64), "back": np.array([2, 3, 6], np.int64), "wt": w(6, 6), "w": w(6, 6),
+             "b": w(6)}
+    return make_model(nodes, {"x": (F, [2, 3, 6])}, {"y": (F, [2, 3, 6])}, inits)
+
+
+@pytest.mark.parametrize("residual_first", [False, True])
+def test_residual_add_after_a_reshape_of_the_product_folds_into_it(make_model, load, run_ort, run_ge, residual_first):
+    """The residual, seen in the product's [6, 6] through a Reshape, becomes the product's last
+    addend; the product reshaped writes the Add's output (names and shapes as before)."""
+    model = conv1d_residual_model(make_model, residual_first)
+    g = load(model)
+    report = optimize(g)
+    assert report["passes"]["fuse_matmul"] == {"fused": 2, "transposes": 0, "scales": 0, "adds": 3, "gelus": 0}
+    ops = [(x.op_type, x.inputs[0], x.outputs[0]) for x in g.nodes]
+    assert ops == [("Reshape", "x", "xf"), ("Reshape", "x", "x:rows"), ("FusedMatMul", "xf", "g"), ("Reshape", "g", "h"),
+                   ("Reshape", "h", "hf"), ("Reshape", "h", "h:rows"), ("FusedMatMul", "hf", "q"), ("Reshape", "q", "y")]
+    first, second = g.nodes[2], g.nodes[6]
+    assert (first.inputs, first.attrs) == (["xf", "wt", "b", "x:rows"], {"perm_b": [1, 0]})
+    assert (second.inputs, second.attrs[EPILOGUE]) == (["hf", "w", "b", "h:rows"], [["Relu", {}]])
+    assert g.outputs == ["y"] and g.values["y"].shape == (2, 3, 6) and g.values["x:rows"].shape == (6, 6)
+    feeds = {"x": rng.standard_normal((2, 3, 6)).astype(np.float32)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_residual_add_after_a_reshape_near_misses_stay(make_model, load):
+    """No fold when the Reshape changes the last dim, when the residual broadcasts, when the product
+    has another reader, or when the product already has an epilogue (a Gelu, applied before any addend)."""
+    n = helper.make_node
+
+    def conv1d(k, back, res, first=False):
+        g, r = f"g{k}", f"r{k}"
+        return [n("Gemm", ["x", "w", "b"], [g]), n("Reshape", [g, back], [r]),
+                n("Add", [res, r] if first else [r, res], [f"y{k}"])]
+    nodes = conv1d(1, "wide", "res1") + conv1d(2, "back", "res2", first=True) + conv1d(3, "back", "res3") + \
+        [n("Relu", ["g3"], ["y5"])] + conv1d(4, "back", "res3")
+    inits = {"w": w(4, 6), "b": w(6), "wide": np.array([3, 12], np.int64), "back": np.array([2, 3, 6], np.int64)}
+    inputs = {"x": (F, [6, 4]), "res1": (F, [3, 12]), "res2": (F, [3, 6]), "res3": (F, [2, 3, 6])}
+    g = infer_shapes(load(make_model(nodes, inputs, ["y1", "y2", "y3", "y4", "y5"], inits)))
+    g.nodes[-3].attrs[EPILOGUE] = [["Gelu", {"approximate": "tanh"}, GE_DOMAIN]]
+    stats = {}
+    fuse_matmul(g, stats=stats)
+    assert stats["fused"] == 0
+    assert [x.op_type for x in g.nodes] == ["Gemm", "Reshape", "Add"] * 3 + ["Relu"] + ["Gemm", "Reshape", "Add"]
+    del g.nodes[-3].attrs[EPILOGUE]  # the same Gemm without its epilogue folds
+    fuse_matmul(g, stats=stats)
+    assert stats["fused"] == 1 and [x.op_type for x in g.nodes[-3:]] == ["Reshape", "FusedMatMul", "Reshape"]
