@@ -171,7 +171,7 @@ def _residual_after_reshape(m: Matcher, reshape: Node | None, y: str, dtype) -> 
     if add is None or add.op_type != "Add" or add.domain != "" or len(add.outputs) != 1:
         return None
     residual = m.other_input(add, r)
-    if not residual or residual in m.graph.initializers:  # a constant addend is a bias: the Add chain's
+    if not residual or residual in m.graph.initializers:  # (the native plans take a constant as a bias only)
         return None
     (_, y_shape), (_, r_shape), (res_dtype, res_shape) = m.meta(y), m.meta(r), m.meta(residual)
     out_dtype, out_shape = m.meta(add.outputs[0])
