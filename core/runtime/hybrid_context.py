@@ -99,8 +99,7 @@ class _StaticBody:
                                  f"was compiled for {view.dtype} {list(view.shape)}")
             view[...] = a
             last[k] = x
-        self.sub.launch()  # davinci_model_execute's refresh and run, without its report of the refresh
-        self.sub.stream.synchronize()
+        self.sub.run_inline()  # davinci_model_execute's refresh and run, without its report of the refresh
         self.counters["submodel_launches"] += 1
         return list(self.outputs)  # views, valid until the next call
 
