@@ -15,7 +15,7 @@ from ..model.errors import GraphError
 from ..model.ir import Meta
 from .fused import GE_DOMAIN
 from .native import (ACT_CLAMP, ACT_GELU, ACT_GELU_TANH, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_SWISH,
-                     Act)
+                     ACT_TANH, Act)
 from .registry import lookup
 
 ATTR = "ge.epilogue"
@@ -61,8 +61,8 @@ def _step(entry) -> tuple[str, dict, str]:
 
 def native_act(spec) -> Act | None:
     """The native kernels' activation equal to the epilogue when it is one step they apply as they
-    store (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, LeakyRelu, Gelu (exact), ge's Swish and its
-    Gelu's tanh form), else None."""
+    store (Relu, Clip, HardSigmoid, HardSwish, Sigmoid, Tanh, LeakyRelu, Gelu (exact), ge's Swish and
+    its Gelu's tanh form), else None."""
     if not spec or len(spec) != 1:
         return None
     op_type, attrs, domain = _step(spec[0])
@@ -83,7 +83,7 @@ def native_act(spec) -> Act | None:
         return Act(ACT_HARDSIGMOID, value("alpha", 0.2), value("beta", 0.5))
     if op_type == "LeakyRelu":
         return Act(ACT_LEAKY_RELU, value("alpha", 0.01))
-    simple = {"HardSwish": ACT_HARDSWISH, "Sigmoid": ACT_SIGMOID}
+    simple = {"HardSwish": ACT_HARDSWISH, "Sigmoid": ACT_SIGMOID, "Tanh": ACT_TANH}
     if op_type in simple:
         return Act(simple[op_type])
     if op_type == "Gelu" and _approximate(attrs) == "none":

@@ -72,6 +72,10 @@ class ModelArgsManager:
             self.base[allocation] = addr
             self._moved.add(allocation)
 
+    def moved(self) -> bool:
+        """Whether an allocation moved since the last refresh (update_for_execute has work to do)."""
+        return bool(self._moved)
+
     def ret_up(self) -> int:
         return max((self.layout.policy[a] for a in self._moved), default=FIXED)
 

@@ -18,7 +18,7 @@ from ..model.ge_model import FM_ID, WORKSPACE_ID
 from ..kernels.blas import kernel_state
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
-from .executors import TaskFailed, TracingExecutor, make_executor
+from .executors import LinearExecutor, TaskFailed, TracingExecutor, make_executor
 from .output_pool import OutputPool
 
 #: outputs ge allocates itself (execute without outputs) up to this size are copied out of the
@@ -136,6 +136,7 @@ class ExecutionContext:
         self.run_counts: dict = {}  # copies by the execute() under way (its stats)
         self.copy_trace: list | None = None  # (kind, start, seconds, nbytes) per copy, while observed
         self._own_executor = self.executor
+        self._inline: tuple | None = None  # run_inline's task calls, while no task is rebound
 
     def observe(self, after_task=None, copies: list | None = None) -> None:
         """Watch this context's runs (the profiler's, ge compare's and dump's hook): after_task(index,
@@ -143,6 +144,7 @@ class ExecutionContext:
         seconds, nbytes) per input or output copy. observe() with neither stops watching."""
         self.executor = TracingExecutor(after_task) if after_task is not None else self._own_executor
         self.copy_trace = copies
+        self._inline = None
 
     # -- NnExecute -----------------------------------------------------------------------------
     def execute(self, inputs, outputs=None, timeout: float | None = None, launch: str = "sunk"):
@@ -237,6 +239,33 @@ class ExecutionContext:
         self.model.running_context = self
         self.stream.launch(lambda: self._run(dirty))
 
+    def run_inline(self) -> None:
+        """launch() and synchronize() for a caller that runs this context once per iteration inside its
+        own run (a static Loop/Scan body or If branch, whose caller holds the kernel state and bound its
+        addresses once): while nothing moved and the stream runs work as it is launched, the tasks'
+        bound calls (and epilogues) in a row, without launch's closure, the executor's loop and the
+        kernel-state and args checks (~3 us of a 200-step Loop's 12 us per iteration)."""
+        steps = self._inline
+        if steps is None or self.args.moved():
+            self.launch()
+            self.stream.synchronize()
+            if not self.stream.asynchronous and type(self.executor) is LinearExecutor:
+                self._inline = tuple((t.call, t.plan.epilogue, t.ys[0] if t.ys else None) for t in self.handle)
+            return
+        self.device.counters["launches"] += 1
+        self.model.running_context = self
+        t = 0
+        try:
+            for t, (call, epilogue, y) in enumerate(steps):
+                call()
+                if epilogue is not None:
+                    epilogue(y)
+        except Exception as e:  # the message launch() gives
+            p = self.handle[t].plan
+            if isinstance(e, GeError):
+                raise
+            raise GeError(f"node '{p.name}' ({p.kernel.op_type}) failed at run time: {type(e).__name__}: {e}") from e
+
     # -- the device side -------------------------------------------------------------------------
     def _run(self, dirty) -> None:
         if dirty.size:
@@ -254,6 +283,7 @@ class ExecutionContext:
     def _rebuild(self, dirty) -> None:
         """Task views follow the args table in device memory: what it says is what kernels touch."""
         table = self.args.table
+        self._inline = None  # tasks rebound: their calls are new
         for t in dirty:
             task = self.handle[t]
             first = task.plan.first_arg

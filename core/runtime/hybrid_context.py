@@ -28,11 +28,14 @@ COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_build
 
 @dataclass
 class Slot:
-    """A tensor's device buffer: `capacity` bytes at `addr`, currently seen as dtype/shape; `array`,
-    its view as such (made when first asked for, dropped when the buffer or the shape changes): a
-    tensor keeps one view for as long as its shape holds, not a new one every run."""
+    """A tensor's device buffer: `capacity` bytes at `addr` (`data`, their bytes), currently seen as
+    dtype/shape; `array`, its view as such (made when first asked for, dropped when the buffer or the
+    shape changes): a tensor keeps one view for as long as its shape holds, not a new one every run,
+    and a new view is a slice of `data` (the device's view() looks the address up: ~3 us more a view,
+    and a Loop body whose shapes change makes ~10 views an iteration)."""
     addr: int
     capacity: int
+    data: np.ndarray
     dtype: np.dtype | None = None
     shape: tuple | None = None
     array: np.ndarray | None = None
@@ -99,8 +102,7 @@ class _StaticBody:
                                  f"was compiled for {view.dtype} {list(view.shape)}")
             view[...] = a
             last[k] = x
-        self.sub.launch()  # davinci_model_execute's refresh and run, without its report of the refresh
-        self.sub.stream.synchronize()
+        self.sub.run_inline()  # davinci_model_execute's refresh and run, without its report of the refresh
         self.counters["submodel_launches"] += 1
         return list(self.outputs)  # views, valid until the next call
 
@@ -143,7 +145,8 @@ class HybridContext:
         #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
         self.host: dict[str, object] = {}
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
-            self.slots[name] = Slot(base + arena["offsets"][name] if arena else self._malloc(nbytes), int(nbytes))
+            addr = base + arena["offsets"][name] if arena else self._malloc(nbytes)
+            self.slots[name] = Slot(addr, int(nbytes), self.device.bytes_at(addr, int(nbytes)))
         self.planned_bytes = arena["size"] if arena else sum(dyn.attrs.get("capacities", {}).values())
 
     # -- one execution ---------------------------------------------------------------------------
@@ -460,11 +463,12 @@ class HybridContext:
                 raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
                                  f"its upper bound in the range plan")
             addr = self._malloc(nbytes)
+            data = self.device.bytes_at(addr, nbytes)
             if slot is None:
-                slot = self.slots[name] = Slot(addr, nbytes)
+                slot = self.slots[name] = Slot(addr, nbytes, data)
             else:
                 self._free(slot.addr)
-                slot.addr, slot.capacity = addr, nbytes
+                slot.addr, slot.capacity, slot.data = addr, nbytes, data
                 self.counters["reallocs"] += 1
         slot.dtype, slot.shape, slot.array = dtype, shape, None
         return slot
@@ -479,7 +483,7 @@ class HybridContext:
         if not isinstance(s, Slot):
             return s
         if s.array is None:
-            s.array = self.device.view(s.addr, s.dtype, s.shape)
+            s.array = s.data[:s.nbytes].view(s.dtype).reshape(s.shape)
         return s.array
 
     def _malloc(self, nbytes: int) -> int:

@@ -13,9 +13,9 @@ refuses the library. Keep to the subset of C the generator reads (its docstring 
    CLAMP min(max(x, a), b) (Relu, Relu6, Clip); GELU x/2 (1 + erf(x / sqrt 2)); HARDSIGMOID
    max(0, min(1, a x + b)); HARDSWISH x max(0, min(1, x / 6 + 1/2)); SIGMOID 1 / (1 + e^-x);
    SWISH x sigmoid(a x) (SiLU: a = 1); LEAKY_RELU x >= 0 ? x : a x; GELU_TANH x/2 (1 + tanh(z)),
-   z = sqrt(2/pi) (x + 0.044715 x^3) (GPT-2's gelu_new). */
+   z = sqrt(2/pi) (x + 0.044715 x^3) (GPT-2's gelu_new); TANH tanh(x). */
 enum { ACT_NONE, ACT_CLAMP, ACT_GELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, ACT_LEAKY_RELU,
-       ACT_GELU_TANH };
+       ACT_GELU_TANH, ACT_TANH };
 
 typedef struct {
     int32_t act;

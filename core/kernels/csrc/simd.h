@@ -91,6 +91,40 @@ static inline vec vgelu_tanh(vec x) {
 /* 1 / (1 + e^-x); e^-x is 0 below x = -87 (so 1) and capped at e^88 above 87 (about 6e-39) */
 static inline vec vsigmoid(vec x) { return 1.0f / (1.0f + vexp(-x)); }
 
+/* 1 / x: the reciprocal estimate and Newton steps to float precision (relative error a few 1e-8) where the
+   level has one, a division elsewhere; a step divides 5 vectors per hidden unit (LSTM), and a division
+   costs several times the multiply-adds around it. A Newton step squares the estimate's error: AVX-512's
+   14 bits need one, AVX's 12 bits two. The step is r + r (1 - x r), the correction computed small (fused),
+   not r (2 - x r), whose 2 - x r rounds at 2's ulp: 1 / 1 came out 1 - 2^-23, and a GRU's 1 - z, which
+   should be 0, -1.2e-7 (ONNX's GRU tests allow 1e-7) */
+static inline vec newton(vec x, vec r) { return r + r * (1.0f - x * r); }
+static inline vec vrecip(vec x) {
+#if defined(__AVX512F__)
+    return newton(x, (vec)_mm512_rcp14_ps((__m512)x));
+#elif defined(__AVX__)
+    return newton(x, newton(x, (vec)_mm256_rcp_ps((__m256)x)));
+#else
+    return 1.0f / x;
+#endif
+}
+
+/* tanh by the rational approximation x P(x^2) / Q(x^2) on [-9, 9] (beyond it tanh is +-1 in float),
+   as Eigen and MLAS compute it: a few ulp, with no cancellation near 0 (1 - 2 / (1 + e^2x) has). */
+static inline vec vtanh(vec x) {
+    x = vclamp(x, -9.0f, 9.0f);
+    vec x2 = x * x;
+    vec p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
+    p = p * x2 + -8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    vec q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p * vrecip(q);
+}
+
 /* The activation of abi.h's Activation on one vector (a switch per vector: the branch is the same
    every time, predicted, and a few cycles beside the vector's products). */
 static inline vec vactivate(vec v, Activation f) {
@@ -101,6 +135,7 @@ static inline vec vactivate(vec v, Activation f) {
         case ACT_HARDSIGMOID: return vclamp(v * f.a + f.b, 0.0f, 1.0f);
         case ACT_HARDSWISH: return v * vclamp(v * (1.0f / 6) + 0.5f, 0.0f, 1.0f);
         case ACT_SIGMOID: return vsigmoid(v);
+        case ACT_TANH: return vtanh(v);
         case ACT_SWISH: return v * vsigmoid(v * f.a);
         case ACT_LEAKY_RELU: {
             ivec neg = v < (vec){0};

@@ -20,7 +20,7 @@ The kernel (`kind`):
   columns as it stores into Y (3-D: the result lands in the workspace and one pass drops them);
   when those columns would add too many panels of work, "dense" columns gather the output pixels.
 W is packed once, at build. Bias, FusedConv's residual Z and the activation the compiler fused onto
-the Conv (epilogue.native_act: Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Swish, LeakyRelu, Gelu)
+the Conv (epilogue.native_act: Relu, Clip, HardSwish, HardSigmoid, Sigmoid, Tanh, Swish, LeakyRelu, Gelu)
 are applied as Y is stored: the kernel absorbs the epilogue.
 float16 (float16.Float16ViaFloat32): the GEMM, the direct and the depthwise kernel write a float16 Y
 (and read a float16 Z) themselves, and X is read as float16 by the GEMM's packing (pointwise), by the

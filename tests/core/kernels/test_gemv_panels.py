@@ -124,3 +124,30 @@ def test_a_gemm_at_one_row_absorbs_the_tanh_gelu(default_backend):
     want = 0.5 * pre * (1 + np.tanh(sqrt(2 / pi) * (pre + 0.044715 * pre ** 3)))
     assert pre.min() < -10 and pre.max() > 10
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 16])
+def test_a_matmul_absorbs_a_fused_tanh(default_backend, rows):
+    """FusedMatMul + bias + Tanh (an RNN cell in a Loop body) on the GEMV (one row) and the GEMM:
+    the kernel applies tanh as it stores (simd.h's vtanh, the recurrent kernels' rational form), no
+    numpy pass after it; values past its [-9, 9] range come out +-1, values near 0 keep their digits."""
+    from ge.core.kernels import lookup
+    from ge.core.kernels.epilogue import Epilogue
+    from ge.core.kernels.ops.matmul_native import NativeGemv, NativeProduct
+    from ge.core.model.ir import Meta
+    default_backend("native")
+    spec = [["Tanh", {}]]
+    x, w, _ = _operands(rows, 40, 37)
+    w[:, :6] *= 40  # past the clamp
+    w[:, -3:] *= 1e-4  # near 0: tanh(v) ~ v, relative digits matter
+    bias = np.zeros(37, np.float32)
+    metas = [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape), Meta(bias.dtype, bias.shape)]
+    k = lookup("FusedMatMul", "ge", 1)({"ge.epilogue": spec}, metas, [None, w, bias]).load()
+    plain = lookup("FusedMatMul", "ge", 1)({}, metas, [None, w, bias]).load()  # the same product, no activation
+    assert isinstance(k.native, NativeGemv if rows == 1 else NativeProduct) and k.absorbs_epilogue
+    assert Epilogue.unless_absorbed(k, spec, k.infer()[0]) is None
+    y, pre = np.full((rows, 37), np.nan, np.float32), np.full((rows, 37), np.nan, np.float32)
+    for kernel, out in ((k, y), (plain, pre)):
+        kernel.run([x, w, bias], [out], np.empty(kernel.workspace_nbytes(), np.uint8))
+    assert np.abs(pre[:, :6]).max() > 9 and np.abs(pre[:, -3:]).max() < 1e-3
+    np.testing.assert_allclose(y, np.tanh(pre.astype(np.float64)), rtol=1e-6, atol=1e-30)

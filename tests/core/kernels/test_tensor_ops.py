@@ -207,6 +207,26 @@ def test_concat_and_gather_copy_natively(default_backend):
     assert k.nat is not None and np.array_equal(y, np.concatenate([past, new], axis=2))
 
 
+def test_concat_builds_its_native_call_for_buffers_that_come_back(default_backend):
+    """Run on new buffers each time (a state growing each Loop iteration) a Concat copies with numpy,
+    building no native call it would not run again; the same buffers a second time get the call."""
+    default_backend("native")
+    k = make("Concat", {"a": f32(3, 4), "b": f32(1, 4)}, {"axis": 0})
+    for rows in (3, 5, 5):
+        a, b = f32(rows, 4), f32(1, 4)
+        y = np.full((rows + 1, 4), np.nan, np.float32)
+        k.run([a, b], [y], None)
+        assert np.array_equal(y, np.concatenate([a, b]))
+        assert getattr(k.calls.local, "entry", None) is None  # (each time new arrays)
+    y = np.full((6, 4), np.nan, np.float32)
+    for _ in range(2):
+        k.run([a, b], [y], None)
+    assert k.calls.local.entry[1] is not None and np.array_equal(y, np.concatenate([a, b]))
+    a[:] = 7  # the built call reads the buffers as they are now
+    k.run([a, b], [y], None)
+    assert np.array_equal(y, np.concatenate([a, b]))
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1, -2])
 @pytest.mark.parametrize("const", [False, True])
 def test_gather_elements(check_op, axis, const):
