@@ -10,13 +10,15 @@ GE_LEVEL, the library is _native_<GE_LEVEL>) and the instruction sets the compil
 
 #define SIZE(T) {#T, NULL, 0, sizeof(T)}
 #define FIELD(T, f) {#T, #f, offsetof(T, f), sizeof(((T *)0)->f)}
+#define CONSTANT(name) {"", #name, 0, (int64_t)(name)} /* an enum's or #define's value, as its size */
 
 static const AbiEntry layout[] = {
 #include "abi_layout.h" /* generated from abi.h: python -m ge.core.kernels.native.generate */
     {NULL, NULL, 0, 0},
 };
 
-/* Every argument struct's size and every field's offset and size, ended by a NULL type. */
+/* Every argument struct's size and every field's offset and size, then every constant (type ""),
+   ended by a NULL type. */
 const AbiEntry *ge_abi_layout(void) { return layout; }
 
 #ifndef GE_LEVEL

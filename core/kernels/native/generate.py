@@ -109,6 +109,9 @@ def python_source(header: Header) -> str:
         lines += ["", "", f"class {name}(ctypes.Structure):", "    _fields_ = [", *rows, "    ]"]
     lines += ["", "", "#: every argument struct, in abi.h's order (the loader checks each against the library's layout)",
               "STRUCTS = (" + ", ".join(name for name, _ in _checked(header)) + ",)", "",
+              "#: every constant, by name (the loader checks each against the library's value: a library built",
+              "#: before an enum grew would read a new opcode as another)",
+              "CONSTANTS = (" + ", ".join(repr(name) for name, _ in header.constants) + ",)", "",
               "#: name -> (argtypes, restype) of every function the library exports", "SIGNATURES = {"]
     for name, (rbase, rptr), params in header.functions:
         args = ", ".join(_ctype(header, b, p, field=False) for b, p in params)
@@ -118,10 +121,12 @@ def python_source(header: Header) -> str:
 
 def layout_source(header: Header) -> str:
     lines = ["/* Generated from abi.h by `python -m ge.core.kernels.native.generate`: do not edit. The rows of",
-             "   module.c's layout table: every argument struct's size, then each field's offset and size. */"]
+             "   module.c's layout table: every argument struct's size, then each field's offset and size, then",
+             "   every constant's value. */"]
     for name, fields in _checked(header):
         lines.append(f"SIZE({name}),")
         lines += [f"FIELD({name}, {field})," for field, *_ in fields]
+    lines += [f"CONSTANT({name})," for name, _ in header.constants]
     return "\n".join(lines) + "\n"
 
 

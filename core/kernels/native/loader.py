@@ -13,23 +13,29 @@ import warnings
 
 from .. import native_levels
 from ..native_levels import Level, cpu_flags, lacks
-from .abi import STRUCTS, AbiEntry
+from . import abi
+from .abi import CONSTANTS, STRUCTS, AbiEntry
 from .binding import Native
 
-def abi_mismatches(lib: ctypes.CDLL, structs=None) -> list[str]:
-    """How the library's argument structs differ from the ctypes classes (empty: they agree):
-    each struct's size and each field's offset and size, by name, both ways."""
+def abi_mismatches(lib: ctypes.CDLL, structs=None, constants=None) -> list[str]:
+    """How the library's argument structs and constants differ from abi.py's (empty: they agree):
+    each struct's size and each field's offset and size, by name, both ways; each constant's value
+    (`constants`: {name: value}, default abi.py's every one)."""
     get_layout = lib.ge_abi_layout
     get_layout.argtypes, get_layout.restype = [], ctypes.POINTER(AbiEntry)
     table = get_layout()
-    c_layout: dict[str, dict] = {}  # struct -> {None: size, field: (offset, size)}
+    c_layout: dict[str, dict] = {}  # struct -> {None: size, field: (offset, size)}; "" -> {constant: value}
     for i in range(10_000):
         row = table[i]
         if row.type is None:
             break
         c_layout.setdefault(row.type.decode(), {})[row.field.decode() if row.field else None] = \
-            row.size if row.field is None else (row.offset, row.size)
+            row.size if row.field is None or not row.type else (row.offset, row.size)
     problems = []
+    c_constants = c_layout.pop("", {})
+    wanted = {name: getattr(abi, name) for name in CONSTANTS} if constants is None else constants
+    problems += [f"constant {name}: {c_constants.get(name)} in C, {value} in abi.py"
+                 for name, value in wanted.items() if c_constants.get(name) != value]
     for cls in STRUCTS if structs is None else structs:
         name = cls.__name__
         c = c_layout.get(name)

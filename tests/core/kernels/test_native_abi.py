@@ -79,3 +79,12 @@ def test_ge_no_native_is_logged(monkeypatch, caplog):
     with caplog.at_level(logging.DEBUG, logger="ge.native"):
         assert native_mod.native() is None
     assert "GE_NO_NATIVE" in caplog.text
+
+
+def test_every_constant_agrees_and_a_changed_one_is_found(library):
+    """A library built before an enum grew (a new activation inserted) would read the new opcodes as
+    others: each constant's value is in the table and checked."""
+    assert native_mod.abi_mismatches(library, ()) == []
+    tanh = native_mod.ACT_TANH
+    assert native_mod.abi_mismatches(library, (), {"ACT_TANH": tanh + 1, "ACT_UNHEARD_OF": 7}) == [
+        f"constant ACT_TANH: {tanh} in C, {tanh + 1} in abi.py", "constant ACT_UNHEARD_OF: None in C, 7 in abi.py"]
