@@ -209,36 +209,17 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
             const float *wr = wc + kh * c->kw * cin * P;
             for (int64_t kw = kw0; kw < (ONE ? kw0 + 1 : kw1); kw++) {
                 const float *xp = xr + kw * c->dw * XB, *wk = wr + kw * cin * P;
-                if (PL || cn < BLK) {  /* few channels (a stem's, a last block's): rolled */
-#if defined(STEP_3X4)
-                    if (R == 3 && V == 4) {
-#pragma GCC unroll 1
-                        for (int64_t ci = 0; ci < cn; ci++)
-                            step_3x4(a0, a1, a2, a3, xp + (G ? xo[0] : 0) + ci * cstep, xp + (G ? xo[1] : xs) + ci * cstep,
-                                     xp + (G ? xo[2] : 2 * xs) + ci * cstep, wk + ci * P);
-                        continue;
-                    }
-#endif
-#pragma GCC unroll 1
-                    for (int64_t ci = 0; ci < cn; ci++) {
-                        const float *wi = wk + ci * P;
-                        vec w0 = vload(wi), w1 = V > 1 ? vload(wi + VL) : w0, w2 = V > 2 ? vload(wi + 2 * VL) : w0,
-                            w3 = V > 3 ? vload(wi + 3 * VL) : w0;
-#pragma GCC unroll 16
-                        for (int i = 0; i < R; i++) {
-                            float b = xp[G ? xo[i] + ci : i * xs + ci * cstep];
-                            a0[i] += b * w0;
-                            if (V > 1) a1[i] += b * w1;
-                            if (V > 2) a2[i] += b * w2;
-                            if (V > 3) a3[i] += b * w3;
-                        }
-                    }
-                    continue;
-                }
-                if (S > 0 && w->prefetch)
+                if (!PL && S > 0 && w->prefetch)
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) __builtin_prefetch(xp + (NCHWC_AHEAD + i) * xs);
 #if defined(STEP_3X4)
+                if (R == 3 && V == 4 && (PL || cn < BLK)) {  /* few channels (a stem's, a last block's): rolled */
+#pragma GCC unroll 1
+                    for (int64_t ci = 0; ci < cn; ci++)
+                        step_3x4(a0, a1, a2, a3, xp + (G ? xo[0] : 0) + ci * cstep, xp + (G ? xo[1] : xs) + ci * cstep,
+                                 xp + (G ? xo[2] : 2 * xs) + ci * cstep, wk + ci * P);
+                    continue;
+                }
                 if (R == 3 && V == 4) {
 #pragma GCC unroll 16
                     for (int ci = 0; ci < BLK; ci++)
@@ -248,13 +229,13 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                 }
 #endif
 #pragma GCC unroll 1
-                for (int ci = 0; ci < BLK; ci++) {
+                for (int ci = 0; ci < (int)cn; ci++) {
                     const float *wi = wk + ci * P;
                     vec w0 = vload(wi), w1 = V > 1 ? vload(wi + VL) : w0, w2 = V > 2 ? vload(wi + 2 * VL) : w0,
                         w3 = V > 3 ? vload(wi + 3 * VL) : w0;
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) {
-                        float b = xp[G ? xo[i] + ci : i * xs + ci];
+                        float b = xp[G ? xo[i] + ci : i * xs + ci * cstep];
                         a0[i] += b * w0;
                         if (V > 1) a1[i] += b * w1;
                         if (V > 2) a2[i] += b * w2;
