@@ -10,8 +10,8 @@ about a pass over memory each.
 Recognized: float32 2-D Conv and ge::FusedConv nodes of one group, and depthwise Convs (group ==
 input == output channels: MobileNets'), with constant weights (their fused epilogues go along), whose
 input and output channels waste little in blocks of 16; a conv of one group whose input has fewer
-channels than a block, too few to block (a stem's 3), joins too, reading its X as NCHW in place
-(ge::NchwcConv of a 4-D X: no ReorderInput, its output blocked). Convolutions are joined into a region
+channels than a block, too few to block (a stem's 3), and a kernel of at most PLANAR_TAPS joins too,
+reading its X as NCHW in place (ge::NchwcConv of a 4-D X: no ReorderInput, its output blocked). Convolutions are joined into a region
 through a value one writes and another reads (as X or as FusedConv's residual Z), or that both read.
 A region is rewritten when it pays: more convolutions than reorders (a lone conv between two reorders
 does not) and at least PAYBACK multiply-adds per element reordered. With its depthwise convs inside,
@@ -19,7 +19,7 @@ MobileNetV2 is one region from its stem to its GlobalAveragePool. Inside, values
 tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels like any tensor.
 A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
 joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
-around it (ResNet-50's stem MaxPool, after its stem conv); so does a squeeze-excite's Mul of such a
+around it; so does a squeeze-excite's Mul of such a
 value by an NCHW gate (N, C, 1, 1) (ge::NchwcMul: MobileNetV3's and PP-LCNet's gates, whose two 1x1
 convs on the pooled means stay NCHW). So do a Concat or
 a Split along the channels and an Add of one shape whose inputs members write blocked, when every part but
@@ -55,6 +55,10 @@ MAX_WASTE = (4, 3)
 #: 94 -> 80 us at v3, 75 -> 67 at v4, at 115 (expansion 1.5) level or 3-6% faster; DBNet's PP-LCNet
 #: backbone at 191: 40.7 -> 37.1 ms at v3, 34.6 -> 31.6 at v4
 PAYBACK = 128
+#: the largest kernel (taps) of a conv reading its NCHW input in place (_planar): ResNet-50's 7x7 stem ran
+#: 4.3 ms so at v3 where ge's NCHW conv took 3.4 (its GEMM of K = 147) and its MaxPool and reorder 1.2 more
+#: (one thread, loaded machine); MobileNets' 3x3 stems gain
+PLANAR_TAPS = 9
 _CONVS = (("", "Conv"), (GE_DOMAIN, "FusedConv"))
 _POOLS = {("", "MaxPool"): "NchwcMaxPool", ("", "GlobalAveragePool"): "NchwcGlobalAveragePool"}
 
@@ -203,11 +207,13 @@ def _fits_blocks(c: int) -> bool:
 
 def _planar(graph: Graph, node: Node) -> bool:
     """A conv of one group reading its few input channels (fewer than a block, too few to block: a stem's 3)
-    as NCHW, in place: its output is blocked with no ReorderInput before it (MLAS's NCHW-input kernel).
-    MobileNetV2's stem had written NCHW and its 32 channels at 112x112 were reordered, 5% of the model."""
+    as NCHW, in place, kernels up to PLANAR_TAPS: its output is blocked with no ReorderInput before it
+    (MLAS's NCHW-input kernel). MobileNetV2's stem had written NCHW and its 32 channels at 112x112 were
+    reordered, 5% of the model at v3."""
     c = graph.meta(node.inputs[0]).shape[1]
+    w = graph.initializers.get(node.inputs[1])
     return (node.domain, node.op_type) in _CONVS and int(node.attrs.get("group", 1)) == 1 and not _fits_blocks(c) \
-        and c < BLOCK
+        and c < BLOCK and w is not None and w.ndim == 4 and w.shape[2] * w.shape[3] <= PLANAR_TAPS
 
 def _depthwise(graph: Graph, node: Node) -> bool:
     """A depthwise conv: one input and one output channel per group (MobileNets'; no residual Z)."""
