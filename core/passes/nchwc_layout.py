@@ -9,23 +9,25 @@ about a pass over memory each.
 
 Recognized: float32 2-D Conv and ge::FusedConv nodes of one group, and depthwise Convs (group ==
 input == output channels: MobileNets'), with constant weights (their fused epilogues go along), whose
-input and output channels waste little in blocks of 16 (ResNet-50's 3-channel stem stays NCHW: the
-region starts after its MaxPool). Convolutions are joined into a region
+input and output channels waste little in blocks of 16; a conv of one group whose input has fewer
+channels than a block, too few to block (a stem's 3), and a kernel of at most PLANAR_TAPS joins too,
+reading its X as NCHW in place (ge::NchwcConv of a 4-D X: no ReorderInput, its output blocked). Convolutions are joined into a region
 through a value one writes and another reads (as X or as FusedConv's residual Z), or that both read.
 A region is rewritten when it pays: more convolutions than reorders (a lone conv between two reorders
 does not) and at least PAYBACK multiply-adds per element reordered. With its depthwise convs inside,
-MobileNetV2 is one region from its stem's output to its GlobalAveragePool. Inside, values become blocked
+MobileNetV2 is one region from its stem to its GlobalAveragePool. Inside, values become blocked
 tensors, shape (N, ceil(C/16), H, W, 16), so the arena sizes the padded channels like any tensor.
 A 2-D MaxPool (no Indices) or GlobalAveragePool of a value a region conv (or such a MaxPool) writes
 joins the region (ge::NchwcMaxPool, ge::NchwcGlobalAveragePool, whose output is NCHW): no reorders
-around it; so does a squeeze-excite's Mul of such a value by an NCHW gate (N, C, 1, 1) (ge::NchwcMul:
-MobileNetV3's and PP-LCNet's gates, whose two 1x1 convs on the pooled means stay NCHW). So do a Concat or
+around it; so does a squeeze-excite's Mul of such a
+value by an NCHW gate (N, C, 1, 1) (ge::NchwcMul: MobileNetV3's and PP-LCNet's gates, whose two 1x1
+convs on the pooled means stay NCHW). So do a Concat or
 a Split along the channels and an Add of one shape whose inputs members write blocked, when every part but
 the last is whole blocks (YOLOv8's C2f blocks: a conv split in two, bottlenecks added, all concatenated,
 SPPF's pools concatenated): they stay Concat, Split and Add, along axis 1 of the blocked tensors (the last
 part's padding channels stay last). So does a nearest Resize over H and W of such a value (YOLO's and
 FPNs' upsample between a conv and a Concat): the same Resize of the blocked tensor. A pool after a
-conv left NCHW (ResNet-50's stem) stays NCHW: reordering its larger input would cost more than its output.
+conv left NCHW stays NCHW: reordering its larger input would cost more than its output.
 Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
 kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
 numpy: 1.18x its NCHW plans), so a compiler without them keeps NCHW (an OM compiled with them still
@@ -53,6 +55,10 @@ MAX_WASTE = (4, 3)
 #: 94 -> 80 us at v3, 75 -> 67 at v4, at 115 (expansion 1.5) level or 3-6% faster; DBNet's PP-LCNet
 #: backbone at 191: 40.7 -> 37.1 ms at v3, 34.6 -> 31.6 at v4
 PAYBACK = 128
+#: the largest kernel (taps) of a conv reading its NCHW input in place (_planar): ResNet-50's 7x7 stem ran
+#: 4.3 ms so at v3 where ge's NCHW conv took 3.4 (its GEMM of K = 147) and its MaxPool and reorder 1.2 more
+#: (one thread, loaded machine); MobileNets' 3x3 stems gain
+PLANAR_TAPS = 9
 _CONVS = (("", "Conv"), (GE_DOMAIN, "FusedConv"))
 _POOLS = {("", "MaxPool"): "NchwcMaxPool", ("", "GlobalAveragePool"): "NchwcGlobalAveragePool"}
 
@@ -191,8 +197,23 @@ def _eligible_conv(graph: Graph, node: Node) -> bool:
         z = graph.values.get(node.inputs[3])
         if node.inputs[3] in graph.initializers or z is None or not z.is_static or z.meta != y.meta:
             return False
-    return all(-(-c // BLOCK) * BLOCK * MAX_WASTE[1] <= MAX_WASTE[0] * c for c in (x.shape[1], y.shape[1]))
+    return _fits_blocks(y.shape[1]) and (_fits_blocks(x.shape[1]) or _planar(graph, node))
 
+
+def _fits_blocks(c: int) -> bool:
+    """c channels waste little in blocks (MAX_WASTE)"""
+    return -(-c // BLOCK) * BLOCK * MAX_WASTE[1] <= MAX_WASTE[0] * c
+
+
+def _planar(graph: Graph, node: Node) -> bool:
+    """A conv of one group reading its few input channels (fewer than a block, too few to block: a stem's 3)
+    as NCHW, in place, kernels up to PLANAR_TAPS: its output is blocked with no ReorderInput before it
+    (MLAS's NCHW-input kernel). MobileNetV2's stem had written NCHW and its 32 channels at 112x112 were
+    reordered, 5% of the model at v3."""
+    c = graph.meta(node.inputs[0]).shape[1]
+    w = graph.initializers.get(node.inputs[1])
+    return (node.domain, node.op_type) in _CONVS and int(node.attrs.get("group", 1)) == 1 and not _fits_blocks(c) \
+        and c < BLOCK and w is not None and w.ndim == 4 and w.shape[2] * w.shape[3] <= PLANAR_TAPS
 
 def _depthwise(graph: Graph, node: Node) -> bool:
     """A depthwise conv: one input and one output channel per group (MobileNets'; no residual Z)."""
@@ -220,7 +241,7 @@ def _blocked_reads(graph: Graph, node: Node) -> list[str]:
         return [x for x in node.inputs if graph.meta(x).shape == graph.meta(node.outputs[0]).shape][:1]
     if node.op_type in ("Concat", "Add"):
         return list(node.inputs)
-    at = (0, 3) if (node.domain, node.op_type) in _CONVS else (0,)
+    at = ((3,) if _planar(graph, node) else (0, 3)) if (node.domain, node.op_type) in _CONVS else (0,)
     return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
 

@@ -285,11 +285,13 @@ typedef struct {
 /* Convolution in the blocked layout NCHW16c, B = ge_nchwc_block() = 16 (nchwc.c): x [batch][icb][h][w][B],
    y and z [batch][ocb][oh][ow][B] (z may be y, or NULL), wp per group of ge_nchwc_group() output blocks
    (the last group: those left) [icb][kh][kw][B in][the group's blocks x B out], bias
-   [ocb * B] (zeros past the output channels); pads ph, pw at the beginnings. */
+   [ocb * B] (zeros past the output channels); pads ph, pw at the beginnings. ic, oc: the channels
+   (the padding past them neither read nor computed). planar: x is NCHW [batch][ic][h][w] instead (a
+   stem's few input channels; icb 1, wp [1][kh][kw][ic][...]). */
 typedef struct {
     const float *x, *wp, *bias, *z;
     float *y;
-    int64_t batch, icb, ocb, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t batch, icb, ocb, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, ic, oc, planar;
     Activation act;
     int32_t threads;
 } ConvNchwc;

@@ -21,6 +21,11 @@ blocks whose weights stay in L1 across a run of tiles; the partial sums wait in 
 (the first pass starts from the residual Z, the last adds the bias, applies the activation, stores).
 Z may be Y: every element of Z is read before its element of Y is written (in the first pass).
 
+A stem's X of few channels (c->planar) is read as NCHW in place, a channel a plane apart, its output
+blocked as any (MLAS's NCHW-input kernel: no reorder of the stem's wide output). Where a layer's padding
+channels are a large share (skips_padding: 24 channels in 32), the pointwise path skips the last input
+block's and, below AVX-512, the tiles stop at the last vector holding output channels.
+
 A 1x1 convolution without padding (any stride) takes the pointwise path: its output pixels counted
 flat over images and rows, cut into segments, tiles running across rows and images (pointwise_item).
 Items: (batch item, group of NV_MAX output-channel blocks, run of rows), or (group, segment) on the
@@ -40,6 +45,12 @@ pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
 #endif
 #define GATHER (-1)  /* nchwc_tile's S of a tile of pixels anywhere */
 #define NR_TALL (2 * NR_MAX)  /* pixels per tile of one or two vectors (12 x 2 accumulators) */
+#if VL == 8
+#define NR_V3 4  /* pixels per tile of three vectors at AVX2 (a 24-channel layer's): 12 accumulators, the 3 x 3
+                    tile's 9 left MobileNetV2's 24-channel projections 5-12% slower */
+#else
+#define NR_V3 NR_MAX
+#endif
 #define NV_MAX (4 / NB)   /* output-channel blocks per tile: 4 vectors */
 #if VL == 8
 #define NCHWC_KC 12288    /* AVX2: 48 KB, two input blocks of a 3x3 conv's weights for a group of 32 output channels
@@ -163,14 +174,14 @@ static inline __attribute__((always_inline)) void step_3x4(vec *a0, vec *a1, vec
    2-10% faster. The group's weights are a panel of V vectors per input channel (wp: see
    ge_nchwc_conv), so one pointer reaches all four. */
 static inline __attribute__((always_inline)) void nchwc_tile(const int R, const int V, const int S, const int ONE,
-                                                             const NchwcWork *w,
+                                                             const int PL, const int PART, const NchwcWork *w,
                                                              int64_t n, int64_t ocb0, int64_t oh, int64_t ow0,
                                                              int64_t c0, int64_t c1, int64_t kh0, int64_t kh1,
                                                              int64_t kw0, int64_t kw1, int first, int last,
                                                              int down, const int64_t *xo, const int64_t *yo) {
     const ConvNchwc *c = w->c;
     const int G = S == GATHER;
-    vec a0[NR_TALL], a1[NR_TALL], a2[NR_MAX], a3[NR_MAX];
+    vec a0[NR_TALL], a1[NR_TALL], a2[NR_V3], a3[NR_MAX];
     const int64_t ystep = w->out_plane * BLK;  /* between output-channel blocks */
     const int64_t yat = ((n * c->ocb + ocb0) * w->out_plane + oh * w->width + ow0) * BLK;
     const float *src = first ? c->z : c->y;
@@ -185,22 +196,37 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
             if (V > 3) a3[i] = vload(s + VAT(3));
         } else {
             a0[i] = a1[i] = (vec){0};
-            if (i < NR_MAX) a2[i] = a3[i] = (vec){0};
+            if (V > 2) a2[i] = (vec){0};
+            if (V > 3) a3[i] = (vec){0};
         }
     }
-    const int64_t xs = S > 0 ? S * BLK : (down ? c->sh * w->in_w : c->sw) * BLK, taps = c->kh * c->kw, P = V * VL;
+    /* PL: X is NCHW (c->ic channels, a plane apart; pixels 1 apart), else blocked (BLK channels); the
+       weights' panel: cin input channels per block, P output channels (V vectors and the last block's
+       ones past the channels that V stops at: see group_vectors) */
+    const int64_t XB = PL ? 1 : BLK, cin = PL ? c->ic : BLK, cstep = PL ? w->in_plane : 1;
+    const int64_t xs = S > 0 ? S * XB : (down ? c->sh * w->in_w : c->sw) * XB, taps = c->kh * c->kw;
+    const int64_t P = (V + NB - 1) / NB * NB * VL;
     for (int64_t cb = c0; cb < c1; cb++) {
-        const float *xc = c->x + (n * c->icb + cb) * w->in_plane * BLK;
-        const float *wc = c->wp + ocb0 * c->icb * taps * BLK * BLK + cb * taps * BLK * P;
+        /* the block's channels: PART skips the last block's padding (where it is a large share: see skips_padding) */
+        const int64_t cn = PL ? cin : PART && c->ic - cb * BLK < BLK ? c->ic - cb * BLK : BLK;
+        const float *xc = c->x + (n * c->icb + cb) * w->in_plane * (PL ? cin : BLK);
+        const float *wc = c->wp + ocb0 * c->icb * taps * cin * BLK + cb * taps * cin * P;
         for (int64_t kh = kh0; kh < (ONE ? kh0 + 1 : kh1); kh++) {
-            const float *xr = xc + ((oh * c->sh - c->ph + kh * c->dh) * w->in_w + ow0 * c->sw - c->pw) * BLK;
-            const float *wr = wc + kh * c->kw * BLK * P;
+            const float *xr = xc + ((oh * c->sh - c->ph + kh * c->dh) * w->in_w + ow0 * c->sw - c->pw) * XB;
+            const float *wr = wc + kh * c->kw * cin * P;
             for (int64_t kw = kw0; kw < (ONE ? kw0 + 1 : kw1); kw++) {
-                const float *xp = xr + kw * c->dw * BLK, *wk = wr + kw * BLK * P;
-                if (S > 0 && w->prefetch)
+                const float *xp = xr + kw * c->dw * XB, *wk = wr + kw * cin * P;
+                if (!PL && S > 0 && w->prefetch)
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) __builtin_prefetch(xp + (NCHWC_AHEAD + i) * xs);
 #if defined(STEP_3X4)
+                if (R == 3 && V == 4 && (PL || cn < BLK)) {  /* few channels (a stem's, a last block's): rolled */
+#pragma GCC unroll 1
+                    for (int64_t ci = 0; ci < cn; ci++)
+                        step_3x4(a0, a1, a2, a3, xp + (G ? xo[0] : 0) + ci * cstep, xp + (G ? xo[1] : xs) + ci * cstep,
+                                 xp + (G ? xo[2] : 2 * xs) + ci * cstep, wk + ci * P);
+                    continue;
+                }
                 if (R == 3 && V == 4) {
 #pragma GCC unroll 16
                     for (int ci = 0; ci < BLK; ci++)
@@ -210,13 +236,13 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                 }
 #endif
 #pragma GCC unroll 1
-                for (int ci = 0; ci < BLK; ci++) {
+                for (int ci = 0; ci < (int)cn; ci++) {
                     const float *wi = wk + ci * P;
                     vec w0 = vload(wi), w1 = V > 1 ? vload(wi + VL) : w0, w2 = V > 2 ? vload(wi + 2 * VL) : w0,
                         w3 = V > 3 ? vload(wi + 3 * VL) : w0;
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) {
-                        float b = xp[G ? xo[i] + ci : i * xs + ci];
+                        float b = xp[G ? xo[i] + ci : i * xs + ci * cstep];
                         a0[i] += b * w0;
                         if (V > 1) a1[i] += b * w1;
                         if (V > 2) a2[i] += b * w2;
@@ -259,11 +285,25 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
     }
     if (last && c->act.act != ACT_NONE && !clamp && !hard)
         activate_stored(c, R, V, c->y + yat, ys, G ? yo : NULL, ystep);
+    /* the last block's vectors past the output channels, where V stops: what their zero weights and bias give */
+#pragma GCC unroll 4
+    for (int j = V; j < (V + NB - 1) / NB * NB; j++)
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            int64_t at = yat + (G ? yo[i] : i * ys) + VAT(j);
+            vec v = src ? vload(src + at) : (vec){0};
+            vstore(c->y + at, last && c->act.act != ACT_NONE ? vactivate(v, c->act) : v);
+        }
 }
 
 /* nchwc_tile with R, V, S and ONE as constants (each case its own register allocation) */
 #define TILE_R(r, v) \
-    case r: nchwc_tile(r, v, S, ONE, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, xo, yo); break;
+    case r: nchwc_tile(r, v, S, ONE, PL, PART, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, xo, yo); break;
+#if NR_V3 == 4
+#define TILE_V3 TILE_RS(3) TILE_R(4, 3)
+#else
+#define TILE_V3 TILE_RS(3)
+#endif
 #if NR_MAX == 6
 #define TILE_RS(v) TILE_R(1, v) TILE_R(2, v) TILE_R(3, v) TILE_R(4, v) TILE_R(5, v) TILE_R(6, v)
 #define TILE_TALL(v) TILE_RS(v) TILE_R(7, v) TILE_R(8, v) TILE_R(9, v) TILE_R(10, v) TILE_R(11, v) TILE_R(12, v)
@@ -274,7 +314,7 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
 #define TILE_VS switch (V) { \
         case 1: switch (R) { TILE_TALL(1) } break; \
         case 2: switch (R) { TILE_TALL(2) } break; \
-        case 3: switch (R) { TILE_RS(3) } break; \
+        case 3: switch (R) { TILE_V3 } break; \
         default: switch (R) { TILE_RS(4) } break; \
     }
 
@@ -285,33 +325,45 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
         default: switch (R) { TILE_RS(4) } break; \
     }
 
-#define TILE_FN(name, s, one, vs) \
+#define TILE_FN(name, s, one, pl, part, vs) \
     static void name(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0, \
                      int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down, \
                      const int64_t *xo, const int64_t *yo) { \
-        const int S = s, ONE = one; \
+        const int S = s, ONE = one, PL = pl, PART = part; \
         vs \
     }
-TILE_FN(nchwc_block_s1, 1, 0, TILE_VS)
-TILE_FN(nchwc_block_s2, 2, 0, TILE_VS)
-TILE_FN(nchwc_block_any, 0, 0, TILE_VS)
-/* the pointwise path's: one tap (ONE), no loops over the kernel's rows and columns */
-TILE_FN(nchwc_block_pw1, 1, 1, TILE_VS)
-TILE_FN(nchwc_block_pw2, 2, 1, TILE_VS)
-TILE_FN(nchwc_block_gather, GATHER, 1, TILE_VS_SHORT)  /* at most NR_MAX pixels: one register per pixel's offset */
+TILE_FN(nchwc_block_s1, 1, 0, 0, 0, TILE_VS)
+TILE_FN(nchwc_block_s2, 2, 0, 0, 0, TILE_VS)
+TILE_FN(nchwc_block_any, 0, 0, 0, 0, TILE_VS)
+/* the pointwise path's: one tap (ONE), no loops over the kernel's rows and columns; PART: the last input
+   block's padding channels skipped (a 24-channel expansion's, MobileNets') */
+TILE_FN(nchwc_block_pw1, 1, 1, 0, 0, TILE_VS)
+TILE_FN(nchwc_block_pw2, 2, 1, 0, 0, TILE_VS)
+TILE_FN(nchwc_block_gather, GATHER, 1, 0, 0, TILE_VS_SHORT)  /* at most NR_MAX pixels: one register per pixel's offset */
+TILE_FN(nchwc_block_pw1_part, 1, 1, 0, 1, TILE_VS)
+TILE_FN(nchwc_block_gather_part, GATHER, 1, 0, 1, TILE_VS_SHORT)
+/* an NCHW X (c->planar): a stem's, stride 2 or any */
+TILE_FN(nchwc_block_planar_s2, 2, 0, 1, 0, TILE_VS)
+TILE_FN(nchwc_block_planar_any, 0, 0, 1, 0, TILE_VS)
 
 /* A tile along a row, or down a column (down: pixels (oh + i, ow0), the runtime strides' variant) */
 static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb0, int64_t oh, int64_t ow0, int64_t c0,
                         int64_t c1, int64_t kh0, int64_t kh1, int64_t kw0, int64_t kw1, int first, int last, int down) {
     int sw = down || R == 1 ? 0 : (int)w->c->sw;
-    if (sw == 1) nchwc_block_s1(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0, NULL, NULL);
+    if (w->c->planar) {
+        if (sw == 2) nchwc_block_planar_s2(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0, NULL, NULL);
+        else nchwc_block_planar_any(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, NULL, NULL);
+    } else if (sw == 1) nchwc_block_s1(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0, NULL, NULL);
     else if (sw == 2) nchwc_block_s2(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, 0, NULL, NULL);
     else nchwc_block_any(R, V, w, n, ocb0, oh, ow0, c0, c1, kh0, kh1, kw0, kw1, first, last, down, NULL, NULL);
 }
 
+/* A tile's most pixels for V vectors of output channels */
+static inline int64_t tile_pixels(int V) { return V <= 2 ? NR_TALL : V == 3 ? NR_V3 : NR_MAX; }
+
 /* One output row's inside pixels (every kernel column inside X) for input blocks [c0, c1), in near-equal
-   tiles of at most NR_MAX pixels (NR_TALL for one or two vectors of output channels: a 24-channel layer's
-   two blocks would spend 8 loads on 12 FMAs). */
+   tiles of at most tile_pixels(V) (NR_TALL for one or two vectors of output channels: at AVX-512 a 24-channel
+   layer's two blocks would spend 8 loads on 12 FMAs; NR_V3 for three). */
 static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh, int64_t c0, int64_t c1,
                       int first, int last) {
     const ConvNchwc *c = w->c;
@@ -320,7 +372,7 @@ static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_
     int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
     int64_t inside = hi - lo;
     if (inside <= 0) return;
-    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX;
+    int64_t rmax = tile_pixels(V);
     int64_t blocks = (inside + rmax - 1) / rmax, base = inside / blocks, rem = inside % blocks;
     for (int64_t b = 0, ow = lo; b < blocks; b++) {
         int R = (int)(base + (b < rem));
@@ -336,7 +388,7 @@ static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_
 static void nchwc_edges(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh0, int64_t oh1, int64_t c0,
                         int64_t c1, int first, int last) {
     const ConvNchwc *c = w->c;
-    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX, width = w->width;
+    int64_t rmax = tile_pixels(V), width = w->width;
     int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
     if (hi < lo) hi = lo;
     int64_t full0 = w->oh_lo < oh0 ? oh0 : w->oh_lo < oh1 ? w->oh_lo : oh1;
@@ -355,6 +407,19 @@ static void nchwc_edges(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int6
     }
 }
 
+/* Whether the padding of `channels` in `blocks` blocks is a quarter of them or more (a 24-channel
+   layer's 8 of 32, MLAS's AVX2 block of 8 has none): then the kernels skip it. Below that share (184
+   channels in 12 blocks) skipping it cost more than it saved: the last block's channels rolled, and the
+   last group of outputs in the compiler's 3 x 3 tile instead of step_3x4's (1x1 layers 5-9% slower at v3). */
+static inline int skips_padding(int64_t channels, int64_t blocks) { return channels * 4 <= blocks * BLK * 3; }
+
+/* The vectors of output channels of the group from block ocb0: below AVX-512, where skips_padding, only
+   those that hold channels (a 24-channel layer's second block is one vector of channels, not two) */
+static inline int group_vectors(const ConvNchwc *c, int64_t ocb0) {
+    int64_t channels = skips_padding(c->oc, c->ocb) ? c->oc - ocb0 * BLK : (c->ocb - ocb0) * BLK, most = NV_MAX * BLK;
+    return (int)(((channels < most ? channels : most) + VL - 1) / VL);
+}
+
 static void nchwc_item(void *ctx, int64_t it, int slot) {
     const NchwcWork *w = ctx;
     const ConvNchwc *c = w->c;
@@ -364,7 +429,7 @@ static void nchwc_item(void *ctx, int64_t it, int slot) {
     else r = at % w->row_items, g = at / w->row_items;
     int64_t ocb0 = g * NV_MAX, oh0 = r * w->rows_per_item;
     int64_t oh1 = oh0 + w->rows_per_item < w->rows ? oh0 + w->rows_per_item : w->rows;
-    int V = (c->ocb - ocb0 < NV_MAX ? (int)(c->ocb - ocb0) : NV_MAX) * NB;  /* vectors */
+    int V = group_vectors(c, ocb0);
     for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
         int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
         for (int64_t oh = oh0; oh < oh1; oh++) nchwc_row(w, V, n, ocb0, oh, c0, c1, c0 == 0, c1 == c->icb);
@@ -411,14 +476,14 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
     else seg = it % w->row_items, g = it / w->row_items;
     int64_t q0 = seg * w->rows_per_item, count = w->pixels - q0 < w->rows_per_item ? w->pixels - q0 : w->rows_per_item;
     int64_t ocb0 = g * NV_MAX;
-    int V = (c->ocb - ocb0 < NV_MAX ? (int)(c->ocb - ocb0) : NV_MAX) * NB;  /* vectors */
+    int V = group_vectors(c, ocb0);
     /* the segment's tiles, near-equal; one that crosses a row (a plane at stride 1) or an image in
        gathered tiles of at most NR_MAX pixels */
     PointwiseTile tiles[PW_SEG_MAX];
     int64_t xo[PW_SEG_MAX], yo[PW_SEG_MAX], k = 0;
     int nt = 0;
     int64_t n = q0 / w->out_plane, oh = q0 % w->out_plane / c->ow, ow = q0 % w->out_plane % c->ow;
-    int64_t rmax = V <= 2 ? NR_TALL : NR_MAX, blocks = (count + rmax - 1) / rmax;
+    int64_t rmax = tile_pixels(V), blocks = (count + rmax - 1) / rmax;
     int plane = c->sh == 1 && c->sw == 1;  /* the rows of X and Y follow each other alike */
     for (int64_t b = 0; b < blocks; b++) {
         int R = (int)(count / blocks + (b < count % blocks));
@@ -437,6 +502,7 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
             }
         }
     }
+    const int part = skips_padding(c->ic, c->icb);
     for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
         int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
         int first = c0 == 0, last = c1 == c->icb;
@@ -448,8 +514,12 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
         for (int t = 0; t < nt; t++) {
             const PointwiseTile *p = &tiles[t];
             for (int64_t l = t * lines / nt; l < (t + 1) * lines / nt; l++) __builtin_prefetch(ahead + l * 64, 0, 2);
-            if (p->gather)
+            if (p->gather && part)
+                nchwc_block_gather_part(p->R, V, w, 0, ocb0, 0, 0, c0, c1, 0, 1, 0, 1, first, last, 0, xo + p->k, yo + p->k);
+            else if (p->gather)
                 nchwc_block_gather(p->R, V, w, 0, ocb0, 0, 0, c0, c1, 0, 1, 0, 1, first, last, 0, xo + p->k, yo + p->k);
+            else if (c->sw == 1 && part)
+                nchwc_block_pw1_part(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0, NULL, NULL);
             else if (c->sw == 1)
                 nchwc_block_pw1(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0, NULL, NULL);
             else if (c->sw == 2)
@@ -472,9 +542,9 @@ void ge_nchwc_conv(const ConvNchwc *c) {
     /* Each group of output blocks reads all of X, each run of rows (segment) all the weights: the order
        whose repeated reads are the smaller keeps the other operand's run in the caches (a 1x1 stride-2
        conv over 56x56 x 256 read its 3 MB input once per group, from L3) */
-    int64_t x_bytes = c->icb * w.in_plane * BLK * 4, w_bytes = c->ocb * c->icb * c->kh * c->kw * BLK * BLK * 4;
+    int64_t x_bytes = c->icb * w.in_plane * (c->planar ? c->ic : BLK) * 4, w_bytes = c->ocb * c->icb * c->kh * c->kw * BLK * BLK * 4;
     w.prefetch = x_bytes * c->batch > NCHWC_FROM_MEMORY;
-    if (c->kh == 1 && c->kw == 1 && !c->ph && !c->pw && (c->oh - 1) * c->sh < c->h && (c->ow - 1) * c->sw < c->w) {
+    if (!c->planar && c->kh == 1 && c->kw == 1 && !c->ph && !c->pw && (c->oh - 1) * c->sh < c->h && (c->ow - 1) * c->sw < c->w) {
         w.chunk = NCHWC_PW_KC;
         w.pixels = c->batch * w.out_plane;
         int64_t seg = NCHWC_SEG < PW_SEG_MAX ? NCHWC_SEG : PW_SEG_MAX, segs = (w.pixels + seg - 1) / seg;

@@ -423,6 +423,9 @@ class ConvNchwc(ctypes.Structure):
         ('pw', ctypes.c_int64),
         ('dh', ctypes.c_int64),
         ('dw', ctypes.c_int64),
+        ('ic', ctypes.c_int64),
+        ('oc', ctypes.c_int64),
+        ('planar', ctypes.c_int64),
         ('act', Activation),
         ('threads', ctypes.c_int32),
     ]

@@ -292,7 +292,7 @@ class Native:
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
         """The convolution in the blocked layout (csrc/nchwc.c; nchwc.py plans it): x, y, z float32 blocked
-        tensors, wp and bias packed; geometry: ConvNchwc's batch .. dw, in order; prepared."""
+        tensors, wp and bias packed; geometry: ConvNchwc's batch .. planar, in order; prepared."""
         args = ConvNchwc(x.ctypes.data, wp.ctypes.data, bias.ctypes.data, _addr(z), y.ctypes.data, *geometry,
                          _activation(act), threads())
         return PreparedCall(self.lib.ge_nchwc_conv, args, (x, wp, bias, z, y))

@@ -146,7 +146,8 @@ class NchwcConv(_Blocked):
     """Y = conv(X, W) + B (+ Z), then the epilogue; X, Y, Z blocked, W (OC, C, kh, kw) and B (OC) as
     Conv's; group 1, or group == C == OC with W (C, 1, kh, kw) (depthwise: nchwc_depthwise.c, the
     channels in the vector lanes; FusedConv has no residual there). Y may be Z (output_over): the native
-    kernel reads each element of Z before it writes it, the numpy plan unblocks Z first."""
+    kernel reads each element of Z before it writes it, the numpy plan unblocks Z first. A 4-D X is NCHW
+    (group 1: a stem's few input channels, read in place; Y blocked all the same)."""
     output_over = 3
 
     def prepare(self):
@@ -154,16 +155,21 @@ class NchwcConv(_Blocked):
         problem = attribute_problem("", "Conv", self.opset, attrs, complete=True)
         if problem:
             raise self.fail(problem)
-        xm = self.blocked_meta(0, "X")
+        self.planar = len(self.input_meta(0, "X").shape) == 4
+        xm = self.float32_meta(0, "X", 4) if self.planar else self.blocked_meta(0, "X")
         wm = self.float32_meta(1, "W", 4)
-        n, cb, h, w, _ = xm.shape
+        n, cb, h, w = xm.shape[:4]
         oc, group = wm.shape[0], int(attrs.get("group", 1))
         self.depthwise = group != 1
+        if self.planar and group != 1:
+            raise self.fail(f"X is NCHW {tuple(xm.shape)} with attrs['group'] {group}: an NCHW X takes one group")
         if self.depthwise and (group != oc or wm.shape[1] != 1):
             raise self.fail(f"attrs['group'] is {group} with W of shape {tuple(wm.shape)}: the blocked convolution "
                             f"has one group or one channel per group (depthwise)")
         c = wm.shape[1] * group
-        if -(-c // BLOCK) != cb:
+        if self.planar and c != cb:
+            raise self.fail(f"W has shape {tuple(wm.shape)}: {c} input channels, X (NCHW) has {cb}")
+        if not self.planar and -(-c // BLOCK) != cb:
             raise self.fail(f"W has shape {tuple(wm.shape)} and attrs['group'] is {group}: {c} input channels, X has "
                             f"{cb} blocks of {BLOCK}")
         zm = self.inputs[3] if len(self.inputs) > 3 else None
@@ -191,10 +197,12 @@ class NchwcConv(_Blocked):
             geometry = dict(strides=tuple(p.strides), pads=(p.pb[0], p.pb[1], p.pe[0], p.pe[1]), dilations=tuple(p.dil),
                             act=self.act)
             self.conv = (NativeNchwcDepthwise(self.nat, x_plain.shape, tuple(p.kernel), **geometry) if self.depthwise
-                         else NativeNchwcConv(self.nat, x_plain.shape, oc, tuple(p.kernel), **geometry))
+                         else NativeNchwcConv(self.nat, x_plain.shape, oc, tuple(p.kernel), planar=self.planar,
+                                              **geometry))
             self.calls = CallCache()
             return
-        self.scratch.add("x", x_plain.shape, np.float32)
+        if not self.planar:
+            self.scratch.add("x", x_plain.shape, np.float32)
         self.scratch.add("y", y.shape, np.float32)
         if self.residual:
             self.scratch.add("z", y.shape, np.float32)
@@ -231,11 +239,12 @@ class NchwcConv(_Blocked):
                 np.copyto(y, out)
             return
         v = self.views(ws)
-        from_blocked(x, v["x"])
+        if not self.planar:
+            from_blocked(x, v["x"])
         if self.residual:
             from_blocked(z, v["z"])  # before y is written: y may be z
         b = xs[2] if len(xs) > 2 else None
-        self.plain.run([v["x"], xs[1], b] + ([v["z"]] if self.residual else []), [v["y"]], v["plain"])
+        self.plain.run([x if self.planar else v["x"], xs[1], b] + ([v["z"]] if self.residual else []), [v["y"]], v["plain"])
         to_blocked(v["y"], y)
 
 

@@ -53,34 +53,37 @@ def _padded_bias(bias: np.ndarray | None, size: int) -> np.ndarray:
     return padded
 
 
-def _check_operands(x, y, z, x_shape, y_shape, block) -> None:
-    shapes = blocked_shape(x_shape, block), blocked_shape(y_shape, block)
+def _check_operands(x, y, z, x_shape, y_shape, block, planar: bool = False) -> None:
+    shapes = x_shape if planar else blocked_shape(x_shape, block), blocked_shape(y_shape, block)
     assert x.shape == shapes[0] and y.shape == shapes[1] and (z is None or z.shape == shapes[1])
     assert all(a.dtype == np.float32 and a.flags.c_contiguous for a in (x, y) + ((z,) if z is not None else ()))
 
 
 class NchwcConv:
-    """A 2-D Conv of one group on blocked tensors: y = act(conv(x, w) + bias + z)."""
+    """A 2-D Conv of one group on blocked tensors: y = act(conv(x, w) + bias + z). planar: x is NCHW, not
+    blocked (a stem's few input channels, MLAS's NCHW-input kernel: its output blocked without a reorder)."""
 
     def __init__(self, nat: Native, x_shape: tuple, oc: int, kernel: tuple, *, strides=(1, 1), pads=(0, 0, 0, 0),
-                 dilations=(1, 1), act: Act | None = None):
-        self.nat, self.block, self.act = nat, nat.nchwc_block, act
+                 dilations=(1, 1), act: Act | None = None, planar: bool = False):
+        self.nat, self.block, self.act, self.planar = nat, nat.nchwc_block, act, planar
         n, c, h, w = x_shape
         kh, kw = kernel
         (sh, sw), (dh, dw) = strides, dilations
         oh, ow = _out_size(h, kh, sh, pads[0] + pads[2], dh), _out_size(w, kw, sw, pads[1] + pads[3], dw)
         self.x_shape, self.y_shape, self.oc, self.kernel = tuple(x_shape), (n, oc, oh, ow), oc, (kh, kw)
         b = self.block
-        self.geometry = (n, -(-c // b), -(-oc // b), h, w, oh, ow, kh, kw, sh, sw, pads[0], pads[1], dh, dw)
+        self.geometry = (n, 1 if planar else -(-c // b), -(-oc // b), h, w, oh, ow, kh, kw, sh, sw, pads[0], pads[1],
+                         dh, dw, c, oc, int(planar))
 
     def pack(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
         """W (oc, c, kh, kw) into panels of up to nchwc_group blocks of output channels, each
-        [icb][kh][kw][ic][its blocks x B oc], and the bias into ocb * B floats; zeros past the channels
-        (so the padding channels of Y hold act(0))."""
+        [icb][kh][kw][ic][its blocks x B oc] (planar: [1][kh][kw][c][...]), and the bias into ocb * B
+        floats; zeros past the channels (so the padding channels of Y hold act(0))."""
         b, group, (_, icb, ocb, *_) = self.block, self.nat.nchwc_group, self.geometry
         oc, c, kh, kw = weight.shape
-        padded = np.zeros((ocb * b, icb, b, kh, kw), np.float32)
-        padded.reshape(ocb * b, icb * b, kh, kw)[:oc, :c] = weight
+        cin = c if self.planar else b  # input channels per block
+        padded = np.zeros((ocb * b, icb, cin, kh, kw), np.float32)
+        padded.reshape(ocb * b, icb * cin, kh, kw)[:oc, :c] = weight
         self.wp = aligned_empty(padded.size)
         at = 0
         for o0 in range(0, ocb * b, group * b):
@@ -91,7 +94,7 @@ class NchwcConv:
 
     def call(self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None = None) -> PreparedCall:
         """The conv of blocked x into blocked y (+ blocked z, which may be y), prepared."""
-        _check_operands(x, y, z, self.x_shape, self.y_shape, self.block)
+        _check_operands(x, y, z, self.x_shape, self.y_shape, self.block, self.planar)
         return self.nat.nchwc_conv_call(x, self.wp, self.bias, y, geometry=self.geometry, z=z, act=self.act)
 
 

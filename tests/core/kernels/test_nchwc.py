@@ -128,6 +128,38 @@ def test_conv_matches_onnxruntime(nat, n, c, h, w, oc, kernel, strides, pads, di
         assert np.all(yb[:, -1, ..., oc % blk:] == (0.5 if act in ("HardSigmoid", "Sigmoid") else 0.0))
 
 
+# (n, c, h, w, oc, kernel, strides, pads, residual, activation) of an NCHW X (planar): stems
+PLANAR_CASES = [
+    (1, 3, 33, 31, 32, (3, 3), (2, 2), (1, 1, 1, 1), False, "Clip"),      # MobileNetV2's: 3x4 tiles at AVX2
+    (2, 3, 20, 21, 64, (7, 7), (2, 2), (3, 3, 3, 3), True, "Relu"),        # ResNet-50's, two groups, a residual
+    (1, 5, 13, 7, 24, (3, 3), (1, 1), (1, 1, 1, 1), False, "HardSwish"),   # stride 1, 24 channels (1.5 blocks)
+    (1, 1, 9, 10, 16, (3, 3), (3, 2), (0, 2, 1, 0), False, "Sigmoid"),     # one channel, uneven strides and pads
+]
+
+
+@pytest.mark.parametrize("n, c, h, w, oc, kernel, strides, pads, residual, act", PLANAR_CASES)
+def test_planar_input_matches_onnxruntime(nat, n, c, h, w, oc, kernel, strides, pads, residual, act):
+    """An NCHW X read in place (a stem's few channels), Y blocked: onnxruntime's Conv, the padding channels act(0)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((oc, c, *kernel)) / np.sqrt(c * np.prod(kernel))).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    conv = NchwcConv(nat, x.shape, oc, kernel, strides=strides, pads=pads, act=ACTS[act][0], planar=True)
+    conv.pack(wt, b)
+    z = rng.standard_normal(conv.y_shape).astype(np.float32) if residual else None
+    blk = nat.nchwc_block
+    yb = blocked_empty(conv.y_shape, blk)
+    if residual:
+        reorder(nat, z, yb, True).run()
+    conv.call(x, yb, yb if residual else None).run()
+    y = np.empty(conv.y_shape, np.float32)
+    reorder(nat, yb, y, False).run()
+    want = onnxruntime_conv(x, wt, b, {"kernel_shape": list(kernel), "strides": list(strides), "pads": list(pads)}, z, act)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    if oc % blk:
+        assert np.all(yb[:, -1, ..., oc % blk:] == (0.5 if act == "Sigmoid" else 0.0))
+
+
 def test_residual_in_its_own_buffer(nat):
     """Z apart from Y gives what Z under Y gives, and Z is left as it was."""
     rng = np.random.default_rng(2)
