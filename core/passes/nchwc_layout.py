@@ -55,10 +55,11 @@ MAX_WASTE = (4, 3)
 #: 94 -> 80 us at v3, 75 -> 67 at v4, at 115 (expansion 1.5) level or 3-6% faster; DBNet's PP-LCNet
 #: backbone at 191: 40.7 -> 37.1 ms at v3, 34.6 -> 31.6 at v4
 PAYBACK = 128
-#: the largest kernel (taps) of a conv reading its NCHW input in place (_planar): ResNet-50's 7x7 stem ran
-#: 4.3 ms so at v3 where ge's NCHW conv took 3.4 (its GEMM of K = 147) and its MaxPool and reorder 1.2 more
-#: (one thread, loaded machine); MobileNets' 3x3 stems gain
-PLANAR_TAPS = 9
+#: the largest kernel (taps) of a conv reading its NCHW input in place (_planar): ResNet-50's 7x7 stem and
+#: its blocked MaxPool ran 3.07-3.09 ms at v3 (1.73-1.81 at v4vnni) where ge's NCHW conv, NCHW MaxPool and
+#: reorder took 3.60-3.70 (2.43-2.52): one thread, in the model, alternated runs, loaded machine (an
+#: earlier measure, 4.3 ms planar, was not reproduced); MobileNets' 3x3 stems gain
+PLANAR_TAPS = 49
 _CONVS = (("", "Conv"), (GE_DOMAIN, "FusedConv"))
 _POOLS = {("", "MaxPool"): "NchwcMaxPool", ("", "GlobalAveragePool"): "NchwcGlobalAveragePool"}
 

@@ -107,14 +107,14 @@ def assert_close(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
 
 
-RESNET_TASKS = ["Conv", "MaxPool", "ReorderInput"] + ["NchwcConv"] * 11 + ["NchwcGlobalAveragePool", "Gemm"]
+RESNET_TASKS = ["NchwcConv", "NchwcMaxPool"] + ["NchwcConv"] * 11 + ["NchwcGlobalAveragePool", "Gemm"]
 
 
 @pytest.mark.parametrize("backend", ["native", "numpy"])
 @pytest.mark.parametrize("batch", [1, 3])
 def test_resnet_style_model_runs_its_convs_blocked(tmp_path, default_backend, backend, batch):
-    """The stem (3 channels, 7x7: wider than PLANAR_TAPS) and its MaxPool stay NCHW, the region starts after
-    the pool (one ReorderInput) and ends in the GlobalAveragePool, which reads it blocked; every bottleneck
+    """The stem (3 channels, 7x7) reads the NCHW input in place and writes blocked, its MaxPool pools blocked,
+    the region has no reorder and ends in the GlobalAveragePool, which reads it blocked; every bottleneck
     conv runs blocked, residuals included; onnxruntime's results on either backend, and the pass switched
     off gives them too."""
     model = resnet_style(batch)
@@ -122,7 +122,7 @@ def test_resnet_style_model_runs_its_convs_blocked(tmp_path, default_backend, ba
     want = ort_run(model, feeds)
     got, tasks, om = compile_and_run(tmp_path, default_backend, backend, model, feeds)
     assert [op for op, _, _ in tasks] == RESNET_TASKS
-    assert [name for op, name, _ in tasks if op.startswith("Reorder")] == ["pool:to_nchwc"]
+    assert [name for op, name, _ in tasks if op.startswith("Reorder")] == []
     assert all(native == (backend == "native") for op, _, native in tasks if op.startswith(("Nchwc", "Reorder")))
     assert_close(got, want)
     plain, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds, "plain",
@@ -131,7 +131,7 @@ def test_resnet_style_model_runs_its_convs_blocked(tmp_path, default_backend, ba
     assert_close(plain, want)
     # the blocked values are planned as tensors of whole blocks: 100 channels take 112
     shapes = {t.name: t.shape for t in read_om(om).tensors}
-    assert shapes["block1.conv3.relu"] == (batch, 7, 12, 12, 16) and shapes["pool:nchwc"] == (batch, 3, 12, 12, 16)
+    assert shapes["block1.conv3.relu"] == (batch, 7, 12, 12, 16) and shapes["pool"] == (batch, 3, 12, 12, 16)
 
 
 def test_a_compiler_without_native_kernels_keeps_nchw(load, default_backend):
