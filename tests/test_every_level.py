@@ -14,6 +14,7 @@ import concurrent.futures
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -70,14 +71,17 @@ _lock = threading.Lock()
 def run(env: dict) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pytest", *PARTS, *(f"--ignore={s}" for s in LEFT_OUT), "-x",
            "-p", "no:cacheprovider", "-W", "ignore"]
-    with _lock:
-        if _pool is None:  # the session has ended
-            return subprocess.CompletedProcess(cmd, -1, "", "not run: the session ended first")
-        child = subprocess.Popen(cmd, cwd=ROOT, env=CLEAN | env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-        _children.append(child)
-    out, err = child.communicate()
-    return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+    # its output goes to files, read once it ends: a thread reading pipes while the suite runs would
+    # allocate beside the tests that trace this process's allocations (tracemalloc sees every thread)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        with _lock:
+            if _pool is None:  # the session has ended
+                return subprocess.CompletedProcess(cmd, -1, "", "not run: the session ended first")
+            child = subprocess.Popen(cmd, cwd=ROOT, env=CLEAN | env, stdout=out, stderr=err)
+            _children.append(child)
+        child.wait()
+        out.seek(0), err.seek(0)
+        return subprocess.CompletedProcess(cmd, child.returncode, out.read(), err.read())
 
 
 def start(items: list) -> None:

@@ -104,7 +104,7 @@ def _fuse(graph: Graph, prod: Node, bn: Node, consumers) -> bool:
     base = prod.name or prod.op_type
     w_name = unique_name(graph, f"{base}_W_bn")
     b_name = unique_name(graph, f"{base}_B_bn")
-    set_initializer(graph, w_name, w_new.astype(w.dtype))
+    set_initializer(graph, w_name, w_new.astype(w.dtype, copy=False))
     set_initializer(graph, b_name, b_new.astype(w.dtype))
     if prod.op_type == "MatMul":
         prod.op_type = "Gemm"
@@ -124,7 +124,10 @@ def _conv(w, b, s, t):
     b64 = np.zeros(c_out) if b is None else b.astype(np.float64).reshape(-1)
     if b64.size != c_out:
         return None
-    w_new = w.astype(np.float64) * s.reshape((c_out,) + (1,) * (w.ndim - 1))
+    # the product in float64, rounded once into the weight's dtype (what astype of a float64 product
+    # gives, bit for bit) without float64 copies of the weights (MobileNetV2's 2.2M: ~4 ms of `ge atc`)
+    w_new = np.multiply(w, s.reshape((c_out,) + (1,) * (w.ndim - 1)), out=np.empty_like(w), dtype=np.float64,
+                        casting="same_kind")
     return w_new, b64 * s + t
 
 

@@ -414,6 +414,7 @@ def test_atc_imports_no_runtime(tmp_path):
     mods = _imported(f"from ge.cli.main import main\ntry:\n    main(['atc', '--model', {model!r}, '--output', "
                      f"{str(tmp_path / 'm')!r}])\nexcept SystemExit:\n    pass")
     assert "ge.core.atc.conversion" in mods and (tmp_path / "m.om").exists()
+    assert "ge.core.kernels.ops.strings" not in mods  # Flatten's string variant: no node of strings here
     assert not {m for m in mods if m.startswith(("ge.core.runtime", "ge.core.acl", "ge.core.inspection", "ge.core.api"))}
     assert not {m for m in mods if m.split(".")[0] == "rich"}  # its lines are plain: no table, no rich
     # onnx's messages and C++ checks, not its package (core/model/onnx_proto.py)
@@ -425,7 +426,7 @@ def test_loading_an_om_imports_only_the_families_it_uses(compiled):
     elementwise (its steps) families, not the other fifty (recurrent, ml, strings, detection ...)."""
     from ge.core.kernels.registry import family_index
     mods = _imported(f"from ge.core import api\napi.load_from_file({compiled['small']!r})")
-    families = {m for modules in family_index().values() for m in modules}
+    families = {m for strings in (False, True) for modules in family_index(strings).values() for m in modules}
     loaded = {m.rsplit(".", 1)[1] for m in mods if m.startswith("ge.core.kernels.")} & families
     assert loaded == {"conv", "fused_elementwise", "elementwise"}, sorted(loaded)
     assert not {m for m in mods if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx"))}
