@@ -90,8 +90,6 @@ CASES = [
     (2, 512, 7, 7, 2048, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, "Relu"),     # layer4's conv3, batch 2
     (1, 2048, 7, 7, 512, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Relu"),    # layer4's conv1: 8 passes
     (1, 128, 28, 28, 128, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, "Relu"),   # layer2's conv2
-    (1, 32, 28, 28, 64, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, "Relu"),     # layer3's conv2 (thinner): 14-wide
-                                                                                  # rows, tiles of 3 and 2 and 1 pixels
     (1, 24, 56, 56, 144, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Clip"),    # MobileNetV2's expansion, Clip 0..6
     (2, 960, 7, 7, 160, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, None),        # its projection over the residual
     # X beyond 4 MB: the tiles prefetch it
