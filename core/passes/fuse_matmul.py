@@ -80,12 +80,7 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
             epilogue = nxt.attrs.get(EPILOGUE)
             y, nxt = nxt.outputs[0], None if epilogue else m.sole_consumer(nxt)
             counts["adds"] += 1
-        found = _residual_after_reshape(m, nxt, y, dtype) if len(inputs) < 2 + MAX_ADDENDS else None
-        if found is not None:
-            add, residual = found
-            epilogue = add.attrs.get(EPILOGUE)
-            after = _through_reshape(m, nxt, add, residual, y, inputs)
-            m.replace(group + [nxt, add], [after[0], _fused(mm, inputs, y, attrs, epilogue), after[1]])
+        if len(inputs) < 2 + MAX_ADDENDS and _fuse_through_reshape(m, group, nxt, mm, inputs, y, attrs, dtype):
             counts["adds"] += 1
             counts["fused"] += 1
             continue
@@ -148,13 +143,19 @@ def _fuse_gemm_residual(m: Matcher, gemm: Node) -> bool:
         attrs["perm_b"] = [1, 0]
     if float(gemm.attrs.get("alpha", 1.0)) != 1.0:
         attrs["alpha"] = float(gemm.attrs["alpha"])
-    reshape = m.sole_consumer(gemm)
+    return _fuse_through_reshape(m, [gemm], m.sole_consumer(gemm), gemm, inputs, y, attrs, dtype)
+
+
+def _fuse_through_reshape(m: Matcher, group: list[Node], reshape: Node | None, product: Node, inputs: list,
+                          y: str, attrs: dict, dtype) -> bool:
+    """`group` (the product's nodes, y its output), `reshape` and the residual Add after it as one
+    FusedMatMul between the two Reshapes of _through_reshape, when _residual_after_reshape finds them."""
     found = _residual_after_reshape(m, reshape, y, dtype)
     if found is None:
         return False
     add, residual = found
-    after = _through_reshape(m, reshape, add, residual, y, inputs)
-    m.replace([gemm, reshape, add], [after[0], _fused(gemm, inputs, y, attrs, add.attrs.get(EPILOGUE)), after[1]])
+    before, after = _through_reshape(m, reshape, add, residual, y, inputs)
+    m.replace(group + [reshape, add], [before, _fused(product, inputs, y, attrs, add.attrs.get(EPILOGUE)), after])
     return True
 
 

@@ -290,12 +290,7 @@ class HybridContext:
             return self._run_host_node(index, node)
         steady = st.steady
         if steady is not None and all(slot.array is view for slot, view in steady):
-            impl = st.impl
-            impl.kernel.run(st.xs, st.ys, st.ws)
-            if impl.epilogue is not None:
-                impl.epilogue(st.ys[0])
-            self.counters["nodes_run"] += 1
-            return
+            return self._call(st)
         st.steady = None
         ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
         if node.subgraphs:
@@ -341,6 +336,11 @@ class HybridContext:
             st.view_key = key
         if not model.shape_inputs[index]:
             st.steady = tuple((s, self._view(s)) for s in ins + outs + [ws] if isinstance(s, Slot))
+        self._call(st)
+
+    def _call(self, st: NodeState) -> None:
+        """The node's kernel on its state's views, then its epilogue."""
+        impl = st.impl
         impl.kernel.run(st.xs, st.ys, st.ws)
         if impl.epilogue is not None:
             impl.epilogue(st.ys[0])
