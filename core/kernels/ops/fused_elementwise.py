@@ -11,11 +11,11 @@ slots of workspace.
 Two plans, with results identical to the unfused tasks:
 - native (csrc/eltwise.c): float32/64, int32/64 and float16 chains of the ops it lowers (Erf: its own
   vectorized erf, float32 and float16 only, the one the native Erf kernel runs), operands
-  that are contiguous, scalars or broadcast along one run of dims (or so past a few leading dims, a call
-  per index of those, each of PER_CALL elements or more: a blocked tensor's gate (N, C/16, 1, 1, 16)); the output is walked in blocks that
-  stay in L1, each step one IEEE operation per element as numpy's ufunc does it (a 1000-op chain on 16
-  floats: one call of a few microseconds); float16 blocks are converted as they are read and stored,
-  the steps computed in float32 and each step's result rounded to float16, as its kernel rounds it;
+  that are contiguous, scalars or broadcast along one run of dims (or so past a few leading dims, a
+  call per index of those, each of PER_CALL elements or more: a blocked tensor's gate (N, C/16, 1, 1,
+  16)); the output is walked in blocks that stay in L1, each step one IEEE operation per element as
+  numpy's ufunc does it (a 1000-op chain on 16 floats: one call of a few microseconds); float16 blocks
+  are converted as they are read and stored, the steps computed in float32 and each step's result rounded to float16, as its kernel rounds it;
 - numpy: each step's own kernel (the one the unfused task would run), in place in the output or its slot.
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ from ..epilogue import clip_bound
 from ..fused import GE_DOMAIN
 from ..float16 import ARITHMETIC_VIA_FLOAT32
 from ..native import (EW_ABS, EW_ADD, EW_ADDC, EW_DIV, EW_ERF, EW_F16, EW_F32, EW_F64, EW_I32, EW_I64, EW_MAX, EW_MAXC,
-                      EW_MIN, EW_MINC, EW_MUL, EW_MULC, EW_NEG, EW_RECIP, EW_ROUND, EW_SQRT, EW_SUB, CallCache, CallSequence,
-                      broadcast_pattern)
+                      EW_MIN, EW_MINC, EW_MUL, EW_MULC, EW_NEG, EW_RECIP, EW_ROUND, EW_SQRT, EW_SUB, CallCache,
+                      CallSequence, broadcast_pattern)
 from ..registry import lookup, register
 
 #: (domain, op) -> its number of data inputs: the ops a chain may hold, those whose kernels are correct
