@@ -15,7 +15,8 @@ Two plans, with results identical to the unfused tasks:
   call per index of those, each of PER_CALL elements or more: a blocked tensor's gate (N, C/16, 1, 1,
   16)); the output is walked in blocks that stay in L1, each step one IEEE operation per element as
   numpy's ufunc does it (a 1000-op chain on 16 floats: one call of a few microseconds); float16 blocks
-  are converted as they are read and stored, the steps computed in float32 and each step's result rounded to float16, as its kernel rounds it;
+  are converted as they are read and stored, the steps computed in float32 and each step's result
+  rounded to float16, as its kernel rounds it;
 - numpy: each step's own kernel (the one the unfused task would run), in place in the output or its slot.
 """
 from __future__ import annotations
