@@ -41,7 +41,7 @@ from ..kernels.fused import GE_DOMAIN
 from ._activation_forms import Chains, Ramp, rtol_of, step_of
 from ._fusion import Matcher
 
-PRODUCERS = {"Conv", "Gemm", "MatMul", "Add"}
+PRODUCERS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "Add"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu"}
 
 

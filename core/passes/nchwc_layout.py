@@ -26,7 +26,10 @@ a Split along the channels and an Add of one shape whose inputs members write bl
 the last is whole blocks (YOLOv8's C2f blocks: a conv split in two, bottlenecks added, all concatenated,
 SPPF's pools concatenated): they stay Concat, Split and Add, along axis 1 of the blocked tensors (the last
 part's padding channels stay last). So does a nearest Resize over H and W of such a value (YOLO's and
-FPNs' upsample between a conv and a Concat): the same Resize of the blocked tensor. A pool after a
+FPNs' upsample between a conv and a Concat): the same Resize of the blocked tensor. So does a
+ge::FusedElementwise of such a value whose other operands are of its shape, NCHW gates (N, C, 1, 1)
+(reordered in) or single values, its steps finite on finite padding (PP-LCNet's residual squeeze-excite
+x + x * gate in DBNet's neck, the neck's top-down adds): the same chain on the blocked tensors. A pool after a
 conv left NCHW stays NCHW: reordering its larger input would cost more than its output.
 Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
 kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
@@ -62,6 +65,10 @@ PAYBACK = 128
 PLANAR_TAPS = 49
 _CONVS = (("", "Conv"), (GE_DOMAIN, "FusedConv"))
 _POOLS = {("", "MaxPool"): "NchwcMaxPool", ("", "GlobalAveragePool"): "NchwcGlobalAveragePool"}
+#: the steps of a FusedElementwise run on blocked tensors: finite in, finite out (not Div, Log, Sqrt, ...)
+BLOCK_SAFE_STEPS = {("", op) for op in ("Add", "Sub", "Mul", "Max", "Min", "Relu", "LeakyRelu", "Clip", "HardSigmoid",
+                                        "HardSwish", "Neg", "Abs", "Sigmoid", "Tanh")} | \
+    {(GE_DOMAIN, "Swish"), (GE_DOMAIN, "HardSwish")}
 
 
 def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
@@ -72,9 +79,14 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
     members, writers = [], set()  # writers: the values a member writes blocked
     for n in graph.nodes:  # in graph order: a pool's producer is decided before it
         if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _eligible_mul(graph, n, writers) \
-                or _eligible_channel_op(graph, n, writers) or _eligible_resize(graph, n, writers):
+                or _eligible_channel_op(graph, n, writers) or _eligible_resize(graph, n, writers) \
+                or _eligible_chain(graph, n, writers):
             members.append(n)
             writers.update(_written(n))
+    # a Resize whose output no member reads blocked would leave the region upsampled: reordered before it,
+    # the smaller tensor moves (DBNet's neck upsamples 24 channels 2-8x into an NCHW Concat)
+    read_blocked = {x for n in members for x in _blocked_reads(graph, n)}
+    members = [n for n in members if n.op_type != "Resize" or n.outputs[0] in read_blocked]
     regions = [r for r in _regions(graph, members) if _pays(graph, r)]
     for region in regions:
         _rewrite(graph, region)
@@ -137,6 +149,27 @@ def _eligible_channel_op(graph: Graph, node: Node, writers: set) -> bool:
                                                            and node.inputs[1] not in graph.initializers)):
         return False
     return all(graph.meta(v).shape[1] % BLOCK == 0 for v in parts[:-1])
+
+
+def _eligible_chain(graph: Graph, node: Node, writers: set) -> bool:
+    """A ge::FusedElementwise (fuse_elementwise's chain) of a value members write blocked, whose other
+    operands are of its output's shape, NCHW gates (N, C, 1, 1) of its batch and channels, or single
+    values, and whose steps keep finite values finite (BLOCK_SAFE_STEPS: the padding channels, act(0) or
+    zeros, must not turn into a NaN the next conv's zero weights would spread): PP-LCNet's residual
+    squeeze-excite x + x * gate (DBNet's neck), its top-down adds. Blocked, the same chain on the blocked
+    tensors, the gates reordered to (N, C/16, 1, 1, 16) (zeros past C), which broadcast alike."""
+    if (node.domain, node.op_type) != (GE_DOMAIN, "FusedElementwise") or len(node.outputs) != 1:
+        return False
+    if any((step[1], step[0]) not in BLOCK_SAFE_STEPS for step in node.attrs.get("steps", [])):
+        return False
+    metas = [graph.values.get(v) for v in node.inputs + node.outputs]
+    if any(m is None or not m.is_static or m.dtype != np.float32 for m in metas):
+        return False
+    y = tuple(metas[-1].shape)
+    if len(y) != 4 or not any(x in writers and tuple(m.shape) == y for x, m in zip(node.inputs, metas)):
+        return False
+    return all(math.prod(m.shape) == 1 or (x not in graph.initializers and tuple(m.shape) in (y, y[:2] + (1, 1)))
+               for x, m in zip(node.inputs, metas))
 
 
 def _eligible_resize(graph: Graph, node: Node, writers: set) -> bool:
@@ -242,6 +275,8 @@ def _blocked_reads(graph: Graph, node: Node) -> list[str]:
         return [x for x in node.inputs if graph.meta(x).shape == graph.meta(node.outputs[0]).shape][:1]
     if node.op_type in ("Concat", "Add"):
         return list(node.inputs)
+    if node.op_type == "FusedElementwise":  # its single values stay as they are
+        return [x for x in node.inputs if graph.meta(x).numel != 1]
     at = ((3,) if _planar(graph, node) else (0, 3)) if (node.domain, node.op_type) in _CONVS else (0,)
     return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
@@ -325,8 +360,9 @@ def _rewrite(graph: Graph, r: _Region) -> None:
                               name=_unused_node(graph, f"{o}:from_nchwc"), domain=GE_DOMAIN)
                          for o in n.outputs if o in r.leaving)
             continue
-        if n.op_type == "Resize":  # the same Resize over H and W of the blocked tensor
-            nodes.append(_blocked_resize(graph, n, inputs, blocked[y]))
+        if n.op_type in ("Resize", "FusedElementwise"):  # the same op on the blocked tensors
+            nodes.append(_blocked_resize(graph, n, inputs, blocked[y]) if n.op_type == "Resize" else
+                         Node(n.op_type, inputs, [blocked[y]], attrs=dict(n.attrs), name=n.name, domain=n.domain))
             if y in r.leaving:
                 nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
                                   name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))

@@ -110,6 +110,16 @@ typedef struct {
     int32_t half;    /* HALF_C: y is float16 */
 } Depthwise;
 
+/* ConvTranspose with its kernel as its stride, 2-D, one group (conv_transpose.c): x (batch, channels, h, w),
+   y (batch, oc, h kh, w kw); wp[a][c][o][b] the weights W[c][o][a][b] reordered; bias[oc] or NULL */
+typedef struct {
+    const float *x, *wp, *bias;
+    float *y;
+    int64_t batch, channels, h, w, oc, kh, kw;
+    Activation act;
+    int32_t threads;
+} ConvTransposeArgs;
+
 /* MaxPool or AveragePool, 2-D (max_pool.c): planes of h x w into planes of oh x ow */
 typedef struct {
     const float *x;
@@ -364,6 +374,7 @@ void ge_conv_direct(const ConvDirect *d);
 int ge_pixels_block(void);
 void ge_conv_pixels(const ConvDirect *d);
 void ge_depthwise(const Depthwise *d);
+void ge_conv_transpose(const ConvTransposeArgs *t);
 int ge_max_pool_fits(const MaxPool2d *p);
 void ge_call_batch(const CallBatch *b);
 /* The pool items of a direct or pixels convolution (the split a test checks) */

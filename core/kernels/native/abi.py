@@ -178,6 +178,24 @@ class Depthwise(ctypes.Structure):
     ]
 
 
+class ConvTransposeArgs(ctypes.Structure):
+    _fields_ = [
+        ('x', ctypes.c_void_p),
+        ('wp', ctypes.c_void_p),
+        ('bias', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('batch', ctypes.c_int64),
+        ('channels', ctypes.c_int64),
+        ('h', ctypes.c_int64),
+        ('w', ctypes.c_int64),
+        ('oc', ctypes.c_int64),
+        ('kh', ctypes.c_int64),
+        ('kw', ctypes.c_int64),
+        ('act', Activation),
+        ('threads', ctypes.c_int32),
+    ]
+
+
 class MaxPool2d(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
@@ -523,7 +541,7 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)
@@ -546,6 +564,7 @@ SIGNATURES = {
     'ge_pixels_block': ([], ctypes.c_int),
     'ge_conv_pixels': ([ctypes.c_void_p], None),
     'ge_depthwise': ([ctypes.c_void_p], None),
+    'ge_conv_transpose': ([ctypes.c_void_p], None),
     'ge_max_pool_fits': ([ctypes.c_void_p], ctypes.c_int),
     'ge_call_batch': ([ctypes.c_void_p], None),
     'ge_conv_direct_items': ([ctypes.c_void_p], ctypes.c_int64),

@@ -16,9 +16,10 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
-                  SIGNATURES, Activation, CallBatch, ConvDirect, ConvNchwc, Depthwise, DepthwiseNchwc, Eltwise,
-                  GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder, NchwcScale, PhaseFill, QAdd,
-                  QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks, GatherBlocks, Nearest2d, Rows)
+                  SIGNATURES, Activation, CallBatch, ConvDirect, ConvTransposeArgs, ConvNchwc, Depthwise,
+                  DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
+                  NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
+                  GatherBlocks, Nearest2d, Rows)
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -203,6 +204,16 @@ class Native:
         args = Depthwise(x, w.ctypes.data, _addr(bias), y, channels, mult, *spatial, *out, *kernel, *strides,
                          *dilations, *pads, _activation(act), threads(), int(x_half), HALF_C if half_y else 0)
         return PreparedCall(self.lib.ge_depthwise, args, (w, bias))
+
+    def conv_transpose_call(self, x: np.ndarray, wp: np.ndarray, bias, y: np.ndarray, *, kernel,
+                            act: Act | None = None) -> PreparedCall:
+        """A 2-D ConvTranspose whose kernel is its stride, one group (csrc/conv_transpose.c): x (N, C, H, W)
+        and y (N, OC, H kh, W kw) float32, C-contiguous; wp the weights W (C, OC, kh, kw) as (kh, C, OC, kw),
+        bias (OC,) or None; prepared."""
+        n, c, h, w = x.shape
+        args = ConvTransposeArgs(x.ctypes.data, wp.ctypes.data, _addr(bias), y.ctypes.data, n, c, h, w, y.shape[1],
+                                 *kernel, _activation(act), threads())
+        return PreparedCall(self.lib.ge_conv_transpose, args, (x, wp, bias, y))
 
     def per_item_calls(self, calls: list[PreparedCall], items: int) -> list[PreparedCall]:
         """Prepared calls of a batch's `items` (in item order; workspace-free kernels whose struct holds

@@ -11,10 +11,12 @@ slots of workspace.
 Two plans, with results identical to the unfused tasks:
 - native (csrc/eltwise.c): float32/64, int32/64 and float16 chains of the ops it lowers (Erf: its own
   vectorized erf, float32 and float16 only, the one the native Erf kernel runs), operands
-  that are contiguous, scalars or broadcast along one run of dims; the output is walked in blocks that
-  stay in L1, each step one IEEE operation per element as numpy's ufunc does it (a 1000-op chain on 16
-  floats: one call of a few microseconds); float16 blocks are converted as they are read and stored,
-  the steps computed in float32 and each step's result rounded to float16, as its kernel rounds it;
+  that are contiguous, scalars or broadcast along one run of dims (or so past a few leading dims, a
+  call per index of those, each of PER_CALL elements or more: a blocked tensor's gate (N, C/16, 1, 1,
+  16)); the output is walked in blocks that stay in L1, each step one IEEE operation per element as
+  numpy's ufunc does it (a 1000-op chain on 16 floats: one call of a few microseconds); float16 blocks
+  are converted as they are read and stored, the steps computed in float32 and each step's result
+  rounded to float16, as its kernel rounds it;
 - numpy: each step's own kernel (the one the unfused task would run), in place in the output or its slot.
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..fused import GE_DOMAIN
 from ..float16 import ARITHMETIC_VIA_FLOAT32
 from ..native import (EW_ABS, EW_ADD, EW_ADDC, EW_DIV, EW_ERF, EW_F16, EW_F32, EW_F64, EW_I32, EW_I64, EW_MAX, EW_MAXC,
                       EW_MIN, EW_MINC, EW_MUL, EW_MULC, EW_NEG, EW_RECIP, EW_ROUND, EW_SQRT, EW_SUB, CallCache,
-                      broadcast_pattern)
+                      CallSequence, broadcast_pattern)
 from ..registry import lookup, register
 
 #: (domain, op) -> its number of data inputs: the ops a chain may hold, those whose kernels are correct
@@ -45,6 +47,9 @@ CHAIN_OPS = {
 NATIVE_DTYPES = {np.dtype(np.float32): EW_F32, np.dtype(np.float64): EW_F64, np.dtype(np.int32): EW_I32,
                  np.dtype(np.int64): EW_I64, np.dtype(np.float16): EW_F16}
 MAX_SLOTS = 16  # csrc/eltwise.c's scratch registers
+#: the least elements of each call where a chain runs one call per index of its leading dims (an operand
+#: varying along two runs of dims): about a microsecond of work, what a prepared call costs
+PER_CALL = 1024
 MAX_F16_OPERANDS = 32  # and a float16 chain's operands
 _BINARY = {"Add": EW_ADD, "Sub": EW_SUB, "Mul": EW_MUL, "Div": EW_DIV, "Max": EW_MAX, "Min": EW_MIN}
 _UNARY = {"Neg": EW_NEG, "Abs": EW_ABS, "Sqrt": EW_SQRT, "Reciprocal": EW_RECIP}
@@ -165,7 +170,13 @@ class FusedElementwise(Kernel):
         ops = [xs[i] for i in self.program.operands]
         if not y.flags.c_contiguous or not all(a.flags.c_contiguous and a.dtype == self.out.dtype for a in ops):
             return None
-        return self.program.call(self.backend.lib, ops, y)
+        if not self.lead:
+            return self.program.call(self.backend.lib, ops, y)
+        # one call per index of the leading dims where an operand varies along two runs of dims: a blocked
+        # tensor's gate (N, C/16, 1, 1, 16) over (N, C/16, H, W, 16) (passes/nchwc_layout.py), per block
+        # (N, C/16) a run of 16 repeated along H x W
+        return CallSequence([self.program.call(self.backend.lib, [_at(a, index, y.ndim) for a in ops], y[index])
+                             for index in np.ndindex(*y.shape[:self.lead])])
 
     # -- the native plan ------------------------------------------------------------------------------
     def _lower(self) -> "_Program | None":
@@ -189,10 +200,24 @@ class FusedElementwise(Kernel):
         inputs = sorted({v[1] for op in ops for v in (op[2], op[3]) if v is not None and v[0] == "x"})
         if dtype == np.float16 and len(inputs) > MAX_F16_OPERANDS:
             return None
-        patterns = [broadcast_pattern(self.inputs[i].shape, self.out.shape) for i in inputs]
-        if any(p is None for p in patterns):
-            return None
-        return _Program.allocate(ops, inputs, patterns, NATIVE_DTYPES[dtype], math.prod(self.out.shape))
+        out = tuple(self.out.shape)
+        self.lead = 0
+        for lead in range(len(out)):  # the fewest leading dims to run a call per index of
+            if lead and math.prod(out[lead:]) < PER_CALL:
+                break
+            patterns = [broadcast_pattern(self.inputs[i].shape[max(0, lead - len(out) + len(self.inputs[i].shape)):],
+                                          out[lead:]) for i in inputs]
+            if all(p is not None for p in patterns):
+                self.lead = lead
+                return _Program.allocate(ops, inputs, patterns, NATIVE_DTYPES[dtype], math.prod(out[lead:]))
+        return None
+
+
+def _at(a: np.ndarray, index: tuple, rank: int) -> np.ndarray:
+    """The part of operand `a` (broadcast to `rank` dims) that the output's leading `index` reads."""
+    missing = rank - a.ndim  # a's dims align with the output's last ones
+    at = tuple(0 if a.shape[d - missing] == 1 else i for d, i in enumerate(index) if d >= missing)
+    return a[at] if at else a  # (a 0-d array indexed by () would be a numpy scalar)
 
 
 def _slots(reads: list[list[int]]) -> tuple[list[int], int]:

@@ -228,6 +228,30 @@ def test_conv_transpose_no_bias(check_op):
              **TOL)
 
 
+@pytest.mark.parametrize("xs,ws", [
+    ((2, 5, 3, 37), (5, 7, 2, 2)),  # whole and partial vectors of pixels, output channels past a tile
+    ((1, 3, 4, 11), (3, 2, 3, 3)),  # a kernel 3 wide: each column's sums stored apart
+    ((1, 4, 2, 17), (4, 13, 1, 2)),
+])
+@pytest.mark.parametrize("act", [None, "Relu", "Sigmoid"])
+def test_conv_transpose_with_its_kernel_as_stride_runs_natively(check_op, default_backend, xs, ws, act):
+    """ConvTranspose whose kernel is its stride (DBNet's 2x2 upsampling): csrc/conv_transpose.c, the bias and
+    a fused activation applied as it stores; as onnxruntime's."""
+    from ge.core.kernels.epilogue import ATTR as EPILOGUE
+    default_backend("native")
+    x, w, b = f32(*xs), f32(*ws), f32(ws[1])
+    attrs = {"strides": list(ws[2:])}
+    want = check_op("ConvTranspose", {"x": x, "w": w, "b": b}, attrs, consts=("w", "b"), **TOL)[0]
+    metas = [Meta(a.dtype, a.shape) for a in (x, w, b)]
+    k = lookup("ConvTranspose")({**attrs, **({EPILOGUE: [[act, {}]]} if act else {})}, metas, [None, w, b])
+    assert k.plan == "native" and k.absorbs_epilogue == bool(act)
+    k = lookup("ConvTranspose")(k.attrs, metas, [None, w, b], outputs=k.infer()).load()
+    y = np.full(want.shape, 7, np.float32)
+    k.bound([x, w, b], [y], None)()
+    expect = {None: want, "Relu": np.maximum(want, 0), "Sigmoid": 1 / (1 + np.exp(-want))}[act]
+    np.testing.assert_allclose(y, expect, **TOL)
+
+
 @pytest.mark.parametrize("xs,ws,attrs", [
     ((1, 3, 7), (3, 2, 3), {"strides": [2], "pads": [1, 0], "output_padding": [1]}),
     ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), {"strides": [2, 1, 2]}),

@@ -319,6 +319,19 @@ def test_native_plan_broadcasts_and_falls_back(default_backend):
             np.testing.assert_array_equal(k.compute(x, a, np.asarray(b))[0], (x + a) * b)
 
 
+def test_native_plan_runs_a_blocked_gate_per_block(default_backend):
+    """A gate (N, C/16, 1, 1, 16) over a blocked (N, C/16, H, W, 16) tensor (nchwc_layout's squeeze-excite
+    chains) varies along two runs of dims: one native call per block, numpy's results exactly."""
+    with default_backend("native") as backend:
+        steps = [["Mul", "", {}, [0, 1]], ["Add", "", {}, [-1, 0]]]
+        x, g = w([2, 3, 8, 8, 16]), w([2, 3, 1, 1, 16])
+        k = kernel(steps, [Meta(np.float32, x.shape), Meta(np.float32, g.shape)], backend).load()
+        assert k.native and k.lead == 2
+        y = np.full(x.shape, 7, np.float32)
+        k.bound([x, g], [y], None)()
+        np.testing.assert_array_equal(y, x * g + x)
+
+
 @pytest.mark.parametrize("device", ["cpu", "sim"])
 def test_chain_from_threads_on_both_devices(tmp_path, default_backend, device):
     """Callers in several threads (a context each) get their own results, as one thread does."""

@@ -628,3 +628,36 @@ def test_an_upsample_between_convs_runs_blocked(tmp_path, default_backend, backe
         ("Resize", "up"), ("Concat", "cat"), ("NchwcConv", "c2"), ("ReorderOutput", "c2.relu:from_nchwc")]
     assert dict((name, native) for _, name, native in tasks)["up"] == (backend == "native")
     assert_close(got, ort_run(model, feeds))
+
+
+def neck_style():
+    """DBNet's neck in small: a conv's output plus its squeeze-excite (x + x * HardSigmoid gate: one
+    FusedElementwise), a lower level upsampled and added, a 3x3 conv of 24 channels, then an upsample
+    into an NCHW op (a Transpose)."""
+    b = Builder()
+    y = b.conv("c0", "x", 16, 32, 1, relu=False)
+    gap = b.node("GlobalAveragePool", [y], "gap")
+    s = b.conv("se1", gap, 32, 8, 1)
+    s = b.node("HardSigmoid", [b.conv("se2", s, 8, 32, 1, relu=False)], "gate", alpha=0.2)
+    r = b.node("Add", [y, b.node("Mul", [y, s], "scaled")], "rse")
+    low = b.conv("down", r, 32, 32, 3, 2, relu=False)
+    b.inits["scales"] = np.array([1, 1, 2, 2], np.float32)
+    up = b.node("Resize", [low, "", "scales"], "up", mode="nearest")
+    y = b.conv("c1", b.node("Add", [r, up], "td"), 32, 24, 3, relu=False)
+    out = b.node("Resize", [y, "", "scales"], "out_up", mode="nearest")
+    return b.model({"x": [1, 16, 12, 12]}, [b.node("Transpose", [out], "t", perm=[0, 2, 3, 1])])
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_squeeze_excite_chains_and_adds_run_blocked(tmp_path, default_backend, backend):
+    """The chain fuse_elementwise makes of x + x * gate joins the region (the gate blocked by the planar 1x1
+    conv that writes it), the top-down Add too; the last upsample, read outside, runs NCHW after the
+    reorder (the smaller tensor)."""
+    model = neck_style()
+    feeds = {"x": rng.standard_normal((1, 16, 12, 12)).astype(np.float32)}
+    got, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds)
+    assert [(op, name) for op, name, _ in tasks] == [
+        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "c0"), ("NchwcGlobalAveragePool", "gap"), ("Conv", "se1"),
+        ("NchwcConv", "se2"), ("FusedElementwise", "rse"), ("NchwcConv", "down"), ("Resize", "up"), ("Add", "td"),
+        ("NchwcConv", "c1"), ("ReorderOutput", "c1:from_nchwc"), ("Resize", "out_up"), ("Transpose", "t")]
+    assert_close(got, ort_run(model, feeds))
