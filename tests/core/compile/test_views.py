@@ -62,3 +62,11 @@ def test_decoding_step_parts_are_views(tmp_path, run_ort):
                     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
         finally:
             api.unload(model_id)
+
+
+def test_compare_reads_each_part_from_its_offset(tmp_path):
+    """ge compare dumps every layer: a Split's parts are runs of the product's bytes at their offsets."""
+    path = _decode_step(str(tmp_path / "decode.onnx"), 1)
+    r = api.compare(path, api.atc(path, str(tmp_path / "decode")).om_path)
+    layers = {row["name"]: row for row in r["layers"]}
+    assert r["passed"] and {"q", "k", "v", "kt"} <= set(layers) and all(row["pass"] for row in r["layers"])
