@@ -5,14 +5,18 @@ Why: LLaMA-style models rotate q and k as HF writes it, `x * cos + rotate_half(x
 for each of q and k, every one a task of a few microseconds on a decoding step's single token. When
 cos and sin are constants holding one row (a step at a static position: constant folding made them
 so), the whole is x @ R, R a constant d x d matrix: R[k, k] = cos[k], and sin[k] on row k + h (k < h,
-negated) or k - h (k >= h), the rest 0. One product on a few rows (the packed GEMV).
+negated) or k - h (k >= h), the rest 0. One product on a few rows (the packed GEMV); and none when x
+is a constant projection's heads that only the rotary reads (x = Transpose?(Reshape(MatMul(h, W))),
+LLaMA's q and k): each head's columns of W times R, computed once in float64, and the projection
+gives the rotated heads itself.
 
 Recognized: Add(Mul(x, cos), Mul(Concat(Neg(Slice(x, h:d)), Slice(x, 0:h), axis=-1), sin)), the
 operands of each Mul and of the Add in either order, slices along the last axis with step 1, d = 2h
 the last dim of x, cos and sin float constants of x's dtype with d values along the last axis and 1
 everywhere else, at most x's rank (so the product keeps x's shape). Every intermediate is read only
 by the pattern and is no graph output. Results differ from the written-out form by the rounding of
-one sum of three terms (the zeros of R add nothing; a non-finite x gives NaN where R holds 0).
+one sum of three terms, or of the projection's sums over rotated weights (the zeros of R add
+nothing; a non-finite x gives NaN where R holds 0).
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from ._util import set_initializer, unique_name
 
 def fuse_rotary(graph: Graph, stats: dict | None = None) -> Graph:
     m = Matcher(graph)
-    fused = 0
+    fused = folded_into_weights = 0
     for add in list(graph.nodes):
         if add.op_type != "Add" or add.domain != "" or m.removed(add) or len(add.inputs) != 2:
             continue
@@ -33,14 +37,58 @@ def fuse_rotary(graph: Graph, stats: dict | None = None) -> Graph:
         if match is None:
             continue
         x, rotation, group = match
-        name = unique_name(graph, f"{add.name or 'rotary'}/rotation")
-        set_initializer(graph, name, rotation)
-        m.replace(group, Node("MatMul", [x, name], list(add.outputs), {}, f"{add.name}/rotary", ""))
+        projection = _projection(m, x, group, rotation)
+        if projection is not None:  # R folded into the weights: the heads come out rotated
+            weights, nodes = projection
+            name = unique_name(graph, f"{nodes[0].inputs[1]}/rotated")
+            set_initializer(graph, name, weights)
+            m.replace(nodes + group, _renamed(nodes, name, add.outputs[0]))
+            folded_into_weights += 1
+        else:
+            name = unique_name(graph, f"{add.name or 'rotary'}/rotation")
+            set_initializer(graph, name, rotation)
+            m.replace(group, Node("MatMul", [x, name], list(add.outputs), {}, f"{add.name}/rotary", ""))
         fused += 1
     m.commit()
     if stats is not None:
         stats["fused"] = stats.get("fused", 0) + fused
+        stats["into_weights"] = stats.get("into_weights", 0) + folded_into_weights
     return graph
+
+
+def _projection(m: Matcher, x: str, group: list[Node], rotation: np.ndarray):
+    """(W @ R per head, [MatMul, Reshape(, Transpose)]) when x is a constant projection's heads that
+    only the pattern reads: x = Transpose?(Reshape(MatMul(h, W))), the Reshape splitting the last dim
+    into heads of d, a Transpose keeping the last axis last; else None."""
+    if any(u not in group for u in m.consumers.get(x, [])) or not m.internal(x):
+        return None
+    node, chain = m.producers.get(x), []
+    if node is not None and node.op_type == "Transpose" and node.domain == "" and not m.removed(node):
+        if [int(p) for p in node.attrs.get("perm", [])][-1:] != [len(m.meta(x)[1]) - 1]:
+            return None
+        chain.append(node)
+        node = m.sole_producer(node.inputs[0], node)
+    if node is None or node.op_type != "Reshape" or node.domain != "" or m.removed(node):
+        return None
+    chain.insert(0, node)
+    mm = m.sole_producer(node.inputs[0], node)
+    if mm is None or mm.op_type != "MatMul" or len(mm.inputs) != 2 or mm.attrs:
+        return None
+    w = m.graph.initializers.get(mm.inputs[1])
+    (_, flat), (_, heads), d = m.meta(node.inputs[0]), m.meta(node.outputs[0]), rotation.shape[0]
+    if w is None or w.ndim != 2 or w.dtype != rotation.dtype or not known_dims(flat) or not known_dims(heads) \
+            or tuple(heads[:-2]) != tuple(flat[:-1]) or heads[-1] != d or heads[-2] * d != flat[-1]:
+        return None
+    rotated = w.reshape(w.shape[0], -1, d).astype(np.float64) @ rotation.astype(np.float64)
+    return rotated.reshape(w.shape).astype(w.dtype), [mm] + chain
+
+
+def _renamed(nodes: list[Node], weights: str, out: str) -> list[Node]:
+    """The projection's nodes again, the MatMul on the rotated weights, the last one writing `out`."""
+    again = [Node(n.op_type, list(n.inputs), list(n.outputs), dict(n.attrs), n.name, n.domain) for n in nodes]
+    again[0].inputs[1] = weights
+    again[-1].outputs = [out]
+    return again
 
 
 def _match(m: Matcher, add: Node):

@@ -37,16 +37,22 @@ def rotary(rows: int, heads: int = 3, d: int = 8, swapped: bool = False):
     return nodes, inits
 
 
-def test_one_position_is_one_product(make_model, load, run_ort, run_ge):
-    for swapped in (False, True):
+def test_one_position_is_one_product_or_rotated_weights(make_model, load, run_ort, run_ge):
+    """The projection's heads read only by the rotary: W rotated, no product of its own; q also an
+    output: q @ R."""
+    for swapped, q_out in ((False, False), (True, False), (False, True)):
         nodes, inits = rotary(1, swapped=swapped)
-        model = make_model(nodes, {"x": (F, [1, 1, 24])}, {"y": (F, [1, 3, 1, 8])}, inits)
+        outputs = {"y": (F, [1, 3, 1, 8])} | ({"q": (F, [1, 3, 1, 8])} if q_out else {})
+        model = make_model(nodes, {"x": (F, [1, 1, 24])}, outputs, inits)
         g = load(model)
         stats = optimize(g)["passes"]["fuse_rotary"]
-        assert stats["fused"] == 1
+        assert stats == {"fused": 1, "into_weights": 0 if q_out else 1}
         assert not {"Slice", "Neg", "Concat", "Mul", "Add"} & {n.op_type for n in g.nodes}
+        assert [n.op_type for n in g.nodes].count("MatMul") + [n.op_type for n in g.nodes].count("FusedMatMul") \
+            == (2 if q_out else 1)
         x = rng.standard_normal((1, 1, 24)).astype(np.float32)
-        np.testing.assert_allclose(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+        for got, want in zip(run_ge(g, {"x": x}), run_ort(model, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_several_positions_keep_the_written_out_form(make_model, load):
