@@ -28,16 +28,25 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     graph.toposort()
     outputs = set(graph.outputs)
 
-    # 1. aliases: Reshape/Flatten/Squeeze/Unsqueeze/Identity become views of their input (no task)
+    # 1. aliases: Reshape/Flatten/Squeeze/Unsqueeze/Identity become views of their input (no task), and
+    # so do the parts of a Split whose parts are runs of its input's bytes (at their offsets in it)
     root: dict[str, str] = {}
+    root_offset: dict[str, int] = {}  # an alias's byte offset in its root (a Split's part)
     tasks_nodes: list[Node] = []
     kernels, workspaces = [], []
     for node in graph.nodes:
         kernel = _kernel(graph, node, node_opset(graph, node))  # the instance decides (Dropout with a mask is no alias)
         produced = [o for o in node.outputs if o]
         src = node.inputs[0] if node.inputs else ""
-        if kernel.alias and len(produced) == 1 and produced[0] not in outputs and src and src not in graph.initializers:
+        viewable = src and src not in graph.initializers and not outputs.intersection(produced)
+        if viewable and kernel.alias and len(produced) == 1:
             root[produced[0]] = root.get(src, src)
+            root_offset[produced[0]] = root_offset.get(src, 0)
+        elif viewable and _parts_in_place(graph, kernel, root.get(src, src)):
+            for o, off in zip(node.outputs, kernel.part_offsets):
+                if o:
+                    root[o] = root.get(src, src)
+                    root_offset[o] = root_offset.get(src, 0) + off
         else:
             tasks_nodes.append(node)
             kernels.append(kernel)
@@ -59,7 +68,8 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     weights, layout, weight_offset = _layout_weights(graph, tasks_nodes, root)
     weight_data = layout.join() if join_weights else layout
     fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
-    over = _outputs_over_inputs(graph, tasks_nodes, kernels, root, first, last, set(fm_roots)) if reuse_memory else {}
+    over = _outputs_over_inputs(graph, tasks_nodes, kernels, root, root_offset, first, last, set(fm_roots)) \
+        if reuse_memory else {}
     spans: dict[str, Buffer] = {}  # a chain of outputs written over their inputs: one buffer, its whole span
     for t in fm_roots:
         h = over.get(t, t)
@@ -88,7 +98,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
         if r not in place:
             raise GraphError(f"tensor '{t}' has no memory plan entry")
         m = graph.meta(t)
-        return Arg(place[r][0], place[r][1], m.dtype.name, tuple(m.shape))
+        return Arg(place[r][0], place[r][1] + root_offset.get(t, 0), m.dtype.name, tuple(m.shape))
 
     tensors = []
     for t in list(first) + list(root) + list(graph.inputs):
@@ -117,8 +127,15 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     return model
 
 
-def _outputs_over_inputs(graph: Graph, nodes: list[Node], kernels: list, root: dict, first: dict, last: dict,
-                         fm: set) -> dict:
+def _parts_in_place(graph: Graph, kernel, src: str) -> bool:
+    """A Split whose parts can be views of its input: runs of it (kernel.part_offsets) each starting
+    at an aligned offset (the kernels' vector loads), the input a feature map of one of the tasks."""
+    offsets = kernel.part_offsets
+    return offsets is not None and src not in graph.inputs and all(off % ALIGNMENT == 0 for off in offsets)
+
+
+def _outputs_over_inputs(graph: Graph, nodes: list[Node], kernels: list, root: dict, root_offset: dict, first: dict,
+                         last: dict, fm: set) -> dict:
     """Feature maps whose task writes its output over an input (Kernel.output_over: a ResNet block's
     FusedConv over its residual Z, as onnxruntime's fused Conv+Add does): the output takes the input's
     bytes when this task is the input's last reader and both are planned feature maps of one size.
@@ -129,6 +146,8 @@ def _outputs_over_inputs(graph: Graph, nodes: list[Node], kernels: list, root: d
     for step, (node, kernel) in enumerate(zip(nodes, kernels)):
         k = getattr(kernel, "output_over", None)
         if k is None or k >= len(node.inputs) or not node.inputs[k] or not node.outputs or not node.outputs[0]:
+            continue
+        if root_offset.get(node.inputs[k], 0):  # a part of its root: the output would not start where it does
             continue
         src, out = root.get(node.inputs[k], node.inputs[k]), node.outputs[0]
         read_elsewhere = any(i and root.get(i, i) == src for j, i in enumerate(node.inputs) if j != k)

@@ -11,6 +11,7 @@ place ge imports them, and only for that side.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,23 +199,26 @@ def _inputs(descs, inputs, seed: int) -> list[np.ndarray]:
 
 
 def _task_output_names(m) -> dict:
-    """(task, output position) -> (name, shape) of the tensors it writes: its own, and its aliases'
-    (a Reshape's view: the same bytes in the alias's shape)."""
+    """(task, output position) -> (name, shape, first element) of the tensors it writes: its own, and
+    its aliases' (a Reshape's view: the same bytes in the alias's shape; a Split's part: a run of
+    them from its offset)."""
     by_place: dict = {}
+    offsets = {t.name: t.offset for t in m.tensors}
     for t in m.tensors:
         if not t.alias_of:
-            by_place.setdefault((t.first, t.allocation, t.offset), []).append((t.name, tuple(t.shape)))
+            by_place.setdefault((t.first, t.allocation, t.offset), []).append((t.name, tuple(t.shape), 0))
     aliases: dict = {}
     for t in m.tensors:
         if t.alias_of:
-            aliases.setdefault(t.alias_of, []).append((t.name, tuple(t.shape)))
+            start = (t.offset - offsets[t.alias_of]) // np.dtype(t.dtype).itemsize
+            aliases.setdefault(t.alias_of, []).append((t.name, tuple(t.shape), start))
     names = {}
     for k, td in enumerate(m.tasks):
         for j, a in enumerate(td.outputs):
             if a is None:
                 continue
             own = by_place.get((k, a.allocation, a.offset), [])
-            names[(k, j)] = own + [x for n, _ in own for x in aliases.get(n, [])]
+            names[(k, j)] = own + [x for n, _, _ in own for x in aliases.get(n, [])]
     return names
 
 
@@ -224,8 +228,8 @@ def _run_ge(m, loaded, feeds, names: dict):
 
     def keep(t: int, task, seconds: float) -> None:
         for j, y in enumerate(task.ys):
-            for name, shape in names.get((t, j), ()) if y is not None else ():
-                dumps[name] = np.array(y).reshape(shape)
+            for name, shape, start in names.get((t, j), ()) if y is not None else ():
+                dumps[name] = np.array(y).reshape(-1)[start:start + math.prod(shape)].reshape(shape)
 
     ctx = loaded.create_context()
     try:

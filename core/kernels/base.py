@@ -57,6 +57,10 @@ class Kernel:
     since: int = 1
     #: True when the output is input 0 reinterpreted with another shape (no task, no copy)
     alias: bool = False
+    #: set by prepare() when every output is a contiguous part of input 0 (a Split along an axis with
+    #: only dims of 1 before it): the byte offset of each output in input 0; the compiler makes them
+    #: views of the input (no task, no copy), as `alias` does for one output
+    part_offsets: list[int] | None = None
     #: True when run() is correct with ys[0] being xs[0] and no workspace: such an op can be fused
     #: into its producer as an epilogue applied in place
     in_place: bool = False

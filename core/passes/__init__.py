@@ -26,6 +26,7 @@ from .fuse_layer_norm import fuse_layer_norm
 from .fuse_matmul import fuse_matmul
 from .fuse_qdq import fuse_qdq
 from .fuse_rms_norm import fuse_rms_norm
+from .fuse_rotary import fuse_rotary
 from .gradient import LOWERED_OPS, expand_gradients
 from .impl_mode import select_impl_mode
 from .infer_shapes import infer_shapes
@@ -34,7 +35,7 @@ from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
 __all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
-           "fuse_layer_norm", "fuse_rms_norm", "fuse_elementwise", "nchwc_layout", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
+           "fuse_layer_norm", "fuse_rms_norm", "fuse_rotary", "fuse_elementwise", "nchwc_layout", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
            "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
@@ -51,6 +52,7 @@ PIPELINE = [
     ("infer_shapes", infer_shapes),          # ge's kernels give every tensor its static meta
     ("fuse_layer_norm", fuse_layer_norm),    # before fuse_activation, as fuse_gelu: their Adds are producers there
     ("fuse_rms_norm", fuse_rms_norm),        # before fuse_elementwise takes its Add/Sqrt/Reciprocal/Mul
+    ("fuse_rotary", fuse_rotary),            # before fuse_elementwise takes its Muls and Add
     ("fuse_gelu", fuse_gelu),
     ("select_impl_mode", select_impl_mode),  # after fuse_gelu (its Gelus too), before fuse_activation moves them
     ("fuse_conv_bn", fuse_conv_bn),
@@ -72,6 +74,7 @@ FUSIONS = {
     "fuse_qdq": ("GraphFusion", ()),  # no ATC name: ge's own (quantized models as quantized kernels)
     "fuse_layer_norm": ("GraphFusion", ("LayerNormONNXFusionPass",)),
     "fuse_rms_norm": ("GraphFusion", ()),  # no ATC name: ge's own (by ge's name or GraphFusion.ALL)
+    "fuse_rotary": ("GraphFusion", ()),  # ge's own: a rotary embedding at a known position as one product
     "fuse_gelu": ("GraphFusion", ("GeluFusionPass",)),
     "fuse_conv_bn": ("GraphFusion", ("ConvBatchnormFusionPass", "ConvScaleFusionPass")),
     "fuse_matmul": ("GraphFusion", ("MatMulBiasAddFusionPass", "BatchMatMulFusionPass")),

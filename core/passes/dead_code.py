@@ -4,7 +4,9 @@ Why: after folding and fusion (and after --out_nodes picks a subgraph) parts of 
 longer contribute to any output; Identity, and Dropout at inference, are copies that only cost a
 task and a tensor. Removing them shrinks the task list, the memory plan and the weights.
 
-- Identity, and Dropout whose mask is unused and that is not in training mode, are bypassed: their
+- Identity, Dropout whose mask is unused and that is not in training mode, and a Where whose
+  condition is a constant all True (or all False) and whose output is its x (or y) as it is (a
+  decoding step's causal mask, a Slice of a triangle that folded to its last row), are bypassed: their
   consumers read the input directly. When the output is a graph output the producer writes it
   directly instead, unless the input is a graph input, an initializer or another graph output
   (then a copy is really needed and the node stays).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.errors import GraphError
 from ..model.ir import Graph, Node
 
 
@@ -44,20 +47,38 @@ def dead_code(graph: Graph, stats: dict | None = None) -> Graph:
     return graph
 
 
-def _is_copy(graph: Graph, node: Node, read: set[str]) -> bool:
+def _copied_input(graph: Graph, node: Node, read: set[str]) -> int | None:
+    """The input whose copy the node's one output is, or None."""
     if node.domain != "" or not node.inputs or not node.inputs[0] or not node.outputs or not node.outputs[0]:
-        return False
+        return None
     if node.op_type == "Identity":
-        return True
+        return 0
+    if node.op_type == "Where":
+        return _where_taken(graph, node)
     if node.op_type != "Dropout":
-        return False
+        return None
     if any(o and (o in read or o in graph.outputs) for o in node.outputs[1:]):
-        return False
+        return None
     if len(node.inputs) > 2 and node.inputs[2]:
         mode = graph.initializers.get(node.inputs[2])
         if mode is None or bool(np.asarray(mode).reshape(-1)[0]):
-            return False
-    return True
+            return None
+    return 0
+
+
+def _where_taken(graph: Graph, node: Node) -> int | None:
+    """1 or 2 when the Where's condition is a constant that takes x (or y) everywhere and the output
+    is that input unchanged (no broadcast, the same dtype)."""
+    cond = graph.initializers.get(node.inputs[0])
+    if cond is None or cond.dtype != np.bool_ or len(node.inputs) != 3 or cond.size == 0:
+        return None
+    k = 1 if cond.all() else 2 if not cond.any() else None
+    if k is None or not node.inputs[k]:
+        return None
+    try:  # (the output's shape is the broadcast of all three: the same as x's, the condition fits it)
+        return k if graph.meta(node.outputs[0]) == graph.meta(node.inputs[k]) else None
+    except GraphError:  # not static (yet)
+        return None
 
 
 def _bypass_copies(graph: Graph) -> int:
@@ -73,14 +94,16 @@ def _bypass_copies(graph: Graph) -> int:
     kept: list[Node] = []
     removed = 0
     for node in graph.nodes:  # in topological order: a chain of copies resolves to its source
-        if not _is_copy(graph, node, read):
+        k = _copied_input(graph, node, read)
+        if k is None:
             kept.append(node)
             continue
-        x, y = resolve(node.inputs[0]), node.outputs[0]
+        x, y = resolve(node.inputs[k]), node.outputs[0]
         if y in outputs:
             if x in inputs or x in outputs or x in graph.initializers:
-                node.inputs = [x]
-                node.outputs = [y]
+                if k == 0:
+                    node.inputs = [x]
+                    node.outputs = [y]
                 kept.append(node)
                 continue
             alias[x] = y  # the producer of x writes y

@@ -8,7 +8,8 @@ directly, and scale and add run in place on the product while it is still in cac
 
 Recognized around a MatMul whose operands have rank >= 2:
 - Transpose feeding A or B (read only by this MatMul) whose matrix view keeps the unit-stride
-  axis among the last two (BLAS takes it as a transposed or strided matrix, numpy copies nothing);
+  axis among the last two (BLAS takes it as a transposed or strided matrix, numpy copies nothing),
+  but one that moves only axes of size 1 (a view already: compile/build.py);
 - then, along the product's only reader: Mul or Div by a scalar constant (alpha), up to two Adds
   of tensors broadcasting to the product without enlarging it (a bias, then a residual or mask;
   fused activations of the last one move along), a Gelu (activation="Gelu": the native GEMM
@@ -57,7 +58,7 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
         for i, key in ((0, "perm_a"), (1, "perm_b")):
             t = m.sole_producer(inputs[i], mm)
             perm = _perm(m, t)
-            if perm is not None and len(perm) - 1 in perm[-2:]:
+            if perm is not None and len(perm) - 1 in perm[-2:] and not _moves_only_ones(m, t, perm):
                 inputs[i], attrs[key] = t.inputs[0], list(perm)
                 group.append(t)
                 counts["transposes"] += 1
@@ -220,6 +221,16 @@ def _perm(m: Matcher, t: Node | None) -> tuple | None:
     perm = t.attrs.get("perm")
     perm = tuple(int(p) for p in perm) if perm is not None else tuple(range(len(shape)))[::-1]
     return perm if sorted(perm) == list(range(len(shape))) else None
+
+
+def _moves_only_ones(m: Matcher, t: Node, perm: tuple) -> bool:
+    """The Transpose moves only axes of size 1: the compiler makes it a view (no task), and the
+    product reading that view as it is keeps its plain form (a decoding step's head split, [1, 1,
+    heads, d] -> [1, heads, 1, d], times a constant: the GEMV on heads rows, not a batch of 1-row
+    products)."""
+    _, shape = m.meta(t.inputs[0])
+    moved = [a for a in perm if known_dims(shape) and shape[a] != 1]
+    return known_dims(shape) and moved == sorted(moved)
 
 
 def _broadcasts_into(c_meta, y_meta, dtype) -> bool:

@@ -437,8 +437,8 @@ def test_fusion_switch_file_turns_fusions_off(ge, more, tmp_path, ort_run, error
     assert task_ops(compile_with('{"Switch": {"UBFusion": {"ALL": "off"}}}')) == ["Conv", "Relu"]
     om = compile_with('{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"fuse_activation": "off"}}}')
     assert task_ops(om) == ["Conv", "BatchNormalization", "Relu"]
-    assert set(recorded(om)["fusions_off"]) == {"fuse_qdq", "fuse_layer_norm", "fuse_rms_norm", "fuse_gelu", "fuse_conv_bn", "fuse_matmul",
-                                                "fuse_activation", "nchwc_layout"}
+    assert set(recorded(om)["fusions_off"]) == {"fuse_qdq", "fuse_layer_norm", "fuse_rms_norm", "fuse_rotary", "fuse_gelu",
+                                                "fuse_conv_bn", "fuse_matmul", "fuse_activation", "nchwc_layout"}
     om = compile_with('{"Switch": {"GraphFusion": {"ALL": "off", "ConvBatchnormFusionPass": "on"}}}')
     assert task_ops(om) == ["Conv"]
     assert task_ops(compile_with("# ATC's older form\nConvBatchnormFusionPass:off\n")) == ["Conv", "BatchNormalization",

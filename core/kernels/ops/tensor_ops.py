@@ -50,6 +50,9 @@ class Transpose(StaticInputKernel):
         perm = self.attr("perm")
         self.perm_attr = None if perm is None else ints(perm)
         self.perm = None if self.in_shape() is None else self.perm_for(len(self.in_shape()))
+        if self.perm is not None:  # moving only axes of size 1 keeps the elements' order: a view (a decoding
+            moved = [a for a in self.perm if self.in_shape()[a] != 1]  # step's [1, 1, heads, d] -> [1, heads, 1, d])
+            self.alias = moved == sorted(moved)
 
     def perm_for(self, rank: int) -> list[int]:
         perm = list(range(rank))[::-1] if self.perm_attr is None else self.perm_attr
@@ -125,6 +128,10 @@ class Split(StaticInputKernel):
         self.parts = None
         if self.in_shape() is not None and (not self.split_from_input or self.consts_ready(1)):
             self.parts = self.slices(self.in_shape(), self.const_or_none(1) if self.split_from_input else None)
+            shape, a = self.in_shape(), self.norm_axis(self.axis, len(self.in_shape()))
+            if math.prod(shape[:a]) == 1:  # each part is a run of input 0's bytes: views (a decoding step's q, k, v)
+                row = math.prod(shape[a + 1:]) * np.dtype(self.inputs[0].dtype).itemsize
+                self.part_offsets = [sl[a].start * row for sl in self.parts]
 
     def sizes(self, dim: int, split) -> list[int]:
         if not self.split_from_input:

@@ -34,6 +34,26 @@ def test_identity_and_dropout_are_bypassed(make_model, load, run_ort, run_ge):
     np.testing.assert_array_equal(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0])
 
 
+def test_where_with_a_constant_condition_is_bypassed(make_model, load, run_ort, run_ge):
+    """All True takes x, all False y; a mixed condition, or an output broadcast past x, keeps the Where."""
+    rng = np.random.default_rng(1)
+    inits = {"all": np.ones((1, 4), bool), "none": np.zeros((1, 4), bool), "mixed": np.tril(np.ones((3, 4), bool)),
+             "wide": np.ones((3, 4), bool), "fill": np.array(-1e4, np.float32)}
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("Where", ["all", "a", "fill"], ["b"]),
+             helper.make_node("Where", ["none", "fill", "b"], ["c"]),
+             helper.make_node("Where", ["mixed", "c", "fill"], ["y"]),
+             helper.make_node("Where", ["wide", "x1", "fill"], ["z"])]
+    model = make_model(nodes, {"x": (F, [3, 4]), "x1": (F, [1, 4])}, ["y", "z"], inits)
+    g = load(model)
+    dead_code(g)
+    assert [n.op_type for n in g.nodes] == ["Relu", "Where", "Where"]
+    assert g.nodes[1].inputs == ["mixed", "a", "fill"]
+    feeds = {"x": rng.standard_normal((3, 4)).astype(np.float32), "x1": rng.standard_normal((1, 4)).astype(np.float32)}
+    for got, want in zip(run_ge(g, feeds), run_ort(model, feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_identity_of_input_to_output_is_kept(make_model, load):
     nodes = [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["z"]),
              helper.make_node("Identity", ["z"], ["z2"])]

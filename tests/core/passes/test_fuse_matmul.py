@@ -15,7 +15,7 @@ def w(*shape):
     return (rng.standard_normal(shape) * 0.3).astype(np.float32)
 
 
-def attention_model(make_model):
+def attention_model(make_model, seq=S):
     """BERT's self-attention as exported: projections + bias, heads moved by Reshape/Transpose,
     scores scaled by Div and masked by Add, context moved back."""
     n = helper.make_node
@@ -34,8 +34,8 @@ def attention_model(make_model):
     ]
     inits = {"wq": w(H * D, H * D), "wk": w(H * D, H * D), "wv": w(H * D, H * D), "wo": w(H * D, H * D),
              "bq": w(H * D), "bk": w(H * D), "bv": w(H * D), "bo": w(H * D), "scale": np.array(np.sqrt(D), np.float32),
-             "heads": np.array([1, S, H, D], np.int64), "merge": np.array([1, S, H * D], np.int64)}
-    return make_model(nodes, {"x": (F, [1, S, H * D]), "mask": (F, [1, 1, 1, S])}, ["y"], inits)
+             "heads": np.array([1, seq, H, D], np.int64), "merge": np.array([1, seq, H * D], np.int64)}
+    return make_model(nodes, {"x": (F, [1, seq, H * D]), "mask": (F, [1, 1, 1, seq])}, ["y"], inits)
 
 
 def test_attention_becomes_fused_matmuls(make_model, load, run_ort, run_ge):
@@ -52,6 +52,18 @@ def test_attention_becomes_fused_matmuls(make_model, load, run_ort, run_ge):
     assert out.attrs[EPILOGUE] == [["Relu", {}]]  # moved along with the bias Add
     feeds = {"x": rng.standard_normal((1, S, H * D)).astype(np.float32),
              "mask": np.where(np.arange(S) < S - 2, 0, -1e4).astype(np.float32).reshape(1, 1, 1, S)}
+    np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_transposes_of_one_token_stay_views(make_model, load, run_ort, run_ge):
+    """At seq 1 the head Transposes move only axes of size 1 (views at build): the products read them
+    as they are, no perm_a/perm_b (a constant's product stays a plain GEMV on the heads' rows)."""
+    model = attention_model(make_model, seq=1)
+    g = load(model)
+    optimize(g)
+    fused = [n for n in g.nodes if n.op_type == "FusedMatMul"]
+    assert fused and not any("perm_a" in n.attrs or "perm_b" in n.attrs for n in fused)
+    feeds = {"x": rng.standard_normal((1, 1, H * D)).astype(np.float32), "mask": np.zeros((1, 1, 1, 1), np.float32)}
     np.testing.assert_allclose(run_ge(g, feeds)[0], run_ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
