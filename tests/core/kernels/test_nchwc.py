@@ -246,3 +246,36 @@ def test_empty_max_pool_is_nothing_to_do(nat, planes, h, w, oh, ow):
     y_before = y.copy()
     nat.nchwc_max_pool_call(x, y, (planes, h, w, oh, ow, 2, 2, 2, 2, 0, 0, 1, 1)).run()
     np.testing.assert_array_equal(y, y_before)
+
+
+def _sequential_max_pool(x, oh, ow, k, s, p):
+    """MaxPool of blocked x [planes][h][w][16] as nchwc_pool.c's vmax takes it: taps in order from -inf,
+    a later tap taken where greater or NaN (so a NaN wins, and of equal taps, -0 and +0, the first stays)"""
+    planes, h, w, blk = x.shape
+    y = np.full((planes, oh, ow, blk), -np.inf, np.float32)
+    for i in range(oh):
+        for j in range(ow):
+            for kh in range(k):
+                for kw in range(k):
+                    ih, iw = i * s - p + kh, j * s - p + kw
+                    if 0 <= ih < h and 0 <= iw < w:
+                        v, m = x[:, ih, iw], y[:, i, j]
+                        y[:, i, j] = np.where((v > m) | np.isnan(v), v, m)
+    return y
+
+
+@pytest.mark.parametrize("k, s, p", [(3, 2, 1), (5, 1, 2)], ids=["resnet-3x3s2", "sppf-5x5s1"])
+def test_max_pool_keeps_nans_and_the_first_of_equal_zeros(nat, k, s, p):
+    """The pool's fast maximum (x86's max and a NaN check) gives what the tap-by-tap vmax gives: a NaN
+    wins wherever it falls in the window, and of -0 and +0 the first tap's stays"""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 9, 9, nat.nchwc_block)) - 1).astype(np.float32)  # many windows of zeros only
+    x[x < -1] = -0.0  # ReLU's output where its input was -0: zeros of both signs
+    x[x < 0] = 0.0
+    x.flat[rng.choice(x.size, 12, replace=False)] = np.nan
+    o = (9 + 2 * p - k) // s + 1
+    y = np.empty((2, o, o, nat.nchwc_block), np.float32)
+    nat.nchwc_max_pool_call(x, y, (2, 9, 9, o, o, k, k, s, s, p, p, 1, 1)).run()
+    want = _sequential_max_pool(x, o, o, k, s, p)
+    np.testing.assert_array_equal(y, want)
+    assert np.array_equal(np.signbit(y), np.signbit(want))
