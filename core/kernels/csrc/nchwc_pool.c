@@ -40,8 +40,8 @@ static inline void pool_taps(int64_t o, int64_t stride, int64_t pad, int64_t dil
 
 /* One output row, separably: the maximum over the window's rows of every input pixel of the row, in
    registers and stored once into a row buffer, then per output pixel over the window's columns of the
-   buffer: kh + kw vector maxima per pixel instead of kh x kw (SPPF's 5x5: 10 instead of 25). The rows
-   start from the first inside one (vmax(-inf, v) is v, NaN included). */
+   buffer: kh + kw vector maxima per pixel instead of kh x kw (SPPF's 5x5: 10 instead of 25). The taps inside X
+   are a range per row and column (pool_taps), not a test per tap. */
 static void max_pool_row_separable(const NchwcMaxPool *p, const float *x, float *y, int64_t oh, float *row) {
     int64_t k0, k1;
     pool_taps(oh, p->sh, p->ph, p->dh, p->kh, p->h, &k0, &k1);
@@ -68,7 +68,7 @@ static void max_pool_row_separable(const NchwcMaxPool *p, const float *x, float 
    in one instruction per tap: x86's max, GREATER(v, m), is v where v > m, else m: vmax's where no tap is
    NaN; and beside it whether any tap was NaN (an unordered compare): a window with a NaN is taken again
    with vmax, whose NaN wins. Each row of the window is one chain and the rows' maxima are taken in row
-   order, which keeps the first of equal taps as the one chain did, so the FMA-free chain waits on 3 + 3
+   order, which keeps the first of equal taps as the one chain did, so a window waits on 3 + 3
    maxima's latencies in a 3x3 window, not 9. vmax's compares and blends, 6 instructions a tap in one
    chain, left ResNet-50's stem pool 1.5x onnxruntime's at AVX2. */
 #if defined(__AVX512F__)
