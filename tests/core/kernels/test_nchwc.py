@@ -90,6 +90,8 @@ CASES = [
     (2, 512, 7, 7, 2048, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, "Relu"),     # layer4's conv3, batch 2
     (1, 2048, 7, 7, 512, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Relu"),    # layer4's conv1: 8 passes
     (1, 128, 28, 28, 128, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, "Relu"),   # layer2's conv2
+    (1, 32, 28, 28, 64, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True, "Relu"),     # layer3's conv2 (thinner): 14-wide
+                                                                                  # rows, tiles of 3 and 2 and 1 pixels
     (1, 24, 56, 56, 144, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "Clip"),    # MobileNetV2's expansion, Clip 0..6
     (2, 960, 7, 7, 160, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), True, None),        # its projection over the residual
     # X beyond 4 MB: the tiles prefetch it
@@ -126,6 +128,33 @@ def test_conv_matches_onnxruntime(nat, n, c, h, w, oc, kernel, strides, pads, di
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     if oc % blk:  # the padding channels hold act(0): zero weights and bias (and Z's zeros); the next conv ignores them
         assert np.all(yb[:, -1, ..., oc % blk:] == (0.5 if act in ("HardSigmoid", "Sigmoid") else 0.0))
+
+
+def _blocked_conv(nat, x, wt, b, kernel, strides, pads, threads):
+    native.set_threads(threads)
+    try:
+        conv = NchwcConv(nat, x.shape, wt.shape[0], kernel, strides=strides, pads=pads, act=RELU)
+        conv.pack(wt, b)
+        xb, yb = blocked_empty(x.shape, nat.nchwc_block), blocked_empty(conv.y_shape, nat.nchwc_block)
+        reorder(nat, x, xb, True).run()
+        conv.call(xb, yb, None).run()
+        return yb
+    finally:
+        native.set_threads(native.default_threads())
+
+
+@pytest.mark.parametrize("c, h, oc, strides", [(32, 28, 64, (2, 2)), (64, 7, 64, (1, 1))])
+def test_a_pixels_sum_does_not_depend_on_its_tile(nat, c, h, oc, strides):
+    """On 2 threads the rows are split into more items, so the edge columns' tiles down a column and the
+    rows' tiles change (a pixel in a tile of 3, 2 or 1): each pixel's sum is the same FMAs in the same
+    order whatever tile computes it, so the output is bit-identical (the executors split rows as they
+    will, tests/e2e/test_samples.py)"""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    wt = (rng.standard_normal((oc, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    one, two = (_blocked_conv(nat, x, wt, b, (3, 3), strides, (1, 1, 1, 1), t) for t in (1, 2))
+    assert np.array_equal(one, two)
 
 
 # (n, c, h, w, oc, kernel, strides, pads, residual, activation) of an NCHW X (planar): stems
@@ -217,3 +246,36 @@ def test_empty_max_pool_is_nothing_to_do(nat, planes, h, w, oh, ow):
     y_before = y.copy()
     nat.nchwc_max_pool_call(x, y, (planes, h, w, oh, ow, 2, 2, 2, 2, 0, 0, 1, 1)).run()
     np.testing.assert_array_equal(y, y_before)
+
+
+def _sequential_max_pool(x, oh, ow, k, s, p):
+    """MaxPool of blocked x [planes][h][w][16] as nchwc_pool.c's vmax takes it: taps in order from -inf,
+    a later tap taken where greater or NaN (so a NaN wins, and of equal taps, -0 and +0, the first stays)"""
+    planes, h, w, blk = x.shape
+    y = np.full((planes, oh, ow, blk), -np.inf, np.float32)
+    for i in range(oh):
+        for j in range(ow):
+            for kh in range(k):
+                for kw in range(k):
+                    ih, iw = i * s - p + kh, j * s - p + kw
+                    if 0 <= ih < h and 0 <= iw < w:
+                        v, m = x[:, ih, iw], y[:, i, j]
+                        y[:, i, j] = np.where((v > m) | np.isnan(v), v, m)
+    return y
+
+
+@pytest.mark.parametrize("k, s, p", [(3, 2, 1), (5, 1, 2)], ids=["resnet-3x3s2", "sppf-5x5s1"])
+def test_max_pool_keeps_nans_and_the_first_of_equal_zeros(nat, k, s, p):
+    """The pool's fast maximum (x86's max and a NaN check) gives what the tap-by-tap vmax gives: a NaN
+    wins wherever it falls in the window, and of -0 and +0 the first tap's stays"""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 9, 9, nat.nchwc_block)) - 1).astype(np.float32)  # many windows of zeros only
+    x[x < -1] = -0.0  # ReLU's output where its input was -0: zeros of both signs
+    x[x < 0] = 0.0
+    x.flat[rng.choice(x.size, 12, replace=False)] = np.nan
+    o = (9 + 2 * p - k) // s + 1
+    y = np.empty((2, o, o, nat.nchwc_block), np.float32)
+    nat.nchwc_max_pool_call(x, y, (2, 9, 9, o, o, k, k, s, s, p, p, 1, 1)).run()
+    want = _sequential_max_pool(x, o, o, k, s, p)
+    np.testing.assert_array_equal(y, want)
+    assert np.array_equal(np.signbit(y), np.signbit(want))
