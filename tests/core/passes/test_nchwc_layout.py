@@ -536,12 +536,13 @@ def c2f_style(opset=17, batch=1, last=24):
 def test_split_add_concat_of_whole_blocks_run_blocked(tmp_path, default_backend, backend, opset):
     """The C2f block is one region: Split, Add and Concat along the blocked tensors' channel blocks (Split's
     parts counted in blocks, as its input from opset 13 or its attribute before), no reorder between them;
-    the Split into 8 + 56 channels reads the region's last conv through a ReorderOutput."""
+    the Split into 8 + 56 channels reads the region's last conv through a ReorderOutput. At batch 1 the
+    blocked Split's parts are runs of its input's blocks: views (compile/build.py), no task."""
     model = c2f_style(opset)
     feeds = {"x": rng.standard_normal((1, 16, 20, 20)).astype(np.float32)}
     got, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds)
     assert [(op, name) for op, name, _ in tasks] == [
-        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "cv1"), ("Split", "split"), ("NchwcConv", "m.cv1"),
+        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "cv1"), ("NchwcConv", "m.cv1"),
         ("NchwcConv", "m.cv2"), ("Add", "m.add"), ("NchwcConv", "side"), ("Concat", "cat"), ("NchwcConv", "cv2"),
         ("ReorderOutput", "cv2.relu:from_nchwc"), ("Split", "uneven")]
     assert_close(got, ort_run(model, feeds))
