@@ -53,6 +53,9 @@ DW_BLOCK_BYTES = 512 << 10
 class Conv(SpatialKernel):
     #: FusedConv: input 3 (Z, the output's shape) is added to the result, before the epilogue
     residual = False
+    #: set on a native blocked conv's NCHW twin (ops/blocked.py): prepare() checks and sets the
+    #: geometry and output metas, and plans nothing to run
+    geometry_only = False
 
     def prepare(self):
         xm, wm = self.x_and_w()
@@ -88,6 +91,9 @@ class Conv(SpatialKernel):
         b = self.consts[2] if len(self.consts) > 2 else None
         self.w_const = w
         self.b_col = None if b is None else b.reshape(oc, 1)
+        if self.geometry_only:
+            self.plan = None
+            return
 
         nat = self.backend.lib
         depthwise = g == c and cg == 1 and g > 1
