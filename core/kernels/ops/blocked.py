@@ -388,17 +388,12 @@ class NchwcMul(_Blocked):
 
 def _plain_kernel(k: _Blocked, op: str, domain: str, metas: list, geometry_only: bool = False):
     """The NCHW op a blocked one computes, planned on numpy with k's attributes (its checks, its output
-    metas, k's numpy plan); its refusals name k. geometry_only (a Conv's, where k runs natively): its
-    checks, output metas and geometry without the numpy plan k never runs (phase layouts sized for
-    nothing: a third of a blocked conv's planning, paid at compile and at load)."""
+    metas, k's numpy plan); its refusals name k. geometry_only (a Conv's, where k runs natively):
+    Conv.geometry, without the numpy plan k never runs."""
     attrs = {key: v for key, v in k.attrs.items() if key != EPILOGUE}
     cls = lookup(op, domain, k.opset, k.name)
+    build = cls.geometry if geometry_only else cls
     try:
-        if not geometry_only:
-            return cls(attrs, metas, k.consts[:len(metas)], opset=k.opset, name=k.name, packs=k.packs, backend=NUMPY)
-        plain = object.__new__(cls)  # float32 only here: no float16 adapter stands in for cls
-        plain.geometry_only = True
-        plain.__init__(attrs, metas, k.consts[:len(metas)], opset=k.opset, name=k.name, packs=k.packs, backend=NUMPY)
-        return plain
+        return build(attrs, metas, k.consts[:len(metas)], opset=k.opset, name=k.name, packs=k.packs, backend=NUMPY)
     except GraphError as e:
         raise k.fail(str(e).removeprefix(f"node '{k.name}' ({cls.op_type}): ")) from None
