@@ -214,5 +214,5 @@ _JSON = (
     '"Xor": {"1": {"axis": [2, false], "broadcast": [2, true]}, "7": {}}'
     '}'
 )
-TABLE = {op: {int(since): {name: tuple(kind) for name, kind in attrs.items()} for since, attrs in versions.items()}
-         for op, versions in json.loads(_JSON).items()}
+TABLE = {op: {int(since): {name: tuple(kind) for name, kind in attrs.items()}
+              for since, attrs in versions.items()} for op, versions in json.loads(_JSON).items()}

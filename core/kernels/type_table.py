@@ -335,5 +335,5 @@ _JSON = (
     '}'
     '}'
 )
-TABLE = {domain: {op: {int(since): tuple(entry) for since, entry in versions.items()} for op, versions in ops.items()}
-         for domain, ops in json.loads(_JSON).items()}
+TABLE = {domain: {op: {int(since): tuple(entry) for since, entry in versions.items()}
+                  for op, versions in ops.items()} for domain, ops in json.loads(_JSON).items()}
