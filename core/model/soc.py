@@ -6,7 +6,6 @@ The AI Core counts are those of the chip as its product documentation gives them
 `Ascend-sim` has no hardware behind it and reports the host's view (no AI Core limit)."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from .errors import GeError
@@ -47,6 +46,7 @@ def check_soc(name: str) -> Soc:
     """The SoC named by --soc_version; a name ATC does not know is an error naming the close ones."""
     if name in SOCS:
         return SOCS[name]
+    import difflib  # here, for the error only: `ge atc` compiled its 83 KB on every run without bytecode
     close = difflib.get_close_matches(name, SOCS, n=4, cutoff=0.6)
     hint = f"did you mean {' or '.join(close)}?" if close else \
         f"known: {', '.join(sorted(s for s in SOCS if s != DEFAULT_SOC))}, or ge's own {DEFAULT_SOC}"

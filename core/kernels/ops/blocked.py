@@ -181,14 +181,14 @@ class NchwcConv(_Blocked):
             zb = self.blocked_meta(3, "Z")
             y_plain = Meta(zb.dtype, (zb.shape[0], oc) + tuple(zb.shape[2:4]))
         metas = [x_plain, wm, self.input_meta(2, "B", optional=True)] + ([y_plain] if self.residual else [])
+        self.nat = self.native_lib() if self.consts[1] is not None else None
+        self.uses_native = self.nat is not None
         self.plain = _plain_kernel(self, "FusedConv" if self.residual else "Conv", GE_DOMAIN if self.residual else "",
-                                   metas)
+                                   metas, geometry_only=self.uses_native)
         y = self.plain.out_metas[0]
         self.out_metas = [Meta(y.dtype, blocked_shape(y.shape))]
         if self.residual and tuple(zm.shape) != self.out_metas[0].shape:
             raise self.fail(f"input 3 (Z) has shape {tuple(zm.shape)}, {self.out_metas[0].shape} expected")
-        self.nat = self.native_lib() if self.consts[1] is not None else None
-        self.uses_native = self.nat is not None
         self.scratch = Scratch()
         if self.uses_native:
             p = self.plain
@@ -386,12 +386,14 @@ class NchwcMul(_Blocked):
         np.multiply(x, gate, out=y)
 
 
-def _plain_kernel(k: _Blocked, op: str, domain: str, metas: list):
+def _plain_kernel(k: _Blocked, op: str, domain: str, metas: list, geometry_only: bool = False):
     """The NCHW op a blocked one computes, planned on numpy with k's attributes (its checks, its output
-    metas, k's numpy plan); its refusals name k."""
+    metas, k's numpy plan); its refusals name k. geometry_only (a Conv's, where k runs natively):
+    Conv.geometry, without the numpy plan k never runs."""
     attrs = {key: v for key, v in k.attrs.items() if key != EPILOGUE}
     cls = lookup(op, domain, k.opset, k.name)
+    build = cls.geometry if geometry_only else cls
     try:
-        return cls(attrs, metas, k.consts[:len(metas)], opset=k.opset, name=k.name, packs=k.packs, backend=NUMPY)
+        return build(attrs, metas, k.consts[:len(metas)], opset=k.opset, name=k.name, packs=k.packs, backend=NUMPY)
     except GraphError as e:
         raise k.fail(str(e).removeprefix(f"node '{k.name}' ({cls.op_type}): ")) from None

@@ -53,6 +53,19 @@ DW_BLOCK_BYTES = 512 << 10
 class Conv(SpatialKernel):
     #: FusedConv: input 3 (Z, the output's shape) is added to the result, before the epilogue
     residual = False
+    #: set by geometry(): prepare() checks and sets the geometry and output metas, and plans nothing to run
+    geometry_only = False
+
+    @classmethod
+    def geometry(cls, *args, **kwargs) -> "Conv":
+        """An instance for its checks, geometry and output metas only, where a kernel that runs natively
+        reads them and never its numpy plan (a native blocked conv's NCHW twin, an int8 conv's float64
+        one): the plan's phase layouts were a third of such a kernel's build, at compile and at load.
+        Float32/float64 only (no float16 adapter stands in for cls)."""
+        conv = object.__new__(cls)
+        conv.geometry_only = True
+        conv.__init__(*args, **kwargs)
+        return conv
 
     def prepare(self):
         xm, wm = self.x_and_w()
@@ -88,6 +101,9 @@ class Conv(SpatialKernel):
         b = self.consts[2] if len(self.consts) > 2 else None
         self.w_const = w
         self.b_col = None if b is None else b.reshape(oc, 1)
+        if self.geometry_only:
+            self.plan = None
+            return
 
         nat = self.backend.lib
         depthwise = g == c and cg == 1 and g > 1

@@ -402,22 +402,31 @@ class _IntegerConv(PlannedKernel):
         b = const_input(self, self.BIAS) if self.has_bias else None
         self.b_is_const = b is not None
         self.conv_metas = [Meta(F64, tuple(xm.shape)), Meta(F64, tuple(wm.shape))] + ([bias] if bias else [])
-        self.conv = self._inner_conv(None, None)
+        self.conv = self._inner_conv(None, None, geometry_only=True)  # plan_conv() plans it where numpy runs it
         out = self.conv.infer()[0]
         self.out = tuple(out.shape)
+        self.xw_dtypes = (xm.dtype, wm.dtype)
+
+    def plan_conv(self, native_ok: bool = True) -> bool:
+        """The native plan where plan_native takes it, else the numpy plan: the float64 Conv planned and
+        the workspace laid out (x, acc, w and b where computed, the Conv's). True for the numpy plan."""
+        self.plan_native(native_ok)
+        if self.qc is not None:
+            return False
+        self.conv = self._inner_conv(None, None)
         self.scratch = Scratch()
-        self.scratch.add("x", xm.shape, F64)
+        self.scratch.add("x", self.conv_metas[0].shape, F64)
         self.scratch.add("acc", self.out, F64)
         if not self.w_is_const:
-            self.scratch.add("w", wm.shape, F64)
-        if self.has_bias and b is None:
-            self.scratch.add("b", (oc,), F64)
+            self.scratch.add("w", self.conv_metas[1].shape, F64)
+        if self.has_bias and not self.b_is_const:
+            self.scratch.add("b", self.conv_metas[2].shape, F64)
         self.scratch.add("conv", (max(self.conv.workspace_nbytes(), 1),), np.uint8)
-        self.xw_dtypes = (xm.dtype, wm.dtype)
+        return True
 
     def plan_native(self, ok: bool = True) -> None:
         """Take the native plan (int8_native.NativeIntConv) when the backend has it, W (and B) are
-        constants, x has one zero point and the conv is 2-D, group 1 or depthwise; it replaces the workspace."""
+        constants, x has one zero point and the conv is 2-D, group 1 or depthwise; it needs no workspace."""
         nat, c = self.backend.lib, self.conv
         depthwise = c.g == c.c == c.oc and c.g > 1 and math.prod(c.kernel) <= 64  # (qgemm.c: up to 64 taps)
         if nat is None or not ok or not self.w_is_const or (self.has_bias and not self.b_is_const) \
@@ -433,13 +442,15 @@ class _IntegerConv(PlannedKernel):
     def run_native(self, xs, ys, v) -> None:
         self.qc.run(xs[self.X], xs[self.XZ] if self.has_xz else None, ys[0], v, self.qout, self.qout_keep)
 
-    def _inner_conv(self, w64, b64):
-        """The float64 Conv on the centered operands (constant W and B when packed)."""
+    def _inner_conv(self, w64, b64, geometry_only: bool = False):
+        """The float64 Conv on the centered operands (constant W and B when packed); geometry_only:
+        Conv.geometry (its checks, output and geometry, which the native plan reads)."""
         attrs = {k: v for k, v in self.attrs.items()
                  if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
         consts = [None, w64] + ([b64] if self.has_bias else [])
-        return lookup("Conv", opset=11)(attrs, self.conv_metas, consts, opset=11, name=self.name, packs=self.packs,
-                                        backend=self.backend)
+        conv = lookup("Conv", opset=11)
+        return (conv.geometry if geometry_only else conv)(attrs, self.conv_metas, consts, opset=11, name=self.name,
+                                                           packs=self.packs, backend=self.backend)
 
     def pack(self):
         if self.qc is not None:
@@ -485,7 +496,7 @@ class ConvInteger(_IntegerConv):
     def prepare(self):
         self.prepare_conv()
         self.out_metas = [Meta(np.dtype(np.int32), self.out)]
-        self.plan_native()
+        self.plan_conv()
 
     def native_out(self, keep):
         return qout(QOUT_I32, keep)
@@ -508,8 +519,8 @@ class QLinearConv(_IntegerConv, _Requantize):
         self.prepare_requant(self, [(1, "x_scale"), (4, "w_scale"), (6, "y_scale")], 7, 4, oc,
                              (-1,) + (1,) * (len(self.out) - 2))
         self.out_metas = [Meta(self.yz_dtype, self.out)]
-        self.scratch.add("t", self.out, F32)
-        self.plan_native(self.constant_requant())
+        if self.plan_conv(self.constant_requant()):
+            self.scratch.add("t", self.out, F32)
 
     def native_out(self, keep):
         return self.requant_out(keep, bias=const_input(self, self.BIAS) if self.has_bias else None)
