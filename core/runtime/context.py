@@ -131,6 +131,7 @@ class ExecutionContext:
         self._bound_out = {i for i, d in enumerate(plan.outputs) if d.nbytes > COPY_OUT_MAX}
         self._out_pool = OutputPool(len(plan.outputs))  # those arrays, written again once the caller drops them
         self._came_back = [0] * len(plan.outputs)  # runs in a row each output's array came back (STEADY)
+        self._pool_bound = [False] * len(plan.outputs)  # the pool's array bound in place by the last run
         self._caller_bound: set[int] = set()  # output allocations a caller's buffers were bound to
         self._last_run: tuple | None = None
         self.run_counts: dict = {}  # copies by the execute() under way (its stats)
@@ -336,11 +337,15 @@ class ExecutionContext:
             self._unbind(allocation)
         self._caller_bound.clear()
         outputs, pending, came_back = [], [], self._came_back
+        pool_bound = self._pool_bound
         for i, d in enumerate(plan.outputs):
             y, again = self._out_pool.take(i, d.shape, d.dtype)
             came_back[i] = came_back[i] + 1 if again else 0
             outputs.append(y)
-            if (came_back[i] >= STEADY or i in self._bound_out) and self._try_bind(d.allocation, y):
+            if again and pool_bound[i] and d.allocation in self._bound:  # where the tasks write already
+                continue
+            pool_bound[i] = (came_back[i] >= STEADY or i in self._bound_out) and self._try_bind(d.allocation, y)
+            if pool_bound[i]:
                 continue
             if d.allocation in self._bound:  # an array of the pool's the caller holds now: planned memory again
                 self._unbind(d.allocation)
