@@ -134,6 +134,8 @@ def ge_outside(job: dict) -> float:
     tasks = [ctx.handle for ctx in contexts]  # held: their views keep the outputs bound to them as they were
     for ctx in contexts:
         ctx.handle = []
+        if ctx._inline is not None:  # run_inline's calls bound by the warm-up (a static If/Loop body's)
+            ctx._inline = ()
     seconds = vs._median_time(call, job["runs"], warmup=5, cpu_time=job["single_thread"])
     del tasks
     api.unload(model_id)
