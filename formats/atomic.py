@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import tempfile
 
 from ge.core.model.errors import FormatError
 
@@ -27,7 +26,7 @@ def write_atomically(path, write, *, label: str | None = None, check=None) -> No
     label = label or path
     directory, base = os.path.split(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=".tmp")
+        fd, tmp = _create_temporary(directory, base)
     except OSError as e:
         raise FormatError(f"{label}: cannot write: {e.strerror or e}") from None
     try:
@@ -46,6 +45,20 @@ def write_atomically(path, write, *, label: str | None = None, check=None) -> No
         if isinstance(e, OSError):
             raise FormatError(f"{label}: cannot write: {e.strerror or e}") from None
         raise
+
+
+def _create_temporary(directory: str, base: str) -> tuple[int, str]:
+    """tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=".tmp"), without importing tempfile
+    (shutil, random and their compression modules: ~8 ms of `ge atc`): a new file, mode 0600."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{base}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {base}")
 
 
 class EarlyWriteback:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 import struct
 
-import ml_dtypes
 import numpy as np
 
+from .om.schema import SMALL_DTYPES
 from .protobuf_wire import FIXED32, FIXED64, LEN, VARINT, WireError, fields, len_field, varint, varint_field
 
 #: TensorProto.DataType -> numpy dtype name (ge's names; "object": strings)
@@ -199,8 +199,11 @@ def _optional(buf, start: int, end: int, kind: str):
 
 
 def _np_dtype(name: str) -> np.dtype:
-    """numpy's dtype of a ge dtype name (ml_dtypes' types by their own names)."""
-    return np.dtype(getattr(ml_dtypes, name, name))
+    """numpy's dtype of a ge dtype name (ml_dtypes' types by their own names, imported for them only)."""
+    if name in SMALL_DTYPES:
+        import ml_dtypes
+        return np.dtype(getattr(ml_dtypes, name))
+    return np.dtype(name)
 
 
 def _dtype(data_type: int) -> str:

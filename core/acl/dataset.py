@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
 import numpy as np
@@ -55,6 +54,8 @@ def run_dataset(model_id: int, paths: list[str], output_dir: str, fmt: str = "NP
 
     written, latencies, stats, events = [], [], [], []
     start = time.perf_counter()
+    if prefetch:
+        from concurrent.futures import ThreadPoolExecutor  # (made for a prefetching run only)
     with ThreadPoolExecutor(1, thread_name_prefix="ge-prefetch") if prefetch else nullcontext() as pool:
         pending = pool.submit(load, groups[0]) if pool else None
         for g, group in enumerate(groups):

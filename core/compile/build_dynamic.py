@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 
 import numpy as np
 
@@ -156,6 +155,7 @@ def share_weights(models: list[GeModel], *const_sets: dict[str, np.ndarray]
     """One blob holding each distinct constant once (by dtype, shape and bytes). Returns the weight
     descs of each const set (the root's, each subgraph's), the blob, and the models rewritten to
     point into it (no weight bytes of their own)."""
+    import hashlib  # (OpenSSL's: loaded by the dynamic models only)
     blob = bytearray()
     placed: dict[tuple, int] = {}
 

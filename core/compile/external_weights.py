@@ -15,7 +15,6 @@ submodel gets a FILE_CONSTANT allocation for each file it reads.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 
 from ..model.dynamic_model import DynamicModel
@@ -96,6 +95,7 @@ class _Layout:
 
     def _place(self, raw, model_name: str) -> tuple[str, int, str]:
         """A file and offset: mode 1 a file per distinct weight, mode 2 one file of 512-byte slots."""
+        import hashlib  # (OpenSSL's: loaded for external weights only)
         sha = hashlib.sha256(raw).hexdigest()
         name = individual_name(sha) if self.mode == INDIVIDUAL else combined_name(model_name)
         f = self.files.setdefault(name, _File(name))

@@ -1,7 +1,6 @@
 """The dtype sets of ONNX type constraints, as numpy dtypes, and the dtypes kernels compute in."""
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 #: the float types by name, as kernels' messages list them (bfloat16 from ml_dtypes)
@@ -13,24 +12,24 @@ INTS = SIGNED | UNSIGNED
 NUMERIC = FLOATS | INTS
 BOOL = frozenset([np.dtype(np.bool_)])
 ALL = NUMERIC | BOOL
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def type_names(types) -> str:
-    return "/".join(sorted(np.dtype(t).name for t in types))
+def type_names(types, names=()) -> str:
+    """dtypes (and dtype names) as messages list them."""
+    return "/".join(sorted([*(np.dtype(t).name for t in types), *names]))
 
 
 def is_float(dtype) -> bool:
     """A float dtype numpy knows (float16/32/64) or bfloat16 (ml_dtypes: numpy's kind 'V')."""
     dtype = np.dtype(dtype)
-    return dtype.kind == "f" or dtype == BFLOAT16
+    return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 def working_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype float formulas are evaluated in: float32 for float16 and bfloat16, float64 for ints
     and bool."""
     dtype = np.dtype(dtype)
-    if dtype == np.float16 or dtype == BFLOAT16:
+    if dtype == np.float16 or dtype.name == "bfloat16":
         return np.dtype(np.float32)
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
@@ -40,11 +39,12 @@ QRANGE = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.
 
 
 # -- the small types (ml_dtypes): bfloat16, float8/float4 formats, 2/4-bit integers ------------------------
-SMALL_FLOATS = frozenset(np.dtype(n) for n in ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-                                               "float8_e5m2fnuz", "float4_e2m1fn", "float8_e8m0fnu"))
-SMALL_INTS = frozenset(np.dtype(n) for n in ("int4", "uint4", "int2", "uint2"))
+# by name: numpy knows them once ml_dtypes is imported (as it is where an array of one exists), an
+# import of 15-20 ms that a model without them never pays
+SMALL_FLOATS = frozenset(("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                          "float4_e2m1fn", "float8_e8m0fnu"))
+SMALL_INTS = frozenset(("int4", "uint4", "int2", "uint2"))
 SMALL = SMALL_FLOATS | SMALL_INTS
-E8M0 = np.dtype("float8_e8m0fnu")
 
 
 def cast_to(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
@@ -55,20 +55,22 @@ def cast_to(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str 
     (a power of two) `round_mode` up/down/nearest picks the exponent. Other targets: numpy's cast."""
     to = np.dtype(to)
     src = np.dtype(x.dtype)
-    if to == E8M0:
-        return _to_e8m0(x.astype(np.float64), saturate, round_mode)
-    if to in SMALL_INTS:
+    if to.name not in SMALL and src.name not in SMALL:
+        return x.astype(to)
+    import ml_dtypes
+    if to.name == "float8_e8m0fnu":
+        return _to_e8m0(x.astype(np.float64), saturate, round_mode).astype(to)
+    if to.name in SMALL_INTS:
         lo, hi = int(ml_dtypes.iinfo(to).min), int(ml_dtypes.iinfo(to).max)
-        v = np.rint(x.astype(np.float64)) if src.kind == "f" or src in SMALL_FLOATS else x
+        v = np.rint(x.astype(np.float64)) if src.kind == "f" or src.name in SMALL_FLOATS else x
         v = v.astype(np.int64)
         return ((v - lo) % (hi - lo + 1) + lo).astype(to)
-    if to in SMALL_FLOATS and to != np.dtype("bfloat16") and saturate:
+    if to.name in SMALL_FLOATS and to.name != "bfloat16" and saturate:
         info = ml_dtypes.finfo(to)
         f = x.astype(np.float32)
         return np.where(np.isnan(f), f, np.clip(f, float(info.min), float(info.max))).astype(to)
-    if src in SMALL or to in SMALL:  # through float32: ml_dtypes has no direct cast between every pair
-        return x.astype(np.float32).astype(to) if src.kind != "b" else x.astype(to)
-    return x.astype(to)
+    # through float32: ml_dtypes has no direct cast between every pair
+    return x.astype(np.float32).astype(to) if src.kind != "b" else x.astype(to)
 
 
 def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
@@ -86,5 +88,5 @@ def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
         e = np.clip(np.nan_to_num(e, nan=np.nan, posinf=127, neginf=-127), -127, 127)
     else:
         e = np.where((e < -127) | (e > 127), np.nan, e)
-    return np.where(np.isnan(x), np.nan, np.exp2(e)).astype(np.float32).astype(E8M0)
+    return np.where(np.isnan(x), np.nan, np.exp2(e)).astype(np.float32)
 

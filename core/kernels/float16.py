@@ -35,7 +35,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-import ml_dtypes
 import numpy as np
 
 from ..model.ir import Meta
@@ -43,8 +42,9 @@ from .base import Kernel
 from .epilogue import ATTR as EPILOGUE, Epilogue
 from .planned import PlannedKernel, Scratch
 
-F16, F32, BF16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
-NARROW = (F16, BF16)
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+#: the narrow float types by name (bfloat16 is ml_dtypes', imported where a model has it)
+NARROW = ("float16", "bfloat16")
 
 #: (domain, op_type) of the kernels whose float16 instances run through their float32 plan
 VIA_FLOAT32 = frozenset({
@@ -91,7 +91,7 @@ FIRST_OUTPUT_ONLY = frozenset({("", "BatchNormalization"), ("", "LayerNormalizat
 
 
 def _wide(m: Meta | None) -> Meta | None:
-    return m if m is None or m.dtype not in NARROW else Meta(F32, tuple(m.shape))
+    return m if m is None or np.dtype(m.dtype).name not in NARROW else Meta(F32, tuple(m.shape))
 
 
 def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype | None:
@@ -100,9 +100,10 @@ def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype 
     key = (cls.domain, cls.op_type)
     if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in ARITHMETIC_VIA_FLOAT32):
         return F16
-    if BF16 in dtypes and F16 not in dtypes and (F32 not in dtypes or key in MIXED) \
+    bf16 = next((d for d in dtypes if d.name == "bfloat16"), None)
+    if bf16 is not None and F16 not in dtypes and (F32 not in dtypes or key in MIXED) \
             and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in BFLOAT16_VIA_FLOAT32):
-        return BF16
+        return bf16
     return None
 
 
@@ -112,7 +113,7 @@ def _output_dtype(cls: type[Kernel], inputs: Sequence[Meta | None], narrow: np.d
     if (cls.domain, cls.op_type) not in MIXED:
         return narrow
     x = inputs[0] if inputs else None
-    return x.dtype if x is not None and x.dtype in NARROW else None
+    return x.dtype if x is not None and np.dtype(x.dtype).name in NARROW else None
 
 
 def _cast(convert, src: np.ndarray, dst: np.ndarray) -> None:
@@ -160,7 +161,7 @@ class Float16ViaFloat32(PlannedKernel):
         # then the float32 model's (the native GEMM takes float32 weights only), and pack() builds it
         # again on the weights converted once
         plan_consts = [_stand_in(c) if c is not None and np.asarray(c).dtype == F16 and (cls.domain, cls.op_type)
-                       in VIA_FLOAT32 else np.asarray(c, F32) if c is not None and np.asarray(c).dtype == BF16 else c
+                       in VIA_FLOAT32 else np.asarray(c, F32) if c is not None and np.asarray(c).dtype.name == "bfloat16" else c
                        for c in consts]
         self.inner_args = (cls, attrs, [_wide(m) for m in inputs],
                            dict(outputs=None if outputs is None else [_wide(m) for m in outputs], opset=opset,
@@ -198,7 +199,7 @@ class Float16ViaFloat32(PlannedKernel):
             and inner.float16_outputs()
         self.half_inputs = inner.float16_inputs(self.half_outputs) if self.narrow == F16 else frozenset()
         self.widened = [i for i, (m, c) in enumerate(zip(self.inputs, self.consts))
-                        if m is not None and m.dtype in NARROW and c is None
+                        if m is not None and np.dtype(m.dtype).name in NARROW and c is None
                         and not (m.dtype == F16 and i in self.half_inputs)]
         self.narrowed = [] if self.half_outputs else narrowed
         self.scratch = Scratch()
@@ -215,7 +216,7 @@ class Float16ViaFloat32(PlannedKernel):
         # (or reads them) as its own
         lib = self.backend.lib
         self.wide_consts = {i: self.shared_pack(("float32",), lambda c: _as_float32(lib, c), c)
-                            for i, c in enumerate(self.consts) if c is not None and np.asarray(c).dtype in NARROW}
+                            for i, c in enumerate(self.consts) if c is not None and np.asarray(c).dtype.name in NARROW}
         consts = [self.wide_consts.get(i, c) for i, c in enumerate(self.consts)]
         if self.stand_ins:  # planned on stand-ins: the same plan again, on the weights
             cls, attrs, metas, how = self.inner_args

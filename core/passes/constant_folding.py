@@ -30,7 +30,7 @@ from collections import deque
 import numpy as np
 
 from ..model.errors import GeError, GraphError, UnsupportedOpError
-from ..model.ir import DTYPES, STRING, Graph, Node
+from ..model.ir import STRING, Graph, Node, is_onnx_dtype
 from ._util import build_kernel, input_meta, set_initializer, unique_name
 from .subgraphs import capture_constants, evaluate, inline_branch, is_control_flow
 
@@ -42,7 +42,6 @@ SHAPED_FOLD_NBYTES = 4 << 10
 SHAPED_FOLD_GROWTH = 4
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                     "Multinomial", "Bernoulli"}
-_DTYPE_SET = set(DTYPES.values())
 
 
 def constant_folding(graph: Graph, stats: dict | None = None) -> Graph:
@@ -168,7 +167,7 @@ def _fold(graph: Graph, node: Node):
     arrays = [np.asarray(r) for r in results]
     if any(node.outputs[len(arrays):]):
         return None  # the kernel does not produce an output somebody names
-    if any(a.dtype not in _DTYPE_SET for a in arrays[:len(node.outputs)]):
+    if any(not is_onnx_dtype(a.dtype) for a in arrays[:len(node.outputs)]):
         return None
     out_nbytes = sum(a.nbytes for a, o in zip(arrays, node.outputs) if o)
     if _too_big(out_nbytes, in_nbytes):
@@ -190,7 +189,7 @@ def _evaluate(graph: Graph, node: Node):
         raise
     except Exception as e:
         raise GraphError(f"{node}: constant folding failed: {type(e).__name__}: {e}") from e
-    if arrays is None or any(not isinstance(a, np.ndarray) or a.dtype not in _DTYPE_SET for a in arrays):
+    if arrays is None or any(not isinstance(a, np.ndarray) or not is_onnx_dtype(a.dtype) for a in arrays):
         return None
     if _too_big(sum(a.nbytes for a in arrays), sum(graph.initializers[i].nbytes for i in ins)):
         return "big"

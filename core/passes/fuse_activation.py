@@ -216,7 +216,7 @@ def _epilogue_dtype(prod: Node, dtype) -> np.dtype:
     float32 and applies it before rounding (kernels/float16.py), so e.g. a float16 export's Conv +
     HardSwish or Conv + SiLU fuses as a float32 one does."""
     dtype = np.dtype(dtype)
-    return np.dtype(np.float32) if dtype in NARROW and (prod.domain, prod.op_type) in VIA_FLOAT32 else dtype
+    return np.dtype(np.float32) if np.dtype(dtype).name in NARROW and (prod.domain, prod.op_type) in VIA_FLOAT32 else dtype
 
 
 def build_epilogue(epilogue: list, meta: Meta, opset: int = 17, name: str = "") -> Callable[[np.ndarray], None]:

@@ -33,6 +33,7 @@ from ..model.ir import Graph, Node, Value
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
+from ..kernels.values import moves_only_ones
 from ._fusion import Matcher, known_dims, same_dim
 from ._util import set_initializer, unique_name
 
@@ -229,8 +230,7 @@ def _moves_only_ones(m: Matcher, t: Node, perm: tuple) -> bool:
     heads, d] -> [1, heads, 1, d], times a constant: the GEMV on heads rows, not a batch of 1-row
     products)."""
     _, shape = m.meta(t.inputs[0])
-    moved = [a for a in perm if known_dims(shape) and shape[a] != 1]
-    return known_dims(shape) and moved == sorted(moved)
+    return known_dims(shape) and moves_only_ones(shape, perm)
 
 
 def _broadcasts_into(c_meta, y_meta, dtype) -> bool:

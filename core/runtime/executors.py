@@ -12,7 +12,6 @@ import os
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -92,14 +91,15 @@ class DataflowExecutor:
         self.timings = timings
 
 
-_pool: ThreadPoolExecutor | None = None
+_pool = None  # the parallel executor's ThreadPoolExecutor, made on its first run
 _pool_lock = threading.Lock()
 
 
-def _shared_pool() -> ThreadPoolExecutor:
+def _shared_pool():
     global _pool
     with _pool_lock:
         if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor  # (its import: ~10 ms of every load)
             # tasks run side by side: one BLAS thread each, or concurrent GEMMs oversubscribe the cores
             _pool = ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="ge-parallel",
                                        initializer=set_local_threads, initargs=(1,))

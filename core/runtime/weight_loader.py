@@ -9,7 +9,6 @@ with the OM's, unless the caller opts out for speed. Every failure is a FormatEr
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 
@@ -105,6 +104,7 @@ class _Hashing:
     """sha256 of each distinct weight range, fed chunk by chunk as the bytes pass."""
 
     def __init__(self, checks: list[WeightCheck]):
+        import hashlib  # OpenSSL's: loaded by the models with external weights only (15-20 ms)
         self.ranges: dict[tuple[int, int, str], tuple] = {}
         for c in checks:
             self.ranges.setdefault((c.offset, c.nbytes, c.sha256), (hashlib.sha256(), c))

@@ -6,7 +6,7 @@ import numpy as np
 
 from ge.core.model.weight_files import name_problem
 
-from .schema import (CHECKSUM_SIZE, DTYPE_TAG, DTYPES, ITEMSIZE, MAX_ARRAY_LEN, MAX_ATTR_DEPTH, MAX_DIM, MAX_INT, MAX_RANK,
+from .schema import (CHECKSUM_SIZE, DTYPE_TAG, DTYPES, known_dtype, ITEMSIZE, MAX_ARRAY_LEN, MAX_ATTR_DEPTH, MAX_DIM, MAX_INT, MAX_RANK,
                      NDARRAY_TAG, STRING_DTYPE)
 
 
@@ -66,7 +66,7 @@ def decode_attr(v, where: str = "attribute", depth: int = 0):
         if NDARRAY_TAG in v:
             return _ndarray(v, where)
         if DTYPE_TAG in v:
-            if len(v) != 1 or type(v[DTYPE_TAG]) is not str or v[DTYPE_TAG] not in DTYPES:
+            if len(v) != 1 or not known_dtype(v[DTYPE_TAG]):
                 raise Bad(f"{where}: malformed dtype value {show(v)}")
             return np.dtype(v[DTYPE_TAG])
         return attr_map(v, where, depth)
@@ -161,7 +161,7 @@ class Fields:
     def dtype(self, key: str, strings: bool = False) -> str:
         """A dtype name; `strings`: "object" (string tensors) allowed there."""
         v = self.get(key)
-        if type(v) is not str or (v not in DTYPES and not (strings and v == STRING_DTYPE)):
+        if not known_dtype(v) and not (strings and v == STRING_DTYPE):
             allowed = DTYPES + ((STRING_DTYPE,) if strings else ())
             raise Bad(f"{self.where}: dtype {show(v)} is not one of {', '.join(allowed)}")
         return v

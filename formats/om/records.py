@@ -15,7 +15,7 @@ from ge.core.model.ge_model import ALLOCATION_KINDS, WEIGHT_ID
 
 from ..aipp_config import AippConfig
 from .decode import Bad, attr_map, clip, show, tname
-from .schema import (BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, DTYPES, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT,
+from .schema import (BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, DTYPES, known_dtype, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT,
                      MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE)
 
 _MISSING = object()
@@ -101,7 +101,7 @@ class Sha256Hex(Field):
 
 class DType(Field):
     def check(self, v):
-        if type(v) is not str or v not in DTYPES:
+        if not known_dtype(v):
             raise Invalid(f": dtype {show(v)} is not one of {', '.join(DTYPES)}")
         return v
 

@@ -13,6 +13,8 @@ Every limit below is checked by the reader before it allocates anything.
 """
 from __future__ import annotations
 
+import importlib
+
 MAGIC = b"IMOD"
 FORMAT_VERSION = (1, 9)  # (major, minor): readers refuse a newer major, accept a newer minor
 # 1.9 checks the model data with header "body_checksum" (xxh3_128) instead of "checksum" (sha256,
@@ -66,6 +68,19 @@ SMALL_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "
                 "float8_e8m0fnu", "int4", "uint4", "int2", "uint2")
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
           "uint8", "uint16", "uint32", "uint64", "bool") + SMALL_DTYPES
+
+
+def known_dtype(name) -> bool:
+    """`name` is a dtype an OM may name. A small type's name loads ml_dtypes first: numpy learns those
+    names from it (np.dtype("bfloat16")), and a model of numpy's types never pays its import (15-20 ms)."""
+    if type(name) is not str:
+        return False
+    if name in SMALL_DTYPES:
+        importlib.import_module("ml_dtypes")  # (registers the names with numpy)
+        return True
+    return name in DTYPES
+
+
 #: string tensors (arrays of Python str): dynamic OMs' inputs, outputs, node dtypes, string constants
 #: and attribute values only; never a weight or a static tensor (no layout)
 STRING_DTYPE = "object"

@@ -7,9 +7,7 @@ into the same folder, or the same model compiled again) is kept, not written aga
 """
 from __future__ import annotations
 
-import hashlib
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ge.core.model.errors import FormatError
@@ -40,6 +38,7 @@ def write_weight_files(plans: list[WeightFilePlan], folder: str | os.PathLike) -
     make_folder(folder, what="weight folder")
     if not os.path.isdir(folder):
         raise FormatError(f"{folder}: the weight folder is not a directory")
+    from concurrent.futures import ThreadPoolExecutor  # (imported by the models with weight files only)
     with ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="ge-weight-writer") as pool:
         written = list(pool.map(lambda plan: _write_one(plan, folder), plans))
     # a combined file written anew may hold other bytes than before: its old entries go
@@ -84,7 +83,7 @@ def _holds(path: str, plan: WeightFilePlan) -> bool:
                 return False
             for offset, sha, data in plan.pieces:
                 f.seek(offset)
-                digest, left = hashlib.sha256(), len(data)
+                digest, left = _sha256(), len(data)
                 while left:
                     chunk = f.read(min(left, _READ_CHUNK))
                     if not chunk:
@@ -96,3 +95,8 @@ def _holds(path: str, plan: WeightFilePlan) -> bool:
     except OSError:
         return False
     return True
+
+
+def _sha256():
+    import hashlib  # OpenSSL's (fast on big data): loaded by the models with weight files only
+    return hashlib.sha256()

@@ -419,6 +419,13 @@ def test_atc_imports_no_runtime(tmp_path):
     assert not {m for m in mods if m.split(".")[0] == "rich"}  # its lines are plain: no table, no rich
     # onnx's messages and C++ checks, not its package (core/model/onnx_proto.py)
     assert "onnx" not in mods and "onnx.onnx_cpp2py_export" in mods
+    assert not mods & NOT_FOR_NUMPY_TYPES, sorted(mods & NOT_FOR_NUMPY_TYPES)
+
+
+#: what a model of numpy's own types compiles and loads without (issue 31's setup: each an import
+#: of 8-20 ms in every process): ml_dtypes (the small types), OpenSSL's hashlib (external weight
+#: files only), tempfile (formats/atomic.py names its own) and the thread pool (made on first use)
+NOT_FOR_NUMPY_TYPES = {"ml_dtypes", "_hashlib", "tempfile", "concurrent.futures"}
 
 
 def test_loading_an_om_imports_only_the_families_it_uses(compiled):
@@ -430,6 +437,7 @@ def test_loading_an_om_imports_only_the_families_it_uses(compiled):
     loaded = {m.rsplit(".", 1)[1] for m in mods if m.startswith("ge.core.kernels.")} & families
     assert loaded == {"conv", "fused_elementwise", "elementwise"}, sorted(loaded)
     assert not {m for m in mods if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx"))}
+    assert not mods & NOT_FOR_NUMPY_TYPES, sorted(mods & NOT_FOR_NUMPY_TYPES)
 
 
 # -- 8. ge run --help says where dumps go, and what --debug does ----------------------------------------

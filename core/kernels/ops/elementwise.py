@@ -36,6 +36,8 @@ class Elementwise(Kernel):
     """Shared by the family: dtype checks, broadcast shape, compute() through run()."""
     #: dtypes the data inputs may have (ONNX type constraint T)
     types: frozenset = NUMERIC
+    #: and the small types (ml_dtypes') they may have, by name (dtypes.SMALL)
+    small_types: frozenset = frozenset()
     #: indices of the inputs that share T (None: all present inputs)
     data_inputs: tuple | None = None
     #: fixed output dtype (comparisons: bool); None: the data inputs' dtype
@@ -60,8 +62,9 @@ class Elementwise(Kernel):
         self.dtype = np.dtype(self.inputs[data[0]].dtype)
         for i in data:
             dt = np.dtype(self.inputs[i].dtype)
-            if dt not in self.types:
-                raise self.fail(f"input {i} has dtype {dt.name}; {self.op_type} takes {type_names(self.types)}")
+            if dt not in self.types and dt.name not in self.small_types:
+                raise self.fail(f"input {i} has dtype {dt.name}; {self.op_type} takes "
+                                f"{type_names(self.types, self.small_types)}")
             if dt != self.dtype:
                 raise self.fail(f"inputs have different dtypes ({self.dtype.name} and {dt.name})")
         self.shape = self.broadcast([self.input_shape(i) for i in present])
@@ -932,7 +935,8 @@ class Cast(Unary):
     (bfloat16, float8/float4, 2/4-bit ints) as the spec defines them (dtypes.cast_to: `saturate`
     and Cast-24's `round_mode`)."""
     shape_agnostic = True
-    types = ALL | SMALL
+    types = ALL
+    small_types = SMALL
 
     def setup(self):
         to = self.attr("to")
@@ -948,7 +952,7 @@ class Cast(Unary):
         self.setup_small()
 
     def setup_small(self):
-        self.small = self.dtype in SMALL or self.out_dtype in SMALL
+        self.small = self.dtype.name in SMALL or self.out_dtype.name in SMALL
         self.saturate = bool(int(self.attr("saturate", 1)))
         self.round_mode = text(self.attr("round_mode", "up"))
         if self.round_mode not in ("up", "down", "nearest"):
@@ -964,7 +968,6 @@ class Cast(Unary):
 @register("CastLike", since=15)
 class CastLike(Cast):
     shape_agnostic = True
-    types = ALL | SMALL
     data_inputs = (0,)
     min_inputs = max_inputs = 2
 
@@ -977,7 +980,7 @@ class CastLike(Cast):
 
     def setup(self):
         target = np.dtype(self.inputs[1].dtype)
-        if target not in ALL | SMALL:
+        if target not in ALL and target.name not in SMALL:
             raise self.fail(f"cannot cast to {target.name}")
         self.out_dtype = target
         self.setup_small()

@@ -14,14 +14,14 @@ same rank as x, axis dim ceil(D / block_size)). Constant ones are folded in prep
 """
 from __future__ import annotations
 
+import functools
 import math
 
-import ml_dtypes
 import numpy as np
 
 from ...model.ir import Meta
 from ...model.ir import DTYPES
-from ..dtypes import BFLOAT16, QRANGE, SMALL_FLOATS, SMALL_INTS, cast_to
+from ..dtypes import QRANGE, SMALL, SMALL_FLOATS, cast_to
 from ..planned import PlannedKernel, Scratch
 from .int8_native import NativeIntConv, qout, requant_kind
 from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
@@ -34,12 +34,20 @@ F64 = np.dtype(np.float64)
 #: float4e2m1 in 23, 2-bit ints in 25)
 _QTYPES = ((10, ("uint8", "int8")), (19, ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")),
            (21, ("uint16", "int16", "uint4", "int4")), (23, ("float4_e2m1fn",)), (25, ("uint2", "int2")))
-#: ONNX element types QuantizeLinear-21's output_dtype may name, and ge supports
-OUTPUT_DTYPES = {k: v for k, v in DTYPES.items() if v.name in {n for _, names in _QTYPES for n in names}}
+#: the float types of x, scales and outputs from opset 19 (bfloat16 by name: ml_dtypes' is imported
+#: where a model has it)
+_FLOATS_19 = ("float16", "bfloat16")
 
 
-def quantized_types(opset: int) -> tuple[np.dtype, ...]:
-    return tuple(np.dtype(n) for since, names in _QTYPES if opset >= since for n in names)
+@functools.cache
+def output_dtypes() -> dict[int, np.dtype]:
+    """ONNX element types QuantizeLinear-21's output_dtype may name, and ge supports."""
+    return {k: v for k, v in DTYPES.items() if v.name in {n for _, names in _QTYPES for n in names}}
+
+
+def quantized_types(opset: int) -> tuple[str, ...]:
+    """The names of the quantized types at `opset`."""
+    return tuple(n for since, names in _QTYPES if opset >= since for n in names)
 
 
 class Param:
@@ -85,6 +93,7 @@ class Param:
 
 
 def _irange(dt) -> tuple[int, int]:
+    import ml_dtypes  # (its iinfo knows the 2/4-bit ints)
     info = ml_dtypes.iinfo(dt)
     return int(info.min), int(info.max)
 
@@ -119,28 +128,26 @@ class QuantizeLinear(PlannedKernel):
     def prepare(self):
         xm, sm = input_meta(self, 0, "x"), input_meta(self, 1, "y_scale")
         zm = input_meta(self, 2, "")
-        allowed_x = (np.float32, np.int32) + ((np.float16, BFLOAT16) if self.opset >= 19 else ())
-        if xm.dtype not in allowed_x:
-            raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
-                            f"at opset {self.opset}")
-        if sm.dtype not in ((np.float32, np.float16, BFLOAT16, np.int32) if self.opset >= 19 else (np.float32,)):
+        allowed_x = ("float32", "int32") + (_FLOATS_19 if self.opset >= 19 else ())
+        if np.dtype(xm.dtype).name not in allowed_x:
+            raise self.fail(f"x has type {xm.dtype}; {', '.join(allowed_x)} expected at opset {self.opset}")
+        if np.dtype(sm.dtype).name not in (("float32", "int32") + _FLOATS_19 if self.opset >= 19 else ("float32",)):
             raise self.fail(f"y_scale has type {sm.dtype}")
         out_attr = int(self.attr("output_dtype", 0)) if self.opset >= 21 else 0
         if zm is not None:
             dt = zm.dtype
-            if out_attr and OUTPUT_DTYPES.get(out_attr) != dt:
+            if out_attr and output_dtypes().get(out_attr) != dt:
                 raise self.fail(f"output_dtype={out_attr} differs from y_zero_point's type {dt}")
         elif out_attr:
-            if out_attr not in OUTPUT_DTYPES:
+            if out_attr not in output_dtypes():
                 raise self.fail(f"output_dtype={out_attr} is not supported "
-                                f"({', '.join(d.name for d in OUTPUT_DTYPES.values())})")
-            dt = OUTPUT_DTYPES[out_attr]
+                                f"({', '.join(d.name for d in output_dtypes().values())})")
+            dt = output_dtypes()[out_attr]
         else:
             dt = np.dtype(np.uint8)
         allowed_y = quantized_types(self.opset)
-        if dt not in allowed_y:
-            raise self.fail(f"output type {dt} is not supported at opset {self.opset} "
-                            f"({', '.join(np.dtype(t).name for t in allowed_y)})")
+        if np.dtype(dt).name not in allowed_y:
+            raise self.fail(f"output type {dt} is not supported at opset {self.opset} ({', '.join(allowed_y)})")
         xs = tuple(xm.shape)
         axis = int(self.attr("axis", 1)) if self.opset >= 13 else 1
         block = int(self.attr("block_size", 0)) if self.opset >= 21 else 0
@@ -150,7 +157,7 @@ class QuantizeLinear(PlannedKernel):
         self.pz = None if zm is None else Param(self, "y_zero_point", zm.shape, xs, axis, block)
         # a float8/float4 output is the saturating (or not) cast of x / scale + zero point; an integer
         # one is rounded half to even and clipped to its range
-        self.to_float = dt in SMALL_FLOATS
+        self.to_float = np.dtype(dt).name in SMALL_FLOATS
         self.saturate = bool(int(self.attr("saturate", 1))) if self.opset >= 19 else True
         self.lo, self.hi = (None, None) if self.to_float else QRANGE.get(dt) or _irange(dt)
         self.out_metas = [Meta(dt, xs)]
@@ -192,16 +199,15 @@ class DequantizeLinear(PlannedKernel):
     def prepare(self):
         xm, sm = input_meta(self, 0, "x"), input_meta(self, 1, "x_scale")
         zm = input_meta(self, 2, "")
-        allowed_x = quantized_types(self.opset) + (np.dtype(np.int32),)
-        if xm.dtype not in allowed_x:
-            raise self.fail(f"x has type {xm.dtype}; {', '.join(np.dtype(t).name for t in allowed_x)} expected "
-                            f"at opset {self.opset}")
-        if sm.dtype not in ((np.float32, np.float16, BFLOAT16) if self.opset >= 19 else (np.float32,)):
+        allowed_x = quantized_types(self.opset) + ("int32",)
+        if np.dtype(xm.dtype).name not in allowed_x:
+            raise self.fail(f"x has type {xm.dtype}; {', '.join(allowed_x)} expected at opset {self.opset}")
+        if np.dtype(sm.dtype).name not in (("float32",) + _FLOATS_19 if self.opset >= 19 else ("float32",)):
             raise self.fail(f"x_scale has type {sm.dtype}")
         out_attr = int(self.attr("output_dtype", 0)) if self.opset >= 23 else 0
         if out_attr and out_attr not in (1, 10, 16):
             raise self.fail(f"output_dtype={out_attr} is not supported (float, float16, bfloat16)")
-        dt = {1: F32, 10: np.dtype(np.float16), 16: BFLOAT16}.get(out_attr, sm.dtype)
+        dt = DTYPES[out_attr] if out_attr else sm.dtype
         xs = tuple(xm.shape)
         axis = int(self.attr("axis", 1)) if self.opset >= 13 else 1
         block = int(self.attr("block_size", 0)) if self.opset >= 21 else 0
@@ -220,7 +226,7 @@ class DequantizeLinear(PlannedKernel):
                 self.scratch.add("z", xs, zm.dtype)
         s = const_input(self, 1)
         self.s = None if s is None else self.ps.expand(np.asarray(s, F32))
-        small = xm.dtype in SMALL_FLOATS or xm.dtype in SMALL_INTS
+        small = np.dtype(xm.dtype).name in SMALL
         zt = F32 if small or xm.dtype.kind == "f" else np.int32
         self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z).astype(zt))
 

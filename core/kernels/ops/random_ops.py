@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.ir import DTYPES, Meta
-from ..dtypes import BFLOAT16
 from ..planned import Scratch
 from ..planned import PlannedKernel
 from ..registry import register
@@ -142,7 +141,7 @@ class Bernoulli(_Random):
         v = self.views(ws)
         u, m = v["u"], v["m"]
         self.rng.random(out=u)
-        p = xs[0] if xs[0].dtype != BFLOAT16 else xs[0].astype(np.float32)  # (numpy cannot compare bfloat16)
+        p = xs[0] if xs[0].dtype.name != "bfloat16" else xs[0].astype(np.float32)  # (numpy cannot compare bfloat16)
         np.less(u, p, out=m)
         np.copyto(ys[0], m, casting="unsafe")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model.ir import DTYPES
+from ...model.ir import DTYPES, is_onnx_dtype
 from ..base import Kernel
 
 
@@ -46,6 +46,6 @@ class ShapeKernel(Kernel):
                 raise self.fail(f"attribute '{key}' has unsupported element type {value.data_type}")
             value = numpy_helper.to_array(value)
         value = np.asarray(value)
-        if value.dtype not in DTYPES.values():
+        if not is_onnx_dtype(value.dtype):
             raise self.fail(f"attribute '{key}' has unsupported dtype {value.dtype}")
         return value

@@ -18,7 +18,7 @@ from ...model.ir import Meta
 from ..native import CallCache, run_for_threads
 from ..registry import register
 from .shape_kernel import ShapeKernel
-from ..values import ints, text, view_as
+from ..values import ints, moves_only_ones, text, view_as
 
 
 def _at(axis: int, index, rank: int) -> tuple:
@@ -50,9 +50,8 @@ class Transpose(StaticInputKernel):
         perm = self.attr("perm")
         self.perm_attr = None if perm is None else ints(perm)
         self.perm = None if self.in_shape() is None else self.perm_for(len(self.in_shape()))
-        if self.perm is not None:  # moving only axes of size 1 keeps the elements' order: a view (a decoding
-            moved = [a for a in self.perm if self.in_shape()[a] != 1]  # step's [1, 1, heads, d] -> [1, heads, 1, d])
-            self.alias = moved == sorted(moved)
+        if self.perm is not None:
+            self.alias = moves_only_ones(self.in_shape(), self.perm)
 
     def perm_for(self, rank: int) -> list[int]:
         perm = list(range(rank))[::-1] if self.perm_attr is None else self.perm_attr
