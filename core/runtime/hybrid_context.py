@@ -112,6 +112,17 @@ class _StaticBody:
         self.last = [None] * self.count
 
 
+class BoundBody:
+    """A static body bound for a Loop or Scan kernel that iterates it itself (control_flow.py's
+    bound_body): `inputs`, one writable view per body input (None where the body does not read
+    it); `outputs`, views of its output buffers; `run()`, one iteration on what the inputs hold
+    (`calls`, its tasks' calls in a row once the first run bound them; `runs`, how many ran)."""
+    __slots__ = ("inputs", "outputs", "run", "calls", "runs")
+
+    def __init__(self, inputs: list, outputs: list):
+        self.inputs, self.outputs, self.run, self.calls, self.runs = inputs, outputs, None, None, 0
+
+
 class HybridContext:
     def __init__(self, model):  # a HybridModel (hybrid.py)
         self.model, self.device = model, model.device
@@ -124,6 +135,7 @@ class HybridContext:
         self._on_host = [d.on_host for d in dyn.inputs]
         self._kernel_state = kernel_state()  # entered by one run at a time
         self._flow_calls: dict[int, tuple] = {}  # control flow: each node's subgraph calls, made once
+        self._bound: list[BoundBody] = []  # control flow: the bodies bound by the node running (their runs)
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
         self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
@@ -400,7 +412,10 @@ class HybridContext:
         try:
             results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
         finally:
-            self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches
+            runs = sum(b.runs for b in self._bound)  # the bound bodies' runs: each one subgraph run, one launch
+            self._bound.clear()
+            self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches + runs
+            self.counters["subgraph_runs"] += runs
         self._keep(node.outputs, results)
         self.counters["nodes_run"] += 1
 
@@ -432,6 +447,44 @@ class HybridContext:
                 raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
             counters["subgraph_runs"] += 1
             return outs
+
+        def bound() -> BoundBody | None:
+            """The body bound for a Loop or Scan that iterates it itself (control_flow.py): its
+            input and output views, and a run of its tasks checked as a call is (deadline, errors)."""
+            if child.static_body is None:
+                child.static_body = _StaticBody.of(child) or False
+            body = child.static_body
+            if not body:
+                return None
+            body.forget_inputs()  # what the kernel writes into the views passes by the call's check
+            inputs = [None] * body.count
+            for k, _, view in body.inputs:
+                inputs[k] = view
+            sub, b = body.sub, BoundBody(inputs, list(body.outputs))
+            self._bound.append(b)  # its runs are counted when the node's run ends
+
+            def run() -> None:
+                if self.deadline is not None and time.perf_counter() > self.deadline[0]:
+                    raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
+                                      f"{self.deadline[1]} s")
+                try:
+                    if b.calls is None:  # the first run binds the tasks' calls (run_inline's path)
+                        sub.run_inline()
+                        b.calls = sub.inline_calls() or ()
+                    elif b.calls:
+                        try:
+                            for c in b.calls:
+                                c()
+                        except Exception:  # run again the way that names the failing node (the body's inputs hold)
+                            sub.run_inline()
+                    else:  # (observed, or its tasks are run another way: each run as a call's)
+                        sub.run_inline()
+                except GeError as e:
+                    raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
+                b.runs += 1
+            b.run = run
+            return b
+        call.bound = bound
         return call
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------

@@ -9,6 +9,13 @@ valid until its next call (a static body hands them out without a copy): a kerne
 output into its stacked result as it comes, and its own results may be such views too (the caller
 copies them into the node's outputs at once).
 
+A body the runtime runs as one static submodel also offers `body.bound()`: the views
+its inputs are copied into and its outputs are read from (fixed while the node runs) and `run()`,
+its tasks alone. Loop and Scan iterate such a body without a call per iteration: they copy the
+scan slices and the carried state straight into its input views and each scan output straight
+into its slice of the stacked result, and check shapes once, before the first iteration (a
+Scan's step then costs its kernels and a few copies, not a subgraph call).
+
 Output shapes depend on running the subgraphs (a branch taken, a trip count, a condition), so
 infer() raises: the compiler routes these nodes to the hybrid executor.
 """
@@ -25,6 +32,30 @@ from ..base import Kernel
 from ..registry import register
 
 Body = Callable[[list], list]
+
+
+def bound_body(body: Body, count: int, values: list, n_outputs: int):
+    """The body bound, when the runtime binds it and `values` (one per body input: an array, or
+    None for one the caller writes per iteration) fit its input views exactly; those values are
+    copied in. The runtime's object (core/runtime/hybrid_context.py's BoundBody) has `inputs`, a
+    writable view per body input (None where the body does not read it), `outputs`, views of its
+    output buffers, and `run()`, one iteration on what the input views hold. None: the body runs
+    call by call (that path names what does not fit)."""
+    bind = getattr(body, "bound", None)
+    b = bind() if bind is not None else None
+    if b is None or len(b.inputs) != count or len(b.outputs) != n_outputs:
+        return None
+    for view, x in zip(b.inputs, values):
+        if view is not None and x is not None and not _fits(x, view):
+            return None
+    for view, x in zip(b.inputs, values):
+        if view is not None and x is not None:
+            np.copyto(view, x)
+    return b
+
+
+def _fits(x, view: np.ndarray) -> bool:
+    return type(x) is np.ndarray and x.shape == view.shape and x.dtype == view.dtype
 
 
 class ControlFlow(Kernel):
@@ -163,6 +194,10 @@ class Loop(ControlFlow):
         body, n = bodies[0], self.carried
         limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
         go = True if cond is None else bool(self.scalar(cond, "input cond"))
+        if go and limit != 0:
+            fast = self.bound_loop(body, limit, carried, captured)
+            if fast is not None:
+                return fast
         scans = [Stacked(self, 0, f"scan output {k}", expected=limit) for k in range(self.num_outputs - n)]
         i, going = 0, _constant(True)  # one array while it holds: a body copies it in once
         while go and (limit is None or i < limit):
@@ -179,6 +214,55 @@ class Loop(ControlFlow):
             templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
                                      [None] * (1 + n) + templates)[1 + n:]
         return carried + [scan.result(i, t) for scan, t in zip(scans, templates)]
+
+
+    def bound_loop(self, body: Body, limit: int | None, carried: list, captured: list) -> list | None:
+        """The loop on a bound static body (None: it is not one, or the values do not fit it): the
+        iteration number and the carried state written into its input views, the state copied from
+        its outputs back into them after each iteration, each scan output into its slice of a
+        stacked result that doubles when full."""
+        n, n_scans = self.carried, self.num_outputs - self.carried
+        b = bound_body(body, 2 + n + len(captured), [None, None, *carried, *captured], 1 + n + n_scans)
+        if b is None:
+            return None
+        i_view, cond_view = b.inputs[0], b.inputs[1]
+        going, state = b.outputs[0], b.outputs[1:1 + n]
+        if (i_view is not None and not (i_view.size == 1 and i_view.dtype.kind in "iu")) or going.size != 1 \
+                or (cond_view is not None and cond_view.size != 1):
+            return None  # odd declarations: the call-by-call path checks them
+        back = []  # (input view, output view) of each carried value the body reads
+        for view, out in zip(b.inputs[2:2 + n], state):
+            if view is not None:
+                if out.shape != view.shape or out.dtype != view.dtype:
+                    return None  # state whose shape changes: not one static body
+                back.append((view, out))
+        if cond_view is not None:
+            cond_view[...] = True  # (an iteration runs only while the condition holds)
+        parts = b.outputs[1 + n:]
+        room = min(limit or 16, max(16, Stacked.FIRST_BYTES // max(max((p.nbytes for p in parts), default=1), 1)))
+        stacks = [np.empty((room,) + p.shape, p.dtype) for p in parts]
+        copyto, run, i = np.copyto, b.run, 0
+        while limit is None or i < limit:
+            if i_view is not None:
+                i_view.fill(i)
+            run()
+            if i == room:  # full: twice the room
+                room *= 2
+                stacks = [_grown(a, room) for a in stacks]
+            for a, p in zip(stacks, parts):
+                copyto(a[i, ...], p)
+            i += 1
+            if not going:
+                break
+            for view, out in back:
+                copyto(view, out)
+        return list(state) + [a[:i] for a in stacks]
+
+
+def _grown(a: np.ndarray, room: int) -> np.ndarray:
+    grown = np.empty((room,) + a.shape[1:], a.dtype)
+    grown[:len(a)] = a
+    return grown
 
 
 def _constant(value) -> np.ndarray:
@@ -218,6 +302,10 @@ class _ScanBase(ControlFlow):
             raise self.fail(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
         steps = lengths.pop()
         n = len(states)
+        if steps:
+            fast = self.bound_scan(states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs)
+            if fast is not None:
+                return fast
         outputs = [Stacked(self, a, f"scan output {k}", steps, reverse=bool(d))
                    for k, (a, d) in enumerate(zip(out_axes, out_dirs))]
         lead = [(slice(None),) * a for a in in_axes]  # a slice is a view: the body copies it in
@@ -231,6 +319,50 @@ class _ScanBase(ControlFlow):
             slices = [np.zeros(np.shape(x)[:a] + np.shape(x)[a + 1:], np.asarray(x).dtype) for x, a in zip(scans, in_axes)]
             templates = self.dry_run(body, [*states, *slices, *captured], [None] * n + templates)[n:]
         return list(states) + [out.result(steps, t) for out, t in zip(outputs, templates)]
+
+
+    def bound_scan(self, states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs) -> list | None:
+        """The scan on a bound static body (None: it is not one, or the values do not fit it): each
+        scan input seen with its scan axis first (reversed where its direction is 1), its slice of
+        a step copied into the body's input view; each scan output into its slice of the result,
+        seen likewise; the state copied from the body's outputs back into its input views."""
+        n, m = len(states), len(scans)
+        b = bound_body(body, n + m + len(captured), [*states, *([None] * m), *captured], n + len(out_axes))
+        if b is None:
+            return None
+        feeds = []  # (input view, the scan input with its scan axis first, in the order of the steps)
+        for x, a, d, view in zip(scans, in_axes, in_dirs, b.inputs[n:n + m]):
+            if view is None:
+                continue
+            x = np.moveaxis(np.asarray(x), a, 0)
+            if x.shape[1:] != view.shape or x.dtype != view.dtype:
+                return None
+            feeds.append((view, x[::-1] if d else x))
+        back = []
+        for view, out in zip(b.inputs[:n], b.outputs[:n]):
+            if view is not None:
+                if out.shape != view.shape or out.dtype != view.dtype:
+                    return None  # state whose shape changes: not one static body
+                back.append((view, out))
+        results, stacks = [], []  # each scan output's result, and its steps' slices in the order of the steps
+        for k, (part, a, d) in enumerate(zip(b.outputs[n:], out_axes, out_dirs)):
+            a = a + part.ndim + 1 if a < 0 else a
+            if not 0 <= a <= part.ndim:
+                raise self.fail(f"scan output {k}: axis {out_axes[k]} is out of range for a result of rank {part.ndim + 1}")
+            result = np.empty(part.shape[:a] + (steps,) + part.shape[a:], part.dtype)
+            slices = np.moveaxis(result, a, 0)
+            results.append(result)
+            stacks.append((part, slices[::-1] if d else slices))
+        copyto, run = np.copyto, b.run
+        for t in range(steps):
+            for view, x in feeds:
+                copyto(view, x[t])
+            run()
+            for part, slices in stacks:
+                copyto(slices[t, ...], part)
+            for view, out in back:
+                copyto(view, out)
+        return list(b.outputs[:n]) + results
 
 
 @register("Scan", since=9)
