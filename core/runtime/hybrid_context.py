@@ -115,12 +115,38 @@ class _StaticBody:
 class BoundBody:
     """A static body bound for a Loop or Scan kernel that iterates it itself (control_flow.py's
     bound_body): `inputs`, one writable view per body input (None where the body does not read
-    it); `outputs`, views of its output buffers; `run()`, one iteration on what the inputs hold
-    (`calls`, its tasks' calls in a row once the first run bound them; `runs`, how many ran)."""
-    __slots__ = ("inputs", "outputs", "run", "calls", "runs")
+    it); `outputs`, views of its output buffers; run(), one iteration on what the inputs hold,
+    checked as a subgraph call is (the deadline; an error names the node and the subgraph).
+    `calls`: its tasks' calls in a row once the first run bound them; `runs`: how many ran."""
 
-    def __init__(self, inputs: list, outputs: list):
-        self.inputs, self.outputs, self.run, self.calls, self.runs = inputs, outputs, None, None, 0
+    def __init__(self, body: _StaticBody, caller: "HybridContext", node: DynNode, key: str):
+        self.inputs = [None] * body.count
+        for k, _, view in body.inputs:
+            self.inputs[k] = view
+        self.outputs = list(body.outputs)
+        self.sub, self.caller, self.where = body.sub, caller, f"node '{node.name}' ({node.op_type})"
+        self.key, self.calls, self.runs = key, None, 0
+
+    def run(self) -> None:
+        deadline = self.caller.deadline
+        if deadline is not None and time.perf_counter() > deadline[0]:
+            raise DeviceError(f"{self.where}: the run took longer than its timeout of {deadline[1]} s")
+        try:
+            calls = self.calls
+            if calls is None:  # the first run binds the tasks' calls (run_inline's path)
+                self.sub.run_inline()
+                self.calls = self.sub.inline_calls() or ()
+            elif calls:
+                try:
+                    for c in calls:
+                        c()
+                except Exception:  # run again the way that names the failing node (the body's inputs hold)
+                    self.sub.run_inline()
+            else:  # (observed, or its tasks run another way: each run as a call's)
+                self.sub.run_inline()
+        except GeError as e:
+            raise type(e)(f"{self.where} subgraph '{self.key}': {e}") from e
+        self.runs += 1
 
 
 class HybridContext:
@@ -449,40 +475,14 @@ class HybridContext:
             return outs
 
         def bound() -> BoundBody | None:
-            """The body bound for a Loop or Scan that iterates it itself (control_flow.py): its
-            input and output views, and a run of its tasks checked as a call is (deadline, errors)."""
+            """The body bound for a Loop or Scan that iterates it itself (control_flow.py)."""
             if child.static_body is None:
                 child.static_body = _StaticBody.of(child) or False
-            body = child.static_body
-            if not body:
+            if not child.static_body:
                 return None
-            body.forget_inputs()  # what the kernel writes into the views passes by the call's check
-            inputs = [None] * body.count
-            for k, _, view in body.inputs:
-                inputs[k] = view
-            sub, b = body.sub, BoundBody(inputs, list(body.outputs))
-            self._bound.append(b)  # its runs are counted when the node's run ends
-
-            def run() -> None:
-                if self.deadline is not None and time.perf_counter() > self.deadline[0]:
-                    raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
-                                      f"{self.deadline[1]} s")
-                try:
-                    if b.calls is None:  # the first run binds the tasks' calls (run_inline's path)
-                        sub.run_inline()
-                        b.calls = sub.inline_calls() or ()
-                    elif b.calls:
-                        try:
-                            for c in b.calls:
-                                c()
-                        except Exception:  # run again the way that names the failing node (the body's inputs hold)
-                            sub.run_inline()
-                    else:  # (observed, or its tasks are run another way: each run as a call's)
-                        sub.run_inline()
-                except GeError as e:
-                    raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
-                b.runs += 1
-            b.run = run
+            child.static_body.forget_inputs()  # what the kernel writes into the views passes by the call's check
+            b = BoundBody(child.static_body, self, node, key)
+            self._bound.append(b)  # its runs are counted when the node's run ends (and it is let go)
             return b
         call.bound = bound
         return call

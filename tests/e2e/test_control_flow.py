@@ -351,6 +351,37 @@ def test_scan_axes_and_directions(tmp_path, in_axis, in_dir, out_axis, out_dir):
     assert [tuple(t.shape) for t in result.model.outputs] == [tuple(per_step), tuple(ys_shape)]
 
 
+def test_scan_of_two_inputs_and_outputs_on_their_own_axes_and_directions(tmp_path):
+    """A static body iterated bound (its views written and read in place, no call per step): two
+    scan inputs (axis 2 reversed, axis 0), two states, one the body does not read (its output comes
+    from a slice), scan outputs along axis 1 reversed and axis -1; a second run launches it once per
+    step and allocates nothing."""
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["a_t", "W"], ["aw"]), helper.make_node("Add", ["h", "aw"], ["s"]),
+        helper.make_node("Tanh", ["s"], ["h2"]), helper.make_node("Mul", ["b_t", "k"], ["u2"]),
+        helper.make_node("Add", ["h2", "b_t"], ["y1"]), helper.make_node("Sigmoid", ["u2"], ["y2"])], "b",
+        [vi("h", F, [2, 3]), vi("u", F, [2, 3]), vi("a_t", F, [2, 4]), vi("b_t", F, [2, 3])],
+        [vi("h2", F, [2, 3]), vi("u2", F, [2, 3]), vi("y1", F, [2, 3]), vi("y2", F, [2, 3])],
+        [const("W", rand(4, 3, seed=5) / 2)])
+    node = helper.make_node("Scan", ["h0", "u0", "a", "b"], ["hN", "uN", "ys1", "ys2"], body=body, num_scan_inputs=2,
+                            scan_input_axes=[2, 0], scan_input_directions=[1, 0],
+                            scan_output_axes=[1, -1], scan_output_directions=[1, 0])
+    m = model([node], [vi("h0", F, [2, 3]), vi("u0", F, [2, 3]), vi("a", F, [2, 4, 7]), vi("b", F, [7, 2, 3]), vi("k", F, [])],
+              [vi("hN", F, [2, 3]), vi("uN", F, [2, 3]), vi("ys1", F, [2, 7, 3]), vi("ys2", F, [2, 3, 7])])
+    feeds = {"h0": rand(2, 3, seed=1), "u0": rand(2, 3, seed=2), "a": rand(2, 4, 7, seed=3), "b": rand(7, 2, 3, seed=4),
+             "k": np.array(-1.5, np.float32)}
+    result = check(m, [feeds], tmp_path)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for _ in range(2):
+            api.execute(model_id, feeds)
+            stats = api.model(model_id).default_context.stats
+            assert stats["subgraph_runs"] == 7 and stats["submodel_launches"] == 7
+        assert stats["allocations"] == 0
+    finally:
+        api.unload(model_id)
+
+
 @pytest.mark.parametrize("direction", [0, 1])
 def test_scan_opset_8_batch_sequence_lens_and_direction(tmp_path, direction):
     body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Identity", ["acc2"], ["y"])],
