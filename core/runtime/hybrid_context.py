@@ -421,7 +421,9 @@ class HybridContext:
             self.host.pop(out, None)
             r = np.asarray(r)
             slot = self.realloc_if_needed(out, r.dtype, r.shape)
-            np.copyto(self._view(slot), r)
+            view = self._view(slot)
+            if r is not view and not _same_memory(r, view):  # (made in place: a control-flow kernel's _output_buffer)
+                np.copyto(view, r)
 
     # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
     def _run_control_flow(self, index: int, node: DynNode, ins: list) -> None:
@@ -436,7 +438,8 @@ class HybridContext:
             child.forget_inputs()
         launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
         try:
-            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
+            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates,
+                                   lambda k, dtype, shape: self._output_buffer(node.outputs[k], dtype, shape))
         finally:
             runs = sum(b.runs for b in self._bound)  # the bound bodies' runs: each one subgraph run, one launch
             self._bound.clear()
@@ -444,6 +447,14 @@ class HybridContext:
             self.counters["subgraph_runs"] += runs
         self._keep(node.outputs, results)
         self.counters["nodes_run"] += 1
+
+    def _output_buffer(self, name: str, dtype, shape) -> np.ndarray:
+        """Where a control-flow kernel makes an output: the tensor's own buffer (_keep then copies
+        nothing), or a new array for an output nobody reads or a tensor that cannot grow to it."""
+        if not name or not (self.growable or name in self.grows):
+            return np.empty(shape, dtype)
+        self.host.pop(name, None)
+        return self._view(self.realloc_if_needed(name, np.dtype(dtype), tuple(shape)))
 
     def _subgraph_calls(self, node: DynNode, flow) -> tuple[list, list, list]:
         """What a control-flow node's runs need, the same every run: a call per subgraph attribute,
@@ -578,6 +589,11 @@ class HybridContext:
 
 
 _HOST = object()  # run_nested: this input held a host value last time
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are one view of the same bytes (a view of a tensor's buffer made anew)."""
+    return a.base is not None and a.shape == b.shape and a.strides == b.strides and a.ctypes.data == b.ctypes.data
 
 
 def _host_input(d, x):

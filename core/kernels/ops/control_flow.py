@@ -79,10 +79,13 @@ class ControlFlow(Kernel):
     def compute(self, *xs):
         raise self.fail("control flow runs its subgraphs as submodels; it has no standalone compute")
 
-    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body], templates=()) -> list[np.ndarray]:
+    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body], templates=(),
+                allocate: Callable | None = None) -> list[np.ndarray]:
         """The node's outputs. `bodies`: one callable per attribute in `self.bodies`; `templates`:
         (dtype, shape or None) of the body's outputs as compiled, which give a scan output its
-        per-iteration shape when there is no iteration (when they do not know it: dry_run)."""
+        per-iteration shape when there is no iteration (when they do not know it: dry_run);
+        `allocate(k, dtype, shape)`: an array to make output k in (the runtime's buffer of that
+        output, so a stacked result is written where it stays, no copy after; np.empty without)."""
         raise NotImplementedError
 
     def split(self, xs):
@@ -171,7 +174,7 @@ class If(ControlFlow):
         if self.formal != 1:
             raise self.fail(f"takes one input (cond), got {self.formal}")
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (cond,), captured = self.split(xs)
         branch = bodies[0] if bool(self.scalar(cond, "cond")) else bodies[1]
         return branch(captured)
@@ -189,13 +192,13 @@ class Loop(ControlFlow):
             raise self.fail(f"takes at least 2 inputs (M, cond), got {self.formal}")
         self.carried = self.formal - 2
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (trip, cond, *carried), captured = self.split(xs)
         body, n = bodies[0], self.carried
         limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
         go = True if cond is None else bool(self.scalar(cond, "input cond"))
         if go and limit != 0:
-            fast = self.bound_loop(body, limit, carried, captured)
+            fast = self.bound_loop(body, limit, carried, captured, allocate)
             if fast is not None:
                 return fast
         scans = [Stacked(self, 0, f"scan output {k}", expected=limit) for k in range(self.num_outputs - n)]
@@ -216,7 +219,7 @@ class Loop(ControlFlow):
         return carried + [scan.result(i, t) for scan, t in zip(scans, templates)]
 
 
-    def bound_loop(self, body: Body, limit: int | None, carried: list, captured: list) -> list | None:
+    def bound_loop(self, body: Body, limit: int | None, carried: list, captured: list, allocate=None) -> list | None:
         """The loop on a bound static body (None: it is not one, or the values do not fit it): the
         iteration number and the carried state written into its input views, the state copied from
         its outputs back into them after each iteration, each scan output into its slice of a
@@ -240,7 +243,8 @@ class Loop(ControlFlow):
             cond_view[...] = True  # (an iteration runs only while the condition holds)
         parts = b.outputs[1 + n:]
         room = min(limit or 16, max(16, Stacked.FIRST_BYTES // max(max((p.nbytes for p in parts), default=1), 1)))
-        stacks = [np.empty((room,) + p.shape, p.dtype) for p in parts]
+        allocate = allocate or _empty  # (room for the whole result, when the trip count is its length)
+        stacks = [allocate(n + k, p.dtype, (room,) + p.shape) for k, p in enumerate(parts)]
         copyto, run, i = np.copyto, b.run, 0
         while limit is None or i < limit:
             if i_view is not None:
@@ -257,6 +261,10 @@ class Loop(ControlFlow):
             for view, out in back:
                 copyto(view, out)
         return list(state) + [a[:i] for a in stacks]
+
+
+def _empty(k: int, dtype, shape) -> np.ndarray:
+    return np.empty(shape, dtype)
 
 
 def _grown(a: np.ndarray, room: int) -> np.ndarray:
@@ -295,7 +303,7 @@ class _ScanBase(ControlFlow):
                 raise self.fail(f"{key}[{k}] = {x} is out of range for rank {r}")
         return [x % r for x, r in zip(a, ranks)]
 
-    def scan(self, states, scans, captured, body, in_axes, in_dirs, out_axes, out_dirs, templates):
+    def scan(self, states, scans, captured, body, in_axes, in_dirs, out_axes, out_dirs, templates, allocate=None):
         """The opset-9 algorithm: states carried, each scan input sliced along its axis."""
         lengths = {np.shape(x)[a] for x, a in zip(scans, in_axes)}
         if len(lengths) != 1:
@@ -303,7 +311,7 @@ class _ScanBase(ControlFlow):
         steps = lengths.pop()
         n = len(states)
         if steps:
-            fast = self.bound_scan(states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs)
+            fast = self.bound_scan(states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs, allocate)
             if fast is not None:
                 return fast
         outputs = [Stacked(self, a, f"scan output {k}", steps, reverse=bool(d))
@@ -321,7 +329,8 @@ class _ScanBase(ControlFlow):
         return list(states) + [out.result(steps, t) for out, t in zip(outputs, templates)]
 
 
-    def bound_scan(self, states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs) -> list | None:
+    def bound_scan(self, states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs,
+                   allocate=None) -> list | None:
         """The scan on a bound static body (None: it is not one, or the values do not fit it): each
         scan input seen with its scan axis first (reversed where its direction is 1), its slice of
         a step copied into the body's input view; each scan output into its slice of the result,
@@ -349,7 +358,7 @@ class _ScanBase(ControlFlow):
             a = a + part.ndim + 1 if a < 0 else a
             if not 0 <= a <= part.ndim:
                 raise self.fail(f"scan output {k}: axis {out_axes[k]} is out of range for a result of rank {part.ndim + 1}")
-            result = np.empty(part.shape[:a] + (steps,) + part.shape[a:], part.dtype)
+            result = (allocate or _empty)(n + k, part.dtype, part.shape[:a] + (steps,) + part.shape[a:])
             slices = np.moveaxis(result, a, 0)
             results.append(result)
             stacks.append((part, slices[::-1] if d else slices))
@@ -371,7 +380,7 @@ class Scan(_ScanBase):
     input's axis (scan_input_axes, reversed where scan_input_directions is 1); states are carried,
     scan outputs stacked along scan_output_axes (reversed where scan_output_directions is 1)."""
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         formal, captured = self.split(xs)
         if self.m > len(formal):
             raise self.fail(f"num_scan_inputs {self.m} exceeds its {len(formal)} inputs")
@@ -385,7 +394,7 @@ class Scan(_ScanBase):
         out_axes = [int(a) for a in self.attrs.get("scan_output_axes") or [0] * n_out]
         if len(out_axes) != n_out:
             raise self.fail(f"scan_output_axes {out_axes} must list {n_out} axes")
-        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, out_axes, out_dirs, templates)
+        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, out_axes, out_dirs, templates, allocate)
 
 
 @register("Scan", since=8)
@@ -394,7 +403,7 @@ class Scan8(_ScanBase):
     every input and output; the scan axis is 1 (directions: per scan input). A batch item shorter
     than the others (sequence_lens) leaves its scan outputs zero past its length."""
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (lens, *formal), captured = self.split(xs)
         n = len(formal) - self.m
         if n < 0:
@@ -432,7 +441,7 @@ class SequenceMap(ControlFlow):
         if self.formal < 1:
             raise self.fail("takes at least one input (input_sequence)")
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         formal, captured = self.split(xs)
         if not isinstance(formal[0], list):
             raise self.fail("input 0 (input_sequence) must be a sequence")
@@ -492,7 +501,7 @@ class FlexAttention(ControlFlow):
     def compute(self, *xs):
         return self.execute(xs, [None, None])
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (q, k, v), captured = self.split(xs)
         q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
         score_mod, prob_mod = bodies
