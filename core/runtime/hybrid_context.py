@@ -164,6 +164,7 @@ class HybridContext:
         self._bound: list[BoundBody] = []  # control flow: the bodies bound by the node running (their runs)
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
+        self.headroom = self.growable and model.root is not None  # a subgraph's tensors grow by doubling
         self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
@@ -180,6 +181,7 @@ class HybridContext:
         self.deadline: tuple | None = None  # (perf_counter time, timeout) the run in progress must end by
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
         self._last_inputs: list = [_HOST] * len(dyn.inputs)  # run_nested: the arrays its inputs hold (none yet)
+        self._produced: dict[int, Slot] = {}  # run_nested: the slots of the views its last call gave, by id
         #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
         self.host: dict[str, object] = {}
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
@@ -242,12 +244,15 @@ class HybridContext:
         unchanged from call to call within that run only (between runs the caller's tensors, the same
         views, hold new values)."""
         self._last_inputs = [_HOST] * len(self._last_inputs)
+        self._produced.clear()
         if self.static_body:
             self.static_body.forget_inputs()
 
     def run_nested(self, arrays: list) -> list[np.ndarray]:
         """A subgraph's run inside its caller's run (whose floating-point state and BLAS threads
-        already hold): inputs in, steps, outputs out; the caller keeps the statistics."""
+        already hold): inputs in, steps, views of the outputs (valid until the next call); the
+        caller keeps the statistics. An input that is an output of the last call (a Loop's carried
+        value) takes that output's buffer, which takes the input's (no copy, in hybrid mode)."""
         if self.static_body is None:
             self.static_body = _StaticBody.of(self) or False
         if self.static_body:
@@ -255,9 +260,18 @@ class HybridContext:
         device, dyn = self.device, self.model.dyn
         if len(arrays) != len(dyn.inputs):
             raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
-        last = self._last_inputs
+        last, produced = self._last_inputs, self._produced
         for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
-            if x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
+            out = produced.get(id(x))
+            if out is not None and out.array is x:  # an output of the last call (a Loop's carried value)
+                if self.growable:  # its buffer becomes the input's, the input's the output's: no copy
+                    slot = self.slots.get(d.name)
+                    if slot is not None and slot is not out:
+                        _swap(slot, out)
+                        self.host.pop(d.name, None)
+                        last[k] = _HOST
+                        continue
+            elif x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
                 continue
             if x is None or isinstance(x, list) or d.on_host:
                 self.host[d.name] = x
@@ -266,14 +280,17 @@ class HybridContext:
             self.host.pop(d.name, None)
             a = np.asarray(x)
             device.copy_from_host(self._view(self.realloc_if_needed(d.name, a.dtype, a.shape)), a)
-            last[k] = x
+            last[k] = _HOST if out is not None else x
         self._run_steps()
         results = []
+        produced.clear()
         for d in dyn.outputs:
             if d.name in self.host:
                 results.append(self.host[d.name])
                 continue
-            results.append(device.copy_out(self._view(self.slots[d.name])))
+            slot = self.slots[d.name]
+            results.append(self._view(slot))  # a view, valid until the next call (control_flow.py)
+            produced[id(slot.array)] = slot
         return results
 
     def _run_steps(self) -> None:
@@ -526,6 +543,8 @@ class HybridContext:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
                 raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
                                  f"its upper bound in the range plan")
+            if slot is not None and self.headroom:  # a tensor growing in a loop: twice the room, not each size in turn
+                nbytes = max(nbytes, 2 * slot.capacity)
             addr = self._malloc(nbytes)
             data = self.device.bytes_at(addr, nbytes)
             if slot is None:
@@ -589,6 +608,12 @@ class HybridContext:
 
 
 _HOST = object()  # run_nested: this input held a host value last time
+
+
+def _swap(a: Slot, b: Slot) -> None:
+    """Two tensors trade buffers (and views): a carried value moves from a body's output to its input."""
+    a.addr, a.capacity, a.data, a.dtype, a.shape, a.array, b.addr, b.capacity, b.data, b.dtype, b.shape, b.array = \
+        b.addr, b.capacity, b.data, b.dtype, b.shape, b.array, a.addr, a.capacity, a.data, a.dtype, a.shape, a.array
 
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:

@@ -227,6 +227,32 @@ def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
     assert body.inputs[2].shape == (-2,)  # the carried sequence changes shape: the body runs dynamic
 
 
+def test_a_dynamic_body_carries_state_of_fixed_and_growing_shapes(tmp_path):
+    """A body that runs node by node (its sequence grows) carrying, beside the sequence, a state of
+    fixed shape (its buffer and the output's trade places every iteration, so views alternate) and
+    a value passed through unchanged; each state also a scan output. Every iteration reads the
+    value the last one made: equal to onnxruntime over 0, 1, 2 and 9 iterations, run after run."""
+    body = helper.make_graph([
+        helper.make_node("Slice", ["seq", "m1", "big", "zero"], ["last_row"]),
+        helper.make_node("ReduceSum", ["last_row"], ["seq_last"], keepdims=0),
+        helper.make_node("Mul", ["s", "half"], ["sh"]), helper.make_node("Add", ["sh", "seq_last"], ["s2"]),
+        helper.make_node("Add", ["last_row", "p"], ["row"]),
+        helper.make_node("Concat", ["seq", "row"], ["seq2"], axis=0),
+        helper.make_node("Identity", ["p"], ["p2"]), helper.make_node("Identity", ["c"], ["c2"]),
+        helper.make_node("Identity", ["s2"], ["y"])], "grow",
+        [vi("i", I64, []), vi("c", B, []), vi("s", F, [2, 3]), vi("seq", F, [None, 3]), vi("p", F, [1, 3])],
+        [vi("c2", B, []), vi("s2", F, [2, 3]), vi("seq2", F, [None, 3]), vi("p2", F, [1, 3]), vi("y", F, [2, 3])],
+        [const("half", np.float32(0.5)), const("m1", np.array([-1], np.int64)),
+         const("big", np.array([1 << 30], np.int64)), const("zero", np.array([0], np.int64))])
+    m = model([helper.make_node("Loop", ["M", "", "s0", "q0", "p0"], ["s", "q", "p", "ys"], body=body)],
+              [vi("M", I64, []), vi("s0", F, [2, 3]), vi("q0", F, [1, 3]), vi("p0", F, [1, 3])],
+              [vi("s", F, [2, 3]), vi("q", F, [None, 3]), vi("p", F, [1, 3]), vi("ys", F, [None, 2, 3])])
+    feeds = [{"M": np.array(n, np.int64), "s0": rand(2, 3, seed=n), "q0": rand(1, 3, seed=n + 1) / 4,
+              "p0": rand(1, 3, seed=n + 2) / 4} for n in (9, 0, 1, 2, 9)]
+    result = check(m, feeds, tmp_path)
+    assert read_om(result.om_path).subgraphs[0].steps[0].kind == "node"  # it runs node by node
+
+
 def test_loop_with_a_constant_trip_count_has_static_outputs(tmp_path):
     """PyTorch's `for i in range(3)`: a constant trip count and a condition the body passes through:
     the scan outputs' length is known, so what follows the Loop is a static submodel."""
