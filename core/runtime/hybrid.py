@@ -201,15 +201,18 @@ class HybridModel(SharedWeightsModel):
         self.packs.clear()
         self.free_weights()
 
-    def impl(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
-        """update_impl: the cached kernel for these input shapes and shape values, else build one."""
-        key = (index, tuple(metas), tuple((i, v.dtype.str, v.tobytes()) for i, v in shape_values.items()))
+    def impl(self, index: int, node: DynNode, sig: tuple, shape_values: dict, counters: Counter) -> Impl:
+        """update_impl: the cached kernel for these input shapes and shape values, else build one.
+        `sig`: ((dtype, shape) or None per input, (index, bytes) per shape value), the key as the
+        context has it (the inputs' Metas are made only for a build)."""
+        key = (index, sig)
         cache = self.cache
         with cache.lock:  # one build per key, even when contexts ask at once
             found = cache.get(key)
             if found is not None:
                 counters["cache_hits"] += 1
                 return found
+            metas = [None if t is None else Meta(t[0], tuple(t[1])) for t in sig[0]]
             agnostic = self._agnostic(index, node, metas, shape_values, counters)
             if agnostic is not None:  # a new shape served by the shape-agnostic kernel: nothing built
                 counters["cache_evictions"] += cache.put(key, agnostic)

@@ -47,13 +47,14 @@ class Slot:
 
 class NodeState:
     """`steady`: (slot, its view) of every tensor buffer the node's last run used, when that run's impl
-    was chosen by input shapes alone and had outputs: while each slot still holds that very view
-    (realloc_if_needed drops it on any change of buffer, dtype or shape), the impl, views and outputs
-    are those of the last run, and a run is the kernel call alone."""
-    __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws", "steady")
+    was chosen by input shapes alone, had outputs, and had the input shapes of the run before: while
+    each slot still holds that very view (realloc_if_needed drops it on any change of buffer, dtype
+    or shape), the impl, views and outputs are those of the last run, and a run is the kernel call
+    alone. `empty`: whether every output of the impl has no element (the node is skipped)."""
+    __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws", "steady", "empty")
 
     def __init__(self):
-        self.sig = self.impl = self.view_key = None
+        self.sig = self.impl = self.view_key = self.empty = None
         self.xs = self.ys = self.ws = self.steady = None
 
 
@@ -353,11 +354,13 @@ class HybridContext:
         shape_values = {i: self._view(ins[i]).copy() for i in model.shape_inputs[index]}
         sig = (tuple(None if s is None else (s.dtype, s.shape) for s in ins),
                tuple((i, v.tobytes()) for i, v in shape_values.items()))
-        if sig != st.sig:  # update_shape: only when an input shape (or shape value) changed
+        changed = sig != st.sig
+        if changed:  # update_shape: only when an input shape (or shape value) changed
             self.counters["shape_updates"] += 1
-            metas = [None if s is None else Meta(s.dtype, tuple(s.shape)) for s in ins]
-            st.impl = model.impl(index, node, metas, shape_values, self.counters)
+            st.impl = model.impl(index, node, sig, shape_values, self.counters)
             st.sig = sig
+            metas = st.impl.out_metas  # (None: data-dependent)
+            st.empty = metas is not None and all(not o or 0 in m.shape for o, m in zip(node.outputs, metas))
         impl = st.impl
         if impl.out_metas is None:  # data-dependent: the values decide the shapes
             self.counters["data_dependent"] += 1
@@ -377,7 +380,7 @@ class HybridContext:
             return
         outs = [self.realloc_if_needed(o, m.dtype, m.shape) if o else None
                 for o, m in zip(node.outputs, impl.out_metas)]
-        if all(s is None or s.nbytes == 0 for s in outs):
+        if st.empty:
             self.counters["skipped_empty"] += 1  # an empty output: nothing to compute
             return
         ws = self.realloc_if_needed(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,)) \
@@ -389,7 +392,7 @@ class HybridContext:
             st.ys = [None if s is None else self._view(s) for s in outs]
             st.ws = None if ws is None else self._view(ws)
             st.view_key = key
-        if not model.shape_inputs[index]:
+        if not changed and not model.shape_inputs[index]:  # (shapes that change every run: not worth keeping)
             st.steady = tuple((s, self._view(s)) for s in ins + outs + [ws] if isinstance(s, Slot))
         self._call(st)
 
