@@ -183,6 +183,11 @@ class HybridContext:
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
         self._last_inputs: list = [_HOST] * len(dyn.inputs)  # run_nested: the arrays its inputs hold (none yet)
         self._produced: dict[int, Slot] = {}  # run_nested: the slots of the views its last call gave, by id
+        read = {d.name for d in dyn.outputs}
+        for step in dyn.steps:
+            read.update(dyn.nodes[step.index].inputs if step.kind == "node"
+                        else (d.name for d in model.submodels[step.index].inputs))
+        self._reads = [d.name in read for d in dyn.inputs]  # run_nested: an input nothing reads is not copied in
         #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
         self.host: dict[str, object] = {}
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
@@ -261,8 +266,10 @@ class HybridContext:
         device, dyn = self.device, self.model.dyn
         if len(arrays) != len(dyn.inputs):
             raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
-        last, produced = self._last_inputs, self._produced
+        last, produced, reads = self._last_inputs, self._produced, self._reads
         for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
+            if not reads[k]:  # (a Loop's iteration number, a body that does not use it)
+                continue
             out = produced.get(id(x))
             if out is not None and out.array is x:  # an output of the last call (a Loop's carried value)
                 if self.growable:  # its buffer becomes the input's, the input's the output's: no copy
