@@ -437,8 +437,9 @@ class HybridContext:
             return self.host[t]
         return self.model.consts[t] if t in self.model.consts else self._view(self._slot(t, node))
 
-    def _keep(self, names, results) -> None:
-        """Outputs of a node: sequences and optionals to the host, arrays to their slots."""
+    def _keep(self, names, results, made=()) -> None:
+        """Outputs of a node: sequences and optionals to the host, arrays to their slots (not copied
+        when it is there already: the outputs `made` in their buffers, _output_buffer)."""
         for out, r in zip(names, results):
             if not out:
                 continue
@@ -449,7 +450,7 @@ class HybridContext:
             r = np.asarray(r)
             slot = self.realloc_if_needed(out, r.dtype, r.shape)
             view = self._view(slot)
-            if r is not view and not _same_memory(r, view):  # (made in place: a control-flow kernel's _output_buffer)
+            if r is not view and not (out in made and _same_memory(r, view)):
                 np.copyto(view, r)
 
     # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
@@ -465,14 +466,20 @@ class HybridContext:
             child.forget_inputs()
         launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
         try:
-            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates,
-                                   lambda k, dtype, shape: self._output_buffer(node.outputs[k], dtype, shape))
+            made = set()  # the outputs made in their tensors' buffers: kept without a copy when they are those
+
+            def allocate(k: int, dtype, shape) -> np.ndarray:
+                made.add(node.outputs[k])
+                return self._output_buffer(node.outputs[k], dtype, shape)
+            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates, allocate)
         finally:
-            runs = sum(b.runs for b in self._bound)  # the bound bodies' runs: each one subgraph run, one launch
-            self._bound.clear()
-            self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches + runs
-            self.counters["subgraph_runs"] += runs
-        self._keep(node.outputs, results)
+            self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches
+            if self._bound:  # the bound bodies' runs: each one subgraph run, one launch
+                runs = sum(b.runs for b in self._bound)
+                self._bound.clear()
+                self.counters["submodel_launches"] += runs
+                self.counters["subgraph_runs"] += runs
+        self._keep(node.outputs, results, made)
         self.counters["nodes_run"] += 1
 
     def _output_buffer(self, name: str, dtype, shape) -> np.ndarray:
