@@ -27,7 +27,9 @@ without a finite bound (attrs["growable"]) grows as in hybrid mode, each realloc
 Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/ops/control_flow.py) calls
 its subgraphs: each subgraph is a HybridModel of its own sharing the root's weights, packs and
 static submodels, run in a child context of the calling context (made on first use, kept: its
-impl cache and buffers serve every iteration).
+impl cache and buffers serve every iteration). A body that is one static submodel is bound once and
+a Loop or Scan iterates its tasks itself (hybrid_context.BoundBody); a dynamic body's call gives
+views of its outputs, and a carried value coming back trades buffers with the output it is.
 Several contexts may run at once, one per thread: each owns its tensors and a context of every
 static submodel (its own args table, stream, feature maps and workspace); the impl cache is the
 model's, shared, and builds each key once under a lock.

@@ -218,7 +218,6 @@ class Loop(ControlFlow):
                                      [None] * (1 + n) + templates)[1 + n:]
         return carried + [scan.result(i, t) for scan, t in zip(scans, templates)]
 
-
     def bound_loop(self, body: Body, limit: int | None, carried: list, captured: list, allocate=None) -> list | None:
         """The loop on a bound static body (None: it is not one, or the values do not fit it): the
         iteration number and the carried state written into its input views, the state copied from
@@ -327,7 +326,6 @@ class _ScanBase(ControlFlow):
             slices = [np.zeros(np.shape(x)[:a] + np.shape(x)[a + 1:], np.asarray(x).dtype) for x, a in zip(scans, in_axes)]
             templates = self.dry_run(body, [*states, *slices, *captured], [None] * n + templates)[n:]
         return list(states) + [out.result(steps, t) for out, t in zip(outputs, templates)]
-
 
     def bound_scan(self, states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs,
                    allocate=None) -> list | None:
