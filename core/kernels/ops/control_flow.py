@@ -197,7 +197,7 @@ class Loop(ControlFlow):
         body, n = bodies[0], self.carried
         limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
         go = True if cond is None else bool(self.scalar(cond, "input cond"))
-        if go and limit != 0:
+        if go and (limit is None or limit > 0):  # (a negative trip count runs no iteration)
             fast = self.bound_loop(body, limit, carried, captured, allocate)
             if fast is not None:
                 return fast

@@ -187,6 +187,13 @@ def test_loop_on_a_bound_body_equals_calls_early_exit_growth_and_unread_carried(
         np.testing.assert_array_equal(f, p)
     assert fast[2].shape == (40,)
 
+    none = BoundPython(fn, *spec, read=[True, False, True, False, True])
+    for trip in (0, -3):  # no iteration: the initial values, empty scans of the per-step shape
+        h, extra, ys = kernel("Loop", 5, 3, captures=1).execute([np.array(trip, np.int64), *xs[1:]], [none],
+                                                                 templates=[(np.bool_, ()), *spec[1][1:]])
+        assert none.runs == none.calls == 0 and ys.shape == (0,) and ys.dtype == np.float32
+        np.testing.assert_array_equal(h, xs[2])
+
     grows = BoundPython(lambda v: [np.array(True), np.concatenate([v[2], v[2]])], [(np.int64, ()), (np.bool_, ()),
                         (np.float32, (1,))], [(np.bool_, ()), (np.float32, (2,))])
     (seq,) = kernel("Loop", 3, 1).execute([np.array(3, np.int64), None, np.ones(1, np.float32)], [grows])
