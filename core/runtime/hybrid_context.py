@@ -5,6 +5,7 @@ subgraphs run in. One per thread; hybrid.py says what a run does per node."""
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ class _StaticBody:
         self.last: list = [None] * self.count
         self.outputs = [views[d.name] for d in dyn.outputs]
         self.produced = {id(v) for v in self.outputs}  # an output passed back in changed since: copied
+        self._plan: tuple | None = None  # bound_plan's, with the task calls it was made for
 
     def __call__(self, arrays: list) -> list[np.ndarray]:
         if len(arrays) != self.count:
@@ -112,21 +114,37 @@ class _StaticBody:
         lives as long as its shape) with other values."""
         self.last = [None] * self.count
 
+    def bound_plan(self) -> tuple[tuple | None, list]:
+        """(its tasks' calls in a row, None before its tasks were first bound; the views to read its
+        outputs in) for a kernel iterating it: an Identity task copying a body input or output into
+        another body output is left out and that output read at its source, when no other task
+        reads the copy and none writes the source after it (exported bodies pass their condition
+        through and give a state also as a scan output: two copies an iteration)."""
+        calls = self.sub.inline_calls()
+        if calls is None:
+            return None, list(self.outputs)
+        key = tuple(t.call for t in self.sub.handle)  # (the same calls: the same bindings)
+        if self._plan is None or len(self._plan[0]) != len(key) or not all(map(operator.is_, self._plan[0], key)):
+            skip, outputs = _elided_copies(self.sub.handle, [v for _, _, v in self.inputs], self.outputs)
+            self._plan = (key, self.sub.inline_calls(skip) if skip else calls, outputs)
+        return self._plan[1], list(self._plan[2])
+
 
 class BoundBody:
     """A static body bound for a Loop or Scan kernel that iterates it itself (control_flow.py's
     bound_body): `inputs`, one writable view per body input (None where the body does not read
     it); `outputs`, views of its output buffers; run(), one iteration on what the inputs hold,
     checked as a subgraph call is (the deadline; an error names the node and the subgraph).
-    `calls`: its tasks' calls in a row once the first run bound them; `runs`: how many ran."""
+    `calls`: its tasks' calls in a row (_StaticBody.bound_plan), None until a first run bound them,
+    False when its tasks run another way (observed: each run is run_inline's); `runs`: how many ran."""
 
     def __init__(self, body: _StaticBody, caller: "HybridContext", node: DynNode, key: str):
         self.inputs = [None] * body.count
         for k, _, view in body.inputs:
             self.inputs[k] = view
-        self.outputs = list(body.outputs)
+        self.calls, self.outputs = body.bound_plan()
         self.sub, self.caller, self.where = body.sub, caller, f"node '{node.name}' ({node.op_type})"
-        self.key, self.calls, self.runs = key, None, 0
+        self.key, self.runs = key, 0
 
     def run(self) -> None:
         deadline = self.caller.deadline
@@ -134,17 +152,19 @@ class BoundBody:
             raise DeviceError(f"{self.where}: the run took longer than its timeout of {deadline[1]} s")
         try:
             calls = self.calls
-            if calls is None:  # the first run binds the tasks' calls (run_inline's path)
+            if calls is None:  # the first run binds the tasks' calls (run_inline's path; every task runs)
                 self.sub.run_inline()
-                self.calls = self.sub.inline_calls() or ()
-            elif calls:
+                self.calls = self.sub.inline_calls()
+                if self.calls is None:  # (observed, or its tasks run another way: each run as a call's)
+                    self.calls = False
+            elif calls is False:
+                self.sub.run_inline()
+            else:
                 try:
                     for c in calls:
                         c()
                 except Exception:  # run again the way that names the failing node (the body's inputs hold)
                     self.sub.run_inline()
-            else:  # (observed, or its tasks run another way: each run as a call's)
-                self.sub.run_inline()
         except GeError as e:
             raise type(e)(f"{self.where} subgraph '{self.key}': {e}") from e
         self.runs += 1
@@ -625,6 +645,36 @@ class HybridContext:
 
 
 _HOST = object()  # run_nested: this input held a host value last time
+
+
+def _elided_copies(tasks, inputs: list, outputs: list) -> tuple[set, list]:
+    """_StaticBody.bound_plan's Identity tasks to leave out, and the output views with theirs read at
+    their sources."""
+    read_at = list(outputs)
+    skip = set()
+    for t, task in enumerate(tasks):
+        p = task.plan
+        if p.kernel.op_type != "Identity" or p.epilogue is not None or not task.xs or not task.ys \
+                or task.xs[0] is None or task.ys[0] is None:
+            continue
+        x, y = task.xs[0], task.ys[0]
+        j = next((j for j, o in enumerate(outputs) if _is_view_of(o, y)), None)
+        source = next((v for v in (*inputs, *outputs) if _is_view_of(v, x)), None)
+        if j is None or source is None or source.shape != y.shape or source.dtype != y.dtype:
+            continue
+        if any(a is not None and np.may_share_memory(a, y) for k, o in enumerate(tasks) if k != t for a in o.xs):
+            continue  # another task reads the copy
+        if any(a is not None and np.may_share_memory(a, x) for o in tasks[t + 1:] for a in o.ys):
+            continue  # a later task writes the source
+        read_at[j] = source
+        skip.add(t)
+    return skip, read_at
+
+
+def _is_view_of(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same bytes seen the same way."""
+    return (a.dtype == b.dtype and a.shape == b.shape and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def _swap(a: Slot, b: Slot) -> None:

@@ -204,6 +204,35 @@ def test_a_long_static_loop_carries_state_and_stacks_every_step(tmp_path):
         api.unload(model_id)
 
 
+def test_a_bound_body_reads_outputs_that_copy_at_their_sources(tmp_path):
+    """Exported bodies pass the condition and a carried value through (Identity) and give a state
+    again as a scan output: from the second run on the copies are left out and those outputs read
+    where their values are; a copy another node reads (y, read by the Relu) stays. Scan likewise
+    (its state passed through, a scan output that is the step's slice). Equal to onnxruntime each run."""
+    rng = np.random.default_rng(4)
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["h", "W"], ["a"]), helper.make_node("Tanh", ["a"], ["h2"]),
+        helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["p"], ["p2"]),
+        helper.make_node("Identity", ["h2"], ["y"]), helper.make_node("Relu", ["y"], ["r"]),
+        helper.make_node("Identity", ["h2"], ["y2"])], "cell",
+        [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, 4]), vi("p", F, [2])],
+        [vi("c2", B, []), vi("h2", F, [1, 4]), vi("p2", F, [2]), vi("y", F, [1, 4]), vi("r", F, [1, 4]), vi("y2", F, [1, 4])],
+        [const("W", rng.standard_normal((4, 4)).astype(np.float32) / 2)])
+    loop = helper.make_node("Loop", ["M", "", "h0", "p0"], ["hN", "pN", "ys", "rs", "y2s"], body=body)
+    scan_body = helper.make_graph([
+        helper.make_node("Identity", ["s"], ["s2"]), helper.make_node("Identity", ["x"], ["x2"]),
+        helper.make_node("Mul", ["x", "s"], ["z"])], "step",
+        [vi("s", F, [3]), vi("x", F, [3])], [vi("s2", F, [3]), vi("x2", F, [3]), vi("z", F, [3])])
+    scan = helper.make_node("Scan", ["s0", "xs"], ["sN", "x2s", "zs"], body=scan_body, num_scan_inputs=1,
+                            scan_output_directions=[1, 0])
+    m = model([loop, scan], [vi("M", I64, []), vi("h0", F, [1, 4]), vi("p0", F, [2]), vi("s0", F, [3]), vi("xs", F, [5, 3])],
+              [vi("hN", F, [1, 4]), vi("pN", F, [2]), vi("ys", F, [None, 1, 4]), vi("rs", F, [None, 1, 4]),
+               vi("y2s", F, [None, 1, 4]), vi("sN", F, [3]), vi("x2s", F, [5, 3]), vi("zs", F, [5, 3])])
+    feeds = [{"M": np.array(n, np.int64), "h0": rand(1, 4, seed=n), "p0": rand(2, seed=n + 1), "s0": rand(3, seed=n + 2),
+              "xs": rand(5, 3, seed=n + 3)} for n in (6, 6, 20, 1, 0, 3)]
+    check(m, feeds, tmp_path)
+
+
 def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
     """PyTorch's exported generation loop: each step appends to the carried sequence (its shape
     changes every iteration) and reads the iteration number; the scan output is per step."""
