@@ -1,14 +1,18 @@
 """Control flow beside onnxruntime: a Loop with a static body (an RNN cell, as a generation loop
-runs it), a Loop whose carried state grows every iteration, a Scan, and a runtime If in front of
+runs it), the same with a condition that ends it early, a Loop whose carried state grows every
+iteration, Scans (a cumulative sum, an RNN step over a long sequence), and a runtime If in front of
 an LSTM step (a voice-activity detector's shape).
 
-    .venv/bin/python benchmarks/control_flow.py [--reps 20] [--steps 200] [--cpu-time]
+    .venv/bin/python benchmarks/control_flow.py [--reps 20] [--steps 200] [--rounds 1] [--single-thread]
 
-Prints medians in ms and the ratio to onnxruntime (intra_op_num_threads=2). A Loop's cost in ge is
-mostly the per-iteration launch of its body (a subgraph run of the hybrid executor), so the ratio
-falls as the body grows. On a loaded machine wall times mostly measure the scheduler (a run longer
-than a time slice is preempted): --cpu-time runs both engines on one thread (ge's native kernels
-and OpenBLAS, onnxruntime's intra-op pool) and gives medians of the process's CPU time. Not a test.
+Prints medians in ms, the time of one iteration (us a step) and the ratio to onnxruntime
+(intra_op_num_threads=2). A static body (one static submodel) runs bound once, its iterations its
+kernels and a few copies; a dynamic one (the growing state) runs its nodes one by one each
+iteration. On a loaded machine wall times mostly measure the scheduler (a run longer than a time
+slice is preempted): --single-thread (or --cpu-time) runs both engines on one thread (ge's native
+kernels and OpenBLAS, onnxruntime's intra-op pool) and gives medians of the process's CPU time.
+--rounds N measures every row N times, the two engines interleaved (which one goes first
+alternates), and prints each round and the median of the rounds. Not a test.
 """
 from __future__ import annotations
 
@@ -73,6 +77,37 @@ def growing_loop():
                  [vi("M", I64, []), vi("s0", F, [1, 16])], [vi("seq", F, [None, 16])])
 
 
+def early_exit_loop(hidden: int):
+    """The RNN cell of rnn_loop under a trip count, ended earlier by its condition (i + 1 < stop)."""
+    rng = np.random.default_rng(2)
+    body = helper.make_graph([helper.make_node("MatMul", ["h", "W"], ["a"]), helper.make_node("Add", ["a", "b"], ["z"]),
+                              helper.make_node("Tanh", ["z"], ["h2"]), helper.make_node("Add", ["i", "one"], ["i1"]),
+                              helper.make_node("Less", ["i1", "stop"], ["c2"]), helper.make_node("Identity", ["h2"], ["y"])],
+                             "cell", [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, hidden])],
+                             [vi("c2", B, []), vi("h2", F, [1, hidden]), vi("y", F, [1, hidden])])
+    inits = [const("W", (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)),
+             const("b", rng.standard_normal((1, hidden)).astype(np.float32) * 0.1), const("one", np.int64(1))]
+    return model([helper.make_node("Loop", ["M", "go", "h0"], ["hN", "hs"], body=body)],
+                 [vi("M", I64, []), vi("go", B, []), vi("stop", I64, []), vi("h0", F, [1, hidden])],
+                 [vi("hN", F, [1, hidden]), vi("hs", F, [None, 1, hidden])], inits)
+
+
+def rnn_scan(hidden: int, feat: int):
+    """h <- tanh(x U + h W + b) over a sequence of x [steps, 1, feat]: a Scan running an RNN step."""
+    rng = np.random.default_rng(3)
+    body = helper.make_graph([helper.make_node("MatMul", ["x", "U"], ["xu"]), helper.make_node("MatMul", ["h", "W"], ["hw"]),
+                              helper.make_node("Add", ["xu", "hw"], ["s"]), helper.make_node("Add", ["s", "b"], ["z"]),
+                              helper.make_node("Tanh", ["z"], ["h2"]), helper.make_node("Identity", ["h2"], ["y"])],
+                             "step", [vi("h", F, [1, hidden]), vi("x", F, [1, feat])],
+                             [vi("h2", F, [1, hidden]), vi("y", F, [1, hidden])])
+    inits = [const("U", (rng.standard_normal((feat, hidden)) / np.sqrt(feat)).astype(np.float32)),
+             const("W", (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)),
+             const("b", rng.standard_normal((1, hidden)).astype(np.float32) * 0.1)]
+    return model([helper.make_node("Scan", ["h0", "xs"], ["hN", "hs"], body=body, num_scan_inputs=1)],
+                 [vi("h0", F, [1, hidden]), vi("xs", F, ["steps", 1, feat])],
+                 [vi("hN", F, [1, hidden]), vi("hs", F, ["steps", 1, hidden])], inits)
+
+
 def cumsum_scan(width: int):
     body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Relu", ["acc2"], ["y"])],
                              "cumsum", [vi("acc", F, [width]), vi("x", F, [width])], [vi("acc2", F, [width]), vi("y", F, [width])])
@@ -128,37 +163,61 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--cpu-time", action="store_true", help="one thread per engine, medians of CPU time")
+    ap.add_argument("--rounds", type=int, default=1, help="measure every row this many times, the engines interleaved")
+    ap.add_argument("--single-thread", "--cpu-time", dest="cpu_time", action="store_true",
+                    help="one thread per engine, medians of CPU time")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ge_cf_bench_")
     rng = np.random.default_rng(0)
-    n = a.steps
-    rows = [
+    n, long = a.steps, 5 * a.steps
+    rows = [  # (label, model, feeds, iterations a run)
         (f"Loop, static RNN cell 64, {n} steps", rnn_loop(64),
-         {"M": np.array(n, np.int64), "h0": rng.standard_normal((1, 64)).astype(np.float32)}),
+         {"M": np.array(n, np.int64), "h0": rng.standard_normal((1, 64)).astype(np.float32)}, n),
         (f"Loop, static RNN cell 512, {n} steps", rnn_loop(512),
-         {"M": np.array(n, np.int64), "h0": rng.standard_normal((1, 512)).astype(np.float32)}),
+         {"M": np.array(n, np.int64), "h0": rng.standard_normal((1, 512)).astype(np.float32)}, n),
+        (f"Loop, trip {long}, cond ends it at {n}", early_exit_loop(64),
+         {"M": np.array(long, np.int64), "go": np.array(True), "stop": np.array(n, np.int64),
+          "h0": rng.standard_normal((1, 64)).astype(np.float32)}, n),
         (f"Loop, growing state, {n} steps", growing_loop(),
-         {"M": np.array(n, np.int64), "s0": rng.standard_normal((1, 16)).astype(np.float32)}),
+         {"M": np.array(n, np.int64), "s0": rng.standard_normal((1, 16)).astype(np.float32)}, n),
         (f"Scan, cumsum [1024], {n} steps", cumsum_scan(1024),
-         {"a0": np.zeros(1024, np.float32), "xs": rng.standard_normal((n, 1024)).astype(np.float32)}),
+         {"a0": np.zeros(1024, np.float32), "xs": rng.standard_normal((n, 1024)).astype(np.float32)}, n),
+        (f"Scan, RNN step 64 (x 32), {long} steps", rnn_scan(64, 32),
+         {"h0": np.zeros((1, 64), np.float32), "xs": rng.standard_normal((long, 1, 32)).astype(np.float32)}, long),
         ("If + LSTM step (VAD call)", if_lstm(),
          {"x": rng.standard_normal((1, 512)).astype(np.float32), "sr": np.array(16000, np.int64),
-          "h0": np.zeros((1, 1, 64), np.float32), "c0": np.zeros((1, 1, 64), np.float32)}),
+          "h0": np.zeros((1, 1, 64), np.float32), "c0": np.zeros((1, 1, 64), np.float32)}, 1),
     ]
     if a.cpu_time:
         blas.set_local_threads(1)
-    print(f"control flow, median of {a.reps} runs, cpu{', CPU time of one thread per engine' if a.cpu_time else ''}")
-    for k, (label, m, feeds) in enumerate(rows):
+    models = []
+    for k, (label, m, feeds, steps) in enumerate(rows):
         path = os.path.join(tmp, f"m{k}.onnx")
         onnx.save(m, path)
         shapes = ";".join(f"{name}:{','.join(map(str, x.shape))}" for name, x in feeds.items())
-        om = api.atc(path, os.path.join(tmp, f"m{k}"), input_shape=shapes).om_path
-        if a.cpu_time:
-            reference, ms = ort_cpu_ms(path, feeds, a.reps), ge_cpu_ms(om, feeds, a.reps)
-        else:
-            reference, ms = ort_ms(path, feeds, a.reps), ge_ms(om, feeds, a.reps)
-        print(f"  {label:<38} ort {reference:9.3f} ms   ge {ms:9.3f} ms   ge/ort {ms / reference:6.2f}")
+        models.append((label, path, api.atc(path, os.path.join(tmp, f"m{k}"), input_shape=shapes).om_path, feeds, steps))
+    ge_time, ort_time = (ge_cpu_ms, ort_cpu_ms) if a.cpu_time else (ge_ms, ort_ms)
+    print(f"control flow, median of {a.reps} runs, {a.rounds} round(s), cpu"
+          f"{', CPU time of one thread per engine' if a.cpu_time else ''}; us/step: a run's time over its iterations")
+    measured = {label: [] for label, *_ in models}
+    for r in range(a.rounds):
+        for label, path, om, feeds, steps in models:
+            if r % 2:  # the engines interleaved: which goes first alternates
+                ms = ge_time(om, feeds, a.reps)
+                reference = ort_time(path, feeds, a.reps)
+            else:
+                reference = ort_time(path, feeds, a.reps)
+                ms = ge_time(om, feeds, a.reps)
+            measured[label].append((reference, ms))
+            print(f"  {label:<38} ort {reference:8.3f} ms {reference * 1e3 / steps:7.2f} us/step   "
+                  f"ge {ms:8.3f} ms {ms * 1e3 / steps:7.2f} us/step   ge/ort {ms / reference:6.2f}")
+    if a.rounds > 1:
+        print("median of the rounds")
+        for label, path, om, feeds, steps in models:
+            reference, ms = (float(np.median([t[j] for t in measured[label]])) for j in (0, 1))
+            ratio = float(np.median([g / o for o, g in measured[label]]))
+            print(f"  {label:<38} ort {reference:8.3f} ms {reference * 1e3 / steps:7.2f} us/step   "
+                  f"ge {ms:8.3f} ms {ms * 1e3 / steps:7.2f} us/step   ge/ort {ratio:6.2f}")
 
 
 if __name__ == "__main__":

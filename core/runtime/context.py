@@ -267,6 +267,16 @@ class ExecutionContext:
                 raise
             raise GeError(f"node '{p.name}' ({p.kernel.op_type}) failed at run time: {type(e).__name__}: {e}") from e
 
+    def inline_calls(self, skip=()) -> tuple | None:
+        """The calls run_inline makes, in a row (a fused epilogue as a call of its own), but those of
+        the tasks in `skip`, for a caller that makes them itself many times while nothing can move (a
+        Loop or Scan kernel iterating a bound static body within one run of its node); None until a
+        run_inline bound them, while the context is observed, or when something moved."""
+        if self._inline is None or self.args.moved():
+            return None
+        return tuple(c for t, (call, epilogue, y) in enumerate(self._inline) if t not in skip
+                     for c in ((call,) if epilogue is None else (call, partial(epilogue, y))))
+
     # -- the device side -------------------------------------------------------------------------
     def _run(self, dirty) -> None:
         if dirty.size:

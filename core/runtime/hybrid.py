@@ -27,7 +27,9 @@ without a finite bound (attrs["growable"]) grows as in hybrid mode, each realloc
 Control flow (If, Loop, Scan) is an unknown node whose kernel (core/kernels/ops/control_flow.py) calls
 its subgraphs: each subgraph is a HybridModel of its own sharing the root's weights, packs and
 static submodels, run in a child context of the calling context (made on first use, kept: its
-impl cache and buffers serve every iteration).
+impl cache and buffers serve every iteration). A body that is one static submodel is bound once and
+a Loop or Scan iterates its tasks itself (hybrid_context.BoundBody); a dynamic body's call gives
+views of its outputs, and a carried value coming back trades buffers with the output it is.
 Several contexts may run at once, one per thread: each owns its tensors and a context of every
 static submodel (its own args table, stream, feature maps and workspace); the impl cache is the
 model's, shared, and builds each key once under a lock.
@@ -201,15 +203,18 @@ class HybridModel(SharedWeightsModel):
         self.packs.clear()
         self.free_weights()
 
-    def impl(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
-        """update_impl: the cached kernel for these input shapes and shape values, else build one."""
-        key = (index, tuple(metas), tuple((i, v.dtype.str, v.tobytes()) for i, v in shape_values.items()))
+    def impl(self, index: int, node: DynNode, sig: tuple, shape_values: dict, counters: Counter) -> Impl:
+        """update_impl: the cached kernel for these input shapes and shape values, else build one.
+        `sig`: ((dtype, shape) or None per input, (index, bytes) per shape value), the key as the
+        context has it (the inputs' Metas are made only for a build)."""
+        key = (index, sig)
         cache = self.cache
         with cache.lock:  # one build per key, even when contexts ask at once
             found = cache.get(key)
             if found is not None:
                 counters["cache_hits"] += 1
                 return found
+            metas = [None if t is None else Meta(t[0], tuple(t[1])) for t in sig[0]]
             agnostic = self._agnostic(index, node, metas, shape_values, counters)
             if agnostic is not None:  # a new shape served by the shape-agnostic kernel: nothing built
                 counters["cache_evictions"] += cache.put(key, agnostic)

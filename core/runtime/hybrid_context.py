@@ -5,6 +5,7 @@ subgraphs run in. One per thread; hybrid.py says what a run does per node."""
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -47,13 +48,14 @@ class Slot:
 
 class NodeState:
     """`steady`: (slot, its view) of every tensor buffer the node's last run used, when that run's impl
-    was chosen by input shapes alone and had outputs: while each slot still holds that very view
-    (realloc_if_needed drops it on any change of buffer, dtype or shape), the impl, views and outputs
-    are those of the last run, and a run is the kernel call alone."""
-    __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws", "steady")
+    was chosen by input shapes alone, had outputs, and had the input shapes of the run before: while
+    each slot still holds that very view (realloc_if_needed drops it on any change of buffer, dtype
+    or shape), the impl, views and outputs are those of the last run, and a run is the kernel call
+    alone. `empty`: whether every output of the impl has no element (the node is skipped)."""
+    __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws", "steady", "empty")
 
     def __init__(self):
-        self.sig = self.impl = self.view_key = None
+        self.sig = self.impl = self.view_key = self.empty = None
         self.xs = self.ys = self.ws = self.steady = None
 
 
@@ -87,6 +89,7 @@ class _StaticBody:
         self.last: list = [None] * self.count
         self.outputs = [views[d.name] for d in dyn.outputs]
         self.produced = {id(v) for v in self.outputs}  # an output passed back in changed since: copied
+        self._plan: tuple | None = None  # bound_plan's, with the task calls it was made for
 
     def __call__(self, arrays: list) -> list[np.ndarray]:
         if len(arrays) != self.count:
@@ -111,6 +114,61 @@ class _StaticBody:
         lives as long as its shape) with other values."""
         self.last = [None] * self.count
 
+    def bound_plan(self) -> tuple[tuple | None, list]:
+        """(its tasks' calls in a row, None before its tasks were first bound; the views to read its
+        outputs in) for a kernel iterating it: an Identity task copying a body input or output into
+        another body output is left out and that output read at its source, when no other task
+        reads the copy and none writes the source after it (exported bodies pass their condition
+        through and give a state also as a scan output: two copies an iteration)."""
+        calls = self.sub.inline_calls()
+        if calls is None:
+            return None, list(self.outputs)
+        key = tuple(t.call for t in self.sub.handle)  # (the same calls: the same bindings)
+        if self._plan is None or len(self._plan[0]) != len(key) or not all(map(operator.is_, self._plan[0], key)):
+            skip, outputs = _elided_copies(self.sub.handle, [v for _, _, v in self.inputs], self.outputs)
+            self._plan = (key, self.sub.inline_calls(skip) if skip else calls, outputs)
+        return self._plan[1], list(self._plan[2])
+
+
+class BoundBody:
+    """A static body bound for a Loop or Scan kernel that iterates it itself (control_flow.py's
+    bound_body): `inputs`, one writable view per body input (None where the body does not read
+    it); `outputs`, views of its output buffers; run(), one iteration on what the inputs hold,
+    checked as a subgraph call is (the deadline; an error names the node and the subgraph).
+    `calls`: its tasks' calls in a row (_StaticBody.bound_plan), None until a first run bound them,
+    False when its tasks run another way (observed: each run is run_inline's); `runs`: how many ran."""
+
+    def __init__(self, body: _StaticBody, caller: "HybridContext", node: DynNode, key: str):
+        self.inputs = [None] * body.count
+        for k, _, view in body.inputs:
+            self.inputs[k] = view
+        self.calls, self.outputs = body.bound_plan()
+        self.sub, self.caller, self.where = body.sub, caller, f"node '{node.name}' ({node.op_type})"
+        self.key, self.runs = key, 0
+
+    def run(self) -> None:
+        deadline = self.caller.deadline
+        if deadline is not None and time.perf_counter() > deadline[0]:
+            raise DeviceError(f"{self.where}: the run took longer than its timeout of {deadline[1]} s")
+        try:
+            calls = self.calls
+            if calls is None:  # the first run binds the tasks' calls (run_inline's path; every task runs)
+                self.sub.run_inline()
+                self.calls = self.sub.inline_calls()
+                if self.calls is None:  # (observed, or its tasks run another way: each run as a call's)
+                    self.calls = False
+            elif calls is False:
+                self.sub.run_inline()
+            else:
+                try:
+                    for c in calls:
+                        c()
+                except Exception:  # run again the way that names the failing node (the body's inputs hold)
+                    self.sub.run_inline()
+        except GeError as e:
+            raise type(e)(f"{self.where} subgraph '{self.key}': {e}") from e
+        self.runs += 1
+
 
 class HybridContext:
     def __init__(self, model):  # a HybridModel (hybrid.py)
@@ -124,8 +182,10 @@ class HybridContext:
         self._on_host = [d.on_host for d in dyn.inputs]
         self._kernel_state = kernel_state()  # entered by one run at a time
         self._flow_calls: dict[int, tuple] = {}  # control flow: each node's subgraph calls, made once
+        self._bound: list[BoundBody] = []  # control flow: the bodies bound by the node running (their runs)
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
+        self.headroom = self.growable and model.root is not None  # a subgraph's tensors grow by doubling
         self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
@@ -142,6 +202,12 @@ class HybridContext:
         self.deadline: tuple | None = None  # (perf_counter time, timeout) the run in progress must end by
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
         self._last_inputs: list = [_HOST] * len(dyn.inputs)  # run_nested: the arrays its inputs hold (none yet)
+        self._produced: dict[int, Slot] = {}  # run_nested: the slots of the views its last call gave, by id
+        read = {d.name for d in dyn.outputs}
+        for step in dyn.steps:
+            read.update(dyn.nodes[step.index].inputs if step.kind == "node"
+                        else (d.name for d in model.submodels[step.index].inputs))
+        self._reads = [d.name in read for d in dyn.inputs]  # run_nested: an input nothing reads is not copied in
         #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
         self.host: dict[str, object] = {}
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
@@ -204,12 +270,15 @@ class HybridContext:
         unchanged from call to call within that run only (between runs the caller's tensors, the same
         views, hold new values)."""
         self._last_inputs = [_HOST] * len(self._last_inputs)
+        self._produced.clear()
         if self.static_body:
             self.static_body.forget_inputs()
 
     def run_nested(self, arrays: list) -> list[np.ndarray]:
         """A subgraph's run inside its caller's run (whose floating-point state and BLAS threads
-        already hold): inputs in, steps, outputs out; the caller keeps the statistics."""
+        already hold): inputs in, steps, views of the outputs (valid until the next call); the
+        caller keeps the statistics. An input that is an output of the last call (a Loop's carried
+        value) takes that output's buffer, which takes the input's (no copy, in hybrid mode)."""
         if self.static_body is None:
             self.static_body = _StaticBody.of(self) or False
         if self.static_body:
@@ -217,9 +286,20 @@ class HybridContext:
         device, dyn = self.device, self.model.dyn
         if len(arrays) != len(dyn.inputs):
             raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
-        last = self._last_inputs
+        last, produced, reads = self._last_inputs, self._produced, self._reads
         for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
-            if x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
+            if not reads[k]:  # (a Loop's iteration number, a body that does not use it)
+                continue
+            out = produced.get(id(x))
+            if out is not None and out.array is x:  # an output of the last call (a Loop's carried value)
+                if self.growable:  # its buffer becomes the input's, the input's the output's: no copy
+                    slot = self.slots.get(d.name)
+                    if slot is not None and slot is not out:
+                        _swap(slot, out)
+                        self.host.pop(d.name, None)
+                        last[k] = _HOST
+                        continue
+            elif x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
                 continue
             if x is None or isinstance(x, list) or d.on_host:
                 self.host[d.name] = x
@@ -228,14 +308,17 @@ class HybridContext:
             self.host.pop(d.name, None)
             a = np.asarray(x)
             device.copy_from_host(self._view(self.realloc_if_needed(d.name, a.dtype, a.shape)), a)
-            last[k] = x
+            last[k] = _HOST if out is not None else x
         self._run_steps()
         results = []
+        produced.clear()
         for d in dyn.outputs:
             if d.name in self.host:
                 results.append(self.host[d.name])
                 continue
-            results.append(device.copy_out(self._view(self.slots[d.name])))
+            slot = self.slots[d.name]
+            results.append(self._view(slot))  # a view, valid until the next call (control_flow.py)
+            produced[id(slot.array)] = slot
         return results
 
     def _run_steps(self) -> None:
@@ -298,11 +381,13 @@ class HybridContext:
         shape_values = {i: self._view(ins[i]).copy() for i in model.shape_inputs[index]}
         sig = (tuple(None if s is None else (s.dtype, s.shape) for s in ins),
                tuple((i, v.tobytes()) for i, v in shape_values.items()))
-        if sig != st.sig:  # update_shape: only when an input shape (or shape value) changed
+        changed = sig != st.sig
+        if changed:  # update_shape: only when an input shape (or shape value) changed
             self.counters["shape_updates"] += 1
-            metas = [None if s is None else Meta(s.dtype, tuple(s.shape)) for s in ins]
-            st.impl = model.impl(index, node, metas, shape_values, self.counters)
+            st.impl = model.impl(index, node, sig, shape_values, self.counters)
             st.sig = sig
+            metas = st.impl.out_metas  # (None: data-dependent)
+            st.empty = metas is not None and all(not o or 0 in m.shape for o, m in zip(node.outputs, metas))
         impl = st.impl
         if impl.out_metas is None:  # data-dependent: the values decide the shapes
             self.counters["data_dependent"] += 1
@@ -322,7 +407,7 @@ class HybridContext:
             return
         outs = [self.realloc_if_needed(o, m.dtype, m.shape) if o else None
                 for o, m in zip(node.outputs, impl.out_metas)]
-        if all(s is None or s.nbytes == 0 for s in outs):
+        if st.empty:
             self.counters["skipped_empty"] += 1  # an empty output: nothing to compute
             return
         ws = self.realloc_if_needed(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,)) \
@@ -334,7 +419,7 @@ class HybridContext:
             st.ys = [None if s is None else self._view(s) for s in outs]
             st.ws = None if ws is None else self._view(ws)
             st.view_key = key
-        if not model.shape_inputs[index]:
+        if not changed and not model.shape_inputs[index]:  # (shapes that change every run: not worth keeping)
             st.steady = tuple((s, self._view(s)) for s in ins + outs + [ws] if isinstance(s, Slot))
         self._call(st)
 
@@ -372,8 +457,9 @@ class HybridContext:
             return self.host[t]
         return self.model.consts[t] if t in self.model.consts else self._view(self._slot(t, node))
 
-    def _keep(self, names, results) -> None:
-        """Outputs of a node: sequences and optionals to the host, arrays to their slots."""
+    def _keep(self, names, results, made=()) -> None:
+        """Outputs of a node: sequences and optionals to the host, arrays to their slots (not copied
+        when it is there already: the outputs `made` in their buffers, _output_buffer)."""
         for out, r in zip(names, results):
             if not out:
                 continue
@@ -383,7 +469,9 @@ class HybridContext:
             self.host.pop(out, None)
             r = np.asarray(r)
             slot = self.realloc_if_needed(out, r.dtype, r.shape)
-            np.copyto(self._view(slot), r)
+            view = self._view(slot)
+            if r is not view and not (out in made and _same_memory(r, view)):
+                np.copyto(view, r)
 
     # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
     def _run_control_flow(self, index: int, node: DynNode, ins: list) -> None:
@@ -398,11 +486,29 @@ class HybridContext:
             child.forget_inputs()
         launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
         try:
-            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates)
+            made = set()  # the outputs made in their tensors' buffers: kept without a copy when they are those
+
+            def allocate(k: int, dtype, shape) -> np.ndarray:
+                made.add(node.outputs[k])
+                return self._output_buffer(node.outputs[k], dtype, shape)
+            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates, allocate)
         finally:
             self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches
-        self._keep(node.outputs, results)
+            if self._bound:  # the bound bodies' runs: each one subgraph run, one launch
+                runs = sum(b.runs for b in self._bound)
+                self._bound.clear()
+                self.counters["submodel_launches"] += runs
+                self.counters["subgraph_runs"] += runs
+        self._keep(node.outputs, results, made)
         self.counters["nodes_run"] += 1
+
+    def _output_buffer(self, name: str, dtype, shape) -> np.ndarray:
+        """Where a control-flow kernel makes an output: the tensor's own buffer (_keep then copies
+        nothing), or a new array for an output nobody reads or a tensor that cannot grow to it."""
+        if not name or not (self.growable or name in self.grows):
+            return np.empty(shape, dtype)
+        self.host.pop(name, None)
+        return self._view(self.realloc_if_needed(name, np.dtype(dtype), tuple(shape)))
 
     def _subgraph_calls(self, node: DynNode, flow) -> tuple[list, list, list]:
         """What a control-flow node's runs need, the same every run: a call per subgraph attribute,
@@ -432,6 +538,18 @@ class HybridContext:
                 raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
             counters["subgraph_runs"] += 1
             return outs
+
+        def bound() -> BoundBody | None:
+            """The body bound for a Loop or Scan that iterates it itself (control_flow.py)."""
+            if child.static_body is None:
+                child.static_body = _StaticBody.of(child) or False
+            if not child.static_body:
+                return None
+            child.static_body.forget_inputs()  # what the kernel writes into the views passes by the call's check
+            b = BoundBody(child.static_body, self, node, key)
+            self._bound.append(b)  # its runs are counted when the node's run ends (and it is let go)
+            return b
+        call.bound = bound
         return call
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
@@ -462,6 +580,8 @@ class HybridContext:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
                 raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
                                  f"its upper bound in the range plan")
+            if slot is not None and self.headroom:  # a tensor growing in a loop: twice the room, not each size in turn
+                nbytes = max(nbytes, 2 * slot.capacity)
             addr = self._malloc(nbytes)
             data = self.device.bytes_at(addr, nbytes)
             if slot is None:
@@ -525,6 +645,47 @@ class HybridContext:
 
 
 _HOST = object()  # run_nested: this input held a host value last time
+
+
+def _elided_copies(tasks, inputs: list, outputs: list) -> tuple[set, list]:
+    """_StaticBody.bound_plan's Identity tasks to leave out, and the output views with theirs read at
+    their sources."""
+    read_at = list(outputs)
+    skip = set()
+    for t, task in enumerate(tasks):
+        p = task.plan
+        if p.kernel.op_type != "Identity" or p.epilogue is not None or not task.xs or not task.ys \
+                or task.xs[0] is None or task.ys[0] is None:
+            continue
+        x, y = task.xs[0], task.ys[0]
+        j = next((j for j, o in enumerate(outputs) if _is_view_of(o, y)), None)
+        source = next((v for v in (*inputs, *outputs) if _is_view_of(v, x)), None)
+        if j is None or source is None or source.shape != y.shape or source.dtype != y.dtype:
+            continue
+        if any(a is not None and np.may_share_memory(a, y) for k, o in enumerate(tasks) if k != t for a in o.xs):
+            continue  # another task reads the copy
+        if any(a is not None and np.may_share_memory(a, x) for o in tasks[t + 1:] for a in o.ys):
+            continue  # a later task writes the source
+        read_at[j] = source
+        skip.add(t)
+    return skip, read_at
+
+
+def _is_view_of(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same bytes seen the same way."""
+    return (a.dtype == b.dtype and a.shape == b.shape and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+def _swap(a: Slot, b: Slot) -> None:
+    """Two tensors trade buffers (and views): a carried value moves from a body's output to its input."""
+    a.addr, a.capacity, a.data, a.dtype, a.shape, a.array, b.addr, b.capacity, b.data, b.dtype, b.shape, b.array = \
+        b.addr, b.capacity, b.data, b.dtype, b.shape, b.array, a.addr, a.capacity, a.data, a.dtype, a.shape, a.array
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are one view of the same bytes (a view of a tensor's buffer made anew)."""
+    return a.base is not None and a.shape == b.shape and a.strides == b.strides and a.ctypes.data == b.ctypes.data
 
 
 def _host_input(d, x):

@@ -204,6 +204,35 @@ def test_a_long_static_loop_carries_state_and_stacks_every_step(tmp_path):
         api.unload(model_id)
 
 
+def test_a_bound_body_reads_outputs_that_copy_at_their_sources(tmp_path):
+    """Exported bodies pass the condition and a carried value through (Identity) and give a state
+    again as a scan output: from the second run on the copies are left out and those outputs read
+    where their values are; a copy another node reads (y, read by the Relu) stays. Scan likewise
+    (its state passed through, a scan output that is the step's slice). Equal to onnxruntime each run."""
+    rng = np.random.default_rng(4)
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["h", "W"], ["a"]), helper.make_node("Tanh", ["a"], ["h2"]),
+        helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["p"], ["p2"]),
+        helper.make_node("Identity", ["h2"], ["y"]), helper.make_node("Relu", ["y"], ["r"]),
+        helper.make_node("Identity", ["h2"], ["y2"])], "cell",
+        [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, 4]), vi("p", F, [2])],
+        [vi("c2", B, []), vi("h2", F, [1, 4]), vi("p2", F, [2]), vi("y", F, [1, 4]), vi("r", F, [1, 4]), vi("y2", F, [1, 4])],
+        [const("W", rng.standard_normal((4, 4)).astype(np.float32) / 2)])
+    loop = helper.make_node("Loop", ["M", "", "h0", "p0"], ["hN", "pN", "ys", "rs", "y2s"], body=body)
+    scan_body = helper.make_graph([
+        helper.make_node("Identity", ["s"], ["s2"]), helper.make_node("Identity", ["x"], ["x2"]),
+        helper.make_node("Mul", ["x", "s"], ["z"])], "step",
+        [vi("s", F, [3]), vi("x", F, [3])], [vi("s2", F, [3]), vi("x2", F, [3]), vi("z", F, [3])])
+    scan = helper.make_node("Scan", ["s0", "xs"], ["sN", "x2s", "zs"], body=scan_body, num_scan_inputs=1,
+                            scan_output_directions=[1, 0])
+    m = model([loop, scan], [vi("M", I64, []), vi("h0", F, [1, 4]), vi("p0", F, [2]), vi("s0", F, [3]), vi("xs", F, [5, 3])],
+              [vi("hN", F, [1, 4]), vi("pN", F, [2]), vi("ys", F, [None, 1, 4]), vi("rs", F, [None, 1, 4]),
+               vi("y2s", F, [None, 1, 4]), vi("sN", F, [3]), vi("x2s", F, [5, 3]), vi("zs", F, [5, 3])])
+    feeds = [{"M": np.array(n, np.int64), "h0": rand(1, 4, seed=n), "p0": rand(2, seed=n + 1), "s0": rand(3, seed=n + 2),
+              "xs": rand(5, 3, seed=n + 3)} for n in (6, 6, 20, 1, 0, 3)]
+    check(m, feeds, tmp_path)
+
+
 def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
     """PyTorch's exported generation loop: each step appends to the carried sequence (its shape
     changes every iteration) and reads the iteration number; the scan output is per step."""
@@ -225,6 +254,32 @@ def test_loop_carried_state_that_grows_and_iteration_number(tmp_path):
     result = check(m, feeds, tmp_path)
     body = read_om(result.om_path).subgraphs[0]
     assert body.inputs[2].shape == (-2,)  # the carried sequence changes shape: the body runs dynamic
+
+
+def test_a_dynamic_body_carries_state_of_fixed_and_growing_shapes(tmp_path):
+    """A body that runs node by node (its sequence grows) carrying, beside the sequence, a state of
+    fixed shape (its buffer and the output's trade places every iteration, so views alternate) and
+    a value passed through unchanged; each state also a scan output. Every iteration reads the
+    value the last one made: equal to onnxruntime over 0, 1, 2 and 9 iterations, run after run."""
+    body = helper.make_graph([
+        helper.make_node("Slice", ["seq", "m1", "big", "zero"], ["last_row"]),
+        helper.make_node("ReduceSum", ["last_row"], ["seq_last"], keepdims=0),
+        helper.make_node("Mul", ["s", "half"], ["sh"]), helper.make_node("Add", ["sh", "seq_last"], ["s2"]),
+        helper.make_node("Add", ["last_row", "p"], ["row"]),
+        helper.make_node("Concat", ["seq", "row"], ["seq2"], axis=0),
+        helper.make_node("Identity", ["p"], ["p2"]), helper.make_node("Identity", ["c"], ["c2"]),
+        helper.make_node("Identity", ["s2"], ["y"])], "grow",
+        [vi("i", I64, []), vi("c", B, []), vi("s", F, [2, 3]), vi("seq", F, [None, 3]), vi("p", F, [1, 3])],
+        [vi("c2", B, []), vi("s2", F, [2, 3]), vi("seq2", F, [None, 3]), vi("p2", F, [1, 3]), vi("y", F, [2, 3])],
+        [const("half", np.float32(0.5)), const("m1", np.array([-1], np.int64)),
+         const("big", np.array([1 << 30], np.int64)), const("zero", np.array([0], np.int64))])
+    m = model([helper.make_node("Loop", ["M", "", "s0", "q0", "p0"], ["s", "q", "p", "ys"], body=body)],
+              [vi("M", I64, []), vi("s0", F, [2, 3]), vi("q0", F, [1, 3]), vi("p0", F, [1, 3])],
+              [vi("s", F, [2, 3]), vi("q", F, [None, 3]), vi("p", F, [1, 3]), vi("ys", F, [None, 2, 3])])
+    feeds = [{"M": np.array(n, np.int64), "s0": rand(2, 3, seed=n), "q0": rand(1, 3, seed=n + 1) / 4,
+              "p0": rand(1, 3, seed=n + 2) / 4} for n in (9, 0, 1, 2, 9)]
+    result = check(m, feeds, tmp_path)
+    assert read_om(result.om_path).subgraphs[0].steps[0].kind == "node"  # it runs node by node
 
 
 def test_loop_with_a_constant_trip_count_has_static_outputs(tmp_path):
@@ -349,6 +404,37 @@ def test_scan_axes_and_directions(tmp_path, in_axis, in_dir, out_axis, out_dir):
               [vi("acc", F, per_step), vi("ys", F, ys_shape)])
     result = check(m, [{"acc0": rand(*per_step, seed=2), "x": x, "k": np.array(0.5, np.float32)}], tmp_path)
     assert [tuple(t.shape) for t in result.model.outputs] == [tuple(per_step), tuple(ys_shape)]
+
+
+def test_scan_of_two_inputs_and_outputs_on_their_own_axes_and_directions(tmp_path):
+    """A static body iterated bound (its views written and read in place, no call per step): two
+    scan inputs (axis 2 reversed, axis 0), two states, one the body does not read (its output comes
+    from a slice), scan outputs along axis 1 reversed and axis -1; a second run launches it once per
+    step and allocates nothing."""
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["a_t", "W"], ["aw"]), helper.make_node("Add", ["h", "aw"], ["s"]),
+        helper.make_node("Tanh", ["s"], ["h2"]), helper.make_node("Mul", ["b_t", "k"], ["u2"]),
+        helper.make_node("Add", ["h2", "b_t"], ["y1"]), helper.make_node("Sigmoid", ["u2"], ["y2"])], "b",
+        [vi("h", F, [2, 3]), vi("u", F, [2, 3]), vi("a_t", F, [2, 4]), vi("b_t", F, [2, 3])],
+        [vi("h2", F, [2, 3]), vi("u2", F, [2, 3]), vi("y1", F, [2, 3]), vi("y2", F, [2, 3])],
+        [const("W", rand(4, 3, seed=5) / 2)])
+    node = helper.make_node("Scan", ["h0", "u0", "a", "b"], ["hN", "uN", "ys1", "ys2"], body=body, num_scan_inputs=2,
+                            scan_input_axes=[2, 0], scan_input_directions=[1, 0],
+                            scan_output_axes=[1, -1], scan_output_directions=[1, 0])
+    m = model([node], [vi("h0", F, [2, 3]), vi("u0", F, [2, 3]), vi("a", F, [2, 4, 7]), vi("b", F, [7, 2, 3]), vi("k", F, [])],
+              [vi("hN", F, [2, 3]), vi("uN", F, [2, 3]), vi("ys1", F, [2, 7, 3]), vi("ys2", F, [2, 3, 7])])
+    feeds = {"h0": rand(2, 3, seed=1), "u0": rand(2, 3, seed=2), "a": rand(2, 4, 7, seed=3), "b": rand(7, 2, 3, seed=4),
+             "k": np.array(-1.5, np.float32)}
+    result = check(m, [feeds], tmp_path)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for _ in range(2):
+            api.execute(model_id, feeds)
+            stats = api.model(model_id).default_context.stats
+            assert stats["subgraph_runs"] == 7 and stats["submodel_launches"] == 7
+        assert stats["allocations"] == 0
+    finally:
+        api.unload(model_id)
 
 
 @pytest.mark.parametrize("direction", [0, 1])

@@ -9,6 +9,13 @@ valid until its next call (a static body hands them out without a copy): a kerne
 output into its stacked result as it comes, and its own results may be such views too (the caller
 copies them into the node's outputs at once).
 
+A body the runtime runs as one static submodel also offers `body.bound()`: the views
+its inputs are copied into and its outputs are read from (fixed while the node runs) and `run()`,
+its tasks alone. Loop and Scan iterate such a body without a call per iteration: they copy the
+scan slices and the carried state straight into its input views and each scan output straight
+into its slice of the stacked result, and check shapes once, before the first iteration (a
+Scan's step then costs its kernels and a few copies, not a subgraph call).
+
 Output shapes depend on running the subgraphs (a branch taken, a trip count, a condition), so
 infer() raises: the compiler routes these nodes to the hybrid executor.
 """
@@ -25,6 +32,30 @@ from ..base import Kernel
 from ..registry import register
 
 Body = Callable[[list], list]
+
+
+def bound_body(body: Body, count: int, values: list, n_outputs: int):
+    """The body bound, when the runtime binds it and `values` (one per body input: an array, or
+    None for one the caller writes per iteration) fit its input views exactly; those values are
+    copied in. The runtime's object (core/runtime/hybrid_context.py's BoundBody) has `inputs`, a
+    writable view per body input (None where the body does not read it), `outputs`, views of its
+    output buffers, and `run()`, one iteration on what the input views hold. None: the body runs
+    call by call (that path names what does not fit)."""
+    bind = getattr(body, "bound", None)
+    b = bind() if bind is not None else None
+    if b is None or len(b.inputs) != count or len(b.outputs) != n_outputs:
+        return None
+    for view, x in zip(b.inputs, values):
+        if view is not None and x is not None and not _fits(x, view):
+            return None
+    for view, x in zip(b.inputs, values):
+        if view is not None and x is not None:
+            np.copyto(view, x)
+    return b
+
+
+def _fits(x, view: np.ndarray) -> bool:
+    return type(x) is np.ndarray and x.shape == view.shape and x.dtype == view.dtype
 
 
 class ControlFlow(Kernel):
@@ -48,10 +79,13 @@ class ControlFlow(Kernel):
     def compute(self, *xs):
         raise self.fail("control flow runs its subgraphs as submodels; it has no standalone compute")
 
-    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body], templates=()) -> list[np.ndarray]:
+    def execute(self, xs: Sequence[np.ndarray | None], bodies: Sequence[Body], templates=(),
+                allocate: Callable | None = None) -> list[np.ndarray]:
         """The node's outputs. `bodies`: one callable per attribute in `self.bodies`; `templates`:
         (dtype, shape or None) of the body's outputs as compiled, which give a scan output its
-        per-iteration shape when there is no iteration (when they do not know it: dry_run)."""
+        per-iteration shape when there is no iteration (when they do not know it: dry_run);
+        `allocate(k, dtype, shape)`: an array to make output k in (the runtime's buffer of that
+        output, so a stacked result is written where it stays, no copy after; np.empty without)."""
         raise NotImplementedError
 
     def split(self, xs):
@@ -140,7 +174,7 @@ class If(ControlFlow):
         if self.formal != 1:
             raise self.fail(f"takes one input (cond), got {self.formal}")
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (cond,), captured = self.split(xs)
         branch = bodies[0] if bool(self.scalar(cond, "cond")) else bodies[1]
         return branch(captured)
@@ -158,11 +192,15 @@ class Loop(ControlFlow):
             raise self.fail(f"takes at least 2 inputs (M, cond), got {self.formal}")
         self.carried = self.formal - 2
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (trip, cond, *carried), captured = self.split(xs)
         body, n = bodies[0], self.carried
         limit = None if trip is None else int(self.scalar(trip, "input M (trip count)"))
         go = True if cond is None else bool(self.scalar(cond, "input cond"))
+        if go and (limit is None or limit > 0):  # (a negative trip count runs no iteration)
+            fast = self.bound_loop(body, limit, carried, captured, allocate)
+            if fast is not None:
+                return fast
         scans = [Stacked(self, 0, f"scan output {k}", expected=limit) for k in range(self.num_outputs - n)]
         i, going = 0, _constant(True)  # one array while it holds: a body copies it in once
         while go and (limit is None or i < limit):
@@ -179,6 +217,59 @@ class Loop(ControlFlow):
             templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
                                      [None] * (1 + n) + templates)[1 + n:]
         return carried + [scan.result(i, t) for scan, t in zip(scans, templates)]
+
+    def bound_loop(self, body: Body, limit: int | None, carried: list, captured: list, allocate=None) -> list | None:
+        """The loop on a bound static body (None: it is not one, or the values do not fit it): the
+        iteration number and the carried state written into its input views, the state copied from
+        its outputs back into them after each iteration, each scan output into its slice of a
+        stacked result that doubles when full."""
+        n, n_scans = self.carried, self.num_outputs - self.carried
+        b = bound_body(body, 2 + n + len(captured), [None, None, *carried, *captured], 1 + n + n_scans)
+        if b is None:
+            return None
+        i_view, cond_view = b.inputs[0], b.inputs[1]
+        going, state = b.outputs[0], b.outputs[1:1 + n]
+        if (i_view is not None and not (i_view.size == 1 and i_view.dtype.kind in "iu")) or going.size != 1 \
+                or (cond_view is not None and cond_view.size != 1):
+            return None  # odd declarations: the call-by-call path checks them
+        back = []  # (input view, output view) of each carried value the body reads
+        for view, out in zip(b.inputs[2:2 + n], state):
+            if view is not None:
+                if out.shape != view.shape or out.dtype != view.dtype:
+                    return None  # state whose shape changes: not one static body
+                back.append((view, out))
+        if cond_view is not None:
+            cond_view[...] = True  # (an iteration runs only while the condition holds)
+        parts = b.outputs[1 + n:]
+        room = min(limit or 16, max(16, Stacked.FIRST_BYTES // max(max((p.nbytes for p in parts), default=1), 1)))
+        allocate = allocate or _empty  # (room for the whole result, when the trip count is its length)
+        stacks = [allocate(n + k, p.dtype, (room,) + p.shape) for k, p in enumerate(parts)]
+        copyto, run, i = np.copyto, b.run, 0
+        while limit is None or i < limit:
+            if i_view is not None:
+                i_view.fill(i)
+            run()
+            if i == room:  # full: twice the room
+                room *= 2
+                stacks = [_grown(a, room) for a in stacks]
+            for a, p in zip(stacks, parts):
+                copyto(a[i, ...], p)
+            i += 1
+            if not going:
+                break
+            for view, out in back:
+                copyto(view, out)
+        return list(state) + [a[:i] for a in stacks]
+
+
+def _empty(k: int, dtype, shape) -> np.ndarray:
+    return np.empty(shape, dtype)
+
+
+def _grown(a: np.ndarray, room: int) -> np.ndarray:
+    grown = np.empty((room,) + a.shape[1:], a.dtype)
+    grown[:len(a)] = a
+    return grown
 
 
 def _constant(value) -> np.ndarray:
@@ -211,13 +302,17 @@ class _ScanBase(ControlFlow):
                 raise self.fail(f"{key}[{k}] = {x} is out of range for rank {r}")
         return [x % r for x, r in zip(a, ranks)]
 
-    def scan(self, states, scans, captured, body, in_axes, in_dirs, out_axes, out_dirs, templates):
+    def scan(self, states, scans, captured, body, in_axes, in_dirs, out_axes, out_dirs, templates, allocate=None):
         """The opset-9 algorithm: states carried, each scan input sliced along its axis."""
         lengths = {np.shape(x)[a] for x, a in zip(scans, in_axes)}
         if len(lengths) != 1:
             raise self.fail(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
         steps = lengths.pop()
         n = len(states)
+        if steps:
+            fast = self.bound_scan(states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs, allocate)
+            if fast is not None:
+                return fast
         outputs = [Stacked(self, a, f"scan output {k}", steps, reverse=bool(d))
                    for k, (a, d) in enumerate(zip(out_axes, out_dirs))]
         lead = [(slice(None),) * a for a in in_axes]  # a slice is a view: the body copies it in
@@ -232,6 +327,50 @@ class _ScanBase(ControlFlow):
             templates = self.dry_run(body, [*states, *slices, *captured], [None] * n + templates)[n:]
         return list(states) + [out.result(steps, t) for out, t in zip(outputs, templates)]
 
+    def bound_scan(self, states, scans, captured, body, steps, in_axes, in_dirs, out_axes, out_dirs,
+                   allocate=None) -> list | None:
+        """The scan on a bound static body (None: it is not one, or the values do not fit it): each
+        scan input seen with its scan axis first (reversed where its direction is 1), its slice of
+        a step copied into the body's input view; each scan output into its slice of the result,
+        seen likewise; the state copied from the body's outputs back into its input views."""
+        n, m = len(states), len(scans)
+        b = bound_body(body, n + m + len(captured), [*states, *([None] * m), *captured], n + len(out_axes))
+        if b is None:
+            return None
+        feeds = []  # (input view, the scan input with its scan axis first, in the order of the steps)
+        for x, a, d, view in zip(scans, in_axes, in_dirs, b.inputs[n:n + m]):
+            if view is None:
+                continue
+            x = np.moveaxis(np.asarray(x), a, 0)
+            if x.shape[1:] != view.shape or x.dtype != view.dtype:
+                return None
+            feeds.append((view, x[::-1] if d else x))
+        back = []
+        for view, out in zip(b.inputs[:n], b.outputs[:n]):
+            if view is not None:
+                if out.shape != view.shape or out.dtype != view.dtype:
+                    return None  # state whose shape changes: not one static body
+                back.append((view, out))
+        results, stacks = [], []  # each scan output's result, and its steps' slices in the order of the steps
+        for k, (part, a, d) in enumerate(zip(b.outputs[n:], out_axes, out_dirs)):
+            a = a + part.ndim + 1 if a < 0 else a
+            if not 0 <= a <= part.ndim:
+                raise self.fail(f"scan output {k}: axis {out_axes[k]} is out of range for a result of rank {part.ndim + 1}")
+            result = (allocate or _empty)(n + k, part.dtype, part.shape[:a] + (steps,) + part.shape[a:])
+            slices = np.moveaxis(result, a, 0)
+            results.append(result)
+            stacks.append((part, slices[::-1] if d else slices))
+        copyto, run = np.copyto, b.run
+        for t in range(steps):
+            for view, x in feeds:
+                copyto(view, x[t])
+            run()
+            for part, slices in stacks:
+                copyto(slices[t, ...], part)
+            for view, out in back:
+                copyto(view, out)
+        return list(b.outputs[:n]) + results
+
 
 @register("Scan", since=9)
 class Scan(_ScanBase):
@@ -239,7 +378,7 @@ class Scan(_ScanBase):
     input's axis (scan_input_axes, reversed where scan_input_directions is 1); states are carried,
     scan outputs stacked along scan_output_axes (reversed where scan_output_directions is 1)."""
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         formal, captured = self.split(xs)
         if self.m > len(formal):
             raise self.fail(f"num_scan_inputs {self.m} exceeds its {len(formal)} inputs")
@@ -253,7 +392,7 @@ class Scan(_ScanBase):
         out_axes = [int(a) for a in self.attrs.get("scan_output_axes") or [0] * n_out]
         if len(out_axes) != n_out:
             raise self.fail(f"scan_output_axes {out_axes} must list {n_out} axes")
-        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, out_axes, out_dirs, templates)
+        return self.scan(states, scans, captured, bodies[0], in_axes, in_dirs, out_axes, out_dirs, templates, allocate)
 
 
 @register("Scan", since=8)
@@ -262,7 +401,7 @@ class Scan8(_ScanBase):
     every input and output; the scan axis is 1 (directions: per scan input). A batch item shorter
     than the others (sequence_lens) leaves its scan outputs zero past its length."""
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (lens, *formal), captured = self.split(xs)
         n = len(formal) - self.m
         if n < 0:
@@ -300,7 +439,7 @@ class SequenceMap(ControlFlow):
         if self.formal < 1:
             raise self.fail("takes at least one input (input_sequence)")
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         formal, captured = self.split(xs)
         if not isinstance(formal[0], list):
             raise self.fail("input 0 (input_sequence) must be a sequence")
@@ -360,7 +499,7 @@ class FlexAttention(ControlFlow):
     def compute(self, *xs):
         return self.execute(xs, [None, None])
 
-    def execute(self, xs, bodies, templates=()):
+    def execute(self, xs, bodies, templates=(), allocate=None):
         (q, k, v), captured = self.split(xs)
         q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
         score_mod, prob_mod = bodies

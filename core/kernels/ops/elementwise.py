@@ -265,7 +265,8 @@ class Relu(Unary):
 
     def bound(self, xs, ys, ws):
         if type(self).run is Elementwise.run and type(self).evaluate is Relu.evaluate:  # the ufunc itself
-            return partial(np.maximum, xs[0], self.dtype.type(0), out=ys[0])
+            # a 0-d array, not a numpy scalar: the ufunc converts a scalar on every call (~0.2 us)
+            return partial(np.maximum, xs[0], np.zeros((), self.dtype), out=ys[0])
         return super().bound(xs, ys, ws)
 
 

@@ -120,8 +120,12 @@ class Concat(StaticInputKernel):
             return run_for_threads(lambda: self.nat.concat_call(list(xs), ys[0], self.outer))
         return super().bound(xs, ys, ws)
 
+    #: below this many output bytes, run() is numpy's concatenate: finding or building the native
+    #: call for buffers given anew (~4 us, a dynamic node's) costs more than the copy saves
+    NUMPY_BYTES = 1 << 20
+
     def run(self, xs, ys, ws):
-        if self.nat is not None and _contiguous(*xs, ys[0]):
+        if self.nat is not None and ys[0].nbytes >= self.NUMPY_BYTES and _contiguous(*xs, ys[0]):
             call = self.calls.get_repeated((*xs, ys[0]), lambda: self.nat.concat_call(list(xs), ys[0], self.outer))
             if call is not None:
                 call.run()

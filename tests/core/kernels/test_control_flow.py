@@ -106,3 +106,95 @@ def test_infer_and_compute_say_control_flow_runs_its_subgraphs():
     k = kernel("Loop", 2, 0)
     with pytest.raises(GeError, match="control flow: its output shapes come from running its subgraphs"):
         k.infer()
+
+
+class BoundPython:
+    """A body as the runtime binds a static one: fixed input views (None where `read` says the body
+    does not read that input), output views, run() on what the views hold; called, it is the plain
+    call. `runs` and `calls` count the two ways it ran."""
+
+    def __init__(self, fn, ins, outs, read=None):
+        self.fn, self.ins, self.outs, self.runs, self.calls = fn, ins, outs, 0, 0
+        self.read = read or [True] * len(ins)
+
+    def __call__(self, xs):
+        self.calls += 1
+        return [np.array(y) for y in self.fn(xs)]
+
+    def bound(self):
+        views = [np.zeros(s, d) if r else None for (d, s), r in zip(self.ins, self.read)]
+        outs = [np.zeros(s, d) for d, s in self.outs]
+        body = self
+
+        class Bound:
+            inputs, outputs = views, outs
+
+            @staticmethod
+            def run():
+                body.runs += 1
+                xs = [np.full(s, np.nan if np.dtype(d).kind == "f" else 0, d) if v is None else v.copy()
+                      for v, (d, s) in zip(views, body.ins)]  # (an unread input is garbage)
+                for o, y in zip(outs, body.fn(xs)):
+                    o[...] = y
+        return Bound
+
+
+def test_scan_on_a_bound_body_equals_calls_with_axes_directions_and_unread_state():
+    """Two scan inputs (axis 1 reversed, axis 0), a state the body reads and one it does not,
+    scan outputs along the last axis reversed and axis 0, a captured value: the bound loop gives what
+    a call per step gives."""
+    x1 = np.arange(12, dtype=np.float32).reshape(3, 4)  # 4 steps of columns of 3
+    x2 = np.arange(8, dtype=np.float32).reshape(4, 2) * 0.5  # 4 steps of rows of 2
+    w = np.float32(3)
+
+    def fn(xs):
+        acc, _, a, b, k = xs
+        acc2 = acc + a * k
+        return [acc2, b * 2, acc2 - 1, b + acc2[:2]]
+    spec = ([(np.float32, (3,)), (np.float32, (2,)), (np.float32, (3,)), (np.float32, (2,)), (np.float32, ())],
+            [(np.float32, (3,)), (np.float32, (2,)), (np.float32, (3,)), (np.float32, (2,))])
+    attrs = dict(num_scan_inputs=2, scan_input_axes=[1, 0], scan_input_directions=[1, 0],
+                 scan_output_axes=[-1, 0], scan_output_directions=[1, 0])
+    xs = [np.ones(3, np.float32), np.full(2, 7, np.float32), x1, x2, np.array(w)]
+    bound = BoundPython(fn, *spec, read=[True, False, True, True, True])
+    fast = kernel("Scan", 5, 4, captures=1, **attrs).execute(xs, [bound])
+    plain = kernel("Scan", 5, 4, captures=1, **attrs).execute(xs, [lambda v: fn(v)])
+    assert bound.runs == 4 and bound.calls == 0
+    for f, p in zip(fast, plain):
+        assert f.shape == p.shape and f.dtype == p.dtype
+        np.testing.assert_array_equal(f, p)
+    assert fast[2].shape == (3, 4) and fast[3].shape == (4, 2)
+
+
+def test_loop_on_a_bound_body_equals_calls_early_exit_growth_and_unread_carried():
+    """Iteration number, a condition ending it before the trip count, a carried value the body does
+    not read, 40 scan parts (past the first room of 16): the bound loop gives what calls give; a
+    state whose shape would change runs call by call."""
+    def fn(xs):
+        i, _, h, _, w = xs
+        h2 = np.tanh(h * w + np.float32(i))
+        return [np.array(i < 39), h2, h2.sum(keepdims=True), h2[0] + np.float32(i)]
+    spec = ([(np.int64, ()), (np.bool_, ()), (np.float32, (3,)), (np.float32, (1,)), (np.float32, (3,))],
+            [(np.bool_, ()), (np.float32, (3,)), (np.float32, (1,)), (np.float32, ())])
+    xs = [np.array(100, np.int64), np.array(True), np.full(3, 0.5, np.float32), np.zeros(1, np.float32),
+          np.array([0.5, -0.25, 0.125], np.float32)]
+    bound = BoundPython(fn, *spec, read=[True, False, True, False, True])
+    fast = kernel("Loop", 5, 3, captures=1).execute(xs, [bound])
+    plain = kernel("Loop", 5, 3, captures=1).execute(xs, [lambda v: [np.array(y) for y in fn(v)]])
+    assert bound.runs == 40 and bound.calls == 0
+    for f, p in zip(fast, plain):
+        assert f.shape == p.shape and f.dtype == p.dtype
+        np.testing.assert_array_equal(f, p)
+    assert fast[2].shape == (40,)
+
+    none = BoundPython(fn, *spec, read=[True, False, True, False, True])
+    for trip in (0, -3):  # no iteration: the initial values, empty scans of the per-step shape
+        h, extra, ys = kernel("Loop", 5, 3, captures=1).execute([np.array(trip, np.int64), *xs[1:]], [none],
+                                                                 templates=[(np.bool_, ()), *spec[1][1:]])
+        assert none.runs == none.calls == 0 and ys.shape == (0,) and ys.dtype == np.float32
+        np.testing.assert_array_equal(h, xs[2])
+
+    grows = BoundPython(lambda v: [np.array(True), np.concatenate([v[2], v[2]])], [(np.int64, ()), (np.bool_, ()),
+                        (np.float32, (1,))], [(np.bool_, ()), (np.float32, (2,))])
+    (seq,) = kernel("Loop", 3, 1).execute([np.array(3, np.int64), None, np.ones(1, np.float32)], [grows])
+    assert grows.runs == 0 and grows.calls == 3 and seq.shape == (8,)

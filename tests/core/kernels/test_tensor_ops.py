@@ -209,9 +209,16 @@ def test_concat_and_gather_copy_natively(default_backend):
 
 def test_concat_builds_its_native_call_for_buffers_that_come_back(default_backend):
     """Run on new buffers each time (a state growing each Loop iteration) a Concat copies with numpy,
-    building no native call it would not run again; the same buffers a second time get the call."""
+    building no native call it would not run again; the same buffers a second time get the call, when
+    the output is big enough (under NUMPY_BYTES numpy's copy is the faster one, whatever comes)."""
     default_backend("native")
     k = make("Concat", {"a": f32(3, 4), "b": f32(1, 4)}, {"axis": 0})
+    y = np.full((4, 4), np.nan, np.float32)
+    a, b = f32(3, 4), f32(1, 4)
+    for _ in range(2):
+        k.run([a, b], [y], None)
+    assert getattr(k.calls.local, "entry", None) is None and np.array_equal(y, np.concatenate([a, b]))
+    k.NUMPY_BYTES = 0  # (these small buffers take the path of outputs of 1 MiB and more)
     for rows in (3, 5, 5):
         a, b = f32(rows, 4), f32(1, 4)
         y = np.full((rows + 1, 4), np.nan, np.float32)
