@@ -34,6 +34,8 @@ def as_str(v, where: str) -> str:
 
 def as_dtype(v, where: str, strings: bool = False) -> str:
     """A dtype's name; `strings`: string tensors (dtype object) allowed there."""
+    if type(v) is str and v in DTYPES:  # a name already (numpy's dtype.name is a Python property: ~5 us)
+        return v
     try:
         name = np.dtype(v).name
     except TypeError:
