@@ -46,7 +46,7 @@ Every path gives the same int32 accumulator, so the results are identical. */
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
 #define QMR 8
 #define QNR 32
-#elif defined(__AVX2__)
+#elif defined(__AVX2__)  /* (6 rows: 12 accumulators, the panel's 2, a row's, ones, a product: 17 ymm, spilled) */
 #define QMR 4
 #define QNR 16
 #else
@@ -104,8 +104,10 @@ static inline int32_t load_quad(const uint8_t *p, int64_t avail) {
 #define HAVE_PAIRS 0
 static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
                                                        const uint8_t *panel, int rows_signed, int32_t *out,
-                                                       const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
-    (void)mr;  /* all QMR rows (the short tile's repeat its last); no split weights (exact as they are) */
+                                                       const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr,
+                                                       int nc) {
+    (void)mr, (void)nc;  /* all QMR rows (the short tile's repeat its last), all QNR columns; no split weights
+                            (exact as they are) */
     (void)fix_q, (void)fix_b, (void)nfix;
     __m512i acc[QMR][2];
     for (int i = 0; i < QMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
@@ -131,81 +133,104 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
 }
 #elif defined(__AVX2__)
 #define HAVE_PAIRS 1
-/* QPATH_BYTES: vpmaddubsw adds the two u8 x s8 products of each pair of k into int16, saturating;
-   the caller takes this path only for weights none of whose pairs can leave int16 (qgemm_path in
-   int8_native.py), so it is exact: then vpmaddwd by ones adds the pairs of a quad into int32 */
-static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
-                                                             const uint8_t *panel, int rows_signed, int32_t *out,
-                                                             const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
-                                                             const int mr) {
+/* One quad of K into mr rows' accumulators: AT is row i's 4 bytes (broadcast), B0 and B1 the panel's 16
+   columns' quads (nv 1: the first 8 only); vpmaddubsw adds each pair's two u8 x s8 products into int16,
+   vpmaddwd by ones a quad's two pairs into int32 (rows_signed: the rows are the s8 operand) */
+#define QUAD_BYTES(AT, B0, B1)                                                                           \
+    do {                                                                                                 \
+        for (int i = 0; i < mr; i++) {                                                                   \
+            __m256i a_ = _mm256_set1_epi32(AT);                                                          \
+            __m256i p0_ = rows_signed ? _mm256_maddubs_epi16(B0, a_) : _mm256_maddubs_epi16(a_, B0);      \
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(p0_, ones));                       \
+            if (nv == 2) {                                                                               \
+                __m256i p1_ = rows_signed ? _mm256_maddubs_epi16(B1, a_) : _mm256_maddubs_epi16(a_, B1);  \
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(p1_, ones));                   \
+            }                                                                                            \
+        }                                                                                                \
+    } while (0)
+
+static inline int32_t quad_at(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* QPATH_BYTES: vpmaddubsw saturates its int16 sums; the caller takes this path only for weights none
+   of whose pairs can leave int16 (product_plan in int8_native.py), or split so (the rest's quads
+   added after), so it is exact. The rows are lda bytes apart (a short tile computes only its mr
+   rows); the quads readable as 4 bytes run in a loop of their own (its broadcasts straight from
+   memory: no per-quad check of the row's end), K's last short quad after. Both operand orders are
+   compiled (rows_signed a constant in each), so that the loop has no choice in it. nv: the vectors of
+   columns computed, 2, or 1 for a panel of at most 8 (a 7x7 plane's 49th pixel costs half a panel). */
+static inline __attribute__((always_inline)) void tile_bytes_as(const uint8_t *a, int64_t lda, int64_t K,
+                                                                int64_t row_len, const uint8_t *panel,
+                                                                const int rows_signed, int32_t *out,
+                                                                const int32_t *fix_q, const int8_t *fix_b,
+                                                                int64_t nfix, const int mr, const int nv) {
     __m256i acc[QMR][2];
     const __m256i ones = _mm256_set1_epi16(1);
     for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
-    int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4;  /* quads readable as 4 bytes */
-    for (int64_t q = 0; q < q4; q++) {
+    int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4, q = 0;
+    for (; q < whole; q++) {
         __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
         __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
-        for (int i = 0; i < mr; i++) {
-            int32_t v;
-            if (q < whole) memcpy(&v, rows[i] + 4 * q, 4);
-            else v = load_quad(rows[i] + 4 * q, row_len - 4 * q);
-            __m256i a = _mm256_set1_epi32(v);
-            __m256i p0 = rows_signed ? _mm256_maddubs_epi16(b0, a) : _mm256_maddubs_epi16(a, b0);
-            __m256i p1 = rows_signed ? _mm256_maddubs_epi16(b1, a) : _mm256_maddubs_epi16(a, b1);
-            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(p0, ones));
-            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(p1, ones));
-        }
+        QUAD_BYTES(quad_at(a + i * lda + 4 * q), b0, b1);
+    }
+    for (; q < q4; q++) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
+        QUAD_BYTES(load_quad(a + i * lda + 4 * q, row_len - 4 * q), b0, b1);
     }
     /* the split weights' rest: the same products on the listed quads (the weights' operand from fix_b) */
     for (int64_t e = 0; e < nfix; e++) {
-        int64_t q = fix_q[e];
+        int64_t fq = fix_q[e];
         if (rows_signed) {  /* the rows are the weights: QMR rows' quads */
-            __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
-            __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
-            for (int i = 0; i < mr; i++) {
-                int32_t v;
-                memcpy(&v, fix_b + e * QMR * 4 + 4 * i, 4);
-                __m256i a = _mm256_set1_epi32(v);
-                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(b0, a), ones));
-                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(b1, a), ones));
-            }
+            __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + fq * QNR * 4));
+            __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + fq * QNR * 4 + 32));
+            QUAD_BYTES(quad_at((const uint8_t *)fix_b + e * QMR * 4 + 4 * i), b0, b1);
         } else {  /* the panel is the weights: the panel's quad */
             __m256i b0 = _mm256_loadu_si256((const __m256i *)(fix_b + e * QNR * 4));
             __m256i b1 = _mm256_loadu_si256((const __m256i *)(fix_b + e * QNR * 4 + 32));
-            for (int i = 0; i < mr; i++) {
-                __m256i a = _mm256_set1_epi32(load_quad(rows[i] + 4 * q, row_len - 4 * q));
-                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
-                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
-            }
+            QUAD_BYTES(load_quad(a + i * lda + 4 * fq, row_len - 4 * fq), b0, b1);
         }
     }
     for (int i = 0; i < mr; i++) {
         _mm256_storeu_si256((__m256i *)(out + i * QNR), acc[i][0]);
-        _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
+        if (nv == 2) _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
     }
+}
+
+static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                             const uint8_t *panel, int rows_signed, int32_t *out,
+                                                             const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
+                                                             const int mr, const int nv) {
+    int64_t lda = mr > 1 ? rows[1] - rows[0] : 0;  /* (the callers' rows are evenly spaced) */
+    if (rows_signed) tile_bytes_as(rows[0], lda, K, row_len, panel, 1, out, fix_q, fix_b, nfix, mr, nv);
+    else tile_bytes_as(rows[0], lda, K, row_len, panel, 0, out, fix_q, fix_b, nfix, mr, nv);
 }
 
 /* QPATH_PAIRS: rows and panel already int16, pairs of k as one 32-bit lane (panel[pair][j][2]): one
    vpmaddwd adds a pair's two products into int32, exact for any bytes */
 static inline __attribute__((always_inline)) void tile_pairs(const int16_t *const *rows, int64_t K,
-                                                             const int16_t *panel, int32_t *out, const int mr) {
+                                                             const int16_t *panel, int32_t *out, const int mr,
+                                                             const int nv) {
     __m256i acc[QMR][2];
     for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    const int16_t *a = rows[0];
+    int64_t lda = mr > 1 ? rows[1] - rows[0] : 0;
     int64_t pairs = 2 * quads(K);
     for (int64_t q = 0; q < pairs; q++) {
         __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 2));
         __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 2 + 16));
         for (int i = 0; i < mr; i++) {
-            int32_t v;
-            memcpy(&v, rows[i] + 2 * q, 4);
-            __m256i a = _mm256_set1_epi32(v);
-            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(a, b0));
-            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(a, b1));
+            __m256i v = _mm256_set1_epi32(quad_at((const uint8_t *)(a + i * lda + 2 * q)));
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(v, b0));
+            if (nv == 2) acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(v, b1));
         }
     }
     for (int i = 0; i < mr; i++) {
         _mm256_storeu_si256((__m256i *)(out + i * QNR), acc[i][0]);
-        _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
+        if (nv == 2) _mm256_storeu_si256((__m256i *)(out + i * QNR + 8), acc[i][1]);
     }
 }
 
@@ -216,7 +241,8 @@ static inline __attribute__((always_inline)) void tile_pairs(const int16_t *cons
 static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *const *rows, int64_t K, int64_t row_len,
                                                              const uint8_t *panel, int rows_signed, int32_t *out,
                                                              const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
-                                                             const int mr) {
+                                                             const int mr, const int nv) {
+    (void)nv;  /* (every column: the halves are 8 columns each, of one loop) */
     const __m128i ones = _mm_set1_epi16(1);
     int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4;
     for (int h = 0; h < 2; h++) {
@@ -265,7 +291,9 @@ static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *cons
 }
 
 static inline __attribute__((always_inline)) void tile_pairs(const int16_t *const *rows, int64_t K,
-                                                             const int16_t *panel, int32_t *out, const int mr) {
+                                                             const int16_t *panel, int32_t *out, const int mr,
+                                                             const int nv) {
+    (void)nv;
     int64_t pairs = 2 * quads(K);
     for (int h = 0; h < 2; h++) {
         __m128i acc[QMR][2];
@@ -290,30 +318,41 @@ static inline __attribute__((always_inline)) void tile_pairs(const int16_t *cons
 #endif
 
 #if HAVE_PAIRS
-/* the tiles with the row count a constant (a short tile computes only its rows) */
-static void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
-                 int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
+/* the tiles with the row count and the vectors of columns constants (a short tile computes only its
+   rows; a panel of at most 8 columns, nc, the last of a 7x7 or 14x14 plane's pixels, only its first
+   vector on AVX2), inlined into the item: called, they cost 4-8% of a product */
+#define TILE_CASE(M, CALL_NV) case M: if (nc <= 8) CALL_NV(M, 1); else CALL_NV(M, 2); break
+static inline __attribute__((always_inline)) void tile(const uint8_t *const *rows, int64_t K, int64_t row_len,
+                                                       const uint8_t *panel, int rows_signed, int32_t *out,
+                                                       const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr,
+                                                       int nc) {
+#define BYTES_NV(M, NV) tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, M, NV)
     switch (mr) {
-    case 1: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 1); break;
-    case 2: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 2); break;
-    case 3: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, 3); break;
-    default: tile_bytes(rows, K, row_len, panel, rows_signed, out, fix_q, fix_b, nfix, QMR);
+    TILE_CASE(1, BYTES_NV);
+    TILE_CASE(2, BYTES_NV);
+    TILE_CASE(3, BYTES_NV);
+    default: if (nc <= 8) BYTES_NV(QMR, 1); else BYTES_NV(QMR, 2);
     }
+#undef BYTES_NV
 }
 
-static void tile16(const int16_t *const *rows, int64_t K, const int16_t *panel, int32_t *out, int mr) {
+static inline __attribute__((always_inline)) void tile16(const int16_t *const *rows, int64_t K, const int16_t *panel,
+                                                         int32_t *out, int mr, int nc) {
+#define PAIRS_NV(M, NV) tile_pairs(rows, K, panel, out, M, NV)
     switch (mr) {
-    case 1: tile_pairs(rows, K, panel, out, 1); break;
-    case 2: tile_pairs(rows, K, panel, out, 2); break;
-    case 3: tile_pairs(rows, K, panel, out, 3); break;
-    default: tile_pairs(rows, K, panel, out, QMR);
+    TILE_CASE(1, PAIRS_NV);
+    TILE_CASE(2, PAIRS_NV);
+    TILE_CASE(3, PAIRS_NV);
+    default: if (nc <= 8) PAIRS_NV(QMR, 1); else PAIRS_NV(QMR, 2);
     }
+#undef PAIRS_NV
 }
+#undef TILE_CASE
 #elif !defined(__AVX512VNNI__) || !defined(__AVX512F__)
 #define HAVE_PAIRS 0
 static inline void tile(const uint8_t *const *rows, int64_t K, int64_t row_len, const uint8_t *panel, int rows_signed,
-                        int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr) {
-    (void)row_len;
+                        int32_t *out, const int32_t *fix_q, const int8_t *fix_b, int64_t nfix, int mr, int nc) {
+    (void)row_len, (void)nc;
     (void)mr, (void)fix_q, (void)fix_b, (void)nfix;
     int32_t acc[QMR][QNR] = {{0}};
     for (int64_t k = 0; k < K; k++) {
@@ -870,7 +909,7 @@ static inline void amx_finish(const QGemm *g, int32_t *block, int64_t i0, int h,
     int32_t *part = block + h * QMR * QNR;
     for (int i = 0; i < QMR; i++) rows[i] = g->a + (i0 + h * QMR + i) * g->lda + k64;
     if (k64 < g->K) {
-        tile(rows, g->K - k64, g->K - k64, panel + k64 / 4 * QNR * 4, 0, acc, NULL, NULL, 0, QMR);
+        tile(rows, g->K - k64, g->K - k64, panel + k64 / 4 * QNR * 4, 0, acc, NULL, NULL, 0, QMR, nc);
         for (int e = 0; e < QMR * QNR; e++) part[e] += acc[e];
     }
     for (int i = 0; i < QMR; i++) rows[i] -= k64;
@@ -963,7 +1002,7 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
             const int16_t *rows16[QMR];
             int64_t ld16 = 4 * quads(g->K);
             for (int i = 0; i < QMR; i++) rows16[i] = g->a16 + (i0 + (i < mr ? i : mr - 1)) * ld16;
-            tile16(rows16, g->K, (const int16_t *)panel, acc, mr);
+            tile16(rows16, g->K, (const int16_t *)panel, acc, mr, nc);
         } else
 #endif
         {
@@ -974,8 +1013,8 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
             }
             const int32_t *fq = g->fix_start ? g->fix_q + f0 : NULL;
             const int8_t *fb = g->fix_start ? g->fix_b + f0 * (g->rows_are_weights ? QMR * 4 : QNR * 4) : NULL;
-            if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, fq, fb, nfix, mr);  /* rows padded to quads */
-            else tile(rows, g->K, g->K, panel, 0, acc, fq, fb, nfix, mr);
+            if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, fq, fb, nfix, mr, nc);  /* rows padded to quads */
+            else tile(rows, g->K, g->K, panel, 0, acc, fq, fb, nfix, mr, nc);
         }
         finish_tile(g, acc, i0, mr, j0, nc, rows, row_sums, col_sums);
     }

@@ -97,6 +97,49 @@ def test_split_weights_exact_at_the_edge_of_int16(monkeypatch, level, op, pair, 
         assert len(plan.plan.fix[1]) == 2  # one quad of each of two groups keeps a rest
 
 
+def _edge_weights(kind: str, shape, rng) -> np.ndarray:
+    """int8 weights whose pairs of k all fit int16 (fit), a few of which do not (split), or none (wide)."""
+    w = rng.integers(-60, 61, shape).astype(np.int8)
+    flat = w.reshape(shape[0], -1)
+    if kind == "wide":
+        flat[:] = np.resize(np.array([127, 127, -128, -128], np.int8), flat.shape)
+    elif kind == "split":
+        flat[0, :2], flat[-1, 4:6] = (127, 127), (-128, -128)
+    return w
+
+
+@pytest.mark.parametrize("level", level_params())
+@pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger"])
+@pytest.mark.parametrize("kind", ["fit", "split", "wide"])
+def test_short_tiles_and_last_panels_exact(monkeypatch, level, op, kind):
+    """Tiles of every row count (1 to 7 weight indices or rows: a whole tile and each short one) and last
+    panels of at most 8 columns, whose first 8 alone AVX2 computes: a 7x7 conv's 49 pixels (3 panels and
+    1 column), a product's 19 columns (a panel and 3); edge bytes (0 and 255 beside zero points of 0 and
+    255) on each path (vpmaddubsw, split weights, int16 pairs), exact at every level."""
+    monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(native_mod.load_level(level)))
+    rng = np.random.default_rng(11)
+    for m in (1, 2, 3, 4, 5, 6, 7):
+        if op == "ConvInteger":  # K = 5 * 3 * 3 = 45, padded: the input's copy with its zero point
+            x = rng.choice(np.array([0, 255, 255, 1], np.uint8), (1, 5, 7, 7))
+            w = _edge_weights(kind, (m, 5, 3, 3), rng)
+            attrs, xz = {"pads": [1, 1, 1, 1]}, np.array(255, np.uint8)
+        else:
+            x = rng.choice(np.array([0, 255, 255, 1], np.uint8), (m, 45))
+            w = _edge_weights(kind, (19, 45), rng).T.copy()
+            attrs, xz = {}, np.array(0, np.uint8)
+        xs = [x, w, xz]
+        kernel = lookup(op, "", 17)(attrs, [Meta(v.dtype, v.shape) for v in xs], [None, w, None], opset=17,
+                                    name="n").load()
+        out = kernel.infer()[0]
+        y = np.zeros(out.shape, np.int32)
+        kernel.run(xs, [y], np.zeros(kernel.workspace_nbytes(), np.uint8))
+        np.testing.assert_array_equal(y, reference(op, xs, attrs), err_msg=f"{m} rows")
+        plan = kernel.qn if op == "MatMulInteger" else kernel.qc
+        if native_mod.load_level(level).qgemm_has_pairs:
+            assert plan.path == (QPATH_PAIRS if kind == "wide" else QPATH_BYTES)
+            assert (plan.plan.fix is not None) == (kind == "split")
+
+
 def test_inspect_says_what_each_layer_runs_on(tmp_path):
     """Two MatMulInteger layers, one whose weight pairs fit int16 and one whose do not: `ge inspect`
     (om_info.inspect, the data of `ge inspect --json`) names each one's instructions at this level."""
