@@ -523,13 +523,15 @@ static inline void pointwise_step(const ConvNchwc *c, int64_t *n, int64_t *oh, i
         if (++*oh == c->oh) *oh = 0, ++*n;
 }
 
-/* The weights of the pass after the one of input blocks to c1 (the next group's first after the last, when
-   groups run innermost), and their floats; NULL when the next item's are not known */
-static const float *pointwise_ahead(const NchwcWork *w, int64_t ocb0, int64_t c1, int64_t *floats) {
+/* The weights of the pass after the one of input blocks to c1 in item `it` (after its last, the first of item
+   it + 1's group: the next group where groups run innermost, or where a segment is all the pixels), and their
+   floats; NULL after the last item */
+static const float *pointwise_ahead(const NchwcWork *w, int64_t it, int64_t ocb0, int64_t c1, int64_t *floats) {
     const ConvNchwc *c = w->c;
-    int next_group = c1 >= c->icb;
-    int64_t ocb = next_group ? ocb0 + NV_MAX : ocb0, c0 = next_group ? 0 : c1;
-    if (ocb >= c->ocb || (next_group && !w->rows_outer)) return NULL;
+    int next_item = c1 >= c->icb;
+    if (next_item && it + 1 >= w->items) return NULL;
+    int64_t ocb = !next_item ? ocb0 : (w->rows_outer ? (it + 1) % w->groups : (it + 1) / w->row_items) * NV_MAX;
+    int64_t c0 = next_item ? 0 : c1;
     int64_t P = (c->ocb - ocb < NV_MAX ? c->ocb - ocb : NV_MAX) * BLK;  /* the group's channels */
     int64_t c2 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
     *floats = (c2 - c0) * BLK * P;
@@ -578,7 +580,7 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
         /* the next pass's weights into L2, a slice per tile: from memory (a model's weights are read once per
            inference) the first tile of each pass had waited for them (CRNN's 488-channel 1x1 convs +10%) */
         int64_t ahead_floats = 0;
-        const char *ahead = (const char *)pointwise_ahead(w, ocb0, c1, &ahead_floats);
+        const char *ahead = (const char *)pointwise_ahead(w, it, ocb0, c1, &ahead_floats);
         int64_t lines = ahead ? (ahead_floats * 4 + 63) / 64 : 0;
         for (int t = 0; t < nt; t++) {
             const PointwiseTile *p = &tiles[t];
@@ -622,7 +624,8 @@ void ge_nchwc_conv(const ConvNchwc *c) {
         w.rows_per_item = (w.pixels + segs - 1) / segs;  /* pixels per segment */
         w.row_items = (w.pixels + w.rows_per_item - 1) / w.rows_per_item;
         w.rows_outer = w_bytes * w.row_items < x_bytes * c->batch * w.groups;
-        pool_run(pointwise_item, &w, w.groups * w.row_items, threads);
+        w.items = w.groups * w.row_items;
+        pool_run(pointwise_item, &w, w.items, threads);
         return;
     }
     /* the output columns (rows) whose every kernel column (row) lies inside X */
