@@ -237,6 +237,13 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
     const int64_t XB = PL ? 1 : BLK, cin = PL ? c->ic : BLK, cstep = PL ? w->in_plane : 1;
     const int64_t xs = S > 0 ? S * XB : (down ? c->sh * w->in_w : c->sw) * XB, taps = c->kh * c->kw;
     const int64_t P = (V + NB - 1) / NB * NB * VL;
+    /* A pixel whose kernel rows hang over the top or bottom edge is always a tile of its own (nchwc_edges'
+       corners; nchwc_row's tiles of a row do not depend on the split of the rows either): its sums go in two
+       sets, the even and the odd input channels, added at the end, so that its FMAs no longer wait on each
+       other (4 chains of 4-cycle FMAs had kept the ports half idle: a 7x7 plane's 4 corners of 49 pixels).
+       The same pixel always takes this order, whatever the threads, so its sum does not depend on them. */
+    const int split = R == 1 && !PL && !G && kh1 - kh0 < c->kh;
+    vec e0 = {0}, e1 = {0}, e2 = {0}, e3 = {0};
     for (int64_t cb = c0; cb < c1; cb++) {
         /* the block's channels: PART skips the last block's padding (where it is a large share: see skips_padding) */
         const int64_t cn = PL ? cin : PART && c->ic - cb * BLK < BLK ? c->ic - cb * BLK : BLK;
@@ -250,6 +257,18 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                 if (!PL && S > 0 && w->prefetch)
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) __builtin_prefetch(xp + (NCHWC_AHEAD + i) * xs);
+                if (R == 1 && split && cn == BLK) {
+#pragma GCC unroll 8
+                    for (int ci = 0; ci < BLK; ci += 2) {
+                        const float *wi = wk + ci * P;
+                        float b = xp[ci], d = xp[ci + 1];
+                        a0[0] += b * vload(wi), e0 += d * vload(wi + P);
+                        if (V > 1) a1[0] += b * vload(wi + VL), e1 += d * vload(wi + P + VL);
+                        if (V > 2) a2[0] += b * vload(wi + 2 * VL), e2 += d * vload(wi + P + 2 * VL);
+                        if (V > 3) a3[0] += b * vload(wi + 3 * VL), e3 += d * vload(wi + P + 3 * VL);
+                    }
+                    continue;
+                }
 #if defined(STEP_3X4)
                 if (R == 3 && V == 4 && (PL || cn < BLK)) {  /* few channels (a stem's, a last block's): rolled */
 #pragma GCC unroll 1
@@ -288,6 +307,12 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                 }
             }
         }
+    }
+    if (R == 1 && split) {
+        a0[0] += e0;
+        if (V > 1) a1[0] += e1;
+        if (V > 2) a2[0] += e2;
+        if (V > 3) a3[0] += e3;
     }
     const float *bias = c->bias + ocb0 * BLK;
     const int clamp = last && c->act.act == ACT_CLAMP, hswish = c->act.act == ACT_HARDSWISH;
