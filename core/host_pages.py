@@ -4,7 +4,8 @@ A ResNet-50 reads its 94 MB of packed weights once per inference and its feature
 on 4 KB pages every 4 KB of that stream is a TLB miss and a page walk, and where the pages fall in
 the physically indexed caches changes from one process to the next (a 3x3 conv over 7x7 ran 10-12%
 faster or slower by the luck of its pages). On 2 MB pages (Linux's THP, which `madvise` mode grants
-to ranges that ask) the same conv ran at the fast end every time and 8-10% faster still.
+to ranges that ask) its spread was 1% and its time below the 4 KB pages' best (1.31-1.37 ms against
+1.44-1.59 at v4vnni, one thread, the machine's load falling between the two series).
 
 Only whole 2 MB extents are asked for, so a buffer's tail stays on small pages and its resident size
 is what it touches. Where the system has no huge pages, anonymous private mappings or madvise, the
