@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import mmap
 import queue
 import threading
 from collections import Counter
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..host_pages import mapped_bytes
 from ..model.errors import DeviceError
 
 #: allocations from this size up are anonymous mappings (page-aligned), which go back to the system
@@ -205,7 +205,7 @@ class Device:
 
     def _backing(self, nbytes: int) -> np.ndarray:
         if nbytes >= MAPPED_MIN:  # a mapping of its own: unmapped when the block goes, never kept by malloc
-            return np.frombuffer(mmap.mmap(-1, nbytes), np.uint8)
+            return mapped_bytes(nbytes)  # on huge pages where it spans them (host_pages.py)
         raw = np.empty(nbytes + self.align, np.uint8)
         skip = (-raw.ctypes.data) % self.align
         return raw[skip:skip + nbytes]

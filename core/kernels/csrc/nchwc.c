@@ -84,6 +84,7 @@ typedef struct {
     int64_t groups, rows, width, in_h, in_w;  /* the output grid (rows x width), X's (in_h x in_w) */
     int64_t out_plane, in_plane, pixels;  /* pixels per plane; the pointwise path's in all images */
     int64_t rows_per_item, row_items, chunk, ow_lo, ow_hi, oh_lo, oh_hi;  /* outputs whose taps lie inside X */
+    int64_t items;  /* of pool_run */
     int prefetch;  /* X comes from memory: each tile fetches the lines of the next ones (NCHWC_AHEAD) */
     int rows_outer;  /* items in the order (item, rows, group), else (item, group, rows); the pointwise
                         path's rows are segments of rows_per_item pixels */
@@ -236,6 +237,13 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
     const int64_t XB = PL ? 1 : BLK, cin = PL ? c->ic : BLK, cstep = PL ? w->in_plane : 1;
     const int64_t xs = S > 0 ? S * XB : (down ? c->sh * w->in_w : c->sw) * XB, taps = c->kh * c->kw;
     const int64_t P = (V + NB - 1) / NB * NB * VL;
+    /* A pixel whose kernel rows hang over the top or bottom edge is always a tile of its own (nchwc_edges'
+       corners; nchwc_row's tiles of a row do not depend on the split of the rows either): its sums go in two
+       sets, the even and the odd input channels, added at the end, so that its FMAs no longer wait on each
+       other (4 chains of 4-cycle FMAs had kept the ports half idle: a 7x7 plane's 4 corners of 49 pixels).
+       The same pixel always takes this order, whatever the threads, so its sum does not depend on them. */
+    const int split = R == 1 && !PL && !G && kh1 - kh0 < c->kh;
+    vec e0 = {0}, e1 = {0}, e2 = {0}, e3 = {0};
     for (int64_t cb = c0; cb < c1; cb++) {
         /* the block's channels: PART skips the last block's padding (where it is a large share: see skips_padding) */
         const int64_t cn = PL ? cin : PART && c->ic - cb * BLK < BLK ? c->ic - cb * BLK : BLK;
@@ -249,6 +257,18 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                 if (!PL && S > 0 && w->prefetch)
 #pragma GCC unroll 16
                     for (int i = 0; i < R; i++) __builtin_prefetch(xp + (NCHWC_AHEAD + i) * xs);
+                if (R == 1 && split && cn == BLK) {
+#pragma GCC unroll 8
+                    for (int ci = 0; ci < BLK; ci += 2) {
+                        const float *wi = wk + ci * P;
+                        float b = xp[ci], d = xp[ci + 1];
+                        a0[0] += b * vload(wi), e0 += d * vload(wi + P);
+                        if (V > 1) a1[0] += b * vload(wi + VL), e1 += d * vload(wi + P + VL);
+                        if (V > 2) a2[0] += b * vload(wi + 2 * VL), e2 += d * vload(wi + P + 2 * VL);
+                        if (V > 3) a3[0] += b * vload(wi + 3 * VL), e3 += d * vload(wi + P + 3 * VL);
+                    }
+                    continue;
+                }
 #if defined(STEP_3X4)
                 if (R == 3 && V == 4 && (PL || cn < BLK)) {  /* few channels (a stem's, a last block's): rolled */
 #pragma GCC unroll 1
@@ -287,6 +307,12 @@ static inline __attribute__((always_inline)) void nchwc_tile(const int R, const 
                 }
             }
         }
+    }
+    if (R == 1 && split) {
+        a0[0] += e0;
+        if (V > 1) a1[0] += e1;
+        if (V > 2) a2[0] += e2;
+        if (V > 3) a3[0] += e3;
     }
     const float *bias = c->bias + ocb0 * BLK;
     const int clamp = last && c->act.act == ACT_CLAMP, hswish = c->act.act == ACT_HARDSWISH;
@@ -397,11 +423,23 @@ static void nchwc_block(int R, int V, const NchwcWork *w, int64_t n, int64_t ocb
 /* A tile's most pixels for V vectors of output channels */
 static inline int64_t tile_pixels(int V) { return V <= 2 ? NR_TALL : V == 3 ? NR_V3 : NR_MAX; }
 
+/* The next pass's weights prefetched into L2 a slice per tile (as the pointwise path's): a model's weights
+   come from memory or L3 (read once per inference), and each pass's first tile waited for them */
+typedef struct {
+    const char *at;  /* the next line to fetch; NULL: nothing to fetch */
+    int64_t left, per_tile;  /* lines */
+} Ahead;
+
+static inline void ahead_step(Ahead *a) {
+    if (!a->at) return;
+    for (int64_t l = 0; l < a->per_tile && a->left > 0; l++, a->left--, a->at += 64) __builtin_prefetch(a->at, 0, 2);
+}
+
 /* One output row's inside pixels (every kernel column inside X) for input blocks [c0, c1), in near-equal
    tiles of at most tile_pixels(V) (NR_TALL for one or two vectors of output channels: at AVX-512 a 24-channel
    layer's two blocks would spend 8 loads on 12 FMAs; NR_V3 for three). */
 static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh, int64_t c0, int64_t c1,
-                      int first, int last) {
+                      int first, int last, Ahead *ahead) {
     const ConvNchwc *c = w->c;
     int64_t kh0, kh1, width = w->width;
     tap_range(oh, c->sh, c->ph, c->dh, c->kh, w->in_h, &kh0, &kh1);
@@ -412,6 +450,7 @@ static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_
     int64_t blocks = (inside + rmax - 1) / rmax, base = inside / blocks, rem = inside % blocks;
     for (int64_t b = 0, ow = lo; b < blocks; b++) {
         int R = (int)(base + (b < rem));
+        ahead_step(ahead);
         nchwc_block(R, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, 0, c->kw, first, last, 0);
         ow += R;
     }
@@ -422,7 +461,7 @@ static void nchwc_row(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_
    at a time on the others. One pixel per tile re-read the whole panel of weights for 4 FMAs a step:
    3x3 convs on 7x7 planes lost 15% on their 2 edge pixels of 7. */
 static void nchwc_edges(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int64_t oh0, int64_t oh1, int64_t c0,
-                        int64_t c1, int first, int last) {
+                        int64_t c1, int first, int last, Ahead *ahead) {
     const ConvNchwc *c = w->c;
     int64_t rmax = tile_pixels(V), width = w->width;
     int64_t lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
@@ -438,6 +477,7 @@ static void nchwc_edges(const NchwcWork *w, int V, int64_t n, int64_t ocb0, int6
             int64_t kh0, kh1;
             tap_range(oh, c->sh, c->ph, c->dh, c->kh, w->in_h, &kh0, &kh1);
             R = oh >= full0 && oh < full1 ? (full1 - oh < rmax ? full1 - oh : rmax) : 1;
+            ahead_step(ahead);
             nchwc_block((int)R, V, w, n, ocb0, oh, ow, c0, c1, kh0, kh1, kw0, kw1, first, last, 1);
         }
     }
@@ -466,10 +506,28 @@ static void nchwc_item(void *ctx, int64_t it, int slot) {
     int64_t ocb0 = g * NV_MAX, oh0 = r * w->rows_per_item;
     int64_t oh1 = oh0 + w->rows_per_item < w->rows ? oh0 + w->rows_per_item : w->rows;
     int V = group_vectors(c, ocb0);
+    /* the tiles of a pass, at least (a row's inside tiles, an edge column's full rows in tiles), so that its
+       slices of the next pass's weights are all fetched before it ends */
+    int64_t width = w->width, lo = w->ow_lo < width ? w->ow_lo : width, hi = w->ow_hi < width ? w->ow_hi : width;
+    int64_t rmax = tile_pixels(V), inside = hi > lo ? hi - lo : 0, rows = oh1 - oh0;
+    int64_t tiles = rows * ((inside + rmax - 1) / rmax) + (width - inside) * ((rows + rmax - 1) / rmax);
+    const int64_t taps = c->kh * c->kw;
     for (int64_t c0 = 0; c0 < c->icb; c0 += w->chunk) {
         int64_t c1 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
-        for (int64_t oh = oh0; oh < oh1; oh++) nchwc_row(w, V, n, ocb0, oh, c0, c1, c0 == 0, c1 == c->icb);
-        nchwc_edges(w, V, n, ocb0, oh0, oh1, c0, c1, c0 == 0, c1 == c->icb);
+        /* the next pass: this group's, or after its last the first of the next item's group */
+        Ahead ahead = {0};
+        int64_t next_g = c1 < c->icb ? g : it + 1 < w->items ? (it + 1) % (w->row_items * w->groups) : -1;
+        if (next_g >= 0 && c1 >= c->icb) next_g = w->rows_outer ? next_g % w->groups : next_g / w->row_items;
+        if (!c->planar && next_g >= 0) {
+            int64_t ocb = next_g * NV_MAX, n0 = c1 < c->icb ? c1 : 0;
+            int64_t P = (c->ocb - ocb < NV_MAX ? c->ocb - ocb : NV_MAX) * BLK;  /* the group's channels */
+            int64_t n1 = n0 + w->chunk < c->icb ? n0 + w->chunk : c->icb;
+            ahead.at = (const char *)(c->wp + ocb * c->icb * taps * BLK * BLK + n0 * taps * BLK * P);
+            ahead.left = ((n1 - n0) * taps * BLK * P * 4 + 63) / 64;
+            ahead.per_tile = tiles > 0 ? (ahead.left + tiles - 1) / tiles : ahead.left;
+        }
+        for (int64_t oh = oh0; oh < oh1; oh++) nchwc_row(w, V, n, ocb0, oh, c0, c1, c0 == 0, c1 == c->icb, &ahead);
+        nchwc_edges(w, V, n, ocb0, oh0, oh1, c0, c1, c0 == 0, c1 == c->icb, &ahead);
     }
 }
 
@@ -490,13 +548,15 @@ static inline void pointwise_step(const ConvNchwc *c, int64_t *n, int64_t *oh, i
         if (++*oh == c->oh) *oh = 0, ++*n;
 }
 
-/* The weights of the pass after the one of input blocks to c1 (the next group's first after the last, when
-   groups run innermost), and their floats; NULL when the next item's are not known */
-static const float *pointwise_ahead(const NchwcWork *w, int64_t ocb0, int64_t c1, int64_t *floats) {
+/* The weights of the pass after the one of input blocks to c1 in item `it` (after its last, the first of item
+   it + 1's group: the next group where groups run innermost, or where a segment is all the pixels), and their
+   floats; NULL after the last item */
+static const float *pointwise_ahead(const NchwcWork *w, int64_t it, int64_t ocb0, int64_t c1, int64_t *floats) {
     const ConvNchwc *c = w->c;
-    int next_group = c1 >= c->icb;
-    int64_t ocb = next_group ? ocb0 + NV_MAX : ocb0, c0 = next_group ? 0 : c1;
-    if (ocb >= c->ocb || (next_group && !w->rows_outer)) return NULL;
+    int next_item = c1 >= c->icb;
+    if (next_item && it + 1 >= w->items) return NULL;
+    int64_t ocb = !next_item ? ocb0 : (w->rows_outer ? (it + 1) % w->groups : (it + 1) / w->row_items) * NV_MAX;
+    int64_t c0 = next_item ? 0 : c1;
     int64_t P = (c->ocb - ocb < NV_MAX ? c->ocb - ocb : NV_MAX) * BLK;  /* the group's channels */
     int64_t c2 = c0 + w->chunk < c->icb ? c0 + w->chunk : c->icb;
     *floats = (c2 - c0) * BLK * P;
@@ -545,7 +605,7 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
         /* the next pass's weights into L2, a slice per tile: from memory (a model's weights are read once per
            inference) the first tile of each pass had waited for them (CRNN's 488-channel 1x1 convs +10%) */
         int64_t ahead_floats = 0;
-        const char *ahead = (const char *)pointwise_ahead(w, ocb0, c1, &ahead_floats);
+        const char *ahead = (const char *)pointwise_ahead(w, it, ocb0, c1, &ahead_floats);
         int64_t lines = ahead ? (ahead_floats * 4 + 63) / 64 : 0;
         for (int t = 0; t < nt; t++) {
             const PointwiseTile *p = &tiles[t];
@@ -589,7 +649,8 @@ void ge_nchwc_conv(const ConvNchwc *c) {
         w.rows_per_item = (w.pixels + segs - 1) / segs;  /* pixels per segment */
         w.row_items = (w.pixels + w.rows_per_item - 1) / w.rows_per_item;
         w.rows_outer = w_bytes * w.row_items < x_bytes * c->batch * w.groups;
-        pool_run(pointwise_item, &w, w.groups * w.row_items, threads);
+        w.items = w.groups * w.row_items;
+        pool_run(pointwise_item, &w, w.items, threads);
         return;
     }
     /* the output columns (rows) whose every kernel column (row) lies inside X */
@@ -611,7 +672,8 @@ void ge_nchwc_conv(const ConvNchwc *c) {
     }
     w.row_items = (w.rows + w.rows_per_item - 1) / w.rows_per_item;
     w.rows_outer = w_bytes * w.row_items < x_bytes * w.groups;
-    pool_run(nchwc_item, &w, outer * w.row_items, threads);
+    w.items = outer * w.row_items;
+    pool_run(nchwc_item, &w, w.items, threads);
 }
 
 /* NCHW <-> NCHW16c: VL x VL blocks (VL channels x VL pixels) transposed in registers, NB of them per

@@ -20,6 +20,7 @@ from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_
                   DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
                   NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
                   GatherBlocks, Nearest2d, Rows)
+from ...host_pages import HUGE, mapped_bytes
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -29,8 +30,11 @@ _QDW_GEOMETRY = ("channels", "height", "width", "pt", "pl", "kh", "kw", "sh", "s
 
 
 def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
-    """A 1-D array of n elements whose data starts on a 64-byte boundary."""
+    """A 1-D array of n elements whose data starts on a 64-byte boundary; from 2 MB up a mapping of its
+    own on huge pages (host_pages.py: packed weights are read once per inference, a TLB miss per 4 KB)."""
     dtype = np.dtype(dtype)
+    if n * dtype.itemsize >= HUGE:
+        return mapped_bytes(n * dtype.itemsize).view(dtype)
     raw = np.empty(n * dtype.itemsize + ALIGN, np.uint8)
     start = -raw.ctypes.data % ALIGN
     return raw[start:start + n * dtype.itemsize].view(dtype)
