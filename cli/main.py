@@ -143,9 +143,43 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (`ge = "ge.cli.main:main"`)."""
+    """The command line in this process: ends in SystemExit with the exit code (callers may catch it)."""
     cli.main(args=argv, prog_name="ge")
 
 
+#: subcommands whose process ends without the interpreter's teardown (entry_point)
+FAST_EXIT = frozenset({"atc"})
+
+
+def entry_point() -> None:
+    """Console-script entry point (`ge = "ge.cli.main:entry_point"`): main(); after `ge atc` the process
+    then ends as soon as its streams, log handlers and atexit functions are done, skipping the
+    interpreter's teardown of every module and object (30-60 ms of a small model's `ge atc`, whose
+    files are written, fsynced and closed by then)."""
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code or 0
+        if type(code) is not int or _subcommand(sys.argv[1:]) not in FAST_EXIT:
+            raise  # (a message as the code: Python prints it)
+    else:  # pragma: no cover - click's main always exits
+        code = 0
+    import atexit
+    import logging
+    import os
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe: nothing more to say
+        code = code or 1
+    logging.shutdown()
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
+def _subcommand(args: list[str]) -> str | None:
+    return next((a for a in args if not a.startswith("-")), None)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    entry_point()
