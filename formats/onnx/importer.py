@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import mmap
 import os
 import sys
@@ -277,7 +278,7 @@ def _detach_weights(model: ModelProto, raw: dict) -> dict[int, np.ndarray]:
     for i, t in enumerate(model.graph.initializer):
         if eligible and (inputs is None or t.name in inputs) and _plain_raw(t):
             data = raw[i] if i in raw else t.raw_data
-            numel = int(np.prod(t.dims, dtype=np.int64))
+            numel = math.prod(t.dims)
             dtype = DTYPES[t.data_type]
             if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
                 a = np.frombuffer(data, dtype)
@@ -298,7 +299,7 @@ def _initializer_arrays(model: ModelProto, path: Path, detached: dict[int, np.nd
         a = detached.get(i)
         if a is None:
             a = _tensor_to_array(t, f"{path}: initializer")
-            if np.prod(t.dims, dtype=np.int64) > _INFER_CONST_LIMIT:
+            if math.prod(t.dims) > _INFER_CONST_LIMIT:
                 t.ClearField("raw_data")
         arrays[t.name] = a
     for s in model.graph.sparse_initializer:
@@ -464,7 +465,7 @@ def _all_tensors(model: ModelProto):
 def _expected_nbytes(t: TensorProto) -> int | None:
     if t.data_type not in DTYPES:
         return None
-    return int(np.prod(t.dims, dtype=np.int64)) * DTYPES[t.data_type].itemsize
+    return math.prod(t.dims) * DTYPES[t.data_type].itemsize
 
 
 def _load_external_data(model: ModelProto, path: Path) -> tuple[int, int]:
@@ -651,7 +652,7 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
     g.node.extend(src.node)
     g.input.extend(inputs)
     for t in src.initializer:
-        if np.prod(t.dims, dtype=np.int64) > _INFER_CONST_LIMIT:
+        if math.prod(t.dims) > _INFER_CONST_LIMIT:
             g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
         else:
             g.initializer.append(t)
