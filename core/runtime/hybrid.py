@@ -68,11 +68,13 @@ DEFAULT_CACHE_SIZE = 5000
 
 @dataclass
 class Impl:
-    """A cached kernel for one (node, input shapes, shape values): out_metas None = data-dependent."""
+    """A cached kernel for one (node, input shapes, shape values): out_metas None = data-dependent;
+    `empty`: every output the node has holds no element (the node is skipped)."""
     kernel: object
     out_metas: list | None
     workspace: int
     epilogue: Epilogue | None = None  # fused activations, in place on output 0
+    empty: bool = False
 
 
 class ImplCache:
@@ -147,6 +149,11 @@ class HybridModel(SharedWeightsModel):
                 raise
         self.timings["davinci_model_create"] = time.perf_counter() - t0
         self.shape_inputs = [self._shape_inputs(n) for n in dyn.nodes]
+        # per node, each input as a run finds it: (tensor name, None, None), or (None, constant, its
+        # (dtype, shape)) for a weight, or (None, None, None) when absent (decided once, not per run)
+        self.args = [tuple((None, None, None) if not t else (t, None, None) if t not in self.consts
+                           else (None, self.consts[t], (self.consts[t].dtype, self.consts[t].shape)) for t in n.inputs)
+                     for n in dyn.nodes]
         # control flow: the op's semantics, built once per node (it runs subgraphs, not a planned kernel)
         self.flow = {k: lookup(n.op_type, n.domain, n.opset, n.name)(
             {**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name, num_outputs=len(n.outputs),
@@ -215,12 +222,12 @@ class HybridModel(SharedWeightsModel):
                 counters["cache_hits"] += 1
                 return found
             metas = [None if t is None else Meta(t[0], tuple(t[1])) for t in sig[0]]
-            agnostic = self._agnostic(index, node, metas, shape_values, counters)
-            if agnostic is not None:  # a new shape served by the shape-agnostic kernel: nothing built
-                counters["cache_evictions"] += cache.put(key, agnostic)
-                return agnostic
-            counters["cache_builds"] += 1
-            impl = self._build(node, metas, shape_values, counters)
+            impl = self._agnostic(index, node, metas, shape_values, counters)
+            if impl is None:  # (else a new shape served by the shape-agnostic kernel: nothing built)
+                counters["cache_builds"] += 1
+                impl = self._build(node, metas, shape_values, counters)
+            impl.empty = impl.out_metas is not None and all(not o or 0 in m.shape
+                                                            for o, m in zip(node.outputs, impl.out_metas))
             counters["cache_evictions"] += cache.put(key, impl)
             return impl
 
