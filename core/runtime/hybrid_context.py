@@ -18,7 +18,7 @@ from ..model.ir import Meta
 from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
-from .known_subgraph import davinci_model_execute, davinci_model_update_args, davinci_model_update_workspaces
+from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
 #: what a context counts of its runs (its `counters`, ge run --verbose's hybrid figures)
 COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "cache_evictions", "agnostic_hits",
@@ -200,6 +200,11 @@ class HybridContext:
             fm, ws = (base + arena["offsets"][f"submodel{k}:{r}"] if arena else self._malloc(n)
                       for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
+        # each submodel's inputs and outputs as (name, dtype, shape), and the addresses its context was last given
+        self._sub_io = {k: tuple([(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in descs]
+                                 for descs in (model.submodels[k].inputs, model.submodels[k].outputs))
+                        for k in self.sub_contexts}
+        self._sub_addrs: dict[int, tuple] = {}
         self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
         self.deadline: tuple | None = None  # (perf_counter time, timeout) the run in progress must end by
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
@@ -584,17 +589,21 @@ class HybridContext:
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
     def _run_submodel(self, index: int) -> None:
-        sm = self.model.submodels[index]
+        sm, sub = self.model.submodels[index], self.sub_contexts[index]
+        ins, outs = self._sub_io[index]
         in_addrs = []
-        for d in sm.inputs:
-            slot = self.slots.get(d.name)
-            if slot is None or tuple(slot.shape) != tuple(d.shape) or slot.dtype != np.dtype(d.dtype):
+        for name, dtype, shape in ins:
+            slot = self.slots.get(name)
+            if slot is None or slot.shape != shape or slot.dtype != dtype:
                 got = "nothing" if slot is None else f"{slot.dtype} {list(slot.shape)}"
-                raise ShapeError(f"static submodel '{sm.name}': input '{d.name}' is {got}, it was compiled for "
-                                 f"{d.dtype} {list(d.shape)}")
+                raise ShapeError(f"static submodel '{sm.name}': input '{name}' is {got}, it was compiled for "
+                                 f"{dtype} {list(shape)}")
             in_addrs.append(slot.addr)
-        out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
-        davinci_model_execute(sm, in_addrs, out_addrs, ctx=self.sub_contexts[index])  # UpdateArgs + Execute
+        out_addrs = [self.realloc_if_needed(name, dtype, shape).addr for name, dtype, shape in outs]
+        if (in_addrs, out_addrs) != self._sub_addrs.get(index):  # UpdateArgs only when an address moved
+            davinci_model_update_args(sm, in_addrs, out_addrs, sub)
+            self._sub_addrs[index] = (in_addrs, out_addrs)
+        sub.run_inline()  # Execute: its tasks' bound calls while nothing moved (this run holds the kernel state)
         self.counters["submodel_launches"] += 1
 
     # -- memory ----------------------------------------------------------------------------------
