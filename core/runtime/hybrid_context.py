@@ -177,7 +177,8 @@ class HybridContext:
         dyn = model.dyn
         self.slots: dict[str, Slot] = {}
         self.counters: Counter = Counter()
-        self.nodes_run = 0  # (counted as a plain int per node, folded into `counters` when a run ends)
+        # counted per node as plain ints, folded into `counters` when a run ends
+        self.nodes_run = self.shape_updates = self.args_set = 0
         self.states = [NodeState() for _ in dyn.nodes]
         self._last_run: tuple | None = None  # (counters before, counters after, its four times): stats
         self._checked: list = [None] * len(dyn.inputs)  # each input's (dtype, shape) as last checked
@@ -335,8 +336,11 @@ class HybridContext:
         return results
 
     def _fold_counts(self) -> None:
-        self.counters["nodes_run"] += self.nodes_run
-        self.nodes_run = 0
+        counters = self.counters
+        counters["nodes_run"] += self.nodes_run
+        counters["shape_updates"] += self.shape_updates
+        counters["args_set"] += self.args_set
+        self.nodes_run = self.shape_updates = self.args_set = 0
 
     def _run_steps(self) -> None:
         dyn = self.model.dyn
@@ -420,9 +424,8 @@ class HybridContext:
         changed = sig != st.sig
         counters = self.counters
         if changed:  # update_shape: only when an input shape (or shape value) changed
-            counters["shape_updates"] += 1
-            shape_values = {i: self._view(ins[i]).copy() for i in shape_inputs}
-            st.impl = model.impl(index, node, sig, shape_values, counters)
+            self.shape_updates += 1
+            st.impl = model.impl(index, node, sig, counters)
             st.sig = sig
         impl = st.impl
         if impl.out_metas is None:  # data-dependent: the values decide the shapes
@@ -438,7 +441,7 @@ class HybridContext:
         xs, ys, wv = [view(s) for s in ins], [view(s) for s in outs], view(ws)
         if st.xs is None or wv is not st.ws or any(map(operator.is_not, xs, st.xs)) \
                 or any(map(operator.is_not, ys, st.ys)):  # set arguments: an address or a shape changed
-            counters["args_set"] += 1
+            self.args_set += 1
         st.xs, st.ys, st.ws, st.call = xs, ys, wv, None
         if not changed and not shape_inputs:  # (shapes that change every run: not worth keeping)
             st.steady = tuple((s, s.array) for s in ins + outs + [ws] if type(s) is Slot)
