@@ -32,18 +32,14 @@ class Slot:
     """A tensor's device buffer: `capacity` bytes at `addr` (`data`, their bytes), currently seen as
     dtype/shape; `array`, its view as such (made when first asked for, dropped when the buffer or the
     shape changes): a tensor keeps one view for as long as its shape holds, not a new one every run,
-    and a new view is a slice of `data` (the device's view() looks the address up: ~3 us more a view,
-    and a Loop body whose shapes change makes ~10 views an iteration)."""
+    and a new view is an ndarray on `data`, one call (the device's view() looks the address up: ~3 us
+    more a view, and a Loop body whose shapes change makes ~10 views an iteration)."""
     addr: int
     capacity: int
     data: np.ndarray
     dtype: np.dtype | None = None
     shape: tuple | None = None
     array: np.ndarray | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
 
 
 class NodeState:
