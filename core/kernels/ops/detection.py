@@ -108,15 +108,19 @@ class NonMaxSuppression(Kernel):
         block = max(1, min(n, SUPPRESSION_BLOCK // n))
         kept, suppressed = [], 0  # bit j: candidate j (in score order) overlaps a kept one
         rows, first = np.zeros((0, 0), np.uint8), 0  # the suppression bits of candidates first, first + 1...
-        for i in range(n):
-            if suppressed >> i & 1:
-                continue
+        i = 0
+        while len(kept) < max_out:
+            free = ~suppressed >> i  # (bits past n are set: the lowest set bit is the next candidate left)
+            i += (free & -free).bit_length() - 1
+            if i >= n:
+                break
             kept.append(order[i])
             if len(kept) >= max_out:
                 break
             if i >= first + len(rows):
                 rows, first = _suppression(slice(i, min(n, i + block)), iou, *boxes), i
             suppressed |= int.from_bytes(rows[i - first].tobytes(), "little")
+            i += 1
         return np.array(kept, np.int64)
 
     def run(self, xs, ys, ws):
