@@ -26,7 +26,7 @@ from ..registry import register
 from ..values import text
 
 DYNAMIC = "output shape depends on the input values; needs dynamic shapes"
-#: NonMaxSuppression computes its suppression bits for this many (kept, candidate) pairs at a time
+#: NonMaxSuppression computes its suppression bits for this many (candidate, candidate) pairs at a time
 #: at most: every candidate's row at once up to ~500 candidates, fewer rows a block beyond
 SUPPRESSION_BLOCK = 1 << 18
 
