@@ -2,8 +2,14 @@
 the V2 DavinciModel kernels and whose UNKNOWN nodes run the OpenVINO way (001_*: primitive_inst::execute).
 
 Per unknown node, each execution:
-  update_shape    only when an input shape (or the value of a shape input) changed since last time;
-  update_impl     the impl cache, keyed by node and input shapes/shape values (counts hits, builds);
+  steady          a node without shape inputs whose last two runs had the same input shapes and
+                  whose tensors all keep the views it last ran on (no buffer, dtype or shape moved)
+                  is its kernel's prepared call (kernel.bound(), made on the first such run) alone;
+  update_shape    only when an input shape (or the value of a shape input) changed since last time:
+                  the signature is the inputs' (dtype, shape) pairs, read from their slots through a
+                  per-node table of names and constants made at load, and the bytes of shape inputs;
+  update_impl     the impl cache, keyed by node and that signature (counts hits, builds; the shape
+                  values' arrays and the Metas are made from the signature only for a build);
                   ge's kernels are built for their input shapes, so most impls are shape-specialized
                   and the cache is what makes a repeated shape free; a kernel class that declares
                   itself `shape_agnostic` is built once per (node, dtypes, ranks) and serves every
@@ -15,7 +21,11 @@ Per unknown node, each execution:
                   their shapes decide the allocation;
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
   empty output    skips the node;
-  set arguments   views are rebuilt only when an address or a shape changed.
+  set arguments   a tensor's view is made only when its address or shape changed (the slot keeps it);
+  counts          nodes_run, shape_updates and args_set are plain ints, folded into the context's
+                  counters when a run (or a subgraph call) ends.
+A KNOWN cluster's submodel gets new addresses (UpdateArgs) only when one of its tensors moved, and
+runs its tasks' bound calls (run_inline) while nothing moved.
 Per call, likewise: a model input is checked only when its dtype or shape differs from the last
 call's, a tensor keeps its view while its buffer and shape hold, and a control-flow node makes
 its subgraph calls once (each run tells them that the arrays they get may hold new values).
@@ -68,11 +78,13 @@ DEFAULT_CACHE_SIZE = 5000
 
 @dataclass
 class Impl:
-    """A cached kernel for one (node, input shapes, shape values): out_metas None = data-dependent."""
+    """A cached kernel for one (node, input shapes, shape values): out_metas None = data-dependent;
+    `empty`: every output the node has holds no element (the node is skipped)."""
     kernel: object
     out_metas: list | None
     workspace: int
     epilogue: Epilogue | None = None  # fused activations, in place on output 0
+    empty: bool = False
 
 
 class ImplCache:
@@ -147,6 +159,11 @@ class HybridModel(SharedWeightsModel):
                 raise
         self.timings["davinci_model_create"] = time.perf_counter() - t0
         self.shape_inputs = [self._shape_inputs(n) for n in dyn.nodes]
+        # per node, each input as a run finds it: (tensor name, None, None), or (None, constant, its
+        # (dtype, shape)) for a weight, or (None, None, None) when absent (decided once, not per run)
+        self.args = [tuple((None, None, None) if not t else (t, None, None) if t not in self.consts
+                           else (None, self.consts[t], (self.consts[t].dtype, self.consts[t].shape)) for t in n.inputs)
+                     for n in dyn.nodes]
         # control flow: the op's semantics, built once per node (it runs subgraphs, not a planned kernel)
         self.flow = {k: lookup(n.op_type, n.domain, n.opset, n.name)(
             {**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name, num_outputs=len(n.outputs),
@@ -203,10 +220,10 @@ class HybridModel(SharedWeightsModel):
         self.packs.clear()
         self.free_weights()
 
-    def impl(self, index: int, node: DynNode, sig: tuple, shape_values: dict, counters: Counter) -> Impl:
+    def impl(self, index: int, node: DynNode, sig: tuple, counters: Counter) -> Impl:
         """update_impl: the cached kernel for these input shapes and shape values, else build one.
         `sig`: ((dtype, shape) or None per input, (index, bytes) per shape value), the key as the
-        context has it (the inputs' Metas are made only for a build)."""
+        context has it (the inputs' Metas and the shape values' arrays are made only for a build)."""
         key = (index, sig)
         cache = self.cache
         with cache.lock:  # one build per key, even when contexts ask at once
@@ -215,12 +232,13 @@ class HybridModel(SharedWeightsModel):
                 counters["cache_hits"] += 1
                 return found
             metas = [None if t is None else Meta(t[0], tuple(t[1])) for t in sig[0]]
-            agnostic = self._agnostic(index, node, metas, shape_values, counters)
-            if agnostic is not None:  # a new shape served by the shape-agnostic kernel: nothing built
-                counters["cache_evictions"] += cache.put(key, agnostic)
-                return agnostic
-            counters["cache_builds"] += 1
-            impl = self._build(node, metas, shape_values, counters)
+            shape_values = {i: np.frombuffer(b, sig[0][i][0]).reshape(sig[0][i][1]).copy() for i, b in sig[1]}
+            impl = self._agnostic(index, node, metas, shape_values, counters)
+            if impl is None:  # (else a new shape served by the shape-agnostic kernel: nothing built)
+                counters["cache_builds"] += 1
+                impl = self._build(node, metas, shape_values, counters)
+            impl.empty = impl.out_metas is not None and all(not o or 0 in m.shape
+                                                            for o, m in zip(node.outputs, impl.out_metas))
             counters["cache_evictions"] += cache.put(key, impl)
             return impl
 

@@ -18,7 +18,7 @@ from ..model.ir import Meta
 from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .device import DeviceBuffer
-from .known_subgraph import davinci_model_execute, davinci_model_update_args, davinci_model_update_workspaces
+from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
 #: what a context counts of its runs (its `counters`, ge run --verbose's hybrid figures)
 COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_builds", "cache_evictions", "agnostic_hits",
@@ -32,8 +32,8 @@ class Slot:
     """A tensor's device buffer: `capacity` bytes at `addr` (`data`, their bytes), currently seen as
     dtype/shape; `array`, its view as such (made when first asked for, dropped when the buffer or the
     shape changes): a tensor keeps one view for as long as its shape holds, not a new one every run,
-    and a new view is a slice of `data` (the device's view() looks the address up: ~3 us more a view,
-    and a Loop body whose shapes change makes ~10 views an iteration)."""
+    and a new view is an ndarray on `data`, one call (the device's view() looks the address up: ~3 us
+    more a view, and a Loop body whose shapes change makes ~10 views an iteration)."""
     addr: int
     capacity: int
     data: np.ndarray
@@ -41,22 +41,19 @@ class Slot:
     shape: tuple | None = None
     array: np.ndarray | None = None
 
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
-
 
 class NodeState:
     """`steady`: (slot, its view) of every tensor buffer the node's last run used, when that run's impl
     was chosen by input shapes alone, had outputs, and had the input shapes of the run before: while
     each slot still holds that very view (realloc_if_needed drops it on any change of buffer, dtype
-    or shape), the impl, views and outputs are those of the last run, and a run is the kernel call
-    alone. `empty`: whether every output of the impl has no element (the node is skipped)."""
-    __slots__ = ("sig", "impl", "view_key", "xs", "ys", "ws", "steady", "empty")
+    or shape), the impl, views and outputs are those of the last run, and a run is the kernel's
+    prepared call alone (`call`: kernel.bound() on those views, made when the views were first found
+    unchanged; a node whose views change every run never prepares one)."""
+    __slots__ = ("sig", "impl", "xs", "ys", "ws", "call", "steady")
 
     def __init__(self):
-        self.sig = self.impl = self.view_key = self.empty = None
-        self.xs = self.ys = self.ws = self.steady = None
+        self.sig = self.impl = None
+        self.xs = self.ys = self.ws = self.call = self.steady = None
 
 
 class _StaticBody:
@@ -176,6 +173,8 @@ class HybridContext:
         dyn = model.dyn
         self.slots: dict[str, Slot] = {}
         self.counters: Counter = Counter()
+        # counted per node as plain ints, folded into `counters` when a run ends
+        self.nodes_run = self.shape_updates = self.args_set = 0
         self.states = [NodeState() for _ in dyn.nodes]
         self._last_run: tuple | None = None  # (counters before, counters after, its four times): stats
         self._checked: list = [None] * len(dyn.inputs)  # each input's (dtype, shape) as last checked
@@ -198,6 +197,11 @@ class HybridContext:
             fm, ws = (base + arena["offsets"][f"submodel{k}:{r}"] if arena else self._malloc(n)
                       for r, n in (("fm", sm.fm_size), ("workspace", sm.workspace_size)))
             davinci_model_update_workspaces(sm, fm, ws, sub)  # the caller owns FM and workspace
+        # each submodel's inputs and outputs as (name, dtype, shape), and the addresses its context was last given
+        self._sub_io = {k: tuple([(d.name, np.dtype(d.dtype), tuple(d.shape)) for d in descs]
+                                 for descs in (model.submodels[k].inputs, model.submodels[k].outputs))
+                        for k in self.sub_contexts}
+        self._sub_addrs: dict[int, tuple] = {}
         self.children: dict[int, HybridContext] = {}  # control flow: a context per subgraph, made when first run
         self.deadline: tuple | None = None  # (perf_counter time, timeout) the run in progress must end by
         self.static_body: _StaticBody | bool | None = None  # a subgraph that is one static submodel: its bound runner
@@ -233,7 +237,10 @@ class HybridContext:
             counters["h2d_bytes"] += x.nbytes
         t1 = time.perf_counter()
         with self._kernel_state:
-            self._run_steps()
+            try:
+                self._run_steps()
+            finally:
+                self._fold_counts()
         t2 = time.perf_counter()
         results = []
         for k, d in enumerate(dyn.outputs):
@@ -309,7 +316,10 @@ class HybridContext:
             a = np.asarray(x)
             device.copy_from_host(self._view(self.realloc_if_needed(d.name, a.dtype, a.shape)), a)
             last[k] = _HOST if out is not None else x
-        self._run_steps()
+        try:
+            self._run_steps()
+        finally:
+            self._fold_counts()
         results = []
         produced.clear()
         for d in dyn.outputs:
@@ -320,6 +330,13 @@ class HybridContext:
             results.append(self._view(slot))  # a view, valid until the next call (control_flow.py)
             produced[id(slot.array)] = slot
         return results
+
+    def _fold_counts(self) -> None:
+        counters = self.counters
+        counters["nodes_run"] += self.nodes_run
+        counters["shape_updates"] += self.shape_updates
+        counters["args_set"] += self.args_set
+        self.nodes_run = self.shape_updates = self.args_set = 0
 
     def _run_steps(self) -> None:
         dyn = self.model.dyn
@@ -367,69 +384,86 @@ class HybridContext:
 
     # -- UNKNOWN nodes ---------------------------------------------------------------------------
     def _run_node(self, index: int) -> None:
-        model = self.model
-        node, st = model.dyn.nodes[index], self.states[index]
-        if index in model.host_ops or (self.host and any(t in self.host for t in node.inputs)):
-            return self._run_host_node(index, node)
+        model, st = self.model, self.states[index]
+        if index in model.host_ops or (self.host and any(t in self.host for t in model.dyn.nodes[index].inputs)):
+            return self._run_host_node(index, model.dyn.nodes[index])
         steady = st.steady
-        if steady is not None and all(slot.array is view for slot, view in steady):
-            return self._call(st)
-        st.steady = None
-        ins = [None if not t else (model.consts.get(t) if t in model.consts else self._slot(t, node)) for t in node.inputs]
+        if steady is not None:
+            for slot, view in steady:
+                if slot.array is not view:
+                    st.steady = st.call = None
+                    break
+            else:  # the views of its last run: the kernel's prepared call (made on the second such run)
+                if st.call is None:
+                    st.call = st.impl.kernel.bound(st.xs, st.ys, st.ws)
+                st.call()
+                if st.impl.epilogue is not None:
+                    st.impl.epilogue(st.ys[0])
+                self.nodes_run += 1
+                return
+        node, slots = model.dyn.nodes[index], self.slots
+        ins, metas = [], []  # each input's Slot, constant or None, and its (dtype, shape): the signature
+        for name, const, meta in model.args[index]:
+            if name is None:
+                ins.append(const)
+                metas.append(meta)
+                continue
+            s = slots.get(name)
+            if s is None or s.shape is None:
+                s = self._slot(name, node)  # (names what nothing produced)
+            ins.append(s)
+            metas.append((s.dtype, s.shape))
         if node.subgraphs:
             return self._run_control_flow(index, node, ins)
-        shape_values = {i: self._view(ins[i]).copy() for i in model.shape_inputs[index]}
-        sig = (tuple(None if s is None else (s.dtype, s.shape) for s in ins),
-               tuple((i, v.tobytes()) for i, v in shape_values.items()))
+        shape_inputs = model.shape_inputs[index]
+        sig = (tuple(metas), tuple((i, self._view(ins[i]).tobytes()) for i in shape_inputs) if shape_inputs else ())
         changed = sig != st.sig
+        counters = self.counters
         if changed:  # update_shape: only when an input shape (or shape value) changed
-            self.counters["shape_updates"] += 1
-            st.impl = model.impl(index, node, sig, shape_values, self.counters)
+            self.shape_updates += 1
+            st.impl = model.impl(index, node, sig, counters)
             st.sig = sig
-            metas = st.impl.out_metas  # (None: data-dependent)
-            st.empty = metas is not None and all(not o or 0 in m.shape for o, m in zip(node.outputs, metas))
         impl = st.impl
         if impl.out_metas is None:  # data-dependent: the values decide the shapes
-            self.counters["data_dependent"] += 1
-            results = impl.kernel.compute(*[None if s is None else self._view(s) for s in ins])
-            spec = node.attrs.get(EPILOGUE)
-            if spec and not impl.kernel.absorbs_epilogue:  # rare: a fused producer whose shape only its values tell
-                results = list(results)
-                results[0] = np.array(results[0])
-                Epilogue(spec, Meta(results[0].dtype, results[0].shape), node.opset, node.name)(results[0])
-            for out, r in zip(node.outputs, results):
-                if out:
-                    r = np.asarray(r)
-                    slot = self.realloc_if_needed(out, r.dtype, r.shape)
-                    np.copyto(self._view(slot), r, casting="unsafe")
-            st.view_key = None
-            self.counters["nodes_run"] += 1
-            return
+            return self._run_data_dependent(node, st, ins)
         outs = [self.realloc_if_needed(o, m.dtype, m.shape) if o else None
                 for o, m in zip(node.outputs, impl.out_metas)]
-        if st.empty:
-            self.counters["skipped_empty"] += 1  # an empty output: nothing to compute
+        if impl.empty:
+            counters["skipped_empty"] += 1  # an empty output: nothing to compute
             return
         ws = self.realloc_if_needed(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,)) \
             if impl.workspace else None
-        key = tuple((s.addr, s.shape) if isinstance(s, Slot) else None for s in ins + outs + [ws]) + (id(impl),)
-        if key != st.view_key:  # set arguments only when an address or a shape changed
-            self.counters["args_set"] += 1
-            st.xs = [None if s is None else self._view(s) for s in ins]
-            st.ys = [None if s is None else self._view(s) for s in outs]
-            st.ws = None if ws is None else self._view(ws)
-            st.view_key = key
-        if not changed and not model.shape_inputs[index]:  # (shapes that change every run: not worth keeping)
-            st.steady = tuple((s, self._view(s)) for s in ins + outs + [ws] if isinstance(s, Slot))
-        self._call(st)
-
-    def _call(self, st: NodeState) -> None:
-        """The node's kernel on its state's views, then its epilogue."""
-        impl = st.impl
-        impl.kernel.run(st.xs, st.ys, st.ws)
+        view = self._view  # (a slot keeps its view while its buffer and shape hold: most are made already)
+        xs, ys, wv = [view(s) for s in ins], [view(s) for s in outs], view(ws)
+        if st.xs is None or wv is not st.ws or any(map(operator.is_not, xs, st.xs)) \
+                or any(map(operator.is_not, ys, st.ys)):  # set arguments: an address or a shape changed
+            self.args_set += 1
+        st.xs, st.ys, st.ws, st.call = xs, ys, wv, None
+        if not changed and not shape_inputs:  # (shapes that change every run: not worth keeping)
+            st.steady = tuple((s, s.array) for s in ins + outs + [ws] if type(s) is Slot)
+        impl.kernel.run(xs, ys, wv)
         if impl.epilogue is not None:
-            impl.epilogue(st.ys[0])
-        self.counters["nodes_run"] += 1
+            impl.epilogue(ys[0])
+        self.nodes_run += 1
+
+    def _run_data_dependent(self, node: DynNode, st: NodeState, ins: list) -> None:
+        """A node whose outputs' shapes only its values tell (NonZero, NonMaxSuppression...): compute()
+        gives the outputs, their shapes decide the allocation."""
+        self.counters["data_dependent"] += 1
+        impl = st.impl
+        results = impl.kernel.compute(*[self._view(s) for s in ins])
+        spec = node.attrs.get(EPILOGUE)
+        if spec and not impl.kernel.absorbs_epilogue:  # rare: a fused producer whose shape only its values tell
+            results = list(results)
+            results[0] = np.array(results[0])
+            Epilogue(spec, Meta(results[0].dtype, results[0].shape), node.opset, node.name)(results[0])
+        for out, r in zip(node.outputs, results):
+            if out:
+                r = np.asarray(r)
+                slot = self.realloc_if_needed(out, r.dtype, r.shape)
+                np.copyto(self._view(slot), r, casting="unsafe")
+        st.xs = None
+        self.nodes_run += 1
 
     # -- sequences and optionals: host values -------------------------------------------------------
     def _run_host_node(self, index: int, node: DynNode) -> None:
@@ -448,7 +482,7 @@ class HybridContext:
             raise GeError(f"node '{node.name}' ({node.op_type}) reads '{t}', a sequence, optional or string "
                           f"value; the op takes numeric tensors only")
         self._keep(node.outputs, results)
-        self.counters["nodes_run"] += 1
+        self.nodes_run += 1
 
     def _host_arg(self, t: str, node: DynNode):
         if not t:
@@ -500,7 +534,7 @@ class HybridContext:
                 self.counters["submodel_launches"] += runs
                 self.counters["subgraph_runs"] += runs
         self._keep(node.outputs, results, made)
-        self.counters["nodes_run"] += 1
+        self.nodes_run += 1
 
     def _output_buffer(self, name: str, dtype, shape) -> np.ndarray:
         """Where a control-flow kernel makes an output: the tensor's own buffer (_keep then copies
@@ -554,17 +588,21 @@ class HybridContext:
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
     def _run_submodel(self, index: int) -> None:
-        sm = self.model.submodels[index]
+        sm, sub = self.model.submodels[index], self.sub_contexts[index]
+        ins, outs = self._sub_io[index]
         in_addrs = []
-        for d in sm.inputs:
-            slot = self.slots.get(d.name)
-            if slot is None or tuple(slot.shape) != tuple(d.shape) or slot.dtype != np.dtype(d.dtype):
+        for name, dtype, shape in ins:
+            slot = self.slots.get(name)
+            if slot is None or slot.shape != shape or slot.dtype != dtype:
                 got = "nothing" if slot is None else f"{slot.dtype} {list(slot.shape)}"
-                raise ShapeError(f"static submodel '{sm.name}': input '{d.name}' is {got}, it was compiled for "
-                                 f"{d.dtype} {list(d.shape)}")
+                raise ShapeError(f"static submodel '{sm.name}': input '{name}' is {got}, it was compiled for "
+                                 f"{dtype} {list(shape)}")
             in_addrs.append(slot.addr)
-        out_addrs = [self.realloc_if_needed(d.name, np.dtype(d.dtype), tuple(d.shape)).addr for d in sm.outputs]
-        davinci_model_execute(sm, in_addrs, out_addrs, ctx=self.sub_contexts[index])  # UpdateArgs + Execute
+        out_addrs = [self.realloc_if_needed(name, dtype, shape).addr for name, dtype, shape in outs]
+        if (in_addrs, out_addrs) != self._sub_addrs.get(index):  # UpdateArgs only when an address moved
+            davinci_model_update_args(sm, in_addrs, out_addrs, sub)
+            self._sub_addrs[index] = (in_addrs, out_addrs)
+        sub.run_inline()  # Execute: its tasks' bound calls while nothing moved (this run holds the kernel state)
         self.counters["submodel_launches"] += 1
 
     # -- memory ----------------------------------------------------------------------------------
@@ -573,7 +611,7 @@ class HybridContext:
         slot = self.slots.get(name)
         if slot is not None and slot.shape == shape and slot.dtype == dtype:  # as last time: nothing to decide
             return slot
-        dtype, shape = np.dtype(dtype), tuple(int(d) for d in shape)
+        dtype, shape = np.dtype(dtype), tuple(map(int, shape))
         nbytes = math.prod(shape) * dtype.itemsize
         if slot is None or nbytes > slot.capacity:
             if not self.growable and name not in self.grows:
@@ -603,7 +641,7 @@ class HybridContext:
         if not isinstance(s, Slot):
             return s
         if s.array is None:
-            s.array = s.data[:s.nbytes].view(s.dtype).reshape(s.shape)
+            s.array = np.ndarray(s.shape, s.dtype, s.data)
         return s.array
 
     def _malloc(self, nbytes: int) -> int:

@@ -282,6 +282,23 @@ def test_a_dynamic_body_carries_state_of_fixed_and_growing_shapes(tmp_path):
     assert read_om(result.om_path).subgraphs[0].steps[0].kind == "node"  # it runs node by node
 
 
+def test_a_dynamic_body_runs_its_static_parts_on_buffers_that_move(tmp_path):
+    """A body run node by node (its sequence grows) whose static parts are submodels: the carried
+    state they read and write trades buffers with the body's output every iteration, so each
+    iteration gives the submodels other addresses (the hybrid executor's UpdateArgs only when an
+    address moved, then their bound calls). Equal to onnxruntime over 0, 1, 5 and 7 iterations."""
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["h", "W"], ["a"]), helper.make_node("Tanh", ["a"], ["h2"]),
+        helper.make_node("Concat", ["seq", "h2"], ["seq2"], axis=0), helper.make_node("Identity", ["c"], ["c2"])],
+        "grow", [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, 8]), vi("seq", F, [None, 8])],
+        [vi("c2", B, []), vi("h2", F, [1, 8]), vi("seq2", F, [None, 8])], [const("W", rand(8, 8, seed=5) / 3)])
+    m = model([helper.make_node("Loop", ["M", "", "h0", "q0"], ["h", "q"], body=body)],
+              [vi("M", I64, []), vi("h0", F, [1, 8]), vi("q0", F, [1, 8])], [vi("h", F, [1, 8]), vi("q", F, [None, 8])])
+    feeds = [{"M": np.array(n, np.int64), "h0": rand(1, 8, seed=n), "q0": rand(1, 8, seed=n + 1)} for n in (5, 0, 1, 7)]
+    result = check(m, feeds, tmp_path, dynamic={"static_model_ops_lower_limit": 1})
+    assert "submodel" in [s.kind for s in read_om(result.om_path).subgraphs[0].steps]
+
+
 def test_loop_with_a_constant_trip_count_has_static_outputs(tmp_path):
     """PyTorch's `for i in range(3)`: a constant trip count and a condition the body passes through:
     the scan outputs' length is known, so what follows the Loop is a static submodel."""

@@ -57,6 +57,16 @@ def test_nms_ties_and_touching_boxes(check_op, opset):
         check_op("NonMaxSuppression", inputs, opset=opset, consts=tuple(inputs))
 
 
+def test_nms_many_candidates(check_op):
+    """More candidates than one block of suppression rows (detection.SUPPRESSION_BLOCK): the walk
+    keeps candidates past the first block and computes the next."""
+    from ge.core.kernels.ops.detection import SUPPRESSION_BLOCK
+    n = 700
+    assert SUPPRESSION_BLOCK // n < n
+    inputs = nms_inputs(1, 2, n, max_out=n, iou=0.6, thr=0.0)
+    check_op("NonMaxSuppression", inputs, opset=11, consts=tuple(inputs))
+
+
 def test_nms_optional_inputs(check_op):
     inputs = nms_inputs(1, 2, 10, max_out=None, iou=None, thr=None)
     check_op("NonMaxSuppression", inputs, opset=11, consts=tuple(inputs))  # no max_out: nothing selected
