@@ -1,5 +1,5 @@
 """A few-row product alone (a short sequence's MatMul + bias: tiny transformers, seq 8-128) against
-onnxruntime's one-MatMul model, one thread each, CPU time of the calling thread:
+onnxruntime's one-MatMul model, one thread each, CPU time:
 
     python benchmarks/small_gemm_shapes.py [--level v3] [--rounds 5] [--shapes 8x256x1024,12x256x1024]
     python -m tests.platforms.avx2_cpu .venv/bin/python benchmarks/small_gemm_shapes.py --level v3
@@ -13,30 +13,28 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
-import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import vs_onnxruntime as vs  # noqa: E402
 
 SHAPES = "8x256x1024,8x1024x256,8x256x2048,12x256x1024,16x256x1024,32x256x1024,64x256x1024,128x768x768"
 
 
-def _median_call(fn, calls: int = 300) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        t0 = time.thread_time()
-        fn()
-        times.append(time.thread_time() - t0)
-    return statistics.median(times)
+def _median_call(fn) -> float:
+    return vs._median_time(fn, 300, warmup=1, cpu_time=True)  # (one thread per engine: the process's CPU time)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--level", default=None, help="GE_NATIVE_LEVEL for ge's kernels (v2, v3, v4, v4vnni)")
+    parser.add_argument("--level", default=None, help="ge's kernels: v2, v3, v4, v4vnni or numpy")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--shapes", default=SHAPES)
     args = parser.parse_args()
     if args.level:
-        os.environ["GE_NATIVE_LEVEL"] = args.level
+        vs.use_level(args.level)
     import numpy as np
     import onnx
     import onnxruntime as ort
