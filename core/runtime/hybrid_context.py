@@ -504,7 +504,7 @@ class HybridContext:
             r = np.asarray(r)
             slot = self.realloc_if_needed(out, r.dtype, r.shape)
             view = self._view(slot)
-            if r is not view and not (out in made and _same_memory(r, view)):
+            if r is not view and not (out in made and _is_view_of(r, view)):
                 np.copyto(view, r)
 
     # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
@@ -719,11 +719,6 @@ def _swap(a: Slot, b: Slot) -> None:
     """Two tensors trade buffers (and views): a carried value moves from a body's output to its input."""
     a.addr, a.capacity, a.data, a.dtype, a.shape, a.array, b.addr, b.capacity, b.data, b.dtype, b.shape, b.array = \
         b.addr, b.capacity, b.data, b.dtype, b.shape, b.array, a.addr, a.capacity, a.data, a.dtype, a.shape, a.array
-
-
-def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two arrays are one view of the same bytes (a view of a tensor's buffer made anew)."""
-    return a.base is not None and a.shape == b.shape and a.strides == b.strides and a.ctypes.data == b.ctypes.data
 
 
 def _host_input(d, x):
