@@ -18,6 +18,8 @@ import struct
 
 import numpy as np
 
+from ge.core.model.ir.graph import small_dtype
+
 from .om.schema import SMALL_DTYPES
 from .protobuf_wire import FIXED32, FIXED64, LEN, VARINT, WireError, fields, len_field, varint, varint_field
 
@@ -200,10 +202,7 @@ def _optional(buf, start: int, end: int, kind: str):
 
 def _np_dtype(name: str) -> np.dtype:
     """numpy's dtype of a ge dtype name (ml_dtypes' types by their own names, imported for them only)."""
-    if name in SMALL_DTYPES:
-        import ml_dtypes
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
+    return small_dtype(name) if name in SMALL_DTYPES else np.dtype(name)
 
 
 def _dtype(data_type: int) -> str:
