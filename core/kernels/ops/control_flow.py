@@ -132,7 +132,7 @@ class Stacked:
         part = np.asarray(part)
         if self.buffer is None:
             self.shape, self.lead = part.shape, (slice(None),) * self._axis(part.ndim)
-            room = self.steps or min(self.expected or 16, max(16, self.FIRST_BYTES // max(part.nbytes, 1)))
+            room = self.steps or self.first_room(self.expected, part.nbytes)
             self.buffer = self._allocate(part.dtype, room)
         elif part.shape != self.shape:
             raise self.kernel.fail(f"{self.what} has shape {list(part.shape)} at iteration {t} but "
@@ -145,6 +145,12 @@ class Stacked:
             self.buffer[self.lead + (self.steps - 1 - t if self.reverse else t,)] = part
         else:  # axis 0 (a Loop's)
             self.buffer[self.steps - 1 - t if self.reverse else t] = part
+
+    @classmethod
+    def first_room(cls, expected: int | None, nbytes: int) -> int:
+        """Parts of `nbytes` made room for before they come: `expected` of them (16 when unknown), at
+        most as many as FIRST_BYTES holds, unless that is fewer than 16."""
+        return min(expected or 16, max(16, cls.FIRST_BYTES // max(nbytes, 1)))
 
     def result(self, n: int, template) -> np.ndarray:
         """The result of `n` iterations (`steps` of them, when given); `template` (dtype, shape or
@@ -241,7 +247,7 @@ class Loop(ControlFlow):
         if cond_view is not None:
             cond_view[...] = True  # (an iteration runs only while the condition holds)
         parts = b.outputs[1 + n:]
-        room = min(limit or 16, max(16, Stacked.FIRST_BYTES // max(max((p.nbytes for p in parts), default=1), 1)))
+        room = Stacked.first_room(limit, max((p.nbytes for p in parts), default=1))
         allocate = allocate or _empty  # (room for the whole result, when the trip count is its length)
         stacks = [allocate(n + k, p.dtype, (room,) + p.shape) for k, p in enumerate(parts)]
         copyto, run, i = np.copyto, b.run, 0
