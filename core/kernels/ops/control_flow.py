@@ -162,10 +162,7 @@ class Stacked:
         return self.buffer if self.steps is not None else self.buffer[self.lead + (slice(0, n),)]
 
     def _axis(self, rank: int) -> int:
-        a = self.axis + rank + 1 if self.axis < 0 else self.axis
-        if not 0 <= a <= rank:
-            raise self.kernel.fail(f"{self.what}: axis {self.axis} is out of range for a result of rank {rank + 1}")
-        return a
+        return _stack_axis(self.kernel, self.axis, rank, self.what)
 
     def _allocate(self, dtype, count: int) -> np.ndarray:
         a = len(self.lead)
@@ -268,6 +265,14 @@ class Loop(ControlFlow):
         return list(state) + [a[:i] for a in stacks]
 
 
+def _stack_axis(kernel: Kernel, axis: int, rank: int, what: str) -> int:
+    """The axis (negative: from the end) a result of parts of `rank` is stacked along, checked."""
+    a = axis + rank + 1 if axis < 0 else axis
+    if not 0 <= a <= rank:
+        raise kernel.fail(f"{what}: axis {axis} is out of range for a result of rank {rank + 1}")
+    return a
+
+
 def _empty(k: int, dtype, shape) -> np.ndarray:
     return np.empty(shape, dtype)
 
@@ -359,9 +364,7 @@ class _ScanBase(ControlFlow):
                 back.append((view, out))
         results, stacks = [], []  # each scan output's result, and its steps' slices in the order of the steps
         for k, (part, a, d) in enumerate(zip(b.outputs[n:], out_axes, out_dirs)):
-            a = a + part.ndim + 1 if a < 0 else a
-            if not 0 <= a <= part.ndim:
-                raise self.fail(f"scan output {k}: axis {out_axes[k]} is out of range for a result of rank {part.ndim + 1}")
+            a = _stack_axis(self, a, part.ndim, f"scan output {k}")
             result = (allocate or _empty)(n + k, part.dtype, part.shape[:a] + (steps,) + part.shape[a:])
             slices = np.moveaxis(result, a, 0)
             results.append(result)
