@@ -20,7 +20,7 @@ except SystemExit as e:
     code = e.code
 compiler = sorted(m for m in sys.modules if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx")))
 onnx = sorted(m for m in sys.modules if m == "onnx" or m.startswith("onnx."))
-print(json.dumps({"code": code, "compiler": compiler, "onnx": onnx}))
+print(json.dumps({"code": code, "compiler": compiler, "onnx": onnx, "ml_dtypes": "ml_dtypes" in sys.modules}))
 """
 
 
@@ -76,3 +76,4 @@ def test_ge_run_of_control_flow_imports_no_compiler_nor_onnx(tmp_path):
     assert probe["code"] in (0, None), r.stderr
     assert probe["compiler"] == []
     assert probe["onnx"] == []
+    assert probe["ml_dtypes"] is False  # float32 control flow: no small type, no ml_dtypes (15-20 ms)

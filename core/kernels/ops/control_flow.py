@@ -25,8 +25,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-import ml_dtypes
-
 from ...model.ir import CAPTURES, DTYPES, Graph, Meta
 from ..base import Kernel
 from ..registry import register
@@ -467,7 +465,7 @@ class SequenceMap(ControlFlow):
 
 
 _PREVIEW = "ai.onnx.preview"
-_SOFTMAX_TYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64))
+_SOFTMAX_TYPES = (1, 10, 16, 11)  # ONNX's FLOAT, FLOAT16, BFLOAT16, DOUBLE (by code: no ml_dtypes for bfloat16)
 
 
 @register("FlexAttention", since=1, domain=_PREVIEW)
@@ -484,7 +482,7 @@ class FlexAttention(ControlFlow):
         if self.formal != 3:
             raise self.fail(f"{self.formal} inputs; FlexAttention takes Q, K and V")
         precision = self.attr("softmax_precision")
-        if precision is not None and DTYPES.get(int(precision)) not in _SOFTMAX_TYPES:
+        if precision is not None and int(precision) not in _SOFTMAX_TYPES:
             raise self.fail(f"softmax_precision {precision} must be FLOAT, FLOAT16, BFLOAT16 or DOUBLE")
         if any(m is None for m in metas):  # built by the runtime from its attributes alone
             return
