@@ -35,13 +35,18 @@ def pairs_fit_int16(rows: np.ndarray) -> bool:
     """Whether vpmaddubsw is exact on these weights: rows (weight index, K) as packed (int8, uint8 ones
     as w - 128), k paired 0-1, 2-3, ...; a pair's two products with any u8 x lie in [255 (min(w0, 0) +
     min(w1, 0)), 255 (max(w0, 0) + max(w1, 0))], which fits int16 when the positive parts add up to at
-    most 128 and the negative ones to at least -128 (so 127 and 1 fit, 127 and 2 do not)."""
-    v = packed_values(rows)
-    if v.shape[-1] % 2:
-        v = np.concatenate([v, np.zeros(v.shape[:-1] + (1,), np.int16)], axis=-1)
-    pos, neg = np.maximum(v, 0), np.minimum(v, 0)
-    return bool((pos[..., 0::2] + pos[..., 1::2]).max(initial=0) <= 128
-                and (neg[..., 0::2] + neg[..., 1::2]).min(initial=0) >= -128)
+    most 128 and the negative ones to at least -128 (so 127 and 1 fit, 127 and 2 do not). Weights lie
+    in [-128, 127], so a pair's sum passes 128 (-128) only when both are positive (negative): the
+    pair's sum decides, one int16 add over half the weights (an odd K's last weight pairs with 0 and
+    always fits)."""
+    rows = np.asarray(rows)
+    k2 = rows.shape[-1] // 2 * 2
+    if k2 == 0 or rows.size == 0:
+        return True
+    s = np.add(rows[..., 0:k2:2], rows[..., 1:k2:2], dtype=np.int16)
+    if rows.dtype == np.uint8:
+        s -= 256
+    return bool(s.max() <= 128 and s.min() >= -128)
 
 
 #: the share of weight quads with a rest (split weights) above which int16 pairs are faster than
@@ -76,14 +81,14 @@ def split_pairs(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     its second becomes what fills the pair to 128 (-128) in main and the remainder in rest (at most
     126 in size: 127 + 127 = (127 + 1) + (0 + 126)); rest is 0 elsewhere. Both int8."""
     v = packed_values(v)
-    main, rest = v.copy(), np.zeros_like(v)
     k2 = v.shape[1] // 2 * 2
-    a, b = v[:, 0:k2:2], v[:, 1:k2:2]
-    over, under = a + b > 128, a + b < -128  # (only pairs of one sign can leave int16)
-    fill = np.where(over, 128 - a, np.where(under, -128 - a, b))
-    main[:, 1:k2:2] = fill
-    rest[:, 1:k2:2] = b - fill
-    return main.astype(np.int8), rest.astype(np.int8)
+    a = v[:, 0:k2:2]
+    pair = a + v[:, 1:k2:2]
+    kept = np.clip(pair, -128, 128)  # the pair's sum in main: its own where it fits
+    main, rest = v.astype(np.int8), np.zeros(v.shape, np.int8)
+    main[:, 1:k2:2] = kept - a
+    rest[:, 1:k2:2] = pair - kept
+    return main, rest
 
 
 def rest_quads(rest: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -94,8 +99,8 @@ def rest_quads(rest: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np
     groups, quads = -(-n // width), -(-k // 4)
     r = np.zeros((groups * width, quads * 4), np.int8)
     r[:n, :k] = rest
+    used = (r.view(np.int32) != 0).reshape(groups, width, quads).any(axis=1)  # a quad's 4 bytes as one word
     blocks = r.reshape(groups, width, quads, 4).transpose(0, 2, 1, 3)  # [group][quad][index][4]
-    used = blocks.any(axis=(2, 3))
     start = np.concatenate([[0], np.cumsum(used.sum(axis=1))]).astype(np.int64)
     return start, np.nonzero(used)[1].astype(np.int32), np.ascontiguousarray(blocks[used])
 

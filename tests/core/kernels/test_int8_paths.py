@@ -34,6 +34,20 @@ def test_pairs_fit_int16(pair, fits):
     assert not pairs_fit_int16(np.array([[0, 0, 127, 127]], np.int8))
 
 
+
+def test_pairs_fit_int16_on_every_pair():
+    """Every int8 pair (and its uint8 twin) against the definition: positive parts at most 128,
+    negative ones at least -128."""
+    a, b = (v.ravel() for v in np.meshgrid(np.arange(-128, 128), np.arange(-128, 128)))
+    fits = (np.maximum(a, 0) + np.maximum(b, 0) <= 128) & (np.minimum(a, 0) + np.minimum(b, 0) >= -128)
+    pairs = np.stack([a, b], axis=1).astype(np.int8)
+    for rows in (pairs, (pairs.astype(np.int16) + 128).astype(np.uint8)):
+        assert pairs_fit_int16(rows[fits].reshape(1, -1))  # all that fit, as one row of pairs
+        good = rows[fits][:64].ravel()
+        for pair in rows[~fits]:  # one pair that does not fit, among pairs that do
+            assert not pairs_fit_int16(np.concatenate([good, pair])[None])
+
+
 def test_split_pairs_fit_and_add_up():
     w = np.array([[127, 127, -128, -128, 127, -128, 5, 3, 127], [100, 28, 100, 30, -100, -28, -100, -30, -128]], np.int8)
     main, rest = split_pairs(w)
