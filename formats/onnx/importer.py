@@ -189,28 +189,42 @@ def _check_text(model: ModelProto, path: Path) -> None:
     valid UTF-8. Protobuf parses an invalid one without complaint and hands it over as bytes,
     which would fail far from here (a TypeError in the OM writer, a UnicodeDecodeError in onnx's
     checker): refused now, naming the field."""
-    found = _invalid_text(model, "model")
+    found = _invalid_text(model)
     if found is not None:
-        where, value = found
-        raise FormatError(f"{path}: {where} is not valid UTF-8 ({bytes(value)[:64]!r})")
+        steps, value = found
+        raise FormatError(f"{path}: {'.'.join(['model'] + steps[::-1])} is not valid UTF-8 ({bytes(value)[:64]!r})")
 
 
-def _invalid_text(msg, where: str):
-    """(field path, bytes) of the first string field of `msg` that is not text, else None."""
-    for fd, value in msg.ListFields():
+#: a field descriptor's (type, repeated), looked up once per field of the model's message types
+_FIELD_KINDS: dict = {}
+
+
+def _field_kind(fd) -> tuple[int, bool]:
+    kind = _FIELD_KINDS.get(fd)
+    if kind is None:
         repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
-        items = value if repeated else (value,)
-        if fd.type == fd.TYPE_STRING:
-            for i, v in enumerate(items):
-                if isinstance(v, bytes):
-                    return f"{where}.{fd.name}" + (f"[{i}]" if repeated else ""), v
-        elif fd.type == fd.TYPE_MESSAGE:
-            for i, m in enumerate(items):
-                inner = f"{where}.{fd.name}" + (f"[{i}]" if repeated else "")
-                if isinstance(m, NodeProto) and isinstance(m.op_type, str):
-                    inner += f" ({m.op_type})"
-                found = _invalid_text(m, inner)
+        kind = _FIELD_KINDS[fd] = (fd.type, repeated)
+    return kind
+
+
+def _invalid_text(msg):
+    """(the field's path steps, innermost first, and its bytes) of the first string field of `msg`
+    that is not text, else None. The path is spelled only for that field: a model's walk makes no
+    string per message."""
+    for fd, value in msg.ListFields():
+        kind, repeated = _field_kind(fd)
+        if kind == fd.TYPE_STRING:
+            for i, v in enumerate(value if repeated else (value,)):
+                if type(v) is bytes:
+                    return [fd.name + (f"[{i}]" if repeated else "")], v
+        elif kind == fd.TYPE_MESSAGE:
+            for i, m in enumerate(value if repeated else (value,)):
+                found = _invalid_text(m)
                 if found is not None:
+                    step = fd.name + (f"[{i}]" if repeated else "")
+                    if isinstance(m, NodeProto) and isinstance(m.op_type, str):
+                        step += f" ({m.op_type})"
+                    found[0].append(step)
                     return found
     return None
 
