@@ -16,6 +16,7 @@ import numpy as np
 from ..model.errors import GeError
 from ..model.ge_model import FM_ID, WORKSPACE_ID
 from ..kernels.blas import kernel_state
+from ..kernels.native import aligned_empty
 from .args_manager import ModelArgsManager
 from .device import DeviceBuffer
 from .executors import LinearExecutor, TaskFailed, TracingExecutor, make_executor
@@ -43,11 +44,12 @@ class SunkTask:
     It keeps the binding it last replaced, keyed by its addresses: a caller passing two input (or
     output) arrays in turn moves the task back and forth, and each move would rebuild the views and
     the kernel's prepared native call (a batched MatMul's: ~70 us on a loaded machine)."""
-    __slots__ = ("plan", "xs", "ys", "ws", "call", "key", "earlier")
+    __slots__ = ("plan", "xs", "ys", "ws", "call", "key", "earlier", "own_ws")
 
     def __init__(self, plan):
         self.plan = plan
         self.xs = self.ys = self.ws = self.call = self.key = self.earlier = None
+        self.own_ws = aligned_empty(plan.own_workspace, np.uint8) if plan.own_workspace else None
 
     def bind(self, addrs, device, keep: bool = True) -> "SunkTask":
         """keep: keep the binding replaced (not when a fresh output array moved it: that one never
@@ -66,6 +68,8 @@ class SunkTask:
         views = [device.view(int(addr), m.dtype, m.shape) for addr, m in zip(addrs, p.metas)]
         if p.workspace:
             self.ws = views.pop()
+        if self.own_ws is not None:
+            self.ws = self.own_ws
         xs = iter(views[:p.num_present_inputs])
         self.xs = [next(xs) if present else None for present in p.present_inputs]
         ys = iter(views[p.num_present_inputs:])

@@ -19,7 +19,7 @@ from ..model.ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORK
                               TaskDef, TensorDesc)
 from ..kernels import Kernel, lookup
 from ..kernels import backend as backends
-from ..kernels.backend import NUMPY, Backend
+from ..kernels.backend import Backend
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .args_manager import ArgsLayout
 from .context import ExecutionContext
@@ -48,6 +48,9 @@ class TaskPlan:
     num_present_inputs: int
     present_outputs: tuple  # bool per kernel output: False where an optional output is omitted
     workspace: int
+    #: scratch the native kernel needs beyond what the OM plans (an OM compiled at another native level,
+    #: or where ge's native kernels are not built): each context gives the task bytes of its own
+    own_workspace: int = 0
 
 
 @dataclass(frozen=True)
@@ -258,9 +261,11 @@ class DavinciModel(LoadedModel):
         for k, td in enumerate(self.ge_model.tasks):
             metas = tuple(a.meta for a in td.args)
             kernel = self._kernel(td, self.backend, k)
-            if kernel.uses_native and kernel.workspace_nbytes() > td.workspace:
-                kernel = self._kernel(td, NUMPY, k)  # an OM compiled where the native kernels are not built
-            if kernel.workspace_nbytes() > td.workspace:  # an OM from a ge whose kernel needed less scratch
+            # a native plan of this machine's level may need more scratch than the one the OM was compiled
+            # with (an AVX2 machine's int8 products: more than AVX-512 VNNI's): its own, not the numpy plan
+            own_workspace = kernel.workspace_nbytes() if kernel.uses_native and kernel.workspace_nbytes() > td.workspace \
+                else 0
+            if not own_workspace and kernel.workspace_nbytes() > td.workspace:  # an OM from a ge whose kernel needed less
                 raise FormatError(f"model '{self.name}': node '{td.node}' ({td.op_type}) needs "
                                   f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "
                                   "recompile the model with this ge")
@@ -269,7 +274,7 @@ class DavinciModel(LoadedModel):
                 self._release_packed(td)
             tasks.append(TaskPlan(td.node, kernel, self._epilogue(td, kernel), first, metas,
                                   tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
-                                  tuple(a is not None for a in td.outputs), td.workspace))
+                                  tuple(a is not None for a in td.outputs), td.workspace, own_workspace))
             first += len(metas)
         self.tasks = tuple(tasks)
 

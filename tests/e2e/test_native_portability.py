@@ -58,3 +58,38 @@ def test_om_from_a_smaller_machine_keeps_native_plans(samples, tmp_path, monkeyp
     got, used = run(result.om_path, feeds)
     assert used
     np.testing.assert_allclose(got[0], onnxruntime_outputs(path, feeds)[0], rtol=1e-3, atol=1e-4)
+
+
+def _int8_run(om_path, feeds):
+    """(outputs, int8 products on numpy plans, tasks given scratch of their own) of an OM."""
+    model_id = api.load_from_file(om_path, "cpu")
+    try:
+        tasks = [t.plan for t in api.model(model_id).default_context.handle]
+        outputs = api.execute(model_id, list(feeds.values()))
+        products = [t for t in tasks if type(t.kernel).__name__ in ("QLinearConv", "QGemm", "QLinearMatMul")]
+        assert products
+        return outputs, [t.name for t in products if not t.kernel.uses_native], sum(t.own_workspace > 0 for t in tasks)
+    finally:
+        api.unload(model_id)
+
+
+def test_native_plans_needing_more_scratch_than_the_om_plans_keep_native(make_model, tmp_path, monkeypatch):
+    """An OM compiled where a native kernel needs less scratch (AVX-512 VNNI's int8 products, against an
+    AVX2 machine's) loads with native plans all the same: the task gets scratch of its own, never the
+    float64 numpy plan (5 of MobileNetV2's int8 layers ran so); its results are the OM's own, exactly."""
+    from ge.core.compile import build
+    from tests.core.passes.test_fuse_qdq import qdq_model
+    model = qdq_model(make_model)
+    path = str(tmp_path / "q.onnx")
+    onnx.save(model, path)
+    feeds = make_feeds(model, {})
+    planned = api.atc(path, str(tmp_path / "planned"))
+    planner = build._workspace  # the native plans' scratch as another level's, smaller
+    monkeypatch.setattr(build, "_workspace", lambda graph, node, opset, kernel:
+                        0 if kernel.uses_native else planner(graph, node, opset, kernel))
+    short = api.atc(path, str(tmp_path / "short"))
+    want, fell_back, own = _int8_run(planned.om_path, feeds)
+    assert not fell_back and own == 0
+    got, fell_back, own = _int8_run(short.om_path, feeds)
+    assert not fell_back and own > 0
+    np.testing.assert_array_equal(got[0], want[0])

@@ -205,10 +205,12 @@ def test_an_omitted_middle_output_keeps_its_place(device):
     np.testing.assert_allclose(y, (x - x.mean(axis=1, keepdims=True)) * want_inv, rtol=1e-5, atol=1e-6)
 
 
-def test_an_om_planning_too_little_workspace_is_refused_at_load():
-    """An OM from a ge whose kernel needed less scratch: a clear error at load, not a failed run."""
+def test_an_om_planning_too_little_workspace_is_refused_at_load(default_backend):
+    """An OM from a ge whose kernel needed less scratch: a clear error at load, not a failed run (a
+    native plan takes scratch of its own instead: tests/e2e/test_native_portability.py)."""
     import dataclasses
     from ge.core.model.errors import FormatError
+    default_backend("numpy")
     g = Graph(name="ws", nodes=[Node("Conv", ["x", "w"], ["y"], name="conv", attrs={"pads": [1, 1, 1, 1]})],
               inputs=["x"], outputs=["y"], values={"x": Value("x", F32, (1, 4, 8, 8)), "y": Value("y", F32, (1, 4, 8, 8))},
               initializers={"w": np.ones((4, 4, 3, 3), np.float32)})
