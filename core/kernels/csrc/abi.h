@@ -399,10 +399,11 @@ void ge_nchwc_depthwise(const DepthwiseNchwc *d);
 void ge_gemv(const GemmArgs *g);
 /* gemv.c's packed GEMV for a MatMul's constant W [K][N] (few rows, M, lda, a): W packed once by
    ge_gemv_pack into ge_gemv_packed_floats(K, N) floats at bp (column panels of ge_gemv_panel()
-   outputs); y at c, ldc; bias_n, act, threads, half (HALF_A, HALF_C) as ge_gemv. */
+   outputs; W[k][n] at w[k * sk + n * sn], element strides: a Gemm's transB weights are packed as they
+   lie); y at c, ldc; bias_n, act, threads, half (HALF_A, HALF_C) as ge_gemv. */
 int64_t ge_gemv_panel(void);
 int64_t ge_gemv_packed_floats(int64_t K, int64_t N);
-void ge_gemv_pack(const float *w, int64_t K, int64_t N, float *out);
+void ge_gemv_pack(const float *w, int64_t K, int64_t N, int64_t sk, int64_t sn, float *out);
 void ge_gemv_panels(const GemmArgs *g);
 int ge_eltwise(const Eltwise *e);
 int64_t ge_recurrent_workspace_floats(int32_t kind, int64_t B, int64_t H);

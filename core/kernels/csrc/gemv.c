@@ -190,12 +190,14 @@ int64_t ge_gemv_packed_floats(int64_t K, int64_t N) {
     return K * (full * GEMV_PANEL + (rest + VL - 1) / VL * VL);
 }
 
-void ge_gemv_pack(const float *w, int64_t K, int64_t N, float *out) {
+void ge_gemv_pack(const float *w, int64_t K, int64_t N, int64_t sk, int64_t sn, float *out) {
+    /* a panel's columns of a transposed W are its rows: the panel's source lines stay in L1 as k goes */
     for (int64_t n0 = 0; n0 < N; n0 += GEMV_PANEL) {
         const int64_t cols = N - n0 < GEMV_PANEL ? N - n0 : GEMV_PANEL;
         const int64_t width = (cols + VL - 1) / VL * VL;
         for (int64_t k = 0; k < K; k++, out += width) {
-            for (int64_t j = 0; j < cols; j++) out[j] = w[k * N + n0 + j];
+            const float *row = w + k * sk + n0 * sn;
+            for (int64_t j = 0; j < cols; j++) out[j] = row[j * sn];
             for (int64_t j = cols; j < width; j++) out[j] = 0.0f;
         }
     }

@@ -586,7 +586,7 @@ SIGNATURES = {
     'ge_gemv': ([ctypes.c_void_p], None),
     'ge_gemv_panel': ([], ctypes.c_int64),
     'ge_gemv_packed_floats': ([ctypes.c_int64, ctypes.c_int64], ctypes.c_int64),
-    'ge_gemv_pack': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], None),
+    'ge_gemv_pack': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], None),
     'ge_gemv_panels': ([ctypes.c_void_p], None),
     'ge_eltwise': ([ctypes.c_void_p], ctypes.c_int),
     'ge_recurrent_workspace_floats': ([ctypes.c_int32, ctypes.c_int64, ctypes.c_int64], ctypes.c_int64),

@@ -139,11 +139,14 @@ class Native:
         return PreparedCall(self.lib.ge_gemv, args, (x, w, y, bias))
 
     def gemv_pack(self, w: np.ndarray) -> np.ndarray:
-        """A MatMul's constant W (K, N) in the packed GEMV's column panels (csrc/gemv.c), once at load."""
-        w = np.ascontiguousarray(w, np.float32)
+        """A MatMul's constant W (K, N) in the packed GEMV's column panels (csrc/gemv.c), once at load; read
+        through its strides (a Gemm's transB weights: no transposed copy of them first)."""
+        w = np.asarray(w, np.float32)
+        if not w.flags.aligned or any(s % 4 for s in w.strides):
+            w = np.ascontiguousarray(w)
         k, n = w.shape
         out = aligned_empty(self.lib.ge_gemv_packed_floats(k, n))
-        self.lib.ge_gemv_pack(w.ctypes.data, k, n, out.ctypes.data)
+        self.lib.ge_gemv_pack(w.ctypes.data, k, n, w.strides[0] // 4, w.strides[1] // 4, out.ctypes.data)
         return out
 
     def gemv_panels_call(self, rows: int, x: np.ndarray, lda: int, wp: np.ndarray, k: int, n: int, y: np.ndarray,

@@ -38,6 +38,16 @@ def test_panel_edges_and_odd_k(nat):
         assert nat.lib.ge_gemv_packed_floats(9, n) == 9 * whole
 
 
+
+def test_weights_packed_through_their_strides(nat):
+    """A Gemm's transB weights (a transposed view), a column slice and a reversed view pack as their
+    contiguous copies do, bit for bit (the pack reads W through its strides: no copy first)."""
+    stored = rng.standard_normal((2 * nat.lib.ge_gemv_panel() + 9, 70)).astype(np.float32)  # (N, K)
+    for w in (stored.T, stored.T[:, 3:40], stored.T[::-1], stored[:, ::-2].T):
+        np.testing.assert_array_equal(nat.gemv_pack(w), nat.gemv_pack(np.ascontiguousarray(w)))
+        x = rng.standard_normal((2, w.shape[0]), np.float32)
+        np.testing.assert_allclose(_product(nat, x, w), x.astype(np.float64) @ w, **TOL)
+
 @pytest.mark.parametrize("act", [native.GELU, native.Act(native.ACT_CLAMP, -0.5, 0.75)], ids=["gelu", "clamp"])
 def test_bias_and_activation_epilogue(nat, act):
     """The bias and the activation applied as the outputs are stored, rows lda apart, y's ldc wider
