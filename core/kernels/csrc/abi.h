@@ -162,6 +162,20 @@ typedef struct {
     int64_t outer, dim, n_idx, block;
 } GatherBlocks;
 
+/* NonMaxSuppression (nms.c): per batch b < batch and class c < classes, onnxruntime's greedy selection
+   over boxes [batch, n, 4] (center 0: [y1, x1, y2, x2]; 1: [x_center, y_center, width, height]) by
+   scores [batch, classes, n] (has_threshold: only those above score_threshold), at most max_out
+   kept per class; each kept box a row (b, c, index) of out, in selection order, out having room for
+   batch * classes * min(n, max_out) rows. ge_nms returns the rows written, or -1 when its
+   workspace cannot be allocated */
+typedef struct {
+    const float *boxes, *scores;
+    int64_t *out;
+    int64_t batch, classes, n, max_out;
+    float iou, score_threshold;
+    int32_t has_threshold, center;
+} Nms;
+
 /* LayerNormalization, Softmax or RMSNormalization over rows of `cols` floats (rows.c):
    ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale + bias; ROWS_SOFTMAX;
    ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (bias unused) */
@@ -386,6 +400,7 @@ void ge_rows(const Rows *r);
 void ge_nearest2d(const Nearest2d *p);
 void ge_concat(const ConcatBlocks *c);
 int ge_gather(const GatherBlocks *g);
+int64_t ge_nms(const Nms *p);
 int ge_nchwc_block(void);
 int ge_nchwc_group(void);
 void ge_nchwc_conv(const ConvNchwc *c);

@@ -261,6 +261,22 @@ class GatherBlocks(ctypes.Structure):
     ]
 
 
+class Nms(ctypes.Structure):
+    _fields_ = [
+        ('boxes', ctypes.c_void_p),
+        ('scores', ctypes.c_void_p),
+        ('out', ctypes.c_void_p),
+        ('batch', ctypes.c_int64),
+        ('classes', ctypes.c_int64),
+        ('n', ctypes.c_int64),
+        ('max_out', ctypes.c_int64),
+        ('iou', ctypes.c_float),
+        ('score_threshold', ctypes.c_float),
+        ('has_threshold', ctypes.c_int32),
+        ('center', ctypes.c_int32),
+    ]
+
+
 class Rows(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
@@ -541,7 +557,7 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)
@@ -575,6 +591,7 @@ SIGNATURES = {
     'ge_nearest2d': ([ctypes.c_void_p], None),
     'ge_concat': ([ctypes.c_void_p], None),
     'ge_gather': ([ctypes.c_void_p], ctypes.c_int),
+    'ge_nms': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_nchwc_block': ([], ctypes.c_int),
     'ge_nchwc_group': ([], ctypes.c_int),
     'ge_nchwc_conv': ([ctypes.c_void_p], None),

@@ -19,7 +19,7 @@ from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvTransposeArgs, ConvNchwc, Depthwise,
                   DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
                   NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
-                  GatherBlocks, Nearest2d, Rows)
+                  GatherBlocks, Nearest2d, Nms, Rows)
 from ...host_pages import HUGE, mapped_bytes
 from .calls import PreparedCall, threads
 
@@ -306,6 +306,20 @@ class Native:
         assert y.nbytes == outer * idx.size * block
         args = GatherBlocks(x.ctypes.data, y.ctypes.data, idx.ctypes.data, outer, dim, idx.size, block)
         return PreparedCall(self.lib.ge_gather, args, (x, y, idx))
+
+    def nms(self, boxes: np.ndarray, scores: np.ndarray, out: np.ndarray, *, max_out: int, iou: float,
+            score_threshold: float | None, center: int) -> int:
+        """NonMaxSuppression of C-contiguous float32 boxes [batch, n, 4] by scores [batch, classes, n] into
+        int64 out (room for batch * classes * min(n, max_out) rows of 3): the rows written."""
+        (batch, n, _), classes = boxes.shape, scores.shape[1]
+        assert boxes.dtype == scores.dtype == np.float32 and out.dtype == np.int64 and out.flags.c_contiguous
+        assert out.size >= 3 * batch * classes * min(n, max_out)
+        args = Nms(boxes.ctypes.data, scores.ctypes.data, out.ctypes.data, batch, classes, n, max_out, iou,
+                   0.0 if score_threshold is None else score_threshold, score_threshold is not None, center)
+        rows = self.lib.ge_nms(ctypes.byref(args))
+        if rows < 0:
+            raise MemoryError("NonMaxSuppression: no memory for its workspace")
+        return rows
 
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:

@@ -2,12 +2,14 @@
 
 NonMaxSuppression is greedy by nature: per (batch, class), candidates above score_threshold are taken
 in descending score (ties: lower box index first); a candidate is kept unless its IoU with a kept box
-exceeds iou_threshold. Here the suppression test of a block of candidates against every candidate
-is one vectorized IoU (the same float32 operations, on a [block, n] grid; a block of every candidate
-up to ~500), packed into bits: the greedy walk is then a Python loop on one integer of n bits (a
-candidate is skipped when its bit is set, a kept one ORs in its row), and a block is computed only
-when the walk keeps a candidate past the last one. Its output size depends on the data: compute()
-is exact, infer() needs every input to be a constant.
+exceeds iou_threshold. With native kernels it is one call (csrc/nms.c: onnxruntime's operations and
+its heap's order). The numpy plan: the suppression test of a block of candidates against every
+candidate is one vectorized IoU (the same float32 operations, on a [block, n] grid; a block of every
+candidate up to ~500), packed into bits: the greedy walk is then a Python loop on one integer of n
+bits (a candidate is skipped when its bit is set, a kept one ORs in its row), and a block is
+computed only when the walk keeps a candidate past the last one. NaN scores (no score_threshold to
+drop them) take onnxruntime's order too: its std::priority_queue's, replayed (_heap_order). Its
+output size depends on the data: compute() is exact, infer() needs every input to be a constant.
 
 RoiAlign samples a regular grid per bin with bilinear interpolation. The interpolation is separable
 (row weights x column weights), so for mode=avg one roi is two small GEMMs over the rows and columns
@@ -85,15 +87,23 @@ class NonMaxSuppression(Kernel):
         thr = np.float32(_scalar(self, score_thr, "score_threshold", 0.0))
         boxes, scores = np.asarray(boxes, np.float32), np.asarray(scores, np.float32)
         n_batch, n_class = scores.shape[:2]
+        lib = self.backend.lib
+        if lib is not None:
+            boxes, scores = np.ascontiguousarray(boxes), np.ascontiguousarray(scores)
+            y = np.empty((n_batch * n_class * min(boxes.shape[1], max(max_out, 0)), 3), np.int64)
+            rows = lib.nms(boxes, scores, y, max_out=max(max_out, 0), iou=float(iou),
+                           score_threshold=float(thr) if has_thr else None, center=self.center)
+            return [y[:rows]]
         out = []
         if max_out > 0:
-            cx0, cy0, cx1, cy1, carea = self.corners(boxes)
-            for b in range(n_batch):  # per (batch, class): a greedy selection
-                for c in range(n_class):
-                    kept = self.select(scores[b, c], has_thr, thr, max_out, iou,
-                                       cx0[b], cy0[b], cx1[b], cy1[b], carea[b])
-                    if kept.size:
-                        out.append(np.stack([np.full(kept.size, b), np.full(kept.size, c), kept], axis=1))
+            with np.errstate(all="ignore"):  # (infinite and NaN boxes: NaN corners and IoUs, which suppress nothing)
+                cx0, cy0, cx1, cy1, carea = self.corners(boxes)
+                for b in range(n_batch):  # per (batch, class): a greedy selection
+                    for c in range(n_class):
+                        kept = self.select(scores[b, c], has_thr, thr, max_out, iou,
+                                           cx0[b], cy0[b], cx1[b], cy1[b], carea[b])
+                        if kept.size:
+                            out.append(np.stack([np.full(kept.size, b), np.full(kept.size, c), kept], axis=1))
         y = np.concatenate(out).astype(np.int64) if out else np.zeros((0, 3), np.int64)
         return [y]
 
@@ -102,7 +112,10 @@ class NonMaxSuppression(Kernel):
         cand = np.flatnonzero(s > thr) if has_thr else np.arange(s.size)
         if not cand.size:
             return cand
-        order = cand[np.argsort(-s[cand], kind="stable")]  # descending score, ties: lower index first
+        if np.isnan(s[cand]).any():  # (only without a threshold) onnxruntime's heap decides where NaN goes
+            order = _heap_order(s, cand)
+        else:
+            order = cand[np.argsort(-s[cand], kind="stable")]  # descending score, ties: lower index first
         boxes = x0[order], y0[order], x1[order], y1[order], area[order]
         n = order.size
         block = max(1, min(n, SUPPRESSION_BLOCK // n))
@@ -127,6 +140,48 @@ class NonMaxSuppression(Kernel):
         np.copyto(ys[0], self.compute(*xs)[0])
 
 
+def _heap_order(s: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """The candidates in the order onnxruntime's std::priority_queue pops them (libstdc++'s make_heap,
+    then pop_heap per candidate; csrc/nms.c does the same): with a NaN score the comparison is no
+    order, and only the heap's own moves say where each comes out. (score, index) pairs, "below" as
+    its BoxInfoPtr's operator<: the lower score, or the same score and the higher index."""
+    heap = [(float(s[i]), int(i)) for i in cand]
+
+    def below(a, b):
+        return a[0] < b[0] or (a[0] == b[0] and a[1] > b[1])
+
+    def adjust(hole, length, value):  # __adjust_heap: the hole sinks by the larger child, value rises
+        top = child = hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if below(heap[child], heap[child - 1]):
+                child -= 1
+            heap[hole] = heap[child]
+            hole = child
+        if length % 2 == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            heap[hole] = heap[child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2  # __push_heap
+        while hole > top and below(heap[parent], value):
+            heap[hole] = heap[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        heap[hole] = value
+
+    n = len(heap)
+    for parent in range((n - 2) // 2, -1, -1):  # make_heap
+        adjust(parent, n, heap[parent])
+    order = []
+    for length in range(n, 0, -1):  # top, then pop_heap
+        order.append(heap[0][1])
+        if length > 1:
+            last = heap[length - 1]
+            heap[length - 1] = heap[0]
+            adjust(0, length - 1, last)
+    return np.array(order, np.int64)
+
+
 def _suppression(rows: slice, iou, x0, y0, x1, y1, area) -> np.ndarray:
     """Bits [len(rows), n / 8] (little-endian within each row): bit j of row k set when candidate
     rows.start + k, kept, suppresses candidate j: they intersect, and their IoU exceeds `iou`. The
@@ -144,8 +199,7 @@ def _suppression(rows: slice, iou, x0, y0, x1, y1, area) -> np.ndarray:
     union = np.add(A, area, out=h)
     union -= w
     sup &= union > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sup &= np.divide(w, union, out=w) > iou
+    sup &= np.divide(w, union, out=w) > iou
     sup &= (A > 0) & (area > 0)
     return np.packbits(sup, axis=1, bitorder="little")
 
