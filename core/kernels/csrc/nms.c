@@ -114,14 +114,18 @@ static int suppresses(const Corners *a, const Corners *b, float iou) {
 }
 
 int64_t ge_nms(const Nms *p) {
-    int64_t n = p->n, cap = p->max_out < n ? p->max_out : n, rows = 0;
-    if (cap <= 0 || n <= 0) return 0;
+    int64_t n = p->n, max_out = p->max_out ? *p->max_out : 0, rows = 0;
+    float iou = p->iou ? *p->iou : 0.0f;
+    if (!(iou >= 0.0f && iou <= 1.0f)) return NMS_BAD_IOU;
+    int64_t cap = max_out < n ? max_out : n;
+    if (cap <= 0) return 0;
+    if (p->batch * p->classes * cap > p->capacity) return NMS_NO_ROOM;
     Corners *box = malloc(sizeof(Corners) * (size_t)n);
     Candidate *heap = malloc(sizeof(Candidate) * (size_t)n);
     int64_t *kept = malloc(sizeof(int64_t) * (size_t)cap);
     if (!box || !heap || !kept) {
         free(box), free(heap), free(kept);
-        return -1;
+        return NMS_NO_MEMORY;
     }
     for (int64_t b = 0; b < p->batch; b++) {
         corners(p->boxes + b * n * 4, n, p->center, box);
@@ -129,11 +133,11 @@ int64_t ge_nms(const Nms *p) {
             const float *s = p->scores + (b * p->classes + c) * n;
             int64_t len = 0, k = 0;
             for (int64_t i = 0; i < n; i++)
-                if (!p->has_threshold || s[i] > p->score_threshold) heap[len].score = s[i], heap[len++].index = i;
+                if (!p->score_threshold || s[i] > *p->score_threshold) heap[len].score = s[i], heap[len++].index = i;
             make_heap(heap, len);
             while (len > 0 && k < cap) {
                 int64_t i = heap[0].index, j = 0;
-                while (j < k && !suppresses(&box[i], &box[kept[j]], p->iou)) j++;
+                while (j < k && !suppresses(&box[i], &box[kept[j]], iou)) j++;
                 if (j == k) {
                     kept[k++] = i;
                     int64_t *row = p->out + 3 * rows++;

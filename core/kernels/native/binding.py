@@ -307,19 +307,16 @@ class Native:
         args = GatherBlocks(x.ctypes.data, y.ctypes.data, idx.ctypes.data, outer, dim, idx.size, block)
         return PreparedCall(self.lib.ge_gather, args, (x, y, idx))
 
-    def nms(self, boxes: np.ndarray, scores: np.ndarray, out: np.ndarray, *, max_out: int, iou: float,
-            score_threshold: float | None, center: int) -> int:
+    def nms_call(self, boxes: np.ndarray, scores: np.ndarray, max_out: np.ndarray | None, iou: np.ndarray | None,
+                 score_threshold: np.ndarray | None, out: np.ndarray, center: int) -> PreparedCall:
         """NonMaxSuppression of C-contiguous float32 boxes [batch, n, 4] by scores [batch, classes, n] into
-        int64 out (room for batch * classes * min(n, max_out) rows of 3): the rows written."""
+        int64 out (rows of 3), the scalars (int64 max_out, float32 iou and score_threshold, or None) read at
+        each run, prepared; its run_checked() returns the rows written or an NMS_* error (csrc/abi.h)."""
         (batch, n, _), classes = boxes.shape, scores.shape[1]
         assert boxes.dtype == scores.dtype == np.float32 and out.dtype == np.int64 and out.flags.c_contiguous
-        assert out.size >= 3 * batch * classes * min(n, max_out)
-        args = Nms(boxes.ctypes.data, scores.ctypes.data, out.ctypes.data, batch, classes, n, max_out, iou,
-                   0.0 if score_threshold is None else score_threshold, score_threshold is not None, center)
-        rows = self.lib.ge_nms(ctypes.byref(args))
-        if rows < 0:
-            raise MemoryError("NonMaxSuppression: no memory for its workspace")
-        return rows
+        args = Nms(boxes.ctypes.data, scores.ctypes.data, _addr(max_out), _addr(iou), _addr(score_threshold),
+                   out.ctypes.data, out.size // 3, batch, classes, n, center)
+        return PreparedCall(self.lib.ge_nms, args, (boxes, scores, max_out, iou, score_threshold, out))
 
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:

@@ -25,8 +25,11 @@ import numpy as np
 from ...model.ir import Meta
 from ..base import Kernel
 from ..registry import register
+from ..native import NMS_BAD_IOU, NMS_NO_MEMORY, NMS_NO_ROOM, CallCache
 from ..values import text
 
+#: the types csrc/nms.c reads: boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold
+NMS_TYPES = (np.float32, np.float32, np.int64, np.float32, np.float32)
 DYNAMIC = "output shape depends on the input values; needs dynamic shapes"
 #: NonMaxSuppression computes its suppression bits for this many (candidate, candidate) pairs at a time
 #: at most: every candidate's row at once up to ~500 candidates, fewer rows a block beyond
@@ -53,6 +56,7 @@ class NonMaxSuppression(Kernel):
         self.center = int(self.attr("center_point_box", 0))
         if self.center not in (0, 1):
             raise self.fail(f"center_point_box={self.center}, 0 or 1 expected")
+        self.calls = CallCache()
 
     def infer(self):
         present = [i for i, m in enumerate(self.inputs) if m is not None]
@@ -79,6 +83,8 @@ class NonMaxSuppression(Kernel):
         return x_min, y_min, x_max, y_max, (x_max - x_min) * (y_max - y_min)
 
     def compute(self, boxes, scores, max_out=None, iou=None, score_thr=None):
+        if self.backend.lib is not None:
+            return [self.native(boxes, scores, max_out, iou, score_thr)]
         max_out = int(_scalar(self, max_out, "max_output_boxes_per_class", 0))
         iou = np.float32(_scalar(self, iou, "iou_threshold", 0.0))
         if not 0 <= iou <= 1:
@@ -87,13 +93,6 @@ class NonMaxSuppression(Kernel):
         thr = np.float32(_scalar(self, score_thr, "score_threshold", 0.0))
         boxes, scores = np.asarray(boxes, np.float32), np.asarray(scores, np.float32)
         n_batch, n_class = scores.shape[:2]
-        lib = self.backend.lib
-        if lib is not None:
-            boxes, scores = np.ascontiguousarray(boxes), np.ascontiguousarray(scores)
-            y = np.empty((n_batch * n_class * min(boxes.shape[1], max(max_out, 0)), 3), np.int64)
-            rows = lib.nms(boxes, scores, y, max_out=max(max_out, 0), iou=float(iou),
-                           score_threshold=float(thr) if has_thr else None, center=self.center)
-            return [y[:rows]]
         out = []
         if max_out > 0:
             with np.errstate(all="ignore"):  # (infinite and NaN boxes: NaN corners and IoUs, which suppress nothing)
@@ -106,6 +105,37 @@ class NonMaxSuppression(Kernel):
                             out.append(np.stack([np.full(kept.size, b), np.full(kept.size, c), kept], axis=1))
         y = np.concatenate(out).astype(np.int64) if out else np.zeros((0, 3), np.int64)
         return [y]
+
+    def native(self, *xs) -> np.ndarray:
+        """compute() by csrc/nms.c: a prepared call per set of input arrays (the same ones each run of a
+        model: a call costs the native selection and a few microseconds), which reads the scalars itself."""
+        prepared = self.calls.get(xs, lambda: self.native_call(xs, room=False) if all(
+            x is None or (type(x) is np.ndarray and x.dtype == t and x.flags.c_contiguous)
+            for x, t in zip(xs, NMS_TYPES)) else None)
+        if prepared is None:  # not the types and layout it reads: converted copies, new each time
+            xs = tuple(None if x is None else np.ascontiguousarray(x, t) for x, t in zip(xs, NMS_TYPES))
+            prepared = self.native_call(xs, room=False)
+        call, out = prepared
+        rows = call.run_checked()
+        if rows == NMS_NO_ROOM:  # max_output_boxes_per_class grew since the call was made
+            call, out = self.native_call(xs, room=True)
+            rows = call.run_checked()
+        if rows == NMS_BAD_IOU:
+            raise self.fail(f"iou_threshold={np.float32(xs[3].reshape(-1)[0])} is not in [0, 1]")
+        if rows == NMS_NO_MEMORY:
+            raise MemoryError(f"node '{self.name}' (NonMaxSuppression): no memory for its workspace")
+        return out[:rows].copy()  # (out is the call's, for its next run)
+
+    def native_call(self, xs: tuple, room: bool):
+        """The prepared call on these arrays and its output buffer: room for batch * classes * min(n,
+        max_out) rows (room: max_out as n, which always suffices)."""
+        boxes, scores, max_out, iou, thr = xs
+        for x, what in zip(xs[2:], ("max_output_boxes_per_class", "iou_threshold", "score_threshold")):
+            _scalar(self, x, what, 0)
+        (batch, n, _), classes = boxes.shape, scores.shape[1]
+        per_class = n if room or max_out is None else min(n, max(0, int(max_out.reshape(-1)[0])))
+        out = np.empty((batch * classes * per_class, 3), np.int64)
+        return self.backend.lib.nms_call(boxes, scores, max_out, iou, thr, out, self.center), out
 
     @staticmethod
     def select(s, has_thr, thr, max_out, iou, x0, y0, x1, y1, area) -> np.ndarray:
