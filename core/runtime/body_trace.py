@@ -32,8 +32,7 @@ class BodyTraces:
         when the run cannot be traced (a host value among them, or the subgraph is not traceable)."""
         if not self.enabled or ctx.host:
             return None
-        slots = ctx.slots
-        return tuple((slots[name].dtype, slots[name].shape) for name in self.inputs)
+        return tuple([(s.dtype, s.shape) for s in map(ctx.slots.__getitem__, self.inputs)])
 
     def replay(self, ctx, key: tuple) -> bool:
         """Run the steps as the trace of these inputs says; False when there is none (the caller runs
