@@ -9,6 +9,7 @@ import os
 import threading
 from typing import Callable
 
+
 class _Local(threading.local):
     threads = 0  # (a class default: a thread that set no count reads 0 without the AttributeError that
     # getattr(local, name, None) raises and catches inside, ~0.4 us of every kernel call of a small model)
