@@ -2,8 +2,9 @@
 
 When each step of a subgraph is a static submodel or a node whose impl its input shapes alone decide
 (no shape value read from a computed tensor, no host value, no control flow, no data-dependent
-output), the impls of a run follow from the subgraph's input (dtype, shape) pairs. The first run with
-such inputs records its steps' impls (a trace); a later run with the same ones replays it: per node
+output), the impls of a run follow from the subgraph's input (dtype, shape) pairs. The second run with
+such inputs records its steps' impls (a trace; inputs met once, as by one long run, cost a set's
+entry, not a trace); a later run with the same ones replays it: per node
 the output buffers, the views and the kernel, without the signature, its comparison and the impl
 cache's lookup that HybridContext._run_node makes (a growing-state Loop's body meets each shape once
 a run: its nodes never reach their steady path, and every run of the Loop meets the same shapes).
@@ -25,6 +26,11 @@ class BodyTraces:
             s.kind == "submodel" or (s.index not in model.host_ops and not dyn.nodes[s.index].subgraphs
                                      and not model.shape_inputs[s.index]) for s in dyn.steps)
         self.inputs = [d.name for d, read in zip(dyn.inputs, ctx._reads) if read]
+        # per step: its index, and for a node the node and its inputs as (name, constant) pairs
+        self.steps = [(s.index, None, None) if s.kind != "node" else
+                      (s.index, dyn.nodes[s.index], tuple((name, const) for name, const, _ in model.args[s.index]))
+                      for s in dyn.steps]
+        self.seen: set[tuple] = set()
         self.traces: dict[tuple, tuple] = {}
 
     def key(self, ctx) -> tuple | None:
@@ -77,22 +83,24 @@ class BodyTraces:
         return True
 
     def record(self, ctx, key: tuple) -> None:
-        """The impls the run just made chose, as the trace of these inputs."""
-        model = ctx.model
-        steps = []
-        for s in model.dyn.steps:
-            if s.kind != "node":
-                steps.append((s.index, None, None, None, None))
+        """The impls the run just made chose, as the trace of these inputs (met before)."""
+        if key not in self.seen:
+            if len(self.seen) >= self.capacity:
+                self.seen.clear()
+            self.seen.add(key)
+            return
+        states, steps = ctx.states, []
+        for index, node, args in self.steps:
+            if node is None:
+                steps.append((index, None, None, None, None))
                 continue
-            impl = ctx.states[s.index].impl
+            impl = states[index].impl
             if impl is None or impl.out_metas is None:  # data-dependent: its values decide the shapes after it
                 self.enabled = False
                 self.traces.clear()
                 return
-            node = model.dyn.nodes[s.index]
-            args = tuple((name, const) for name, const, _ in model.args[s.index])
             outs = tuple((o, m.dtype, m.shape) for o, m in zip(node.outputs, impl.out_metas))
-            steps.append((s.index, node, impl, args, outs))
+            steps.append((index, node, impl, args, outs))
         if len(self.traces) >= self.capacity:
             self.traces.clear()
         self.traces[key] = tuple(steps)

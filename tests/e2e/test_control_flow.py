@@ -812,9 +812,9 @@ def test_a_failing_node_inside_a_body_names_the_loop_and_the_node(tmp_path):
 
 
 def test_a_body_replayed_by_its_input_shapes_reads_new_values_and_names_a_failing_node(tmp_path):
-    """A body run node by node (its sequence grows) is replayed from the second run on by its input
-    shapes (runtime/body_trace.py): new captured values are read, and a node failing in a replay is
-    named as in a first run."""
+    """A body run node by node (its sequence grows) is replayed by its input shapes from the third run
+    with them on (runtime/body_trace.py; the second records): new captured values are read, and a
+    node failing in a replay is named as in a first run."""
     body = helper.make_graph([
         helper.make_node("Gather", ["table", "idx"], ["row"], axis=0, name="g"),
         helper.make_node("Concat", ["seq", "row"], ["seq2"], axis=0), helper.make_node("Identity", ["c"], ["c2"])],
@@ -827,6 +827,7 @@ def test_a_body_replayed_by_its_input_shapes_reads_new_values_and_names_a_failin
     model_id = api.load_from_file(result.om_path)
     try:
         api.execute(model_id, feeds[0])
+        api.execute(model_id, feeds[1])
         with pytest.raises(GeError, match=r"node 'outer' \(Loop\) subgraph 'body': .*'g' \(Gather\)"):
             api.execute(model_id, dict(feeds[0], idx=np.array([7], np.int64)))
     finally:
