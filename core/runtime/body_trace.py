@@ -2,12 +2,12 @@
 
 When each step of a subgraph is a static submodel or a node whose impl its input shapes alone decide
 (no shape value read from a computed tensor, no host value, no control flow, no data-dependent
-output), the impls of a run follow from the subgraph's input (dtype, shape) pairs. The second run with
-such inputs records its steps' impls (a trace; inputs met once, as by one long run, cost a set's
-entry, not a trace); a later run with the same ones replays it: per node
-the output buffers, the views and the kernel, without the signature, its comparison and the impl
-cache's lookup that HybridContext._run_node makes (a growing-state Loop's body meets each shape once
-a run: its nodes never reach their steady path, and every run of the Loop meets the same shapes).
+output), the impls of a run follow from the subgraph's input (dtype, shape) pairs. The second run
+with such inputs records its steps' impls (a trace; inputs met once, as by one long run, cost a
+set's entry, not a trace); a later run with the same ones replays it: per node the output buffers,
+the views and the kernel, without the signature, its comparison and the impl cache's lookup that
+HybridContext._run_node makes (a growing-state Loop's body meets each shape once a run: its nodes
+never reach their steady path, and every run of the Loop meets the same shapes).
 The traces hold their impls, so a context keeps at most as many traces as the impl cache may hold
 entries, and none when it keeps none. (The context is passed to each call, not held: a context holds
 its traces, and a cycle would outlive its model's unload until a garbage collection.)"""
