@@ -17,6 +17,7 @@ from ..model.errors import DeviceError, GeError, ShapeError
 from ..model.ir import Meta
 from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
+from .body_trace import BodyTraces
 from .device import DeviceBuffer
 from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
@@ -212,6 +213,7 @@ class HybridContext:
             read.update(dyn.nodes[step.index].inputs if step.kind == "node"
                         else (d.name for d in model.submodels[step.index].inputs))
         self._reads = [d.name in read for d in dyn.inputs]  # run_nested: an input nothing reads is not copied in
+        self.traces = BodyTraces(self)  # run_nested: a subgraph's runs replayed by their input shapes
         #: sequence and optional values (lists of arrays, an array or None): no layout, held on the host
         self.host: dict[str, object] = {}
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
@@ -316,8 +318,13 @@ class HybridContext:
             a = np.asarray(x)
             device.copy_from_host(self._view(self.realloc_if_needed(d.name, a.dtype, a.shape)), a)
             last[k] = _HOST if out is not None else x
+        traces = self.traces
+        key = traces.key(self)
         try:
-            self._run_steps()
+            if key is None or not traces.replay(self, key):
+                self._run_steps()
+                if key is not None:
+                    traces.record(self, key)
         finally:
             self._fold_counts()
         results = []

@@ -811,6 +811,29 @@ def test_a_failing_node_inside_a_body_names_the_loop_and_the_node(tmp_path):
         api.unload(model_id)
 
 
+def test_a_body_replayed_by_its_input_shapes_reads_new_values_and_names_a_failing_node(tmp_path):
+    """A body run node by node (its sequence grows) is replayed by its input shapes from the third run
+    with them on (runtime/body_trace.py; the second records): new captured values are read, and a
+    node failing in a replay is named as in a first run."""
+    body = helper.make_graph([
+        helper.make_node("Gather", ["table", "idx"], ["row"], axis=0, name="g"),
+        helper.make_node("Concat", ["seq", "row"], ["seq2"], axis=0), helper.make_node("Identity", ["c"], ["c2"])],
+        "b", [vi("i", I64, []), vi("c", B, []), vi("seq", F, [None, 2])], [vi("c2", B, []), vi("seq2", F, [None, 2])])
+    m = model([helper.make_node("Loop", ["M", "", "s0"], ["s"], body=body, name="outer")],
+              [vi("M", I64, []), vi("s0", F, [1, 2]), vi("table", F, [5, 2]), vi("idx", I64, [1])], [vi("s", F, [None, 2])])
+    feeds = [{"M": np.array(3, np.int64), "s0": rand(1, 2, seed=k), "table": rand(5, 2, seed=k + 1),
+              "idx": np.array([k], np.int64)} for k in (1, 4, 1)]
+    result = check(m, feeds, tmp_path, devices=["cpu"])
+    model_id = api.load_from_file(result.om_path)
+    try:
+        api.execute(model_id, feeds[0])
+        api.execute(model_id, feeds[1])
+        with pytest.raises(GeError, match=r"node 'outer' \(Loop\) subgraph 'body': .*'g' \(Gather\)"):
+            api.execute(model_id, dict(feeds[0], idx=np.array([7], np.int64)))
+    finally:
+        api.unload(model_id)
+
+
 def test_shape_ranges_with_control_flow_are_refused_naming_the_node(tmp_path):
     path = str(tmp_path / "m.onnx")
     m = _loop_model(True, True)

@@ -162,6 +162,24 @@ typedef struct {
     int64_t outer, dim, n_idx, block;
 } GatherBlocks;
 
+/* NonMaxSuppression (nms.c): per batch b < batch and class c < classes, onnxruntime's greedy selection
+   over boxes [batch, n, 4] (center 0: [y1, x1, y2, x2]; 1: [x_center, y_center, width, height]) by
+   scores [batch, classes, n]. The optional inputs are read where they point, as the op's scalars (NULL:
+   absent): at most max_out kept per class (absent or negative: none), iou (absent: 0), only scores
+   above score_threshold (absent: every score). Each kept box is a row (b, c, index) of out, in
+   selection order; ge_nms returns the rows written, or an NMS_* error when out has room for fewer
+   than batch * classes * min(n, max_out) rows (capacity), the iou is outside [0, 1] or the workspace
+   cannot be allocated. */
+enum { NMS_NO_ROOM = -1, NMS_BAD_IOU = -2, NMS_NO_MEMORY = -3 };
+typedef struct {
+    const float *boxes, *scores;
+    const int64_t *max_out;
+    const float *iou, *score_threshold;
+    int64_t *out;
+    int64_t capacity, batch, classes, n;
+    int32_t center;
+} Nms;
+
 /* LayerNormalization, Softmax or RMSNormalization over rows of `cols` floats (rows.c):
    ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale + bias; ROWS_SOFTMAX;
    ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (bias unused) */
@@ -386,6 +404,7 @@ void ge_rows(const Rows *r);
 void ge_nearest2d(const Nearest2d *p);
 void ge_concat(const ConcatBlocks *c);
 int ge_gather(const GatherBlocks *g);
+int64_t ge_nms(const Nms *p);
 int ge_nchwc_block(void);
 int ge_nchwc_group(void);
 void ge_nchwc_conv(const ConvNchwc *c);

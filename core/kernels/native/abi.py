@@ -18,6 +18,9 @@ HALF_A = 1
 HALF_B = 2
 HALF_C = 4
 HALF_BIAS = 8
+NMS_NO_ROOM = -1
+NMS_BAD_IOU = -2
+NMS_NO_MEMORY = -3
 ROWS_LAYER_NORM = 0
 ROWS_SOFTMAX = 1
 ROWS_RMS_NORM = 2
@@ -258,6 +261,22 @@ class GatherBlocks(ctypes.Structure):
         ('dim', ctypes.c_int64),
         ('n_idx', ctypes.c_int64),
         ('block', ctypes.c_int64),
+    ]
+
+
+class Nms(ctypes.Structure):
+    _fields_ = [
+        ('boxes', ctypes.c_void_p),
+        ('scores', ctypes.c_void_p),
+        ('max_out', ctypes.c_void_p),
+        ('iou', ctypes.c_void_p),
+        ('score_threshold', ctypes.c_void_p),
+        ('out', ctypes.c_void_p),
+        ('capacity', ctypes.c_int64),
+        ('batch', ctypes.c_int64),
+        ('classes', ctypes.c_int64),
+        ('n', ctypes.c_int64),
+        ('center', ctypes.c_int32),
     ]
 
 
@@ -541,11 +560,11 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)
-CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'REC_RNN', 'REC_GRU', 'REC_LSTM',)
+CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'NMS_NO_ROOM', 'NMS_BAD_IOU', 'NMS_NO_MEMORY', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'REC_RNN', 'REC_GRU', 'REC_LSTM',)
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
@@ -575,6 +594,7 @@ SIGNATURES = {
     'ge_nearest2d': ([ctypes.c_void_p], None),
     'ge_concat': ([ctypes.c_void_p], None),
     'ge_gather': ([ctypes.c_void_p], ctypes.c_int),
+    'ge_nms': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_nchwc_block': ([], ctypes.c_int),
     'ge_nchwc_group': ([], ctypes.c_int),
     'ge_nchwc_conv': ([ctypes.c_void_p], None),

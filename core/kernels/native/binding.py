@@ -19,7 +19,7 @@ from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvTransposeArgs, ConvNchwc, Depthwise,
                   DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
                   NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
-                  GatherBlocks, Nearest2d, Rows)
+                  GatherBlocks, Nearest2d, Nms, Rows)
 from ...host_pages import HUGE, mapped_bytes
 from .calls import PreparedCall, threads
 
@@ -306,6 +306,17 @@ class Native:
         assert y.nbytes == outer * idx.size * block
         args = GatherBlocks(x.ctypes.data, y.ctypes.data, idx.ctypes.data, outer, dim, idx.size, block)
         return PreparedCall(self.lib.ge_gather, args, (x, y, idx))
+
+    def nms_call(self, boxes: np.ndarray, scores: np.ndarray, max_out: np.ndarray | None, iou: np.ndarray | None,
+                 score_threshold: np.ndarray | None, out: np.ndarray, center: int) -> PreparedCall:
+        """NonMaxSuppression of C-contiguous float32 boxes [batch, n, 4] by scores [batch, classes, n] into
+        int64 out (rows of 3), the scalars (int64 max_out, float32 iou and score_threshold, or None) read at
+        each run, prepared; its run_checked() returns the rows written or an NMS_* error (csrc/abi.h)."""
+        (batch, n, _), classes = boxes.shape, scores.shape[1]
+        assert boxes.dtype == scores.dtype == np.float32 and out.dtype == np.int64 and out.flags.c_contiguous
+        args = Nms(boxes.ctypes.data, scores.ctypes.data, _addr(max_out), _addr(iou), _addr(score_threshold),
+                   out.ctypes.data, out.size // 3, batch, classes, n, center)
+        return PreparedCall(self.lib.ge_nms, args, (boxes, scores, max_out, iou, score_threshold, out))
 
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:

@@ -2,12 +2,14 @@
 
 NonMaxSuppression is greedy by nature: per (batch, class), candidates above score_threshold are taken
 in descending score (ties: lower box index first); a candidate is kept unless its IoU with a kept box
-exceeds iou_threshold. Here the suppression test of a block of candidates against every candidate
-is one vectorized IoU (the same float32 operations, on a [block, n] grid; a block of every candidate
-up to ~500), packed into bits: the greedy walk is then a Python loop on one integer of n bits (a
-candidate is skipped when its bit is set, a kept one ORs in its row), and a block is computed only
-when the walk keeps a candidate past the last one. Its output size depends on the data: compute()
-is exact, infer() needs every input to be a constant.
+exceeds iou_threshold. With native kernels it is one call (csrc/nms.c: onnxruntime's operations and
+its heap's order). The numpy plan: the suppression test of a block of candidates against every
+candidate is one vectorized IoU (the same float32 operations, on a [block, n] grid; a block of every
+candidate up to ~500), packed into bits: the greedy walk is then a Python loop on one integer of n
+bits (a candidate is skipped when its bit is set, a kept one ORs in its row), and a block is
+computed only when the walk keeps a candidate past the last one. NaN scores (no score_threshold to
+drop them) take onnxruntime's order too: its std::priority_queue's, replayed (_heap_order). Its
+output size depends on the data: compute() is exact, infer() needs every input to be a constant.
 
 RoiAlign samples a regular grid per bin with bilinear interpolation. The interpolation is separable
 (row weights x column weights), so for mode=avg one roi is two small GEMMs over the rows and columns
@@ -23,8 +25,11 @@ import numpy as np
 from ...model.ir import Meta
 from ..base import Kernel
 from ..registry import register
+from ..native import NMS_BAD_IOU, NMS_NO_MEMORY, NMS_NO_ROOM, CallCache
 from ..values import text
 
+#: the types csrc/nms.c reads: boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold
+NMS_TYPES = (np.float32, np.float32, np.int64, np.float32, np.float32)
 DYNAMIC = "output shape depends on the input values; needs dynamic shapes"
 #: NonMaxSuppression computes its suppression bits for this many (candidate, candidate) pairs at a time
 #: at most: every candidate's row at once up to ~500 candidates, fewer rows a block beyond
@@ -51,6 +56,7 @@ class NonMaxSuppression(Kernel):
         self.center = int(self.attr("center_point_box", 0))
         if self.center not in (0, 1):
             raise self.fail(f"center_point_box={self.center}, 0 or 1 expected")
+        self.calls = CallCache()
 
     def infer(self):
         present = [i for i, m in enumerate(self.inputs) if m is not None]
@@ -77,6 +83,8 @@ class NonMaxSuppression(Kernel):
         return x_min, y_min, x_max, y_max, (x_max - x_min) * (y_max - y_min)
 
     def compute(self, boxes, scores, max_out=None, iou=None, score_thr=None):
+        if self.backend.lib is not None:
+            return [self.native(boxes, scores, max_out, iou, score_thr)]
         max_out = int(_scalar(self, max_out, "max_output_boxes_per_class", 0))
         iou = np.float32(_scalar(self, iou, "iou_threshold", 0.0))
         if not 0 <= iou <= 1:
@@ -87,22 +95,57 @@ class NonMaxSuppression(Kernel):
         n_batch, n_class = scores.shape[:2]
         out = []
         if max_out > 0:
-            cx0, cy0, cx1, cy1, carea = self.corners(boxes)
-            for b in range(n_batch):  # per (batch, class): a greedy selection
-                for c in range(n_class):
-                    kept = self.select(scores[b, c], has_thr, thr, max_out, iou,
-                                       cx0[b], cy0[b], cx1[b], cy1[b], carea[b])
-                    if kept.size:
-                        out.append(np.stack([np.full(kept.size, b), np.full(kept.size, c), kept], axis=1))
+            with np.errstate(all="ignore"):  # (infinite and NaN boxes: NaN corners and IoUs, which suppress nothing)
+                cx0, cy0, cx1, cy1, carea = self.corners(boxes)
+                for b in range(n_batch):  # per (batch, class): a greedy selection
+                    for c in range(n_class):
+                        kept = self.select(scores[b, c], has_thr, thr, max_out, iou,
+                                           cx0[b], cy0[b], cx1[b], cy1[b], carea[b])
+                        if kept.size:
+                            out.append(np.stack([np.full(kept.size, b), np.full(kept.size, c), kept], axis=1))
         y = np.concatenate(out).astype(np.int64) if out else np.zeros((0, 3), np.int64)
         return [y]
+
+    def native(self, *xs) -> np.ndarray:
+        """compute() by csrc/nms.c: a prepared call per set of input arrays (the same ones each run of a
+        model: a call costs the native selection and a few microseconds), which reads the scalars itself."""
+        prepared = self.calls.get(xs, lambda: self.native_call(xs, room=False) if all(
+            x is None or (type(x) is np.ndarray and x.dtype == t and x.flags.c_contiguous)
+            for x, t in zip(xs, NMS_TYPES)) else None)
+        if prepared is None:  # not the types and layout it reads: converted copies, new each time
+            xs = tuple(None if x is None else np.ascontiguousarray(x, t) for x, t in zip(xs, NMS_TYPES))
+            prepared = self.native_call(xs, room=False)
+        call, out = prepared
+        rows = call.run_checked()
+        if rows == NMS_NO_ROOM:  # max_output_boxes_per_class grew since the call was made
+            call, out = self.native_call(xs, room=True)
+            rows = call.run_checked()
+        if rows == NMS_BAD_IOU:
+            raise self.fail(f"iou_threshold={np.float32(xs[3].reshape(-1)[0])} is not in [0, 1]")
+        if rows == NMS_NO_MEMORY:
+            raise MemoryError(f"node '{self.name}' (NonMaxSuppression): no memory for its workspace")
+        return out[:rows].copy()  # (out is the call's, for its next run)
+
+    def native_call(self, xs: tuple, room: bool):
+        """The prepared call on these arrays and its output buffer: room for batch * classes * min(n,
+        max_out) rows (room: max_out as n, which always suffices)."""
+        boxes, scores, max_out, iou, thr = xs
+        for x, what in zip(xs[2:], ("max_output_boxes_per_class", "iou_threshold", "score_threshold")):
+            _scalar(self, x, what, 0)
+        (batch, n, _), classes = boxes.shape, scores.shape[1]
+        per_class = n if room or max_out is None else min(n, max(0, int(max_out.reshape(-1)[0])))
+        out = np.empty((batch * classes * per_class, 3), np.int64)
+        return self.backend.lib.nms_call(boxes, scores, max_out, iou, thr, out, self.center), out
 
     @staticmethod
     def select(s, has_thr, thr, max_out, iou, x0, y0, x1, y1, area) -> np.ndarray:
         cand = np.flatnonzero(s > thr) if has_thr else np.arange(s.size)
         if not cand.size:
             return cand
-        order = cand[np.argsort(-s[cand], kind="stable")]  # descending score, ties: lower index first
+        if np.isnan(s[cand]).any():  # (only without a threshold) onnxruntime's heap decides where NaN goes
+            order = _heap_order(s, cand)
+        else:
+            order = cand[np.argsort(-s[cand], kind="stable")]  # descending score, ties: lower index first
         boxes = x0[order], y0[order], x1[order], y1[order], area[order]
         n = order.size
         block = max(1, min(n, SUPPRESSION_BLOCK // n))
@@ -127,6 +170,48 @@ class NonMaxSuppression(Kernel):
         np.copyto(ys[0], self.compute(*xs)[0])
 
 
+def _heap_order(s: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """The candidates in the order onnxruntime's std::priority_queue pops them (libstdc++'s make_heap,
+    then pop_heap per candidate; csrc/nms.c does the same): with a NaN score the comparison is no
+    order, and only the heap's own moves say where each comes out. (score, index) pairs, "below" as
+    its BoxInfoPtr's operator<: the lower score, or the same score and the higher index."""
+    heap = [(float(s[i]), int(i)) for i in cand]
+
+    def below(a, b):
+        return a[0] < b[0] or (a[0] == b[0] and a[1] > b[1])
+
+    def adjust(hole, length, value):  # __adjust_heap: the hole sinks by the larger child, value rises
+        top = child = hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if below(heap[child], heap[child - 1]):
+                child -= 1
+            heap[hole] = heap[child]
+            hole = child
+        if length % 2 == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            heap[hole] = heap[child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2  # __push_heap
+        while hole > top and below(heap[parent], value):
+            heap[hole] = heap[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        heap[hole] = value
+
+    n = len(heap)
+    for parent in range((n - 2) // 2, -1, -1):  # make_heap
+        adjust(parent, n, heap[parent])
+    order = []
+    for length in range(n, 0, -1):  # top, then pop_heap
+        order.append(heap[0][1])
+        if length > 1:
+            last = heap[length - 1]
+            heap[length - 1] = heap[0]
+            adjust(0, length - 1, last)
+    return np.array(order, np.int64)
+
+
 def _suppression(rows: slice, iou, x0, y0, x1, y1, area) -> np.ndarray:
     """Bits [len(rows), n / 8] (little-endian within each row): bit j of row k set when candidate
     rows.start + k, kept, suppresses candidate j: they intersect, and their IoU exceeds `iou`. The
@@ -144,8 +229,7 @@ def _suppression(rows: slice, iou, x0, y0, x1, y1, area) -> np.ndarray:
     union = np.add(A, area, out=h)
     union -= w
     sup &= union > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sup &= np.divide(w, union, out=w) > iou
+    sup &= np.divide(w, union, out=w) > iou
     sup &= (A > 0) & (area > 0)
     return np.packbits(sup, axis=1, bitorder="little")
 

@@ -86,6 +86,35 @@ def test_nms_degenerate_boxes(check_op):
     check_op("NonMaxSuppression", inputs, opset=11, consts=tuple(inputs))
 
 
+@pytest.mark.parametrize("thr", [None, 0.3])
+@pytest.mark.parametrize("center", [0, 1])
+def test_nms_nan_scores_and_boxes(check_op, center, thr):
+    """NaN scores: above no threshold (dropped with one); without one onnxruntime's heap decides where
+    they come out (csrc/nms.c and detection._heap_order replay it). NaN, infinite and negative-size boxes
+    suppress nothing and are suppressed by nothing."""
+    for _ in range(4):
+        inputs = nms_inputs(2, 2, 40, center, max_out=25, iou=0.3, thr=thr, tie=True)
+        inputs["scores"][rng.uniform(size=inputs["scores"].shape) < 0.3] = np.nan
+        b = inputs["boxes"]
+        b[0, :6] = [[np.nan, 1, 2, 3], [1, np.inf, 2, -np.inf], [0, 0, -1, -1], [5, 5, 5, 5], [2, 2, 2, 9],
+                    [1, 1, 3, 3]]
+        attrs = {"center_point_box": center} if center else {}
+        check_op("NonMaxSuppression", inputs, attrs, opset=11, consts=tuple(inputs))
+
+
+def test_nms_native_and_numpy_agree():
+    """The native kernel and the numpy plan on one input (each is checked against onnxruntime at its
+    level; here both at once): many candidates, ties, NaN scores, several batches and classes."""
+    from ge.core.kernels.backend import NUMPY, select
+    inputs = nms_inputs(2, 3, 300, max_out=60, iou=0.45, thr=None, tie=True)
+    inputs["scores"][rng.uniform(size=inputs["scores"].shape) < 0.05] = np.nan
+    metas = [Meta(a.dtype, a.shape) for a in inputs.values()]
+    results = [lookup("NonMaxSuppression", opset=11)({}, metas, name="nms", opset=11, backend=backend)
+               .compute(*inputs.values())[0] for backend in (select(), NUMPY)]
+    assert results[0].shape[0] > 100
+    np.testing.assert_array_equal(results[0], results[1])
+
+
 def test_nms_computed_inputs():
     f = np.dtype(np.float32)
     k = lookup("NonMaxSuppression", opset=11)({}, [Meta(f, (1, 5, 4)), Meta(f, (1, 2, 5))], name="nms", opset=11)
