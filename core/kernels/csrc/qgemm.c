@@ -156,7 +156,7 @@ static inline int32_t quad_at(const uint8_t *p) {
 }
 
 /* A convolution's tile (rows_are_weights: a row is an output channel) stored straight from its registers
-   (conv_fused): the accumulators start at the row's correction, -zu sum_s[w] + bias[w] (int32 adds wrap:
+   (qgemm_item's `fuse`): the accumulators start at the row's correction, -zu sum_s[w] + bias[w] (int32 adds wrap:
    the same sums in any order), and each pair of rows is requantized as store_rows_bytes does it (scaled
    in float32, clamped below 2^31, rounded by cvtps2dq, saturated by the packs) and its 32 bytes put in
    order by one vpermd: no accumulators through memory, half the packs. Every QMR row, every QNR column,
