@@ -154,6 +154,29 @@ def test_short_tiles_and_last_panels_exact(monkeypatch, level, op, kind):
             assert (plan.plan.fix is not None) == (kind == "split")
 
 
+@pytest.mark.parametrize("level", level_params())
+@pytest.mark.parametrize("kind", ["fit", "split", "wide"])
+def test_qlinear_conv_requantized_from_registers_exact(monkeypatch, level, kind):
+    """QLinearConv's whole tiles (4 output channels x 16 pixels) requantized from the registers (AVX2
+    builds, qgemm.c's store_fused) and the rest stored through memory give the exact bytes: 6 channels (a
+    whole tile and a short one) over a 7x7 plane (3 whole panels and a pixel), uint8 and int8 outputs,
+    per-channel scales putting products on ties and past the output range, on each path."""
+    monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(native_mod.load_level(level)))
+    rng = np.random.default_rng(5)
+    x = rng.choice(np.array([0, 255, 255, 1, 128], np.uint8), (1, 5, 7, 7))
+    w = _edge_weights(kind, (6, 5, 3, 3), rng)
+    for ydt, yz in ((np.uint8, 3), (np.int8, -5)):
+        xs = [x, np.array(1.0, np.float32), np.array(7, np.uint8), w, np.array([0.5, 1, 0.25, 2, 0.5, 1], np.float32),
+              np.zeros(6, np.int8), np.array(60.0, np.float32), np.array(yz, ydt),
+              rng.integers(-9000, 9000, 6).astype(np.int32)]
+        kernel = lookup("QLinearConv", "", 17)({"pads": [1, 1, 1, 1]}, [Meta(v.dtype, v.shape) for v in xs],
+                                               [None] + xs[1:], opset=17, name="n").load()
+        out = kernel.infer()[0]
+        y = np.full(out.shape, 77, out.dtype)
+        kernel.run(xs, [y], np.zeros(kernel.workspace_nbytes(), np.uint8))
+        np.testing.assert_array_equal(y, reference("QLinearConv", xs, {"pads": [1, 1, 1, 1]}), err_msg=str(ydt))
+
+
 def test_inspect_says_what_each_layer_runs_on(tmp_path):
     """Two MatMulInteger layers, one whose weight pairs fit int16 and one whose do not: `ge inspect`
     (om_info.inspect, the data of `ge inspect --json`) names each one's instructions at this level."""
