@@ -26,6 +26,10 @@ Rows (--only takes their keys):
                           latency of issue 31's real-model shapes (samples/build_samples.py, random weights):
                           a PaddleOCR DBNet detector and CRNN recogniser (paddle2onnx, opset 11), a YOLOv8n
                           detector (torch.onnx)
+  gpt2_prefill gpt2_decode llama_decode
+                          mid-size transformers as torch.onnx exports them (samples' gpt2_style at GPT-2
+                          small's size: prefill of 128 tokens, a decoding step after 127; llama_style at
+                          8 layers, hidden 1024, GQA 16/4 heads: a decoding step after 128): latency (ms)
   chain_1000              1000 tiny elementwise ops (Add/Relu, [1, 16]): latency / 1000 (us per node)
   two_node                a 2-node model (Add, Mul on [1, 16]): latency of one call (us)
   compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
@@ -90,6 +94,8 @@ class Row:
 
 BERT_BASE = dict(layers=12, hidden=768, heads=12, intermediate=3072, vocab=30522, max_pos=512)
 BERT_SMALL = dict(layers=4, hidden=512, heads=8, intermediate=2048, vocab=30522, max_pos=512)  # L-4 H-512 A-8
+GPT2_SMALL = dict(layers=12, hidden=768, heads=12, vocab=50257, max_pos=256)  # GPT-2 small's size (124M)
+LLAMA_MID = dict(seq=1, past=128, layers=8, hidden=1024, heads=16, kv_heads=4, intermediate=2816, vocab=32000)
 
 
 def full_rows() -> list[Row]:
@@ -124,6 +130,12 @@ def full_rows() -> list[Row]:
         Row("crnn_b2", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 2", "latency",
             ("crnn_lcnet_style", {"batch": 2}), "<= 1.0", runs=20),
         Row("yolov8n", "YOLOv8n-style detector 640x640", "latency", ("yolov8_style", {}), "<= 1.0", runs=8),
+        Row("gpt2_prefill", "GPT-2-small-size decoder prefill seq 128", "latency",
+            ("gpt2_style", dict(GPT2_SMALL, seq=128)), "<= 1.0", runs=8),
+        Row("gpt2_decode", "GPT-2-small-size decoding step, 127 past tokens", "latency",
+            ("gpt2_style", dict(GPT2_SMALL, seq=1, past=127)), "<= 1.0", runs=30),
+        Row("llama_decode", "LLaMA-style decoding step (8 layers, hidden 1024, GQA 16/4), 128 past tokens",
+            "latency", ("llama_style", LLAMA_MID), "<= 1.0", runs=30),
         Row("chain_1000", "1000 tiny elementwise ops, per node", "per_node", ("chain", {"n": 1000}),
             "<= onnxruntime's", runs=200, nodes=1000),
         Row("two_node", "a 2-node model, per call", "per_call", ("two_node", {}), "<= 2x", runs=3000),
@@ -166,6 +178,10 @@ def quick_rows() -> list[Row]:
         "crnn_b1": ("crnn_lcnet_style", dict(width=64, scale=0.25, hidden=16, classes=50)),
         "crnn_b2": ("crnn_lcnet_style", dict(batch=2, width=64, scale=0.25, hidden=16, classes=50)),
         "yolov8n": ("yolov8_style", dict(image=64, width=0.125, classes=8)),
+        "gpt2_prefill": ("gpt2_style", dict(seq=8, layers=1, hidden=32, heads=2, vocab=50, max_pos=32)),
+        "gpt2_decode": ("gpt2_style", dict(seq=1, past=7, layers=1, hidden=32, heads=2, vocab=50, max_pos=32)),
+        "llama_decode": ("llama_style", dict(seq=1, past=7, layers=1, hidden=32, heads=4, kv_heads=2, intermediate=64,
+                                             vocab=50, max_pos=32)),
         "chain_1000": ("chain", {"n": 20}), "two_node": ("two_node", {}),
         "compile_load": ("bert_style", bert),
         "rss_resnet50": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),

@@ -22,7 +22,9 @@ LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "Mobi
           "BERT-small int8 dynamic (quantize_dynamic) seq 128",
           "OCR detector (DBNet, PP-LCNet) 160x960", "OCR detector (DBNet, PP-LCNet) 640x480",
           "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 1", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 2",
-          "YOLOv8n-style detector 640x640",
+          "YOLOv8n-style detector 640x640", "GPT-2-small-size decoder prefill seq 128",
+          "GPT-2-small-size decoding step, 127 past tokens",
+          "LLaMA-style decoding step (8 layers, hidden 1024, GQA 16/4), 128 past tokens",
           "1000 tiny elementwise ops, per node", "a 2-node model, per call", "compile + load, BERT-base",
           "peak RSS, load ResNet-50 + run"]
 
