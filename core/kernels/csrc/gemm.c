@@ -277,6 +277,11 @@ static inline __attribute__((always_inline)) void tile_out(const int R, const in
     for (int i = 0; i < R; i++) { vstore(o->acc + i * NR, acc0[i]); vstore(o->acc + i * NR + VL, acc1[i]); }
 }
 
+/* Steps of K per turn of a tile's loop: the full tile's loop unrolled 4 times (its loads and address
+   updates shared: AVX2's 64-row products 5-6% faster, AVX-512's 2-3%); a smaller tile's not (AVX2's
+   4-row tile, latency-bound, ran 3-4% slower so). The steps stay in order: the same sums. */
+#define K_UNROLL(R) ((R) == MR ? 4 : 1)
+
 /* The first R rows of a block of packed A times the first V vectors (V = 1 or 2) of a packed panel
 of B, over kc steps. R and V are constants in each inlined copy, so the accumulators stay in
 registers. */
@@ -285,8 +290,20 @@ static inline __attribute__((always_inline)) void block_product(const int R, con
     vec acc0[MR], acc1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
-    for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
-        prefetch_b(bp);
+    const int U = K_UNROLL(R);
+    int64_t k = 0;
+    for (; k + U <= kc; k += U)
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++, ap += MR, bp += NR) {
+            prefetch_b(bp);
+            vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) {
+                acc0[i] += ap[i] * b0;
+                if (V == 2) acc1[i] += ap[i] * b1;
+            }
+        }
+    for (; k < kc; k++, ap += MR, bp += NR) {
         vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
@@ -310,8 +327,21 @@ static inline __attribute__((always_inline)) void block_product_rows(const int R
     for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
 #pragma GCC unroll 16
     for (int q = 0; q < (R + 2) / 3; q++) base[q] = a + 3 * q * lda;
-    for (int64_t k = 0; k < kc; k++, bp += NR) {
-        prefetch_b(bp);
+    const int U = K_UNROLL(R);
+    int64_t k = 0;
+    for (; k + U <= kc; k += U)
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++, bp += NR) {
+            prefetch_b(bp);
+            vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) {
+                float x = base[i / 3][k + u + i % 3 * lda];
+                acc0[i] += x * b0;
+                if (V == 2) acc1[i] += x * b1;
+            }
+        }
+    for (; k < kc; k++, bp += NR) {
         vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
