@@ -617,6 +617,7 @@ static void item_range(const Gemm *g, int64_t it, int64_t *blk0, int64_t *blk1, 
 }
 
 #define NEXT_PANEL_BYTES (96 << 10)  /* the largest block of a panel of weights gemm_item prefetches */
+#define NEXT_PANEL_ROWS 96  /* the fewest rows of an item that gemm_item prefetches the next panel for */
 /* One item: a group of panels times a chunk of rows, over every block of K in turn (so a thread
    that claimed it owns its block of C: no barrier between the blocks of K). */
 static void gemm_item(void *ctx, int64_t it, int slot) {
@@ -650,9 +651,12 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                    prefetcher restarts at every page of a new panel (BERT's and ViT's products, 128-197
                    rows, cold weights, one thread: 3-9% faster at v3, 5-8% with AVX-512). Not past
                    NEXT_PANEL_BYTES: AVX-512's panels of 2048-3072 rows (256-384 KB) ran 3-5% slower,
-                   AVX2's of 2048 (128 KB) 0-7%. */
+                   AVX2's of 2048 (128 KB) 0-7%. Nor for fewer than NEXT_PANEL_ROWS rows (a short
+                   sequence's products): their few blocks issue a whole panel's prefetches in a burst or
+                   two, and the next panel arrives as fast without them (weights in L2 or L3: 8 x 768 x
+                   2304 20-25% faster without at v3 and v4, 16 rows 10-20%, 32 rows 10%). */
                 const char *next = g->b_weights && p + 1 < g->panels && kc * NR * 4 <= NEXT_PANEL_BYTES
-                                   ? (const char *)(panel + K * NR) : NULL;
+                                   && (blk1 - blk0) * MR >= NEXT_PANEL_ROWS ? (const char *)(panel + K * NR) : NULL;
                 int64_t lines = kc * NR * 4 / 64, blocks = blk1 > blk0 ? blk1 - blk0 : 1;
                 int64_t slice = (lines + blocks - 1) / blocks;
                 for (int64_t blk = blk0; blk < blk1; blk++) {
