@@ -105,12 +105,13 @@ def test_short_k_many_rows(m, k, n, threads):
     np.testing.assert_allclose(c, v * np.clip(v / 6 + 0.5, 0, 1), **TOL)
 
 
-@pytest.mark.parametrize("m", [7, 8, 14, 26])
+@pytest.mark.parametrize("m", [7, 8, 14, 17, 26])
 def test_few_rows_split_tail(m):
-    """Few rows whose last block of rows is short (AVX2: 8 rows run as 4 + 4, not 6 + 2; see block_first
-    in gemm.c), A read in place, packed (rows 4 KB apart) and prepacked: near the float64 product, the
-    same bits on 1 and 2 threads, and a tile stored straight from its registers (bias and residual) the
-    same bits as one through the epilogue's buffer (here forced by a clamp that changes nothing)."""
+    """Few rows whose last block of rows is short (AVX2: 8 rows run as 4 + 4, not 6 + 2; AVX-512: 14 as
+    8 + 6; see block_first in gemm.c), A read in place, packed (rows 4 KB apart) and prepacked: near the
+    float64 product, the same bits on 1 and 2 threads, and a tile stored straight from its registers
+    (bias and residual) the same bits as one through the epilogue's buffer (forced by a clamp that
+    changes nothing)."""
     k, n = 96, 80
     a_wide = rng.standard_normal((m, 1024), np.float32)
     a, b = a_wide[:, :k], rng.standard_normal((k, n), np.float32)
