@@ -249,15 +249,19 @@ static void add_z_block(const Epilogue *e, float *acc, int rows, int cols, int64
 }
 
 /* Where a tile's sums go: into acc (MR x NR floats, for store()), or, where c is set, straight from the
-   registers into a float32 C (a full panel holding the whole sum over K, without scale, row bias or
-   activation: C = products + Z + bias_n, store_block's order, so the same bits without the pass
-   through acc; a transformer's few-row products spend ~3% of their time there) */
+   registers into a float32 C (a full panel holding the whole sum over K, without scale, its activation
+   none or a clamp (Relu, Clip): C = clamp(products + Z + bias_m + bias_n), store_block's order, so the
+   same bits without the pass through acc; a transformer's few-row products spend ~3% of their time
+   there, a short-K conv more) */
 typedef struct {
     float *acc;
     float *c;  /* the tile's first element, its rows ldc apart, or NULL */
-    const float *z, *bias_n;  /* Z's first element of the tile (rows ldz apart), the panel's bias; or NULL */
+    const float *z, *bias_m, *bias_n;  /* Z's first element of the tile (rows ldz apart), the biases of the
+                                          tile's rows and columns; or NULL */
     int64_t ldc, ldz;
     int rows;  /* the valid rows of the tile */
+    int clamp;  /* then [lo, hi] */
+    float lo, hi;
 } TileOut;
 
 static inline __attribute__((always_inline)) void tile_out(const int R, const int V, const vec *acc0, const vec *acc1,
@@ -269,7 +273,9 @@ static inline __attribute__((always_inline)) void tile_out(const int R, const in
             if (i >= o->rows) break;
             vec v0 = acc0[i], v1 = acc1[i];
             if (o->z) v0 += vload(o->z + i * o->ldz), v1 += vload(o->z + i * o->ldz + VL);
+            if (o->bias_m) v0 += o->bias_m[i], v1 += o->bias_m[i];
             if (o->bias_n) v0 += bias0, v1 += bias1;
+            if (o->clamp) v0 = vclamp(v0, o->lo, o->hi), v1 = vclamp(v1, o->lo, o->hi);
             vstore(o->c + i * o->ldc, v0), vstore(o->c + i * o->ldc + VL, v1);
         }
         return;
@@ -395,11 +401,13 @@ static void micro_kernel(int64_t kc, const float *ap, const float *a, int64_t ld
                          int64_t i0, int64_t j0) {
     float acc[MR * NR] __attribute__((aligned(64)));
     TileOut o = {.acc = acc, .rows = rows};
-    if (cols == NR && first && last && !e->pitch && !e->half_c && !e->half_bias && e->alpha == 1.0f && !e->bias_m
-        && e->act.act == ACT_NONE) {  /* straight into C (see TileOut) */
+    if (cols == NR && first && last && !e->pitch && !e->half_c && !e->half_bias && e->alpha == 1.0f
+        && (e->act.act == ACT_NONE || e->act.act == ACT_CLAMP)) {  /* straight into C (see TileOut) */
         o.c = (float *)c + i0 * ldc + j0, o.ldc = ldc;
         if (e->z) o.z = e->z + i0 * e->ldz + j0, o.ldz = e->ldz;
+        if (e->bias_m) o.bias_m = e->bias_m + i0;
         if (e->bias_n) o.bias_n = e->bias_n + j0;
+        o.clamp = e->act.act == ACT_CLAMP, o.lo = e->act.a, o.hi = e->act.b;
     }
     product(kc, ap, a, lda, bp, rows, cols, &o);
     if (!o.c) store(acc, c, ldc, rows, cols, first, last, e, i0, j0);
