@@ -284,10 +284,13 @@ static inline __attribute__((always_inline)) void tile_out(const int R, const in
     for (int i = 0; i < R; i++) { vstore(o->acc + i * NR, acc0[i]); vstore(o->acc + i * NR + VL, acc1[i]); }
 }
 
-/* Steps of K per turn of a tile's loop: the full tile's loop unrolled 4 times (its loads and address
-   updates shared: AVX2's 64-row products 5-6% faster, AVX-512's 2-3%); a smaller tile's not (AVX2's
-   4-row tile, latency-bound, ran 3-4% slower so). The steps stay in order: the same sums. */
-#define K_UNROLL(R) ((R) == MR ? 4 : 1)
+/* Steps of K per turn of a tile's loop: AVX-512's full tile's loop unrolled 4 times (its loads and
+   address updates shared: the 64-row products 3-8% faster, 128 x 768 x 768 2-3%). Not with AVX2's 16
+   registers: unrolled, GCC keeps the next steps' B vectors beside the 12 accumulators and spills some
+   of these through the stack (2 times: 4% slower than not at 64 rows; 4 times: 4-13% slower, as the
+   code after the loop changed); nor a smaller, latency-bound tile's (AVX2's 4-row tile ran 3-4%
+   slower so). The steps stay in order: the same sums. */
+#define K_UNROLL(R) (VL == 16 && (R) == MR ? 4 : 1)
 
 /* The first R rows of a block of packed A times the first V vectors (V = 1 or 2) of a packed panel
 of B, over kc steps. R and V are constants in each inlined copy, so the accumulators stay in
