@@ -285,11 +285,11 @@ static inline __attribute__((always_inline)) void tile_out(const int R, const in
 }
 
 /* Steps of K per turn of a tile's loop: AVX-512's full tile's loop unrolled 4 times (its loads and
-   address updates shared: the 64-row products 3-8% faster, 128 x 768 x 768 2-3%). Not with AVX2's 16
+   address updates shared: 64-row and 128 x 768 x 768 products ~3% faster). Not with AVX2's 16
    registers: unrolled, GCC keeps the next steps' B vectors beside the 12 accumulators and spills some
-   of these through the stack (2 times: 4% slower than not at 64 rows; 4 times: 4-13% slower, as the
-   code after the loop changed); nor a smaller, latency-bound tile's (AVX2's 4-row tile ran 3-4%
-   slower so). The steps stay in order: the same sums. */
+   of these through the stack (unrolled twice: 64 rows 4% slower than not; 4 times, once the code
+   after the loop grew: 13-15% slower at 12-128 rows); nor a smaller, latency-bound tile's (AVX2's
+   4-row tile ran 3-4% slower so). The steps stay in order: the same sums. */
 #define K_UNROLL(R) (VL == 16 && (R) == MR ? 4 : 1)
 
 /* The first R rows of a block of packed A times the first V vectors (V = 1 or 2) of a packed panel
