@@ -14,7 +14,8 @@ Operands (B is the convolution's input, read through two offset tables, so im2co
   the activation; Z may be C itself (alpha 1: C is then added onto, from the first block of K);
   bias_m[i] (per row) and bias_n[j] (per column) are optional; the activation `act` is one of abi.h's
   (Relu, Clip, Gelu, HardSigmoid, HardSwish, Sigmoid, Swish, LeakyRelu) or none.
-Packed layouts: A in blocks of MR rows, k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
+Packed layouts: A in blocks of MR rows (a short last block shares rows with the one before it, see
+block_first), k-major inside (ap[blk*K*MR + k*MR + i]); B in panels of
 NR columns, k-major inside (bp[p*K*NR + k*NR + j]).
 Work: items (a group of adjacent panels, a chunk of rows) claimed one by one by the threads of
 pool.h, each over K split evenly into blocks of at most KC: per block and panel, pack the panel
@@ -56,6 +57,26 @@ static inline __attribute__((always_inline)) void prefetch_b(const float *bp) {
 #pragma GCC unroll 4
     for (int l = 0; l < GEMM_LINES; l++) __builtin_prefetch((const char *)(bp + GEMM_AHEAD) + 64 * l, 0, 3);
 }
+/* Blocks of rows: MR each, except that where the last one would hold at most MR / 3 rows, whose tile's
+   2 x MR / 3 accumulators are too few to hide the FMA's latency (here 8 independent chains reach ~80%
+   of the FMA throughput, 12 all of it: AVX2's 2-row tile has 4, AVX-512's 4-row tile 8), it and the
+   full block before it become 2 MR / 3 and MR / 3 + r rows: AVX2's 8 rows run as 4 + 4, not 6 + 2
+   (whose 2-row tile takes as long as a 4-row one), AVX-512's 16 as 8 + 8, not 12 + 4 (3-5% faster).
+   A function of M alone (each element's sum over K is the same whichever block holds its row: any
+   thread count and split give the same bits). */
+#define SPLIT_TAIL (2 * (MR / 3) <= 8)
+static inline int split_tail(int64_t M) { return SPLIT_TAIL && M > MR && M % MR && M % MR <= MR / 3; }
+
+static inline int64_t block_first(int64_t M, int64_t blk) {  /* the first row of block blk */
+    return split_tail(M) && blk == (M + MR - 1) / MR - 1 ? (blk - 1) * MR + 2 * MR / 3 : blk * MR;
+}
+
+static inline int block_rows(int64_t M, int64_t blk) {
+    if (split_tail(M) && blk == (M + MR - 1) / MR - 2) return 2 * MR / 3;
+    int64_t rest = M - block_first(M, blk);
+    return rest < MR ? (int)rest : MR;
+}
+
 #define KC 640  /* the largest block of K (blocks are K split evenly: 576, 2 x 576, ...) */
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
 #define ITEMS_PER_THREAD 8  /* work items per thread: enough to balance them (measured: 4 left 3-6% idle) */
@@ -227,16 +248,72 @@ static void add_z_block(const Epilogue *e, float *acc, int rows, int cols, int64
     }
 }
 
+/* Where a tile's sums go: into acc (MR x NR floats, for store()), or, where c is set, straight from the
+   registers into a float32 C (a full panel holding the whole sum over K, without scale, its activation
+   none or a clamp (Relu, Clip): C = clamp(products + Z + bias_m + bias_n), store_block's order, so the
+   same bits without the pass through acc; a transformer's few-row products spend ~3% of their time
+   there, a short-K conv more) */
+typedef struct {
+    float *acc;
+    float *c;  /* the tile's first element, its rows ldc apart, or NULL */
+    const float *z, *bias_m, *bias_n;  /* Z's first element of the tile (rows ldz apart), the biases of the
+                                          tile's rows and columns; or NULL */
+    int64_t ldc, ldz;
+    int rows;  /* the valid rows of the tile */
+    int clamp;  /* then [lo, hi] */
+    float lo, hi;
+} TileOut;
+
+static inline __attribute__((always_inline)) void tile_out(const int R, const int V, const vec *acc0, const vec *acc1,
+                                                           const TileOut *o) {
+    if (V == 2 && o->c) {
+        const vec bias0 = o->bias_n ? vload(o->bias_n) : (vec){0}, bias1 = o->bias_n ? vload(o->bias_n + VL) : (vec){0};
+#pragma GCC unroll 16
+        for (int i = 0; i < R; i++) {
+            if (i >= o->rows) break;
+            vec v0 = acc0[i], v1 = acc1[i];
+            if (o->z) v0 += vload(o->z + i * o->ldz), v1 += vload(o->z + i * o->ldz + VL);
+            if (o->bias_m) v0 += o->bias_m[i], v1 += o->bias_m[i];
+            if (o->bias_n) v0 += bias0, v1 += bias1;
+            if (o->clamp) v0 = vclamp(v0, o->lo, o->hi), v1 = vclamp(v1, o->lo, o->hi);
+            vstore(o->c + i * o->ldc, v0), vstore(o->c + i * o->ldc + VL, v1);
+        }
+        return;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; i++) { vstore(o->acc + i * NR, acc0[i]); vstore(o->acc + i * NR + VL, acc1[i]); }
+}
+
+/* Steps of K per turn of a tile's loop: AVX-512's full tile's loop unrolled 4 times (its loads and
+   address updates shared: 64-row and 128 x 768 x 768 products ~3% faster). Not with AVX2's 16
+   registers: unrolled, GCC keeps the next steps' B vectors beside the 12 accumulators and spills some
+   of these through the stack (unrolled twice: 64 rows 4% slower than not; 4 times, once the code
+   after the loop grew: 13-15% slower at 12-128 rows); nor a smaller, latency-bound tile's (AVX2's
+   4-row tile ran 3-4% slower so). The steps stay in order: the same sums. */
+#define K_UNROLL(R) (VL == 16 && (R) == MR ? 4 : 1)
+
 /* The first R rows of a block of packed A times the first V vectors (V = 1 or 2) of a packed panel
 of B, over kc steps. R and V are constants in each inlined copy, so the accumulators stay in
 registers. */
 static inline __attribute__((always_inline)) void block_product(const int R, const int V, int64_t kc,
-                                                                const float *ap, const float *bp, float *acc) {
+                                                                const float *ap, const float *bp, const TileOut *o) {
     vec acc0[MR], acc1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
-    for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
-        prefetch_b(bp);
+    const int U = K_UNROLL(R);
+    int64_t k = 0;
+    for (; k + U <= kc; k += U)
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++, ap += MR, bp += NR) {
+            prefetch_b(bp);
+            vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) {
+                acc0[i] += ap[i] * b0;
+                if (V == 2) acc1[i] += ap[i] * b1;
+            }
+        }
+    for (; k < kc; k++, ap += MR, bp += NR) {
         vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
 #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
@@ -244,50 +321,73 @@ static inline __attribute__((always_inline)) void block_product(const int R, con
             if (V == 2) acc1[i] += ap[i] * b1;
         }
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < R; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
+    tile_out(R, V, acc0, acc1, o);
 }
 
-/* block_product with A read in place: a whole block of MR rows of a (rows lda apart, unit stride
-in K; a tail block of rows comes packed). Three rows per base pointer, read at base[q][k],
-base[q][k + lda] and base[q][k + 2 lda]: MR / 3 pointers and one stride, where MR pointers would
-not fit the general registers beside the loop's own. */
-static inline __attribute__((always_inline)) void block_product_rows(const int V, int64_t kc, const float *a,
-                                                                     int64_t lda, const float *bp, float *acc) {
+/* block_product with A read in place: a block of exactly R rows of a (rows lda apart, unit stride in
+K; a block of any other height comes packed). Three rows per base pointer, read at base[q][k],
+base[q][k + lda] and base[q][k + 2 lda]: R / 3 pointers and one stride, where R pointers would not
+fit the general registers beside the loop's own. */
+static inline __attribute__((always_inline)) void block_product_rows(const int R, const int V, int64_t kc,
+                                                                     const float *a, int64_t lda, const float *bp,
+                                                                     const TileOut *o) {
     vec acc0[MR], acc1[MR];
     const float *base[(MR + 2) / 3];
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = (vec){0};
+    for (int i = 0; i < R; i++) acc0[i] = acc1[i] = (vec){0};
 #pragma GCC unroll 16
-    for (int q = 0; q < (MR + 2) / 3; q++) base[q] = a + 3 * q * lda;
-    for (int64_t k = 0; k < kc; k++, bp += NR) {
-        prefetch_b(bp);
+    for (int q = 0; q < (R + 2) / 3; q++) base[q] = a + 3 * q * lda;
+    const int U = K_UNROLL(R);
+    int64_t k = 0;
+    for (; k + U <= kc; k += U)
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++, bp += NR) {
+            prefetch_b(bp);
+            vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) {
+                float x = base[i / 3][k + u + i % 3 * lda];
+                acc0[i] += x * b0;
+                if (V == 2) acc1[i] += x * b1;
+            }
+        }
+    for (; k < kc; k++, bp += NR) {
         vec b0 = vload(bp), b1 = V == 2 ? vload(bp + VL) : b0;
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < R; i++) {
             float x = base[i / 3][k + i % 3 * lda];
             acc0[i] += x * b0;
             if (V == 2) acc1[i] += x * b1;
         }
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; i++) { vstore(acc + i * NR, acc0[i]); vstore(acc + i * NR + VL, acc1[i]); }
+    tile_out(R, V, acc0, acc1, o);
 }
 
-/* One block of MR rows x NR columns of C (c: the block's first row; j0: its first column). A tail block of rows runs a shorter product (64 rows are
-   5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product. */
+/* A block of rows read in place: its height is one of the tiles' (MR, 2 MR / 3, MR / 3) */
+static inline int in_place_tile(int rows) { return rows == MR || rows == 2 * MR / 3 || rows == MR / 3; }
+
+/* One block of rows x NR columns of C. A short block of rows runs a shorter product (64 rows are
+   5 x 12 + 4, not 6 x 12), a tail panel of at most VL columns a one-vector product; a (NULL: A packed)
+   holds a block of in_place_tile rows in place. */
 static void product(int64_t kc, const float *ap, const float *a, int64_t lda, const float *bp, int rows, int cols,
-                    float *acc) {
-    if (!ap) {  /* A in place: a whole block of rows */
-        if (cols > VL) block_product_rows(2, kc, a, lda, bp, acc);
-        else block_product_rows(1, kc, a, lda, bp, acc);
+                    const TileOut *o) {
+    if (!ap) {
+        if (cols > VL) {
+            if (rows == MR) block_product_rows(MR, 2, kc, a, lda, bp, o);
+            else if (rows == 2 * MR / 3) block_product_rows(2 * MR / 3, 2, kc, a, lda, bp, o);
+            else block_product_rows(MR / 3, 2, kc, a, lda, bp, o);
+        } else {
+            if (rows == MR) block_product_rows(MR, 1, kc, a, lda, bp, o);
+            else if (rows == 2 * MR / 3) block_product_rows(2 * MR / 3, 1, kc, a, lda, bp, o);
+            else block_product_rows(MR / 3, 1, kc, a, lda, bp, o);
+        }
     } else if (cols > VL) {
-        if (rows > 2 * MR / 3) block_product(MR, 2, kc, ap, bp, acc);
-        else if (rows > MR / 3) block_product(2 * MR / 3, 2, kc, ap, bp, acc);
-        else block_product(MR / 3, 2, kc, ap, bp, acc);
+        if (rows > 2 * MR / 3) block_product(MR, 2, kc, ap, bp, o);
+        else if (rows > MR / 3) block_product(2 * MR / 3, 2, kc, ap, bp, o);
+        else block_product(MR / 3, 2, kc, ap, bp, o);
     } else {
-        if (rows > MR / 2) block_product(MR, 1, kc, ap, bp, acc);
-        else block_product(MR / 2, 1, kc, ap, bp, acc);
+        if (rows > MR / 2) block_product(MR, 1, kc, ap, bp, o);
+        else block_product(MR / 2, 1, kc, ap, bp, o);
     }
 }
 
@@ -303,30 +403,40 @@ static void micro_kernel(int64_t kc, const float *ap, const float *a, int64_t ld
                          int64_t ldc, int rows, int cols, int first, int last, const Epilogue *e,
                          int64_t i0, int64_t j0) {
     float acc[MR * NR] __attribute__((aligned(64)));
-    product(kc, ap, a, lda, bp, rows, cols, acc);
-    store(acc, c, ldc, rows, cols, first, last, e, i0, j0);
+    TileOut o = {.acc = acc, .rows = rows};
+    if (cols == NR && first && last && !e->pitch && !e->half_c && !e->half_bias && e->alpha == 1.0f
+        && (e->act.act == ACT_NONE || e->act.act == ACT_CLAMP)) {  /* straight into C (see TileOut) */
+        o.c = (float *)c + i0 * ldc + j0, o.ldc = ldc;
+        if (e->z) o.z = e->z + i0 * e->ldz + j0, o.ldz = e->ldz;
+        if (e->bias_m) o.bias_m = e->bias_m + i0;
+        if (e->bias_n) o.bias_n = e->bias_n + j0;
+        o.clamp = e->act.act == ACT_CLAMP, o.lo = e->act.a, o.hi = e->act.b;
+    }
+    product(kc, ap, a, lda, bp, rows, cols, &o);
+    if (!o.c) store(acc, c, ldc, rows, cols, first, last, e, i0, j0);
 }
 
-/* A rows [0, M) of a row-major matrix into blocks of MR rows (zero rows past M); float16 rows
-   (half) converted a run of A_RUN at a time. */
+/* A rows [0, M) of a row-major matrix into its blocks of rows (block_first, block_rows), each MR rows
+   deep (zero rows past its own); float16 rows (half) converted a run of A_RUN at a time. */
 #define A_RUN 256
 static void pack_a_rows(const void *a, int half, int64_t lda, int64_t M, int64_t K, float *ap, int64_t blk0,
                         int64_t blk1) {
     for (int64_t blk = blk0; blk < blk1; blk++) {
         float *d = ap + blk * K * MR;
-        int64_t r0 = blk * MR;
+        int64_t r0 = block_first(M, blk);
+        int rows = block_rows(M, blk);
         if (!half) {
             const float *af = a;
             for (int64_t k = 0; k < K; k++)
                 for (int i = 0; i < MR; i++)
-                    d[k * MR + i] = r0 + i < M ? af[(r0 + i) * lda + k] : 0.0f;
+                    d[k * MR + i] = i < rows ? af[(r0 + i) * lda + k] : 0.0f;
             continue;
         }
         float run[A_RUN] __attribute__((aligned(64)));
         for (int64_t k0 = 0; k0 < K; k0 += A_RUN) {
             int64_t kn = K - k0 < A_RUN ? K - k0 : A_RUN;
             for (int i = 0; i < MR; i++) {
-                if (r0 + i < M) halves_to_floats(run, (const uint16_t *)a + (r0 + i) * lda + k0, kn);
+                if (i < rows) halves_to_floats(run, (const uint16_t *)a + (r0 + i) * lda + k0, kn);
                 else fill_floats(run, kn, 0.0f);
                 for (int64_t k = 0; k < kn; k++) d[(k0 + k) * MR + i] = run[k];
             }
@@ -519,6 +629,7 @@ static void item_range(const Gemm *g, int64_t it, int64_t *blk0, int64_t *blk1, 
 }
 
 #define NEXT_PANEL_BYTES (96 << 10)  /* the largest block of a panel of weights gemm_item prefetches */
+#define NEXT_PANEL_ROWS 96  /* the fewest rows of an item that gemm_item prefetches the next panel for */
 /* One item: a group of panels times a chunk of rows, over every block of K in turn (so a thread
    that claimed it owns its block of C: no barrier between the blocks of K). */
 static void gemm_item(void *ctx, int64_t it, int slot) {
@@ -531,12 +642,12 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
         int first = k0 == 0 && !g->onto_c, last = k0 + kc >= K;
         if (g->few_panels) {  /* few columns, many rows: each block of A (weights) is read once per block of K */
             for (int64_t blk = blk0; blk < blk1; blk++) {
-                int64_t i0 = blk * MR;
-                int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+                int64_t i0 = block_first(g->M, blk);
+                int rows = block_rows(g->M, blk);
                 for (int64_t p = p0; p < p1; p++) {
                     int64_t j0 = p * NR;
                     int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
-                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
+                    const float *ab = g->in_place && in_place_tile(rows) ? NULL : g->a_packed + blk * K * MR + k0 * MR;
                     micro_kernel(kc, ab, in_place_rows(g, i0, k0), g->lda, g->bp + p * K * NR + k0 * NR,
                                  g->c, g->ldc, rows, cols, first, last, &g->e, i0, j0);
                 }
@@ -552,17 +663,20 @@ static void gemm_item(void *ctx, int64_t it, int slot) {
                    prefetcher restarts at every page of a new panel (BERT's and ViT's products, 128-197
                    rows, cold weights, one thread: 3-9% faster at v3, 5-8% with AVX-512). Not past
                    NEXT_PANEL_BYTES: AVX-512's panels of 2048-3072 rows (256-384 KB) ran 3-5% slower,
-                   AVX2's of 2048 (128 KB) 0-7%. */
+                   AVX2's of 2048 (128 KB) 0-7%. Nor for fewer than NEXT_PANEL_ROWS rows (a short
+                   sequence's products): their few blocks issue a whole panel's prefetches in a burst or
+                   two, and the next panel arrives as fast without them (weights in L2 or L3: 8 x 768 x
+                   2304 20-25% faster without at v3 and v4, 16 rows 10-20%, 32 rows 10%). */
                 const char *next = g->b_weights && p + 1 < g->panels && kc * NR * 4 <= NEXT_PANEL_BYTES
-                                   ? (const char *)(panel + K * NR) : NULL;
+                                   && (blk1 - blk0) * MR >= NEXT_PANEL_ROWS ? (const char *)(panel + K * NR) : NULL;
                 int64_t lines = kc * NR * 4 / 64, blocks = blk1 > blk0 ? blk1 - blk0 : 1;
                 int64_t slice = (lines + blocks - 1) / blocks;
                 for (int64_t blk = blk0; blk < blk1; blk++) {
-                    int64_t i0 = blk * MR;
-                    int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+                    int64_t i0 = block_first(g->M, blk);
+                    int rows = block_rows(g->M, blk);
                     for (int64_t l = (blk - blk0) * slice; next && l < (blk - blk0 + 1) * slice && l < lines; l++)
                         __builtin_prefetch(next + l * 64, 0, 2);
-                    const float *ab = g->in_place && rows == MR ? NULL : g->a_packed + blk * K * MR + k0 * MR;
+                    const float *ab = g->in_place && in_place_tile(rows) ? NULL : g->a_packed + blk * K * MR + k0 * MR;
                     micro_kernel(kc, ab, in_place_rows(g, i0, k0), g->lda, panel, g->c, g->ldc,
                                  rows, cols, first, last, &g->e, i0, j0);
                 }
@@ -586,12 +700,12 @@ static void gemm_tiles_item(void *ctx, int64_t it, int slot) {
         int64_t j0 = p * NR;
         int cols = g->N - j0 < NR ? (int)(g->N - j0) : NR;
         for (int64_t blk = blk0; blk < blk1; blk++) {
-            int64_t i0 = blk * MR;
-            int rows = g->M - i0 < MR ? (int)(g->M - i0) : MR;
+            int64_t i0 = block_first(g->M, blk);
+            int rows = block_rows(g->M, blk);
             for (int64_t k0 = 0; k0 < K; k0 += g->kc) {
                 int64_t kc = K - k0 < g->kc ? K - k0 : g->kc;
-                product(kc, g->a_packed + blk * K * MR + k0 * MR, NULL, 0, g->bp + p * K * NR + k0 * NR, rows, cols,
-                        k0 ? acc : sum);
+                TileOut o = {.acc = k0 ? acc : sum, .rows = rows};
+                product(kc, g->a_packed + blk * K * MR + k0 * MR, NULL, 0, g->bp + p * K * NR + k0 * NR, rows, cols, &o);
                 if (!k0 && g->e.z && g->e.z_first) add_z_block(&g->e, sum, rows, cols, i0, j0);
                 if (k0)
                     for (int t = 0; t < rows * NR; t += VL) vstore(sum + t, vload(acc + t) + vload(sum + t));
@@ -641,7 +755,8 @@ static void gemm_run(const GemmArgs *args, int in_place_ok) {
         g.a_packed = ws;
         g.scratch = ws + ge_packed_a_floats(M, K);
         if (!g.in_place) pool_run(pack_a_item, &g, g.mblocks, threads);
-        else if (M % MR) pack_a_item(&g, g.mblocks - 1, 0);  /* in place reads whole blocks: the tail is packed */
+        else if (g.mblocks && !in_place_tile(block_rows(M, g.mblocks - 1)))  /* (only the last block can be) */
+            pack_a_item(&g, g.mblocks - 1, 0);  /* in place reads a tile's rows: a block of another height is packed */
     }
     /* blocks of K of equal size (576 = 1 x 576, not 512 + 64: a short block costs a pass over C too) */
     const int64_t block = bp && !ap ? WEIGHTS_KC : KC;

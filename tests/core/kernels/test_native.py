@@ -105,6 +105,39 @@ def test_short_k_many_rows(m, k, n, threads):
     np.testing.assert_allclose(c, v * np.clip(v / 6 + 0.5, 0, 1), **TOL)
 
 
+@pytest.mark.parametrize("m", [7, 8, 14, 17, 26])
+def test_few_rows_split_tail(m):
+    """Few rows whose last block of rows is short (AVX2: 8 rows run as 4 + 4, not 6 + 2; AVX-512: 14 as
+    8 + 6; see block_first in gemm.c), A read in place, packed (rows 4 KB apart) and prepacked: near the
+    float64 product, the same bits on 1 and 2 threads, and a tile stored straight from its registers
+    (biases, residual, clamp) the same bits as one through the epilogue's buffer (forced by a
+    LeakyRelu of slope 1, which changes nothing)."""
+    k, n = 96, 80
+    a_wide = rng.standard_normal((m, 1024), np.float32)
+    a, b = a_wide[:, :k], rng.standard_normal((k, n), np.float32)
+    bias_m, bias_n = rng.standard_normal(m).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    z = rng.standard_normal((m, n), np.float32)
+    bp, ap = nat.pack_b(b), nat.pack_a(a)
+    ws = np.empty(nat.workspace_nbytes(m, n, k, raw_a=True, gathered_b=False), np.uint8)
+    want = a.astype(np.float64) @ b + bias_m[:, None] + bias_n + z
+    no_op = native_mod.Act(native_mod.ACT_LEAKY_RELU, 1.0, 0.0)
+    clip = native_mod.Act(native_mod.ACT_CLAMP, -2.0, 3.0)
+    for operands in (dict(a=np.ascontiguousarray(a), lda=k), dict(a=a_wide, lda=1024), dict(ap=ap)):
+        results = []
+        for threads, act in ((1, None), (2, None), (1, no_op), (1, clip)):
+            c = np.full((m, n), np.nan, np.float32)
+            native_mod.set_threads(threads)
+            try:
+                nat.gemm(m, n, k, c, n, bp=bp, bias_m=bias_m, bias_n=bias_n, z=z, ldz=n, act=act, ws=ws, **operands)
+            finally:
+                native_mod.set_threads(native_mod.default_threads())
+            results.append(c)
+        np.testing.assert_allclose(results[0], want, **TOL)
+        np.testing.assert_array_equal(results[1], results[0])
+        np.testing.assert_array_equal(results[2], results[0])
+        np.testing.assert_array_equal(results[3], np.clip(results[0], np.float32(-2), np.float32(3)))
+
+
 def test_strided_rows_and_output():
     """A with a row stride wider than K, C written into a wider matrix: the rest stays untouched."""
     a_wide = rng.standard_normal((20, 50), np.float32)
