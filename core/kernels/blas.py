@@ -8,7 +8,6 @@ self-test fails, callers fall back to plain numpy.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import threading
 
@@ -116,54 +115,64 @@ class kernel_state:
     Setting both costs about 8 us (OpenBLAS's thread call most of it), so a use nested in one that
     already holds as much in this thread (a control-flow body, launched once per iteration inside
     its caller's run) sets nothing."""
-    __slots__ = ("level", "outer", "errstate", "threads")
+    __slots__ = ("level", "outer", "token", "threads")
 
     def __init__(self, native_kernels: bool = True):
         self.level = 2 if native_kernels and native.native() is not None else 1  # 1: errstate only
 
+    # (entered once per execution: both halves are kept to the few calls they need)
     def __enter__(self) -> "kernel_state":
-        self.outer = getattr(_held, "level", 0)
-        if self.outer >= self.level:
+        outer = self.outer = _held.level
+        level = self.level
+        if outer >= level:
             return self
-        self.errstate = _ignore_errors()
-        self.errstate.__enter__()
-        self.threads = openblas_threads_local(1) if self.level == 2 and native.threads() > 1 else None
-        _held.level = self.level
+        self.token = _ignore_errors()
+        self.threads = openblas_threads_local(1) if level == 2 and native.threads() > 1 else None
+        _held.level = level
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self.outer >= self.level:
+    def __exit__(self, kind, value, traceback) -> None:
+        outer = self.outer
+        if outer >= self.level:
             return
-        _held.level = self.outer
+        _held.level = outer
         if self.threads is not None:
             openblas_threads_local(self.threads)
-        self.errstate.__exit__(*exc)
+        _restore_errors(self.token)
 
 
-_held = threading.local()  # the kernel_state level this thread holds (0: none)
+class _Held(threading.local):
+    level = 0  # the kernel_state level this thread holds (0: none)
 
 
-class _IgnoreErrors:
-    """np.errstate(all="ignore") for numpy 2, at a tenth of its cost (5 us of a tiny model's ~14 us
-    execute()): numpy keeps the error state in a context variable; the ignoring state derived from
-    the caller's is built once per distinct caller's state, then each use is a set and a reset."""
-    __slots__ = ("token",)
-    derived: tuple = (None, None)  # (a caller's state, the ignoring state derived from it): one tuple, swapped whole
+_held = _Held()
 
-    def __enter__(self) -> None:
-        current = _EXTOBJ.get()
-        source, ignoring = _IgnoreErrors.derived
-        if current is not source:  # another caller's state (its bufsize, errcall): derive again
-            ignoring = _make_extobj(all="ignore")
-            _IgnoreErrors.derived = (current, ignoring)
-        self.token = _EXTOBJ.set(ignoring)
 
-    def __exit__(self, *exc) -> None:
-        _EXTOBJ.reset(self.token)
+_DERIVED: tuple = (None, None)  # (a caller's error state, the ignoring state derived from it): swapped whole
+
+
+def _ignore_errors_fast():
+    """np.errstate(all="ignore") entered, for numpy 2, at a tenth of its cost (5 us of a tiny model's
+    ~14 us execute()): numpy keeps the error state in a context variable; the ignoring state derived
+    from the caller's is built once per distinct caller's state, then each use is a set (returning the
+    token _restore_errors resets)."""
+    global _DERIVED
+    current = _EXTOBJ.get()
+    source, ignoring = _DERIVED
+    if current is not source:  # another caller's state (its bufsize, errcall): derive again
+        ignoring = _make_extobj(all="ignore")
+        _DERIVED = (current, ignoring)
+    return _EXTOBJ.set(ignoring)
+
+
+def _ignore_errors_slow():
+    state = np.errstate(all="ignore")
+    state.__enter__()
+    return state
 
 
 try:  # numpy 2's private error state; numpy 1.x (and any change to it) keeps np.errstate
     from numpy._core._ufunc_config import _extobj_contextvar as _EXTOBJ, _make_extobj
-    _ignore_errors = _IgnoreErrors
+    _ignore_errors, _restore_errors = _ignore_errors_fast, _EXTOBJ.reset
 except ImportError:
-    _ignore_errors = functools.partial(np.errstate, all="ignore")
+    _ignore_errors, _restore_errors = _ignore_errors_slow, lambda state: state.__exit__(None, None, None)

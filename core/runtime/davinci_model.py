@@ -91,6 +91,13 @@ class LoadedPlan:
         return tuple((tuple(d.shape), np.dtype(d.dtype)) for d in self.inputs)
 
     def check_inputs(self, inputs) -> list:
+        layouts = self._input_layouts
+        if type(inputs) is list and len(inputs) == len(layouts):  # the common case: arrays as the model wants them
+            for (shape, dtype), x in zip(layouts, inputs):
+                if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape:
+                    break
+            else:
+                return inputs  # (read, never changed, by the context)
         if isinstance(inputs, dict):
             missing = [d.name for d in self.inputs if d.name not in inputs]
             extra = sorted(set(inputs) - {d.name for d in self.inputs})
@@ -102,7 +109,7 @@ class LoadedPlan:
         if len(inputs) != len(self.inputs):
             raise ShapeError(f"model '{self.name}' expects {len(self.inputs)} inputs "
                              f"({', '.join(d.name for d in self.inputs)}), got {len(inputs)}")
-        for i, ((shape, dtype), x) in enumerate(zip(self._input_layouts, inputs)):
+        for i, ((shape, dtype), x) in enumerate(zip(layouts, inputs)):
             if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape:  # else as the model wants it
                 d = self.inputs[i]
                 inputs[i] = _check(d, x if isinstance(x, DeviceBuffer) else np.asarray(x), "input")

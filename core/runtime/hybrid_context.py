@@ -231,12 +231,15 @@ class HybridContext:
         before = dict(counters)
         t0 = time.perf_counter()
         self.deadline = None if timeout is None else (t0 + timeout, timeout)
+        copies, h2d = 0, 0
         for d, x, on_host in zip(dyn.inputs, self._check_inputs(inputs), self._on_host):
             if on_host:
                 self.host[d.name] = x
                 continue
-            device.copy_from_host(self._view(self.realloc_if_needed(d.name, x.dtype, x.shape)), x)
-            counters["h2d_bytes"] += x.nbytes
+            self._tensor_view(d.name, x.dtype, x.shape)[...] = x  # (x's dtype: a copy, no cast)
+            copies, h2d = copies + 1, h2d + x.nbytes
+        device.count_copies("h2d", copies, h2d)
+        counters["h2d_bytes"] += h2d
         t1 = time.perf_counter()
         with self._kernel_state:
             try:
@@ -244,22 +247,25 @@ class HybridContext:
             finally:
                 self._fold_counts()
         t2 = time.perf_counter()
-        results = []
+        results, copies, copied, d2h = [], 0, 0, 0
         for k, d in enumerate(dyn.outputs):
-            if d.name in self.host:
+            if self.host and d.name in self.host:
                 results.append(_host_copy(self.host[d.name]))
                 continue
             slot = self.slots[d.name]
-            if outputs is None:
-                y = device.copy_out(self._view(slot))
+            if outputs is None:  # a new array: copy_out's copy, counted with the others after the loop
+                y = (slot.array if slot.array is not None else self._view(slot)).copy()
+                copies, copied = copies + 1, copied + y.nbytes
             else:
                 y = outputs[k]
                 if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
                     raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
                                      f"{y.dtype} {list(y.shape)}")
                 device.copy_to_host(y, self._view(slot))
-            counters["d2h_bytes"] += y.nbytes
+            d2h += y.nbytes
             results.append(y)
+        device.count_copies("d2h", copies, copied)
+        counters["d2h_bytes"] += d2h
         self._last_run = (before, dict(counters), t0, t1, t2, time.perf_counter())
         return results
 
@@ -341,9 +347,11 @@ class HybridContext:
     def _fold_counts(self) -> None:
         counters = self.counters
         counters["nodes_run"] += self.nodes_run
-        counters["shape_updates"] += self.shape_updates
-        counters["args_set"] += self.args_set
-        self.nodes_run = self.shape_updates = self.args_set = 0
+        if self.shape_updates or self.args_set:  # (none, in a steady run)
+            counters["shape_updates"] += self.shape_updates
+            counters["args_set"] += self.args_set
+            self.shape_updates = self.args_set = 0
+        self.nodes_run = 0
 
     def _run_steps(self) -> None:
         dyn = self.model.dyn
@@ -369,10 +377,15 @@ class HybridContext:
             inputs = [inputs[d.name] for d in dyn.inputs]
         if len(inputs) != len(dyn.inputs):
             raise ShapeError(f"model '{dyn.name}' expects {len(dyn.inputs)} inputs, got {len(inputs)}")
+        checked = self._checked
+        for x, last in zip(inputs, checked):  # the common case: arrays as the last call's
+            if type(x) is not np.ndarray or last is None or x.dtype != last[0] or x.shape != last[1]:
+                break
+        else:
+            return inputs
         inputs = [x if type(x) is np.ndarray and not on_host else _host_input(d, x) if on_host else
                   x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x)
                   for d, x, on_host in zip(dyn.inputs, inputs, self._on_host)]
-        checked = self._checked
         for i, (d, x, on_host) in enumerate(zip(dyn.inputs, inputs, self._on_host)):
             if on_host or (x.dtype, x.shape) == checked[i]:  # (the checks read dtype and shape only)
                 continue
@@ -501,18 +514,20 @@ class HybridContext:
     def _keep(self, names, results, made=()) -> None:
         """Outputs of a node: sequences and optionals to the host, arrays to their slots (not copied
         when it is there already: the outputs `made` in their buffers, _output_buffer)."""
+        host = self.host
         for out, r in zip(names, results):
             if not out:
                 continue
-            if r is None or isinstance(r, list) or (isinstance(r, np.ndarray) and r.dtype == object):
-                self.host[out] = r
-                continue
-            self.host.pop(out, None)
-            r = np.asarray(r)
-            slot = self.realloc_if_needed(out, r.dtype, r.shape)
-            view = self._view(slot)
+            if type(r) is not np.ndarray or r.dtype == object:  # (most are arrays: one check for them)
+                if r is None or isinstance(r, list) or (isinstance(r, np.ndarray) and r.dtype == object):
+                    host[out] = r
+                    continue
+                r = np.asarray(r)
+            if host:
+                host.pop(out, None)
+            view = self._tensor_view(out, r.dtype, r.shape)
             if r is not view and not (out in made and _is_view_of(r, view)):
-                np.copyto(view, r)
+                view[...] = r  # (np.copyto's cost twice over: the view has r's dtype)
 
     # -- control flow: If, Loop, Scan run their subgraphs ----------------------------------------------
     def _run_control_flow(self, index: int, node: DynNode, ins: list) -> None:
@@ -523,18 +538,21 @@ class HybridContext:
         if calls is None:
             calls = self._flow_calls[index] = self._subgraph_calls(node, flow)
         bodies, templates, children = calls
+        launches = 0  # the children's submodel launches, counted once for the node, not per call
         for child in children:
             child.forget_inputs()
-        launches = sum(c.counters["submodel_launches"] for c in children)  # counted once for the node, not per call
+            launches -= child.counters["submodel_launches"]
         try:
             made = set()  # the outputs made in their tensors' buffers: kept without a copy when they are those
 
             def allocate(k: int, dtype, shape) -> np.ndarray:
                 made.add(node.outputs[k])
                 return self._output_buffer(node.outputs[k], dtype, shape)
-            results = flow.execute([None if s is None else self._view(s) for s in ins], bodies, templates, allocate)
+            results = flow.execute([self._view(s) for s in ins], bodies, templates, allocate)
         finally:
-            self.counters["submodel_launches"] += sum(c.counters["submodel_launches"] for c in children) - launches
+            for child in children:
+                launches += child.counters["submodel_launches"]
+            self.counters["submodel_launches"] += launches
             if self._bound:  # the bound bodies' runs: each one subgraph run, one launch
                 runs = sum(b.runs for b in self._bound)
                 self._bound.clear()
@@ -637,6 +655,13 @@ class HybridContext:
                 self.counters["reallocs"] += 1
         slot.dtype, slot.shape, slot.array = dtype, shape, None
         return slot
+
+    def _tensor_view(self, name: str, dtype, shape) -> np.ndarray:
+        """realloc_if_needed and _view in one call: most often the view the tensor kept from the last run."""
+        slot = self.slots.get(name)
+        if slot is not None and slot.array is not None and slot.shape == shape and slot.dtype == dtype:
+            return slot.array
+        return self._view(self.realloc_if_needed(name, dtype, shape))
 
     def _slot(self, name: str, node: DynNode) -> Slot:
         slot = self.slots.get(name)

@@ -13,7 +13,6 @@ ranges, unknown shapes) keeps per-model state between calls (the selected gear, 
 cache), so its calls take turns on a lock: correct, not parallel."""
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 
@@ -104,24 +103,18 @@ class ContextPool:
         self._idle = [model.default_context]
         self._lock = threading.Lock()
 
-    @contextlib.contextmanager
-    def borrowed(self):
-        with self._lock:
-            ctx = self._idle.pop() if self._idle else self.model.create_context()
-        try:
-            yield ctx
-        finally:
-            with self._lock:
-                self._idle.append(ctx)
-
     def execute(self, inputs, outputs=None, timeout: float | None = None):
-        with self._lock:  # borrowed(), inline: a generator context costs microseconds per call
-            ctx = self._idle.pop() if self._idle else self.model.create_context()
+        # an idle context without taking the lock: list.pop and list.append are atomic, and pop raises
+        # rather than hand one context out twice (the lock is for making one)
+        try:
+            ctx = self._idle.pop()
+        except IndexError:
+            with self._lock:
+                ctx = self.model.create_context()
         try:
             return ctx.execute(inputs, outputs, timeout)
         finally:
-            with self._lock:
-                self._idle.append(ctx)
+            self._idle.append(ctx)
 
 
 class _TakeTurns:

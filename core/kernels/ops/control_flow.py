@@ -176,9 +176,8 @@ class If(ControlFlow):
             raise self.fail(f"takes one input (cond), got {self.formal}")
 
     def execute(self, xs, bodies, templates=(), allocate=None):
-        (cond,), captured = self.split(xs)
-        branch = bodies[0] if bool(self.scalar(cond, "cond")) else bodies[1]
-        return branch(captured)
+        branch = bodies[0] if bool(self.scalar(xs[0], "cond")) else bodies[1]
+        return branch(list(xs[1:]))  # (its one formal input, cond; the rest are captured values)
 
 
 @register("Loop", since=1)
