@@ -1143,7 +1143,9 @@ typedef struct {
 #define DW_GROUP 8
 
 #if DW_STAGED
-static inline int dw_narrow(const QDepthwise *d, int64_t pitch) { return d->sw <= 2 && pitch <= 32 / d->sw && d->pl <= 32; }
+static inline int dw_narrow(const QDepthwise *d, int64_t pitch) {
+    return d->sw <= 2 && d->sh <= 4 && pitch <= 32 / d->sw && d->pl <= 32;
+}
 #endif
 
 static DwLayout dw_layout(const QDepthwise *d) {
@@ -1353,35 +1355,50 @@ static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_
    late layers' 7x7 and 14x14 planes): each row one load from the staged plane (64 bytes of slack either
    side: the columns before the first, after the last), the padding blended in under the phase's mask
    of columns [j0, j1), one store running past the row's end as fill_row's. */
-static void narrow_masks(const QDepthwise *d, int64_t pitch, uint8_t keep[2][32]) {
+/* what fill_narrow needs of the geometry, the same for every channel: per phase column the columns
+   to keep, per phase row r the rows [rows[r][0], rows[r][1]) inside the plane (input row i * sh + r - pt) */
+static void narrow_plan(const QDepthwise *d, DwLayout l, uint8_t keep[2][32], int64_t rows[4][2]) {
     for (int64_t cc = 0; cc < d->sw; cc++) {
         int64_t j0, j1;
-        phase_columns(d, pitch, cc, &j0, &j1);
+        phase_columns(d, l.pitch, cc, &j0, &j1);
         for (int64_t j = 0; j < 32; j++) keep[cc][j] = j >= j0 && j < j1 ? 0xFF : 0;
+    }
+    for (int64_t r = 0; r < d->sh; r++) {
+        int64_t i0 = d->pt - r > 0 ? (d->pt - r + d->sh - 1) / d->sh : 0, i1 = (d->height - 1 + d->pt - r) / d->sh + 1;
+        i1 = d->height - 1 + d->pt - r < 0 ? 0 : i1 < l.hh ? i1 : l.hh;
+        rows[r][0] = i0 < i1 ? i0 : i1;
+        rows[r][1] = i1;
     }
 }
 
-static void fill_narrow(const QDepthwise *d, DwLayout l, const uint8_t keep[2][32], const uint8_t *stage, uint8_t *ph,
-                        uint8_t flip, uint8_t zx) {
+static void fill_narrow(const QDepthwise *d, DwLayout l, const uint8_t keep[2][32], const int64_t rows[4][2],
+                        const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
     const __m256i f = _mm256_set1_epi8((char)flip), z = _mm256_set1_epi8((char)zx);
     const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
                                            0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
-    for (int64_t r = 0; r < d->sh; r++)
-        for (int64_t cc = 0; cc < d->sw; cc++) {
-            uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
+    /* the geometry in locals: the stores (may_alias vectors) would make it reloaded from d every row */
+    const int64_t sh = d->sh, sw = d->sw, width = d->width, pitch = l.pitch, hh = l.hh;
+    for (int64_t r = 0; r < sh; r++) {
+        int64_t i0 = rows[r][0], i1 = rows[r][1];
+        for (int64_t cc = 0; cc < sw; cc++) {
+            uint8_t *dst = ph + (r * sw + cc) * l.phase;
             const __m256i k = _mm256_loadu_si256((const __m256i *)keep[cc]);
-            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
-                if (y < 0 || y >= d->height) {
-                    _mm256_storeu_si256((__m256i *)dst, z);
-                    continue;
+            const uint8_t *src = stage + (i0 * sh + r - d->pt) * width + cc - d->pl;  /* column j: src[j * sw] */
+            int64_t i = 0;
+            for (; i < i0; i++) _mm256_storeu_si256((__m256i *)(dst + i * pitch), z);
+            if (sw == 2)
+                for (; i < i1; i++, src += sh * width) {
+                    __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)src), evens), 0x08);
+                    _mm256_storeu_si256((__m256i *)(dst + i * pitch), _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), k));
                 }
-                const uint8_t *src = stage + y * d->width + cc - d->pl;  /* column j: src[j * sw] */
-                __m256i v = _mm256_loadu_si256((const __m256i *)src);
-                if (d->sw == 2)
-                    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, evens), 0x08);
-                _mm256_storeu_si256((__m256i *)dst, _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), k));
-            }
+            else
+                for (; i < i1; i++, src += sh * width) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)src);
+                    _mm256_storeu_si256((__m256i *)(dst + i * pitch), _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), k));
+                }
+            for (; i < hh; i++) _mm256_storeu_si256((__m256i *)(dst + i * pitch), z);
         }
+    }
     _mm256_storeu_si256((__m256i *)(ph + d->sh * d->sw * l.phase), z);  /* the spare row */
 }
 
@@ -1427,7 +1444,8 @@ typedef struct {
     int64_t tap_at[64];  /* where each tap's run starts in the phases: the same for every channel */
     int64_t group;  /* channels an item */
     int narrow, grouped;  /* AVX2 builds: fill_narrow's phases; the group's outputs compacted in the scratch */
-    uint8_t keep[2][32];  /* fill_narrow's columns to keep, per phase column */
+    uint8_t keep[2][32];  /* fill_narrow's columns to keep, per phase column, */
+    int64_t rows[4][2];  /* and rows inside the plane, per phase row (narrow_plan) */
 } DwJob;
 
 /* channel c (slot's scratch); grouped: its bytes at out (the group's outputs, rows stored by vectors) */
@@ -1445,7 +1463,7 @@ static inline __attribute__((always_inline)) void qdepthwise_channel(const DwJob
             memcpy(ph + l.stage_at, x, plane);
             x = ph + l.stage_at;
         }
-        fill_narrow(d, l, job->keep, x, ph, flip, zx);
+        fill_narrow(d, l, job->keep, job->rows, x, ph, flip, zx);
     } else {
         memcpy(ph + l.stage_at, x, plane);
         x = ph + l.stage_at;
@@ -1472,17 +1490,18 @@ static inline __attribute__((always_inline)) void qdepthwise_channel(const DwJob
     int64_t n = d->oh * d->ow;
 #if DW_STAGED
     if (out) {  /* the whole run requantized, then its rows' first ow bytes stored by vectors, in order */
-        uint8_t *b = ph + l.bytes_at;
-        store_row_bytes(&d->out, c, acc, run, b, 1);
-        if (d->ow <= 8)
-            for (int64_t oy = 0; oy < d->oh; oy++)
-                _mm_storel_epi64((__m128i *)(out + oy * d->ow), _mm_loadl_epi64((const __m128i *)(b + oy * l.pitch)));
-        else if (d->ow <= 16)
-            for (int64_t oy = 0; oy < d->oh; oy++)
-                _mm_storeu_si128((__m128i *)(out + oy * d->ow), _mm_loadu_si128((const __m128i *)(b + oy * l.pitch)));
+        const uint8_t *b = ph + l.bytes_at;
+        const int64_t oh = d->oh, ow = d->ow, pitch = l.pitch;  /* locals: not reloaded after each store */
+        store_row_bytes(&d->out, c, acc, run, ph + l.bytes_at, 1);
+        if (ow <= 8)
+            for (int64_t oy = 0; oy < oh; oy++)
+                _mm_storel_epi64((__m128i *)(out + oy * ow), _mm_loadl_epi64((const __m128i *)(b + oy * pitch)));
+        else if (ow <= 16)
+            for (int64_t oy = 0; oy < oh; oy++)
+                _mm_storeu_si128((__m128i *)(out + oy * ow), _mm_loadu_si128((const __m128i *)(b + oy * pitch)));
         else
-            for (int64_t oy = 0; oy < d->oh; oy++)
-                _mm256_storeu_si256((__m256i *)(out + oy * d->ow), _mm256_loadu_si256((const __m256i *)(b + oy * l.pitch)));
+            for (int64_t oy = 0; oy < oh; oy++)
+                _mm256_storeu_si256((__m256i *)(out + oy * ow), _mm256_loadu_si256((const __m256i *)(b + oy * pitch)));
         return;
     }
 #else
@@ -1527,7 +1546,7 @@ static void qdepthwise_item(void *ctx, int64_t item, int slot) {
 }
 
 void ge_qdepthwise(const QDepthwise *d) {
-    DwJob job = {d, dw_layout(d), {0}, 1, 0, 0, {{0}}};
+    DwJob job = {d, dw_layout(d), {0}, 1, 0, 0, {{0}}, {{0}}};
     for (int64_t t = 0; t < d->kh * d->kw; t++) {
         int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
         job.tap_at[t] = ((ry % d->sh) * d->sw + rx % d->sw) * job.l.phase + (ry / d->sh) * job.l.pitch + rx / d->sw;
@@ -1535,7 +1554,7 @@ void ge_qdepthwise(const QDepthwise *d) {
 #if DW_STAGED
     job.narrow = dw_narrow(d, job.l.pitch);
     if (job.narrow) {
-        narrow_masks(d, job.l.pitch, job.keep);
+        narrow_plan(d, job.l, job.keep, job.rows);
         job.grouped = out_is_bytes(&d->out);
         job.group = DW_GROUP;
     }
