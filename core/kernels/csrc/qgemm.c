@@ -1351,10 +1351,6 @@ static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_
 }
 
 #if DW_STAGED
-/* The phases of a plane whose phase rows fit one vector (pitch <= 32 at stride 1, 16 at stride 2; the
-   late layers' 7x7 and 14x14 planes): each row one load from the staged plane (64 bytes of slack either
-   side: the columns before the first, after the last), the padding blended in under the phase's mask
-   of columns [j0, j1), one store running past the row's end as fill_row's. */
 /* what fill_narrow needs of the geometry, the same for every channel: per phase column the columns
    to keep, per phase row r the rows [rows[r][0], rows[r][1]) inside the plane (input row i * sh + r - pt) */
 static void narrow_plan(const QDepthwise *d, DwLayout l, uint8_t keep[2][32], int64_t rows[4][2]) {
@@ -1371,6 +1367,10 @@ static void narrow_plan(const QDepthwise *d, DwLayout l, uint8_t keep[2][32], in
     }
 }
 
+/* The phases of a plane whose phase rows fit one vector (pitch <= 32 at stride 1, 16 at stride 2; the
+   late layers' 7x7 and 14x14 planes): each row one load from the plane (read in place, or staged at the
+   tensor's ends: the loads reach 32 bytes either side of it), the padding blended in under the phase's
+   mask of columns [j0, j1), one store running past the row's end as fill_row's. */
 static void fill_narrow(const QDepthwise *d, DwLayout l, const uint8_t keep[2][32], const int64_t rows[4][2],
                         const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
     const __m256i f = _mm256_set1_epi8((char)flip), z = _mm256_set1_epi8((char)zx);
@@ -1490,9 +1490,9 @@ static inline __attribute__((always_inline)) void qdepthwise_channel(const DwJob
     int64_t n = d->oh * d->ow;
 #if DW_STAGED
     if (out) {  /* the whole run requantized, then its rows' first ow bytes stored by vectors, in order */
-        const uint8_t *b = ph + l.bytes_at;
+        uint8_t *b = ph + l.bytes_at;
         const int64_t oh = d->oh, ow = d->ow, pitch = l.pitch;  /* locals: not reloaded after each store */
-        store_row_bytes(&d->out, c, acc, run, ph + l.bytes_at, 1);
+        store_row_bytes(&d->out, c, acc, run, b, 1);
         if (ow <= 8)
             for (int64_t oy = 0; oy < oh; oy++)
                 _mm_storel_epi64((__m128i *)(out + oy * ow), _mm_loadl_epi64((const __m128i *)(b + oy * pitch)));
