@@ -1123,8 +1123,8 @@ void ge_qgemm(const QGemm *g) {
    -zx sum(w) (the weights are centred, the input is not). */
 typedef struct {
     int64_t hh, pitch, phase, nbytes, acc_at;  /* phase rows, width and size; scratch bytes; where the accumulators start */
-    int64_t stage_at;  /* AVX2 builds: where a copy of the input plane goes (0: none) */
-    int64_t bytes_at, out_at;  /* AVX2 builds, narrow planes: a channel's run requantized; a group's outputs (0: none) */
+    int64_t stage_at;  /* AVX2 builds, and narrow planes: where a copy of the input plane goes (0: none) */
+    int64_t bytes_at, out_at;  /* AVX2 / AVX-512 builds, narrow planes: a channel's run requantized; a group's outputs (0: none) */
 } DwLayout;
 
 /* AVX2 builds without AVX-512BW copy the phases' rows by whole vectors (copy_row's scalar loops cost
@@ -1137,12 +1137,17 @@ typedef struct {
 #endif
 
 /* Small planes (the late layers' 7x7 and 14x14) cost more in fixed work per channel than in taps: on
-   AVX2 builds an item is DW_GROUP channels, whose phases are filled by one vector a row (fill_narrow)
+   AVX2 and AVX-512 builds an item is DW_GROUP channels, whose phases are filled by one vector a row (fill_narrow)
    from the tensor itself where the vector's overrun stays inside it, whose runs are requantized whole
    into bytes and their rows compacted by vector stores into the group's outputs, copied out at once */
 #define DW_GROUP 8
+#if defined(__AVX2__)
+#define DW_NARROW 1
+#else
+#define DW_NARROW 0
+#endif
 
-#if DW_STAGED
+#if DW_NARROW
 static inline int dw_narrow(const QDepthwise *d, int64_t pitch) {
     return d->sw <= 2 && d->sh <= 4 && pitch <= 32 / d->sw && d->pl <= 32;
 }
@@ -1157,15 +1162,19 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
     l.nbytes = l.acc_at + (d->oh * l.pitch + 32) * 4 + 64;
     l.stage_at = l.bytes_at = l.out_at = 0;
-#if DW_STAGED
-    if (dw_narrow(d, l.pitch)) {  /* the run's bytes (16 past it: whole vectors; 32 read past a last row) */
+    int narrow = 0;
+#if DW_NARROW
+    narrow = dw_narrow(d, l.pitch);
+    if (narrow) {  /* the run's bytes (16 past it: whole vectors; 32 read past a last row) */
         l.bytes_at = (l.nbytes + 63) / 64 * 64;
         l.out_at = (l.bytes_at + d->oh * l.pitch + 32 + 63) / 64 * 64;
         l.nbytes = l.out_at + DW_GROUP * d->oh * d->ow + 32;  /* a row's store runs up to 32 bytes past */
     }
-    l.stage_at = (l.nbytes + 63) / 64 * 64 + 64;  /* 64 bytes of slack before the plane, 64 after */
-    l.nbytes = l.stage_at + d->height * d->width + 64;
 #endif
+    if (DW_STAGED || narrow) {
+        l.stage_at = (l.nbytes + 63) / 64 * 64 + 64;  /* 64 bytes of slack before the plane, 64 after */
+        l.nbytes = l.stage_at + d->height * d->width + 64;
+    }
     return l;
 }
 
@@ -1350,7 +1359,7 @@ static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_
 #endif
 }
 
-#if DW_STAGED
+#if DW_NARROW
 /* what fill_narrow needs of the geometry, the same for every channel: per phase column the columns
    to keep, per phase row r the rows [rows[r][0], rows[r][1]) inside the plane (input row i * sh + r - pt) */
 static void narrow_plan(const QDepthwise *d, DwLayout l, uint8_t keep[2][32], int64_t rows[4][2]) {
@@ -1443,7 +1452,7 @@ typedef struct {
     DwLayout l;
     int64_t tap_at[64];  /* where each tap's run starts in the phases: the same for every channel */
     int64_t group;  /* channels an item */
-    int narrow, grouped;  /* AVX2 builds: fill_narrow's phases; the group's outputs compacted in the scratch */
+    int narrow, grouped;  /* AVX2 / AVX-512 builds: fill_narrow's phases; the group's outputs compacted in the scratch */
     uint8_t keep[2][32];  /* fill_narrow's columns to keep, per phase column, */
     int64_t rows[4][2];  /* and rows inside the plane, per phase row (narrow_plan) */
 } DwJob;
@@ -1457,7 +1466,7 @@ static inline __attribute__((always_inline)) void qdepthwise_channel(const DwJob
     int64_t plane = d->height * d->width;
     const uint8_t *x = d->x + c * plane;
     uint8_t flip = d->x_flip ? 0x80 : 0, zx = (uint8_t)d->zx;
-#if DW_STAGED
+#if DW_NARROW
     if (job->narrow) {  /* the rows' loads reach 32 bytes either side of the plane: staged at the tensor's ends */
         if (c * plane < 64 || (c + 1) * plane + 64 > d->channels * plane) {
             memcpy(ph + l.stage_at, x, plane);
@@ -1465,10 +1474,12 @@ static inline __attribute__((always_inline)) void qdepthwise_channel(const DwJob
         }
         fill_narrow(d, l, job->keep, job->rows, x, ph, flip, zx);
     } else {
-        memcpy(ph + l.stage_at, x, plane);
-        x = ph + l.stage_at;
 #else
     {
+#endif
+#if DW_STAGED
+        memcpy(ph + l.stage_at, x, plane);
+        x = ph + l.stage_at;
 #endif
     /* the phases: row i of phase (r, cc) is padded row i * sh + r, its column j padded column j * sw + cc */
     for (int64_t r = 0; r < d->sh; r++)
@@ -1488,7 +1499,7 @@ static inline __attribute__((always_inline)) void qdepthwise_channel(const DwJob
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
     dw_taps(ph, job->tap_at, w, d->kh * d->kw, corr, run, acc);
     int64_t n = d->oh * d->ow;
-#if DW_STAGED
+#if DW_NARROW
     if (out) {  /* the whole run requantized, then its rows' first ow bytes stored by vectors, in order */
         uint8_t *b = ph + l.bytes_at;
         const int64_t oh = d->oh, ow = d->ow, pitch = l.pitch;  /* locals: not reloaded after each store */
@@ -1551,7 +1562,7 @@ void ge_qdepthwise(const QDepthwise *d) {
         int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
         job.tap_at[t] = ((ry % d->sh) * d->sw + rx % d->sw) * job.l.phase + (ry / d->sh) * job.l.pitch + rx / d->sw;
     }
-#if DW_STAGED
+#if DW_NARROW
     job.narrow = dw_narrow(d, job.l.pitch);
     if (job.narrow) {
         narrow_plan(d, job.l, job.keep, job.rows);
