@@ -1123,7 +1123,8 @@ void ge_qgemm(const QGemm *g) {
    -zx sum(w) (the weights are centred, the input is not). */
 typedef struct {
     int64_t hh, pitch, phase, nbytes, acc_at;  /* phase rows, width and size; scratch bytes; where the accumulators start */
-    int64_t stage_at;  /* AVX2 builds: where a copy of the input plane goes (0: none) */
+    int64_t stage_at;  /* AVX2 builds, and narrow planes: where a copy of the input plane goes (0: none) */
+    int64_t bytes_at, out_at;  /* AVX2 / AVX-512 builds, narrow planes: a channel's run requantized; a group's outputs (0: none) */
 } DwLayout;
 
 /* AVX2 builds without AVX-512BW copy the phases' rows by whole vectors (copy_row's scalar loops cost
@@ -1135,6 +1136,23 @@ typedef struct {
 #define DW_STAGED 0
 #endif
 
+/* Small planes (the late layers' 7x7 and 14x14) cost more in fixed work per channel than in taps: on
+   AVX2 and AVX-512 builds an item is DW_GROUP channels, whose phases are filled by one vector a row (fill_narrow)
+   from the tensor itself where the vector's overrun stays inside it, whose runs are requantized whole
+   into bytes and their rows compacted by vector stores into the group's outputs, copied out at once */
+#define DW_GROUP 8
+#if defined(__AVX2__)
+#define DW_NARROW 1
+#else
+#define DW_NARROW 0
+#endif
+
+#if DW_NARROW
+static inline int dw_narrow(const QDepthwise *d, int64_t pitch) {
+    return d->sw <= 2 && d->sh <= 4 && pitch <= 32 / d->sw && d->pl <= 32;
+}
+#endif
+
 static DwLayout dw_layout(const QDepthwise *d) {
     DwLayout l;
     int64_t hp = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
@@ -1143,11 +1161,20 @@ static DwLayout dw_layout(const QDepthwise *d) {
     l.phase = l.hh * l.pitch;
     l.acc_at = (d->sh * d->sw * l.phase + l.pitch + 64 + 63) / 64 * 64;  /* a row and 64 bytes of slack: the last taps' overrun */
     l.nbytes = l.acc_at + (d->oh * l.pitch + 32) * 4 + 64;
-    l.stage_at = 0;
-#if DW_STAGED
-    l.stage_at = (l.nbytes + 63) / 64 * 64 + 64;  /* 64 bytes of slack before the plane, 64 after */
-    l.nbytes = l.stage_at + d->height * d->width + 64;
+    l.stage_at = l.bytes_at = l.out_at = 0;
+    int narrow = 0;
+#if DW_NARROW
+    narrow = dw_narrow(d, l.pitch);
+    if (narrow) {  /* the run's bytes (16 past it: whole vectors; 32 read past a last row) */
+        l.bytes_at = (l.nbytes + 63) / 64 * 64;
+        l.out_at = (l.bytes_at + d->oh * l.pitch + 32 + 63) / 64 * 64;
+        l.nbytes = l.out_at + DW_GROUP * d->oh * d->ow + 32;  /* a row's store runs up to 32 bytes past */
+    }
 #endif
+    if (DW_STAGED || narrow) {
+        l.stage_at = (l.nbytes + 63) / 64 * 64 + 64;  /* 64 bytes of slack before the plane, 64 after */
+        l.nbytes = l.stage_at + d->height * d->width + 64;
+    }
     return l;
 }
 
@@ -1332,45 +1359,71 @@ static inline void fill_row(uint8_t *dst, const uint8_t *src, int64_t j0, int64_
 #endif
 }
 
-#if DW_STAGED
+#if DW_NARROW
+/* what fill_narrow needs of the geometry, the same for every channel: per phase column the columns
+   to keep, per phase row r the rows [rows[r][0], rows[r][1]) inside the plane (input row i * sh + r - pt) */
+static void narrow_plan(const QDepthwise *d, DwLayout l, uint8_t keep[2][32], int64_t rows[4][2]) {
+    for (int64_t cc = 0; cc < d->sw; cc++) {
+        int64_t j0, j1;
+        phase_columns(d, l.pitch, cc, &j0, &j1);
+        for (int64_t j = 0; j < 32; j++) keep[cc][j] = j >= j0 && j < j1 ? 0xFF : 0;
+    }
+    for (int64_t r = 0; r < d->sh; r++) {
+        int64_t i0 = d->pt - r > 0 ? (d->pt - r + d->sh - 1) / d->sh : 0, i1 = (d->height - 1 + d->pt - r) / d->sh + 1;
+        i1 = d->height - 1 + d->pt - r < 0 ? 0 : i1 < l.hh ? i1 : l.hh;
+        rows[r][0] = i0 < i1 ? i0 : i1;
+        rows[r][1] = i1;
+    }
+}
+
 /* The phases of a plane whose phase rows fit one vector (pitch <= 32 at stride 1, 16 at stride 2; the
-   late layers' 7x7 and 14x14 planes): each row one load from the staged plane (64 bytes of slack either
-   side: the columns before the first, after the last), the padding blended in under the phase's mask
-   of columns [j0, j1), one store running past the row's end as fill_row's. */
-static void fill_narrow(const QDepthwise *d, DwLayout l, const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
+   late layers' 7x7 and 14x14 planes): each row one load from the plane (read in place, or staged at the
+   tensor's ends: the loads reach 32 bytes either side of it), the padding blended in under the phase's
+   mask of columns [j0, j1), one store running past the row's end as fill_row's. */
+static void fill_narrow(const QDepthwise *d, DwLayout l, const uint8_t keep[2][32], const int64_t rows[4][2],
+                        const uint8_t *stage, uint8_t *ph, uint8_t flip, uint8_t zx) {
     const __m256i f = _mm256_set1_epi8((char)flip), z = _mm256_set1_epi8((char)zx);
-    const __m256i col = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-                                         21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
     const __m256i evens = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1,
                                            0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
-    for (int64_t r = 0; r < d->sh; r++)
-        for (int64_t cc = 0; cc < d->sw; cc++) {
-            uint8_t *dst = ph + (r * d->sw + cc) * l.phase;
-            int64_t j0, j1;
-            phase_columns(d, l.pitch, cc, &j0, &j1);
-            __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi8(col, _mm256_set1_epi8((char)(j0 - 1))),
-                                            _mm256_cmpgt_epi8(_mm256_set1_epi8((char)j1), col));
-            for (int64_t i = 0, y = r - d->pt; i < l.hh; i++, dst += l.pitch, y += d->sh) {
-                if (y < 0 || y >= d->height) {
-                    _mm256_storeu_si256((__m256i *)dst, z);
-                    continue;
+    /* the geometry in locals: the stores (may_alias vectors) would make it reloaded from d every row */
+    const int64_t sh = d->sh, sw = d->sw, width = d->width, pitch = l.pitch, hh = l.hh;
+    for (int64_t r = 0; r < sh; r++) {
+        int64_t i0 = rows[r][0], i1 = rows[r][1];
+        for (int64_t cc = 0; cc < sw; cc++) {
+            uint8_t *dst = ph + (r * sw + cc) * l.phase;
+            const __m256i k = _mm256_loadu_si256((const __m256i *)keep[cc]);
+            const uint8_t *src = stage + (i0 * sh + r - d->pt) * width + cc - d->pl;  /* column j: src[j * sw] */
+            int64_t i = 0;
+            for (; i < i0; i++) _mm256_storeu_si256((__m256i *)(dst + i * pitch), z);
+            if (sw == 2)
+                for (; i < i1; i++, src += sh * width) {
+                    __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)src), evens), 0x08);
+                    _mm256_storeu_si256((__m256i *)(dst + i * pitch), _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), k));
                 }
-                const uint8_t *src = stage + y * d->width + cc - d->pl;  /* column j: src[j * sw] */
-                __m256i v = _mm256_loadu_si256((const __m256i *)src);
-                if (d->sw == 2)
-                    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, evens), 0x08);
-                _mm256_storeu_si256((__m256i *)dst, _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), keep));
-            }
+            else
+                for (; i < i1; i++, src += sh * width) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)src);
+                    _mm256_storeu_si256((__m256i *)(dst + i * pitch), _mm256_blendv_epi8(z, _mm256_xor_si256(v, f), k));
+                }
+            for (; i < hh; i++) _mm256_storeu_si256((__m256i *)(dst + i * pitch), z);
         }
+    }
     _mm256_storeu_si256((__m256i *)(ph + d->sh * d->sw * l.phase), z);  /* the spare row */
 }
 
 /* store_row for weight index w (one bias, one scale) into bytes over the whole 8-bit range, 16 at a
    time as store_tile_fast stores (round, then saturate by the packs; the same bytes), reading acc up
    to 15 past n (the accumulators' spare lanes); 0 when the output is another kind (store_row's then) */
-static int store_row_bytes(const QOut *o, int64_t w, const int32_t *acc, int64_t n, uint8_t *y) {
+static inline int out_is_bytes(const QOut *o) {
     int u8 = o->kind == QOUT_U8;
-    if ((o->kind != QOUT_U8 && o->kind != QOUT_S8) || o->lo != (u8 ? 0 : -128) || o->hi != (u8 ? 255 : 127))
+    return (o->kind == QOUT_U8 || o->kind == QOUT_S8) && o->lo == (u8 ? 0 : -128) && o->hi == (u8 ? 255 : 127);
+}
+
+/* whole: y has room for every vector's 16 bytes (up to 15 past n) */
+static inline __attribute__((always_inline)) int store_row_bytes(const QOut *o, int64_t w, const int32_t *acc,
+                                                                 int64_t n, uint8_t *y, int whole) {
+    int u8 = o->kind == QOUT_U8;
+    if (!out_is_bytes(o))
         return 0;
     const __m256i bias = _mm256_set1_epi32(o->bias ? o->bias[w] : 0), zy16 = _mm256_set1_epi16((int16_t)o->zy);
     const __m256 sc = _mm256_set1_ps(o->scale[o->scale_step ? w : 0]), top = _mm256_set1_ps(2147483520.0f);
@@ -1382,7 +1435,7 @@ static int store_row_bytes(const QOut *o, int64_t w, const int32_t *acc, int64_t
         __m256i w16 = _mm256_adds_epi16(_mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8), zy16);
         __m256i b = u8 ? _mm256_packus_epi16(w16, w16) : _mm256_packs_epi16(w16, w16);
         __m128i v = _mm256_castsi256_si128(_mm256_permute4x64_epi64(b, 0x08));
-        if (n - j >= 16) {
+        if (whole || n - j >= 16) {
             _mm_storeu_si128((__m128i *)(y + j), v);
         } else {  /* no byte past n: the next plane's may be another thread's */
             uint8_t part[16];
@@ -1398,22 +1451,35 @@ typedef struct {
     const QDepthwise *d;
     DwLayout l;
     int64_t tap_at[64];  /* where each tap's run starts in the phases: the same for every channel */
+    int64_t group;  /* channels an item */
+    int narrow, grouped;  /* AVX2 / AVX-512 builds: fill_narrow's phases; the group's outputs compacted in the scratch */
+    uint8_t keep[2][32];  /* fill_narrow's columns to keep, per phase column, */
+    int64_t rows[4][2];  /* and rows inside the plane, per phase row (narrow_plan) */
 } DwJob;
 
-static void qdepthwise_item(void *ctx, int64_t c, int slot) {
-    const DwJob *job = ctx;
+/* channel c (slot's scratch); grouped: its bytes at out (the group's outputs, rows stored by vectors) */
+static inline __attribute__((always_inline)) void qdepthwise_channel(const DwJob *job, int64_t c, int slot, uint8_t *out) {
     const QDepthwise *d = job->d;
     DwLayout l = job->l;
     uint8_t *ph = d->ws + slot * l.nbytes;
     int32_t *acc = (int32_t *)(ph + l.acc_at);
-    const uint8_t *x = d->x + c * d->height * d->width;
+    int64_t plane = d->height * d->width;
+    const uint8_t *x = d->x + c * plane;
     uint8_t flip = d->x_flip ? 0x80 : 0, zx = (uint8_t)d->zx;
+#if DW_NARROW
+    if (job->narrow) {  /* the rows' loads reach 32 bytes either side of the plane: staged at the tensor's ends */
+        if (c * plane < 64 || (c + 1) * plane + 64 > d->channels * plane) {
+            memcpy(ph + l.stage_at, x, plane);
+            x = ph + l.stage_at;
+        }
+        fill_narrow(d, l, job->keep, job->rows, x, ph, flip, zx);
+    } else {
+#else
+    {
+#endif
 #if DW_STAGED
-    memcpy(ph + l.stage_at, x, d->height * d->width);
-    x = ph + l.stage_at;
-    if (d->sw <= 2 && l.pitch <= 32 / d->sw && d->pl <= 32)
-        fill_narrow(d, l, x, ph, flip, zx);
-    else
+        memcpy(ph + l.stage_at, x, plane);
+        x = ph + l.stage_at;
 #endif
     /* the phases: row i of phase (r, cc) is padded row i * sh + r, its column j padded column j * sw + cc */
     for (int64_t r = 0; r < d->sh; r++)
@@ -1427,11 +1493,31 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
             }
         }
     pad_row(ph + d->sh * d->sw * l.phase, l.pitch, zx);  /* the spare row */
+    }
     const int16_t *w = d->w + c * d->kh * d->kw;
     int64_t run = d->oh * l.pitch;
     int32_t corr = -(int32_t)d->zx * d->wsum[c];
     dw_taps(ph, job->tap_at, w, d->kh * d->kw, corr, run, acc);
     int64_t n = d->oh * d->ow;
+#if DW_NARROW
+    if (out) {  /* the whole run requantized, then its rows' first ow bytes stored by vectors, in order */
+        uint8_t *b = ph + l.bytes_at;
+        const int64_t oh = d->oh, ow = d->ow, pitch = l.pitch;  /* locals: not reloaded after each store */
+        store_row_bytes(&d->out, c, acc, run, b, 1);
+        if (ow <= 8)
+            for (int64_t oy = 0; oy < oh; oy++)
+                _mm_storel_epi64((__m128i *)(out + oy * ow), _mm_loadl_epi64((const __m128i *)(b + oy * pitch)));
+        else if (ow <= 16)
+            for (int64_t oy = 0; oy < oh; oy++)
+                _mm_storeu_si128((__m128i *)(out + oy * ow), _mm_loadu_si128((const __m128i *)(b + oy * pitch)));
+        else
+            for (int64_t oy = 0; oy < oh; oy++)
+                _mm256_storeu_si256((__m256i *)(out + oy * ow), _mm256_loadu_si256((const __m256i *)(b + oy * pitch)));
+        return;
+    }
+#else
+    (void)out;
+#endif
     if (l.pitch != d->ow)  /* the rows' runs together: store_row works best on long runs */
         for (int64_t oy = 1; oy < d->oh; oy++) {
 #if DW_STAGED  /* forward, 8 at a time (the source is past the destination), the tail masked: no call */
@@ -1449,20 +1535,42 @@ static void qdepthwise_item(void *ctx, int64_t c, int slot) {
 #endif
         }
 #if DW_STAGED
-    if (store_row_bytes(&d->out, c, acc, n, (uint8_t *)d->y + c * n))
+    if (store_row_bytes(&d->out, c, acc, n, (uint8_t *)d->y + c * n, 0))
         return;
 #endif
     for (int64_t j0 = 0; j0 < n; j0 += 1024)
         store_row(&d->out, c, 0, acc + j0, (int)(n - j0 < 1024 ? n - j0 : 1024), d->y, c * n + j0);
 }
 
+static void qdepthwise_item(void *ctx, int64_t item, int slot) {
+    const DwJob *job = ctx;
+    const QDepthwise *d = job->d;
+    int64_t c0 = item * job->group, c1 = c0 + job->group < d->channels ? c0 + job->group : d->channels;
+    if (!job->grouped) {
+        for (int64_t c = c0; c < c1; c++) qdepthwise_channel(job, c, slot, NULL);
+        return;
+    }
+    int64_t n = d->oh * d->ow;
+    uint8_t *out = d->ws + slot * job->l.nbytes + job->l.out_at;
+    for (int64_t c = c0; c < c1; c++) qdepthwise_channel(job, c, slot, out + (c - c0) * n);
+    memcpy((uint8_t *)d->y + c0 * n, out, (c1 - c0) * n);
+}
+
 void ge_qdepthwise(const QDepthwise *d) {
-    DwJob job = {d, dw_layout(d), {0}};
+    DwJob job = {d, dw_layout(d), {0}, 1, 0, 0, {{0}}, {{0}}};
     for (int64_t t = 0; t < d->kh * d->kw; t++) {
         int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;
         job.tap_at[t] = ((ry % d->sh) * d->sw + rx % d->sw) * job.l.phase + (ry / d->sh) * job.l.pitch + rx / d->sw;
     }
-    pool_run(qdepthwise_item, &job, d->channels, d->threads);
+#if DW_NARROW
+    job.narrow = dw_narrow(d, job.l.pitch);
+    if (job.narrow) {
+        narrow_plan(d, job.l, job.keep, job.rows);
+        job.grouped = out_is_bytes(&d->out);
+        job.group = DW_GROUP;
+    }
+#endif
+    pool_run(qdepthwise_item, &job, (d->channels + job.group - 1) / job.group, d->threads);
 }
 
 /* ---- QLinearAdd -------------------------------------------------------------------------------- */

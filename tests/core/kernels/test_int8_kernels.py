@@ -91,6 +91,12 @@ CONVS = [  # x shape, w shape, attrs: a pointwise conv, a padded strided conv, K
     # phase rows exactly one vector wide at AVX2 (32 columns at stride 1, 16 at stride 2)
     ((1, 3, 6, 30), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
     ((1, 3, 7, 29), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    # small planes, 8 channels an item at AVX2 (their rows stored by vectors of 8, 16 and 32 bytes: widths 4,
+    # 7, 13, 21), channel counts leaving a short last item, the planes read in place but at the tensor's ends
+    ((1, 19, 7, 7), (19, 1, 3, 3), {"group": 19, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 17, 14, 13), (17, 1, 3, 3), {"group": 17, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 13, 9, 13), (13, 1, 3, 3), {"group": 13, "pads": [1, 1, 1, 1]}),
+    ((1, 11, 5, 21), (11, 1, 3, 3), {"group": 11, "pads": [1, 1, 1, 1]}),
     # gathered panels whose output rows (38 columns) straddle panels: stride 2 padded, stride 1, and an
     # unpadded stride-2 pointwise conv (int8 input flipped as it is gathered)
     ((1, 3, 9, 75), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
