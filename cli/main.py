@@ -158,12 +158,13 @@ def entry_point() -> None:
     files are written, fsynced and closed by then). Its modules are imported first, without the cyclic
     garbage collector, and frozen: they live until that exit, and the compile's collections no longer
     walk them (3% of a small model's `ge atc`, by instructions)."""
-    fast_exit = _subcommand(sys.argv[1:]) in FAST_EXIT
+    subcommand = _subcommand(sys.argv[1:])
+    fast_exit = subcommand in FAST_EXIT
     if fast_exit:
         import gc
         gc.disable()
         try:
-            importlib.import_module(f"{__package__}.{_subcommand(sys.argv[1:])}")
+            importlib.import_module(f"{__package__}.{subcommand}")
         except Exception:  # noqa: S110 (main() meets it again, and reports it as its errors)
             pass
         gc.freeze()

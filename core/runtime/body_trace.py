@@ -46,19 +46,14 @@ class BodyTraces:
         trace = self.traces.get(key)
         if trace is None:
             return False
-        slots, realloc, view = ctx.slots, ctx.realloc_if_needed, ctx._view
+        slots, view, tensor_view = ctx.slots, ctx._view, ctx._tensor_view
         ran = 0
         for index, node, impl, args, outs in trace:
             if node is None:
                 ctx._run_submodel(index)
                 continue
             try:
-                ys = []
-                for name, dtype, shape in outs:  # (realloc_if_needed's own first test, without its call)
-                    s = slots.get(name) if name else None
-                    if s is None or s.shape != shape or s.dtype != dtype:
-                        s = realloc(name, dtype, shape) if name else None
-                    ys.append(None if s is None else s.array if s.array is not None else view(s))
+                ys = [tensor_view(name, dtype, shape) if name else None for name, dtype, shape in outs]
                 if impl.empty:
                     ctx.counters["skipped_empty"] += 1
                     continue
@@ -69,7 +64,7 @@ class BodyTraces:
                     else:
                         s = slots[name]
                         xs.append(s.array if s.array is not None else view(s))
-                ws = view(realloc(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,))) \
+                ws = tensor_view(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,)) \
                     if impl.workspace else None
                 impl.kernel.run(xs, ys, ws)
                 if impl.epilogue is not None:

@@ -270,11 +270,11 @@ class DavinciModel(LoadedModel):
             kernel = self._kernel(td, self.backend, k)
             # a native plan of this machine's level may need more scratch than the one the OM was compiled
             # with (an AVX2 machine's int8 products: more than AVX-512 VNNI's): its own, not the numpy plan
-            own_workspace = kernel.workspace_nbytes() if kernel.uses_native and kernel.workspace_nbytes() > td.workspace \
-                else 0
-            if not own_workspace and kernel.workspace_nbytes() > td.workspace:  # an OM from a ge whose kernel needed less
+            need = kernel.workspace_nbytes()
+            own_workspace = need if kernel.uses_native and need > td.workspace else 0
+            if not own_workspace and need > td.workspace:  # an OM from a ge whose kernel needed less
                 raise FormatError(f"model '{self.name}': node '{td.node}' ({td.op_type}) needs "
-                                  f"{kernel.workspace_nbytes()} bytes of workspace, the OM plans {td.workspace}; "
+                                  f"{need} bytes of workspace, the OM plans {td.workspace}; "
                                   "recompile the model with this ge")
             kernel.load()
             if kernel.uses_native and self.mapped_weights is not None:
