@@ -4,20 +4,24 @@ from __future__ import annotations
 
 
 def vars_of(obj) -> dict:
-    """A frozen dataclass (Allocation, TensorDesc, TensorPlan, Arg, WeightDesc) as a dict."""
+    """A record (a named tuple: Allocation, TensorDesc, TensorPlan, Arg, WeightDesc...) or a dataclass as a dict."""
+    if hasattr(obj, "_asdict"):
+        return obj._asdict()
     import dataclasses
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
 def jsonable(v):
     """Plain JSON types: tuples -> lists, numpy scalars/arrays -> Python values, dtypes -> names,
-    bytes -> hex, dataclasses -> dicts."""
+    bytes -> hex, records and dataclasses -> dicts."""
     import dataclasses
     import math
 
     import numpy as np
     if isinstance(v, dict):
         return {str(k): jsonable(x) for k, x in v.items()}
+    if hasattr(v, "_asdict"):  # a record (a named tuple): its fields by name, not a list
+        return jsonable(v._asdict())
     if isinstance(v, (list, tuple)):
         return [jsonable(x) for x in v]
     if isinstance(v, np.ndarray):

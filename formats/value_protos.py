@@ -18,7 +18,7 @@ import struct
 
 import numpy as np
 
-from ge.core.model.ir.graph import small_dtype
+from ge.core.model.ir.types import small_dtype
 
 from .om.schema import SMALL_DTYPES
 from .protobuf_wire import FIXED32, FIXED64, LEN, VARINT, WireError, fields, len_field, varint, varint_field

@@ -5,11 +5,11 @@ sizes and -1 for the dims its gears differ in, plus the input ATC adds to it las
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.dynamic_model import GEARS
+from ..model.record import record
 from ..runtime.loaded_model import STATIC, LoadedModel
 
 MBATCH_INPUT = "ascend_mbatch_shape_data"
@@ -18,7 +18,7 @@ MBATCH_DTYPE = np.dtype(np.int64)
 BATCH, HW, DIMS = "dynamic_batch_size", "dynamic_image_size", "dynamic_dims"
 
 
-@dataclass(frozen=True)
+@record
 class IoDesc:
     name: str
     dtype: str  # numpy dtype name
@@ -27,7 +27,7 @@ class IoDesc:
     format: str
 
 
-@dataclass(frozen=True)
+@record
 class ModelDescs:
     inputs: tuple  # IoDesc, the gear input last
     outputs: tuple

@@ -12,7 +12,6 @@ import ctypes
 import os
 import sys
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,14 +26,15 @@ KEEP_RECENT = 16
 DEVICE, HOST, USER = "device", "host", "user"
 
 
-@dataclass
 class Range:
-    addr: int
-    nbytes: int
-    kind: str  # DEVICE (acl.rt.malloc), HOST (acl.rt.malloc_host), USER (a numpy array or bytes of the caller's)
-    owner: object = None  # HOST: its numpy array; USER: the caller's object
-    device: Device | None = None
-    serial: int = 0
+    __slots__ = ("addr", "nbytes", "kind", "owner", "device", "serial")
+
+    def __init__(self, addr: int, nbytes: int, kind: str, owner: object = None, device: Device | None = None,
+                 serial: int = 0):
+        self.addr, self.nbytes = addr, nbytes
+        self.kind = kind  # DEVICE (acl.rt.malloc), HOST (acl.rt.malloc_host), USER (a numpy array or bytes of the caller's)
+        self.owner = owner  # HOST: its numpy array; USER: the caller's object
+        self.device, self.serial = device, serial
 
     def view(self, offset: int, nbytes: int) -> np.ndarray:
         """uint8 view of [addr + offset, + nbytes) that keeps the memory alive."""

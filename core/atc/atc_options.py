@@ -19,9 +19,9 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass
 
 from ..model.errors import GeError
+from ..model.record import record
 
 IMPLEMENTED, PARTIAL, RECORDED, REFUSED = "implemented", "partial", "recorded", "refused"
 log = logging.getLogger("ge.atc")
@@ -46,7 +46,7 @@ IMPL_MODES = ("high_precision", "high_performance", "high_precision_for_all", "h
 BOOL01, TRUE_FALSE = ("0", "1"), ("true", "false")
 
 
-@dataclass(frozen=True)
+@record
 class AtcOption:
     name: str
     kind: str

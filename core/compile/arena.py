@@ -7,13 +7,13 @@ the lowest offset where it fits beside the already placed buffers whose lifetime
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..model.ge_model import ALIGNMENT
+from ..model.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Buffer:
     """A tensor to place: alive from step `first` (its producer) to step `last` (its last reader)."""
     name: str
@@ -22,7 +22,7 @@ class Buffer:
     last: int
 
 
-@dataclass(frozen=True)
+@record
 class ArenaPlan:
     offsets: dict  # buffer name -> byte offset
     size: int  # arena bytes

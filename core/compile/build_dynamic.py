@@ -7,7 +7,6 @@ their static clusters join the root's submodels and their constants the one weig
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import numpy as np
 
@@ -179,7 +178,7 @@ def share_weights(models: list[GeModel], *const_sets: dict[str, np.ndarray]
                 raise GraphError(f"model '{m.name}': external weights are not supported with dynamic shapes")
             moved[w.offset] = place(data[w.offset:w.offset + w.nbytes].view(w.dtype).reshape(w.shape))
         shared_models.append(m)
-        m.weights = [dataclasses.replace(w, offset=moved[w.offset]) for w in m.weights]
+        m.weights = [w._replace(offset=moved[w.offset]) for w in m.weights]
         m.tasks = [_moved_task(t, moved) for t in m.tasks]
     blob.extend(b"\0" * (align(len(blob)) - len(blob)))
     for m in shared_models:
@@ -196,8 +195,8 @@ def _moved_task(t: TaskDef, moved: dict) -> TaskDef:
             return a
         if a.offset not in moved:
             raise GraphError(f"task '{t.node}' reads weight memory at {a.offset}, where no weight starts")
-        return dataclasses.replace(a, offset=moved[a.offset])
-    return dataclasses.replace(t, inputs=tuple(arg(a) for a in t.inputs))
+        return a._replace(offset=moved[a.offset])
+    return t._replace(inputs=tuple(arg(a) for a in t.inputs))
 
 
 def _subgraph(graph: Graph, nodes: list[Node], consumers: dict, name: str) -> Graph:

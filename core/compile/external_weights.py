@@ -14,7 +14,6 @@ submodel gets a FILE_CONSTANT allocation for each file it reads.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from ..model.dynamic_model import DynamicModel
@@ -43,12 +42,12 @@ def externalize_dynamic(dyn: DynamicModel, mode: int) -> tuple[DynamicModel, lis
         if w.file or w.allocation != WEIGHT_ID:
             raise GraphError(f"model '{dyn.name}': weight '{w.name}' is external already")
     layout = _Layout(dyn.weight_data, descs, mode, dyn.name)
-    subgraphs = [dataclasses.replace(sg, weights=layout.root_descs(sg.weights)) for sg in dyn.subgraphs]
+    subgraphs = [sg.replace(weights=layout.root_descs(sg.weights)) for sg in dyn.subgraphs]
     submodels = [layout.apply(m, own_blob=False) for m in dyn.submodels]
     attrs = dict(dyn.attrs, external_weight=mode, external_weight_bytes=sum(p.nbytes for p in layout.plans))
-    return dataclasses.replace(dyn, weights=layout.root_descs(dyn.weights), weight_data=layout.blob, attrs=attrs,
-                               submodels=submodels, subgraphs=subgraphs,
-                               weight_files={p.name: p.nbytes for p in layout.plans}), layout.plans
+    return dyn.replace(weights=layout.root_descs(dyn.weights), weight_data=layout.blob, attrs=attrs,
+                       submodels=submodels, subgraphs=subgraphs,
+                       weight_files={p.name: p.nbytes for p in layout.plans}), layout.plans
 
 
 def _inline(mode: int) -> bool:
@@ -114,9 +113,9 @@ class _Layout:
             key = (w.offset, w.nbytes)
             if key in self.outside:
                 name, offset, sha = self.outside[key]
-                out.append(dataclasses.replace(w, offset=offset, file=name, file_offset=offset, sha256=sha))
+                out.append(w._replace(offset=offset, file=name, file_offset=offset, sha256=sha))
             else:
-                out.append(dataclasses.replace(w, offset=self.inside[key]))
+                out.append(w._replace(offset=self.inside[key]))
         return out
 
     def apply(self, model: GeModel, own_blob: bool) -> GeModel:
@@ -129,19 +128,18 @@ class _Layout:
             if key in self.outside:
                 name, offset, sha = self.outside[key]
                 alloc = ids.setdefault(name, len(model.allocations) + len(ids))
-                weights.append(dataclasses.replace(w, offset=offset, file=name, file_offset=offset, sha256=sha,
-                                                   allocation=alloc))
+                weights.append(w._replace(offset=offset, file=name, file_offset=offset, sha256=sha, allocation=alloc))
             else:
                 alloc, offset = WEIGHT_ID, self.inside[key]
-                weights.append(dataclasses.replace(w, offset=offset))
+                weights.append(w._replace(offset=offset))
             moved[key] = (alloc, offset)
-        allocations = [dataclasses.replace(model.allocations[WEIGHT_ID], size=len(self.blob)), *model.allocations[1:]]
+        allocations = [model.allocations[WEIGHT_ID]._replace(size=len(self.blob)), *model.allocations[1:]]
         allocations += [Allocation(alloc, FILE_CONSTANT, self.files[name].nbytes, file=name) for name, alloc in ids.items()]
         attrs = dict(model.attrs, weight_size=len(self.blob), external_weight=self.mode,
                      external_weight_bytes=sum(self.files[name].nbytes for name in ids))
-        return dataclasses.replace(model, allocations=allocations, tasks=_remap_tasks(model.tasks, moved),
-                                   tensors=_remap_tensors(model.tensors, moved), weights=weights,
-                                   weight_data=self.blob if own_blob else b"", attrs=attrs)
+        return model.replace(allocations=allocations, tasks=_remap_tasks(model.tasks, moved),
+                             tensors=_remap_tensors(model.tensors, moved), weights=weights,
+                             weight_data=self.blob if own_blob else b"", attrs=attrs)
 
 
 def _remap_tasks(tasks: list, moved: dict) -> list:
@@ -152,10 +150,10 @@ def _remap_tasks(tasks: list, moved: dict) -> list:
         if key not in moved:
             raise GraphError(f"{where}: WEIGHT argument at offset {a.offset} ({a.meta.nbytes} bytes) is not a weight")
         alloc, offset = moved[key]
-        return dataclasses.replace(a, allocation=alloc, offset=offset)
+        return a._replace(allocation=alloc, offset=offset)
 
-    return [dataclasses.replace(t, inputs=tuple(remap(a, f"node '{t.node}'") for a in t.inputs),
-                                outputs=tuple(remap(a, f"node '{t.node}'") for a in t.outputs)) for t in tasks]
+    return [t._replace(inputs=tuple(remap(a, f"node '{t.node}'") for a in t.inputs),
+                       outputs=tuple(remap(a, f"node '{t.node}'") for a in t.outputs)) for t in tasks]
 
 
 def _remap_tensors(tensors: list, moved: dict) -> list:
@@ -165,6 +163,6 @@ def _remap_tensors(tensors: list, moved: dict) -> list:
             if (t.offset, t.nbytes) not in moved:
                 raise GraphError(f"tensor '{t.name}' at WEIGHT offset {t.offset} is not a weight")
             alloc, offset = moved[(t.offset, t.nbytes)]
-            t = dataclasses.replace(t, allocation=alloc, offset=offset)
+            t = t._replace(allocation=alloc, offset=offset)
         out.append(t)
     return out

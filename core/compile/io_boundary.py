@@ -18,7 +18,7 @@ import numpy as np
 
 from ..model.errors import GeError
 from ..model.ir import Graph, Node, Value
-from ..model.ir.graph import dtype_to_onnx
+from ..model.ir import dtype_to_onnx
 
 log = logging.getLogger("ge.atc")
 

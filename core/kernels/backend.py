@@ -9,14 +9,14 @@ of kernel, for tests and benchmarks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from ..model.record import record
 from .native import Native, native
 
 DIRECT_CHOICES = ("auto", "always", "never")
 
 
-@dataclass(frozen=True)
+@record
 class Backend:
     lib: Native | None  # ge's native kernels, or None: the numpy plans
     direct: str = "auto"  # the native convolution: "auto" (by shape), "always" (where it can run) or "never"

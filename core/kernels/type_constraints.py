@@ -12,24 +12,27 @@ runtime never imports onnx. `python -m ge.core.kernels.schema` regenerates it fr
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from ..model.record import record
 from .type_table import TABLE, TYPES
 
 #: a formal parameter's marks in the table: optional, variadic of one type, variadic of several types
 OPTIONAL, VARIADIC, HETEROGENEOUS = "?", "*", "+"
 
 
-class Formal(NamedTuple):
+@record
+class Formal:
     name: str
     #: the type parameter ('T') or, for a formal of one fixed type, that type's name ('int64')
     param: str
     option: str  # "", OPTIONAL, VARIADIC or HETEROGENEOUS
 
 
-class OpTypes(NamedTuple):
+@record
+class OpTypes:
     since: int
     inputs: tuple[Formal, ...]
     outputs: tuple[Formal, ...]

@@ -16,11 +16,10 @@ in `subgraphs`, sharing the root's static submodels and weights.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from .ge_model import GeModel, WeightDesc
+from .ge_model import GeModel, Model, WeightDesc
+from .record import record
 
 HYBRID, RANGE, GEARS = "hybrid", "range", "gears"
 MAX_GEARS = 100  # ATC's limit on the gears of one model
@@ -30,7 +29,7 @@ MODES = (HYBRID, RANGE, GEARS)
 UNKNOWN_DIM = -1  # a dim only known at run time, as ATC spells it
 
 
-@dataclass(frozen=True)
+@record
 class DynTensor:
     """A root input/output: dims are ints, -1 where unknown; `ranges` [[lo, hi]] per dim in range mode."""
     name: str
@@ -59,7 +58,7 @@ def gear_descs(per_gear: list) -> list[DynTensor]:
             for k, first in enumerate(per_gear[0])]
 
 
-@dataclass(frozen=True)
+@record
 class DynNode:
     """An UNKNOWN-shape node, run by the hybrid executor."""
     name: str
@@ -79,7 +78,7 @@ class DynNode:
 KINDS = ("tensor", "sequence", "optional", "optional_sequence")
 
 
-@dataclass(frozen=True)
+@record
 class Cluster:
     """One partition of the root graph: what `ge inspect` shows (nodes, KNOWN/UNKNOWN and why)."""
     index: int
@@ -89,39 +88,37 @@ class Cluster:
     submodel: int = -1  # its GeModel for KNOWN clusters
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """Execution order of the root graph: ("node", i) runs nodes[i]; ("submodel", j) runs submodels[j]."""
     kind: str
     index: int
 
 
-@dataclass
-class DynamicModel:
-    name: str
-    mode: str
-    inputs: list[DynTensor]
-    outputs: list[DynTensor]
-    nodes: list[DynNode]
-    steps: list[Step]
-    clusters: list[Cluster]
-    submodels: list[GeModel]
-    weights: list[WeightDesc]  # the constants root nodes read (offsets into weight_data)
-    weight_data: bytes | memoryview = b""
-    soc_version: str = "Ascend-sim"
-    opset: int = 17
-    atc_cmdline: str = ""
-    attrs: dict = field(default_factory=dict)  # gears, capacities (range), static_model_ops_lower_limit, ...
-    #: the subgraphs of control-flow nodes (If branches, Loop and Scan bodies, nested ones too), each a
-    #: hybrid DynamicModel whose steps run the root's `submodels` and whose weight descs point into the
-    #: root's weight_data (their own `submodels`, `subgraphs` and weight_data are empty); the last
-    #: attrs["captures"] inputs are the outer values the node captures. Root models only.
-    subgraphs: list["DynamicModel"] = field(default_factory=list)
-    #: --external_weight 1|2: the weight files the root and every submodel share, name -> bytes (root
-    #: only); a weight desc with `file` lives at `offset` of that file, the others in weight_data
-    weight_files: dict = field(default_factory=dict)
-    #: the string constants its nodes read (object arrays of str: no bytes in the weight blob)
-    string_constants: dict = field(default_factory=dict)
+class DynamicModel(Model):
+    def __init__(self, name: str, mode: str, inputs: list[DynTensor], outputs: list[DynTensor], nodes: list[DynNode],
+                 steps: list[Step], clusters: list[Cluster], submodels: list[GeModel],
+                 weights: list[WeightDesc], weight_data: bytes | memoryview = b"", soc_version: str = "Ascend-sim",
+                 opset: int = 17, atc_cmdline: str = "", attrs: dict | None = None,
+                 subgraphs: list[DynamicModel] | None = None, weight_files: dict | None = None,
+                 string_constants: dict | None = None):
+        self.name, self.mode, self.inputs, self.outputs = name, mode, inputs, outputs
+        self.nodes, self.steps, self.clusters, self.submodels = nodes, steps, clusters, submodels
+        self.weights = weights  # the constants root nodes read (offsets into weight_data)
+        self.weight_data = weight_data
+        self.soc_version, self.opset, self.atc_cmdline = soc_version, opset, atc_cmdline
+        #: gears, capacities (range), static_model_ops_lower_limit, ...
+        self.attrs = {} if attrs is None else attrs
+        #: the subgraphs of control-flow nodes (If branches, Loop and Scan bodies, nested ones too), each a
+        #: hybrid DynamicModel whose steps run the root's `submodels` and whose weight descs point into the
+        #: root's weight_data (their own `submodels`, `subgraphs` and weight_data are empty); the last
+        #: attrs["captures"] inputs are the outer values the node captures. Root models only.
+        self.subgraphs = [] if subgraphs is None else subgraphs
+        #: --external_weight 1|2: the weight files the root and every submodel share, name -> bytes (root
+        #: only); a weight desc with `file` lives at `offset` of that file, the others in weight_data
+        self.weight_files = {} if weight_files is None else weight_files
+        #: the string constants its nodes read (object arrays of str: no bytes in the weight blob)
+        self.string_constants = {} if string_constants is None else string_constants
 
     @property
     def weight_size(self) -> int:

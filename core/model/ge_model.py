@@ -1,18 +1,20 @@
 """GeModel: what the compiler produces, the OM file stores and the runtime loads.
 
 Everything here is plain data (ints, strings, tuples, bytes), so the OM format can serialize it
-field by field and a reader can validate it before trusting a single size or offset.
+field by field and a reader can validate it before trusting a single size or offset. The immutable
+ones are records (named tuples, record.py), cheap to define at every import.
 
 Memory is addressed GE's way (docs/design.md, Memory): a task argument is (allocation id, offset); the runtime
 keeps an active base address per allocation and resolves arguments into the args table.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
 
 import numpy as np
 
 from .ir import Meta
+from .record import record
 
 # allocation kinds (GE's logical memory allocation types) and the region each lives in
 WEIGHT, FEATURE_MAP, WORKSPACE, INPUT, OUTPUT = "WEIGHT", "FEATURE_MAP", "WORKSPACE", "INPUT", "OUTPUT"
@@ -27,7 +29,7 @@ ALIGNMENT = 64
 WEIGHT_ID, FM_ID, WORKSPACE_ID = 0, 1, 2
 
 
-@dataclass(frozen=True)
+@record
 class Allocation:
     """One logical allocation: a base address the runtime can move (GE's logical_mem_allocations_)."""
     id: int
@@ -37,7 +39,7 @@ class Allocation:
     file: str = ""  # the weight file (a plain name in the weight folder), for FILE_CONSTANT
 
 
-@dataclass(frozen=True)
+@record
 class TensorDesc:
     """A model input or output as the user sees it (GE's IO desc)."""
     name: str
@@ -54,7 +56,7 @@ class TensorDesc:
         return self.meta.nbytes
 
 
-@dataclass(frozen=True)
+@record
 class TensorPlan:
     """Where a tensor lives: one row of the logical allocation table. Aliases (Reshape...) share
     their root's bytes; `first`/`last` are the task steps that produce and last read it."""
@@ -69,7 +71,7 @@ class TensorPlan:
     alias_of: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Arg:
     """A task argument: a tensor at (allocation, offset), seen with a dtype and shape."""
     allocation: int
@@ -82,7 +84,7 @@ class Arg:
         return Meta(np.dtype(self.dtype), tuple(self.shape))
 
 
-@dataclass(frozen=True)
+@record
 class TaskDef:
     """One kernel launch, fixed at compile time (GE's TaskDef). Inputs and outputs may be None
     (an absent optional input, an omitted optional output): positions are kept."""
@@ -102,7 +104,7 @@ class TaskDef:
         return [a for a in self.inputs + self.outputs if a is not None] + scratch
 
 
-@dataclass(frozen=True)
+@record
 class WeightDesc:
     """A constant at (allocation, offset) on the device. Inline ones live in the WEIGHT allocation
     (bytes in WEIGHTS_DATA); external ones in their file's FILE_CONSTANT allocation, at
@@ -118,13 +120,15 @@ class WeightDesc:
     allocation: int = 0  # WEIGHT_ID, or the FILE_CONSTANT allocation of `file`
 
 
-@dataclass(frozen=True)
 class WeightLayout:
     """WEIGHTS_DATA before it is one buffer: each weight's bytes at its offset in `nbytes` bytes,
     zeros between. `ge atc` streams it into the OM as it is (a weight is copied once, straight into
     the file); `join()` builds the one buffer that a model loaded without a file needs."""
-    nbytes: int
-    pieces: tuple  # (offset, C-contiguous array), by offset
+    __slots__ = ("nbytes", "pieces")
+
+    def __init__(self, nbytes: int, pieces: tuple):
+        self.nbytes = nbytes
+        self.pieces = pieces  # (offset, C-contiguous array), by offset
 
     def __len__(self) -> int:
         return self.nbytes
@@ -150,7 +154,7 @@ class WeightLayout:
         return memoryview(blob)
 
 
-@dataclass(frozen=True)
+@record
 class DataflowPlan:
     """The memory plan for any task order the data dependencies allow (the dataflow and parallel
     executors), made by the compiler (core/compile/dataflow_plan.py) and stored in the OM."""
@@ -177,23 +181,33 @@ def arg_rows(tasks) -> tuple[np.ndarray, ...]:
     return tuple(np.array(c, np.int64) for c in zip(*rows))
 
 
-@dataclass
-class GeModel:
-    name: str
-    inputs: list[TensorDesc]
-    outputs: list[TensorDesc]
-    allocations: list[Allocation]
-    tensors: list[TensorPlan]
-    tasks: list[TaskDef]
-    weights: list[WeightDesc]
-    #: inline WEIGHTS_DATA (empty when weights are external); a WeightLayout only between build(...,
-    #: join_weights=False) and the OM writer
-    weight_data: bytes | memoryview | WeightLayout = b""
-    soc_version: str = "Ascend-sim"
-    opset: int = 17
-    atc_cmdline: str = ""
-    attrs: dict = field(default_factory=dict)  # memory_size, weight_size, lower_bound, ops, ...
-    dataflow: DataflowPlan | None = None
+class Model:
+    """What GeModel and DynamicModel share: plain mutable fields, set by their __init__ (not dataclasses,
+    whose generated methods would be compiled at every import, the load's included)."""
+
+    def replace(self, **changes):
+        """A shallow copy with some fields changed, as dataclasses.replace."""
+        unknown = sorted(set(changes) - set(vars(self)))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field '{unknown[0]}'")
+        new = copy.copy(self)
+        vars(new).update(changes)
+        return new
+
+
+class GeModel(Model):
+    def __init__(self, name: str, inputs: list[TensorDesc], outputs: list[TensorDesc], allocations: list[Allocation],
+                 tensors: list[TensorPlan], tasks: list[TaskDef], weights: list[WeightDesc],
+                 weight_data: bytes | memoryview | WeightLayout = b"", soc_version: str = "Ascend-sim", opset: int = 17,
+                 atc_cmdline: str = "", attrs: dict | None = None, dataflow: DataflowPlan | None = None):
+        self.name, self.inputs, self.outputs = name, inputs, outputs
+        self.allocations, self.tensors, self.tasks, self.weights = allocations, tensors, tasks, weights
+        #: inline WEIGHTS_DATA (empty when weights are external); a WeightLayout only between build(...,
+        #: join_weights=False) and the OM writer
+        self.weight_data = weight_data
+        self.soc_version, self.opset, self.atc_cmdline = soc_version, opset, atc_cmdline
+        self.attrs = {} if attrs is None else attrs  # memory_size, weight_size, lower_bound, ops, ...
+        self.dataflow = dataflow
 
     def allocation(self, kind: str) -> Allocation:
         return next(a for a in self.allocations if a.kind == kind)

@@ -6,14 +6,14 @@ The AI Core counts are those of the chip as its product documentation gives them
 `Ascend-sim` has no hardware behind it and reports the host's view (no AI Core limit)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .errors import GeError
+from .record import record
 
 DEFAULT_SOC = "Ascend-sim"
 
 
-@dataclass(frozen=True)
+@record
 class Soc:
     name: str
     family: str  # the product line, as ATC's platform config groups them

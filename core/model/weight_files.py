@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 
 from .errors import FormatError
+from .record import record
 
 INLINE, INDIVIDUAL, COMBINED = 0, 1, 2  # ATC's --external_weight values
 MODES = {INLINE: "inline (in the OM)", INDIVIDUAL: "one file per weight", COMBINED: "one combined file"}
@@ -33,7 +33,7 @@ def default_weight_dir(om_path: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(om_path)), DEFAULT_DIR)
 
 
-@dataclass(frozen=True)
+@record
 class WeightFilePlan:
     """One file to write (made by the compiler, written by formats/weights): `pieces` are
     (offset, sha256, bytes) of its distinct weights, by offset; the gaps between them are zeros."""

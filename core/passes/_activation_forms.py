@@ -25,18 +25,18 @@ for float16 tensors), so results stay within rounding of the unfused ops'.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..model.ir import Node
 from ..kernels.fused import GE_DOMAIN
+from ..model.record import record
 from ._fusion import Matcher
 
 INF = math.inf
 
 
-@dataclass(frozen=True)
+@record
 class Ramp:
     """clamp(a * x + b, lo, hi) with a > 0, or sigmoid(a * x + b) when sigmoid (then lo, hi unused)."""
     a: float = 1.0
@@ -46,18 +46,18 @@ class Ramp:
     sigmoid: bool = False
 
     def shift(self, c: float) -> Ramp:
-        return replace(self, b=self.b + c, lo=self.lo + c, hi=self.hi + c)
+        return self._replace(b=self.b + c, lo=self.lo + c, hi=self.hi + c)
 
     def scale(self, c: float) -> Ramp | None:
         if not c > 0:
             return None
-        return replace(self, a=self.a * c, b=self.b * c, lo=self.lo * c, hi=self.hi * c)
+        return self._replace(a=self.a * c, b=self.b * c, lo=self.lo * c, hi=self.hi * c)
 
     def clamp(self, lo: float, hi: float) -> Ramp | None:
         if math.isnan(lo) or math.isnan(hi):
             return None
         lo, hi = max(self.lo, lo), min(self.hi, hi)
-        return replace(self, lo=lo, hi=hi) if lo <= hi else None
+        return self._replace(lo=lo, hi=hi) if lo <= hi else None
 
 
 #: f followed by op(x, c) for a scalar constant c (Sub and Div: x first)
@@ -132,7 +132,7 @@ class Chains:
             g = f.scale(float(node.attrs.get("alpha", 0.2)))
             return None if g is None else g.shift(float(node.attrs.get("beta", 0.5))).clamp(0.0, 1.0)
         if op == "Sigmoid" and f.lo == -INF and f.hi == INF:
-            return replace(f, sigmoid=True)
+            return f._replace(sigmoid=True)
         return None
 
     def prefixes(self, first: Node, x: str, rank: int):

@@ -12,11 +12,11 @@ REFRESH_BY_MODEL_IO the refresh is incremental (scattered entries); when feature
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel, arg_rows
+from ..model.record import record
 
 # refresh policies, in rising order (GE's kRefreshByModelIo / kRefreshByFm)
 FIXED, REFRESH_BY_MODEL_IO, REFRESH_BY_FM = 0, 1, 2
@@ -27,7 +27,7 @@ POLICY = {WEIGHT: FIXED, FILE_CONSTANT: FIXED, INPUT: REFRESH_BY_MODEL_IO, OUTPU
           FEATURE_MAP: REFRESH_BY_FM, WORKSPACE: REFRESH_BY_FM}
 
 
-@dataclass(frozen=True)
+@record
 class ArgsLayout:
     """Immutable, shared by all contexts: where each argument points, and which task owns it."""
     allocation: np.ndarray  # int64 per argument

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -17,6 +16,7 @@ import numpy as np
 from ..model.errors import FormatError, GeError, ShapeError
 from ..model.ge_model import (FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE, Allocation, DataflowPlan, GeModel,
                               TaskDef, TensorDesc)
+from ..model.record import record
 from ..kernels import Kernel, lookup
 from ..kernels import backend as backends
 from ..kernels.backend import Backend
@@ -36,7 +36,7 @@ from .weight_loader import WeightCheck
 SMALL_CONST = 64 << 10
 
 
-@dataclass(frozen=True)
+@record
 class TaskPlan:
     """A task ready to sink: its kernel (built once, shared by contexts) and argument layout."""
     name: str
@@ -53,20 +53,16 @@ class TaskPlan:
     own_workspace: int = 0
 
 
-@dataclass(frozen=True)
 class LoadedPlan:
     """Everything a context needs, immutable and shared (Mini-Infer's InferencePlan)."""
-    name: str
-    inputs: tuple
-    outputs: tuple
-    tasks: tuple
-    args_layout: ArgsLayout
-    fm_size: int
-    workspace_size: int
-    io_allocations: tuple
-    allocation_sizes: tuple
-    allocation_kinds: tuple
-    dataflow_plan: DataflowPlan | None  # the compiler's plan for the dataflow and parallel executors
+
+    def __init__(self, name: str, inputs: tuple, outputs: tuple, tasks: tuple, args_layout: ArgsLayout, fm_size: int,
+                 workspace_size: int, io_allocations: tuple, allocation_sizes: tuple, allocation_kinds: tuple,
+                 dataflow_plan: DataflowPlan | None):
+        self.name, self.inputs, self.outputs, self.tasks, self.args_layout = name, inputs, outputs, tasks, args_layout
+        self.fm_size, self.workspace_size, self.io_allocations = fm_size, workspace_size, io_allocations
+        self.allocation_sizes, self.allocation_kinds = allocation_sizes, allocation_kinds
+        self.dataflow_plan = dataflow_plan  # the compiler's plan for the dataflow and parallel executors
 
     @cached_property
     def uses_native(self) -> bool:

@@ -12,7 +12,6 @@ import math
 import queue
 import threading
 from collections import Counter
-from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -30,24 +29,38 @@ DEVICE_NAMES = ("cpu", "sim")
 MAX_DEVICES = 64
 
 
-@dataclass(frozen=True)
 class DeviceBuffer:
-    """Device memory passed by address, as ACL's aclDataBuffer: the unit of zero-copy I/O."""
-    device: "Device"
-    addr: int
-    nbytes: int
+    """Device memory passed by address, as ACL's aclDataBuffer: the unit of zero-copy I/O. (Not a
+    tuple: an input given as one buffer must not read as a list of inputs.)"""
+    __slots__ = ("device", "addr", "nbytes")
+
+    def __init__(self, device: "Device", addr: int, nbytes: int):
+        self.device, self.addr, self.nbytes = device, addr, nbytes
 
     def view(self, dtype, shape) -> np.ndarray:
         return self.device.view(self.addr, dtype, shape)
 
+    def _key(self) -> tuple:
+        return self.device, self.addr, self.nbytes
 
-@dataclass
+    def __eq__(self, other) -> bool:
+        return type(other) is DeviceBuffer and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"DeviceBuffer({self.device.name}, addr={self.addr:#x}, nbytes={self.nbytes})"
+
+
 class Block:
-    addr: int
-    nbytes: int
-    data: np.ndarray  # uint8, exactly nbytes long
-    owned: bool = True  # False for user buffers bound zero-copy
-    refs: int = 1  # bindings of a user buffer (several contexts may bind the same array)
+    """One allocation of a device: `data` its bytes (uint8, exactly nbytes long)."""
+    __slots__ = ("addr", "nbytes", "data", "owned", "refs")
+
+    def __init__(self, addr: int, nbytes: int, data: np.ndarray, owned: bool = True, refs: int = 1):
+        self.addr, self.nbytes, self.data = addr, nbytes, data
+        self.owned = owned  # False for user buffers bound zero-copy
+        self.refs = refs  # bindings of a user buffer (several contexts may bind the same array)
 
 
 class Device:

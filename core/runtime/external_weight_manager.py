@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
 
 from ..model.errors import DeviceError, GeError
 from .weight_loader import WeightCheck, copy_to_device, open_weight_file, verify_file
 
 
-@dataclass(frozen=True)
 class ExternalWeightConfig:
-    weight_dir: str | None = None  # folder of the weight files; None: the caller's default
-    user_memory: dict = field(default_factory=dict)  # file name -> (device address, size in bytes)
-    verify: bool = True  # sha256 of every weight; lengths are always checked
+    __slots__ = ("weight_dir", "user_memory", "verify")
 
-    def __post_init__(self):
-        memory = {}
-        for name, buf in dict(self.user_memory or {}).items():
+    def __init__(self, weight_dir: str | None = None, user_memory: dict | None = None, verify: bool = True):
+        self.weight_dir = weight_dir  # folder of the weight files; None: the caller's default
+        self.user_memory = {}  # file name -> (device address, size in bytes)
+        self.verify = verify  # sha256 of every weight; lengths are always checked
+        for name, buf in dict(user_memory or {}).items():
             if hasattr(buf, "addr") and hasattr(buf, "nbytes"):  # a DeviceBuffer
                 buf = (buf.addr, buf.nbytes)
             try:
@@ -36,17 +34,15 @@ class ExternalWeightConfig:
             except (TypeError, ValueError):
                 raise GeError(f"external weight memory for '{name}' must be (address, size) or a DeviceBuffer, "
                               f"got {buf!r}") from None
-            memory[name] = (addr, size)
-        object.__setattr__(self, "user_memory", memory)
+            self.user_memory[name] = (addr, size)
 
 
-@dataclass
 class _Loaded:
-    addr: int
-    nbytes: int
-    path: str
-    refs: int
-    verified: set  # WeightChecks whose sha256 was checked
+    __slots__ = ("addr", "nbytes", "path", "refs", "verified")
+
+    def __init__(self, addr: int, nbytes: int, path: str, refs: int, verified: set):
+        self.addr, self.nbytes, self.path, self.refs = addr, nbytes, path, refs
+        self.verified = verified  # WeightChecks whose sha256 was checked
 
 
 class ExternalWeightManager:
@@ -98,13 +94,14 @@ class ExternalWeightManager:
                     for key, e in self._files.items()]
 
 
-@dataclass
 class PlacedFiles:
     """The device memory of one model's weight files (PreProcessFileConstants): per file its
     address and where it came from; `keys` are what it holds in the session's manager."""
-    bases: dict = field(default_factory=dict)  # file name -> device address
-    sources: dict = field(default_factory=dict)  # file name -> "user" | "file" | "shared"
-    keys: list = field(default_factory=list)
+
+    def __init__(self):
+        self.bases: dict = {}  # file name -> device address
+        self.sources: dict = {}  # file name -> "user" | "file" | "shared"
+        self.keys: list = []
 
     def release(self, manager: "ExternalWeightManager") -> None:
         for key in self.keys:  # user memory is the user's: never freed here

@@ -10,17 +10,17 @@ with the OM's, unless the caller opts out for speed. Every failure is a FormatEr
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.errors import FormatError
+from ..model.record import record
 from ..model.weight_files import open_regular, resolve
 
 CHUNK = 10 << 20  # bytes per H2D copy
 
 
-@dataclass(frozen=True)
+@record
 class WeightCheck:
     """What the OM says about one weight inside a file."""
     name: str

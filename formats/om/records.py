@@ -9,11 +9,8 @@ and MODEL_DEF repeat). docs/om-format.md is the prose version of these tables.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from ge.core.model.ge_model import ALLOCATION_KINDS, WEIGHT_ID
 
-from ..aipp_config import AippConfig
 from .decode import Bad, attr_map, clip, show, tname
 from .schema import (BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, DTYPES, known_dtype, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT,
                      MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE)
@@ -176,6 +173,19 @@ class List(Field):
         return out
 
 
+class Deferred(Field):
+    """A field whose type is made on first use: one that imports a module only the models that have the
+    field need (AIPP's configuration)."""
+
+    def __init__(self, make):
+        self.make, self.field = make, None
+
+    def check(self, v):
+        if self.field is None:
+            self.field = self.make()
+        return self.field.check(v)
+
+
 class Record(Field):
     """A msgpack map with these fields (unknown keys, from a newer minor version, are ignored)."""
 
@@ -253,6 +263,9 @@ def _aipp_record() -> Record:
     """One input's AIPP as `ge inspect` shows it: the input, raw and model shapes, and every setting
     of the AIPP configuration (formats/aipp_config.py), typed as declared there (a dynamic one's are
     the defaults; its parameters come at run time through `params_input`)."""
+    import dataclasses
+
+    from ..aipp_config import AippConfig
     by_type = {"int": Int(lo=-MAX_INT), "bool": Bool(), "str": Str(), "float": Num(), "list": List(None)}
     settings = {f.name: by_type[f.type] for f in dataclasses.fields(AippConfig)
                 if f.name not in ("source", "aipp_mode", "given", "max_src_image_size")}
@@ -265,7 +278,7 @@ MODEL_ATTRS = AttrsWith(  # the model attributes ge reads back (ge inspect, atc 
     stream_num=Int(lo=1),
     event_num=Int(),
     external_weight=Int(hi=2),  # ATC's --external_weight mode
-    aipp=List(_aipp_record()),  # static AIPP steps, one per preprocessed input
+    aipp=Deferred(lambda: List(_aipp_record())),  # static AIPP steps, one per preprocessed input
     atc_options=Attrs(),  # the ATC options given and what ge made of them (core/atc/conversion_settings.py)
 )
 

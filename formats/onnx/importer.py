@@ -37,7 +37,6 @@ import math
 import mmap
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +46,7 @@ from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_orde
 from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
                                       TensorProto, TypeProto, ValueInfoProto, check_model, infer_shapes,
                                       make_tensor_value_info, onnx_opset_version, to_array)
+from ...core.model.record import record
 from .wire import strip_raw_data
 
 #: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
@@ -77,7 +77,7 @@ def load_onnx(path, input_shape: dict[str, list[int]] | None = None, out_nodes: 
     return to_graph(read_onnx(path), input_shape, out_nodes, allow_dynamic)
 
 
-@dataclass(frozen=True)
+@record
 class OnnxModel:
     """An ONNX file read and checked once (the module's steps 1 and 2): the proto, which keeps the
     bytes of the small initializers only (onnx's shape inference reads their values), and every

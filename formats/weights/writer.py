@@ -8,9 +8,9 @@ into the same folder, or the same model compiled again) is kept, not written aga
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from ge.core.model.errors import FormatError
+from ge.core.model.record import record
 from ge.core.model.weight_files import WeightFilePlan, individual_name, name_problem
 
 from ..atomic import EarlyWriteback, make_folder, write_atomically
@@ -20,7 +20,7 @@ THREADS = 8
 _READ_CHUNK = 8 << 20
 
 
-@dataclass(frozen=True)
+@record
 class WrittenFile:
     name: str  # plain name inside the folder, as the OM stores it
     path: str

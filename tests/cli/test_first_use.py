@@ -1,7 +1,6 @@
 """Issue 29's first ten minutes: what a new user met, each with the behaviour expected instead."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -61,7 +60,7 @@ def test_gear_model_read_back_derives_its_outputs_from_the_gears(gear_om, tmp_pa
     """An OM written before the fix stored gear 0's output shape: reading it gives the truthful one."""
     path, _ = gear_om
     dyn = read_om(path)
-    dyn.outputs = [dataclasses.replace(d, shape=(1, 4, 8, 8)) for d in dyn.outputs]
+    dyn.outputs = [d._replace(shape=(1, 4, 8, 8)) for d in dyn.outputs]
     write_om(dyn, tmp_path / "old.om")
     assert [tuple(d.shape) for d in read_om(tmp_path / "old.om").outputs] == [(-1, 4, 8, 8)]
 
@@ -438,6 +437,15 @@ def test_loading_an_om_imports_only_the_families_it_uses(compiled):
     assert loaded == {"conv", "fused_elementwise", "elementwise"}, sorted(loaded)
     assert not {m for m in mods if m.startswith(("ge.core.compile", "ge.core.passes", "ge.formats.onnx"))}
     assert not mods & NOT_FOR_NUMPY_TYPES, sorted(mods & NOT_FOR_NUMPY_TYPES)
+
+
+def test_a_load_defines_no_dataclass_and_no_graph(compiled):
+    """A load's own imports are issue 31's setup (each ge process starts Python and numpy again): no
+    dataclass (each compiles its methods at every import, and dataclasses imports inspect), no graph
+    IR (the runtime reads Metas: ir/types.py), no AIPP configuration for a model without AIPP."""
+    mods = _imported(f"from ge.core.acl import models\nmodels.unload(models.load_from_file({compiled['small']!r}))")
+    assert "ge.core.runtime.davinci_model" in mods
+    assert not {"dataclasses", "ge.core.model.ir.graph", "ge.formats.aipp_config"} & mods
 
 
 # -- 8. ge run --help says where dumps go, and what --debug does ----------------------------------------

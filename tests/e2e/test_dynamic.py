@@ -189,15 +189,13 @@ def test_cli_compiles_and_runs_a_dynamic_model(bert_path, tmp_path):
 
 
 def test_reader_validates_the_root_model(detection):
-    import dataclasses
-
     from ge.core.model.dynamic_model import Step
     from ge.core.model.errors import FormatError
     dyn = read_om(detection[1].om_path)
-    bad = dataclasses.replace(dyn, steps=dyn.steps + [Step("node", 99)])
+    bad = dyn.replace(steps=dyn.steps + [Step("node", 99)])
     with pytest.raises(FormatError, match=r"root TASK_INFO step \d+: node 99 does not exist"):
         om_bytes(bad)
-    bad = dataclasses.replace(dyn, inputs=[dataclasses.replace(dyn.inputs[0], ranges=((4, 2),) * 4)])
+    bad = dyn.replace(inputs=[dyn.inputs[0]._replace(ranges=((4, 2),) * 4)])
     with pytest.raises(FormatError, match="range"):
         om_bytes(bad)
 

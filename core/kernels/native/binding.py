@@ -11,7 +11,7 @@ import ctypes
 import functools
 import math
 import os
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_
                   NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
                   GatherBlocks, Nearest2d, Nms, Rows)
 from ...host_pages import HUGE, mapped_bytes
+from ...model.record import record
 from .calls import PreparedCall, threads
 
 ALIGN = 64
@@ -44,7 +45,8 @@ def _addr(a) -> int | None:
     return None if a is None else a.ctypes.data
 
 
-class Act(NamedTuple):
+@record
+class Act:
     """The activation a native kernel applies as it stores (csrc/abi.h documents code, a and b):
     Act(ACT_CLAMP, lo, hi), Act(ACT_HARDSIGMOID, alpha, beta), Act(ACT_SWISH, alpha), ..."""
     code: int

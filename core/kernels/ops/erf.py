@@ -10,10 +10,10 @@ float64: the exact two-branch form (x P(x^2) below `split`, 1 - exp(-x^2) Q(2 / 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
+from ...model.record import record
 from ..dtypes import NUMERIC, working_dtype
 from .elementwise import FloatUnary, str_attr
 from ..fused import GE_DOMAIN
@@ -55,7 +55,8 @@ def tanh_erf_into(x, y, t, coefs=_Z8, x2_max: float | None = _X2_MAX) -> None:
     np.tanh(y, out=y)
 
 
-class _ErfCoefs(NamedTuple):
+@record
+class _ErfCoefs:
     split: float   # |x| < split: x * P(x^2); above: 1 - exp(-x^2) * Q(2 / (2 + |x|))
     top: float     # |x| >= top: erf is 1 in this precision
     small: tuple   # P, lowest degree first

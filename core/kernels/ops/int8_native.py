@@ -11,10 +11,10 @@ as the kernel stores, bytes identical to the numpy plans (quantization.py, qline
 """
 from __future__ import annotations
 
-from typing import NamedTuple
 
 import numpy as np
 
+from ...model.record import record
 from ..native import ACT_NONE, QOUT_S8, QOUT_U8, QPATH_BYTES, QPATH_PAIRS, Act, Activation, CallCache, QOut
 
 
@@ -57,7 +57,8 @@ def pairs_fit_int16(rows: np.ndarray) -> bool:
 SPLIT_AT_MOST = {True: 0.4, False: 0.2}
 
 
-class ProductPlan(NamedTuple):
+@record
+class ProductPlan:
     """How the int8 product runs over given weights (product_plan): path (QPATH_*), fits (every pair of
     k in int16), share (the share of quads with a rest when split), main (the weights to pack, int8
     (weight index, K) as packed, with every pair in int16; None: the weights as they are) and the

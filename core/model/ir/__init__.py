@@ -1,6 +1,16 @@
-"""ge's graph IR: ONNX's model, minus protobuf. Formats convert to and from it; passes rewrite it."""
-from .graph import (CAPTURES, DTYPES, STRING, Graph, Meta, Node, Value, dtype_from_onnx, dtype_to_onnx, is_onnx_dtype,
-                    stable_topological_order, subgraphs)
+"""ge's graph IR: ONNX's model, minus protobuf. Formats convert to and from it; passes rewrite it.
 
-__all__ = ["Graph", "Node", "Value", "Meta", "dtype_from_onnx", "dtype_to_onnx", "is_onnx_dtype", "DTYPES", "STRING",
-           "stable_topological_order", "subgraphs", "CAPTURES"]
+The tensor types (types.py) load with the package; the graph classes (graph.py) on first use, as
+`from ..ir import Graph` reaches them: a deployed runtime reads Metas and never builds a graph."""
+from .types import CAPTURES, DTYPES, STRING, Meta, dtype_from_onnx, dtype_to_onnx, is_onnx_dtype
+
+_GRAPH = ("Graph", "Node", "Value", "stable_topological_order", "subgraphs")
+
+__all__ = ["Meta", "dtype_from_onnx", "dtype_to_onnx", "is_onnx_dtype", "DTYPES", "STRING", "CAPTURES", *_GRAPH]
+
+
+def __getattr__(name: str):
+    if name in _GRAPH:
+        from . import graph
+        return getattr(graph, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,6 @@
 sharing between models, and the weight folder override."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 
@@ -208,9 +207,8 @@ def test_failed_load_frees_everything(tmp_path, device):
 def test_names_outside_the_folder_are_refused(tmp_path, name, message):
     m = compile_to(tmp_path, 2)
     f = m.weight_files[0]
-    bad = dataclasses.replace(m, allocations=[dataclasses.replace(a, file=name) if a.id == f.id else a
-                                              for a in m.allocations],
-                              weights=[dataclasses.replace(w, file=name) if w.allocation == f.id else w for w in m.weights])
+    bad = m.replace(allocations=[a._replace(file=name) if a.id == f.id else a for a in m.allocations],
+                    weights=[w._replace(file=name) if w.allocation == f.id else w for w in m.weights])
     with pytest.raises(FormatError, match=f"external weight file '{name}' {message}"):
         load(bad, "cpu", tmp_path)
 

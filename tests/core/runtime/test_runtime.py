@@ -208,7 +208,6 @@ def test_an_omitted_middle_output_keeps_its_place(device):
 def test_an_om_planning_too_little_workspace_is_refused_at_load(default_backend):
     """An OM from a ge whose kernel needed less scratch: a clear error at load, not a failed run (a
     native plan takes scratch of its own instead: tests/e2e/test_native_portability.py)."""
-    import dataclasses
     from ge.core.model.errors import FormatError
     default_backend("numpy")
     g = Graph(name="ws", nodes=[Node("Conv", ["x", "w"], ["y"], name="conv", attrs={"pads": [1, 1, 1, 1]})],
@@ -216,6 +215,6 @@ def test_an_om_planning_too_little_workspace_is_refused_at_load(default_backend)
               initializers={"w": np.ones((4, 4, 3, 3), np.float32)})
     m = build(g)
     assert m.tasks[0].workspace > 0
-    m.tasks[0] = dataclasses.replace(m.tasks[0], workspace=8)
+    m.tasks[0] = m.tasks[0]._replace(workspace=8)
     with pytest.raises(FormatError, match="node 'conv' \\(Conv\\) needs \\d+ bytes of workspace, the OM plans 8; recompile"):
         ModelManager().load(m, "cpu")
