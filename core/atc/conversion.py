@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
 from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
 from ..compile.pipeline import CompileSettings, Compiled, compile
 from ..compile.summary import summarize
 from ..model.errors import GeError
 from ..model.ge_model import GeModel, WeightLayout
+from ..model.record import record
 from ..model.soc import DEFAULT_SOC, check_soc
 from ...formats.aipp_config import read_aipp_config
 from ...formats.atomic import make_folder
@@ -40,7 +40,7 @@ from ..shape_options import GEAR_OPTIONS, check_image_size_dims, is_dynamic, par
 #: the dynamic-shape options, also taken as keyword arguments of atc() (or in its `dynamic` dict)
 DYNAMIC_OPTIONS = (*GEAR_OPTIONS, "input_shape_range", "static_model_ops_lower_limit")
 
-@dataclass
+@record
 class AtcResult:
     om_path: str
     model: GeModel

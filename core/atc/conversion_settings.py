@@ -5,7 +5,6 @@ to every graph the conversion compiles (the static model, each gear, a dynamic m
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from ..compile.io_boundary import cast_inputs_from_fp16, cast_outputs, outputs_to_nc1hwc0
 from ..model.errors import GeError
@@ -20,16 +19,16 @@ log = logging.getLogger("ge.atc")
 IMPL = ("high_precision", "high_performance")
 
 
-@dataclass
 class Settings:
-    options: dict  # the checked options, ATC's names -> value strings
-    disabled: set = field(default_factory=set)  # ge fusions switched off
-    switched_off: dict = field(default_factory=dict)  # ge fusion -> the switch file names that turned it off
-    impl_modes: dict | None = None
-    precision: dict | None = None  # for passes.configured: {"mode", "keep_dtype", "mixlist"}
-    reuse_memory: bool = True
-    applied: dict = field(default_factory=dict)  # what prepare() did to the first graph, for the record
-    named: dict = field(default_factory=dict)  # --keep_dtype / --customize_dtypes files, parsed
+    def __init__(self, options: dict):
+        self.options = options  # the checked options, ATC's names -> value strings
+        self.disabled: set = set()  # ge fusions switched off
+        self.switched_off: dict = {}  # ge fusion -> the switch file names that turned it off
+        self.impl_modes: dict | None = None
+        self.precision: dict | None = None  # for passes.configured: {"mode", "keep_dtype", "mixlist"}
+        self.reuse_memory = True
+        self.applied: dict = {}  # what prepare() did to the first graph, for the record
+        self.named: dict = {}  # --keep_dtype / --customize_dtypes files, parsed
 
     @classmethod
     def from_options(cls, opts: dict) -> "Settings":

@@ -14,7 +14,6 @@ submodel gets a FILE_CONSTANT allocation for each file it reads.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ..model.dynamic_model import DynamicModel
 from ..model.errors import GeError, GraphError
@@ -57,12 +56,11 @@ def _inline(mode: int) -> bool:
     return mode == INLINE
 
 
-@dataclass
 class _File:
-    name: str
-    nbytes: int = 0
-    slots: dict = field(default_factory=dict)  # sha256 -> offset: identical weights share one copy
-    pieces: list = field(default_factory=list)  # (offset, sha256, bytes) per slot
+    def __init__(self, name: str):
+        self.name, self.nbytes = name, 0
+        self.slots: dict = {}  # sha256 -> offset: identical weights share one copy
+        self.pieces: list = []  # (offset, sha256, bytes) per slot
 
 
 class _Layout:

@@ -14,18 +14,17 @@ after another, in graph order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ..model.ir import Graph, Node
 
 KNOWN, UNKNOWN = "KNOWN", "UNKNOWN"
 
 
-@dataclass
 class PartCluster:
-    kind: str
-    nodes: list[Node] = field(default_factory=list)
-    reason: str = ""
+    __slots__ = ("kind", "nodes", "reason")
+
+    def __init__(self, kind: str, nodes: list[Node], reason: str = ""):
+        self.kind, self.nodes, self.reason = kind, nodes, reason
 
 
 def partition(graph: Graph, unknown: dict[str, str], min_static_ops: int = 1) -> list[PartCluster]:

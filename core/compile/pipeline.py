@@ -22,7 +22,6 @@ graph compiled, each gear's included, as ATC applies them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..model.dynamic_model import HYBRID, RANGE, DynamicModel, DynTensor
@@ -30,6 +29,7 @@ from ..model.errors import GeError
 from ..model.ge_model import GeModel
 from ..model.ir import STRING, Graph, subgraphs
 from ..passes import configured, optimize
+from ..model.record import record
 from ..model.weight_files import WeightFilePlan
 from .aipp import aipp_inputs, insert_aipp
 from .build import build
@@ -54,15 +54,15 @@ class Options(Protocol):
     def record(self) -> dict: ...  # what the OM keeps of the options (after prepare)
 
 
-@dataclass
+@record
 class CompileSettings:
     options: Options
     source: str  # the model file, for messages
     name: str
     soc_version: str
-    cmdline: str = ""
+    cmdline: str
     #: --input_shape as given: {input: [dim]}, a dim an int, -1 (unknown) or (lo, hi) (a range)
-    shapes: dict = field(default_factory=dict)
+    shapes: dict
     #: the gear option and its gears (shape_options.parse_gears): each gear the values of the -1
     #: dims of `shapes`, in their order
     gears: tuple[str, list[tuple]] | None = None
@@ -72,7 +72,7 @@ class CompileSettings:
     aipp: list[dict] | None = None  # the parsed --insert_op_conf
 
 
-@dataclass
+@record
 class Compiled:
     model: GeModel | DynamicModel
     files: list[WeightFilePlan]  # the external weight files to write before the OM

@@ -52,7 +52,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -76,15 +75,16 @@ EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), 
 DEFAULT_CACHE_SIZE = 5000
 
 
-@dataclass
 class Impl:
     """A cached kernel for one (node, input shapes, shape values): out_metas None = data-dependent;
     `empty`: every output the node has holds no element (the node is skipped)."""
-    kernel: object
-    out_metas: list | None
-    workspace: int
-    epilogue: Epilogue | None = None  # fused activations, in place on output 0
-    empty: bool = False
+    __slots__ = ("kernel", "out_metas", "workspace", "epilogue", "empty")
+
+    def __init__(self, kernel, out_metas: list | None, workspace: int, epilogue: Epilogue | None = None,
+                 empty: bool = False):
+        self.kernel, self.out_metas, self.workspace = kernel, out_metas, workspace
+        self.epilogue = epilogue  # fused activations, in place on output 0
+        self.empty = empty
 
 
 class ImplCache:

@@ -8,7 +8,6 @@ import math
 import operator
 import time
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,19 +27,19 @@ COUNTERS = ("allocations", "reallocs", "alloc_bytes", "cache_hits", "cache_build
             "skipped_empty", "data_dependent", "submodel_launches", "nodes_run", "h2d_bytes", "d2h_bytes", "subgraph_runs")
 
 
-@dataclass
 class Slot:
     """A tensor's device buffer: `capacity` bytes at `addr` (`data`, their bytes), currently seen as
     dtype/shape; `array`, its view as such (made when first asked for, dropped when the buffer or the
     shape changes): a tensor keeps one view for as long as its shape holds, not a new one every run,
     and a new view is an ndarray on `data`, one call (the device's view() looks the address up: ~3 us
     more a view, and a Loop body whose shapes change makes ~10 views an iteration)."""
-    addr: int
-    capacity: int
-    data: np.ndarray
-    dtype: np.dtype | None = None
-    shape: tuple | None = None
-    array: np.ndarray | None = None
+    __slots__ = ("addr", "capacity", "data", "dtype", "shape", "array")
+
+    def __init__(self, addr: int, capacity: int, data: np.ndarray):
+        self.addr, self.capacity, self.data = addr, capacity, data
+        self.dtype: np.dtype | None = None
+        self.shape: tuple | None = None
+        self.array: np.ndarray | None = None
 
 
 class NodeState:

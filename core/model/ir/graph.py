@@ -1,13 +1,13 @@
 """Graph, Node and Value, spelled as ONNX spells them.
 
 A dim is an int (static), a str (symbolic, e.g. "batch") or None (unknown); a shape of None means
-unknown rank. Constants live in `Graph.initializers` as numpy arrays.
+unknown rank. Constants live in `Graph.initializers` as numpy arrays. Plain classes, not dataclasses
+(whose methods would be compiled at every import of the compiler).
 """
 from __future__ import annotations
 
 import copy as _copy
 import heapq
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,14 +15,15 @@ from ..errors import GraphError
 from .types import STRING, Meta
 
 
-@dataclass
 class Value:
-    name: str
-    dtype: np.dtype | None = None
-    shape: tuple | None = None
-    #: "tensor", or (no static layout, the dynamic path only) "sequence" of tensors of `dtype`,
-    #: "optional" tensor, "optional_sequence"
-    kind: str = "tensor"
+    def __init__(self, name: str, dtype: np.dtype | None = None, shape: tuple | None = None, kind: str = "tensor"):
+        self.name, self.dtype, self.shape = name, dtype, shape
+        #: "tensor", or (no static layout, the dynamic path only) "sequence" of tensors of `dtype`,
+        #: "optional" tensor, "optional_sequence"
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, {self.dtype}, {self.shape}, {self.kind!r})"
 
     @property
     def is_static(self) -> bool:
@@ -35,35 +36,44 @@ class Value:
         return Meta(self.dtype, tuple(self.shape))
 
 
-@dataclass
 class Node:
-    op_type: str
-    inputs: list[str]
-    outputs: list[str]
-    attrs: dict = field(default_factory=dict)
-    name: str = ""
-    domain: str = ""
+    """One node; nodes compare by identity (a graph's nodes are distinct by their outputs anyway)."""
+
+    def __init__(self, op_type: str, inputs: list[str], outputs: list[str], attrs: dict | None = None, name: str = "",
+                 domain: str = ""):
+        self.op_type, self.inputs, self.outputs = op_type, inputs, outputs
+        self.attrs = {} if attrs is None else attrs
+        self.name, self.domain = name, domain
 
     def __str__(self) -> str:
         return f"node '{self.name}' ({self.op_type})"
 
+    def __repr__(self) -> str:
+        return f"Node({self.op_type!r}, {self.inputs}, {self.outputs}, name={self.name!r})"
 
-@dataclass
+
 class Graph:
-    name: str = "graph"
-    nodes: list[Node] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    values: dict[str, Value] = field(default_factory=dict)
-    initializers: dict[str, np.ndarray] = field(default_factory=dict)
-    opset: dict[str, int] = field(default_factory=lambda: {"": 17})
-    #: a subgraph (an If branch, a Loop or Scan body): how many of its inputs, the last ones, are
-    #: values of the enclosing graph it reads (captured). The node lists the same values, in the same
-    #: order, as its own last inputs: outer-scope reads are explicit edges, so every pass sees them.
-    captures: int = 0
-    #: initializers constant folding computed from tensors' static shapes (a Shape's value, a Range
-    #: up to it ...): they differ from one input shape (a gear) to the next, unlike the weights
-    shape_constants: set = field(default_factory=set)
+    def __init__(self, name: str = "graph", nodes: list[Node] | None = None, inputs: list[str] | None = None,
+                 outputs: list[str] | None = None, values: dict[str, Value] | None = None,
+                 initializers: dict[str, np.ndarray] | None = None, opset: dict[str, int] | None = None,
+                 captures: int = 0, shape_constants: set | None = None):
+        self.name = name
+        self.nodes = [] if nodes is None else nodes
+        self.inputs = [] if inputs is None else inputs
+        self.outputs = [] if outputs is None else outputs
+        self.values = {} if values is None else values
+        self.initializers = {} if initializers is None else initializers
+        self.opset = {"": 17} if opset is None else opset
+        #: a subgraph (an If branch, a Loop or Scan body): how many of its inputs, the last ones, are
+        #: values of the enclosing graph it reads (captured). The node lists the same values, in the same
+        #: order, as its own last inputs: outer-scope reads are explicit edges, so every pass sees them.
+        self.captures = captures
+        #: initializers constant folding computed from tensors' static shapes (a Shape's value, a Range
+        #: up to it ...): they differ from one input shape (a gear) to the next, unlike the weights
+        self.shape_constants = set() if shape_constants is None else shape_constants
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
 
     def copy(self) -> "Graph":
         """A deep copy that shares the initializer arrays (weights are read-only once imported): a
