@@ -19,6 +19,9 @@ from ..model.ge_model import (ARG_IN as IN, ARG_OUT as OUT, ARG_SCRATCH as SCRAT
                               WORKSPACE, DataflowPlan, GeModel, arg_rows)
 from .arena import Buffer, plan_arena
 
+#: the all-pairs steps below work in blocks of rows of at most about this many bytes of temporaries
+BLOCK_BYTES = 16 << 20
+
 
 def plan_dataflow(model: GeModel) -> DataflowPlan:
     arg_alloc, arg_offset, arg_task, arg_role, arg_nbytes = arg_rows(model.tasks)
@@ -98,13 +101,13 @@ def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray
     """The index in `roots` of the one feature-map root each argument (its offset, task and role)
     touches: the root holding that offset, live at that task. A task reads tensors made before it and
     writes its own (an output written over its input shares the input's bytes in the linear plan:
-    both are live at that task). All arguments against all roots at once, in blocks of ~16 MB."""
+    both are live at that task). All arguments against all roots at once, in blocks (BLOCK_BYTES)."""
     r_off = np.array([t.offset for t in roots], np.int64)
     r_end = r_off + np.array([t.nbytes for t in roots], np.int64)
     r_first = np.array([t.first for t in roots], np.int64)
     r_last = np.array([t.last for t in roots], np.int64)
     found = []
-    rows = max(1, (16 << 20) // max(1, len(roots)))
+    rows = max(1, BLOCK_BYTES // max(1, len(roots)))
     for start in range(0, len(off), rows):
         o, t, k = (a[start:start + rows, None] for a in (off, task, role))
         made = np.where(k == IN, r_first < t, np.where(k == OUT, r_first == t, r_first <= t))
@@ -120,11 +123,11 @@ def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray
 
 def _any_and(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """[i, j] = any(a[i] & b[j]) of two boolean matrices: on their bits packed eight to a byte, in
-    blocks of rows of at most ~16 MB of temporaries (not as a matrix product: BLAS's threads cost
-    milliseconds more than the product itself on a loaded machine)."""
+    blocks of rows (BLOCK_BYTES; not as a matrix product: BLAS's threads cost milliseconds more than
+    the product itself on a loaded machine)."""
     pa, pb = np.packbits(a, axis=1), np.packbits(b, axis=1)
     out = np.empty((len(pa), len(pb)), bool)
-    rows = max(1, (16 << 20) // max(1, pb.size))
+    rows = max(1, BLOCK_BYTES // max(1, pb.size))
     for start in range(0, len(pa), rows):
         out[start:start + rows] = (pa[start:start + rows, None, :] & pb[None, :, :]).any(axis=2)
     return out
