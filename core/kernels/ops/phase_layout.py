@@ -191,4 +191,5 @@ def _put_line(rows: np.ndarray, a: int, b: int, src: np.ndarray | None) -> None:
         rows[..., qb, :rb] = 0 if src is None else src[..., done:]
 
 
-_layout = lru_cache(maxsize=256)(PhaseLayout)
+#: (a layout holds lists of its geometry, and a small 1-D one its fill indices: at most ~400 KB)
+_layout = lru_cache(maxsize=128)(PhaseLayout)
