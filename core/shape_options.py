@@ -8,6 +8,9 @@ import re
 from .model.errors import GeError
 from .model.dynamic_model import MAX_GEARS
 
+#: ATC's --static_model_ops_lower_limit: a known cluster smaller than this runs in the hybrid executor
+DEFAULT_STATIC_OPS_LOWER_LIMIT = 4
+
 GEAR_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
 #: an input of more elements than this is refused (its bytes would not fit any device: 8 GiB of float32)
 MAX_INPUT_ELEMENTS = 2**31 - 1

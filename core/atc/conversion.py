@@ -20,22 +20,20 @@ from __future__ import annotations
 import os
 import time
 
-from ..compile.build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT
 from ..compile.pipeline import CompileSettings, Compiled, compile
 from ..compile.summary import summarize
 from ..model.errors import GeError
 from ..model.ge_model import GeModel, WeightLayout
 from ..model.record import record
 from ..model.soc import DEFAULT_SOC, check_soc
-from ...formats.aipp_config import read_aipp_config
 from ...formats.atomic import make_folder
 from ...formats.om import write_om
 from ...formats.onnx.importer import read_onnx, to_graph
-from ...formats.weights import write_weight_files
 from ..model.weight_files import default_weight_dir
 from .atc_options import check_options, log_level
 from .conversion_settings import Settings
-from ..shape_options import GEAR_OPTIONS, check_image_size_dims, is_dynamic, parse_gears, parse_shape_spec
+from ..shape_options import (DEFAULT_STATIC_OPS_LOWER_LIMIT, GEAR_OPTIONS, check_image_size_dims, is_dynamic,
+                             parse_gears, parse_shape_spec)
 
 #: the dynamic-shape options, also taken as keyword arguments of atc() (or in its `dynamic` dict)
 DYNAMIC_OPTIONS = (*GEAR_OPTIONS, "input_shape_range", "static_model_ops_lower_limit")
@@ -88,7 +86,10 @@ def _settings(options: Settings, model, name, input_shape, gears: dict, soc_vers
     if gears.get("dynamic_image_size"):
         check_image_size_dims(spec, options.options.get("input_format"))
     min_static_ops = gears.pop("static_model_ops_lower_limit", None) or DEFAULT_STATIC_OPS_LOWER_LIMIT
-    aipp = read_aipp_config(insert_op_conf) if insert_op_conf else None
+    aipp = None
+    if insert_op_conf:  # (its reader imported only then, as the weight files' writer in _write)
+        from ...formats.aipp_config import read_aipp_config
+        aipp = read_aipp_config(insert_op_conf)
     dynamic = is_dynamic(spec, gears)
     if dynamic and aipp and not any(gears.values()):
         raise GeError("--insert_op_conf: AIPP takes static shapes or gears (--dynamic_batch_size, "
@@ -113,6 +114,7 @@ def _write(compiled: Compiled, output: str, external_weight_dir: str | None, t0:
     model = compiled.model
     om_path, weight_dir = _output_paths(output, external_weight_dir)
     if compiled.files:
+        from ...formats.weights import write_weight_files
         write_weight_files(compiled.files, weight_dir)
     written = write_om(model, om_path)
     if isinstance(model.weight_data, WeightLayout):  # the result's weights: the OM's, mapped

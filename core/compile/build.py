@@ -2,6 +2,8 @@
 task defs with (allocation, offset) arguments, IO descs and the inline weight blob."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..model.errors import GraphError
@@ -93,12 +95,17 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
         outs.append(_desc(graph, t, shown, allocations[-1].id))
 
     # 4. the logical allocation table: every tensor, aliases included, has a place (strict plan)
+    args: dict[str, Arg] = {}  # one each: a tensor is a row of the table and its tasks' argument
+
     def arg(t: str) -> Arg:
-        r = root.get(t, t)
-        if r not in place:
-            raise GraphError(f"tensor '{t}' has no memory plan entry")
-        m = graph.meta(t)
-        return Arg(place[r][0], place[r][1] + root_offset.get(t, 0), m.dtype.name, tuple(m.shape))
+        a = args.get(t)
+        if a is None:
+            r = root.get(t, t)
+            if r not in place:
+                raise GraphError(f"tensor '{t}' has no memory plan entry")
+            m = graph.meta(t)
+            a = args[t] = Arg(place[r][0], place[r][1] + root_offset.get(t, 0), _name(m.dtype), tuple(m.shape))
+        return a
 
     tensors = []
     for t in list(first) + list(root) + list(graph.inputs):
@@ -180,7 +187,7 @@ def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[W
                 offsets[t] = off = align(size)
                 size = off + a.nbytes
                 pieces.append((off, a))
-                descs.append(WeightDesc(t, a.dtype.name, tuple(a.shape), off, a.nbytes))
+                descs.append(WeightDesc(t, _name(a.dtype), tuple(a.shape), off, a.nbytes))
     return descs, WeightLayout(align(size), tuple(pieces)), offsets
 
 
@@ -205,4 +212,10 @@ def _workspace(graph: Graph, node: Node, opset: int, kernel) -> int:
 
 def _desc(graph: Graph, tensor: str, shown: str, allocation: int) -> TensorDesc:
     m = graph.meta(tensor)
-    return TensorDesc(shown, m.dtype.name, tuple(m.shape), allocation)
+    return TensorDesc(shown, _name(m.dtype), tuple(m.shape), allocation)
+
+
+@lru_cache(maxsize=None)
+def _name(dtype: np.dtype) -> str:
+    """dtype.name, which numpy computes in Python (microseconds: a model's build asks it of every tensor)."""
+    return dtype.name

@@ -16,13 +16,11 @@ from ..model.ge_model import WEIGHT_ID, Allocation, Arg, GeModel, TaskDef, Weigh
 from ..model.ir import CAPTURES, STRING, Graph, Node, subgraphs
 from ..passes import lower_precision, optimize
 from ..passes._util import node_opset
+from ..shape_options import DEFAULT_STATIC_OPS_LOWER_LIMIT
 from .arena import align
 from .build import build
 from .dynamic_shapes import infer_subgraph
 from .partition import KNOWN, PartCluster, partition
-
-#: ATC's --static_model_ops_lower_limit: a known cluster smaller than this runs in the hybrid executor
-DEFAULT_STATIC_OPS_LOWER_LIMIT = 4
 
 
 def build_hybrid(graph: Graph, unknown: dict[str, str], *, name: str, soc_version: str, atc_cmdline: str = "",

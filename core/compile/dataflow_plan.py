@@ -19,6 +19,9 @@ from ..model.ge_model import (ARG_IN as IN, ARG_OUT as OUT, ARG_SCRATCH as SCRAT
                               WORKSPACE, DataflowPlan, GeModel, arg_rows)
 from .arena import Buffer, plan_arena
 
+#: the all-pairs steps below work in blocks of rows of at most about this many bytes of temporaries
+BLOCK_BYTES = 16 << 20
+
 
 def plan_dataflow(model: GeModel) -> DataflowPlan:
     arg_alloc, arg_offset, arg_task, arg_role, arg_nbytes = arg_rows(model.tasks)
@@ -26,67 +29,61 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
     tensors, fm_id = model.tensors, FM_ID
     n_tasks = int(arg_task.max()) + 1 if len(arg_task) else 0
     roots = [t for t in tensors if t.allocation == fm_id and not t.alias_of]
-    r_off = np.array([t.offset for t in roots], np.int64)
-    r_end = r_off + np.array([t.nbytes for t in roots], np.int64)
-    r_first = np.array([t.first for t in roots], np.int64)
-    r_last = np.array([t.last for t in roots], np.int64)
 
     # 1. which buffer each argument touches: a feature-map root, a model I/O, or its own workspace
-    key = []
-    for alloc, off, task, role, nbytes in zip(arg_alloc.tolist(), arg_offset.tolist(), arg_task.tolist(),
-                                              arg_role.tolist(), arg_nbytes.tolist()):
+    key: list = [None] * len(arg_alloc)  # None: weights (read-only, no ordering needed) and empty tensors
+    fm_args = []
+    for i, (alloc, task, role, nbytes) in enumerate(zip(arg_alloc.tolist(), arg_task.tolist(), arg_role.tolist(),
+                                                        arg_nbytes.tolist())):
         kind = alloc_kinds[alloc]
         if nbytes == 0:
-            key.append(None)  # an empty tensor touches no memory
-        elif kind == FEATURE_MAP:
-            # a task reads tensors made before it and writes its own (an output written over its input
-            # shares the input's bytes in the linear plan: both are live at that task)
-            made = r_first < task if role == IN else r_first == task if role == OUT else r_first <= task
-            hit = np.flatnonzero((r_off <= off) & (off < r_end) & made & (task <= r_last))
-            if len(hit) != 1:
-                raise GraphError(f"task {task}: feature-map offset {off} matches {len(hit)} live tensors")
-            key.append(("fm", int(hit[0])))
+            continue  # an empty tensor touches no memory
+        if kind == FEATURE_MAP:
+            fm_args.append(i)
         elif kind in (INPUT, OUTPUT):
-            key.append(("io", alloc))
+            key[i] = ("io", alloc)
         elif kind == WORKSPACE or role == SCRATCH:
-            key.append(("ws", task))
-        else:
-            key.append(None)  # weights: read-only, no ordering needed
+            key[i] = ("ws", task)
+    fm_args = np.array(fm_args, np.int64)
+    for i, r in zip(fm_args.tolist(), _live_roots(roots, arg_offset[fm_args], arg_task[fm_args], arg_role[fm_args])):
+        key[i] = ("fm", r)
 
     # 2. data dependencies (read after write) and who touches what
     writer: dict = {}
-    users: dict = {}
+    users: dict = {}  # buffer key -> the tasks touching it
     deps = [set() for _ in range(n_tasks)]
     for k, task, role in zip(key, arg_task.tolist(), arg_role.tolist()):
         if k is None:
             continue
-        users[k] = users.get(k, 0) | (1 << task)
+        users.setdefault(k, set()).add(task)
         if role == IN and k in writer and writer[k] != task:
             deps[task].add(writer[k])
         elif role != IN:
             writer[k] = task
-    ancestors = [0] * n_tasks
+    ancestors = np.zeros((n_tasks, n_tasks), bool)  # [t, p]: p runs before t in every schedule
     for t in range(n_tasks):  # tasks are in a topological order
         for p in deps[t]:
-            ancestors[t] |= ancestors[p] | (1 << p)
+            ancestors[t] |= ancestors[p]
+            ancestors[t, p] = True
 
     # 3. place feature maps and workspaces: sharing only between buffers ordered by the graph
-    buffers, producer = [], {}
-    for k in users:
+    buffers, producer = [], []
+    touched = np.zeros((len(users), n_tasks), bool)  # [buffer, task]
+    for k, tasks in users.items():
+        if k[0] == "io":  # model I/O: not placed here
+            continue
+        touched[len(buffers), list(tasks)] = True
         if k[0] == "fm":
             r = roots[k[1]]
             buffers.append(Buffer(f"fm{k[1]}", r.nbytes, r.first, r.last))
-            producer[buffers[-1].name] = (writer.get(k, r.first), users[k])
+            producer.append(writer.get(k, r.first))
         elif k[0] == "ws":
             nbytes = int(max(arg_nbytes[(arg_task == k[1]) & (arg_role == SCRATCH)]))
             buffers.append(Buffer(f"ws{k[1]}", nbytes, k[1], k[1]))
-            producer[buffers[-1].name] = (k[1], users[k])
-
-    def conflicts(a: Buffer, b: Buffer) -> bool:
-        (pa, ua), (pb, ub) = producer[a.name], producer[b.name]
-        return (ua & ~ancestors[pb]) != 0 and (ub & ~ancestors[pa]) != 0
-
-    arena = plan_arena(buffers, conflicts=conflicts, reuse=not model.attrs.get("disable_reuse_memory"))
+            producer.append(k[1])
+    # a and b may share bytes only when every task touching one is an ancestor of the other's producer
+    unordered = _any_and(touched[:len(buffers)], ~ancestors[producer])
+    arena = plan_arena(buffers, conflicts=unordered & unordered.T, reuse=not model.attrs.get("disable_reuse_memory"))
 
     # 4. feature maps and workspaces re-pointed into the new arena; I/O and weights keep their place
     fm_offsets = [-1] * len(key)
@@ -94,7 +91,43 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
         if k is None or k[0] == "io":
             continue
         if k[0] == "fm":
-            fm_offsets[i] = arena.offsets[f"fm{k[1]}"] + (int(arg_offset[i]) - int(r_off[k[1]]))
+            fm_offsets[i] = arena.offsets[f"fm{k[1]}"] + (int(arg_offset[i]) - roots[k[1]].offset)
         else:
             fm_offsets[i] = arena.offsets[f"ws{k[1]}"]
     return DataflowPlan(tuple(tuple(sorted(d)) for d in deps), tuple(fm_offsets), arena.size, arena.lower_bound)
+
+
+def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray) -> list[int]:
+    """The index in `roots` of the one feature-map root each argument (its offset, task and role)
+    touches: the root holding that offset, live at that task. A task reads tensors made before it and
+    writes its own (an output written over its input shares the input's bytes in the linear plan:
+    both are live at that task). All arguments against all roots at once, in blocks (BLOCK_BYTES)."""
+    r_off = np.array([t.offset for t in roots], np.int64)
+    r_end = r_off + np.array([t.nbytes for t in roots], np.int64)
+    r_first = np.array([t.first for t in roots], np.int64)
+    r_last = np.array([t.last for t in roots], np.int64)
+    found = []
+    rows = max(1, BLOCK_BYTES // max(1, len(roots)))
+    for start in range(0, len(off), rows):
+        o, t, k = (a[start:start + rows, None] for a in (off, task, role))
+        made = np.where(k == IN, r_first < t, np.where(k == OUT, r_first == t, r_first <= t))
+        hit = (r_off <= o) & (o < r_end) & made & (t <= r_last)
+        counts = hit.sum(axis=1)
+        bad = np.flatnonzero(counts != 1)
+        if len(bad):
+            j = bad[0]
+            raise GraphError(f"task {int(t[j, 0])}: feature-map offset {int(o[j, 0])} matches {int(counts[j])} live tensors")
+        found += hit.argmax(axis=1).tolist()
+    return found
+
+
+def _any_and(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[i, j] = any(a[i] & b[j]) of two boolean matrices: on their bits packed eight to a byte, in
+    blocks of rows (BLOCK_BYTES; not as a matrix product: BLAS's threads cost milliseconds more than
+    the product itself on a loaded machine)."""
+    pa, pb = np.packbits(a, axis=1), np.packbits(b, axis=1)
+    out = np.empty((len(pa), len(pb)), bool)
+    rows = max(1, BLOCK_BYTES // max(1, pb.size))
+    for start in range(0, len(pa), rows):
+        out[start:start + rows] = (pa[start:start + rows, None, :] & pb[None, :, :]).any(axis=2)
+    return out

@@ -31,13 +31,9 @@ from ..model.ir import STRING, Graph, subgraphs
 from ..passes import configured, optimize
 from ..model.record import record
 from ..model.weight_files import WeightFilePlan
-from .aipp import aipp_inputs, insert_aipp
 from .build import build
-from .build_dynamic import DEFAULT_STATIC_OPS_LOWER_LIMIT, build_gears, build_hybrid
-from .dynamic_shapes import infer_dynamic
-from .external_weights import externalize, externalize_dynamic
 from .kernel_check import require_kernels
-from .range_plan import plan_range
+from ..shape_options import DEFAULT_STATIC_OPS_LOWER_LIMIT
 
 
 class Options(Protocol):
@@ -92,6 +88,9 @@ def compile(graph: Graph, settings: CompileSettings) -> Compiled:  # noqa: A001 
         else:
             model, passes = _static(graph, settings)
     model.attrs["atc_options"] = opts.record()
+    if not settings.external_weight:  # inline: what most compiles write, without the weight files' modules
+        return Compiled(model, [], passes)
+    from .external_weights import externalize, externalize_dynamic
     if isinstance(model, DynamicModel):
         model, files = externalize_dynamic(model, settings.external_weight)
     else:
@@ -102,7 +101,10 @@ def compile(graph: Graph, settings: CompileSettings) -> Compiled:  # noqa: A001 
 def _static(graph: Graph, s: CompileSettings) -> tuple[GeModel | DynamicModel, dict | None]:
     opts = s.options
     opts.prepare(graph)
-    aipp = insert_aipp(graph, s.aipp) if s.aipp else None
+    aipp = None
+    if s.aipp:  # (AIPP's and the dynamic paths' modules imported where a model takes them)
+        from .aipp import insert_aipp
+        aipp = insert_aipp(graph, s.aipp)
     if aipp:
         opts.check_aipp(aipp)
     before = None if aipp else graph.copy()  # for the hybrid path, should the shapes prove data-dependent
@@ -111,6 +113,7 @@ def _static(graph: Graph, s: CompileSettings) -> tuple[GeModel | DynamicModel, d
     except GeError:
         if before is None:
             raise
+        from .dynamic_shapes import infer_dynamic
         unknown = infer_dynamic(before)
         if not unknown:
             raise
@@ -128,10 +131,13 @@ def _dynamic(graph: Graph, s: CompileSettings) -> DynamicModel:
     ranges = {k: [d if isinstance(d, tuple) else (d, d) if d >= 0 else (0, -1) for d in dims]
               for k, dims in s.shapes.items() if any(isinstance(d, tuple) for d in dims)}
     s.options.prepare(graph)
+    from .dynamic_shapes import infer_dynamic
     return _hybrid(graph, infer_dynamic(graph), s, RANGE if ranges else HYBRID, ranges)
 
 
 def _hybrid(graph: Graph, unknown: dict, s: CompileSettings, mode: str, ranges: dict) -> DynamicModel:
+    from .build_dynamic import build_hybrid
+    from .range_plan import plan_range
     dyn = build_hybrid(graph, unknown, name=s.name, soc_version=s.soc_version, atc_cmdline=s.cmdline,
                        min_static_ops=s.min_static_ops, mode=mode, ranges=ranges,
                        reuse_memory=s.options.reuse_memory)
@@ -150,6 +156,8 @@ def _hybrid(graph: Graph, unknown: dict, s: CompileSettings, mode: str, ranges: 
 
 def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
     """One static model per gear, each compiled from a copy of `graph` specialised to the gear."""
+    from .aipp import aipp_inputs
+    from .build_dynamic import build_gears
     kind, values = s.gears
     models, gear_shapes = [], []
     concretes = []
@@ -194,6 +202,7 @@ def _gear_aipp(gear: Graph, s: CompileSettings, values: tuple, params_batch: int
     """AIPP on one gear, as ATC applies it per gear: static, the raw image of the gear's batch and
     size (a source image size fixed in the config fits one image size only); dynamic, the raw images
     of the gear's batch and one parameter input for every gear (params_batch images)."""
+    from .aipp import insert_aipp
     try:
         aipp = insert_aipp(gear, s.aipp, params_batch)
     except GeError as e:

@@ -100,7 +100,9 @@ def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype 
     key = (cls.domain, cls.op_type)
     if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in ARITHMETIC_VIA_FLOAT32):
         return F16
-    bf16 = next((d for d in dtypes if d.name == "bfloat16"), None)
+    # bfloat16 is ml_dtypes' (numpy's kind 'V'): only such a dtype is asked its name, which numpy
+    # computes in Python (every kernel built asks this, a float32 one too)
+    bf16 = next((d for d in dtypes if d.kind == "V" and d.name == "bfloat16"), None)
     if bf16 is not None and F16 not in dtypes and (F32 not in dtypes or key in MIXED) \
             and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in BFLOAT16_VIA_FLOAT32):
         return bf16

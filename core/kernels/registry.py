@@ -8,6 +8,9 @@ _KERNELS: dict[tuple[str, str], list[type[Kernel]]] = {}
 #: the variants of ops that also take or give string tensors (Equal, Cast, LabelEncoder...): host
 #: kernels the hybrid executor runs on a node whose inputs or outputs are strings
 _STRING_KERNELS: dict[tuple[str, str], list[type[Kernel]]] = {}
+#: lookup's answers by (domain, op_type, opset, strings): a compile looks each node's op up once per
+#: kernel it builds (shape inference, the fusions, the model's kernels); register() forgets them
+_FOUND: dict[tuple[str, str, int, bool], type[Kernel]] = {}
 
 
 def register(op_type: str, since: int = 1, domain: str = "", strings: bool = False):
@@ -16,6 +19,7 @@ def register(op_type: str, since: int = 1, domain: str = "", strings: bool = Fal
         versions = (_STRING_KERNELS if strings else _KERNELS).setdefault((domain, op_type), [])
         versions.append(cls)
         versions.sort(key=lambda k: k.since)
+        _FOUND.clear()
         return cls
     return wrap
 
@@ -26,6 +30,13 @@ def lookup(op_type: str, domain: str = "", opset: int = 10**6, node: str = "", s
     the families that register the op (families.py), so a loaded OM imports the families it uses
     (the string variants' only for a node of strings)."""
     domain = "" if domain == "ai.onnx" else domain
+    found = _FOUND.get((domain, op_type, opset, strings))
+    if found is None:
+        found = _FOUND[domain, op_type, opset, strings] = _lookup(op_type, domain, opset, node, strings)
+    return found
+
+
+def _lookup(op_type: str, domain: str, opset: int, node: str, strings: bool) -> type[Kernel]:
     _load_family(domain, op_type, strings)
     if strings:
         variants = [k for k in _STRING_KERNELS.get((domain, op_type), []) if k.since <= opset]

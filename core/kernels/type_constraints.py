@@ -97,6 +97,13 @@ def input_type_problem(domain: str, op_type: str, opset: int, dtypes: Sequence) 
     a type its formal's parameter does not allow, or two types bound to one parameter that differ.
     None when they conform, or the op has no entry. Formals of sequences, optionals of sequences
     and maps are not tensors: a kernel's input there has no dtype to check."""
+    return _input_type_problem(domain, op_type, opset, tuple(dtypes))
+
+
+@lru_cache(maxsize=None)
+def _input_type_problem(domain: str, op_type: str, opset: int, dtypes: tuple) -> str | None:
+    """input_type_problem of one signature, cached: every kernel built asks it (the compiler builds a
+    node's kernel several times), and a model has few signatures (op, opset and dtypes; no shapes)."""
     types = op_types(domain, op_type, opset)
     if types is None:
         return None

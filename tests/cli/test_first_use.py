@@ -414,6 +414,10 @@ def test_atc_imports_no_runtime(tmp_path):
                      f"{str(tmp_path / 'm')!r}])\nexcept SystemExit:\n    pass")
     assert "ge.core.atc.conversion" in mods and (tmp_path / "m.om").exists()
     assert "ge.core.kernels.ops.strings" not in mods  # Flatten's string variant: no node of strings here
+    # a static model inline: none of the dynamic paths', AIPP's or the weight files' modules
+    assert not {m for m in mods if m.startswith(tuple(f"ge.core.compile.{k}" for k in (
+        "build_dynamic", "dynamic_shapes", "partition", "control_flow", "range_plan", "aipp", "external_weights")))}
+    assert "ge.formats.weights" not in mods
     assert not {m for m in mods if m.startswith(("ge.core.runtime", "ge.core.acl", "ge.core.inspection", "ge.core.api"))}
     assert not {m for m in mods if m.split(".")[0] == "rich"}  # its lines are plain: no table, no rich
     # onnx's messages and C++ checks, not its package (core/model/onnx_proto.py)

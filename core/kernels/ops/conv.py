@@ -32,7 +32,7 @@ from .conv_native import NativeConv, NativeConvColumn, NativeConvGemv, NativeDep
 from ..epilogue import ATTR as EPILOGUE, native_act
 from ..fused import GE_DOMAIN
 from ..native import CallCache, run_for_threads
-from .phase_layout import PhaseLayout
+from .phase_layout import phase_layout
 from ..planned import Scratch, address
 from ..registry import register
 from .windows import SpatialKernel, window_pads
@@ -127,7 +127,7 @@ class Conv(SpatialKernel):
         if g == c and cg == 1 and g > 1:
             self.plan = "depthwise"
             self.mult = oc // c
-            self.lay = PhaseLayout(n, c, spatial, pb, strides, kernel, dil, out, dt)
+            self.lay = phase_layout(n, c, spatial, pb, strides, kernel, dil, out, dt)
             self.scratch.add("ph", self.lay.phase_shape, dt)
             self.scratch.add("acc", (n, oc, self.lay.L), dt)
             self.cb = max(1, min(c, DW_BLOCK_BYTES // (self.kp * self.lay.L * dt.itemsize)))
@@ -146,7 +146,7 @@ class Conv(SpatialKernel):
         kg = cg * self.kp
         per_item = c * self.kp * self.p_out * dt.itemsize
         self.nb = max(1, min(n, COLS_LIMIT // max(per_item, 1)))
-        self.lay = PhaseLayout(self.nb, c, spatial, pb, strides, kernel, dil, out, dt)
+        self.lay = phase_layout(self.nb, c, spatial, pb, strides, kernel, dil, out, dt)
         self.scratch.add("ph", self.lay.phase_shape, dt)
         self.scratch.add("cols", (self.nb, c) + tuple(kernel) + tuple(out), dt)
         self.w_mat = None if w is None else (w.reshape(g, self.ocg, kg) if g > 1 else w.reshape(oc, kg))
@@ -171,7 +171,7 @@ class Conv(SpatialKernel):
         one group, enough channels for a GEMM with K = C, and little waste in the flat layout."""
         if cblas().sgemm is None or dt != np.float32 or g != 1 or self.kp == 1 or c < TAPS_MIN_C:
             return False
-        self.lay = PhaseLayout(n, c, spatial, pb, strides, kernel, dil, out, dt)
+        self.lay = phase_layout(n, c, spatial, pb, strides, kernel, dil, out, dt)
         return self.lay.waste <= TAPS_WASTE
 
     def _pack_taps(self, w):

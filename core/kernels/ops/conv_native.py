@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from ..native import HALF_B, HALF_C, Act, CallCache, CallSequence, Native
-from .phase_layout import PhaseLayout
+from .phase_layout import phase_layout
 
 #: flat columns while their panels are at most this many times the dense columns'; dense (gathered) beyond
 FLAT_WASTE = 1.15
@@ -98,7 +98,7 @@ class NativeConv:
             self.koff = np.arange(k.cg, dtype=np.int64) * plane
             self.noff = np.arange(plane, dtype=np.int64)
         else:
-            lay = self.lay = PhaseLayout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
+            lay = self.lay = phase_layout(k.n, k.c, k.spatial, k.pb, k.strides, k.kernel, k.dil, k.out, np.float32)
             plane = math.prod(lay.sq)
             self.koff = (np.arange(k.cg, dtype=np.int64)[:, None] * plane + tap_offsets(lay)[None, :]).ravel()
             k.scratch.add("ph", lay.phase_shape, np.float32)

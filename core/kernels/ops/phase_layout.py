@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import lru_cache
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -16,6 +17,14 @@ from .windows import spatial_slices
 #: few copies of the slicing fill cost microseconds of Python each, a small conv's whole run (a
 #: streaming model's 1-D convs over a few frames: 4.7-7.5 us a fill, 0.8-3.8 us indexed)
 INDEXED_FILL = 1 << 14
+
+
+def phase_layout(nb, c, spatial, pb, strides, kernel, dil, out, dtype) -> "PhaseLayout":
+    """PhaseLayout(...), one instance per geometry: a layout is read-only once built, the compiler plans
+    each conv several times (shape inference, the model's kernel, the numpy plan's workspace) and a
+    CNN repeats a few geometries."""
+    return _layout(nb, c, tuple(spatial), tuple(pb), tuple(strides), tuple(kernel), tuple(dil), tuple(out),
+                   np.dtype(dtype))
 
 
 class PhaseLayout:
@@ -180,3 +189,7 @@ def _put_line(rows: np.ndarray, a: int, b: int, src: np.ndarray | None) -> None:
         done += n
     if rb:
         rows[..., qb, :rb] = 0 if src is None else src[..., done:]
+
+
+#: (a layout holds lists of its geometry, and a small 1-D one its fill indices: at most ~400 KB)
+_layout = lru_cache(maxsize=128)(PhaseLayout)
