@@ -141,6 +141,22 @@ def twin_panels(nat, bp: np.ndarray, k: int, n: int) -> tuple | None:
     return twins if alone <= TWINS_ALONE_AT_MOST * (len(slot_q) - alone) else None
 
 
+def pack_product(nat, b: np.ndarray) -> tuple:
+    """Constant (K, N) 8-bit weights b (any strides) packed for the int8 product with library `nat`:
+    (plan (product_plan's), panels, sums over K per column, twins: (twin_start, twin_q) when the panels
+    are twinned (twin_panels), else None)."""
+    plan = product_plan(nat, b.T, weights_are_rows=False)
+    if plan.path == QPATH_PAIRS:
+        return (plan,) + nat.qpack_pairs(b) + (None,)
+    if plan.main is None:
+        bp, sums = nat.qpack(b)
+    else:
+        bp, _ = nat.qpack(np.ascontiguousarray(plan.main.T))  # (the sums are the whole weights')
+        sums = packed_values(b).sum(axis=0, dtype=np.int32)
+    twins = twin_panels(nat, bp, *b.shape)
+    return (plan, bp, sums, None) if twins is None else (plan, twins[0], sums, twins[1:])
+
+
 #: the AMX tiles' block of rows (csrc/qgemm.c's AMX_ROWS) and its step of K: ge_qgemm runs a product over
 #: prepacked weights on AMX when it has a whole block of rows and a step of K
 AMX_ROWS, AMX_K = 32, 64
@@ -151,9 +167,9 @@ def on_amx(nat, rows: int, k: int) -> bool:
     return nat is not None and nat.qgemm_amx and rows >= AMX_ROWS and k >= AMX_K
 
 
-def product_kernel(nat, plan: ProductPlan, amx: bool = False) -> str:
+def product_kernel(nat, plan: ProductPlan, amx: bool = False, twins: bool = False) -> str:
     """What an int8 product runs on with library `nat` (None: the numpy plans) by its plan (product_plan's);
-    amx: the product runs on AMX tiles (on_amx)."""
+    amx: the product runs on AMX tiles (on_amx); twins: its panels are twinned (pack_product's)."""
     if nat is None:
         return "numpy float64 (exact)"
     if amx:
@@ -163,9 +179,10 @@ def product_kernel(nat, plan: ProductPlan, amx: bool = False) -> str:
     v = "v" if "avx" in nat.isa.lower() else ""  # (the SSE build, x86-64 v2: the same instructions on 128 bits)
     if plan.path == QPATH_PAIRS:
         return f"{v}pmaddwd on int16 pairs (weight pairs overflow {v}pmaddubsw's int16 in {plan.share:.0%} of quads)"
+    twinned = ", quads of K in twins (one vpmaddwd for two)" if twins else ""
     if plan.fits:
-        return f"{v}pmaddubsw (every weight pair fits int16)"
-    return f"{v}pmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads)"
+        return f"{v}pmaddubsw (every weight pair fits int16{twinned})"
+    return f"{v}pmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads{twinned})"
 
 
 def depthwise_kernel(nat) -> str:
@@ -210,18 +227,7 @@ class NativeIntProduct:
 
     def pack(self, kernel, b: np.ndarray, bz) -> None:
         """b: the (K, N) weights (any strides), bz their zero point(s)."""
-        def pack(b):
-            plan = product_plan(self.nat, b.T, weights_are_rows=False)
-            if plan.path == QPATH_PAIRS:
-                return (plan,) + self.nat.qpack_pairs(b) + (None,)
-            if plan.main is None:
-                bp, sums = self.nat.qpack(b)
-            else:
-                bp, _ = self.nat.qpack(np.ascontiguousarray(plan.main.T))  # (the sums are the whole weights')
-                sums = packed_values(b).sum(axis=0, dtype=np.int32)
-            twins = twin_panels(self.nat, bp, *b.shape)
-            return (plan, bp, sums, None) if twins is None else (plan, twins[0], sums, twins[1:])
-        self.plan, self.bp, self.sums, self.twins = kernel.shared_pack(("qgemm", "plan"), pack, b)
+        self.plan, self.bp, self.sums, self.twins = kernel.shared_pack(("qgemm", "plan"), lambda b: pack_product(self.nat, b), b)
         self.path = self.plan.path
         self.zs = weight_zero_points(bz, self.n, b.dtype)
 

@@ -266,14 +266,18 @@ def test_inspect_says_what_each_layer_runs_on(tmp_path):
     (om_info.inspect, the data of `ge inspect --json`) names each one's instructions at this level."""
     fit = np.resize(np.array([127, 1], np.int8), (16, 32)).T.copy()
     wide = np.resize(np.array([127, 127], np.int8), (16, 32)).T.copy()
+    small = np.random.default_rng(2).integers(-20, 21, (32, 16)).astype(np.int8)  # quads that twin
     nodes = [helper.make_node("MatMulInteger", ["x", "w_fit"], ["a"], name="fits"),
+             helper.make_node("MatMulInteger", ["x", "w_small"], ["z"], name="small"),
              helper.make_node("Cast", ["a"], ["a8"], to=TensorProto.UINT8, name="cast"),
              helper.make_node("Pad", ["a8", "pads"], ["a32"], name="pad"),
              helper.make_node("MatMulInteger", ["a32", "w_wide"], ["y"], name="wide")]
     inits = [numpy_helper.from_array(fit, "w_fit"), numpy_helper.from_array(wide, "w_wide"),
+             numpy_helper.from_array(small, "w_small"),
              numpy_helper.from_array(np.array([0, 0, 0, 16], np.int64), "pads")]
     graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.UINT8, [4, 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4, 16])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4, 16]),
+                               helper.make_tensor_value_info("z", TensorProto.INT32, [4, 16])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, tmp_path / "two.onnx")
@@ -286,6 +290,7 @@ def test_inspect_says_what_each_layer_runs_on(tmp_path):
     if nat is not None and nat.qgemm_has_pairs:
         assert "pmaddubsw (every weight pair fits int16)" in tasks["fits"]["int8_product"]
         assert "pmaddwd on int16 pairs" in tasks["wide"]["int8_product"]
+    assert ("quads of K in twins" in tasks["small"]["int8_product"]) == (nat is not None and nat.qgemm_has_twins)
 
 
 def linux_grants_amx() -> bool:
