@@ -539,11 +539,13 @@ int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64
             mate[q] = -1;
         }
         qsort(order, q4, sizeof(int64_t), cmp_i64);
+        int64_t low = 0;  /* order[0 .. low - 1] all placed: the search starts past them (large K: not Q^2 steps) */
         for (int64_t h = q4 - 1; h >= 0; h--) {
             int32_t q = (int32_t)(order[h] & 0xFFFFFFFF);
             if (mate[q] >= 0) continue;
             mate[q] = q;
-            for (int64_t e = 0; e < h; e++) {
+            while (low < h && mate[(int32_t)(order[low] & 0xFFFFFFFF)] >= 0) low++;
+            for (int64_t e = low; e < h; e++) {
                 int32_t c = (int32_t)(order[e] & 0xFFFFFFFF);
                 if (mate[c] < 0 && twins_fit(bound + q * 4 * QNR, bound + c * 4 * QNR)) {
                     mate[q] = c;
