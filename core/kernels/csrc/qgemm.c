@@ -1798,28 +1798,17 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
    plan's float32 steps: scale = (hi - lo) / 255 (1 when hi == lo), zp = rint(clamp(-lo / scale, 0, 255)),
    y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
 
-/* the lanes' minimum (maximum) of v and m, m where v is NaN: one vminps (vmaxps), whose second operand
-   is kept where either is NaN, on AVX builds (DynamicQuantizeLinear's range pass twice as fast as by
-   compares and blends); the compares and blends elsewhere */
-static inline vec vmin_keep(vec v, vec m) {
+/* the lanes' minimum (above 0) or maximum (above 1) of v and m, m where v is NaN: one vminps (vmaxps),
+   whose second operand is kept where either is NaN, on AVX builds (DynamicQuantizeLinear's range pass
+   twice as fast as by compares and blends); the compares and blends elsewhere */
+static inline vec vextreme(vec v, vec m, const int above) {
 #if defined(__AVX512F__)
-    return (vec)_mm512_min_ps((__m512)v, (__m512)m);
+    return (vec)(above ? _mm512_max_ps((__m512)v, (__m512)m) : _mm512_min_ps((__m512)v, (__m512)m));
 #elif VL == 8 && defined(__AVX__)
-    return (vec)_mm256_min_ps((__m256)v, (__m256)m);
+    return (vec)(above ? _mm256_max_ps((__m256)v, (__m256)m) : _mm256_min_ps((__m256)v, (__m256)m));
 #else
-    ivec below = v < m;
-    return (vec)(((ivec)v & below) | ((ivec)m & ~below));
-#endif
-}
-
-static inline vec vmax_keep(vec v, vec m) {
-#if defined(__AVX512F__)
-    return (vec)_mm512_max_ps((__m512)v, (__m512)m);
-#elif VL == 8 && defined(__AVX__)
-    return (vec)_mm256_max_ps((__m256)v, (__m256)m);
-#else
-    ivec above = v > m;
-    return (vec)(((ivec)v & above) | ((ivec)m & ~above));
+    ivec pick = above ? v > m : v < m;
+    return (vec)(((ivec)v & pick) | ((ivec)m & ~pick));
 #endif
 }
 
@@ -1831,8 +1820,8 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     for (; i + 4 * VL <= n; i += 4 * VL)
         for (int u = 0; u < 4; u++) {
             vec v = vload(x + i + u * VL);
-            vlo[u] = vmin_keep(v, vlo[u]);
-            vhi[u] = vmax_keep(v, vhi[u]);
+            vlo[u] = vextreme(v, vlo[u], 0);
+            vhi[u] = vextreme(v, vhi[u], 1);
         }
     float lo = 0.0f, hi = 0.0f;
     for (int u = 0; u < 4; u++)
