@@ -1163,7 +1163,7 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
     int32_t *col_sums = (int32_t *)(panel_buf + quads(g->K) * QNR * 4 * (1 + 2 * HAVE_PAIRS));
     int32_t *row_sums = col_sums + QNR;
     const uint8_t *panel;
-    if (g->bp && g->twin_start) {
+    if (HAVE_TWINS && g->bp && g->twin_start) {  /* (builds without the twinned tile have no twins to read) */
         panel = (const uint8_t *)g->bp + g->twin_start[p] * QNR * 4;
     } else if (g->bp) {
         panel = (const uint8_t *)g->bp + p * quads(g->K) * QNR * 4 * (g->path == QPATH_PAIRS ? 2 : 1);
