@@ -54,7 +54,8 @@ def int8_products(m: GeModel, nat) -> dict[int, str]:
     without VNNI (SSE or AVX2), vpmaddubsw where the weight pairs fit int16 or split weights leave few
     rests, else int16 pairs). Tasks whose weights are not constants of the OM, or whose shapes the
     native plans do not take, are left out."""
-    from ..kernels.ops.int8_native import depthwise_kernel, on_amx, packed_values, product_kernel, product_plan
+    from ..kernels.ops.int8_native import (depthwise_kernel, on_amx, pack_product, packed_values, product_kernel,
+                                           product_plan)
     value = _weight_value(m)
     found = {}
     for step, task in enumerate(m.tasks):
@@ -76,7 +77,8 @@ def int8_products(m: GeModel, nat) -> dict[int, str]:
             rows = w if task.op_type == "QGemm" and int(attrs.get("transB", 0)) else w.T
             a_shape = task.inputs[0].shape
             amx = on_amx(nat, int(np.prod(a_shape[:-1])), a_shape[-1])
-            found[step] = product_kernel(nat, product_plan(nat, packed_values(rows), False), amx)
+            twins = nat is not None and pack_product(nat, rows.T)[3] is not None
+            found[step] = product_kernel(nat, product_plan(nat, packed_values(rows), False), amx, twins)
     return found
 
 

@@ -260,6 +260,11 @@ typedef struct {
     const int64_t *fix_start;
     const int32_t *fix_q;
     const int8_t *fix_b;
+    /* QPATH_BYTES over prepacked weights on builds where ge_qgemm_has_twins() (or NULL: K's quads in
+       order): the panels as ge_qgemm_twin regrouped them, panel p the 64-byte slots twin_start[p] ..
+       twin_start[p + 1] - 1 of bp, taken in twos, slot s multiplying the activation's quad twin_q[s] */
+    const int64_t *twin_start;
+    const int32_t *twin_q;
 } QGemm;
 
 /* The int8 depthwise convolution of one batch item (qgemm.c): x (C, height, width) uint8 or int8 (x_flip),
@@ -436,6 +441,8 @@ void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip,
 int ge_qgemm_has_pairs(void);
 int ge_qgemm_mr(void);
 void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int16_t *bp, int32_t *sums);
+int ge_qgemm_has_twins(void);
+int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64_t *start, int32_t *quad);
 void ge_qgemm(const QGemm *g);
 int ge_qgemm_set_amx(int want);
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d);

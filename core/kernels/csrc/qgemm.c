@@ -34,6 +34,7 @@ Instruction sets, chosen at compile time (the build decides which level it targe
 - otherwise portable C.
 Every path gives the same int32 accumulator, so the results are identical. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "abi.h"
@@ -149,6 +150,24 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *const *row
         }                                                                                                \
     } while (0)
 
+/* Two quads of K into mr rows' accumulators (twinned panels, ge_qgemm_twin): quads QX and QY of the rows
+   ROW[i] (broadcast) times the slots' columns at B and B + 64; the two vpmaddubsw sums of a lane added in
+   int16 (exact: the twins' weights are chosen so) before one vpmaddwd by ones. Prepacked weights: the rows are u8. */
+#define TWIN_QUADS(ROW, QX, QY, B)                                                                          \
+    do {                                                                                                    \
+        __m256i b0_ = _mm256_loadu_si256((const __m256i *)(B)), c0_ = _mm256_loadu_si256((const __m256i *)((B) + 64)); \
+        __m256i b1_ = _mm256_loadu_si256((const __m256i *)((B) + 32)), c1_ = _mm256_loadu_si256((const __m256i *)((B) + 96)); \
+        for (int i = 0; i < mr; i++) {                                                                      \
+            __m256i x_ = _mm256_set1_epi32(quad_at(ROW[i] + 4 * (QX))), y_ = _mm256_set1_epi32(quad_at(ROW[i] + 4 * (QY))); \
+            __m256i s0_ = _mm256_add_epi16(_mm256_maddubs_epi16(x_, b0_), _mm256_maddubs_epi16(y_, c0_));   \
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(s0_, ones));                          \
+            if (nv == 2) {                                                                                  \
+                __m256i s1_ = _mm256_add_epi16(_mm256_maddubs_epi16(x_, b1_), _mm256_maddubs_epi16(y_, c1_)); \
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(s1_, ones));                      \
+            }                                                                                               \
+        }                                                                                                   \
+    } while (0)
+
 static inline int32_t quad_at(const uint8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -201,11 +220,17 @@ static inline __attribute__((always_inline)) void tile_bytes_as(const uint8_t *a
                                                                 const int32_t *fix_q, const int8_t *fix_b,
                                                                 int64_t nfix, const int mr, const int nv,
                                                                 const int fused, const QGemm *g, int64_t i0,
-                                                                int64_t j0) {
+                                                                int64_t j0, const int32_t *tq, int64_t slots) {
     __m256i acc[QMR][2];
     const __m256i ones = _mm256_set1_epi16(1);
     for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = fused ? row_correction(g, i0 + i) : _mm256_setzero_si256();
     int64_t q4 = quads(K), whole = row_len / 4 < q4 ? row_len / 4 : q4, q = 0;
+    if (!rows_signed && tq) {  /* twinned panel (ge_qgemm_twin): quads tq[s], tq[s + 1] at once, q4 done */
+        const uint8_t *row[QMR];  /* (each row's own base register: the broadcasts need no address arithmetic) */
+        for (int i = 0; i < mr; i++) row[i] = a + i * lda;
+        for (int64_t s = 0; s < slots; s += 2) TWIN_QUADS(row, (int64_t)tq[s], (int64_t)tq[s + 1], panel + s * QNR * 4);
+        q = q4;
+    }
     for (; q < whole; q++) {
         __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4));
         __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + q * QNR * 4 + 32));
@@ -244,8 +269,26 @@ static inline __attribute__((always_inline)) void tile_bytes(const uint8_t *cons
                                                              const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
                                                              const int mr, const int nv) {
     int64_t lda = mr > 1 ? rows[1] - rows[0] : 0;  /* (the callers' rows are evenly spaced) */
-    if (rows_signed) tile_bytes_as(rows[0], lda, K, row_len, panel, 1, out, fix_q, fix_b, nfix, mr, nv, 0, NULL, 0, 0);
-    else tile_bytes_as(rows[0], lda, K, row_len, panel, 0, out, fix_q, fix_b, nfix, mr, nv, 0, NULL, 0, 0);
+    if (rows_signed) tile_bytes_as(rows[0], lda, K, row_len, panel, 1, out, fix_q, fix_b, nfix, mr, nv, 0, NULL, 0, 0, NULL, 0);
+    else tile_bytes_as(rows[0], lda, K, row_len, panel, 0, out, fix_q, fix_b, nfix, mr, nv, 0, NULL, 0, 0, NULL, 0);
+}
+
+/* A twinned panel's tile (prepacked weights, u8 rows lda apart, whole quads): its `slots` slots at
+   `panel`, slot s multiplying quad tq[s]; the split weights' rest after, as tile_bytes */
+#define HAVE_TWINS 1
+static inline __attribute__((always_inline)) void tile_twins(const uint8_t *const *rows, int64_t K, const uint8_t *panel,
+                                                             const int32_t *tq, int64_t slots, int32_t *out,
+                                                             const int32_t *fix_q, const int8_t *fix_b, int64_t nfix,
+                                                             int mr, int nc) {
+    int64_t lda = mr > 1 ? rows[1] - rows[0] : 0;
+#define TWINS(M, NV) tile_bytes_as(rows[0], lda, K, K, panel, 0, out, fix_q, fix_b, nfix, M, NV, 0, NULL, 0, 0, tq, slots)
+    switch (mr) {
+    case 1: if (nc <= 8) TWINS(1, 1); else TWINS(1, 2); break;
+    case 2: if (nc <= 8) TWINS(2, 1); else TWINS(2, 2); break;
+    case 3: if (nc <= 8) TWINS(3, 1); else TWINS(3, 2); break;
+    default: if (nc <= 8) TWINS(QMR, 1); else TWINS(QMR, 2);
+    }
+#undef TWINS
 }
 
 /* QPATH_PAIRS: rows and panel already int16, pairs of k as one 32-bit lane (panel[pair][j][2]): one
@@ -371,6 +414,9 @@ static inline __attribute__((always_inline)) void tile_pairs(const int16_t *cons
 #ifndef HAVE_CONV_FUSED
 #define HAVE_CONV_FUSED 0
 #endif
+#ifndef HAVE_TWINS
+#define HAVE_TWINS 0
+#endif
 
 #if HAVE_PAIRS
 /* the tiles with the row count and the vectors of columns constants (a short tile computes only its
@@ -435,6 +481,94 @@ int ge_qgemm_mr(void) { return QMR; }
 /* W (K, N) as ge_qgemm_pack takes it into panels of int16 pairs of k (panel[pair][j][2]): QPATH_PAIRS's weights */
 void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int16_t *bp, int32_t *sums) {
     pack_groups(w, ldw, K, N, flip, 2, bp, sums);
+}
+
+/* ---- twinned panels: two quads of K a vpmaddwd (AVX2 builds) ---------------------------------------- */
+
+int ge_qgemm_has_twins(void) { return HAVE_TWINS; }
+
+/* A quad's 2 QNR int16 lanes of vpmaddubsw (lane l: bytes 2l, 2l + 1, a column's pair of k) as bounds:
+   bound[l] the weights' positive parts added, bound[2 QNR + l] their negative parts' magnitude */
+static void quad_bounds(const int8_t *quad, int16_t *bound) {
+    for (int l = 0; l < 2 * QNR; l++) {
+        int w0 = quad[2 * l], w1 = quad[2 * l + 1];
+        bound[l] = (int16_t)((w0 > 0 ? w0 : 0) + (w1 > 0 ? w1 : 0));
+        bound[2 * QNR + l] = (int16_t)((w0 < 0 ? -w0 : 0) + (w1 < 0 ? -w1 : 0));
+    }
+}
+
+/* whether two quads' vpmaddubsw sums add up in int16 for any u8 activation: in every lane 255 (positive
+   parts) <= 32767 and 255 (negative parts) <= 32768, i.e. both <= 128 */
+static int twins_fit(const int16_t *x, const int16_t *y) {
+    int fit = 1;
+    for (int l = 0; l < 4 * QNR; l++) fit &= x[l] + y[l] <= 128;
+    return fit;
+}
+
+static int cmp_i64(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Prepacked panels bp (ge_qgemm_pack's, K a multiple of 4, every pair of k fitting int16) regrouped so that
+   the AVX2 tile adds the vpmaddubsw sums of two quads in int16 before its vpmaddwd (3 multiplies for two
+   quads instead of 4): each panel's quads in twins that fit together (twins_fit), a quad without one
+   twinned with zero weights. Per panel, the quads with the largest bounds first, each taking the first
+   free quad from the smallest that fits (BERT's weights: under 1% alone); the twins in order of K.
+   Writes the 64-byte slots into out (room for 2 quads(K) a panel), start[p] (panels + 1 entries) and
+   quad[s] (the activation's quad slot s multiplies); returns the slots, or -1 (K not a multiple of 4, or
+   no memory). */
+int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64_t *start, int32_t *quad) {
+    int64_t q4 = quads(K), panels = (N + QNR - 1) / QNR, qb = QNR * 4, slots = 0;
+    int16_t *bound = malloc(q4 * 4 * QNR * sizeof(int16_t));
+    int64_t *order = malloc(q4 * sizeof(int64_t));
+    int32_t *mate = malloc(q4 * sizeof(int32_t));  /* a quad's twin (itself: alone), -1 not yet placed */
+    if (K % 4 || !bound || !order || !mate) slots = -1;
+    for (int64_t p = 0; p < panels && slots >= 0; p++) {
+        const int8_t *panel = bp + p * q4 * qb;
+        start[p] = slots;
+        for (int64_t q = 0; q < q4; q++) {
+            int16_t *b = bound + q * 4 * QNR;
+            int64_t top = 0, sum = 0;
+            quad_bounds(panel + q * qb, b);
+            for (int l = 0; l < 4 * QNR; l++) {
+                top = b[l] > top ? b[l] : top;
+                sum += b[l];
+            }
+            order[q] = (top << 48) | (sum << 32) | q;  /* (top <= 256, sum < 2^16) */
+            mate[q] = -1;
+        }
+        qsort(order, q4, sizeof(int64_t), cmp_i64);
+        int64_t low = 0;  /* order[0 .. low - 1] all placed: the search starts past them (large K: not Q^2 steps) */
+        for (int64_t h = q4 - 1; h >= 0; h--) {
+            int32_t q = (int32_t)(order[h] & 0xFFFFFFFF);
+            if (mate[q] >= 0) continue;
+            mate[q] = q;
+            while (low < h && mate[(int32_t)(order[low] & 0xFFFFFFFF)] >= 0) low++;
+            for (int64_t e = low; e < h; e++) {
+                int32_t c = (int32_t)(order[e] & 0xFFFFFFFF);
+                if (mate[c] < 0 && twins_fit(bound + q * 4 * QNR, bound + c * 4 * QNR)) {
+                    mate[q] = c;
+                    mate[c] = q;
+                    break;
+                }
+            }
+        }
+        for (int32_t q = 0; q < q4; q++) {
+            int32_t c = mate[q];
+            if (c < q) continue;  /* placed with its twin */
+            memcpy(out + slots * qb, panel + q * qb, qb);
+            quad[slots++] = q;
+            if (c == q) memset(out + slots * qb, 0, qb);
+            else memcpy(out + slots * qb, panel + c * qb, qb);
+            quad[slots++] = c;
+        }
+    }
+    if (slots >= 0) start[panels] = slots;
+    free(bound);
+    free(order);
+    free(mate);
+    return slots;
 }
 
 #if HAVE_PAIRS
@@ -1029,7 +1163,9 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
     int32_t *col_sums = (int32_t *)(panel_buf + quads(g->K) * QNR * 4 * (1 + 2 * HAVE_PAIRS));
     int32_t *row_sums = col_sums + QNR;
     const uint8_t *panel;
-    if (g->bp) {
+    if (HAVE_TWINS && g->bp && g->twin_start) {  /* (builds without the twinned tile have no twins to read) */
+        panel = (const uint8_t *)g->bp + g->twin_start[p] * QNR * 4;
+    } else if (g->bp) {
         panel = (const uint8_t *)g->bp + p * quads(g->K) * QNR * 4 * (g->path == QPATH_PAIRS ? 2 : 1);
     } else {
         gather_panel(g, p, panel_buf, g->zs ? col_sums : NULL);
@@ -1084,9 +1220,15 @@ static void qgemm_item(void *ctx, int64_t item, int slot) {
 #if HAVE_CONV_FUSED
             if (fuse && mr == QMR) {  /* (the rows are the weights, padded to quads) */
                 tile_bytes_as(rows[0], rows[1] - rows[0], g->K, (g->K + 3) & ~(int64_t)3, panel, 1, NULL, fq, fb, nfix,
-                              QMR, 2, 1, g, i0, j0);
+                              QMR, 2, 1, g, i0, j0, NULL, 0);
                 continue;
             }
+#endif
+#if HAVE_TWINS
+            if (g->twin_start) {
+                int64_t t0 = g->twin_start[p];
+                tile_twins(rows, g->K, panel, g->twin_q + t0, g->twin_start[p + 1] - t0, acc, fq, fb, nfix, mr, nc);
+            } else
 #endif
             if (g->rows_are_weights) tile(rows, g->K, (g->K + 3) & ~(int64_t)3, panel, 1, acc, fq, fb, nfix, mr, nc);  /* rows padded to quads */
             else tile(rows, g->K, g->K, panel, 0, acc, fq, fb, nfix, mr, nc);
@@ -1101,7 +1243,7 @@ void ge_qgemm(const QGemm *g) {
     if (g->path == QPATH_PAIRS && !g->rows_are_weights) widen_rows(g->a, g->lda, g->M, g->K, g->a16);
 #endif
     QJob job = {g, (g->N + QNR - 1) / QNR, 1, g->M, 0};
-    job.amx = amx_wanted && g->bp && !g->rows_are_weights && g->path == QPATH_BYTES && g->K >= 64 &&
+    job.amx = amx_wanted && g->bp && !g->twin_start && !g->rows_are_weights && g->path == QPATH_BYTES && g->K >= 64 &&
               g->M >= AMX_ROWS && amx_usable();
     int64_t want = (int64_t)g->threads * ITEMS_PER_THREAD, unit = job.amx ? AMX_ROWS : QMR;
     if (g->threads > 1 && job.panels < want) {  /* few panels: split the rows too */
@@ -1656,6 +1798,20 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
    plan's float32 steps: scale = (hi - lo) / 255 (1 when hi == lo), zp = rint(clamp(-lo / scale, 0, 255)),
    y = clamp(rint(x / scale) + zp, 0, 255). One thread: a layer's activations are a few hundred KB. */
 
+/* the lanes' minimum (above 0) or maximum (above 1) of v and m, m where v is NaN: one vminps (vmaxps),
+   whose second operand is kept where either is NaN, on AVX builds (DynamicQuantizeLinear's range pass
+   twice as fast as by compares and blends); the compares and blends elsewhere */
+static inline vec vextreme(vec v, vec m, const int above) {
+#if defined(__AVX512F__)
+    return (vec)(above ? _mm512_max_ps((__m512)v, (__m512)m) : _mm512_min_ps((__m512)v, (__m512)m));
+#elif VL == 8 && defined(__AVX__)
+    return (vec)(above ? _mm256_max_ps((__m256)v, (__m256)m) : _mm256_min_ps((__m256)v, (__m256)m));
+#else
+    ivec pick = above ? v > m : v < m;
+    return (vec)(((ivec)v & pick) | ((ivec)m & ~pick));
+#endif
+}
+
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out) {
     /* per lane first (vector code), then across lanes; 4 independent pairs of running extremes, or
        the loop waits for each compare and blend before the next (a minimum is the same in any order) */
@@ -1664,9 +1820,8 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     for (; i + 4 * VL <= n; i += 4 * VL)
         for (int u = 0; u < 4; u++) {
             vec v = vload(x + i + u * VL);
-            ivec below = v < vlo[u], above = v > vhi[u];  /* the lanes' minimum and maximum, as masks and blends */
-            vlo[u] = (vec)(((ivec)v & below) | ((ivec)vlo[u] & ~below));
-            vhi[u] = (vec)(((ivec)v & above) | ((ivec)vhi[u] & ~above));
+            vlo[u] = vextreme(v, vlo[u], 0);
+            vhi[u] = vextreme(v, vhi[u], 1);
         }
     float lo = 0.0f, hi = 0.0f;
     for (int u = 0; u < 4; u++)

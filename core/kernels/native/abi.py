@@ -352,6 +352,8 @@ class QGemm(ctypes.Structure):
         ('fix_start', ctypes.c_void_p),
         ('fix_q', ctypes.c_void_p),
         ('fix_b', ctypes.c_void_p),
+        ('twin_start', ctypes.c_void_p),
+        ('twin_q', ctypes.c_void_p),
     ]
 
 
@@ -620,6 +622,8 @@ SIGNATURES = {
     'ge_qgemm_has_pairs': ([], ctypes.c_int),
     'ge_qgemm_mr': ([], ctypes.c_int),
     'ge_qgemm_pack_pairs': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], None),
+    'ge_qgemm_has_twins': ([], ctypes.c_int),
+    'ge_qgemm_twin': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64),
     'ge_qgemm': ([ctypes.c_void_p], None),
     'ge_qgemm_set_amx': ([ctypes.c_int], ctypes.c_int),
     'ge_qdepthwise_slot_bytes': ([ctypes.c_void_p], ctypes.c_int64),

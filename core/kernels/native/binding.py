@@ -416,6 +416,27 @@ class Native:
                                      sums.ctypes.data)
         return out, sums
 
+    def qtwin(self, bp: np.ndarray, k: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """qpack's panels bp of (k, n) weights (k a multiple of 4, every pair of k in int16) regrouped in
+        twins of quads (csrc/qgemm.c's ge_qgemm_twin): (slots, twin_start, twin_q) for qgemm_call, or None
+        where the build has no twinned tile (qgemm_has_twins) or k is not a multiple of 4."""
+        if not self.qgemm_has_twins or k % 4:
+            return None
+        panels, nr = -(-n // self.qgemm_nr), self.qgemm_nr
+        room = np.empty(2 * self.lib.ge_qgemm_packed_bytes(k, n), np.int8)
+        start, quad = np.empty(panels + 1, np.int64), np.empty(2 * panels * (k // 4), np.int32)
+        slots = self.lib.ge_qgemm_twin(bp.ctypes.data, k, n, room.ctypes.data, start.ctypes.data, quad.ctypes.data)
+        if slots < 0:
+            return None
+        out = aligned_empty(slots * nr * 4, np.int8)
+        out[:] = room[:slots * nr * 4]
+        return out, start, quad[:slots].copy()
+
+    @property
+    def qgemm_has_twins(self) -> bool:
+        """The build adds two quads' vpmaddubsw sums in int16 over twinned panels (qtwin): AVX2 without VNNI."""
+        return bool(self.lib.ge_qgemm_has_twins())
+
     @property
     def qgemm_has_pairs(self) -> bool:
         """The build has QPATH_PAIRS (x86-64 without VNNI: AVX2 or SSE): int8 products as int16 pairs
@@ -443,19 +464,20 @@ class Native:
 
     def qgemm_call(self, m, n, k, *, a: int, lda: int, c: int, ldc: int, out: "QOut", zu: int, zs, sum_s, ws,
                    bp=None, b: int | None = None, koff=None, noff=None, b_flip=False, path: int = QPATH_BYTES,
-                   a16=None, fix=None, keep=()) -> PreparedCall:
+                   a16=None, fix=None, twins=None, keep=()) -> PreparedCall:
         """C[i * ldc + j] = out(sum_k (U - zu)(S - zs)) (csrc/qgemm.c): rows a (addresses), either
         u8 activations over prepacked weights bp, or (bp None) s8 weights over the u8 (b_flip: int8)
         activation gathered at b[koff[k] + noff[n]]; prepared. zs: int32 per weight index or None.
         path QPATH_PAIRS: bp packed by qpack_pairs, a16 the int16 weight rows or the (m, 4 ceil(k / 4))
         int16 scratch the activation rows are widened into. fix: split weights' rest quads (fix_start,
-        fix_q, fix_b: int8_native.rest_quads) or None."""
+        fix_q, fix_b: int8_native.rest_quads) or None. twins: (twin_start, twin_q) of qtwin, bp its slots."""
         ws_addr = ws.ctypes.data
         fix = fix or (None, None, None)
+        twins = twins or (None, None)
         args = QGemm(m, n, k, a, lda, int(bp is None), _addr(bp), b, _addr(koff), _addr(noff), int(b_flip), zu,
                      _addr(zs), _addr(sum_s), c, ldc, out, min(threads(), GEMM_SLOTS), ws_addr + -ws_addr % ALIGN,
-                     path, _addr(a16), *map(_addr, fix))
-        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws, a16, *fix) + tuple(keep))
+                     path, _addr(a16), *map(_addr, fix), *map(_addr, twins))
+        return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws, a16, *fix, *twins) + tuple(keep))
 
     def qdepthwise_workspace_nbytes(self, geometry: dict) -> int:
         """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum)."""

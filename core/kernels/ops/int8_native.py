@@ -123,6 +123,41 @@ def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
     return ProductPlan(QPATH_BYTES, fits, share, main, fix)
 
 
+#: the share of quads left alone (twinned with zeros) above which twinned panels are not taken: a twin
+#: costs 0.86 of two quads' time in the plain tile (measured at v3, one thread, BERT-small's int8
+#: products 128x512 @ 512x512, @ 512x2048 and 128x2048 @ 2048x512: 12-17% faster, with 0.2-1.1% alone),
+#: a quad alone 1.7 of one (the break-even near 16%)
+TWINS_ALONE_AT_MOST = 0.1
+
+
+def twin_panels(nat, bp: np.ndarray, k: int, n: int) -> tuple | None:
+    """Prepacked panels bp of (k, n) weights (every pair of k in int16) in twins of quads (Native.qtwin:
+    their vpmaddubsw sums added in int16, one vpmaddwd for two quads of K), or None where the build has
+    no twinned tile, k is not a multiple of 4, or too many quads have no twin (TWINS_ALONE_AT_MOST)."""
+    twins = nat.qtwin(bp, k, n)
+    if twins is None:
+        return None
+    slot_q = twins[2]
+    alone = np.count_nonzero(slot_q[0::2] == slot_q[1::2])  # (a quad alone fills both slots of its twin)
+    return twins if alone <= TWINS_ALONE_AT_MOST * (len(slot_q) - alone) else None
+
+
+def pack_product(nat, b: np.ndarray) -> tuple:
+    """Constant (K, N) 8-bit weights b (any strides) packed for the int8 product with library `nat`:
+    (plan (product_plan's), panels, sums over K per column, twins: (twin_start, twin_q) when the panels
+    are twinned (twin_panels), else None)."""
+    plan = product_plan(nat, b.T, weights_are_rows=False)
+    if plan.path == QPATH_PAIRS:
+        return (plan,) + nat.qpack_pairs(b) + (None,)
+    if plan.main is None:
+        bp, sums = nat.qpack(b)
+    else:
+        bp, _ = nat.qpack(np.ascontiguousarray(plan.main.T))  # (the sums are the whole weights')
+        sums = packed_values(b).sum(axis=0, dtype=np.int32)
+    twins = twin_panels(nat, bp, *b.shape)
+    return (plan, bp, sums, None) if twins is None else (plan, twins[0], sums, twins[1:])
+
+
 #: the AMX tiles' block of rows (csrc/qgemm.c's AMX_ROWS) and its step of K: ge_qgemm runs a product over
 #: prepacked weights on AMX when it has a whole block of rows and a step of K
 AMX_ROWS, AMX_K = 32, 64
@@ -133,9 +168,9 @@ def on_amx(nat, rows: int, k: int) -> bool:
     return nat is not None and nat.qgemm_amx and rows >= AMX_ROWS and k >= AMX_K
 
 
-def product_kernel(nat, plan: ProductPlan, amx: bool = False) -> str:
+def product_kernel(nat, plan: ProductPlan, amx: bool = False, twins: bool = False) -> str:
     """What an int8 product runs on with library `nat` (None: the numpy plans) by its plan (product_plan's);
-    amx: the product runs on AMX tiles (on_amx)."""
+    amx: the product runs on AMX tiles (on_amx); twins: its panels are twinned (pack_product's)."""
     if nat is None:
         return "numpy float64 (exact)"
     if amx:
@@ -145,9 +180,10 @@ def product_kernel(nat, plan: ProductPlan, amx: bool = False) -> str:
     v = "v" if "avx" in nat.isa.lower() else ""  # (the SSE build, x86-64 v2: the same instructions on 128 bits)
     if plan.path == QPATH_PAIRS:
         return f"{v}pmaddwd on int16 pairs (weight pairs overflow {v}pmaddubsw's int16 in {plan.share:.0%} of quads)"
+    twinned = ", quads of K in twins (one vpmaddwd for two)" if twins else ""
     if plan.fits:
-        return f"{v}pmaddubsw (every weight pair fits int16)"
-    return f"{v}pmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads)"
+        return f"{v}pmaddubsw (every weight pair fits int16{twinned})"
+    return f"{v}pmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads{twinned})"
 
 
 def depthwise_kernel(nat) -> str:
@@ -192,15 +228,7 @@ class NativeIntProduct:
 
     def pack(self, kernel, b: np.ndarray, bz) -> None:
         """b: the (K, N) weights (any strides), bz their zero point(s)."""
-        def pack(b):
-            plan = product_plan(self.nat, b.T, weights_are_rows=False)
-            if plan.path == QPATH_PAIRS:
-                return (plan,) + self.nat.qpack_pairs(b)
-            if plan.main is None:
-                return (plan,) + self.nat.qpack(b)
-            bp, _ = self.nat.qpack(np.ascontiguousarray(plan.main.T))  # (the sums are the whole weights')
-            return plan, bp, packed_values(b).sum(axis=0, dtype=np.int32)
-        self.plan, self.bp, self.sums = kernel.shared_pack(("qgemm", "plan"), pack, b)
+        self.plan, self.bp, self.sums, self.twins = kernel.shared_pack(("qgemm", "plan"), lambda b: pack_product(self.nat, b), b)
         self.path = self.plan.path
         self.zs = weight_zero_points(bz, self.n, b.dtype)
 
@@ -225,7 +253,8 @@ class NativeIntProduct:
         call = self.nat.qgemm_call(
             self.rows, self.n, self.k, a=rows.ctypes.data, lda=self.k, c=y.ctypes.data, ldc=self.n, out=out, zu=0,
             zs=self.zs, sum_s=self.sums, ws=v["q"], bp=self.bp, path=self.path,
-            a16=v["a16"] if self.path == QPATH_PAIRS else None, fix=self.plan.fix, keep=(rows, y, scale_a) + tuple(keep))
+            a16=v["a16"] if self.path == QPATH_PAIRS else None, fix=self.plan.fix, twins=self.twins,
+            keep=(rows, y, scale_a) + tuple(keep))
         if scale_a is not None:
             call.keep[0].out.scale_a = scale_a.ctypes.data
         return call

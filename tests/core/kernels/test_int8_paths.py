@@ -14,7 +14,7 @@ from ge.core.inspection import om_info
 from ge.core.model.ir import Meta
 from ge.core.kernels import backend as backends, lookup, native as native_mod
 from ge.core.kernels.ops.int8_native import (on_amx, packed_values, pairs_fit_int16, product_kernel, product_plan,
-                                            split_pairs)
+                                            split_pairs, twin_panels)
 from ge.core.kernels.native import QPATH_BYTES, QPATH_PAIRS
 
 from .int8_reference import reference
@@ -177,19 +177,107 @@ def test_qlinear_conv_requantized_from_registers_exact(monkeypatch, level, kind)
         np.testing.assert_array_equal(y, reference("QLinearConv", xs, {"pads": [1, 1, 1, 1]}), err_msg=str(ydt))
 
 
+def _lane_bounds(slots: np.ndarray) -> np.ndarray:
+    """Per 64-byte slot (16 columns' quads) its 32 int16 lanes of vpmaddubsw (a column's bytes 0-1 or 2-3):
+    the weights' positive parts added, then their negative parts' magnitude (64 bounds)."""
+    v = slots.reshape(-1, 32, 2).astype(np.int16)
+    return np.concatenate([np.maximum(v, 0).sum(-1), (-np.minimum(v, 0)).sum(-1)], axis=1)
+
+
+@pytest.mark.parametrize("level", level_params())
+def test_twinned_panels_hold_every_quad_once_and_fit(level):
+    """Native.qtwin (qgemm.c's ge_qgemm_twin) on AVX2 builds: each panel's slots are its quads, each once,
+    in twins whose int16 lanes add up within 128 both ways (255 x 128 fits int16), a quad without a twin
+    beside zeros; on weights of which some quads twin with nothing (a lane of 64 + 64) and lanes on the
+    edge (64 + 0 beside 0 + 64: 128, fits; beside 1 + 64: 129, does not). Builds without the twinned
+    tile (v2's SSE, VNNI) have none."""
+    nat = native_mod.load_level(level)
+    rng = np.random.default_rng(7)
+    k, n = 64, 40  # 16 quads, 3 panels (the last of 8 columns)
+    w = rng.integers(-30, 31, (k, n)).astype(np.int8)
+    w[0:2, 0], w[4:6, 0], w[8:10, 0] = (64, 0), (0, 64), (1, 64)  # column 0: quads 0, 1 and 2 on the edge
+    w[12:16, 16:32] = 64  # quad 3 of the second panel fills every lane alone: no quad twins with it
+    bp, _ = nat.qpack(w)
+    twins = nat.qtwin(bp, k, n)
+    if not nat.qgemm_has_twins:
+        assert twins is None
+        return
+    assert nat.qtwin(bp[:-16], k - 1, n) is None  # K not a multiple of 4
+    slots, start, slot_q = twins
+    panels, quads = bp.reshape(3, 16, 64), 16
+    assert start[0] == 0 and len(start) == 4 and start[-1] == len(slot_q) == len(slots) // 64
+    for p in range(3):
+        own, q = slots[start[p] * 64:start[p + 1] * 64].reshape(-1, 64), slot_q[start[p]:start[p + 1]]
+        alone = q[0::2] == q[1::2]
+        assert sorted(q[np.repeat(~alone, 2) | np.tile([True, False], len(alone))]) == list(range(quads))
+        np.testing.assert_array_equal(own[0::2], panels[p][q[0::2]])
+        np.testing.assert_array_equal(own[1::2][~alone], panels[p][q[1::2][~alone]])
+        assert not own[1::2][alone].any()
+        bounds = _lane_bounds(own)
+        assert (bounds[0::2] + bounds[1::2] <= 128).all()
+        assert list(q[0::2]) == sorted(q[0::2]) and (q[0::2] <= q[1::2]).all()  # in order of K
+    assert (0, 2) not in set(zip(slot_q[0:start[1]:2], slot_q[1:start[1]:2]))  # 64 + 1 + 64 = 129
+    second = slot_q[start[1]:start[2]]
+    assert 3 in second[0::2][second[0::2] == second[1::2]]
+
+
+@pytest.mark.parametrize("level", level_params())
+@pytest.mark.parametrize("kind", ["fit", "split"])
+def test_twinned_products_exact(monkeypatch, level, kind):
+    """MatMulInteger over twinned panels (AVX2 builds, K a multiple of 4) exact: tiles of 1 to 7 rows, a
+    whole panel and one of 3 columns, bytes 0 and 255, zero points on both operands (the weights' counted
+    from the rows' sums) and none, twins on the edge of int16 (lanes adding up to 128), and weights split
+    (a rest in a few quads, added after the twins)."""
+    monkeypatch.setattr(backends, "select", lambda *a, **k: backends.Backend(native_mod.load_level(level)))
+    nat = native_mod.load_level(level)
+    rng = np.random.default_rng(13)
+    w = rng.integers(-30, 31, (48, 19)).astype(np.int8)  # K 48: 12 quads; small weights: most quads twin
+    if kind == "split":
+        w[0:2, 0], w[4:6, 18] = (127, 127), (-128, -128)
+    w[0:2, 1], w[4:6, 1] = (64, 0), (0, 64)
+    w[8:10, 2], w[12:14, 2] = (-64, -64), (0, 0)
+    for m in (1, 2, 3, 4, 5, 6, 7):
+        x = rng.choice(np.array([0, 255, 255, 1], np.uint8), (m, 48))
+        for xz, wz in ((None, None), (np.array(255, np.uint8), rng.integers(-3, 4, 19).astype(np.int8))):
+            xs = [x, w, xz, wz]
+            kernel = lookup("MatMulInteger", "", 17)({}, [None if v is None else Meta(v.dtype, v.shape) for v in xs],
+                                                     [None, w, None, wz], opset=17, name="n").load()
+            y = np.zeros((m, 19), np.int32)
+            kernel.run(xs, [y], np.zeros(kernel.workspace_nbytes(), np.uint8))
+            np.testing.assert_array_equal(y, reference("MatMulInteger", xs), err_msg=f"{m} rows, {xz}")
+            assert (kernel.qn.twins is not None) == nat.qgemm_has_twins
+            assert (kernel.qn.plan.fix is not None) == (kind == "split" and nat.qgemm_has_pairs)
+
+
+@pytest.mark.parametrize("level", level_params())
+def test_twins_left_where_quads_stay_alone(level):
+    """Weights whose every lane is full (64 + 64): no quad twins, so the plain tile runs (int8_native.twin_panels)."""
+    nat = native_mod.load_level(level)
+    if not nat.qgemm_has_twins:
+        pytest.skip(f"{level}: a build without the twinned tile")
+    w = np.full((32, 16), 64, np.int8)
+    bp, _ = nat.qpack(w)
+    assert nat.qtwin(bp, 32, 16) is not None and twin_panels(nat, bp, 32, 16) is None
+    assert twin_panels(nat, nat.qpack(w // 2)[0], 32, 16) is not None
+
+
 def test_inspect_says_what_each_layer_runs_on(tmp_path):
     """Two MatMulInteger layers, one whose weight pairs fit int16 and one whose do not: `ge inspect`
     (om_info.inspect, the data of `ge inspect --json`) names each one's instructions at this level."""
     fit = np.resize(np.array([127, 1], np.int8), (16, 32)).T.copy()
     wide = np.resize(np.array([127, 127], np.int8), (16, 32)).T.copy()
+    small = np.random.default_rng(2).integers(-20, 21, (32, 16)).astype(np.int8)  # quads that twin
     nodes = [helper.make_node("MatMulInteger", ["x", "w_fit"], ["a"], name="fits"),
+             helper.make_node("MatMulInteger", ["x", "w_small"], ["z"], name="small"),
              helper.make_node("Cast", ["a"], ["a8"], to=TensorProto.UINT8, name="cast"),
              helper.make_node("Pad", ["a8", "pads"], ["a32"], name="pad"),
              helper.make_node("MatMulInteger", ["a32", "w_wide"], ["y"], name="wide")]
     inits = [numpy_helper.from_array(fit, "w_fit"), numpy_helper.from_array(wide, "w_wide"),
+             numpy_helper.from_array(small, "w_small"),
              numpy_helper.from_array(np.array([0, 0, 0, 16], np.int64), "pads")]
     graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.UINT8, [4, 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4, 16])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4, 16]),
+                               helper.make_tensor_value_info("z", TensorProto.INT32, [4, 16])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, tmp_path / "two.onnx")
@@ -202,6 +290,7 @@ def test_inspect_says_what_each_layer_runs_on(tmp_path):
     if nat is not None and nat.qgemm_has_pairs:
         assert "pmaddubsw (every weight pair fits int16)" in tasks["fits"]["int8_product"]
         assert "pmaddwd on int16 pairs" in tasks["wide"]["int8_product"]
+    assert ("quads of K in twins" in tasks["small"]["int8_product"]) == (nat is not None and nat.qgemm_has_twins)
 
 
 def linux_grants_amx() -> bool:
