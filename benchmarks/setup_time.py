@@ -7,7 +7,10 @@ timed by the clock from outside, Python's start and every import included:
   ge           `ge atc --model m.onnx --output m --input_shape ...` (one process), then one process that
                loads the OM (`ge.core.acl.models.load_from_file`) and unloads it
   onnxruntime  one process that imports onnxruntime and creates an InferenceSession (CPU provider)
-The ratio is ge's two processes over onnxruntime's one (issue 31's target: at most 2).
+The ratio is ge's two processes over onnxruntime's one (issue 31's target: at most 2). Every process runs
+this script's Python: run it with the python of a venv made by `pip install .` (README's first command)
+to time the install users get; an editable install (`pip install -e`) adds its import finder to every
+Python start (~50 M instructions: pathlib, re, fnmatch), which ge's two processes pay twice, a session once.
 
 --no-bytecode runs every process as a container with PYTHONDONTWRITEBYTECODE=1 and no __pycache__
 does: each compiles every module it imports from source (PYTHONPYCACHEPREFIX pointing at an empty
