@@ -32,7 +32,8 @@ class Range:
     def __init__(self, addr: int, nbytes: int, kind: str, owner: object = None, device: Device | None = None,
                  serial: int = 0):
         self.addr, self.nbytes = addr, nbytes
-        self.kind = kind  # DEVICE (acl.rt.malloc), HOST (acl.rt.malloc_host), USER (a numpy array or bytes of the caller's)
+        #: DEVICE (acl.rt.malloc), HOST (acl.rt.malloc_host), USER (a numpy array or bytes of the caller's)
+        self.kind = kind
         self.owner = owner  # HOST: its numpy array; USER: the caller's object
         self.device, self.serial = device, serial
 

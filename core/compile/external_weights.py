@@ -126,7 +126,8 @@ class _Layout:
             if key in self.outside:
                 name, offset, sha = self.outside[key]
                 alloc = ids.setdefault(name, len(model.allocations) + len(ids))
-                weights.append(w._replace(offset=offset, file=name, file_offset=offset, sha256=sha, allocation=alloc))
+                weights.append(w._replace(offset=offset, file=name, file_offset=offset, sha256=sha,
+                                          allocation=alloc))
             else:
                 alloc, offset = WEIGHT_ID, self.inside[key]
                 weights.append(w._replace(offset=offset))
