@@ -32,8 +32,6 @@ from . import records
 from .checksum import body_checksum, sha256
 from .decode import Bad, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
 from .records import HEADER, decode
-from .root import decode_root
-from .root_check import check_root
 from .schema import (BODY_CHECKSUM_SINCE, CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ARRAY_LEN,
                      MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_STR_LEN, MAX_TOTAL_SIZE, MIN_FILE_SIZE, MODEL_DEF,
                      PREFIX_SIZE, REQUIRED_PARTITIONS, TASK_INFO, WEIGHTS_DATA, partition_name)
@@ -297,7 +295,10 @@ def parse(view: memoryview, verify_checksum: bool = True):
 
 
 def _parse_dynamic(view: memoryview, header: dict):
-    """Root model (submodel 0) plus its static submodels, which share the root's WEIGHTS_DATA."""
+    """Root model (submodel 0) plus its static submodels, which share the root's WEIGHTS_DATA. (The
+    root's modules are imported here: a static OM's reader needs neither.)"""
+    from .root import decode_root
+    from .root_check import check_root
     where = {(p["type"], p["submodel"]): p for p in header["partitions"]}
 
     def body(kind, sub):

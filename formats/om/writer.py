@@ -19,7 +19,6 @@ from ..atomic import EarlyWriteback, write_atomically
 from . import reader
 from .checksum import body_digest, sha256
 from .encode import Unencodable, as_attr_map, as_dtype, as_int, as_shape, as_str
-from .root import encode_root
 from .schema import (ALIGNMENT, BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, GEN_MODE_OFFLINE,
                      MAGIC, MAX_HEADER_SIZE, MODEL_DEF, MODEL_TYPE_NORMAL, OM_IR_VERSION, PLATFORM_TYPE_SIM,
                      PREFIX_SIZE, TASK_INFO, WEIGHTS_DATA, align_up)
@@ -200,6 +199,7 @@ def fields_and_parts(model: GeModel) -> tuple[dict, list]:
 
 def _dynamic_fields_and_parts(model: DynamicModel) -> tuple[dict, list]:
     """Submodel 0 is the root (its WEIGHTS_DATA the shared weights); 1..n the static submodels."""
+    from .root import encode_root  # (a static model's writer needs none of the root's modules)
     root_def, root_tasks = encode_root(model)
     parts = [(MODEL_DEF, 0, _pack(root_def, "root MODEL_DEF")), (TASK_INFO, 0, _pack(root_tasks, "root TASK_INFO")),
              (WEIGHTS_DATA, 0, _as_bytes_view(model.weight_data))]

@@ -418,6 +418,7 @@ def test_atc_imports_no_runtime(tmp_path):
     assert not {m for m in mods if m.startswith(tuple(f"ge.core.compile.{k}" for k in (
         "build_dynamic", "dynamic_shapes", "partition", "control_flow", "range_plan", "aipp", "external_weights")))}
     assert "ge.formats.weights" not in mods
+    assert not {"ge.formats.om.root", "ge.formats.om.root_check"} & mods  # a dynamic OM's root: not this model's
     assert not {m for m in mods if m.startswith(("ge.core.runtime", "ge.core.acl", "ge.core.inspection", "ge.core.api"))}
     assert not {m for m in mods if m.split(".")[0] == "rich"}  # its lines are plain: no table, no rich
     # onnx's messages and C++ checks, not its package (core/model/onnx_proto.py)
@@ -446,10 +447,12 @@ def test_loading_an_om_imports_only_the_families_it_uses(compiled):
 def test_a_load_defines_no_dataclass_and_no_graph(compiled):
     """A load's own imports are issue 31's setup (each ge process starts Python and numpy again): no
     dataclass (each compiles its methods at every import, and dataclasses imports inspect), no graph
-    IR (the runtime reads Metas: ir/types.py), no AIPP configuration for a model without AIPP."""
+    IR (the runtime reads Metas: ir/types.py), no AIPP configuration for a model without AIPP, no
+    dynamic OM's root decoder for a static OM."""
     mods = _imported(f"from ge.core.acl import models\nmodels.unload(models.load_from_file({compiled['small']!r}))")
     assert "ge.core.runtime.davinci_model" in mods
-    assert not {"dataclasses", "ge.core.model.ir.graph", "ge.formats.aipp_config"} & mods
+    assert not {"dataclasses", "ge.core.model.ir.graph", "ge.formats.aipp_config", "ge.formats.om.root",
+                "ge.formats.om.root_check"} & mods
 
 
 # -- 8. ge run --help says where dumps go, and what --debug does ----------------------------------------
