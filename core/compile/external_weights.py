@@ -14,7 +14,6 @@ submodel gets a FILE_CONSTANT allocation for each file it reads.
 """
 from __future__ import annotations
 
-
 from ..model.dynamic_model import DynamicModel
 from ..model.errors import GeError, GraphError
 from ..model.ge_model import FILE_CONSTANT, WEIGHT_ID, Allocation, Arg, GeModel

@@ -14,7 +14,6 @@ after another, in graph order.
 """
 from __future__ import annotations
 
-
 from ..model.ir import Graph, Node
 
 KNOWN, UNKNOWN = "KNOWN", "UNKNOWN"

@@ -9,7 +9,6 @@ of kernel, for tests and benchmarks.
 """
 from __future__ import annotations
 
-
 from ..model.record import record
 from .native import Native, native
 

@@ -6,7 +6,6 @@ The AI Core counts are those of the chip as its product documentation gives them
 `Ascend-sim` has no hardware behind it and reports the host's view (no AI Core limit)."""
 from __future__ import annotations
 
-
 from .errors import GeError
 from .record import record
 

@@ -12,7 +12,6 @@ REFRESH_BY_MODEL_IO the refresh is incremental (scattered entries); when feature
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..model.ge_model import FEATURE_MAP, FILE_CONSTANT, INPUT, OUTPUT, WEIGHT, WORKSPACE, GeModel, arg_rows

@@ -11,7 +11,6 @@ as the kernel stores, bytes identical to the numpy plans (quantization.py, qline
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...model.record import record
