@@ -1,10 +1,16 @@
 """Write a file so that readers see the old file or the whole new one, never a part: a temporary
-file beside it, fsync'ed, optionally checked, renamed over it. A failure removes the temporary
-file and leaves `path` as it was. Used for OM files, weight files, meta.json and run outputs."""
+file beside it, optionally checked, renamed over it. A failure removes the temporary file and leaves
+`path` as it was. Used for OM files, weight files, meta.json and run outputs.
+
+No fsync: what ge writes can be made again, and its readers refuse a file whose bytes do not match
+its checksums (an OM's header and body, each weight's sha256 in the OM), so the power cut that
+an fsync guards against ends in an error naming the file, not a wrong answer; as ATC, onnx.save or
+torch.save, ge leaves durability to the file system. (An fsync was 10-30 ms of a `ge atc` writing a
+14 MB OM here, a tenth of onnxruntime's whole session creation; a full disk is still reported by the
+writes themselves: ext4, XFS and btrfs reserve the space of buffered writes as they are made.)"""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 
 from ge.core.model.errors import FormatError
@@ -32,8 +38,6 @@ def write_atomically(path, write, *, label: str | None = None, check=None) -> No
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
-            f.flush()
-            os.fsync(f.fileno())
             if hasattr(os, "fchmod"):  # mkstemp makes 0600; files get the usual 0666 & ~umask
                 os.fchmod(f.fileno(), 0o666 & ~_UMASK)
         if check is not None:
@@ -59,41 +63,6 @@ def _create_temporary(directory: str, base: str) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {base}")
-
-
-class EarlyWriteback:
-    """Asks the kernel to start writing a big file's bytes to disk while more are written, each
-    `step` bytes (Linux's sync_file_range, SYNC_FILE_RANGE_WRITE: asynchronous; elsewhere nothing),
-    so that the fsync closing write_atomically waits for the tail only (440 MB written and fsynced
-    here: the fsync 110-120 -> 20-30 ms, the whole 0.21-0.25 -> 0.15-0.18 s, best of 8; the calls
-    themselves wait while the disk queue is full). Call `wrote()` after each write to `f`."""
-
-    def __init__(self, f, step: int = 64 << 20):
-        self.f, self.step, self.start = f, step, f.tell()
-
-    def wrote(self) -> None:
-        end = self.f.tell()
-        if _SYNC_FILE_RANGE is None or end - self.start < self.step:
-            return
-        self.f.flush()
-        _SYNC_FILE_RANGE(self.f.fileno(), self.start, end - self.start, _SYNC_FILE_RANGE_WRITE)
-        self.start = end  # (a failure to start writeback is no failure: the fsync still writes it all)
-
-
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def _sync_file_range():
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (AttributeError, OSError):  # not Linux
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_SYNC_FILE_RANGE = _sync_file_range()
 
 
 def _read_umask() -> int:

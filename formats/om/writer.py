@@ -15,7 +15,7 @@ from ge.core.model.dynamic_model import DynamicModel
 from ge.core.model.errors import FormatError
 from ge.core.model.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, WeightLayout
 
-from ..atomic import EarlyWriteback, write_atomically
+from ..atomic import write_atomically
 from . import reader
 from .checksum import body_digest, sha256
 from .encode import Unencodable, as_attr_map, as_dtype, as_int, as_shape, as_str
@@ -37,8 +37,8 @@ def om_bytes(model: GeModel) -> bytes:
 
 
 def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
-    """Write `model` to `path` atomically: a temporary file in the same directory, fsync'ed, checked
-    and renamed over `path`. On any error the temporary file is removed and `path` is untouched.
+    """Write `model` to `path` atomically: a temporary file in the same directory, checked and renamed
+    over `path`. On any error the temporary file is removed and `path` is untouched.
     Each piece is hashed, then written; the signed header then replaces the placeholder of the same
     length written first. Returns the model as the check read it back (its weight_data a view of
     the file's map).
@@ -54,11 +54,10 @@ def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
 
     def write(f) -> None:
         f.write(placeholder)
-        digest, writeback = body_digest(), EarlyWriteback(f)
+        digest = body_digest()
         for piece in pieces:
             digest.update(piece)  # first: its reads fault a mapped weight's pages in, so that write() below
             f.write(piece)  # copies without faulting, in whole large folios (see the docstring)
-            writeback.wrote()
         f.flush()
         os.pwrite(f.fileno(), sign(digest.digest()), 0)
 

@@ -13,7 +13,7 @@ from ge.core.model.errors import FormatError
 from ge.core.model.record import record
 from ge.core.model.weight_files import WeightFilePlan, individual_name, name_problem
 
-from ..atomic import EarlyWriteback, make_folder, write_atomically
+from ..atomic import make_folder, write_atomically
 from .meta import update_meta
 
 THREADS = 8
@@ -57,11 +57,10 @@ def _write_one(plan: WeightFilePlan, folder: str) -> WrittenFile:
         return WrittenFile(plan.name, path, plan.nbytes, True)
 
     def write(f) -> None:
-        pos, writeback = 0, EarlyWriteback(f)
+        pos = 0
         for offset, _, data in plan.pieces:
             f.write(bytes(offset - pos))  # zeros up to the aligned offset
             f.write(data)
-            writeback.wrote()
             pos = offset + len(data)
         f.write(bytes(plan.nbytes - pos))
 

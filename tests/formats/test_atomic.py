@@ -1,45 +1,47 @@
-"""formats/atomic.py: EarlyWriteback starts the kernel's writeback of each `step` of a big file
-while the rest is written (the fsync at the end waits for the tail only); the file is the same."""
+"""formats/atomic.py: write_atomically replaces a file whole or not at all, and its temporary file
+never outlives it (the whole commands' fault injection is tests/e2e/test_write_faults.py)."""
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
-from ge.formats import atomic
-from ge.formats.atomic import EarlyWriteback, write_atomically
+import pytest
 
-
-def test_early_writeback_asks_for_each_step_and_leaves_the_bytes_as_written(tmp_path, monkeypatch):
-    asked = []
-    real = atomic._SYNC_FILE_RANGE
-    assert real is not None  # Linux: sync_file_range is there
-
-    def spy(fd, start, nbytes, flags):
-        asked.append((start, nbytes, flags))
-        return real(fd, start, nbytes, flags)
-    monkeypatch.setattr(atomic, "_SYNC_FILE_RANGE", spy)
-    pieces = [bytes([k]) * (3000 + k) for k in range(10)]
-
-    def write(f):
-        f.write(b"head")
-        writeback = EarlyWriteback(f, step=8000)
-        for p in pieces:
-            f.write(p)
-            writeback.wrote()
-    write_atomically(tmp_path / "big.bin", write)
-    assert (tmp_path / "big.bin").read_bytes() == b"head" + b"".join(pieces)
-    ends = [4 + sum(map(len, pieces[:k + 1])) for k in range(len(pieces))]
-    starts = [4] + [s + n for s, n, _ in asked[:-1]]
-    assert [s for s, _, _ in asked] == starts and all(flags == 2 for _, _, flags in asked)
-    assert all(s + n in ends and n >= 8000 for s, n, _ in asked) and len(asked) == 3  # after pieces 3, 6 and 9: the tail is left to the fsync
-    assert os.listdir(tmp_path) == ["big.bin"]
+from ge.core.model.errors import FormatError
+from ge.formats.atomic import write_atomically
 
 
-def test_early_writeback_does_nothing_where_the_call_is_missing(tmp_path, monkeypatch):
-    monkeypatch.setattr(atomic, "_SYNC_FILE_RANGE", None)
+def test_the_new_bytes_replace_the_old_file_with_the_usual_mode(tmp_path):
+    target = tmp_path / "a.bin"
+    target.write_bytes(b"old")
+    write_atomically(target, lambda f: (f.write(b"new "), f.write(b"bytes")))
+    assert target.read_bytes() == b"new bytes" and os.listdir(tmp_path) == ["a.bin"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600
+
+
+@pytest.mark.parametrize("stage", ["write", "check"])
+def test_a_failure_leaves_the_old_file_and_no_temporary(tmp_path, stage):
+    target = tmp_path / "a.bin"
+    target.write_bytes(b"old")
+    seen = []
 
     def write(f):
-        writeback = EarlyWriteback(f, step=1)
-        f.write(b"abc")
-        writeback.wrote()
-    write_atomically(tmp_path / "a.bin", write)
-    assert (tmp_path / "a.bin").read_bytes() == b"abc"
+        f.write(b"half")
+        if stage == "write":
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def check(tmp):
+        seen.append(open(tmp, "rb").read())  # the check sees the whole new file, closed
+        raise FormatError(f"{tmp}: refused")
+    with pytest.raises(FormatError, match="cannot write: No space left on device" if stage == "write" else "refused"):
+        write_atomically(target, write, label="the file", check=check)
+    assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["a.bin"]
+    assert seen == ([] if stage == "write" else [b"half"])
+
+
+def test_an_error_names_the_label(tmp_path):
+    with pytest.raises(FormatError, match=r"^output file 'x': cannot write: "):
+        write_atomically(tmp_path / "missing" / "x", lambda f: None, label="output file 'x'")
