@@ -6,11 +6,15 @@ Every model row of vs_onnxruntime.py (its builders, its input shapes). Each side
 timed by the clock from outside, Python's start and every import included:
   ge           `ge atc --model m.onnx --output m --input_shape ...` (one process), then one process that
                loads the OM (`ge.core.acl.models.load_from_file`) and unloads it
+  ge API       one process doing both through the Python API (`api.atc(...)`, then `api.load_from_file`
+               and `api.unload`), as a script or notebook that compiles and runs does: Python's start
+               and numpy's import paid once, as a session pays them
   onnxruntime  one process that imports onnxruntime and creates an InferenceSession (CPU provider)
-The ratio is ge's two processes over onnxruntime's one (issue 31's target: at most 2). Every process runs
-this script's Python: run it with the python of a venv made by `pip install .` (README's first command)
-to time the install users get; an editable install (`pip install -e`) adds its import finder to every
-Python start (~50 M instructions: pathlib, re, fnmatch), which ge's two processes pay twice, a session once.
+The ratio is ge's two processes over onnxruntime's one (issue 31's target: at most 2), the API's
+beside it. Every process runs this script's Python: run it with the python of a venv made by
+`pip install .` (README's first command) to time the install users get; an editable install
+(`pip install -e`) adds its import finder to every Python start (~50 M instructions: pathlib, re,
+fnmatch), which ge's two processes pay twice, a session once.
 
 --no-bytecode runs every process as a container with PYTHONDONTWRITEBYTECODE=1 and no __pycache__
 does: each compiles every module it imports from source (PYTHONPYCACHEPREFIX pointing at an empty
@@ -31,6 +35,9 @@ sys.path.insert(0, HERE)
 import vs_onnxruntime as rows_of  # noqa: E402  (the rows and their models)
 
 LOAD_OM = "import sys; from ge.core.acl import models; models.unload(models.load_from_file(sys.argv[1]))"
+API_SETUP = ("import sys; from ge.core import api; "
+             "api.unload(api.load_from_file(api.atc(sys.argv[1], sys.argv[2], input_shape=sys.argv[3], "
+             "log='error').om_path))")
 ORT_SESSION = ("import sys, onnxruntime as ort; "
                "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])")
 
@@ -60,7 +67,9 @@ def measure(job: dict, no_bytecode: bool, tmp: str, ge_first: bool) -> dict:
         atc = timed([ge_cli, "atc", "--model", job["onnx"], "--output", out, "--input_shape", job["spec"],
                      "--log=error"], environment(no_bytecode, tmp))
         load = timed([sys.executable, "-c", LOAD_OM, out + ".om"], environment(no_bytecode, tmp))
-        return {"atc": atc, "load": load}
+        api = timed([sys.executable, "-c", API_SETUP, job["onnx"], out + "_api", job["spec"]],
+                    environment(no_bytecode, tmp))
+        return {"atc": atc, "load": load, "api": api}
 
     def ort() -> dict:
         return {"session": timed([sys.executable, "-c", ORT_SESSION, job["onnx"]], environment(no_bytecode, tmp))}
@@ -80,8 +89,9 @@ def main(argv=None) -> int:
     rows = [r for r in rows if not only or r.key in only]
     for r in rows:
         r.kind = "compile_load"  # prepare() builds the ONNX files only: compiling them is what is timed
-    lines = ["| model | ge atc | ge load | onnxruntime session | ge / onnxruntime | rounds' ratios |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | ge atc | ge load | onnxruntime session | ge / onnxruntime | rounds' ratios | "
+             "ge API, one process | API / onnxruntime |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     loads = []
     with tempfile.TemporaryDirectory(prefix="ge_setup_") as tmp:
         jobs = rows_of.prepare(rows, tmp)
@@ -95,9 +105,11 @@ def main(argv=None) -> int:
             atc = statistics.median(r["atc"] for r in rounds)
             load = statistics.median(r["load"] for r in rounds)
             session = statistics.median(r["session"] for r in rounds)
+            api = statistics.median(r["api"] for r in rounds)
             ratios = [(r["atc"] + r["load"]) / r["session"] for r in rounds]
             lines.append(f"| {row.label} | {atc:.2f} s | {load:.2f} s | {session:.2f} s | "
-                         f"{(atc + load) / session:.2f} | {min(ratios):.2f}-{max(ratios):.2f} |")
+                         f"{(atc + load) / session:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {api:.2f} s | "
+                         f"{api / session:.2f} |")
             print(f"  {row.key} done", file=sys.stderr, flush=True)
     print(f"python benchmarks/setup_time.py --rounds {args.rounds}{' --no-bytecode' if args.no_bytecode else ''}"
           f"{' --only ' + args.only if only else ''}: fresh processes, wall clock, median over rounds; "

@@ -18,31 +18,48 @@ core/inspection (ge inspect, ge compare).
     params = api.dynamic_aipp_data(model_id, "actual.config")          # acl/aipp.py: dynamic AIPP's input
     inference.write_outputs(model_id, outputs, "out", "model", "PB")   # and its output files (--outfmt)
 
-The conversion is imported on first use of its names: loading and running an OM never imports
-the compiler, as a deployed ACL runtime has no ATC in it.
+Each name's module is imported on first use of the name: loading and running an OM imports the
+runtime only (never the compiler, as a deployed ACL runtime has no ATC in it, nor ge inspect's or
+the dataset runner's modules; all of them at once were ~70 M instructions of a load's process).
 """
-from ..model.errors import GeError
-from ..acl.models import (default_weight_dir, execute, free, gear_sizes, load_from_file, load_from_mem, malloc,
-                          memcpy_h2d, model, model_manager, query_size, set_dynamic_batch_size, set_dynamic_hw_size,
-                          set_input_dynamic_dims, soc_info, unload)
-from ..acl.dataset import run_dataset
-from ..acl.aipp import dynamic_aipp_data
-from ..inspection.om_info import INSPECT_SECTIONS, inspect, inspect_section, model_info, om_to_json, plot_memory
-from ..jsonable import jsonable
-from ..version import kernels, version
-from ..acl.profiling import dump, profile
-from ..acl import inference, runner
-from ..shape_options import parse_shape_spec
-from ..model.soc import DEFAULT_SOC
+import importlib
 
-_CONVERSION = ("atc", "AtcResult", "om_path_for", "precheck")
+from ..model.errors import GeError
+
+#: module (relative to ge.core) -> the names it gives the API
+_FROM = {
+    "acl.models": ("default_weight_dir", "execute", "free", "gear_sizes", "load_from_file", "load_from_mem", "malloc",
+                   "memcpy_h2d", "model", "model_manager", "query_size", "set_dynamic_batch_size",
+                   "set_dynamic_hw_size", "set_input_dynamic_dims", "soc_info", "unload"),
+    "acl.dataset": ("run_dataset",),
+    "acl.aipp": ("dynamic_aipp_data",),
+    "acl.profiling": ("dump", "profile"),
+    "acl": ("inference", "runner"),
+    "inspection.om_info": ("INSPECT_SECTIONS", "inspect", "inspect_section", "model_info", "om_to_json",
+                           "plot_memory"),
+    "inspection.comparison": ("compare",),  # ge compare: its reference side imports onnxruntime or onnx.reference
+    "jsonable": ("jsonable",),
+    "version": ("kernels", "version"),
+    "shape_options": ("parse_shape_spec",),
+    "model.soc": ("DEFAULT_SOC",),
+    "atc.conversion": ("atc", "AtcResult", "om_path_for"),
+    "atc.pre_check": ("precheck",),
+}
+_MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
+__all__ = ["GeError", *_MODULE_OF]
 
 
 def __getattr__(name: str):
-    if name in _CONVERSION:
-        from ..atc import conversion, pre_check
-        return getattr(conversion if name != "precheck" else pre_check, name)
-    if name == "compare":  # ge compare: the reference side imports onnxruntime or onnx.reference
-        from ..inspection.comparison import compare
-        return compare
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(f"ge.core.{module}"), name)
+    except AttributeError:  # a submodule (acl's inference and runner), not yet imported
+        value = importlib.import_module(f"ge.core.{module}.{name}")
+    globals()[name] = value  # (found by the module's dict from now on)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -77,3 +77,37 @@ def test_ge_run_of_control_flow_imports_no_compiler_nor_onnx(tmp_path):
     assert probe["compiler"] == []
     assert probe["onnx"] == []
     assert probe["ml_dtypes"] is False  # float32 control flow: no small type, no ml_dtypes (15-20 ms)
+
+
+API_PROBE = """
+import json, sys
+import numpy as np
+from ge.core import api
+model_id = api.load_from_file(sys.argv[1])
+outputs = api.execute(model_id, [np.ones((2, 8), np.int64), np.ones((2, 8), np.int64)])
+assert all(np.isfinite(y).all() for y in outputs)
+api.unload(model_id)
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("ge.core.atc", "ge.core.compile", "ge.core.inspection",
+                                                               "ge.core.acl.dataset", "ge.core.acl.runner", "onnx")))))
+"""
+
+
+def test_the_python_api_loads_and_runs_with_the_runtime_only(bert_path, tmp_path):
+    """ge.core.api gives every name on first use: a script that loads and runs imports no compiler,
+    nor ge inspect's, the dataset runner's or onnx's modules."""
+    om = api.atc(bert_path, str(tmp_path / "m"), input_shape="input_ids:2,8;attention_mask:2,8").om_path
+    r = subprocess.run([sys.executable, "-c", API_PROBE, om], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+
+
+def test_every_name_of_the_python_api_is_there():
+    import ge.core.api as facade
+    from ge.core.acl import models, runner
+    from ge.core.atc import conversion
+    found = {name: getattr(facade, name) for name in facade.__all__}  # (each imports its module)
+    assert len(found) == 39 and set(facade.__all__) <= set(dir(facade))
+    assert (found["load_from_file"], found["model_manager"], found["atc"], found["runner"]) == \
+        (models.load_from_file, models.model_manager, conversion.atc, runner)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        facade.nothing
