@@ -487,27 +487,62 @@ void ge_qgemm_pack_pairs(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int
 
 int ge_qgemm_has_twins(void) { return HAVE_TWINS; }
 
+#if HAVE_TWINS
 /* A quad's 2 QNR int16 lanes of vpmaddubsw (lane l: bytes 2l, 2l + 1, a column's pair of k) as bounds:
-   bound[l] the weights' positive parts added, bound[2 QNR + l] their negative parts' magnitude */
-static void quad_bounds(const int8_t *quad, int16_t *bound) {
-    for (int l = 0; l < 2 * QNR; l++) {
-        int w0 = quad[2 * l], w1 = quad[2 * l + 1];
-        bound[l] = (int16_t)((w0 > 0 ? w0 : 0) + (w1 > 0 ? w1 : 0));
-        bound[2 * QNR + l] = (int16_t)((w0 < 0 ? -w0 : 0) + (w1 < 0 ? -w1 : 0));
+   bound[l] the weights' positive parts added, bound[2 QNR + l] their negative parts' magnitude (the pairs
+   added by vpmaddubsw by ones, in int16: at most 256). Returns the quad's sort key, its largest bound << 15
+   | the bounds' sum (at most 256 and 64 x 256: 24 bits). */
+static int32_t quad_bounds(const int8_t *quad, int16_t *bound) {
+    const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi8(1);
+    __m256i top = zero, sum = zero;
+    for (int h = 0; h < 2; h++) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(quad + 32 * h));
+        __m256i pos = _mm256_max_epi8(w, zero), neg = _mm256_sub_epi8(pos, w);  /* -w as u8 where w < 0: 128 too */
+        __m256i up = _mm256_maddubs_epi16(pos, ones), down = _mm256_maddubs_epi16(neg, ones);
+        _mm256_storeu_si256((__m256i *)(bound + 16 * h), up);
+        _mm256_storeu_si256((__m256i *)(bound + 2 * QNR + 16 * h), down);
+        top = _mm256_max_epi16(top, _mm256_max_epi16(up, down));
+        sum = _mm256_add_epi16(sum, _mm256_add_epi16(up, down));
     }
+    __m128i t = _mm_max_epi16(_mm256_castsi256_si128(top), _mm256_extracti128_si256(top, 1));
+    t = _mm_max_epi16(t, _mm_shuffle_epi32(t, 0x4E));
+    t = _mm_max_epi16(t, _mm_shuffle_epi32(t, 0xB1));
+    t = _mm_max_epi16(t, _mm_srli_epi32(t, 16));
+    __m256i s8 = _mm256_madd_epi16(sum, _mm256_set1_epi16(1));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_extract_epi16(t, 0) << 15 | _mm_cvtsi128_si32(s);
 }
 
 /* whether two quads' vpmaddubsw sums add up in int16 for any u8 activation: in every lane 255 (positive
    parts) <= 32767 and 255 (negative parts) <= 32768, i.e. both <= 128 */
 static int twins_fit(const int16_t *x, const int16_t *y) {
-    int fit = 1;
-    for (int l = 0; l < 4 * QNR; l++) fit &= x[l] + y[l] <= 128;
-    return fit;
+    const __m256i limit = _mm256_set1_epi16(128);
+    __m256i over = _mm256_setzero_si256();
+    for (int v = 0; v < 4; v++) {
+        __m256i s = _mm256_add_epi16(_mm256_loadu_si256((const __m256i *)(x + 16 * v)),
+                                     _mm256_loadu_si256((const __m256i *)(y + 16 * v)));
+        over = _mm256_or_si256(over, _mm256_cmpgt_epi16(s, limit));
+    }
+    return _mm256_testz_si256(over, over);
 }
 
-static int cmp_i64(const void *x, const void *y) {
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return (a > b) - (a < b);
+/* order[0 .. n - 1]: the quads by their 24-bit keys, ties by index; a radix sort of 3 bytes (tmp: n more),
+   not qsort: a panel's sort was a quarter of the pairing's instructions, its comparisons calls */
+static void sort_quads(const int32_t *key, int32_t n, int32_t *order, int32_t *tmp) {
+    int32_t at[3][256] = {{0}};
+    for (int32_t q = 0; q < n; q++)
+        for (int d = 0; d < 3; d++) at[d][key[q] >> 8 * d & 255]++;
+    for (int d = 0; d < 3; d++)
+        for (int32_t b = 0, s = 0; b < 256; b++) {
+            int32_t c = at[d][b];
+            at[d][b] = s;
+            s += c;
+        }
+    for (int32_t q = 0; q < n; q++) order[at[0][key[q] & 255]++] = q;
+    for (int32_t i = 0; i < n; i++) tmp[at[1][key[order[i]] >> 8 & 255]++] = order[i];
+    for (int32_t i = 0; i < n; i++) order[at[2][key[tmp[i]] >> 16]++] = tmp[i];
 }
 
 /* Prepacked panels bp (ge_qgemm_pack's, K a multiple of 4, every pair of k fitting int16) regrouped so that
@@ -516,37 +551,30 @@ static int cmp_i64(const void *x, const void *y) {
    twinned with zero weights. Per panel, the quads with the largest bounds first, each taking the first
    free quad from the smallest that fits (BERT's weights: under 1% alone); the twins in order of K.
    Writes the 64-byte slots into out (room for 2 quads(K) a panel), start[p] (panels + 1 entries) and
-   quad[s] (the activation's quad slot s multiplies); returns the slots, or -1 (K not a multiple of 4, or
-   no memory). */
+   quad[s] (the activation's quad slot s multiplies); returns the slots, or -1 (K not a multiple of 4, no
+   memory, or a build without the twinned tile). */
 int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64_t *start, int32_t *quad) {
     int64_t q4 = quads(K), panels = (N + QNR - 1) / QNR, qb = QNR * 4, slots = 0;
     int16_t *bound = malloc(q4 * 4 * QNR * sizeof(int16_t));
-    int64_t *order = malloc(q4 * sizeof(int64_t));
-    int32_t *mate = malloc(q4 * sizeof(int32_t));  /* a quad's twin (itself: alone), -1 not yet placed */
-    if (K % 4 || !bound || !order || !mate) slots = -1;
+    int32_t *key = malloc(q4 * 4 * sizeof(int32_t)), *order = key + q4, *tmp = order + q4;
+    int32_t *mate = tmp + q4;  /* a quad's twin (itself: alone), -1 not yet placed */
+    if (K % 4 || !bound || !key) slots = -1;
     for (int64_t p = 0; p < panels && slots >= 0; p++) {
         const int8_t *panel = bp + p * q4 * qb;
         start[p] = slots;
         for (int64_t q = 0; q < q4; q++) {
-            int16_t *b = bound + q * 4 * QNR;
-            int64_t top = 0, sum = 0;
-            quad_bounds(panel + q * qb, b);
-            for (int l = 0; l < 4 * QNR; l++) {
-                top = b[l] > top ? b[l] : top;
-                sum += b[l];
-            }
-            order[q] = (top << 48) | (sum << 32) | q;  /* (top <= 256, sum < 2^16) */
+            key[q] = quad_bounds(panel + q * qb, bound + q * 4 * QNR);
             mate[q] = -1;
         }
-        qsort(order, q4, sizeof(int64_t), cmp_i64);
+        sort_quads(key, (int32_t)q4, order, tmp);
         int64_t low = 0;  /* order[0 .. low - 1] all placed: the search starts past them (large K: not Q^2 steps) */
         for (int64_t h = q4 - 1; h >= 0; h--) {
-            int32_t q = (int32_t)(order[h] & 0xFFFFFFFF);
+            int32_t q = order[h];
             if (mate[q] >= 0) continue;
             mate[q] = q;
-            while (low < h && mate[(int32_t)(order[low] & 0xFFFFFFFF)] >= 0) low++;
+            while (low < h && mate[order[low]] >= 0) low++;
             for (int64_t e = low; e < h; e++) {
-                int32_t c = (int32_t)(order[e] & 0xFFFFFFFF);
+                int32_t c = order[e];
                 if (mate[c] < 0 && twins_fit(bound + q * 4 * QNR, bound + c * 4 * QNR)) {
                     mate[q] = c;
                     mate[c] = q;
@@ -566,10 +594,15 @@ int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64
     }
     if (slots >= 0) start[panels] = slots;
     free(bound);
-    free(order);
-    free(mate);
+    free(key);
     return slots;
 }
+#else
+int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64_t *start, int32_t *quad) {
+    (void)bp, (void)K, (void)N, (void)out, (void)start, (void)quad;
+    return -1;
+}
+#endif
 
 #if HAVE_PAIRS
 /* a gathered panel of u8 quads (panel[q][j][4]) as int16 pairs (panel[2q + h][j][2] = bytes 2h, 2h + 1),

@@ -189,7 +189,8 @@ def test_twinned_panels_hold_every_quad_once_and_fit(level):
     """Native.qtwin (qgemm.c's ge_qgemm_twin) on AVX2 builds: each panel's slots are its quads, each once,
     in twins whose int16 lanes add up within 128 both ways (255 x 128 fits int16), a quad without a twin
     beside zeros; on weights of which some quads twin with nothing (a lane of 64 + 64) and lanes on the
-    edge (64 + 0 beside 0 + 64: 128, fits; beside 1 + 64: 129, does not). Builds without the twinned
+    edge (64 + 0 beside 0 + 64: 128, fits; beside 1 + 64: 129, does not; -128 + 0, whose magnitude 128
+    leaves int8, twins only with a lane without negative parts: 127 + 1's). Builds without the twinned
     tile (v2's SSE, VNNI) have none."""
     nat = native_mod.load_level(level)
     rng = np.random.default_rng(7)
@@ -197,6 +198,8 @@ def test_twinned_panels_hold_every_quad_once_and_fit(level):
     w = rng.integers(-30, 31, (k, n)).astype(np.int8)
     w[0:2, 0], w[4:6, 0], w[8:10, 0] = (64, 0), (0, 64), (1, 64)  # column 0: quads 0, 1 and 2 on the edge
     w[12:16, 16:32] = 64  # quad 3 of the second panel fills every lane alone: no quad twins with it
+    w[0::4, 3], w[1::4, 3] = -1, 0  # column 3's first lane: a negative part of 1 in every quad but
+    w[16:18, 3], w[20:22, 3] = (-128, 0), (127, 1)  # quads 4 (negative parts 128) and 5 (positive 128)
     bp, _ = nat.qpack(w)
     twins = nat.qtwin(bp, k, n)
     if not nat.qgemm_has_twins:
@@ -217,6 +220,8 @@ def test_twinned_panels_hold_every_quad_once_and_fit(level):
         assert (bounds[0::2] + bounds[1::2] <= 128).all()
         assert list(q[0::2]) == sorted(q[0::2]) and (q[0::2] <= q[1::2]).all()  # in order of K
     assert (0, 2) not in set(zip(slot_q[0:start[1]:2], slot_q[1:start[1]:2]))  # 64 + 1 + 64 = 129
+    mate = {a: b for x, y in zip(slot_q[0:start[1]:2], slot_q[1:start[1]:2]) for a, b in ((x, y), (y, x))}
+    assert mate[4] in (4, 5)  # 128 + 1 beside any other quad
     second = slot_q[start[1]:start[2]]
     assert 3 in second[0::2][second[0::2] == second[1::2]]
 
