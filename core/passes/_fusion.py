@@ -16,6 +16,7 @@ class Matcher:
         self.consumers = graph.consumers()
         self._removed: set[int] = set()
         self._placed: dict[int, list[Node]] = {}  # id(last node of a group) -> its replacement
+        self._order: dict[int, int] | None = None  # id(node) -> its position in graph.nodes, made once
 
     # -- queries -------------------------------------------------------------------------------
     def removed(self, node: Node) -> bool:
@@ -82,18 +83,23 @@ class Matcher:
     def replace(self, group: list[Node], node: Node | list[Node]) -> None:
         """`node` (or several nodes, in their order) takes the place of `group` (in graph order: at
         the group's last node)."""
-        order = {id(n): i for i, n in enumerate(self.graph.nodes)}
+        order = self._order
+        if order is None or any(id(n) not in order for n in group):  # (once a commit; not once a group: n^2)
+            order = self._order = {id(n): i for i, n in enumerate(self.graph.nodes)}
         last = max(group, key=lambda n: order[id(n)])
-        for n in group:
-            self._removed.add(id(n))
+        for n in group:  # a removed node leaves the readers of its inputs (list.remove: no Python loop
+            self._removed.add(id(n))  # over a tensor read by thousands, a shared weight)
+            for i in n.inputs:
+                users = self.consumers.get(i)
+                while users and n in users:
+                    users.remove(n)
         nodes = node if isinstance(node, list) else [node]
         self._placed[id(last)] = nodes
         for new in nodes:
             for o in new.outputs:
                 self.producers[o] = new
             for i in new.inputs:
-                users = self.consumers.setdefault(i, [])
-                users[:] = [u for u in users if id(u) not in self._removed] + [new]
+                self.consumers.setdefault(i, []).append(new)
 
     def commit(self) -> int:
         """Apply the replacements; drop the tensors only the removed nodes produced. Returns how many."""
@@ -120,6 +126,7 @@ class Matcher:
         n = len(self._placed)
         self._placed.clear()
         self._removed.clear()
+        self._order = None
         return n
 
 
