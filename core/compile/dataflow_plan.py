@@ -60,19 +60,13 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
             deps[task].add(writer[k])
         elif role != IN:
             writer[k] = task
-    ancestors = np.zeros((n_tasks, n_tasks), bool)  # [t, p]: p runs before t in every schedule
-    for t in range(n_tasks):  # tasks are in a topological order
-        for p in deps[t]:
-            ancestors[t] |= ancestors[p]
-            ancestors[t, p] = True
 
     # 3. place feature maps and workspaces: sharing only between buffers ordered by the graph
-    buffers, producer = [], []
-    touched = np.zeros((len(users), n_tasks), bool)  # [buffer, task]
+    buffers, producer, touching = [], [], []
     for k, tasks in users.items():
         if k[0] == "io":  # model I/O: not placed here
             continue
-        touched[len(buffers), list(tasks)] = True
+        touching.append(list(tasks))
         if k[0] == "fm":
             r = roots[k[1]]
             buffers.append(Buffer(f"fm{k[1]}", r.nbytes, r.first, r.last))
@@ -81,9 +75,8 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
             nbytes = int(max(arg_nbytes[(arg_task == k[1]) & (arg_role == SCRATCH)]))
             buffers.append(Buffer(f"ws{k[1]}", nbytes, k[1], k[1]))
             producer.append(k[1])
-    # a and b may share bytes only when every task touching one is an ancestor of the other's producer
-    unordered = _any_and(touched[:len(buffers)], ~ancestors[producer])
-    arena = plan_arena(buffers, conflicts=unordered & unordered.T, reuse=not model.attrs.get("disable_reuse_memory"))
+    conflicts = _conflicts(_descendants(deps), touching, producer)
+    arena = plan_arena(buffers, conflicts=conflicts, reuse=not model.attrs.get("disable_reuse_memory"))
 
     # 4. feature maps and workspaces re-pointed into the new arena; I/O and weights keep their place
     fm_offsets = [-1] * len(key)
@@ -121,13 +114,36 @@ def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray
     return found
 
 
-def _any_and(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[i, j] = any(a[i] & b[j]) of two boolean matrices: on their bits packed eight to a byte, in
-    blocks of rows (BLOCK_BYTES; not as a matrix product: BLAS's threads cost milliseconds more than
-    the product itself on a loaded machine)."""
-    pa, pb = np.packbits(a, axis=1), np.packbits(b, axis=1)
-    out = np.empty((len(pa), len(pb)), bool)
-    rows = max(1, BLOCK_BYTES // max(1, pb.size))
-    for start in range(0, len(pa), rows):
-        out[start:start + rows] = (pa[start:start + rows, None, :] & pb[None, :, :]).any(axis=2)
+def _descendants(deps: list) -> np.ndarray:
+    """Row p: the tasks that run after task p in every schedule (its descendants through `deps`), as
+    bits packed eight to a byte as np.packbits packs them: an eighth of a boolean matrix's bytes
+    (20k tasks: 50 MB, not 400). Tasks are in a topological order, so a task's row is complete
+    before it is ORed, with its own bit, into its parents' rows."""
+    n = len(deps)
+    rows = np.zeros((n, (n + 7) // 8), np.uint8)
+    for t in range(n - 1, -1, -1):
+        for p in deps[t]:
+            rows[p] |= rows[t]
+            rows[p, t >> 3] |= 0x80 >> (t & 7)
+    return rows
+
+
+def _conflicts(descendants: np.ndarray, touching: list, producer: list) -> np.ndarray:
+    """Row a, bits packed as np.packbits packs them, bit b: may buffers a and b not share bytes? They
+    may when one comes first: every task touching a is an ancestor of b's producer (b's producer is
+    in the AND of their descendants' rows), or the other way round. Costs buffers x touching tasks x
+    a packed row, not buffers x buffers x tasks as testing each pair's rows would; boolean matrices
+    only in blocks of rows (BLOCK_BYTES). Bits are unpacked by count or picked by task, so the
+    padding bits past the last task are never read as tasks."""
+    n, producer = len(descendants), np.array(producer, np.int64)
+    after = np.empty((len(touching), descendants.shape[1]), np.uint8)  # row a: the tasks after all touching a
+    for a, tasks in enumerate(touching):
+        after[a] = np.bitwise_and.reduce(descendants[tasks])
+    out = np.empty((len(touching), (len(touching) + 7) // 8), np.uint8)
+    rows = max(1, BLOCK_BYTES // max(1, n + len(touching)))
+    for start in range(0, len(touching), rows):
+        p = producer[start:start + rows]
+        a_first = np.unpackbits(after[start:start + rows], axis=1, count=n)[:, producer]  # [a, b]
+        b_first = np.right_shift(after[:, p >> 3], (7 - (p & 7)).astype(np.uint8)) & 1  # [b, a]
+        out[start:start + rows] = np.packbits((a_first | b_first.T) == 0, axis=1)
     return out
