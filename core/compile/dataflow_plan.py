@@ -100,7 +100,7 @@ def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray
     r_first = np.array([t.first for t in roots], np.int64)
     r_last = np.array([t.last for t in roots], np.int64)
     found = []
-    rows = max(1, BLOCK_BYTES // max(1, len(roots)))
+    rows = max(1, BLOCK_BYTES // 8 // max(1, len(roots)))  # some 8 boolean temporaries of rows x roots
     for start in range(0, len(off), rows):
         o, t, k = (a[start:start + rows, None] for a in (off, task, role))
         made = np.where(k == IN, r_first < t, np.where(k == OUT, r_first == t, r_first <= t))
@@ -140,10 +140,12 @@ def _conflicts(descendants: np.ndarray, touching: list, producer: list) -> np.nd
     for a, tasks in enumerate(touching):
         after[a] = np.bitwise_and.reduce(descendants[tasks])
     out = np.empty((len(touching), (len(touching) + 7) // 8), np.uint8)
-    rows = max(1, BLOCK_BYTES // max(1, n + len(touching)))
+    rows = max(1, BLOCK_BYTES // max(1, n + 3 * len(touching)))  # bytes of the temporaries a row of a block takes
     for start in range(0, len(touching), rows):
         p = producer[start:start + rows]
         a_first = np.unpackbits(after[start:start + rows], axis=1, count=n)[:, producer]  # [a, b]
-        b_first = np.right_shift(after[:, p >> 3], (7 - (p & 7)).astype(np.uint8)) & 1  # [b, a]
-        out[start:start + rows] = np.packbits((a_first | b_first.T) == 0, axis=1)
+        b_first = np.right_shift(after[:, p >> 3], (7 - (p & 7)).astype(np.uint8))  # [b, a] in bit 0
+        b_first &= 1
+        a_first |= b_first.T
+        out[start:start + rows] = np.packbits(a_first == 0, axis=1)
     return out
