@@ -75,7 +75,8 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
             nbytes = int(max(arg_nbytes[(arg_task == k[1]) & (arg_role == SCRATCH)]))
             buffers.append(Buffer(f"ws{k[1]}", nbytes, k[1], k[1]))
             producer.append(k[1])
-    conflicts = _conflicts(_descendants(deps), touching, producer)
+    # (nested calls: each packed matrix is freed as soon as the next one is made)
+    conflicts = _conflicts(_after_all(_descendants(deps), touching), producer)
     arena = plan_arena(buffers, conflicts=conflicts, reuse=not model.attrs.get("disable_reuse_memory"))
 
     # 4. feature maps and workspaces re-pointed into the new arena; I/O and weights keep their place
@@ -128,22 +129,27 @@ def _descendants(deps: list) -> np.ndarray:
     return rows
 
 
-def _conflicts(descendants: np.ndarray, touching: list, producer: list) -> np.ndarray:
-    """Row a, bits packed as np.packbits packs them, bit b: may buffers a and b not share bytes? They
-    may when one comes first: every task touching a is an ancestor of b's producer (b's producer is
-    in the AND of their descendants' rows), or the other way round. Costs buffers x touching tasks x
-    a packed row, not buffers x buffers x tasks as testing each pair's rows would; boolean matrices
-    only in blocks of rows (BLOCK_BYTES). Bits are unpacked by count or picked by task, so the
-    padding bits past the last task are never read as tasks."""
-    n, producer = len(descendants), np.array(producer, np.int64)
-    after = np.empty((len(touching), descendants.shape[1]), np.uint8)  # row a: the tasks after all touching a
+def _after_all(descendants: np.ndarray, touching: list) -> np.ndarray:
+    """Row a, packed as the rows of `descendants`: the tasks after every task touching buffer a (the
+    AND of their rows). Buffers x touching tasks x a packed row, where testing each pair of buffers
+    on the rows of one and the other's producer took buffers x buffers x a row."""
+    after = np.empty((len(touching), descendants.shape[1]), np.uint8)
     for a, tasks in enumerate(touching):
         after[a] = np.bitwise_and.reduce(descendants[tasks])
-    out = np.empty((len(touching), (len(touching) + 7) // 8), np.uint8)
-    rows = max(1, BLOCK_BYTES // max(1, n + 3 * len(touching)))  # bytes of the temporaries a row of a block takes
-    for start in range(0, len(touching), rows):
+    return after
+
+
+def _conflicts(after: np.ndarray, producer: list) -> np.ndarray:
+    """Row a, bits packed as np.packbits packs them, bit b: may buffers a and b not share bytes? They
+    may when one comes first: b's producer is after every task touching a (row a of _after_all), or
+    the other way round. Boolean matrices only in blocks of rows (BLOCK_BYTES). Bits are picked by
+    task, so the padding bits past the last task are never read as tasks."""
+    width, producer = after.shape[1] * 8, np.array(producer, np.int64)
+    out = np.empty((len(after), (len(after) + 7) // 8), np.uint8)
+    rows = max(1, BLOCK_BYTES // max(1, width + 3 * len(after)))  # bytes of the temporaries a row of a block takes
+    for start in range(0, len(after), rows):
         p = producer[start:start + rows]
-        a_first = np.unpackbits(after[start:start + rows], axis=1, count=n)[:, producer]  # [a, b]
+        a_first = np.unpackbits(after[start:start + rows], axis=1)[:, producer]  # [a, b]
         b_first = np.right_shift(after[:, p >> 3], (7 - (p & 7)).astype(np.uint8))  # [b, a] in bit 0
         b_first &= 1
         a_first |= b_first.T

@@ -29,7 +29,7 @@ def test_conflicts_are_the_pairs_neither_ordered_before_the_other(monkeypatch, b
     for a, tasks in enumerate(touching):
         touched[a, tasks] = True
     unordered = (touched[:, None, :] & ~ancestors[producer][None, :, :]).any(axis=2)
-    got = dataflow_plan._conflicts(descendants, touching, producer)
+    got = dataflow_plan._conflicts(dataflow_plan._after_all(descendants, touching), producer)
     assert np.array_equal(np.unpackbits(got, axis=1, count=len(touching)).astype(bool), unordered & unordered.T)
 
 
