@@ -75,6 +75,7 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
             nbytes = int(max(arg_nbytes[(arg_task == k[1]) & (arg_role == SCRATCH)]))
             buffers.append(Buffer(f"ws{k[1]}", nbytes, k[1], k[1]))
             producer.append(k[1])
+    # a and b may share bytes only when every task touching one is an ancestor of the other's producer
     # (nested calls: each packed matrix is freed as soon as the next one is made)
     conflicts = _conflicts(_after_all(_descendants(deps), touching), producer)
     arena = plan_arena(buffers, conflicts=conflicts, reuse=not model.attrs.get("disable_reuse_memory"))
