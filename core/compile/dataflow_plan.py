@@ -60,19 +60,13 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
             deps[task].add(writer[k])
         elif role != IN:
             writer[k] = task
-    ancestors = np.zeros((n_tasks, n_tasks), bool)  # [t, p]: p runs before t in every schedule
-    for t in range(n_tasks):  # tasks are in a topological order
-        for p in deps[t]:
-            ancestors[t] |= ancestors[p]
-            ancestors[t, p] = True
 
     # 3. place feature maps and workspaces: sharing only between buffers ordered by the graph
-    buffers, producer = [], []
-    touched = np.zeros((len(users), n_tasks), bool)  # [buffer, task]
+    buffers, producer, touching = [], [], []
     for k, tasks in users.items():
         if k[0] == "io":  # model I/O: not placed here
             continue
-        touched[len(buffers), list(tasks)] = True
+        touching.append(list(tasks))
         if k[0] == "fm":
             r = roots[k[1]]
             buffers.append(Buffer(f"fm{k[1]}", r.nbytes, r.first, r.last))
@@ -82,8 +76,9 @@ def plan_dataflow(model: GeModel) -> DataflowPlan:
             buffers.append(Buffer(f"ws{k[1]}", nbytes, k[1], k[1]))
             producer.append(k[1])
     # a and b may share bytes only when every task touching one is an ancestor of the other's producer
-    unordered = _any_and(touched[:len(buffers)], ~ancestors[producer])
-    arena = plan_arena(buffers, conflicts=unordered & unordered.T, reuse=not model.attrs.get("disable_reuse_memory"))
+    # (nested calls: each packed matrix is freed as soon as the next one is made)
+    conflicts = _conflicts(_after_all(_descendants(deps), touching), producer)
+    arena = plan_arena(buffers, conflicts=conflicts, reuse=not model.attrs.get("disable_reuse_memory"))
 
     # 4. feature maps and workspaces re-pointed into the new arena; I/O and weights keep their place
     fm_offsets = [-1] * len(key)
@@ -107,7 +102,7 @@ def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray
     r_first = np.array([t.first for t in roots], np.int64)
     r_last = np.array([t.last for t in roots], np.int64)
     found = []
-    rows = max(1, BLOCK_BYTES // max(1, len(roots)))
+    rows = max(1, BLOCK_BYTES // 8 // max(1, len(roots)))  # some 8 boolean temporaries of rows x roots
     for start in range(0, len(off), rows):
         o, t, k = (a[start:start + rows, None] for a in (off, task, role))
         made = np.where(k == IN, r_first < t, np.where(k == OUT, r_first == t, r_first <= t))
@@ -121,13 +116,43 @@ def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray
     return found
 
 
-def _any_and(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[i, j] = any(a[i] & b[j]) of two boolean matrices: on their bits packed eight to a byte, in
-    blocks of rows (BLOCK_BYTES; not as a matrix product: BLAS's threads cost milliseconds more than
-    the product itself on a loaded machine)."""
-    pa, pb = np.packbits(a, axis=1), np.packbits(b, axis=1)
-    out = np.empty((len(pa), len(pb)), bool)
-    rows = max(1, BLOCK_BYTES // max(1, pb.size))
-    for start in range(0, len(pa), rows):
-        out[start:start + rows] = (pa[start:start + rows, None, :] & pb[None, :, :]).any(axis=2)
+def _descendants(deps: list) -> np.ndarray:
+    """Row p: the tasks that run after task p in every schedule (its descendants through `deps`), as
+    bits packed eight to a byte as np.packbits packs them: an eighth of a boolean matrix's bytes
+    (20k tasks: 50 MB, not 400). Tasks are in a topological order, so a task's row is complete
+    before it is ORed, with its own bit, into its parents' rows."""
+    n = len(deps)
+    rows = np.zeros((n, (n + 7) // 8), np.uint8)
+    for t in range(n - 1, -1, -1):
+        for p in deps[t]:
+            rows[p] |= rows[t]
+            rows[p, t >> 3] |= 0x80 >> (t & 7)
+    return rows
+
+
+def _after_all(descendants: np.ndarray, touching: list) -> np.ndarray:
+    """Row a, packed as the rows of `descendants`: the tasks after every task touching buffer a (the
+    AND of their rows). Buffers x touching tasks x a packed row, where testing each pair of buffers
+    on the rows of one and the other's producer took buffers x buffers x a row."""
+    after = np.empty((len(touching), descendants.shape[1]), np.uint8)
+    for a, tasks in enumerate(touching):
+        after[a] = np.bitwise_and.reduce(descendants[tasks])
+    return after
+
+
+def _conflicts(after: np.ndarray, producer: list) -> np.ndarray:
+    """Row a, bits packed as np.packbits packs them, bit b: may buffers a and b not share bytes? They
+    may when one comes first: b's producer is after every task touching a (row a of _after_all), or
+    the other way round. Boolean matrices only in blocks of rows (BLOCK_BYTES). Bits are picked by
+    task, so the padding bits past the last task are never read as tasks."""
+    width, producer = after.shape[1] * 8, np.array(producer, np.int64)
+    out = np.empty((len(after), (len(after) + 7) // 8), np.uint8)
+    rows = max(1, BLOCK_BYTES // max(1, width + 3 * len(after)))  # bytes of the temporaries a row of a block takes
+    for start in range(0, len(after), rows):
+        p = producer[start:start + rows]
+        a_first = np.unpackbits(after[start:start + rows], axis=1)[:, producer]  # [a, b]
+        b_first = np.right_shift(after[:, p >> 3], (7 - (p & 7)).astype(np.uint8))  # [b, a] in bit 0
+        b_first &= 1
+        a_first |= b_first.T
+        out[start:start + rows] = np.packbits(a_first == 0, axis=1)
     return out

@@ -1,18 +1,74 @@
-"""The dataflow plan's all-pairs steps, checked against their plain definitions (blocks of rows included)."""
+"""The dataflow plan's all-pairs steps, checked against their plain definitions (blocks of rows included),
+and a plan against exact offsets."""
 import numpy as np
 import pytest
 
 from ge.core.compile import dataflow_plan
 from ge.core.model.errors import GraphError
-from ge.core.model.ge_model import ARG_IN, ARG_OUT, ARG_SCRATCH, TensorPlan
+from ge.core.model.ge_model import (ARG_IN, ARG_OUT, ARG_SCRATCH, FEATURE_MAP, FM_ID, INPUT, OUTPUT, WEIGHT, WORKSPACE,
+                                    Allocation, Arg, GeModel, TaskDef, TensorPlan)
 
 
 @pytest.mark.parametrize("block", [1 << 20, 64])
-def test_any_and_is_any_of_the_rows_anded(monkeypatch, block):
+@pytest.mark.parametrize("n", [7, 8, 9, 15, 17])
+def test_conflicts_are_the_pairs_neither_ordered_before_the_other(monkeypatch, block, n):
+    """Packed rows of task counts on and off a multiple of 8, against boolean matrices."""
     monkeypatch.setattr(dataflow_plan, "BLOCK_BYTES", block)
-    rng = np.random.default_rng(0)
-    a, b = rng.random((37, 70)) < 0.05, rng.random((23, 70)) < 0.5
-    assert np.array_equal(dataflow_plan._any_and(a, b), (a[:, None, :] & b[None, :, :]).any(axis=2))
+    rng = np.random.default_rng(n)
+    deps = [set(rng.choice(t, size=min(t, 2), replace=False).tolist()) for t in range(n)]  # a topological order
+    ancestors = np.zeros((n, n), bool)  # [t, p]: p runs before t in every schedule
+    for t in range(n):
+        for p in deps[t]:
+            ancestors[t] |= ancestors[p]
+            ancestors[t, p] = True
+    descendants = dataflow_plan._descendants(deps)
+    assert np.array_equal(np.unpackbits(descendants, axis=1, count=n).astype(bool), ancestors.T)
+    touching = [sorted({t, *rng.choice(n, size=rng.integers(0, 3)).tolist()}) for t in range(n)] + [[n - 1], [0]]
+    producer = [min(tasks) for tasks in touching]
+    touched = np.zeros((len(touching), n), bool)
+    for a, tasks in enumerate(touching):
+        touched[a, tasks] = True
+    unordered = (touched[:, None, :] & ~ancestors[producer][None, :, :]).any(axis=2)
+    got = dataflow_plan._conflicts(dataflow_plan._after_all(descendants, touching), producer)
+    assert np.array_equal(np.unpackbits(got, axis=1, count=len(touching)).astype(bool), unordered & unordered.T)
+
+
+def _chain_tensors(n: int) -> list[str]:
+    return ["x", "a"] + [f"t{i}" for i in range(1, n - 1)] + ["y"]
+
+
+def _chain(n: int, last_read_of_a: int) -> GeModel:
+    """n tasks in a chain, x -> a -> t1 -> ... -> t(n-2) -> y, 64 bytes each, a also read by task
+    `last_read_of_a` (one of 2 .. n-1); the linear plan gives every feature map bytes of its own."""
+    fm = {"a": TensorPlan("a", FM_ID, 0, 64, "float32", (16,), 0, last_read_of_a)}
+    fm.update((f"t{i}", TensorPlan(f"t{i}", FM_ID, 64 * i, 64, "float32", (16,), i, i + 1)) for i in range(1, n - 1))
+    io = {"x": Arg(3, 0, "float32", (16,)), "y": Arg(4, 0, "float32", (16,))}
+    arg = {**io, **{t.name: Arg(FM_ID, t.offset, "float32", (16,)) for t in fm.values()}}
+    chain = _chain_tensors(n)
+    tasks = [TaskDef(f"task{t}", "Relu", "", 17, {}, tuple(arg[i] for i in ins), (arg[chain[t + 1]],))
+             for t, ins in enumerate([chain[t]] + ["a"] * (t == last_read_of_a) for t in range(n))]
+    allocations = [Allocation(0, WEIGHT, 0), Allocation(FM_ID, FEATURE_MAP, 64 * (n - 1)), Allocation(2, WORKSPACE, 0),
+                   Allocation(3, INPUT, 64, 0), Allocation(4, OUTPUT, 64, 0)]
+    return GeModel("chain", [], [], allocations, list(fm.values()), tasks, [])
+
+
+@pytest.mark.parametrize("n", [7, 8, 9, 15, 16, 17])
+@pytest.mark.parametrize("last_read_of_a", ["last task", "third last task"])
+def test_plan_reuses_bytes_only_after_their_last_reader(n, last_read_of_a):
+    """A chain of n tasks whose first feature map, a, is read again by the last task (its bit past
+    the last full byte for n not a multiple of 8: a is never free) or by the third last (t(n-2),
+    made after that, takes a's bytes). The rest take turns in two slots: t(i+2) is made after ti's
+    last reader, t(i+1) while ti is still read."""
+    k = n - 1 if last_read_of_a == "last task" else n - 3
+    plan = dataflow_plan.plan_dataflow(_chain(n, k))
+    offset = {"x": -1, "y": -1, "a": 0, **{f"t{i}": 64 if i % 2 else 128 for i in range(1, n - 1)}}
+    if k == n - 3:
+        offset[f"t{n - 2}"] = 0
+    chain = _chain_tensors(n)
+    want = [offset[name] for t in range(n) for name in [chain[t]] + ["a"] * (t == k) + [chain[t + 1]]]
+    assert plan.fm_offsets == tuple(want)
+    assert plan.fm_size == 192
+    assert plan.deps == tuple(() if t == 0 else (0, t - 1) if t == k else (t - 1,) for t in range(n))
 
 
 @pytest.mark.parametrize("block", [1 << 20, 8])
