@@ -12,6 +12,7 @@ and a Ray instance per run would only add minutes) and test_native_levels.py (it
 itself, whatever the process's)."""
 import concurrent.futures
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,7 @@ CLEAN = {k: v for k, v in os.environ.items() if k not in ("GE_NATIVE_LEVEL", "GE
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _started: dict = {}  # a run's environment (sorted items) -> its future
 _children: list = []  # the pytest processes started, to stop them if the suite stops first
+_files: list = []  # the files handed to them, removed at the session's end
 _lock = threading.Lock()
 
 
@@ -93,7 +95,19 @@ def start(items: list) -> None:
     envs = [p.values[0] for p in runs() if not p.marks and p.id in selected]
     if envs:
         _pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
-        _started.update({tuple(sorted(e.items())): _pool.submit(run, e) for e in envs})
+        cases = _node_cases_made_once()
+        _started.update({tuple(sorted(e.items())): _pool.submit(run, e | cases) for e in envs})
+
+
+def _node_cases_made_once() -> dict:
+    """The environment that hands the runs onnx's node cases as this process made them (collected
+    here already, for tests/conformance and the kernels' node cases): each run would spend ~15 s of
+    the cores making the same again."""
+    from tests.conformance.cases import NODE_CASES_FILE, onnx_node_cases
+    with tempfile.NamedTemporaryFile("wb", prefix="ge-onnx-node-cases-", suffix=".pickle", delete=False) as f:
+        pickle.dump(onnx_node_cases(), f, protocol=pickle.HIGHEST_PROTOCOL)
+    _files.append(f.name)
+    return {NODE_CASES_FILE: f.name}
 
 
 def stop() -> None:
@@ -106,6 +120,9 @@ def stop() -> None:
         for child in _children:
             if child.poll() is None:
                 child.kill()
+        for path in _files:
+            os.remove(path)
+        _files.clear()
 
 
 @pytest.mark.parametrize("env", runs())
