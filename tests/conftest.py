@@ -15,6 +15,24 @@ from ge.core.passes.fuse_activation import EPILOGUE, build_epilogue
 from ge.formats.onnx import load_onnx
 
 
+class _OneThreadSession(ort.InferenceSession):
+    """onnxruntime, the tests' oracle, on one intra-op thread unless a test asks for more: a session's
+    own thread pool (one spinning thread per core, started and joined per session) cost more than the
+    single-node models most tests build run for, and the suite runs beside test_every_level's reruns,
+    one process per core already. The results compared do not change (where an op's result depends on
+    its threads, as the dynamically quantized LSTM's per batch row, tests/e2e/test_quantizer_models.py
+    asked for one thread already)."""
+
+    def __init__(self, path_or_bytes, sess_options=None, *args, **kwargs):
+        options = sess_options or ort.SessionOptions()
+        if options.intra_op_num_threads == 0:  # onnxruntime's default: one thread per core
+            options.intra_op_num_threads = 1
+        super().__init__(path_or_bytes, options, *args, **kwargs)
+
+
+ort.InferenceSession = _OneThreadSession  # every test module calls it as ort.InferenceSession, at run time
+
+
 def _model(nodes, inputs, outputs, inits=None, opset=17):
     """inputs/outputs: {name: (elem_type or numpy dtype, shape)} or a list of names for untyped outputs."""
     def vi(name, spec):

@@ -6,12 +6,13 @@ tests' oracle, pick their AVX2 kernels), and on the numpy plans alone (GE_NO_NAT
 pytest process: the suite itself runs at one level (the best, or GE_NATIVE_LEVEL's), and a result the
 instruction set changes (vector widths, FMA contraction, the int8 products) must pass at each, as on the
 machines that run only those (issue 29). Levels this CPU cannot run are skipped, naming the features it
-lacks. The runs start as soon as the session is collected and go beside the suite's own tests, one per
-core (each mostly one Python thread). Left out of them: Ray's tests (Ray does not depend on the level,
+lacks. The runs start as soon as the session is collected and go beside the suite's own tests, all at
+once (each mostly one Python thread). Left out of them: Ray's tests (Ray does not depend on the level,
 and a Ray instance per run would only add minutes) and test_native_levels.py (it loads every level
 itself, whatever the process's)."""
 import concurrent.futures
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,7 @@ CLEAN = {k: v for k, v in os.environ.items() if k not in ("GE_NATIVE_LEVEL", "GE
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _started: dict = {}  # a run's environment (sorted items) -> its future
 _children: list = []  # the pytest processes started, to stop them if the suite stops first
+_files: list = []  # the files handed to them, removed at the session's end
 _lock = threading.Lock()
 
 
@@ -85,15 +87,29 @@ def run(env: dict) -> subprocess.CompletedProcess:
 
 
 def start(items: list) -> None:
-    """Start this session's selected runs that are not skipped on a pool of one worker per core, as
-    soon as the session is collected (tests/conftest.py): they go beside the suite's own tests (mostly
-    one Python thread), not after them, which CI's 20 minutes could not hold."""
+    """Start this session's selected runs that are not skipped, all at once, as soon as the session is
+    collected (tests/conftest.py): they go beside the suite's own tests (mostly one Python thread), not
+    after them, which CI's 20 minutes could not hold. All at once, not one per core: on 2 cores, the
+    third run started when one of the first two ended and then ran alone on one core for minutes, the
+    other idle, after the suite's own tests had ended."""
     global _pool
     selected = {item.callspec.id for item in items if item.path == Path(__file__)}
     envs = [p.values[0] for p in runs() if not p.marks and p.id in selected]
     if envs:
-        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
-        _started.update({tuple(sorted(e.items())): _pool.submit(run, e) for e in envs})
+        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(envs))
+        cases = _node_cases_made_once()
+        _started.update({tuple(sorted(e.items())): _pool.submit(run, e | cases) for e in envs})
+
+
+def _node_cases_made_once() -> dict:
+    """The environment that hands the runs onnx's node cases as this process made them (collected
+    here already, for tests/conformance and the kernels' node cases): each run would spend ~15 s of
+    the cores making the same again."""
+    from tests.conformance.cases import NODE_CASES_FILE, onnx_node_cases
+    with tempfile.NamedTemporaryFile("wb", prefix="ge-onnx-node-cases-", suffix=".pickle", delete=False) as f:
+        pickle.dump(onnx_node_cases(), f, protocol=pickle.HIGHEST_PROTOCOL)
+    _files.append(f.name)
+    return {NODE_CASES_FILE: f.name}
 
 
 def stop() -> None:
@@ -106,6 +122,9 @@ def stop() -> None:
         for child in _children:
             if child.poll() is None:
                 child.kill()
+        for path in _files:
+            os.remove(path)
+        _files.clear()
 
 
 @pytest.mark.parametrize("env", runs())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import pickle
 import warnings
 from dataclasses import dataclass
 
@@ -16,6 +17,9 @@ from onnx import numpy_helper
 
 #: the data-file kinds onnx's own runner runs besides the node cases
 DATA_KINDS = ("simple", "pytorch-converted", "pytorch-operator")
+#: the environment variable naming a file of onnx's node cases pickled by the process that made them
+#: (tests/test_every_level.py: its reruns read them rather than make them again)
+NODE_CASES_FILE = "GE_TEST_ONNX_NODE_CASES"
 
 
 @dataclass
@@ -39,11 +43,23 @@ def by_name() -> dict[str, Case]:
     return {c.name: c for c in all_cases()}
 
 
-def _node_cases() -> list[Case]:
+@functools.cache
+def onnx_node_cases() -> tuple:
+    """onnx's node test cases as onnx.backend.test.case.node makes them: collecting them runs every
+    case's generator (with onnx's reference implementations), about 15 s, once per process, or read
+    from NODE_CASES_FILE (the same onnx's cases, pickled)."""
+    path = os.environ.get(NODE_CASES_FILE)
+    if path:
+        with open(path, "rb") as f:
+            return pickle.load(f)
     from onnx.backend.test.case import node
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # the generators overflow on purpose
         warnings.simplefilter("ignore")
-        found = sorted(node.collect_testcases(None), key=lambda t: t.name)
+        return tuple(node.collect_testcases(None))
+
+
+def _node_cases() -> list[Case]:
+    found = sorted(onnx_node_cases(), key=lambda t: t.name)
     ops = {t.name: t.model.graph.node[0].op_type for t in found
            if "_expanded" not in t.name and len(t.model.graph.node) == 1}
     cases = []

@@ -590,14 +590,23 @@ class Campaign:
     def __init__(self, seed: int = 0, seeds=tuple(SEEDS)):
         self.seed = seed
         self.seeds = {name: make_seed(name) for name in seeds}
+        self._checked: dict = {}
 
     def case(self, number: int) -> Case:
         return make_case(self.seed, number, self.seeds)
 
+    def checked(self, number: int) -> tuple[str | None, str]:
+        """check() of case `number`, done once (the test suite counts the outcomes of cases it ran)."""
+        if number not in self._checked:
+            self._checked[number] = check(self.case(number))
+        return self._checked[number]
+
     def failure(self, number: int) -> str | None:
+        problem, _ = self.checked(number)
+        if problem is None:
+            return None
         case = self.case(number)
-        problem, _ = check(case)
-        return None if problem is None else f"case {number} on {case.seed} ({case.kind}: {case.what}): {problem}"
+        return f"case {number} on {case.seed} ({case.kind}: {case.what}): {problem}"
 
     def run(self, cases: int, start: int = 0) -> list[str]:
         return [f for f in (self.failure(n) for n in range(start, start + cases)) if f]
@@ -606,7 +615,7 @@ class Campaign:
         """What happened to each case: rejected / compiled / ran, counted."""
         counts: dict = {}
         for n in numbers:
-            problem, outcome = check(self.case(n))
+            problem, outcome = self.checked(n)
             key = "FAILED" if problem else outcome.split(":")[0]
             counts[key] = counts.get(key, 0) + 1
         return counts

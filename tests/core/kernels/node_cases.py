@@ -3,26 +3,16 @@ files), and run through ge's Python API: `ge atc` of the case's model, then load
 device, outputs compared with the case's expected ones at onnx's own runner tolerance."""
 from __future__ import annotations
 
-import functools
-import warnings
-
 import numpy as np
 import onnx
 
 from ge.core import api
-
-
-@functools.cache
-def _all_cases():
-    import onnx.backend.test.case.node as node_cases
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return tuple(node_cases.collect_testcases())
+from tests.conformance.cases import onnx_node_cases
 
 
 def node_cases(op_type: str, domain: str = "") -> list:
     """The node cases whose model holds an `op_type` node (the function-expanded ones excluded)."""
-    return [c for c in _all_cases() if "_expanded" not in c.name
+    return [c for c in onnx_node_cases() if "_expanded" not in c.name
             and any(n.op_type == op_type and n.domain in ((domain,) if domain else ("", "ai.onnx"))
                    for n in c.model.graph.node)]
 

@@ -52,18 +52,31 @@ def _ge(op, x, attrs, n_outputs, opset):
     return ys
 
 
+_ONNXRUNTIME: dict = {}  # a case's outputs or refusal, computed once for the native and the numpy run of a grid
+
+
+def _onnxruntime(op, x, attrs, n_outputs, opset, seed) -> list | str:
+    """onnxruntime's outputs of a case, or the first line of its refusal."""
+    key = (op, x.shape, repr(sorted(attrs.items())), n_outputs, opset, seed)
+    if key not in _ONNXRUNTIME:
+        try:
+            _ONNXRUNTIME[key] = run_onnxruntime(op, {"x": x}, attrs, n_outputs, opset, ())
+        except Exception as e:
+            _ONNXRUNTIME[key] = str(e).splitlines()[0]
+    return _ONNXRUNTIME[key]
+
+
 def _compare(op, extra, n_outputs, opset, shape, attrs, seed):
     """None when ge agrees with onnxruntime on this case, else what differs."""
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     attrs = {**attrs, **extra}
-    try:
-        expected = run_onnxruntime(op, {"x": x}, attrs, n_outputs, opset, ())
-    except Exception as e:  # onnxruntime refuses: so must ge, naming the node
+    expected = _onnxruntime(op, x, attrs, n_outputs, opset, seed)
+    if isinstance(expected, str):  # onnxruntime refuses: so must ge, naming the node
         try:
             _ge(op, x, attrs, n_outputs, opset)
         except GraphError as g:
             return None if str(g).startswith("node 'pool' ") else f"error without the node: {g}"
-        return f"onnxruntime refuses ({str(e).splitlines()[0][-90:]}), ge does not"
+        return f"onnxruntime refuses ({expected[-90:]}), ge does not"
     try:
         got = _ge(op, x, attrs, n_outputs, opset)
     except GraphError as g:
