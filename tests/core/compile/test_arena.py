@@ -4,7 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-from ge.core.compile.arena import Buffer, align, lower_bound, plan_arena
+from ge.core.compile import arena
+from ge.core.compile.arena import Buffer, align, lower_bound, lowest_fit, plan_arena
 
 
 def overlaps(a, b):
@@ -71,3 +72,25 @@ def test_random_lifetimes_are_valid_and_near_the_bound(seed):
     plan = plan_arena(bufs)
     assert_valid(bufs, plan)
     assert plan.lower_bound <= plan.size <= 1.5 * plan.lower_bound
+
+
+def test_lowest_fit_takes_the_lowest_of_the_smallest_gaps():
+    # placed [0, 64), [192, 256), [320, 512), [576, 640): gaps of 128 at 64, 64 at 256, 64 at 512
+    start, end = np.array([320, 0, 576, 192]), np.array([512, 64, 640, 256])
+    assert lowest_fit(start, end, 64) == 256
+    assert lowest_fit(start, end, 128) == 64
+    assert lowest_fit(start, end, 192) == 640
+    assert lowest_fit(start[:0], end[:0], 64) == 0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lowest_fit_walks_few_neighbours_as_it_scans_many(monkeypatch, seed):
+    """The Python walk (few neighbours) and the numpy scan (many) agree, overlapping neighbours included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 120))
+    start = rng.integers(0, 40, n) * 64
+    end = start + rng.integers(0, 6, n) * 64
+    size = int(rng.integers(0, 4)) * 64
+    walked = lowest_fit(start, end, size)
+    monkeypatch.setattr(arena, "FEW_NEIGHBOURS", 0)
+    assert lowest_fit(start, end, size) == walked

@@ -72,8 +72,10 @@ def test_plan_reuses_bytes_only_after_their_last_reader(n, last_read_of_a):
 
 
 @pytest.mark.parametrize("block", [1 << 20, 8])
-def test_live_roots_finds_the_root_live_at_each_argument(monkeypatch, block):
+@pytest.mark.parametrize("args_per_block", [256, 2])
+def test_live_roots_finds_the_root_live_at_each_argument(monkeypatch, block, args_per_block):
     monkeypatch.setattr(dataflow_plan, "BLOCK_BYTES", block)
+    monkeypatch.setattr(dataflow_plan, "ARGS_PER_BLOCK", args_per_block)
     # two roots sharing bytes 0..64 at different steps, one above them
     roots = [TensorPlan("a", 1, 0, 64, "float32", (16,), 0, 1, ""), TensorPlan("b", 1, 0, 64, "float32", (16,), 2, 3, ""),
              TensorPlan("c", 1, 64, 64, "float32", (16,), 1, 3, "")]
@@ -83,3 +85,20 @@ def test_live_roots_finds_the_root_live_at_each_argument(monkeypatch, block):
     assert dataflow_plan._live_roots(roots, off, task, role) == [0, 0, 1, 2, 1]
     with pytest.raises(GraphError, match="task 1: feature-map offset 200 matches 0 live tensors"):
         dataflow_plan._live_roots(roots, np.array([0, 200]), np.array([1, 1]), np.array([ARG_IN, ARG_IN]))
+
+
+@pytest.mark.parametrize("args_per_block", [1, 3, 256])
+def test_live_roots_of_a_long_chain_with_skips_in_blocks(monkeypatch, args_per_block):
+    """A ladder's linear plan (t_i made by task i, read by task i + 1 and by task i + 5, each 64 bytes
+    in one of 6 slots taken in turn): a block of arguments sees the roots made long before it."""
+    monkeypatch.setattr(dataflow_plan, "ARGS_PER_BLOCK", args_per_block)
+    n = 40
+    roots = [TensorPlan(f"t{i}", FM_ID, 64 * (i % 6), 64, "float32", (16,), i, min(i + 5, n - 1), "")
+             for i in range(n)]
+    want, off, task, role = [], [], [], []
+    for t in range(n):
+        for r, k in [(t - 1, ARG_IN), (t - 5, ARG_IN), (t, ARG_OUT)]:
+            if r >= 0:
+                want.append(r), off.append(64 * (r % 6) + 8), task.append(t), role.append(k)
+    got = dataflow_plan._live_roots(roots, np.array(off), np.array(task), np.array(role))
+    assert got == want
