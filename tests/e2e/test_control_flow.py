@@ -908,3 +908,82 @@ def test_ge_inspect_shows_the_subgraphs(tmp_path):
     assert [t["name"] for t in body["inputs"]] == ["i", "c", "s_in", "w", "lim"]
     assert [t["name"] for t in body["outputs"]] == ["c_out", "s_out", "sq"]
     assert body["steps"] == ["submodel 0"] and body["clusters"][0]["kind"] == "KNOWN"
+
+
+def _outputs_native_and_python(path: str, om: str, feeds_list, monkeypatch) -> list:
+    """Each feed's outputs with bound bodies iterated natively (asserted: csrc/loop.c ran) and in
+    Python (BoundBody.native_loop off)."""
+    from ge.core.kernels.native import native as native_kernels
+    from ge.core.runtime.hybrid_context import BoundBody
+    native, built = BoundBody.native_loop, []
+
+    def spy(self, *args, **kwargs):
+        loop = native(self, *args, **kwargs)
+        built.append(loop is not None)
+        return loop
+    results = []
+    for fn in (spy, lambda self, *args, **kwargs: None):
+        monkeypatch.setattr(BoundBody, "native_loop", fn)
+        model_id = api.load_from_file(om, "cpu")
+        try:
+            results.append([api.execute(model_id, feeds) for feeds in feeds_list for _ in range(2)])
+        finally:
+            api.unload(model_id)
+    monkeypatch.setattr(BoundBody, "native_loop", native)
+    assert any(built) == (native_kernels() is not None)
+    return results
+
+
+def test_a_native_loop_equals_python_iterations_bit_for_bit(tmp_path, monkeypatch):
+    """A body of native calls runs its iterations in one native call (csrc/loop.c): a carried value
+    passed through (its output read at its input: copied onto itself), a scan output that is a state,
+    one of 64 KB (its stacked result doubles past 16 iterations: the loop runs in chunks), trip counts
+    0, 1, 16, 17, 40: onnxruntime's results, and exactly those of the Python iterations."""
+    rng = np.random.default_rng(5)
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["h", "W"], ["a"]), helper.make_node("Add", ["a", "b"], ["z"]),
+        helper.make_node("Tanh", ["z"], ["h2"]), helper.make_node("Identity", ["c"], ["c2"]),
+        helper.make_node("Identity", ["p"], ["p2"]), helper.make_node("Identity", ["h2"], ["y"]),
+        helper.make_node("Identity", ["p"], ["q"])], "cell",
+        [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, 8]), vi("p", F, [16384])],
+        [vi("c2", B, []), vi("h2", F, [1, 8]), vi("p2", F, [16384]), vi("y", F, [1, 8]), vi("q", F, [16384])],
+        [const("W", rng.standard_normal((8, 8)).astype(np.float32) / 3), const("b", rng.standard_normal(8).astype(np.float32))])
+    m = model([helper.make_node("Loop", ["M", "", "h0", "p0"], ["hN", "pN", "ys", "qs"], body=body)],
+              [vi("M", I64, []), vi("h0", F, [1, 8]), vi("p0", F, [16384])],
+              [vi("hN", F, [1, 8]), vi("pN", F, [16384]), vi("ys", F, [None, 1, 8]), vi("qs", F, [None, 16384])])
+    feeds = [{"M": np.array(n, np.int64), "h0": rand(1, 8, seed=n), "p0": rand(16384, seed=n + 1)} for n in (40, 0, 1, 16, 17)]
+    om = check(m, feeds, tmp_path, devices=["cpu"]).om_path
+    native, python = _outputs_native_and_python(str(tmp_path / "m.onnx"), om, feeds, monkeypatch)
+    for a, b in zip(native, python):
+        for x, y in zip(a, b):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("in_dirs,out_dirs,out_axes", [([0, 0], [0, 0], [0, 0]), ([1, 0], [0, 1], [0, 0]),
+                                                       ([0, 1], [1, 1], [1, -1])])
+def test_a_native_scan_equals_python_iterations_bit_for_bit(tmp_path, monkeypatch, in_dirs, out_dirs, out_axes):
+    """An RNN step over a scan input, a second one passed through, each forward or reversed, its outputs stacked forward, reversed
+    or on an inner axis (a strided slice: that copy is no block, the Python iterations run): 13 and 1
+    steps onnxruntime's results, and 0, 1 and 13 exactly those of the Python iterations (onnxruntime
+    refuses 0 steps)."""
+    rng = np.random.default_rng(6)
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["x", "U"], ["xu"]), helper.make_node("MatMul", ["h", "W"], ["hw"]),
+        helper.make_node("Add", ["xu", "hw"], ["s"]), helper.make_node("Add", ["s", "b"], ["t"]),
+        helper.make_node("Tanh", ["t"], ["h2"]), helper.make_node("Identity", ["h2"], ["y"]),
+        helper.make_node("Identity", ["v"], ["v2"])], "step",
+        [vi("h", F, [1, 8]), vi("x", F, [1, 4]), vi("v", F, [1, 8])], [vi("h2", F, [1, 8]), vi("y", F, [1, 8]), vi("v2", F, [1, 8])],
+        [const("U", rng.standard_normal((4, 8)).astype(np.float32) / 2),
+         const("W", rng.standard_normal((8, 8)).astype(np.float32) / 3), const("b", rng.standard_normal(8).astype(np.float32))])
+    m = model([helper.make_node("Scan", ["h0", "xs", "vs"], ["hN", "ys", "v2s"], body=body, num_scan_inputs=2,
+                                scan_input_directions=in_dirs, scan_output_directions=out_dirs, scan_output_axes=out_axes)],
+              [vi("h0", F, [1, 8]), vi("xs", F, ["n", 1, 4]), vi("vs", F, ["n", 1, 8])],
+              [vi("hN", F, [1, 8]), vi("ys", F, None), vi("v2s", F, None)])
+    feeds = [{"h0": rand(1, 8, seed=n), "xs": rand(n, 1, 4, seed=n + 1), "vs": rand(n, 1, 8, seed=n + 2)} for n in (13, 1, 0)]
+    om = check(m, feeds[:2], tmp_path, devices=["cpu"], input_shape="xs:-1,1,4;vs:-1,1,8").om_path
+    native, python = _outputs_native_and_python(str(tmp_path / "m.onnx"), om, feeds, monkeypatch)
+    for a, b in zip(native, python):
+        for x, y in zip(a, b):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_array_equal(x, y)

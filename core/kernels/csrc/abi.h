@@ -87,6 +87,28 @@ typedef struct {
     int32_t threads;
 } CallBatch;
 
+/* A static Loop or Scan body iterated natively (loop.c): iterations start .. stop - 1, each t the
+   iteration number written to *counter (when not NULL), the `feeds` copies, the prepared calls
+   fn[i](args[i]), the `outs` copies, then (unless *cond, when not NULL, is 0: the loop ends) the
+   `back` copies; copies holds the three lists in that order. Returns the iteration after the last
+   one run. */
+typedef struct {
+    char *dst;
+    const char *src;
+    int64_t nbytes, dst_step, src_step;  /* iteration t copies nbytes from src + t src_step to dst + t dst_step */
+} StepCopy;
+
+typedef struct {
+    const CallFn *fn;
+    const void *const *args;
+    int64_t calls;
+    const StepCopy *copies;
+    int64_t feeds, outs, back;
+    int64_t *counter;
+    const uint8_t *cond;
+    int64_t start, stop;
+} StepLoop;
+
 /* The phase fill of conv.PhaseLayout (phase_fill.c) */
 typedef struct {
     const float *x;
@@ -400,6 +422,7 @@ void ge_depthwise(const Depthwise *d);
 void ge_conv_transpose(const ConvTransposeArgs *t);
 int ge_max_pool_fits(const MaxPool2d *p);
 void ge_call_batch(const CallBatch *b);
+int64_t ge_step_loop(const StepLoop *l);
 /* The pool items of a direct or pixels convolution (the split a test checks) */
 int64_t ge_conv_direct_items(const ConvDirect *d);
 int64_t ge_conv_pixels_items(const ConvDirect *d);

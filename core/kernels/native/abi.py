@@ -135,6 +135,32 @@ class CallBatch(ctypes.Structure):
     ]
 
 
+class StepCopy(ctypes.Structure):
+    _fields_ = [
+        ('dst', ctypes.c_char_p),
+        ('src', ctypes.c_char_p),
+        ('nbytes', ctypes.c_int64),
+        ('dst_step', ctypes.c_int64),
+        ('src_step', ctypes.c_int64),
+    ]
+
+
+class StepLoop(ctypes.Structure):
+    _fields_ = [
+        ('fn', ctypes.c_void_p),
+        ('args', ctypes.c_void_p),
+        ('calls', ctypes.c_int64),
+        ('copies', ctypes.c_void_p),
+        ('feeds', ctypes.c_int64),
+        ('outs', ctypes.c_int64),
+        ('back', ctypes.c_int64),
+        ('counter', ctypes.c_void_p),
+        ('cond', ctypes.c_void_p),
+        ('start', ctypes.c_int64),
+        ('stop', ctypes.c_int64),
+    ]
+
+
 class PhaseFill(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
@@ -562,7 +588,7 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, StepCopy, StepLoop, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)
@@ -588,6 +614,7 @@ SIGNATURES = {
     'ge_conv_transpose': ([ctypes.c_void_p], None),
     'ge_max_pool_fits': ([ctypes.c_void_p], ctypes.c_int),
     'ge_call_batch': ([ctypes.c_void_p], None),
+    'ge_step_loop': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_conv_direct_items': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_conv_pixels_items': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_max_pool2d': ([ctypes.c_void_p], None),

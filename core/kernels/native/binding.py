@@ -19,7 +19,7 @@ from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_
                   SIGNATURES, Activation, CallBatch, ConvDirect, ConvTransposeArgs, ConvNchwc, Depthwise,
                   DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
                   NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
-                  GatherBlocks, Nearest2d, Nms, Rows)
+                  GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
 from ...host_pages import HUGE, mapped_bytes
 from ...model.record import record
 from .calls import PreparedCall, threads
@@ -43,6 +43,13 @@ def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
 
 def _addr(a) -> int | None:
     return None if a is None else a.ctypes.data
+
+
+def _call_table(calls: list[PreparedCall]) -> tuple:
+    """csrc/abi.h's CallFn and argument arrays of prepared calls: fn[i](args[i]) is calls[i].run()."""
+    fns = (_ptr * len(calls))(*(ctypes.cast(c.fn, _ptr).value for c in calls))
+    args = (_ptr * len(calls))(*(ctypes.addressof(c.keep[0]) for c in calls))
+    return fns, args
 
 
 @record
@@ -236,10 +243,34 @@ class Native:
             return calls
         for call in calls:
             call.keep[0].threads = 1  # each runs alone on its thread
-        fns = (_ptr * len(calls))(*(ctypes.cast(c.fn, _ptr).value for c in calls))
-        args = (_ptr * len(calls))(*(ctypes.addressof(c.keep[0]) for c in calls))
+        fns, args = _call_table(calls)
         batch = CallBatch(ctypes.addressof(fns), ctypes.addressof(args), len(calls), n)
         return [PreparedCall(self.lib.ge_call_batch, batch, (fns, args, tuple(calls)))]
+
+    def step_loop(self, calls: list[PreparedCall], feeds: list, outs: list, back: list, counter: np.ndarray | None,
+                  cond: np.ndarray | None) -> PreparedCall | None:
+        """A loop over a static body's iterations in one call (csrc/loop.c; set its struct's start and stop,
+        then run_checked() gives the iteration after the last one run): `calls` its tasks' prepared calls,
+        `feeds` (input view, rows: iteration t's value rows[t]), `outs` (rows, output view: rows[t] takes
+        it), `back` (input view, output view) copied each iteration; `counter` an int64 input taking the
+        iteration number, `cond` a bool output ending the loop when false. None when a copy is not
+        one block of bytes (a strided slice, another dtype or shape)."""
+        copies = []
+        for dst, src, dst_rows, src_rows in ([(v, r, False, True) for v, r in feeds] + [(r, v, True, False) for r, v in outs]
+                                             + [(v, o, False, False) for v, o in back]):
+            d, s = (dst[0, ...] if dst_rows else dst), (src[0, ...] if src_rows else src)
+            if d.shape != s.shape or d.dtype != s.dtype or not (d.flags.c_contiguous and s.flags.c_contiguous):
+                return None
+            copies.append((d.ctypes.data, s.ctypes.data, d.nbytes, dst.strides[0] if dst_rows else 0,
+                           src.strides[0] if src_rows else 0))
+        if (counter is not None and (counter.dtype != np.int64 or counter.size != 1)) \
+                or (cond is not None and (cond.dtype != np.bool_ or cond.size != 1)):
+            return None
+        fns, args = _call_table(calls)
+        table = (StepCopy * max(len(copies), 1))(*(StepCopy(*c) for c in copies))
+        loop = StepLoop(ctypes.addressof(fns), ctypes.addressof(args), len(calls), ctypes.addressof(table),
+                        len(feeds), len(outs), len(back), _addr(counter), _addr(cond), 0, 0)
+        return PreparedCall(self.lib.ge_step_loop, loop, (fns, args, table, tuple(calls), feeds, outs, back, counter, cond))
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
