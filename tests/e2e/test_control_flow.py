@@ -987,3 +987,75 @@ def test_a_native_scan_equals_python_iterations_bit_for_bit(tmp_path, monkeypatc
         for x, y in zip(a, b):
             assert x.dtype == y.dtype and x.shape == y.shape
             np.testing.assert_array_equal(x, y)
+
+
+def _outputs_native_and_numpy(om: str, feeds_list, monkeypatch) -> list:
+    """Each feed's outputs (twice) with the Loop/Scan bodies' kernels built with Backend.iterated (their
+    iterations in one native call: asserted when the native kernels are there), then built as any
+    other's (numpy's ufuncs for their elementwise ops)."""
+    from ge.core.kernels.native import native as native_kernels
+    from ge.core.runtime import hybrid
+    from ge.core.runtime.hybrid_context import BoundBody
+    native, built = BoundBody.native_loop, []
+    monkeypatch.setattr(BoundBody, "native_loop", lambda self, *a: built.append(native(self, *a)) or built[-1])
+    results = []
+    for bodies in (hybrid._loop_bodies, lambda dyn: set()):
+        monkeypatch.setattr(hybrid, "_loop_bodies", bodies)
+        model_id = api.load_from_file(om, "cpu")
+        try:
+            results.append([api.execute(model_id, feeds) for feeds in feeds_list for _ in range(2)])
+        finally:
+            api.unload(model_id)
+        assert any(built) == (native_kernels() is not None and len(results) == 1)  # native, then numpy's ufuncs
+        built.clear()
+    return results
+
+
+def _assert_same_bytes(a: list, b: list) -> None:
+    for x, y in zip(a, b):
+        for u, v in zip(x, y):
+            assert u.dtype == v.dtype and u.shape == v.shape
+            assert u.tobytes() == v.tobytes()
+
+
+def test_a_loop_bodys_elementwise_ops_take_native_calls_with_numpys_bits(tmp_path, monkeypatch):
+    """A Scan body's float32 Add and Sub of one shape and Relu are prepared native calls (Backend.iterated:
+    the iteration runs in one native call) giving numpy's bits, -0.0, NaN and infinities included; the
+    same model with the body's kernels built as any other's (numpy's ufuncs) gives the same bytes."""
+    body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Relu", ["acc2"], ["y"]),
+                              helper.make_node("Sub", ["x", "acc"], ["d"]), helper.make_node("Relu", ["d"], ["e"])],
+                             "cumsum", [vi("acc", F, [6]), vi("x", F, [6])], [vi("acc2", F, [6]), vi("y", F, [6]), vi("e", F, [6])])
+    m = model([helper.make_node("Scan", ["a0", "xs"], ["a", "ys", "es"], body=body, num_scan_inputs=1)],
+              [vi("a0", F, [6]), vi("xs", F, [9, 6])], [vi("a", F, [6]), vi("ys", F, [9, 6]), vi("es", F, [9, 6])])
+    xs = rand(9, 6)
+    xs[0] = [-0.0, 0.0, np.nan, np.inf, -np.inf, -1e-45]
+    xs[3, :3] = [-0.0, -np.inf, np.inf]
+    feeds = {"a0": np.array([-0.0, -0.0, 1, 2, -3, 0.0], np.float32), "xs": xs}
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    _assert_same_bytes(*_outputs_native_and_numpy(api.atc(path, str(tmp_path / "m")).om_path, [feeds], monkeypatch))
+
+
+def test_a_loop_counting_to_its_condition_runs_natively_with_numpys_bits(tmp_path, monkeypatch):
+    """An exported Loop's condition, i + 1 < stop (int64 Add, Less), and float comparisons (Equal,
+    Greater, LessOrEqual, GreaterOrEqual against a scalar: NaN false, -0.0 == 0.0) in a body of native
+    calls: onnxruntime's results, and the bytes of the same body on numpy's ufuncs, the trip count or
+    the condition ending it."""
+    body = helper.make_graph([
+        helper.make_node("Add", ["i", "one"], ["i1"]), helper.make_node("Less", ["i1", "stop"], ["c2"]),
+        helper.make_node("Mul", ["h", "k"], ["h2"]), helper.make_node("Equal", ["h2", "z"], ["eq"]),
+        helper.make_node("Greater", ["h2", "z"], ["gt"]), helper.make_node("LessOrEqual", ["z", "h2"], ["le"]),
+        helper.make_node("GreaterOrEqual", ["h2", "h"], ["ge"]), helper.make_node("Sub", ["i", "big"], ["j"])],
+        "count", [vi("i", I64, []), vi("c", B, []), vi("h", F, [5])],
+        [vi("c2", B, []), vi("h2", F, [5]), vi("eq", B, [5]), vi("gt", B, [5]), vi("le", B, [5]), vi("ge", B, [5]), vi("j", I64, [])],
+        [const("one", np.int64(1)), const("k", np.float32(-1.5)), const("z", np.float32(0)),
+         const("big", np.int64(-(1 << 63) + 2))])  # i - big wraps past int64's top, as numpy's
+    m = model([helper.make_node("Loop", ["M", "go", "h0"], ["hN", "eqs", "gts", "les", "ges", "js"], body=body)],
+              [vi("M", I64, []), vi("go", B, []), vi("stop", I64, []), vi("h0", F, [5])],
+              [vi("hN", F, [5]), vi("eqs", B, [None, 5]), vi("gts", B, [None, 5]), vi("les", B, [None, 5]),
+               vi("ges", B, [None, 5]), vi("js", I64, [None])])
+    h0 = np.array([-0.0, 0.0, np.nan, 1e-30, -2], np.float32)
+    feeds = [{"M": np.array(m_, np.int64), "go": np.array(True), "stop": np.array(s, np.int64), "h0": h0}
+             for m_, s in ((50, 7), (3, 99), (30, 1), (0, 9))]
+    om = check(m, feeds, tmp_path, devices=["cpu"]).om_path
+    _assert_same_bytes(*_outputs_native_and_numpy(om, feeds, monkeypatch))

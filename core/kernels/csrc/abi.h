@@ -87,6 +87,17 @@ typedef struct {
     int32_t threads;
 } CallBatch;
 
+/* A comparison y = a OP b (eltwise.c's ge_compare): y bool (a byte, 0 or 1), a and b of one dtype (EW_F32,
+   EW_F64, EW_I32, EW_I64), each n elements or one broadcast to all (a_step, b_step: 1 or 0); NaN compares
+   false, as numpy's ufuncs and C's operators do (a Loop's condition, i + 1 < stop, in its native loop) */
+enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ };
+typedef struct {
+    const void *a, *b;
+    uint8_t *y;
+    int64_t n, a_step, b_step;
+    int32_t dtype, op;
+} Compare;
+
 /* A static Loop or Scan body iterated natively (loop.c): iterations start .. stop - 1, each t the
    iteration number written to *counter (when not NULL), the `feeds` copies, the prepared calls
    fn[i](args[i]), the `outs` copies, then (unless *cond, when not NULL, is 0: the loop ends) the
@@ -453,6 +464,7 @@ int64_t ge_gemv_packed_floats(int64_t K, int64_t N);
 void ge_gemv_pack(const float *w, int64_t K, int64_t N, int64_t sk, int64_t sn, float *out);
 void ge_gemv_panels(const GemmArgs *g);
 int ge_eltwise(const Eltwise *e);
+void ge_compare(const Compare *c);
 int64_t ge_recurrent_workspace_floats(int32_t kind, int64_t B, int64_t H);
 void ge_recurrent(const Recurrent *r);
 void ge_half_to_float(const uint16_t *src, float *dst, int64_t n, int threads);

@@ -337,3 +337,22 @@ def test_a_step_loop_runs_prepared_calls_between_its_copies():
     np.testing.assert_array_equal(ys[2], before + xs[::-1][2])
     np.testing.assert_array_equal(acc, before)  # (not carried back: the loop ended)
     assert nat.step_loop([], [(x[:3], xs[:, ::2])], [], [], None, None) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_compare_calls_give_numpys_comparisons(dtype):
+    """ge_compare (a Loop body's Less, Equal...) against numpy's ufuncs, one shape or a scalar on either
+    side, NaN and -0.0 included for floats; another broadcast or dtype is not its (None)."""
+    special = [0, -0.0, np.nan, np.inf, -np.inf] if np.dtype(dtype).kind == "f" else [0, np.iinfo(dtype).min, np.iinfo(dtype).max]
+    a = np.concatenate([np.array(special * 3, dtype), rng.integers(-3, 3, 40).astype(dtype)])
+    b = np.concatenate([np.array(special * 3, dtype)[::-1], rng.integers(-3, 3, 40).astype(dtype)])
+    ufuncs = {native_mod.CMP_LT: np.less, native_mod.CMP_LE: np.less_equal, native_mod.CMP_GT: np.greater,
+              native_mod.CMP_GE: np.greater_equal, native_mod.CMP_EQ: np.equal}
+    for op, ufunc in ufuncs.items():
+        for x, y in ((a, b), (a, b[2:3]), (a[2:3], b), (a[:1], b[:1])):
+            out = np.ones(max(x.size, y.size), np.bool_)
+            nat.compare_call(op, x, y, out).run()
+            np.testing.assert_array_equal(out, ufunc(x, y))
+    assert nat.compare_call(native_mod.CMP_LT, a[:4], b[:2], np.empty(4, np.bool_)) is None
+    half = np.zeros(4, np.float16)
+    assert nat.compare_call(native_mod.CMP_LT, half, half, np.empty(4, np.bool_)) is None
