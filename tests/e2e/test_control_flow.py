@@ -910,28 +910,43 @@ def test_ge_inspect_shows_the_subgraphs(tmp_path):
     assert body["steps"] == ["submodel 0"] and body["clusters"][0]["kind"] == "KNOWN"
 
 
-def _outputs_native_and_python(path: str, om: str, feeds_list, monkeypatch) -> list:
-    """Each feed's outputs with bound bodies iterated natively (asserted: csrc/loop.c ran) and in
-    Python (BoundBody.native_loop off)."""
+def _outputs_native_and_otherwise(om: str, feeds_list, monkeypatch, otherwise) -> list:
+    """Each feed's outputs (twice): with the bound bodies iterated natively (asserted, where the native
+    kernels are built: csrc/loop.c ran), then with `otherwise(monkeypatch)` done, where none is."""
     from ge.core.kernels.native import native as native_kernels
     from ge.core.runtime.hybrid_context import BoundBody
     native, built = BoundBody.native_loop, []
-
-    def spy(self, *args, **kwargs):
-        loop = native(self, *args, **kwargs)
-        built.append(loop is not None)
-        return loop
+    monkeypatch.setattr(BoundBody, "native_loop", lambda self, *a: built.append(native(self, *a)) or built[-1])
     results = []
-    for fn in (spy, lambda self, *args, **kwargs: None):
-        monkeypatch.setattr(BoundBody, "native_loop", fn)
+    for k in range(2):
+        if k:
+            otherwise(monkeypatch)
         model_id = api.load_from_file(om, "cpu")
         try:
             results.append([api.execute(model_id, feeds) for feeds in feeds_list for _ in range(2)])
         finally:
             api.unload(model_id)
-    monkeypatch.setattr(BoundBody, "native_loop", native)
-    assert any(built) == (native_kernels() is not None)
+        assert any(built) == (native_kernels() is not None and k == 0)
+        built.clear()
     return results
+
+
+def _python_iterations(monkeypatch) -> None:
+    from ge.core.runtime.hybrid_context import BoundBody
+    monkeypatch.setattr(BoundBody, "native_loop", lambda self, *a: None)
+
+
+def _numpy_bodies(monkeypatch) -> None:
+    """Loop and Scan bodies' kernels built as any other's (numpy's ufuncs for their elementwise ops)."""
+    from ge.core.runtime import hybrid
+    monkeypatch.setattr(hybrid, "_loop_bodies", lambda dyn: set())
+
+
+def _assert_same_bytes(a: list, b: list) -> None:
+    for x, y in zip(a, b):
+        for u, v in zip(x, y):
+            assert u.dtype == v.dtype and u.shape == v.shape
+            assert u.tobytes() == v.tobytes()
 
 
 def test_a_native_loop_equals_python_iterations_bit_for_bit(tmp_path, monkeypatch):
@@ -953,11 +968,7 @@ def test_a_native_loop_equals_python_iterations_bit_for_bit(tmp_path, monkeypatc
               [vi("hN", F, [1, 8]), vi("pN", F, [16384]), vi("ys", F, [None, 1, 8]), vi("qs", F, [None, 16384])])
     feeds = [{"M": np.array(n, np.int64), "h0": rand(1, 8, seed=n), "p0": rand(16384, seed=n + 1)} for n in (40, 0, 1, 16, 17)]
     om = check(m, feeds, tmp_path, devices=["cpu"]).om_path
-    native, python = _outputs_native_and_python(str(tmp_path / "m.onnx"), om, feeds, monkeypatch)
-    for a, b in zip(native, python):
-        for x, y in zip(a, b):
-            assert x.dtype == y.dtype and x.shape == y.shape
-            np.testing.assert_array_equal(x, y)
+    _assert_same_bytes(*_outputs_native_and_otherwise(om, feeds, monkeypatch, _python_iterations))
 
 
 @pytest.mark.parametrize("in_dirs,out_dirs,out_axes", [([0, 0], [0, 0], [0, 0]), ([1, 0], [0, 1], [0, 0]),
@@ -982,40 +993,7 @@ def test_a_native_scan_equals_python_iterations_bit_for_bit(tmp_path, monkeypatc
               [vi("hN", F, [1, 8]), vi("ys", F, None), vi("v2s", F, None)])
     feeds = [{"h0": rand(1, 8, seed=n), "xs": rand(n, 1, 4, seed=n + 1), "vs": rand(n, 1, 8, seed=n + 2)} for n in (13, 1, 0)]
     om = check(m, feeds[:2], tmp_path, devices=["cpu"], input_shape="xs:-1,1,4;vs:-1,1,8").om_path
-    native, python = _outputs_native_and_python(str(tmp_path / "m.onnx"), om, feeds, monkeypatch)
-    for a, b in zip(native, python):
-        for x, y in zip(a, b):
-            assert x.dtype == y.dtype and x.shape == y.shape
-            np.testing.assert_array_equal(x, y)
-
-
-def _outputs_native_and_numpy(om: str, feeds_list, monkeypatch) -> list:
-    """Each feed's outputs (twice) with the Loop/Scan bodies' kernels built with Backend.iterated (their
-    iterations in one native call: asserted when the native kernels are there), then built as any
-    other's (numpy's ufuncs for their elementwise ops)."""
-    from ge.core.kernels.native import native as native_kernels
-    from ge.core.runtime import hybrid
-    from ge.core.runtime.hybrid_context import BoundBody
-    native, built = BoundBody.native_loop, []
-    monkeypatch.setattr(BoundBody, "native_loop", lambda self, *a: built.append(native(self, *a)) or built[-1])
-    results = []
-    for bodies in (hybrid._loop_bodies, lambda dyn: set()):
-        monkeypatch.setattr(hybrid, "_loop_bodies", bodies)
-        model_id = api.load_from_file(om, "cpu")
-        try:
-            results.append([api.execute(model_id, feeds) for feeds in feeds_list for _ in range(2)])
-        finally:
-            api.unload(model_id)
-        assert any(built) == (native_kernels() is not None and len(results) == 1)  # native, then numpy's ufuncs
-        built.clear()
-    return results
-
-
-def _assert_same_bytes(a: list, b: list) -> None:
-    for x, y in zip(a, b):
-        for u, v in zip(x, y):
-            assert u.dtype == v.dtype and u.shape == v.shape
-            assert u.tobytes() == v.tobytes()
+    _assert_same_bytes(*_outputs_native_and_otherwise(om, feeds, monkeypatch, _python_iterations))
 
 
 def test_a_loop_bodys_elementwise_ops_take_native_calls_with_numpys_bits(tmp_path, monkeypatch):
@@ -1033,7 +1011,8 @@ def test_a_loop_bodys_elementwise_ops_take_native_calls_with_numpys_bits(tmp_pat
     feeds = {"a0": np.array([-0.0, -0.0, 1, 2, -3, 0.0], np.float32), "xs": xs}
     path = str(tmp_path / "m.onnx")
     onnx.save(m, path)
-    _assert_same_bytes(*_outputs_native_and_numpy(api.atc(path, str(tmp_path / "m")).om_path, [feeds], monkeypatch))
+    _assert_same_bytes(*_outputs_native_and_otherwise(api.atc(path, str(tmp_path / "m")).om_path, [feeds], monkeypatch,
+                                                      _numpy_bodies))
 
 
 def test_a_loop_counting_to_its_condition_runs_natively_with_numpys_bits(tmp_path, monkeypatch):
@@ -1058,4 +1037,4 @@ def test_a_loop_counting_to_its_condition_runs_natively_with_numpys_bits(tmp_pat
     feeds = [{"M": np.array(m_, np.int64), "go": np.array(True), "stop": np.array(s, np.int64), "h0": h0}
              for m_, s in ((50, 7), (3, 99), (30, 1), (0, 9))]
     om = check(m, feeds, tmp_path, devices=["cpu"]).om_path
-    _assert_same_bytes(*_outputs_native_and_numpy(om, feeds, monkeypatch))
+    _assert_same_bytes(*_outputs_native_and_otherwise(om, feeds, monkeypatch, _numpy_bodies))
