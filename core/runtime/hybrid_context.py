@@ -17,7 +17,7 @@ from ..model.errors import DeviceError, GeError, ShapeError
 from ..model.ir import Meta
 from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
-from ..kernels.native.calls import prepared_calls
+from ..kernels.native.calls import prepared_calls, threads
 from .body_trace import BodyTraces
 from .device import DeviceBuffer
 from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
@@ -89,6 +89,7 @@ class _StaticBody:
         self.outputs = [views[d.name] for d in dyn.outputs]
         self.produced = {id(v) for v in self.outputs}  # an output passed back in changed since: copied
         self._plan: tuple | None = None  # bound_plan's, with the task calls it was made for
+        self.loop: tuple | None = None  # BoundBody.native_loop's last: (its key, the native loop or None)
 
     def __call__(self, arrays: list) -> list[np.ndarray]:
         if len(arrays) != self.count:
@@ -146,7 +147,7 @@ class BoundBody:
             self.inputs[k] = view
         self.calls, self.outputs = body.bound_plan()
         self.sub, self.caller, self.where = body.sub, caller, f"node '{node.name}' ({node.op_type})"
-        self.key, self.lib, self._runs = key, body.sm.backend.lib, [0]  # (the closures' count of runs)
+        self.key, self.lib, self._runs, self.body = key, body.sm.backend.lib, [0], body  # (_runs: the closures' count)
         self._tight()
 
     @property
@@ -179,16 +180,17 @@ class BoundBody:
         makes around the body's calls (Native.step_loop says which): a function (start, stop) -> the
         iteration after the last one run. None when a call is not a prepared native one (numpy's, an
         epilogue), the calls are not bound yet, a copy is not one block, or the run has a deadline
-        (checked each iteration)."""
+        (checked each iteration). The body keeps the last one made, for the same calls and arrays
+        (a Loop's run after run: building one is ~30 us of ctypes)."""
         if not self.calls or self.lib is None or self.caller.deadline is not None:
             return None
-        prepared = []
-        for c in self.calls:
-            p = prepared_calls(c)
-            if p is None:
-                return None
-            prepared += p
-        loop = self.lib.step_loop(prepared, feeds, outs, back, counter, cond)
+        key = (self.calls, threads(), counter, cond, *(a for pairs in (feeds, outs, back) for pair in pairs for a in pair))
+        last = self.body.loop
+        if last is not None and len(last[0]) == len(key) and all(map(operator.is_, last[0], key)):
+            loop = last[1]
+        else:
+            loop = self._step_loop(feeds, outs, back, counter, cond)
+            self.body.loop = (key, loop)  # (holding the arrays: no address can be recycled under the key)
         if loop is None:
             return None
         args, runs = loop.keep[0], self._runs
@@ -199,6 +201,15 @@ class BoundBody:
             runs[0] += end - start
             return end
         return run
+
+    def _step_loop(self, feeds: list, outs: list, back: list, counter, cond):
+        prepared = []
+        for c in self.calls:
+            p = prepared_calls(c)
+            if p is None:
+                return None
+            prepared += p
+        return self.lib.step_loop(prepared, feeds, outs, back, counter, cond)
 
     def _run_inline(self) -> None:
         _run_named(self.sub, self.where, self.key)

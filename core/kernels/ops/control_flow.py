@@ -34,6 +34,8 @@ Body = Callable[[list], list]
 #: np.copyto without its __array_function__ dispatch (numpy's C function: ~0.25 us a call for ~0.9;
 #: a bound Loop or Scan makes two or three an iteration)
 _copyto = getattr(np.copyto, "_implementation", np.copyto)
+#: iterations a native loop runs in one call (csrc/loop.c; the signals wait while it runs)
+_NATIVE_CHUNK = 1 << 16
 
 
 def bound_body(body: Body, count: int, values: list, n_outputs: int):
@@ -272,7 +274,11 @@ def _iterate(b, start: int, stop: int, feeds: list, outs: list, back: list, coun
     while t < stop:
         loop = native(feeds, outs, back, counter, cond) if native is not None else None
         if loop is not None:
-            return loop(t, stop)
+            while t < stop:  # (in chunks: Ctrl-C still stops a runaway loop between them)
+                t = loop(t, min(stop, t + _NATIVE_CHUNK))
+                if cond is not None and not cond:
+                    break
+            return t
         t = _python_steps(b, t, t + 1 if native is not None and t == start else stop, feeds, outs, back, counter, cond)
         if cond is not None and not cond:
             break
@@ -384,7 +390,8 @@ class _ScanBase(ControlFlow):
         for x, a, d, view in zip(scans, in_axes, in_dirs, b.inputs[n:n + m]):
             if view is None:
                 continue
-            x = np.moveaxis(np.asarray(x), a, 0)
+            # (the array itself when its axis is 0: a body keeps its native loop while the arrays are the same)
+            x = np.moveaxis(np.asarray(x), a, 0) if a else np.asarray(x)
             if x.shape[1:] != view.shape or x.dtype != view.dtype:
                 return None
             feeds.append((view, x[::-1] if d else x))
@@ -398,7 +405,7 @@ class _ScanBase(ControlFlow):
         for k, (part, a, d) in enumerate(zip(b.outputs[n:], out_axes, out_dirs)):
             a = _stack_axis(self, a, part.ndim, f"scan output {k}")
             result = (allocate or _empty)(n + k, part.dtype, part.shape[:a] + (steps,) + part.shape[a:])
-            slices = np.moveaxis(result, a, 0)
+            slices = np.moveaxis(result, a, 0) if a else result
             results.append(result)
             stacks.append((slices[::-1] if d else slices, part))
         _iterate(b, 0, steps, feeds, stacks, back)
