@@ -19,6 +19,10 @@ DIRECT_CHOICES = ("auto", "always", "never")
 class Backend:
     lib: Native | None  # ge's native kernels, or None: the numpy plans
     direct: str = "auto"  # the native convolution: "auto" (by shape), "always" (where it can run) or "never"
+    #: a Loop or Scan body's kernels (core/runtime/hybrid.py): a prepared native call also where numpy's is as
+    #: fast (float32 Add/Sub/Mul/Div of one shape, Relu), so that every task of the body is one and its
+    #: iterations run in one native call (csrc/loop.c); the results are numpy's, bit for bit
+    iterated: bool = False
 
     @property
     def name(self) -> str:

@@ -148,10 +148,12 @@ class HybridModel(SharedWeightsModel):
         self.root = root
         if root is None:
             try:
-                for m in dyn.submodels:  # DavinciModelCreate, sharing the root's weights
+                bodies = _loop_bodies(dyn)
+                for k, m in enumerate(dyn.submodels):  # DavinciModelCreate, sharing the root's weights
+                    backend = self.backend._replace(iterated=True) if k in bodies else self.backend
                     self.submodels.append(davinci_model_create(m, device, model_id, shared_weight_addr=self.weight_addr,
                                                                shared_files=self.file_bases, packs=self.packs,
-                                                               backend=self.backend))
+                                                               backend=backend))
                 # every subgraph's model exists before any is used: a node refers to them by index
                 self.subgraphs.extend(HybridModel(sg, device, model_id, root=self) for sg in dyn.subgraphs)
             except BaseException:
@@ -288,3 +290,11 @@ def _string_values(dyn: DynamicModel) -> set:
     """The names of a graph's string tensors: inputs, node outputs and constants of dtype object."""
     return ({d.name for d in dyn.inputs if d.dtype == STRING} | set(dyn.string_constants)
             | {o for n in dyn.nodes for o, t in zip(n.outputs, n.dtypes) if o and t == STRING})
+
+
+def _loop_bodies(dyn: DynamicModel) -> set[int]:
+    """The static submodels that are a whole Loop, Scan or SequenceMap body (their kernels are built
+    with Backend.iterated)."""
+    refs = {k for d in (dyn, *dyn.subgraphs) for n in d.nodes for key, k in dict(n.subgraphs).items() if key == "body"}
+    return {sg.steps[0].index for k, sg in enumerate(dyn.subgraphs)
+            if k in refs and not sg.nodes and len(sg.steps) == 1 and sg.steps[0].kind == "submodel"}

@@ -908,3 +908,133 @@ def test_ge_inspect_shows_the_subgraphs(tmp_path):
     assert [t["name"] for t in body["inputs"]] == ["i", "c", "s_in", "w", "lim"]
     assert [t["name"] for t in body["outputs"]] == ["c_out", "s_out", "sq"]
     assert body["steps"] == ["submodel 0"] and body["clusters"][0]["kind"] == "KNOWN"
+
+
+def _outputs_native_and_otherwise(om: str, feeds_list, monkeypatch, otherwise) -> list:
+    """Each feed's outputs (twice): with the bound bodies iterated natively (asserted, where the native
+    kernels are built: csrc/loop.c ran), then with `otherwise(monkeypatch)` done, where none is."""
+    from ge.core.kernels.native import native as native_kernels
+    from ge.core.runtime.hybrid_context import BoundBody
+    native, built = BoundBody.native_loop, []
+    monkeypatch.setattr(BoundBody, "native_loop", lambda self, *a: built.append(native(self, *a)) or built[-1])
+    results = []
+    for k in range(2):
+        if k:
+            otherwise(monkeypatch)
+        model_id = api.load_from_file(om, "cpu")
+        try:
+            results.append([api.execute(model_id, feeds) for feeds in feeds_list for _ in range(2)])
+        finally:
+            api.unload(model_id)
+        assert any(built) == (native_kernels() is not None and k == 0)
+        built.clear()
+    return results
+
+
+def _python_iterations(monkeypatch) -> None:
+    from ge.core.runtime.hybrid_context import BoundBody
+    monkeypatch.setattr(BoundBody, "native_loop", lambda self, *a: None)
+
+
+def _numpy_bodies(monkeypatch) -> None:
+    """Loop and Scan bodies' kernels built as any other's (numpy's ufuncs for their elementwise ops)."""
+    from ge.core.runtime import hybrid
+    monkeypatch.setattr(hybrid, "_loop_bodies", lambda dyn: set())
+
+
+def _assert_same_bytes(a: list, b: list) -> None:
+    for x, y in zip(a, b):
+        for u, v in zip(x, y):
+            assert u.dtype == v.dtype and u.shape == v.shape
+            assert u.tobytes() == v.tobytes()
+
+
+def test_a_native_loop_equals_python_iterations_bit_for_bit(tmp_path, monkeypatch):
+    """A body of native calls runs its iterations in one native call (csrc/loop.c): a carried value
+    passed through (its output read at its input: copied onto itself), a scan output that is a state,
+    one of 64 KB (its stacked result doubles past 16 iterations: the loop runs in chunks), trip counts
+    0, 1, 16, 17, 40: onnxruntime's results, and exactly those of the Python iterations."""
+    rng = np.random.default_rng(5)
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["h", "W"], ["a"]), helper.make_node("Add", ["a", "b"], ["z"]),
+        helper.make_node("Tanh", ["z"], ["h2"]), helper.make_node("Identity", ["c"], ["c2"]),
+        helper.make_node("Identity", ["p"], ["p2"]), helper.make_node("Identity", ["h2"], ["y"]),
+        helper.make_node("Identity", ["p"], ["q"])], "cell",
+        [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, 8]), vi("p", F, [16384])],
+        [vi("c2", B, []), vi("h2", F, [1, 8]), vi("p2", F, [16384]), vi("y", F, [1, 8]), vi("q", F, [16384])],
+        [const("W", rng.standard_normal((8, 8)).astype(np.float32) / 3), const("b", rng.standard_normal(8).astype(np.float32))])
+    m = model([helper.make_node("Loop", ["M", "", "h0", "p0"], ["hN", "pN", "ys", "qs"], body=body)],
+              [vi("M", I64, []), vi("h0", F, [1, 8]), vi("p0", F, [16384])],
+              [vi("hN", F, [1, 8]), vi("pN", F, [16384]), vi("ys", F, [None, 1, 8]), vi("qs", F, [None, 16384])])
+    feeds = [{"M": np.array(n, np.int64), "h0": rand(1, 8, seed=n), "p0": rand(16384, seed=n + 1)} for n in (40, 0, 1, 16, 17)]
+    om = check(m, feeds, tmp_path, devices=["cpu"]).om_path
+    _assert_same_bytes(*_outputs_native_and_otherwise(om, feeds, monkeypatch, _python_iterations))
+
+
+@pytest.mark.parametrize("in_dirs,out_dirs,out_axes", [([0, 0], [0, 0], [0, 0]), ([1, 0], [0, 1], [0, 0]),
+                                                       ([0, 1], [1, 1], [1, -1])])
+def test_a_native_scan_equals_python_iterations_bit_for_bit(tmp_path, monkeypatch, in_dirs, out_dirs, out_axes):
+    """An RNN step over a scan input, a second one passed through, each forward or reversed, its outputs stacked forward, reversed
+    or on an inner axis (a strided slice: that copy is no block, the Python iterations run): 13 and 1
+    steps onnxruntime's results, and 0, 1 and 13 exactly those of the Python iterations (onnxruntime
+    refuses 0 steps)."""
+    rng = np.random.default_rng(6)
+    body = helper.make_graph([
+        helper.make_node("MatMul", ["x", "U"], ["xu"]), helper.make_node("MatMul", ["h", "W"], ["hw"]),
+        helper.make_node("Add", ["xu", "hw"], ["s"]), helper.make_node("Add", ["s", "b"], ["t"]),
+        helper.make_node("Tanh", ["t"], ["h2"]), helper.make_node("Identity", ["h2"], ["y"]),
+        helper.make_node("Identity", ["v"], ["v2"])], "step",
+        [vi("h", F, [1, 8]), vi("x", F, [1, 4]), vi("v", F, [1, 8])], [vi("h2", F, [1, 8]), vi("y", F, [1, 8]), vi("v2", F, [1, 8])],
+        [const("U", rng.standard_normal((4, 8)).astype(np.float32) / 2),
+         const("W", rng.standard_normal((8, 8)).astype(np.float32) / 3), const("b", rng.standard_normal(8).astype(np.float32))])
+    m = model([helper.make_node("Scan", ["h0", "xs", "vs"], ["hN", "ys", "v2s"], body=body, num_scan_inputs=2,
+                                scan_input_directions=in_dirs, scan_output_directions=out_dirs, scan_output_axes=out_axes)],
+              [vi("h0", F, [1, 8]), vi("xs", F, ["n", 1, 4]), vi("vs", F, ["n", 1, 8])],
+              [vi("hN", F, [1, 8]), vi("ys", F, None), vi("v2s", F, None)])
+    feeds = [{"h0": rand(1, 8, seed=n), "xs": rand(n, 1, 4, seed=n + 1), "vs": rand(n, 1, 8, seed=n + 2)} for n in (13, 1, 0)]
+    om = check(m, feeds[:2], tmp_path, devices=["cpu"], input_shape="xs:-1,1,4;vs:-1,1,8").om_path
+    _assert_same_bytes(*_outputs_native_and_otherwise(om, feeds, monkeypatch, _python_iterations))
+
+
+def test_a_loop_bodys_elementwise_ops_take_native_calls_with_numpys_bits(tmp_path, monkeypatch):
+    """A Scan body's float32 Add and Sub of one shape and Relu are prepared native calls (Backend.iterated:
+    the iteration runs in one native call) giving numpy's bits, -0.0, NaN and infinities included; the
+    same model with the body's kernels built as any other's (numpy's ufuncs) gives the same bytes."""
+    body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Relu", ["acc2"], ["y"]),
+                              helper.make_node("Sub", ["x", "acc"], ["d"]), helper.make_node("Relu", ["d"], ["e"])],
+                             "cumsum", [vi("acc", F, [6]), vi("x", F, [6])], [vi("acc2", F, [6]), vi("y", F, [6]), vi("e", F, [6])])
+    m = model([helper.make_node("Scan", ["a0", "xs"], ["a", "ys", "es"], body=body, num_scan_inputs=1)],
+              [vi("a0", F, [6]), vi("xs", F, [9, 6])], [vi("a", F, [6]), vi("ys", F, [9, 6]), vi("es", F, [9, 6])])
+    xs = rand(9, 6)
+    xs[0] = [-0.0, 0.0, np.nan, np.inf, -np.inf, -1e-45]
+    xs[3, :3] = [-0.0, -np.inf, np.inf]
+    feeds = {"a0": np.array([-0.0, -0.0, 1, 2, -3, 0.0], np.float32), "xs": xs}
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    _assert_same_bytes(*_outputs_native_and_otherwise(api.atc(path, str(tmp_path / "m")).om_path, [feeds], monkeypatch,
+                                                      _numpy_bodies))
+
+
+def test_a_loop_counting_to_its_condition_runs_natively_with_numpys_bits(tmp_path, monkeypatch):
+    """An exported Loop's condition, i + 1 < stop (int64 Add, Less), and float comparisons (Equal,
+    Greater, LessOrEqual, GreaterOrEqual against a scalar: NaN false, -0.0 == 0.0) in a body of native
+    calls: onnxruntime's results, and the bytes of the same body on numpy's ufuncs, the trip count or
+    the condition ending it."""
+    body = helper.make_graph([
+        helper.make_node("Add", ["i", "one"], ["i1"]), helper.make_node("Less", ["i1", "stop"], ["c2"]),
+        helper.make_node("Mul", ["h", "k"], ["h2"]), helper.make_node("Equal", ["h2", "z"], ["eq"]),
+        helper.make_node("Greater", ["h2", "z"], ["gt"]), helper.make_node("LessOrEqual", ["z", "h2"], ["le"]),
+        helper.make_node("GreaterOrEqual", ["h2", "h"], ["ge"]), helper.make_node("Sub", ["i", "big"], ["j"])],
+        "count", [vi("i", I64, []), vi("c", B, []), vi("h", F, [5])],
+        [vi("c2", B, []), vi("h2", F, [5]), vi("eq", B, [5]), vi("gt", B, [5]), vi("le", B, [5]), vi("ge", B, [5]), vi("j", I64, [])],
+        [const("one", np.int64(1)), const("k", np.float32(-1.5)), const("z", np.float32(0)),
+         const("big", np.int64(-(1 << 63) + 2))])  # i - big wraps past int64's top, as numpy's
+    m = model([helper.make_node("Loop", ["M", "go", "h0"], ["hN", "eqs", "gts", "les", "ges", "js"], body=body)],
+              [vi("M", I64, []), vi("go", B, []), vi("stop", I64, []), vi("h0", F, [5])],
+              [vi("hN", F, [5]), vi("eqs", B, [None, 5]), vi("gts", B, [None, 5]), vi("les", B, [None, 5]),
+               vi("ges", B, [None, 5]), vi("js", I64, [None])])
+    h0 = np.array([-0.0, 0.0, np.nan, 1e-30, -2], np.float32)
+    feeds = [{"M": np.array(m_, np.int64), "go": np.array(True), "stop": np.array(s, np.int64), "h0": h0}
+             for m_, s in ((50, 7), (3, 99), (30, 1), (0, 9))]
+    om = check(m, feeds, tmp_path, devices=["cpu"]).om_path
+    _assert_same_bytes(*_outputs_native_and_otherwise(om, feeds, monkeypatch, _numpy_bodies))

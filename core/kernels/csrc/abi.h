@@ -87,6 +87,39 @@ typedef struct {
     int32_t threads;
 } CallBatch;
 
+/* A comparison y = a OP b (eltwise.c's ge_compare): y bool (a byte, 0 or 1), a and b of one dtype (EW_F32,
+   EW_F64, EW_I32, EW_I64), each n elements or one broadcast to all (a_step, b_step: 1 or 0); NaN compares
+   false, as numpy's ufuncs and C's operators do (a Loop's condition, i + 1 < stop, in its native loop) */
+enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ };
+typedef struct {
+    const void *a, *b;
+    uint8_t *y;
+    int64_t n, a_step, b_step;
+    int32_t dtype, op;
+} Compare;
+
+/* A static Loop or Scan body iterated natively (loop.c): iterations start .. stop - 1, each t the
+   iteration number written to *counter (when not NULL), the `feeds` copies, the prepared calls
+   fn[i](args[i]), the `outs` copies, then (unless *cond, when not NULL, is 0: the loop ends) the
+   `back` copies; copies holds the three lists in that order. Returns the iteration after the last
+   one run. */
+typedef struct {
+    char *dst;
+    const char *src;
+    int64_t nbytes, dst_step, src_step;  /* iteration t copies nbytes from src + t src_step to dst + t dst_step */
+} StepCopy;
+
+typedef struct {
+    const CallFn *fn;
+    const void *const *args;
+    int64_t calls;
+    const StepCopy *copies;
+    int64_t feeds, outs, back;
+    int64_t *counter;
+    const uint8_t *cond;
+    int64_t start, stop;
+} StepLoop;
+
 /* The phase fill of conv.PhaseLayout (phase_fill.c) */
 typedef struct {
     const float *x;
@@ -400,6 +433,7 @@ void ge_depthwise(const Depthwise *d);
 void ge_conv_transpose(const ConvTransposeArgs *t);
 int ge_max_pool_fits(const MaxPool2d *p);
 void ge_call_batch(const CallBatch *b);
+int64_t ge_step_loop(const StepLoop *l);
 /* The pool items of a direct or pixels convolution (the split a test checks) */
 int64_t ge_conv_direct_items(const ConvDirect *d);
 int64_t ge_conv_pixels_items(const ConvDirect *d);
@@ -430,6 +464,7 @@ int64_t ge_gemv_packed_floats(int64_t K, int64_t N);
 void ge_gemv_pack(const float *w, int64_t K, int64_t N, int64_t sk, int64_t sn, float *out);
 void ge_gemv_panels(const GemmArgs *g);
 int ge_eltwise(const Eltwise *e);
+void ge_compare(const Compare *c);
 int64_t ge_recurrent_workspace_floats(int32_t kind, int64_t B, int64_t H);
 void ge_recurrent(const Recurrent *r);
 void ge_half_to_float(const uint16_t *src, float *dst, int64_t n, int threads);

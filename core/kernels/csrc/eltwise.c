@@ -285,3 +285,27 @@ int ge_eltwise(const Eltwise *e) {
     }
     return -1;
 }
+
+/* abi.h's Compare: one loop per (dtype, op), a step of 0 reading a broadcast operand's one value */
+#define COMPARE(T, OP)                                                                                    \
+    do {                                                                                                  \
+        const T *a = c->a, *b = c->b;                                                                     \
+        for (int64_t i = 0; i < c->n; i++) c->y[i] = a[i * c->a_step] OP b[i * c->b_step];             \
+    } while (0)
+#define COMPARE_OPS(T)                                                                                    \
+    switch (c->op) {                                                                                      \
+    case CMP_LT: COMPARE(T, <); break;                                                                    \
+    case CMP_LE: COMPARE(T, <=); break;                                                                   \
+    case CMP_GT: COMPARE(T, >); break;                                                                    \
+    case CMP_GE: COMPARE(T, >=); break;                                                                   \
+    case CMP_EQ: COMPARE(T, ==); break;                                                                   \
+    }
+
+void ge_compare(const Compare *c) {
+    switch (c->dtype) {
+    case EW_F32: COMPARE_OPS(float); break;
+    case EW_F64: COMPARE_OPS(double); break;
+    case EW_I32: COMPARE_OPS(int32_t); break;
+    case EW_I64: COMPARE_OPS(int64_t); break;
+    }
+}

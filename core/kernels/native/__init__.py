@@ -26,6 +26,7 @@ loader.py (levels, CPU features, ABI check, self-test, status).
 """
 from .abi import *  # noqa: F401,F403  the constants and structs of csrc/abi.h
 from .binding import ALIGN, GELU, GEMM_SLOTS, Act, Native, aligned_empty, broadcast_pattern
-from .calls import CallCache, CallSequence, PreparedCall, default_threads, run_for_threads, set_threads, threads
+from .calls import (CallCache, CallSequence, PreparedCall, default_threads, prepared_calls, run_for_threads, set_threads,
+                    threads)
 from .loader import (Unavailable, abi_mismatches, built_levels, choose_level, cpu_flags, load, load_level, native,
                      status, warn_if_not_built)

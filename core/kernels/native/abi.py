@@ -18,6 +18,11 @@ HALF_A = 1
 HALF_B = 2
 HALF_C = 4
 HALF_BIAS = 8
+CMP_LT = 0
+CMP_LE = 1
+CMP_GT = 2
+CMP_GE = 3
+CMP_EQ = 4
 NMS_NO_ROOM = -1
 NMS_BAD_IOU = -2
 NMS_NO_MEMORY = -3
@@ -132,6 +137,45 @@ class CallBatch(ctypes.Structure):
         ('args', ctypes.c_void_p),
         ('count', ctypes.c_int64),
         ('threads', ctypes.c_int32),
+    ]
+
+
+class Compare(ctypes.Structure):
+    _fields_ = [
+        ('a', ctypes.c_void_p),
+        ('b', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('n', ctypes.c_int64),
+        ('a_step', ctypes.c_int64),
+        ('b_step', ctypes.c_int64),
+        ('dtype', ctypes.c_int32),
+        ('op', ctypes.c_int32),
+    ]
+
+
+class StepCopy(ctypes.Structure):
+    _fields_ = [
+        ('dst', ctypes.c_char_p),
+        ('src', ctypes.c_char_p),
+        ('nbytes', ctypes.c_int64),
+        ('dst_step', ctypes.c_int64),
+        ('src_step', ctypes.c_int64),
+    ]
+
+
+class StepLoop(ctypes.Structure):
+    _fields_ = [
+        ('fn', ctypes.c_void_p),
+        ('args', ctypes.c_void_p),
+        ('calls', ctypes.c_int64),
+        ('copies', ctypes.c_void_p),
+        ('feeds', ctypes.c_int64),
+        ('outs', ctypes.c_int64),
+        ('back', ctypes.c_int64),
+        ('counter', ctypes.c_void_p),
+        ('cond', ctypes.c_void_p),
+        ('start', ctypes.c_int64),
+        ('stop', ctypes.c_int64),
     ]
 
 
@@ -562,11 +606,11 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, Compare, StepCopy, StepLoop, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)
-CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'NMS_NO_ROOM', 'NMS_BAD_IOU', 'NMS_NO_MEMORY', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'REC_RNN', 'REC_GRU', 'REC_LSTM',)
+CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'CMP_LT', 'CMP_LE', 'CMP_GT', 'CMP_GE', 'CMP_EQ', 'NMS_NO_ROOM', 'NMS_BAD_IOU', 'NMS_NO_MEMORY', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'REC_RNN', 'REC_GRU', 'REC_LSTM',)
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
@@ -588,6 +632,7 @@ SIGNATURES = {
     'ge_conv_transpose': ([ctypes.c_void_p], None),
     'ge_max_pool_fits': ([ctypes.c_void_p], ctypes.c_int),
     'ge_call_batch': ([ctypes.c_void_p], None),
+    'ge_step_loop': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_conv_direct_items': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_conv_pixels_items': ([ctypes.c_void_p], ctypes.c_int64),
     'ge_max_pool2d': ([ctypes.c_void_p], None),
@@ -611,6 +656,7 @@ SIGNATURES = {
     'ge_gemv_pack': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], None),
     'ge_gemv_panels': ([ctypes.c_void_p], None),
     'ge_eltwise': ([ctypes.c_void_p], ctypes.c_int),
+    'ge_compare': ([ctypes.c_void_p], None),
     'ge_recurrent_workspace_floats': ([ctypes.c_int32, ctypes.c_int64, ctypes.c_int64], ctypes.c_int64),
     'ge_recurrent': ([ctypes.c_void_p], None),
     'ge_half_to_float': ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int], None),

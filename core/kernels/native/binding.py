@@ -15,11 +15,11 @@ from typing import Callable
 
 import numpy as np
 
-from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_ROUND, HALF_A, HALF_B, HALF_BIAS, HALF_C,
-                  SIGNATURES, Activation, CallBatch, ConvDirect, ConvTransposeArgs, ConvNchwc, Depthwise,
-                  DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
+from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_F64, EW_I32, EW_I64, EW_ROUND, HALF_A, HALF_B,
+                  HALF_BIAS, HALF_C, SIGNATURES, Activation, CallBatch, Compare, ConvDirect, ConvTransposeArgs, ConvNchwc,
+                  Depthwise, DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
                   NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
-                  GatherBlocks, Nearest2d, Nms, Rows)
+                  GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
 from ...host_pages import HUGE, mapped_bytes
 from ...model.record import record
 from .calls import PreparedCall, threads
@@ -43,6 +43,18 @@ def aligned_empty(n: int, dtype=np.float32) -> np.ndarray:
 
 def _addr(a) -> int | None:
     return None if a is None else a.ctypes.data
+
+
+#: eltwise.c's dtype codes
+_EW_DTYPES = {np.dtype(np.float32): EW_F32, np.dtype(np.float16): EW_F16, np.dtype(np.float64): EW_F64,
+              np.dtype(np.int32): EW_I32, np.dtype(np.int64): EW_I64}
+
+
+def _call_table(calls: list[PreparedCall]) -> tuple:
+    """csrc/abi.h's CallFn and argument arrays of prepared calls: fn[i](args[i]) is calls[i].run()."""
+    fns = (_ptr * len(calls))(*(ctypes.cast(c.fn, _ptr).value for c in calls))
+    args = (_ptr * len(calls))(*(ctypes.addressof(c.keep[0]) for c in calls))
+    return fns, args
 
 
 @record
@@ -236,10 +248,37 @@ class Native:
             return calls
         for call in calls:
             call.keep[0].threads = 1  # each runs alone on its thread
-        fns = (_ptr * len(calls))(*(ctypes.cast(c.fn, _ptr).value for c in calls))
-        args = (_ptr * len(calls))(*(ctypes.addressof(c.keep[0]) for c in calls))
+        fns, args = _call_table(calls)
         batch = CallBatch(ctypes.addressof(fns), ctypes.addressof(args), len(calls), n)
         return [PreparedCall(self.lib.ge_call_batch, batch, (fns, args, tuple(calls)))]
+
+    def step_loop(self, calls: list[PreparedCall], feeds: list, outs: list, back: list, counter: np.ndarray | None,
+                  cond: np.ndarray | None) -> PreparedCall | None:
+        """A loop over a static body's iterations in one call (csrc/loop.c; set its struct's start and stop,
+        then run_checked() gives the iteration after the last one run): `calls` its tasks' prepared calls,
+        `feeds` (input view, rows: iteration t's value rows[t]), `outs` (rows, output view: rows[t] takes
+        it), `back` (input view, output view) copied each iteration; `counter` an int64 input taking the
+        iteration number, `cond` a bool output ending the loop when false. None when a copy is not
+        one block of bytes (a strided slice, another dtype or shape)."""
+        copies = []
+        for dst, src, dst_rows, src_rows in ([(v, r, False, True) for v, r in feeds] + [(r, v, True, False) for r, v in outs]
+                                             + [(v, o, False, False) for v, o in back]):
+            d, s = (dst[0, ...] if dst_rows else dst), (src[0, ...] if src_rows else src)
+            if d.shape != s.shape or d.dtype != s.dtype or not (d.flags.c_contiguous and s.flags.c_contiguous):
+                return None
+            copies.append((d.ctypes.data, s.ctypes.data, d.nbytes, dst.strides[0] if dst_rows else 0,
+                           src.strides[0] if src_rows else 0))
+        if (counter is not None and (counter.dtype != np.int64 or counter.size != 1)) \
+                or (cond is not None and (cond.dtype != np.bool_ or cond.size != 1)):
+            return None
+        fns, args = _call_table(calls)
+        # abi.h's StepCopy array as int64 rows (its five fields are 64 bits: StepCopy's size is checked at load;
+        # building ctypes structs took ~15% more)
+        table = np.array(copies or [(0,) * 5], np.int64)
+        assert table.itemsize * table.shape[1] == ctypes.sizeof(StepCopy)
+        loop = StepLoop(ctypes.addressof(fns), ctypes.addressof(args), len(calls), table.ctypes.data,
+                        len(feeds), len(outs), len(back), _addr(counter), _addr(cond), 0, 0)
+        return PreparedCall(self.lib.ge_step_loop, loop, (fns, args, table, tuple(calls), feeds, outs, back, counter, cond))
 
     def max_pool_fits(self, x_shape, y_shape, **window) -> bool:
         """Whether ge_max_pool2d's row buffers hold this pool's rows (else keep the numpy plan)."""
@@ -382,17 +421,28 @@ class Native:
 
     def binary_call(self, opcode: int, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> PreparedCall | None:
         """y = a op b (EW_ADD..EW_DIV) with numpy's broadcasting, for contiguous float32 or float16
-        arrays of one dtype, as eltwise.c's one-step chain (an operand constant along runs of the
-        output, a squeeze-excite gate [N,C,1,1], in one vector loop per run), prepared; None when an
-        operand's broadcast is not one run of dims (broadcast_pattern)."""
+        arrays of one dtype (int32 and int64: Add, Sub, Mul, wrapping), as eltwise.c's one-step chain (an
+        operand constant along runs of the output, a squeeze-excite gate [N,C,1,1], in one vector loop
+        per run), prepared; None when an operand's broadcast is not one run of dims (broadcast_pattern)."""
         half = y.dtype == np.float16
-        assert a.dtype == b.dtype == y.dtype and y.dtype in (np.float16, np.float32)
+        assert a.dtype == b.dtype == y.dtype and y.dtype in _EW_DTYPES and y.dtype != np.float64
         patterns = [broadcast_pattern(x.shape, y.shape) for x in (a, b)]
         if None in patterns:
             return None
         inner, period = (np.array(p, np.int64) for p in zip(*patterns))
         code = np.array([opcode | (EW_ROUND if half else 0), 2, 0, 1], np.int32)
-        return self.eltwise_call(EW_F16 if half else EW_F32, y.size, [a, b], inner, period, code, np.zeros(1), 3, y)
+        return self.eltwise_call(_EW_DTYPES[y.dtype], y.size, [a, b], inner, period, code, np.zeros(1), 3, y)
+
+    def compare_call(self, op: int, a: np.ndarray, b: np.ndarray, y: np.ndarray) -> PreparedCall | None:
+        """y = a op b (CMP_LT..CMP_EQ) into bool y, for contiguous float32/64 or int32/64 a and b of one
+        dtype, each of y's size or one value (csrc/eltwise.c ge_compare), prepared; None for another
+        broadcast or dtype."""
+        if not (a.dtype == b.dtype and a.dtype in _EW_DTYPES and a.dtype != np.float16 and y.dtype == np.bool_
+                and all(x.flags.c_contiguous and x.size in (1, y.size) for x in (a, b, y))):
+            return None
+        args = Compare(a.ctypes.data, b.ctypes.data, y.ctypes.data, y.size, int(a.size > 1), int(b.size > 1),
+                       _EW_DTYPES[a.dtype], op)
+        return PreparedCall(self.lib.ge_compare, args, (a, b, y))
 
     # -- int8 (csrc/qgemm.c) ----------------------------------------------------------------------
     def qpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -74,7 +74,33 @@ def run_for_threads(build: Callable[[], PreparedCall | CallSequence]) -> Callabl
         if n != built[0]:
             built[:] = [n, build()]
         built[1].run()
+
+    def current() -> PreparedCall | CallSequence:
+        """The call run() makes now (prepared_calls: a loop that makes it many times natively)."""
+        n = threads()
+        if n != built[0]:
+            built[:] = [n, build()]
+        return built[1]
+    run.current = current
     return run
+
+
+def prepared_calls(call: Callable[[], None]) -> list[PreparedCall] | None:
+    """The prepared native calls a task's bound call makes, in order (their results unread, as run()
+    leaves them); None when it makes any other (numpy's, an epilogue's)."""
+    owner, func = getattr(call, "__self__", None), getattr(call, "__func__", None)
+    if type(owner) is PreparedCall and func is PreparedCall.run:
+        return [owner]
+    if type(owner) is CallSequence and func is CallSequence.run:
+        calls = []
+        for c in owner.calls:
+            inner = prepared_calls(c.run)
+            if inner is None:
+                return None
+            calls += inner
+        return calls
+    current = getattr(call, "current", None)  # run_for_threads's
+    return None if current is None else prepared_calls(current().run)
 
 
 class CallCache:

@@ -31,6 +31,12 @@ from ..registry import register
 
 Body = Callable[[list], list]
 
+#: np.copyto without its __array_function__ dispatch (numpy's C function: ~0.25 us a call for ~0.9;
+#: a bound Loop or Scan makes two or three an iteration)
+_copyto = getattr(np.copyto, "_implementation", np.copyto)
+#: iterations a native loop runs in one call (csrc/loop.c; the signals wait while it runs)
+_NATIVE_CHUNK = 1 << 16
+
 
 def bound_body(body: Body, count: int, values: list, n_outputs: int):
     """The body bound, when the runtime binds it and `values` (one per body input: an array, or
@@ -244,22 +250,57 @@ class Loop(ControlFlow):
         room = Stacked.first_room(limit, max((p.nbytes for p in parts), default=1))
         allocate = allocate or _empty  # (room for the whole result, when the trip count is its length)
         stacks = [allocate(n + k, p.dtype, (room,) + p.shape) for k, p in enumerate(parts)]
-        copyto, run, i = np.copyto, b.run, 0
+        i = 0
         while limit is None or i < limit:
-            if i_view is not None:
-                i_view.fill(i)
-            run()
             if i == room:  # full: twice the room
                 room *= 2
                 stacks = [_grown(a, room) for a in stacks]
-            for a, p in zip(stacks, parts):
-                copyto(a[i, ...], p)
-            i += 1
+            stop = room if limit is None else min(limit, room)
+            i = _iterate(b, i, stop, [], list(zip(stacks, parts)), back, i_view, going)
             if not going:
                 break
-            for view, out in back:
-                copyto(view, out)
         return list(state) + [a[:i] for a in stacks]
+
+
+def _iterate(b, start: int, stop: int, feeds: list, outs: list, back: list, counter=None, cond=None) -> int:
+    """Iterations start .. stop - 1 of a bound body (bound_body's); the iteration after the last one run
+    (fewer when `cond` turns false). Each iteration t: t into `counter` (the iteration number's view),
+    rows[t] into each (view, rows) of `feeds`, the body's run, its output into rows[t] of each (rows,
+    output) of `outs`, then, unless `cond` (the body's condition output) is false, each (view, output)
+    of `back`. In one native call when the body's run is its prepared native calls (b.native_loop);
+    the first run of a body binds them."""
+    native = getattr(b, "native_loop", None)  # (a body the runtime binds; test doubles have run() alone)
+    t = start
+    while t < stop:
+        loop = native(feeds, outs, back, counter, cond) if native is not None else None
+        if loop is not None:
+            while t < stop:  # (in chunks: Ctrl-C still stops a runaway loop between them)
+                t = loop(t, min(stop, t + _NATIVE_CHUNK))
+                if cond is not None and not cond:
+                    break
+            return t
+        t = _python_steps(b, t, t + 1 if native is not None and t == start else stop, feeds, outs, back, counter, cond)
+        if cond is not None and not cond:
+            break
+    return t
+
+
+def _python_steps(b, start: int, stop: int, feeds: list, outs: list, back: list, counter, cond) -> int:
+    """_iterate's iterations in Python."""
+    copyto = _copyto
+    for t in range(start, stop):
+        if counter is not None:
+            counter.fill(t)
+        for view, rows in feeds:
+            copyto(view, rows[t])
+        b.run()  # (read each time: a runtime body makes it its bound calls alone after the first)
+        for rows, part in outs:
+            copyto(rows[t, ...], part)
+        if cond is not None and not cond:
+            return t + 1
+        for view, out in back:
+            copyto(view, out)
+    return stop
 
 
 def _stack_axis(kernel: Kernel, axis: int, rank: int, what: str) -> int:
@@ -349,7 +390,8 @@ class _ScanBase(ControlFlow):
         for x, a, d, view in zip(scans, in_axes, in_dirs, b.inputs[n:n + m]):
             if view is None:
                 continue
-            x = np.moveaxis(np.asarray(x), a, 0)
+            # (the array itself when its axis is 0: a body keeps its native loop while the arrays are the same)
+            x = np.moveaxis(np.asarray(x), a, 0) if a else np.asarray(x)
             if x.shape[1:] != view.shape or x.dtype != view.dtype:
                 return None
             feeds.append((view, x[::-1] if d else x))
@@ -363,18 +405,10 @@ class _ScanBase(ControlFlow):
         for k, (part, a, d) in enumerate(zip(b.outputs[n:], out_axes, out_dirs)):
             a = _stack_axis(self, a, part.ndim, f"scan output {k}")
             result = (allocate or _empty)(n + k, part.dtype, part.shape[:a] + (steps,) + part.shape[a:])
-            slices = np.moveaxis(result, a, 0)
+            slices = np.moveaxis(result, a, 0) if a else result
             results.append(result)
-            stacks.append((part, slices[::-1] if d else slices))
-        copyto, run = np.copyto, b.run
-        for t in range(steps):
-            for view, x in feeds:
-                copyto(view, x[t])
-            run()
-            for part, slices in stacks:
-                copyto(slices[t, ...], part)
-            for view, out in back:
-                copyto(view, out)
+            stacks.append((slices[::-1] if d else slices, part))
+        _iterate(b, 0, steps, feeds, stacks, back)
         return list(b.outputs[:n]) + results
 
 

@@ -23,7 +23,7 @@ from ..base import Kernel
 from ..dtypes import ALL, BOOL, FLOATS, INTS, NUMERIC, SIGNED, SMALL, cast_to, type_names, working_dtype
 from ..float16 import narrow, widen
 from ..fused import GE_DOMAIN
-from ..native import EW_ADD, EW_DIV, EW_MUL, EW_SIGMOID, EW_SUB, CallCache
+from ..native import CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, EW_ADD, EW_DIV, EW_MAX, EW_MUL, EW_SIGMOID, EW_SUB, CallCache
 from ..planned import Scratch
 from ..registry import register
 from ..values import text
@@ -133,7 +133,18 @@ class Binary(Elementwise):
 
 
 class Compare(Binary):
+    """In a Loop body (Backend.iterated) a native call (csrc/eltwise.c ge_compare) where its operands
+    have one shape or one is a scalar: a Loop's condition (i + 1 < stop) in its native loop."""
     out_type = np.bool_
+    opcode: int | None = None  # csrc/abi.h's CMP_*
+
+    def bound(self, xs, ys, ws):
+        lib = self.backend.lib
+        if self.backend.iterated and lib is not None and self.opcode is not None and type(self).run is Elementwise.run:
+            call = lib.compare_call(self.opcode, xs[0], xs[1], ys[0])
+            if call is not None:
+                return call.run
+        return super().bound(xs, ys, ws)
 
 
 class Logical(Binary):
@@ -265,8 +276,12 @@ class Relu(Unary):
 
     def bound(self, xs, ys, ws):
         if type(self).run is Elementwise.run and type(self).evaluate is Relu.evaluate:  # the ufunc itself
+            x, y, lib = xs[0], ys[0], self.backend.lib
+            if self.backend.iterated and lib is not None and self.dtype == np.float32 and x.flags.c_contiguous \
+                    and y.flags.c_contiguous:  # a Loop body's: max(0, x), numpy's bits (+0 for -0, NaN kept)
+                return lib.binary_call(EW_MAX, np.zeros((1,) * x.ndim, np.float32), x, y).run
             # a 0-d array, not a numpy scalar: the ufunc converts a scalar on every call (~0.2 us)
-            return partial(np.maximum, xs[0], np.zeros((), self.dtype), out=ys[0])
+            return partial(np.maximum, x, np.zeros((), self.dtype), out=y)
         return super().bound(xs, ys, ws)
 
 
@@ -550,7 +565,9 @@ class Arithmetic(Binary):
     any shape run as a one-step chain of csrc/eltwise.c: one pass, an operand constant along runs
     of the output in one vector loop per run, float16 converted as read and rounded once as stored
     (numpy's float16 result, bit for bit), where numpy's broadcasting loops cost 2-4x and a float16
-    op three passes through float32 copies. Float operands of one shape take numpy's ufunc.
+    op three passes through float32 copies. Float operands of one shape take numpy's ufunc, but in a
+    Loop body (Backend.iterated), where int32/int64 Add, Sub and Mul (wrapping as numpy's) are native
+    too: every task a prepared call, the iterations run in one native call.
     The output may take a float operand's bytes (output_over): every element is read just before
     it is written, so a gated map needs no second buffer."""
     shape_agnostic = True
@@ -558,7 +575,8 @@ class Arithmetic(Binary):
 
     def setup(self):
         floats = self.dtype in (np.float32, np.float16)
-        self.native = self.backend.lib is not None and floats
+        ints = self.backend.iterated and self.dtype in (np.int32, np.int64) and self.opcode != EW_DIV
+        self.native = self.backend.lib is not None and (floats or ints)
         self.calls = CallCache() if self.native else None
         if self.dtype.kind == "f":
             self.output_over = next((i for i in (0, 1) if tuple(self.inputs[i].shape) == self.shape), None)
@@ -590,8 +608,8 @@ class Arithmetic(Binary):
         a, b = xs
         if not (a.dtype == b.dtype == y.dtype and a.flags.c_contiguous and b.flags.c_contiguous and y.flags.c_contiguous):
             return None
-        if y.dtype == np.float32 and a.shape == b.shape:
-            return None
+        if y.dtype == np.float32 and a.shape == b.shape and not self.backend.iterated:
+            return None  # (numpy's ufunc is as fast; a Loop body's wants native calls only: Backend.iterated)
         return self.backend.lib.binary_call(self.opcode, a, b, y)
 
 
@@ -812,6 +830,7 @@ class Where(Elementwise):
 @register("Equal")
 class Equal(Compare):
     shape_agnostic = True
+    opcode = CMP_EQ
     types = ALL
     ufunc = np.equal
 
@@ -819,24 +838,28 @@ class Equal(Compare):
 @register("Less")
 class Less(Compare):
     shape_agnostic = True
+    opcode = CMP_LT
     ufunc = np.less
 
 
 @register("Greater")
 class Greater(Compare):
     shape_agnostic = True
+    opcode = CMP_GT
     ufunc = np.greater
 
 
 @register("LessOrEqual", since=12)
 class LessOrEqual(Compare):
     shape_agnostic = True
+    opcode = CMP_LE
     ufunc = np.less_equal
 
 
 @register("GreaterOrEqual", since=12)
 class GreaterOrEqual(Compare):
     shape_agnostic = True
+    opcode = CMP_GE
     ufunc = np.greater_equal
 
 

@@ -316,3 +316,43 @@ def test_a_forked_child_runs_the_pool_again():
         os._exit(0 if np.allclose(c, ab, **TOL) else 1)
     _, status = os.waitpid(pid, 0)
     assert status == 0
+
+
+def test_a_step_loop_runs_prepared_calls_between_its_copies():
+    """csrc/loop.c as a bound Scan or Loop uses it: acc2 = acc + x[t] over a reversed input, each acc2
+    stacked and carried back, the iteration number counted; a false condition ends it after that
+    iteration's outputs, before the state goes back; a strided slice is no block (None)."""
+    xs = rng.standard_normal((6, 5)).astype(np.float32)
+    acc, x, acc2, ys = np.zeros(5, np.float32), np.empty(5, np.float32), np.empty(5, np.float32), np.zeros((6, 5), np.float32)
+    counter, go = np.zeros((), np.int64), np.array(True)
+    loop = nat.step_loop([nat.binary_call(native_mod.EW_ADD, acc, x, acc2)], [(x, xs[::-1])], [(ys, acc2)], [(acc, acc2)],
+                         counter, go)
+    loop.keep[0].start, loop.keep[0].stop = 0, 6
+    assert loop.run_checked() == 6 and counter == 5
+    np.testing.assert_array_equal(ys, np.cumsum(xs[::-1], axis=0, dtype=np.float32))
+    np.testing.assert_array_equal(acc, ys[-1])
+    go[...], before = False, acc.copy()
+    loop.keep[0].start, loop.keep[0].stop = 2, 6
+    assert loop.run_checked() == 3 and counter == 2
+    np.testing.assert_array_equal(ys[2], before + xs[::-1][2])
+    np.testing.assert_array_equal(acc, before)  # (not carried back: the loop ended)
+    assert nat.step_loop([], [(x[:3], xs[:, ::2])], [], [], None, None) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_compare_calls_give_numpys_comparisons(dtype):
+    """ge_compare (a Loop body's Less, Equal...) against numpy's ufuncs, one shape or a scalar on either
+    side, NaN and -0.0 included for floats; another broadcast or dtype is not its (None)."""
+    special = [0, -0.0, np.nan, np.inf, -np.inf] if np.dtype(dtype).kind == "f" else [0, np.iinfo(dtype).min, np.iinfo(dtype).max]
+    a = np.concatenate([np.array(special * 3, dtype), rng.integers(-3, 3, 40).astype(dtype)])
+    b = np.concatenate([np.array(special * 3, dtype)[::-1], rng.integers(-3, 3, 40).astype(dtype)])
+    ufuncs = {native_mod.CMP_LT: np.less, native_mod.CMP_LE: np.less_equal, native_mod.CMP_GT: np.greater,
+              native_mod.CMP_GE: np.greater_equal, native_mod.CMP_EQ: np.equal}
+    for op, ufunc in ufuncs.items():
+        for x, y in ((a, b), (a, b[2:3]), (a[2:3], b), (a[:1], b[:1])):
+            out = np.ones(max(x.size, y.size), np.bool_)
+            nat.compare_call(op, x, y, out).run()
+            np.testing.assert_array_equal(out, ufunc(x, y))
+    assert nat.compare_call(native_mod.CMP_LT, a[:4], b[:2], np.empty(4, np.bool_)) is None
+    half = np.zeros(4, np.float16)
+    assert nat.compare_call(native_mod.CMP_LT, half, half, np.empty(4, np.bool_)) is None
