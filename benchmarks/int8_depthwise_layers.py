@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -27,8 +25,8 @@ from ge.core.kernels.ops.nchwc import NchwcDepthwise, blocked_empty, reorder
 from ge.core.model.ir import Meta
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nchwc_depthwise_layers import MOBILENETV2_DW, NATIVE_ACTS, OrtProfiled  # noqa: E402
-from nchwc_layers import one_native_thread  # noqa: E402
+from nchwc_depthwise_layers import MOBILENETV2_DW, NATIVE_ACTS, OrtProfiled, table  # noqa: E402
+from nchwc_layers import one_native_thread, timed  # noqa: E402
 
 ENGINES = ("int8", "fp32", "ort")
 ORDER = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"]  # QLinearConv's inputs
@@ -83,17 +81,6 @@ class Layer:
             call.run()
 
 
-def timed(fn, reps) -> list[float]:
-    """CPU seconds of reps calls, after one."""
-    fn()
-    out = []
-    for _ in range(reps):
-        t = time.thread_time()
-        fn()
-        out.append(time.thread_time() - t)
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=1)
@@ -113,18 +100,8 @@ def main():
                     layer.ort.run()
         for layer in layers:
             layer.times["ort"] = layer.ort.times()
-    print(f"\nMobileNetV2 depthwise layers, batch {args.batch} (µs, median; one thread)")
-    print(f"{'layer':18s} {'n':>2s} " + " ".join(f"{e:>8s}" for e in ENGINES) + f" {'int8/fp32':>9s} {'int8/ort':>8s}")
-    totals = dict.fromkeys(ENGINES, 0.0)
-    for layer in layers:
-        med = {e: statistics.median(layer.times[e]) * 1e6 for e in ENGINES}
-        for e in ENGINES:
-            totals[e] += layer.count * med[e]
-        print(f"{layer.name:18s} {layer.count:2d} " + " ".join(f"{med[e]:8.1f}" for e in ENGINES) +
-              f" {med['int8'] / med['fp32']:9.2f} {med['int8'] / med['ort']:8.2f}")
-    print(f"{'weighted total':18s} {'':2s} " + " ".join(f"{totals[e]:8.0f}" for e in ENGINES) +
-          f" {totals['int8'] / totals['fp32']:9.2f} {totals['int8'] / totals['ort']:8.2f}")
-
+    table(f"MobileNetV2 depthwise layers, batch {args.batch} (µs, median; one thread)", layers, ENGINES,
+          (("int8/fp32", "int8", "fp32"), ("int8/ort", "int8", "ort")))
 
 if __name__ == "__main__":
     main()

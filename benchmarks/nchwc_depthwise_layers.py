@@ -139,18 +139,21 @@ def timed(fn, reps) -> tuple[list[float], list[float]]:
     return cpu, wall
 
 
-def table(title, layers):
+def table(title, layers, engines=ENGINES, ratios=(("nchwc/ort", "nchwc wall", "ort"), ("nchwc/ge", "nchwc", "ge"))):
+    """The layers' median times per engine, their totals weighted by the layers' counts, and the ratios
+    (label, engine, engine it is divided by)."""
     print(f"\n{title}")
-    print(f"{'layer':18s} {'n':>2s} " + " ".join(f"{e:>10s}" for e in ENGINES) + f" {'nchwc/ort':>9s} {'nchwc/ge':>8s}")
-    totals = dict.fromkeys(ENGINES, 0.0)
+    print(f"{'layer':18s} {'n':>2s} " + " ".join(f"{e:>10s}" for e in engines) + " " +
+          " ".join(f"{r[0]:>9s}" for r in ratios))
+    totals = dict.fromkeys(engines, 0.0)
     for layer in layers:
-        med = {e: statistics.median(layer.times[e]) * 1e6 for e in ENGINES}
-        for e in ENGINES:
+        med = {e: statistics.median(layer.times[e]) * 1e6 for e in engines}
+        for e in engines:
             totals[e] += layer.count * med[e]
-        print(f"{layer.name:18s} {layer.count:2d} " + " ".join(f"{med[e]:10.1f}" for e in ENGINES) +
-              f" {med['nchwc wall'] / med['ort']:9.2f} {med['nchwc'] / med['ge']:8.2f}")
-    print(f"{'weighted total':18s} {'':2s} " + " ".join(f"{totals[e]:10.0f}" for e in ENGINES) +
-          f" {totals['nchwc wall'] / totals['ort']:9.2f} {totals['nchwc'] / totals['ge']:8.2f}")
+        print(f"{layer.name:18s} {layer.count:2d} " + " ".join(f"{med[e]:10.1f}" for e in engines) + " " +
+              " ".join(f"{med[a] / med[b]:9.2f}" for _, a, b in ratios))
+    print(f"{'weighted total':18s} {'':2s} " + " ".join(f"{totals[e]:10.0f}" for e in engines) + " " +
+          " ".join(f"{totals[a] / totals[b]:9.2f}" for _, a, b in ratios))
 
 
 def main():
