@@ -1828,14 +1828,18 @@ static void dwf_gather(const QDepthwise *d, const uint8_t *const src[16], int64_
         for (int i = 0; i < 8; i++)
             r[i] = _mm256_xor_si256(_mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q)), f);
         transpose_16x16(r);
+        /* pixel k's channels 0-7 at t[k / 2][8 (k % 2)], 8-15 16 bytes on, widened by loads (vpmovzxbd from
+           memory: no extract or shift; the barrier keeps GCC from taking them from the registers again) */
+        uint8_t t[8][32] __attribute__((aligned(32)));
+        for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)t[k], r[k]);
+        __asm__ volatile("" : : "r"(t) : "memory");
         int64_t col = q % width;
         float *o = xp + ((top + q / width) * pitch + pl + col) * BLK;
 #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) {  /* pixel k: channels 0-7 in r[k / 2]'s low lane, 8-15 in its high one */
-            __m128i lo = _mm256_castsi256_si128(r[k / 2]), hi = _mm256_extracti128_si256(r[k / 2], 1);
-            if (k % 2) lo = _mm_srli_si128(lo, 8), hi = _mm_srli_si128(hi, 8);
-            _mm256_storeu_ps(o, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)));
-            _mm256_storeu_ps(o + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)));
+        for (int k = 0; k < 16; k++) {
+            const uint8_t *b = t[k / 2] + 8 * (k % 2);
+            _mm256_storeu_ps(o, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)b))));
+            _mm256_storeu_ps(o + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + 16)))));
             o += BLK;
             if (++col == width) col = 0, o += skip;
         }
@@ -1843,7 +1847,8 @@ static void dwf_gather(const QDepthwise *d, const uint8_t *const src[16], int64_
 }
 
 /* Pixel p's 16 accumulators (acc[p][16]) requantized as store_row_bytes does, as int16 in packs' order
-   (channels 0-3, 8-11 | 4-7, 12-15). FOLDED: the bias is in acc already (exact, DWF_EXACT_BIAS). */
+   (channels 0-3, 8-11 | 4-7, 12-15). FOLDED: the bias is in acc already (exact, DWF_EXACT_BIAS) and
+   the scales at most 127 in size: |acc scale| < 2^31, never past the clamp below 2^31 */
 static inline __attribute__((always_inline)) __m256i dwf_requant(const float *acc, const int FOLDED, __m256i b0,
                                                                  __m256i b1, __m256 s0, __m256 s1, __m256i zy16) {
     const __m256 top = _mm256_set1_ps(2147483520.0f);
@@ -1852,9 +1857,9 @@ static inline __attribute__((always_inline)) __m256i dwf_requant(const float *ac
         a0 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvttps_epi32(a0), b0));
         a1 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvttps_epi32(a1), b1));
     }
-    __m256i r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(a0, s0), top));
-    __m256i r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(a1, s1), top));
-    return _mm256_adds_epi16(_mm256_packs_epi32(r0, r1), zy16);
+    a0 = _mm256_mul_ps(a0, s0), a1 = _mm256_mul_ps(a1, s1);
+    if (!FOLDED) a0 = _mm256_min_ps(a0, top), a1 = _mm256_min_ps(a1, top);
+    return _mm256_adds_epi16(_mm256_packs_epi32(_mm256_cvtps_epi32(a0), _mm256_cvtps_epi32(a1)), zy16);
 }
 
 /* The n >= 16 output pixels acc[p][16] requantized into the channels' rows dst[c][p]; bias and scale:
@@ -1933,7 +1938,8 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
     float scale[BLK];
     dwf_bias(d, c0, nc, bias, scale);
     int folded = 1;
-    for (int c = 0; c < BLK; c++) folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS;
+    for (int c = 0; c < BLK; c++)
+        folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS && scale[c] >= -127.0f && scale[c] <= 127.0f;
     for (int c = 0; c < BLK; c++) bf[c] = folded ? (float)bias[c] : 0.0f;
     dwf_gather(d, src, r0, r1, top, hp, job->pitch, xp);
     DepthwiseNchwc dd = {xp, d->wf + g * d->kh * d->kw * BLK, bf, NULL, yf, 1, 1, hp, job->pitch, oy1 - oy0, d->ow,

@@ -148,17 +148,18 @@ DEPTHWISE = [
 
 @pytest.mark.parametrize("xsh,wsh,attrs", DEPTHWISE)
 @pytest.mark.parametrize("xdt,wdt,xz,wz,yz", ZPS[1:4])
-@pytest.mark.parametrize("big_bias", [False, True])
-def test_qlinear_conv_depthwise_groups(xsh, wsh, attrs, xdt, wdt, xz, wz, yz, big_bias):
-    """Bit-exact on edge values. big_bias: biases past 2^24 - 64 * 255^2 (the store then adds them in
-    int32), scaled to land inside the output range."""
+@pytest.mark.parametrize("case", ["edges", "big bias", "big scale"])
+def test_qlinear_conv_depthwise_groups(xsh, wsh, attrs, xdt, wdt, xz, wz, yz, case):
+    """Bit-exact on edge values. big bias: biases past 2^24 - 64 * 255^2 (the store then adds them in
+    int32), scaled to land inside the output range; big scale: scales of 2^14-2^16, products past 2^31
+    (the store's clamp before the conversion)."""
     oc = wsh[0]
     per_channel = wdt == S8
     ws = (rng.choice([0.5, 1.0, 0.25], oc) if per_channel else np.array(0.5)).astype(np.float32)
-    b = 2 ** 25 + rng.integers(0, 2 ** 22, oc) if big_bias else rng.integers(-40000, 40000, oc)
+    b = 2 ** 25 + rng.integers(0, 2 ** 22, oc) if case == "big bias" else rng.integers(-40000, 40000, oc)
+    ys = {"edges": 2.0 * np.prod(wsh[1:]), "big bias": 2.0 ** 19, "big scale": 2.0 ** -16}[case]
     consts = {"xs": np.array(1.0, np.float32), "xz": np.array(xz, xdt), "w": edge(wsh, wdt), "ws": ws,
-              "wz": (np.zeros(oc) if per_channel else np.array(wz)).astype(wdt),
-              "ys": np.array(2.0 ** 19 if big_bias else 2.0 * np.prod(wsh[1:]), np.float32),
+              "wz": (np.zeros(oc) if per_channel else np.array(wz)).astype(wdt), "ys": np.array(ys, np.float32),
               "yz": np.array(yz, xdt), "b": b.astype(np.int32)}
     check("QLinearConv", {"x": edge(xsh, xdt)}, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
           {**attrs, "group": oc})
