@@ -1749,7 +1749,7 @@ static void qdepthwise_item(void *ctx, int64_t item, int slot) {
 
 typedef struct {
     const QDepthwise *d;
-    int64_t band_rows, bands;  /* output rows per band (the last one takes the rest) and bands per group */
+    int64_t band_rows, bands;  /* output rows per band at most (the rows split evenly) and bands per group */
     int64_t pitch;  /* the padded input's width: the columns the outputs read, and at least pl + width */
     int64_t y_at, b_at, sink_at, nbytes;  /* a slot's scratch: the padded input at 0, the outputs, the bias, */
 } DwfJob;                                  /* where the missing channels of a last group are stored */
@@ -1757,11 +1757,11 @@ typedef struct {
 static DwfJob dwf_job(const QDepthwise *d) {
     DwfJob j = {d, 1, 1, 0, 0, 0, 0, 0};
     if (d->oh > 0 && d->ow > 0) {
-        j.band_rows = (DWF_BAND_PIXELS + d->ow - 1) / d->ow;
-        j.band_rows = j.band_rows < d->oh ? j.band_rows : d->oh;
-        j.bands = d->oh / j.band_rows;
+        int64_t rows = (DWF_BAND_PIXELS + d->ow - 1) / d->ow;  /* a band: at least these rows (or the plane) */
+        j.bands = d->oh / (rows < d->oh ? rows : d->oh);
+        j.band_rows = (d->oh + j.bands - 1) / j.bands;
     }
-    int64_t rows = 2 * j.band_rows - 1;  /* the last band's most */
+    int64_t rows = j.band_rows;
     int64_t hp = (rows - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
     j.pitch = wp > d->pl + d->width ? wp : d->pl + d->width;
     j.y_at = (hp * j.pitch * BLK * 4 + 63) / 64 * 64;
@@ -1917,7 +1917,7 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
     const QDepthwise *d = job->d;
     int64_t g = item / job->bands, band = item % job->bands, c0 = g * BLK;
     int nc = (int)(d->channels - c0 < BLK ? d->channels - c0 : BLK);
-    int64_t oy0 = band * job->band_rows, oy1 = band + 1 == job->bands ? d->oh : oy0 + job->band_rows;
+    int64_t oy0 = band * d->oh / job->bands, oy1 = (band + 1) * d->oh / job->bands;
     int64_t hp = (oy1 - oy0 - 1) * d->sh + (d->kh - 1) * d->dh + 1;  /* the band's padded input rows */
     int64_t r0 = oy0 * d->sh - d->pt, r1 = r0 + hp;  /* their input rows, those inside read */
     int64_t top = r0 < 0 ? -r0 : 0;
