@@ -1314,7 +1314,8 @@ typedef struct {
 /* Small planes (the late layers' 7x7 and 14x14) cost more in fixed work per channel than in taps: on
    AVX2 and AVX-512 builds an item is DW_GROUP channels, whose phases are filled by one vector a row (fill_narrow)
    from the tensor itself where the vector's overrun stays inside it, whose runs are requantized whole
-   into bytes and their rows compacted by vector stores into the group's outputs, copied out at once */
+   into bytes and their rows compacted by vector stores into the group's outputs, copied out at once
+   (requantized into bytes, planes of 16 pixels and more take the float32 path below instead) */
 #define DW_GROUP 8
 #if defined(__AVX2__)
 #define DW_NARROW 1
@@ -1352,8 +1353,6 @@ static DwLayout dw_layout(const QDepthwise *d) {
     }
     return l;
 }
-
-
 
 /* acc[0, run) = corr + sum over the taps of tap[t][j] * wt[t]. Blocks of outputs stay in registers
    through all taps; the last block runs past `run` into the scratch's slack (the accumulators' 32
@@ -1737,9 +1736,10 @@ static void qdepthwise_item(void *ctx, int64_t item, int slot) {
    sums over up to 64 taps below 2^22: in float32 every FMA of them is exact, and float32 computes the
    int32 accumulator of the integer kernels. An item is BLK (16) channels and a band of output rows: their
    input rows transposed into a channel-interleaved plane of floats inside its padding (zx; -zx sum(w)
-   joins the bias),
-   nchwc_depthwise.c's tiles over it (with d->wf, the weights in its layout), then each output pixel's
-   16 accumulators requantized as store_row_bytes does and transposed back into the channels' planes.
+   joins the bias), nchwc_depthwise.c's tiles over it (with d->wf, the weights in its layout), then each
+   output pixel's 16 accumulators requantized as store_row_bytes does and transposed back into the
+   channels' planes. Taken for outputs requantized into bytes over the whole range (the others, and
+   planes under 16 pixels, run the per-channel kernel above).
    No fixed work per channel: on the late layers' 7x7 and 14x14 planes the per-channel kernel's
    phases and runs had cost more than the products. */
 #include "nchwc.h"
