@@ -48,40 +48,47 @@ NATIVE_ACTS = {"Clip": native.Act(native.ACT_CLAMP, 0.0, 6.0), "HardSwish": nati
 ENGINES = ("ge", "nchwc", "nchwc wall", "ort")
 
 
-class OrtProfiled:
-    """onnxruntime on one thread with its profiler: the kernel time of every node but the reorders, per run."""
+def conv_model(x, w, b, attrs, act):
+    """A float32 depthwise Conv node and its activation, w and b initializers."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="dw", **attrs)]
+    inits = {"w": w, "b": b}
+    if act == "Clip":
+        inits.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"], name="act"))
+    else:
+        nodes.append(helper.make_node(act, ["c"], ["y"], name="act"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, x.shape)],
+                              [helper.make_tensor_value_info("y", 1, None)],
+                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
 
-    def __init__(self, x, w, b, attrs, act, tmp):
-        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="dw", **attrs)]
-        inits = {"w": w, "b": b}
-        if act == "Clip":
-            inits.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
-            nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"], name="act"))
-        else:
-            nodes.append(helper.make_node(act, ["c"], ["y"], name="act"))
-        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, x.shape)],
-                                  [helper.make_tensor_value_info("y", 1, None)],
-                                  [numpy_helper.from_array(a, n) for n, a in inits.items()])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        model.ir_version = 8
+
+class OrtProfiled:
+    """onnxruntime on one thread with its profiler: the kernel time of every node but the reorders
+    (counted: the nodes whose op passes `counted`), per run."""
+
+    def __init__(self, model, feeds, tmp, counted=lambda op: not op.startswith("Reorder")):
         so = ort.SessionOptions()
         so.intra_op_num_threads = so.inter_op_num_threads = 1
         so.enable_profiling, so.profile_file_prefix = True, os.path.join(tmp, "ort")
         self.sess, self.feeds = ort.InferenceSession(model.SerializeToString(), so,
-                                                     providers=["CPUExecutionProvider"]), {"x": x}
+                                                     providers=["CPUExecutionProvider"]), feeds
+        self.counted = counted
         self.want = self.sess.run(None, self.feeds)[0]
 
     def run(self):
         self.sess.run(None, self.feeds)
 
     def times(self) -> list[float]:
-        """Seconds per run (the first, the reference run, left out), summed over the nodes but the reorders."""
+        """Seconds per run (the first, the reference run, left out), summed over the counted nodes."""
         with open(self.sess.end_profiling()) as f:
             events = json.load(f)
         per_node = collections.defaultdict(list)
         for e in events:
             if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and \
-                    not e["args"].get("op_name", "").startswith("Reorder"):
+                    self.counted(e["args"].get("op_name", "")):
                 per_node[e["name"]].append(e["dur"] * 1e-6)
         return [sum(run) for run in zip(*per_node.values())][1:]
 
@@ -95,7 +102,7 @@ class Layer:
         b = rng.standard_normal(c).astype(np.float32) * 0.1
         p = k // 2
         attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [p] * 4, "group": c}
-        self.ort = OrtProfiled(x, w, b, attrs, act, tmp)
+        self.ort = OrtProfiled(conv_model(x, w, b, attrs, act), {"x": x}, tmp)
         self.ge = GeConv(name, x.shape, w, b, attrs, act, False)
         self.x, self.y = x, np.empty(self.ge.y_shape, np.float32)
         self.dw = NchwcDepthwise(nat, x.shape, (k, k), strides=(s, s), pads=(p,) * 4, act=NATIVE_ACTS[act])
@@ -132,18 +139,21 @@ def timed(fn, reps) -> tuple[list[float], list[float]]:
     return cpu, wall
 
 
-def table(title, layers):
+def table(title, layers, engines=ENGINES, ratios=(("nchwc/ort", "nchwc wall", "ort"), ("nchwc/ge", "nchwc", "ge"))):
+    """The layers' median times per engine, their totals weighted by the layers' counts, and the ratios
+    (label, engine, engine it is divided by)."""
     print(f"\n{title}")
-    print(f"{'layer':18s} {'n':>2s} " + " ".join(f"{e:>10s}" for e in ENGINES) + f" {'nchwc/ort':>9s} {'nchwc/ge':>8s}")
-    totals = dict.fromkeys(ENGINES, 0.0)
+    print(f"{'layer':18s} {'n':>2s} " + " ".join(f"{e:>10s}" for e in engines) + " " +
+          " ".join(f"{r[0]:>9s}" for r in ratios))
+    totals = dict.fromkeys(engines, 0.0)
     for layer in layers:
-        med = {e: statistics.median(layer.times[e]) * 1e6 for e in ENGINES}
-        for e in ENGINES:
+        med = {e: statistics.median(layer.times[e]) * 1e6 for e in engines}
+        for e in engines:
             totals[e] += layer.count * med[e]
-        print(f"{layer.name:18s} {layer.count:2d} " + " ".join(f"{med[e]:10.1f}" for e in ENGINES) +
-              f" {med['nchwc wall'] / med['ort']:9.2f} {med['nchwc'] / med['ge']:8.2f}")
-    print(f"{'weighted total':18s} {'':2s} " + " ".join(f"{totals[e]:10.0f}" for e in ENGINES) +
-          f" {totals['nchwc wall'] / totals['ort']:9.2f} {totals['nchwc'] / totals['ge']:8.2f}")
+        print(f"{layer.name:18s} {layer.count:2d} " + " ".join(f"{med[e]:10.1f}" for e in engines) + " " +
+              " ".join(f"{med[a] / med[b]:9.2f}" for _, a, b in ratios))
+    print(f"{'weighted total':18s} {'':2s} " + " ".join(f"{totals[e]:10.0f}" for e in engines) + " " +
+          " ".join(f"{totals[a] / totals[b]:9.2f}" for _, a, b in ratios))
 
 
 def main():

@@ -302,12 +302,14 @@ typedef struct {
 
 /* The int8 depthwise convolution of one batch item (qgemm.c): x (C, height, width) uint8 or int8 (x_flip),
    padded (pt, pl at the beginnings) with the zero point zx (uint8, flipped for int8); w[c][kh * kw]
-   the centred weights (w - w_zp), wsum[c] their sums (at most 64 taps); y (C, oh, ow); ws:
-   ge_qdepthwise_slot_bytes per thread */
+   the centred weights (w - w_zp), wsum[c] their sums (at most 64 taps), wf the same weights as float32
+   in groups of 16 channels, [ceil(C / 16)][kh * kw][16] (zeros past C; nchwc.h's layout, which the
+   AVX2 builds compute in); y (C, oh, ow); ws: ge_qdepthwise_slot_bytes per thread */
 typedef struct {
     const uint8_t *x;
     const int16_t *w;
     const int32_t *wsum;
+    const float *wf;
     int64_t channels, height, width, pt, pl, kh, kw, sh, sw, dh, dw, oh, ow;
     int32_t zx, x_flip;
     void *y;

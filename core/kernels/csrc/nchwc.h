@@ -6,6 +6,7 @@ the vectors per block, and the kernel taps of an output position that fall insid
 
 #include <stdint.h>
 
+#include "abi.h"
 #include "simd.h"
 
 #define BLK 16
@@ -19,5 +20,10 @@ static inline void tap_range(int64_t o, int64_t s, int64_t p, int64_t d, int64_t
     if (hi > k) hi = k;
     *t0 = lo < hi ? lo : hi, *t1 = hi;
 }
+
+/* nchwc_depthwise.c: ge_nchwc_depthwise of batch item 0, block 0 on the calling thread, for an X that
+   holds its padding (ph = pw = 0), no Z (the int8 depthwise convolution of qgemm.c runs its groups of
+   16 channels so) */
+__attribute__((visibility("hidden"))) void nchwc_depthwise_padded(const DepthwiseNchwc *d);
 
 #endif

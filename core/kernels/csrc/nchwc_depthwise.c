@@ -231,16 +231,40 @@ static void dw_item(void *ctx, int64_t it, int slot) {
     }
 }
 
-void ge_nchwc_depthwise(const DepthwiseNchwc *d) {
+/* The tiling of d's rows (the same for every row); prefetch: as ge_nchwc_depthwise's inputs from memory */
+static DwWork dw_work(const DepthwiseNchwc *d, int prefetch) {
     DwWork w = {.d = d, .rows = d->batch * d->cb * d->oh};
-    if (w.rows <= 0 || d->ow <= 0) return;  /* an empty batch or plane: nothing to write */
     w.ow_lo = (d->pw + d->sw - 1) / d->sw;
     int64_t reach = d->w - 1 + d->pw - (d->kw - 1) * d->dw;
     w.ow_hi = reach < 0 ? 0 : reach / d->sw + 1;
     if (w.ow_hi > d->ow) w.ow_hi = d->ow;
     w.fast = dw_fast(d);
     w.tiles = (d->ow + DW_R - 1) / DW_R, w.base = d->ow / w.tiles, w.rem = d->ow % w.tiles;
-    w.prefetch = d->sh == 2 && d->batch * d->cb * d->h * d->w * BLK * 4 >= DW_PREFETCH_BYTES;
+    w.prefetch = prefetch && d->sh == 2 && d->batch * d->cb * d->h * d->w * BLK * 4 >= DW_PREFETCH_BYTES;
+    return w;
+}
+
+/* dw_row's work without its edges (no pads: X holds them), batch item 0, block 0, no Z, no prefetch:
+   on the 7x7 planes of qgemm.c's int8 groups dw_row's generality had cost as much as the tiles */
+void nchwc_depthwise_padded(const DepthwiseNchwc *d) {
+    DwWork w = dw_work(d, 0);
+    DwTile t = {.kh0 = 0, .kh1 = d->kh};
+    for (int64_t oh = 0; oh < d->oh; oh++)
+        for (int sub = 0; sub < NB; sub++) {
+            t.x = d->x + sub * VL, t.wt = d->wp + sub * VL, t.bias = d->bias + sub * VL, t.ih0 = oh * d->sh;
+            for (int64_t k = 0, o0 = 0; k < w.tiles; k++) {
+                int R = (int)(w.base + (k < w.rem));
+                t.y = d->y + (oh * d->ow + o0) * BLK + sub * VL, t.c0 = o0 * d->sw;
+                if (w.fast) w.fast(R, 0, d, &t);
+                else dw_tiles_any(R, 0, d->kw, d, &t);
+                o0 += R;
+            }
+        }
+}
+
+void ge_nchwc_depthwise(const DepthwiseNchwc *d) {
+    if (d->batch * d->cb * d->oh <= 0 || d->ow <= 0) return;  /* an empty batch or plane: nothing to write */
+    DwWork w = dw_work(d, 1);
     int threads = d->threads < 1 ? 1 : d->threads;
     int64_t per = DW_ITEM_FLOATS / (d->ow * BLK), want = DW_ITEMS_PER_THREAD * threads;
     if (per < 1) per = 1;

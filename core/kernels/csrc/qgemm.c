@@ -1314,7 +1314,8 @@ typedef struct {
 /* Small planes (the late layers' 7x7 and 14x14) cost more in fixed work per channel than in taps: on
    AVX2 and AVX-512 builds an item is DW_GROUP channels, whose phases are filled by one vector a row (fill_narrow)
    from the tensor itself where the vector's overrun stays inside it, whose runs are requantized whole
-   into bytes and their rows compacted by vector stores into the group's outputs, copied out at once */
+   into bytes and their rows compacted by vector stores into the group's outputs, copied out at once
+   (requantized into bytes, planes of 16 pixels and more take the float32 path below instead) */
 #define DW_GROUP 8
 #if defined(__AVX2__)
 #define DW_NARROW 1
@@ -1352,8 +1353,6 @@ static DwLayout dw_layout(const QDepthwise *d) {
     }
     return l;
 }
-
-int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) { return dw_layout(d).nbytes; }
 
 /* acc[0, run) = corr + sum over the taps of tap[t][j] * wt[t]. Blocks of outputs stay in registers
    through all taps; the last block runs past `run` into the scratch's slack (the accumulators' 32
@@ -1731,7 +1730,243 @@ static void qdepthwise_item(void *ctx, int64_t item, int slot) {
     memcpy((uint8_t *)d->y + c0 * n, out, (c1 - c0) * n);
 }
 
+#if DW_NARROW
+/* ---- the depthwise convolution in float32, by groups of 16 channels ----
+   The products of bytes and centred weights, x <= 255 and |w| <= 255, are integers below 2^16 and their
+   sums over up to 64 taps below 2^22: in float32 every FMA of them is exact, and float32 computes the
+   int32 accumulator of the integer kernels. An item is BLK (16) channels and a band of output rows: their
+   input rows transposed into a channel-interleaved plane of floats inside its padding (zx; -zx sum(w)
+   joins the bias), nchwc_depthwise.c's tiles over it (with d->wf, the weights in its layout), then each
+   output pixel's 16 accumulators requantized as store_row_bytes does and transposed back into the
+   channels' planes. Taken for outputs requantized into bytes over the whole range (the others, and
+   planes under 16 pixels, run the per-channel kernel above).
+   No fixed work per channel: on the late layers' 7x7 and 14x14 planes the per-channel kernel's
+   phases and runs had cost more than the products. */
+#include "nchwc.h"
+
+#define DWF_BAND_PIXELS 512  /* output pixels a band, at least (its input rows past the band read twice) */
+#define DWF_EXACT_BIAS 12615616  /* 2^24 - 64 * 255^2: a bias (-zx sum(w) in it) no larger keeps acc + bias exact in float32 */
+
+typedef struct {
+    const QDepthwise *d;
+    int64_t band_rows, bands;  /* output rows per band at most (the rows split evenly) and bands per group */
+    int64_t pitch;  /* the padded input's width: the columns the outputs read, and at least pl + width */
+    int64_t y_at, b_at, sink_at, nbytes;  /* a slot's scratch: the padded input at 0, the outputs, the bias, */
+} DwfJob;                                  /* where the missing channels of a last group are stored */
+
+static DwfJob dwf_job(const QDepthwise *d) {
+    DwfJob j = {d, 1, 1, 0, 0, 0, 0, 0};
+    if (d->oh > 0 && d->ow > 0) {
+        int64_t rows = (DWF_BAND_PIXELS + d->ow - 1) / d->ow;  /* a band: at least these rows (or the plane) */
+        j.bands = d->oh / (rows < d->oh ? rows : d->oh);
+        j.band_rows = (d->oh + j.bands - 1) / j.bands;
+    }
+    int64_t rows = j.band_rows;
+    int64_t hp = (rows - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
+    j.pitch = wp > d->pl + d->width ? wp : d->pl + d->width;
+    j.y_at = (hp * j.pitch * BLK * 4 + 63) / 64 * 64;
+    j.b_at = j.y_at + (rows * d->ow * BLK * 4 + 63) / 64 * 64;
+    j.sink_at = j.b_at + BLK * 4;
+    j.nbytes = j.sink_at + rows * d->ow;
+    return j;
+}
+
+/* Whether the float path takes d: requantized into bytes, a plane of at least 16 pixels (its stores) */
+static int dwf_takes(const QDepthwise *d) {
+    return out_is_bytes(&d->out) && d->oh * d->ow >= 16;
+}
+
+/* r[i] = [row i | row i + 8] of a 16 x 16 byte matrix -> r[k] = [columns 2k and 2k + 1, rows 0-7 |
+   the same columns, rows 8-15] (8 bytes each) */
+static inline __attribute__((always_inline)) void transpose_16x16(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi8(r[2 * i], r[2 * i + 1]);  /* rows 2i, 2i + 1: columns 0-7 */
+        t[2 * i + 1] = _mm256_unpackhi_epi8(r[2 * i], r[2 * i + 1]);  /* columns 8-15 */
+    }
+    for (int h = 0; h < 2; h++)  /* rows 4h .. 4h + 3: columns 0-3, 4-7, 8-11, 12-15 */
+        for (int q = 0; q < 2; q++) {
+            u[4 * h + 2 * q] = _mm256_unpacklo_epi16(t[4 * h + q], t[4 * h + 2 + q]);
+            u[4 * h + 2 * q + 1] = _mm256_unpackhi_epi16(t[4 * h + q], t[4 * h + 2 + q]);
+        }
+    for (int q = 0; q < 4; q++) {  /* rows 0-7: columns 4q, 4q + 1 and 4q + 2, 4q + 3 */
+        r[2 * q] = _mm256_unpacklo_epi32(u[q], u[4 + q]);
+        r[2 * q + 1] = _mm256_unpackhi_epi32(u[q], u[4 + q]);
+    }
+}
+
+static inline void pad_pixels(float *p, int64_t n, __m256 v) {
+    for (int64_t j = 0; j < n; j++) {
+        _mm256_storeu_ps(p + j * BLK, v);
+        _mm256_storeu_ps(p + j * BLK + 8, v);
+    }
+}
+
+/* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the padded plane xp,
+   [row][pitch][16] floats x ^ flip, input row r0 at xp's row top, column 0 at column pl; zx around (the
+   padding: xp has hp rows). The rows are taken as one run of pixels, 16 at a time. */
+static void dwf_gather(const QDepthwise *d, const uint8_t *const src[16], int64_t r0, int64_t r1, int64_t top,
+                       int64_t hp, int64_t pitch, float *xp) {
+    const int64_t width = d->width, pl = d->pl, n = (r1 - r0) * width, skip = (pitch - width) * BLK;
+    const __m256 zx = _mm256_set1_ps((float)d->zx);
+    pad_pixels(xp, top * pitch, zx);
+    for (int64_t i = top; i < top + r1 - r0; i++) {
+        pad_pixels(xp + i * pitch * BLK, pl, zx);
+        pad_pixels(xp + (i * pitch + pl + width) * BLK, pitch - pl - width, zx);
+    }
+    pad_pixels(xp + (top + r1 - r0) * pitch * BLK, (hp - top - (r1 - r0)) * pitch, zx);
+    const uint8_t flip = d->x_flip ? 0x80 : 0;
+    if (n < 16) {  /* a few pixels in wide padding */
+        for (int64_t p = 0; p < n; p++)
+            for (int c = 0; c < BLK; c++) xp[((top + p / width) * pitch + pl + p % width) * BLK + c] = (float)(src[c][p] ^ flip);
+        return;
+    }
+    const __m256i f = _mm256_set1_epi8((char)flip);
+    for (int64_t p0 = 0; p0 < n; p0 += 16) {
+        int64_t q = p0 + 16 <= n ? p0 : n - 16;  /* the last 16 again: no load past the rows */
+        __m256i r[8];
+        for (int i = 0; i < 8; i++)
+            r[i] = _mm256_xor_si256(_mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q)), f);
+        transpose_16x16(r);
+        /* pixel k's channels 0-7 at t[k / 2][8 (k % 2)], 8-15 16 bytes on, widened by loads (vpmovzxbd from
+           memory: no extract or shift; the barrier keeps GCC from taking them from the registers again) */
+        uint8_t t[8][32] __attribute__((aligned(32)));
+        for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)t[k], r[k]);
+        __asm__ volatile("" : : "r"(t) : "memory");
+        int64_t col = q % width;
+        float *o = xp + ((top + q / width) * pitch + pl + col) * BLK;
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) {
+            const uint8_t *b = t[k / 2] + 8 * (k % 2);
+            _mm256_storeu_ps(o, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)b))));
+            _mm256_storeu_ps(o + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + 16)))));
+            o += BLK;
+            if (++col == width) col = 0, o += skip;
+        }
+    }
+}
+
+/* Pixel p's 16 accumulators (acc[p][16]) requantized as store_row_bytes does, as int16 in packs' order
+   (channels 0-3, 8-11 | 4-7, 12-15). FOLDED: the bias is in acc already (exact, DWF_EXACT_BIAS) and
+   the scales at most 127 in size: |acc scale| < 2^31, never past the clamp below 2^31 */
+static inline __attribute__((always_inline)) __m256i dwf_requant(const float *acc, const int FOLDED, __m256i b0,
+                                                                 __m256i b1, __m256 s0, __m256 s1, __m256i zy16) {
+    const __m256 top = _mm256_set1_ps(2147483520.0f);
+    __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
+    if (!FOLDED) {  /* acc + bias in int32, as the integer kernels add it */
+        a0 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvttps_epi32(a0), b0));
+        a1 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvttps_epi32(a1), b1));
+    }
+    a0 = _mm256_mul_ps(a0, s0), a1 = _mm256_mul_ps(a1, s1);
+    if (!FOLDED) a0 = _mm256_min_ps(a0, top), a1 = _mm256_min_ps(a1, top);
+    return _mm256_adds_epi16(_mm256_packs_epi32(_mm256_cvtps_epi32(a0), _mm256_cvtps_epi32(a1)), zy16);
+}
+
+/* The n >= 16 output pixels acc[p][16] requantized into the channels' rows dst[c][p]; bias and scale:
+   the group's */
+static inline __attribute__((always_inline)) void dwf_store(const QDepthwise *d, const int FOLDED, const int32_t *bias,
+                                                            const float *scale, const float *acc, int64_t n,
+                                                            uint8_t *const dst[16]) {
+    int u8 = d->out.kind == QOUT_U8;
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)bias), b1 = _mm256_loadu_si256((const __m256i *)(bias + 8));
+    const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
+    const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy);
+    for (int64_t p0 = 0; p0 < n; p0 += 16) {
+        int64_t q = p0 + 16 <= n ? p0 : n - 16;
+        /* r[i]: row i, pixel i's bytes of channels A = 0-3, 8-11 then pixel i + 8's; row i + 8 the same of
+           channels B = 4-7, 12-15 */
+        __m256i r[8];
+        for (int i = 0; i < 8; i++) {
+            __m256i lo = dwf_requant(acc + (q + i) * BLK, FOLDED, b0, b1, s0, s1, zy16);
+            __m256i hi = dwf_requant(acc + (q + i + 8) * BLK, FOLDED, b0, b1, s0, s1, zy16);
+            r[i] = u8 ? _mm256_packus_epi16(lo, hi) : _mm256_packs_epi16(lo, hi);
+        }
+        transpose_16x16(r);
+        for (int m = 0; m < 8; m++) {  /* channel A[m]: column m (pixels 0-7) and m + 8 (8-15); B[m] = A[m] + 4 */
+            __m256i v = m % 2 ? _mm256_unpackhi_epi64(r[m / 2], r[m / 2 + 4]) : _mm256_unpacklo_epi64(r[m / 2], r[m / 2 + 4]);
+            int a = m < 4 ? m : m + 4;
+            _mm_storeu_si128((__m128i *)(dst[a] + q), _mm256_castsi256_si128(v));
+            _mm_storeu_si128((__m128i *)(dst[a + 4] + q), _mm256_extracti128_si256(v, 1));
+        }
+    }
+}
+
+/* The group's bias with -zx sum(w) in it (int32, wrapping as the integer kernels add them) and scales,
+   past the channels 0 and the last scale; a whole group by vectors (per channel they had cost a tenth
+   of a 7x7 item) */
+static void dwf_bias(const QDepthwise *d, int64_t c0, int nc, int32_t bias[BLK], float scale[BLK]) {
+    const QOut *o = &d->out;
+    if (nc < BLK) {
+        for (int c = 0; c < BLK; c++) {
+            int64_t cc = c0 + (c < nc ? c : nc - 1);
+            bias[c] = c < nc ? (int32_t)((uint32_t)(o->bias ? o->bias[cc] : 0) - (uint32_t)d->zx * (uint32_t)d->wsum[cc]) : 0;
+            scale[c] = o->scale[o->scale_step ? cc : 0];
+        }
+        return;
+    }
+    for (int h = 0; h < BLK; h += 8) {
+        __m256i b = o->bias ? _mm256_loadu_si256((const __m256i *)(o->bias + c0 + h)) : _mm256_setzero_si256();
+        __m256i zw = _mm256_mullo_epi32(_mm256_set1_epi32(d->zx), _mm256_loadu_si256((const __m256i *)(d->wsum + c0 + h)));
+        _mm256_storeu_si256((__m256i *)(bias + h), _mm256_sub_epi32(b, zw));
+        _mm256_storeu_ps(scale + h, o->scale_step ? _mm256_loadu_ps(o->scale + c0 + h) : _mm256_set1_ps(o->scale[0]));
+    }
+}
+
+static void dwf_item(void *ctx, int64_t item, int slot) {
+    const DwfJob *job = ctx;
+    const QDepthwise *d = job->d;
+    int64_t g = item / job->bands, band = item % job->bands, c0 = g * BLK;
+    int nc = (int)(d->channels - c0 < BLK ? d->channels - c0 : BLK);
+    int64_t oy0 = band * d->oh / job->bands, oy1 = (band + 1) * d->oh / job->bands;
+    int64_t hp = (oy1 - oy0 - 1) * d->sh + (d->kh - 1) * d->dh + 1;  /* the band's padded input rows */
+    int64_t r0 = oy0 * d->sh - d->pt, r1 = r0 + hp;  /* their input rows, those inside read */
+    int64_t top = r0 < 0 ? -r0 : 0;
+    r0 = r0 < 0 ? 0 : r0;
+    r1 = r1 > d->height ? d->height : r1;
+    r1 = r1 < r0 ? r0 : r1;
+    uint8_t *ws = d->ws + slot * job->nbytes;
+    float *xp = (float *)ws, *yf = (float *)(ws + job->y_at), *bf = (float *)(ws + job->b_at);
+    int64_t plane = d->height * d->width, n = d->oh * d->ow;
+    const uint8_t *src[BLK];
+    uint8_t *dst[BLK];
+    for (int c = 0; c < BLK; c++) {  /* past the channels: the last one's input again, stored in the sink */
+        int64_t cc = c0 + (c < nc ? c : nc - 1);
+        src[c] = d->x + cc * plane + r0 * d->width;
+        dst[c] = c < nc ? (uint8_t *)d->y + cc * n + oy0 * d->ow : ws + job->sink_at;
+    }
+    int32_t bias[BLK];
+    float scale[BLK];
+    dwf_bias(d, c0, nc, bias, scale);
+    int folded = 1;
+    for (int c = 0; c < BLK; c++)
+        folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS && scale[c] >= -127.0f && scale[c] <= 127.0f;
+    for (int c = 0; c < BLK; c++) bf[c] = folded ? (float)bias[c] : 0.0f;
+    dwf_gather(d, src, r0, r1, top, hp, job->pitch, xp);
+    DepthwiseNchwc dd = {xp, d->wf + g * d->kh * d->kw * BLK, bf, NULL, yf, 1, 1, hp, job->pitch, oy1 - oy0, d->ow,
+                         d->kh, d->kw, d->sh, d->sw, 0, 0, d->dh, d->dw, {ACT_NONE, 0.0f, 0.0f}, 1};
+    nchwc_depthwise_padded(&dd);
+    if (folded) dwf_store(d, 1, bias, scale, yf, (oy1 - oy0) * d->ow, dst);
+    else dwf_store(d, 0, bias, scale, yf, (oy1 - oy0) * d->ow, dst);
+}
+#endif
+
+int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) {
+    int64_t nbytes = dw_layout(d).nbytes;
+#if DW_NARROW
+    int64_t f = dwf_job(d).nbytes;  /* the kind of output is not known yet: room for both paths */
+    nbytes = f > nbytes ? f : nbytes;
+#endif
+    return nbytes;
+}
+
 void ge_qdepthwise(const QDepthwise *d) {
+#if DW_NARROW
+    if (dwf_takes(d)) {
+        DwfJob job = dwf_job(d);
+        pool_run(dwf_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);
+        return;
+    }
+#endif
     DwJob job = {d, dw_layout(d), {0}, 1, 0, 0, {{0}}, {{0}}};
     for (int64_t t = 0; t < d->kh * d->kw; t++) {
         int64_t ry = (t / d->kw) * d->dh, rx = (t % d->kw) * d->dw;

@@ -406,6 +406,7 @@ class QDepthwise(ctypes.Structure):
         ('x', ctypes.c_void_p),
         ('w', ctypes.c_void_p),
         ('wsum', ctypes.c_void_p),
+        ('wf', ctypes.c_void_p),
         ('channels', ctypes.c_int64),
         ('height', ctypes.c_int64),
         ('width', ctypes.c_int64),

@@ -530,18 +530,19 @@ class Native:
         return PreparedCall(self.lib.ge_qgemm, args, (bp, koff, noff, zs, sum_s, ws, a16, *fix, *twins) + tuple(keep))
 
     def qdepthwise_workspace_nbytes(self, geometry: dict) -> int:
-        """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum)."""
-        args = QDepthwise(None, None, None, *(geometry[f] for f in _QDW_GEOMETRY), 0, 0, None, QOut(), 1, None)
+        """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum, wf)."""
+        args = QDepthwise(None, None, None, None, *(geometry[f] for f in _QDW_GEOMETRY), 0, 0, None, QOut(), 1, None)
         return GEMM_SLOTS * self.lib.ge_qdepthwise_slot_bytes(ctypes.byref(args)) + ALIGN
 
-    def qdepthwise_call(self, x: int, w: np.ndarray, wsum: np.ndarray, y: int, *, geometry: dict, zx: int,
-                        x_flip: bool, out: "QOut", ws: np.ndarray, keep=()) -> PreparedCall:
+    def qdepthwise_call(self, x: int, w: np.ndarray, wsum: np.ndarray, wf: np.ndarray, y: int, *, geometry: dict,
+                        zx: int, x_flip: bool, out: "QOut", ws: np.ndarray, keep=()) -> PreparedCall:
         """The int8 depthwise convolution of one batch item (csrc/qgemm.c), prepared. geometry: channels,
-        height, width, pt, pl (the begin pads), kh, kw, sh, sw, dh, dw, oh, ow."""
+        height, width, pt, pl (the begin pads), kh, kw, sh, sw, dh, dw, oh, ow; wf: w as float32 in
+        blocks of nchwc_block channels (ops/nchwc.py depthwise_weights)."""
         ws_addr = ws.ctypes.data
-        args = QDepthwise(x, w.ctypes.data, wsum.ctypes.data, *(geometry[f] for f in _QDW_GEOMETRY), zx,
-                          int(x_flip), y, out, threads(), ws_addr + -ws_addr % ALIGN)
-        return PreparedCall(self.lib.ge_qdepthwise, args, (w, wsum, ws) + tuple(keep))
+        args = QDepthwise(x, w.ctypes.data, wsum.ctypes.data, wf.ctypes.data, *(geometry[f] for f in _QDW_GEOMETRY),
+                          zx, int(x_flip), y, out, threads(), ws_addr + -ws_addr % ALIGN)
+        return PreparedCall(self.lib.ge_qdepthwise, args, (w, wsum, wf, ws) + tuple(keep))
 
     def qadd_call(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, lo: int, hi: int) -> PreparedCall:
         """QLinearAdd of two C-contiguous 8-bit tensors of one shape (its factors set on .keep[0])."""

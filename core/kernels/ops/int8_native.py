@@ -15,6 +15,7 @@ import numpy as np
 
 from ...model.record import record
 from ..native import ACT_NONE, QOUT_S8, QOUT_U8, QPATH_BYTES, QPATH_PAIRS, Act, Activation, CallCache, QOut
+from .nchwc import depthwise_weights
 
 
 def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=None, zy=0, lo=0, hi=0,
@@ -186,12 +187,15 @@ def product_kernel(nat, plan: ProductPlan, amx: bool = False, twins: bool = Fals
 
 
 def depthwise_kernel(nat) -> str:
-    """What the int8 depthwise convolution (centred int16 weights, taps in pairs) runs on with `nat`."""
+    """What the int8 depthwise convolution runs on with `nat` (AVX2 builds: a QLinearConv's, requantized
+    into bytes, in float32, exact; its other outputs and the other builds: centred int16 weights, taps in pairs)."""
     if nat is None:
         return "depthwise: numpy float64 (exact)"
     isa = nat.isa.lower()
-    return "depthwise: " + ("vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs" if "avx2" in isa
-                            else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C")
+    pairs = "vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs" if "avx2" in isa \
+        else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C"
+    return "depthwise: " + ("float32 FMA by 16 channels (exact; int32 outputs: " + pairs + ")" if "avx2" in isa
+                            else pairs)
 
 
 def requant_kind(dtype) -> int:
@@ -299,6 +303,8 @@ class NativeIntConv:
             self.wc = kernel.shared_pack(("qdepthwise",), lambda w: np.ascontiguousarray(
                 w.reshape(oc, -1).astype(np.int16) - z[:, None]), w)
             self.wsum = self.wc.sum(axis=1, dtype=np.int32)
+            self.wf = kernel.shared_pack(("qdepthwise", "float32"), lambda w: depthwise_weights(
+                self.wc.reshape(w.shape), self.nat.nchwc_block), w)  # (the AVX2 builds compute in float32)
             return
 
         def pack_rows(w):  # s8 rows (QPATH_PAIRS: int16) padded to a multiple of 4 of K, uint8 weights as w - 128
@@ -344,7 +350,7 @@ class NativeIntConv:
             yb = y.ctypes.data + b * per_out
             if self.depthwise:
                 calls.append(self.nat.qdepthwise_call(
-                    x[b].ctypes.data, self.wc, self.wsum, yb, geometry=self.geometry, zx=0, x_flip=self.x_signed,
+                    x[b].ctypes.data, self.wc, self.wsum, self.wf, yb, geometry=self.geometry, zx=0, x_flip=self.x_signed,
                     out=out, ws=v["dw"], keep=(x, y) + tuple(keep)))
                 continue
             src = v["xp"] if self.padded else x[b]

@@ -45,6 +45,18 @@ def _out_size(size: int, kernel: int, stride: int, pad: int, dilation: int) -> i
     return (size + pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
+def depthwise_weights(weight: np.ndarray, block: int) -> np.ndarray:
+    """A depthwise convolution's W (c, 1, kh, kw) as float32 [ceil(c / block)][kh][kw][block], zeros
+    past the channels (the blocked depthwise convolution's, and the int8 one's on AVX2 builds)."""
+    c, _, kh, kw = weight.shape
+    cb = -(-c // block)
+    padded = np.zeros((cb * block, kh, kw), np.float32)
+    padded[:c] = weight.reshape(c, kh, kw)
+    wp = aligned_empty(padded.size)
+    wp.reshape(cb, kh, kw, block)[...] = padded.reshape(cb, block, kh, kw).transpose(0, 2, 3, 1)
+    return wp
+
+
 def _padded_bias(bias: np.ndarray | None, size: int) -> np.ndarray:
     """The bias over `size` output channels (whole blocks), zeros past the real ones."""
     padded = np.zeros(size, np.float32)
@@ -123,13 +135,8 @@ class NchwcDepthwise:
     def pack(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
         """W (c, 1, kh, kw) into [cb][kh][kw][B] and the bias into cb * B floats; zeros past the channels
         (so the padding channels of Y hold act(0), plus Z's)."""
-        c, _, kh, kw = weight.shape
-        b, cb = self.block, self.geometry[1]
-        padded = np.zeros((cb * b, kh, kw), np.float32)
-        padded[:c] = weight.reshape(c, kh, kw)
-        self.wp = aligned_empty(padded.size)
-        self.wp.reshape(cb, kh, kw, b)[...] = padded.reshape(cb, b, kh, kw).transpose(0, 2, 3, 1)
-        self.bias = _padded_bias(bias, cb * b)
+        self.wp = depthwise_weights(weight, self.block)
+        self.bias = _padded_bias(bias, self.geometry[1] * self.block)
 
     def call(self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None = None) -> PreparedCall:
         """The depthwise conv of blocked x into blocked y (+ blocked z, which may be y), prepared."""

@@ -125,6 +125,60 @@ def test_qlinear_conv_edges(xsh, wsh, attrs, xdt, wdt, xz, wz, yz):
     check("QLinearConv", {"x": edge(xsh, xdt)}, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], attrs)
 
 
+# The depthwise convolution of AVX2 builds in float32 by groups of 16 channels (csrc/qgemm.c dwf_item): channels
+# not a multiple of 16 (the last group's missing channels stored nowhere) and exactly 16, batch 2, 1x1 / 5x5
+# kernels, strides 1 x 2, dilation, asymmetric pads (right columns the outputs never read), a plane of 15 output
+# pixels (the per-channel kernel) and of 16, bands of output rows (over 512 pixels: 40 x 40 in 3 bands, the last
+# one longer; 600-wide rows, a band each), an input of 4 pixels inside wide padding
+DEPTHWISE = [
+    ((1, 33, 7, 7), (33, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 19, 9, 9), (19, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 16, 14, 14), (16, 1, 5, 5), {"pads": [2, 2, 2, 2]}),
+    ((1, 17, 6, 11), (17, 1, 1, 1), {}),
+    ((1, 21, 9, 12), (21, 1, 3, 3), {"pads": [0, 2, 1, 0], "strides": [1, 2]}),
+    ((1, 18, 11, 11), (18, 1, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ((1, 20, 8, 9), (20, 1, 3, 3), {"pads": [0, 0, 1, 1], "strides": [2, 2]}),
+    ((1, 20, 3, 5), (20, 1, 1, 1), {}),
+    ((1, 20, 4, 4), (20, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 17, 40, 40), (17, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 17, 3, 600), (17, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 17, 2, 2), (17, 1, 3, 3), {"pads": [3, 3, 3, 3]}),
+]
+
+
+@pytest.mark.parametrize("xsh,wsh,attrs", DEPTHWISE)
+@pytest.mark.parametrize("xdt,wdt,xz,wz,yz", ZPS[1:4])
+@pytest.mark.parametrize("case", ["edges", "big bias", "big scale"])
+def test_qlinear_conv_depthwise_groups(xsh, wsh, attrs, xdt, wdt, xz, wz, yz, case):
+    """Bit-exact on edge values. big bias: biases past 2^24 - 64 * 255^2 (the store then adds them in
+    int32), scaled to land inside the output range; big scale: scales of 2^14-2^16, products past 2^31
+    (the store's clamp before the conversion)."""
+    oc = wsh[0]
+    per_channel = wdt == S8
+    ws = (rng.choice([0.5, 1.0, 0.25], oc) if per_channel else np.array(0.5)).astype(np.float32)
+    b = 2 ** 25 + rng.integers(0, 2 ** 22, oc) if case == "big bias" else rng.integers(-40000, 40000, oc)
+    ys = {"edges": 2.0 * np.prod(wsh[1:]), "big bias": 2.0 ** 19, "big scale": 2.0 ** -16}[case]
+    consts = {"xs": np.array(1.0, np.float32), "xz": np.array(xz, xdt), "w": edge(wsh, wdt), "ws": ws,
+              "wz": (np.zeros(oc) if per_channel else np.array(wz)).astype(wdt), "ys": np.array(ys, np.float32),
+              "yz": np.array(yz, xdt), "b": b.astype(np.int32)}
+    check("QLinearConv", {"x": edge(xsh, xdt)}, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+          {**attrs, "group": oc})
+
+
+def test_qlinear_conv_depthwise_bias_past_float32():
+    """A bias of 2^25 + 2^19 + 2 is no float32 (it rounds to 2^25 + 2^19): with accumulators of 0-9 and
+    a scale of 2^-20, acc + bias lands on x.5 and past it only as the int32 sum does (acc 1: 2^25 + 2^19
+    + 3 rounds to + 4, 33 after the scale; acc added to the float bias: 32.5, 32), so the float32 path
+    must add such a bias in int32."""
+    x = (7 + rng.integers(0, 2, (1, 20, 6, 6))).astype(U8)  # x - zx: 0 or 1
+    consts = {"xs": np.array(1.0, np.float32), "xz": np.array(7, U8), "w": np.full((20, 1, 3, 3), 101, U8),
+              "ws": np.array(0.5, np.float32), "wz": np.array(100, U8), "ys": np.array(2.0 ** 19, np.float32),
+              "yz": np.array(0, U8), "b": np.full(20, 2 ** 25 + 2 ** 19 + 2, np.int32)}
+    y = check("QLinearConv", {"x": x}, consts, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+              {"group": 20, "pads": [1, 1, 1, 1]})
+    assert {32, 33} <= set(np.unique(y))
+
+
 @pytest.mark.parametrize("xsh,wsh,attrs", CONVS[:3] + CONVS[6:])
 def test_conv_integer_edges(xsh, wsh, attrs):
     check("ConvInteger", {"x": edge(xsh, U8)}, {"w": edge(wsh, U8), "xz": np.array(255, U8), "wz": np.array(0, U8)},
