@@ -10,6 +10,7 @@ keeps an active base address per allocation and resolves arguments into the args
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 
@@ -166,16 +167,25 @@ class DataflowPlan:
 
 # argument roles in the args table
 ARG_IN, ARG_OUT, ARG_SCRATCH = 0, 1, 2
+_ITEMSIZES: dict = {}  # dtype name -> its itemsize: np.dtype's, asked once per name (a Meta per argument costs more)
+
+
+def _itemsize(dtype) -> int:
+    size = _ITEMSIZES.get(dtype)
+    if size is None:
+        size = _ITEMSIZES[dtype] = np.dtype(dtype).itemsize
+    return size
 
 
 def arg_rows(tasks) -> tuple[np.ndarray, ...]:
     """Every task argument in args-table order, as int64 columns (allocation, offset, task, role, nbytes)."""
     rows = []
     for t, td in enumerate(tasks):
-        n_in, n_out = sum(a is not None for a in td.inputs), sum(a is not None for a in td.outputs)
+        n_in = len(td.inputs) - td.inputs.count(None)
+        n_io = n_in + len(td.outputs) - td.outputs.count(None)
         for i, a in enumerate(td.args):
-            role = ARG_IN if i < n_in else ARG_OUT if i < n_in + n_out else ARG_SCRATCH
-            rows.append((a.allocation, a.offset, t, role, a.meta.nbytes))
+            role = ARG_IN if i < n_in else ARG_OUT if i < n_io else ARG_SCRATCH
+            rows.append((a.allocation, a.offset, t, role, _itemsize(a.dtype) * math.prod(a.shape)))
     if not rows:
         return tuple(np.empty(0, np.int64) for _ in range(5))
     return tuple(np.array(c, np.int64) for c in zip(*rows))

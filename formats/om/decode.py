@@ -38,13 +38,25 @@ def check_weight_file_name(name: str, where: str) -> None:
 
 
 _SCALARS = frozenset((bool, int, float, str, bytes, type(None)))
+_STR_ONLY = {str}
 
 
 def attr_map(v, where: str, depth: int) -> dict:
     if type(v) is not dict:
         raise Bad(f"{where} must be a map, got {tname(v)}")
-    return {k: x if type(x) in _SCALARS else decode_attr(x, f"{where}['{clip(k)}']", depth + 1)  # scalars as they are
-            for k, x in v.items() if _str_key(k, where)}
+    if v and set(map(type, v)) != _STR_ONLY:  # the keys in order, each before its value, to find the first wrong one
+        return {k: x if type(x) in _SCALARS else decode_attr(x, f"{where}['{clip(k)}']", depth + 1)
+                for k, x in v.items() if _str_key(k, where)}
+    return {k: x if type(x) in _SCALARS else _attr_value(x, where, k, depth + 1)  # scalars as they are
+            for k, x in v.items()}
+
+
+def _attr_value(x, where: str, key: str, depth: int):
+    """A map's value that is not a scalar: a list of scalars as it is (pads, strides: most of them),
+    anything else decoded by decode_attr, its path made only then."""
+    if type(x) is list and depth <= MAX_ATTR_DEPTH and set(map(type, x)) <= _SCALARS:
+        return x
+    return decode_attr(x, f"{where}['{clip(key)}']", depth)
 
 
 def _str_key(k, where: str) -> bool:

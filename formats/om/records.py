@@ -9,13 +9,16 @@ and MODEL_DEF repeat). docs/om-format.md is the prose version of these tables.
 """
 from __future__ import annotations
 
-from ge.core.model.ge_model import ALLOCATION_KINDS, WEIGHT_ID
+from operator import itemgetter
+
+from ge.core.model.ge_model import ALLOCATION_KINDS, WEIGHT_ID, Allocation, Arg, TensorDesc, TensorPlan, WeightDesc
 
 from .decode import Bad, attr_map, clip, show, tname
 from .schema import (BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, DTYPES, known_dtype, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT,
-                     MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE)
+                     MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE, SMALL_DTYPES)
 
 _MISSING = object()
+_NUMPY_DTYPES = frozenset(DTYPES) - frozenset(SMALL_DTYPES)
 
 
 class Decoded(dict):
@@ -40,15 +43,33 @@ class Invalid(Exception):
 
 class Field:
     """One field's type: `check(v)` returns the value to keep or raises Invalid. `default`: the
-    value of an absent field (a field added by a later minor version); without it, absent is Bad."""
+    value of an absent field (a field added by a later minor version); without it, absent is Bad.
+
+    What a Record's fast path needs (see Record): `kind`, the one Python type a valid value has
+    (None: the field has no fast path, nor its records), and what is left to check once the value is
+    of that type: `names`, the values it may take (a set; None: any), and `post`, None (nothing more)
+    or a function returning the value to keep, as `check`."""
     default = _MISSING
+    kind: type | None = None
+    names: frozenset | None = None
+    post = None
 
     def since(self, default) -> "Field":
         self.default = default
         return self
 
+    def check_list(self, v: list, nullable: bool) -> list:
+        """Every entry of list `v` checked (None kept where `nullable`); raises Invalid without the
+        entry's index (List finds it again, on the way to the message)."""
+        check = self.check
+        if nullable:
+            return [None if x is None else check(x) for x in v]
+        return [check(x) for x in v]
+
 
 class Int(Field):
+    kind = int  # (a Record's fast path checks its Ints' ranges, a few at a time)
+
     def __init__(self, lo: int = 0, hi: int = MAX_INT):
         self.lo, self.hi = lo, hi
 
@@ -57,10 +78,21 @@ class Int(Field):
             raise Invalid(f" must be an integer in [{self.lo}, {self.hi}], got {show(v)}")
         return v
 
+    def check_list(self, v: list, nullable: bool) -> list:
+        """A list of ints as a whole: one pass each for the types, the least and the greatest (the
+        dataflow plan's one offset per task argument), entry by entry only to find a bad one."""
+        if nullable or (v and (set(map(type, v)) != _INT_ONLY or min(v) < self.lo or max(v) > self.hi)):
+            return super().check_list(v, nullable)
+        return v
+
 
 class Str(Field):
+    kind = str
+
     def __init__(self, choices: tuple | None = None):
         self.choices = choices
+        if choices is not None:
+            self.names = frozenset(choices)
 
     def check(self, v):
         if type(v) is not str:
@@ -71,6 +103,8 @@ class Str(Field):
 
 
 class Bool(Field):
+    kind = bool
+
     def check(self, v):
         if type(v) is not bool:
             raise Invalid(f" must be a bool, got {show(v)}")
@@ -78,8 +112,11 @@ class Bool(Field):
 
 
 class Digest(Field):
+    kind = bytes
+
     def __init__(self, size: int = CHECKSUM_SIZE):
         self.size = size
+        self.post = self.check
 
     def check(self, v):
         if type(v) is not bytes or len(v) != self.size:
@@ -89,6 +126,10 @@ class Digest(Field):
 
 class Sha256Hex(Field):
     """64 lowercase hex digits, or "" (an inline weight has none)."""
+    kind = str
+
+    def __init__(self):
+        self.post = self.check
 
     def check(self, v):
         if type(v) is not str or (v and (len(v) != 64 or v.strip("0123456789abcdef"))):
@@ -97,6 +138,9 @@ class Sha256Hex(Field):
 
 
 class DType(Field):
+    kind = str
+    names = _NUMPY_DTYPES  # (ml_dtypes' names take check_each, where known_dtype imports ml_dtypes)
+
     def check(self, v):
         if not known_dtype(v):
             raise Invalid(f": dtype {show(v)} is not one of {', '.join(DTYPES)}")
@@ -104,7 +148,15 @@ class DType(Field):
 
 
 class Shape(Field):
+    kind = list
+
+    def __init__(self):
+        self.post = self.check
+
     def check(self, v):
+        if type(v) is list and len(v) <= MAX_RANK and (not v or (set(map(type, v)) == _INT_ONLY and min(v) >= 0
+                                                                 and max(v) <= MAX_DIM)):
+            return tuple(v)  # (the common case, in a few C calls; the checks below say what is wrong)
         if type(v) is not list:
             raise Invalid(f" must be a list, got {show(v)}")
         if len(v) > MAX_RANK:
@@ -117,6 +169,10 @@ class Shape(Field):
 
 class Attrs(Field):
     """A str-keyed map of attribute values (decode.py: tagged ndarrays and dtypes decoded)."""
+    kind = dict
+
+    def __init__(self):
+        self.post = self.check
 
     def check(self, v):
         try:
@@ -127,6 +183,7 @@ class Attrs(Field):
 
 class Num(Field):
     """A float, or an int where a float is meant (a bool is neither)."""
+    kind = float  # (an int takes the Record's slow path, which accepts it)
 
     def check(self, v):
         if type(v) not in (int, float):
@@ -138,6 +195,7 @@ class AttrsWith(Attrs):
     """An attribute map some of whose keys ge itself reads: those, when present, of these types."""
 
     def __init__(self, **known: Field):
+        super().__init__()
         self.known = tuple(known.items())
 
     def check(self, v):
@@ -154,8 +212,11 @@ class AttrsWith(Attrs):
 class List(Field):
     """A list of at most `max_len` entries, each of type `item` (None: unchecked here)."""
 
+    kind = list
+
     def __init__(self, item: Field | None, max_len: int = MAX_ARRAY_LEN, nullable: bool = False):
         self.item, self.max_len, self.nullable = item, max_len, nullable
+        self.post = self.check
 
     def check(self, v):
         if type(v) is not list:
@@ -164,6 +225,10 @@ class List(Field):
             raise Invalid(f" has {len(v)} entries, more than the limit {self.max_len}")
         if self.item is None:
             return v
+        try:
+            return self.item.check_list(v, self.nullable)
+        except Invalid:  # the entries again, one by one, to say which
+            pass
         check, nullable, out = self.item.check, self.nullable, []
         for j, x in enumerate(v):
             try:
@@ -187,12 +252,62 @@ class Deferred(Field):
 
 
 class Record(Field):
-    """A msgpack map with these fields (unknown keys, from a newer minor version, are ignored)."""
+    """A msgpack map with these fields (unknown keys, from a newer minor version, are ignored),
+    decoded as `into`: Decoded, or a record class (core/model/record.py) whose fields are these, in
+    this order (the reader keeps it as it is).
 
-    def __init__(self, **fields: Field):
-        self.fields = tuple(fields.items())
+    The fields' checks are compiled once into a fast path that takes a valid map in a few C calls:
+    all values fetched at once (itemgetter), their types compared as one tuple, the Ints' ranges by
+    groups (min and max), then each field's `post`. Anything it does not take (a field absent, of
+    another type, out of range, failing its post) goes to `check_each`, the fields one by one in
+    order, which is the one that decides: it returns the value or raises the message naming the field.
+    """
+    kind = dict
+
+    def __init__(self, into: type = Decoded, /, **fields: Field):
+        self.fields, self.keys, self.into = tuple(fields.items()), tuple(fields), into
+        if into is not Decoded and into._fields != tuple(fields):
+            raise TypeError(f"Record into {into.__name__}: fields {tuple(fields)} are not {into._fields}")
+        self.post = self.check
+        keys, specs = tuple(fields), tuple(fields.values())
+        self.kinds = tuple(spec.kind for spec in specs)
+        self.pick = None if None in self.kinds else _getter(keys)  # None: every map takes check_each
+        ranges = {}
+        for k, spec in enumerate(specs):
+            if type(spec) is Int:
+                ranges.setdefault((spec.lo, spec.hi), []).append(k)
+        self.ranges = tuple((_getter(ks), lo, hi) for (lo, hi), ks in ranges.items())
+        self.named = tuple((k, spec.names) for k, spec in enumerate(specs) if spec.names is not None)
+        self.posts = tuple((k, spec.post) for k, spec in enumerate(specs) if spec.post is not None)
 
     def check(self, v):
+        if type(v) is not dict or self.pick is None:
+            return self.check_each(v)
+        try:
+            vals = self.pick(v)
+        except KeyError:  # an absent field: its default or its message
+            return self.check_each(v)
+        if tuple(map(type, vals)) != self.kinds:
+            return self.check_each(v)
+        for pick, lo, hi in self.ranges:
+            ints = pick(vals)
+            if min(ints) < lo or max(ints) > hi:
+                return self.check_each(v)
+        for k, names in self.named:
+            if vals[k] not in names:
+                return self.check_each(v)
+        if self.posts:
+            vals = list(vals)
+            try:
+                for k, post in self.posts:
+                    vals[k] = post(vals[k])
+            except Invalid:
+                return self.check_each(v)
+        if self.into is Decoded:
+            return Decoded(zip(self.keys, vals))
+        return tuple.__new__(self.into, vals)  # (the record's own __new__ is a Python function: the same tuple)
+
+    def check_each(self, v):
         if type(v) is not dict:
             raise Invalid(f" must be a map, got {tname(v)}")
         out = Decoded()
@@ -207,7 +322,17 @@ class Record(Field):
                 out[key] = spec.check(x)
             except Invalid as e:
                 raise e.at(f".{key}")
-        return out
+        return out if self.into is Decoded else tuple.__new__(self.into, out.values())
+
+
+_INT_ONLY = {int}
+
+
+def _getter(keys: tuple):
+    """itemgetter(*keys), which returns a tuple for one key too."""
+    if len(keys) == 1:
+        return lambda m, key=keys[0]: (m[key],)
+    return itemgetter(*keys)
 
 
 def decode(record: Record, value, path: str) -> Decoded:
@@ -243,6 +368,7 @@ HEADER = Record(  # after header_version, which decides whether the rest can be 
 )
 
 ALLOCATION = Record(
+    Allocation,
     id=Int(),  # == its position
     kind=Str(ALLOCATION_KINDS),
     size=Int(hi=MAX_ALLOCATION_SIZE),
@@ -250,12 +376,12 @@ ALLOCATION = Record(
     file=Str().since(""),  # format 1.1: the weight file of a FILE_CONSTANT allocation
 )
 
-TENSOR_DESC = Record(name=Str(), dtype=DType(), shape=Shape(), allocation=Int())  # a model input / output
+TENSOR_DESC = Record(TensorDesc, name=Str(), dtype=DType(), shape=Shape(), allocation=Int())  # a model input / output
 
-TENSOR_PLAN = Record(name=Str(), allocation=Int(), offset=Int(), nbytes=Int(), dtype=DType(), shape=Shape(),
+TENSOR_PLAN = Record(TensorPlan, name=Str(), allocation=Int(), offset=Int(), nbytes=Int(), dtype=DType(), shape=Shape(),
                      first=Int(lo=-1), last=Int(lo=-1), alias_of=Str())
 
-WEIGHT = Record(name=Str(), dtype=DType(), shape=Shape(), offset=Int(), nbytes=Int(), file=Str(),
+WEIGHT = Record(WeightDesc, name=Str(), dtype=DType(), shape=Shape(), offset=Int(), nbytes=Int(), file=Str(),
                 file_offset=Int(), sha256=Sha256Hex(),
                 allocation=Int().since(WEIGHT_ID))  # format 1.1: FILE_CONSTANT allocations
 
@@ -304,7 +430,7 @@ MODEL_DEF = Record(
     attrs=MODEL_ATTRS,
 )
 
-ARG = Record(allocation=Int(), offset=Int(), dtype=DType(), shape=Shape())
+ARG = Record(Arg, allocation=Int(), offset=Int(), dtype=DType(), shape=Shape())
 
 TASK = Record(
     node=Str(),
