@@ -9,6 +9,7 @@ and MODEL_DEF repeat). docs/om-format.md is the prose version of these tables.
 """
 from __future__ import annotations
 
+from itertools import chain, islice, repeat
 from operator import itemgetter
 
 from ge.core.model.ge_model import ALLOCATION_KINDS, WEIGHT_ID, Allocation, Arg, TensorDesc, TensorPlan, WeightDesc
@@ -132,9 +133,14 @@ class Sha256Hex(Field):
         self.post = self.check
 
     def check(self, v):
-        if type(v) is not str or (v and (len(v) != 64 or v.strip("0123456789abcdef"))):
+        if type(v) is not str or (v and (len(v) != 64 or v.strip(_HEX))):
             raise Invalid(f" '{clip(v)}' is not 64 lowercase hex digits")
         return v
+
+    def check_list(self, v: list, nullable: bool) -> list:
+        if not nullable and set(map(type, v)) <= _STR_ONLY and set(map(len, v)) <= {0, 64} and not "".join(v).strip(_HEX):
+            return v
+        return super().check_list(v, nullable)
 
 
 class DType(Field):
@@ -165,6 +171,14 @@ class Shape(Field):
             if type(d) is not int or not 0 <= d <= MAX_DIM:
                 raise Invalid(f": shape {show(v)} must be non-negative integers")
         return tuple(v)
+
+    def check_list(self, v: list, nullable: bool) -> list:
+        """Shapes as a whole: their ranks, then all their dims at once."""
+        if not nullable and set(map(type, v)) <= _LIST_ONLY and (not v or max(map(len, v)) <= MAX_RANK):
+            dims = list(chain.from_iterable(v))
+            if not dims or (set(map(type, dims)) == _INT_ONLY and min(dims) >= 0 and max(dims) <= MAX_DIM):
+                return list(map(tuple, v))
+        return super().check_list(v, nullable)
 
 
 class Attrs(Field):
@@ -238,6 +252,14 @@ class List(Field):
         return out
 
 
+    def check_list(self, v: list, nullable: bool) -> list:
+        """Lists as a whole (each task's inputs, say): their entries checked as one list, then split."""
+        if nullable or self.item is None or not set(map(type, v)) <= _LIST_ONLY or (v and max(map(len, v)) > self.max_len):
+            return super().check_list(v, nullable)
+        entries = iter(self.item.check_list(list(chain.from_iterable(v)), self.nullable))
+        return [list(islice(entries, n)) for n in map(len, v)]
+
+
 class Deferred(Field):
     """A field whose type is made on first use: one that imports a module only the models that have the
     field need (AIPP's configuration)."""
@@ -279,6 +301,7 @@ class Record(Field):
         self.ranges = tuple((_getter(ks), lo, hi) for (lo, hi), ks in ranges.items())
         self.named = tuple((k, spec.names) for k, spec in enumerate(specs) if spec.names is not None)
         self.posts = tuple((k, spec.post) for k, spec in enumerate(specs) if spec.post is not None)
+        self.posted = tuple((k, spec) for k, spec in enumerate(specs) if spec.post is not None)
 
     def check(self, v):
         if type(v) is not dict or self.pick is None:
@@ -307,6 +330,34 @@ class Record(Field):
             return Decoded(zip(self.keys, vals))
         return tuple.__new__(self.into, vals)  # (the record's own __new__ is a Python function: the same tuple)
 
+    def check_list(self, v: list, nullable: bool) -> list:
+        """Records as columns: the check above, each step once for all of them (a field's values by
+        its own check_list). Anything it does not take goes record by record (check, then check_each)."""
+        if nullable and None in v:  # the others as a list, the Nones put back
+            checked = iter(self.check_list([x for x in v if x is not None], False))
+            return [None if x is None else next(checked) for x in v]
+        if not v or self.pick is None or set(map(type, v)) != _DICT_ONLY:
+            return super().check_list(v, False)
+        try:
+            cols = list(zip(*map(self.pick, v)))
+        except KeyError:  # an absent field: its default or its message
+            return super().check_list(v, False)
+        for k, kind in enumerate(self.kinds):
+            if set(map(type, cols[k])) != {kind}:
+                return super().check_list(v, False)
+        for pick, lo, hi in self.ranges:
+            ints = list(chain.from_iterable(pick(cols)))
+            if min(ints) < lo or max(ints) > hi:
+                return super().check_list(v, False)
+        for k, names in self.named:
+            if not names.issuperset(cols[k]):
+                return super().check_list(v, False)
+        for k, spec in self.posted:
+            cols[k] = spec.check_list(list(cols[k]), False)
+        if self.into is Decoded:
+            return list(map(Decoded, map(zip, repeat(self.keys), zip(*cols))))
+        return list(map(tuple.__new__, repeat(self.into), zip(*cols)))
+
     def check_each(self, v):
         if type(v) is not dict:
             raise Invalid(f" must be a map, got {tname(v)}")
@@ -325,7 +376,8 @@ class Record(Field):
         return out if self.into is Decoded else tuple.__new__(self.into, out.values())
 
 
-_INT_ONLY = {int}
+_INT_ONLY, _STR_ONLY, _LIST_ONLY, _DICT_ONLY = {int}, {str}, {list}, {dict}
+_HEX = "0123456789abcdef"
 
 
 def _getter(keys: tuple):
