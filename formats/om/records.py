@@ -14,7 +14,7 @@ from operator import itemgetter
 
 from ge.core.model.ge_model import ALLOCATION_KINDS, WEIGHT_ID, Allocation, Arg, TensorDesc, TensorPlan, WeightDesc
 
-from .decode import Bad, attr_map, clip, show, tname
+from .decode import Bad, attr_map, clip, plain, show, tname
 from .schema import (BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, DTYPES, known_dtype, MAX_ALLOCATION_SIZE, MAX_ARRAY_LEN, MAX_DIM, MAX_INT,
                      MAX_MODELS, MAX_OPSET, MAX_PARTITIONS, MAX_RANK, MAX_TOTAL_SIZE, SMALL_DTYPES)
 
@@ -194,6 +194,13 @@ class Attrs(Field):
         except Bad as e:  # its message goes on from the path inside the map: "['key']: ...", " must be ..."
             raise Invalid(str(e)) from None
 
+    def check_list(self, v: list, nullable: bool) -> list:
+        """Maps that need no decoding (every task's attributes, most often), seen at once, as they are."""
+        if (not nullable and set(map(type, v)) <= _DICT_ONLY and set(map(type, chain.from_iterable(v))) <= _STR_ONLY
+                and plain(list(chain.from_iterable(map(dict.values, v))), 1)):
+            return v
+        return super().check_list(v, nullable)
+
 
 class Num(Field):
     """A float, or an int where a float is meant (a bool is neither)."""
@@ -207,6 +214,8 @@ class Num(Field):
 
 class AttrsWith(Attrs):
     """An attribute map some of whose keys ge itself reads: those, when present, of these types."""
+
+    check_list = Field.check_list  # (each map's known keys checked)
 
     def __init__(self, **known: Field):
         super().__init__()
