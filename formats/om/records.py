@@ -309,7 +309,6 @@ class Record(Field):
                 ranges.setdefault((spec.lo, spec.hi), []).append(k)
         self.ranges = tuple((_getter(ks), lo, hi) for (lo, hi), ks in ranges.items())
         self.named = tuple((k, spec.names) for k, spec in enumerate(specs) if spec.names is not None)
-        self.posts = tuple((k, spec.post) for k, spec in enumerate(specs) if spec.post is not None)
         self.posted = tuple((k, spec) for k, spec in enumerate(specs) if spec.post is not None)
 
     def check(self, v):
@@ -328,11 +327,11 @@ class Record(Field):
         for k, names in self.named:
             if vals[k] not in names:
                 return self.check_each(v)
-        if self.posts:
+        if self.posted:
             vals = list(vals)
             try:
-                for k, post in self.posts:
-                    vals[k] = post(vals[k])
+                for k, spec in self.posted:
+                    vals[k] = spec.post(vals[k])
             except Invalid:
                 return self.check_each(v)
         if self.into is Decoded:
