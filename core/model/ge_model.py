@@ -10,6 +10,8 @@ keeps an active base address per allocation and resolves arguments into the args
 from __future__ import annotations
 
 import copy
+import math
+from operator import mul
 
 import numpy as np
 
@@ -166,19 +168,26 @@ class DataflowPlan:
 
 # argument roles in the args table
 ARG_IN, ARG_OUT, ARG_SCRATCH = 0, 1, 2
+_ITEMSIZES: dict = {}  # dtype name -> its itemsize: np.dtype's, asked once per name (a Meta per argument costs more)
 
 
 def arg_rows(tasks) -> tuple[np.ndarray, ...]:
     """Every task argument in args-table order, as int64 columns (allocation, offset, task, role, nbytes)."""
-    rows = []
+    args, task, role = [], [], []
     for t, td in enumerate(tasks):
-        n_in, n_out = sum(a is not None for a in td.inputs), sum(a is not None for a in td.outputs)
-        for i, a in enumerate(td.args):
-            role = ARG_IN if i < n_in else ARG_OUT if i < n_in + n_out else ARG_SCRATCH
-            rows.append((a.allocation, a.offset, t, role, a.meta.nbytes))
-    if not rows:
+        n_in = len(td.inputs) - td.inputs.count(None)
+        n_out = len(td.outputs) - td.outputs.count(None)
+        here = td.args
+        args += here
+        task += [t] * len(here)
+        role += [ARG_IN] * n_in + [ARG_OUT] * n_out + [ARG_SCRATCH] * (len(here) - n_in - n_out)
+    if not args:
         return tuple(np.empty(0, np.int64) for _ in range(5))
-    return tuple(np.array(c, np.int64) for c in zip(*rows))
+    alloc, offset, dtypes, shapes = zip(*args)  # (an Arg is a tuple of these)
+    for dtype in set(dtypes).difference(_ITEMSIZES):
+        _ITEMSIZES[dtype] = np.dtype(dtype).itemsize
+    nbytes = list(map(mul, map(_ITEMSIZES.__getitem__, dtypes), map(math.prod, shapes)))
+    return tuple(np.array(c, np.int64) for c in (alloc, offset, task, role, nbytes))
 
 
 class Model:

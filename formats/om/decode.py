@@ -2,6 +2,10 @@
 failure is a `Bad` naming the field, and attribute values decoded (tagged ndarrays, dtypes)."""
 from __future__ import annotations
 
+import math
+from itertools import chain
+from operator import mul
+
 import numpy as np
 
 from ge.core.model.weight_files import name_problem
@@ -21,6 +25,11 @@ def nbytes_of(dtype: str, shape: tuple) -> int:
     return n
 
 
+def nbytes_list(dtypes, shapes) -> list[int]:
+    """nbytes_of each (dtype, shape) of these columns."""
+    return list(map(mul, map(ITEMSIZE.__getitem__, dtypes), map(math.prod, shapes)))
+
+
 def check_nbytes(nbytes: int, dtype: str, shape: tuple, where: str) -> None:
     expected = nbytes_of(dtype, shape)
     if nbytes != expected:
@@ -38,13 +47,44 @@ def check_weight_file_name(name: str, where: str) -> None:
 
 
 _SCALARS = frozenset((bool, int, float, str, bytes, type(None)))
+_STR_ONLY = {str}
+_CONTAINER = (list, dict)
+_CONTAINERS = _SCALARS | set(_CONTAINER)
 
 
 def attr_map(v, where: str, depth: int) -> dict:
     if type(v) is not dict:
         raise Bad(f"{where} must be a map, got {tname(v)}")
-    return {k: x if type(x) in _SCALARS else decode_attr(x, f"{where}['{clip(k)}']", depth + 1)  # scalars as they are
-            for k, x in v.items() if _str_key(k, where)}
+    if v and set(map(type, v)) != _STR_ONLY:  # the keys in order, each before its value, to find the first wrong one
+        return {k: x if type(x) in _SCALARS else decode_attr(x, f"{where}['{clip(k)}']", depth + 1)
+                for k, x in v.items() if _str_key(k, where)}
+    return {k: x if type(x) in _SCALARS else _attr_value(x, where, k, depth + 1)  # scalars as they are
+            for k, x in v.items()}
+
+
+def _attr_value(x, where: str, key: str, depth: int):
+    """A map's value that is not a scalar: a list of scalars as it is (pads, strides: most of them),
+    anything else decoded by decode_attr, its path made only then."""
+    if type(x) is list and depth <= MAX_ATTR_DEPTH and set(map(type, x)) <= _SCALARS:
+        return x
+    return decode_attr(x, f"{where}['{clip(key)}']", depth)
+
+
+def plain(values: list, depth: int) -> bool:
+    """Whether attribute values at `depth` are what decode_attr gives back as they are: scalars, and
+    lists and maps (str keys, no tag) of such, nested at most MAX_ATTR_DEPTH deep. One level at a
+    time for all the values (every task's attributes at once); False says only: decode them."""
+    types = set(map(type, values))
+    if types <= _SCALARS:
+        return True
+    if depth > MAX_ATTR_DEPTH or not types <= _CONTAINERS:
+        return False
+    maps = [x for x in values if type(x) is dict]
+    if maps and (not set(map(type, chain.from_iterable(maps))) <= _STR_ONLY
+                 or any(NDARRAY_TAG in m or DTYPE_TAG in m for m in maps)):
+        return False
+    inner = chain.from_iterable(x.values() if type(x) is dict else x for x in values if type(x) in _CONTAINER)
+    return plain(list(inner), depth + 1)
 
 
 def _str_key(k, where: str) -> bool:

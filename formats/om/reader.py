@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import mmap
 import os
+from operator import add, le
 
 import msgpack
+import numpy as np
 
 from ge.core.model.errors import FormatError
 from ge.core.model.dynamic_model import GEARS, gear_descs
 from ge.core.model.weight_files import open_regular
 from ge.core.model.ge_model import (FEATURE_MAP, FILE_CONSTANT, FM_ID, INPUT, OUTPUT, WEIGHT, WEIGHT_ID, WORKSPACE,
-                                    WORKSPACE_ID, Allocation, Arg, DataflowPlan, GeModel, TaskDef, TensorDesc, TensorPlan,
+                                    WORKSPACE_ID, Allocation, DataflowPlan, GeModel, TaskDef, TensorDesc, TensorPlan,
                                     WeightDesc, arg_rows)
 
 from . import records
 from .checksum import body_checksum, sha256
-from .decode import Bad, check_nbytes, check_weight_file_name, clip, nbytes_of, show, tname
+from .decode import Bad, check_nbytes, check_weight_file_name, clip, nbytes_list, nbytes_of, show, tname
 from .records import HEADER, decode
 from .schema import (BODY_CHECKSUM_SINCE, CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, MAGIC, MAX_ARRAY_LEN,
                      MAX_HEADER_SIZE, MAX_INT, MAX_MAP_LEN, MAX_STR_LEN, MAX_TOTAL_SIZE, MIN_FILE_SIZE, MODEL_DEF,
@@ -346,24 +348,25 @@ def _model(md, ti, weight_bytes: int, at: str = "") -> GeModel:
     """A static (sub)model: MODEL_DEF and TASK_INFO decoded as their records (records.py: every
     field's type and range), then their cross-references checked. `at`: the submodel's path."""
     md, ti = decode(records.MODEL_DEF, md, f"{at}MODEL_DEF"), decode(records.TASK_INFO, ti, f"{at}TASK_INFO")
-    allocations = _allocations(md, f"{at}MODEL_DEF")
+    allocations = _allocations(md["allocations"], f"{at}MODEL_DEF")
     place = _Placer(allocations)
     inputs, outputs = (_descs(md[key], f"{at}MODEL_DEF.{key}", place) for key in ("inputs", "outputs"))
     _check_io_indexes(allocations, inputs, outputs, f"{at}MODEL_DEF")
-    tensors = _tensors(md.tensors, f"{at}MODEL_DEF.tensors", place)
-    weights = _weights(md.weights, f"{at}MODEL_DEF.weights", allocations, weight_bytes)
+    tensors = _tensors(md["tensors"], f"{at}MODEL_DEF.tensors", place)
+    weights = _weights(md["weights"], f"{at}MODEL_DEF.weights", allocations, weight_bytes)
     _check_sizes(md, allocations, f"{at}MODEL_DEF")
-    tasks = _tasks(ti.tasks, f"{at}TASK_INFO.tasks", place, allocations[WORKSPACE_ID].size)
+    tasks = _tasks(ti["tasks"], f"{at}TASK_INFO.tasks", place, allocations[WORKSPACE_ID].size)
     _check_io_args(tasks, inputs + outputs, f"{at}TASK_INFO.tasks")
-    dataflow = None if ti.dataflow is None else _dataflow(ti.dataflow, f"{at}TASK_INFO.dataflow", tasks, allocations)
-    return GeModel(name=md.name, inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
-                   tasks=tasks, weights=weights, soc_version=md.soc_version, opset=md.opset, attrs=md.attrs,
+    df = ti["dataflow"]
+    dataflow = None if df is None else _dataflow(df, f"{at}TASK_INFO.dataflow", tasks, allocations)
+    return GeModel(name=md["name"], inputs=inputs, outputs=outputs, allocations=allocations, tensors=tensors,
+                   tasks=tasks, weights=weights, soc_version=md["soc_version"], opset=md["opset"], attrs=md["attrs"],
                    dataflow=dataflow)
 
 
-def _allocations(md, path: str) -> list[Allocation]:
+def _allocations(records_: list[Allocation], path: str) -> list[Allocation]:
     out = []
-    for k, a in enumerate(md.allocations):
+    for k, a in enumerate(records_):
         where = f"{path}.allocations[{k}]"
         if a.id != k:
             raise Bad(f"{where} has id {a.id} (ids must equal their position)")
@@ -373,7 +376,7 @@ def _allocations(md, path: str) -> list[Allocation]:
             check_weight_file_name(a.file, f"{where} ({a.kind})")
         elif a.file:
             raise Bad(f"{where} ({a.kind}) names a weight file '{clip(a.file)}'; only {FILE_CONSTANT} allocations do")
-        out.append(Allocation(a.id, a.kind, a.size, a.io_index, a.file))
+        out.append(a)
     if len(out) < len(_FIXED_KINDS):
         raise Bad(f"{path} has {len(out)} allocations; WEIGHT, FEATURE_MAP and WORKSPACE are required")
     files = [a.file for a in out if a.kind == FILE_CONSTANT]
@@ -388,6 +391,14 @@ class _Placer:
 
     def __init__(self, allocations: list[Allocation]):
         self.allocations = allocations
+        self.sizes = [a.size for a in allocations]
+
+    def fits(self, allocs, offsets, nbytes) -> bool:
+        """Whether every (allocation, offset, nbytes) of these columns fits, all at once (a call
+        says which one does not)."""
+        if not allocs:
+            return True
+        return max(allocs) < len(self.sizes) and all(map(le, map(add, offsets, nbytes), map(self.sizes.__getitem__, allocs)))
 
     def __call__(self, alloc: int, offset: int, nbytes: int, where) -> None:
         """`where()`: the label of what is placed, made only for a message."""
@@ -398,12 +409,10 @@ class _Placer:
             raise Bad(f"{where()}: offset {offset} + {nbytes} bytes exceeds allocation {alloc} ({a.kind}) size {a.size}")
 
 
-def _descs(records_, path: str, place: _Placer) -> list[TensorDesc]:
-    out = []
+def _descs(records_: list[TensorDesc], path: str, place: _Placer) -> list[TensorDesc]:
     for k, d in enumerate(records_):
         place(d.allocation, 0, nbytes_of(d.dtype, d.shape), lambda: f"{path}[{k}] '{clip(d.name)}'")
-        out.append(TensorDesc(d.name, d.dtype, d.shape, d.allocation))
-    return out
+    return records_
 
 
 def _check_io_indexes(allocations: list, inputs: list, outputs: list, path: str) -> None:
@@ -421,34 +430,46 @@ def _check_io_indexes(allocations: list, inputs: list, outputs: list, path: str)
                           f"io_index {home.io_index}, not {kind} {k}")
 
 
-def _tensors(records_, path: str, place: _Placer) -> list[TensorPlan]:
-    out = []
+def _tensors(records_: list[TensorPlan], path: str, place: _Placer) -> list[TensorPlan]:
+    if records_:  # the columns at once; the loop below, which says what is wrong, only when something is
+        _, allocs, offsets, nbytes, dtypes, shapes, *_ = zip(*records_)
+        if list(nbytes) == nbytes_list(dtypes, shapes) and place.fits(allocs, offsets, nbytes):
+            return records_
     for k, t in enumerate(records_):
         def where(k=k, t=t):
             return f"{path}[{k}] '{clip(t.name)}'"
         if t.nbytes != nbytes_of(t.dtype, t.shape):
             check_nbytes(t.nbytes, t.dtype, t.shape, where())
         place(t.allocation, t.offset, t.nbytes, where)
-        out.append(TensorPlan(t.name, t.allocation, t.offset, t.nbytes, t.dtype, t.shape, t.first, t.last, t.alias_of))
-    return out
+    return records_
 
 
-def _weights(records_, path: str, allocations: list, weight_bytes: int) -> list[WeightDesc]:
+def _weights(records_: list[WeightDesc], path: str, allocations: list, weight_bytes: int) -> list[WeightDesc]:
     weight_size = allocations[WEIGHT_ID].size
     if weight_bytes > weight_size:
         raise Bad(f"WEIGHTS_DATA is {weight_bytes} bytes, more than the WEIGHT allocation size {weight_size}")
-    out = []
+    if records_ and not _inline_and_fit(records_, weight_bytes):
+        _check_weights(records_, path, allocations, weight_bytes)
+    unused = {a.file for a in allocations if a.kind == FILE_CONSTANT} - {w.file for w in records_}
+    if unused:
+        raise Bad(f"{path}: weight file '{clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
+    return records_
+
+
+def _inline_and_fit(records_: list[WeightDesc], weight_bytes: int) -> bool:
+    """The common case, all weights at once: inline (in the WEIGHT allocation, no file), of their
+    dtype and shape's size, inside WEIGHTS_DATA."""
+    _, dtypes, shapes, offsets, nbytes, files, _, _, allocs = zip(*records_)
+    return (set(allocs) == {WEIGHT_ID} and not any(files) and list(nbytes) == nbytes_list(dtypes, shapes)
+            and max(map(add, offsets, nbytes)) <= weight_bytes)
+
+
+def _check_weights(records_: list[WeightDesc], path: str, allocations: list, weight_bytes: int) -> None:
     for k, w in enumerate(records_):
         inline_and_fits = (w.allocation == WEIGHT_ID and not w.file and w.offset + w.nbytes <= weight_bytes
                            and w.nbytes == nbytes_of(w.dtype, w.shape))
         if not inline_and_fits:  # the common case needs no more; anything else, the full check
             _check_weight(w, f"{path}[{k}] '{clip(w.name)}'", allocations, weight_bytes)
-        out.append(WeightDesc(w.name, w.dtype, w.shape, w.offset, w.nbytes, w.file, w.file_offset, w.sha256,
-                              w.allocation))
-    unused = {a.file for a in allocations if a.kind == FILE_CONSTANT} - {w.file for w in out}
-    if unused:
-        raise Bad(f"{path}: weight file '{clip(sorted(unused)[0])}' has a {FILE_CONSTANT} allocation but no weight")
-    return out
 
 
 def _check_weight(w, where: str, allocations: list, weight_bytes: int) -> None:
@@ -497,24 +518,26 @@ def _check_sizes(md, allocations: list, path: str) -> None:
 
 
 def _tasks(records_, path: str, place: _Placer, workspace_size: int) -> list[TaskDef]:
-    tasks = []
-    for k, t in enumerate(records_):
-        def where(k=k, t=t):
-            return f"{path}[{k}] '{clip(t.node)}' ({clip(t.op_type)})"
-        ins, outs = (tuple(None if a is None else _arg(a, where, f".{role}[{j}]", place) for j, a in enumerate(t[role]))
-                     for role in ("inputs", "outputs"))
-        if all(a is None for a in outs):
+    tasks = [TaskDef(t["node"], t["op_type"], t["domain"], t["opset"], t["attrs"], tuple(t["inputs"]),
+                     tuple(t["outputs"]), t["workspace"]) for t in records_]
+    args = [a for td in tasks for a in td.inputs + td.outputs if a is not None]
+    allocs, offsets, dtypes, shapes = zip(*args) if args else ((),) * 4
+    if (all(map(any, [td.outputs for td in tasks])) and max([td.workspace for td in tasks], default=0) <= workspace_size
+            and place.fits(allocs, offsets, nbytes_list(dtypes, shapes))):
+        return tasks  # all well, seen at once; else the loop below says what is wrong
+    for k, td in enumerate(tasks):
+        def where(k=k, td=td):
+            return f"{path}[{k}] '{clip(td.node)}' ({clip(td.op_type)})"
+        for role, args in (("inputs", td.inputs), ("outputs", td.outputs)):
+            for j, a in enumerate(args):
+                if a is not None:
+                    place(a.allocation, a.offset, nbytes_of(a.dtype, a.shape), lambda: f"{where()}.{role}[{j}]")
+        if not any(td.outputs):
             raise Bad(f"{where()}: no output (a task writes at least one)")
-        if t.workspace > workspace_size:
-            raise Bad(f"{where()}: workspace {t.workspace} bytes exceeds the WORKSPACE allocation size "
+        if td.workspace > workspace_size:
+            raise Bad(f"{where()}: workspace {td.workspace} bytes exceeds the WORKSPACE allocation size "
                       f"{workspace_size}")
-        tasks.append(TaskDef(t.node, t.op_type, t.domain, t.opset, t.attrs, ins, outs, t.workspace))
     return tasks
-
-
-def _arg(a, where, step: str, place: _Placer) -> Arg:
-    place(a.allocation, a.offset, nbytes_of(a.dtype, a.shape), lambda: where() + step)
-    return Arg(a.allocation, a.offset, a.dtype, a.shape)
 
 
 def _check_io_args(tasks: list, descs: list, path: str) -> None:
@@ -535,17 +558,21 @@ def _check_io_args(tasks: list, descs: list, path: str) -> None:
 def _dataflow(df, path: str, tasks: list, allocations: list) -> DataflowPlan:
     """The dataflow executors' plan: each task waits for earlier tasks only, and exactly the
     feature-map and workspace arguments move, to places inside its fm_size."""
-    if len(df.deps) != len(tasks):
-        raise Bad(f"{path}.deps has {len(df.deps)} entries for {len(tasks)} tasks")
-    for t, d in enumerate(df.deps):
-        if any(x >= t for x in d) or len(set(d)) != len(d):
+    deps, fm_offsets, fm_size = df["deps"], df["fm_offsets"], df["fm_size"]
+    if len(deps) != len(tasks):
+        raise Bad(f"{path}.deps has {len(deps)} entries for {len(tasks)} tasks")
+    for t, d in enumerate(deps):
+        if d and (max(d) >= t or len(set(d)) != len(d)):
             raise Bad(f"{path}.deps[{t}] must be distinct earlier tasks, got {show(d)}")
     alloc, _, _, _, nbytes = arg_rows(tasks)
-    if len(df.fm_offsets) != len(alloc):
-        raise Bad(f"{path}.fm_offsets has {len(df.fm_offsets)} entries for {len(alloc)} task arguments")
-    for k, (o, a, n) in enumerate(zip(df.fm_offsets, alloc.tolist(), nbytes.tolist())):
-        moves = allocations[a].kind in (FEATURE_MAP, WORKSPACE) and n > 0
-        if (o >= 0) != moves or (moves and o + n > df.fm_size):
-            what = f"an offset in [0, {df.fm_size - n}]" if moves else "-1 (it keeps its place)"
-            raise Bad(f"{path}.fm_offsets[{k}] must be {what}, got {show(o)}")
-    return DataflowPlan(tuple(tuple(d) for d in df.deps), tuple(df.fm_offsets), df.fm_size, df.lower_bound)
+    if len(fm_offsets) != len(alloc):
+        raise Bad(f"{path}.fm_offsets has {len(fm_offsets)} entries for {len(alloc)} task arguments")
+    moves = np.array([a.kind in (FEATURE_MAP, WORKSPACE) for a in allocations])[alloc] & (nbytes > 0)
+    offsets = np.array(fm_offsets, np.int64)  # (each in [-1, MAX_INT]: o + n > fm_size as o > fm_size - n)
+    if not ((offsets >= 0) == moves).all() or (moves & (offsets > fm_size - nbytes)).any():
+        for k, (o, a, n) in enumerate(zip(fm_offsets, alloc.tolist(), nbytes.tolist())):  # which one
+            moves = allocations[a].kind in (FEATURE_MAP, WORKSPACE) and n > 0
+            if (o >= 0) != moves or (moves and o + n > fm_size):
+                what = f"an offset in [0, {fm_size - n}]" if moves else "-1 (it keeps its place)"
+                raise Bad(f"{path}.fm_offsets[{k}] must be {what}, got {show(o)}")
+    return DataflowPlan(tuple(tuple(d) for d in deps), tuple(fm_offsets), fm_size, df["lower_bound"])
