@@ -174,11 +174,12 @@ def _compile(model, output, soc_version, input_shape, out_nodes, json_out, exter
                             cmdline=command_line(), external_weight=external_weight,
                             external_weight_dir=external_weight_dir, dynamic=dynamic, insert_op_conf=insert_op_conf,
                             **options)
-    data = jsonable(dict(result.summary, om=result.om_path))
+    shown = verbose or options.get("log") in ("info", "debug")
+    data = jsonable(dict(result.summary, om=result.om_path)) if json_out or shown else None
     if json_out == STDOUT:
         console.echo(json.dumps(data, indent=2))
         return
-    if verbose or options.get("log") in ("info", "debug"):
+    if shown:
         render_summary(data)
     if json_out:
         _write_text(json_out, json.dumps(data, indent=2) + "\n")

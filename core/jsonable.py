@@ -14,7 +14,6 @@ def vars_of(obj) -> dict:
 def jsonable(v):
     """Plain JSON types: tuples -> lists, numpy scalars/arrays -> Python values, dtypes -> names,
     bytes -> hex, records and dataclasses -> dicts."""
-    import dataclasses
     import math
 
     import numpy as np
@@ -32,7 +31,7 @@ def jsonable(v):
         return np.dtype(v).name if isinstance(v, np.dtype) else v.__name__
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v).hex()
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+    if hasattr(v, "__dataclass_fields__") and not isinstance(v, type):  # dataclasses.is_dataclass, not imported
         return jsonable(vars_of(v))
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if v != v else ("inf" if v > 0 else "-inf")  # strict JSON has no Infinity/NaN

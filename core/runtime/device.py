@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import queue
 import threading
 from collections import Counter
 from functools import partial
@@ -302,6 +301,7 @@ class Stream:
         self.asynchronous = asynchronous
         self._error: BaseException | None = None
         if asynchronous:
+            import queue  # (sim only: a load on cpu does not import it)
             self._queue: queue.Queue = queue.Queue()
             self._worker = threading.Thread(target=self._drain, name=f"{device.name}-stream", daemon=True)
             self._worker.start()

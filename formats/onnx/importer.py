@@ -37,7 +37,6 @@ import math
 import mmap
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -83,7 +82,7 @@ class OnnxModel:
     bytes of the small initializers only (onnx's shape inference reads their values), and every
     initializer of the main graph as a read-only array, made once. Every graph to_graph makes of
     it (a compile's graph, one per gear) shares those arrays: a weight is in memory once."""
-    path: Path
+    path: str
     proto: ModelProto
     opset: dict
     weights: dict
@@ -92,7 +91,7 @@ class OnnxModel:
 def read_onnx(path) -> OnnxModel:
     """The file read, its external data loaded, and checked: a FormatError or GraphError naming the
     file when it is not a model ge can compile. The one read of the file in a compile."""
-    path = Path(path)
+    path = os.fspath(path)
     model, nbytes, raw = _read_model(path)
     _check_text(model, path)
     _, external_nbytes = _load_external_data(model, path)
@@ -149,12 +148,12 @@ def parse_out_nodes(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # reading and checking
 # --------------------------------------------------------------------------------------------
-def _read_model(path: Path) -> tuple[ModelProto, int, dict]:
+def _read_model(path: str) -> tuple[ModelProto, int, dict]:
     """The model (external data not loaded), the file's size and {initializer index: view of its
     raw data in the file} for the big raw initializers of the main graph, which protobuf never
     sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed."""
-    if not path.is_file():
-        raise FormatError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    if not os.path.isfile(path):
+        raise FormatError(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a file")
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -184,7 +183,7 @@ def _read_model(path: Path) -> tuple[ModelProto, int, dict]:
     return model, size, raw
 
 
-def _check_text(model: ModelProto, path: Path) -> None:
+def _check_text(model: ModelProto, path: str) -> None:
     """Every string field (names, op types, domains, dim names, external-data locations, docs) is
     valid UTF-8. Protobuf parses an invalid one without complaint and hands it over as bytes,
     which would fail far from here (a TypeError in the OM writer, a UnicodeDecodeError in onnx's
@@ -229,7 +228,7 @@ def _invalid_text(msg):
     return None
 
 
-def _tolerate(model: ModelProto, path: Path, raw: dict) -> dict:
+def _tolerate(model: ModelProto, path: str, raw: dict) -> dict:
     """The checker's complaints onnxruntime tolerates and ge accepts, resolved in `model` (see the
     module's step 2); returns `raw` (_read_model's raw data left in the file, by initializer index)
     renumbered for the initializers kept."""
@@ -304,7 +303,7 @@ def _detach_weights(model: ModelProto, raw: dict) -> dict[int, np.ndarray]:
     return detached
 
 
-def _initializer_arrays(model: ModelProto, path: Path, detached: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
+def _initializer_arrays(model: ModelProto, path: str, detached: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
     """{name: array} of the main graph's initializers (the detached ones as they are), read-only:
     the graphs made of the model share them. A big initializer's bytes leave the proto once it is
     an array (onnx's shape inference sees it as a typed input): peak memory stays near one model."""
@@ -330,7 +329,7 @@ def _plain_raw(t: TensorProto) -> bool:
             and all(d >= 0 for d in t.dims))
 
 
-def _check_model(model: ModelProto, path: Path, detached: dict, nbytes: int) -> None:
+def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> None:
     """onnx's checker, on a copy of the model without the detached weights (they become typed graph
     inputs: the checker's tensor checks would pass them anyway); `nbytes` the model's total size."""
     ios = (*model.graph.input, *model.graph.output)
@@ -369,7 +368,7 @@ def _check_model(model: ModelProto, path: Path, detached: dict, nbytes: int) -> 
         raise FormatError(f"{path}: ONNX checker: {_short(e)}") from None
 
 
-def _opsets(model: ModelProto, path: Path) -> dict[str, int]:
+def _opsets(model: ModelProto, path: str) -> dict[str, int]:
     """{domain: version}; a model of other domains only (ai.onnx.ml ...) needs no default opset."""
     opset: dict[str, int] = {}
     for o in model.opset_import:
@@ -386,7 +385,7 @@ def _opsets(model: ModelProto, path: Path) -> dict[str, int]:
     return opset
 
 
-def _sort_topologically(graph: GraphProto, path: Path, outer: frozenset = frozenset()) -> bool:
+def _sort_topologically(graph: GraphProto, path: str, outer: frozenset = frozenset()) -> bool:
     """Put the nodes (and those of every subgraph) in an order where each runs after its
     producers, as onnxruntime and onnx's reference evaluator accept them (exporters and graph
     surgery tools leave unsorted graphs; onnx's checker refuses them). Stable: an already sorted
@@ -431,7 +430,7 @@ def _subgraphs(node: NodeProto):
         yield from a.graphs
 
 
-def _upgrade(model: ModelProto, path: Path, version: int) -> tuple[ModelProto, dict[str, int]]:
+def _upgrade(model: ModelProto, path: str, version: int) -> tuple[ModelProto, dict[str, int]]:
     """A model older than opset 7 (legacy broadcast attributes, is_test, consumed_inputs) converted
     to opset 7 by onnx's version converter, so that ge's kernels see one meaning of each op."""
     from onnx import version_converter
@@ -482,11 +481,11 @@ def _expected_nbytes(t: TensorProto) -> int | None:
     return math.prod(t.dims) * DTYPES[t.data_type].itemsize
 
 
-def _load_external_data(model: ModelProto, path: Path) -> tuple[int, int]:
+def _load_external_data(model: ModelProto, path: str) -> tuple[int, int]:
     """Read every tensor's external data into the proto; returns (tensors, bytes) read."""
     count = total = 0
-    base = path.resolve().parent
-    sizes: dict[Path, int] = {}
+    base = os.path.dirname(os.path.realpath(path))
+    sizes: dict[str, int] = {}
     for t in _all_tensors(model):
         if t.data_location != TensorProto.EXTERNAL:
             continue
@@ -497,16 +496,16 @@ def _load_external_data(model: ModelProto, path: Path) -> tuple[int, int]:
             raise FormatError(f"{where}: external data without a location")
         if "\0" in location:  # no file system takes one (os calls raise ValueError)
             raise FormatError(f"{where}: external data location {location!r} holds a NUL byte")
-        if os.path.isabs(location) or ".." in Path(location).parts:
+        if os.path.isabs(location) or ".." in location.split("/"):
             raise FormatError(f"{where}: external data location '{location}' must be a path inside the model's folder")
         try:
-            file = (base / location).resolve()
-            if base not in file.parents:
+            file = os.path.realpath(os.path.join(base, location))  # links followed: where the bytes are
+            if file == base or os.path.commonpath([base, file]) != base:
                 raise FormatError(f"{where}: external data location '{location}' leaves the model's folder")
             if file not in sizes:
-                if not file.is_file():
+                if not os.path.isfile(file):
                     raise FormatError(f"{where}: external data file '{file}' is missing")
-                sizes[file] = file.stat().st_size
+                sizes[file] = os.stat(file).st_size
         except OSError as e:  # a name too long, a loop of links, no permission ...
             raise FormatError(f"{where}: external data location '{location}': {e.strerror or e}") from None
         try:

@@ -5,11 +5,11 @@ prints at import: a missing library is said once, at first use, and by status().
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-import logging
 import os
 import platform
+import sys
 import warnings
+from importlib.machinery import PathFinder
 
 from .. import native_levels
 from ..native_levels import Level, cpu_flags, lacks
@@ -60,9 +60,9 @@ class Unavailable(Exception):
 
 def built_levels() -> dict[str, str]:
     """The levels of this architecture whose library is built (setup.py), worst first: name -> path."""
-    found = {}
+    found, package = {}, sys.modules[_KERNELS].__path__  # (importlib.util's find_spec, not imported at load)
     for level in native_levels.levels_for(platform.machine()):
-        spec = importlib.util.find_spec(f"{_KERNELS}._native_{level.name}")
+        spec = PathFinder.find_spec(f"{_KERNELS}._native_{level.name}", package)
         if spec is not None and spec.origin:
             found[level.name] = spec.origin
     return found
@@ -98,7 +98,14 @@ def choose_level(levels, built, flags: frozenset[str] | None, asked: str | None 
 
 _NATIVE: Native | None | bool = False
 _STATUS = ""
-_log = logging.getLogger("ge.native")
+
+
+def _debug(msg: str, *args) -> None:
+    """A debug line of logger "ge.native". Only a program that imported logging can have configured
+    where it goes, so one that has not (a script that loads an OM) does not import it for this."""
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.getLogger("ge.native").debug(msg, *args)
 
 
 def load(path: str) -> Native:
@@ -127,7 +134,7 @@ def load_level(name: str) -> Native:
 
 def _select() -> tuple[Native | None, str]:
     if os.environ.get("GE_NO_NATIVE"):
-        _log.debug("native kernels off (GE_NO_NATIVE): numpy plans used")
+        _debug("native kernels off (GE_NO_NATIVE): numpy plans used")
         return None, "numpy fallback: GE_NO_NATIVE is set"
     built = built_levels()
     warn_if_not_built(built)
@@ -136,7 +143,7 @@ def _select() -> tuple[Native | None, str]:
                                   os.environ.get("GE_NATIVE_LEVEL"))
         lib = load(built[level.name])
     except Unavailable as exc:
-        _log.debug("native kernels refused, numpy plans used: %s", exc)
+        _debug("native kernels refused, numpy plans used: %s", exc)
         return None, f"numpy fallback: {exc}"
     return lib, f"native {level.name} ({lib.isa}), {why}"
 
