@@ -14,6 +14,8 @@ A MatMul (2-D, constant [K, N] weight) followed by BN becomes a Gemm with the fo
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..model.ir import Graph, Node
@@ -125,10 +127,11 @@ def _conv(w, b, s, t):
     if b64.size != c_out:
         return None
     # the product in float64, rounded once into the weight's dtype (what astype of a float64 product
-    # gives, bit for bit) without float64 copies of the weights (MobileNetV2's 2.2M: ~4 ms of `ge atc`)
-    w_new = np.multiply(w, s.reshape((c_out,) + (1,) * (w.ndim - 1)), out=np.empty_like(w), dtype=np.float64,
-                        casting="same_kind")
-    return w_new, b64 * s + t
+    # gives, bit for bit) without float64 copies of the weights; as rows (C_out x the rest), whose
+    # inner loop is a row, not a 1x1 kernel's one element (MobileNetV2's 2.2M: 9 -> 5 ms of `ge atc`)
+    rows = w.reshape(c_out, math.prod(w.shape[1:]))  # (not -1: a kernel with a 0 dim has 0 elements)
+    w_new = np.multiply(rows, s.reshape(c_out, 1), out=np.empty_like(rows), dtype=np.float64, casting="same_kind")
+    return w_new.reshape(w.shape), b64 * s + t
 
 
 def _conv_transpose(w, b, s, t, group):
