@@ -16,9 +16,20 @@ beside it. Every process runs this script's Python: run it with the python of a 
 (`pip install -e`) adds its import finder to every Python start (~50 M instructions: pathlib, re,
 fnmatch), which ge's two processes pay twice, a session once.
 
---no-bytecode runs every process as a container with PYTHONDONTWRITEBYTECODE=1 and no __pycache__
-does: each compiles every module it imports from source (PYTHONPYCACHEPREFIX pointing at an empty
-folder), numpy's, onnx's and onnxruntime's included. The engines alternate which goes first.
+--bytecode says what bytecode the processes find (the engines alternate which goes first):
+  cached     (default) every module's, written by an untimed warm-up
+  installed  only what is on disk, nothing written (PYTHONDONTWRITEBYTECODE=1): what `pip install`
+             compiled (it does under PYTHONDONTWRITEBYTECODE too) and what the Python install ships.
+             Python's container images delete the standard library's .pyc files: each process then
+             compiles every standard module it imports. To time that, run this script with the python
+             of a venv made from a copy of Python without them:
+               cp -a "$(python3 -c 'import sys; print(sys.base_prefix)')" /tmp/pyslim  # (its site-packages
+               find /tmp/pyslim/lib -name __pycache__ -prune -exec rm -rf {} +      #  may be left out)
+               PYTHONDONTWRITEBYTECODE=1 /tmp/pyslim/bin/python3 -m venv /tmp/slim
+               PYTHONDONTWRITEBYTECODE=1 /tmp/slim/bin/pip install . onnxruntime
+               PYTHONDONTWRITEBYTECODE=1 /tmp/slim/bin/python benchmarks/setup_time.py --bytecode installed
+  none       (or --no-bytecode) none at all: each process compiles every module it imports from source
+             (PYTHONPYCACHEPREFIX pointing at an empty folder), numpy's, onnx's and onnxruntime's included
 """
 from __future__ import annotations
 
@@ -51,35 +62,41 @@ def timed(argv: list[str], env: dict) -> float:
     return seconds
 
 
-def environment(no_bytecode: bool, tmp: str) -> dict:
+def environment(bytecode: str, tmp: str) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # cached: written by the warm-up, as pip's install writes it
-    if no_bytecode:  # a fresh, empty bytecode folder per process: nothing cached, nothing written
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    if bytecode == "installed":  # what is on disk, nothing written
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if bytecode == "none":  # a fresh, empty bytecode folder per process: nothing cached, nothing written
         env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=tempfile.mkdtemp(dir=tmp))
     return env
 
 
-def measure(job: dict, no_bytecode: bool, tmp: str, ge_first: bool) -> dict:
+def measure(job: dict, bytecode: str, tmp: str, ge_first: bool) -> dict:
     ge_cli = os.path.join(os.path.dirname(sys.executable), "ge")
     out = job["out"]
 
     def ge() -> dict:
         atc = timed([ge_cli, "atc", "--model", job["onnx"], "--output", out, "--input_shape", job["spec"],
-                     "--log=error"], environment(no_bytecode, tmp))
-        load = timed([sys.executable, "-c", LOAD_OM, out + ".om"], environment(no_bytecode, tmp))
+                     "--log=error"], environment(bytecode, tmp))
+        load = timed([sys.executable, "-c", LOAD_OM, out + ".om"], environment(bytecode, tmp))
         api = timed([sys.executable, "-c", API_SETUP, job["onnx"], out + "_api", job["spec"]],
-                    environment(no_bytecode, tmp))
+                    environment(bytecode, tmp))
         return {"atc": atc, "load": load, "api": api}
 
     def ort() -> dict:
-        return {"session": timed([sys.executable, "-c", ORT_SESSION, job["onnx"]], environment(no_bytecode, tmp))}
+        return {"session": timed([sys.executable, "-c", ORT_SESSION, job["onnx"]], environment(bytecode, tmp))}
     first, second = (ge, ort) if ge_first else (ort, ge)
     return {**first(), **second()}
 
 
 def main(argv=None) -> int:
     parser = rows_of.rows_parser(__doc__, 3)
-    parser.add_argument("--no-bytecode", action="store_true", help="no cached bytecode, none written")
+    parser.add_argument("--bytecode", choices=("cached", "installed", "none"), default="cached",
+                        help="the bytecode the processes find (see above)")
+    parser.add_argument("--no-bytecode", action="store_const", const="none", dest="bytecode",
+                        help="--bytecode none")
     args = parser.parse_args(argv)
     rows = [r for r in rows_of.full_rows() if r.kind == "latency"]
     only = [k for k in args.only.split(",") if k]
@@ -95,13 +112,13 @@ def main(argv=None) -> int:
     loads = []
     with tempfile.TemporaryDirectory(prefix="ge_setup_") as tmp:
         jobs = rows_of.prepare(rows, tmp)
-        if not args.no_bytecode:  # untimed: writes the bytecode of every module either side imports
-            measure(jobs[rows[0].key], False, tmp, ge_first=True)
+        if args.bytecode == "cached":  # untimed: writes the bytecode of every module either side imports
+            measure(jobs[rows[0].key], "cached", tmp, ge_first=True)
         for row in rows:
             rounds = []
             for n in range(args.rounds):
                 loads.append(os.getloadavg()[0])
-                rounds.append(measure(jobs[row.key], args.no_bytecode, tmp, ge_first=n % 2 == 0))
+                rounds.append(measure(jobs[row.key], args.bytecode, tmp, ge_first=n % 2 == 0))
             atc = statistics.median(r["atc"] for r in rounds)
             load = statistics.median(r["load"] for r in rounds)
             session = statistics.median(r["session"] for r in rounds)
@@ -111,9 +128,11 @@ def main(argv=None) -> int:
                          f"{(atc + load) / session:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {api:.2f} s | "
                          f"{api / session:.2f} |")
             print(f"  {row.key} done", file=sys.stderr, flush=True)
-    print(f"python benchmarks/setup_time.py --rounds {args.rounds}{' --no-bytecode' if args.no_bytecode else ''}"
+    bytecode = {"cached": "bytecode cached", "installed": "the bytecode installed, none written",
+                "none": "no cached bytecode"}[args.bytecode]
+    print(f"python benchmarks/setup_time.py --rounds {args.rounds} --bytecode {args.bytecode}"
           f"{' --only ' + args.only if only else ''}: fresh processes, wall clock, median over rounds; "
-          f"{'no cached bytecode' if args.no_bytecode else 'bytecode cached'}; 1-min load average "
+          f"{bytecode}; 1-min load average "
           f"{min(loads):.1f}-{max(loads):.1f}; CPU: {rows_of.cpu_name()}")
     print("\n".join(lines))
     return 0
