@@ -1802,6 +1802,12 @@ static inline void pad_pixels(float *p, int64_t n, __m256 v) {
     }
 }
 
+/* 16 channels' 16 bytes from q (channel c's at src[c] + q), x ^ f, as transpose_16x16 takes them */
+static inline __attribute__((always_inline)) void dwf_load16(const uint8_t *const src[16], int64_t q, __m256i f, __m256i r[8]) {
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_xor_si256(_mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q)), f);
+}
+
 /* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the padded plane xp,
    [row][pitch][16] floats x ^ flip, input row r0 at xp's row top, column 0 at column pl; zx around (the
    padding: xp has hp rows). The rows are taken as one run of pixels, 16 at a time. */
@@ -1822,17 +1828,18 @@ static void dwf_gather(const QDepthwise *d, const uint8_t *const src[16], int64_
         return;
     }
     const __m256i f = _mm256_set1_epi8((char)flip);
+    __m256i r[8];
+    dwf_load16(src, 0, f, r);
     for (int64_t p0 = 0; p0 < n; p0 += 16) {
         int64_t q = p0 + 16 <= n ? p0 : n - 16;  /* the last 16 again: no load past the rows */
-        __m256i r[8];
-        for (int i = 0; i < 8; i++)
-            r[i] = _mm256_xor_si256(_mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q)), f);
         transpose_16x16(r);
         /* pixel k's channels 0-7 at t[k / 2][8 (k % 2)], 8-15 16 bytes on, widened by loads (vpmovzxbd from
            memory: no extract or shift; the barrier keeps GCC from taking them from the registers again) */
         uint8_t t[8][32] __attribute__((aligned(32)));
         for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)t[k], r[k]);
         __asm__ volatile("" : : "r"(t) : "memory");
+        if (p0 + 16 < n)  /* the next 16 pixels' bytes loaded before this run's stores: 3% of a layer */
+            dwf_load16(src, p0 + 32 <= n ? p0 + 16 : n - 16, f, r);
         int64_t col = q % width;
         float *o = xp + ((top + q / width) * pitch + pl + col) * BLK;
 #pragma GCC unroll 16
