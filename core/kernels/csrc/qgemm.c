@@ -1975,11 +1975,12 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
      kernel row's first two taps read, and vpmaddwd multiplies 8 outputs' pairs by the weight pair (w0,
      w1) at once, their third tap from the bytes 2 on against (w2, 0): no conversion of the input, int32
      sums exact as the integer kernels' (started at the bias, wrapping alike), requantized as
-     store_row_bytes (dwq_requant). MobileNetV2's 112 -> 56 layer 0.71x, 56 -> 28 0.8x the float path.
+     store_row_bytes (dwq_requant); rows of 8 outputs or more (16 on AVX-512 builds).
+     MobileNetV2's 112 -> 56 layer 0.57x, 56 -> 28 0.76x the float path at v3 (0.63x, 0.81x at v4).
    - stride 1, rows of 64 outputs or more, AVX2 builds without AVX-512: rows converted to floats, 9 FMAs
      a vector with the weights in registers, requantized by dwf_requant2 (the float path's bytes: the
-     same integer products and sums). 112 x 112: 0.85x the float path; 56 x 56 1.05x, and on AVX-512
-     builds (whose float path is faster) 1.14x: not taken there. */
+     same integer products and sums). 112 x 112: 0.85-0.88x the float path; 56 x 56 1.0-1.05x, and on AVX-512
+     builds (whose float path is faster) 1.0-1.14x: not taken there. */
 #define DWP_RING 16  /* ring rows: two output rows' 3 S + 3 (theirs and the next two's), a power of 2 */
 
 typedef struct {
@@ -2000,10 +2001,10 @@ static DwpJob dwp_job(const QDepthwise *d) {
 
 #define DWP_MIN_WIDTH 64  /* stride 1: rows at least this long (the float path faster below, 56 x 56 by 5%) */
 static int dwp_takes(const QDepthwise *d) {
-    if (!out_is_bytes(&d->out) || d->kh != 3 || d->kw != 3 || d->dh != 1 || d->dw != 1 || d->width < 16 || d->ow < 16 || d->sh != d->sw)
+    if (!out_is_bytes(&d->out) || d->kh != 3 || d->kw != 3 || d->dh != 1 || d->dw != 1 || d->width < 16 || d->ow < 8 || d->sh != d->sw)
         return 0;
 #if defined(__AVX512F__)
-    return d->sw == 2;
+    return d->sw == 2 && d->ow >= 16;  /* 14 a row (28 -> 14): 8% slower than the float path there, 4% faster at v3 */
 #else
     return d->sw == 2 || (d->sw == 1 && d->ow >= DWP_MIN_WIDTH);
 #endif
@@ -2012,6 +2013,14 @@ static int dwp_takes(const QDepthwise *d) {
 /* Input row src (width >= 16 bytes, x ^ f) into padded row o from column pl (stride 1: as floats), 16
    bytes a step, the last 16 again (no read past the row) */
 static inline __attribute__((always_inline)) void dwp_convert(const uint8_t *src, int64_t width, __m128i f, const int S, void *o) {
+    if (S == 2 && width >= 32) {  /* bytes: 32 a step */
+        const __m256i f2 = _mm256_broadcastsi128_si256(f);
+        for (int64_t j = 0;; j += 32) {
+            j = j + 32 <= width ? j : width - 32;
+            _mm256_storeu_si256((__m256i *)((uint8_t *)o + j), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(src + j)), f2));
+            if (j + 32 == width) return;
+        }
+    }
     for (int64_t j = 0;; j += 16) {
         j = j + 16 <= width ? j : width - 16;
         __m128i b = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + j)), f);
@@ -2060,21 +2069,20 @@ static inline __attribute__((always_inline)) void dwp_step(const QDepthwise *d, 
     const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     __m256i a[2] = {a0, a0}, b[2] = {a0, a0}, q[2];
     for (int h = 0; h < N / 8; h++) dwp_sums(S, two, r, x + 8 * h, wq, wf, &a[h], &b[h]);
-    if (N == 8) a[1] = a[0], b[1] = b[0];
-    for (int t = 0; t < 1 + two; t++) {
-        const __m256i *v = t ? b : a;
-        q[t] = S == 2 ? dwq_requant(v[0], v[1], sc, sc, zy16)
-                      : dwf_requant2(_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]), FOLDED, bias, bias, sc, sc, zy16);
-    }
-    if (!two) q[1] = q[0];
-    /* rows a's and b's bytes in the low and high halves */
+    /* requantized in twos: rows a's 16 and b's 16, or a's 8 and b's 8 */
+    __m256i u[2][2] = {{a[0], N == 16 ? a[1] : b[0]}, {b[0], b[1]}};
+    for (int t = 0; t < (N == 16 && two ? 2 : 1); t++)
+        q[t] = S == 2 ? dwq_requant(u[t][0], u[t][1], sc, sc, zy16)
+                      : dwf_requant2(_mm256_castsi256_ps(u[t][0]), _mm256_castsi256_ps(u[t][1]), FOLDED, bias, bias, sc, sc, zy16);
+    if (N == 8 || !two) q[1] = q[0];
+    /* N 16: rows a's and b's bytes in the low and high halves; 8: in the low half's two quarters */
     __m256i p = _mm256_permutevar8x32_epi32(d->out.kind == QOUT_U8 ? _mm256_packus_epi16(q[0], q[1]) : _mm256_packs_epi16(q[0], q[1]), order);
     if (N == 16) {
         _mm_storeu_si128((__m128i *)(y + x), _mm256_castsi256_si128(p));
         if (two) _mm_storeu_si128((__m128i *)(y + ow + x), _mm256_extracti128_si256(p, 1));
     } else {
         _mm_storel_epi64((__m128i *)(y + x), _mm256_castsi256_si128(p));
-        if (two) _mm_storel_epi64((__m128i *)(y + ow + x), _mm256_extracti128_si256(p, 1));
+        if (two) _mm_storeh_pd((double *)(y + ow + x), _mm_castsi128_pd(_mm256_castsi256_si128(p)));
     }
 }
 

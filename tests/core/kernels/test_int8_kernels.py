@@ -130,8 +130,9 @@ def test_qlinear_conv_edges(xsh, wsh, attrs, xdt, wdt, xz, wz, yz):
 # kernels, strides 1 x 2, dilation, asymmetric pads (right columns the outputs never read), a plane of 15 output
 # pixels (the per-channel kernel) and of 16, bands of output rows (over 512 pixels: 40 x 40 in 3 bands, the last
 # one longer; 600-wide rows, a band each), an input of 4 pixels inside wide padding. On the channels' own planes
-# (dwp_item: 3x3, rows of 16 outputs or more at stride 2, of 64 or more at stride 1 on AVX2-only builds): odd
-# widths (the last 8 outputs again) and heights (a last row alone), no padding, asymmetric and wide pads, batch 2
+# (dwp_item: 3x3, rows of 8 outputs or more at stride 2, of 64 or more at stride 1 on AVX2-only builds): odd
+# widths (the last 8 outputs again) and heights (a last row alone), no padding, asymmetric and wide pads, batch 2,
+# rows of 9 and 8 outputs
 DEPTHWISE = [
     ((1, 33, 7, 7), (33, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 19, 9, 9), (19, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
@@ -152,6 +153,8 @@ DEPTHWISE = [
     ((2, 20, 32, 32), (20, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 17, 5, 70), (17, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((1, 17, 6, 67), (17, 1, 3, 3), {}),
+    ((1, 17, 16, 17), (17, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 17, 15, 16), (17, 1, 3, 3), {"pads": [0, 0, 1, 1], "strides": [2, 2]}),
 ]
 
 
