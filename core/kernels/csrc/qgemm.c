@@ -1977,10 +1977,10 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
      sums exact as the integer kernels' (started at the bias, wrapping alike), requantized as
      store_row_bytes (dwq_requant); rows of 8 outputs or more (16 on AVX-512 builds).
      MobileNetV2's 112 -> 56 layer 0.57x, 56 -> 28 0.76x the float path at v3 (0.63x, 0.81x at v4).
-   - stride 1, rows of 64 outputs or more, AVX2 builds without AVX-512: rows converted to floats, 9 FMAs
-     a vector with the weights in registers, requantized by dwf_requant2 (the float path's bytes: the
-     same integer products and sums). 112 x 112: 0.85-0.88x the float path; 56 x 56 1.0-1.05x, and on AVX-512
-     builds (whose float path is faster) 1.0-1.14x: not taken there. */
+   - stride 1, rows of DWP_MIN_WIDTH outputs or more, AVX2 builds without AVX-512: rows converted to
+     floats, 9 FMAs a vector with the weights in registers, requantized by dwf_requant2 (the float path's
+     bytes: the same integer products and sums). 112 x 112: 0.85-0.88x the float path, 56 x 56 0.975x;
+     on AVX-512 builds (whose float path is faster) 1.0-1.14x: not taken there. */
 #define DWP_RING 16  /* ring rows: two output rows' 3 S + 3 (theirs and the next two's), a power of 2 */
 
 typedef struct {
@@ -1999,7 +1999,7 @@ static DwpJob dwp_job(const QDepthwise *d) {
     return j;
 }
 
-#define DWP_MIN_WIDTH 64  /* stride 1: rows at least this long (the float path faster below, 56 x 56 by 5%) */
+#define DWP_MIN_WIDTH 48  /* stride 1: rows at least this long (56 x 56 2.5% faster, 28 x 28 25% slower) */
 static int dwp_takes(const QDepthwise *d) {
     if (!out_is_bytes(&d->out) || d->kh != 3 || d->kw != 3 || d->dh != 1 || d->dw != 1 || d->width < 16 || d->ow < 8 || d->sh != d->sw)
         return 0;

@@ -130,7 +130,7 @@ def test_qlinear_conv_edges(xsh, wsh, attrs, xdt, wdt, xz, wz, yz):
 # kernels, strides 1 x 2, dilation, asymmetric pads (right columns the outputs never read), a plane of 15 output
 # pixels (the per-channel kernel) and of 16, bands of output rows (over 512 pixels: 40 x 40 in 3 bands, the last
 # one longer; 600-wide rows, a band each), an input of 4 pixels inside wide padding. On the channels' own planes
-# (dwp_item: 3x3, rows of 8 outputs or more at stride 2, of 64 or more at stride 1 on AVX2-only builds): odd
+# (dwp_item: 3x3, rows of 8 outputs or more at stride 2, of 48 or more at stride 1 on AVX2-only builds): odd
 # widths (the last 8 outputs again) and heights (a last row alone), no padding, asymmetric and wide pads, batch 2,
 # rows of 9 and 8 outputs
 DEPTHWISE = [
