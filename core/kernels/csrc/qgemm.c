@@ -1802,6 +1802,12 @@ static inline void pad_pixels(float *p, int64_t n, __m256 v) {
     }
 }
 
+/* 16 channels' 16 bytes from q (channel c's at src[c] + q), x ^ f, as transpose_16x16 takes them */
+static inline __attribute__((always_inline)) void dwf_load16(const uint8_t *const src[16], int64_t q, __m256i f, __m256i r[8]) {
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_xor_si256(_mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q)), f);
+}
+
 /* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the padded plane xp,
    [row][pitch][16] floats x ^ flip, input row r0 at xp's row top, column 0 at column pl; zx around (the
    padding: xp has hp rows). The rows are taken as one run of pixels, 16 at a time. */
@@ -1822,17 +1828,18 @@ static void dwf_gather(const QDepthwise *d, const uint8_t *const src[16], int64_
         return;
     }
     const __m256i f = _mm256_set1_epi8((char)flip);
+    __m256i r[8];
+    dwf_load16(src, 0, f, r);
     for (int64_t p0 = 0; p0 < n; p0 += 16) {
         int64_t q = p0 + 16 <= n ? p0 : n - 16;  /* the last 16 again: no load past the rows */
-        __m256i r[8];
-        for (int i = 0; i < 8; i++)
-            r[i] = _mm256_xor_si256(_mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q)), f);
         transpose_16x16(r);
         /* pixel k's channels 0-7 at t[k / 2][8 (k % 2)], 8-15 16 bytes on, widened by loads (vpmovzxbd from
            memory: no extract or shift; the barrier keeps GCC from taking them from the registers again) */
         uint8_t t[8][32] __attribute__((aligned(32)));
         for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)t[k], r[k]);
         __asm__ volatile("" : : "r"(t) : "memory");
+        if (p0 + 16 < n)  /* the next 16 pixels' bytes loaded before this run's stores: 3% of a layer */
+            dwf_load16(src, p0 + 32 <= n ? p0 + 16 : n - 16, f, r);
         int64_t col = q % width;
         float *o = xp + ((top + q / width) * pitch + pl + col) * BLK;
 #pragma GCC unroll 16
@@ -1846,20 +1853,30 @@ static void dwf_gather(const QDepthwise *d, const uint8_t *const src[16], int64_
     }
 }
 
-/* Pixel p's 16 accumulators (acc[p][16]) requantized as store_row_bytes does, as int16 in packs' order
-   (channels 0-3, 8-11 | 4-7, 12-15). FOLDED: the bias is in acc already (exact, DWF_EXACT_BIAS) and
-   the scales at most 127 in size: |acc scale| < 2^31, never past the clamp below 2^31 */
+/* Two vectors of int32 sums (the bias in them) requantized as store_row_bytes does, by the scales s0
+   and s1, as int16 in packs' order (a0's 0-3, a1's 0-3 | a0's 4-7, a1's 4-7) */
+static inline __attribute__((always_inline)) __m256i dwq_requant(__m256i a0, __m256i a1, __m256 s0, __m256 s1, __m256i zy16) {
+    const __m256 top = _mm256_set1_ps(2147483520.0f);
+    __m256i r0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(a0), s0), top));
+    __m256i r1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(a1), s1), top));
+    return _mm256_adds_epi16(_mm256_packs_epi32(r0, r1), zy16);
+}
+
+/* A pixel's 16 float accumulators a0, a1 requantized as store_row_bytes does, as int16 in packs' order
+   (channels 0-3, 8-11 | 4-7, 12-15). FOLDED: the bias is in them already (exact, DWF_EXACT_BIAS) and
+   the scales at most 127 in size: |acc scale| < 2^31, never past the clamp below 2^31; else the bias
+   added in int32, as the integer kernels add it */
+static inline __attribute__((always_inline)) __m256i dwf_requant2(__m256 a0, __m256 a1, const int FOLDED, __m256i b0,
+                                                                  __m256i b1, __m256 s0, __m256 s1, __m256i zy16) {
+    if (!FOLDED)
+        return dwq_requant(_mm256_add_epi32(_mm256_cvttps_epi32(a0), b0), _mm256_add_epi32(_mm256_cvttps_epi32(a1), b1), s0, s1, zy16);
+    a0 = _mm256_mul_ps(a0, s0), a1 = _mm256_mul_ps(a1, s1);
+    return _mm256_adds_epi16(_mm256_packs_epi32(_mm256_cvtps_epi32(a0), _mm256_cvtps_epi32(a1)), zy16);
+}
+
 static inline __attribute__((always_inline)) __m256i dwf_requant(const float *acc, const int FOLDED, __m256i b0,
                                                                  __m256i b1, __m256 s0, __m256 s1, __m256i zy16) {
-    const __m256 top = _mm256_set1_ps(2147483520.0f);
-    __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
-    if (!FOLDED) {  /* acc + bias in int32, as the integer kernels add it */
-        a0 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvttps_epi32(a0), b0));
-        a1 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvttps_epi32(a1), b1));
-    }
-    a0 = _mm256_mul_ps(a0, s0), a1 = _mm256_mul_ps(a1, s1);
-    if (!FOLDED) a0 = _mm256_min_ps(a0, top), a1 = _mm256_min_ps(a1, top);
-    return _mm256_adds_epi16(_mm256_packs_epi32(_mm256_cvtps_epi32(a0), _mm256_cvtps_epi32(a1)), zy16);
+    return dwf_requant2(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + 8), FOLDED, b0, b1, s0, s1, zy16);
 }
 
 /* The n >= 16 output pixels acc[p][16] requantized into the channels' rows dst[c][p]; bias and scale:
@@ -1948,19 +1965,219 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
     if (folded) dwf_store(d, 1, bias, scale, yf, (oy1 - oy0) * d->ow, dst);
     else dwf_store(d, 0, bias, scale, yf, (oy1 - oy0) * d->ow, dst);
 }
+
+/* ---- 3x3 depthwise on the channels' own planes: stride 2 in int16 pairs, stride 1 in float32 ----
+   The float path above transposes its 16 channels' rows into pixels of 16 and back and converts every
+   input pixel to a float: at stride 2 four an output, as much as the taps cost. Here an item is 16
+   channels, each read in NCHW as it is, each input row once into a ring of padded rows, two output
+   rows at a time (their middle input row's vectors loaded once), 16 outputs a step:
+   - stride 2: a row's bytes widened to int16 (vpmovzxbw) are, as int32 lanes, the pairs of columns a
+     kernel row's first two taps read, and vpmaddwd multiplies 8 outputs' pairs by the weight pair (w0,
+     w1) at once, their third tap from the bytes 2 on against (w2, 0): no conversion of the input, int32
+     sums exact as the integer kernels' (started at the bias, wrapping alike), requantized as
+     store_row_bytes (dwq_requant); rows of 8 outputs or more (16 on AVX-512 builds).
+     MobileNetV2's 112 -> 56 layer 0.57x, 56 -> 28 0.76x the float path at v3 (0.63x, 0.81x at v4).
+   - stride 1, rows of DWP_MIN_WIDTH outputs or more, AVX2 builds without AVX-512: rows converted to
+     floats, 9 FMAs a vector with the weights in registers, requantized by dwf_requant2 (the float path's
+     bytes: the same integer products and sums). 112 x 112: 0.85-0.88x the float path, 56 x 56 0.975x;
+     on AVX-512 builds (whose float path is faster) 1.0-1.14x: not taken there. */
+#define DWP_RING 16  /* ring rows: two output rows' 3 S + 3 (theirs and the next two's), a power of 2 */
+
+typedef struct {
+    const QDepthwise *d;
+    int64_t pitch;  /* a ring row (bytes at stride 2, floats at 1): the padded columns read, and slack */
+    int64_t lead;  /* stride 1: where padded column 0 is in a row (the input's columns stored aligned) */
+    int64_t nbytes;  /* a slot's scratch: the ring and a row of zx (the padding's rows) */
+} DwpJob;
+
+static DwpJob dwp_job(const QDepthwise *d) {
+    int64_t cols = (d->ow - 1) * d->sw + 3 + 16;  /* up to the last 8 outputs' reads (stride 2: their 16 bytes) */
+    cols = cols > d->pl + d->width ? cols : d->pl + d->width;
+    DwpJob j = {d, 0, (8 - d->pl % 8) % 8, 0};
+    j.pitch = (j.lead + cols + 7) / 8 * 8;
+    j.nbytes = (DWP_RING + 1) * j.pitch * (d->sw == 1 ? 4 : 1) + 32;
+    return j;
+}
+
+#define DWP_MIN_WIDTH 48  /* stride 1: rows at least this long (56 x 56 2.5% faster, 28 x 28 25% slower) */
+static int dwp_takes(const QDepthwise *d) {
+    if (!out_is_bytes(&d->out) || d->kh != 3 || d->kw != 3 || d->dh != 1 || d->dw != 1 || d->width < 16 || d->ow < 8 || d->sh != d->sw)
+        return 0;
+#if defined(__AVX512F__)
+    return d->sw == 2 && d->ow >= 16;  /* 14 a row (28 -> 14): 8% slower than the float path there, 4% faster at v3 */
+#else
+    return d->sw == 2 || (d->sw == 1 && d->ow >= DWP_MIN_WIDTH);
+#endif
+}
+
+/* Input row src (width >= 16 bytes, x ^ f) into padded row o from column pl (stride 1: as floats), 16
+   bytes a step, the last 16 again (no read past the row) */
+static inline __attribute__((always_inline)) void dwp_convert(const uint8_t *src, int64_t width, __m128i f, const int S, void *o) {
+    if (S == 2 && width >= 32) {  /* bytes: 32 a step */
+        const __m256i f2 = _mm256_broadcastsi128_si256(f);
+        for (int64_t j = 0;; j += 32) {
+            j = j + 32 <= width ? j : width - 32;
+            _mm256_storeu_si256((__m256i *)((uint8_t *)o + j), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(src + j)), f2));
+            if (j + 32 == width) return;
+        }
+    }
+    for (int64_t j = 0;; j += 16) {
+        j = j + 16 <= width ? j : width - 16;
+        __m128i b = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src + j)), f);
+        if (S == 2) {
+            _mm_storeu_si128((__m128i *)((uint8_t *)o + j), b);
+        } else {
+            _mm256_storeu_ps((float *)o + j, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)));
+            _mm256_storeu_ps((float *)o + j + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(b, b))));
+        }
+        if (j + 16 == width) return;
+    }
+}
+
+/* 8 outputs of row a (and b: two) from padded column S x of rows r[0..2] (b: r[S..S + 2]), each input
+   vector loaded once. Stride 2: int32 sums, each kernel row's taps 0, 1 by the pairs at 2x (wq[2 ky]),
+   tap 2 by those at 2x + 2 (wq[2 ky + 1]: (w2, 0)); stride 1: float32, three chains (a kernel row each) */
+static inline __attribute__((always_inline)) void dwp_sums(const int S, const int two, const void *const r[5], int64_t x,
+                                                           const __m256i wq[6], const __m256 wf[9], __m256i *a, __m256i *b) {
+    if (S == 2) {
+        for (int i = 0; i < (two ? 5 : 3); i++)
+            for (int k = 0; k < 2; k++) {
+                __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)((const uint8_t *)r[i] + 2 * x + 2 * k)));
+                if (i < 3) *a = _mm256_add_epi32(*a, _mm256_madd_epi16(v, wq[2 * i + k]));
+                if (two && i >= 2) *b = _mm256_add_epi32(*b, _mm256_madd_epi16(v, wq[2 * (i - 2) + k]));
+            }
+        return;
+    }
+    __m256 sa[3], sb[3];
+    for (int i = 0; i < (two ? 4 : 3); i++)
+        for (int k = 0; k < 3; k++) {
+            __m256 v = _mm256_loadu_ps((const float *)r[i] + x + k);
+            if (i < 3) sa[i] = k ? _mm256_fmadd_ps(wf[3 * i + k], v, sa[i]) : _mm256_mul_ps(wf[3 * i], v);
+            if (two && i >= 1) sb[i - 1] = k ? _mm256_fmadd_ps(wf[3 * (i - 1) + k], v, sb[i - 1]) : _mm256_mul_ps(wf[3 * (i - 1)], v);
+        }
+    *a = _mm256_castps_si256(_mm256_add_ps(_mm256_add_ps(_mm256_castsi256_ps(*a), sa[0]), _mm256_add_ps(sa[1], sa[2])));
+    if (two) *b = _mm256_castps_si256(_mm256_add_ps(_mm256_add_ps(_mm256_castsi256_ps(*b), sb[0]), _mm256_add_ps(sb[1], sb[2])));
+}
+
+/* N (16 or 8) outputs from x of rows a at y (and b at y + ow: two) from the ring rows r, requantized and
+   stored; the sums start at a0 (stride 2: the bias; stride 1: the bias, as float, when FOLDED) */
+static inline __attribute__((always_inline)) void dwp_step(const QDepthwise *d, const int S, const int FOLDED, const int two,
+                                                           const int N, const void *const r[5], const __m256i wq[6],
+                                                           const __m256 wf[9], __m256i a0, __m256i bias, __m256 sc,
+                                                           int64_t x, uint8_t *y) {
+    const int64_t ow = d->ow;
+    const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256i a[2] = {a0, a0}, b[2] = {a0, a0}, q[2];
+    for (int h = 0; h < N / 8; h++) dwp_sums(S, two, r, x + 8 * h, wq, wf, &a[h], &b[h]);
+    /* requantized in twos: rows a's 16 and b's 16, or a's 8 and b's 8 */
+    __m256i u[2][2] = {{a[0], N == 16 ? a[1] : b[0]}, {b[0], b[1]}};
+    for (int t = 0; t < (N == 16 && two ? 2 : 1); t++)
+        q[t] = S == 2 ? dwq_requant(u[t][0], u[t][1], sc, sc, zy16)
+                      : dwf_requant2(_mm256_castsi256_ps(u[t][0]), _mm256_castsi256_ps(u[t][1]), FOLDED, bias, bias, sc, sc, zy16);
+    if (N == 8 || !two) q[1] = q[0];
+    /* N 16: rows a's and b's bytes in the low and high halves; 8: in the low half's two quarters */
+    __m256i p = _mm256_permutevar8x32_epi32(d->out.kind == QOUT_U8 ? _mm256_packus_epi16(q[0], q[1]) : _mm256_packs_epi16(q[0], q[1]), order);
+    if (N == 16) {
+        _mm_storeu_si128((__m128i *)(y + x), _mm256_castsi256_si128(p));
+        if (two) _mm_storeu_si128((__m128i *)(y + ow + x), _mm256_extracti128_si256(p, 1));
+    } else {
+        _mm_storel_epi64((__m128i *)(y + x), _mm256_castsi256_si128(p));
+        if (two) _mm_storeh_pd((double *)(y + ow + x), _mm_castsi128_pd(_mm256_castsi256_si128(p)));
+    }
+}
+
+/* Output rows a at y (and b at y + ow: two): 16 outputs a step, then 8 (the last 8 again) */
+static inline __attribute__((always_inline)) void dwp_rows(const QDepthwise *d, const int S, const int FOLDED, const int two,
+                                                           const void *const r[5], const __m256i wq[6], const __m256 wf[9],
+                                                           __m256i a0, __m256i bias, __m256 sc, uint8_t *y) {
+    int64_t x = 0;
+    for (; x + 16 <= d->ow; x += 16) dwp_step(d, S, FOLDED, two, 16, r, wq, wf, a0, bias, sc, x, y);
+    for (; x < d->ow; x += 8) dwp_step(d, S, FOLDED, two, 8, r, wq, wf, a0, bias, sc, x = x + 8 <= d->ow ? x : d->ow - 8, y);
+}
+
+/* Channel c at stride S: its weights, bias and scale, and its rows in twos; ring: DWP_RING rows and a row of zx */
+static inline __attribute__((always_inline)) void dwp_channel(const DwpJob *job, const int S, int64_t c, int32_t bias,
+                                                              float scale, uint8_t *ring) {
+    const QDepthwise *d = job->d;
+    const int64_t rowb = job->pitch * (S == 1 ? 4 : 1);
+    const int16_t *w = d->w + c * 9;
+    __m256i wq[6];
+    __m256 wf[9];
+    for (int ky = 0; ky < 3; ky++) {
+        wq[2 * ky] = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)w[3 * ky] | (uint32_t)(uint16_t)w[3 * ky + 1] << 16));
+        wq[2 * ky + 1] = _mm256_set1_epi32((int32_t)(uint16_t)w[3 * ky + 2]);
+        for (int kx = 0; kx < 3; kx++) wf[3 * ky + kx] = _mm256_set1_ps((float)w[3 * ky + kx]);
+    }
+    int folded = bias >= -DWF_EXACT_BIAS && bias <= DWF_EXACT_BIAS && scale >= -127.0f && scale <= 127.0f;
+    const __m256i b = _mm256_set1_epi32(bias);
+    const __m256i a0 = S == 2 ? b : _mm256_castps_si256(_mm256_set1_ps(folded ? (float)bias : 0.0f));
+    const __m256 sc = _mm256_set1_ps(scale);
+    const __m128i f = _mm_set1_epi8(d->x_flip ? (char)0x80 : 0);
+    const uint8_t *x = d->x + c * d->height * d->width;
+    uint8_t *y = (uint8_t *)d->y + c * d->oh * d->ow;
+    /* input rows [0, done) converted, each once; the next two output rows' before these ones' sums (loads
+       across the stores just made stall on the store forwarding) */
+    int64_t done = 0;
+    for (int64_t oy = 0; oy < d->oh; oy += 2) {
+        int64_t r0 = oy * S - d->pt, upto = r0 + 3 * S + 3 < d->height ? r0 + 3 * S + 3 : d->height;
+        for (; done < upto; done++)
+            dwp_convert(x + done * d->width, d->width, f, S, ring + done % DWP_RING * rowb + (job->lead + d->pl) * (S == 1 ? 4 : 1));
+        const void *r[5];
+        for (int i = 0; i < S + 3; i++) {
+            const uint8_t *row = r0 + i >= 0 && r0 + i < d->height ? ring + (r0 + i) % DWP_RING * rowb : ring + DWP_RING * rowb;
+            r[i] = row + job->lead * (S == 1 ? 4 : 1);
+        }
+        int two = oy + 1 < d->oh;
+        uint8_t *yr = y + oy * d->ow;
+        if (S == 2) {
+            if (two) dwp_rows(d, 2, 0, 1, r, wq, wf, a0, b, sc, yr);
+            else dwp_rows(d, 2, 0, 0, r, wq, wf, a0, b, sc, yr);
+        } else if (folded) {
+            if (two) dwp_rows(d, 1, 1, 1, r, wq, wf, a0, b, sc, yr);
+            else dwp_rows(d, 1, 1, 0, r, wq, wf, a0, b, sc, yr);
+        } else {
+            if (two) dwp_rows(d, 1, 0, 1, r, wq, wf, a0, b, sc, yr);
+            else dwp_rows(d, 1, 0, 0, r, wq, wf, a0, b, sc, yr);
+        }
+    }
+}
+
+static void dwp_item(void *ctx, int64_t item, int slot) {
+    const DwpJob *job = ctx;
+    const QDepthwise *d = job->d;
+    const int64_t c0 = item * BLK;
+    const int nc = (int)(d->channels - c0 < BLK ? d->channels - c0 : BLK);
+    uint8_t *ring = (uint8_t *)(((uintptr_t)(d->ws + slot * job->nbytes) + 31) & ~(uintptr_t)31);
+    int64_t n = (DWP_RING + 1) * job->pitch;  /* the padding: zx (the input's columns overwritten) */
+    if (d->sw == 2) memset(ring, d->zx, n);
+    else for (int64_t i = 0; i < n; i++) ((float *)ring)[i] = (float)d->zx;
+    int32_t bias[BLK];
+    float scale[BLK];
+    dwf_bias(d, c0, nc, bias, scale);
+    for (int64_t c = c0; c < c0 + nc; c++) {
+        if (d->sw == 2) dwp_channel(job, 2, c, bias[c - c0], scale[c - c0], ring);
+        else dwp_channel(job, 1, c, bias[c - c0], scale[c - c0], ring);
+    }
+}
 #endif
 
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) {
     int64_t nbytes = dw_layout(d).nbytes;
 #if DW_NARROW
-    int64_t f = dwf_job(d).nbytes;  /* the kind of output is not known yet: room for both paths */
+    int64_t f = dwf_job(d).nbytes, p = dwp_job(d).nbytes;  /* the kind of output is not known yet: room for every path */
     nbytes = f > nbytes ? f : nbytes;
+    nbytes = p > nbytes ? p : nbytes;
 #endif
     return nbytes;
 }
 
 void ge_qdepthwise(const QDepthwise *d) {
 #if DW_NARROW
+    if (dwp_takes(d)) {
+        DwpJob job = dwp_job(d);
+        pool_run(dwp_item, &job, (d->channels + BLK - 1) / BLK, d->threads);
+        return;
+    }
     if (dwf_takes(d)) {
         DwfJob job = dwf_job(d);
         pool_run(dwf_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);

@@ -129,7 +129,10 @@ def test_qlinear_conv_edges(xsh, wsh, attrs, xdt, wdt, xz, wz, yz):
 # not a multiple of 16 (the last group's missing channels stored nowhere) and exactly 16, batch 2, 1x1 / 5x5
 # kernels, strides 1 x 2, dilation, asymmetric pads (right columns the outputs never read), a plane of 15 output
 # pixels (the per-channel kernel) and of 16, bands of output rows (over 512 pixels: 40 x 40 in 3 bands, the last
-# one longer; 600-wide rows, a band each), an input of 4 pixels inside wide padding
+# one longer; 600-wide rows, a band each), an input of 4 pixels inside wide padding. On the channels' own planes
+# (dwp_item: 3x3, rows of 8 outputs or more at stride 2, of 48 or more at stride 1 on AVX2-only builds): odd
+# widths (the last 8 outputs again) and heights (a last row alone), no padding, asymmetric and wide pads, batch 2,
+# rows of 9 and 8 outputs
 DEPTHWISE = [
     ((1, 33, 7, 7), (33, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 19, 9, 9), (19, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
@@ -143,11 +146,20 @@ DEPTHWISE = [
     ((1, 17, 40, 40), (17, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((1, 17, 3, 600), (17, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((1, 17, 2, 2), (17, 1, 3, 3), {"pads": [3, 3, 3, 3]}),
+    ((1, 19, 33, 35), (19, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 17, 34, 40), (17, 1, 3, 3), {"strides": [2, 2]}),
+    ((1, 18, 20, 37), (18, 1, 3, 3), {"pads": [0, 2, 1, 0], "strides": [2, 2]}),
+    ((1, 17, 9, 36), (17, 1, 3, 3), {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    ((2, 20, 32, 32), (20, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 17, 5, 70), (17, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 17, 6, 67), (17, 1, 3, 3), {}),
+    ((1, 17, 16, 17), (17, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 17, 15, 16), (17, 1, 3, 3), {"pads": [0, 0, 1, 1], "strides": [2, 2]}),
 ]
 
 
 @pytest.mark.parametrize("xsh,wsh,attrs", DEPTHWISE)
-@pytest.mark.parametrize("xdt,wdt,xz,wz,yz", ZPS[1:4])
+@pytest.mark.parametrize("xdt,wdt,xz,wz,yz", ZPS[1:])
 @pytest.mark.parametrize("case", ["edges", "big bias", "big scale"])
 def test_qlinear_conv_depthwise_groups(xsh, wsh, attrs, xdt, wdt, xz, wz, yz, case):
     """Bit-exact on edge values. big bias: biases past 2^24 - 64 * 255^2 (the store then adds them in
