@@ -2,10 +2,9 @@
 and since-version, (inputs, outputs, {type parameter: index of its allowed types in TYPES}); each
 formal is "name[mark]:param" (? optional, * variadic, + variadic of several types; a param without a
 constraint is the fixed type itself). Read by type_constraints.py.
-The table is JSON text, decoded at import: Python compiles a string constant in a fraction of a
-millisecond where the same table as literals took 15-30 ms, in every process that imports it where
-bytecode is not cached (containers: `ge atc` and every load). Do not edit; regenerate."""
-import json
+Each op's entry is JSON text, decoded when the op is first looked up (json_table.py says why).
+Do not edit; regenerate."""
+from .json_table import JsonTable
 
 ONNX_VERSION = '1.23.2'
 TYPES = [
@@ -109,231 +108,233 @@ TYPES = [
     'float32 int64 string',  # 97
     'float32 float64 int16 int32 int64 string',  # 98
 ]
-_JSON = (
-    '{'
-    '"": {'
-    '"Abs": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 1}], "13": ["X:T", "Y:T", {"T": 2}]}, '
-    '"Acos": {"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Acosh": {"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Add": {"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}, '
-    '"AffineGrid": {"20": ["theta:T1 size:T2", "grid:T1", {"T1": 3, "T2": 6}]}, '
-    '"And": {"1": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}]}, '
-    '"ArgMax": {"1": ["data:T", "reduced:int64", {"T": 1}], "11": ["data:T", "reduced:int64", {"T": 1}], "12": ["data:T", "reduced:int64", {"T": 1}], "13": ["data:T", "reduced:int64", {"T": 2}]}, '
-    '"ArgMin": {"1": ["data:T", "reduced:int64", {"T": 1}], "11": ["data:T", "reduced:int64", {"T": 1}], "12": ["data:T", "reduced:int64", {"T": 1}], "13": ["data:T", "reduced:int64", {"T": 2}]}, '
-    '"Asin": {"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Asinh": {"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Atan": {"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Atanh": {"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Attention": {"23": ["Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2", "Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1", {"T1": 3, "T2": 3, "U": 8}], "24": ["Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 nonpad_kv_seqlen?:int64", "Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1", {"T1": 3, "T2": 3, "U": 8}], "25": ["Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 nonpad_kv_seqlen?:int64", "Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1", {"T1": 3, "T2": 3, "U": 8}]}, '
-    '"AveragePool": {"1": ["X:T", "Y:T", {"T": 0}], "7": ["X:T", "Y:T", {"T": 0}], "10": ["X:T", "Y:T", {"T": 0}], "11": ["X:T", "Y:T", {"T": 0}], "19": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"BatchNormalization": {"1": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "6": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "7": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "9": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "14": ["X:T scale:T B:T input_mean:U input_var:U", "Y:T running_mean?:U running_var?:U", {"T": 3, "U": 3}], "15": ["X:T scale:T1 B:T1 input_mean:T2 input_var:T2", "Y:T running_mean?:T2 running_var?:T2", {"T": 3, "T1": 3, "T2": 3}]}, '
-    '"Bernoulli": {"15": ["input:T1", "output:T2", {"T1": 0, "T2": 8}], "22": ["input:T1", "output:T2", {"T1": 3, "T2": 8}]}, '
-    '"BitCast": {"26": ["input:T1", "output:T2", {"T1": 9, "T2": 9}]}, '
-    '"BitShift": {"11": ["X:T Y:T", "Z:T", {"T": 10}], "28": ["X:T Y:T", "Z:T", {"T": 11}]}, '
-    '"BitwiseAnd": {"18": ["A:T B:T", "C:T", {"T": 11}]}, '
-    '"BitwiseNot": {"18": ["X:T", "Y:T", {"T": 11}]}, '
-    '"BitwiseOr": {"18": ["A:T B:T", "C:T", {"T": 11}]}, '
-    '"BitwiseXor": {"18": ["A:T B:T", "C:T", {"T": 11}]}, '
-    '"BlackmanWindow": {"17": ["size:T1", "output:T2", {"T1": 12, "T2": 2}]}, '
-    '"Cast": {"1": ["input:T1", "output:T2", {"T1": 13, "T2": 13}], "6": ["input:T1", "output:T2", {"T1": 13, "T2": 13}], "9": ["input:T1", "output:T2", {"T1": 14, "T2": 14}], "13": ["input:T1", "output:T2", {"T1": 15, "T2": 15}], "19": ["input:T1", "output:T2", {"T1": 16, "T2": 16}], "21": ["input:T1", "output:T2", {"T1": 17, "T2": 17}], "23": ["input:T1", "output:T2", {"T1": 18, "T2": 18}], "24": ["input:T1", "output:T2", {"T1": 19, "T2": 19}], "25": ["input:T1", "output:T2", {"T1": 20, "T2": 20}], "28": ["input:T1", "output:T2", {"T1": 21, "T2": 21}]}, '
-    '"CastLike": {"15": ["input:T1 target_type:T2", "output:T2", {"T1": 15, "T2": 15}], "19": ["input:T1 target_type:T2", "output:T2", {"T1": 16, "T2": 16}], "21": ["input:T1 target_type:T2", "output:T2", {"T1": 17, "T2": 17}], "23": ["input:T1 target_type:T2", "output:T2", {"T1": 18, "T2": 18}], "24": ["input:T1 target_type:T2", "output:T2", {"T1": 19, "T2": 19}], "25": ["input:T1 target_type:T2", "output:T2", {"T1": 20, "T2": 20}]}, '
-    '"CausalConvWithState": {"27": ["input:T weight:T bias?:T past_state?:T", "output:T present_state:T", {"T": 22}]}, '
-    '"Ceil": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Celu": {"12": ["X:T", "Y:T", {"T": 23}], "28": ["X:T", "Y:T", {"T": 3}]}, '
-    '"CenterCropPad": {"18": ["input_data:T shape:Tind", "output_data:T", {"T": 24, "Tind": 12}]}, '
-    '"Clip": {"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "11": ["input:T min?:T max?:T", "output:T", {"T": 0}], "12": ["input:T min?:T max?:T", "output:T", {"T": 1}], "13": ["input:T min?:T max?:T", "output:T", {"T": 2}]}, '
-    '"Col2Im": {"18": ["input:T image_shape:int64 block_shape:int64", "output:T", {"T": 24}]}, '
-    '"Compress": {"9": ["input:T condition:T1", "output:T", {"T": 25, "T1": 7}], "11": ["input:T condition:T1", "output:T", {"T": 25, "T1": 7}], "28": ["input:T condition:T1", "output:T", {"T": 24, "T1": 7}]}, '
-    '"Concat": {"1": ["inputs*:T", "concat_result:T", {"T": 0}], "4": ["inputs*:T", "concat_result:T", {"T": 25}], "11": ["inputs*:T", "concat_result:T", {"T": 25}], "13": ["inputs*:T", "concat_result:T", {"T": 24}]}, '
-    '"ConcatFromSequence": {"11": ["input_sequence:S", "concat_result:T", {"S": 26, "T": 25}]}, '
-    '"Constant": {"1": ["", "output:T", {"T": 0}], "9": ["", "output:T", {"T": 25}], "11": ["", "output:T", {"T": 25}], "12": ["", "output:T", {"T": 25}], "13": ["", "output:T", {"T": 24}], "19": ["", "output:T", {"T": 27}], "21": ["", "output:T", {"T": 28}], "23": ["", "output:T", {"T": 29}], "24": ["", "output:T", {"T": 30}], "25": ["", "output:T", {"T": 31}]}, '
-    '"ConstantOfShape": {"9": ["input:T1", "output:T2", {"T1": 6, "T2": 13}], "20": ["input:T1", "output:T2", {"T1": 6, "T2": 32}], "21": ["input:T1", "output:T2", {"T1": 6, "T2": 33}], "23": ["input:T1", "output:T2", {"T1": 6, "T2": 34}], "24": ["input:T1", "output:T2", {"T1": 6, "T2": 35}], "25": ["input:T1", "output:T2", {"T1": 6, "T2": 36}]}, '
-    '"Conv": {"1": ["X:T W:T B?:T", "Y:T", {"T": 0}], "11": ["X:T W:T B?:T", "Y:T", {"T": 0}], "22": ["X:T W:T B?:T", "Y:T", {"T": 3}]}, '
-    '"ConvInteger": {"10": ["x:T1 w:T2 x_zero_point?:T1 w_zero_point?:T2", "y:T3", {"T1": 37, "T2": 37, "T3": 38}]}, '
-    '"ConvTranspose": {"1": ["X:T W:T B?:T", "Y:T", {"T": 0}], "11": ["X:T W:T B?:T", "Y:T", {"T": 0}], "22": ["X:T W:T B?:T", "Y:T", {"T": 3}]}, '
-    '"Cos": {"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Cosh": {"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"CumProd": {"26": ["x:T axis:T2", "y:T", {"T": 5, "T2": 12}]}, '
-    '"CumSum": {"11": ["x:T axis:T2", "y:T", {"T": 39, "T2": 12}], "14": ["x:T axis:T2", "y:T", {"T": 5, "T2": 12}]}, '
-    '"DFT": {"17": ["input:T1 dft_length?:T2", "output:T1", {"T1": 3, "T2": 12}], "20": ["input:T1 dft_length?:T2 axis?:int64", "output:T1", {"T1": 3, "T2": 12}]}, '
-    '"DeformConv": {"19": ["X:T W:T offset:T B?:T mask?:T", "Y:T", {"T": 0}], "22": ["X:T W:T offset:T B?:T mask?:T", "Y:T", {"T": 3}]}, '
-    '"DepthToSpace": {"1": ["input:T", "output:T", {"T": 25}], "11": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "28": ["input:T", "output:T", {"T": 24}]}, '
-    '"DequantizeLinear": {"10": ["x:T x_scale:float32 x_zero_point?:T", "y:float32", {"T": 40}], "13": ["x:T x_scale:float32 x_zero_point?:T", "y:float32", {"T": 40}], "19": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T2", {"T1": 41, "T2": 22}], "21": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T2", {"T1": 42, "T2": 22}], "23": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 43, "T2": 22, "T3": 22}], "24": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 43, "T2": 44, "T3": 22}], "25": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 45, "T2": 44, "T3": 22}], "28": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 46, "T2": 44, "T3": 22}]}, '
-    '"Det": {"11": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Div": {"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}, '
-    '"Dropout": {"1": ["data:T", "output:T mask?:T", {"T": 0}], "6": ["data:T", "output:T mask?:T", {"T": 0}], "7": ["data:T", "output:T mask?:T", {"T": 0}], "10": ["data:T", "output:T mask?:T1", {"T": 0, "T1": 7}], "12": ["data:T ratio?:T1 training_mode?:T2", "output:T mask?:T2", {"T": 0, "T1": 0, "T2": 7}], "13": ["data:T ratio?:T1 training_mode?:T2", "output:T mask?:T2", {"T": 3, "T1": 0, "T2": 7}], "22": ["data:T ratio?:T1 training_mode?:T2", "output:T mask?:T2", {"T": 47, "T1": 47, "T2": 7}]}, '
-    '"DynamicQuantizeLinear": {"11": ["x:T1", "y:T2 y_scale:float32 y_zero_point:T2", {"T1": 23, "T2": 48}]}, '
-    '"Einsum": {"12": ["Inputs*:T", "Output:T", {"T": 1}], "28": ["Inputs*:T", "Output:T", {"T": 2}]}, '
-    '"Elu": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Equal": {"1": ["A:T B:T", "C:T1", {"T": 49, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 49, "T1": 7}], "11": ["A:T B:T", "C:T1", {"T": 13, "T1": 7}], "13": ["A:T B:T", "C:T1", {"T": 8, "T1": 7}], "19": ["A:T B:T", "C:T1", {"T": 15, "T1": 7}]}, '
-    '"Erf": {"9": ["input:T", "output:T", {"T": 1}], "13": ["input:T", "output:T", {"T": 3}]}, '
-    '"Exp": {"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}, '
-    '"Expand": {"8": ["input:T shape:int64", "output:T", {"T": 25}], "13": ["input:T shape:int64", "output:T", {"T": 24}]}, '
-    '"EyeLike": {"9": ["input:T1", "output:T2", {"T1": 13, "T2": 13}], "22": ["input:T1", "output:T2", {"T1": 8, "T2": 8}]}, '
-    '"Flatten": {"1": ["input:T", "output:T", {"T": 0}], "9": ["input:T", "output:T", {"T": 25}], "11": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "21": ["input:T", "output:T", {"T": 28}], "23": ["input:T", "output:T", {"T": 29}], "24": ["input:T", "output:T", {"T": 30}], "25": ["input:T", "output:T", {"T": 31}]}, '
-    '"Floor": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}, '
-    '"GRU": {"1": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h:T", {"T": 0, "T1": 38}], "3": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "7": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "14": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "22": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 3, "T1": 38}]}, '
-    '"Gather": {"1": ["data:T indices:Tind", "output:T", {"T": 25, "Tind": 12}], "11": ["data:T indices:Tind", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T indices:Tind", "output:T", {"T": 24, "Tind": 12}]}, '
-    '"GatherElements": {"11": ["data:T indices:Tind", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T indices:Tind", "output:T", {"T": 24, "Tind": 12}]}, '
-    '"GatherND": {"11": ["data:T indices:int64", "output:T", {"T": 25}], "12": ["data:T indices:int64", "output:T", {"T": 25}], "13": ["data:T indices:int64", "output:T", {"T": 24}]}, '
-    '"Gelu": {"20": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Gemm": {"1": ["A:T B:T C:T", "Y:T", {"T": 0}], "6": ["A:T B:T C:T", "Y:T", {"T": 0}], "7": ["A:T B:T C:T", "Y:T", {"T": 0}], "9": ["A:T B:T C:T", "Y:T", {"T": 4}], "11": ["A:T B:T C?:T", "Y:T", {"T": 4}], "13": ["A:T B:T C?:T", "Y:T", {"T": 5}]}, '
-    '"GlobalAveragePool": {"1": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"GlobalLpPool": {"1": ["X:T", "Y:T", {"T": 0}], "2": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"GlobalMaxPool": {"1": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Greater": {"1": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "9": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "13": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}, '
-    '"GreaterOrEqual": {"12": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "16": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}, '
-    '"GridSample": {"16": ["X:T1 grid:T2", "Y:T1", {"T1": 25, "T2": 0}], "20": ["X:T1 grid:T2", "Y:T1", {"T1": 25, "T2": 0}], "22": ["X:T1 grid:T2", "Y:T1", {"T1": 24, "T2": 3}]}, '
-    '"GroupNormalization": {"18": ["X:T scale:T bias:T", "Y:T", {"T": 3}], "21": ["X:T scale:T bias:T", "Y:T", {"T": 3}]}, '
-    '"HammingWindow": {"17": ["size:T1", "output:T2", {"T1": 12, "T2": 2}]}, '
-    '"HannWindow": {"17": ["size:T1", "output:T2", {"T1": 12, "T2": 2}]}, '
-    '"HardSigmoid": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"HardSwish": {"14": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Hardmax": {"1": ["input:T", "output:T", {"T": 0}], "11": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}, '
-    '"Identity": {"1": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "14": ["input:V", "output:V", {"V": 50}], "16": ["input:V", "output:V", {"V": 51}], "19": ["input:V", "output:V", {"V": 52}], "21": ["input:V", "output:V", {"V": 53}], "23": ["input:V", "output:V", {"V": 54}], "24": ["input:V", "output:V", {"V": 55}], "25": ["input:V", "output:V", {"V": 56}]}, '
-    '"If": {"1": ["cond:B", "outputs+:V", {"V": 25, "B": 7}], "11": ["cond:B", "outputs+:V", {"V": 25, "B": 7}], "13": ["cond:B", "outputs+:V", {"V": 57, "B": 7}], "16": ["cond:B", "outputs+:V", {"V": 58, "B": 7}], "19": ["cond:B", "outputs+:V", {"V": 59, "B": 7}], "21": ["cond:B", "outputs+:V", {"V": 60, "B": 7}], "23": ["cond:B", "outputs+:V", {"V": 61, "B": 7}], "24": ["cond:B", "outputs+:V", {"V": 62, "B": 7}], "25": ["cond:B", "outputs+:V", {"V": 63, "B": 7}]}, '
-    '"ImageDecoder": {"20": ["encoded_stream:T1", "image:T2", {"T1": 48, "T2": 48}]}, '
-    '"InstanceNormalization": {"1": ["input:T scale:T B:T", "output:T", {"T": 0}], "6": ["input:T scale:T B:T", "output:T", {"T": 0}], "22": ["input:T scale:T B:T", "output:T", {"T": 3}]}, '
-    '"IsInf": {"10": ["X:T1", "Y:T2", {"T1": 64, "T2": 7}], "20": ["X:T1", "Y:T2", {"T1": 47, "T2": 7}]}, '
-    '"IsNaN": {"9": ["X:T1", "Y:T2", {"T1": 0, "T2": 7}], "13": ["X:T1", "Y:T2", {"T1": 3, "T2": 7}], "20": ["X:T1", "Y:T2", {"T1": 47, "T2": 7}]}, '
-    '"LRN": {"1": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}, '
-    '"LSTM": {"1": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 0, "T1": 38}], "7": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 0, "T1": 38}], "14": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 0, "T1": 38}], "22": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 3, "T1": 38}]}, '
-    '"LayerNormalization": {"17": ["X:T Scale:T B?:T", "Y:T Mean?:U InvStdDev?:U", {"T": 3, "U": 65}]}, '
-    '"LeakyRelu": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "16": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Less": {"1": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "9": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "13": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}, '
-    '"LessOrEqual": {"12": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "16": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}, '
-    '"LinearAttention": {"27": ["query:T key:T value:T past_state?:S decay?:T beta?:T", "output:T present_state:S", {"T": 22, "S": 22}]}, '
-    '"Log": {"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}, '
-    '"LogSoftmax": {"1": ["input:T", "output:T", {"T": 0}], "11": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}, '
-    '"Loop": {"1": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 25, "I": 6, "B": 7}], "11": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 25, "I": 6, "B": 7}], "13": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 57, "I": 6, "B": 7}], "16": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 58, "I": 6, "B": 7}], "19": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 59, "I": 6, "B": 7}], "21": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 60, "I": 6, "B": 7}], "23": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 61, "I": 6, "B": 7}], "24": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 62, "I": 6, "B": 7}], "25": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 63, "I": 6, "B": 7}]}, '
-    '"LpNormalization": {"1": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"LpPool": {"1": ["X:T", "Y:T", {"T": 0}], "2": ["X:T", "Y:T", {"T": 0}], "11": ["X:T", "Y:T", {"T": 0}], "18": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"MatMul": {"1": ["A:T B:T", "Y:T", {"T": 0}], "9": ["A:T B:T", "Y:T", {"T": 4}], "13": ["A:T B:T", "Y:T", {"T": 5}]}, '
-    '"MatMulInteger": {"10": ["A:T1 B:T2 a_zero_point?:T1 b_zero_point?:T2", "Y:T3", {"T1": 37, "T2": 37, "T3": 38}]}, '
-    '"Max": {"1": ["data_0*:T", "max:T", {"T": 0}], "6": ["data_0*:T", "max:T", {"T": 0}], "8": ["data_0*:T", "max:T", {"T": 0}], "12": ["data_0*:T", "max:T", {"T": 1}], "13": ["data_0*:T", "max:T", {"T": 2}]}, '
-    '"MaxPool": {"1": ["X:T", "Y:T", {"T": 0}], "8": ["X:T", "Y:T Indices?:I", {"T": 0, "I": 6}], "10": ["X:T", "Y:T Indices?:I", {"T": 0, "I": 6}], "11": ["X:T", "Y:T Indices?:I", {"T": 0, "I": 6}], "12": ["X:T", "Y:T Indices?:I", {"T": 66, "I": 6}], "22": ["X:T", "Y:T Indices?:I", {"T": 67, "I": 6}]}, '
-    '"MaxRoiPool": {"1": ["X:T rois:T", "Y:T", {"T": 0}], "22": ["X:T rois:T", "Y:T", {"T": 3}]}, '
-    '"MaxUnpool": {"9": ["X:T1 I:T2 output_shape?:T2", "output:T1", {"T1": 0, "T2": 6}], "11": ["X:T1 I:T2 output_shape?:T2", "output:T1", {"T1": 0, "T2": 6}], "22": ["X:T1 I:T2 output_shape?:T2", "output:T1", {"T1": 3, "T2": 6}]}, '
-    '"Mean": {"1": ["data_0*:T", "mean:T", {"T": 0}], "6": ["data_0*:T", "mean:T", {"T": 0}], "8": ["data_0*:T", "mean:T", {"T": 0}], "13": ["data_0*:T", "mean:T", {"T": 3}]}, '
-    '"MeanVarianceNormalization": {"9": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}, '
-    '"MelWeightMatrix": {"17": ["num_mel_bins:T1 dft_length:T1 sample_rate:T1 lower_edge_hertz:T2 upper_edge_hertz:T2", "output:T3", {"T1": 12, "T2": 3, "T3": 2}]}, '
-    '"Min": {"1": ["data_0*:T", "min:T", {"T": 0}], "6": ["data_0*:T", "min:T", {"T": 0}], "8": ["data_0*:T", "min:T", {"T": 0}], "12": ["data_0*:T", "min:T", {"T": 1}], "13": ["data_0*:T", "min:T", {"T": 2}]}, '
-    '"Mish": {"18": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Mod": {"10": ["A:T B:T", "C:T", {"T": 1}], "13": ["A:T B:T", "C:T", {"T": 2}], "28": ["A:T B:T", "C:T", {"T": 2}]}, '
-    '"Mul": {"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}, '
-    '"Multinomial": {"7": ["input:T1", "output:T2", {"T1": 0, "T2": 12}], "22": ["input:T1", "output:T2", {"T1": 3, "T2": 12}]}, '
-    '"Neg": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 68}], "13": ["X:T", "Y:T", {"T": 69}]}, '
-    '"NegativeLogLikelihoodLoss": {"12": ["input:T target:Tind weight?:T", "loss:T", {"T": 0, "Tind": 12}], "13": ["input:T target:Tind weight?:T", "loss:T", {"T": 0, "Tind": 12}], "22": ["input:T target:Tind weight?:T", "loss:T", {"T": 3, "Tind": 12}]}, '
-    '"NonMaxSuppression": {"10": ["boxes:float32 scores:float32 max_output_boxes_per_class?:int64 iou_threshold?:float32 score_threshold?:float32", "selected_indices:int64", {}], "11": ["boxes:float32 scores:float32 max_output_boxes_per_class?:int64 iou_threshold?:float32 score_threshold?:float32", "selected_indices:int64", {}]}, '
-    '"NonZero": {"9": ["X:T", "Y:int64", {"T": 25}], "13": ["X:T", "Y:int64", {"T": 24}]}, '
-    '"Not": {"1": ["X:T", "Y:T", {"T": 7}]}, '
-    '"OneHot": {"9": ["indices:T1 depth:T2 values:T3", "output:T3", {"T1": 1, "T2": 1, "T3": 25}], "11": ["indices:T1 depth:T2 values:T3", "output:T3", {"T1": 1, "T2": 1, "T3": 25}], "28": ["indices:T1 depth:T2 values:T3", "output:T3", {"T1": 1, "T2": 1, "T3": 24}]}, '
-    '"Optional": {"15": ["input?:V", "output:O", {"V": 57, "O": 70}], "28": ["input?:V", "output:O", {"V": 71, "O": 72}]}, '
-    '"OptionalGetElement": {"15": ["input:O", "output:V", {"O": 70, "V": 57}], "18": ["input:O", "output:V", {"O": 73, "V": 57}], "28": ["input:O", "output:V", {"O": 74, "V": 71}]}, '
-    '"OptionalHasElement": {"15": ["input:O", "output:B", {"O": 70, "B": 7}], "18": ["input?:O", "output:B", {"O": 73, "B": 7}], "28": ["input?:O", "output:B", {"O": 74, "B": 7}]}, '
-    '"Or": {"1": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}]}, '
-    '"PRelu": {"1": ["X:T slope:T", "Y:T", {"T": 0}], "6": ["X:T slope:T", "Y:T", {"T": 0}], "7": ["X:T slope:T", "Y:T", {"T": 0}], "9": ["X:T slope:T", "Y:T", {"T": 4}], "16": ["X:T slope:T", "Y:T", {"T": 5}]}, '
-    '"Pad": {"1": ["data:T", "output:T", {"T": 0}], "2": ["data:T", "output:T", {"T": 0}], "11": ["data:T pads:int64 constant_value?:T", "output:T", {"T": 1}], "13": ["data:T pads:int64 constant_value?:T", "output:T", {"T": 24}], "18": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 24, "Tind": 12}], "19": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 24, "Tind": 12}], "21": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 28, "Tind": 12}], "23": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 29, "Tind": 12}], "24": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 30, "Tind": 12}], "25": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 31, "Tind": 12}]}, '
-    '"Pow": {"1": ["X:T Y:T", "Z:T", {"T": 0}], "7": ["X:T Y:T", "Z:T", {"T": 0}], "12": ["X:T Y:T1", "Z:T", {"T": 75, "T1": 1}], "13": ["X:T Y:T1", "Z:T", {"T": 76, "T1": 1}], "15": ["X:T Y:T1", "Z:T", {"T": 76, "T1": 2}]}, '
-    '"QLinearConv": {"10": ["x:T1 x_scale:float32 x_zero_point:T1 w:T2 w_scale:float32 w_zero_point:T2 y_scale:float32 y_zero_point:T3 B?:T4", "y:T3", {"T1": 37, "T2": 37, "T3": 37, "T4": 38}]}, '
-    '"QLinearMatMul": {"10": ["a:T1 a_scale:float32 a_zero_point:T1 b:T2 b_scale:float32 b_zero_point:T2 y_scale:float32 y_zero_point:T3", "y:T3", {"T1": 37, "T2": 37, "T3": 37}], "21": ["a:T1 a_scale:TS a_zero_point:T1 b:T2 b_scale:TS b_zero_point:T2 y_scale:TS y_zero_point:T3", "y:T3", {"TS": 22, "T1": 77, "T2": 77, "T3": 77}]}, '
-    '"QuantizeLinear": {"10": ["x:T1 y_scale:float32 y_zero_point?:T2", "y:T2", {"T1": 78, "T2": 37}], "13": ["x:T1 y_scale:float32 y_zero_point?:T2", "y:T2", {"T1": 78, "T2": 37}], "19": ["x:T1 y_scale:T1 y_zero_point?:T2", "y:T2", {"T1": 79, "T2": 77}], "21": ["x:T1 y_scale:T1 y_zero_point?:T2", "y:T2", {"T1": 79, "T2": 80}], "23": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 79, "T3": 81}], "24": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 82, "T3": 81}], "25": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 82, "T3": 83}], "28": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 82, "T3": 84}]}, '
-    '"RMSNormalization": {"23": ["X:T scale:V", "Y:V", {"T": 3, "V": 3}]}, '
-    '"RNN": {"1": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "7": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "14": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "22": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 3, "T1": 38}]}, '
-    '"RandomNormal": {"1": ["", "output:T", {"T": 0}], "22": ["", "output:T", {"T": 3}]}, '
-    '"RandomNormalLike": {"1": ["input:T1", "output:T2", {"T1": 25, "T2": 0}], "22": ["input:T1", "output:T2", {"T1": 24, "T2": 3}]}, '
-    '"RandomUniform": {"1": ["", "output:T", {"T": 0}], "22": ["", "output:T", {"T": 3}]}, '
-    '"RandomUniformLike": {"1": ["input:T1", "output:T2", {"T1": 25, "T2": 0}], "22": ["input:T1", "output:T2", {"T1": 24, "T2": 3}]}, '
-    '"Range": {"11": ["start:T limit:T delta:T", "output:T", {"T": 85}], "27": ["start:T limit:T delta:T", "output:T", {"T": 86}]}, '
-    '"Reciprocal": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}, '
-    '"ReduceL1": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}, '
-    '"ReduceL2": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}, '
-    '"ReduceLogSum": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}], "28": ["data:T axes?:int64", "reduced:T", {"T": 3}]}, '
-    '"ReduceLogSumExp": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}], "28": ["data:T axes?:int64", "reduced:T", {"T": 3}]}, '
-    '"ReduceMax": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "12": ["data:T", "reduced:T", {"T": 87}], "13": ["data:T", "reduced:T", {"T": 88}], "18": ["data:T axes?:int64", "reduced:T", {"T": 88}], "20": ["data:T axes?:int64", "reduced:T", {"T": 89}]}, '
-    '"ReduceMean": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}, '
-    '"ReduceMin": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "12": ["data:T", "reduced:T", {"T": 87}], "13": ["data:T", "reduced:T", {"T": 88}], "18": ["data:T axes?:int64", "reduced:T", {"T": 88}], "20": ["data:T axes?:int64", "reduced:T", {"T": 89}]}, '
-    '"ReduceProd": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}, '
-    '"ReduceSum": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T axes?:int64", "reduced:T", {"T": 5}]}, '
-    '"ReduceSumSquare": {"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}, '
-    '"RegexFullMatch": {"20": ["X:T1", "Y:T2", {"T1": 90, "T2": 7}]}, '
-    '"Relu": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}], "14": ["X:T", "Y:T", {"T": 69}]}, '
-    '"Reshape": {"1": ["data:T", "reshaped:T", {"T": 0}], "5": ["data:T shape:int64", "reshaped:T", {"T": 25}], "13": ["data:T shape:int64", "reshaped:T", {"T": 24}], "14": ["data:T shape:int64", "reshaped:T", {"T": 24}], "19": ["data:T shape:int64", "reshaped:T", {"T": 27}], "21": ["data:T shape:int64", "reshaped:T", {"T": 28}], "23": ["data:T shape:int64", "reshaped:T", {"T": 29}], "24": ["data:T shape:int64", "reshaped:T", {"T": 30}], "25": ["data:T shape:int64", "reshaped:T", {"T": 31}]}, '
-    '"Resize": {"10": ["X:T scales:float32", "Y:T", {"T": 25}], "11": ["X:T1 roi:T2 scales:float32 sizes?:int64", "Y:T1", {"T1": 25, "T2": 0}], "13": ["X:T1 roi?:T2 scales?:float32 sizes?:int64", "Y:T1", {"T1": 24, "T2": 0}], "18": ["X:T1 roi?:T2 scales?:float32 sizes?:int64", "Y:T1", {"T1": 24, "T2": 0}], "19": ["X:T1 roi?:T2 scales?:float32 sizes?:int64", "Y:T1", {"T1": 24, "T2": 0}]}, '
-    '"ReverseSequence": {"10": ["input:T sequence_lens:int64", "Y:T", {"T": 25}], "28": ["input:T sequence_lens:int64", "Y:T", {"T": 24}]}, '
-    '"RoiAlign": {"10": ["X:T1 rois:T1 batch_indices:T2", "Y:T1", {"T1": 0, "T2": 6}], "16": ["X:T1 rois:T1 batch_indices:T2", "Y:T1", {"T1": 0, "T2": 6}], "22": ["X:T1 rois:T1 batch_indices:T2", "Y:T1", {"T1": 3, "T2": 6}]}, '
-    '"RotaryEmbedding": {"23": ["X:T cos_cache:T sin_cache:T position_ids?:M", "Y:T", {"T": 22, "M": 6}]}, '
-    '"Round": {"11": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"STFT": {"17": ["signal:T1 frame_step:T2 window?:T1 frame_length?:T2", "output:T1", {"T1": 3, "T2": 12}]}, '
-    '"Scan": {"8": ["sequence_lens?:I initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"I": 6, "V": 25}], "9": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 25}], "11": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 25}], "16": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 24}], "19": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 27}], "21": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 28}], "23": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 29}], "24": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 30}], "25": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 31}]}, '
-    '"Scatter": {"9": ["data:T indices:Tind updates:T", "output:T", {"T": 25, "Tind": 12}], "11": ["data:T indices:Tind updates:T", "output:T", {"T": 25, "Tind": 12}]}, '
-    '"ScatterElements": {"11": ["data:T indices:Tind updates:T", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T indices:Tind updates:T", "output:T", {"T": 24, "Tind": 12}], "16": ["data:T indices:Tind updates:T", "output:T", {"T": 24, "Tind": 12}], "18": ["data:T indices:Tind updates:T", "output:T", {"T": 24, "Tind": 12}]}, '
-    '"ScatterND": {"11": ["data:T indices:int64 updates:T", "output:T", {"T": 25}], "13": ["data:T indices:int64 updates:T", "output:T", {"T": 24}], "16": ["data:T indices:int64 updates:T", "output:T", {"T": 24}], "18": ["data:T indices:int64 updates:T", "output:T", {"T": 24}]}, '
-    '"Selu": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"SequenceAt": {"11": ["input_sequence:S position:I", "tensor:T", {"S": 26, "T": 25, "I": 12}]}, '
-    '"SequenceConstruct": {"11": ["inputs*:T", "output_sequence:S", {"T": 25, "S": 26}]}, '
-    '"SequenceEmpty": {"11": ["", "output:S", {"S": 26}]}, '
-    '"SequenceErase": {"11": ["input_sequence:S position?:I", "output_sequence:S", {"S": 26, "I": 12}]}, '
-    '"SequenceInsert": {"11": ["input_sequence:S tensor:T position?:I", "output_sequence:S", {"T": 25, "S": 26, "I": 12}]}, '
-    '"SequenceLength": {"11": ["input_sequence:S", "length:I", {"S": 26, "I": 6}]}, '
-    '"SequenceMap": {"17": ["input_sequence:S additional_inputs+:V", "out_sequence+:S", {"S": 26, "V": 57}]}, '
-    '"Shape": {"1": ["data:T", "shape:T1", {"T": 25, "T1": 6}], "13": ["data:T", "shape:T1", {"T": 24, "T1": 6}], "15": ["data:T", "shape:T1", {"T": 24, "T1": 6}], "19": ["data:T", "shape:T1", {"T": 27, "T1": 6}], "21": ["data:T", "shape:T1", {"T": 28, "T1": 6}], "23": ["data:T", "shape:T1", {"T": 29, "T1": 6}], "24": ["data:T", "shape:T1", {"T": 30, "T1": 6}], "25": ["data:T", "shape:T1", {"T": 31, "T1": 6}]}, '
-    '"Shrink": {"9": ["input:T", "output:T", {"T": 1}]}, '
-    '"Sigmoid": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Sign": {"9": ["input:T", "output:T", {"T": 1}], "13": ["input:T", "output:T", {"T": 2}]}, '
-    '"Sin": {"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Sinh": {"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Size": {"1": ["data:T", "size:T1", {"T": 25, "T1": 6}], "13": ["data:T", "size:T1", {"T": 24, "T1": 6}], "19": ["data:T", "size:T1", {"T": 27, "T1": 6}], "21": ["data:T", "size:T1", {"T": 28, "T1": 6}], "23": ["data:T", "size:T1", {"T": 29, "T1": 6}], "24": ["data:T", "size:T1", {"T": 30, "T1": 6}], "25": ["data:T", "size:T1", {"T": 31, "T1": 6}]}, '
-    '"Slice": {"1": ["data:T", "output:T", {"T": 25}], "10": ["data:T starts:Tind ends:Tind axes?:Tind steps?:Tind", "output:T", {"T": 25, "Tind": 12}], "11": ["data:T starts:Tind ends:Tind axes?:Tind steps?:Tind", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T starts:Tind ends:Tind axes?:Tind steps?:Tind", "output:T", {"T": 24, "Tind": 12}]}, '
-    '"Softmax": {"1": ["input:T", "output:T", {"T": 0}], "11": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}, '
-    '"SoftmaxCrossEntropyLoss": {"12": ["scores:T labels:Tind weights?:T", "output:T log_prob?:T", {"T": 0, "Tind": 12}], "13": ["scores:T labels:Tind weights?:T", "output:T log_prob?:T", {"T": 3, "Tind": 12}]}, '
-    '"Softplus": {"1": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Softsign": {"1": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"SpaceToDepth": {"1": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "28": ["input:T", "output:T", {"T": 24}]}, '
-    '"Split": {"1": ["input:T split?:T", "outputs...*:T", {"T": 0}], "2": ["input:T", "outputs*:T", {"T": 25}], "11": ["input:T", "outputs*:T", {"T": 25}], "13": ["input:T split?:int64", "outputs*:T", {"T": 24}], "18": ["input:T split?:int64", "outputs*:T", {"T": 24}]}, '
-    '"SplitToSequence": {"11": ["input:T split?:I", "output_sequence:S", {"T": 25, "I": 12, "S": 26}], "24": ["input:T split?:I", "output_sequence:S", {"T": 24, "I": 12, "S": 91}]}, '
-    '"Sqrt": {"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Squeeze": {"1": ["data:T", "squeezed:T", {"T": 25}], "11": ["data:T", "squeezed:T", {"T": 25}], "13": ["data:T axes?:int64", "squeezed:T", {"T": 24}], "21": ["data:T axes?:int64", "squeezed:T", {"T": 28}], "23": ["data:T axes?:int64", "squeezed:T", {"T": 29}], "24": ["data:T axes?:int64", "squeezed:T", {"T": 30}], "25": ["data:T axes?:int64", "squeezed:T", {"T": 31}]}, '
-    '"StringConcat": {"20": ["X:T Y:T", "Z:T", {"T": 90}]}, '
-    '"StringNormalizer": {"10": ["X:string", "Y:string", {}]}, '
-    '"StringSplit": {"20": ["X:T1", "Y:T2 Z:T3", {"T1": 90, "T2": 90, "T3": 6}]}, '
-    '"Sub": {"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}, '
-    '"Sum": {"1": ["data_0*:T", "sum:T", {"T": 0}], "6": ["data_0*:T", "sum:T", {"T": 0}], "8": ["data_0*:T", "sum:T", {"T": 0}], "13": ["data_0*:T", "sum:T", {"T": 3}]}, '
-    '"SwiGLU": {"28": ["A:T B:T", "Y:T", {"T": 3}]}, '
-    '"Swish": {"24": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Tan": {"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}, '
-    '"Tanh": {"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}, '
-    '"TensorScatter": {"24": ["past_cache:T update:T write_indices?:int64", "present_cache:T", {"T": 30}]}, '
-    '"TfIdfVectorizer": {"9": ["X:T", "Y:T1", {"T": 92, "T1": 23}]}, '
-    '"ThresholdedRelu": {"10": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}, '
-    '"Tile": {"1": ["input:T tiles:T axis:T", "output:T", {"T": 0, "T1": 6}], "6": ["input:T repeats:T1", "output:T", {"T": 25, "T1": 6}], "13": ["input:T repeats:T1", "output:T", {"T": 24, "T1": 6}]}, '
-    '"TopK": {"1": ["X:T", "Values:T Indices:I", {"T": 0, "I": 6}], "10": ["X:T K:int64", "Values:T Indices:I", {"T": 0, "I": 6}], "11": ["X:T K:int64", "Values:T Indices:I", {"T": 1, "I": 6}], "24": ["X:T K:int64", "Values:T Indices:I", {"T": 2, "I": 6}]}, '
-    '"Transpose": {"1": ["data:T", "transposed:T", {"T": 25}], "13": ["data:T", "transposed:T", {"T": 24}], "21": ["data:T", "transposed:T", {"T": 28}], "23": ["data:T", "transposed:T", {"T": 29}], "24": ["data:T", "transposed:T", {"T": 30}], "25": ["data:T", "transposed:T", {"T": 31}]}, '
-    '"Trilu": {"14": ["input:T k?:int64", "output:T", {"T": 24}]}, '
-    '"Unique": {"11": ["X:T", "Y:T indices?:int64 inverse_indices?:int64 counts?:int64", {"T": 25}], "28": ["X:T", "Y:T indices?:int64 inverse_indices?:int64 counts?:int64", {"T": 24}]}, '
-    '"Unsqueeze": {"1": ["data:T", "expanded:T", {"T": 25}], "11": ["data:T", "expanded:T", {"T": 25}], "13": ["data:T axes:int64", "expanded:T", {"T": 24}], "21": ["data:T axes:int64", "expanded:T", {"T": 28}], "23": ["data:T axes:int64", "expanded:T", {"T": 29}], "24": ["data:T axes:int64", "expanded:T", {"T": 30}], "25": ["data:T axes:int64", "expanded:T", {"T": 31}]}, '
-    '"Upsample": {"1": ["X:T", "Y:T", {"T": 93}], "7": ["X:T", "Y:T", {"T": 25}], "9": ["X:T scales:float32", "Y:T", {"T": 25}], "10": ["X:T scales:float32", "Y:T", {"T": 25}]}, '
-    '"Where": {"9": ["condition:B X:T Y:T", "output:T", {"B": 7, "T": 25}], "16": ["condition:B X:T Y:T", "output:T", {"B": 7, "T": 24}]}, '
-    '"Xor": {"1": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}]}'
-    '}, '
-    '"ai.onnx.ml": {'
-    '"ArrayFeatureExtractor": {"1": ["X:T Y:int64", "Z:T", {"T": 94}]}, '
-    '"Binarizer": {"1": ["X:T", "Y:T", {"T": 95}]}, '
-    '"FeatureVectorizer": {"1": ["X*:T1", "Y:float32", {"T1": 95}]}, '
-    '"Imputer": {"1": ["X:T", "Y:T", {"T": 95}]}, '
-    '"LabelEncoder": {"1": ["X:T1", "Y:T2", {"T1": 96, "T2": 96}], "2": ["X:T1", "Y:T2", {"T1": 97, "T2": 97}], "4": ["X:T1", "Y:T2", {"T1": 98, "T2": 98}]}, '
-    '"LinearClassifier": {"1": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}]}, '
-    '"LinearRegressor": {"1": ["X:T", "Y:float32", {"T": 95}]}, '
-    '"Normalizer": {"1": ["X:T", "Y:float32", {"T": 95}]}, '
-    '"OneHotEncoder": {"1": ["X:T", "Y:float32", {"T": 94}]}, '
-    '"SVMClassifier": {"1": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}]}, '
-    '"SVMRegressor": {"1": ["X:T", "Y:float32", {"T": 95}]}, '
-    '"Scaler": {"1": ["X:T", "Y:float32", {"T": 95}]}, '
-    '"TreeEnsemble": {"5": ["X:T", "Y:T", {"T": 0}]}, '
-    '"TreeEnsembleClassifier": {"1": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}], "3": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}], "5": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}]}, '
-    '"TreeEnsembleRegressor": {"1": ["X:T", "Y:float32", {"T": 95}], "3": ["X:T", "Y:float32", {"T": 95}], "5": ["X:T", "Y:float32", {"T": 95}]}'
-    '}'
-    '}'
-)
-TABLE = {domain: {op: {int(since): tuple(entry) for since, entry in versions.items()}
-                  for op, versions in ops.items()} for domain, ops in json.loads(_JSON).items()}
+
+
+def _versions(versions: dict) -> dict:
+    return {int(since): tuple(entry) for since, entry in versions.items()}
+
+
+TABLE = {
+    '': JsonTable({
+        'Abs': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 1}], "13": ["X:T", "Y:T", {"T": 2}]}',
+        'Acos': '{"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Acosh': '{"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Add': '{"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}',
+        'AffineGrid': '{"20": ["theta:T1 size:T2", "grid:T1", {"T1": 3, "T2": 6}]}',
+        'And': '{"1": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}]}',
+        'ArgMax': '{"1": ["data:T", "reduced:int64", {"T": 1}], "11": ["data:T", "reduced:int64", {"T": 1}], "12": ["data:T", "reduced:int64", {"T": 1}], "13": ["data:T", "reduced:int64", {"T": 2}]}',
+        'ArgMin': '{"1": ["data:T", "reduced:int64", {"T": 1}], "11": ["data:T", "reduced:int64", {"T": 1}], "12": ["data:T", "reduced:int64", {"T": 1}], "13": ["data:T", "reduced:int64", {"T": 2}]}',
+        'Asin': '{"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Asinh': '{"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Atan': '{"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Atanh': '{"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Attention': '{"23": ["Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2", "Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1", {"T1": 3, "T2": 3, "U": 8}], "24": ["Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 nonpad_kv_seqlen?:int64", "Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1", {"T1": 3, "T2": 3, "U": 8}], "25": ["Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 nonpad_kv_seqlen?:int64", "Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1", {"T1": 3, "T2": 3, "U": 8}]}',
+        'AveragePool': '{"1": ["X:T", "Y:T", {"T": 0}], "7": ["X:T", "Y:T", {"T": 0}], "10": ["X:T", "Y:T", {"T": 0}], "11": ["X:T", "Y:T", {"T": 0}], "19": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'BatchNormalization': '{"1": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "6": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "7": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "9": ["X:T scale:T B:T mean:T var:T", "Y:T mean?:T var?:T saved_mean?:T saved_var?:T", {"T": 0}], "14": ["X:T scale:T B:T input_mean:U input_var:U", "Y:T running_mean?:U running_var?:U", {"T": 3, "U": 3}], "15": ["X:T scale:T1 B:T1 input_mean:T2 input_var:T2", "Y:T running_mean?:T2 running_var?:T2", {"T": 3, "T1": 3, "T2": 3}]}',
+        'Bernoulli': '{"15": ["input:T1", "output:T2", {"T1": 0, "T2": 8}], "22": ["input:T1", "output:T2", {"T1": 3, "T2": 8}]}',
+        'BitCast': '{"26": ["input:T1", "output:T2", {"T1": 9, "T2": 9}]}',
+        'BitShift': '{"11": ["X:T Y:T", "Z:T", {"T": 10}], "28": ["X:T Y:T", "Z:T", {"T": 11}]}',
+        'BitwiseAnd': '{"18": ["A:T B:T", "C:T", {"T": 11}]}',
+        'BitwiseNot': '{"18": ["X:T", "Y:T", {"T": 11}]}',
+        'BitwiseOr': '{"18": ["A:T B:T", "C:T", {"T": 11}]}',
+        'BitwiseXor': '{"18": ["A:T B:T", "C:T", {"T": 11}]}',
+        'BlackmanWindow': '{"17": ["size:T1", "output:T2", {"T1": 12, "T2": 2}]}',
+        'Cast': '{"1": ["input:T1", "output:T2", {"T1": 13, "T2": 13}], "6": ["input:T1", "output:T2", {"T1": 13, "T2": 13}], "9": ["input:T1", "output:T2", {"T1": 14, "T2": 14}], "13": ["input:T1", "output:T2", {"T1": 15, "T2": 15}], "19": ["input:T1", "output:T2", {"T1": 16, "T2": 16}], "21": ["input:T1", "output:T2", {"T1": 17, "T2": 17}], "23": ["input:T1", "output:T2", {"T1": 18, "T2": 18}], "24": ["input:T1", "output:T2", {"T1": 19, "T2": 19}], "25": ["input:T1", "output:T2", {"T1": 20, "T2": 20}], "28": ["input:T1", "output:T2", {"T1": 21, "T2": 21}]}',
+        'CastLike': '{"15": ["input:T1 target_type:T2", "output:T2", {"T1": 15, "T2": 15}], "19": ["input:T1 target_type:T2", "output:T2", {"T1": 16, "T2": 16}], "21": ["input:T1 target_type:T2", "output:T2", {"T1": 17, "T2": 17}], "23": ["input:T1 target_type:T2", "output:T2", {"T1": 18, "T2": 18}], "24": ["input:T1 target_type:T2", "output:T2", {"T1": 19, "T2": 19}], "25": ["input:T1 target_type:T2", "output:T2", {"T1": 20, "T2": 20}]}',
+        'CausalConvWithState': '{"27": ["input:T weight:T bias?:T past_state?:T", "output:T present_state:T", {"T": 22}]}',
+        'Ceil': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}',
+        'Celu': '{"12": ["X:T", "Y:T", {"T": 23}], "28": ["X:T", "Y:T", {"T": 3}]}',
+        'CenterCropPad': '{"18": ["input_data:T shape:Tind", "output_data:T", {"T": 24, "Tind": 12}]}',
+        'Clip': '{"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "11": ["input:T min?:T max?:T", "output:T", {"T": 0}], "12": ["input:T min?:T max?:T", "output:T", {"T": 1}], "13": ["input:T min?:T max?:T", "output:T", {"T": 2}]}',
+        'Col2Im': '{"18": ["input:T image_shape:int64 block_shape:int64", "output:T", {"T": 24}]}',
+        'Compress': '{"9": ["input:T condition:T1", "output:T", {"T": 25, "T1": 7}], "11": ["input:T condition:T1", "output:T", {"T": 25, "T1": 7}], "28": ["input:T condition:T1", "output:T", {"T": 24, "T1": 7}]}',
+        'Concat': '{"1": ["inputs*:T", "concat_result:T", {"T": 0}], "4": ["inputs*:T", "concat_result:T", {"T": 25}], "11": ["inputs*:T", "concat_result:T", {"T": 25}], "13": ["inputs*:T", "concat_result:T", {"T": 24}]}',
+        'ConcatFromSequence': '{"11": ["input_sequence:S", "concat_result:T", {"S": 26, "T": 25}]}',
+        'Constant': '{"1": ["", "output:T", {"T": 0}], "9": ["", "output:T", {"T": 25}], "11": ["", "output:T", {"T": 25}], "12": ["", "output:T", {"T": 25}], "13": ["", "output:T", {"T": 24}], "19": ["", "output:T", {"T": 27}], "21": ["", "output:T", {"T": 28}], "23": ["", "output:T", {"T": 29}], "24": ["", "output:T", {"T": 30}], "25": ["", "output:T", {"T": 31}]}',
+        'ConstantOfShape': '{"9": ["input:T1", "output:T2", {"T1": 6, "T2": 13}], "20": ["input:T1", "output:T2", {"T1": 6, "T2": 32}], "21": ["input:T1", "output:T2", {"T1": 6, "T2": 33}], "23": ["input:T1", "output:T2", {"T1": 6, "T2": 34}], "24": ["input:T1", "output:T2", {"T1": 6, "T2": 35}], "25": ["input:T1", "output:T2", {"T1": 6, "T2": 36}]}',
+        'Conv': '{"1": ["X:T W:T B?:T", "Y:T", {"T": 0}], "11": ["X:T W:T B?:T", "Y:T", {"T": 0}], "22": ["X:T W:T B?:T", "Y:T", {"T": 3}]}',
+        'ConvInteger': '{"10": ["x:T1 w:T2 x_zero_point?:T1 w_zero_point?:T2", "y:T3", {"T1": 37, "T2": 37, "T3": 38}]}',
+        'ConvTranspose': '{"1": ["X:T W:T B?:T", "Y:T", {"T": 0}], "11": ["X:T W:T B?:T", "Y:T", {"T": 0}], "22": ["X:T W:T B?:T", "Y:T", {"T": 3}]}',
+        'Cos': '{"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Cosh': '{"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'CumProd': '{"26": ["x:T axis:T2", "y:T", {"T": 5, "T2": 12}]}',
+        'CumSum': '{"11": ["x:T axis:T2", "y:T", {"T": 39, "T2": 12}], "14": ["x:T axis:T2", "y:T", {"T": 5, "T2": 12}]}',
+        'DFT': '{"17": ["input:T1 dft_length?:T2", "output:T1", {"T1": 3, "T2": 12}], "20": ["input:T1 dft_length?:T2 axis?:int64", "output:T1", {"T1": 3, "T2": 12}]}',
+        'DeformConv': '{"19": ["X:T W:T offset:T B?:T mask?:T", "Y:T", {"T": 0}], "22": ["X:T W:T offset:T B?:T mask?:T", "Y:T", {"T": 3}]}',
+        'DepthToSpace': '{"1": ["input:T", "output:T", {"T": 25}], "11": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "28": ["input:T", "output:T", {"T": 24}]}',
+        'DequantizeLinear': '{"10": ["x:T x_scale:float32 x_zero_point?:T", "y:float32", {"T": 40}], "13": ["x:T x_scale:float32 x_zero_point?:T", "y:float32", {"T": 40}], "19": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T2", {"T1": 41, "T2": 22}], "21": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T2", {"T1": 42, "T2": 22}], "23": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 43, "T2": 22, "T3": 22}], "24": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 43, "T2": 44, "T3": 22}], "25": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 45, "T2": 44, "T3": 22}], "28": ["x:T1 x_scale:T2 x_zero_point?:T1", "y:T3", {"T1": 46, "T2": 44, "T3": 22}]}',
+        'Det': '{"11": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'Div': '{"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}',
+        'Dropout': '{"1": ["data:T", "output:T mask?:T", {"T": 0}], "6": ["data:T", "output:T mask?:T", {"T": 0}], "7": ["data:T", "output:T mask?:T", {"T": 0}], "10": ["data:T", "output:T mask?:T1", {"T": 0, "T1": 7}], "12": ["data:T ratio?:T1 training_mode?:T2", "output:T mask?:T2", {"T": 0, "T1": 0, "T2": 7}], "13": ["data:T ratio?:T1 training_mode?:T2", "output:T mask?:T2", {"T": 3, "T1": 0, "T2": 7}], "22": ["data:T ratio?:T1 training_mode?:T2", "output:T mask?:T2", {"T": 47, "T1": 47, "T2": 7}]}',
+        'DynamicQuantizeLinear': '{"11": ["x:T1", "y:T2 y_scale:float32 y_zero_point:T2", {"T1": 23, "T2": 48}]}',
+        'Einsum': '{"12": ["Inputs*:T", "Output:T", {"T": 1}], "28": ["Inputs*:T", "Output:T", {"T": 2}]}',
+        'Elu': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'Equal': '{"1": ["A:T B:T", "C:T1", {"T": 49, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 49, "T1": 7}], "11": ["A:T B:T", "C:T1", {"T": 13, "T1": 7}], "13": ["A:T B:T", "C:T1", {"T": 8, "T1": 7}], "19": ["A:T B:T", "C:T1", {"T": 15, "T1": 7}]}',
+        'Erf': '{"9": ["input:T", "output:T", {"T": 1}], "13": ["input:T", "output:T", {"T": 3}]}',
+        'Exp': '{"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}',
+        'Expand': '{"8": ["input:T shape:int64", "output:T", {"T": 25}], "13": ["input:T shape:int64", "output:T", {"T": 24}]}',
+        'EyeLike': '{"9": ["input:T1", "output:T2", {"T1": 13, "T2": 13}], "22": ["input:T1", "output:T2", {"T1": 8, "T2": 8}]}',
+        'Flatten': '{"1": ["input:T", "output:T", {"T": 0}], "9": ["input:T", "output:T", {"T": 25}], "11": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "21": ["input:T", "output:T", {"T": 28}], "23": ["input:T", "output:T", {"T": 29}], "24": ["input:T", "output:T", {"T": 30}], "25": ["input:T", "output:T", {"T": 31}]}',
+        'Floor': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}',
+        'GRU': '{"1": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h:T", {"T": 0, "T1": 38}], "3": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "7": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "14": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "22": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 3, "T1": 38}]}',
+        'Gather': '{"1": ["data:T indices:Tind", "output:T", {"T": 25, "Tind": 12}], "11": ["data:T indices:Tind", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T indices:Tind", "output:T", {"T": 24, "Tind": 12}]}',
+        'GatherElements': '{"11": ["data:T indices:Tind", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T indices:Tind", "output:T", {"T": 24, "Tind": 12}]}',
+        'GatherND': '{"11": ["data:T indices:int64", "output:T", {"T": 25}], "12": ["data:T indices:int64", "output:T", {"T": 25}], "13": ["data:T indices:int64", "output:T", {"T": 24}]}',
+        'Gelu': '{"20": ["X:T", "Y:T", {"T": 3}]}',
+        'Gemm': '{"1": ["A:T B:T C:T", "Y:T", {"T": 0}], "6": ["A:T B:T C:T", "Y:T", {"T": 0}], "7": ["A:T B:T C:T", "Y:T", {"T": 0}], "9": ["A:T B:T C:T", "Y:T", {"T": 4}], "11": ["A:T B:T C?:T", "Y:T", {"T": 4}], "13": ["A:T B:T C?:T", "Y:T", {"T": 5}]}',
+        'GlobalAveragePool': '{"1": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'GlobalLpPool': '{"1": ["X:T", "Y:T", {"T": 0}], "2": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'GlobalMaxPool': '{"1": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'Greater': '{"1": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "9": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "13": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}',
+        'GreaterOrEqual': '{"12": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "16": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}',
+        'GridSample': '{"16": ["X:T1 grid:T2", "Y:T1", {"T1": 25, "T2": 0}], "20": ["X:T1 grid:T2", "Y:T1", {"T1": 25, "T2": 0}], "22": ["X:T1 grid:T2", "Y:T1", {"T1": 24, "T2": 3}]}',
+        'GroupNormalization': '{"18": ["X:T scale:T bias:T", "Y:T", {"T": 3}], "21": ["X:T scale:T bias:T", "Y:T", {"T": 3}]}',
+        'HammingWindow': '{"17": ["size:T1", "output:T2", {"T1": 12, "T2": 2}]}',
+        'HannWindow': '{"17": ["size:T1", "output:T2", {"T1": 12, "T2": 2}]}',
+        'HardSigmoid': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'HardSwish': '{"14": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'Hardmax': '{"1": ["input:T", "output:T", {"T": 0}], "11": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}',
+        'Identity': '{"1": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "14": ["input:V", "output:V", {"V": 50}], "16": ["input:V", "output:V", {"V": 51}], "19": ["input:V", "output:V", {"V": 52}], "21": ["input:V", "output:V", {"V": 53}], "23": ["input:V", "output:V", {"V": 54}], "24": ["input:V", "output:V", {"V": 55}], "25": ["input:V", "output:V", {"V": 56}]}',
+        'If': '{"1": ["cond:B", "outputs+:V", {"V": 25, "B": 7}], "11": ["cond:B", "outputs+:V", {"V": 25, "B": 7}], "13": ["cond:B", "outputs+:V", {"V": 57, "B": 7}], "16": ["cond:B", "outputs+:V", {"V": 58, "B": 7}], "19": ["cond:B", "outputs+:V", {"V": 59, "B": 7}], "21": ["cond:B", "outputs+:V", {"V": 60, "B": 7}], "23": ["cond:B", "outputs+:V", {"V": 61, "B": 7}], "24": ["cond:B", "outputs+:V", {"V": 62, "B": 7}], "25": ["cond:B", "outputs+:V", {"V": 63, "B": 7}]}',
+        'ImageDecoder': '{"20": ["encoded_stream:T1", "image:T2", {"T1": 48, "T2": 48}]}',
+        'InstanceNormalization': '{"1": ["input:T scale:T B:T", "output:T", {"T": 0}], "6": ["input:T scale:T B:T", "output:T", {"T": 0}], "22": ["input:T scale:T B:T", "output:T", {"T": 3}]}',
+        'IsInf': '{"10": ["X:T1", "Y:T2", {"T1": 64, "T2": 7}], "20": ["X:T1", "Y:T2", {"T1": 47, "T2": 7}]}',
+        'IsNaN': '{"9": ["X:T1", "Y:T2", {"T1": 0, "T2": 7}], "13": ["X:T1", "Y:T2", {"T1": 3, "T2": 7}], "20": ["X:T1", "Y:T2", {"T1": 47, "T2": 7}]}',
+        'LRN': '{"1": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}',
+        'LSTM': '{"1": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 0, "T1": 38}], "7": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 0, "T1": 38}], "14": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 0, "T1": 38}], "22": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T initial_c?:T P?:T", "Y?:T Y_h?:T Y_c?:T", {"T": 3, "T1": 38}]}',
+        'LayerNormalization': '{"17": ["X:T Scale:T B?:T", "Y:T Mean?:U InvStdDev?:U", {"T": 3, "U": 65}]}',
+        'LeakyRelu': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "16": ["X:T", "Y:T", {"T": 3}]}',
+        'Less': '{"1": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 0, "T1": 7}], "9": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "13": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}',
+        'LessOrEqual': '{"12": ["A:T B:T", "C:T1", {"T": 1, "T1": 7}], "16": ["A:T B:T", "C:T1", {"T": 2, "T1": 7}]}',
+        'LinearAttention': '{"27": ["query:T key:T value:T past_state?:S decay?:T beta?:T", "output:T present_state:S", {"T": 22, "S": 22}]}',
+        'Log': '{"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}',
+        'LogSoftmax': '{"1": ["input:T", "output:T", {"T": 0}], "11": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}',
+        'Loop': '{"1": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 25, "I": 6, "B": 7}], "11": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 25, "I": 6, "B": 7}], "13": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 57, "I": 6, "B": 7}], "16": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 58, "I": 6, "B": 7}], "19": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 59, "I": 6, "B": 7}], "21": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 60, "I": 6, "B": 7}], "23": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 61, "I": 6, "B": 7}], "24": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 62, "I": 6, "B": 7}], "25": ["M?:I cond?:B v_initial+:V", "v_final_and_scan_outputs+:V", {"V": 63, "I": 6, "B": 7}]}',
+        'LpNormalization': '{"1": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'LpPool': '{"1": ["X:T", "Y:T", {"T": 0}], "2": ["X:T", "Y:T", {"T": 0}], "11": ["X:T", "Y:T", {"T": 0}], "18": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'MatMul': '{"1": ["A:T B:T", "Y:T", {"T": 0}], "9": ["A:T B:T", "Y:T", {"T": 4}], "13": ["A:T B:T", "Y:T", {"T": 5}]}',
+        'MatMulInteger': '{"10": ["A:T1 B:T2 a_zero_point?:T1 b_zero_point?:T2", "Y:T3", {"T1": 37, "T2": 37, "T3": 38}]}',
+        'Max': '{"1": ["data_0*:T", "max:T", {"T": 0}], "6": ["data_0*:T", "max:T", {"T": 0}], "8": ["data_0*:T", "max:T", {"T": 0}], "12": ["data_0*:T", "max:T", {"T": 1}], "13": ["data_0*:T", "max:T", {"T": 2}]}',
+        'MaxPool': '{"1": ["X:T", "Y:T", {"T": 0}], "8": ["X:T", "Y:T Indices?:I", {"T": 0, "I": 6}], "10": ["X:T", "Y:T Indices?:I", {"T": 0, "I": 6}], "11": ["X:T", "Y:T Indices?:I", {"T": 0, "I": 6}], "12": ["X:T", "Y:T Indices?:I", {"T": 66, "I": 6}], "22": ["X:T", "Y:T Indices?:I", {"T": 67, "I": 6}]}',
+        'MaxRoiPool': '{"1": ["X:T rois:T", "Y:T", {"T": 0}], "22": ["X:T rois:T", "Y:T", {"T": 3}]}',
+        'MaxUnpool': '{"9": ["X:T1 I:T2 output_shape?:T2", "output:T1", {"T1": 0, "T2": 6}], "11": ["X:T1 I:T2 output_shape?:T2", "output:T1", {"T1": 0, "T2": 6}], "22": ["X:T1 I:T2 output_shape?:T2", "output:T1", {"T1": 3, "T2": 6}]}',
+        'Mean': '{"1": ["data_0*:T", "mean:T", {"T": 0}], "6": ["data_0*:T", "mean:T", {"T": 0}], "8": ["data_0*:T", "mean:T", {"T": 0}], "13": ["data_0*:T", "mean:T", {"T": 3}]}',
+        'MeanVarianceNormalization': '{"9": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}',
+        'MelWeightMatrix': '{"17": ["num_mel_bins:T1 dft_length:T1 sample_rate:T1 lower_edge_hertz:T2 upper_edge_hertz:T2", "output:T3", {"T1": 12, "T2": 3, "T3": 2}]}',
+        'Min': '{"1": ["data_0*:T", "min:T", {"T": 0}], "6": ["data_0*:T", "min:T", {"T": 0}], "8": ["data_0*:T", "min:T", {"T": 0}], "12": ["data_0*:T", "min:T", {"T": 1}], "13": ["data_0*:T", "min:T", {"T": 2}]}',
+        'Mish': '{"18": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'Mod': '{"10": ["A:T B:T", "C:T", {"T": 1}], "13": ["A:T B:T", "C:T", {"T": 2}], "28": ["A:T B:T", "C:T", {"T": 2}]}',
+        'Mul': '{"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}',
+        'Multinomial': '{"7": ["input:T1", "output:T2", {"T1": 0, "T2": 12}], "22": ["input:T1", "output:T2", {"T1": 3, "T2": 12}]}',
+        'Neg': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 68}], "13": ["X:T", "Y:T", {"T": 69}]}',
+        'NegativeLogLikelihoodLoss': '{"12": ["input:T target:Tind weight?:T", "loss:T", {"T": 0, "Tind": 12}], "13": ["input:T target:Tind weight?:T", "loss:T", {"T": 0, "Tind": 12}], "22": ["input:T target:Tind weight?:T", "loss:T", {"T": 3, "Tind": 12}]}',
+        'NonMaxSuppression': '{"10": ["boxes:float32 scores:float32 max_output_boxes_per_class?:int64 iou_threshold?:float32 score_threshold?:float32", "selected_indices:int64", {}], "11": ["boxes:float32 scores:float32 max_output_boxes_per_class?:int64 iou_threshold?:float32 score_threshold?:float32", "selected_indices:int64", {}]}',
+        'NonZero': '{"9": ["X:T", "Y:int64", {"T": 25}], "13": ["X:T", "Y:int64", {"T": 24}]}',
+        'Not': '{"1": ["X:T", "Y:T", {"T": 7}]}',
+        'OneHot': '{"9": ["indices:T1 depth:T2 values:T3", "output:T3", {"T1": 1, "T2": 1, "T3": 25}], "11": ["indices:T1 depth:T2 values:T3", "output:T3", {"T1": 1, "T2": 1, "T3": 25}], "28": ["indices:T1 depth:T2 values:T3", "output:T3", {"T1": 1, "T2": 1, "T3": 24}]}',
+        'Optional': '{"15": ["input?:V", "output:O", {"V": 57, "O": 70}], "28": ["input?:V", "output:O", {"V": 71, "O": 72}]}',
+        'OptionalGetElement': '{"15": ["input:O", "output:V", {"O": 70, "V": 57}], "18": ["input:O", "output:V", {"O": 73, "V": 57}], "28": ["input:O", "output:V", {"O": 74, "V": 71}]}',
+        'OptionalHasElement': '{"15": ["input:O", "output:B", {"O": 70, "B": 7}], "18": ["input?:O", "output:B", {"O": 73, "B": 7}], "28": ["input?:O", "output:B", {"O": 74, "B": 7}]}',
+        'Or': '{"1": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}]}',
+        'PRelu': '{"1": ["X:T slope:T", "Y:T", {"T": 0}], "6": ["X:T slope:T", "Y:T", {"T": 0}], "7": ["X:T slope:T", "Y:T", {"T": 0}], "9": ["X:T slope:T", "Y:T", {"T": 4}], "16": ["X:T slope:T", "Y:T", {"T": 5}]}',
+        'Pad': '{"1": ["data:T", "output:T", {"T": 0}], "2": ["data:T", "output:T", {"T": 0}], "11": ["data:T pads:int64 constant_value?:T", "output:T", {"T": 1}], "13": ["data:T pads:int64 constant_value?:T", "output:T", {"T": 24}], "18": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 24, "Tind": 12}], "19": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 24, "Tind": 12}], "21": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 28, "Tind": 12}], "23": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 29, "Tind": 12}], "24": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 30, "Tind": 12}], "25": ["data:T pads:int64 constant_value?:T axes?:Tind", "output:T", {"T": 31, "Tind": 12}]}',
+        'Pow': '{"1": ["X:T Y:T", "Z:T", {"T": 0}], "7": ["X:T Y:T", "Z:T", {"T": 0}], "12": ["X:T Y:T1", "Z:T", {"T": 75, "T1": 1}], "13": ["X:T Y:T1", "Z:T", {"T": 76, "T1": 1}], "15": ["X:T Y:T1", "Z:T", {"T": 76, "T1": 2}]}',
+        'QLinearConv': '{"10": ["x:T1 x_scale:float32 x_zero_point:T1 w:T2 w_scale:float32 w_zero_point:T2 y_scale:float32 y_zero_point:T3 B?:T4", "y:T3", {"T1": 37, "T2": 37, "T3": 37, "T4": 38}]}',
+        'QLinearMatMul': '{"10": ["a:T1 a_scale:float32 a_zero_point:T1 b:T2 b_scale:float32 b_zero_point:T2 y_scale:float32 y_zero_point:T3", "y:T3", {"T1": 37, "T2": 37, "T3": 37}], "21": ["a:T1 a_scale:TS a_zero_point:T1 b:T2 b_scale:TS b_zero_point:T2 y_scale:TS y_zero_point:T3", "y:T3", {"TS": 22, "T1": 77, "T2": 77, "T3": 77}]}',
+        'QuantizeLinear': '{"10": ["x:T1 y_scale:float32 y_zero_point?:T2", "y:T2", {"T1": 78, "T2": 37}], "13": ["x:T1 y_scale:float32 y_zero_point?:T2", "y:T2", {"T1": 78, "T2": 37}], "19": ["x:T1 y_scale:T1 y_zero_point?:T2", "y:T2", {"T1": 79, "T2": 77}], "21": ["x:T1 y_scale:T1 y_zero_point?:T2", "y:T2", {"T1": 79, "T2": 80}], "23": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 79, "T3": 81}], "24": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 82, "T3": 81}], "25": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 82, "T3": 83}], "28": ["x:T1 y_scale:T2 y_zero_point?:T3", "y:T3", {"T1": 79, "T2": 82, "T3": 84}]}',
+        'RMSNormalization': '{"23": ["X:T scale:V", "Y:V", {"T": 3, "V": 3}]}',
+        'RNN': '{"1": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "7": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "14": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 0, "T1": 38}], "22": ["X:T W:T R:T B?:T sequence_lens?:T1 initial_h?:T", "Y?:T Y_h?:T", {"T": 3, "T1": 38}]}',
+        'RandomNormal': '{"1": ["", "output:T", {"T": 0}], "22": ["", "output:T", {"T": 3}]}',
+        'RandomNormalLike': '{"1": ["input:T1", "output:T2", {"T1": 25, "T2": 0}], "22": ["input:T1", "output:T2", {"T1": 24, "T2": 3}]}',
+        'RandomUniform': '{"1": ["", "output:T", {"T": 0}], "22": ["", "output:T", {"T": 3}]}',
+        'RandomUniformLike': '{"1": ["input:T1", "output:T2", {"T1": 25, "T2": 0}], "22": ["input:T1", "output:T2", {"T1": 24, "T2": 3}]}',
+        'Range': '{"11": ["start:T limit:T delta:T", "output:T", {"T": 85}], "27": ["start:T limit:T delta:T", "output:T", {"T": 86}]}',
+        'Reciprocal': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}',
+        'ReduceL1': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}',
+        'ReduceL2': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}',
+        'ReduceLogSum': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}], "28": ["data:T axes?:int64", "reduced:T", {"T": 3}]}',
+        'ReduceLogSumExp': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}], "28": ["data:T axes?:int64", "reduced:T", {"T": 3}]}',
+        'ReduceMax': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "12": ["data:T", "reduced:T", {"T": 87}], "13": ["data:T", "reduced:T", {"T": 88}], "18": ["data:T axes?:int64", "reduced:T", {"T": 88}], "20": ["data:T axes?:int64", "reduced:T", {"T": 89}]}',
+        'ReduceMean': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}',
+        'ReduceMin': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "12": ["data:T", "reduced:T", {"T": 87}], "13": ["data:T", "reduced:T", {"T": 88}], "18": ["data:T axes?:int64", "reduced:T", {"T": 88}], "20": ["data:T axes?:int64", "reduced:T", {"T": 89}]}',
+        'ReduceProd': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}',
+        'ReduceSum': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T axes?:int64", "reduced:T", {"T": 5}]}',
+        'ReduceSumSquare': '{"1": ["data:T", "reduced:T", {"T": 4}], "11": ["data:T", "reduced:T", {"T": 4}], "13": ["data:T", "reduced:T", {"T": 5}], "18": ["data:T axes?:int64", "reduced:T", {"T": 5}]}',
+        'RegexFullMatch': '{"20": ["X:T1", "Y:T2", {"T1": 90, "T2": 7}]}',
+        'Relu': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}], "14": ["X:T", "Y:T", {"T": 69}]}',
+        'Reshape': '{"1": ["data:T", "reshaped:T", {"T": 0}], "5": ["data:T shape:int64", "reshaped:T", {"T": 25}], "13": ["data:T shape:int64", "reshaped:T", {"T": 24}], "14": ["data:T shape:int64", "reshaped:T", {"T": 24}], "19": ["data:T shape:int64", "reshaped:T", {"T": 27}], "21": ["data:T shape:int64", "reshaped:T", {"T": 28}], "23": ["data:T shape:int64", "reshaped:T", {"T": 29}], "24": ["data:T shape:int64", "reshaped:T", {"T": 30}], "25": ["data:T shape:int64", "reshaped:T", {"T": 31}]}',
+        'Resize': '{"10": ["X:T scales:float32", "Y:T", {"T": 25}], "11": ["X:T1 roi:T2 scales:float32 sizes?:int64", "Y:T1", {"T1": 25, "T2": 0}], "13": ["X:T1 roi?:T2 scales?:float32 sizes?:int64", "Y:T1", {"T1": 24, "T2": 0}], "18": ["X:T1 roi?:T2 scales?:float32 sizes?:int64", "Y:T1", {"T1": 24, "T2": 0}], "19": ["X:T1 roi?:T2 scales?:float32 sizes?:int64", "Y:T1", {"T1": 24, "T2": 0}]}',
+        'ReverseSequence': '{"10": ["input:T sequence_lens:int64", "Y:T", {"T": 25}], "28": ["input:T sequence_lens:int64", "Y:T", {"T": 24}]}',
+        'RoiAlign': '{"10": ["X:T1 rois:T1 batch_indices:T2", "Y:T1", {"T1": 0, "T2": 6}], "16": ["X:T1 rois:T1 batch_indices:T2", "Y:T1", {"T1": 0, "T2": 6}], "22": ["X:T1 rois:T1 batch_indices:T2", "Y:T1", {"T1": 3, "T2": 6}]}',
+        'RotaryEmbedding': '{"23": ["X:T cos_cache:T sin_cache:T position_ids?:M", "Y:T", {"T": 22, "M": 6}]}',
+        'Round': '{"11": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'STFT': '{"17": ["signal:T1 frame_step:T2 window?:T1 frame_length?:T2", "output:T1", {"T1": 3, "T2": 12}]}',
+        'Scan': '{"8": ["sequence_lens?:I initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"I": 6, "V": 25}], "9": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 25}], "11": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 25}], "16": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 24}], "19": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 27}], "21": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 28}], "23": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 29}], "24": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 30}], "25": ["initial_state_and_scan_inputs+:V", "final_state_and_scan_outputs+:V", {"V": 31}]}',
+        'Scatter': '{"9": ["data:T indices:Tind updates:T", "output:T", {"T": 25, "Tind": 12}], "11": ["data:T indices:Tind updates:T", "output:T", {"T": 25, "Tind": 12}]}',
+        'ScatterElements': '{"11": ["data:T indices:Tind updates:T", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T indices:Tind updates:T", "output:T", {"T": 24, "Tind": 12}], "16": ["data:T indices:Tind updates:T", "output:T", {"T": 24, "Tind": 12}], "18": ["data:T indices:Tind updates:T", "output:T", {"T": 24, "Tind": 12}]}',
+        'ScatterND': '{"11": ["data:T indices:int64 updates:T", "output:T", {"T": 25}], "13": ["data:T indices:int64 updates:T", "output:T", {"T": 24}], "16": ["data:T indices:int64 updates:T", "output:T", {"T": 24}], "18": ["data:T indices:int64 updates:T", "output:T", {"T": 24}]}',
+        'Selu': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'SequenceAt': '{"11": ["input_sequence:S position:I", "tensor:T", {"S": 26, "T": 25, "I": 12}]}',
+        'SequenceConstruct': '{"11": ["inputs*:T", "output_sequence:S", {"T": 25, "S": 26}]}',
+        'SequenceEmpty': '{"11": ["", "output:S", {"S": 26}]}',
+        'SequenceErase': '{"11": ["input_sequence:S position?:I", "output_sequence:S", {"S": 26, "I": 12}]}',
+        'SequenceInsert': '{"11": ["input_sequence:S tensor:T position?:I", "output_sequence:S", {"T": 25, "S": 26, "I": 12}]}',
+        'SequenceLength': '{"11": ["input_sequence:S", "length:I", {"S": 26, "I": 6}]}',
+        'SequenceMap': '{"17": ["input_sequence:S additional_inputs+:V", "out_sequence+:S", {"S": 26, "V": 57}]}',
+        'Shape': '{"1": ["data:T", "shape:T1", {"T": 25, "T1": 6}], "13": ["data:T", "shape:T1", {"T": 24, "T1": 6}], "15": ["data:T", "shape:T1", {"T": 24, "T1": 6}], "19": ["data:T", "shape:T1", {"T": 27, "T1": 6}], "21": ["data:T", "shape:T1", {"T": 28, "T1": 6}], "23": ["data:T", "shape:T1", {"T": 29, "T1": 6}], "24": ["data:T", "shape:T1", {"T": 30, "T1": 6}], "25": ["data:T", "shape:T1", {"T": 31, "T1": 6}]}',
+        'Shrink': '{"9": ["input:T", "output:T", {"T": 1}]}',
+        'Sigmoid': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}',
+        'Sign': '{"9": ["input:T", "output:T", {"T": 1}], "13": ["input:T", "output:T", {"T": 2}]}',
+        'Sin': '{"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Sinh': '{"9": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Size': '{"1": ["data:T", "size:T1", {"T": 25, "T1": 6}], "13": ["data:T", "size:T1", {"T": 24, "T1": 6}], "19": ["data:T", "size:T1", {"T": 27, "T1": 6}], "21": ["data:T", "size:T1", {"T": 28, "T1": 6}], "23": ["data:T", "size:T1", {"T": 29, "T1": 6}], "24": ["data:T", "size:T1", {"T": 30, "T1": 6}], "25": ["data:T", "size:T1", {"T": 31, "T1": 6}]}',
+        'Slice': '{"1": ["data:T", "output:T", {"T": 25}], "10": ["data:T starts:Tind ends:Tind axes?:Tind steps?:Tind", "output:T", {"T": 25, "Tind": 12}], "11": ["data:T starts:Tind ends:Tind axes?:Tind steps?:Tind", "output:T", {"T": 25, "Tind": 12}], "13": ["data:T starts:Tind ends:Tind axes?:Tind steps?:Tind", "output:T", {"T": 24, "Tind": 12}]}',
+        'Softmax': '{"1": ["input:T", "output:T", {"T": 0}], "11": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}',
+        'SoftmaxCrossEntropyLoss': '{"12": ["scores:T labels:Tind weights?:T", "output:T log_prob?:T", {"T": 0, "Tind": 12}], "13": ["scores:T labels:Tind weights?:T", "output:T log_prob?:T", {"T": 3, "Tind": 12}]}',
+        'Softplus': '{"1": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'Softsign': '{"1": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'SpaceToDepth': '{"1": ["input:T", "output:T", {"T": 25}], "13": ["input:T", "output:T", {"T": 24}], "28": ["input:T", "output:T", {"T": 24}]}',
+        'Split': '{"1": ["input:T split?:T", "outputs...*:T", {"T": 0}], "2": ["input:T", "outputs*:T", {"T": 25}], "11": ["input:T", "outputs*:T", {"T": 25}], "13": ["input:T split?:int64", "outputs*:T", {"T": 24}], "18": ["input:T split?:int64", "outputs*:T", {"T": 24}]}',
+        'SplitToSequence': '{"11": ["input:T split?:I", "output_sequence:S", {"T": 25, "I": 12, "S": 26}], "24": ["input:T split?:I", "output_sequence:S", {"T": 24, "I": 12, "S": 91}]}',
+        'Sqrt': '{"1": ["X:T", "Y:T", {"T": 0}], "6": ["X:T", "Y:T", {"T": 0}], "13": ["X:T", "Y:T", {"T": 3}]}',
+        'Squeeze': '{"1": ["data:T", "squeezed:T", {"T": 25}], "11": ["data:T", "squeezed:T", {"T": 25}], "13": ["data:T axes?:int64", "squeezed:T", {"T": 24}], "21": ["data:T axes?:int64", "squeezed:T", {"T": 28}], "23": ["data:T axes?:int64", "squeezed:T", {"T": 29}], "24": ["data:T axes?:int64", "squeezed:T", {"T": 30}], "25": ["data:T axes?:int64", "squeezed:T", {"T": 31}]}',
+        'StringConcat': '{"20": ["X:T Y:T", "Z:T", {"T": 90}]}',
+        'StringNormalizer': '{"10": ["X:string", "Y:string", {}]}',
+        'StringSplit': '{"20": ["X:T1", "Y:T2 Z:T3", {"T1": 90, "T2": 90, "T3": 6}]}',
+        'Sub': '{"1": ["A:T B:T", "C:T", {"T": 0}], "6": ["A:T B:T", "C:T", {"T": 4}], "7": ["A:T B:T", "C:T", {"T": 4}], "13": ["A:T B:T", "C:T", {"T": 5}], "14": ["A:T B:T", "C:T", {"T": 2}]}',
+        'Sum': '{"1": ["data_0*:T", "sum:T", {"T": 0}], "6": ["data_0*:T", "sum:T", {"T": 0}], "8": ["data_0*:T", "sum:T", {"T": 0}], "13": ["data_0*:T", "sum:T", {"T": 3}]}',
+        'SwiGLU': '{"28": ["A:T B:T", "Y:T", {"T": 3}]}',
+        'Swish': '{"24": ["X:T", "Y:T", {"T": 3}]}',
+        'Tan': '{"7": ["input:T", "output:T", {"T": 0}], "22": ["input:T", "output:T", {"T": 3}]}',
+        'Tanh': '{"1": ["input:T", "output:T", {"T": 0}], "6": ["input:T", "output:T", {"T": 0}], "13": ["input:T", "output:T", {"T": 3}]}',
+        'TensorScatter': '{"24": ["past_cache:T update:T write_indices?:int64", "present_cache:T", {"T": 30}]}',
+        'TfIdfVectorizer': '{"9": ["X:T", "Y:T1", {"T": 92, "T1": 23}]}',
+        'ThresholdedRelu': '{"10": ["X:T", "Y:T", {"T": 0}], "22": ["X:T", "Y:T", {"T": 3}]}',
+        'Tile': '{"1": ["input:T tiles:T axis:T", "output:T", {"T": 0, "T1": 6}], "6": ["input:T repeats:T1", "output:T", {"T": 25, "T1": 6}], "13": ["input:T repeats:T1", "output:T", {"T": 24, "T1": 6}]}',
+        'TopK': '{"1": ["X:T", "Values:T Indices:I", {"T": 0, "I": 6}], "10": ["X:T K:int64", "Values:T Indices:I", {"T": 0, "I": 6}], "11": ["X:T K:int64", "Values:T Indices:I", {"T": 1, "I": 6}], "24": ["X:T K:int64", "Values:T Indices:I", {"T": 2, "I": 6}]}',
+        'Transpose': '{"1": ["data:T", "transposed:T", {"T": 25}], "13": ["data:T", "transposed:T", {"T": 24}], "21": ["data:T", "transposed:T", {"T": 28}], "23": ["data:T", "transposed:T", {"T": 29}], "24": ["data:T", "transposed:T", {"T": 30}], "25": ["data:T", "transposed:T", {"T": 31}]}',
+        'Trilu': '{"14": ["input:T k?:int64", "output:T", {"T": 24}]}',
+        'Unique': '{"11": ["X:T", "Y:T indices?:int64 inverse_indices?:int64 counts?:int64", {"T": 25}], "28": ["X:T", "Y:T indices?:int64 inverse_indices?:int64 counts?:int64", {"T": 24}]}',
+        'Unsqueeze': '{"1": ["data:T", "expanded:T", {"T": 25}], "11": ["data:T", "expanded:T", {"T": 25}], "13": ["data:T axes:int64", "expanded:T", {"T": 24}], "21": ["data:T axes:int64", "expanded:T", {"T": 28}], "23": ["data:T axes:int64", "expanded:T", {"T": 29}], "24": ["data:T axes:int64", "expanded:T", {"T": 30}], "25": ["data:T axes:int64", "expanded:T", {"T": 31}]}',
+        'Upsample': '{"1": ["X:T", "Y:T", {"T": 93}], "7": ["X:T", "Y:T", {"T": 25}], "9": ["X:T scales:float32", "Y:T", {"T": 25}], "10": ["X:T scales:float32", "Y:T", {"T": 25}]}',
+        'Where': '{"9": ["condition:B X:T Y:T", "output:T", {"B": 7, "T": 25}], "16": ["condition:B X:T Y:T", "output:T", {"B": 7, "T": 24}]}',
+        'Xor': '{"1": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}], "7": ["A:T B:T", "C:T1", {"T": 7, "T1": 7}]}',
+    }, _versions),
+    'ai.onnx.ml': JsonTable({
+        'ArrayFeatureExtractor': '{"1": ["X:T Y:int64", "Z:T", {"T": 94}]}',
+        'Binarizer': '{"1": ["X:T", "Y:T", {"T": 95}]}',
+        'FeatureVectorizer': '{"1": ["X*:T1", "Y:float32", {"T1": 95}]}',
+        'Imputer': '{"1": ["X:T", "Y:T", {"T": 95}]}',
+        'LabelEncoder': '{"1": ["X:T1", "Y:T2", {"T1": 96, "T2": 96}], "2": ["X:T1", "Y:T2", {"T1": 97, "T2": 97}], "4": ["X:T1", "Y:T2", {"T1": 98, "T2": 98}]}',
+        'LinearClassifier': '{"1": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}]}',
+        'LinearRegressor': '{"1": ["X:T", "Y:float32", {"T": 95}]}',
+        'Normalizer': '{"1": ["X:T", "Y:float32", {"T": 95}]}',
+        'OneHotEncoder': '{"1": ["X:T", "Y:float32", {"T": 94}]}',
+        'SVMClassifier': '{"1": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}]}',
+        'SVMRegressor': '{"1": ["X:T", "Y:float32", {"T": 95}]}',
+        'Scaler': '{"1": ["X:T", "Y:float32", {"T": 95}]}',
+        'TreeEnsemble': '{"5": ["X:T", "Y:T", {"T": 0}]}',
+        'TreeEnsembleClassifier': '{"1": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}], "3": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}], "5": ["X:T1", "Y:T2 Z:float32", {"T1": 95, "T2": 96}]}',
+        'TreeEnsembleRegressor': '{"1": ["X:T", "Y:float32", {"T": 95}], "3": ["X:T", "Y:float32", {"T": 95}], "5": ["X:T", "Y:float32", {"T": 95}]}',
+    }, _versions),
+}
