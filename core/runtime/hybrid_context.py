@@ -18,8 +18,9 @@ from ..model.ir import Meta
 from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.native.calls import prepared_calls, threads
+from ..kernels.ops.control_flow import If
 from .body_trace import BodyTraces
-from .device import DeviceBuffer
+from .device import Counts, DeviceBuffer
 from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
 #: what a context counts of its runs (its `counters`, ge run --verbose's hybrid figures)
@@ -244,20 +245,19 @@ class HybridContext:
         self.model, self.device = model, model.device
         dyn = model.dyn
         self.slots: dict[str, Slot] = {}
-        self.counters: Counter = Counter()
+        self.counters: Counter = Counts()
         # counted per node as plain ints, folded into `counters` when a run ends
         self.nodes_run = self.shape_updates = self.args_set = 0
         self.states = [NodeState() for _ in dyn.nodes]
         self._last_run: tuple | None = None  # (counters before, counters after, its four times): stats
         self._checked: list = [None] * len(dyn.inputs)  # each input's (dtype, shape) as last checked
-        self._on_host = [d.on_host for d in dyn.inputs]
+        self._in_slots: list = [None] * len(dyn.inputs)  # each input's Slot, once it has one (on_host: never)
         self._kernel_state = kernel_state()  # entered by one run at a time
         self._flow_calls: dict[int, tuple] = {}  # control flow: each node's subgraph calls, made once
         self._bound: list[BoundBody] = []  # control flow: the bodies bound by the node running (their runs)
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
-        self.headroom = self.growable and model.root is not None  # a subgraph's tensors grow by doubling
-        self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
+        self._replay: tuple | None = None  # the steps of the last run as a steady run makes them (_replay_steps)
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
         # each hybrid context runs each submodel its steps name in a context of its own (own args,
@@ -305,39 +305,50 @@ class HybridContext:
         branch starting past it is a DeviceError (a trip count of 2^58 is a valid model, not a hang)."""
         if self.model is None:
             raise GeError("execution context destroyed (its model unloaded)")
-        device, dyn, counters = self.device, self.model.dyn, self.counters
+        device, counters = self.device, self.counters
         before = dict(counters)
         t0 = time.perf_counter()
         self.deadline = None if timeout is None else (t0 + timeout, timeout)
-        copies, h2d = 0, 0
-        for d, x, on_host in zip(dyn.inputs, self._check_inputs(inputs), self._on_host):
-            if on_host:
-                self.host[d.name] = x
-                continue
-            self._tensor_view(d.name, x.dtype, x.shape)[...] = x  # (x's dtype: a copy, no cast)
+        copies, h2d, in_slots, replay = 0, 0, self._in_slots, self._replay
+        for k, x in enumerate(self._check_inputs(inputs)):
+            slot = in_slots[k]  # (a tensor keeps its Slot and its view: no look-up by name)
+            view = None if slot is None else slot.array
+            if view is None or view.shape != x.shape or view.dtype != x.dtype:
+                replay = self._replay = None  # (a view that changes: the last run's steps are not this run's)
+                name = self.model.input_names[k]
+                if self.model.on_host[k]:
+                    self.host[name] = x
+                    continue
+                slot = in_slots[k] = self.realloc_if_needed(name, x.dtype, x.shape)
+                view = self._view(slot)
+            view[...] = x  # (x's dtype: a copy, no cast)
             copies, h2d = copies + 1, h2d + x.nbytes
         device.count_copies("h2d", copies, h2d)
         counters["h2d_bytes"] += h2d
         t1 = time.perf_counter()
         with self._kernel_state:
             try:
-                self._run_steps()
+                ran = 0 if replay is None else self._replay_steps(replay)
+                if ran < len(self.model.dyn.steps):
+                    self._replay = None
+                    self._run_steps(ran)
+                    self._replay = self._steady_replay()
             finally:
                 self._fold_counts()
         t2 = time.perf_counter()
-        results, copies, copied, d2h = [], 0, 0, 0
-        for k, d in enumerate(dyn.outputs):
-            if self.host and d.name in self.host:
-                results.append(_host_copy(self.host[d.name]))
+        results, copies, copied, d2h, host, slots = [], 0, 0, 0, self.host, self.slots
+        for k, name in enumerate(self.model.output_names):
+            if host and name in host:
+                results.append(_host_copy(host[name]))
                 continue
-            slot = self.slots[d.name]
+            slot = slots[name]
             if outputs is None:  # a new array: copy_out's copy, counted with the others after the loop
                 y = (slot.array if slot.array is not None else self._view(slot)).copy()
                 copies, copied = copies + 1, copied + y.nbytes
             else:
                 y = outputs[k]
                 if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
-                    raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
+                    raise ShapeError(f"output '{name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
                                      f"{y.dtype} {list(y.shape)}")
                 device.copy_to_host(y, self._view(slot))
             d2h += y.nbytes
@@ -431,9 +442,9 @@ class HybridContext:
             self.shape_updates = self.args_set = 0
         self.nodes_run = 0
 
-    def _run_steps(self) -> None:
+    def _run_steps(self, start: int = 0) -> None:
         dyn = self.model.dyn
-        for step in dyn.steps:
+        for step in dyn.steps[start:] if start else dyn.steps:
             if step.kind == "node":
                 try:
                     self._run_node(step.index)
@@ -446,25 +457,86 @@ class HybridContext:
             else:
                 self._run_submodel(step.index)
 
+    def _steady_replay(self) -> tuple | None:
+        """The steps of the run that just ended as _replay_steps makes them, when it was a steady run:
+        every node ran its prepared call (its steady path) but an If of two static branches, and no
+        value was on the host; else None. An entry per step: (call, epilogue, its output) for a node,
+        (None, index, (its inputs, its outputs' slots and views)) for such an If, (None, index, None)
+        for a submodel."""
+        model, dyn, slots = self.model, self.model.dyn, self.slots
+        if self.host or model.root is not None:
+            return None
+        replay = []
+        for step in dyn.steps:
+            k = step.index
+            if step.kind != "node":
+                replay.append((None, k, None))
+                continue
+            st = self.states[k]
+            if st.call is not None and k not in model.host_ops:
+                replay.append((st.call, st.impl.epilogue, st.ys[0] if st.ys else None))
+                continue
+            flow = self._flow_calls.get(k)
+            if flow is None or flow[3] is None:
+                return None
+            ins = [const if name is None else slots[name] for name, const, _ in model.args[k]]
+            outs = tuple((slots[name], slots[name].array) for name in dyn.nodes[k].outputs if name)
+            replay.append((None, k, (ins, outs)))
+        return tuple(replay)
+
+    def _replay_steps(self, replay: tuple) -> int:
+        """The last run's steps as its steady run made them (_steady_replay): each node's prepared call
+        and epilogue without its checks, an If's branch, a submodel's launch. Valid while every tensor
+        keeps its view: the inputs keep theirs (execute drops the replay when one moves) and the other
+        shapes follow from theirs but an If's outputs, which are checked: a branch that gives another
+        shape ends the replay after it. Returns how many steps ran (the rest run step by step)."""
+        dyn, calls = self.model.dyn, 0
+        t = 0
+        try:
+            for t, (call, epilogue, y) in enumerate(replay):
+                if call is not None:
+                    call()
+                    if epilogue is not None:
+                        epilogue(y)
+                    calls += 1
+                elif y is None:
+                    self._run_submodel(epilogue)
+                else:
+                    ins, outs = y
+                    self._run_static_if(dyn.nodes[epilogue], self.model.flow[epilogue], ins,
+                                        self._flow_calls[epilogue][3])
+                    if any(slot.array is not view for slot, view in outs):
+                        self.nodes_run += calls
+                        return t + 1
+        except GeError:
+            raise
+        except Exception as e:  # as _run_steps names a failing node
+            node = dyn.nodes[dyn.steps[t].index]
+            raise GeError(f"node '{node.name}' ({node.op_type}) failed at run time: {type(e).__name__}: {e}") from e
+        self.nodes_run += calls
+        return len(replay)
+
     def _check_inputs(self, inputs) -> list[np.ndarray]:
-        dyn = self.model.dyn
+        dyn, on_host = self.model.dyn, self.model.on_host
         if isinstance(inputs, dict):
-            missing = [d.name for d in dyn.inputs if d.name not in inputs]
-            if missing:
-                raise ShapeError(f"model '{dyn.name}': inputs {missing} missing")
-            inputs = [inputs[d.name] for d in dyn.inputs]
+            try:
+                inputs = [inputs[name] for name in self.model.input_names]
+            except KeyError:
+                missing = [d.name for d in dyn.inputs if d.name not in inputs]
+                raise ShapeError(f"model '{dyn.name}': inputs {missing} missing") from None
         if len(inputs) != len(dyn.inputs):
             raise ShapeError(f"model '{dyn.name}' expects {len(dyn.inputs)} inputs, got {len(inputs)}")
         checked = self._checked
         for x, last in zip(inputs, checked):  # the common case: arrays as the last call's
-            if type(x) is not np.ndarray or last is None or x.dtype != last[0] or x.shape != last[1]:
+            if type(x) is not np.ndarray or last is None or x.shape != last[1] or \
+                    (x.dtype is not last[0] and x.dtype != last[0]):
                 break
         else:
             return inputs
         inputs = [x if type(x) is np.ndarray and not on_host else _host_input(d, x) if on_host else
                   x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x)
-                  for d, x, on_host in zip(dyn.inputs, inputs, self._on_host)]
-        for i, (d, x, on_host) in enumerate(zip(dyn.inputs, inputs, self._on_host)):
+                  for d, x, on_host in zip(dyn.inputs, inputs, on_host)]
+        for i, (d, x, on_host) in enumerate(zip(dyn.inputs, inputs, on_host)):
             if on_host or (x.dtype, x.shape) == checked[i]:  # (the checks read dtype and shape only)
                 continue
             if x.dtype != np.dtype(d.dtype):
@@ -615,7 +687,9 @@ class HybridContext:
         calls = self._flow_calls.get(index)
         if calls is None:
             calls = self._flow_calls[index] = self._subgraph_calls(node, flow)
-        bodies, templates, children = calls
+        bodies, templates, children, branches = calls
+        if branches is not None:
+            return self._run_static_if(node, flow, ins, branches)
         launches = 0  # the children's submodel launches, counted once for the node, not per call
         for child in children:
             child.forget_inputs()
@@ -642,7 +716,7 @@ class HybridContext:
     def _output_buffer(self, name: str, dtype, shape) -> np.ndarray:
         """Where a control-flow kernel makes an output: the tensor's own buffer (_keep then copies
         nothing), or a new array for an output nobody reads or a tensor that cannot grow to it."""
-        if not name or not (self.growable or name in self.grows):
+        if not name or not (self.growable or name in self.model.grows):
             return np.empty(shape, dtype)
         self.host.pop(name, None)
         return self._view(self.realloc_if_needed(name, np.dtype(dtype), tuple(shape)))
@@ -656,7 +730,48 @@ class HybridContext:
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
                      for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
         children = [self.children[k] for k in {refs[key] for key in flow.bodies if key in refs}]
-        return bodies, templates, children
+        return bodies, templates, children, self._static_branches(node, flow)
+
+    def _static_branches(self, node: DynNode, flow) -> tuple | None:
+        """An If both of whose branches are one static submodel: ((its key, its bound runner) per
+        branch), which _run_static_if calls directly (None: the kernel's execute calls them)."""
+        if not isinstance(flow, If):
+            return None
+        refs = dict(node.subgraphs)
+        branches = []
+        for key in flow.bodies:
+            child = self.children[refs[key]]
+            if child.static_body is None:
+                child.static_body = _StaticBody.of(child) or False
+            if not child.static_body:
+                return None
+            branches.append((key, child.static_body))
+        return tuple(branches)
+
+    def _run_static_if(self, node: DynNode, flow, ins: list, branches: tuple) -> None:
+        """An If of two static branches, what the kernel's execute and a subgraph call do for it
+        without their layers: the branch its condition takes runs on the captured values (copied
+        into its inputs) and its outputs are copied into the node's."""
+        key, body = branches[flow.branch(self._view(ins[0]))]
+        if self.deadline is not None:
+            self._check_deadline(node)
+        body.forget_inputs()  # (the captured tensors keep their views from run to run, with new values)
+        try:
+            outs = body(list(map(self._view, ins[1:])))
+        except GeError as e:  # as a subgraph call names it
+            raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
+        counters = self.counters
+        counters["subgraph_runs"] += 1
+        counters["submodel_launches"] += 1
+        for name, y in zip(node.outputs, outs):  # (a static submodel's outputs are arrays)
+            if name:
+                self._tensor_view(name, y.dtype, y.shape)[...] = y
+        self.nodes_run += 1
+
+    def _check_deadline(self, node: DynNode) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline[0]:
+            raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
+                              f"{self.deadline[1]} s")
 
     def _subgraph_call(self, node: DynNode, key: str, k: int):
         child = self.children.get(k)
@@ -665,9 +780,7 @@ class HybridContext:
         run, counters = child.run_nested, self.counters
 
         def call(arrays: list) -> list:
-            if self.deadline is not None and time.perf_counter() > self.deadline[0]:
-                raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
-                                  f"{self.deadline[1]} s")
+            self._check_deadline(node)
             child.deadline = self.deadline  # (its own control flow, nested)
             try:
                 outs = run(arrays)
@@ -717,11 +830,12 @@ class HybridContext:
         dtype, shape = np.dtype(dtype), tuple(map(int, shape))
         nbytes = math.prod(shape) * dtype.itemsize
         if slot is None or nbytes > slot.capacity:
-            if not self.growable and name not in self.grows:
+            if not self.growable and name not in self.model.grows:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
                 raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
                                  f"its upper bound in the range plan")
-            if slot is not None and self.headroom:  # a tensor growing in a loop: twice the room, not each size in turn
+            if slot is not None and self.growable and self.model.root is not None:  # a subgraph's tensor growing in a
+                # loop: twice the room, not each size in turn
                 nbytes = max(nbytes, 2 * slot.capacity)
             addr = self._malloc(nbytes)
             data = self.device.bytes_at(addr, nbytes)
@@ -787,6 +901,7 @@ class HybridContext:
             self.device.free(addr)
         self._owned.clear()
         self.slots.clear()
+        self._in_slots = []
         self.host.clear()
         self.static_body = None
         self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)

@@ -15,6 +15,7 @@ from functools import partial
 import numpy as np
 
 from ...model.ir import dtype_from_onnx
+from ..base import copyto
 from ..registry import register
 from .shape_kernel import ShapeKernel
 from ..values import ints
@@ -34,7 +35,7 @@ class AliasKernel(ShapeKernel):
         reshape of a contiguous array is a view of it): a task's Squeeze or Reshape copy, a Loop body's
         every iteration."""
         if type(self).run is AliasKernel.run and xs[0].flags.c_contiguous:
-            return partial(np.copyto, ys[0], xs[0].reshape(ys[0].shape))
+            return partial(copyto, ys[0], xs[0].reshape(ys[0].shape))
         return super().bound(xs, ys, ws)
 
 
@@ -176,7 +177,7 @@ class Identity(AliasKernel):
 
     def bound(self, xs, ys, ws):
         """The copy itself (a Loop body's Identity outputs run every iteration)."""
-        return partial(np.copyto, ys[0], xs[0])
+        return partial(copyto, ys[0], xs[0])
 
 
 @register("Dropout")

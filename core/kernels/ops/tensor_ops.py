@@ -16,6 +16,7 @@ import numpy as np
 
 from ...model.ir import Meta
 from ..native import CallCache, run_for_threads
+from ..base import copyto
 from ..registry import register
 from .shape_kernel import ShapeKernel
 from ..values import ints, moves_only_ones, text, view_as
@@ -259,7 +260,7 @@ class SliceBase(StaticInputKernel):
         """With static bounds, the view of the input is made once per binding, not per call."""
         if self.idx is None:
             return super().bound(xs, ys, ws)
-        return partial(np.copyto, ys[0], xs[0][self.idx])
+        return partial(copyto, ys[0], xs[0][self.idx])
 
 
 @register("Slice", since=1)
