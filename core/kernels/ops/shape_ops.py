@@ -28,7 +28,7 @@ class AliasKernel(ShapeKernel):
     alias = True
 
     def run(self, xs, ys, ws):
-        np.copyto(ys[0], xs[0].reshape(ys[0].shape))
+        copyto(ys[0], xs[0].reshape(ys[0].shape))
 
     def bound(self, xs, ys, ws):
         """run()'s copy itself where run() is only that, the input seen in the output's shape once (the
@@ -173,7 +173,7 @@ class Identity(AliasKernel):
         return [x]
 
     def run(self, xs, ys, ws):
-        np.copyto(ys[0], xs[0])
+        copyto(ys[0], xs[0])
 
     def bound(self, xs, ys, ws):
         """The copy itself (a Loop body's Identity outputs run every iteration)."""

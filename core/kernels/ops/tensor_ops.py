@@ -17,6 +17,10 @@ import numpy as np
 from ...model.ir import Meta
 from ..native import CallCache, run_for_threads
 from ..base import copyto
+
+#: np.concatenate without its __array_function__ dispatch (a Python dispatcher call each time: a Loop
+#: body whose state grows concatenates every iteration)
+_concatenate = getattr(np.concatenate, "_implementation", np.concatenate)
 from ..registry import register
 from .shape_kernel import ShapeKernel
 from ..values import ints, moves_only_ones, text, view_as
@@ -131,7 +135,7 @@ class Concat(StaticInputKernel):
             if call is not None:
                 call.run()
                 return
-        np.concatenate(xs, axis=self.axis if self.axis is not None else self.axis_for([x.shape for x in xs]), out=ys[0])
+        _concatenate(xs, axis=self.axis if self.axis is not None else self.axis_for([x.shape for x in xs]), out=ys[0])
 
 
 @register("Split", since=2)
@@ -254,7 +258,7 @@ class SliceBase(StaticInputKernel):
 
     def run(self, xs, ys, ws):
         idx = self.idx if self.idx is not None else self.index(xs[0].shape, *self.bounds(xs))
-        np.copyto(ys[0], xs[0][idx])
+        copyto(ys[0], xs[0][idx])
 
     def bound(self, xs, ys, ws):
         """With static bounds, the view of the input is made once per binding, not per call."""
