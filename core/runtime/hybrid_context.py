@@ -68,14 +68,8 @@ class _StaticBody:
 
     @classmethod
     def of(cls, ctx: "HybridContext") -> "_StaticBody | None":
-        dyn = ctx.model.dyn
-        if dyn.nodes or len(dyn.steps) != 1 or dyn.steps[0].kind != "submodel":
-            return None
-        sm = ctx.model.submodels[dyn.steps[0].index]
-        if not ({d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}
-                and {d.name for d in sm.inputs} <= {d.name for d in dyn.inputs}):
-            return None  # not exactly the subgraph: the step-by-step path runs (and names what is missing)
-        return cls(ctx, dyn.steps[0].index)
+        index = _one_submodel(ctx.model)
+        return None if index is None else cls(ctx, index)
 
     def __init__(self, ctx: "HybridContext", index: int):
         dyn, sm = ctx.model.dyn, ctx.model.submodels[index]
@@ -129,6 +123,19 @@ class _StaticBody:
             skip, outputs = _elided_copies(self.sub.handle, [v for _, _, v in self.inputs], self.outputs)
             self._plan = (key, self.sub.inline_calls(skip) if skip else calls, outputs)
         return self._plan[1], list(self._plan[2])
+
+
+def _one_submodel(model) -> int | None:
+    """The index of the static submodel a subgraph is, when it is one (no node, one submodel step,
+    the subgraph's outputs among the submodel's and the submodel's inputs among the subgraph's)."""
+    dyn = model.dyn
+    if dyn.nodes or len(dyn.steps) != 1 or dyn.steps[0].kind != "submodel":
+        return None
+    sm = model.submodels[dyn.steps[0].index]
+    if not ({d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}
+            and {d.name for d in sm.inputs} <= {d.name for d in dyn.inputs}):
+        return None  # not exactly the subgraph: the step-by-step path runs (and names what is missing)
+    return dyn.steps[0].index
 
 
 class BoundBody:
@@ -305,16 +312,60 @@ class HybridContext:
         branch starting past it is a DeviceError (a trip count of 2^58 is a valid model, not a hang)."""
         if self.model is None:
             raise GeError("execution context destroyed (its model unloaded)")
-        device, counters = self.device, self.counters
+        counters = self.counters
         before = dict(counters)
         t0 = time.perf_counter()
         self.deadline = None if timeout is None else (t0 + timeout, timeout)
+        replay = self._replay
+        if replay is None or not self._replay_inputs(inputs, replay[1]):
+            replay = self._copy_inputs(inputs)
+        t1 = time.perf_counter()
+        with self._kernel_state:
+            try:
+                ran = 0 if replay is None else self._replay_steps(replay[0])
+                if ran < len(self.model.dyn.steps):
+                    self._replay = replay = None
+                    self._run_steps(ran)
+                    self._replay = self._steady_replay()
+            finally:
+                self._fold_counts()
+        t2 = time.perf_counter()
+        if replay is not None and outputs is None:  # the outputs the replay's steps leave, in their views
+            results = []
+            for view in replay[2]:
+                results.append(view.copy())
+            self.device.count_copies("d2h", len(results), replay[3][1])
+            counters["d2h_bytes"] += replay[3][1]
+        else:
+            results = self._copy_outputs(outputs)
+        self._last_run = (before, dict(counters), t0, t1, t2, time.perf_counter())
+        return results
+
+    def _replay_inputs(self, inputs, ins: tuple) -> bool:
+        """The inputs copied into the views the replay's steps read, when they are the arrays of its
+        run's dtypes and shapes (False: execute's checks and copies name what differs)."""
+        if type(inputs) is not dict:
+            return False
+        ndarray = np.ndarray
+        for name, view, shape, dtype in ins:
+            x = inputs.get(name)
+            if type(x) is not ndarray or x.shape != shape or (x.dtype is not dtype and x.dtype != dtype):
+                return False
+            view[...] = x  # (x's dtype: a copy, no cast)
+        nbytes = self._replay[3][0]
+        self.device.count_copies("h2d", len(ins), nbytes)
+        self.counters["h2d_bytes"] += nbytes
+        return True
+
+    def _copy_inputs(self, inputs) -> tuple | None:
+        """The inputs checked and copied into their tensors' buffers; the replay, unless an input's
+        view changed (a new shape: the last run's steps are not this run's)."""
         copies, h2d, in_slots, replay = 0, 0, self._in_slots, self._replay
         for k, x in enumerate(self._check_inputs(inputs)):
             slot = in_slots[k]  # (a tensor keeps its Slot and its view: no look-up by name)
             view = None if slot is None else slot.array
             if view is None or view.shape != x.shape or view.dtype != x.dtype:
-                replay = self._replay = None  # (a view that changes: the last run's steps are not this run's)
+                replay = self._replay = None
                 name = self.model.input_names[k]
                 if self.model.on_host[k]:
                     self.host[name] = x
@@ -323,19 +374,13 @@ class HybridContext:
                 view = self._view(slot)
             view[...] = x  # (x's dtype: a copy, no cast)
             copies, h2d = copies + 1, h2d + x.nbytes
-        device.count_copies("h2d", copies, h2d)
-        counters["h2d_bytes"] += h2d
-        t1 = time.perf_counter()
-        with self._kernel_state:
-            try:
-                ran = 0 if replay is None else self._replay_steps(replay)
-                if ran < len(self.model.dyn.steps):
-                    self._replay = None
-                    self._run_steps(ran)
-                    self._replay = self._steady_replay()
-            finally:
-                self._fold_counts()
-        t2 = time.perf_counter()
+        self.device.count_copies("h2d", copies, h2d)
+        self.counters["h2d_bytes"] += h2d
+        return replay
+
+    def _copy_outputs(self, outputs) -> list:
+        """Each output copied into a new array, or into the caller's buffer for it (`outputs`)."""
+        device, counters = self.device, self.counters
         results, copies, copied, d2h, host, slots = [], 0, 0, 0, self.host, self.slots
         for k, name in enumerate(self.model.output_names):
             if host and name in host:
@@ -355,7 +400,6 @@ class HybridContext:
             results.append(y)
         device.count_copies("d2h", copies, copied)
         counters["d2h_bytes"] += d2h
-        self._last_run = (before, dict(counters), t0, t1, t2, time.perf_counter())
         return results
 
     @property
@@ -458,11 +502,12 @@ class HybridContext:
                 self._run_submodel(step.index)
 
     def _steady_replay(self) -> tuple | None:
-        """The steps of the run that just ended as _replay_steps makes them, when it was a steady run:
-        every node ran its prepared call (its steady path) but an If of two static branches, and no
-        value was on the host; else None. An entry per step: (call, epilogue, its output) for a node,
-        (None, index, (its inputs, its outputs' slots and views)) for such an If, (None, index, None)
-        for a submodel."""
+        """The run that just ended as a replay makes it again, when it was a steady run: every node ran
+        its prepared call (its steady path) but an If of two static branches, and no value was on the
+        host; else None. (steps, inputs, outputs, (h2d, d2h) bytes): a step per step of the model, (call,
+        epilogue, its output) for a node, (None, index, (its condition, its outputs' slots and shapes))
+        for such an If, (None, index, None) for a submodel; each input's (name, view, shape, dtype); each
+        output's view."""
         model, dyn, slots = self.model, self.model.dyn, self.slots
         if self.host or model.root is not None:
             return None
@@ -479,10 +524,12 @@ class HybridContext:
             flow = self._flow_calls.get(k)
             if flow is None or flow[3] is None:
                 return None
-            ins = [const if name is None else slots[name] for name, const, _ in model.args[k]]
-            outs = tuple((slots[name], slots[name].array) for name in dyn.nodes[k].outputs if name)
-            replay.append((None, k, (ins, outs)))
-        return tuple(replay)
+            name, const, _ = model.args[k][0]  # (its condition)
+            outs = tuple((slots[name], slots[name].shape) for name in dyn.nodes[k].outputs)
+            replay.append((None, k, (const if name is None else slots[name], outs)))
+        ins = tuple((name, slot.array, slot.shape, slot.dtype) for name, slot in zip(model.input_names, self._in_slots))
+        outs = tuple(self._view(slots[name]) for name in model.output_names)
+        return tuple(replay), ins, outs, (sum(v.nbytes for _, v, _, _ in ins), sum(v.nbytes for v in outs))
 
     def _replay_steps(self, replay: tuple) -> int:
         """The last run's steps as its steady run made them (_steady_replay): each node's prepared call
@@ -502,12 +549,12 @@ class HybridContext:
                 elif y is None:
                     self._run_submodel(epilogue)
                 else:
-                    ins, outs = y
-                    self._run_static_if(dyn.nodes[epilogue], self.model.flow[epilogue], ins,
-                                        self._flow_calls[epilogue][3])
-                    if any(slot.array is not view for slot, view in outs):
-                        self.nodes_run += calls
-                        return t + 1
+                    cond, outs = y
+                    self._run_static_if(epilogue, dyn.nodes[epilogue], self.model.flow[epilogue], cond)
+                    for slot, shape in outs:
+                        if slot.shape is not shape:  # (another shape: the steps after it run step by step)
+                            self.nodes_run += calls
+                            return t + 1
         except GeError:
             raise
         except Exception as e:  # as _run_steps names a failing node
@@ -686,10 +733,10 @@ class HybridContext:
         flow = self.model.flow[index]
         calls = self._flow_calls.get(index)
         if calls is None:
-            calls = self._flow_calls[index] = self._subgraph_calls(node, flow)
+            calls = self._flow_calls[index] = self._subgraph_calls(index, node, flow)
         bodies, templates, children, branches = calls
         if branches is not None:
-            return self._run_static_if(node, flow, ins, branches)
+            return self._run_static_if(index, node, flow, ins[0])
         launches = 0  # the children's submodel launches, counted once for the node, not per call
         for child in children:
             child.forget_inputs()
@@ -721,7 +768,7 @@ class HybridContext:
         self.host.pop(name, None)
         return self._view(self.realloc_if_needed(name, np.dtype(dtype), tuple(shape)))
 
-    def _subgraph_calls(self, node: DynNode, flow) -> tuple[list, list, list]:
+    def _subgraph_calls(self, index: int, node: DynNode, flow) -> tuple[list, list, list, tuple | None]:
         """What a control-flow node's runs need, the same every run: a call per subgraph attribute,
         the compiled (dtype, shape) of its outputs, the child contexts the calls run in."""
         refs = dict(node.subgraphs)
@@ -730,42 +777,45 @@ class HybridContext:
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
                      for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
         children = [self.children[k] for k in {refs[key] for key in flow.bodies if key in refs}]
-        return bodies, templates, children, self._static_branches(node, flow)
+        return bodies, templates, children, self._static_branches(index, node, flow)
 
-    def _static_branches(self, node: DynNode, flow) -> tuple | None:
-        """An If both of whose branches are one static submodel: ((its key, its bound runner) per
-        branch), which _run_static_if calls directly (None: the kernel's execute calls them)."""
-        if not isinstance(flow, If):
+    def _static_branches(self, index: int, node: DynNode, flow) -> tuple | None:
+        """An If both of whose branches are one static submodel and whose outputs all have names:
+        per branch (its key, its submodel, the child context's context of it), each launched by
+        _run_static_if on the node's own tensors (None: the kernel's execute calls the branches)."""
+        if not isinstance(flow, If) or not all(node.outputs):
             return None
-        refs = dict(node.subgraphs)
-        branches = []
-        for key in flow.bodies:
+        refs, branches = dict(node.subgraphs), []
+        for b, key in enumerate(flow.bodies):
             child = self.children[refs[key]]
-            if child.static_body is None:
-                child.static_body = _StaticBody.of(child) or False
-            if not child.static_body:
+            k = _one_submodel(child.model)
+            if k is None:
                 return None
-            branches.append((key, child.static_body))
+            sm, dyn = child.model.submodels[k], child.model.dyn
+            outputs = {d.name: j for j, d in enumerate(dyn.outputs)}
+            if len(dyn.outputs) != len(node.outputs) or set(outputs) != {d.name for d in sm.outputs}:
+                return None  # (a submodel output that is no node output, or one given twice)
+            captured = {d.name: name for d, name in zip(dyn.inputs, node.inputs[1:])}
+            # its inputs and outputs as the node's tensors (a captured value is the caller's tensor)
+            self._sub_io[(index, b)] = ([(captured[d.name], np.dtype(d.dtype), tuple(d.shape)) for d in sm.inputs],
+                                        [(node.outputs[outputs[d.name]], np.dtype(d.dtype), tuple(d.shape))
+                                         for d in sm.outputs])
+            branches.append((key, sm, child.sub_contexts[k]))
         return tuple(branches)
 
-    def _run_static_if(self, node: DynNode, flow, ins: list, branches: tuple) -> None:
-        """An If of two static branches, what the kernel's execute and a subgraph call do for it
-        without their layers: the branch its condition takes runs on the captured values (copied
-        into its inputs) and its outputs are copied into the node's."""
-        key, body = branches[flow.branch(self._view(ins[0]))]
+    def _run_static_if(self, index: int, node: DynNode, flow, cond) -> None:
+        """An If of two static branches without a subgraph call: the branch its condition takes is
+        launched on the node's tensors as a submodel step is (its inputs the captured tensors' buffers,
+        its outputs the node's outputs' buffers: nothing copied in or out)."""
+        b = flow.branch(self._view(cond))
+        key, sm, sub = self._flow_calls[index][3][b]
         if self.deadline is not None:
             self._check_deadline(node)
-        body.forget_inputs()  # (the captured tensors keep their views from run to run, with new values)
         try:
-            outs = body(list(map(self._view, ins[1:])))
+            self._launch(sm, sub, (index, b))
         except GeError as e:  # as a subgraph call names it
             raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
-        counters = self.counters
-        counters["subgraph_runs"] += 1
-        counters["submodel_launches"] += 1
-        for name, y in zip(node.outputs, outs):  # (a static submodel's outputs are arrays)
-            if name:
-                self._tensor_view(name, y.dtype, y.shape)[...] = y
+        self.counters["subgraph_runs"] += 1
         self.nodes_run += 1
 
     def _check_deadline(self, node: DynNode) -> None:
@@ -804,8 +854,12 @@ class HybridContext:
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
     def _run_submodel(self, index: int) -> None:
-        sm, sub = self.model.submodels[index], self.sub_contexts[index]
-        ins, outs = self._sub_io[index]
+        self._launch(self.model.submodels[index], self.sub_contexts[index], index)
+
+    def _launch(self, sm, sub, key) -> None:
+        """A static submodel's run in its context `sub` on this context's tensors (`_sub_io[key]`):
+        new addresses (UpdateArgs) only when one moved, then its tasks' bound calls."""
+        ins, outs = self._sub_io[key]
         in_addrs = []
         for name, dtype, shape in ins:
             slot = self.slots.get(name)
@@ -815,9 +869,9 @@ class HybridContext:
                                  f"{dtype} {list(shape)}")
             in_addrs.append(slot.addr)
         out_addrs = [self.realloc_if_needed(name, dtype, shape).addr for name, dtype, shape in outs]
-        if (in_addrs, out_addrs) != self._sub_addrs.get(index):  # UpdateArgs only when an address moved
+        if (in_addrs, out_addrs) != self._sub_addrs.get(key):  # UpdateArgs only when an address moved
             davinci_model_update_args(sm, in_addrs, out_addrs, sub)
-            self._sub_addrs[index] = (in_addrs, out_addrs)
+            self._sub_addrs[key] = (in_addrs, out_addrs)
         sub.run_inline()  # Execute: its tasks' bound calls while nothing moved (this run holds the kernel state)
         self.counters["submodel_launches"] += 1
 
@@ -904,6 +958,7 @@ class HybridContext:
         self._in_slots = []
         self.host.clear()
         self.static_body = None
+        self.traces.clear()  # (its views hold buffers)
         self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)
 
 
