@@ -503,9 +503,9 @@ class HybridContext:
 
     def _steady_replay(self) -> tuple | None:
         """The run that just ended as a replay makes it again, when it was a steady run: every node ran
-        its prepared call (its steady path) but an If of two static branches, and no value was on the
+        its prepared call (its steady path) but an If with a static branch, and no value was on the
         host; else None. (steps, inputs, outputs, (h2d, d2h) bytes): a step per step of the model, (call,
-        epilogue, its output) for a node, (None, index, (its condition, its outputs' slots and shapes))
+        epilogue, its output) for a node, (None, index, (its inputs, its outputs' slots and shapes))
         for such an If, (None, index, None) for a submodel; each input's (name, view, shape, dtype); each
         output's view."""
         model, dyn, slots = self.model, self.model.dyn, self.slots
@@ -524,9 +524,9 @@ class HybridContext:
             flow = self._flow_calls.get(k)
             if flow is None or flow[3] is None:
                 return None
-            name, const, _ = model.args[k][0]  # (its condition)
+            ins = [const if name is None else slots[name] for name, const, _ in model.args[k]]
             outs = tuple((slots[name], slots[name].shape) for name in dyn.nodes[k].outputs)
-            replay.append((None, k, (const if name is None else slots[name], outs)))
+            replay.append((None, k, (ins, outs)))
         ins = tuple((name, slot.array, slot.shape, slot.dtype) for name, slot in zip(model.input_names, self._in_slots))
         outs = tuple(self._view(slots[name]) for name in model.output_names)
         return tuple(replay), ins, outs, (sum(v.nbytes for _, v, _, _ in ins), sum(v.nbytes for v in outs))
@@ -549,8 +549,8 @@ class HybridContext:
                 elif y is None:
                     self._run_submodel(epilogue)
                 else:
-                    cond, outs = y
-                    self._run_static_if(epilogue, dyn.nodes[epilogue], self.model.flow[epilogue], cond)
+                    ins, outs = y
+                    self._run_control_flow(epilogue, dyn.nodes[epilogue], ins)
                     for slot, shape in outs:
                         if slot.shape is not shape:  # (another shape: the steps after it run step by step)
                             self.nodes_run += calls
@@ -735,8 +735,10 @@ class HybridContext:
         if calls is None:
             calls = self._flow_calls[index] = self._subgraph_calls(index, node, flow)
         bodies, templates, children, branches = calls
-        if branches is not None:
-            return self._run_static_if(index, node, flow, ins[0])
+        if branches is not None:  # an If: the branch taken, launched directly when it is a static one
+            b = flow.branch(self._view(ins[0]))
+            if branches[b] is not None:
+                return self._run_static_if(index, node, b, branches[b])
         launches = 0  # the children's submodel launches, counted once for the node, not per call
         for child in children:
             child.forget_inputs()
@@ -780,35 +782,36 @@ class HybridContext:
         return bodies, templates, children, self._static_branches(index, node, flow)
 
     def _static_branches(self, index: int, node: DynNode, flow) -> tuple | None:
-        """An If both of whose branches are one static submodel and whose outputs all have names:
-        per branch (its key, its submodel, the child context's context of it), each launched by
-        _run_static_if on the node's own tensors (None: the kernel's execute calls the branches)."""
+        """An If whose outputs all have names: per branch, (its key, its submodel, the child context's
+        context of it) when the branch is one static submodel, which _run_static_if launches on the
+        node's own tensors, else None (the kernel's execute calls it); None when neither branch is."""
         if not isinstance(flow, If) or not all(node.outputs):
             return None
         refs, branches = dict(node.subgraphs), []
         for b, key in enumerate(flow.bodies):
-            child = self.children[refs[key]]
-            k = _one_submodel(child.model)
-            if k is None:
-                return None
-            sm, dyn = child.model.submodels[k], child.model.dyn
-            outputs = {d.name: j for j, d in enumerate(dyn.outputs)}
-            if len(dyn.outputs) != len(node.outputs) or set(outputs) != {d.name for d in sm.outputs}:
-                return None  # (a submodel output that is no node output, or one given twice)
-            captured = {d.name: name for d, name in zip(dyn.inputs, node.inputs[1:])}
-            # its inputs and outputs as the node's tensors (a captured value is the caller's tensor)
-            self._sub_io[(index, b)] = ([(captured[d.name], np.dtype(d.dtype), tuple(d.shape)) for d in sm.inputs],
-                                        [(node.outputs[outputs[d.name]], np.dtype(d.dtype), tuple(d.shape))
-                                         for d in sm.outputs])
-            branches.append((key, sm, child.sub_contexts[k]))
-        return tuple(branches)
+            branches.append(self._static_branch(index, node, b, self.children[refs[key]], key))
+        return None if branches == [None, None] else tuple(branches)
 
-    def _run_static_if(self, index: int, node: DynNode, flow, cond) -> None:
-        """An If of two static branches without a subgraph call: the branch its condition takes is
-        launched on the node's tensors as a submodel step is (its inputs the captured tensors' buffers,
-        its outputs the node's outputs' buffers: nothing copied in or out)."""
-        b = flow.branch(self._view(cond))
-        key, sm, sub = self._flow_calls[index][3][b]
+    def _static_branch(self, index: int, node: DynNode, b: int, child: "HybridContext", key: str) -> tuple | None:
+        k = _one_submodel(child.model)
+        if k is None:
+            return None
+        sm, dyn = child.model.submodels[k], child.model.dyn
+        outputs = {d.name: j for j, d in enumerate(dyn.outputs)}
+        if len(dyn.outputs) != len(node.outputs) or set(outputs) != {d.name for d in sm.outputs}:
+            return None  # (a submodel output that is no node output, or one given twice)
+        captured = {d.name: name for d, name in zip(dyn.inputs, node.inputs[1:])}
+        # its inputs and outputs as the node's tensors (a captured value is the caller's tensor)
+        self._sub_io[(index, b)] = ([(captured[d.name], np.dtype(d.dtype), tuple(d.shape)) for d in sm.inputs],
+                                    [(node.outputs[outputs[d.name]], np.dtype(d.dtype), tuple(d.shape))
+                                     for d in sm.outputs])
+        return key, sm, child.sub_contexts[k]
+
+    def _run_static_if(self, index: int, node: DynNode, b: int, branch: tuple) -> None:
+        """An If's static branch without a subgraph call: launched on the node's tensors as a submodel
+        step is (its inputs the captured tensors' buffers, its outputs the node's outputs' buffers:
+        nothing copied in or out)."""
+        key, sm, sub = branch
         if self.deadline is not None:
             self._check_deadline(node)
         try:

@@ -172,6 +172,35 @@ def test_a_steady_run_is_replayed_and_follows_the_branch_taken_and_new_values(tm
         api.unload(model_id)
 
 
+def test_a_replayed_if_runs_its_dynamic_branch_as_a_subgraph_call(tmp_path):
+    """An If with one static branch (then: concat [4, 3]) and one dynamic branch (else: a ReduceSum on
+    axes given at run time): a replay launches the static branch on the node's tensors and runs the
+    dynamic one as a subgraph call, the node after it following either's shape."""
+    then = helper.make_graph([helper.make_node("Concat", ["x", "r"], ["t"], axis=0)], "then", [], [vi("t", F, None)])
+    other = helper.make_graph([helper.make_node("ReduceSum", ["x", "axes"], ["e"], keepdims=0)], "else", [],
+                              [vi("e", F, None)])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Neg", ["y"], ["z"])]
+    m = model(nodes, [vi("cond", B, []), vi("x", F, [2, 3]), vi("axes", I64, [1])], [vi("z", F, None)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, "cpu")
+    try:
+        ctx = api.model(model_id).default_context
+        replayed = []
+        for step, c in enumerate([True] * 4 + [False] * 4 + [True, False, True]):
+            x, axes = rand(2, 3, seed=step), np.array([step % 2], np.int64)
+            replayed.append(ctx._replay is not None)
+            (z,) = api.execute(model_id, {"cond": np.array(c), "x": x, "axes": axes})
+            expected = -np.concatenate([x, np.maximum(x, 0)]) if c else -x.sum(axis=step % 2)
+            assert z.shape == expected.shape
+            np.testing.assert_allclose(z, expected, rtol=1e-6)
+        assert replayed[3] and replayed[4] and not replayed[5]
+    finally:
+        api.unload(model_id)
+
+
 def test_a_replayed_run_follows_input_shapes_that_change_between_calls(tmp_path):
     """The replay of a steady run holds while the inputs keep their shapes: another shape runs the
     nodes step by step (new buffers), the same shape again is replayed again."""
