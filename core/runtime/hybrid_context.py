@@ -801,6 +801,8 @@ class HybridContext:
         if len(dyn.outputs) != len(node.outputs) or set(outputs) != {d.name for d in sm.outputs}:
             return None  # (a submodel output that is no node output, or one given twice)
         captured = {d.name: name for d, name in zip(dyn.inputs, node.inputs[1:])}
+        if any(not captured.get(d.name) or captured[d.name] in self.model.consts for d in sm.inputs):
+            return None  # (a value without a tensor's buffer: the subgraph call copies it in)
         # its inputs and outputs as the node's tensors (a captured value is the caller's tensor)
         self._sub_io[(index, b)] = ([(captured[d.name], np.dtype(d.dtype), tuple(d.shape)) for d in sm.inputs],
                                     [(node.outputs[outputs[d.name]], np.dtype(d.dtype), tuple(d.shape))
