@@ -963,7 +963,8 @@ class HybridContext:
         self._in_slots = []
         self.host.clear()
         self.static_body = None
-        self.traces.clear()  # (its views hold buffers)
+        self.traces.clear()  # (its views hold buffers, as the replay's calls do)
+        self._replay = None
         self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)
 
 
