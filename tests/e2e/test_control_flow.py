@@ -942,16 +942,15 @@ def test_a_replayed_body_step_reruns_its_bound_call_only_on_the_buffers_it_was_b
     """A growing state's body steps keep memos of the buffers they ran on (the carried value's two
     buffers trade places every iteration, so which one an iteration meets depends on the runs before):
     run after run, with trip counts of both parities and new values, each result is the reference's."""
-    body = helper.make_graph([helper.make_node("Slice", ["seq", "m1", "big", "zero"], ["last"]),
-                              helper.make_node("Sin", ["last"], ["nxt"]),
-                              helper.make_node("Concat", ["seq", "nxt"], ["seq2"], axis=0),
-                              helper.make_node("Identity", ["c"], ["c2"])], "grow",
-                             [vi("i", I64, []), vi("c", B, []), vi("seq", F, [None, 4])],
-                             [vi("c2", B, []), vi("seq2", F, [None, 4])],
-                             [const("m1", np.array([-1], np.int64)), const("big", np.array([1 << 30], np.int64)),
-                              const("zero", np.array([0], np.int64))])
-    m = model([helper.make_node("Loop", ["M", "", "s0"], ["seq"], body=body)],
-              [vi("M", I64, []), vi("s0", F, [1, 4])], [vi("seq", F, [None, 4])])
+    steps = [helper.make_node("Slice", ["rows", "from_last", "to_end"], ["tail"]),  # (axis 0, the last row)
+             helper.make_node("Cos", ["tail"], ["row"]),
+             helper.make_node("Concat", ["rows", "row"], ["rows_out"], axis=0),
+             helper.make_node("Identity", ["go"], ["go_out"])]
+    body = helper.make_graph(steps, "rows", [vi("n", I64, []), vi("go", B, []), vi("rows", F, [None, 4])],
+                             [vi("go_out", B, []), vi("rows_out", F, [None, 4])],
+                             [const("from_last", np.array([-1], np.int64)), const("to_end", np.array([99], np.int64))])
+    m = model([helper.make_node("Loop", ["M", "", "s0"], ["all"], body=body)],
+              [vi("M", I64, []), vi("s0", F, [1, 4])], [vi("all", F, [None, 4])])
     path = str(tmp_path / "m.onnx")
     onnx.save(m, path)
     model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, "cpu")
@@ -961,7 +960,7 @@ def test_a_replayed_body_step_reruns_its_bound_call_only_on_the_buffers_it_was_b
             (got,) = api.execute(model_id, {"M": np.array(trips, np.int64), "s0": s0})
             expected = [s0]
             for _ in range(trips):
-                expected.append(np.sin(expected[-1][-1:]))
+                expected.append(np.cos(expected[-1][-1:]))
             np.testing.assert_array_equal(got, np.concatenate(expected))
     finally:
         api.unload(model_id)
