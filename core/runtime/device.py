@@ -27,6 +27,8 @@ MAPPED_MIN = 1 << 20
 DEVICE_NAMES = ("cpu", "sim")
 #: device ids per kind, as a host with this many NPUs (ACL's aclrtGetDeviceCount)
 MAX_DEVICES = 64
+
+
 class Counts(Counter):
     """The runtime's counters: a Counter whose `c[k] += n` costs what a dict's does. Counter's own
     __delitem__ (a Python method) makes CPython route every item assignment of a Counter through a

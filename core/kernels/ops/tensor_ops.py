@@ -17,13 +17,13 @@ import numpy as np
 from ...model.ir import Meta
 from ..native import CallCache, run_for_threads
 from ..base import copyto
+from ..registry import register
+from .shape_kernel import ShapeKernel
+from ..values import ints, moves_only_ones, text, view_as
 
 #: np.concatenate without its __array_function__ dispatch (a Python dispatcher call each time: a Loop
 #: body whose state grows concatenates every iteration)
 _concatenate = getattr(np.concatenate, "_implementation", np.concatenate)
-from ..registry import register
-from .shape_kernel import ShapeKernel
-from ..values import ints, moves_only_ones, text, view_as
 
 
 def _at(axis: int, index, rank: int) -> tuple:
