@@ -33,6 +33,10 @@ class BodyTraces:
         self.seen: set[tuple] = set()
         self.traces: dict[tuple, tuple] = {}
 
+    def clear(self) -> None:
+        self.seen.clear()
+        self.traces.clear()
+
     def key(self, ctx) -> tuple | None:
         """The (dtype, shape) of each input the subgraph reads, once run_nested has placed them; None
         when the run cannot be traced (a host value among them, or the subgraph is not traceable)."""
@@ -46,35 +50,65 @@ class BodyTraces:
         trace = self.traces.get(key)
         if trace is None:
             return False
-        slots, view, tensor_view = ctx.slots, ctx._view, ctx._tensor_view
         ran = 0
-        for index, node, impl, args, outs in trace:
+        for index, node, impl, args, outs, memos in trace:
             if node is None:
                 ctx._run_submodel(index)
                 continue
             try:
-                ys = [tensor_view(name, dtype, shape) if name else None for name, dtype, shape in outs]
-                if impl.empty:
-                    ctx.counters["skipped_empty"] += 1
-                    continue
-                xs = []
-                for name, const in args:
-                    if name is None:
-                        xs.append(const)
+                for checks, states, call, y in memos:  # the step as it ran on these very buffers
+                    for slot, data in checks:
+                        if slot.data is not data:
+                            break
                     else:
-                        s = slots[name]
-                        xs.append(s.array if s.array is not None else view(s))
-                ws = tensor_view(f"{node.name}:workspace", np.dtype(np.uint8), (impl.workspace,)) \
-                    if impl.workspace else None
-                impl.kernel.run(xs, ys, ws)
-                if impl.epilogue is not None:
-                    impl.epilogue(ys[0])
+                        for slot, dtype, shape, array in states:
+                            slot.dtype, slot.shape, slot.array = dtype, shape, array
+                        call()
+                        if impl.epilogue is not None:
+                            impl.epilogue(y)
+                        break
+                else:
+                    ran += self._run(ctx, node, impl, args, outs, memos)
+                    continue
             except GeError:
                 raise
             except Exception as e:  # as _run_steps names a failing node
                 raise GeError(f"node '{node.name}' ({node.op_type}) failed at run time: {type(e).__name__}: {e}") from e
             ran += 1
         ctx.nodes_run += ran
+        return True
+
+    @staticmethod
+    def _run(ctx, node, impl, args, outs, memos: list) -> bool:
+        """A traced step on buffers it has no memo for: its output views, its kernel's run, and a memo
+        of it (its slots and their buffers, their states after it, the kernel's call bound to those
+        views) for the next replay on the same buffers (two kept: a carried value's buffers trade
+        places every iteration, so the same trace meets two sets by turns). False: it had nothing to
+        compute."""
+        slots, tensor_view = ctx.slots, ctx._tensor_view
+        ys = [tensor_view(name, dtype, shape) if name else None for name, dtype, shape in outs]
+        if impl.empty:
+            ctx.counters["skipped_empty"] += 1
+            return False
+        xs, used = [], []
+        for name, const in args:
+            if name is None:
+                xs.append(const)
+            else:
+                s = slots[name]
+                xs.append(ctx._view(s))
+                used.append(s)
+        ws, wname = None, f"{node.name}:workspace"
+        if impl.workspace:
+            ws = tensor_view(wname, np.dtype(np.uint8), (impl.workspace,))
+        impl.kernel.run(xs, ys, ws)
+        if impl.epilogue is not None:
+            impl.epilogue(ys[0])
+        written = [slots[name] for name, _, _ in outs if name] + ([slots[wname]] if impl.workspace else [])
+        if len(memos) > 1:
+            memos.pop(0)
+        memos.append((tuple((s, s.data) for s in used + written), tuple((s, s.dtype, s.shape, s.array) for s in written),
+                      impl.kernel.bound(xs, ys, ws), ys[0] if ys else None))
         return True
 
     def record(self, ctx, key: tuple) -> None:
@@ -87,7 +121,7 @@ class BodyTraces:
         states, steps = ctx.states, []
         for index, node, args in self.steps:
             if node is None:
-                steps.append((index, None, None, None, None))
+                steps.append((index, None, None, None, None, None))
                 continue
             impl = states[index].impl
             if impl is None or impl.out_metas is None:  # data-dependent: its values decide the shapes after it
@@ -95,7 +129,7 @@ class BodyTraces:
                 self.traces.clear()
                 return
             outs = tuple((o, m.dtype, m.shape) for o, m in zip(node.outputs, impl.out_metas))
-            steps.append((index, node, impl, args, outs))
+            steps.append((index, node, impl, args, outs, []))
         if len(self.traces) >= self.capacity:
             self.traces.clear()
         self.traces[key] = tuple(steps)

@@ -18,7 +18,7 @@ from ..model.ge_model import FM_ID, WORKSPACE_ID
 from ..kernels.blas import kernel_state
 from ..kernels.native import aligned_empty
 from .args_manager import ModelArgsManager
-from .device import DeviceBuffer
+from .device import Counts, DeviceBuffer
 from .executors import LinearExecutor, TaskFailed, TracingExecutor, make_executor
 from .output_pool import OutputPool
 
@@ -102,7 +102,7 @@ class ExecutionContext:
         self._owned: list[int] = []
         self.own_memory = own_memory
         self._keep_bindings = True  # whether a task moved by this run keeps the binding it replaces
-        self.counters: Counter = Counter()  # this context's own copies and allocations
+        self.counters: Counter = Counts()  # this context's own copies and allocations
         if executor == "linear":  # the compile-time order and its memory plan
             layout, deps, self.fm_size, self.workspace_size = plan.args_layout, None, plan.fm_size, plan.workspace_size
         else:  # any order the dependencies allow: the dataflow plan (workspaces live among feature maps)

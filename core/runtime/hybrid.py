@@ -161,6 +161,9 @@ class HybridModel(SharedWeightsModel):
                 raise
         self.timings["davinci_model_create"] = time.perf_counter() - t0
         self.shape_inputs = [self._shape_inputs(n) for n in dyn.nodes]
+        self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
+        self.input_names, self.output_names = tuple(d.name for d in dyn.inputs), tuple(d.name for d in dyn.outputs)
+        self.on_host = tuple(d.on_host for d in dyn.inputs)  # sequences, optionals, strings: kept as given
         # per node, each input as a run finds it: (tensor name, None, None), or (None, constant, its
         # (dtype, shape)) for a weight, or (None, None, None) when absent (decided once, not per run)
         self.args = [tuple((None, None, None) if not t else (t, None, None) if t not in self.consts

@@ -18,8 +18,9 @@ from ..model.ir import Meta
 from ..kernels.blas import kernel_state
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.native.calls import prepared_calls, threads
+from ..kernels.ops.control_flow import If
 from .body_trace import BodyTraces
-from .device import DeviceBuffer
+from .device import Counts, DeviceBuffer
 from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
 #: what a context counts of its runs (its `counters`, ge run --verbose's hybrid figures)
@@ -67,14 +68,8 @@ class _StaticBody:
 
     @classmethod
     def of(cls, ctx: "HybridContext") -> "_StaticBody | None":
-        dyn = ctx.model.dyn
-        if dyn.nodes or len(dyn.steps) != 1 or dyn.steps[0].kind != "submodel":
-            return None
-        sm = ctx.model.submodels[dyn.steps[0].index]
-        if not ({d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}
-                and {d.name for d in sm.inputs} <= {d.name for d in dyn.inputs}):
-            return None  # not exactly the subgraph: the step-by-step path runs (and names what is missing)
-        return cls(ctx, dyn.steps[0].index)
+        index = _one_submodel(ctx.model)
+        return None if index is None else cls(ctx, index)
 
     def __init__(self, ctx: "HybridContext", index: int):
         dyn, sm = ctx.model.dyn, ctx.model.submodels[index]
@@ -128,6 +123,19 @@ class _StaticBody:
             skip, outputs = _elided_copies(self.sub.handle, [v for _, _, v in self.inputs], self.outputs)
             self._plan = (key, self.sub.inline_calls(skip) if skip else calls, outputs)
         return self._plan[1], list(self._plan[2])
+
+
+def _one_submodel(model) -> int | None:
+    """The index of the static submodel a subgraph is, when it is one (no node, one submodel step,
+    the subgraph's outputs among the submodel's and the submodel's inputs among the subgraph's)."""
+    dyn = model.dyn
+    if dyn.nodes or len(dyn.steps) != 1 or dyn.steps[0].kind != "submodel":
+        return None
+    sm = model.submodels[dyn.steps[0].index]
+    if not ({d.name for d in dyn.outputs} <= {d.name for d in sm.outputs}
+            and {d.name for d in sm.inputs} <= {d.name for d in dyn.inputs}):
+        return None  # not exactly the subgraph: the step-by-step path runs (and names what is missing)
+    return dyn.steps[0].index
 
 
 class BoundBody:
@@ -244,20 +252,19 @@ class HybridContext:
         self.model, self.device = model, model.device
         dyn = model.dyn
         self.slots: dict[str, Slot] = {}
-        self.counters: Counter = Counter()
+        self.counters: Counter = Counts()
         # counted per node as plain ints, folded into `counters` when a run ends
         self.nodes_run = self.shape_updates = self.args_set = 0
         self.states = [NodeState() for _ in dyn.nodes]
         self._last_run: tuple | None = None  # (counters before, counters after, its four times): stats
         self._checked: list = [None] * len(dyn.inputs)  # each input's (dtype, shape) as last checked
-        self._on_host = [d.on_host for d in dyn.inputs]
+        self._in_slots: list = [None] * len(dyn.inputs)  # each input's Slot, once it has one (on_host: never)
         self._kernel_state = kernel_state()  # entered by one run at a time
         self._flow_calls: dict[int, tuple] = {}  # control flow: each node's subgraph calls, made once
         self._bound: list[BoundBody] = []  # control flow: the bodies bound by the node running (their runs)
         self._owned: dict[int, int] = {}  # address -> bytes
         self.growable = dyn.mode != RANGE
-        self.headroom = self.growable and model.root is not None  # a subgraph's tensors grow by doubling
-        self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
+        self._replay: tuple | None = None  # the steps of the last run as a steady run makes them (_replay_steps)
         arena = dyn.attrs.get("arena")
         base = self._malloc(arena["size"]) if arena else 0  # range mode: one allocation per context
         # each hybrid context runs each submodel its steps name in a context of its own (own args,
@@ -305,46 +312,94 @@ class HybridContext:
         branch starting past it is a DeviceError (a trip count of 2^58 is a valid model, not a hang)."""
         if self.model is None:
             raise GeError("execution context destroyed (its model unloaded)")
-        device, dyn, counters = self.device, self.model.dyn, self.counters
+        counters = self.counters
         before = dict(counters)
         t0 = time.perf_counter()
         self.deadline = None if timeout is None else (t0 + timeout, timeout)
-        copies, h2d = 0, 0
-        for d, x, on_host in zip(dyn.inputs, self._check_inputs(inputs), self._on_host):
-            if on_host:
-                self.host[d.name] = x
-                continue
-            self._tensor_view(d.name, x.dtype, x.shape)[...] = x  # (x's dtype: a copy, no cast)
-            copies, h2d = copies + 1, h2d + x.nbytes
-        device.count_copies("h2d", copies, h2d)
-        counters["h2d_bytes"] += h2d
+        replay = self._replay
+        if replay is None or not self._replay_inputs(inputs, replay[1]):
+            replay = self._copy_inputs(inputs)
         t1 = time.perf_counter()
         with self._kernel_state:
             try:
-                self._run_steps()
+                ran = 0 if replay is None else self._replay_steps(replay[0])
+                if ran < len(self.model.dyn.steps):
+                    self._replay = replay = None
+                    self._run_steps(ran)
+                    self._replay = self._steady_replay()
             finally:
                 self._fold_counts()
         t2 = time.perf_counter()
-        results, copies, copied, d2h = [], 0, 0, 0
-        for k, d in enumerate(dyn.outputs):
-            if self.host and d.name in self.host:
-                results.append(_host_copy(self.host[d.name]))
+        if replay is not None and outputs is None:  # the outputs the replay's steps leave, in their views
+            results = []
+            for view in replay[2]:
+                results.append(view.copy())
+            self.device.count_copies("d2h", len(results), replay[3][1])
+            counters["d2h_bytes"] += replay[3][1]
+        else:
+            results = self._copy_outputs(outputs)
+        self._last_run = (before, dict(counters), t0, t1, t2, time.perf_counter())
+        return results
+
+    def _replay_inputs(self, inputs, ins: tuple) -> bool:
+        """The inputs copied into the views the replay's steps read, when they are the arrays of its
+        run's dtypes and shapes (False: execute's checks and copies name what differs)."""
+        if type(inputs) is not dict:
+            return False
+        ndarray = np.ndarray
+        for name, view, shape, dtype in ins:
+            x = inputs.get(name)
+            if type(x) is not ndarray or x.shape != shape or (x.dtype is not dtype and x.dtype != dtype):
+                return False
+            view[...] = x  # (x's dtype: a copy, no cast)
+        nbytes = self._replay[3][0]
+        self.device.count_copies("h2d", len(ins), nbytes)
+        self.counters["h2d_bytes"] += nbytes
+        return True
+
+    def _copy_inputs(self, inputs) -> tuple | None:
+        """The inputs checked and copied into their tensors' buffers; the replay, unless an input's
+        view changed (a new shape: the last run's steps are not this run's)."""
+        copies, h2d, in_slots, replay = 0, 0, self._in_slots, self._replay
+        for k, x in enumerate(self._check_inputs(inputs)):
+            slot = in_slots[k]  # (a tensor keeps its Slot and its view: no look-up by name)
+            view = None if slot is None else slot.array
+            if view is None or view.shape != x.shape or view.dtype != x.dtype:
+                replay = self._replay = None
+                name = self.model.input_names[k]
+                if self.model.on_host[k]:
+                    self.host[name] = x
+                    continue
+                slot = in_slots[k] = self.realloc_if_needed(name, x.dtype, x.shape)
+                view = self._view(slot)
+            view[...] = x  # (x's dtype: a copy, no cast)
+            copies, h2d = copies + 1, h2d + x.nbytes
+        self.device.count_copies("h2d", copies, h2d)
+        self.counters["h2d_bytes"] += h2d
+        return replay
+
+    def _copy_outputs(self, outputs) -> list:
+        """Each output copied into a new array, or into the caller's buffer for it (`outputs`)."""
+        device, counters = self.device, self.counters
+        results, copies, copied, d2h, host, slots = [], 0, 0, 0, self.host, self.slots
+        for k, name in enumerate(self.model.output_names):
+            if host and name in host:
+                results.append(_host_copy(host[name]))
                 continue
-            slot = self.slots[d.name]
+            slot = slots[name]
             if outputs is None:  # a new array: copy_out's copy, counted with the others after the loop
                 y = (slot.array if slot.array is not None else self._view(slot)).copy()
                 copies, copied = copies + 1, copied + y.nbytes
             else:
                 y = outputs[k]
                 if tuple(y.shape) != tuple(slot.shape) or y.dtype != slot.dtype:
-                    raise ShapeError(f"output '{d.name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
+                    raise ShapeError(f"output '{name}' is {slot.dtype} {list(slot.shape)}; the buffer given is "
                                      f"{y.dtype} {list(y.shape)}")
                 device.copy_to_host(y, self._view(slot))
             d2h += y.nbytes
             results.append(y)
         device.count_copies("d2h", copies, copied)
         counters["d2h_bytes"] += d2h
-        self._last_run = (before, dict(counters), t0, t1, t2, time.perf_counter())
         return results
 
     @property
@@ -431,9 +486,9 @@ class HybridContext:
             self.shape_updates = self.args_set = 0
         self.nodes_run = 0
 
-    def _run_steps(self) -> None:
+    def _run_steps(self, start: int = 0) -> None:
         dyn = self.model.dyn
-        for step in dyn.steps:
+        for step in dyn.steps[start:] if start else dyn.steps:
             if step.kind == "node":
                 try:
                     self._run_node(step.index)
@@ -446,25 +501,89 @@ class HybridContext:
             else:
                 self._run_submodel(step.index)
 
+    def _steady_replay(self) -> tuple | None:
+        """The run that just ended as a replay makes it again, when it was a steady run: every node ran
+        its prepared call (its steady path) but an If with a static branch, and no value was on the
+        host; else None. (steps, inputs, outputs, (h2d, d2h) bytes): a step per step of the model, (call,
+        epilogue, its output) for a node, (None, index, (its inputs, its outputs' slots and shapes))
+        for such an If, (None, index, None) for a submodel; each input's (name, view, shape, dtype); each
+        output's view."""
+        model, dyn, slots = self.model, self.model.dyn, self.slots
+        if self.host or model.root is not None:
+            return None
+        replay = []
+        for step in dyn.steps:
+            k = step.index
+            if step.kind != "node":
+                replay.append((None, k, None))
+                continue
+            st = self.states[k]
+            if st.call is not None and k not in model.host_ops:
+                replay.append((st.call, st.impl.epilogue, st.ys[0] if st.ys else None))
+                continue
+            flow = self._flow_calls.get(k)
+            if flow is None or flow[3] is None:
+                return None
+            ins = [const if name is None else slots[name] for name, const, _ in model.args[k]]
+            outs = tuple((slots[name], slots[name].shape) for name in dyn.nodes[k].outputs)
+            replay.append((None, k, (ins, outs)))
+        ins = tuple((name, slot.array, slot.shape, slot.dtype) for name, slot in zip(model.input_names, self._in_slots))
+        outs = tuple(self._view(slots[name]) for name in model.output_names)
+        return tuple(replay), ins, outs, (sum(v.nbytes for _, v, _, _ in ins), sum(v.nbytes for v in outs))
+
+    def _replay_steps(self, replay: tuple) -> int:
+        """The last run's steps as its steady run made them (_steady_replay): each node's prepared call
+        and epilogue without its checks, an If's branch, a submodel's launch. Valid while every tensor
+        keeps its view: the inputs keep theirs (execute drops the replay when one moves) and the other
+        shapes follow from theirs but an If's outputs, which are checked: a branch that gives another
+        shape ends the replay after it. Returns how many steps ran (the rest run step by step)."""
+        dyn, calls = self.model.dyn, 0
+        t = 0
+        try:
+            for t, (call, epilogue, y) in enumerate(replay):
+                if call is not None:
+                    call()
+                    if epilogue is not None:
+                        epilogue(y)
+                    calls += 1
+                elif y is None:
+                    self._run_submodel(epilogue)
+                else:
+                    ins, outs = y
+                    self._run_control_flow(epilogue, dyn.nodes[epilogue], ins)
+                    for slot, shape in outs:
+                        if slot.shape is not shape:  # (another shape: the steps after it run step by step)
+                            self.nodes_run += calls
+                            return t + 1
+        except GeError:
+            raise
+        except Exception as e:  # as _run_steps names a failing node
+            node = dyn.nodes[dyn.steps[t].index]
+            raise GeError(f"node '{node.name}' ({node.op_type}) failed at run time: {type(e).__name__}: {e}") from e
+        self.nodes_run += calls
+        return len(replay)
+
     def _check_inputs(self, inputs) -> list[np.ndarray]:
-        dyn = self.model.dyn
+        dyn, on_host = self.model.dyn, self.model.on_host
         if isinstance(inputs, dict):
-            missing = [d.name for d in dyn.inputs if d.name not in inputs]
-            if missing:
-                raise ShapeError(f"model '{dyn.name}': inputs {missing} missing")
-            inputs = [inputs[d.name] for d in dyn.inputs]
+            try:
+                inputs = [inputs[name] for name in self.model.input_names]
+            except KeyError:
+                missing = [d.name for d in dyn.inputs if d.name not in inputs]
+                raise ShapeError(f"model '{dyn.name}': inputs {missing} missing") from None
         if len(inputs) != len(dyn.inputs):
             raise ShapeError(f"model '{dyn.name}' expects {len(dyn.inputs)} inputs, got {len(inputs)}")
         checked = self._checked
         for x, last in zip(inputs, checked):  # the common case: arrays as the last call's
-            if type(x) is not np.ndarray or last is None or x.dtype != last[0] or x.shape != last[1]:
+            if type(x) is not np.ndarray or last is None or x.shape != last[1] or \
+                    (x.dtype is not last[0] and x.dtype != last[0]):
                 break
         else:
             return inputs
         inputs = [x if type(x) is np.ndarray and not on_host else _host_input(d, x) if on_host else
                   x.view(x.dtype, x.shape) if isinstance(x, DeviceBuffer) else np.asarray(x)
-                  for d, x, on_host in zip(dyn.inputs, inputs, self._on_host)]
-        for i, (d, x, on_host) in enumerate(zip(dyn.inputs, inputs, self._on_host)):
+                  for d, x, on_host in zip(dyn.inputs, inputs, on_host)]
+        for i, (d, x, on_host) in enumerate(zip(dyn.inputs, inputs, on_host)):
             if on_host or (x.dtype, x.shape) == checked[i]:  # (the checks read dtype and shape only)
                 continue
             if x.dtype != np.dtype(d.dtype):
@@ -614,8 +733,12 @@ class HybridContext:
         flow = self.model.flow[index]
         calls = self._flow_calls.get(index)
         if calls is None:
-            calls = self._flow_calls[index] = self._subgraph_calls(node, flow)
-        bodies, templates, children = calls
+            calls = self._flow_calls[index] = self._subgraph_calls(index, node, flow)
+        bodies, templates, children, branches = calls
+        if branches is not None:  # an If: the branch taken, launched directly when it is a static one
+            b = flow.branch(self._view(ins[0]))
+            if branches[b] is not None:
+                return self._run_static_if(index, node, b, branches[b])
         launches = 0  # the children's submodel launches, counted once for the node, not per call
         for child in children:
             child.forget_inputs()
@@ -642,12 +765,12 @@ class HybridContext:
     def _output_buffer(self, name: str, dtype, shape) -> np.ndarray:
         """Where a control-flow kernel makes an output: the tensor's own buffer (_keep then copies
         nothing), or a new array for an output nobody reads or a tensor that cannot grow to it."""
-        if not name or not (self.growable or name in self.grows):
+        if not name or not (self.growable or name in self.model.grows):
             return np.empty(shape, dtype)
         self.host.pop(name, None)
         return self._view(self.realloc_if_needed(name, np.dtype(dtype), tuple(shape)))
 
-    def _subgraph_calls(self, node: DynNode, flow) -> tuple[list, list, list]:
+    def _subgraph_calls(self, index: int, node: DynNode, flow) -> tuple[list, list, list, tuple | None]:
         """What a control-flow node's runs need, the same every run: a call per subgraph attribute,
         the compiled (dtype, shape) of its outputs, the child contexts the calls run in."""
         refs = dict(node.subgraphs)
@@ -656,7 +779,54 @@ class HybridContext:
         templates = [(np.dtype(t.dtype), t.shape if t.shape != (-2,) else None)
                      for t in self.model.subgraphs[next(refs[key] for key in flow.bodies if key in refs)].outputs]
         children = [self.children[k] for k in {refs[key] for key in flow.bodies if key in refs}]
-        return bodies, templates, children
+        return bodies, templates, children, self._static_branches(index, node, flow)
+
+    def _static_branches(self, index: int, node: DynNode, flow) -> tuple | None:
+        """An If whose outputs all have names: per branch, (its key, its submodel, the child context's
+        context of it) when the branch is one static submodel, which _run_static_if launches on the
+        node's own tensors, else None (the kernel's execute calls it); None when neither branch is."""
+        if not isinstance(flow, If) or not all(node.outputs):
+            return None
+        refs, branches = dict(node.subgraphs), []
+        for b, key in enumerate(flow.bodies):
+            branches.append(self._static_branch(index, node, b, self.children[refs[key]], key))
+        return None if branches == [None, None] else tuple(branches)
+
+    def _static_branch(self, index: int, node: DynNode, b: int, child: "HybridContext", key: str) -> tuple | None:
+        k = _one_submodel(child.model)
+        if k is None:
+            return None
+        sm, dyn = child.model.submodels[k], child.model.dyn
+        outputs = {d.name: j for j, d in enumerate(dyn.outputs)}
+        if len(dyn.outputs) != len(node.outputs) or set(outputs) != {d.name for d in sm.outputs}:
+            return None  # (a submodel output that is no node output, or one given twice)
+        captured = {d.name: name for d, name in zip(dyn.inputs, node.inputs[1:])}
+        if any(not captured.get(d.name) or captured[d.name] in self.model.consts for d in sm.inputs):
+            return None  # (a value without a tensor's buffer: the subgraph call copies it in)
+        # its inputs and outputs as the node's tensors (a captured value is the caller's tensor)
+        self._sub_io[(index, b)] = ([(captured[d.name], np.dtype(d.dtype), tuple(d.shape)) for d in sm.inputs],
+                                    [(node.outputs[outputs[d.name]], np.dtype(d.dtype), tuple(d.shape))
+                                     for d in sm.outputs])
+        return key, sm, child.sub_contexts[k]
+
+    def _run_static_if(self, index: int, node: DynNode, b: int, branch: tuple) -> None:
+        """An If's static branch without a subgraph call: launched on the node's tensors as a submodel
+        step is (its inputs the captured tensors' buffers, its outputs the node's outputs' buffers:
+        nothing copied in or out)."""
+        key, sm, sub = branch
+        if self.deadline is not None:
+            self._check_deadline(node)
+        try:
+            self._launch(sm, sub, (index, b))
+        except GeError as e:  # as a subgraph call names it
+            raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
+        self.counters["subgraph_runs"] += 1
+        self.nodes_run += 1
+
+    def _check_deadline(self, node: DynNode) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline[0]:
+            raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
+                              f"{self.deadline[1]} s")
 
     def _subgraph_call(self, node: DynNode, key: str, k: int):
         child = self.children.get(k)
@@ -665,9 +835,7 @@ class HybridContext:
         run, counters = child.run_nested, self.counters
 
         def call(arrays: list) -> list:
-            if self.deadline is not None and time.perf_counter() > self.deadline[0]:
-                raise DeviceError(f"node '{node.name}' ({node.op_type}): the run took longer than its timeout of "
-                                  f"{self.deadline[1]} s")
+            self._check_deadline(node)
             child.deadline = self.deadline  # (its own control flow, nested)
             try:
                 outs = run(arrays)
@@ -691,8 +859,12 @@ class HybridContext:
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------
     def _run_submodel(self, index: int) -> None:
-        sm, sub = self.model.submodels[index], self.sub_contexts[index]
-        ins, outs = self._sub_io[index]
+        self._launch(self.model.submodels[index], self.sub_contexts[index], index)
+
+    def _launch(self, sm, sub, key) -> None:
+        """A static submodel's run in its context `sub` on this context's tensors (`_sub_io[key]`):
+        new addresses (UpdateArgs) only when one moved, then its tasks' bound calls."""
+        ins, outs = self._sub_io[key]
         in_addrs = []
         for name, dtype, shape in ins:
             slot = self.slots.get(name)
@@ -702,9 +874,9 @@ class HybridContext:
                                  f"{dtype} {list(shape)}")
             in_addrs.append(slot.addr)
         out_addrs = [self.realloc_if_needed(name, dtype, shape).addr for name, dtype, shape in outs]
-        if (in_addrs, out_addrs) != self._sub_addrs.get(index):  # UpdateArgs only when an address moved
+        if (in_addrs, out_addrs) != self._sub_addrs.get(key):  # UpdateArgs only when an address moved
             davinci_model_update_args(sm, in_addrs, out_addrs, sub)
-            self._sub_addrs[index] = (in_addrs, out_addrs)
+            self._sub_addrs[key] = (in_addrs, out_addrs)
         sub.run_inline()  # Execute: its tasks' bound calls while nothing moved (this run holds the kernel state)
         self.counters["submodel_launches"] += 1
 
@@ -717,11 +889,12 @@ class HybridContext:
         dtype, shape = np.dtype(dtype), tuple(map(int, shape))
         nbytes = math.prod(shape) * dtype.itemsize
         if slot is None or nbytes > slot.capacity:
-            if not self.growable and name not in self.grows:
+            if not self.growable and name not in self.model.grows:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
                 raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
                                  f"its upper bound in the range plan")
-            if slot is not None and self.headroom:  # a tensor growing in a loop: twice the room, not each size in turn
+            if slot is not None and self.growable and self.model.root is not None:  # a subgraph's tensor growing in a
+                # loop: twice the room, not each size in turn
                 nbytes = max(nbytes, 2 * slot.capacity)
             addr = self._malloc(nbytes)
             data = self.device.bytes_at(addr, nbytes)
@@ -787,8 +960,11 @@ class HybridContext:
             self.device.free(addr)
         self._owned.clear()
         self.slots.clear()
+        self._in_slots = []
         self.host.clear()
         self.static_body = None
+        self.traces.clear()  # (its views hold buffers, as the replay's calls do)
+        self._replay = None
         self.model = None  # (it points back at its model, which holds it: no cycle once destroyed)
 
 

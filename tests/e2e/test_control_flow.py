@@ -121,6 +121,111 @@ def test_if_on_a_shape_comparison_folds_to_its_branch_at_compile_time(tmp_path):
         assert [t.op_type for t in result.model.tasks] == (["Add", "Relu"] if rows == 2 else ["Mul", "Relu"])
 
 
+def _static_if_model():
+    """If over two static branches of different shapes (then: r + x [2, 3], else: concat(x, r) [4, 3])
+    and a node after it whose shapes follow the branch taken."""
+    then = helper.make_graph([helper.make_node("Add", ["r", "x"], ["t"])], "then", [], [vi("t", F, None)])
+    other = helper.make_graph([helper.make_node("Concat", ["x", "r"], ["e"], axis=0)], "else", [], [vi("e", F, None)])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Neg", ["y"], ["z"])]
+    return model(nodes, [vi("cond", B, []), vi("x", F, [2, 3])], [vi("z", F, None), vi("r", F, [2, 3])])
+
+
+def _static_if_expected(cond: bool, x: np.ndarray) -> list:
+    r = np.maximum(x, 0)
+    return [-(r + x) if cond else -np.concatenate([x, r]), r]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_steady_run_is_replayed_and_follows_the_branch_taken_and_new_values(tmp_path, device):
+    """A hybrid model whose last run was steady (each node's prepared call, an If of two static
+    branches) replays that run's steps: an If taking the other branch, whose output has another
+    shape, ends the replay after it (the Neg after it runs for the new shape); values written into
+    the caller's arrays between calls are read by the next call, and a call's outputs are the
+    caller's own (the next call does not change them)."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_static_if_model(), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, device)
+    try:
+        ctx = api.model(model_id).default_context
+        x, cond = rand(2, 3), np.array(True)
+        kept, replayed = [], []
+        for step, c in enumerate([True] * 4 + [False] * 4 + [True, False] + [True] * 4):
+            cond[...] = c  # the caller's arrays, changed in place between calls
+            x[...] = rand(2, 3, seed=step)
+            replayed.append(ctx._replay is not None)
+            got = api.execute(model_id, {"cond": cond, "x": x})
+            for g, e in zip(got, _static_if_expected(c, x)):
+                assert g.shape == e.shape
+                np.testing.assert_array_equal(g, e)
+            stats = ctx.stats
+            assert stats["nodes_run"] == 3 and stats["subgraph_runs"] == 1
+            kept.append((got, _static_if_expected(c, x.copy())))
+        # replayed from the fourth call with the same shapes on (the third prepares the calls), and into
+        # the call whose branch gives another shape
+        assert replayed == [False] * 3 + [True] * 2 + [False] * 2 + [True] * 2 + [False] * 4 + [True]
+        for got, expected in kept:  # each call's outputs stay as they were given
+            for g, e in zip(got, expected):
+                np.testing.assert_array_equal(g, e)
+    finally:
+        api.unload(model_id)
+
+
+def test_a_replayed_if_runs_its_dynamic_branch_as_a_subgraph_call(tmp_path):
+    """An If with one static branch (then: concat [4, 3]) and one dynamic branch (else: a ReduceSum on
+    axes given at run time): a replay launches the static branch on the node's tensors and runs the
+    dynamic one as a subgraph call, the node after it following either's shape."""
+    then = helper.make_graph([helper.make_node("Concat", ["x", "r"], ["t"], axis=0)], "then", [], [vi("t", F, None)])
+    other = helper.make_graph([helper.make_node("ReduceSum", ["x", "axes"], ["e"], keepdims=0)], "else", [],
+                              [vi("e", F, None)])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Neg", ["y"], ["z"])]
+    m = model(nodes, [vi("cond", B, []), vi("x", F, [2, 3]), vi("axes", I64, [1])], [vi("z", F, None)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, "cpu")
+    try:
+        ctx = api.model(model_id).default_context
+        replayed = []
+        for step, c in enumerate([True] * 4 + [False] * 4 + [True, False, True]):
+            x, axes = rand(2, 3, seed=step), np.array([step % 2], np.int64)
+            replayed.append(ctx._replay is not None)
+            (z,) = api.execute(model_id, {"cond": np.array(c), "x": x, "axes": axes})
+            expected = -np.concatenate([x, np.maximum(x, 0)]) if c else -x.sum(axis=step % 2)
+            assert z.shape == expected.shape
+            np.testing.assert_allclose(z, expected, rtol=1e-6)
+        assert replayed[3] and replayed[4] and not replayed[5]
+    finally:
+        api.unload(model_id)
+
+
+def test_a_replayed_run_follows_input_shapes_that_change_between_calls(tmp_path):
+    """The replay of a steady run holds while the inputs keep their shapes: another shape runs the
+    nodes step by step (new buffers), the same shape again is replayed again."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "x"], ["y"]),
+             helper.make_node("ReduceSum", ["y", "ax"], ["s"], keepdims=1)]
+    m = model(nodes, [vi("x", F, ["n", 3])], [vi("s", F, ["n", 1]), vi("y", F, ["n", 3])],
+              [const("ax", np.array([1], np.int64))])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m"), input_shape="x:-1,3").om_path, "cpu")
+    try:
+        ctx = api.model(model_id).default_context
+        replayed = []
+        for step, n in enumerate([2, 2, 2, 2, 5, 5, 5, 2, 2, 7, 2]):
+            x = rand(n, 3, seed=step)
+            s, y = api.execute(model_id, {"x": x})
+            expected = np.maximum(x, 0) * x
+            np.testing.assert_array_equal(y, expected)
+            np.testing.assert_allclose(s, expected.sum(1, keepdims=True), rtol=1e-6)
+            replayed.append(ctx._replay is not None)
+        assert replayed[3] and replayed[6] and not replayed[4] and not replayed[9]
+    finally:
+        api.unload(model_id)
+
+
 # ---------------------------------------------------------------------------------------- Loop
 def _loop_model(trip: bool, cond: bool, scan: bool = True):
     """s <- s + w (w captured); cond <- sum(s) < lim (lim captured); scan output s*s."""
@@ -829,6 +934,34 @@ def test_a_body_replayed_by_its_input_shapes_reads_new_values_and_names_a_failin
         api.execute(model_id, feeds[1])
         with pytest.raises(GeError, match=r"node 'outer' \(Loop\) subgraph 'body': .*'g' \(Gather\)"):
             api.execute(model_id, dict(feeds[0], idx=np.array([7], np.int64)))
+    finally:
+        api.unload(model_id)
+
+
+def test_a_replayed_body_step_reruns_its_bound_call_only_on_the_buffers_it_was_bound_to(tmp_path):
+    """A growing state's body steps keep memos of the buffers they ran on (the carried value's two
+    buffers trade places every iteration, so which one an iteration meets depends on the runs before):
+    run after run, with trip counts of both parities and new values, each result is the reference's."""
+    steps = [helper.make_node("Slice", ["rows", "from_last", "to_end"], ["tail"]),  # (axis 0, the last row)
+             helper.make_node("Cos", ["tail"], ["row"]),
+             helper.make_node("Concat", ["rows", "row"], ["rows_out"], axis=0),
+             helper.make_node("Identity", ["go"], ["go_out"])]
+    body = helper.make_graph(steps, "rows", [vi("n", I64, []), vi("go", B, []), vi("rows", F, [None, 4])],
+                             [vi("go_out", B, []), vi("rows_out", F, [None, 4])],
+                             [const("from_last", np.array([-1], np.int64)), const("to_end", np.array([99], np.int64))])
+    m = model([helper.make_node("Loop", ["M", "", "s0"], ["all"], body=body)],
+              [vi("M", I64, []), vi("s0", F, [1, 4])], [vi("all", F, [None, 4])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, "cpu")
+    try:
+        for run, trips in enumerate([6, 6, 6, 5, 6, 7, 6, 6, 5, 5]):
+            s0 = rand(1, 4, seed=run)
+            (got,) = api.execute(model_id, {"M": np.array(trips, np.int64), "s0": s0})
+            expected = [s0]
+            for _ in range(trips):
+                expected.append(np.cos(expected[-1][-1:]))
+            np.testing.assert_array_equal(got, np.concatenate(expected))
     finally:
         api.unload(model_id)
 

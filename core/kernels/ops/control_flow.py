@@ -26,14 +26,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ...model.ir import CAPTURES, DTYPES, Graph, Meta
-from ..base import Kernel
+from ..base import Kernel, copyto as _copyto  # (a bound Loop or Scan makes two or three an iteration)
 from ..registry import register
 
 Body = Callable[[list], list]
 
-#: np.copyto without its __array_function__ dispatch (numpy's C function: ~0.25 us a call for ~0.9;
-#: a bound Loop or Scan makes two or three an iteration)
-_copyto = getattr(np.copyto, "_implementation", np.copyto)
 #: iterations a native loop runs in one call (csrc/loop.c; the signals wait while it runs)
 _NATIVE_CHUNK = 1 << 16
 
@@ -182,8 +179,12 @@ class If(ControlFlow):
             raise self.fail(f"takes one input (cond), got {self.formal}")
 
     def execute(self, xs, bodies, templates=(), allocate=None):
-        branch = bodies[0] if bool(self.scalar(xs[0], "cond")) else bodies[1]
-        return branch(list(xs[1:]))  # (its one formal input, cond; the rest are captured values)
+        return bodies[self.branch(xs[0])](list(xs[1:]))  # (its one formal input, cond; the rest are captured values)
+
+    def branch(self, cond) -> int:
+        """The branch `cond` takes: 0 then_branch, 1 else_branch (the runtime's direct call of two
+        static branches asks this too)."""
+        return 0 if self.scalar(cond, "cond") else 1
 
 
 @register("Loop", since=1)

@@ -15,6 +15,7 @@ from functools import partial
 import numpy as np
 
 from ...model.ir import dtype_from_onnx
+from ..base import copyto
 from ..registry import register
 from .shape_kernel import ShapeKernel
 from ..values import ints
@@ -27,14 +28,14 @@ class AliasKernel(ShapeKernel):
     alias = True
 
     def run(self, xs, ys, ws):
-        np.copyto(ys[0], xs[0].reshape(ys[0].shape))
+        copyto(ys[0], xs[0].reshape(ys[0].shape))
 
     def bound(self, xs, ys, ws):
         """run()'s copy itself where run() is only that, the input seen in the output's shape once (the
         reshape of a contiguous array is a view of it): a task's Squeeze or Reshape copy, a Loop body's
         every iteration."""
         if type(self).run is AliasKernel.run and xs[0].flags.c_contiguous:
-            return partial(np.copyto, ys[0], xs[0].reshape(ys[0].shape))
+            return partial(copyto, ys[0], xs[0].reshape(ys[0].shape))
         return super().bound(xs, ys, ws)
 
 
@@ -172,11 +173,11 @@ class Identity(AliasKernel):
         return [x]
 
     def run(self, xs, ys, ws):
-        np.copyto(ys[0], xs[0])
+        copyto(ys[0], xs[0])
 
     def bound(self, xs, ys, ws):
         """The copy itself (a Loop body's Identity outputs run every iteration)."""
-        return partial(np.copyto, ys[0], xs[0])
+        return partial(copyto, ys[0], xs[0])
 
 
 @register("Dropout")

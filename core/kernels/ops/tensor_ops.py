@@ -16,9 +16,14 @@ import numpy as np
 
 from ...model.ir import Meta
 from ..native import CallCache, run_for_threads
+from ..base import copyto
 from ..registry import register
 from .shape_kernel import ShapeKernel
 from ..values import ints, moves_only_ones, text, view_as
+
+#: np.concatenate without its __array_function__ dispatch (a Python dispatcher call each time: a Loop
+#: body whose state grows concatenates every iteration)
+_concatenate = getattr(np.concatenate, "_implementation", np.concatenate)
 
 
 def _at(axis: int, index, rank: int) -> tuple:
@@ -130,7 +135,7 @@ class Concat(StaticInputKernel):
             if call is not None:
                 call.run()
                 return
-        np.concatenate(xs, axis=self.axis if self.axis is not None else self.axis_for([x.shape for x in xs]), out=ys[0])
+        _concatenate(xs, axis=self.axis if self.axis is not None else self.axis_for([x.shape for x in xs]), out=ys[0])
 
 
 @register("Split", since=2)
@@ -253,13 +258,13 @@ class SliceBase(StaticInputKernel):
 
     def run(self, xs, ys, ws):
         idx = self.idx if self.idx is not None else self.index(xs[0].shape, *self.bounds(xs))
-        np.copyto(ys[0], xs[0][idx])
+        copyto(ys[0], xs[0][idx])
 
     def bound(self, xs, ys, ws):
         """With static bounds, the view of the input is made once per binding, not per call."""
         if self.idx is None:
             return super().bound(xs, ys, ws)
-        return partial(np.copyto, ys[0], xs[0][self.idx])
+        return partial(copyto, ys[0], xs[0][self.idx])
 
 
 @register("Slice", since=1)
