@@ -781,7 +781,7 @@ def _value(name: str, elem_type: int | None, dims, where: str, kind: str = "tens
 
 def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) -> Graph:
     src = model.graph
-    graph = Graph(name=src.name or path.stem, opset=dict(opset))
+    graph = Graph(name=src.name or os.path.splitext(os.path.basename(path))[0], opset=dict(opset))
 
     graph.initializers.update(weights)  # shared, read-only: every graph of the model reads the same arrays
     for name, a in graph.initializers.items():
