@@ -36,6 +36,7 @@ import logging
 import math
 import mmap
 import os
+import stat
 import sys
 
 import numpy as np
@@ -503,9 +504,13 @@ def _load_external_data(model: ModelProto, path: str) -> tuple[int, int]:
             if file == base or os.path.commonpath([base, file]) != base:
                 raise FormatError(f"{where}: external data location '{location}' leaves the model's folder")
             if file not in sizes:
-                if not os.path.isfile(file):
+                try:
+                    st = os.stat(file)  # (a name too long, a loop of links ...: the OSError below names it)
+                except (FileNotFoundError, NotADirectoryError):
+                    st = None
+                if st is None or not stat.S_ISREG(st.st_mode):
                     raise FormatError(f"{where}: external data file '{file}' is missing")
-                sizes[file] = os.stat(file).st_size
+                sizes[file] = st.st_size
         except OSError as e:  # a name too long, a loop of links, no permission ...
             raise FormatError(f"{where}: external data location '{location}': {e.strerror or e}") from None
         try:

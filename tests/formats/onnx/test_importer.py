@@ -195,6 +195,32 @@ def test_external_data_outside_model_folder(make_model, tmp_path):
         load_onnx(path)
 
 
+@pytest.mark.parametrize("location,message", [
+    ("loop1", r"tensor 'W': external data location 'loop1': Too many levels of symbolic links"),
+    ("folder", r"external data file '.*folder' is missing"),
+    ("w.bin/x", r"external data file '.*w\.bin/x' is missing"),
+    ("link_out", r"external data location 'link_out' leaves the model's folder")])
+def test_external_data_locations_that_are_no_file_of_the_folder(make_model, tmp_path, location, message):
+    """Each a FormatError naming the tensor and the location: a loop of links (its OSError, not
+    pathlib's RuntimeError), a folder, a path through a file, a link out of the model's folder."""
+    model, _ = _conv_relu(make_model, (1, 3, 8, 8))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = _save_external(model, folder)
+    (folder / "loop1").symlink_to("loop2")
+    (folder / "loop2").symlink_to("loop1")
+    (folder / "folder").mkdir()
+    (folder / "link_out").symlink_to(tmp_path)
+    m = onnx.load(str(path), load_external_data=False)
+    for t in m.graph.initializer:
+        for kv in t.external_data:
+            if kv.key == "location":
+                kv.value = location
+    onnx.save(m, str(path))
+    with pytest.raises(FormatError, match=message):
+        load_onnx(path)
+
+
 def test_out_nodes_by_node_index_and_tensor_name(make_model, load):
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
              helper.make_node("Split", ["a"], ["s0", "s1"], name="split", axis=0, num_outputs=2),
