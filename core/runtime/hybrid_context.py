@@ -317,7 +317,7 @@ class HybridContext:
         t0 = time.perf_counter()
         self.deadline = None if timeout is None else (t0 + timeout, timeout)
         replay = self._replay
-        if replay is None or not self._replay_inputs(inputs, replay[1]):
+        if replay is None or not self._replay_inputs(inputs, replay):
             replay = self._copy_inputs(inputs)
         t1 = time.perf_counter()
         with self._kernel_state:
@@ -341,19 +341,19 @@ class HybridContext:
         self._last_run = (before, dict(counters), t0, t1, t2, time.perf_counter())
         return results
 
-    def _replay_inputs(self, inputs, ins: tuple) -> bool:
-        """The inputs copied into the views the replay's steps read, when they are the arrays of its
+    def _replay_inputs(self, inputs, replay: tuple) -> bool:
+        """The inputs copied into the views `replay`'s steps read, when they are the arrays of its
         run's dtypes and shapes (False: execute's checks and copies name what differs)."""
         if type(inputs) is not dict:
             return False
         ndarray = np.ndarray
-        for name, view, shape, dtype in ins:
+        for name, view, shape, dtype in replay[1]:
             x = inputs.get(name)
             if type(x) is not ndarray or x.shape != shape or (x.dtype is not dtype and x.dtype != dtype):
                 return False
             view[...] = x  # (x's dtype: a copy, no cast)
-        nbytes = self._replay[3][0]
-        self.device.count_copies("h2d", len(ins), nbytes)
+        nbytes = replay[3][0]
+        self.device.count_copies("h2d", len(replay[1]), nbytes)
         self.counters["h2d_bytes"] += nbytes
         return True
 
