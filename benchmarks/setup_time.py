@@ -1,6 +1,7 @@
 """Setup time: `ge atc` + loading the OM against onnxruntime's session creation, as a user meets them.
 
     python benchmarks/setup_time.py [--rounds 3] [--only mobilenetv2_b1,bert_base] [--no-bytecode]
+                                    [--count instructions]
 
 Every model row of vs_onnxruntime.py (its builders, its input shapes). Each side in fresh processes,
 timed by the clock from outside, Python's start and every import included:
@@ -30,10 +31,20 @@ fnmatch), which ge's two processes pay twice, a session once.
                PYTHONDONTWRITEBYTECODE=1 /tmp/slim/bin/python benchmarks/setup_time.py --bytecode installed
   none       (or --no-bytecode) none at all: each process compiles every module it imports from source
              (PYTHONPYCACHEPREFIX pointing at an empty folder), numpy's, onnx's and onnxruntime's included
+
+--count says what is measured:
+  time          (default) the wall clock, from outside each process
+  instructions  the instructions each process executes, counted by valgrind's callgrind (millions): exact
+                and the same from run to run where a shared machine's clock drifts by 20% and more. Every
+                process runs with GE_NATIVE_LEVEL=v3 (valgrind runs no AVX-512; onnxruntime's MLAS picks
+                its AVX2 kernels under it too), PYTHONHASHSEED=0 and OPENBLAS_NUM_THREADS=1; onnxruntime's
+                count still moves a little between rounds (its thread pool's threads spin while they wait)
 """
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,12 +65,24 @@ ORT_SESSION = ("import sys, onnxruntime as ort; "
 
 
 def timed(argv: list[str], env: dict) -> float:
+    """Seconds the process takes, by the wall clock."""
     t0 = time.perf_counter()
+    _run(argv, env)
+    return time.perf_counter() - t0
+
+
+def counted(argv: list[str], env: dict) -> float:
+    """Millions of instructions the process executes (callgrind's count, every thread's)."""
+    env = {"GE_NATIVE_LEVEL": "v3", **env, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    stderr = _run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv], env)
+    return int(re.findall(r"Collected : (\d+)", stderr)[-1]) / 1e6
+
+
+def _run(argv: list[str], env: dict) -> str:
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
     if proc.returncode:
         raise SystemExit(f"{' '.join(argv[:3])}... failed:\n{proc.stderr}")
-    return seconds
+    return proc.stderr
 
 
 def environment(bytecode: str, tmp: str) -> dict:
@@ -73,20 +96,21 @@ def environment(bytecode: str, tmp: str) -> dict:
     return env
 
 
-def measure(job: dict, bytecode: str, tmp: str, ge_first: bool) -> dict:
+def measure(job: dict, bytecode: str, tmp: str, ge_first: bool, cost=timed) -> dict:
+    """{"atc", "load", "api", "session"}: each process's cost (`timed` or `counted`)."""
     ge_cli = os.path.join(os.path.dirname(sys.executable), "ge")
     out = job["out"]
 
     def ge() -> dict:
-        atc = timed([ge_cli, "atc", "--model", job["onnx"], "--output", out, "--input_shape", job["spec"],
-                     "--log=error"], environment(bytecode, tmp))
-        load = timed([sys.executable, "-c", LOAD_OM, out + ".om"], environment(bytecode, tmp))
-        api = timed([sys.executable, "-c", API_SETUP, job["onnx"], out + "_api", job["spec"]],
-                    environment(bytecode, tmp))
+        atc = cost([ge_cli, "atc", "--model", job["onnx"], "--output", out, "--input_shape", job["spec"],
+                    "--log=error"], environment(bytecode, tmp))
+        load = cost([sys.executable, "-c", LOAD_OM, out + ".om"], environment(bytecode, tmp))
+        api = cost([sys.executable, "-c", API_SETUP, job["onnx"], out + "_api", job["spec"]],
+                   environment(bytecode, tmp))
         return {"atc": atc, "load": load, "api": api}
 
     def ort() -> dict:
-        return {"session": timed([sys.executable, "-c", ORT_SESSION, job["onnx"]], environment(bytecode, tmp))}
+        return {"session": cost([sys.executable, "-c", ORT_SESSION, job["onnx"]], environment(bytecode, tmp))}
     first, second = (ge, ort) if ge_first else (ort, ge)
     return {**first(), **second()}
 
@@ -97,7 +121,12 @@ def main(argv=None) -> int:
                         help="the bytecode the processes find (see above)")
     parser.add_argument("--no-bytecode", action="store_const", const="none", dest="bytecode",
                         help="--bytecode none")
+    parser.add_argument("--count", choices=("time", "instructions"), default="time",
+                        help="the wall clock, or instructions counted by valgrind (see above)")
     args = parser.parse_args(argv)
+    cost, unit = (timed, "s") if args.count == "time" else (counted, "M")
+    if args.count == "instructions" and not shutil.which("valgrind"):
+        parser.error("--count instructions runs every process under valgrind, which is not installed")
     rows = [r for r in rows_of.full_rows() if r.kind == "latency"]
     only = [k for k in args.only.split(",") if k]
     unknown = set(only) - {r.key for r in rows}
@@ -118,20 +147,22 @@ def main(argv=None) -> int:
             rounds = []
             for n in range(args.rounds):
                 loads.append(os.getloadavg()[0])
-                rounds.append(measure(jobs[row.key], args.bytecode, tmp, ge_first=n % 2 == 0))
+                rounds.append(measure(jobs[row.key], args.bytecode, tmp, ge_first=n % 2 == 0, cost=cost))
             atc = statistics.median(r["atc"] for r in rounds)
             load = statistics.median(r["load"] for r in rounds)
             session = statistics.median(r["session"] for r in rounds)
             api = statistics.median(r["api"] for r in rounds)
             ratios = [(r["atc"] + r["load"]) / r["session"] for r in rounds]
-            lines.append(f"| {row.label} | {atc:.2f} s | {load:.2f} s | {session:.2f} s | "
-                         f"{(atc + load) / session:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {api:.2f} s | "
+            shown = (lambda v: f"{v:.2f} s") if unit == "s" else (lambda v: f"{v:.0f} M")
+            lines.append(f"| {row.label} | {shown(atc)} | {shown(load)} | {shown(session)} | "
+                         f"{(atc + load) / session:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {shown(api)} | "
                          f"{api / session:.2f} |")
             print(f"  {row.key} done", file=sys.stderr, flush=True)
     bytecode = {"cached": "bytecode cached", "installed": "the bytecode installed, none written",
                 "none": "no cached bytecode"}[args.bytecode]
-    print(f"python benchmarks/setup_time.py --rounds {args.rounds} --bytecode {args.bytecode}"
-          f"{' --only ' + args.only if only else ''}: fresh processes, wall clock, median over rounds; "
+    counts = "wall clock" if unit == "s" else "instructions (callgrind, v3, millions)"
+    print(f"python benchmarks/setup_time.py --rounds {args.rounds} --bytecode {args.bytecode} --count {args.count}"
+          f"{' --only ' + args.only if only else ''}: fresh processes, {counts}, median over rounds; "
           f"{bytecode}; 1-min load average "
           f"{min(loads):.1f}-{max(loads):.1f}; CPU: {rows_of.cpu_name()}")
     print("\n".join(lines))
