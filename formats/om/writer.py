@@ -229,6 +229,10 @@ def _pack(obj, what: str) -> bytes:
         raise Unencodable(f"{what}: {e}") from None
 
 
+#: each field's kind (encode.plain_rows) of a TensorPlan and a WeightDesc
+_TENSOR, _WEIGHT = "siiidpiis", "sdpiisisi"
+
+
 def _model_def(m: GeModel) -> dict:
     if not isinstance(m.allocations, (list, tuple)) or len(m.allocations) < 3:
         raise Unencodable("a model needs at least the WEIGHT, FEATURE_MAP and WORKSPACE allocations")
@@ -247,8 +251,8 @@ def _model_def(m: GeModel) -> dict:
         "allocations": allocations,
         "inputs": _rows(m.inputs, TensorDesc, "sdpi", lambda k, d: _desc(d, f"input {k}")),
         "outputs": _rows(m.outputs, TensorDesc, "sdpi", lambda k, d: _desc(d, f"output {k}")),
-        "tensors": _rows(m.tensors, TensorPlan, "siiidpiis", _tensor),
-        "weights": _rows(m.weights, WeightDesc, "sdpiisisi", _weight),
+        "tensors": _rows(m.tensors, TensorPlan, _TENSOR, _by_name("tensor", TensorPlan, _TENSOR)),
+        "weights": _rows(m.weights, WeightDesc, _WEIGHT, _by_name("weight", WeightDesc, _WEIGHT)),
         "attrs": as_attr_map(m.attrs, "model attrs", 0),
     }
 
@@ -266,21 +270,18 @@ def _allocation(k: int, a) -> dict:
             "file": as_str(a.file, f"allocation {k} file")}
 
 
-def _tensor(k: int, t) -> dict:
-    return {"name": as_str(t.name, f"tensor {k} name"), "allocation": as_int(t.allocation, f"tensor '{t.name}' allocation"),
-            "offset": as_int(t.offset, f"tensor '{t.name}' offset"), "nbytes": as_int(t.nbytes, f"tensor '{t.name}' nbytes"),
-            "dtype": as_dtype(t.dtype, f"tensor '{t.name}'"), "shape": as_shape(t.shape, f"tensor '{t.name}'"),
-            "first": as_int(t.first, f"tensor '{t.name}' first"), "last": as_int(t.last, f"tensor '{t.name}' last"),
-            "alias_of": as_str(t.alias_of, f"tensor '{t.name}' alias_of")}
+_AS = {"i": as_int, "s": as_str, "d": as_dtype, "p": as_shape}
 
 
-def _weight(k: int, w) -> dict:
-    return {"name": as_str(w.name, f"weight {k} name"), "dtype": as_dtype(w.dtype, f"weight '{w.name}'"),
-            "shape": as_shape(w.shape, f"weight '{w.name}'"), "offset": as_int(w.offset, f"weight '{w.name}' offset"),
-            "nbytes": as_int(w.nbytes, f"weight '{w.name}' nbytes"), "file": as_str(w.file, f"weight '{w.name}' file"),
-            "file_offset": as_int(w.file_offset, f"weight '{w.name}' file_offset"),
-            "sha256": as_str(w.sha256, f"weight '{w.name}' sha256"),
-            "allocation": as_int(w.allocation, f"weight '{w.name}' allocation")}
+def _by_name(what: str, record: type, kinds: str):
+    """encode_row for _rows of records named by their first field (tensors, weights): each field
+    checked in order, named "tensor 3 name", "tensor 'x' offset", or "tensor 'x'" for a dtype or shape."""
+    def encode_row(k: int, row) -> dict:
+        out = {"name": as_str(row.name, f"{what} {k} name")}
+        for field, kind in zip(record._fields[1:], kinds[1:]):
+            out[field] = _AS[kind](getattr(row, field), f"{what} '{row.name}'" + ("" if kind in "dp" else f" {field}"))
+        return out
+    return encode_row
 
 
 def _desc(d, where: str) -> dict:
