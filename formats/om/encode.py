@@ -4,6 +4,7 @@ reader accept (64-bit ints, supported dtypes, str-keyed attribute maps, tagged n
 from __future__ import annotations
 
 import operator
+from itertools import chain
 
 import numpy as np
 
@@ -51,6 +52,39 @@ def as_shape(v, where: str) -> list[int]:
     return [as_int(d, f"{where} shape") for d in v]
 
 
+# ---------------------------------------------------------------- whole lists at once
+
+
+def plain_rows(rows, record: type, kinds: str) -> list[dict] | None:
+    """`rows`, each a `record` (a named tuple), as the maps of its fields the per-field calls above build,
+    when every field is what they return unchanged: `kinds` holds one letter a field, i (as_int), s
+    (as_str), d (as_dtype), p (as_shape) or a (any: the caller encodes it). Checked a column at a time,
+    with no message built (the per-field calls spell one for every field, most of a small model's OM
+    writing); None when anything is not plain: the caller then takes the per-field path, which names it."""
+    if type(rows) not in (list, tuple) or not {record}.issuperset(map(type, rows)):
+        return None
+    for kind, column in zip(kinds, zip(*rows)):
+        if not _PLAIN[kind](column):
+            return None
+    fields = record._fields
+    return [dict(zip(fields, row)) for row in rows]
+
+
+def plain_ints(values) -> bool:
+    """Every value an int (not a bool or numpy's) of 64 bits: as_int returns each as it is."""
+    return not values or ({int}.issuperset(map(type, values)) and -(1 << 63) <= min(values) and max(values) < 1 << 63)
+
+
+def plain_int_lists(lists) -> bool:
+    """Every value a list or tuple of plain_ints (a shape as as_shape returns it, or packs the same)."""
+    return {tuple, list}.issuperset(map(type, lists)) and plain_ints(list(chain.from_iterable(lists)))
+
+
+_PLAIN = {"i": plain_ints, "s": lambda values: {str}.issuperset(map(type, values)),
+          "d": lambda values: {str}.issuperset(map(type, values)) and set(values).issubset(DTYPES),
+          "p": plain_int_lists, "a": lambda values: True}
+
+
 # ---------------------------------------------------------------- attribute values
 
 
@@ -58,13 +92,34 @@ def as_attr_map(attrs, where: str, depth: int) -> dict:
     if not isinstance(attrs, dict):
         raise Unencodable(f"{where}: expected a dict, got {type(attrs).__name__}")
     out = {}
+    plain_depth = depth + 2 <= MAX_ATTR_DEPTH  # (a list's items are two levels down)
     for key, value in attrs.items():
+        if plain_depth and type(key) is str and key not in RESERVED_TAGS and _plain_value(value):
+            out[key] = value  # what encode_attr returns (a tuple packs as the list it makes), no message spelled
+            continue
         if not isinstance(key, str):
             raise Unencodable(f"{where}: key {key!r} is not a string")
         if key in RESERVED_TAGS:
             raise Unencodable(f"{where}: key '{key}' is reserved by the OM format")
         out[str(key)] = encode_attr(value, f"{where}['{key}']", depth + 1)
     return out
+
+
+_SCALARS = frozenset({type(None), bool, str, bytes, float})
+
+
+def _plain_value(v) -> bool:
+    """A scalar, or a list or tuple of scalars, that encode_attr returns as it is (or as a list)."""
+    kind = type(v)
+    if kind in _SCALARS:
+        return True
+    if kind is int:
+        return -(1 << 63) <= v < 1 << 64
+    if kind is list or kind is tuple:
+        if {int}.issuperset(map(type, v)):
+            return not v or (-(1 << 63) <= min(v) and max(v) < 1 << 64)
+        return _SCALARS.issuperset(map(type, v))
+    return False
 
 
 def encode_attr(v, where: str = "attribute", depth: int = 0):

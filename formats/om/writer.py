@@ -13,12 +13,13 @@ import msgpack
 
 from ge.core.model.dynamic_model import DynamicModel
 from ge.core.model.errors import FormatError
-from ge.core.model.ge_model import FM_ID, GeModel, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, WeightLayout
+from ge.core.model.ge_model import (FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, Allocation, Arg, GeModel, TaskDef,
+                                    TensorDesc, TensorPlan, WeightDesc, WeightLayout)
 
 from ..atomic import write_atomically
 from . import reader
 from .checksum import body_digest, sha256
-from .encode import Unencodable, as_attr_map, as_dtype, as_int, as_shape, as_str
+from .encode import Unencodable, as_attr_map, as_dtype, as_int, as_shape, as_str, plain_int_lists, plain_ints, plain_rows
 from .schema import (ALIGNMENT, BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, GEN_MODE_OFFLINE,
                      MAGIC, MAX_HEADER_SIZE, MODEL_DEF, MODEL_TYPE_NORMAL, OM_IR_VERSION, PLATFORM_TYPE_SIM,
                      PREFIX_SIZE, TASK_INFO, WEIGHTS_DATA, align_up)
@@ -86,7 +87,7 @@ def lay_out(fields: dict, parts: list, *, tamper=None) -> tuple[Callable[[bytes]
     parts = [(kind, sub, _as_bytes_view(body)) for kind, sub, body in parts]
     size = 0
     for _ in range(32):  # the header's length depends on the offsets it holds; iterate to a fixed point
-        header, pieces = _lay_out(fields, parts, PREFIX_SIZE + size)
+        header = _lay_out(fields, parts, PREFIX_SIZE + size)
         if tamper is not None:
             tamper(header)
         packed = msgpack.packb(header, use_bin_type=True)
@@ -95,9 +96,11 @@ def lay_out(fields: dict, parts: list, *, tamper=None) -> tuple[Callable[[bytes]
         size = len(packed)
     else:  # pragma: no cover - offsets grow monotonically with the header, so this converges
         raise FormatError("OM writer: header layout does not converge")
+    pieces = []
+    _lay_out(fields, parts, PREFIX_SIZE + size, pieces)
 
     def sign(checksum: bytes) -> bytes:
-        header, _ = _lay_out(fields, parts, PREFIX_SIZE + size)
+        header = _lay_out(fields, parts, PREFIX_SIZE + size)
         header["body_checksum"] = checksum
         if tamper is not None:
             tamper(header)
@@ -112,16 +115,19 @@ def lay_out(fields: dict, parts: list, *, tamper=None) -> tuple[Callable[[bytes]
     return sign, pieces
 
 
-def _lay_out(fields: dict, parts: list, start: int) -> tuple[dict, list]:
-    pos, table, pieces = start, [], []
+def _lay_out(fields: dict, parts: list, start: int, pieces: list | None = None) -> dict:
+    """The header of the parts laid out from `start`; their body pieces appended to `pieces` if given
+    (once: a WeightLayout's are one per weight, and the header is laid out several times)."""
+    pos, table = start, []
     for kind, sub, body in parts:
         offset = align_up(pos, ALIGNMENT)
-        if offset > pos:
-            pieces.append(bytes(offset - pos))
-        if isinstance(body, WeightLayout):  # streamed weight by weight, never joined
-            pieces.extend(body.chunks())
-        else:
-            pieces.append(body)
+        if pieces is not None:
+            if offset > pos:
+                pieces.append(bytes(offset - pos))
+            if isinstance(body, WeightLayout):  # streamed weight by weight, never joined
+                pieces.extend(body.chunks())
+            else:
+                pieces.append(body)
         table.append({"type": kind, "submodel": sub, "offset": offset, "size": body.nbytes})
         pos = offset + body.nbytes
     # GE's sha256 `checksum` stays zero (is_checksum 0): body_checksum, filled by sign(), checks the body
@@ -131,7 +137,7 @@ def _lay_out(fields: dict, parts: list, start: int) -> tuple[dict, list]:
     header["partitions"] = table
     header.pop("header_checksum", None)
     header["header_checksum"] = _ZERO_DIGEST  # last: its bytes are the header's final 32 bytes
-    return header, pieces
+    return header
 
 
 def _as_bytes_view(body) -> memoryview | WeightLayout:
@@ -173,7 +179,7 @@ def fields_and_parts(model: GeModel) -> tuple[dict, list]:
     if isinstance(model, DynamicModel):
         return _dynamic_fields_and_parts(model)
     model_def = _model_def(model)
-    task_info = {"tasks": [_task(i, t) for i, t in enumerate(model.tasks)]}
+    task_info = {"tasks": _tasks(model.tasks)}
     if model.dataflow is not None:
         task_info["dataflow"] = _dataflow(model.dataflow)
     weights = _as_bytes_view(model.weight_data if model.weight_data is not None else b"")
@@ -223,13 +229,14 @@ def _pack(obj, what: str) -> bytes:
         raise Unencodable(f"{what}: {e}") from None
 
 
+#: each field's kind (encode.plain_rows) of a TensorPlan and a WeightDesc
+_TENSOR, _WEIGHT = "siiidpiis", "sdpiisisi"
+
+
 def _model_def(m: GeModel) -> dict:
     if not isinstance(m.allocations, (list, tuple)) or len(m.allocations) < 3:
         raise Unencodable("a model needs at least the WEIGHT, FEATURE_MAP and WORKSPACE allocations")
-    allocations = [{"id": as_int(a.id, f"allocation {k} id"), "kind": as_str(a.kind, f"allocation {k} kind"),
-                    "size": as_int(a.size, f"allocation {k} size"), "io_index": as_int(a.io_index, f"allocation {k} io_index"),
-                    "file": as_str(a.file, f"allocation {k} file")}
-                   for k, a in enumerate(m.allocations)]
+    allocations = _rows(m.allocations, Allocation, "isiis", _allocation)
     attrs = m.attrs if isinstance(m.attrs, dict) else {}
     return {
         "name": as_str(m.name, "model name"),
@@ -242,28 +249,62 @@ def _model_def(m: GeModel) -> dict:
         "stream_num": as_int(attrs.get("stream_num", 1), "attrs['stream_num']"),
         "event_num": as_int(attrs.get("event_num", 0), "attrs['event_num']"),
         "allocations": allocations,
-        "inputs": [_desc(d, f"input {k}") for k, d in enumerate(m.inputs)],
-        "outputs": [_desc(d, f"output {k}") for k, d in enumerate(m.outputs)],
-        "tensors": [{"name": as_str(t.name, f"tensor {k} name"), "allocation": as_int(t.allocation, f"tensor '{t.name}' allocation"),
-                     "offset": as_int(t.offset, f"tensor '{t.name}' offset"), "nbytes": as_int(t.nbytes, f"tensor '{t.name}' nbytes"),
-                     "dtype": as_dtype(t.dtype, f"tensor '{t.name}'"), "shape": as_shape(t.shape, f"tensor '{t.name}'"),
-                     "first": as_int(t.first, f"tensor '{t.name}' first"), "last": as_int(t.last, f"tensor '{t.name}' last"),
-                     "alias_of": as_str(t.alias_of, f"tensor '{t.name}' alias_of")}
-                    for k, t in enumerate(m.tensors)],
-        "weights": [{"name": as_str(w.name, f"weight {k} name"), "dtype": as_dtype(w.dtype, f"weight '{w.name}'"),
-                     "shape": as_shape(w.shape, f"weight '{w.name}'"), "offset": as_int(w.offset, f"weight '{w.name}' offset"),
-                     "nbytes": as_int(w.nbytes, f"weight '{w.name}' nbytes"), "file": as_str(w.file, f"weight '{w.name}' file"),
-                     "file_offset": as_int(w.file_offset, f"weight '{w.name}' file_offset"),
-                     "sha256": as_str(w.sha256, f"weight '{w.name}' sha256"),
-                     "allocation": as_int(w.allocation, f"weight '{w.name}' allocation")}
-                    for k, w in enumerate(m.weights)],
+        "inputs": _rows(m.inputs, TensorDesc, "sdpi", lambda k, d: _desc(d, f"input {k}")),
+        "outputs": _rows(m.outputs, TensorDesc, "sdpi", lambda k, d: _desc(d, f"output {k}")),
+        "tensors": _rows(m.tensors, TensorPlan, _TENSOR, _by_name("tensor", TensorPlan, _TENSOR)),
+        "weights": _rows(m.weights, WeightDesc, _WEIGHT, _by_name("weight", WeightDesc, _WEIGHT)),
         "attrs": as_attr_map(m.attrs, "model attrs", 0),
     }
+
+
+def _rows(rows, record: type, kinds: str, encode_row) -> list[dict]:
+    """The maps of a list of records: a column at a time when plain (encode.plain_rows), else
+    `encode_row(k, row)` each, which checks every field and names the first one the OM cannot hold."""
+    plain = plain_rows(rows, record, kinds)
+    return plain if plain is not None else [encode_row(k, row) for k, row in enumerate(rows)]
+
+
+def _allocation(k: int, a) -> dict:
+    return {"id": as_int(a.id, f"allocation {k} id"), "kind": as_str(a.kind, f"allocation {k} kind"),
+            "size": as_int(a.size, f"allocation {k} size"), "io_index": as_int(a.io_index, f"allocation {k} io_index"),
+            "file": as_str(a.file, f"allocation {k} file")}
+
+
+_AS = {"i": as_int, "s": as_str, "d": as_dtype, "p": as_shape}
+
+
+def _by_name(what: str, record: type, kinds: str):
+    """encode_row for _rows of records named by their first field (tensors, weights): each field
+    checked in order, named "tensor 3 name", "tensor 'x' offset", or "tensor 'x'" for a dtype or shape."""
+    def encode_row(k: int, row) -> dict:
+        out = {"name": as_str(row.name, f"{what} {k} name")}
+        for field, kind in zip(record._fields[1:], kinds[1:]):
+            out[field] = _AS[kind](getattr(row, field), f"{what} '{row.name}'" + ("" if kind in "dp" else f" {field}"))
+        return out
+    return encode_row
 
 
 def _desc(d, where: str) -> dict:
     return {"name": as_str(d.name, f"{where} name"), "dtype": as_dtype(d.dtype, f"{where} '{d.name}'"),
             "shape": as_shape(d.shape, f"{where} '{d.name}'"), "allocation": as_int(d.allocation, f"{where} '{d.name}' allocation")}
+
+
+def _tasks(tasks) -> list[dict]:
+    """TASK_INFO's tasks: when they and all their arguments are plain (encode.plain_rows), their maps
+    are made a column at a time and only each task's attributes are encoded as _task does; else _task's."""
+    rows = plain_rows(tasks, TaskDef, "sssiaaai")
+    lists = [] if rows is None else [row[key] for row in rows for key in ("inputs", "outputs")]
+    args = None
+    if rows is not None and {tuple, list}.issuperset(map(type, lists)):
+        args = plain_rows([a for arg_list in lists for a in arg_list if a is not None], Arg, "iidp")
+    if args is None:
+        return [_task(k, t) for k, t in enumerate(tasks)]
+    maps = iter(args)
+    for k, row in enumerate(rows):
+        row["attrs"] = as_attr_map(row["attrs"], f"task {k} '{row['node']}' ({row['op_type']}) attrs", 0)
+        row["inputs"] = [None if a is None else next(maps) for a in row["inputs"]]
+        row["outputs"] = [None if a is None else next(maps) for a in row["outputs"]]
+    return rows
 
 
 def _task(k: int, t) -> dict:
@@ -277,6 +318,8 @@ def _task(k: int, t) -> dict:
 
 
 def _dataflow(p) -> dict:
+    if plain_int_lists([*p.deps, p.fm_offsets, (p.fm_size, p.lower_bound)]):  # as below, no message spelled
+        return {"deps": p.deps, "fm_offsets": p.fm_offsets, "fm_size": p.fm_size, "lower_bound": p.lower_bound}
     return {"deps": [[as_int(d, f"dataflow deps of task {t}") for d in deps] for t, deps in enumerate(p.deps)],
             "fm_offsets": [as_int(o, "dataflow fm_offsets") for o in p.fm_offsets],
             "fm_size": as_int(p.fm_size, "dataflow fm_size"), "lower_bound": as_int(p.lower_bound, "dataflow lower_bound")}

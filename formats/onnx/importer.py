@@ -393,6 +393,8 @@ def _sort_topologically(graph: GraphProto, path: str, outer: frozenset = frozens
     graph keeps its order. Returns whether anything moved; a cycle is an error naming its nodes."""
     defined = set(outer) | {""} | {v.name for v in graph.input} | {t.name for t in graph.initializer}
     defined |= {t.values.name for t in graph.sparse_initializer}
+    if _in_order(graph, defined):
+        return False
     moved, scope = False, None
     for node in graph.node:  # subgraphs first: they see every name of this scope
         for sub in _subgraphs(node):
@@ -412,6 +414,20 @@ def _sort_topologically(graph: GraphProto, path: str, outer: frozenset = frozens
         nodes[-1].CopyFrom(graph.node[i])
     del graph.node[:]
     graph.node.extend(nodes)
+    return True
+
+
+def _in_order(graph: GraphProto, defined: set) -> bool:
+    """Whether no node has a subgraph and each reads only names defined before it: an exporter's
+    order, found in one pass (the sort builds every node's reads and producers first)."""
+    defined = set(defined)
+    for node in graph.node:
+        if not defined.issuperset(node.input):
+            return False
+        for a in node.attribute:
+            if a.HasField("g") or a.graphs:
+                return False
+        defined.update(node.output)
     return True
 
 

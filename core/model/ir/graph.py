@@ -6,9 +6,6 @@ unknown rank. Constants live in `Graph.initializers` as numpy arrays. Plain clas
 """
 from __future__ import annotations
 
-import copy as _copy
-import heapq
-
 import numpy as np
 
 from ..errors import GraphError
@@ -134,7 +131,8 @@ def _copy_node(node: Node) -> Node:
         if isinstance(v, Graph):
             v = v.copy()
         elif isinstance(v, (list, np.ndarray)):
-            v = _copy.deepcopy(v)
+            import copy  # (here: a static model's compile copies no node)
+            v = copy.deepcopy(v)
         attrs[k] = v
     return Node(node.op_type, list(node.inputs), list(node.outputs), attrs, node.name, node.domain)
 
@@ -144,6 +142,7 @@ def stable_topological_order(waits_on: list[set[int]]) -> list[int]:
     first (Kahn's algorithm): an already sorted list keeps its order. Indices on a cycle are left out."""
     if all(j < i for i, deps in enumerate(waits_on) for j in deps):  # sorted already (the passes keep graphs so):
         return list(range(len(waits_on)))  # what the heap would give, without it
+    import heapq  # (here: sorted graphs, the common case, need none)
     users: dict[int, list[int]] = {}
     pending = [len(w) for w in waits_on]
     for i, deps in enumerate(waits_on):
