@@ -87,6 +87,75 @@ void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip,
     pack_groups(w, ldw, K, N, flip, 4, bp, sums);
 }
 
+/* One pair of k of ge_qgemm_split's weights, a (row k) and b (row k + 1) at stride si, every weight
+   index: main's rows ma, mb (stride mi), the rest ex[i] (0 where the pair fits), sums[i] += a + b.
+   Inlined with constant strides of 1 (the product's panels: weight indices contiguous), it vectorizes. */
+static inline __attribute__((always_inline)) void split_pair(const int8_t *a8, const int8_t *b8, int64_t si, int8_t *ma,
+                                                             int8_t *mb, int64_t mi, int8_t flip, int64_t N, int8_t *ex,
+                                                             int32_t *sums) {
+    for (int64_t i = 0; i < N; i++) {
+        int a = (int8_t)(a8[i * si] ^ flip), b = (int8_t)(b8[i * si] ^ flip);
+        int pair = a + b, kept = pair > 128 ? 128 : pair < -128 ? -128 : pair;
+        ma[i * mi] = (int8_t)a;
+        mb[i * mi] = (int8_t)(kept - a);
+        ex[i] = (int8_t)(pair - kept);
+        sums[i] += pair;
+    }
+}
+
+/* Weights (weight index i < N, k < K) at w[i * si + k * sk], int8 or uint8 (flip: w - 128), split for
+   vpmaddubsw (int8_native.product_plan): main + rest = the weights, every pair of k (0-1, 2-3, ...) of
+   main and of rest in int16. A pair whose two weights add up past 128 (or below -128) keeps its first
+   weight, its second becomes what fills the pair to 128 (-128) in main and the remainder in rest (at
+   most 126 in size: 127 + 127 = (127 + 1) + (0 + 126)). Writes main[i * mi + k * mk], sums[i] (the whole
+   weights' over K) and rest as QGemm's fix_start, fix_q, fix_b: per group of `width` weight indices
+   (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
+   each as the group's bytes (width x 4). fix_b has room for every quad of every group (groups x
+   quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
+   quads with a rest (-1: no memory). One pass in C: the numpy version of these steps was a quarter of
+   a quantized MobileNetV2's load. */
+int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width,
+                       int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int64_t *fix_start, int32_t *fix_q,
+                       int8_t *fix_b) {
+    int64_t q4 = quads(K), groups = (N + width - 1) / width, bytes = width * 4, slots = 0;
+    int8_t fl = (int8_t)(flip ? 0x80 : 0), *ex = malloc(N ? N : 1);
+    if (!ex) return -1;
+    memset(sums, 0, N * sizeof(int32_t));
+    for (int64_t k = 0; k + 1 < K; k += 2) {
+        const int8_t *a8 = w + k * sk, *b8 = a8 + sk;
+        int8_t *ma = main + k * mk, *mb = ma + mk;
+        if (si == 1 && mi == 1) split_pair(a8, b8, 1, ma, mb, 1, fl, N, ex, sums);
+        else split_pair(a8, b8, si, ma, mb, mi, fl, N, ex, sums);
+        for (int64_t g = 0; g < groups; g++) {  /* the groups with a rest in this pair: their quad's bytes */
+            int64_t i0 = g * width, n = N - i0 < width ? N - i0 : width;
+            int any = 0;
+            for (int64_t j = 0; j < n; j++) any |= ex[i0 + j];
+            if (!any) continue;
+            int8_t *block = fix_b + (g * q4 + k / 4) * bytes + (k + 1) % 4;
+            for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
+            fix_q[g * q4 + k / 4] = 1;  /* a flag until the quads are gathered below */
+        }
+    }
+    if (K % 2)  /* the last k of an odd K pairs with nothing: as it is */
+        for (int64_t i = 0; i < N; i++) {
+            int a = (int8_t)(w[i * si + (K - 1) * sk] ^ fl);
+            main[i * mi + (K - 1) * mk] = (int8_t)a;
+            sums[i] += a;
+        }
+    free(ex);
+    for (int64_t g = 0; g < groups; g++) {  /* the used quads gathered, group by group, in order of K */
+        fix_start[g] = slots;
+        for (int64_t q = 0; q < q4; q++) {
+            int64_t at = g * q4 + q;
+            if (!fix_q[at]) continue;
+            if (slots != at) memcpy(fix_b + slots * bytes, fix_b + at * bytes, bytes);
+            fix_q[slots++] = (int32_t)q;
+        }
+    }
+    fix_start[groups] = slots;
+    return slots;
+}
+
 /* ---- the micro-kernel: acc[QMR][QNR] over all K of QMR rows and one panel ---------------------- */
 
 /* 4 bytes of a row at p, of which `avail` are in the row (the last quad of K may be short); the short
