@@ -114,13 +114,36 @@ static inline __attribute__((always_inline)) void split_pair(const int8_t *a8, c
    quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
    quads with a rest (-1: no memory). One pass in C: the numpy version of these steps was a quarter of
    a quantized MobileNetV2's load. */
-int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width,
-                       int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int64_t *fix_start, int32_t *fix_q,
-                       int8_t *fix_b) {
-    int64_t q4 = quads(K), groups = (N + width - 1) / width, bytes = width * 4, slots = 0;
-    int8_t fl = (int8_t)(flip ? 0x80 : 0), *ex = malloc(N ? N : 1);
+/* ge_qgemm_split's weights row by row (a convolution's: k contiguous, si the row's stride); quad q of
+   weight index i's group at fix_b + ((i / width) * q4 * width + i % width) * 4 + q * width * 4 */
+static void split_rows(const int8_t *w, int64_t si, int64_t N, int64_t K, int8_t fl, int64_t width, int8_t *main,
+                       int64_t mi, int64_t mk, int32_t *sums, int32_t *used, int8_t *fix_b) {
+    int64_t q4 = quads(K), bytes = width * 4;
+    for (int64_t i = 0; i < N; i++) {
+        const int8_t *row = w + i * si;
+        int8_t *block = fix_b + ((i / width) * q4 * width + i % width) * 4;
+        for (int64_t k = 0; k < K; k += 2) {
+            int a = (int8_t)(row[k] ^ fl), b = k + 1 < K ? (int8_t)(row[k + 1] ^ fl) : 0;
+            int pair = a + b, kept = pair > 128 ? 128 : pair < -128 ? -128 : pair;
+            main[i * mi + k * mk] = (int8_t)a;
+            sums[i] += pair;
+            if (k + 1 == K) break;
+            main[i * mi + (k + 1) * mk] = (int8_t)(kept - a);
+            if (pair != kept) {
+                block[(k / 4) * bytes + (k + 1) % 4] = (int8_t)(pair - kept);
+                used[(i / width) * q4 + k / 4] = 1;
+            }
+        }
+    }
+}
+
+/* ge_qgemm_split's weights a pair of k at a time, every weight index inside (the product's panels:
+   weight indices contiguous, the loop vectorizes); -1: no memory */
+static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int8_t fl, int64_t width,
+                          int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int32_t *used, int8_t *fix_b) {
+    int64_t q4 = quads(K), groups = (N + width - 1) / width, bytes = width * 4;
+    int8_t *ex = malloc(N ? N : 1);
     if (!ex) return -1;
-    memset(sums, 0, N * sizeof(int32_t));
     for (int64_t k = 0; k + 1 < K; k += 2) {
         const int8_t *a8 = w + k * sk, *b8 = a8 + sk;
         int8_t *ma = main + k * mk, *mb = ma + mk;
@@ -133,7 +156,7 @@ int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64
             if (!any) continue;
             int8_t *block = fix_b + (g * q4 + k / 4) * bytes + (k + 1) % 4;
             for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
-            fix_q[g * q4 + k / 4] = 1;  /* a flag until the quads are gathered below */
+            used[g * q4 + k / 4] = 1;
         }
     }
     if (K % 2)  /* the last k of an odd K pairs with nothing: as it is */
@@ -143,7 +166,29 @@ int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64
             sums[i] += a;
         }
     free(ex);
-    for (int64_t g = 0; g < groups; g++) {  /* the used quads gathered, group by group, in order of K */
+    return 0;
+}
+
+/* Weights (weight index i < N, k < K) at w[i * si + k * sk], int8 or uint8 (flip: w - 128), split for
+   vpmaddubsw (int8_native.product_plan): main + rest = the weights, every pair of k (0-1, 2-3, ...) of
+   main and of rest in int16. A pair whose two weights add up past 128 (or below -128) keeps its first
+   weight, its second becomes what fills the pair to 128 (-128) in main and the remainder in rest (at
+   most 126 in size: 127 + 127 = (127 + 1) + (0 + 126)). Writes main[i * mi + k * mk], sums[i] (the whole
+   weights' over K) and rest as QGemm's fix_start, fix_q, fix_b: per group of `width` weight indices
+   (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
+   each as the group's bytes (width x 4). fix_b has room for every quad of every group (groups x
+   quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
+   quads with a rest (-1: no memory). In C: the numpy version of these steps was a quarter of a
+   quantized MobileNetV2's load. */
+int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width,
+                       int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int64_t *fix_start, int32_t *fix_q,
+                       int8_t *fix_b) {
+    int64_t q4 = quads(K), groups = (N + width - 1) / width, bytes = width * 4, slots = 0;
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);
+    memset(sums, 0, N * sizeof(int32_t));
+    if (sk == 1 && si != 1) split_rows(w, si, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b);
+    else if (split_by_pairs(w, si, sk, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b) < 0) return -1;
+    for (int64_t g = 0; g < groups; g++) {  /* the used quads (flagged in fix_q) gathered, group by group */
         fix_start[g] = slots;
         for (int64_t q = 0; q < q4; q++) {
             int64_t at = g * q4 + q;
