@@ -9,7 +9,6 @@ keeps an active base address per allocation and resolves arguments into the args
 """
 from __future__ import annotations
 
-import copy
 import math
 from operator import mul
 
@@ -199,6 +198,7 @@ class Model:
         unknown = sorted(set(changes) - set(vars(self)))
         if unknown:
             raise TypeError(f"{type(self).__name__} has no field '{unknown[0]}'")
+        import copy  # (the compiler's: a load does not import it)
         new = copy.copy(self)
         vars(new).update(changes)
         return new
