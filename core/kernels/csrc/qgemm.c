@@ -64,22 +64,41 @@ int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QN
 
 /* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels of groups of g values of k
    (panel[k / g][j][g]: quads as bytes, g 4, or pairs as int16, g 2; zeros past K); sums[n] = sum_k
-   of the packed values. A panel holds 4 quads(K) QNR values either way. */
+   of the packed values. A panel holds 4 quads(K) QNR values either way. Row by row of W (read in
+   order; a column at a time read a row's stride apart, with a division per weight: 15-20
+   instructions a weight, most of BERT-small int8's load). */
+static inline __attribute__((always_inline)) void pack_row(const int8_t *row, int8_t fl, int64_t N, int g, void *bp,
+                                                           int64_t panel, int64_t off, int32_t *sums) {
+    for (int64_t n0 = 0, p = 0; n0 < N; n0 += QNR, p++) {
+        int64_t nc = N - n0 < QNR ? N - n0 : QNR;
+        if (g == 2) {
+            int16_t *d = (int16_t *)bp + p * panel + off;
+            for (int64_t j = 0; j < nc; j++) {
+                int8_t v = (int8_t)(row[n0 + j] ^ fl);
+                d[j * 2] = v;
+                sums[n0 + j] += v;
+            }
+        } else {
+            int8_t *d = (int8_t *)bp + p * panel + off;
+            for (int64_t j = 0; j < nc; j++) {
+                int8_t v = (int8_t)(row[n0 + j] ^ fl);
+                d[j * 4] = v;
+                sums[n0 + j] += v;
+            }
+        }
+    }
+}
+
 static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int g, void *bp,
                         int32_t *sums) {
     int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR;
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);  /* (uint8_t)w - 128 is w with its sign bit flipped */
     memset(bp, 0, panels * panel * (g == 2 ? sizeof(int16_t) : 1));
-    for (int64_t n = 0; n < N; n++) {
-        int64_t at = (n / QNR) * panel + (n % QNR) * g;
-        int32_t s = 0;
-        for (int64_t k = 0; k < K; k++) {
-            int8_t v = (int8_t)(flip ? (uint8_t)w[k * ldw + n] - 128 : w[k * ldw + n]);
-            int64_t e = at + (k / g) * QNR * g + k % g;
-            if (g == 2) ((int16_t *)bp)[e] = v;
-            else ((int8_t *)bp)[e] = v;
-            s += v;
-        }
-        sums[n] = s;
+    memset(sums, 0, N * sizeof(int32_t));
+    for (int64_t k = 0; k < K; k++) {
+        int64_t off = (k / g) * QNR * g + k % g;  /* k's place in every panel, before the column's */
+        if (g == 2) pack_row(w + k * ldw, fl, N, 2, bp, panel, off, sums);
+        else pack_row(w + k * ldw, fl, N, 4, bp, panel, off, sums);
     }
 }
 
@@ -114,27 +133,47 @@ static inline __attribute__((always_inline)) void split_pair(const int8_t *a8, c
    quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
    quads with a rest (-1: no memory). One pass in C: the numpy version of these steps was a quarter of
    a quantized MobileNetV2's load. */
+/* One row of ge_qgemm_split's weights, k contiguous: main's row m (stride mk), the pairs' rests ex[k / 2];
+   returns the row's sum. Inlined with a constant mk of 1 (a convolution's rows), it vectorizes. */
+static inline __attribute__((always_inline)) int32_t split_row(const int8_t *row, int64_t K, int8_t fl, int8_t *m,
+                                                               int64_t mk, int8_t *ex) {
+    int32_t s = 0;
+    for (int64_t j = 0; j < K / 2; j++) {
+        int a = (int8_t)(row[2 * j] ^ fl), b = (int8_t)(row[2 * j + 1] ^ fl);
+        int pair = a + b, kept = pair > 128 ? 128 : pair < -128 ? -128 : pair;
+        m[2 * j * mk] = (int8_t)a;
+        m[(2 * j + 1) * mk] = (int8_t)(kept - a);
+        ex[j] = (int8_t)(pair - kept);
+        s += pair;
+    }
+    if (K % 2) {  /* the last k of an odd K pairs with nothing: as it is */
+        int a = (int8_t)(row[K - 1] ^ fl);
+        m[(K - 1) * mk] = (int8_t)a;
+        s += a;
+    }
+    return s;
+}
+
 /* ge_qgemm_split's weights row by row (a convolution's: k contiguous, si the row's stride); quad q of
-   weight index i's group at fix_b + ((i / width) * q4 * width + i % width) * 4 + q * width * 4 */
-static void split_rows(const int8_t *w, int64_t si, int64_t N, int64_t K, int8_t fl, int64_t width, int8_t *main,
-                       int64_t mi, int64_t mk, int32_t *sums, int32_t *used, int8_t *fix_b) {
+   weight index i's group at fix_b + ((i / width) * q4 * width + i % width) * 4 + q * width * 4; -1: no memory */
+static int split_rows(const int8_t *w, int64_t si, int64_t N, int64_t K, int8_t fl, int64_t width, int8_t *main,
+                      int64_t mi, int64_t mk, int32_t *sums, int32_t *used, int8_t *fix_b) {
     int64_t q4 = quads(K), bytes = width * 4;
+    int8_t *ex = calloc(2 * q4 + 1, 1);  /* a row's rests by pair of k; past K / 2 pairs: 0 */
+    if (!ex) return -1;
     for (int64_t i = 0; i < N; i++) {
-        const int8_t *row = w + i * si;
         int8_t *block = fix_b + ((i / width) * q4 * width + i % width) * 4;
-        for (int64_t k = 0; k < K; k += 2) {
-            int a = (int8_t)(row[k] ^ fl), b = k + 1 < K ? (int8_t)(row[k + 1] ^ fl) : 0;
-            int pair = a + b, kept = pair > 128 ? 128 : pair < -128 ? -128 : pair;
-            main[i * mi + k * mk] = (int8_t)a;
-            sums[i] += pair;
-            if (k + 1 == K) break;
-            main[i * mi + (k + 1) * mk] = (int8_t)(kept - a);
-            if (pair != kept) {
-                block[(k / 4) * bytes + (k + 1) % 4] = (int8_t)(pair - kept);
-                used[(i / width) * q4 + k / 4] = 1;
-            }
+        sums[i] = mk == 1 ? split_row(w + i * si, K, fl, main + i * mi, 1, ex)
+                          : split_row(w + i * si, K, fl, main + i * mi, mk, ex);
+        for (int64_t q = 0; q < q4; q++) {  /* quad q: pairs 2q and 2q + 1, their rests at bytes 1 and 3 */
+            if (!(ex[2 * q] | ex[2 * q + 1])) continue;
+            block[q * bytes + 1] = ex[2 * q];
+            block[q * bytes + 3] = ex[2 * q + 1];
+            used[(i / width) * q4 + q] = 1;
         }
     }
+    free(ex);
+    return 0;
 }
 
 /* ge_qgemm_split's weights a pair of k at a time, every weight index inside (the product's panels:
@@ -186,8 +225,8 @@ int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64
     int64_t q4 = quads(K), groups = (N + width - 1) / width, bytes = width * 4, slots = 0;
     int8_t fl = (int8_t)(flip ? 0x80 : 0);
     memset(sums, 0, N * sizeof(int32_t));
-    if (sk == 1 && si != 1) split_rows(w, si, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b);
-    else if (split_by_pairs(w, si, sk, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b) < 0) return -1;
+    if (sk == 1 && si != 1 ? split_rows(w, si, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b)
+                           : split_by_pairs(w, si, sk, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b)) return -1;
     for (int64_t g = 0; g < groups; g++) {  /* the used quads (flagged in fix_q) gathered, group by group */
         fix_start[g] = slots;
         for (int64_t q = 0; q < q4; q++) {
