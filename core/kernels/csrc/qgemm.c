@@ -62,48 +62,83 @@ static inline int64_t quads(int64_t k) { return (k + 3) / 4; }
 
 int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QNR) * quads(K) * QNR * 4; }
 
+/* 4 bytes stored as one word: a panel's group of k (a quad of bytes, a pair of int16) */
+typedef uint32_t __attribute__((may_alias, aligned(1))) word32;
+
 /* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels of groups of g values of k
    (panel[k / g][j][g]: quads as bytes, g 4, or pairs as int16, g 2; zeros past K); sums[n] = sum_k
-   of the packed values. A panel holds 4 quads(K) QNR values either way. Row by row of W (read in
-   order; a column at a time read a row's stride apart, with a division per weight: 15-20
-   instructions a weight, most of BERT-small int8's load). */
-static inline __attribute__((always_inline)) void pack_row(const int8_t *row, int8_t fl, int64_t N, int g, void *bp,
-                                                           int64_t panel, int64_t off, int32_t *sums) {
-    for (int64_t n0 = 0, p = 0; n0 < N; n0 += QNR, p++) {
-        int64_t nc = N - n0 < QNR ? N - n0 : QNR;
-        if (g == 2) {
-            int16_t *d = (int16_t *)bp + p * panel + off;
-            for (int64_t j = 0; j < nc; j++) {
-                int8_t v = (int8_t)(row[n0 + j] ^ fl);
-                d[j * 2] = v;
-                sums[n0 + j] += v;
-            }
-        } else {
-            int8_t *d = (int8_t *)bp + p * panel + off;
-            for (int64_t j = 0; j < nc; j++) {
-                int8_t v = (int8_t)(row[n0 + j] ^ fl);
-                d[j * 4] = v;
-                sums[n0 + j] += v;
+   of the packed values. A panel holds 4 quads(K) QNR values either way. A group of g rows of W at a
+   time, each column's g values stored as one word (vectorized; a column at a time, read a row's
+   stride apart with a division per weight, was 15-20 instructions a weight: most of BERT-small
+   int8's load). */
+static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int g, void *bp,
+                        int32_t *sums) {
+    int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR, esize = g == 2 ? 2 : 1;
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);  /* (uint8_t)w - 128 is w with its sign bit flipped */
+    memset(bp, 0, panels * panel * esize);
+    memset(sums, 0, N * sizeof(int32_t));
+    for (int64_t k0 = 0; k0 < K; k0 += g) {
+        const int8_t *r[4];
+        for (int t = 0; t < g; t++) r[t] = w + (k0 + t < K ? k0 + t : k0) * ldw;  /* (past K: read, not stored) */
+        int64_t rows = K - k0 < g ? K - k0 : g;
+        for (int64_t n0 = 0, p = 0; n0 < N; n0 += QNR, p++) {
+            int64_t nc = N - n0 < QNR ? N - n0 : QNR;
+            int8_t *d = (int8_t *)bp + (p * panel + (k0 / g) * QNR * g) * esize;
+            if (rows == 4) {
+                for (int64_t j = 0; j < nc; j++) {
+                    int8_t a = r[0][n0 + j] ^ fl, b = r[1][n0 + j] ^ fl, c = r[2][n0 + j] ^ fl, e = r[3][n0 + j] ^ fl;
+                    *(word32 *)(d + 4 * j) = (uint32_t)(uint8_t)a | (uint32_t)(uint8_t)b << 8 |
+                                             (uint32_t)(uint8_t)c << 16 | (uint32_t)(uint8_t)e << 24;
+                    sums[n0 + j] += a + b + c + e;
+                }
+            } else if (rows == 2 && g == 2) {
+                for (int64_t j = 0; j < nc; j++) {
+                    int8_t a = r[0][n0 + j] ^ fl, b = r[1][n0 + j] ^ fl;
+                    *(word32 *)(d + 4 * j) = (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+                    sums[n0 + j] += a + b;
+                }
+            } else {  /* the last group, short of K */
+                for (int64_t t = 0; t < rows; t++)
+                    for (int64_t j = 0; j < nc; j++) {
+                        int8_t v = r[t][n0 + j] ^ fl;
+                        if (g == 2) ((int16_t *)d)[j * 2 + t] = v;
+                        else d[j * 4 + t] = v;
+                        sums[n0 + j] += v;
+                    }
             }
         }
     }
 }
 
-static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int g, void *bp,
-                        int32_t *sums) {
-    int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR;
-    int8_t fl = (int8_t)(flip ? 0x80 : 0);  /* (uint8_t)w - 128 is w with its sign bit flipped */
-    memset(bp, 0, panels * panel * (g == 2 ? sizeof(int16_t) : 1));
-    memset(sums, 0, N * sizeof(int32_t));
-    for (int64_t k = 0; k < K; k++) {
-        int64_t off = (k / g) * QNR * g + k % g;  /* k's place in every panel, before the column's */
-        if (g == 2) pack_row(w + k * ldw, fl, N, 2, bp, panel, off, sums);
-        else pack_row(w + k * ldw, fl, N, 4, bp, panel, off, sums);
-    }
-}
-
 void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
     pack_groups(w, ldw, K, N, flip, 4, bp, sums);
+}
+
+/* Whether some pair a8[t * stride], b8[t * stride] (t < n, flipped by fl) sums past [-128, 128];
+   inlined with a constant stride, it vectorizes */
+static inline __attribute__((always_inline)) int pairs_overflow(const int8_t *a8, const int8_t *b8, int64_t stride,
+                                                                 int64_t n, int8_t fl) {
+    int bad = 0;
+    for (int64_t t = 0; t < n; t++) {
+        int pair = (int8_t)(a8[t * stride] ^ fl) + (int8_t)(b8[t * stride] ^ fl);
+        bad |= (pair > 128) | (pair < -128);
+    }
+    return bad;
+}
+
+/* Whether every pair of k (0-1, 2-3, ...) of weights (index i < N, k < K) at w[i * si + k * sk], int8
+   or uint8 (flip: w - 128), sums within [-128, 128]: vpmaddubsw is exact on them as they are
+   (int8_native.pairs_fit_int16, whose numpy casts were 6 instructions a weight) */
+int ge_qgemm_pairs_fit(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip) {
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);
+    int bad = 0;
+    if (sk == 1 && si != 1)  /* rows, k contiguous */
+        for (int64_t i = 0; i < N && !bad; i++) bad = pairs_overflow(w + i * si, w + i * si + 1, 2, K / 2, fl);
+    else  /* a pair of k at a time over every weight index */
+        for (int64_t k = 0; k + 1 < K && !bad; k += 2)
+            bad = si == 1 ? pairs_overflow(w + k * sk, w + (k + 1) * sk, 1, N, fl)
+                          : pairs_overflow(w + k * sk, w + (k + 1) * sk, si, N, fl);
+    return !bad;
 }
 
 /* One pair of k of ge_qgemm_split's weights, a (row k) and b (row k + 1) at stride si, every weight

@@ -466,6 +466,11 @@ class Native:
                                      sums.ctypes.data)
         return out, sums
 
+    def qpairs_fit(self, rows: np.ndarray) -> bool:
+        """int8_native.pairs_fit_int16 of rows (weight index, K; int8 or uint8, any strides), in C."""
+        (n, k), (si, sk) = rows.shape, rows.strides
+        return bool(self.lib.ge_qgemm_pairs_fit(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8)))
+
     def qsplit(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, tuple, np.ndarray]:
         """Weights rows (weight index, K; int8 or uint8, any strides) split so that every pair of k fits
         int16 (csrc/qgemm.c's ge_qgemm_split): (main, int8 in rows' memory order, as packed; the rest's

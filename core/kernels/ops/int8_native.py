@@ -94,11 +94,12 @@ def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
     where few quads have a rest (SPLIT_AT_MOST); else int16 pairs. Other builds take the bytes as they
     are (vpdpbusd and portable C are exact on any pair). weights_are_rows: the weights are the
     product's rows (a convolution: groups of the tile's rows), else its panels."""
-    fits = pairs_fit_int16(rows)
+    if rows.dtype == np.int16:  # (packed_values: as int8)
+        rows = centred(rows)
+    fits = pairs_fit_int16(rows) if nat is None else nat.qpairs_fit(rows)
     if nat is None or not nat.qgemm_has_pairs or fits:
         return ProductPlan(QPATH_BYTES, fits)
-    main, fix, sums = nat.qsplit(centred(rows) if rows.dtype == np.int16 else rows,
-                                 nat.qgemm_mr if weights_are_rows else nat.qgemm_nr)
+    main, fix, sums = nat.qsplit(rows, nat.qgemm_mr if weights_are_rows else nat.qgemm_nr)
     share = len(fix[1]) / max(1, (len(fix[0]) - 1) * -(-rows.shape[1] // 4))
     if share > SPLIT_AT_MOST[weights_are_rows]:
         return ProductPlan(QPATH_PAIRS, fits, share)

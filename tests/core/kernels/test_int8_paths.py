@@ -46,6 +46,11 @@ def test_pairs_fit_int16_on_every_pair():
         good = rows[fits][:64].ravel()
         for pair in rows[~fits]:  # one pair that does not fit, among pairs that do
             assert not pairs_fit_int16(np.concatenate([good, pair])[None])
+        for nat in [native_mod.load_level(RUNNABLE[0])] if RUNNABLE else []:  # Native.qpairs_fit, both layouts
+            for fit_rows in (rows[fits].reshape(1, -1), rows[fits].reshape(-1, 2)):
+                assert nat.qpairs_fit(fit_rows) and nat.qpairs_fit(np.asfortranarray(fit_rows))
+            for bad_rows in (rows.reshape(1, -1), rows.reshape(-1, 2), np.concatenate([good, rows[~fits][-1]])[None]):
+                assert not nat.qpairs_fit(bad_rows) and not nat.qpairs_fit(np.asfortranarray(bad_rows))
 
 
 @pytest.mark.parametrize("unsigned", [False, True])
