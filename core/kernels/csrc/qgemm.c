@@ -157,17 +157,6 @@ static inline __attribute__((always_inline)) void split_pair(const int8_t *a8, c
     }
 }
 
-/* Weights (weight index i < N, k < K) at w[i * si + k * sk], int8 or uint8 (flip: w - 128), split for
-   vpmaddubsw (int8_native.product_plan): main + rest = the weights, every pair of k (0-1, 2-3, ...) of
-   main and of rest in int16. A pair whose two weights add up past 128 (or below -128) keeps its first
-   weight, its second becomes what fills the pair to 128 (-128) in main and the remainder in rest (at
-   most 126 in size: 127 + 127 = (127 + 1) + (0 + 126)). Writes main[i * mi + k * mk], sums[i] (the whole
-   weights' over K) and rest as QGemm's fix_start, fix_q, fix_b: per group of `width` weight indices
-   (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
-   each as the group's bytes (width x 4). fix_b has room for every quad of every group (groups x
-   quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
-   quads with a rest (-1: no memory). One pass in C: the numpy version of these steps was a quarter of
-   a quantized MobileNetV2's load. */
 /* One row of ge_qgemm_split's weights, k contiguous: main's row m (stride mk), the pairs' rests ex[k / 2];
    returns the row's sum. Inlined with a constant mk of 1 (a convolution's rows), it vectorizes. */
 static inline __attribute__((always_inline)) int32_t split_row(const int8_t *row, int64_t K, int8_t fl, int8_t *m,
