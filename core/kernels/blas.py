@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
+import _thread  # (threading.Lock and threading.local without threading: 1600 lines compiled at each start without bytecode)
 
 import numpy as np
 
@@ -141,7 +141,7 @@ class kernel_state:
         _restore_errors(self.token)
 
 
-class _Held(threading.local):
+class _Held(_thread._local):
     level = 0  # the kernel_state level this thread holds (0: none)
 
 

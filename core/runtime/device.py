@@ -7,9 +7,9 @@ is an explicit, counted H2D/D2H copy. Both run the same kernels on numpy views o
 """
 from __future__ import annotations
 
+import _thread  # (threading.Lock without threading: 1600 lines compiled at each start without bytecode; sim streams import it)
 import bisect
 import math
-import threading
 from collections import Counter
 from functools import partial
 
@@ -83,7 +83,7 @@ class Device:
     def __init__(self):
         self._starts: list[int] = []
         self._blocks: list[Block] = []
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()  # (threading.Lock)
         self.counters: Counter = Counts()
         self._idle_streams: list[Stream] = []
         self.in_use = 0
@@ -314,7 +314,8 @@ class Stream:
         self.asynchronous = asynchronous
         self._error: BaseException | None = None
         if asynchronous:
-            import queue  # (sim only: a load on cpu does not import it)
+            import queue  # (sim only: a load on cpu imports neither)
+            import threading
             self._queue: queue.Queue = queue.Queue()
             self._worker = threading.Thread(target=self._drain, name=f"{device.name}-stream", daemon=True)
             self._worker.start()
@@ -329,6 +330,7 @@ class Stream:
 
     def synchronize(self, timeout: float | None = None) -> None:
         if self.asynchronous:
+            import threading
             done = threading.Event()
             self._queue.put(done)
             if not done.wait(timeout):
@@ -342,6 +344,7 @@ class Stream:
             self._queue.put(None)
 
     def _drain(self) -> None:
+        import threading
         while (work := self._queue.get()) is not None:
             if isinstance(work, threading.Event):  # a synchronize marker
                 work.set()
@@ -356,6 +359,7 @@ class Event:
     """Recorded on a stream, it fires when the work launched before it is done."""
 
     def __init__(self, device: Device):
+        import threading
         self._fired = threading.Event()
         device.counters["events_created"] += 1
 
@@ -386,7 +390,7 @@ def _copy(dst: np.ndarray, src: np.ndarray) -> None:
 
 
 _devices: dict[tuple[str, int], Device] = {}
-_devices_lock = threading.Lock()
+_devices_lock = _thread.allocate_lock()
 
 
 def get_device(name: str) -> Device:

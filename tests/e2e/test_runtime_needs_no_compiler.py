@@ -120,7 +120,7 @@ from ge.core import api
 model_id = api.load_from_file(sys.argv[1])
 api.execute(model_id, [np.ones((2, 8), np.int64), np.ones((2, 8), np.int64)])
 api.unload(model_id)
-print(json.dumps(sorted(m for m in ("logging", "queue", "dataclasses", "shlex") if m in sys.modules)))
+print(json.dumps(sorted(m for m in ("logging", "queue", "dataclasses", "shlex", "threading", "copy") if m in sys.modules)))
 """
 
 
@@ -128,7 +128,7 @@ def test_loading_and_running_imports_no_stdlib_module_it_does_not_use(bert_path,
     """Where the standard library has no bytecode (containers' Python images) each module a process
     imports is compiled from source: `import logging` alone is ~160 M instructions there, a tenth of
     `import numpy`'s. A script that loads an OM and runs it on cpu leaves logging (used only for
-    debug lines nobody configured), queue (sim's streams) and the rest out."""
+    debug lines nobody configured), queue and threading (sim's streams), copy (the compiler's) and the rest out."""
     om = api.atc(bert_path, str(tmp_path / "m"), input_shape="input_ids:2,8;attention_mask:2,8").om_path
     r = subprocess.run([sys.executable, "-c", STDLIB_PROBE, om], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

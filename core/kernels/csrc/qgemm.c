@@ -62,29 +62,206 @@ static inline int64_t quads(int64_t k) { return (k + 3) / 4; }
 
 int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QNR) * quads(K) * QNR * 4; }
 
+/* 4 bytes stored as one word: a panel's group of k (a quad of bytes, a pair of int16) */
+typedef uint32_t __attribute__((may_alias, aligned(1))) word32;
+
 /* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels of groups of g values of k
    (panel[k / g][j][g]: quads as bytes, g 4, or pairs as int16, g 2; zeros past K); sums[n] = sum_k
-   of the packed values. A panel holds 4 quads(K) QNR values either way. */
+   of the packed values. A panel holds 4 quads(K) QNR values either way. A group of g rows of W at a
+   time, each column's g values stored as one word (vectorized; a column at a time, read a row's
+   stride apart with a division per weight, was 15-20 instructions a weight: most of BERT-small
+   int8's load). */
 static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int g, void *bp,
                         int32_t *sums) {
-    int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR;
-    memset(bp, 0, panels * panel * (g == 2 ? sizeof(int16_t) : 1));
-    for (int64_t n = 0; n < N; n++) {
-        int64_t at = (n / QNR) * panel + (n % QNR) * g;
-        int32_t s = 0;
-        for (int64_t k = 0; k < K; k++) {
-            int8_t v = (int8_t)(flip ? (uint8_t)w[k * ldw + n] - 128 : w[k * ldw + n]);
-            int64_t e = at + (k / g) * QNR * g + k % g;
-            if (g == 2) ((int16_t *)bp)[e] = v;
-            else ((int8_t *)bp)[e] = v;
-            s += v;
+    int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR, esize = g == 2 ? 2 : 1;
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);  /* (uint8_t)w - 128 is w with its sign bit flipped */
+    memset(bp, 0, panels * panel * esize);
+    memset(sums, 0, N * sizeof(int32_t));
+    for (int64_t k0 = 0; k0 < K; k0 += g) {
+        const int8_t *r[4];
+        for (int t = 0; t < g; t++) r[t] = w + (k0 + t < K ? k0 + t : k0) * ldw;  /* (past K: read, not stored) */
+        int64_t rows = K - k0 < g ? K - k0 : g;
+        for (int64_t n0 = 0, p = 0; n0 < N; n0 += QNR, p++) {
+            int64_t nc = N - n0 < QNR ? N - n0 : QNR;
+            int8_t *d = (int8_t *)bp + (p * panel + (k0 / g) * QNR * g) * esize;
+            if (rows == 4) {
+                for (int64_t j = 0; j < nc; j++) {
+                    int8_t a = r[0][n0 + j] ^ fl, b = r[1][n0 + j] ^ fl, c = r[2][n0 + j] ^ fl, e = r[3][n0 + j] ^ fl;
+                    *(word32 *)(d + 4 * j) = (uint32_t)(uint8_t)a | (uint32_t)(uint8_t)b << 8 |
+                                             (uint32_t)(uint8_t)c << 16 | (uint32_t)(uint8_t)e << 24;
+                    sums[n0 + j] += a + b + c + e;
+                }
+            } else if (rows == 2 && g == 2) {
+                for (int64_t j = 0; j < nc; j++) {
+                    int8_t a = r[0][n0 + j] ^ fl, b = r[1][n0 + j] ^ fl;
+                    *(word32 *)(d + 4 * j) = (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+                    sums[n0 + j] += a + b;
+                }
+            } else {  /* the last group, short of K */
+                for (int64_t t = 0; t < rows; t++)
+                    for (int64_t j = 0; j < nc; j++) {
+                        int8_t v = r[t][n0 + j] ^ fl;
+                        if (g == 2) ((int16_t *)d)[j * 2 + t] = v;
+                        else d[j * 4 + t] = v;
+                        sums[n0 + j] += v;
+                    }
+            }
         }
-        sums[n] = s;
     }
 }
 
 void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int8_t *bp, int32_t *sums) {
     pack_groups(w, ldw, K, N, flip, 4, bp, sums);
+}
+
+/* Whether some pair a8[t * stride], b8[t * stride] (t < n, flipped by fl) sums past [-128, 128];
+   inlined with a constant stride, it vectorizes */
+static inline __attribute__((always_inline)) int pairs_overflow(const int8_t *a8, const int8_t *b8, int64_t stride,
+                                                                 int64_t n, int8_t fl) {
+    int bad = 0;
+    for (int64_t t = 0; t < n; t++) {
+        int pair = (int8_t)(a8[t * stride] ^ fl) + (int8_t)(b8[t * stride] ^ fl);
+        bad |= (pair > 128) | (pair < -128);
+    }
+    return bad;
+}
+
+/* Whether every pair of k (0-1, 2-3, ...) of weights (index i < N, k < K) at w[i * si + k * sk], int8
+   or uint8 (flip: w - 128), sums within [-128, 128]: vpmaddubsw is exact on them as they are
+   (int8_native.pairs_fit_int16, whose numpy casts were 6 instructions a weight) */
+int ge_qgemm_pairs_fit(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip) {
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);
+    int bad = 0;
+    if (sk == 1 && si != 1)  /* rows, k contiguous */
+        for (int64_t i = 0; i < N && !bad; i++) bad = pairs_overflow(w + i * si, w + i * si + 1, 2, K / 2, fl);
+    else  /* a pair of k at a time over every weight index */
+        for (int64_t k = 0; k + 1 < K && !bad; k += 2)
+            bad = si == 1 ? pairs_overflow(w + k * sk, w + (k + 1) * sk, 1, N, fl)
+                          : pairs_overflow(w + k * sk, w + (k + 1) * sk, si, N, fl);
+    return !bad;
+}
+
+/* One pair of k of ge_qgemm_split's weights, a (row k) and b (row k + 1) at stride si, every weight
+   index: main's rows ma, mb (stride mi), the rest ex[i] (0 where the pair fits), sums[i] += a + b.
+   Inlined with constant strides of 1 (the product's panels: weight indices contiguous), it vectorizes. */
+static inline __attribute__((always_inline)) void split_pair(const int8_t *a8, const int8_t *b8, int64_t si, int8_t *ma,
+                                                             int8_t *mb, int64_t mi, int8_t flip, int64_t N, int8_t *ex,
+                                                             int32_t *sums) {
+    for (int64_t i = 0; i < N; i++) {
+        int a = (int8_t)(a8[i * si] ^ flip), b = (int8_t)(b8[i * si] ^ flip);
+        int pair = a + b, kept = pair > 128 ? 128 : pair < -128 ? -128 : pair;
+        ma[i * mi] = (int8_t)a;
+        mb[i * mi] = (int8_t)(kept - a);
+        ex[i] = (int8_t)(pair - kept);
+        sums[i] += pair;
+    }
+}
+
+/* One row of ge_qgemm_split's weights, k contiguous: main's row m (stride mk), the pairs' rests ex[k / 2];
+   returns the row's sum. Inlined with a constant mk of 1 (a convolution's rows), it vectorizes. */
+static inline __attribute__((always_inline)) int32_t split_row(const int8_t *row, int64_t K, int8_t fl, int8_t *m,
+                                                               int64_t mk, int8_t *ex) {
+    int32_t s = 0;
+    for (int64_t j = 0; j < K / 2; j++) {
+        int a = (int8_t)(row[2 * j] ^ fl), b = (int8_t)(row[2 * j + 1] ^ fl);
+        int pair = a + b, kept = pair > 128 ? 128 : pair < -128 ? -128 : pair;
+        m[2 * j * mk] = (int8_t)a;
+        m[(2 * j + 1) * mk] = (int8_t)(kept - a);
+        ex[j] = (int8_t)(pair - kept);
+        s += pair;
+    }
+    if (K % 2) {  /* the last k of an odd K pairs with nothing: as it is */
+        int a = (int8_t)(row[K - 1] ^ fl);
+        m[(K - 1) * mk] = (int8_t)a;
+        s += a;
+    }
+    return s;
+}
+
+/* ge_qgemm_split's weights row by row (a convolution's: k contiguous, si the row's stride); quad q of
+   weight index i's group at fix_b + ((i / width) * q4 * width + i % width) * 4 + q * width * 4; -1: no memory */
+static int split_rows(const int8_t *w, int64_t si, int64_t N, int64_t K, int8_t fl, int64_t width, int8_t *main,
+                      int64_t mi, int64_t mk, int32_t *sums, int32_t *used, int8_t *fix_b) {
+    int64_t q4 = quads(K), bytes = width * 4;
+    int8_t *ex = calloc(2 * q4 + 1, 1);  /* a row's rests by pair of k; past K / 2 pairs: 0 */
+    if (!ex) return -1;
+    for (int64_t i = 0; i < N; i++) {
+        int8_t *block = fix_b + ((i / width) * q4 * width + i % width) * 4;
+        sums[i] = mk == 1 ? split_row(w + i * si, K, fl, main + i * mi, 1, ex)
+                          : split_row(w + i * si, K, fl, main + i * mi, mk, ex);
+        for (int64_t q = 0; q < q4; q++) {  /* quad q: pairs 2q and 2q + 1, their rests at bytes 1 and 3 */
+            if (!(ex[2 * q] | ex[2 * q + 1])) continue;
+            block[q * bytes + 1] = ex[2 * q];
+            block[q * bytes + 3] = ex[2 * q + 1];
+            used[(i / width) * q4 + q] = 1;
+        }
+    }
+    free(ex);
+    return 0;
+}
+
+/* ge_qgemm_split's weights a pair of k at a time, every weight index inside (the product's panels:
+   weight indices contiguous, the loop vectorizes); -1: no memory */
+static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int8_t fl, int64_t width,
+                          int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int32_t *used, int8_t *fix_b) {
+    int64_t q4 = quads(K), groups = (N + width - 1) / width, bytes = width * 4;
+    int8_t *ex = malloc(N ? N : 1);
+    if (!ex) return -1;
+    for (int64_t k = 0; k + 1 < K; k += 2) {
+        const int8_t *a8 = w + k * sk, *b8 = a8 + sk;
+        int8_t *ma = main + k * mk, *mb = ma + mk;
+        if (si == 1 && mi == 1) split_pair(a8, b8, 1, ma, mb, 1, fl, N, ex, sums);
+        else split_pair(a8, b8, si, ma, mb, mi, fl, N, ex, sums);
+        for (int64_t g = 0; g < groups; g++) {  /* the groups with a rest in this pair: their quad's bytes */
+            int64_t i0 = g * width, n = N - i0 < width ? N - i0 : width;
+            int any = 0;
+            for (int64_t j = 0; j < n; j++) any |= ex[i0 + j];
+            if (!any) continue;
+            int8_t *block = fix_b + (g * q4 + k / 4) * bytes + (k + 1) % 4;
+            for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
+            used[g * q4 + k / 4] = 1;
+        }
+    }
+    if (K % 2)  /* the last k of an odd K pairs with nothing: as it is */
+        for (int64_t i = 0; i < N; i++) {
+            int a = (int8_t)(w[i * si + (K - 1) * sk] ^ fl);
+            main[i * mi + (K - 1) * mk] = (int8_t)a;
+            sums[i] += a;
+        }
+    free(ex);
+    return 0;
+}
+
+/* Weights (weight index i < N, k < K) at w[i * si + k * sk], int8 or uint8 (flip: w - 128), split for
+   vpmaddubsw (int8_native.product_plan): main + rest = the weights, every pair of k (0-1, 2-3, ...) of
+   main and of rest in int16. A pair whose two weights add up past 128 (or below -128) keeps its first
+   weight, its second becomes what fills the pair to 128 (-128) in main and the remainder in rest (at
+   most 126 in size: 127 + 127 = (127 + 1) + (0 + 126)). Writes main[i * mi + k * mk], sums[i] (the whole
+   weights' over K) and rest as QGemm's fix_start, fix_q, fix_b: per group of `width` weight indices
+   (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
+   each as the group's bytes (width x 4). fix_b has room for every quad of every group (groups x
+   quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
+   quads with a rest (-1: no memory). In C: the numpy version of these steps was a quarter of a
+   quantized MobileNetV2's load. */
+int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width,
+                       int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int64_t *fix_start, int32_t *fix_q,
+                       int8_t *fix_b) {
+    int64_t q4 = quads(K), groups = (N + width - 1) / width, bytes = width * 4, slots = 0;
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);
+    memset(sums, 0, N * sizeof(int32_t));
+    if (sk == 1 && si != 1 ? split_rows(w, si, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b)
+                           : split_by_pairs(w, si, sk, N, K, fl, width, main, mi, mk, sums, fix_q, fix_b)) return -1;
+    for (int64_t g = 0; g < groups; g++) {  /* the used quads (flagged in fix_q) gathered, group by group */
+        fix_start[g] = slots;
+        for (int64_t q = 0; q < q4; q++) {
+            int64_t at = g * q4 + q;
+            if (!fix_q[at]) continue;
+            if (slots != at) memcpy(fix_b + slots * bytes, fix_b + at * bytes, bytes);
+            fix_q[slots++] = (int32_t)q;
+        }
+    }
+    fix_start[groups] = slots;
+    return slots;
 }
 
 /* ---- the micro-kernel: acc[QMR][QNR] over all K of QMR rows and one panel ---------------------- */

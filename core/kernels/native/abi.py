@@ -671,6 +671,8 @@ SIGNATURES = {
     'ge_qgemm_pack_pairs': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], None),
     'ge_qgemm_has_twins': ([], ctypes.c_int),
     'ge_qgemm_twin': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64),
+    'ge_qgemm_pairs_fit': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int], ctypes.c_int),
+    'ge_qgemm_split': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64),
     'ge_qgemm': ([ctypes.c_void_p], None),
     'ge_qgemm_set_amx': ([ctypes.c_int], ctypes.c_int),
     'ge_qdepthwise_slot_bytes': ([ctypes.c_void_p], ctypes.c_int64),

@@ -466,6 +466,27 @@ class Native:
                                      sums.ctypes.data)
         return out, sums
 
+    def qpairs_fit(self, rows: np.ndarray) -> bool:
+        """int8_native.pairs_fit_int16 of rows (weight index, K; int8 or uint8, any strides), in C."""
+        (n, k), (si, sk) = rows.shape, rows.strides
+        return bool(self.lib.ge_qgemm_pairs_fit(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8)))
+
+    def qsplit(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, tuple, np.ndarray]:
+        """Weights rows (weight index, K; int8 or uint8, any strides) split so that every pair of k fits
+        int16 (csrc/qgemm.c's ge_qgemm_split): (main, int8 in rows' memory order, as packed; the rest's
+        (fix_start, fix_q, fix_b) per group of `width` weight indices; the whole weights' sums over K)."""
+        (n, k), (si, sk) = rows.shape, rows.strides
+        groups, quads = -(-n // width), -(-k // 4)
+        main = np.empty((n, k), np.int8, order="F" if rows.strides[0] < rows.strides[1] else "C")
+        sums, start = np.empty(n, np.int32), np.empty(groups + 1, np.int64)
+        fix_q, fix_b = np.zeros(groups * quads, np.int32), np.zeros((groups * quads, width, 4), np.int8)
+        slots = self.lib.ge_qgemm_split(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8), width, main.ctypes.data,
+                                        main.strides[0], main.strides[1], sums.ctypes.data, start.ctypes.data,
+                                        fix_q.ctypes.data, fix_b.ctypes.data)
+        if slots < 0:
+            raise MemoryError("ge_qgemm_split: no memory for a row of rests")
+        return main, (start, fix_q[:slots].copy(), fix_b[:slots].copy()), sums
+
     def qtwin(self, bp: np.ndarray, k: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """qpack's panels bp of (k, n) weights (k a multiple of 4, every pair of k in int16) regrouped in
         twins of quads (csrc/qgemm.c's ge_qgemm_twin): (slots, twin_start, twin_q) for qgemm_call, or None

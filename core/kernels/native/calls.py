@@ -6,11 +6,11 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
-import threading
+import _thread  # (threading.Lock and threading.local without threading: 1600 lines compiled at each start without bytecode)
 from typing import Callable
 
 
-class _ThreadCount(threading.local):
+class _ThreadCount(_thread._local):
     threads = 0  # this thread's count, 0 (every CPU) until set_threads: a class default, so that reading
     # it where it was never set finds it, without getattr's default (the AttributeError made and dropped
     # behind it cost ~0.3 us, and every native task's call asks)
@@ -111,7 +111,7 @@ class CallCache:
     __slots__ = ("local",)
 
     def __init__(self):
-        self.local = threading.local()
+        self.local = _thread._local()
 
     def get(self, arrays: tuple, build):
         entry, n = getattr(self.local, "entry", None), threads()

@@ -61,13 +61,15 @@ SPLIT_AT_MOST = {True: 0.4, False: 0.2}
 class ProductPlan:
     """How the int8 product runs over given weights (product_plan): path (QPATH_*), fits (every pair of
     k in int16), share (the share of quads with a rest when split), main (the weights to pack, int8
-    (weight index, K) as packed, with every pair in int16; None: the weights as they are) and the
-    rest's quads (fix_start, fix_q, fix_b as abi.h's QGemm takes them; None when not split)."""
+    (weight index, K) as packed, with every pair in int16; None: the weights as they are), the
+    rest's quads (fix_start, fix_q, fix_b as abi.h's QGemm takes them; None when not split) and the
+    whole weights' sums over K per weight index (int32; None when not split)."""
     path: int
     fits: bool
     share: float = 0.0
     main: np.ndarray | None = None
     fix: tuple | None = None
+    sums: np.ndarray | None = None
 
 
 def packed_values(rows: np.ndarray) -> np.ndarray:
@@ -76,51 +78,32 @@ def packed_values(rows: np.ndarray) -> np.ndarray:
     return rows.astype(np.int16) - (128 if rows.dtype == np.uint8 else 0)
 
 
-def split_pairs(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(main, rest) with main + rest = v (weight index, K), every pair of k of main and of rest in int16
-    for vpmaddubsw: a pair whose two weights add up past 128 (or below -128) keeps its first weight,
-    its second becomes what fills the pair to 128 (-128) in main and the remainder in rest (at most
-    126 in size: 127 + 127 = (127 + 1) + (0 + 126)); rest is 0 elsewhere. Both int8."""
-    v = packed_values(v)
-    k2 = v.shape[1] // 2 * 2
-    a = v[:, 0:k2:2]
-    pair = a + v[:, 1:k2:2]
-    kept = np.clip(pair, -128, 128)  # the pair's sum in main: its own where it fits
-    main, rest = v.astype(np.int8), np.zeros(v.shape, np.int8)
-    main[:, 1:k2:2] = kept - a
-    rest[:, 1:k2:2] = pair - kept
-    return main, rest
-
-
-def rest_quads(rest: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """rest (weight index, K) as abi.h's fix_start, fix_q, fix_b: per group of `width` weight indices
-    (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
-    each as the group's bytes (width x 4)."""
-    n, k = rest.shape
-    groups, quads = -(-n // width), -(-k // 4)
-    r = np.zeros((groups * width, quads * 4), np.int8)
-    r[:n, :k] = rest
-    used = (r.view(np.int32) != 0).reshape(groups, width, quads).any(axis=1)  # a quad's 4 bytes as one word
-    blocks = r.reshape(groups, width, quads, 4).transpose(0, 2, 1, 3)  # [group][quad][index][4]
-    start = np.concatenate([[0], np.cumsum(used.sum(axis=1))]).astype(np.int64)
-    return start, np.nonzero(used)[1].astype(np.int32), np.ascontiguousarray(blocks[used])
+def centred(rows: np.ndarray) -> np.ndarray:
+    """Weights as the kernel packs them, int8: int8 ones as they are, uint8 ones as w - 128 (the sign
+    bit flipped, a new array), int16 ones (packed_values) narrowed."""
+    rows = np.asarray(rows)
+    if rows.dtype == np.uint8:
+        return np.bitwise_xor(rows, 0x80).view(np.int8)
+    return rows.astype(np.int8, copy=False)
 
 
 def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
-    """The path for weights `rows` (weight index, K) with library `nat`: where the build has the choice
-    (no VNNI: the AVX2 builds, v3 and v4, and the SSE one, v2), vpmaddubsw on weights whose every pair fits int16; else vpmaddubsw on split
-    weights (split_pairs) where few quads have a rest (SPLIT_AT_MOST); else int16 pairs. Other builds
-    take the bytes as they are (vpdpbusd and portable C are exact on any pair). weights_are_rows: the
-    weights are the product's rows (a convolution: groups of the tile's rows), else its panels."""
-    fits = pairs_fit_int16(rows)
+    """The path for weights `rows` (weight index, K; int8, uint8 or packed_values) with library `nat`:
+    where the build has the choice (no VNNI: the AVX2 builds, v3 and v4, and the SSE one, v2),
+    vpmaddubsw on weights whose every pair fits int16; else vpmaddubsw on split weights (Native.qsplit)
+    where few quads have a rest (SPLIT_AT_MOST); else int16 pairs. Other builds take the bytes as they
+    are (vpdpbusd and portable C are exact on any pair). weights_are_rows: the weights are the
+    product's rows (a convolution: groups of the tile's rows), else its panels."""
+    if rows.dtype == np.int16:  # (packed_values: as int8)
+        rows = centred(rows)
+    fits = pairs_fit_int16(rows) if nat is None else nat.qpairs_fit(rows)
     if nat is None or not nat.qgemm_has_pairs or fits:
         return ProductPlan(QPATH_BYTES, fits)
-    main, rest = split_pairs(rows)
-    fix = rest_quads(rest, nat.qgemm_mr if weights_are_rows else nat.qgemm_nr)
+    main, fix, sums = nat.qsplit(rows, nat.qgemm_mr if weights_are_rows else nat.qgemm_nr)
     share = len(fix[1]) / max(1, (len(fix[0]) - 1) * -(-rows.shape[1] // 4))
     if share > SPLIT_AT_MOST[weights_are_rows]:
         return ProductPlan(QPATH_PAIRS, fits, share)
-    return ProductPlan(QPATH_BYTES, fits, share, main, fix)
+    return ProductPlan(QPATH_BYTES, fits, share, main, fix, sums)
 
 
 #: the share of quads left alone (twinned with zeros) above which twinned panels are not taken: a twin
@@ -153,7 +136,7 @@ def pack_product(nat, b: np.ndarray) -> tuple:
         bp, sums = nat.qpack(b)
     else:
         bp, _ = nat.qpack(np.ascontiguousarray(plan.main.T))  # (the sums are the whole weights')
-        sums = packed_values(b).sum(axis=0, dtype=np.int32)
+        sums = plan.sums
     twins = twin_panels(nat, bp, *b.shape)
     return (plan, bp, sums, None) if twins is None else (plan, twins[0], sums, twins[1:])
 
@@ -308,11 +291,14 @@ class NativeIntConv:
             return
 
         def pack_rows(w):  # s8 rows (QPATH_PAIRS: int16) padded to a multiple of 4 of K, uint8 weights as w - 128
-            w2 = packed_values(np.asarray(w).reshape(oc, self.kdim))
+            w2 = np.asarray(w).reshape(oc, self.kdim)
             plan = product_plan(self.nat, w2, weights_are_rows=True)
             rows = np.zeros((oc, -(-self.kdim // 4) * 4), np.int16 if plan.path == QPATH_PAIRS else np.int8)
-            rows[:, :self.kdim] = w2 if plan.main is None else plan.main
-            return plan, rows, w2.sum(axis=1, dtype=np.int32)
+            if plan.main is not None:
+                rows[:, :self.kdim] = plan.main
+                return plan, rows, plan.sums
+            rows[:, :self.kdim] = packed = centred(w2)
+            return plan, rows, packed.sum(axis=1, dtype=np.int32)
         self.plan, self.rows, self.sums = kernel.shared_pack(("qconv", "plan"), pack_rows, w)
         self.path = self.plan.path
         self.zs = weight_zero_points(wz, oc, w.dtype)

@@ -14,11 +14,11 @@ from ge.core.inspection import om_info
 from ge.core.model.ir import Meta
 from ge.core.kernels import backend as backends, lookup, native as native_mod
 from ge.core.kernels.ops.int8_native import (on_amx, packed_values, pairs_fit_int16, product_kernel, product_plan,
-                                            split_pairs, twin_panels)
+                                            twin_panels)
 from ge.core.kernels.native import QPATH_BYTES, QPATH_PAIRS
 
 from .int8_reference import reference
-from .levels import level_params
+from .levels import RUNNABLE, level_params
 
 PAIRS = [  # fits when a pair's positive parts add up to at most 128 and its negative ones to at least -128
     ((127, 1), True), ((127, 2), False), ((64, 64), True), ((65, 64), False), ((-128, 0), True),
@@ -46,14 +46,32 @@ def test_pairs_fit_int16_on_every_pair():
         good = rows[fits][:64].ravel()
         for pair in rows[~fits]:  # one pair that does not fit, among pairs that do
             assert not pairs_fit_int16(np.concatenate([good, pair])[None])
+        for nat in [native_mod.load_level(RUNNABLE[0])] if RUNNABLE else []:  # Native.qpairs_fit, both layouts
+            for fit_rows in (rows[fits].reshape(1, -1), rows[fits].reshape(-1, 2)):
+                assert nat.qpairs_fit(fit_rows) and nat.qpairs_fit(np.asfortranarray(fit_rows))
+            for bad_rows in (rows.reshape(1, -1), rows.reshape(-1, 2), np.concatenate([good, rows[~fits][-1]])[None]):
+                assert not nat.qpairs_fit(bad_rows) and not nat.qpairs_fit(np.asfortranarray(bad_rows))
 
 
-def test_split_pairs_fit_and_add_up():
+@pytest.mark.parametrize("unsigned", [False, True])
+def test_split_pairs_fit_and_add_up(unsigned):
+    """Native.qsplit (every build has it; the builds with int16 pairs use it): main + rest = the weights,
+    every pair of both in int16, the rest in quads per group of weight indices, the whole weights' sums."""
     w = np.array([[127, 127, -128, -128, 127, -128, 5, 3, 127], [100, 28, 100, 30, -100, -28, -100, -30, -128]], np.int8)
-    main, rest = split_pairs(w)
+    if not RUNNABLE:
+        pytest.skip("no native level built")
+    nat = native_mod.load_level(RUNNABLE[0])
+    rows = (w.astype(np.int16) + 128).astype(np.uint8) if unsigned else w
+    main, (start, quads, blocks), sums = nat.qsplit(rows, 1)
+    rest = np.zeros((2, 12), np.int8)  # each row a group of its own (width 1): its quads' bytes
+    for i in range(2):
+        for q, block in zip(quads[start[i]:start[i + 1]], blocks[start[i]:start[i + 1]]):
+            rest[i, 4 * q:4 * q + 4] = block[0]
+    rest = rest[:, :9]
     assert pairs_fit_int16(main) and pairs_fit_int16(rest)
     np.testing.assert_array_equal(main.astype(np.int16) + rest, w)
     assert np.count_nonzero(rest) == 4  # 127 + 127, -128 + -128, 100 + 30, -100 + -30
+    np.testing.assert_array_equal(sums, w.sum(axis=1))
 
 
 def _product(op: str, level: str, pair, monkeypatch, sparse=False, unsigned=False):
