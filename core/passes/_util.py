@@ -36,11 +36,9 @@ def input_meta(graph: Graph, node: Node, name: str) -> Meta | None:
     return v.meta
 
 
-def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = None,
-                 outputs: list[Meta | None] | None = None) -> Kernel:
+def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = None) -> Kernel:
     """The node's kernel, planned on the numpy backend (the same on every machine), with its input
-    metas and constant inputs (initializer values): shapes, and values when folding constants;
-    `outputs`: its output metas where the caller knows them (as the builder gives them)."""
+    metas and constant inputs (initializer values): shapes, and values when folding constants."""
     opset = node_opset(graph, node)
     cls = lookup(node.op_type, node.domain, opset, node=node.name)
     if metas is None:
@@ -51,7 +49,7 @@ def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = Non
             raise GraphError(f"{node}: input '{name}' {list(m.shape)} is {m.nbytes} bytes; ge compiles tensors "
                              f"of up to {MAX_TENSOR_NBYTES >> 30} GiB (shape inference and planning work on them)")
     try:
-        return planned(cls, node.attrs, metas, consts, outputs, opset, node.name, len(node.outputs), NUMPY)
+        return planned(cls, node.attrs, metas, consts, None, opset, node.name, len(node.outputs), NUMPY)
     except MemoryError:  # a plan sized by absurd attributes (pads, strides) the host cannot give
         raise GraphError(f"{node}: planning it needs more memory than the host has (attributes "
                          f"{sorted(node.attrs)})") from None
@@ -59,9 +57,11 @@ def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = Non
 
 class KernelMemo:
     """The kernels one compile planned: for each node name and backend the last one, with everything
-    its plan was made from (class, opset, attributes, input metas, constant inputs, output metas,
-    number of outputs). Planning a node again with none of that changed gives that kernel back: the
-    check after the fusions (infer_shapes) and the builder's numpy plan are one plan, not two. Nothing
+    its plan was made from (class, opset, attributes, input metas, constant inputs, number of outputs,
+    and the output metas for a kernel that reads them: Kernel.reads_outputs). Planning a node again
+    with none of that changed gives that kernel back: constant folding's inference of a node whose
+    outputs onnx left unknown and infer_shapes' are one plan, and so are the check after the fusions
+    and the builder's numpy plan (the workspace of the loader's fallback). Nothing
     changes a kernel after construction but load() (constant folding computes with it), and no
     planned property (output metas, alias, workspace) depends on that. Attributes are compared as
     they were when planned (a copy), arrays and subgraphs by identity (held by the key, so that no id
@@ -75,7 +75,7 @@ class KernelMemo:
                 name: str, num_outputs: int, backend) -> Kernel:
         try:
             key = (cls, opset, num_outputs, tuple(metas), tuple(map(_Same, consts)),
-                   None if outputs is None else tuple(outputs), _attrs_key(attrs))
+                   None if outputs is None or not cls.reads_outputs else tuple(outputs), _attrs_key(attrs))
         except Exception:  # an attribute pickle cannot copy (none of ONNX's types): not remembered
             key = None
         last = self._last.get((name, backend))

@@ -29,26 +29,6 @@ def inferred_metas(kernel, node) -> list:
                          f"{type(e).__name__}: {e}") from e
 
 
-def _known_outputs(graph: Graph, node) -> list | None:
-    """The node's output metas as the graph holds them (None at an output it does not name), as the
-    builder plans the kernel: after the fusions the builder's numpy plan is this one (KernelMemo);
-    None while one of them is not static. A kernel reads of its outputs only which are absent (an
-    unused MaxPool indices or Dropout mask) and OneHot its output's size for its workspace, never
-    their shapes for its own: its inference is the same."""
-    metas = []
-    for o in node.outputs:
-        v = graph.values.get(o) if o else None
-        if v is None:
-            if o:
-                return None
-            metas.append(None)
-        elif not v.is_static:
-            return None
-        else:
-            metas.append(v.meta)
-    return metas
-
-
 def infer_shapes(graph: Graph, stats: dict | None = None) -> Graph:
     graph.toposort()
     for name in graph.inputs:
@@ -62,7 +42,7 @@ def infer_shapes(graph: Graph, stats: dict | None = None) -> Graph:
 
     inferred = 0
     for node in graph.nodes:
-        metas = inferred_metas(build_kernel(graph, node, outputs=_known_outputs(graph, node)), node)
+        metas = inferred_metas(build_kernel(graph, node), node)
         for i, out in enumerate(node.outputs):
             if not out:
                 continue
