@@ -16,7 +16,7 @@ from ..kernels.backend import NUMPY, Backend
 from ..kernels.ops.fused_elementwise import chain_label
 from .arena import ALIGNMENT, Buffer, align, plan_arena
 from .dataflow_plan import plan_dataflow
-from ..passes._util import node_opset
+from ..passes._util import node_opset, planned
 
 
 def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-sim", atc_cmdline: str = "",
@@ -197,8 +197,9 @@ def _kernel(graph: Graph, node: Node, opset: int, backend: Backend | None = None
     cls = lookup(node.op_type, node.domain, opset, node.name)
     metas = [graph.meta(i) if i else None for i in node.inputs]
     consts = [graph.initializers.get(i) if i else None for i in node.inputs]
-    return cls(node.attrs, metas, consts, outputs=[graph.meta(o) if o else None for o in node.outputs], opset=opset,
-               name=node.name, num_outputs=len(node.outputs), backend=backend or backends.select())
+    outputs = [graph.meta(o) if o else None for o in node.outputs]
+    return planned(cls, node.attrs, metas, consts, outputs, opset, node.name, len(node.outputs),
+                   backend or backends.select())
 
 
 def _workspace(graph: Graph, node: Node, opset: int, kernel) -> int:

@@ -29,6 +29,7 @@ from ..model.errors import GeError
 from ..model.ge_model import GeModel
 from ..model.ir import STRING, Graph, subgraphs
 from ..passes import configured, optimize
+from ..passes._util import memoized_kernels
 from ..model.record import record
 from ..model.weight_files import WeightFilePlan
 from .build import build
@@ -78,7 +79,7 @@ class Compiled:
 def compile(graph: Graph, settings: CompileSettings) -> Compiled:  # noqa: A001 (ATC's word)
     """`graph` is the importer's (to_graph), used up: the paths rewrite it in place."""
     opts = settings.options
-    with configured(opts.disabled, opts.impl_modes, opts.precision):
+    with configured(opts.disabled, opts.impl_modes, opts.precision), memoized_kernels():
         require_kernels(graph, settings.source)  # before anything is compiled or written
         passes = None
         if settings.gears:

@@ -84,6 +84,10 @@ class Kernel:
     #: set by prepare() when the kernel runs on ge's native kernels (its backend has them and its
     #: plan uses them); built with backend.NUMPY it takes a numpy plan instead
     uses_native: bool = False
+    #: True when the kernel reads `self.outputs`, the node's output metas (which outputs are omitted,
+    #: an output's size); the others see None there, so that a plan made with the output metas and one
+    #: made without are one (the compiler plans a node with and without them: passes/_util.KernelMemo)
+    reads_outputs: bool = False
     loaded: bool = False
 
     @classmethod
@@ -126,7 +130,7 @@ class Kernel:
         self.attrs = attrs
         self.inputs = list(inputs)
         self.consts = list(consts) + [None] * (len(self.inputs) - len(consts))
-        self.outputs = list(outputs) if outputs is not None else None
+        self.outputs = list(outputs) if outputs is not None and self.reads_outputs else None
         self.opset = opset
         self.name = name
         #: how many outputs the node declares (Split, Dropout's mask, MaxPool's indices depend on it)

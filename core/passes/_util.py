@@ -1,6 +1,10 @@
 """Helpers shared by the passes: building a node's kernel, renaming tensors, unique names."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import pickle
+
 import numpy as np
 
 from ..model.errors import GraphError
@@ -45,10 +49,93 @@ def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = Non
             raise GraphError(f"{node}: input '{name}' {list(m.shape)} is {m.nbytes} bytes; ge compiles tensors "
                              f"of up to {MAX_TENSOR_NBYTES >> 30} GiB (shape inference and planning work on them)")
     try:
-        return cls(node.attrs, metas, consts, opset=opset, name=node.name, num_outputs=len(node.outputs), backend=NUMPY)
+        return planned(cls, node.attrs, metas, consts, None, opset, node.name, len(node.outputs), NUMPY)
     except MemoryError:  # a plan sized by absurd attributes (pads, strides) the host cannot give
         raise GraphError(f"{node}: planning it needs more memory than the host has (attributes "
                          f"{sorted(node.attrs)})") from None
+
+
+class KernelMemo:
+    """The kernels one compile planned: for each node name and backend the last one, with everything
+    its plan was made from (class, opset, attributes, input metas, constant inputs, number of outputs,
+    and the output metas for a kernel that reads them: Kernel.reads_outputs). Planning a node again
+    with none of that changed gives that kernel back: constant folding's inference of a node whose
+    outputs onnx left unknown and infer_shapes' are one plan, and so are the check after the fusions
+    and the builder's numpy plan (the workspace of the loader's fallback). Nothing
+    changes a kernel after construction but load() (constant folding computes with it), and no
+    planned property (output metas, alias, workspace) depends on that. Attributes are compared as
+    they were when planned (a copy), arrays and subgraphs by identity (held by the key, so that no id
+    is reused while compared). One kernel a name and backend: a node's older plans, and the weights
+    they hold, go when it is planned anew."""
+
+    def __init__(self):
+        self._last: dict[tuple, tuple[tuple, Kernel]] = {}  # (name, backend) -> (key, kernel)
+
+    def planned(self, cls: type[Kernel], attrs: dict, metas: list, consts: list, outputs: list | None, opset: int,
+                name: str, num_outputs: int, backend) -> Kernel:
+        try:
+            key = (cls, opset, num_outputs, tuple(metas), tuple(map(_Same, consts)),
+                   None if outputs is None or not cls.reads_outputs else tuple(outputs), _attrs_key(attrs))
+        except Exception:  # an attribute pickle cannot copy (none of ONNX's types): not remembered
+            key = None
+        last = self._last.get((name, backend))
+        if key is not None and last is not None and last[0] == key:
+            return last[1]
+        kernel = _plan(cls, attrs, metas, consts, outputs, opset, name, num_outputs, backend)
+        if key is not None:
+            self._last[name, backend] = (key, kernel)
+        return kernel
+
+
+#: the memo of the compile under way (memoized_kernels), None outside one: each kernel planned anew
+_MEMO: contextvars.ContextVar[KernelMemo | None] = contextvars.ContextVar("ge_kernel_memo", default=None)
+
+
+@contextlib.contextmanager
+def memoized_kernels():
+    """Within the block, build_kernel and the builder share one KernelMemo (a compile's)."""
+    token = _MEMO.set(KernelMemo())
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def planned(cls: type[Kernel], attrs: dict, metas: list, consts: list, outputs: list | None, opset: int, name: str,
+            num_outputs: int, backend) -> Kernel:
+    """cls's kernel planned from these: within a compile (memoized_kernels), the one planned before
+    from the same when there is one."""
+    memo = _MEMO.get()
+    if memo is None:
+        return _plan(cls, attrs, metas, consts, outputs, opset, name, num_outputs, backend)
+    return memo.planned(cls, attrs, metas, consts, outputs, opset, name, num_outputs, backend)
+
+
+def _plan(cls, attrs, metas, consts, outputs, opset, name, num_outputs, backend) -> Kernel:
+    return cls(attrs, metas, consts, outputs=outputs, opset=opset, name=name, num_outputs=num_outputs, backend=backend)
+
+
+class _Same:
+    """An object compared by identity (an array, a subgraph), held while its key is."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Same and self.obj is other.obj
+
+
+def _attrs_key(attrs: dict) -> tuple:
+    """The attributes as a value equal only to equal attributes: their pickle (a copy, in C: 0.0 apart
+    from -0.0, 1 from True, a list from a tuple), the arrays and subgraphs among them by identity."""
+    plain, held = {}, []
+    for k, v in attrs.items():
+        if isinstance(v, (np.ndarray, Graph)):
+            held.append((k, _Same(v)))
+        else:
+            plain[k] = v
+    return pickle.dumps(plain, pickle.HIGHEST_PROTOCOL), *held
 
 
 def unique_name(graph: Graph, base: str, taken: set[str] | None = None) -> str:

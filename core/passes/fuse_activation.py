@@ -29,6 +29,7 @@ Conditions: the producer has one output, read only by the activation (not a grap
 """
 from __future__ import annotations
 
+import pickle
 from typing import Callable
 
 import numpy as np
@@ -51,11 +52,12 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
     chains = Chains(Matcher(graph))
     consumers = chains.m.consumers
     removed: set[int] = set()
+    in_place = InPlaceSteps()
     for prod in graph.nodes:
         if id(prod) in removed or prod.domain != "" or prod.op_type not in PRODUCERS:
             continue
         while True:
-            found = _fusable(graph, prod, chains, opset)
+            found = _fusable(graph, prod, chains, opset, in_place)
             if found is None:
                 break
             nodes, step = found
@@ -71,7 +73,7 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
             graph.values.pop(old, None)
             consumers.pop(old, None)
             fused += 1
-        if _gelu_after_reshape(graph, chains, prod, opset, removed):
+        if _gelu_after_reshape(graph, chains, prod, opset, removed, in_place):
             fused += 1
     graph.nodes = [n for n in graph.nodes if id(n) not in removed]
     if stats is not None:
@@ -79,7 +81,7 @@ def fuse_activation(graph: Graph, stats: dict | None = None) -> Graph:
     return graph
 
 
-def _fusable(graph: Graph, prod: Node, chains: Chains, opset: int):
+def _fusable(graph: Graph, prod: Node, chains: Chains, opset: int, in_place: InPlaceSteps):
     """([the nodes that disappear, the last writing the new output], the epilogue step), or None."""
     outs = [o for o in prod.outputs if o]
     if len(outs) != 1 or len(prod.outputs) != 1:
@@ -100,7 +102,7 @@ def _fusable(graph: Graph, prod: Node, chains: Chains, opset: int):
     if found is None:
         return None
     nodes, step = found
-    if not works_in_place(step[0], step[1], _epilogue_dtype(prod, v.dtype), opset, *step[2:]):
+    if not in_place(step[0], step[1], _epilogue_dtype(prod, v.dtype), opset, *step[2:]):
         return None
     return nodes, step
 
@@ -128,7 +130,8 @@ def _single(chains: Chains, y: str, act: Node, v, opset: int):
     return [act], [act.op_type, attrs]
 
 
-def _gelu_after_reshape(graph: Graph, chains: Chains, prod: Node, opset: int, removed: set) -> bool:
+def _gelu_after_reshape(graph: Graph, chains: Chains, prod: Node, opset: int, removed: set,
+                        in_place: InPlaceSteps) -> bool:
     """Gemm or MatMul -> Reshape -> tanh Gelu, each read by the next alone (GPT-2's Conv1D exported as
     Reshape/Gemm/Reshape, then gelu_new): the Gelu becomes the product's epilogue and the Reshape
     writes the Gelu's output (an elementwise step commutes with a reshape). True when done."""
@@ -145,8 +148,8 @@ def _gelu_after_reshape(graph: Graph, chains: Chains, prod: Node, opset: int, re
     if r in graph.outputs or len(after) != 1 or not _tanh_gelu(after[0], r):
         return False
     gelu, v = after[0], graph.values.get(y)
-    if v is None or v.dtype is None or not works_in_place("Gelu", dict(gelu.attrs), _epilogue_dtype(prod, v.dtype),
-                                                         opset, GE_DOMAIN):
+    if v is None or v.dtype is None or not in_place("Gelu", dict(gelu.attrs), _epilogue_dtype(prod, v.dtype),
+                                                   opset, GE_DOMAIN):
         return False
     prod.attrs = dict(prod.attrs, **{EPILOGUE: [["Gelu", dict(gelu.attrs), GE_DOMAIN]]})
     reshape.outputs = [gelu.outputs[0]]
@@ -226,3 +229,18 @@ def build_epilogue(epilogue: list, meta: Meta, opset: int = 17, name: str = "") 
 
 def works_in_place(op: str, attrs: dict, dtype: np.dtype, opset: int, domain: str = "") -> bool:
     return Epilogue.supports(op, attrs, dtype, opset, domain)
+
+
+class InPlaceSteps:
+    """works_in_place, asked once per step (op, attributes, dtype, opset, domain) within one
+    fuse_activation: a CNN asks it of the same Relu or HardSwish at every producer, and each answer
+    plans the step's kernel."""
+
+    def __init__(self):
+        self._known: dict[tuple, bool] = {}
+
+    def __call__(self, op: str, attrs: dict, dtype: np.dtype, opset: int, domain: str = "") -> bool:
+        key = (op, pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL), np.dtype(dtype), opset, domain)
+        if key not in self._known:
+            self._known[key] = works_in_place(op, attrs, dtype, opset, domain)
+        return self._known[key]

@@ -158,6 +158,7 @@ class _WindowPool(SpatialKernel):
 
 @register("MaxPool", since=1)
 class MaxPool(_WindowPool):
+    reads_outputs = True  # an omitted Indices output is not computed
     reduce = np.maximum
 
     def prepare_pool(self):

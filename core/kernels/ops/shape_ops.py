@@ -187,6 +187,7 @@ class Dropout(AliasKernel):
     1 - ratio and scaled by 1 / (1 - ratio), the mask saying which; a `seed` makes the draw the same
     every run, without one each run draws anew. With a used mask, or a training_mode that is not a
     constant False, the node is not an alias (the instance's `alias` is False): a task writes it."""
+    reads_outputs = True  # a used mask makes it a task, not an alias
 
     def prepare(self):
         if self.num_outputs > 1 and not (self.outputs and self.outputs[1] is None):  # a used mask

@@ -721,6 +721,7 @@ class ScatterND(StaticInputKernel):
 
 @register("OneHot", since=9)
 class OneHot(StaticInputKernel):
+    reads_outputs = True  # its workspace is its output's size
     shape_inputs = ((1, "depth"),)
 
     def prepare(self):
