@@ -419,6 +419,7 @@ class HybridContext:
         views, hold new values)."""
         self._last_inputs = [_HOST] * len(self._last_inputs)
         self._produced.clear()
+        self.traces.recording = None  # (a Loop's tape is made within one run of the node)
         if self.static_body:
             self.static_body.forget_inputs()
 
@@ -431,6 +432,34 @@ class HybridContext:
             self.static_body = _StaticBody.of(self) or False
         if self.static_body:
             return self.static_body(arrays)
+        self._place_inputs(arrays)
+        traces = self.traces
+        key = traces.key(self)
+        log = [] if traces.recording is not None else None  # a Loop's run being taped: the calls replayed
+        try:
+            if key is None or not traces.replay(self, key, log):
+                log = None
+                self._run_steps()
+                if key is not None:
+                    traces.record(self, key)
+        finally:
+            self._fold_counts()
+        results, produced = [], self._produced
+        produced.clear()
+        for d in self.model.dyn.outputs:
+            if d.name in self.host:
+                results.append(self.host[d.name])
+                continue
+            slot = self.slots[d.name]
+            results.append(self._view(slot))  # a view, valid until the next call (control_flow.py)
+            produced[id(slot.array)] = slot
+        if traces.recording is not None:
+            traces.note(self, log, results)
+        return results
+
+    def _place_inputs(self, arrays: list) -> None:
+        """run_nested's inputs into their tensors: a value the last call gave back traded for the
+        output it is, the same array as the last call's left in place, any other copied in."""
         device, dyn = self.device, self.model.dyn
         if len(arrays) != len(dyn.inputs):
             raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
@@ -457,25 +486,17 @@ class HybridContext:
             a = np.asarray(x)
             device.copy_from_host(self._view(self.realloc_if_needed(d.name, a.dtype, a.shape)), a)
             last[k] = _HOST if out is not None else x
-        traces = self.traces
-        key = traces.key(self)
-        try:
-            if key is None or not traces.replay(self, key):
-                self._run_steps()
-                if key is not None:
-                    traces.record(self, key)
-        finally:
-            self._fold_counts()
-        results = []
-        produced.clear()
-        for d in dyn.outputs:
-            if d.name in self.host:
-                results.append(self.host[d.name])
-                continue
-            slot = self.slots[d.name]
-            results.append(self._view(slot))  # a view, valid until the next call (control_flow.py)
-            produced[id(slot.array)] = slot
-        return results
+
+    def loop_tape(self, arrays: list):
+        """The tape (body_trace.py's LoopTape) of an earlier Loop run of this subgraph from the same
+        start as the one whose first iteration's inputs (`arrays`) it places; None: none fits (one is
+        recorded as the kernel's iterations make their calls) or the body is no traced dynamic one."""
+        if self.static_body is None:
+            self.static_body = _StaticBody.of(self) or False
+        if self.static_body or not self.growable or not self.traces.tapeable:
+            return None
+        self._place_inputs(arrays)
+        return self.traces.tape(self)
 
     def _fold_counts(self) -> None:
         counters = self.counters
@@ -854,7 +875,24 @@ class HybridContext:
             b = BoundBody(child.static_body, self, node, key)
             self._bound.append(b)  # its runs are counted when the node's run ends (and it is let go)
             return b
-        call.bound = bound
+
+        def loop_tape(limit: int | None, arrays: list, put) -> tuple | None:
+            """A Loop's iterations replayed from its body's tape (HybridContext.loop_tape); errors named
+            as a call's (a failing step) or as the kernel's own (a scan output's shape, the deadline)."""
+            child.deadline = self.deadline
+            try:
+                tape = child.loop_tape(arrays)
+            except GeError as e:
+                raise type(e)(f"node '{node.name}' ({node.op_type}) subgraph '{key}': {e}") from e
+            if tape is None:
+                return None
+            check = None if self.deadline is None else partial(self._check_deadline, node)
+            ran = child.traces.run_loop(child, tape, limit, put, check, f"node '{node.name}' ({node.op_type}) "
+                                        f"subgraph '{key}'")
+            if ran is not None:
+                counters["subgraph_runs"] += ran[0]
+            return ran
+        call.bound, call.loop_tape = bound, loop_tape
         return call
 
     # -- KNOWN clusters: the V2 DavinciModel kernels ---------------------------------------------------

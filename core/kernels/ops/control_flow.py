@@ -210,12 +210,18 @@ class Loop(ControlFlow):
                 return fast
         scans = [Stacked(self, 0, f"scan output {k}", expected=limit) for k in range(self.num_outputs - n)]
         i, going = 0, _constant(True)  # one array while it holds: a body copies it in once
+        tape = getattr(body, "loop_tape", None)  # (a runtime's body: test doubles are plain functions)
+        if tape is not None and go and (limit is None or limit > 0):
+            def put(t: int, outs: list) -> None:
+                for scan, part in zip(scans, outs[1 + n:]):
+                    scan.put(t, part)
+            ran = tape(limit, [np.array(0, np.int64), going, *carried, *captured], put if scans else None)
+            if ran is not None:  # iterations the runtime replayed (their scan outputs put): on from there
+                i, outs = ran
+                go, carried = self.carried_on(outs)
         while go and (limit is None or i < limit):
             outs = body([np.array(i, np.int64), going, *carried, *captured])
-            if len(outs) < 1 + n:
-                raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {n} carried values")
-            go = bool(self.scalar(outs[0], "the body's cond output"))
-            carried = outs[1:1 + n]  # arrays, lists (sequences) or None (empty optionals) as they come
+            go, carried = self.carried_on(outs)
             for scan, part in zip(scans, outs[1 + n:]):
                 scan.put(i, part)
             i += 1
@@ -224,6 +230,14 @@ class Loop(ControlFlow):
             templates = self.dry_run(body, [np.array(0, np.int64), np.array(True), *carried, *captured],
                                      [None] * (1 + n) + templates)[1 + n:]
         return carried + [scan.result(i, t) for scan, t in zip(scans, templates)]
+
+    def carried_on(self, outs: list) -> tuple[bool, list]:
+        """An iteration's outputs: whether the loop goes on (its condition), and the state it carries."""
+        n = self.carried
+        if len(outs) < 1 + n:
+            raise self.fail(f"body gives {len(outs)} outputs; it needs cond and {n} carried values")
+        # (the state: arrays, lists (sequences) or None (empty optionals) as they come)
+        return bool(self.scalar(outs[0], "the body's cond output")), outs[1:1 + n]
 
     def bound_loop(self, body: Body, limit: int | None, carried: list, captured: list, allocate=None) -> list | None:
         """The loop on a bound static body (None: it is not one, or the values do not fit it): the
