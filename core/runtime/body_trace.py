@@ -203,20 +203,21 @@ class BodyTraces:
                     check()
                 if counter is not None:
                     counter[()] = t
-                for call, node in calls:
-                    call()
+                try:
+                    for call, node in calls:
+                        call()
+                except GeError as e:  # as a subgraph call names what failed in it
+                    raise type(e)(f"{where}: {e}") from e
+                except Exception as e:  # as run_nested names a failing node
+                    raise GeError(f"{where}: node '{node.name}' ({node.op_type}) failed at run time: "
+                                  f"{type(e).__name__}: {e}") from e
                 ran += len(calls)
+                t += 1  # (before the kernel's put, which may fail: the slots as this iteration left them)
                 if put is not None:
-                    put(t, outs)
-                t += 1
+                    put(t - 1, outs)
                 if not outs[0]:
                     going = False
                     break
-        except GeError:
-            raise
-        except Exception as e:  # as run_nested names a failing node, and whose subgraph it is in
-            raise GeError(f"{where}: node '{node.name}' ({node.op_type}) failed at run time: "
-                          f"{type(e).__name__}: {e}") from e
         finally:
             if t:
                 for s, state in zip(tape.slots, entries[t - 1][1]):

@@ -966,6 +966,126 @@ def test_a_replayed_body_step_reruns_its_bound_call_only_on_the_buffers_it_was_b
         api.unload(model_id)
 
 
+def _taped(monkeypatch) -> list:
+    """The iterations each Loop run replayed from a tape (runtime/body_trace.py's run_loop) appended to
+    (None: the run failed in the tape)."""
+    from ge.core.runtime.body_trace import BodyTraces
+    replayed, run_loop = [], BodyTraces.run_loop
+
+    def spy(self, *args):
+        replayed.append(None)
+        ran = run_loop(self, *args)
+        replayed[-1] = 0 if ran is None else ran[0]
+        return ran
+    monkeypatch.setattr(BodyTraces, "run_loop", spy)
+    return replayed
+
+
+def _counting_body(name="b"):
+    """A growing state (a row a step: the last one's sine plus the iteration number), the condition
+    i + 1 < stop (a captured value: where it ends depends on values), each new row a scan output."""
+    steps = [helper.make_node("Slice", ["rows", "from_last", "to_end"], ["tail"]),
+             helper.make_node("Sin", ["tail"], ["s"]), helper.make_node("Cast", ["n"], ["fn"], to=F),
+             helper.make_node("Add", ["s", "fn"], ["row"]), helper.make_node("Concat", ["rows", "row"], ["rows_out"], axis=0),
+             helper.make_node("Add", ["n", "one"], ["n1"]), helper.make_node("Less", ["n1", "stop"], ["go_out"])]
+    body = helper.make_graph(steps, name, [vi("n", I64, []), vi("go", B, []), vi("rows", F, [None, 4])],
+                             [vi("go_out", B, []), vi("rows_out", F, [None, 4]), vi("row", F, [1, 4])],
+                             [const("from_last", np.array([-1], np.int64)), const("to_end", np.array([99], np.int64)),
+                              const("one", np.int64(1))])
+    return model([helper.make_node("Loop", ["M", "", "s0"], ["all", "rows"], body=body, name="outer")],
+                 [vi("M", I64, []), vi("s0", F, [None, 4]), vi("stop", I64, [])],
+                 [vi("all", F, [None, 4]), vi("rows", F, [None, 1, 4])])
+
+
+def _counting_reference(s0, trips: int, stop: int):
+    rows, parts = [s0], []
+    for n in range(trips):
+        parts.append(np.sin(rows[-1][-1:]) + np.float32(n))
+        rows.append(parts[-1])
+        if not n + 1 < stop:
+            break
+    return np.concatenate(rows), np.stack(parts) if parts else np.zeros((0, 1, 4), np.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_loop_run_again_from_the_same_start_is_replayed_from_its_tape(tmp_path, monkeypatch, device):
+    """A growing state's Loop run again from the start of an earlier run (the same input shapes, the
+    same buffers) replays that run's calls (runtime/body_trace.py's LoopTape): it writes the iteration
+    number, puts the scan outputs, stops where the condition (read from values) says, goes on past the
+    tape's end; run after run, with trip counts of both parities, new values, other starting shapes and
+    a timeout, each result is the reference's, bit for bit."""
+    replayed = _taped(monkeypatch)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_counting_body(), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m"), input_shape="s0:-1,4").om_path, device)
+    plan = [(6, 99, 1), (6, 99, 1), (6, 99, 1), (6, 99, 1), (6, 99, 1), (6, 3, 1), (5, 99, 1), (6, 99, 1),
+            (8, 99, 1), (8, 99, 1), (6, 99, 3), (6, 99, 3), (6, 99, 3), (6, 99, 3), (7, 99, 1), (7, 99, 1),
+            (7, 99, 1), (7, 2, 1), (1, 99, 1), (0, 99, 1), (6, 99, 1), (6, 99, 1)]
+    try:
+        for run, (trips, stop, first) in enumerate(plan):
+            s0 = rand(first, 4, seed=run)
+            feeds = {"M": np.array(trips, np.int64), "s0": s0, "stop": np.array(stop, np.int64)}
+            got = api.execute(model_id, feeds, timeout=600 if run % 3 == 2 else None)
+            for g, e in zip(got, _counting_reference(s0, trips, stop)):
+                assert g.shape == e.shape
+                np.testing.assert_array_equal(g, e)
+    finally:
+        api.unload(model_id)
+    assert sum(filter(None, replayed)) > len(plan) * 3  # (most iterations from the fifth run on came from a tape)
+
+
+def test_a_loop_whose_state_grows_past_its_tapes_capacity_runs_on_call_by_call(tmp_path, monkeypatch):
+    """A tape holds at most as many iterations as the impl cache holds impls: a longer run goes on
+    iterating the body call by call, and each result stays the reference's."""
+    replayed = _taped(monkeypatch)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_counting_body(), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m"), input_shape="s0:-1,4").om_path, "cpu",
+                                  impl_cache_size=16)
+    try:
+        for run, trips in enumerate([4, 4, 4, 4, 4, 40, 40, 40, 40, 40, 40, 4]):
+            s0 = rand(1, 4, seed=run)
+            got = api.execute(model_id, {"M": np.array(trips, np.int64), "s0": s0, "stop": np.array(99, np.int64)})
+            for g, e in zip(got, _counting_reference(s0, trips, 99)):
+                np.testing.assert_array_equal(g, e)
+    finally:
+        api.unload(model_id)
+    assert 0 < max(filter(None, replayed)) <= 16, replayed
+
+
+def test_a_taped_loop_names_a_failing_node_and_a_scan_output_that_changes_shape(tmp_path, monkeypatch):
+    """A Loop replayed from its tape fails as a call-by-call run does: a node failing on new values
+    (an index out of range) names the Loop, its body and the node; a scan output whose shape changes
+    at an iteration is the Loop's error, the same message run after run."""
+    replayed = _taped(monkeypatch)
+    body = helper.make_graph([
+        helper.make_node("Gather", ["table", "idx"], ["row"], axis=0, name="g"),
+        helper.make_node("Concat", ["seq", "row"], ["seq2"], axis=0), helper.make_node("Identity", ["c"], ["c2"]),
+        helper.make_node("Identity", ["seq2"], ["grown"])],
+        "b", [vi("i", I64, []), vi("c", B, []), vi("seq", F, [None, 2])],
+        [vi("c2", B, []), vi("seq2", F, [None, 2]), vi("grown", F, [None, 2])])
+    m = model([helper.make_node("Loop", ["M", "", "s0"], ["s", "all"], body=body, name="outer")],
+              [vi("M", I64, []), vi("s0", F, [1, 2]), vi("table", F, [5, 2]), vi("idx", I64, [1])],
+              [vi("s", F, [None, 2]), vi("all", F, [None, None, 2])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m")).om_path, "cpu")
+    feeds = {"M": np.array(1, np.int64), "s0": rand(1, 2), "table": rand(5, 2, seed=1), "idx": np.array([2], np.int64)}
+    try:
+        for _ in range(6):  # one iteration: its scan output has one shape
+            (s, grown) = api.execute(model_id, feeds)
+            np.testing.assert_array_equal(grown[0], s)
+        assert replayed[-1] == 1
+        with pytest.raises(GeError, match=r"node 'outer' \(Loop\) subgraph 'body': .*'g' \(Gather\)"):
+            api.execute(model_id, dict(feeds, idx=np.array([7], np.int64)))
+        for _ in range(6):  # two: the second's scan output is one row longer
+            with pytest.raises(GeError, match=r"node 'outer' \(Loop\): scan output 0 has shape \[3, 2\] at iteration 1"):
+                api.execute(model_id, dict(feeds, M=np.array(2, np.int64)))
+        assert replayed[-1] is None  # (the last runs failed in their tapes)
+    finally:
+        api.unload(model_id)
+
+
 def test_shape_ranges_with_control_flow_are_refused_naming_the_node(tmp_path):
     path = str(tmp_path / "m.onnx")
     m = _loop_model(True, True)
