@@ -7,7 +7,9 @@ with such inputs records its steps' impls (a trace; inputs met once, as by one l
 set's entry, not a trace); a later run with the same ones replays it: per node the output buffers,
 the views and the kernel, without the signature, its comparison and the impl cache's lookup that
 HybridContext._run_node makes (a growing-state Loop's body meets each shape once a run: its nodes
-never reach their steady path, and every run of the Loop meets the same shapes).
+never reach their steady path, and every run of the Loop meets the same shapes). A Loop's run
+from the start of an earlier one (the same input shapes and buffers) is that run again, call for call:
+LoopTape records it once and replays its calls in a row, without run_nested's layers.
 The traces hold their impls, so a context keeps at most as many traces as the impl cache may hold
 entries, and none when it keeps none. (The context is passed to each call, not held: a context holds
 its traces, and a cycle would outlive its model's unload until a garbage collection.)"""
