@@ -432,10 +432,11 @@ class HybridContext:
             self.static_body = _StaticBody.of(self) or False
         if self.static_body:
             return self.static_body(arrays)
-        self._place_inputs(arrays)
+        copied = self._place_inputs(arrays)
         traces = self.traces
         key = traces.key(self)
-        log = [] if traces.recording is not None else None  # a Loop's run being taped: the calls replayed
+        # a Loop's run being taped: the calls replayed (a tape writes no input but the iteration number)
+        log = [] if traces.recording is not None and not copied else None
         try:
             if key is None or not traces.replay(self, key, log):
                 log = None
@@ -457,13 +458,14 @@ class HybridContext:
             traces.note(self, log, results)
         return results
 
-    def _place_inputs(self, arrays: list) -> None:
+    def _place_inputs(self, arrays: list) -> bool:
         """run_nested's inputs into their tensors: a value the last call gave back traded for the
-        output it is, the same array as the last call's left in place, any other copied in."""
+        output it is, the same array as the last call's left in place, any other copied in. True
+        when an input but the first (a Loop's iteration number) was copied or is a host value."""
         device, dyn = self.device, self.model.dyn
         if len(arrays) != len(dyn.inputs):
             raise ShapeError(f"subgraph '{dyn.name}' takes {len(dyn.inputs)} inputs, got {len(arrays)}")
-        last, produced, reads = self._last_inputs, self._produced, self._reads
+        last, produced, reads, copied = self._last_inputs, self._produced, self._reads, False
         for k, (d, x) in enumerate(zip(dyn.inputs, arrays)):
             if not reads[k]:  # (a Loop's iteration number, a body that does not use it)
                 continue
@@ -478,6 +480,7 @@ class HybridContext:
                         continue
             elif x is last[k]:  # the same array as the last call's (a Loop's captured values): already in place
                 continue
+            copied = copied or k > 0
             if x is None or isinstance(x, list) or d.on_host:
                 self.host[d.name] = x
                 last[k] = _HOST  # never the next call's array: a later tensor is copied in
@@ -486,6 +489,7 @@ class HybridContext:
             a = np.asarray(x)
             device.copy_from_host(self._view(self.realloc_if_needed(d.name, a.dtype, a.shape)), a)
             last[k] = _HOST if out is not None else x
+        return copied
 
     def loop_tape(self, arrays: list):
         """The tape (body_trace.py's LoopTape) of an earlier Loop run of this subgraph from the same
