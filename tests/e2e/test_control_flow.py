@@ -981,9 +981,10 @@ def _taped(monkeypatch) -> list:
     return replayed
 
 
-def _counting_body(name="b"):
+def _counting_body(name="b", trip_count=True):
     """A growing state (a row a step: the last one's sine plus the iteration number), the condition
-    i + 1 < stop (a captured value: where it ends depends on values), each new row a scan output."""
+    i + 1 < stop (a captured value: where it ends depends on values), each new row a scan output;
+    without a trip count, the condition alone ends it (input go: whether to start)."""
     steps = [helper.make_node("Slice", ["rows", "from_last", "to_end"], ["tail"]),
              helper.make_node("Sin", ["tail"], ["s"]), helper.make_node("Cast", ["n"], ["fn"], to=F),
              helper.make_node("Add", ["s", "fn"], ["row"]), helper.make_node("Concat", ["rows", "row"], ["rows_out"], axis=0),
@@ -992,8 +993,9 @@ def _counting_body(name="b"):
                              [vi("go_out", B, []), vi("rows_out", F, [None, 4]), vi("row", F, [1, 4])],
                              [const("from_last", np.array([-1], np.int64)), const("to_end", np.array([99], np.int64)),
                               const("one", np.int64(1))])
-    return model([helper.make_node("Loop", ["M", "", "s0"], ["all", "rows"], body=body, name="outer")],
-                 [vi("M", I64, []), vi("s0", F, [None, 4]), vi("stop", I64, [])],
+    loop = helper.make_node("Loop", ["M" if trip_count else "", "" if trip_count else "go", "s0"], ["all", "rows"],
+                            body=body, name="outer")
+    return model([loop], [vi("M", I64, []) if trip_count else vi("go", B, []), vi("s0", F, [None, 4]), vi("stop", I64, [])],
                  [vi("all", F, [None, 4]), vi("rows", F, [None, 1, 4])])
 
 
@@ -1032,6 +1034,26 @@ def test_a_loop_run_again_from_the_same_start_is_replayed_from_its_tape(tmp_path
     finally:
         api.unload(model_id)
     assert sum(filter(None, replayed)) > len(plan) * 3  # (most iterations from the fifth run on came from a tape)
+
+
+def test_a_taped_loop_without_a_trip_count_ends_where_its_condition_says(tmp_path, monkeypatch):
+    """A Loop that only its condition ends: its tape ends earlier (the condition false sooner) or is
+    run to its end and extended call by call (later); each result the reference's, bit for bit."""
+    replayed = _taped(monkeypatch)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_counting_body(trip_count=False), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m"), input_shape="s0:-1,4").om_path, "cpu")
+    try:
+        for run, (go, stop) in enumerate([(1, 5)] * 5 + [(1, 7), (1, 7), (1, 7), (1, 7), (1, 3), (0, 9), (1, 1),
+                                                         (1, 7), (1, 9), (1, 9), (1, 9), (1, 9)]):
+            s0 = rand(1, 4, seed=run)
+            got = api.execute(model_id, {"go": np.array(bool(go)), "s0": s0, "stop": np.array(stop, np.int64)})
+            for g, e in zip(got, _counting_reference(s0, (1 << 30) * go, stop)):
+                assert g.shape == e.shape
+                np.testing.assert_array_equal(g, e)
+    finally:
+        api.unload(model_id)
+    assert 3 in replayed and 7 in replayed and 9 in replayed
 
 
 def test_a_loop_whose_state_grows_past_its_tapes_capacity_runs_on_call_by_call(tmp_path, monkeypatch):
