@@ -164,6 +164,9 @@ class HybridModel(SharedWeightsModel):
         self.grows = frozenset(dyn.attrs.get("growable", ()))  # range mode: tensors without a finite bound
         self.input_names, self.output_names = tuple(d.name for d in dyn.inputs), tuple(d.name for d in dyn.outputs)
         self.on_host = tuple(d.on_host for d in dyn.inputs)  # sequences, optionals, strings: kept as given
+        # inputs only Loop and Scan nodes read, on the cpu device (host memory is its memory): their kernels
+        # copy from them and never write them, so the caller's array may be passed on (HybridContext._lent)
+        self.lendable = _lendable_inputs(dyn, self.submodels) if device.name == "cpu" else (False,) * len(dyn.inputs)
         # per node, each input as a run finds it: (tensor name, None, None), or (None, constant, its
         # (dtype, shape)) for a weight, or (None, None, None) when absent (decided once, not per run)
         self.args = [tuple((None, None, None) if not t else (t, None, None) if t not in self.consts
@@ -301,3 +304,20 @@ def _loop_bodies(dyn: DynamicModel) -> set[int]:
     refs = {k for d in (dyn, *dyn.subgraphs) for n in d.nodes for key, k in dict(n.subgraphs).items() if key == "body"}
     return {sg.steps[0].index for k, sg in enumerate(dyn.subgraphs)
             if k in refs and not sg.nodes and len(sg.steps) == 1 and sg.steps[0].kind == "submodel"}
+
+
+def _lendable_inputs(dyn: DynamicModel, submodels: list) -> tuple:
+    """Per input of `dyn`: whether only Loop and Scan nodes read it (no other node, no static submodel, not
+    an output of the model)."""
+    only_loops: dict[str, bool] = {}
+    for step in dyn.steps:
+        if step.kind == "node":
+            node = dyn.nodes[step.index]
+            names, ok = node.inputs, node.domain == "" and node.op_type in ("Loop", "Scan")
+        else:
+            names, ok = [d.name for d in submodels[step.index].inputs], False
+        for name in names:
+            if name:
+                only_loops[name] = only_loops.get(name, True) and ok
+    outputs = {d.name for d in dyn.outputs}
+    return tuple(not d.on_host and d.name not in outputs and only_loops.get(d.name, False) for d in dyn.inputs)

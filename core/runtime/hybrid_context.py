@@ -20,6 +20,7 @@ from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from ..kernels.native.calls import prepared_calls, threads
 from ..kernels.ops.control_flow import If
 from .body_trace import BodyTraces
+from .context import COPY_IN_MAX
 from .device import Counts, DeviceBuffer
 from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
@@ -259,6 +260,7 @@ class HybridContext:
         self._last_run: tuple | None = None  # (counters before, counters after, its four times): stats
         self._checked: list = [None] * len(dyn.inputs)  # each input's (dtype, shape) as last checked
         self._in_slots: list = [None] * len(dyn.inputs)  # each input's Slot, once it has one (on_host: never)
+        self._given: list = [None] * len(dyn.inputs)  # each lendable input's array of the last call (_lent)
         self._kernel_state = kernel_state()  # entered by one run at a time
         self._flow_calls: dict[int, tuple] = {}  # control flow: each node's subgraph calls, made once
         self._bound: list[BoundBody] = []  # control flow: the bodies bound by the node running (their runs)
@@ -297,7 +299,7 @@ class HybridContext:
         for name, nbytes in dyn.attrs.get("capacities", {}).items():  # range mode: planned for the max shape
             addr = base + arena["offsets"][name] if arena else self._malloc(nbytes)
             self.slots[name] = Slot(addr, int(nbytes), self.device.bytes_at(addr, int(nbytes)))
-        # (29 instance attributes at most: from the 30th on, CPython 3.11 gives the instance a dict of its
+        # (29 instance attributes at most (29 now): from the 30th on, CPython 3.11 gives the instance a dict of its
         # own keys, and every self.x of a call reads ~17 instructions slower)
 
     @property
@@ -360,8 +362,10 @@ class HybridContext:
     def _copy_inputs(self, inputs) -> tuple | None:
         """The inputs checked and copied into their tensors' buffers; the replay, unless an input's
         view changed (a new shape: the last run's steps are not this run's)."""
-        copies, h2d, in_slots, replay = 0, 0, self._in_slots, self._replay
+        copies, h2d, in_slots, replay, lendable = 0, 0, self._in_slots, self._replay, self.model.lendable
         for k, x in enumerate(self._check_inputs(inputs)):
+            if lendable[k] and self._lent(k, x):
+                continue
             slot = in_slots[k]  # (a tensor keeps its Slot and its view: no look-up by name)
             view = None if slot is None else slot.array
             if view is None or view.shape != x.shape or view.dtype != x.dtype:
@@ -377,6 +381,19 @@ class HybridContext:
         self.device.count_copies("h2d", copies, h2d)
         self.counters["h2d_bytes"] += h2d
         return replay
+
+    def _lent(self, k: int, x: np.ndarray) -> bool:
+        """Input k, which only Loop and Scan nodes read, passed to them as the caller's array (a host
+        value: no copy in) when it is the array of the last call or larger than COPY_IN_MAX (a Scan's
+        native loop is kept for the same arrays: a new one costs ~30 us of ctypes, as a copy of ~600 KB
+        does); False: copied into its tensor. One block of aligned bytes only (the native loop's rows)."""
+        given, self._given[k] = self._given[k], x
+        name = self.model.input_names[k]
+        if (x is given or x.nbytes > COPY_IN_MAX) and x.flags.c_contiguous and x.flags.aligned:
+            self.host[name] = x
+            return True
+        self.host.pop(name, None)
+        return False
 
     def _copy_outputs(self, outputs) -> list:
         """Each output copied into a new array, or into the caller's buffer for it (`outputs`)."""
@@ -1002,7 +1019,7 @@ class HybridContext:
             self.device.free(addr)
         self._owned.clear()
         self.slots.clear()
-        self._in_slots = []
+        self._in_slots = self._given = []
         self.host.clear()
         self.static_body = None
         self.traces.clear()  # (its views hold buffers, as the replay's calls do)

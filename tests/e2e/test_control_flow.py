@@ -1108,6 +1108,45 @@ def test_a_taped_loop_names_a_failing_node_and_a_scan_output_that_changes_shape(
         api.unload(model_id)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_input_only_scans_read_is_read_where_the_caller_holds_it(tmp_path, device):
+    """On cpu, an input only Loop and Scan nodes read is passed to them as the caller's array when it is
+    the array of the last call or larger than 1 MiB (HybridContext._lent: no copy in): it is read as it
+    is at each call (changed in place between calls), never written, and no output shares its memory;
+    a strided view and a new small array are copied in as before. Each result numpy's, bit for bit."""
+    body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]), helper.make_node("Relu", ["acc2"], ["y"])],
+                             "cumsum", [vi("acc", F, [64]), vi("x", F, [64])], [vi("acc2", F, [64]), vi("y", F, [64])])
+    m = model([helper.make_node("Scan", ["a0", "xs"], ["a", "ys"], body=body, num_scan_inputs=1)],
+              [vi("a0", F, [64]), vi("xs", F, ["steps", 64])], [vi("a", F, [64]), vi("ys", F, ["steps", 64])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "m"), input_shape="a0:64;xs:-1,64").om_path, device)
+
+    def expect(a0, xs):
+        acc, ys = a0, []
+        for x in xs:
+            acc = acc + x
+            ys.append(np.maximum(acc, np.float32(0)))
+        return acc, np.stack(ys) if ys else np.zeros((0, 64), np.float32)
+    a0, xs, big = rand(64), rand(50, 64, seed=1), rand(5000, 64, seed=2)  # (big: 1.28 MB)
+    calls = [(a0, xs), (a0, xs), "xs changed in place", (a0, xs), (a0, big), (a0, big.copy()), (a0, big[::2]),
+             (a0, xs[:7].copy()), (a0, xs[:0].copy()), (a0, xs[:0].copy())]
+    try:
+        for call in calls:
+            if isinstance(call, str):
+                xs *= -0.5
+                continue
+            given = [x.copy() for x in call]
+            a, ys = api.execute(model_id, {"a0": call[0], "xs": call[1]})
+            for got, want in zip((a, ys), expect(*given)):
+                np.testing.assert_array_equal(got, want)
+                assert not any(np.shares_memory(got, x) for x in call)
+            for x, before in zip(call, given):
+                np.testing.assert_array_equal(x, before)  # (never written)
+    finally:
+        api.unload(model_id)
+
+
 def test_shape_ranges_with_control_flow_are_refused_naming_the_node(tmp_path):
     path = str(tmp_path / "m.onnx")
     m = _loop_model(True, True)
