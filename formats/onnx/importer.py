@@ -32,7 +32,6 @@ model as it was). `load_onnx` is both. What happens, in order, and why:
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import mmap
 import os
@@ -41,6 +40,7 @@ import sys
 
 import numpy as np
 
+from ...core.model.log import Logger
 from ...core.model.errors import FormatError, GraphError, ShapeError
 from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
 from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
@@ -53,7 +53,7 @@ from .wire import strip_raw_data
 #: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
 #: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
 #: node without one fails the compile (core/atc/conversion.py). Opsets 1..6 are lifted to 7 on load.
-log = logging.getLogger("ge.atc")
+log = Logger("ge.atc")
 MIN_OPSET, MAX_OPSET = 7, onnx_opset_version()
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
