@@ -23,10 +23,12 @@ _pending: tuple | None = None
 
 
 def configure_later(level: str, setup) -> None:
-    """Set ge's log up at ATC's `level` by `setup()`: now if logging is imported, else when a first
-    record passes `level` (or logging is used otherwise, through `logger`)."""
+    """Set ge's log up at ATC's `level` by `setup()`: now if logging is imported or `level` is below
+    WARNING (info and debug lines come from every part of ge, some of which log through logging
+    itself when it is imported, the native loader's), else when a first record passes `level` (or
+    logging is used otherwise, through `logger`)."""
     global _pending
-    if "logging" in sys.modules:
+    if "logging" in sys.modules or LEVELS[level] < _WARNING:
         _pending = None
         setup()
     else:
