@@ -44,7 +44,7 @@ from ...core.model.log import Logger
 from ...core.model.errors import FormatError, GraphError, ShapeError
 from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
 from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
-                                      TensorProto, TypeProto, ValueInfoProto, check_model, infer_shapes,
+                                      TensorProto, TypeProto, ValueInfoProto, check_model, dims_of, infer_shapes,
                                       make_tensor_value_info, onnx_opset_version, to_array)
 from ...core.model.record import record
 from .wire import strip_raw_data
@@ -292,11 +292,11 @@ def _detach_weights(model: ModelProto, raw: dict) -> dict[int, np.ndarray]:
     for i, t in enumerate(model.graph.initializer):
         if eligible and (inputs is None or t.name in inputs) and _plain_raw(t):
             data = raw[i] if i in raw else t.raw_data
-            numel = math.prod(t.dims)
+            numel = math.prod(dims_of(t))
             dtype = DTYPES[t.data_type]
             if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
                 a = np.frombuffer(data, dtype)
-                detached[i] = a.reshape(tuple(t.dims))
+                detached[i] = a.reshape(dims_of(t))
                 t.ClearField("raw_data")
                 continue
         if i in raw:
@@ -313,7 +313,7 @@ def _initializer_arrays(model: ModelProto, path: str, detached: dict[int, np.nda
         a = detached.get(i)
         if a is None:
             a = _tensor_to_array(t, f"{path}: initializer")
-            if math.prod(t.dims) > _INFER_CONST_LIMIT:
+            if math.prod(dims_of(t)) > _INFER_CONST_LIMIT:
                 t.ClearField("raw_data")
         arrays[t.name] = a
     for s in model.graph.sparse_initializer:
@@ -327,7 +327,7 @@ def _plain_raw(t: TensorProto) -> bool:
     """Raw data (if any) and no other data field, in the file, of a type one element per itemsize."""
     return (t.data_type in _PLAIN_RAW_TYPES and t.data_location == TensorProto.DEFAULT and not t.HasField("segment")
             and not (t.float_data or t.int32_data or t.string_data or t.int64_data or t.double_data or t.uint64_data)
-            and all(d >= 0 for d in t.dims))
+            and all(d >= 0 for d in dims_of(t)))
 
 
 def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> None:
@@ -356,7 +356,7 @@ def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> N
         for i in detached:
             t = g.initializer[i]
             if t.name not in inputs:
-                g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+                g.input.append(make_tensor_value_info(t.name, t.data_type, dims_of(t)))
                 inputs.add(t.name)
         del g.initializer[:]
         g.initializer.extend(kept)
@@ -422,12 +422,12 @@ def _in_order(graph: GraphProto, defined: set) -> bool:
     order, found in one pass (the sort builds every node's reads and producers first)."""
     defined = set(defined)
     for node in graph.node:
-        if not defined.issuperset(node.input):
+        if not defined.issuperset(node.input[:]):  # (a slice of a repeated field: onnx_proto.dims_of says why)
             return False
-        for a in node.attribute:
+        for a in node.attribute[:]:
             if _holds(a, AttributeProto.GRAPH) or _holds(a, AttributeProto.GRAPHS):
                 return False
-        defined.update(node.output)
+        defined.update(node.output[:])
     return True
 
 
@@ -441,7 +441,7 @@ def _node_reads(node: NodeProto):
 
 
 def _subgraphs(node: NodeProto):
-    for a in node.attribute:
+    for a in node.attribute[:]:
         if _holds(a, AttributeProto.GRAPH):
             yield a.g
         if _holds(a, AttributeProto.GRAPHS):
@@ -702,8 +702,9 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
     g.node.extend(src.node)
     g.input.extend(inputs)
     for t in src.initializer:
-        if math.prod(t.dims) > _INFER_CONST_LIMIT:
-            g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        dims = dims_of(t)
+        if math.prod(dims) > _INFER_CONST_LIMIT:
+            g.input.append(make_tensor_value_info(t.name, t.data_type, dims))
         else:
             g.initializer.append(t)
     g.sparse_initializer.extend(src.sparse_initializer)
@@ -832,7 +833,7 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) ->
     scope = _Scope(path, graph.opset, None, graph.initializers, set(graph.values) | _produced(src), inferred)
     for n, name in zip(src.node, _node_names(src)):
         graph.nodes.append(_node(n, name, scope))
-        for o in n.output:
+        for o in graph.nodes[-1].outputs:
             if o and o not in graph.values:
                 elem, dims = inferred.get(o, (None, None))
                 graph.values[o] = _value(o, elem, dims, "tensor", inferred.get(_KIND + o, "tensor"))
@@ -872,7 +873,7 @@ class _Scope:
 
 
 def _produced(g: GraphProto) -> set:
-    return {o for n in g.node for o in n.output if o}
+    return {o for n in g.node[:] for o in n.output[:] if o}
 
 
 def _node_names(g: GraphProto) -> list[str]:
@@ -898,12 +899,12 @@ def _node(n: NodeProto, name: str, scope: _Scope) -> Node:
     domain = "" if n.domain in ("", "ai.onnx") else n.domain
     desc = f"node '{name}' ({n.op_type})"
     attrs, bodies = {}, {}
-    for a in n.attribute:
+    for a in n.attribute[:]:
         if a.type == AttributeProto.GRAPH:
             bodies[a.name] = _subgraph(a.g, f"{desc} attribute '{a.name}'", scope)
         else:
             attrs[a.name] = _attr_value(a, desc)
-    inputs = list(n.input)
+    inputs = n.input[:]
     captured: list[str] = []
     for _, reads in bodies.values():
         captured.extend(r for r in reads if r not in captured)
@@ -914,7 +915,7 @@ def _node(n: NodeProto, name: str, scope: _Scope) -> Node:
             body.value(r)
         body.captures = len(captured)
         attrs[key] = body
-    return Node(n.op_type, inputs + captured, list(n.output), attrs, name, domain)
+    return Node(n.op_type, inputs + captured, n.output[:], attrs, name, domain)
 
 
 def _subgraph(g: GraphProto, where: str, outer: _Scope) -> tuple[Graph, list[str]]:
