@@ -214,11 +214,11 @@ def _invalid_text(msg):
     for fd, value in msg.ListFields():
         kind, repeated = _field_kind(fd)
         if kind == fd.TYPE_STRING:
-            for i, v in enumerate(value if repeated else (value,)):
+            for i, v in enumerate(value[:] if repeated else (value,)):  # (a slice: onnx_proto.dims_of says why)
                 if type(v) is bytes:
                     return [fd.name + (f"[{i}]" if repeated else "")], v
         elif kind == fd.TYPE_MESSAGE:
-            for i, m in enumerate(value if repeated else (value,)):
+            for i, m in enumerate(value[:] if repeated else (value,)):
                 found = _invalid_text(m)
                 if found is not None:
                     step = fd.name + (f"[{i}]" if repeated else "")
