@@ -579,13 +579,15 @@ def _load_external_data(model: ModelProto, path: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 def _dims(vi: ValueInfoProto):
     """Dims of a ValueInfo: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
-    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+    tp = vi.type
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
         return None
     out = []
-    for d in vi.type.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
-            out.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
+    for d in tp.tensor_type.shape.dim[:]:
+        which = d.WhichOneof("value")  # (dim_value and dim_param are a oneof: one call, not two HasField)
+        if which == "dim_value":
+            out.append(d.dim_value)
+        elif which == "dim_param" and d.dim_param:
             out.append(d.dim_param)
         else:
             out.append(None)
@@ -780,21 +782,21 @@ def _sparse_to_array(s: SparseTensorProto, where: str) -> np.ndarray:
 
 def _attr_value(a: AttributeProto, node_desc: str):
     t = a.type
-    where = f"{node_desc} attribute '{a.name}'"
     if t == AttributeProto.FLOAT:
         return float(a.f)
     if t == AttributeProto.INT:
         return int(a.i)
     if t == AttributeProto.STRING:
         return a.s.decode("utf-8", errors="replace")
+    if t == AttributeProto.INTS:
+        return a.ints[:]  # (a list of ints: a slice, onnx_proto.dims_of says why)
+    if t == AttributeProto.FLOATS:
+        return a.floats[:]
+    where = f"{node_desc} attribute '{a.name}'"
     if t == AttributeProto.TENSOR:
         return _tensor_to_array(a.t, where)
     if t == AttributeProto.SPARSE_TENSOR:
         return _sparse_to_array(a.sparse_tensor, where)
-    if t == AttributeProto.FLOATS:
-        return [float(x) for x in a.floats]
-    if t == AttributeProto.INTS:
-        return [int(x) for x in a.ints]
     if t == AttributeProto.STRINGS:
         return [s.decode("utf-8", errors="replace") for s in a.strings]
     if t == AttributeProto.TENSORS:
