@@ -494,8 +494,8 @@ def _all_tensors(model: ModelProto):
         for s in g.sparse_initializer:
             yield s.values
             yield s.indices
-        for n in g.node:
-            for a in n.attribute:
+        for n in g.node[:]:
+            for a in n.attribute[:]:
                 if _holds(a, AttributeProto.TENSOR):
                     yield a.t
                 if _holds(a, AttributeProto.TENSORS):
@@ -725,7 +725,7 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
         except Exception:
             return {}
     found = {}
-    for vi in list(out.graph.value_info) + list(out.graph.output):
+    for vi in out.graph.value_info[:] + out.graph.output[:]:  # (slices: onnx_proto.dims_of says why)
         if vi.type.HasField("tensor_type"):
             found[vi.name] = (vi.type.tensor_type.elem_type, _dims(vi))
         elif vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
@@ -741,8 +741,8 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
 
 
 def _subgraph_protos(g: GraphProto):
-    for n in g.node:
-        for a in n.attribute:
+    for n in g.node[:]:
+        for a in n.attribute[:]:
             if a.type == AttributeProto.GRAPH:
                 yield a.g
                 yield from _subgraph_protos(a.g)
@@ -841,7 +841,7 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) ->
                 graph.values[o] = _value(o, elem, dims, "tensor", inferred.get(_KIND + o, "tensor"))
 
     # the model's declared value infos fill what inference left unknown (dtype only when shapes moved)
-    for vi in list(src.value_info) + list(src.output):
+    for vi in src.value_info[:] + src.output[:]:
         v = graph.values.get(vi.name)
         if v is not None and vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
             v.kind, elem, _ = _type_of(vi.type, f"{path}: value '{vi.name}'")
