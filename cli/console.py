@@ -7,11 +7,12 @@ Machine-readable output (JSON, ATC's banners) goes through `echo`, never through
 """
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
 import click
+
+from ..core.model.log import LEVELS, configure_later
 
 _PIPE_WIDTH = 200
 
@@ -61,37 +62,45 @@ def nbytes(n: int) -> str:
     return f"{n} B"
 
 
-class _StderrHandler(logging.Handler):
-    """ge's log records as `[LEVEL] logger: message` lines on the current stderr (resolved per record,
-    as the consoles do), each line once per command: a conversion imports a model more than once (each
-    gear, the data-dependent fallback) and a dataset reads many samples, but a fact is told once."""
-
-    def __init__(self):
-        super().__init__()
-        self.said: set[str] = set()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            line = f"[{record.levelname}] {record.name}: {one_line(record.getMessage())}"
-            if line not in self.said:
-                self.said.add(line)
-                click.echo(line, err=True)
-        except Exception:  # pragma: no cover - logging must never break a command
-            self.handleError(record)
+_HANDLER = "ge.cli"  # the name of the command line's handler of logger "ge"
 
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
-           "null": logging.CRITICAL + 10}
+def _stderr_handler():
+    """A logging handler of ge's log records as `[LEVEL] logger: message` lines on the current stderr
+    (resolved per record, as the consoles do), each line once per command: a conversion imports a model
+    more than once (each gear, the data-dependent fallback) and a dataset reads many samples, but a fact
+    is told once. (A class made when logging is imported: core/model/log.py says why that waits.)"""
+    import logging
+
+    class StderrHandler(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.said: set[str] = set()
+            self.set_name(_HANDLER)
+
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                line = f"[{record.levelname}] {record.name}: {one_line(record.getMessage())}"
+                if line not in self.said:
+                    self.said.add(line)
+                    click.echo(line, err=True)
+            except Exception:  # pragma: no cover - logging must never break a command
+                self.handleError(record)
+
+    return StderrHandler()
 
 
 def setup_logging(level: str = "warning", reset: bool = False) -> None:
     """ge's log on stderr at one of ATC's --log levels (the `--log` option of cli/options.py); `reset`
-    at the start of a command."""
-    log = logging.getLogger("ge")
-    handler = next((h for h in log.handlers if isinstance(h, _StderrHandler)), None)
-    if handler is None:
-        log.addHandler(_StderrHandler())
-        log.propagate = False
-    elif reset:  # a new command: what the last one said may be said again
-        handler.said.clear()
-    log.setLevel(_LEVELS[level])
+    at the start of a command. Done when logging is first used (core/model/log.py)."""
+    def setup() -> None:
+        import logging
+        log = logging.getLogger("ge")
+        handler = next((h for h in log.handlers if h.get_name() == _HANDLER), None)
+        if handler is None:
+            log.addHandler(_stderr_handler())
+            log.propagate = False
+        elif reset:  # a new command: what the last one said may be said again
+            handler.said.clear()
+        log.setLevel(LEVELS[level])
+    configure_later(level, setup)

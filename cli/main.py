@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import importlib
 import sys
-import traceback
 
 import click
 
@@ -104,6 +103,7 @@ def _switch(value: str) -> bool:
 def _report(ctx: click.Context, e: BaseException, prefix: str, internal: bool = False) -> None:
     debug = bool(ctx.meta.get(_META_DEBUG))
     if debug:
+        import traceback
         traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
     if isinstance(e, OSError) and not isinstance(e, GeError) and e.filename is not None:
         message = f"{e.filename}: {e.strerror or e}"
@@ -178,14 +178,15 @@ def entry_point() -> None:
     else:  # pragma: no cover - click's main always exits
         code = 0
     import atexit
-    import logging
     import os
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except OSError:  # a closed pipe: nothing more to say
         code = code or 1
-    logging.shutdown()
+    logging = sys.modules.get("logging")  # (not imported: no handler to flush, core/model/log.py)
+    if logging is not None:
+        logging.shutdown()
     atexit._run_exitfuncs()
     os._exit(code)
 

@@ -17,21 +17,33 @@ class WireError(ValueError):
 def fields(buf, start: int = 0, end: int | None = None):
     """(number, wire type, where the field starts, where its value starts, where it ends) of each
     field of the message in buf[start:end]."""
-    end = len(buf) if end is None else end
+    size = len(buf)
+    end = size if end is None else end
     pos = start
     while pos < end:
         field = pos
-        key, pos = varint(buf, pos)
+        # one-byte varints read here (keys of fields 1-15, dims, short lengths: most of an ONNX file's):
+        # a call of varint() costs more than the rest of a field
+        if pos < size and buf[pos] < 0x80:
+            key, pos = buf[pos], pos + 1
+        else:
+            key, pos = varint(buf, pos)
         number, wire = key >> 3, key & 7
         value = pos
         if wire == VARINT:
-            _, pos = varint(buf, pos)
+            if pos < size and buf[pos] < 0x80:
+                pos += 1
+            else:
+                _, pos = varint(buf, pos)
         elif wire == FIXED64:
             pos += 8
         elif wire == FIXED32:
             pos += 4
         elif wire == LEN:
-            n, value = varint(buf, pos)
+            if pos < size and buf[pos] < 0x80:
+                n, value = buf[pos], pos + 1
+            else:
+                n, value = varint(buf, pos)
             pos = value + n
         else:  # groups: no ONNX message has one
             raise WireError(f"wire type {wire} at byte {field}")

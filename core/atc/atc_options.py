@@ -15,19 +15,16 @@ returns them normalized; docs/atc-options.md shows the table.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
 import sys
 
+from ..model.log import LEVELS as LOG_LEVELS, Logger, logger
 from ..model.errors import GeError
 from ..model.record import record
 
 IMPLEMENTED, PARTIAL, RECORDED, REFUSED = "implemented", "partial", "recorded", "refused"
-log = logging.getLogger("ge.atc")
-
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
-              "null": logging.CRITICAL + 10}
+log = Logger("ge.atc")
 INPUT_FORMATS = {"NCHW": 4, "NHWC": 4, "NCDHW": 5, "NDHWC": 5, "ND": None}
 PRECISION_MODES = ("force_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix_precision", "allow_fp32_to_fp16",
                    "must_keep_origin_dtype", "allow_mix_precision_fp16", "allow_mix_precision_bf16",
@@ -246,7 +243,8 @@ def log_level(level: str | None):
         return
     if level not in LOG_LEVELS:
         raise GeError(f"--log={level}: must be one of {', '.join(LOG_LEVELS)}")
-    ge_log = logging.getLogger("ge")
+    import logging
+    ge_log = logger("ge")
     old = ge_log.level
     handler = None
     if not ge_log.handlers and not logging.getLogger().handlers:

@@ -4,9 +4,8 @@ to every graph the conversion compiles (the static model, each gear, a dynamic m
 `record()` is what the OM keeps of them (`ge inspect` shows it)."""
 from __future__ import annotations
 
-import logging
-
 from ..compile.io_boundary import cast_inputs_from_fp16, cast_outputs, outputs_to_nc1hwc0
+from ..model.log import Logger
 from ..model.errors import GeError
 from ..model.ir import Graph
 from ..passes import FUSIONS, fusion_switches
@@ -15,7 +14,7 @@ from ...formats.atc_config import (read_customize_dtypes, read_fusion_switch, re
 from .atc_options import COMPUTED_PRECISION, log_recorded
 from ..shape_options import input_formats
 
-log = logging.getLogger("ge.atc")
+log = Logger("ge.atc")
 IMPL = ("high_precision", "high_performance")
 
 

@@ -18,14 +18,14 @@ The inferred input shapes are left on the subgraph's input Values: the builder c
 from __future__ import annotations
 
 import copy
-import logging
 
 import numpy as np
 
+from ..model.log import Logger
 from ..model.errors import GraphError, ShapeError, UnsupportedOpError
 from ..model.ir import DTYPES, Graph, Node
 
-log = logging.getLogger("ge.compile")
+log = Logger("ge.compile")
 
 CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")  # the ops whose subgraphs ge compiles and runs
 #: other domains' ops with subgraphs ge compiles and runs (FlexAttention's score and probability modifiers)

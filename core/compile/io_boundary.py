@@ -12,15 +12,14 @@ boundary is ordinary ONNX ops (Cast, Transpose, Reshape, Gather, Concat), compil
 """
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
+from ..model.log import Logger
 from ..model.errors import GeError
 from ..model.ir import Graph, Node, Value
 from ..model.ir import dtype_to_onnx
 
-log = logging.getLogger("ge.atc")
+log = Logger("ge.atc")
 
 #: ATC's spellings of --output_type dtypes
 ATC_DTYPES = {"FP32": np.float32, "FP16": np.float16, "UINT8": np.uint8, "INT8": np.int8, "INT16": np.int16,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import sys
+import types
 
 import numpy as np
 
@@ -52,7 +53,43 @@ def _upb() -> bool:
     return api_implementation.Type() == "upb"
 
 
-_pb = _onnx_module("onnx_ml_pb2", "ge.core.model._onnx_ml_pb2")
+_PRIVATE_PB2 = "ge.core.model._onnx_ml_pb2"
+
+
+def _upb_messages():
+    """onnx_ml_pb2's messages made by upb from the file descriptor the module holds, without running
+    the module: its imports (descriptor_pool, symbol_database, builder) load protobuf's pure-Python
+    implementation (python_message, text_format, decoder, encoder ...), which upb never uses: ~30 M
+    instructions of `ge atc` with bytecode cached. The classes are what the module's builder makes
+    (upb's message class of each type, the one onnx.ModelProto & co. are if onnx is imported later);
+    the module they are registered as holds them only. None where protobuf is not upb, onnx is
+    imported already or its module is not laid out as protoc writes it (then the module runs)."""
+    if "onnx" in sys.modules or not _upb():
+        return None
+    spec = importlib.util.find_spec("onnx")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = importlib.machinery.PathFinder.find_spec("onnx.onnx_ml_pb2", list(spec.submodule_search_locations))
+    if found is None or not isinstance(found.loader, importlib.machinery.SourceFileLoader):
+        return None
+    code = found.loader.get_code(found.name)  # its cached bytecode (or the source, compiled): not run
+    serialized = max((c for c in code.co_consts if type(c) is bytes), key=len, default=b"")
+    from google._upb import _message
+    from google.protobuf.message import Message
+    try:
+        file = _message.default_pool.AddSerializedFile(serialized)
+    except Exception:  # not a file descriptor: a module laid out otherwise
+        return None
+    if file.name != "onnx/onnx-ml.proto":
+        return None
+    module = types.ModuleType(_PRIVATE_PB2)
+    for name, message in file.message_types_by_name.items():
+        setattr(module, name, _message.MessageMeta(name, (Message,), {"DESCRIPTOR": message, "__module__": _PRIVATE_PB2}))
+    sys.modules[_PRIVATE_PB2] = module  # (where pickle looks the classes up)
+    return module
+
+
+_pb = _upb_messages() or _onnx_module("onnx_ml_pb2", _PRIVATE_PB2)
 _C = _onnx_module("onnx_cpp2py_export")
 
 ModelProto, GraphProto, NodeProto, TensorProto = _pb.ModelProto, _pb.GraphProto, _pb.NodeProto, _pb.TensorProto
@@ -157,6 +194,13 @@ _TYPED = {TensorProto.FLOAT: ("float_data", np.float32), TensorProto.DOUBLE: ("d
           TensorProto.UINT32: ("uint64_data", np.uint64), TensorProto.UINT64: ("uint64_data", np.uint64)}
 
 
+def dims_of(t: TensorProto) -> list[int]:
+    """t.dims as a list. Iterating a repeated field of upb's ends in an IndexError raised and formatted
+    in C (~2 us: math.prod(t.dims), reshape(t.dims), each of a model's hundreds of initializers, several
+    times); its slice is one call."""
+    return t.dims[:]
+
+
 def to_array(t: TensorProto) -> np.ndarray:
     """onnx.numpy_helper.to_array(t): the plain types here, the rest (strings, bit patterns, packed
     and 8-bit floats, external data, segments, a big-endian host) by onnx's own."""
@@ -165,11 +209,11 @@ def to_array(t: TensorProto) -> np.ndarray:
             or t.data_location == TensorProto.EXTERNAL):
         return _full_onnx().numpy_helper.to_array(t)
     if t.HasField("raw_data"):
-        return np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims)
+        return np.frombuffer(t.raw_data, dtype=dtype).reshape(dims_of(t))
     if t.data_type not in _TYPED:
         return _full_onnx().numpy_helper.to_array(t)
     field, storage = _TYPED[t.data_type]
-    return np.asarray(getattr(t, field), dtype=storage).astype(dtype).reshape(t.dims)
+    return np.asarray(getattr(t, field), dtype=storage).astype(dtype).reshape(dims_of(t))
 
 
 def _full_onnx():

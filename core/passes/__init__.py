@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import logging
 import time
 
+from ..model.log import Logger
 from ..model.errors import ShapeError
 from ..model.ir import Graph
 from .attribute_defaults import complete_attributes
@@ -39,7 +39,7 @@ __all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS",
            "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
 
-log = logging.getLogger("ge.passes")
+log = Logger("ge.passes")
 
 #: (report key, pass) in the order optimize() runs them
 PIPELINE = [

@@ -13,11 +13,10 @@ model is left as it is.
 """
 from __future__ import annotations
 
-import logging
-
+from ..model.log import Logger
 from ..model.ir import Graph
 
-log = logging.getLogger("ge.passes")
+log = Logger("ge.passes")
 
 HIGH_PRECISION, HIGH_PERFORMANCE = "high_precision", "high_performance"
 GELU_DOMAINS = ("", "ge")

@@ -32,7 +32,6 @@ model as it was). `load_onnx` is both. What happens, in order, and why:
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import mmap
 import os
@@ -41,10 +40,11 @@ import sys
 
 import numpy as np
 
+from ...core.model.log import Logger
 from ...core.model.errors import FormatError, GraphError, ShapeError
 from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
 from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
-                                      TensorProto, TypeProto, ValueInfoProto, check_model, infer_shapes,
+                                      TensorProto, TypeProto, ValueInfoProto, check_model, dims_of, infer_shapes,
                                       make_tensor_value_info, onnx_opset_version, to_array)
 from ...core.model.record import record
 from .wire import strip_raw_data
@@ -53,7 +53,7 @@ from .wire import strip_raw_data
 #: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
 #: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
 #: node without one fails the compile (core/atc/conversion.py). Opsets 1..6 are lifted to 7 on load.
-log = logging.getLogger("ge.atc")
+log = Logger("ge.atc")
 MIN_OPSET, MAX_OPSET = 7, onnx_opset_version()
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
@@ -214,11 +214,11 @@ def _invalid_text(msg):
     for fd, value in msg.ListFields():
         kind, repeated = _field_kind(fd)
         if kind == fd.TYPE_STRING:
-            for i, v in enumerate(value if repeated else (value,)):
+            for i, v in enumerate(value[:] if repeated else (value,)):  # (a slice: onnx_proto.dims_of says why)
                 if type(v) is bytes:
                     return [fd.name + (f"[{i}]" if repeated else "")], v
         elif kind == fd.TYPE_MESSAGE:
-            for i, m in enumerate(value if repeated else (value,)):
+            for i, m in enumerate(value[:] if repeated else (value,)):
                 found = _invalid_text(m)
                 if found is not None:
                     step = fd.name + (f"[{i}]" if repeated else "")
@@ -292,11 +292,11 @@ def _detach_weights(model: ModelProto, raw: dict) -> dict[int, np.ndarray]:
     for i, t in enumerate(model.graph.initializer):
         if eligible and (inputs is None or t.name in inputs) and _plain_raw(t):
             data = raw[i] if i in raw else t.raw_data
-            numel = math.prod(t.dims)
+            numel = math.prod(dims_of(t))
             dtype = DTYPES[t.data_type]
             if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
                 a = np.frombuffer(data, dtype)
-                detached[i] = a.reshape(tuple(t.dims))
+                detached[i] = a.reshape(dims_of(t))
                 t.ClearField("raw_data")
                 continue
         if i in raw:
@@ -313,7 +313,7 @@ def _initializer_arrays(model: ModelProto, path: str, detached: dict[int, np.nda
         a = detached.get(i)
         if a is None:
             a = _tensor_to_array(t, f"{path}: initializer")
-            if math.prod(t.dims) > _INFER_CONST_LIMIT:
+            if math.prod(dims_of(t)) > _INFER_CONST_LIMIT:
                 t.ClearField("raw_data")
         arrays[t.name] = a
     for s in model.graph.sparse_initializer:
@@ -327,7 +327,7 @@ def _plain_raw(t: TensorProto) -> bool:
     """Raw data (if any) and no other data field, in the file, of a type one element per itemsize."""
     return (t.data_type in _PLAIN_RAW_TYPES and t.data_location == TensorProto.DEFAULT and not t.HasField("segment")
             and not (t.float_data or t.int32_data or t.string_data or t.int64_data or t.double_data or t.uint64_data)
-            and all(d >= 0 for d in t.dims))
+            and all(d >= 0 for d in dims_of(t)))
 
 
 def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> None:
@@ -356,7 +356,7 @@ def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> N
         for i in detached:
             t = g.initializer[i]
             if t.name not in inputs:
-                g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+                g.input.append(make_tensor_value_info(t.name, t.data_type, dims_of(t)))
                 inputs.add(t.name)
         del g.initializer[:]
         g.initializer.extend(kept)
@@ -422,12 +422,12 @@ def _in_order(graph: GraphProto, defined: set) -> bool:
     order, found in one pass (the sort builds every node's reads and producers first)."""
     defined = set(defined)
     for node in graph.node:
-        if not defined.issuperset(node.input):
+        if not defined.issuperset(node.input[:]):  # (a slice of a repeated field: onnx_proto.dims_of says why)
             return False
-        for a in node.attribute:
-            if a.HasField("g") or a.graphs:
+        for a in node.attribute[:]:
+            if _holds(a, AttributeProto.GRAPH) or _holds(a, AttributeProto.GRAPHS):
                 return False
-        defined.update(node.output)
+        defined.update(node.output[:])
     return True
 
 
@@ -441,10 +441,27 @@ def _node_reads(node: NodeProto):
 
 
 def _subgraphs(node: NodeProto):
-    for a in node.attribute:
-        if a.HasField("g"):
+    for a in node.attribute[:]:
+        if _holds(a, AttributeProto.GRAPH):
             yield a.g
-        yield from a.graphs
+        if _holds(a, AttributeProto.GRAPHS):
+            yield from a.graphs
+
+
+#: the field of each attribute type whose value is a message or a list of them
+_MESSAGE_FIELDS = {AttributeProto.GRAPH: "g", AttributeProto.GRAPHS: "graphs", AttributeProto.TENSOR: "t",
+                   AttributeProto.TENSORS: "tensors", AttributeProto.SPARSE_TENSOR: "sparse_tensor"}
+
+
+def _holds(a: AttributeProto, kind: int) -> bool:
+    """Whether attribute `a` holds a value of type `kind` (GRAPH, TENSORS ...), told by its type: asking
+    the field makes a wrapper of it (an empty list costs as much as 36 type tests). An attribute without
+    a type is asked; one whose value is of another type than its own the checker refuses, after the
+    steps that look into attributes (external data, the sort, the domains) have passed it by."""
+    if a.type:
+        return a.type == kind
+    field = _MESSAGE_FIELDS[kind]
+    return bool(getattr(a, field)) if kind in (AttributeProto.GRAPHS, AttributeProto.TENSORS) else a.HasField(field)
 
 
 def _upgrade(model: ModelProto, path: str, version: int) -> tuple[ModelProto, dict[str, int]]:
@@ -477,18 +494,17 @@ def _all_tensors(model: ModelProto):
         for s in g.sparse_initializer:
             yield s.values
             yield s.indices
-        for n in g.node:
-            for a in n.attribute:
-                if a.HasField("t"):
+        for n in g.node[:]:
+            for a in n.attribute[:]:
+                if _holds(a, AttributeProto.TENSOR):
                     yield a.t
-                yield from a.tensors
-                if a.HasField("sparse_tensor"):
+                if _holds(a, AttributeProto.TENSORS):
+                    yield from a.tensors
+                if _holds(a, AttributeProto.SPARSE_TENSOR):
                     yield a.sparse_tensor.values
                     yield a.sparse_tensor.indices
-                if a.HasField("g"):
-                    yield from of_graph(a.g)
-                for sub in a.graphs:
-                    yield from of_graph(sub)
+            for sub in _subgraphs(n):
+                yield from of_graph(sub)
     yield from of_graph(model.graph)
 
 
@@ -563,13 +579,15 @@ def _load_external_data(model: ModelProto, path: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 def _dims(vi: ValueInfoProto):
     """Dims of a ValueInfo: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
-    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+    tp = vi.type
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
         return None
     out = []
-    for d in vi.type.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
-            out.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
+    for d in tp.tensor_type.shape.dim[:]:
+        which = d.WhichOneof("value")  # (dim_value and dim_param are a oneof: one call, not two HasField)
+        if which == "dim_value":
+            out.append(d.dim_value)
+        elif which == "dim_param" and d.dim_param:
             out.append(d.dim_param)
         else:
             out.append(None)
@@ -686,8 +704,9 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
     g.node.extend(src.node)
     g.input.extend(inputs)
     for t in src.initializer:
-        if math.prod(t.dims) > _INFER_CONST_LIMIT:
-            g.input.append(make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        dims = dims_of(t)
+        if math.prod(dims) > _INFER_CONST_LIMIT:
+            g.input.append(make_tensor_value_info(t.name, t.data_type, dims))
         else:
             g.initializer.append(t)
     g.sparse_initializer.extend(src.sparse_initializer)
@@ -706,7 +725,7 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
         except Exception:
             return {}
     found = {}
-    for vi in list(out.graph.value_info) + list(out.graph.output):
+    for vi in out.graph.value_info[:] + out.graph.output[:]:  # (slices: onnx_proto.dims_of says why)
         if vi.type.HasField("tensor_type"):
             found[vi.name] = (vi.type.tensor_type.elem_type, _dims(vi))
         elif vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
@@ -722,8 +741,8 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
 
 
 def _subgraph_protos(g: GraphProto):
-    for n in g.node:
-        for a in n.attribute:
+    for n in g.node[:]:
+        for a in n.attribute[:]:
             if a.type == AttributeProto.GRAPH:
                 yield a.g
                 yield from _subgraph_protos(a.g)
@@ -763,21 +782,21 @@ def _sparse_to_array(s: SparseTensorProto, where: str) -> np.ndarray:
 
 def _attr_value(a: AttributeProto, node_desc: str):
     t = a.type
-    where = f"{node_desc} attribute '{a.name}'"
     if t == AttributeProto.FLOAT:
         return float(a.f)
     if t == AttributeProto.INT:
         return int(a.i)
     if t == AttributeProto.STRING:
         return a.s.decode("utf-8", errors="replace")
+    if t == AttributeProto.INTS:
+        return a.ints[:]  # (a list of ints: a slice, onnx_proto.dims_of says why)
+    if t == AttributeProto.FLOATS:
+        return a.floats[:]
+    where = f"{node_desc} attribute '{a.name}'"
     if t == AttributeProto.TENSOR:
         return _tensor_to_array(a.t, where)
     if t == AttributeProto.SPARSE_TENSOR:
         return _sparse_to_array(a.sparse_tensor, where)
-    if t == AttributeProto.FLOATS:
-        return [float(x) for x in a.floats]
-    if t == AttributeProto.INTS:
-        return [int(x) for x in a.ints]
     if t == AttributeProto.STRINGS:
         return [s.decode("utf-8", errors="replace") for s in a.strings]
     if t == AttributeProto.TENSORS:
@@ -816,13 +835,13 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) ->
     scope = _Scope(path, graph.opset, None, graph.initializers, set(graph.values) | _produced(src), inferred)
     for n, name in zip(src.node, _node_names(src)):
         graph.nodes.append(_node(n, name, scope))
-        for o in n.output:
+        for o in graph.nodes[-1].outputs:
             if o and o not in graph.values:
                 elem, dims = inferred.get(o, (None, None))
                 graph.values[o] = _value(o, elem, dims, "tensor", inferred.get(_KIND + o, "tensor"))
 
     # the model's declared value infos fill what inference left unknown (dtype only when shapes moved)
-    for vi in list(src.value_info) + list(src.output):
+    for vi in src.value_info[:] + src.output[:]:
         v = graph.values.get(vi.name)
         if v is not None and vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
             v.kind, elem, _ = _type_of(vi.type, f"{path}: value '{vi.name}'")
@@ -856,7 +875,7 @@ class _Scope:
 
 
 def _produced(g: GraphProto) -> set:
-    return {o for n in g.node for o in n.output if o}
+    return {o for n in g.node[:] for o in n.output[:] if o}
 
 
 def _node_names(g: GraphProto) -> list[str]:
@@ -882,12 +901,12 @@ def _node(n: NodeProto, name: str, scope: _Scope) -> Node:
     domain = "" if n.domain in ("", "ai.onnx") else n.domain
     desc = f"node '{name}' ({n.op_type})"
     attrs, bodies = {}, {}
-    for a in n.attribute:
+    for a in n.attribute[:]:
         if a.type == AttributeProto.GRAPH:
             bodies[a.name] = _subgraph(a.g, f"{desc} attribute '{a.name}'", scope)
         else:
             attrs[a.name] = _attr_value(a, desc)
-    inputs = list(n.input)
+    inputs = n.input[:]
     captured: list[str] = []
     for _, reads in bodies.values():
         captured.extend(r for r in reads if r not in captured)
@@ -898,7 +917,7 @@ def _node(n: NodeProto, name: str, scope: _Scope) -> Node:
             body.value(r)
         body.captures = len(captured)
         attrs[key] = body
-    return Node(n.op_type, inputs + captured, list(n.output), attrs, name, domain)
+    return Node(n.op_type, inputs + captured, n.output[:], attrs, name, domain)
 
 
 def _subgraph(g: GraphProto, where: str, outer: _Scope) -> tuple[Graph, list[str]]:

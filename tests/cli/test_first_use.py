@@ -423,6 +423,8 @@ def test_atc_imports_no_runtime(tmp_path):
     assert not {m for m in mods if m.split(".")[0] == "rich"}  # its lines are plain: no table, no rich
     # onnx's messages and C++ checks, not its package (core/model/onnx_proto.py)
     assert "onnx" not in mods and "onnx.onnx_cpp2py_export" in mods
+    # upb's messages only, not protobuf's pure-Python implementation; no logging (nothing logged)
+    assert not {"google.protobuf.descriptor_pool", "google.protobuf.text_format", "logging", "traceback"} & mods
     assert not mods & NOT_FOR_NUMPY_TYPES, sorted(mods & NOT_FOR_NUMPY_TYPES)
 
 
