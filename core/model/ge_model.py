@@ -50,7 +50,10 @@ class TensorDesc:
 
     @property
     def meta(self) -> Meta:
-        return Meta(np.dtype(self.dtype), tuple(self.shape))
+        dtype = _DTYPES.get(self.dtype)
+        if dtype is None:  # (np.dtype of a name is ~1 us: a load asks for a few thousand)
+            dtype = _DTYPES[self.dtype] = np.dtype(self.dtype)
+        return Meta(dtype, tuple(self.shape))
 
     @property
     def nbytes(self) -> int:
@@ -72,6 +75,9 @@ class TensorPlan:
     alias_of: str = ""
 
 
+_DTYPES: dict = {}  # dtype name -> np.dtype, for Arg.meta
+
+
 @record
 class Arg:
     """A task argument: a tensor at (allocation, offset), seen with a dtype and shape."""
@@ -82,7 +88,10 @@ class Arg:
 
     @property
     def meta(self) -> Meta:
-        return Meta(np.dtype(self.dtype), tuple(self.shape))
+        dtype = _DTYPES.get(self.dtype)
+        if dtype is None:  # (np.dtype of a name is ~1 us: a load asks for a few thousand)
+            dtype = _DTYPES[self.dtype] = np.dtype(self.dtype)
+        return Meta(dtype, tuple(self.shape))
 
 
 @record

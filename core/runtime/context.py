@@ -65,7 +65,7 @@ class SunkTask:
             return self
         self.key = key
         p = self.plan
-        views = [device.view(int(addr), m.dtype, m.shape) for addr, m in zip(addrs, p.metas)]
+        views = device.views(addrs.tolist(), p.metas)
         if p.workspace:
             self.ws = views.pop()
         if self.own_ws is not None:

@@ -145,6 +145,18 @@ class Device:
         nbytes = math.prod(shape) * dtype.itemsize  # (np.prod costs microseconds: this runs per tensor per run)
         return self.bytes_at(addr, nbytes).view(dtype).reshape(shape)
 
+    def views(self, addrs: list, metas) -> list:
+        """view() of each address with its Meta (a task's arguments): a block found once for the
+        addresses that follow in it (a task's feature maps, its weights), not a lookup each."""
+        views, b, end = [], None, 0
+        for addr, m in zip(addrs, metas):
+            nbytes = m.nbytes
+            if b is None or not b.addr <= addr or addr + nbytes > end:
+                b = self.block(addr, nbytes)[0]
+                end = b.addr + b.nbytes
+            views.append(b.data[addr - b.addr:addr - b.addr + nbytes].view(m.dtype).reshape(m.shape))
+        return views
+
     # -- copies (counted) ------------------------------------------------------------------------
     def memcpy_h2d(self, dst: int, src: np.ndarray, kind: str = "h2d") -> None:
         """Copy host bytes to device memory; `kind` names the counter ("args" for args-table updates)."""

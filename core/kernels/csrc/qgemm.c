@@ -65,17 +65,38 @@ int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N) { return ((N + QNR - 1) / QN
 /* 4 bytes stored as one word: a panel's group of k (a quad of bytes, a pair of int16) */
 typedef uint32_t __attribute__((may_alias, aligned(1))) word32;
 
+/* A whole panel's quad of k: the 4 rows' QNR weights (flipped by fl) interleaved into d[j][4], their
+   sums added to s[j]; a constant count on unaliased pointers, so that it vectorizes (a column's 4 bytes
+   shifted into a word were 4 instructions a weight, most of BERT-small int8's packing) */
+static inline __attribute__((always_inline)) void pack_quads(const int8_t *restrict a, const int8_t *restrict b,
+                                                             const int8_t *restrict c, const int8_t *restrict e,
+                                                             int8_t fl, int8_t *restrict d, int32_t *restrict s) {
+    for (int j = 0; j < QNR; j++) {
+        d[4 * j] = a[j] ^ fl;
+        d[4 * j + 1] = b[j] ^ fl;
+        d[4 * j + 2] = c[j] ^ fl;
+        d[4 * j + 3] = e[j] ^ fl;
+    }
+    for (int j = 0; j < QNR; j++) s[j] += (int8_t)(a[j] ^ fl) + (int8_t)(b[j] ^ fl) + (int8_t)(c[j] ^ fl) + (int8_t)(e[j] ^ fl);
+}
+
 /* W (K, N) int8 or uint8 (flip: w - 128) at w[k * ldw + n] into panels of groups of g values of k
    (panel[k / g][j][g]: quads as bytes, g 4, or pairs as int16, g 2; zeros past K); sums[n] = sum_k
    of the packed values. A panel holds 4 quads(K) QNR values either way. A group of g rows of W at a
    time, each column's g values stored as one word (vectorized; a column at a time, read a row's
    stride apart with a division per weight, was 15-20 instructions a weight: most of BERT-small
-   int8's load). */
+   int8's load). Only what no group writes is zeroed (a short panel's columns, each panel's k past
+   K's whole groups): a memset of all the panels was a fifth of the packing's instructions. */
 static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip, int g, void *bp,
                         int32_t *sums) {
     int64_t panel = quads(K) * QNR * 4, panels = (N + QNR - 1) / QNR, esize = g == 2 ? 2 : 1;
+    int64_t whole = K / g * QNR * g;  /* a panel's values in K's whole groups */
     int8_t fl = (int8_t)(flip ? 0x80 : 0);  /* (uint8_t)w - 128 is w with its sign bit flipped */
-    memset(bp, 0, panels * panel * esize);
+    for (int64_t p = 0; p < panels && whole < panel; p++)
+        memset((int8_t *)bp + (p * panel + whole) * esize, 0, (panel - whole) * esize);
+    if (N % QNR)  /* the short last panel's missing columns, in each group of k */
+        for (int64_t at = (panels - 1) * panel; at < panels * panel; at += QNR * g)
+            memset((int8_t *)bp + (at + N % QNR * g) * esize, 0, (QNR - N % QNR) * g * esize);
     memset(sums, 0, N * sizeof(int32_t));
     for (int64_t k0 = 0; k0 < K; k0 += g) {
         const int8_t *r[4];
@@ -84,7 +105,9 @@ static void pack_groups(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int 
         for (int64_t n0 = 0, p = 0; n0 < N; n0 += QNR, p++) {
             int64_t nc = N - n0 < QNR ? N - n0 : QNR;
             int8_t *d = (int8_t *)bp + (p * panel + (k0 / g) * QNR * g) * esize;
-            if (rows == 4) {
+            if (rows == 4 && nc == QNR) {
+                pack_quads(r[0] + n0, r[1] + n0, r[2] + n0, r[3] + n0, fl, d, sums + n0);
+            } else if (rows == 4) {
                 for (int64_t j = 0; j < nc; j++) {
                     int8_t a = r[0][n0 + j] ^ fl, b = r[1][n0 + j] ^ fl, c = r[2][n0 + j] ^ fl, e = r[3][n0 + j] ^ fl;
                     *(word32 *)(d + 4 * j) = (uint32_t)(uint8_t)a | (uint32_t)(uint8_t)b << 8 |
@@ -200,6 +223,19 @@ static int split_rows(const int8_t *w, int64_t si, int64_t N, int64_t K, int8_t 
     return 0;
 }
 
+/* Whether some byte of p[0 .. n - 1] is not zero, 8 at a time (a byte at a time, widened to int, was 30
+   instructions a group of 16: a third of BERT-small int8's split) */
+static inline int any_byte(const int8_t *p, int64_t n) {
+    uint64_t acc = 0, word;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        memcpy(&word, p + j, 8);
+        acc |= word;
+    }
+    for (; j < n; j++) acc |= (uint8_t)p[j];
+    return acc != 0;
+}
+
 /* ge_qgemm_split's weights a pair of k at a time, every weight index inside (the product's panels:
    weight indices contiguous, the loop vectorizes); -1: no memory */
 static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int8_t fl, int64_t width,
@@ -214,9 +250,7 @@ static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, in
         else split_pair(a8, b8, si, ma, mb, mi, fl, N, ex, sums);
         for (int64_t g = 0; g < groups; g++) {  /* the groups with a rest in this pair: their quad's bytes */
             int64_t i0 = g * width, n = N - i0 < width ? N - i0 : width;
-            int any = 0;
-            for (int64_t j = 0; j < n; j++) any |= ex[i0 + j];
-            if (!any) continue;
+            if (!any_byte(ex + i0, n)) continue;
             int8_t *block = fix_b + (g * q4 + k / 4) * bytes + (k + 1) % 4;
             for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
             used[g * q4 + k / 4] = 1;
@@ -722,19 +756,32 @@ static void sort_quads(const int32_t *key, int32_t n, int32_t *order, int32_t *t
     for (int32_t i = 0; i < n; i++) order[at[2][key[tmp[i]] >> 16]++] = tmp[i];
 }
 
+/* The first unplaced position at or after i (ge_qgemm_twin's search): next[i] == i when unplaced, else a
+   later position; paths halved as they are walked */
+static inline int64_t unplaced(int32_t *next, int64_t i) {
+    while (next[i] != i) {
+        next[i] = next[next[i]];
+        i = next[i];
+    }
+    return i;
+}
+
 /* Prepacked panels bp (ge_qgemm_pack's, K a multiple of 4, every pair of k fitting int16) regrouped so that
    the AVX2 tile adds the vpmaddubsw sums of two quads in int16 before its vpmaddwd (3 multiplies for two
    quads instead of 4): each panel's quads in twins that fit together (twins_fit), a quad without one
    twinned with zero weights. Per panel, the quads with the largest bounds first, each taking the first
    free quad from the smallest that fits (BERT's weights: under 1% alone); the twins in order of K.
-   Writes the 64-byte slots into out (room for 2 quads(K) a panel), start[p] (panels + 1 entries) and
-   quad[s] (the activation's quad slot s multiplies); returns the slots, or -1 (K not a multiple of 4, no
-   memory, or a build without the twinned tile). */
-int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64_t *start, int32_t *quad) {
+   Writes start[p] (panels + 1 entries: panel p's 64-byte slots start[p] .. start[p + 1] - 1, at most
+   2 quads(K) a panel) and quad[s] (the activation's quad slot s multiplies; a quad alone fills both
+   slots of its twin); returns the slots, or -1 (K not a multiple of 4, no memory, or a build without
+   the twinned tile). ge_qgemm_twin_fill then writes the slots: the caller sizes them in between. */
+int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int64_t *start, int32_t *quad) {
     int64_t q4 = quads(K), panels = (N + QNR - 1) / QNR, qb = QNR * 4, slots = 0;
     int16_t *bound = malloc(q4 * 4 * QNR * sizeof(int16_t));
-    int32_t *key = malloc(q4 * 4 * sizeof(int32_t)), *order = key + q4, *tmp = order + q4;
+    int32_t *key = malloc((q4 * 5 + 1) * sizeof(int32_t)), *order = key + q4, *tmp = order + q4;
     int32_t *mate = tmp + q4;  /* a quad's twin (itself: alone), -1 not yet placed */
+    int32_t *next = mate + q4;  /* by position in order: unplaced() (placed ones skipped in one step, not
+                                   one at a time: that walk was half of BERT-small int8's pairing) */
     if (K % 4 || !bound || !key) slots = -1;
     for (int64_t p = 0; p < panels && slots >= 0; p++) {
         const int8_t *panel = bp + p * q4 * qb;
@@ -743,18 +790,18 @@ int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64
             key[q] = quad_bounds(panel + q * qb, bound + q * 4 * QNR);
             mate[q] = -1;
         }
+        for (int64_t i = 0; i <= q4; i++) next[i] = (int32_t)i;
         sort_quads(key, (int32_t)q4, order, tmp);
-        int64_t low = 0;  /* order[0 .. low - 1] all placed: the search starts past them (large K: not Q^2 steps) */
-        for (int64_t h = q4 - 1; h >= 0; h--) {
+        for (int64_t h = q4 - 1; h >= 0; h--) {  /* (positions past h are never searched again) */
             int32_t q = order[h];
             if (mate[q] >= 0) continue;
             mate[q] = q;
-            while (low < h && mate[order[low]] >= 0) low++;
-            for (int64_t e = low; e < h; e++) {
+            for (int64_t e = unplaced(next, 0); e < h; e = unplaced(next, e + 1)) {
                 int32_t c = order[e];
-                if (mate[c] < 0 && twins_fit(bound + q * 4 * QNR, bound + c * 4 * QNR)) {
+                if (twins_fit(bound + q * 4 * QNR, bound + c * 4 * QNR)) {
                     mate[q] = c;
                     mate[c] = q;
+                    next[e] = (int32_t)(e + 1);
                     break;
                 }
             }
@@ -762,10 +809,7 @@ int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64
         for (int32_t q = 0; q < q4; q++) {
             int32_t c = mate[q];
             if (c < q) continue;  /* placed with its twin */
-            memcpy(out + slots * qb, panel + q * qb, qb);
             quad[slots++] = q;
-            if (c == q) memset(out + slots * qb, 0, qb);
-            else memcpy(out + slots * qb, panel + c * qb, qb);
             quad[slots++] = c;
         }
     }
@@ -775,11 +819,24 @@ int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64
     return slots;
 }
 #else
-int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int8_t *out, int64_t *start, int32_t *quad) {
-    (void)bp, (void)K, (void)N, (void)out, (void)start, (void)quad;
+int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int64_t *start, int32_t *quad) {
+    (void)bp, (void)K, (void)N, (void)start, (void)quad;
     return -1;
 }
 #endif
+
+/* ge_qgemm_twin's slots of panels bp written into out (start[panels] slots of 64 bytes): slot s of panel p
+   the quad quad[s] of panel p, the second slot of a quad alone (quad[s + 1] == quad[s]) zeros */
+void ge_qgemm_twin_fill(const int8_t *bp, int64_t K, int64_t N, const int64_t *start, const int32_t *quad,
+                        int8_t *out) {
+    int64_t q4 = quads(K), panels = (N + QNR - 1) / QNR, qb = QNR * 4;
+    for (int64_t p = 0; p < panels; p++)
+        for (int64_t s = start[p]; s + 1 < start[p + 1]; s += 2) {
+            memcpy(out + s * qb, bp + (p * q4 + quad[s]) * qb, qb);
+            if (quad[s + 1] == quad[s]) memset(out + (s + 1) * qb, 0, qb);
+            else memcpy(out + (s + 1) * qb, bp + (p * q4 + quad[s + 1]) * qb, qb);
+        }
+}
 
 #if HAVE_PAIRS
 /* a gathered panel of u8 quads (panel[q][j][4]) as int16 pairs (panel[2q + h][j][2] = bytes 2h, 2h + 1),

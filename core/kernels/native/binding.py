@@ -494,13 +494,12 @@ class Native:
         if not self.qgemm_has_twins or k % 4:
             return None
         panels, nr = -(-n // self.qgemm_nr), self.qgemm_nr
-        room = np.empty(2 * self.lib.ge_qgemm_packed_bytes(k, n), np.int8)
         start, quad = np.empty(panels + 1, np.int64), np.empty(2 * panels * (k // 4), np.int32)
-        slots = self.lib.ge_qgemm_twin(bp.ctypes.data, k, n, room.ctypes.data, start.ctypes.data, quad.ctypes.data)
+        slots = self.lib.ge_qgemm_twin(bp.ctypes.data, k, n, start.ctypes.data, quad.ctypes.data)
         if slots < 0:
             return None
-        out = aligned_empty(slots * nr * 4, np.int8)
-        out[:] = room[:slots * nr * 4]
+        out = aligned_empty(slots * nr * 4, np.int8)  # (sized by the pairing: no room for the worst case, no copy)
+        self.lib.ge_qgemm_twin_fill(bp.ctypes.data, k, n, start.ctypes.data, quad.ctypes.data, out.ctypes.data)
         return out, start, quad[:slots].copy()
 
     @property
