@@ -128,6 +128,10 @@ class Graph:
         self.nodes = [self.nodes[i] for i in order]
 
 
+#: the types of attribute list elements a shallow copy of the list copies deeply
+_IMMUTABLE = frozenset((int, float, str, bytes, bool))
+
+
 def _copy_node(node: Node) -> Node:
     """A node whose attributes a pass may change without touching `node`'s: subgraphs copied as
     graphs, lists and arrays (a Constant's value) copied, scalars and strings shared."""
@@ -135,8 +139,10 @@ def _copy_node(node: Node) -> Node:
     for k, v in node.attrs.items():
         if isinstance(v, Graph):
             v = v.copy()
+        elif isinstance(v, list) and all(type(x) in _IMMUTABLE for x in v):
+            v = list(v)  # (ints, floats, strings: copy.deepcopy's walk of them was most of a copy)
         elif isinstance(v, (list, np.ndarray)):
-            import copy  # (here: a static model's compile copies no node)
+            import copy  # (here: a list of lists, an array; a Constant's value)
             v = copy.deepcopy(v)
         attrs[k] = v
     return Node(node.op_type, list(node.inputs), list(node.outputs), attrs, node.name, node.domain)
