@@ -7,6 +7,7 @@ the lowest offset where it fits beside the already placed buffers whose lifetime
 """
 from __future__ import annotations
 
+from bisect import insort
 from typing import Sequence
 
 import numpy as np
@@ -57,6 +58,57 @@ def plan_arena(buffers: Sequence[Buffer], alignment: int = ALIGNMENT, conflicts:
     buffer is placed against all those placed before it at once.
     `reuse=False` (ATC's --disable_reuse_memory=1) gives every buffer bytes of its own: a wrong
     result that goes away then points at a memory plan or a kernel writing past its output."""
+    sizes = [align(b.nbytes, alignment) for b in buffers]
+    # largest first; ties by earlier start, then name, so the plan is deterministic
+    order = sorted(range(len(buffers)), key=lambda i: (-buffers[i].nbytes, buffers[i].first, buffers[i].name))
+    place = _place_few if len(buffers) <= FEW_BUFFERS else _place_many
+    starts = place(buffers, sizes, order, conflicts, reuse)
+    offsets = {buffers[i].name: starts[i] for i in order}
+    total = max((start + size for start, size in zip(starts, sizes)), default=0)
+    return ArenaPlan(offsets, total, lower_bound(buffers, alignment))
+
+
+#: up to this many buffers the placement walks the placed ones in Python, in order of their offsets, with
+#: a row of flags of each buffer's conflicts: numpy's ten calls a buffer cost more than that walk for a
+#: CNN's few hundred buffers; past it a numpy row at a time (no buffers x buffers matrix)
+FEW_BUFFERS = 512
+
+
+def _place_few(buffers: Sequence[Buffer], sizes: list[int], order: list[int], conflicts: np.ndarray | None,
+               reuse: bool) -> list[int]:
+    n = len(buffers)
+    rows = _rows(buffers, conflicts) if reuse else [b"\x01" * n] * n
+    starts = [0] * n
+    placed: list[tuple[int, int, int]] = []  # (start, end, buffer), sorted: lowest_fit's walk of them in order
+    for i in order:
+        row, size = rows[i], sizes[i]
+        best, best_gap, cursor = None, None, 0
+        for off, stop, j in placed:
+            if row[j]:
+                gap = off - cursor
+                if gap >= size and (best_gap is None or gap < best_gap):
+                    best, best_gap = cursor, gap
+                if stop > cursor:  # (not max(): a call per neighbour, the walk's most)
+                    cursor = stop
+        starts[i] = cursor if best is None else best
+        insort(placed, (starts[i], starts[i] + size, i))
+    return starts
+
+
+def _rows(buffers: Sequence[Buffer], conflicts: np.ndarray | None) -> list[bytes]:
+    """Each buffer's conflicts (plan_arena's) as bytes, 1 at the buffers it conflicts with."""
+    n = len(buffers)
+    if conflicts is None:
+        first = np.array([b.first for b in buffers], np.int64)
+        last = np.array([b.last for b in buffers], np.int64)
+        flags = ((first[:, None] <= last[None, :]) & (first[None, :] <= last[:, None])).tobytes()
+    else:
+        flags = np.unpackbits(conflicts, axis=1, count=n).tobytes()
+    return [flags[i * n:(i + 1) * n] for i in range(n)]
+
+
+def _place_many(buffers: Sequence[Buffer], sizes: list[int], order: list[int], conflicts: np.ndarray | None,
+                reuse: bool) -> list[int]:
     first = np.array([b.first for b in buffers], np.int64)
     last = np.array([b.last for b in buffers], np.int64)
 
@@ -68,16 +120,13 @@ def plan_arena(buffers: Sequence[Buffer], alignment: int = ALIGNMENT, conflicts:
         return np.unpackbits(conflicts[i], count=len(buffers)).view(bool)
 
     placed = np.zeros(len(buffers), bool)
-    offsets: dict[str, int] = {}
     starts = np.zeros(len(buffers), np.int64)
-    sizes = np.array([align(b.nbytes, alignment) for b in buffers], np.int64)
-    # largest first; ties by earlier start, then name, so the plan is deterministic
-    for i in sorted(range(len(buffers)), key=lambda i: (-buffers[i].nbytes, buffers[i].first, buffers[i].name)):
+    sizes = np.array(sizes, np.int64)
+    for i in order:
         near = np.flatnonzero(placed & conflicting(i))  # the placed buffers it conflicts with
-        starts[i] = offsets[buffers[i].name] = lowest_fit(starts[near], starts[near] + sizes[near], int(sizes[i]))
+        starts[i] = lowest_fit(starts[near], starts[near] + sizes[near], int(sizes[i]))
         placed[i] = True
-    total = int((starts + sizes).max(initial=0))
-    return ArenaPlan(offsets, total, lower_bound(buffers, alignment))
+    return starts.tolist()
 
 
 #: below this many placed neighbours lowest_fit walks them in Python (numpy's calls cost more there)
@@ -89,15 +138,20 @@ def lowest_fit(start: np.ndarray, end: np.ndarray, size: int) -> int:
     smallest gaps between them that fit it, else above them all. Many neighbours (a 20k-node graph's
     buffers have thousands) in numpy: a Python walk of each buffer's took seconds there."""
     if len(start) < FEW_NEIGHBOURS:
-        best, best_gap, cursor = None, None, 0
-        for off, stop in sorted(zip(start.tolist(), end.tolist())):
-            gap = off - cursor
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, stop)
-        return cursor if best is None else best
+        return _walk(list(zip(start.tolist(), end.tolist())), size)
     order = np.argsort(start, kind="stable")
     below = np.maximum.accumulate(np.concatenate(([0], end[order])))  # [k]: the top of the k lowest
     gap = start[order] - below[:-1]
     fits = np.flatnonzero(gap >= size)
     return int(below[fits[np.argmin(gap[fits])]] if len(fits) else below[-1])
+
+
+def _walk(spans: list[tuple[int, int]], size: int) -> int:
+    """lowest_fit of few neighbours' (start, end) spans, walked in Python."""
+    best, best_gap, cursor = None, None, 0
+    for off, stop in sorted(spans):
+        gap = off - cursor
+        if gap >= size and (best_gap is None or gap < best_gap):
+            best, best_gap = cursor, gap
+        cursor = max(cursor, stop)
+    return cursor if best is None else best

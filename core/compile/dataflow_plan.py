@@ -124,28 +124,39 @@ def _live_roots(roots: list, off: np.ndarray, task: np.ndarray, role: np.ndarray
     return found
 
 
-def _descendants(deps: list) -> np.ndarray:
-    """Row p: the tasks that run after task p in every schedule (its descendants through `deps`), as
-    bits packed eight to a byte as np.packbits packs them: an eighth of a boolean matrix's bytes
-    (20k tasks: 50 MB, not 400). Tasks are in a topological order, so a task's row is complete
-    before it is ORed, with its own bit, into its parents' rows."""
+def _descendants(deps: list) -> list[int]:
+    """Row p: the tasks that run after task p in every schedule (its descendants through `deps`), as a
+    Python int whose bytes (to_bytes, big-endian, _packed) are a row of bits packed as np.packbits packs
+    them: task t is bit 0x80 >> (t & 7) of byte t >> 3 (20k tasks: 50 MB, as packed numpy rows, but an
+    OR of two rows one operation, not numpy's two calls an edge). Tasks are in a topological order, so a
+    task's row is complete before it is ORed, with its own bit, into its parents' rows."""
     n = len(deps)
-    rows = np.zeros((n, (n + 7) // 8), np.uint8)
+    top = (n + 7) // 8 * 8 - 1  # task t's bit
+    rows = [0] * n
     for t in range(n - 1, -1, -1):
+        below = rows[t] | (1 << (top - t))
         for p in deps[t]:
-            rows[p] |= rows[t]
-            rows[p, t >> 3] |= 0x80 >> (t & 7)
+            rows[p] |= below
     return rows
 
 
-def _after_all(descendants: np.ndarray, touching: list) -> np.ndarray:
-    """Row a, packed as the rows of `descendants`: the tasks after every task touching buffer a (the
-    AND of their rows). Buffers x touching tasks x a packed row, where testing each pair of buffers
-    on the rows of one and the other's producer took buffers x buffers x a row."""
-    after = np.empty((len(touching), descendants.shape[1]), np.uint8)
-    for a, tasks in enumerate(touching):
-        after[a] = np.bitwise_and.reduce(descendants[tasks])
-    return after
+def _packed(rows: list[int], n: int) -> np.ndarray:
+    """Rows of bits over n tasks as Python ints (_descendants) as np.packbits' rows of bytes."""
+    width = (n + 7) // 8
+    return np.frombuffer(b"".join(r.to_bytes(width, "big") for r in rows), np.uint8).reshape(len(rows), width)
+
+
+def _after_all(descendants: list[int], touching: list) -> np.ndarray:
+    """Row a, packed as np.packbits packs rows: the tasks after every task touching buffer a (the AND of
+    their rows). Buffers x touching tasks x a row, where testing each pair of buffers on the rows of one
+    and the other's producer took buffers x buffers x a row."""
+    after = []
+    for tasks in touching:
+        row = descendants[tasks[0]]
+        for t in tasks[1:]:
+            row &= descendants[t]
+        after.append(row)
+    return _packed(after, len(descendants))
 
 
 def _conflicts(after: np.ndarray, producer: list) -> np.ndarray:

@@ -96,6 +96,11 @@ def _wide(m: Meta | None) -> Meta | None:
 
 def _narrow_dtype(cls: type[Kernel], inputs: Sequence[Meta | None]) -> np.dtype | None:
     """float16 or bfloat16 when this node's instance runs through the float32 kernel, else None."""
+    for m in inputs:  # no narrow input, as in most kernels built (Kernel.__new__ asks of each): no set of dtypes
+        if m is not None and (m.dtype == F16 or np.dtype(m.dtype).kind == "V"):
+            break
+    else:
+        return None
     dtypes = {np.dtype(m.dtype) for m in inputs if m is not None}
     key = (cls.domain, cls.op_type)
     if F16 in dtypes and (key in VIA_FLOAT32 or key in FLOAT32_ONLY or key in ARITHMETIC_VIA_FLOAT32):

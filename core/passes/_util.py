@@ -64,17 +64,18 @@ class KernelMemo:
     and the builder's numpy plan (the workspace of the loader's fallback). Nothing
     changes a kernel after construction but load() (constant folding computes with it), and no
     planned property (output metas, alias, workspace) depends on that. Attributes are compared as
-    they were when planned (a copy), arrays and subgraphs by identity (held by the key, so that no id
-    is reused while compared). One kernel a name and backend: a node's older plans, and the weights
-    they hold, go when it is planned anew."""
+    they were when planned (a copy), arrays and subgraphs by identity: constant inputs by their ids (the
+    arrays held beside the key), attributes' held by the key, so that no id is reused while compared.
+    One kernel a name and backend: a node's older plans, and the weights they hold, go when it is
+    planned anew."""
 
     def __init__(self):
-        self._last: dict[tuple, tuple[tuple, Kernel]] = {}  # (name, backend) -> (key, kernel)
+        self._last: dict[tuple, tuple[tuple, Kernel, tuple]] = {}  # (name, backend) -> (key, kernel, consts)
 
     def planned(self, cls: type[Kernel], attrs: dict, metas: list, consts: list, outputs: list | None, opset: int,
                 name: str, num_outputs: int, backend) -> Kernel:
         try:
-            key = (cls, opset, num_outputs, tuple(metas), tuple(map(_Same, consts)),
+            key = (cls, opset, num_outputs, tuple(metas), tuple(map(id, consts)),
                    None if outputs is None or not cls.reads_outputs else tuple(outputs), _attrs_key(attrs))
         except Exception:  # an attribute pickle cannot copy (none of ONNX's types): not remembered
             key = None
@@ -83,7 +84,7 @@ class KernelMemo:
             return last[1]
         kernel = _plan(cls, attrs, metas, consts, outputs, opset, name, num_outputs, backend)
         if key is not None:
-            self._last[name, backend] = (key, kernel)
+            self._last[name, backend] = (key, kernel, tuple(consts))
         return kernel
 
 

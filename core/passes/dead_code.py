@@ -26,17 +26,21 @@ def dead_code(graph: Graph, stats: dict | None = None) -> Graph:
     bypassed = _bypass_copies(graph)
     unreachable = _remove_unreachable(graph)
 
-    read = set(graph.outputs)
-    for n in graph.nodes:
-        read.update(i for i in n.inputs if i)
+    read = set()
+    for n in graph.nodes:  # (whole lists, "" dropped after: no generator a node)
+        read.update(n.inputs)
+    read.discard("")
+    read.update(graph.outputs)
     unused_inits = [k for k in graph.initializers if k not in read]
     for k in unused_inits:
         del graph.initializers[k]
 
-    referenced = set(graph.inputs) | set(graph.outputs) | set(graph.initializers)
+    referenced = set()
     for n in graph.nodes:
-        referenced.update(i for i in n.inputs if i)
-        referenced.update(o for o in n.outputs if o)
+        referenced.update(n.inputs)
+        referenced.update(n.outputs)
+    referenced.discard("")
+    referenced.update(graph.inputs, graph.outputs, graph.initializers)
     for k in [k for k in graph.values if k not in referenced]:
         del graph.values[k]
 
@@ -127,7 +131,10 @@ def _remove_unreachable(graph: Graph) -> int:
         if id(n) in live:
             continue
         live.add(id(n))
-        stack.extend(producers[i] for i in n.inputs if i in producers and id(producers[i]) not in live)
+        for i in n.inputs:
+            p = producers.get(i)
+            if p is not None and id(p) not in live:
+                stack.append(p)
     before = len(graph.nodes)
     graph.nodes = [n for n in graph.nodes if id(n) in live]
     return before - len(graph.nodes)

@@ -38,7 +38,7 @@ def infer_shapes(graph: Graph, stats: dict | None = None) -> Graph:
                              f"fix it with --input_shape")
     used = set(graph.outputs)
     for n in graph.nodes:
-        used.update(i for i in n.inputs if i)
+        used.update(n.inputs)  # ("" among them: no output is named so)
 
     inferred = 0
     for node in graph.nodes:
@@ -54,10 +54,9 @@ def infer_shapes(graph: Graph, stats: dict | None = None) -> Graph:
                 graph.values.pop(out, None)
                 continue
             m = metas[i]
-            dtype, shape = np.dtype(m.dtype), tuple(int(d) for d in m.shape)
+            dtype, shape = np.dtype(m.dtype), tuple(map(int, m.shape))
             v = graph.value(out)
-            if v.shape is not None and all(isinstance(d, int) and d >= 0 for d in v.shape) \
-                    and tuple(v.shape) != shape:
+            if v.shape is not None and tuple(v.shape) != shape and all(isinstance(d, int) and d >= 0 for d in v.shape):
                 raise GraphError(f"{node}: output '{out}' has shape {list(shape)} by ge's kernel but "
                                  f"{list(v.shape)} by ONNX shape inference")
             if v.dtype is not None and np.dtype(v.dtype) != dtype:

@@ -408,7 +408,8 @@ class _IntegerConv(PlannedKernel):
         b = const_input(self, self.BIAS) if self.has_bias else None
         self.b_is_const = b is not None
         self.conv_metas = [Meta(F64, tuple(xm.shape)), Meta(F64, tuple(wm.shape))] + ([bias] if bias else [])
-        self.conv = self._inner_conv(None, None, geometry_only=True)  # plan_conv() plans it where numpy runs it
+        # without native kernels the numpy plan runs: planned here at once, not its geometry first (plan_conv)
+        self.conv = self._inner_conv(None, None, geometry_only=self.backend.lib is not None)
         out = self.conv.infer()[0]
         self.out = tuple(out.shape)
         self.xw_dtypes = (xm.dtype, wm.dtype)
@@ -419,7 +420,8 @@ class _IntegerConv(PlannedKernel):
         self.plan_native(native_ok)
         if self.qc is not None:
             return False
-        self.conv = self._inner_conv(None, None)
+        if self.conv.geometry_only:
+            self.conv = self._inner_conv(None, None)
         self.scratch = Scratch()
         self.scratch.add("x", self.conv_metas[0].shape, F64)
         self.scratch.add("acc", self.out, F64)

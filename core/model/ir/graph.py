@@ -112,6 +112,9 @@ class Graph:
         """Order nodes so each runs after its producers (stable_topological_order)."""
         produced = {o: i for i, n in enumerate(self.nodes) for o in n.outputs if o}
         available = set(self.inputs) | set(self.initializers)
+        if _sorted(self.nodes, produced, available):  # the passes keep graphs so: no sets of waits to build
+            self.nodes = list(self.nodes)  # (a new list, as a sort makes)
+            return
         waits_on: list[set[int]] = []
         for n in self.nodes:
             waits_on.append(set())
@@ -128,6 +131,10 @@ class Graph:
         self.nodes = [self.nodes[i] for i in order]
 
 
+#: the types of attribute list elements a shallow copy of the list copies deeply
+_IMMUTABLE = frozenset((int, float, str, bytes, bool))
+
+
 def _copy_node(node: Node) -> Node:
     """A node whose attributes a pass may change without touching `node`'s: subgraphs copied as
     graphs, lists and arrays (a Constant's value) copied, scalars and strings shared."""
@@ -135,11 +142,22 @@ def _copy_node(node: Node) -> Node:
     for k, v in node.attrs.items():
         if isinstance(v, Graph):
             v = v.copy()
+        elif isinstance(v, list) and all(type(x) in _IMMUTABLE for x in v):
+            v = list(v)  # (ints, floats, strings: copy.deepcopy's walk of them was most of a copy)
         elif isinstance(v, (list, np.ndarray)):
-            import copy  # (here: a static model's compile copies no node)
+            import copy  # (here: a list of lists, an array; a Constant's value)
             v = copy.deepcopy(v)
         attrs[k] = v
     return Node(node.op_type, list(node.inputs), list(node.outputs), attrs, node.name, node.domain)
+
+
+def _sorted(nodes: list[Node], produced: dict[str, int], available: set[str]) -> bool:
+    """Every node reads only what is available or made by a node before it (toposort's order as it is)."""
+    for i, n in enumerate(nodes):
+        for name in n.inputs:
+            if name and name not in available and produced.get(name, i) >= i:
+                return False
+    return True
 
 
 def stable_topological_order(waits_on: list[set[int]]) -> list[int]:

@@ -74,6 +74,24 @@ def test_random_lifetimes_are_valid_and_near_the_bound(seed):
     assert plan.lower_bound <= plan.size <= 1.5 * plan.lower_bound
 
 
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("rule", ["lifetimes", "conflicts", "no reuse"])
+def test_few_buffers_placed_as_many(monkeypatch, seed, rule):
+    """The placement of few buffers (Python ints of bits) and of many (numpy rows) agree, offset for offset."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 140))
+    bufs = [Buffer(f"t{i}", int(rng.integers(1, 1 << 12)), f, f + int(rng.integers(0, 30)))
+            for i, f in enumerate(rng.integers(0, 100, n).tolist())]
+    conflicts = None
+    if rule == "conflicts":
+        pairs = rng.random((n, n)) < 0.3
+        conflicts = np.packbits(pairs | pairs.T, axis=1)
+    few = plan_arena(bufs, conflicts=conflicts, reuse=rule != "no reuse")
+    monkeypatch.setattr(arena, "FEW_BUFFERS", 0)
+    many = plan_arena(bufs, conflicts=conflicts, reuse=rule != "no reuse")
+    assert few == many and list(few.offsets) == list(many.offsets)
+
+
 def test_lowest_fit_takes_the_lowest_of_the_smallest_gaps():
     # placed [0, 64), [192, 256), [320, 512), [576, 640): gaps of 128 at 64, 64 at 256, 64 at 512
     start, end = np.array([320, 0, 576, 192]), np.array([512, 64, 640, 256])

@@ -22,7 +22,8 @@ def test_conflicts_are_the_pairs_neither_ordered_before_the_other(monkeypatch, b
             ancestors[t] |= ancestors[p]
             ancestors[t, p] = True
     descendants = dataflow_plan._descendants(deps)
-    assert np.array_equal(np.unpackbits(descendants, axis=1, count=n).astype(bool), ancestors.T)
+    packed = dataflow_plan._packed(descendants, n)
+    assert np.array_equal(np.unpackbits(packed, axis=1, count=n).astype(bool), ancestors.T)
     touching = [sorted({t, *rng.choice(n, size=rng.integers(0, 3)).tolist()}) for t in range(n)] + [[n - 1], [0]]
     producer = [min(tasks) for tasks in touching]
     touched = np.zeros((len(touching), n), bool)
