@@ -2184,8 +2184,8 @@ typedef struct {
     const QDepthwise *d;
     int64_t band_rows, bands;  /* output rows per band at most and bands per group (dw_bands) */
     int64_t pitch, lead;  /* a plane row's pairs (the outputs' and the input's), the padding's before the input */
-    int64_t v_at, sink_at, nbytes;  /* a slot's scratch: the plane at 0, the outputs' requantized int16, the sink */
-} DwqJob;
+    int64_t v_at, stage_at, sink_at, nbytes;  /* a slot's scratch: the plane at 0, the outputs' requantized int16, */
+} DwqJob;                                     /* a copy of the tensor's last rows, the sink */
 
 /* the pair holding the padded column s = S x of an output x (lead pairs of padding before input column 0) */
 static inline int64_t dwq_pair(const QDepthwise *d, int64_t lead, int64_t x) {
@@ -2193,20 +2193,28 @@ static inline int64_t dwq_pair(const QDepthwise *d, int64_t lead, int64_t x) {
 }
 
 static DwqJob dwq_job(const QDepthwise *d) {
-    DwqJob j = {d, 1, 1, 0, (d->pl + 1) / 2, 0, 0, 0};
+    DwqJob j = {d, 1, 1, 0, (d->pl + 1) / 2, 0, 0, 0, 0};
     dw_bands(d, &j.bands, &j.band_rows);
     int64_t hp = (j.band_rows - 1) * d->sh + 3, in = j.lead + (d->width + 1) / 2, out = dwq_pair(d, j.lead, d->ow - 1) + 2;
     j.pitch = out > in ? out : in;
     j.v_at = (hp * j.pitch * 64 + 63) / 64 * 64;
-    j.sink_at = j.v_at + j.band_rows * d->ow * 32;
+    j.stage_at = j.v_at + j.band_rows * d->ow * 32;
+    j.sink_at = j.stage_at + (hp * d->width + 16 + 63) / 64 * 64;
     j.nbytes = j.sink_at + (j.band_rows * d->ow + 63) / 64 * 64;
     return j;
 }
 
-/* 3x3 at stride 1 or 2, even widths (no pair straddles two rows), outputs into bytes */
+/* 3x3 at stride 2, and at stride 1 on AVX2-only builds (AVX-512 ones: the float path's 16 channels a
+   vector are faster, 14 x 14 4% slower here); even widths (no pair straddles two rows) or odd ones under
+   16 (a row at a time), outputs into bytes */
 static int dwq_takes(const QDepthwise *d) {
+#if defined(__AVX512F__)
+    const int64_t most = 2;
+#else
+    const int64_t most = 1;
+#endif
     return out_is_bytes(&d->out) && d->kh == 3 && d->kw == 3 && d->dh == 1 && d->dw == 1 && d->sh == d->sw &&
-           d->sw <= 2 && d->width % 2 == 0 && d->oh * d->ow >= 16 && d->ow < DWQ_MAX_WIDTH;
+           d->sw <= 2 && d->sw >= most && (d->width % 2 == 0 || d->width < 16) && d->oh * d->ow >= 16 && d->ow < DWQ_MAX_WIDTH;
 }
 
 /* r[i] = [channel i's 8 pairs | channel i + 8's] -> r[k] = [pair k of channels 0-7 | of channels 8-15]
@@ -2235,8 +2243,10 @@ static inline __attribute__((always_inline)) __m256i dwq_widen(const int SIGNED,
 }
 
 /* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the plane xp of hp rows,
-   input row r0 at its row top, column 0 at pair lead; zx around (the padding). The rows are taken as
-   one run of pixels, 16 at a time (the last 16 again: no load past the rows). */
+   input row r0 at its row top, column 0 at pair lead; zx around (the padding). Even widths: the rows
+   taken as one run of pixels, 16 at a time (the last 16 again: no load past the rows); odd ones (under
+   16), a row at a time, 16 bytes from its start (src: 16 bytes readable past the rows), the last pair's
+   second column padding. */
 static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, const int SIGNED, const uint8_t *const src[16],
                                                              int64_t r0, int64_t r1, int64_t top, int64_t hp, int16_t zx, int16_t *xp) {
     const QDepthwise *d = job->d;
@@ -2245,12 +2255,27 @@ static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, 
     for (int64_t i = 0; i < hp; i++) {  /* the padding's pairs: whole rows, or either side of the input's */
         int inside = i >= top && i < top + r1 - r0;
         for (int64_t j = 0; j < pitch; j++) {
-            if (inside && j == lead) j += width / 2;
-            if (j < pitch) {
-                _mm256_storeu_si256((__m256i *)(xp + (i * pitch + j) * 32), z);
-                _mm256_storeu_si256((__m256i *)(xp + (i * pitch + j) * 32 + 16), z);
+            if (inside && j == lead && (j += (width + 1) / 2) >= pitch)
+                break;
+            _mm256_storeu_si256((__m256i *)(xp + (i * pitch + j) * 32), z);
+            _mm256_storeu_si256((__m256i *)(xp + (i * pitch + j) * 32 + 16), z);
+        }
+    }
+    if (width % 2) {
+        for (int64_t i = 0; i < r1 - r0; i++) {
+            __m256i r[8];
+            for (int c = 0; c < 8; c++)
+                r[c] = _mm256_loadu2_m128i((const __m128i *)(src[c + 8] + i * width), (const __m128i *)(src[c] + i * width));
+            transpose_pairs(r);
+            int16_t *o = xp + ((top + i) * pitch + lead) * 32;
+            for (int64_t k = 0; k <= width / 2; k++, o += 32) {
+                __m256i a = dwq_widen(SIGNED, _mm256_castsi256_si128(r[k])), b = dwq_widen(SIGNED, _mm256_extracti128_si256(r[k], 1));
+                if (k == width / 2) a = _mm256_blend_epi16(a, z, 0xAA), b = _mm256_blend_epi16(b, z, 0xAA);
+                _mm256_storeu_si256((__m256i *)o, a);
+                _mm256_storeu_si256((__m256i *)(o + 16), b);
             }
         }
+        return;
     }
     if (n < 16) {  /* a few pixels */
         for (int64_t p = 0; p < n; p++)
@@ -2278,19 +2303,6 @@ static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, 
     }
 }
 
-/* A pixel's 16 sums from its pairs at o (kernel row ky's pitch32 * ky on), requantized (dwq_requant's order) */
-static inline __attribute__((always_inline)) __m256i dwq_pixel(const int16_t *o, int64_t pitch32, const __m256i w[3][2][2],
-                                                               __m256i b0, __m256i b1, __m256 s0, __m256 s1, __m256i zy16) {
-    __m256i a0 = b0, a1 = b1;
-    for (int ky = 0; ky < 3; ky++, o += pitch32) {
-        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)o), w[ky][0][0]));
-        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 16)), w[ky][0][1]));
-        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 32)), w[ky][1][0]));
-        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 48)), w[ky][1][1]));
-    }
-    return dwq_requant(a0, a1, s0, s1, zy16);
-}
-
 /* The weight pairs of the group's channels from c0 (nc of them; past them the last one's) for outputs
    whose first column is a pair's first (odd 0: (w0, w1), (w2, 0)) or second (odd 1: (0, w0), (w1, w2)):
    a 32-bit gather at w[c][k] takes (w[c][k], w[c][k + 1]) */
@@ -2308,6 +2320,45 @@ static inline void dwq_weights(const QDepthwise *d, int64_t c0, int nc, int odd,
     }
 }
 
+/* A pixel's 16 sums from its pairs at o (kernel row ky's pitch32 * ky on), requantized (dwq_requant's order;
+   FOLDED: bias and scales as the float path folds them, the sums below 2^24 and their products below 2^31:
+   converted and scaled without the clamp, the same bytes) */
+static inline __attribute__((always_inline)) __m256i dwq_pixel(const int16_t *o, int64_t pitch32, const __m256i w[3][2][2],
+                                                               const int FOLDED, __m256i b0, __m256i b1, __m256 s0,
+                                                               __m256 s1, __m256i zy16) {
+    __m256i a0 = b0, a1 = b1;
+    for (int ky = 0; ky < 3; ky++, o += pitch32) {
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)o), w[ky][0][0]));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 16)), w[ky][0][1]));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 32)), w[ky][1][0]));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 48)), w[ky][1][1]));
+    }
+    if (FOLDED)
+        return dwf_requant2(_mm256_cvtepi32_ps(a0), _mm256_cvtepi32_ps(a1), 1, b0, b1, s0, s1, zy16);
+    return dwq_requant(a0, a1, s0, s1, zy16);
+}
+
+/* The band's outputs requantized into v[oy ow + x] from the plane xp; bias (-zx sum(w) in it) and scale:
+   the group's */
+static inline __attribute__((always_inline)) void dwq_outputs(const DwqJob *job, const DwBand *b, const int FOLDED,
+                                                              const int16_t *xp, const int32_t *bias, const float *scale,
+                                                              __m256i *v) {
+    const QDepthwise *d = job->d;
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)bias), b1 = _mm256_loadu_si256((const __m256i *)(bias + 8));
+    const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
+    const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy);
+    const int64_t ow = d->ow, S = d->sw, rows = b->oy1 - b->oy0, pitch32 = job->pitch * 32;
+    for (int64_t x0 = 0; x0 < (S == 1 ? 2 : 1); x0++) {  /* stride 1: the outputs x0, x0 + 2, ... */
+        __m256i w[3][2][2];
+        dwq_weights(d, b->c0, b->nc, (int)((S * x0 - d->pl) & 1), w);
+        for (int64_t oy = 0; oy < rows; oy++) {
+            const int16_t *o = xp + oy * S * pitch32 + dwq_pair(d, job->lead, x0) * 32;
+            for (int64_t x = x0; x < ow; x += 3 - S, o += 32)
+                _mm256_storeu_si256(v + oy * ow + x, dwq_pixel(o, pitch32, w, FOLDED, b0, b1, s0, s1, zy16));
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void dwq_band(const DwqJob *job, const int SIGNED, int64_t item, int slot) {
     const QDepthwise *d = job->d;
     uint8_t *ws = d->ws + slot * job->nbytes;
@@ -2318,21 +2369,19 @@ static inline __attribute__((always_inline)) void dwq_band(const DwqJob *job, co
     float scale[BLK];
     dwf_bias(d, b.c0, b.nc, bias, scale);
     for (int c = 0; c < b.nc && SIGNED; c++) bias[c] = (int32_t)((uint32_t)bias[c] + 128u * (uint32_t)d->wsum[b.c0 + c]);
-    dwq_gather(job, SIGNED, b.src, b.r0, b.r1, b.top, b.hp, (int16_t)(SIGNED ? d->zx - 128 : d->zx), xp);
-    const __m256i b0 = _mm256_loadu_si256((const __m256i *)bias), b1 = _mm256_loadu_si256((const __m256i *)(bias + 8));
-    const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
-    const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy);
-    const int64_t ow = d->ow, S = d->sw, rows = b.oy1 - b.oy0, pitch32 = job->pitch * 32, n = rows * ow;
-    __m256i *v = (__m256i *)(ws + job->v_at);  /* each pixel once (the stores take the last 16 again) */
-    for (int64_t x0 = 0; x0 < (S == 1 ? 2 : 1); x0++) {  /* stride 1: the outputs x0, x0 + 2, ... */
-        __m256i w[3][2][2];
-        dwq_weights(d, b.c0, b.nc, (int)((S * x0 - d->pl) & 1), w);
-        for (int64_t oy = 0; oy < rows; oy++) {
-            const int16_t *o = xp + oy * S * pitch32 + dwq_pair(d, job->lead, x0) * 32;
-            for (int64_t x = x0; x < ow; x += 3 - S, o += 32)
-                _mm256_storeu_si256(v + oy * ow + x, dwq_pixel(o, pitch32, w, b0, b1, s0, s1, zy16));
-        }
+    if (d->width % 2 && b.c0 + b.nc == d->channels) {  /* odd widths read 16 bytes past a row: the last channel's copied */
+        uint8_t *stage = ws + job->stage_at;
+        memcpy(stage, b.src[b.nc - 1], (b.r1 - b.r0) * d->width);
+        for (int c = b.nc - 1; c < BLK; c++) b.src[c] = stage;
     }
+    dwq_gather(job, SIGNED, b.src, b.r0, b.r1, b.top, b.hp, (int16_t)(SIGNED ? d->zx - 128 : d->zx), xp);
+    __m256i *v = (__m256i *)(ws + job->v_at);  /* each pixel once (the stores take the last 16 again) */
+    int folded = 1;
+    for (int c = 0; c < BLK; c++)
+        folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS && scale[c] >= -127.0f && scale[c] <= 127.0f;
+    if (folded) dwq_outputs(job, &b, 1, xp, bias, scale, v);
+    else dwq_outputs(job, &b, 0, xp, bias, scale, v);
+    const int64_t n = (b.oy1 - b.oy0) * d->ow;
     const int u8 = d->out.kind == QOUT_U8;
     for (int64_t p0 = 0; p0 < n; p0 += 16) {
         int64_t q = p0 + 16 <= n ? p0 : n - 16;
