@@ -2178,7 +2178,9 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
    the integer kernels'), exact, requantized as store_row_bytes (dwq_requant), each pixel once, and
    transposed out as the float path's. int8 inputs are sign-extended as they are (their zero point and
    padding zx - 128, + 128 sum(w) in the bias), no flip. */
-#define DWQ_MAX_WIDTH 48  /* rows of fewer outputs (stride 2: 112 -> 56 stays on the channels' own planes) */
+#define DWQ_MAX_WIDTH2 48  /* stride 2: rows of fewer outputs (112 -> 56 stays on the channels' own planes) */
+#define DWQ_MAX_WIDTH1 128  /* stride 1: rows of fewer outputs (at v3 112 x 112 0.85 -> 0.77x, 56 x 56 1.01 -> 0.86x
+                               the float32 layer against dwp_item's float rows) */
 
 typedef struct {
     const QDepthwise *d;
@@ -2214,7 +2216,8 @@ static int dwq_takes(const QDepthwise *d) {
     const int64_t most = 1;
 #endif
     return out_is_bytes(&d->out) && d->kh == 3 && d->kw == 3 && d->dh == 1 && d->dw == 1 && d->sh == d->sw &&
-           d->sw <= 2 && d->sw >= most && (d->width % 2 == 0 || d->width < 16) && d->oh * d->ow >= 16 && d->ow < DWQ_MAX_WIDTH;
+           d->sw <= 2 && d->sw >= most && (d->width % 2 == 0 || d->width < 16) && d->oh * d->ow >= 16 &&
+           d->ow < (d->sw == 1 ? DWQ_MAX_WIDTH1 : DWQ_MAX_WIDTH2);
 }
 
 /* r[i] = [channel i's 8 pairs | channel i + 8's] -> r[k] = [pair k of channels 0-7 | of channels 8-15]
@@ -2411,7 +2414,8 @@ static void dwq_item(void *ctx, int64_t item, int slot) {
      sums exact as the integer kernels' (started at the bias, wrapping alike), requantized as
      store_row_bytes (dwq_requant); rows of 8 outputs or more (16 on AVX-512 builds).
      MobileNetV2's 112 -> 56 layer 0.57x, 56 -> 28 0.76x the float path at v3 (0.63x, 0.81x at v4).
-   - stride 1, rows of DWP_MIN_WIDTH outputs or more, AVX2 builds without AVX-512: rows converted to
+   - stride 1, rows of DWP_MIN_WIDTH outputs or more, AVX2 builds without AVX-512 (under DWQ_MAX_WIDTH1:
+     the int16 pairs path above instead): rows converted to
      floats, 9 FMAs a vector with the weights in registers, requantized by dwf_requant2 (the float path's
      bytes: the same integer products and sums). 112 x 112: 0.85-0.88x the float path, 56 x 56 0.975x;
      on AVX-512 builds (whose float path is faster) 1.0-1.14x: not taken there. */
