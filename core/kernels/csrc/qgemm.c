@@ -1988,13 +1988,48 @@ typedef struct {
     int64_t y_at, b_at, sink_at, nbytes;  /* a slot's scratch: the padded input at 0, the outputs, the bias, */
 } DwfJob;                                  /* where the missing channels of a last group are stored */
 
-static DwfJob dwf_job(const QDepthwise *d) {
-    DwfJob j = {d, 1, 1, 0, 0, 0, 0, 0};
+/* The output rows split into bands of DWF_BAND_PIXELS or more (or the plane): how many, and rows a band at most */
+static void dw_bands(const QDepthwise *d, int64_t *bands, int64_t *band_rows) {
+    *bands = *band_rows = 1;
     if (d->oh > 0 && d->ow > 0) {
         int64_t rows = (DWF_BAND_PIXELS + d->ow - 1) / d->ow;  /* a band: at least these rows (or the plane) */
-        j.bands = d->oh / (rows < d->oh ? rows : d->oh);
-        j.band_rows = (d->oh + j.bands - 1) / j.bands;
+        *bands = d->oh / (rows < d->oh ? rows : d->oh);
+        *band_rows = (d->oh + *bands - 1) / *bands;
     }
+}
+
+/* An item of the paths over channel-interleaved planes: BLK channels from c0 (nc of them real) and the
+   output rows [oy0, oy1), which read the padded input rows of a plane of hp rows: the input rows [r0,
+   r1) at its row top (channel c's from src[c]); channel c's outputs go to dst[c] (past the channels: the
+   last one's input again, stored in the sink) */
+typedef struct {
+    int64_t c0, oy0, oy1, hp, r0, r1, top;
+    int nc;
+    const uint8_t *src[BLK];
+    uint8_t *dst[BLK];
+} DwBand;
+
+static void dw_band(const QDepthwise *d, int64_t bands, int64_t item, uint8_t *sink, DwBand *b) {
+    int64_t band = item % bands, plane = d->height * d->width, n = d->oh * d->ow;
+    b->c0 = item / bands * BLK;
+    b->nc = (int)(d->channels - b->c0 < BLK ? d->channels - b->c0 : BLK);
+    b->oy0 = band * d->oh / bands, b->oy1 = (band + 1) * d->oh / bands;
+    b->hp = (b->oy1 - b->oy0 - 1) * d->sh + (d->kh - 1) * d->dh + 1;
+    int64_t r0 = b->oy0 * d->sh - d->pt, r1 = r0 + b->hp;  /* the padded rows' input rows, those inside read */
+    b->top = r0 < 0 ? -r0 : 0;
+    b->r0 = r0 < 0 ? 0 : r0;
+    r1 = r1 > d->height ? d->height : r1;
+    b->r1 = r1 < b->r0 ? b->r0 : r1;
+    for (int c = 0; c < BLK; c++) {
+        int64_t cc = b->c0 + (c < b->nc ? c : b->nc - 1);
+        b->src[c] = d->x + cc * plane + b->r0 * d->width;
+        b->dst[c] = c < b->nc ? (uint8_t *)d->y + cc * n + b->oy0 * d->ow : sink;
+    }
+}
+
+static DwfJob dwf_job(const QDepthwise *d) {
+    DwfJob j = {d, 1, 1, 0, 0, 0, 0, 0};
+    dw_bands(d, &j.bands, &j.band_rows);
     int64_t rows = j.band_rows;
     int64_t hp = (rows - 1) * d->sh + (d->kh - 1) * d->dh + 1, wp = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1;
     j.pitch = wp > d->pl + d->width ? wp : d->pl + d->width;
@@ -2113,6 +2148,18 @@ static inline __attribute__((always_inline)) __m256i dwf_requant(const float *ac
     return dwf_requant2(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + 8), FOLDED, b0, b1, s0, s1, zy16);
 }
 
+/* 16 output pixels' bytes, r[i] = [pixel i's | pixel i + 8's] as packs orders dwf_requant2's int16 (channels
+   0-3, 8-11 then 4-7, 12-15 of each), transposed into the channels' rows dst[c][q .. q + 15] */
+static inline __attribute__((always_inline)) void dw_store16(__m256i r[8], int64_t q, uint8_t *const dst[16]) {
+    transpose_16x16(r);
+    for (int m = 0; m < 8; m++) {  /* channel A[m]: column m (pixels 0-7) and m + 8 (8-15); B[m] = A[m] + 4 */
+        __m256i v = m % 2 ? _mm256_unpackhi_epi64(r[m / 2], r[m / 2 + 4]) : _mm256_unpacklo_epi64(r[m / 2], r[m / 2 + 4]);
+        int a = m < 4 ? m : m + 4;
+        _mm_storeu_si128((__m128i *)(dst[a] + q), _mm256_castsi256_si128(v));
+        _mm_storeu_si128((__m128i *)(dst[a + 4] + q), _mm256_extracti128_si256(v, 1));
+    }
+}
+
 /* The n >= 16 output pixels acc[p][16] requantized into the channels' rows dst[c][p]; bias and scale:
    the group's */
 static inline __attribute__((always_inline)) void dwf_store(const QDepthwise *d, const int FOLDED, const int32_t *bias,
@@ -2124,21 +2171,13 @@ static inline __attribute__((always_inline)) void dwf_store(const QDepthwise *d,
     const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy);
     for (int64_t p0 = 0; p0 < n; p0 += 16) {
         int64_t q = p0 + 16 <= n ? p0 : n - 16;
-        /* r[i]: row i, pixel i's bytes of channels A = 0-3, 8-11 then pixel i + 8's; row i + 8 the same of
-           channels B = 4-7, 12-15 */
         __m256i r[8];
         for (int i = 0; i < 8; i++) {
             __m256i lo = dwf_requant(acc + (q + i) * BLK, FOLDED, b0, b1, s0, s1, zy16);
             __m256i hi = dwf_requant(acc + (q + i + 8) * BLK, FOLDED, b0, b1, s0, s1, zy16);
             r[i] = u8 ? _mm256_packus_epi16(lo, hi) : _mm256_packs_epi16(lo, hi);
         }
-        transpose_16x16(r);
-        for (int m = 0; m < 8; m++) {  /* channel A[m]: column m (pixels 0-7) and m + 8 (8-15); B[m] = A[m] + 4 */
-            __m256i v = m % 2 ? _mm256_unpackhi_epi64(r[m / 2], r[m / 2 + 4]) : _mm256_unpacklo_epi64(r[m / 2], r[m / 2 + 4]);
-            int a = m < 4 ? m : m + 4;
-            _mm_storeu_si128((__m128i *)(dst[a] + q), _mm256_castsi256_si128(v));
-            _mm_storeu_si128((__m128i *)(dst[a + 4] + q), _mm256_extracti128_si256(v, 1));
-        }
+        dw_store16(r, q, dst);
     }
 }
 
@@ -2166,38 +2205,259 @@ static void dwf_bias(const QDepthwise *d, int64_t c0, int nc, int32_t bias[BLK],
 static void dwf_item(void *ctx, int64_t item, int slot) {
     const DwfJob *job = ctx;
     const QDepthwise *d = job->d;
-    int64_t g = item / job->bands, band = item % job->bands, c0 = g * BLK;
-    int nc = (int)(d->channels - c0 < BLK ? d->channels - c0 : BLK);
-    int64_t oy0 = band * d->oh / job->bands, oy1 = (band + 1) * d->oh / job->bands;
-    int64_t hp = (oy1 - oy0 - 1) * d->sh + (d->kh - 1) * d->dh + 1;  /* the band's padded input rows */
-    int64_t r0 = oy0 * d->sh - d->pt, r1 = r0 + hp;  /* their input rows, those inside read */
-    int64_t top = r0 < 0 ? -r0 : 0;
-    r0 = r0 < 0 ? 0 : r0;
-    r1 = r1 > d->height ? d->height : r1;
-    r1 = r1 < r0 ? r0 : r1;
     uint8_t *ws = d->ws + slot * job->nbytes;
     float *xp = (float *)ws, *yf = (float *)(ws + job->y_at), *bf = (float *)(ws + job->b_at);
-    int64_t plane = d->height * d->width, n = d->oh * d->ow;
-    const uint8_t *src[BLK];
-    uint8_t *dst[BLK];
-    for (int c = 0; c < BLK; c++) {  /* past the channels: the last one's input again, stored in the sink */
-        int64_t cc = c0 + (c < nc ? c : nc - 1);
-        src[c] = d->x + cc * plane + r0 * d->width;
-        dst[c] = c < nc ? (uint8_t *)d->y + cc * n + oy0 * d->ow : ws + job->sink_at;
-    }
+    DwBand b;
+    dw_band(d, job->bands, item, ws + job->sink_at, &b);
     int32_t bias[BLK];
     float scale[BLK];
-    dwf_bias(d, c0, nc, bias, scale);
+    dwf_bias(d, b.c0, b.nc, bias, scale);
     int folded = 1;
     for (int c = 0; c < BLK; c++)
         folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS && scale[c] >= -127.0f && scale[c] <= 127.0f;
     for (int c = 0; c < BLK; c++) bf[c] = folded ? (float)bias[c] : 0.0f;
-    dwf_gather(d, src, r0, r1, top, hp, job->pitch, xp);
-    DepthwiseNchwc dd = {xp, d->wf + g * d->kh * d->kw * BLK, bf, NULL, yf, 1, 1, hp, job->pitch, oy1 - oy0, d->ow,
+    dwf_gather(d, b.src, b.r0, b.r1, b.top, b.hp, job->pitch, xp);
+    DepthwiseNchwc dd = {xp, d->wf + b.c0 * d->kh * d->kw, bf, NULL, yf, 1, 1, b.hp, job->pitch, b.oy1 - b.oy0, d->ow,
                          d->kh, d->kw, d->sh, d->sw, 0, 0, d->dh, d->dw, {ACT_NONE, 0.0f, 0.0f}, 1};
     nchwc_depthwise_padded(&dd);
-    if (folded) dwf_store(d, 1, bias, scale, yf, (oy1 - oy0) * d->ow, dst);
-    else dwf_store(d, 0, bias, scale, yf, (oy1 - oy0) * d->ow, dst);
+    if (folded) dwf_store(d, 1, bias, scale, yf, (b.oy1 - b.oy0) * d->ow, b.dst);
+    else dwf_store(d, 0, bias, scale, yf, (b.oy1 - b.oy0) * d->ow, b.dst);
+}
+
+/* ---- 3x3 depthwise on a channel-interleaved plane of int16 pairs ----
+   As the float path, an item is BLK channels and a band of output rows, but their input is laid out as
+   pairs of columns (2k, 2k + 1) of 8 channels, [row][pair][2 groups of 8 channels][2 columns] int16: a
+   16 x 16 byte transpose by 16-bit units (the pairs stay together) and a widening, no float conversion,
+   each input pixel once. An output reads the padded columns s, s + 1, s + 2 (s = S x): the pairs j and
+   j + 1 hold them, (w0, w1), (w2, 0) where s is a pair's first column, else (0, w0), (w1, w2), so
+   vpmaddwd takes 8 channels' two taps at once, 6 a pixel of 8 channels (stride 1: the outputs of each
+   parity in a pass, one set of weight pairs in registers). The int32 sums start at the bias (wrapping as
+   the integer kernels'), exact, requantized as store_row_bytes (dwq_requant), each pixel once, and
+   transposed out as the float path's. int8 inputs are sign-extended as they are (their zero point and
+   padding zx - 128, + 128 sum(w) in the bias), no flip. */
+#define DWQ_MAX_WIDTH2 48  /* stride 2: rows of fewer outputs (112 -> 56 stays on the channels' own planes) */
+#define DWQ_MAX_WIDTH1 128  /* stride 1: rows of fewer outputs (at v3 112 x 112 0.85 -> 0.77x, 56 x 56 1.01 -> 0.86x
+                               the float32 layer against dwp_item's float rows) */
+
+typedef struct {
+    const QDepthwise *d;
+    int64_t band_rows, bands;  /* output rows per band at most and bands per group (dw_bands) */
+    int64_t pitch, lead;  /* a plane row's pairs (the outputs' and the input's), the padding's before the input */
+    int64_t v_at, stage_at, sink_at, nbytes;  /* a slot's scratch: the plane at 0, the outputs' requantized int16, */
+} DwqJob;                                     /* a copy of the tensor's last rows, the sink */
+
+/* the pair holding the padded column s = S x of an output x (lead pairs of padding before input column 0) */
+static inline int64_t dwq_pair(const QDepthwise *d, int64_t lead, int64_t x) {
+    return (2 * lead + d->sw * x - d->pl) >> 1;
+}
+
+static DwqJob dwq_job(const QDepthwise *d) {
+    DwqJob j = {d, 1, 1, 0, (d->pl + 1) / 2, 0, 0, 0, 0};
+    dw_bands(d, &j.bands, &j.band_rows);
+    int64_t hp = (j.band_rows - 1) * d->sh + 3, in = j.lead + (d->width + 1) / 2, out = dwq_pair(d, j.lead, d->ow - 1) + 2;
+    j.pitch = out > in ? out : in;
+    j.v_at = (hp * j.pitch * 64 + 63) / 64 * 64;
+    j.stage_at = j.v_at + j.band_rows * d->ow * 32;
+    j.sink_at = j.stage_at + (hp * d->width + 16 + 63) / 64 * 64;
+    j.nbytes = j.sink_at + (j.band_rows * d->ow + 63) / 64 * 64;
+    return j;
+}
+
+/* 3x3 at stride 2, and at stride 1 on AVX2-only builds (AVX-512 ones: the float path's 16 channels a
+   vector are faster, 14 x 14 4% slower here); even widths (no pair straddles two rows) or odd ones under
+   16 (a row at a time), outputs into bytes */
+static int dwq_takes(const QDepthwise *d) {
+#if defined(__AVX512F__)
+    const int64_t most = 2;
+#else
+    const int64_t most = 1;
+#endif
+    return out_is_bytes(&d->out) && d->kh == 3 && d->kw == 3 && d->dh == 1 && d->dw == 1 && d->sh == d->sw &&
+           d->sw <= 2 && d->sw >= most && (d->width % 2 == 0 || d->width < 16) && d->oh * d->ow >= 16 &&
+           d->ow < (d->sw == 1 ? DWQ_MAX_WIDTH1 : DWQ_MAX_WIDTH2);
+}
+
+/* r[i] = [channel i's 8 pairs | channel i + 8's] -> r[k] = [pair k of channels 0-7 | of channels 8-15]
+   (an 8 x 8 transpose of 16-bit units in each lane) */
+static inline __attribute__((always_inline)) void transpose_pairs(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {  /* channels 2i, 2i + 1: units 0-3, 4-7 */
+        t[2 * i] = _mm256_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {  /* units 4h, 4h + 1 and 4h + 2, 4h + 3 of channels 0-3, then of 4-7 */
+        u[4 * h] = _mm256_unpacklo_epi32(t[h], t[2 + h]);
+        u[4 * h + 1] = _mm256_unpackhi_epi32(t[h], t[2 + h]);
+        u[4 * h + 2] = _mm256_unpacklo_epi32(t[4 + h], t[6 + h]);
+        u[4 * h + 3] = _mm256_unpackhi_epi32(t[4 + h], t[6 + h]);
+    }
+    for (int h = 0; h < 2; h++)
+        for (int m = 0; m < 2; m++) {
+            r[4 * h + 2 * m] = _mm256_unpacklo_epi64(u[4 * h + m], u[4 * h + 2 + m]);
+            r[4 * h + 2 * m + 1] = _mm256_unpackhi_epi64(u[4 * h + m], u[4 * h + 2 + m]);
+        }
+}
+
+static inline __attribute__((always_inline)) __m256i dwq_widen(const int SIGNED, __m128i v) {
+    return SIGNED ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+}
+
+/* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the plane xp of hp rows,
+   input row r0 at its row top, column 0 at pair lead; zx around (the padding). Even widths: the rows
+   taken as one run of pixels, 16 at a time (the last 16 again: no load past the rows); odd ones (under
+   16), a row at a time, 16 bytes from its start (src: 16 bytes readable past the rows), the last pair's
+   second column padding. */
+static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, const int SIGNED, const uint8_t *const src[16],
+                                                             int64_t r0, int64_t r1, int64_t top, int64_t hp, int16_t zx, int16_t *xp) {
+    const QDepthwise *d = job->d;
+    const int64_t width = d->width, pitch = job->pitch, lead = job->lead, n = (r1 - r0) * width, skip = (pitch - width / 2) * 32;
+    const __m256i z = _mm256_set1_epi16(zx);
+    for (int64_t i = 0; i < hp; i++) {  /* the padding's pairs: whole rows, or either side of the input's */
+        int inside = i >= top && i < top + r1 - r0;
+        for (int64_t j = 0; j < pitch; j++) {
+            if (inside && j == lead && (j += (width + 1) / 2) >= pitch)
+                break;
+            _mm256_storeu_si256((__m256i *)(xp + (i * pitch + j) * 32), z);
+            _mm256_storeu_si256((__m256i *)(xp + (i * pitch + j) * 32 + 16), z);
+        }
+    }
+    if (width % 2) {
+        for (int64_t i = 0; i < r1 - r0; i++) {
+            __m256i r[8];
+            for (int c = 0; c < 8; c++)
+                r[c] = _mm256_loadu2_m128i((const __m128i *)(src[c + 8] + i * width), (const __m128i *)(src[c] + i * width));
+            transpose_pairs(r);
+            int16_t *o = xp + ((top + i) * pitch + lead) * 32;
+            for (int64_t k = 0; k <= width / 2; k++, o += 32) {
+                __m256i a = dwq_widen(SIGNED, _mm256_castsi256_si128(r[k])), b = dwq_widen(SIGNED, _mm256_extracti128_si256(r[k], 1));
+                if (k == width / 2) a = _mm256_blend_epi16(a, z, 0xAA), b = _mm256_blend_epi16(b, z, 0xAA);
+                _mm256_storeu_si256((__m256i *)o, a);
+                _mm256_storeu_si256((__m256i *)(o + 16), b);
+            }
+        }
+        return;
+    }
+    if (n < 16) {  /* a few pixels */
+        for (int64_t p = 0; p < n; p++)
+            for (int c = 0; c < BLK; c++)
+                xp[((top + p / width) * pitch + lead + p % width / 2) * 32 + c / 8 * 16 + c % 8 * 2 + p % 2] =
+                    SIGNED ? (int8_t)src[c][p] : src[c][p];
+        return;
+    }
+    int16_t *o = xp + (top * pitch + lead) * 32;
+    int64_t col = 0;
+    for (int64_t p0 = 0; p0 < n; p0 += 16) {
+        int64_t q = p0;
+        if (p0 + 16 > n)  /* the last 16 again */
+            q = n - 16, col = q % width, o = xp + ((top + q / width) * pitch + lead + col / 2) * 32;
+        __m256i r[8];
+        for (int i = 0; i < 8; i++) r[i] = _mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q));
+        transpose_pairs(r);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            _mm256_storeu_si256((__m256i *)o, dwq_widen(SIGNED, _mm256_castsi256_si128(r[k])));
+            _mm256_storeu_si256((__m256i *)(o + 16), dwq_widen(SIGNED, _mm256_extracti128_si256(r[k], 1)));
+            o += 32, col += 2;
+            if (col == width) col = 0, o += skip;
+        }
+    }
+}
+
+/* The weight pairs of the group's channels from c0 (nc of them; past them the last one's) for outputs
+   whose first column is a pair's first (odd 0: (w0, w1), (w2, 0)) or second (odd 1: (0, w0), (w1, w2)):
+   a 32-bit gather at w[c][k] takes (w[c][k], w[c][k + 1]) */
+static inline void dwq_weights(const QDepthwise *d, int64_t c0, int nc, int odd, __m256i w[3][2][2]) {
+    const int *w0 = (const int *)(d->w + c0 * 9);
+    for (int g = 0; g < 2; g++) {
+        __m256i c = _mm256_add_epi32(_mm256_set1_epi32(8 * g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i at = _mm256_mullo_epi32(_mm256_min_epi32(c, _mm256_set1_epi32(nc - 1)), _mm256_set1_epi32(18));  /* bytes */
+        for (int ky = 0; ky < 3; ky++) {
+            __m256i k0 = _mm256_i32gather_epi32(w0, _mm256_add_epi32(at, _mm256_set1_epi32(6 * ky)), 1);
+            __m256i k1 = _mm256_i32gather_epi32(w0, _mm256_add_epi32(at, _mm256_set1_epi32(6 * ky + 2)), 1);
+            w[ky][0][g] = odd ? _mm256_slli_epi32(k0, 16) : k0;
+            w[ky][1][g] = odd ? k1 : _mm256_srli_epi32(k1, 16);
+        }
+    }
+}
+
+/* A pixel's 16 sums from its pairs at o (kernel row ky's pitch32 * ky on), requantized (dwq_requant's order;
+   FOLDED: bias and scales as the float path folds them, the sums below 2^24 and their products below 2^31:
+   converted and scaled without the clamp, the same bytes) */
+static inline __attribute__((always_inline)) __m256i dwq_pixel(const int16_t *o, int64_t pitch32, const __m256i w[3][2][2],
+                                                               const int FOLDED, __m256i b0, __m256i b1, __m256 s0,
+                                                               __m256 s1, __m256i zy16) {
+    __m256i a0 = b0, a1 = b1;
+    for (int ky = 0; ky < 3; ky++, o += pitch32) {
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)o), w[ky][0][0]));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 16)), w[ky][0][1]));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 32)), w[ky][1][0]));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 48)), w[ky][1][1]));
+    }
+    if (FOLDED)
+        return dwf_requant2(_mm256_cvtepi32_ps(a0), _mm256_cvtepi32_ps(a1), 1, b0, b1, s0, s1, zy16);
+    return dwq_requant(a0, a1, s0, s1, zy16);
+}
+
+/* The band's outputs requantized into v[oy ow + x] from the plane xp; bias (-zx sum(w) in it) and scale:
+   the group's */
+static inline __attribute__((always_inline)) void dwq_outputs(const DwqJob *job, const DwBand *b, const int FOLDED,
+                                                              const int16_t *xp, const int32_t *bias, const float *scale,
+                                                              __m256i *v) {
+    const QDepthwise *d = job->d;
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)bias), b1 = _mm256_loadu_si256((const __m256i *)(bias + 8));
+    const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
+    const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy);
+    const int64_t ow = d->ow, S = d->sw, rows = b->oy1 - b->oy0, pitch32 = job->pitch * 32;
+    for (int64_t x0 = 0; x0 < (S == 1 ? 2 : 1); x0++) {  /* stride 1: the outputs x0, x0 + 2, ... */
+        __m256i w[3][2][2];
+        dwq_weights(d, b->c0, b->nc, (int)((S * x0 - d->pl) & 1), w);
+        for (int64_t oy = 0; oy < rows; oy++) {
+            const int16_t *o = xp + oy * S * pitch32 + dwq_pair(d, job->lead, x0) * 32;
+            for (int64_t x = x0; x < ow; x += 3 - S, o += 32)
+                _mm256_storeu_si256(v + oy * ow + x, dwq_pixel(o, pitch32, w, FOLDED, b0, b1, s0, s1, zy16));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void dwq_band(const DwqJob *job, const int SIGNED, int64_t item, int slot) {
+    const QDepthwise *d = job->d;
+    uint8_t *ws = d->ws + slot * job->nbytes;
+    int16_t *xp = (int16_t *)ws;
+    DwBand b;
+    dw_band(d, job->bands, item, ws + job->sink_at, &b);
+    int32_t bias[BLK];
+    float scale[BLK];
+    dwf_bias(d, b.c0, b.nc, bias, scale);
+    for (int c = 0; c < b.nc && SIGNED; c++) bias[c] = (int32_t)((uint32_t)bias[c] + 128u * (uint32_t)d->wsum[b.c0 + c]);
+    if (d->width % 2 && b.c0 + b.nc == d->channels) {  /* odd widths read 16 bytes past a row: the last channel's copied */
+        uint8_t *stage = ws + job->stage_at;
+        memcpy(stage, b.src[b.nc - 1], (b.r1 - b.r0) * d->width);
+        for (int c = b.nc - 1; c < BLK; c++) b.src[c] = stage;
+    }
+    dwq_gather(job, SIGNED, b.src, b.r0, b.r1, b.top, b.hp, (int16_t)(SIGNED ? d->zx - 128 : d->zx), xp);
+    __m256i *v = (__m256i *)(ws + job->v_at);  /* each pixel once (the stores take the last 16 again) */
+    int folded = 1;
+    for (int c = 0; c < BLK; c++)
+        folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS && scale[c] >= -127.0f && scale[c] <= 127.0f;
+    if (folded) dwq_outputs(job, &b, 1, xp, bias, scale, v);
+    else dwq_outputs(job, &b, 0, xp, bias, scale, v);
+    const int64_t n = (b.oy1 - b.oy0) * d->ow;
+    const int u8 = d->out.kind == QOUT_U8;
+    for (int64_t p0 = 0; p0 < n; p0 += 16) {
+        int64_t q = p0 + 16 <= n ? p0 : n - 16;
+        __m256i r[8];
+        for (int i = 0; i < 8; i++) {
+            __m256i lo = _mm256_loadu_si256(v + q + i), hi = _mm256_loadu_si256(v + q + i + 8);
+            r[i] = u8 ? _mm256_packus_epi16(lo, hi) : _mm256_packs_epi16(lo, hi);
+        }
+        dw_store16(r, q, b.dst);
+    }
+}
+
+static void dwq_item(void *ctx, int64_t item, int slot) {
+    const DwqJob *job = ctx;
+    if (job->d->x_flip) dwq_band(job, 1, item, slot);
+    else dwq_band(job, 0, item, slot);
 }
 
 /* ---- 3x3 depthwise on the channels' own planes: stride 2 in int16 pairs, stride 1 in float32 ----
@@ -2211,7 +2471,8 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
      sums exact as the integer kernels' (started at the bias, wrapping alike), requantized as
      store_row_bytes (dwq_requant); rows of 8 outputs or more (16 on AVX-512 builds).
      MobileNetV2's 112 -> 56 layer 0.57x, 56 -> 28 0.76x the float path at v3 (0.63x, 0.81x at v4).
-   - stride 1, rows of DWP_MIN_WIDTH outputs or more, AVX2 builds without AVX-512: rows converted to
+   - stride 1, rows of DWP_MIN_WIDTH outputs or more, AVX2 builds without AVX-512 (under DWQ_MAX_WIDTH1:
+     the int16 pairs path above instead): rows converted to
      floats, 9 FMAs a vector with the weights in registers, requantized by dwf_requant2 (the float path's
      bytes: the same integer products and sums). 112 x 112: 0.85-0.88x the float path, 56 x 56 0.975x;
      on AVX-512 builds (whose float path is faster) 1.0-1.14x: not taken there. */
@@ -2398,15 +2659,21 @@ static void dwp_item(void *ctx, int64_t item, int slot) {
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) {
     int64_t nbytes = dw_layout(d).nbytes;
 #if DW_NARROW
-    int64_t f = dwf_job(d).nbytes, p = dwp_job(d).nbytes;  /* the kind of output is not known yet: room for every path */
+    int64_t f = dwf_job(d).nbytes, p = dwp_job(d).nbytes, q = dwq_job(d).nbytes;  /* the kind of output is not known yet: room for every path */
     nbytes = f > nbytes ? f : nbytes;
     nbytes = p > nbytes ? p : nbytes;
+    nbytes = q > nbytes ? q : nbytes;
 #endif
     return nbytes;
 }
 
 void ge_qdepthwise(const QDepthwise *d) {
 #if DW_NARROW
+    if (dwq_takes(d)) {
+        DwqJob job = dwq_job(d);
+        pool_run(dwq_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);
+        return;
+    }
     if (dwp_takes(d)) {
         DwpJob job = dwp_job(d);
         pool_run(dwp_item, &job, (d->channels + BLK - 1) / BLK, d->threads);

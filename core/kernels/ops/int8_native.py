@@ -171,14 +171,17 @@ def product_kernel(nat, plan: ProductPlan, amx: bool = False, twins: bool = Fals
 
 def depthwise_kernel(nat) -> str:
     """What the int8 depthwise convolution runs on with `nat` (AVX2 builds: a QLinearConv's, requantized
-    into bytes, in float32, exact; its other outputs and the other builds: centred int16 weights, taps in pairs)."""
+    into bytes, in float32, exact, or 3x3 on small planes in int16 column pairs; its other outputs and the
+    other builds: centred int16 weights, taps in pairs)."""
     if nat is None:
         return "depthwise: numpy float64 (exact)"
     isa = nat.isa.lower()
     pairs = "vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs" if "avx2" in isa \
         else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C"
-    return "depthwise: " + ("float32 FMA by 16 channels (exact; int32 outputs: " + pairs + ")" if "avx2" in isa
-                            else pairs)
+    small = "; 3x3 on int16 column pairs by 16 channels, vpmaddwd: stride 2 rows under 48 outputs" + (
+        "" if "avx512" in isa else ", stride 1 under 128")
+    return "depthwise: " + ("float32 FMA by 16 channels" + small + " (exact; int32 outputs: " + pairs + ")"
+                            if "avx2" in isa else pairs)
 
 
 def requant_kind(dtype) -> int:

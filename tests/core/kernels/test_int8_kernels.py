@@ -132,7 +132,9 @@ def test_qlinear_conv_edges(xsh, wsh, attrs, xdt, wdt, xz, wz, yz):
 # one longer; 600-wide rows, a band each), an input of 4 pixels inside wide padding. On the channels' own planes
 # (dwp_item: 3x3, rows of 8 outputs or more at stride 2, of 48 or more at stride 1 on AVX2-only builds): odd
 # widths (the last 8 outputs again) and heights (a last row alone), no padding, asymmetric and wide pads, batch 2,
-# rows of 9 and 8 outputs
+# rows of 9 and 8 outputs. On planes of int16 column pairs (dwq_item: 3x3, stride 2 rows under 48 outputs,
+# stride 1 under 128 on AVX2-only builds, even widths or odd ones under 16; most shapes above): odd left pads (the outputs' columns start on a pair's second), an
+# input of 8 pixels (gathered one by one)
 DEPTHWISE = [
     ((1, 33, 7, 7), (33, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 19, 9, 9), (19, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
@@ -155,6 +157,9 @@ DEPTHWISE = [
     ((1, 17, 6, 67), (17, 1, 3, 3), {}),
     ((1, 17, 16, 17), (17, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     ((1, 17, 15, 16), (17, 1, 3, 3), {"pads": [0, 0, 1, 1], "strides": [2, 2]}),
+    ((1, 18, 10, 12), (18, 1, 3, 3), {"pads": [1, 3, 0, 1]}),
+    ((1, 17, 12, 20), (17, 1, 3, 3), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    ((1, 17, 2, 4), (17, 1, 3, 3), {"pads": [2, 2, 2, 2]}),
 ]
 
 
