@@ -50,10 +50,7 @@ class TensorDesc:
 
     @property
     def meta(self) -> Meta:
-        dtype = _DTYPES.get(self.dtype)
-        if dtype is None:  # (np.dtype of a name is ~1 us: a load asks for a few thousand)
-            dtype = _DTYPES[self.dtype] = np.dtype(self.dtype)
-        return Meta(dtype, tuple(self.shape))
+        return Meta(_dtype(self.dtype), tuple(self.shape))
 
     @property
     def nbytes(self) -> int:
@@ -75,7 +72,15 @@ class TensorPlan:
     alias_of: str = ""
 
 
-_DTYPES: dict = {}  # dtype name -> np.dtype, for Arg.meta
+_DTYPES: dict = {}  # dtype name -> np.dtype
+
+
+def _dtype(name: str) -> np.dtype:
+    """np.dtype(name), cached: np.dtype of a name is ~1 us, and a load asks for a few thousand (metas)."""
+    dtype = _DTYPES.get(name)
+    if dtype is None:
+        dtype = _DTYPES[name] = np.dtype(name)
+    return dtype
 
 
 @record
@@ -88,10 +93,7 @@ class Arg:
 
     @property
     def meta(self) -> Meta:
-        dtype = _DTYPES.get(self.dtype)
-        if dtype is None:  # (np.dtype of a name is ~1 us: a load asks for a few thousand)
-            dtype = _DTYPES[self.dtype] = np.dtype(self.dtype)
-        return Meta(dtype, tuple(self.shape))
+        return Meta(_dtype(self.dtype), tuple(self.shape))
 
 
 @record
