@@ -51,6 +51,39 @@ def abi_mismatches(lib: ctypes.CDLL, structs=None, constants=None) -> list[str]:
     return problems
 
 
+def _layout_agrees(lib: ctypes.CDLL) -> bool:
+    """Whether the library's layout table is abi.py's row for row, in the order generate.py writes both
+    (each struct's size, its fields' offsets and sizes, then the constants' values): the table's numbers
+    read at once and compared, where abi_mismatches decodes and names every row (~3 M instructions more,
+    paid by every process that loads the library). False: abi_mismatches says how they differ (or that
+    they agree in another order)."""
+    expected = []
+    for cls in STRUCTS:
+        expected += (0, ctypes.sizeof(cls))
+        for name, *_ in cls._fields_:
+            field = getattr(cls, name)
+            expected += (field.offset, field.size)
+    for name in CONSTANTS:
+        expected += (0, getattr(abi, name))
+    rows, stride = len(expected) // 2, ctypes.sizeof(AbiEntry)
+    if stride % 8 or AbiEntry.offset.offset % 8 or AbiEntry.size.offset != AbiEntry.offset.offset + 8:
+        return False
+    get_layout = lib.ge_abi_layout
+    get_layout.argtypes, get_layout.restype = [], ctypes.c_void_p
+    base, words = get_layout(), stride // ctypes.sizeof(ctypes.c_void_p)
+    types = (ctypes.c_void_p * ((rows + 1) * words)).from_address(base)  # (an element read is one row's type)
+    for i in range(0, rows * words, words):  # in order, up to its end (NULL): a shorter table is not read past
+        if types[i] is None:
+            return False
+    if types[rows * words] is not None:
+        return False
+    numbers = memoryview(ctypes.string_at(base, rows * stride)).cast("q")
+    at, step = AbiEntry.offset.offset // 8, stride // 8
+    table = [0] * len(expected)
+    table[0::2], table[1::2] = numbers[at::step], numbers[at + 1::step]
+    return table == expected
+
+
 _KERNELS = __package__.rpartition(".")[0]  # the libraries are ge.core.kernels._native_<level>
 
 
@@ -114,7 +147,7 @@ def load(path: str) -> Native:
     name = os.path.basename(path).split(".")[0]
     try:
         lib = ctypes.CDLL(path)
-        problems = abi_mismatches(lib)
+        problems = [] if _layout_agrees(lib) else abi_mismatches(lib)
         if problems:
             raise Unavailable(f"{name} refused: its argument structs differ from the binding's (native/abi.py): {'; '.join(problems)}")
         candidate = Native(lib)

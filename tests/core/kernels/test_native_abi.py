@@ -88,3 +88,22 @@ def test_every_constant_agrees_and_a_changed_one_is_found(library):
     tanh = native_mod.ACT_TANH
     assert native_mod.abi_mismatches(library, (), {"ACT_TANH": tanh + 1, "ACT_UNHEARD_OF": 7}) == [
         f"constant ACT_TANH: {tanh} in C, {tanh + 1} in abi.py", "constant ACT_UNHEARD_OF: None in C, 7 in abi.py"]
+
+
+def test_the_quick_comparison_agrees_and_any_change_falls_back_to_the_named_walk(library, monkeypatch):
+    """load() compares the table's numbers with abi.py's at once (_layout_agrees) and walks it row by row,
+    naming what differs, only when they do not agree: a changed constant or a struct with a field more
+    or less is such a case (and a table shorter than abi.py's is not read past its end)."""
+    assert loader._layout_agrees(library)
+    monkeypatch.setattr(loader.abi, "ACT_TANH", native_mod.ACT_TANH + 1)
+    assert not loader._layout_agrees(library)
+    monkeypatch.undo()
+
+    class Rows(ctypes.Structure):  # native.Rows with one field more
+        _fields_ = native_mod.Rows._fields_ + [("extra", ctypes.c_int64)]
+
+    real = loader.STRUCTS
+    monkeypatch.setattr(loader, "STRUCTS", real + (Rows,))  # abi.py's rows past the table's end: read up to it only
+    assert not loader._layout_agrees(library)
+    monkeypatch.setattr(loader, "STRUCTS", real[:2])  # fewer rows: the table's next one is not its end
+    assert not loader._layout_agrees(library)
