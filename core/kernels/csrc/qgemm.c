@@ -2363,21 +2363,27 @@ static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, 
     }
 }
 
-/* The weight pairs of the group's channels from c0 (nc of them; past them the last one's) for outputs
-   whose first column is a pair's first (odd 0: (w0, w1), (w2, 0)) or second (odd 1: (0, w0), (w1, w2)):
-   a 32-bit gather at w[c][k] takes (w[c][k], w[c][k + 1]) */
-static inline void dwq_weights(const QDepthwise *d, int64_t c0, int nc, int odd, __m256i w[3][2][2]) {
+/* The weight pairs of the group's channels from c0 (nc of them; past them the last one's), k[ky][0] = (w0,
+   w1) and k[ky][1] = (w1, w2) of kernel row ky: a 32-bit gather at w[c][k] takes (w[c][k], w[c][k + 1]) */
+static inline void dwq_gather_weights(const QDepthwise *d, int64_t c0, int nc, __m256i k[3][2][2]) {
     const int *w0 = (const int *)(d->w + c0 * 9);
     for (int g = 0; g < 2; g++) {
         __m256i c = _mm256_add_epi32(_mm256_set1_epi32(8 * g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         __m256i at = _mm256_mullo_epi32(_mm256_min_epi32(c, _mm256_set1_epi32(nc - 1)), _mm256_set1_epi32(18));  /* bytes */
-        for (int ky = 0; ky < 3; ky++) {
-            __m256i k0 = _mm256_i32gather_epi32(w0, _mm256_add_epi32(at, _mm256_set1_epi32(6 * ky)), 1);
-            __m256i k1 = _mm256_i32gather_epi32(w0, _mm256_add_epi32(at, _mm256_set1_epi32(6 * ky + 2)), 1);
-            w[ky][0][g] = odd ? _mm256_slli_epi32(k0, 16) : k0;
-            w[ky][1][g] = odd ? k1 : _mm256_srli_epi32(k1, 16);
-        }
+        for (int ky = 0; ky < 3; ky++)
+            for (int t = 0; t < 2; t++)
+                k[ky][t][g] = _mm256_i32gather_epi32(w0, _mm256_add_epi32(at, _mm256_set1_epi32(6 * ky + 2 * t)), 1);
     }
+}
+
+/* The pairs of k for outputs whose first column is a pair's first (odd 0: (w0, w1), (w2, 0)) or second
+   (odd 1: (0, w0), (w1, w2)); stride 1 takes both from one gather */
+static inline void dwq_weights(__m256i k[3][2][2], int odd, __m256i w[3][2][2]) {
+    for (int ky = 0; ky < 3; ky++)
+        for (int g = 0; g < 2; g++) {
+            w[ky][0][g] = odd ? _mm256_slli_epi32(k[ky][0][g], 16) : k[ky][0][g];
+            w[ky][1][g] = odd ? k[ky][1][g] : _mm256_srli_epi32(k[ky][1][g], 16);
+        }
 }
 
 /* A pixel's 16 sums from its pairs at o (kernel row ky's pitch32 * ky on), requantized (dwq_requant's order;
@@ -2387,12 +2393,14 @@ static inline __attribute__((always_inline)) __m256i dwq_pixel(const int16_t *o,
                                                                const int FOLDED, __m256i b0, __m256i b1, __m256 s0,
                                                                __m256 s1, __m256i zy16) {
     __m256i a0 = b0, a1 = b1;
-    for (int ky = 0; ky < 3; ky++, o += pitch32) {
-        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)o), w[ky][0][0]));
-        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 16)), w[ky][0][1]));
-        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 32)), w[ky][1][0]));
-        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 48)), w[ky][1][1]));
-    }
+    for (int ky = 0; ky < 3; ky++, o += pitch32)
+        for (int t = 0; t < 2; t++) {  /* a chain a group: the empty asm keeps GCC from reassociating the sums
+                                          into parallel chains, whose temporaries spilled 8 of the 12 weights
+                                          to the stack every pixel */
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 32 * t)), w[ky][t][0]));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(o + 32 * t + 16)), w[ky][t][1]));
+            __asm__("" : "+x"(a0), "+x"(a1));
+        }
     if (FOLDED)
         return dwf_requant2(_mm256_cvtepi32_ps(a0), _mm256_cvtepi32_ps(a1), 1, b0, b1, s0, s1, zy16);
     return dwq_requant(a0, a1, s0, s1, zy16);
@@ -2408,9 +2416,11 @@ static inline __attribute__((always_inline)) void dwq_outputs(const DwqJob *job,
     const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
     const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy);
     const int64_t ow = d->ow, S = d->sw, rows = b->oy1 - b->oy0, pitch32 = job->pitch * 32;
+    __m256i k[3][2][2];
+    dwq_gather_weights(d, b->c0, b->nc, k);
     for (int64_t x0 = 0; x0 < (S == 1 ? 2 : 1); x0++) {  /* stride 1: the outputs x0, x0 + 2, ... */
         __m256i w[3][2][2];
-        dwq_weights(d, b->c0, b->nc, (int)((S * x0 - d->pl) & 1), w);
+        dwq_weights(k, (int)((S * x0 - d->pl) & 1), w);
         for (int64_t oy = 0; oy < rows; oy++) {
             const int16_t *o = xp + oy * S * pitch32 + dwq_pair(d, job->lead, x0) * 32;
             for (int64_t x = x0; x < ow; x += 3 - S, o += 32)
