@@ -2010,10 +2010,15 @@ typedef struct {
 } DwBand;
 
 static void dw_band(const QDepthwise *d, int64_t bands, int64_t item, uint8_t *sink, DwBand *b) {
-    int64_t band = item % bands, plane = d->height * d->width, n = d->oh * d->ow;
-    b->c0 = item / bands * BLK;
+    int64_t plane = d->height * d->width, n = d->oh * d->ow;
+    if (bands == 1) {  /* a plane a band (every plane under DWF_BAND_PIXELS): no divisions, 4% of a 7 x 7 item */
+        b->c0 = item * BLK, b->oy0 = 0, b->oy1 = d->oh;
+    } else {
+        int64_t band = item % bands;
+        b->c0 = item / bands * BLK;
+        b->oy0 = band * d->oh / bands, b->oy1 = (band + 1) * d->oh / bands;
+    }
     b->nc = (int)(d->channels - b->c0 < BLK ? d->channels - b->c0 : BLK);
-    b->oy0 = band * d->oh / bands, b->oy1 = (band + 1) * d->oh / bands;
     b->hp = (b->oy1 - b->oy0 - 1) * d->sh + (d->kh - 1) * d->dh + 1;
     int64_t r0 = b->oy0 * d->sh - d->pt, r1 = r0 + b->hp;  /* the padded rows' input rows, those inside read */
     b->top = r0 < 0 ? -r0 : 0;
