@@ -2303,8 +2303,21 @@ static inline __attribute__((always_inline)) void transpose_pairs(__m256i r[8]) 
         }
 }
 
-static inline __attribute__((always_inline)) __m256i dwq_widen(const int SIGNED, __m128i v) {
-    return SIGNED ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+/* 8 bytes from each of 16 channels' rows at src[c] + q, as transpose_pairs takes them, in the order dwq_widen
+   wants: r[i] = [channel i's | i + 4's] for i < 4, [channel i + 4's | i + 8's] after */
+static inline __attribute__((always_inline)) void dwq_load(const uint8_t *const src[16], int64_t q, __m256i r[8]) {
+    for (int i = 0; i < 8; i++) {
+        int lo = i < 4 ? i : i + 4;
+        r[i] = _mm256_loadu2_m128i((const __m128i *)(src[lo + 4] + q), (const __m128i *)(src[lo] + q));
+    }
+}
+
+/* Pair k of dwq_load's channels after transpose_pairs, widened to int16 by unpacking: the low halves of
+   its lanes hold channels 0-3 | 4-7 (the plane's first group), the high ones 8-11 | 12-15 (one shuffle a
+   group, not an extract and two widenings: a tenth of a stride-2 item) */
+static inline __attribute__((always_inline)) void dwq_widen(const int SIGNED, __m256i r, __m256i *g0, __m256i *g1) {
+    const __m256i hi = SIGNED ? _mm256_cmpgt_epi8(_mm256_setzero_si256(), r) : _mm256_setzero_si256();
+    *g0 = _mm256_unpacklo_epi8(r, hi), *g1 = _mm256_unpackhi_epi8(r, hi);
 }
 
 /* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the plane xp of hp rows,
@@ -2329,12 +2342,12 @@ static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, 
     if (width % 2) {
         for (int64_t i = 0; i < r1 - r0; i++) {
             __m256i r[8];
-            for (int c = 0; c < 8; c++)
-                r[c] = _mm256_loadu2_m128i((const __m128i *)(src[c + 8] + i * width), (const __m128i *)(src[c] + i * width));
+            dwq_load(src, i * width, r);
             transpose_pairs(r);
             int16_t *o = xp + ((top + i) * pitch + lead) * 32;
             for (int64_t k = 0; k <= width / 2; k++, o += 32) {
-                __m256i a = dwq_widen(SIGNED, _mm256_castsi256_si128(r[k])), b = dwq_widen(SIGNED, _mm256_extracti128_si256(r[k], 1));
+                __m256i a, b;
+                dwq_widen(SIGNED, r[k], &a, &b);
                 if (k == width / 2) a = _mm256_blend_epi16(a, z, 0xAA), b = _mm256_blend_epi16(b, z, 0xAA);
                 _mm256_storeu_si256((__m256i *)o, a);
                 _mm256_storeu_si256((__m256i *)(o + 16), b);
@@ -2356,12 +2369,14 @@ static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, 
         if (p0 + 16 > n)  /* the last 16 again */
             q = n - 16, col = q % width, o = xp + ((top + q / width) * pitch + lead + col / 2) * 32;
         __m256i r[8];
-        for (int i = 0; i < 8; i++) r[i] = _mm256_loadu2_m128i((const __m128i *)(src[i + 8] + q), (const __m128i *)(src[i] + q));
+        dwq_load(src, q, r);
         transpose_pairs(r);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
-            _mm256_storeu_si256((__m256i *)o, dwq_widen(SIGNED, _mm256_castsi256_si128(r[k])));
-            _mm256_storeu_si256((__m256i *)(o + 16), dwq_widen(SIGNED, _mm256_extracti128_si256(r[k], 1)));
+            __m256i a, b;
+            dwq_widen(SIGNED, r[k], &a, &b);
+            _mm256_storeu_si256((__m256i *)o, a);
+            _mm256_storeu_si256((__m256i *)(o + 16), b);
             o += 32, col += 2;
             if (col == width) col = 0, o += skip;
         }
