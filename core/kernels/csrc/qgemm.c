@@ -2383,16 +2383,17 @@ static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, 
     }
 }
 
-/* The weight pairs of the group's channels from c0 (nc of them; past them the last one's), k[ky][0] = (w0,
-   w1) and k[ky][1] = (w1, w2) of kernel row ky: a 32-bit gather at w[c][k] takes (w[c][k], w[c][k + 1]) */
-static inline void dwq_gather_weights(const QDepthwise *d, int64_t c0, int nc, __m256i k[3][2][2]) {
-    const int *w0 = (const int *)(d->w + c0 * 9);
+/* The weight pairs of the group's channels from c0, k[ky][0] = (w0, w1) and k[ky][1] = (w1, w2) of kernel
+   row ky, from wf (the float path's weights, [9][16] a group, zeros past the channels: exact integers) by
+   vector loads and conversions, not 12 gathers (5% of a 7 x 7 item) */
+static inline void dwq_load_weights(const QDepthwise *d, int64_t c0, __m256i k[3][2][2]) {
+    const float *wf = d->wf + c0 * 9;
     for (int g = 0; g < 2; g++) {
-        __m256i c = _mm256_add_epi32(_mm256_set1_epi32(8 * g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        __m256i at = _mm256_mullo_epi32(_mm256_min_epi32(c, _mm256_set1_epi32(nc - 1)), _mm256_set1_epi32(18));  /* bytes */
+        __m256i w[9];
+        for (int t = 0; t < 9; t++) w[t] = _mm256_cvttps_epi32(_mm256_loadu_ps(wf + t * BLK + 8 * g));
         for (int ky = 0; ky < 3; ky++)
             for (int t = 0; t < 2; t++)
-                k[ky][t][g] = _mm256_i32gather_epi32(w0, _mm256_add_epi32(at, _mm256_set1_epi32(6 * ky + 2 * t)), 1);
+                k[ky][t][g] = _mm256_blend_epi16(w[3 * ky + t], _mm256_slli_epi32(w[3 * ky + t + 1], 16), 0xAA);
     }
 }
 
@@ -2437,7 +2438,7 @@ static inline __attribute__((always_inline)) void dwq_outputs(const DwqJob *job,
     const __m256i zy16 = _mm256_set1_epi16((int16_t)d->out.zy);
     const int64_t ow = d->ow, S = d->sw, rows = b->oy1 - b->oy0, pitch32 = job->pitch * 32;
     __m256i k[3][2][2];
-    dwq_gather_weights(d, b->c0, b->nc, k);
+    dwq_load_weights(d, b->c0, k);
     for (int64_t x0 = 0; x0 < (S == 1 ? 2 : 1); x0++) {  /* stride 1: the outputs x0, x0 + 2, ... */
         __m256i w[3][2][2];
         dwq_weights(k, (int)((S * x0 - d->pl) & 1), w);
