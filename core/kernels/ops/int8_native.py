@@ -178,8 +178,8 @@ def depthwise_kernel(nat) -> str:
     isa = nat.isa.lower()
     pairs = "vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs" if "avx2" in isa \
         else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C"
-    small = "; 3x3 on int16 column pairs by 16 channels, vpmaddwd: stride 2 rows under 48 outputs" + (
-        "" if "avx512" in isa else ", stride 1 under 128")
+    small = "; 3x3 on int16 column pairs by 16 channels, vpmaddwd" + (" on zmm" if "avx512" in isa else "") + \
+        ": stride 2 rows under 48 outputs, stride 1 under 128"
     return "depthwise: " + ("float32 FMA by 16 channels" + small + " (exact; int32 outputs: " + pairs + ")"
                             if "avx2" in isa else pairs)
 

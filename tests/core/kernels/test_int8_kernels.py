@@ -133,7 +133,7 @@ def test_qlinear_conv_edges(xsh, wsh, attrs, xdt, wdt, xz, wz, yz):
 # (dwp_item: 3x3, rows of 8 outputs or more at stride 2, of 48 or more at stride 1 on AVX2-only builds): odd
 # widths (the last 8 outputs again) and heights (a last row alone), no padding, asymmetric and wide pads, batch 2,
 # rows of 9 and 8 outputs. On planes of int16 column pairs (dwq_item: 3x3, stride 2 rows under 48 outputs,
-# stride 1 under 128 on AVX2-only builds, even widths or odd ones under 16; most shapes above): odd left pads (the outputs' columns start on a pair's second), an
+# stride 1 under 128, both groups of a pixel in a zmm on AVX-512 builds; even widths or odd ones under 16; most shapes above): odd left pads (the outputs' columns start on a pair's second), an
 # input of 8 pixels (gathered one by one)
 DEPTHWISE = [
     ((1, 33, 7, 7), (33, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
