@@ -45,7 +45,7 @@ from ...core.model.errors import FormatError, GraphError, ShapeError
 from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
 from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
                                       TensorProto, TypeProto, ValueInfoProto, check_model, dims_of, infer_shapes,
-                                      make_tensor_value_info, onnx_opset_version, to_array)
+                                      is_utf8_text, make_tensor_value_info, onnx_opset_version, to_array)
 from ...core.model.record import record
 from .wire import strip_raw_data
 
@@ -94,7 +94,6 @@ def read_onnx(path) -> OnnxModel:
     file when it is not a model ge can compile. The one read of the file in a compile."""
     path = os.fspath(path)
     model, nbytes, raw = _read_model(path)
-    _check_text(model, path)
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
     raw = _tolerate(model, path, raw)
@@ -152,7 +151,8 @@ def parse_out_nodes(text: str) -> list[str]:
 def _read_model(path: str) -> tuple[ModelProto, int, dict]:
     """The model (external data not loaded), the file's size and {initializer index: view of its
     raw data in the file} for the big raw initializers of the main graph, which protobuf never
-    sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed."""
+    sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed. Its text
+    is checked (_check_text) unless the bytes parsed were found UTF-8 throughout (is_utf8_text)."""
     if not os.path.isfile(path):
         raise FormatError(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a file")
     try:
@@ -168,11 +168,13 @@ def _read_model(path: str) -> tuple[ModelProto, int, dict]:
         try:
             model.ParseFromString(stripped[0])
             raw = {i: view[offset:offset + n] for i, (offset, n) in stripped[1].items()}
+            text_checked = is_utf8_text(stripped[0])
         except Exception:  # parsed whole below, for protobuf's own message
             model = ModelProto()
     if not raw:
         try:
             model.ParseFromString(view)
+            text_checked = is_utf8_text(view)
         except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
             raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
         finally:
@@ -181,6 +183,8 @@ def _read_model(path: str) -> tuple[ModelProto, int, dict]:
                 mapped.close()
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
+    if not text_checked:
+        _check_text(model, path)
     return model, size, raw
 
 
