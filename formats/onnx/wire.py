@@ -35,14 +35,14 @@ def _strip_graph(buf, start: int, end: int, min_nbytes: int, spans: dict) -> byt
     pieces, index = [], 0
     for number, wire, field, value, stop in _fields(buf, start, end):
         if number == _GRAPH_INITIALIZER and wire == _LEN:
-            raw = [f for f in _fields(buf, value, stop) if f[0] == _TENSOR_RAW_DATA]
+            index += 1
+            # (the fields of an initializer smaller than min_nbytes are not scanned: most of a model's)
+            raw = [f for f in _fields(buf, value, stop) if f[0] == _TENSOR_RAW_DATA] if stop - value >= min_nbytes else ()
             if len(raw) == 1 and raw[0][1] == _LEN and raw[0][4] - raw[0][3] >= min_nbytes:
                 _, _, raw_field, raw_value, raw_stop = raw[0]
                 tensor = b"".join([buf[value:raw_field], buf[raw_stop:stop]])
                 pieces += [key(_GRAPH_INITIALIZER), varint_bytes(len(tensor)), tensor]
-                spans[index] = (raw_value, raw_stop - raw_value)
-                index += 1
+                spans[index - 1] = (raw_value, raw_stop - raw_value)
                 continue
-            index += 1
         pieces.append(buf[field:stop])
     return b"".join(pieces)
