@@ -294,11 +294,11 @@ def _detach_weights(model: ModelProto, raw: dict) -> dict[int, np.ndarray]:
     inputs = {vi.name for vi in model.graph.input} if model.ir_version < 4 else None
     detached = {}
     for i, t in enumerate(model.graph.initializer):
-        if eligible and (inputs is None or t.name in inputs) and _plain_raw(t):
+        numel = math.prod(dims_of(t))  # (first: most initializers are small, and _plain_raw asks many fields)
+        if eligible and numel > _INFER_CONST_LIMIT and (inputs is None or t.name in inputs) and _plain_raw(t):
             data = raw[i] if i in raw else t.raw_data
-            numel = math.prod(dims_of(t))
             dtype = DTYPES[t.data_type]
-            if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
+            if len(data) == numel * dtype.itemsize:
                 a = np.frombuffer(data, dtype)
                 detached[i] = a.reshape(dims_of(t))
                 t.ClearField("raw_data")
@@ -429,7 +429,7 @@ def _in_order(graph: GraphProto, defined: set) -> bool:
         if not defined.issuperset(node.input[:]):  # (a slice of a repeated field: onnx_proto.dims_of says why)
             return False
         for a in node.attribute[:]:
-            if _holds(a, AttributeProto.GRAPH) or _holds(a, AttributeProto.GRAPHS):
+            if a.type not in _PLAIN_ATTRIBUTES and (_holds(a, AttributeProto.GRAPH) or _holds(a, AttributeProto.GRAPHS)):
                 return False
         defined.update(node.output[:])
     return True
@@ -446,6 +446,8 @@ def _node_reads(node: NodeProto):
 
 def _subgraphs(node: NodeProto):
     for a in node.attribute[:]:
+        if a.type in _PLAIN_ATTRIBUTES:
+            continue
         if _holds(a, AttributeProto.GRAPH):
             yield a.g
         if _holds(a, AttributeProto.GRAPHS):
@@ -455,6 +457,12 @@ def _subgraphs(node: NodeProto):
 #: the field of each attribute type whose value is a message or a list of them
 _MESSAGE_FIELDS = {AttributeProto.GRAPH: "g", AttributeProto.GRAPHS: "graphs", AttributeProto.TENSOR: "t",
                    AttributeProto.TENSORS: "tensors", AttributeProto.SPARSE_TENSOR: "sparse_tensor"}
+
+
+#: the attribute types of no message (ints, floats, strings): most attributes, passed over by the walks
+#: looking for tensors and graphs without asking _holds
+_PLAIN_ATTRIBUTES = frozenset({AttributeProto.FLOAT, AttributeProto.INT, AttributeProto.STRING, AttributeProto.FLOATS,
+                               AttributeProto.INTS, AttributeProto.STRINGS})
 
 
 def _holds(a: AttributeProto, kind: int) -> bool:
@@ -499,7 +507,10 @@ def _all_tensors(model: ModelProto):
             yield s.values
             yield s.indices
         for n in g.node[:]:
+            subgraphs = []
             for a in n.attribute[:]:
+                if a.type in _PLAIN_ATTRIBUTES:
+                    continue
                 if _holds(a, AttributeProto.TENSOR):
                     yield a.t
                 if _holds(a, AttributeProto.TENSORS):
@@ -507,7 +518,11 @@ def _all_tensors(model: ModelProto):
                 if _holds(a, AttributeProto.SPARSE_TENSOR):
                     yield a.sparse_tensor.values
                     yield a.sparse_tensor.indices
-            for sub in _subgraphs(n):
+                if _holds(a, AttributeProto.GRAPH):
+                    subgraphs.append(a.g)
+                if _holds(a, AttributeProto.GRAPHS):
+                    subgraphs.extend(a.graphs)
+            for sub in subgraphs:  # (after the node's own tensors, as _subgraphs gives them)
                 yield from of_graph(sub)
     yield from of_graph(model.graph)
 
