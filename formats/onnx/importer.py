@@ -355,15 +355,14 @@ def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> N
         o.type.tensor_type.shape.SetInParent()
     if detached:
         g = checked.graph
-        kept = [t for i, t in enumerate(g.initializer) if i not in detached]
         inputs = {vi.name for vi in g.input}
         for i in detached:
             t = g.initializer[i]
             if t.name not in inputs:
                 g.input.append(make_tensor_value_info(t.name, t.data_type, dims_of(t)))
                 inputs.add(t.name)
-        del g.initializer[:]
-        g.initializer.extend(kept)
+        for i in reversed(detached):  # (deleted in place: the others are not copied once more)
+            del g.initializer[i]
     try:
         if nbytes - sum(a.nbytes for a in detached.values()) < _PROTO_LIMIT:
             check_model(checked)
@@ -844,7 +843,7 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) ->
 
     graph.initializers.update(weights)  # shared, read-only: every graph of the model reads the same arrays
     for name, a in graph.initializers.items():
-        graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
+        graph.values[name] = Value(name, a.dtype, a.shape)  # (numpy's shape: a tuple of ints)
 
     for vi in inputs:
         graph.inputs.append(vi.name)
@@ -966,7 +965,7 @@ def _subgraph(g: GraphProto, where: str, outer: _Scope) -> tuple[Graph, list[str
             raise GraphError(f"{outer.path}: {where} reads '{name}', which neither the subgraph nor an "
                              f"enclosing graph provides")
     for name, a in graph.initializers.items():
-        graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
+        graph.values[name] = Value(name, a.dtype, a.shape)
     for name, vi in declared.items():
         if name not in graph.values and vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
             kind, elem, _ = _type_of(vi.type, f"{outer.path}: {where}: value '{name}'")
