@@ -598,10 +598,15 @@ def _load_external_data(model: ModelProto, path: str) -> tuple[int, int]:
 def _dims(vi: ValueInfoProto):
     """Dims of a ValueInfo: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
     tp = vi.type
-    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+    return _tensor_dims(tp.tensor_type) if tp.HasField("tensor_type") else None
+
+
+def _tensor_dims(tt: TypeProto.Tensor):
+    """_dims of a tensor type (each access of a message field makes its wrapper: asked once here)."""
+    if not tt.HasField("shape"):
         return None
     out = []
-    for d in tp.tensor_type.shape.dim[:]:
+    for d in tt.shape.dim[:]:
         which = d.WhichOneof("value")  # (dim_value and dim_param are a oneof: one call, not two HasField)
         if which == "dim_value":
             out.append(d.dim_value)
@@ -617,9 +622,8 @@ def _type_of(tp: TypeProto, where: str) -> tuple[str, int, tuple | None]:
     "optional" (of a tensor) or "optional_sequence"; sequences and optionals have no dims."""
     which = tp.WhichOneof("value")
     if which == "tensor_type":
-        vi = ValueInfoProto()
-        vi.type.CopyFrom(tp)
-        return "tensor", tp.tensor_type.elem_type, _dims(vi)
+        tt = tp.tensor_type
+        return "tensor", tt.elem_type, _tensor_dims(tt)
     if which in ("sequence_type", "optional_type"):
         inner = tp.sequence_type.elem_type if which == "sequence_type" else tp.optional_type.elem_type
         kind, elem, _ = _type_of(inner, where)
@@ -744,9 +748,12 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
             return {}
     found = {}
     for vi in out.graph.value_info[:] + out.graph.output[:]:  # (slices: onnx_proto.dims_of says why)
-        if vi.type.HasField("tensor_type"):
-            found[vi.name] = (vi.type.tensor_type.elem_type, _dims(vi))
-        elif vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+        tp = vi.type
+        which = tp.WhichOneof("value")
+        if which == "tensor_type":
+            tt = tp.tensor_type
+            found[vi.name] = (tt.elem_type, _tensor_dims(tt))
+        elif which in ("sequence_type", "optional_type"):
             with contextlib.suppress(GraphError):
                 kind, elem, _ = _type_of(vi.type, vi.name)
                 found[vi.name] = (elem, None)

@@ -32,7 +32,7 @@ def strip_raw_data(buf, min_nbytes: int) -> tuple[bytes, dict[int, tuple[int, in
 
 
 def _strip_graph(buf, start: int, end: int, min_nbytes: int, spans: dict) -> bytes:
-    pieces, index = [], 0
+    pieces, index, kept = [], 0, start  # (buf[kept:] is not in pieces yet: the fields between stripped ones, in one piece)
     for number, wire, field, value, stop in _fields(buf, start, end):
         if number == _GRAPH_INITIALIZER and wire == _LEN:
             index += 1
@@ -41,8 +41,8 @@ def _strip_graph(buf, start: int, end: int, min_nbytes: int, spans: dict) -> byt
             if len(raw) == 1 and raw[0][1] == _LEN and raw[0][4] - raw[0][3] >= min_nbytes:
                 _, _, raw_field, raw_value, raw_stop = raw[0]
                 tensor = b"".join([buf[value:raw_field], buf[raw_stop:stop]])
-                pieces += [key(_GRAPH_INITIALIZER), varint_bytes(len(tensor)), tensor]
+                pieces += [buf[kept:field], key(_GRAPH_INITIALIZER), varint_bytes(len(tensor)), tensor]
                 spans[index - 1] = (raw_value, raw_stop - raw_value)
-                continue
-        pieces.append(buf[field:stop])
+                kept = stop
+    pieces.append(buf[kept:end])
     return b"".join(pieces)
