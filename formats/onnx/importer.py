@@ -317,7 +317,7 @@ def _initializer_arrays(model: ModelProto, path: str, detached: dict[int, np.nda
         a = detached.get(i)
         if a is None:
             a = _tensor_to_array(t, f"{path}: initializer")
-            if math.prod(dims_of(t)) > _INFER_CONST_LIMIT:
+            if a.size > _INFER_CONST_LIMIT:  # (its shape is the tensor's dims)
                 t.ClearField("raw_data")
         arrays[t.name] = a
     for s in model.graph.sparse_initializer:
@@ -777,14 +777,15 @@ def _subgraph_protos(g: GraphProto):
 # conversion
 # --------------------------------------------------------------------------------------------
 def _tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
-    if t.data_type not in DTYPES:
-        name = TensorProto.DataType.Name(t.data_type) if t.data_type in TensorProto.DataType.values() else t.data_type
+    data_type = t.data_type
+    if data_type not in DTYPES:
+        name = TensorProto.DataType.Name(data_type) if data_type in TensorProto.DataType.values() else data_type
         raise GraphError(f"{where}: tensor '{t.name}' has element type {name}, which ge does not support")
     try:
         a = to_array(t)
     except Exception as e:
         raise FormatError(f"{where}: tensor '{t.name}' cannot be read ({_short(e)})") from None
-    return np.array(a, dtype=DTYPES[t.data_type], order="C", copy=None)
+    return np.array(a, dtype=DTYPES[data_type], order="C", copy=None)
 
 
 def _sparse_to_array(s: SparseTensorProto, where: str) -> np.ndarray:
