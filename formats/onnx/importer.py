@@ -361,7 +361,7 @@ def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> N
             if t.name not in inputs:
                 g.input.append(make_tensor_value_info(t.name, t.data_type, dims_of(t)))
                 inputs.add(t.name)
-        for i in reversed(detached):  # (deleted in place: the others are not copied once more)
+        for i in reversed(detached):  # (indices in ascending order: deleted in place, the others not copied again)
             del g.initializer[i]
     try:
         if nbytes - sum(a.nbytes for a in detached.values()) < _PROTO_LIMIT:
@@ -428,7 +428,9 @@ def _in_order(graph: GraphProto, defined: set) -> bool:
         if not defined.issuperset(node.input[:]):  # (a slice of a repeated field: onnx_proto.dims_of says why)
             return False
         for a in node.attribute[:]:
-            if a.type not in _PLAIN_ATTRIBUTES and (_holds(a, AttributeProto.GRAPH) or _holds(a, AttributeProto.GRAPHS)):
+            if a.type in _PLAIN_ATTRIBUTES:
+                continue
+            if _holds(a, AttributeProto.GRAPH) or _holds(a, AttributeProto.GRAPHS):
                 return False
         defined.update(node.output[:])
     return True
