@@ -42,6 +42,8 @@ def fields(buf, start: int = 0, end: int | None = None):
         elif wire == LEN:
             if pos < size and buf[pos] < 0x80:
                 n, value = buf[pos], pos + 1
+            elif pos + 1 < size and buf[pos + 1] < 0x80:  # two bytes: the length of a node, a small tensor ...
+                n, value = buf[pos] & 0x7F | buf[pos + 1] << 7, pos + 2
             else:
                 n, value = varint(buf, pos)
             pos = value + n

@@ -45,7 +45,7 @@ from ...core.model.errors import FormatError, GraphError, ShapeError
 from ...core.model.ir import DTYPES, Graph, Node, Value, stable_topological_order
 from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto,
                                       TensorProto, TypeProto, ValueInfoProto, check_model, dims_of, infer_shapes,
-                                      make_tensor_value_info, onnx_opset_version, to_array)
+                                      is_utf8_text, make_tensor_value_info, onnx_opset_version, to_array)
 from ...core.model.record import record
 from .wire import strip_raw_data
 
@@ -94,7 +94,6 @@ def read_onnx(path) -> OnnxModel:
     file when it is not a model ge can compile. The one read of the file in a compile."""
     path = os.fspath(path)
     model, nbytes, raw = _read_model(path)
-    _check_text(model, path)
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
     raw = _tolerate(model, path, raw)
@@ -152,7 +151,8 @@ def parse_out_nodes(text: str) -> list[str]:
 def _read_model(path: str) -> tuple[ModelProto, int, dict]:
     """The model (external data not loaded), the file's size and {initializer index: view of its
     raw data in the file} for the big raw initializers of the main graph, which protobuf never
-    sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed."""
+    sees (wire.strip_raw_data): the file is mapped read-only and only the rest is parsed. Its text
+    is checked (_check_text) unless the bytes parsed were found UTF-8 throughout (is_utf8_text)."""
     if not os.path.isfile(path):
         raise FormatError(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a file")
     try:
@@ -168,11 +168,13 @@ def _read_model(path: str) -> tuple[ModelProto, int, dict]:
         try:
             model.ParseFromString(stripped[0])
             raw = {i: view[offset:offset + n] for i, (offset, n) in stripped[1].items()}
+            text_checked = is_utf8_text(stripped[0])
         except Exception:  # parsed whole below, for protobuf's own message
             model = ModelProto()
     if not raw:
         try:
             model.ParseFromString(view)
+            text_checked = is_utf8_text(view)
         except Exception as e:  # protobuf DecodeError, RuntimeError, UnicodeDecodeError ...
             raise FormatError(f"{path}: not a valid ONNX model ({_short(e) or type(e).__name__})") from None
         finally:
@@ -181,6 +183,8 @@ def _read_model(path: str) -> tuple[ModelProto, int, dict]:
                 mapped.close()
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FormatError(f"{path}: not a valid ONNX model (no ir_version or graph)")
+    if not text_checked:
+        _check_text(model, path)
     return model, size, raw
 
 
@@ -290,11 +294,11 @@ def _detach_weights(model: ModelProto, raw: dict) -> dict[int, np.ndarray]:
     inputs = {vi.name for vi in model.graph.input} if model.ir_version < 4 else None
     detached = {}
     for i, t in enumerate(model.graph.initializer):
-        if eligible and (inputs is None or t.name in inputs) and _plain_raw(t):
+        numel = math.prod(dims_of(t))  # (first: most initializers are small, and _plain_raw asks many fields)
+        if eligible and numel > _INFER_CONST_LIMIT and (inputs is None or t.name in inputs) and _plain_raw(t):
             data = raw[i] if i in raw else t.raw_data
-            numel = math.prod(dims_of(t))
             dtype = DTYPES[t.data_type]
-            if numel > _INFER_CONST_LIMIT and len(data) == numel * dtype.itemsize:
+            if len(data) == numel * dtype.itemsize:
                 a = np.frombuffer(data, dtype)
                 detached[i] = a.reshape(dims_of(t))
                 t.ClearField("raw_data")
@@ -313,7 +317,7 @@ def _initializer_arrays(model: ModelProto, path: str, detached: dict[int, np.nda
         a = detached.get(i)
         if a is None:
             a = _tensor_to_array(t, f"{path}: initializer")
-            if math.prod(dims_of(t)) > _INFER_CONST_LIMIT:
+            if a.size > _INFER_CONST_LIMIT:  # (its shape is the tensor's dims)
                 t.ClearField("raw_data")
         arrays[t.name] = a
     for s in model.graph.sparse_initializer:
@@ -351,15 +355,14 @@ def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> N
         o.type.tensor_type.shape.SetInParent()
     if detached:
         g = checked.graph
-        kept = [t for i, t in enumerate(g.initializer) if i not in detached]
         inputs = {vi.name for vi in g.input}
         for i in detached:
             t = g.initializer[i]
             if t.name not in inputs:
                 g.input.append(make_tensor_value_info(t.name, t.data_type, dims_of(t)))
                 inputs.add(t.name)
-        del g.initializer[:]
-        g.initializer.extend(kept)
+        for i in reversed(detached):  # (indices in ascending order: deleted in place, the others not copied again)
+            del g.initializer[i]
     try:
         if nbytes - sum(a.nbytes for a in detached.values()) < _PROTO_LIMIT:
             check_model(checked)
@@ -425,6 +428,8 @@ def _in_order(graph: GraphProto, defined: set) -> bool:
         if not defined.issuperset(node.input[:]):  # (a slice of a repeated field: onnx_proto.dims_of says why)
             return False
         for a in node.attribute[:]:
+            if a.type in _PLAIN_ATTRIBUTES:
+                continue
             if _holds(a, AttributeProto.GRAPH) or _holds(a, AttributeProto.GRAPHS):
                 return False
         defined.update(node.output[:])
@@ -442,6 +447,8 @@ def _node_reads(node: NodeProto):
 
 def _subgraphs(node: NodeProto):
     for a in node.attribute[:]:
+        if a.type in _PLAIN_ATTRIBUTES:
+            continue
         if _holds(a, AttributeProto.GRAPH):
             yield a.g
         if _holds(a, AttributeProto.GRAPHS):
@@ -451,6 +458,12 @@ def _subgraphs(node: NodeProto):
 #: the field of each attribute type whose value is a message or a list of them
 _MESSAGE_FIELDS = {AttributeProto.GRAPH: "g", AttributeProto.GRAPHS: "graphs", AttributeProto.TENSOR: "t",
                    AttributeProto.TENSORS: "tensors", AttributeProto.SPARSE_TENSOR: "sparse_tensor"}
+
+
+#: the attribute types of no message (ints, floats, strings): most attributes, passed over by the walks
+#: looking for tensors and graphs without asking _holds
+_PLAIN_ATTRIBUTES = frozenset({AttributeProto.FLOAT, AttributeProto.INT, AttributeProto.STRING, AttributeProto.FLOATS,
+                               AttributeProto.INTS, AttributeProto.STRINGS})
 
 
 def _holds(a: AttributeProto, kind: int) -> bool:
@@ -495,7 +508,10 @@ def _all_tensors(model: ModelProto):
             yield s.values
             yield s.indices
         for n in g.node[:]:
+            subgraphs = []
             for a in n.attribute[:]:
+                if a.type in _PLAIN_ATTRIBUTES:
+                    continue
                 if _holds(a, AttributeProto.TENSOR):
                     yield a.t
                 if _holds(a, AttributeProto.TENSORS):
@@ -503,7 +519,11 @@ def _all_tensors(model: ModelProto):
                 if _holds(a, AttributeProto.SPARSE_TENSOR):
                     yield a.sparse_tensor.values
                     yield a.sparse_tensor.indices
-            for sub in _subgraphs(n):
+                if _holds(a, AttributeProto.GRAPH):
+                    subgraphs.append(a.g)
+                if _holds(a, AttributeProto.GRAPHS):
+                    subgraphs.extend(a.graphs)
+            for sub in subgraphs:  # (after the node's own tensors, as _subgraphs gives them)
                 yield from of_graph(sub)
     yield from of_graph(model.graph)
 
@@ -580,10 +600,15 @@ def _load_external_data(model: ModelProto, path: str) -> tuple[int, int]:
 def _dims(vi: ValueInfoProto):
     """Dims of a ValueInfo: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
     tp = vi.type
-    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+    return _tensor_dims(tp.tensor_type) if tp.HasField("tensor_type") else None
+
+
+def _tensor_dims(tt: TypeProto.Tensor):
+    """_dims of a tensor type (each access of a message field makes its wrapper: asked once here)."""
+    if not tt.HasField("shape"):
         return None
     out = []
-    for d in tp.tensor_type.shape.dim[:]:
+    for d in tt.shape.dim[:]:
         which = d.WhichOneof("value")  # (dim_value and dim_param are a oneof: one call, not two HasField)
         if which == "dim_value":
             out.append(d.dim_value)
@@ -599,9 +624,8 @@ def _type_of(tp: TypeProto, where: str) -> tuple[str, int, tuple | None]:
     "optional" (of a tensor) or "optional_sequence"; sequences and optionals have no dims."""
     which = tp.WhichOneof("value")
     if which == "tensor_type":
-        vi = ValueInfoProto()
-        vi.type.CopyFrom(tp)
-        return "tensor", tp.tensor_type.elem_type, _dims(vi)
+        tt = tp.tensor_type
+        return "tensor", tt.elem_type, _tensor_dims(tt)
     if which in ("sequence_type", "optional_type"):
         inner = tp.sequence_type.elem_type if which == "sequence_type" else tp.optional_type.elem_type
         kind, elem, _ = _type_of(inner, where)
@@ -726,9 +750,12 @@ def _onnx_shapes(model: ModelProto, inputs: list[ValueInfoProto]) -> dict[str, t
             return {}
     found = {}
     for vi in out.graph.value_info[:] + out.graph.output[:]:  # (slices: onnx_proto.dims_of says why)
-        if vi.type.HasField("tensor_type"):
-            found[vi.name] = (vi.type.tensor_type.elem_type, _dims(vi))
-        elif vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+        tp = vi.type
+        which = tp.WhichOneof("value")
+        if which == "tensor_type":
+            tt = tp.tensor_type
+            found[vi.name] = (tt.elem_type, _tensor_dims(tt))
+        elif which in ("sequence_type", "optional_type"):
             with contextlib.suppress(GraphError):
                 kind, elem, _ = _type_of(vi.type, vi.name)
                 found[vi.name] = (elem, None)
@@ -752,14 +779,15 @@ def _subgraph_protos(g: GraphProto):
 # conversion
 # --------------------------------------------------------------------------------------------
 def _tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
-    if t.data_type not in DTYPES:
-        name = TensorProto.DataType.Name(t.data_type) if t.data_type in TensorProto.DataType.values() else t.data_type
+    data_type = t.data_type
+    if data_type not in DTYPES:
+        name = TensorProto.DataType.Name(data_type) if data_type in TensorProto.DataType.values() else data_type
         raise GraphError(f"{where}: tensor '{t.name}' has element type {name}, which ge does not support")
     try:
         a = to_array(t)
     except Exception as e:
         raise FormatError(f"{where}: tensor '{t.name}' cannot be read ({_short(e)})") from None
-    return np.array(a, dtype=DTYPES[t.data_type], order="C", copy=None)
+    return np.array(a, dtype=DTYPES[data_type], order="C", copy=None)
 
 
 def _sparse_to_array(s: SparseTensorProto, where: str) -> np.ndarray:
@@ -825,7 +853,7 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) ->
 
     graph.initializers.update(weights)  # shared, read-only: every graph of the model reads the same arrays
     for name, a in graph.initializers.items():
-        graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
+        graph.values[name] = Value(name, a.dtype, a.shape)  # (numpy's shape: a tuple of ints)
 
     for vi in inputs:
         graph.inputs.append(vi.name)
@@ -947,7 +975,7 @@ def _subgraph(g: GraphProto, where: str, outer: _Scope) -> tuple[Graph, list[str
             raise GraphError(f"{outer.path}: {where} reads '{name}', which neither the subgraph nor an "
                              f"enclosing graph provides")
     for name, a in graph.initializers.items():
-        graph.values[name] = Value(name, a.dtype, tuple(int(d) for d in a.shape))
+        graph.values[name] = Value(name, a.dtype, a.shape)
     for name, vi in declared.items():
         if name not in graph.values and vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
             kind, elem, _ = _type_of(vi.type, f"{outer.path}: {where}: value '{name}'")

@@ -33,16 +33,18 @@ def strip_raw_data(buf, min_nbytes: int) -> tuple[bytes, dict[int, tuple[int, in
 
 def _strip_graph(buf, start: int, end: int, min_nbytes: int, spans: dict) -> bytes:
     pieces, index = [], 0
+    kept = start  # buf[kept:] is not in pieces yet: the fields between two stripped ones go in as one piece
     for number, wire, field, value, stop in _fields(buf, start, end):
         if number == _GRAPH_INITIALIZER and wire == _LEN:
-            raw = [f for f in _fields(buf, value, stop) if f[0] == _TENSOR_RAW_DATA]
+            index += 1
+            raw = ()  # (the fields of an initializer smaller than min_nbytes are not scanned: most of a model's)
+            if stop - value >= min_nbytes:
+                raw = [f for f in _fields(buf, value, stop) if f[0] == _TENSOR_RAW_DATA]
             if len(raw) == 1 and raw[0][1] == _LEN and raw[0][4] - raw[0][3] >= min_nbytes:
                 _, _, raw_field, raw_value, raw_stop = raw[0]
                 tensor = b"".join([buf[value:raw_field], buf[raw_stop:stop]])
-                pieces += [key(_GRAPH_INITIALIZER), varint_bytes(len(tensor)), tensor]
-                spans[index] = (raw_value, raw_stop - raw_value)
-                index += 1
-                continue
-            index += 1
-        pieces.append(buf[field:stop])
+                pieces += [buf[kept:field], key(_GRAPH_INITIALIZER), varint_bytes(len(tensor)), tensor]
+                spans[index - 1] = (raw_value, raw_stop - raw_value)
+                kept = stop
+    pieces.append(buf[kept:end])
     return b"".join(pieces)

@@ -74,3 +74,34 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_is_utf8_text_finds_what_the_walk_of_every_string_field_finds():
+    """The proto3 twin's parse (importer._read_model's quick check) says a model's text is not UTF-8
+    wherever importer._invalid_text (the walk naming the field) finds it: names, types, docs, dims,
+    metadata, attributes, a subgraph's and a function's fields."""
+    from ge.formats.onnx.importer import _invalid_text
+    body = helper.make_graph([helper.make_node("Relu", ["a"], ["b"], name="m_sub_node")], "m_sub_graph",
+                             [], [helper.make_tensor_value_info("b", TensorProto.FLOAT, ["m_sub_dim"])])
+    nodes = [helper.make_node("Relu", ["x"], ["m_tensor"], name="m_node", doc_string="m_doc"),
+             helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body, m_attr_name="m_attr_s"),
+             helper.make_node("m_fn", ["y"], ["z"], domain="m_domain")]
+    fn = helper.make_function("m_domain", "m_fn", ["i"], ["o"], [helper.make_node("Relu", ["i"], ["o"])],
+                              [helper.make_opsetid("", 17)])
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["m_dim", 3]),
+                                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[fn], producer_name="m_producer",
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("m_domain", 1)])
+    helper.set_model_props(model, {"m_key": "m_value"})
+    data = model.SerializeToString()
+    assert onnx_proto.is_utf8_text(data) and _invalid_text(onnx_proto.ModelProto.FromString(data)) is None
+    markers = ["m_sub_node", "m_sub_graph", "m_sub_dim", "m_tensor", "m_node", "m_doc", "m_attr_name", "m_fn",
+               "m_domain", "m_dim", "m_producer", "m_key", "m_value"]
+    for marker in markers:
+        assert data.count(marker.encode()) >= 1, marker
+        bad = data.replace(marker.encode(), b"\xff" + marker[1:].encode())
+        assert not onnx_proto.is_utf8_text(bad), marker
+        assert _invalid_text(onnx_proto.ModelProto.FromString(bad)) is not None, marker
+    # bytes fields (an attribute's string, raw data) hold any bytes
+    assert onnx_proto.is_utf8_text(data.replace(b"m_attr_s", b"\xff_attr_s"))

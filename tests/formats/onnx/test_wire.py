@@ -1,5 +1,7 @@
 import numpy as np
 import onnx
+import pytest
+from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from ge.formats.onnx.wire import strip_raw_data
@@ -43,3 +45,18 @@ def test_nothing_to_cut_or_anything_unexpected_is_none():
     assert strip_raw_data(memoryview(big[:-100]), 1000) is None  # truncated
     assert strip_raw_data(memoryview(b"\x0b" + big), 1000) is None  # a group
     assert strip_raw_data(memoryview(b""), 1000) is None
+
+
+def test_a_small_initializer_is_not_scanned_and_its_damage_is_left_to_protobuf():
+    """An initializer smaller than min_nbytes cannot hold raw data to cut: its fields are not read, so
+    damage inside it passes the scan and fails protobuf's parse of the stripped bytes, after which the
+    importer parses the whole file for protobuf's own message (importer._read_model)."""
+    model = _model(big=np.ones(5000, np.float32), small=np.full(3, 7, np.float32))
+    data = model.SerializeToString()
+    small = model.graph.initializer[1].SerializeToString()
+    damaged = data.replace(small, b"\x0b" * len(small))  # wire type 3, a group: no ONNX message has one
+    stripped, spans = strip_raw_data(memoryview(damaged), 1000)
+    assert list(spans) == [0]
+    for buf in (stripped, damaged):
+        with pytest.raises(DecodeError):
+            onnx.ModelProto().ParseFromString(buf)
