@@ -127,9 +127,15 @@ class _Same:
         return type(other) is _Same and self.obj is other.obj
 
 
+#: attribute value types that are neither an array nor a subgraph (nor a subclass of one)
+_UNHELD = frozenset({int, float, str, bytes, bool, list, tuple, type(None)})
+
+
 def _attrs_key(attrs: dict) -> tuple:
     """The attributes as a value equal only to equal attributes: their pickle (a copy, in C: 0.0 apart
     from -0.0, 1 from True, a list from a tuple), the arrays and subgraphs among them by identity."""
+    if _UNHELD.issuperset(map(type, attrs.values())):  # (most nodes: no value held by identity, one C walk)
+        return (pickle.dumps(attrs, pickle.HIGHEST_PROTOCOL),)
     plain, held = {}, []
     for k, v in attrs.items():
         if isinstance(v, (np.ndarray, Graph)):

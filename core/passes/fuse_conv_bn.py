@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ..model.ir import Graph, Node
+from ..kernels.native import native
 from ._util import set_initializer, unique_name
 
 
@@ -129,8 +130,13 @@ def _conv(w, b, s, t):
     # the product in float64, rounded once into the weight's dtype (what astype of a float64 product
     # gives, bit for bit) without float64 copies of the weights; as rows (C_out x the rest), whose
     # inner loop is a row, not a 1x1 kernel's one element (MobileNetV2's 2.2M: 9 -> 5 ms of `ge atc`)
-    rows = w.reshape(c_out, math.prod(w.shape[1:]))  # (not -1: a kernel with a 0 dim has 0 elements)
-    w_new = np.multiply(rows, s.reshape(c_out, 1), out=np.empty_like(rows), dtype=np.float64, casting="same_kind")
+    rows = np.ascontiguousarray(w.reshape(c_out, math.prod(w.shape[1:])))  # (not -1: a 0 dim has 0 elements)
+    w_new = np.empty_like(rows)
+    lib = native() if rows.dtype == np.float32 else None
+    if lib is not None:  # the same product in one pass (numpy's casting loop buffers both operands: 10x)
+        lib.scale_rows(rows, s, w_new)
+    else:
+        np.multiply(rows, s.reshape(c_out, 1), out=w_new, dtype=np.float64, casting="same_kind")
     return w_new.reshape(w.shape), b64 * s + t
 
 

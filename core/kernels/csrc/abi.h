@@ -471,6 +471,7 @@ int64_t ge_recurrent_workspace_floats(int32_t kind, int64_t B, int64_t H);
 void ge_recurrent(const Recurrent *r);
 void ge_half_to_float(const uint16_t *src, float *dst, int64_t n, int threads);
 void ge_float_to_half(const float *src, uint16_t *dst, int64_t n, int threads);
+void ge_scale_rows(const float *w, const double *s, int64_t rows, int64_t cols, float *out);
 int ge_qgemm_nr(void);
 int64_t ge_qgemm_packed_bytes(int64_t K, int64_t N);
 int64_t ge_qgemm_workspace_bytes(int64_t K, int threads);

@@ -662,6 +662,7 @@ SIGNATURES = {
     'ge_recurrent': ([ctypes.c_void_p], None),
     'ge_half_to_float': ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int], None),
     'ge_float_to_half': ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int], None),
+    'ge_scale_rows': ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], None),
     'ge_qgemm_nr': ([], ctypes.c_int),
     'ge_qgemm_packed_bytes': ([ctypes.c_int64, ctypes.c_int64], ctypes.c_int64),
     'ge_qgemm_workspace_bytes': ([ctypes.c_int64, ctypes.c_int], ctypes.c_int64),

@@ -97,6 +97,15 @@ class Native:
         assert src.dtype == np.float32 and dst.dtype == np.float16 and src.size == dst.size
         self.lib.ge_float_to_half(src.ctypes.data, dst.ctypes.data, src.size, threads())
 
+    def scale_rows(self, w: np.ndarray, s: np.ndarray, out: np.ndarray) -> None:
+        """out[i] = w[i] * s[i] computed in float64 and rounded to float32 (numpy's multiply with
+        dtype=float64 into a float32 out, bit for bit): w and out float32 (rows, cols), s float64 (rows,),
+        all C-contiguous."""
+        assert w.dtype == out.dtype == np.float32 and s.dtype == np.float64 and w.ndim == 2
+        assert w.shape == out.shape and s.shape == w.shape[:1] and w.flags.c_contiguous and out.flags.c_contiguous
+        s = np.ascontiguousarray(s)
+        self.lib.ge_scale_rows(w.ctypes.data, s.ctypes.data, w.shape[0], w.shape[1], out.ctypes.data)
+
     # -- packing (weights, once) -------------------------------------------------------------------
     def pack_a(self, a: np.ndarray) -> np.ndarray:
         """A (M, K) float32, any row stride, into the micro-kernel's row blocks."""

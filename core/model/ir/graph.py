@@ -142,7 +142,7 @@ def _copy_node(node: Node) -> Node:
     for k, v in node.attrs.items():
         if isinstance(v, Graph):
             v = v.copy()
-        elif isinstance(v, list) and all(type(x) in _IMMUTABLE for x in v):
+        elif isinstance(v, list) and _IMMUTABLE.issuperset(map(type, v)):
             v = list(v)  # (ints, floats, strings: copy.deepcopy's walk of them was most of a copy)
         elif isinstance(v, (list, np.ndarray)):
             import copy  # (here: a list of lists, an array; a Constant's value)

@@ -77,6 +77,28 @@ def test_gemm_bn_fold(make_model, load, run_ort, run_ge, requires, trans_b, with
     np.testing.assert_allclose(run_ge(g, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape", [(8, 4, 3, 3), (16, 1, 3, 3), (5, 7, 1, 1)])
+def test_conv_bn_fold_is_the_float64_product_rounded(make_model, load, shape):
+    """The folded weights are W * s in float64 rounded once to float32, bit for bit, whichever computes
+    them (ge_scale_rows where the native kernels are built, numpy's casting multiply where not), also
+    at the edges: infinities, NaNs, signed zeros, subnormals, products beyond float32's range."""
+    c_out = shape[0]
+    w = (rng.standard_normal(shape) * 10.0 ** rng.integers(-44, 38, shape)).astype(np.float32)
+    w.flat[::7], w.flat[::11], w.flat[::13], w.flat[::5] = np.nan, np.inf, -0.0, np.float32(1e-45)
+    params = _bn_params(c_out)
+    params["bn_s"][:2] = [3e38, -1e-30]
+    group = shape[0] if shape[1] == 1 else 1
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], group=group), _bn("c", "y")]
+    g = load(make_model(nodes, {"x": (F, [1, shape[1] * group, 4, 4])}, ["y"], {"W": w, **params}))
+    with np.errstate(all="ignore"):
+        fuse_conv_bn(g)
+        s = params["bn_s"].astype(np.float64) / np.sqrt(params["bn_v"].astype(np.float64) + 1e-3)
+        expected = (w.astype(np.float64) * s.reshape(-1, 1, 1, 1)).astype(np.float32)
+    folded = g.initializers[g.nodes[0].inputs[1]]
+    assert folded.dtype == np.float32 and folded.shape == shape
+    assert folded.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+
+
 def test_conv_output_used_twice_is_not_fused(make_model, load, requires):
     c = 3
     inits = {"W": rng.standard_normal((c, c, 1, 1)).astype(np.float32), **_bn_params(c)}
