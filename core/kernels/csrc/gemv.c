@@ -190,38 +190,15 @@ int64_t ge_gemv_packed_floats(int64_t K, int64_t N) {
     return K * (full * GEMV_PANEL + (rest + VL - 1) / VL * VL);
 }
 
-/* A panel of `cols` columns of a transposed W (sk == 1: column j is K contiguous floats at w + j * sn)
-   into its K rows of `width` floats: VL x VL blocks loaded as rows and transposed in registers, the
-   edges a float at a time (an element at a time throughout was ~6.5 instructions a weight: 8.4 M of
-   MobileNetV2's load, for its classifier's 1280 x 1000 transB weights) */
-static void pack_panel_transposed(const float *w, int64_t K, int64_t cols, int64_t width, int64_t sn, float *out) {
-    int64_t k0 = 0;
-    for (; k0 + VL <= K; k0 += VL) {
-        int64_t j0 = 0;
-        for (; j0 + VL <= cols; j0 += VL) {
-            vec r[VL];
-#pragma GCC unroll 16
-            for (int i = 0; i < VL; i++) r[i] = vload(w + (j0 + i) * sn + k0);
-            transpose_blocks(r, VL);
-#pragma GCC unroll 16
-            for (int i = 0; i < VL; i++) vstore(out + (k0 + i) * width + j0, r[i]);
-        }
-        for (int64_t i = 0; i < VL; i++)
-            for (int64_t j = j0; j < cols; j++) out[(k0 + i) * width + j] = w[j * sn + k0 + i];
-    }
-    for (; k0 < K; k0++)
-        for (int64_t j = 0; j < cols; j++) out[k0 * width + j] = w[j * sn + k0];
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t j = cols; j < width; j++) out[k * width + j] = 0.0f;
-}
-
 void ge_gemv_pack(const float *w, int64_t K, int64_t N, int64_t sk, int64_t sn, float *out) {
     /* a panel's columns of a transposed W are its rows: the panel's source lines stay in L1 as k goes */
     for (int64_t n0 = 0; n0 < N; n0 += GEMV_PANEL) {
         const int64_t cols = N - n0 < GEMV_PANEL ? N - n0 : GEMV_PANEL;
         const int64_t width = (cols + VL - 1) / VL * VL;
-        if (sk == 1 && sn != 1) {
-            pack_panel_transposed(w + n0 * sn, K, cols, width, sn, out);
+        if (sk == 1 && sn != 1) {  /* column j of the panel is K contiguous floats at w + (n0 + j) * sn */
+            transpose_into(w + n0 * sn, sn, cols, K, out, 1, 0, width);
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t j = cols; j < width; j++) out[k * width + j] = 0.0f;
             out += K * width;
             continue;
         }

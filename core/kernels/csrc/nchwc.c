@@ -629,8 +629,8 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
 }
 
 /* ge_nchwc_pack: a transpose of each panel's weights, (output channel) x (its block's input channels and
-   taps) into (tap, input channel) x (output channel), by VL x VL blocks transposed in registers, the edges a
-   float at a time (numpy's strided copy of the same was ~5 instructions a weight: 11 M of MobileNetV2's load) */
+   taps) into (tap, input channel) x (output channel) (simd.h's transpose_into; numpy's strided copy of the
+   same was ~5 instructions a weight: 11 M of MobileNetV2's load) */
 void ge_nchwc_pack(const float *w, int64_t oc, int64_t c, int64_t kk, int64_t cin, int64_t ocp, int64_t group,
                    float *wp) {
     const int64_t icb = (c + cin - 1) / cin, sw = c * kk;  /* sw: one output channel's weights */
@@ -642,24 +642,8 @@ void ge_nchwc_pack(const float *w, int64_t oc, int64_t c, int64_t kk, int64_t ci
             const int64_t n = (c - b * cin < cin ? c - b * cin : cin) * kk;  /* (channel, tap)s of this block */
             const float *src = w + o0 * sw + b * cin * kk;
             float *dst = wp + b * kk * cin * width;
-#define NCHWC_AT(j) (dst + ((j) % kk) * cin * width + ((j) / kk) * width)
-            int64_t o = 0;
-            for (; o + VL <= real; o += VL) {
-                int64_t j = 0;
-                for (; j + VL <= n; j += VL) {
-                    vec r[VL];
-#pragma GCC unroll 16
-                    for (int i = 0; i < VL; i++) r[i] = vload(src + (o + i) * sw + j);
-                    transpose_blocks(r, VL);
-#pragma GCC unroll 16
-                    for (int i = 0; i < VL; i++) vstore(NCHWC_AT(j + i) + o, r[i]);
-                }
-                for (; j < n; j++)
-                    for (int i = 0; i < VL; i++) NCHWC_AT(j)[o + i] = src[(o + i) * sw + j];
-            }
-            for (; o < real; o++)
-                for (int64_t j = 0; j < n; j++) NCHWC_AT(j)[o] = src[o * sw + j];
-#undef NCHWC_AT
+            /* (channel ci, tap t) = column ci * kk + t of the panel's rows: at [t][ci] of the block */
+            transpose_into(src, sw, real, n, dst, kk, cin * width, width);
         }
         wp += icb * kk * cin * width;
     }
