@@ -19,6 +19,7 @@ from .models import default_weight_dir, model_manager, query_size as _query_size
 from ..model.errors import GeError
 from ..runtime.device import DeviceBuffer, SimDevice
 from ..runtime.external_weight_manager import ExternalWeightConfig
+from ..runtime.model_manager import collector_paused
 from . import handles, memory
 from .codes import (ACL_DT_UNDEFINED, ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
                     ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID, ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
@@ -109,14 +110,16 @@ def load_from_file(model_path):
     if not isinstance(model_path, str) or not os.path.isfile(model_path):
         fail(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, f"{model_path!r}: no such model file")
     current_context()
-    return _load(read_om(model_path), default_weight_dir(model_path))
+    with collector_paused():
+        return _load(read_om(model_path), default_weight_dir(model_path))
 
 
 @acl_call("pair", 0)
 def load_from_mem(model, model_size):
     data = memory.view(model, model_size).tobytes()
     current_context()
-    return _load(read_om(data), None)
+    with collector_paused():
+        return _load(read_om(data), None)
 
 
 @acl_call("ret")

@@ -14,7 +14,7 @@ from ..model.dynamic_model import GEARS, DynamicModel
 from ..model.errors import GeError
 from ..runtime.device import DeviceBuffer, get_device
 from ..runtime.external_weight_manager import ExternalWeightConfig
-from ..runtime.model_manager import ModelManager
+from ..runtime.model_manager import ModelManager, collector_paused
 from ..model.weight_files import default_weight_dir
 from ...formats.om import read_om
 
@@ -34,7 +34,8 @@ def load_from_file(path: str, device: str = "cpu", *, weight_dir: str | None = N
     range and unknown-shape models alike. `impl_cache_size`: how many impls a model with unknown
     shapes or ranges keeps (least recently used out first; 0 keeps none; default 5000)."""
     config = ExternalWeightConfig(weight_dir or default_weight_dir(path), weight_memory or {}, verify_weights)
-    return model_manager.load(read_om(path), device, config, from_file=True, impl_cache_size=impl_cache_size)
+    with collector_paused():
+        return model_manager.load(read_om(path), device, config, from_file=True, impl_cache_size=impl_cache_size)
 
 
 def load_from_mem(data: bytes, device: str = "cpu", *, weight_dir: str | None = None,
@@ -43,7 +44,8 @@ def load_from_mem(data: bytes, device: str = "cpu", *, weight_dir: str | None = 
     """aclmdlLoadFromMem: as load_from_file, but an OM in memory has no folder of its own, so a
     model with external weights needs `weight_dir` or `weight_memory`."""
     config = ExternalWeightConfig(weight_dir, weight_memory or {}, verify_weights)
-    return model_manager.load(read_om(bytes(data)), device, config, from_file=True, impl_cache_size=impl_cache_size)
+    with collector_paused():
+        return model_manager.load(read_om(bytes(data)), device, config, from_file=True, impl_cache_size=impl_cache_size)
 
 
 def malloc(nbytes: int, device: str = "cpu") -> DeviceBuffer:

@@ -449,6 +449,11 @@ int64_t ge_nms(const Nms *p);
 int ge_nchwc_block(void);
 int ge_nchwc_group(void);
 void ge_nchwc_conv(const ConvNchwc *c);
+/* W (oc, c, kk = kh * kw floats), C-contiguous, into ConvNchwc's wp (nchwc.py's NchwcConv.pack): per group
+   of up to `group` of the ocp output channels (whole blocks), [ceil(c / cin)][kk][cin][its channels], zeros
+   past c and oc; cin the input channels per block (B, or c for a planar x) */
+void ge_nchwc_pack(const float *w, int64_t oc, int64_t c, int64_t kk, int64_t cin, int64_t ocp, int64_t group,
+                   float *wp);
 void ge_nchwc_reorder(const NchwcReorder *r);
 void ge_nchwc_max_pool(const NchwcMaxPool *p);
 void ge_nchwc_mean(const NchwcMean *m);

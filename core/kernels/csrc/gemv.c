@@ -195,6 +195,13 @@ void ge_gemv_pack(const float *w, int64_t K, int64_t N, int64_t sk, int64_t sn, 
     for (int64_t n0 = 0; n0 < N; n0 += GEMV_PANEL) {
         const int64_t cols = N - n0 < GEMV_PANEL ? N - n0 : GEMV_PANEL;
         const int64_t width = (cols + VL - 1) / VL * VL;
+        if (sk == 1 && sn != 1) {  /* column j of the panel is K contiguous floats at w + (n0 + j) * sn */
+            transpose_into(w + n0 * sn, sn, cols, K, out, 1, 0, width);
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t j = cols; j < width; j++) out[k * width + j] = 0.0f;
+            out += K * width;
+            continue;
+        }
         for (int64_t k = 0; k < K; k++, out += width) {
             const float *row = w + k * sk + n0 * sn;
             for (int64_t j = 0; j < cols; j++) out[j] = row[j * sn];

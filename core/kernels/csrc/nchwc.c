@@ -30,6 +30,8 @@ A 1x1 convolution without padding (any stride) takes the pointwise path: its out
 flat over images and rows, cut into segments, tiles running across rows and images (pointwise_item).
 Items: (batch item, group of NV_MAX output-channel blocks, run of rows), or (group, segment) on the
 pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
+#include <string.h>
+
 #include "abi.h"
 #include "nchwc.h"
 #include "pool.h"
@@ -623,6 +625,27 @@ static void pointwise_item(void *ctx, int64_t it, int slot) {
             else
                 nchwc_block(p->R, V, w, p->n, ocb0, p->oh, p->ow, c0, c1, 0, 1, 0, 1, first, last, 0);
         }
+    }
+}
+
+/* ge_nchwc_pack: a transpose of each panel's weights, (output channel) x (its block's input channels and
+   taps) into (tap, input channel) x (output channel) (simd.h's transpose_into; numpy's strided copy of the
+   same was ~5 instructions a weight: 11 M of MobileNetV2's load) */
+void ge_nchwc_pack(const float *w, int64_t oc, int64_t c, int64_t kk, int64_t cin, int64_t ocp, int64_t group,
+                   float *wp) {
+    const int64_t icb = (c + cin - 1) / cin, sw = c * kk;  /* sw: one output channel's weights */
+    for (int64_t o0 = 0; o0 < ocp; o0 += group) {
+        const int64_t width = ocp - o0 < group ? ocp - o0 : group;
+        const int64_t real = oc - o0 < width ? oc - o0 : width;  /* the panel's channels with weights */
+        if (real < width || c % cin) memset(wp, 0, (size_t)(icb * kk * cin * width) * sizeof(float));
+        for (int64_t b = 0; b < icb; b++) {
+            const int64_t n = (c - b * cin < cin ? c - b * cin : cin) * kk;  /* (channel, tap)s of this block */
+            const float *src = w + o0 * sw + b * cin * kk;
+            float *dst = wp + b * kk * cin * width;
+            /* (channel ci, tap t) = column ci * kk + t of the panel's rows: at [t][ci] of the block */
+            transpose_into(src, sw, real, n, dst, kk, cin * width, width);
+        }
+        wp += icb * kk * cin * width;
     }
 }
 

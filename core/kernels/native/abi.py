@@ -646,6 +646,7 @@ SIGNATURES = {
     'ge_nchwc_block': ([], ctypes.c_int),
     'ge_nchwc_group': ([], ctypes.c_int),
     'ge_nchwc_conv': ([ctypes.c_void_p], None),
+    'ge_nchwc_pack': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p], None),
     'ge_nchwc_reorder': ([ctypes.c_void_p], None),
     'ge_nchwc_max_pool': ([ctypes.c_void_p], None),
     'ge_nchwc_mean': ([ctypes.c_void_p], None),

@@ -368,6 +368,15 @@ class Native:
                    out.ctypes.data, out.size // 3, batch, classes, n, center)
         return PreparedCall(self.lib.ge_nms, args, (boxes, scores, max_out, iou, score_threshold, out))
 
+    def nchwc_pack(self, w: np.ndarray, cin: int, ocp: int, group: int, wp: np.ndarray) -> None:
+        """Conv weights w (oc, c, kh, kw) float32, C-contiguous, into wp: NchwcConv's panels of up to `group`
+        of the ocp output channels, [ceil(c / cin)][kh][kw][cin][the panel's channels], zeros past c and oc
+        (csrc/nchwc.c's ge_nchwc_pack)."""
+        oc, c, kh, kw = w.shape
+        assert w.dtype == wp.dtype == np.float32 and w.flags.c_contiguous and wp.flags.c_contiguous
+        assert wp.size == -(-c // cin) * cin * kh * kw * ocp
+        self.lib.ge_nchwc_pack(w.ctypes.data, oc, c, kh * kw, cin, ocp, group, wp.ctypes.data)
+
     def nchwc_conv_call(self, x: np.ndarray, wp: np.ndarray, bias: np.ndarray, y: np.ndarray, *, geometry: tuple,
                         z: np.ndarray | None = None, act: Act | None = None) -> PreparedCall:
         """The convolution in the blocked layout (csrc/nchwc.c; nchwc.py plans it): x, y, z float32 blocked

@@ -296,7 +296,8 @@ class NativeIntConv:
         def pack_rows(w):  # s8 rows (QPATH_PAIRS: int16) padded to a multiple of 4 of K, uint8 weights as w - 128
             w2 = np.asarray(w).reshape(oc, self.kdim)
             plan = product_plan(self.nat, w2, weights_are_rows=True)
-            rows = np.zeros((oc, -(-self.kdim // 4) * 4), np.int16 if plan.path == QPATH_PAIRS else np.int8)
+            rows = np.empty((oc, -(-self.kdim // 4) * 4), np.int16 if plan.path == QPATH_PAIRS else np.int8)
+            rows[:, self.kdim:] = 0  # (only the padding: the weights are written over the rest)
             if plan.main is not None:
                 rows[:, :self.kdim] = plan.main
                 return plan, rows, plan.sums

@@ -94,22 +94,10 @@ class NchwcConv:
         b, group, (_, icb, ocb, *_) = self.block, self.nat.nchwc_group, self.geometry
         oc, c, kh, kw = weight.shape
         cin = c if self.planar else b  # input channels per block
-        whole, rest = divmod(c, cin)  # whole input blocks, channels of the last partial one
         # straight from the weight into place: an intermediate padded copy doubled the page faults of
         # a load, which are most of a small model's packing time
         self.wp = aligned_empty(ocb * b * icb * cin * kh * kw)
-        at = 0
-        for o0 in range(0, ocb * b, group * b):
-            width = min(group * b, ocb * b - o0)  # the panel's output channels, padding included
-            panel = self.wp[at:at + icb * kh * kw * cin * width].reshape(icb, kh, kw, cin, width)
-            w = weight[o0:o0 + width]
-            if len(w) < width or rest:
-                panel[...] = 0
-            if whole:
-                panel[:whole, ..., :len(w)] = w[:, :whole * cin].reshape(len(w), whole, cin, kh, kw).transpose(1, 3, 4, 2, 0)
-            if rest:
-                panel[whole, :, :, :rest, :len(w)] = w[:, whole * cin:].transpose(2, 3, 1, 0)
-            at += panel.size
+        self.nat.nchwc_pack(np.ascontiguousarray(weight, np.float32), cin, ocb * b, group * b, self.wp)
         self.bias = _padded_bias(bias, ocb * b)
 
     def call(self, x: np.ndarray, y: np.ndarray, z: np.ndarray | None = None) -> PreparedCall:
