@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import json
 import re
 
 from ..core.model.errors import GeError
@@ -35,6 +34,7 @@ def _text(path: str, option: str) -> str:
 
 
 def _json(path: str, option: str):
+    import json  # (here: most compiles read no configuration file, and json is ~38 M instructions to compile)
     text = _text(path, option)
     try:
         return json.loads(text)

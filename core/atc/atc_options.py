@@ -19,7 +19,7 @@ import os
 import re
 import sys
 
-from ..model.log import LEVELS as LOG_LEVELS, Logger, logger
+from ..model.log import LEVELS as LOG_LEVELS, Logger, later_while, logger
 from ..model.errors import GeError
 from ..model.record import record
 
@@ -243,18 +243,30 @@ def log_level(level: str | None):
         return
     if level not in LOG_LEVELS:
         raise GeError(f"--log={level}: must be one of {', '.join(LOG_LEVELS)}")
-    import logging
-    ge_log = logger("ge")
-    old = ge_log.level
-    handler = None
-    if not ge_log.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[%(levelname)s] %(name)s: %(message)s"))
-        ge_log.addHandler(handler)
-    ge_log.setLevel(LOG_LEVELS[level])
+    undo = []
+
+    def apply() -> None:
+        import logging
+        ge_log = logger("ge")
+        handler = None
+        if not ge_log.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("[%(levelname)s] %(name)s: %(message)s"))
+            ge_log.addHandler(handler)
+        undo.append((ge_log, ge_log.level, handler))
+        ge_log.setLevel(LOG_LEVELS[level])
+
+    if "logging" in sys.modules or LOG_LEVELS[level] < LOG_LEVELS["warning"]:
+        apply()
+        waiting = contextlib.nullcontext()
+    else:  # apply() when a record passes `level`: logging is ~115 M instructions of ge atc to compile where
+        #    the standard library has no cached bytecode, and --log=error mostly logs nothing (model/log.py)
+        waiting = later_while(LOG_LEVELS[level], apply)
     try:
-        yield
+        with waiting:
+            yield
     finally:
-        ge_log.setLevel(old)
-        if handler is not None:
-            ge_log.removeHandler(handler)
+        for ge_log, old, handler in undo:
+            ge_log.setLevel(old)
+            if handler is not None:
+                ge_log.removeHandler(handler)

@@ -5,6 +5,7 @@ where bytecode is not cached, where the same table as literals took 15-30 ms."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 
 
 class JsonTable(Mapping):
@@ -14,8 +15,7 @@ class JsonTable(Mapping):
     def __getitem__(self, key: str):
         value = self._decoded.get(key)
         if value is None:
-            import json  # (at the first lookup: a module the first import need not pay)
-            value = self._decoded[key] = self._decode(json.loads(self._texts[key]))
+            value = self._decoded[key] = self._decode(_loads(self._texts[key]))
         return value
 
     def __iter__(self):
@@ -23,3 +23,21 @@ class JsonTable(Mapping):
 
     def __len__(self) -> int:
         return len(self._texts)
+
+
+def _json_loads() -> Callable[[str], object]:
+    """json.loads for the tables' texts (json.dumps's, ge's own): json's C scanner alone where Python has
+    it. The json package is four modules, ~38 M instructions to compile in each process (`ge atc` and
+    the load both look ops up) where the standard library has no cached bytecode, as in Python's
+    container images; its scanner is one compiled extension. The context is json.loads's defaults."""
+    try:
+        from _json import make_scanner
+    except ImportError:  # a Python without json's accelerator
+        from json import loads
+        return loads
+    scan = make_scanner(SimpleNamespace(strict=True, object_hook=None, object_pairs_hook=None, parse_float=float,
+                                        parse_int=int, parse_constant=float))
+    return lambda text: scan(text, 0)[0]
+
+
+_loads = _json_loads()

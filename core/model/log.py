@@ -12,6 +12,7 @@ can have asked for the record: it is dropped without importing logging.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 
 #: ATC's --log levels as logging's numbers ("null": above CRITICAL, nothing)
@@ -33,6 +34,26 @@ def configure_later(level: str, setup) -> None:
         setup()
     else:
         _pending = (LEVELS[level], setup)
+
+
+@contextlib.contextmanager
+def later_while(level: int, setup):
+    """In the block, `setup()` waits as configure_later's does: for a first record that passes `level` (or
+    logging's first use), after the configuration asked for before (which is pending again after the
+    block if neither ran)."""
+    global _pending
+    earlier = _pending
+
+    def setups() -> None:
+        if earlier is not None:
+            earlier[1]()
+        setup()
+    _pending = (level, setups)
+    try:
+        yield
+    finally:
+        if _pending is not None and _pending[1] is setups:
+            _pending = earlier
 
 
 def logger(name: str):

@@ -13,8 +13,6 @@
 """
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from ..model.ir import Graph, Meta, Node, subgraphs
@@ -84,6 +82,7 @@ def is_control_flow(node: Node) -> bool:
 def inline_branch(graph: Graph, node: Node, taken: set[str]) -> list[Node]:
     """The nodes that replace If `node` (its condition a constant): the branch taken, renamed into
     `graph`. `taken` holds the graph's node names (extended with the new ones)."""
+    import copy  # (here: a model without a constant If needs none; ~10 M instructions where stdlib has no .pyc)
     cond = graph.initializers[node.inputs[0]]
     branch = node.attrs["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
     formal = len(branch.inputs) - branch.captures

@@ -8,7 +8,7 @@ is an explicit, counted H2D/D2H copy. Both run the same kernels on numpy views o
 from __future__ import annotations
 
 import _thread  # (threading.Lock without threading: 1600 lines compiled at each start without bytecode; sim streams import it)
-import bisect
+import _bisect as bisect  # (bisect.py re-exports these C functions: ~3 M instructions to compile at each start without bytecode)
 import math
 from collections import Counter
 from functools import partial

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -300,6 +302,30 @@ def test_log_levels(ge, models, tmp_path):
     assert "[INFO] ge.passes: pass infer_shapes" in debug.stderr
     assert "[DEBUG] ge.atc: --output_type: output 'y' is cast to float16" in debug.stderr
     assert "[DEBUG]" not in compile_small(ge, models, tmp_path, "--log=info", "--output_type=FP16").stderr
+
+
+def test_log_level_imports_logging_for_a_record_that_passes_it():
+    """In a fresh interpreter: --log=warning or above imports logging at the first record that passes it
+    (none passes: no logging), its own handler on stderr meanwhile, ge's logger as it was after."""
+    code = """
+import sys
+from ge.core.atc.atc_options import log_level
+from ge.core.model import log as ge_log
+log = ge_log.Logger("ge.test")
+with log_level("error"):
+    log.warning("dropped")
+assert "logging" not in sys.modules and ge_log._pending is None
+with log_level("warning"):
+    log.info("dropped")
+    assert "logging" not in sys.modules
+    log.warning("told %d", 1)
+import logging
+assert logging.getLogger("ge").level == logging.NOTSET and not logging.getLogger("ge").handlers
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert out.stderr == "[WARNING] ge.test: told 1\n"
 
 
 def test_output_type_casts_every_output(ge, models, tmp_path, ort_run):

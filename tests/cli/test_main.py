@@ -121,6 +121,15 @@ def test_console_script_end_to_end(ge_script, models, tmp_path, ort_run):
     assert r.returncode == 1 and "Traceback" in r.stderr
 
 
+@pytest.mark.parametrize("arg", ["", "net", "--output=net", "a b", "it's", "$HOME", "x;y", "é", "ü b", "a\nb",
+                                 "--input_shape=image:1,3,224,224", "/tmp/m-1_2.onnx", "@%+=:,./-"])
+def test_recorded_command_line_quotes_as_shlex(arg):
+    """The OM's atc_cmdline quotes each argument as shlex.quote does (options.py quotes without shlex)."""
+    import shlex
+    from ge.cli.options import _quoted
+    assert _quoted(arg) == shlex.quote(arg)
+
+
 def test_python_m_main(models, tmp_path):
     r = subprocess.run([sys.executable, "-m", "ge.cli.main", "--version"], capture_output=True, text=True,
                        cwd=tmp_path, timeout=120)

@@ -43,6 +43,25 @@ def test_to_array_as_numpy_helper(dtype, raw):
     assert onnx_proto.to_array(strings).tolist() == ["a", "bc"]
 
 
+def test_calendar_imported_at_its_first_use():
+    """In a fresh interpreter: making the messages imports no calendar (protobuf's well_known_types gets a
+    stand-in); a Timestamp method imports it, the real module, and works as without the stand-in."""
+    code = """
+import sys, datetime
+from ge.core.model import onnx_proto
+assert "calendar" not in sys.modules
+from google.protobuf.timestamp_pb2 import Timestamp
+t = Timestamp()
+t.FromDatetime(datetime.datetime(2020, 1, 2, 3, 4, 5))
+import calendar
+assert sys.modules["calendar"] is calendar and hasattr(calendar, "__file__")
+assert t.ToJsonString() == "2020-01-02T03:04:05Z" and t.seconds == calendar.timegm((2020, 1, 2, 3, 4, 5))
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
 def test_check_infer_and_a_later_import_of_onnx():
     """In a fresh interpreter: the checker refuses what onnx's refuses, shape inference infers, and
     `import onnx` afterwards has the same ModelProto and a working checker."""
