@@ -52,10 +52,11 @@ def int8_products(m: GeModel, nat) -> dict[int, str]:
     """{task index: the instructions its int8 product runs on}, for native library `nat` (None: the
     numpy plans): chosen per layer by its weights where the build has a choice (int8_native.product_plan:
     without VNNI (SSE or AVX2), vpmaddubsw where the weight pairs fit int16 or split weights leave few
-    rests, else int16 pairs). Tasks whose weights are not constants of the OM, or whose shapes the
+    rests, else int16 pairs; a depthwise layer's path by its geometry). Tasks whose weights are not constants of the OM, or whose shapes the
     native plans do not take, are left out."""
-    from ..kernels.ops.int8_native import (depthwise_kernel, on_amx, pack_product, packed_values, product_kernel,
-                                           product_plan)
+    from ..kernels.native import QOUT_I32
+    from ..kernels.ops.int8_native import (depthwise_geometry, depthwise_kernel, on_amx, pack_product, packed_values,
+                                           product_kernel, product_plan, requant_kind)
     value = _weight_value(m)
     found = {}
     for step, task in enumerate(m.tasks):
@@ -68,8 +69,12 @@ def int8_products(m: GeModel, nat) -> dict[int, str]:
             if w.ndim != 4:
                 continue
             group = int(attrs.get("group", 1))
-            if group == w.shape[0] > 1 and w.shape[1] == 1 and w.shape[2] * w.shape[3] <= 64:
-                found[step] = depthwise_kernel(nat)
+            x, y = task.inputs[0], task.outputs[0]
+            if group == w.shape[0] > 1 and w.shape[1] == 1 and w.shape[2] * w.shape[3] <= 64 and \
+                    len(x.shape) == len(y.shape) == 4:
+                out = requant_kind(y.dtype) if task.op_type == "QLinearConv" else QOUT_I32
+                path = nat.qdepthwise_path(depthwise_geometry(x.shape, w.shape, y.shape, attrs), out) if nat else None
+                found[step] = depthwise_kernel(nat, path)
             elif group == 1:
                 found[step] = product_kernel(nat, product_plan(nat, packed_values(w.reshape(w.shape[0], -1)), True))
             continue

@@ -494,6 +494,12 @@ int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64
 void ge_qgemm(const QGemm *g);
 int ge_qgemm_set_amx(int want);
 int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d);
+/* The path ge_qdepthwise takes for d's geometry and output (its pointers unread; `ge inspect` names it):
+   QDW_TAPS the taps in int16 pairs per channel (every build), QDW_COLUMN_PAIRS 3x3 on a plane of int16
+   column pairs by 16 channels, QDW_ROW_PAIRS 3x3 rows in int16 pairs per channel, QDW_FLOAT float32 FMA
+   by 16 channels (the last three on AVX2 and AVX-512 builds, into bytes) */
+enum { QDW_TAPS, QDW_COLUMN_PAIRS, QDW_ROW_PAIRS, QDW_FLOAT };
+int32_t ge_qdepthwise_path(const QDepthwise *d);
 void ge_qdepthwise(const QDepthwise *d);
 void ge_qadd(const QAdd *q);
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out);

@@ -2707,22 +2707,34 @@ int64_t ge_qdepthwise_slot_bytes(const QDepthwise *d) {
     return nbytes;
 }
 
+int32_t ge_qdepthwise_path(const QDepthwise *d) {
+#if DW_NARROW
+    if (dwq_takes(d)) return QDW_COLUMN_PAIRS;
+    if (dwp_takes(d)) return QDW_ROW_PAIRS;
+    if (dwf_takes(d)) return QDW_FLOAT;
+#endif
+    (void)d;
+    return QDW_TAPS;
+}
+
 void ge_qdepthwise(const QDepthwise *d) {
 #if DW_NARROW
-    if (dwq_takes(d)) {
+    switch (ge_qdepthwise_path(d)) {
+    case QDW_COLUMN_PAIRS: {
         DwqJob job = dwq_job(d);
         pool_run(dwq_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);
         return;
     }
-    if (dwp_takes(d)) {
+    case QDW_ROW_PAIRS: {
         DwpJob job = dwp_job(d);
         pool_run(dwp_item, &job, (d->channels + BLK - 1) / BLK, d->threads);
         return;
     }
-    if (dwf_takes(d)) {
+    case QDW_FLOAT: {
         DwfJob job = dwf_job(d);
         pool_run(dwf_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);
         return;
+    }
     }
 #endif
     DwJob job = {d, dw_layout(d), {0}, 1, 0, 0, {{0}}, {{0}}};

@@ -60,6 +60,10 @@ QPATH_PAIRS = 1
 REC_RNN = 0
 REC_GRU = 1
 REC_LSTM = 2
+QDW_TAPS = 0
+QDW_COLUMN_PAIRS = 1
+QDW_ROW_PAIRS = 2
+QDW_FLOAT = 3
 
 
 class Activation(ctypes.Structure):
@@ -611,7 +615,7 @@ STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, Compare, Step
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)
-CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'CMP_LT', 'CMP_LE', 'CMP_GT', 'CMP_GE', 'CMP_EQ', 'NMS_NO_ROOM', 'NMS_BAD_IOU', 'NMS_NO_MEMORY', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'REC_RNN', 'REC_GRU', 'REC_LSTM',)
+CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'CMP_LT', 'CMP_LE', 'CMP_GT', 'CMP_GE', 'CMP_EQ', 'NMS_NO_ROOM', 'NMS_BAD_IOU', 'NMS_NO_MEMORY', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'REC_RNN', 'REC_GRU', 'REC_LSTM', 'QDW_TAPS', 'QDW_COLUMN_PAIRS', 'QDW_ROW_PAIRS', 'QDW_FLOAT',)
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
@@ -679,6 +683,7 @@ SIGNATURES = {
     'ge_qgemm': ([ctypes.c_void_p], None),
     'ge_qgemm_set_amx': ([ctypes.c_int], ctypes.c_int),
     'ge_qdepthwise_slot_bytes': ([ctypes.c_void_p], ctypes.c_int64),
+    'ge_qdepthwise_path': ([ctypes.c_void_p], ctypes.c_int32),
     'ge_qdepthwise': ([ctypes.c_void_p], None),
     'ge_qadd': ([ctypes.c_void_p], None),
     'ge_dynamic_quantize': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], None),

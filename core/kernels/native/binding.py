@@ -18,7 +18,7 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_F64, EW_I32, EW_I64, EW_ROUND, HALF_A, HALF_B,
                   HALF_BIAS, HALF_C, SIGNATURES, Activation, CallBatch, Compare, ConvDirect, ConvTransposeArgs, ConvNchwc,
                   Depthwise, DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
-                  NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
+                  NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QOUT_S8, QOUT_U8, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
                   GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
 from ...host_pages import HUGE, mapped_bytes
 from ...model.record import record
@@ -571,6 +571,14 @@ class Native:
         """Scratch of qdepthwise_call with this geometry (its keyword arguments but x, y, out, w, wsum, wf)."""
         args = QDepthwise(None, None, None, None, *(geometry[f] for f in _QDW_GEOMETRY), 0, 0, None, QOut(), 1, None)
         return GEMM_SLOTS * self.lib.ge_qdepthwise_slot_bytes(ctypes.byref(args)) + ALIGN
+
+    def qdepthwise_path(self, geometry: dict, out_kind: int) -> int:
+        """The path (QDW_*) ge_qdepthwise takes for this geometry, its outputs requantized into bytes
+        (out_kind QOUT_U8 or QOUT_S8, their whole range: a QLinearConv's) or not (QOUT_I32: ConvInteger's)."""
+        lo, hi = {QOUT_U8: (0, 255), QOUT_S8: (-128, 127)}.get(out_kind, (0, 0))
+        out = QOut(kind=out_kind, lo=lo, hi=hi)
+        args = QDepthwise(None, None, None, None, *(geometry[f] for f in _QDW_GEOMETRY), 0, 0, None, out, 1, None)
+        return self.lib.ge_qdepthwise_path(ctypes.byref(args))
 
     def qdepthwise_call(self, x: int, w: np.ndarray, wsum: np.ndarray, wf: np.ndarray, y: int, *, geometry: dict,
                         zx: int, x_flip: bool, out: "QOut", ws: np.ndarray, keep=()) -> PreparedCall:

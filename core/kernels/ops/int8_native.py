@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.record import record
-from ..native import ACT_NONE, QOUT_S8, QOUT_U8, QPATH_BYTES, QPATH_PAIRS, Act, Activation, CallCache, QOut
+from ..native import (ACT_NONE, QDW_COLUMN_PAIRS, QDW_FLOAT, QDW_ROW_PAIRS, QOUT_S8, QOUT_U8, QPATH_BYTES,
+                      QPATH_PAIRS, Act, Activation, CallCache, QOut)
 from .nchwc import depthwise_weights
 
 
@@ -169,19 +170,31 @@ def product_kernel(nat, plan: ProductPlan, amx: bool = False, twins: bool = Fals
     return f"{v}pmaddubsw on weights split to fit int16 (the rest in {plan.share:.1%} of quads{twinned})"
 
 
-def depthwise_kernel(nat) -> str:
-    """What the int8 depthwise convolution runs on with `nat` (AVX2 builds: a QLinearConv's, requantized
-    into bytes, in float32, exact, or 3x3 on small planes in int16 column pairs; its other outputs and the
-    other builds: centred int16 weights, taps in pairs)."""
+def depthwise_kernel(nat, path: int | None) -> str:
+    """What an int8 depthwise convolution runs on with `nat` by its path (Native.qdepthwise_path: the
+    layer's geometry and output decide it; the numpy plans when nat is None)."""
     if nat is None:
         return "depthwise: numpy float64 (exact)"
     isa = nat.isa.lower()
-    pairs = "vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs" if "avx2" in isa \
-        else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C"
-    small = "; 3x3 on int16 column pairs by 16 channels, vpmaddwd" + (" on zmm" if "avx512" in isa else "") + \
-        ": stride 2 rows under 48 outputs, stride 1 under 128"
-    return "depthwise: " + ("float32 FMA by 16 channels" + small + " (exact; int32 outputs: " + pairs + ")"
-                            if "avx2" in isa else pairs)
+    if path == QDW_COLUMN_PAIRS:
+        return "depthwise: 3x3 on int16 column pairs by 16 channels, vpmaddwd" + (" on zmm" if "avx512" in isa else "")
+    if path == QDW_ROW_PAIRS:
+        return "depthwise: 3x3 rows of int16 pairs a channel at a time, vpmaddwd"
+    if path == QDW_FLOAT:
+        return "depthwise: float32 FMA by 16 channels (exact)"
+    return "depthwise: taps in pairs, " + ("vpdpwssd (AVX-512 VNNI)" if "vnni" in isa else "vpmaddwd on int16 pairs"
+                                           if "avx2" in isa else "pmaddwd on int16 pairs" if "sse4" in isa else "portable C")
+
+
+def depthwise_geometry(x_shape, w_shape, y_shape, attrs: dict) -> dict:
+    """ge_qdepthwise's geometry (Native.qdepthwise_path's argument) of a 2-D depthwise convolution from its
+    shapes and attributes, as NativeIntConv has it from the Conv's (which clamps the stride of an output dim
+    of one position to the window's extent, conv.py); the pads, which do not enter the choice, left 0."""
+    (_, c, h, w), (kh, kw), (oh, ow) = x_shape, w_shape[2:], y_shape[2:]
+    dh, dw = (int(d) for d in attrs.get("dilations", (1, 1)))
+    sh, sw = (int(s) if o > 1 else min(int(s), (k - 1) * d + 2) for s, o, k, d in
+              zip(attrs.get("strides", (1, 1)), (oh, ow), (kh, kw), (dh, dw)))
+    return dict(channels=c, height=h, width=w, pt=0, pl=0, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, oh=oh, ow=ow)
 
 
 def requant_kind(dtype) -> int:

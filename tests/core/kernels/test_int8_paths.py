@@ -13,9 +13,9 @@ from ge.core import api
 from ge.core.inspection import om_info
 from ge.core.model.ir import Meta
 from ge.core.kernels import backend as backends, lookup, native as native_mod
-from ge.core.kernels.ops.int8_native import (on_amx, packed_values, pairs_fit_int16, product_kernel, product_plan,
-                                            twin_panels)
-from ge.core.kernels.native import QPATH_BYTES, QPATH_PAIRS
+from ge.core.kernels.ops.int8_native import (depthwise_geometry, depthwise_kernel, on_amx, packed_values,
+                                            pairs_fit_int16, product_kernel, product_plan, twin_panels)
+from ge.core.kernels.native import QOUT_I32, QOUT_U8, QPATH_BYTES, QPATH_PAIRS
 
 from .int8_reference import reference
 from .levels import RUNNABLE, level_params
@@ -362,3 +362,51 @@ def test_amx_blocks_exact(monkeypatch, amx):
     assert used == (amx and nat.level == "v4vnni" and linux_grants_amx())
     assert ("tdpbusd (AMX)" in words) == used
     assert not on_amx(nat, 31, 200) and not on_amx(nat, 70, 63)
+
+
+@pytest.mark.parametrize("level", level_params())
+def test_inspect_names_each_depthwise_layers_path(tmp_path, monkeypatch, level):
+    """Four int8 depthwise layers whose geometry and outputs decide four paths of ge_qdepthwise: `ge inspect`
+    names each layer's own (Native.qdepthwise_path), not the build's choices. On AVX2 and AVX-512 builds:
+    3x3 on a small plane, int16 column pairs; 3x3 stride 2 on rows of 56 outputs, int16 rows a channel at a
+    time; 5x5 into bytes, float32 FMA; ConvInteger's int32 outputs, the taps in pairs."""
+    nat = native_mod.load_level(level)
+    monkeypatch.setattr(native_mod, "native", lambda: nat)
+    rng = np.random.default_rng(5)
+    c = 16
+
+    def q(name, value, dtype):
+        return numpy_helper.from_array(np.asarray(value, dtype), name)
+    inits = [q("s", 0.05, np.float32), q("z", 128, np.uint8), q("ys", 0.1, np.float32), q("wz", 0, np.int8)]
+    for name, k in (("w3", 3), ("w5", 5)):
+        inits.append(q(name, rng.integers(-60, 61, (c, 1, k, k)), np.int8))
+    nodes, outputs = [], []
+    for name, x, w, attrs in (("cols", "x14", "w3", dict(pads=[1, 1, 1, 1])),
+                              ("rows", "x112", "w3", dict(pads=[1, 1, 1, 1], strides=[2, 2])),
+                              ("float", "x14", "w5", dict(pads=[2, 2, 2, 2]))):
+        nodes.append(helper.make_node("QLinearConv", [x, "s", "z", w, "s", "wz", "ys", "z"], [name], name=name,
+                                      group=c, **attrs))
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.UINT8, None))
+    nodes.append(helper.make_node("ConvInteger", ["x14", "w3", "z", "wz"], ["taps"], name="taps", group=c,
+                                  pads=[1, 1, 1, 1]))
+    outputs.append(helper.make_tensor_value_info("taps", TensorProto.INT32, None))
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x14", TensorProto.UINT8, [1, c, 14, 14]),
+                                            helper.make_tensor_value_info("x112", TensorProto.UINT8, [1, c, 8, 112])],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "dw.onnx")
+    om = api.atc(str(tmp_path / "dw.onnx"), str(tmp_path / "dw")).om_path
+    said = {t["node"]: t["int8_product"] for t in om_info.inspect(om)["tasks"]}
+    shapes = {"cols": ((1, c, 14, 14), 3, (1, c, 14, 14), {}, QOUT_U8), "rows": ((1, c, 8, 112), 3, (1, c, 4, 56),
+              {"strides": [2, 2]}, QOUT_U8), "float": ((1, c, 14, 14), 5, (1, c, 14, 14), {}, QOUT_U8),
+              "taps": ((1, c, 14, 14), 3, (1, c, 14, 14), {}, QOUT_I32)}
+    for name, (x, k, y, attrs, out) in shapes.items():
+        path = nat.qdepthwise_path(depthwise_geometry(x, (c, 1, k, k), y, attrs), out)
+        assert said[name] == depthwise_kernel(nat, path), name
+    if "avx2" in nat.isa:
+        assert said["cols"].startswith("depthwise: 3x3 on int16 column pairs")
+        assert said["rows"].startswith("depthwise: 3x3 rows of int16 pairs")
+        assert said["float"] == "depthwise: float32 FMA by 16 channels (exact)"
+    assert said["taps"].startswith("depthwise: taps in pairs")
+    assert len(set(said.values())) == (4 if "avx2" in nat.isa else 1)
