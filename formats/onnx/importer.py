@@ -162,7 +162,7 @@ def _read_model(path: str) -> tuple[ModelProto, int, dict]:
     except OSError as e:
         raise FormatError(f"{path}: cannot read ({e.strerror})") from None
     view = memoryview(mapped if mapped is not None else b"")
-    model, raw = ModelProto(), {}
+    model, raw, text_checked = ModelProto(), {}, False
     stripped = strip_raw_data(view, _INFER_CONST_LIMIT + 1)
     if stripped is not None:
         try:
