@@ -73,7 +73,8 @@ def int8_products(m: GeModel, nat) -> dict[int, str]:
             if group == w.shape[0] > 1 and w.shape[1] == 1 and w.shape[2] * w.shape[3] <= 64 and \
                     len(x.shape) == len(y.shape) == 4:
                 out = requant_kind(y.dtype) if task.op_type == "QLinearConv" else QOUT_I32
-                path = nat.qdepthwise_path(depthwise_geometry(x.shape, w.shape, y.shape, attrs), out) if nat else None
+                path = None if nat is None else nat.qdepthwise_path(
+                    depthwise_geometry(x.shape, w.shape, y.shape, attrs), out)
                 found[step] = depthwise_kernel(nat, path)
             elif group == 1:
                 found[step] = product_kernel(nat, product_plan(nat, packed_values(w.reshape(w.shape[0], -1)), True))

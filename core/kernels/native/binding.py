@@ -18,8 +18,8 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_F64, EW_I32, EW_I64, EW_ROUND, HALF_A, HALF_B,
                   HALF_BIAS, HALF_C, SIGNATURES, Activation, CallBatch, Compare, ConvDirect, ConvTransposeArgs, ConvNchwc,
                   Depthwise, DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
-                  NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QOUT_S8, QOUT_U8, QPATH_BYTES, ROWS_LAYER_NORM, ConcatBlocks,
-                  GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
+                  NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QOUT_S8, QOUT_U8, QPATH_BYTES, ROWS_LAYER_NORM,
+                  ConcatBlocks, GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
 from ...host_pages import HUGE, mapped_bytes
 from ...model.record import record
 from .calls import PreparedCall, threads

@@ -35,7 +35,7 @@ from ..native import CallCache, run_for_threads
 from .phase_layout import phase_layout
 from ..planned import Scratch, address
 from ..registry import register
-from .windows import SpatialKernel, window_pads
+from .windows import SpatialKernel, clamped_strides, window_pads
 
 #: im2col columns are built for at most this many bytes of batch items at a time
 COLS_LIMIT = 64 << 20
@@ -81,10 +81,7 @@ class Conv(SpatialKernel):
         pb, pe, out = window_pads(self, spatial, kernel, strides, dil)
         if any(o <= 0 for o in out):
             raise self.fail(f"output spatial shape {out} is empty")
-        # a dim with one output position reads the same taps whatever its stride past the window's
-        # extent: clamped (still > 1, which the plans read as "not the input's size"), an absurd
-        # stride (2^31) cannot size the phase layout's loops and buffers
-        strides = [s if o > 1 else min(s, (k - 1) * v + 2) for s, o, k, v in zip(strides, out, kernel, dil)]
+        strides = clamped_strides(strides, out, kernel, dil)
         bm = self.inputs[2] if len(self.inputs) > 2 else None
         if bm is not None and tuple(bm.shape) != (oc,):
             raise self.fail(f"B has shape {tuple(bm.shape)}, ({oc},) expected")
@@ -399,10 +396,7 @@ class ConvTranspose(SpatialKernel):
             out = [f - b_ - e for f, b_, e in zip(full, pb, pe)]
         if any(o <= 0 for o in out):
             raise self.fail(f"output spatial shape {out} is empty")
-        # a dim with one output position reads the same taps whatever its stride past the window's
-        # extent: clamped (still > 1, which the plans read as "not the input's size"), an absurd
-        # stride (2^31) cannot size the phase layout's loops and buffers
-        strides = [s if o > 1 else min(s, (k - 1) * v + 2) for s, o, k, v in zip(strides, out, kernel, dil)]
+        strides = clamped_strides(strides, out, kernel, dil)
         bm = self.inputs[2] if len(self.inputs) > 2 else None
         if bm is not None and tuple(bm.shape) != (oc,):
             raise self.fail(f"B has shape {tuple(bm.shape)}, ({oc},) expected")

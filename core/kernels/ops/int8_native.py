@@ -17,6 +17,7 @@ from ...model.record import record
 from ..native import (ACT_NONE, QDW_COLUMN_PAIRS, QDW_FLOAT, QDW_ROW_PAIRS, QOUT_S8, QOUT_U8, QPATH_BYTES,
                       QPATH_PAIRS, Act, Activation, CallCache, QOut)
 from .nchwc import depthwise_weights
+from .windows import clamped_strides
 
 
 def qout(kind: int, keep: list, *, bias=None, scale=None, scale_a=None, fbias=None, zy=0, lo=0, hi=0,
@@ -188,12 +189,11 @@ def depthwise_kernel(nat, path: int | None) -> str:
 
 def depthwise_geometry(x_shape, w_shape, y_shape, attrs: dict) -> dict:
     """ge_qdepthwise's geometry (Native.qdepthwise_path's argument) of a 2-D depthwise convolution from its
-    shapes and attributes, as NativeIntConv has it from the Conv's (which clamps the stride of an output dim
-    of one position to the window's extent, conv.py); the pads, which do not enter the choice, left 0."""
+    shapes and attributes, as NativeIntConv has it from the Conv's (its strides clamped as the Conv's);
+    the pads, which do not enter the choice, left 0."""
     (_, c, h, w), (kh, kw), (oh, ow) = x_shape, w_shape[2:], y_shape[2:]
     dh, dw = (int(d) for d in attrs.get("dilations", (1, 1)))
-    sh, sw = (int(s) if o > 1 else min(int(s), (k - 1) * d + 2) for s, o, k, d in
-              zip(attrs.get("strides", (1, 1)), (oh, ow), (kh, kw), (dh, dw)))
+    sh, sw = clamped_strides([int(s) for s in attrs.get("strides", (1, 1))], (oh, ow), (kh, kw), (dh, dw))
     return dict(channels=c, height=h, width=w, pt=0, pl=0, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, oh=oh, ow=ow)
 
 

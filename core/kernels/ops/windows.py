@@ -33,6 +33,14 @@ class SpatialKernel(PlannedKernel):
         return strides, dil
 
 
+def clamped_strides(strides, out, kernel, dilations) -> list[int]:
+    """The strides a convolution's plans run by: a dim with one output position reads the same taps
+    whatever its stride past the window's extent, so its stride is clamped there (still > 1, which the
+    plans read as "not the input's size"): an absurd stride (2^31) cannot size the phase layout's loops
+    and buffers."""
+    return [s if o > 1 else min(s, (k - 1) * v + 2) for s, o, k, v in zip(strides, out, kernel, dilations)]
+
+
 def window_pads(k: SpatialKernel, in_sizes, kernel, strides, dilations, ceil_mode=False, pool=False):
     """ONNX's auto_pad / pads resolution for Conv and the pools: (begin pads, end pads, output sizes).
     `pool`: the output sizes of onnxruntime's pools (pool_output_size), whose windows may be larger
