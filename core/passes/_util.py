@@ -25,15 +25,15 @@ def node_opset(graph: Graph, node: Node) -> int:
 def input_meta(graph: Graph, node: Node, name: str) -> Meta | None:
     if not name:
         return None
-    if name in graph.initializers:
-        a = graph.initializers[name]
-        return Meta(a.dtype, tuple(a.shape))
+    a = graph.initializers.get(name)
+    if a is not None:
+        return Meta(a.dtype, a.shape)
     v = graph.values.get(name)
     if v is None or not v.is_static:
         shape = None if v is None else v.shape
         raise GraphError(f"{node}: input '{name}' has no static shape (shape {shape}); "
                          f"its producer could not be inferred")
-    return v.meta
+    return Meta(v.dtype, tuple(v.shape))  # (not v.meta: is_static once, thousands of calls a compile)
 
 
 def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = None) -> Kernel:
