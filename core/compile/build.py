@@ -29,6 +29,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     _copy_outputs_that_are_not_produced(graph)
     graph.toposort()
     outputs = set(graph.outputs)
+    meta = _Metas(graph)
 
     # 1. aliases: Reshape/Flatten/Squeeze/Unsqueeze/Identity become views of their input (no task), and
     # so do the parts of a Split whose parts are runs of its input's bytes (at their offsets in it)
@@ -37,7 +38,9 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     tasks_nodes: list[Node] = []
     kernels, workspaces = [], []
     for node in graph.nodes:
-        kernel = _kernel(graph, node, node_opset(graph, node))  # the instance decides (Dropout with a mask is no alias)
+        opset = node_opset(graph, node)
+        plan = _plan_inputs(graph, node, meta)
+        kernel = _kernel(node, opset, plan)  # the instance decides (Dropout with a mask is no alias)
         produced = [o for o in node.outputs if o]
         src = node.inputs[0] if node.inputs else ""
         viewable = src and src not in graph.initializers and not outputs.intersection(produced)
@@ -52,7 +55,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
         else:
             tasks_nodes.append(node)
             kernels.append(kernel)
-            workspaces.append(_workspace(graph, node, node_opset(graph, node), kernel))
+            workspaces.append(_workspace(node, opset, plan, kernel))
 
     # 2. lifetimes of every storage root, in task steps
     first: dict[str, int] = {}
@@ -70,13 +73,13 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     weights, layout, weight_offset = _layout_weights(graph, tasks_nodes, root)
     weight_data = layout.join() if join_weights else layout
     fm_roots = [t for t in first if t not in outputs and t not in graph.inputs]
-    over = _outputs_over_inputs(graph, tasks_nodes, kernels, root, root_offset, first, last, set(fm_roots)) \
+    over = _outputs_over_inputs(meta, tasks_nodes, kernels, root, root_offset, first, last, set(fm_roots)) \
         if reuse_memory else {}
     spans: dict[str, Buffer] = {}  # a chain of outputs written over their inputs: one buffer, its whole span
     for t in fm_roots:
         h = over.get(t, t)
         b = spans.get(h)
-        spans[h] = Buffer(h, graph.meta(t).nbytes, min(first[t], b.first if b else first[t]),
+        spans[h] = Buffer(h, meta[t].nbytes, min(first[t], b.first if b else first[t]),
                           max(last[t], b.last if b else last[t]))
     arena = plan_arena(list(spans.values()), reuse=reuse_memory)
     workspace = align(max(workspaces, default=0))
@@ -86,13 +89,13 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     place.update({t: (FM_ID, arena.offsets[over.get(t, t)]) for t in fm_roots})
     inputs, outs = [], []
     for index, t in enumerate(graph.inputs):
-        allocations.append(Allocation(len(allocations), INPUT, graph.meta(t).nbytes, index))
+        allocations.append(Allocation(len(allocations), INPUT, meta[t].nbytes, index))
         place[t] = (allocations[-1].id, 0)
-        inputs.append(_desc(graph, t, t, allocations[-1].id))
+        inputs.append(_desc(meta[t], t, allocations[-1].id))
     for index, (t, shown) in enumerate(zip(graph.outputs, output_names)):
-        allocations.append(Allocation(len(allocations), OUTPUT, graph.meta(t).nbytes, index))
+        allocations.append(Allocation(len(allocations), OUTPUT, meta[t].nbytes, index))
         place[t] = (allocations[-1].id, 0)
-        outs.append(_desc(graph, t, shown, allocations[-1].id))
+        outs.append(_desc(meta[t], shown, allocations[-1].id))
 
     # 4. the logical allocation table: every tensor, aliases included, has a place (strict plan)
     args: dict[str, Arg] = {}  # one each: a tensor is a row of the table and its tasks' argument
@@ -103,7 +106,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
             r = root.get(t, t)
             if r not in place:
                 raise GraphError(f"tensor '{t}' has no memory plan entry")
-            m = graph.meta(t)
+            m = meta[t]
             a = args[t] = Arg(place[r][0], place[r][1] + root_offset.get(t, 0), _name(m.dtype), tuple(m.shape))
         return a
 
@@ -111,7 +114,7 @@ def build(graph: Graph, *, name: str | None = None, soc_version: str = "Ascend-s
     for t in list(first) + list(root) + list(graph.inputs):
         r = root.get(t, t)
         a = arg(t)
-        tensors.append(TensorPlan(t, a.allocation, a.offset, graph.meta(t).nbytes, a.dtype, a.shape,
+        tensors.append(TensorPlan(t, a.allocation, a.offset, meta[t].nbytes, a.dtype, a.shape,
                                   first.get(r, 0), last.get(r, first.get(r, 0)), r if r != t else ""))
     tasks = [TaskDef(n.name, n.op_type, n.domain, node_opset(graph, n), dict(n.attrs),
                      tuple(arg(i) if i else None for i in n.inputs), tuple(arg(o) if o else None for o in n.outputs),
@@ -141,7 +144,7 @@ def _parts_in_place(graph: Graph, kernel, src: str) -> bool:
     return offsets is not None and src not in graph.inputs and all(off % ALIGNMENT == 0 for off in offsets)
 
 
-def _outputs_over_inputs(graph: Graph, nodes: list[Node], kernels: list, root: dict, root_offset: dict, first: dict,
+def _outputs_over_inputs(meta: dict, nodes: list[Node], kernels: list, root: dict, root_offset: dict, first: dict,
                          last: dict, fm: set) -> dict:
     """Feature maps whose task writes its output over an input (Kernel.output_over: a ResNet block's
     FusedConv over its residual Z, as onnxruntime's fused Conv+Add does): the output takes the input's
@@ -159,7 +162,7 @@ def _outputs_over_inputs(graph: Graph, nodes: list[Node], kernels: list, root: d
         src, out = root.get(node.inputs[k], node.inputs[k]), node.outputs[0]
         read_elsewhere = any(i and root.get(i, i) == src for j, i in enumerate(node.inputs) if j != k)
         if src in fm and out in fm and last[src] == step and first[out] == step and not read_elsewhere \
-                and graph.meta(src).nbytes == graph.meta(out).nbytes:
+                and meta[src].nbytes == meta[out].nbytes:
             head[out] = head.get(src, src)
     return head
 
@@ -191,28 +194,46 @@ def _layout_weights(graph: Graph, nodes: list[Node], root: dict) -> tuple[list[W
     return descs, WeightLayout(align(size), tuple(pieces)), offsets
 
 
-def _kernel(graph: Graph, node: Node, opset: int, backend: Backend | None = None):
-    """The node's kernel, planned (never loaded: the compiler packs no weight), on the best backend
-    this machine has unless one is given."""
-    cls = lookup(node.op_type, node.domain, opset, node.name)
-    metas = [graph.meta(i) if i else None for i in node.inputs]
-    consts = [graph.initializers.get(i) if i else None for i in node.inputs]
-    outputs = [graph.meta(o) if o else None for o in node.outputs]
+class _Metas(dict):
+    """graph.meta of each tensor, made on first use: the build asks it of every tensor several times
+    (its kernels' two plans, lifetimes, allocations, the tensor table), a Meta made each time."""
+
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+
+    def __missing__(self, name: str):
+        m = self[name] = self.graph.meta(name)
+        return m
+
+
+def _plan_inputs(graph: Graph, node: Node, meta: _Metas) -> tuple:
+    """What the node's kernels are planned from: its class, input metas, constant inputs and output
+    metas (the same for the plan of this machine and the numpy plan of _workspace)."""
+    cls = lookup(node.op_type, node.domain, node_opset(graph, node), node.name)
+    return (cls, [meta[i] if i else None for i in node.inputs],
+            [graph.initializers.get(i) if i else None for i in node.inputs],
+            [meta[o] if o else None for o in node.outputs])
+
+
+def _kernel(node: Node, opset: int, plan: tuple, backend: Backend | None = None):
+    """The node's kernel, planned (never loaded: the compiler packs no weight) from _plan_inputs, on
+    the best backend this machine has unless one is given."""
+    cls, metas, consts, outputs = plan
     return planned(cls, node.attrs, metas, consts, outputs, opset, node.name, len(node.outputs),
                    backend or backends.select())
 
 
-def _workspace(graph: Graph, node: Node, opset: int, kernel) -> int:
+def _workspace(node: Node, opset: int, plan: tuple, kernel) -> int:
     """Scratch for the plan chosen here and for the numpy plan the kernel falls back to where ge's
     native kernels are not built, so that the OM loads on either machine (the loader takes the numpy
     plan when the native one needs more than the OM plans)."""
     if not kernel.uses_native:
         return kernel.workspace_nbytes()
-    return max(kernel.workspace_nbytes(), _kernel(graph, node, opset, NUMPY).workspace_nbytes())
+    return max(kernel.workspace_nbytes(), _kernel(node, opset, plan, NUMPY).workspace_nbytes())
 
 
-def _desc(graph: Graph, tensor: str, shown: str, allocation: int) -> TensorDesc:
-    m = graph.meta(tensor)
+def _desc(m, shown: str, allocation: int) -> TensorDesc:
     return TensorDesc(shown, _name(m.dtype), tuple(m.shape), allocation)
 
 

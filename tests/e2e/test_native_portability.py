@@ -85,8 +85,8 @@ def test_native_plans_needing_more_scratch_than_the_om_plans_keep_native(make_mo
     feeds = make_feeds(model, {})
     planned = api.atc(path, str(tmp_path / "planned"))
     planner = build._workspace  # the native plans' scratch as another level's, smaller
-    monkeypatch.setattr(build, "_workspace", lambda graph, node, opset, kernel:
-                        0 if kernel.uses_native else planner(graph, node, opset, kernel))
+    monkeypatch.setattr(build, "_workspace", lambda node, opset, plan, kernel:
+                        0 if kernel.uses_native else planner(node, opset, plan, kernel))
     short = api.atc(path, str(tmp_path / "short"))
     want, fell_back, own = _int8_run(planned.om_path, feeds)
     assert not fell_back and own == 0

@@ -64,13 +64,14 @@ def test_a_backend_keeps_its_own_kernel(conv_graph):
     """The builder plans each node on the best backend and on numpy (with its output metas, which a
     Conv does not read): the numpy plan made before (the check after the fusions) is not dropped by
     the other."""
-    from ge.core.compile.build import _kernel
+    from ge.core.compile.build import _Metas, _kernel, _plan_inputs
     g = conv_graph
     node = g.nodes[0]
+    plan = _plan_inputs(g, node, _Metas(g))
     with memoized_kernels():
         numpy_plan = build_kernel(g, node)
-        _kernel(g, node, 17)
-        assert _kernel(g, node, 17, NUMPY) is numpy_plan
+        _kernel(node, 17, plan)
+        assert _kernel(node, 17, plan, NUMPY) is numpy_plan
 
 
 def test_output_metas_count_for_a_kernel_that_reads_them(make_model, load, requires):
