@@ -27,7 +27,8 @@ def input_meta(graph: Graph, node: Node, name: str) -> Meta | None:
         return None
     a = graph.initializers.get(name)
     if a is not None:
-        return Meta(a.dtype, a.shape)
+        memo = _MEMO.get()
+        return Meta(a.dtype, a.shape) if memo is None else memo.const_meta(name, a)
     v = graph.values.get(name)
     if v is None or not v.is_static:
         shape = None if v is None else v.shape
@@ -71,6 +72,15 @@ class KernelMemo:
 
     def __init__(self):
         self._last: dict[tuple, tuple[tuple, Kernel, tuple]] = {}  # (name, backend) -> (key, kernel, consts)
+        self._const_metas: dict[str, tuple[np.ndarray, Meta]] = {}  # initializer name -> (its array, Meta)
+
+    def const_meta(self, name: str, array: np.ndarray) -> Meta:
+        """The Meta of initializer `name`, made once while it is this array (a Meta costs more than the
+        rest of input_meta; each pass asks it of every weight, scale and zero point again)."""
+        held = self._const_metas.get(name)
+        if held is None or held[0] is not array:
+            held = self._const_metas[name] = (array, Meta(array.dtype, array.shape))
+        return held[1]
 
     def planned(self, cls: type[Kernel], attrs: dict, metas: list, consts: list, outputs: list | None, opset: int,
                 name: str, num_outputs: int, backend) -> Kernel:
