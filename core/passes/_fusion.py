@@ -2,6 +2,8 @@
 replacing a matched group of nodes by one node in graph order."""
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from ..model.ir import Graph, Node
@@ -12,11 +14,19 @@ from ..kernels.fused import GE_DOMAIN
 class Matcher:
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.producers = graph.producers()
-        self.consumers = graph.consumers()
         self._removed: set[int] = set()
         self._placed: dict[int, list[Node]] = {}  # id(last node of a group) -> its replacement
         self._order: dict[int, int] | None = None  # id(node) -> its position in graph.nodes, made once
+
+    # the graph's producers and consumers, made when a pass first asks (before it rewrites anything): most
+    # fusions find no node to start a match at in most models, and walk no edge then
+    @cached_property
+    def producers(self) -> dict[str, Node]:
+        return self.graph.producers()
+
+    @cached_property
+    def consumers(self) -> dict[str, list[Node]]:
+        return self.graph.consumers()
 
     # -- queries -------------------------------------------------------------------------------
     def removed(self, node: Node) -> bool:
