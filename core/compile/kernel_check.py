@@ -17,8 +17,9 @@ def require_kernels(graph: Graph, model: str) -> None:
     at the model's opset, and the operator domains among them ge does not implement at all (nodes
     nobody reads, e.g. cut off by --out_nodes, do not count: they are not compiled); the ops inside
     a control-flow node's subgraphs are needed with it."""
-    missing = [(f"'{node.name}'", node) for node in _needed(graph) if missing_kernel(graph, node)]
-    for node in _needed(graph):  # control flow: the ops of its subgraphs (nested too)
+    needed = _needed(graph)
+    missing = [(f"'{node.name}'", node) for node in needed if missing_kernel(graph, node)]
+    for node in needed:  # control flow: the ops of its subgraphs (nested too)
         missing.extend(subgraph_missing(graph, node, ""))
     if not missing:
         return
