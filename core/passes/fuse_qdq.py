@@ -37,7 +37,9 @@ RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "MaxPool")
 def fuse_qdq(graph: Graph, stats: dict | None = None) -> Graph:
     m = QdqMatcher(graph)
     counts = {"conv": 0, "matmul": 0, "gemm": 0, "add": 0, "pool": 0, "reshape": 0, "dynamic_matmul": 0}
-    for node in list(graph.nodes):
+    # every pattern ends in a QuantizeLinear (m.q) but the MatMulInteger one: a float model has neither
+    anchored = any(n.op_type in ("QuantizeLinear", "MatMulInteger") and n.domain == "" for n in graph.nodes)
+    for node in list(graph.nodes) if anchored else ():
         if node.domain != "" or m.removed(node):
             continue
         key = {"Conv": "conv", "MatMul": "matmul", "Gemm": "gemm", "Add": "add", "GlobalAveragePool": "pool",
