@@ -85,9 +85,10 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
             writers.update(_written(n))
     # a Resize whose output no member reads blocked would leave the region upsampled: reordered before it,
     # the smaller tensor moves (DBNet's neck upsamples 24 channels 2-8x into an NCHW Concat)
-    read_blocked = {x for n in members for x in _blocked_reads(graph, n)}
+    reads = {id(n): _blocked_reads(graph, n) for n in members}  # (asked again and again by _regions)
+    read_blocked = {x for xs in reads.values() for x in xs}
     members = [n for n in members if n.op_type != "Resize" or n.outputs[0] in read_blocked]
-    regions = [r for r in _regions(graph, members) if _pays(graph, r)]
+    regions = [r for r in _regions(graph, members, reads) if _pays(graph, r)]
     for region in regions:
         _rewrite(graph, region)
     if regions:
@@ -281,8 +282,9 @@ def _blocked_reads(graph: Graph, node: Node) -> list[str]:
     return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
 
-def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
-    """The connected groups of members (union-find over the values they write and read blocked)."""
+def _regions(graph: Graph, members: list[Node], reads: dict[int, list[str]]) -> list[_Region]:
+    """The connected groups of members (union-find over the values they write and read blocked; `reads`:
+    each member's _blocked_reads)."""
     parent = {id(n): id(n) for n in members}
 
     def root(k):
@@ -293,7 +295,7 @@ def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
 
     touching: dict[str, list[int]] = {}  # value -> the members writing or reading it blocked
     for n in members:
-        for name in _blocked_reads(graph, n) + _written(n):
+        for name in reads[id(n)] + _written(n):
             touching.setdefault(name, []).append(id(n))
     for ks in touching.values():
         for k in ks[1:]:
@@ -306,12 +308,12 @@ def _regions(graph: Graph, members: list[Node]) -> list[_Region]:
     for members in groups.values():
         r = _Region(members)
         for n in members:
-            for name in _blocked_reads(graph, n):
+            for name in reads[id(n)]:
                 if name not in r.outputs and name not in r.entering:
                     r.entering.append(name)
         for n in members:
             for y in _written(n):
-                outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in _blocked_reads(graph, u)]
+                outside = [u for u in consumers.get(y, []) if id(u) not in r.ids or y not in reads[id(u)]]
                 if outside or y in graph.outputs:
                     r.leaving.append(y)
         regions.append(r)
