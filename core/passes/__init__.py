@@ -203,6 +203,7 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=
     unknown = set(disabled) - set(FUSIONS)
     if unknown:
         raise ValueError(f"not a switchable fusion: {sorted(unknown)}")
+    settled = False  # the graph is as a dead_code that found nothing to remove left it: another finds nothing
     for key, fn in PIPELINE:
         if key in skip:
             continue
@@ -211,12 +212,17 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=
             continue
         if fn in (infer_shapes, fuse_elementwise, nchwc_layout) and not static:  # static shapes needed
             continue
+        if fn is dead_code and settled:  # (the one after fuse_qdq, where it fused nothing: most models)
+            continue
         t0 = time.perf_counter()
         stats = per_pass.setdefault(key, {})
+        before = dict(stats)
         if fn is select_impl_mode:
             fn(graph, stats=stats, modes=impl_modes)
         else:
             fn(graph, stats=stats)
+        changed = any(v != before.get(k, 0) for k, v in stats.items())  # (the counts of this run are not 0)
+        settled = (fn is dead_code or (fn is fuse_qdq and settled)) and not changed
         if fn is constant_folding and not static:
             resolve_shapes(graph, stats=per_pass.setdefault("resolve_shapes", {}))
             dead_code(graph, stats=per_pass.setdefault("dead_code", {}))
