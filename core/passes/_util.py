@@ -22,19 +22,26 @@ def node_opset(graph: Graph, node: Node) -> int:
     return graph.opset.get(domain, 17 if domain == "" else 1)
 
 
-def input_meta(graph: Graph, node: Node, name: str) -> Meta | None:
-    if not name:
-        return None
-    a = graph.initializers.get(name)
-    if a is not None:
-        memo = _MEMO.get()
-        return Meta(a.dtype, a.shape) if memo is None else memo.const_meta(name, a)
-    v = graph.values.get(name)
-    if v is None or not v.is_static:
-        shape = None if v is None else v.shape
-        raise GraphError(f"{node}: input '{name}' has no static shape (shape {shape}); "
-                         f"its producer could not be inferred")
-    return Meta(v.dtype, tuple(v.shape))  # (not v.meta: is_static once, thousands of calls a compile)
+def input_metas(graph: Graph, node: Node) -> list[Meta | None]:
+    """The metas of the node's inputs (None where one is absent): an initializer's (made once a compile:
+    KernelMemo.const_meta), a value's when it is static; a GraphError naming an input that is not."""
+    memo = _MEMO.get()
+    made = {} if memo is None else memo.const_metas  # name -> (array, its Meta)
+    metas = []
+    for name in node.inputs:  # (one call a node, not one an input: every plan and memo hit asks them all)
+        a = graph.initializers.get(name) if name else None
+        if a is not None:
+            held = made.get(name)
+            metas.append(held[1] if held is not None and held[0] is a else
+                         Meta(a.dtype, a.shape) if memo is None else memo.const_meta(name, a))
+            continue
+        v = graph.values.get(name) if name else None
+        if name and (v is None or not v.is_static):
+            shape = None if v is None else v.shape
+            raise GraphError(f"{node}: input '{name}' has no static shape (shape {shape}); "
+                             f"its producer could not be inferred")
+        metas.append(Meta(v.dtype, tuple(v.shape)) if name else None)  # (not v.meta: is_static once)
+    return metas
 
 
 def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = None) -> Kernel:
@@ -43,7 +50,7 @@ def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = Non
     opset = node_opset(graph, node)
     cls = lookup(node.op_type, node.domain, opset, node=node.name)
     if metas is None:
-        metas = [input_meta(graph, node, i) for i in node.inputs]
+        metas = input_metas(graph, node)
     consts = [graph.initializers.get(i) if i else None for i in node.inputs]
     for name, m, c in zip(node.inputs, metas, consts):
         if c is None and m is not None and m.nbytes > MAX_TENSOR_NBYTES:
@@ -72,15 +79,15 @@ class KernelMemo:
 
     def __init__(self):
         self._last: dict[tuple, tuple[tuple, Kernel, tuple]] = {}  # (name, backend) -> (key, kernel, consts)
-        self._const_metas: dict[str, tuple[np.ndarray, Meta]] = {}  # initializer name -> (its array, Meta)
+        #: initializer name -> (its array, the array's Meta): made once while the name holds that array (a Meta
+        #: costs more than the rest of input_metas; each pass asks it of every weight, scale and zero point again)
+        self.const_metas: dict[str, tuple[np.ndarray, Meta]] = {}
 
     def const_meta(self, name: str, array: np.ndarray) -> Meta:
-        """The Meta of initializer `name`, made once while it is this array (a Meta costs more than the
-        rest of input_meta; each pass asks it of every weight, scale and zero point again)."""
-        held = self._const_metas.get(name)
-        if held is None or held[0] is not array:
-            held = self._const_metas[name] = (array, Meta(array.dtype, array.shape))
-        return held[1]
+        """The Meta of initializer `name` holding `array`, remembered in const_metas."""
+        m = Meta(array.dtype, array.shape)
+        self.const_metas[name] = (array, m)
+        return m
 
     def planned(self, cls: type[Kernel], attrs: dict, metas: list, consts: list, outputs: list | None, opset: int,
                 name: str, num_outputs: int, backend) -> Kernel:

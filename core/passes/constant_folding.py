@@ -31,7 +31,7 @@ import numpy as np
 
 from ..model.errors import GeError, GraphError, UnsupportedOpError
 from ..model.ir import STRING, Graph, Node, is_onnx_dtype
-from ._util import build_kernel, input_meta, set_initializer, unique_name
+from ._util import build_kernel, input_metas, set_initializer, unique_name
 from .subgraphs import capture_constants, evaluate, inline_branch, is_control_flow
 
 #: a fold may not create a constant bigger than this unless its inputs are about as big
@@ -264,7 +264,7 @@ def _infer_best_effort(graph: Graph, node: Node) -> None:
     if all(v.is_static for v in outs):
         return
     try:
-        metas = [input_meta(graph, node, i) for i in node.inputs]
+        metas = input_metas(graph, node)
         inferred = build_kernel(graph, node, metas).infer()
     except UnsupportedOpError:
         return  # infer_shapes reports it, naming the node
