@@ -130,6 +130,8 @@ def encode_attr(v, where: str = "attribute", depth: int = 0):
     """An attribute value as msgpack-native data: scalars, lists, str-keyed maps, tagged ndarrays."""
     if depth > MAX_ATTR_DEPTH:
         raise Unencodable(f"{where}: nested deeper than {MAX_ATTR_DEPTH} levels")
+    if type(v) is list or type(v) is tuple:  # (first: nested lists, the most of a large attribute)
+        return _encode_items(v, where, depth)
     if v is None or isinstance(v, (bool, str, bytes)):
         return v
     if isinstance(v, int):
@@ -151,10 +153,18 @@ def encode_attr(v, where: str = "attribute", depth: int = 0):
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
     if isinstance(v, (list, tuple)):
-        return [encode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
+        return _encode_items(v, where, depth)
     if isinstance(v, dict):
         return as_attr_map(v, where, depth)
     raise Unencodable(f"{where}: values of type {type(v).__name__} cannot be stored in an OM")
+
+
+def _encode_items(v: list | tuple, where: str, depth: int) -> list:
+    """A list's items as encode_attr returns them: plain ones (_plain_value) as they are (a tuple as a
+    list), with no path spelled, as as_attr_map takes a map's values."""
+    plain_depth = depth + 2 <= MAX_ATTR_DEPTH  # (an item's items are two levels down)
+    return [(x if type(x) is not tuple else list(x)) if plain_depth and _plain_value(x)
+            else encode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
 
 
 def _ndarray(a: np.ndarray, where: str) -> dict:
