@@ -9,13 +9,23 @@ from ..model.log import Logger
 from ..model.errors import GeError
 from ..model.ir import Graph
 from ..passes import FUSIONS, fusion_switches
-from ...formats.atc_config import (read_customize_dtypes, read_fusion_switch, read_keep_dtype, read_modify_mixlist,
-                                   read_op_precision_mode)
 from .atc_options import COMPUTED_PRECISION, log_recorded
 from ..shape_options import input_formats
 
 log = Logger("ge.atc")
 IMPL = ("high_precision", "high_performance")
+
+
+def _read(option: str, opts: dict):
+    """The configuration file `option` names, parsed (None if not given): formats/atc_config.py, imported
+    only then (most conversions name none)."""
+    if option not in opts:
+        return None
+    from ...formats import atc_config as c
+    read = {"fusion_switch_file": c.read_fusion_switch, "modify_mixlist": c.read_modify_mixlist,
+            "keep_dtype": c.read_keep_dtype, "customize_dtypes": c.read_customize_dtypes,
+            "op_precision_mode": c.read_op_precision_mode}[option]
+    return read(opts[option])
 
 
 class Settings:
@@ -33,12 +43,11 @@ class Settings:
     def from_options(cls, opts: dict) -> "Settings":
         """Every file is read and checked before anything is logged: a bad file is one error line."""
         s = cls(dict(opts))
-        switch = read_fusion_switch(opts["fusion_switch_file"]) if "fusion_switch_file" in opts else None
-        mixlist = read_modify_mixlist(opts["modify_mixlist"]) if "modify_mixlist" in opts else None
-        if "keep_dtype" in opts:
-            s.named["keep_dtype"] = read_keep_dtype(opts["keep_dtype"])
-        if "customize_dtypes" in opts:
-            s.named["customize_dtypes"] = read_customize_dtypes(opts["customize_dtypes"])
+        switch = _read("fusion_switch_file", opts)
+        mixlist = _read("modify_mixlist", opts)
+        for option in ("keep_dtype", "customize_dtypes"):
+            if option in opts:
+                s.named[option] = _read(option, opts)
         s.impl_modes = _impl_modes(opts)
         log_recorded(opts)
         if "weight" in opts:
@@ -129,7 +138,7 @@ def _impl_modes(o: dict) -> dict | None:
         else:
             modes["default"] = base
     if "op_precision_mode" in o:
-        table = read_op_precision_mode(o["op_precision_mode"])
+        table = _read("op_precision_mode", o)
         for section, key in (("ByOpType", "by_type"), ("ByNodeName", "by_name")):
             for name, m in table[section].items():
                 if m in IMPL:

@@ -13,13 +13,12 @@ ranges, unknown shapes) keeps per-model state between calls (the selected gear, 
 cache), so its calls take turns on a lock: correct, not parallel."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
 import _thread  # (threading.Lock and threading.local without threading: 1600 lines compiled at each start without bytecode)
 
 import numpy as np
 
+from ..model.collector import collector_paused  # noqa: F401  (acl/ takes it from here)
 from ..model.errors import GeError
 from ..model.ge_model import GeModel
 from ..model.dynamic_model import GEARS, DynamicModel
@@ -28,22 +27,6 @@ from .loaded_model import LoadedModel
 from .device import DeviceBuffer, get_device
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .task_check import check_model_tasks
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """Reading an OM and loading it without the cyclic garbage collector: a load makes objects that
-    live as long as the model (records, kernels, plans, views), and collections of the youngest
-    generation every 700 of them walk them again and again for no garbage (QOperator MobileNetV2 ~8 M
-    instructions of a ~650 M load process). Collections resume after, as before (not at all where
-    the caller had turned them off)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 class ModelManager:

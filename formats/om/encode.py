@@ -4,7 +4,7 @@ reader accept (64-bit ints, supported dtypes, str-keyed attribute maps, tagged n
 from __future__ import annotations
 
 import operator
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -60,14 +60,18 @@ def plain_rows(rows, record: type, kinds: str) -> list[dict] | None:
     when every field is what they return unchanged: `kinds` holds one letter a field, i (as_int), s
     (as_str), d (as_dtype), p (as_shape) or a (any: the caller encodes it). Checked a column at a time,
     with no message built (the per-field calls spell one for every field, most of a small model's OM
-    writing); None when anything is not plain: the caller then takes the per-field path, which names it."""
+    writing); None when anything is not plain: the caller then takes the per-field path, which names it.
+    Shapes become lists, as as_shape returns them and msgpack unpacks them (the writer's self-check
+    reads these maps)."""
     if type(rows) not in (list, tuple) or not {record}.issuperset(map(type, rows)):
         return None
-    for kind, column in zip(kinds, zip(*rows)):
-        if not _PLAIN[kind](column):
+    columns = list(zip(*rows))
+    for k, kind in enumerate(kinds[:len(columns)]):
+        if not _PLAIN[kind](columns[k]):
             return None
-    fields = record._fields
-    return [dict(zip(fields, row)) for row in rows]
+        if kind == "p":
+            columns[k] = map(list, columns[k])
+    return list(map(dict, map(zip, repeat(record._fields), zip(*columns))))
 
 
 def plain_ints(values) -> bool:
@@ -95,7 +99,7 @@ def as_attr_map(attrs, where: str, depth: int) -> dict:
     plain_depth = depth + 2 <= MAX_ATTR_DEPTH  # (a list's items are two levels down)
     for key, value in attrs.items():
         if plain_depth and type(key) is str and key not in RESERVED_TAGS and _plain_value(value):
-            out[key] = value  # what encode_attr returns (a tuple packs as the list it makes), no message spelled
+            out[key] = value if type(value) is not tuple else list(value)  # what encode_attr returns, no message spelled
             continue
         if not isinstance(key, str):
             raise Unencodable(f"{where}: key {key!r} is not a string")
@@ -126,6 +130,8 @@ def encode_attr(v, where: str = "attribute", depth: int = 0):
     """An attribute value as msgpack-native data: scalars, lists, str-keyed maps, tagged ndarrays."""
     if depth > MAX_ATTR_DEPTH:
         raise Unencodable(f"{where}: nested deeper than {MAX_ATTR_DEPTH} levels")
+    if type(v) is list or type(v) is tuple:  # (first: nested lists, the most of a large attribute)
+        return _encode_items(v, where, depth)
     if v is None or isinstance(v, (bool, str, bytes)):
         return v
     if isinstance(v, int):
@@ -147,10 +153,18 @@ def encode_attr(v, where: str = "attribute", depth: int = 0):
     if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
     if isinstance(v, (list, tuple)):
-        return [encode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
+        return _encode_items(v, where, depth)
     if isinstance(v, dict):
         return as_attr_map(v, where, depth)
     raise Unencodable(f"{where}: values of type {type(v).__name__} cannot be stored in an OM")
+
+
+def _encode_items(v: list | tuple, where: str, depth: int) -> list:
+    """A list's items as encode_attr returns them: plain ones (_plain_value) as they are (a tuple as a
+    list), with no path spelled, as as_attr_map takes a map's values."""
+    plain_depth = depth + 2 <= MAX_ATTR_DEPTH  # (an item's items are two levels down)
+    return [(x if type(x) is not tuple else list(x)) if plain_depth and _plain_value(x)
+            else encode_attr(x, f"{where}[{j}]", depth + 1) for j, x in enumerate(v)]
 
 
 def _ndarray(a: np.ndarray, where: str) -> dict:

@@ -77,11 +77,13 @@ def header_info(source: str | os.PathLike | bytes, *, verify_checksum: bool = Tr
         _close(view, mm)
 
 
-def load(source, *, label: str | None = None, verify_checksum: bool = True, strict: bool = False) -> GeModel:
+def load(source, *, label: str | None = None, verify_checksum: bool = True, strict: bool = False,
+         maps: dict | None = None) -> GeModel:
+    """read_om's work; `maps`: parse's."""
     label, view, mm = _open(source, label)
     model = None
     try:
-        model = _guard(label, lambda: parse(view, verify_checksum), strict)
+        model = _guard(label, lambda: parse(view, verify_checksum, maps), strict)
         return model
     finally:
         if model is None or not isinstance(model.weight_data, memoryview):
@@ -267,10 +269,13 @@ def _unpack(raw: memoryview, what: str):
 # ---------------------------------------------------------------- the model
 
 
-def parse(view: memoryview, verify_checksum: bool = True):
+def parse(view: memoryview, verify_checksum: bool = True, maps: dict | None = None):
+    """The model in `view`. `maps` (the writer's self-check): the MODEL_DEF and TASK_INFO maps by
+    (type, submodel), as the writer packed them into these partitions, taken instead of unpacking
+    their bytes again; everything else is read and checked as always."""
     header, _ = parse_header(view, verify_checksum)
     if header["has_unknown_shape"]:
-        return _parse_dynamic(view, header)
+        return _parse_dynamic(view, header, maps)
     if header["model_num"] != 1:
         raise Bad(f"holds {header['model_num']} models but has_unknown_shape is false (only a dynamic root "
                   f"model has submodels)")
@@ -280,8 +285,8 @@ def parse(view: memoryview, verify_checksum: bool = True):
         p = where[kind]
         return view[p["offset"]:p["offset"] + p["size"]]
 
-    md = _unpack(body(MODEL_DEF), "MODEL_DEF")
-    ti = _unpack(body(TASK_INFO), "TASK_INFO")
+    md = _part_map(view, where[MODEL_DEF], "MODEL_DEF", maps)
+    ti = _part_map(view, where[TASK_INFO], "TASK_INFO", maps)
     model = _model(md, ti, where[WEIGHTS_DATA]["size"])
     model.atc_cmdline = header["atc_cmdline"]
     if header["name"] != model.name:
@@ -296,7 +301,14 @@ def parse(view: memoryview, verify_checksum: bool = True):
     return model
 
 
-def _parse_dynamic(view: memoryview, header: dict):
+def _part_map(view: memoryview, p: dict, what: str, maps: dict | None):
+    """Partition `p` unpacked, or its map in `maps` (see parse)."""
+    if maps is not None:
+        return maps[(p["type"], p["submodel"])]
+    return _unpack(view[p["offset"]:p["offset"] + p["size"]], what)
+
+
+def _parse_dynamic(view: memoryview, header: dict, maps: dict | None = None):
     """Root model (submodel 0) plus its static submodels, which share the root's WEIGHTS_DATA. (The
     root's modules are imported here: a static OM's reader needs neither.)"""
     from .root import decode_root
@@ -308,17 +320,18 @@ def _parse_dynamic(view: memoryview, header: dict):
         return view[p["offset"]:p["offset"] + p["size"]]
 
     shared = where[(WEIGHTS_DATA, 0)]["size"]
-    root_md = _unpack(body(MODEL_DEF, 0), "root MODEL_DEF")
+    root_md = _part_map(view, where[(MODEL_DEF, 0)], "root MODEL_DEF", maps)
     if type(root_md) is not dict or root_md.get("root") is not True:
         raise Bad("has_unknown_shape is set but submodel 0 is not a root model")
-    root = decode_root(root_md, _unpack(body(TASK_INFO, 0), "root TASK_INFO"), shared)
+    root = decode_root(root_md, _part_map(view, where[(TASK_INFO, 0)], "root TASK_INFO", maps), shared)
     if header["model_num"] != 1 + root_md["submodels"]:  # decode_root checked its type
         raise Bad(f"header model_num {header['model_num']} differs from 1 + the root's submodels")
     for sub in range(1, header["model_num"]):
         if where[(WEIGHTS_DATA, sub)]["size"]:
             raise Bad(f"submodel {sub} has WEIGHTS_DATA of its own; submodels read the root's shared weights")
-        m = _model(_unpack(body(MODEL_DEF, sub), f"submodel {sub} MODEL_DEF"),
-                   _unpack(body(TASK_INFO, sub), f"submodel {sub} TASK_INFO"), shared, f"submodels[{sub}].")
+        m = _model(_part_map(view, where[(MODEL_DEF, sub)], f"submodel {sub} MODEL_DEF", maps),
+                   _part_map(view, where[(TASK_INFO, sub)], f"submodel {sub} TASK_INFO", maps), shared,
+                   f"submodels[{sub}].")
         if m.weight_size != shared:
             raise Bad(f"submodel {sub} has a WEIGHT allocation of {m.weight_size} bytes; the shared weights are {shared}")
         for a in m.weight_files:  # a submodel reads the root's weight files, as they are

@@ -11,6 +11,7 @@ from typing import Callable
 
 import msgpack
 
+from ge.core.model.collector import collector_paused
 from ge.core.model.dynamic_model import DynamicModel
 from ge.core.model.errors import FormatError
 from ge.core.model.ge_model import (FM_ID, INPUT, OUTPUT, WEIGHT_ID, WORKSPACE_ID, Allocation, Arg, GeModel, TaskDef,
@@ -21,19 +22,21 @@ from . import reader
 from .checksum import body_digest, sha256
 from .encode import Unencodable, as_attr_map, as_dtype, as_int, as_shape, as_str, plain_int_lists, plain_ints, plain_rows
 from .schema import (ALIGNMENT, BODY_CHECKSUM_SIZE, CHECKSUM_SIZE, CHECKSUM_TAIL, FORMAT_VERSION, GEN_MODE_OFFLINE,
-                     MAGIC, MAX_HEADER_SIZE, MODEL_DEF, MODEL_TYPE_NORMAL, OM_IR_VERSION, PLATFORM_TYPE_SIM,
-                     PREFIX_SIZE, TASK_INFO, WEIGHTS_DATA, align_up)
+                     MAGIC, MAX_ARRAY_LEN, MAX_HEADER_SIZE, MAX_MAP_LEN, MAX_STR_LEN, MODEL_DEF, MODEL_TYPE_NORMAL,
+                     OM_IR_VERSION, PLATFORM_TYPE_SIM, PREFIX_SIZE, TASK_INFO, WEIGHTS_DATA, align_up, partition_name)
 
 _ZERO_DIGEST = bytes(CHECKSUM_SIZE)
 _ZERO_BODY = bytes(BODY_CHECKSUM_SIZE)
+#: a partition of at most this many bytes holds no string, list or map beyond the reader's msgpack limits
+_UNPACK_BOUND = min(MAX_STR_LEN, MAX_ARRAY_LEN, MAX_MAP_LEN)
 
 
 def om_bytes(model: GeModel) -> bytes:
     """The OM file of `model`, as bytes."""
     label = f"model '{getattr(model, 'name', '?')}'"
-    head, pieces = _encode_checked(model, label)
+    (head, pieces), maps = _encode_checked(model, label)
     data = b"".join([head, *pieces])
-    _self_check(memoryview(data), label)
+    _self_check(data, label, maps)
     return data
 
 
@@ -49,8 +52,12 @@ def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
     source already in memory is copied into large folios, which the loader's map then maps 2 MiB
     at a time (BERT-base's OM at load: its checksum 116 -> 50 ms, dropping the pages the checksum
     read 43 -> 4 ms)."""
-    label = os.fspath(path)
-    sign, pieces = _encode_checked(model, label, lay_out)
+    with collector_paused():  # (what it makes lives until it returns)
+        return _write_om(model, os.fspath(path))
+
+
+def _write_om(model: GeModel, label: str) -> GeModel | DynamicModel:
+    (sign, pieces), maps = _encode_checked(model, label, lay_out)
     placeholder = sign(_ZERO_BODY)  # the body checksum has one length whatever its value
 
     def write(f) -> None:
@@ -63,7 +70,7 @@ def write_om(model: GeModel, path: str | os.PathLike) -> GeModel | DynamicModel:
         os.pwrite(f.fileno(), sign(digest.digest()), 0)
 
     written = []
-    write_atomically(label, write, check=lambda tmp: written.append(_self_check_file(tmp, label)))
+    write_atomically(label, write, check=lambda tmp: written.append(_self_check(tmp, label, maps)))
     return written[0]
 
 
@@ -152,16 +159,21 @@ def _as_bytes_view(body) -> memoryview | WeightLayout:
 # ---------------------------------------------------------------- model -> partitions
 
 
-def _encode_checked(model: GeModel, label: str, how=None) -> tuple:
-    """encode(model), or how(fields, parts) (lay_out), with what cannot be written a FormatError."""
+def _encode_checked(model: GeModel, label: str, how=assemble) -> tuple:
+    """(how(fields, parts): assemble's or lay_out's, the self-check's maps), with what cannot be written
+    a FormatError. The maps are the MODEL_DEF and TASK_INFO maps by (type, submodel), or None where a
+    partition is larger than the least of the reader's msgpack limits: a string, list or map inside it
+    could then be beyond one, which only unpacking its bytes tells."""
     if not isinstance(model, (GeModel, DynamicModel)):
         raise FormatError(f"{label}: write_om needs a GeModel or DynamicModel, got {type(model).__name__}")
     try:
-        if how is None:
-            return encode(model)
-        sign, pieces = how(*fields_and_parts(model))
-        sign(_ZERO_BODY)  # a header too big fails here, before any file is opened
-        return sign, pieces
+        fields, parts = _fields_and_maps(model)
+        packed = _packed(parts)
+        laid_out = how(fields, packed)
+        if how is lay_out:
+            laid_out[0](_ZERO_BODY)  # a header too big fails here, before any file is opened
+        small = all(kind == WEIGHTS_DATA or len(body) <= _UNPACK_BOUND for kind, _, body in packed)
+        return laid_out, {(kind, sub): body for kind, sub, body in parts if kind != WEIGHTS_DATA} if small else None
     except Unencodable as e:
         raise FormatError(f"{label}: cannot write OM: {e}") from None
     except (AttributeError, TypeError) as e:  # a list holding something that is not a TensorDesc/Arg/...
@@ -176,6 +188,18 @@ def encode(model: GeModel, *, tamper=None) -> tuple[bytes, list]:
 
 def fields_and_parts(model: GeModel) -> tuple[dict, list]:
     """The header fields `assemble` does not compute, and the (type, submodel, body) partitions."""
+    fields, parts = _fields_and_maps(model)
+    return fields, _packed(parts)
+
+
+def _packed(parts: list) -> list:
+    """The partitions' maps packed (WEIGHTS_DATA is bytes already)."""
+    return [(kind, sub, body if kind == WEIGHTS_DATA else _pack(body, f"{partition_name(kind)} of submodel {sub}"))
+            for kind, sub, body in parts]
+
+
+def _fields_and_maps(model: GeModel) -> tuple[dict, list]:
+    """fields_and_parts, the MODEL_DEF and TASK_INFO partitions still their maps."""
     if isinstance(model, DynamicModel):
         return _dynamic_fields_and_parts(model)
     model_def = _model_def(model)
@@ -197,19 +221,16 @@ def fields_and_parts(model: GeModel) -> tuple[dict, list]:
         "has_unknown_shape": bool(model.attrs.get("has_unknown_shape", False)) if isinstance(model.attrs, dict) else False,
         "atc_cmdline": as_str(model.atc_cmdline, "atc_cmdline"),
     }
-    parts = [(MODEL_DEF, 0, _pack(model_def, "MODEL_DEF")), (TASK_INFO, 0, _pack(task_info, "TASK_INFO")),
-             (WEIGHTS_DATA, 0, weights)]
-    return fields, parts
+    return fields, [(MODEL_DEF, 0, model_def), (TASK_INFO, 0, task_info), (WEIGHTS_DATA, 0, weights)]
 
 
 def _dynamic_fields_and_parts(model: DynamicModel) -> tuple[dict, list]:
     """Submodel 0 is the root (its WEIGHTS_DATA the shared weights); 1..n the static submodels."""
     from .root import encode_root  # (a static model's writer needs none of the root's modules)
     root_def, root_tasks = encode_root(model)
-    parts = [(MODEL_DEF, 0, _pack(root_def, "root MODEL_DEF")), (TASK_INFO, 0, _pack(root_tasks, "root TASK_INFO")),
-             (WEIGHTS_DATA, 0, _as_bytes_view(model.weight_data))]
+    parts = [(MODEL_DEF, 0, root_def), (TASK_INFO, 0, root_tasks), (WEIGHTS_DATA, 0, _as_bytes_view(model.weight_data))]
     for k, sm in enumerate(model.submodels, start=1):
-        sub_fields, sub_parts = fields_and_parts(sm)
+        sub_fields, sub_parts = _fields_and_maps(sm)
         parts += [(kind, k, body if kind != WEIGHTS_DATA else memoryview(b"")) for kind, _, body in sub_parts]
     fields = {
         "is_encrypt": 0, "is_checksum": 0, "model_type": MODEL_TYPE_NORMAL, "gen_mode": GEN_MODE_OFFLINE,
@@ -319,7 +340,8 @@ def _task(k: int, t) -> dict:
 
 def _dataflow(p) -> dict:
     if plain_int_lists([*p.deps, p.fm_offsets, (p.fm_size, p.lower_bound)]):  # as below, no message spelled
-        return {"deps": p.deps, "fm_offsets": p.fm_offsets, "fm_size": p.fm_size, "lower_bound": p.lower_bound}
+        return {"deps": list(map(list, p.deps)), "fm_offsets": list(p.fm_offsets), "fm_size": p.fm_size,
+                "lower_bound": p.lower_bound}  # (lists: as msgpack unpacks them, for the self-check)
     return {"deps": [[as_int(d, f"dataflow deps of task {t}") for d in deps] for t, deps in enumerate(p.deps)],
             "fm_offsets": [as_int(o, "dataflow fm_offsets") for o in p.fm_offsets],
             "fm_size": as_int(p.fm_size, "dataflow fm_size"), "lower_bound": as_int(p.lower_bound, "dataflow lower_bound")}
@@ -336,16 +358,19 @@ def _arg(a, where: str) -> dict:
 # ---------------------------------------------------------------- self check
 
 
-def _self_check(view: memoryview, label: str) -> None:
+def _self_check(source: str | bytes, label: str, maps: dict | None) -> GeModel | DynamicModel:
+    """The OM just written (a path or bytes) read back as a load reads it, but for its checksums;
+    the model read. Its MODEL_DEF and TASK_INFO are checked as the maps they were packed from
+    (`maps`, see _encode_checked), which is what unpacking their bytes gives, but where it has
+    lists, these may hold tuples (packed the same), which the reader's types take for an error. So a
+    failure there is never the answer: the file is then read back whole, unpacked, and that says."""
+    if maps is not None:
+        try:
+            return reader.load(source, label=label, verify_checksum=False, maps=maps)
+        except FormatError:
+            pass
     try:
-        reader.parse(view, verify_checksum=False)
-    except reader.Bad as e:
-        raise FormatError(f"{label}: refusing to write an invalid OM: {e}") from None
-
-
-def _self_check_file(path: str, label: str) -> GeModel | DynamicModel:
-    try:
-        return reader.load(path, label=label, verify_checksum=False)
+        return reader.load(source, label=label, verify_checksum=False)
     except FormatError as e:
         detail = str(e)[len(label) + 2:] if str(e).startswith(label + ": ") else str(e)
         raise FormatError(f"{label}: refusing to write an invalid OM: {detail}") from None

@@ -800,6 +800,33 @@ def test_write_om_of_invalid_model_leaves_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_self_check_takes_the_maps_for_the_partitions_unpacked():
+    """The writer's self-check reads the MODEL_DEF and TASK_INFO maps it packed instead of unpacking
+    the partitions again: they are what unpacking gives, to the type (lists, not tuples)."""
+    m = make_model(dataflow=DATAFLOW)
+    _, maps = writer._encode_checked(m, "tiny")
+    _, parts = writer.fields_and_parts(m)
+    unpacked = {(kind, sub): msgpack.unpackb(body) for kind, sub, body in parts if kind != schema.WEIGHTS_DATA}
+    assert unpacked == maps and len(maps) == 2
+
+
+def test_self_check_reads_the_file_when_the_maps_fail(tmp_path, monkeypatch):
+    """A map the reader refuses (a tuple packs as the list it refuses as a tuple) is no error: the file's
+    partitions unpacked decide."""
+    make_maps = writer._fields_and_maps
+
+    def with_a_tuple(model):
+        fields, parts = make_maps(model)
+        parts[0][2]["inputs"][0]["shape"] = tuple(parts[0][2]["inputs"][0]["shape"])
+        return fields, parts
+    monkeypatch.setattr(writer, "_fields_and_maps", with_a_tuple)
+    loads = []
+    monkeypatch.setattr(reader, "load", lambda *a, load=reader.load, **k: loads.append(k.get("maps")) or load(*a, **k))
+    assert_models_equal(make_model(), write_om(make_model(), tmp_path / "model.om"))
+    assert [maps is None for maps in loads] == [False, True]
+    assert_models_equal(make_model(), read_om(tmp_path / "model.om"))
+
+
 def test_write_om_replaces_existing_file(tmp_path):
     target = tmp_path / "model.om"
     target.write_bytes(b"old")
