@@ -489,6 +489,15 @@ class Native:
         (n, k), (si, sk) = rows.shape, rows.strides
         return bool(self.lib.ge_qgemm_pairs_fit(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8)))
 
+    def qrest_quads(self, rows: np.ndarray, width: int) -> int:
+        """How many quads qsplit(rows, width) would give a rest (len of its fix_q), without splitting
+        (csrc/qgemm.c's ge_qgemm_rest_quads); 0: every pair of k fits int16."""
+        (n, k), (si, sk) = rows.shape, rows.strides
+        count = self.lib.ge_qgemm_rest_quads(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8), width)
+        if count < 0:
+            raise MemoryError("ge_qgemm_rest_quads: no memory for a group's quads")
+        return count
+
     def qsplit(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, tuple, np.ndarray]:
         """Weights rows (weight index, K; int8 or uint8, any strides) split so that every pair of k fits
         int16 (csrc/qgemm.c's ge_qgemm_split): (main, int8 in rows' memory order, as packed; the rest's
