@@ -246,9 +246,11 @@ static int split_rows(const int8_t *w, int64_t si, int64_t N, int64_t K, int8_t 
                           : split_row(w + i * si, K, fl, main + i * mi, mk, ex);
         for (int64_t q = 0; q < q4; q++) {  /* quad q: pairs 2q and 2q + 1, their rests at bytes 1 and 3 */
             if (!(ex[2 * q] | ex[2 * q + 1])) continue;
+            int32_t *u = used + (i / width) * q4 + q;
+            if (!*u) memset(block - i % width * 4 + q * bytes, 0, bytes);  /* the quad's bytes, at its first rest */
+            *u = 1;
             block[q * bytes + 1] = ex[2 * q];
             block[q * bytes + 3] = ex[2 * q + 1];
-            used[(i / width) * q4 + q] = 1;
         }
     }
     free(ex);
@@ -283,9 +285,10 @@ static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, in
         for (int64_t g = 0; g < groups; g++) {  /* the groups with a rest in this pair: their quad's bytes */
             int64_t i0 = g * width, n = N - i0 < width ? N - i0 : width;
             if (!any_byte(ex + i0, n)) continue;
-            int8_t *block = fix_b + (g * q4 + k / 4) * bytes + (k + 1) % 4;
-            for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
+            int8_t *quad = fix_b + (g * q4 + k / 4) * bytes, *block = quad + (k + 1) % 4;
+            if (!used[g * q4 + k / 4]) memset(quad, 0, bytes);  /* the quad's bytes, at its first rest */
             used[g * q4 + k / 4] = 1;
+            for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
         }
     }
     if (K % 2)  /* the last k of an odd K pairs with nothing: as it is */
@@ -306,8 +309,8 @@ static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, in
    weights' over K) and rest as QGemm's fix_start, fix_q, fix_b: per group of `width` weight indices
    (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
    each as the group's bytes (width x 4). fix_b has room for every quad of every group (groups x
-   quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
-   quads with a rest (-1: no memory). In C: the numpy version of these steps was a quarter of a
+   quads(K) x width x 4 bytes; only the quads with a rest are zeroed, then written) and fix_q for one
+   entry each, zeroed by the caller; returns the quads with a rest (-1: no memory). In C: the numpy version of these steps was a quarter of a
    quantized MobileNetV2's load. */
 int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width,
                        int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int64_t *fix_start, int32_t *fix_q,

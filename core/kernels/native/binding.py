@@ -506,7 +506,7 @@ class Native:
         groups, quads = -(-n // width), -(-k // 4)
         main = np.empty((n, k), np.int8, order="F" if rows.strides[0] < rows.strides[1] else "C")
         sums, start = np.empty(n, np.int32), np.empty(groups + 1, np.int64)
-        fix_q, fix_b = np.zeros(groups * quads, np.int32), np.zeros((groups * quads, width, 4), np.int8)
+        fix_q, fix_b = np.zeros(groups * quads, np.int32), np.empty((groups * quads, width, 4), np.int8)  # (C zeroes the used quads)
         slots = self.lib.ge_qgemm_split(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8), width, main.ctypes.data,
                                         main.strides[0], main.strides[1], sums.ctypes.data, start.ctypes.data,
                                         fix_q.ctypes.data, fix_b.ctypes.data)
