@@ -26,7 +26,7 @@ from .context import ExecutionContext
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager, place_weight_files
 from .loaded_model import STATIC, LoadedModel
-from .mapped_weights import MappedWeights
+from .mapped_weights import PAGE, MappedWeights
 from .task_check import built_kernel, task_label
 from .weight_loader import WeightCheck
 
@@ -286,9 +286,10 @@ class DavinciModel(LoadedModel):
 
     def _release_packed(self, td: TaskDef, ins: list) -> None:
         """The task's kernel has packed its weights: their mapped pages leave the resident set
-        (read again from the file if anything still reads them). ins: the inputs' metas."""
+        (read again from the file if anything still reads them). ins: the inputs' metas. A weight
+        under a page (a scale, a zero point: most of an int8 model's) holds no whole page to drop."""
         for a, m in zip(td.inputs, ins):
-            if a is not None and a.allocation == WEIGHT_ID:
+            if a is not None and a.allocation == WEIGHT_ID and m.nbytes >= PAGE:
                 self.mapped_weights.release(a.offset, m.nbytes)
 
     def do_task_sink(self) -> None:
