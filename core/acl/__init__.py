@@ -16,8 +16,13 @@ from __future__ import annotations
 
 import os
 
-from ..model.errors import DeviceError
-from ..runtime.device import DEVICE_NAMES
+from ..model.collector import collector_paused
+
+# (ge's runtime modules make objects that live as long as the process: imported without the
+# collector's walks, 6 M instructions of a model's load process)
+with collector_paused():
+    from ..model.errors import DeviceError
+    from ..runtime.device import DEVICE_NAMES
 
 
 def device_kind() -> str:

@@ -19,7 +19,7 @@ from .models import default_weight_dir, model_manager, query_size as _query_size
 from ..model.errors import GeError
 from ..runtime.device import DeviceBuffer, SimDevice
 from ..runtime.external_weight_manager import ExternalWeightConfig
-from ..runtime.model_manager import collector_paused
+from ..model.collector import collector_paused
 from . import handles, memory
 from .codes import (ACL_DT_UNDEFINED, ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
                     ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID, ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,

@@ -9,14 +9,16 @@ External weights (docs/external-weights.md):
 """
 from __future__ import annotations
 
+from ..model.collector import collector_paused
 
-from ..model.dynamic_model import GEARS, DynamicModel
-from ..model.errors import GeError
-from ..runtime.device import DeviceBuffer, get_device
-from ..runtime.external_weight_manager import ExternalWeightConfig
-from ..runtime.model_manager import ModelManager, collector_paused
-from ..model.weight_files import default_weight_dir
-from ...formats.om import read_om
+with collector_paused():  # (acl/__init__ says why)
+    from ..model.dynamic_model import GEARS, DynamicModel
+    from ..model.errors import GeError
+    from ..runtime.device import DeviceBuffer, get_device
+    from ..runtime.external_weight_manager import ExternalWeightConfig
+    from ..runtime.model_manager import ModelManager
+    from ..model.weight_files import default_weight_dir
+    from ...formats.om import read_om
 
 
 # -- the runtime, ACL style: one process-wide ModelManager -------------------------------------

@@ -11,7 +11,8 @@ def collector_paused():
     live as long as the model (records, kernels, plans, views), writing one the maps it packs and
     checks, and collections of the youngest generation every 700 of them walk them and the objects
     before them again and again for no garbage (QOperator MobileNetV2 ~8 M instructions of a ~650 M
-    load process, ~4 M of its OM's write). Collections resume after, as before (not at all where
+    load process, ~4 M of its OM's write; importing ge's runtime modules, whose classes and
+    tables live as long as the process, ~6 M). Collections resume after, as before (not at all where
     the caller had turned them off)."""
     was_on = gc.isenabled()
     gc.disable()

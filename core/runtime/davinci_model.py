@@ -26,7 +26,7 @@ from .context import ExecutionContext
 from .device import DeviceBuffer
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager, place_weight_files
 from .loaded_model import STATIC, LoadedModel
-from .mapped_weights import MappedWeights
+from .mapped_weights import PAGE, MappedWeights
 from .task_check import built_kernel, task_label
 from .weight_loader import WeightCheck
 
@@ -263,7 +263,10 @@ class DavinciModel(LoadedModel):
         tasks, first = [], 0
         for k, td in enumerate(self.ge_model.tasks):
             metas = tuple(a.meta for a in td.args)
-            kernel = self._kernel(td, self.backend, k)
+            # the present inputs' and outputs' metas, in args-table order (TaskDef.args), by position
+            present = iter(metas)
+            ins, outs = ([None if a is None else next(present) for a in args] for args in (td.inputs, td.outputs))
+            kernel = self._kernel(td, self.backend, k, ins, outs)
             # a native plan of this machine's level may need more scratch than the one the OM was compiled
             # with (an AVX2 machine's int8 products: more than AVX-512 VNNI's): its own, not the numpy plan
             need = kernel.workspace_nbytes()
@@ -274,19 +277,20 @@ class DavinciModel(LoadedModel):
                                   "recompile the model with this ge")
             kernel.load()
             if kernel.uses_native and self.mapped_weights is not None:
-                self._release_packed(td)
+                self._release_packed(td, ins)
             tasks.append(TaskPlan(td.node, kernel, self._epilogue(td, kernel), first, metas,
                                   tuple(a is not None for a in td.inputs), sum(a is not None for a in td.inputs),
                                   tuple(a is not None for a in td.outputs), td.workspace, own_workspace))
             first += len(metas)
         self.tasks = tuple(tasks)
 
-    def _release_packed(self, td: TaskDef) -> None:
+    def _release_packed(self, td: TaskDef, ins: list) -> None:
         """The task's kernel has packed its weights: their mapped pages leave the resident set
-        (read again from the file if anything still reads them)."""
-        for a in td.inputs:
-            if a is not None and a.allocation == WEIGHT_ID:
-                self.mapped_weights.release(a.offset, a.meta.nbytes)
+        (read again from the file if anything still reads them). ins: the inputs' metas. A weight
+        under a page (a scale, a zero point: most of an int8 model's) holds no whole page to drop."""
+        for a, m in zip(td.inputs, ins):
+            if a is not None and a.allocation == WEIGHT_ID and m.nbytes >= PAGE:
+                self.mapped_weights.release(a.offset, m.nbytes)
 
     def do_task_sink(self) -> None:
         """InitTaskInfo (args layout) and DistributeTask into the default context's model handle."""
@@ -351,24 +355,22 @@ class DavinciModel(LoadedModel):
         self._owned.append(addr)
         return addr
 
-    def _kernel(self, td: TaskDef, backend: Backend, k: int) -> Kernel:
+    def _kernel(self, td: TaskDef, backend: Backend, k: int, ins: list, outs: list) -> Kernel:
         """The task's kernel, planned on `backend`; constant inputs are views of weight memory.
-        A stored task the op refuses, or whose declared outputs the op does not compute, is a
-        FormatError naming the task (task_check.py)."""
+        ins, outs: the inputs' and outputs' metas (None where absent). A stored task the op refuses,
+        or whose declared outputs the op does not compute, is a FormatError naming the task (task_check.py)."""
         consts = [None if a is None or a.allocation not in self.weight_bases
-                  else self._const(a) for a in td.inputs]
+                  else self._const(a, m) for a, m in zip(td.inputs, ins)]
         cls = lookup(td.op_type, td.domain, td.opset, td.node)
-        outputs = [None if a is None else a.meta for a in td.outputs]
         return built_kernel(task_label(self.name, k, td.node, td.op_type),
-                            lambda: cls(td.attrs, [None if a is None else a.meta for a in td.inputs], consts,
-                                        outputs=outputs, opset=td.opset, name=td.node, num_outputs=len(td.outputs),
-                                        packs=self.packs, backend=backend), outputs)
+                            lambda: cls(td.attrs, ins, consts, outputs=outs, opset=td.opset, name=td.node,
+                                        num_outputs=len(td.outputs), packs=self.packs, backend=backend), outs)
 
-    def _const(self, a):
-        """A constant input as its kernel sees it: a view of weight memory, except a small weight of
-        mapped weights (a bias, a scale), which is the kernel's own copy, so that running the kernel
-        does not bring back the pages its packed weights left (a fault maps a whole folio)."""
-        view = self.device.view(self.weight_bases[a.allocation] + a.offset, a.dtype, a.shape)
+    def _const(self, a, m):
+        """A constant input (its Arg and Meta) as its kernel sees it: a view of weight memory, except a
+        small weight of mapped weights (a bias, a scale), which is the kernel's own copy, so that running
+        the kernel does not bring back the pages its packed weights left (a fault maps a whole folio)."""
+        view = self.device.view(self.weight_bases[a.allocation] + a.offset, m.dtype, m.shape)
         if self.mapped_weights is not None and a.allocation == WEIGHT_ID and view.nbytes < SMALL_CONST:
             return view.copy()
         return view

@@ -488,6 +488,7 @@ int ge_qgemm_has_twins(void);
 int64_t ge_qgemm_twin(const int8_t *bp, int64_t K, int64_t N, int64_t *start, int32_t *quad);
 void ge_qgemm_twin_fill(const int8_t *bp, int64_t K, int64_t N, const int64_t *start, const int32_t *quad, int8_t *out);
 int ge_qgemm_pairs_fit(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip);
+int64_t ge_qgemm_rest_quads(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width);
 int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width,
                        int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int64_t *fix_start, int32_t *fix_q,
                        int8_t *fix_b);

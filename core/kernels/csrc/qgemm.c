@@ -137,15 +137,18 @@ void ge_qgemm_pack(const int8_t *w, int64_t ldw, int64_t K, int64_t N, int flip,
     pack_groups(w, ldw, K, N, flip, 4, bp, sums);
 }
 
+/* Whether the pair a + b (flipped by fl) lies past [-128, 128]: ge_qgemm_split would give it a rest */
+static inline int pair_past(int8_t a, int8_t b, int8_t fl) {
+    int pair = (int8_t)(a ^ fl) + (int8_t)(b ^ fl);
+    return (pair > 128) | (pair < -128);
+}
+
 /* Whether some pair a8[t * stride], b8[t * stride] (t < n, flipped by fl) sums past [-128, 128];
    inlined with a constant stride, it vectorizes */
 static inline __attribute__((always_inline)) int pairs_overflow(const int8_t *a8, const int8_t *b8, int64_t stride,
                                                                  int64_t n, int8_t fl) {
     int bad = 0;
-    for (int64_t t = 0; t < n; t++) {
-        int pair = (int8_t)(a8[t * stride] ^ fl) + (int8_t)(b8[t * stride] ^ fl);
-        bad |= (pair > 128) | (pair < -128);
-    }
+    for (int64_t t = 0; t < n; t++) bad |= pair_past(a8[t * stride], b8[t * stride], fl);
     return bad;
 }
 
@@ -162,6 +165,35 @@ int ge_qgemm_pairs_fit(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64
             bad = si == 1 ? pairs_overflow(w + k * sk, w + (k + 1) * sk, 1, N, fl)
                           : pairs_overflow(w + k * sk, w + (k + 1) * sk, si, N, fl);
     return !bad;
+}
+
+/* How many quads ge_qgemm_split would give a rest (its return) for the same weights, with no writes:
+   int8_native.product_plan's share of quads with a rest, by which it takes int16 pairs without splitting
+   (a quantized MobileNetV2's classifier, 1.3 M weights with a rest in every quad, was split for nothing);
+   0: every pair fits int16. -1: no memory. */
+int64_t ge_qgemm_rest_quads(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width) {
+    int64_t q4 = quads(K), groups = (N + width - 1) / width, count = 0;
+    int8_t fl = (int8_t)(flip ? 0x80 : 0);
+    uint8_t *used = malloc(3 * q4 + 1), *past = used + q4;  /* a group's quads with a rest; a row's pairs past */
+    if (!used) return -1;
+    memset(past, 0, 2 * q4 + 1);  /* (past K / 2 pairs: 0) */
+    for (int64_t g = 0; g < groups; g++) {
+        int64_t i0 = g * width, n = N - i0 < width ? N - i0 : width;
+        memset(used, 0, q4);
+        if (sk == 1 && si != 1)  /* rows, k contiguous: a row's pairs, then its quads (each loop vectorizes) */
+            for (int64_t i = i0; i < i0 + n; i++) {
+                const int8_t *row = w + i * si;
+                for (int64_t j = 0; j < K / 2; j++) past[j] = (uint8_t)pair_past(row[2 * j], row[2 * j + 1], fl);
+                for (int64_t q = 0; q < q4; q++) used[q] |= past[2 * q] | past[2 * q + 1];
+            }
+        else  /* a pair of k at a time over the group's weight indices */
+            for (int64_t k = 0; k + 1 < K; k += 2)
+                used[k / 4] |= si == 1 ? pairs_overflow(w + i0 + k * sk, w + i0 + (k + 1) * sk, 1, n, fl)
+                                       : pairs_overflow(w + i0 * si + k * sk, w + i0 * si + (k + 1) * sk, si, n, fl);
+        for (int64_t q = 0; q < q4; q++) count += used[q];
+    }
+    free(used);
+    return count;
 }
 
 /* One pair of k of ge_qgemm_split's weights, a (row k) and b (row k + 1) at stride si, every weight
@@ -214,9 +246,11 @@ static int split_rows(const int8_t *w, int64_t si, int64_t N, int64_t K, int8_t 
                           : split_row(w + i * si, K, fl, main + i * mi, mk, ex);
         for (int64_t q = 0; q < q4; q++) {  /* quad q: pairs 2q and 2q + 1, their rests at bytes 1 and 3 */
             if (!(ex[2 * q] | ex[2 * q + 1])) continue;
+            int32_t *u = used + (i / width) * q4 + q;
+            if (!*u) memset(block - i % width * 4 + q * bytes, 0, bytes);  /* the quad's bytes, at its first rest */
+            *u = 1;
             block[q * bytes + 1] = ex[2 * q];
             block[q * bytes + 3] = ex[2 * q + 1];
-            used[(i / width) * q4 + q] = 1;
         }
     }
     free(ex);
@@ -251,9 +285,10 @@ static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, in
         for (int64_t g = 0; g < groups; g++) {  /* the groups with a rest in this pair: their quad's bytes */
             int64_t i0 = g * width, n = N - i0 < width ? N - i0 : width;
             if (!any_byte(ex + i0, n)) continue;
-            int8_t *block = fix_b + (g * q4 + k / 4) * bytes + (k + 1) % 4;
-            for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
+            int8_t *quad = fix_b + (g * q4 + k / 4) * bytes, *block = quad + (k + 1) % 4;
+            if (!used[g * q4 + k / 4]) memset(quad, 0, bytes);  /* the quad's bytes, at its first rest */
             used[g * q4 + k / 4] = 1;
+            for (int64_t j = 0; j < n; j++) block[j * 4] = ex[i0 + j];
         }
     }
     if (K % 2)  /* the last k of an odd K pairs with nothing: as it is */
@@ -274,8 +309,8 @@ static int split_by_pairs(const int8_t *w, int64_t si, int64_t sk, int64_t N, in
    weights' over K) and rest as QGemm's fix_start, fix_q, fix_b: per group of `width` weight indices
    (a panel's columns, or a tile's rows), the quads of K where some weight of the group has a rest,
    each as the group's bytes (width x 4). fix_b has room for every quad of every group (groups x
-   quads(K) x width x 4 bytes) and fix_q for one entry each, both zeroed by the caller; returns the
-   quads with a rest (-1: no memory). In C: the numpy version of these steps was a quarter of a
+   quads(K) x width x 4 bytes; only the quads with a rest are zeroed, then written) and fix_q for one
+   entry each, zeroed by the caller; returns the quads with a rest (-1: no memory). In C: the numpy version of these steps was a quarter of a
    quantized MobileNetV2's load. */
 int64_t ge_qgemm_split(const int8_t *w, int64_t si, int64_t sk, int64_t N, int64_t K, int flip, int64_t width,
                        int8_t *main, int64_t mi, int64_t mk, int32_t *sums, int64_t *fix_start, int32_t *fix_q,

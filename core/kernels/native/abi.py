@@ -679,6 +679,7 @@ SIGNATURES = {
     'ge_qgemm_twin': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64),
     'ge_qgemm_twin_fill': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], None),
     'ge_qgemm_pairs_fit': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int], ctypes.c_int),
+    'ge_qgemm_rest_quads': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int64], ctypes.c_int64),
     'ge_qgemm_split': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int64),
     'ge_qgemm': ([ctypes.c_void_p], None),
     'ge_qgemm_set_amx': ([ctypes.c_int], ctypes.c_int),

@@ -489,6 +489,15 @@ class Native:
         (n, k), (si, sk) = rows.shape, rows.strides
         return bool(self.lib.ge_qgemm_pairs_fit(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8)))
 
+    def qrest_quads(self, rows: np.ndarray, width: int) -> int:
+        """How many quads qsplit(rows, width) would give a rest (len of its fix_q), without splitting
+        (csrc/qgemm.c's ge_qgemm_rest_quads); 0: every pair of k fits int16."""
+        (n, k), (si, sk) = rows.shape, rows.strides
+        count = self.lib.ge_qgemm_rest_quads(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8), width)
+        if count < 0:
+            raise MemoryError("ge_qgemm_rest_quads: no memory for a group's quads")
+        return count
+
     def qsplit(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, tuple, np.ndarray]:
         """Weights rows (weight index, K; int8 or uint8, any strides) split so that every pair of k fits
         int16 (csrc/qgemm.c's ge_qgemm_split): (main, int8 in rows' memory order, as packed; the rest's
@@ -497,7 +506,7 @@ class Native:
         groups, quads = -(-n // width), -(-k // 4)
         main = np.empty((n, k), np.int8, order="F" if rows.strides[0] < rows.strides[1] else "C")
         sums, start = np.empty(n, np.int32), np.empty(groups + 1, np.int64)
-        fix_q, fix_b = np.zeros(groups * quads, np.int32), np.zeros((groups * quads, width, 4), np.int8)
+        fix_q, fix_b = np.zeros(groups * quads, np.int32), np.empty((groups * quads, width, 4), np.int8)  # (C zeroes the used quads)
         slots = self.lib.ge_qgemm_split(rows.ctypes.data, si, sk, n, k, int(rows.dtype == np.uint8), width, main.ctypes.data,
                                         main.strides[0], main.strides[1], sums.ctypes.data, start.ctypes.data,
                                         fix_q.ctypes.data, fix_b.ctypes.data)

@@ -98,14 +98,18 @@ def product_plan(nat, rows: np.ndarray, weights_are_rows: bool) -> ProductPlan:
     product's rows (a convolution: groups of the tile's rows), else its panels."""
     if rows.dtype == np.int16:  # (packed_values: as int8)
         rows = centred(rows)
-    fits = pairs_fit_int16(rows) if nat is None else nat.qpairs_fit(rows)
-    if nat is None or not nat.qgemm_has_pairs or fits:
-        return ProductPlan(QPATH_BYTES, fits)
-    main, fix, sums = nat.qsplit(rows, nat.qgemm_mr if weights_are_rows else nat.qgemm_nr)
-    share = len(fix[1]) / max(1, (len(fix[0]) - 1) * -(-rows.shape[1] // 4))
+    if nat is None or not nat.qgemm_has_pairs:
+        return ProductPlan(QPATH_BYTES, pairs_fit_int16(rows) if nat is None else nat.qpairs_fit(rows))
+    # the quads with a rest counted first: weights that take int16 pairs are not split for nothing
+    width = nat.qgemm_mr if weights_are_rows else nat.qgemm_nr
+    rests = nat.qrest_quads(rows, width)
+    if not rests:
+        return ProductPlan(QPATH_BYTES, True)
+    share = rests / max(1, -(-rows.shape[0] // width) * -(-rows.shape[1] // 4))
     if share > SPLIT_AT_MOST[weights_are_rows]:
-        return ProductPlan(QPATH_PAIRS, fits, share)
-    return ProductPlan(QPATH_BYTES, fits, share, main, fix, sums)
+        return ProductPlan(QPATH_PAIRS, False, share)
+    main, fix, sums = nat.qsplit(rows, width)
+    return ProductPlan(QPATH_BYTES, False, share, main, fix, sums)
 
 
 #: the share of quads left alone (twinned with zeros) above which twinned panels are not taken: a twin

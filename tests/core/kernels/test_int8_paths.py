@@ -74,6 +74,23 @@ def test_split_pairs_fit_and_add_up(unsigned):
     np.testing.assert_array_equal(sums, w.sum(axis=1))
 
 
+@pytest.mark.parametrize("unsigned", [False, True])
+def test_rest_quads_count_the_split(unsigned):
+    """Native.qrest_quads (product_plan's share, counted without splitting) is the number of quads
+    qsplit gives a rest, for rows (k contiguous) and panels (weight indices contiguous), widths 1 to 16,
+    odd and even K, at every level built."""
+    rng = np.random.default_rng(5)
+    w = np.where(rng.random((37, 29)) < 0.05, 127, rng.integers(-40, 40, (37, 29))).astype(np.int8)
+    rows = (w.astype(np.int16) + 128).astype(np.uint8) if unsigned else w
+    for level in RUNNABLE:
+        nat = native_mod.load_level(level)
+        for weights in (rows, np.asfortranarray(rows), rows[:, :28], np.asfortranarray(rows[:, :28])):
+            for width in (1, 4, 16):
+                count = nat.qrest_quads(weights, width)
+                assert 0 < count == len(nat.qsplit(weights, width)[1][1])
+        assert nat.qrest_quads(np.ones((5, 8), np.int8), 4) == 0
+
+
 def _product(op: str, level: str, pair, monkeypatch, sparse=False, unsigned=False):
     """op (MatMulInteger: weights as columns; ConvInteger: as rows) on x = 255 (a few 0s) and weights
     whose every pair of k is `pair` (sparse: a few are, the others 3 and -2; unsigned: as uint8
