@@ -2412,9 +2412,14 @@ static inline __attribute__((always_inline)) __m256i dwq_pixel(const int16_t *o,
     /* both groups in a zmm (a pair's 64 bytes): half the madds, adds and conversions */
     __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
     for (int ky = 0; ky < 3; ky++, o += pitch32)
-        for (int t = 0; t < 2; t++)
-            a = _mm512_add_epi32(a, _mm512_madd_epi16(_mm512_loadu_si512(o + 32 * t),
-                                                      _mm512_inserti64x4(_mm512_castsi256_si512(w[ky][t][0]), w[ky][t][1], 1)));
+        for (int t = 0; t < 2; t++) {
+            __m512i x = _mm512_loadu_si512(o + 32 * t), wk = _mm512_inserti64x4(_mm512_castsi256_si512(w[ky][t][0]), w[ky][t][1], 1);
+#if defined(__AVX512VNNI__)
+            a = _mm512_dpwssd_epi32(a, x, wk);  /* vpdpwssd: the multiply-add and the add in one instruction */
+#else
+            a = _mm512_add_epi32(a, _mm512_madd_epi16(x, wk));
+#endif
+        }
     __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_insertf32x8(_mm512_castps256_ps512(s0), s1, 1));
     if (!FOLDED)
         f = _mm512_min_ps(f, _mm512_set1_ps(2147483520.0f));
