@@ -2186,22 +2186,22 @@ static inline __attribute__((always_inline)) void dwf_store(const QDepthwise *d,
     }
 }
 
-/* The group's bias with -zx sum(w) in it (int32, wrapping as the integer kernels add them) and scales,
-   past the channels 0 and the last scale; a whole group by vectors (per channel they had cost a tenth
-   of a 7x7 item) */
-static void dwf_bias(const QDepthwise *d, int64_t c0, int nc, int32_t bias[BLK], float scale[BLK]) {
+/* The group's bias with -zx sum(w) in it (int32, wrapping as the integer kernels add them; zx: the inputs'
+   zero point as the path reads them) and scales, past the channels 0 and the last scale; a whole group
+   by vectors (per channel they had cost a tenth of a 7x7 item) */
+static void dwf_bias(const QDepthwise *d, int64_t c0, int nc, int32_t zx, int32_t bias[BLK], float scale[BLK]) {
     const QOut *o = &d->out;
     if (nc < BLK) {
         for (int c = 0; c < BLK; c++) {
             int64_t cc = c0 + (c < nc ? c : nc - 1);
-            bias[c] = c < nc ? (int32_t)((uint32_t)(o->bias ? o->bias[cc] : 0) - (uint32_t)d->zx * (uint32_t)d->wsum[cc]) : 0;
+            bias[c] = c < nc ? (int32_t)((uint32_t)(o->bias ? o->bias[cc] : 0) - (uint32_t)zx * (uint32_t)d->wsum[cc]) : 0;
             scale[c] = o->scale[o->scale_step ? cc : 0];
         }
         return;
     }
     for (int h = 0; h < BLK; h += 8) {
         __m256i b = o->bias ? _mm256_loadu_si256((const __m256i *)(o->bias + c0 + h)) : _mm256_setzero_si256();
-        __m256i zw = _mm256_mullo_epi32(_mm256_set1_epi32(d->zx), _mm256_loadu_si256((const __m256i *)(d->wsum + c0 + h)));
+        __m256i zw = _mm256_mullo_epi32(_mm256_set1_epi32(zx), _mm256_loadu_si256((const __m256i *)(d->wsum + c0 + h)));
         _mm256_storeu_si256((__m256i *)(bias + h), _mm256_sub_epi32(b, zw));
         _mm256_storeu_ps(scale + h, o->scale_step ? _mm256_loadu_ps(o->scale + c0 + h) : _mm256_set1_ps(o->scale[0]));
     }
@@ -2216,7 +2216,7 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
     dw_band(d, job->bands, item, ws + job->sink_at, &b);
     int32_t bias[BLK];
     float scale[BLK];
-    dwf_bias(d, b.c0, b.nc, bias, scale);
+    dwf_bias(d, b.c0, b.nc, d->zx, bias, scale);
     int folded = 1;
     for (int c = 0; c < BLK; c++)
         folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS && scale[c] >= -127.0f && scale[c] <= 127.0f;
@@ -2244,12 +2244,21 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
 #define DWQ_MAX_WIDTH1 128  /* stride 1: rows of fewer outputs (at v3 112 x 112 0.85 -> 0.77x, 56 x 56 1.01 -> 0.86x
                                the float32 layer against dwp_item's float rows) */
 
+/* Where a slot's plane holds the padding (zx) now: the rows of its band's plane (hp), input row r0's (top)
+   and the input's rows (inside); hp -1: none yet. Every item of a call pads its plane alike (bands of a
+   tall plane: but the first and the last), so a slot pads once a call, not once an item: 6% of a 7 x 7 one */
+typedef struct {
+    int64_t hp, top, inside;
+} DwqPad;
+
 typedef struct {
     const QDepthwise *d;
     int64_t band_rows, bands;  /* output rows per band at most and bands per group (dw_bands) */
     int64_t pitch, lead;  /* a plane row's pairs (the outputs' and the input's), the padding's before the input */
     int64_t v_at, stage_at, sink_at, nbytes;  /* a slot's scratch: the plane at 0, the outputs' requantized int16, */
-} DwqJob;                                     /* a copy of the tensor's last rows, the sink */
+                                              /* a copy of the tensor's last rows, the sink */
+    DwqPad *pads;  /* a slot's (each slot's plane written by its own thread only) */
+} DwqJob;
 
 /* the pair holding the padded column s = S x of an output x (lead pairs of padding before input column 0) */
 static inline int64_t dwq_pair(const QDepthwise *d, int64_t lead, int64_t x) {
@@ -2257,7 +2266,7 @@ static inline int64_t dwq_pair(const QDepthwise *d, int64_t lead, int64_t x) {
 }
 
 static DwqJob dwq_job(const QDepthwise *d) {
-    DwqJob j = {d, 1, 1, 0, (d->pl + 1) / 2, 0, 0, 0, 0};
+    DwqJob j = {d, 1, 1, 0, (d->pl + 1) / 2, 0, 0, 0, 0, NULL};
     dw_bands(d, &j.bands, &j.band_rows);
     int64_t hp = (j.band_rows - 1) * d->sh + 3, in = j.lead + (d->width + 1) / 2, out = dwq_pair(d, j.lead, d->ow - 1) + 2;
     j.pitch = out > in ? out : in;
@@ -2316,16 +2325,17 @@ static inline __attribute__((always_inline)) void dwq_widen(const int SIGNED, __
 }
 
 /* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the plane xp of hp rows,
-   input row r0 at its row top, column 0 at pair lead; zx around (the padding). Even widths: the rows
+   input row r0 at its row top, column 0 at pair lead; zx around (the padding, when pad). Even widths: the rows
    taken as one run of pixels, 16 at a time (the last 16 again: no load past the rows); odd ones (under
    16), a row at a time, 16 bytes from its start (src: 16 bytes readable past the rows), the last pair's
    second column padding. */
 static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, const int SIGNED, const uint8_t *const src[16],
-                                                             int64_t r0, int64_t r1, int64_t top, int64_t hp, int16_t zx, int16_t *xp) {
+                                                             int64_t r0, int64_t r1, int64_t top, int64_t hp, const int pad,
+                                                             int16_t zx, int16_t *xp) {
     const QDepthwise *d = job->d;
     const int64_t width = d->width, pitch = job->pitch, lead = job->lead, n = (r1 - r0) * width, skip = (pitch - width / 2) * 32;
     const __m256i z = _mm256_set1_epi16(zx);
-    for (int64_t i = 0; i < hp; i++) {  /* the padding's pairs: whole rows, or either side of the input's */
+    for (int64_t i = 0; i < (pad ? hp : 0); i++) {  /* the padding's pairs: whole rows, or either side of the input's */
         int inside = i >= top && i < top + r1 - r0;
         for (int64_t j = 0; j < pitch; j++) {
             if (inside && j == lead && (j += (width + 1) / 2) >= pitch)
@@ -2472,14 +2482,18 @@ static inline __attribute__((always_inline)) void dwq_band(const DwqJob *job, co
     dw_band(d, job->bands, item, ws + job->sink_at, &b);
     int32_t bias[BLK];
     float scale[BLK];
-    dwf_bias(d, b.c0, b.nc, bias, scale);
-    for (int c = 0; c < b.nc && SIGNED; c++) bias[c] = (int32_t)((uint32_t)bias[c] + 128u * (uint32_t)d->wsum[b.c0 + c]);
+    /* int8 inputs as they are: zero point zx - 128 (a fix-up loop after it had stalled on the store
+       forwarding: 3% of a 7 x 7 item at v4vnni) */
+    dwf_bias(d, b.c0, b.nc, SIGNED ? d->zx - 128 : d->zx, bias, scale);
     if (d->width % 2 && b.c0 + b.nc == d->channels) {  /* odd widths read 16 bytes past a row: the last channel's copied */
         uint8_t *stage = ws + job->stage_at;
         memcpy(stage, b.src[b.nc - 1], (b.r1 - b.r0) * d->width);
         for (int c = b.nc - 1; c < BLK; c++) b.src[c] = stage;
     }
-    dwq_gather(job, SIGNED, b.src, b.r0, b.r1, b.top, b.hp, (int16_t)(SIGNED ? d->zx - 128 : d->zx), xp);
+    DwqPad *pad = &job->pads[slot], now = {b.hp, b.top, b.r1 - b.r0};
+    int padded = pad->hp == now.hp && pad->top == now.top && pad->inside == now.inside;
+    dwq_gather(job, SIGNED, b.src, b.r0, b.r1, b.top, b.hp, !padded, (int16_t)(SIGNED ? d->zx - 128 : d->zx), xp);
+    *pad = now;
     __m256i *v = (__m256i *)(ws + job->v_at);  /* each pixel once (the stores take the last 16 again) */
     int folded = 1;
     for (int c = 0; c < BLK; c++)
@@ -2693,7 +2707,7 @@ static void dwp_item(void *ctx, int64_t item, int slot) {
     else for (int64_t i = 0; i < n; i++) ((float *)ring)[i] = (float)d->zx;
     int32_t bias[BLK];
     float scale[BLK];
-    dwf_bias(d, c0, nc, bias, scale);
+    dwf_bias(d, c0, nc, d->zx, bias, scale);
     for (int64_t c = c0; c < c0 + nc; c++) {
         if (d->sw == 2) dwp_channel(job, 2, c, bias[c - c0], scale[c - c0], ring);
         else dwp_channel(job, 1, c, bias[c - c0], scale[c - c0], ring);
@@ -2727,6 +2741,9 @@ void ge_qdepthwise(const QDepthwise *d) {
     switch (ge_qdepthwise_path(d)) {
     case QDW_COLUMN_PAIRS: {
         DwqJob job = dwq_job(d);
+        DwqPad pads[d->threads > 1 ? d->threads : 1];
+        for (int i = 0; i < (d->threads > 1 ? d->threads : 1); i++) pads[i].hp = -1;
+        job.pads = pads;
         pool_run(dwq_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);
         return;
     }
