@@ -2025,10 +2025,14 @@ static void dw_band(const QDepthwise *d, int64_t bands, int64_t item, uint8_t *s
     b->r0 = r0 < 0 ? 0 : r0;
     r1 = r1 > d->height ? d->height : r1;
     b->r1 = r1 < b->r0 ? b->r0 : r1;
+    /* from locals: b's pointers, stored, may alias d's and b's fields, which GCC had reloaded every
+       channel (270 instructions a 7 x 7 item, 5% of it) */
+    const uint8_t *x = d->x + b->c0 * plane + b->r0 * d->width;
+    uint8_t *y = (uint8_t *)d->y + b->c0 * n + b->oy0 * d->ow;
+    const int nc = b->nc;
     for (int c = 0; c < BLK; c++) {
-        int64_t cc = b->c0 + (c < b->nc ? c : b->nc - 1);
-        b->src[c] = d->x + cc * plane + b->r0 * d->width;
-        b->dst[c] = c < b->nc ? (uint8_t *)d->y + cc * n + b->oy0 * d->ow : sink;
+        b->src[c] = x + (c < nc ? c : nc - 1) * plane;
+        b->dst[c] = c < nc ? y + c * n : sink;
     }
 }
 
