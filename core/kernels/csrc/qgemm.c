@@ -2026,7 +2026,7 @@ static void dw_band(const QDepthwise *d, int64_t bands, int64_t item, uint8_t *s
     r1 = r1 > d->height ? d->height : r1;
     b->r1 = r1 < b->r0 ? b->r0 : r1;
     /* from locals: b's pointers, stored, may alias d's and b's fields, which GCC had reloaded every
-       channel (270 instructions a 7 x 7 item, 5% of it) */
+       channel (1% of a 7 x 7 item's instructions) */
     const uint8_t *x = d->x + b->c0 * plane + b->r0 * d->width;
     uint8_t *y = (uint8_t *)d->y + b->c0 * n + b->oy0 * d->ow;
     const int nc = b->nc;
@@ -2250,7 +2250,8 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
 
 /* Where a slot's plane holds the padding (zx) now: the rows of its band's plane (hp), input row r0's (top)
    and the input's rows (inside); hp -1: none yet. Every item of a call pads its plane alike (bands of a
-   tall plane: but the first and the last), so a slot pads once a call, not once an item: 6% of a 7 x 7 one */
+   tall plane: but the first and the last), so a slot pads once a call, not once an item (the padding had
+   taken 6% of a 7 x 7 item by perf) */
 typedef struct {
     int64_t hp, top, inside;
 } DwqPad;
@@ -2339,7 +2340,7 @@ static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, 
     const QDepthwise *d = job->d;
     const int64_t width = d->width, pitch = job->pitch, lead = job->lead, n = (r1 - r0) * width, skip = (pitch - width / 2) * 32;
     const __m256i z = _mm256_set1_epi16(zx);
-    for (int64_t i = 0; i < (pad ? hp : 0); i++) {  /* the padding's pairs: whole rows, or either side of the input's */
+    for (int64_t i = 0; pad && i < hp; i++) {  /* the padding's pairs: whole rows, or either side of the input's */
         int inside = i >= top && i < top + r1 - r0;
         for (int64_t j = 0; j < pitch; j++) {
             if (inside && j == lead && (j += (width + 1) / 2) >= pitch)
@@ -2470,8 +2471,8 @@ static inline __attribute__((always_inline)) void dwq_outputs(const DwqJob *job,
     for (int64_t x0 = 0; x0 < (S == 1 ? 2 : 1); x0++) {  /* stride 1: the outputs x0, x0 + 2, ... */
         __m256i w[3][2][2];
         dwq_weights(k, (int)((S * x0 - d->pl) & 1), w);
-        /* the band's outputs of this parity as one run, across a row (a loop a row, which reloaded the spilled weights,
-           had cost 6% of a 7 x 7 item's instructions at v3, 2-3% of 14 x 14 and 28 x 28 ones) */
+        /* the band's outputs of this parity as one run, across a row (a loop a row, which reloaded the
+           spilled weights, had cost 6% of a 7 x 7 item's instructions at v3, 2-3% of 14 x 14 and 28 x 28 ones) */
         const int64_t step = 3 - S, across = (ow - x0 + step - 1) / step;
         const int16_t *o = xp + dwq_pair(d, job->lead, x0) * 32;
         __m256i *out = v + x0;
@@ -2751,8 +2752,9 @@ void ge_qdepthwise(const QDepthwise *d) {
     switch (ge_qdepthwise_path(d)) {
     case QDW_COLUMN_PAIRS: {
         DwqJob job = dwq_job(d);
-        DwqPad pads[d->threads > 1 ? d->threads : 1];
-        for (int i = 0; i < (d->threads > 1 ? d->threads : 1); i++) pads[i].hp = -1;
+        const int slots = d->threads > 1 ? d->threads : 1;  /* pool_run's slots at most */
+        DwqPad pads[slots];
+        for (int i = 0; i < slots; i++) pads[i].hp = -1;
         job.pads = pads;
         pool_run(dwq_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);
         return;
