@@ -2060,10 +2060,14 @@ static void dw_band(const QDepthwise *d, int64_t bands, int64_t item, uint8_t *s
     b->r0 = r0 < 0 ? 0 : r0;
     r1 = r1 > d->height ? d->height : r1;
     b->r1 = r1 < b->r0 ? b->r0 : r1;
+    /* from locals: b's pointers, stored, may alias d's and b's fields, which GCC had reloaded every
+       channel (1% of a 7 x 7 item's instructions) */
+    const uint8_t *x = d->x + b->c0 * plane + b->r0 * d->width;
+    uint8_t *y = (uint8_t *)d->y + b->c0 * n + b->oy0 * d->ow;
+    const int nc = b->nc;
     for (int c = 0; c < BLK; c++) {
-        int64_t cc = b->c0 + (c < b->nc ? c : b->nc - 1);
-        b->src[c] = d->x + cc * plane + b->r0 * d->width;
-        b->dst[c] = c < b->nc ? (uint8_t *)d->y + cc * n + b->oy0 * d->ow : sink;
+        b->src[c] = x + (c < nc ? c : nc - 1) * plane;
+        b->dst[c] = c < nc ? y + c * n : sink;
     }
 }
 
@@ -2221,22 +2225,22 @@ static inline __attribute__((always_inline)) void dwf_store(const QDepthwise *d,
     }
 }
 
-/* The group's bias with -zx sum(w) in it (int32, wrapping as the integer kernels add them) and scales,
-   past the channels 0 and the last scale; a whole group by vectors (per channel they had cost a tenth
-   of a 7x7 item) */
-static void dwf_bias(const QDepthwise *d, int64_t c0, int nc, int32_t bias[BLK], float scale[BLK]) {
+/* The group's bias with -zx sum(w) in it (int32, wrapping as the integer kernels add them; zx: the inputs'
+   zero point as the path reads them) and scales, past the channels 0 and the last scale; a whole group
+   by vectors (per channel they had cost a tenth of a 7x7 item) */
+static void dwf_bias(const QDepthwise *d, int64_t c0, int nc, int32_t zx, int32_t bias[BLK], float scale[BLK]) {
     const QOut *o = &d->out;
     if (nc < BLK) {
         for (int c = 0; c < BLK; c++) {
             int64_t cc = c0 + (c < nc ? c : nc - 1);
-            bias[c] = c < nc ? (int32_t)((uint32_t)(o->bias ? o->bias[cc] : 0) - (uint32_t)d->zx * (uint32_t)d->wsum[cc]) : 0;
+            bias[c] = c < nc ? (int32_t)((uint32_t)(o->bias ? o->bias[cc] : 0) - (uint32_t)zx * (uint32_t)d->wsum[cc]) : 0;
             scale[c] = o->scale[o->scale_step ? cc : 0];
         }
         return;
     }
     for (int h = 0; h < BLK; h += 8) {
         __m256i b = o->bias ? _mm256_loadu_si256((const __m256i *)(o->bias + c0 + h)) : _mm256_setzero_si256();
-        __m256i zw = _mm256_mullo_epi32(_mm256_set1_epi32(d->zx), _mm256_loadu_si256((const __m256i *)(d->wsum + c0 + h)));
+        __m256i zw = _mm256_mullo_epi32(_mm256_set1_epi32(zx), _mm256_loadu_si256((const __m256i *)(d->wsum + c0 + h)));
         _mm256_storeu_si256((__m256i *)(bias + h), _mm256_sub_epi32(b, zw));
         _mm256_storeu_ps(scale + h, o->scale_step ? _mm256_loadu_ps(o->scale + c0 + h) : _mm256_set1_ps(o->scale[0]));
     }
@@ -2251,7 +2255,7 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
     dw_band(d, job->bands, item, ws + job->sink_at, &b);
     int32_t bias[BLK];
     float scale[BLK];
-    dwf_bias(d, b.c0, b.nc, bias, scale);
+    dwf_bias(d, b.c0, b.nc, d->zx, bias, scale);
     int folded = 1;
     for (int c = 0; c < BLK; c++)
         folded &= bias[c] >= -DWF_EXACT_BIAS && bias[c] <= DWF_EXACT_BIAS && scale[c] >= -127.0f && scale[c] <= 127.0f;
@@ -2279,12 +2283,22 @@ static void dwf_item(void *ctx, int64_t item, int slot) {
 #define DWQ_MAX_WIDTH1 128  /* stride 1: rows of fewer outputs (at v3 112 x 112 0.85 -> 0.77x, 56 x 56 1.01 -> 0.86x
                                the float32 layer against dwp_item's float rows) */
 
+/* Where a slot's plane holds the padding (zx) now: the rows of its band's plane (hp), input row r0's (top)
+   and the input's rows (inside); hp -1: none yet. Every item of a call pads its plane alike (bands of a
+   tall plane: but the first and the last), so a slot pads once a call, not once an item (the padding had
+   taken 6% of a 7 x 7 item by perf) */
+typedef struct {
+    int64_t hp, top, inside;
+} DwqPad;
+
 typedef struct {
     const QDepthwise *d;
     int64_t band_rows, bands;  /* output rows per band at most and bands per group (dw_bands) */
     int64_t pitch, lead;  /* a plane row's pairs (the outputs' and the input's), the padding's before the input */
     int64_t v_at, stage_at, sink_at, nbytes;  /* a slot's scratch: the plane at 0, the outputs' requantized int16, */
-} DwqJob;                                     /* a copy of the tensor's last rows, the sink */
+                                              /* a copy of the tensor's last rows, the sink */
+    DwqPad *pads;  /* a slot's (each slot's plane written by its own thread only) */
+} DwqJob;
 
 /* the pair holding the padded column s = S x of an output x (lead pairs of padding before input column 0) */
 static inline int64_t dwq_pair(const QDepthwise *d, int64_t lead, int64_t x) {
@@ -2292,7 +2306,7 @@ static inline int64_t dwq_pair(const QDepthwise *d, int64_t lead, int64_t x) {
 }
 
 static DwqJob dwq_job(const QDepthwise *d) {
-    DwqJob j = {d, 1, 1, 0, (d->pl + 1) / 2, 0, 0, 0, 0};
+    DwqJob j = {d, 1, 1, 0, (d->pl + 1) / 2, 0, 0, 0, 0, NULL};
     dw_bands(d, &j.bands, &j.band_rows);
     int64_t hp = (j.band_rows - 1) * d->sh + 3, in = j.lead + (d->width + 1) / 2, out = dwq_pair(d, j.lead, d->ow - 1) + 2;
     j.pitch = out > in ? out : in;
@@ -2351,16 +2365,17 @@ static inline __attribute__((always_inline)) void dwq_widen(const int SIGNED, __
 }
 
 /* The input rows [r0, r1) of 16 channels (channel c's at src[c], row by row) into the plane xp of hp rows,
-   input row r0 at its row top, column 0 at pair lead; zx around (the padding). Even widths: the rows
+   input row r0 at its row top, column 0 at pair lead; zx around (the padding, when pad). Even widths: the rows
    taken as one run of pixels, 16 at a time (the last 16 again: no load past the rows); odd ones (under
    16), a row at a time, 16 bytes from its start (src: 16 bytes readable past the rows), the last pair's
    second column padding. */
 static inline __attribute__((always_inline)) void dwq_gather(const DwqJob *job, const int SIGNED, const uint8_t *const src[16],
-                                                             int64_t r0, int64_t r1, int64_t top, int64_t hp, int16_t zx, int16_t *xp) {
+                                                             int64_t r0, int64_t r1, int64_t top, int64_t hp, const int pad,
+                                                             int16_t zx, int16_t *xp) {
     const QDepthwise *d = job->d;
     const int64_t width = d->width, pitch = job->pitch, lead = job->lead, n = (r1 - r0) * width, skip = (pitch - width / 2) * 32;
     const __m256i z = _mm256_set1_epi16(zx);
-    for (int64_t i = 0; i < hp; i++) {  /* the padding's pairs: whole rows, or either side of the input's */
+    for (int64_t i = 0; pad && i < hp; i++) {  /* the padding's pairs: whole rows, or either side of the input's */
         int inside = i >= top && i < top + r1 - r0;
         for (int64_t j = 0; j < pitch; j++) {
             if (inside && j == lead && (j += (width + 1) / 2) >= pitch)
@@ -2447,9 +2462,14 @@ static inline __attribute__((always_inline)) __m256i dwq_pixel(const int16_t *o,
     /* both groups in a zmm (a pair's 64 bytes): half the madds, adds and conversions */
     __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
     for (int ky = 0; ky < 3; ky++, o += pitch32)
-        for (int t = 0; t < 2; t++)
-            a = _mm512_add_epi32(a, _mm512_madd_epi16(_mm512_loadu_si512(o + 32 * t),
-                                                      _mm512_inserti64x4(_mm512_castsi256_si512(w[ky][t][0]), w[ky][t][1], 1)));
+        for (int t = 0; t < 2; t++) {
+            __m512i x = _mm512_loadu_si512(o + 32 * t), wk = _mm512_inserti64x4(_mm512_castsi256_si512(w[ky][t][0]), w[ky][t][1], 1);
+#if defined(__AVX512VNNI__)
+            a = _mm512_dpwssd_epi32(a, x, wk);  /* vpdpwssd: the multiply-add and the add in one instruction */
+#else
+            a = _mm512_add_epi32(a, _mm512_madd_epi16(x, wk));
+#endif
+        }
     __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_insertf32x8(_mm512_castps256_ps512(s0), s1, 1));
     if (!FOLDED)
         f = _mm512_min_ps(f, _mm512_set1_ps(2147483520.0f));
@@ -2486,10 +2506,16 @@ static inline __attribute__((always_inline)) void dwq_outputs(const DwqJob *job,
     for (int64_t x0 = 0; x0 < (S == 1 ? 2 : 1); x0++) {  /* stride 1: the outputs x0, x0 + 2, ... */
         __m256i w[3][2][2];
         dwq_weights(k, (int)((S * x0 - d->pl) & 1), w);
-        for (int64_t oy = 0; oy < rows; oy++) {
-            const int16_t *o = xp + oy * S * pitch32 + dwq_pair(d, job->lead, x0) * 32;
-            for (int64_t x = x0; x < ow; x += 3 - S, o += 32)
-                _mm256_storeu_si256(v + oy * ow + x, dwq_pixel(o, pitch32, w, FOLDED, b0, b1, s0, s1, zy16));
+        /* the band's outputs of this parity as one run, across a row (a loop a row, which reloaded the
+           spilled weights, had cost 6% of a 7 x 7 item's instructions at v3, 2-3% of 14 x 14 and 28 x 28 ones) */
+        const int64_t step = 3 - S, across = (ow - x0 + step - 1) / step;
+        const int16_t *o = xp + dwq_pair(d, job->lead, x0) * 32;
+        __m256i *out = v + x0;
+        for (int64_t n = rows * across, x = 0; n > 0; n--) {
+            _mm256_storeu_si256(out, dwq_pixel(o, pitch32, w, FOLDED, b0, b1, s0, s1, zy16));
+            o += 32, out += step;
+            if (++x == across)
+                x = 0, o += S * pitch32 - across * 32, out += ow - across * step;
         }
     }
 }
@@ -2502,14 +2528,18 @@ static inline __attribute__((always_inline)) void dwq_band(const DwqJob *job, co
     dw_band(d, job->bands, item, ws + job->sink_at, &b);
     int32_t bias[BLK];
     float scale[BLK];
-    dwf_bias(d, b.c0, b.nc, bias, scale);
-    for (int c = 0; c < b.nc && SIGNED; c++) bias[c] = (int32_t)((uint32_t)bias[c] + 128u * (uint32_t)d->wsum[b.c0 + c]);
+    /* int8 inputs as they are: zero point zx - 128 (a fix-up loop after it had stalled on the store
+       forwarding: 3% of a 7 x 7 item at v4vnni) */
+    dwf_bias(d, b.c0, b.nc, SIGNED ? d->zx - 128 : d->zx, bias, scale);
     if (d->width % 2 && b.c0 + b.nc == d->channels) {  /* odd widths read 16 bytes past a row: the last channel's copied */
         uint8_t *stage = ws + job->stage_at;
         memcpy(stage, b.src[b.nc - 1], (b.r1 - b.r0) * d->width);
         for (int c = b.nc - 1; c < BLK; c++) b.src[c] = stage;
     }
-    dwq_gather(job, SIGNED, b.src, b.r0, b.r1, b.top, b.hp, (int16_t)(SIGNED ? d->zx - 128 : d->zx), xp);
+    DwqPad *pad = &job->pads[slot], now = {b.hp, b.top, b.r1 - b.r0};
+    int padded = pad->hp == now.hp && pad->top == now.top && pad->inside == now.inside;
+    dwq_gather(job, SIGNED, b.src, b.r0, b.r1, b.top, b.hp, !padded, (int16_t)(SIGNED ? d->zx - 128 : d->zx), xp);
+    *pad = now;
     __m256i *v = (__m256i *)(ws + job->v_at);  /* each pixel once (the stores take the last 16 again) */
     int folded = 1;
     for (int c = 0; c < BLK; c++)
@@ -2723,7 +2753,7 @@ static void dwp_item(void *ctx, int64_t item, int slot) {
     else for (int64_t i = 0; i < n; i++) ((float *)ring)[i] = (float)d->zx;
     int32_t bias[BLK];
     float scale[BLK];
-    dwf_bias(d, c0, nc, bias, scale);
+    dwf_bias(d, c0, nc, d->zx, bias, scale);
     for (int64_t c = c0; c < c0 + nc; c++) {
         if (d->sw == 2) dwp_channel(job, 2, c, bias[c - c0], scale[c - c0], ring);
         else dwp_channel(job, 1, c, bias[c - c0], scale[c - c0], ring);
@@ -2757,6 +2787,10 @@ void ge_qdepthwise(const QDepthwise *d) {
     switch (ge_qdepthwise_path(d)) {
     case QDW_COLUMN_PAIRS: {
         DwqJob job = dwq_job(d);
+        const int slots = d->threads > 1 ? d->threads : 1;  /* pool_run's slots at most */
+        DwqPad pads[slots];
+        for (int i = 0; i < slots; i++) pads[i].hp = -1;
+        job.pads = pads;
         pool_run(dwq_item, &job, (d->channels + BLK - 1) / BLK * job.bands, d->threads);
         return;
     }

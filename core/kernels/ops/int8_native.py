@@ -182,7 +182,8 @@ def depthwise_kernel(nat, path: int | None) -> str:
         return "depthwise: numpy float64 (exact)"
     isa = nat.isa.lower()
     if path == QDW_COLUMN_PAIRS:
-        return "depthwise: 3x3 on int16 column pairs by 16 channels, vpmaddwd" + (" on zmm" if "avx512" in isa else "")
+        return "depthwise: 3x3 on int16 column pairs by 16 channels, " + (
+            "vpdpwssd on zmm" if "vnni" in isa else "vpmaddwd on zmm" if "avx512" in isa else "vpmaddwd")
     if path == QDW_ROW_PAIRS:
         return "depthwise: 3x3 rows of int16 pairs a channel at a time, vpmaddwd"
     if path == QDW_FLOAT:
