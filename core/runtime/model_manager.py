@@ -18,7 +18,6 @@ import _thread  # (threading.Lock and threading.local without threading: 1600 li
 
 import numpy as np
 
-from ..model.collector import collector_paused  # noqa: F401  (acl/ takes it from here)
 from ..model.errors import GeError
 from ..model.ge_model import GeModel
 from ..model.dynamic_model import GEARS, DynamicModel
