@@ -3,9 +3,10 @@ defaults the compiler writes into every task, so that the OM states each op's fu
 and a kernel reads what the spec says, not a default of its own. Ops outside onnx's schemas (ge's
 fused ops, unknown domains) have none.
 
-onnx is imported where its schemas are read (the compiler's defaults, an op missing from
-attribute_table.py): checking a loaded OM's attributes reads the generated table only, so a
-deployed runtime never imports onnx. The type constraints the framework checks before a kernel's
+The default domain's ops ge has kernels for are read from the generated attribute_table.py (their
+types, required ones and defaults): the compiler's defaults and a loaded OM's checks never wake
+onnx.defs' registry, and a deployed runtime never imports onnx. onnx's schemas are read for an op
+missing from the table or an opset past it. The type constraints the framework checks before a kernel's
 prepare() (type_constraints.py) are generated here too, into type_table.py."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..model.ir import DTYPES
-from .attribute_table import TABLE as ATTRIBUTE_TABLE
+from .attribute_table import OPSET as ATTRIBUTE_OPSET, TABLE as ATTRIBUTE_TABLE
 from .type_constraints import HETEROGENEOUS, OPTIONAL, VARIADIC, ordered
 from .type_table import TABLE as TYPE_TABLE, TYPES
 
@@ -25,7 +26,12 @@ FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS = 1, 2, 3, 4, 6, 7, 8
 @lru_cache(maxsize=None)
 def attribute_defaults(domain: str, op_type: str, opset: int) -> dict:
     """{attribute: default value} of the schema of op_type at opset (ONNX's own value types:
-    str for STRING, lists for INTS/FLOATS/STRINGS, ndarray for TENSOR)."""
+    str for STRING, lists for INTS/FLOATS/STRINGS, ndarray for TENSOR). The default domain's ops
+    ge has kernels for read attribute_table.py: onnx.defs' registry, built whole at its first
+    lookup, is the biggest single cost of a small model's `ge atc`."""
+    entry = _table_entry(domain, op_type, opset)
+    if entry is not None:
+        return {name: default for name, (_, _, default) in entry.items() if default is not None}
     from ..model.onnx_proto import schema_defaults
     defaults = schema_defaults(op_type, opset, "" if domain == "ai.onnx" else domain)
     return {name: _value(d) for name, d in (defaults or {}).items()}
@@ -79,26 +85,39 @@ def attribute_types(domain: str, op_type: str, opset: int) -> tuple[dict, frozen
     onnx.defs; ops of other domains have no onnx schema."""
     if domain not in ("", "ai.onnx"):  # ge's fused ops, com.microsoft's: no onnx schema, their kernels check
         return {}, frozenset()
-    versions = ATTRIBUTE_TABLE.get(op_type)
-    if versions is None:  # an op added since the table was generated
+    entry = _table_entry(domain, op_type, opset)
+    if entry is None:  # an op added since the table was generated
         entry = schema_attributes(domain, op_type, opset)
-    else:
-        since = max((v for v in versions if v <= opset), default=None)
-        entry = versions[since] if since is not None else {}
-    return ({name: kind for name, (kind, _) in entry.items()},
-            frozenset(name for name, (_, needed) in entry.items() if needed))
+    return ({name: kind for name, (kind, _, _) in entry.items()},
+            frozenset(name for name, (_, needed, _) in entry.items() if needed))
+
+
+def _table_entry(domain: str, op_type: str, opset: int) -> dict | None:
+    """attribute_table.py's {attribute: (type, required or defaulted, default)} of op_type at opset
+    ({} before its first version); None for an op the table does not have, or an opset newer than
+    the onnx it was generated from knew (a newer onnx's schemas are read then)."""
+    versions = ATTRIBUTE_TABLE.get(op_type) if domain in ("", "ai.onnx") else None
+    if versions is None or opset > ATTRIBUTE_OPSET:
+        return None
+    since = max((v for v in versions if v <= opset), default=None)
+    return versions[since] if since is not None else {}
 
 
 def schema_attributes(domain: str, op_type: str, opset: int) -> dict:
-    """{attribute: (AttributeProto type, required or defaulted)} of the checkable attributes of
-    op_type's onnx schema at opset ({} without a schema)."""
+    """{attribute: (AttributeProto type, required or defaulted, its default or None)} of the
+    checkable attributes of op_type's onnx schema at opset ({} without a schema)."""
     import onnx
     try:
         schema = onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
     except onnx.defs.SchemaError:
         return {}
-    return {name: (int(a.type), bool(a.required or (a.default_value is not None and a.default_value.type)))
-            for name, a in sorted(schema.attributes.items()) if a.type in _TYPE_CHECKS}
+    out = {}
+    for name, a in sorted(schema.attributes.items()):
+        if a.type in _TYPE_CHECKS:
+            default = a.default_value if not a.required and a.default_value is not None and a.default_value.type else None
+            out[name] = (int(a.type), bool(a.required or default is not None),
+                         None if default is None else _value(default))
+    return out
 
 
 def attribute_table(op_types) -> dict:
@@ -117,9 +136,11 @@ def write_attribute_table(path: str) -> None:
     from .registry import kernel_classes
     table = attribute_table({cls.op_type for cls in kernel_classes() if cls.domain == ""})
     lines = [f'"""Generated by `python -m ge.core.kernels.schema` from onnx {onnx.__version__}\'s schemas: per op and',
-             "since-version, {attribute: (AttributeProto type, required or defaulted)} of the attributes a loaded",
-             "OM's tasks are checked against (schema.attribute_types).", *_AS_JSON,
-             "from .json_table import JsonTable", "", f"ONNX_VERSION = {onnx.__version__!r}", "", "",
+             "since-version, {attribute: (AttributeProto type, required or defaulted, default or None)}: the",
+             "attributes a loaded OM's tasks are checked against (schema.attribute_types) and the defaults the",
+             "compiler writes into them (schema.attribute_defaults).", *_AS_JSON,
+             "from .json_table import JsonTable", "", f"ONNX_VERSION = {onnx.__version__!r}",
+             f"OPSET = {onnx.defs.onnx_opset_version()}  # the newest default-domain opset it knew", "", "",
              "def _versions(versions: dict) -> dict:",
              "    return {int(since): {name: tuple(kind) for name, kind in attrs.items()} for since, attrs in versions.items()}",
              "", "", "TABLE = JsonTable({", *_json_entries(table, "    "), "}, _versions)"]

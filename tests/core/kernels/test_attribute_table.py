@@ -19,6 +19,23 @@ def test_the_table_is_onnx_s_schemas():
             assert fresh[op][since] == attrs, (op, since)
 
 
+def test_the_compilers_defaults_come_from_the_table_as_onnx_gives_them():
+    """schema.attribute_defaults (what the compiler writes into every task) reads the table for the
+    ops it has, so a compile never wakes onnx.defs' registry, and gives onnx's values."""
+    from ge.core.kernels.attribute_table import OPSET
+    from ge.core.model import onnx_proto
+    checked = 0
+    for op, versions in TABLE.items():
+        for since in versions:
+            theirs = {n: schema._value(d) for n, d in onnx_proto.schema_defaults(op, since, "").items()}
+            assert schema.attribute_defaults("", op, since) == theirs, (op, since)
+            checked += len(theirs)
+    assert checked > 500
+    assert schema._table_entry("", "Relu", OPSET + 1) is None  # past the table's opset: onnx.defs answers
+    assert schema.attribute_defaults("", "LeakyRelu", OPSET + 1) == {"alpha": pytest.approx(0.01)}
+    assert schema.attribute_defaults("com.microsoft", "QLinearAdd", 1) == {}  # no onnx schema, no lookup
+
+
 def test_the_table_covers_every_registered_op():
     """Every default-domain op ge has a kernel for is in the table (an op missing from it would wake
     onnx.defs at load): a new kernel fails here until `python -m ge.core.kernels.schema` is rerun."""
