@@ -178,7 +178,7 @@ def _gears(graph: Graph, s: CompileSettings) -> DynamicModel:
         try:
             optimize(gear)
         except GeError as e:
-            raise _not_for_gears(gear) or e from None
+            raise _not_for_gears(gear) or type(e)(f"gear {list(v)}: {e}{_fixed_batch_hint(gear, kind)}") from None
         models.append(build(gear, name=f"{s.name}_gear{len(models)}", soc_version=s.soc_version,
                             reuse_memory=s.options.reuse_memory))
         if aipp:
@@ -210,6 +210,21 @@ def _gear_aipp(gear: Graph, s: CompileSettings, values: tuple, params_batch: int
         raise GeError(f"{e} (gear {list(values)})") from None
     s.options.check_aipp(aipp)
     return aipp
+
+
+def _fixed_batch_hint(gear: Graph, kind: str) -> str:
+    """Where a batch gear fails, the Reshapes to a constant shape with a fixed first dim: an export
+    that wrote the batch it was traced with (x.view(1, -1)) into the graph, the usual reason."""
+    if kind != "dynamic_batch_size":
+        return ""
+    fixed = [n for n in gear.nodes if n.op_type == "Reshape" and len(n.inputs) > 1
+             and (shape := gear.initializers.get(n.inputs[1])) is not None and shape.ndim == 1 and shape.size
+             and int(shape[0]) > 0]
+    if not fixed:
+        return ""
+    named = ", ".join(f"'{n.name}' to {[int(d) for d in gear.initializers[n.inputs[1]]]}" for n in fixed[:3])
+    return (f" (the model fixes the batch: Reshape {named}{' ...' if len(fixed) > 3 else ''}; re-export it with "
+            f"the batch dim as -1 or 0, or compile without gears)")
 
 
 def _not_for_gears(graph: Graph) -> GeError | None:

@@ -88,3 +88,29 @@ def test_101_gears_are_refused(tmp_path):
         api.atc(path, str(tmp_path / "x"), input_shape="x:-1,16",
                 dynamic_batch_size=",".join(str(b) for b in range(1, GEARS + 2)))
     assert not (tmp_path / "x.om").exists()
+
+
+def test_a_gear_that_fails_is_named_with_the_reshape_that_fixes_the_batch(tmp_path):
+    """An export traced at batch 1 that writes it into a Reshape (x.view(1, -1)): the gear that does not
+    compile is named, and so is the Reshape, with what to do; no OM is left behind."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((64, 10)).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([1, -1], np.int64), "flat")
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["f"], name="flatten"),
+             helper.make_node("MatMul", ["f", "w"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "fixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w, shape])
+    path = str(tmp_path / "fixed.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(GeError, match=r"^gear \[2\]: node 'fc' \(MatMul\): .*\(the model fixes the batch: Reshape "
+                                      r"'flatten' to \[1, -1\]; re-export it with the batch dim as -1 or 0"):
+        api.atc(path, str(tmp_path / "m"), input_shape="x:-1,4,4,4", dynamic_batch_size="1,2")
+    assert not list(tmp_path.glob("m*"))
+    # the gear that fits compiles and runs as onnxruntime
+    result = api.atc(path, str(tmp_path / "one"), input_shape="x:-1,4,4,4", dynamic_batch_size="1")
+    x = rng.standard_normal((1, 4, 4, 4)).astype(np.float32)
+    model_id = api.load_from_file(result.om_path)
+    try:
+        np.testing.assert_allclose(api.execute(model_id, [x])[0], onnxruntime_outputs(path, {"x": x})[0], rtol=1e-5)
+    finally:
+        api.unload(model_id)
