@@ -29,7 +29,7 @@ def attribute_defaults(domain: str, op_type: str, opset: int) -> dict:
     str for STRING, lists for INTS/FLOATS/STRINGS, ndarray for TENSOR). The default domain's ops
     ge has kernels for read attribute_table.py: onnx.defs' registry, built whole at its first
     lookup, is the biggest single cost of a small model's `ge atc`."""
-    entry = _table_entry(domain, op_type, opset)
+    entry = attribute_entry(domain, op_type, opset)
     if entry is not None:
         return {name: default for name, (_, _, default) in entry.items() if default is not None}
     from ..model.onnx_proto import schema_defaults
@@ -85,14 +85,14 @@ def attribute_types(domain: str, op_type: str, opset: int) -> tuple[dict, frozen
     onnx.defs; ops of other domains have no onnx schema."""
     if domain not in ("", "ai.onnx"):  # ge's fused ops, com.microsoft's: no onnx schema, their kernels check
         return {}, frozenset()
-    entry = _table_entry(domain, op_type, opset)
+    entry = attribute_entry(domain, op_type, opset)
     if entry is None:  # an op added since the table was generated
         entry = schema_attributes(domain, op_type, opset)
-    return ({name: kind for name, (kind, _, _) in entry.items()},
-            frozenset(name for name, (_, needed, _) in entry.items() if needed))
+    return ({name: kind for name, (kind, _, _) in entry.items() if kind in _TYPE_CHECKS},
+            frozenset(name for name, (kind, needed, _) in entry.items() if needed and kind in _TYPE_CHECKS))
 
 
-def _table_entry(domain: str, op_type: str, opset: int) -> dict | None:
+def attribute_entry(domain: str, op_type: str, opset: int) -> dict | None:
     """attribute_table.py's {attribute: (type, required or defaulted, default)} of op_type at opset
     ({} before its first version); None for an op the table does not have, or an opset newer than
     the onnx it was generated from knew (a newer onnx's schemas are read then)."""
@@ -104,8 +104,8 @@ def _table_entry(domain: str, op_type: str, opset: int) -> dict | None:
 
 
 def schema_attributes(domain: str, op_type: str, opset: int) -> dict:
-    """{attribute: (AttributeProto type, required or defaulted, its default or None)} of the
-    checkable attributes of op_type's onnx schema at opset ({} without a schema)."""
+    """{attribute: (AttributeProto type, required or defaulted, its default or None)} of every
+    attribute of op_type's onnx schema at opset ({} without a schema)."""
     import onnx
     try:
         schema = onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
@@ -113,10 +113,8 @@ def schema_attributes(domain: str, op_type: str, opset: int) -> dict:
         return {}
     out = {}
     for name, a in sorted(schema.attributes.items()):
-        if a.type in _TYPE_CHECKS:
-            default = a.default_value if not a.required and a.default_value is not None and a.default_value.type else None
-            out[name] = (int(a.type), bool(a.required or default is not None),
-                         None if default is None else _value(default))
+        default = a.default_value if not a.required and a.default_value is not None and a.default_value.type else None
+        out[name] = (int(a.type), bool(a.required or default is not None), None if default is None else _value(default))
     return out
 
 
@@ -130,6 +128,14 @@ def attribute_table(op_types) -> dict:
     return {op: dict(sorted(v.items())) for op, v in sorted(table.items())}
 
 
+def deprecated_schemas() -> dict:
+    """{op: since_version} of the default domain's deprecated schemas (Upsample's 10th: Resize
+    replaced it; the checker refuses such a node)."""
+    import onnx
+    return {s.name: s.since_version for s in sorted(onnx.defs.get_all_schemas_with_history(), key=lambda s: s.name)
+            if s.deprecated and s.domain in ("", "ai.onnx")}
+
+
 def write_attribute_table(path: str) -> None:
     """Regenerate attribute_table.py for the default-domain ops ge has kernels for."""
     import onnx
@@ -140,7 +146,9 @@ def write_attribute_table(path: str) -> None:
              "attributes a loaded OM's tasks are checked against (schema.attribute_types) and the defaults the",
              "compiler writes into them (schema.attribute_defaults).", *_AS_JSON,
              "from .json_table import JsonTable", "", f"ONNX_VERSION = {onnx.__version__!r}",
-             f"OPSET = {onnx.defs.onnx_opset_version()}  # the newest default-domain opset it knew", "", "",
+             f"OPSET = {onnx.defs.onnx_opset_version()}  # the newest default-domain opset it knew",
+             "#: {op: the since-version of its deprecated schema}: onnx's checker refuses a node whose schema that is",
+             f"DEPRECATED = {deprecated_schemas()!r}", "", "",
              "def _versions(versions: dict) -> dict:",
              "    return {int(since): {name: tuple(kind) for name, kind in attrs.items()} for since, attrs in versions.items()}",
              "", "", "TABLE = JsonTable({", *_json_entries(table, "    "), "}, _versions)"]

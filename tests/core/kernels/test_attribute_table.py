@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 from ge.core.kernels import schema
-from ge.core.kernels.attribute_table import ONNX_VERSION, TABLE
+from ge.core.kernels.attribute_table import DEPRECATED, ONNX_VERSION, TABLE
 
 
 def test_the_table_is_onnx_s_schemas():
@@ -17,6 +17,7 @@ def test_the_table_is_onnx_s_schemas():
     for op, versions in TABLE.items():
         for since, attrs in versions.items():
             assert fresh[op][since] == attrs, (op, since)
+    assert DEPRECATED == schema.deprecated_schemas() and DEPRECATED["Upsample"] == 10
 
 
 def test_the_compilers_defaults_come_from_the_table_as_onnx_gives_them():
@@ -31,7 +32,7 @@ def test_the_compilers_defaults_come_from_the_table_as_onnx_gives_them():
             assert schema.attribute_defaults("", op, since) == theirs, (op, since)
             checked += len(theirs)
     assert checked > 500
-    assert schema._table_entry("", "Relu", OPSET + 1) is None  # past the table's opset: onnx.defs answers
+    assert schema.attribute_entry("", "Relu", OPSET + 1) is None  # past the table's opset: onnx.defs answers
     assert schema.attribute_defaults("", "LeakyRelu", OPSET + 1) == {"alpha": pytest.approx(0.01)}
     assert schema.attribute_defaults("com.microsoft", "QLinearAdd", 1) == {}  # no onnx schema, no lookup
 
