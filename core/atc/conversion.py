@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 import time
 
+from ..compile.onnx_check import check_plain
 from ..compile.pipeline import CompileSettings, Compiled, compile
 from ..compile.summary import summarize
 from ..model.errors import GeError
+from ..model.ir import DTYPES
 from ..model.ge_model import GeModel, WeightLayout
 from ..model.record import record
 from ..model.soc import DEFAULT_SOC, check_soc
@@ -72,8 +74,40 @@ def atc(model: str, output: str, *, input_shape: str | dict | None = None, out_n
     with log_level(opts.get("log")):
         settings = _settings(Settings.from_options(opts), model, name, input_shape, gears, soc_version, cmdline,
                              external_weight, insert_op_conf)
-        graph = to_graph(read_onnx(model), _import_shapes(settings), nodes, allow_dynamic=settings.dynamic)
-        return _write(compile(graph, settings), output, external_weight_dir, t0)
+        return _write(_compile(read_onnx(model, check_plain), settings, nodes), output, external_weight_dir, t0)
+
+
+#: options that read the imported graph's outputs before the compile infers their shapes
+_READ_OUTPUTS = ("output_type", "is_output_adjust_hw_layout")
+
+
+def _compile(onnx_model, settings: CompileSettings, nodes: list[str] | None):
+    """The model compiled. A plain one (core/compile/onnx_check.py) with static inputs is imported
+    without onnx's shape inference, whose schema registry costs more than the rest of its check:
+    the compile's own inference gives every shape. Should that fail (shapes that prove
+    data-dependent: the hybrid path takes onnx's types; or an error), it is imported and compiled
+    again as any other model is, with onnx's inference, which also words the error as before."""
+    shapes = _import_shapes(settings)
+    own = (onnx_model.plain and not settings.dynamic and not settings.gears and not settings.aipp
+           and not any(k in settings.options.options for k in _READ_OUTPUTS))
+    if own:
+        try:
+            compiled = compile(to_graph(onnx_model, shapes, nodes, shapes=False), settings, onnx_shapes=False)
+            if _declared_types_hold(onnx_model.proto.graph, compiled.model):
+                return compiled
+        except GeError:
+            pass
+        settings.options.applied = {}  # (the options' record is the seeded graph's)
+    return compile(to_graph(onnx_model, shapes, nodes, allow_dynamic=settings.dynamic), settings)
+
+
+def _declared_types_hold(graph, model) -> bool:
+    """The compiled outputs have the element types the model declares (where onnx's inference would
+    have typed an output otherwise than ge's kernels, it is compiled again with it, to refuse or
+    agree as before)."""
+    declared = {o.name: o.type.tensor_type.elem_type for o in graph.output if o.type.HasField("tensor_type")}
+    return all(DTYPES[declared[d.name]].name == d.dtype for d in model.outputs
+               if declared.get(d.name) in DTYPES)
 
 
 def _settings(options: Settings, model, name, input_shape, gears: dict, soc_version, cmdline, external_weight,

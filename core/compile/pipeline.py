@@ -76,8 +76,11 @@ class Compiled:
     passes: dict | None = None  # the static path's pass report (the summary shows it)
 
 
-def compile(graph: Graph, settings: CompileSettings) -> Compiled:  # noqa: A001 (ATC's word)
-    """`graph` is the importer's (to_graph), used up: the paths rewrite it in place."""
+def compile(graph: Graph, settings: CompileSettings, onnx_shapes: bool = True) -> Compiled:  # noqa: A001 (ATC's word)
+    """`graph` is the importer's (to_graph), used up: the paths rewrite it in place. onnx_shapes=False:
+    the graph has no shapes of onnx's inference (its inputs are static), and one whose shapes prove
+    data-dependent is refused (the caller imports it again with them) rather than taken to the
+    hybrid path, which needs onnx's types."""
     opts = settings.options
     with configured(opts.disabled, opts.impl_modes, opts.precision), memoized_kernels():
         require_kernels(graph, settings.source)  # before anything is compiled or written
@@ -87,7 +90,7 @@ def compile(graph: Graph, settings: CompileSettings) -> Compiled:  # noqa: A001 
         elif settings.dynamic:
             model = _dynamic(graph, settings)
         else:
-            model, passes = _static(graph, settings)
+            model, passes = _static(graph, settings, onnx_shapes)
     model.attrs["atc_options"] = opts.record()
     if not settings.external_weight:  # inline: what most compiles write, without the weight files' modules
         return Compiled(model, [], passes)
@@ -99,7 +102,7 @@ def compile(graph: Graph, settings: CompileSettings) -> Compiled:  # noqa: A001 
     return Compiled(model, files, passes)
 
 
-def _static(graph: Graph, s: CompileSettings) -> tuple[GeModel | DynamicModel, dict | None]:
+def _static(graph: Graph, s: CompileSettings, onnx_shapes: bool = True) -> tuple[GeModel | DynamicModel, dict | None]:
     opts = s.options
     opts.prepare(graph)
     aipp = None
@@ -108,7 +111,8 @@ def _static(graph: Graph, s: CompileSettings) -> tuple[GeModel | DynamicModel, d
         aipp = insert_aipp(graph, s.aipp)
     if aipp:
         opts.check_aipp(aipp)
-    before = None if aipp else graph.copy()  # for the hybrid path, should the shapes prove data-dependent
+    # for the hybrid path, should the shapes prove data-dependent
+    before = None if aipp or not onnx_shapes else graph.copy()
     try:
         report = optimize(graph)
     except GeError:

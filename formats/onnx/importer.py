@@ -87,29 +87,37 @@ class OnnxModel:
     proto: ModelProto
     opset: dict
     weights: dict
+    #: checked by the compiler's own check (read_onnx): onnx's shape inference is not needed where its inputs are static
+    plain: bool = False
 
 
-def read_onnx(path) -> OnnxModel:
+def read_onnx(path, own_check=None) -> OnnxModel:
     """The file read, its external data loaded, and checked: a FormatError or GraphError naming the
-    file when it is not a model ge can compile. The one read of the file in a compile."""
+    file when it is not a model ge can compile. The one read of the file in a compile.
+    own_check(model, path, node names): the compiler's own check of a plain model (core/compile/
+    onnx_check.py), True where it checked it; onnx's checker checks any other."""
     path = os.fspath(path)
     model, nbytes, raw = _read_model(path)
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
     raw = _tolerate(model, path, raw)
     detached = _detach_weights(model, raw)
-    _check_model(model, path, detached, nbytes + external_nbytes)
+    plain = own_check is not None and own_check(model, path, _node_names(model.graph))
+    if not plain:
+        _check_model(model, path, detached, nbytes + external_nbytes)
     opset = _opsets(model, path)
     if opset.get("", MIN_OPSET) < MIN_OPSET:
         model, opset = _upgrade(model, path, opset[""])
-    return OnnxModel(path, model, opset, _initializer_arrays(model, path, detached))
+    return OnnxModel(path, model, opset, _initializer_arrays(model, path, detached), plain)
 
 
 def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, out_nodes: list[str] | None = None,
-             allow_dynamic: bool = False) -> Graph:
+             allow_dynamic: bool = False, shapes: bool = True) -> Graph:
     """The model as a ge Graph (the module's steps 3 to 5), leaving `model` as it was, so that it
     can be called again (another --input_shape: a gear). Arguments as load_onnx's; a dim of
-    `input_shape` that is None is unknown (a gear's: the compiler gives it each gear's value)."""
+    `input_shape` that is None is unknown (a gear's: the compiler gives it each gear's value).
+    shapes=False: the caller infers the graph's shapes itself (the compiler does): a plain model
+    with static inputs then has only its inputs' and initializers' (onnx's inference is skipped)."""
     g = model.proto.graph
     init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     inputs = []
@@ -122,7 +130,9 @@ def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, 
         gear_dims = {k: {i for i, d in enumerate(dims) if d is None} for k, dims in (input_shape or {}).items()}
         _require_static_inputs(inputs, gear_dims)
 
-    inferred = _onnx_shapes(model.proto, inputs)
+    static = all(_type_of(vi.type, vi.name)[0] == "tensor" and (dims := _dims(vi)) is not None
+                 and all(_static(d) for d in dims) for vi in inputs)
+    inferred = {} if model.plain and static and not shapes else _onnx_shapes(model.proto, inputs)
     return _to_graph(model.proto, model.path, inputs, inferred, model.opset, out_nodes, model.weights)
 
 

@@ -1,6 +1,7 @@
 """onnx's checker complaints that onnxruntime tolerates, looked at one by one (issue 19 item 1): each
 is accepted (the model compiles and computes what onnxruntime computes) or refused with a reason.
-The complaints onnxruntime shares are refused as the checker words them, naming node and field."""
+The complaints onnxruntime shares are refused naming node and field: by ge's own check in a plain
+model (core/compile/onnx_check.py), as the checker words them in any other."""
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -102,10 +103,10 @@ REFUSED = {
         True, "initializer 'W' is given twice with different values (onnxruntime silently takes the last)"),
     "an attribute of another type (int for float)": (
         lambda m: (m.graph.node[2].ClearField("attribute"), m.graph.node[2].attribute.append(
-            helper.make_attribute("alpha", 1))), False, "Mismatched attribute type in 'leaky : alpha'"),
+            helper.make_attribute("alpha", 1))), False, "node 'leaky' (LeakyRelu): attribute 'alpha' is INT, the op's schema declares FLOAT"),
     "an attribute the op does not have": (
         lambda m: m.graph.node[0].attribute.append(helper.make_attribute("foo", 1)), False,
-        "Unrecognized attribute: foo for operator Relu"),
+        "node 'relu' (Relu): unrecognized attribute 'foo' (the op's attributes at opset 17: none)"),
     "an IR version newer than onnx knows": (lambda m: setattr(m, "ir_version", 99), False, "ir_version 99 is higher"),
 }
 

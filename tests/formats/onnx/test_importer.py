@@ -3,6 +3,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from ge.core import api
 from ge.core.model.errors import FormatError, GraphError, ShapeError
 from ge.formats.onnx import load_onnx, parse_input_shape, parse_out_nodes
 
@@ -105,6 +106,11 @@ def test_checker_error_names_file(make_model, tmp_path):
     onnx.save(model, str(path))
     with pytest.raises(FormatError, match=r"twice\.onnx: ONNX checker: .*Relu"):
         load_onnx(path)
+    # ge atc checks a plain model itself (core/compile/onnx_check.py): the same file and node, its words
+    with pytest.raises(GraphError, match=r"twice\.onnx: node 'Relu_0' \(Relu\): 2 inputs where the op takes at "
+                                         r"most 1 \(its schema at opset 14\)$"):
+        api.atc(str(path), str(tmp_path / "twice"))
+    assert not list(tmp_path.glob("twice.om*"))
 
 
 def test_old_opset_is_lifted_to_7_and_a_future_one_rejected(make_model, load):
