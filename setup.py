@@ -21,8 +21,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 CSRC = "core/kernels/csrc"
 #: every source of the library (each built at every level); abi.h lists the functions they export
 SOURCES = ["gemm.c", "gemv.c", "direct_conv.c", "conv_pixels.c", "nchwc.c", "nchwc_pool.c", "nchwc_depthwise.c", "depthwise.c", "conv_transpose.c", "max_pool.c", "phase_fill.c", "rows.c", "resize.c", "copy.c", "nms.c", "convert.c", "eltwise.c", "qgemm.c", "recurrent.c",
-           "pool.c", "loop.c", "module.c"]
-DEPENDS = ["abi.h", "abi_layout.h", "simd.h", "half.h", "pool.h", "nchwc.h"]
+           "pool.c", "caches.c", "loop.c", "module.c"]
+DEPENDS = ["abi.h", "abi_layout.h", "simd.h", "half.h", "pool.h", "nchwc.h", "caches.h"]
 #: -g0: no debug information (Python's own CFLAGS ask for it; it is a fifth of the build's time);
 #: -frecord-gcc-switches: each object keeps its compiler flags in the library (.GCC.command.line),
 #: where tests/core/kernels/test_native_levels.py checks that every object of a level has its flags

@@ -31,7 +31,7 @@ def _expected_selection(asked=None) -> str:
         level, why = native.choose_level(levels, native.built_levels(), native.cpu_flags(), asked)
     except native.Unavailable as e:
         return re.escape(f"kernels: numpy fallback: {e}")
-    return rf"kernels: native {level.name} \([a-z0-9_. ]+\), {re.escape(why)}"
+    return rf"kernels: native {level.name} \([a-z0-9_. ]+; blocked for \d+ KB L1d, \d+ KB L2\), {re.escape(why)}"
 
 
 @pytest.mark.parametrize("env", [{}, {"GE_NATIVE_LEVEL": "v3"}, {"GE_NO_NATIVE": "1"}])

@@ -416,6 +416,10 @@ typedef struct {
     int64_t offset, size;
 } AbiEntry;
 
+/* The L1d and L2 (bytes) the blockings are sized to (caches.h): 0 for this CPU's, as the C library
+   reports them; at most the sizes they were tuned for. */
+void ge_cache_sizes(int64_t l1d_bytes, int64_t l2_bytes);
+int64_t ge_cache_size(int level);  /* 1: the L1d in use, 2: the L2 */
 int ge_mr(void);
 int ge_nr(void);
 int ge_kc(void);

@@ -39,6 +39,7 @@ C accumulated them, so the rounding is the float32 kernel's result's, bit for bi
 Vector code through GCC/Clang vector extensions (simd.h): one source for AVX-512, AVX2 and NEON, tile
 sizes chosen by the register file the compiler targets (the level's -march: setup.py builds one library per level). */
 #include "abi.h"
+#include "caches.h"
 #include "pool.h"
 #include "simd.h"
 #include "half.h"
@@ -80,7 +81,7 @@ static inline int block_rows(int64_t M, int64_t blk) {
 #define KC 640  /* the largest block of K (blocks are K split evenly: 576, 2 x 576, ...) */
 #define FEW_PANELS 8  /* up to this many panels (and several chunks of rows), A blocks go outermost */
 #define ITEMS_PER_THREAD 8  /* work items per thread: enough to balance them (measured: 4 left 3-6% idle) */
-#define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in a 2 MB L2 cache */
+#define MC_MAX 480  /* rows of A per chunk: 480 x KC floats stay in a 2 MB L2 cache (caches.h: fewer in a smaller one) */
 
 typedef struct {
     const float *bias_m, *bias_n, *z;
@@ -510,7 +511,8 @@ int64_t ge_packed_b_floats(int64_t K, int64_t N) { return (N + NR - 1) / NR * NR
    block of A fits the L2 cache), and enough items (panels x chunks) to balance the threads. */
 static int64_t row_chunks(int64_t M, int64_t N, int threads) {
     int64_t mblocks = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
-    int64_t chunks = (mblocks * MR + MC_MAX - 1) / MC_MAX;
+    int64_t mc = cache_scaled(MC_MAX, cache_l2(), TUNED_L2);
+    int64_t chunks = (mblocks * MR + mc - 1) / mc;
     int64_t items = ITEMS_PER_THREAD * threads;
     int64_t balance = panels <= FEW_PANELS ? items : (items + panels - 1) / panels;
     if (threads > 1 && chunks < balance) chunks = balance;

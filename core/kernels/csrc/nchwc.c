@@ -33,6 +33,7 @@ pointwise path, groups or runs innermost (ge_nchwc_conv chooses). */
 #include <string.h>
 
 #include "abi.h"
+#include "caches.h"
 #include "nchwc.h"
 #include "pool.h"
 #include "simd.h"
@@ -655,7 +656,8 @@ void ge_nchwc_conv(const ConvNchwc *c) {
     w.rows = c->oh, w.width = c->ow, w.in_h = c->h, w.in_w = c->w;
     w.groups = (c->ocb + NV_MAX - 1) / NV_MAX;
     int64_t per_block = c->kh * c->kw * BLK * BLK * NV_MAX;
-    w.chunk = NCHWC_KC / per_block > 1 ? NCHWC_KC / per_block : 1;
+    int64_t kc = cache_scaled(NCHWC_KC, cache_l1d(), TUNED_L1D);  /* (a smaller L1: fewer blocks a pass) */
+    w.chunk = kc / per_block > 1 ? kc / per_block : 1;
     int threads = c->threads < 1 ? 1 : c->threads;
     int64_t want = NCHWC_ITEMS_PER_THREAD * threads;
     /* Each group of output blocks reads all of X, each run of rows (segment) all the weights: the order

@@ -619,6 +619,8 @@ CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID',
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
+    'ge_cache_sizes': ([ctypes.c_int64, ctypes.c_int64], None),
+    'ge_cache_size': ([ctypes.c_int], ctypes.c_int64),
     'ge_mr': ([], ctypes.c_int),
     'ge_nr': ([], ctypes.c_int),
     'ge_kc': ([], ctypes.c_int),

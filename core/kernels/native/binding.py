@@ -83,6 +83,7 @@ class Native:
         # the NCHWc layout's channels per block, and the blocks of output channels per panel of its weights (nchwc.py)
         self.nchwc_block, self.nchwc_group = lib.ge_nchwc_block(), lib.ge_nchwc_group()
         self.level, self.isa = lib.ge_level().decode(), lib.ge_isa().decode().strip()
+        self.cache_sizes(0, 0)  # the blockings sized to this CPU's caches (csrc/caches.h)
         # the int8 product on AMX tiles where the build (v4vnni), the CPU and Linux allow it; GE_NO_AMX=1: vpdpbusd
         self.qgemm_use_amx(not os.environ.get("GE_NO_AMX"))
 
@@ -539,6 +540,13 @@ class Native:
         """The build has QPATH_PAIRS (x86-64 without VNNI: AVX2 or SSE): int8 products as int16 pairs
         (vpmaddwd), or as bytes (vpmaddubsw) on weights whose pairs fit int16."""
         return bool(self.lib.ge_qgemm_has_pairs())
+
+    def cache_sizes(self, l1d: int, l2: int) -> tuple[int, int]:
+        """Size the blockings to an L1d and L2 of these bytes (0: this CPU's, as the C library reports
+        them); the sizes in use, at most those they were tuned on (48 KB, 2 MB)."""
+        self.lib.ge_cache_sizes(l1d, l2)
+        self.caches = (self.lib.ge_cache_size(1), self.lib.ge_cache_size(2))
+        return self.caches
 
     def qgemm_use_amx(self, want: bool) -> bool:
         """Turn the int8 product's AMX blocks on (where the build, the CPU and Linux allow: then True)

@@ -178,7 +178,8 @@ def _select() -> tuple[Native | None, str]:
     except Unavailable as exc:
         _debug("native kernels refused, numpy plans used: %s", exc)
         return None, f"numpy fallback: {exc}"
-    return lib, f"native {level.name} ({lib.isa}), {why}"
+    l1d, l2 = lib.caches
+    return lib, f"native {level.name} ({lib.isa}; blocked for {l1d >> 10} KB L1d, {l2 >> 10} KB L2), {why}"
 
 
 def native() -> Native | None:

@@ -356,3 +356,23 @@ def test_compare_calls_give_numpys_comparisons(dtype):
     assert nat.compare_call(native_mod.CMP_LT, a[:4], b[:2], np.empty(4, np.bool_)) is None
     half = np.zeros(4, np.float16)
     assert nat.compare_call(native_mod.CMP_LT, half, half, np.empty(4, np.bool_)) is None
+
+
+def test_blocks_sized_to_a_smaller_cache():
+    """A CPU with a smaller L1d and L2 (a Zen 3's 32 KB and 512 KB) gets smaller chunks of rows
+    (csrc/caches.h): 600 rows are 5 chunks there, 2 as tuned; the same products either way. The
+    sizes are clamped to [16 KB, 48 KB] and [256 KB, 2 MB]; 0 asks the C library for this CPU's."""
+    a, b, ab = operands(600, 700, 100)
+    bp = nat.pack_b(b)
+    ws = np.empty(nat.workspace_nbytes(600, 100, 700, raw_a=True, gathered_b=False), np.uint8)
+    try:
+        assert nat.cache_sizes(1, 10) == (16 << 10, 256 << 10)
+        assert nat.cache_sizes(1 << 30, 1 << 30) == (48 << 10, 2 << 20)
+        for caches in ((32 << 10, 512 << 10), (48 << 10, 2 << 20)):
+            assert nat.cache_sizes(*caches) == caches
+            c = np.full((600, 100), np.nan, np.float32)
+            nat.gemm(600, 100, 700, c, 100, a=a, lda=700, bp=bp, ws=ws)
+            np.testing.assert_allclose(c, ab, **TOL)
+    finally:
+        l1d, l2 = nat.cache_sizes(0, 0)
+    assert 16 << 10 <= l1d <= 48 << 10 and 256 << 10 <= l2 <= 2 << 20

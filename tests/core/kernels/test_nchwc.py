@@ -130,6 +130,27 @@ def test_conv_matches_onnxruntime(nat, n, c, h, w, oc, kernel, strides, pads, di
         assert np.all(yb[:, -1, ..., oc % blk:] == (0.5 if act in ("HardSigmoid", "Sigmoid") else 0.0))
 
 
+@pytest.mark.parametrize("c, kernel, pads", [(128, (3, 3), (1, 1, 1, 1)), (96, (5, 5), (2, 2, 2, 2)), (40, (1, 1), (0, 0, 0, 1))])
+def test_passes_sized_to_a_smaller_l1(nat, c, kernel, pads):
+    """On a CPU with a smaller L1d (a Zen 3's 32 KB) a pass over input channels takes fewer blocks
+    (csrc/caches.h): the same convolution either way."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, c, 12, 10)).astype(np.float32)
+    wt = (rng.standard_normal((64, c, *kernel)) / np.sqrt(c * np.prod(kernel))).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    attrs = {"kernel_shape": list(kernel), "pads": list(pads)}
+    want = onnxruntime_conv(x, wt, b, attrs, act="Relu")
+    try:
+        for l1d in (32 << 10, 16 << 10):
+            nat.cache_sizes(l1d, 0)
+            yb = _blocked_conv(nat, x, wt, b, kernel, (1, 1), pads, 1)
+            y = np.empty(want.shape, np.float32)
+            reorder(nat, yb, y, False).run()
+            np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    finally:
+        nat.cache_sizes(0, 0)
+
+
 def _blocked_conv(nat, x, wt, b, kernel, strides, pads, threads):
     native.set_threads(threads)
     try:
