@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from ...formats.onnx.importer import MIN_OPSET
-from ..kernels.attribute_table import DEPRECATED, OPSET as TABLE_OPSET, TABLE as ATTRIBUTES
+from ..kernels.attribute_table import DEPRECATED, OPSET as TABLE_OPSET, SCHEMA_DOMAINS, TABLE as ATTRIBUTES
 from ..kernels.schema import attribute_entry
 from ..kernels.type_constraints import OPTIONAL, op_types
 from ..model.errors import FormatError, GraphError
@@ -32,8 +32,6 @@ from ..model.onnx_proto import AttributeProto, ModelProto, NodeProto, TensorProt
 
 #: the IR version of the onnx ge reads with (onnx.IR_VERSION): a newer model's fields may be unknown to it
 IR_VERSION = ModelProto.DESCRIPTOR.file.enum_types_by_name["Version"].values_by_name["IR_VERSION"].number
-#: the domains onnx has op schemas of besides the default one: their nodes go to onnx's checker
-_SCHEMA_DOMAINS = frozenset(("ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training", "ai.onnx.training"))
 _NOT_PLAIN_ATTRIBUTES = frozenset((AttributeProto.UNDEFINED, AttributeProto.GRAPH, AttributeProto.GRAPHS))
 #: ops whose output type onnx's schema and onnx's shape inference give differently (RMSNormalization's Y:
 #: the schema's V, scale's type; the inference's and reference's T, X's): their models keep onnx's
@@ -55,8 +53,10 @@ def is_plain(model: ModelProto) -> bool:
     if any(t.data_type == TensorProto.STRING for t in g.initializer):
         return False
     for n in g.node:
-        if n.domain in ("", "ai.onnx") and (n.op_type not in ATTRIBUTES or n.op_type in _TYPED_BY_ONNX) \
-                or n.domain in _SCHEMA_DOMAINS:
+        if n.domain in ("", "ai.onnx"):
+            if n.op_type not in ATTRIBUTES or n.op_type in _TYPED_BY_ONNX:
+                return False
+        elif n.domain in SCHEMA_DOMAINS:  # ai.onnx.ml's, the preview ones: onnx's checker checks them
             return False
         if any(a.type in _NOT_PLAIN_ATTRIBUTES or a.ref_attr_name for a in n.attribute):
             return False

@@ -10,6 +10,8 @@ ONNX_VERSION = '1.23.2'
 OPSET = 28  # the newest default-domain opset it knew
 #: {op: the since-version of its deprecated schema}: onnx's checker refuses a node whose schema that is
 DEPRECATED = {'GroupNormalization': 18, 'Scatter': 11, 'Upsample': 10}
+#: the domains onnx has op schemas of: an op of another (com.microsoft, ge's own) has none to ask
+SCHEMA_DOMAINS = frozenset(['', 'ai.onnx.ml', 'ai.onnx.preview', 'ai.onnx.preview.training', 'ai.onnx.training'])
 
 
 def _versions(versions: dict) -> dict:

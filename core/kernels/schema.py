@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..model.ir import DTYPES
-from .attribute_table import OPSET as ATTRIBUTE_OPSET, TABLE as ATTRIBUTE_TABLE
+from .attribute_table import OPSET as ATTRIBUTE_OPSET, SCHEMA_DOMAINS, TABLE as ATTRIBUTE_TABLE
 from .type_constraints import HETEROGENEOUS, OPTIONAL, VARIADIC, ordered
 from .type_table import TABLE as TYPE_TABLE, TYPES
 
@@ -32,8 +32,11 @@ def attribute_defaults(domain: str, op_type: str, opset: int) -> dict:
     entry = attribute_entry(domain, op_type, opset)
     if entry is not None:
         return {name: default for name, (_, _, default) in entry.items() if default is not None}
+    domain = "" if domain == "ai.onnx" else domain
+    if domain not in SCHEMA_DOMAINS:  # (asking would load onnx's C++ module, ~9 M instructions, for nothing)
+        return {}
     from ..model.onnx_proto import schema_defaults
-    defaults = schema_defaults(op_type, opset, "" if domain == "ai.onnx" else domain)
+    defaults = schema_defaults(op_type, opset, domain)
     return {name: _value(d) for name, d in (defaults or {}).items()}
 
 
@@ -148,7 +151,9 @@ def write_attribute_table(path: str) -> None:
              "from .json_table import JsonTable", "", f"ONNX_VERSION = {onnx.__version__!r}",
              f"OPSET = {onnx.defs.onnx_opset_version()}  # the newest default-domain opset it knew",
              "#: {op: the since-version of its deprecated schema}: onnx's checker refuses a node whose schema that is",
-             f"DEPRECATED = {deprecated_schemas()!r}", "", "",
+             f"DEPRECATED = {deprecated_schemas()!r}",
+             "#: the domains onnx has op schemas of: an op of another (com.microsoft, ge's own) has none to ask",
+             f"SCHEMA_DOMAINS = frozenset({sorted(onnx.defs.C.schema_version_map())!r})", "", "",
              "def _versions(versions: dict) -> dict:",
              "    return {int(since): {name: tuple(kind) for name, kind in attrs.items()} for since, attrs in versions.items()}",
              "", "", "TABLE = JsonTable({", *_json_entries(table, "    "), "}, _versions)"]

@@ -120,7 +120,14 @@ def _calendar_at_first_use():
 
 
 _pb = _upb_messages() or _onnx_module("onnx_ml_pb2", _PRIVATE_PB2)
-_C = _onnx_module("onnx_cpp2py_export")
+
+
+@functools.cache
+def _cpp():
+    """onnx_cpp2py_export, loaded at its first use: a plain model's `ge atc` (core/compile/onnx_check.py)
+    asks it nothing, and its load is 9 M instructions."""
+    return _onnx_module("onnx_cpp2py_export")
+
 
 ModelProto, GraphProto, NodeProto, TensorProto = _pb.ModelProto, _pb.GraphProto, _pb.NodeProto, _pb.TensorProto
 ValueInfoProto, AttributeProto, SparseTensorProto, TypeProto = (_pb.ValueInfoProto, _pb.AttributeProto,
@@ -162,10 +169,11 @@ def is_utf8_text(data) -> bool:
     return True
 
 
+@functools.cache
 def onnx_opset_version() -> int:
     """onnx.defs.onnx_opset_version(): the newest default-domain opset this onnx knows."""
     try:
-        return _C.defs.schema_version_map()[""][1]
+        return _cpp().defs.schema_version_map()[""][1]
     except (AttributeError, KeyError, TypeError):  # another onnx's C++ module: its Python wrapper knows it
         return _full_onnx().defs.onnx_opset_version()
 
@@ -174,7 +182,7 @@ def onnx_opset_version() -> int:
 def _schema_domains() -> frozenset | None:
     """The domains onnx has op schemas of ("", ai.onnx.ml, ...); None when its C++ module does not say."""
     try:
-        return frozenset(_C.defs.schema_version_map())
+        return frozenset(_cpp().defs.schema_version_map())
     except (AttributeError, TypeError):  # another onnx's C++ module
         return None
 
@@ -183,13 +191,13 @@ def check_model(model: ModelProto | str) -> None:
     """onnx.checker.check_model(model) (a path: the checker reads the file and its external data)."""
     try:
         if isinstance(model, str):
-            _C.checker.check_model_path(model, False, False, False)
+            _cpp().checker.check_model_path(model, False, False, False)
             return
         data = model.SerializeToString()
         if len(data) > _MAX_PROTOBUF:
             raise ValueError("This protobuf of onnx model is too large (>2GiB). Call check_model with model path "
                              "instead.")
-        _C.checker.check_model(data, False, False, False)
+        _cpp().checker.check_model(data, False, False, False)
     except (AttributeError, TypeError):  # another onnx's C++ module: its Python wrapper knows it
         _full_onnx().checker.check_model(model)
 
@@ -197,7 +205,7 @@ def check_model(model: ModelProto | str) -> None:
 def infer_shapes(model: ModelProto, *, check_type: bool, strict_mode: bool, data_prop: bool) -> ModelProto:
     """onnx.shape_inference.infer_shapes(model, check_type, strict_mode, data_prop)."""
     try:
-        inferred = _C.shape_inference.infer_shapes(model.SerializeToString(), check_type, strict_mode, data_prop)
+        inferred = _cpp().shape_inference.infer_shapes(model.SerializeToString(), check_type, strict_mode, data_prop)
     except (AttributeError, TypeError):  # another onnx's C++ module
         return _full_onnx().shape_inference.infer_shapes(model, check_type=check_type, strict_mode=strict_mode,
                                                         data_prop=data_prop)
@@ -215,8 +223,8 @@ def schema_defaults(op_type: str, opset: int, domain: str) -> dict[str, Attribut
     if known is not None and domain not in known:
         return None
     try:
-        schema = _C.defs.get_schema(op_type, opset, domain)
-    except _C.defs.SchemaError:
+        schema = _cpp().defs.get_schema(op_type, opset, domain)
+    except _cpp().defs.SchemaError:
         return None
     out = {}
     for name, a in schema.attributes.items():

@@ -54,12 +54,12 @@ from .wire import strip_raw_data
 #: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
 #: node without one fails the compile (core/atc/conversion.py). Opsets 1..6 are lifted to 7 on load.
 log = Logger("ge.atc")
-MIN_OPSET, MAX_OPSET = 7, onnx_opset_version()
+MIN_OPSET = 7
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
 _PROTO_LIMIT = 2**31 - 2**20
 
-__all__ = ["load_onnx", "read_onnx", "to_graph", "OnnxModel", "parse_input_shape", "parse_out_nodes", "MIN_OPSET", "MAX_OPSET"]
+__all__ = ["load_onnx", "read_onnx", "to_graph", "OnnxModel", "parse_input_shape", "parse_out_nodes", "MIN_OPSET"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ def read_onnx(path, own_check=None) -> OnnxModel:
     plain = own_check is not None and own_check(model, path, _node_names(model.graph))
     if not plain:
         _check_model(model, path, detached, nbytes + external_nbytes)
-    opset = _opsets(model, path)
+    opset = _opsets(model, path, bounded=plain)
     if opset.get("", MIN_OPSET) < MIN_OPSET:
         model, opset = _upgrade(model, path, opset[""])
     return OnnxModel(path, model, opset, _initializer_arrays(model, path, detached), plain)
@@ -382,8 +382,9 @@ def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> N
         raise FormatError(f"{path}: ONNX checker: {_short(e)}") from None
 
 
-def _opsets(model: ModelProto, path: str) -> dict[str, int]:
-    """{domain: version}; a model of other domains only (ai.onnx.ml ...) needs no default opset."""
+def _opsets(model: ModelProto, path: str, bounded: bool = False) -> dict[str, int]:
+    """{domain: version}; a model of other domains only (ai.onnx.ml ...) needs no default opset.
+    bounded: the own check has taken the default opset as one of ge's tables (onnx is not asked)."""
     opset: dict[str, int] = {}
     for o in model.opset_import:
         opset["" if o.domain in ("", "ai.onnx") else o.domain] = int(o.version)
@@ -392,9 +393,9 @@ def _opsets(model: ModelProto, path: str) -> dict[str, int]:
         if any(n.domain in ("", "ai.onnx") for n in model.graph.node):
             raise GraphError(f"{path}: the model imports no default-domain (ai.onnx) opset")
         return opset  # only ops of other domains (an ai.onnx.ml pipeline)
-    if not 1 <= v <= MAX_OPSET:
+    if not bounded and not 1 <= v <= onnx_opset_version():
         raise GraphError(f"{path}: opset {v} of the default domain (ai.onnx) is not supported; "
-                         f"ge supports opsets {MIN_OPSET}..{MAX_OPSET} (and older ones onnx's version "
+                         f"ge supports opsets {MIN_OPSET}..{onnx_opset_version()} (and older ones onnx's version "
                          f"converter lifts to {MIN_OPSET})")
     return opset
 
