@@ -16,9 +16,10 @@ importer is given this check (read_onnx's own_check) by ATC's driver: the file f
 kernel tables.
 
 What is checked, as the checker words it where it can: the IR version, each node's op at the
-model's opset and whether that schema is deprecated, its inputs' and outputs' count, its attributes' names, types and required ones,
-imported domains, single assignment (each graph input declared once, each tensor produced once,
-every input defined), and the initializers' names, dims and data fields."""
+model's opset and whether that schema is deprecated, its inputs' and outputs' count, its
+attributes' names, types and required ones, imported domains, single assignment (each graph input
+declared once, each tensor produced once, every input defined), and the initializers' names, dims
+and data fields."""
 from __future__ import annotations
 
 import math

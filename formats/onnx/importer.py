@@ -49,11 +49,12 @@ from ...core.model.onnx_proto import (AttributeProto, GraphProto, ModelProto, No
 from ...core.model.record import record
 from .wire import strip_raw_data
 
-#: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
-#: opset the installed onnx defines: each node's kernel is looked up at the model's opset (kernels are
-#: keyed by their since-version, docs/opsets.md says what changed after 21 and how ge follows it) and a
-#: node without one fails the compile (core/atc/conversion.py). Opsets 1..6 are lifted to 7 on load.
 log = Logger("ge.atc")
+#: 7..10: model-zoo exports (Upsample, Resize-10 and the old op versions have kernels); up to the newest
+#: opset the installed onnx defines (onnx_opset_version()): each node's kernel is looked up at the model's
+#: opset (kernels are keyed by their since-version, docs/opsets.md says what changed after 21 and how ge
+#: follows it) and a node without one fails the compile (core/atc/conversion.py). Opsets 1..6 are lifted
+#: to 7 on load.
 MIN_OPSET = 7
 #: initializers with more elements than this are hidden from onnx's shape inference (as typed inputs)
 _INFER_CONST_LIMIT = 4096
