@@ -34,8 +34,42 @@ def test_a_record_has_its_fields_defaults_methods_and_doc():
     assert hash(p) == hash(Point(3, -4)) and not hasattr(p, "__dict__")
     with pytest.raises(AttributeError):
         p.x = 1
-    with pytest.raises(TypeError, match="missing 1 required positional argument: 'x'"):
+    with pytest.raises(TypeError, match=r"Point.__new__\(\) missing 1 required positional argument: 'x'"):
         Point()
+    assert Point._fields == ("x", "y") and Point._field_defaults == {"y": 0} and Point._make([5, 6]) == Point(5, 6)
+    assert Point(y=2, x=1) == (1, 2) and isinstance(p, tuple) and Point.__match_args__ == ("x", "y")
+    with pytest.raises(ValueError, match=r"Got unexpected field names: \['z'\]"):
+        p._replace(z=1)
+    with pytest.raises(TypeError, match="Expected 2 arguments, got 3"):
+        Point._make([1, 2, 3])
+
+
+def test_records_of_every_size_have_their_own_argument_names():
+    """__new__'s code is compiled once per number of fields and renamed: records of one size keep
+    their own names, a record without fields is the empty tuple."""
+    @record
+    class Empty:
+        pass
+
+    @record
+    class One:
+        a: str
+
+    @record
+    class Other:
+        b: int
+        c: int = 2
+    assert Empty() == () and repr(Empty()) == "Empty()" and One(a="s").a == "s" and repr(One("s")) == "One(a='s')"
+    assert Other(c=3, b=1) == (1, 3) and Other(4).c == 2
+    with pytest.raises(TypeError, match="unexpected keyword argument 'a'"):
+        Other(a=1)
+
+
+def test_a_field_named_with_an_underscore_or_twice_is_refused():
+    with pytest.raises(TypeError, match=r"record Bad: field names must be unique and not start with '_'"):
+        @record
+        class Bad:
+            _a: int
 
 
 def test_a_field_without_default_after_one_with_a_default_is_refused():
