@@ -102,6 +102,7 @@ def read_onnx(path, own_check=None) -> OnnxModel:
     _, external_nbytes = _load_external_data(model, path)
     _sort_topologically(model.graph, path)
     raw = _tolerate(model, path, raw)
+    _check_input_defaults(model.graph, path)
     detached = _detach_weights(model, raw)
     plain = own_check is not None and own_check(model, path, _node_names(model.graph))
     if not plain:
@@ -273,6 +274,21 @@ def _tolerate(model: ModelProto, path: str, raw: dict) -> dict:
         if node.domain == "ai.onnx":
             node.domain = ""
     return raw
+
+
+def _check_input_defaults(graph: GraphProto, path: str) -> None:
+    """A graph input that has an initializer (its default value, IR 4 on) is declared of the
+    initializer's element type: ge takes the initializer, onnxruntime refuses the two apart."""
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in graph.input if vi.type.HasField("tensor_type")}
+    for t in graph.initializer if declared else ():
+        elem = declared.get(t.name)
+        if elem and elem != t.data_type:
+            raise GraphError(f"{path}: graph input '{t.name}' is declared {_type_name(elem)}, its initializer (the "
+                             f"input's default value) {_type_name(t.data_type)}")
+
+
+def _type_name(elem_type: int) -> str:
+    return TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
 
 
 def _all_nodes(graph: GraphProto):
@@ -793,8 +809,7 @@ def _subgraph_protos(g: GraphProto):
 def _tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
     data_type = t.data_type
     if data_type not in DTYPES:
-        name = TensorProto.DataType.Name(data_type) if data_type in TensorProto.DataType.values() else data_type
-        raise GraphError(f"{where}: tensor '{t.name}' has element type {name}, which ge does not support")
+        raise GraphError(f"{where}: tensor '{t.name}' has element type {_type_name(data_type)}, which ge does not support")
     try:
         a = to_array(t)
     except Exception as e:

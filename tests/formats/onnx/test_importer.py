@@ -427,3 +427,18 @@ def test_ir3_model_with_big_weights_loads_with_or_without_listed_inputs(make_mod
     g = load_onnx_saved(model, tmp_path / "input.onnx")
     assert g.inputs == ["x"]
     np.testing.assert_array_equal(g.initializers["W"], w)
+
+
+def test_an_input_whose_initializer_has_another_type_is_refused(tmp_path):
+    """An initializer is its graph input's default value: of another element type than the input
+    declares, onnxruntime refuses the model, and so does ge (it would run on the initializer's)."""
+    w = numpy_helper.from_array(np.ones((2, 4), np.float32), "w")
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "g",
+                          [helper.make_tensor_value_info("x", F, [2, 4]), helper.make_tensor_value_info("w", TensorProto.INT64, [2, 4])],
+                          [helper.make_tensor_value_info("y", F, [2, 4])], [w])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(GraphError, match=r"m\.onnx: graph input 'w' is declared INT64, its initializer \(the input's "
+                                         r"default value\) FLOAT$"):
+        api.atc(path, str(tmp_path / "out"))
+    assert not (tmp_path / "out.om").exists()
