@@ -14,17 +14,20 @@ model as it was). `load_onnx` is both. What happens, in order, and why:
    same values is kept once (with other values it is refused: onnxruntime silently takes the last);
    initializers missing from the inputs of an IR < 4 model are constants; nodes spelling the default
    domain "ai.onnx" are the default domain's; inputs and outputs without a shape are checked with a
-   placeholder (--input_shape gives inputs theirs). Then onnx's checker runs on the proto with the
-   big plain raw initializers as typed inputs (a model of kilobytes; the checker's tensor checks
-   pass them whatever their bytes), or on the file when the proto would exceed 2 GB, and refuses
-   the rest: attributes of the wrong type, unknown attributes, an IR version newer than onnx knows
-   (onnxruntime refuses those too).
+   placeholder (--input_shape gives inputs theirs); a graph input whose initializer has another
+   element type is refused (onnxruntime refuses it; the checker does not look). Then onnx's checker
+   runs on the proto with the big plain raw initializers as typed inputs (a model of kilobytes; the
+   checker's tensor checks pass them whatever their bytes), or on the file when the proto would
+   exceed 2 GB, and refuses the rest: attributes of the wrong type, unknown attributes, an IR
+   version newer than onnx knows (onnxruntime refuses those too). A plain model (read_onnx's
+   own_check: the compiler's core/compile/onnx_check.py) is checked by ge instead.
 3. `input_shape` (ATC's --input_shape) replaces the dims of the named inputs; afterwards no input
    may keep a symbolic dim: ATC compiles static graphs, so the error says which --input_shape fixes it.
 4. onnx's shape inference (with data propagation) runs on a copy whose big initializers are
    turned into typed inputs (their values are never needed for shapes); its results seed the
    Values. ge's own kernels re-infer everything later (core/passes/infer_shapes.py) and use
-   onnx's shapes only as a cross-check.
+   onnx's shapes only as a cross-check. A plain model with static inputs skips it (to_graph's
+   shapes=False): ge's own inference alone gives its shapes.
 5. Nodes, attributes (as plain Python values), initializers (numpy arrays, made once by read_onnx,
    read-only and shared by every Graph of the model) and value infos become the IR. `out_nodes`
    (ATC's --out_nodes) replaces the graph outputs.
