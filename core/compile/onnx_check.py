@@ -44,8 +44,7 @@ _KIND = AttributeProto.AttributeType.Name
 def is_plain(model: ModelProto) -> bool:
     """Whether ge checks the model itself (see the module's docstring)."""
     g = model.graph
-    versions = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
-    if not MIN_OPSET <= versions.get("", 0) <= TABLE_OPSET or model.functions or g.sparse_initializer:
+    if not MIN_OPSET <= _opset_imports(model).get("", 0) <= TABLE_OPSET or model.functions or g.sparse_initializer:
         return False
     for vi in (*g.input, *g.output, *g.value_info):
         which = vi.type.WhichOneof("value")
@@ -74,7 +73,7 @@ def check_plain(model: ModelProto, path: str, node_names: list[str]) -> bool:
         raise FormatError(f"{path}: ir_version {model.ir_version} is higher than the newest this onnx knows "
                           f"({IR_VERSION}): a newer onnx wrote it")
     g = model.graph
-    imported = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    imported = _opset_imports(model)
     opset = imported[""]
     inputs = [vi.name for vi in g.input]
     if len(set(inputs)) < len(inputs):
@@ -104,6 +103,12 @@ def check_plain(model: ModelProto, path: str, node_names: list[str]) -> bool:
         if domain == "":
             _check_node(n, desc, opset)
     return True
+
+
+def _opset_imports(model: ModelProto) -> dict[str, int]:
+    """{domain: version} of the model's opset imports, "ai.onnx" spelled "" (as importer._opsets reads
+    them once the check has passed)."""
+    return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
 
 
 #: TensorProto's data fields besides raw_data: the checker allows one of them, or raw_data, or none (external data)

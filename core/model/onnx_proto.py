@@ -178,15 +178,6 @@ def onnx_opset_version() -> int:
         return _full_onnx().defs.onnx_opset_version()
 
 
-@functools.cache
-def _schema_domains() -> frozenset | None:
-    """The domains onnx has op schemas of ("", ai.onnx.ml, ...); None when its C++ module does not say."""
-    try:
-        return frozenset(_cpp().defs.schema_version_map())
-    except (AttributeError, TypeError):  # another onnx's C++ module
-        return None
-
-
 def check_model(model: ModelProto | str) -> None:
     """onnx.checker.check_model(model) (a path: the checker reads the file and its external data)."""
     try:
@@ -217,11 +208,8 @@ def infer_shapes(model: ModelProto, *, check_type: bool, strict_mode: bool, data
 def schema_defaults(op_type: str, opset: int, domain: str) -> dict[str, AttributeProto] | None:
     """{attribute: its default, an AttributeProto} of the optional attributes of op_type's schema
     at opset (onnx.defs.get_schema(...).attributes, an attribute without default left out); None
-    when onnx has no such schema. A domain onnx has no schemas of (com.microsoft, ge's own) is
-    answered without a lookup: the first builds onnx's whole registry (~60 M instructions)."""
-    known = _schema_domains()
-    if known is not None and domain not in known:
-        return None
+    when onnx has no such schema. The first lookup builds onnx's whole registry (~60 M
+    instructions): the compiler asks only for domains onnx has schemas of (schema.attribute_defaults)."""
     try:
         schema = _cpp().defs.get_schema(op_type, opset, domain)
     except _cpp().defs.SchemaError:

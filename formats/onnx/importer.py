@@ -121,8 +121,9 @@ def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, 
     """The model as a ge Graph (the module's steps 3 to 5), leaving `model` as it was, so that it
     can be called again (another --input_shape: a gear). Arguments as load_onnx's; a dim of
     `input_shape` that is None is unknown (a gear's: the compiler gives it each gear's value).
-    shapes=False: the caller infers the graph's shapes itself (the compiler does): a plain model
-    with static inputs then has only its inputs' and initializers' (onnx's inference is skipped)."""
+    shapes=False: onnx's inference is skipped, the graph has only its inputs' and initializers'
+    shapes: for a plain model (read_onnx's own_check) whose inputs are static (allow_dynamic False:
+    checked above), whose every shape the compiler's own inference gives (core/atc/conversion.py)."""
     g = model.proto.graph
     init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     inputs = []
@@ -135,9 +136,7 @@ def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, 
         gear_dims = {k: {i for i, d in enumerate(dims) if d is None} for k, dims in (input_shape or {}).items()}
         _require_static_inputs(inputs, gear_dims)
 
-    static = all(_type_of(vi.type, vi.name)[0] == "tensor" and (dims := _dims(vi)) is not None
-                 and all(_static(d) for d in dims) for vi in inputs)
-    inferred = {} if model.plain and static and not shapes else _onnx_shapes(model.proto, inputs)
+    inferred = _onnx_shapes(model.proto, inputs) if shapes else {}
     return _to_graph(model.proto, model.path, inputs, inferred, model.opset, out_nodes, model.weights)
 
 
