@@ -920,6 +920,11 @@ def _to_graph(model, path, inputs, inferred, opset, out_nodes, weights: dict) ->
 # --------------------------------------------------------------------------------------------
 # subgraphs (If branches, Loop and Scan bodies)
 # --------------------------------------------------------------------------------------------
+#: a Constant's value attributes: it has exactly one
+CONSTANT_VALUES = ("value", "sparse_value", "value_float", "value_floats", "value_int", "value_ints", "value_string",
+                   "value_strings")
+
+
 class _Scope:
     """What a graph's nodes may read from the graphs around it: `consts` the initializers of every
     enclosing graph (nearest first wins), `names` every tensor name visible there."""
@@ -957,6 +962,11 @@ def _node(n: NodeProto, name: str, scope: _Scope) -> Node:
     captured: appended to the node's inputs (and to each subgraph's inputs, in the same order)."""
     domain = "" if n.domain in ("", "ai.onnx") else n.domain
     desc = f"node '{name}' ({n.op_type})"
+    if n.op_type == "Constant" and domain == "":
+        values = [a.name for a in n.attribute if a.name in CONSTANT_VALUES]
+        if len(values) != 1:  # (onnxruntime refuses it too, even where no node reads it)
+            raise GraphError(f"{scope.path}: {desc}: a Constant holds exactly one of {', '.join(CONSTANT_VALUES)}; "
+                             f"it has {' and '.join(values) or 'none'}")
     attrs, bodies = {}, {}
     for a in n.attribute[:]:
         if a.type == AttributeProto.GRAPH:

@@ -113,6 +113,24 @@ def test_checker_error_names_file(make_model, tmp_path):
     assert not list(tmp_path.glob("twice.om*"))
 
 
+@pytest.mark.parametrize("values", [{}, {"value_float": 1.0, "value_int": 1}])
+@pytest.mark.parametrize("read", [False, True])
+def test_constant_holds_exactly_one_value(make_model, load, tmp_path, values, read):
+    """A Constant with no value attribute, or two, is refused naming it, also where no node reads it
+    (onnxruntime refuses both), on either of ge atc's paths."""
+    nodes = [helper.make_node("Constant", [], ["c"], name="k", **values),
+             helper.make_node("Add", ["x", "c" if read else "x"], ["y"], name="add")]
+    model = make_model(nodes, {"x": (F, [2])}, ["y"])
+    has = " and ".join(values) or "none"
+    with pytest.raises(GraphError, match=rf"m\.onnx: node 'k' \(Constant\): a Constant holds exactly one of value, "
+                                         rf".*; it has {has}$"):
+        load(model)
+    onnx.save(model, str(tmp_path / "k.onnx"))
+    with pytest.raises(GraphError, match=rf"k\.onnx: node 'k' \(Constant\): .*; it has {has}$"):
+        api.atc(str(tmp_path / "k.onnx"), str(tmp_path / "k"))
+    assert not list(tmp_path.glob("k.om*"))
+
+
 def test_old_opset_is_lifted_to_7_and_a_future_one_rejected(make_model, load):
     model, _ = _conv_relu(make_model, (1, 3, 8, 8), opset=6)
     assert load(model).opset[""] == 7
