@@ -98,7 +98,7 @@ def _compile(onnx_model, settings: CompileSettings, nodes: list[str] | None):
         except GeError:
             pass
         settings.options.applied = {}  # (the options' record is the seeded graph's)
-    return compile(to_graph(onnx_model, shapes, nodes, allow_dynamic=settings.dynamic), settings)
+    return compile(to_graph(onnx_model, shapes, nodes, allow_dynamic=settings.dynamic, warn=not own), settings)
 
 
 def _declared_types_hold(graph, model) -> bool:

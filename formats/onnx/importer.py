@@ -117,13 +117,14 @@ def read_onnx(path, own_check=None) -> OnnxModel:
 
 
 def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, out_nodes: list[str] | None = None,
-             allow_dynamic: bool = False, shapes: bool = True) -> Graph:
+             allow_dynamic: bool = False, shapes: bool = True, warn: bool = True) -> Graph:
     """The model as a ge Graph (the module's steps 3 to 5), leaving `model` as it was, so that it
     can be called again (another --input_shape: a gear). Arguments as load_onnx's; a dim of
     `input_shape` that is None is unknown (a gear's: the compiler gives it each gear's value).
     shapes=False: onnx's inference is skipped, the graph has only its inputs' and initializers'
     shapes: for a plain model (read_onnx's own_check) whose inputs are static (allow_dynamic False:
-    checked above), whose every shape the compiler's own inference gives (core/atc/conversion.py)."""
+    checked above), whose every shape the compiler's own inference gives (core/atc/conversion.py).
+    warn=False: what --input_shape changes is not logged again (a second import of the same model)."""
     g = model.proto.graph
     init_names = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     inputs = []
@@ -131,7 +132,7 @@ def to_graph(model: OnnxModel, input_shape: dict[str, list[int]] | None = None, 
         if vi.name not in init_names:  # a copy: --input_shape rewrites its dims
             inputs.append(ValueInfoProto())
             inputs[-1].CopyFrom(vi)
-    _apply_input_shape(inputs, input_shape or {})
+    _apply_input_shape(inputs, input_shape or {}, warn)
     if not allow_dynamic:
         gear_dims = {k: {i for i, d in enumerate(dims) if d is None} for k, dims in (input_shape or {}).items()}
         _require_static_inputs(inputs, gear_dims)
@@ -675,7 +676,7 @@ def _fmt_shape(dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _apply_input_shape(inputs: list[ValueInfoProto], input_shape: dict[str, list[int]]) -> None:
+def _apply_input_shape(inputs: list[ValueInfoProto], input_shape: dict[str, list[int]], warn: bool = True) -> None:
     by_name = {vi.name: vi for vi in inputs}
     for name, dims in input_shape.items():
         if name not in by_name:
@@ -695,7 +696,7 @@ def _apply_input_shape(inputs: list[ValueInfoProto], input_shape: dict[str, list
                              f"(or -1 to keep the model's dim)")
         changed = [(i, d, n) for i, (d, n) in enumerate(zip(declared or (), dims))
                    if isinstance(d, int) and (n >= 0 and n != d or unknown[i])]
-        if changed:
+        if changed and warn:
             log.warning("--input_shape changes static dim(s) of input '%s' the model declares %s: %s", name,
                         _fmt_shape(declared), ", ".join(f"dim {i} {d} -> {n}" for i, d, n in changed))
         shape = vi.type.tensor_type.shape

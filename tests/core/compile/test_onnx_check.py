@@ -73,6 +73,18 @@ def test_data_dependent_shapes_compile_again_with_onnxs_inference(tmp_path, onnx
     np.testing.assert_array_equal(got[0], ort_run(model, {"x": X})[0])
 
 
+def test_a_second_import_warns_no_more(tmp_path, caplog):
+    """What --input_shape changes is said once, though the model is imported twice (data-dependent)."""
+    model = _model([helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+                    helper.make_node("Cast", ["nz"], ["y"], to=T.FLOAT, name="cast")],
+                   outputs=(("y", T.FLOAT, [2, None]),))
+    x = np.ones((3, 4), np.float32)
+    got = _compile_and_run(model, tmp_path, {"x": x}, input_shape="x:3,4")
+    np.testing.assert_array_equal(got[0], np.float32(np.nonzero(x)))
+    said = [r.getMessage() for r in caplog.records if "--input_shape changes" in r.getMessage()]
+    assert said == ["--input_shape changes static dim(s) of input 'x' the model declares [2, 4]: dim 0 2 -> 3"]
+
+
 def test_dynamic_inputs_gears_and_options_that_read_outputs_keep_onnxs_inference(tmp_path, onnx_calls):
     model = _relu_add()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
