@@ -370,10 +370,17 @@ def _check_model(model: ModelProto, path: str, detached: dict, nbytes: int) -> N
     ios = (*model.graph.input, *model.graph.output)
     untyped = [k for k, o in enumerate(ios) if o.type.WhichOneof("value") is None
                or (o.type.WhichOneof("value") == "tensor_type" and not o.type.tensor_type.HasField("shape"))]
+    # onnxruntime takes a main graph without a name and IR version 1-2 with opset imports (the own check
+    # does too, onnx_check.py): the checker's copy gets a name and IR 3
+    unnamed, old_ir = not model.graph.name, model.ir_version < 3 and bool(model.opset_import)
     checked = model
-    if detached or untyped:  # a copy to edit (small: the detached weights' bytes are not in the proto)
+    if detached or untyped or unnamed or old_ir:  # a copy to edit (small: the detached weights' bytes are not in it)
         checked = ModelProto()
         checked.CopyFrom(model)
+    if unnamed:
+        checked.graph.name = "graph"
+    if old_ir:
+        checked.ir_version = 3
     # Graph inputs and outputs without a type or shape are legal for onnxruntime (and common in
     # hand-built models) but the checker rejects them; ge infers outputs anyway and --input_shape
     # gives inputs their shape, so they get a placeholder for the check only.

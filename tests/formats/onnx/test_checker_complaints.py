@@ -55,6 +55,13 @@ ACCEPTED = {
     "an output declared with another shape (full check)": (
         lambda m: m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", T.FLOAT, [3, 5])), "Inferred shape"),
     "a sparse initializer (full check)": (_sparse_weights, "sparse_tensor"),
+    "a main graph without a name": (lambda m: setattr(m.graph, "name", ""), "Field 'name' of 'graph' is required"),
+    "IR version 2 with opset imports": (lambda m: setattr(m, "ir_version", 2), "IR version < 3"),
+    # the same where onnx's checker checks the model (not plain: a sparse initializer)
+    "a main graph without a name, checked by onnx": (
+        lambda m: (_sparse_weights(m), setattr(m.graph, "name", "")), "Field 'name' of 'graph' is required"),
+    "IR version 2 with opset imports, checked by onnx": (
+        lambda m: (_sparse_weights(m), setattr(m, "ir_version", 2)), "IR version < 3"),
 }
 
 
