@@ -14,8 +14,10 @@ model as it was). `load_onnx` is both. What happens, in order, and why:
    same values is kept once (with other values it is refused: onnxruntime silently takes the last);
    initializers missing from the inputs of an IR < 4 model are constants; nodes spelling the default
    domain "ai.onnx" are the default domain's; inputs and outputs without a shape are checked with a
-   placeholder (--input_shape gives inputs theirs); a graph input whose initializer has another
-   element type is refused (onnxruntime refuses it; the checker does not look). Then onnx's checker
+   placeholder (--input_shape gives inputs theirs), a main graph without a name as a named one, an
+   IR 1-2 model with opset imports as IR 3; a graph input whose initializer has another
+   element type is refused (onnxruntime refuses it; the checker does not look), and a Constant
+   without exactly one value attribute (onnxruntime refuses it too). Then onnx's checker
    runs on the proto with the big plain raw initializers as typed inputs (a model of kilobytes; the
    checker's tensor checks pass them whatever their bytes), or on the file when the proto would
    exceed 2 GB, and refuses the rest: attributes of the wrong type, unknown attributes, an IR
