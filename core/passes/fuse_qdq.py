@@ -10,9 +10,12 @@ values (the QOperator form), whose kernel accumulates in int32 and requantizes a
 - DQ(a) + DQ(w) [+ DQ(bias)] -> Gemm (alpha 1, beta 1, transA 0) -> Q      =>  com.microsoft QGemm
 - DQ(a) + DQ(b) -> Add -> Q                                                 =>  com.microsoft QLinearAdd
 - DQ(x) -> GlobalAveragePool -> Q                                           =>  com.microsoft QLinearGlobalAveragePool
-- DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze/MaxPool -> Q, same scale and zero point  =>  that op on x itself
+- DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze/Transpose/MaxPool -> Q, same scale and zero point  =>  that op on x
 and quantize_dynamic's MatMulInteger(a, w) -> Cast(float) -> Mul(Mul(a_scale, w_scale)) [-> Add(bias)]
-becomes one com.microsoft MatMulIntegerToFloat (the product scaled to float32 as it stores).
+becomes one com.microsoft MatMulIntegerToFloat (the product scaled to float32 as it stores). Then, what
+is left between float ops (an attention's scores and probabilities, an activation's pieces):
+- Q(x) -> DQ, same scale and zero point, Q read by that DQ only                  =>  ge QuantizeDequantize
+the same values in one pass over the tensor (the two ops took two and a byte tensor).
 
 Conditions: weights, scales and zero points are initializers; activations have one scale and zero
 point (weights may have one per output channel: axis 0 of Conv's or transB Gemm's W, the last axis
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.fused import GE_DOMAIN
 from ..model.ir import Graph, Node
 from ._fusion import Matcher
 
@@ -31,12 +35,13 @@ MS = "com.microsoft"
 Q8 = (np.dtype(np.uint8), np.dtype(np.int8))
 #: ops that commute with quantization at equal input and output parameters (moving values, or MaxPool's
 #: order-preserving choice): DQ -> op -> Q is the op on the 8-bit tensor
-RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "MaxPool")
+RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "MaxPool")
 
 
 def fuse_qdq(graph: Graph, stats: dict | None = None) -> Graph:
     m = QdqMatcher(graph)
-    counts = {"conv": 0, "matmul": 0, "gemm": 0, "add": 0, "pool": 0, "reshape": 0, "dynamic_matmul": 0}
+    counts = {"conv": 0, "matmul": 0, "gemm": 0, "add": 0, "pool": 0, "reshape": 0, "dynamic_matmul": 0,
+              "round_trip": 0}
     # every pattern ends in a QuantizeLinear (m.q) but the MatMulInteger one: a float model has neither
     anchored = any(n.op_type in ("QuantizeLinear", "MatMulInteger") and n.domain == "" for n in graph.nodes)
     for node in list(graph.nodes) if anchored else ():
@@ -47,6 +52,10 @@ def fuse_qdq(graph: Graph, stats: dict | None = None) -> Graph:
         if key and _FUSERS[key](m, node):
             counts[key] += 1
     m.commit()
+    if anchored:  # after the fusions above, which read the DequantizeLinears a round trip would take
+        m = QdqMatcher(graph)
+        counts["round_trip"] = sum(_fuse_round_trip(m, n) for n in list(graph.nodes) if n.op_type == "QuantizeLinear")
+        m.commit()
     if any(counts[k] for k in ("gemm", "add", "pool", "dynamic_matmul")):
         graph.opset.setdefault(MS, 1)
     if stats is not None:
@@ -192,6 +201,28 @@ def _fuse_reshape(m: QdqMatcher, r: Node) -> bool:
         return False
     m.replace([r, q], Node(r.op_type, [x_dq.inputs[0]] + list(r.inputs[1:]), [q.outputs[0]], dict(r.attrs),
                            name=r.name, domain=""))
+    return True
+
+
+def _fuse_round_trip(m: QdqMatcher, q: Node) -> bool:
+    """Q(x) -> DQ with the same scale and zero point, the DQ Q's only reader => ge QuantizeDequantize."""
+    if q.domain != "" or len(q.inputs) < 3 or int(q.attrs.get("block_size", 0) or 0) \
+            or int(q.attrs.get("output_dtype", 0) or 0):
+        return False
+    dq = m.sole_consumer(q)
+    if dq is None or dq.op_type != "DequantizeLinear" or dq.domain != "" or len(dq.inputs) < 3 \
+            or dq.inputs[0] != q.outputs[0]:
+        return False
+    s, z = m.init(q.inputs[1]), m.init(q.inputs[2])
+    if s is None or z is None or s.dtype != np.float32 or s.size != 1 or z.dtype not in Q8 or z.size != 1 \
+            or int(dq.attrs.get("block_size", 0) or 0) or int(dq.attrs.get("output_dtype", 0) or 0) not in (0, 1):
+        return False
+    if list(dq.inputs[1:3]) != list(q.inputs[1:3]) and not all(
+            m.init(dq.inputs[i]) is not None and m.init(dq.inputs[i]).dtype == m.init(q.inputs[i]).dtype
+            and np.array_equal(m.init(dq.inputs[i]), m.init(q.inputs[i])) for i in (1, 2)):
+        return False
+    m.replace([q, dq], Node("QuantizeDequantize", list(q.inputs[:3]), [dq.outputs[0]], {}, name=q.name,
+                            domain=GE_DOMAIN))
     return True
 
 

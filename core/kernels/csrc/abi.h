@@ -327,6 +327,18 @@ typedef struct {
     int32_t lo, hi, is_signed, threads;
 } QAdd;
 
+/* QuantizeLinear, DequantizeLinear or both in turn, per tensor, float32 <-> int8 or uint8 (qgemm.c): x and
+   y of n elements each, C-contiguous; lo, hi the 8-bit type's range; items of QR_CHUNK elements */
+enum { QR_QUANTIZE, QR_DEQUANTIZE, QR_ROUND_TRIP };
+#define QR_CHUNK 16384
+typedef struct {
+    const void *x;
+    void *y;
+    int64_t n;
+    float scale, zp;
+    int32_t lo, hi, is_signed, mode, threads;
+} QuantizeRun;
+
 /* RNN, GRU and LSTM's recurrence (recurrent.c), float32, default activations: one direction's operands.
    xw: the input projection (X W^T + Wb + Rb; GRU linear_before_reset: + Wb only in the h~ gate) of
    step t, batch item b at xw + t * x_step + b * x_batch (Recurrent's strides), gates in ONNX's order;
@@ -508,7 +520,7 @@ int32_t ge_qdepthwise_path(const QDepthwise *d);
 void ge_qdepthwise(const QDepthwise *d);
 void ge_qadd(const QAdd *q);
 void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out, uint8_t *zp_out);
-void ge_quantize(const float *x, int64_t n, float scale, float zp, int32_t lo, int32_t hi, uint8_t *y);
+void ge_quantize_run(const QuantizeRun *q);
 const AbiEntry *ge_abi_layout(void);
 const char *ge_level(void);
 const char *ge_isa(void);

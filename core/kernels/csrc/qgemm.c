@@ -2958,20 +2958,50 @@ void ge_dynamic_quantize(const float *x, int64_t n, uint8_t *y, float *scale_out
     if (zp_out) *zp_out = (uint8_t)z;
 }
 
-/* QuantizeLinear per tensor, float32 to 8 bits in the numpy plan's float32 steps:
-   y = clamp(rint(x / scale) + zp, lo, hi). One thread, as DynamicQuantizeLinear. */
-void ge_quantize(const float *x, int64_t n, float scale, float zp, int32_t lo, int32_t hi, uint8_t *y) {
-    vec vs = (vec){0} + scale, vz = (vec){0} + zp;
-    float flo = (float)lo, fhi = (float)hi;
-    int64_t i = 0;
-    for (; i + VL <= n; i += VL)
-        store_bytes(y + i, __builtin_convertvector(vclamp(vrint(vload(x + i) / vs) + vz, flo, fhi), ivec));
-    for (; i < n; i++) {
-        float v = __builtin_rintf(x[i] / scale) + zp;
-        v = v < flo ? flo : v;
-        v = v > fhi ? fhi : v;
-        y[i] = (uint8_t)(int32_t)v;
+/* ---- QuantizeLinear and DequantizeLinear per tensor ---------------------------------------------- */
+
+/* The numpy plans' float32 steps, so that the results are theirs bit for bit: QR_QUANTIZE float32 x to
+   8 bits, y = clamp(rint(x / scale) + zp, lo, hi) stored as the low byte of its int32 conversion;
+   QR_DEQUANTIZE 8 bits to float32, y = (x - zp) * scale; QR_ROUND_TRIP float32 to float32, the one then
+   the other (a QuantizeLinear read only by DequantizeLinears of its scale and zero point), the 8-bit
+   value kept in a register: one pass over the tensor where there were two and a byte tensor. */
+static inline int32_t quantize_one(float x, const QuantizeRun *q) {
+    float v = __builtin_rintf(x / q->scale) + q->zp;
+    v = v < (float)q->lo ? (float)q->lo : v;
+    v = v > (float)q->hi ? (float)q->hi : v;
+    int32_t b = (int32_t)v;
+    return q->is_signed ? (int32_t)(int8_t)b : (int32_t)(uint8_t)b;  /* (the byte stored, read back) */
+}
+
+static void quantize_item(void *ctx, int64_t item, int slot) {
+    (void)slot;
+    const QuantizeRun *q = ctx;
+    int64_t i = item * QR_CHUNK, i1 = i + QR_CHUNK < q->n ? i + QR_CHUNK : q->n;
+    const vec vs = (vec){0} + q->scale, vz = (vec){0} + q->zp;
+    const float lo = (float)q->lo, hi = (float)q->hi;
+    const float *xf = q->x;
+    const uint8_t *xb = q->x;
+    float *yf = q->y;
+    uint8_t *yb = q->y;
+    if (q->mode == QR_QUANTIZE) {
+        for (; i + VL <= i1; i += VL)
+            store_bytes(yb + i, __builtin_convertvector(vclamp(vrint(vload(xf + i) / vs) + vz, lo, hi), ivec));
+        for (; i < i1; i++) yb[i] = (uint8_t)quantize_one(xf[i], q);
+    } else if (q->mode == QR_DEQUANTIZE) {
+        for (; i + VL <= i1; i += VL) vstore(yf + i, (load_bytes(xb + i, q->is_signed) - vz) * vs);
+        for (; i < i1; i++) yf[i] = ((q->is_signed ? (float)(int8_t)xb[i] : (float)xb[i]) - q->zp) * q->scale;
+    } else {
+        for (; i + VL <= i1; i += VL) {
+            ivec b = __builtin_convertvector(vclamp(vrint(vload(xf + i) / vs) + vz, lo, hi), ivec);
+            b = q->is_signed ? (b << 24) >> 24 : b & 0xFF;
+            vstore(yf + i, (__builtin_convertvector(b, vec) - vz) * vs);
+        }
+        for (; i < i1; i++) yf[i] = ((float)quantize_one(xf[i], q) - q->zp) * q->scale;
     }
+}
+
+void ge_quantize_run(const QuantizeRun *q) {
+    pool_run(quantize_item, (void *)q, (q->n + QR_CHUNK - 1) / QR_CHUNK, q->threads);
 }
 
 void ge_qadd(const QAdd *q) { pool_run(qadd_item, (void *)q, (q->n + 16383) / 16384, q->threads); }

@@ -4,6 +4,7 @@ constants (enums and #defines), the argument structs as ctypes classes and every
 import ctypes
 
 EW_ROUND = 0x100
+QR_CHUNK = 0x4000
 ACT_NONE = 0
 ACT_CLAMP = 1
 ACT_GELU = 2
@@ -57,6 +58,9 @@ QOUT_U8 = 2
 QOUT_S8 = 3
 QPATH_BYTES = 0
 QPATH_PAIRS = 1
+QR_QUANTIZE = 0
+QR_DEQUANTIZE = 1
+QR_ROUND_TRIP = 2
 REC_RNN = 0
 REC_GRU = 1
 REC_LSTM = 2
@@ -449,6 +453,21 @@ class QAdd(ctypes.Structure):
     ]
 
 
+class QuantizeRun(ctypes.Structure):
+    _fields_ = [
+        ('x', ctypes.c_void_p),
+        ('y', ctypes.c_void_p),
+        ('n', ctypes.c_int64),
+        ('scale', ctypes.c_float),
+        ('zp', ctypes.c_float),
+        ('lo', ctypes.c_int32),
+        ('hi', ctypes.c_int32),
+        ('is_signed', ctypes.c_int32),
+        ('mode', ctypes.c_int32),
+        ('threads', ctypes.c_int32),
+    ]
+
+
 class RecurrentDirection(ctypes.Structure):
     _fields_ = [
         ('xw', ctypes.c_void_p),
@@ -611,11 +630,11 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, Compare, StepCopy, StepLoop, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, Compare, StepCopy, StepLoop, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, QuantizeRun, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)
-CONSTANTS = ('EW_ROUND', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'CMP_LT', 'CMP_LE', 'CMP_GT', 'CMP_GE', 'CMP_EQ', 'NMS_NO_ROOM', 'NMS_BAD_IOU', 'NMS_NO_MEMORY', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'REC_RNN', 'REC_GRU', 'REC_LSTM', 'QDW_TAPS', 'QDW_COLUMN_PAIRS', 'QDW_ROW_PAIRS', 'QDW_FLOAT',)
+CONSTANTS = ('EW_ROUND', 'QR_CHUNK', 'ACT_NONE', 'ACT_CLAMP', 'ACT_GELU', 'ACT_HARDSIGMOID', 'ACT_HARDSWISH', 'ACT_SIGMOID', 'ACT_SWISH', 'ACT_LEAKY_RELU', 'ACT_GELU_TANH', 'ACT_TANH', 'HALF_A', 'HALF_B', 'HALF_C', 'HALF_BIAS', 'CMP_LT', 'CMP_LE', 'CMP_GT', 'CMP_GE', 'CMP_EQ', 'NMS_NO_ROOM', 'NMS_BAD_IOU', 'NMS_NO_MEMORY', 'ROWS_LAYER_NORM', 'ROWS_SOFTMAX', 'ROWS_RMS_NORM', 'EW_ADD', 'EW_SUB', 'EW_MUL', 'EW_DIV', 'EW_MAX', 'EW_MIN', 'EW_NEG', 'EW_ABS', 'EW_SQRT', 'EW_RECIP', 'EW_ADDC', 'EW_MULC', 'EW_MAXC', 'EW_MINC', 'EW_ERF', 'EW_SIGMOID', 'EW_NUM_OPS', 'EW_F32', 'EW_F64', 'EW_I32', 'EW_I64', 'EW_F16', 'QOUT_I32', 'QOUT_F32', 'QOUT_U8', 'QOUT_S8', 'QPATH_BYTES', 'QPATH_PAIRS', 'QR_QUANTIZE', 'QR_DEQUANTIZE', 'QR_ROUND_TRIP', 'REC_RNN', 'REC_GRU', 'REC_LSTM', 'QDW_TAPS', 'QDW_COLUMN_PAIRS', 'QDW_ROW_PAIRS', 'QDW_FLOAT',)
 
 #: name -> (argtypes, restype) of every function the library exports
 SIGNATURES = {
@@ -690,7 +709,7 @@ SIGNATURES = {
     'ge_qdepthwise': ([ctypes.c_void_p], None),
     'ge_qadd': ([ctypes.c_void_p], None),
     'ge_dynamic_quantize': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p], None),
-    'ge_quantize': ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p], None),
+    'ge_quantize_run': ([ctypes.c_void_p], None),
     'ge_abi_layout': ([], ctypes.POINTER(AbiEntry)),
     'ge_level': ([], ctypes.c_char_p),
     'ge_isa': ([], ctypes.c_char_p),

@@ -18,8 +18,8 @@ import numpy as np
 from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_F64, EW_I32, EW_I64, EW_ROUND, HALF_A, HALF_B,
                   HALF_BIAS, HALF_C, SIGNATURES, Activation, CallBatch, Compare, ConvDirect, ConvTransposeArgs, ConvNchwc,
                   Depthwise, DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
-                  NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QOUT_S8, QOUT_U8, QPATH_BYTES, ROWS_LAYER_NORM,
-                  ConcatBlocks, GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
+                  NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QOUT_S8, QOUT_U8, QPATH_BYTES, QuantizeRun,
+                  ROWS_LAYER_NORM, ConcatBlocks, GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
 from ...host_pages import HUGE, mapped_bytes
 from ...model.record import record
 from .calls import PreparedCall, threads
@@ -623,9 +623,12 @@ class Native:
         return functools.partial(self.lib.ge_dynamic_quantize, x.ctypes.data, x.size, y.ctypes.data, _addr(scale),
                                  _addr(zp))
 
-    def quantize(self, x: np.ndarray, y: np.ndarray, scale: float, zp: float, lo: int, hi: int) -> None:
-        """QuantizeLinear per tensor of a C-contiguous float32 x into y (int8 or uint8, C-contiguous)."""
-        self.lib.ge_quantize(x.ctypes.data, x.size, scale, zp, lo, hi, y.ctypes.data)
+    def quantize_call(self, mode: int, x: np.ndarray, y: np.ndarray, scale: float, zp: float, lo: int, hi: int,
+                      is_signed: bool) -> PreparedCall:
+        """QuantizeLinear (QR_QUANTIZE, float32 x to int8 or uint8 y), DequantizeLinear (QR_DEQUANTIZE) or
+        both in turn (QR_ROUND_TRIP, float32 to float32), per tensor; x and y C-contiguous, of one size."""
+        args = QuantizeRun(x.ctypes.data, y.ctypes.data, y.size, scale, zp, lo, hi, int(is_signed), mode, threads())
+        return PreparedCall(self.lib.ge_quantize_run, args, (x, y))
 
     def gemm(self, m, n, k, c, ldc, **operands) -> None:
         """One call (see call())."""

@@ -25,7 +25,8 @@ from ..dtypes import QRANGE, SMALL, SMALL_FLOATS, cast_to
 from ..planned import PlannedKernel, Scratch
 from .int8_native import NativeIntConv, qout, requant_kind
 from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
-from ..native import QOUT_I32, CallCache
+from ..fused import GE_DOMAIN
+from ..native import QOUT_I32, QR_DEQUANTIZE, QR_QUANTIZE, QR_ROUND_TRIP, CallCache
 from ..registry import lookup, register
 
 F32 = np.dtype(np.float32)
@@ -174,11 +175,14 @@ class QuantizeLinear(PlannedKernel):
         self.native = self.backend.lib is not None and xm.dtype == np.float32 and dt in (np.int8, np.uint8) \
             and self.s is not None and self.s.size == 1 and (zm is None or self.z is not None and self.z.size == 1)
         if self.native:
-            self.scalars = (float(self.s.reshape(-1)[0]), 0.0 if self.z is None else float(self.z.reshape(-1)[0]))
+            self.scalars = (float(self.s.reshape(-1)[0]), 0.0 if self.z is None else float(self.z.reshape(-1)[0]),
+                            int(self.lo), int(self.hi), dt == np.int8)
+            self.calls = CallCache()
 
     def run(self, xs, ys, ws):
         if self.native and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
-            return self.backend.lib.quantize(xs[0], ys[0], *self.scalars, int(self.lo), int(self.hi))
+            return self.calls.get((xs[0], ys[0]), lambda: self.backend.lib.quantize_call(
+                QR_QUANTIZE, xs[0], ys[0], *self.scalars)).run()
         v = self.views(ws)
         t = v["t"]
         s = self.s if self.s is not None else self.ps.expand(xs[1], v.get("s"))
@@ -229,8 +233,19 @@ class DequantizeLinear(PlannedKernel):
         small = np.dtype(xm.dtype).name in SMALL
         zt = F32 if small or xm.dtype.kind == "f" else np.int32
         self.z = None if z is None or zm is None else self.pz.expand(np.asarray(z).astype(zt))
+        # per tensor, constant, 8 bits to float32: the same float32 steps in one pass
+        self.native = self.backend.lib is not None and xm.dtype in (np.int8, np.uint8) and dt == F32 \
+            and self.s is not None and self.s.size == 1 and (zm is None or self.z is not None and self.z.size == 1)
+        if self.native:
+            lo, hi = QRANGE[xm.dtype]
+            self.scalars = (float(self.s.reshape(-1)[0]), 0.0 if self.z is None else float(self.z.reshape(-1)[0]),
+                            int(lo), int(hi), xm.dtype == np.int8)
+            self.calls = CallCache()
 
     def run(self, xs, ys, ws):
+        if self.native and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
+            return self.calls.get((xs[0], ys[0]), lambda: self.backend.lib.quantize_call(
+                QR_DEQUANTIZE, xs[0], ys[0], *self.scalars)).run()
         v = self.views(ws)
         t = v.get("t", ys[0])
         x = xs[0] if xs[0].dtype.kind in "iub" or xs[0].dtype == F32 else xs[0].astype(F32)  # (small types)
@@ -243,6 +258,40 @@ class DequantizeLinear(PlannedKernel):
         np.multiply(t, s, out=t, dtype=F32)
         if t is not ys[0]:
             np.copyto(ys[0], t, casting="unsafe")
+
+
+@register("QuantizeDequantize", since=1, domain=GE_DOMAIN)
+class QuantizeDequantize(PlannedKernel):
+    """ge::QuantizeDequantize(x, scale, zero_point): DequantizeLinear(QuantizeLinear(x, scale, zero_point),
+    scale, zero_point), what passes/fuse_qdq.py makes of a QuantizeLinear read only by a DequantizeLinear of
+    its scale and zero point (a QDQ model's activations between float ops: an attention's scores and
+    probabilities). The same values; natively (float32 x, per tensor, 8 bits) one pass over the tensor,
+    the 8-bit value kept in a register, where the two ops took two passes and a byte tensor."""
+
+    def prepare(self):
+        xs = self.inputs[:3]
+        self.q = QuantizeLinear({}, xs, self.consts[:3], opset=self.opset, name=self.name, backend=self.backend)
+        qm = self.q.out_metas[0]
+        self.dq = DequantizeLinear({}, [qm, *xs[1:]], [None, *self.consts[1:3]], opset=self.opset, name=self.name,
+                                   backend=self.backend)
+        self.out_metas = list(self.dq.out_metas)
+        self.native = self.q.native and self.dq.native
+        self.scratch = Scratch()
+        if not self.native:  # the two ops' numpy plans, the byte tensor between them
+            self.scratch.add("q", qm.shape, qm.dtype)
+            self.scratch.add("q_ws", (self.q.workspace_nbytes(),), np.uint8)
+            self.scratch.add("dq_ws", (self.dq.workspace_nbytes(),), np.uint8)
+        self.calls = CallCache()
+
+    def run(self, xs, ys, ws):
+        if self.native and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
+            return self.calls.get((xs[0], ys[0]), lambda: self.backend.lib.quantize_call(
+                QR_ROUND_TRIP, xs[0], ys[0], *self.q.scalars)).run()
+        if self.native:  # (strided views: a scratch the plan did not make)
+            return self.dq.run([self.q.compute(*xs[:3])[0], *xs[1:3]], ys, None)
+        v = self.views(ws)
+        self.q.run(xs[:3], [v["q"]], v["q_ws"])
+        self.dq.run([v["q"], *xs[1:3]], ys, v["dq_ws"])
 
 
 @register("DynamicQuantizeLinear", since=11)

@@ -5,6 +5,7 @@ from ge.core.model.errors import GraphError
 from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
 
+from .conftest import run_onnxruntime
 from .int8_reference import reference
 
 pytestmark = pytest.mark.usefixtures("native_and_numpy")  # every kernel on both plans
@@ -162,6 +163,28 @@ def test_dequantize_errors():
           name="d", opset=13)
     with pytest.raises(GraphError, match=r"input 0 'x' is float32; DequantizeLinear-13 takes T in \{int8, int32, uint8\}"):
         k({}, [Meta(np.dtype(np.float32), (2,)), Meta(np.dtype(np.float32), ())], name="d", opset=13)
+
+# -- QuantizeDequantize (ge's: fuse_qdq's QuantizeLinear -> DequantizeLinear) -------------------------
+
+@pytest.mark.parametrize("ydt", [np.uint8, np.int8])
+@pytest.mark.parametrize("n", [37, 2 * 16384 + 21])  # a vector tail; several items of QR_CHUNK and a tail
+def test_quantize_dequantize_is_the_two_ops(ydt, n):
+    """The same values as onnxruntime's QuantizeLinear then DequantizeLinear: ties to even, both ends
+    saturated, the zero point's step."""
+    s, z = np.array(0.05, np.float32), zp((), ydt)
+    x = with_ties((rng.standard_normal(n) * 8).astype(np.float32), s)
+    x[-3:] = [1e9, -1e9, np.float32(z) * s]
+    q = run_onnxruntime("QuantizeLinear", {"x": x, "s": s, "z": z}, {}, 1, 17, ("s", "z"))[0]
+    want = run_onnxruntime("DequantizeLinear", {"q": q, "s": s, "z": z}, {}, 1, 17, ("s", "z"))[0]
+    metas = [Meta(a.dtype, a.shape) for a in (x, s, z)]
+    kernel = lookup("QuantizeDequantize", "ge", 17)({}, metas, [None, s, z], opset=17, name="n0")
+    assert [(m.dtype, m.shape) for m in kernel.infer()] == [(np.dtype(np.float32), x.shape)]
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    y = np.full(x.shape, 77, np.float32)
+    kernel.load().run([x, s, z], [y], ws)
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(kernel.compute(x, s, z)[0], want)
+
 
 
 # -- DynamicQuantizeLinear ----------------------------------------------------------------------------
