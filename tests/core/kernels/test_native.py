@@ -62,6 +62,23 @@ def test_raw_a_rows_in_place(m, k, lda, threads):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b + bias, **TOL)
 
 
+@pytest.mark.parametrize("m,k,n,lda", [(100, 700, 40, 700), (100, 1500, 64, 1500), (100, 1500, 300, 1500),
+                                        (29, 1500, 40, 1500), (100, 4097, 40, 4097), (100, 1024, 40, 2048)])
+def test_batch_of_products_reads_long_rows_of_a_in_place(m, k, n, lda):
+    """Attention's P V over long sequences: two products of activations, B gathered and packed whole, A's
+    rows read in place for any K up to IN_PLACE_K in one block (a tail block of rows packed), packed past
+    it or where its rows are 4 KB apart; beside numpy."""
+    a = rng.standard_normal((2, m, lda), np.float32)
+    b = rng.standard_normal((2, k, n), np.float32) / np.float32(np.sqrt(k))
+    c = np.full((2, m, n), np.nan, np.float32)
+    offsets = {"a": np.array([0, m * lda], np.int64), "b": np.array([0, k * n], np.int64),
+               "c": np.array([0, m * n], np.int64)}
+    ws = np.empty(nat.batch_workspace_nbytes(m, n, k), np.uint8)
+    nat.batch_call(m, n, k, offsets, ws=ws, a=a, lda=lda, b=b, koff=np.arange(k, dtype=np.int64) * n,
+                   noff=np.arange(n, dtype=np.int64), c=c, ldc=n).run()
+    np.testing.assert_allclose(c, a[:, :, :k].astype(np.float64) @ b, **TOL)
+
+
 @pytest.mark.parametrize("threads", [1, 64])
 @pytest.mark.parametrize("m,k,n", SHAPES)
 def test_packed_a_gathered_b(m, k, n, threads):
