@@ -15,7 +15,9 @@ and quantize_dynamic's MatMulInteger(a, w) -> Cast(float) -> Mul(Mul(a_scale, w_
 becomes one com.microsoft MatMulIntegerToFloat (the product scaled to float32 as it stores). Then, what
 is left between float ops (an attention's scores and probabilities, an activation's pieces):
 - Q(x) -> DQ, same scale and zero point, Q read by that DQ only                  =>  ge QuantizeDequantize
-the same values in one pass over the tensor (the two ops took two and a byte tensor).
+the same values in one pass over the tensor (the two ops took two and a byte tensor), and
+- QuantizeDequantize -> Softmax -> QuantizeDequantize, each read by the next only     =>  ge SoftmaxQdq
+an attention's probabilities, whose softmax reads and stores through the round trips (no pass of its own).
 
 Conditions: weights, scales and zero points are initializers; activations have one scale and zero
 point (weights may have one per output channel: axis 0 of Conv's or transB Gemm's W, the last axis
@@ -41,7 +43,7 @@ RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "MaxPool"
 def fuse_qdq(graph: Graph, stats: dict | None = None) -> Graph:
     m = QdqMatcher(graph)
     counts = {"conv": 0, "matmul": 0, "gemm": 0, "add": 0, "pool": 0, "reshape": 0, "dynamic_matmul": 0,
-              "round_trip": 0}
+              "round_trip": 0, "softmax": 0}
     # every pattern ends in a QuantizeLinear (m.q) but the MatMulInteger one: a float model has neither
     anchored = any(n.op_type in ("QuantizeLinear", "MatMulInteger") and n.domain == "" for n in graph.nodes)
     for node in list(graph.nodes) if anchored else ():
@@ -55,6 +57,9 @@ def fuse_qdq(graph: Graph, stats: dict | None = None) -> Graph:
     if anchored:  # after the fusions above, which read the DequantizeLinears a round trip would take
         m = QdqMatcher(graph)
         counts["round_trip"] = sum(_fuse_round_trip(m, n) for n in list(graph.nodes) if n.op_type == "QuantizeLinear")
+        m.commit()
+        m = QdqMatcher(graph)
+        counts["softmax"] = sum(_fuse_softmax(m, n) for n in list(graph.nodes) if n.op_type == "Softmax")
         m.commit()
     if any(counts[k] for k in ("gemm", "add", "pool", "dynamic_matmul")):
         graph.opset.setdefault(MS, 1)
@@ -223,6 +228,21 @@ def _fuse_round_trip(m: QdqMatcher, q: Node) -> bool:
         return False
     m.replace([q, dq], Node("QuantizeDequantize", list(q.inputs[:3]), [dq.outputs[0]], {}, name=q.name,
                             domain=GE_DOMAIN))
+    return True
+
+
+def _fuse_softmax(m: QdqMatcher, softmax: Node) -> bool:
+    """QuantizeDequantize -> Softmax -> QuantizeDequantize, each read by the next alone => ge SoftmaxQdq."""
+    if softmax.domain != "" or len(softmax.inputs) != 1 or len(softmax.outputs) != 1:
+        return False
+    x = softmax.inputs[0]
+    before = m.producers.get(x) if m.internal(x) and m.consumers.get(x) == [softmax] else None
+    after = m.sole_consumer(softmax)
+    if before is None or before.op_type != "QuantizeDequantize" or before.domain != GE_DOMAIN or after is None \
+            or after.op_type != "QuantizeDequantize" or after.domain != GE_DOMAIN:
+        return False
+    m.replace([before, softmax, after], Node("SoftmaxQdq", [*before.inputs[:3], *after.inputs[1:3]], [after.outputs[0]],
+                                             dict(softmax.attrs), name=softmax.name, domain=GE_DOMAIN))
     return True
 
 

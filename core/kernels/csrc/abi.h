@@ -213,6 +213,13 @@ typedef struct {
     int32_t center;
 } Nms;
 
+/* A QuantizeLinear then DequantizeLinear of float32 values, per tensor (simd.h's vround_trip): none
+   where `on` is 0; lo, hi the 8-bit type's range */
+typedef struct {
+    float scale, zp;
+    int32_t on, lo, hi, is_signed;
+} RoundTrip;
+
 /* LayerNormalization, Softmax or RMSNormalization over rows of `cols` floats (rows.c):
    ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale + bias; ROWS_SOFTMAX;
    ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (bias unused) */
@@ -225,6 +232,8 @@ typedef struct {
     int32_t kind;  /* ROWS_* */
     int32_t threads;
     int32_t half;  /* x and y are float16 (scale and bias float32) */
+    RoundTrip x_trip, y_trip;  /* ROWS_SOFTMAX, float32: x read through x_trip, y stored through y_trip (QDQ
+                                  models: a QuantizeDequantize on either side of the softmax) */
 } Rows;
 
 /* A chain of elementwise ops evaluated block by block in registers (eltwise.c, kernels/fused_elementwise.py):

@@ -2824,19 +2824,6 @@ void ge_qdepthwise(const QDepthwise *d) {
 
 /* ---- QLinearAdd -------------------------------------------------------------------------------- */
 
-/* half to even, lane by lane (this and the byte loads and stores always inlined: the quantizers below,
-   compiled after this region with other options, called them once per vector) */
-static inline __attribute__((always_inline)) vec vrint(vec v) {
-#if defined(__AVX512F__)
-    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#elif defined(__AVX__)
-    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#else
-    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
-    return v;
-#endif
-}
-
 /* VL bytes from p as float32 (int8 or uint8); widened by one instruction where there is one (GCC
    splits the generic conversion of a byte vector into scalar moves) */
 static inline __attribute__((always_inline)) vec load_bytes(const uint8_t *p, int is_signed) {
@@ -2991,11 +2978,7 @@ static void quantize_item(void *ctx, int64_t item, int slot) {
         for (; i + VL <= i1; i += VL) vstore(yf + i, (load_bytes(xb + i, q->is_signed) - vz) * vs);
         for (; i < i1; i++) yf[i] = ((q->is_signed ? (float)(int8_t)xb[i] : (float)xb[i]) - q->zp) * q->scale;
     } else {
-        for (; i + VL <= i1; i += VL) {
-            ivec b = __builtin_convertvector(vclamp(vrint(vload(xf + i) / vs) + vz, lo, hi), ivec);
-            b = q->is_signed ? (b << 24) >> 24 : b & 0xFF;
-            vstore(yf + i, (__builtin_convertvector(b, vec) - vz) * vs);
-        }
+        for (; i + VL <= i1; i += VL) vstore(yf + i, vround_trip(vload(xf + i), vs, vz, lo, hi, q->is_signed));
         for (; i < i1; i++) yf[i] = ((float)quantize_one(xf[i], q) - q->zp) * q->scale;
     }
 }

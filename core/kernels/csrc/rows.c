@@ -109,25 +109,38 @@ static inline int any_lane(ivec v) {
 /* Softmax over R rows at once (R a constant: 1, or 2 for a pair of rows), each row's steps in its own
    order (the same bytes as one at a time): the row's passes are chains of dependent steps (the maximum,
    the sum, then 1 / sum), and two rows' chains side by side keep the vector units busy where one row's
-   would wait (BERT-small's attention, [1, 8, 128, 128]: 8% faster at v3, one thread) */
+   would wait (BERT-small's attention, [1, 8, 128, 128]: 8% faster at v3, one thread). TRIP (a constant):
+   x is read through r->x_trip and y stored through r->y_trip where they are on (a QDQ model's
+   QuantizeDequantize before and after the softmax, in registers: each was a pass over the tensor) */
+static inline __attribute__((always_inline)) vec trip(vec v, const RoundTrip *t) {
+    return vround_trip(v, (vec){0} + t->scale, (vec){0} + t->zp, (float)t->lo, (float)t->hi, t->is_signed);
+}
+#define X_IN(v) (TRIP && r->x_trip.on ? trip((v), &r->x_trip) : (v))
+#define Y_OUT(v) (TRIP && r->y_trip.on ? trip((v), &r->y_trip) : (v))
+
 static inline __attribute__((always_inline)) void softmax_rows(const Rows *r, const float *const *xs, float *const *ys,
-                                                               const int R) {
+                                                               const int R, const int TRIP) {
     int64_t n = r->cols, j;
     int tail = (int)(n % VL);
     int64_t body = n - tail;
     ivec in_row = lanes_below(tail);
     float m[2], inv[2];
+    const int KEPT = TRIP && r->x_trip.on;
     /* the row maximum (two chains of compare-and-blend; NaNs apart): a NaN anywhere makes it NaN,
        as np.max */
     vec vm[2], vm2[2];
     ivec nan[2];
     for (int k = 0; k < R; k++) {
-        vm[k] = vm2[k] = (vec){0} + xs[k][0];
+        vm[k] = vm2[k] = X_IN((vec){0} + xs[k][0]);
         nan[k] = (ivec){0};
     }
     for (j = 0; j + 2 * VL <= body; j += 2 * VL)
         for (int k = 0; k < R; k++) {
-            vec v = vload(xs[k] + j), v2 = vload(xs[k] + j + VL);
+            vec v = X_IN(vload(xs[k] + j)), v2 = X_IN(vload(xs[k] + j + VL));
+            if (KEPT) {  /* the round trip's values kept in y (the row stays in L1) for the exponentials */
+                vstore(ys[k] + j, v);
+                vstore(ys[k] + j + VL, v2);
+            }
 #if VL == 8 && defined(__AVX__)
             /* one vmaxps each (a NaN in v leaves vm, its second operand; `nan` below sees it), not a
                compare and a blend: BERT's and ViT's rows of 128 and 197 12-18% faster, one thread */
@@ -143,7 +156,8 @@ static inline __attribute__((always_inline)) void softmax_rows(const Rows *r, co
     for (int k = 0; k < R; k++) {
         const float *x = xs[k];
         for (j = body - body % (2 * VL); j < body + (tail ? VL : 0); j += VL) {  /* the lanes past the row keep the running maximum */
-            vec v = j < body ? vload(x + j) : (vec)(((ivec)load_part(x + j, tail) & in_row) | ((ivec)vm[k] & ~in_row));
+            vec v = j < body ? X_IN(vload(x + j)) : (vec)(((ivec)X_IN(load_part(x + j, tail)) & in_row) | ((ivec)vm[k] & ~in_row));
+            if (KEPT) store_part(ys[k] + j, v, j < body ? VL : tail);
             ivec gt = v > vm[k];
             vm[k] = (vec)(((ivec)vm[k] & ~gt) | ((ivec)v & gt));
             nan[k] |= v != v;
@@ -153,41 +167,48 @@ static inline __attribute__((always_inline)) void softmax_rows(const Rows *r, co
         m[k] = any_lane(nan[k]) ? __builtin_nanf("") : hmax(vm[k]);
     }
     vec acc[2] = {(vec){0}, (vec){0}};
+    const float *const *src = KEPT ? (const float *const *)ys : xs;
     for (j = 0; j < body; j += VL)
         for (int k = 0; k < R; k++) {
-            vec e = vexp(vload(xs[k] + j) - m[k]);
+            vec e = vexp(vload(src[k] + j) - m[k]);
             vstore(ys[k] + j, e);
             acc[k] += e;
         }
     for (int k = 0; k < R; k++) {
         if (tail) {
-            vec e = (vec)((ivec)vexp(load_part(xs[k] + body, tail) - m[k]) & in_row);
+            vec e = (vec)((ivec)vexp(load_part(src[k] + body, tail) - m[k]) & in_row);
             store_part(ys[k] + body, e, tail);
             acc[k] += e;
         }
         inv[k] = 1.0f / hsum(acc[k]);
     }
     for (j = 0; j < body; j += VL)
-        for (int k = 0; k < R; k++) vstore(ys[k] + j, vload(ys[k] + j) * inv[k]);
+        for (int k = 0; k < R; k++) vstore(ys[k] + j, Y_OUT(vload(ys[k] + j) * inv[k]));
     for (int k = 0; k < R; k++)
-        if (tail) store_part(ys[k] + body, load_part(ys[k] + body, tail) * inv[k], tail);
+        if (tail) store_part(ys[k] + body, Y_OUT(load_part(ys[k] + body, tail) * inv[k]), tail);
 }
+#undef X_IN
+#undef Y_OUT
 
-static void softmax_row(const Rows *r, const float *x, float *y) { softmax_rows(r, &x, &y, 1); }
+static void softmax_row(const Rows *r, const float *x, float *y) { softmax_rows(r, &x, &y, 1, 0); }
+static void softmax_row_trips(const Rows *r, const float *x, float *y) { softmax_rows(r, &x, &y, 1, 1); }
 
 static void rows_item(void *ctx, int64_t it, int slot) {
     const Rows *r = ctx;
     (void)slot;
     int64_t i1 = (it + 1) * ROWS_PER_ITEM < r->rows ? (it + 1) * ROWS_PER_ITEM : r->rows;
+    const int trips = r->kind == ROWS_SOFTMAX && !r->half && (r->x_trip.on || r->y_trip.on);
     void (*row)(const Rows *, const float *, float *) =
-        r->kind == ROWS_SOFTMAX ? softmax_row : r->kind == ROWS_RMS_NORM ? rms_norm_row : layer_norm_row;
+        r->kind == ROWS_SOFTMAX ? (trips ? softmax_row_trips : softmax_row)
+                                : r->kind == ROWS_RMS_NORM ? rms_norm_row : layer_norm_row;
     if (!r->half) {
         int64_t i = it * ROWS_PER_ITEM;
         if (r->kind == ROWS_SOFTMAX)  /* rows in pairs */
             for (; i + 1 < i1; i += 2) {
                 const float *xs[2] = {r->x + i * r->cols, r->x + (i + 1) * r->cols};
                 float *ys[2] = {r->y + i * r->cols, r->y + (i + 1) * r->cols};
-                softmax_rows(r, xs, ys, 2);
+                if (trips) softmax_rows(r, xs, ys, 2, 1);
+                else softmax_rows(r, xs, ys, 2, 0);
             }
         for (; i < i1; i++) row(r, r->x + i * r->cols, r->y + i * r->cols);
         return;

@@ -40,6 +40,29 @@ static inline vec vclamp(vec v, float lo, float hi) {
     return (vec)r;
 }
 
+/* half to even, lane by lane, always inlined (qgemm.c's quantizers, compiled under other options,
+   call it once per vector) */
+static inline __attribute__((always_inline)) vec vrint(vec v) {
+#if defined(__AVX512F__)
+    return (vec)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+    return (vec)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    for (int k = 0; k < VL; k++) v[k] = __builtin_rintf(v[k]);
+    return v;
+#endif
+}
+
+/* QuantizeLinear then DequantizeLinear per tensor in the numpy plans' float32 steps (qgemm.c's
+   QR_ROUND_TRIP, rows.c's softmax between two of them): clamp(rint(x / s) + z, lo, hi), the byte stored
+   (the low byte of its int32 conversion) read back as the 8-bit type, minus z, times s */
+static inline __attribute__((always_inline)) vec vround_trip(vec x, vec s, vec z, float lo, float hi,
+                                                             int is_signed) {
+    ivec b = __builtin_convertvector(vclamp(vrint(x / s) + z, lo, hi), ivec);
+    b = is_signed ? (b << 24) >> 24 : b & 0xFF;
+    return (__builtin_convertvector(b, vec) - z) * s;
+}
+
 /* exp(x) for float32 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial (degree 6:
    relative error below 2e-7), 2^n built in the exponent bits. Below -87 the result is exactly 0:
    a masked softmax (-inf, or float's lowest) must give zeros, not tiny values that turn into

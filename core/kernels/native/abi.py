@@ -332,6 +332,17 @@ class Nms(ctypes.Structure):
     ]
 
 
+class RoundTrip(ctypes.Structure):
+    _fields_ = [
+        ('scale', ctypes.c_float),
+        ('zp', ctypes.c_float),
+        ('on', ctypes.c_int32),
+        ('lo', ctypes.c_int32),
+        ('hi', ctypes.c_int32),
+        ('is_signed', ctypes.c_int32),
+    ]
+
+
 class Rows(ctypes.Structure):
     _fields_ = [
         ('x', ctypes.c_void_p),
@@ -344,6 +355,8 @@ class Rows(ctypes.Structure):
         ('kind', ctypes.c_int32),
         ('threads', ctypes.c_int32),
         ('half', ctypes.c_int32),
+        ('x_trip', RoundTrip),
+        ('y_trip', RoundTrip),
     ]
 
 
@@ -630,7 +643,7 @@ class AbiEntry(ctypes.Structure):
 
 
 #: every argument struct, in abi.h's order (the loader checks each against the library's layout)
-STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, Compare, StepCopy, StepLoop, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, QuantizeRun, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
+STRUCTS = (Activation, GemmArgs, GemmBatch, ConvDirect, CallBatch, Compare, StepCopy, StepLoop, PhaseFill, Depthwise, ConvTransposeArgs, MaxPool2d, Nearest2d, ConcatBlocks, GatherBlocks, Nms, RoundTrip, Rows, Eltwise, QOut, QGemm, QDepthwise, QAdd, QuantizeRun, RecurrentDirection, Recurrent, ConvNchwc, DepthwiseNchwc, NchwcReorder, NchwcMaxPool, NchwcMean, NchwcScale,)
 
 #: every constant, by name (the loader checks each against the library's value: a library built
 #: before an enum grew would read a new opcode as another)

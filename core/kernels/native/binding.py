@@ -19,7 +19,7 @@ from .abi import (ACT_CLAMP, ACT_GELU, ACT_NONE, EW_F16, EW_F32, EW_F64, EW_I32,
                   HALF_BIAS, HALF_C, SIGNATURES, Activation, CallBatch, Compare, ConvDirect, ConvTransposeArgs, ConvNchwc,
                   Depthwise, DepthwiseNchwc, Eltwise, GemmArgs, GemmBatch, MaxPool2d, NchwcMaxPool, NchwcMean, NchwcReorder,
                   NchwcScale, PhaseFill, QAdd, QDepthwise, QGemm, QOut, QOUT_S8, QOUT_U8, QPATH_BYTES, QuantizeRun,
-                  ROWS_LAYER_NORM, ConcatBlocks, GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
+                  ROWS_LAYER_NORM, RoundTrip, ConcatBlocks, GatherBlocks, Nearest2d, Nms, Rows, StepCopy, StepLoop)
 from ...host_pages import HUGE, mapped_bytes
 from ...model.record import record
 from .calls import PreparedCall, threads
@@ -314,15 +314,17 @@ class Native:
         return PreparedCall(self.lib.ge_phase_fill, args, (x, ph))
 
     def rows_call(self, x: np.ndarray, y: np.ndarray, rows: int, cols: int, *, kind=ROWS_LAYER_NORM, scale=None,
-                  bias=None, eps=0.0) -> PreparedCall:
+                  bias=None, eps=0.0, x_trip=None, y_trip=None) -> PreparedCall:
         """Per row of `cols` floats: ROWS_SOFTMAX, ROWS_LAYER_NORM (x - mean) / sqrt(var + eps) * scale
         + bias or ROWS_RMS_NORM x / sqrt(mean(x * x) + eps) * scale (scale, bias: `cols` floats or
         None), prepared. x and y float16 (any length): converted a row at a time, computed in
-        float32, rounded once."""
+        float32, rounded once. x_trip, y_trip (ROWS_SOFTMAX, float32): (scale, zero point, lo, hi,
+        is_signed) of a QuantizeLinear then DequantizeLinear that x is read through, y stored through."""
         half = x.dtype == np.float16
         assert y.dtype == x.dtype
+        trips = [RoundTrip(t[0], t[1], 1, t[2], t[3], int(t[4])) if t else RoundTrip() for t in (x_trip, y_trip)]
         args = Rows(x.ctypes.data, _addr(scale), _addr(bias), y.ctypes.data, rows, cols, eps, kind, threads(),
-                    int(half))
+                    int(half), *trips)
         return PreparedCall(self.lib.ge_rows, args, (x, y, scale, bias))
 
     def nearest_call(self, x: np.ndarray, y: np.ndarray, rows: np.ndarray, cols: np.ndarray, *, planes: int, ih: int,

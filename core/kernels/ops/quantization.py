@@ -26,7 +26,7 @@ from ..planned import PlannedKernel, Scratch
 from .int8_native import NativeIntConv, qout, requant_kind
 from .integer_matmul import IntegerMatMul, const_input, input_meta, quantized_operand
 from ..fused import GE_DOMAIN
-from ..native import QOUT_I32, QR_DEQUANTIZE, QR_QUANTIZE, QR_ROUND_TRIP, CallCache
+from ..native import QOUT_I32, QR_DEQUANTIZE, QR_QUANTIZE, QR_ROUND_TRIP, ROWS_SOFTMAX, CallCache
 from ..registry import lookup, register
 
 F32 = np.dtype(np.float32)
@@ -292,6 +292,53 @@ class QuantizeDequantize(PlannedKernel):
         v = self.views(ws)
         self.q.run(xs[:3], [v["q"]], v["q_ws"])
         self.dq.run([v["q"], *xs[1:3]], ys, v["dq_ws"])
+
+
+@register("SoftmaxQdq", since=1, domain=GE_DOMAIN)
+class SoftmaxQdq(PlannedKernel):
+    """ge::SoftmaxQdq(x, x_scale, x_zero_point, y_scale, y_zero_point; axis): QuantizeDequantize(Softmax(
+    QuantizeDequantize(x, x_scale, x_zero_point)), y_scale, y_zero_point), passes/fuse_qdq.py's form of a QDQ
+    model's attention probabilities (its scores and probabilities quantized on either side of the
+    Softmax). The same values; natively (float32 rows along the last axis, per tensor, 8 bits) the
+    softmax reads x and stores y through the round trips in registers, where each was a pass over a
+    tensor of heads x positions^2 (Whisper's encoder: 13.5M floats a layer)."""
+
+    def prepare(self):
+        x, xs, xz, ys, yz = (list(self.inputs) + [None] * 5)[:5]
+        c = list(self.consts) + [None] * 5
+        self.x_trip = QuantizeDequantize({}, [x, xs, xz], [None, c[1], c[2]], opset=self.opset, name=self.name,
+                                         backend=self.backend)
+        t = self.x_trip.out_metas[0]
+        self.softmax = lookup("Softmax", "", self.opset, self.name)(
+            {k: v for k, v in self.attrs.items() if k == "axis"}, [t], [None], opset=self.opset, name=self.name,
+            backend=self.backend)
+        p = self.softmax.infer()[0]
+        self.y_trip = QuantizeDequantize({}, [p, ys, yz], [None, c[3], c[4]], opset=self.opset, name=self.name,
+                                         backend=self.backend)
+        self.out_metas = list(self.y_trip.out_metas)
+        nat = getattr(self.softmax, "nat", None)
+        self.native = nat is not None and t.dtype == np.float32 and self.x_trip.native and self.y_trip.native
+        self.scratch = Scratch()
+        if not self.native:  # the three ops' plans, a tensor between each
+            for key, m in (("t", t), ("p", p)):
+                self.scratch.add(key, m.shape, m.dtype)
+            for key, k in (("x_ws", self.x_trip), ("s_ws", self.softmax), ("y_ws", self.y_trip)):
+                self.scratch.add(key, (k.workspace_nbytes(),), np.uint8)
+        self.calls = CallCache()
+
+    def run(self, xs, ys, ws):
+        x, y = xs[0], ys[0]
+        if self.native and x.flags.c_contiguous and y.flags.c_contiguous:
+            rows, n = self.softmax.rows_shape
+            return self.calls.get((x, y), lambda: self.backend.lib.rows_call(
+                x, y, rows, n, kind=ROWS_SOFTMAX, x_trip=self.x_trip.q.scalars, y_trip=self.y_trip.q.scalars)).run()
+        if self.native:  # (strided views: a scratch the plan did not make)
+            t = self.x_trip.compute(*xs[:3])[0]
+            return self.y_trip.run([self.softmax.compute(t)[0], *xs[3:5]], ys, None)
+        v = self.views(ws)
+        self.x_trip.run(xs[:3], [v["t"]], v["x_ws"])
+        self.softmax.run([v["t"]], [v["p"]], v["s_ws"])
+        self.y_trip.run([v["p"], *xs[3:5]], ys, v["y_ws"])
 
 
 @register("DynamicQuantizeLinear", since=11)

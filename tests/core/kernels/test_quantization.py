@@ -114,6 +114,28 @@ def test_quantize_errors():
         lookup("QuantizeLinear", opset=21)({"block_size": 2}, [Meta(f, (2, 4)), Meta(f, (2, 3))], name="q", opset=21)
 
 
+@pytest.mark.parametrize("ydt", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape", [(3, 5, 1500), (2, 37)])  # rows in pairs and one left; vector tails
+def test_softmax_between_round_trips_is_the_three_ops(ydt, shape):
+    """SoftmaxQdq gives the bits of its three ops run one after the other (ge's kernels, each its plan)."""
+    xs, xz = np.array(0.04, np.float32), zp((), ydt)
+    ps, pz = np.array(1 / 255, np.float32), np.array(-128 if ydt == np.int8 else 0, ydt)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    m = lambda a: Meta(a.dtype, a.shape)  # noqa: E731
+    trip = lookup("QuantizeDequantize", "ge", 17)
+    t = trip({}, [m(x), m(xs), m(xz)], [None, xs, xz], opset=17, name="a").load().compute(x, xs, xz)[0]
+    p = lookup("Softmax", "", 17)({"axis": -1}, [m(t)], [None], opset=17, name="b").load().compute(t)[0]
+    want = trip({}, [m(p), m(ps), m(pz)], [None, ps, pz], opset=17, name="c").load().compute(p, ps, pz)[0]
+    kernel = lookup("SoftmaxQdq", "ge", 17)({"axis": -1}, [m(a) for a in (x, xs, xz, ps, pz)], [None, xs, xz, ps, pz],
+                                             opset=17, name="n0")
+    assert kernel.native == (kernel.backend.lib is not None)  # the native rows read and store through the trips
+    ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+    y = np.full(shape, 77, np.float32)
+    kernel.load().run([x, xs, xz, ps, pz], [y], ws)
+    np.testing.assert_array_equal(y, want)
+
+
+
 # -- DequantizeLinear -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("opset", [10, 13, 19, 21])

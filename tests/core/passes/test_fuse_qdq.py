@@ -63,7 +63,7 @@ def test_qdq_groups_become_quantized_ops(make_model, load, run_ge):
     g = load(model)
     report = optimize(g)
     assert report["passes"]["fuse_qdq"] == {"conv": 1, "matmul": 0, "gemm": 1, "add": 1, "pool": 1, "reshape": 2,
-                                            "dynamic_matmul": 0, "round_trip": 0}
+                                            "dynamic_matmul": 0, "round_trip": 0, "softmax": 0}
     assert ops(g) == [("DequantizeLinear", ""), ("Flatten", ""), ("MaxPool", ""), ("QGemm", MS), ("QLinearAdd", MS),
                       ("QLinearConv", ""), ("QLinearGlobalAveragePool", MS), ("QuantizeLinear", "")]
     x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
@@ -88,9 +88,9 @@ def test_switched_off(make_model, load):
     assert ("QLinearConv", "") not in ops(g)
 
 
-def attention_model(make_model, zdt):
+def attention_model(make_model, zdt, transposed):
     """quantize_static's attention core, activations on both sides: Q -> DQ around q and k, MatMul -> Q -> DQ
-    -> Softmax -> Q -> DQ -> Transpose -> Q -> DQ -> y (15 x 15 scores: no multiple of a vector)."""
+    -> Softmax -> Q -> DQ [-> Transpose -> Q -> DQ] -> y (15 x 15 scores: no multiple of a vector)."""
     n = helper.make_node
     z = lambda v: np.array(v, zdt)  # noqa: E731
     inits = {"qs": np.array(0.02, np.float32), "qz": z(3), "ss": np.array(0.05, np.float32), "sz": z(-1 if zdt == np.int8 else 128),
@@ -101,24 +101,31 @@ def attention_model(make_model, zdt):
         n("MatMul", ["qd", "kd"], ["scores"]),
         n("QuantizeLinear", ["scores", "ss", "sz"], ["s8"]), n("DequantizeLinear", ["s8", "ss", "sz"], ["sd"]),
         n("Softmax", ["sd"], ["p"], axis=-1),
-        n("QuantizeLinear", ["p", "ps", "pz"], ["p8"]), n("DequantizeLinear", ["p8", "ps", "pz"], ["pd"]),
-        n("Transpose", ["pd"], ["t"], perm=[0, 1, 3, 2]),
-        n("QuantizeLinear", ["t", "ps", "pz"], ["t8"]), n("DequantizeLinear", ["t8", "ps", "pz"], ["y"]),
+        n("QuantizeLinear", ["p", "ps", "pz"], ["p8"]), n("DequantizeLinear", ["p8", "ps", "pz"], ["pd" if transposed else "y"]),
     ]
+    if transposed:
+        nodes += [n("Transpose", ["pd"], ["t"], perm=[0, 1, 3, 2]),
+                  n("QuantizeLinear", ["t", "ps", "pz"], ["t8"]), n("DequantizeLinear", ["t8", "ps", "pz"], ["y"])]
     return make_model(nodes, {"q": (F, [1, 2, 15, 8]), "k": (F, [1, 2, 8, 15])}, {"y": (F, [1, 2, 15, 15])}, inits,
                       opset=17)
 
 
 @pytest.mark.parametrize("zdt", [np.uint8, np.int8])
-def test_round_trips_between_float_ops_are_one_op(make_model, load, run_ge, zdt):
+@pytest.mark.parametrize("transposed,fused,graph_ops", [
+    (True, {"reshape": 1, "round_trip": 3, "softmax": 0},
+     [("DequantizeLinear", ""), ("MatMul", ""), ("QuantizeDequantize", "ge"), ("QuantizeLinear", ""), ("Softmax", ""),
+      ("Transpose", "")]),
+    (False, {"reshape": 0, "round_trip": 4, "softmax": 1},
+     [("MatMul", ""), ("QuantizeDequantize", "ge"), ("SoftmaxQdq", "ge")])])
+def test_round_trips_between_float_ops_are_one_op(make_model, load, run_ge, zdt, transposed, fused, graph_ops):
     """A Q -> DQ pair left between float ops runs as one QuantizeDequantize, a DQ -> Transpose -> Q on the
-    bytes: ge's results are those of the unfused graph, bit for bit, and onnxruntime's within a step."""
-    model = attention_model(make_model, zdt)
+    bytes, a Softmax between two round trips as SoftmaxQdq: ge's results are those of the unfused graph,
+    bit for bit, and onnxruntime's within a step."""
+    model = attention_model(make_model, zdt, transposed)
     g = load(model)
-    assert optimize(g)["passes"]["fuse_qdq"] == {"conv": 0, "matmul": 0, "gemm": 0, "add": 0, "pool": 0, "reshape": 1,
-                                                 "dynamic_matmul": 0, "round_trip": 3}
-    assert ops(g) == [("DequantizeLinear", ""), ("MatMul", ""), ("QuantizeDequantize", "ge"), ("QuantizeLinear", ""),
-                      ("Softmax", ""), ("Transpose", "")]
+    assert optimize(g)["passes"]["fuse_qdq"] == {"conv": 0, "matmul": 0, "gemm": 0, "add": 0, "pool": 0,
+                                                 "dynamic_matmul": 0, **fused}
+    assert ops(g) == graph_ops
     feeds = {"q": rng.standard_normal((1, 2, 15, 8)).astype(np.float32),
              "k": rng.standard_normal((1, 2, 8, 15)).astype(np.float32)}
     unfused = load(model)
