@@ -327,13 +327,14 @@ typedef struct {
     uint8_t *ws;
 } QDepthwise;
 
-/* QLinearAdd on two tensors of one shape (qgemm.c) */
+/* QLinearAdd on two tensors of one shape, or one of them a single value for every element (its step 0,
+   else 1: a QDQ model's Gelu adds 1) (qgemm.c) */
 typedef struct {
     const uint8_t *a, *b;
     uint8_t *c;
     int64_t n;
     float ra, rb, fixed;
-    int32_t lo, hi, is_signed, threads;
+    int32_t lo, hi, is_signed, threads, a_step, b_step;
 } QAdd;
 
 /* QuantizeLinear, DequantizeLinear or both in turn, per tensor, float32 <-> int8 or uint8 (qgemm.c): x and

@@ -2871,15 +2871,20 @@ static void qadd_item(void *ctx, int64_t item, int slot) {
     int64_t i0 = item * 16384, i1 = i0 + 16384 < q->n ? i0 + 16384 : q->n, i = i0;
     vec ra = (vec){0} + q->ra, rb = (vec){0} + q->rb, fixed = (vec){0} + q->fixed;
     float lo = (float)q->lo, hi = (float)q->hi;
+    /* a single value: its vector of VL copies, loaded in place of the tensor's */
+    uint8_t a1[VL], b1[VL];
+    memset(a1, q->a[0], VL);
+    memset(b1, q->b[0], VL);
+    const int64_t as = q->a_step, bs = q->b_step;
     for (; i + VL <= i1; i += VL) {
-        vec t = load_bytes(q->a + i, q->is_signed) * ra;
+        vec t = load_bytes(as ? q->a + i : a1, q->is_signed) * ra;
         t = t + fixed;
-        vec u = load_bytes(q->b + i, q->is_signed) * rb;
+        vec u = load_bytes(bs ? q->b + i : b1, q->is_signed) * rb;
         store_bytes(q->c + i, __builtin_convertvector(vclamp(vrint(t + u), lo, hi), ivec));
     }
     for (; i < i1; i++) {
-        float v = q->is_signed ? qadd_one(q, (float)((const int8_t *)q->a)[i], (float)((const int8_t *)q->b)[i])
-                               : qadd_one(q, (float)q->a[i], (float)q->b[i]);
+        float v = q->is_signed ? qadd_one(q, (float)((const int8_t *)q->a)[i * as], (float)((const int8_t *)q->b)[i * bs])
+                               : qadd_one(q, (float)q->a[i * as], (float)q->b[i * bs]);
         if (q->is_signed) ((int8_t *)q->c)[i] = (int8_t)v;
         else q->c[i] = (uint8_t)v;
     }

@@ -463,6 +463,8 @@ class QAdd(ctypes.Structure):
         ('hi', ctypes.c_int32),
         ('is_signed', ctypes.c_int32),
         ('threads', ctypes.c_int32),
+        ('a_step', ctypes.c_int32),
+        ('b_step', ctypes.c_int32),
     ]
 
 

@@ -610,9 +610,10 @@ class Native:
         return PreparedCall(self.lib.ge_qdepthwise, args, (w, wsum, wf, ws) + tuple(keep))
 
     def qadd_call(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, lo: int, hi: int) -> PreparedCall:
-        """QLinearAdd of two C-contiguous 8-bit tensors of one shape (its factors set on .keep[0])."""
+        """QLinearAdd of two C-contiguous 8-bit tensors of c's shape, or one of them a single value (its
+        factors set on .keep[0])."""
         args = QAdd(a.ctypes.data, b.ctypes.data, c.ctypes.data, c.size, 0.0, 0.0, 0.0, lo, hi,
-                    int(c.dtype == np.int8), threads())
+                    int(c.dtype == np.int8), threads(), int(a.size != 1 or c.size == 1), int(b.size != 1 or c.size == 1))
         return PreparedCall(self.lib.ge_qadd, args, (a, b, c))
 
     def dynamic_quantize(self, x: np.ndarray, y: np.ndarray, scale: np.ndarray | None, zp: np.ndarray | None) -> None:

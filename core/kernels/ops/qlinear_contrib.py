@@ -161,7 +161,8 @@ class _QLinearBinary(PlannedKernel):
         self.out_metas = [Meta(am.dtype, shape)]
         self.scratch = Scratch()
         nat = self.backend.lib
-        if nat is not None and self.NATIVE and tuple(am.shape) == tuple(bm.shape) == tuple(shape):
+        one = lambda m: math.prod(m.shape) == 1  # noqa: E731  (a single value: the kernel reads it for each)
+        if nat is not None and self.NATIVE and all(tuple(m.shape) == tuple(shape) or one(m) for m in (am, bm)):
             self.uses_native, self.calls = True, CallCache()
             # constant scales and zero points (a QDQ model's): the factors once, not six scalars read per run
             vals = [self.const_scalar(i) for i in (1, 2, 4, 5, 6, 7)]

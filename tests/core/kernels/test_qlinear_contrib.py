@@ -88,8 +88,8 @@ def mlas_binary(op, a, sa, za, b, sb, zb, sc, zc):
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("shapes", [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((1, 8, 5, 5), (1, 8, 1, 1)),
-                                    ((3, 1), (1, 3))])
-def test_qlinear_binary(op, dtype, shapes):
+                                    ((3, 1), (1, 3)), ((3, 5, 37), (1,)), ((), (2, 41)), ((1, 1), (1, 1))])
+def test_qlinear_binary(op, dtype, shapes):  # (a single value on either side: natively, read for each element)
     import platform
     a_s, a_z = qparams(dtype, 0.05)
     b_s, b_z = qparams(dtype, 0.03)
