@@ -270,7 +270,8 @@ class NativeIntProduct:
 class NativeIntConv:
     """A 2-D convolution of 8-bit x (N, C, H, W) and constant 8-bit w, group 1 (the int8 product, W @
     the input gathered through offset tables; padded first, when the conv pads, into a uint8 copy) or
-    depthwise (ge_qdepthwise pads each channel itself)."""
+    depthwise (ge_qdepthwise pads each channel itself). A 1-D one comes as the 2-D one of height 1 (its
+    geometry; x, y and w as they are: the same bytes)."""
 
     def __init__(self, kernel, nat, conv, x_dtype, w_dtype):
         self.nat = nat
@@ -280,6 +281,7 @@ class NativeIntConv:
         (h, w), (kh, kw), (sh, sw), (dh, dw) = conv.spatial, conv.kernel, conv.strides, conv.dil
         self.oh, self.ow = conv.out
         self.kdim = (1 if self.depthwise else self.c) * kh * kw
+        self.plane, self.w_shape = (h, w), (self.oc, 1 if self.depthwise else self.c, kh, kw)
         self.x_dtype = np.dtype(x_dtype)
         self.calls = CallCache()
         if self.depthwise:
@@ -300,7 +302,7 @@ class NativeIntConv:
         kernel.scratch.add("q", (nat.qgemm_workspace_nbytes(self.kdim),), np.uint8)
 
     def pack(self, kernel, w: np.ndarray, wz) -> None:
-        oc = self.oc
+        oc, w = self.oc, np.asarray(w).reshape(self.w_shape)
         if self.depthwise:  # centred int16 weights and their sums
             z = np.zeros(oc, np.int16) if wz is None else \
                 np.broadcast_to(np.asarray(wz).astype(np.int16).reshape(-1), (oc,))
@@ -340,7 +342,7 @@ class NativeIntConv:
     def _fill(self, xb, xp, zu) -> None:
         """xp = xb padded with its zero point, as uint8 (int8 flipped)."""
         (pt, pl), _ = self.pads
-        h, w = xb.shape[1:]
+        (h, w), xb = self.plane, xb.reshape(self.c, *self.plane)
         xp[:, :pt] = zu
         xp[:, pt + h:] = zu
         xp[:, pt:pt + h, :pl] = zu

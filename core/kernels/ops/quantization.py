@@ -532,6 +532,8 @@ class _IntegerConv(PlannedKernel):
         """Take the native plan (int8_native.NativeIntConv) when the backend has it, W (and B) are
         constants, x has one zero point and the conv is 2-D, group 1 or depthwise; it needs no workspace."""
         nat, c = self.backend.lib, self.conv
+        if nat is not None and len(c.spatial) == 1:  # a 1-D conv (Whisper's stem) as the 2-D one of height 1
+            c = self._inner_conv(None, None, geometry_only=True, planar=True)
         depthwise = c.g == c.c == c.oc and c.g > 1 and math.prod(c.kernel) <= 64  # (qgemm.c: up to 64 taps)
         if nat is None or not ok or not self.w_is_const or (self.has_bias and not self.b_is_const) \
                 or len(c.spatial) != 2 or not (c.g == 1 or depthwise):
@@ -546,14 +548,21 @@ class _IntegerConv(PlannedKernel):
     def run_native(self, xs, ys, v) -> None:
         self.qc.run(xs[self.X], xs[self.XZ] if self.has_xz else None, ys[0], v, self.qout, self.qout_keep)
 
-    def _inner_conv(self, w64, b64, geometry_only: bool = False):
+    def _inner_conv(self, w64, b64, geometry_only: bool = False, planar: bool = False):
         """The float64 Conv on the centered operands (constant W and B when packed); geometry_only:
-        Conv.geometry (its checks, output and geometry, which the native plan reads)."""
+        Conv.geometry (its checks, output and geometry, which the native plan reads); planar: a 1-D
+        conv's geometry as the 2-D conv of height 1."""
         attrs = {k: v for k, v in self.attrs.items()
                  if k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+        metas = self.conv_metas
+        if planar:
+            attrs.update({k: [1, *attrs[k]] for k in ("dilations", "kernel_shape", "strides") if k in attrs})
+            if "pads" in attrs:
+                attrs["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
+            metas = [Meta(m.dtype, (*m.shape[:2], 1, m.shape[2])) for m in metas[:2]] + metas[2:]
         consts = [None, w64] + ([b64] if self.has_bias else [])
         conv = lookup("Conv", opset=11)
-        return (conv.geometry if geometry_only else conv)(attrs, self.conv_metas, consts, opset=11, name=self.name,
+        return (conv.geometry if geometry_only else conv)(attrs, metas, consts, opset=11, name=self.name,
                                                            packs=self.packs, backend=self.backend)
 
     def pack(self):

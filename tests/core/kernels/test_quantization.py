@@ -285,7 +285,10 @@ CONVS = [  # x shape, w shape, attrs
     ((1, 4, 6, 6), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
     ((1, 6, 5, 5), (4, 3, 1, 1), {"group": 2}),
     ((1, 8, 5, 5), (16, 8, 1, 1), {}),
-    ((1, 2, 9), (3, 2, 3), {"dilations": [2], "pads": [2, 1]}),
+    ((1, 2, 9), (3, 2, 3), {"dilations": [2], "pads": [2, 1]}),  # 1-D: natively the 2-D conv of height 1
+    ((2, 8, 30), (16, 8, 3), {"pads": [1, 1], "strides": [2]}),  # Whisper's second stem conv, small
+    ((1, 4, 20), (4, 1, 5), {"group": 4, "pads": [2, 2]}),
+    ((1, 3, 10), (2, 3, 4), {"auto_pad": "SAME_UPPER"}),
     ((1, 3, 6, 6), (2, 3, 2, 2), {"auto_pad": "SAME_UPPER"}),
 ]
 
