@@ -30,6 +30,11 @@ Rows (--only takes their keys):
                           mid-size transformers as torch.onnx exports them (samples' gpt2_style at GPT-2
                           small's size: prefill of 128 tokens, a decoding step after 127; llama_style at
                           8 layers, hidden 1024, GQA 16/4 heads: a decoding step after 128): latency (ms)
+  whisper_tiny whisper_cls whisper_cls_b2 whisper_cls_qdq whisper_cls_qdq_b2
+                          Whisper-tiny's encoder as torch.onnx exports HuggingFace's (samples'
+                          whisper_encoder_style: Conv1d stem with Erf Gelu, 1500 positions, 6 heads), and
+                          the audio classifier on it (mean-pooled, 10 classes) in float32 and quantized by
+                          quantize_static (QDQ, batch 1 and 2): latency (ms)
   chain_1000              1000 tiny elementwise ops (Add/Relu, [1, 16]): latency / 1000 (us per node)
   two_node                a 2-node model (Add, Mul on [1, 16]): latency of one call (us)
   compile_load            BERT-base: ge's api.atc + api.load_from_file vs onnxruntime's session creation (s)
@@ -96,6 +101,7 @@ BERT_BASE = dict(layers=12, hidden=768, heads=12, intermediate=3072, vocab=30522
 BERT_SMALL = dict(layers=4, hidden=512, heads=8, intermediate=2048, vocab=30522, max_pos=512)  # L-4 H-512 A-8
 GPT2_SMALL = dict(layers=12, hidden=768, heads=12, vocab=50257, max_pos=256)  # GPT-2 small's size (124M)
 LLAMA_MID = dict(seq=1, past=128, layers=8, hidden=1024, heads=16, kv_heads=4, intermediate=2816, vocab=32000)
+WHISPER_CLS = {"classes": 10}  # Whisper-tiny's encoder, mean-pooled, a linear head (an audio classifier)
 
 
 def full_rows() -> list[Row]:
@@ -136,6 +142,17 @@ def full_rows() -> list[Row]:
             ("gpt2_style", dict(GPT2_SMALL, seq=1, past=127)), "<= 1.0", runs=30),
         Row("llama_decode", "LLaMA-style decoding step (8 layers, hidden 1024, GQA 16/4), 128 past tokens",
             "latency", ("llama_style", LLAMA_MID), "<= 1.0", runs=30),
+        Row("whisper_tiny", "Whisper-tiny-style encoder (4 layers, d 384), 80 x 3000 frames", "latency",
+            ("whisper_encoder_style", {}), "<= 1.0", runs=5),
+        Row("whisper_cls", "Whisper-tiny-style classifier batch 1", "latency",
+            ("whisper_encoder_style", WHISPER_CLS), "<= 1.0", runs=5),
+        Row("whisper_cls_b2", "Whisper-tiny-style classifier batch 2", "latency",
+            ("whisper_encoder_style", dict(WHISPER_CLS, batch=2)), "<= 1.0", runs=3),
+        Row("whisper_cls_qdq", "Whisper-tiny-style classifier int8 QDQ (quantize_static) batch 1", "latency",
+            ("quantized", {"form": "qdq", "model": "whisper_encoder_style", "kwargs": WHISPER_CLS}), "<= 1.0", runs=5),
+        Row("whisper_cls_qdq_b2", "Whisper-tiny-style classifier int8 QDQ (quantize_static) batch 2", "latency",
+            ("quantized", {"form": "qdq", "model": "whisper_encoder_style", "kwargs": dict(WHISPER_CLS, batch=2)}),
+            "<= 1.0", runs=3),
         Row("chain_1000", "1000 tiny elementwise ops, per node", "per_node", ("chain", {"n": 1000}),
             "<= onnxruntime's", runs=200, nodes=1000),
         Row("two_node", "a 2-node model, per call", "per_call", ("two_node", {}), "<= 2x", runs=3000),
@@ -147,16 +164,19 @@ def full_rows() -> list[Row]:
 #: each int8 row's float32 build (the same model before quantization, same batch): the table's last
 #: lines compare ge with itself, int8 against float32, where both rows ran
 FP32_OF = {"mobilenetv2_qdq": "mobilenetv2_b1", "mobilenetv2_qdq_b2": "mobilenetv2_b2",
-           "mobilenetv2_qop": "mobilenetv2_b1", "bert_small_int8": "bert_small"}
+           "mobilenetv2_qop": "mobilenetv2_b1", "bert_small_int8": "bert_small", "whisper_cls_qdq": "whisper_cls",
+           "whisper_cls_qdq_b2": "whisper_cls_b2"}
 #: --only int8: the int8 rows and their float32 builds
 GROUPS = {"int8": ["mobilenetv2_b1", "mobilenetv2_b2", "bert_small", "mobilenetv2_qdq", "mobilenetv2_qdq_b2",
-                   "mobilenetv2_qop", "bert_small_int8"]}
+                   "mobilenetv2_qop", "bert_small_int8", "whisper_cls", "whisper_cls_b2", "whisper_cls_qdq",
+                   "whisper_cls_qdq_b2"]}
 
 
 def quick_rows() -> list[Row]:
     """The same rows on models small enough for a smoke test (seconds, not minutes)."""
     cnn = {"image": 32}
     bert = dict(layers=1, hidden=32, heads=2, intermediate=64, vocab=50, max_pos=32)
+    whisper = dict(mels=8, frames=64, layers=1, hidden=32, heads=2, ffn=64)
     sizes = {
         "resnet50_b1": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),
         "resnet50_b8": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10, batch=2)),
@@ -182,6 +202,13 @@ def quick_rows() -> list[Row]:
         "gpt2_decode": ("gpt2_style", dict(seq=1, past=7, layers=1, hidden=32, heads=2, vocab=50, max_pos=32)),
         "llama_decode": ("llama_style", dict(seq=1, past=7, layers=1, hidden=32, heads=4, kv_heads=2, intermediate=64,
                                              vocab=50, max_pos=32)),
+        "whisper_tiny": ("whisper_encoder_style", whisper),
+        "whisper_cls": ("whisper_encoder_style", dict(whisper, classes=4)),
+        "whisper_cls_b2": ("whisper_encoder_style", dict(whisper, classes=4, batch=2)),
+        "whisper_cls_qdq": ("quantized", {"form": "qdq", "model": "whisper_encoder_style",
+                                          "kwargs": dict(whisper, classes=4)}),
+        "whisper_cls_qdq_b2": ("quantized", {"form": "qdq", "model": "whisper_encoder_style",
+                                             "kwargs": dict(whisper, classes=4, batch=2)}),
         "chain_1000": ("chain", {"n": 20}), "two_node": ("two_node", {}),
         "compile_load": ("bert_style", bert),
         "rss_resnet50": ("resnet50_style", dict(cnn, width=8, blocks=(1, 1, 1, 1), classes=10)),
@@ -251,8 +278,9 @@ def quantized(form: str, model: str, kwargs: dict | None = None):
     fp32 = getattr(load_samples(), model)(**(kwargs or {}))
     if form == "dynamic":
         return quantize.dynamic(fp32)
-    shape = [d.dim_value for d in fp32.graph.input[0].type.tensor_type.shape.dim]
-    return getattr(quantize, form)(fp32, quantize.calibration_images(shape))
+    first = fp32.graph.input[0]
+    shape = [d.dim_value for d in first.type.tensor_type.shape.dim]
+    return getattr(quantize, form)(fp32, quantize.calibration_images(shape, name=first.name))
 
 
 def build_model(row: Row, samples):

@@ -844,6 +844,78 @@ def vit_style(batch: int = 1, image: int = 224, patch: int = 16, layers: int = 1
     return g.build()
 
 
+def whisper_encoder_style(batch: int = 1, mels: int = 80, frames: int = 3000, layers: int = 4, hidden: int = 384,
+                          heads: int = 6, ffn: int = 1536, classes: int | None = None, seed: int = 0) -> onnx.ModelProto:
+    """Whisper-tiny's encoder by default, as torch.onnx writes HuggingFace's WhisperEncoder (opset 17):
+    input_features [batch, mels, frames] float32 -> last_hidden_state [batch, frames / 2, hidden]. Two
+    Conv1d (k 3, the second stride 2) with biases, each followed by F.gelu's Erf form, a Transpose and
+    the sinusoidal position table added, pre-norm layers (LayerNormalization; q, k and v projections,
+    k's without bias, q scaled by head_dim^-0.5 before Reshape/Transpose into heads, SDPA's split scale
+    as two Muls by 1.0 on q and K^T, MatMul, Softmax, MatMul, heads merged by Transpose/Reshape,
+    out_proj; an MLP fc1 -> Gelu -> fc2; residual Adds) and a final LayerNormalization. With `classes`,
+    the classifier that fine-tunes it: the mean over positions and a linear head -> logits [batch,
+    classes]."""
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    if frames % 2:
+        raise ValueError(f"frames ({frames}) must be even (the second conv halves them)")
+    doc = _signature("whisper_encoder_style", batch=batch, mels=mels, frames=frames, layers=layers, hidden=hidden,
+                     heads=heads, ffn=ffn, **({} if classes is None else {"classes": classes}), seed=seed)
+    g = GraphBuilder("whisper_encoder_style", seed, 17, doc)
+    x = g.input("input_features", FLOAT, [batch, mels, frames])
+    positions, head_dim = frames // 2, hidden // heads
+
+    def conv1d(x: str, cin: int, stride: int, name: str) -> str:
+        w = g.param(f"{name}.weight", g.normal([hidden, cin, 3], math.sqrt(1.0 / (3 * cin))))
+        b = g.param(f"{name}.bias", g.normal([hidden], 0.02))
+        with g.scope(name):
+            y = g.op("Conv", [x, w, b], dilations=[1], group=1, kernel_shape=[3], pads=[1, 1], strides=[stride])
+        return _gelu_erf(g, y, name)
+
+    def split(t: str) -> str:
+        return g.op("Reshape", [t, g.const([batch, positions, -1, head_dim])])
+
+    def attention(x: str, name: str) -> str:  # (in torch.onnx's order of nodes)
+        with g.scope(name):
+            q = g.op("Mul", [g.linear(x, hidden, hidden, name=f"{name}.q_proj"), g.const(np.float32(head_dim ** -0.5))])
+            q = g.op("Transpose", [split(q)], perm=[0, 2, 1, 3])
+            with g.scope(f"{name}.k_proj"):
+                k = g.op("MatMul", [x, g.param(f"{name}.k_proj.weight", g.normal([hidden, hidden], 0.02))])
+            k = split(k)
+            v = g.op("Transpose", [split(g.linear(x, hidden, hidden, name=f"{name}.v_proj"))], perm=[0, 2, 1, 3])
+            k = g.op("Transpose", [k], perm=[0, 2, 3, 1])
+            q, k = (g.op("Mul", [t, g.const(np.float32(1.0))]) for t in (q, k))
+            p = g.op("Softmax", [g.op("MatMul", [q, k])], axis=-1)
+            ctx = g.op("Reshape", [g.op("MatMul", [p, v]), g.const([batch, -1, positions, head_dim])])
+            ctx = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), g.const([batch, positions, -1])])
+            return g.linear(ctx, hidden, hidden, name=f"{name}.out_proj")
+
+    with g.scope("enc"):
+        x = conv1d(conv1d(x, mels, 1, "enc.conv1"), hidden, 2, "enc.conv2")
+        t = np.arange(positions, dtype=np.float64)[:, None] * np.exp(-math.log(10000) / (hidden // 2 - 1)
+                                                                      * np.arange(hidden // 2))[None, :]
+        table = np.concatenate([np.sin(t), np.cos(t)], axis=1).astype(np.float32)
+        x = g.op("Add", [g.op("Transpose", [x], perm=[0, 2, 1]), g.param("enc.embed_positions.weight", table)])
+        for i in range(layers):
+            name = f"enc.layers.{i}"
+            with g.scope(name):
+                x = g.op("Add", [x, attention(g.layer_norm(x, hidden, name=f"{name}.self_attn_layer_norm", eps=1e-5),
+                                              f"{name}.self_attn")])
+                y = g.linear(g.layer_norm(x, hidden, name=f"{name}.final_layer_norm", eps=1e-5), hidden, ffn,
+                             name=f"{name}.fc1")
+                y = g.linear(_gelu_erf(g, y, f"{name}.activation_fn"), ffn, hidden, name=f"{name}.fc2")
+                x = g.op("Add", [x, y])
+        out = "last_hidden_state" if classes is None else None
+        x = g.layer_norm(x, hidden, name="enc.layer_norm", eps=1e-5, out=out)
+    if classes is None:
+        g.output("last_hidden_state", FLOAT, [batch, positions, hidden])
+    else:
+        pooled = g.op("ReduceMean", [x], axes=[1], keepdims=0)
+        g.gemm(pooled, hidden, classes, name="classifier", out="logits")
+        g.output("logits", FLOAT, [batch, classes])
+    return g.build()
+
+
 # --------------------------------------------------------------------------- #
 # float16 exports: the float32 samples as onnxruntime's float16 converter writes them
 # --------------------------------------------------------------------------- #
@@ -1481,6 +1553,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "tiny_cnn": tiny_cnn,
     "inception_style": inception_style,
     "vit_style": vit_style,
+    "whisper_encoder_style": whisper_encoder_style,
     "detection_style": detection_style,
     "mobilenetv2_fp16_style": mobilenetv2_fp16_style,
     "bert_fp16_style": bert_fp16_style,

@@ -25,6 +25,9 @@ LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "Mobi
           "YOLOv8n-style detector 640x640", "GPT-2-small-size decoder prefill seq 128",
           "GPT-2-small-size decoding step, 127 past tokens",
           "LLaMA-style decoding step (8 layers, hidden 1024, GQA 16/4), 128 past tokens",
+          "Whisper-tiny-style encoder (4 layers, d 384), 80 x 3000 frames", "Whisper-tiny-style classifier batch 1",
+          "Whisper-tiny-style classifier batch 2", "Whisper-tiny-style classifier int8 QDQ (quantize_static) batch 1",
+          "Whisper-tiny-style classifier int8 QDQ (quantize_static) batch 2",
           "1000 tiny elementwise ops, per node", "a 2-node model, per call", "compile + load, BERT-base",
           "peak RSS, load ResNet-50 + run"]
 

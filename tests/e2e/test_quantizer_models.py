@@ -291,6 +291,32 @@ def test_quantize_static_models_as_onnxruntime_runs_their_ops(tmp_path, name):
         assert (got == expected).mean() >= (0.7 if fine else 0.9)  # and mostly the very values
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_quantize_static_whisper_encoder_as_onnxruntime_runs_its_ops(tmp_path, samples, batch):
+    """An audio classifier on Whisper's encoder quantized by quantize_static (per channel, QDQ), small: its
+    1-D convs run the native int8 conv, the Q -> DQ pairs between float ops run as QuantizeDequantize and
+    the attention's Softmax between two of them as SoftmaxQdq; the outputs those of onnxruntime running
+    each op as the model says, within a step of the output."""
+    shape = (batch, 16, 64)
+    fp32 = samples.whisper_encoder_style(batch=batch, mels=16, frames=64, layers=2, hidden=32, heads=2, ffn=64,
+                                         classes=5)
+    onnx.save(fp32, tmp_path / "f.onnx")
+    quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", _Images("input_features", shape), per_channel=True,
+                    quant_format=QuantFormat.QDQ)
+    q = onnx.load(tmp_path / "q.onnx")
+    compiled = api.atc(str(tmp_path / "q.onnx"), str(tmp_path / "q")).model
+    ops = {t.op_type for t in compiled.tasks}
+    assert {"QLinearConv", "QuantizeDequantize", "SoftmaxQdq"} <= ops and "Softmax" not in ops
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for seed in range(2):
+        x = np.random.default_rng(20 + seed).standard_normal(shape).astype(np.float32)
+        (expected,) = ort.InferenceSession(str(tmp_path / "q.onnx"), options, providers=["CPUExecutionProvider"]).run(
+            None, {"input_features": x})
+        (got,) = _ge(str(tmp_path / "q.onnx"), [x], str(tmp_path / "q"), DEVICES[seed % 2])
+        np.testing.assert_allclose(got, expected, rtol=0, atol=_output_step(q) * 1.001)
+
+
 ATTENTION_MASKS = {  # mask_index kind: (its shape, its values for batch 2, sequence 5)
     "none": None,
     "key_lengths": ([2], np.array([5, 3], np.int32)),

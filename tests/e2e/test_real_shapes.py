@@ -1,5 +1,5 @@
-"""Issue 31's real-model shapes, small: a PaddleOCR DBNet detector and CRNN recogniser and a YOLOv8n-style
-detector (samples/build_samples.py) compiled by ge equal onnxruntime's outputs (test_every_level.py
+"""Issue 31's real-model shapes, small: a PaddleOCR DBNet detector and CRNN recogniser, a YOLOv8n-style
+detector and a Whisper encoder (samples/build_samples.py) compiled by ge equal onnxruntime's outputs (test_every_level.py
 reruns this at v2, v3 and on the numpy plans)."""
 import numpy as np
 import onnx
@@ -13,6 +13,7 @@ CASES = {
     "dbnet": lambda s: s.dbnet_style(height=64, width=96, scale=0.25, neck=32),
     "crnn_b2": lambda s: s.crnn_lcnet_style(batch=2, width=64, scale=0.25, hidden=16, classes=50),
     "yolov8": lambda s: s.yolov8_style(image=64, classes=8),  # channels of whole blocks: C2f runs blocked
+    "whisper": lambda s: s.whisper_encoder_style(mels=16, frames=200, layers=2, hidden=64, heads=2, ffn=128),
 }
 
 

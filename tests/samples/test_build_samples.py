@@ -439,6 +439,20 @@ def test_vit_topology_and_runs(opset):
         np.testing.assert_allclose(logits, reference, rtol=1e-4, atol=1e-5)
 
 
+def test_whisper_encoder_topology_and_runs():
+    model = bs.whisper_encoder_style(mels=16, frames=64, layers=2, hidden=32, heads=2, ffn=64)
+    onnx.checker.check_model(model, full_check=True)
+    ops = op_counts(model)
+    assert ops["Conv"] == 2 and ops["Erf"] == 2 + 2 and ops["Softmax"] == 2 and ops["LayerNormalization"] == 2 * 2 + 1
+    conv1, conv2 = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert attr(conv1, "kernel_shape") == [3] and attr(conv2, "strides") == [2]
+    (hidden,) = run(model, bs.sample_inputs(model))
+    assert hidden.shape == (1, 32, 32) and np.isfinite(hidden).all()
+    classifier = bs.whisper_encoder_style(batch=2, mels=16, frames=64, layers=1, hidden=32, heads=2, ffn=64, classes=5)
+    (logits,) = run(classifier, bs.sample_inputs(classifier))
+    assert logits.shape == (2, 5) and np.isfinite(logits).all()
+
+
 def test_vit_b16_size_without_running():
     model = bs.vit_style()
     assert sum(int(np.prod(t.dims)) for t in model.graph.initializer) == pytest.approx(86.57e6, rel=1e-3)
