@@ -252,9 +252,11 @@ FAMILIES = {
     ('ge', 'NchwcGlobalAveragePool'): ('blocked',),
     ('ge', 'NchwcMaxPool'): ('blocked',),
     ('ge', 'NchwcMul'): ('blocked',),
+    ('ge', 'QuantizeDequantize'): ('quantization',),
     ('ge', 'RMSNormalization'): ('normalization',),
     ('ge', 'ReorderInput'): ('blocked',),
     ('ge', 'ReorderOutput'): ('blocked',),
+    ('ge', 'SoftmaxQdq'): ('quantization',),
     ('ge', 'Swish'): ('elementwise',),
 }
 STRING_FAMILIES = {
