@@ -241,6 +241,14 @@ class _Images(CalibrationDataReader):
         return next(self.feeds, None)
 
 
+def _as_written(path, feeds) -> list:
+    """onnxruntime with its graph optimizations off: each op its own kernel, as the model says (its
+    optimizer fuses QDQ groups into saturating integer kernels, not the reference here)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
 def _output_step(model: onnx.ModelProto) -> float:
     """The scale of the DequantizeLinear that writes the model's output: one step of it."""
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -267,20 +275,16 @@ STATIC = {  # name: (model, input shape, quantize_static options, com.microsoft 
 
 @pytest.mark.parametrize("name", list(STATIC))
 def test_quantize_static_models_as_onnxruntime_runs_their_ops(tmp_path, name):
-    """Against onnxruntime with its graph optimizations off: each op its own kernel, as the model
-    says (its optimizer fuses QDQ groups into saturating integer kernels, not the reference here)."""
+    """Against onnxruntime running each op as the model says (_as_written)."""
     build, shape, options, ops = STATIC[name]
     onnx.save(build(np.random.default_rng(6)), tmp_path / "f.onnx")
     quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", _Images("x", shape),
                     **{"weight_type": QuantType.QInt8, **options})
     q = onnx.load(tmp_path / "q.onnx")
     assert ops <= {n.op_type for n in q.graph.node if n.domain == "com.microsoft"}
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     for seed in range(3):
         x = np.random.default_rng(10 + seed).standard_normal(shape).astype(np.float32)
-        (expected,) = ort.InferenceSession(str(tmp_path / "q.onnx"), options, providers=["CPUExecutionProvider"]).run(
-            None, {"x": x})
+        (expected,) = _as_written(tmp_path / "q.onnx", {"x": x})
         (got,) = _ge(str(tmp_path / "q.onnx"), {"x": x}, str(tmp_path / "q"), DEVICES[seed % 2])
         # one step of the output; 16-bit activations' steps are 256x finer than 8-bit ones, so a float
         # rounding difference in a layer before (FMA contraction at v3 and up, none at v2) can move an
@@ -307,12 +311,9 @@ def test_quantize_static_whisper_encoder_as_onnxruntime_runs_its_ops(tmp_path, s
     compiled = api.atc(str(tmp_path / "q.onnx"), str(tmp_path / "q")).model
     ops = {t.op_type for t in compiled.tasks}
     assert {"QLinearConv", "QuantizeDequantize", "SoftmaxQdq"} <= ops and "Softmax" not in ops
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     for seed in range(2):
         x = np.random.default_rng(20 + seed).standard_normal(shape).astype(np.float32)
-        (expected,) = ort.InferenceSession(str(tmp_path / "q.onnx"), options, providers=["CPUExecutionProvider"]).run(
-            None, {"input_features": x})
+        (expected,) = _as_written(tmp_path / "q.onnx", {"input_features": x})
         (got,) = _ge(str(tmp_path / "q.onnx"), [x], str(tmp_path / "q"), DEVICES[seed % 2])
         np.testing.assert_allclose(got, expected, rtol=0, atol=_output_step(q) * 1.001)
 
