@@ -241,7 +241,8 @@ typedef struct {
    element i reads ext[r][(i / inner[r]) % period[r]]), then the scratch slots, then the output (last).
    Each op is 4 int32 (opcode, dst, a, b) and one double param. */
 enum { EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MAX, EW_MIN, EW_NEG, EW_ABS, EW_SQRT, EW_RECIP, EW_ADDC, EW_MULC,
-       EW_MAXC, EW_MINC, EW_ERF, EW_SIGMOID, EW_NUM_OPS };  /* EW_ERF, EW_SIGMOID: float32 and float16 chains only */
+       EW_MAXC, EW_MINC, EW_ERF, EW_SIGMOID, EW_GELU, EW_NUM_OPS };  /* EW_ERF, EW_SIGMOID, EW_GELU: float32 and
+                                                                        float16 chains only */
 enum { EW_F32, EW_F64, EW_I32, EW_I64, EW_F16 };
 #define EW_ROUND 0x100  /* opcode flag, float16 chains: the step ends here, its result rounded to float16 */
 typedef struct {

@@ -50,7 +50,7 @@ of every operand and result per op. */
                 case EW_MULC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? a[j] * p : (T)((U)a[j] * (U)p); break; \
                 case EW_MAXC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MAX(a[j], p) : INT_MAX_(a[j], p); break; \
                 case EW_MINC: for (j = 0; j < len; j++) d[j] = IS_FLOAT ? FLOAT_MIN(a[j], p) : INT_MIN_(a[j], p); break; \
-                case EW_ERF: case EW_SIGMOID: ERF(op, d, a, len); break;                                  \
+                case EW_ERF: case EW_SIGMOID: case EW_GELU: ERF(op, d, a, len); break;                    \
                 }                                                                                         \
 
 /* The block [start, start + len) of broadcast operand r (element i: ext[r][(i / inner) % period]) in
@@ -113,16 +113,22 @@ static inline __attribute__((always_inline)) void map_block(float *d, const floa
         memcpy(d + j, &v, (size_t)(len - j) * sizeof(float));
     }
 }
-/* erf; 1 / (1 + e^-a[j]) (simd.h's vsigmoid: the sigmoid the conv epilogues apply) */
+/* Gelu's exact form (0.5 + 0.5 erf(x / sqrt 2)) x on the erf above, as the numpy formula orders it (ops/erf.py):
+   within 2e-7 of it relative where x is small, where the GEMM epilogue's vgelu (Abramowitz-Stegun) is not */
+static inline vec vgelu_exact(vec x) { return (0.5f + 0.5f * verf(x * 0.70710678118654752f)) * x; }
+
+/* erf; 1 / (1 + e^-a[j]) (simd.h's vsigmoid: the sigmoid the conv epilogues apply); Gelu */
 static void erf_block(float *d, const float *a, int64_t len) { map_block(d, a, len, verf); }
 static void sigmoid_block(float *d, const float *a, int64_t len) { map_block(d, a, len, vsigmoid); }
+static void gelu_block(float *d, const float *a, int64_t len) { map_block(d, a, len, vgelu_exact); }
 
-/* the float32 ops that are no IEEE operation: erf and the sigmoid */
+/* the float32 ops that are no IEEE operation: erf, the sigmoid and Gelu */
 static void special_block(int op, float *d, const float *a, int64_t len) {
     if (op == EW_ERF) erf_block(d, a, len);
+    else if (op == EW_GELU) gelu_block(d, a, len);
     else sigmoid_block(d, a, len);
 }
-#define NO_ERF(op, d, a, len) ((void)0)  /* EW_ERF and EW_SIGMOID are refused for the other types */
+#define NO_ERF(op, d, a, len) ((void)0)  /* EW_ERF, EW_SIGMOID and EW_GELU are refused for the other types */
 
 #define DEFINE_CHAIN(T, U, IS_FLOAT, SQRT, ERF)                                                              \
     DEFINE_GATHER(T)                                                                                      \
@@ -266,7 +272,7 @@ int ge_eltwise(const Eltwise *e) {
         const int32_t *c = e->code + 4 * k;
         int op = e->dtype == EW_F16 ? c[0] & ~EW_ROUND : c[0];  /* EW_ROUND: float16 chains only */
         if (op < 0 || op >= EW_NUM_OPS || c[1] < e->n_ext || c[1] >= e->n_regs) return -1;
-        if ((op == EW_ERF || op == EW_SIGMOID) && e->dtype != EW_F32 && e->dtype != EW_F16) return -1;
+        if ((op == EW_ERF || op == EW_SIGMOID || op == EW_GELU) && e->dtype != EW_F32 && e->dtype != EW_F16) return -1;
         for (int i = 2; i < 4; i++)
             if (c[i] < 0 || c[i] >= e->n_regs) return -1;
     }
