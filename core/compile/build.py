@@ -227,8 +227,10 @@ def _kernel(node: Node, opset: int, plan: tuple, backend: Backend | None = None)
 def _workspace(node: Node, opset: int, plan: tuple, kernel) -> int:
     """Scratch for the plan chosen here and for the numpy plan the kernel falls back to where ge's
     native kernels are not built, so that the OM loads on either machine (the loader takes the numpy
-    plan when the native one needs more than the OM plans)."""
-    if not kernel.uses_native:
+    plan when the native one needs more than the OM plans). A native plan is `uses_native` (products,
+    convolutions) or `native` (elementwise chains, Erf and Gelu, quantizers: no workspace of their own,
+    where their numpy plans have some)."""
+    if not (kernel.uses_native or getattr(kernel, "native", None)):
         return kernel.workspace_nbytes()
     return max(kernel.workspace_nbytes(), _kernel(node, opset, plan, NUMPY).workspace_nbytes())
 

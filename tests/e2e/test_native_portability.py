@@ -45,6 +45,39 @@ def test_om_runs_with_and_without_native(samples, tmp_path, default_backend, com
     np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-4)
 
 
+def test_plans_of_no_workspace_natively_keep_the_numpy_plans_room(samples, tmp_path, default_backend):
+    """Kernels whose native plan needs no workspace and whose numpy plan does (an Erf chain, a standalone
+    Gelu, a QDQ model's round trips and SoftmaxQdq): an OM compiled with the native kernels loads and runs
+    on the numpy plans too."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"input_features": np.random.default_rng(k).standard_normal((1, 16, 64)).astype(
+                np.float32)} for k in range(2)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+    onnx.save(samples.whisper_encoder_style(mels=16, frames=64, layers=1, hidden=32, heads=2, ffn=64, classes=5),
+              tmp_path / "f.onnx")
+    quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", Reader(), quant_format=QuantFormat.QDQ)
+    x = [np.random.default_rng(9).standard_normal((1, 16, 64)).astype(np.float32)]
+    for name in ("f", "q"):
+        om = api.atc(str(tmp_path / f"{name}.onnx"), str(tmp_path / name)).om_path
+        with default_backend("numpy"):
+            model_id = api.load_from_file(om, "cpu")
+            try:
+                got = api.execute(model_id, x)
+            finally:
+                api.unload(model_id)
+        model_id = api.load_from_file(om, "cpu")
+        try:
+            want = api.execute(model_id, x)
+        finally:
+            api.unload(model_id)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-3)
+
+
 def test_om_from_a_smaller_machine_keeps_native_plans(samples, tmp_path, monkeypatch):
     """Workspaces are planned for a fixed number of GEMM threads, not the compiling machine's
     cores: loaded where there are more cores, the native plans still fit."""
