@@ -148,26 +148,20 @@ class _ErfFamily(FloatUnary):
         if self.uses_erf():
             self.temps, self.masks = (F64_TEMPS, F64_MASKS) if working_dtype(self.dtype) == np.float64 \
                 else (self.FLOAT32_TEMPS, 0)
+        # float32 and float16 on the native kernels where the op has one (native_op): csrc/eltwise.c's, a
+        # block at a time, float16 converted as it is read and rounded once, no workspace
+        self.native_code = self.native_op() if self.backend.lib is not None and \
+            np.dtype(self.dtype) in (np.float32, np.float16) else None
+        self.native = self.native_code is not None
+        self.calls = CallCache()
         super().setup()
 
     def uses_erf(self) -> bool:
         return True
 
-
-@register("Erf")
-class Erf(_ErfFamily):
-    """float32 and float16 on the native kernels: csrc/eltwise.c's erf (the one elementwise chains
-    run, so a fused Erf gives the bits of this one), a block at a time, float16 converted as it is
-    read and rounded once, no workspace. Otherwise the formulas above; float32 in place (a chain's
-    numpy plan) copies x aside first."""
-    types = NUMERIC
-
-    FLOAT32_TEMPS = 2
-
-    def setup(self):
-        self.native = self.backend.lib is not None and np.dtype(self.dtype) in (np.float32, np.float16)
-        self.calls = CallCache()
-        super().setup()
+    def native_op(self) -> int | None:
+        """The eltwise.c opcode of this instance, or None (the formulas only)."""
+        return None
 
     def workspace_nbytes(self):
         return 0 if self.native else super().workspace_nbytes()
@@ -175,7 +169,20 @@ class Erf(_ErfFamily):
     def run(self, xs, ys, ws):
         if not self.native:
             return super().run(xs, ys, ws)
-        self.native_unary(EW_ERF, xs[0], ys[0])
+        self.native_unary(self.native_code, xs[0], ys[0])
+
+
+@register("Erf")
+class Erf(_ErfFamily):
+    """float32 and float16 natively: csrc/eltwise.c's erf (the one elementwise chains run, so a fused
+    Erf gives the bits of this one). Otherwise the formulas above; float32 in place (a chain's numpy
+    plan) copies x aside first."""
+    types = NUMERIC
+
+    FLOAT32_TEMPS = 2
+
+    def native_op(self):
+        return EW_ERF
 
     def formula(self, x, y, *scratch):
         if self.work == np.float64:
@@ -200,21 +207,12 @@ class Gelu(_ErfFamily):
         self.approximate = str_attr(self, "approximate", "none")
         if self.approximate not in ("none", "tanh"):
             raise self.fail(f"attribute approximate must be 'none' or 'tanh', got {self.approximate!r}")
-        # the exact form, float32 and float16, on the native kernels: csrc/eltwise.c's Gelu on its erf (the
-        # Erf kernel's), a block at a time, no workspace (a conv's standalone Gelu, Whisper's stem: 3.2 ms of
-        # numpy passes at 384 x 3000, 0.9 so)
-        self.native = self.backend.lib is not None and self.approximate == "none" and \
-            np.dtype(self.dtype) in (np.float32, np.float16)
-        self.calls = CallCache()
         super().setup()
 
-    def workspace_nbytes(self):
-        return 0 if self.native else super().workspace_nbytes()
-
-    def run(self, xs, ys, ws):
-        if not self.native:
-            return super().run(xs, ys, ws)
-        self.native_unary(EW_GELU, xs[0], ys[0])
+    def native_op(self):
+        # the exact form: csrc/eltwise.c's Gelu on the Erf kernel's erf (a conv's standalone Gelu, Whisper's
+        # stem at 384 x 3000: 3.2 ms of numpy passes, 1.6 so)
+        return EW_GELU if self.approximate == "none" else None
 
     def uses_erf(self):
         return self.approximate == "none"
