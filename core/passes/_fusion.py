@@ -46,13 +46,14 @@ class Matcher:
             return None
         return users[0]
 
-    def sole_producer(self, name: str, reader: Node) -> Node | None:
-        """The producer of `name` when `reader` is the only node reading it (and it is no graph output)."""
+    def sole_producer(self, name: str, reader: Node, domain: str = "") -> Node | None:
+        """The producer of `name`, an op of `domain`, when `reader` is the only node reading it (and it is
+        no graph output)."""
         if not self.internal(name):
             return None
         users = self.consumers.get(name, [])
         prod = self.producers.get(name)
-        if len(users) != 1 or users[0] is not reader or prod is None or self.removed(prod) or prod.domain != "":
+        if len(users) != 1 or users[0] is not reader or prod is None or self.removed(prod) or prod.domain != domain:
             return None
         if len([o for o in prod.outputs if o]) != 1 or len(prod.outputs) != 1:
             return None

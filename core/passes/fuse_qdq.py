@@ -91,13 +91,21 @@ class QdqMatcher(Matcher):
     def q(self, node: Node) -> Node | None:
         """The per-tensor QuantizeLinear that alone reads node's output."""
         n = self.sole_consumer(node)
-        if n is None or n.op_type != "QuantizeLinear" or n.domain != "" or len(n.inputs) < 3 or n.inputs[0] != node.outputs[0]:
-            return None
+        return n if n is not None and n.inputs[0] == node.outputs[0] and self.per_tensor_q(n) else None
+
+    def per_tensor_q(self, n: Node) -> bool:
+        """n is a QuantizeLinear to 8 bits with one float32 scale and zero point, initializers."""
+        if n.op_type != "QuantizeLinear" or n.domain != "" or len(n.inputs) < 3:
+            return False
         s, z = self.init(n.inputs[1]), self.init(n.inputs[2])
-        if s is None or z is None or s.dtype != np.float32 or s.size != 1 or z.dtype not in Q8 or z.size != 1 \
-                or int(n.attrs.get("block_size", 0) or 0) or int(n.attrs.get("output_dtype", 0) or 0):
-            return None
-        return n
+        return not (s is None or z is None or s.dtype != np.float32 or s.size != 1 or z.dtype not in Q8 or z.size != 1
+                    or int(n.attrs.get("block_size", 0) or 0) or int(n.attrs.get("output_dtype", 0) or 0))
+
+    def same_params(self, a: Node, b: Node) -> bool:
+        """a's and b's scale and zero point (inputs 1 and 2) are initializers of the same dtypes and values."""
+        def same(x, y):
+            return x is not None and y is not None and x.dtype == y.dtype and np.array_equal(x, y)
+        return all(same(self.init(a.inputs[i]), self.init(b.inputs[i])) for i in (1, 2))
 
     def per_axis_ok(self, w_dq: Node, axis: int) -> bool:
         """Weights' scale per tensor, or one per channel along `axis` of W."""
@@ -200,9 +208,7 @@ def _fuse_reshape(m: QdqMatcher, r: Node) -> bool:
     x_dq, q = m.dq(r.inputs[0]), m.q(r)
     if x_dq is None or q is None or (r.op_type == "MaxPool" and len(r.outputs) > 1):
         return False
-    same = all(np.array_equal(m.init(x_dq.inputs[i]), m.init(q.inputs[i])) and m.init(x_dq.inputs[i]).dtype ==
-               m.init(q.inputs[i]).dtype for i in (1, 2))
-    if not same:
+    if not m.same_params(x_dq, q):
         return False
     m.replace([r, q], Node(r.op_type, [x_dq.inputs[0]] + list(r.inputs[1:]), [q.outputs[0]], dict(r.attrs),
                            name=r.name, domain=""))
@@ -211,20 +217,12 @@ def _fuse_reshape(m: QdqMatcher, r: Node) -> bool:
 
 def _fuse_round_trip(m: QdqMatcher, q: Node) -> bool:
     """Q(x) -> DQ with the same scale and zero point, the DQ Q's only reader => ge QuantizeDequantize."""
-    if q.domain != "" or len(q.inputs) < 3 or int(q.attrs.get("block_size", 0) or 0) \
-            or int(q.attrs.get("output_dtype", 0) or 0):
+    if not m.per_tensor_q(q):
         return False
     dq = m.sole_consumer(q)
     if dq is None or dq.op_type != "DequantizeLinear" or dq.domain != "" or len(dq.inputs) < 3 \
-            or dq.inputs[0] != q.outputs[0]:
-        return False
-    s, z = m.init(q.inputs[1]), m.init(q.inputs[2])
-    if s is None or z is None or s.dtype != np.float32 or s.size != 1 or z.dtype not in Q8 or z.size != 1 \
-            or int(dq.attrs.get("block_size", 0) or 0) or int(dq.attrs.get("output_dtype", 0) or 0) not in (0, 1):
-        return False
-    if list(dq.inputs[1:3]) != list(q.inputs[1:3]) and not all(
-            m.init(dq.inputs[i]) is not None and m.init(dq.inputs[i]).dtype == m.init(q.inputs[i]).dtype
-            and np.array_equal(m.init(dq.inputs[i]), m.init(q.inputs[i])) for i in (1, 2)):
+            or dq.inputs[0] != q.outputs[0] or int(dq.attrs.get("block_size", 0) or 0) \
+            or int(dq.attrs.get("output_dtype", 0) or 0) not in (0, 1) or not m.same_params(q, dq):
         return False
     m.replace([q, dq], Node("QuantizeDequantize", list(q.inputs[:3]), [dq.outputs[0]], {}, name=q.name,
                             domain=GE_DOMAIN))
@@ -235,10 +233,8 @@ def _fuse_softmax(m: QdqMatcher, softmax: Node) -> bool:
     """QuantizeDequantize -> Softmax -> QuantizeDequantize, each read by the next alone => ge SoftmaxQdq."""
     if softmax.domain != "" or len(softmax.inputs) != 1 or len(softmax.outputs) != 1:
         return False
-    x = softmax.inputs[0]
-    before = m.producers.get(x) if m.internal(x) and m.consumers.get(x) == [softmax] else None
-    after = m.sole_consumer(softmax)
-    if before is None or before.op_type != "QuantizeDequantize" or before.domain != GE_DOMAIN or after is None \
+    before, after = m.sole_producer(softmax.inputs[0], softmax, domain=GE_DOMAIN), m.sole_consumer(softmax)
+    if before is None or before.op_type != "QuantizeDequantize" or after is None \
             or after.op_type != "QuantizeDequantize" or after.domain != GE_DOMAIN:
         return False
     m.replace([before, softmax, after], Node("SoftmaxQdq", [*before.inputs[:3], *after.inputs[1:3]], [after.outputs[0]],
