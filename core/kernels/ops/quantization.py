@@ -276,19 +276,16 @@ class QuantizeDequantize(PlannedKernel):
                                    backend=self.backend)
         self.out_metas = list(self.dq.out_metas)
         self.native = self.q.native and self.dq.native
-        self.scratch = Scratch()
-        if not self.native:  # the two ops' numpy plans, the byte tensor between them
-            self.scratch.add("q", qm.shape, qm.dtype)
-            self.scratch.add("q_ws", (self.q.workspace_nbytes(),), np.uint8)
-            self.scratch.add("dq_ws", (self.dq.workspace_nbytes(),), np.uint8)
+        self.scratch = Scratch()  # the two ops' numpy plans and the byte tensor between them (the compiler plans
+        self.scratch.add("q", qm.shape, qm.dtype)  # it beside a native plan anyway: build._workspace)
+        self.scratch.add("q_ws", (self.q.workspace_nbytes(),), np.uint8)
+        self.scratch.add("dq_ws", (self.dq.workspace_nbytes(),), np.uint8)
         self.calls = CallCache()
 
     def run(self, xs, ys, ws):
         if self.native and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
             return self.calls.get((xs[0], ys[0]), lambda: self.backend.lib.quantize_call(
                 QR_ROUND_TRIP, xs[0], ys[0], *self.q.scalars)).run()
-        if self.native:  # (strided views: a scratch the plan did not make)
-            return self.dq.run([self.q.compute(*xs[:3])[0], *xs[1:3]], ys, None)
         v = self.views(ws)
         self.q.run(xs[:3], [v["q"]], v["q_ws"])
         self.dq.run([v["q"], *xs[1:3]], ys, v["dq_ws"])
@@ -318,12 +315,11 @@ class SoftmaxQdq(PlannedKernel):
         self.out_metas = list(self.y_trip.out_metas)
         nat = getattr(self.softmax, "nat", None)
         self.native = nat is not None and t.dtype == np.float32 and self.x_trip.native and self.y_trip.native
-        self.scratch = Scratch()
-        if not self.native:  # the three ops' plans, a tensor between each
-            for key, m in (("t", t), ("p", p)):
-                self.scratch.add(key, m.shape, m.dtype)
-            for key, k in (("x_ws", self.x_trip), ("s_ws", self.softmax), ("y_ws", self.y_trip)):
-                self.scratch.add(key, (k.workspace_nbytes(),), np.uint8)
+        self.scratch = Scratch()  # the three ops' plans, a tensor between each (planned beside a native plan anyway)
+        for key, m in (("t", t), ("p", p)):
+            self.scratch.add(key, m.shape, m.dtype)
+        for key, k in (("x_ws", self.x_trip), ("s_ws", self.softmax), ("y_ws", self.y_trip)):
+            self.scratch.add(key, (k.workspace_nbytes(),), np.uint8)
         self.calls = CallCache()
 
     def run(self, xs, ys, ws):
@@ -332,9 +328,6 @@ class SoftmaxQdq(PlannedKernel):
             rows, n = self.softmax.rows_shape
             return self.calls.get((x, y), lambda: self.backend.lib.rows_call(
                 x, y, rows, n, kind=ROWS_SOFTMAX, x_trip=self.x_trip.q.scalars, y_trip=self.y_trip.q.scalars)).run()
-        if self.native:  # (strided views: a scratch the plan did not make)
-            t = self.x_trip.compute(*xs[:3])[0]
-            return self.y_trip.run([self.softmax.compute(t)[0], *xs[3:5]], ys, None)
         v = self.views(ws)
         self.x_trip.run(xs[:3], [v["t"]], v["x_ws"])
         self.softmax.run([v["t"]], [v["p"]], v["s_ws"])
