@@ -72,7 +72,7 @@ typedef struct {
     int64_t K, M, rows, width, pitch, ldy;  /* y[ch * ldy + oy * width + ox], x row oy at oy * pitch */
     Activation act;
     int32_t threads;
-    int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide)) */
+    int32_t wide;  /* the wide tile (weights packed for it: ge_direct_panel(wide, M)) */
     int32_t half;  /* HALF_C: y and z are float16; HALF_B: x is float16 (the pixels convolution only) */
 } ConvDirect;
 
@@ -454,7 +454,7 @@ void ge_pack_b(const float *b, const int64_t *koff, const int64_t *noff, int64_t
                int threads);
 void ge_gemm_args(const GemmArgs *args);
 void ge_gemm_batch(const GemmBatch *bt);
-int ge_direct_panel(int wide);
+int ge_direct_panel(int wide, int64_t m);
 void ge_conv_direct(const ConvDirect *d);
 int ge_pixels_block(void);
 void ge_conv_pixels(const ConvDirect *d);

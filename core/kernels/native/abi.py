@@ -666,7 +666,7 @@ SIGNATURES = {
     'ge_pack_b': ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int], None),
     'ge_gemm_args': ([ctypes.c_void_p], None),
     'ge_gemm_batch': ([ctypes.c_void_p], None),
-    'ge_direct_panel': ([ctypes.c_int], ctypes.c_int),
+    'ge_direct_panel': ([ctypes.c_int, ctypes.c_int64], ctypes.c_int),
     'ge_conv_direct': ([ctypes.c_void_p], None),
     'ge_pixels_block': ([], ctypes.c_int),
     'ge_conv_pixels': ([ctypes.c_void_p], None),

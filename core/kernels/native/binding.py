@@ -207,7 +207,7 @@ class Native:
     def pack_direct(self, w: np.ndarray, wide: bool) -> np.ndarray:
         """W (M, K) for the direct convolution's wide or tall tile: panels of P output channels, k-major
         inside (wp[p, k, j] = W[p * P + j, k], zeros past M)."""
-        return _channel_panels(w, self.lib.ge_direct_panel(int(wide)))
+        return _channel_panels(w, self.lib.ge_direct_panel(int(wide), w.shape[0]))
 
     def pack_pixels(self, w: np.ndarray) -> np.ndarray:
         """W (M, K) for the pixels convolution (csrc/conv_pixels.c): pack_direct's layout in blocks of

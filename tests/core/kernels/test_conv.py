@@ -80,6 +80,11 @@ CONV2D = [
     ((2, 8, 13, 13), (30, 8, 1, 1), {"strides": [2, 2]}),
     ((1, 3, 17, 17), (64, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 4, 10, 10), (80, 4, 3, 3), {"pads": [0, 1, 2, 1]}),
+    # output channels that AVX2's direct kernel runs in panels of 3 vectors (24, 20 and 66: 3 x 24 with
+    # a partial last vector) in tiles of 4 pixels and their tails (rows of 11 and 13)
+    ((1, 8, 9, 11), (24, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 6, 10, 13), (20, 6, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 5, 7, 9), (66, 5, 3, 3), {"strides": [2, 1]}),
     # a squeeze-excite block's 1x1 convs on a 1x1 plane (the native GEMV; odd sizes: its tails)
     ((1, 37, 1, 1), (13, 37, 1, 1), {}),
     ((3, 131, 1, 1), (70, 131, 1, 1), {}),

@@ -53,7 +53,7 @@ def test_direct_splits_into_a_multiple_of_the_threads():
     14 blocks of 14 pixels; 2 threads: 3 x 4 chunks, not 3 x 3 (5 and 4 items). (AVX2: 6 panels x 2
     chunks; SSE: 12 panels, enough alone.)"""
     call = pointwise(96, 576, 196, pixels=False)[0]
-    panels = -(-96 // nat.lib.ge_direct_panel(0))
+    panels = -(-96 // nat.lib.ge_direct_panel(0, 96))
     assert [items(call, t, False) for t in (1, 2)] == [panels, 12]
 
 
