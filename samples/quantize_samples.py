@@ -15,7 +15,9 @@ Forms (each a function returning the quantized ModelProto):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
@@ -35,6 +37,19 @@ def _build_samples():
     return module
 
 
+@contextlib.contextmanager
+def _quiet_root_logger():
+    """onnxruntime's quantizer warns on the root logger for every 1-D weight it cannot quantize per
+    channel (LayerNorm's: 'Axis 1 is out-of-range'), which it then quantizes per tensor, as intended."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
 def _static(model: onnx.ModelProto, calibration: list[dict], fmt: str) -> onnx.ModelProto:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -50,8 +65,9 @@ def _static(model: onnx.ModelProto, calibration: list[dict], fmt: str) -> onnx.M
         src, pre, out = (os.path.join(tmp, n) for n in ("model.onnx", "pre.onnx", "int8.onnx"))
         onnx.save(model, src)
         quant_pre_process(src, pre, skip_symbolic_shape=True)  # BatchNormalization into Conv, as recommended
-        quantize_static(pre, out, Reader(), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                        per_channel=True)
+        with _quiet_root_logger():
+            quantize_static(pre, out, Reader(), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                            per_channel=True)
         return onnx.load(out)
 
 
