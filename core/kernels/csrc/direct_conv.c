@@ -50,9 +50,10 @@ slower single-threaded than one whole conversion (960x7x7 -> 160, 160 -> 960, 57
 
 /* Output channels per panel of packed weights for M of them: the wide tile's, or the tall's (2 vectors).
    On AVX2 a wide panel is 3 vectors (24 channels) where that pads fewer channels than panels of 2: a
-   24-channel layer had run its third vector alone, 1 x 6 accumulators, at half the FMA rate (DBNet's
-   head, 96 -> 24 at 40 x 240, one thread on Zen 3: 5.5 ms, 4.8 in 3 x 4 tiles; onnxruntime 4.5). A
-   4 x 3 tile (in asm as MLAS's FMA3 kernel) ran 32- and 64-channel layers no faster than 2 x 6. */
+   24-channel layer had run its third vector alone in 1 x 6 tiles, whose 6 chains of 4-cycle FMAs leave the
+   two FMA pipes a quarter idle (DBNet's head, 96 -> 24 at 40 x 240, one thread on Zen 3: 5.5 ms, 4.8 in
+   3 x 4 tiles; onnxruntime 4.5). A 4 x 3 tile (in asm, as MLAS's FMA3 kernel) ran 32- and 64-channel
+   layers no faster than 2 x 6. */
 int ge_direct_panel(int wide, int64_t m) {
 #if defined(PANELS_BY_M)
     if (wide && (m + 3 * VL - 1) / (3 * VL) * 3 < (m + 2 * VL - 1) / (2 * VL) * 2) return 3 * VL;
@@ -283,7 +284,7 @@ static void direct_item(void *ctx, int64_t it, int slot) {
     const float *wp = d->wp + p * K * P;
     int64_t left = d->M - p * P;
     int V = left >= P ? (int)(P / VL) : (int)((left + VL - 1) / VL);
-    float sums[DIRECT_SUB * DR_MAX * 2 * VL] __attribute__((aligned(64)));  /* DR_WIDE x DV_WIDE fits too */
+    float sums[DIRECT_SUB * DR_MAX * 2 * VL] __attribute__((aligned(64)));  /* DR_WIDE x DV_WIDE and 4 x 3 fit too */
     int64_t kblocks = (K + DIRECT_KC - 1) / DIRECT_KC, kstep = (K + kblocks - 1) / kblocks;
     for (int64_t s0 = b0; s0 < b1; s0 += DIRECT_SUB) {
         int64_t s1 = s0 + DIRECT_SUB < b1 ? s0 + DIRECT_SUB : b1;
