@@ -26,6 +26,9 @@ Rows (--only takes their keys):
                           latency of issue 31's real-model shapes (samples/build_samples.py, random weights):
                           a PaddleOCR DBNet detector and CRNN recogniser (paddle2onnx, opset 11), a YOLOv8n
                           detector (torch.onnx)
+  dbnet_dynamic           the 160x960 DBNet with its input's N, H and W symbolic, as PaddleOCR exports its
+                          detectors, compiled so (--input_shape x:-1,3,-1,-1: ge's hybrid executor) and fed
+                          1 x 3 x 160 x 960: latency (ms)
   gpt2_prefill gpt2_decode llama_decode
                           mid-size transformers as torch.onnx exports them (samples' gpt2_style at GPT-2
                           small's size: prefill of 128 tokens, a decoding step after 127; llama_style at
@@ -131,6 +134,9 @@ def full_rows() -> list[Row]:
             ("dbnet_style", {"height": 160, "width": 960}), "<= 1.0", runs=10),
         Row("dbnet_640x480", "OCR detector (DBNet, PP-LCNet) 640x480", "latency", ("dbnet_style", {}), "<= 1.0",
             runs=10),
+        Row("dbnet_dynamic", "OCR detector (DBNet, PP-LCNet) 160x960, dynamic N, H, W", "latency",
+            ("dbnet_style", {"height": 160, "width": 960}), "<= 1.0", runs=10,
+            extra={"input_shape": "x:-1,3,-1,-1"}),
         Row("crnn_b1", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 1", "latency", ("crnn_lcnet_style", {}),
             "<= 1.0", runs=30),
         Row("crnn_b2", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 2", "latency",
@@ -195,6 +201,7 @@ def quick_rows() -> list[Row]:
         "bert_small_int8": ("quantized", {"form": "dynamic", "model": "bert_style", "kwargs": bert}),
         "dbnet_160x960": ("dbnet_style", dict(height=64, width=96, scale=0.25, neck=32)),
         "dbnet_640x480": ("dbnet_style", dict(height=64, width=64, scale=0.25, neck=32)),
+        "dbnet_dynamic": ("dbnet_style", dict(height=64, width=96, scale=0.25, neck=32)),
         "crnn_b1": ("crnn_lcnet_style", dict(width=64, scale=0.25, hidden=16, classes=50)),
         "crnn_b2": ("crnn_lcnet_style", dict(batch=2, width=64, scale=0.25, hidden=16, classes=50)),
         "yolov8n": ("yolov8_style", dict(image=64, width=0.125, classes=8)),
@@ -299,6 +306,17 @@ def feeds_for(model, samples, seq: int) -> dict:
             for vi in model.graph.input}
 
 
+def symbolic_dims(model, keep: tuple[int, ...] = (1,)):
+    """The model as an exporter with dynamic axes writes it: its inputs' and outputs' dims symbolic but
+    for the axes in `keep` (the channels), no value_info."""
+    for value in list(model.graph.input) + list(model.graph.output):
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if axis not in keep:
+                dim.dim_param = f"{value.name}_{axis}"
+    del model.graph.value_info[:]
+    return model
+
+
 def prepare(rows: list[Row], tmp: str) -> dict:
     """Each row's ONNX file, inputs (.npz) and, but for compile_load, ge's OM: {key: job}."""
     import numpy as np
@@ -309,20 +327,24 @@ def prepare(rows: list[Row], tmp: str) -> dict:
     jobs = {}
     for row in rows:
         t0 = time.perf_counter()
-        if row.build[0] + repr(row.build[1]) not in built:
+        key = row.build[0] + repr(row.build[1]) + repr(row.extra.get("input_shape"))
+        if key not in built:
             model = build_model(row, samples)
             base = os.path.join(tmp, f"{row.key}")
-            onnx.save(model, base + ".onnx")
             feeds = feeds_for(model, samples, row.seq)
             np.savez(base + ".npz", **feeds)
-            spec = ";".join(f"{k}:{','.join(map(str, v.shape))}" for k, v in feeds.items())
+            # a dynamic row: the model with symbolic dims, compiled with them (ge's hybrid executor), fed the
+            # sample's shape
+            if "input_shape" in row.extra:
+                model = symbolic_dims(model)
+            onnx.save(model, base + ".onnx")
+            spec = row.extra.get("input_shape") or ";".join(f"{k}:{','.join(map(str, v.shape))}" for k, v in feeds.items())
             om = None
             if row.kind != "compile_load":
                 om = api.atc(base + ".onnx", base, input_shape=spec).om_path
-            built[row.build[0] + repr(row.build[1])] = dict(onnx=base + ".onnx", npz=base + ".npz", spec=spec, om=om)
+            built[key] = dict(onnx=base + ".onnx", npz=base + ".npz", spec=spec, om=om)
             del model
-        job = dict(built[row.build[0] + repr(row.build[1])], kind=row.kind, runs=row.runs, nodes=row.nodes,
-                   out=os.path.join(tmp, f"{row.key}_worker"))
+        job = dict(built[key], kind=row.kind, runs=row.runs, nodes=row.nodes, out=os.path.join(tmp, f"{row.key}_worker"))
         if row.kind != "compile_load" and job["om"] is None:  # built for compile_load first
             job["om"] = api.atc(job["onnx"], job["out"], input_shape=job["spec"]).om_path
         jobs[row.key] = job

@@ -21,6 +21,7 @@ LABELS = ["ResNet-50 batch 1", "ResNet-50 batch 8", "MobileNetV2 batch 1", "Mobi
           "MobileNetV2 int8 QOperator batch 1",
           "BERT-small int8 dynamic (quantize_dynamic) seq 128",
           "OCR detector (DBNet, PP-LCNet) 160x960", "OCR detector (DBNet, PP-LCNet) 640x480",
+          "OCR detector (DBNet, PP-LCNet) 160x960, dynamic N, H, W",
           "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 1", "OCR recogniser (PP-LCNet + BiLSTM) 48x320 batch 2",
           "YOLOv8n-style detector 640x640", "GPT-2-small-size decoder prefill seq 128",
           "GPT-2-small-size decoding step, 127 past tokens",
