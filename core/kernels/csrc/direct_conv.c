@@ -29,17 +29,15 @@ slower single-threaded than one whole conversion (960x7x7 -> 160, 160 -> 960, 57
 #define DV_WIDE 4  /* vectors of output channels per tile */
 #define DR_WIDE 6  /* pixels per tile: DV_WIDE x DR_WIDE accumulators, DV_WIDE weights, one broadcast */
 #define DR_TALL 14 /* pixels per tile of 2 vectors */
-#elif VL == 8
-/* AVX2: the wide panel is 2 or 3 vectors by the layer's channels (ge_direct_panel), its tile 2 x 6 or
-   3 x 4: 12 accumulators of the 16 registers */
-#define PANELS_BY_M 1
-#define DV_WIDE 2
-#define DR_WIDE 6
-#define DR_TALL 6
 #else
 #define DV_WIDE 2
 #define DR_WIDE 6
 #define DR_TALL 6
+#endif
+#if VL == 8
+/* AVX2: the wide panel is 2 or 3 vectors by the layer's channels (ge_direct_panel), its tile 2 x 6 or
+   3 x 4: 12 accumulators of the 16 registers */
+#define PANELS_BY_M 1
 #endif
 #define DV_MAX DV_WIDE
 #define DR_MAX DR_TALL
@@ -246,12 +244,9 @@ static void direct_store(const ConvDirect *d, const float *acc, int R, int P, in
 static void direct_block(int wide, int P, int V, int R, int64_t kc, int64_t k0, const float *x, const int64_t *koff,
                          const float *wp, float *acc) {
 #if defined(PANELS_BY_M)
-    if (P == 3 * VL) {
-        switch (V) {
-            case 1: switch (R) { DIRECT_R4(1, 3 * VL) } break;
-            case 2: switch (R) { DIRECT_R4(2, 3 * VL) } break;
-            case 3: switch (R) { DIRECT_R4(3, 3 * VL) } break;
-        }
+    if (P == 3 * VL) {  /* every panel of 3 vectors: ge_direct_panel takes them only where the last one
+                           holds more than 2 vectors' channels */
+        switch (R) { DIRECT_R4(3, 3 * VL) }
         return;
     }
 #else
