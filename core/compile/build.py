@@ -14,7 +14,7 @@ from ..kernels import lookup
 from ..kernels import backend as backends
 from ..kernels.backend import NUMPY, Backend
 from ..kernels.ops.fused_elementwise import chain_label
-from .arena import ALIGNMENT, Buffer, align, plan_arena
+from ..model.arena import ALIGNMENT, Buffer, align, plan_arena
 from .dataflow_plan import plan_dataflow
 from ..passes._util import node_opset, planned
 

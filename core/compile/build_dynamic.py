@@ -17,7 +17,7 @@ from ..model.ir import CAPTURES, STRING, Graph, Node, subgraphs
 from ..passes import lower_precision, optimize
 from ..passes._util import node_opset
 from ..shape_options import DEFAULT_STATIC_OPS_LOWER_LIMIT
-from .arena import align
+from ..model.arena import align
 from .build import build
 from .dynamic_shapes import infer_subgraph
 from .partition import KNOWN, PartCluster, partition

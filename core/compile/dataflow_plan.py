@@ -17,7 +17,7 @@ import numpy as np
 from ..model.errors import GraphError
 from ..model.ge_model import (ARG_IN as IN, ARG_OUT as OUT, ARG_SCRATCH as SCRATCH, FEATURE_MAP, FM_ID, INPUT, OUTPUT,
                               WORKSPACE, DataflowPlan, GeModel, arg_rows)
-from .arena import Buffer, plan_arena
+from ..model.arena import Buffer, plan_arena
 
 #: the all-pairs steps below work in blocks of rows of at most about this many bytes of temporaries
 BLOCK_BYTES = 16 << 20

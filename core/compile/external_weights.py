@@ -19,7 +19,7 @@ from ..model.errors import GeError, GraphError
 from ..model.ge_model import FILE_CONSTANT, WEIGHT_ID, Allocation, Arg, GeModel
 from ..model.weight_files import (COMBINED, COMBINED_ALIGNMENT, INDIVIDUAL, INLINE, INLINE_LIMIT, MODES, WeightFilePlan,
                                   combined_name, individual_name)
-from .arena import align
+from ..model.arena import align
 
 
 def externalize(model: GeModel, mode: int) -> tuple[GeModel, list[WeightFilePlan]]:

@@ -23,7 +23,7 @@ from ..model.ge_model import FEATURE_MAP, WORKSPACE
 from ..model.ir import Meta
 from ..kernels import backend as backends
 from ..kernels import lookup
-from .arena import Buffer, plan_arena
+from ..model.arena import Buffer, plan_arena
 
 #: ops whose output values never decrease when the value of input 0 (or, for Shape/Size, its
 #: shape) grows, their other inputs constant: value bounds pass through them

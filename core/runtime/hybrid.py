@@ -55,7 +55,7 @@ from collections import Counter, OrderedDict
 
 import numpy as np
 
-from ..model.dynamic_model import STRING, DynamicModel, DynNode
+from ..model.dynamic_model import HYBRID, STRING, DynamicModel, DynNode
 from ..model.errors import GeError
 from ..model.ir import Meta
 from ..kernels import lookup
@@ -186,6 +186,8 @@ class HybridModel(SharedWeightsModel):
             if getattr(cls, "host_values", False):
                 self.host_ops[k] = cls({**n.attrs}, [None] * len(n.inputs), opset=n.opset, name=n.name,
                                        num_outputs=len(n.outputs), backend=self.backend)
+        # hybrid mode, the root: the steps from each tensor's producer to its last reader (HybridContext.plan_memory)
+        self.lifetimes = _lifetimes(dyn, self.submodels, self.host_ops) if root is None and dyn.mode == HYBRID else {}
         if root is None:
             self.default_context = self.create_context()
 
@@ -304,6 +306,32 @@ def _loop_bodies(dyn: DynamicModel) -> set[int]:
     refs = {k for d in (dyn, *dyn.subgraphs) for n in d.nodes for key, k in dict(n.subgraphs).items() if key == "body"}
     return {sg.steps[0].index for k, sg in enumerate(dyn.subgraphs)
             if k in refs and not sg.nodes and len(sg.steps) == 1 and sg.steps[0].kind == "submodel"}
+
+
+def _lifetimes(dyn: DynamicModel, submodels: list, host_ops: dict) -> dict[str, tuple[int, int]]:
+    """{tensor: (first, last)}: the inputs from step 0, each step's outputs (and a node's workspace) from its
+    position (1, 2, ...), to the last step reading it; a model output, and what a sequence, optional or
+    string op reads (its host value may keep a view of it), to past the last step."""
+    end = len(dyn.steps) + 1
+    life = {d.name: [0, 0] for d in dyn.inputs if not d.on_host}
+    for pos, step in enumerate(dyn.steps, 1):
+        if step.kind == "node":
+            node = dyn.nodes[step.index]
+            reads, writes = node.inputs, (*node.outputs, f"{node.name}:workspace")
+            last = end if step.index in host_ops else pos
+        else:
+            sm = submodels[step.index]
+            reads, writes, last = [d.name for d in sm.inputs], [d.name for d in sm.outputs], pos
+        for name in reads:
+            if name in life:
+                life[name][1] = max(life[name][1], last)
+        for name in writes:
+            if name:
+                life.setdefault(name, [pos, pos])
+    for d in dyn.outputs:
+        if d.name in life:
+            life[d.name][1] = end
+    return {name: (first, last) for name, (first, last) in life.items()}
 
 
 def _lendable_inputs(dyn: DynamicModel, submodels: list) -> tuple:

@@ -4,8 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-from ge.core.compile import arena
-from ge.core.compile.arena import Buffer, align, lower_bound, lowest_fit, plan_arena
+from ge.core.model import arena
+from ge.core.model.arena import Buffer, align, lower_bound, lowest_fit, plan_arena
 
 
 def overlaps(a, b):

@@ -3,7 +3,9 @@
 Greedy by size (Pisarchyk & Lee, "Efficient Memory Management for Deep Neural Net Inference",
 as in TensorFlow Lite's arena planner): take buffers from largest to smallest and put each at
 the lowest offset where it fits beside the already placed buffers whose lifetimes overlap it
-(best fit among the gaps, else above them). Pure functions in, an ArenaPlan out.
+(best fit among the gaps, else above them). Pure functions in, an ArenaPlan out. The compiler
+plans static models and range models with it; the hybrid executor plans a dynamic model's tensors
+with it at run time, once the shapes of a run are known (runtime/hybrid_context.py).
 """
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..model.ge_model import ALIGNMENT
-from ..model.record import record
+from .ge_model import ALIGNMENT
+from .record import record
 
 
 @record

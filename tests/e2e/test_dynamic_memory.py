@@ -1,0 +1,129 @@
+"""Hybrid mode's memory plan (HybridContext.plan_memory): after a run that allocated, the root's
+tensors move into one arena planned for the bytes each has held and the steps it lives, so tensors
+never alive together share bytes; a run inside those sizes allocates nothing, a larger one grows
+and is planned again. Outputs equal onnxruntime's whatever the shapes' order."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from ge.core import api
+
+from .conftest import onnxruntime_outputs
+
+
+def _residual_net() -> onnx.ModelProto:
+    """Elementwise steps whose early values are read late (x by the Add, a by the last Add), a
+    reduction, and a NonZero whose output size only the values tell: x (N, 16, L) symbolic."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Mul", ["a", "two"], ["b"]),
+        helper.make_node("Add", ["b", "x"], ["c"]),
+        helper.make_node("Sigmoid", ["c"], ["d"]),
+        helper.make_node("Transpose", ["d"], ["t"], perm=[0, 2, 1]),
+        helper.make_node("Transpose", ["t"], ["u"], perm=[0, 2, 1]),
+        helper.make_node("Add", ["u", "a"], ["y"]),
+        helper.make_node("ReduceSum", ["c", "axes"], ["z"], keepdims=0),
+        helper.make_node("Greater", ["x", "half"], ["g"]),
+        helper.make_node("NonZero", ["g"], ["nz"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "residual",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, "L"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16, "L"]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 16]),
+         helper.make_tensor_value_info("nz", TensorProto.INT64, [3, None])],
+        [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+         helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]),
+         helper.make_tensor("axes", TensorProto.INT64, [1], [2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    path = str(tmp_path / "residual.onnx")
+    onnx.save(_residual_net(), path)
+    om = api.atc(path, str(tmp_path / "residual"), input_shape="x:-1,16,-1").om_path
+    model_id = api.load_from_file(om, "cpu")
+    yield path, model_id, api.model(model_id)
+    api.unload(model_id)
+
+
+def _run(path, model_id, n, length, seed=0):
+    """Random inputs, but for seed None: all above 0.5, the most NonZero can give for the shape."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, 16, length)) if seed is not None else rng.uniform(1, 2, (n, 16, length))).astype(np.float32)
+    got = api.execute(model_id, [x])
+    for g, e in zip(got, onnxruntime_outputs(path, {"x": x})):
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def _planned(ctx, model):
+    """(name, first, last, address, capacity) of every tensor in the arena."""
+    return [(name, *model.lifetimes[name], s.addr, s.capacity) for name, s in ctx.slots.items() if s.planned]
+
+
+def test_tensors_never_alive_together_share_the_arena(loaded):
+    path, model_id, model = loaded
+    ctx = model.default_context
+    _run(path, model_id, 2, 40, seed=None)
+    assert ctx.counters["memory_plans"] == 1
+    planned = _planned(ctx, model)
+    assert {name for name, *_ in planned} >= {"x", "a", "b", "c", "d", "t", "u", "y", "z"}
+    for i, (n1, f1, l1, a1, c1) in enumerate(planned):  # alive together: disjoint bytes
+        for n2, f2, l2, a2, c2 in planned[i + 1:]:
+            if f1 <= l2 and f2 <= l1:
+                assert a1 + c1 <= a2 or a2 + c2 <= a1, (n1, n2)
+    total = sum(c for *_, c in planned)
+    assert ctx._owned[ctx._arena] < total  # shared: less than a buffer each
+    _run(path, model_id, 2, 40, seed=1)  # in the arena now
+    _run(path, model_id, 2, 40, seed=2)  # steady
+    assert ctx.counters["memory_plans"] == 1
+
+
+def test_a_run_inside_the_planned_sizes_allocates_nothing(loaded):
+    path, model_id, model = loaded
+    ctx = model.default_context
+    _run(path, model_id, 3, 64, seed=None)
+    allocations = ctx.counters["allocations"]
+    for n, length, seed in ((3, 64, 1), (1, 10, 2), (2, 64, 3), (3, 1, 4)):
+        _run(path, model_id, n, length, seed)
+    assert ctx.counters["allocations"] == allocations
+    assert ctx.counters["memory_plans"] == 1
+
+
+def test_a_data_dependent_size_grows_too(loaded):
+    path, model_id, model = loaded
+    ctx = model.default_context
+    _run(path, model_id, 2, 40, seed=0)  # about a third of x above 0.5
+    _run(path, model_id, 2, 40, seed=None)  # all of it: NonZero's output grows
+    assert ctx.counters["memory_plans"] == 2
+    _run(path, model_id, 2, 40, seed=3)
+    assert ctx.counters["memory_plans"] == 2
+
+
+def test_a_larger_run_grows_and_is_planned_again(loaded):
+    path, model_id, model = loaded
+    ctx = model.default_context
+    _run(path, model_id, 1, 8)
+    _run(path, model_id, 4, 100, seed=None)  # larger: grown into buffers of their own, then planned again
+    assert ctx.counters["memory_plans"] == 2
+    assert all(s.planned for name, s in ctx.slots.items() if name in model.lifetimes)
+    allocations = ctx.counters["allocations"]
+    for n, length, seed in ((1, 8, 2), (4, 100, 3), (2, 50, 4)):
+        _run(path, model_id, n, length, seed)
+    assert ctx.counters["allocations"] == allocations
+    assert len(ctx._owned) == 1  # the arena alone: the grown buffers were freed
+
+
+def test_outputs_into_the_callers_buffers(loaded):
+    path, model_id, model = loaded
+    x = np.random.default_rng(5).standard_normal((2, 16, 12)).astype(np.float32)
+    expected = onnxruntime_outputs(path, {"x": x})
+    for _ in range(3):
+        ys = [np.empty_like(e) for e in expected]
+        got = model.default_context.execute([x], ys)
+        for g, y, e in zip(got, ys, expected):
+            assert g is y
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
