@@ -21,7 +21,7 @@ from ..model.errors import UnsupportedOpError, ValueDependentError
 from ..model.ir import STRING, Graph, subgraphs
 from ..kernels import lookup
 from .control_flow import CONTROL_FLOW, SUBGRAPH_OPS, control_flow_outputs
-from ..passes import optimize_dynamic
+from ..passes import optimize_dynamic, optimize_unknown
 from ..passes._util import build_kernel, node_opset as _opset
 from ..passes.infer_shapes import inferred_metas
 
@@ -78,9 +78,28 @@ def infer_dynamic(graph: Graph, stats: dict | None = None, onnx_shapes: bool = T
             if out:
                 v = graph.value(out)
                 v.dtype, v.shape = np.dtype(m.dtype), tuple(int(d) for d in m.shape)
+    _optimize_unknown(graph, unknown)
     if stats is not None:
         stats["unknown_nodes"] = len(unknown)
     return unknown
+
+
+def _optimize_unknown(graph: Graph, unknown: dict[str, str]) -> None:
+    """optimize_unknown's chains and blocked regions among the unknown nodes, `unknown` kept true: a node they
+    replaced leaves it, one they made with an unknown output joins it (a reorder of a static value entering a
+    region is static, and runs in a static cluster)."""
+    if not unknown:
+        return
+    optimize_unknown(graph)
+    names = {n.name for n in graph.nodes}
+    for name in [k for k in unknown if k not in names]:
+        del unknown[name]
+    for node in graph.nodes:
+        if node.name in unknown or all(graph.value(o).is_static for o in node.outputs if o):
+            continue
+        dynamic_in = next((i for i in node.inputs if i and i not in graph.initializers and not graph.value(i).is_static), None)
+        unknown[node.name] = (f"input '{dynamic_in}' has unknown dims {_shape_text(graph.value(dynamic_in).shape)}"
+                              if dynamic_in else "output of unknown dims")
 
 
 def _strings(graph: Graph, node) -> list[str]:

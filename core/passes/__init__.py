@@ -34,7 +34,7 @@ from .nchwc_layout import nchwc_layout
 from .precision_mode import apply_precision_mode
 from .resolve_shapes import resolve_shapes
 
-__all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
+__all__ = ["optimize", "complete_attributes", "expand_gradients", "LOWERED_OPS", "optimize_dynamic", "optimize_unknown", "constant_folding", "infer_shapes", "fuse_conv_bn", "fuse_activation", "fuse_conv_add", "fuse_gelu",
            "fuse_layer_norm", "fuse_rms_norm", "fuse_rotary", "fuse_elementwise", "nchwc_layout", "fuse_matmul", "fuse_qdq", "dead_code", "resolve_shapes", "build_epilogue", "PIPELINE",
            "lower_precision",
            "FUSIONS", "fusion_switches", "select_impl_mode", "configured"]
@@ -180,9 +180,9 @@ def lower_precision(graph: Graph, per_pass: dict | None = None) -> bool:
 def optimize_dynamic(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None,
                      impl_modes: dict | None = None) -> dict:
     """The pipeline for a graph with unknown dims: every pass but infer_shapes (the dynamic path
-    infers what it can afterwards, core/compile/dynamic_shapes.py) and fuse_elementwise (a chain's
-    kernel is planned for static shapes). The fusions decide from dtypes,
-    ranks, constants and provably equal dims, and skip a match they cannot decide. After each
+    infers what it can afterwards, core/compile/dynamic_shapes.py), fuse_elementwise and nchwc_layout
+    (optimize_unknown runs them then). The fusions decide from dtypes, ranks, constants and provably
+    equal dims, and skip a match they cannot decide. After each
     constant folding, resolve_shapes turns the shape arithmetic it can follow symbolically into
     constants (Reshape targets with 0/-1), and dead_code drops the chains that became unused."""
     report = {} if report is None else report
@@ -210,8 +210,8 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=
         if key in disabled:
             per_pass[key] = {"switched_off": 1}
             continue
-        if fn in (infer_shapes, fuse_elementwise, nchwc_layout) and not static:  # static shapes needed
-            continue
+        if not static and (fn is infer_shapes or key in _AFTER_PRECISION):  # infer_dynamic's part, and
+            continue  # optimize_unknown's after it
         if fn is dead_code and settled:  # (the one after fuse_qdq, where it fused nothing: most models)
             continue
         t0 = time.perf_counter()
@@ -228,6 +228,28 @@ def _run(graph: Graph, per_pass: dict, disabled, impl_modes, static: bool, skip=
             dead_code(graph, stats=per_pass.setdefault("dead_code", {}))
         log.info("pass %s: %s (%.1f ms, %d nodes)", key, ", ".join(f"{k}={v}" for k, v in stats.items()) or "-",
                  (time.perf_counter() - t0) * 1e3, len(graph.nodes))
+
+
+def optimize_unknown(graph: Graph, report: dict | None = None, *, disabled: set[str] | frozenset | None = None) -> dict:
+    """fuse_elementwise and nchwc_layout among the nodes infer_dynamic left with unknown dims: chains and
+    blocked regions of them, which the hybrid executor builds for each run's shapes (the static parts are
+    static submodels, whose own pipeline runs them). Not when a --precision_mode lowers the graph:
+    build_dynamic lowers it after this, and the layout follows the lowering (as optimize() orders them)."""
+    report = {} if report is None else report
+    per_pass: dict[str, dict] = report.setdefault("passes", {})
+    off = _CONFIG.get()[0] if disabled is None else disabled
+    if _CONFIG.get()[2]:
+        return report
+    for key, fn in ((k, fn) for k, fn in PIPELINE if k in _AFTER_PRECISION):
+        stats = per_pass.setdefault(key, {})
+        if key in off:
+            stats["switched_off"] = 1
+            continue
+        t0 = time.perf_counter()
+        fn(graph, stats=stats, dynamic=True)
+        log.info("pass %s (unknown dims): %s (%.1f ms, %d nodes)", key, ", ".join(f"{k}={v}" for k, v in stats.items())
+                 or "-", (time.perf_counter() - t0) * 1e3, len(graph.nodes))
+    return report
 
 
 def require_static(graph: Graph) -> None:

@@ -145,6 +145,13 @@ def known_dims(shape) -> bool:
     return shape is not None and all(isinstance(d, int) and d >= 0 for d in shape)
 
 
+def stand_in(shape) -> tuple:
+    """A static shape standing in for a partly known one (a dynamic graph's): its unknown dims (None,
+    symbols) 2, so that they broadcast against known ones only as a 2 would; for checks that a kernel
+    accepts an op, never for sizes."""
+    return tuple(d if isinstance(d, int) and d >= 0 else 2 for d in shape)
+
+
 def same_dim(a, b) -> bool:
     """Provably equal dims: equal ints, or one symbol (onnx names equal sizes alike); None is unknown."""
     return a is not None and b is not None and a == b and not (isinstance(a, int) and a < 0)

@@ -6,7 +6,9 @@ folded, the native GEMM adds Z and applies the Relu as it stores the product.
 
 Recognized: an Add whose one input is the only output of a one-group Conv read only by this Add
 (no epilogue of its own), and whose other input has exactly the Conv output's shape and dtype (a
-residual, no broadcasting). The FusedConv writes the Add's output and takes its epilogue. Runs
+residual, no broadcasting): provably, or in a dynamic graph where onnx gave the two fresh symbols, at
+the nominal input size (passes/_nominal.py; a Z that broadcasts at another size fails the FusedConv's
+check naming the node, never a wrong sum). The FusedConv writes the Add's output and takes its epilogue. Runs
 after fuse_activation, so that the Relu already sits on the Add.
 """
 from __future__ import annotations
@@ -16,17 +18,18 @@ from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ._fusion import Matcher, same_dim
+from ._nominal import Sizes
 
 
 def fuse_conv_add(graph: Graph, stats: dict | None = None) -> Graph:
-    m = Matcher(graph)
+    m, sizes = Matcher(graph), Sizes(graph)
     for add in list(graph.nodes):
         if add.op_type != "Add" or add.domain != "" or m.removed(add) or len(add.inputs) != 2:
             continue
         for y in add.inputs:
             conv = m.sole_producer(y, add)
             z = m.other_input(add, y)
-            if conv is None or z is None or not _fusable(m, conv, y, z):
+            if conv is None or z is None or not _fusable(m, sizes, conv, y, z):
                 continue
             inputs = list(conv.inputs) + [""] * (3 - len(conv.inputs)) + [z]
             attrs = {k: v for k, v in conv.attrs.items()}
@@ -41,10 +44,13 @@ def fuse_conv_add(graph: Graph, stats: dict | None = None) -> Graph:
     return graph
 
 
-def _fusable(m: Matcher, conv: Node, y: str, z: str) -> bool:
+def _fusable(m: Matcher, sizes: Sizes, conv: Node, y: str, z: str) -> bool:
     if conv.op_type != "Conv" or conv.attrs.get(EPILOGUE) or int(conv.attrs.get("group", 1)) != 1:
         return False
     (yt, ys), (zt, zs) = m.meta(y), m.meta(z)
     if yt is None or zt is None or yt != zt or not is_float(yt) or len(ys) != len(zs):
         return False
-    return all(same_dim(a, b) for a, b in zip(ys, zs))
+    if all(same_dim(a, b) for a, b in zip(ys, zs)):
+        return True
+    return all(same_dim(a, b) for a, b in zip(ys, zs) if isinstance(a, int) or isinstance(b, int)) \
+        and sizes.shape(y) is not None and sizes.alike(y, z)

@@ -6,7 +6,11 @@ cost mostly the dispatch. Fused, the chain is one task whose native plan walks t
 blocks that stay in L1, and whose numpy plan runs the ops in place in the output.
 
 Recognized: ops of kernels.fused_elementwise.CHAIN_OPS (with their fused epilogues) whose output
-has one dtype and static shape, operands broadcasting to it. A producer joins its reader's group
+has one dtype and a known rank, operands broadcasting to it. In a dynamic graph a dim may be unknown:
+a chain of broadcasting elementwise ops computes the same at any shape, so what the unknown dims
+decide is only which producers join (by their shapes at a nominal input size, passes/_nominal.py:
+a gate's chain is not computed per pixel), and the kernel is
+checked with stand-in sizes for them (the hybrid executor builds it for each run's shapes). A producer joins its reader's group
 when its only output is read by that reader alone, once, is no graph output and has the reader's
 dtype and shape: a group is a tree whose inner values never leave it, so a value that is a model
 output or has two readers stays a tensor of its own. Clip's bounds must be constant scalars. A
@@ -34,22 +38,26 @@ from ..kernels.backend import NUMPY
 from ..kernels.epilogue import ATTR as EPILOGUE
 from ..kernels.fused import GE_DOMAIN
 from ..kernels.ops.fused_elementwise import CHAIN_OPS, FusedElementwise
-from ._fusion import Matcher, known_dims
+from ._fusion import Matcher, known_dims, stand_in
+from ._nominal import Sizes
 
 
-def fuse_elementwise(graph: Graph, stats: dict | None = None) -> Graph:
-    m = Matcher(graph)
+def fuse_elementwise(graph: Graph, stats: dict | None = None, dynamic: bool = False) -> Graph:
+    """`dynamic`: the graph has unknown dims, and only the nodes whose outputs have some join a chain (the
+    static parts become static submodels, whose own pipeline fuses them)."""
+    m, sizes = Matcher(graph), Sizes(graph)
     opset = graph.opset.get("", 17)
     group: dict[int, list[Node]] = {}  # id(root) -> its members in graph order
     for node in graph.nodes:
         meta = _chain_meta(m, node, opset)
-        if meta is None:
+        if meta is None or (dynamic and known_dims(meta[1])):
             continue
         members = []
         for name in dict.fromkeys(node.inputs):
             prod = m.producers.get(name)
             if (prod is not None and id(prod) in group and node.inputs.count(name) == 1
-                    and m.internal(name) and m.consumers.get(name, []) == [node] and m.meta(name) == meta):
+                    and m.internal(name) and m.consumers.get(name, []) == [node] and m.meta(name)[0] == meta[0]
+                    and sizes.alike(name, node.outputs[0])):
                 members.extend(group.pop(id(prod)))
         group[id(node)] = members + [node]
     order = {id(n): i for i, n in enumerate(graph.nodes)}
@@ -77,7 +85,7 @@ def _chain_meta(m: Matcher, node: Node, opset: int):
     if any((step[2] if len(step) > 2 else "", step[0]) not in CHAIN_OPS for step in node.attrs.get(EPILOGUE, ())):
         return None
     dtype, shape = m.meta(node.outputs[0])
-    if dtype is None or not known_dims(shape):
+    if dtype is None or shape is None:
         return None
     data = node.inputs[:1] if node.op_type == "Clip" else node.inputs
     if len(data) != CHAIN_OPS[(node.domain, node.op_type)] or not all(data):
@@ -86,7 +94,7 @@ def _chain_meta(m: Matcher, node: Node, opset: int):
         return None
     for name in data:
         t, s = m.meta(name)
-        if t != dtype or not known_dims(s):
+        if t != dtype or s is None:
             return None
     if node.op_type == "Clip" and _clip_bounds(m, node, opset) is None:
         return None
@@ -131,11 +139,11 @@ def _fused_node(m: Matcher, members: list[Node], opset: int) -> Node | None:
         step_of[node.outputs[0]] = len(steps) - 1
     root = members[-1]
     attrs = {"steps": steps}
-    try:  # the kernel is the spec: it must accept the chain and compute the root's meta
-        metas = [Meta(*m.meta(name)) for name in inputs]
+    try:  # the kernel is the spec: it must accept the chain and compute the root's meta (or a stand-in's)
+        metas = [Meta(t, stand_in(s)) for t, s in map(m.meta, inputs)]
         kernel = FusedElementwise(attrs, metas, opset=opset, name=root.name, backend=NUMPY)
         dtype, shape = m.meta(root.outputs[0])
-        if kernel.out.dtype != dtype or tuple(kernel.out.shape) != tuple(shape):
+        if kernel.out.dtype != dtype or tuple(kernel.out.shape) != stand_in(shape):
             return None
         if len(members) == 1 and not kernel.interpreted:  # a float16 op alone: only as the interpreter's
             return None

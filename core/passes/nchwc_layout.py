@@ -31,7 +31,12 @@ ge::FusedElementwise of such a value whose other operands are of its shape, NCHW
 (reordered in) or single values, its steps finite on finite padding (PP-LCNet's residual squeeze-excite
 x + x * gate in DBNet's neck, the neck's top-down adds): the same chain on the blocked tensors. A pool after a
 conv left NCHW stays NCHW: reordering its larger input would cost more than its output.
-Runs last among the fusions (after precision_mode when one is set), on static graphs, where ge's native
+Dynamic graphs (unknown batch or image size: an exporter's dynamic axes) are rewritten the same way, their
+nodes of unknown dims (`dynamic`: passes.optimize_unknown, after infer_dynamic): what a rewrite may do is
+decided by what the graph proves (dtypes, ranks, channels, constants), which holds at any size, the
+hybrid executor builds each blocked op for the shapes a run brings, and a region's cost is weighed at a
+nominal input size (passes/_nominal.py: the ratio of multiply-adds to reordered elements barely depends
+on the size). Runs last among the fusions (after precision_mode when one is set), where ge's native
 kernels run: the numpy plans of the blocked ops unblock and block around the NCHW ones (ResNet-50 on
 numpy: 1.18x its NCHW plans), so a compiler without them keeps NCHW (an OM compiled with them still
 runs on numpy)."""
@@ -42,6 +47,8 @@ import math
 import numpy as np
 
 from ..model.ir import Graph, Node, Value
+from ._fusion import same_dim
+from ._nominal import Sizes
 from ._util import set_initializer
 from ..kernels import backend as backends
 from ..kernels.ops.blocked import BLOCK, blocked_shape
@@ -71,26 +78,31 @@ BLOCK_SAFE_STEPS = {("", op) for op in ("Add", "Sub", "Mul", "Max", "Min", "Relu
     {(GE_DOMAIN, "Swish"), (GE_DOMAIN, "HardSwish")}
 
 
-def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
+def nchwc_layout(graph: Graph, stats: dict | None = None, dynamic: bool = False) -> Graph:
+    """`dynamic`: the graph has unknown dims, and only nodes whose outputs have some join a region (the
+    static parts become static submodels, whose own pipeline lays them out)."""
     if backends.select().lib is None:
         if stats is not None:
             stats["no_native_kernels"] = 1
         return graph
+    sizes = Sizes(graph)
     members, writers = [], set()  # writers: the values a member writes blocked
     for n in graph.nodes:  # in graph order: a pool's producer is decided before it
-        if _eligible_conv(graph, n) or _eligible_pool(graph, n, writers) or _eligible_mul(graph, n, writers) \
-                or _eligible_channel_op(graph, n, writers) or _eligible_resize(graph, n, writers) \
-                or _eligible_chain(graph, n, writers):
+        if dynamic and all(graph.value(o).is_static for o in n.outputs if o):
+            continue
+        if _eligible_conv(graph, n, sizes) or _eligible_pool(graph, n, writers) \
+                or _eligible_mul(graph, n, writers, sizes) or _eligible_channel_op(graph, n, writers, sizes) \
+                or _eligible_resize(graph, n, writers) or _eligible_chain(graph, n, writers, sizes):
             members.append(n)
             writers.update(_written(n))
     # a Resize whose output no member reads blocked would leave the region upsampled: reordered before it,
     # the smaller tensor moves (DBNet's neck upsamples 24 channels 2-8x into an NCHW Concat)
-    reads = {id(n): _blocked_reads(graph, n) for n in members}  # (asked again and again by _regions)
+    reads = {id(n): _blocked_reads(graph, n, sizes) for n in members}  # (asked again and again by _regions)
     read_blocked = {x for xs in reads.values() for x in xs}
     members = [n for n in members if n.op_type != "Resize" or n.outputs[0] in read_blocked]
-    regions = [r for r in _regions(graph, members, reads) if _pays(graph, r)]
+    regions = [r for r in _regions(graph, members, reads) if _pays(graph, r, sizes)]
     for region in regions:
-        _rewrite(graph, region)
+        _rewrite(graph, region, sizes)
     if regions:
         graph.opset.setdefault(GE_DOMAIN, graph.opset.get("", 17))  # see kernels/fused.py
     if stats is not None:
@@ -104,30 +116,47 @@ def nchwc_layout(graph: Graph, stats: dict | None = None) -> Graph:
     return graph
 
 
+def _nchw(v) -> bool:
+    """A float32 4-D tensor whose channels the graph knows (its other dims may not be known: a dynamic graph)."""
+    return v is not None and v.kind == "tensor" and v.dtype == np.float32 and v.shape is not None \
+        and len(v.shape) == 4 and isinstance(v.shape[1], int) and v.shape[1] > 0
+
+
+def _shape(graph: Graph, name: str) -> tuple:
+    """The shape as the graph knows it (a dim it does not know is None or a symbol)."""
+    a = graph.initializers.get(name)
+    return tuple(a.shape) if a is not None else tuple(graph.values[name].shape)
+
+
+def _single(shape) -> bool:
+    """Provably one element."""
+    return all(d == 1 for d in shape)
+
+
 def _eligible_pool(graph: Graph, node: Node, writers: set) -> bool:
     """A 2-D float32 MaxPool without Indices or a GlobalAveragePool of a value a member writes blocked."""
     if (node.domain, node.op_type) not in _POOLS or not node.inputs or node.inputs[0] not in writers:
         return False
     if len([o for o in node.outputs if o]) != 1 or not node.outputs[0]:
         return False
-    y = graph.values.get(node.outputs[0])
-    return y is not None and y.is_static and y.dtype == np.float32 and len(y.shape) == 4
+    return _nchw(graph.values.get(node.outputs[0]))
 
 
-def _eligible_mul(graph: Graph, node: Node, writers: set) -> bool:
+def _eligible_mul(graph: Graph, node: Node, writers: set, sizes: Sizes) -> bool:
     """A squeeze-excite's Mul: a value a member writes blocked times an NCHW gate (N, C, 1, 1) of its batch
     and channels (MobileNetV3's), in either order."""
     if (node.domain, node.op_type) != ("", "Mul") or len(node.inputs) != 2 or len(node.outputs) != 1:
         return False
     metas = [graph.values.get(v) for v in node.inputs + node.outputs]
-    if any(m is None or not m.is_static or m.dtype != np.float32 or len(m.shape) != 4 for m in metas):
+    if not all(map(_nchw, metas)):
         return False
     y = tuple(metas[2].shape)
-    return any(node.inputs[i] in writers and tuple(metas[i].shape) == y and y[2:] != (1, 1)
-               and tuple(metas[1 - i].shape) == y[:2] + (1, 1) for i in (0, 1))
+    return any(node.inputs[i] in writers and sizes.alike(node.inputs[i], node.outputs[0]) and y[2:] != (1, 1)
+               and tuple(metas[1 - i].shape)[1:] == y[1:2] + (1, 1) and same_dim(metas[1 - i].shape[0], y[0])
+               for i in (0, 1))
 
 
-def _eligible_channel_op(graph: Graph, node: Node, writers: set) -> bool:
+def _eligible_channel_op(graph: Graph, node: Node, writers: set, sizes: Sizes) -> bool:
     """A Concat or Split along the channels, or an Add of one shape, of values members write blocked (YOLO's
     C2f blocks: a conv's output split in two, bottlenecks added, all concatenated): blocked, each is the same
     op along axis 1 of the blocked tensors, when every part but the last is whole blocks (the last one's
@@ -139,22 +168,22 @@ def _eligible_channel_op(graph: Graph, node: Node, writers: set) -> bool:
     if not outs or not all(x in writers for x in reads):
         return False
     metas = [graph.values.get(v) for v in reads + outs]
-    if any(m is None or not m.is_static or m.dtype != np.float32 or len(m.shape) != 4 for m in metas):
+    if not all(map(_nchw, metas)):
         return False
     if node.op_type == "Add":
-        return len(reads) == 2 and all(tuple(m.shape) == tuple(metas[-1].shape) for m in metas)
+        return len(reads) == 2 and all(sizes.alike(x, outs[0]) for x in reads)
     if int(node.attrs.get("axis", 0)) not in (1, -3):
         return False
     parts = reads if node.op_type == "Concat" else node.outputs
     if node.op_type == "Split" and ("" in node.outputs or (len(node.inputs) > 1 and node.inputs[1]
                                                            and node.inputs[1] not in graph.initializers)):
         return False
-    return all(graph.meta(v).shape[1] % BLOCK == 0 for v in parts[:-1])
+    return all(_shape(graph, v)[1] % BLOCK == 0 for v in parts[:-1])
 
 
-def _eligible_chain(graph: Graph, node: Node, writers: set) -> bool:
+def _eligible_chain(graph: Graph, node: Node, writers: set, sizes: Sizes) -> bool:
     """A ge::FusedElementwise (fuse_elementwise's chain) of a value members write blocked, whose other
-    operands are of its output's shape, NCHW gates (N, C, 1, 1) of its batch and channels, or single
+    operands are of its output's shape, NCHW gates (N or 1, C, 1, 1) of its channels, or single
     values, and whose steps keep finite values finite (BLOCK_SAFE_STEPS: the padding channels, act(0) or
     zeros, must not turn into a NaN the next conv's zero weights would spread): PP-LCNet's residual
     squeeze-excite x + x * gate (DBNet's neck), its top-down adds. Blocked, the same chain on the blocked
@@ -163,14 +192,16 @@ def _eligible_chain(graph: Graph, node: Node, writers: set) -> bool:
         return False
     if any((step[1], step[0]) not in BLOCK_SAFE_STEPS for step in node.attrs.get("steps", [])):
         return False
-    metas = [graph.values.get(v) for v in node.inputs + node.outputs]
-    if any(m is None or not m.is_static or m.dtype != np.float32 for m in metas):
+    metas = [graph.values.get(v) for v in node.inputs]
+    y = graph.values.get(node.outputs[0])
+    if not _nchw(y) or any(m is None or m.dtype != np.float32 or m.shape is None for m in metas):
         return False
-    y = tuple(metas[-1].shape)
-    if len(y) != 4 or not any(x in writers and tuple(m.shape) == y for x, m in zip(node.inputs, metas)):
+    out, y = node.outputs[0], tuple(y.shape)
+    if not any(x in writers and sizes.alike(x, out) for x in node.inputs):
         return False
-    return all(math.prod(m.shape) == 1 or (x not in graph.initializers and tuple(m.shape) in (y, y[:2] + (1, 1)))
-               for x, m in zip(node.inputs, metas))
+    return all(_single(m.shape) or (x not in graph.initializers and (
+        sizes.alike(x, out) or (len(m.shape) == 4 and tuple(m.shape)[1:] == y[1:2] + (1, 1))))
+        for x, m in zip(node.inputs, metas))
 
 
 def _eligible_resize(graph: Graph, node: Node, writers: set) -> bool:
@@ -187,10 +218,10 @@ def _eligible_resize(graph: Graph, node: Node, writers: set) -> bool:
     if text(mode) != "nearest" or text(coord) == "tf_crop_and_resize" or text(policy) != "stretch" or "axes" in node.attrs:
         return False
     x, y = graph.values.get(node.inputs[0]), graph.values.get(node.outputs[0])
-    if any(v is None or not v.is_static or v.dtype != np.float32 or len(v.shape) != 4 for v in (x, y)):
+    if not (_nchw(x) and _nchw(y)):
         return False
     param = _resize_param(graph, node)
-    if param is None or tuple(x.shape[:2]) != tuple(y.shape[:2]):
+    if param is None or x.shape[1] != y.shape[1]:  # (N: scales of 1, or sizes equal to X's, below)
         return False
     i, values = param
     return bool(np.all(values[:2] == 1)) if i == 2 else [int(v) for v in values[:2]] == list(x.shape[:2])
@@ -213,7 +244,7 @@ def _written(node: Node) -> list[str]:
     return list(node.outputs) if node.op_type == "Split" else node.outputs[:1]
 
 
-def _eligible_conv(graph: Graph, node: Node) -> bool:
+def _eligible_conv(graph: Graph, node: Node, sizes: Sizes) -> bool:
     if (node.domain, node.op_type) not in _CONVS or len(node.outputs) != 1:
         return False
     if node.inputs[0] in graph.initializers:
@@ -222,15 +253,14 @@ def _eligible_conv(graph: Graph, node: Node) -> bool:
     if w not in graph.initializers or (b and b not in graph.initializers):
         return False
     x, y = graph.values.get(node.inputs[0]), graph.values.get(node.outputs[0])
-    metas = [v for v in (x, y) if v is not None and v.is_static]
-    if len(metas) != 2 or any(v.dtype != np.float32 or len(v.shape) != 4 for v in metas):
+    if not (_nchw(x) and _nchw(y)):
         return False
     group = int(node.attrs.get("group", 1))
     if group != 1 and not _depthwise(graph, node):
         return False
     if node.op_type == "FusedConv":
         z = graph.values.get(node.inputs[3])
-        if node.inputs[3] in graph.initializers or z is None or not z.is_static or z.meta != y.meta:
+        if node.inputs[3] in graph.initializers or not _nchw(z) or not sizes.alike(node.inputs[3], node.outputs[0]):
             return False
     return _fits_blocks(y.shape[1]) and (_fits_blocks(x.shape[1]) or _planar(graph, node))
 
@@ -245,14 +275,14 @@ def _planar(graph: Graph, node: Node) -> bool:
     as NCHW, in place, kernels up to PLANAR_TAPS: its output is blocked with no ReorderInput before it
     (MLAS's NCHW-input kernel). MobileNetV2's stem had written NCHW and its 32 channels at 112x112 were
     reordered, 5% of the model at v3."""
-    c = graph.meta(node.inputs[0]).shape[1]
+    c = _shape(graph, node.inputs[0])[1]
     w = graph.initializers.get(node.inputs[1])
     return (node.domain, node.op_type) in _CONVS and int(node.attrs.get("group", 1)) == 1 and not _fits_blocks(c) \
         and c < BLOCK and w is not None and w.ndim == 4 and w.shape[2] * w.shape[3] <= PLANAR_TAPS
 
 def _depthwise(graph: Graph, node: Node) -> bool:
     """A depthwise conv: one input and one output channel per group (MobileNets'; no residual Z)."""
-    c, oc = graph.meta(node.inputs[0]).shape[1], graph.meta(node.outputs[0]).shape[1]
+    c, oc = _shape(graph, node.inputs[0])[1], _shape(graph, node.outputs[0])[1]
     return (node.op_type == "Conv" and int(node.attrs.get("group", 1)) == c == oc
             and graph.initializers[node.inputs[1]].shape[1] == 1)
 
@@ -269,15 +299,15 @@ class _Region:
         self.leaving: list[str] = []  # values written blocked, read outside or model outputs: a ReorderOutput each
 
 
-def _blocked_reads(graph: Graph, node: Node) -> list[str]:
+def _blocked_reads(graph: Graph, node: Node, sizes: Sizes) -> list[str]:
     """What a member reads blocked: X, and FusedConv's Z; a gate Mul the input of its output's shape (the
     gate's is (N, C, 1, 1)), before and after the rewrite gives them the blocked shape."""
     if node.op_type == "Mul":
-        return [x for x in node.inputs if graph.meta(x).shape == graph.meta(node.outputs[0]).shape][:1]
+        return [x for x in node.inputs if sizes.alike(x, node.outputs[0])][:1]
     if node.op_type in ("Concat", "Add"):
         return list(node.inputs)
     if node.op_type == "FusedElementwise":  # its single values stay as they are
-        return [x for x in node.inputs if graph.meta(x).numel != 1]
+        return [x for x in node.inputs if not _single(_shape(graph, x))]
     at = ((3,) if _planar(graph, node) else (0, 3)) if (node.domain, node.op_type) in _CONVS else (0,)
     return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
@@ -320,24 +350,29 @@ def _regions(graph: Graph, members: list[Node], reads: dict[int, list[str]]) -> 
     return regions
 
 
-def _pays(graph: Graph, r: _Region) -> bool:
+def _pays(graph: Graph, r: _Region, sizes: Sizes) -> bool:
     reorders = len(r.entering) + len(r.leaving)
-    moved = sum(graph.meta(v).numel for v in r.entering + r.leaving)
-    macs = sum(graph.meta(n.outputs[0]).numel * math.prod(graph.initializers[n.inputs[1]].shape[1:]) for n in r.convs)
-    return len(r.convs) > reorders and macs >= PAYBACK * moved
+    if len(r.convs) <= reorders:
+        return False
+    moved = [sizes.numel(v) for v in r.entering + r.leaving]
+    outs = [sizes.numel(n.outputs[0]) for n in r.convs]
+    if None in moved or None in outs:  # (a dynamic graph whose sizes the nominal shapes do not tell)
+        return False
+    macs = sum(k * math.prod(graph.initializers[n.inputs[1]].shape[1:]) for k, n in zip(outs, r.convs))
+    return macs >= PAYBACK * sum(moved)
 
 
-def _rewrite(graph: Graph, r: _Region) -> None:
+def _rewrite(graph: Graph, r: _Region, sizes: Sizes) -> None:
     """The region's members as ge's blocked ops; a ReorderInput before the first reader of each entering
     value, a ReorderOutput after the producer of each leaving one (which keeps its name and layout for
     its readers outside)."""
-    reads = {id(n): _blocked_reads(graph, n) for n in r.members}  # before the shapes change
-    split_blocks = {id(n): [-(-graph.meta(y).shape[1] // BLOCK) for y in n.outputs] for n in r.members
+    reads = {id(n): _blocked_reads(graph, n, sizes) for n in r.members}  # before the shapes change
+    split_blocks = {id(n): [-(-_shape(graph, y)[1] // BLOCK) for y in n.outputs] for n in r.members
                     if n.op_type == "Split"}
     blocked: dict[str, str] = {}
     for name in r.entering + r.leaving:
         blocked[name] = _unused(graph, f"{name}:nchwc")
-        graph.values[blocked[name]] = Value(blocked[name], np.dtype(np.float32), blocked_shape(graph.meta(name).shape))
+        graph.values[blocked[name]] = Value(blocked[name], np.dtype(np.float32), blocked_shape(_shape(graph, name)))
     for y in r.outputs:  # the values inside keep their names, their layout becomes blocked
         if y not in blocked:
             v = graph.values[y]
@@ -358,7 +393,7 @@ def _rewrite(graph: Graph, r: _Region) -> None:
         y = n.outputs[0]
         if n.op_type in ("Concat", "Split", "Add"):  # the same op along the blocked tensors' axis 1
             nodes.append(_channel_op(graph, n, inputs, [blocked[o] for o in n.outputs], split_blocks.get(id(n))))
-            nodes.extend(Node("ReorderOutput", [blocked[o]], [o], attrs={"channels": int(graph.meta(o).shape[1])},
+            nodes.extend(Node("ReorderOutput", [blocked[o]], [o], attrs={"channels": int(_shape(graph, o)[1])},
                               name=_unused_node(graph, f"{o}:from_nchwc"), domain=GE_DOMAIN)
                          for o in n.outputs if o in r.leaving)
             continue
@@ -366,11 +401,11 @@ def _rewrite(graph: Graph, r: _Region) -> None:
             nodes.append(_blocked_resize(graph, n, inputs, blocked[y]) if n.op_type == "Resize" else
                          Node(n.op_type, inputs, [blocked[y]], attrs=dict(n.attrs), name=n.name, domain=n.domain))
             if y in r.leaving:
-                nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+                nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(_shape(graph, y)[1])},
                                   name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
             continue
         if n.op_type == "GlobalAveragePool":  # reads blocked, writes NCHW
-            nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+            nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(_shape(graph, y)[1])},
                               name=n.name, domain=GE_DOMAIN))
             continue
         if n.op_type == "Mul":  # the blocked input first, the NCHW gate second
@@ -382,7 +417,7 @@ def _rewrite(graph: Graph, r: _Region) -> None:
             nodes.append(Node(op, inputs[:1] if op != "NchwcConv" else inputs, [blocked[y]], attrs=dict(n.attrs),
                               name=n.name, domain=GE_DOMAIN))
         if y in r.leaving:
-            nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(graph.meta(y).shape[1])},
+            nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(_shape(graph, y)[1])},
                               name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
     graph.nodes = nodes
 

@@ -20,6 +20,8 @@ Per unknown node, each execution:
   data-dependent  (NonZero, NonMaxSuppression ...: infer() cannot tell) compute() gives the outputs,
                   their shapes decide the allocation;
   realloc_if_needed  an output buffer grows only when the new shape needs more bytes than it holds;
+  plan_memory   after a run that allocated (hybrid mode, the root), every tensor moves into one arena
+                planned by lifetime for the most bytes it has held (HybridContext.plan_memory);
   empty output    skips the node;
   set arguments   a tensor's view is made only when its address or shape changed (the slot keeps it);
   counts          nodes_run, shape_updates and args_set are plain ints, folded into the context's

@@ -70,7 +70,7 @@ def test_tensors_never_alive_together_share_the_arena(loaded):
     _run(path, model_id, 2, 40, seed=None)
     assert ctx.counters["memory_plans"] == 1
     planned = _planned(ctx, model)
-    assert {name for name, *_ in planned} >= {"x", "a", "b", "c", "d", "t", "u", "y", "z"}
+    assert {name for name, *_ in planned} >= {"x", "a", "c", "t", "u", "y", "z"}  # (b joined the Add's chain)
     for i, (n1, f1, l1, a1, c1) in enumerate(planned):  # alive together: disjoint bytes
         for n2, f2, l2, a2, c2 in planned[i + 1:]:
             if f1 <= l2 and f2 <= l1:

@@ -662,3 +662,99 @@ def test_squeeze_excite_chains_and_adds_run_blocked(tmp_path, default_backend, b
         ("NchwcConv", "se2"), ("FusedElementwise", "rse"), ("NchwcConv", "down"), ("Resize", "up"), ("Add", "td"),
         ("NchwcConv", "c1"), ("ReorderOutput", "c1:from_nchwc"), ("Resize", "out_up"), ("Transpose", "t")]
     assert_close(got, ort_run(model, feeds))
+
+
+def symbolic(model, names=("N", None, "H", "W")):
+    """The model as an exporter with dynamic axes writes it: its input's dims symbolic but the channels."""
+    for axis, (dim, name) in enumerate(zip(model.graph.input[0].type.tensor_type.shape.dim, names)):
+        if name:
+            dim.dim_param = name
+    return model
+
+
+def compile_dynamic(tmp_path, use_backend, backend, model, channels, name="dyn"):
+    """Compiled with unknown N, H, W (the hybrid executor), loaded on `backend`: (model id, its nodes' ops
+    and names in step order)."""
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    use_backend("native")
+    result = api.atc(path, str(tmp_path / name), input_shape=f"x:-1,{channels},-1,-1")
+    use_backend(backend)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    dyn = api.model(model_id).dyn
+    assert not dyn.submodels  # every node's shape is unknown
+    return model_id, [(dyn.nodes[s.index].op_type, dyn.nodes[s.index].name) for s in dyn.steps]
+
+
+def assert_runs_as_onnxruntime(model_id, model, shapes, **extra):
+    try:
+        for shape in shapes:
+            feeds = {"x": rng.standard_normal(shape).astype(np.float32), **extra}
+            assert_close(api.execute(model_id, feeds), ort_run(model, feeds))
+    finally:
+        api.unload(model_id)
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_dynamic_graphs_run_blocked_as_static_ones(tmp_path, default_backend, backend):
+    """With its batch and image size unknown, ResNet's convs, pools and head are blocked as in a static
+    graph (what may be blocked is decided by channels, ranks and constants; whether it pays at a nominal
+    size), each blocked op built for the shapes a run brings: odd sizes, batch 3, then smaller again."""
+    model = symbolic(resnet_style())  # (its residual Adds: FusedConvs, Z alike at the nominal size)
+    model_id, ops = compile_dynamic(tmp_path, default_backend, backend, model, 3)
+    assert [op for op, _ in ops if op != "Flatten"] == RESNET_TASKS  # (a static build makes it a view)
+    assert_runs_as_onnxruntime(model_id, model, [(1, 3, 48, 48), (3, 3, 40, 56), (2, 3, 33, 47), (1, 3, 20, 20)])
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_dynamic_squeeze_excite_and_neck_run_blocked(tmp_path, default_backend, backend):
+    """MobileNetV3's squeeze-excite Mul (the gate's batch the same symbol as the value's) and DBNet's neck
+    (x + x * gate chains, upsampled levels added: onnx gives the Resize's output fresh symbols, related
+    at the nominal size) are blocked as in their static graphs."""
+    model = symbolic(mobilenetv3_style())
+    model_id, ops = compile_dynamic(tmp_path, default_backend, backend, model, 3, "v3")
+    assert [op for op, _ in ops if op != "Flatten"] == V3_TASKS
+    assert_runs_as_onnxruntime(model_id, model, [(1, 3, 32, 32), (2, 3, 48, 40)])
+    model = symbolic(neck_style())
+    model_id, ops = compile_dynamic(tmp_path, default_backend, backend, model, 16, "neck")
+    assert ops == [
+        ("ReorderInput", "x:to_nchwc"), ("NchwcConv", "c0"), ("NchwcGlobalAveragePool", "gap"), ("Conv", "se1"),
+        ("NchwcConv", "se2"), ("FusedElementwise", "rse"), ("NchwcConv", "down"), ("Resize", "up"), ("Add", "td"),
+        ("NchwcConv", "c1"), ("ReorderOutput", "c1:from_nchwc"), ("Resize", "out_up"), ("Transpose", "t")]
+    assert_runs_as_onnxruntime(model_id, model, [(1, 16, 12, 12), (2, 16, 20, 16)])
+
+
+def gated_by_one_gate(batch="N"):
+    """x + x * sigmoid(g): a gate g (1, 32, 1, 1) given for the whole batch, broadcast over it."""
+    b = Builder()
+    y = b.conv("c0", "x", 16, 32, 3)
+    y = b.conv("c1", y, 32, 32, 3)
+    gate = b.node("Sigmoid", ["g"], "gate")
+    r = b.node("Add", [y, b.node("Mul", [y, gate], "scaled")], "rse")
+    y = b.conv("c2", r, 32, 32, 3)
+    graph = b.model({"x": [batch, 16, 10, 10]}, [b.conv("c3", y, 32, 16, 3)]).graph
+    graph.input.append(helper.make_tensor_value_info("g", F, [1, 32, 1, 1]))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_a_chains_gate_for_the_whole_batch_is_broadcast_blocked(tmp_path, default_backend, backend):
+    """A chain's gate of batch 1 over a batch of 3 joins the region (reordered in, broadcast as NCHW
+    broadcasts it), static and with unknown dims alike."""
+    g = rng.standard_normal((1, 32, 1, 1)).astype(np.float32)
+    model = gated_by_one_gate(3)
+    feeds = {"x": rng.standard_normal((3, 16, 10, 10)).astype(np.float32), "g": g}
+    got, tasks, _ = compile_and_run(tmp_path, default_backend, backend, model, feeds, input_shape="x:3,16,10,10;g:1,32,1,1")
+    assert ("FusedElementwise", "rse") in [(op, name) for op, name, _ in tasks]
+    assert [op for op, _, _ in tasks].count("ReorderOutput") == 1  # the last conv's: the chain reads blocked
+    assert_close(got, ort_run(model, feeds))
+    model = symbolic(gated_by_one_gate())
+    path = str(tmp_path / "gated.onnx")
+    onnx.save(model, path)
+    default_backend("native")
+    result = api.atc(path, str(tmp_path / "gated"), input_shape="x:-1,16,-1,-1;g:1,32,1,1")
+    default_backend(backend)
+    model_id = api.load_from_file(result.om_path, "cpu")
+    ops = [n.op_type for n in api.model(model_id).dyn.nodes]
+    assert ops.count("ReorderOutput") == 1 and "FusedElementwise" in ops
+    assert_runs_as_onnxruntime(model_id, model, [(3, 16, 10, 10), (1, 16, 7, 9)], g=g)
