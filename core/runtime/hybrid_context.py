@@ -959,9 +959,10 @@ class HybridContext:
                 have = "no planned buffer" if slot is None else f"a planned capacity of {slot.capacity} bytes"
                 raise ShapeError(f"tensor '{name}' needs {nbytes} bytes for {dtype} {list(shape)} but has {have}, "
                                  f"its upper bound in the range plan")
-            if slot is not None and self.growable and self.model.root is not None:  # a subgraph's tensor growing in a
-                # loop: twice the room, not each size in turn
-                nbytes = max(nbytes, 2 * slot.capacity)
+            if slot is not None and self.growable:  # a tensor growing again (a subgraph's in a loop, a decoder's past
+                # from call to call): room ahead, so that it grows a few times, not at each size in turn (nor
+                # is the root planned again after each: plan_memory); a subgraph's twice, the root's half again
+                nbytes = max(nbytes, 2 * slot.capacity if self.model.root is not None else slot.capacity * 3 // 2)
             addr = self._malloc(nbytes)
             data = self.device.bytes_at(addr, nbytes)
             if slot is None:

@@ -127,3 +127,14 @@ def test_outputs_into_the_callers_buffers(loaded):
         for g, y, e in zip(got, ys, expected):
             assert g is y
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_dim_growing_call_after_call_grows_the_tensors_a_few_times(loaded):
+    """A decoder's past grows by one token a call: a tensor that grows again takes half its size ahead, so
+    the tensors grow and the arena is planned a few times over 50 calls, not at every call."""
+    path, model_id, model = loaded
+    ctx = model.default_context
+    for length in range(10, 60):
+        _run(path, model_id, 1, length, seed=None)
+    assert ctx.counters["memory_plans"] <= 6  # (10 -> 15 -> 22 -> 33 -> 49 -> 73)
+    assert ctx.counters["reallocs"] <= 6 * len(model.lifetimes)
