@@ -187,8 +187,10 @@ def _batch_offsets(shape, strides, batch_shape) -> np.ndarray:
     right, a dim of size 1 (or a missing one) broadcast (stride 0)."""
     lead = len(shape) - 2
     st = [0] * (len(batch_shape) - lead) + [0 if shape[i] == 1 else strides[i] for i in range(lead)]
-    grids = np.meshgrid(*[np.arange(d, dtype=np.int64) * s for d, s in zip(batch_shape, st)], indexing="ij")
-    return sum(g.ravel() for g in grids) if grids else np.zeros(1, np.int64)
+    offsets = np.zeros(1, np.int64)
+    for d, s in zip(batch_shape, st):  # (an outer sum per dim: a meshgrid's cost, ~5 us a dim, at every build)
+        offsets = (offsets[:, None] + np.arange(d, dtype=np.int64) * s).ravel()
+    return offsets
 
 
 class NativeBatch:
