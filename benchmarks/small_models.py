@@ -17,6 +17,10 @@ Rows (--only takes their keys):
                      key/values in and the presents (129 tokens) out
   llama_decode_p128  samples.llama_style's decoding step (2 layers, hidden 256, 4 heads over 2 key/value
                      heads, rotary, SiLU MLP 688): seq 1 after 128 past tokens
+  gpt2_generate      a generation loop as users run one: the GPT-2-style decoder exported with its past
+                     length symbolic, compiled so (--input_shape with -1: ge's hybrid executor), each call's
+                     presents fed back as the next call's past: the past grows a token a call from 128
+                     (every call a new shape)
 
 Each engine runs in its own process (benchmarks/vs_onnxruntime.py's launcher and workers), in
 alternating order, round after round. Beside the latency ratio, ge's time outside its kernels
@@ -54,6 +58,10 @@ def rows() -> list[vs.Row]:
                ("gpt2_style", {"seq": 1, "past": 128, "max_pos": 256}), "<= 1.0", runs=300),
         vs.Row("llama_decode_p128", "LLaMA-style decoding step (GQA 4/2 heads), seq 1, 128 past tokens", "latency",
                ("llama_style", {"seq": 1, "past": 128}), "<= 1.0", runs=300),
+        vs.Row("gpt2_generate", "GPT-2-style generation, past growing a token a call from 128", "latency",
+               ("gpt2_style", {"seq": 1, "past": 128, "max_pos": 512}), "<= 1.0", runs=150,
+               extra={"feedback": {1 + k: f"past_key_values.{k // 2}.{('key', 'value')[k % 2]}" for k in range(4)},
+                      "symbolic": {"past": "past"}}),
     ]
 
 
@@ -66,10 +74,14 @@ def prepare(rows: list[vs.Row], tmp: str) -> dict:
     for row in rows:
         model = vs.build_model(row, samples)
         base = os.path.join(tmp, row.key)
-        onnx.save(model, base + ".onnx")
         feeds = vs.feeds_for(model, samples, row.seq)
         np.savez(base + ".npz", **feeds)
         spec = ";".join(f"{k}:{','.join(map(str, v.shape))}" for k, v in feeds.items())
+        if row.extra.get("symbolic"):  # the same model (its weights drawn alike) with these dims symbolic, -1 for ge
+            model = getattr(samples, row.build[0])(**{**row.build[1], **row.extra["symbolic"]})
+            spec = ";".join(f"{vi.name}:" + ",".join("-1" if d.dim_param else str(d.dim_value)
+                                                     for d in vi.type.tensor_type.shape.dim) for vi in model.graph.input)
+        onnx.save(model, base + ".onnx")
         om = api.atc(base + ".onnx", base, input_shape=spec).om_path
         jobs[row.key] = dict(onnx=base + ".onnx", npz=base + ".npz", om=om, kind="latency", runs=row.runs, nodes=1,
                              feedback=row.extra.get("feedback", {}))
