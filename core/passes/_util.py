@@ -44,14 +44,16 @@ def input_metas(graph: Graph, node: Node) -> list[Meta | None]:
     return metas
 
 
-def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = None) -> Kernel:
+def build_kernel(graph: Graph, node: Node, metas: list[Meta | None] | None = None, values: dict | None = None) -> Kernel:
     """The node's kernel, planned on the numpy backend (the same on every machine), with its input
-    metas and constant inputs (initializer values): shapes, and values when folding constants."""
+    metas and constant inputs (initializer values, and those in `values`): shapes, and values when
+    folding constants."""
     opset = node_opset(graph, node)
     cls = lookup(node.op_type, node.domain, opset, node=node.name)
     if metas is None:
         metas = input_metas(graph, node)
-    consts = [graph.initializers.get(i) if i else None for i in node.inputs]
+    consts = [(graph.initializers.get(i) if values is None or i not in values else values[i]) if i else None
+              for i in node.inputs]
     for name, m, c in zip(node.inputs, metas, consts):
         if c is None and m is not None and m.nbytes > MAX_TENSOR_NBYTES:
             raise GraphError(f"{node}: input '{name}' {list(m.shape)} is {m.nbytes} bytes; ge compiles tensors "

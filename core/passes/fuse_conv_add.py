@@ -7,7 +7,7 @@ folded, the native GEMM adds Z and applies the Relu as it stores the product.
 Recognized: an Add whose one input is the only output of a one-group Conv read only by this Add
 (no epilogue of its own), and whose other input has exactly the Conv output's shape and dtype (a
 residual, no broadcasting): provably, or in a dynamic graph where onnx gave the two fresh symbols, at
-the nominal input size (passes/_nominal.py; a Z that broadcasts at another size fails the FusedConv's
+both nominal input sizes (passes/_nominal.py; a Z that broadcasts at another size fails the FusedConv's
 check naming the node, never a wrong sum). The FusedConv writes the Add's output and takes its epilogue. Runs
 after fuse_activation, so that the Relu already sits on the Add.
 """
@@ -53,4 +53,4 @@ def _fusable(m: Matcher, sizes: Sizes, conv: Node, y: str, z: str) -> bool:
     if all(same_dim(a, b) for a, b in zip(ys, zs)):
         return True
     return all(same_dim(a, b) for a, b in zip(ys, zs) if isinstance(a, int) or isinstance(b, int)) \
-        and sizes.shape(y) is not None and sizes.alike(y, z)
+        and sizes.alike(y, z, proof=True)

@@ -35,17 +35,18 @@ from ..kernels.dtypes import is_float
 from ..kernels.fused import GE_DOMAIN
 from ..kernels.values import moves_only_ones
 from ._fusion import Matcher, known_dims, same_dim
+from ._nominal import Sizes
 from ._util import set_initializer, unique_name
 
 MAX_ADDENDS = 2  # a bias and a residual (or a mask)
 
 
 def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
-    m = Matcher(graph)
+    m, sizes = Matcher(graph), Sizes(graph)
     counts = {"fused": 0, "transposes": 0, "scales": 0, "adds": 0, "gelus": 0}
     for mm in list(graph.nodes):
         if mm.op_type == "Gemm" and mm.domain == "" and not m.removed(mm):
-            if _fuse_gemm_residual(m, mm):
+            if _fuse_gemm_residual(m, sizes, mm):
                 counts["fused"] += 1
                 counts["adds"] += 1
             continue
@@ -75,7 +76,7 @@ def fuse_matmul(graph: Graph, stats: dict | None = None) -> Graph:
                 counts["scales"] += 1
         while nxt is not None and nxt.op_type == "Add" and len(inputs) < 2 + MAX_ADDENDS:
             other = m.other_input(nxt, y)
-            if not other or not _broadcasts_into(m.meta(other), m.meta(y), dtype):
+            if not other or not _broadcasts_into(m, sizes, other, y, dtype):
                 break
             inputs.append(other)
             group.append(nxt)
@@ -123,7 +124,7 @@ def _fused(mm: Node, inputs: list, y: str, attrs: dict, epilogue) -> Node:
     return Node("FusedMatMul", inputs, [y], attrs, name=mm.name, domain=GE_DOMAIN)
 
 
-def _fuse_gemm_residual(m: Matcher, gemm: Node) -> bool:
+def _fuse_gemm_residual(m: Matcher, sizes: Sizes, gemm: Node) -> bool:
     """Gemm -> Reshape -> residual Add as one FusedMatMul (the module doc), when FusedMatMul computes
     the Gemm: A not transposed, C (if any, and beta 1) broadcasting to the product as its first
     addend, B's transpose as perm_b, alpha as alpha; no epilogue yet (the residual comes before it)."""
@@ -138,7 +139,7 @@ def _fuse_gemm_residual(m: Matcher, gemm: Node) -> bool:
     c = gemm.inputs[2] if len(gemm.inputs) == 3 else ""
     beta = float(gemm.attrs.get("beta", 1.0))
     if c and beta != 0.0:
-        if beta != 1.0 or not _broadcasts_into(m.meta(c), m.meta(y), dtype):
+        if beta != 1.0 or not _broadcasts_into(m, sizes, c, y, dtype):
             return False
         inputs.append(c)
     if int(gemm.attrs.get("transB", 0)):
@@ -233,10 +234,15 @@ def _moves_only_ones(m: Matcher, t: Node, perm: tuple) -> bool:
     return known_dims(shape) and moves_only_ones(shape, perm)
 
 
-def _broadcasts_into(c_meta, y_meta, dtype) -> bool:
-    """The addend provably broadcasts to the product without enlarging it: each of its dims is 1 or
-    the product's own (same int or same symbol); an undecidable dim keeps the Add a task of its own."""
-    (c_dtype, c_shape), (_, y_shape) = c_meta, y_meta
+def _broadcasts_into(m: Matcher, sizes: Sizes, c: str, y: str, dtype) -> bool:
+    """The addend broadcasts to the product without enlarging it: each of its dims is 1 or the
+    product's own (same int or same symbol), or, in a dynamic graph whose dims onnx left as fresh
+    symbols, so at both nominal input sizes (passes/_nominal.py; the FusedMatMul checks its addends'
+    shapes at run time and names the node); an undecidable dim keeps the Add a task of its own."""
+    (c_dtype, c_shape), (_, y_shape) = m.meta(c), m.meta(y)
     if c_shape is None or y_shape is None or c_dtype != dtype or len(c_shape) > len(y_shape):
         return False
-    return all(c == 1 or same_dim(c, y) for c, y in zip(c_shape[::-1], y_shape[::-1]))
+    if all(d == 1 or same_dim(d, e) for d, e in zip(c_shape[::-1], y_shape[::-1])):
+        return True
+    return all(d == 1 or d == e for d, e in zip(c_shape[::-1], y_shape[::-1]) if isinstance(d, int) and isinstance(e, int)) \
+        and sizes.broadcasts_into(c, y)

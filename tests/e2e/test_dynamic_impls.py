@@ -55,7 +55,7 @@ def test_bert_sequence_lengths(samples, tmp_path):
     assert first["cache_builds"] == first["nodes_run"] and first["agnostic_hits"] == 0
     for st in new:
         assert 0 < st["cache_builds"] < first["cache_builds"]
-        assert st["agnostic_hits"] >= 6  # the embeddings' Adds, the mask's Equal and Where, the residual Adds
+        assert st["agnostic_hits"] >= 2  # the mask's Equal and Where (the residual Adds are the products' addends)
         assert st["cache_builds"] + st["agnostic_hits"] == st["shape_updates"]
     for st in repeated:
         assert st["cache_builds"] == 0 and st["agnostic_hits"] == 0 and st["cache_hits"] == st["shape_updates"]

@@ -1,6 +1,8 @@
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from ge.core.kernels.epilogue import ATTR as EPILOGUE
 from ge.core.kernels.fused import GE_DOMAIN
@@ -199,3 +201,39 @@ def test_residual_add_after_a_reshape_near_misses_stay(make_model, load):
     del g.nodes[-3].attrs[EPILOGUE]  # the same Gemm without its epilogue folds
     fuse_matmul(g, stats=stats)
     assert stats["fused"] == 1 and [x.op_type for x in g.nodes[-3:]] == ["Reshape", "FusedMatMul", "Reshape"]
+
+
+def _attention_scores(mask_dims):
+    """Q K^T / 8 + mask as BERT exports it with dynamic axes: the product's dims are fresh symbols
+    after onnx's inference (unk__...), the mask (batch, 1, 1, seq) of the input's own symbols."""
+    n = helper.make_node
+    nodes = [n("MatMul", ["q", "kt"], ["s0"]), n("Div", ["s0", "eight"], ["s1"]), n("Add", ["s1", "mask"], ["y"])]
+    graph = helper.make_graph(nodes, "scores", [helper.make_tensor_value_info("q", F, ["batch", 4, "seq", 16]),
+                                                helper.make_tensor_value_info("kt", F, ["batch", 4, 16, "seq"]),
+                                                helper.make_tensor_value_info("mask", F, mask_dims)],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [numpy_helper.from_array(np.array(8, np.float32), "eight")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("mask_dims, fused", [(["batch", 1, 1, "seq"], True), (["mask_batch", 1, 1, "mask_seq"], False)])
+def test_dynamic_addends_fuse_where_both_nominal_runs_agree(tmp_path, mask_dims, fused):
+    """With unknown dims the mask's broadcast into the product is shown at two nominal sizes: where its
+    dims are the inputs' own symbols (one name, one size) it fuses; named apart (sizes independent as
+    written) it stays an Add. Either way the results are onnxruntime's at several shapes."""
+    model = _attention_scores(mask_dims)
+    path = str(tmp_path / "scores.onnx")
+    onnx.save(model, path)
+    from ge.core import api
+    result = api.atc(path, str(tmp_path / "scores"), input_shape="q:-1,4,-1,16;kt:-1,4,16,-1;mask:-1,1,1,-1")
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        ops = [n.op_type for n in api.model(model_id).dyn.nodes]
+        assert ops == (["FusedMatMul"] if fused else ["FusedMatMul", "Add"])
+        for b, s in ((1, 7), (2, 12), (3, 1)):
+            feeds = {"q": w(b, 4, s, 16), "kt": w(b, 4, 16, s), "mask": w(b, 1, 1, s)}
+            got = api.execute(model_id, feeds)[0]
+            want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    finally:
+        api.unload(model_id)
