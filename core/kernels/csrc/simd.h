@@ -55,12 +55,30 @@ static inline __attribute__((always_inline)) vec vrint(vec v) {
 
 /* QuantizeLinear then DequantizeLinear per tensor in the numpy plans' float32 steps (qgemm.c's
    QR_ROUND_TRIP, rows.c's softmax between two of them): clamp(rint(x / s) + z, lo, hi), the byte stored
-   (the low byte of its int32 conversion) read back as the 8-bit type, minus z, times s */
+   (the low byte of its int32 conversion) read back as the 8-bit type, minus z, times s. The same bits
+   as clamp(rint(x / s), lo - z, hi - z) * s, in floats: z and the bounds are small integers, so adding
+   z and taking it away again is exact, and a value beyond the bounds meets the same one either way;
+   rint's -0 becomes +0, as the byte's conversion makes it, and a NaN the byte 0 (its int32 conversion
+   is INT_MIN): lo - z where lo is 0, -z set apart for a signed type. 6 vector steps where the byte's
+   round trip took 15: a QDQ softmax makes two per element (Whisper's attention: 13.5M a layer). */
 static inline __attribute__((always_inline)) vec vround_trip(vec x, vec s, vec z, float lo, float hi,
                                                              int is_signed) {
-    ivec b = __builtin_convertvector(vclamp(vrint(x / s) + z, lo, hi), ivec);
-    b = is_signed ? (b << 24) >> 24 : b & 0xFF;
-    return (__builtin_convertvector(b, vec) - z) * s;
+    vec t = vrint(x / s) + 0.0f, l = lo - z, h = hi - z;
+#if defined(__AVX512F__)
+    vec q = (vec)_mm512_min_ps(_mm512_max_ps((__m512)t, (__m512)l), (__m512)h);  /* (max: a NaN gives l) */
+#elif defined(__AVX__)
+    vec q = (vec)_mm256_min_ps(_mm256_max_ps((__m256)t, (__m256)l), (__m256)h);
+#else
+    ivec above = t > l;  /* (false for NaN: l) */
+    vec q = (vec)(((ivec)t & above) | ((ivec)l & ~above));
+    ivec below = q < h;
+    q = (vec)(((ivec)q & below) | ((ivec)h & ~below));
+#endif
+    if (is_signed) {
+        ivec nan = t != t;
+        q = (vec)(((ivec)q & ~nan) | ((ivec)(0.0f - z) & nan));
+    }
+    return q * s;
 }
 
 /* exp(x) for float32 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial (degree 6:

@@ -4,6 +4,7 @@ import pytest
 from ge.core.model.errors import GraphError
 from ge.core.model.ir import Meta
 from ge.core.kernels import lookup
+from ge.core.kernels.backend import NUMPY
 
 from .conftest import run_onnxruntime
 from .int8_reference import reference
@@ -207,6 +208,28 @@ def test_quantize_dequantize_is_the_two_ops(ydt, n):
     np.testing.assert_array_equal(y, want)
     np.testing.assert_array_equal(kernel.compute(x, s, z)[0], want)
 
+
+
+@pytest.mark.parametrize("ydt", [np.uint8, np.int8])
+@pytest.mark.parametrize("zero", [0, 3])
+def test_quantize_dequantize_edges_bit_for_bit(ydt, zero):
+    """The native round trip (csrc/simd.h's vround_trip, in floats) gives the numpy plan's bits, sign of
+    zero included, at the edges: NaN (the byte 0), infinities and huge values (saturated), -0 and values
+    rounding to -0, ties; in vectors and in the tail."""
+    s, z = np.array(0.05, np.float32), np.array(zero, ydt)
+    edges = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, -0.01, 0.01, -0.025, 0.025, 0.075, -0.075, 1e30, -1e30,
+                      3e38, 6.4, -6.4, 12.775, -12.775], np.float32)
+    x = np.concatenate([edges, (rng.standard_normal(45) * 8).astype(np.float32), edges])
+    metas = [Meta(a.dtype, a.shape) for a in (x, s, z)]
+    built = {b: lookup("QuantizeDequantize", "ge", 17)({}, metas, [None, s, z], opset=17, name="n0", backend=b).load()
+             for b in (NUMPY, None)}
+    got = {}
+    for b, kernel in built.items():
+        ws = np.zeros(kernel.workspace_nbytes(), np.uint8) if kernel.workspace_nbytes() else None
+        got[b] = np.full(x.shape, 77, np.float32)
+        kernel.run([x, s, z], [got[b]], ws)
+    assert built[None].native == (built[None].backend.lib is not None)
+    np.testing.assert_array_equal(got[None].view(np.int32), got[NUMPY].view(np.int32))
 
 
 # -- DynamicQuantizeLinear ----------------------------------------------------------------------------
