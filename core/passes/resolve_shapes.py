@@ -8,7 +8,8 @@ dims, split the last one in heads x head_dim".
 
 Each 1-D int64 shape tensor is followed as a list of elements, an int or a dim (tensor, axis,
 symbol): Shape gives the dims of its input (the static ones as ints), Gather of constant indices
-picks some, Unsqueeze of a scalar makes one, Concat joins them. Then:
+picks some, a Slice of constant bounds (step 1) some in a row (GPT-2's Conv1D: all but the last),
+Unsqueeze of a scalar makes one, Concat joins them. Then:
 - a Gather/Unsqueeze/Concat whose elements are all ints becomes a constant (Shape of a tensor with
   partly static dims, followed by a Gather of its static dims, folds);
 - a Reshape (allowzero=0) whose target shape is such a list becomes a Reshape with a constant
@@ -16,6 +17,9 @@ picks some, Unsqueeze of a scalar makes one, Concat joins them. Then:
   the dim), and one remaining dim becomes -1 when the list has no -1 yet. Anything else stays.
   (A -1 cannot be inferred for an empty input: such a Reshape fails at run time, like a -1 in the
   model would.)
+- a Reshape back to x's leading dims of a Gemm of x's rows (Reshape(x, [-1, k]) -> Gemm(W, b) ->
+  Reshape(x.shape[:-1] + [n]): transformers' Conv1D, GPT-2's four a layer) becomes the MatMul of x (and
+  the Add of b) it is, whose target no constant could state; fuse_matmul then makes it one product.
 dead_code then drops the chains nobody reads any more.
 """
 from __future__ import annotations
@@ -32,6 +36,7 @@ def resolve_shapes(graph: Graph, stats: dict | None = None) -> Graph:
     elems: dict[str, list] = {}  # 1-D shape tensor -> [int | (tensor, axis, symbol)]
     scalars: dict[str, object] = {}  # 0-D shape scalar -> int | (tensor, axis, symbol)
     outputs = set(graph.outputs)
+    producers, consumers = graph.producers(), graph.consumers()
     kept: list[Node] = []
     folded = reshapes = 0
     for node in graph.nodes:
@@ -51,6 +56,12 @@ def resolve_shapes(graph: Graph, stats: dict | None = None) -> Graph:
                 continue
         if node.op_type == "Reshape" and len(node.inputs) > 1 and node.inputs[1] in elems \
                 and int(node.attrs.get("allowzero", 0)) == 0:
+            product = _rows_product(graph, node, elems[node.inputs[1]], producers, consumers)
+            if product is not None:
+                kept = [n for n in kept if all(n is not p for p in product[0])]
+                kept.extend(product[1])
+                reshapes += 1
+                continue
             target = _reshape_target(graph, node.inputs[0], elems[node.inputs[1]])
             if target is not None:
                 const = unique_name(graph, f"{node.name}_shape")
@@ -102,6 +113,16 @@ def _follow(graph: Graph, node: Node, elems: dict, scalars: dict):
         if axes is not None and [int(a) for a in np.asarray(axes).reshape(-1)] in ([0], [-1]):
             return [scalars[ins[0]]], False
         return None
+    if op == "Slice" and ins[0] in elems and len(ins) >= 3:  # (opset 10+: starts, ends, axes, steps inputs)
+        consts = [_const_ints(graph, i) if i else None for i in (ins + ["", ""])[1:5]]
+        starts, ends, axes, steps = consts
+        if starts is None or ends is None or starts.size != 1 or ends.size != 1 \
+                or (axes is not None and [int(a) for a in axes.reshape(-1)] not in ([0], [-1])) \
+                or (steps is not None and [int(t) for t in steps.reshape(-1)] != [1]) \
+                or any(i and c is None for i, c in zip(ins[3:5], consts[2:])):
+            return None
+        src = elems[ins[0]]
+        return src[slice(int(starts.reshape(-1)[0]), int(ends.reshape(-1)[0]))], False
     if op == "Concat" and int(node.attrs.get("axis", 0)) in (0, -1):
         parts = []
         for i in ins:
@@ -114,6 +135,51 @@ def _follow(graph: Graph, node: Node, elems: dict, scalars: dict):
                 return None
         return parts, False
     return None
+
+
+def _rows_product(graph: Graph, reshape: Node, items: list, producers: dict, consumers: dict):
+    """(the nodes replaced, the MatMul and Add replacing them) when `reshape` gives back x's leading dims to
+    Gemm(Reshape(x, [-1, k]), W, b) (constant W and b, no transposed A, alpha and beta 1), each read only
+    by the next; else None."""
+    gemm = producers.get(reshape.inputs[0])
+    if gemm is None or gemm.op_type != "Gemm" or gemm.domain not in ("", "ai.onnx") or len(gemm.outputs) != 1 \
+            or [n for n in consumers.get(gemm.outputs[0], [])] != [reshape] or gemm.outputs[0] in graph.outputs:
+        return None
+    if int(gemm.attrs.get("transA", 0)) or float(gemm.attrs.get("alpha", 1.0)) != 1.0 \
+            or float(gemm.attrs.get("beta", 1.0)) != 1.0:
+        return None
+    flatten = producers.get(gemm.inputs[0])
+    w = graph.initializers.get(gemm.inputs[1])
+    b = graph.initializers.get(gemm.inputs[2]) if len(gemm.inputs) > 2 and gemm.inputs[2] else None
+    if flatten is None or flatten.op_type != "Reshape" or w is None or w.ndim != 2 \
+            or (len(gemm.inputs) > 2 and gemm.inputs[2] and (b is None or b.size != w.shape[0 if gemm.attrs.get("transB") else 1])):
+        return None
+    x = flatten.inputs[0]
+    x_shape, flat = _shape(graph, x), _const_ints(graph, flatten.inputs[1]) if len(flatten.inputs) > 1 else None
+    k, n = (w.shape[1], w.shape[0]) if int(gemm.attrs.get("transB", 0)) else w.shape
+    if x_shape is None or len(x_shape) < 2 or x_shape[-1] != k or flat is None or list(flat.reshape(-1)) != [-1, k]:
+        return None
+    lead = items[:-1]
+    if len(items) != len(x_shape) or items[-1] != n or not all(
+            isinstance(e, int) and e == d or not isinstance(e, int) and e[0] == x and e[1] == j
+            for j, (e, d) in enumerate(zip(lead, x_shape))):
+        return None
+    weight = w.T if int(gemm.attrs.get("transB", 0)) else w
+    if weight is not w:
+        wname = unique_name(graph, f"{gemm.inputs[1]}_t")
+        set_initializer(graph, wname, np.ascontiguousarray(weight))
+    else:
+        wname = gemm.inputs[1]
+    y = reshape.outputs[0]
+    if b is None:
+        return [flatten, gemm] if len(consumers.get(flatten.outputs[0], [])) == 1 else [gemm], \
+            [Node("MatMul", [x, wname], [y], name=gemm.name)]
+    rows = unique_name(graph, f"{gemm.name}_rows")
+    v = graph.value(rows)
+    v.dtype, v.shape = weight.dtype, tuple(x_shape[:-1]) + (int(n),)
+    replaced = [flatten, gemm] if len(consumers.get(flatten.outputs[0], [])) == 1 else [gemm]
+    return replaced, [Node("MatMul", [x, wname], [rows], name=gemm.name),
+                      Node("Add", [rows, gemm.inputs[2]], [y], name=reshape.name)]
 
 
 def _reshape_target(graph: Graph, data: str, items: list):

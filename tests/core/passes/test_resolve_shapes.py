@@ -1,6 +1,7 @@
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 
 from ge.core.passes import constant_folding, optimize_dynamic, resolve_shapes
@@ -78,3 +79,58 @@ def test_dims_of_an_unrelated_tensor_stay_computed_unless_one_can_be_minus_one(t
     resolve_shapes(g, stats=stats)
     reshape = next(n for n in g.nodes if n.op_type == "Reshape")
     assert g.initializers[reshape.inputs[1]].tolist() == [0, 0, 4, 8] and stats["reshapes"] == 1
+
+
+def _conv1d_model(trans_b: int = 0, bias: bool = True):
+    """transformers' Conv1D as torch.onnx writes it: lead = Slice(Shape(x), 0, -1), Reshape(x, [-1, 32]),
+    Gemm(W, b), Reshape(Concat(lead, [n])); x (batch, seq, 32) symbolic, n = 24."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((24, 32) if trans_b else (32, 24)).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             onnx.numpy_helper.from_array(np.array([-1], np.int64), "minus1"),
+             onnx.numpy_helper.from_array(np.array([-1, 32], np.int64), "rows"),
+             onnx.numpy_helper.from_array(np.array([24], np.int64), "n")]
+    if bias:
+        inits.append(onnx.numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "b"))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "minus1"], ["lead"]),
+             helper.make_node("Reshape", ["x", "rows"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "w"] + (["b"] if bias else []), ["g"], transB=trans_b),
+             helper.make_node("Concat", ["lead", "n"], ["target"], axis=0),
+             helper.make_node("Reshape", ["g", "target"], ["y"]),
+             helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "conv1d", [helper.make_tensor_value_info("x", F, ["batch", "seq", 32])],
+                          [helper.make_tensor_value_info("z", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("trans_b, bias", [(0, True), (1, True), (0, False)])
+def test_a_gemm_of_rows_reshaped_back_is_the_product_of_x(tmp_path, trans_b, bias):
+    """The Slice of the Shape is followed, and Conv1D's Reshape -> Gemm -> Reshape back to x's leading dims
+    becomes one product of x (its bias and the Relu fused), with no shape arithmetic left; the results are
+    onnxruntime's at several shapes."""
+    path, g = _load(_conv1d_model(trans_b, bias), tmp_path)
+    optimize_dynamic(g)
+    assert [n.op_type for n in g.nodes] == (["FusedMatMul"] if bias else ["MatMul"])  # (the Relu its epilogue)
+    from ge.core import api
+    result = api.atc(path, str(tmp_path / "m"), input_shape="x:-1,-1,32")
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        for shape in [(2, 3, 32), (1, 5, 32), (3, 1, 32)]:
+            feeds = {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+            np.testing.assert_allclose(api.execute(model_id, feeds)[0], want, rtol=1e-5, atol=1e-5)
+    finally:
+        api.unload(model_id)
+
+
+def test_a_gemm_read_twice_or_reshaped_elsewhere_stays(tmp_path):
+    """The rewrite needs the Reshape to restore x's own leading dims: reshaped to another tensor's, it stays."""
+    model = _conv1d_model()
+    model.graph.input.append(helper.make_tensor_value_info("other", F, ["n", "m", 32]))
+    model.graph.node[0].input[0] = "other"  # the lead dims of another tensor
+    path, g = _load(model, tmp_path)
+    optimize_dynamic(g)
+    assert "Gemm" in [n.op_type for n in g.nodes]
