@@ -54,12 +54,15 @@ class NodeState:
     each slot still holds that very view (realloc_if_needed drops it on any change of buffer, dtype
     or shape), the impl, views and outputs are those of the last run, and a run is the kernel's
     prepared call alone (`call`: kernel.bound() on those views, made when the views were first found
-    unchanged; a node whose views change every run never prepares one)."""
-    __slots__ = ("sig", "impl", "xs", "ys", "ws", "call", "steady")
+    unchanged; a node whose views change every run never prepares one). `values`: a node with shape
+    inputs (a Reshape's computed target, a Slice's starts) is steady only while their values hold too:
+    (view, its bytes) of each, checked at every steady run (a buffer keeps its view when new values
+    come into it)."""
+    __slots__ = ("sig", "impl", "xs", "ys", "ws", "call", "steady", "values")
 
     def __init__(self):
         self.sig = self.impl = None
-        self.xs = self.ys = self.ws = self.call = self.steady = None
+        self.xs = self.ys = self.ws = self.call = self.steady = self.values = None
 
 
 class _StaticBody:
@@ -567,7 +570,8 @@ class HybridContext:
                 continue
             st = self.states[k]
             if st.call is not None and k not in model.host_ops:
-                replay.append((st.call, st.impl.epilogue, st.ys[0] if st.ys else None))
+                call = st.call if st.values is None else partial(_guarded, st.call, st.values)
+                replay.append((call, st.impl.epilogue, st.ys[0] if st.ys else None))
                 continue
             flow = self._flow_calls.get(k)
             if flow is None or flow[3] is None:
@@ -590,7 +594,9 @@ class HybridContext:
         try:
             for t, (call, epilogue, y) in enumerate(replay):
                 if call is not None:
-                    call()
+                    if call() is False:  # a shape input's value moved (_guarded): this step on, step by step
+                        self.nodes_run += calls
+                        return t
                     if epilogue is not None:
                         epilogue(y)
                     calls += 1
@@ -659,13 +665,15 @@ class HybridContext:
                     st.steady = st.call = None
                     break
             else:  # the views of its last run: the kernel's prepared call (made on the second such run)
-                if st.call is None:
-                    st.call = st.impl.kernel.bound(st.xs, st.ys, st.ws)
-                st.call()
-                if st.impl.epilogue is not None:
-                    st.impl.epilogue(st.ys[0])
-                self.nodes_run += 1
-                return
+                if st.values is None or _values_hold(st.values):
+                    if st.call is None:
+                        st.call = st.impl.kernel.bound(st.xs, st.ys, st.ws)
+                    st.call()
+                    if st.impl.epilogue is not None:
+                        st.impl.epilogue(st.ys[0])
+                    self.nodes_run += 1
+                    return
+                st.steady = st.call = None
         node, slots = model.dyn.nodes[index], self.slots
         ins, metas = [], []  # each input's Slot, constant or None, and its (dtype, shape): the signature
         for name, const, meta in model.args[index]:
@@ -704,8 +712,9 @@ class HybridContext:
                 or any(map(operator.is_not, ys, st.ys)):  # set arguments: an address or a shape changed
             self.args_set += 1
         st.xs, st.ys, st.ws, st.call = xs, ys, wv, None
-        if not changed and not shape_inputs:  # (shapes that change every run: not worth keeping)
+        if not changed:  # (the views and shape values of two runs in a row)
             st.steady = tuple((s, s.array) for s in ins + outs + [ws] if type(s) is Slot)
+            st.values = tuple((xs[i], b) for i, b in sig[1]) if shape_inputs else None
         impl.kernel.run(xs, ys, wv)
         if impl.epilogue is not None:
             impl.epilogue(ys[0])
@@ -1083,6 +1092,21 @@ def _elided_copies(tasks, inputs: list, outputs: list) -> tuple[set, list]:
         read_at[j] = source
         skip.add(t)
     return skip, read_at
+
+
+def _values_hold(values: tuple) -> bool:
+    """Each shape input still holds the bytes it held (NodeState.values)."""
+    for view, held in values:
+        if view.tobytes() != held:
+            return False
+    return True
+
+
+def _guarded(call, values: tuple):
+    """A replayed node with shape inputs: its call while their values hold, else False (nothing run)."""
+    if not _values_hold(values):
+        return False
+    call()
 
 
 def _is_view_of(a: np.ndarray, b: np.ndarray) -> bool:

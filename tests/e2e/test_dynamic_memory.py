@@ -138,3 +138,32 @@ def test_a_dim_growing_call_after_call_grows_the_tensors_a_few_times(loaded):
         _run(path, model_id, 1, length, seed=None)
     assert ctx.counters["memory_plans"] <= 6  # (10 -> 15 -> 22 -> 33 -> 49 -> 73)
     assert ctx.counters["reallocs"] <= 6 * len(model.lifetimes)
+
+
+def test_a_shape_input_whose_value_moves_in_the_same_buffer_is_seen(tmp_path):
+    """A Reshape's target is a shape input: its node is steady (and replayed) while the target's values
+    hold, and a new value in the same buffer (the same target array, refilled) takes the step-by-step
+    path: each call's output has the shape asked for, whichever path ran."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "s"], ["y"]),
+             helper.make_node("Neg", ["y"], ["z"])]
+    graph = helper.make_graph(nodes, "reshape_by_input", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 24]),
+                                                          helper.make_tensor_value_info("s", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    path = str(tmp_path / "r.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "r"), input_shape="x:-1,24;s:3").om_path, "cpu")
+    try:
+        x = np.random.default_rng(0).standard_normal((2, 24)).astype(np.float32)
+        s = np.array([2, 4, 6], np.int64)
+        for target in ([2, 4, 6], [2, 4, 6], [2, 4, 6], [4, 2, 6], [4, 2, 6], [4, 2, 6], [2, 4, 6], [8, 3, 2]):
+            s[...] = target  # (the same array: its buffer keeps its view, its values move)
+            z = api.execute(model_id, {"x": x, "s": s})[0]
+            np.testing.assert_array_equal(z, -np.maximum(x, 0).reshape(target))
+        ctx = api.model(model_id).default_context
+        for _ in range(3):  # the same value again: steady, then replayed (the value checked before the call)
+            np.testing.assert_array_equal(api.execute(model_id, {"x": x, "s": s})[0], -np.maximum(x, 0).reshape(8, 3, 2))
+        assert ctx._replay is not None
+        s[...] = [3, 8, 2]  # a new value under the replay: the Reshape's step and those after it step by step
+        np.testing.assert_array_equal(api.execute(model_id, {"x": x, "s": s})[0], -np.maximum(x, 0).reshape(3, 8, 2))
+    finally:
+        api.unload(model_id)
