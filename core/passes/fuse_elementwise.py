@@ -6,11 +6,7 @@ cost mostly the dispatch. Fused, the chain is one task whose native plan walks t
 blocks that stay in L1, and whose numpy plan runs the ops in place in the output.
 
 Recognized: ops of kernels.fused_elementwise.CHAIN_OPS (with their fused epilogues) whose output
-has one dtype and a known rank, operands broadcasting to it. In a dynamic graph a dim may be unknown:
-a chain of broadcasting elementwise ops computes the same at any shape, so what the unknown dims
-decide is only which producers join (by their shapes at a nominal input size, passes/_nominal.py:
-a gate's chain is not computed per pixel), and the kernel is
-checked with stand-in sizes for them (the hybrid executor builds it for each run's shapes). A producer joins its reader's group
+has one dtype and a known rank, operands broadcasting to it. A producer joins its reader's group
 when its only output is read by that reader alone, once, is no graph output and has the reader's
 dtype and shape: a group is a tree whose inner values never leave it, so a value that is a model
 output or has two readers stays a tensor of its own. Clip's bounds must be constant scalars. A
@@ -21,6 +17,11 @@ converted and rounded a block at a time, where its own kernel converts whole ten
 op (Add, Mul: 1.1-1.7x the chain's time at BERT-small sizes, 28x for a 4x64 Add) or runs numpy's
 float16 loop (Relu: 19x). Runs after the other fusions: a Conv's or MatMul's activation,
 bias and residual are theirs first.
+
+Unknown dims (`dynamic`, passes.optimize_unknown): a chain of broadcasting elementwise ops computes the
+same at any shape, so what those dims decide is only which producers join, by their shapes at a
+nominal input size (passes/_nominal.py: a gate's chain is not computed per pixel); the kernel is
+checked with stand-in sizes for them, and the hybrid executor builds it for each run's shapes.
 
 FLOAT16: a float16 chain runs natively as float32 steps on float16 blocks, each step's result
 rounded to float16 as its own kernel rounds it (csrc/eltwise.c): the same bits as the unfused ops,
