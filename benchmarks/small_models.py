@@ -21,6 +21,8 @@ Rows (--only takes their keys):
                      length symbolic, compiled so (--input_shape with -1: ge's hybrid executor), each call's
                      presents fed back as the next call's past: the past grows a token a call from 128
                      (every call a new shape)
+  gpt2_small_generate  the same loop at GPT-2 small's size (12 layers, hidden 768, vocab 50257), from 127
+                     past tokens
 
 Each engine runs in its own process (benchmarks/vs_onnxruntime.py's launcher and workers), in
 alternating order, round after round. Beside the latency ratio, ge's time outside its kernels
@@ -61,6 +63,10 @@ def rows() -> list[vs.Row]:
         vs.Row("gpt2_generate", "GPT-2-style generation, past growing a token a call from 128", "latency",
                ("gpt2_style", {"seq": 1, "past": 128, "max_pos": 512}), "<= 1.0", runs=150,
                extra={"feedback": {1 + k: f"past_key_values.{k // 2}.{('key', 'value')[k % 2]}" for k in range(4)},
+                      "symbolic": {"past": "past"}}),
+        vs.Row("gpt2_small_generate", "GPT-2-small-size generation, past growing a token a call from 127", "latency",
+               ("gpt2_style", dict(vs.GPT2_SMALL, seq=1, past=127, max_pos=512)), "<= 1.0", runs=40,
+               extra={"feedback": {1 + k: f"past_key_values.{k // 2}.{('key', 'value')[k % 2]}" for k in range(24)},
                       "symbolic": {"past": "past"}}),
     ]
 
