@@ -90,10 +90,10 @@ class Kernel:
     reads_outputs: bool = False
     loaded: bool = False
 
-    @classmethod
-    def agnostic_output_shape(cls, shapes: Sequence[tuple | None]) -> tuple:
-        """A shape-agnostic kernel's output shape for these input shapes (None: an absent input):
-        the broadcast of the present ones. Raises ValueError when they do not broadcast."""
+    def agnostic_output_shape(self, shapes: Sequence[tuple | None]) -> tuple:
+        """A shape-agnostic kernel's output shape for these input shapes (None: an absent input), asked
+        of the instance built for the first shape (its attributes): the broadcast of the present ones
+        unless the class says otherwise. Raises ValueError when they do not broadcast."""
         return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes if s is not None]))
 
     #: installed by float16.py (imported with every kernel family): the class that builds a float16

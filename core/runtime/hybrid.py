@@ -267,11 +267,12 @@ class HybridModel(SharedWeightsModel):
         if base is None:  # the first shape builds it (counted as the build it is)
             built = self._build(node, metas, shape_values, counters)
             counters["cache_builds"] += 1
-            if built.out_metas is not None and not built.workspace and len(built.out_metas) == 1:
+            if built.out_metas is not None and not built.workspace and len(built.out_metas) == 1 \
+                    and type(built.kernel).agnostic_output_shape is cls.agnostic_output_shape:  # (not a float16 adapter's)
                 counters["cache_evictions"] += self.cache.put(akey, built)
             return built
         try:
-            shape = cls.agnostic_output_shape([None if m is None else tuple(m.shape) for m in metas])
+            shape = base.kernel.agnostic_output_shape([None if m is None else tuple(m.shape) for m in metas])
         except ValueError:
             return None  # let the kernel's own build name the node and the shapes
         counters["agnostic_hits"] += 1

@@ -252,6 +252,10 @@ class Dropout(AliasKernel):
 @register("Shape")
 class Shape(ShapeKernel):
     """Shape-1/13/15 (start/end, clamped like Python slicing)."""
+    shape_agnostic = True  # (run reads the input's own shape: a decoder's past, a new length every call)
+
+    def agnostic_output_shape(self, shapes):
+        return (len(range(len(shapes[0]))[self.slice]),)
 
     def prepare(self):
         start, end = self.attr("start", 0), self.attr("end")

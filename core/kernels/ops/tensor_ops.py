@@ -51,6 +51,11 @@ class StaticInputKernel(ShapeKernel):
 
 @register("Transpose")
 class Transpose(StaticInputKernel):
+    shape_agnostic = True  # (run transposes the arrays it is given)
+
+    def agnostic_output_shape(self, shapes):
+        return tuple(shapes[0][p] for p in self.perm_for(len(shapes[0])))
+
     def prepare(self):
         perm = self.attr("perm")
         self.perm_attr = None if perm is None else ints(perm)
@@ -82,6 +87,14 @@ def _contiguous(*arrays) -> bool:
 
 @register("Concat")
 class Concat(StaticInputKernel):
+    shape_agnostic = True  # (run's native call takes its outer count from the arrays: a decoder's past and new keys)
+
+    def agnostic_output_shape(self, shapes):
+        axis = self.axis_for([tuple(s) for s in shapes])
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        return tuple(out)
+
     def prepare(self):
         if self.attr("axis") is None:
             raise self.fail("attribute 'axis' is required")
@@ -94,7 +107,6 @@ class Concat(StaticInputKernel):
                 not np.dtype(self.inputs[0].dtype).hasobject
             if self.bytes_alike:
                 self.nat = self.backend.lib
-                self.outer = math.prod(self.inputs[0].shape[:self.axis])
                 self.calls = CallCache()
 
     def axis_for(self, shapes) -> int:
@@ -122,7 +134,8 @@ class Concat(StaticInputKernel):
 
     def bound(self, xs, ys, ws):
         if self.nat is not None and _contiguous(*xs, ys[0]):
-            return run_for_threads(lambda: self.nat.concat_call(list(xs), ys[0], self.outer))
+            outer = math.prod(xs[0].shape[:self.axis])
+            return run_for_threads(lambda: self.nat.concat_call(list(xs), ys[0], outer))
         return super().bound(xs, ys, ws)
 
     #: below this many output bytes, run() is numpy's concatenate: finding or building the native
@@ -131,7 +144,8 @@ class Concat(StaticInputKernel):
 
     def run(self, xs, ys, ws):
         if self.nat is not None and ys[0].nbytes >= self.NUMPY_BYTES and _contiguous(*xs, ys[0]):
-            call = self.calls.get_repeated((*xs, ys[0]), lambda: self.nat.concat_call(list(xs), ys[0], self.outer))
+            outer = math.prod(xs[0].shape[:self.axis])
+            call = self.calls.get_repeated((*xs, ys[0]), lambda: self.nat.concat_call(list(xs), ys[0], outer))
             if call is not None:
                 call.run()
                 return
