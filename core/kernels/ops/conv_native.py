@@ -86,7 +86,7 @@ class NativeConv:
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
         self.pixels = use_pixels(k, nat.nr, self.pointwise)
-        self.direct = self.pixels or use_direct(k, nat.nr, self.pointwise)
+        self.direct = self.pixels or (use_direct(k, nat.nr, self.pointwise) and not strided_beyond_l2(k, nat.caches[1]))
         self.wide = self.direct and not self.pixels and any(v > 1 for v in k.kernel) and \
             self.kdim >= DIRECT_WIDE_K and k.out[-1] >= DIRECT_WIDE_ROW
         self.dense = math.prod(k.out)
@@ -327,6 +327,16 @@ def use_direct(k, nr: int, pointwise: bool) -> bool:
     waste = -(-pixels // nr) * nr / pixels
     return choice == "always" or several_taps or waste > DIRECT_WASTE or \
         (waste > DIRECT_WASTE_REDUCING and k.cg * math.prod(k.kernel) >= k.ocg)
+
+
+def strided_beyond_l2(k, l2: int) -> bool:
+    """A strided 1-D conv whose input outgrows the L2 takes the GEMM (unless the backend says "always"):
+    the direct kernel reads the whole input once per group of output channels, from memory once it no
+    longer fits, where the GEMM packs each panel of columns once. Whisper's conv2 (384 -> 384, k 3,
+    stride 2, 3000 samples: 4.6 MB), one thread: 21.3 -> 14.5 ms at v3 (onnxruntime 14.6), 10.2 -> 8.8 at
+    v4vnni; 768 -> 768 85.7 -> 56.8 at v3; inputs within the L2 ran level or the direct kernel 3-4% ahead."""
+    return k.backend.direct != "always" and len(k.out) == 1 and any(s > 1 for s in k.strides) \
+        and k.c * math.prod(k.spatial) * 4 > l2
 
 
 class NativeDepthwise:

@@ -175,6 +175,23 @@ def test_pointwise_on_a_14x14_plane_takes_the_direct_kernel_when_it_reduces(defa
     assert not conv_native.use_direct(k, 49, pointwise=True)  # panels of 49 columns: 4 hold 196 pixels, no waste
 
 
+@pytest.mark.parametrize("c, length, stride, gemm", [(384, 3000, 2, True), (64, 1000, 2, False), (384, 3000, 1, False)])
+def test_a_strided_1d_conv_over_an_input_beyond_the_l2_takes_the_gemm(check_op, default_backend, c, length, stride, gemm):
+    """Whisper's conv2 (384 channels, stride 2, 3000 samples: 4.6 MB) takes the GEMM, whose panels are packed
+    once, where the direct kernel would read the input once per group of output channels from memory; a small
+    input, or stride 1, keeps the direct kernel. onnxruntime's results either way."""
+    from ge.core.kernels.ops import conv_native
+    default_backend("native")
+    x, w, b = f32(1, c, length), f32(32, c, 3), f32(32)
+    k = _kernel("Conv", [Meta(x.dtype, x.shape), Meta(w.dtype, w.shape), Meta(b.dtype, b.shape)],
+                {"strides": [stride], "pads": [1, 1]}, [None, w, b]).load()
+    l2 = k.backend.lib.caches[1]
+    assert conv_native.strided_beyond_l2(k, l2) == (gemm and c * length * 4 > l2)
+    assert (k.native.kind == "gemm-flat") == conv_native.strided_beyond_l2(k, l2)
+    check_op("Conv", {"x": x, "w": w, "b": b}, {"strides": [stride], "pads": [1, 1]}, consts=("w", "b"),
+             rtol=1e-4, atol=1e-4)
+
+
 def _kernel(op, metas, attrs, consts=()):
     return lookup(op)(attrs, metas, consts, name="c1")
 
