@@ -989,9 +989,10 @@ class HybridContext:
         static model's) for the bytes each has held and the steps it lives (HybridModel.lifetimes): tensors
         never alive together share bytes, so a run finds its activations in a footprint like a static
         model's instead of a buffer per tensor (DBNet 160x960 with symbolic N, H, W, one thread: 24.5 ms
-        as one buffer each, 20.3 ms in the static model's plan without its fusions). execute() plans after a run that
-        allocated; a later run inside these sizes allocates nothing, a larger one grows what it must into
-        buffers of its own, and is planned again after it (each tensor at the most it has held)."""
+        as one buffer each, 21.7 planned; the static model's plan without its fusions 20.3). execute()
+        plans after a run that allocated; a later run inside these sizes allocates nothing, a larger one
+        grows what it must into buffers of its own, and is planned again after it (each tensor at the
+        most it has held)."""
         lifetimes, slots = self.model.lifetimes, self.slots
         placed = [(name, s) for name, s in slots.items() if name in lifetimes]
         plan = plan_arena([Buffer(name, s.capacity, *lifetimes[name]) for name, s in placed])
