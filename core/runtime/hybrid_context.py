@@ -38,7 +38,8 @@ class Slot:
     shape changes): a tensor keeps one view for as long as its shape holds, not a new one every run,
     and a new view is an ndarray on `data`, one call (the device's view() looks the address up: ~3 us
     more a view, and a Loop body whose shapes change makes ~10 views an iteration). `planned`: the
-    bytes are the context's arena's (plan_memory), not an allocation of the tensor's own."""
+    bytes are the context's arena's (plan_memory), not an allocation of the tensor's own; None: they
+    are the caller's input array, bound in place (HybridContext._bind_input)."""
     __slots__ = ("addr", "capacity", "data", "dtype", "shape", "array", "planned")
 
     def __init__(self, addr: int, capacity: int, data: np.ndarray, planned: bool = False):
@@ -265,7 +266,7 @@ class HybridContext:
         self._last_run: tuple | None = None  # (counters before, counters after, its four times): stats
         self._checked: list = [None] * len(dyn.inputs)  # each input's (dtype, shape) as last checked
         self._in_slots: list = [None] * len(dyn.inputs)  # each input's Slot, once it has one (on_host: never)
-        self._given: list = [None] * len(dyn.inputs)  # each lendable input's array of the last call (_lent)
+        self._given: list = [None] * len(dyn.inputs)  # each input's array of the last call (_lent, _bind_input)
         self._kernel_state = kernel_state()  # entered by one run at a time
         self._flow_calls: dict[int, tuple] = {}  # control flow: each node's subgraph calls, made once
         self._bound: list[BoundBody] = []  # control flow: the bodies bound by the node running (their runs)
@@ -358,8 +359,12 @@ class HybridContext:
         if type(inputs) is not dict:
             return False
         ndarray = np.ndarray
-        for name, view, shape, dtype in replay[1]:
+        for name, view, shape, dtype, bound in replay[1]:
             x = inputs.get(name)
+            if bound:  # the caller's array of the last run, read in place: only that very array again
+                if x is not view:
+                    return False
+                continue
             if type(x) is not ndarray or x.shape != shape or (x.dtype is not dtype and x.dtype != dtype):
                 return False
             view[...] = x  # (x's dtype: a copy, no cast)
@@ -374,6 +379,8 @@ class HybridContext:
         copies, h2d, in_slots, replay, lendable = 0, 0, self._in_slots, self._replay, self.model.lendable
         for k, x in enumerate(self._check_inputs(inputs)):
             if lendable[k] and self._lent(k, x):
+                continue
+            if self._bind_input(k, x):
                 continue
             slot = in_slots[k]  # (a tensor keeps its Slot and its view: no look-up by name)
             view = None if slot is None else slot.array
@@ -390,6 +397,39 @@ class HybridContext:
         self.device.count_copies("h2d", copies, h2d)
         self.counters["h2d_bytes"] += h2d
         return replay
+
+    def _bind_input(self, k: int, x) -> bool:
+        """Input k read in place from the caller's array, as the static context binds one
+        (ExecutionContext._bind_input): the root of a hybrid model on the cpu device, an array of one
+        aligned block that is the last call's or larger than COPY_IN_MAX (a decoder's past: 9.4 MB of
+        GPT-2 small's a call, 1.5 ms copied). Its slot holds the caller's bytes (planned None: never
+        freed, nor moved by plan_memory), made device memory by bind_host for the static submodels
+        that read it by address; a later array that is neither gives the slot a buffer of its own.
+        False: copied in."""
+        if not self.model.lifetimes or self.device.name != "cpu" or self.model.on_host[k]:
+            return False
+        given, self._given[k] = self._given[k], x
+        slot = self._in_slots[k]
+        if slot is not None and slot.planned is None and slot.array is x:  # bound at the last call: nothing to do
+            return True
+        bind = type(x) is np.ndarray and (x is given or x.nbytes > COPY_IN_MAX) and x.flags.c_contiguous \
+            and x.flags.aligned and x.nbytes > 0
+        if slot is not None and slot.planned is None:  # bound to another array: released
+            self.device.unbind(slot.addr)
+            slot.capacity, slot.shape, slot.array, slot.planned = 0, None, None, False
+            slot.addr = 0
+        if not bind:
+            return False
+        addr = self.device.bind_host(x)
+        if slot is None:
+            name = self.model.input_names[k]
+            slot = self._in_slots[k] = self.slots[name] = Slot(addr, x.nbytes, None)
+        elif slot.planned is False and slot.addr:
+            self._free(slot.addr)
+        slot.addr, slot.capacity, slot.data, slot.planned = addr, x.nbytes, x.reshape(-1).view(np.uint8), None
+        slot.dtype, slot.shape, slot.array = x.dtype, x.shape, x
+        self._replay = None
+        return True
 
     def _lent(self, k: int, x: np.ndarray) -> bool:
         """Input k, which only Loop and Scan nodes read, passed to them as the caller's array (a host
@@ -579,9 +619,11 @@ class HybridContext:
             ins = [const if name is None else slots[name] for name, const, _ in model.args[k]]
             outs = tuple((slots[name], slots[name].shape) for name in dyn.nodes[k].outputs)
             replay.append((None, k, (ins, outs)))
-        ins = tuple((name, slot.array, slot.shape, slot.dtype) for name, slot in zip(model.input_names, self._in_slots))
+        ins = tuple((name, slot.array, slot.shape, slot.dtype, slot.planned is None)
+                    for name, slot in zip(model.input_names, self._in_slots))
         outs = tuple(self._view(slots[name]) for name in model.output_names)
-        return tuple(replay), ins, outs, (sum(v.nbytes for _, v, _, _ in ins), sum(v.nbytes for v in outs))
+        return tuple(replay), ins, outs, (sum(v.nbytes for _, v, _, _, bound in ins if not bound),
+                                          sum(v.nbytes for v in outs))
 
     def _replay_steps(self, replay: tuple) -> int:
         """The last run's steps as its steady run made them (_steady_replay): each node's prepared call
@@ -977,7 +1019,7 @@ class HybridContext:
             if slot is None:
                 slot = self.slots[name] = Slot(addr, nbytes, data)
             else:
-                if not slot.planned:
+                if slot.planned is False and slot.addr:
                     self._free(slot.addr)
                 slot.addr, slot.capacity, slot.data, slot.planned = addr, nbytes, data, False
                 self.counters["reallocs"] += 1
@@ -994,11 +1036,11 @@ class HybridContext:
         grows what it must into buffers of its own, and is planned again after it (each tensor at the
         most it has held)."""
         lifetimes, slots = self.model.lifetimes, self.slots
-        placed = [(name, s) for name, s in slots.items() if name in lifetimes]
+        placed = [(name, s) for name, s in slots.items() if name in lifetimes and s.planned is not None]
         plan = plan_arena([Buffer(name, s.capacity, *lifetimes[name]) for name, s in placed])
         base = self._malloc(plan.size)
         for name, s in placed:
-            if not s.planned:
+            if s.planned is False:
                 self._free(s.addr)
             s.addr = base + plan.offsets[name]
             s.data, s.array, s.planned = self.device.bytes_at(s.addr, s.capacity), None, True
@@ -1058,6 +1100,9 @@ class HybridContext:
         self._flow_calls = {}  # (its calls hold this context)
         for addr in self._owned:
             self.device.free(addr)
+        for s in self.slots.values():
+            if s.planned is None:  # a caller's input array, bound
+                self.device.unbind(s.addr)
         self._owned.clear()
         self.slots.clear()
         self._in_slots = self._given = []

@@ -167,3 +167,31 @@ def test_a_shape_input_whose_value_moves_in_the_same_buffer_is_seen(tmp_path):
         np.testing.assert_array_equal(api.execute(model_id, {"x": x, "s": s})[0], -np.maximum(x, 0).reshape(3, 8, 2))
     finally:
         api.unload(model_id)
+
+
+@pytest.mark.parametrize("device", ["cpu", "sim"])
+def test_a_large_input_or_the_same_array_again_is_read_in_place(tmp_path, device):
+    """On the cpu device the root reads an input from the caller's array when it is the last call's array
+    or larger than COPY_IN_MAX (nothing copied in; changes the caller makes to it between calls are read),
+    and copies any other into a buffer of its own; the sim device (its memory is not the host's) copies."""
+    from ge.core.runtime.context import COPY_IN_MAX
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["y"])]
+    graph = helper.make_graph(nodes, "bind", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])])
+    path = str(tmp_path / "bind.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "bind"), input_shape="x:-1,64").om_path, device)
+    try:
+        ctx = api.model(model_id).default_context
+        rng = np.random.default_rng(0)
+        big = rng.standard_normal((COPY_IN_MAX // 256 + 1, 64)).astype(np.float32)  # just over COPY_IN_MAX
+        small = rng.standard_normal((3, 64)).astype(np.float32)
+        for x, copied in ((small, True), (small, device == "sim"), (big, device == "sim"), (big, device == "sim"),
+                          (small.copy(), True), (big, device == "sim")):
+            np.testing.assert_array_equal(api.execute(model_id, [x])[0], np.maximum(x, 0) * 2)
+            assert (ctx.stats["h2d_bytes"] > 0) == copied
+        big[0, :] = 5.0  # the caller's array changed in place: read as it is now
+        np.testing.assert_array_equal(api.execute(model_id, [big])[0], np.maximum(big, 0) * 2)
+    finally:
+        api.unload(model_id)
