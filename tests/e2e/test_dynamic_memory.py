@@ -195,3 +195,32 @@ def test_a_large_input_or_the_same_array_again_is_read_in_place(tmp_path, device
         np.testing.assert_array_equal(api.execute(model_id, [big])[0], np.maximum(big, 0) * 2)
     finally:
         api.unload(model_id)
+
+
+def test_replayed_runs_write_the_arrays_the_caller_let_go_of(tmp_path):
+    """A replayed run writes its outputs into the last run's arrays when the caller has dropped them,
+    and into new ones when the caller still holds them (or anything made from them)."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["z"])]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    path = str(tmp_path / "two.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model_id = api.load_from_file(api.atc(path, str(tmp_path / "two"), input_shape="x:-1,8").om_path, "cpu")
+    try:
+        x = np.random.default_rng(7).standard_normal((3, 8)).astype(np.float32)
+        for _ in range(4):  # steady: replayed from here on
+            api.execute(model_id, [x])
+        assert api.model(model_id).default_context._replay is not None
+        first = api.execute(model_id, [x])
+        held, kept = first[0], first[0].copy()
+        address = first[1].__array_interface__["data"][0]
+        del first  # the caller keeps y only
+        x *= 2  # (the same array, new values: the run is replayed)
+        second = api.execute(model_id, [x])
+        assert second[0] is not held and np.array_equal(held, kept)  # a held array is never written again
+        assert second[1].__array_interface__["data"][0] == address  # the dropped z's array written again
+        np.testing.assert_array_equal(second[0], np.maximum(x, 0))
+        np.testing.assert_array_equal(second[1], -x)
+    finally:
+        api.unload(model_id)
