@@ -164,6 +164,15 @@ def _attrs_key(attrs: dict) -> tuple:
     return pickle.dumps(plain, pickle.HIGHEST_PROTOCOL), *held
 
 
+def partial_shape(graph: Graph, name: str) -> tuple | None:
+    """A tensor's shape as the graph knows it (a dynamic graph's unknown dims are None or symbols), an
+    initializer's own; None where even the rank is unknown."""
+    if name in graph.initializers:
+        return tuple(graph.initializers[name].shape)
+    v = graph.values.get(name)
+    return None if v is None or v.shape is None else tuple(v.shape)
+
+
 def unique_name(graph: Graph, base: str, taken: set[str] | None = None) -> str:
     used = taken if taken is not None else set()
     name, k = base, 1

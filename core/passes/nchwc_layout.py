@@ -49,7 +49,7 @@ import numpy as np
 from ..model.ir import Graph, Node, Value
 from ._fusion import same_dim
 from ._nominal import Sizes
-from ._util import set_initializer
+from ._util import partial_shape, set_initializer
 from ..kernels import backend as backends
 from ..kernels.ops.blocked import BLOCK, blocked_shape
 from ..kernels.fused import GE_DOMAIN
@@ -122,12 +122,6 @@ def _nchw(v) -> bool:
         and len(v.shape) == 4 and isinstance(v.shape[1], int) and v.shape[1] > 0
 
 
-def _shape(graph: Graph, name: str) -> tuple:
-    """The shape as the graph knows it (a dim it does not know is None or a symbol)."""
-    a = graph.initializers.get(name)
-    return tuple(a.shape) if a is not None else tuple(graph.values[name].shape)
-
-
 def _single(shape) -> bool:
     """Provably one element."""
     return all(d == 1 for d in shape)
@@ -178,7 +172,7 @@ def _eligible_channel_op(graph: Graph, node: Node, writers: set, sizes: Sizes) -
     if node.op_type == "Split" and ("" in node.outputs or (len(node.inputs) > 1 and node.inputs[1]
                                                            and node.inputs[1] not in graph.initializers)):
         return False
-    return all(_shape(graph, v)[1] % BLOCK == 0 for v in parts[:-1])
+    return all(partial_shape(graph, v)[1] % BLOCK == 0 for v in parts[:-1])
 
 
 def _eligible_chain(graph: Graph, node: Node, writers: set, sizes: Sizes) -> bool:
@@ -275,14 +269,14 @@ def _planar(graph: Graph, node: Node) -> bool:
     as NCHW, in place, kernels up to PLANAR_TAPS: its output is blocked with no ReorderInput before it
     (MLAS's NCHW-input kernel). MobileNetV2's stem had written NCHW and its 32 channels at 112x112 were
     reordered, 5% of the model at v3."""
-    c = _shape(graph, node.inputs[0])[1]
+    c = partial_shape(graph, node.inputs[0])[1]
     w = graph.initializers.get(node.inputs[1])
     return (node.domain, node.op_type) in _CONVS and int(node.attrs.get("group", 1)) == 1 and not _fits_blocks(c) \
         and c < BLOCK and w is not None and w.ndim == 4 and w.shape[2] * w.shape[3] <= PLANAR_TAPS
 
 def _depthwise(graph: Graph, node: Node) -> bool:
     """A depthwise conv: one input and one output channel per group (MobileNets'; no residual Z)."""
-    c, oc = _shape(graph, node.inputs[0])[1], _shape(graph, node.outputs[0])[1]
+    c, oc = partial_shape(graph, node.inputs[0])[1], partial_shape(graph, node.outputs[0])[1]
     return (node.op_type == "Conv" and int(node.attrs.get("group", 1)) == c == oc
             and graph.initializers[node.inputs[1]].shape[1] == 1)
 
@@ -307,7 +301,7 @@ def _blocked_reads(graph: Graph, node: Node, sizes: Sizes) -> list[str]:
     if node.op_type in ("Concat", "Add"):
         return list(node.inputs)
     if node.op_type == "FusedElementwise":  # its single values stay as they are
-        return [x for x in node.inputs if not _single(_shape(graph, x))]
+        return [x for x in node.inputs if not _single(partial_shape(graph, x))]
     at = ((3,) if _planar(graph, node) else (0, 3)) if (node.domain, node.op_type) in _CONVS else (0,)
     return [node.inputs[i] for i in at if i < len(node.inputs) and node.inputs[i]]
 
@@ -367,12 +361,12 @@ def _rewrite(graph: Graph, r: _Region, sizes: Sizes) -> None:
     value, a ReorderOutput after the producer of each leaving one (which keeps its name and layout for
     its readers outside)."""
     reads = {id(n): _blocked_reads(graph, n, sizes) for n in r.members}  # before the shapes change
-    split_blocks = {id(n): [-(-_shape(graph, y)[1] // BLOCK) for y in n.outputs] for n in r.members
+    split_blocks = {id(n): [-(-partial_shape(graph, y)[1] // BLOCK) for y in n.outputs] for n in r.members
                     if n.op_type == "Split"}
     blocked: dict[str, str] = {}
     for name in r.entering + r.leaving:
         blocked[name] = _unused(graph, f"{name}:nchwc")
-        graph.values[blocked[name]] = Value(blocked[name], np.dtype(np.float32), blocked_shape(_shape(graph, name)))
+        graph.values[blocked[name]] = Value(blocked[name], np.dtype(np.float32), blocked_shape(partial_shape(graph, name)))
     for y in r.outputs:  # the values inside keep their names, their layout becomes blocked
         if y not in blocked:
             v = graph.values[y]
@@ -393,7 +387,7 @@ def _rewrite(graph: Graph, r: _Region, sizes: Sizes) -> None:
         y = n.outputs[0]
         if n.op_type in ("Concat", "Split", "Add"):  # the same op along the blocked tensors' axis 1
             nodes.append(_channel_op(graph, n, inputs, [blocked[o] for o in n.outputs], split_blocks.get(id(n))))
-            nodes.extend(Node("ReorderOutput", [blocked[o]], [o], attrs={"channels": int(_shape(graph, o)[1])},
+            nodes.extend(Node("ReorderOutput", [blocked[o]], [o], attrs={"channels": int(partial_shape(graph, o)[1])},
                               name=_unused_node(graph, f"{o}:from_nchwc"), domain=GE_DOMAIN)
                          for o in n.outputs if o in r.leaving)
             continue
@@ -401,11 +395,11 @@ def _rewrite(graph: Graph, r: _Region, sizes: Sizes) -> None:
             nodes.append(_blocked_resize(graph, n, inputs, blocked[y]) if n.op_type == "Resize" else
                          Node(n.op_type, inputs, [blocked[y]], attrs=dict(n.attrs), name=n.name, domain=n.domain))
             if y in r.leaving:
-                nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(_shape(graph, y)[1])},
+                nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(partial_shape(graph, y)[1])},
                                   name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
             continue
         if n.op_type == "GlobalAveragePool":  # reads blocked, writes NCHW
-            nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(_shape(graph, y)[1])},
+            nodes.append(Node("NchwcGlobalAveragePool", inputs[:1], [y], attrs={"channels": int(partial_shape(graph, y)[1])},
                               name=n.name, domain=GE_DOMAIN))
             continue
         if n.op_type == "Mul":  # the blocked input first, the NCHW gate second
@@ -417,7 +411,7 @@ def _rewrite(graph: Graph, r: _Region, sizes: Sizes) -> None:
             nodes.append(Node(op, inputs[:1] if op != "NchwcConv" else inputs, [blocked[y]], attrs=dict(n.attrs),
                               name=n.name, domain=GE_DOMAIN))
         if y in r.leaving:
-            nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(_shape(graph, y)[1])},
+            nodes.append(Node("ReorderOutput", [blocked[y]], [y], attrs={"channels": int(partial_shape(graph, y)[1])},
                               name=_unused_node(graph, f"{y}:from_nchwc"), domain=GE_DOMAIN))
     graph.nodes = nodes
 

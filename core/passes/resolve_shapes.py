@@ -28,7 +28,7 @@ import numpy as np
 
 from ..model.ir import Graph, Node
 from ._fusion import same_dim
-from ._util import set_initializer, unique_name
+from ._util import partial_shape, set_initializer, unique_name
 
 
 def resolve_shapes(graph: Graph, stats: dict | None = None) -> Graph:
@@ -76,13 +76,6 @@ def resolve_shapes(graph: Graph, stats: dict | None = None) -> Graph:
     return graph
 
 
-def _shape(graph: Graph, name: str):
-    if name in graph.initializers:
-        return tuple(graph.initializers[name].shape)
-    v = graph.values.get(name)
-    return None if v is None or v.shape is None else tuple(v.shape)
-
-
 def _const_ints(graph: Graph, name: str):
     a = graph.initializers.get(name) if name else None
     return None if a is None or a.dtype.kind not in "iu" else a
@@ -94,7 +87,7 @@ def _follow(graph: Graph, node: Node, elems: dict, scalars: dict):
     if len(node.outputs) != 1 or not ins or not ins[0]:
         return None
     if op == "Shape":
-        shape = _shape(graph, ins[0])
+        shape = partial_shape(graph, ins[0])
         if shape is None:
             return None
         rank = len(shape)
@@ -155,7 +148,7 @@ def _rows_product(graph: Graph, reshape: Node, items: list, producers: dict, con
             or (len(gemm.inputs) > 2 and gemm.inputs[2] and (b is None or b.size != w.shape[0 if gemm.attrs.get("transB") else 1])):
         return None
     x = flatten.inputs[0]
-    x_shape, flat = _shape(graph, x), _const_ints(graph, flatten.inputs[1]) if len(flatten.inputs) > 1 else None
+    x_shape, flat = partial_shape(graph, x), _const_ints(graph, flatten.inputs[1]) if len(flatten.inputs) > 1 else None
     k, n = (w.shape[1], w.shape[0]) if int(gemm.attrs.get("transB", 0)) else w.shape
     if x_shape is None or len(x_shape) < 2 or x_shape[-1] != k or flat is None or list(flat.reshape(-1)) != [-1, k]:
         return None
@@ -184,7 +177,7 @@ def _rows_product(graph: Graph, reshape: Node, items: list, producers: dict, con
 
 def _reshape_target(graph: Graph, data: str, items: list):
     """The constant shape with 0 (copy) / -1 (infer) for the symbolic dims, or None if it cannot be."""
-    shape = _shape(graph, data)
+    shape = partial_shape(graph, data)
     if shape is None:
         return None
     target, open_at = [], []
