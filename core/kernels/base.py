@@ -34,7 +34,8 @@ A kernel object has two phases, and the compiler only ever sees the first:
   Packs are read-only. A layout that is a view of the weight (a reshape) needs no pack.
 - Shape-agnostic kernels (`shape_agnostic`, below): the hybrid executor serves every new shape of
   the same dtypes and ranks with the instance built for the first, its output shape given by
-  `agnostic_output_shape`, and only when that instance's workspace_nbytes() is 0.
+  `agnostic_output_shape`, and only when that instance's workspace_nbytes() is 0 or its class runs
+  other shapes without one (`agnostic_without_workspace`).
 """
 from __future__ import annotations
 
@@ -76,8 +77,13 @@ class Kernel:
     #: agnostic_output_shape() gives: one instance serves every shape of the same dtypes and ranks
     #: (the hybrid executor's shape-agnostic impl). Set only on classes checked to be so (the
     #: executor reads it from the class itself: subclasses restate it); an instance that needs a
-    #: workspace (e.g. float16 evaluated in float32 blocks) is not used so.
+    #: workspace (e.g. float16 evaluated in float32 blocks) is not used so. A class with shape inputs
+    #: (Slice's bounds) is built without their values for this and takes them as agnostic_output_shape's
+    #: `values` ({input index: array}); its run() reads them from xs.
     shape_agnostic: bool = False
+    #: a shape-agnostic class whose workspace serves only the shapes it was built for (a native plan's
+    #: scratch) and whose run() needs none for the others it serves
+    agnostic_without_workspace: bool = False
     #: set by prepare() when run() applies the node's fused epilogue ("ge.epilogue") itself, so the
     #: runtime must not apply it again (epilogue.Epilogue.unless_absorbed)
     absorbs_epilogue: bool = False
@@ -93,7 +99,8 @@ class Kernel:
     def agnostic_output_shape(self, shapes: Sequence[tuple | None]) -> tuple:
         """A shape-agnostic kernel's output shape for these input shapes (None: an absent input), asked
         of the instance built for the first shape (its attributes): the broadcast of the present ones
-        unless the class says otherwise. Raises ValueError when they do not broadcast."""
+        unless the class says otherwise. Raises ValueError when they do not broadcast, or the instance
+        cannot serve them (the executor then builds a kernel for them)."""
         return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes if s is not None]))
 
     #: installed by float16.py (imported with every kernel family): the class that builds a float16

@@ -51,9 +51,8 @@ the per-run state and the steps above are hybrid_context.py's HybridContext.
 """
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 
 import numpy as np
 
@@ -65,6 +64,7 @@ from ..kernels import backend as backends
 from ..kernels.epilogue import ATTR as EPILOGUE, Epilogue
 from .external_weight_manager import ExternalWeightConfig, ExternalWeightManager
 from .hybrid_context import HybridContext
+from .impl_cache import DEFAULT_CACHE_SIZE, Impl, ImplCache  # noqa: F401  (DEFAULT_CACHE_SIZE: the manager's default)
 from .known_subgraph import davinci_model_create
 from .shared_weights import SharedWeightsModel
 
@@ -72,54 +72,6 @@ from .shared_weights import SharedWeightsModel
 EXTRA_SHAPE_INPUTS = {"Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
                       "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
                       "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,)}
-#: impls the cache keeps by default (OpenVINO CPU's runtime cache capacity); the least recently
-#: used one goes when a new one comes in beyond it
-DEFAULT_CACHE_SIZE = 5000
-
-
-class Impl:
-    """A cached kernel for one (node, input shapes, shape values): out_metas None = data-dependent;
-    `empty`: every output the node has holds no element (the node is skipped)."""
-    __slots__ = ("kernel", "out_metas", "workspace", "epilogue", "empty")
-
-    def __init__(self, kernel, out_metas: list | None, workspace: int, epilogue: Epilogue | None = None,
-                 empty: bool = False):
-        self.kernel, self.out_metas, self.workspace = kernel, out_metas, workspace
-        self.epilogue = epilogue  # fused activations, in place on output 0
-        self.empty = empty
-
-
-class ImplCache:
-    """The impl cache: least recently used first out beyond `capacity` entries (0: nothing kept).
-    Callers hold `lock` around get and put: contexts of several threads share it."""
-
-    def __init__(self, capacity: int = DEFAULT_CACHE_SIZE):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-            raise GeError(f"impl cache size must be an integer >= 0, got {capacity!r}")
-        self.capacity = capacity
-        self.lock = threading.Lock()
-        self._entries: OrderedDict[tuple, Impl] = OrderedDict()
-
-    def get(self, key: tuple) -> Impl | None:
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-        return found
-
-    def put(self, key: tuple, impl: Impl) -> int:
-        """Keep `impl`; returns how many entries were evicted for it."""
-        self._entries[key] = impl
-        self._entries.move_to_end(key)
-        evicted = 0
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
-            evicted += 1
-        return evicted
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
 class HybridModel(SharedWeightsModel):
     """A DynamicModel (hybrid or range mode) loaded on a device: weights once, submodels created."""
 
@@ -232,20 +184,22 @@ class HybridModel(SharedWeightsModel):
         self.packs.clear()
         self.free_weights()
 
-    def impl(self, index: int, node: DynNode, sig: tuple, counters: Counter) -> Impl:
+    def impl(self, index: int, node: DynNode, sig: tuple, counters: Counter, planned: bool = False) -> Impl:
         """update_impl: the cached kernel for these input shapes and shape values, else build one.
         `sig`: ((dtype, shape) or None per input, (index, bytes) per shape value), the key as the
-        context has it (the inputs' Metas and the shape values' arrays are made only for a build)."""
+        context has it (the inputs' Metas and the shape values' arrays are made only for a build).
+        planned: a kernel built for these very shapes even where a shape-agnostic one serves them (a
+        context asks when they come twice in a row: a plan of their own runs faster)."""
         key = (index, sig)
         cache = self.cache
         with cache.lock:  # one build per key, even when contexts ask at once
             found = cache.get(key)
-            if found is not None:
+            if found is not None and not (planned and found.family is not None):
                 counters["cache_hits"] += 1
                 return found
             metas = [None if t is None else Meta(t[0], tuple(t[1])) for t in sig[0]]
             shape_values = {i: np.frombuffer(b, sig[0][i][0]).reshape(sig[0][i][1]).copy() for i, b in sig[1]}
-            impl = self._agnostic(index, node, metas, shape_values, counters)
+            impl = None if planned else self._agnostic(index, node, metas, shape_values, counters)
             if impl is None:  # (else a new shape served by the shape-agnostic kernel: nothing built)
                 counters["cache_builds"] += 1
                 impl = self._build(node, metas, shape_values, counters)
@@ -256,27 +210,35 @@ class HybridModel(SharedWeightsModel):
 
     def _agnostic(self, index: int, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl | None:
         """The shape-agnostic impl (001_*: dynamic_impl) of a kernel class that declares itself so:
-        one kernel per (node, dtypes, ranks, absent inputs), the output shape from the class's
-        agnostic_output_shape. None when the class is not shape-agnostic, or the node has shape
-        inputs or a fused epilogue."""
+        one kernel per (node, dtypes, ranks, absent inputs), the output shape from its
+        agnostic_output_shape (given the shape values too, for a class with shape inputs: that kernel is
+        built without them, its run() reads them). None when the class is not shape-agnostic, the node
+        has a fused epilogue, or the kernel cannot serve these shapes (then they get a build)."""
         cls = lookup(node.op_type, node.domain, node.opset, node.name)
-        if not cls.__dict__.get("shape_agnostic") or shape_values or node.attrs.get(EPILOGUE):
+        if not cls.__dict__.get("shape_agnostic") or node.attrs.get(EPILOGUE):
             return None
         akey = (index, "agnostic", tuple(None if m is None else (m.dtype.str, len(m.shape)) for m in metas))
         base = self.cache.get(akey)
         if base is None:  # the first shape builds it (counted as the build it is)
             built = self._build(node, metas, shape_values, counters)
             counters["cache_builds"] += 1
-            if built.out_metas is not None and not built.workspace and len(built.out_metas) == 1 \
-                    and type(built.kernel).agnostic_output_shape is cls.agnostic_output_shape:  # (not a float16 adapter's)
-                counters["cache_evictions"] += self.cache.put(akey, built)
+            kernel = built.kernel
+            if built.out_metas is not None and len(built.out_metas) == 1 \
+                    and (not built.workspace or kernel.agnostic_without_workspace) \
+                    and type(kernel).agnostic_output_shape is cls.agnostic_output_shape:  # (not a float16 adapter's)
+                if shape_values:  # (the build above folded them in as constants)
+                    kernel = self._build(node, metas, {}, counters).kernel
+                counters["cache_evictions"] += self.cache.put(akey, Impl(kernel, built.out_metas, 0))
             return built
+        shapes = [None if m is None else tuple(m.shape) for m in metas]
         try:
-            shape = base.kernel.agnostic_output_shape([None if m is None else tuple(m.shape) for m in metas])
-        except ValueError:
+            shape = base.kernel.agnostic_output_shape(shapes, shape_values) if shape_values else \
+                base.kernel.agnostic_output_shape(shapes)
+        except (ValueError, GeError):
             return None  # let the kernel's own build name the node and the shapes
         counters["agnostic_hits"] += 1
-        return Impl(base.kernel, [Meta(base.out_metas[0].dtype, shape)], 0)
+        return Impl(base.kernel, [Meta(base.out_metas[0].dtype, shape)], 0,
+                    family=tuple(None if m is None else (m.dtype, len(m.shape)) for m in metas))
 
     def _build(self, node: DynNode, metas: list, shape_values: dict, counters: Counter) -> Impl:
         consts = [self.consts.get(t) if t else None for t in node.inputs]

@@ -23,6 +23,7 @@ from ..kernels.ops.control_flow import If
 from .body_trace import BodyTraces
 from .context import COPY_IN_MAX
 from .device import Counts, DeviceBuffer
+from .impl_cache import Impl
 from .output_pool import OutputPool
 from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
@@ -739,8 +740,12 @@ class HybridContext:
         counters = self.counters
         if changed:  # update_shape: only when an input shape (or shape value) changed
             self.shape_updates += 1
-            st.impl = model.impl(index, node, sig, counters)
+            impl = st.impl
+            served = None if impl is None or impl.family is None else self._served(impl, node, metas, ins, shape_inputs)
+            st.impl = served if served is not None else model.impl(index, node, sig, counters)
             st.sig = sig
+        elif st.impl.family is not None:  # a shape the agnostic kernel served, twice in a row: its own plan
+            st.impl = model.impl(index, node, sig, counters, planned=True)
         impl = st.impl
         if impl.out_metas is None:  # data-dependent: the values decide the shapes
             return self._run_data_dependent(node, st, ins)
@@ -764,6 +769,28 @@ class HybridContext:
         if impl.epilogue is not None:
             impl.epilogue(ys[0])
         self.nodes_run += 1
+
+    def _served(self, last, node: DynNode, metas: list, ins: list, shape_inputs) -> "Impl | None":
+        """New input shapes of a node whose last impl was its shape-agnostic kernel's (last.family), of
+        that family's dtypes and ranks: that kernel with its output shape for them, straight from it
+        (no impl cache key, lookup or entry: a decoder's attention sees a new length every call); None
+        when they are of another family or the kernel cannot serve them (model.impl decides)."""
+        for m, f in zip(metas, last.family):
+            if m is None or f is None:
+                if m is not f:
+                    return None
+            elif len(m[1]) != f[1] or (m[0] is not f[0] and m[0] != f[0]):
+                return None
+        shapes = [None if m is None else m[1] for m in metas]
+        try:
+            shape = last.kernel.agnostic_output_shape(shapes, {i: self._view(ins[i]) for i in shape_inputs}) \
+                if shape_inputs else last.kernel.agnostic_output_shape(shapes)
+        except (ValueError, GeError):
+            return None
+        self.counters["agnostic_hits"] += 1
+        served = Impl(last.kernel, [Meta(last.out_metas[0].dtype, shape)], 0, family=last.family)
+        served.empty = not node.outputs[0] or 0 in shape
+        return served
 
     def _run_data_dependent(self, node: DynNode, st: NodeState, ins: list) -> None:
         """A node whose outputs' shapes only its values tell (NonZero, NonMaxSuppression...): compute()

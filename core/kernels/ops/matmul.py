@@ -43,9 +43,28 @@ class _Planned(Kernel):
         writes = getattr(self.native, "float16_outputs", None)
         return writes is not None and writes()
 
+    def planned(self, xs, ws) -> bool:
+        """Whether the native plan is for these operands: there is one, they have the shapes it was made
+        for and its workspace is given (a shape-agnostic instance is handed other shapes, and none)."""
+        return self.native is not None and (ws is not None or not self.ws_nbytes) and \
+            xs[0].shape == self.inputs[0].shape and (len(xs) < 2 or xs[1] is None or xs[1].shape == self.inputs[1].shape)
+
+    def agnostic_product(self, sa: tuple, sb: tuple) -> tuple:
+        """The product's shape for operands of other shapes (sa, sb: as multiplied, through the perms)
+        when this instance can serve them: both computed, and single-row products (a decoding step's
+        attention over a growing past), which numpy's matmul runs as fast as the native batch's call
+        (a gemv per product) with nothing planned; else ValueError (the executor builds a kernel)."""
+        if any(c is not None for c in self.consts[:2]) or len(sa) < 2 or len(sb) < 2:
+            raise ValueError("not a product of two computed matrices")
+        product = matmul_shape(self, sa, sb)
+        if product[-2] != 1:
+            raise ValueError("products of several rows are planned per shape")
+        return product
+
     def run_native(self, a, y, xs, ws) -> bool:
-        """Run the native plan when there is one and Y is contiguous; False: use the numpy plan."""
-        if self.native is None or not y.flags.c_contiguous:
+        """Run the native plan when it is for these operands and Y is contiguous; False: use the numpy
+        plan."""
+        if not y.flags.c_contiguous or not self.planned(xs, ws):
             return False
         self.native.run(a, y, xs, ws)
         return True
@@ -54,7 +73,7 @@ class _Planned(Kernel):
         """The native plan's prepared call itself where run() would make or find the same call every
         time (the views of a bound task stay): no per-call checks and CallCache lookup."""
         build = None
-        if self.native is not None and ys[0].flags.c_contiguous:
+        if ys[0].flags.c_contiguous and self.planned(xs, ws):
             build = self.native.builder(xs[0], ys[0], xs, ws)
         return super().bound(xs, ys, ws) if build is None else run_for_threads(build)
 
@@ -103,11 +122,15 @@ def matmul_shape(k: Kernel, sa: tuple, sb: tuple) -> tuple:
 
 @register("MatMul", since=1)
 class MatMul(_Planned):
+    shape_agnostic = agnostic_without_workspace = True  # (single-row products of other shapes: agnostic_product)
+
+    def agnostic_output_shape(self, shapes):
+        return self.agnostic_product(*shapes[:2])
+
     def prepare(self):
         a, b = self.meta(0, "A"), self.meta(1, "B")  # of one type T
         sa, sb = tuple(a.shape), tuple(b.shape)
         self.out_metas = [Meta(a.dtype, matmul_shape(self, sa, sb))]
-        self.k = sa[-1]
         # a stack of rows times one matrix: one GEMM over all rows
         self.flatten = len(sa) > 2 and len(sb) == 2
         self.b_const = self.consts[1] if len(self.consts) > 1 else None
@@ -123,7 +146,7 @@ class MatMul(_Planned):
         if self.run_native(a, y, xs, ws):
             return
         if self.flatten and y.flags.c_contiguous:  # (reshape copies A when its rows are not one stride)
-            np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
+            np.matmul(a.reshape(-1, a.shape[-1]), b, out=y.reshape(-1, y.shape[-1]))
         else:
             np.matmul(a, b, out=y)
 
@@ -136,6 +159,15 @@ class FusedMatMul(_Planned):
     residual) are applied in place while the product is hot in cache. A and B have rank >= 2;
     perms keep the unit-stride axis among the last two, so that numpy hands every matrix to BLAS
     without a copy."""
+    shape_agnostic = agnostic_without_workspace = True  # (single-row products of other shapes: agnostic_product)
+
+    def agnostic_output_shape(self, shapes):
+        if self.gelu is not None:
+            raise ValueError("a product with its Gelu is planned per shape")
+        product = self.agnostic_product(_permuted(shapes[0], self.perm_a), _permuted(shapes[1], self.perm_b))
+        if any(np.broadcast_shapes(tuple(s), product) != product for s in shapes[2:]):
+            raise ValueError("an addend does not broadcast to the product")
+        return _permuted(product, self.perm_y)
 
     def prepare(self):
         a, b = self.meta(0, "A"), self.meta(1, "B")
@@ -146,9 +178,9 @@ class FusedMatMul(_Planned):
         if len(sa) < 2 or len(sb) < 2:
             raise self.fail(f"A and B must have rank >= 2, got shapes {sa} and {sb}")
         product = matmul_shape(self, sa, sb)
-        perm_y = self._perm("perm_y", Meta(a.dtype, product), inverse=True)
-        self.inv_y = None if perm_y is None else tuple(int(i) for i in np.argsort(perm_y))
-        self.out_metas = [Meta(a.dtype, _permuted(product, perm_y))]
+        self.perm_y = self._perm("perm_y", Meta(a.dtype, product), inverse=True)
+        self.inv_y = None if self.perm_y is None else tuple(int(i) for i in np.argsort(self.perm_y))
+        self.out_metas = [Meta(a.dtype, _permuted(product, self.perm_y))]
         self.alpha = float(self.attr("alpha", 1.0))
         self.alpha_t = a.dtype.type(self.alpha)
         for i, cm in enumerate(self.inputs[2:], start=2):
@@ -165,7 +197,6 @@ class FusedMatMul(_Planned):
         if self.b_const is not None and self.perm_b is not None:
             self.b_const = self.b_const.transpose(self.perm_b)
         self.addends = [(i, c) for i, c in enumerate(self.consts[2:len(self.inputs)], start=2)]
-        self.k = sa[-1]
         # A's rows keep unit stride through perm_a when its last axis stays last (PyTorch's seq-first
         # attention transposes x before the packed QKV projection): then a stack of rows times one
         # matrix is one GEMM over all rows (numpy would otherwise run one small product per leading
@@ -219,7 +250,7 @@ class FusedMatMul(_Planned):
         if self.gelu is not None:  # the product goes to the workspace, Gelu writes Y
             out, y = y, ws[:y.nbytes].view(y.dtype).reshape(y.shape)
         if self.flatten and y.flags.c_contiguous:  # (reshape copies A when its rows are not one stride)
-            np.matmul(a.reshape(-1, self.k), b, out=y.reshape(-1, y.shape[-1]))
+            np.matmul(a.reshape(-1, a.shape[-1]), b, out=y.reshape(-1, y.shape[-1]))
         else:
             np.matmul(a, b, out=y)
         if self.alpha != 1.0:

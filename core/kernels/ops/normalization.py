@@ -392,6 +392,19 @@ class _SoftmaxBase(_Widened):
         self.uses_native = self.nat is not None
         self.calls = CallCache()
 
+    def agnostic_output_shape(self, shapes):
+        """Other shapes (a decoding step's scores over a growing past): the native row kernel takes rows
+        of any length (_rows_of), numpy the rest with arrays of their own; not float16 (widened in the
+        workspace), opset < 13 (coerced to 2-D by the built shape) or empty inputs: built per shape."""
+        if self.work != self.inputs[0].dtype or self.opset < 13 or 0 in shapes[0]:
+            raise ValueError("planned per shape")
+        return tuple(shapes[0])
+
+    def _rows_of(self, x) -> tuple:
+        """(rows, row length) as the native row kernel takes x: the plan's for the shape planned, its
+        last axis for another (a shape-agnostic instance's)."""
+        return self.rows_shape if x.shape == self.out_metas[0].shape else (x.size // x.shape[-1], x.shape[-1])
+
     def run_half(self, xs, ys) -> bool:
         if self.nat is None or not self.half_rows(xs, ys, self.rows_shape[1]):
             return False
@@ -402,13 +415,17 @@ class _SoftmaxBase(_Widened):
     def rows_call_builder(self, xs, ys):
         if self.nat is None or not (xs[0].flags.c_contiguous and ys[0].flags.c_contiguous):
             return None
-        rows, n = self.rows_shape
+        rows, n = self._rows_of(xs[0])
         return lambda: self.nat.rows_call(xs[0], ys[0], rows, n, kind=ROWS_SOFTMAX)
 
     def run_wide(self, xs, ys, ws):
         if self.nat is not None and xs[0].flags.c_contiguous and ys[0].flags.c_contiguous:
-            rows, n = self.rows_shape
+            rows, n = self._rows_of(xs[0])
             self.calls.get((xs[0], ys[0]), lambda: self.nat.rows_call(xs[0], ys[0], rows, n, kind=ROWS_SOFTMAX)).run()
+            return
+        if xs[0].shape != self.out_metas[0].shape or ws is None and self.scratch.nbytes:  # (a shape-agnostic
+            # instance's run: another shape, or its own without the workspace: nothing planned for it)
+            self._finish(xs[0], ys[0], np.max(xs[0], axis=self.axis, keepdims=True), None, self.axis)
             return
         v = self.views(ws)
         x = xs[0].reshape(self.view_shape)
@@ -456,6 +473,7 @@ class _SoftmaxBase(_Widened):
 @register("Softmax", since=1)
 class Softmax(_SoftmaxBase):
     log = False
+    shape_agnostic = agnostic_without_workspace = True  # (float32 over the last axis: agnostic_output_shape)
 
 
 @register("LogSoftmax", since=1)

@@ -332,18 +332,27 @@ class ConstantOfShape(ShapeKernel):
 @register("Range", since=11)
 class Range(ShapeKernel):
     shape_inputs = ((0, "start"), (1, "limit"), (2, "delta"))
+    shape_agnostic = True  # (run counts from the values it is given: a decoder's positions, past to past + seq)
 
-    def compute(self, start, limit, delta):
+    def agnostic_output_shape(self, shapes, values=None):
+        values = values or {}
+        return (self._count(*(values.get(i, c) for i, c in enumerate(self.consts[:3])))[0],)
+
+    def _count(self, start, limit, delta) -> tuple:
+        """(how many elements, start, delta) as ints or floats of start's kind."""
         dtype = np.asarray(start).dtype
         start, limit, delta = (np.asarray(v, dtype).reshape(-1)[0] for v in (start, limit, delta))
         if delta == 0:
             raise self.fail("delta is 0")
         if dtype.kind in "iu":
             s, l, d = int(start), int(limit), int(delta)
-            n = max(-((s - l) // d), 0)
-            return [(s + np.arange(n, dtype=np.int64) * d).astype(dtype)]
-        n = max(math.ceil(float(limit - start) / float(delta)), 0)
-        return [(float(start) + np.arange(n, dtype=np.float64) * float(delta)).astype(dtype)]
+            return max(-((s - l) // d), 0), s, d
+        return max(math.ceil(float(limit - start) / float(delta)), 0), float(start), float(delta)
+
+    def compute(self, start, limit, delta):
+        n, s, d = self._count(start, limit, delta)
+        work = np.int64 if isinstance(s, int) else np.float64
+        return [(s + np.arange(n, dtype=work) * d).astype(np.asarray(start).dtype)]
 
 
 @register("EyeLike", since=9)

@@ -271,12 +271,13 @@ class SliceBase(StaticInputKernel):
         return tuple(idx)
 
     def run(self, xs, ys, ws):
-        idx = self.idx if self.idx is not None else self.index(xs[0].shape, *self.bounds(xs))
+        idx = self.idx if self.idx is not None and xs[0].shape == self.in_shape() else \
+            self.index(xs[0].shape, *self.bounds(xs))
         copyto(ys[0], xs[0][idx])
 
     def bound(self, xs, ys, ws):
         """With static bounds, the view of the input is made once per binding, not per call."""
-        if self.idx is None:
+        if self.idx is None or xs[0].shape != self.in_shape():
             return super().bound(xs, ys, ws)
         return partial(copyto, ys[0], xs[0][self.idx])
 
@@ -301,6 +302,14 @@ class Slice1(SliceBase):
 class Slice(SliceBase):
     """Slice-10/11/13: starts, ends, axes (optional), steps (optional) as inputs."""
     shape_inputs = ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps"))
+    shape_agnostic = True  # (run slices by the arrays it is given: a decoder's causal mask, new bounds every call)
+
+    def agnostic_output_shape(self, shapes, values=None):
+        values = values or {}
+        bounds = self.bounds([None] + [values.get(i, c) for i, c in enumerate(self.consts[1:5], start=1)])
+        if bounds[0] is None or bounds[1] is None:
+            raise ValueError("starts and ends are not known")
+        return tuple(len(range(*s.indices(d))) for s, d in zip(self.index(shapes[0], *bounds), shapes[0]))
 
     def bounds(self, xs):
         xs = list(xs) + [None] * (5 - len(xs))
