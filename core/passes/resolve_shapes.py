@@ -20,6 +20,10 @@ Unsqueeze of a scalar makes one, Concat joins them. Then:
 - a Reshape back to x's leading dims of a Gemm of x's rows (Reshape(x, [-1, k]) -> Gemm(W, b) ->
   Reshape(x.shape[:-1] + [n]): transformers' Conv1D, GPT-2's four a layer) becomes the MatMul of x (and
   the Add of b) it is, whose target no constant could state; fuse_matmul then makes it one product.
+- a Shape of a Transpose's output that a MatMul reads too becomes the Shape of the Transpose's input
+  and a Gather of the permutation: the MatMul is then the Transpose's only reader, and fuse_matmul can
+  read its input as a strided operand instead of copying it (GPT-2's key^T over the whole past, read by
+  the scores' product and by the Shape that sizes the causal mask).
 dead_code then drops the chains nobody reads any more.
 """
 from __future__ import annotations
@@ -38,7 +42,7 @@ def resolve_shapes(graph: Graph, stats: dict | None = None) -> Graph:
     outputs = set(graph.outputs)
     producers, consumers = graph.producers(), graph.consumers()
     kept: list[Node] = []
-    folded = reshapes = 0
+    folded = reshapes = transposes = 0
     for node in graph.nodes:
         if node.domain not in ("", "ai.onnx"):
             kept.append(node)
@@ -68,12 +72,41 @@ def resolve_shapes(graph: Graph, stats: dict | None = None) -> Graph:
                 set_initializer(graph, const, np.array(target, np.int64))
                 node.inputs = [node.inputs[0], const]
                 reshapes += 1
+        if node.op_type == "Shape" and _shape_through_transpose(graph, node, producers, consumers, kept):
+            transposes += 1
+            continue
         kept.append(node)
     graph.nodes = kept
     if stats is not None:
         stats["folded"] = stats.get("folded", 0) + folded
         stats["reshapes"] = stats.get("reshapes", 0) + reshapes
+        stats["shapes_of_transposes"] = stats.get("shapes_of_transposes", 0) + transposes
     return graph
+
+
+def _shape_through_transpose(graph: Graph, shape: Node, producers: dict, consumers: dict, kept: list) -> bool:
+    """Shape(Transpose(x)) as Gather(Shape(x), perm[start:end]), appended to `kept`, when a MatMul reads
+    the Transpose too and nothing but Shapes does otherwise (the module doc)."""
+    t = producers.get(shape.inputs[0])
+    if t is None or t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or t.outputs[0] in graph.outputs:
+        return False
+    readers = [n for n in consumers.get(t.outputs[0], []) if n.op_type != "Shape"]
+    x_shape = partial_shape(graph, t.inputs[0])
+    if len(readers) != 1 or readers[0].op_type != "MatMul" or x_shape is None:
+        return False
+    rank = len(x_shape)
+    perm = [int(p) for p in t.attrs.get("perm", range(rank - 1, -1, -1))]
+    start, end = shape.attrs.get("start", 0), shape.attrs.get("end", rank)
+    start, end = (max(0, min(rank, a + rank if a < 0 else a)) for a in (start, end))
+    dims, picked = unique_name(graph, f"{shape.name}_of_input"), unique_name(graph, f"{shape.name}_perm")
+    set_initializer(graph, picked, np.array(perm[start:end], np.int64))
+    v = graph.value(dims)
+    v.dtype, v.shape = np.dtype(np.int64), (rank,)
+    kept.append(Node("Shape", [t.inputs[0]], [dims], {"start": 0}, name=f"{shape.name}_of_input"))
+    kept.append(Node("Gather", [dims, picked], shape.outputs, {"axis": 0}, name=shape.name))
+    consumers[t.outputs[0]] = [n for n in consumers[t.outputs[0]] if n is not shape]
+    consumers.setdefault(t.inputs[0], []).append(kept[-2])
+    return True
 
 
 def _const_ints(graph: Graph, name: str):

@@ -134,3 +134,56 @@ def test_a_gemm_read_twice_or_reshaped_elsewhere_stays(tmp_path):
     path, g = _load(model, tmp_path)
     optimize_dynamic(g)
     assert "Gemm" in [n.op_type for n in g.nodes]
+
+
+def _scores_model(reader: str = "MatMul"):
+    """GPT-2's attention scores over a past of symbolic length: k^T = Transpose(k, [0, 1, 3, 2]) read by
+    the scores' MatMul and by a Shape (start=-1: the key length) that sizes a Slice of the mask; the
+    scores plus the sliced mask are the output. reader: what reads k^T besides the Shape."""
+    mask = np.triu(np.full((64, 64), -1e4, np.float32), 1)
+    inits = [onnx.numpy_helper.from_array(mask, "bias"), onnx.numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             onnx.numpy_helper.from_array(np.array([1], np.int64), "one")]
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node(reader, ["q", "kt"] if reader == "MatMul" else ["kt"], ["scores"]),
+             helper.make_node("Shape", ["kt"], ["len"], start=-1),
+             helper.make_node("Slice", ["bias", "zero", "len", "one"], ["cols"]),
+             helper.make_node("Slice", ["cols", "zero", "one", "zero"], ["row"]),
+             helper.make_node("Add", ["scores", "row"] if reader == "MatMul" else ["scores", "scores"], ["y"])]
+    g = helper.make_graph(nodes, "scores", [helper.make_tensor_value_info("q", F, [1, 2, 1, 8]),
+                                            helper.make_tensor_value_info("k", F, [1, 2, "past", 8])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_a_shape_of_a_transposed_operand_lets_the_product_read_it_in_place(tmp_path):
+    """The Shape of k^T becomes a Gather of Shape(k) by the permutation, so the MatMul is k^T's only reader
+    and takes the Transpose as a strided operand (perm_b): no copy of the keys; the results are
+    onnxruntime's at several past lengths, a new one every call."""
+    path, g = _load(_scores_model(), tmp_path)
+    report = optimize_dynamic(g)
+    assert report["passes"]["resolve_shapes"]["shapes_of_transposes"] == 1
+    ops = [n.op_type for n in g.nodes]
+    assert "Transpose" not in ops and ops.count("Shape") == 1 and "Gather" in ops
+    from ge.core import api
+    result = api.atc(path, str(tmp_path / "m"), input_shape="q:1,2,1,8;k:1,2,-1,8")
+    assert "Transpose" not in [n.op_type for n in result.model.nodes]
+    model_id = api.load_from_file(result.om_path, "cpu")
+    try:
+        rng = np.random.default_rng(0)
+        for past in (5, 6, 7, 40, 6):
+            feeds = {"q": rng.standard_normal((1, 2, 1, 8)).astype(np.float32),
+                     "k": rng.standard_normal((1, 2, past, 8)).astype(np.float32)}
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+            np.testing.assert_allclose(api.execute(model_id, feeds)[0], want, rtol=1e-5, atol=1e-5)
+    finally:
+        api.unload(model_id)
+
+
+def test_a_transpose_nothing_could_take_keeps_its_shape(tmp_path):
+    """Without a MatMul to read the Transpose in place, the Shape stays as written (no node added)."""
+    path, g = _load(_scores_model("Relu"), tmp_path)
+    report = optimize_dynamic(g)
+    assert report["passes"]["resolve_shapes"].get("shapes_of_transposes", 0) == 0
+    assert [n.op_type for n in g.nodes].count("Transpose") == 1
