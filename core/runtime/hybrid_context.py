@@ -27,6 +27,9 @@ from .impl_cache import Impl
 from .output_pool import OutputPool
 from .known_subgraph import davinci_model_update_args, davinci_model_update_workspaces
 
+#: an input array of a new shape from this size up is read in place, not copied in (_bind_input): below it
+#: a copy costs what binding (then a buffer of its own again when the shape holds) does
+NEW_SHAPE_BIND_MIN = 64 << 10
 #: what a context counts of its runs (its `counters`, ge run --verbose's hybrid figures)
 COUNTERS = ("allocations", "reallocs", "alloc_bytes", "memory_plans", "cache_hits", "cache_builds", "cache_evictions", "agnostic_hits",
             "weight_packs",
@@ -405,8 +408,10 @@ class HybridContext:
     def _bind_input(self, k: int, x) -> bool:
         """Input k read in place from the caller's array, as the static context binds one
         (ExecutionContext._bind_input): the root of a hybrid model on the cpu device, an array of one
-        aligned block that is the last call's or larger than COPY_IN_MAX (a decoder's past: 9.4 MB of
-        GPT-2 small's a call, 1.5 ms copied). Its slot holds the caller's bytes (planned None: never
+        aligned block that is the last call's, larger than COPY_IN_MAX (a decoder's past: 9.4 MB of
+        GPT-2 small's a call, 1.5 ms copied) or of a new shape and larger than NEW_SHAPE_BIND_MIN (a
+        generation loop's past, a token longer every call: 24 of 0.6 MB a token at GPT-2 small's size,
+        where the tensor's view is new anyway). Its slot holds the caller's bytes (planned None: never
         freed, nor moved by plan_memory), made device memory by bind_host for the static submodels
         that read it by address; a later array that is neither gives the slot a buffer of its own.
         False: copied in."""
@@ -416,8 +421,8 @@ class HybridContext:
         slot = self._in_slots[k]
         if slot is not None and slot.planned is None and slot.array is x:  # bound at the last call: nothing to do
             return True
-        bind = type(x) is np.ndarray and (x is given or x.nbytes > COPY_IN_MAX) and x.flags.c_contiguous \
-            and x.flags.aligned and x.nbytes > 0
+        bind = type(x) is np.ndarray and (x is given or x.nbytes > COPY_IN_MAX or x.nbytes > NEW_SHAPE_BIND_MIN and (
+            slot is None or x.shape != slot.shape)) and x.flags.c_contiguous and x.flags.aligned and x.nbytes > 0
         if slot is not None and slot.planned is None:  # bound to another array: released
             self.device.unbind(slot.addr)
             slot.capacity, slot.shape, slot.array, slot.planned = 0, None, None, False

@@ -171,10 +171,12 @@ def test_a_shape_input_whose_value_moves_in_the_same_buffer_is_seen(tmp_path):
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
 def test_a_large_input_or_the_same_array_again_is_read_in_place(tmp_path, device):
-    """On the cpu device the root reads an input from the caller's array when it is the last call's array
-    or larger than COPY_IN_MAX (nothing copied in; changes the caller makes to it between calls are read),
-    and copies any other into a buffer of its own; the sim device (its memory is not the host's) copies."""
+    """On the cpu device the root reads an input from the caller's array when it is the last call's array,
+    larger than COPY_IN_MAX, or of a new shape and larger than NEW_SHAPE_BIND_MIN (a generation loop's
+    past: nothing copied in; changes the caller makes to it between calls are read), and copies any other
+    into a buffer of its own; the sim device (its memory is not the host's) copies."""
     from ge.core.runtime.context import COPY_IN_MAX
+    from ge.core.runtime.hybrid_context import NEW_SHAPE_BIND_MIN
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["y"])]
     graph = helper.make_graph(nodes, "bind", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
@@ -187,8 +189,10 @@ def test_a_large_input_or_the_same_array_again_is_read_in_place(tmp_path, device
         rng = np.random.default_rng(0)
         big = rng.standard_normal((COPY_IN_MAX // 256 + 1, 64)).astype(np.float32)  # just over COPY_IN_MAX
         small = rng.standard_normal((3, 64)).astype(np.float32)
+        mid = rng.standard_normal((NEW_SHAPE_BIND_MIN // 256 + 2, 64)).astype(np.float32)  # (and a row less: over it too)
         for x, copied in ((small, True), (small, device == "sim"), (big, device == "sim"), (big, device == "sim"),
-                          (small.copy(), True), (big, device == "sim")):
+                          (small.copy(), True), (big, device == "sim"), (mid, device == "sim"), (mid.copy(), True),
+                          (mid[:-1].copy(), device == "sim"), (small.copy(), True)):
             np.testing.assert_array_equal(api.execute(model_id, [x])[0], np.maximum(x, 0) * 2)
             assert (ctx.stats["h2d_bytes"] > 0) == copied
         big[0, :] = 5.0  # the caller's array changed in place: read as it is now
