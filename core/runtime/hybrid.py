@@ -13,7 +13,9 @@ Per unknown node, each execution:
                   ge's kernels are built for their input shapes, so most impls are shape-specialized
                   and the cache is what makes a repeated shape free; a kernel class that declares
                   itself `shape_agnostic` is built once per (node, dtypes, ranks) and serves every
-                  new shape without a build (counted as agnostic_hits);
+                  new shape it can without a build (counted as agnostic_hits), the context asking it
+                  directly once it serves the node (HybridContext._served: a generation loop's new
+                  length every call), and asking for a plan of their own for shapes that repeat;
   update_weights  a kernel built for a new shape takes its packed weights from the model's
                   WeightPacks: it packs (weight_packs) only when its plan wants a layout not made
                   yet, and otherwise reuses the pack (weight_pack_hits);

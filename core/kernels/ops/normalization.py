@@ -473,7 +473,7 @@ class _SoftmaxBase(_Widened):
 @register("Softmax", since=1)
 class Softmax(_SoftmaxBase):
     log = False
-    shape_agnostic = agnostic_without_workspace = True  # (float32 over the last axis: agnostic_output_shape)
+    shape_agnostic = agnostic_without_workspace = True  # (float32 and float64, opset 13 on: agnostic_output_shape)
 
 
 @register("LogSoftmax", since=1)
