@@ -69,12 +69,21 @@ DIRECT_WIDE_ROW = 8
 #:   (14x14: MobileNetV2/V3's expanding convs 5-15% faster than the GEMM, ResNet-50's 256 -> 1024 0-3%;
 #:   the direct kernel keeps the reducing ones, 10-15% faster there, and 7x7 planes);
 #: - at most PIXELS_FIRST_C input channels, any kernel (ResNet-50's 7x7 conv1, K = 147: 15% faster
-#:   than the direct kernel).
+#:   than the direct kernel);
+#: - 2-D, at most PIXELS_NARROW_M output channels and a kernel of several taps, at AVX-512's tiles (blocks
+#:   of PIXELS_NARROW_BLOCK channels): the direct kernel's tall tile would hold one or two vectors of
+#:   channels (24 of 32 lanes used for 24) by 14 pixels, fewer useful FMAs per load than the pixels
+#:   tile's 8 channels by 48 pixels (DBNet's head, 96 -> 24 over 40 x 240, one thread on a Zen 4: the
+#:   wide tile 8.1-11.6 ms, the tall one 6.3-7.9, pixels 6.2-6.4, onnxruntime 5.8-6.3; 32 -> 32 over
+#:   80 x 80 1.82, 1.59, 1.45). AVX2's tiles (blocks of 4 channels, a direct tile of 2 or 3 vectors by 6
+#:   or 4 pixels) run those faster direct (96 -> 24: 5.4-6.9 against 7.8; 128 -> 16: 6.3 against 8.5).
 PIXELS_K = 32
 PIXELS_RUN = 48
 PIXELS_PLANE = 784
 PIXELS_GEMM_PLANE = 196
 PIXELS_FIRST_C = 4
+PIXELS_NARROW_M = 32
+PIXELS_NARROW_BLOCK = 8
 
 
 class NativeConv:
@@ -85,10 +94,9 @@ class NativeConv:
         self.n, self.g, self.cg, self.ocg, self.oc = k.n, k.g, k.cg, k.ocg, k.oc
         self.kdim = k.cg * k.kp
         self.pointwise = all(v == 1 for v in k.kernel) and not k.has_pad and all(s == 1 for s in k.strides)
-        self.pixels = use_pixels(k, nat.nr, self.pointwise)
+        self.pixels = use_pixels(k, nat.nr, self.pointwise, nat.lib.ge_pixels_block())
         self.direct = self.pixels or (use_direct(k, nat.nr, self.pointwise) and not strided_beyond_l2(k, nat.caches[1]))
-        self.wide = self.direct and not self.pixels and any(v > 1 for v in k.kernel) and \
-            self.kdim >= DIRECT_WIDE_K and k.out[-1] >= DIRECT_WIDE_ROW
+        self.wide = self.direct and not self.pixels and use_wide(k, self.kdim, nat.lib.ge_direct_panel(0, k.ocg))
         self.dense = math.prod(k.out)
         self.calls = CallCache()
         self.flat = False
@@ -304,17 +312,26 @@ class _ColumnGather:
         flat[p.dst] = self.x.reshape(-1)[p.src]  # (x read anew each run: a copy when it is not contiguous)
 
 
-def use_pixels(k, nr: int, pointwise: bool) -> bool:
-    """The pixels kernel for this conv (by shape, see PIXELS_K; not when the backend's `direct` forces
-    the direct kernel or the GEMM)."""
+def use_pixels(k, nr: int, pointwise: bool, block: int) -> bool:
+    """The pixels kernel for this conv (by shape, see PIXELS_K; block: its channels per block, the
+    native level's; not when the backend's `direct` forces the direct kernel or the GEMM)."""
     if k.backend.direct != "auto" or not (pointwise or len(k.out) <= 2):
         return False
     run = math.prod(k.out) if pointwise else k.out[-1]
     one_tap = all(v == 1 for v in k.kernel)
     plane = math.prod(k.out)
     large = plane >= PIXELS_PLANE or plane >= PIXELS_GEMM_PLANE and not use_direct(k, nr, pointwise)
+    narrow = not one_tap and len(k.out) == 2 and k.ocg <= PIXELS_NARROW_M and block == PIXELS_NARROW_BLOCK
     return run >= PIXELS_RUN and (k.cg * math.prod(k.kernel) <= PIXELS_K or k.cg <= PIXELS_FIRST_C or
-                                  one_tap and large)
+                                  one_tap and large or narrow)
+
+
+def use_wide(k, kdim: int, tall_panel: int) -> bool:
+    """The direct kernel's wide tile for this conv (DIRECT_WIDE_K, DIRECT_WIDE_ROW), and only for more
+    output channels than the tall tile's panel holds (tall_panel: the level's): with fewer it would fill
+    one or two of its vectors for 6 pixels where the tall tile fills them for 14 (AVX-512)."""
+    return any(v > 1 for v in k.kernel) and kdim >= DIRECT_WIDE_K and k.out[-1] >= DIRECT_WIDE_ROW and \
+        k.ocg > tall_panel
 
 
 def use_direct(k, nr: int, pointwise: bool) -> bool:

@@ -171,8 +171,31 @@ def test_pointwise_on_a_14x14_plane_takes_the_direct_kernel_when_it_reduces(defa
     k = _kernel("Conv", [Meta(np.dtype(np.float32), (1, c, 14, 14)), Meta(np.dtype(np.float32), (oc, c, 1, 1))], {},
                 [None, np.zeros((oc, c, 1, 1), np.float32)])
     assert conv_native.use_direct(k, 32, pointwise=True) == direct
-    assert conv_native.use_pixels(k, 32, pointwise=True) != direct
+    assert conv_native.use_pixels(k, 32, pointwise=True, block=8) != direct
     assert not conv_native.use_direct(k, 49, pointwise=True)  # panels of 49 columns: 4 hold 196 pixels, no waste
+
+
+@pytest.mark.parametrize("oc, block, tall_panel, pixels, wide", [
+    (24, 8, 32, True, False), (32, 8, 32, True, False), (48, 8, 32, False, True),  # AVX-512's tiles
+    (24, 4, 16, False, True), (16, 4, 16, False, False)])  # AVX2's
+def test_a_narrow_conv_of_several_taps_takes_the_tiles_that_fill_their_lanes(oc, block, tall_panel, pixels, wide):
+    """DBNet's head (96 -> 24 channels, 3x3, 40 x 240): at AVX-512's tiles (pixels blocks of 8 channels)
+    a conv of at most 32 output channels takes the pixels kernel (the direct kernel's tiles would fill one
+    or two vectors of channels); at AVX2's (blocks of 4) the direct kernel, its wide tile only for more
+    channels than the tall one holds. The kernels' results: test_a_narrow_conv_computes_on_its_plan."""
+    from ge.core.kernels.ops import conv_native
+    k = _kernel("Conv", [Meta(np.dtype(np.float32), (1, 96, 40, 240)), Meta(np.dtype(np.float32), (oc, 96, 3, 3))],
+                {"pads": [1, 1, 1, 1]}, [None, np.zeros((oc, 96, 3, 3), np.float32)])
+    assert conv_native.use_pixels(k, 2 * tall_panel // 2, pointwise=False, block=block) == pixels
+    assert conv_native.use_wide(k, 96 * 9, tall_panel) == wide
+
+
+@pytest.mark.parametrize("oc", [16, 24, 32])
+def test_a_narrow_conv_computes_on_its_plan(check_op, oc):
+    """A conv of few output channels and several taps over rows of 60 (pixels at AVX-512's tiles, the direct
+    kernel at AVX2's), with a padding and a stride-1 3x3 kernel: onnxruntime's results."""
+    check_op("Conv", {"x": f32(1, 96, 12, 60), "w": f32(oc, 96, 3, 3), "b": f32(oc)}, {"pads": [1, 1, 1, 1]},
+             consts=("w", "b"), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("c, length, stride, gemm", [(384, 3000, 2, True), (64, 1000, 2, False), (384, 3000, 1, False)])
