@@ -82,7 +82,7 @@ def _save(tmp_path, name, nodes, inputs, outputs, inits):
 
 @pytest.mark.parametrize("plans", ["native", "numpy"])
 def test_conv_packs_once_per_layout(tmp_path, monkeypatch, plans):
-    """A 3x3 Conv over 32 channels with a symbolic image size. Native: every size takes the direct
+    """A 3x3 Conv over 32 channels into 64 with a symbolic image size. Native: every size takes the direct
     convolution, whose W is packed once per tile (the wide one for rows of 32 and more pixels, the
     tall one for rows of 4) and reused. numpy: large images take the 'taps' plan, whose
     W[taps, OC, C] is packed for the first of them and reused by the impls built for the others;
@@ -95,7 +95,7 @@ def test_conv_packs_once_per_layout(tmp_path, monkeypatch, plans):
         if cblas().sgemm is None:
             pytest.skip("no cblas_sgemm reachable through numpy: no taps plan")
     rng = np.random.default_rng(0)
-    w, b = rng.standard_normal((16, 32, 3, 3)).astype(np.float32) * 0.1, rng.standard_normal(16).astype(np.float32)
+    w, b = rng.standard_normal((64, 32, 3, 3)).astype(np.float32) * 0.1, rng.standard_normal(64).astype(np.float32)
     path = _save(tmp_path, "conv", [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
                                     helper.make_node("Abs", ["c"], ["y"])],
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, "h", "w"])],

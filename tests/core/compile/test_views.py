@@ -70,3 +70,41 @@ def test_compare_reads_each_part_from_its_offset(tmp_path):
     r = api.compare(path, api.atc(path, str(tmp_path / "decode")).om_path)
     layers = {row["name"]: row for row in r["layers"]}
     assert r["passed"] and {"q", "k", "v", "kt"} <= set(layers) and all(row["pass"] for row in r["layers"])
+
+
+def test_attention_probabilities_are_written_over_their_scores(tmp_path, run_ort):
+    """Softmax on the native rows writes its output over its input where it reads that input last
+    (Kernel.output_over: the scores of attention, [heads, n, n], are the largest tensor of a long
+    sequence's layer); where the scores are read again (a graph output here), or on numpy's plan (whose
+    fast path is not redone over a row it wrote), it writes a tensor of its own. onnxruntime's results on
+    every executor."""
+    from ge.core.kernels import native
+    for scores_out in (False, True):
+        nodes = [helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+                 helper.make_node("Softmax", ["scores"], ["probs"], axis=-1),
+                 helper.make_node("MatMul", ["probs", "v"], ["y"])]
+        outs = ["y"] + (["scores"] if scores_out else [])
+        graph = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in
+                                                  (("q", [2, 40, 16]), ("kt", [2, 16, 40]), ("v", [2, 40, 16]))],
+                                  [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        path = str(tmp_path / f"attn{int(scores_out)}.onnx")
+        onnx.save(model, path)
+        om = api.atc(path, str(tmp_path / f"attn{int(scores_out)}"))
+        softmax = next(t for t in om.model.tasks if t.op_type == "Softmax")
+        same = (softmax.inputs[0].allocation, softmax.inputs[0].offset) == \
+            (softmax.outputs[0].allocation, softmax.outputs[0].offset)
+        assert same == (not scores_out and native.native() is not None)
+        feeds = {n: RNG.standard_normal(s).astype(np.float32) for n, s in
+                 (("q", (2, 40, 16)), ("kt", (2, 16, 40)), ("v", (2, 40, 16)))}
+        want = run_ort(model, feeds)
+        model_id = api.load_from_file(om.om_path, "cpu")
+        try:
+            loaded = api.model(model_id)
+            for executor in ("linear", "dataflow", "parallel"):
+                got = loaded.create_context(executor=executor).execute([feeds["q"], feeds["kt"], feeds["v"]])
+                for g, w in zip(got, want):
+                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        finally:
+            api.unload(model_id)

@@ -64,7 +64,7 @@ def test_native_conv_packs_once_per_tile():
     from ge.core.kernels.native import native
     if native() is None:
         pytest.skip("ge's native GEMM is not built")
-    w, b, packs, seen = f32(16, 32, 3, 3), f32(16), WeightPacks(), []
+    w, b, packs, seen = f32(64, 32, 3, 3), f32(64), WeightPacks(), []  # (more channels than a tall tile holds)
     for size in (32, 40, 4):
         x = f32(1, 32, size, size)
         k = conv(x.shape, w, b, packs)
